@@ -1,0 +1,428 @@
+"""Hugging Face ``config.json`` -> :class:`ModelSpec`.
+
+One adapter table per ``model_type`` (data, not code paths per model). Each table gives the fixed
+architecture facts of the family (norm kind, gated FFN, parallel block, ...) and, where the family
+reads them from its config, the config key to read. Configs come in many vintages: keys are read
+through alias lists, ``null`` means "not set", and both ``torch_dtype`` and ``dtype`` are accepted.
+
+The semantics follow what transformers builds from the same file (the oracle tests prove it), e.g.
+sliding-window layer patterns are derived exactly as the transformers config classes derive them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, SpecError
+from .spec import EncoderSpec, MLASpec, ModelSpec, MoESpec
+
+_MISSING = object()
+
+# Config key aliases, first match wins.
+HIDDEN = ("hidden_size", "n_embd", "n_embed", "d_model")
+LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "decoder_layers")
+HEADS = ("num_attention_heads", "n_head", "num_heads", "decoder_attention_heads")
+FFN = ("intermediate_size", "n_inner", "ffn_hidden_size", "d_ff", "ffn_dim", "decoder_ffn_dim")
+POSITIONS = ("max_position_embeddings", "n_positions")
+
+
+def _key(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: Any = _MISSING, *, where: str = ""):
+    keys = (keys,) if isinstance(keys, str) else keys
+    for k in keys:
+        v = cfg.get(k)
+        if v is not None:
+            return v
+    if default is _MISSING:
+        raise ConfigError(
+            f"{where}: required field {' / '.join(repr(k) for k in keys)} is missing or null; "
+            "add it to the config.json (see the model's hub page) or pass a complete config"
+        )
+    return default
+
+
+def _int(cfg, keys, default=_MISSING, *, where: str) -> int:
+    v = _key(cfg, keys, default, where=where)
+    if v is None:
+        return v
+    if isinstance(v, bool) or not isinstance(v, int | float) or int(v) != v:
+        raise ConfigError(f"{where}: field {keys if isinstance(keys, str) else keys[0]!r}={v!r} must be an integer")
+    return int(v)
+
+
+# ---- per-family facts -----------------------------------------------------------------------------
+# Values are constants, or ("key", default) to read a bool from the config, or a callable(cfg).
+
+
+def _k(name: str, default: Any) -> tuple[str, Any]:
+    return (name, default)
+
+
+LLAMA_LIKE = dict(
+    norm="rms", ffn="gated", position="rotary", q_bias=_k("attention_bias", False),
+    k_bias=_k("attention_bias", False), v_bias=_k("attention_bias", False), o_bias=_k("attention_bias", False),
+    ffn_bias=_k("mlp_bias", False), norms_per_layer=2,
+)
+
+ADAPTERS: dict[str, dict[str, Any]] = {
+    "llama": LLAMA_LIKE,
+    "granite": LLAMA_LIKE,
+    "mistral": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False),
+    "mixtral": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False,
+                    moe="mixtral"),
+    "phi3": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False),
+    "qwen2": dict(LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False),
+    "qwen2_moe": dict(LLAMA_LIKE, q_bias=_k("qkv_bias", True), k_bias=_k("qkv_bias", True),
+                      v_bias=_k("qkv_bias", True), o_bias=False, ffn_bias=False, moe="qwen2_moe"),
+    "qwen3": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head"),
+    "qwen3_moe": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", moe="qwen3_moe"),
+    "gemma": dict(LLAMA_LIKE, ffn_bias=False, embedding_scale=True, activation="gelu_tanh"),
+    "gemma2": dict(LLAMA_LIKE, ffn_bias=False, embedding_scale=True, norms_per_layer=4,
+                   activation="gelu_tanh", softcap=True),
+    "gemma3_text": dict(LLAMA_LIKE, ffn_bias=False, embedding_scale=True, norms_per_layer=4, qk_norm="head",
+                        activation="gelu_tanh", softcap=True),
+    "olmo": dict(LLAMA_LIKE, norm="layer_noparam", ffn_bias=False),
+    "olmo2": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="full"),
+    "cohere": dict(LLAMA_LIKE, norm="layer", norm_bias=False, parallel=True, norms_per_layer=1,
+                   ffn_bias=False, qk_norm=lambda c: "full" if c.get("use_qk_norm") else "none"),
+    "phi": dict(norm="layer", ffn="mlp", position="rotary", q_bias=True, k_bias=True, v_bias=True,
+                o_bias=True, ffn_bias=True, parallel=True, norms_per_layer=1, lm_head_bias=True,
+                activation="gelu_new", qk_norm=lambda c: "full" if c.get("qk_layernorm") else "none"),
+    "starcoder2": dict(norm="layer", ffn="mlp", position="rotary", q_bias=_k("use_bias", True),
+                       k_bias=_k("use_bias", True), v_bias=_k("use_bias", True), o_bias=_k("use_bias", True),
+                       ffn_bias=_k("use_bias", True), norms_per_layer=2, activation="gelu_tanh"),
+    "gpt2": dict(norm="layer", ffn="mlp", position="learned", q_bias=True, k_bias=True, v_bias=True,
+                 o_bias=True, ffn_bias=True, norms_per_layer=2, activation="gelu_new", ffn_default=4),
+    "gpt_neox": dict(norm="layer", ffn="mlp", position="rotary", q_bias=_k("attention_bias", True),
+                     k_bias=_k("attention_bias", True), v_bias=_k("attention_bias", True),
+                     o_bias=_k("attention_bias", True), ffn_bias=True, parallel=_k("use_parallel_residual", True),
+                     norms_per_layer=2, activation="gelu"),
+    "gptj": dict(norm="layer", ffn="mlp", position="rotary", q_bias=False, k_bias=False, v_bias=False,
+                 o_bias=False, ffn_bias=True, parallel=True, norms_per_layer=1, lm_head_bias=True,
+                 activation="gelu_new", ffn_default=4),
+    "opt": dict(norm="layer", ffn="mlp", position="learned", position_offset=2, q_bias=_k("enable_bias", True),
+                k_bias=_k("enable_bias", True), v_bias=_k("enable_bias", True), o_bias=_k("enable_bias", True),
+                ffn_bias=_k("enable_bias", True), norms_per_layer=2, activation="relu"),
+    "bloom": dict(norm="layer", ffn="mlp", position="alibi", q_bias=True, k_bias=True, v_bias=True,
+                  o_bias=True, ffn_bias=True, norms_per_layer=2, embedding_norm=True, activation="gelu_tanh",
+                  ffn_default=4),
+    "falcon": dict(norm="layer", ffn="mlp", position="rotary", q_bias=_k("bias", False), k_bias=_k("bias", False),
+                   v_bias=_k("bias", False), o_bias=_k("bias", False), ffn_bias=_k("bias", False),
+                   parallel=_k("parallel_attn", True), norms_per_layer="falcon", activation="gelu",
+                   ffn_default=4),
+    "deepseek_v2": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False,
+                        moe="deepseek", mla=True),
+    "deepseek_v3": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False,
+                        moe="deepseek", mla=True),
+    "gpt_oss": dict(LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=True, ffn_bias=False,
+                    moe="gpt_oss", attn_sinks=True),
+    "t5": dict(norm="rms", norm_bias=False, ffn="t5", position="relative", q_bias=False, k_bias=False,
+               v_bias=False, o_bias=False, ffn_bias=False, norms_per_layer=3, encdec="t5"),
+    # The original Transformer (Vaswani et al. 2017): post-LN, no final stack norms, shared embeddings.
+    "transformer": dict(norm="layer", ffn="mlp", position="sinusoidal", q_bias=True, k_bias=True, v_bias=True,
+                        o_bias=True, ffn_bias=True, norms_per_layer=3, encdec="transformer", activation="relu"),
+    "bart": dict(norm="layer", ffn="mlp", position="learned", position_offset=2, q_bias=True, k_bias=True,
+                 v_bias=True, o_bias=True, ffn_bias=True, norms_per_layer=3, encdec="bart", activation="gelu"),
+}
+
+# Config aliases that older hub files use for the same family.
+MODEL_TYPE_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "gemma3": "gemma3_text"}
+
+
+def supported_model_types() -> list[str]:
+    return sorted(ADAPTERS)
+
+
+def _fact(table: Mapping[str, Any], cfg: Mapping[str, Any], name: str, default: Any) -> Any:
+    v = table.get(name, default)
+    if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str):
+        got = cfg.get(v[0])
+        return v[1] if got is None else got
+    if callable(v):
+        return v(cfg)
+    return v
+
+
+def _layer_windows(cfg: Mapping[str, Any], model_type: str, n_layers: int, where: str) -> tuple[int | None, ...]:
+    """Sliding windows per layer, derived as the transformers config classes derive ``layer_types``."""
+    window = cfg.get("sliding_window")
+    types = cfg.get("layer_types")
+    if model_type == "qwen2_moe" or model_type in ("qwen2", "qwen3", "qwen3_moe"):
+        if not cfg.get("use_sliding_window", False):
+            window = None
+    if window is None:
+        return (None,) * n_layers
+    window = _int(cfg, "sliding_window", where=where)
+    if types is None:
+        if model_type in ("gemma2", "gpt_oss"):
+            types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n_layers)]
+        elif model_type == "gemma3_text":
+            pattern = cfg.get("sliding_window_pattern") or 6
+            types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n_layers)]
+        elif model_type in ("qwen2", "qwen3", "qwen3_moe", "qwen2_moe"):
+            first = cfg.get("max_window_layers") or 0
+            types = ["sliding_attention" if i >= first else "full_attention" for i in range(n_layers)]
+        else:
+            types = ["sliding_attention"] * n_layers
+    if len(types) < n_layers:
+        raise ConfigError(f"{where}: layer_types has {len(types)} entries for {n_layers} layers")
+    return tuple(window if t == "sliding_attention" else None for t in types[:n_layers])
+
+
+def _moe(kind: str, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[MoESpec, tuple[bool, ...]]:
+    if kind == "mixtral":
+        moe = MoESpec(
+            n_experts=_int(cfg, ("num_local_experts", "num_experts"), where=where),
+            top_k=_int(cfg, "num_experts_per_tok", where=where),
+            d_ff_expert=_int(cfg, "intermediate_size", where=where),
+        )
+        return moe, (True,) * n_layers
+    if kind in ("qwen2_moe", "qwen3_moe"):
+        shared = _int(cfg, "shared_expert_intermediate_size", 0, where=where) if kind == "qwen2_moe" else 0
+        moe = MoESpec(
+            n_experts=_int(cfg, "num_experts", where=where),
+            top_k=_int(cfg, "num_experts_per_tok", where=where),
+            d_ff_expert=_int(cfg, "moe_intermediate_size", where=where),
+            d_ff_shared=shared,
+            shared_gate=kind == "qwen2_moe" and shared > 0,
+        )
+        step = _int(cfg, "decoder_sparse_step", 1, where=where)
+        dense = set(cfg.get("mlp_only_layers") or [])
+        layers = tuple(i not in dense and moe.n_experts > 0 and (i + 1) % step == 0 for i in range(n_layers))
+        return moe, layers
+    if kind == "deepseek":
+        per = _int(cfg, "moe_intermediate_size", where=where)
+        moe = MoESpec(
+            n_experts=_int(cfg, "n_routed_experts", where=where),
+            top_k=_int(cfg, "num_experts_per_tok", where=where),
+            d_ff_expert=per,
+            d_ff_shared=per * _int(cfg, "n_shared_experts", 0, where=where),
+            router_correction_bias=cfg.get("model_type") == "deepseek_v3",
+        )
+        first = _int(cfg, "first_k_dense_replace", 0, where=where)
+        freq = _int(cfg, "moe_layer_freq", 1, where=where)
+        return moe, tuple(i >= first and i % freq == 0 for i in range(n_layers))
+    if kind == "gpt_oss":
+        moe = MoESpec(
+            n_experts=_int(cfg, ("num_local_experts", "num_experts"), where=where),
+            top_k=_int(cfg, ("num_experts_per_tok", "experts_per_token"), where=where),
+            d_ff_expert=_int(cfg, "intermediate_size", where=where),
+            router_bias=True,
+            expert_bias=True,
+        )
+        return moe, (True,) * n_layers
+    raise AssertionError(kind)
+
+
+def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: str = "") -> ModelSpec:
+    """Build a :class:`ModelSpec` from a parsed config.json mapping."""
+    where = source or name or "config"
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"{where}: expected a JSON object at the top level, got {type(cfg).__name__}")
+    if "text_config" in cfg and "model_type" in cfg and cfg["model_type"] not in ADAPTERS:
+        cfg = dict(cfg["text_config"])
+    raw_type = cfg.get("model_type")
+    if raw_type is None:
+        raise ConfigError(
+            f"{where}: field 'model_type' is missing; llmath needs it to pick the architecture "
+            f"(supported: {', '.join(supported_model_types())})"
+        )
+    model_type = MODEL_TYPE_ALIASES.get(raw_type, raw_type)
+    table = ADAPTERS.get(model_type)
+    if table is None:
+        raise ConfigError(
+            f"{where}: model_type={raw_type!r} is not supported; supported: {', '.join(supported_model_types())}. "
+            "Describe the model as a spec (llmath.ModelSpec) or open an issue with its config.json"
+        )
+    name = name or cfg.get("_name_or_path") or model_type
+    try:
+        return _build(cfg, model_type, table, name, where, source)
+    except SpecError as e:
+        raise ConfigError(f"{where}: {e}") from None
+
+
+def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
+    def get(key, default=_MISSING):
+        return _int(cfg, key, default, where=where)
+
+    d = get(HIDDEN)
+    n_layers = get(LAYERS)
+    n_heads = get(HEADS)
+    vocab = get("vocab_size")
+    if model_type == "falcon":
+        if cfg.get("new_decoder_architecture"):
+            n_kv = get(("num_kv_heads", "n_head_kv"), n_heads)
+        else:
+            n_kv = 1 if cfg.get("multi_query", True) else n_heads
+    else:
+        n_kv = get(("num_key_value_heads", "num_kv_heads"), n_heads)
+    head_dim = cfg.get("head_dim") or cfg.get("d_kv")
+    if head_dim is None:
+        if d % n_heads:
+            raise ConfigError(
+                f"{where}: hidden size {d} is not divisible by {n_heads} attention heads and no 'head_dim' "
+                "is given; add 'head_dim' to the config"
+            )
+        head_dim = d // n_heads
+    head_dim = int(head_dim)
+
+    ffn = table.get("ffn")
+    activation = table.get("activation", "silu")
+    if ffn == "t5":
+        proj = cfg.get("feed_forward_proj") or "relu"
+        ffn = "gated" if proj.startswith("gated") else "mlp"
+        activation = proj.split("-")[-1]
+    d_ff = cfg.get(FFN[0])
+    for k in FFN:
+        if cfg.get(k) is not None:
+            d_ff = cfg[k]
+            break
+    if d_ff is None:
+        mult = table.get("ffn_default")
+        if mult is None:
+            raise ConfigError(f"{where}: required field 'intermediate_size' (the FFN width) is missing or null")
+        d_ff = mult * d
+    d_ff = int(d_ff)
+
+    moe, layer_moe = None, ()
+    if table.get("moe"):
+        moe, layer_moe = _moe(table["moe"], cfg, n_layers, where)
+        if not any(layer_moe):
+            moe, layer_moe = None, ()
+    mla = None
+    attention = "mha"
+    if table.get("mla"):
+        attention = "mla"
+        mla = MLASpec(
+            q_lora_rank=cfg.get("q_lora_rank"),
+            kv_lora_rank=get("kv_lora_rank"),
+            qk_rope_head_dim=get("qk_rope_head_dim"),
+            qk_nope_head_dim=get("qk_nope_head_dim"),
+            v_head_dim=get("v_head_dim"),
+        )
+        head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+
+    norms = _fact(table, cfg, "norms_per_layer", 2)
+    parallel = bool(_fact(table, cfg, "parallel", False))
+    hf_cache_kv = None
+    if norms == "falcon":
+        if cfg.get("new_decoder_architecture"):
+            norms = cfg.get("num_ln_in_parallel_attn") or 2
+            hf_cache_kv = n_heads  # transformers' Falcon caches K/V broadcast to every query head
+        else:
+            norms = 1 if parallel else 2
+    position = table["position"]
+    if model_type == "falcon" and cfg.get("alibi"):
+        position = "alibi"
+    max_pos = cfg.get("max_position_embeddings") or cfg.get("n_positions")
+    rotary_dim = None
+    if position == "rotary":
+        if cfg.get("rotary_dim"):
+            rotary_dim = int(cfg["rotary_dim"])
+        else:
+            pct = cfg.get("partial_rotary_factor") or cfg.get("rotary_pct")
+            rope = cfg.get("rope_parameters") or {}
+            pct = pct or (rope.get("partial_rotary_factor") if isinstance(rope, dict) else None)
+            if pct and mla is None:
+                rotary_dim = int(head_dim * float(pct))
+        if mla is not None:
+            rotary_dim = mla.qk_rope_head_dim
+    softcap = table.get("softcap")
+    encoder = None
+    relative_buckets = 0
+    final_norm = True
+    embedding_norm = bool(table.get("embedding_norm", False))
+    if table.get("encdec") == "t5":
+        n_layers = get(("num_decoder_layers", "num_layers"))
+        encoder = EncoderSpec(n_layers=get("num_layers"), norms_per_layer=2, final_norm=True)
+        relative_buckets = get("relative_attention_num_buckets", 32)
+    elif table.get("encdec") == "transformer":
+        n_layers = get("decoder_layers")
+        encoder = EncoderSpec(n_layers=get("encoder_layers"), norms_per_layer=2, final_norm=False)
+        final_norm = False
+    elif table.get("encdec") == "bart":
+        n_layers = get("decoder_layers")
+        encoder = EncoderSpec(
+            n_layers=get("encoder_layers"), norms_per_layer=2, final_norm=bool(cfg.get("add_final_layer_norm")),
+            embedding_norm=True, own_position_table=True,
+        )
+        final_norm = bool(cfg.get("add_final_layer_norm"))
+        embedding_norm = True
+        d_ff = get("decoder_ffn_dim")
+    if model_type == "opt" and not cfg.get("do_layer_norm_before", True):
+        final_norm = False
+    tie = cfg.get("tie_word_embeddings")
+    if tie is None:
+        tie = model_type not in ("gpt_neox", "gptj", "olmo")
+    if model_type == "t5" and cfg.get("tie_word_embeddings") is None:
+        tie = True
+    return ModelSpec(
+        name=name,
+        model_type=model_type,
+        n_layers=n_layers,
+        d_model=d,
+        vocab_size=vocab,
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        head_dim=head_dim,
+        d_ff=d_ff,
+        ffn=ffn,
+        norm=table["norm"],
+        norm_bias=bool(_fact(table, cfg, "norm_bias", True)),
+        position=position,
+        activation=activation,
+        attention=attention,
+        mla=mla,
+        q_bias=bool(_fact(table, cfg, "q_bias", False)),
+        k_bias=bool(_fact(table, cfg, "k_bias", False)),
+        v_bias=bool(_fact(table, cfg, "v_bias", False)),
+        o_bias=bool(_fact(table, cfg, "o_bias", False)),
+        qk_norm=_fact(table, cfg, "qk_norm", "none"),
+        attn_sinks=bool(table.get("attn_sinks", False)),
+        ffn_bias=bool(_fact(table, cfg, "ffn_bias", False)),
+        moe=moe,
+        layer_moe=layer_moe,
+        layer_windows=_layer_windows(cfg, model_type, n_layers, where),
+        norms_per_layer=int(norms),
+        final_norm=final_norm,
+        embedding_norm=embedding_norm,
+        max_positions=int(max_pos) if max_pos else None,
+        position_table_offset=int(table.get("position_offset", 0)),
+        rotary_dim=rotary_dim,
+        relative_buckets=relative_buckets,
+        tie_embeddings=bool(tie),
+        lm_head_bias=bool(table.get("lm_head_bias", False)),
+        parallel_block=parallel,
+        embedding_scale=bool(table.get("embedding_scale", False)),
+        attn_softcap=cfg.get("attn_logit_softcapping") if softcap else None,
+        final_softcap=cfg.get("final_logit_softcapping") if softcap else None,
+        encoder=encoder,
+        hf_cache_kv_heads=hf_cache_kv,
+        source=source,
+    )
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """Read a config.json (a file, or a directory holding one) with clear errors."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    if not p.exists():
+        raise ConfigError(f"{p}: no such file; pass a config.json path, a directory holding one, or a registry name")
+    try:
+        return json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{p}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg}); fix the file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a UTF-8 text file; pass a config.json") from None
+
+
+def spec_from_file(path: str | Path, name: str | None = None) -> ModelSpec:
+    p = Path(path)
+    cfg = read_config(p)
+    return spec_from_config(cfg, name=name or (p.parent.name if p.name == "config.json" else p.stem), source=str(p))
+
+
+Adapter = Callable[[Mapping[str, Any]], ModelSpec]

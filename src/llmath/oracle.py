@@ -1,0 +1,86 @@
+"""The oracle: the real transformers implementation on the meta device (optional extra ``oracle``).
+
+It builds the module from the very config.json llmath reads, with no weights and no memory, counts its
+parameters, counts the FLOPs its forward executes with ``torch.utils.flop_counter.FlopCounterMode``
+(eager attention, ``logits_to_keep=1``; MoE experts with ``experts_implementation="batched_mm"``, which
+runs on meta and counts only the routed experts), and measures the tensors its cache holds.
+
+Import cost: torch and transformers are imported lazily, inside the functions.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+SEQ2SEQ = ("t5", "bart")
+
+
+def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
+    """A transformers config object from a config.json mapping (optionally with fewer layers)."""
+    import transformers
+
+    cfg = copy.deepcopy(dict(cfg))
+    cfg.pop("auto_map", None)
+    cfg.pop("quantization_config", None)
+    model_type = cfg.pop("model_type")
+    model_type = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}.get(model_type, model_type)
+    if n_layers is not None:
+        for k in ("num_hidden_layers", "n_layer", "num_layers"):
+            if k in cfg:
+                cfg[k] = n_layers
+        if isinstance(cfg.get("layer_types"), list):
+            cfg["layer_types"] = cfg["layer_types"][:n_layers]
+    config = transformers.AutoConfig.for_model(model_type, **cfg)
+    return config
+
+
+def build_meta(config, attn_implementation: str = "eager"):
+    import torch
+    import transformers
+
+    kw: dict[str, Any] = {"attn_implementation": attn_implementation}
+    with torch.device("meta"):
+        if config.model_type in SEQ2SEQ:
+            return transformers.AutoModelForSeq2SeqLM.from_config(config, **kw)
+        try:
+            return transformers.AutoModelForCausalLM.from_config(config, experts_implementation="batched_mm", **kw)
+        except (TypeError, ValueError):
+            return transformers.AutoModelForCausalLM.from_config(config, **kw)
+
+
+def count_params(model) -> int:
+    """Parameters as PyTorch counts them (shared tensors once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def named_param_counts(model) -> dict[str, int]:
+    return {n: p.numel() for n, p in model.named_parameters()}
+
+
+def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int = 1):
+    """(matmul FLOPs counted by FlopCounterMode, the model output) for one forward pass on meta."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    ids = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
+    kw: dict[str, Any] = {"input_ids": ids, "use_cache": True, "logits_to_keep": logits_to_keep}
+    if past is not None:
+        kw["past_key_values"] = past
+        seen = past.get_seq_length()
+        kw["position_ids"] = torch.arange(seen, seen + tokens, device="meta").expand(batch, -1)
+        kw["cache_position"] = torch.arange(seen, seen + tokens, device="meta")
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        out = model(**kw)
+    return counter.get_total_flops(), out
+
+
+def cache_bytes(past, bytes_per_element: int = 2) -> int:
+    """Bytes of every tensor the HF cache holds (keys and values of every layer)."""
+    total = 0
+    for layer in past.layers:
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if t is not None:
+                total += t.numel() * bytes_per_element
+    return total

@@ -1,0 +1,233 @@
+"""The typed, validated model spec: one dataclass that every other layer reads.
+
+Architecture differences are explicit fields, never behaviour keyed on a model's name. Derived sizes
+(``q_dim``, ``kv_dim``, ...) live here and nowhere else. Size fields have no defaults, so no entry
+silently inherits a width. Validation raises :class:`SpecError` naming the field, the rule and the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from .errors import SpecError
+
+NormKind = Literal["layer", "rms", "layer_noparam"]
+FFNKind = Literal["mlp", "gated"]
+PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "relative", "none"]
+AttentionKind = Literal["mha", "mla"]
+QKNorm = Literal["none", "head", "full"]
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """Mixture of experts in the FFN of the layers marked ``moe`` in :attr:`ModelSpec.layer_moe`.
+
+    ``d_ff_expert`` is each routed expert's hidden width; shared experts are always active and are
+    stored as one FFN of width ``d_ff_shared`` (DeepSeek: ``n_shared_experts * moe_intermediate_size``).
+    """
+
+    n_experts: int
+    top_k: int
+    d_ff_expert: int
+    d_ff_shared: int = 0
+    shared_gate: bool = False  # Qwen2-MoE: sigmoid gate Linear(D, 1) on the shared expert
+    router_bias: bool = False  # gpt-oss router Linear has a bias
+    expert_bias: bool = False  # gpt-oss experts have biases on gate_up and down
+    router_correction_bias: bool = False  # DeepSeek-V3 e_score_correction_bias (E values per layer)
+
+    def validate(self, name: str) -> None:
+        for f in ("n_experts", "top_k", "d_ff_expert"):
+            _positive(name, f"moe.{f}", getattr(self, f))
+        if self.top_k > self.n_experts:
+            raise SpecError(
+                f"{name!r}: moe.top_k={self.top_k} exceeds moe.n_experts={self.n_experts}; "
+                "a token cannot be routed to more experts than exist"
+            )
+        if self.d_ff_shared < 0:
+            raise SpecError(f"{name!r}: moe.d_ff_shared={self.d_ff_shared} must be >= 0")
+
+
+@dataclass(frozen=True)
+class MLASpec:
+    """DeepSeek multi-head latent attention widths (per head unless named rank)."""
+
+    q_lora_rank: int | None  # None: a plain q_proj D -> N*(nope+rope)
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+
+    def validate(self, name: str) -> None:
+        if self.q_lora_rank is not None:
+            _positive(name, "mla.q_lora_rank", self.q_lora_rank)
+        for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+            _positive(name, f"mla.{f}", getattr(self, f))
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """The encoder stack of an encoder-decoder model (parameter counts only).
+
+    It shares attention and FFN widths with the decoder; decoder layers then carry cross-attention.
+    """
+
+    n_layers: int
+    norms_per_layer: int = 2
+    final_norm: bool = True
+    embedding_norm: bool = False
+    own_position_table: bool = False  # BART: encoder and decoder each have a learned table
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A transformer, as explicit fields.
+
+    Attention is MHA/GQA/MQA through ``n_kv_heads`` (``head_dim`` is its own field: Gemma and Qwen3
+    differ from ``d_model / n_heads``), or MLA through ``mla``. Per-layer variation lives in
+    ``layer_windows`` (``None`` = full attention, else the sliding window) and ``layer_moe``.
+    """
+
+    name: str
+    n_layers: int
+    d_model: int
+    vocab_size: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ff: int
+    ffn: FFNKind
+    norm: NormKind
+    position: PositionKind
+    model_type: str = "custom"
+    activation: str = "silu"
+    attention: AttentionKind = "mha"
+    mla: MLASpec | None = None
+    q_bias: bool = False
+    k_bias: bool = False
+    v_bias: bool = False
+    o_bias: bool = False
+    qk_norm: QKNorm = "none"
+    attn_sinks: bool = False  # gpt-oss: one learned logit per head
+    ffn_bias: bool = False
+    moe: MoESpec | None = None
+    layer_moe: tuple[bool, ...] = ()
+    layer_windows: tuple[int | None, ...] = ()
+    norm_bias: bool = True  # LayerNorm with bias; ignored for rms / layer_noparam
+    norms_per_layer: int = 2
+    final_norm: bool = True
+    embedding_norm: bool = False  # BLOOM word_embeddings_layernorm
+    max_positions: int | None = None
+    position_table_offset: int = 0  # OPT/BART learned tables have 2 extra rows
+    rotary_dim: int | None = None  # rotary width per head (partial rotary: phi, gpt-neox, gpt-j)
+    relative_buckets: int = 0  # T5 relative attention bias buckets
+    tie_embeddings: bool = False
+    lm_head_bias: bool = False
+    parallel_block: bool = False
+    embedding_scale: bool = False  # Gemma multiplies embeddings by sqrt(d)
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    encoder: EncoderSpec | None = None
+    hf_cache_kv_heads: int | None = None  # transformers caches this many K/V heads (Falcon: all N)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.layer_moe:
+            object.__setattr__(self, "layer_moe", (self.moe is not None,) * max(self.n_layers, 0))
+        if not self.layer_windows:
+            object.__setattr__(self, "layer_windows", (None,) * max(self.n_layers, 0))
+        self.validate()
+
+    # ---- validation -------------------------------------------------------------------------------
+    def validate(self) -> None:
+        n = self.name
+        for f in ("n_layers", "d_model", "vocab_size", "n_heads", "n_kv_heads", "head_dim"):
+            _positive(n, f, getattr(self, f))
+        if self.d_ff < 0 or (self.d_ff == 0 and not (self.moe and all(self.layer_moe))):
+            raise SpecError(f"{n!r}: d_ff={self.d_ff} must be a positive integer (the FFN hidden width)")
+        if self.n_heads % self.n_kv_heads:
+            raise SpecError(
+                f"{n!r}: n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}; "
+                "each KV head must serve a whole group of query heads"
+            )
+        if self.ffn not in ("mlp", "gated"):
+            raise SpecError(f"{n!r}: ffn={self.ffn!r} must be 'mlp' or 'gated'")
+        if self.norm not in ("layer", "rms", "layer_noparam"):
+            raise SpecError(f"{n!r}: norm={self.norm!r} must be 'layer', 'rms' or 'layer_noparam'")
+        if self.attention == "mla":
+            if self.mla is None:
+                raise SpecError(f"{n!r}: attention='mla' needs the mla widths (kv_lora_rank, ...)")
+            self.mla.validate(n)
+        if self.moe is not None:
+            self.moe.validate(n)
+        if len(self.layer_moe) != self.n_layers:
+            raise SpecError(f"{n!r}: layer_moe has {len(self.layer_moe)} entries for {self.n_layers} layers")
+        if any(self.layer_moe) and self.moe is None:
+            raise SpecError(f"{n!r}: layer_moe marks MoE layers but no moe spec is given")
+        if len(self.layer_windows) != self.n_layers:
+            raise SpecError(
+                f"{n!r}: layer_windows has {len(self.layer_windows)} entries for {self.n_layers} layers"
+            )
+        for w in self.layer_windows:
+            if w is not None and (not isinstance(w, int) or w <= 0):
+                raise SpecError(f"{n!r}: sliding window {w!r} must be a positive integer or None")
+        if self.position == "learned" and not self.max_positions:
+            raise SpecError(f"{n!r}: learned positions need max_positions (the table's rows)")
+        if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim):
+            raise SpecError(f"{n!r}: rotary_dim={self.rotary_dim} must be in 1..head_dim={self.head_dim}")
+        if self.norms_per_layer < 0:
+            raise SpecError(f"{n!r}: norms_per_layer={self.norms_per_layer} must be >= 0")
+
+    # ---- derived sizes ----------------------------------------------------------------------------
+    @property
+    def group_size(self) -> int:
+        """G = N / K query heads per KV head."""
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def q_dim(self) -> int:
+        if self.mla is not None:
+            return self.n_heads * (self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim)
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def attn_out_dim(self) -> int:
+        """Width entering the output projection (N·H, or N·v_head_dim for MLA)."""
+        if self.mla is not None:
+            return self.n_heads * self.mla.v_head_dim
+        return self.n_heads * self.head_dim
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        return self.encoder is not None
+
+    @property
+    def windows(self) -> tuple[int | None, ...]:
+        """Distinct attention kinds, full (None) first."""
+        seen = sorted({w for w in self.layer_windows if w is not None})
+        return ((None,) if None in self.layer_windows else ()) + tuple(seen)
+
+    @property
+    def n_moe_layers(self) -> int:
+        return sum(self.layer_moe)
+
+    def with_layers(self, n_layers: int) -> ModelSpec:
+        """The same architecture with the first ``n_layers`` layers (patterns truncated)."""
+        return replace(
+            self,
+            n_layers=n_layers,
+            layer_moe=self.layer_moe[:n_layers],
+            layer_windows=self.layer_windows[:n_layers],
+        )
+
+
+def _positive(name: str, fieldname: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SpecError(f"{name!r}: {fieldname}={value!r} must be a positive integer")
+
+
+__all__ = ["ModelSpec", "MoESpec", "MLASpec", "EncoderSpec"]
