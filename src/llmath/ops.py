@@ -81,6 +81,7 @@ class Op:
     params: tuple[tuple[str, int], ...] = ()  # (component key, parameter elements) per run
     costs: tuple[tuple[str, tuple[Term, ...]], ...] = ()
     layer_kind: str = ""  # which layer group it belongs to ('' = not a layer op)
+    window: int | None = None  # attention window of its layer (None: full or not an attention op)
 
     def terms(self, cls: str) -> tuple[Term, ...]:
         for c, t in self.costs:
@@ -200,6 +201,7 @@ class _Builder:
     attention: Attention
     stage: Stage
     ops: list[Op] = field(default_factory=list)
+    window: int | None = None  # window of the layer group being built
 
     def add(self, name, component, kind, signature, sizes, count, params=(), layer_kind="", **costs):
         cs = []
@@ -209,7 +211,8 @@ class _Builder:
                 cs.append((cls, tuple(Term(int(c), m, s) for c, m, s in terms if c)))
         self.ops.append(
             Op(name, component, kind, signature, tuple(sizes.items()), count,
-               tuple((k, int(n)) for k, n in params if n), tuple(c for c in cs if c[1]), layer_kind)
+               tuple((k, int(n)) for k, n in params if n), tuple(c for c in cs if c[1]), layer_kind,
+               self.window if layer_kind else None)
         )
 
     # a linear layer X[.., din] @ W[din, dout] (+ b) per token of monomial `rows`
@@ -428,7 +431,7 @@ def _moe_block(b: _Builder, count: int, lk: str):
         op = b.ops[i]
         params = tuple((key, n * E) for key, n in op.params)
         b.ops[i] = Op(op.name, op.component, op.kind, op.signature, op.sizes + (("E", E), ("k", k)), op.count,
-                      params, op.costs, op.layer_kind)
+                      params, op.costs, op.layer_kind, op.window)
     assert per_expert > 0
     if m.d_ff_shared:
         _ffn(b, m.d_ff_shared, count, lk, "moe.shared", "moe.shared", "moe", bias=False, letter="F")
@@ -448,6 +451,7 @@ def _decoder_layers(b: _Builder):
     s = b.spec
     for w, moe, count in _layer_groups(s):
         lk = f"{'moe' if moe else 'dense'}/{'full' if w is None else f'window {w}'}"
+        b.window = w
         norms = s.norms_per_layer
         b.norm("norm.attn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if s.parallel_block and norms >= 2:
@@ -605,3 +609,43 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:,.6g}"
     return str(v)
+
+
+# ---- compiled coefficient tables (the fast path) ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    """A model's operator list as a dense coefficient array, for vectorised scenario evaluation.
+
+    ``coef[i, c, m]`` is the coefficient of monomial ``monos[m]`` in class ``CLASSES[c]`` of op ``i``,
+    times the op's ``count``. Evaluating a scenario is ``coef @ monomial_values``.
+    """
+
+    spec: ModelSpec
+    ops: tuple[Op, ...]
+    monos: tuple[str, ...]
+    coef: np.ndarray
+    kernels: np.ndarray  # kernel launches per pass for each op (its count)
+
+    def values(self, scenario: Scenario) -> np.ndarray:
+        """(…, n_ops, n_classes) float64 totals; scenario sizes broadcast over the leading axes."""
+        mv = scenario.monomials(self.monos, self.spec)
+        shape = np.broadcast_shapes(*(np.shape(v) for v in mv.values()))
+        vec = np.stack([np.broadcast_to(np.asarray(mv[m], dtype=float), shape) for m in self.monos], axis=-1)
+        return np.einsum("ocm,...m->...oc", self.coef, vec)
+
+
+@lru_cache(maxsize=256)
+def table(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = "flash") -> Table:
+    ops = build_ops(spec, stage, attention)
+    monos = tuple(sorted({t.mono for op in ops for _, ts in op.costs for t in ts}))
+    index = {m: i for i, m in enumerate(monos)}
+    coef = np.zeros((len(ops), len(CLASSES), len(monos)))
+    for i, op in enumerate(ops):
+        for cls, terms in op.costs:
+            c = CLASSES.index(cls)
+            for t in terms:
+                coef[i, c, index[t.mono]] += t.coef * op.count
+    kernels = np.array([op.count for op in ops], dtype=float)
+    return Table(spec, ops, monos, coef, kernels)

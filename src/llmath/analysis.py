@@ -1,0 +1,348 @@
+"""The public API: a model, a workload and (optionally) a hardware spec -> a result object.
+
+Everything is derived from the operator lists of :mod:`llmath.ops`: parameter counts (their weight
+operands), FLOPs and bytes (their terms), KV-cache size (what the K/V operators write), roofline times
+(:mod:`llmath.roofline`). Nothing here prints. Results are dataclasses with ``to_dict()``.
+
+Workload conventions: a generation of ``gen`` = N tokens after a ``prompt`` = P-token prompt is the
+prefill (which yields the first token) then N − 1 decode steps at contexts S = P … P+N−2. ``decode``
+reports step 0 (context P: the first generated token is fed and attends P + 1 positions). The KV cache
+after the prefill holds B×P positions; at the end of the generation B×(P+N−1) (the last token is
+returned, never fed). ``throughput_tok_s`` is B·N / e2e (aggregate output tokens/s, prefill included).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .dtypes import Precision
+from .errors import LLMathError, WorkloadError
+from .hardware import Hardware
+from .hardware import get as get_hardware
+from .ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
+from .params import ParamReport, param_report
+from .registry import resolve
+from .roofline import Efficiency, decode_generation, efficiency, op_times
+from .spec import ModelSpec
+
+BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
+
+
+def _check_len(name: str, v, minimum: int = 1) -> None:
+    arr = np.asarray(v)
+    if not np.issubdtype(arr.dtype, np.integer) or np.any(arr < minimum):
+        raise WorkloadError(f"{name}={v!r} must be an integer >= {minimum}")
+
+
+@dataclass(frozen=True)
+class Workload:
+    batch: int = 1
+    prompt: int = 512
+    gen: int = 128
+    prefix: int = 0  # cached prefix before the prompt (prefix caching)
+    attention: str = "flash"
+    precision: Precision = field(default_factory=Precision)
+
+    def __post_init__(self) -> None:
+        _check_len("batch", self.batch)
+        _check_len("prompt", self.prompt)
+        _check_len("gen", self.gen)
+        _check_len("prefix", self.prefix, 0)
+        if self.attention not in ("eager", "flash"):
+            raise WorkloadError(f"attention={self.attention!r} must be 'eager' or 'flash'")
+
+
+@dataclass
+class OpRow:
+    name: str
+    component: str
+    kind: str
+    signature: str
+    count: int
+    flops: float
+    vflops: float
+    bytes: dict[str, float]
+    intensity: float
+    time_s: float | None = None
+    compute_s: float | None = None
+    memory_s: float | None = None
+    bound: str | None = None
+
+
+@dataclass
+class StageReport:
+    stage: str
+    flops: dict[str, int]  # matmul, vector, total
+    bytes: dict[str, float]  # weights, act_in, act_out, kv_read, kv_write, total
+    intensity: float
+    ops: list[OpRow]
+    time_s: float | None = None
+    bound: str | None = None
+    compute_s: float | None = None
+    memory_s: float | None = None
+
+    def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
+        d = asdict(self)
+        if not with_ops:
+            d.pop("ops")
+        return d
+
+
+def _num(v):
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
+        return int(v)
+    return v
+
+
+def stage_report(spec: ModelSpec, stage: str, scenario: Scenario, attention: str, precision: Precision,
+                 hw: Hardware | None = None, eff: Efficiency | None = None) -> StageReport:
+    """Exact per-operator FLOPs and bytes of one pass (Python ints), plus roofline times if ``hw``."""
+    if spec.is_encoder_decoder:
+        raise WorkloadError(
+            f"{spec.name!r} is an encoder-decoder model: llmath counts its parameters exactly "
+            "('llmath params'), but stage costs are modelled for decoder-only models"
+        )
+    ops = build_ops(spec, stage, attention)
+    costs = evaluate(ops, scenario, spec)
+    bpe = {"weight": precision.weight_bytes, "act_in": precision.act_bytes, "act_out": precision.act_bytes,
+           "kv_read": precision.kv_bytes, "kv_write": precision.kv_bytes}
+    rows: list[OpRow] = []
+    tot = dict.fromkeys(CLASSES, 0)
+    for c in costs:
+        b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
+        for k in CLASSES:
+            tot[k] = tot[k] + c.values.get(k, 0)
+        fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
+        bt = sum(b.values())
+        rows.append(OpRow(c.op.name, c.op.component, c.op.kind, c.op.signature, c.op.count,
+                          c.values.get("flops", 0), c.values.get("vflops", 0), b, fl / bt if bt else float("inf")))
+    byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
+    byts["total"] = _num(sum(byts.values()))
+    flops = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
+    rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
+    if hw is not None:
+        t = table(spec, stage, attention)
+        vals = t.values(scenario)
+        tokens = scenario.B * scenario.T
+        times, comp, mem, _ = op_times(vals, t, hw, precision, eff, tokens, decode=stage == "decode")
+        for r, ti, ci, mi in zip(rows, times, comp, mem, strict=True):
+            r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
+            r.bound = "compute" if ci >= mi else "memory"
+        rep.time_s = float(times.sum())
+        rep.compute_s, rep.memory_s = float(comp.sum()), float(mem.sum())
+        rep.bound = "compute" if rep.compute_s >= rep.memory_s else "memory"
+    return rep
+
+
+# ---- KV cache -------------------------------------------------------------------------------------
+
+
+def kv_elements_per_position(spec: ModelSpec, layout: str = "serving") -> dict[int | None, int]:
+    """KV-cache elements one sequence position adds, per attention window, read off the K/V writers.
+
+    ``layout="transformers"``: what transformers' cache holds (Falcon's new architecture caches K/V
+    broadcast to all N query heads).
+    """
+    out: dict[int | None, int] = {}
+    for op in build_ops(spec, "decode", "flash"):
+        per = sum(t.coef for t in op.terms("kv_write") if t.mono == "BT") * op.count
+        if per:
+            if layout == "transformers" and spec.hf_cache_kv_heads:
+                per = per * spec.hf_cache_kv_heads // spec.n_kv_heads
+            out[op.window] = out.get(op.window, 0) + per
+    return out
+
+
+def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving"):
+    """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
+
+    Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
+    """
+    total = 0
+    for w, per in kv_elements_per_position(spec, layout).items():
+        if w is not None and layout == "transformers":
+            held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
+        else:
+            held = held_positions(positions, 0, w)
+        total = total + batch * held * per
+    return _num(total * precision.kv_bytes) if isinstance(total, int) else total * precision.kv_bytes
+
+
+# ---- memory ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class MemoryReport:
+    weights_bytes: float
+    kv_cache_bytes: float
+    activation_bytes: float
+    reserve_bytes: float
+    total_bytes: float
+    capacity_bytes: float | None
+    fits: bool | None
+    over_by_bytes: float | None
+    max_batch: int | None
+    max_context: int | None
+
+
+def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0):
+    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual."""
+    t = table(spec, "prefill", attention)
+    vals = t.values(Scenario(batch, prompt, prefix))
+    ia, oa = CLASSES.index("act_in"), CLASSES.index("act_out")
+    per_op = (vals[..., ia] + vals[..., oa]) / t.kernels
+    resid = np.asarray(batch) * np.asarray(prompt) * spec.d_model
+    return (per_op.max(-1) + resid) * precision.act_bytes
+
+
+def memory_report(spec: ModelSpec, params: ParamReport, w: Workload, hw: Hardware | None,
+                  reserve_bytes: float) -> MemoryReport:
+    p = w.precision
+    weights = params.total * p.weight_bytes
+    end = w.prefix + w.prompt + w.gen - 1
+    kv = kv_cache_bytes(spec, w.batch, end, p)
+    act = float(activation_peak_bytes(spec, w.batch, w.prompt, w.attention, p, w.prefix))
+    total = weights + kv + act + reserve_bytes
+    if hw is None:
+        return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None)
+    cap = hw.memory_bytes
+    free = cap - weights - reserve_bytes
+    per_seq = kv_cache_bytes(spec, 1, end, p) + float(activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix))
+    max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
+    # longest total context (prompt + generated) for this batch: bisection on a monotone function
+    lo, hi = 0, 1 << 24
+
+    def need(ctx: int) -> float:
+        return (kv_cache_bytes(spec, w.batch, ctx, p)
+                + float(activation_peak_bytes(spec, w.batch, min(ctx, w.prompt), w.attention, p)))
+
+    if need(1) > free:
+        max_ctx = 0
+    else:
+        lo = 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if need(mid) <= free else (lo, mid)
+        max_ctx = lo
+    return MemoryReport(weights, kv, act, reserve_bytes, total, cap, total <= cap,
+                        max(total - cap, 0.0), max_batch, max_ctx)
+
+
+# ---- the analysis ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Analysis:
+    model: str
+    hardware: str | None
+    workload: dict[str, Any]
+    params: ParamReport
+    prefill: StageReport
+    decode: StageReport
+    kv_cache: dict[str, Any]
+    memory: MemoryReport
+    generation: dict[str, Any] = field(default_factory=dict)
+    efficiency: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
+        d = {
+            "model": self.model,
+            "hardware": self.hardware,
+            "workload": self.workload,
+            "params": self.params.to_dict(),
+            "prefill": self.prefill.to_dict(with_ops),
+            "decode": self.decode.to_dict(with_ops),
+            "kv_cache": self.kv_cache,
+            "memory": asdict(self.memory),
+            "efficiency": self.efficiency,
+            "warnings": self.warnings,
+        }
+        d.update(self.generation)
+        return d
+
+
+def analyze(model: str | ModelSpec, hardware: str | Hardware | None = None, *, batch: int = 1,
+            prompt: int = 512, gen: int = 128, prefix: int = 0, attention: str = "flash",
+            precision: Precision | None = None, efficiency_mode: str | Efficiency = "expected",
+            reserve_bytes: float = 0.0, **efficiency_overrides) -> Analysis:
+    """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput."""
+    spec = resolve(model)
+    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
+    notes: list[str] = []
+    end = prefix + prompt + gen - 1
+    if spec.max_positions and end > spec.max_positions:
+        msg = (f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
+               "the figures extrapolate the architecture past what it was trained for")
+        notes.append(msg)
+        warnings.warn(msg, stacklevel=2)
+    if hw is not None:
+        hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
+    params = param_report(spec)
+    pre = stage_report(spec, "prefill", Scenario(batch, prompt, prefix), attention, w.precision, hw, eff)
+    dec = stage_report(spec, "decode", Scenario(batch, 1, prefix + prompt), attention, w.precision, hw, eff)
+    p = w.precision
+    kv = {
+        "bytes": kv_cache_bytes(spec, batch, prefix + prompt, p),
+        "peak_bytes": kv_cache_bytes(spec, batch, end, p),
+        "bytes_per_token": kv_cache_bytes(spec, 1, 1, p) if None in spec.layer_windows else None,
+        "elements_per_position": {("full" if k is None else str(k)): v
+                                  for k, v in kv_elements_per_position(spec).items()},
+        "positions_after_prefill": prefix + prompt,
+        "positions_at_end": end,
+    }
+    if kv["bytes_per_token"] is None:
+        kv["bytes_per_token"] = kv_cache_bytes(spec, 1, 1, p)
+    mem = memory_report(spec, params, w, hw, reserve_bytes)
+    a = Analysis(spec.name, hw.name if hw else None,
+                 {"batch": batch, "prompt": prompt, "gen": gen, "prefix": prefix, "attention": attention,
+                  "weights": p.weights, "activations": p.activations, "kv_dtype": p.kv,
+                  "group_size": p.group_size},
+                 params, pre, dec, kv, mem, warnings=notes)
+    if hw is not None:
+        a.efficiency = asdict(eff)
+        a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
+    return a
+
+
+def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
+    t = table(spec, "decode", w.attention)
+    d = decode_generation(t, hw, w.precision, eff, w.batch, w.prefix + w.prompt, w.gen)
+    steps = float(d.steps)
+    dec_total = float(d.total_s)
+    e2e = ttft + dec_total
+    tpot = dec_total / steps if steps else 0.0
+    pre = table(spec, "prefill", w.attention)
+    pvals = pre.values(Scenario(w.batch, w.prompt, w.prefix))
+    dvals_flops = None
+    del dvals_flops
+    peak = hw.peak(w.precision.compute)
+    pre_flops = float(pvals[..., CLASSES.index("flops")].sum())
+    return {
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "tpot_first_s": float(d.first_s) if steps else 0.0,
+        "tpot_last_s": float(d.last_s) if steps else 0.0,
+        "decode_total_s": dec_total,
+        "e2e_s": e2e,
+        "throughput_tok_s": w.batch * w.gen / e2e,
+        "decode_throughput_tok_s": w.batch / tpot if tpot else None,
+        "per_sequence_tok_s": w.gen / e2e,
+        "prefill_tok_s": w.batch * w.prompt / ttft,
+        "utilisation": {
+            "prefill_flops_fraction": pre_flops / ttft / peak,
+        },
+    }
+
+
+def check_model(model: str | ModelSpec) -> ModelSpec:
+    try:
+        return resolve(model)
+    except LLMathError:
+        raise

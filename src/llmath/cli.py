@@ -1,0 +1,423 @@
+"""The command line: thin wrappers over the library, one output layer (human tables, --json, --csv).
+
+Errors from the library (:class:`~llmath.errors.LLMathError`) are mapped here, in one place, to one
+line on stderr and exit code 1; set ``LLMATH_DEBUG=1`` for the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from . import output as out
+from .errors import LLMathError, WorkloadError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Exact parameters, FLOPs, bytes, intensity and roofline latency of transformer LLMs, offline.",
+)
+
+
+class Att(str, Enum):
+    eager = "eager"
+    flash = "flash"
+
+
+class Eff(str, Enum):
+    ideal = "ideal"
+    expected = "expected"
+
+
+class StageOpt(str, Enum):
+    prefill = "prefill"
+    decode = "decode"
+
+
+ModelArg = Annotated[str, typer.Argument(help="Registry name (see 'llmath models') or a config.json path.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows.")]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Sequences in the batch (B).")]
+PromptOpt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per sequence (P).")]
+GenOpt = Annotated[int, typer.Option("--gen", "-n", help="Generated tokens per sequence (N).")]
+AttOpt = Annotated[Att, typer.Option("--attention", help="eager: what transformers executes; flash: serving kernels.")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weights, activations and KV cache: fp32|bf16|fp16|fp8|int8|int4.")]
+WOpt = Annotated[str | None, typer.Option("--weights", help="Override the weights dtype.")]
+AOpt = Annotated[str | None, typer.Option("--activations", help="Override the activations (compute) dtype.")]
+KVOpt = Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache dtype.")]
+GroupOpt = Annotated[int, typer.Option("--group-size", help="Group size of int8/int4 scales.")]
+
+
+def _precision(dtype: str, weights: str | None, activations: str | None, kv: str | None, group: int):
+    from .dtypes import Precision
+
+    return Precision(weights or dtype, activations or dtype, kv or dtype, group_size=group)
+
+
+def _hardware(name: str | None, peak_tflops: float | None, bandwidth_gbs: float | None, memory_gb: float | None,
+              compute_dtype: str):
+    from . import hardware
+
+    flags = (peak_tflops, bandwidth_gbs, memory_gb)
+    if any(v is not None for v in flags):
+        if not all(v is not None for v in flags):
+            raise WorkloadError("a custom device needs all of --peak-tflops, --bandwidth-gbs and --memory-gb")
+        return hardware.custom(peak_tflops, bandwidth_gbs, memory_gb, dtype=compute_dtype)
+    return hardware.get(name) if name else None
+
+
+@app.command()
+def models(json_: JsonOpt = False):
+    """List the bundled models (name, model_type, exact parameters, source).
+
+    Example: llmath models
+    """
+    from . import registry
+    from .params import param_report
+
+    rows = []
+    for n in registry.names():
+        s = registry.spec(n)
+        rows.append({"name": n, "model_type": s.model_type, "params": param_report(s).total,
+                     "source": registry.info(n).get("source", "")})
+    out.emit_rows(rows, json_, title="Bundled models", columns=["name", "model_type", "params", "source"])
+
+
+@app.command("hardware")
+def hardware_cmd(json_: JsonOpt = False):
+    """List the bundled accelerators (dense peaks, bandwidth, memory).
+
+    Example: llmath hardware --json
+    """
+    from . import hardware
+
+    rows = []
+    for n in hardware.names():
+        h = hardware.get(n)
+        rows.append({"name": n, "memory_GB": h.memory_bytes / 1e9, "bandwidth_TB_s": h.memory_bandwidth_bytes_per_s / 1e12,
+                     **{f"{k}_TFLOPs": v / 1e12 for k, v in sorted(h.peak_flops_per_s.items())},
+                     "source": h.source})
+    out.emit_rows(rows, json_, title="Accelerators (dense peaks)",
+                  columns=["name", "memory_GB", "bandwidth_TB_s", "bf16_TFLOPs", "fp16_TFLOPs", "fp8_TFLOPs",
+                           "int8_TFLOPs", "source"])
+
+
+@app.command()
+def params(model: ModelArg, json_: JsonOpt = False):
+    """Exact parameter counts by component, per layer, active per token, and the seeds' estimates.
+
+    Examples: llmath params llama-3-8b ; llmath params deepseek-v3 --json ; llmath params ./config.json
+    """
+    from .params import param_report
+    from .registry import resolve
+
+    rep = param_report(resolve(model))
+    if json_:
+        out.emit_json(rep.to_dict())
+    else:
+        out.params_human(rep)
+
+
+@app.command()
+def ops(
+    model: ModelArg,
+    stage: Annotated[StageOpt, typer.Option("--stage", help="prefill or decode (one step).")] = StageOpt.prefill,
+    batch: BatchOpt = 1,
+    prompt: PromptOpt = 512,
+    context: Annotated[int | None, typer.Option("--context", "-s", help="Decode: cached positions S (default: the prompt).")] = None,
+    prefix: Annotated[int, typer.Option("--prefix", help="Prefill: cached prefix before the prompt.")] = 0,
+    attention: AttOpt = Att.flash,
+    dtype: DtypeOpt = "bf16",
+    weights: WOpt = None,
+    activations: AOpt = None,
+    kv_dtype: KVOpt = None,
+    group_size: GroupOpt = 128,
+    hardware: Annotated[str | None, typer.Option("--hardware", help="Add roofline times on this accelerator.")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Show each formula with its numbers substituted.")] = False,
+    json_: JsonOpt = False,
+    csv: CsvOpt = False,
+):
+    """Per-operator FLOPs, bytes by class and arithmetic intensity of one prefill or decode step.
+
+    Examples: llmath ops llama-3-8b --stage decode --batch 16 --prompt 4096 --explain
+    """
+    from .analysis import stage_report
+    from .hardware import get
+    from .ops import Scenario
+    from .registry import resolve
+    from .roofline import efficiency
+
+    spec = resolve(model)
+    p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    for name, v, lo in (("--batch", batch, 1), ("--prompt", prompt, 1), ("--prefix", prefix, 0)):
+        if v < lo:
+            raise WorkloadError(f"{name}={v} must be an integer >= {lo}")
+    if stage == StageOpt.prefill:
+        sc = Scenario(batch, prompt, prefix)
+    else:
+        S = prompt if context is None else context
+        if S < 0:
+            raise WorkloadError(f"--context={S} must be >= 0")
+        sc = Scenario(batch, 1, S)
+    hw = get(hardware) if hardware else None
+    eff = efficiency("expected", hw) if hw else None
+    rep = stage_report(spec, stage.value, sc, attention.value, p, hw, eff)
+    if json_:
+        out.emit_json({"model": spec.name, "scenario": {"B": sc.B, "T": sc.T, "S0": sc.S0}, **rep.to_dict()})
+    elif csv:
+        out.ops_csv(rep)
+    else:
+        out.ops_human(spec, rep, sc, attention.value, explain)
+
+
+@app.command()
+def analyze(
+    model: ModelArg = "llama-3-8b",
+    hardware: Annotated[str, typer.Option("--hardware", "-H", help="Accelerator name or JSON/TOML file ('none' to skip).")] = "h100-sxm",
+    batch: BatchOpt = 1,
+    prompt: PromptOpt = 512,
+    gen: GenOpt = 128,
+    prefix: Annotated[int, typer.Option("--prefix", help="Cached prefix before the prompt.")] = 0,
+    attention: AttOpt = Att.flash,
+    dtype: DtypeOpt = "bf16",
+    weights: WOpt = None,
+    activations: AOpt = None,
+    kv_dtype: KVOpt = None,
+    group_size: GroupOpt = 128,
+    efficiency: Annotated[Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")] = Eff.expected,
+    matmul_eff: Annotated[float | None, typer.Option("--matmul-eff", help="Override the matmul fraction of peak.")] = None,
+    memory_eff: Annotated[float | None, typer.Option("--memory-eff", help="Override the bandwidth fraction.")] = None,
+    overhead_us: Annotated[float | None, typer.Option("--overhead-us", help="Override the per-kernel overhead (µs).")] = None,
+    reserve_gb: Annotated[float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).")] = 0.0,
+    peak_tflops: Annotated[float | None, typer.Option("--peak-tflops", help="Custom device: dense peak TFLOP/s.")] = None,
+    bandwidth_gbs: Annotated[float | None, typer.Option("--bandwidth-gbs", help="Custom device: GB/s.")] = None,
+    memory_gb: Annotated[float | None, typer.Option("--memory-gb", help="Custom device: GB.")] = None,
+    top: Annotated[int, typer.Option("--top", help="Operators to list per stage.")] = 8,
+    plot: Annotated[str | None, typer.Option("--plot", help="Write the roofline chart (PNG or SVG).")] = None,
+    json_: JsonOpt = False,
+):
+    """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
+    throughput and memory fit.
+
+    Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json
+    """
+    from .analysis import analyze as run
+
+    p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    hw = None if hardware.lower() == "none" else _hardware(hardware, peak_tflops, bandwidth_gbs, memory_gb, p.compute)
+    if reserve_gb < 0:
+        raise WorkloadError(f"--reserve-gb={reserve_gb} must be >= 0")
+    ov = None if overhead_us is None else overhead_us * 1e-6
+    a = run(model, hw, batch=batch, prompt=prompt, gen=gen, prefix=prefix, attention=attention.value,
+            precision=p, efficiency_mode=efficiency.value, reserve_bytes=reserve_gb * 1e9,
+            matmul=matmul_eff, memory=memory_eff, overhead_s=ov,
+            decode_overhead_s=ov)
+    if plot:
+        from .plots import roofline_plot
+
+        roofline_plot(a, plot)
+    if json_:
+        out.emit_json(a.to_dict())
+    else:
+        out.analysis_human(a, top)
+        if plot:
+            out.note(f"wrote {plot}")
+
+
+@app.command()
+def sweep(
+    model: ModelArg,
+    hardware: Annotated[str, typer.Option("--hardware", "-H", help="Accelerator.")] = "h100-sxm",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="List '1,2,4' or range '1:256:x2' / '128:4096:+128'.")] = "1",
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="List or range.")] = "512",
+    gen: Annotated[str, typer.Option("--gen", "-n", help="List or range.")] = "128",
+    attention: AttOpt = Att.flash,
+    dtype: DtypeOpt = "bf16",
+    weights: WOpt = None,
+    activations: AOpt = None,
+    kv_dtype: KVOpt = None,
+    group_size: GroupOpt = 128,
+    efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
+    plot: Annotated[str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")] = None,
+    json_: JsonOpt = False,
+    csv: CsvOpt = False,
+):
+    """Evaluate a grid of batch × prompt × gen in one vectorised call: TTFT, TPOT, throughput, memory.
+
+    Example: llmath sweep llama-3-8b -H h100-sxm --batch 1:256:x2 --prompt 1024 --gen 256 --csv
+    """
+    from .sweep import parse_axis, run_sweep
+
+    p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    axes = {"batch": parse_axis("--batch", batch), "prompt": parse_axis("--prompt", prompt),
+            "gen": parse_axis("--gen", gen)}
+    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value)
+    if plot:
+        from .plots import sweep_plot
+
+        sweep_plot(rows, axes, plot)
+    if json_:
+        out.emit_json({"model": model, "hardware": hardware, "rows": rows})
+    elif csv:
+        out.rows_csv(rows)
+    else:
+        out.emit_rows(rows, False, title=f"{model} on {hardware}", columns=list(rows[0]) if rows else [])
+        if plot:
+            out.note(f"wrote {plot}")
+
+
+@app.command()
+def compare(
+    models_: Annotated[list[str], typer.Argument(metavar="MODEL...", help="One or more models.")],
+    hardware: Annotated[str, typer.Option("--hardware", "-H", help="Comma-separated accelerators.")] = "h100-sxm",
+    batch: BatchOpt = 1,
+    prompt: PromptOpt = 512,
+    gen: GenOpt = 128,
+    attention: AttOpt = Att.flash,
+    dtype: DtypeOpt = "bf16",
+    efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
+    json_: JsonOpt = False,
+    csv: CsvOpt = False,
+):
+    """Several models and/or accelerators side by side.
+
+    Example: llmath compare llama-3-8b mistral-7b-v0.1 qwen3-8b -H h100-sxm,a100-sxm-80gb -b 8
+    """
+    from .analysis import analyze as run
+    from .dtypes import Precision
+
+    rows = []
+    for m in models_:
+        for h in [x.strip() for x in hardware.split(",") if x.strip()]:
+            a = run(m, h, batch=batch, prompt=prompt, gen=gen, attention=attention.value,
+                    precision=Precision.uniform(dtype), efficiency_mode=efficiency.value)
+            rows.append({"model": a.model, "hardware": h, "params": a.params.total,
+                         "kv_bytes_per_token": a.kv_cache["bytes_per_token"], "ttft_s": a.generation["ttft_s"],
+                         "tpot_s": a.generation["tpot_s"], "throughput_tok_s": a.generation["throughput_tok_s"],
+                         "memory_GB": a.memory.total_bytes / 1e9, "fits": a.memory.fits})
+    if json_:
+        out.emit_json({"rows": rows})
+    elif csv:
+        out.rows_csv(rows)
+    else:
+        out.emit_rows(rows, False, title="Comparison", columns=list(rows[0]))
+
+
+@app.command()
+def seeds(
+    model: ModelArg = "llama-7b",
+    context: Annotated[str, typer.Option("--context", help="Contexts for per-token FLOPs (list or range).")] = "128,2048,32768",
+    prompt: PromptOpt = 512,
+    gen: GenOpt = 4096,
+    batch: BatchOpt = 1,
+    json_: JsonOpt = False,
+):
+    """The seeds' derivations on a real model: 24·L·d² + 4·L·d·N vs exact per-token FLOPs, the N = 6d
+    crossover, batch prefill vs token loop, and how arithmetic intensity moves over a generation.
+
+    Example: llmath seeds llama-7b --context 128,4096,65536
+    """
+    from .registry import resolve
+    from .seeds import seed_report
+    from .sweep import parse_axis
+
+    rep = seed_report(resolve(model), parse_axis("--context", context), prompt, gen, batch)
+    if json_:
+        out.emit_json(rep)
+    else:
+        out.seeds_human(rep)
+
+
+@app.command()
+def calibrate(
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    out_file: Annotated[str, typer.Option("--out", help="Where to write the hardware profile.")] = "profile.json",
+    dtype: Annotated[str, typer.Option("--dtype", help="Dtypes to measure, comma-separated.")] = "fp32",
+    quick: Annotated[bool, typer.Option("--quick", help="Small sizes, few repeats (seconds).")] = False,
+    json_: JsonOpt = False,
+):
+    """Measure the local device (matmul FLOP/s by shape, bandwidth, kernel overhead) into a profile that
+    --hardware accepts.
+
+    Example: llmath calibrate --device cpu --out cpu.json
+    """
+    from .calibrate import calibrate as run
+
+    prof = run(device=device, dtypes=[d.strip() for d in dtype.split(",")], quick=quick,
+               progress=not json_)
+    with open(out_file, "w") as f:
+        json.dump(prof, f, indent=2)
+    if json_:
+        out.emit_json(prof)
+    else:
+        out.calibration_human(prof, out_file)
+
+
+@app.command()
+def validate(
+    model: Annotated[str | None, typer.Argument(help="Model to build and time (a registry name or config).")] = None,
+    hardware: Annotated[str | None, typer.Option("--hardware", help="Hardware profile (from calibrate) or name.")] = None,
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    dtype: Annotated[str, typer.Option("--dtype")] = "fp32",
+    published: Annotated[bool, typer.Option("--published", help="Compare with published serving measurements.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Few shapes, few repeats.")] = False,
+    json_: JsonOpt = False,
+):
+    """Measured vs predicted: time a real model here, or compare with published measurements.
+
+    Examples: llmath validate --published ; llmath validate llama-3.2-1b --hardware cpu.json --device cpu
+    """
+    if published:
+        from .validate import validate_published
+
+        rep = validate_published()
+        if json_:
+            out.emit_json(rep)
+        else:
+            out.published_human(rep)
+        return
+    if model is None:
+        raise WorkloadError("validate needs a MODEL (or --published); e.g. llmath validate llama-3.2-1b --hardware cpu.json")
+    from .validate import validate_model
+
+    rep = validate_model(model, hardware, device=device, dtype=dtype, quick=quick, progress=not json_)
+    if json_:
+        out.emit_json(rep)
+    else:
+        out.validation_human(rep)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, mapping library errors to one line and exit code 1."""
+    warnings.simplefilter("default")
+    warnings.showwarning = lambda msg, *a, **k: print(f"warning: {msg}", file=sys.stderr)
+    try:
+        app(args=argv, standalone_mode=False)
+    except LLMathError as e:
+        if os.environ.get("LLMATH_DEBUG"):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(1)
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,157 @@
+"""Accelerator specs as data: dense peak FLOP/s per dtype, memory bandwidth and capacity, interconnect.
+
+The bundled table is ``data/hardware.json`` (every value with its source; vendor sparse figures halved
+and listed in ``sparse_halved``). Units inside the code are SI base units: FLOP/s, bytes/s, bytes.
+A user's own accelerator comes from a JSON or TOML file with the same keys, or from flags
+(:func:`custom`). Asking for a dtype the hardware lacks raises :class:`HardwareError`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import HardwareError
+from .registry import closest
+
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    memory_bytes: float
+    memory_bandwidth_bytes_per_s: float
+    peak_flops_per_s: dict[str, float]
+    vector_flops_per_s: float | None = None
+    interconnect_bytes_per_s: dict[str, float] = field(default_factory=dict)
+    display_name: str = ""
+    vendor: str = ""
+    sparse_halved: tuple[str, ...] = ()
+    source: str = ""
+    notes: str = ""
+    measured: dict[str, Any] = field(default_factory=dict)  # calibration profiles: what was measured, how
+
+    def __post_init__(self) -> None:
+        for f in ("memory_bytes", "memory_bandwidth_bytes_per_s"):
+            v = getattr(self, f)
+            if not isinstance(v, int | float) or isinstance(v, bool) or v <= 0:
+                raise HardwareError(f"hardware {self.name!r}: {f}={v!r} must be a positive number")
+        if not self.peak_flops_per_s:
+            raise HardwareError(f"hardware {self.name!r}: peak_flops_per_s is empty; give at least one dtype")
+        for k, v in self.peak_flops_per_s.items():
+            if not isinstance(v, int | float) or isinstance(v, bool) or v <= 0:
+                raise HardwareError(f"hardware {self.name!r}: peak_flops_per_s[{k!r}]={v!r} must be positive")
+
+    def peak(self, dtype: str) -> float:
+        """Dense matmul peak for ``dtype``; a dtype the hardware lacks is an error, not a fallback."""
+        v = self.peak_flops_per_s.get(dtype)
+        if v is None:
+            have = ", ".join(sorted(self.peak_flops_per_s))
+            raise HardwareError(
+                f"hardware {self.name!r} has no {dtype} peak (it lists: {have}); pick one of those with "
+                "--dtype/--activations, or give --peak-tflops for a custom device"
+            )
+        return float(v)
+
+    @property
+    def vector_peak(self) -> float:
+        """Peak for vector ops: the published vector/fp32 figure; else the slowest listed peak."""
+        if self.vector_flops_per_s:
+            return float(self.vector_flops_per_s)
+        if "fp32" in self.peak_flops_per_s:
+            return float(self.peak_flops_per_s["fp32"])
+        return float(min(self.peak_flops_per_s.values()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "display_name": self.display_name,
+            "memory_bytes": self.memory_bytes,
+            "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
+            "peak_flops_per_s": dict(self.peak_flops_per_s),
+            "vector_flops_per_s": self.vector_peak,
+            "source": self.source,
+        }
+
+
+_FIELDS = {
+    "name", "memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops_per_s", "vector_flops_per_s",
+    "interconnect_bytes_per_s", "display_name", "vendor", "sparse_halved", "source", "notes", "measured",
+}
+
+
+def from_dict(d: dict[str, Any], where: str = "hardware") -> Hardware:
+    missing = [k for k in ("name", "memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops_per_s") if k not in d]
+    if missing:
+        raise HardwareError(
+            f"{where}: missing {', '.join(missing)}; a hardware file needs name, memory_bytes, "
+            "memory_bandwidth_bytes_per_s and peak_flops_per_s (dtype -> FLOP/s)"
+        )
+    kw = {k: v for k, v in d.items() if k in _FIELDS}
+    kw["peak_flops_per_s"] = {k: float(v) for k, v in d["peak_flops_per_s"].items() if v}
+    kw["interconnect_bytes_per_s"] = {k: float(v) for k, v in (d.get("interconnect_bytes_per_s") or {}).items() if v}
+    kw["sparse_halved"] = tuple(d.get("sparse_halved") or ())
+    return Hardware(**kw)
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, dict[str, Any]]:
+    data = json.loads((resources.files("llmath") / "data" / "hardware.json").read_text())
+    return {a["name"]: a for a in data["accelerators"]}
+
+
+def names() -> list[str]:
+    return sorted(_table())
+
+
+def raw(name: str) -> dict[str, Any]:
+    return dict(_table()[name])
+
+
+@lru_cache(maxsize=256)
+def get(name: str) -> Hardware:
+    """A bundled accelerator by name, or a hardware file (JSON/TOML) path."""
+    if name in _table():
+        return from_dict(_table()[name], name)
+    p = Path(name)
+    if p.suffix in (".json", ".toml") or p.exists():
+        return load_file(p)
+    close = closest(name, names())
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    raise HardwareError(
+        f"unknown hardware {name!r}{hint}. Run 'llmath hardware' for the {len(_table())} known accelerators, "
+        "pass a JSON/TOML file, or give --peak-tflops/--bandwidth-gbs/--memory-gb"
+    )
+
+
+def load_file(path: str | Path) -> Hardware:
+    p = Path(path)
+    if not p.exists():
+        raise HardwareError(f"{p}: no such hardware file")
+    text = p.read_text()
+    try:
+        if p.suffix == ".toml":
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python 3.10
+                import tomli as tomllib
+            d = tomllib.loads(text)
+        else:
+            d = json.loads(text)
+    except (ValueError, json.JSONDecodeError) as e:
+        raise HardwareError(f"{p}: cannot parse ({e}); fix the file") from None
+    d.setdefault("name", p.stem)
+    return from_dict(d, str(p))
+
+
+def custom(peak_tflops: float, bandwidth_gbs: float, memory_gb: float, dtype: str = "bf16",
+           name: str = "custom") -> Hardware:
+    """A device from flags: one dense peak (TFLOP/s) for ``dtype``, bandwidth (GB/s), memory (GB)."""
+    for what, v in (("--peak-tflops", peak_tflops), ("--bandwidth-gbs", bandwidth_gbs), ("--memory-gb", memory_gb)):
+        if v is None or v <= 0:
+            raise HardwareError(f"{what}={v!r} must be a positive number for a custom device")
+    return Hardware(name=name, memory_bytes=memory_gb * 1e9, memory_bandwidth_bytes_per_s=bandwidth_gbs * 1e9,
+                    peak_flops_per_s={dtype: peak_tflops * 1e12}, source="user flags")
