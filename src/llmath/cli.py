@@ -357,7 +357,9 @@ def calibrate(
     if json_:
         out.emit_json(prof)
     else:
-        out.calibration_human(prof, out_file)
+        from .validate_output import calibration_human
+
+        calibration_human(prof, out_file)
 
 
 @app.command()
@@ -381,7 +383,9 @@ def validate(
         if json_:
             out.emit_json(rep)
         else:
-            out.published_human(rep)
+            from .validate_output import published_human
+
+            published_human(rep)
         return
     if model is None:
         raise WorkloadError("validate needs a MODEL (or --published); e.g. llmath validate llama-3.2-1b --hardware cpu.json")
@@ -391,7 +395,9 @@ def validate(
     if json_:
         out.emit_json(rep)
     else:
-        out.validation_human(rep)
+        from .validate_output import validation_human
+
+        validation_human(rep)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -573,6 +573,9 @@ def evaluate(ops: tuple[Op, ...], scenario: Scenario, spec: ModelSpec) -> list[O
     """Each operator's totals for a scenario (Python ints for int sizes; arrays broadcast)."""
     monos = {t.mono for op in ops for _, ts in op.costs for t in ts}
     mv = scenario.monomials(monos, spec)
+    shape = np.broadcast_shapes(*(np.shape(v) for v in mv.values()))
+    if shape:  # a sweep: every class total gets the sweep's shape (constants included)
+        mv = {k: np.broadcast_to(v, shape) for k, v in mv.items()}
     out = []
     for op in ops:
         vals: dict[str, object] = {}

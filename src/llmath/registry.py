@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ def names() -> list[str]:
     return sorted(index())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _config_text(name: str) -> str:
     return (_dir() / f"{name}.json").read_text()
 

@@ -1,0 +1,117 @@
+"""The seeds' derivations, computed exactly on a real model from its operator lists.
+
+* seed 000: FLOPs per generated token 24·L·d² + 4·L·d·N (projections + attention over N positions), and
+  the context N = 6d at which attention overtakes the projections; batch prefill (N² score pairs, masked
+  ones included) vs a token-by-token loop (N(N+1)/2 pairs);
+* seed 003: how the arithmetic intensity of the projection ("proj") and attention ("act-to-act")
+  operators moves over a generation as the KV cache grows.
+
+"exact" always comes from the operator list; "layers only" drops the embedding and LM head, as the
+seeds do. Attention FLOPs per position use causal (flash) counting: query i attends i positions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dtypes import Precision
+from .ops import Scenario, evaluate, table
+from .spec import ModelSpec
+
+
+def _is_proj(op) -> bool:
+    return op.kind == "matmul" and op.n_params > 0
+
+
+def _is_attn(op) -> bool:
+    return op.kind == "matmul" and op.n_params == 0 and op.component == "attention"
+
+
+def _layer_op(op) -> bool:
+    return bool(op.layer_kind)
+
+
+def _sum(costs, pred, cls="flops"):
+    return sum(c.values.get(cls, 0) for c in costs if pred(c.op))
+
+
+def _bytes(costs, pred, p: Precision):
+    per = {"weight": p.weight_bytes, "act_in": p.act_bytes, "act_out": p.act_bytes, "kv_read": p.kv_bytes,
+           "kv_write": p.kv_bytes}
+    return sum(c.values.get(k, 0) * w for c in costs if pred(c.op) for k, w in per.items())
+
+
+def per_token_flops(spec: ModelSpec, context: int) -> dict:
+    """Matmul FLOPs of the decode step whose new token attends ``context`` positions (B = 1)."""
+    t = table(spec, "decode", "flash")
+    costs = evaluate(t.ops, Scenario(1, 1, context - 1), spec)
+    exact = _sum(costs, lambda o: True)
+    layers = _sum(costs, _layer_op)
+    attn = _sum(costs, _is_attn)
+    L, d = spec.n_layers, spec.d_model
+    seed = 24 * L * d * d + 4 * L * d * context
+    return {"context": context, "exact": exact, "exact_layers": layers, "seed": seed,
+            "error": (seed - layers) / layers, "attention_share": attn / exact}
+
+
+def crossover(spec: ModelSpec) -> dict:
+    """Context where per-token attention FLOPs equal the layers' projection FLOPs, exact vs 6d."""
+    t = table(spec, "decode", "flash")
+    c1 = evaluate(t.ops, Scenario(1, 1, 0), spec)  # attends 1 position
+    c2 = evaluate(t.ops, Scenario(1, 1, 1), spec)  # attends 2 positions
+    proj = _sum(c1, lambda o: _is_proj(o) and _layer_op(o))
+    per_pos = _sum(c2, _is_attn) - _sum(c1, _is_attn)
+    exact = proj / per_pos
+    six_d = 6 * spec.d_model
+    return {"exact": round(exact), "six_d": six_d, "error": (six_d - exact) / exact,
+            "proj_flops_per_token": proj, "attention_flops_per_position": per_pos}
+
+
+def prefill_vs_loop(spec: ModelSpec, prompt: int) -> dict:
+    """Matmul FLOPs (layers only) of a batch prefill as eager executes it, vs a token-by-token loop."""
+    eager = evaluate(table(spec, "prefill", "eager").ops, Scenario(1, prompt, 0), spec)
+    flash = evaluate(table(spec, "prefill", "flash").ops, Scenario(1, prompt, 0), spec)
+    steps = evaluate(table(spec, "decode", "flash").ops, Scenario(1, 1, np.arange(prompt, dtype=np.int64)), spec)
+    loop = int(sum(np.sum(c.values.get("flops", 0)) for c in steps if _layer_op(c.op)))
+    be = _sum(eager, _layer_op)
+    return {"prompt": prompt, "batch_eager": be, "batch_flash": _sum(flash, _layer_op), "loop": loop,
+            "extra_fraction": be / loop - 1,
+            "attention_eager": _sum(eager, _is_attn), "attention_loop": int(sum(np.sum(c.values.get("flops", 0))
+                                                                                 for c in steps if _is_attn(c.op)))}
+
+
+def intensity_over_generation(spec: ModelSpec, batch: int, prompt: int, gen: int,
+                              precision: Precision | None = None) -> tuple[list[dict], dict]:
+    p = precision or Precision()
+    t = table(spec, "decode", "flash")
+    picks = sorted({0, 1, 10, 100, 1000, 10000, 100000, gen - 1} & set(range(gen)))
+    rows = []
+    for i in picks:
+        costs = evaluate(t.ops, Scenario(batch, 1, prompt + i), spec)
+        fl = lambda pred: _sum(costs, pred) + _sum(costs, pred, "vflops")  # noqa: E731
+        rows.append({"step": i, "context": prompt + i + 1,
+                     "proj": fl(_is_proj) / _bytes(costs, _is_proj, p),
+                     "attention": fl(_is_attn) / _bytes(costs, _is_attn, p),
+                     "total": fl(lambda o: True) / _bytes(costs, lambda o: True, p)})
+    allc = evaluate(t.ops, Scenario(batch, 1, prompt + np.arange(gen, dtype=np.int64)), spec)
+
+    def cum(pred):
+        f = sum(np.sum(c.values.get("flops", 0)) + np.sum(c.values.get("vflops", 0)) for c in allc if pred(c.op))
+        b = sum(np.sum(c.values.get(k, 0)) * w for c in allc if pred(c.op)
+                for k, w in (("weight", p.weight_bytes), ("act_in", p.act_bytes), ("act_out", p.act_bytes),
+                             ("kv_read", p.kv_bytes), ("kv_write", p.kv_bytes)))
+        return float(f / b)
+
+    return rows, {"proj": cum(_is_proj), "attention": cum(_is_attn), "total": cum(lambda o: True)}
+
+
+def seed_report(spec: ModelSpec, contexts, prompt: int, gen: int, batch: int) -> dict:
+    rows, cum = intensity_over_generation(spec, batch, prompt, gen)
+    return {
+        "model": spec.name, "L": spec.n_layers, "d": spec.d_model, "batch": batch, "prompt": prompt, "gen": gen,
+        "per_token": [per_token_flops(spec, int(n)) for n in contexts],
+        "crossover": crossover(spec),
+        "prefill_vs_loop": prefill_vs_loop(spec, prompt),
+        "intensity": rows,
+        "cumulative": cum,
+    }

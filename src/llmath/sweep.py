@@ -1,0 +1,87 @@
+"""Sweeps: a grid of batch × prompt × gen evaluated in one vectorised call (no Python loop per point)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .analysis import activation_peak_bytes, kv_cache_bytes
+from .dtypes import Precision
+from .errors import WorkloadError
+from .hardware import Hardware
+from .hardware import get as get_hardware
+from .ops import Scenario, table
+from .params import param_report
+from .registry import resolve
+from .roofline import decode_generation, efficiency, op_times
+from .spec import ModelSpec
+
+
+def parse_axis(flag: str, text: str) -> np.ndarray:
+    """'1,2,4' | 'lo:hi:x2' (geometric) | 'lo:hi:+128' or 'lo:hi:128' (arithmetic), inclusive of hi."""
+    t = str(text).strip()
+    try:
+        if ":" in t:
+            lo, hi, step = (t.split(":") + ["1"])[:3]
+            lo, hi = int(lo), int(hi)
+            if step.startswith("x"):
+                f = int(step[1:])
+                if f < 2:
+                    raise ValueError
+                vals, v = [], lo
+                while v <= hi:
+                    vals.append(v)
+                    v *= f
+            else:
+                s = int(step.lstrip("+"))
+                if s <= 0:
+                    raise ValueError
+                vals = list(range(lo, hi + 1, s))
+        else:
+            vals = [int(x) for x in t.split(",") if x.strip()]
+    except ValueError:
+        raise WorkloadError(
+            f"{flag}={text!r} is not a list ('1,2,4') or a range ('1:256:x2', '128:4096:+128') of integers"
+        ) from None
+    if not vals or min(vals) < 1:
+        raise WorkloadError(f"{flag}={text!r}: values must be integers >= 1")
+    return np.array(vals, dtype=np.int64)
+
+
+def grid(spec: ModelSpec | str, hw: Hardware | str, batch, prompt, gen, attention: str = "flash",
+         precision: Precision | None = None, eff_mode: str = "expected") -> dict[str, np.ndarray]:
+    """Vectorised serving metrics; ``batch``, ``prompt``, ``gen`` broadcast against each other."""
+    spec = resolve(spec)
+    hw = get_hardware(hw) if isinstance(hw, str) else hw
+    p = precision or Precision()
+    eff = efficiency(eff_mode, hw)
+    B, P, N = np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen))
+    t_pre = table(spec, "prefill", attention)
+    times, _, _, _ = op_times(t_pre.values(Scenario(B, P, 0)), t_pre, hw, p, eff, B * P, decode=False)
+    ttft = times.sum(-1)
+    d = decode_generation(table(spec, "decode", attention), hw, p, eff, B, P, N)
+    e2e = ttft + d.total_s
+    weights = param_report(spec).total * p.weight_bytes
+    kv_end = kv_cache_bytes(spec, B, P + N - 1, p)
+    mem = weights + kv_end + activation_peak_bytes(spec, B, P, attention, p)
+    steps = np.maximum(N - 1, 1)
+    return {
+        "batch": B, "prompt": P, "gen": N, "ttft_s": ttft,
+        "tpot_s": np.where(N > 1, d.total_s / steps, 0.0), "e2e_s": e2e,
+        "throughput_tok_s": B * N / e2e, "per_sequence_tok_s": N / e2e,
+        "kv_peak_bytes": kv_end, "memory_bytes": mem, "fits": mem <= hw.memory_bytes,
+    }
+
+
+def run_sweep(model, hardware, axes: dict[str, np.ndarray], attention: str, precision: Precision,
+              eff_mode: str) -> list[dict]:
+    Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
+    g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode)
+    keys = list(g)
+    rows = []
+    for i in range(Bg.size):
+        r = {}
+        for k in keys:
+            v = g[k][i]
+            r[k] = bool(v) if k == "fits" else (int(v) if k in ("batch", "prompt", "gen") else float(v))
+        rows.append(r)
+    return rows

@@ -1,0 +1,12 @@
+"""Shared test helpers (the tests directory is on sys.path under pytest's default import mode)."""
+
+import json
+from pathlib import Path
+
+from llmath import registry
+
+MODELS_DIR = Path(registry.__file__).parent / "data" / "models"
+
+
+def registry_config(name: str) -> dict:
+    return json.loads((MODELS_DIR / f"{name}.json").read_text())

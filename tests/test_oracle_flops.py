@@ -1,0 +1,115 @@
+"""FLOPs and KV bytes proven against the real transformers module on the meta device.
+
+For one registry model of every model_type (and both Falcon architectures), with the first few layers
+(per-layer costs do not depend on depth; enough layers are kept to include every layer kind), the matmul
+FLOPs that ``torch.utils.flop_counter.FlopCounterMode`` counts for a prefill and for one decode step, at
+batch 1 and 8, must equal llmath's ``eager`` operator list; the bytes of the tensors in transformers'
+cache after the prefill must equal llmath's KV cache in its ``transformers`` layout.
+"""
+
+import pytest
+from helpers import registry_config
+
+from llmath import registry
+from llmath.analysis import kv_cache_bytes
+from llmath.dtypes import Precision
+from llmath.hf import spec_from_config
+from llmath.ops import Scenario, build_ops, evaluate
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+from llmath import oracle  # noqa: E402
+
+SKIP_TYPES = {"t5", "bart", "transformer"}  # encoder-decoder: parameter counts only
+
+
+def _families() -> list[str]:
+    seen, out = set(), []
+    for n in registry.names():
+        cfg = registry_config(n)
+        mt = cfg["model_type"]
+        key = (mt, bool(cfg.get("new_decoder_architecture")))
+        if mt in SKIP_TYPES or key in seen:
+            continue
+        seen.add(key)
+        out.append(n)
+    return out
+
+
+FAMILIES = _families()
+
+
+def _keep_layers(spec) -> int:
+    # enough layers to reach every kind of layer (dense-first MoE, 1-in-6 full attention, ...)
+    kinds, n = set(), 0
+    for i, k in enumerate(zip(spec.layer_windows, spec.layer_moe, strict=True)):
+        if k not in kinds:
+            kinds.add(k)
+            n = i + 1
+    return max(n, 2)
+
+
+def _matmul_flops(spec, stage, B, T, S0):
+    return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "eager"), Scenario(B, T, S0), spec))
+
+
+@pytest.fixture(scope="module", params=FAMILIES, ids=str)
+def family(request):
+    name = request.param
+    cfg = registry_config(name)
+    full = spec_from_config(cfg, name)
+    n = _keep_layers(full)
+    model = oracle.build_meta(oracle.hf_config(cfg, n))
+    return name, full.with_layers(n), model
+
+
+@pytest.mark.parametrize("B", [1, 8])
+def test_prefill_and_decode_flops_equal_transformers(family, B):
+    name, spec, model = family
+    P = 9
+    hf_prefill, out = oracle.forward_flops(model, B, P)
+    # bf16 cache: 2 bytes per element (measured before the decode step grows the cache in place)
+    assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values, 2)
+    hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
+    assert _matmul_flops(spec, "prefill", B, P, 0) == hf_prefill
+    assert _matmul_flops(spec, "decode", B, 1, P) == hf_decode
+
+
+def test_sliding_window_beyond_the_window():
+    """gpt-oss alternates 128-token sliding layers with full ones; prompt longer than the window."""
+    cfg = registry_config("gpt-oss-20b")
+    spec = spec_from_config(cfg, "gpt-oss-20b").with_layers(2)
+    assert spec.layer_windows == (128, None)
+    model = oracle.build_meta(oracle.hf_config(cfg, 2))
+    P = 150
+    hf_prefill, out = oracle.forward_flops(model, 2, P)
+    # transformers' sliding layer keeps W - 1 = 127 positions, the full layer all 150
+    assert kv_cache_bytes(spec, 2, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values, 2)
+    hf_decode, _ = oracle.forward_flops(model, 2, 1, past=out.past_key_values)
+    assert _matmul_flops(spec, "prefill", 2, P, 0) == hf_prefill
+    assert _matmul_flops(spec, "decode", 2, 1, P) == hf_decode
+
+
+def test_falcon_cache_layout_differs_from_serving():
+    """transformers' Falcon (new architecture) caches K/V broadcast to all N query heads; serving engines
+    cache the K KV heads. llmath's default models the serving engine."""
+    spec = registry.spec("falcon-40b")
+    N, K = spec.n_heads, spec.n_kv_heads  # 128, 8
+    p = Precision()
+    serving = kv_cache_bytes(spec, 1, 100, p)
+    hf = kv_cache_bytes(spec, 1, 100, p, layout="transformers")
+    assert hf == serving * N // K
+    # 2 (K and V) x 60 layers x 8 heads x 64 head width x 2 bytes x 100 positions
+    assert serving == 2 * 60 * 8 * 64 * 2 * 100
+
+
+def test_mla_absorbed_decode_differs_from_transformers_by_design():
+    """transformers re-expands the latent cache through kv_b_proj for every cached position each decode
+    step (eager, proven equal above); serving engines absorb W_UK/W_UV (flash): far fewer FLOPs, the
+    same latent cache."""
+    spec = registry.spec("deepseek-v3")
+    eager = _matmul_flops(spec, "decode", 1, 1, 4096)
+    flash = sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, "decode", "flash"), Scenario(1, 1, 4096), spec))
+    assert flash < eager / 5
+    # latent cache: (kv_lora_rank 512 + rope 64) x 61 layers x 2 bytes per position
+    assert kv_cache_bytes(spec, 1, 1, Precision()) == (512 + 64) * 61 * 2

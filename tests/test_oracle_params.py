@@ -1,0 +1,76 @@
+"""Every registry model, built by transformers on the meta device from the very config.json llmath reads:
+the exact total and the per-component counts must equal the module's parameters."""
+
+import re
+
+import pytest
+from helpers import registry_config
+
+from llmath import registry
+from llmath.hf import spec_from_config
+from llmath.params import param_report
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+from llmath import oracle  # noqa: E402
+
+HF_NAMES = [n for n in registry.names() if registry_config(n)["model_type"] != "transformer"]
+
+# transformers 5.23's T5Config forces tie_word_embeddings=True (configuration_t5.py: "we tie weights always
+# and force it to be True"); the released T5 v1.1 / Flan-T5 checkpoints keep a separate lm_head
+# (V x d), and their config.json says tie_word_embeddings=false. llmath follows the file.
+UNTIED_IN_FILE_TIED_IN_HF = {"flan-t5-base"}
+
+
+def _coarse_hf(name: str) -> str:
+    if re.search(r"(norm|(^|\.)ln_|\bln_f\b)", name):
+        return "norm"
+    if re.search(r"(^|\.)(lm_head|embed_out)\.", name):
+        return "lm_head"
+    if re.search(r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions)", name):
+        return "embedding"
+    if re.search(r"(attn|attention|Attention|query_key_value|sinks)", name):
+        return "attention"
+    return "ffn"
+
+
+def _coarse_llmath(key: str) -> str:
+    if "norm" in key:
+        return "norm"
+    return {"moe": "ffn"}.get(key.split(".")[0], key.split(".")[0])
+
+
+@pytest.mark.parametrize("name", HF_NAMES, ids=str)
+def test_params_equal_transformers(name):
+    cfg = registry_config(name)
+    rep = param_report(spec_from_config(cfg, name))
+    model = oracle.build_meta(oracle.hf_config(cfg))
+    hf_total = oracle.count_params(model)
+    if name in UNTIED_IN_FILE_TIED_IN_HF:
+        d, V = cfg["d_model"], cfg["vocab_size"]
+        assert rep.total == hf_total + V * d
+        return
+    assert rep.total == hf_total
+    hf_groups: dict[str, int] = {}
+    seen = set()
+    for n, p in model.named_parameters():  # named_parameters() yields a shared tensor once
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        g = _coarse_hf(n)
+        hf_groups[g] = hf_groups.get(g, 0) + p.numel()
+    ours: dict[str, int] = {}
+    for k, v in rep.by_component.items():
+        g = _coarse_llmath(k)
+        ours[g] = ours.get(g, 0) + v
+    ours = {k: v for k, v in ours.items() if v}
+    assert ours == hf_groups
+
+
+def test_registry_names_unique_and_sourced():
+    idx = registry.index()
+    assert len(idx) >= 40
+    for name, entry in idx.items():
+        assert entry.get("source"), name
+        assert name == name.lower() and "/" not in name
+        registry_config(name)  # the snapshot exists and parses
