@@ -127,6 +127,10 @@ ADAPTERS: dict[str, dict[str, Any]] = {
                  v_bias=True, o_bias=True, ffn_bias=True, norms_per_layer=3, encdec="bart", activation="gelu"),
 }
 
+# model_types whose transformers config class defaults to tie_word_embeddings=True (5.23).
+TIED_BY_DEFAULT = {"bart", "bloom", "cohere", "falcon", "gemma", "gemma2", "gemma3_text", "gpt2", "opt", "starcoder2",
+                   "t5", "transformer"}
+
 # Config aliases that older hub files use for the same family.
 MODEL_TYPE_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "gemma3": "gemma3_text"}
 
@@ -354,10 +358,8 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
     if model_type == "opt" and not cfg.get("do_layer_norm_before", True):
         final_norm = False
     tie = cfg.get("tie_word_embeddings")
-    if tie is None:
-        tie = model_type not in ("gpt_neox", "gptj", "olmo")
-    if model_type == "t5" and cfg.get("tie_word_embeddings") is None:
-        tie = True
+    if tie is None:  # each transformers config class has its own default
+        tie = model_type in TIED_BY_DEFAULT
     return ModelSpec(
         name=name,
         model_type=model_type,

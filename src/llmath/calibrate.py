@@ -1,0 +1,371 @@
+"""Measure the machine at hand with torch and write a hardware profile that ``--hardware`` accepts.
+
+What is measured (every figure is the median of timed repeats after warm-up; ``torch.cuda.synchronize``
+brackets each timing on CUDA; torch keeps the threads it chose for the machine):
+
+* **large GEMMs** (square M = N = K, per dtype): achievable matmul FLOP/s. The profile's
+  ``peak_flops_per_s[dtype]`` is the median over the sizes, so ``matmul`` efficiency is 1.0.
+* **skinny weight GEMMs**: ``F.linear(X, W)`` with M = 1 … 256 token rows against a weight W larger
+  than the last-level cache, as decode (and short prefills) run them. Each is reported as FLOP/s and as
+  weight bytes streamed per second; ``skinny_rows`` holds that bandwidth over the copy bandwidth.
+* **streaming bandwidth**: a large ``copy_`` (bytes read + bytes written per second), the profile's
+  ``memory_bandwidth_bytes_per_s`` (so ``memory`` efficiency is 1.0); and a matrix-vector product
+  streaming a large weight (recorded in ``raw``).
+* **vector ops** on cache-resident tensors (add, softmax, RMSNorm, SiLU·mul) counted with llmath's
+  per-element FLOP conventions: the best rate is ``vector_flops_per_s``; ``vector`` efficiency is the
+  median over the best.
+* **decode attention** (transformers' eager form: ``q·Kᵀ``, softmax, ``·V`` over a cache larger than
+  the last-level cache): K/V bytes read per second over the copy bandwidth is ``attention_decode``.
+* **per-kernel overhead**: the time of a tiny op issued back to back (eager launch/dispatch cost). The
+  same figure is used for decode (transformers does not capture decode in CUDA graphs).
+
+``quick=True`` uses small, cache-resident sizes and few repeats: seconds, for CI; its fractions are not
+meant for predictions.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .errors import HardwareError, LLMathError, WorkloadError
+
+SKINNY_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+TORCH_DTYPES = ("fp32", "bf16", "fp16")
+
+# (full, quick) sizes per device
+_SIZES = {
+    "cpu": {
+        False: dict(gemm=(1024, 2048, 4096), skinny=(4096, 8192), copy_mb=512, vec=1 << 18,
+                    attn=(32, 64, 4096), tiny=16, rep=5, rep_small=9, warm=2),
+        True: dict(gemm=(256, 512), skinny=(512, 1024), copy_mb=16, vec=1 << 14,
+                   attn=(4, 64, 128), tiny=16, rep=3, rep_small=5, warm=1),
+    },
+    "cuda": {
+        False: dict(gemm=(4096, 8192, 16384), skinny=(8192, 28672), copy_mb=2048, vec=1 << 22,
+                    attn=(32, 128, 32768), tiny=16, rep=10, rep_small=30, warm=3),
+        True: dict(gemm=(1024, 2048), skinny=(2048, 4096), copy_mb=64, vec=1 << 16,
+                   attn=(8, 128, 1024), tiny=16, rep=3, rep_small=5, warm=1),
+    },
+}
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise LLMathError("measuring needs torch: pip install 'llmath[oracle]' (or torch), then run again") from None
+    return torch
+
+
+def torch_dtype(dtype: str):
+    """The torch dtype of an llmath dtype name that torch can time (fp32, bf16, fp16)."""
+    torch = _torch()
+    d = dtype.lower() if isinstance(dtype, str) else dtype
+    if d not in TORCH_DTYPES:
+        raise WorkloadError(
+            f"dtype={dtype!r} cannot be timed with plain torch ops; use one of {', '.join(TORCH_DTYPES)}"
+        )
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[d]
+
+
+def check_device(device: str) -> str:
+    """'cpu' or 'cuda' (an index such as 'cuda:0' is kept); cuda must be present."""
+    torch = _torch()
+    if not isinstance(device, str) or device.split(":")[0] not in ("cpu", "cuda"):
+        raise WorkloadError(f"device={device!r} must be 'cpu' or 'cuda'")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise HardwareError(f"device={device!r}: torch sees no CUDA device here; use --device cpu")
+    return device
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        _torch().cuda.synchronize()
+
+
+def time_call(fn: Callable[[], Any], device: str, repeats: int, warmup: int, inner: int = 1) -> list[float]:
+    """Seconds per call of ``fn`` for each of ``repeats`` timings (each ``inner`` calls back to back)."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    out = []
+    for _ in range(repeats):
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        sync(device)
+        out.append((time.perf_counter() - t0) / inner)
+    return out
+
+
+class Progress:
+    """Step lines on stderr when enabled; silent otherwise."""
+
+    def __init__(self, enabled: bool, what: str, total: int):
+        self.enabled, self.what, self.total, self.i = enabled, what, total, 0
+
+    def step(self, msg: str) -> None:
+        self.i += 1
+        if self.enabled:
+            print(f"{self.what} [{self.i}/{self.total}] {msg}", file=sys.stderr, flush=True)
+
+
+def host_description(device: str) -> str:
+    torch = _torch()
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    model = model or platform.processor() or platform.machine()
+    return f"{platform.node()} ({model}, {os.cpu_count()} logical CPUs)"
+
+
+def device_memory_bytes(device: str) -> float:
+    torch = _torch()
+    if device.startswith("cuda"):
+        return float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        raise HardwareError("cannot read this machine's physical memory size (os.sysconf)") from None
+
+
+def available_memory_bytes(device: str) -> float:
+    """Memory free for a model now: MemAvailable on Linux CPUs, free memory on CUDA."""
+    torch = _torch()
+    if device.startswith("cuda"):
+        return float(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return device_memory_bytes(device) * 0.5
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def _med(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def _frac(x: float) -> float:
+    """A measured fraction as the profile needs it: in (0, 1] (cache effects can push it above 1)."""
+    if not math.isfinite(x) or x <= 0:
+        return 1e-6
+    return float(min(x, 1.0))
+
+
+def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: bool = False,
+              progress: bool = True) -> dict[str, Any]:
+    """Measure ``device`` and return a hardware profile dict (see the module docstring).
+
+    ``dtypes``: the matmul dtypes to measure (fp32, bf16, fp16); the first also drives the skinny-GEMM,
+    attention and vector measurements. The result passes :func:`llmath.hardware.from_dict`.
+    """
+    torch = _torch()
+    device = check_device(device)
+    if isinstance(dtypes, str):
+        dtypes = [dtypes]
+    dts = [d.strip().lower() for d in dtypes if d and d.strip()]
+    if not dts:
+        raise WorkloadError("dtypes is empty; give at least one of fp32, bf16, fp16")
+    for d in dts:
+        torch_dtype(d)
+    kind = device.split(":")[0]
+    z = _SIZES[kind][bool(quick)]
+    tdt = torch_dtype(dts[0])
+    esz = torch.tensor([], dtype=tdt).element_size()
+    steps = len(dts) * len(z["gemm"]) + len(SKINNY_M) + 5
+    pr = Progress(progress, "calibrate", steps)
+    dev = torch.device(device)
+    raw: dict[str, Any] = {
+        "device": device, "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "quick": bool(quick), "load_average_before": load_average(), "timer": "time.perf_counter",
+    }
+    gen = torch.Generator(device=dev).manual_seed(0)
+
+    def rnd(*shape, dtype=tdt):
+        return torch.randn(*shape, generator=gen, device=dev, dtype=torch.float32).to(dtype)
+
+    with torch.inference_mode():
+        # -- streaming bandwidth: one large copy ------------------------------------------------
+        n = z["copy_mb"] * (1 << 20) // 4
+        src = torch.ones(n, device=dev, dtype=torch.float32)
+        dst = torch.empty_like(src)
+        ts = time_call(lambda: dst.copy_(src), device, z["rep_small"], z["warm"])
+        copy_bytes = 2 * n * 4
+        copy_bw = copy_bytes / _med(ts)
+        raw["copy"] = {"elements": n, "dtype": "fp32", "bytes_moved": copy_bytes, "counting": "read + write",
+                       "repeats": len(ts), "times_s": ts, "median_s": _med(ts), "bytes_per_s": copy_bw}
+        del src, dst
+        pr.step(f"copy {copy_bytes / 1e6:.0f} MB: {copy_bw / 1e9:.1f} GB/s")
+
+        # -- large square GEMMs per dtype ------------------------------------------------------------
+        raw["gemm"] = []
+        peaks: dict[str, float] = {}
+        for d in dts:
+            rates = []
+            for s in z["gemm"]:
+                a, b = rnd(s, s, dtype=torch_dtype(d)), rnd(s, s, dtype=torch_dtype(d))
+                reps = z["rep"] if s == max(z["gemm"]) else z["rep_small"]
+                ts = time_call(lambda a=a, b=b: torch.mm(a, b), device, reps, z["warm"])
+                fl = 2 * s ** 3
+                rate = fl / _med(ts)
+                rates.append(rate)
+                raw["gemm"].append({"dtype": d, "m": s, "n": s, "k": s, "flops": fl, "repeats": len(ts),
+                                    "times_s": ts, "median_s": _med(ts), "flops_per_s": rate})
+                del a, b
+                pr.step(f"GEMM {d} {s}³: {rate / 1e9:.1f} GFLOP/s")
+            peaks[d] = _med(rates)
+
+        # -- skinny weight GEMMs (decode-like) ------------------------------------------------------
+        K, N = z["skinny"]
+        W = rnd(N, K)
+        wbytes = N * K * esz
+        raw["skinny"] = []
+        skinny_rows = []
+        for m in SKINNY_M:
+            x = rnd(m, K)
+            ts = time_call(lambda x=x: torch.nn.functional.linear(x, W), device, z["rep_small"], z["warm"])
+            t = _med(ts)
+            bw = wbytes / t
+            f = _frac(bw / copy_bw)
+            skinny_rows.append([m, round(f, 6)])
+            raw["skinny"].append({"dtype": dts[0], "rows": m, "k": K, "n": N, "op": "F.linear(X[rows,k], W[n,k])",
+                                  "weight_bytes": wbytes, "repeats": len(ts), "times_s": ts, "median_s": t,
+                                  "flops_per_s": 2 * m * K * N / t, "weight_bytes_per_s": bw,
+                                  "fraction_of_copy_bandwidth": bw / copy_bw})
+            pr.step(f"skinny GEMM rows={m}: {bw / 1e9:.1f} GB/s of weights ({f:.2f} of copy)")
+
+        # -- weights streamed by a matrix-vector product --------------------------------------------
+        v = rnd(K)
+        ts = time_call(lambda: torch.mv(W, v), device, z["rep_small"], z["warm"])
+        raw["gemv"] = {"dtype": dts[0], "n": N, "k": K, "weight_bytes": wbytes, "repeats": len(ts), "times_s": ts,
+                       "median_s": _med(ts), "weight_bytes_per_s": wbytes / _med(ts),
+                       "fraction_of_copy_bandwidth": wbytes / _med(ts) / copy_bw}
+        del W, v
+        pr.step(f"GEMV: {wbytes / _med(ts) / 1e9:.1f} GB/s of weights")
+
+        # -- vector ops on cache-resident data --------------------------------------------------------
+        ne = z["vec"]
+        rows = max(ne // 1024, 1)
+        a, b = rnd(rows, 1024), rnd(rows, 1024)
+        w = rnd(1024)
+        vec_ops = {
+            "add": (1, lambda: torch.add(a, b)),
+            "softmax": (5, lambda: torch.softmax(a, dim=-1)),
+            "rmsnorm": (4, lambda: a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + 1e-6) * w),
+            "silu_mul": (5, lambda: torch.nn.functional.silu(a) * b),
+        }
+        raw["vector"] = []
+        vrates = []
+        for name, (per, fn) in vec_ops.items():
+            ts = time_call(fn, device, z["rep_small"], z["warm"], inner=10)
+            rate = per * rows * 1024 / _med(ts)
+            vrates.append(rate)
+            raw["vector"].append({"op": name, "elements": rows * 1024, "flops_per_element": per,
+                                  "repeats": len(ts), "inner": 10, "times_s": ts, "median_s": _med(ts),
+                                  "flops_per_s": rate})
+        vec_peak = max(vrates)
+        vec_eff = _frac(_med(vrates) / vec_peak)
+        del a, b, w
+        pr.step(f"vector ops: best {vec_peak / 1e9:.1f} GFLOP/s, median {vec_eff:.2f} of it")
+
+        # -- decode attention, eager form -------------------------------------------------------------
+        heads, hd, S = z["attn"]
+        q = rnd(1, heads, 1, hd)
+        k = rnd(1, heads, S, hd)
+        vv = rnd(1, heads, S, hd)
+        scale = hd ** -0.5
+
+        def attn():
+            s_ = torch.matmul(q, k.transpose(2, 3)) * scale
+            p_ = torch.softmax(s_, dim=-1, dtype=torch.float32).to(q.dtype)
+            return torch.matmul(p_, vv)
+
+        ts = time_call(attn, device, z["rep_small"], z["warm"])
+        kvb = 2 * heads * S * hd * esz
+        attn_bw = kvb / _med(ts)
+        raw["attention_decode"] = {"dtype": dts[0], "batch": 1, "heads": heads, "head_dim": hd, "context": S,
+                                   "form": "matmul(q, K^T)*scale, softmax(fp32), matmul(p, V)",
+                                   "kv_bytes": kvb, "repeats": len(ts), "times_s": ts, "median_s": _med(ts),
+                                   "kv_bytes_per_s": attn_bw, "fraction_of_copy_bandwidth": attn_bw / copy_bw}
+        del q, k, vv
+        pr.step(f"decode attention: {attn_bw / 1e9:.1f} GB/s of K/V")
+
+        # -- per-kernel overhead: tiny ops back to back ----------------------------------------------
+        x = torch.ones(z["tiny"], device=dev, dtype=tdt)
+        y = torch.empty_like(x)
+        inner = 200
+        ts = time_call(lambda: torch.add(x, x, out=y), device, z["rep_small"], z["warm"], inner=inner)
+        overhead = _med(ts)
+        raw["overhead"] = {"op": f"torch.add(out=) on {z['tiny']} elements", "inner": inner,
+                           "repeats": len(ts), "times_s": ts, "median_s": overhead}
+        pr.step(f"per-kernel overhead: {overhead * 1e6:.2f} µs")
+
+    raw["load_average_after"] = load_average()
+    skinny_rows.sort()
+    eff = {
+        "matmul": 1.0,
+        "memory": 1.0,
+        "vector": round(vec_eff, 6),
+        "skinny_rows": skinny_rows,
+        "skinny": skinny_rows[-1][1] if skinny_rows else 1.0,
+        "attention_decode": round(_frac(attn_bw / copy_bw), 6),
+        "overhead_s": overhead,
+        "decode_overhead_s": overhead,
+    }
+    # the single 'skinny' fraction (used where rows are not listed) is the 64-row figure, as roofline's
+    # SKINNY_ROWS cut-off
+    for m, f in skinny_rows:
+        if m == 64:
+            eff["skinny"] = f
+    host = host_description(device)
+    stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
+    method = (
+        "Medians of timed repeats after warm-up (time.perf_counter"
+        + ("; torch.cuda.synchronize around each timing" if kind == "cuda" else "")
+        + f"; torch {torch.__version__}, {torch.get_num_threads()} threads). "
+        "peak_flops_per_s[dtype] = median FLOP/s of square torch.mm at the listed sizes. "
+        "memory_bandwidth_bytes_per_s = large copy_ (read + write bytes). skinny_rows = weight bytes/s of "
+        f"F.linear with that many rows against a {N}x{K} weight, over the copy bandwidth. attention_decode = "
+        "K/V bytes/s of eager decode attention over the copy bandwidth. vector_flops_per_s = best cache-resident "
+        "elementwise rate (llmath FLOP conventions), vector = median/best. overhead_s = one tiny op."
+        + (" quick=True: small cache-resident sizes, for tests only." if quick else "")
+    )
+    return {
+        "name": f"{kind}-profile",
+        "display_name": f"{host} (calibrated)",
+        "vendor": "nvidia" if kind == "cuda" and "nvidia" in host.lower() else "",
+        "memory_bytes": device_memory_bytes(device),
+        "memory_bandwidth_bytes_per_s": copy_bw,
+        "peak_flops_per_s": peaks,
+        "vector_flops_per_s": vec_peak,
+        "source": f"llmath calibrate {stamp} on {host}",
+        "notes": "measured by llmath calibrate" + (" --quick (not for predictions)" if quick else ""),
+        "measured": {"efficiency": eff, "raw": raw, "method": method},
+    }

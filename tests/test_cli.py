@@ -1,0 +1,160 @@
+"""The CLI: JSON keys scripts rely on, human output, and one-line errors with exit code 1."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llmath.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(capsys, *args):
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_params_json(capsys):
+    code, out, _ = run(capsys, "params", "llama-3-8b", "--json")
+    d = json.loads(out)
+    assert code == 0
+    assert d["total"] == 8_030_261_248  # meta-llama/Meta-Llama-3-8B, as transformers counts it
+    assert d["active_per_token"] == d["total"]
+    assert set(d["estimates"]) == {"12Ld2", "12Ld2+13Ld", "12Ld2+13Ld+Vd"}
+    assert sum(d["by_component"].values()) == d["total"]
+
+
+def test_params_moe_active(capsys):
+    _, out, _ = run(capsys, "params", "mixtral-8x7b", "--json")
+    d = json.loads(out)
+    # active = total - 6 of 8 experts in 32 layers, each 3*4096*14336
+    assert d["active_per_token"] == d["total"] - 32 * 6 * 3 * 4096 * 14336
+
+
+def test_analyze_json_keys(capsys):
+    code, out, _ = run(capsys, "analyze", "llama-3-8b", "--hardware", "h100-sxm", "--batch", "2", "--prompt", "100",
+                       "--gen", "10", "--json")
+    assert code == 0
+    d = json.loads(out)
+    for path in ("params.total", "prefill.flops.matmul", "prefill.flops.vector", "prefill.bytes.total",
+                 "prefill.time_s", "decode.flops.matmul", "decode.bytes.total", "decode.time_s", "kv_cache.bytes",
+                 "kv_cache.peak_bytes", "kv_cache.bytes_per_token", "ttft_s", "tpot_s", "e2e_s", "throughput_tok_s",
+                 "memory.total_bytes", "memory.fits"):
+        v = d
+        for k in path.split("."):
+            v = v[k]
+        assert v is not None, path
+    # KV after prefill: 2 sequences x 100 positions x 131,072 B; at the end 100 + 10 - 1 positions
+    assert d["kv_cache"]["bytes"] == 2 * 100 * 131_072
+    assert d["kv_cache"]["peak_bytes"] == 2 * 109 * 131_072
+    assert d["throughput_tok_s"] == pytest.approx(2 * 10 / d["e2e_s"])
+
+
+def test_ops_explain_reads_like_the_seed_table(capsys):
+    code, out, _ = run(capsys, "ops", "llama-3-8b", "--stage", "decode", "--batch", "16", "--prompt", "4096",
+                       "--explain")
+    assert code == 0
+    assert "attn.k_proj" in out and "2·D·K·H" in out and "intensity" in out
+
+
+def test_ops_json_flash_vs_eager(capsys):
+    _, a, _ = run(capsys, "ops", "llama-3-8b", "--prompt", "64", "--attention", "eager", "--json")
+    _, b, _ = run(capsys, "ops", "llama-3-8b", "--prompt", "64", "--json")
+    ea, fl = json.loads(a), json.loads(b)
+    # eager runs all 64*64 score pairs, flash 64*65/2; 4*N*H*L FLOPs per pair = 4*4096*32
+    assert ea["flops"]["matmul"] - fl["flops"]["matmul"] == 4 * 4096 * 32 * (64 * 64 - 64 * 65 // 2)
+
+
+@pytest.mark.parametrize(
+    "args,pattern",
+    [
+        (["params", "llama-3-8"], r"unknown model 'llama-3-8'; closest: .*llama-3-8b"),
+        (["analyze", "llama-3-8b", "--hardware", "h100"], r"unknown hardware 'h100'; closest: .*h100"),
+        (["analyze", "llama-3-8b", "--batch", "0"], r"batch=0 must be an integer >= 1"),
+        (["analyze", "llama-3-8b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], r"has no fp8 peak"),
+        (["analyze", "llama-3-8b", "--dtype", "fp12"], r"'fp12' is not a known precision"),
+        (["analyze", "llama-3-8b", "--peak-tflops", "100"], r"needs all of --peak-tflops"),
+        (["sweep", "llama-3-8b", "--batch", "1:x"], r"--batch='1:x' is not a list"),
+        (["ops", "t5-base"], r"encoder-decoder"),
+    ],
+)
+def test_errors_are_one_line(capsys, args, pattern):
+    code, out, err = run(capsys, *args)
+    assert code == 1
+    assert re.search(pattern, err), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_config_files(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    code, _, err = run(capsys, "params", str(bad))
+    assert code == 1 and "malformed JSON" in err
+    cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32,
+           "vocab_size": 1000, "intermediate_size": None}
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "params", str(p))
+    assert code == 1 and "'intermediate_size'" in err and "missing or null" in err
+    cfg["intermediate_size"] = 100
+    cfg["num_attention_heads"] = 30
+    p.write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "params", str(p))
+    assert code == 1 and "not divisible by 30 attention heads" in err and "head_dim" in err
+    cfg["num_attention_heads"] = 32
+    cfg["num_hidden_layers"] = 0
+    p.write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "params", str(p))
+    assert code == 1 and "n_layers=0 must be a positive integer" in err
+    cfg["num_hidden_layers"] = 2
+    cfg["model_type"] = "mamba"
+    p.write_text(json.dumps(cfg))
+    code, _, err = run(capsys, "params", str(p))
+    assert code == 1 and "model_type='mamba' is not supported" in err
+    cfg["model_type"] = "llama"
+    p.write_text(json.dumps(cfg))
+    code, out, _ = run(capsys, "params", str(tmp_path), "--json")  # a directory holding config.json
+    assert code == 0
+    # 2 layers: 4*4096*4096 attn + 3*4096*100 ffn + 2*4096 norms; + 2*1000*4096 (untied) + 4096 final norm
+    assert json.loads(out)["total"] == 2 * (4 * 4096 * 4096 + 3 * 4096 * 100 + 2 * 4096) + 2 * 1000 * 4096 + 4096
+
+
+def test_context_beyond_positions_warns(capsys):
+    code, _, err = run(capsys, "analyze", "gpt2", "--prompt", "1000", "--gen", "100")
+    assert code == 0 and "exceeds the model's max_position_embeddings=1024" in err
+
+
+def test_each_workload_flag_changes_the_result(capsys):
+    base = ["analyze", "llama-3-8b", "--json"]
+    _, ref, _ = run(capsys, *base)
+    ref = json.loads(ref)
+    for flag in (["--batch", "3"], ["--prompt", "100"], ["--gen", "7"], ["--attention", "eager"], ["--dtype", "fp8"],
+                 ["--weights", "int4"], ["--kv-dtype", "fp8"], ["--efficiency", "ideal"], ["--hardware", "h200"],
+                 ["--overhead-us", "50"], ["--reserve-gb", "5"], ["--prefix", "64"]):
+        _, o, _ = run(capsys, *base, *flag)
+        d = json.loads(o)
+        assert (d["e2e_s"], d["memory"]["total_bytes"]) != (ref["e2e_s"], ref["memory"]["total_bytes"]), flag
+
+
+def test_readme_commands_match_ci():
+    readme = (ROOT / "README.md").read_text().splitlines()
+    block = readme[readme.index("```bash") + 1: readme.index("```bash") + 3]
+    assert block[0].startswith("pip install -e . && llmath analyze")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert block[1] in ci.splitlines()
+
+
+def test_console_script_runs():
+    r = subprocess.run([sys.executable, "-m", "llmath.cli", "params", "gpt2", "--json"], capture_output=True,
+                       text=True, check=False)
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["total"] == 124_439_808  # GPT-2 small with its 1024 learned positions
