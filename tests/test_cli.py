@@ -41,14 +41,41 @@ def test_params_moe_active(capsys):
 
 
 def test_analyze_json_keys(capsys):
-    code, out, _ = run(capsys, "analyze", "llama-3-8b", "--hardware", "h100-sxm", "--batch", "2", "--prompt", "100",
-                       "--gen", "10", "--json")
+    code, out, _ = run(
+        capsys,
+        "analyze",
+        "llama-3-8b",
+        "--hardware",
+        "h100-sxm",
+        "--batch",
+        "2",
+        "--prompt",
+        "100",
+        "--gen",
+        "10",
+        "--json",
+    )
     assert code == 0
     d = json.loads(out)
-    for path in ("params.total", "prefill.flops.matmul", "prefill.flops.vector", "prefill.bytes.total",
-                 "prefill.time_s", "decode.flops.matmul", "decode.bytes.total", "decode.time_s", "kv_cache.bytes",
-                 "kv_cache.peak_bytes", "kv_cache.bytes_per_token", "ttft_s", "tpot_s", "e2e_s", "throughput_tok_s",
-                 "memory.total_bytes", "memory.fits"):
+    for path in (
+        "params.total",
+        "prefill.flops.matmul",
+        "prefill.flops.vector",
+        "prefill.bytes.total",
+        "prefill.time_s",
+        "decode.flops.matmul",
+        "decode.bytes.total",
+        "decode.time_s",
+        "kv_cache.bytes",
+        "kv_cache.peak_bytes",
+        "kv_cache.bytes_per_token",
+        "ttft_s",
+        "tpot_s",
+        "e2e_s",
+        "throughput_tok_s",
+        "memory.total_bytes",
+        "memory.fits",
+    ):
         v = d
         for k in path.split("."):
             v = v[k]
@@ -60,8 +87,9 @@ def test_analyze_json_keys(capsys):
 
 
 def test_ops_explain_reads_like_the_seed_table(capsys):
-    code, out, _ = run(capsys, "ops", "llama-3-8b", "--stage", "decode", "--batch", "16", "--prompt", "4096",
-                       "--explain")
+    code, out, _ = run(
+        capsys, "ops", "llama-3-8b", "--stage", "decode", "--batch", "16", "--prompt", "4096", "--explain"
+    )
     assert code == 0
     assert "attn.k_proj" in out and "2·D·K·H" in out and "intensity" in out
 
@@ -99,8 +127,14 @@ def test_bad_config_files(tmp_path, capsys):
     bad.write_text("{not json")
     code, _, err = run(capsys, "params", str(bad))
     assert code == 1 and "malformed JSON" in err
-    cfg = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2, "num_attention_heads": 32,
-           "vocab_size": 1000, "intermediate_size": None}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 32,
+        "vocab_size": 1000,
+        "intermediate_size": None,
+    }
     p = tmp_path / "config.json"
     p.write_text(json.dumps(cfg))
     code, _, err = run(capsys, "params", str(p))
@@ -137,9 +171,20 @@ def test_each_workload_flag_changes_the_result(capsys):
     base = ["analyze", "llama-3-8b", "--json"]
     _, ref, _ = run(capsys, *base)
     ref = json.loads(ref)
-    for flag in (["--batch", "3"], ["--prompt", "100"], ["--gen", "7"], ["--attention", "eager"], ["--dtype", "fp8"],
-                 ["--weights", "int4"], ["--kv-dtype", "fp8"], ["--efficiency", "ideal"], ["--hardware", "h200"],
-                 ["--overhead-us", "50"], ["--reserve-gb", "5"], ["--prefix", "64"]):
+    for flag in (
+        ["--batch", "3"],
+        ["--prompt", "100"],
+        ["--gen", "7"],
+        ["--attention", "eager"],
+        ["--dtype", "fp8"],
+        ["--weights", "int4"],
+        ["--kv-dtype", "fp8"],
+        ["--efficiency", "ideal"],
+        ["--hardware", "h200"],
+        ["--overhead-us", "50"],
+        ["--reserve-gb", "5"],
+        ["--prefix", "64"],
+    ):
         _, o, _ = run(capsys, *base, *flag)
         d = json.loads(o)
         assert (d["e2e_s"], d["memory"]["total_bytes"]) != (ref["e2e_s"], ref["memory"]["total_bytes"]), flag
@@ -147,14 +192,15 @@ def test_each_workload_flag_changes_the_result(capsys):
 
 def test_readme_commands_match_ci():
     readme = (ROOT / "README.md").read_text().splitlines()
-    block = readme[readme.index("```bash") + 1: readme.index("```bash") + 3]
+    block = readme[readme.index("```bash") + 1 : readme.index("```bash") + 3]
     assert block[0].startswith("pip install -e . && llmath analyze")
     ci = (ROOT / ".ci" / "run").read_text()
     assert block[1] in ci.splitlines()
 
 
 def test_console_script_runs():
-    r = subprocess.run([sys.executable, "-m", "llmath.cli", "params", "gpt2", "--json"], capture_output=True,
-                       text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "llmath.cli", "params", "gpt2", "--json"], capture_output=True, text=True, check=False
+    )
     assert r.returncode == 0
     assert json.loads(r.stdout)["total"] == 124_439_808  # GPT-2 small with its 1024 learned positions

@@ -109,7 +109,9 @@ def test_mla_absorbed_decode_differs_from_transformers_by_design():
     same latent cache."""
     spec = registry.spec("deepseek-v3")
     eager = _matmul_flops(spec, "decode", 1, 1, 4096)
-    flash = sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, "decode", "flash"), Scenario(1, 1, 4096), spec))
+    flash = sum(
+        c.values.get("flops", 0) for c in evaluate(build_ops(spec, "decode", "flash"), Scenario(1, 1, 4096), spec)
+    )
     assert flash < eager / 5
     # latent cache: (kv_lora_rank 512 + rope 64) x 61 layers x 2 bytes per position
     assert kv_cache_bytes(spec, 1, 1, Precision()) == (512 + 64) * 61 * 2

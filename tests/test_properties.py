@@ -18,14 +18,24 @@ def specs(draw):
     windows = tuple(draw(st.sampled_from([None, None, 3, 8])) for _ in range(n_layers))
     moe = draw(st.booleans())
     return ModelSpec(
-        name="random", n_layers=n_layers, d_model=draw(st.sampled_from([32, 64, 96])),
-        vocab_size=draw(st.integers(10, 500)), n_heads=k * g, n_kv_heads=k, head_dim=h,
-        d_ff=draw(st.integers(8, 256)), ffn=draw(st.sampled_from(["mlp", "gated"])),
-        norm=draw(st.sampled_from(["rms", "layer"])), position=draw(st.sampled_from(["rotary", "alibi"])),
-        q_bias=draw(st.booleans()), o_bias=draw(st.booleans()), ffn_bias=draw(st.booleans()),
-        parallel_block=draw(st.booleans()), tie_embeddings=draw(st.booleans()), layer_windows=windows,
-        moe=MoESpec(n_experts=4, top_k=2, d_ff_expert=16, d_ff_shared=draw(st.sampled_from([0, 16])))
-        if moe else None,
+        name="random",
+        n_layers=n_layers,
+        d_model=draw(st.sampled_from([32, 64, 96])),
+        vocab_size=draw(st.integers(10, 500)),
+        n_heads=k * g,
+        n_kv_heads=k,
+        head_dim=h,
+        d_ff=draw(st.integers(8, 256)),
+        ffn=draw(st.sampled_from(["mlp", "gated"])),
+        norm=draw(st.sampled_from(["rms", "layer"])),
+        position=draw(st.sampled_from(["rotary", "alibi"])),
+        q_bias=draw(st.booleans()),
+        o_bias=draw(st.booleans()),
+        ffn_bias=draw(st.booleans()),
+        parallel_block=draw(st.booleans()),
+        tie_embeddings=draw(st.booleans()),
+        layer_windows=windows,
+        moe=MoESpec(n_experts=4, top_k=2, d_ff_expert=16, d_ff_shared=draw(st.sampled_from([0, 16]))) if moe else None,
     )
 
 
@@ -38,8 +48,11 @@ def flops(spec, stage, att, sc):
 def test_prefill_plus_decode_steps_equals_longer_prefill(spec, B, P, n):
     # flash counting, logits excluded on both sides (each decode step computes its own logits row)
     def body(stage, sc):
-        return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "flash"), sc, spec)
-                   if c.op.name != "lm_head")
+        return sum(
+            c.values.get("flops", 0)
+            for c in evaluate(build_ops(spec, stage, "flash"), sc, spec)
+            if c.op.name != "lm_head"
+        )
 
     steps = sum(body("decode", Scenario(B, 1, P + i)) for i in range(n))
     assert body("prefill", Scenario(B, P, 0)) + steps == body("prefill", Scenario(B, P + n, 0))

@@ -101,8 +101,17 @@ def test_hardware_registry_hygiene():
     # H100 SXM: datasheet 1,979 TFLOPS bf16 "with sparsity"; dense = 989.5
     assert h.peak("bf16") == pytest.approx(989.5e12)
     assert "bf16" in h.sparse_halved
-    assert set(names()) >= {"a100-sxm-80gb", "a100-pcie-40gb", "h100-sxm", "h100-pcie", "h200", "l40s",
-                            "rtx-4090", "mi300x", "tpu-v5e"}
+    assert set(names()) >= {
+        "a100-sxm-80gb",
+        "a100-pcie-40gb",
+        "h100-sxm",
+        "h100-pcie",
+        "h200",
+        "l40s",
+        "rtx-4090",
+        "mi300x",
+        "tpu-v5e",
+    }
 
 
 def test_ideal_efficiency_has_no_overhead():

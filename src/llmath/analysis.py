@@ -98,8 +98,15 @@ def _num(v):
     return v
 
 
-def stage_report(spec: ModelSpec, stage: str, scenario: Scenario, attention: str, precision: Precision,
-                 hw: Hardware | None = None, eff: Efficiency | None = None) -> StageReport:
+def stage_report(
+    spec: ModelSpec,
+    stage: str,
+    scenario: Scenario,
+    attention: str,
+    precision: Precision,
+    hw: Hardware | None = None,
+    eff: Efficiency | None = None,
+) -> StageReport:
     """Exact per-operator FLOPs and bytes of one pass (Python ints), plus roofline times if ``hw``."""
     if spec.is_encoder_decoder:
         raise WorkloadError(
@@ -108,8 +115,13 @@ def stage_report(spec: ModelSpec, stage: str, scenario: Scenario, attention: str
         )
     ops = build_ops(spec, stage, attention)
     costs = evaluate(ops, scenario, spec)
-    bpe = {"weight": precision.weight_bytes, "act_in": precision.act_bytes, "act_out": precision.act_bytes,
-           "kv_read": precision.kv_bytes, "kv_write": precision.kv_bytes}
+    bpe = {
+        "weight": precision.weight_bytes,
+        "act_in": precision.act_bytes,
+        "act_out": precision.act_bytes,
+        "kv_read": precision.kv_bytes,
+        "kv_write": precision.kv_bytes,
+    }
     rows: list[OpRow] = []
     tot = dict.fromkeys(CLASSES, 0)
     for c in costs:
@@ -118,8 +130,19 @@ def stage_report(spec: ModelSpec, stage: str, scenario: Scenario, attention: str
             tot[k] = tot[k] + c.values.get(k, 0)
         fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
         bt = sum(b.values())
-        rows.append(OpRow(c.op.name, c.op.component, c.op.kind, c.op.signature, c.op.count,
-                          c.values.get("flops", 0), c.values.get("vflops", 0), b, fl / bt if bt else float("inf")))
+        rows.append(
+            OpRow(
+                c.op.name,
+                c.op.component,
+                c.op.kind,
+                c.op.signature,
+                c.op.count,
+                c.values.get("flops", 0),
+                c.values.get("vflops", 0),
+                b,
+                fl / bt if bt else float("inf"),
+            )
+        )
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
     flops = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
@@ -199,8 +222,9 @@ def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precis
     return (per_op.max(-1) + resid) * precision.act_bytes
 
 
-def memory_report(spec: ModelSpec, params: ParamReport, w: Workload, hw: Hardware | None,
-                  reserve_bytes: float) -> MemoryReport:
+def memory_report(
+    spec: ModelSpec, params: ParamReport, w: Workload, hw: Hardware | None, reserve_bytes: float
+) -> MemoryReport:
     p = w.precision
     weights = params.total * p.weight_bytes
     end = w.prefix + w.prompt + w.gen - 1
@@ -211,14 +235,17 @@ def memory_report(spec: ModelSpec, params: ParamReport, w: Workload, hw: Hardwar
         return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None)
     cap = hw.memory_bytes
     free = cap - weights - reserve_bytes
-    per_seq = kv_cache_bytes(spec, 1, end, p) + float(activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix))
+    per_seq = kv_cache_bytes(spec, 1, end, p) + float(
+        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix)
+    )
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
     # longest total context (prompt + generated) for this batch: bisection on a monotone function
     lo, hi = 0, 1 << 24
 
     def need(ctx: int) -> float:
-        return (kv_cache_bytes(spec, w.batch, ctx, p)
-                + float(activation_peak_bytes(spec, w.batch, min(ctx, w.prompt), w.attention, p)))
+        return kv_cache_bytes(spec, w.batch, ctx, p) + float(
+            activation_peak_bytes(spec, w.batch, min(ctx, w.prompt), w.attention, p)
+        )
 
     if need(1) > free:
         max_ctx = 0
@@ -228,8 +255,9 @@ def memory_report(spec: ModelSpec, params: ParamReport, w: Workload, hw: Hardwar
             mid = (lo + hi) // 2
             lo, hi = (mid, hi) if need(mid) <= free else (lo, mid)
         max_ctx = lo
-    return MemoryReport(weights, kv, act, reserve_bytes, total, cap, total <= cap,
-                        max(total - cap, 0.0), max_batch, max_ctx)
+    return MemoryReport(
+        weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx
+    )
 
 
 # ---- the analysis ------------------------------------------------------------------------------------
@@ -266,10 +294,20 @@ class Analysis:
         return d
 
 
-def analyze(model: str | ModelSpec, hardware: str | Hardware | None = None, *, batch: int = 1,
-            prompt: int = 512, gen: int = 128, prefix: int = 0, attention: str = "flash",
-            precision: Precision | None = None, efficiency_mode: str | Efficiency = "expected",
-            reserve_bytes: float = 0.0, **efficiency_overrides) -> Analysis:
+def analyze(
+    model: str | ModelSpec,
+    hardware: str | Hardware | None = None,
+    *,
+    batch: int = 1,
+    prompt: int = 512,
+    gen: int = 128,
+    prefix: int = 0,
+    attention: str = "flash",
+    precision: Precision | None = None,
+    efficiency_mode: str | Efficiency = "expected",
+    reserve_bytes: float = 0.0,
+    **efficiency_overrides,
+) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput."""
     spec = resolve(model)
     w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
@@ -278,8 +316,10 @@ def analyze(model: str | ModelSpec, hardware: str | Hardware | None = None, *, b
     notes: list[str] = []
     end = prefix + prompt + gen - 1
     if spec.max_positions and end > spec.max_positions:
-        msg = (f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
-               "the figures extrapolate the architecture past what it was trained for")
+        msg = (
+            f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
+            "the figures extrapolate the architecture past what it was trained for"
+        )
         notes.append(msg)
         warnings.warn(msg, stacklevel=2)
     if hw is not None:
@@ -292,19 +332,36 @@ def analyze(model: str | ModelSpec, hardware: str | Hardware | None = None, *, b
         "bytes": kv_cache_bytes(spec, batch, prefix + prompt, p),
         "peak_bytes": kv_cache_bytes(spec, batch, end, p),
         "bytes_per_token": kv_cache_bytes(spec, 1, 1, p) if None in spec.layer_windows else None,
-        "elements_per_position": {("full" if k is None else str(k)): v
-                                  for k, v in kv_elements_per_position(spec).items()},
+        "elements_per_position": {
+            ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
+        },
         "positions_after_prefill": prefix + prompt,
         "positions_at_end": end,
     }
     if kv["bytes_per_token"] is None:
         kv["bytes_per_token"] = kv_cache_bytes(spec, 1, 1, p)
     mem = memory_report(spec, params, w, hw, reserve_bytes)
-    a = Analysis(spec.name, hw.name if hw else None,
-                 {"batch": batch, "prompt": prompt, "gen": gen, "prefix": prefix, "attention": attention,
-                  "weights": p.weights, "activations": p.activations, "kv_dtype": p.kv,
-                  "group_size": p.group_size},
-                 params, pre, dec, kv, mem, warnings=notes)
+    a = Analysis(
+        spec.name,
+        hw.name if hw else None,
+        {
+            "batch": batch,
+            "prompt": prompt,
+            "gen": gen,
+            "prefix": prefix,
+            "attention": attention,
+            "weights": p.weights,
+            "activations": p.activations,
+            "kv_dtype": p.kv,
+            "group_size": p.group_size,
+        },
+        params,
+        pre,
+        dec,
+        kv,
+        mem,
+        warnings=notes,
+    )
     if hw is not None:
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)

@@ -48,7 +48,9 @@ BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Sequences in the b
 PromptOpt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per sequence (P).")]
 GenOpt = Annotated[int, typer.Option("--gen", "-n", help="Generated tokens per sequence (N).")]
 AttOpt = Annotated[Att, typer.Option("--attention", help="eager: what transformers executes; flash: serving kernels.")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="Weights, activations and KV cache: fp32|bf16|fp16|fp8|int8|int4.")]
+DtypeOpt = Annotated[
+    str, typer.Option("--dtype", help="Weights, activations and KV cache: fp32|bf16|fp16|fp8|int8|int4.")
+]
 WOpt = Annotated[str | None, typer.Option("--weights", help="Override the weights dtype.")]
 AOpt = Annotated[str | None, typer.Option("--activations", help="Override the activations (compute) dtype.")]
 KVOpt = Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache dtype.")]
@@ -61,8 +63,13 @@ def _precision(dtype: str, weights: str | None, activations: str | None, kv: str
     return Precision(weights or dtype, activations or dtype, kv or dtype, group_size=group)
 
 
-def _hardware(name: str | None, peak_tflops: float | None, bandwidth_gbs: float | None, memory_gb: float | None,
-              compute_dtype: str):
+def _hardware(
+    name: str | None,
+    peak_tflops: float | None,
+    bandwidth_gbs: float | None,
+    memory_gb: float | None,
+    compute_dtype: str,
+):
     from . import hardware
 
     flags = (peak_tflops, bandwidth_gbs, memory_gb)
@@ -85,8 +92,14 @@ def models(json_: JsonOpt = False):
     rows = []
     for n in registry.names():
         s = registry.spec(n)
-        rows.append({"name": n, "model_type": s.model_type, "params": param_report(s).total,
-                     "source": registry.info(n).get("source", "")})
+        rows.append(
+            {
+                "name": n,
+                "model_type": s.model_type,
+                "params": param_report(s).total,
+                "source": registry.info(n).get("source", ""),
+            }
+        )
     out.emit_rows(rows, json_, title="Bundled models", columns=["name", "model_type", "params", "source"])
 
 
@@ -101,12 +114,30 @@ def hardware_cmd(json_: JsonOpt = False):
     rows = []
     for n in hardware.names():
         h = hardware.get(n)
-        rows.append({"name": n, "memory_GB": h.memory_bytes / 1e9, "bandwidth_TB_s": h.memory_bandwidth_bytes_per_s / 1e12,
-                     **{f"{k}_TFLOPs": v / 1e12 for k, v in sorted(h.peak_flops_per_s.items())},
-                     "source": h.source})
-    out.emit_rows(rows, json_, title="Accelerators (dense peaks)",
-                  columns=["name", "memory_GB", "bandwidth_TB_s", "bf16_TFLOPs", "fp16_TFLOPs", "fp8_TFLOPs",
-                           "int8_TFLOPs", "source"])
+        rows.append(
+            {
+                "name": n,
+                "memory_GB": h.memory_bytes / 1e9,
+                "bandwidth_TB_s": h.memory_bandwidth_bytes_per_s / 1e12,
+                **{f"{k}_TFLOPs": v / 1e12 for k, v in sorted(h.peak_flops_per_s.items())},
+                "source": h.source,
+            }
+        )
+    out.emit_rows(
+        rows,
+        json_,
+        title="Accelerators (dense peaks)",
+        columns=[
+            "name",
+            "memory_GB",
+            "bandwidth_TB_s",
+            "bf16_TFLOPs",
+            "fp16_TFLOPs",
+            "fp8_TFLOPs",
+            "int8_TFLOPs",
+            "source",
+        ],
+    )
 
 
 @app.command()
@@ -131,7 +162,9 @@ def ops(
     stage: Annotated[StageOpt, typer.Option("--stage", help="prefill or decode (one step).")] = StageOpt.prefill,
     batch: BatchOpt = 1,
     prompt: PromptOpt = 512,
-    context: Annotated[int | None, typer.Option("--context", "-s", help="Decode: cached positions S (default: the prompt).")] = None,
+    context: Annotated[
+        int | None, typer.Option("--context", "-s", help="Decode: cached positions S (default: the prompt).")
+    ] = None,
     prefix: Annotated[int, typer.Option("--prefix", help="Prefill: cached prefix before the prompt.")] = 0,
     attention: AttOpt = Att.flash,
     dtype: DtypeOpt = "bf16",
@@ -180,7 +213,9 @@ def ops(
 @app.command()
 def analyze(
     model: ModelArg = "llama-3-8b",
-    hardware: Annotated[str, typer.Option("--hardware", "-H", help="Accelerator name or JSON/TOML file ('none' to skip).")] = "h100-sxm",
+    hardware: Annotated[
+        str, typer.Option("--hardware", "-H", help="Accelerator name or JSON/TOML file ('none' to skip).")
+    ] = "h100-sxm",
     batch: BatchOpt = 1,
     prompt: PromptOpt = 512,
     gen: GenOpt = 128,
@@ -191,12 +226,20 @@ def analyze(
     activations: AOpt = None,
     kv_dtype: KVOpt = None,
     group_size: GroupOpt = 128,
-    efficiency: Annotated[Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")] = Eff.expected,
-    matmul_eff: Annotated[float | None, typer.Option("--matmul-eff", help="Override the matmul fraction of peak.")] = None,
+    efficiency: Annotated[
+        Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")
+    ] = Eff.expected,
+    matmul_eff: Annotated[
+        float | None, typer.Option("--matmul-eff", help="Override the matmul fraction of peak.")
+    ] = None,
     memory_eff: Annotated[float | None, typer.Option("--memory-eff", help="Override the bandwidth fraction.")] = None,
-    overhead_us: Annotated[float | None, typer.Option("--overhead-us", help="Override the per-kernel overhead (µs).")] = None,
+    overhead_us: Annotated[
+        float | None, typer.Option("--overhead-us", help="Override the per-kernel overhead (µs).")
+    ] = None,
     reserve_gb: Annotated[float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).")] = 0.0,
-    peak_tflops: Annotated[float | None, typer.Option("--peak-tflops", help="Custom device: dense peak TFLOP/s.")] = None,
+    peak_tflops: Annotated[
+        float | None, typer.Option("--peak-tflops", help="Custom device: dense peak TFLOP/s.")
+    ] = None,
     bandwidth_gbs: Annotated[float | None, typer.Option("--bandwidth-gbs", help="Custom device: GB/s.")] = None,
     memory_gb: Annotated[float | None, typer.Option("--memory-gb", help="Custom device: GB.")] = None,
     top: Annotated[int, typer.Option("--top", help="Operators to list per stage.")] = 8,
@@ -215,10 +258,22 @@ def analyze(
     if reserve_gb < 0:
         raise WorkloadError(f"--reserve-gb={reserve_gb} must be >= 0")
     ov = None if overhead_us is None else overhead_us * 1e-6
-    a = run(model, hw, batch=batch, prompt=prompt, gen=gen, prefix=prefix, attention=attention.value,
-            precision=p, efficiency_mode=efficiency.value, reserve_bytes=reserve_gb * 1e9,
-            matmul=matmul_eff, memory=memory_eff, overhead_s=ov,
-            decode_overhead_s=ov)
+    a = run(
+        model,
+        hw,
+        batch=batch,
+        prompt=prompt,
+        gen=gen,
+        prefix=prefix,
+        attention=attention.value,
+        precision=p,
+        efficiency_mode=efficiency.value,
+        reserve_bytes=reserve_gb * 1e9,
+        matmul=matmul_eff,
+        memory=memory_eff,
+        overhead_s=ov,
+        decode_overhead_s=ov,
+    )
     if plot:
         from .plots import roofline_plot
 
@@ -235,7 +290,9 @@ def analyze(
 def sweep(
     model: ModelArg,
     hardware: Annotated[str, typer.Option("--hardware", "-H", help="Accelerator.")] = "h100-sxm",
-    batch: Annotated[str, typer.Option("--batch", "-b", help="List '1,2,4' or range '1:256:x2' / '128:4096:+128'.")] = "1",
+    batch: Annotated[
+        str, typer.Option("--batch", "-b", help="List '1,2,4' or range '1:256:x2' / '128:4096:+128'.")
+    ] = "1",
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="List or range.")] = "512",
     gen: Annotated[str, typer.Option("--gen", "-n", help="List or range.")] = "128",
     attention: AttOpt = Att.flash,
@@ -245,7 +302,9 @@ def sweep(
     kv_dtype: KVOpt = None,
     group_size: GroupOpt = 128,
     efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
-    plot: Annotated[str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")] = None,
+    plot: Annotated[
+        str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")
+    ] = None,
     json_: JsonOpt = False,
     csv: CsvOpt = False,
 ):
@@ -256,8 +315,11 @@ def sweep(
     from .sweep import parse_axis, run_sweep
 
     p = _precision(dtype, weights, activations, kv_dtype, group_size)
-    axes = {"batch": parse_axis("--batch", batch), "prompt": parse_axis("--prompt", prompt),
-            "gen": parse_axis("--gen", gen)}
+    axes = {
+        "batch": parse_axis("--batch", batch),
+        "prompt": parse_axis("--prompt", prompt),
+        "gen": parse_axis("--gen", gen),
+    }
     rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value)
     if plot:
         from .plots import sweep_plot
@@ -296,12 +358,29 @@ def compare(
     rows = []
     for m in models_:
         for h in [x.strip() for x in hardware.split(",") if x.strip()]:
-            a = run(m, h, batch=batch, prompt=prompt, gen=gen, attention=attention.value,
-                    precision=Precision.uniform(dtype), efficiency_mode=efficiency.value)
-            rows.append({"model": a.model, "hardware": h, "params": a.params.total,
-                         "kv_bytes_per_token": a.kv_cache["bytes_per_token"], "ttft_s": a.generation["ttft_s"],
-                         "tpot_s": a.generation["tpot_s"], "throughput_tok_s": a.generation["throughput_tok_s"],
-                         "memory_GB": a.memory.total_bytes / 1e9, "fits": a.memory.fits})
+            a = run(
+                m,
+                h,
+                batch=batch,
+                prompt=prompt,
+                gen=gen,
+                attention=attention.value,
+                precision=Precision.uniform(dtype),
+                efficiency_mode=efficiency.value,
+            )
+            rows.append(
+                {
+                    "model": a.model,
+                    "hardware": h,
+                    "params": a.params.total,
+                    "kv_bytes_per_token": a.kv_cache["bytes_per_token"],
+                    "ttft_s": a.generation["ttft_s"],
+                    "tpot_s": a.generation["tpot_s"],
+                    "throughput_tok_s": a.generation["throughput_tok_s"],
+                    "memory_GB": a.memory.total_bytes / 1e9,
+                    "fits": a.memory.fits,
+                }
+            )
     if json_:
         out.emit_json({"rows": rows})
     elif csv:
@@ -313,7 +392,9 @@ def compare(
 @app.command()
 def seeds(
     model: ModelArg = "llama-7b",
-    context: Annotated[str, typer.Option("--context", help="Contexts for per-token FLOPs (list or range).")] = "128,2048,32768",
+    context: Annotated[
+        str, typer.Option("--context", help="Contexts for per-token FLOPs (list or range).")
+    ] = "128,2048,32768",
     prompt: PromptOpt = 512,
     gen: GenOpt = 4096,
     batch: BatchOpt = 1,
@@ -350,8 +431,7 @@ def calibrate(
     """
     from .calibrate import calibrate as run
 
-    prof = run(device=device, dtypes=[d.strip() for d in dtype.split(",")], quick=quick,
-               progress=not json_)
+    prof = run(device=device, dtypes=[d.strip() for d in dtype.split(",")], quick=quick, progress=not json_)
     with open(out_file, "w") as f:
         json.dump(prof, f, indent=2)
     if json_:
@@ -365,10 +445,14 @@ def calibrate(
 @app.command()
 def validate(
     model: Annotated[str | None, typer.Argument(help="Model to build and time (a registry name or config).")] = None,
-    hardware: Annotated[str | None, typer.Option("--hardware", help="Hardware profile (from calibrate) or name.")] = None,
+    hardware: Annotated[
+        str | None, typer.Option("--hardware", help="Hardware profile (from calibrate) or name.")
+    ] = None,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
     dtype: Annotated[str, typer.Option("--dtype")] = "fp32",
-    published: Annotated[bool, typer.Option("--published", help="Compare with published serving measurements.")] = False,
+    published: Annotated[
+        bool, typer.Option("--published", help="Compare with published serving measurements.")
+    ] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Few shapes, few repeats.")] = False,
     json_: JsonOpt = False,
 ):
@@ -388,7 +472,9 @@ def validate(
             published_human(rep)
         return
     if model is None:
-        raise WorkloadError("validate needs a MODEL (or --published); e.g. llmath validate llama-3.2-1b --hardware cpu.json")
+        raise WorkloadError(
+            "validate needs a MODEL (or --published); e.g. llmath validate llama-3.2-1b --hardware cpu.json"
+        )
     from .validate import validate_model
 
     rep = validate_model(model, hardware, device=device, dtype=dtype, quick=quick, progress=not json_)

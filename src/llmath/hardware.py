@@ -78,8 +78,18 @@ class Hardware:
 
 
 _FIELDS = {
-    "name", "memory_bytes", "memory_bandwidth_bytes_per_s", "peak_flops_per_s", "vector_flops_per_s",
-    "interconnect_bytes_per_s", "display_name", "vendor", "sparse_halved", "source", "notes", "measured",
+    "name",
+    "memory_bytes",
+    "memory_bandwidth_bytes_per_s",
+    "peak_flops_per_s",
+    "vector_flops_per_s",
+    "interconnect_bytes_per_s",
+    "display_name",
+    "vendor",
+    "sparse_halved",
+    "source",
+    "notes",
+    "measured",
 }
 
 
@@ -147,11 +157,17 @@ def load_file(path: str | Path) -> Hardware:
     return from_dict(d, str(p))
 
 
-def custom(peak_tflops: float, bandwidth_gbs: float, memory_gb: float, dtype: str = "bf16",
-           name: str = "custom") -> Hardware:
+def custom(
+    peak_tflops: float, bandwidth_gbs: float, memory_gb: float, dtype: str = "bf16", name: str = "custom"
+) -> Hardware:
     """A device from flags: one dense peak (TFLOP/s) for ``dtype``, bandwidth (GB/s), memory (GB)."""
     for what, v in (("--peak-tflops", peak_tflops), ("--bandwidth-gbs", bandwidth_gbs), ("--memory-gb", memory_gb)):
         if v is None or v <= 0:
             raise HardwareError(f"{what}={v!r} must be a positive number for a custom device")
-    return Hardware(name=name, memory_bytes=memory_gb * 1e9, memory_bandwidth_bytes_per_s=bandwidth_gbs * 1e9,
-                    peak_flops_per_s={dtype: peak_tflops * 1e12}, source="user flags")
+    return Hardware(
+        name=name,
+        memory_bytes=memory_gb * 1e9,
+        memory_bandwidth_bytes_per_s=bandwidth_gbs * 1e9,
+        peak_flops_per_s={dtype: peak_tflops * 1e12},
+        source="user flags",
+    )

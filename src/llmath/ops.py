@@ -210,14 +210,41 @@ class _Builder:
             if terms:
                 cs.append((cls, tuple(Term(int(c), m, s) for c, m, s in terms if c)))
         self.ops.append(
-            Op(name, component, kind, signature, tuple(sizes.items()), count,
-               tuple((k, int(n)) for k, n in params if n), tuple(c for c in cs if c[1]), layer_kind,
-               self.window if layer_kind else None)
+            Op(
+                name,
+                component,
+                kind,
+                signature,
+                tuple(sizes.items()),
+                count,
+                tuple((k, int(n)) for k, n in params if n),
+                tuple(c for c in cs if c[1]),
+                layer_kind,
+                self.window if layer_kind else None,
+            )
         )
 
     # a linear layer X[.., din] @ W[din, dout] (+ b) per token of monomial `rows`
-    def linear(self, name, component, sig, sizes, din, dout, *, bias, count, pkey, layer_kind="",
-               rows="BT", sym_in="D", sym_out="", act_in=True, out="act_out", weight_read=None):
+    def linear(
+        self,
+        name,
+        component,
+        sig,
+        sizes,
+        din,
+        dout,
+        *,
+        bias,
+        count,
+        pkey,
+        layer_kind="",
+        rows="BT",
+        sym_in="D",
+        sym_out="",
+        act_in=True,
+        out="act_out",
+        weight_read=None,
+    ):
         sym_out = sym_out or sig.split("->")[1]
         params = [(f"{pkey}.weight", din * dout)]
         if bias:
@@ -225,7 +252,14 @@ class _Builder:
         wsym = f"{sym_in}·{sym_out}"
         wread = weight_read if weight_read is not None else [(din * dout + (dout if bias else 0), "1", wsym)]
         self.add(
-            name, component, "matmul", sig, sizes, count, params, layer_kind,
+            name,
+            component,
+            "matmul",
+            sig,
+            sizes,
+            count,
+            params,
+            layer_kind,
             flops=[(2 * din * dout, rows, f"2·{wsym}")],
             vflops=[(dout, rows, sym_out)] if bias else [],
             weight=wread,
@@ -237,11 +271,18 @@ class _Builder:
         s = self.spec
         per = 0 if s.norm == "layer_noparam" else (2 if s.norm == "layer" and s.norm_bias else 1)
         self.add(
-            name, component, "vector", f"BT{sym}->BT{sym}", {sym: width}, count,
-            [(pkey, per * width)], layer_kind,
+            name,
+            component,
+            "vector",
+            f"BT{sym}->BT{sym}",
+            {sym: width},
+            count,
+            [(pkey, per * width)],
+            layer_kind,
             vflops=[(NORM_FLOPS[s.norm] * width, rows, f"{NORM_FLOPS[s.norm]}·{sym}")],
             weight=[(per * width, "1", f"{per}·{sym}")],
-            act_in=[(width, rows, sym)], act_out=[(width, rows, sym)],
+            act_in=[(width, rows, sym)],
+            act_out=[(width, rows, sym)],
         )
 
 
@@ -264,55 +305,178 @@ def _attention_block(b: _Builder, w: int | None, count: int, lk: str, prefix: st
         _mla_block(b, w, count, lk)
         return
     sizes = dict(D=D, N=N, K=K, G=G, H=H)
-    b.linear(f"{prefix}.q_proj", comp, "BTD,DNH->BTNH", sizes, D, N * H, bias=s.q_bias, count=count,
-             pkey=f"{pk}.q", layer_kind=lk, sym_out="N·H")
+    b.linear(
+        f"{prefix}.q_proj",
+        comp,
+        "BTD,DNH->BTNH",
+        sizes,
+        D,
+        N * H,
+        bias=s.q_bias,
+        count=count,
+        pkey=f"{pk}.q",
+        layer_kind=lk,
+        sym_out="N·H",
+    )
     kv_out = "act_out" if cross else "kv_write"
-    b.linear(f"{prefix}.k_proj", comp, "BTD,DKH->BTKH", sizes, D, K * H, bias=s.k_bias, count=count,
-             pkey=f"{pk}.k", layer_kind=lk, sym_out="K·H", out=kv_out)
-    b.linear(f"{prefix}.v_proj", comp, "BTD,DKH->BTKH", sizes, D, K * H, bias=s.v_bias, count=count,
-             pkey=f"{pk}.v", layer_kind=lk, sym_out="K·H", out=kv_out)
+    b.linear(
+        f"{prefix}.k_proj",
+        comp,
+        "BTD,DKH->BTKH",
+        sizes,
+        D,
+        K * H,
+        bias=s.k_bias,
+        count=count,
+        pkey=f"{pk}.k",
+        layer_kind=lk,
+        sym_out="K·H",
+        out=kv_out,
+    )
+    b.linear(
+        f"{prefix}.v_proj",
+        comp,
+        "BTD,DKH->BTKH",
+        sizes,
+        D,
+        K * H,
+        bias=s.v_bias,
+        count=count,
+        pkey=f"{pk}.v",
+        layer_kind=lk,
+        sym_out="K·H",
+        out=kv_out,
+    )
     if s.qk_norm != "none" and not cross:
         qw, kw = (H, H) if s.qk_norm == "head" else (N * H, K * H)
         per = 2 if (s.norm == "layer" and s.norm_bias) else 1
-        b.add(f"{prefix}.qk_norm", "norm", "vector", "BTNH->BTNH", sizes, count,
-              [("attention.qk_norm", per * (qw + kw))], lk,
-              vflops=[(NORM_FLOPS[s.norm] * (N + K) * H, "BT", f"{NORM_FLOPS[s.norm]}·(N+K)·H")],
-              weight=[(per * (qw + kw), "1", "q,k norm weights")],
-              act_in=[((N + K) * H, "BT", "(N+K)·H")], act_out=[((N + K) * H, "BT", "(N+K)·H")])
+        b.add(
+            f"{prefix}.qk_norm",
+            "norm",
+            "vector",
+            "BTNH->BTNH",
+            sizes,
+            count,
+            [("attention.qk_norm", per * (qw + kw))],
+            lk,
+            vflops=[(NORM_FLOPS[s.norm] * (N + K) * H, "BT", f"{NORM_FLOPS[s.norm]}·(N+K)·H")],
+            weight=[(per * (qw + kw), "1", "q,k norm weights")],
+            act_in=[((N + K) * H, "BT", "(N+K)·H")],
+            act_out=[((N + K) * H, "BT", "(N+K)·H")],
+        )
     if s.position == "rotary" and not cross:
         r = s.rotary_dim or H
-        b.add(f"{prefix}.rotary", "attention", "vector", "BTNR->BTNR", dict(N=N, K=K, R=r), count, (), lk,
-              vflops=[(ROTARY_FLOPS * (N + K) * r, "BT", "3·(N+K)·R")],
-              act_in=[((N + K) * r, "BT", "(N+K)·R")], act_out=[((N + K) * r, "BT", "(N+K)·R")])
+        b.add(
+            f"{prefix}.rotary",
+            "attention",
+            "vector",
+            "BTNR->BTNR",
+            dict(N=N, K=K, R=r),
+            count,
+            (),
+            lk,
+            vflops=[(ROTARY_FLOPS * (N + K) * r, "BT", "3·(N+K)·R")],
+            act_in=[((N + K) * r, "BT", "(N+K)·R")],
+            act_out=[((N + K) * r, "BT", "(N+K)·R")],
+        )
     if s.attn_sinks:
-        b.add(f"{prefix}.sinks", "attention", "vector", "N", dict(N=N), count, [("attention.sinks", N)], lk,
-              weight=[(N, "1", "N")])
+        b.add(
+            f"{prefix}.sinks",
+            "attention",
+            "vector",
+            "N",
+            dict(N=N),
+            count,
+            [("attention.sinks", N)],
+            lk,
+            weight=[(N, "1", "N")],
+        )
     if s.relative_buckets and not cross:
         # T5: only the first layer of a stack owns the table; it is read once per pass.
-        b.add(f"{prefix}.relative_bias", "attention", "memory", "UN", dict(U=s.relative_buckets, N=N), 1,
-              [("attention.relative_bias", s.relative_buckets * N)], "",
-              weight=[(s.relative_buckets * N, "1", "buckets·N")])
+        b.add(
+            f"{prefix}.relative_bias",
+            "attention",
+            "memory",
+            "UN",
+            dict(U=s.relative_buckets, N=N),
+            1,
+            [("attention.relative_bias", s.relative_buckets * N)],
+            "",
+            weight=[(s.relative_buckets * N, "1", "buckets·N")],
+        )
     softcap = SOFTCAP_FLOPS if s.attn_softcap else 0
     if b.attention == "eager":
-        b.add(f"{prefix}.scores", comp, "matmul", "BTKGH,BSKH->BKGTS", sizes, count, (), lk,
-              flops=[(2 * N * H, Emono, "2·N·H")],
-              act_in=[(N * H, "BT", "N·H")], kv_read=[(K * H, Kmono, "K·H")],
-              act_out=[(N, Emono, "N")])
-        b.add(f"{prefix}.softmax", comp, "vector", "BKGTS->BKGTS", sizes, count, (), lk,
-              vflops=[((SOFTMAX_FLOPS + softcap) * N, Emono, f"{SOFTMAX_FLOPS + softcap}·N")],
-              act_in=[(N, Emono, "N")], act_out=[(N, Emono, "N")])
-        b.add(f"{prefix}.context", comp, "matmul", "BKGTS,BSKH->BTKGH", sizes, count, (), lk,
-              flops=[(2 * N * H, Emono, "2·N·H")],
-              act_in=[(N, Emono, "N")], kv_read=[(K * H, Kmono, "K·H")],
-              act_out=[(N * H, "BT", "N·H")])
+        b.add(
+            f"{prefix}.scores",
+            comp,
+            "matmul",
+            "BTKGH,BSKH->BKGTS",
+            sizes,
+            count,
+            (),
+            lk,
+            flops=[(2 * N * H, Emono, "2·N·H")],
+            act_in=[(N * H, "BT", "N·H")],
+            kv_read=[(K * H, Kmono, "K·H")],
+            act_out=[(N, Emono, "N")],
+        )
+        b.add(
+            f"{prefix}.softmax",
+            comp,
+            "vector",
+            "BKGTS->BKGTS",
+            sizes,
+            count,
+            (),
+            lk,
+            vflops=[((SOFTMAX_FLOPS + softcap) * N, Emono, f"{SOFTMAX_FLOPS + softcap}·N")],
+            act_in=[(N, Emono, "N")],
+            act_out=[(N, Emono, "N")],
+        )
+        b.add(
+            f"{prefix}.context",
+            comp,
+            "matmul",
+            "BKGTS,BSKH->BTKGH",
+            sizes,
+            count,
+            (),
+            lk,
+            flops=[(2 * N * H, Emono, "2·N·H")],
+            act_in=[(N, Emono, "N")],
+            kv_read=[(K * H, Kmono, "K·H")],
+            act_out=[(N * H, "BT", "N·H")],
+        )
     else:
-        b.add(f"{prefix}.flash", comp, "matmul", "BTKGH,BSKH,BSKH->BTKGH", sizes, count, (), lk,
-              flops=[(4 * N * H, Pmono, "4·N·H")],
-              vflops=[((SOFTMAX_FLOPS + softcap) * N, Pmono, f"{SOFTMAX_FLOPS + softcap}·N")],
-              act_in=[(N * H, "BT", "N·H")], kv_read=[(2 * K * H, Kmono, "2·K·H")],
-              act_out=[(N * H, "BT", "N·H")])
-    b.linear(f"{prefix}.o_proj", comp, "BTNH,NHD->BTD", sizes, N * H, D, bias=s.o_bias, count=count,
-             pkey=f"{pk}.o", layer_kind=lk, sym_in="N·H", sym_out="D")
+        b.add(
+            f"{prefix}.flash",
+            comp,
+            "matmul",
+            "BTKGH,BSKH,BSKH->BTKGH",
+            sizes,
+            count,
+            (),
+            lk,
+            flops=[(4 * N * H, Pmono, "4·N·H")],
+            vflops=[((SOFTMAX_FLOPS + softcap) * N, Pmono, f"{SOFTMAX_FLOPS + softcap}·N")],
+            act_in=[(N * H, "BT", "N·H")],
+            kv_read=[(2 * K * H, Kmono, "2·K·H")],
+            act_out=[(N * H, "BT", "N·H")],
+        )
+    b.linear(
+        f"{prefix}.o_proj",
+        comp,
+        "BTNH,NHD->BTD",
+        sizes,
+        N * H,
+        D,
+        bias=s.o_bias,
+        count=count,
+        pkey=f"{pk}.o",
+        layer_kind=lk,
+        sym_in="N·H",
+        sym_out="D",
+    )
 
 
 def _mla_block(b: _Builder, w: int | None, count: int, lk: str):
@@ -325,65 +489,225 @@ def _mla_block(b: _Builder, w: int | None, count: int, lk: str):
     sizes = dict(D=D, N=N, C=C, R=R, H=Hn, J=Hv)
     comp = "attention"
     if m.q_lora_rank is None:
-        b.linear("attn.q_proj", comp, "BTD,DNQ->BTNQ", dict(sizes, Q=Hq), D, N * Hq, bias=False, count=count,
-                 pkey="attention.q", layer_kind=lk, sym_out="N·(H+R)")
+        b.linear(
+            "attn.q_proj",
+            comp,
+            "BTD,DNQ->BTNQ",
+            dict(sizes, Q=Hq),
+            D,
+            N * Hq,
+            bias=False,
+            count=count,
+            pkey="attention.q",
+            layer_kind=lk,
+            sym_out="N·(H+R)",
+        )
     else:
         Ql = m.q_lora_rank
-        b.linear("attn.q_a_proj", comp, "BTD,DL->BTL", dict(sizes, L=Ql), D, Ql, bias=s.q_bias, count=count,
-                 pkey="attention.mla.q_a", layer_kind=lk, sym_out="L")
+        b.linear(
+            "attn.q_a_proj",
+            comp,
+            "BTD,DL->BTL",
+            dict(sizes, L=Ql),
+            D,
+            Ql,
+            bias=s.q_bias,
+            count=count,
+            pkey="attention.mla.q_a",
+            layer_kind=lk,
+            sym_out="L",
+        )
         b.norm("attn.q_a_norm", Ql, count=count, pkey="attention.mla.q_a_norm", layer_kind=lk, sym="L")
-        b.linear("attn.q_b_proj", comp, "BTL,LNQ->BTNQ", dict(sizes, L=Ql), Ql, N * Hq, bias=False, count=count,
-                 pkey="attention.mla.q_b", layer_kind=lk, sym_in="L", sym_out="N·(H+R)")
-    b.linear("attn.kv_a_proj", comp, "BTD,DC->BTC", sizes, D, C + R, bias=s.k_bias, count=count,
-             pkey="attention.mla.kv_a", layer_kind=lk, sym_out="(C+R)", out="kv_write")
+        b.linear(
+            "attn.q_b_proj",
+            comp,
+            "BTL,LNQ->BTNQ",
+            dict(sizes, L=Ql),
+            Ql,
+            N * Hq,
+            bias=False,
+            count=count,
+            pkey="attention.mla.q_b",
+            layer_kind=lk,
+            sym_in="L",
+            sym_out="N·(H+R)",
+        )
+    b.linear(
+        "attn.kv_a_proj",
+        comp,
+        "BTD,DC->BTC",
+        sizes,
+        D,
+        C + R,
+        bias=s.k_bias,
+        count=count,
+        pkey="attention.mla.kv_a",
+        layer_kind=lk,
+        sym_out="(C+R)",
+        out="kv_write",
+    )
     b.norm("attn.kv_a_norm", C, count=count, pkey="attention.mla.kv_a_norm", layer_kind=lk, sym="C")
-    b.add("attn.rotary", comp, "vector", "BTNR->BTNR", sizes, count, (), lk,
-          vflops=[(ROTARY_FLOPS * (N + 1) * R, "BT", "3·(N+1)·R")],
-          act_in=[((N + 1) * R, "BT", "(N+1)·R")], act_out=[((N + 1) * R, "BT", "(N+1)·R")])
+    b.add(
+        "attn.rotary",
+        comp,
+        "vector",
+        "BTNR->BTNR",
+        sizes,
+        count,
+        (),
+        lk,
+        vflops=[(ROTARY_FLOPS * (N + 1) * R, "BT", "3·(N+1)·R")],
+        act_in=[((N + 1) * R, "BT", "(N+1)·R")],
+        act_out=[((N + 1) * R, "BT", "(N+1)·R")],
+    )
     absorbed = b.attention == "flash" and b.stage == "decode"
     kvb = C * N * (Hn + Hv)
     if absorbed:
         # W_UK folded into the query, W_UV applied after attention: the cache stays latent.
-        b.add("attn.q_absorb", comp, "matmul", "BTNH,CNH->BTNC", sizes, count,
-              [("attention.mla.kv_b.weight", C * N * Hn)], lk,
-              flops=[(2 * N * Hn * C, "BT", "2·N·H·C")], weight=[(C * N * Hn, "1", "C·N·H")],
-              act_in=[(N * Hn, "BT", "N·H")], act_out=[(N * C, "BT", "N·C")])
-        b.add("attn.flash_mla", comp, "matmul", "BTNC,BSC->BTNC", sizes, count, (), lk,
-              flops=[(2 * N * (2 * C + R), Pmono, "2·N·(2C+R)")],
-              vflops=[(SOFTMAX_FLOPS * N, Pmono, "5·N")],
-              act_in=[(N * (C + R), "BT", "N·(C+R)")], kv_read=[(C + R, Kmono, "(C+R)")],
-              act_out=[(N * C, "BT", "N·C")])
-        b.add("attn.v_absorb", comp, "matmul", "BTNC,CNJ->BTNJ", sizes, count,
-              [("attention.mla.kv_b.weight", C * N * Hv)], lk,
-              flops=[(2 * N * C * Hv, "BT", "2·N·C·J")], weight=[(C * N * Hv, "1", "C·N·J")],
-              act_in=[(N * C, "BT", "N·C")], act_out=[(N * Hv, "BT", "N·J")])
+        b.add(
+            "attn.q_absorb",
+            comp,
+            "matmul",
+            "BTNH,CNH->BTNC",
+            sizes,
+            count,
+            [("attention.mla.kv_b.weight", C * N * Hn)],
+            lk,
+            flops=[(2 * N * Hn * C, "BT", "2·N·H·C")],
+            weight=[(C * N * Hn, "1", "C·N·H")],
+            act_in=[(N * Hn, "BT", "N·H")],
+            act_out=[(N * C, "BT", "N·C")],
+        )
+        b.add(
+            "attn.flash_mla",
+            comp,
+            "matmul",
+            "BTNC,BSC->BTNC",
+            sizes,
+            count,
+            (),
+            lk,
+            flops=[(2 * N * (2 * C + R), Pmono, "2·N·(2C+R)")],
+            vflops=[(SOFTMAX_FLOPS * N, Pmono, "5·N")],
+            act_in=[(N * (C + R), "BT", "N·(C+R)")],
+            kv_read=[(C + R, Kmono, "(C+R)")],
+            act_out=[(N * C, "BT", "N·C")],
+        )
+        b.add(
+            "attn.v_absorb",
+            comp,
+            "matmul",
+            "BTNC,CNJ->BTNJ",
+            sizes,
+            count,
+            [("attention.mla.kv_b.weight", C * N * Hv)],
+            lk,
+            flops=[(2 * N * C * Hv, "BT", "2·N·C·J")],
+            weight=[(C * N * Hv, "1", "C·N·J")],
+            act_in=[(N * C, "BT", "N·C")],
+            act_out=[(N * Hv, "BT", "N·J")],
+        )
     else:
         # Decompress every visible latent position (transformers: each step; serving prefill: same).
-        b.add("attn.kv_b_proj", comp, "matmul", "BSC,CNX->BSNX", dict(sizes, X=Hn + Hv), count,
-              [("attention.mla.kv_b.weight", kvb)], lk,
-              flops=[(2 * kvb, Kmono, "2·C·N·(H+J)")], weight=[(kvb, "1", "C·N·(H+J)")],
-              kv_read=[(C + R, Kmono, "(C+R)")], act_out=[(N * (Hq + Hv), Kmono, "N·(H+R+J)")])
+        b.add(
+            "attn.kv_b_proj",
+            comp,
+            "matmul",
+            "BSC,CNX->BSNX",
+            dict(sizes, X=Hn + Hv),
+            count,
+            [("attention.mla.kv_b.weight", kvb)],
+            lk,
+            flops=[(2 * kvb, Kmono, "2·C·N·(H+J)")],
+            weight=[(kvb, "1", "C·N·(H+J)")],
+            kv_read=[(C + R, Kmono, "(C+R)")],
+            act_out=[(N * (Hq + Hv), Kmono, "N·(H+R+J)")],
+        )
         if b.attention == "eager":
-            b.add("attn.scores", comp, "matmul", "BTNQ,BSNQ->BNTS", dict(sizes, Q=Hq), count, (), lk,
-                  flops=[(2 * N * Hq, Emono, "2·N·(H+R)")],
-                  act_in=[(N * Hq, "BT", "N·(H+R)"), (N * Hq, Kmono, "N·(H+R)")], act_out=[(N, Emono, "N")])
-            b.add("attn.softmax", comp, "vector", "BNTS->BNTS", sizes, count, (), lk,
-                  vflops=[(SOFTMAX_FLOPS * N, Emono, "5·N")], act_in=[(N, Emono, "N")], act_out=[(N, Emono, "N")])
-            b.add("attn.context", comp, "matmul", "BNTS,BSNJ->BTNJ", sizes, count, (), lk,
-                  flops=[(2 * N * Hv, Emono, "2·N·J")],
-                  act_in=[(N, Emono, "N"), (N * Hv, Kmono, "N·J")], act_out=[(N * Hv, "BT", "N·J")])
+            b.add(
+                "attn.scores",
+                comp,
+                "matmul",
+                "BTNQ,BSNQ->BNTS",
+                dict(sizes, Q=Hq),
+                count,
+                (),
+                lk,
+                flops=[(2 * N * Hq, Emono, "2·N·(H+R)")],
+                act_in=[(N * Hq, "BT", "N·(H+R)"), (N * Hq, Kmono, "N·(H+R)")],
+                act_out=[(N, Emono, "N")],
+            )
+            b.add(
+                "attn.softmax",
+                comp,
+                "vector",
+                "BNTS->BNTS",
+                sizes,
+                count,
+                (),
+                lk,
+                vflops=[(SOFTMAX_FLOPS * N, Emono, "5·N")],
+                act_in=[(N, Emono, "N")],
+                act_out=[(N, Emono, "N")],
+            )
+            b.add(
+                "attn.context",
+                comp,
+                "matmul",
+                "BNTS,BSNJ->BTNJ",
+                sizes,
+                count,
+                (),
+                lk,
+                flops=[(2 * N * Hv, Emono, "2·N·J")],
+                act_in=[(N, Emono, "N"), (N * Hv, Kmono, "N·J")],
+                act_out=[(N * Hv, "BT", "N·J")],
+            )
         else:
-            b.add("attn.flash", comp, "matmul", "BTNQ,BSNQ,BSNJ->BTNJ", dict(sizes, Q=Hq), count, (), lk,
-                  flops=[(2 * N * (Hq + Hv), Pmono, "2·N·(H+R+J)")],
-                  vflops=[(SOFTMAX_FLOPS * N, Pmono, "5·N")],
-                  act_in=[(N * Hq, "BT", "N·(H+R)"), (N * (Hq + Hv), Kmono, "N·(H+R+J)")],
-                  act_out=[(N * Hv, "BT", "N·J")])
-    b.linear("attn.o_proj", comp, "BTNJ,NJD->BTD", sizes, N * Hv, D, bias=s.o_bias, count=count,
-             pkey="attention.o", layer_kind=lk, sym_in="N·J", sym_out="D")
+            b.add(
+                "attn.flash",
+                comp,
+                "matmul",
+                "BTNQ,BSNQ,BSNJ->BTNJ",
+                dict(sizes, Q=Hq),
+                count,
+                (),
+                lk,
+                flops=[(2 * N * (Hq + Hv), Pmono, "2·N·(H+R+J)")],
+                vflops=[(SOFTMAX_FLOPS * N, Pmono, "5·N")],
+                act_in=[(N * Hq, "BT", "N·(H+R)"), (N * (Hq + Hv), Kmono, "N·(H+R+J)")],
+                act_out=[(N * Hv, "BT", "N·J")],
+            )
+    b.linear(
+        "attn.o_proj",
+        comp,
+        "BTNJ,NJD->BTD",
+        sizes,
+        N * Hv,
+        D,
+        bias=s.o_bias,
+        count=count,
+        pkey="attention.o",
+        layer_kind=lk,
+        sym_in="N·J",
+        sym_out="D",
+    )
 
 
-def _ffn(b: _Builder, width: int, count: int, lk: str, prefix: str, pkey: str, component: str,
-         rows: str = "BT", bias: bool | None = None, weight_read=None, letter: str = "F", mult: int = 1):
+def _ffn(
+    b: _Builder,
+    width: int,
+    count: int,
+    lk: str,
+    prefix: str,
+    pkey: str,
+    component: str,
+    rows: str = "BT",
+    bias: bool | None = None,
+    weight_read=None,
+    letter: str = "F",
+    mult: int = 1,
+):
     """A dense or gated FFN of hidden ``width``, run by ``mult`` × rows tokens (top-k for experts)."""
     s = b.spec
     D = s.d_model
@@ -394,57 +718,137 @@ def _ffn(b: _Builder, width: int, count: int, lk: str, prefix: str, pkey: str, c
     def lin(name, din, dout, sig, si, so, pk):
         params = [(f"{pkey}.{pk}.weight", din * dout)] + ([(f"{pkey}.{pk}.bias", dout)] if bias else [])
         nw = din * dout + (dout if bias else 0)
-        b.add(f"{prefix}.{name}", component, "matmul", sig, sizes, count, params, lk,
-              flops=[(2 * din * dout * mult, rows, f"{mult}·2·{si}·{so}" if mult > 1 else f"2·{si}·{so}")],
-              vflops=[(dout * mult, rows, so)] if bias else [],
-              weight=wr(nw) if wr else [(nw, "1", f"{si}·{so}")],
-              act_in=[(din * mult, rows, si)], act_out=[(dout * mult, rows, so)])
+        b.add(
+            f"{prefix}.{name}",
+            component,
+            "matmul",
+            sig,
+            sizes,
+            count,
+            params,
+            lk,
+            flops=[(2 * din * dout * mult, rows, f"{mult}·2·{si}·{so}" if mult > 1 else f"2·{si}·{so}")],
+            vflops=[(dout * mult, rows, so)] if bias else [],
+            weight=wr(nw) if wr else [(nw, "1", f"{si}·{so}")],
+            act_in=[(din * mult, rows, si)],
+            act_out=[(dout * mult, rows, so)],
+        )
 
     if s.ffn == "gated":
         lin("gate", D, width, f"BTD,D{letter}->BT{letter}", "D", letter, "gate")
         lin("up", D, width, f"BTD,D{letter}->BT{letter}", "D", letter, "up")
-        b.add(f"{prefix}.act", component, "vector", f"BT{letter}->BT{letter}", sizes, count, (), lk,
-              vflops=[((ACT_FLOPS + 1) * width * mult, rows, f"5·{letter}")],
-              act_in=[(2 * width * mult, rows, f"2·{letter}")], act_out=[(width * mult, rows, letter)])
+        b.add(
+            f"{prefix}.act",
+            component,
+            "vector",
+            f"BT{letter}->BT{letter}",
+            sizes,
+            count,
+            (),
+            lk,
+            vflops=[((ACT_FLOPS + 1) * width * mult, rows, f"5·{letter}")],
+            act_in=[(2 * width * mult, rows, f"2·{letter}")],
+            act_out=[(width * mult, rows, letter)],
+        )
     else:
         lin("up", D, width, f"BTD,D{letter}->BT{letter}", "D", letter, "up")
-        b.add(f"{prefix}.act", component, "vector", f"BT{letter}->BT{letter}", sizes, count, (), lk,
-              vflops=[(ACT_FLOPS * width * mult, rows, f"4·{letter}")],
-              act_in=[(width * mult, rows, letter)], act_out=[(width * mult, rows, letter)])
+        b.add(
+            f"{prefix}.act",
+            component,
+            "vector",
+            f"BT{letter}->BT{letter}",
+            sizes,
+            count,
+            (),
+            lk,
+            vflops=[(ACT_FLOPS * width * mult, rows, f"4·{letter}")],
+            act_in=[(width * mult, rows, letter)],
+            act_out=[(width * mult, rows, letter)],
+        )
     lin("down", width, D, f"BT{letter},{letter}D->BTD", letter, "D", "down")
 
 
 def _moe_block(b: _Builder, count: int, lk: str):
     s, m = b.spec, b.spec.moe
     D, E, k, F = s.d_model, m.n_experts, m.top_k, m.d_ff_expert
-    b.linear("moe.router", "moe", "BTD,DE->BTE", dict(D=D, E=E), D, E, bias=m.router_bias, count=count,
-             pkey="moe.router", layer_kind=lk, sym_out="E")
+    b.linear(
+        "moe.router",
+        "moe",
+        "BTD,DE->BTE",
+        dict(D=D, E=E),
+        D,
+        E,
+        bias=m.router_bias,
+        count=count,
+        pkey="moe.router",
+        layer_kind=lk,
+        sym_out="E",
+    )
     # DeepSeek-V3's e_score_correction_bias is a buffer in transformers, not a parameter: not counted.
-    b.add("moe.topk", "moe", "vector", "BTE->BTk", dict(E=E), count, (), lk,
-          vflops=[(ROUTER_FLOPS * E, "BT", "5·E")], act_in=[(E, "BT", "E")], act_out=[(2 * k, "BT", "2·k")])
-    per_expert = (3 if s.ffn == "gated" else 2) * D * F + ((2 * F if s.ffn == "gated" else F) + D if m.expert_bias else 0)
+    b.add(
+        "moe.topk",
+        "moe",
+        "vector",
+        "BTE->BTk",
+        dict(E=E),
+        count,
+        (),
+        lk,
+        vflops=[(ROUTER_FLOPS * E, "BT", "5·E")],
+        act_in=[(E, "BT", "E")],
+        act_out=[(2 * k, "BT", "2·k")],
+    )
     # Weight operands of all E experts; bytes: the experts actually hit.
     before = len(b.ops)
-    _ffn(b, F, count, lk, "moe.experts", "moe.experts", "moe", bias=m.expert_bias, weight_read="U:moe",
-         mult=k)
+    _ffn(b, F, count, lk, "moe.experts", "moe.experts", "moe", bias=m.expert_bias, weight_read="U:moe", mult=k)
     for i in range(before, len(b.ops)):
         op = b.ops[i]
         params = tuple((key, n * E) for key, n in op.params)
-        b.ops[i] = Op(op.name, op.component, op.kind, op.signature, op.sizes + (("E", E), ("k", k)), op.count,
-                      params, op.costs, op.layer_kind, op.window)
-    assert per_expert > 0
+        b.ops[i] = Op(
+            op.name,
+            op.component,
+            op.kind,
+            op.signature,
+            op.sizes + (("E", E), ("k", k)),
+            op.count,
+            params,
+            op.costs,
+            op.layer_kind,
+            op.window,
+        )
     if m.d_ff_shared:
         _ffn(b, m.d_ff_shared, count, lk, "moe.shared", "moe.shared", "moe", bias=False, letter="F")
         if m.shared_gate:
-            b.linear("moe.shared_gate", "moe", "BTD,D1->BT1", dict(D=D), D, 1, bias=False, count=count,
-                     pkey="moe.shared_gate", layer_kind=lk, sym_out="1")
+            b.linear(
+                "moe.shared_gate",
+                "moe",
+                "BTD,D1->BT1",
+                dict(D=D),
+                D,
+                1,
+                bias=False,
+                count=count,
+                pkey="moe.shared_gate",
+                layer_kind=lk,
+                sym_out="1",
+            )
 
 
 def _residual(b: _Builder, name: str, count: int, lk: str, inputs: int = 2):
     D = b.spec.d_model
-    b.add(name, "residual", "vector", "BTD,BTD->BTD", dict(D=D), count, (), lk,
-          vflops=[((inputs - 1) * D, "BT", f"{inputs - 1}·D")],
-          act_in=[(inputs * D, "BT", f"{inputs}·D")], act_out=[(D, "BT", "D")])
+    b.add(
+        name,
+        "residual",
+        "vector",
+        "BTD,BTD->BTD",
+        dict(D=D),
+        count,
+        (),
+        lk,
+        vflops=[((inputs - 1) * D, "BT", f"{inputs - 1}·D")],
+        act_in=[(inputs * D, "BT", f"{inputs}·D")],
+        act_out=[(D, "BT", "D")],
+    )
 
 
 def _decoder_layers(b: _Builder):
@@ -480,17 +884,45 @@ def _decoder_layers(b: _Builder):
 def _embedding(b: _Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True):
     s = b.spec
     D, V = s.d_model, s.vocab_size
-    b.add(f"{prefix}.tokens", "embedding", "memory", "BT,VD->BTD", dict(V=V, D=D), 1,
-          [("embedding.token", V * D if token_table else 0)],
-          weight=[(D, "BT", "D")], act_out=[(D, "BT", "D")])
+    b.add(
+        f"{prefix}.tokens",
+        "embedding",
+        "memory",
+        "BT,VD->BTD",
+        dict(V=V, D=D),
+        1,
+        [("embedding.token", V * D if token_table else 0)],
+        weight=[(D, "BT", "D")],
+        act_out=[(D, "BT", "D")],
+    )
     if s.position == "learned" and own_positions:
         rows = s.max_positions + s.position_table_offset
-        b.add(f"{prefix}.positions", "embedding", "vector", "BT,PD->BTD", dict(P=rows, D=D), 1,
-              [("embedding.position", rows * D)],
-              vflops=[(D, "BT", "D")], weight=[(D, "BT", "D")], act_in=[(D, "BT", "D")], act_out=[(D, "BT", "D")])
+        b.add(
+            f"{prefix}.positions",
+            "embedding",
+            "vector",
+            "BT,PD->BTD",
+            dict(P=rows, D=D),
+            1,
+            [("embedding.position", rows * D)],
+            vflops=[(D, "BT", "D")],
+            weight=[(D, "BT", "D")],
+            act_in=[(D, "BT", "D")],
+            act_out=[(D, "BT", "D")],
+        )
     if s.embedding_scale:
-        b.add(f"{prefix}.scale", "embedding", "vector", "BTD->BTD", dict(D=D), 1, (),
-              vflops=[(D, "BT", "D")], act_in=[(D, "BT", "D")], act_out=[(D, "BT", "D")])
+        b.add(
+            f"{prefix}.scale",
+            "embedding",
+            "vector",
+            "BTD->BTD",
+            dict(D=D),
+            1,
+            (),
+            vflops=[(D, "BT", "D")],
+            act_in=[(D, "BT", "D")],
+            act_out=[(D, "BT", "D")],
+        )
     if s.embedding_norm:
         b.norm(f"{prefix}.norm", D, count=1, pkey="embedding.norm", component="embedding")
 
@@ -503,21 +935,42 @@ def _head(b: _Builder):
     params = [("lm_head.weight", 0 if s.tie_embeddings else V * D)]
     if s.lm_head_bias:
         params.append(("lm_head.bias", V))
-    b.add("lm_head", "lm_head", "matmul", "BLD,DV->BLV", dict(D=D, V=V), 1, params,
-          flops=[(2 * D * V, "BL", "2·D·V")], vflops=[(V, "BL", "V")] if s.lm_head_bias else [],
-          weight=[(D * V + (V if s.lm_head_bias else 0), "1", "D·V")],
-          act_in=[(D, "BL", "D")], act_out=[(V, "BL", "V")])
+    b.add(
+        "lm_head",
+        "lm_head",
+        "matmul",
+        "BLD,DV->BLV",
+        dict(D=D, V=V),
+        1,
+        params,
+        flops=[(2 * D * V, "BL", "2·D·V")],
+        vflops=[(V, "BL", "V")] if s.lm_head_bias else [],
+        weight=[(D * V + (V if s.lm_head_bias else 0), "1", "D·V")],
+        act_in=[(D, "BL", "D")],
+        act_out=[(V, "BL", "V")],
+    )
     if s.final_softcap:
-        b.add("lm_head.softcap", "lm_head", "vector", "BLV->BLV", dict(V=V), 1, (),
-              vflops=[(SOFTCAP_FLOPS * V, "BL", "3·V")], act_in=[(V, "BL", "V")], act_out=[(V, "BL", "V")])
+        b.add(
+            "lm_head.softcap",
+            "lm_head",
+            "vector",
+            "BLV->BLV",
+            dict(V=V),
+            1,
+            (),
+            vflops=[(SOFTCAP_FLOPS * V, "BL", "3·V")],
+            act_in=[(V, "BL", "V")],
+            act_out=[(V, "BL", "V")],
+        )
 
 
 def _encoder_decoder(b: _Builder):
     """Encoder-decoder stacks, for parameter counts (stage costs are not modelled for them)."""
     s, enc = b.spec, b.spec.encoder
     _embedding(b, "encoder.embed", own_positions=enc.own_position_table)
-    for i, (n_layers, cross, norms) in enumerate(((enc.n_layers, False, enc.norms_per_layer),
-                                                   (s.n_layers, True, s.norms_per_layer))):
+    for i, (n_layers, cross, norms) in enumerate(
+        ((enc.n_layers, False, enc.norms_per_layer), (s.n_layers, True, s.norms_per_layer))
+    ):
         stack = "encoder" if i == 0 else "decoder"
         lk = stack
         for j in range(norms):
@@ -535,10 +988,19 @@ def _encoder_decoder(b: _Builder):
         b.norm("decoder.embed_norm", s.d_model, count=1, pkey="embedding.norm", component="embedding")
     # lm head (final norms handled per stack above)
     D, V = s.d_model, s.vocab_size
-    b.add("lm_head", "lm_head", "matmul", "BLD,DV->BLV", dict(D=D, V=V), 1,
-          [("lm_head.weight", 0 if s.tie_embeddings else V * D)],
-          flops=[(2 * D * V, "BL", "2·D·V")], weight=[(D * V, "1", "D·V")],
-          act_in=[(D, "BL", "D")], act_out=[(V, "BL", "V")])
+    b.add(
+        "lm_head",
+        "lm_head",
+        "matmul",
+        "BLD,DV->BLV",
+        dict(D=D, V=V),
+        1,
+        [("lm_head.weight", 0 if s.tie_embeddings else V * D)],
+        flops=[(2 * D * V, "BL", "2·D·V")],
+        weight=[(D * V, "1", "D·V")],
+        act_in=[(D, "BL", "D")],
+        act_out=[(V, "BL", "V")],
+    )
 
 
 @lru_cache(maxsize=256)

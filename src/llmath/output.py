@@ -128,37 +128,77 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
     from .ops import explain as explain_op
 
     c = _console()
-    title = (f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}, attention={attention} "
-             "(FLOPs = 2 per multiply-add; bytes = compulsory traffic)")
+    title = (
+        f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}, attention={attention} "
+        "(FLOPs = 2 per multiply-add; bytes = compulsory traffic)"
+    )
     t = Table(title=title)
-    for col in ("operator", "signature", "×", "matmul FLOPs", "vector FLOPs", "weights", "act in", "act out",
-                "KV read", "KV write", "intensity"):
+    for col in (
+        "operator",
+        "signature",
+        "×",
+        "matmul FLOPs",
+        "vector FLOPs",
+        "weights",
+        "act in",
+        "act out",
+        "KV read",
+        "KV write",
+        "intensity",
+    ):
         t.add_column(col, justify="left" if col in ("operator", "signature") else "right")
     if rep.ops and rep.ops[0].time_s is not None:
         t.add_column("time", justify="right")
         t.add_column("bound")
     for r in rep.ops:
-        row = [r.name, r.signature, str(r.count), si(r.flops), si(r.vflops), si(r.bytes["weight"], "B"),
-               si(r.bytes["act_in"], "B"), si(r.bytes["act_out"], "B"), si(r.bytes["kv_read"], "B"),
-               si(r.bytes["kv_write"], "B"), f"{r.intensity:.3g}"]
+        row = [
+            r.name,
+            r.signature,
+            str(r.count),
+            si(r.flops),
+            si(r.vflops),
+            si(r.bytes["weight"], "B"),
+            si(r.bytes["act_in"], "B"),
+            si(r.bytes["act_out"], "B"),
+            si(r.bytes["kv_read"], "B"),
+            si(r.bytes["kv_write"], "B"),
+            f"{r.intensity:.3g}",
+        ]
         if r.time_s is not None:
             row += [ms(r.time_s), r.bound]
         t.add_row(*row)
     b = rep.bytes
-    tot = ["[b]total[/b]", "", "", si(rep.flops["matmul"]), si(rep.flops["vector"]), si(b["weights"], "B"),
-           si(b["act_in"], "B"), si(b["act_out"], "B"), si(b["kv_read"], "B"), si(b["kv_write"], "B"),
-           f"{rep.intensity:.3g}"]
+    tot = [
+        "[b]total[/b]",
+        "",
+        "",
+        si(rep.flops["matmul"]),
+        si(rep.flops["vector"]),
+        si(b["weights"], "B"),
+        si(b["act_in"], "B"),
+        si(b["act_out"], "B"),
+        si(b["kv_read"], "B"),
+        si(b["kv_write"], "B"),
+        f"{rep.intensity:.3g}",
+    ]
     if rep.time_s is not None:
         tot += [ms(rep.time_s), rep.bound]
     t.add_row(*tot)
     c.print(t)
     if explain:
         ops = build_ops(spec, rep.stage, attention)
-        c.print("[b]formulas[/b] (letters: B batch, T new tokens, S attended positions, D width, N query heads, "
-                "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows)")
+        c.print(
+            "[b]formulas[/b] (letters: B batch, T new tokens, S attended positions, D width, N query heads, "
+            "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows)"
+        )
         for op in ops:
-            for cls, label in (("flops", "matmul FLOPs"), ("vflops", "vector FLOPs"), ("weight", "weight elems"),
-                               ("kv_read", "KV read elems"), ("kv_write", "KV write elems")):
+            for cls, label in (
+                ("flops", "matmul FLOPs"),
+                ("vflops", "vector FLOPs"),
+                ("weight", "weight elems"),
+                ("kv_read", "KV read elems"),
+                ("kv_write", "KV write elems"),
+            ):
                 e = explain_op(op, scenario, spec, cls)
                 if e:
                     c.print(f"  {op.name:22s} {label:15s} {e}", highlight=False)
@@ -169,10 +209,21 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
 def ops_csv(rep) -> None:
     rows = []
     for r in rep.ops:
-        rows.append({"name": r.name, "component": r.component, "kind": r.kind, "signature": r.signature,
-                     "count": r.count, "flops": r.flops, "vflops": r.vflops,
-                     **{f"bytes_{k}": v for k, v in r.bytes.items()}, "intensity": r.intensity,
-                     "time_s": r.time_s, "bound": r.bound})
+        rows.append(
+            {
+                "name": r.name,
+                "component": r.component,
+                "kind": r.kind,
+                "signature": r.signature,
+                "count": r.count,
+                "flops": r.flops,
+                "vflops": r.vflops,
+                **{f"bytes_{k}": v for k, v in r.bytes.items()},
+                "intensity": r.intensity,
+                "time_s": r.time_s,
+                "bound": r.bound,
+            }
+        )
     rows_csv(rows)
 
 
@@ -181,9 +232,11 @@ def analysis_human(a, top: int = 8) -> None:
 
     c = _console()
     w = a.workload
-    c.print(f"[b]{a.model}[/b] on [b]{a.hardware or 'no hardware'}[/b]: batch {w['batch']}, prompt {w['prompt']}, "
-            f"gen {w['gen']}, attention {w['attention']}, weights {w['weights']} / activations {w['activations']} / "
-            f"KV {w['kv_dtype']}" + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else ""))
+    c.print(
+        f"[b]{a.model}[/b] on [b]{a.hardware or 'no hardware'}[/b]: batch {w['batch']}, prompt {w['prompt']}, "
+        f"gen {w['gen']}, attention {w['attention']}, weights {w['weights']} / activations {w['activations']} / "
+        f"KV {w['kv_dtype']}" + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
+    )
     p = a.params
     line = f"params {p.total:,}"
     if p.active_per_token != p.total:
@@ -191,35 +244,58 @@ def analysis_human(a, top: int = 8) -> None:
     line += f"; 12·L·d² estimate {p.estimates['12Ld2']:,} ({p.estimate_error['12Ld2']:+.1%})"
     c.print(line)
     kv = a.kv_cache
-    c.print(f"KV cache: {kv['bytes_per_token']:,} B per token per sequence; {gb(kv['bytes'])} after prefill "
-            f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end")
+    c.print(
+        f"KV cache: {kv['bytes_per_token']:,} B per token per sequence; {gb(kv['bytes'])} after prefill "
+        f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end"
+    )
     t = Table(title="stages")
     for col in ("stage", "matmul FLOPs", "vector FLOPs", "bytes", "weights", "KV read", "intensity", "time", "bound"):
         t.add_column(col, justify="left" if col == "stage" else "right")
     for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
-        t.add_row(label, si(s.flops["matmul"]), si(s.flops["vector"]), si(s.bytes["total"], "B"),
-                  si(s.bytes["weights"], "B"), si(s.bytes["kv_read"], "B"), f"{s.intensity:.3g} FLOP/B",
-                  ms(s.time_s), s.bound or "-")
+        t.add_row(
+            label,
+            si(s.flops["matmul"]),
+            si(s.flops["vector"]),
+            si(s.bytes["total"], "B"),
+            si(s.bytes["weights"], "B"),
+            si(s.bytes["kv_read"], "B"),
+            f"{s.intensity:.3g} FLOP/B",
+            ms(s.time_s),
+            s.bound or "-",
+        )
     c.print(t)
     if a.generation:
         g = a.generation
-        c.print(f"TTFT {ms(g['ttft_s'])} | TPOT mean {ms(g['tpot_s'])} (first {ms(g['tpot_first_s'])}, "
-                f"last {ms(g['tpot_last_s'])}) | end-to-end {ms(g['e2e_s'])}")
-        c.print(f"throughput {g['throughput_tok_s']:.1f} output tok/s aggregate, {g['per_sequence_tok_s']:.1f} per "
-                f"sequence; prefill {g['prefill_tok_s']:.0f} tok/s; prefill uses "
-                f"{g['utilisation']['prefill_flops_fraction']:.0%} of peak matmul FLOP/s")
+        c.print(
+            f"TTFT {ms(g['ttft_s'])} | TPOT mean {ms(g['tpot_s'])} (first {ms(g['tpot_first_s'])}, "
+            f"last {ms(g['tpot_last_s'])}) | end-to-end {ms(g['e2e_s'])}"
+        )
+        c.print(
+            f"throughput {g['throughput_tok_s']:.1f} output tok/s aggregate, {g['per_sequence_tok_s']:.1f} per "
+            f"sequence; prefill {g['prefill_tok_s']:.0f} tok/s; prefill uses "
+            f"{g['utilisation']['prefill_flops_fraction']:.0%} of peak matmul FLOP/s"
+        )
         for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
             ranked = sorted(s.ops, key=lambda r: -(r.time_s or 0))[:top]
             tt = Table(title=f"top operators, {label}")
             for col in ("operator", "time", "share", "bound", "FLOPs", "bytes", "intensity"):
                 tt.add_column(col, justify="left" if col == "operator" else "right")
             for r in ranked:
-                tt.add_row(r.name, ms(r.time_s), f"{r.time_s / s.time_s:.1%}", r.bound, si(r.flops + r.vflops),
-                           si(sum(r.bytes.values()), "B"), f"{r.intensity:.3g}")
+                tt.add_row(
+                    r.name,
+                    ms(r.time_s),
+                    f"{r.time_s / s.time_s:.1%}",
+                    r.bound,
+                    si(r.flops + r.vflops),
+                    si(sum(r.bytes.values()), "B"),
+                    f"{r.intensity:.3g}",
+                )
             c.print(tt)
     m = a.memory
-    line = (f"memory: weights {gb(m.weights_bytes)} + KV {gb(m.kv_cache_bytes)} + activations "
-            f"{gb(m.activation_bytes)} + reserve {gb(m.reserve_bytes)} = {gb(m.total_bytes)}")
+    line = (
+        f"memory: weights {gb(m.weights_bytes)} + KV {gb(m.kv_cache_bytes)} + activations "
+        f"{gb(m.activation_bytes)} + reserve {gb(m.reserve_bytes)} = {gb(m.total_bytes)}"
+    )
     if m.capacity_bytes is not None:
         verdict = "fits" if m.fits else f"does NOT fit: {gb(m.over_by_bytes)} over"
         line += f" of {gb(m.capacity_bytes)}: {verdict}; largest batch {m.max_batch}, longest context {m.max_context:,}"
@@ -237,21 +313,33 @@ def seeds_human(rep: dict) -> None:
     for col in ("context N", "exact matmul", "exact layers only", "24Ld²+4LdN", "error vs layers", "attention share"):
         t.add_column(col, justify="right")
     for r in rep["per_token"]:
-        t.add_row(f"{r['context']:,}", f"{r['exact']:,}", f"{r['exact_layers']:,}", f"{r['seed']:,}",
-                  f"{r['error']:+.2%}", f"{r['attention_share']:.1%}")
+        t.add_row(
+            f"{r['context']:,}",
+            f"{r['exact']:,}",
+            f"{r['exact_layers']:,}",
+            f"{r['seed']:,}",
+            f"{r['error']:+.2%}",
+            f"{r['attention_share']:.1%}",
+        )
     c.print(t)
     x = rep["crossover"]
-    c.print(f"attention FLOPs overtake the rest at context N = {x['exact']:,} (exact, this model) vs 6d = {x['six_d']:,} "
-            f"(seed 000; off by {x['error']:+.1%})")
+    c.print(
+        f"attention FLOPs overtake the rest at context N = {x['exact']:,} (exact, this model) vs 6d = {x['six_d']:,} "
+        f"(seed 000; off by {x['error']:+.1%})"
+    )
     b = rep["prefill_vs_loop"]
-    c.print(f"prefill of {b['prompt']} tokens: batch prefill (eager, N² pairs) {b['batch_eager']:,} vs token loop "
-            f"(N(N+1)/2 pairs) {b['loop']:,} FLOPs: the batch form does {b['extra_fraction']:.2%} more; a causal "
-            f"flash kernel does {b['batch_flash']:,}")
+    c.print(
+        f"prefill of {b['prompt']} tokens: batch prefill (eager, N² pairs) {b['batch_eager']:,} vs token loop "
+        f"(N(N+1)/2 pairs) {b['loop']:,} FLOPs: the batch form does {b['extra_fraction']:.2%} more; a causal "
+        f"flash kernel does {b['batch_flash']:,}"
+    )
     t = Table(title=f"arithmetic intensity over a generation (B={rep['batch']}, P={rep['prompt']}; seed 003)")
     for col in ("step", "context", "proj (weight GEMMs)", "act-to-act (attention)", "whole step"):
         t.add_column(col, justify="right")
     for r in rep["intensity"]:
         t.add_row(str(r["step"]), f"{r['context']:,}", f"{r['proj']:.3g}", f"{r['attention']:.3g}", f"{r['total']:.3g}")
     c.print(t)
-    c.print(f"cumulative over {rep['gen']} steps: proj {rep['cumulative']['proj']:.3g}, "
-            f"attention {rep['cumulative']['attention']:.3g} FLOP/B")
+    c.print(
+        f"cumulative over {rep['gen']} steps: proj {rep['cumulative']['proj']:.3g}, "
+        f"attention {rep['cumulative']['attention']:.3g} FLOP/B"
+    )

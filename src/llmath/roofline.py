@@ -128,8 +128,13 @@ class Rates:
 
 
 def byte_weights(p: Precision) -> np.ndarray:
-    per = {"weight": p.weight_bytes, "act_in": p.act_bytes, "act_out": p.act_bytes,
-           "kv_read": p.kv_bytes, "kv_write": p.kv_bytes}
+    per = {
+        "weight": p.weight_bytes,
+        "act_in": p.act_bytes,
+        "act_out": p.act_bytes,
+        "kv_read": p.kv_bytes,
+        "kv_write": p.kv_bytes,
+    }
     return np.array([per.get(c, 0.0) for c in CLASSES])
 
 
@@ -138,8 +143,15 @@ def op_bandwidth(table: Table, hw: Hardware, eff: Efficiency, tokens, decode: bo
     bw = hw.memory_bandwidth_bytes_per_s
     n = len(table.ops)
     is_weight_mm = np.array([op.kind == "matmul" and op.n_params > 0 for op in table.ops])
-    is_attn = np.array([op.kind == "matmul" and op.component == "attention" and op.n_params == 0
-                        and any(c == "kv_read" for c, _ in op.costs) for op in table.ops])
+    is_attn = np.array(
+        [
+            op.kind == "matmul"
+            and op.component == "attention"
+            and op.n_params == 0
+            and any(c == "kv_read" for c, _ in op.costs)
+            for op in table.ops
+        ]
+    )
     base = np.full(n, eff.memory)
     if decode:
         base = np.where(is_attn, eff.attention_decode, base)
@@ -154,8 +166,9 @@ def op_bandwidth(table: Table, hw: Hardware, eff: Efficiency, tokens, decode: bo
     return bw * frac
 
 
-def op_times(values: np.ndarray, table: Table, hw: Hardware, p: Precision, eff: Efficiency, tokens,
-             decode: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def op_times(
+    values: np.ndarray, table: Table, hw: Hardware, p: Precision, eff: Efficiency, tokens, decode: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(time, compute time, memory time, bytes) per op from evaluated class totals ``values``."""
     mm_rate = hw.peak(p.compute) * eff.matmul_for(p.compute)
     vec_rate = hw.vector_peak * eff.vector

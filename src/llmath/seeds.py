@@ -36,8 +36,13 @@ def _sum(costs, pred, cls="flops"):
 
 
 def _bytes(costs, pred, p: Precision):
-    per = {"weight": p.weight_bytes, "act_in": p.act_bytes, "act_out": p.act_bytes, "kv_read": p.kv_bytes,
-           "kv_write": p.kv_bytes}
+    per = {
+        "weight": p.weight_bytes,
+        "act_in": p.act_bytes,
+        "act_out": p.act_bytes,
+        "kv_read": p.kv_bytes,
+        "kv_write": p.kv_bytes,
+    }
     return sum(c.values.get(k, 0) * w for c in costs if pred(c.op) for k, w in per.items())
 
 
@@ -50,8 +55,14 @@ def per_token_flops(spec: ModelSpec, context: int) -> dict:
     attn = _sum(costs, _is_attn)
     L, d = spec.n_layers, spec.d_model
     seed = 24 * L * d * d + 4 * L * d * context
-    return {"context": context, "exact": exact, "exact_layers": layers, "seed": seed,
-            "error": (seed - layers) / layers, "attention_share": attn / exact}
+    return {
+        "context": context,
+        "exact": exact,
+        "exact_layers": layers,
+        "seed": seed,
+        "error": (seed - layers) / layers,
+        "attention_share": attn / exact,
+    }
 
 
 def crossover(spec: ModelSpec) -> dict:
@@ -63,8 +74,13 @@ def crossover(spec: ModelSpec) -> dict:
     per_pos = _sum(c2, _is_attn) - _sum(c1, _is_attn)
     exact = proj / per_pos
     six_d = 6 * spec.d_model
-    return {"exact": round(exact), "six_d": six_d, "error": (six_d - exact) / exact,
-            "proj_flops_per_token": proj, "attention_flops_per_position": per_pos}
+    return {
+        "exact": round(exact),
+        "six_d": six_d,
+        "error": (six_d - exact) / exact,
+        "proj_flops_per_token": proj,
+        "attention_flops_per_position": per_pos,
+    }
 
 
 def prefill_vs_loop(spec: ModelSpec, prompt: int) -> dict:
@@ -74,32 +90,55 @@ def prefill_vs_loop(spec: ModelSpec, prompt: int) -> dict:
     steps = evaluate(table(spec, "decode", "flash").ops, Scenario(1, 1, np.arange(prompt, dtype=np.int64)), spec)
     loop = int(sum(np.sum(c.values.get("flops", 0)) for c in steps if _layer_op(c.op)))
     be = _sum(eager, _layer_op)
-    return {"prompt": prompt, "batch_eager": be, "batch_flash": _sum(flash, _layer_op), "loop": loop,
-            "extra_fraction": be / loop - 1,
-            "attention_eager": _sum(eager, _is_attn), "attention_loop": int(sum(np.sum(c.values.get("flops", 0))
-                                                                                 for c in steps if _is_attn(c.op)))}
+    return {
+        "prompt": prompt,
+        "batch_eager": be,
+        "batch_flash": _sum(flash, _layer_op),
+        "loop": loop,
+        "extra_fraction": be / loop - 1,
+        "attention_eager": _sum(eager, _is_attn),
+        "attention_loop": int(sum(np.sum(c.values.get("flops", 0)) for c in steps if _is_attn(c.op))),
+    }
 
 
-def intensity_over_generation(spec: ModelSpec, batch: int, prompt: int, gen: int,
-                              precision: Precision | None = None) -> tuple[list[dict], dict]:
+def intensity_over_generation(
+    spec: ModelSpec, batch: int, prompt: int, gen: int, precision: Precision | None = None
+) -> tuple[list[dict], dict]:
     p = precision or Precision()
     t = table(spec, "decode", "flash")
     picks = sorted({0, 1, 10, 100, 1000, 10000, 100000, gen - 1} & set(range(gen)))
     rows = []
     for i in picks:
         costs = evaluate(t.ops, Scenario(batch, 1, prompt + i), spec)
-        fl = lambda pred: _sum(costs, pred) + _sum(costs, pred, "vflops")  # noqa: E731
-        rows.append({"step": i, "context": prompt + i + 1,
-                     "proj": fl(_is_proj) / _bytes(costs, _is_proj, p),
-                     "attention": fl(_is_attn) / _bytes(costs, _is_attn, p),
-                     "total": fl(lambda o: True) / _bytes(costs, lambda o: True, p)})
+
+        def fl(pred, costs=costs):
+            return _sum(costs, pred) + _sum(costs, pred, "vflops")
+
+        rows.append(
+            {
+                "step": i,
+                "context": prompt + i + 1,
+                "proj": fl(_is_proj) / _bytes(costs, _is_proj, p),
+                "attention": fl(_is_attn) / _bytes(costs, _is_attn, p),
+                "total": fl(lambda o: True) / _bytes(costs, lambda o: True, p),
+            }
+        )
     allc = evaluate(t.ops, Scenario(batch, 1, prompt + np.arange(gen, dtype=np.int64)), spec)
 
     def cum(pred):
         f = sum(np.sum(c.values.get("flops", 0)) + np.sum(c.values.get("vflops", 0)) for c in allc if pred(c.op))
-        b = sum(np.sum(c.values.get(k, 0)) * w for c in allc if pred(c.op)
-                for k, w in (("weight", p.weight_bytes), ("act_in", p.act_bytes), ("act_out", p.act_bytes),
-                             ("kv_read", p.kv_bytes), ("kv_write", p.kv_bytes)))
+        b = sum(
+            np.sum(c.values.get(k, 0)) * w
+            for c in allc
+            if pred(c.op)
+            for k, w in (
+                ("weight", p.weight_bytes),
+                ("act_in", p.act_bytes),
+                ("act_out", p.act_bytes),
+                ("kv_read", p.kv_bytes),
+                ("kv_write", p.kv_bytes),
+            )
+        )
         return float(f / b)
 
     return rows, {"proj": cum(_is_proj), "attention": cum(_is_attn), "total": cum(lambda o: True)}
@@ -108,7 +147,12 @@ def intensity_over_generation(spec: ModelSpec, batch: int, prompt: int, gen: int
 def seed_report(spec: ModelSpec, contexts, prompt: int, gen: int, batch: int) -> dict:
     rows, cum = intensity_over_generation(spec, batch, prompt, gen)
     return {
-        "model": spec.name, "L": spec.n_layers, "d": spec.d_model, "batch": batch, "prompt": prompt, "gen": gen,
+        "model": spec.name,
+        "L": spec.n_layers,
+        "d": spec.d_model,
+        "batch": batch,
+        "prompt": prompt,
+        "gen": gen,
         "per_token": [per_token_flops(spec, int(n)) for n in contexts],
         "crossover": crossover(spec),
         "prefill_vs_loop": prefill_vs_loop(spec, prompt),

@@ -165,9 +165,7 @@ class ModelSpec:
         if any(self.layer_moe) and self.moe is None:
             raise SpecError(f"{n!r}: layer_moe marks MoE layers but no moe spec is given")
         if len(self.layer_windows) != self.n_layers:
-            raise SpecError(
-                f"{n!r}: layer_windows has {len(self.layer_windows)} entries for {self.n_layers} layers"
-            )
+            raise SpecError(f"{n!r}: layer_windows has {len(self.layer_windows)} entries for {self.n_layers} layers")
         for w in self.layer_windows:
             if w is not None and (not isinstance(w, int) or w <= 0):
                 raise SpecError(f"{n!r}: sliding window {w!r} must be a positive integer or None")

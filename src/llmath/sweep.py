@@ -47,8 +47,16 @@ def parse_axis(flag: str, text: str) -> np.ndarray:
     return np.array(vals, dtype=np.int64)
 
 
-def grid(spec: ModelSpec | str, hw: Hardware | str, batch, prompt, gen, attention: str = "flash",
-         precision: Precision | None = None, eff_mode: str = "expected") -> dict[str, np.ndarray]:
+def grid(
+    spec: ModelSpec | str,
+    hw: Hardware | str,
+    batch,
+    prompt,
+    gen,
+    attention: str = "flash",
+    precision: Precision | None = None,
+    eff_mode: str = "expected",
+) -> dict[str, np.ndarray]:
     """Vectorised serving metrics; ``batch``, ``prompt``, ``gen`` broadcast against each other."""
     spec = resolve(spec)
     hw = get_hardware(hw) if isinstance(hw, str) else hw
@@ -65,15 +73,23 @@ def grid(spec: ModelSpec | str, hw: Hardware | str, batch, prompt, gen, attentio
     mem = weights + kv_end + activation_peak_bytes(spec, B, P, attention, p)
     steps = np.maximum(N - 1, 1)
     return {
-        "batch": B, "prompt": P, "gen": N, "ttft_s": ttft,
-        "tpot_s": np.where(N > 1, d.total_s / steps, 0.0), "e2e_s": e2e,
-        "throughput_tok_s": B * N / e2e, "per_sequence_tok_s": N / e2e,
-        "kv_peak_bytes": kv_end, "memory_bytes": mem, "fits": mem <= hw.memory_bytes,
+        "batch": B,
+        "prompt": P,
+        "gen": N,
+        "ttft_s": ttft,
+        "tpot_s": np.where(N > 1, d.total_s / steps, 0.0),
+        "e2e_s": e2e,
+        "throughput_tok_s": B * N / e2e,
+        "per_sequence_tok_s": N / e2e,
+        "kv_peak_bytes": kv_end,
+        "memory_bytes": mem,
+        "fits": mem <= hw.memory_bytes,
     }
 
 
-def run_sweep(model, hardware, axes: dict[str, np.ndarray], attention: str, precision: Precision,
-              eff_mode: str) -> list[dict]:
+def run_sweep(
+    model, hardware, axes: dict[str, np.ndarray], attention: str, precision: Precision, eff_mode: str
+) -> list[dict]:
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
     g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode)
     keys = list(g)
