@@ -8,7 +8,7 @@ from helpers import registry_config
 
 from llmath import registry
 from llmath.hf import spec_from_config
-from llmath.params import param_report
+from llmath.parameters import param_report
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -44,7 +44,7 @@ def test_closed_form_generation_equals_step_by_step():
             eff = efficiency(mode, hw)
             d = decode_generation(t, hw, p, eff, B, P, N)
             S = np.arange(P, P + N - 1)
-            times, _, _, _ = op_times(t.values(Scenario(B, 1, S)), t, hw, p, eff, B, True)
+            times, _, _, _ = op_times(t.values(Scenario(B, 1, S)), t, hw, p, eff, B, B, True)
             assert float(d.total_s) == pytest.approx(times.sum(), rel=1e-9)
             assert float(d.first_s) == pytest.approx(times[0].sum(), rel=1e-12)
             assert float(d.last_s) == pytest.approx(times[-1].sum(), rel=1e-12)

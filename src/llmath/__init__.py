@@ -5,49 +5,63 @@
     llmath.analyze("llama-3-8b", "h100-sxm", batch=8, prompt=2048, gen=256).generation["tpot_s"]
 
 The library returns data and never prints. Conventions are stated in :mod:`llmath.ops`.
+Submodules load on first use (PEP 562), so ``import llmath`` stays cheap for scripts and the CLI.
 """
 
 from __future__ import annotations
 
-from .analysis import Analysis, analyze, kv_cache_bytes, stage_report
-from .dtypes import Precision
-from .errors import ConfigError, HardwareError, LLMathError, SpecError, UnknownNameError, WorkloadError
-from .hf import spec_from_config, spec_from_file
-from .ops import Scenario, build_ops
-from .params import ParamReport, param_report
-from .registry import resolve
-from .spec import EncoderSpec, MLASpec, ModelSpec, MoESpec
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Analysis": "analysis",
+    "analyze": "analysis",
+    "kv_cache_bytes": "analysis",
+    "stage_report": "analysis",
+    "scenario": "analysis",
+    "Precision": "dtypes",
+    "ConfigError": "errors",
+    "HardwareError": "errors",
+    "LLMathError": "errors",
+    "SpecError": "errors",
+    "UnknownNameError": "errors",
+    "WorkloadError": "errors",
+    "spec_from_config": "hf",
+    "spec_from_file": "hf",
+    "Scenario": "ops",
+    "build_ops": "ops",
+    "ParamReport": "parameters",
+    "param_report": "parameters",
+    "resolve": "registry",
+    "EncoderSpec": "spec",
+    "MLASpec": "spec",
+    "ModelSpec": "spec",
+    "MoESpec": "spec",
+}
+
+__all__ = [*_EXPORTS, "params"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .analysis import Analysis, analyze, kv_cache_bytes, scenario, stage_report  # noqa: F401
+    from .dtypes import Precision  # noqa: F401
+    from .parameters import ParamReport
+    from .spec import ModelSpec
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'llmath' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{mod}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 def params(model: str | ModelSpec) -> ParamReport:
     """Exact parameter counts of a registry name, config.json path or spec."""
+    from .parameters import param_report
+    from .registry import resolve
+
     return param_report(resolve(model))
-
-
-__all__ = [
-    "Analysis",
-    "analyze",
-    "kv_cache_bytes",
-    "stage_report",
-    "Precision",
-    "ConfigError",
-    "HardwareError",
-    "LLMathError",
-    "SpecError",
-    "UnknownNameError",
-    "WorkloadError",
-    "spec_from_config",
-    "spec_from_file",
-    "Scenario",
-    "build_ops",
-    "ParamReport",
-    "param_report",
-    "params",
-    "resolve",
-    "EncoderSpec",
-    "MLASpec",
-    "ModelSpec",
-    "MoESpec",
-]

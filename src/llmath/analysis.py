@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 
 from .dtypes import Precision
-from .errors import LLMathError, WorkloadError
+from .errors import WorkloadError
 from .hardware import Hardware
 from .hardware import get as get_hardware
 from .ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
-from .params import ParamReport, param_report
+from .parameters import ParamReport, param_report
 from .registry import resolve
-from .roofline import Efficiency, decode_generation, efficiency, op_times
+from .roofline import Efficiency, decode_generation, efficiency, op_times, stage_times
 from .spec import ModelSpec
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
@@ -151,7 +151,7 @@ def stage_report(
         t = table(spec, stage, attention)
         vals = t.values(scenario)
         tokens = scenario.B * scenario.T
-        times, comp, mem, _ = op_times(vals, t, hw, precision, eff, tokens, decode=stage == "decode")
+        times, comp, mem, _ = op_times(vals, t, hw, precision, eff, scenario.B, tokens, decode=stage == "decode")
         for r, ti, ci, mi in zip(rows, times, comp, mem, strict=True):
             r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
             r.bound = "compute" if ci >= mi else "memory"
@@ -215,9 +215,8 @@ class MemoryReport:
 def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0):
     """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual."""
     t = table(spec, "prefill", attention)
-    vals = t.values(Scenario(batch, prompt, prefix))
-    ia, oa = CLASSES.index("act_in"), CLASSES.index("act_out")
-    per_op = (vals[..., ia] + vals[..., oa]) / t.kernels
+    act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
+    per_op = (t.monomial_matrix(Scenario(batch, prompt, prefix)) @ t.rhs(act)) / t.kernels
     resid = np.asarray(batch) * np.asarray(prompt) * spec.d_model
     return (per_op.max(-1) + resid) * precision.act_bytes
 
@@ -398,8 +397,34 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
     }
 
 
-def check_model(model: str | ModelSpec) -> ModelSpec:
-    try:
-        return resolve(model)
-    except LLMathError:
-        raise
+def scenario(
+    model: str | ModelSpec,
+    hardware: str | Hardware,
+    batch: int = 1,
+    prompt: int = 512,
+    gen: int = 128,
+    attention: str = "flash",
+    precision: Precision | None = None,
+    efficiency_mode: str | Efficiency = "expected",
+) -> dict[str, Any]:
+    """The fast path (floats, no exact integers): one scenario's params, per-op prefill and decode-step times,
+    and a whole generation's serving metrics, from the cached coefficient tables."""
+    spec = resolve(model)
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    p = precision or Precision()
+    eff = efficiency(efficiency_mode, hw)
+    pre_t, _, _ = stage_times(table(spec, "prefill", attention), Scenario(batch, prompt, 0), hw, p, eff, False)
+    dec_t, _, _ = stage_times(table(spec, "decode", attention), Scenario(batch, 1, prompt), hw, p, eff, True)
+    d = decode_generation(table(spec, "decode", attention), hw, p, eff, batch, prompt, gen)
+    ttft = float(pre_t.sum())
+    e2e = ttft + float(d.total_s)
+    return {
+        "params": param_report(spec).total,
+        "prefill_op_s": pre_t,
+        "decode_op_s": dec_t,
+        "decode_total_op_s": d.per_op_total_s,
+        "ttft_s": ttft,
+        "tpot_s": float(d.total_s) / max(gen - 1, 1),
+        "e2e_s": e2e,
+        "throughput_tok_s": batch * gen / e2e,
+    }

@@ -87,7 +87,7 @@ def models(json_: JsonOpt = False):
     Example: llmath models
     """
     from . import registry
-    from .params import param_report
+    from .parameters import param_report
 
     rows = []
     for n in registry.names():
@@ -146,7 +146,7 @@ def params(model: ModelArg, json_: JsonOpt = False):
 
     Examples: llmath params llama-3-8b ; llmath params deepseek-v3 --json ; llmath params ./config.json
     """
-    from .params import param_report
+    from .parameters import param_report
     from .registry import resolve
 
     rep = param_report(resolve(model))
@@ -244,6 +244,9 @@ def analyze(
     memory_gb: Annotated[float | None, typer.Option("--memory-gb", help="Custom device: GB.")] = None,
     top: Annotated[int, typer.Option("--top", help="Operators to list per stage.")] = 8,
     plot: Annotated[str | None, typer.Option("--plot", help="Write the roofline chart (PNG or SVG).")] = None,
+    memory_plot: Annotated[
+        str | None, typer.Option("--memory-plot", help="Write memory (weights, KV, activations) vs context.")
+    ] = None,
     json_: JsonOpt = False,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
@@ -278,12 +281,18 @@ def analyze(
         from .plots import roofline_plot
 
         roofline_plot(a, plot)
+    if memory_plot:
+        from .plots import memory_plot as mem_plot
+        from .registry import resolve
+
+        mem_plot(resolve(model), hw, batch, p, memory_plot, attention.value)
     if json_:
         out.emit_json(a.to_dict())
     else:
         out.analysis_human(a, top)
-        if plot:
-            out.note(f"wrote {plot}")
+        for f in (plot, memory_plot):
+            if f:
+                out.note(f"wrote {f}")
 
 
 @app.command()

@@ -19,7 +19,7 @@ from .errors import HardwareError
 from .registry import closest
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity (it holds dicts); registry entries are cached
 class Hardware:
     name: str
     memory_bytes: float

@@ -1079,7 +1079,7 @@ def _fmt(v) -> str:
 # ---- compiled coefficient tables (the fast path) ---------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: tables are cached per (spec, stage, attention)
 class Table:
     """A model's operator list as a dense coefficient array, for vectorised scenario evaluation.
 
@@ -1092,13 +1092,41 @@ class Table:
     monos: tuple[str, ...]
     coef: np.ndarray
     kernels: np.ndarray  # kernel launches per pass for each op (its count)
+    is_weight_mm: np.ndarray  # weight GEMMs (bandwidth-bound like a GEMV when skinny)
+    is_kv_attention: np.ndarray  # attention products reading the KV cache
+    logit_rows: np.ndarray  # ops whose rows are the logit rows (B·L), not the B·T tokens
+
+    def monomial_matrix(self, scenario: Scenario) -> np.ndarray:
+        """(…, n_monos) monomial values of a scenario (sizes broadcast over the leading axes)."""
+        mv = scenario.monomials(self.monos, self.spec)
+        vals = [mv[m] for m in self.monos]
+        if all(np.ndim(v) == 0 for v in vals):
+            return np.array(vals, dtype=float)
+        shape = np.broadcast_shapes(*(np.shape(v) for v in vals))
+        return np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in vals], axis=-1)
 
     def values(self, scenario: Scenario) -> np.ndarray:
         """(…, n_ops, n_classes) float64 totals; scenario sizes broadcast over the leading axes."""
-        mv = scenario.monomials(self.monos, self.spec)
-        shape = np.broadcast_shapes(*(np.shape(v) for v in mv.values()))
-        vec = np.stack([np.broadcast_to(np.asarray(mv[m], dtype=float), shape) for m in self.monos], axis=-1)
-        return np.einsum("ocm,...m->...oc", self.coef, vec)
+        return np.einsum("ocm,...m->...oc", self.coef, self.monomial_matrix(scenario))
+
+    def class_matrix(self, weights: np.ndarray) -> np.ndarray:
+        """(n_ops, n_monos): the classes combined with per-class ``weights`` (e.g. bytes per element)."""
+        return np.einsum("c,ocm->om", weights, self.coef)
+
+    def rhs(self, weights: tuple[float, ...]) -> np.ndarray:
+        """(n_monos, n_ops) contiguous right-hand side for ``monomials @ rhs`` (BLAS), cached per weights."""
+        return _rhs(self, weights)
+
+
+@lru_cache(maxsize=1024)
+def _rhs(t: Table, weights: tuple[float, ...]) -> np.ndarray:
+    out = np.ascontiguousarray(t.class_matrix(np.asarray(weights, dtype=float)).T)
+    out.setflags(write=False)
+    return out
+
+
+def one_hot(cls: str) -> tuple[float, ...]:
+    return tuple(1.0 if c == cls else 0.0 for c in CLASSES)
 
 
 @lru_cache(maxsize=256)
@@ -1113,4 +1141,9 @@ def table(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = "fla
             for t in terms:
                 coef[i, c, index[t.mono]] += t.coef * op.count
     kernels = np.array([op.count for op in ops], dtype=float)
-    return Table(spec, ops, monos, coef, kernels)
+    is_weight_mm = np.array([op.kind == "matmul" and op.n_params > 0 for op in ops])
+    is_kv_attn = np.array([op.kind == "matmul" and op.n_params == 0 and bool(op.terms("kv_read")) for op in ops])
+    logit_rows = np.array([any(t.mono == "BL" for t in op.terms("flops")) for op in ops])
+    for a in (coef, kernels, is_weight_mm, is_kv_attn, logit_rows):
+        a.setflags(write=False)
+    return Table(spec, ops, monos, coef, kernels, is_weight_mm, is_kv_attn, logit_rows)

@@ -24,7 +24,7 @@ import numpy as np
 from .dtypes import Precision
 from .errors import WorkloadError
 from .hardware import Hardware
-from .ops import CLASSES, Scenario, Table
+from .ops import CLASSES, Scenario, Table, experts_hit, one_hot
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 SKINNY_ROWS = 64  # weight GEMMs with at most this many token rows stream weights like a GEMV
@@ -74,6 +74,7 @@ class Efficiency:
 IDEAL = Efficiency(name="ideal")
 
 
+@lru_cache(maxsize=256)
 def expected(hw: Hardware | None = None) -> Efficiency:
     """The ``expected`` defaults, with the vendor's matmul fraction where one was measured.
 
@@ -138,78 +139,91 @@ def byte_weights(p: Precision) -> np.ndarray:
     return np.array([per.get(c, 0.0) for c in CLASSES])
 
 
-def op_bandwidth(table: Table, hw: Hardware, eff: Efficiency, tokens, decode: bool) -> np.ndarray:
-    """(…, n_ops) achievable bandwidth per op: skinny weight GEMMs and decode attention get their own."""
-    bw = hw.memory_bandwidth_bytes_per_s
-    n = len(table.ops)
-    is_weight_mm = np.array([op.kind == "matmul" and op.n_params > 0 for op in table.ops])
-    is_attn = np.array(
-        [
-            op.kind == "matmul"
-            and op.component == "attention"
-            and op.n_params == 0
-            and any(c == "kv_read" for c, _ in op.costs)
-            for op in table.ops
-        ]
+def op_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool) -> np.ndarray:
+    """(…, n_ops) achievable bandwidth per op: skinny weight GEMMs and decode attention get their own.
+
+    A weight GEMM is skinny when its rows (B·T tokens, or B logit rows for the LM head) are at most
+    ``SKINNY_ROWS`` (or within the calibrated ``skinny_rows``).
+    """
+    base = (
+        np.where(table.is_kv_attention, eff.attention_decode, eff.memory)
+        if decode
+        else np.full(len(table.ops), eff.memory)
     )
-    base = np.full(n, eff.memory)
-    if decode:
-        base = np.where(is_attn, eff.attention_decode, base)
     tok = np.asarray(tokens, dtype=float)[..., None]
-    if eff.skinny_rows:
-        rows = np.array([r for r, _ in eff.skinny_rows], dtype=float)
-        fr = np.array([f for _, f in eff.skinny_rows], dtype=float)
-        skinny = np.interp(np.log(np.maximum(tok, 1)), np.log(rows), fr)
-        frac = np.where(is_weight_mm & (tok <= rows.max()), skinny, base)
+    if not table.logit_rows.any():
+        rows = tok
     else:
-        frac = np.where(is_weight_mm & (tok <= SKINNY_ROWS), eff.skinny, base)
-    return bw * frac
+        rows = np.where(table.logit_rows, np.asarray(batch, dtype=float)[..., None], tok)
+    if eff.skinny_rows:
+        r = np.array([x for x, _ in eff.skinny_rows], dtype=float)
+        fr = np.array([f for _, f in eff.skinny_rows], dtype=float)
+        skinny = np.interp(np.log(np.maximum(rows, 1)), np.log(r), fr)
+        use = table.is_weight_mm & (rows <= r.max())
+    else:
+        skinny = eff.skinny
+        use = table.is_weight_mm & (rows <= SKINNY_ROWS)
+    frac = base + use * (skinny - base)
+    return hw.memory_bandwidth_bytes_per_s * frac
+
+
+def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
+    """Achievable (matmul, vector) FLOP/s."""
+    return hw.peak(p.compute) * eff.matmul_for(p.compute), hw.vector_peak * eff.vector
+
+
+def times(
+    flops, vflops, bytes_, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+):
+    """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes."""
+    mm_rate, vec_rate = rates(hw, p, eff)
+    compute = flops / mm_rate + vflops / vec_rate
+    memory = bytes_ / op_bandwidth(table, hw, eff, batch, tokens, decode)
+    ov = eff.decode_overhead_s if decode else eff.overhead_s
+    return np.maximum(compute, memory) + table.kernels * ov, compute, memory
 
 
 def op_times(
-    values: np.ndarray, table: Table, hw: Hardware, p: Precision, eff: Efficiency, tokens, decode: bool
+    values: np.ndarray, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(time, compute time, memory time, bytes) per op from evaluated class totals ``values``."""
-    mm_rate = hw.peak(p.compute) * eff.matmul_for(p.compute)
-    vec_rate = hw.vector_peak * eff.vector
     bytes_ = values @ byte_weights(p)
-    compute = values[..., I_FLOPS] / mm_rate + values[..., I_VFLOPS] / vec_rate
-    memory = bytes_ / op_bandwidth(table, hw, eff, tokens, decode)
-    ov = eff.decode_overhead_s if decode else eff.overhead_s
-    return np.maximum(compute, memory) + table.kernels * ov, compute, memory, bytes_
+    t, c, m = times(values[..., I_FLOPS], values[..., I_VFLOPS], bytes_, table, hw, p, eff, batch, tokens, decode)
+    return t, c, m, bytes_
+
+
+def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, eff: Efficiency, decode: bool):
+    """Fast path: (time, compute, memory) per op of a scenario, by three matrix products."""
+    mv = table.monomial_matrix(scenario)
+    f = mv @ table.rhs(one_hot("flops"))
+    v = mv @ table.rhs(one_hot("vflops"))
+    b = mv @ table.rhs(tuple(byte_weights(p)))
+    B = np.asarray(scenario.B)
+    return times(f, v, b, table, hw, p, eff, B, B * np.asarray(scenario.T), decode)
 
 
 # ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
 
 
-def _affine(table: Table, B) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per op and class: constant and slope in u for a decode step (T = 1); and each op's window."""
-    B = np.asarray(B, dtype=float)[..., None, None]
-    const_sc = Scenario(B=1, T=1, S0=0)
-    m_const = np.zeros(len(table.monos))
-    m_slope = np.zeros(len(table.monos))
-    u_mono = np.zeros(len(table.monos), dtype=bool)
+@lru_cache(maxsize=512)
+def _decode_coefs(table: Table, bw_key: tuple[float, ...]) -> np.ndarray:
+    """(4, 3, n_ops): for [matmul FLOPs, vector FLOPs, bytes] of a decode step (T = 1), the coefficients of
+    1, B, experts hit U(B) and B·u, where u = min(S + 1, W) is the positions the op's layer attends."""
+    groups = {"1": 0, "B": 1, "BT": 1, "BL": 1, "U:moe": 2}
+    sel = np.zeros((4, len(table.monos)))
     for i, m in enumerate(table.monos):
-        if m in ("B", "BT", "BL"):
-            m_const[i] = 1.0
-        elif m == "1":
-            m_const[i] = 0.0  # handled below (not scaled by B)
-        elif m[0] in "KPE":
-            m_slope[i] = 1.0
-            u_mono[i] = True
-    one = np.array([1.0 if m == "1" else 0.0 for m in table.monos])
-    const = np.einsum("ocm,m->oc", table.coef, m_const) * B + np.einsum("ocm,m->oc", table.coef, one)
-    if "U:moe" in table.monos:
-        j = table.monos.index("U:moe")
-        from .ops import experts_hit
+        sel[groups.get(m, 3), i] = 1.0  # K:, P:, E: monomials are B·u when T = 1 (H: never in costs)
+    per_class = np.stack(
+        [table.coef[:, I_FLOPS, :], table.coef[:, I_VFLOPS, :], table.class_matrix(np.array(bw_key))]
+    )  # (3, n_ops, n_monos)
+    out = np.einsum("gm,kom->gko", sel, per_class)
+    out.setflags(write=False)
+    return out
 
-        spec = table.spec
-        hit = experts_hit(np.asarray(B)[..., 0, 0], spec.moe.n_experts, spec.moe.top_k)[..., None, None]
-        const = const + table.coef[:, :, j] * hit
-    slope = np.einsum("ocm,m->oc", table.coef, m_slope) * B
-    del const_sc, u_mono
-    windows = np.array([np.inf if op.window is None else op.window for op in table.ops])
-    return const, slope, windows
+
+@lru_cache(maxsize=512)
+def _windows(table: Table) -> np.ndarray:
+    return np.array([np.inf if op.window is None else op.window for op in table.ops])
 
 
 def _prefix_u_sum(j, u0, w):
@@ -227,44 +241,62 @@ class DecodeSummary:
     steps: np.ndarray
 
 
+@lru_cache(maxsize=512)
+def _slope_ops(table: Table, bw_key: tuple[float, ...]) -> np.ndarray:
+    """Indices of the ops whose decode cost grows with the context (attention over the KV cache)."""
+    k = _decode_coefs(table, bw_key)
+    return np.flatnonzero(np.any(k[3] != 0, axis=0))
+
+
 def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N) -> DecodeSummary:
-    """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form."""
-    const, slope, w = _affine(table, B)
-    bwv = byte_weights(p)
-    mm_rate = hw.peak(p.compute) * eff.matmul_for(p.compute)
-    vec_rate = hw.vector_peak * eff.vector
-    bw = op_bandwidth(table, hw, eff, B, decode=True)
-    # compute(u) = c0 + c1 u ; memory(u) = m0 + m1 u   (…, n_ops)
-    c0 = const[..., I_FLOPS] / mm_rate + const[..., I_VFLOPS] / vec_rate
-    c1 = slope[..., I_FLOPS] / mm_rate + slope[..., I_VFLOPS] / vec_rate
-    m0 = (const @ bwv) / bw
-    m1 = (slope @ bwv) / bw
-    P = np.asarray(P, dtype=float)[..., None]
+    """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
+
+    Ops whose cost does not depend on the context (weight GEMMs, norms, ...) cost the same every step.
+    For the others, compute(u) = c0 + c1·u and memory(u) = m0 + m1·u with u_j = min(P + 1 + j, W)
+    nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
+    side is an arithmetic sum.
+    """
+    bw_key = tuple(byte_weights(p))
+    k = _decode_coefs(table, bw_key)
+    Bv = np.asarray(B, dtype=float)[..., None]
+    spec = table.spec
+    U = experts_hit(Bv, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else 0.0
+    mm_rate, vec_rate = rates(hw, p, eff)
+    bw = op_bandwidth(table, hw, eff, B, B, decode=True)
+    ov = table.kernels * eff.decode_overhead_s
+    c0 = (k[0, 0] + k[1, 0] * Bv + k[2, 0] * U) / mm_rate + (k[0, 1] + k[1, 1] * Bv + k[2, 1] * U) / vec_rate
+    m0 = (k[0, 2] + k[1, 2] * Bv + k[2, 2] * U) / bw
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
-    u0 = P + 1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ustar = np.where(c1 != m1, (m0 - c0) / (c1 - m1), np.inf)
-    # j*: steps (from 0) whose u is below u*; u_j = min(u0 + j, w) is nondecreasing in j
-    jstar = np.clip(np.ceil(ustar - u0), 0, n)
-    jstar = np.where(np.isfinite(w) & (w < ustar), n, jstar)
-    jstar = np.where(np.isnan(jstar), n, jstar)
-    sum_lo = _prefix_u_sum(jstar, u0, w)
-    sum_all = _prefix_u_sum(n, u0, w)
-    sum_hi = sum_all - sum_lo
-    n_lo, n_hi = jstar, n - jstar
-    # below u*: the side with the smaller slope is larger; if slopes are equal, compare constants
-    comp_lo = c0 * n_lo + c1 * sum_lo
-    mem_lo = m0 * n_lo + m1 * sum_lo
-    comp_hi = c0 * n_hi + c1 * sum_hi
-    mem_hi = m0 * n_hi + m1 * sum_hi
-    lo = np.where(c1 < m1, comp_lo, mem_lo)
-    hi = np.where(c1 < m1, mem_hi, comp_hi)
-    equal = c1 == m1
-    lo = np.where(equal, np.maximum(comp_lo, mem_lo), lo)
-    hi = np.where(equal, np.maximum(comp_hi, mem_hi), hi)
-    per_op = lo + hi + n * table.kernels * eff.decode_overhead_s
-    ulast = np.minimum(u0 + np.maximum(n - 1, 0), w)
-    u_first = np.minimum(u0, w)
-    t_first = np.maximum(c0 + c1 * u_first, m0 + m1 * u_first) + table.kernels * eff.decode_overhead_s
-    t_last = np.maximum(c0 + c1 * ulast, m0 + m1 * ulast) + table.kernels * eff.decode_overhead_s
+    step = np.maximum(c0, m0) + ov  # (…, n_ops): the step time of the context-independent ops
+    per_op = step * n
+    t_first = step
+    t_last = step
+    j = _slope_ops(table, bw_key)
+    if j.size:
+        w = _windows(table)[j]
+        c0j, m0j = c0[..., j], m0[..., j]
+        c1 = (k[3, 0, j] / mm_rate + k[3, 1, j] / vec_rate) * Bv
+        m1 = k[3, 2, j] * Bv / (bw[..., j] if np.ndim(bw) else bw)
+        u0 = np.asarray(P, dtype=float)[..., None] + 1
+        dc = c1 - m1
+        ustar = np.divide(m0j - c0j, dc, out=np.full(np.broadcast_shapes(dc.shape, c0j.shape), np.inf), where=dc != 0)
+        # j*: the steps (from 0) whose u lies below u*
+        jstar = np.where(w < ustar, n, np.clip(np.ceil(ustar - u0), 0, n))
+        sum_lo = _prefix_u_sum(jstar, u0, w)
+        sum_hi = _prefix_u_sum(n, u0, w) - sum_lo
+        n_hi = n - jstar
+        comp_lo, mem_lo = c0j * jstar + c1 * sum_lo, m0j * jstar + m1 * sum_lo
+        comp_hi, mem_hi = c0j * n_hi + c1 * sum_hi, m0j * n_hi + m1 * sum_hi
+        # below u* the line with the smaller slope is the larger; equal slopes: the larger constant
+        total = np.where(dc < 0, comp_lo + mem_hi, mem_lo + comp_hi)
+        total = np.where(dc == 0, np.maximum(comp_lo + comp_hi, mem_lo + mem_hi), total)
+        ovj = ov[j]
+        per_op = per_op.copy() if per_op.base is not None else per_op
+        per_op[..., j] = total + n * ovj
+        uf = np.minimum(u0, w)
+        ul = np.minimum(u0 + np.maximum(n - 1, 0), w)
+        t_first = t_first.copy()
+        t_last = t_last.copy()
+        t_first[..., j] = np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj
+        t_last[..., j] = np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj
     return DecodeSummary(t_first.sum(-1), t_last.sum(-1), per_op.sum(-1), per_op, n[..., 0])

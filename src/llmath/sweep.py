@@ -10,9 +10,9 @@ from .errors import WorkloadError
 from .hardware import Hardware
 from .hardware import get as get_hardware
 from .ops import Scenario, table
-from .params import param_report
+from .parameters import param_report
 from .registry import resolve
-from .roofline import decode_generation, efficiency, op_times
+from .roofline import decode_generation, efficiency, stage_times
 from .spec import ModelSpec
 
 
@@ -47,6 +47,9 @@ def parse_axis(flag: str, text: str) -> np.ndarray:
     return np.array(vals, dtype=np.int64)
 
 
+CHUNK = 1 << 15  # points per block: keeps the (points × operators) temporaries in cache
+
+
 def grid(
     spec: ModelSpec | str,
     hw: Hardware | str,
@@ -57,27 +60,37 @@ def grid(
     precision: Precision | None = None,
     eff_mode: str = "expected",
 ) -> dict[str, np.ndarray]:
-    """Vectorised serving metrics; ``batch``, ``prompt``, ``gen`` broadcast against each other."""
+    """Vectorised serving metrics; ``batch``, ``prompt``, ``gen`` broadcast against each other.
+
+    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points).
+    """
     spec = resolve(spec)
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     p = precision or Precision()
     eff = efficiency(eff_mode, hw)
-    B, P, N = np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen))
-    t_pre = table(spec, "prefill", attention)
-    times, _, _, _ = op_times(t_pre.values(Scenario(B, P, 0)), t_pre, hw, p, eff, B * P, decode=False)
-    ttft = times.sum(-1)
-    d = decode_generation(table(spec, "decode", attention), hw, p, eff, B, P, N)
-    e2e = ttft + d.total_s
+    B, P, N = (a.ravel() for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
+    shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))
+    t_pre, t_dec = table(spec, "prefill", attention), table(spec, "decode", attention)
+    ttft = np.empty(B.shape)
+    dec = np.empty(B.shape)
+    act = np.empty(B.shape)
+    for i in range(0, max(B.size, 1), CHUNK):
+        sl = slice(i, i + CHUNK)
+        b, pr, n = B[sl], P[sl], N[sl]
+        ttft[sl] = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
+        dec[sl] = decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
+        act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
+    e2e = ttft + dec
     weights = param_report(spec).total * p.weight_bytes
     kv_end = kv_cache_bytes(spec, B, P + N - 1, p)
-    mem = weights + kv_end + activation_peak_bytes(spec, B, P, attention, p)
+    mem = weights + kv_end + act
     steps = np.maximum(N - 1, 1)
-    return {
+    out = {
         "batch": B,
         "prompt": P,
         "gen": N,
         "ttft_s": ttft,
-        "tpot_s": np.where(N > 1, d.total_s / steps, 0.0),
+        "tpot_s": np.where(N > 1, dec / steps, 0.0),
         "e2e_s": e2e,
         "throughput_tok_s": B * N / e2e,
         "per_sequence_tok_s": N / e2e,
@@ -85,6 +98,7 @@ def grid(
         "memory_bytes": mem,
         "fits": mem <= hw.memory_bytes,
     }
+    return {k: np.reshape(v, shape) for k, v in out.items()}
 
 
 def run_sweep(

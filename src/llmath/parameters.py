@@ -10,6 +10,7 @@ d_ff = 4d) and ``12Ld²+13Ld+Vd`` (seed 004: plus one embedding matrix).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .ops import build_ops
 from .spec import ModelSpec
@@ -50,6 +51,7 @@ def seed_estimates(spec: ModelSpec) -> dict[str, int]:
     }
 
 
+@lru_cache(maxsize=512)
 def param_report(spec: ModelSpec) -> ParamReport:
     ops = build_ops(spec, "prefill", "flash")
     by_component: dict[str, int] = {}

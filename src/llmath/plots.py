@@ -1,0 +1,141 @@
+"""Plots (optional extra ``plot``: matplotlib): the roofline chart, sweep curves, memory vs context.
+
+Each function writes one PNG or SVG file and returns its path; nothing is shown on screen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .errors import WorkloadError
+
+
+def _plt():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ModuleNotFoundError:
+        raise WorkloadError("plots need matplotlib: pip install 'llmath[plot]'") from None
+    return plt
+
+
+def _check_path(path: str) -> Path:
+    p = Path(path)
+    if p.suffix.lower() not in (".png", ".svg"):
+        raise WorkloadError(f"--plot {path!r}: the file must end in .png or .svg")
+    return p
+
+
+def roofline_plot(a, path: str) -> Path:
+    """Every operator of the prefill and of decode step 0 as a point (intensity, achieved FLOP/s) under the
+    device's roofline (dense matmul peak of the compute dtype, and the bandwidth slope)."""
+    from .hardware import get
+
+    p = _check_path(path)
+    if a.hardware is None:
+        raise WorkloadError("the roofline plot needs --hardware")
+    plt = _plt()
+    hw = get(a.hardware) if isinstance(a.hardware, str) else a.hardware
+    peak = hw.peak(a.workload["activations"])
+    bw = hw.memory_bandwidth_bytes_per_s
+    fig, ax = plt.subplots(figsize=(9, 6))
+    x = np.logspace(-2, 5, 200)
+    ax.plot(x, np.minimum(peak, x * bw), "k-", lw=2, label=f"roofline: {peak / 1e12:.0f} TFLOP/s, {bw / 1e12:.2f} TB/s")
+    ax.axvline(peak / bw, color="grey", ls=":", lw=1)
+    ax.text(peak / bw, peak * 1.15, f"ridge {peak / bw:.0f} FLOP/B", ha="center", fontsize=8, color="grey")
+    for stage, marker, color in ((a.prefill, "o", "tab:blue"), (a.decode, "s", "tab:orange")):
+        pts = [
+            (r.intensity, (r.flops + r.vflops) / r.time_s, r.name, r.time_s)
+            for r in stage.ops
+            if r.time_s and (r.flops + r.vflops) > 0 and np.isfinite(r.intensity)
+        ]
+        if not pts:
+            continue
+        xs, ys, names, ts = zip(*pts, strict=True)
+        size = 20 + 300 * np.asarray(ts) / max(ts)
+        label = "prefill" if stage.stage == "prefill" else "decode step 0"
+        ax.scatter(xs, ys, s=size, marker=marker, color=color, alpha=0.6, label=f"{label} (size = time)")
+        top = np.argsort(ts)[-4:]
+        for i in top:
+            ax.annotate(names[i], (xs[i], ys[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("achieved FLOP/s")
+    w = a.workload
+    ax.set_title(f"{a.model} on {hw.name}: B={w['batch']}, P={w['prompt']}, {w['activations']}, {w['attention']}")
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+    return p
+
+
+def sweep_plot(rows: list[dict], axes: dict[str, np.ndarray], path: str) -> Path:
+    """TTFT, TPOT and aggregate throughput against the swept axis (the first with several values)."""
+    p = _check_path(path)
+    plt = _plt()
+    swept = [k for k, v in axes.items() if len(v) > 1] or ["batch"]
+    xk = swept[0]
+    others = [k for k in swept[1:]]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5))
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in others), []).append(r)
+    for key, rs in groups.items():
+        rs = sorted(rs, key=lambda r: r[xk])
+        xs = [r[xk] for r in rs]
+        suffix = "" if not others else " (" + ", ".join(f"{k}={v}" for k, v in zip(others, key, strict=True)) + ")"
+        ax1.plot(xs, [r["ttft_s"] * 1e3 for r in rs], "o-", label="TTFT" + suffix)
+        ax1.plot(xs, [r["tpot_s"] * 1e3 for r in rs], "s--", label="TPOT" + suffix)
+        ax2.plot(xs, [r["throughput_tok_s"] for r in rs], "o-", label="throughput" + suffix)
+        nofit = [r[xk] for r in rs if not r["fits"]]
+        if nofit:
+            ax2.axvspan(min(nofit), max(nofit), color="red", alpha=0.08, label="does not fit in memory")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(xk)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    ax1.set_yscale("log")
+    ax1.set_ylabel("ms")
+    ax2.set_ylabel("output tokens/s (aggregate)")
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+    return p
+
+
+def memory_plot(spec, hw, batch: int, precision, path: str, attention: str = "flash", max_context: int | None = None):
+    """Memory breakdown (weights, KV cache, activations) against total context, with the device capacity."""
+    from .analysis import activation_peak_bytes, kv_cache_bytes
+    from .parameters import param_report
+
+    p = _check_path(path)
+    plt = _plt()
+    top = max_context or (spec.max_positions or 131072)
+    ctx = np.unique(np.logspace(7, np.log2(top), 60, base=2).astype(np.int64))
+    weights = np.full(ctx.shape, param_report(spec).total * precision.weight_bytes)
+    kv = kv_cache_bytes(spec, batch, ctx, precision)
+    act = activation_peak_bytes(spec, batch, ctx, attention, precision)
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    ax.stackplot(
+        ctx, weights / 1e9, kv / 1e9, act / 1e9, labels=["weights", "KV cache", "activations (prefill peak)"], alpha=0.8
+    )
+    if hw is not None:
+        ax.axhline(hw.memory_bytes / 1e9, color="k", ls="--", label=f"{hw.name} capacity")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context (prompt + generated tokens)")
+    ax.set_ylabel("GB")
+    ax.set_title(f"{spec.name}: memory vs context, batch {batch}, weights {precision.weights}, KV {precision.kv}")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+    return p
