@@ -204,3 +204,33 @@ def test_console_script_runs():
     )
     assert r.returncode == 0
     assert json.loads(r.stdout)["total"] == 124_439_808  # GPT-2 small with its 1024 learned positions
+
+
+def test_training_and_useful_flops(capsys):
+    _, out, _ = run(capsys, "analyze", "llama-2-7b", "--prompt", "128", "--attention", "eager", "--json")
+    d = json.loads(out)
+    # eager executes 128*128 score pairs, the useful causal ones are 128*129/2; 4*N*H*L per pair
+    assert d["prefill"]["flops"]["matmul"] - d["prefill"]["flops"]["useful_matmul"] == 4 * 4096 * 32 * (
+        128 * 128 - 128 * 129 // 2
+    )
+    tr = d["training"]
+    assert tr["step_matmul"] == 3 * tr["forward_matmul"] and tr["step_matmul_recompute"] == 4 * tr["forward_matmul"]
+    # the training forward computes logits at all 128 positions: 127 more rows of 2*4096*32000 than the prefill
+    assert tr["forward_matmul"] - d["prefill"]["flops"]["useful_matmul"] == 127 * 2 * 4096 * 32000
+
+
+@pytest.mark.parametrize("ext", ["png", "svg"])
+def test_plots_are_written(tmp_path, capsys, ext):
+    pytest.importorskip("matplotlib")
+    roof, mem, sw = (tmp_path / f"{n}.{ext}" for n in ("roof", "mem", "sweep"))
+    code, _, err = run(capsys, "analyze", "llama-3-8b", "--plot", str(roof), "--memory-plot", str(mem))
+    assert code == 0 and roof.stat().st_size > 5000 and mem.stat().st_size > 5000
+    code, _, _ = run(capsys, "sweep", "llama-3-8b", "--batch", "1:64:x4", "--plot", str(sw))
+    assert code == 0 and sw.stat().st_size > 5000
+    code, _, err = run(capsys, "analyze", "llama-3-8b", "--plot", str(tmp_path / "x.jpg"))
+    assert code == 1 and "must end in .png or .svg" in err
+
+
+def test_incompatible_flags(capsys):
+    code, _, err = run(capsys, "ops", "llama-3-8b", "--stage", "prefill", "--context", "10")
+    assert code == 1 and "--context applies to --stage decode" in err

@@ -116,3 +116,18 @@ def test_hardware_registry_hygiene():
 
 def test_ideal_efficiency_has_no_overhead():
     assert IDEAL.overhead_s == 0 and IDEAL.matmul == 1 and IDEAL.memory == 1
+
+
+def test_scalar_and_vector_generation_paths_agree():
+    # the scalar fast path and the broadcasting path of the same closed form
+    p, hw = Precision(), get("h100-sxm")
+    for name in ("llama-3-8b", "gpt-oss-20b", "deepseek-v3", "mixtral-8x7b"):
+        t = table(registry.spec(name), "decode", "flash")
+        for mode in ("ideal", "expected"):
+            eff = efficiency(mode, hw)
+            for B, P, N in ((1, 10, 2), (8, 100, 5000), (300, 7, 129), (64, 4000, 1)):
+                s = decode_generation(t, hw, p, eff, B, P, N)
+                v = decode_generation(t, hw, p, eff, np.array([B]), np.array([P]), np.array([N]))
+                assert float(s.total_s) == pytest.approx(float(v.total_s[0]), rel=1e-12, abs=1e-15)
+                assert float(s.first_s) == pytest.approx(float(v.first_s[0]), rel=1e-12)
+                assert float(s.last_s) == pytest.approx(float(v.last_s[0]), rel=1e-12)

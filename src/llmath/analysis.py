@@ -26,7 +26,7 @@ from .hardware import get as get_hardware
 from .ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
 from .parameters import ParamReport, param_report
 from .registry import resolve
-from .roofline import Efficiency, decode_generation, efficiency, op_times, stage_times
+from .roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
 from .spec import ModelSpec
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
@@ -146,6 +146,9 @@ def stage_report(
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
     flops = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
+    # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
+    useful = costs if attention == "flash" else evaluate(build_ops(spec, stage, "flash"), scenario, spec)
+    flops["useful_matmul"] = sum(c.values.get("flops", 0) for c in useful)
     rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
     if hw is not None:
         t = table(spec, stage, attention)
@@ -275,6 +278,7 @@ class Analysis:
     generation: dict[str, Any] = field(default_factory=dict)
     efficiency: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    training: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
         d = {
@@ -287,6 +291,7 @@ class Analysis:
             "kv_cache": self.kv_cache,
             "memory": asdict(self.memory),
             "efficiency": self.efficiency,
+            "training": self.training,
             "warnings": self.warnings,
         }
         d.update(self.generation)
@@ -361,6 +366,7 @@ def analyze(
         mem,
         warnings=notes,
     )
+    a.training = training_flops(spec, batch, prompt)
     if hw is not None:
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
@@ -376,10 +382,11 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
     tpot = dec_total / steps if steps else 0.0
     pre = table(spec, "prefill", w.attention)
     pvals = pre.values(Scenario(w.batch, w.prompt, w.prefix))
-    dvals_flops = None
-    del dvals_flops
     peak = hw.peak(w.precision.compute)
     pre_flops = float(pvals[..., CLASSES.index("flops")].sum())
+    # bytes moved by all decode steps: Σ over steps of the step's bytes (affine in the context)
+    dvals = t.values(Scenario(w.batch, 1, w.prefix + w.prompt))
+    dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
     return {
         "ttft_s": ttft,
         "tpot_s": tpot,
@@ -393,8 +400,21 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
         "prefill_tok_s": w.batch * w.prompt / ttft,
         "utilisation": {
             "prefill_flops_fraction": pre_flops / ttft / peak,
+            "decode_bandwidth_fraction": dbytes0 / float(d.first_s) / hw.memory_bandwidth_bytes_per_s
+            if steps
+            else None,
         },
     }
+
+
+def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
+    """A training step on B sequences of ``seq`` tokens: the forward with logits at every position, and
+    forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation."""
+    fwd = sum(
+        c.values.get("flops", 0)
+        for c in evaluate(build_ops(spec, "prefill", "flash"), Scenario(batch, seq, 0, logits="all"), spec)
+    )
+    return {"tokens": batch * seq, "forward_matmul": fwd, "step_matmul": 3 * fwd, "step_matmul_recompute": 4 * fwd}
 
 
 def scenario(

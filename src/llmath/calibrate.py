@@ -10,7 +10,9 @@ brackets each timing on CUDA; torch keeps the threads it chose for the machine):
   weight bytes streamed per second; ``skinny_rows`` holds that bandwidth over the copy bandwidth.
 * **streaming bandwidth**: a large ``copy_`` (bytes read + bytes written per second), the profile's
   ``memory_bandwidth_bytes_per_s`` (so ``memory`` efficiency is 1.0); and a matrix-vector product
-  streaming a large weight (recorded in ``raw``).
+  streaming a large weight (recorded in ``raw``). Where a read-only stream (GEMV, a skinny GEMM, decode
+  attention) beats the copy, as single-threaded CPUs do, that faster figure is the profile's bandwidth
+  and ``memory`` = copy / it, so that every fraction stays in (0, 1] and reproduces its measurement.
 * **vector ops** on cache-resident tensors (add, softmax, RMSNorm, SiLU·mul) counted with llmath's
   per-element FLOP conventions: the best rate is ``vector_flops_per_s``; ``vector`` efficiency is the
   median over the best.
@@ -43,16 +45,52 @@ TORCH_DTYPES = ("fp32", "bf16", "fp16")
 # (full, quick) sizes per device
 _SIZES = {
     "cpu": {
-        False: dict(gemm=(1024, 2048, 4096), skinny=(4096, 8192), copy_mb=512, vec=1 << 18,
-                    attn=(32, 64, 4096), tiny=16, rep=5, rep_small=9, warm=2),
-        True: dict(gemm=(256, 512), skinny=(512, 1024), copy_mb=16, vec=1 << 14,
-                   attn=(4, 64, 128), tiny=16, rep=3, rep_small=5, warm=1),
+        False: dict(
+            gemm=(1024, 2048, 4096),
+            skinny=(4096, 8192),
+            copy_mb=512,
+            vec=1 << 18,
+            attn=(32, 64, 4096),
+            tiny=16,
+            rep=5,
+            rep_small=9,
+            warm=2,
+        ),
+        True: dict(
+            gemm=(256, 512),
+            skinny=(512, 1024),
+            copy_mb=16,
+            vec=1 << 14,
+            attn=(4, 64, 128),
+            tiny=16,
+            rep=3,
+            rep_small=5,
+            warm=1,
+        ),
     },
     "cuda": {
-        False: dict(gemm=(4096, 8192, 16384), skinny=(8192, 28672), copy_mb=2048, vec=1 << 22,
-                    attn=(32, 128, 32768), tiny=16, rep=10, rep_small=30, warm=3),
-        True: dict(gemm=(1024, 2048), skinny=(2048, 4096), copy_mb=64, vec=1 << 16,
-                   attn=(8, 128, 1024), tiny=16, rep=3, rep_small=5, warm=1),
+        False: dict(
+            gemm=(4096, 8192, 16384),
+            skinny=(8192, 28672),
+            copy_mb=2048,
+            vec=1 << 22,
+            attn=(32, 128, 32768),
+            tiny=16,
+            rep=10,
+            rep_small=30,
+            warm=3,
+        ),
+        True: dict(
+            gemm=(1024, 2048),
+            skinny=(2048, 4096),
+            copy_mb=64,
+            vec=1 << 16,
+            attn=(8, 128, 1024),
+            tiny=16,
+            rep=3,
+            rep_small=5,
+            warm=1,
+        ),
     },
 }
 
@@ -168,6 +206,25 @@ def load_average() -> list[float] | None:
         return None
 
 
+def cpu_busy_fraction(seconds: float = 0.5) -> float | None:
+    """Fraction of all CPUs' time spent busy over ``seconds`` (Linux /proc/stat), sampled while this process
+    sleeps: other processes' load, which makes multi-threaded timings slow and noisy."""
+
+    def read():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return sum(v), idle
+
+    try:
+        t0, i0 = read()
+        time.sleep(seconds)
+        t1, i1 = read()
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(1.0 - (i1 - i0) / max(t1 - t0, 1), 3)
+
+
 def _med(xs: Sequence[float]) -> float:
     return float(statistics.median(xs))
 
@@ -179,13 +236,41 @@ def _frac(x: float) -> float:
     return float(min(x, 1.0))
 
 
-def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: bool = False,
-              progress: bool = True) -> dict[str, Any]:
+def set_threads(threads: int | None) -> int | None:
+    """Set torch's intra-op threads (``None``: leave torch's choice for the machine); returns the old count."""
+    torch = _torch()
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise WorkloadError(f"threads={threads!r} must be an integer >= 1 (or None for torch's default)")
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    return old
+
+
+def calibrate(
+    device: str = "cpu",
+    dtypes: Sequence[str] = ("fp32",),
+    quick: bool = False,
+    progress: bool = True,
+    threads: int | None = None,
+) -> dict[str, Any]:
     """Measure ``device`` and return a hardware profile dict (see the module docstring).
 
     ``dtypes``: the matmul dtypes to measure (fp32, bf16, fp16); the first also drives the skinny-GEMM,
-    attention and vector measurements. The result passes :func:`llmath.hardware.from_dict`.
+    attention and vector measurements. ``threads``: torch intra-op threads for the measurements (``None``:
+    torch's default for the machine; on a machine shared with other work, the cores that are free). The
+    result passes :func:`llmath.hardware.from_dict`.
     """
+    old = set_threads(threads)
+    try:
+        return _calibrate(device, dtypes, quick, progress)
+    finally:
+        if old is not None:
+            _torch().set_num_threads(old)
+
+
+def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
     torch = _torch()
     device = check_device(device)
     if isinstance(dtypes, str):
@@ -203,8 +288,13 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
     pr = Progress(progress, "calibrate", steps)
     dev = torch.device(device)
     raw: dict[str, Any] = {
-        "device": device, "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "quick": bool(quick), "load_average_before": load_average(), "timer": "time.perf_counter",
+        "device": device,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "quick": bool(quick),
+        "load_average_before": load_average(),
+        "timer": "time.perf_counter",
+        "other_processes_cpu_busy_before": cpu_busy_fraction(0.3),
     }
     gen = torch.Generator(device=dev).manual_seed(0)
 
@@ -219,9 +309,17 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
         ts = time_call(lambda: dst.copy_(src), device, z["rep_small"], z["warm"])
         copy_bytes = 2 * n * 4
         copy_bw = copy_bytes / _med(ts)
-        raw["copy"] = {"elements": n, "dtype": "fp32", "bytes_moved": copy_bytes, "counting": "read + write",
-                       "repeats": len(ts), "times_s": ts, "median_s": _med(ts), "bytes_per_s": copy_bw}
-        del src, dst
+        raw["copy"] = {
+            "elements": n,
+            "dtype": "fp32",
+            "bytes_moved": copy_bytes,
+            "counting": "read + write",
+            "repeats": len(ts),
+            "times_s": ts,
+            "median_s": _med(ts),
+            "bytes_per_s": copy_bw,
+        }
+        src = dst = None  # free the buffers
         pr.step(f"copy {copy_bytes / 1e6:.0f} MB: {copy_bw / 1e9:.1f} GB/s")
 
         # -- large square GEMMs per dtype ------------------------------------------------------------
@@ -233,11 +331,22 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
                 a, b = rnd(s, s, dtype=torch_dtype(d)), rnd(s, s, dtype=torch_dtype(d))
                 reps = z["rep"] if s == max(z["gemm"]) else z["rep_small"]
                 ts = time_call(lambda a=a, b=b: torch.mm(a, b), device, reps, z["warm"])
-                fl = 2 * s ** 3
+                fl = 2 * s**3
                 rate = fl / _med(ts)
                 rates.append(rate)
-                raw["gemm"].append({"dtype": d, "m": s, "n": s, "k": s, "flops": fl, "repeats": len(ts),
-                                    "times_s": ts, "median_s": _med(ts), "flops_per_s": rate})
+                raw["gemm"].append(
+                    {
+                        "dtype": d,
+                        "m": s,
+                        "n": s,
+                        "k": s,
+                        "flops": fl,
+                        "repeats": len(ts),
+                        "times_s": ts,
+                        "median_s": _med(ts),
+                        "flops_per_s": rate,
+                    }
+                )
                 del a, b
                 pr.step(f"GEMM {d} {s}³: {rate / 1e9:.1f} GFLOP/s")
             peaks[d] = _med(rates)
@@ -247,27 +356,45 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
         W = rnd(N, K)
         wbytes = N * K * esz
         raw["skinny"] = []
-        skinny_rows = []
         for m in SKINNY_M:
             x = rnd(m, K)
             ts = time_call(lambda x=x: torch.nn.functional.linear(x, W), device, z["rep_small"], z["warm"])
             t = _med(ts)
             bw = wbytes / t
-            f = _frac(bw / copy_bw)
-            skinny_rows.append([m, round(f, 6)])
-            raw["skinny"].append({"dtype": dts[0], "rows": m, "k": K, "n": N, "op": "F.linear(X[rows,k], W[n,k])",
-                                  "weight_bytes": wbytes, "repeats": len(ts), "times_s": ts, "median_s": t,
-                                  "flops_per_s": 2 * m * K * N / t, "weight_bytes_per_s": bw,
-                                  "fraction_of_copy_bandwidth": bw / copy_bw})
-            pr.step(f"skinny GEMM rows={m}: {bw / 1e9:.1f} GB/s of weights ({f:.2f} of copy)")
+            f = bw / copy_bw
+            raw["skinny"].append(
+                {
+                    "dtype": dts[0],
+                    "rows": m,
+                    "k": K,
+                    "n": N,
+                    "op": "F.linear(X[rows,k], W[n,k])",
+                    "weight_bytes": wbytes,
+                    "repeats": len(ts),
+                    "times_s": ts,
+                    "median_s": t,
+                    "flops_per_s": 2 * m * K * N / t,
+                    "weight_bytes_per_s": bw,
+                    "fraction_of_copy_bandwidth": bw / copy_bw,
+                }
+            )
+            pr.step(f"skinny GEMM rows={m}: {bw / 1e9:.1f} GB/s of weights ({f:.2f} × copy)")
 
         # -- weights streamed by a matrix-vector product --------------------------------------------
         v = rnd(K)
         ts = time_call(lambda: torch.mv(W, v), device, z["rep_small"], z["warm"])
-        raw["gemv"] = {"dtype": dts[0], "n": N, "k": K, "weight_bytes": wbytes, "repeats": len(ts), "times_s": ts,
-                       "median_s": _med(ts), "weight_bytes_per_s": wbytes / _med(ts),
-                       "fraction_of_copy_bandwidth": wbytes / _med(ts) / copy_bw}
-        del W, v
+        raw["gemv"] = {
+            "dtype": dts[0],
+            "n": N,
+            "k": K,
+            "weight_bytes": wbytes,
+            "repeats": len(ts),
+            "times_s": ts,
+            "median_s": _med(ts),
+            "weight_bytes_per_s": wbytes / _med(ts),
+            "fraction_of_copy_bandwidth": wbytes / _med(ts) / copy_bw,
+        }
+        W = v = None
         pr.step(f"GEMV: {wbytes / _med(ts) / 1e9:.1f} GB/s of weights")
 
         # -- vector ops on cache-resident data --------------------------------------------------------
@@ -287,12 +414,21 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
             ts = time_call(fn, device, z["rep_small"], z["warm"], inner=10)
             rate = per * rows * 1024 / _med(ts)
             vrates.append(rate)
-            raw["vector"].append({"op": name, "elements": rows * 1024, "flops_per_element": per,
-                                  "repeats": len(ts), "inner": 10, "times_s": ts, "median_s": _med(ts),
-                                  "flops_per_s": rate})
+            raw["vector"].append(
+                {
+                    "op": name,
+                    "elements": rows * 1024,
+                    "flops_per_element": per,
+                    "repeats": len(ts),
+                    "inner": 10,
+                    "times_s": ts,
+                    "median_s": _med(ts),
+                    "flops_per_s": rate,
+                }
+            )
         vec_peak = max(vrates)
         vec_eff = _frac(_med(vrates) / vec_peak)
-        del a, b, w
+        a = b = w = None
         pr.step(f"vector ops: best {vec_peak / 1e9:.1f} GFLOP/s, median {vec_eff:.2f} of it")
 
         # -- decode attention, eager form -------------------------------------------------------------
@@ -300,7 +436,7 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
         q = rnd(1, heads, 1, hd)
         k = rnd(1, heads, S, hd)
         vv = rnd(1, heads, S, hd)
-        scale = hd ** -0.5
+        scale = hd**-0.5
 
         def attn():
             s_ = torch.matmul(q, k.transpose(2, 3)) * scale
@@ -310,11 +446,21 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
         ts = time_call(attn, device, z["rep_small"], z["warm"])
         kvb = 2 * heads * S * hd * esz
         attn_bw = kvb / _med(ts)
-        raw["attention_decode"] = {"dtype": dts[0], "batch": 1, "heads": heads, "head_dim": hd, "context": S,
-                                   "form": "matmul(q, K^T)*scale, softmax(fp32), matmul(p, V)",
-                                   "kv_bytes": kvb, "repeats": len(ts), "times_s": ts, "median_s": _med(ts),
-                                   "kv_bytes_per_s": attn_bw, "fraction_of_copy_bandwidth": attn_bw / copy_bw}
-        del q, k, vv
+        raw["attention_decode"] = {
+            "dtype": dts[0],
+            "batch": 1,
+            "heads": heads,
+            "head_dim": hd,
+            "context": S,
+            "form": "matmul(q, K^T)*scale, softmax(fp32), matmul(p, V)",
+            "kv_bytes": kvb,
+            "repeats": len(ts),
+            "times_s": ts,
+            "median_s": _med(ts),
+            "kv_bytes_per_s": attn_bw,
+            "fraction_of_copy_bandwidth": attn_bw / copy_bw,
+        }
+        q = k = vv = None
         pr.step(f"decode attention: {attn_bw / 1e9:.1f} GB/s of K/V")
 
         # -- per-kernel overhead: tiny ops back to back ----------------------------------------------
@@ -323,27 +469,37 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
         inner = 200
         ts = time_call(lambda: torch.add(x, x, out=y), device, z["rep_small"], z["warm"], inner=inner)
         overhead = _med(ts)
-        raw["overhead"] = {"op": f"torch.add(out=) on {z['tiny']} elements", "inner": inner,
-                           "repeats": len(ts), "times_s": ts, "median_s": overhead}
+        raw["overhead"] = {
+            "op": f"torch.add(out=) on {z['tiny']} elements",
+            "inner": inner,
+            "repeats": len(ts),
+            "times_s": ts,
+            "median_s": overhead,
+        }
         pr.step(f"per-kernel overhead: {overhead * 1e6:.2f} µs")
 
     raw["load_average_after"] = load_average()
-    skinny_rows.sort()
+    # Reference bandwidth: the copy, unless reading weights (GEMV / skinny GEMMs, which only read) or the
+    # KV cache streams faster; every fraction is over it, so each stays in (0, 1] and bandwidth × fraction
+    # gives back exactly what was measured. Usually the copy (then memory = 1.0).
+    reads = [s_["weight_bytes_per_s"] for s_ in raw["skinny"]] + [raw["gemv"]["weight_bytes_per_s"], attn_bw]
+    ref_bw = max([copy_bw, *reads])
+    raw["reference_bandwidth"] = {
+        "bytes_per_s": ref_bw,
+        "from": "copy" if ref_bw == copy_bw else "a read-only stream (faster than the copy)",
+    }
+    skinny_rows = sorted([[s_["rows"], round(_frac(s_["weight_bytes_per_s"] / ref_bw), 6)] for s_ in raw["skinny"]])
     eff = {
         "matmul": 1.0,
-        "memory": 1.0,
+        "memory": round(_frac(copy_bw / ref_bw), 6),
         "vector": round(vec_eff, 6),
         "skinny_rows": skinny_rows,
-        "skinny": skinny_rows[-1][1] if skinny_rows else 1.0,
-        "attention_decode": round(_frac(attn_bw / copy_bw), 6),
+        # the single fraction used where rows are not listed: the 64-row figure (roofline's SKINNY_ROWS)
+        "skinny": dict((m, f) for m, f in skinny_rows).get(64, skinny_rows[-1][1]),
+        "attention_decode": round(_frac(attn_bw / ref_bw), 6),
         "overhead_s": overhead,
         "decode_overhead_s": overhead,
     }
-    # the single 'skinny' fraction (used where rows are not listed) is the 64-row figure, as roofline's
-    # SKINNY_ROWS cut-off
-    for m, f in skinny_rows:
-        if m == 64:
-            eff["skinny"] = f
     host = host_description(device)
     stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
     method = (
@@ -351,9 +507,10 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
         + ("; torch.cuda.synchronize around each timing" if kind == "cuda" else "")
         + f"; torch {torch.__version__}, {torch.get_num_threads()} threads). "
         "peak_flops_per_s[dtype] = median FLOP/s of square torch.mm at the listed sizes. "
-        "memory_bandwidth_bytes_per_s = large copy_ (read + write bytes). skinny_rows = weight bytes/s of "
-        f"F.linear with that many rows against a {N}x{K} weight, over the copy bandwidth. attention_decode = "
-        "K/V bytes/s of eager decode attention over the copy bandwidth. vector_flops_per_s = best cache-resident "
+        "memory_bandwidth_bytes_per_s = the large copy_ (read + write bytes) or, if faster, the best read-only "
+        "stream measured (raw.reference_bandwidth); memory = copy / that. skinny_rows = weight bytes/s of "
+        f"F.linear with that many rows against a {N}x{K} weight, over it. attention_decode = "
+        "K/V bytes/s of eager decode attention over it. vector_flops_per_s = best cache-resident "
         "elementwise rate (llmath FLOP conventions), vector = median/best. overhead_s = one tiny op."
         + (" quick=True: small cache-resident sizes, for tests only." if quick else "")
     )
@@ -362,7 +519,7 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str] = ("fp32",), quick: boo
         "display_name": f"{host} (calibrated)",
         "vendor": "nvidia" if kind == "cuda" and "nvidia" in host.lower() else "",
         "memory_bytes": device_memory_bytes(device),
-        "memory_bandwidth_bytes_per_s": copy_bw,
+        "memory_bandwidth_bytes_per_s": ref_bw,
         "peak_flops_per_s": peaks,
         "vector_flops_per_s": vec_peak,
         "source": f"llmath calibrate {stamp} on {host}",

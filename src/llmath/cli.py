@@ -193,8 +193,12 @@ def ops(
         if v < lo:
             raise WorkloadError(f"{name}={v} must be an integer >= {lo}")
     if stage == StageOpt.prefill:
+        if context is not None:
+            raise WorkloadError("--context applies to --stage decode; for a prefill after a cached prefix use --prefix")
         sc = Scenario(batch, prompt, prefix)
     else:
+        if prefix:
+            raise WorkloadError("--prefix applies to --stage prefill; a decode step's cache is --context")
         S = prompt if context is None else context
         if S < 0:
             raise WorkloadError(f"--context={S} must be >= 0")

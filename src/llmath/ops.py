@@ -112,7 +112,7 @@ def wkey(w: int | None) -> str:
 
 
 def _is_int(*xs) -> bool:
-    return all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in xs)
+    return all(type(x) is int or isinstance(x, np.integer) for x in xs)
 
 
 def _min(a, b):
@@ -1100,7 +1100,7 @@ class Table:
         """(…, n_monos) monomial values of a scenario (sizes broadcast over the leading axes)."""
         mv = scenario.monomials(self.monos, self.spec)
         vals = [mv[m] for m in self.monos]
-        if all(np.ndim(v) == 0 for v in vals):
+        if not any(isinstance(v, np.ndarray) for v in vals):
             return np.array(vals, dtype=float)
         shape = np.broadcast_shapes(*(np.shape(v) for v in vals))
         return np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in vals], axis=-1)

@@ -273,7 +273,8 @@ def analysis_human(a, top: int = 8) -> None:
         c.print(
             f"throughput {g['throughput_tok_s']:.1f} output tok/s aggregate, {g['per_sequence_tok_s']:.1f} per "
             f"sequence; prefill {g['prefill_tok_s']:.0f} tok/s; prefill uses "
-            f"{g['utilisation']['prefill_flops_fraction']:.0%} of peak matmul FLOP/s"
+            f"{g['utilisation']['prefill_flops_fraction']:.0%} of peak matmul FLOP/s, decode step 0 "
+            f"{g['utilisation']['decode_bandwidth_fraction']:.0%} of the memory bandwidth"
         )
         for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
             ranked = sorted(s.ops, key=lambda r: -(r.time_s or 0))[:top]
@@ -291,6 +292,16 @@ def analysis_human(a, top: int = 8) -> None:
                     f"{r.intensity:.3g}",
                 )
             c.print(tt)
+    if a.prefill.flops["useful_matmul"] != a.prefill.flops["matmul"]:
+        c.print(
+            f"prefill matmul FLOPs executed {si(a.prefill.flops['matmul'])}, useful (causal) "
+            f"{si(a.prefill.flops['useful_matmul'])}"
+        )
+    tr = a.training
+    c.print(
+        f"training step on the same {tr['tokens']:,} tokens: {si(tr['step_matmul'])} matmul FLOPs "
+        f"(3 × forward; {si(tr['step_matmul_recompute'])} with full recomputation)"
+    )
     m = a.memory
     line = (
         f"memory: weights {gb(m.weights_bytes)} + KV {gb(m.kv_cache_bytes)} + activations "

@@ -15,6 +15,7 @@ one step costs, with no Python loop over steps.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
@@ -128,6 +129,11 @@ class Rates:
     overhead: float
 
 
+@lru_cache(maxsize=256)
+def byte_weights_key(p: Precision) -> tuple[float, ...]:
+    return tuple(byte_weights(p))
+
+
 def byte_weights(p: Precision) -> np.ndarray:
     per = {
         "weight": p.weight_bytes,
@@ -139,32 +145,40 @@ def byte_weights(p: Precision) -> np.ndarray:
     return np.array([per.get(c, 0.0) for c in CLASSES])
 
 
-def op_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool) -> np.ndarray:
-    """(…, n_ops) achievable bandwidth per op: skinny weight GEMMs and decode attention get their own.
+def inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool) -> np.ndarray:
+    """(…, n_ops) seconds per byte of each op: 1 / (bandwidth × achievable fraction).
 
-    A weight GEMM is skinny when its rows (B·T tokens, or B logit rows for the LM head) are at most
-    ``SKINNY_ROWS`` (or within the calibrated ``skinny_rows``).
+    Weight GEMMs with few rows stream their weights like a GEMV and get the ``skinny`` fraction (or the
+    calibrated ``skinny_rows`` curve, interpolated in log rows); their rows are the B·T tokens, or the B
+    logit rows for the LM head. Decode attention reading the KV cache gets ``attention_decode``.
     """
-    base = (
+    bw = hw.memory_bandwidth_bytes_per_s
+    frac = (
         np.where(table.is_kv_attention, eff.attention_decode, eff.memory)
         if decode
         else np.full(len(table.ops), eff.memory)
     )
-    tok = np.asarray(tokens, dtype=float)[..., None]
-    if not table.logit_rows.any():
-        rows = tok
-    else:
-        rows = np.where(table.logit_rows, np.asarray(batch, dtype=float)[..., None], tok)
-    if eff.skinny_rows:
-        r = np.array([x for x, _ in eff.skinny_rows], dtype=float)
-        fr = np.array([f for _, f in eff.skinny_rows], dtype=float)
-        skinny = np.interp(np.log(np.maximum(rows, 1)), np.log(r), fr)
-        use = table.is_weight_mm & (rows <= r.max())
-    else:
-        skinny = eff.skinny
-        use = table.is_weight_mm & (rows <= SKINNY_ROWS)
-    frac = base + use * (skinny - base)
-    return hw.memory_bandwidth_bytes_per_s * frac
+    inv = 1.0 / (bw * frac)
+    w_tok = table.is_weight_mm & ~table.logit_rows
+    w_log = table.is_weight_mm & table.logit_rows
+    base = 1.0 / (bw * eff.memory)
+    for rows, sel in ((tokens, w_tok), (batch, w_log)):
+        if not sel.any():
+            continue
+        r = np.asarray(rows, dtype=float)[..., None]
+        if eff.skinny_rows:
+            xs = np.array([x for x, _ in eff.skinny_rows], dtype=float)
+            fr = np.array([f for _, f in eff.skinny_rows], dtype=float)
+            extra = (r <= xs.max()) * (1.0 / (bw * np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr)) - base)
+        else:
+            extra = (r <= SKINNY_ROWS) * (1.0 / (bw * eff.skinny) - base)
+        inv = inv + extra * sel
+    return inv
+
+
+def op_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool) -> np.ndarray:
+    """(…, n_ops) achievable bytes/s of each op (see :func:`inv_bandwidth`)."""
+    return 1.0 / inv_bandwidth(table, hw, eff, batch, tokens, decode)
 
 
 def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
@@ -192,14 +206,40 @@ def op_times(
     return t, c, m, bytes_
 
 
+@lru_cache(maxsize=1024)
+def _compute_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
+    """(n_monos, n_ops): compute seconds per monomial (matmul FLOPs at the matmul rate, vector at the vector rate)."""
+    mm_rate, vec_rate = rates(hw, p, eff)
+    out = np.ascontiguousarray(table.rhs(one_hot("flops")) / mm_rate + table.rhs(one_hot("vflops")) / vec_rate)
+    out.setflags(write=False)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _stage_matrices(
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(compute seconds, memory seconds) right-hand sides (n_monos, n_ops), and the overheads, for scalars."""
+    comp = _compute_rhs(table, hw, p, eff)
+    mem = table.rhs(byte_weights_key(p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode)
+    ov = table.kernels * (eff.decode_overhead_s if decode else eff.overhead_s)
+    return comp, mem, ov
+
+
 def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, eff: Efficiency, decode: bool):
-    """Fast path: (time, compute, memory) per op of a scenario, by three matrix products."""
+    """Fast path: (time, compute, memory) per op of a scenario, by matrix products with cached tables."""
     mv = table.monomial_matrix(scenario)
-    f = mv @ table.rhs(one_hot("flops"))
-    v = mv @ table.rhs(one_hot("vflops"))
-    b = mv @ table.rhs(tuple(byte_weights(p)))
-    B = np.asarray(scenario.B)
-    return times(f, v, b, table, hw, p, eff, B, B * np.asarray(scenario.T), decode)
+    B = scenario.B
+    if mv.ndim == 1:
+        comp, mem, ov = _stage_matrices(table, hw, p, eff, int(B), int(B * scenario.T), decode)
+        c, m = mv @ comp, mv @ mem
+        return np.maximum(c, m) + ov, c, m
+    comp = mv @ _compute_rhs(table, hw, p, eff)
+    B = np.asarray(B)
+    mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, B, B * np.asarray(scenario.T), decode)
+    t = np.maximum(comp, mem)
+    ov = eff.decode_overhead_s if decode else eff.overhead_s
+    return (t + table.kernels * ov if ov else t), comp, mem
 
 
 # ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
@@ -248,35 +288,94 @@ def _slope_ops(table: Table, bw_key: tuple[float, ...]) -> np.ndarray:
     return np.flatnonzero(np.any(k[3] != 0, axis=0))
 
 
+@lru_cache(maxsize=512)
+def _compute_coefs(table: Table, bw_key: tuple[float, ...], mm_rate: float, vec_rate: float) -> np.ndarray:
+    """(4, n_ops) compute seconds per [1, B, U(B), B·u] of a decode step."""
+    k = _decode_coefs(table, bw_key)
+    out = k[:, 0] / mm_rate + k[:, 1] / vec_rate
+    out.setflags(write=False)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _bandwidth_scalar(table: Table, hw: Hardware, eff: Efficiency, batch: int) -> np.ndarray:
+    return op_bandwidth(table, hw, eff, batch, batch, decode=True)
+
+
+def _u_sum(j: float, u0: float, w: float) -> float:
+    """Scalar Σ_{i<j} min(u0 + i, w)."""
+    m = min(max(w - u0 + 1, 0.0), j)
+    return m * u0 + m * (m - 1) / 2 + (j - m) * (0.0 if math.isinf(w) else w)
+
+
 def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N) -> DecodeSummary:
     """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
 
     Ops whose cost does not depend on the context (weight GEMMs, norms, ...) cost the same every step.
     For the others, compute(u) = c0 + c1·u and memory(u) = m0 + m1·u with u_j = min(P + 1 + j, W)
     nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
-    side is an arithmetic sum.
+    side is an arithmetic sum. Scalars take a pure-Python path over those few ops; arrays broadcast.
     """
-    bw_key = tuple(byte_weights(p))
+    bw_key = byte_weights_key(p)
     k = _decode_coefs(table, bw_key)
-    Bv = np.asarray(B, dtype=float)[..., None]
-    spec = table.spec
-    U = experts_hit(Bv, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else 0.0
     mm_rate, vec_rate = rates(hw, p, eff)
-    bw = op_bandwidth(table, hw, eff, B, B, decode=True)
+    kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
+    spec = table.spec
+    scalar = all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N))
+    if scalar:
+        Bf = float(B)
+        U = float(experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k)) if spec.moe is not None else 0.0
+        bw = _bandwidth_scalar(table, hw, eff, int(B))
+        x = np.array([1.0, Bf, U, 0.0])
+        c0 = x @ kc
+        m0 = (x @ k[:, 2]) / bw
+    else:
+        Bf = np.asarray(B, dtype=float)[..., None]
+        U = experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else np.zeros_like(Bf)
+        X = np.concatenate([np.ones_like(Bf), Bf, np.broadcast_to(U, Bf.shape)], axis=-1)  # (…, 3)
+        inv = inv_bandwidth(table, hw, eff, B, B, decode=True)
+        c0 = X @ kc[:3]
+        m0 = (X @ k[:3, 2]) * inv
     ov = table.kernels * eff.decode_overhead_s
-    c0 = (k[0, 0] + k[1, 0] * Bv + k[2, 0] * U) / mm_rate + (k[0, 1] + k[1, 1] * Bv + k[2, 1] * U) / vec_rate
-    m0 = (k[0, 2] + k[1, 2] * Bv + k[2, 2] * U) / bw
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
-    step = np.maximum(c0, m0) + ov  # (…, n_ops): the step time of the context-independent ops
+    step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
+    if eff.decode_overhead_s:
+        step += ov
     per_op = step * n
-    t_first = step
-    t_last = step
     j = _slope_ops(table, bw_key)
+    w = _windows(table)
+    if scalar:
+        nn = float(n[0])
+        u0 = float(P) + 1
+        t_first = step.copy()
+        t_last = step.copy()
+        for o in j:
+            c0o, m0o, wo = float(c0[o]), float(m0[o]), float(w[o])
+            c1 = float(kc[3, o]) * Bf
+            m1 = float(k[3, 2, o]) * Bf / float(bw[o])
+            dc = c1 - m1
+            ustar = (m0o - c0o) / dc if dc != 0 else math.inf
+            js = nn if wo < ustar else min(max(math.ceil(ustar - u0), 0.0), nn)
+            lo = _u_sum(js, u0, wo)
+            hi = _u_sum(nn, u0, wo) - lo
+            comp_lo, mem_lo = c0o * js + c1 * lo, m0o * js + m1 * lo
+            comp_hi, mem_hi = c0o * (nn - js) + c1 * hi, m0o * (nn - js) + m1 * hi
+            if dc < 0:
+                total = comp_lo + mem_hi
+            elif dc > 0:
+                total = mem_lo + comp_hi
+            else:
+                total = max(comp_lo + comp_hi, mem_lo + mem_hi)
+            per_op[o] = total + nn * ov[o]
+            uf, ul = min(u0, wo), min(u0 + max(nn - 1, 0.0), wo)
+            t_first[o] = max(c0o + c1 * uf, m0o + m1 * uf) + ov[o]
+            t_last[o] = max(c0o + c1 * ul, m0o + m1 * ul) + ov[o]
+        return DecodeSummary(t_first.sum(), t_last.sum(), per_op.sum(), per_op, n[0])
     if j.size:
-        w = _windows(table)[j]
+        w = w[j]
         c0j, m0j = c0[..., j], m0[..., j]
-        c1 = (k[3, 0, j] / mm_rate + k[3, 1, j] / vec_rate) * Bv
-        m1 = k[3, 2, j] * Bv / (bw[..., j] if np.ndim(bw) else bw)
+        c1 = kc[3, j] * Bf
+        m1 = k[3, 2, j] * Bf * inv[..., j]
         u0 = np.asarray(P, dtype=float)[..., None] + 1
         dc = c1 - m1
         ustar = np.divide(m0j - c0j, dc, out=np.full(np.broadcast_shapes(dc.shape, c0j.shape), np.inf), where=dc != 0)
@@ -291,12 +390,12 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
         total = np.where(dc < 0, comp_lo + mem_hi, mem_lo + comp_hi)
         total = np.where(dc == 0, np.maximum(comp_lo + comp_hi, mem_lo + mem_hi), total)
         ovj = ov[j]
-        per_op = per_op.copy() if per_op.base is not None else per_op
         per_op[..., j] = total + n * ovj
         uf = np.minimum(u0, w)
         ul = np.minimum(u0 + np.maximum(n - 1, 0), w)
-        t_first = t_first.copy()
-        t_last = t_last.copy()
-        t_first[..., j] = np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj
-        t_last[..., j] = np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj
-    return DecodeSummary(t_first.sum(-1), t_last.sum(-1), per_op.sum(-1), per_op, n[..., 0])
+        base = step.sum(-1) - step[..., j].sum(-1)
+        first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
+        last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
+    else:
+        first = last = step.sum(-1)
+    return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])

@@ -138,6 +138,13 @@ class ModelSpec:
             object.__setattr__(self, "layer_windows", (None,) * max(self.n_layers, 0))
         self.validate()
 
+    def __hash__(self) -> int:  # specs key the compiled-table caches: hash the fields once
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     # ---- validation -------------------------------------------------------------------------------
     def validate(self) -> None:
         n = self.name

@@ -33,17 +33,40 @@ CLASSES = ("matmul", "attention", "norm", "elementwise")
 
 # a tiny Llama-shaped model for quick runs (seconds on a laptop CPU)
 TINY_LLAMA = {
-    "model_type": "llama", "hidden_size": 256, "intermediate_size": 704, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 2, "vocab_size": 2048,
-    "max_position_embeddings": 4096, "rms_norm_eps": 1e-5, "tie_word_embeddings": False, "hidden_act": "silu",
-    "rope_theta": 10000.0, "attention_bias": False, "mlp_bias": False,
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 704,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "num_hidden_layers": 2,
+    "vocab_size": 2048,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+    "rope_theta": 10000.0,
+    "attention_bias": False,
+    "mlp_bias": False,
 }
 _SHRINKABLE = ("llama", "mistral", "qwen2", "qwen3")
 
-FULL = {"prompts": (32, 128, 256, 512), "batches": (1, 4, 16), "contexts": (128, 512),
-        "prefill_repeats": 3, "decode_repeats": 5, "warmup": 1}
-QUICK = {"prompts": (16, 128), "batches": (1, 4), "contexts": (64,),
-         "prefill_repeats": 3, "decode_repeats": 3, "warmup": 1}
+FULL = {
+    "prompts": (32, 128, 256, 512),
+    "batches": (1, 4, 16),
+    "contexts": (128, 512),
+    "prefill_repeats": 3,
+    "decode_repeats": 5,
+    "warmup": 1,
+}
+QUICK = {
+    "prompts": (16, 256),
+    "batches": (1, 4),
+    "contexts": (64,),
+    "prefill_repeats": 5,
+    "decode_repeats": 5,
+    "warmup": 2,
+}
 
 
 # ---- model and hardware ------------------------------------------------------------------------------
@@ -91,10 +114,18 @@ def _n_layers(cfg: Mapping[str, Any]) -> int | None:
 def _tiny_variant(name: str, cfg: Mapping[str, Any]) -> tuple[str, dict[str, Any], str]:
     """The model's own architecture at tiny sizes (Llama-like types), else the built-in tiny Llama."""
     if cfg.get("model_type") in _SHRINKABLE and all(
-            k in cfg for k in ("hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")):
+        k in cfg for k in ("hidden_size", "intermediate_size", "num_attention_heads", "vocab_size")
+    ):
         out = _with_layers(cfg, 2)
-        for k in ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
-                  "vocab_size", "tie_word_embeddings"):
+        for k in (
+            "hidden_size",
+            "intermediate_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "vocab_size",
+            "tie_word_embeddings",
+        ):
             if k in TINY_LLAMA:
                 out[k] = TINY_LLAMA[k]
         out.pop("rope_scaling", None)
@@ -123,14 +154,15 @@ def _resolve_hardware(hardware, device: str, dtype: str, quick: bool, progress: 
     raise HardwareError(f"hardware={hardware!r} must be a profile dict, a file path or a registry name")
 
 
-def _fit_layers(cfg: dict[str, Any], name: str, device: str, dtype: str, max_batch: int, max_ctx: int,
-                max_prompt: int) -> tuple[dict[str, Any], str | None]:
+def _fit_layers(
+    cfg: dict[str, Any], name: str, device: str, dtype: str, max_batch: int, max_ctx: int, max_prompt: int
+) -> tuple[dict[str, Any], str | None]:
     """The config, with fewer layers if the whole model would not fit in 60% of the free memory."""
     from .analysis import activation_peak_bytes, kv_cache_bytes
     from .calibrate import available_memory_bytes
     from .dtypes import Precision
     from .hf import spec_from_config
-    from .params import param_report
+    from .parameters import param_report
 
     p = Precision.uniform(dtype)
     budget = 0.6 * available_memory_bytes(device)
@@ -178,8 +210,9 @@ def build_model(cfg: Mapping[str, Any], device: str, dtype: str):
         raise ConfigError(f"transformers cannot build this config ({e}); pass a decoder-only config.json") from None
     torch.manual_seed(0)
     with torch.device(device):
-        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager",
-                                                              dtype=torch_dtype(dtype))
+        model = transformers.AutoModelForCausalLM.from_config(
+            config, attn_implementation="eager", dtype=torch_dtype(dtype)
+        )
     return model.eval()
 
 
@@ -203,6 +236,13 @@ def _timed(fn, device: str, repeats: int, warmup: int, reset=None) -> list[float
         if reset:
             reset()
     return out
+
+
+def crop_to(cache, positions: int) -> None:
+    """Cut a transformers cache back to ``positions`` positions (crop takes the count to remove)."""
+    n = cache.get_seq_length()
+    if n > positions:
+        cache.crop(positions - n)
 
 
 def _module_class(mod) -> str | None:
@@ -288,8 +328,16 @@ def _llmath_classes(rep) -> dict[str, float]:
 
 def _breakdown(measured: dict[str, float], predicted: dict[str, float]) -> list[dict[str, Any]]:
     mt, pt = sum(measured.values()) or 1.0, sum(predicted.values()) or 1.0
-    return [{"class": c, "measured_s": measured[c], "measured_share": measured[c] / mt,
-             "predicted_s": predicted[c], "predicted_share": predicted[c] / pt} for c in CLASSES]
+    return [
+        {
+            "class": c,
+            "measured_s": measured[c],
+            "measured_share": measured[c] / mt,
+            "predicted_s": predicted[c],
+            "predicted_share": predicted[c] / pt,
+        }
+        for c in CLASSES
+    ]
 
 
 def _err_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -297,34 +345,70 @@ def _err_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if not errs:
         return {"n": 0, "median_abs_error": None, "worst_error": None}
     worst = max(errs, key=abs)
-    return {"n": len(errs), "median_abs_error": float(statistics.median(abs(e) for e in errs)),
-            "worst_error": float(worst), "worst_abs_error": abs(float(worst))}
+    return {
+        "n": len(errs),
+        "median_abs_error": float(statistics.median(abs(e) for e in errs)),
+        "worst_error": float(worst),
+        "worst_abs_error": abs(float(worst)),
+    }
 
 
 def _row(measured: list[float], rep) -> dict[str, Any]:
     m = float(statistics.median(measured))
     p = float(rep.time_s)
-    return {"measured_s": m, "measured_min_s": float(min(measured)), "measured_max_s": float(max(measured)),
-            "repeats": len(measured), "times_s": measured, "predicted_s": p,
-            "predicted_compute_s": rep.compute_s, "predicted_memory_s": rep.memory_s, "bound": rep.bound,
-            "ratio": p / m, "error": (p - m) / m}
+    return {
+        "measured_s": m,
+        "measured_min_s": float(min(measured)),
+        "measured_max_s": float(max(measured)),
+        "repeats": len(measured),
+        "times_s": measured,
+        "predicted_s": p,
+        "predicted_compute_s": rep.compute_s,
+        "predicted_memory_s": rep.memory_s,
+        "bound": rep.bound,
+        "ratio": p / m,
+        "error": (p - m) / m,
+    }
 
 
-def validate_model(model=None, hardware=None, device: str = "cpu", dtype: str = "fp32", quick: bool = False,
-                   progress: bool = True, *, prompts: Sequence[int] | None = None,
-                   batches: Sequence[int] | None = None, contexts: Sequence[int] | None = None) -> dict[str, Any]:
+def validate_model(
+    model=None,
+    hardware=None,
+    device: str = "cpu",
+    dtype: str = "fp32",
+    quick: bool = False,
+    progress: bool = True,
+    *,
+    prompts: Sequence[int] | None = None,
+    batches: Sequence[int] | None = None,
+    contexts: Sequence[int] | None = None,
+    threads: int | None = None,
+) -> dict[str, Any]:
     """Time ``model`` here and compare with llmath's prediction, stage by stage and by operator class.
 
     ``model``: registry name, config.json path or config dict (``None`` with ``quick``: a tiny Llama).
     ``hardware``: a profile dict / file from :func:`llmath.calibrate.calibrate`, a registry accelerator,
     or ``None`` to calibrate now. ``quick``: a 2-layer, hidden-256 variant and two shapes (seconds).
+    ``prompts``/``batches``/``contexts`` override the shapes timed; ``threads`` the torch threads (as
+    the calibration used: ``None`` keeps torch's default).
     """
+    from .calibrate import _torch, set_threads
+
+    old = set_threads(threads)
+    try:
+        return _validate_model(model, hardware, device, dtype, quick, progress, prompts, batches, contexts, threads)
+    finally:
+        if old is not None:
+            _torch().set_num_threads(old)
+
+
+def _validate_model(model, hardware, device, dtype, quick, progress, prompts, batches, contexts, threads):
     from . import analysis
-    from .calibrate import Progress, _torch, check_device, load_average, torch_dtype
+    from .calibrate import Progress, _torch, check_device, cpu_busy_fraction, load_average, torch_dtype
     from .dtypes import Precision
     from .hf import spec_from_config
     from .ops import Scenario
-    from .params import param_report
+    from .parameters import param_report
     from .roofline import efficiency
 
     torch = _torch()
@@ -346,17 +430,20 @@ def validate_model(model=None, hardware=None, device: str = "cpu", dtype: str = 
     if quick:
         name, cfg, variant = _tiny_variant(name, cfg)
     else:
-        cfg, variant = _fit_layers(cfg, name, device, dtype, max(shapes["batches"]), max(shapes["contexts"]),
-                                   max(shapes["prompts"]))
+        cfg, variant = _fit_layers(
+            cfg, name, device, dtype, max(shapes["batches"]), max(shapes["contexts"]), max(shapes["prompts"])
+        )
     spec = spec_from_config(cfg, name=name, source=source)
     if spec.is_encoder_decoder:
         raise WorkloadError(f"{name!r} is an encoder-decoder model; validate times decoder-only models")
     top = max(shapes["contexts"]) + 2
     if spec.max_positions and top > spec.max_positions:
-        raise WorkloadError(f"context {top} exceeds {name}'s max_position_embeddings={spec.max_positions}; "
-                            "pass shorter contexts")
+        raise WorkloadError(
+            f"context {top} exceeds {name}'s max_position_embeddings={spec.max_positions}; pass shorter contexts"
+        )
 
     hw, prof, hw_how = _resolve_hardware(hardware, device, dtype, quick, progress)
+    cal_threads = (hw.measured.get("raw") or {}).get("threads") if isinstance(hw.measured, dict) else None
     try:
         hw.peak(dtype)
     except HardwareError:
@@ -370,6 +457,7 @@ def validate_model(model=None, hardware=None, device: str = "cpu", dtype: str = 
     n_steps = 2 + len(shapes["prompts"]) + len(shapes["contexts"]) * len(shapes["batches"]) + 2
     pr = Progress(progress, "validate", n_steps)
     load_before = load_average()
+    busy_before = cpu_busy_fraction(0.3)
     pr.step(f"building {name} ({param_report(spec).total:,} parameters, {dtype}, random weights)")
     m = build_model(cfg, device, dtype)
     vocab = spec.vocab_size
@@ -384,30 +472,41 @@ def validate_model(model=None, hardware=None, device: str = "cpu", dtype: str = 
         # -- prefill: B = 1, several prompt lengths ------------------------------------------------
         for P in sorted(shapes["prompts"]):
             x = ids(1, P)
-            ts = _timed(lambda x=x: m(input_ids=x, use_cache=True, logits_to_keep=1), device,
-                        shapes["prefill_repeats"], wu)
+            ts = _timed(
+                lambda x=x: m(input_ids=x, use_cache=True, logits_to_keep=1), device, shapes["prefill_repeats"], wu
+            )
             rep = analysis.stage_report(spec, "prefill", Scenario(1, P, 0), "eager", prec, hw, eff)
             prefill_rows.append({"batch": 1, "prompt": P, **_row(ts, rep)})
-            pr.step(f"prefill P={P}: {statistics.median(ts) * 1e3:.1f} ms measured, {rep.time_s * 1e3:.1f} ms predicted")
+            pr.step(
+                f"prefill P={P}: {statistics.median(ts) * 1e3:.1f} ms measured, {rep.time_s * 1e3:.1f} ms predicted"
+            )
 
         # -- decode: a prefill builds the cache, then single-token steps --------------------------------
         ctxs = sorted(shapes["contexts"], reverse=True)
         base = m(input_ids=ids(1, ctxs[0]), use_cache=True, logits_to_keep=1).past_key_values
         for S in ctxs:
-            base.crop(S)
+            crop_to(base, S)
             for B in sorted(shapes["batches"]):
                 cache = copy.deepcopy(base)
                 if B > 1:
                     cache.batch_repeat_interleave(B)
                 tok = ids(B, 1)
-                ts = _timed(lambda tok=tok, cache=cache: m(input_ids=tok, past_key_values=cache, use_cache=True,
-                                                           logits_to_keep=1),
-                            device, shapes["decode_repeats"], wu, reset=lambda cache=cache, S=S: cache.crop(S))
+                ts = _timed(
+                    lambda tok=tok, cache=cache: m(
+                        input_ids=tok, past_key_values=cache, use_cache=True, logits_to_keep=1
+                    ),
+                    device,
+                    shapes["decode_repeats"],
+                    wu,
+                    reset=lambda cache=cache, S=S: crop_to(cache, S),
+                )
                 rep = analysis.stage_report(spec, "decode", Scenario(B, 1, S), "eager", prec, hw, eff)
                 decode_rows.append({"batch": B, "context": S, **_row(ts, rep)})
                 del cache
-                pr.step(f"decode B={B} S={S}: {statistics.median(ts) * 1e3:.1f} ms measured, "
-                        f"{rep.time_s * 1e3:.1f} ms predicted")
+                pr.step(
+                    f"decode B={B} S={S}: {statistics.median(ts) * 1e3:.1f} ms measured, "
+                    f"{rep.time_s * 1e3:.1f} ms predicted"
+                )
 
         # -- where the time went, by operator class --------------------------------------------------
         Pp = sorted(shapes["prompts"])[len(shapes["prompts"]) // 2]
@@ -417,14 +516,15 @@ def validate_model(model=None, hardware=None, device: str = "cpu", dtype: str = 
         breakdown = {"prefill": {"batch": 1, "prompt": Pp, "classes": _breakdown(meas, _llmath_classes(rep))}}
         pr.step(f"profiled prefill P={Pp}")
         S = ctxs[0]
-        base.crop(S)
+        crop_to(base, S)
         tok = ids(1, 1)
-        meas = profile_classes(m, lambda: m(input_ids=tok, past_key_values=base, use_cache=True, logits_to_keep=1),
-                               device)
+        meas = profile_classes(
+            m, lambda: m(input_ids=tok, past_key_values=base, use_cache=True, logits_to_keep=1), device
+        )
         rep = analysis.stage_report(spec, "decode", Scenario(1, 1, S), "eager", prec, hw, eff)
         breakdown["decode"] = {"batch": 1, "context": S, "classes": _breakdown(meas, _llmath_classes(rep))}
         pr.step(f"profiled decode B=1 S={S}")
-    del m, base
+    m = base = None  # free the model before returning
 
     notes = [
         "random weights; transformers eager attention; logits for the last position only (logits_to_keep=1)",
@@ -434,15 +534,33 @@ def validate_model(model=None, hardware=None, device: str = "cpu", dtype: str = 
         "with the 'expected' efficiency of the hardware",
     ]
     if spec.n_kv_heads != spec.n_heads:
-        notes.append(f"GQA ({spec.n_heads} query / {spec.n_kv_heads} KV heads): transformers' eager attention "
-                     "copies K/V to all query heads (repeat_kv) every step; llmath counts the cache read once")
-    notes.append("transformers' DynamicCache appends with torch.cat, copying each layer's whole cache every decode "
-                 "step; llmath counts only the new position's write")
+        notes.append(
+            f"GQA ({spec.n_heads} query / {spec.n_kv_heads} KV heads): transformers' eager attention "
+            "copies K/V to all query heads (repeat_kv) every step; llmath counts the cache read once"
+        )
+    notes.append(
+        "transformers' DynamicCache appends with torch.cat, copying each layer's whole cache every decode "
+        "step; llmath counts only the new position's write"
+    )
     if variant:
         notes.append(variant)
-    groups = {"prefill": _err_summary(prefill_rows),
-              "decode_batch1": _err_summary([r for r in decode_rows if r["batch"] == 1]),
-              "decode_batched": _err_summary([r for r in decode_rows if r["batch"] > 1])}
+    if cal_threads is not None and cal_threads != torch.get_num_threads():
+        notes.append(
+            f"the profile was measured with {cal_threads} torch threads, this run used "
+            f"{torch.get_num_threads()}: pass the same threads to both"
+        )
+    busy_after = cpu_busy_fraction(0.3)
+    busy = max([b for b in (busy_before, busy_after) if b is not None], default=None)
+    if busy is not None and busy > 0.2:
+        notes.append(
+            f"other processes kept {busy:.0%} of the CPUs busy around the run: timings on a busy machine "
+            "are inflated and noisy, multi-threaded kernels most of all"
+        )
+    groups = {
+        "prefill": _err_summary(prefill_rows),
+        "decode_batch1": _err_summary([r for r in decode_rows if r["batch"] == 1]),
+        "decode_batched": _err_summary([r for r in decode_rows if r["batch"] > 1]),
+    }
     return {
         "model": name,
         "model_source": source,
@@ -455,14 +573,18 @@ def validate_model(model=None, hardware=None, device: str = "cpu", dtype: str = 
         "hardware": hw.name,
         "hardware_source": hw.source,
         "hardware_how": hw_how,
-        "hardware_summary": {"peak_flops_per_s": hw.peak(dtype), "memory_bandwidth_bytes_per_s":
-                             hw.memory_bandwidth_bytes_per_s, "vector_flops_per_s": hw.vector_peak},
+        "hardware_summary": {
+            "peak_flops_per_s": hw.peak(dtype),
+            "memory_bandwidth_bytes_per_s": hw.memory_bandwidth_bytes_per_s,
+            "vector_flops_per_s": hw.vector_peak,
+        },
         "efficiency": {k: (list(map(list, v)) if k == "skinny_rows" else v) for k, v in asdict(eff).items()},
         "calibration": prof if hardware is None else None,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "load_average_before": load_before,
         "load_average_after": load_average(),
+        "other_processes_cpu_busy": {"before": busy_before, "after": busy_after},
         "prefill": prefill_rows,
         "decode": decode_rows,
         "breakdown": breakdown,
@@ -473,8 +595,13 @@ def validate_model(model=None, hardware=None, device: str = "cpu", dtype: str = 
 
 # ---- published measurements ---------------------------------------------------------------------------
 
-_METRIC_KEY = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "throughput_tok_s": "throughput_tok_s", "e2e_s": "e2e_s",
-               "prefill_tok_s": "prefill_tok_s"}
+_METRIC_KEY = {
+    "ttft_s": "ttft_s",
+    "tpot_s": "tpot_s",
+    "throughput_tok_s": "throughput_tok_s",
+    "e2e_s": "e2e_s",
+    "prefill_tok_s": "prefill_tok_s",
+}
 
 
 def _published_rows(path: str | Path | None) -> list[dict[str, Any]]:
@@ -534,8 +661,15 @@ def validate_published(path: str | Path | None = None) -> dict[str, Any]:
         rid = r.get("id", "?")
 
         def skip(reason, r=r, rid=rid):
-            skipped.append({"id": rid, "model": r.get("model"), "hardware": r.get("hardware"),
-                            "metric": r.get("metric"), "reason": reason})
+            skipped.append(
+                {
+                    "id": rid,
+                    "model": r.get("model"),
+                    "hardware": r.get("hardware"),
+                    "metric": r.get("metric"),
+                    "reason": reason,
+                }
+            )
 
         if r.get("metric") not in _METRIC_KEY:
             skip(f"metric {r.get('metric')!r} is not one llmath predicts")
@@ -562,18 +696,41 @@ def validate_published(path: str | Path | None = None) -> dict[str, Any]:
             prec, assumed = _precision_for(r)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                a = analyze(r["model"], r["hardware"], batch=int(r["batch"]), prompt=int(r["prompt"]),
-                            gen=int(r["gen"]), attention="flash", precision=prec)
+                a = analyze(
+                    r["model"],
+                    r["hardware"],
+                    batch=int(r["batch"]),
+                    prompt=int(r["prompt"]),
+                    gen=int(r["gen"]),
+                    attention="flash",
+                    precision=prec,
+                )
         except LLMathError as e:
             skip(str(e))
             continue
         pred = float(a.generation[_METRIC_KEY[r["metric"]]])
         meas = float(r["value"])
-        rows.append({"id": rid, "framework": r.get("framework"), "model": r["model"], "hardware": r["hardware"],
-                     "batch": r["batch"], "prompt": r["prompt"], "gen": r["gen"],
-                     "weights": prec.weights, "activations": prec.activations, "kv_dtype": prec.kv,
-                     "metric": r["metric"], "measured": meas, "predicted": pred, "ratio": pred / meas,
-                     "error": (pred - meas) / meas, "assumptions": assumed, "source": r.get("source")})
+        rows.append(
+            {
+                "id": rid,
+                "framework": r.get("framework"),
+                "model": r["model"],
+                "hardware": r["hardware"],
+                "batch": r["batch"],
+                "prompt": r["prompt"],
+                "gen": r["gen"],
+                "weights": prec.weights,
+                "activations": prec.activations,
+                "kv_dtype": prec.kv,
+                "metric": r["metric"],
+                "measured": meas,
+                "predicted": pred,
+                "ratio": pred / meas,
+                "error": (pred - meas) / meas,
+                "assumptions": assumed,
+                "source": r.get("source"),
+            }
+        )
     by_metric = {}
     for metric in sorted({r["metric"] for r in rows}):
         by_metric[metric] = _err_summary([r for r in rows if r["metric"] == metric])
@@ -583,6 +740,8 @@ def validate_published(path: str | Path | None = None) -> dict[str, Any]:
         "rows": rows,
         "skipped": skipped,
         "summary": {"overall": _err_summary(rows), "by_metric": by_metric},
-        "notes": ["error = (predicted - measured) / measured; ratio = predicted / measured",
-                  "nothing in llmath is fitted to these points"],
+        "notes": [
+            "error = (predicted - measured) / measured; ratio = predicted / measured",
+            "nothing in llmath is fitted to these points",
+        ],
     }

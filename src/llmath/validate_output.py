@@ -1,0 +1,192 @@
+"""Human-readable tables (rich, stdout) for ``llmath calibrate`` and ``llmath validate``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _console():
+    from rich.console import Console
+
+    c = Console()
+    return Console(soft_wrap=False, width=max(c.width, 120))
+
+
+def _ms(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return f"{t * 1e3:.2f} ms" if t < 10 else f"{t:.2f} s"
+
+
+def _g(v: float | None, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    return f"{v / 1e9:.3g} G{unit}"
+
+
+def _pct(v: float | None, signed: bool = True) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.1%}" if signed else f"{v:.1%}"
+
+
+def calibration_human(profile: dict[str, Any], path: str | None = None) -> None:
+    """The measured ceilings and fractions of a calibration profile."""
+    from rich.table import Table
+
+    c = _console()
+    m = profile.get("measured", {})
+    eff, raw = m.get("efficiency", {}), m.get("raw", {})
+    c.print(f"[b]{profile.get('name')}[/b]: {profile.get('source', '')}", highlight=False)
+    t = Table(title="ceilings (the profile's peaks and bandwidth)")
+    t.add_column("what")
+    t.add_column("measured", justify="right")
+    t.add_column("shape")
+    cp = raw.get("copy", {})
+    t.add_row(
+        "copy bandwidth (read + write)",
+        _g(cp.get("bytes_per_s"), "B/s"),
+        f"{cp.get('bytes_moved', 0) / 1e6:.0f} MB moved",
+    )
+    t.add_row(
+        "profile bandwidth (fractions are over it)",
+        _g(profile.get("memory_bandwidth_bytes_per_s"), "B/s"),
+        (raw.get("reference_bandwidth") or {}).get("from", ""),
+    )
+    gv = raw.get("gemv")
+    if gv:
+        t.add_row("weights streamed by GEMV", _g(gv.get("weight_bytes_per_s"), "B/s"), f"{gv['n']}×{gv['k']}")
+    for d, v in profile.get("peak_flops_per_s", {}).items():
+        sizes = [g["m"] for g in raw.get("gemm", []) if g["dtype"] == d]
+        t.add_row(f"matmul {d} (median of square GEMMs)", _g(v, "FLOP/s"), ", ".join(f"{s}³" for s in sizes))
+    t.add_row("vector ops (best, cache-resident)", _g(profile.get("vector_flops_per_s"), "FLOP/s"), "")
+    t.add_row("per-kernel overhead", f"{eff.get('overhead_s', 0) * 1e6:.2f} µs", "tiny op")
+    c.print(t)
+    t = Table(title="skinny weight GEMMs (decode-like): F.linear(X[rows, k], W[n, k])")
+    for col in ("rows", "time", "GFLOP/s", "weight GB/s", "fraction of copy bw"):
+        t.add_column(col, justify="right")
+    for s in raw.get("skinny", []):
+        t.add_row(
+            str(s["rows"]),
+            _ms(s["median_s"]),
+            f"{s['flops_per_s'] / 1e9:.3g}",
+            f"{s['weight_bytes_per_s'] / 1e9:.3g}",
+            f"{min(s['fraction_of_copy_bandwidth'], 1.0):.3f}",
+        )
+    c.print(t)
+    c.print(
+        f"fractions: vector {eff.get('vector', 0):.3f}, decode attention {eff.get('attention_decode', 0):.3f}; "
+        f"load average before/after {raw.get('load_average_before')} / {raw.get('load_average_after')}",
+        highlight=False,
+    )
+    if path:
+        c.print(f"wrote {path}: use it with --hardware {path}", highlight=False)
+
+
+def validation_human(report: dict[str, Any]) -> None:
+    """Measured vs predicted per stage, and where the time went by operator class."""
+    from rich.table import Table
+
+    c = _console()
+    r = report
+    c.print(
+        f"[b]{r['model']}[/b] ({r['params']:,} parameters, {r['layers']} layers) on {r['device']} in {r['dtype']}, "
+        f"attention {r['attention']}; predictions on [b]{r['hardware']}[/b] ({r['hardware_how']})",
+        highlight=False,
+    )
+    t = Table(title="prefill (batch 1)")
+    for col in ("prompt", "measured", "predicted", "ratio", "error", "bound"):
+        t.add_column(col, justify="right")
+    for x in r["prefill"]:
+        t.add_row(
+            str(x["prompt"]),
+            _ms(x["measured_s"]),
+            _ms(x["predicted_s"]),
+            f"{x['ratio']:.3f}",
+            _pct(x["error"]),
+            x["bound"] or "-",
+        )
+    c.print(t)
+    t = Table(title="decode step")
+    for col in ("batch", "context", "measured", "predicted", "ratio", "error", "bound", "tok/s measured"):
+        t.add_column(col, justify="right")
+    for x in r["decode"]:
+        t.add_row(
+            str(x["batch"]),
+            str(x["context"]),
+            _ms(x["measured_s"]),
+            _ms(x["predicted_s"]),
+            f"{x['ratio']:.3f}",
+            _pct(x["error"]),
+            x["bound"] or "-",
+            f"{x['batch'] / x['measured_s']:.1f}",
+        )
+    c.print(t)
+    t = Table(title="summary: |error|")
+    for col in ("group", "n", "median", "worst"):
+        t.add_column(col, justify="left" if col == "group" else "right")
+    for g, s in r["summary"].items():
+        t.add_row(g, str(s["n"]), _pct(s["median_abs_error"], False), _pct(s["worst_error"]))
+    c.print(t)
+    for stage, b in r.get("breakdown", {}).items():
+        shape = f"prompt {b['prompt']}" if "prompt" in b else f"batch {b['batch']}, context {b['context']}"
+        t = Table(title=f"where the time went, {stage} ({shape}): torch.profiler vs llmath's operators")
+        for col in ("class", "measured (profiled)", "share", "predicted", "share "):
+            t.add_column(col, justify="left" if col == "class" else "right")
+        for x in b["classes"]:
+            t.add_row(
+                x["class"],
+                _ms(x["measured_s"]),
+                _pct(x["measured_share"], False),
+                _ms(x["predicted_s"]),
+                _pct(x["predicted_share"], False),
+            )
+        c.print(t)
+    for n in r.get("notes", []):
+        c.print(f"note: {n}", highlight=False)
+
+
+def published_human(report: dict[str, Any]) -> None:
+    """Predicted vs published measurements, with median and worst error overall and per metric."""
+    from rich.table import Table
+
+    c = _console()
+    t = Table(
+        title=f"llmath ({report['efficiency']} efficiency, {report['attention']} attention) vs published measurements"
+    )
+    for col in ("id", "metric", "B", "P", "N", "dtypes (w/a/kv)", "measured", "predicted", "ratio", "error"):
+        t.add_column(col, justify="left" if col in ("id", "metric", "dtypes (w/a/kv)") else "right")
+    for x in report["rows"]:
+        t.add_row(
+            x["id"],
+            x["metric"],
+            str(x["batch"]),
+            str(x["prompt"]),
+            str(x["gen"]),
+            f"{x['weights']}/{x['activations']}/{x['kv_dtype']}",
+            f"{x['measured']:.4g}",
+            f"{x['predicted']:.4g}",
+            f"{x['ratio']:.3f}",
+            _pct(x["error"]),
+        )
+    c.print(t)
+    t = Table(title="|error| summary")
+    for col in ("metric", "n", "median", "worst"):
+        t.add_column(col, justify="left" if col == "metric" else "right")
+    s = report["summary"]
+    for name, v in [("all", s["overall"]), *s["by_metric"].items()]:
+        t.add_row(name, str(v["n"]), _pct(v["median_abs_error"], False), _pct(v["worst_error"]))
+    c.print(t)
+    reasons: dict[str, int] = {}
+    for x in report["skipped"]:
+        key = x["reason"]
+        reasons[key] = reasons.get(key, 0) + 1
+    if reasons:
+        t = Table(title=f"{len(report['skipped'])} rows skipped")
+        t.add_column("reason")
+        t.add_column("rows", justify="right")
+        for k, v in sorted(reasons.items(), key=lambda kv: -kv[1]):
+            t.add_row(k, str(v))
+        c.print(t)
+    for n in report.get("notes", []):
+        c.print(f"note: {n}", highlight=False)
