@@ -234,3 +234,13 @@ def test_plots_are_written(tmp_path, capsys, ext):
 def test_incompatible_flags(capsys):
     code, _, err = run(capsys, "ops", "llama-3-8b", "--stage", "prefill", "--context", "10")
     assert code == 1 and "--context applies to --stage decode" in err
+
+
+def test_gen_one_and_context_warnings(capsys):
+    code, out, _ = run(capsys, "analyze", "llama-7b", "--prompt", "512", "--gen", "1")
+    assert code == 0 and "no decode steps" in out
+    # LLaMA-1 configs give the context limit as max_sequence_length=2048
+    code, _, err = run(capsys, "ops", "llama-7b", "--stage", "decode", "--context", "4096")
+    assert code == 0 and "max_position_embeddings=2048" in err
+    code, _, err = run(capsys, "seeds", "gpt2-xl", "--context", "4096", "--gen", "16")
+    assert code == 0 and "exceeds" in err

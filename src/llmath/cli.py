@@ -203,6 +203,10 @@ def ops(
         if S < 0:
             raise WorkloadError(f"--context={S} must be >= 0")
         sc = Scenario(batch, 1, S)
+    from .seeds import context_warnings
+
+    for msg in context_warnings(spec, sc.S0 + sc.T):
+        out.note(f"warning: {msg}")
     hw = get(hardware) if hardware else None
     eff = efficiency("expected", hw) if hw else None
     rep = stage_report(spec, stage.value, sc, attention.value, p, hw, eff)
@@ -435,6 +439,7 @@ def calibrate(
     out_file: Annotated[str, typer.Option("--out", help="Where to write the hardware profile.")] = "profile.json",
     dtype: Annotated[str, typer.Option("--dtype", help="Dtypes to measure, comma-separated.")] = "fp32",
     quick: Annotated[bool, typer.Option("--quick", help="Small sizes, few repeats (seconds).")] = False,
+    threads: Annotated[int | None, typer.Option("--threads", help="torch threads (default: all cores).")] = None,
     json_: JsonOpt = False,
 ):
     """Measure the local device (matmul FLOP/s by shape, bandwidth, kernel overhead) into a profile that
@@ -444,7 +449,9 @@ def calibrate(
     """
     from .calibrate import calibrate as run
 
-    prof = run(device=device, dtypes=[d.strip() for d in dtype.split(",")], quick=quick, progress=not json_)
+    prof = run(
+        device=device, dtypes=[d.strip() for d in dtype.split(",")], quick=quick, progress=not json_, threads=threads
+    )
     with open(out_file, "w") as f:
         json.dump(prof, f, indent=2)
     if json_:
@@ -467,6 +474,7 @@ def validate(
         bool, typer.Option("--published", help="Compare with published serving measurements.")
     ] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Few shapes, few repeats.")] = False,
+    threads: Annotated[int | None, typer.Option("--threads", help="torch threads (default: all cores).")] = None,
     json_: JsonOpt = False,
 ):
     """Measured vs predicted: time a real model here, or compare with published measurements.
@@ -490,7 +498,7 @@ def validate(
         )
     from .validate import validate_model
 
-    rep = validate_model(model, hardware, device=device, dtype=dtype, quick=quick, progress=not json_)
+    rep = validate_model(model, hardware, device=device, dtype=dtype, quick=quick, progress=not json_, threads=threads)
     if json_:
         out.emit_json(rep)
     else:

@@ -12,7 +12,7 @@ sliding-window layer patterns are derived exactly as the transformers config cla
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ HIDDEN = ("hidden_size", "n_embd", "n_embed", "d_model")
 LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "decoder_layers")
 HEADS = ("num_attention_heads", "n_head", "num_heads", "decoder_attention_heads")
 FFN = ("intermediate_size", "n_inner", "ffn_hidden_size", "d_ff", "ffn_dim", "decoder_ffn_dim")
-POSITIONS = ("max_position_embeddings", "n_positions")
+POSITIONS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
 def _key(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: Any = _MISSING, *, where: str = ""):
@@ -480,7 +480,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
     position = table["position"]
     if model_type == "falcon" and cfg.get("alibi"):
         position = "alibi"
-    max_pos = cfg.get("max_position_embeddings") or cfg.get("n_positions")
+    max_pos = next((cfg[k] for k in POSITIONS if cfg.get(k)), None)
     rotary_dim = None
     if position == "rotary":
         if cfg.get("rotary_dim"):
@@ -588,6 +588,3 @@ def spec_from_file(path: str | Path, name: str | None = None) -> ModelSpec:
     p = Path(path)
     cfg = read_config(p)
     return spec_from_config(cfg, name=name or (p.parent.name if p.name == "config.json" else p.stem), source=str(p))
-
-
-Adapter = Callable[[Mapping[str, Any]], ModelSpec]

@@ -4,7 +4,7 @@ Conventions (stated once, here):
 
 * **FLOPs** are 2 per multiply-add. ``flops`` of an operator are its matmul FLOPs (weight GEMMs and the
   attention products); ``vflops`` are its vector FLOPs, at these per-element costs: RMSNorm 4, LayerNorm 7
-  (5 without affine), activation 4 (+1 for the gate product), residual add 1 per input, rotary 3 per
+  (5 without affine), activation 4 (+1 for the gate product), residual add 1 per element per extra input, rotary 3 per
   rotated element, softmax 5 per score (scale, max, exp, sum, divide), soft-capping 3, bias add 1,
   embedding scale 1, router softmax/top-k 5 per expert logit.
 * **Bytes** are compulsory traffic, in elements per operand class, turned into bytes by a

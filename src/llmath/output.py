@@ -196,6 +196,8 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
                 ("flops", "matmul FLOPs"),
                 ("vflops", "vector FLOPs"),
                 ("weight", "weight elems"),
+                ("act_in", "act in elems"),
+                ("act_out", "act out elems"),
                 ("kv_read", "KV read elems"),
                 ("kv_write", "KV write elems"),
             ):
@@ -273,8 +275,12 @@ def analysis_human(a, top: int = 8) -> None:
         c.print(
             f"throughput {g['throughput_tok_s']:.1f} output tok/s aggregate, {g['per_sequence_tok_s']:.1f} per "
             f"sequence; prefill {g['prefill_tok_s']:.0f} tok/s; prefill uses "
-            f"{g['utilisation']['prefill_flops_fraction']:.0%} of peak matmul FLOP/s, decode step 0 "
-            f"{g['utilisation']['decode_bandwidth_fraction']:.0%} of the memory bandwidth"
+            f"{g['utilisation']['prefill_flops_fraction']:.0%} of peak matmul FLOP/s"
+            + (
+                f", decode step 0 {g['utilisation']['decode_bandwidth_fraction']:.0%} of the memory bandwidth"
+                if g["utilisation"]["decode_bandwidth_fraction"] is not None
+                else " (no decode steps: gen = 1)"
+            )
         )
         for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
             ranked = sorted(s.ops, key=lambda r: -(r.time_s or 0))[:top]
@@ -319,6 +325,8 @@ def seeds_human(rep: dict) -> None:
     from rich.table import Table
 
     c = _console()
+    for w in rep.get("warnings", []):
+        note(f"warning: {w}")
     c.print(f"[b]{rep['model']}[/b]: L={rep['L']}, d={rep['d']}")
     t = Table(title="FLOPs per generated token: exact vs 24·L·d² + 4·L·d·N (seed 000)")
     for col in ("context N", "exact matmul", "exact layers only", "24Ld²+4LdN", "error vs layers", "attention share"):
@@ -340,7 +348,7 @@ def seeds_human(rep: dict) -> None:
     )
     b = rep["prefill_vs_loop"]
     c.print(
-        f"prefill of {b['prompt']} tokens: batch prefill (eager, N² pairs) {b['batch_eager']:,} vs token loop "
+        f"prefill of {b['prompt']} tokens (one sequence, layers only, matmul FLOPs): batch prefill (eager, N² pairs) {b['batch_eager']:,} vs token loop "
         f"(N(N+1)/2 pairs) {b['loop']:,} FLOPs: the batch form does {b['extra_fraction']:.2%} more; a causal "
         f"flash kernel does {b['batch_flash']:,}"
     )
@@ -351,6 +359,6 @@ def seeds_human(rep: dict) -> None:
         t.add_row(str(r["step"]), f"{r['context']:,}", f"{r['proj']:.3g}", f"{r['attention']:.3g}", f"{r['total']:.3g}")
     c.print(t)
     c.print(
-        f"cumulative over {rep['gen']} steps: proj {rep['cumulative']['proj']:.3g}, "
+        f"cumulative over the {max(rep['gen'] - 1, 1)} decode steps of a {rep['gen']}-token generation: proj {rep['cumulative']['proj']:.3g}, "
         f"attention {rep['cumulative']['attention']:.3g} FLOP/B"
     )

@@ -20,11 +20,12 @@ from .spec import ModelSpec
 
 
 def _is_proj(op) -> bool:
-    return op.kind == "matmul" and op.n_params > 0
+    """A weight GEMM (a tied LM head owns no parameters but still reads the embedding matrix)."""
+    return op.kind == "matmul" and bool(op.terms("weight"))
 
 
 def _is_attn(op) -> bool:
-    return op.kind == "matmul" and op.n_params == 0 and op.component == "attention"
+    return op.kind == "matmul" and not op.terms("weight") and op.component == "attention"
 
 
 def _layer_op(op) -> bool:
@@ -104,9 +105,11 @@ def prefill_vs_loop(spec: ModelSpec, prompt: int) -> dict:
 def intensity_over_generation(
     spec: ModelSpec, batch: int, prompt: int, gen: int, precision: Precision | None = None
 ) -> tuple[list[dict], dict]:
+    """Decode steps 0 … gen − 2 (a generation of ``gen`` tokens: the prefill yields the first)."""
     p = precision or Precision()
     t = table(spec, "decode", "flash")
-    picks = sorted({0, 1, 10, 100, 1000, 10000, 100000, gen - 1} & set(range(gen)))
+    steps = max(gen - 1, 1)
+    picks = sorted({0, 1, 10, 100, 1000, 10000, 100000, steps - 1} & set(range(steps)))
     rows = []
     for i in picks:
         costs = evaluate(t.ops, Scenario(batch, 1, prompt + i), spec)
@@ -123,7 +126,7 @@ def intensity_over_generation(
                 "total": fl(lambda o: True) / _bytes(costs, lambda o: True, p),
             }
         )
-    allc = evaluate(t.ops, Scenario(batch, 1, prompt + np.arange(gen, dtype=np.int64)), spec)
+    allc = evaluate(t.ops, Scenario(batch, 1, prompt + np.arange(steps, dtype=np.int64)), spec)
 
     def cum(pred):
         f = sum(np.sum(c.values.get("flops", 0)) + np.sum(c.values.get("vflops", 0)) for c in allc if pred(c.op))
@@ -144,9 +147,19 @@ def intensity_over_generation(
     return rows, {"proj": cum(_is_proj), "attention": cum(_is_attn), "total": cum(lambda o: True)}
 
 
+def context_warnings(spec: ModelSpec, longest: int) -> list[str]:
+    if spec.max_positions and longest > spec.max_positions:
+        return [
+            f"{spec.name}: context {longest} exceeds the model's max_position_embeddings={spec.max_positions}; "
+            "the figures extrapolate the architecture past what it was trained for"
+        ]
+    return []
+
+
 def seed_report(spec: ModelSpec, contexts, prompt: int, gen: int, batch: int) -> dict:
     rows, cum = intensity_over_generation(spec, batch, prompt, gen)
     return {
+        "warnings": context_warnings(spec, max(int(np.max(contexts)), prompt + gen - 1)),
         "model": spec.name,
         "L": spec.n_layers,
         "d": spec.d_model,
