@@ -348,8 +348,9 @@ def seeds_human(rep: dict) -> None:
     )
     b = rep["prefill_vs_loop"]
     c.print(
-        f"prefill of {b['prompt']} tokens (one sequence, layers only, matmul FLOPs): batch prefill (eager, N² pairs) {b['batch_eager']:,} vs token loop "
-        f"(N(N+1)/2 pairs) {b['loop']:,} FLOPs: the batch form does {b['extra_fraction']:.2%} more; a causal "
+        f"prefill of {b['prompt']} tokens (one sequence, layers only, matmul FLOPs): batch prefill "
+        f"(eager, N² pairs) {b['batch_eager']:,} vs token loop (N(N+1)/2 pairs) {b['loop']:,} FLOPs: "
+        f"the batch form does {b['extra_fraction']:.2%} more; a causal "
         f"flash kernel does {b['batch_flash']:,}"
     )
     t = Table(title=f"arithmetic intensity over a generation (B={rep['batch']}, P={rep['prompt']}; seed 003)")
@@ -359,6 +360,6 @@ def seeds_human(rep: dict) -> None:
         t.add_row(str(r["step"]), f"{r['context']:,}", f"{r['proj']:.3g}", f"{r['attention']:.3g}", f"{r['total']:.3g}")
     c.print(t)
     c.print(
-        f"cumulative over the {max(rep['gen'] - 1, 1)} decode steps of a {rep['gen']}-token generation: proj {rep['cumulative']['proj']:.3g}, "
-        f"attention {rep['cumulative']['attention']:.3g} FLOP/B"
+        f"cumulative over the {max(rep['gen'] - 1, 1)} decode steps of a {rep['gen']}-token generation: "
+        f"proj {rep['cumulative']['proj']:.3g}, attention {rep['cumulative']['attention']:.3g} FLOP/B"
     )
