@@ -74,3 +74,32 @@ def test_registry_names_unique_and_sourced():
         assert entry.get("source"), name
         assert name == name.lower() and "/" not in name
         registry_config(name)  # the snapshot exists and parses
+
+
+def _one_per_model_type() -> list[str]:
+    seen, out = set(), []
+    for n in HF_NAMES:
+        mt = registry_config(n)["model_type"]
+        if mt not in seen and n not in UNTIED_IN_FILE_TIED_IN_HF:
+            seen.add(mt)
+            out.append(n)
+    return out
+
+
+@pytest.mark.parametrize("name", _one_per_model_type(), ids=str)
+def test_config_vintages_without_optional_keys(name):
+    """Older hub files omit keys that newer ones spell out: without tie_word_embeddings (each
+    transformers config class has its own default) and with torch_dtype renamed dtype, the count
+    still equals transformers'."""
+    cfg = registry_config(name)
+    cfg.pop("tie_word_embeddings", None)
+    if "torch_dtype" in cfg:
+        cfg["dtype"] = cfg.pop("torch_dtype")
+    if cfg["model_type"] not in ("t5", "bart"):  # their layer counts have aliases; keep them whole
+        for k in ("num_hidden_layers", "n_layer", "num_layers"):
+            if k in cfg:
+                cfg[k] = min(cfg[k], 4)
+        if isinstance(cfg.get("layer_types"), list):
+            cfg["layer_types"] = cfg["layer_types"][:4]
+    model = oracle.build_meta(oracle.hf_config(cfg))
+    assert param_report(spec_from_config(cfg, name)).total == oracle.count_params(model)

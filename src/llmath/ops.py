@@ -150,6 +150,12 @@ def experts_hit(tokens, n_experts: int, top_k: int):
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** np.asarray(tokens, dtype=float))
 
 
+@lru_cache(maxsize=1024)
+def _parse_mono(m: str) -> tuple[str, int | None]:
+    kind, w = m.split(":")
+    return kind, None if w == "full" else int(w)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """B sequences of T new tokens after S0 cached positions; logits for the last or all positions."""
@@ -176,8 +182,7 @@ class Scenario:
                 if np.ndim(v) == 0:
                     v = float(v)
             else:
-                kind, w = m.split(":")
-                win = None if w == "full" else int(w)
+                kind, win = _parse_mono(m)
                 if kind == "K":
                     v = B * visible_keys(T, S0, win)
                 elif kind == "P":
@@ -406,6 +411,40 @@ def _attention_block(b: _Builder, w: int | None, count: int, lk: str, prefix: st
         )
     softcap = SOFTCAP_FLOPS if s.attn_softcap else 0
     if b.attention == "eager":
+        if not cross:
+            # transformers' DynamicCache appends by concatenation: the cached K/V are read and written
+            # again into a new buffer every step (the new tokens' write is the K/V projections').
+            b.add(
+                f"{prefix}.cache_append",
+                comp,
+                "memory",
+                "BSKH,BTKH->B(S+T)KH",
+                sizes,
+                count,
+                (),
+                lk,
+                kv_read=[(2 * K * H, Kmono, "2·K·H"), (-2 * K * H, "BT", "2·K·H")],
+                kv_write=[(2 * K * H, Kmono, "2·K·H"), (-2 * K * H, "BT", "2·K·H")],
+            )
+        if G > 1:
+            # repeat_kv materialises K and V for every query head before the matmuls
+            b.add(
+                f"{prefix}.repeat_kv",
+                comp,
+                "memory",
+                "BSKH->BSKGH",
+                sizes,
+                count,
+                (),
+                lk,
+                kv_read=[(2 * K * H, Kmono, "2·K·H")],
+                act_out=[(2 * N * H, Kmono, "2·N·H")],
+            )
+            kv_in = {"act_in": [(N * H, "BT", "N·H"), (N * H, Kmono, "N·H")]}
+            v_in = {"act_in": [(N, Emono, "N"), (N * H, Kmono, "N·H")]}
+        else:
+            kv_in = {"act_in": [(N * H, "BT", "N·H")], "kv_read": [(K * H, Kmono, "K·H")]}
+            v_in = {"act_in": [(N, Emono, "N")], "kv_read": [(K * H, Kmono, "K·H")]}
         b.add(
             f"{prefix}.scores",
             comp,
@@ -416,9 +455,8 @@ def _attention_block(b: _Builder, w: int | None, count: int, lk: str, prefix: st
             (),
             lk,
             flops=[(2 * N * H, Emono, "2·N·H")],
-            act_in=[(N * H, "BT", "N·H")],
-            kv_read=[(K * H, Kmono, "K·H")],
             act_out=[(N, Emono, "N")],
+            **kv_in,
         )
         b.add(
             f"{prefix}.softmax",
@@ -443,9 +481,8 @@ def _attention_block(b: _Builder, w: int | None, count: int, lk: str, prefix: st
             (),
             lk,
             flops=[(2 * N * H, Emono, "2·N·H")],
-            act_in=[(N, Emono, "N")],
-            kv_read=[(K * H, Kmono, "K·H")],
             act_out=[(N * H, "BT", "N·H")],
+            **v_in,
         )
     else:
         b.add(

@@ -28,7 +28,10 @@ from .hardware import Hardware
 from .ops import CLASSES, Scenario, Table, experts_hit, one_hot
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
-SKINNY_ROWS = 64  # weight GEMMs with at most this many token rows stream weights like a GEMV
+# Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
+# compute-bound enough that max(compute, memory) at the large-GEMM rates describes them. A calibrated
+# skinny_rows curve is used up to this cut as well.
+SKINNY_ROWS = 64
 
 
 @lru_cache(maxsize=1)
@@ -169,7 +172,8 @@ def inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, de
         if eff.skinny_rows:
             xs = np.array([x for x, _ in eff.skinny_rows], dtype=float)
             fr = np.array([f for _, f in eff.skinny_rows], dtype=float)
-            extra = (r <= xs.max()) * (1.0 / (bw * np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr)) - base)
+            cap = min(xs.max(), SKINNY_ROWS)
+            extra = (r <= cap) * (1.0 / (bw * np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr)) - base)
         else:
             extra = (r <= SKINNY_ROWS) * (1.0 / (bw * eff.skinny) - base)
         inv = inv + extra * sel
@@ -337,15 +341,21 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
         c0 = X @ kc[:3]
         m0 = (X @ k[:3, 2]) * inv
     ov = table.kernels * eff.decode_overhead_s
-    n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
-    step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
-    if eff.decode_overhead_s:
-        step += ov
-    per_op = step * n
     j = _slope_ops(table, bw_key)
     w = _windows(table)
     if scalar:
-        nn = float(n[0])
+        nn = max(float(N) - 1, 0.0)
+        step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
+        if eff.decode_overhead_s:
+            step += ov
+        per_op = step * nn
+    else:
+        n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
+        step = np.maximum(c0, m0)
+        if eff.decode_overhead_s:
+            step += ov
+        per_op = step * n
+    if scalar:
         u0 = float(P) + 1
         t_first = step.copy()
         t_last = step.copy()
@@ -370,7 +380,7 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
             uf, ul = min(u0, wo), min(u0 + max(nn - 1, 0.0), wo)
             t_first[o] = max(c0o + c1 * uf, m0o + m1 * uf) + ov[o]
             t_last[o] = max(c0o + c1 * ul, m0o + m1 * ul) + ov[o]
-        return DecodeSummary(t_first.sum(), t_last.sum(), per_op.sum(), per_op, n[0])
+        return DecodeSummary(t_first.sum(), t_last.sum(), per_op.sum(), per_op, nn)
     if j.size:
         w = w[j]
         c0j, m0j = c0[..., j], m0[..., j]
