@@ -2,8 +2,10 @@
 
     python benchmarks/bench_speed.py --json
 
-scenario_us        median of one full in-process scenario (params + prefill + decode step + a 1,024-token
-                   generation, per-op breakdown included), Llama-3-8B on an H100 SXM    target <= 50 µs
+scenario_us        median time of one full in-process scenario (params + prefill + decode step + a 1,024-token
+                   generation, per-op breakdown included), Llama-3-8B on an H100 SXM: the median over 5
+                   fresh processes of each one's median of 2,000 calls (on this 2-core VM a single
+                   process's median varies up to 2x from run to run)                   target <= 50 µs
 sweep_1e6_s        10^6 scenarios (batch x prompt grid) in one vectorised call              target <= 1 s
 generation_1e5_ms  one 100,000-token generation (closed form over decode steps)          target <= 5 ms
 import_s           `import llmath` in a fresh process                                    target <= 0.15 s
@@ -18,6 +20,21 @@ import statistics
 import subprocess
 import sys
 import time
+
+_SCENARIO = """
+import statistics, time
+import llmath
+from llmath.analysis import scenario
+from llmath.hardware import get
+spec, hw = llmath.resolve("llama-3-8b"), get("h100-sxm")
+scenario(spec, hw, 8, 1024, 1024)  # warm the caches (compiled tables)
+ts = []
+for _ in range(2000):
+    t = time.perf_counter()
+    scenario(spec, hw, 8, 1024, 1024)
+    ts.append(time.perf_counter() - t)
+print(statistics.median(ts) * 1e6)
+"""
 
 TARGETS = {"scenario_us": 50, "sweep_1e6_s": 1.0, "generation_1e5_ms": 5.0, "import_s": 0.15, "cli_s": 0.5}
 
@@ -44,7 +61,6 @@ def main() -> None:
     import numpy as np
 
     import llmath
-    from llmath.analysis import scenario
     from llmath.dtypes import Precision
     from llmath.hardware import get
     from llmath.ops import table
@@ -53,8 +69,11 @@ def main() -> None:
 
     spec = llmath.resolve("llama-3-8b")
     hw = get("h100-sxm")
-    scenario(spec, hw, 8, 1024, 1024)  # warm the caches (compiled tables)
-    res = {"scenario_us": _median_time(lambda: scenario(spec, hw, 8, 1024, 1024), 2000) * 1e6}
+    per_process = []
+    for _ in range(5):
+        r = subprocess.run([sys.executable, "-c", _SCENARIO], capture_output=True, text=True, check=True)
+        per_process.append(float(r.stdout))
+    res = {"scenario_us": statistics.median(per_process), "scenario_us_per_process": per_process}
 
     B = np.tile(np.arange(1, 1001), 1000)
     P = np.repeat(np.arange(1, 1001) * 8, 1000)

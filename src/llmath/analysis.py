@@ -30,6 +30,7 @@ from .roofline import Efficiency, byte_weights, decode_generation, efficiency, o
 from .spec import ModelSpec
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
+DEFAULT_PRECISION = Precision()
 
 
 def _check_len(name: str, v, minimum: int = 1) -> None:
@@ -431,7 +432,7 @@ def scenario(
     and a whole generation's serving metrics, from the cached coefficient tables."""
     spec = resolve(model)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    p = precision or Precision()
+    p = precision or DEFAULT_PRECISION
     eff = efficiency(efficiency_mode, hw)
     pre_t, _, _ = stage_times(table(spec, "prefill", attention), Scenario(batch, prompt, 0), hw, p, eff, False)
     dec_t, _, _ = stage_times(table(spec, "decode", attention), Scenario(batch, 1, prompt), hw, p, eff, True)

@@ -148,6 +148,24 @@ def byte_weights(p: Precision) -> np.ndarray:
     return np.array([per.get(c, 0.0) for c in CLASSES])
 
 
+@lru_cache(maxsize=1024)
+def _inv_variants(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> np.ndarray:
+    """(4, n_ops) seconds per byte for [token rows skinny?] × [logit rows skinny?] (default efficiency)."""
+    bw = hw.memory_bandwidth_bytes_per_s
+    frac = (
+        np.where(table.is_kv_attention, eff.attention_decode, eff.memory)
+        if decode
+        else np.full(len(table.ops), eff.memory)
+    )
+    base = 1.0 / (bw * frac)
+    extra = 1.0 / (bw * eff.skinny) - 1.0 / (bw * eff.memory)
+    w_tok = table.is_weight_mm & ~table.logit_rows
+    w_log = table.is_weight_mm & table.logit_rows
+    out = np.stack([base + extra * (t * w_tok + lg * w_log) for t in (0, 1) for lg in (0, 1)])
+    out.setflags(write=False)
+    return out
+
+
 def inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool) -> np.ndarray:
     """(…, n_ops) seconds per byte of each op: 1 / (bandwidth × achievable fraction).
 
@@ -155,6 +173,10 @@ def inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, de
     calibrated ``skinny_rows`` curve, interpolated in log rows); their rows are the B·T tokens, or the B
     logit rows for the LM head. Decode attention reading the KV cache gets ``attention_decode``.
     """
+    if not eff.skinny_rows:
+        v = _inv_variants(table, hw, eff, decode)
+        idx = 2 * (np.asarray(tokens) <= SKINNY_ROWS) + (np.asarray(batch) <= SKINNY_ROWS)
+        return v[idx]
     bw = hw.memory_bandwidth_bytes_per_s
     frac = (
         np.where(table.is_kv_attention, eff.attention_decode, eff.memory)
@@ -165,17 +187,14 @@ def inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, de
     w_tok = table.is_weight_mm & ~table.logit_rows
     w_log = table.is_weight_mm & table.logit_rows
     base = 1.0 / (bw * eff.memory)
+    xs = np.array([x for x, _ in eff.skinny_rows], dtype=float)
+    fr = np.array([f for _, f in eff.skinny_rows], dtype=float)
+    cap = min(xs.max(), SKINNY_ROWS)
     for rows, sel in ((tokens, w_tok), (batch, w_log)):
         if not sel.any():
             continue
         r = np.asarray(rows, dtype=float)[..., None]
-        if eff.skinny_rows:
-            xs = np.array([x for x, _ in eff.skinny_rows], dtype=float)
-            fr = np.array([f for _, f in eff.skinny_rows], dtype=float)
-            cap = min(xs.max(), SKINNY_ROWS)
-            extra = (r <= cap) * (1.0 / (bw * np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr)) - base)
-        else:
-            extra = (r <= SKINNY_ROWS) * (1.0 / (bw * eff.skinny) - base)
+        extra = (r <= cap) * (1.0 / (bw * np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr)) - base)
         inv = inv + extra * sel
     return inv
 
@@ -312,6 +331,74 @@ def _u_sum(j: float, u0: float, w: float) -> float:
     return m * u0 + m * (m - 1) / 2 + (j - m) * (0.0 if math.isinf(w) else w)
 
 
+@lru_cache(maxsize=4096)
+def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int):
+    """Per-batch constants of a decode step: each op's context-independent step time, and the
+    (index, c0, c1, m0, m1, window, overhead) lines of the ops whose cost grows with the context."""
+    bw_key = byte_weights_key(p)
+    k = _decode_coefs(table, bw_key)
+    mm_rate, vec_rate = rates(hw, p, eff)
+    kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
+    spec = table.spec
+    U = float(experts_hit(float(B), spec.moe.n_experts, spec.moe.top_k)) if spec.moe is not None else 0.0
+    inv = inv_bandwidth(table, hw, eff, B, B, decode=True)
+    x = np.array([1.0, float(B), U, 0.0])
+    c0 = x @ kc
+    m0 = (x @ k[:, 2]) * inv
+    ov = table.kernels * eff.decode_overhead_s
+    step = np.maximum(c0, m0) + ov
+    step.setflags(write=False)
+    w = _windows(table)
+    lines = tuple(
+        (
+            int(o),
+            float(c0[o]),
+            float(kc[3, o]) * B,
+            float(m0[o]),
+            float(k[3, 2, o]) * B * float(inv[o]),
+            float(w[o]),
+            float(ov[o]),
+        )
+        for o in _slope_ops(table, bw_key)
+    )
+    return step, float(step.sum()), lines
+
+
+def _line_sum(c0: float, c1: float, m0: float, m1: float, w: float, u0: float, n: float) -> float:
+    """Σ over n steps of max(c0 + c1·u, m0 + m1·u) with u_j = min(u0 + j, w): split where the lines cross."""
+    dc = c1 - m1
+    ustar = (m0 - c0) / dc if dc != 0 else math.inf
+    js = n if w < ustar else min(max(math.ceil(ustar - u0), 0.0), n)
+    lo = _u_sum(js, u0, w)
+    hi = _u_sum(n, u0, w) - lo
+    comp_lo, mem_lo = c0 * js + c1 * lo, m0 * js + m1 * lo
+    comp_hi, mem_hi = c0 * (n - js) + c1 * hi, m0 * (n - js) + m1 * hi
+    if dc < 0:
+        return comp_lo + mem_hi
+    if dc > 0:
+        return mem_lo + comp_hi
+    return max(comp_lo + comp_hi, mem_lo + mem_hi)
+
+
+def _decode_scalar(
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, P: float, N: float
+) -> DecodeSummary:
+    step, step_sum, lines = _decode_static(table, hw, p, eff, B)
+    n = max(N - 1, 0.0)
+    u0 = P + 1
+    per_op = step * n
+    total, first, last = step_sum * n, step_sum, step_sum
+    ul_ = u0 + max(n - 1, 0.0)
+    for o, c0, c1, m0, m1, w, ov in lines:
+        t = _line_sum(c0, c1, m0, m1, w, u0, n) + n * ov
+        total += t - per_op[o]
+        per_op[o] = t
+        uf, ul = min(u0, w), min(ul_, w)
+        first += max(c0 + c1 * uf, m0 + m1 * uf) + ov - step[o]
+        last += max(c0 + c1 * ul, m0 + m1 * ul) + ov - step[o]
+    return DecodeSummary(first, last, total, per_op, n)
+
+
 def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N) -> DecodeSummary:
     """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
 
@@ -320,92 +407,51 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
     side is an arithmetic sum. Scalars take a pure-Python path over those few ops; arrays broadcast.
     """
+    if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N)):
+        return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N))
     bw_key = byte_weights_key(p)
     k = _decode_coefs(table, bw_key)
     mm_rate, vec_rate = rates(hw, p, eff)
     kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
     spec = table.spec
-    scalar = all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N))
-    if scalar:
-        Bf = float(B)
-        U = float(experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k)) if spec.moe is not None else 0.0
-        bw = _bandwidth_scalar(table, hw, eff, int(B))
-        x = np.array([1.0, Bf, U, 0.0])
-        c0 = x @ kc
-        m0 = (x @ k[:, 2]) / bw
-    else:
-        Bf = np.asarray(B, dtype=float)[..., None]
-        U = experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else np.zeros_like(Bf)
-        X = np.concatenate([np.ones_like(Bf), Bf, np.broadcast_to(U, Bf.shape)], axis=-1)  # (…, 3)
-        inv = inv_bandwidth(table, hw, eff, B, B, decode=True)
-        c0 = X @ kc[:3]
-        m0 = (X @ k[:3, 2]) * inv
+    Bf = np.asarray(B, dtype=float)[..., None]
+    U = experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else np.zeros_like(Bf)
+    X = np.concatenate([np.ones_like(Bf), Bf, np.broadcast_to(U, Bf.shape)], axis=-1)  # (…, 3)
+    inv = inv_bandwidth(table, hw, eff, B, B, decode=True)
+    c0 = X @ kc[:3]
+    m0 = (X @ k[:3, 2]) * inv
     ov = table.kernels * eff.decode_overhead_s
+    n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
+    step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
+    if eff.decode_overhead_s:
+        step += ov
+    per_op = step * n
     j = _slope_ops(table, bw_key)
-    w = _windows(table)
-    if scalar:
-        nn = max(float(N) - 1, 0.0)
-        step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
-        if eff.decode_overhead_s:
-            step += ov
-        per_op = step * nn
-    else:
-        n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
-        step = np.maximum(c0, m0)
-        if eff.decode_overhead_s:
-            step += ov
-        per_op = step * n
-    if scalar:
-        u0 = float(P) + 1
-        t_first = step.copy()
-        t_last = step.copy()
-        for o in j:
-            c0o, m0o, wo = float(c0[o]), float(m0[o]), float(w[o])
-            c1 = float(kc[3, o]) * Bf
-            m1 = float(k[3, 2, o]) * Bf / float(bw[o])
-            dc = c1 - m1
-            ustar = (m0o - c0o) / dc if dc != 0 else math.inf
-            js = nn if wo < ustar else min(max(math.ceil(ustar - u0), 0.0), nn)
-            lo = _u_sum(js, u0, wo)
-            hi = _u_sum(nn, u0, wo) - lo
-            comp_lo, mem_lo = c0o * js + c1 * lo, m0o * js + m1 * lo
-            comp_hi, mem_hi = c0o * (nn - js) + c1 * hi, m0o * (nn - js) + m1 * hi
-            if dc < 0:
-                total = comp_lo + mem_hi
-            elif dc > 0:
-                total = mem_lo + comp_hi
-            else:
-                total = max(comp_lo + comp_hi, mem_lo + mem_hi)
-            per_op[o] = total + nn * ov[o]
-            uf, ul = min(u0, wo), min(u0 + max(nn - 1, 0.0), wo)
-            t_first[o] = max(c0o + c1 * uf, m0o + m1 * uf) + ov[o]
-            t_last[o] = max(c0o + c1 * ul, m0o + m1 * ul) + ov[o]
-        return DecodeSummary(t_first.sum(), t_last.sum(), per_op.sum(), per_op, nn)
-    if j.size:
-        w = w[j]
-        c0j, m0j = c0[..., j], m0[..., j]
-        c1 = kc[3, j] * Bf
-        m1 = k[3, 2, j] * Bf * inv[..., j]
-        u0 = np.asarray(P, dtype=float)[..., None] + 1
-        dc = c1 - m1
-        ustar = np.divide(m0j - c0j, dc, out=np.full(np.broadcast_shapes(dc.shape, c0j.shape), np.inf), where=dc != 0)
-        # j*: the steps (from 0) whose u lies below u*
-        jstar = np.where(w < ustar, n, np.clip(np.ceil(ustar - u0), 0, n))
-        sum_lo = _prefix_u_sum(jstar, u0, w)
-        sum_hi = _prefix_u_sum(n, u0, w) - sum_lo
-        n_hi = n - jstar
-        comp_lo, mem_lo = c0j * jstar + c1 * sum_lo, m0j * jstar + m1 * sum_lo
-        comp_hi, mem_hi = c0j * n_hi + c1 * sum_hi, m0j * n_hi + m1 * sum_hi
-        # below u* the line with the smaller slope is the larger; equal slopes: the larger constant
-        total = np.where(dc < 0, comp_lo + mem_hi, mem_lo + comp_hi)
-        total = np.where(dc == 0, np.maximum(comp_lo + comp_hi, mem_lo + mem_hi), total)
-        ovj = ov[j]
-        per_op[..., j] = total + n * ovj
-        uf = np.minimum(u0, w)
-        ul = np.minimum(u0 + np.maximum(n - 1, 0), w)
-        base = step.sum(-1) - step[..., j].sum(-1)
-        first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
-        last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
-    else:
+    if not j.size:
         first = last = step.sum(-1)
+        return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+    w = _windows(table)[j]
+    c0j, m0j = c0[..., j], m0[..., j]
+    c1 = kc[3, j] * Bf
+    m1 = k[3, 2, j] * Bf * inv[..., j]
+    u0 = np.asarray(P, dtype=float)[..., None] + 1
+    dc = c1 - m1
+    ustar = np.divide(m0j - c0j, dc, out=np.full(np.broadcast_shapes(dc.shape, c0j.shape), np.inf), where=dc != 0)
+    # j*: the steps (from 0) whose u lies below u*
+    jstar = np.where(w < ustar, n, np.clip(np.ceil(ustar - u0), 0, n))
+    sum_lo = _prefix_u_sum(jstar, u0, w)
+    sum_hi = _prefix_u_sum(n, u0, w) - sum_lo
+    n_hi = n - jstar
+    comp_lo, mem_lo = c0j * jstar + c1 * sum_lo, m0j * jstar + m1 * sum_lo
+    comp_hi, mem_hi = c0j * n_hi + c1 * sum_hi, m0j * n_hi + m1 * sum_hi
+    # below u* the line with the smaller slope is the larger; equal slopes: the larger constant
+    total = np.where(dc < 0, comp_lo + mem_hi, mem_lo + comp_hi)
+    total = np.where(dc == 0, np.maximum(comp_lo + comp_hi, mem_lo + mem_hi), total)
+    ovj = ov[j]
+    per_op[..., j] = total + n * ovj
+    uf = np.minimum(u0, w)
+    ul = np.minimum(u0 + np.maximum(n - 1, 0), w)
+    base = step.sum(-1) - step[..., j].sum(-1)
+    first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
+    last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
