@@ -116,13 +116,7 @@ def stage_report(
         )
     ops = build_ops(spec, stage, attention)
     costs = evaluate(ops, scenario, spec)
-    bpe = {
-        "weight": precision.weight_bytes,
-        "act_in": precision.act_bytes,
-        "act_out": precision.act_bytes,
-        "kv_read": precision.kv_bytes,
-        "kv_write": precision.kv_bytes,
-    }
+    bpe = precision.per_class
     rows: list[OpRow] = []
     tot = dict.fromkeys(CLASSES, 0)
     for c in costs:

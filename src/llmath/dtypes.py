@@ -65,6 +65,17 @@ class Precision:
         return self.bytes_per_element(self.kv)
 
     @property
+    def per_class(self) -> dict[str, float]:
+        """Bytes per element of each byte class of an operator (see :mod:`llmath.ops`)."""
+        return {
+            "weight": self.weight_bytes,
+            "act_in": self.act_bytes,
+            "act_out": self.act_bytes,
+            "kv_read": self.kv_bytes,
+            "kv_write": self.kv_bytes,
+        }
+
+    @property
     def compute(self) -> str:
         """The dtype the matmuls run in (that of the activations)."""
         return self.activations

@@ -324,34 +324,21 @@ def _attention_block(b: _Builder, w: int | None, count: int, lk: str, prefix: st
         sym_out="N·H",
     )
     kv_out = "act_out" if cross else "kv_write"
-    b.linear(
-        f"{prefix}.k_proj",
-        comp,
-        "BTD,DKH->BTKH",
-        sizes,
-        D,
-        K * H,
-        bias=s.k_bias,
-        count=count,
-        pkey=f"{pk}.k",
-        layer_kind=lk,
-        sym_out="K·H",
-        out=kv_out,
-    )
-    b.linear(
-        f"{prefix}.v_proj",
-        comp,
-        "BTD,DKH->BTKH",
-        sizes,
-        D,
-        K * H,
-        bias=s.v_bias,
-        count=count,
-        pkey=f"{pk}.v",
-        layer_kind=lk,
-        sym_out="K·H",
-        out=kv_out,
-    )
+    for which, bias in (("k", s.k_bias), ("v", s.v_bias)):
+        b.linear(
+            f"{prefix}.{which}_proj",
+            comp,
+            "BTD,DKH->BTKH",
+            sizes,
+            D,
+            K * H,
+            bias=bias,
+            count=count,
+            pkey=f"{pk}.{which}",
+            layer_kind=lk,
+            sym_out="K·H",
+            out=kv_out,
+        )
     if s.qk_norm != "none" and not cross:
         qw, kw = (H, H) if s.qk_norm == "head" else (N * H, K * H)
         per = 2 if (s.norm == "layer" and s.norm_bias) else 1

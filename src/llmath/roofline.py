@@ -138,14 +138,18 @@ def byte_weights_key(p: Precision) -> tuple[float, ...]:
 
 
 def byte_weights(p: Precision) -> np.ndarray:
-    per = {
-        "weight": p.weight_bytes,
-        "act_in": p.act_bytes,
-        "act_out": p.act_bytes,
-        "kv_read": p.kv_bytes,
-        "kv_write": p.kv_bytes,
-    }
+    per = p.per_class
     return np.array([per.get(c, 0.0) for c in CLASSES])
+
+
+def _base_inv(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> np.ndarray:
+    """(n_ops,) seconds per byte before the skinny-GEMM adjustment (decode attention has its own)."""
+    frac = (
+        np.where(table.is_kv_attention, eff.attention_decode, eff.memory)
+        if decode
+        else np.full(len(table.ops), eff.memory)
+    )
+    return 1.0 / (hw.memory_bandwidth_bytes_per_s * frac)
 
 
 @lru_cache(maxsize=1024)

@@ -37,13 +37,7 @@ def _sum(costs, pred, cls="flops"):
 
 
 def _bytes(costs, pred, p: Precision):
-    per = {
-        "weight": p.weight_bytes,
-        "act_in": p.act_bytes,
-        "act_out": p.act_bytes,
-        "kv_read": p.kv_bytes,
-        "kv_write": p.kv_bytes,
-    }
+    per = p.per_class
     return sum(c.values.get(k, 0) * w for c in costs if pred(c.op) for k, w in per.items())
 
 
@@ -130,18 +124,7 @@ def intensity_over_generation(
 
     def cum(pred):
         f = sum(np.sum(c.values.get("flops", 0)) + np.sum(c.values.get("vflops", 0)) for c in allc if pred(c.op))
-        b = sum(
-            np.sum(c.values.get(k, 0)) * w
-            for c in allc
-            if pred(c.op)
-            for k, w in (
-                ("weight", p.weight_bytes),
-                ("act_in", p.act_bytes),
-                ("act_out", p.act_bytes),
-                ("kv_read", p.kv_bytes),
-                ("kv_write", p.kv_bytes),
-            )
-        )
+        b = sum(np.sum(c.values.get(k, 0)) * w for c in allc if pred(c.op) for k, w in p.per_class.items())
         return float(f / b)
 
     return rows, {"proj": cum(_is_proj), "attention": cum(_is_attn), "total": cum(lambda o: True)}
