@@ -244,3 +244,43 @@ def test_gen_one_and_context_warnings(capsys):
     assert code == 0 and "max_position_embeddings=2048" in err
     code, _, err = run(capsys, "seeds", "gpt2-xl", "--context", "4096", "--gen", "16")
     assert code == 0 and "exceeds" in err
+
+
+def test_custom_hardware_from_toml_and_flags(tmp_path, capsys):
+    toml = tmp_path / "mygpu.toml"
+    toml.write_text(
+        'name = "mygpu"\nmemory_bytes = 48e9\nmemory_bandwidth_bytes_per_s = 1e12\n'
+        'source = "test"\n[peak_flops_per_s]\nbf16 = 200e12\n'
+    )
+    code, out, _ = run(capsys, "analyze", "llama-3-8b", "--hardware", str(toml), "--efficiency", "ideal", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["hardware"] == "mygpu"
+    # ideal, memory-bound decode step: bytes / 1e12 B/s
+    assert d["decode"]["time_s"] == pytest.approx(d["decode"]["bytes"]["total"] / 1e12)
+    code, out, _ = run(
+        capsys,
+        "analyze",
+        "llama-3-8b",
+        "--peak-tflops",
+        "200",
+        "--bandwidth-gbs",
+        "1000",
+        "--memory-gb",
+        "48",
+        "--efficiency",
+        "ideal",
+        "--json",
+    )
+    assert code == 0 and json.loads(out)["decode"]["time_s"] == pytest.approx(d["decode"]["time_s"])
+
+
+def test_compare_and_sweep_csv(capsys):
+    code, out, _ = run(capsys, "compare", "llama-3-8b", "mistral-7b-v0.1", "-H", "h100-sxm,a100-sxm-80gb", "--json")
+    rows = json.loads(out)["rows"]
+    assert code == 0 and len(rows) == 4
+    # the same model is faster per token on the H100 (3.35 vs 2.04 TB/s)
+    by = {(r["model"], r["hardware"]): r for r in rows}
+    assert by[("llama-3-8b", "h100-sxm")]["tpot_s"] < by[("llama-3-8b", "a100-sxm-80gb")]["tpot_s"]
+    code, out, _ = run(capsys, "sweep", "llama-3-8b", "--batch", "1,8", "--prompt", "128:256:+128", "--csv")
+    lines = out.strip().splitlines()
+    assert code == 0 and len(lines) == 1 + 2 * 2 and lines[0].startswith("batch,prompt,gen,ttft_s")

@@ -72,6 +72,7 @@ class OpRow:
     compute_s: float | None = None
     memory_s: float | None = None
     bound: str | None = None
+    layer_kind: str = ""
 
 
 @dataclass
@@ -136,6 +137,7 @@ def stage_report(
                 c.values.get("vflops", 0),
                 b,
                 fl / bt if bt else float("inf"),
+                layer_kind=c.op.layer_kind,
             )
         )
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}

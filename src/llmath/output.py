@@ -135,6 +135,7 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
     t = Table(title=title)
     for col in (
         "operator",
+        "layers",
         "signature",
         "×",
         "matmul FLOPs",
@@ -146,13 +147,14 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
         "KV write",
         "intensity",
     ):
-        t.add_column(col, justify="left" if col in ("operator", "signature") else "right")
+        t.add_column(col, justify="left" if col in ("operator", "layers", "signature") else "right")
     if rep.ops and rep.ops[0].time_s is not None:
         t.add_column("time", justify="right")
         t.add_column("bound")
     for r in rep.ops:
         row = [
             r.name,
+            r.layer_kind,
             r.signature,
             str(r.count),
             si(r.flops),
@@ -170,6 +172,7 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
     b = rep.bytes
     tot = [
         "[b]total[/b]",
+        "",
         "",
         "",
         si(rep.flops["matmul"]),
