@@ -47,7 +47,7 @@ _SIZES = {
     "cpu": {
         False: dict(
             gemm=(1024, 2048, 4096),
-            skinny=(4096, 8192),
+            skinny=((4096, 8192), (8192, 4096), (4096, 4096)),
             copy_mb=512,
             vec=1 << 18,
             attn=(32, 64, 4096),
@@ -58,7 +58,7 @@ _SIZES = {
         ),
         True: dict(
             gemm=(256, 512),
-            skinny=(512, 1024),
+            skinny=((512, 1024), (1024, 512)),
             copy_mb=16,
             vec=1 << 14,
             attn=(4, 64, 128),
@@ -71,7 +71,7 @@ _SIZES = {
     "cuda": {
         False: dict(
             gemm=(4096, 8192, 16384),
-            skinny=(8192, 28672),
+            skinny=((8192, 28672), (28672, 8192), (8192, 8192)),
             copy_mb=2048,
             vec=1 << 22,
             attn=(32, 128, 32768),
@@ -82,7 +82,7 @@ _SIZES = {
         ),
         True: dict(
             gemm=(1024, 2048),
-            skinny=(2048, 4096),
+            skinny=((2048, 4096), (4096, 2048)),
             copy_mb=64,
             vec=1 << 16,
             attn=(8, 128, 1024),
@@ -351,34 +351,55 @@ def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
                 pr.step(f"GEMM {d} {s}³: {rate / 1e9:.1f} GFLOP/s")
             peaks[d] = _med(rates)
 
-        # -- skinny weight GEMMs (decode-like) ------------------------------------------------------
-        K, N = z["skinny"]
-        W = rnd(N, K)
-        wbytes = N * K * esz
-        raw["skinny"] = []
+        # -- skinny weight GEMMs (decode-like), over a few weight shapes: the median per row count ----
+        # (one shape alone misleads: BLAS efficiency at the same rows differs between shapes)
+        raw["skinny"] = []  # every (rows, shape) measurement
+        raw["skinny_median"] = []  # per row count: the median over shapes, which the profile uses
+        shapes = z["skinny"]
         for m in SKINNY_M:
-            x = rnd(m, K)
-            ts = time_call(lambda x=x: torch.nn.functional.linear(x, W), device, z["rep_small"], z["warm"])
-            t = _med(ts)
-            bw = wbytes / t
+            per_shape = []
+            for K_, N_ in shapes:
+                W_ = rnd(N_, K_)
+                x = rnd(m, K_)
+                ts = time_call(lambda x=x, W_=W_: torch.nn.functional.linear(x, W_), device, z["rep_small"], z["warm"])
+                t = _med(ts)
+                wb = N_ * K_ * esz
+                per_shape.append(
+                    {
+                        "dtype": dts[0],
+                        "rows": m,
+                        "k": K_,
+                        "n": N_,
+                        "op": "F.linear(X[rows,k], W[n,k])",
+                        "weight_bytes": wb,
+                        "repeats": len(ts),
+                        "times_s": ts,
+                        "median_s": t,
+                        "flops_per_s": 2 * m * K_ * N_ / t,
+                        "weight_bytes_per_s": wb / t,
+                    }
+                )
+                del W_
+            raw["skinny"].extend(per_shape)
+            bw = _med([r["weight_bytes_per_s"] for r in per_shape])
             f = bw / copy_bw
-            raw["skinny"].append(
+            raw["skinny_median"].append(
                 {
                     "dtype": dts[0],
                     "rows": m,
-                    "k": K,
-                    "n": N,
-                    "op": "F.linear(X[rows,k], W[n,k])",
-                    "weight_bytes": wbytes,
-                    "repeats": len(ts),
-                    "times_s": ts,
-                    "median_s": t,
-                    "flops_per_s": 2 * m * K * N / t,
+                    "shapes": [[r["k"], r["n"]] for r in per_shape],
                     "weight_bytes_per_s": bw,
-                    "fraction_of_copy_bandwidth": bw / copy_bw,
+                    "fraction_of_copy_bandwidth": f,
+                    "flops_per_s": _med([r["flops_per_s"] for r in per_shape]),
                 }
             )
-            pr.step(f"skinny GEMM rows={m}: {bw / 1e9:.1f} GB/s of weights ({f:.2f} × copy)")
+            pr.step(
+                f"skinny GEMMs rows={m}: {bw / 1e9:.1f} GB/s of weights, median of {len(shapes)} shapes "
+                f"({f:.2f} × copy)"
+            )
+        K, N = shapes[0]
+        W = rnd(N, K)
+        wbytes = N * K * esz
 
         # -- weights streamed by a matrix-vector product --------------------------------------------
         v = rnd(K)
@@ -482,13 +503,15 @@ def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
     # Reference bandwidth: the copy, unless reading weights (GEMV / skinny GEMMs, which only read) or the
     # KV cache streams faster; every fraction is over it, so each stays in (0, 1] and bandwidth × fraction
     # gives back exactly what was measured. Usually the copy (then memory = 1.0).
-    reads = [s_["weight_bytes_per_s"] for s_ in raw["skinny"]] + [raw["gemv"]["weight_bytes_per_s"], attn_bw]
+    reads = [s_["weight_bytes_per_s"] for s_ in raw["skinny_median"]] + [raw["gemv"]["weight_bytes_per_s"], attn_bw]
     ref_bw = max([copy_bw, *reads])
     raw["reference_bandwidth"] = {
         "bytes_per_s": ref_bw,
         "from": "copy" if ref_bw == copy_bw else "a read-only stream (faster than the copy)",
     }
-    skinny_rows = sorted([[s_["rows"], round(_frac(s_["weight_bytes_per_s"] / ref_bw), 6)] for s_ in raw["skinny"]])
+    skinny_rows = sorted(
+        [[s_["rows"], round(_frac(s_["weight_bytes_per_s"] / ref_bw), 6)] for s_ in raw["skinny_median"]]
+    )
     eff = {
         "matmul": 1.0,
         "memory": round(_frac(copy_bw / ref_bw), 6),

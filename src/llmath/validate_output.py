@@ -62,13 +62,13 @@ def calibration_human(profile: dict[str, Any], path: str | None = None) -> None:
     t.add_row("vector ops (best, cache-resident)", _g(profile.get("vector_flops_per_s"), "FLOP/s"), "")
     t.add_row("per-kernel overhead", f"{eff.get('overhead_s', 0) * 1e6:.2f} µs", "tiny op")
     c.print(t)
-    t = Table(title="skinny weight GEMMs (decode-like): F.linear(X[rows, k], W[n, k])")
-    for col in ("rows", "time", "GFLOP/s", "weight GB/s", "fraction of copy bw"):
+    t = Table(title="skinny weight GEMMs (decode-like): F.linear(X[rows, k], W[n, k]), median over weight shapes")
+    for col in ("rows", "shapes (k×n)", "GFLOP/s", "weight GB/s", "fraction of copy bw"):
         t.add_column(col, justify="right")
-    for s in raw.get("skinny", []):
+    for s in raw.get("skinny_median", []):
         t.add_row(
             str(s["rows"]),
-            _ms(s["median_s"]),
+            ", ".join(f"{k}×{n}" for k, n in s["shapes"]),
             f"{s['flops_per_s'] / 1e9:.3g}",
             f"{s['weight_bytes_per_s'] / 1e9:.3g}",
             f"{min(s['fraction_of_copy_bandwidth'], 1.0):.3f}",
