@@ -1,0 +1,51 @@
+"""The local web page, served on a loopback port for the duration of the test."""
+
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from llmath.web import make_server
+
+
+@pytest.fixture(scope="module")
+def base():
+    server = make_server(0)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.status, r.read()
+
+
+def test_page_and_lists(base):
+    status, body = get(base + "/")
+    assert status == 200 and b"<form" in body and b"/api/analyze" in body
+    models = json.loads(get(base + "/api/models")[1])
+    assert "llama-3-8b" in models and "t5-base" not in models  # encoder-decoder: parameter counts only
+    assert "h100-sxm" in json.loads(get(base + "/api/hardware")[1])
+
+
+def test_analyze_matches_the_cli_object(base):
+    _, body = get(base + "/api/analyze?model=llama-3-8b&hardware=h100-sxm&batch=2&prompt=100&gen=10&kv_dtype=fp8")
+    d = json.loads(body)
+    # 2 sequences x 100 positions x (2 * 32 layers * 8 heads * 128) elements x 1 byte (fp8 KV)
+    assert d["kv_cache"]["bytes"] == 2 * 100 * 2 * 32 * 8 * 128
+    assert d["ttft_s"] > 0 and d["memory"]["fits"] is True
+
+
+def test_errors_are_json_400(base):
+    with pytest.raises(urllib.error.HTTPError) as e:
+        get(base + "/api/analyze?model=llama-3-8&hardware=h100-sxm")
+    assert e.value.code == 400
+    assert "closest: " in json.loads(e.value.read())["error"]
+    with pytest.raises(urllib.error.HTTPError) as e:
+        get(base + "/api/analyze?model=llama-3-8b&batch=two")
+    assert e.value.code == 400
