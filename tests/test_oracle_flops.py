@@ -115,3 +115,25 @@ def test_mla_absorbed_decode_differs_from_transformers_by_design():
     assert flash < eager / 5
     # latent cache: (kv_lora_rank 512 + rope 64) x 61 layers x 2 bytes per position
     assert kv_cache_bytes(spec, 1, 1, Precision()) == (512 + 64) * 61 * 2
+
+
+@pytest.mark.parametrize(
+    "name,extra",
+    [
+        ("gemma-2-2b", {}),
+        ("gemma-3-1b-pt", {}),
+        ("gpt-oss-20b", {}),
+        ("mistral-7b-v0.1", {}),
+        ("qwen2.5-0.5b", {"use_sliding_window": True, "max_window_layers": 10, "sliding_window": 4096}),
+        ("qwen3-0.6b", {"use_sliding_window": True, "max_window_layers": 20, "sliding_window": 4096}),
+    ],
+)
+def test_window_patterns_without_layer_types(name, extra):
+    """Older files have no layer_types: llmath derives the sliding layers as transformers' config does."""
+    cfg = registry_config(name)
+    cfg.pop("layer_types", None)
+    cfg.update(extra)
+    hf = oracle.hf_config(cfg)
+    types = getattr(hf, "layer_types", None) or ["sliding_attention"] * hf.num_hidden_layers
+    ours = spec_from_config(cfg, name).layer_windows
+    assert [w is not None for w in ours] == [t == "sliding_attention" for t in types]

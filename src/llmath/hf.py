@@ -60,6 +60,14 @@ def _k(name: str, default: Any) -> tuple[str, Any]:
     return (name, default)
 
 
+def _falcon_kv_heads(cfg: Mapping[str, Any], n_heads: int) -> int:
+    """Falcon: the new decoder architecture reads num_kv_heads; the old one is multi-query or MHA."""
+    if cfg.get("new_decoder_architecture"):
+        v = cfg.get("num_kv_heads") or cfg.get("n_head_kv")
+        return int(v) if v else n_heads
+    return 1 if cfg.get("multi_query", True) else n_heads
+
+
 LLAMA_LIKE = dict(
     norm="rms",
     ffn="gated",
@@ -78,7 +86,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "mistral": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False),
     "mixtral": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False, moe="mixtral"),
     "phi3": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False),
-    "qwen2": dict(LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False),
+    "qwen2": dict(
+        LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False, windows="from_layer"
+    ),
     "qwen2_moe": dict(
         LLAMA_LIKE,
         q_bias=_k("qkv_bias", True),
@@ -87,12 +97,19 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         o_bias=False,
         ffn_bias=False,
         moe="qwen2_moe",
+        windows="from_layer",
     ),
-    "qwen3": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head"),
-    "qwen3_moe": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", moe="qwen3_moe"),
+    "qwen3": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", windows="from_layer"),
+    "qwen3_moe": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", moe="qwen3_moe", windows="from_layer"),
     "gemma": dict(LLAMA_LIKE, ffn_bias=False, embedding_scale=True, activation="gelu_tanh"),
     "gemma2": dict(
-        LLAMA_LIKE, ffn_bias=False, embedding_scale=True, norms_per_layer=4, activation="gelu_tanh", softcap=True
+        LLAMA_LIKE,
+        ffn_bias=False,
+        embedding_scale=True,
+        norms_per_layer=4,
+        activation="gelu_tanh",
+        softcap=True,
+        windows="alternate",
     ),
     "gemma3_text": dict(
         LLAMA_LIKE,
@@ -102,6 +119,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         qk_norm="head",
         activation="gelu_tanh",
         softcap=True,
+        windows="every",
     ),
     "olmo": dict(LLAMA_LIKE, norm="layer_noparam", ffn_bias=False),
     "olmo2": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="full"),
@@ -194,6 +212,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_bias=_k("enable_bias", True),
         norms_per_layer=2,
         activation="relu",
+        final_norm=_k("do_layer_norm_before", True),
     ),
     "bloom": dict(
         norm="layer",
@@ -212,7 +231,6 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "falcon": dict(
         norm="layer",
         ffn="mlp",
-        position="rotary",
         q_bias=_k("bias", False),
         k_bias=_k("bias", False),
         v_bias=_k("bias", False),
@@ -222,6 +240,8 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norms_per_layer="falcon",
         activation="gelu",
         ffn_default=4,
+        kv_heads=_falcon_kv_heads,
+        position=lambda c: "alibi" if c.get("alibi") else "rotary",
     ),
     "deepseek_v2": dict(
         LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False, moe="deepseek", mla=True
@@ -230,7 +250,15 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False, moe="deepseek", mla=True
     ),
     "gpt_oss": dict(
-        LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=True, ffn_bias=False, moe="gpt_oss", attn_sinks=True
+        LLAMA_LIKE,
+        q_bias=True,
+        k_bias=True,
+        v_bias=True,
+        o_bias=True,
+        ffn_bias=False,
+        moe="gpt_oss",
+        attn_sinks=True,
+        windows="alternate",
     ),
     "t5": dict(
         norm="rms",
@@ -309,23 +337,28 @@ def _fact(table: Mapping[str, Any], cfg: Mapping[str, Any], name: str, default: 
     return v
 
 
-def _layer_windows(cfg: Mapping[str, Any], model_type: str, n_layers: int, where: str) -> tuple[int | None, ...]:
-    """Sliding windows per layer, derived as the transformers config classes derive ``layer_types``."""
+def _layer_windows(cfg: Mapping[str, Any], pattern: str, n_layers: int, where: str) -> tuple[int | None, ...]:
+    """Sliding windows per layer, derived as the transformers config classes derive ``layer_types``.
+
+    ``pattern`` (the family's table fact ``windows``) applies when the file has no ``layer_types``:
+    ``all`` layers slide; ``alternate`` (layer 0 slides, then every other); ``every`` (all but every
+    ``sliding_window_pattern``-th, default 6); ``from_layer`` (layers from ``max_window_layers`` on, and
+    only when ``use_sliding_window`` is set).
+    """
     window = cfg.get("sliding_window")
     types = cfg.get("layer_types")
-    if model_type == "qwen2_moe" or model_type in ("qwen2", "qwen3", "qwen3_moe"):
-        if not cfg.get("use_sliding_window", False):
-            window = None
+    if pattern == "from_layer" and not cfg.get("use_sliding_window", False):
+        window = None
     if window is None:
         return (None,) * n_layers
     window = _int(cfg, "sliding_window", where=where)
     if types is None:
-        if model_type in ("gemma2", "gpt_oss"):
+        if pattern == "alternate":
             types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n_layers)]
-        elif model_type == "gemma3_text":
-            pattern = cfg.get("sliding_window_pattern") or 6
-            types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n_layers)]
-        elif model_type in ("qwen2", "qwen3", "qwen3_moe", "qwen2_moe"):
+        elif pattern == "every":
+            every = cfg.get("sliding_window_pattern") or 6
+            types = ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)]
+        elif pattern == "from_layer":
             first = cfg.get("max_window_layers") or 0
             types = ["sliding_attention" if i >= first else "full_attention" for i in range(n_layers)]
         else:
@@ -415,11 +448,9 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
     n_layers = get(LAYERS)
     n_heads = get(HEADS)
     vocab = get("vocab_size")
-    if model_type == "falcon":
-        if cfg.get("new_decoder_architecture"):
-            n_kv = get(("num_kv_heads", "n_head_kv"), n_heads)
-        else:
-            n_kv = 1 if cfg.get("multi_query", True) else n_heads
+    kv_rule = table.get("kv_heads")
+    if kv_rule is not None:
+        n_kv = kv_rule(cfg, n_heads)
     else:
         n_kv = get(("num_key_value_heads", "num_kv_heads"), n_heads)
     head_dim = cfg.get("head_dim") or cfg.get("d_kv")
@@ -477,9 +508,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
             hf_cache_kv = n_heads  # transformers' Falcon caches K/V broadcast to every query head
         else:
             norms = 1 if parallel else 2
-    position = table["position"]
-    if model_type == "falcon" and cfg.get("alibi"):
-        position = "alibi"
+    position = _fact(table, cfg, "position", "rotary")
     max_pos = next((cfg[k] for k in POSITIONS if cfg.get(k)), None)
     rotary_dim = None
     if position == "rotary":
@@ -518,7 +547,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         final_norm = bool(cfg.get("add_final_layer_norm"))
         embedding_norm = True
         d_ff = get("decoder_ffn_dim")
-    if model_type == "opt" and not cfg.get("do_layer_norm_before", True):
+    if not _fact(table, cfg, "final_norm", True):
         final_norm = False
     tie = cfg.get("tie_word_embeddings")
     if tie is None:  # each transformers config class has its own default
@@ -549,7 +578,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         ffn_bias=bool(_fact(table, cfg, "ffn_bias", False)),
         moe=moe,
         layer_moe=layer_moe,
-        layer_windows=_layer_windows(cfg, model_type, n_layers, where),
+        layer_windows=_layer_windows(cfg, table.get("windows", "all"), n_layers, where),
         norms_per_layer=int(norms),
         final_norm=final_norm,
         embedding_norm=embedding_norm,
