@@ -284,3 +284,14 @@ def test_compare_and_sweep_csv(capsys):
     code, out, _ = run(capsys, "sweep", "llama-3-8b", "--batch", "1,8", "--prompt", "128:256:+128", "--csv")
     lines = out.strip().splitlines()
     assert code == 0 and len(lines) == 1 + 2 * 2 and lines[0].startswith("batch,prompt,gen,ttft_s")
+
+
+def test_cli_reference_is_current():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_cli_docs", ROOT / "scripts" / "gen_cli_docs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (ROOT / "docs" / "cli.md").read_text() == mod.render(), "run: python scripts/gen_cli_docs.py"
+    for cmd in ("analyze", "ops", "params", "sweep", "compare", "seeds", "calibrate", "validate", "serve"):
+        assert f"## llmath {cmd}" in mod.render()
