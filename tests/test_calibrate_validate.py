@@ -109,6 +109,15 @@ def test_calibrate_rejects_bad_input():
 # ---- validate_model ----------------------------------------------------------------------------------
 
 
+def test_validate_reports_machine_drift(report):
+    # the profile's GEMM and copy re-measured now: a positive ratio, and a second prediction per row
+    d = report["drift"]
+    assert _pos(d["matmul"]) and _pos(d["copy"]) and d["matmul"] == pytest.approx(d["matmul_now"] / d["matmul_then"])
+    for r in report["prefill"] + report["decode"]:
+        assert _pos(r["predicted_drift_s"])
+        assert r["error_drift"] == pytest.approx(r["predicted_drift_s"] / r["measured_s"] - 1)
+
+
 def test_validate_structure(report):
     assert report["device"] == "cpu" and report["dtype"] == "fp32" and report["attention"] == "eager"
     assert report["hardware"] == "cpu-profile" and report["params"] > 0

@@ -22,7 +22,7 @@ import math
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -340,8 +340,8 @@ def _breakdown(measured: dict[str, float], predicted: dict[str, float]) -> list[
     ]
 
 
-def _err_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    errs = [r["error"] for r in rows if r.get("error") is not None and math.isfinite(r["error"])]
+def _err_summary(rows: Sequence[Mapping[str, Any]], key: str = "error") -> dict[str, Any]:
+    errs = [r[key] for r in rows if r.get(key) is not None and math.isfinite(r[key])]
     if not errs:
         return {"n": 0, "median_abs_error": None, "worst_error": None}
     worst = max(errs, key=abs)
@@ -351,6 +351,56 @@ def _err_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "worst_error": float(worst),
         "worst_abs_error": abs(float(worst)),
     }
+
+
+def machine_drift(hw, device: str, dtype: str) -> dict[str, Any] | None:
+    """Re-measure, now, one GEMM and the copy that the profile measured (same sizes, same dtype), and give
+    now / then. ``None`` when ``hw`` is not a calibrated profile of this dtype.
+
+    A shared machine's speed moves between runs (on the 2-vCPU VM of docs/validation.md the square-GEMM rate
+    moved 128 -> 170 GFLOP/s minutes apart); the ratio says how far the machine is from its profile while
+    the model is timed. It is reported beside the plain prediction, never folded into it silently.
+    """
+    from .calibrate import _med, _torch, sync, time_call, torch_dtype
+
+    raw = (hw.measured or {}).get("raw") if isinstance(hw.measured, dict) else None
+    if not raw or "copy" not in raw:
+        return None
+    gemms = [g for g in raw.get("gemm", []) if g.get("dtype") == dtype]
+    if not gemms:
+        return None
+    torch = _torch()
+    g = gemms[len(gemms) // 2]
+    tdt = torch_dtype(dtype)
+    a = torch.randn(g["m"], g["k"], device=device, dtype=tdt)
+    b = torch.randn(g["k"], g["n"], device=device, dtype=tdt)
+    mm_now = 2 * g["m"] * g["n"] * g["k"] / _med(time_call(lambda a=a, b=b: torch.mm(a, b), device, 5, 1))
+    del a, b
+    c = raw["copy"]
+    src = torch.ones(c["elements"], device=device, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    bw_now = c["bytes_moved"] / _med(time_call(lambda d=dst, s_=src: d.copy_(s_), device, 5, 1))
+    del src, dst
+    sync(device)
+    return {
+        "matmul_then": g["flops_per_s"],
+        "matmul_now": mm_now,
+        "matmul": mm_now / g["flops_per_s"],
+        "copy_then": c["bytes_per_s"],
+        "copy_now": bw_now,
+        "copy": bw_now / c["bytes_per_s"],
+        "shape": [g["m"], g["n"], g["k"]],
+    }
+
+
+def _drifted(hw, drift: Mapping[str, Any]):
+    """The profile with its ceilings scaled by the drift measured now (fractions unchanged)."""
+    return replace(
+        hw,
+        peak_flops_per_s={k: v * drift["matmul"] for k, v in hw.peak_flops_per_s.items()},
+        vector_flops_per_s=(hw.vector_flops_per_s or hw.vector_peak) * drift["matmul"],
+        memory_bandwidth_bytes_per_s=hw.memory_bandwidth_bytes_per_s * drift["copy"],
+    )
 
 
 def _row(measured: list[float], rep) -> dict[str, Any]:
@@ -453,6 +503,15 @@ def _validate_model(model, hardware, device, dtype, quick, progress, prompts, ba
         ) from None
     eff = efficiency("expected", hw)
     prec = Precision.uniform(dtype)
+    drift = machine_drift(hw, device, dtype)
+    hw_now = _drifted(hw, drift) if drift else None
+
+    def with_drift(row: dict[str, Any], stage: str, sc) -> dict[str, Any]:
+        if hw_now is not None:
+            p = analysis.stage_report(spec, stage, sc, "eager", prec, hw_now, eff).time_s
+            row["predicted_drift_s"] = p
+            row["error_drift"] = (p - row["measured_s"]) / row["measured_s"]
+        return row
 
     n_steps = 2 + len(shapes["prompts"]) + len(shapes["contexts"]) * len(shapes["batches"]) + 2
     pr = Progress(progress, "validate", n_steps)
@@ -476,7 +535,7 @@ def _validate_model(model, hardware, device, dtype, quick, progress, prompts, ba
                 lambda x=x: m(input_ids=x, use_cache=True, logits_to_keep=1), device, shapes["prefill_repeats"], wu
             )
             rep = analysis.stage_report(spec, "prefill", Scenario(1, P, 0), "eager", prec, hw, eff)
-            prefill_rows.append({"batch": 1, "prompt": P, **_row(ts, rep)})
+            prefill_rows.append(with_drift({"batch": 1, "prompt": P, **_row(ts, rep)}, "prefill", Scenario(1, P, 0)))
             pr.step(
                 f"prefill P={P}: {statistics.median(ts) * 1e3:.1f} ms measured, {rep.time_s * 1e3:.1f} ms predicted"
             )
@@ -501,7 +560,7 @@ def _validate_model(model, hardware, device, dtype, quick, progress, prompts, ba
                     reset=lambda cache=cache, S=S: crop_to(cache, S),
                 )
                 rep = analysis.stage_report(spec, "decode", Scenario(B, 1, S), "eager", prec, hw, eff)
-                decode_rows.append({"batch": B, "context": S, **_row(ts, rep)})
+                decode_rows.append(with_drift({"batch": B, "context": S, **_row(ts, rep)}, "decode", Scenario(B, 1, S)))
                 del cache
                 pr.step(
                     f"decode B={B} S={S}: {statistics.median(ts) * 1e3:.1f} ms measured, "
@@ -535,13 +594,18 @@ def _validate_model(model, hardware, device, dtype, quick, progress, prompts, ba
     ]
     if spec.n_kv_heads != spec.n_heads:
         notes.append(
-            f"GQA ({spec.n_heads} query / {spec.n_kv_heads} KV heads): transformers' eager attention "
-            "copies K/V to all query heads (repeat_kv) every step; llmath counts the cache read once"
+            f"GQA ({spec.n_heads} query / {spec.n_kv_heads} KV heads): transformers' eager attention copies K/V "
+            "to all query heads (repeat_kv) every step; llmath's eager operator list counts that copy"
         )
     notes.append(
         "transformers' DynamicCache appends with torch.cat, copying each layer's whole cache every decode "
-        "step; llmath counts only the new position's write"
+        "step; llmath's eager operator list counts that copy (attn.cache_append)"
     )
+    if drift:
+        notes.append(
+            f"machine drift, measured now against the profile: matmul {drift['matmul']:.2f}x, copy "
+            f"{drift['copy']:.2f}x; predicted_drift_s uses the profile's ceilings scaled by them"
+        )
     if variant:
         notes.append(variant)
     if cal_threads is not None and cal_threads != torch.get_num_threads():
@@ -558,6 +622,16 @@ def _validate_model(model, hardware, device, dtype, quick, progress, prompts, ba
         )
     groups = {
         "prefill": _err_summary(prefill_rows),
+        **(
+            {
+                "prefill_drift_corrected": _err_summary(prefill_rows, "error_drift"),
+                "decode_batch1_drift_corrected": _err_summary(
+                    [r for r in decode_rows if r["batch"] == 1], "error_drift"
+                ),
+            }
+            if drift
+            else {}
+        ),
         "decode_batch1": _err_summary([r for r in decode_rows if r["batch"] == 1]),
         "decode_batched": _err_summary([r for r in decode_rows if r["batch"] > 1]),
     }
@@ -589,6 +663,7 @@ def _validate_model(model, hardware, device, dtype, quick, progress, prompts, ba
         "decode": decode_rows,
         "breakdown": breakdown,
         "summary": groups,
+        "drift": drift,
         "notes": notes,
     }
 

@@ -94,8 +94,16 @@ def validation_human(report: dict[str, Any]) -> None:
         f"attention {r['attention']}; predictions on [b]{r['hardware']}[/b] ({r['hardware_how']})",
         highlight=False,
     )
+    d = r.get("drift")
+    if d:
+        c.print(
+            f"machine now vs its profile: matmul {d['matmul']:.2f}x, copy {d['copy']:.2f}x "
+            "(the 'drift-corrected' column scales the profile's ceilings by these)",
+            highlight=False,
+        )
+    extra = ("drift-corrected", "error (corr.)") if d else ()
     t = Table(title="prefill (batch 1)")
-    for col in ("prompt", "measured", "predicted", "ratio", "error", "bound"):
+    for col in ("prompt", "measured", "predicted", "ratio", "error", "bound", *extra):
         t.add_column(col, justify="right")
     for x in r["prefill"]:
         t.add_row(
@@ -105,10 +113,11 @@ def validation_human(report: dict[str, Any]) -> None:
             f"{x['ratio']:.3f}",
             _pct(x["error"]),
             x["bound"] or "-",
+            *((_ms(x["predicted_drift_s"]), _pct(x["error_drift"])) if d else ()),
         )
     c.print(t)
     t = Table(title="decode step")
-    for col in ("batch", "context", "measured", "predicted", "ratio", "error", "bound", "tok/s measured"):
+    for col in ("batch", "context", "measured", "predicted", "ratio", "error", "bound", "tok/s measured", *extra):
         t.add_column(col, justify="right")
     for x in r["decode"]:
         t.add_row(
@@ -120,6 +129,7 @@ def validation_human(report: dict[str, Any]) -> None:
             _pct(x["error"]),
             x["bound"] or "-",
             f"{x['batch'] / x['measured_s']:.1f}",
+            *((_ms(x["predicted_drift_s"]), _pct(x["error_drift"])) if d else ()),
         )
     c.print(t)
     t = Table(title="summary: |error|")
