@@ -39,7 +39,7 @@ from typing import Any
 
 from .errors import HardwareError, LLMathError, WorkloadError
 
-SKINNY_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SKINNY_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 TORCH_DTYPES = ("fp32", "bf16", "fp16")
 
 # (full, quick) sizes per device
@@ -512,8 +512,13 @@ def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
     skinny_rows = sorted(
         [[s_["rows"], round(_frac(s_["weight_bytes_per_s"] / ref_bw), 6)] for s_ in raw["skinny_median"]]
     )
+    # weight GEMMs' achieved matmul rate by rows, relative to the large-GEMM peak of the same dtype
+    matmul_rows = sorted(
+        [[s_["rows"], round(_frac(s_["flops_per_s"] / peaks[dts[0]]), 6)] for s_ in raw["skinny_median"]]
+    )
     eff = {
         "matmul": 1.0,
+        "matmul_rows": matmul_rows,
         "memory": round(_frac(copy_bw / ref_bw), 6),
         "vector": round(vec_eff, 6),
         "skinny_rows": skinny_rows,

@@ -62,6 +62,9 @@ class Efficiency:
     # measured bandwidth fraction of weight GEMMs by token rows, e.g. ((1, 0.3), (8, 0.5), (64, 0.9)):
     # interpolated in log(rows) for GEMMs with at most the largest rows listed (replaces ``skinny``)
     skinny_rows: tuple[tuple[int, float], ...] = ()
+    # measured matmul fraction of weight GEMMs by token rows, e.g. ((128, 0.6), (1024, 0.9)): their compute
+    # time uses it up to the largest rows listed (beyond: the large-GEMM rate); calibrated profiles only
+    matmul_rows: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
@@ -87,8 +90,9 @@ def expected(hw: Hardware | None = None) -> Efficiency:
     """
     if hw is not None and isinstance(hw.measured, dict) and hw.measured.get("efficiency"):
         e = dict(hw.measured["efficiency"])
-        if "skinny_rows" in e:
-            e["skinny_rows"] = tuple((int(r), float(f)) for r, f in e["skinny_rows"])
+        for key in ("skinny_rows", "matmul_rows"):
+            if key in e:
+                e[key] = tuple((int(r), float(f)) for r, f in e[key])
         return replace(IDEAL, name="expected", **e)
     d = _defaults()
     mm = d["matmul_compute_fraction"]
@@ -213,12 +217,31 @@ def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
     return hw.peak(p.compute) * eff.matmul_for(p.compute), hw.vector_peak * eff.vector
 
 
+def mm_factor(table: Table, eff: Efficiency, batch, tokens) -> np.ndarray | None:
+    """(…, n_ops) 1 / η(rows) for weight GEMMs from a calibrated ``matmul_rows`` curve, 1 for the other ops;
+    ``None`` without a curve (the default efficiencies)."""
+    if not eff.matmul_rows:
+        return None
+    xs = np.array([x for x, _ in eff.matmul_rows], dtype=float)
+    fr = np.array([f for _, f in eff.matmul_rows], dtype=float)
+
+    def inv_eta(rows):
+        r = np.asarray(rows, dtype=float)[..., None]
+        eta = np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr)
+        return np.where(r <= xs.max(), 1.0 / eta, 1.0)
+
+    w_tok = table.is_weight_mm & ~table.logit_rows
+    w_log = table.is_weight_mm & table.logit_rows
+    return np.where(w_tok, inv_eta(tokens), np.where(w_log, inv_eta(batch), 1.0))
+
+
 def times(
     flops, vflops, bytes_, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
 ):
     """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes."""
     mm_rate, vec_rate = rates(hw, p, eff)
-    compute = flops / mm_rate + vflops / vec_rate
+    f = mm_factor(table, eff, batch, tokens)
+    compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
     memory = bytes_ / op_bandwidth(table, hw, eff, batch, tokens, decode)
     ov = eff.decode_overhead_s if decode else eff.overhead_s
     return np.maximum(compute, memory) + table.kernels * ov, compute, memory
@@ -247,7 +270,12 @@ def _stage_matrices(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(compute seconds, memory seconds) right-hand sides (n_monos, n_ops), and the overheads, for scalars."""
-    comp = _compute_rhs(table, hw, p, eff)
+    f = mm_factor(table, eff, batch, tokens)
+    if f is None:
+        comp = _compute_rhs(table, hw, p, eff)
+    else:
+        mm_rate, vec_rate = rates(hw, p, eff)
+        comp = table.rhs(one_hot("flops")) / mm_rate * f + table.rhs(one_hot("vflops")) / vec_rate
     mem = table.rhs(byte_weights_key(p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode)
     ov = table.kernels * (eff.decode_overhead_s if decode else eff.overhead_s)
     return comp, mem, ov
@@ -261,8 +289,13 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
         comp, mem, ov = _stage_matrices(table, hw, p, eff, int(B), int(B * scenario.T), decode)
         c, m = mv @ comp, mv @ mem
         return np.maximum(c, m) + ov, c, m
-    comp = mv @ _compute_rhs(table, hw, p, eff)
     B = np.asarray(B)
+    f = mm_factor(table, eff, B, B * np.asarray(scenario.T))
+    if f is None:
+        comp = mv @ _compute_rhs(table, hw, p, eff)
+    else:
+        mm_rate, vec_rate = rates(hw, p, eff)
+        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
     mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, B, B * np.asarray(scenario.T), decode)
     t = np.maximum(comp, mem)
     ov = eff.decode_overhead_s if decode else eff.overhead_s
@@ -343,6 +376,9 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
     k = _decode_coefs(table, bw_key)
     mm_rate, vec_rate = rates(hw, p, eff)
     kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
+    f = mm_factor(table, eff, B, B)
+    if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
+        kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
     spec = table.spec
     U = float(experts_hit(float(B), spec.moe.n_experts, spec.moe.top_k)) if spec.moe is not None else 0.0
     inv = inv_bandwidth(table, hw, eff, B, B, decode=True)
@@ -422,7 +458,8 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     U = experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else np.zeros_like(Bf)
     X = np.concatenate([np.ones_like(Bf), Bf, np.broadcast_to(U, Bf.shape)], axis=-1)  # (…, 3)
     inv = inv_bandwidth(table, hw, eff, B, B, decode=True)
-    c0 = X @ kc[:3]
+    f = mm_factor(table, eff, B, B)
+    c0 = X @ kc[:3] if f is None else (X @ k[:3, 0]) / mm_rate * f + (X @ k[:3, 1]) / vec_rate
     m0 = (X @ k[:3, 2]) * inv
     ov = table.kernels * eff.decode_overhead_s
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
