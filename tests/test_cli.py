@@ -203,7 +203,10 @@ def test_console_script_runs():
         [sys.executable, "-m", "llmath.cli", "params", "gpt2", "--json"], capture_output=True, text=True, check=False
     )
     assert r.returncode == 0
-    assert json.loads(r.stdout)["total"] == 124_439_808  # GPT-2 small with its 1024 learned positions
+    # GPT-2 small, per layer: 2*768 (ln_1) + 768*2304+2304 (c_attn) + 768*768+768 (c_proj) + 2*768 (ln_2)
+    # + 768*3072+3072 (c_fc) + 3072*768+768 (c_proj) = 7,087,872; x 12 = 85,054,464; + wte 50257*768 = 38,597,376
+    # + wpe 1024*768 = 786,432 + ln_f 1,536 (lm_head tied) = 124,439,808
+    assert json.loads(r.stdout)["total"] == 124_439_808
 
 
 def test_training_and_useful_flops(capsys):

@@ -131,3 +131,17 @@ def test_scalar_and_vector_generation_paths_agree():
                 assert float(s.total_s) == pytest.approx(float(v.total_s[0]), rel=1e-12, abs=1e-15)
                 assert float(s.first_s) == pytest.approx(float(v.first_s[0]), rel=1e-12)
                 assert float(s.last_s) == pytest.approx(float(v.last_s[0]), rel=1e-12)
+
+
+def test_fast_scenario_path_equals_the_report():
+    # analysis.scenario (cached BLAS tables, scalar closed form) and analysis.analyze (exact per-op report)
+    # evaluate the same operator lists; they must agree
+    from llmath.analysis import scenario
+
+    for name in ("llama-3-8b", "mixtral-8x7b", "gpt-oss-20b", "deepseek-v2-lite"):
+        a = analyze(name, "h100-sxm", batch=8, prompt=700, gen=300)
+        f = scenario(name, "h100-sxm", 8, 700, 300)
+        assert f["ttft_s"] == pytest.approx(a.generation["ttft_s"], rel=1e-12)
+        assert f["tpot_s"] == pytest.approx(a.generation["tpot_s"], rel=1e-12)
+        assert f["params"] == a.params.total
+        assert float(f["decode_op_s"].sum()) == pytest.approx(a.decode.time_s, rel=1e-12)

@@ -332,15 +332,13 @@ def analyze(
     kv = {
         "bytes": kv_cache_bytes(spec, batch, prefix + prompt, p),
         "peak_bytes": kv_cache_bytes(spec, batch, end, p),
-        "bytes_per_token": kv_cache_bytes(spec, 1, 1, p) if None in spec.layer_windows else None,
+        "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
         "positions_after_prefill": prefix + prompt,
         "positions_at_end": end,
     }
-    if kv["bytes_per_token"] is None:
-        kv["bytes_per_token"] = kv_cache_bytes(spec, 1, 1, p)
     mem = memory_report(spec, params, w, hw, reserve_bytes)
     a = Analysis(
         spec.name,

@@ -60,6 +60,11 @@ def _k(name: str, default: Any) -> tuple[str, Any]:
     return (name, default)
 
 
+def _attn_bias(value: Any) -> dict[str, Any]:
+    """The same bias fact for the q, k, v and o projections."""
+    return dict(q_bias=value, k_bias=value, v_bias=value, o_bias=value)
+
+
 def _falcon_kv_heads(cfg: Mapping[str, Any], n_heads: int) -> int:
     """Falcon: the new decoder architecture reads num_kv_heads; the old one is multi-query or MHA."""
     if cfg.get("new_decoder_architecture"):
@@ -72,10 +77,7 @@ LLAMA_LIKE = dict(
     norm="rms",
     ffn="gated",
     position="rotary",
-    q_bias=_k("attention_bias", False),
-    k_bias=_k("attention_bias", False),
-    v_bias=_k("attention_bias", False),
-    o_bias=_k("attention_bias", False),
+    **_attn_bias(_k("attention_bias", False)),
     ffn_bias=_k("mlp_bias", False),
     norms_per_layer=2,
 )
@@ -83,9 +85,9 @@ LLAMA_LIKE = dict(
 ADAPTERS: dict[str, dict[str, Any]] = {
     "llama": LLAMA_LIKE,
     "granite": LLAMA_LIKE,
-    "mistral": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False),
-    "mixtral": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False, moe="mixtral"),
-    "phi3": dict(LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False),
+    "mistral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
+    "mixtral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="mixtral"),
+    "phi3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
     "qwen2": dict(
         LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False, windows="from_layer"
     ),
@@ -136,10 +138,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norm="layer",
         ffn="mlp",
         position="rotary",
-        q_bias=True,
-        k_bias=True,
-        v_bias=True,
-        o_bias=True,
+        **_attn_bias(True),
         ffn_bias=True,
         parallel=True,
         norms_per_layer=1,
@@ -151,10 +150,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norm="layer",
         ffn="mlp",
         position="rotary",
-        q_bias=_k("use_bias", True),
-        k_bias=_k("use_bias", True),
-        v_bias=_k("use_bias", True),
-        o_bias=_k("use_bias", True),
+        **_attn_bias(_k("use_bias", True)),
         ffn_bias=_k("use_bias", True),
         norms_per_layer=2,
         activation="gelu_tanh",
@@ -163,10 +159,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norm="layer",
         ffn="mlp",
         position="learned",
-        q_bias=True,
-        k_bias=True,
-        v_bias=True,
-        o_bias=True,
+        **_attn_bias(True),
         ffn_bias=True,
         norms_per_layer=2,
         activation="gelu_new",
@@ -176,10 +169,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norm="layer",
         ffn="mlp",
         position="rotary",
-        q_bias=_k("attention_bias", True),
-        k_bias=_k("attention_bias", True),
-        v_bias=_k("attention_bias", True),
-        o_bias=_k("attention_bias", True),
+        **_attn_bias(_k("attention_bias", True)),
         ffn_bias=True,
         parallel=_k("use_parallel_residual", True),
         norms_per_layer=2,
@@ -189,10 +179,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norm="layer",
         ffn="mlp",
         position="rotary",
-        q_bias=False,
-        k_bias=False,
-        v_bias=False,
-        o_bias=False,
+        **_attn_bias(False),
         ffn_bias=True,
         parallel=True,
         norms_per_layer=1,
@@ -205,10 +192,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn="mlp",
         position="learned",
         position_offset=2,
-        q_bias=_k("enable_bias", True),
-        k_bias=_k("enable_bias", True),
-        v_bias=_k("enable_bias", True),
-        o_bias=_k("enable_bias", True),
+        **_attn_bias(_k("enable_bias", True)),
         ffn_bias=_k("enable_bias", True),
         norms_per_layer=2,
         activation="relu",
@@ -218,10 +202,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norm="layer",
         ffn="mlp",
         position="alibi",
-        q_bias=True,
-        k_bias=True,
-        v_bias=True,
-        o_bias=True,
+        **_attn_bias(True),
         ffn_bias=True,
         norms_per_layer=2,
         embedding_norm=True,
@@ -231,10 +212,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "falcon": dict(
         norm="layer",
         ffn="mlp",
-        q_bias=_k("bias", False),
-        k_bias=_k("bias", False),
-        v_bias=_k("bias", False),
-        o_bias=_k("bias", False),
+        **_attn_bias(_k("bias", False)),
         ffn_bias=_k("bias", False),
         parallel=_k("parallel_attn", True),
         norms_per_layer="falcon",
@@ -243,18 +221,11 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         kv_heads=_falcon_kv_heads,
         position=lambda c: "alibi" if c.get("alibi") else "rotary",
     ),
-    "deepseek_v2": dict(
-        LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False, moe="deepseek", mla=True
-    ),
-    "deepseek_v3": dict(
-        LLAMA_LIKE, q_bias=False, k_bias=False, v_bias=False, o_bias=False, ffn_bias=False, moe="deepseek", mla=True
-    ),
+    "deepseek_v2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
+    "deepseek_v3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
     "gpt_oss": dict(
         LLAMA_LIKE,
-        q_bias=True,
-        k_bias=True,
-        v_bias=True,
-        o_bias=True,
+        **_attn_bias(True),
         ffn_bias=False,
         moe="gpt_oss",
         attn_sinks=True,
@@ -265,10 +236,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norm_bias=False,
         ffn="t5",
         position="relative",
-        q_bias=False,
-        k_bias=False,
-        v_bias=False,
-        o_bias=False,
+        **_attn_bias(False),
         ffn_bias=False,
         norms_per_layer=3,
         encdec="t5",
@@ -278,10 +246,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norm="layer",
         ffn="mlp",
         position="sinusoidal",
-        q_bias=True,
-        k_bias=True,
-        v_bias=True,
-        o_bias=True,
+        **_attn_bias(True),
         ffn_bias=True,
         norms_per_layer=3,
         encdec="transformer",
@@ -292,10 +257,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn="mlp",
         position="learned",
         position_offset=2,
-        q_bias=True,
-        k_bias=True,
-        v_bias=True,
-        o_bias=True,
+        **_attn_bias(True),
         ffn_bias=True,
         norms_per_layer=3,
         encdec="bart",
@@ -396,7 +358,6 @@ def _moe(kind: str, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[
             top_k=_int(cfg, "num_experts_per_tok", where=where),
             d_ff_expert=per,
             d_ff_shared=per * _int(cfg, "n_shared_experts", 0, where=where),
-            router_correction_bias=cfg.get("model_type") == "deepseek_v3",
         )
         first = _int(cfg, "first_k_dense_replace", 0, where=where)
         freq = _int(cfg, "moe_layer_freq", 1, where=where)

@@ -55,10 +55,6 @@ def count_params(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def named_param_counts(model) -> dict[str, int]:
-    return {n: p.numel() for n, p in model.named_parameters()}
-
-
 def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int = 1):
     """(matmul FLOPs counted by FlopCounterMode, the model output) for one forward pass on meta."""
     import torch

@@ -125,17 +125,6 @@ def efficiency(mode: str | Efficiency, hw: Hardware | None = None, **overrides) 
     return replace(base, **overrides) if overrides else base
 
 
-@dataclass(frozen=True)
-class Rates:
-    """Per-op rate vectors for a (table, hardware, precision, efficiency, stage) combination."""
-
-    byte_weights: np.ndarray  # bytes per element for each class (0 for FLOP classes)
-    mm_rate: float  # matmul FLOP/s achieved
-    vec_rate: float
-    bw: np.ndarray  # (n_ops,) or broadcast: bytes/s per op (skinny handled by caller)
-    overhead: float
-
-
 @lru_cache(maxsize=256)
 def byte_weights_key(p: Precision) -> tuple[float, ...]:
     return tuple(byte_weights(p))
@@ -156,20 +145,26 @@ def _base_inv(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> np.n
     return 1.0 / (hw.memory_bandwidth_bytes_per_s * frac)
 
 
+def _curve(pairs: tuple[tuple[int, float], ...]) -> tuple[np.ndarray, np.ndarray]:
+    """A measured (rows, fraction) curve as arrays, for interpolation in log(rows)."""
+    return np.array([x for x, _ in pairs], dtype=float), np.array([f for _, f in pairs], dtype=float)
+
+
+def _per_row_kind(table: Table, f_tokens, f_batch, other):
+    """(…, n_ops): ``f_tokens`` for weight GEMMs over the B·T tokens, ``f_batch`` for the LM head's B logit
+    rows, ``other`` for every other op (each broadcast over the leading axes)."""
+    return np.where(table.weight_token_rows, f_tokens, np.where(table.weight_logit_rows, f_batch, other))
+
+
 @lru_cache(maxsize=1024)
 def _inv_variants(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> np.ndarray:
     """(4, n_ops) seconds per byte for [token rows skinny?] × [logit rows skinny?] (default efficiency)."""
     bw = hw.memory_bandwidth_bytes_per_s
-    frac = (
-        np.where(table.is_kv_attention, eff.attention_decode, eff.memory)
-        if decode
-        else np.full(len(table.ops), eff.memory)
+    base = _base_inv(table, hw, eff, decode)
+    skinny = 1.0 / (bw * eff.skinny)
+    out = np.stack(
+        [_per_row_kind(table, skinny if t else base, skinny if lg else base, base) for t in (0, 1) for lg in (0, 1)]
     )
-    base = 1.0 / (bw * frac)
-    extra = 1.0 / (bw * eff.skinny) - 1.0 / (bw * eff.memory)
-    w_tok = table.is_weight_mm & ~table.logit_rows
-    w_log = table.is_weight_mm & table.logit_rows
-    out = np.stack([base + extra * (t * w_tok + lg * w_log) for t in (0, 1) for lg in (0, 1)])
     out.setflags(write=False)
     return out
 
@@ -186,25 +181,15 @@ def inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, de
         idx = 2 * (np.asarray(tokens) <= SKINNY_ROWS) + (np.asarray(batch) <= SKINNY_ROWS)
         return v[idx]
     bw = hw.memory_bandwidth_bytes_per_s
-    frac = (
-        np.where(table.is_kv_attention, eff.attention_decode, eff.memory)
-        if decode
-        else np.full(len(table.ops), eff.memory)
-    )
-    inv = 1.0 / (bw * frac)
-    w_tok = table.is_weight_mm & ~table.logit_rows
-    w_log = table.is_weight_mm & table.logit_rows
-    base = 1.0 / (bw * eff.memory)
-    xs = np.array([x for x, _ in eff.skinny_rows], dtype=float)
-    fr = np.array([f for _, f in eff.skinny_rows], dtype=float)
+    base = _base_inv(table, hw, eff, decode)
+    xs, fr = _curve(eff.skinny_rows)
     cap = min(xs.max(), SKINNY_ROWS)
-    for rows, sel in ((tokens, w_tok), (batch, w_log)):
-        if not sel.any():
-            continue
+
+    def inv(rows):
         r = np.asarray(rows, dtype=float)[..., None]
-        extra = (r <= cap) * (1.0 / (bw * np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr)) - base)
-        inv = inv + extra * sel
-    return inv
+        return np.where(r <= cap, 1.0 / (bw * np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr)), base)
+
+    return _per_row_kind(table, inv(tokens), inv(batch), base)
 
 
 def op_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool) -> np.ndarray:
@@ -222,17 +207,13 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens) -> np.ndarray | None
     ``None`` without a curve (the default efficiencies)."""
     if not eff.matmul_rows:
         return None
-    xs = np.array([x for x, _ in eff.matmul_rows], dtype=float)
-    fr = np.array([f for _, f in eff.matmul_rows], dtype=float)
+    xs, fr = _curve(eff.matmul_rows)
 
     def inv_eta(rows):
         r = np.asarray(rows, dtype=float)[..., None]
-        eta = np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr)
-        return np.where(r <= xs.max(), 1.0 / eta, 1.0)
+        return np.where(r <= xs.max(), 1.0 / np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr), 1.0)
 
-    w_tok = table.is_weight_mm & ~table.logit_rows
-    w_log = table.is_weight_mm & table.logit_rows
-    return np.where(w_tok, inv_eta(tokens), np.where(w_log, inv_eta(batch), 1.0))
+    return _per_row_kind(table, inv_eta(tokens), inv_eta(batch), 1.0)
 
 
 def times(
@@ -355,11 +336,6 @@ def _compute_coefs(table: Table, bw_key: tuple[float, ...], mm_rate: float, vec_
     out = k[:, 0] / mm_rate + k[:, 1] / vec_rate
     out.setflags(write=False)
     return out
-
-
-@lru_cache(maxsize=4096)
-def _bandwidth_scalar(table: Table, hw: Hardware, eff: Efficiency, batch: int) -> np.ndarray:
-    return op_bandwidth(table, hw, eff, batch, batch, decode=True)
 
 
 def _u_sum(j: float, u0: float, w: float) -> float:

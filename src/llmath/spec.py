@@ -34,7 +34,6 @@ class MoESpec:
     shared_gate: bool = False  # Qwen2-MoE: sigmoid gate Linear(D, 1) on the shared expert
     router_bias: bool = False  # gpt-oss router Linear has a bias
     expert_bias: bool = False  # gpt-oss experts have biases on gate_up and down
-    router_correction_bias: bool = False  # DeepSeek-V3 e_score_correction_bias (E values per layer)
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -190,35 +189,8 @@ class ModelSpec:
         return self.n_heads // self.n_kv_heads
 
     @property
-    def q_dim(self) -> int:
-        if self.mla is not None:
-            return self.n_heads * (self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim)
-        return self.n_heads * self.head_dim
-
-    @property
-    def kv_dim(self) -> int:
-        return self.n_kv_heads * self.head_dim
-
-    @property
-    def attn_out_dim(self) -> int:
-        """Width entering the output projection (N·H, or N·v_head_dim for MLA)."""
-        if self.mla is not None:
-            return self.n_heads * self.mla.v_head_dim
-        return self.n_heads * self.head_dim
-
-    @property
     def is_encoder_decoder(self) -> bool:
         return self.encoder is not None
-
-    @property
-    def windows(self) -> tuple[int | None, ...]:
-        """Distinct attention kinds, full (None) first."""
-        seen = sorted({w for w in self.layer_windows if w is not None})
-        return ((None,) if None in self.layer_windows else ()) + tuple(seen)
-
-    @property
-    def n_moe_layers(self) -> int:
-        return sum(self.layer_moe)
 
     def with_layers(self, n_layers: int) -> ModelSpec:
         """The same architecture with the first ``n_layers`` layers (patterns truncated)."""
