@@ -61,10 +61,10 @@ def main() -> None:
     import numpy as np
 
     import llmath
-    from llmath.dtypes import Precision
     from llmath.hardware import get
+    from llmath.hardware.roofline import decode_generation, efficiency
+    from llmath.model.dtypes import Precision
     from llmath.ops import table
-    from llmath.roofline import decode_generation, efficiency
     from llmath.sweep import grid
 
     spec = llmath.resolve("llama-3-8b")

@@ -3,9 +3,9 @@
 import json
 from pathlib import Path
 
-from llmath import registry
+from llmath.model import registry
 
-MODELS_DIR = Path(registry.__file__).parent / "data" / "models"
+MODELS_DIR = Path(registry.__file__).parents[1] / "data" / "models"
 
 
 def registry_config(name: str) -> dict:

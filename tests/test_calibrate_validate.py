@@ -14,11 +14,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from llmath.calibrate import SKINNY_M, calibrate  # noqa: E402
 from llmath.errors import HardwareError, LLMathError, UnknownNameError, WorkloadError  # noqa: E402
 from llmath.hardware import from_dict, load_file  # noqa: E402
-from llmath.roofline import efficiency  # noqa: E402
-from llmath.validate import CLASSES, validate_model, validate_published  # noqa: E402
+from llmath.hardware.roofline import efficiency  # noqa: E402
+from llmath.measure.calibrate import SKINNY_M, calibrate  # noqa: E402
+from llmath.measure.validate import CLASSES, validate_model, validate_published  # noqa: E402
 
 
 def _pos(x) -> bool:
@@ -231,7 +231,7 @@ def test_published_bad_file(tmp_path):
 
 
 def test_formatters_print_tables(profile, report, published, capsys):
-    from llmath.validate_output import calibration_human, published_human, validation_human
+    from llmath.output.validation import calibration_human, published_human, validation_human
 
     calibration_human(profile, "cpu.json")
     validation_human(report)

@@ -10,15 +10,15 @@ cache after the prefill must equal llmath's KV cache in its ``transformers`` lay
 import pytest
 from helpers import registry_config
 
-from llmath import registry
 from llmath.analysis import kv_cache_bytes
-from llmath.dtypes import Precision
-from llmath.hf import spec_from_config
+from llmath.model import registry
+from llmath.model.dtypes import Precision
+from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, build_ops, evaluate
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
-from llmath import oracle  # noqa: E402
+from llmath.measure import oracle  # noqa: E402
 
 SKIP_TYPES = {"t5", "bart", "transformer"}  # encoder-decoder: parameter counts only
 

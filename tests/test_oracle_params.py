@@ -6,13 +6,13 @@ import re
 import pytest
 from helpers import registry_config
 
-from llmath import registry
-from llmath.hf import spec_from_config
-from llmath.parameters import param_report
+from llmath.model import registry
+from llmath.model.hf import spec_from_config
+from llmath.ops.params import param_report
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
-from llmath import oracle  # noqa: E402
+from llmath.measure import oracle  # noqa: E402
 
 HF_NAMES = [n for n in registry.names() if registry_config(n)["model_type"] != "transformer"]
 

@@ -7,10 +7,11 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from llmath import Precision, analyze, registry
+from llmath import Precision, analyze
 from llmath.hardware import Hardware, get, names
+from llmath.hardware.roofline import IDEAL, decode_generation, efficiency, op_times
+from llmath.model import registry
 from llmath.ops import Scenario, table
-from llmath.roofline import IDEAL, decode_generation, efficiency, op_times
 
 
 def test_ideal_decode_is_bytes_over_bandwidth():

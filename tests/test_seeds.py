@@ -2,7 +2,8 @@
 
 import pytest
 
-from llmath import params, registry
+from llmath import params
+from llmath.model import registry
 from llmath.seeds import crossover, per_token_flops, prefill_vs_loop
 
 

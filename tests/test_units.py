@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from llmath import Precision, registry
+from llmath import Precision
 from llmath.analysis import kv_cache_bytes, stage_report
+from llmath.model import registry
 from llmath.ops import Scenario, build_ops, causal_pairs, evaluate, experts_hit, explain, visible_keys
 
 

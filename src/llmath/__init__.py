@@ -21,33 +21,33 @@ _EXPORTS = {
     "kv_cache_bytes": "analysis",
     "stage_report": "analysis",
     "scenario": "analysis",
-    "Precision": "dtypes",
+    "Precision": "model.dtypes",
     "ConfigError": "errors",
     "HardwareError": "errors",
     "LLMathError": "errors",
     "SpecError": "errors",
     "UnknownNameError": "errors",
     "WorkloadError": "errors",
-    "spec_from_config": "hf",
-    "spec_from_file": "hf",
+    "spec_from_config": "model.hf",
+    "spec_from_file": "model.hf",
     "Scenario": "ops",
     "build_ops": "ops",
-    "ParamReport": "parameters",
-    "param_report": "parameters",
-    "resolve": "registry",
-    "EncoderSpec": "spec",
-    "MLASpec": "spec",
-    "ModelSpec": "spec",
-    "MoESpec": "spec",
+    "ParamReport": "ops.params",
+    "param_report": "ops.params",
+    "resolve": "model.registry",
+    "EncoderSpec": "model.spec",
+    "MLASpec": "model.spec",
+    "ModelSpec": "model.spec",
+    "MoESpec": "model.spec",
 }
 
 __all__ = [*_EXPORTS, "params"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analysis import Analysis, analyze, kv_cache_bytes, scenario, stage_report  # noqa: F401
-    from .dtypes import Precision  # noqa: F401
-    from .parameters import ParamReport
-    from .spec import ModelSpec
+    from llmath.analysis import Analysis, analyze, kv_cache_bytes, scenario, stage_report  # noqa: F401
+    from llmath.model.dtypes import Precision  # noqa: F401
+    from llmath.model.spec import ModelSpec
+    from llmath.ops.params import ParamReport
 
 
 def __getattr__(name: str) -> Any:
@@ -61,7 +61,7 @@ def __getattr__(name: str) -> Any:
 
 def params(model: str | ModelSpec) -> ParamReport:
     """Exact parameter counts of a registry name, config.json path or spec."""
-    from .parameters import param_report
-    from .registry import resolve
+    from llmath.model.registry import resolve
+    from llmath.ops.params import param_report
 
     return param_report(resolve(model))

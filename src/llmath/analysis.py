@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import Precision
-from .errors import WorkloadError
-from .hardware import Hardware
-from .hardware import get as get_hardware
-from .ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
-from .parameters import ParamReport, param_report
-from .registry import resolve
-from .roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
-from .spec import ModelSpec
+from llmath.errors import WorkloadError
+from llmath.hardware import Hardware
+from llmath.hardware import get as get_hardware
+from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
+from llmath.model.dtypes import Precision
+from llmath.model.registry import resolve
+from llmath.model.spec import ModelSpec
+from llmath.ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
+from llmath.ops.params import ParamReport, param_report
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import WorkloadError
+from llmath.errors import WorkloadError
 
 
 def _plt():
@@ -33,7 +33,7 @@ def _check_path(path: str) -> Path:
 def roofline_plot(a, path: str) -> Path:
     """Every operator of the prefill and of decode step 0 as a point (intensity, achieved FLOP/s) under the
     device's roofline (dense matmul peak of the compute dtype, and the bandwidth slope)."""
-    from .hardware import get
+    from llmath.hardware import get
 
     p = _check_path(path)
     if a.hardware is None:
@@ -113,8 +113,8 @@ def sweep_plot(rows: list[dict], axes: dict[str, np.ndarray], path: str) -> Path
 
 def memory_plot(spec, hw, batch: int, precision, path: str, attention: str = "flash", max_context: int | None = None):
     """Memory breakdown (weights, KV cache, activations) against total context, with the device capacity."""
-    from .analysis import activation_peak_bytes, kv_cache_bytes
-    from .parameters import param_report
+    from llmath.analysis import activation_peak_bytes, kv_cache_bytes
+    from llmath.ops.params import param_report
 
     p = _check_path(path)
     plt = _plt()

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import Precision
-from .ops import Scenario, evaluate, table
-from .spec import ModelSpec
+from llmath.model.dtypes import Precision
+from llmath.model.spec import ModelSpec
+from llmath.ops import Scenario, evaluate, table
 
 
 def _is_proj(op) -> bool:

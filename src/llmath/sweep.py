@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analysis import activation_peak_bytes, kv_cache_bytes
-from .dtypes import Precision
-from .errors import WorkloadError
-from .hardware import Hardware
-from .hardware import get as get_hardware
-from .ops import Scenario, table
-from .parameters import param_report
-from .registry import resolve
-from .roofline import decode_generation, efficiency, stage_times
-from .spec import ModelSpec
+from llmath.analysis import activation_peak_bytes, kv_cache_bytes
+from llmath.errors import WorkloadError
+from llmath.hardware import Hardware
+from llmath.hardware import get as get_hardware
+from llmath.hardware.roofline import decode_generation, efficiency, stage_times
+from llmath.model.dtypes import Precision
+from llmath.model.registry import resolve
+from llmath.model.spec import ModelSpec
+from llmath.ops import Scenario, table
+from llmath.ops.params import param_report
 
 
 def parse_axis(flag: str, text: str) -> np.ndarray:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .errors import SpecError
+from llmath.errors import SpecError
 
 NormKind = Literal["layer", "rms", "layer_noparam"]
 FFNKind = Literal["mlp", "gated"]

@@ -14,9 +14,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import UnknownNameError
-from .hf import read_config, spec_from_config
-from .spec import ModelSpec
+from llmath.errors import UnknownNameError
+from llmath.model.hf import read_config, spec_from_config
+from llmath.model.spec import ModelSpec
 
 
 def _dir():

@@ -15,8 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import HardwareError
-from .registry import closest
+from llmath.errors import HardwareError
+from llmath.model.registry import closest
 
 
 @dataclass(frozen=True, eq=False)  # hashed by identity (it holds dicts); registry entries are cached

@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, HardwareError, LLMathError, WorkloadError
+from llmath.errors import ConfigError, HardwareError, LLMathError, WorkloadError
 
 CLASSES = ("matmul", "attention", "norm", "elementwise")
 
@@ -74,8 +74,8 @@ QUICK = {
 
 def _model_config(model) -> tuple[str, dict[str, Any], str]:
     """(name, config.json dict, source) from a registry name, a config.json path or a dict."""
-    from . import registry
-    from .hf import read_config
+    from llmath.model import registry
+    from llmath.model.hf import read_config
 
     if model is None:
         return "tiny-llama", dict(TINY_LLAMA), "llmath built-in tiny Llama config"
@@ -138,8 +138,8 @@ def _tiny_variant(name: str, cfg: Mapping[str, Any]) -> tuple[str, dict[str, Any
 
 def _resolve_hardware(hardware, device: str, dtype: str, quick: bool, progress: bool):
     """(Hardware, profile dict or None, how it was obtained)."""
-    from . import hardware as hwmod
-    from .calibrate import calibrate
+    from llmath import hardware as hwmod
+    from llmath.measure.calibrate import calibrate
 
     if hardware is None:
         prof = calibrate(device=device, dtypes=[dtype], quick=quick, progress=progress)
@@ -158,11 +158,11 @@ def _fit_layers(
     cfg: dict[str, Any], name: str, device: str, dtype: str, max_batch: int, max_ctx: int, max_prompt: int
 ) -> tuple[dict[str, Any], str | None]:
     """The config, with fewer layers if the whole model would not fit in 60% of the free memory."""
-    from .analysis import activation_peak_bytes, kv_cache_bytes
-    from .calibrate import available_memory_bytes
-    from .dtypes import Precision
-    from .hf import spec_from_config
-    from .parameters import param_report
+    from llmath.analysis import activation_peak_bytes, kv_cache_bytes
+    from llmath.measure.calibrate import available_memory_bytes
+    from llmath.model.dtypes import Precision
+    from llmath.model.hf import spec_from_config
+    from llmath.ops.params import param_report
 
     p = Precision.uniform(dtype)
     budget = 0.6 * available_memory_bytes(device)
@@ -196,8 +196,8 @@ def _fit_layers(
 
 def build_model(cfg: Mapping[str, Any], device: str, dtype: str):
     """A transformers causal LM with random weights, eager attention, eval mode, on ``device``."""
-    from .calibrate import _torch, torch_dtype
-    from .oracle import hf_config
+    from llmath.measure.calibrate import _torch, torch_dtype
+    from llmath.measure.oracle import hf_config
 
     torch = _torch()
     try:
@@ -220,7 +220,7 @@ def build_model(cfg: Mapping[str, Any], device: str, dtype: str):
 
 
 def _timed(fn, device: str, repeats: int, warmup: int, reset=None) -> list[float]:
-    from .calibrate import sync
+    from llmath.measure.calibrate import sync
 
     for _ in range(warmup):
         fn()
@@ -361,7 +361,7 @@ def machine_drift(hw, device: str, dtype: str) -> dict[str, Any] | None:
     moved 128 -> 170 GFLOP/s minutes apart); the ratio says how far the machine is from its profile while
     the model is timed. It is reported beside the plain prediction, never folded into it silently.
     """
-    from .calibrate import _med, _torch, sync, time_call, torch_dtype
+    from llmath.measure.calibrate import _med, _torch, sync, time_call, torch_dtype
 
     raw = (hw.measured or {}).get("raw") if isinstance(hw.measured, dict) else None
     if not raw or "copy" not in raw:
@@ -442,7 +442,7 @@ def validate_model(
     ``prompts``/``batches``/``contexts`` override the shapes timed; ``threads`` the torch threads (as
     the calibration used: ``None`` keeps torch's default).
     """
-    from .calibrate import _torch, set_threads
+    from llmath.measure.calibrate import _torch, set_threads
 
     old = set_threads(threads)
     try:
@@ -453,13 +453,13 @@ def validate_model(
 
 
 def _validate_model(model, hardware, device, dtype, quick, progress, prompts, batches, contexts, threads):
-    from . import analysis
-    from .calibrate import Progress, _torch, check_device, cpu_busy_fraction, load_average, torch_dtype
-    from .dtypes import Precision
-    from .hf import spec_from_config
-    from .ops import Scenario
-    from .parameters import param_report
-    from .roofline import efficiency
+    from llmath import analysis
+    from llmath.hardware.roofline import efficiency
+    from llmath.measure.calibrate import Progress, _torch, check_device, cpu_busy_fraction, load_average, torch_dtype
+    from llmath.model.dtypes import Precision
+    from llmath.model.hf import spec_from_config
+    from llmath.ops import Scenario
+    from llmath.ops.params import param_report
 
     torch = _torch()
     device = check_device(device)
@@ -700,7 +700,7 @@ def _published_rows(path: str | Path | None) -> list[dict[str, Any]]:
 
 def _precision_for(r: Mapping[str, Any]):
     """(Precision, assumptions) for a published row; a weights dtype llmath lacks raises WorkloadError."""
-    from .dtypes import BITS, Precision
+    from llmath.model.dtypes import BITS, Precision
 
     w = str(r.get("weights_dtype") or "").lower()
     if w not in BITS:
@@ -727,9 +727,9 @@ def validate_published(path: str | Path | None = None) -> dict[str, Any]:
     """
     import warnings
 
-    from . import hardware as hwmod
-    from . import registry
-    from .analysis import analyze
+    from llmath import hardware as hwmod
+    from llmath.analysis import analyze
+    from llmath.model import registry
 
     rows, skipped = [], []
     for r in _published_rows(path):

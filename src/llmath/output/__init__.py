@@ -124,8 +124,8 @@ def params_human(rep) -> None:
 def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
     from rich.table import Table
 
-    from .ops import build_ops
-    from .ops import explain as explain_op
+    from llmath.ops import build_ops
+    from llmath.ops import explain as explain_op
 
     c = _console()
     title = (

@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
-from . import output as out
-from .errors import LLMathError, WorkloadError
+from llmath import output as out
+from llmath.errors import LLMathError, WorkloadError
 
 app = typer.Typer(
     add_completion=False,
@@ -58,7 +58,7 @@ GroupOpt = Annotated[int, typer.Option("--group-size", help="Group size of int8/
 
 
 def _precision(dtype: str, weights: str | None, activations: str | None, kv: str | None, group: int):
-    from .dtypes import Precision
+    from llmath.model.dtypes import Precision
 
     return Precision(weights or dtype, activations or dtype, kv or dtype, group_size=group)
 
@@ -70,7 +70,7 @@ def _hardware(
     memory_gb: float | None,
     compute_dtype: str,
 ):
-    from . import hardware
+    from llmath import hardware
 
     flags = (peak_tflops, bandwidth_gbs, memory_gb)
     if any(v is not None for v in flags):
@@ -86,8 +86,8 @@ def models(json_: JsonOpt = False):
 
     Example: llmath models
     """
-    from . import registry
-    from .parameters import param_report
+    from llmath.model import registry
+    from llmath.ops.params import param_report
 
     rows = []
     for n in registry.names():
@@ -109,7 +109,7 @@ def hardware_cmd(json_: JsonOpt = False):
 
     Example: llmath hardware --json
     """
-    from . import hardware
+    from llmath import hardware
 
     rows = []
     for n in hardware.names():
@@ -146,8 +146,8 @@ def params(model: ModelArg, json_: JsonOpt = False):
 
     Examples: llmath params llama-3-8b ; llmath params deepseek-v3 --json ; llmath params ./config.json
     """
-    from .parameters import param_report
-    from .registry import resolve
+    from llmath.model.registry import resolve
+    from llmath.ops.params import param_report
 
     rep = param_report(resolve(model))
     if json_:
@@ -181,11 +181,11 @@ def ops(
 
     Examples: llmath ops llama-3-8b --stage decode --batch 16 --prompt 4096 --explain
     """
-    from .analysis import stage_report
-    from .hardware import get
-    from .ops import Scenario
-    from .registry import resolve
-    from .roofline import efficiency
+    from llmath.analysis import stage_report
+    from llmath.hardware import get
+    from llmath.hardware.roofline import efficiency
+    from llmath.model.registry import resolve
+    from llmath.ops import Scenario
 
     spec = resolve(model)
     p = _precision(dtype, weights, activations, kv_dtype, group_size)
@@ -203,7 +203,7 @@ def ops(
         if S < 0:
             raise WorkloadError(f"--context={S} must be >= 0")
         sc = Scenario(batch, 1, S)
-    from .seeds import context_warnings
+    from llmath.seeds import context_warnings
 
     for msg in context_warnings(spec, sc.S0 + sc.T):
         out.note(f"warning: {msg}")
@@ -262,7 +262,7 @@ def analyze(
 
     Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json
     """
-    from .analysis import analyze as run
+    from llmath.analysis import analyze as run
 
     p = _precision(dtype, weights, activations, kv_dtype, group_size)
     hw = None if hardware.lower() == "none" else _hardware(hardware, peak_tflops, bandwidth_gbs, memory_gb, p.compute)
@@ -286,12 +286,12 @@ def analyze(
         decode_overhead_s=ov,
     )
     if plot:
-        from .plots import roofline_plot
+        from llmath.plots import roofline_plot
 
         roofline_plot(a, plot)
     if memory_plot:
-        from .plots import memory_plot as mem_plot
-        from .registry import resolve
+        from llmath.model.registry import resolve
+        from llmath.plots import memory_plot as mem_plot
 
         mem_plot(resolve(model), hw, batch, p, memory_plot, attention.value)
     if json_:
@@ -329,7 +329,7 @@ def sweep(
 
     Example: llmath sweep llama-3-8b -H h100-sxm --batch 1:256:x2 --prompt 1024 --gen 256 --csv
     """
-    from .sweep import parse_axis, run_sweep
+    from llmath.sweep import parse_axis, run_sweep
 
     p = _precision(dtype, weights, activations, kv_dtype, group_size)
     axes = {
@@ -339,7 +339,7 @@ def sweep(
     }
     rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value)
     if plot:
-        from .plots import sweep_plot
+        from llmath.plots import sweep_plot
 
         sweep_plot(rows, axes, plot)
     if json_:
@@ -369,8 +369,8 @@ def compare(
 
     Example: llmath compare llama-3-8b mistral-7b-v0.1 qwen3-8b -H h100-sxm,a100-sxm-80gb -b 8
     """
-    from .analysis import analyze as run
-    from .dtypes import Precision
+    from llmath.analysis import analyze as run
+    from llmath.model.dtypes import Precision
 
     rows = []
     for m in models_:
@@ -422,9 +422,9 @@ def seeds(
 
     Example: llmath seeds llama-7b --context 128,4096,65536
     """
-    from .registry import resolve
-    from .seeds import seed_report
-    from .sweep import parse_axis
+    from llmath.model.registry import resolve
+    from llmath.seeds import seed_report
+    from llmath.sweep import parse_axis
 
     rep = seed_report(resolve(model), parse_axis("--context", context), prompt, gen, batch)
     if json_:
@@ -447,7 +447,7 @@ def calibrate(
 
     Example: llmath calibrate --device cpu --out cpu.json
     """
-    from .calibrate import calibrate as run
+    from llmath.measure.calibrate import calibrate as run
 
     prof = run(
         device=device, dtypes=[d.strip() for d in dtype.split(",")], quick=quick, progress=not json_, threads=threads
@@ -457,7 +457,7 @@ def calibrate(
     if json_:
         out.emit_json(prof)
     else:
-        from .validate_output import calibration_human
+        from llmath.output.validation import calibration_human
 
         calibration_human(prof, out_file)
 
@@ -482,13 +482,13 @@ def validate(
     Examples: llmath validate --published ; llmath validate llama-3.2-1b --hardware cpu.json --device cpu
     """
     if published:
-        from .validate import validate_published
+        from llmath.measure.validate import validate_published
 
         rep = validate_published()
         if json_:
             out.emit_json(rep)
         else:
-            from .validate_output import published_human
+            from llmath.output.validation import published_human
 
             published_human(rep)
         return
@@ -496,13 +496,13 @@ def validate(
         raise WorkloadError(
             "validate needs a MODEL (or --published); e.g. llmath validate llama-3.2-1b --hardware cpu.json"
         )
-    from .validate import validate_model
+    from llmath.measure.validate import validate_model
 
     rep = validate_model(model, hardware, device=device, dtype=dtype, quick=quick, progress=not json_, threads=threads)
     if json_:
         out.emit_json(rep)
     else:
-        from .validate_output import validation_human
+        from llmath.output.validation import validation_human
 
         validation_human(rep)
 
@@ -513,7 +513,7 @@ def serve(port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1.")
 
     Example: llmath serve --port 8765   (then open http://127.0.0.1:8765/)
     """
-    from .web import make_server
+    from llmath.web import make_server
 
     try:
         server = make_server(port)
@@ -551,7 +551,3 @@ def main(argv: list[str] | None = None) -> None:
             e.show()
             sys.exit(e.exit_code)
         raise
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

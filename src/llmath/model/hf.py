@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, SpecError
-from .spec import EncoderSpec, MLASpec, ModelSpec, MoESpec
+from llmath.errors import ConfigError, SpecError
+from llmath.model.spec import EncoderSpec, MLASpec, ModelSpec, MoESpec
 
 _MISSING = object()
 

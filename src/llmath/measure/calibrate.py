@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import HardwareError, LLMathError, WorkloadError
+from llmath.errors import HardwareError, LLMathError, WorkloadError
 
 SKINNY_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 TORCH_DTYPES = ("fp32", "bf16", "fp16")

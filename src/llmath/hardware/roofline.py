@@ -22,10 +22,10 @@ from importlib import resources
 
 import numpy as np
 
-from .dtypes import Precision
-from .errors import WorkloadError
-from .hardware import Hardware
-from .ops import CLASSES, Scenario, Table, experts_hit, one_hot
+from llmath.errors import WorkloadError
+from llmath.hardware import Hardware
+from llmath.model.dtypes import Precision
+from llmath.ops import CLASSES, Scenario, Table, experts_hit, one_hot
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are

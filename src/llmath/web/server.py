@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlparse
 
-from .errors import LLMathError, WorkloadError
+from llmath.errors import LLMathError, WorkloadError
 
 
 def page() -> bytes:
@@ -25,8 +25,8 @@ _INT_FIELDS = ("batch", "prompt", "gen", "prefix")
 
 def analyze_query(query: dict[str, list[str]]) -> dict:
     """The ``/api/analyze`` handler: query parameters -> ``llmath analyze --json``'s object."""
-    from .analysis import analyze
-    from .dtypes import Precision
+    from llmath.analysis import analyze
+    from llmath.model.dtypes import Precision
 
     q = {k: v[-1] for k, v in query.items() if v and v[-1] != ""}
     kw = {}
@@ -61,7 +61,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _json(self, status: int, obj) -> None:
-        from .output import _default
+        from llmath.output import _default
 
         self._send(status, json.dumps(obj, default=_default).encode(), "application/json")
 
@@ -71,11 +71,11 @@ class _Handler(BaseHTTPRequestHandler):
             if url.path == "/":
                 self._send(200, page(), "text/html; charset=utf-8")
             elif url.path == "/api/models":
-                from . import registry
+                from llmath.model import registry
 
                 self._json(200, [n for n in registry.names() if not registry.spec(n).is_encoder_decoder])
             elif url.path == "/api/hardware":
-                from . import hardware
+                from llmath import hardware
 
                 self._json(200, hardware.names())
             elif url.path == "/api/analyze":

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .ops import build_ops
-from .spec import ModelSpec
+from llmath.model.spec import ModelSpec
+from llmath.ops import build_ops
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,47 @@
+"""The operator list of one forward pass: the single source of every figure llmath prints.
+
+Conventions (FLOPs, bytes, stages, attention executions, causal pairs, MoE) are stated once in
+:mod:`llmath.ops.core`. One module per operator family builds its operators (:mod:`.attention`,
+:mod:`.mla`, :mod:`.ffn`, :mod:`.moe`, :mod:`.embed`); :mod:`.assemble` lays them out per stage;
+:mod:`.table` evaluates them (per-op totals, ``--explain`` formulas, compiled coefficient tables);
+:mod:`.params` is the parameter view.
+"""
+
+from llmath.ops.assemble import build_ops
+from llmath.ops.core import (
+    ATTENTIONS,
+    CLASSES,
+    Attention,
+    Op,
+    Scenario,
+    Stage,
+    Term,
+    causal_pairs,
+    experts_hit,
+    held_positions,
+    visible_keys,
+    wkey,
+)
+from llmath.ops.table import OpCost, Table, evaluate, explain, one_hot, table
+
+__all__ = [
+    "ATTENTIONS",
+    "CLASSES",
+    "Attention",
+    "Op",
+    "OpCost",
+    "Scenario",
+    "Stage",
+    "Table",
+    "Term",
+    "build_ops",
+    "causal_pairs",
+    "evaluate",
+    "experts_hit",
+    "explain",
+    "held_positions",
+    "one_hot",
+    "table",
+    "visible_keys",
+    "wkey",
+]

@@ -1,0 +1,110 @@
+"""The per-stage assembly: embedding, decoder layers by group, head -> one operator list."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from llmath.errors import WorkloadError
+from llmath.model.spec import ModelSpec
+from llmath.ops.attention import attention_block
+from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
+from llmath.ops.embed import embedding, head
+from llmath.ops.ffn import ffn_block, residual
+from llmath.ops.moe import moe_block
+
+
+def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
+    """(window, moe, count) for each distinct kind of decoder layer, in first-seen order."""
+    groups: dict[tuple[int | None, bool], int] = {}
+    for w, m in zip(spec.layer_windows, spec.layer_moe, strict=True):
+        groups[(w, m)] = groups.get((w, m), 0) + 1
+    return [(w, m, c) for (w, m), c in groups.items()]
+
+
+def _decoder_layers(b: Builder):
+    s = b.spec
+    for w, moe, count in layer_groups(s):
+        lk = f"{'moe' if moe else 'dense'}/{'full' if w is None else f'window {w}'}"
+        b.window = w
+        norms = s.norms_per_layer
+        b.norm("norm.attn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+        if s.parallel_block and norms >= 2:
+            b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+        attention_block(b, w, count, lk)
+        if norms >= 4:
+            b.norm("norm.attn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+        if not s.parallel_block:
+            residual(b, "residual.attn", count, lk)
+            if norms >= 2:
+                b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+        if moe:
+            moe_block(b, count, lk)
+        else:
+            ffn_block(b, s.d_ff, count, lk, "ffn", "ffn", "ffn")
+        if norms >= 4:
+            b.norm("norm.ffn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+        for extra in range(4, norms):  # more norms than modelled placements: count their weights
+            b.norm(f"norm.extra{extra}", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+        if s.parallel_block:
+            residual(b, "residual.parallel", count, lk, inputs=3)
+        else:
+            residual(b, "residual.ffn", count, lk)
+
+
+def _encoder_decoder(b: Builder):
+    """Encoder-decoder stacks, for parameter counts (stage costs are not modelled for them)."""
+    s, enc = b.spec, b.spec.encoder
+    embedding(b, "encoder.embed", own_positions=enc.own_position_table)
+    for i, (n_layers, cross, norms) in enumerate(
+        ((enc.n_layers, False, enc.norms_per_layer), (s.n_layers, True, s.norms_per_layer))
+    ):
+        stack = "encoder" if i == 0 else "decoder"
+        lk = stack
+        for j in range(norms):
+            b.norm(f"{stack}.norm{j}", s.d_model, count=n_layers, pkey="norm.layers", layer_kind=lk)
+        attention_block(b, None, n_layers, lk, prefix=f"{stack}.self_attn")
+        if cross:
+            attention_block(b, None, n_layers, lk, prefix=f"{stack}.cross_attn", cross=True)
+        ffn_block(b, s.d_ff, n_layers, lk, f"{stack}.ffn", "ffn", "ffn")
+        final = enc.final_norm if i == 0 else s.final_norm
+        if final:
+            b.norm(f"{stack}.norm_final", s.d_model, count=1, pkey="norm.final")
+    if enc.own_position_table:
+        embedding(b, "decoder.embed", token_table=False)
+    elif s.embedding_norm:
+        b.norm("decoder.embed_norm", s.d_model, count=1, pkey="embedding.norm", component="embedding")
+    # lm head (final norms handled per stack above)
+    D, V = s.d_model, s.vocab_size
+    b.add(
+        "lm_head",
+        "lm_head",
+        "matmul",
+        "BLD,DV->BLV",
+        dict(D=D, V=V),
+        1,
+        [("lm_head.weight", 0 if s.tie_embeddings else V * D)],
+        flops=[(2 * D * V, "BL", "2·D·V")],
+        weight=[(D * V, "1", "D·V")],
+        act_in=[(D, "BL", "D")],
+        act_out=[(V, "BL", "V")],
+    )
+
+
+@lru_cache(maxsize=256)
+def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = "flash") -> tuple[Op, ...]:
+    """The operator list of one forward pass of ``spec`` at ``stage`` under ``attention``."""
+    if attention not in ATTENTIONS:
+        raise WorkloadError(f"attention={attention!r} must be one of {', '.join(ATTENTIONS)}")
+    if stage not in ("prefill", "decode"):
+        raise WorkloadError(f"stage={stage!r} must be 'prefill' or 'decode'")
+    b = Builder(spec, attention, stage)
+    if spec.is_encoder_decoder:
+        _encoder_decoder(b)
+    else:
+        embedding(b)
+        _decoder_layers(b)
+        head(b)
+    return tuple(b.ops)
+
+
+# ---- evaluation -------------------------------------------------------------------------------------

@@ -1,0 +1,290 @@
+"""The operators of one forward pass: the single source of every figure llmath prints.
+
+Conventions (stated once, here):
+
+* **FLOPs** are 2 per multiply-add. ``flops`` of an operator are its matmul FLOPs (weight GEMMs and the
+  attention products); ``vflops`` are its vector FLOPs, at these per-element costs: RMSNorm 4, LayerNorm 7
+  (5 without affine), activation 4 (+1 for the gate product), residual add 1 per element per extra input, rotary 3 per
+  rotated element, softmax 5 per score (scale, max, exp, sum, divide), soft-capping 3, bias add 1,
+  embedding scale 1, router softmax/top-k 5 per expert logit.
+* **Bytes** are compulsory traffic, in elements per operand class, turned into bytes by a
+  :class:`~llmath.dtypes.Precision`: weights read, activations read (``act_in``), activations written
+  (``act_out``), KV cache read and written. Each operator reads its inputs once and writes its output
+  once (no re-reads across tiles). K/V projections write their output into the cache; attention reads
+  every visible K/V position once from the cache (the new tokens' included).
+* **Stages.** A pass runs ``T`` new tokens for each of ``B`` sequences after ``S0`` cached positions.
+  Prefill: ``T = P`` (``S0`` = an optional cached prefix). Decode step at context ``S``: ``T = 1``,
+  ``S0 = S``: the new token attends ``S + 1`` positions. Logits are computed for the last position
+  only (``logits="last"``) or every position (``"all"``, training).
+* **Attention execution.** ``eager`` is what transformers' eager implementation executes: the full
+  T × (visible keys) score rectangle, masked entries included, written, softmaxed and read; MLA
+  re-expands the latent cache with ``kv_b_proj`` for every visible position each step. ``flash`` is what
+  optimised serving kernels execute: fused, no score traffic, only the causal (and window) pairs; MLA
+  prefill decompresses the new tokens and decode runs absorbed in the latent space (vLLM/SGLang).
+* **Causal pairs.** Query i (1-based, after S0) attends min(S0 + i, W) keys; pairs = Σ over the T new
+  queries. Eager materialises T × (min(S0, W − 1) + T) scores, as transformers' sliding cache keeps W − 1.
+* **MoE.** Each token runs its top-k routed experts plus the shared ones; the router is a matmul. Expert
+  weights read = the expected number of distinct experts hit by B·T tokens under uniform routing,
+  E·(1 − (1 − k/E)^(B·T)), so MoE weight bytes are expectations (floats).
+
+Each operator's costs are sums of coefficient × monomial terms, where the coefficient depends on the
+model only and the monomial on the scenario (``BT`` = B·T tokens, ``P:w`` = B × causal pairs for window
+``w``, ...). A model compiles once into a table of coefficients; a scenario is then a few dot products,
+and the same terms print as formulas with the numbers substituted (``--explain``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+
+from llmath.model.spec import ModelSpec
+
+Attention = Literal["eager", "flash"]
+Stage = Literal["prefill", "decode"]
+ATTENTIONS = ("eager", "flash")
+
+NORM_FLOPS = {"rms": 4, "layer": 7, "layer_noparam": 5}
+ACT_FLOPS = 4
+SOFTMAX_FLOPS = 5
+SOFTCAP_FLOPS = 3
+ROTARY_FLOPS = 3
+ROUTER_FLOPS = 5
+
+CLASSES = ("flops", "vflops", "weight", "act_in", "act_out", "kv_read", "kv_write")
+
+
+@dataclass(frozen=True)
+class Term:
+    """``coef`` × monomial. ``sym`` writes the coefficient over the model's letters (e.g. ``2·D·N·H``)."""
+
+    coef: int
+    mono: str
+    sym: str
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator, run ``count`` times per pass (layers), costs per run as terms."""
+
+    name: str
+    component: str  # coarse class for reports: attention, ffn, moe, embedding, norm, lm_head, ...
+    kind: Literal["matmul", "vector", "memory"]
+    signature: str
+    sizes: tuple[tuple[str, int], ...]
+    count: int
+    params: tuple[tuple[str, int], ...] = ()  # (component key, parameter elements) per run
+    costs: tuple[tuple[str, tuple[Term, ...]], ...] = ()
+    layer_kind: str = ""  # which layer group it belongs to ('' = not a layer op)
+    window: int | None = None  # attention window of its layer (None: full or not an attention op)
+
+    def terms(self, cls: str) -> tuple[Term, ...]:
+        for c, t in self.costs:
+            if c == cls:
+                return t
+        return ()
+
+    @property
+    def n_params(self) -> int:
+        return sum(n for _, n in self.params)
+
+
+# ---- monomials -------------------------------------------------------------------------------------
+
+MONO_TEXT = {"1": "1", "B": "B", "BT": "B·T", "BL": "B·L"}
+
+
+def mono_text(m: str) -> str:
+    if m in MONO_TEXT:
+        return MONO_TEXT[m]
+    kind, w = m.split(":")
+    w = "" if w == "full" else f"[W={w}]"
+    return {"K": f"B·S{w}", "P": f"B·pairs{w}", "E": f"B·T·S{w}", "H": f"B·held{w}", "U": "experts hit"}[kind]
+
+
+def wkey(w: int | None) -> str:
+    return "full" if w is None else str(w)
+
+
+def _is_int(*xs) -> bool:
+    return all(type(x) is int or isinstance(x, np.integer) for x in xs)
+
+
+def _min(a, b):
+    return min(a, b) if _is_int(a, b) else np.minimum(a, b)
+
+
+def _clip0(a, hi):
+    return max(0, min(a, hi)) if _is_int(a, hi) else np.clip(a, 0, hi)
+
+
+def causal_pairs(T, S0, w: int | None):
+    """Σ_{i=1..T} min(S0 + i, w): the (query, key) pairs a causal kernel computes per sequence."""
+    if w is None:
+        if _is_int(T, S0):
+            return T * S0 + T * (T + 1) // 2
+        return T * S0 + T * (T + 1) / 2
+    m = _clip0(w - S0, T)  # queries whose reach is below the window
+    if _is_int(T, S0, m):
+        return m * S0 + m * (m + 1) // 2 + (T - m) * w
+    return m * S0 + m * (m + 1) / 2 + (T - m) * w
+
+
+def visible_keys(T, S0, w: int | None):
+    """Keys a step can see per sequence: S0 + T, or min(S0, w − 1) + T with a window."""
+    return S0 + T if w is None else _min(S0, w - 1) + T
+
+
+def held_positions(T, S0, w: int | None):
+    """KV positions held after the step per sequence (a windowed layer keeps w)."""
+    return S0 + T if w is None else _min(S0 + T, w)
+
+
+def experts_hit(tokens, n_experts: int, top_k: int):
+    """Expected distinct experts among ``n_experts`` hit by ``tokens`` tokens routing top-k uniformly."""
+    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** np.asarray(tokens, dtype=float))
+
+
+@lru_cache(maxsize=1024)
+def _parse_mono(m: str) -> tuple[str, int | None]:
+    kind, w = m.split(":")
+    return kind, None if w == "full" else int(w)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """B sequences of T new tokens after S0 cached positions; logits for the last or all positions."""
+
+    B: object
+    T: object
+    S0: object = 0
+    logits: Literal["last", "all"] = "last"
+
+    def monomials(self, monos: Iterable[str], spec: ModelSpec) -> dict[str, object]:
+        B, T, S0 = self.B, self.T, self.S0
+        out: dict[str, object] = {}
+        for m in monos:
+            if m == "1":
+                v = 1
+            elif m == "B":
+                v = B
+            elif m == "BT":
+                v = B * T
+            elif m == "BL":
+                v = B if self.logits == "last" else B * T
+            elif m == "U:moe":
+                v = experts_hit(B * T, spec.moe.n_experts, spec.moe.top_k)
+                if np.ndim(v) == 0:
+                    v = float(v)
+            else:
+                kind, win = _parse_mono(m)
+                if kind == "K":
+                    v = B * visible_keys(T, S0, win)
+                elif kind == "P":
+                    v = B * causal_pairs(T, S0, win)
+                elif kind == "E":
+                    v = B * T * visible_keys(T, S0, win)
+                elif kind == "H":
+                    v = B * held_positions(T, S0, win)
+                else:  # pragma: no cover - op builders only emit the kinds above
+                    raise AssertionError(m)
+            out[m] = v
+        return out
+
+
+# ---- builders ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Builder:
+    spec: ModelSpec
+    attention: Attention
+    stage: Stage
+    ops: list[Op] = field(default_factory=list)
+    window: int | None = None  # window of the layer group being built
+
+    def add(self, name, component, kind, signature, sizes, count, params=(), layer_kind="", **costs):
+        cs = []
+        for cls in CLASSES:
+            terms = costs.get(cls)
+            if terms:
+                cs.append((cls, tuple(Term(int(c), m, s) for c, m, s in terms if c)))
+        self.ops.append(
+            Op(
+                name,
+                component,
+                kind,
+                signature,
+                tuple(sizes.items()),
+                count,
+                tuple((k, int(n)) for k, n in params if n),
+                tuple(c for c in cs if c[1]),
+                layer_kind,
+                self.window if layer_kind else None,
+            )
+        )
+
+    # a linear layer X[.., din] @ W[din, dout] (+ b) per token of monomial `rows`
+    def linear(
+        self,
+        name,
+        component,
+        sig,
+        sizes,
+        din,
+        dout,
+        *,
+        bias,
+        count,
+        pkey,
+        layer_kind="",
+        rows="BT",
+        sym_in="D",
+        sym_out="",
+        act_in=True,
+        out="act_out",
+        weight_read=None,
+    ):
+        sym_out = sym_out or sig.split("->")[1]
+        params = [(f"{pkey}.weight", din * dout)]
+        if bias:
+            params.append((f"{pkey}.bias", dout))
+        wsym = f"{sym_in}·{sym_out}"
+        wread = weight_read if weight_read is not None else [(din * dout + (dout if bias else 0), "1", wsym)]
+        self.add(
+            name,
+            component,
+            "matmul",
+            sig,
+            sizes,
+            count,
+            params,
+            layer_kind,
+            flops=[(2 * din * dout, rows, f"2·{wsym}")],
+            vflops=[(dout, rows, sym_out)] if bias else [],
+            weight=wread,
+            act_in=[(din, rows, sym_in)] if act_in else [],
+            **{out: [(dout, rows, sym_out)]},
+        )
+
+    def norm(self, name, width, *, count, pkey, layer_kind="", rows="BT", sym="D", component="norm"):
+        s = self.spec
+        per = 0 if s.norm == "layer_noparam" else (2 if s.norm == "layer" and s.norm_bias else 1)
+        self.add(
+            name,
+            component,
+            "vector",
+            f"BT{sym}->BT{sym}",
+            {sym: width},
+            count,
+            [(pkey, per * width)],
+            layer_kind,
+            vflops=[(NORM_FLOPS[s.norm] * width, rows, f"{NORM_FLOPS[s.norm]}·{sym}")],
+            weight=[(per * width, "1", f"{per}·{sym}")],
+            act_in=[(width, rows, sym)],
+            act_out=[(width, rows, sym)],
+        )

@@ -1,0 +1,88 @@
+"""Token and position embeddings, final norm and the LM head."""
+
+from __future__ import annotations
+
+from llmath.ops.core import SOFTCAP_FLOPS, Builder
+
+
+def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True):
+    s = b.spec
+    D, V = s.d_model, s.vocab_size
+    b.add(
+        f"{prefix}.tokens",
+        "embedding",
+        "memory",
+        "BT,VD->BTD",
+        dict(V=V, D=D),
+        1,
+        [("embedding.token", V * D if token_table else 0)],
+        weight=[(D, "BT", "D")],
+        act_out=[(D, "BT", "D")],
+    )
+    if s.position == "learned" and own_positions:
+        rows = s.max_positions + s.position_table_offset
+        b.add(
+            f"{prefix}.positions",
+            "embedding",
+            "vector",
+            "BT,PD->BTD",
+            dict(P=rows, D=D),
+            1,
+            [("embedding.position", rows * D)],
+            vflops=[(D, "BT", "D")],
+            weight=[(D, "BT", "D")],
+            act_in=[(D, "BT", "D")],
+            act_out=[(D, "BT", "D")],
+        )
+    if s.embedding_scale:
+        b.add(
+            f"{prefix}.scale",
+            "embedding",
+            "vector",
+            "BTD->BTD",
+            dict(D=D),
+            1,
+            (),
+            vflops=[(D, "BT", "D")],
+            act_in=[(D, "BT", "D")],
+            act_out=[(D, "BT", "D")],
+        )
+    if s.embedding_norm:
+        b.norm(f"{prefix}.norm", D, count=1, pkey="embedding.norm", component="embedding")
+
+
+def head(b: Builder):
+    s = b.spec
+    D, V = s.d_model, s.vocab_size
+    if s.final_norm:
+        b.norm("norm.final", D, count=1, pkey="norm.final")
+    params = [("lm_head.weight", 0 if s.tie_embeddings else V * D)]
+    if s.lm_head_bias:
+        params.append(("lm_head.bias", V))
+    b.add(
+        "lm_head",
+        "lm_head",
+        "matmul",
+        "BLD,DV->BLV",
+        dict(D=D, V=V),
+        1,
+        params,
+        flops=[(2 * D * V, "BL", "2·D·V")],
+        vflops=[(V, "BL", "V")] if s.lm_head_bias else [],
+        weight=[(D * V + (V if s.lm_head_bias else 0), "1", "D·V")],
+        act_in=[(D, "BL", "D")],
+        act_out=[(V, "BL", "V")],
+    )
+    if s.final_softcap:
+        b.add(
+            "lm_head.softcap",
+            "lm_head",
+            "vector",
+            "BLV->BLV",
+            dict(V=V),
+            1,
+            (),
+            vflops=[(SOFTCAP_FLOPS * V, "BL", "3·V")],
+            act_in=[(V, "BL", "V")],
+            act_out=[(V, "BL", "V")],
+        )

@@ -1,0 +1,141 @@
+"""Evaluation of an operator list: per-op totals, --explain formulas, compiled coefficient tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from llmath.model.spec import ModelSpec
+from llmath.ops.assemble import build_ops
+from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, mono_text
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One operator's totals over its ``count`` runs, in FLOPs and elements per class."""
+
+    op: Op
+    values: dict[str, object]  # class -> total (FLOPs or elements)
+
+
+def evaluate(ops: tuple[Op, ...], scenario: Scenario, spec: ModelSpec) -> list[OpCost]:
+    """Each operator's totals for a scenario (Python ints for int sizes; arrays broadcast)."""
+    monos = {t.mono for op in ops for _, ts in op.costs for t in ts}
+    mv = scenario.monomials(monos, spec)
+    shape = np.broadcast_shapes(*(np.shape(v) for v in mv.values()))
+    if shape:  # a sweep: every class total gets the sweep's shape (constants included)
+        mv = {k: np.broadcast_to(v, shape) for k, v in mv.items()}
+    out = []
+    for op in ops:
+        vals: dict[str, object] = {}
+        for cls, terms in op.costs:
+            tot = 0
+            for t in terms:
+                tot = tot + t.coef * mv[t.mono]
+            vals[cls] = tot * op.count
+        out.append(OpCost(op, vals))
+    return out
+
+
+def explain(op: Op, scenario: Scenario, spec: ModelSpec, cls: str = "flops") -> str:
+    """A term-by-term formula with the numbers substituted, e.g. ``2·D·N·H × B·T = 2·4096·32·128 × 16 = …``."""
+    terms = op.terms(cls)
+    if not terms:
+        return ""
+    mv = scenario.monomials({t.mono for t in terms}, spec)
+    parts, total = [], 0
+    for t in terms:
+        v = mv[t.mono]
+        total = total + t.coef * v
+        mt = mono_text(t.mono)
+        lhs = t.sym if t.mono == "1" else f"{t.sym} × {mt}"
+        rhs = f"{t.coef:,}" if t.mono == "1" else f"{t.coef:,} × {_fmt(v)}"
+        parts.append(f"{lhs} = {rhs}")
+    cnt = f" × {op.count} layers" if op.count > 1 else ""
+    return f"({'  +  '.join(parts)}){cnt} = {_fmt(total * op.count)}"
+
+
+def _fmt(v) -> str:
+    if isinstance(v, int | np.integer):
+        return f"{int(v):,}"
+    if isinstance(v, float):
+        return f"{v:,.6g}"
+    return str(v)
+
+
+# ---- compiled coefficient tables (the fast path) ---------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity: tables are cached per (spec, stage, attention)
+class Table:
+    """A model's operator list as a dense coefficient array, for vectorised scenario evaluation.
+
+    ``coef[i, c, m]`` is the coefficient of monomial ``monos[m]`` in class ``CLASSES[c]`` of op ``i``,
+    times the op's ``count``. Evaluating a scenario is ``coef @ monomial_values``.
+    """
+
+    spec: ModelSpec
+    ops: tuple[Op, ...]
+    monos: tuple[str, ...]
+    coef: np.ndarray
+    kernels: np.ndarray  # kernel launches per pass for each op (its count)
+    is_weight_mm: np.ndarray  # weight GEMMs (bandwidth-bound like a GEMV when skinny)
+    is_kv_attention: np.ndarray  # attention products reading the KV cache
+    logit_rows: np.ndarray  # ops whose rows are the logit rows (B·L), not the B·T tokens
+    weight_token_rows: np.ndarray  # weight GEMMs over the B·T tokens
+    weight_logit_rows: np.ndarray  # weight GEMMs over the logit rows (the LM head)
+
+    def monomial_matrix(self, scenario: Scenario) -> np.ndarray:
+        """(…, n_monos) monomial values of a scenario (sizes broadcast over the leading axes)."""
+        mv = scenario.monomials(self.monos, self.spec)
+        vals = [mv[m] for m in self.monos]
+        if not any(isinstance(v, np.ndarray) for v in vals):
+            return np.array(vals, dtype=float)
+        shape = np.broadcast_shapes(*(np.shape(v) for v in vals))
+        return np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in vals], axis=-1)
+
+    def values(self, scenario: Scenario) -> np.ndarray:
+        """(…, n_ops, n_classes) float64 totals; scenario sizes broadcast over the leading axes."""
+        return np.einsum("ocm,...m->...oc", self.coef, self.monomial_matrix(scenario))
+
+    def class_matrix(self, weights: np.ndarray) -> np.ndarray:
+        """(n_ops, n_monos): the classes combined with per-class ``weights`` (e.g. bytes per element)."""
+        return np.einsum("c,ocm->om", weights, self.coef)
+
+    def rhs(self, weights: tuple[float, ...]) -> np.ndarray:
+        """(n_monos, n_ops) contiguous right-hand side for ``monomials @ rhs`` (BLAS), cached per weights."""
+        return _rhs(self, weights)
+
+
+@lru_cache(maxsize=1024)
+def _rhs(t: Table, weights: tuple[float, ...]) -> np.ndarray:
+    out = np.ascontiguousarray(t.class_matrix(np.asarray(weights, dtype=float)).T)
+    out.setflags(write=False)
+    return out
+
+
+def one_hot(cls: str) -> tuple[float, ...]:
+    return tuple(1.0 if c == cls else 0.0 for c in CLASSES)
+
+
+@lru_cache(maxsize=256)
+def table(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = "flash") -> Table:
+    ops = build_ops(spec, stage, attention)
+    monos = tuple(sorted({t.mono for op in ops for _, ts in op.costs for t in ts}))
+    index = {m: i for i, m in enumerate(monos)}
+    coef = np.zeros((len(ops), len(CLASSES), len(monos)))
+    for i, op in enumerate(ops):
+        for cls, terms in op.costs:
+            c = CLASSES.index(cls)
+            for t in terms:
+                coef[i, c, index[t.mono]] += t.coef * op.count
+    kernels = np.array([op.count for op in ops], dtype=float)
+    is_weight_mm = np.array([op.kind == "matmul" and op.n_params > 0 for op in ops])
+    is_kv_attn = np.array([op.kind == "matmul" and op.n_params == 0 and bool(op.terms("kv_read")) for op in ops])
+    logit_rows = np.array([any(t.mono == "BL" for t in op.terms("flops")) for op in ops])
+    w_tok, w_log = is_weight_mm & ~logit_rows, is_weight_mm & logit_rows
+    for a in (coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log):
+        a.setflags(write=False)
+    return Table(spec, ops, monos, coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log)
