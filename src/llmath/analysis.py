@@ -328,44 +328,44 @@ def analyze(
     params = param_report(spec)
     pre = stage_report(spec, "prefill", Scenario(batch, prompt, prefix), attention, w.precision, hw, eff)
     dec = stage_report(spec, "decode", Scenario(batch, 1, prefix + prompt), attention, w.precision, hw, eff)
-    p = w.precision
-    kv = {
-        "bytes": kv_cache_bytes(spec, batch, prefix + prompt, p),
-        "peak_bytes": kv_cache_bytes(spec, batch, end, p),
-        "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
-        "elements_per_position": {
-            ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
-        },
-        "positions_after_prefill": prefix + prompt,
-        "positions_at_end": end,
-    }
+    kv = _kv_summary(spec, w)
     mem = memory_report(spec, params, w, hw, reserve_bytes)
-    a = Analysis(
-        spec.name,
-        hw.name if hw else None,
-        {
-            "batch": batch,
-            "prompt": prompt,
-            "gen": gen,
-            "prefix": prefix,
-            "attention": attention,
-            "weights": p.weights,
-            "activations": p.activations,
-            "kv_dtype": p.kv,
-            "group_size": p.group_size,
-        },
-        params,
-        pre,
-        dec,
-        kv,
-        mem,
-        warnings=notes,
-    )
+    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w), params, pre, dec, kv, mem, warnings=notes)
     a.training = training_flops(spec, batch, prompt)
     if hw is not None:
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
     return a
+
+
+def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
+    """KV cache after the prefill, at the end of the generation, and per position."""
+    p, end = w.precision, w.prefix + w.prompt + w.gen - 1
+    return {
+        "bytes": kv_cache_bytes(spec, w.batch, w.prefix + w.prompt, p),
+        "peak_bytes": kv_cache_bytes(spec, w.batch, end, p),
+        "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
+        "elements_per_position": {
+            ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
+        },
+        "positions_after_prefill": w.prefix + w.prompt,
+        "positions_at_end": end,
+    }
+
+
+def _workload_dict(w: Workload) -> dict[str, Any]:
+    p = w.precision
+    return {
+        "batch": w.batch,
+        "prompt": w.prompt,
+        "gen": w.gen,
+        "prefix": w.prefix,
+        "attention": w.attention,
+        "weights": p.weights,
+        "activations": p.activations,
+        "kv_dtype": p.kv,
+        "group_size": p.group_size,
+    }
 
 
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
