@@ -43,57 +43,31 @@ from llmath.errors import HardwareError, LLMathError, WorkloadError
 SKINNY_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 TORCH_DTYPES = ("fp32", "bf16", "fp16")
 
+
+def _sizes(gemm, skinny, copy_mb, vec, attn, rep, rep_small, warm) -> dict[str, Any]:
+    """One size set: square GEMM sizes, skinny weight shapes (k, n), copy MB, vector elements, decode
+    attention (heads, head_dim, context), repeats for the largest GEMM / everything else, warm-up runs."""
+    return dict(gemm=gemm, skinny=skinny, copy_mb=copy_mb, vec=vec, attn=attn, tiny=16, rep=rep,
+                rep_small=rep_small, warm=warm)  # fmt: skip
+
+
 # (full, quick) sizes per device
+# fmt: off
 _SIZES = {
     "cpu": {
-        False: dict(
-            gemm=(1024, 2048, 4096),
-            skinny=((4096, 8192), (8192, 4096), (4096, 4096)),
-            copy_mb=512,
-            vec=1 << 18,
-            attn=(32, 64, 4096),
-            tiny=16,
-            rep=5,
-            rep_small=9,
-            warm=2,
-        ),
-        True: dict(
-            gemm=(256, 512),
-            skinny=((512, 1024), (1024, 512)),
-            copy_mb=16,
-            vec=1 << 14,
-            attn=(4, 64, 128),
-            tiny=16,
-            rep=3,
-            rep_small=5,
-            warm=1,
-        ),
+        False: _sizes(gemm=(1024, 2048, 4096), skinny=((4096, 8192), (8192, 4096), (4096, 4096)), copy_mb=512,
+                      vec=1 << 18, attn=(32, 64, 4096), rep=5, rep_small=9, warm=2),
+        True: _sizes(gemm=(256, 512), skinny=((512, 1024), (1024, 512)), copy_mb=16,
+                     vec=1 << 14, attn=(4, 64, 128), rep=3, rep_small=5, warm=1),
     },
     "cuda": {
-        False: dict(
-            gemm=(4096, 8192, 16384),
-            skinny=((8192, 28672), (28672, 8192), (8192, 8192)),
-            copy_mb=2048,
-            vec=1 << 22,
-            attn=(32, 128, 32768),
-            tiny=16,
-            rep=10,
-            rep_small=30,
-            warm=3,
-        ),
-        True: dict(
-            gemm=(1024, 2048),
-            skinny=((2048, 4096), (4096, 2048)),
-            copy_mb=64,
-            vec=1 << 16,
-            attn=(8, 128, 1024),
-            tiny=16,
-            rep=3,
-            rep_small=5,
-            warm=1,
-        ),
+        False: _sizes(gemm=(4096, 8192, 16384), skinny=((8192, 28672), (28672, 8192), (8192, 8192)), copy_mb=2048,
+                      vec=1 << 22, attn=(32, 128, 32768), rep=10, rep_small=30, warm=3),
+        True: _sizes(gemm=(1024, 2048), skinny=((2048, 4096), (4096, 2048)), copy_mb=64,
+                     vec=1 << 16, attn=(8, 128, 1024), rep=3, rep_small=5, warm=1),
     },
 }
+# fmt: on
 
 
 def _torch():

@@ -134,28 +134,28 @@ def stacks(table: Mapping[str, Any], cfg: Mapping[str, Any], get: Getter, n_laye
         d_ff = get("decoder_ffn_dim")
     if not fact(table, cfg, "final_norm", True):
         final_norm = False
-    return dict(
-        n_layers=n_layers,
-        d_ff=d_ff,
-        encoder=encoder,
-        relative_buckets=relative_buckets,
-        final_norm=final_norm,
-        embedding_norm=embedding_norm,
-    )
+    return dict(n_layers=n_layers, d_ff=d_ff, encoder=encoder, relative_buckets=relative_buckets,
+                final_norm=final_norm, embedding_norm=embedding_norm)  # fmt: skip
+
+
+# yes/no facts: (default, whether the file may state it through the table's (key, default) / function)
+_FLAGS = {
+    "norm_bias": (True, True),
+    "q_bias": (False, True),
+    "k_bias": (False, True),
+    "v_bias": (False, True),
+    "o_bias": (False, True),
+    "attn_sinks": (False, False),
+    "ffn_bias": (False, True),
+    "lm_head_bias": (False, False),
+    "embedding_scale": (False, False),
+}
 
 
 def flags(table: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec's yes/no facts as the family's table (or the file) states them."""
-    return dict(
-        norm_bias=bool(fact(table, cfg, "norm_bias", True)),
-        q_bias=bool(fact(table, cfg, "q_bias", False)),
-        k_bias=bool(fact(table, cfg, "k_bias", False)),
-        v_bias=bool(fact(table, cfg, "v_bias", False)),
-        o_bias=bool(fact(table, cfg, "o_bias", False)),
-        qk_norm=fact(table, cfg, "qk_norm", "none"),
-        attn_sinks=bool(table.get("attn_sinks", False)),
-        ffn_bias=bool(fact(table, cfg, "ffn_bias", False)),
-        lm_head_bias=bool(table.get("lm_head_bias", False)),
-        embedding_scale=bool(table.get("embedding_scale", False)),
-        position_table_offset=int(table.get("position_offset", 0)),
-    )
+    """The spec's yes/no facts as the family's table (or the file) states them, with qk-norm and the
+    position table offset."""
+    out = {k: bool(fact(table, cfg, k, d) if from_file else table.get(k, d)) for k, (d, from_file) in _FLAGS.items()}
+    out["qk_norm"] = fact(table, cfg, "qk_norm", "none")
+    out["position_table_offset"] = int(table.get("position_offset", 0))
+    return out
