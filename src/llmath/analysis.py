@@ -26,7 +26,7 @@ from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
+from llmath.ops import CLASSES, Scenario, Value, build_ops, evaluate, held_positions, table
 from llmath.ops.params import ParamReport, param_report
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
@@ -64,9 +64,9 @@ class OpRow:
     kind: str
     signature: str
     count: int
-    flops: float
-    vflops: float
-    bytes: dict[str, float]
+    flops: Value
+    vflops: Value
+    bytes: dict[str, Value]
     intensity: float
     time_s: float | None = None
     compute_s: float | None = None
@@ -78,7 +78,7 @@ class OpRow:
 @dataclass
 class StageReport:
     stage: str
-    flops: dict[str, int]  # matmul, vector, total
+    flops: dict[str, Value]  # matmul, vector, total (Python ints for one scenario; arrays for a sweep)
     bytes: dict[str, float]  # weights, act_in, act_out, kv_read, kv_write, total
     intensity: float
     ops: list[OpRow]
@@ -119,7 +119,7 @@ def stage_report(
     costs = evaluate(ops, scenario, spec)
     bpe = precision.per_class
     rows: list[OpRow] = []
-    tot = dict.fromkeys(CLASSES, 0)
+    tot: dict[str, Value] = dict.fromkeys(CLASSES, 0)
     for c in costs:
         b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
         for k in CLASSES:
@@ -142,12 +142,13 @@ def stage_report(
         )
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
-    flops = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
+    flops: dict[str, Value] = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
     useful = costs if attention == "flash" else evaluate(build_ops(spec, stage, "flash"), scenario, spec)
     flops["useful_matmul"] = sum(c.values.get("flops", 0) for c in useful)
     rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
     if hw is not None:
+        eff = eff if eff is not None else efficiency("expected", hw)
         t = table(spec, stage, attention)
         vals = t.values(scenario)
         tokens = scenario.B * scenario.T
@@ -332,7 +333,7 @@ def analyze(
     mem = memory_report(spec, params, w, hw, reserve_bytes)
     a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w), params, pre, dec, kv, mem, warnings=notes)
     a.training = training_flops(spec, batch, prompt)
-    if hw is not None:
+    if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
     return a
@@ -405,9 +406,11 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
 def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
     """A training step on B sequences of ``seq`` tokens: the forward with logits at every position, and
     forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation."""
-    fwd = sum(
-        c.values.get("flops", 0)
-        for c in evaluate(build_ops(spec, "prefill", "flash"), Scenario(batch, seq, 0, logits="all"), spec)
+    fwd = int(
+        sum(
+            c.values.get("flops", 0)
+            for c in evaluate(build_ops(spec, "prefill", "flash"), Scenario(batch, seq, 0, logits="all"), spec)
+        )
     )
     return {"tokens": batch * seq, "forward_matmul": fwd, "step_matmul": 3 * fwd, "step_matmul_recompute": 4 * fwd}
 

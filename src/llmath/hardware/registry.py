@@ -9,6 +9,7 @@ A user's own accelerator comes from a JSON or TOML file with the same keys, or f
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -144,9 +145,9 @@ def load_file(path: str | Path) -> Hardware:
     text = p.read_text()
     try:
         if p.suffix == ".toml":
-            try:
+            if sys.version_info >= (3, 11):
                 import tomllib
-            except ModuleNotFoundError:  # Python 3.10
+            else:  # Python 3.10
                 import tomli as tomllib
             d = tomllib.loads(text)
         else:

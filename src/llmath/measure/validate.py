@@ -258,7 +258,7 @@ def validate_model(
     """Time ``model`` here and compare with llmath's prediction, stage by stage and by operator class.
 
     ``model``: registry name, config.json path or config dict (``None`` with ``quick``: a tiny Llama).
-    ``hardware``: a profile dict / file from :func:`llmath.calibrate.calibrate`, a registry accelerator,
+    ``hardware``: a profile dict / file from :func:`llmath.measure.calibrate.calibrate`, a registry accelerator,
     or ``None`` to calibrate now. ``quick``: a 2-layer, hidden-256 variant and two shapes (seconds).
     ``prompts``/``batches``/``contexts`` override the shapes timed; ``threads`` the torch threads (as
     the calibration used: ``None`` keeps torch's default).

@@ -155,7 +155,9 @@ _FLAGS = {
 def flags(table: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The spec's yes/no facts as the family's table (or the file) states them, with qk-norm and the
     position table offset."""
-    out = {k: bool(fact(table, cfg, k, d) if from_file else table.get(k, d)) for k, (d, from_file) in _FLAGS.items()}
+    out: dict[str, Any] = {
+        k: bool(fact(table, cfg, k, d) if from_file else table.get(k, d)) for k, (d, from_file) in _FLAGS.items()
+    }
     out["qk_norm"] = fact(table, cfg, "qk_norm", "none")
     out["position_table_offset"] = int(table.get("position_offset", 0))
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from llmath.errors import ConfigError, SpecError
 from llmath.model import derive
@@ -45,7 +45,12 @@ def _key(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: Any = _MI
     return default
 
 
-def _int(cfg, keys, default=_MISSING, *, where: str) -> int:
+@overload
+def _int(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: int = ..., *, where: str) -> int: ...
+@overload
+def _int(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: None, *, where: str) -> int | None: ...
+def _int(cfg, keys, default=_MISSING, *, where):
+    """An integer field under the first of ``keys`` set (floats equal to an int accepted), else ``default``."""
     v = _key(cfg, keys, default, where=where)
     if v is None:
         return v
@@ -366,6 +371,16 @@ def _moe(kind: str, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[
     raise AssertionError(kind)
 
 
+def _moe_layers(
+    table: Mapping[str, Any], cfg: Mapping[str, Any], n_layers: int, where: str
+) -> tuple[MoESpec | None, tuple[bool, ...]]:
+    """The family's MoE spec and which layers use it (none when no layer does)."""
+    if not table.get("moe"):
+        return None, ()
+    moe, layers = _moe(table["moe"], cfg, n_layers, where)
+    return (moe, layers) if any(layers) else (None, ())
+
+
 def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: str = "") -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed config.json mapping."""
     where = source or name or "config"
@@ -373,7 +388,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         raise ConfigError(f"{where}: expected a JSON object at the top level, got {type(cfg).__name__}")
     if "text_config" in cfg and "model_type" in cfg and cfg["model_type"] not in ADAPTERS:
         cfg = dict(cfg["text_config"])
-    raw_type = cfg.get("model_type")
+    raw_type: Any = cfg.get("model_type")
     if raw_type is None:
         raise ConfigError(
             f"{where}: field 'model_type' is missing; llmath needs it to pick the architecture "
@@ -394,7 +409,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
 
 
 def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
-    def get(key, default=_MISSING):
+    def get(key: tuple[str, ...] | str, default: Any = _MISSING) -> int:
         return _int(cfg, key, default, where=where)
 
     d = get(HIDDEN)
@@ -408,11 +423,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         n_kv = get(("num_key_value_heads", "num_kv_heads"), n_heads)
     head_dim = derive.head_dim(cfg, d, n_heads, where)
     ffn, activation, d_ff = derive.ffn_shape(cfg, table, d, FFN, where)
-    moe, layer_moe = None, ()
-    if table.get("moe"):
-        moe, layer_moe = _moe(table["moe"], cfg, n_layers, where)
-        if not any(layer_moe):
-            moe, layer_moe = None, ()
+    moe, layer_moe = _moe_layers(table, cfg, n_layers, where)
     mla = derive.mla(table, cfg, get)
     if mla is not None:
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
