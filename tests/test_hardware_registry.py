@@ -138,7 +138,7 @@ def test_bad_topology_is_a_clear_error(topology, match):
         from_dict({**BASE, "topology": topology})
 
 
-@pytest.mark.parametrize(("field", "value"), [("tdp_w", -5), ("tdp_w", math.nan), ("kind", "fpga")])
+@pytest.mark.parametrize(("field", "value"), [("tdp_w", -5), ("tdp_w", math.nan), ("kind", "fpga"), ("arch", 3)])
 def test_bad_tdp_or_kind_is_a_clear_error(field, value):
     with pytest.raises(HardwareError, match=f"'x': {field}="):
         from_dict({**BASE, field: value})

@@ -56,6 +56,8 @@ class Hardware:
                 raise HardwareError(f"hardware {self.name!r}: peak_flops_per_s[{k!r}]={v!r} must be positive")
         if self.tdp_w is not None and not _positive(self.tdp_w):
             raise HardwareError(f"hardware {self.name!r}: tdp_w={self.tdp_w!r} must be a positive number or absent")
+        if not isinstance(self.arch, str):
+            raise HardwareError(f"hardware {self.name!r}: arch={self.arch!r} must be a name such as 'hopper'")
         if self.kind and self.kind not in KINDS:
             raise HardwareError(f"hardware {self.name!r}: kind={self.kind!r} must be one of {', '.join(KINDS)}")
 
