@@ -7,7 +7,7 @@
 
 Reads only per-kernel tables (GEMM, context/generation attention, MoE, NCCL and custom all-reduce; latency in
 milliseconds, CUDA-graph timed by the package's collectors), never its end-to-end or serving results.
-Model forms: ``llmath.efficiency_fit``. Every 5th distinct weight shape (GEMM: (n, k); attention: (H, K, d);
+Model forms: ``llmath.hardware.efficiency_fit``. Every 5th distinct weight shape (GEMM: (n, k); attention: (H, K, d);
 MoE: (hidden, inter, top-k, E); collectives: every 5th message size) is held out of the fit; the median and
 p90 |error| of the kernel time on the held-out shapes are written beside the coefficients.
 """
@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from llmath import hardware
-from llmath.efficiency_fit import COST, model_time
+from llmath.hardware.efficiency_fit import COST, model_time
 
 PACKAGE, VERSION = "aiconfigurator-core", "0.12.0"
 # aiconfigurator system name -> llmath hardware name, and the TensorRT-LLM table version used per system

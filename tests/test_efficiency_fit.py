@@ -1,4 +1,4 @@
-"""The fitted kernel-efficiency models (llmath.efficiency_fit) against raw measured kernel rows.
+"""The fitted kernel-efficiency models (llmath.hardware.efficiency_fit) against raw measured kernel rows.
 
 The fixture tests/data/efficiency_kernels.json holds 24 raw rows of aiconfigurator-core 0.12.0 (Apache-2.0)
 per-kernel tables, each with its table path and parquet row number: shapes that were HELD OUT of the fit
@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmath import efficiency_fit as ef
 from llmath import hardware
 from llmath.errors import UnknownNameError, WorkloadError
+from llmath.hardware import efficiency_fit as ef
 
 FIXTURE = json.loads((Path(__file__).parent / "data" / "efficiency_kernels.json").read_text())
 ROWS = FIXTURE["rows"]
@@ -168,8 +168,55 @@ def test_bad_input_is_a_clear_error():
 
 
 def test_data_file_is_small_and_has_provenance():
-    path = Path(ef.__file__).parent / "data" / "efficiency_fit.json"
+    path = Path(ef.__file__).parents[1] / "data" / "efficiency_fit.json"
     assert path.stat().st_size < 1_000_000
     p = ef.data()["provenance"]
     assert p["package"] == "aiconfigurator-core" and p["script"] == "scripts/fit_efficiency.py"
     assert all(len(h) == 64 for h in p["files_sha256"].values())
+
+
+# ---- the fitted models in the roofline's ``expected`` efficiency ---------------------------------------
+
+
+def test_expected_efficiency_says_which_rule_applied():
+    from llmath.hardware.roofline import IDEAL, expected
+
+    assert expected(hardware.get("h100-sxm")).rule == "fitted kernels (measured)"
+    assert expected(hardware.get("h100-pcie")).rule == "fitted kernels (same-arch: h100-sxm (hopper))"
+    assert expected(hardware.get("mi300x")).rule.startswith("defaults")
+    assert not expected(hardware.get("mi300x")).gemm_fit
+    assert IDEAL.matmul == 1 and IDEAL.overhead_s == 0 and not IDEAL.gemm_fit
+    prof = hardware.from_dict(
+        {"name": "cpu-test", "memory_bytes": 1e9, "memory_bandwidth_bytes_per_s": 2e10,
+         "peak_flops_per_s": {"fp32": 1e11}, "measured": {"efficiency": {"matmul": 0.9, "overhead_s": 1e-6}}}
+    )  # fmt: skip
+    e = expected(prof)
+    assert (e.rule, e.matmul, e.gemm_fit) == ("calibrated profile", 0.9, ())
+
+
+def test_weight_gemm_compute_time_uses_the_fitted_fraction():
+    from llmath.hardware.roofline import efficiency, op_times
+    from llmath.model.dtypes import Precision
+    from llmath.model.registry import resolve
+    from llmath.ops import Scenario, table
+
+    hw, p = hardware.get("h100-sxm"), Precision.uniform("bf16")
+    t = table(resolve("llama-3-8b"), "prefill")
+    sc = Scenario(2, 256, 0)
+    _, comp, _, _ = op_times(t.values(sc), t, hw, p, efficiency("expected", hw), 2, 512, decode=False)
+    i = [op.name for op in t.ops].index("attn.q_proj")
+    # q_proj: 32 layers × 2·m·n·k with m = 2·256 token rows, n = k = 4096 (Llama-3-8B config.json)
+    flops = 32 * 2 * 512 * 4096 * 4096
+    coef = ef.data()["devices"]["h100-sxm"]["gemm"]["bf16"]["coef"]
+    eta = ef.fractions(coef, 512, 4096 * 4096, 1.0)[0]
+    assert math.isclose(comp[i], flops / (989.5e12 * eta), rel_tol=1e-9)
+    ideal = op_times(t.values(sc), t, hw, p, efficiency("ideal", hw), 2, 512, decode=False)[1]
+    assert math.isclose(ideal[i], flops / 989.5e12, rel_tol=1e-9)  # ideal stays the datasheet roofline
+
+
+def test_analyze_reports_the_rule():
+    import llmath
+
+    d = llmath.analyze("llama-3-8b", "a100-pcie-80gb", batch=1, prompt=128, gen=4).to_dict()
+    assert d["efficiency"]["rule"] == "fitted kernels (same-arch: a100-sxm-80gb (ampere))"
+    assert d["efficiency"]["name"] == "expected"  # existing key kept

@@ -32,7 +32,7 @@ from importlib import resources
 
 import numpy as np
 
-from .errors import UnknownNameError, WorkloadError
+from llmath.errors import UnknownNameError, WorkloadError
 
 ROOFLINE_CLASSES = ("gemm", "attn_context", "attn_decode", "moe")
 COLLECTIVES = ("all_reduce", "all_gather", "custom_all_reduce")
