@@ -309,11 +309,17 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
         nk, share = _gemm_shapes(table)
         mm = eff.matmul_for(dtype or "")
 
-        def ratio(rows):
-            m = np.maximum(np.asarray(rows, dtype=float)[..., None] * share, 1.0)
-            return mm / ef.fractions(coef, m, nk, 1.0)[0]
+        def ratio(rows, cols):  # (…, len(cols)), evaluated once per distinct row count (sweeps repeat a few)
+            r = np.asarray(rows, dtype=float)
+            u, idx = np.unique(r, return_inverse=True)
+            vals = mm / ef.fractions(coef, np.maximum(u[:, None] * share[cols], 1.0), nk[cols], 1.0)[0]
+            return vals[idx.reshape(r.shape)]
 
-        return _per_row_kind(table, ratio(tokens), ratio(batch), 1.0)
+        out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
+        for rows, mask in ((tokens, table.weight_token_rows), (batch, table.weight_logit_rows)):
+            cols = np.flatnonzero(mask)
+            out[..., cols] = ratio(rows, cols)
+        return out
     if not eff.matmul_rows:
         return None
     xs, fr = _curve(eff.matmul_rows)
