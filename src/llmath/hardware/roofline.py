@@ -22,7 +22,7 @@ import numpy as np
 
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
-from llmath.hardware.efficiency import IDEAL, Efficiency, _defaults, efficiency, expected, fitted  # noqa: F401
+from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
 from llmath.model.dtypes import Precision
 from llmath.ops import CLASSES, Scenario, Table, Value, experts_hit, one_hot
 
