@@ -148,18 +148,25 @@ def stage_report(
     flops["useful_matmul"] = sum(c.values.get("flops", 0) for c in useful)
     rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
     if hw is not None:
-        eff = eff if eff is not None else efficiency("expected", hw)
-        t = table(spec, stage, attention)
-        vals = t.values(scenario)
-        tokens = scenario.B * scenario.T
-        times, comp, mem, _ = op_times(vals, t, hw, precision, eff, scenario.B, tokens, decode=stage == "decode")
-        for r, ti, ci, mi in zip(rows, times, comp, mem, strict=True):
-            r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
-            r.bound = "compute" if ci >= mi else "memory"
-        rep.time_s = float(times.sum())
-        rep.compute_s, rep.memory_s = float(comp.sum()), float(mem.sum())
-        rep.bound = "compute" if rep.compute_s >= rep.memory_s else "memory"
+        _time_rows(rep, t_spec=(spec, stage, attention), scenario=scenario, precision=precision, hw=hw, eff=eff)
     return rep
+
+
+def _time_rows(rep: StageReport, t_spec, scenario: Scenario, precision: Precision, hw: Hardware, eff) -> None:
+    """Roofline times of a stage report's rows and totals (a decode step's attention at its context)."""
+    spec, stage, attention = t_spec
+    eff = eff if eff is not None else efficiency("expected", hw)
+    t = table(spec, stage, attention)
+    dec = stage == "decode"
+    tokens = scenario.B * scenario.T
+    ctx = scenario.S0 if dec else None
+    times, comp, mem, _ = op_times(t.values(scenario), t, hw, precision, eff, scenario.B, tokens, dec, ctx)
+    for r, ti, ci, mi in zip(rep.ops, times, comp, mem, strict=True):
+        r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
+        r.bound = "compute" if ci >= mi else "memory"
+    rep.time_s = float(times.sum())
+    rep.compute_s, rep.memory_s = float(comp.sum()), float(mem.sum())
+    rep.bound = "compute" if rep.compute_s >= rep.memory_s else "memory"
 
 
 # ---- KV cache -------------------------------------------------------------------------------------
