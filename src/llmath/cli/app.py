@@ -256,15 +256,62 @@ def analyze(
         str | None, typer.Option("--memory-plot", help="Write memory (weights, KV, activations) vs context.")
     ] = None,
     json_: JsonOpt = False,
+    concurrency: Annotated[
+        float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
+    ] = None,
+    rate: Annotated[float | None, typer.Option("--rate", help="Serve an open loop of this many requests/s.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="vllm|sglang|trtllm|llama.cpp scheduler defaults.")] = "vllm",
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs (data-parallel replicas) serving the requests.")] = 1,
+    prefix_hit: Annotated[
+        float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")
+    ] = 0.0,
+    max_num_batched_tokens: Annotated[
+        int | None, typer.Option("--max-num-batched-tokens", help="Override the engine's token budget per iteration.")
+    ] = None,
+    max_num_seqs: Annotated[
+        int | None, typer.Option("--max-num-seqs", help="Override the engine's running-request cap.")
+    ] = None,
+    gpu_memory_utilization: Annotated[
+        float | None, typer.Option("--gpu-memory-utilization", help="Override the engine's memory fraction.")
+    ] = None,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
-    throughput and memory fit.
+    throughput and memory fit. With --concurrency or --rate: continuous batching by a serving engine.
 
-    Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json
+    Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json ;
+    llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm --json
     """
     from llmath.analysis import analyze as run
 
     p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    if concurrency is not None or rate is not None:
+        from llmath.deploy.service import serve
+
+        rep = serve(
+            model,
+            _hardware(hardware, peak_tflops, bandwidth_gbs, memory_gb, p.compute),
+            prompt=prompt,
+            gen=gen,
+            concurrency=concurrency,
+            rate=rate,
+            engine=engine,
+            gpus=gpus,
+            prefix_hit=prefix_hit,
+            precision=p,
+            attention=attention.value,
+            efficiency_mode=efficiency.value,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_num_seqs=max_num_seqs,
+            gpu_memory_utilization=gpu_memory_utilization,
+            cuda_graph_bytes=reserve_gb * 1e9 if reserve_gb else None,
+        )
+        if json_:
+            out.emit_json(rep.to_dict())
+        else:
+            from llmath.output.serving import serving_human
+
+            serving_human(rep.to_dict())
+        return
     hw = None if hardware.lower() == "none" else _hardware(hardware, peak_tflops, bandwidth_gbs, memory_gb, p.compute)
     if reserve_gb < 0:
         raise WorkloadError(f"--reserve-gb={reserve_gb} must be >= 0")

@@ -1,0 +1,87 @@
+"""The public serving entry point: a model served by an engine on N GPUs at a concurrency or request rate.
+
+``serve(...)`` resolves the model, hardware, precision and engine preset, checks the memory first (a
+configuration that does not fit raises before any number is computed), and returns a
+:class:`~llmath.deploy.serving.ServingReport`. ``gpus`` GPUs run ``gpus // (tp·pp)`` data-parallel replicas;
+the requests are split evenly over them.
+"""
+
+from __future__ import annotations
+
+from llmath.deploy import engines
+from llmath.deploy.serving import (
+    Requests,
+    ServingReport,
+    check_fits,
+    memory,
+    metrics_at,
+    rate_to_concurrency,
+    steady_state,
+)
+from llmath.deploy.step import Device
+from llmath.errors import WorkloadError
+from llmath.hardware import Hardware
+from llmath.hardware import get as get_hardware
+from llmath.hardware.roofline import efficiency
+from llmath.model.dtypes import Precision
+from llmath.model.registry import resolve
+from llmath.model.spec import ModelSpec
+
+
+def serve(
+    model: str | ModelSpec,
+    hardware: str | Hardware,
+    *,
+    prompt: int,
+    gen: int,
+    concurrency: float | None = None,
+    rate: float | None = None,
+    engine: str = "vllm",
+    gpus: int = 1,
+    prefix_hit: float = 0.0,
+    precision: Precision | None = None,
+    attention: str = "flash",
+    efficiency_mode: str = "expected",
+    offline: bool = False,
+    **engine_overrides,
+) -> ServingReport:
+    """Steady-state continuous batching (see :mod:`llmath.deploy.serving` for the model and its limits)."""
+    if (concurrency is None) == (rate is None):
+        raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise WorkloadError(f"gpus={gpus!r} must be an integer >= 1")
+    spec = resolve(model)
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    p = precision or Precision()
+    hw.peak(p.compute)
+    eng = engines.preset(engine, hw, offline=offline, **engine_overrides)
+    req = Requests(prompt, gen, prefix_hit)
+    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs)
+    mem = memory(dev, eng, req)
+    check_fits(mem, f"{spec.name} on one {hw.name} with {eng.name}")
+    replicas = gpus
+    notes = [f"{replicas} data-parallel replica(s) of one GPU each; requests split evenly"] if replicas > 1 else []
+    if rate is not None:
+        per_rate = rate / replicas
+        c = rate_to_concurrency(dev, eng, req, per_rate, mem.max_resident)
+        notes.append(f"open loop: {rate:g} requests/s sustained at {c * replicas:.1f} concurrent requests")
+    else:
+        if not concurrency >= 1:
+            raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+        c = concurrency / replicas
+        if c < 1:
+            raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} GPUs)")
+    ss = steady_state(dev, eng, req, [c], mem.max_resident)
+    m = metrics_at(ss, 0, gpus, replicas)
+    if rate is not None:
+        m["ttft_s"] += m["tpot_s"] / 2  # arrivals wait half an iteration on average for the next one
+        m["e2e_s"] += m["tpot_s"] / 2
+    if ss.concurrency[0] > ss.resident[0]:
+        notes.append(
+            f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
+            f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
+        )
+    work = {"prompt": prompt, "gen": gen, "prefix_hit": prefix_hit, "concurrency": c * replicas, "rate": rate}
+    work.update({"weights": p.weights, "activations": p.activations, "kv_dtype": p.kv, "attention": attention})
+    eng_d = {k: v for k, v in eng.__dict__.items() if k != "sources"} | {"sources": eng.sources}
+    return ServingReport(spec.name, hw.name, eng_d, work, gpus, replicas, mem, m, notes)

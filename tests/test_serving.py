@@ -1,0 +1,152 @@
+"""Continuous batching: limits from arithmetic, the closed form against the iteration simulation, engine
+presets with sources, memory admission, and the CLI's JSON keys."""
+
+import json
+
+import numpy as np
+import pytest
+
+from llmath.analysis import analyze
+from llmath.cli import main
+from llmath.deploy import engines
+from llmath.deploy.service import serve
+from llmath.deploy.serving import Requests, memory, steady_state
+from llmath.deploy.simulate import simulate
+from llmath.deploy.step import Device
+from llmath.errors import WorkloadError
+from llmath.hardware import get
+from llmath.hardware.roofline import efficiency
+from llmath.model.dtypes import Precision
+from llmath.model.registry import resolve
+
+H100 = get("h100-sxm")
+
+
+def _device(model="llama-3-8b", hw=H100):
+    return Device(resolve(model), hw, Precision(), efficiency("expected", hw))
+
+
+def test_single_request_without_chunking_is_the_static_generation():
+    # C = 1 and a budget above the prompt (no chunking): TTFT = the prefill of one prompt, TPOT = the mean
+    # decode step at batch 1 over contexts P … P+G−2, e2e = TTFT + (G−1)·TPOT: the static batch-1 generation.
+    r = serve("llama-3-8b", "h100-sxm", prompt=1024, gen=256, concurrency=1, max_num_batched_tokens=2048)
+    a = analyze("llama-3-8b", "h100-sxm", batch=1, prompt=1024, gen=256)
+    assert r.metrics["ttft_s"] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
+    assert r.metrics["tpot_s"] == pytest.approx(a.generation["tpot_s"], rel=1e-9)
+    assert r.metrics["e2e_s"] == pytest.approx(a.generation["ttft_s"] + 255 * a.generation["tpot_s"], rel=1e-9)
+    assert r.metrics["tok_s_per_user"] == pytest.approx(1 / r.metrics["tpot_s"])
+
+
+def test_kv_pool_caps_the_running_requests():
+    # llama-3-8b: 32 layers × 8 KV heads × 128 dims × (K and V) × 2 bytes = 131,072 bytes per position.
+    # vLLM on an H100 (80 GB): 0.9 × 80e9 − weights − one 8192-token budget's activations = the KV pool;
+    # a request of 1024 + 256 − 1 = 1279 positions holds 131,072 × 1279 bytes.
+    dev = _device()
+    eng = engines.preset("vllm", H100)
+    req = Requests(1024, 256)
+    mem = memory(dev, eng, req)
+    weights = 8_030_261_248 * 2  # parameters × bf16
+    assert mem.kv_bytes_per_request == 131_072 * 1279
+    assert mem.kv_pool_bytes == pytest.approx(0.9 * 80e9 - weights - mem.activation_bytes)
+    assert mem.max_requests_by_kv == int(mem.kv_pool_bytes // (131_072 * 1279))
+    ss = steady_state(dev, eng, req, [10_000], mem.max_resident)
+    assert ss.resident[0] == mem.max_resident < 1024  # the pool, not max_num_seqs, caps it
+    assert ss.ttft_s[0] > 10 * ss.tpot_s[0]  # the others queue
+
+
+def test_max_num_seqs_caps_the_running_requests():
+    r = serve("llama-3-8b", "h100-sxm", prompt=128, gen=128, concurrency=100, max_num_seqs=16)
+    assert r.metrics["running_per_replica"] == 16
+    assert r.metrics["queued_per_replica"] == 84
+
+
+@pytest.mark.parametrize(
+    "model,prompt,gen,conc,budget",
+    [
+        ("llama-3.2-1b", 1024, 128, 16, 8192),  # one prefill at a time, mostly decode iterations
+        ("llama-3.2-1b", 2048, 64, 32, 2048),  # chunked prompts filling the budget
+        ("qwen3-30b-a3b", 512, 64, 24, 2048),  # MoE: experts hit by the whole iteration's tokens
+    ],
+)
+def test_closed_form_agrees_with_the_iteration_simulation(model, prompt, gen, conc, budget):
+    # Bound stated in serving's docstring: TTFT, TPOT and throughput within 5% of the simulation.
+    dev = _device(model)
+    eng = engines.preset("vllm", H100, max_num_batched_tokens=budget)
+    req = Requests(prompt, gen)
+    mem = memory(dev, eng, req)
+    ss = steady_state(dev, eng, req, [conc], mem.max_resident)
+    sim = simulate(dev, eng, req, conc, mem.max_resident, iterations=1200)
+    assert ss.ttft_s[0] == pytest.approx(sim.ttft_s, rel=0.05)
+    assert ss.tpot_s[0] == pytest.approx(sim.tpot_s, rel=0.05)
+    assert ss.throughput_tok_s[0] == pytest.approx(sim.throughput_tok_s, rel=0.05)
+
+
+def test_throughput_grows_and_latency_worsens_with_concurrency():
+    dev = _device()
+    eng = engines.preset("vllm", H100)
+    req = Requests(1024, 256)
+    mem = memory(dev, eng, req)
+    ss = steady_state(dev, eng, req, np.array([1, 4, 16, 64, 256]), mem.max_resident)
+    assert np.all(np.diff(ss.throughput_tok_s) > 0)
+    assert np.all(np.diff(ss.tpot_s) > 0)
+
+
+def test_prefix_hits_shorten_the_prefill():
+    a = serve("llama-3-8b", "h100-sxm", prompt=4096, gen=64, concurrency=1)
+    b = serve("llama-3-8b", "h100-sxm", prompt=4096, gen=64, concurrency=1, prefix_hit=0.75)
+    assert b.metrics["ttft_s"] < 0.5 * a.metrics["ttft_s"]
+
+
+def test_open_loop_rate_is_sustained():
+    r = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, rate=4.0)
+    assert r.metrics["requests_s"] == pytest.approx(4.0, rel=0.02)
+    with pytest.raises(WorkloadError, match="exceeds what this deployment sustains"):
+        serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, rate=1e6)
+
+
+def test_data_parallel_gpus_split_the_requests():
+    one = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=32)
+    two = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=64, gpus=2)
+    assert two.metrics["throughput_tok_s"] == pytest.approx(2 * one.metrics["throughput_tok_s"])
+    assert two.metrics["throughput_tok_s_per_gpu"] == pytest.approx(one.metrics["throughput_tok_s_per_gpu"])
+
+
+def test_does_not_fit_says_so_first():
+    # llama-3-70b in bf16 is ~141 GB of weights: more than one 80 GB H100
+    with pytest.raises(WorkloadError, match="does not fit"):
+        serve("llama-3-70b", "h100-sxm", prompt=1024, gen=128, concurrency=8)
+
+
+def test_engine_presets_carry_sources_and_the_engines_rules():
+    for name in engines.names():
+        info = engines.info(name)
+        assert info["version"]
+        for key, s in info["settings"].items():
+            assert s.get("source"), f"{name}.{key} has no source"
+    # vllm/engine/arg_utils.py: 8192 tokens and 1024 sequences on >= 70 GiB non-A100 devices, else 2048 / 256
+    assert engines.preset("vllm", H100).max_num_batched_tokens == 8192
+    assert engines.preset("vllm", H100).max_num_seqs == 1024
+    a100 = engines.preset("vllm", get("a100-sxm-80gb"))
+    assert (a100.max_num_batched_tokens, a100.max_num_seqs) == (2048, 256)
+    # TensorRT-LLM BuildConfig: max_num_tokens 8192, max_batch_size 2048; llama.cpp: 1 slot, n_ctx 4096
+    assert engines.preset("trtllm", H100).max_num_seqs == 2048
+    assert engines.preset("llama.cpp", H100).kv_pool_tokens == 4096
+    assert engines.preset("vllm", H100, max_num_seqs=8).max_num_seqs == 8  # flags override
+    with pytest.raises(WorkloadError, match="not a known engine"):
+        engines.preset("tgi")
+
+
+def test_cli_concurrency_json_keys(capsys):
+    code = 0
+    try:
+        main(
+            ["analyze", "llama-3-8b", "-H", "h100-sxm", "--concurrency", "32", "--prompt", "512", "--gen", "64"]
+            + ["--engine", "sglang", "--json"]
+        )
+    except SystemExit as e:
+        code = e.code or 0
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0
+    for k in ("ttft_s", "tpot_s", "e2e_s", "throughput_tok_s", "throughput_tok_s_per_gpu", "tok_s_per_user"):
+        assert isinstance(d[k], float) and d[k] > 0
+    assert d["engine"]["name"] == "sglang"
