@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from llmath.deploy import engines
 from llmath.deploy.serving import (
+    Decoding,
     Requests,
     ServingReport,
     check_fits,
@@ -18,6 +19,7 @@ from llmath.deploy.serving import (
     rate_to_concurrency,
     steady_state,
 )
+from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
@@ -43,6 +45,7 @@ def serve(
     attention: str = "flash",
     efficiency_mode: str = "expected",
     offline: bool = False,
+    speculation: Speculation | None = None,
     **engine_overrides,
 ) -> ServingReport:
     """Steady-state continuous batching (see :mod:`llmath.deploy.serving` for the model and its limits)."""
@@ -71,7 +74,13 @@ def serve(
         c = concurrency / replicas
         if c < 1:
             raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} GPUs)")
-    ss = steady_state(dev, eng, req, [c], mem.max_resident)
+    decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
+    if speculation:
+        notes.append(
+            f"speculative decoding ({speculation.method}, k={speculation.k}): a stated acceptance length of"
+            f" {speculation.acceptance} tokens per verify round of width {speculation.k + 1}"
+        )
+    ss = steady_state(decoding, eng, req, [c], mem.max_resident)
     m = metrics_at(ss, 0, gpus, replicas)
     if rate is not None:
         m["ttft_s"] += m["tpot_s"] / 2  # arrivals wait half an iteration on average for the next one
@@ -83,5 +92,7 @@ def serve(
         )
     work = {"prompt": prompt, "gen": gen, "prefix_hit": prefix_hit, "concurrency": c * replicas, "rate": rate}
     work.update({"weights": p.weights, "activations": p.activations, "kv_dtype": p.kv, "attention": attention})
+    if speculation:
+        work["speculation"] = {"method": speculation.method, "k": speculation.k, "acceptance": speculation.acceptance}
     eng_d = {k: v for k, v in eng.__dict__.items() if k != "sources"} | {"sources": eng.sources}
     return ServingReport(spec.name, hw.name, eng_d, work, gpus, replicas, mem, m, notes)

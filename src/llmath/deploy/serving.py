@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import Device, chunk_activation_bytes, kv_bytes_per_sequence
 from llmath.errors import WorkloadError
 from llmath.ops.params import param_report
@@ -208,8 +209,40 @@ def _prefill_iterations(P_new: int, K: float, d: np.ndarray, chunked: bool) -> n
     return np.ceil(P_new / np.maximum(K - d, 1.0))
 
 
-def steady_state(dev: Device, eng: EngineConfig, req: Requests, concurrency, max_resident: int) -> SteadyState:
+@dataclass(frozen=True)
+class Decoding:
+    """How decoding requests advance: one token per iteration, or speculative rounds (``spec`` with its
+    ``draft`` device) that take ``width`` = k + 1 budget tokens per sequence and yield ``acceptance`` tokens."""
+
+    dev: Device
+    spec: Speculation | None = None
+    draft: Device | None = None
+
+    @property
+    def tokens(self) -> float:
+        return self.spec.acceptance if self.spec else 1.0
+
+    @property
+    def width(self) -> float:
+        return float(self.spec.k + 1) if self.spec else 1.0
+
+    def step(self, d, ctx) -> np.ndarray:
+        if self.spec is None:
+            return self.dev.iteration(d, ctx).time_s
+        return round_time(self.dev, self.draft, self.spec, d, ctx)
+
+    def mixed(self, d, ctx, n, c, pf) -> np.ndarray:
+        """With prefill chunks; under speculation the chunks run as their own pass after the round."""
+        if self.spec is None:
+            return self.dev.iteration(d, ctx, n, c, pf).time_s
+        return self.step(d, ctx) + self.dev.iteration(0, 0, n, c, pf).time_s
+
+
+def steady_state(
+    dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int
+) -> SteadyState:
     """The closed-loop steady state at each concurrency (numpy array), B_max = ``max_resident``."""
+    dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     C = np.asarray(concurrency, dtype=float)
     if np.any(C < 1):
         raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
@@ -221,16 +254,14 @@ def steady_state(dev: Device, eng: EngineConfig, req: Requests, concurrency, max
             f"prompt {Pn} tokens > max_num_batched_tokens={int(K)} without chunked prefill; enable chunking"
             " or raise the budget"
         )
+    steps, w = (G - 1) / dec.tokens, dec.width  # decode iterations per request, budget tokens per decoder
     B = np.minimum(C, max_resident)
     Ip = _prefill_iterations(Pn, K, np.zeros_like(B), chunked)
     for _ in range(FIXED_POINT_PASSES):
-        X = B / (Ip + G - 1)
-        Ip = _prefill_iterations(Pn, K, X * (G - 1), chunked)
-    X = B / (Ip + G - 1)
-    cap = K / (Pn + G - 1)
-    saturated = X > cap
-    X = np.minimum(X, cap)
-    Ip = np.where(saturated, B / X - (G - 1), Ip)
+        X = B / (Ip + steps)
+        Ip = _prefill_iterations(Pn, K, X * steps * w, chunked)
+    X = np.minimum(B / (Ip + steps), K / (Pn + steps * w))  # the token budget caps the request rate
+    Ip = np.maximum(B / X - steps, Ip)  # when capped, prefills also wait for budget
     f = np.minimum(1.0, X * Ip)  # iterations that carry a prefill chunk
     n_pre = X * Ip / f  # requests prefilling in such an iteration
     d_m = np.maximum(B - n_pre, 0.0)  # the other resident requests decode
@@ -238,26 +269,24 @@ def steady_state(dev: Device, eng: EngineConfig, req: Requests, concurrency, max
     # one prefill at a time (f < 1): I_p − 1 chunks fill the budget, the last takes the remainder;
     # overlapping prefills (f = 1) keep every iteration at the mean X·P' prefill tokens
     alone = X * Ip < 1
-    full = np.minimum(Pn, np.maximum(K - d_m, 1.0)) if chunked else np.full_like(B, float(Pn))
-    rest = np.maximum(Pn - (Ip - 1) * full, 1.0)
+    full = np.minimum(Pn, np.maximum(K - d_m * w, 1.0)) if chunked else np.full_like(B, float(Pn))
     c_a = np.where(alone, full, X * Pn / n_pre)
-    c_b = np.where(alone, rest, c_a)
-    pre = req.cached + np.maximum(Pn - c_a, 0.0) / 2
-    tau_a = dev.iteration(d_m, ctx, n_pre, c_a, pre).time_s
-    tau_b = dev.iteration(d_m, ctx, n_pre, c_b, req.cached + np.maximum(Pn - c_b, 0.0)).time_s
+    c_b = np.where(alone, np.maximum(Pn - (Ip - 1) * full, 1.0), c_a)
+    tau_a = dec.mixed(d_m, ctx, n_pre, c_a, req.cached + np.maximum(Pn - c_a, 0.0) / 2)
+    tau_b = dec.mixed(d_m, ctx, n_pre, c_b, req.cached + np.maximum(Pn - c_b, 0.0))
     tau_m = ((Ip - 1) * tau_a + tau_b) / Ip
-    tau_d = dev.iteration(B, ctx).time_s
+    tau_d = dec.step(B, ctx)
     # a decoding request shares an iteration with another's prefill with probability q
     # (the others' prefills, spread evenly over the iterations as in the desynchronised steady state)
     q = np.minimum(1.0, X * Ip * (B - 1) / B)
-    tpot = q * tau_m + (1 - q) * tau_d
+    step_s = q * tau_m + (1 - q) * tau_d
     wait_iters = np.maximum(C - B, 0.0) / X  # closed loop: the queue drains X requests per iteration
-    mean_iter = f * tau_m + (1 - f) * tau_d
-    ttft = wait_iters * mean_iter + Ip * tau_m
-    e2e = ttft + (G - 1) * tpot
-    p50, p90, p99 = (_quantile(qq, q, Ip, tau_a, tau_b, tau_d) for qq in (0.5, 0.9, 0.99))
+    ttft = wait_iters * (f * tau_m + (1 - f) * tau_d) + Ip * tau_m
+    e2e = ttft + steps * step_s
+    a = dec.tokens
+    p50, p90, p99 = (_quantile(qq, q, Ip, tau_a / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
     d = B - X * Ip
-    return SteadyState(C, B, ttft, tpot, p50, p90, p99, e2e, C * G / e2e, C / e2e, d, X * Pn, f, tau_d, tau_m)
+    return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, C * G / e2e, C / e2e, d, X * Pn, f, tau_d, tau_m)
 
 
 def _quantile(qq: float, q, Ip, tau_a, tau_b, tau_d):

@@ -12,7 +12,7 @@ roofline of the *prefill* operator table evaluated at the sum of the two scenari
   all the batch's tokens, as engines fuse decode and prefill tokens in the same GEMMs;
 * MoE expert weights hit are the expectation for all the iteration's tokens together.
 
-Each operator's time is then :func:`llmath.hardware.roofline.times` on those totals. An iteration without
+Each operator's time is then :func:`llmath.hardware.roofline.monomial_times` on those monomials. An iteration without
 prefill tokens is a decode step (``decode=True``: CUDA-graph overhead, decode-attention efficiency); one with
 prefill tokens uses the prefill rates. For models whose decode and prefill operator lists differ (MLA runs
 absorbed in decode), the two parts are timed on their own tables and summed: the weights are then read twice
@@ -24,12 +24,12 @@ Sizes broadcast: every argument may be a numpy array, so one call times a whole 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
 from llmath.hardware import Hardware
-from llmath.hardware.roofline import Efficiency, byte_weights_key, times
+from llmath.hardware.roofline import Efficiency, byte_weights_key, monomial_times
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import CLASSES, Scenario, Table, experts_hit, one_hot, table
@@ -91,13 +91,10 @@ class Device:
         return mv
 
     def _time(self, t: Table, mv: np.ndarray, rows, tokens, decode: bool) -> StepCost:
-        p = self.precision
-        flops = mv @ t.rhs(one_hot("flops"))
-        vflops = mv @ t.rhs(one_hot("vflops"))
-        byts = mv @ t.rhs(byte_weights_key(p))
         eff = self.decode_eff if decode else self.eff
-        tm, _, _ = times(flops, vflops, byts, t, self.hw, p, eff, rows, tokens, decode)
-        return StepCost(tm.sum(-1), byts.sum(-1), (flops + vflops).sum(-1))
+        tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode)
+        totals = mv @ _totals(t, byte_weights_key(self.precision))  # [bytes, FLOPs] of the whole pass
+        return StepCost(tm.sum(-1), totals[..., 0], totals[..., 1])
 
     def iteration(self, n_decode, context, n_chunks=0, chunk=0, prefix=0) -> StepCost:
         """One iteration: ``n_decode`` sequences at mean context ``context`` (each feeds one token and
@@ -111,15 +108,35 @@ class Device:
         if self.shared:
             t = self.prefill_table
             mv = self._fix(t, self._mv(t, d, 1, s) + self._mv(t, nc, c, pf), tokens)
-            dec = self._time(t, mv, rows, tokens, decode=True)
             if not has_prefill.any():
-                return dec
+                return self._time(t, mv, rows, tokens, decode=True)
             mix = self._time(t, mv, rows, tokens, decode=False)
+            if has_prefill.all():
+                return mix
+            dec = self._time(t, mv, rows, tokens, decode=True)
             return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(mix), _parts(dec), strict=True)))
         dt, pt = self.decode_table, self.prefill_table
         dec = self._time(dt, self._fix(dt, self._mv(dt, d, 1, s), d), d, d, decode=True)
         pre = self._time(pt, self._fix(pt, self._mv(pt, nc, c, pf), nc * c), nc, nc * c, decode=False)
         return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))
+
+    def verify(self, n_seqs, width, context) -> StepCost:
+        """A speculative verify pass: ``n_seqs`` sequences each feeding ``width`` tokens after ``context``
+        cached positions, on the decode operator list (MLA stays absorbed, as engines verify), timed as a
+        decode iteration (graph-captured)."""
+        b, w, s = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n_seqs, width, context)))
+        t = self.decode_table
+        mv = self._fix(t, self._mv(t, b, w, s), b * w)
+        return self._time(t, mv, b, b * w, decode=True)
+
+
+@lru_cache(maxsize=512)
+def _totals(t: Table, bw_key: tuple[float, ...]) -> np.ndarray:
+    """(n_monos, 2): bytes and FLOPs (matmul + vector) of the whole pass per monomial."""
+    flops = t.rhs(one_hot("flops")) + t.rhs(one_hot("vflops"))
+    out = np.ascontiguousarray(np.stack([t.rhs(bw_key).sum(1), flops.sum(1)], axis=1))
+    out.setflags(write=False)
+    return out
 
 
 def _parts(s: StepCost) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -132,6 +149,17 @@ def _parts(s: StepCost) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def kv_bytes_per_sequence(spec: ModelSpec, positions, precision: Precision, attention: str = "flash"):
     """KV-cache bytes one sequence of ``positions`` positions holds: what the K/V operators write per token
     (the ``B·T`` terms of their ``kv_write`` class), windowed layers holding at most W positions."""
+    if isinstance(positions, int | float):
+        return _kv_scalar(spec, positions, precision, attention)
+    return _kv_bytes(spec, positions, precision, attention)
+
+
+@lru_cache(maxsize=4096)
+def _kv_scalar(spec: ModelSpec, positions, precision: Precision, attention: str) -> float:
+    return float(_kv_bytes(spec, positions, precision, attention))
+
+
+def _kv_bytes(spec: ModelSpec, positions, precision: Precision, attention: str):
     t = table(spec, "decode", attention)
     ci, mi = CLASSES.index("kv_write"), t.monos.index("BT")
     total = 0.0
@@ -143,10 +171,11 @@ def kv_bytes_per_sequence(spec: ModelSpec, positions, precision: Precision, atte
     return total * precision.kv_bytes
 
 
-def chunk_activation_bytes(spec: ModelSpec, tokens, precision: Precision, attention: str = "flash"):
+@lru_cache(maxsize=4096)
+def chunk_activation_bytes(spec: ModelSpec, tokens: int, precision: Precision, attention: str = "flash") -> float:
     """Live activations of one forward pass over ``tokens`` tokens: the widest operator's inputs + outputs,
     plus the residual stream (the same view of the operator list as the static report's activation peak)."""
     t = table(spec, "prefill", attention)
     act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
     per_op = (t.monomial_matrix(Scenario(1, np.asarray(tokens, dtype=float), 0)) @ t.rhs(act)) / t.kernels
-    return (per_op.max(-1) + np.asarray(tokens, dtype=float) * spec.d_model) * precision.act_bytes
+    return float((per_op.max(-1) + tokens * spec.d_model) * precision.act_bytes)

@@ -472,3 +472,21 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+
+
+def monomial_times(
+    table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+):
+    """(time, compute, memory) per op from monomial values ``mv`` (…, n_monos) given directly, for callers
+    that compose a pass from several scenarios (a serving iteration mixing decode and prefill tokens);
+    ``batch``/``tokens`` are the pass's logit rows and tokens. The same arithmetic as :func:`stage_times`."""
+    f = mm_factor(table, eff, batch, tokens)
+    if f is None:
+        comp = mv @ _compute_rhs(table, hw, p, eff)
+    else:
+        mm_rate, vec_rate = rates(hw, p, eff)
+        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
+    mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, batch, tokens, decode)
+    t = np.maximum(comp, mem)
+    ov = eff.decode_overhead_s if decode else eff.overhead_s
+    return (t + table.kernels * ov if ov else t), comp, mem

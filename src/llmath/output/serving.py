@@ -44,3 +44,45 @@ def serving_human(d: dict[str, Any]) -> None:
     c.print(t)
     for n in d.get("notes", []):
         c.print(f"note: {n}", highlight=False)
+
+
+def plan_human(d: dict[str, Any], top: int = 20) -> None:
+    """The best configuration and the Pareto front of a plan."""
+    from rich.table import Table
+
+    c = _console()
+    t = d["targets"]
+    goal = ", ".join(f"{k[:-3].upper()} ≤ {v:g} ms" for k, v in t.items() if v) or "no latency target (max throughput)"
+    c.print(f"[b]{d['model']}[/b] on up to {d['gpus']} × {d['hardware']}: {goal}", highlight=False)
+    c.print(f"{d['evaluated']} configurations in {d['seconds'] * 1e3:.0f} ms", highlight=False)
+    for n in d.get("notes", []):
+        c.print(f"note: {n}", highlight=False)
+    if not d["best"]:
+        return
+    cols = ["mode", "weights", "tp", "pp", "ep", "dp", "gpus_used", "concurrency", "ttft_s", "tpot_s"]
+    cols += ["throughput_tok_s", "throughput_tok_s_per_gpu", "tok_s_per_user"]
+    if "usd_per_million_tokens" in d["best"]:
+        cols.append("usd_per_million_tokens")
+    tab = Table(title=f"Pareto front ({len(d['pareto'])} configurations; * = best)")
+    for k in cols:
+        tab.add_column(k, justify="right")
+    rows = d["pareto"]
+    step = max(1, -(-len(rows) // top))
+    shown = rows[::step]
+    if d["best"] not in shown:
+        shown = sorted([*shown, d["best"]], key=lambda r: -r["tok_s_per_user"])
+    for r in shown:
+        cells = []
+        for k in cols:
+            v = r.get(k)
+            cells.append(ms(v) if k in ("ttft_s", "tpot_s") else f"{v:.4g}" if isinstance(v, float) else str(v))
+        star = "*" if r == d["best"] else ""
+        tab.add_row(*[cells[0] + star, *cells[1:]])
+    c.print(tab)
+    b = d["best"]
+    c.print(
+        f"best: {b['mode']}, {b['weights']}, tp={b['tp']} pp={b['pp']} ep={b['ep']} dp={b['dp']}, concurrency"
+        f" {b['concurrency']:.0f}: {si(b['throughput_tok_s_per_gpu'], 'tok/s')} per GPU, TTFT {ms(b['ttft_s'])},"
+        f" TPOT {ms(b['tpot_s'])}",
+        highlight=False,
+    )

@@ -1,0 +1,292 @@
+"""The planner: the deployment that maximises output tokens/s per GPU under latency targets, and its Pareto
+front of tokens/s per GPU against tokens/s per user.
+
+Search space (each axis vectorised or a short loop): weight formats (``weights``), parallel layouts of a
+replica (``layouts``: TP/PP/EP; pins honoured), aggregated serving at every concurrency per replica from 1 to
+what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.serving.steady_state` call per
+layout), and with ``disagg=True`` disaggregated prefill/decode pools of every pair of layouts, rate-matched,
+over a grid of decode batches (:mod:`.disagg`). A configuration is feasible when it fits in memory (else
+it is listed under ``rejected`` with the reason) and meets ``ttft_s ≤ ttft_ms`` and ``tpot_s ≤ tpot_ms``.
+
+``best``: the feasible configuration with the most output tokens/s per GPU (without targets: the maximum
+throughput, what MLPerf's Offline scenario measures). ``pareto``: the feasible configurations that no other
+beats on both tokens/s per GPU and tokens/s per user (1 / TPOT), fastest user first. With
+``cost_per_gpu_hour``, each row gets ``usd_per_million_tokens`` = cost / 3600 / (tokens/s per GPU) × 10⁶.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from llmath.deploy import engines
+from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
+from llmath.deploy.serving import Requests, memory, steady_state
+from llmath.deploy.step import Device
+from llmath.errors import WorkloadError
+from llmath.hardware import Hardware
+from llmath.hardware import get as get_hardware
+from llmath.hardware.roofline import efficiency
+from llmath.model.dtypes import Precision
+from llmath.model.registry import resolve
+from llmath.model.spec import ModelSpec
+
+GRID = 1024  # concurrency points per replica layout (vectorised: more points cost little)
+COLUMNS = (
+    "tp",
+    "pp",
+    "ep",
+    "dp",
+    "concurrency",
+    "ttft_s",
+    "tpot_s",
+    "throughput_tok_s",
+    "throughput_tok_s_per_gpu",
+    "tok_s_per_user",
+    "gpus_used",
+)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One copy of the model on ``gpus`` GPUs with layout (tp, pp, ep): its iteration cost and memory."""
+
+    tp: int
+    pp: int
+    ep: int
+    gpus: int
+    device: Device
+
+
+def replicas(spec: ModelSpec, hw: Hardware, p: Precision, eff, attention, cuda_graphs, gpus, pins) -> list[Replica]:
+    """The replica layouts to search: one GPU per replica (data parallel) until a layout module supplies
+    sharded per-GPU costs; a pin other than 1 on tp/pp/ep is an error naming what is supported."""
+    for k in ("tp", "pp", "ep"):
+        if pins.get(k) not in (None, 1):
+            raise WorkloadError(f"--{k} {pins[k]}: this build plans single-GPU replicas only; use --{k} 1 or leave it")
+    return [Replica(1, 1, 1, 1, Device(spec, hw, p, eff, attention, cuda_graphs))]
+
+
+@dataclass
+class PlanResult:
+    model: str
+    hardware: str
+    gpus: int
+    targets: dict[str, float | None]
+    best: dict[str, Any] | None
+    pareto: list[dict[str, Any]]
+    evaluated: int
+    seconds: float
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "hardware": self.hardware,
+            "gpus": self.gpus,
+            "targets": self.targets,
+            "best": self.best,
+            "pareto": self.pareto,
+            "evaluated": self.evaluated,
+            "seconds": self.seconds,
+            "rejected": self.rejected,
+            "notes": self.notes,
+        }
+
+
+def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Points not dominated in (x, y), both maximised: no other point has x' ≥ x and y' ≥ y with one >."""
+    order = np.lexsort((-x, -y))  # by y descending, ties by x descending
+    xs = x[order]
+    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], xs[:-1]]))
+    keep_sorted = xs > best_before
+    keep = np.zeros(len(x), dtype=bool)
+    keep[order[keep_sorted]] = True
+    return keep
+
+
+def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list) -> int:
+    mem = memory(rep.device, eng, req)
+    dp = gpus // rep.gpus
+    where = {"mode": "aggregated", "weights": fmt, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep}
+    if not mem.fits or dp < 1:
+        rejected.append({**where, "reason": "does not fit" if not mem.fits else f"needs {rep.gpus} GPUs"})
+        return 0
+    c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
+    ss = steady_state(rep.device, eng, req, c, mem.max_resident)
+    n = len(c)
+    thr = ss.throughput_tok_s * dp
+    _add(
+        cols,
+        n,
+        mode="aggregated",
+        weights=fmt,
+        tp=rep.tp,
+        pp=rep.pp,
+        ep=rep.ep,
+        dp=dp,
+        concurrency=c * dp,
+        ttft_s=ss.ttft_s,
+        tpot_s=ss.tpot_s,
+        throughput_tok_s=thr,
+        throughput_tok_s_per_gpu=thr / (dp * rep.gpus),
+        tok_s_per_user=1 / ss.tpot_s,
+        gpus_used=dp * rep.gpus,
+    )
+    return n
+
+
+def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected) -> int:
+    mem_p = memory(pre.device, eng, req)
+    mem_d = memory(dec.device, eng, req)
+    if not (mem_p.fits and mem_d.fits) or pre.gpus + dec.gpus > gpus:
+        rejected.append({"mode": "disaggregated", "weights": fmt, "reason": "does not fit"})
+        return 0
+    pw = prefill_worker(pre.device, eng, req)
+    g = disagg_grid(pw, dec.device, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, link_bytes_per_s(pre.device.hw))
+    ok = g.gpus_used <= gpus
+    n = int(ok.sum())
+    thr = g.throughput_tok_s[ok]
+    used = g.gpus_used[ok]
+    _add(
+        cols,
+        n,
+        mode="disaggregated",
+        weights=fmt,
+        tp=dec.tp,
+        pp=dec.pp,
+        ep=dec.ep,
+        dp=g.decode_workers[ok],
+        concurrency=thr / req.gen * (g.ttft_s[ok] + (req.gen - 1) * g.tpot_s[ok]),  # Little's law
+        ttft_s=g.ttft_s[ok],
+        tpot_s=g.tpot_s[ok],
+        throughput_tok_s=thr,
+        throughput_tok_s_per_gpu=thr / used,
+        tok_s_per_user=1 / g.tpot_s[ok],
+        gpus_used=used,
+        prefill_workers=g.prefill_workers[ok],
+        prefill_tp=pre.tp,
+        decode_batch=g.decode_batch[ok],
+    )
+    return n
+
+
+def _add(cols: list, n: int, **kw) -> None:
+    cols.append((n, {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in kw.items()}))
+
+
+def _columns(batches: list) -> dict[str, np.ndarray]:
+    """One array per column over every batch (columns a batch lacks, e.g. the disaggregated ones: NaN)."""
+    keys = dict.fromkeys(k for _, b in batches for k in b)
+    return {k: np.concatenate([b[k] if k in b else np.full(n, np.nan) for n, b in batches]) for k in keys}
+
+
+def _rows(cols: dict[str, np.ndarray], idx: np.ndarray, cost: float | None) -> list[dict[str, Any]]:
+    """The configurations ``idx`` as plain dicts (one ``tolist`` per column, not per cell)."""
+    sel = {k: v[idx].tolist() for k, v in cols.items()}
+    ints = ("tp", "pp", "ep", "dp", "gpus_used")
+    out = []
+    for j in range(len(idx)):
+        r: dict[str, Any] = {"mode": sel["mode"][j], "weights": sel["weights"][j]}
+        r.update({k: (int(sel[k][j]) if k in ints else sel[k][j]) for k in COLUMNS})
+        if r["mode"] == "disaggregated":
+            r["prefill_workers"] = int(sel["prefill_workers"][j])
+            r["prefill_tp"] = int(sel["prefill_tp"][j])
+            r["decode_workers"] = r["dp"]
+            r["decode_batch"] = sel["decode_batch"][j]
+        if cost is not None:
+            r["usd_per_million_tokens"] = cost / 3600 / r["throughput_tok_s_per_gpu"] * 1e6
+        out.append(r)
+    return out
+
+
+def plan(
+    model: str | ModelSpec,
+    hardware: str | Hardware,
+    *,
+    gpus: int,
+    prompt: int,
+    gen: int,
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+    weights: str | list[str] | None = None,
+    disagg: bool = False,
+    engine: str = "vllm",
+    cost_per_gpu_hour: float | None = None,
+    prefix_hit: float = 0.0,
+    kv_dtype: str | None = None,
+    attention: str = "flash",
+    efficiency_mode: str = "expected",
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int | None = None,
+    dp: int | None = None,
+    **engine_overrides,
+) -> PlanResult:
+    """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring)."""
+    t0 = time.perf_counter()
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise WorkloadError(f"--gpus {gpus!r} must be an integer >= 1")
+    for name, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--cost-per-gpu-hour", cost_per_gpu_hour)):
+        if v is not None and not v > 0:
+            raise WorkloadError(f"{name} {v!r} must be > 0")
+    spec = resolve(model)
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    eff = efficiency(efficiency_mode, hw)
+    req = Requests(prompt, gen, prefix_hit)
+    formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
+    pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
+    cols: list = []
+    rejected: list[dict[str, Any]] = []
+    n = 0
+    for fmt in formats:
+        act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
+        p = Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
+        hw.peak(p.compute)
+        eng = engines.preset(engine, hw, **engine_overrides)
+        reps = replicas(spec, hw, p, eff, attention, eng.cuda_graphs, gpus, pins)
+        for rep in reps:
+            if dp is not None and dp * rep.gpus > gpus:
+                raise WorkloadError(f"--dp {dp} × {rep.gpus} GPUs per replica exceeds --gpus {gpus}")
+            n += _aggregated(rep, eng, req, rep.gpus * dp if dp else gpus, fmt, cols, rejected)
+        if disagg:
+            for a in reps:
+                for b in reps:
+                    n += _disaggregated(a, b, eng, req, gpus, fmt, cols, rejected)
+    if not n:
+        reasons = "; ".join(sorted({f"{r['mode']} {r['weights']}: {r['reason']}" for r in rejected}))
+        raise WorkloadError(
+            f"{spec.name} on {gpus} × {hw.name}: no configuration fits ({reasons}); add GPUs, use a smaller"
+            " --weights format or a shorter prompt"
+        )
+    arr = _columns(cols)
+    ok = np.ones(n, dtype=bool)
+    if ttft_ms is not None:
+        ok &= arr["ttft_s"] <= ttft_ms / 1e3
+    if tpot_ms is not None:
+        ok &= arr["tpot_s"] <= tpot_ms / 1e3
+    targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    notes = []
+    if not ok.any():
+        notes.append("no configuration meets the targets: best and pareto are empty; relax --ttft-ms/--tpot-ms")
+        return PlanResult(spec.name, hw.name, gpus, targets, None, [], n, time.perf_counter() - t0, rejected, notes)
+    idx = np.flatnonzero(ok)
+    best = int(idx[np.argmax(arr["throughput_tok_s_per_gpu"][idx])])
+    front = idx[pareto_mask(arr["throughput_tok_s_per_gpu"][idx], arr["tok_s_per_user"][idx])]
+    front = front[np.argsort(-arr["tok_s_per_user"][front])]
+    return PlanResult(
+        spec.name,
+        hw.name,
+        gpus,
+        targets,
+        _rows(arr, np.array([best]), cost_per_gpu_hour)[0],
+        _rows(arr, front, cost_per_gpu_hour),
+        n,
+        time.perf_counter() - t0,
+        rejected,
+        notes,
+    )
