@@ -39,16 +39,21 @@ def test_single_request_without_chunking_is_the_static_generation():
 
 def test_kv_pool_caps_the_running_requests():
     # llama-3-8b: 32 layers × 8 KV heads × 128 dims × (K and V) × 2 bytes = 131,072 bytes per position.
-    # vLLM on an H100 (80 GB): 0.9 × 80e9 − weights − one 8192-token budget's activations = the KV pool;
-    # a request of 1024 + 256 − 1 = 1279 positions holds 131,072 × 1279 bytes.
+    # vLLM on an H100 (80 GB): 0.9 × 80e9 − weights − one 8192-token budget's activations = the KV pool.
+    # vLLM allocates blocks on demand: a request holds on average 1024 + (256 − 1)/2 = 1151.5 positions;
+    # TensorRT-LLM reserves the last position's KV: 1024 + 256 − 1 = 1279 positions.
     dev = _device()
-    eng = engines.preset("vllm", H100)
     req = Requests(1024, 256)
-    mem = memory(dev, eng, req)
+    mem = memory(dev, engines.preset("vllm", H100), req)
     weights = 8_030_261_248 * 2  # parameters × bf16
     assert mem.kv_bytes_per_request == 131_072 * 1279
     assert mem.kv_pool_bytes == pytest.approx(0.9 * 80e9 - weights - mem.activation_bytes)
-    assert mem.max_requests_by_kv == int(mem.kv_pool_bytes // (131_072 * 1279))
+    assert mem.max_requests_by_kv == int(mem.kv_pool_bytes // (131_072 * 1151.5))
+    trt = memory(dev, engines.preset("trtllm", H100), req)
+    # free_gpu_memory_fraction: 0.9 of what the weights and activations leave
+    assert trt.kv_pool_bytes == pytest.approx(0.9 * (80e9 - weights - trt.activation_bytes))
+    assert trt.max_requests_by_kv == int(trt.kv_pool_bytes // (131_072 * 1279))
+    eng = engines.preset("vllm", H100)
     ss = steady_state(dev, eng, req, [10_000], mem.max_resident)
     assert ss.resident[0] == mem.max_resident < 1024  # the pool, not max_num_seqs, caps it
     assert ss.ttft_s[0] > 10 * ss.tpot_s[0]  # the others queue
@@ -150,3 +155,16 @@ def test_cli_concurrency_json_keys(capsys):
     for k in ("ttft_s", "tpot_s", "e2e_s", "throughput_tok_s", "throughput_tok_s_per_gpu", "tok_s_per_user"):
         assert isinstance(d[k], float) and d[k] > 0
     assert d["engine"]["name"] == "sglang"
+
+
+def test_every_serving_row_of_the_published_results_is_computed_or_skipped_with_a_reason():
+    from llmath.measure.serving_validation import _setup, validate_serving
+    from llmath.measure.validate import _published_rows
+
+    wanted = {r["id"] for r in _published_rows(None) if _setup(r) is not None}
+    rep = validate_serving()
+    seen = {r["id"] for r in rep["rows"]} | {s["id"] for s in rep["skipped"]}
+    assert wanted == seen and rep["rows"]
+    assert all(s["reason"] for s in rep["skipped"])
+    for r in rep["rows"]:
+        assert r["error"] == pytest.approx((r["predicted"] - r["measured"]) / r["measured"])

@@ -523,11 +523,25 @@ def validate(
     quick: Annotated[bool, typer.Option("--quick", help="Few shapes, few repeats.")] = False,
     threads: Annotated[int | None, typer.Option("--threads", help="torch threads (default: all cores).")] = None,
     json_: JsonOpt = False,
+    serving: Annotated[
+        bool, typer.Option("--serving", help="With --published: the concurrency/offline rows, served by engines.")
+    ] = False,
 ):
     """Measured vs predicted: time a real model here, or compare with published measurements.
 
     Examples: llmath validate --published ; llmath validate llama-3.2-1b --hardware cpu.json --device cpu
     """
+    if published and serving:
+        from llmath.measure.serving_validation import validate_serving
+
+        rep = validate_serving()
+        if json_:
+            out.emit_json(rep)
+        else:
+            from llmath.output.serving import serving_validation_human
+
+            serving_validation_human(rep)
+        return
     if published:
         from llmath.measure.validate import validate_published
 

@@ -17,10 +17,10 @@ concurrency with numpy, not an iteration-by-iteration simulation. Why:
 * a request has P prompt tokens, of which a fraction ``prefix_hit`` is already cached (its KV is reused, not
   recomputed: P' = P − ⌊h·P⌋ are prefilled), and G output tokens; the prefill's last chunk yields token 1,
   then G − 1 decode iterations (one token each) follow;
-* the engine holds at most ``B_max = min(max_num_seqs, KV pool / KV bytes of one request at P + G − 1
-  positions)`` requests (admission reserves a request's final KV, as TensorRT-LLM's GUARANTEED_NO_EVICT
-  does; vLLM allocates blocks as it goes and preempts instead, so it can briefly hold a few more); the
-  others queue (closed loop: C − B_max requests wait);
+* the engine holds at most ``B_max = min(max_num_seqs, KV pool / KV bytes a request counts)`` requests: its
+  final KV at P + G − 1 positions where admission reserves it (TensorRT-LLM's GUARANTEED_NO_EVICT), its mean
+  over a lifetime (P + (G − 1)/2 positions) where blocks are allocated on demand (vLLM, SGLang; preemption
+  when the pool runs dry is not modelled); the others queue (closed loop: C − B_max requests wait);
 * each iteration schedules every decoding request (one token each) and fills the rest of the token budget K
   (``max_num_batched_tokens``) with prefill chunks, first come first served (vLLM V1, SGLang and TensorRT-LLM
   with chunked context all do so); without chunking, a prompt is prefilled whole in one iteration;
@@ -77,7 +77,10 @@ class EngineConfig:
     positions instead (llama.cpp's ``n_ctx``); ``cuda_graph_bytes``: memory kept for captured graphs;
     ``cuda_graphs``: decode iterations replay graphs (per-kernel overhead of a graph launch);
     ``kv_fraction_of_free``: the fraction applies to the memory left after weights and buffers (TensorRT-LLM's
-    ``free_gpu_memory_fraction``) rather than to the whole device (vLLM's ``gpu_memory_utilization``).
+    ``free_gpu_memory_fraction``) rather than to the whole device (vLLM's ``gpu_memory_utilization``);
+    ``kv_admission``: ``reserve`` admits a request only with room for its final KV (TensorRT-LLM's
+    GUARANTEED_NO_EVICT), ``on_demand`` allocates KV blocks as tokens arrive (vLLM's paged blocks, SGLang's
+    pool with retraction), so the pool holds requests at their mean size over a lifetime, P + (G − 1)/2.
     """
 
     name: str = "generic"
@@ -89,6 +92,7 @@ class EngineConfig:
     cuda_graphs: bool = True
     cuda_graph_bytes: float = 0.0
     kv_fraction_of_free: bool = False
+    kv_admission: str = "on_demand"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -100,6 +104,8 @@ class EngineConfig:
             raise WorkloadError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         if self.kv_pool_tokens is not None and self.kv_pool_tokens < 1:
             raise WorkloadError(f"kv_pool_tokens={self.kv_pool_tokens} must be >= 1")
+        if self.kv_admission not in ("reserve", "on_demand"):
+            raise WorkloadError(f"kv_admission={self.kv_admission!r} must be 'reserve' or 'on_demand'")
         if self.cuda_graph_bytes < 0:
             raise WorkloadError(f"cuda_graph_bytes={self.cuda_graph_bytes} must be >= 0")
 
@@ -140,7 +146,8 @@ class Memory:
     activation_bytes: float
     cuda_graph_bytes: float
     kv_pool_bytes: float
-    kv_bytes_per_request: float
+    kv_bytes_per_request: float  # at the request's last position
+    kv_bytes_admitted: float  # what admission counts per request (reserve: the last position; on demand: mean)
     max_requests_by_kv: int
     max_resident: int
     fits: bool
@@ -148,7 +155,7 @@ class Memory:
 
 def memory(dev: Device, eng: EngineConfig, req: Requests, weights_bytes: float | None = None) -> Memory:
     """The engine's memory: ``gpu_memory_utilization`` × capacity − weights − one budget's activations −
-    CUDA graphs = KV pool; requests admitted = pool / KV of one request at its last position."""
+    CUDA graphs = KV pool; requests admitted = pool / KV one request counts (``kv_admission``)."""
     p = dev.precision
     cap = dev.hw.memory_bytes
     budget = eng.gpu_memory_utilization * cap
@@ -156,6 +163,8 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, weights_bytes: float |
     tokens = eng.max_num_batched_tokens or req.new
     act = float(chunk_activation_bytes(dev.spec, tokens, p, dev.attention))
     per_req = float(kv_bytes_per_sequence(dev.spec, req.prompt + req.gen - 1, p, dev.attention))
+    mean_pos = req.prompt + (req.gen - 1) / 2
+    admitted = per_req if eng.kv_admission == "reserve" else float(kv_bytes_per_sequence(dev.spec, mean_pos, p))
     if eng.kv_pool_tokens is not None:
         pool = float(kv_bytes_per_sequence(dev.spec, eng.kv_pool_tokens, p, dev.attention))
         pool = min(pool, max(budget - w - act - eng.cuda_graph_bytes, 0.0))
@@ -164,9 +173,10 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, weights_bytes: float |
         pool = eng.gpu_memory_utilization * max(cap - w - act - eng.cuda_graph_bytes, 0.0)
     else:
         pool = max(budget - w - act - eng.cuda_graph_bytes, 0.0)
-    by_kv = int(pool // per_req) if per_req > 0 else eng.max_num_seqs
+    by_kv = int(pool // admitted) if admitted > 0 else eng.max_num_seqs
     resident = min(by_kv, eng.max_num_seqs)
-    return Memory(cap, budget, w, act, eng.cuda_graph_bytes, pool, per_req, by_kv, resident, resident >= 1)
+    fits = resident >= 1 and pool >= per_req  # one request must reach its last position
+    return Memory(cap, budget, w, act, eng.cuda_graph_bytes, pool, per_req, admitted, by_kv, resident, fits)
 
 
 def check_fits(mem: Memory, where: str) -> None:

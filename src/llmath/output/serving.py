@@ -86,3 +86,30 @@ def plan_human(d: dict[str, Any], top: int = 20) -> None:
         f" TPOT {ms(b['tpot_s'])}",
         highlight=False,
     )
+
+
+def serving_validation_human(rep: dict[str, Any]) -> None:
+    """``llmath validate --published --serving``: each row, its error, and the summaries."""
+    from rich.table import Table
+
+    c = _console()
+    t = Table(title="serving predictions vs published results")
+    for k in ("id", "engine", "setup", "metric", "measured", "predicted", "error", "running"):
+        t.add_column(k, justify="right" if k in ("measured", "predicted", "error", "running") else "left")
+    for r in rep["rows"]:
+        t.add_row(
+            r["id"],
+            r["engine"],
+            r["setup"],
+            r["metric"],
+            f"{r['measured']:.4g}",
+            f"{r['predicted']:.4g}",
+            f"{r['error']:+.1%}",
+            f"{r['running']:.0f}",
+        )
+    c.print(t)
+    o = rep["summary"]["overall"]
+    if o["n"]:
+        c.print(f"{o['n']} rows: median |error| {o['median_abs_error']:.1%}, worst {o['worst_error']:+.1%}")
+    for s in rep["skipped"]:
+        c.print(f"skipped {s['id']}: {s['reason']}", highlight=False)

@@ -1,0 +1,139 @@
+"""Serving predictions against the published results that state a concurrency, a request rate or an offline
+(all requests queued at once) setup: computed with :func:`llmath.deploy.service.serve` and compared.
+
+* **offline** (``batch`` and ``concurrency`` unstated, a throughput metric whose notes say the requests were
+  all queued at once, e.g. ``trtllm-bench`` throughput mode, vLLM's ``benchmark_throughput.py``): the closed
+  loop at a concurrency far above what the engine admits (the queue never empties), the engine's own
+  defaults (offline ones for vLLM), aggregate output tokens/s;
+* **concurrency** stated: the closed loop at that concurrency; the metric as published (TTFT, TPOT/ITL,
+  throughput);
+* the framework picks the engine preset (TensorRT-LLM and NIM → ``trtllm``, vLLM → ``vllm``, SGLang →
+  ``sglang``); precision as the static comparison assumes it (:func:`llmath.measure.validate._precision_for`);
+  a model the registry lacks under its published name but whose notes state the same architecture as a
+  registry model (Llama-3.3-70B = Llama-3.1-70B) uses that model, and says so.
+
+Nothing is fitted to these rows: engine defaults come from the engines' sources (``data/engines.json``).
+Rows this cannot compute are listed under ``skipped`` with the reason (more than one GPU per replica needs
+a tensor-parallel layout; a weight format llmath lacks).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+from llmath.errors import LLMathError
+
+SAME_ARCHITECTURE = {"llama-3.3-70b": "llama-3.1-70b"}  # stated in the published rows' notes
+OFFLINE_CONCURRENCY = 1_000_000  # "all requests queued at once": the queue never empties
+
+
+def engine_for(framework: str) -> str | None:
+    f = framework.lower()
+    if "tensorrt" in f or "nim" in f:
+        return "trtllm"
+    if "vllm" in f:
+        return "vllm"
+    if "sglang" in f:
+        return "sglang"
+    return None
+
+
+def _setup(r: dict[str, Any]) -> str | None:
+    if r.get("concurrency") is not None:
+        return "concurrency"
+    if r.get("request_rate") is not None:
+        return "rate"
+    notes = (r.get("notes") or "").lower()
+    offline = "queued at once" in notes or "offline" in notes or "benchmark_throughput" in notes
+    if r.get("batch") is None and r.get("metric") == "throughput_tok_s" and offline:
+        return "offline"
+    return None
+
+
+def validate_serving(path: str | Path | None = None) -> dict[str, Any]:
+    """Predicted vs published for every serving-setup row (see the module docstring)."""
+    from llmath import hardware as hwmod
+    from llmath.deploy.service import serve
+    from llmath.measure.validate import _err_summary, _precision_for, _published_rows
+    from llmath.model import registry
+
+    rows, skipped = [], []
+    for r in _published_rows(path):
+        setup = _setup(r)
+        if setup is None:
+            continue
+        rid = r.get("id", "?")
+        model = SAME_ARCHITECTURE.get(r.get("model"), r.get("model"))
+
+        def skip(reason, r=r, rid=rid):
+            skipped.append({"id": rid, "framework": r.get("framework"), "model": r.get("model"), "reason": reason})
+
+        engine = engine_for(r.get("framework") or "")
+        if engine is None:
+            skip(f"framework {r.get('framework')!r} has no engine preset")
+            continue
+        if model not in registry.index() or r.get("hardware") not in hwmod.names():
+            skip("model or hardware not in llmath's registries")
+            continue
+        if r.get("n_devices") != 1:
+            skip(f"{r.get('n_devices')} GPUs per replica: needs a tensor-parallel layout")
+            continue
+        try:
+            prec, assumed = _precision_for(r)
+            kw = {"concurrency": OFFLINE_CONCURRENCY if setup == "offline" else r.get("concurrency")}
+            if setup == "rate":
+                kw = {"rate": r["request_rate"]}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rep = serve(
+                    model,
+                    r["hardware"],
+                    prompt=int(r["prompt"]),
+                    gen=int(r["gen"]),
+                    engine=engine,
+                    precision=prec,
+                    offline=setup == "offline",
+                    **kw,
+                )
+        except LLMathError as e:
+            skip(str(e))
+            continue
+        pred = float(rep.metrics[r["metric"]])
+        meas = float(r["value"])
+        if model != r.get("model"):
+            assumed = [*assumed, f"{r.get('model')} computed as {model} (same architecture, per the row's notes)"]
+        rows.append(
+            {
+                "id": rid,
+                "framework": r.get("framework"),
+                "engine": engine,
+                "setup": setup,
+                "model": r.get("model"),
+                "hardware": r["hardware"],
+                "prompt": r["prompt"],
+                "gen": r["gen"],
+                "concurrency": r.get("concurrency"),
+                "metric": r["metric"],
+                "measured": meas,
+                "predicted": pred,
+                "error": (pred - meas) / meas,
+                "running": rep.metrics["running_per_replica"],
+                "assumptions": assumed,
+                "source": r.get("source"),
+            }
+        )
+    groups: dict[str, Any] = {}
+    for key in ("engine", "hardware", "model", "metric"):
+        for v in sorted({str(x[key]) for x in rows}):
+            groups[f"{key}={v}"] = _err_summary([x for x in rows if str(x[key]) == v])
+    return {
+        "rows": rows,
+        "skipped": skipped,
+        "summary": {"overall": _err_summary(rows), "groups": groups},
+        "notes": [
+            "error = (predicted - measured) / measured; nothing is fitted to these rows",
+            "offline rows: concurrency far above what the engine admits, engine defaults from data/engines.json",
+        ],
+    }
