@@ -101,3 +101,18 @@ def test_invalid_layouts_say_what_works():
         make_layout(spec, tp=2, ep=2)
     with pytest.raises(LayoutError, match="ep values that work"):
         make_layout(resolve("mixtral-8x7b"), tp=4, dp=4, ep=16)
+
+
+def test_per_gpu_stage_grid_equals_scalar_points():
+    import numpy as np
+
+    from llmath.deploy import per_gpu_stage
+    from llmath.hardware import get
+    from llmath.hardware.roofline import efficiency
+
+    spec, hw = resolve("mixtral-8x7b"), get("h100-sxm")
+    lay, eff = make_layout(spec, tp=2, ep=2, overlap="tbo"), efficiency("expected", hw)
+    grid = per_gpu_stage(spec, lay, "decode", Scenario(np.array([1, 8, 64]), 1, 1024), hw, llmath.Precision(), eff)
+    for i, b in enumerate((1, 8, 64)):
+        one = per_gpu_stage(spec, lay, "decode", Scenario(b, 1, 1024), hw, llmath.Precision(), eff)
+        assert grid.time_s[i] == pytest.approx(one.time_s, rel=1e-12)

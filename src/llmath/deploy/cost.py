@@ -67,7 +67,7 @@ class StageCost:
     op_time_s: np.ndarray  # per operator of its table
     compute_s: float
     memory_s: float
-    ops_s: float  # Σ operator times (each max(compute, memory) + overhead)
+    ops_s: float  # Σ operator times (each max(compute, memory) + overhead); arrays over a sweep
     comm: list[CommCost] = field(default_factory=list)
 
     @property
@@ -78,7 +78,7 @@ class StageCost:
     def exposed_comm_s(self) -> float:
         plain = sum(c.time_s for c in self.comm if not c.overlapped)
         hidden = sum(c.time_s for c in self.comm if c.overlapped)
-        return plain + max(0.0, hidden - self.ops_s)
+        return plain + np.maximum(0.0, hidden - self.ops_s)
 
     @property
     def time_s(self) -> float:
@@ -115,10 +115,12 @@ def comm_costs(
     out = []
     for c in colls:
         elems = sum(t.coef * monos[t.mono] for t in c.message)
-        nbytes = float(elems) * p.act_bytes
+        nbytes = elems * p.act_bytes  # float, or an array over a sweep
         link = topo.scale_up if c.within(topo.domain) else topo.scale_out
         one = collective_time(c.kind, c.n, nbytes, link.bytes_per_s, link.latency_s)
         bus = float(bus_factor(c.kind, c.n)) * nbytes
+        if np.ndim(nbytes) == 0:
+            nbytes, bus, one = float(nbytes), float(bus), float(one)
         out.append(CommCost(c.name, c.kind, c.group, c.n, c.count, link.kind, nbytes, bus, one * c.count, c.overlap))
     return out
 
@@ -142,7 +144,10 @@ def per_gpu_stage(
         ti, c, m = stage_times(t, scenario, hw, precision, eff, stage == "decode")
         comm = comm_costs(plan.collectives, scenario, spec, precision, topo)
         span = (plan.layers.start, plan.layers.stop)
-        out.append(StageCost(plan.index, span, ti, float(c.sum()), float(m.sum()), float(ti.sum()), comm))
+        cs, ms, ts = c.sum(-1), m.sum(-1), ti.sum(-1)
+        if np.ndim(ts) == 0:
+            cs, ms, ts = float(cs), float(ms), float(ts)
+        out.append(StageCost(plan.index, span, ti, cs, ms, ts, comm))
     return PassCost(out)
 
 
