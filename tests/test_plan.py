@@ -120,6 +120,20 @@ def test_cli_plan_json_keys(capsys):
     assert isinstance(d["pareto"], list) and all(set(KEYS) <= set(p) for p in d["pareto"])
 
 
-def test_pinning_an_unsupported_layout_is_an_error():
-    with pytest.raises(WorkloadError, match="--tp"):
-        plan("llama-3-8b", "h100-sxm", gpus=2, prompt=512, gen=64, tp=2)
+def test_pinning_an_impossible_layout_is_an_error():
+    # llama-3-8b has 32 attention heads: tp=3 cannot divide them
+    with pytest.raises(WorkloadError, match="tp=3 must divide the 32 attention heads"):
+        plan("llama-3-8b", "h100-sxm", gpus=3, prompt=512, gen=64, tp=3)
+
+
+def test_layouts_are_searched_and_pins_honoured():
+    # llama-3-70b in bf16 (141 GB) needs at least two H100s: the plan finds TP layouts, and a pin holds
+    r = plan("llama-3-70b", "h100-sxm", gpus=4, prompt=1024, gen=128)
+    assert r.best["tp"] * r.best["pp"] >= 2
+    assert {"mode": "aggregated", "weights": "bf16", "tp": 1, "pp": 1, "ep": 1, "dp": 1} in [
+        {k: x[k] for k in ("mode", "weights", "tp", "pp", "ep", "dp")} for x in r.rejected
+    ]
+    pinned = plan("llama-3-70b", "h100-sxm", gpus=4, prompt=1024, gen=128, tp=4)
+    assert all(x["tp"] == 4 for x in pinned.pareto)
+    two = plan("llama-3-8b", "h100-sxm", gpus=8, prompt=512, gen=64, tp=1, dp=2)
+    assert all(x["dp"] == 2 and x["gpus_used"] == 2 for x in two.pareto)

@@ -111,7 +111,7 @@ def test_open_loop_rate_is_sustained():
 
 def test_data_parallel_gpus_split_the_requests():
     one = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=32)
-    two = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=64, gpus=2)
+    two = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=64, gpus=2, dp=2)
     assert two.metrics["throughput_tok_s"] == pytest.approx(2 * one.metrics["throughput_tok_s"])
     assert two.metrics["throughput_tok_s_per_gpu"] == pytest.approx(one.metrics["throughput_tok_s_per_gpu"])
 
@@ -168,3 +168,28 @@ def test_every_serving_row_of_the_published_results_is_computed_or_skipped_with_
     assert all(s["reason"] for s in rep["skipped"])
     for r in rep["rows"]:
         assert r["error"] == pytest.approx((r["predicted"] - r["measured"]) / r["measured"])
+
+
+def test_a_layout_replica_times_what_the_parallel_module_times():
+    # one iteration of pure decode (or of one whole prompt) on a TP=2 layout is exactly the per-GPU pass
+    # of llmath.deploy.per_gpu_stage: sharded operator tables + the all-reduces on the topology
+    from llmath.deploy import make_layout, per_gpu_stage
+    from llmath.ops import Scenario
+
+    spec = resolve("llama-3-70b")
+    p = Precision("fp8", "fp8", "fp8")
+    eff = efficiency("expected", H100)
+    for lay in (make_layout(spec, tp=2), make_layout(spec, tp=2, pp=2)):
+        dev = Device(spec, H100, p, eff, layout=lay)
+        ref = per_gpu_stage(spec, lay, "decode", Scenario(16, 1, 1000), H100, p, eff).time_s
+        assert float(dev.iteration(16, 1000).time_s) == pytest.approx(ref, rel=1e-9)
+        ref = per_gpu_stage(spec, lay, "prefill", Scenario(1, 2048, 0), H100, p, eff).time_s
+        assert float(dev.iteration(0, 0, 1, 2048, 0).time_s) == pytest.approx(ref, rel=1e-9)
+
+
+def test_tensor_parallel_serving_fits_a_model_one_gpu_cannot_hold():
+    # llama-3-70b bf16: 70.6e9 parameters × 2 bytes = 141 GB; TP=2 holds about half of it per H100
+    r = serve("llama-3-70b", "h100-sxm", prompt=1024, gen=128, concurrency=16, tp=2)
+    assert r.memory.weights_bytes < 0.52 * 141.1e9
+    assert r.gpus == 2
+    assert r.metrics["throughput_tok_s_per_gpu"] == pytest.approx(r.metrics["throughput_tok_s"] / 2)

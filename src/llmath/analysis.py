@@ -19,14 +19,18 @@ from typing import Any
 
 import numpy as np
 
+from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, rank_table
+from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
+from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
+from llmath.ops import CLASSES, Op, Scenario, Table, build_ops, evaluate, held_positions, table
 from llmath.ops.params import ParamReport, param_report
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
@@ -86,11 +90,16 @@ class StageReport:
     bound: str | None = None
     compute_s: float | None = None
     memory_s: float | None = None
+    comm_s: float | None = None  # layouts only: all collectives' time (exposed: time_s − Σ op times)
+    comm: dict[str, dict[str, Any]] | None = None  # layouts only: bytes, bus bytes and time by collective
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
         d = asdict(self)
         if not with_ops:
             d.pop("ops")
+        if self.comm is None:
+            d.pop("comm")
+            d.pop("comm_s")
         return d
 
 
@@ -98,6 +107,37 @@ def _num(v):
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
         return int(v)
     return v
+
+
+def _parts(spec: ModelSpec, stage: str, attention: str, layout: Layout | None):
+    """(row prefix, operators, table, moe_tokens, collectives, layers) of one GPU of each pipeline stage
+    (a single part on one device)."""
+    if layout is None:
+        return [("", build_ops(spec, stage, attention), None, 1, (), None)]
+    pre = layout.pp > 1
+    return [
+        (f"pp{p.index}/" if pre else "", p.ops, rank_table(spec, stage, attention, layout, p.index), p.moe_tokens,
+         p.collectives, (p.layers.start, p.layers.stop))
+        for p in rank_plans(spec, stage, attention, layout)
+    ]  # fmt: skip
+
+
+def _op_row(prefix: str, c, bpe: dict[str, float]) -> OpRow:
+    b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
+    fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
+    bt = sum(b.values())
+    return OpRow(
+        prefix + c.op.name,
+        c.op.component,
+        c.op.kind,
+        c.op.signature,
+        c.op.count,
+        c.values.get("flops", 0),
+        c.values.get("vflops", 0),
+        b,
+        fl / bt if bt else float("inf"),
+        layer_kind=c.op.layer_kind,
+    )
 
 
 def stage_report(
@@ -108,70 +148,79 @@ def stage_report(
     precision: Precision,
     hw: Hardware | None = None,
     eff: Efficiency | None = None,
+    layout: Layout | None = None,
 ) -> StageReport:
-    """Exact per-operator FLOPs and bytes of one pass (Python ints), plus roofline times if ``hw``."""
+    """Exact per-operator FLOPs and bytes of one pass (Python ints), plus roofline times if ``hw``.
+
+    With a ``layout``: the operators of one GPU of each pipeline stage (``scenario`` = one DP replica's),
+    and the collectives they run; the stage time adds the exposed communication (:mod:`llmath.deploy.cost`).
+    """
     if spec.is_encoder_decoder:
         raise WorkloadError(
             f"{spec.name!r} is an encoder-decoder model: llmath counts its parameters exactly "
             "('llmath params'), but stage costs are modelled for decoder-only models"
         )
-    ops = build_ops(spec, stage, attention)
-    costs = evaluate(ops, scenario, spec)
     bpe = precision.per_class
     rows: list[OpRow] = []
     tot = dict.fromkeys(CLASSES, 0)
-    for c in costs:
-        b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
-        for k in CLASSES:
-            tot[k] = tot[k] + c.values.get(k, 0)
-        fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
-        bt = sum(b.values())
-        rows.append(
-            OpRow(
-                c.op.name,
-                c.op.component,
-                c.op.kind,
-                c.op.signature,
-                c.op.count,
-                c.values.get("flops", 0),
-                c.values.get("vflops", 0),
-                b,
-                fl / bt if bt else float("inf"),
-                layer_kind=c.op.layer_kind,
-            )
-        )
+    parts = _parts(spec, stage, attention, layout)
+    per_part = []
+    for prefix, ops, _, mt, _, _ in parts:
+        costs = evaluate(ops, scenario, spec, mt)
+        per_part.append(len(costs))
+        for c in costs:
+            for k in CLASSES:
+                tot[k] = tot[k] + c.values.get(k, 0)
+            rows.append(_op_row(prefix, c, bpe))
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
     flops = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
-    useful = costs if attention == "flash" else evaluate(build_ops(spec, stage, "flash"), scenario, spec)
-    flops["useful_matmul"] = sum(c.values.get("flops", 0) for c in useful)
+    flash = parts if attention == "flash" else _parts(spec, stage, "flash", layout)
+    flops["useful_matmul"] = sum(
+        c.values.get("flops", 0) for _, ops, _, mt, _, _ in flash for c in evaluate(ops, scenario, spec, mt)
+    )
     rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
     if hw is not None:
-        t = table(spec, stage, attention)
+        _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff, layout)
+    return rep
+
+
+def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff, layout) -> None:
+    """Roofline times per row; with a layout, each stage's collectives on the topology as well."""
+    stages, i = [], 0
+    for idx, (_, _, tab, _, colls, layers) in enumerate(parts):
+        t = tab if tab is not None else table(spec, stage, attention)
         vals = t.values(scenario)
         tokens = scenario.B * scenario.T
         times, comp, mem, _ = op_times(vals, t, hw, precision, eff, scenario.B, tokens, decode=stage == "decode")
-        for r, ti, ci, mi in zip(rows, times, comp, mem, strict=True):
+        for ti, ci, mi in zip(times, comp, mem, strict=True):
+            r = rep.ops[i]
             r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
             r.bound = "compute" if ci >= mi else "memory"
-        rep.time_s = float(times.sum())
-        rep.compute_s, rep.memory_s = float(comp.sum()), float(mem.sum())
-        rep.bound = "compute" if rep.compute_s >= rep.memory_s else "memory"
-    return rep
+            i += 1
+        comm = comm_costs(colls, scenario, spec, precision, topology(hw)) if layout is not None else []
+        stages.append(StageCost(idx, layers, times, float(comp.sum()), float(mem.sum()), float(times.sum()), comm))
+    cost = PassCost(stages)
+    rep.time_s = cost.time_s if layout is not None else float(stages[0].op_time_s.sum())
+    rep.compute_s, rep.memory_s = cost.total("compute_s"), cost.total("memory_s")
+    rep.bound = "compute" if rep.compute_s >= rep.memory_s else "memory"
+    if layout is not None:
+        rep.comm_s = cost.total("comm_s")
+        rep.comm = cost.comm_by_collective()
 
 
 # ---- KV cache -------------------------------------------------------------------------------------
 
 
-def kv_elements_per_position(spec: ModelSpec, layout: str = "serving") -> dict[int | None, int]:
+def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int]:
     """KV-cache elements one sequence position adds, per attention window, read off the K/V writers.
 
     ``layout="transformers"``: what transformers' cache holds (Falcon's new architecture caches K/V
-    broadcast to all N query heads).
+    broadcast to all N query heads). ``ops``: another operator list of ``spec`` (one GPU's under a layout).
     """
     out: dict[int | None, int] = {}
-    for op in build_ops(spec, "decode", "flash"):
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
         per = sum(t.coef for t in op.terms("kv_write") if t.mono == "BT") * op.count
         if per:
             if layout == "transformers" and spec.hf_cache_kv_heads:
@@ -180,13 +229,13 @@ def kv_elements_per_position(spec: ModelSpec, layout: str = "serving") -> dict[i
     return out
 
 
-def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving"):
+def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None):
     """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
 
     Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
     """
     total = 0
-    for w, per in kv_elements_per_position(spec, layout).items():
+    for w, per in kv_elements_per_position(spec, layout, ops).items():
         if w is not None and layout == "transformers":
             held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
         else:
@@ -210,11 +259,13 @@ class MemoryReport:
     over_by_bytes: float | None
     max_batch: int | None
     max_context: int | None
+    per_gpu_bytes: float | None = None  # = total_bytes: everything above is per GPU (the busiest, under a layout)
 
 
-def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0):
-    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual."""
-    t = table(spec, "prefill", attention)
+def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0, tab=None):
+    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual.
+    ``tab``: another compiled operator list of ``spec`` (one GPU's under a layout)."""
+    t = table(spec, "prefill", attention) if tab is None else tab
     act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
     per_op = (t.monomial_matrix(Scenario(batch, prompt, prefix)) @ t.rhs(act)) / t.kernels
     resid = np.asarray(batch) * np.asarray(prompt) * spec.d_model
@@ -222,28 +273,39 @@ def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precis
 
 
 def memory_report(
-    spec: ModelSpec, params: ParamReport, w: Workload, hw: Hardware | None, reserve_bytes: float
+    spec: ModelSpec,
+    params: ParamReport,
+    w: Workload,
+    hw: Hardware | None,
+    reserve_bytes: float,
+    rank: tuple[tuple[Op, ...], Table] | None = None,
+    batch: int | None = None,
 ) -> MemoryReport:
+    """Weights, KV cache, peak activations and reserve on the device; with ``rank`` = (operators, table) of
+    one GPU under a layout and ``batch`` = its replica's sequences, on that GPU (``max_batch`` per replica)."""
     p = w.precision
-    weights = params.total * p.weight_bytes
+    ops, tab = rank if rank is not None else (None, None)
+    B = w.batch if batch is None else batch
+    n_params = params.total if ops is None else sum(n * op.count for op in ops for _, n in op.params)
+    weights = n_params * p.weight_bytes
     end = w.prefix + w.prompt + w.gen - 1
-    kv = kv_cache_bytes(spec, w.batch, end, p)
-    act = float(activation_peak_bytes(spec, w.batch, w.prompt, w.attention, p, w.prefix))
+    kv = kv_cache_bytes(spec, B, end, p, ops=ops)
+    act = float(activation_peak_bytes(spec, B, w.prompt, w.attention, p, w.prefix, tab))
     total = weights + kv + act + reserve_bytes
     if hw is None:
-        return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None)
+        return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None, total)
     cap = hw.memory_bytes
     free = cap - weights - reserve_bytes
-    per_seq = kv_cache_bytes(spec, 1, end, p) + float(
-        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix)
+    per_seq = kv_cache_bytes(spec, 1, end, p, ops=ops) + float(
+        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, tab)
     )
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
     # longest total context (prompt + generated) for this batch: bisection on a monotone function
     lo, hi = 0, 1 << 24
 
     def need(ctx: int) -> float:
-        return kv_cache_bytes(spec, w.batch, ctx, p) + float(
-            activation_peak_bytes(spec, w.batch, min(ctx, w.prompt), w.attention, p)
+        return kv_cache_bytes(spec, B, ctx, p, ops=ops) + float(
+            activation_peak_bytes(spec, B, min(ctx, w.prompt), w.attention, p, tab=tab)
         )
 
     if need(1) > free:
@@ -255,7 +317,7 @@ def memory_report(
             lo, hi = (mid, hi) if need(mid) <= free else (lo, mid)
         max_ctx = lo
     return MemoryReport(
-        weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx
+        weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx, total
     )
 
 
@@ -276,6 +338,8 @@ class Analysis:
     efficiency: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     training: dict[str, int] = field(default_factory=dict)
+    parallel: dict[str, Any] | None = None  # the layout and its per-stage figures (multi-GPU only)
+    comm: dict[str, Any] | None = None  # bytes and time per stage by collective (multi-GPU only)
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
         d = {
@@ -292,6 +356,9 @@ class Analysis:
             "warnings": self.warnings,
         }
         d.update(self.generation)
+        if self.parallel is not None:
+            d["parallel"] = self.parallel
+            d["comm"] = self.comm
         return d
 
 
@@ -307,10 +374,26 @@ def analyze(
     precision: Precision | None = None,
     efficiency_mode: str | Efficiency = "expected",
     reserve_bytes: float = 0.0,
+    gpus: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int | None = None,
+    dp: int | None = None,
+    overlap: str = "none",
     **efficiency_overrides,
 ) -> Analysis:
-    """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput."""
+    """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
+
+    ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given): a parallel layout (:mod:`llmath.deploy.layout`);
+    ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
+    and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
+    layout and ``comm`` its collectives. Without them, one device, exactly as before.
+    """
     spec = resolve(model)
+    if any(v is not None for v in (gpus, tp, pp, ep, dp)):
+        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+        return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
+                               efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
     w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
@@ -368,6 +451,83 @@ def analyze(
     return a
 
 
+def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, attention, precision,
+                    efficiency_mode, reserve_bytes, overrides) -> Analysis:  # fmt: skip
+    """:func:`analyze` on a layout: the single-device analysis for the deployment-level figures (params,
+    KV cache of all sequences, training FLOPs), then one GPU per pipeline stage for time and memory."""
+    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    eff = efficiency(efficiency_mode, hw, **overrides) if hw is not None else None
+    if hw is not None:
+        hw.peak(w.precision.compute)
+    b = layout.replica_batch(batch)
+    p = w.precision
+    pre = stage_report(spec, "prefill", Scenario(b, prompt, prefix), attention, p, hw, eff, layout)
+    dec = stage_report(spec, "decode", Scenario(b, 1, prefix + prompt), attention, p, hw, eff, layout)
+    stages, mems = [], []
+    for plan in rank_plans(spec, "prefill", attention, layout):
+        tab = rank_table(spec, "prefill", attention, layout, plan.index)
+        m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (plan.ops, tab), b)
+        mems.append(m)
+        n_params = sum(n * op.count for op in plan.ops for _, n in op.params)
+        stages.append({"index": plan.index, "layers": [plan.layers.start, plan.layers.stop], "params": n_params,
+                       "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
+                       "activation_bytes": m.activation_bytes, "per_gpu_bytes": m.total_bytes})  # fmt: skip
+    mem = max(mems, key=lambda m: m.total_bytes)
+    if mem.max_batch is not None:
+        mem.max_batch = min(m.max_batch for m in mems) * layout.dp
+        mem.max_context = min(m.max_context for m in mems)
+    a = analyze(spec, None, batch=batch, prompt=prompt, gen=gen, prefix=prefix, attention=attention,
+                precision=p)  # fmt: skip
+    a.hardware, a.prefill, a.decode, a.memory, a.efficiency = (hw.name if hw else None), pre, dec, mem, {}
+    a.workload.update(replica_batch=b)
+    if batch % layout.dp:
+        a.warnings.append(
+            f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
+            f"{b} sequences (the busiest), so the MoE layers see {b * layout.dp} tokens per step"
+        )
+    deployment = sum(st["per_gpu_bytes"] for st in stages) * layout.tp * layout.dp
+    a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
+    a.comm = {"prefill": pre.comm, "decode": dec.comm}
+    if hw is not None:
+        a.efficiency = asdict(eff)
+        a.parallel["topology"] = topology(hw).to_dict()
+        a.generation = _layout_generation(spec, hw, w, eff, layout, pre, dec)
+        a.comm["decode_total_s"] = a.generation.pop("_decode_comm_s")
+    return a
+
+
+def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre: StageReport, dec: StageReport) -> dict:
+    """TTFT, TPOT, throughput of the deployment: one replica's pass through the pipeline stages."""
+    b = layout.replica_batch(w.batch)
+    d = decode_totals(spec, layout, hw, w.precision, eff, w.attention, b, w.prefix + w.prompt, w.gen)
+    ttft, steps = pre.time_s, d["steps"]
+    e2e = ttft + d["total_s"]
+    tpot = d["total_s"] / steps if steps else 0.0
+    peak = hw.peak(w.precision.compute)
+    tput = w.batch * w.gen / e2e
+    return {
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "tpot_first_s": d["first_s"] if steps else 0.0,
+        "tpot_last_s": d["last_s"] if steps else 0.0,
+        "decode_total_s": d["total_s"],
+        "e2e_s": e2e,
+        "throughput_tok_s": tput,
+        "throughput_tok_s_per_gpu": tput / layout.gpus,
+        "decode_throughput_tok_s": w.batch / tpot if tpot else None,
+        "per_sequence_tok_s": w.gen / e2e,
+        "prefill_tok_s": w.batch * w.prompt / ttft,
+        "utilisation": {
+            "prefill_flops_fraction": float(pre.flops["matmul"]) / ttft / peak,
+            "decode_bandwidth_fraction": float(dec.bytes["total"]) / d["first_s"] / hw.memory_bandwidth_bytes_per_s
+            if steps
+            else None,
+        },
+        "_decode_comm_s": d["comm_s"],
+    }
+
+
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
     t = table(spec, "decode", w.attention)
     d = decode_generation(t, hw, w.precision, eff, w.batch, w.prefix + w.prompt, w.gen)
@@ -390,6 +550,7 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
         "decode_total_s": dec_total,
         "e2e_s": e2e,
         "throughput_tok_s": w.batch * w.gen / e2e,
+        "throughput_tok_s_per_gpu": w.batch * w.gen / e2e,  # one device
         "decode_throughput_tok_s": w.batch / tpot if tpot else None,
         "per_sequence_tok_s": w.gen / e2e,
         "prefill_tok_s": w.batch * w.prompt / ttft,

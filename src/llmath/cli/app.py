@@ -55,6 +55,16 @@ WOpt = Annotated[str | None, typer.Option("--weights", help="Override the weight
 AOpt = Annotated[str | None, typer.Option("--activations", help="Override the activations (compute) dtype.")]
 KVOpt = Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache dtype.")]
 GroupOpt = Annotated[int, typer.Option("--group-size", help="Group size of int8/int4 scales.")]
+GpusOpt = Annotated[
+    int | None, typer.Option("--gpus", help="GPUs in the deployment (tp·pp·dp); alone: dense TP=N, MoE its usual.")
+]
+TpOpt = Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree (attention and dense layers).")]
+PpOpt = Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel stages.")]
+EpOpt = Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (MoE; divides tp·dp).")]
+DpOpt = Annotated[int | None, typer.Option("--dp", help="Data-parallel (attention-DP) replicas; --batch is split.")]
+OverlapOpt = Annotated[
+    str, typer.Option("--overlap", help="none, or tbo: two-batch overlap hides the MoE all-to-all (needs --ep).")
+]
 
 
 def _precision(dtype: str, weights: str | None, activations: str | None, kv: str | None, group: int):
@@ -255,13 +265,18 @@ def analyze(
     memory_plot: Annotated[
         str | None, typer.Option("--memory-plot", help="Write memory (weights, KV, activations) vs context.")
     ] = None,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    overlap: OverlapOpt = "none",
     json_: JsonOpt = False,
     concurrency: Annotated[
         float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
     ] = None,
     rate: Annotated[float | None, typer.Option("--rate", help="Serve an open loop of this many requests/s.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="vllm|sglang|trtllm|llama.cpp scheduler defaults.")] = "vllm",
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs (data-parallel replicas) serving the requests.")] = 1,
     prefix_hit: Annotated[
         float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")
     ] = 0.0,
@@ -279,7 +294,8 @@ def analyze(
     throughput and memory fit. With --concurrency or --rate: continuous batching by a serving engine.
 
     Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json ;
-    llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm --json
+    llmath analyze llama-3.1-70b -H h100-sxm --gpus 2 --weights fp8 ; llmath analyze deepseek-v3 -H h200 --gpus 8
+    --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm
     """
     from llmath.analysis import analyze as run
 
@@ -296,6 +312,11 @@ def analyze(
             rate=rate,
             engine=engine,
             gpus=gpus,
+            tp=tp,
+            pp=pp,
+            ep=ep,
+            dp=dp,
+            overlap=overlap,
             prefix_hit=prefix_hit,
             precision=p,
             attention=attention.value,
@@ -331,6 +352,12 @@ def analyze(
         memory=memory_eff,
         overhead_s=ov,
         decode_overhead_s=ov,
+        gpus=gpus,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        dp=dp,
+        overlap=overlap,
     )
     if plot:
         from llmath.plots import roofline_plot
@@ -409,6 +436,12 @@ def compare(
     attention: AttOpt = Att.flash,
     dtype: DtypeOpt = "bf16",
     efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    overlap: OverlapOpt = "none",
     json_: JsonOpt = False,
     csv: CsvOpt = False,
 ):
@@ -431,6 +464,12 @@ def compare(
                 attention=attention.value,
                 precision=Precision.uniform(dtype),
                 efficiency_mode=efficiency.value,
+                gpus=gpus,
+                tp=tp,
+                pp=pp,
+                ep=ep,
+                dp=dp,
+                overlap=overlap,
             )
             rows.append(
                 {
@@ -443,6 +482,7 @@ def compare(
                     "throughput_tok_s": a.generation["throughput_tok_s"],
                     "memory_GB": a.memory.total_bytes / 1e9,
                     "fits": a.memory.fits,
+                    **({"layout": _layout_text(a.parallel)} if a.parallel else {}),
                 }
             )
     if json_:
@@ -451,6 +491,10 @@ def compare(
         out.rows_csv(rows)
     else:
         out.emit_rows(rows, False, title="Comparison", columns=list(rows[0]))
+
+
+def _layout_text(par: dict) -> str:
+    return f"tp{par['tp']} pp{par['pp']} dp{par['dp']} ep{par['ep']}"
 
 
 @app.command()

@@ -4,9 +4,9 @@ from one to the other over the interconnect, and the two pools rate-matched.
 * a **prefill worker** runs prefill-only iterations: ⌊K / P'⌋ whole prompts per iteration (K its token budget),
   or one prompt in ⌈P' / K⌉ chunks; it finishes r_p = prompts / (time of their iterations) requests/s and its
   TTFT share is the time of the iterations one prompt spends (it yields the first token);
-* the **KV transfer** moves the KV cache of the P prompt positions once per request over the fastest link the
-  device lists, at half its bidirectional figure (one direction); its time adds to TTFT (not overlapped with
-  the prefill, an upper bound: engines stream layer by layer);
+* the **KV transfer** moves the KV cache of the P prompt positions once per request over the scale-up link of
+  the device's topology (per direction); its time adds to TTFT (not overlapped with the prefill, an upper
+  bound: engines stream layer by layer);
 * a **decode worker** holds B sequences decoding (at most what its KV pool admits and ``max_num_seqs``), one
   token each per step of time τ_d(B), so it finishes r_d = B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
 * **rate matching**: x prefill workers need y = ⌈x·r_p / r_d⌉ decode workers; the pair sustains x·r_p
@@ -25,14 +25,13 @@ import numpy as np
 from llmath.deploy.serving import EngineConfig, Requests
 from llmath.deploy.step import Device, kv_bytes_per_sequence
 from llmath.hardware import Hardware
+from llmath.hardware.topology import topology
 
 
 def link_bytes_per_s(hw: Hardware) -> float:
-    """One direction of the fastest interconnect the device lists (its figures are bidirectional)."""
-    links = hw.interconnect_bytes_per_s or {}
-    if not links:
-        return 0.0
-    return max(links.values()) / 2
+    """Per-direction bytes/s of the scale-up link between two GPUs of the device's topology
+    (:func:`llmath.hardware.topology.topology`: bidirectional datasheet figures halved)."""
+    return topology(hw).scale_up.bytes_per_s
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ def disagg_grid(
     x = np.arange(1, max(gpus // g_prefill, 1) + 1, dtype=float)[None, :]
     y = np.ceil(x * pre.requests_s / r_d)
     used = x * g_prefill + y * g_decode
-    kv = float(kv_bytes_per_sequence(dec.spec, req.prompt, dec.precision, dec.attention))
+    kv = float(kv_bytes_per_sequence(dec.spec, req.prompt, dec.precision, dec.attention))  # whole model's KV
     t_kv = kv / kv_link_bytes_per_s if kv_link_bytes_per_s > 0 else float("inf")
     rate = x * pre.requests_s
     shape = np.broadcast_shapes(B.shape, x.shape)

@@ -24,9 +24,10 @@ import numpy as np
 
 from llmath.deploy import engines
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
+from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.serving import Requests, memory, steady_state
 from llmath.deploy.step import Device
-from llmath.errors import WorkloadError
+from llmath.errors import LLMathError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import efficiency
@@ -52,22 +53,67 @@ COLUMNS = (
 
 @dataclass(frozen=True)
 class Replica:
-    """One copy of the model on ``gpus`` GPUs with layout (tp, pp, ep): its iteration cost and memory."""
+    """One engine instance: a layout of ``gpus`` GPUs (its ``dp`` attention-DP replicas share the MoE
+    layers) and its iteration cost; ``instances`` copies of it run side by side on the GPUs searched."""
 
     tp: int
     pp: int
     ep: int
+    dp: int
     gpus: int
     device: Device
 
 
+def _candidate_layouts(spec: ModelSpec, gpus: int, pins: dict) -> list[Layout | None]:
+    """Layouts of at most ``gpus`` GPUs: TP within a scale-up box (≤ 8), PP, attention-DP × EP for MoE
+    models; pinned degrees fixed. ``None`` is one GPU without a layout."""
+    out: list[Layout | None] = []
+    seen = set()
+    divs = [d for d in range(1, gpus + 1) if gpus % d == 0]
+    for tp in [d for d in divs if d <= 8] if pins["tp"] is None else [pins["tp"]]:
+        for pp in divs if pins["pp"] is None else [pins["pp"]]:
+            dps = [1] if spec.moe is None else [d for d in divs if tp * pp * d <= gpus]
+            for dpa in dps if pins["dp"] is None or spec.moe is None else [pins["dp"]]:
+                eps = [1] if spec.moe is None else sorted({1, tp * dpa})
+                for ep in eps if pins["ep"] is None else [pins["ep"]]:
+                    if tp * pp * dpa > gpus:
+                        continue
+                    try:
+                        lay = make_layout(spec, None, tp, pp, ep, dpa)
+                    except LLMathError:
+                        continue
+                    key = (lay.tp, lay.pp, lay.dp, lay.ep)
+                    if key not in seen:
+                        seen.add(key)
+                        out.append(None if lay.trivial else lay)
+    return out
+
+
 def replicas(spec: ModelSpec, hw: Hardware, p: Precision, eff, attention, cuda_graphs, gpus, pins) -> list[Replica]:
-    """The replica layouts to search: one GPU per replica (data parallel) until a layout module supplies
-    sharded per-GPU costs; a pin other than 1 on tp/pp/ep is an error naming what is supported."""
-    for k in ("tp", "pp", "ep"):
-        if pins.get(k) not in (None, 1):
-            raise WorkloadError(f"--{k} {pins[k]}: this build plans single-GPU replicas only; use --{k} 1 or leave it")
-    return [Replica(1, 1, 1, 1, Device(spec, hw, p, eff, attention, cuda_graphs))]
+    """The engine layouts to search (see :func:`_candidate_layouts`); a pin that no layout satisfies is an
+    error naming the layouts that work."""
+    lays = _candidate_layouts(spec, gpus, pins)
+    if not lays:
+        pinned = " ".join(f"--{k} {v}" for k, v in pins.items() if v is not None)
+        raise WorkloadError(
+            f"{spec.name} on {gpus} GPUs: no layout satisfies {pinned or 'the search'}; " + str(_why(spec, gpus, pins))
+        )
+    out = []
+    for lay in lays:
+        dev = Device(spec, hw, p, eff, attention, cuda_graphs, lay)
+        if lay is None:
+            out.append(Replica(1, 1, 1, 1, 1, dev))
+        else:
+            out.append(Replica(lay.tp, lay.pp, lay.ep, lay.dp, lay.gpus, dev))
+    return out
+
+
+def _why(spec: ModelSpec, gpus: int, pins: dict) -> str:
+    try:
+        make_layout(spec, None, pins["tp"], pins["pp"], pins["ep"], pins["dp"])
+    except LLMathError as e:
+        return str(e)
+    return f"the pinned layout needs more than {gpus} GPUs"
 
 
 @dataclass
@@ -111,9 +157,10 @@ def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list) -> int:
     mem = memory(rep.device, eng, req)
-    dp = gpus // rep.gpus
-    where = {"mode": "aggregated", "weights": fmt, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep}
-    if not mem.fits or dp < 1:
+    inst = gpus // rep.gpus  # engine instances side by side
+    dp = inst * rep.dp  # attention replicas in all, each serving its share of the requests
+    where = {"mode": "aggregated", "weights": fmt, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "dp": rep.dp}
+    if not mem.fits or inst < 1:
         rejected.append({**where, "reason": "does not fit" if not mem.fits else f"needs {rep.gpus} GPUs"})
         return 0
     c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
@@ -133,9 +180,9 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
         ttft_s=ss.ttft_s,
         tpot_s=ss.tpot_s,
         throughput_tok_s=thr,
-        throughput_tok_s_per_gpu=thr / (dp * rep.gpus),
+        throughput_tok_s_per_gpu=thr / (inst * rep.gpus),
         tok_s_per_user=1 / ss.tpot_s,
-        gpus_used=dp * rep.gpus,
+        gpus_used=inst * rep.gpus,
     )
     return n
 
@@ -144,7 +191,15 @@ def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fm
     mem_p = memory(pre.device, eng, req)
     mem_d = memory(dec.device, eng, req)
     if not (mem_p.fits and mem_d.fits) or pre.gpus + dec.gpus > gpus:
-        rejected.append({"mode": "disaggregated", "weights": fmt, "reason": "does not fit"})
+        rejected.append(
+            {
+                "mode": "disaggregated",
+                "weights": fmt,
+                "prefill_tp": pre.tp,
+                "decode_tp": dec.tp,
+                "reason": "does not fit",
+            }
+        )
         return 0
     pw = prefill_worker(pre.device, eng, req)
     g = disagg_grid(pw, dec.device, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, link_bytes_per_s(pre.device.hw))
@@ -173,6 +228,16 @@ def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fm
         decode_batch=g.decode_batch[ok],
     )
     return n
+
+
+def _dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out, seen = [], set()
+    for r in rows:
+        key = tuple(sorted(r.items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
 
 
 def _add(cols: list, n: int, **kw) -> None:
@@ -250,13 +315,19 @@ def plan(
         eng = engines.preset(engine, hw, **engine_overrides)
         reps = replicas(spec, hw, p, eff, attention, eng.cuda_graphs, gpus, pins)
         for rep in reps:
-            if dp is not None and dp * rep.gpus > gpus:
-                raise WorkloadError(f"--dp {dp} × {rep.gpus} GPUs per replica exceeds --gpus {gpus}")
-            n += _aggregated(rep, eng, req, rep.gpus * dp if dp else gpus, fmt, cols, rejected)
+            eng_r = engines.preset(engine, hw, tp=rep.tp, **engine_overrides)
+            use = gpus
+            if dp is not None:  # the pinned total of replicas: dp / (replicas per instance) instances
+                if dp % rep.dp or (dp // rep.dp) * rep.gpus > gpus:
+                    continue
+                use = (dp // rep.dp) * rep.gpus
+            n += _aggregated(rep, eng_r, req, use, fmt, cols, rejected)
         if disagg:
-            for a in reps:
-                for b in reps:
+            workers = [r for r in reps if r.pp == 1]
+            for a in [r for r in workers if r.dp == 1]:  # prefill workers: tensor parallel only
+                for b in workers:
                     n += _disaggregated(a, b, eng, req, gpus, fmt, cols, rejected)
+    rejected = _dedupe(rejected)
     if not n:
         reasons = "; ".join(sorted({f"{r['mode']} {r['weights']}: {r['reason']}" for r in rejected}))
         raise WorkloadError(

@@ -2,13 +2,15 @@
 
 ``serve(...)`` resolves the model, hardware, precision and engine preset, checks the memory first (a
 configuration that does not fit raises before any number is computed), and returns a
-:class:`~llmath.deploy.serving.ServingReport`. ``gpus`` GPUs run ``gpus // (tp·pp)`` data-parallel replicas;
-the requests are split evenly over them.
+:class:`~llmath.deploy.serving.ServingReport`. ``gpus``/``tp``/``pp``/``ep``/``dp`` pick a parallel layout
+(:func:`llmath.deploy.make_layout`: ``gpus`` alone is TP over all of them, MoE experts spread EP ways); the
+requests are split evenly over its ``dp`` attention-DP replicas.
 """
 
 from __future__ import annotations
 
 from llmath.deploy import engines
+from llmath.deploy.layout import make_layout
 from llmath.deploy.serving import (
     Decoding,
     Requests,
@@ -39,7 +41,12 @@ def serve(
     concurrency: float | None = None,
     rate: float | None = None,
     engine: str = "vllm",
-    gpus: int = 1,
+    gpus: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int | None = None,
+    dp: int | None = None,
+    overlap: str = "none",
     prefix_hit: float = 0.0,
     precision: Precision | None = None,
     attention: str = "flash",
@@ -51,19 +58,23 @@ def serve(
     """Steady-state continuous batching (see :mod:`llmath.deploy.serving` for the model and its limits)."""
     if (concurrency is None) == (rate is None):
         raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise WorkloadError(f"gpus={gpus!r} must be an integer >= 1")
     spec = resolve(model)
+    layout = None
+    if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
+        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = precision or Precision()
     hw.peak(p.compute)
-    eng = engines.preset(engine, hw, offline=offline, **engine_overrides)
+    eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)
     req = Requests(prompt, gen, prefix_hit)
-    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs)
+    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout)
     mem = memory(dev, eng, req)
-    check_fits(mem, f"{spec.name} on one {hw.name} with {eng.name}")
-    replicas = gpus
-    notes = [f"{replicas} data-parallel replica(s) of one GPU each; requests split evenly"] if replicas > 1 else []
+    where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
+    check_fits(mem, f"{where} with {eng.name}")
+    gpus, replicas = dev.gpus, dev.dp
+    notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
+    if replicas > 1:
+        notes.append(f"{replicas} attention-DP replicas; requests split evenly")
     if rate is not None:
         per_rate = rate / replicas
         c = rate_to_concurrency(dev, eng, req, per_rate, mem.max_resident)
@@ -95,4 +106,10 @@ def serve(
     if speculation:
         work["speculation"] = {"method": speculation.method, "k": speculation.k, "acceptance": speculation.acceptance}
     eng_d = {k: v for k, v in eng.__dict__.items() if k != "sources"} | {"sources": eng.sources}
-    return ServingReport(spec.name, hw.name, eng_d, work, gpus, replicas, mem, m, notes)
+    rep = ServingReport(spec.name, hw.name, eng_d, work, gpus, replicas, mem, m, notes)
+    rep.layout = layout.to_dict() if layout else {"tp": 1, "pp": 1, "dp": 1, "ep": 1, "gpus": 1}
+    return rep
+
+
+def _layout_text(layout) -> str:
+    return f"tp={layout.tp} pp={layout.pp} dp={layout.dp} ep={layout.ep}"

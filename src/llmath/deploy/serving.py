@@ -61,7 +61,6 @@ import numpy as np
 from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import Device, chunk_activation_bytes, kv_bytes_per_sequence
 from llmath.errors import WorkloadError
-from llmath.ops.params import param_report
 
 FIXED_POINT_PASSES = 6
 
@@ -153,30 +152,39 @@ class Memory:
     fits: bool
 
 
-def memory(dev: Device, eng: EngineConfig, req: Requests, weights_bytes: float | None = None) -> Memory:
-    """The engine's memory: ``gpu_memory_utilization`` × capacity − weights − one budget's activations −
-    CUDA graphs = KV pool; requests admitted = pool / KV one request counts (``kv_admission``)."""
+def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
+    """The engine's memory on each GPU: ``gpu_memory_utilization`` × capacity − its weights − one budget's
+    activations − CUDA graphs = its KV pool; requests a replica admits = pool / KV one request counts there
+    (``kv_admission``), the busiest pipeline stage deciding (each stage holds its layers' KV of every
+    request of its replica; TP ranks hold their heads' share)."""
     p = dev.precision
     cap = dev.hw.memory_bytes
-    budget = eng.gpu_memory_utilization * cap
-    w = param_report(dev.spec).total * p.weight_bytes if weights_bytes is None else weights_bytes
     tokens = eng.max_num_batched_tokens or req.new
-    act = float(chunk_activation_bytes(dev.spec, tokens, p, dev.attention))
-    per_req = float(kv_bytes_per_sequence(dev.spec, req.prompt + req.gen - 1, p, dev.attention))
     mean_pos = req.prompt + (req.gen - 1) / 2
-    admitted = per_req if eng.kv_admission == "reserve" else float(kv_bytes_per_sequence(dev.spec, mean_pos, p))
-    if eng.kv_pool_tokens is not None:
-        pool = float(kv_bytes_per_sequence(dev.spec, eng.kv_pool_tokens, p, dev.attention))
-        pool = min(pool, max(budget - w - act - eng.cuda_graph_bytes, 0.0))
-    elif eng.kv_fraction_of_free:
-        budget = cap
-        pool = eng.gpu_memory_utilization * max(cap - w - act - eng.cuda_graph_bytes, 0.0)
-    else:
-        pool = max(budget - w - act - eng.cuda_graph_bytes, 0.0)
-    by_kv = int(pool // admitted) if admitted > 0 else eng.max_num_seqs
-    resident = min(by_kv, eng.max_num_seqs)
-    fits = resident >= 1 and pool >= per_req  # one request must reach its last position
-    return Memory(cap, budget, w, act, eng.cuda_graph_bytes, pool, per_req, admitted, by_kv, resident, fits)
+    best = None
+    for part in dev.parts:
+        w = part.params * p.weight_bytes
+        act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.prefill)
+        per_req = float(kv_bytes_per_sequence(dev.spec, req.prompt + req.gen - 1, p, dev.attention, part.decode))
+        admitted = (
+            per_req
+            if eng.kv_admission == "reserve"
+            else float(kv_bytes_per_sequence(dev.spec, mean_pos, p, dev.attention, part.decode))
+        )
+        budget = eng.gpu_memory_utilization * cap
+        free = max(budget - w - act - eng.cuda_graph_bytes, 0.0)
+        if eng.kv_fraction_of_free:
+            budget, free = cap, eng.gpu_memory_utilization * max(cap - w - act - eng.cuda_graph_bytes, 0.0)
+        pool = free
+        if eng.kv_pool_tokens is not None:
+            pool = min(float(kv_bytes_per_sequence(dev.spec, eng.kv_pool_tokens, p, dev.attention, part.decode)), free)
+        by_kv = int(pool // admitted) if admitted > 0 else eng.max_num_seqs
+        resident = min(by_kv, eng.max_num_seqs)
+        fits = resident >= 1 and pool >= per_req  # one request must reach its last position
+        m = Memory(cap, budget, w, act, eng.cuda_graph_bytes, pool, per_req, admitted, by_kv, resident, fits)
+        if best is None or (m.fits, m.max_resident) < (best.fits, best.max_resident):
+            best = m
+    return best
 
 
 def check_fits(mem: Memory, where: str) -> None:
@@ -342,6 +350,7 @@ class ServingReport:
     memory: Memory
     metrics: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    layout: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -352,6 +361,7 @@ class ServingReport:
             "workload": self.workload,
             "gpus": self.gpus,
             "replicas": self.replicas,
+            "layout": self.layout,
             "memory": asdict(self.memory),
             "notes": self.notes,
         }

@@ -28,11 +28,16 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from llmath.deploy.cost import comm_costs, rank_table
+from llmath.deploy.layout import Layout
+from llmath.deploy.shard import rank_plans
 from llmath.hardware import Hardware
 from llmath.hardware.roofline import Efficiency, byte_weights_key, monomial_times
+from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Scenario, Table, experts_hit, one_hot, table
+from llmath.ops import CLASSES, Scenario, Table, one_hot, table
+from llmath.ops.params import param_report
 
 
 @dataclass(frozen=True)
@@ -44,13 +49,47 @@ class StepCost:
     flops: np.ndarray
 
 
+@dataclass(frozen=True)
+class Part:
+    """One GPU of one pipeline stage (the whole model on one device): its prefill and decode operator
+    tables, the collectives each pass adds, and its parameters."""
+
+    prefill: Table
+    decode: Table
+    prefill_collectives: tuple = ()
+    decode_collectives: tuple = ()
+    params: int = 0
+
+    @property
+    def shared(self) -> bool:
+        """Whether one table serves both kinds of token (same operators; MLA's absorbed decode differs)."""
+        a, b = self.prefill, self.decode
+        return [o.name for o in a.ops] == [o.name for o in b.ops] and a.monos == b.monos
+
+
+class _Mixed:
+    """The monomials of an iteration mixing decode sequences and prefill chunks (each a Scenario): the sum
+    of the parts' monomials, the constant once. Duck-types :class:`~llmath.ops.Scenario` for the
+    collectives' message sizes (:func:`llmath.deploy.cost.comm_costs`)."""
+
+    def __init__(self, *parts: Scenario):
+        self.parts = parts
+
+    def monomials(self, monos, spec, moe_tokens: int = 1) -> dict:
+        vals = [p.monomials(monos, spec, moe_tokens) for p in self.parts]
+        return {m: (1 if m == "1" else sum(v[m] for v in vals)) for m in monos}
+
+
 @dataclass(frozen=True, eq=False)
 class Device:
-    """One model replica on one device: the iteration cost of any mix of decode and prefill tokens.
+    """One model replica: the iteration cost of any mix of decode and prefill tokens.
 
-    ``cuda_graphs=False`` charges decode iterations the eager per-kernel overhead instead of the
-    CUDA-graph one. This is the narrow interface the serving model and the planner use; a parallel layout
-    supplies a per-GPU table and adds its communication (see :mod:`llmath.deploy`).
+    Without a ``layout`` the replica is one device (the operator tables of :func:`llmath.ops.table`).
+    With one (:func:`llmath.deploy.make_layout`), it is one attention-DP replica of the layout: each
+    pipeline stage's rank runs its sharded operator table (:func:`llmath.deploy.rank_table`) and its
+    collectives (:func:`llmath.deploy.cost.comm_costs`, on the device's topology), and the iteration takes
+    Σ over stages of (operator times + exposed communication), as :func:`llmath.deploy.per_gpu_stage`
+    times a pass. ``cuda_graphs=False`` charges decode iterations the eager per-kernel overhead.
     """
 
     spec: ModelSpec
@@ -59,20 +98,41 @@ class Device:
     eff: Efficiency
     attention: str = "flash"
     cuda_graphs: bool = True
+    layout: Layout | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.layout.gpus if self.layout is not None else 1
+
+    @property
+    def dp(self) -> int:
+        """Attention-DP replicas inside the layout (each serves its own requests)."""
+        return self.layout.dp if self.layout is not None else 1
+
+    @cached_property
+    def parts(self) -> tuple[Part, ...]:
+        s, a, L = self.spec, self.attention, self.layout
+        if L is None or L.trivial:
+            return (Part(table(s, "prefill", a), table(s, "decode", a), params=param_report(s).total),)
+        pre, dec = rank_plans(s, "prefill", a, L), rank_plans(s, "decode", a, L)
+        return tuple(
+            Part(
+                rank_table(s, "prefill", a, L, i),
+                rank_table(s, "decode", a, L, i),
+                pre[i].collectives,
+                dec[i].collectives,
+                sum(n * op.count for op in pre[i].ops for _, n in op.params),
+            )
+            for i in range(len(pre))
+        )
 
     @cached_property
     def prefill_table(self) -> Table:
-        return table(self.spec, "prefill", self.attention)
+        return self.parts[0].prefill
 
     @cached_property
     def decode_table(self) -> Table:
-        return table(self.spec, "decode", self.attention)
-
-    @cached_property
-    def shared(self) -> bool:
-        """Whether one table serves both parts (same operators; MLA differs)."""
-        a, b = self.prefill_table, self.decode_table
-        return [o.name for o in a.ops] == [o.name for o in b.ops] and a.monos == b.monos
+        return self.parts[0].decode
 
     @cached_property
     def decode_eff(self) -> Efficiency:
@@ -86,8 +146,7 @@ class Device:
         mv = np.array(mv, dtype=float, copy=True)
         mv[..., t.monos.index("1")] = 1.0
         if "U:moe" in t.monos:
-            moe = self.spec.moe
-            mv[..., t.monos.index("U:moe")] = experts_hit(tokens, moe.n_experts, moe.top_k)
+            mv[..., t.monos.index("U:moe")] = t.experts_hit(tokens)
         return mv
 
     def _time(self, t: Table, mv: np.ndarray, rows, tokens, decode: bool) -> StepCost:
@@ -95,6 +154,41 @@ class Device:
         tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode)
         totals = mv @ _totals(t, byte_weights_key(self.precision))  # [bytes, FLOPs] of the whole pass
         return StepCost(tm.sum(-1), totals[..., 0], totals[..., 1])
+
+    def _comm(self, colls: tuple, scen, ops_s: np.ndarray) -> np.ndarray:
+        """Exposed communication: the plain collectives + what overlapped ones leave uncovered."""
+        if not colls:
+            return 0.0
+        cs = comm_costs(colls, scen, self.spec, self.precision, topology(self.hw))
+        plain = sum(c.time_s for c in cs if not c.overlapped)
+        hidden = sum(c.time_s for c in cs if c.overlapped)
+        return plain + np.maximum(0.0, hidden - ops_s)
+
+    def _with_comm(self, cost: StepCost, colls: tuple, scen) -> StepCost:
+        return StepCost(cost.time_s + self._comm(colls, scen, cost.time_s), cost.bytes, cost.flops)
+
+    def _part(self, part: Part, d, s, nc, c, pf, tokens, rows, has_prefill) -> StepCost:
+        dec_s, pre_s = Scenario(d, 1, s), Scenario(nc, c, pf)
+        mixed = _Mixed(dec_s, pre_s)
+        if part.shared:
+            t = part.prefill
+            mv = self._fix(t, t.monomial_matrix(dec_s) + t.monomial_matrix(pre_s), tokens)
+            out = []
+            if (~has_prefill).any():
+                out.append(self._with_comm(self._time(t, mv, rows, tokens, True), part.decode_collectives, mixed))
+            if has_prefill.any():
+                out.append(self._with_comm(self._time(t, mv, rows, tokens, False), part.prefill_collectives, mixed))
+            if len(out) == 1:
+                return out[0]
+            return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(out[1]), _parts(out[0]), strict=True)))
+        dt, pt = part.decode, part.prefill
+        dec = self._time(dt, self._fix(dt, dt.monomial_matrix(dec_s), d), d, d, decode=True)
+        dec = self._with_comm(dec, part.decode_collectives, dec_s)
+        if not has_prefill.any():
+            return dec
+        pre = self._time(pt, self._fix(pt, pt.monomial_matrix(pre_s), nc * c), nc, nc * c, decode=False)
+        pre = self._with_comm(pre, part.prefill_collectives, pre_s)
+        return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))
 
     def iteration(self, n_decode, context, n_chunks=0, chunk=0, prefix=0) -> StepCost:
         """One iteration: ``n_decode`` sequences at mean context ``context`` (each feeds one token and
@@ -105,29 +199,23 @@ class Device:
         tokens = d + nc * c
         rows = d + nc  # logit rows: one per decoding sequence and one per chunk (its last position)
         has_prefill = (nc * c) > 0
-        if self.shared:
-            t = self.prefill_table
-            mv = self._fix(t, self._mv(t, d, 1, s) + self._mv(t, nc, c, pf), tokens)
-            if not has_prefill.any():
-                return self._time(t, mv, rows, tokens, decode=True)
-            mix = self._time(t, mv, rows, tokens, decode=False)
-            if has_prefill.all():
-                return mix
-            dec = self._time(t, mv, rows, tokens, decode=True)
-            return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(mix), _parts(dec), strict=True)))
-        dt, pt = self.decode_table, self.prefill_table
-        dec = self._time(dt, self._fix(dt, self._mv(dt, d, 1, s), d), d, d, decode=True)
-        pre = self._time(pt, self._fix(pt, self._mv(pt, nc, c, pf), nc * c), nc, nc * c, decode=False)
-        return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))
+        costs = [self._part(p, d, s, nc, c, pf, tokens, rows, has_prefill) for p in self.parts]
+        if len(costs) == 1:
+            return costs[0]
+        return StepCost(*(sum(x) for x in zip(*(_parts(c) for c in costs), strict=True)))
 
     def verify(self, n_seqs, width, context) -> StepCost:
         """A speculative verify pass: ``n_seqs`` sequences each feeding ``width`` tokens after ``context``
         cached positions, on the decode operator list (MLA stays absorbed, as engines verify), timed as a
         decode iteration (graph-captured)."""
         b, w, s = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n_seqs, width, context)))
-        t = self.decode_table
-        mv = self._fix(t, self._mv(t, b, w, s), b * w)
-        return self._time(t, mv, b, b * w, decode=True)
+        out = []
+        for part in self.parts:
+            t = part.decode
+            scen = Scenario(b, w, s)
+            cost = self._time(t, self._fix(t, t.monomial_matrix(scen), b * w), b, b * w, decode=True)
+            out.append(self._with_comm(cost, part.decode_collectives, scen))
+        return StepCost(*(sum(x) for x in zip(*(_parts(c) for c in out), strict=True)))
 
 
 @lru_cache(maxsize=512)
@@ -146,21 +234,21 @@ def _parts(s: StepCost) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 # ---- memory the engine holds per sequence and per chunk ------------------------------------------------
 
 
-def kv_bytes_per_sequence(spec: ModelSpec, positions, precision: Precision, attention: str = "flash"):
+def kv_bytes_per_sequence(spec: ModelSpec, positions, precision: Precision, attention: str = "flash", tab=None):
     """KV-cache bytes one sequence of ``positions`` positions holds: what the K/V operators write per token
     (the ``B·T`` terms of their ``kv_write`` class), windowed layers holding at most W positions."""
+    t = table(spec, "decode", attention) if tab is None else tab
     if isinstance(positions, int | float):
-        return _kv_scalar(spec, positions, precision, attention)
-    return _kv_bytes(spec, positions, precision, attention)
+        return _kv_scalar(t, positions, precision)
+    return _kv_bytes(t, positions, precision)
 
 
 @lru_cache(maxsize=4096)
-def _kv_scalar(spec: ModelSpec, positions, precision: Precision, attention: str) -> float:
-    return float(_kv_bytes(spec, positions, precision, attention))
+def _kv_scalar(t: Table, positions, precision: Precision) -> float:
+    return float(_kv_bytes(t, positions, precision))
 
 
-def _kv_bytes(spec: ModelSpec, positions, precision: Precision, attention: str):
-    t = table(spec, "decode", attention)
+def _kv_bytes(t: Table, positions, precision: Precision):
     ci, mi = CLASSES.index("kv_write"), t.monos.index("BT")
     total = 0.0
     for o, op in enumerate(t.ops):
@@ -172,10 +260,12 @@ def _kv_bytes(spec: ModelSpec, positions, precision: Precision, attention: str):
 
 
 @lru_cache(maxsize=4096)
-def chunk_activation_bytes(spec: ModelSpec, tokens: int, precision: Precision, attention: str = "flash") -> float:
+def chunk_activation_bytes(
+    spec: ModelSpec, tokens: int, precision: Precision, attention: str = "flash", tab: Table | None = None
+) -> float:
     """Live activations of one forward pass over ``tokens`` tokens: the widest operator's inputs + outputs,
     plus the residual stream (the same view of the operator list as the static report's activation peak)."""
-    t = table(spec, "prefill", attention)
+    t = table(spec, "prefill", attention) if tab is None else tab
     act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
     per_op = (t.monomial_matrix(Scenario(1, np.asarray(tokens, dtype=float), 0)) @ t.rhs(act)) / t.kernels
     return float((per_op.max(-1) + tokens * spec.d_model) * precision.act_bytes)

@@ -22,7 +22,7 @@ from llmath.ops.core import (
     visible_keys,
     wkey,
 )
-from llmath.ops.table import OpCost, Table, evaluate, explain, one_hot, table
+from llmath.ops.table import OpCost, Table, compile_table, evaluate, explain, one_hot, table
 
 __all__ = [
     "ATTENTIONS",
@@ -36,6 +36,7 @@ __all__ = [
     "Term",
     "build_ops",
     "causal_pairs",
+    "compile_table",
     "evaluate",
     "experts_hit",
     "explain",

@@ -164,7 +164,9 @@ class Scenario:
     S0: object = 0
     logits: Literal["last", "all"] = "last"
 
-    def monomials(self, monos: Iterable[str], spec: ModelSpec) -> dict[str, object]:
+    def monomials(self, monos: Iterable[str], spec: ModelSpec, moe_tokens: int = 1) -> dict[str, object]:
+        """Values of the monomials. ``moe_tokens``: tokens an MoE layer routes per token of this scenario
+        (1 on one device; the attention-DP degree when a rank's MoE layer serves every replica's tokens)."""
         B, T, S0 = self.B, self.T, self.S0
         out: dict[str, object] = {}
         for m in monos:
@@ -177,7 +179,7 @@ class Scenario:
             elif m == "BL":
                 v = B if self.logits == "last" else B * T
             elif m == "U:moe":
-                v = experts_hit(B * T, spec.moe.n_experts, spec.moe.top_k)
+                v = experts_hit(B * T * moe_tokens, spec.moe.n_experts, spec.moe.top_k)
                 if np.ndim(v) == 0:
                     v = float(v)
             else:
