@@ -193,3 +193,37 @@ def test_tensor_parallel_serving_fits_a_model_one_gpu_cannot_hold():
     assert r.memory.weights_bytes < 0.52 * 141.1e9
     assert r.gpus == 2
     assert r.metrics["throughput_tok_s_per_gpu"] == pytest.approx(r.metrics["throughput_tok_s"] / 2)
+
+
+def test_speculation_with_nothing_accepted_costs_more_and_good_acceptance_pays():
+    from llmath.deploy.speculative import Speculation
+
+    base = serve("llama-3.1-8b", "h100-sxm", prompt=1024, gen=256, concurrency=4).metrics["tpot_s"]
+    # acceptance 1: every round yields one token but pays a draft step and a verify of width 2 (≥ a decode step)
+    none = serve(
+        "llama-3.1-8b", "h100-sxm", prompt=1024, gen=256, concurrency=4, speculation=Speculation("eagle", 1, 1.0)
+    )
+    assert none.metrics["tpot_s"] > base
+    # at batch 4 the verify of width 4 is weight-bound like a decode step: 2.6 tokens per round pay off
+    good = serve(
+        "llama-3.1-8b", "h100-sxm", prompt=1024, gen=256, concurrency=4, speculation=Speculation("eagle", 3, 2.6)
+    )
+    assert good.metrics["tpot_s"] < 0.6 * base
+
+
+def test_mla_model_serves_with_its_absorbed_decode():
+    # deepseek-v2-lite: MLA decode runs absorbed (a different operator list from its prefill): a pure decode
+    # iteration is the decode table's step, one prompt is the prefill table's pass, a mix costs their sum
+    from llmath.hardware.roofline import stage_times
+    from llmath.ops import Scenario, table
+
+    spec = resolve("deepseek-v2-lite")
+    dev = _device("deepseek-v2-lite")
+    p, eff = dev.precision, dev.eff
+    dec = stage_times(table(spec, "decode"), Scenario(8, 1, 500), H100, p, eff, True)[0].sum()
+    pre = stage_times(table(spec, "prefill"), Scenario(1, 512, 0), H100, p, eff, False)[0].sum()
+    assert float(dev.iteration(8, 500).time_s) == pytest.approx(dec, rel=1e-9)
+    assert float(dev.iteration(0, 0, 1, 512, 0).time_s) == pytest.approx(pre, rel=1e-9)
+    assert float(dev.iteration(8, 500, 1, 512, 0).time_s) == pytest.approx(dec + pre, rel=1e-9)
+    r = serve("deepseek-v2-lite", "h100-sxm", prompt=512, gen=128, concurrency=16)
+    assert r.metrics["ttft_s"] > 0 and r.metrics["tpot_s"] > 0

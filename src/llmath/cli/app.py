@@ -73,6 +73,16 @@ def _precision(dtype: str, weights: str | None, activations: str | None, kv: str
     return Precision(weights or dtype, activations or dtype, kv or dtype, group_size=group)
 
 
+def _speculation(method: str | None, k: int, acceptance: float | None, draft: str | None):
+    if method is None:
+        return None
+    if acceptance is None:
+        raise WorkloadError("--spec-method needs --acceptance (mean tokens per verify round, 1 … k+1, as measured)")
+    from llmath.deploy.speculative import Speculation
+
+    return Speculation(method, k, acceptance, draft)
+
+
 def _hardware(
     name: str | None,
     peak_tflops: float | None,
@@ -289,6 +299,16 @@ def analyze(
     gpu_memory_utilization: Annotated[
         float | None, typer.Option("--gpu-memory-utilization", help="Override the engine's memory fraction.")
     ] = None,
+    spec_method: Annotated[
+        str | None, typer.Option("--spec-method", help="Speculative decoding: draft | eagle | mtp.")
+    ] = None,
+    spec_tokens: Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")] = 3,
+    acceptance: Annotated[
+        float | None, typer.Option("--acceptance", help="Mean tokens a round yields (1 … k+1), as measured.")
+    ] = None,
+    draft_model: Annotated[
+        str | None, typer.Option("--draft-model", help="Draft model for --spec-method draft.")
+    ] = None,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
     throughput and memory fit. With --concurrency or --rate: continuous batching by a serving engine.
@@ -325,6 +345,7 @@ def analyze(
             max_num_seqs=max_num_seqs,
             gpu_memory_utilization=gpu_memory_utilization,
             cuda_graph_bytes=reserve_gb * 1e9 if reserve_gb else None,
+            speculation=_speculation(spec_method, spec_tokens, acceptance, draft_model),
         )
         if json_:
             out.emit_json(rep.to_dict())

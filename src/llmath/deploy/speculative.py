@@ -15,8 +15,8 @@ So TPOT = (k · t_draft + t_verify) / a, all from the operator lists:
   the target's dimensions (its last layer's attention and FFN/MoE kind); EAGLE-3's feature fusion (a
   3d → d projection) is not counted.
 
-The KV cache of the draft is not added to the memory budget (EAGLE/MTP: one layer's worth, about 1/L of the
-target's).
+The draft runs with the target's tensor parallelism where its shape allows (else on one GPU). The KV cache
+of the draft is not added to the memory budget (EAGLE/MTP: one layer's worth, about 1/L of the target's).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from llmath.deploy.layout import make_layout
 from llmath.deploy.step import Device
-from llmath.errors import WorkloadError
+from llmath.errors import LLMathError, WorkloadError
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
@@ -80,7 +81,13 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
             )
     else:
         d = one_layer(target.spec)
-    return Device(d, target.hw, target.precision, target.eff, target.attention, target.cuda_graphs)
+    layout = None
+    if target.layout is not None and target.layout.tp > 1:
+        try:  # the draft shares the target's tensor parallelism where its shape allows
+            layout = make_layout(d, tp=target.layout.tp)
+        except LLMathError:
+            layout = None
+    return Device(d, target.hw, target.precision, target.eff, target.attention, target.cuda_graphs, layout)
 
 
 def round_time(target: Device, draft: Device, spec_cfg: Speculation, batch, context) -> np.ndarray:

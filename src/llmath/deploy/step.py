@@ -127,6 +127,10 @@ class Device:
         )
 
     @cached_property
+    def topology(self):
+        return topology(self.hw)
+
+    @cached_property
     def prefill_table(self) -> Table:
         return self.parts[0].prefill
 
@@ -139,7 +143,7 @@ class Device:
         return self.eff if self.cuda_graphs else replace(self.eff, decode_overhead_s=self.eff.overhead_s)
 
     def _mv(self, t: Table, B, T, S0) -> np.ndarray:
-        return t.monomial_matrix(Scenario(np.asarray(B, float), np.asarray(T, float), np.asarray(S0, float)))
+        return _mono(t, Scenario(np.asarray(B, float), np.asarray(T, float), np.asarray(S0, float)))
 
     def _fix(self, t: Table, mv: np.ndarray, tokens) -> np.ndarray:
         """The weights are read once per iteration; MoE experts hit by all its tokens together."""
@@ -159,7 +163,7 @@ class Device:
         """Exposed communication: the plain collectives + what overlapped ones leave uncovered."""
         if not colls:
             return 0.0
-        cs = comm_costs(colls, scen, self.spec, self.precision, topology(self.hw))
+        cs = comm_costs(colls, scen, self.spec, self.precision, self.topology)
         plain = sum(c.time_s for c in cs if not c.overlapped)
         hidden = sum(c.time_s for c in cs if c.overlapped)
         return plain + np.maximum(0.0, hidden - ops_s)
@@ -172,7 +176,7 @@ class Device:
         mixed = _Mixed(dec_s, pre_s)
         if part.shared:
             t = part.prefill
-            mv = self._fix(t, t.monomial_matrix(dec_s) + t.monomial_matrix(pre_s), tokens)
+            mv = self._fix(t, _mono(t, dec_s) + _mono(t, pre_s), tokens)
             out = []
             if (~has_prefill).any():
                 out.append(self._with_comm(self._time(t, mv, rows, tokens, True), part.decode_collectives, mixed))
@@ -182,11 +186,12 @@ class Device:
                 return out[0]
             return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(out[1]), _parts(out[0]), strict=True)))
         dt, pt = part.decode, part.prefill
-        dec = self._time(dt, self._fix(dt, dt.monomial_matrix(dec_s), d), d, d, decode=True)
+        dec = self._time(dt, self._fix(dt, _mono(dt, dec_s), d), d, d, decode=True)
         dec = self._with_comm(dec, part.decode_collectives, dec_s)
+        dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
         if not has_prefill.any():
             return dec
-        pre = self._time(pt, self._fix(pt, pt.monomial_matrix(pre_s), nc * c), nc, nc * c, decode=False)
+        pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
         pre = self._with_comm(pre, part.prefill_collectives, pre_s)
         return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))
 
@@ -213,9 +218,16 @@ class Device:
         for part in self.parts:
             t = part.decode
             scen = Scenario(b, w, s)
-            cost = self._time(t, self._fix(t, t.monomial_matrix(scen), b * w), b, b * w, decode=True)
+            cost = self._time(t, self._fix(t, _mono(t, scen), b * w), b, b * w, decode=True)
             out.append(self._with_comm(cost, part.decode_collectives, scen))
         return StepCost(*(sum(x) for x in zip(*(_parts(c) for c in out), strict=True)))
+
+
+def _mono(t: Table, scen: Scenario) -> np.ndarray:
+    """(…, n_monos) monomial values of ``scen`` for table ``t`` (one broadcast for all of them; the values
+    are :meth:`Table.monomial_matrix`'s)."""
+    vals = scen.monomials(t.monos, t.spec, t.moe_tokens)
+    return np.stack(np.broadcast_arrays(*(np.asarray(vals[m], dtype=float) for m in t.monos)), axis=-1)
 
 
 @lru_cache(maxsize=512)
@@ -267,5 +279,5 @@ def chunk_activation_bytes(
     plus the residual stream (the same view of the operator list as the static report's activation peak)."""
     t = table(spec, "prefill", attention) if tab is None else tab
     act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
-    per_op = (t.monomial_matrix(Scenario(1, np.asarray(tokens, dtype=float), 0)) @ t.rhs(act)) / t.kernels
+    per_op = (_mono(t, Scenario(1, np.asarray(tokens, dtype=float), 0)) @ t.rhs(act)) / t.kernels
     return float((per_op.max(-1) + tokens * spec.d_model) * precision.act_bytes)

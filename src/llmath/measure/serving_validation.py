@@ -13,8 +13,9 @@
   registry model (Llama-3.3-70B = Llama-3.1-70B) uses that model, and says so.
 
 Nothing is fitted to these rows: engine defaults come from the engines' sources (``data/engines.json``).
-Rows this cannot compute are listed under ``skipped`` with the reason (more than one GPU per replica needs
-a tensor-parallel layout; a weight format llmath lacks).
+Rows on several GPUs run one tensor-parallel replica over them (TP = the GPUs, as the rows' notes state:
+TP2, TP8). Rows this cannot compute are listed under ``skipped`` with the reason (a weight format llmath
+lacks).
 """
 
 from __future__ import annotations
@@ -77,9 +78,7 @@ def validate_serving(path: str | Path | None = None) -> dict[str, Any]:
         if model not in registry.index() or r.get("hardware") not in hwmod.names():
             skip("model or hardware not in llmath's registries")
             continue
-        if r.get("n_devices") != 1:
-            skip(f"{r.get('n_devices')} GPUs per replica: needs a tensor-parallel layout")
-            continue
+        n_dev = int(r.get("n_devices") or 1)
         try:
             prec, assumed = _precision_for(r)
             kw = {"concurrency": OFFLINE_CONCURRENCY if setup == "offline" else r.get("concurrency")}
@@ -95,6 +94,7 @@ def validate_serving(path: str | Path | None = None) -> dict[str, Any]:
                     engine=engine,
                     precision=prec,
                     offline=setup == "offline",
+                    tp=n_dev if n_dev > 1 else None,
                     **kw,
                 )
         except LLMathError as e:
@@ -102,6 +102,8 @@ def validate_serving(path: str | Path | None = None) -> dict[str, Any]:
             continue
         pred = float(rep.metrics[r["metric"]])
         meas = float(r["value"])
+        if n_dev > 1:
+            assumed = [*assumed, f"{n_dev} GPUs as one tensor-parallel replica (TP={n_dev})"]
         if model != r.get("model"):
             assumed = [*assumed, f"{r.get('model')} computed as {model} (same architecture, per the row's notes)"]
         rows.append(

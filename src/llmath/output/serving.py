@@ -12,17 +12,19 @@ def serving_human(d: dict[str, Any]) -> None:
     from rich.table import Table
 
     c = _console()
-    e, w, m = d["engine"], d["workload"], d["memory"]
+    e, w, m, lay = d["engine"], d["workload"], d["memory"], d.get("layout") or {}
+    seqs = "no cap" if e["max_num_seqs"] >= 1 << 20 else e["max_num_seqs"]
+    where = " ".join(f"{k}={lay[k]}" for k in ("tp", "pp", "dp", "ep") if k in lay)
     c.print(
-        f"[b]{d['model']}[/b] on {d['gpus']} × {d['hardware']}, {e['name']} (budget {e['max_num_batched_tokens']}"
-        f" tokens, max_num_seqs {e['max_num_seqs']}): prompt {w['prompt']}, gen {w['gen']},"
+        f"[b]{d['model']}[/b] on {d['gpus']} × {d['hardware']} ({where}), {e['name']} (budget"
+        f" {e['max_num_batched_tokens']} tokens, max_num_seqs {seqs}): prompt {w['prompt']}, gen {w['gen']},"
         f" concurrency {w['concurrency']:.4g}" + (f", rate {w['rate']:g}/s" if w.get("rate") else ""),
         highlight=False,
     )
     c.print(
-        f"memory per replica: weights {gb(m['weights_bytes'])}, activations {gb(m['activation_bytes'])},"
+        f"memory per GPU (busiest): weights {gb(m['weights_bytes'])}, activations {gb(m['activation_bytes'])},"
         f" KV pool {gb(m['kv_pool_bytes'])} = {m['max_requests_by_kv']} requests of {gb(m['kv_bytes_per_request'])};"
-        f" {m['max_resident']} run at once",
+        f" {m['max_resident']} run at once per replica",
         highlight=False,
     )
     t = Table(title="steady state")
