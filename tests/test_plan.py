@@ -89,8 +89,10 @@ def test_disaggregated_prefill_worker_limits():
     w = prefill_worker(dev, eng, Requests(1024, 128))
     assert w.prompts_per_iteration == 8
     assert w.requests_s == pytest.approx(8 / w.ttft_s)
-    # one direction of the H100's 900 GB/s (bidirectional) NVLink
+    # one direction of the H100's 900 GB/s (bidirectional) NVLink, per sending GPU, inside an 8-GPU box
     assert link_bytes_per_s(hw) == 450e9
+    assert link_bytes_per_s(hw, senders=2, span=4) == 900e9
+    assert link_bytes_per_s(hw, senders=1, span=16) < 450e9  # two boxes: the scale-out network
 
 
 def test_speculative_verify_of_width_one_is_a_decode_step():

@@ -4,9 +4,10 @@ from one to the other over the interconnect, and the two pools rate-matched.
 * a **prefill worker** runs prefill-only iterations: ⌊K / P'⌋ whole prompts per iteration (K its token budget),
   or one prompt in ⌈P' / K⌉ chunks; it finishes r_p = prompts / (time of their iterations) requests/s and its
   TTFT share is the time of the iterations one prompt spends (it yields the first token);
-* the **KV transfer** moves the KV cache of the P prompt positions once per request over the scale-up link of
-  the device's topology (per direction); its time adds to TTFT (not overlapped with the prefill, an upper
-  bound: engines stream layer by layer);
+* the **KV transfer** moves the KV cache of the P prompt positions once per request, each prefill GPU its
+  shard over its own link (scale-up when both workers fit one scale-up domain, else scale-out; per
+  direction); its time adds to TTFT (not overlapped with the prefill, an upper bound: engines stream layer
+  by layer);
 * a **decode worker** holds B sequences decoding (at most what its KV pool admits and ``max_num_seqs``), one
   token each per step of time τ_d(B), so it finishes r_d = B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
 * **rate matching**: x prefill workers need y = ⌈x·r_p / r_d⌉ decode workers; the pair sustains x·r_p
@@ -28,10 +29,14 @@ from llmath.hardware import Hardware
 from llmath.hardware.topology import topology
 
 
-def link_bytes_per_s(hw: Hardware) -> float:
-    """Per-direction bytes/s of the scale-up link between two GPUs of the device's topology
-    (:func:`llmath.hardware.topology.topology`: bidirectional datasheet figures halved)."""
-    return topology(hw).scale_up.bytes_per_s
+def link_bytes_per_s(hw: Hardware, senders: int = 1, span: int = 2) -> float:
+    """Per-direction bytes/s a prefill worker of ``senders`` GPUs sends KV with: each GPU its own shard over
+    its own link, the scale-up link when the ``span`` GPUs of the two workers fit one scale-up domain, else
+    the scale-out network (:func:`llmath.hardware.topology.topology`: bidirectional datasheet figures
+    halved)."""
+    topo = topology(hw)
+    link = topo.scale_up if span <= topo.domain else topo.scale_out
+    return link.bytes_per_s * senders
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,8 @@ def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fm
         )
         return 0
     pw = prefill_worker(pre.device, eng, req)
-    g = disagg_grid(pw, dec.device, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, link_bytes_per_s(pre.device.hw))
+    link = link_bytes_per_s(pre.device.hw, pre.gpus, pre.gpus + dec.gpus)
+    g = disagg_grid(pw, dec.device, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, link)
     ok = g.gpus_used <= gpus
     n = int(ok.sum())
     thr = g.throughput_tok_s[ok]
@@ -301,7 +302,6 @@ def plan(
             raise WorkloadError(f"{name} {v!r} must be > 0")
     spec = resolve(model)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    eff = efficiency(efficiency_mode, hw)
     req = Requests(prompt, gen, prefix_hit)
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
@@ -312,21 +312,8 @@ def plan(
         act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
         p = Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
         hw.peak(p.compute)
-        eng = engines.preset(engine, hw, **engine_overrides)
-        reps = replicas(spec, hw, p, eff, attention, eng.cuda_graphs, gpus, pins)
-        for rep in reps:
-            eng_r = engines.preset(engine, hw, tp=rep.tp, **engine_overrides)
-            use = gpus
-            if dp is not None:  # the pinned total of replicas: dp / (replicas per instance) instances
-                if dp % rep.dp or (dp // rep.dp) * rep.gpus > gpus:
-                    continue
-                use = (dp // rep.dp) * rep.gpus
-            n += _aggregated(rep, eng_r, req, use, fmt, cols, rejected)
-        if disagg:
-            workers = [r for r in reps if r.pp == 1]
-            for a in [r for r in workers if r.dp == 1]:  # prefill workers: tensor parallel only
-                for b in workers:
-                    n += _disaggregated(a, b, eng, req, gpus, fmt, cols, rejected)
+        search = _Search(spec, hw, p, efficiency(efficiency_mode, hw), attention, engine, engine_overrides, req)
+        n += search.run(fmt, gpus, pins, disagg, cols, rejected)
     rejected = _dedupe(rejected)
     if not n:
         reasons = "; ".join(sorted({f"{r['mode']} {r['weights']}: {r['reason']}" for r in rejected}))
@@ -334,30 +321,55 @@ def plan(
             f"{spec.name} on {gpus} × {hw.name}: no configuration fits ({reasons}); add GPUs, use a smaller"
             " --weights format or a shorter prompt"
         )
-    arr = _columns(cols)
+    targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    best, front, notes = _select(_columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour)
+    return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One weight format's search: every layout aggregated, and the disaggregated pairs."""
+
+    spec: ModelSpec
+    hw: Hardware
+    p: Precision
+    eff: Any
+    attention: str
+    engine: str
+    overrides: dict
+    req: Requests
+
+    def run(self, fmt: str, gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> int:
+        eng = engines.preset(self.engine, self.hw, **self.overrides)
+        reps = replicas(self.spec, self.hw, self.p, self.eff, self.attention, eng.cuda_graphs, gpus, pins)
+        n = 0
+        for rep in reps:
+            use = gpus
+            if pins["dp"] is not None:  # the pinned total of replicas: dp / (replicas per instance) instances
+                if pins["dp"] % rep.dp or (pins["dp"] // rep.dp) * rep.gpus > gpus:
+                    continue
+                use = (pins["dp"] // rep.dp) * rep.gpus
+            eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
+            n += _aggregated(rep, eng_r, self.req, use, fmt, cols, rejected)
+        if disagg:
+            workers = [r for r in reps if r.pp == 1]
+            for a in [r for r in workers if r.dp == 1]:  # prefill workers: tensor parallel only
+                for b in workers:
+                    n += _disaggregated(a, b, eng, self.req, gpus, fmt, cols, rejected)
+        return n
+
+
+def _select(arr: dict[str, np.ndarray], n: int, ttft_ms, tpot_ms, cost) -> tuple:
+    """(best, Pareto front, notes) among the configurations meeting the targets."""
     ok = np.ones(n, dtype=bool)
     if ttft_ms is not None:
         ok &= arr["ttft_s"] <= ttft_ms / 1e3
     if tpot_ms is not None:
         ok &= arr["tpot_s"] <= tpot_ms / 1e3
-    targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    notes = []
     if not ok.any():
-        notes.append("no configuration meets the targets: best and pareto are empty; relax --ttft-ms/--tpot-ms")
-        return PlanResult(spec.name, hw.name, gpus, targets, None, [], n, time.perf_counter() - t0, rejected, notes)
+        return None, [], ["no configuration meets the targets: best and pareto are empty; relax --ttft-ms/--tpot-ms"]
     idx = np.flatnonzero(ok)
     best = int(idx[np.argmax(arr["throughput_tok_s_per_gpu"][idx])])
     front = idx[pareto_mask(arr["throughput_tok_s_per_gpu"][idx], arr["tok_s_per_user"][idx])]
     front = front[np.argsort(-arr["tok_s_per_user"][front])]
-    return PlanResult(
-        spec.name,
-        hw.name,
-        gpus,
-        targets,
-        _rows(arr, np.array([best]), cost_per_gpu_hour)[0],
-        _rows(arr, front, cost_per_gpu_hour),
-        n,
-        time.perf_counter() - t0,
-        rejected,
-        notes,
-    )
+    return _rows(arr, np.array([best]), cost)[0], _rows(arr, front, cost), []

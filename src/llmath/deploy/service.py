@@ -71,28 +71,11 @@ def serve(
     mem = memory(dev, eng, req)
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
     check_fits(mem, f"{where} with {eng.name}")
-    gpus, replicas = dev.gpus, dev.dp
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
-    if replicas > 1:
-        notes.append(f"{replicas} attention-DP replicas; requests split evenly")
-    if rate is not None:
-        per_rate = rate / replicas
-        c = rate_to_concurrency(dev, eng, req, per_rate, mem.max_resident)
-        notes.append(f"open loop: {rate:g} requests/s sustained at {c * replicas:.1f} concurrent requests")
-    else:
-        if not concurrency >= 1:
-            raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
-        c = concurrency / replicas
-        if c < 1:
-            raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} GPUs)")
+    c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
-    if speculation:
-        notes.append(
-            f"speculative decoding ({speculation.method}, k={speculation.k}): a stated acceptance length of"
-            f" {speculation.acceptance} tokens per verify round of width {speculation.k + 1}"
-        )
     ss = steady_state(decoding, eng, req, [c], mem.max_resident)
-    m = metrics_at(ss, 0, gpus, replicas)
+    m = metrics_at(ss, 0, dev.gpus, dev.dp)
     if rate is not None:
         m["ttft_s"] += m["tpot_s"] / 2  # arrivals wait half an iteration on average for the next one
         m["e2e_s"] += m["tpot_s"] / 2
@@ -101,14 +84,35 @@ def serve(
             f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
             f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
         )
-    work = {"prompt": prompt, "gen": gen, "prefix_hit": prefix_hit, "concurrency": c * replicas, "rate": rate}
+    work = {"prompt": prompt, "gen": gen, "prefix_hit": prefix_hit, "concurrency": c * dev.dp, "rate": rate}
     work.update({"weights": p.weights, "activations": p.activations, "kv_dtype": p.kv, "attention": attention})
     if speculation:
         work["speculation"] = {"method": speculation.method, "k": speculation.k, "acceptance": speculation.acceptance}
+        notes.append(
+            f"speculative decoding ({speculation.method}, k={speculation.k}): a stated acceptance length of"
+            f" {speculation.acceptance} tokens per verify round of width {speculation.k + 1}"
+        )
     eng_d = {k: v for k, v in eng.__dict__.items() if k != "sources"} | {"sources": eng.sources}
-    rep = ServingReport(spec.name, hw.name, eng_d, work, gpus, replicas, mem, m, notes)
+    rep = ServingReport(spec.name, hw.name, eng_d, work, dev.gpus, dev.dp, mem, m, notes)
     rep.layout = layout.to_dict() if layout else {"tp": 1, "pp": 1, "dp": 1, "ep": 1, "gpus": 1}
     return rep
+
+
+def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int, notes: list) -> float:
+    """The closed-loop concurrency of one attention-DP replica: the given one split over the replicas, or
+    the one that sustains the open-loop ``rate`` (Little's law)."""
+    replicas = dev.dp
+    if replicas > 1:
+        notes.append(f"{replicas} attention-DP replicas; requests split evenly")
+    if rate is not None:
+        c = rate_to_concurrency(dev, eng, req, rate / replicas, max_resident)
+        notes.append(f"open loop: {rate:g} requests/s sustained at {c * replicas:.1f} concurrent requests")
+        return c
+    if not concurrency >= 1:
+        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    if concurrency / replicas < 1:
+        raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
+    return concurrency / replicas
 
 
 def _layout_text(layout) -> str:

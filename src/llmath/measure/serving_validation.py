@@ -53,11 +53,58 @@ def _setup(r: dict[str, Any]) -> str | None:
     return None
 
 
+def _compute(r: dict[str, Any], model: str, engine: str, setup: str) -> dict[str, Any]:
+    """One published row, predicted: the serving report's metric against the measured value."""
+    from llmath.deploy.service import serve
+    from llmath.measure.validate import _precision_for
+
+    n_dev = int(r.get("n_devices") or 1)
+    prec, assumed = _precision_for(r)
+    kw: dict[str, Any] = {"concurrency": OFFLINE_CONCURRENCY if setup == "offline" else r.get("concurrency")}
+    if setup == "rate":
+        kw = {"rate": r["request_rate"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = serve(
+            model,
+            r["hardware"],
+            prompt=int(r["prompt"]),
+            gen=int(r["gen"]),
+            engine=engine,
+            precision=prec,
+            offline=setup == "offline",
+            tp=n_dev if n_dev > 1 else None,
+            **kw,
+        )
+    pred, meas = float(rep.metrics[r["metric"]]), float(r["value"])
+    if n_dev > 1:
+        assumed = [*assumed, f"{n_dev} GPUs as one tensor-parallel replica (TP={n_dev})"]
+    if model != r.get("model"):
+        assumed = [*assumed, f"{r.get('model')} computed as {model} (same architecture, per the row's notes)"]
+    return {
+        "id": r.get("id", "?"),
+        "framework": r.get("framework"),
+        "engine": engine,
+        "setup": setup,
+        "model": r.get("model"),
+        "hardware": r["hardware"],
+        "prompt": r["prompt"],
+        "gen": r["gen"],
+        "concurrency": r.get("concurrency"),
+        "metric": r["metric"],
+        "measured": meas,
+        "predicted": pred,
+        "error": (pred - meas) / meas,
+        "running": rep.metrics["running_per_replica"],
+        "assumptions": assumed,
+        "source": r.get("source"),
+    }
+
+
 def validate_serving(path: str | Path | None = None) -> dict[str, Any]:
     """Predicted vs published for every serving-setup row (see the module docstring)."""
     from llmath import hardware as hwmod
-    from llmath.deploy.service import serve
-    from llmath.measure.validate import _err_summary, _precision_for, _published_rows
+    from llmath.measure.validate import _err_summary, _published_rows
     from llmath.model import registry
 
     rows, skipped = [], []
@@ -78,54 +125,10 @@ def validate_serving(path: str | Path | None = None) -> dict[str, Any]:
         if model not in registry.index() or r.get("hardware") not in hwmod.names():
             skip("model or hardware not in llmath's registries")
             continue
-        n_dev = int(r.get("n_devices") or 1)
         try:
-            prec, assumed = _precision_for(r)
-            kw = {"concurrency": OFFLINE_CONCURRENCY if setup == "offline" else r.get("concurrency")}
-            if setup == "rate":
-                kw = {"rate": r["request_rate"]}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                rep = serve(
-                    model,
-                    r["hardware"],
-                    prompt=int(r["prompt"]),
-                    gen=int(r["gen"]),
-                    engine=engine,
-                    precision=prec,
-                    offline=setup == "offline",
-                    tp=n_dev if n_dev > 1 else None,
-                    **kw,
-                )
+            rows.append(_compute(r, model, engine, setup))
         except LLMathError as e:
             skip(str(e))
-            continue
-        pred = float(rep.metrics[r["metric"]])
-        meas = float(r["value"])
-        if n_dev > 1:
-            assumed = [*assumed, f"{n_dev} GPUs as one tensor-parallel replica (TP={n_dev})"]
-        if model != r.get("model"):
-            assumed = [*assumed, f"{r.get('model')} computed as {model} (same architecture, per the row's notes)"]
-        rows.append(
-            {
-                "id": rid,
-                "framework": r.get("framework"),
-                "engine": engine,
-                "setup": setup,
-                "model": r.get("model"),
-                "hardware": r["hardware"],
-                "prompt": r["prompt"],
-                "gen": r["gen"],
-                "concurrency": r.get("concurrency"),
-                "metric": r["metric"],
-                "measured": meas,
-                "predicted": pred,
-                "error": (pred - meas) / meas,
-                "running": rep.metrics["running_per_replica"],
-                "assumptions": assumed,
-                "source": r.get("source"),
-            }
-        )
     groups: dict[str, Any] = {}
     for key in ("engine", "hardware", "model", "metric"):
         for v in sorted({str(x[key]) for x in rows}):
