@@ -116,3 +116,113 @@ def test_per_gpu_stage_grid_equals_scalar_points():
     for i, b in enumerate((1, 8, 64)):
         one = per_gpu_stage(spec, lay, "decode", Scenario(b, 1, 1024), hw, llmath.Precision(), eff)
         assert grid.time_s[i] == pytest.approx(one.time_s, rel=1e-12)
+
+
+def _layer_params(plan, lk_prefix: str, key_prefix: str) -> int:
+    """Parameters under ``key_prefix`` of one layer of the first layer kind starting with ``lk_prefix``."""
+    lk = next(o.layer_kind for o in plan.ops if o.layer_kind.startswith(lk_prefix))
+    return sum(n for o in plan.ops if o.layer_kind == lk for k, n in o.params if k.startswith(key_prefix))
+
+
+def test_mla_tp8_rank_shapes_by_hand():
+    # DeepSeek-V3 (D=7168, N=128, q_lora 1536, kv_lora C=512, rope R=64, nope 128, v 128) at TP=8, one rank,
+    # one layer: q_a 7168x1536 + its norm 1536 and kv_a 7168x(512+64) + its norm 512 replicated (latent);
+    # q_b 1536 x 16·(128+64), kv_b 512 x 16·(128+128), o 16·128 x 7168 split by heads (128/8 = 16).
+    by_hand = 7168 * 1536 + 1536 + 7168 * 576 + 512 + 1536 * 16 * 192 + 512 * 16 * 256 + 16 * 128 * 7168
+    spec = resolve("deepseek-v3")
+    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, tp=8, ep=1))
+    assert _layer_params(plan, "moe", "attention") == by_hand
+    # the latent cache is replicated: each rank holds (512 + 64) per position per layer, like one device
+    from llmath.analysis import kv_elements_per_position
+
+    assert kv_elements_per_position(spec, ops=plan.ops) == {None: 576 * 61}
+
+
+def test_experts_ep8_dp8_rank_shapes_by_hand():
+    # DeepSeek-V3, ep=8 over tp·dp = 1·8 GPUs: 256/8 = 32 routed experts per GPU, each whole (expert-TP 1):
+    # gate, up 7168 x 2048 and down 2048 x 7168 -> 32 · 3 · 7168 · 2048 per MoE layer; shared expert whole (tp=1)
+    spec = resolve("deepseek-v3")
+    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, gpus=8, ep=8, dp=8))
+    assert _layer_params(plan, "moe", "moe.experts") == 32 * 3 * 7168 * 2048
+    assert _layer_params(plan, "moe", "moe.shared") == 3 * 7168 * 2048
+    # expert-TP 2 (tp=2, dp=4, ep=4): 64 experts per GPU, each half as wide
+    (plan2,) = rank_plans(spec, "prefill", "flash", make_layout(spec, gpus=8, tp=2, ep=4))
+    assert _layer_params(plan2, "moe", "moe.experts") == 64 * 3 * 7168 * 1024
+
+
+def test_gqa_kv_heads_replicated_when_fewer_than_ranks():
+    # Llama-3.1-70B has K=8 KV heads; at TP=16 each rank holds one KV head (replicated twice):
+    # K/V cache per position per rank = 2 · 1 · 128 · 80 layers; at TP=4: 2 · 2 · 128 · 80
+    from llmath.analysis import kv_elements_per_position
+
+    spec = resolve("llama-3.1-70b")
+    for tp, heads in ((16, 1), (4, 2)):
+        (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, tp=tp))
+        assert kv_elements_per_position(spec, ops=plan.ops) == {None: 2 * heads * 128 * 80}
+
+
+def test_pipeline_stages_hold_their_layers_and_the_ends():
+    spec = resolve("llama-3.1-8b")  # 32 layers, untied
+    plans = rank_plans(spec, "prefill", "flash", make_layout(spec, pp=4))
+    assert [len(p.layers) for p in plans] == [8, 8, 8, 8]
+    names = [{o.name for o in p.ops} for p in plans]
+    assert "embed.tokens" in names[0] and "embed.tokens" not in names[3]
+    assert "lm_head" in names[3] and "lm_head" not in names[0]
+    total = sum(sum(n * o.count for o in p.ops for _, n in o.params) for p in plans)
+    assert total == llmath.params("llama-3.1-8b").total  # nothing replicated across pipeline stages
+    assert [c.kind for c in plans[0].collectives] == ["p2p"] and plans[3].collectives == ()
+
+
+def test_more_bandwidth_is_never_slower():
+    from dataclasses import replace
+
+    from llmath.hardware import get
+
+    hw = get("h100-sxm")
+    fast = replace(hw, topology={k: replace(v, bytes_per_s=4 * v.bytes_per_s) for k, v in hw.topology.items()})
+    hbm = replace(hw, memory_bandwidth_bytes_per_s=2 * hw.memory_bandwidth_bytes_per_s)
+    for name, kw in (("llama-3.1-70b", dict(gpus=8, pp=2)), ("mixtral-8x7b", dict(gpus=4, dp=2, ep=4))):
+        for b in (1, 16, 128):
+            base = llmath.analyze(name, hw, batch=b, prompt=256, gen=16, **kw).generation
+            for other in (fast, hbm):
+                g = llmath.analyze(name, other, batch=b, prompt=256, gen=16, **kw).generation
+                assert g["ttft_s"] < base["ttft_s"] and g["tpot_s"] < base["tpot_s"]
+
+
+def test_two_batch_overlap_hides_all_to_all_only():
+    spec = "mixtral-8x7b"
+    a = llmath.analyze(spec, "h100-sxm", batch=64, gpus=4, ep=4)
+    b = llmath.analyze(spec, "h100-sxm", batch=64, gpus=4, ep=4, overlap="tbo")
+    assert b.prefill.comm_s == a.prefill.comm_s  # the same collectives run ...
+    assert b.prefill.time_s < a.prefill.time_s  # ... but the all-to-all hides behind compute
+    with pytest.raises(LayoutError, match="needs --ep > 1"):
+        make_layout(resolve(spec), tp=2, overlap="tbo")
+
+
+def test_topology_read_from_the_registry_or_derived():
+    from llmath.errors import HardwareError
+    from llmath.hardware import custom, from_dict, get
+    from llmath.hardware.topology import topology
+
+    hw = get("h100-sxm")
+    t = topology(hw)
+    assert (t.scale_up.bytes_per_s, t.domain) == (hw.topology["scale_up"].bytes_per_s, hw.topology["scale_up"].domain)
+    # no topology field: datasheet NVLink 900 GB/s is bidirectional -> 450 GB/s per direction, domain 8;
+    # scale-out = half the PCIe figure (128 GB/s bidirectional -> 64 GB/s)
+    bare = from_dict(
+        {"name": "x", "memory_bytes": 8e10, "memory_bandwidth_bytes_per_s": 3e12, "peak_flops_per_s": {"bf16": 1e15},
+         "interconnect_bytes_per_s": {"nvlink": 900e9, "pcie": 128e9}}
+    )  # fmt: skip
+    t = topology(bare)
+    assert (t.scale_up.bytes_per_s, t.domain, t.scale_out.bytes_per_s) == (450e9, 8, 64e9) and t.derived
+    with pytest.raises(HardwareError, match="lists no interconnect"):
+        llmath.analyze("llama-3.1-8b", custom(100, 1000, 80), tp=2)
+
+
+def test_a_group_beyond_the_scale_up_domain_uses_scale_out():
+    # Llama-3.1-405B at tp 8 x pp 2 on H100 boxes of 8: the stage-to-stage send crosses boxes
+    spec = resolve("llama-3.1-405b")
+    plans = rank_plans(spec, "decode", "flash", make_layout(spec, tp=8, pp=2))
+    send = next(c for c in plans[0].collectives if c.kind == "p2p")
+    tp_ar = next(c for c in plans[0].collectives if c.name == "attn.all_reduce")
+    assert not send.within(8) and tp_ar.within(8) and send.within(16)

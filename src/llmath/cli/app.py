@@ -417,6 +417,12 @@ def sweep(
     plot: Annotated[
         str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")
     ] = None,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    overlap: OverlapOpt = "none",
     json_: JsonOpt = False,
     csv: CsvOpt = False,
 ):
@@ -432,7 +438,8 @@ def sweep(
         "prompt": parse_axis("--prompt", prompt),
         "gen": parse_axis("--gen", gen),
     }
-    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value)
+    layout = dict(gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, overlap=overlap)
+    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value, layout)
     if plot:
         from llmath.plots import sweep_plot
 

@@ -158,26 +158,28 @@ def decode_totals(
     precision: Precision,
     eff: Efficiency,
     attention: Attention,
-    batch: int,
-    context: int,
-    gen: int,
-) -> dict[str, float]:
+    batch,
+    context,
+    gen,
+) -> dict[str, Any]:
     """A generation's N − 1 decode steps on the layout: per stage, the closed-form roofline sum of its
-    operators plus N − 1 × its per-step communication (messages do not grow with the context)."""
+    operators plus N − 1 × its per-step communication (messages do not grow with the context).
+    ``batch`` (one replica's), ``context`` and ``gen`` may be arrays that broadcast (a sweep)."""
     topo = topology(hw)
     total = first = last = comm_total = 0.0
     step = Scenario(batch, 1, context)
+    n = np.maximum(np.asarray(gen, dtype=float) - 1, 0.0)
     for plan in rank_plans(spec, "decode", attention, layout):
         t = rank_table(spec, "decode", attention, layout, plan.index)
         d = decode_generation(t, hw, precision, eff, batch, context, gen)
-        n = float(d.steps)
         comm = comm_costs(plan.collectives, step, spec, precision, topo)
         plain = sum(c.time_s for c in comm if not c.overlapped)
         hidden = sum(c.time_s for c in comm if c.overlapped)
-        mean_ops = float(d.total_s) / n if n else 0.0
-        exposed = plain + max(0.0, hidden - mean_ops)
-        total += float(d.total_s) + n * exposed
-        first += float(d.first_s) + exposed
-        last += float(d.last_s) + exposed
-        comm_total += n * (plain + hidden)
-    return {"total_s": total, "first_s": first, "last_s": last, "steps": float(max(gen - 1, 0)), "comm_s": comm_total}
+        mean_ops = np.divide(d.total_s, n, out=np.zeros(np.shape(n * d.total_s)), where=n > 0)
+        exposed = plain + np.maximum(0.0, hidden - mean_ops)
+        total = total + d.total_s + n * exposed
+        first = first + d.first_s + exposed
+        last = last + d.last_s + exposed
+        comm_total = comm_total + n * (plain + hidden)
+    out = {"total_s": total, "first_s": first, "last_s": last, "steps": n, "comm_s": comm_total}
+    return {k: float(v) if np.ndim(v) == 0 else v for k, v in out.items()}

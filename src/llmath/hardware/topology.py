@@ -9,7 +9,9 @@ carries it)::
 
 ``bytes_per_s`` is per GPU and per direction (what NCCL's bus bandwidth is compared with);
 ``domain`` is how many GPUs share the scale-up fabric (an NVLink/NVSwitch box, an NVL72 rack, an
-Infinity Fabric node). :func:`topology` reads that field when the device has one. Otherwise it derives
+Infinity Fabric node). :func:`topology` reads that field when the device has one (the registry parses it
+into :class:`llmath.hardware.registry.Link` objects; every bundled device carries one, sourced in
+docs/hardware.md). A device without it (a custom file, ``--peak-tflops`` flags) gets one derived
 one from the older ``interconnect_bytes_per_s`` figures, which datasheets give *bidirectional* (H100
 SXM "NVLink 900 GB/s" = 450 GB/s each way): they are halved here. The derived scale-up domain is 8 GPUs
 for NVLink / Infinity Fabric / ICI boxes (HGX/DGX and MI300X platforms hold 8) and 1 otherwise (PCIe
@@ -71,7 +73,11 @@ def _from_field(t: dict[str, Any], name: str) -> Topology:
     notes = []
     up, out = t.get("scale_up") or {}, t.get("scale_out") or {}
     if not up and not out:
-        raise HardwareError(f"hardware {name!r}: topology needs 'scale_up' or 'scale_out'")
+        pcie = t.get("pcie") or {}
+        if not pcie:
+            raise HardwareError(f"hardware {name!r}: topology needs 'scale_up', 'scale_out' or 'pcie'")
+        up = {"kind": "pcie", "domain": 1, "bytes_per_s": pcie.get("bytes_per_s")}
+        notes.append("no scale-up or scale-out link in the data: GPUs talk over PCIe")
     if up:
         domain = int(_positive(up.get("domain", 1), "scale_up.domain", name))
         bw_up = _positive(up.get("bytes_per_s"), "scale_up.bytes_per_s", name)
@@ -127,6 +133,6 @@ def topology(hw) -> Topology:
     t = getattr(hw, "topology", None)
     if isinstance(t, Topology):
         return t
-    if t:
-        return _from_field(dict(t), hw.name)
+    if t:  # the registry's Link objects (hardware.registry.Link) or plain tables from a file
+        return _from_field({k: v.to_dict() if hasattr(v, "to_dict") else dict(v) for k, v in t.items()}, hw.name)
     return _derived(hw)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import statistics
 import time
 from collections.abc import Mapping, Sequence
@@ -718,12 +719,23 @@ def _precision_for(r: Mapping[str, Any]):
     return Precision(weights=w, activations=act, kv=kv), assumed
 
 
+def _layout_for(r: Mapping[str, Any]) -> dict[str, int]:
+    """The layout a multi-GPU row states ("TP=4", "tensor parallel 8" in its notes), else TP = n_devices;
+    experts TP-sharded (ep = 1) as the engines of these rows ran them. One device: no layout."""
+    n = int(r.get("n_devices") or 1)
+    if n == 1:
+        return {}
+    m = re.search(r"\b(?:TP\s*=?\s*|tensor[- ]parallel(?:ism)?\s*(?:=\s*)?)(\d+)", str(r.get("notes") or ""))
+    tp = int(m.group(1)) if m else n
+    return {"gpus": n, "tp": tp, "ep": 1}
+
+
 def validate_published(path: str | Path | None = None) -> dict[str, Any]:
     """llmath's ``expected`` prediction for every usable row of the published measurements.
 
-    Usable: model and hardware in llmath's registries, one device, a stated batch, prompt and output
-    length, and a dtype llmath models. Every other row is listed under ``skipped`` with its reason.
-    Attention is ``flash`` (the serving engines' fused kernels).
+    Usable: model and hardware in llmath's registries (multi-GPU rows on the layout they state), a stated
+    batch, prompt and output length, and a dtype llmath models. Every other row is listed under ``skipped``
+    with its reason. Attention is ``flash`` (the serving engines' fused kernels).
     """
     import warnings
 
@@ -752,9 +764,6 @@ def validate_published(path: str | Path | None = None) -> dict[str, Any]:
         if r.get("value") is None:
             skip("no value in the source")
             continue
-        if r.get("n_devices") != 1:
-            skip(f"{r.get('n_devices')} devices: llmath models one device (no tensor-parallel communication)")
-            continue
         if r.get("model") not in registry.index():
             skip(f"model {r.get('model')!r} is not in llmath's registry")
             continue
@@ -779,11 +788,15 @@ def validate_published(path: str | Path | None = None) -> dict[str, Any]:
                     gen=int(r["gen"]),
                     attention="flash",
                     precision=prec,
+                    **_layout_for(r),
                 )
         except LLMathError as e:
             skip(str(e))
             continue
-        pred = float(a.generation[_METRIC_KEY[r["metric"]]])
+        key = _METRIC_KEY[r["metric"]]
+        if key == "throughput_tok_s" and r.get("per_device") and a.parallel:
+            key = "throughput_tok_s_per_gpu"
+        pred = float(a.generation[key])
         meas = float(r["value"])
         rows.append(
             {
@@ -794,6 +807,7 @@ def validate_published(path: str | Path | None = None) -> dict[str, Any]:
                 "batch": r["batch"],
                 "prompt": r["prompt"],
                 "gen": r["gen"],
+                "layout": {k: a.parallel[k] for k in ("tp", "pp", "dp", "ep")} if a.parallel else None,
                 "weights": prec.weights,
                 "activations": prec.activations,
                 "kv_dtype": prec.kv,
