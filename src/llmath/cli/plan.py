@@ -12,6 +12,9 @@ import typer
 from llmath import output as out
 from llmath.cli.app import JsonOpt, ModelArg, app
 
+TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
+PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]
+
 
 @app.command("plan")
 def plan_cmd(
@@ -20,12 +23,12 @@ def plan_cmd(
     gpus: Annotated[int, typer.Option("--gpus", help="GPUs available.")] = 8,
     prompt: Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per request.")] = 1024,
     gen: Annotated[int, typer.Option("--gen", "-n", help="Output tokens per request.")] = 256,
-    ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="Target: TTFT at most this (ms).")] = None,
-    tpot_ms: Annotated[float | None, typer.Option("--tpot-ms", help="Target: TPOT at most this (ms).")] = None,
-    tp: Annotated[int | None, typer.Option("--tp", help="Pin the tensor-parallel size.")] = None,
-    pp: Annotated[int | None, typer.Option("--pp", help="Pin the pipeline-parallel size.")] = None,
-    ep: Annotated[int | None, typer.Option("--ep", help="Pin the expert-parallel size.")] = None,
-    dp: Annotated[int | None, typer.Option("--dp", help="Pin the data-parallel replicas.")] = None,
+    ttft_ms: TargetOpt = None,
+    tpot_ms: TargetOpt = None,
+    tp: PinOpt = None,
+    pp: PinOpt = None,
+    ep: PinOpt = None,
+    dp: PinOpt = None,
     weights: Annotated[
         str, typer.Option("--weights", help="Weight formats to try, comma-separated (e.g. bf16,fp8).")
     ] = "bf16",
@@ -48,24 +51,11 @@ def plan_cmd(
     """
     from llmath.deploy.plan import plan
 
+    fmts = [w.strip() for w in weights.split(",") if w.strip()]
+    pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    kw = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
     res = plan(
-        model,
-        hardware,
-        gpus=gpus,
-        prompt=prompt,
-        gen=gen,
-        ttft_ms=ttft_ms,
-        tpot_ms=tpot_ms,
-        tp=tp,
-        pp=pp,
-        ep=ep,
-        dp=dp,
-        weights=[w.strip() for w in weights.split(",") if w.strip()],
-        kv_dtype=kv_dtype,
-        disagg=disagg,
-        engine=engine,
-        prefix_hit=prefix_hit,
-        cost_per_gpu_hour=cost,
+        model, hardware, gpus=gpus, prompt=prompt, gen=gen, weights=fmts, cost_per_gpu_hour=cost, **pins, **kw
     ).to_dict()
     if plot:
         from llmath.plots import pareto_plot

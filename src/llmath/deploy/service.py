@@ -9,6 +9,8 @@ requests are split evenly over its ``dp`` attention-DP replicas.
 
 from __future__ import annotations
 
+from typing import Any
+
 from llmath.deploy import engines
 from llmath.deploy.layout import make_layout
 from llmath.deploy.serving import (
@@ -84,7 +86,12 @@ def serve(
             f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
             f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
         )
-    work = {"prompt": prompt, "gen": gen, "prefix_hit": prefix_hit, "concurrency": c * dev.dp, "rate": rate}
+    return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes)
+
+
+def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes) -> ServingReport:
+    work: dict[str, Any] = {"prompt": req.prompt, "gen": req.gen, "prefix_hit": req.prefix_hit}
+    work.update({"concurrency": c * dev.dp, "rate": rate})
     work.update({"weights": p.weights, "activations": p.activations, "kv_dtype": p.kv, "attention": attention})
     if speculation:
         work["speculation"] = {"method": speculation.method, "k": speculation.k, "acceptance": speculation.acceptance}

@@ -161,7 +161,7 @@ def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
     cap = dev.hw.memory_bytes
     tokens = eng.max_num_batched_tokens or req.new
     mean_pos = req.prompt + (req.gen - 1) / 2
-    best = None
+    out = []
     for part in dev.parts:
         w = part.params * p.weight_bytes
         act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.prefill)
@@ -181,10 +181,8 @@ def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
         by_kv = int(pool // admitted) if admitted > 0 else eng.max_num_seqs
         resident = min(by_kv, eng.max_num_seqs)
         fits = resident >= 1 and pool >= per_req  # one request must reach its last position
-        m = Memory(cap, budget, w, act, eng.cuda_graph_bytes, pool, per_req, admitted, by_kv, resident, fits)
-        if best is None or (m.fits, m.max_resident) < (best.fits, best.max_resident):
-            best = m
-    return best
+        out.append(Memory(cap, budget, w, act, eng.cuda_graph_bytes, pool, per_req, admitted, by_kv, resident, fits))
+    return min(out, key=lambda m: (m.fits, m.max_resident))  # the busiest stage decides
 
 
 def check_fits(mem: Memory, where: str) -> None:
@@ -245,7 +243,7 @@ class Decoding:
         return float(self.spec.k + 1) if self.spec else 1.0
 
     def step(self, d, ctx) -> np.ndarray:
-        if self.spec is None:
+        if self.spec is None or self.draft is None:
             return self.dev.iteration(d, ctx).time_s
         return round_time(self.dev, self.draft, self.spec, d, ctx)
 

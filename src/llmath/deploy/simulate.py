@@ -25,8 +25,9 @@ class _Req:
     arrival: float
     done_prompt: int = 0
     generated: int = 0
-    first_token: float | None = None
-    last_token: float | None = None
+    first_token: float = float("nan")
+    last_token: float = float("nan")
+    finished: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -108,21 +109,19 @@ def simulate(
         for r in [r for r in running if r.generated >= req.gen]:
             running.remove(r)
             finished.append(r)
-            r.arrival_end = now  # type: ignore[attr-defined]
+            r.finished = now
             waiting.append(_Req(now))
+    return _stats(finished, itl, tokens_out, now, req.gen, iterations)
+
+
+def _stats(finished: list[_Req], itl: list, tokens_out: list, now: float, gen: int, iterations: int) -> SimResult:
+    """Means over the requests that arrived in the second half of the run (the first half warms up)."""
     half = now / 2
     done = [r for r in finished if r.arrival >= half]
     ttft = np.mean([r.first_token - r.arrival for r in done])
-    e2e = np.mean([r.arrival_end - r.arrival for r in done])  # type: ignore[attr-defined]
-    tpot = np.mean([(r.arrival_end - r.first_token) / max(req.gen - 1, 1) for r in done])  # type: ignore[attr-defined]
+    e2e = np.mean([r.finished - r.arrival for r in done])
+    tpot = np.mean([(r.finished - r.first_token) / max(gen - 1, 1) for r in done])
     late = np.array([d for t, d in itl if t >= half])
     out = sum(n for t, n in tokens_out if t >= half)
-    return SimResult(
-        float(ttft),
-        float(tpot),
-        float(e2e),
-        out / (now - half),
-        float(np.percentile(late, 50)) if late.size else 0.0,
-        float(np.percentile(late, 99)) if late.size else 0.0,
-        iterations,
-    )
+    p50, p99 = (float(np.percentile(late, q)) if late.size else 0.0 for q in (50, 99))
+    return SimResult(float(ttft), float(tpot), float(e2e), out / (now - half), p50, p99, iterations)

@@ -73,6 +73,8 @@ def one_layer(spec: ModelSpec) -> ModelSpec:
 
 def draft_device(target: Device, spec_cfg: Speculation) -> Device:
     if spec_cfg.method == "draft":
+        if spec_cfg.draft_model is None:
+            raise WorkloadError("speculative method 'draft' needs a draft model (--draft-model NAME)")
         d = resolve(spec_cfg.draft_model)
         if d.vocab_size != target.spec.vocab_size:
             raise WorkloadError(

@@ -162,7 +162,7 @@ class Device:
     def _comm(self, colls: tuple, scen, ops_s: np.ndarray) -> np.ndarray:
         """Exposed communication: the plain collectives + what overlapped ones leave uncovered."""
         if not colls:
-            return 0.0
+            return np.zeros_like(ops_s)
         cs = comm_costs(colls, scen, self.spec, self.precision, self.topology)
         plain = sum(c.time_s for c in cs if not c.overlapped)
         hidden = sum(c.time_s for c in cs if c.overlapped)
@@ -205,9 +205,7 @@ class Device:
         rows = d + nc  # logit rows: one per decoding sequence and one per chunk (its last position)
         has_prefill = (nc * c) > 0
         costs = [self._part(p, d, s, nc, c, pf, tokens, rows, has_prefill) for p in self.parts]
-        if len(costs) == 1:
-            return costs[0]
-        return StepCost(*(sum(x) for x in zip(*(_parts(c) for c in costs), strict=True)))
+        return _total(costs)
 
     def verify(self, n_seqs, width, context) -> StepCost:
         """A speculative verify pass: ``n_seqs`` sequences each feeding ``width`` tokens after ``context``
@@ -220,7 +218,15 @@ class Device:
             scen = Scenario(b, w, s)
             cost = self._time(t, self._fix(t, _mono(t, scen), b * w), b, b * w, decode=True)
             out.append(self._with_comm(cost, part.decode_collectives, scen))
-        return StepCost(*(sum(x) for x in zip(*(_parts(c) for c in out), strict=True)))
+        return _total(out)
+
+
+def _total(costs: list[StepCost]) -> StepCost:
+    """The pipeline stages of one pass, one after the other: their times, bytes and FLOPs add."""
+    t, b, f = costs[0].time_s, costs[0].bytes, costs[0].flops
+    for c in costs[1:]:
+        t, b, f = t + c.time_s, b + c.bytes, f + c.flops
+    return StepCost(t, b, f)
 
 
 def _mono(t: Table, scen: Scenario) -> np.ndarray:
