@@ -227,3 +227,31 @@ def test_mla_model_serves_with_its_absorbed_decode():
     assert float(dev.iteration(8, 500, 1, 512, 0).time_s) == pytest.approx(dec + pre, rel=1e-9)
     r = serve("deepseek-v2-lite", "h100-sxm", prompt=512, gen=128, concurrency=16)
     assert r.metrics["ttft_s"] > 0 and r.metrics["tpot_s"] > 0
+
+
+def test_serving_flags_without_a_concurrency_say_so(capsys):
+    code = 0
+    try:
+        main(["analyze", "llama-3-8b", "-H", "h100-sxm", "--engine", "sglang"])
+    except SystemExit as e:
+        code = e.code or 0
+    err = capsys.readouterr().err
+    assert code == 1 and "add --concurrency" in err and err.count("\n") == 1
+
+
+def test_disaggregated_pools_are_rate_matched():
+    # x prefill workers finish x·r_p requests/s; y = ⌈x·r_p / r_d⌉ decode workers at r_d = B / ((G − 1)·τ_d)
+    from llmath.deploy.disagg import disagg_grid, prefill_worker
+
+    dev = _device()
+    req = Requests(1024, 128)
+    w = prefill_worker(dev, engines.preset("vllm", H100), req)
+    g = disagg_grid(w, dev, req, 64, 8, 1, 1, 450e9, batches=np.array([16.0, 64.0]))
+    tau = dev.iteration(np.array([16.0, 64.0]), 1024 + 63).time_s
+    r_d = np.array([16.0, 64.0]) / (127 * tau)
+    for i in range(2):
+        for j, x in enumerate(g.prefill_workers[i]):
+            assert g.decode_workers[i, j] == np.ceil(x * w.requests_s / r_d[i])
+            assert g.throughput_tok_s[i, j] == pytest.approx(x * w.requests_s * 128)
+    # TTFT = the prefill worker's iteration + the prompt's KV (131,072 B × 1024) over 450 GB/s
+    assert g.ttft_s[0, 0] == pytest.approx(w.ttft_s + 131_072 * 1024 / 450e9)

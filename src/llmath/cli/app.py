@@ -286,7 +286,9 @@ def analyze(
         float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
     ] = None,
     rate: Annotated[float | None, typer.Option("--rate", help="Serve an open loop of this many requests/s.")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="vllm|sglang|trtllm|llama.cpp scheduler defaults.")] = "vllm",
+    engine: Annotated[
+        str | None, typer.Option("--engine", help="vllm|sglang|trtllm|llama.cpp scheduler defaults (default vllm).")
+    ] = None,
     prefix_hit: Annotated[
         float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")
     ] = 0.0,
@@ -320,6 +322,12 @@ def analyze(
     from llmath.analysis import analyze as run
 
     p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    serving_flags = (engine, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization, spec_method)
+    if concurrency is None and rate is None and (any(v is not None for v in serving_flags) or prefix_hit):
+        raise WorkloadError(
+            "--engine, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
+            " --concurrency C or --rate R (--batch B is a static batch)"
+        )
     if concurrency is not None or rate is not None:
         from llmath.deploy.service import serve
 
@@ -330,7 +338,7 @@ def analyze(
             gen=gen,
             concurrency=concurrency,
             rate=rate,
-            engine=engine,
+            engine=engine or "vllm",
             gpus=gpus,
             tp=tp,
             pp=pp,
