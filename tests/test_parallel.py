@@ -226,3 +226,15 @@ def test_a_group_beyond_the_scale_up_domain_uses_scale_out():
     send = next(c for c in plans[0].collectives if c.kind == "p2p")
     tp_ar = next(c for c in plans[0].collectives if c.name == "attn.all_reduce")
     assert not send.within(8) and tp_ar.within(8) and send.within(16)
+
+
+def test_collectives_are_rows_of_the_stage_report():
+    a = llmath.analyze("llama-3.1-70b", "h100-sxm", batch=4, gpus=4)
+    rows = [r for r in a.decode.ops if r.kind == "collective"]
+    assert {r.name for r in rows} == set(a.comm["decode"])
+    assert sum(r.time_s for r in rows) == pytest.approx(a.decode.comm_s)
+    # no overlap: the stage time is every operator's time plus every collective's
+    assert sum(r.time_s for r in a.decode.ops) == pytest.approx(a.decode.time_s)
+    # message of the attention all-reduce: B·T·D activations = 4 · 1 · 8192 · 2 bytes, once per layer (80)
+    ar = next(r for r in rows if r.name == "attn.all_reduce")
+    assert ar.bytes["comm"] == 4 * 8192 * 2 * 80

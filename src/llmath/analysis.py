@@ -140,6 +140,17 @@ def _op_row(prefix: str, c, bpe: dict[str, float]) -> OpRow:
     )
 
 
+def _collective_rows(prefix: str, colls, scenario: Scenario, spec: ModelSpec, p: Precision) -> list[OpRow]:
+    """Collectives as rows (kind ``collective``): their message bytes over all runs under ``comm``."""
+    rows = []
+    monos = scenario.monomials({t.mono for c in colls for t in c.message}, spec)
+    for c in colls:
+        nbytes = _num(sum(t.coef * monos[t.mono] for t in c.message) * c.count * p.act_bytes)
+        sig = f"{c.kind}(n={c.n}) " + " + ".join(t.sym for t in c.message)
+        rows.append(OpRow(prefix + c.name, "communication", "collective", sig, c.count, 0, 0, {"comm": nbytes}, 0.0))
+    return rows
+
+
 def stage_report(
     spec: ModelSpec,
     stage: str,
@@ -164,14 +175,13 @@ def stage_report(
     rows: list[OpRow] = []
     tot = dict.fromkeys(CLASSES, 0)
     parts = _parts(spec, stage, attention, layout)
-    per_part = []
-    for prefix, ops, _, mt, _, _ in parts:
+    for prefix, ops, _, mt, colls, _ in parts:
         costs = evaluate(ops, scenario, spec, mt)
-        per_part.append(len(costs))
         for c in costs:
             for k in CLASSES:
                 tot[k] = tot[k] + c.values.get(k, 0)
             rows.append(_op_row(prefix, c, bpe))
+        rows += _collective_rows(prefix, colls, scenario, spec, precision)
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
     flops = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
@@ -200,6 +210,10 @@ def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff,
             r.bound = "compute" if ci >= mi else "memory"
             i += 1
         comm = comm_costs(colls, scenario, spec, precision, topology(hw)) if layout is not None else []
+        for cc in comm:
+            r = rep.ops[i]
+            r.time_s, r.compute_s, r.memory_s, r.bound = cc.time_s, 0.0, 0.0, "communication"
+            i += 1
         stages.append(StageCost(idx, layers, times, float(comp.sum()), float(mem.sum()), float(times.sum()), comm))
     cost = PassCost(stages)
     rep.time_s = cost.time_s if layout is not None else float(stages[0].op_time_s.sum())
@@ -501,64 +515,42 @@ def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre: StageRep
     """TTFT, TPOT, throughput of the deployment: one replica's pass through the pipeline stages."""
     b = layout.replica_batch(w.batch)
     d = decode_totals(spec, layout, hw, w.precision, eff, w.attention, b, w.prefix + w.prompt, w.gen)
-    ttft, steps = pre.time_s, d["steps"]
-    e2e = ttft + d["total_s"]
-    tpot = d["total_s"] / steps if steps else 0.0
-    peak = hw.peak(w.precision.compute)
-    tput = w.batch * w.gen / e2e
-    return {
-        "ttft_s": ttft,
-        "tpot_s": tpot,
-        "tpot_first_s": d["first_s"] if steps else 0.0,
-        "tpot_last_s": d["last_s"] if steps else 0.0,
-        "decode_total_s": d["total_s"],
-        "e2e_s": e2e,
-        "throughput_tok_s": tput,
-        "throughput_tok_s_per_gpu": tput / layout.gpus,
-        "decode_throughput_tok_s": w.batch / tpot if tpot else None,
-        "per_sequence_tok_s": w.gen / e2e,
-        "prefill_tok_s": w.batch * w.prompt / ttft,
-        "utilisation": {
-            "prefill_flops_fraction": float(pre.flops["matmul"]) / ttft / peak,
-            "decode_bandwidth_fraction": float(dec.bytes["total"]) / d["first_s"] / hw.memory_bandwidth_bytes_per_s
-            if steps
-            else None,
-        },
-        "_decode_comm_s": d["comm_s"],
-    }
+    out = _serving(w, hw, layout.gpus, pre.time_s, d["total_s"], d["first_s"], d["last_s"], d["steps"],
+                   float(pre.flops["matmul"]), float(dec.bytes["total"]))  # fmt: skip
+    return out | {"_decode_comm_s": d["comm_s"]}
 
 
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
     t = table(spec, "decode", w.attention)
     d = decode_generation(t, hw, w.precision, eff, w.batch, w.prefix + w.prompt, w.gen)
-    steps = float(d.steps)
-    dec_total = float(d.total_s)
-    e2e = ttft + dec_total
-    tpot = dec_total / steps if steps else 0.0
-    pre = table(spec, "prefill", w.attention)
-    pvals = pre.values(Scenario(w.batch, w.prompt, w.prefix))
-    peak = hw.peak(w.precision.compute)
+    pvals = table(spec, "prefill", w.attention).values(Scenario(w.batch, w.prompt, w.prefix))
     pre_flops = float(pvals[..., CLASSES.index("flops")].sum())
-    # bytes moved by all decode steps: Σ over steps of the step's bytes (affine in the context)
     dvals = t.values(Scenario(w.batch, 1, w.prefix + w.prompt))
     dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
+    return _serving(w, hw, 1, ttft, float(d.total_s), float(d.first_s), float(d.last_s), float(d.steps), pre_flops,
+                    dbytes0)  # fmt: skip
+
+
+def _serving(w: Workload, hw: Hardware, gpus: int, ttft, dec_total, first, last, steps, pre_flops, dbytes0) -> dict:
+    """Serving metrics of a generation from its prefill time and decode-step sums (one GPU's path)."""
+    e2e = ttft + dec_total
+    tpot = dec_total / steps if steps else 0.0
+    peak = hw.peak(w.precision.compute)
     return {
         "ttft_s": ttft,
         "tpot_s": tpot,
-        "tpot_first_s": float(d.first_s) if steps else 0.0,
-        "tpot_last_s": float(d.last_s) if steps else 0.0,
+        "tpot_first_s": first if steps else 0.0,
+        "tpot_last_s": last if steps else 0.0,
         "decode_total_s": dec_total,
         "e2e_s": e2e,
         "throughput_tok_s": w.batch * w.gen / e2e,
-        "throughput_tok_s_per_gpu": w.batch * w.gen / e2e,  # one device
+        "throughput_tok_s_per_gpu": w.batch * w.gen / e2e / gpus,
         "decode_throughput_tok_s": w.batch / tpot if tpot else None,
         "per_sequence_tok_s": w.gen / e2e,
         "prefill_tok_s": w.batch * w.prompt / ttft,
         "utilisation": {
             "prefill_flops_fraction": pre_flops / ttft / peak,
-            "decode_bandwidth_fraction": dbytes0 / float(d.first_s) / hw.memory_bandwidth_bytes_per_s
-            if steps
-            else None,
+            "decode_bandwidth_fraction": dbytes0 / first / hw.memory_bandwidth_bytes_per_s if steps else None,
         },
     }
 
