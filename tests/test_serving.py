@@ -158,8 +158,8 @@ def test_cli_concurrency_json_keys(capsys):
 
 
 def test_every_serving_row_of_the_published_results_is_computed_or_skipped_with_a_reason():
+    from llmath.measure.published import _published_rows
     from llmath.measure.serving_validation import _setup, validate_serving
-    from llmath.measure.validate import _published_rows
 
     wanted = {r["id"] for r in _published_rows(None) if _setup(r) is not None}
     rep = validate_serving()

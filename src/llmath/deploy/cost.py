@@ -49,9 +49,9 @@ class CommCost:
     n: int
     count: int
     link: str
-    message_bytes: float
-    bus_bytes: float  # per run: bus factor × message
-    time_s: float  # all runs
+    message_bytes: Any  # float, or an array over a sweep
+    bus_bytes: Any  # per run: bus factor × message
+    time_s: Any  # all runs
     overlapped: bool
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,8 +96,8 @@ class PassCost:
     def total(self, attr: str) -> float:
         return sum(getattr(s, attr) for s in self.stages)
 
-    def comm_by_collective(self) -> dict[str, dict[str, float]]:
-        out: dict[str, dict[str, float]] = {}
+    def comm_by_collective(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
         for s in self.stages:
             for c in s.comm:
                 d = out.setdefault(c.name, {"kind": c.kind, "bytes": 0.0, "bus_bytes": 0.0, "time_s": 0.0})

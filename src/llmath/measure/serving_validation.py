@@ -56,7 +56,7 @@ def _setup(r: dict[str, Any]) -> str | None:
 def _compute(r: dict[str, Any], model: str, engine: str, setup: str) -> dict[str, Any]:
     """One published row, predicted: the serving report's metric against the measured value."""
     from llmath.deploy.service import serve
-    from llmath.measure.validate import _precision_for
+    from llmath.measure.published import _precision_for
 
     n_dev = int(r.get("n_devices") or 1)
     prec, assumed = _precision_for(r)
@@ -104,7 +104,8 @@ def _compute(r: dict[str, Any], model: str, engine: str, setup: str) -> dict[str
 def validate_serving(path: str | Path | None = None) -> dict[str, Any]:
     """Predicted vs published for every serving-setup row (see the module docstring)."""
     from llmath import hardware as hwmod
-    from llmath.measure.validate import _err_summary, _published_rows
+    from llmath.measure.published import _published_rows
+    from llmath.measure.published import err_summary as _err_summary
     from llmath.model import registry
 
     rows, skipped = [], []
