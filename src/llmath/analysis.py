@@ -22,7 +22,7 @@ import numpy as np
 from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, rank_table
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
-from llmath.errors import WorkloadError
+from llmath.errors import LayoutError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
@@ -408,6 +408,8 @@ def analyze(
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
         return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
                                efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
+    if overlap != "none":
+        raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
     w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
