@@ -223,7 +223,7 @@ def test_published_multi_device_rows_run_their_layout_and_unknown_batch_is_skipp
 
 
 def test_published_layout_read_from_the_row():
-    from llmath.measure.validate import _layout_for
+    from llmath.measure.published import _layout_for
 
     assert _layout_for({"n_devices": 1}) == {}
     assert _layout_for({"n_devices": 8, "notes": "serving one instance (tensor parallel 8)"})["tp"] == 8

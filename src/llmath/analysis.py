@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, rank_table
+from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, gpu_parts, rank_table
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import LayoutError, WorkloadError
@@ -30,7 +30,7 @@ from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Op, Scenario, Table, build_ops, evaluate, held_positions, table
+from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, held_positions, table
 from llmath.ops.params import ParamReport, param_report
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
@@ -68,9 +68,9 @@ class OpRow:
     kind: str
     signature: str
     count: int
-    flops: float
-    vflops: float
-    bytes: dict[str, float]
+    flops: Value
+    vflops: Value
+    bytes: dict[str, Value]
     intensity: float
     time_s: float | None = None
     compute_s: float | None = None
@@ -82,7 +82,7 @@ class OpRow:
 @dataclass
 class StageReport:
     stage: str
-    flops: dict[str, int]  # matmul, vector, total
+    flops: dict[str, Value]  # matmul, vector, total (Python ints for one scenario; arrays for a sweep)
     bytes: dict[str, float]  # weights, act_in, act_out, kv_read, kv_write, total
     intensity: float
     ops: list[OpRow]
@@ -107,19 +107,6 @@ def _num(v):
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
         return int(v)
     return v
-
-
-def _parts(spec: ModelSpec, stage: str, attention: str, layout: Layout | None):
-    """(row prefix, operators, table, moe_tokens, collectives, layers) of one GPU of each pipeline stage
-    (a single part on one device)."""
-    if layout is None:
-        return [("", build_ops(spec, stage, attention), None, 1, (), None)]
-    pre = layout.pp > 1
-    return [
-        (f"pp{p.index}/" if pre else "", p.ops, rank_table(spec, stage, attention, layout, p.index), p.moe_tokens,
-         p.collectives, (p.layers.start, p.layers.stop))
-        for p in rank_plans(spec, stage, attention, layout)
-    ]  # fmt: skip
 
 
 def _op_row(prefix: str, c, bpe: dict[str, float]) -> OpRow:
@@ -173,8 +160,8 @@ def stage_report(
         )
     bpe = precision.per_class
     rows: list[OpRow] = []
-    tot = dict.fromkeys(CLASSES, 0)
-    parts = _parts(spec, stage, attention, layout)
+    tot: dict[str, Value] = dict.fromkeys(CLASSES, 0)
+    parts = gpu_parts(spec, cast(Stage, stage), cast(Attention, attention), layout)
     for prefix, ops, _, mt, colls, _ in parts:
         costs = evaluate(ops, scenario, spec, mt)
         for c in costs:
@@ -184,14 +171,15 @@ def stage_report(
         rows += _collective_rows(prefix, colls, scenario, spec, precision)
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
-    flops = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
+    flops: dict[str, Value] = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
-    flash = parts if attention == "flash" else _parts(spec, stage, "flash", layout)
+    flash = parts if attention == "flash" else gpu_parts(spec, cast(Stage, stage), "flash", layout)
     flops["useful_matmul"] = sum(
         c.values.get("flops", 0) for _, ops, _, mt, _, _ in flash for c in evaluate(ops, scenario, spec, mt)
     )
     rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
     if hw is not None:
+        eff = eff if eff is not None else efficiency("expected", hw)
         _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff, layout)
     return rep
 
@@ -227,13 +215,13 @@ def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff,
 # ---- KV cache -------------------------------------------------------------------------------------
 
 
-def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int]:
+def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int | float]:
     """KV-cache elements one sequence position adds, per attention window, read off the K/V writers.
 
     ``layout="transformers"``: what transformers' cache holds (Falcon's new architecture caches K/V
     broadcast to all N query heads). ``ops``: another operator list of ``spec`` (one GPU's under a layout).
     """
-    out: dict[int | None, int] = {}
+    out: dict[int | None, int | float] = {}
     for op in build_ops(spec, "decode", "flash") if ops is None else ops:
         per = sum(t.coef for t in op.terms("kv_write") if t.mono == "BT") * op.count
         if per:
@@ -413,58 +401,61 @@ def analyze(
     w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes: list[str] = []
-    end = prefix + prompt + gen - 1
-    if spec.max_positions and end > spec.max_positions:
-        msg = (
-            f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
-            "the figures extrapolate the architecture past what it was trained for"
-        )
-        notes.append(msg)
-        warnings.warn(msg, stacklevel=2)
+    notes = _context_notes(spec, prefix + prompt + gen - 1)
     if hw is not None:
         hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
     params = param_report(spec)
     pre = stage_report(spec, "prefill", Scenario(batch, prompt, prefix), attention, w.precision, hw, eff)
     dec = stage_report(spec, "decode", Scenario(batch, 1, prefix + prompt), attention, w.precision, hw, eff)
-    p = w.precision
-    kv = {
-        "bytes": kv_cache_bytes(spec, batch, prefix + prompt, p),
-        "peak_bytes": kv_cache_bytes(spec, batch, end, p),
+    kv = _kv_summary(spec, w)
+    mem = memory_report(spec, params, w, hw, reserve_bytes)
+    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w), params, pre, dec, kv, mem, warnings=notes)
+    a.training = training_flops(spec, batch, prompt)
+    if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
+        a.efficiency = asdict(eff)
+        a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
+    return a
+
+
+def _context_notes(spec: ModelSpec, end: int) -> list[str]:
+    if not (spec.max_positions and end > spec.max_positions):
+        return []
+    msg = (
+        f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
+        "the figures extrapolate the architecture past what it was trained for"
+    )
+    warnings.warn(msg, stacklevel=3)
+    return [msg]
+
+
+def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
+    """KV cache after the prefill, at the end of the generation, and per position."""
+    p, end = w.precision, w.prefix + w.prompt + w.gen - 1
+    return {
+        "bytes": kv_cache_bytes(spec, w.batch, w.prefix + w.prompt, p),
+        "peak_bytes": kv_cache_bytes(spec, w.batch, end, p),
         "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
-        "positions_after_prefill": prefix + prompt,
+        "positions_after_prefill": w.prefix + w.prompt,
         "positions_at_end": end,
     }
-    mem = memory_report(spec, params, w, hw, reserve_bytes)
-    a = Analysis(
-        spec.name,
-        hw.name if hw else None,
-        {
-            "batch": batch,
-            "prompt": prompt,
-            "gen": gen,
-            "prefix": prefix,
-            "attention": attention,
-            "weights": p.weights,
-            "activations": p.activations,
-            "kv_dtype": p.kv,
-            "group_size": p.group_size,
-        },
-        params,
-        pre,
-        dec,
-        kv,
-        mem,
-        warnings=notes,
-    )
-    a.training = training_flops(spec, batch, prompt)
-    if hw is not None:
-        a.efficiency = asdict(eff)
-        a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
-    return a
+
+
+def _workload_dict(w: Workload) -> dict[str, Any]:
+    p = w.precision
+    return {
+        "batch": w.batch,
+        "prompt": w.prompt,
+        "gen": w.gen,
+        "prefix": w.prefix,
+        "attention": w.attention,
+        "weights": p.weights,
+        "activations": p.activations,
+        "kv_dtype": p.kv,
+        "group_size": p.group_size,
+    }
 
 
 def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, attention, precision,
@@ -480,7 +471,8 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     p = w.precision
     pre = stage_report(spec, "prefill", Scenario(b, prompt, prefix), attention, p, hw, eff, layout)
     dec = stage_report(spec, "decode", Scenario(b, 1, prefix + prompt), attention, p, hw, eff, layout)
-    stages, mems = [], []
+    stages: list[dict[str, Any]] = []
+    mems = []
     for plan in rank_plans(spec, "prefill", attention, layout):
         tab = rank_table(spec, "prefill", attention, layout, plan.index)
         m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (plan.ops, tab), b)
@@ -491,21 +483,21 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
                        "activation_bytes": m.activation_bytes, "per_gpu_bytes": m.total_bytes})  # fmt: skip
     mem = max(mems, key=lambda m: m.total_bytes)
     if mem.max_batch is not None:
-        mem.max_batch = min(m.max_batch for m in mems) * layout.dp
-        mem.max_context = min(m.max_context for m in mems)
-    a = analyze(spec, None, batch=batch, prompt=prompt, gen=gen, prefix=prefix, attention=attention,
-                precision=p)  # fmt: skip
-    a.hardware, a.prefill, a.decode, a.memory, a.efficiency = (hw.name if hw else None), pre, dec, mem, {}
-    a.workload.update(replica_batch=b)
+        mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
+        mem.max_context = min(int(m.max_context or 0) for m in mems)
+    notes = _context_notes(spec, prefix + prompt + gen - 1)
     if batch % layout.dp:
-        a.warnings.append(
+        notes.append(
             f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
             f"{b} sequences (the busiest), so the MoE layers see {b * layout.dp} tokens per step"
         )
-    deployment = sum(st["per_gpu_bytes"] for st in stages) * layout.tp * layout.dp
+    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w) | {"replica_batch": b}, param_report(spec),
+                 pre, dec, _kv_summary(spec, w), mem, warnings=notes)  # fmt: skip
+    a.training = training_flops(spec, batch, prompt)
+    deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
     a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
     a.comm = {"prefill": pre.comm, "decode": dec.comm}
-    if hw is not None:
+    if hw is not None and eff is not None:
         a.efficiency = asdict(eff)
         a.parallel["topology"] = topology(hw).to_dict()
         a.generation = _layout_generation(spec, hw, w, eff, layout, pre, dec)
@@ -516,7 +508,7 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
 def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre: StageReport, dec: StageReport) -> dict:
     """TTFT, TPOT, throughput of the deployment: one replica's pass through the pipeline stages."""
     b = layout.replica_batch(w.batch)
-    d = decode_totals(spec, layout, hw, w.precision, eff, w.attention, b, w.prefix + w.prompt, w.gen)
+    d = decode_totals(spec, layout, hw, w.precision, eff, cast(Attention, w.attention), b, w.prefix + w.prompt, w.gen)
     out = _serving(w, hw, layout.gpus, pre.time_s, d["total_s"], d["first_s"], d["last_s"], d["steps"],
                    float(pre.flops["matmul"]), float(dec.bytes["total"]))  # fmt: skip
     return out | {"_decode_comm_s": d["comm_s"]}
@@ -560,9 +552,11 @@ def _serving(w: Workload, hw: Hardware, gpus: int, ttft, dec_total, first, last,
 def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
     """A training step on B sequences of ``seq`` tokens: the forward with logits at every position, and
     forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation."""
-    fwd = sum(
-        c.values.get("flops", 0)
-        for c in evaluate(build_ops(spec, "prefill", "flash"), Scenario(batch, seq, 0, logits="all"), spec)
+    fwd = int(
+        sum(
+            c.values.get("flops", 0)
+            for c in evaluate(build_ops(spec, "prefill", "flash"), Scenario(batch, seq, 0, logits="all"), spec)
+        )
     )
     return {"tokens": batch * seq, "forward_matmul": fwd, "step_matmul": 3 * fwd, "step_matmul_recompute": 4 * fwd}
 

@@ -38,7 +38,7 @@ def _moe(spec: ModelSpec, L: Layout, n: int, first: int) -> list[Collective]:
             if T == 1
             else [Collective("moe.all_reduce", "all_reduce", T, T, n, _msg(Fr(D), "BT", "D"), "tp", first=first)]
         )
-    k = spec.moe.top_k if E > 1 else 1
+    k = spec.moe.top_k if E > 1 and spec.moe is not None else 1
     share = Fr(k * D, T)  # elements this rank sends per replica token
     tbo = L.overlap == "tbo"
     out = []

@@ -93,9 +93,12 @@ def _scale(terms: tuple[Term, ...], f: Fr) -> tuple[Term, ...]:
         return terms
     out = []
     for t in terms:
-        c = t.coef * f
         sym = f"{t.sym}/{f.denominator}" if f.numerator == 1 else f"{t.sym}·{f}"
-        out.append(Term(int(c) if c.denominator == 1 else float(c), t.mono, sym))
+        if isinstance(t.coef, int):
+            c = t.coef * f
+            out.append(Term(int(c) if c.denominator == 1 else float(c), t.mono, sym))
+        else:
+            out.append(Term(t.coef * float(f), t.mono, sym))
     return tuple(out)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
-from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, experts_hit, mono_text
+from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, Value, experts_hit, mono_text
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class OpCost:
     """One operator's totals over its ``count`` runs, in FLOPs and elements per class."""
 
     op: Op
-    values: dict[str, object]  # class -> total (FLOPs or elements)
+    values: dict[str, Value]  # class -> total (FLOPs or elements)
 
 
 def evaluate(ops: tuple[Op, ...], scenario: Scenario, spec: ModelSpec, moe_tokens: int = 1) -> list[OpCost]:
@@ -31,9 +31,9 @@ def evaluate(ops: tuple[Op, ...], scenario: Scenario, spec: ModelSpec, moe_token
         mv = {k: np.broadcast_to(v, shape) for k, v in mv.items()}
     out = []
     for op in ops:
-        vals: dict[str, object] = {}
+        vals: dict[str, Value] = {}
         for cls, terms in op.costs:
-            tot = 0
+            tot: Value = 0
             for t in terms:
                 tot = tot + t.coef * mv[t.mono]
             vals[cls] = tot * op.count
@@ -47,7 +47,8 @@ def explain(op: Op, scenario: Scenario, spec: ModelSpec, cls: str = "flops") -> 
     if not terms:
         return ""
     mv = scenario.monomials({t.mono for t in terms}, spec)
-    parts, total = [], 0
+    parts: list[str] = []
+    total: Value = 0
     for t in terms:
         v = mv[t.mono]
         total = total + t.coef * v
@@ -93,6 +94,8 @@ class Table:
     def experts_hit(self, batch_tokens):
         """Expected distinct experts hit by the MoE layer's tokens (``batch_tokens`` × ``moe_tokens``)."""
         m = self.spec.moe
+        if m is None:  # pragma: no cover - only MoE tables ask
+            raise AssertionError("experts_hit on a dense model")
         return experts_hit(np.asarray(batch_tokens, dtype=float) * self.moe_tokens, m.n_experts, m.top_k)
 
     def monomial_matrix(self, scenario: Scenario) -> np.ndarray:
