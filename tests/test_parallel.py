@@ -197,6 +197,8 @@ def test_two_batch_overlap_hides_all_to_all_only():
     assert b.prefill.time_s < a.prefill.time_s  # ... but the all-to-all hides behind compute
     with pytest.raises(LayoutError, match="needs --ep > 1"):
         make_layout(resolve(spec), tp=2, overlap="tbo")
+    with pytest.raises(LayoutError, match="applies to multi-GPU layouts"):
+        llmath.analyze(spec, "h100-sxm", overlap="tbo")
 
 
 def test_topology_read_from_the_registry_or_derived():

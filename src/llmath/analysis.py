@@ -19,10 +19,10 @@ from typing import Any, cast
 
 import numpy as np
 
-from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, rank_table
+from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, gpu_parts, rank_table
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
-from llmath.errors import WorkloadError
+from llmath.errors import LayoutError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
@@ -30,7 +30,7 @@ from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Attention, Op, Scenario, Table, Value, build_ops, evaluate, held_positions, table
+from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, held_positions, table
 from llmath.ops.params import ParamReport, param_report
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
@@ -109,19 +109,6 @@ def _num(v):
     return v
 
 
-def _parts(spec: ModelSpec, stage: str, attention: str, layout: Layout | None):
-    """(row prefix, operators, table, moe_tokens, collectives, layers) of one GPU of each pipeline stage
-    (a single part on one device)."""
-    if layout is None:
-        return [("", build_ops(spec, stage, attention), None, 1, (), None)]
-    pre = layout.pp > 1
-    return [
-        (f"pp{p.index}/" if pre else "", p.ops, rank_table(spec, stage, attention, layout, p.index), p.moe_tokens,
-         p.collectives, (p.layers.start, p.layers.stop))
-        for p in rank_plans(spec, stage, attention, layout)
-    ]  # fmt: skip
-
-
 def _op_row(prefix: str, c, bpe: dict[str, float]) -> OpRow:
     b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
     fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
@@ -174,7 +161,7 @@ def stage_report(
     bpe = precision.per_class
     rows: list[OpRow] = []
     tot: dict[str, Value] = dict.fromkeys(CLASSES, 0)
-    parts = _parts(spec, stage, attention, layout)
+    parts = gpu_parts(spec, cast(Stage, stage), cast(Attention, attention), layout)
     for prefix, ops, _, mt, colls, _ in parts:
         costs = evaluate(ops, scenario, spec, mt)
         for c in costs:
@@ -186,19 +173,19 @@ def stage_report(
     byts["total"] = _num(sum(byts.values()))
     flops: dict[str, Value] = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
-    flash = parts if attention == "flash" else _parts(spec, stage, "flash", layout)
+    flash = parts if attention == "flash" else gpu_parts(spec, cast(Stage, stage), "flash", layout)
     flops["useful_matmul"] = sum(
         c.values.get("flops", 0) for _, ops, _, mt, _, _ in flash for c in evaluate(ops, scenario, spec, mt)
     )
     rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
     if hw is not None:
+        eff = eff if eff is not None else efficiency("expected", hw)
         _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff, layout)
     return rep
 
 
 def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff, layout) -> None:
     """Roofline times per row; with a layout, each stage's collectives on the topology as well."""
-    eff = eff if eff is not None else efficiency("expected", hw)
     stages, i = [], 0
     for idx, (_, _, tab, _, colls, layers) in enumerate(parts):
         t = tab if tab is not None else table(spec, stage, attention)
@@ -409,18 +396,12 @@ def analyze(
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
         return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
                                efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
+    if overlap != "none":
+        raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
     w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes: list[str] = []
-    end = prefix + prompt + gen - 1
-    if spec.max_positions and end > spec.max_positions:
-        msg = (
-            f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
-            "the figures extrapolate the architecture past what it was trained for"
-        )
-        notes.append(msg)
-        warnings.warn(msg, stacklevel=2)
+    notes = _context_notes(spec, prefix + prompt + gen - 1)
     if hw is not None:
         hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
     params = param_report(spec)
@@ -434,6 +415,17 @@ def analyze(
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
     return a
+
+
+def _context_notes(spec: ModelSpec, end: int) -> list[str]:
+    if not (spec.max_positions and end > spec.max_positions):
+        return []
+    msg = (
+        f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
+        "the figures extrapolate the architecture past what it was trained for"
+    )
+    warnings.warn(msg, stacklevel=3)
+    return [msg]
 
 
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
@@ -480,7 +472,7 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     pre = stage_report(spec, "prefill", Scenario(b, prompt, prefix), attention, p, hw, eff, layout)
     dec = stage_report(spec, "decode", Scenario(b, 1, prefix + prompt), attention, p, hw, eff, layout)
     stages: list[dict[str, Any]] = []
-    mems: list[MemoryReport] = []
+    mems = []
     for plan in rank_plans(spec, "prefill", attention, layout):
         tab = rank_table(spec, "prefill", attention, layout, plan.index)
         m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (plan.ops, tab), b)
@@ -490,17 +482,19 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
                        "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
                        "activation_bytes": m.activation_bytes, "per_gpu_bytes": m.total_bytes})  # fmt: skip
     mem = max(mems, key=lambda m: m.total_bytes)
-    if mem.max_batch is not None:  # every stage was sized on the same hardware: all are set
-        mem.max_batch = min(m.max_batch or 0 for m in mems) * layout.dp
-        mem.max_context = min(m.max_context or 0 for m in mems)
-    a = analyze(spec, None, batch=batch, prompt=prompt, gen=gen, prefix=prefix, attention=attention,
-                precision=p)  # fmt: skip
-    a.hardware, a.prefill, a.decode, a.memory, a.efficiency = (hw.name if hw else None), pre, dec, mem, {}
-    a.workload.update(replica_batch=b)
+    if mem.max_batch is not None:
+        mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
+        mem.max_context = min(int(m.max_context or 0) for m in mems)
+    notes = _context_notes(spec, prefix + prompt + gen - 1)
     if batch % layout.dp:
-        msg = f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
-        a.warnings.append(msg + f"{b} sequences (the busiest), so the MoE layers see {b * layout.dp} tokens per step")
-    deployment = sum(st["per_gpu_bytes"] for st in stages) * layout.tp * layout.dp
+        notes.append(
+            f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
+            f"{b} sequences (the busiest), so the MoE layers see {b * layout.dp} tokens per step"
+        )
+    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w) | {"replica_batch": b}, param_report(spec),
+                 pre, dec, _kv_summary(spec, w), mem, warnings=notes)  # fmt: skip
+    a.training = training_flops(spec, batch, prompt)
+    deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
     a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
     a.comm = {"prefill": pre.comm, "decode": dec.comm}
     if hw is not None and eff is not None:

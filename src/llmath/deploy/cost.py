@@ -28,7 +28,7 @@ from llmath.hardware.roofline import Efficiency, decode_generation, stage_times
 from llmath.hardware.topology import Topology, topology
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
-from llmath.ops import Scenario, Table, compile_table
+from llmath.ops import Scenario, Table, build_ops, compile_table
 from llmath.ops.core import Attention, Stage
 
 
@@ -37,6 +37,19 @@ def rank_table(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     """The coefficient table of one rank of pipeline stage ``index`` (cached like :func:`llmath.ops.table`)."""
     plan = rank_plans(spec, stage, attention, layout)[index]
     return compile_table(spec, plan.ops, plan.moe_tokens)
+
+
+def gpu_parts(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout | None) -> list[tuple]:
+    """(row prefix, operators, table, moe_tokens, collectives, layers) of one GPU of each pipeline stage;
+    without a layout, the single device's operators (table None: the cached :func:`llmath.ops.table`)."""
+    if layout is None:
+        return [("", build_ops(spec, stage, attention), None, 1, (), None)]
+    pre = layout.pp > 1
+    return [
+        (f"pp{p.index}/" if pre else "", p.ops, rank_table(spec, stage, attention, layout, p.index), p.moe_tokens,
+         p.collectives, (p.layers.start, p.layers.stop))
+        for p in rank_plans(spec, stage, attention, layout)
+    ]  # fmt: skip
 
 
 @dataclass
@@ -49,7 +62,7 @@ class CommCost:
     n: int
     count: int
     link: str
-    message_bytes: Any  # float, or an array over a sweep
+    message_bytes: Any  # float; arrays over a sweep
     bus_bytes: Any  # per run: bus factor × message
     time_s: Any  # all runs
     overlapped: bool

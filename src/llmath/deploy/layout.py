@@ -125,8 +125,8 @@ def _suggest(spec: ModelSpec, gpus: int) -> str:
 
 def _default_ep(spec: ModelSpec, ranks: int) -> int:
     """The largest expert-parallel degree ≤ ranks dividing both the experts and the ranks."""
-    experts = spec.moe.n_experts if spec.moe is not None else 1
-    return max(d for d in _divisors(ranks) if experts % d == 0)
+    n = spec.moe.n_experts if spec.moe is not None else 1
+    return max(d for d in _divisors(ranks) if n % d == 0)
 
 
 def make_layout(

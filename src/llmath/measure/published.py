@@ -81,17 +81,6 @@ def _precision_for(r: Mapping[str, Any]):
     return Precision(weights=w, activations=act, kv=kv), assumed
 
 
-def _layout_for(r: Mapping[str, Any]) -> dict[str, int]:
-    """The layout a multi-GPU row states ("TP=4", "tensor parallel 8" in its notes), else TP = n_devices;
-    experts TP-sharded (ep = 1) as the engines of these rows ran them. One device: no layout."""
-    n = int(r.get("n_devices") or 1)
-    if n == 1:
-        return {}
-    m = re.search(r"\b(?:TP\s*=?\s*|tensor[- ]parallel(?:ism)?\s*(?:=\s*)?)(\d+)", str(r.get("notes") or ""))
-    tp = int(m.group(1)) if m else n
-    return {"gpus": n, "tp": tp, "ep": 1}
-
-
 def _skip_reason(r: Mapping[str, Any]) -> str | None:
     """Why llmath cannot predict a published row, or ``None`` when it can."""
     from llmath import hardware as hwmod
@@ -106,6 +95,16 @@ def _skip_reason(r: Mapping[str, Any]) -> str | None:
         (r.get("prompt") is None or r.get("gen") is None, "prompt or output length not stated"),
     )
     return next((reason for failed, reason in checks if failed), None)
+
+
+def _layout_for(r: Mapping[str, Any]) -> dict[str, int]:
+    """The layout a multi-GPU row states ("TP=4", "tensor parallel 8" in its notes), else TP = n_devices;
+    experts TP-sharded (ep = 1) as the engines of these rows ran them. One device: no layout."""
+    n = int(r.get("n_devices") or 1)
+    if n == 1:
+        return {}
+    m = re.search(r"\b(?:TP\s*=?\s*|tensor[- ]parallel(?:ism)?\s*(?:=\s*)?)(\d+)", str(r.get("notes") or ""))
+    return {"gpus": n, "tp": int(m.group(1)) if m else n, "ep": 1}
 
 
 def _predict(r: Mapping[str, Any]) -> dict[str, Any]:

@@ -67,7 +67,7 @@ TermSpec = tuple[int, str, str]  # (coefficient, monomial, coefficient over the 
 class Term:
     """``coef`` × monomial. ``sym`` writes the coefficient over the model's letters (e.g. ``2·D·N·H``)."""
 
-    coef: int | float  # float for a rank's share of a sharded operator (parallel layouts)
+    coef: int | float  # an int for one device; a rank's share of an operator may be a fraction (deploy/shard)
     mono: str
     sym: str
 

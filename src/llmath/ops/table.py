@@ -94,8 +94,8 @@ class Table:
     def experts_hit(self, batch_tokens):
         """Expected distinct experts hit by the MoE layer's tokens (``batch_tokens`` × ``moe_tokens``)."""
         m = self.spec.moe
-        if m is None:  # pragma: no cover - only MoE tables have an experts-hit monomial
-            return np.zeros_like(np.asarray(batch_tokens, dtype=float))
+        if m is None:  # pragma: no cover - only MoE tables ask
+            raise AssertionError("experts_hit on a dense model")
         return experts_hit(np.asarray(batch_tokens, dtype=float) * self.moe_tokens, m.n_experts, m.top_k)
 
     def monomial_matrix(self, scenario: Scenario) -> np.ndarray:
