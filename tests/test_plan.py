@@ -139,3 +139,10 @@ def test_layouts_are_searched_and_pins_honoured():
     assert all(x["tp"] == 4 for x in pinned.pareto)
     two = plan("llama-3-8b", "h100-sxm", gpus=8, prompt=512, gen=64, tp=1, dp=2)
     assert all(x["dp"] == 2 and x["gpus_used"] == 2 for x in two.pareto)
+
+
+def test_the_package_exports_serve_and_plan():
+    import llmath
+    from llmath.deploy.service import serve
+
+    assert llmath.plan is plan and llmath.serve is serve
