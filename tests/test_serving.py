@@ -255,3 +255,14 @@ def test_disaggregated_pools_are_rate_matched():
             assert g.throughput_tok_s[i, j] == pytest.approx(x * w.requests_s * 128)
     # TTFT = the prefill worker's iteration + the prompt's KV (131,072 B × 1024) over 450 GB/s
     assert g.ttft_s[0, 0] == pytest.approx(w.ttft_s + 131_072 * 1024 / 450e9)
+
+
+def test_enforce_eager_charges_eager_launches_in_decode(capsys):
+    # without CUDA graphs every decode kernel pays the eager launch overhead: TPOT grows
+    def tpot(*extra):
+        main(
+            ["analyze", "llama-3.2-1b", "-H", "h100-sxm", "-c", "4", "--prompt", "256", "--gen", "64", "--json", *extra]
+        )
+        return json.loads(capsys.readouterr().out)["tpot_s"]
+
+    assert tpot("--enforce-eager") > tpot()

@@ -301,6 +301,9 @@ def analyze(
     gpu_memory_utilization: Annotated[
         float | None, typer.Option("--gpu-memory-utilization", help="Override the engine's memory fraction.")
     ] = None,
+    enforce_eager: Annotated[
+        bool, typer.Option("--enforce-eager", help="Serving: no CUDA graphs (eager kernel launches in decode).")
+    ] = False,
     spec_method: Annotated[
         str | None, typer.Option("--spec-method", help="Speculative decoding: draft | eagle | mtp.")
     ] = None,
@@ -323,7 +326,8 @@ def analyze(
 
     p = _precision(dtype, weights, activations, kv_dtype, group_size)
     serving_flags = (engine, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization, spec_method)
-    if concurrency is None and rate is None and (any(v is not None for v in serving_flags) or prefix_hit):
+    unused = any(v is not None for v in serving_flags) or prefix_hit or enforce_eager
+    if concurrency is None and rate is None and unused:
         raise WorkloadError(
             "--engine, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
             " --concurrency C or --rate R (--batch B is a static batch)"
@@ -353,6 +357,7 @@ def analyze(
             max_num_seqs=max_num_seqs,
             gpu_memory_utilization=gpu_memory_utilization,
             cuda_graph_bytes=reserve_gb * 1e9 if reserve_gb else None,
+            cuda_graphs=False if enforce_eager else None,
             speculation=_speculation(spec_method, spec_tokens, acceptance, draft_model),
         )
         if json_:
