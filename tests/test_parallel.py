@@ -240,3 +240,35 @@ def test_collectives_are_rows_of_the_stage_report():
     # message of the attention all-reduce: B·T·D activations = 4 · 1 · 8192 · 2 bytes, once per layer (80)
     ar = next(r for r in rows if r.name == "attn.all_reduce")
     assert ar.bytes["comm"] == 4 * 8192 * 2 * 80
+
+
+@pytest.mark.parametrize(
+    "name,kw,expected",
+    [
+        # TP-sharded experts, one replica: the MoE layer ends in the TP all-reduce, like a dense FFN
+        ("mixtral-8x7b", dict(tp=2), {"attn.all_reduce": 2, "moe.all_reduce": 2, "embed.all_reduce": 2,
+                                       "lm_head.all_gather": 2}),
+        # attention-DP 8, experts EP 8 (expert-TP 1): only the dispatch/combine all-to-alls
+        ("deepseek-v3", dict(gpus=8, ep=8, dp=8), {"moe.dispatch": 8, "moe.combine": 8}),
+        # tp 2 x dp 4, ep 4 -> expert-TP 2: all-to-all over 4 groups, gather/scatter within 2, TP all-reduce
+        ("deepseek-v3", dict(gpus=8, tp=2, ep=4), {"embed.all_reduce": 2, "attn.all_reduce": 2, "ffn.all_reduce": 2,
+                                                   "moe.dispatch": 4, "moe.all_gather": 2, "moe.reduce_scatter": 2,
+                                                   "moe.combine": 4, "moe.all_reduce": 2, "lm_head.all_gather": 2}),
+        # dp 4, ep 1 -> experts sharded over all 4 GPUs (expert-TP 4): gather every replica's tokens, scatter back
+        ("mixtral-8x7b", dict(gpus=4, dp=4, ep=1), {"moe.all_gather": 4, "moe.reduce_scatter": 4}),
+    ],
+)  # fmt: skip
+def test_collectives_of_each_layout(name, kw, expected):
+    spec = resolve(name)
+    (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, **kw))
+    assert {c.name: c.n for c in plan.collectives} == expected
+
+
+def test_all_to_all_message_by_hand():
+    # DeepSeek-V3 at ep 8, dp 8 (tp 1): each GPU sends its B·T tokens to their k = 8 experts, D = 7168 wide,
+    # in each of the 58 MoE layers: 8 · 7168 = 57,344 elements per token per layer; bf16 -> 2 bytes
+    a = llmath.analyze("deepseek-v3", "h200", batch=16, prompt=64, gen=2, gpus=8, ep=8, dp=8)
+    B, T = 16 // 8, 64
+    assert a.comm["prefill"]["moe.dispatch"]["bytes"] == B * T * 8 * 7168 * 2 * 58
+    # bus bytes: (n-1)/n of the message for an all-to-all (NCCL PERFORMANCE.md)
+    assert a.comm["prefill"]["moe.dispatch"]["bus_bytes"] == pytest.approx(B * T * 8 * 7168 * 2 * 58 * 7 / 8)

@@ -240,7 +240,9 @@ def analysis_human(a, top: int = 8) -> None:
     c.print(
         f"[b]{a.model}[/b] on [b]{a.hardware or 'no hardware'}[/b]: batch {w['batch']}, prompt {w['prompt']}, "
         f"gen {w['gen']}, attention {w['attention']}, weights {w['weights']} / activations {w['activations']} / "
-        f"KV {w['kv_dtype']}" + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
+        f"KV {w['kv_dtype']}"
+        + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
+        + (f" ({a.efficiency['rule']})" if a.efficiency.get("rule") else "")
     )
     p = a.params
     line = f"params {p.total:,}"
@@ -255,7 +257,9 @@ def analysis_human(a, top: int = 8) -> None:
     )
     if a.parallel:
         _layout_lines(c, a)
-    t = Table(title="stages" + (" (per GPU: one GPU of each pipeline stage)" if a.parallel else ""))
+    t = Table(
+        title="stages" + (" (per GPU; with pp > 1 summed over one GPU of each pipeline stage)" if a.parallel else "")
+    )
     for col in ("stage", "matmul FLOPs", "vector FLOPs", "bytes", "weights", "KV read", "intensity", "time", "bound"):
         t.add_column(col, justify="left" if col == "stage" else "right")
     if a.parallel:
@@ -337,7 +341,7 @@ def _layout_lines(c, a) -> None:
     par = a.parallel
     c.print(
         f"layout: {par['gpus']} GPUs = tp {par['tp']} × pp {par['pp']} × dp {par['dp']}; experts ep {par['ep']} × "
-        f"expert-tp {par['expert_tp']}; {par['replica_batch']} sequences per replica; overlap {par['overlap']}"
+        f"expert-tp {par['expert_tp']}; batch per replica {par['replica_batch']}; overlap {par['overlap']}"
         + (f" ({par['chosen']})" if par["chosen"] != "given" else "")
     )
     if par.get("topology"):
@@ -346,7 +350,7 @@ def _layout_lines(c, a) -> None:
         c.print(
             f"topology: {up['kind']} {si(up['bytes_per_s'], 'B/s')} per GPU per direction within {up['domain']} GPUs, "
             f"{out_['kind']} {si(out_['bytes_per_s'], 'B/s')} beyond"
-            + (" (derived; see --json)" if tp_["derived"] else "")
+            + (" (assumptions: --json parallel.topology.derived)" if tp_["derived"] else "")
         )
     for st in par["stages"]:
         c.print(
