@@ -266,3 +266,33 @@ def test_enforce_eager_charges_eager_launches_in_decode(capsys):
         return json.loads(capsys.readouterr().out)["tpot_s"]
 
     assert tpot("--enforce-eager") > tpot()
+
+
+def test_output_length_mixture_moments():
+    # half 64 and half 512 tokens after a 1024-token prompt:
+    # E[G] = (64 + 512)/2 = 288; E[G − 1] = 287; decoding context = 1024 + (63·31 + 511·255)/(63 + 511)
+    r = Requests(1024, 1, gen_dist=((64, 0.5), (512, 0.5)))
+    assert r.mean_gen == 288 and r.decode_steps == 287 and r.max_gen == 512
+    assert r.decode_context == pytest.approx(1024 + (63 * 31 + 511 * 255) / (63 + 511))
+    # KV counted per resident request, weighted by lifetime ∝ G: reserve (64·1087 + 512·1535)/576
+    assert r.kv_positions(True) == pytest.approx((64 * 1087 + 512 * 1535) / 576)
+    # a one-point distribution is the fixed length
+    one, fixed = Requests(1024, 1, gen_dist=((256, 1.0),)), Requests(1024, 256)
+    dev, eng = _device(), engines.preset("vllm", H100)
+    a = steady_state(dev, eng, one, [1, 64], 300)
+    b = steady_state(dev, eng, fixed, [1, 64], 300)
+    assert np.allclose(a.tpot_s, b.tpot_s) and np.allclose(a.ttft_s, b.ttft_s)
+    with pytest.raises(WorkloadError, match="gen_dist"):
+        Requests(1024, 1, gen_dist=((0, 1.0),))
+
+
+def test_output_length_mixture_agrees_with_the_simulation():
+    # bound: TTFT, TPOT, e2e and throughput within 5% (the simulation draws the lengths in an evenly mixed order)
+    dev = _device()
+    eng = engines.preset("vllm", H100)
+    req = Requests(1024, 1, gen_dist=((64, 0.5), (512, 0.5)))
+    mem = memory(dev, eng, req)
+    ss = steady_state(dev, eng, req, [32], mem.max_resident)
+    sim = simulate(dev, eng, req, 32, mem.max_resident, iterations=2000)
+    for k in ("ttft_s", "tpot_s", "e2e_s", "throughput_tok_s"):
+        assert getattr(ss, k)[0] == pytest.approx(getattr(sim, k), rel=0.05), k

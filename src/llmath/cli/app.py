@@ -73,6 +73,20 @@ def _precision(dtype: str, weights: str | None, activations: str | None, kv: str
     return Precision(weights or dtype, activations or dtype, kv or dtype, group_size=group)
 
 
+def _gen_dist(text: str | None) -> tuple[tuple[int, float], ...]:
+    """'64:0.5,512:0.5' -> ((64, 0.5), (512, 0.5)); a malformed entry is a one-line error."""
+    out = []
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        g, _, w = item.partition(":")
+        try:
+            out.append((int(g), float(w or 1)))
+        except ValueError:
+            raise WorkloadError(f"--gen-dist entry {item!r} must be LENGTH:WEIGHT, e.g. 64:0.5") from None
+    return tuple(out)
+
+
 def _speculation(method: str | None, k: int, acceptance: float | None, draft: str | None):
     if method is None:
         return None
@@ -301,6 +315,9 @@ def analyze(
     gpu_memory_utilization: Annotated[
         float | None, typer.Option("--gpu-memory-utilization", help="Override the engine's memory fraction.")
     ] = None,
+    gen_dist: Annotated[
+        str | None, typer.Option("--gen-dist", help="Serving: output lengths 'G:weight,...' (e.g. 64:0.5,512:0.5).")
+    ] = None,
     enforce_eager: Annotated[
         bool, typer.Option("--enforce-eager", help="Serving: no CUDA graphs (eager kernel launches in decode).")
     ] = False,
@@ -326,7 +343,7 @@ def analyze(
 
     p = _precision(dtype, weights, activations, kv_dtype, group_size)
     serving_flags = (engine, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization, spec_method)
-    unused = any(v is not None for v in serving_flags) or prefix_hit or enforce_eager
+    unused = any(v is not None for v in serving_flags) or prefix_hit or enforce_eager or gen_dist
     if concurrency is None and rate is None and unused:
         raise WorkloadError(
             "--engine, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
@@ -350,6 +367,7 @@ def analyze(
             dp=dp,
             overlap=overlap,
             prefix_hit=prefix_hit,
+            gen_dist=_gen_dist(gen_dist),
             precision=p,
             attention=attention.value,
             efficiency_mode=efficiency.value,

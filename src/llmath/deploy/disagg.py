@@ -92,9 +92,9 @@ def disagg_grid(
     if batches is None:
         batches = np.unique(np.geomspace(1, max(max_decode_batch, 1), 128).round())
     B = np.asarray(batches, dtype=float)[:, None]
-    ctx = req.prompt + max(req.gen - 2, 0) / 2
+    ctx = req.decode_context
     tau = dec.iteration(B, ctx).time_s
-    steps = max(req.gen - 1, 1)
+    steps = max(req.decode_steps, 1.0)
     r_d = B / (steps * tau)
     x = np.arange(1, max(gpus // g_prefill, 1) + 1, dtype=float)[None, :]
     y = np.ceil(x * pre.requests_s / r_d)
@@ -110,7 +110,7 @@ def disagg_grid(
         np.broadcast_to(used, shape),
         np.full(shape, pre.ttft_s + t_kv),
         np.broadcast_to(tau, shape),
-        np.broadcast_to(rate * req.gen, shape),
+        np.broadcast_to(rate * req.mean_gen, shape),
         t_kv,
         pre.ttft_s,
     )

@@ -217,7 +217,7 @@ def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fm
         pp=dec.pp,
         ep=dec.ep,
         dp=g.decode_workers[ok],
-        concurrency=thr / req.gen * (g.ttft_s[ok] + (req.gen - 1) * g.tpot_s[ok]),  # Little's law
+        concurrency=thr / req.mean_gen * (g.ttft_s[ok] + req.decode_steps * g.tpot_s[ok]),  # Little's law
         ttft_s=g.ttft_s[ok],
         tpot_s=g.tpot_s[ok],
         throughput_tok_s=thr,
@@ -284,6 +284,7 @@ def plan(
     engine: str = "vllm",
     cost_per_gpu_hour: float | None = None,
     prefix_hit: float = 0.0,
+    gen_dist: tuple[tuple[int, float], ...] = (),
     kv_dtype: str | None = None,
     attention: str = "flash",
     efficiency_mode: str = "expected",
@@ -302,7 +303,7 @@ def plan(
             raise WorkloadError(f"{name} {v!r} must be > 0")
     spec = resolve(model)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    req = Requests(prompt, gen, prefix_hit)
+    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist))
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
     cols: list = []

@@ -50,6 +50,7 @@ def serve(
     dp: int | None = None,
     overlap: str = "none",
     prefix_hit: float = 0.0,
+    gen_dist: tuple[tuple[int, float], ...] = (),
     precision: Precision | None = None,
     attention: str = "flash",
     efficiency_mode: str = "expected",
@@ -68,7 +69,7 @@ def serve(
     p = precision or Precision()
     hw.peak(p.compute)
     eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)
-    req = Requests(prompt, gen, prefix_hit)
+    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist))
     dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout)
     mem = memory(dev, eng, req)
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
@@ -92,6 +93,8 @@ def serve(
 def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes) -> ServingReport:
     work: dict[str, Any] = {"prompt": req.prompt, "gen": req.gen, "prefix_hit": req.prefix_hit}
     work.update({"concurrency": c * dev.dp, "rate": rate})
+    if req.gen_dist:
+        work.update({"gen_dist": [list(x) for x in req.gen_dist], "mean_gen": req.mean_gen})
     work.update({"weights": p.weights, "activations": p.activations, "kv_dtype": p.kv, "attention": attention})
     if speculation:
         work["speculation"] = {"method": speculation.method, "k": speculation.k, "acceptance": speculation.acceptance}

@@ -15,8 +15,9 @@ concurrency with numpy, not an iteration-by-iteration simulation. Why:
 **The model** (all lengths in tokens; times from the operator table through :class:`.step.Device`):
 
 * a request has P prompt tokens, of which a fraction ``prefix_hit`` is already cached (its KV is reused, not
-  recomputed: P' = P − ⌊h·P⌋ are prefilled), and G output tokens; the prefill's last chunk yields token 1,
-  then G − 1 decode iterations (one token each) follow;
+  recomputed: P' = P − ⌊h·P⌋ are prefilled), and G output tokens (or a mixture of lengths: below, G − 1 reads
+  E[G − 1] and the contexts and KV sizes their weighted means, :class:`Requests`); the prefill's last chunk
+  yields token 1, then G − 1 decode iterations (one token each) follow;
 * the engine holds at most ``B_max = min(max_num_seqs, KV pool / KV bytes a request counts)`` requests: its
   final KV at P + G − 1 positions where admission reserves it (TensorRT-LLM's GUARANTEED_NO_EVICT), its mean
   over a lifetime (P + (G − 1)/2 positions) where blocks are allocated on demand (vLLM, SGLang; preemption
@@ -45,10 +46,11 @@ concurrency with numpy, not an iteration-by-iteration simulation. Why:
   iteration of mean wait for the next iteration boundary; queueing from random (Poisson) arrivals beyond
   that is not modelled, so TTFT near saturation is optimistic.
 
-Not modelled: length distributions (every request has the same P and G), preemption/recompute, scheduler
+Output lengths may follow a distribution (:class:`Requests` ``gen_dist``: the steady state takes its moments;
+every request still has the same P). Not modelled: prompt-length distributions, preemption/recompute, scheduler
 CPU time between iterations, the detokenizer and network. ``tok_s_per_user`` is 1 / TPOT (the generation
 speed a user sees, as aiconfigurator and GenAI-Perf report it); ``throughput_tok_s`` is aggregate output
-tokens/s = C·G / e2e (Little's law for the closed loop).
+tokens/s = C·E[G] / e2e (Little's law for the closed loop).
 """
 
 from __future__ import annotations
@@ -111,11 +113,18 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class Requests:
-    """The request stream: P prompt and G output tokens each, ``prefix_hit`` of the prompt cached."""
+    """The request stream: P prompt tokens (``prefix_hit`` of them cached) and G output tokens each, or output
+    lengths drawn from ``gen_dist`` = ((G_i, weight_i), …) (weights normalised; ``gen`` is then ignored).
+
+    A request of length G_i stays G_i − 1 decode iterations after its prefill; the mixture enters the steady
+    state through a few moments: the mean output E[G], the decode iterations per request E[G − 1], the mean
+    context of the decoding requests (weighted by the iterations each spends decoding), and the KV a request
+    counts in the pool (weighted by its lifetime)."""
 
     prompt: int
     gen: int
     prefix_hit: float = 0.0
+    gen_dist: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         for k in ("prompt", "gen"):
@@ -124,6 +133,9 @@ class Requests:
                 raise WorkloadError(f"{k}={v!r} must be an integer >= 1")
         if not 0 <= self.prefix_hit < 1:
             raise WorkloadError(f"prefix_hit={self.prefix_hit} must be a fraction in [0, 1)")
+        for g, w in self.gen_dist:
+            if isinstance(g, bool) or not isinstance(g, int | np.integer) or g < 1 or not w > 0:
+                raise WorkloadError(f"gen_dist entry ({g!r}, {w!r}): lengths must be integers >= 1, weights > 0")
 
     @property
     def cached(self) -> int:
@@ -133,6 +145,46 @@ class Requests:
     def new(self) -> int:
         """P': prompt tokens prefilled (not served from the prefix cache)."""
         return self.prompt - self.cached
+
+    @property
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """(output lengths, probabilities)."""
+        if not self.gen_dist:
+            return np.array([float(self.gen)]), np.array([1.0])
+        g = np.array([float(x) for x, _ in self.gen_dist])
+        w = np.array([float(x) for _, x in self.gen_dist])
+        return g, w / w.sum()
+
+    @property
+    def mean_gen(self) -> float:
+        g, w = self.lengths
+        return float(g @ w)
+
+    @property
+    def max_gen(self) -> int:
+        return int(self.lengths[0].max())
+
+    @property
+    def decode_steps(self) -> float:
+        """E[G − 1]: decode iterations per request."""
+        g, w = self.lengths
+        return float((g - 1) @ w)
+
+    @property
+    def decode_context(self) -> float:
+        """Mean context of the decoding requests: P + (G_i − 2)/2 weighted by the G_i − 1 steps each decodes."""
+        g, w = self.lengths
+        steps = (g - 1) * w
+        total = float(steps.sum())
+        return self.prompt + (float(steps @ (np.maximum(g - 2, 0) / 2)) / total if total else 0.0)
+
+    def kv_positions(self, reserve: bool) -> float:
+        """Positions of KV a resident request counts, averaged over the requests in the pool (weighted by
+        their lifetimes ∝ G_i): its last position P + G_i − 1 where admission reserves it, its mean over its
+        life P + (G_i − 1)/2 where blocks come on demand."""
+        g, w = self.lengths
+        held = self.prompt + ((g - 1) if reserve else (g - 1) / 2)
+        return float((g * w) @ held / (g @ w))
 
 
 @dataclass(frozen=True)
@@ -160,17 +212,13 @@ def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
     p = dev.precision
     cap = dev.hw.memory_bytes
     tokens = eng.max_num_batched_tokens or req.new
-    mean_pos = req.prompt + (req.gen - 1) / 2
+    counted = req.kv_positions(eng.kv_admission == "reserve")
     out = []
     for part in dev.parts:
         w = part.params * p.weight_bytes
         act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.prefill)
-        per_req = float(kv_bytes_per_sequence(dev.spec, req.prompt + req.gen - 1, p, dev.attention, part.decode))
-        admitted = (
-            per_req
-            if eng.kv_admission == "reserve"
-            else float(kv_bytes_per_sequence(dev.spec, mean_pos, p, dev.attention, part.decode))
-        )
+        per_req = float(kv_bytes_per_sequence(dev.spec, req.prompt + req.max_gen - 1, p, dev.attention, part.decode))
+        admitted = float(kv_bytes_per_sequence(dev.spec, counted, p, dev.attention, part.decode))
         budget = eng.gpu_memory_utilization * cap
         free = max(budget - w - act - eng.cuda_graph_bytes, 0.0)
         if eng.kv_fraction_of_free:
@@ -262,7 +310,7 @@ def steady_state(
     C = np.asarray(concurrency, dtype=float)
     if np.any(C < 1):
         raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
-    P, G, Pn = req.prompt, req.gen, req.new
+    Pn = req.new
     K = float(eng.max_num_batched_tokens) if eng.max_num_batched_tokens else float("inf")
     chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None
     if not chunked and Pn > K:
@@ -270,7 +318,7 @@ def steady_state(
             f"prompt {Pn} tokens > max_num_batched_tokens={int(K)} without chunked prefill; enable chunking"
             " or raise the budget"
         )
-    steps, w = (G - 1) / dec.tokens, dec.width  # decode iterations per request, budget tokens per decoder
+    steps, w = req.decode_steps / dec.tokens, dec.width  # decode iterations per request, budget tokens each
     B = np.minimum(C, max_resident)
     Ip = _prefill_iterations(Pn, K, np.zeros_like(B), chunked)
     for _ in range(FIXED_POINT_PASSES):
@@ -281,7 +329,7 @@ def steady_state(
     f = np.minimum(1.0, X * Ip)  # iterations that carry a prefill chunk
     n_pre = X * Ip / f  # requests prefilling in such an iteration
     d_m = np.maximum(B - n_pre, 0.0)  # the other resident requests decode
-    ctx = P + max(G - 2, 0) / 2
+    ctx = req.decode_context
     # one prefill at a time (f < 1): I_p − 1 chunks fill the budget, the last takes the remainder;
     # overlapping prefills (f = 1) keep every iteration at the mean X·P' prefill tokens
     alone = X * Ip < 1
@@ -303,7 +351,9 @@ def steady_state(
     a = dec.tokens
     p50, p90, p99 = (_quantile(qq, q, Ip, tau_a / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
     d = B - X * Ip
-    return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, C * G / e2e, C / e2e, d, X * Pn, f, tau_d, tau_m)
+    return SteadyState(
+        C, B, ttft, step_s / a, p50, p90, p99, e2e, C * req.mean_gen / e2e, C / e2e, d, X * Pn, f, tau_d, tau_m
+    )
 
 
 def _quantile(qq: float, q, Ip, tau_a, tau_b, tau_d):

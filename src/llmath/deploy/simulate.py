@@ -23,6 +23,7 @@ from llmath.deploy.step import Device
 @dataclass
 class _Req:
     arrival: float
+    gen: int = 1
     done_prompt: int = 0
     generated: int = 0
     first_token: float = float("nan")
@@ -74,7 +75,8 @@ def simulate(
     # clients start staggered over one request lifetime (in iterations), so the steady state is not a
     # train of synchronised waves (identical requests all arriving at once stay in lockstep)
     K = eng.max_num_batched_tokens or req.new
-    life = -(-req.new // K) + req.gen - 1
+    life = int(-(-req.new // K) + req.decode_steps)
+    lengths = _lengths(req)
     starts = sorted((i * life) // concurrency for i in range(concurrency))
     waiting: list[_Req] = []
     running: list[_Req] = []
@@ -84,7 +86,7 @@ def simulate(
     for it in range(iterations):
         while starts and starts[0] <= it:
             starts.pop(0)
-            waiting.append(_Req(now))
+            waiting.append(_Req(now, next(lengths)))
         decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
         ctx = np.mean([req.prompt + r.generated - 1 for r in decoders]) if decoders else 0.0
         if chunks:
@@ -104,23 +106,39 @@ def simulate(
             r.done_prompt += c
             if r.done_prompt == req.new:
                 r.generated, r.first_token, r.last_token = 1, now, now
+                if r.gen == 1:
+                    r.finished = now
                 emitted += 1
         tokens_out.append((now, emitted))
-        for r in [r for r in running if r.generated >= req.gen]:
+        for r in [r for r in running if r.generated >= r.gen]:
             running.remove(r)
             finished.append(r)
             r.finished = now
-            waiting.append(_Req(now))
-    return _stats(finished, itl, tokens_out, now, req.gen, iterations)
+            waiting.append(_Req(now, next(lengths)))
+    return _stats(finished, itl, tokens_out, now, iterations)
 
 
-def _stats(finished: list[_Req], itl: list, tokens_out: list, now: float, gen: int, iterations: int) -> SimResult:
-    """Means over the requests that arrived in the second half of the run (the first half warms up)."""
+def _lengths(req: Requests):
+    """Output lengths in a deterministic, evenly mixed order with the distribution's weights (golden-ratio
+    sequence over the cumulative weights), so a short run already sees the mixture."""
+    g, w = req.lengths
+    cum = np.cumsum(w)
+    n = 0
+    while True:
+        n += 1
+        yield int(g[min(int(np.searchsorted(cum, (n * 0.6180339887498949) % 1.0, side="right")), len(g) - 1)])
+
+
+def _stats(finished: list[_Req], itl: list, tokens_out: list, now: float, iterations: int) -> SimResult:
+    """Request means over the requests that arrived in the middle third of the run (the first third warms
+    up; the last lets the long ones of a length mixture finish, so short ones are not over-counted);
+    inter-token latencies and throughput over the second half."""
     half = now / 2
-    done = [r for r in finished if r.arrival >= half]
+    done = [r for r in finished if now / 3 <= r.arrival < 2 * now / 3]
     ttft = np.mean([r.first_token - r.arrival for r in done])
     e2e = np.mean([r.finished - r.arrival for r in done])
-    tpot = np.mean([(r.finished - r.first_token) / max(gen - 1, 1) for r in done])
+    steps = sum(r.gen - 1 for r in done)
+    tpot = sum(r.finished - r.first_token for r in done) / steps if steps else 0.0  # per decode token
     late = np.array([d for t, d in itl if t >= half])
     out = sum(n for t, n in tokens_out if t >= half)
     p50, p99 = (float(np.percentile(late, q)) if late.size else 0.0 for q in (50, 99))
