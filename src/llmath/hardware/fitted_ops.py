@@ -29,35 +29,59 @@ from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
+from llmath.ops import table as ops_table
 
 ATTENTION_OP = "attn.flash"
 
 
 @dataclass(frozen=True)
 class Columns:
-    """Operator columns the fits apply to, and the model sizes that are their features."""
+    """Operator columns the fits apply to, and the sizes that are their features."""
 
     attn: np.ndarray  # attention columns (decoder-only, non-MLA ``attn.flash``)
     windows: np.ndarray  # their windows (inf: full attention)
-    routed: np.ndarray  # routed expert GEMM columns
-    heads: int
-    kv_heads: int
+    heads: np.ndarray  # their query and KV heads (a rank's share on a parallel layout)
+    kv_heads: np.ndarray
     head_dim: int
+    routed: np.ndarray  # routed expert GEMM columns (whole-model tables only)
     moe: tuple[int, int, int, int]  # (hidden, expert inter, top-k, experts); zeros without MoE
+
+
+def _single_device(table: Table) -> bool:
+    """Whether ``table`` is a whole model's (:func:`llmath.ops.table`), not one rank's share of a parallel
+    layout (whose experts are split: the MoE fit's features are the whole layer's)."""
+    spec = table.spec
+    for at in ("flash", "eager"):
+        for st in ("prefill", "decode"):
+            ref = ops_table(spec, st, at)
+            if table is ref or (table.moe_tokens == 1 and table.ops == ref.ops):
+                return True
+    return False
+
+
+def _heads(op, d: int) -> tuple[float, float]:
+    """(query heads, KV heads) of an attention op from its own terms: 4·H·d FLOPs per visible pair (QK and
+    PV), 2·K·d elements of K/V read per position; on a layout, the rank's share."""
+    fl = sum(t.coef for t in op.terms("flops") if t.mono.startswith("P:"))
+    kv = sum(t.coef for t in op.terms("kv_read") if t.mono.startswith("K:"))
+    return fl / (4 * d), kv / (2 * d)
 
 
 @lru_cache(maxsize=512)
 def columns(table: Table) -> Columns:
     spec = table.spec
+    d = spec.head_dim
     plain = spec.mla is None and spec.encoder is None
     attn = [i for i, op in enumerate(table.ops) if plain and op.name == ATTENTION_OP]
     win = np.array([np.inf if table.ops[i].window is None else table.ops[i].window for i in attn], dtype=float)
-    routed = [i for i, op in enumerate(table.ops) if table.is_weight_mm[i] and op.terms("weight")]
-    routed = [i for i in routed if any(t.mono == "U:moe" for t in table.ops[i].terms("weight"))]
+    hk = np.array([_heads(table.ops[i], d) for i in attn], dtype=float).reshape(-1, 2)
+    routed = []
+    if spec.moe is not None and _single_device(table):
+        routed = [i for i, op in enumerate(table.ops) if table.is_weight_mm[i] and op.terms("weight")]
+        routed = [i for i in routed if any(t.mono == "U:moe" for t in table.ops[i].terms("weight"))]
     m = spec.moe
     moe = (spec.d_model, m.d_ff_expert, m.top_k, m.n_experts) if m is not None else (0, 0, 0, 0)
-    return Columns(np.array(attn, dtype=int), win, np.array(routed, dtype=int), spec.n_heads, spec.n_kv_heads,
-                   spec.head_dim, moe)  # fmt: skip
+    return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, np.array(routed, dtype=int), moe)
 
 
 def _fmt(dtype: str) -> str | None:
@@ -68,10 +92,12 @@ def decode_attention_coef(eff: Efficiency, p: Precision) -> tuple[float, ...] | 
     return eff.fit("attn_decode", p.kv)
 
 
-def _decode_fractions(coef, cols: Columns, p: Precision, B, u):
-    """(ηc, ηm) of decode attention at batch B and u positions read (arrays broadcast)."""
-    xm = ef.attn_decode_cost(B, u - 1, cols.heads, cols.kv_heads, cols.head_dim, _fmt(p.kv) or "bf16")[2]
-    ec, em, _ = ef.fractions(coef, B * cols.heads, u, xm)
+def _decode_fractions(coef, cols: Columns, p: Precision, B, u, heads=None, kv_heads=None):
+    """(ηc, ηm) of decode attention at batch B and u positions read (arrays broadcast over the columns)."""
+    H = cols.heads if heads is None else heads
+    K = cols.kv_heads if kv_heads is None else kv_heads
+    xm = ef.attn_decode_cost(B, u - 1, H, K, cols.head_dim, _fmt(p.kv) or "bf16")[2]
+    ec, em, _ = ef.fractions(coef, B * H, u, xm)
     return ec, em
 
 
@@ -79,17 +105,20 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     """(compute factor, seconds per byte), each (…, n_ops), with the fitted attention and MoE columns set.
 
     ``f`` multiplies an op's matmul FLOPs at the ``matmul`` rate (``None``: ones), ``inv`` is
-    :func:`llmath.hardware.roofline.inv_bandwidth`'s. ``context`` is the decode step's S (``None``: decode
-    attention keeps its scalar fraction)."""
+    :func:`llmath.hardware.roofline.inv_bandwidth`'s. ``context``: in decode, the step's S (``None``: decode
+    attention keeps its scalar fraction); in prefill (B = ``batch`` sequences of T = ``tokens`` / B new
+    tokens), optionally a mask of the passes that mix decode tokens into prefill chunks: their attention reads
+    the decoders' KV caches as well, which no single fitted shape describes, so it keeps the scalar fractions."""
     cols = columns(table)
     do_attn = cols.attn.size and (context is not None or not decode)
+    mixed = None if (decode or context is None) else np.asarray(context, dtype=bool)[..., None]
     ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
     moe = eff.fit("moe", p.compute) if cols.routed.size else None
     if ctx is None and moe is None:
         return f, inv
     B = np.asarray(batch, dtype=float)[..., None]
     rows = np.asarray(tokens, dtype=float)[..., None]
-    S = np.asarray(context if (decode and ctx is not None) else 0, dtype=float)[..., None]
+    S = np.asarray(context if (ctx is not None and context is not None) else 0, dtype=float)[..., None]
     shape = np.broadcast_shapes(B.shape[:-1], rows.shape[:-1], S.shape[:-1]) + (len(table.ops),)
     f = np.array(np.broadcast_to(1.0 if f is None else f, shape))
     inv = np.array(np.broadcast_to(inv, shape))
@@ -98,16 +127,17 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     if ctx is not None:
         j = cols.attn
         if decode:
-            u = np.minimum(np.asarray(context, dtype=float)[..., None] + 1, cols.windows)
-            ec, em = _decode_fractions(ctx, cols, p, B, u)
-            f[..., j] = mm / (hw.vector_peak * ec)
+            ec, em = _decode_fractions(ctx, cols, p, B, np.minimum(S + 1, cols.windows))
+            f[..., j], inv[..., j] = mm / (hw.vector_peak * ec), 1.0 / (bw * em)
         else:
             T = rows / B
             kv = _fmt(p.kv) or "bf16"
             xm = ef.attn_context_cost(B, T, cols.heads, cols.kv_heads, cols.head_dim, kv, kv)[2]
             ec, em, _ = ef.fractions(ctx, T, B * cols.heads * T, xm)
-            f[..., j] = mm / (hw.peak(kv) * ec)
-        inv[..., j] = 1.0 / (bw * em)
+            fa, ia = mm / (hw.peak(kv) * ec), 1.0 / (bw * em)
+            if mixed is not None:
+                fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
+            f[..., j], inv[..., j] = fa, ia
     if moe is not None:
         h, i, k, E = cols.moe
         xm = ef.moe_cost(rows, h, i, k, E, _fmt(p.compute) or "bf16")[2]
@@ -188,8 +218,8 @@ class DecodeAttention:
     p: Precision
     rates: tuple[float, float, float]
 
-    def cm(self, L, B, u):
-        ec, em = _decode_fractions(self.coef, self.cols, self.p, B, u)
+    def cm(self, L, B, u, heads=None, kv_heads=None):
+        ec, em = _decode_fractions(self.coef, self.cols, self.p, B, u, heads, kv_heads)
         vpk, vec, bw = self.rates
         F0, F1, V0, V1, M0, M1 = L
         return (F0 + F1 * u) / (vpk * ec) + (V0 + V1 * u) / vec, (M0 + M1 * u) / (bw * em)
@@ -197,7 +227,8 @@ class DecodeAttention:
     def bands(self, lines, Bu, K: int):
         """Per band k < K: secant lines (c0, c1, m0, m1), (nB, nj, K), and G(2^k), (nB, nj, K + 1)."""
         e = 2.0 ** np.arange(K + 1)
-        c, m = self.cm(tuple(lines[:, i, :, None] for i in range(6)), Bu[:, None, None], e)
+        H, K_ = self.cols.heads[:, None], self.cols.kv_heads[:, None]
+        c, m = self.cm(tuple(lines[:, i, :, None] for i in range(6)), Bu[:, None, None], e, H, K_)
         c1, m1 = np.diff(c, axis=-1) / e[:-1], np.diff(m, axis=-1) / e[:-1]
         c0, m0 = c[..., :-1] - c1 * e[:-1], m[..., :-1] - m1 * e[:-1]
         full = _lsum(c0, c1, m0, m1, e[:-1], e[1:])
@@ -229,8 +260,9 @@ def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov):
     return below + n * ov, first, last
 
 
-def decode_attention_scalar(da: DecodeAttention, band, L, B: float, u0: float, n: float, w: float, ov: float):
-    """Scalar :func:`decode_attention_sum` for one column: ``band`` its (c0, c1, m0, m1, G) as lists."""
+def decode_attention_scalar(da: DecodeAttention, band, L, B: float, u0: float, n: float, w: float, ov: float, i: int):
+    """Scalar :func:`decode_attention_sum` for attention column ``i``: ``band`` its (c0, c1, m0, m1, G) lists."""
+    H, K_ = da.cols.heads[i], da.cols.kv_heads[i]
     K = len(band[0])
 
     def G(v: float) -> float:
@@ -238,7 +270,7 @@ def decode_attention_scalar(da: DecodeAttention, band, L, B: float, u0: float, n
         return band[4][k] + _lsum1(band[0][k], band[1][k], band[2][k], band[3][k], 2.0**k, v)
 
     def t(u: float) -> float:
-        return float(max(*da.cm(L, B, u)))
+        return float(max(*da.cm(L, B, u, H, K_)))
 
     hi = min(u0 + n, w)
     total = G(hi) - G(u0) if hi > u0 else 0.0

@@ -25,13 +25,17 @@ from llmath.hardware import efficiency_fit as ef
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
 from llmath.model.dtypes import Precision
-from llmath.ops import CLASSES, Scenario, Table, Value, experts_hit, one_hot
+from llmath.ops import CLASSES, Scenario, Table, Value, one_hot
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
 # compute-bound enough that max(compute, memory) at the large-GEMM rates describes them. A calibrated
 # skinny_rows curve is used up to this cut as well.
 SKINNY_ROWS = 64
+# Rows of one tensor-core GEMM tile for weight-only quantised GEMMs: Hopper's wgmma instructions are m64
+# (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"); CUTLASS tiles are 64 or 128 rows.
+TILE_ROWS = 64
+LARGE_ROWS = 4096  # rows at which the fitted GEMM fractions are compute-identified (far above every ridge)
 
 
 @lru_cache(maxsize=256)
@@ -149,21 +153,36 @@ def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
     return hw.peak(p.compute) * eff.matmul_for(p.compute), hw.vector_peak * eff.vector
 
 
-def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None) -> np.ndarray | None:
+def mm_factor(
+    table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None, weight_only: bool = False
+) -> np.ndarray | None:
     """(…, n_ops) factor on weight GEMMs' compute time at the ``matmul`` rate, 1 for the other ops; ``None``
     when there is none (the default efficiencies).
 
     With a fitted GEMM model for ``dtype``: η_matmul / ηc(rows, n·k) per op (the compute time becomes
-    FLOPs / (peak · ηc)); else 1 / η(rows) from a calibrated ``matmul_rows`` curve."""
+    FLOPs / (peak · ηc)); else 1 / η(rows) from a calibrated ``matmul_rows`` curve.
+
+    ``weight_only`` (weights narrower than the activations: W8A16, W4A16): the fit was measured with weights
+    in the compute format, and below the ridge its compute and weight-streaming terms cannot be told apart
+    (the fitted ηc follows the memory roof there). The dequantising kernel streams the narrow weights and
+    computes whole TILE_ROWS-row tiles at the large-GEMM fraction, so ηc is at least
+    ηc(LARGE_ROWS) · m / (TILE_ROWS · ⌈m / TILE_ROWS⌉)."""
     coef = eff.gemm_coef(dtype)
     if coef is not None:
         nk, share = _gemm_shapes(table)
         mm = eff.matmul_for(dtype or "")
 
+        def eta(x, cols):
+            return ef.fractions(coef, x, nk[cols], 1.0)[0]
+
         def ratio(rows, cols):  # (…, len(cols)), evaluated once per distinct row count (sweeps repeat a few)
             r = np.asarray(rows, dtype=float)
             u, idx = np.unique(r, return_inverse=True)
-            vals = mm / ef.fractions(coef, np.maximum(u[:, None] * share[cols], 1.0), nk[cols], 1.0)[0]
+            x = np.maximum(u[:, None] * share[cols], 1.0)
+            e = eta(x, cols)
+            if weight_only:
+                e = np.maximum(e, eta(np.full_like(x, LARGE_ROWS), cols) * x / (TILE_ROWS * np.ceil(x / TILE_ROWS)))
+            vals = mm / e
             return vals[idx.reshape(r.shape)]
 
         out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
@@ -182,6 +201,11 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     return _per_row_kind(table, inv_eta(tokens), inv_eta(batch), 1.0)
 
 
+def _weight_only(p: Precision) -> bool:
+    per = p.per_class
+    return per["weight"] < per["act_in"]
+
+
 def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None = None) -> np.ndarray:
     """(n_ops,) overhead seconds of each op per pass: its kernels × the per-kernel overhead (in decode, decode
     attention's own where one was fitted; with ``p``, context attention's and MoE layers' fitted ones)."""
@@ -195,7 +219,7 @@ def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None =
 
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
     """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included."""
-    f = mm_factor(table, eff, batch, tokens, p.compute)
+    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
     inv = inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
     if not eff.kernel_fits:
         return f, inv
@@ -277,16 +301,7 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
         c, m = mv @ comp, mv @ mem
         return np.maximum(c, m) + ov, c, m
     B = np.asarray(B)
-    f, inv = _fitted(table, hw, p, eff, B, B * np.asarray(scenario.T), decode, scenario.S0 if decode else None)
-    if f is None:
-        comp = mv @ _compute_rhs(table, hw, p, eff)
-    else:
-        mm_rate, vec_rate = rates(hw, p, eff)
-        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    mem = (mv @ table.rhs(byte_weights_key(p))) * inv
-    t = np.maximum(comp, mem)
-    ov = overheads(table, eff, decode, p)
-    return (t + ov if ov.any() else t), comp, mem
+    return monomial_times(table, mv, hw, p, eff, B, B * np.asarray(scenario.T), decode, scenario.S0 if decode else None)
 
 
 # ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
@@ -362,7 +377,7 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
     if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
         kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
     spec = table.spec
-    U = float(experts_hit(float(B), spec.moe.n_experts, spec.moe.top_k)) if spec.moe is not None else 0.0
+    U = float(table.experts_hit(float(B))) if spec.moe is not None else 0.0
     x = np.array([1.0, float(B), U, 0.0])
     c0 = x @ kc
     m0 = (x @ k[:, 2]) * inv
@@ -377,7 +392,7 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
         band = [[a.tolist() for a in arr[0]] for arr in da.bands(lines_, np.array([float(B)]), 48)]
         for i, o in enumerate(jf):
             L = tuple(float(v) for v in lines_[0, :, i])
-            banded.append((int(o), L, [b[i] for b in band], float(w[o]), float(ov[o])))
+            banded.append((int(o), L, [b[i] for b in band], float(w[o]), float(ov[o]), i))
     lines = tuple(
         (
             int(o),
@@ -437,8 +452,8 @@ def _decode_scalar(
     u0 = P + 1
     per_op = step * n
     total, first, last = step_sum * n, step_sum, step_sum
-    for o, L, band, w, ov in banded:
-        t, tf, tl = fo.decode_attention_scalar(da, band, L, Bf, u0, n, w, ov)
+    for o, L, band, w, ov, i in banded:
+        t, tf, tl = fo.decode_attention_scalar(da, band, L, Bf, u0, n, w, ov, i)
         total += t - per_op[o]
         per_op[o] = t
         first += tf - step[o]
@@ -464,7 +479,7 @@ def _attention_generation(table: Table, hw: Hardware, p: Precision, eff: Efficie
     spec = table.spec
     k = _decode_coefs(table, byte_weights_key(p))
     Bu, idx = np.unique(Bf[..., 0], return_inverse=True)
-    Uu = experts_hit(Bu, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else np.zeros_like(Bu)
+    Uu = table.experts_hit(Bu) if spec.moe is not None else np.zeros_like(Bu)
     lines_ = _attention_lines(k, Bu, np.stack([np.ones_like(Bu), Bu, Uu], axis=-1), jf)
     idx = idx.reshape(Bf.shape[:-1])
     tot, tf, tl = fo.decode_attention_sum(da, lines_, Bu, idx, u0, n, _windows(table)[jf], ov[jf])
@@ -488,7 +503,7 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
     spec = table.spec
     Bf = np.asarray(B, dtype=float)[..., None]
-    U = experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else np.zeros_like(Bf)
+    U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
     X = np.concatenate([np.ones_like(Bf), Bf, np.broadcast_to(U, Bf.shape)], axis=-1)  # (…, 3)
     f, inv = _fitted(table, hw, p, eff, B, B, True, None)
     c0 = X @ kc[:3] if f is None else (X @ k[:3, 0]) / mm_rate * f + (X @ k[:3, 1]) / vec_rate
@@ -529,3 +544,22 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     first = base + extra[0] + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + extra[1] + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+
+
+def monomial_times(
+    table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context=None
+):
+    """(time, compute, memory) per op from monomial values ``mv`` (…, n_monos): the array path of
+    :func:`stage_times`, and the entry for callers that compose a pass from several scenarios (a serving
+    iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens;
+    ``context``: a decode pass's S (``None``: decode attention at its scalar fitted fraction)."""
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
+    if f is None:
+        comp = mv @ _compute_rhs(table, hw, p, eff)
+    else:
+        mm_rate, vec_rate = rates(hw, p, eff)
+        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
+    mem = (mv @ table.rhs(byte_weights_key(p))) * inv
+    t = np.maximum(comp, mem)
+    ov = overheads(table, eff, decode, p)
+    return (t + ov if ov.any() else t), comp, mem
