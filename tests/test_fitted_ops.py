@@ -154,3 +154,24 @@ def test_user_overrides_turn_the_fits_off():
     tm = stage_times(t, Scenario(1, 8, 0), hw, P16, e, False)[0]
     assert not e.fit_overheads and np.all(tm >= 0)
     assert not efficiency("ideal", hw).kernel_fits
+
+
+def test_tp_all_reduce_uses_the_fitted_alpha_beta_models():
+    a = llmath.analyze("llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, tp=4).to_dict()
+    c = a["comm"]["decode"]["attn.all_reduce"]
+    # Llama-3-70B (config.json): 80 layers, d_model 8192; a decode step all-reduces B·D = 8·8192 bf16
+    # elements (131,072 bytes) after every attention block, 80 times
+    one = 8 * 8192 * 2
+    assert c["bytes"] == 80 * one
+    d = ef.data()["devices"]["h100-sxm"]
+    nccl, custom = (d[op]["4"]["coef"] for op in ("all_reduce", "custom_all_reduce"))
+    fitted = min(nccl[0] + one / nccl[1], custom[0] + one / custom[1])  # the faster kernel, as engines pick
+    assert c["time_s"] == pytest.approx(80 * fitted, rel=1e-9)
+    # ideal keeps the analytic model; so does a device without fits (MI300X: rule none)
+    ideal = llmath.analyze("llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, tp=4, efficiency_mode="ideal")
+    assert ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"] != pytest.approx(c["time_s"])
+    amd = llmath.analyze("llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, tp=4).to_dict()
+    amd_ideal = llmath.analyze("llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, tp=4, efficiency_mode="ideal")
+    assert amd["comm"]["decode"]["attn.all_reduce"]["time_s"] == pytest.approx(
+        amd_ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"], rel=1e-12
+    )

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, gpu_parts, rank_table
+from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, fitted_device, gpu_parts, rank_table
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import LayoutError, WorkloadError
@@ -199,7 +199,8 @@ def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff,
             r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
             r.bound = "compute" if ci >= mi else "memory"
             i += 1
-        comm = comm_costs(colls, scenario, spec, precision, topology(hw)) if layout is not None else []
+        dev = fitted_device(hw, eff)
+        comm = comm_costs(colls, scenario, spec, precision, topology(hw), dev) if layout is not None else []
         for cc in comm:
             r = rep.ops[i]
             r.time_s, r.compute_s, r.memory_s, r.bound = cc.time_s, 0.0, 0.0, "communication"

@@ -28,7 +28,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from llmath.deploy.cost import comm_costs, rank_table
+from llmath.deploy.cost import comm_costs, fitted_device, rank_table
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.hardware import Hardware
@@ -165,7 +165,7 @@ class Device:
         """Exposed communication: the plain collectives + what overlapped ones leave uncovered."""
         if not colls:
             return np.zeros_like(ops_s)
-        cs = comm_costs(colls, scen, self.spec, self.precision, self.topology)
+        cs = comm_costs(colls, scen, self.spec, self.precision, self.topology, fitted_device(self.hw, self.eff))
         plain = sum(c.time_s for c in cs if not c.overlapped)
         hidden = sum(c.time_s for c in cs if c.overlapped)
         return plain + np.maximum(0.0, hidden - ops_s)
