@@ -120,8 +120,10 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     rows = np.asarray(tokens, dtype=float)[..., None]
     S = np.asarray(context if (ctx is not None and context is not None) else 0, dtype=float)[..., None]
     shape = np.broadcast_shapes(B.shape[:-1], rows.shape[:-1], S.shape[:-1]) + (len(table.ops),)
-    f = np.array(np.broadcast_to(1.0 if f is None else f, shape))
-    inv = np.array(np.broadcast_to(inv, shape))
+    if f is None or f.shape != shape or not f.flags.writeable:  # mm_factor's own array is reused
+        f = np.array(np.broadcast_to(1.0 if f is None else f, shape))
+    if inv.shape != shape or not inv.flags.writeable:
+        inv = np.array(np.broadcast_to(inv, shape))
     bw = hw.memory_bandwidth_bytes_per_s
     mm = hw.peak(p.compute) * eff.matmul_for(p.compute)
     if ctx is not None:
@@ -238,9 +240,12 @@ class DecodeAttention:
 
 def _G(band, idx, v, K: int):
     """G(v) = Σ_{u<v} of the banded step time, v ≥ 1, (…, nj); ``idx`` (…) picks each element's batch."""
-    k = np.clip(np.floor(np.log2(v)), 0, K - 1).astype(int)[..., None]
-    c0, c1, m0, m1, G = (np.take_along_axis(a[idx], k, axis=-1)[..., 0] for a in band)
-    return G + _lsum(c0, c1, m0, m1, 2.0 ** k[..., 0], v)
+    k = np.clip(np.floor(np.log2(v)), 0, K - 1).astype(np.intp)
+    nj = band[0].shape[1]
+    flat = (idx[..., None] * nj + np.arange(nj)) * K + k  # into the (nB, nj, K) tables
+    c0, c1, m0, m1 = (a.reshape(-1)[flat] for a in band[:4])
+    G = band[4][..., :K].reshape(-1)[flat]
+    return G + _lsum(c0, c1, m0, m1, np.exp2(k), v)
 
 
 def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov):
@@ -250,7 +255,7 @@ def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov):
     K = max(int(np.ceil(np.log2(max(float(np.max(hi)), 2.0)))), 1)
     band = da.bands(lines, Bu, K)
     below = np.where(hi > u0, _G(band, idx, np.maximum(hi, u0), K) - _G(band, idx, u0 + 0 * hi, K), 0.0)
-    L = tuple(lines[idx][..., i, :] for i in range(6))
+    L = tuple(lines[:, i, :][idx] for i in range(6))
     Bk = Bu[idx][..., None]
     tail = np.maximum(u0 + n - np.maximum(u0, w), 0)
     if np.any(tail > 0):
@@ -269,8 +274,16 @@ def decode_attention_scalar(da: DecodeAttention, band, L, B: float, u0: float, n
         k = min(max(int(np.floor(np.log2(v))), 0), K - 1)
         return band[4][k] + _lsum1(band[0][k], band[1][k], band[2][k], band[3][k], 2.0**k, v)
 
-    def t(u: float) -> float:
-        return float(max(*da.cm(L, B, u, H, K_)))
+    c, h1, p1, h2, p2, mem, hm, pm, _ = da.coef
+    vpk, vec, bw = da.rates
+    F0, F1, V0, V1, M0, M1 = L
+    kvb = 2 * K_ * da.cols.head_dim * ef.BYTES[_fmt(da.p.kv) or "bf16"]
+    qo = 4 * H * da.cols.head_dim
+
+    def t(u: float) -> float:  # exact step time, as DecodeAttention.cm (xm: efficiency_fit.attn_decode_cost)
+        ec = c / (1 + (h1 / (B * H)) ** p1) / (1 + (h2 / u) ** p2)
+        em = mem / (1 + (hm / (B * (u * kvb + qo))) ** pm)
+        return max((F0 + F1 * u) / (vpk * ec) + (V0 + V1 * u) / vec, (M0 + M1 * u) / (bw * em))
 
     hi = min(u0 + n, w)
     total = G(hi) - G(u0) if hi > u0 else 0.0
