@@ -70,6 +70,13 @@ class Efficiency:
         if self.overhead_s < 0 or self.decode_overhead_s < 0:
             raise WorkloadError("kernel overheads must be >= 0 seconds")
 
+    def __hash__(self) -> int:  # hashed on every roofline cache lookup: computed once (the fits are long tuples)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     def matmul_for(self, dtype: str) -> float:
         return self.matmul_fp8 if (dtype == "fp8" and self.matmul_fp8) else self.matmul
 

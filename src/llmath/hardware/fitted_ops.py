@@ -19,6 +19,7 @@ Columns without a fit for their format keep the GEMM fit and the scalar fraction
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -204,7 +205,7 @@ def _lsum1(c0: float, c1: float, m0: float, m1: float, a: float, x: float) -> fl
     dc = c1 - m1
     if dc == 0:
         return max(_tri(c0, c1, a, x), _tri(m0, m1, a, x))
-    s = min(max(float(np.ceil((m0 - c0) / dc)), a), x)
+    s = min(max(float(math.ceil((m0 - c0) / dc)), a), x)
     if dc > 0:
         return _tri(m0, m1, a, s) + _tri(c0, c1, s, x)
     return _tri(c0, c1, a, s) + _tri(m0, m1, s, x)
@@ -265,25 +266,33 @@ def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov):
     return below + n * ov, first, last
 
 
-def decode_attention_scalar(da: DecodeAttention, band, L, B: float, u0: float, n: float, w: float, ov: float, i: int):
-    """Scalar :func:`decode_attention_sum` for attention column ``i``: ``band`` its (c0, c1, m0, m1, G) lists."""
-    H, K_ = da.cols.heads[i], da.cols.kv_heads[i]
-    K = len(band[0])
-
-    def G(v: float) -> float:
-        k = min(max(int(np.floor(np.log2(v))), 0), K - 1)
-        return band[4][k] + _lsum1(band[0][k], band[1][k], band[2][k], band[3][k], 2.0**k, v)
-
+def scalar_step(da: DecodeAttention, L, B: float, i: int):
+    """A pure-Python t(u) of attention column ``i`` at batch B: :meth:`DecodeAttention.cm`'s max, with every
+    constant of the batch folded in (the scalar path is timed per scenario)."""
     c, h1, p1, h2, p2, mem, hm, pm, _ = da.coef
     vpk, vec, bw = da.rates
     F0, F1, V0, V1, M0, M1 = L
-    kvb = 2 * K_ * da.cols.head_dim * ef.BYTES[_fmt(da.p.kv) or "bf16"]
-    qo = 4 * H * da.cols.head_dim
+    H, d = float(da.cols.heads[i]), da.cols.head_dim
+    kvb = 2 * float(da.cols.kv_heads[i]) * d * ef.BYTES[_fmt(da.p.kv) or "bf16"] * B  # xm = kvb·u + qo
+    qo = 4 * H * d * B
+    c1 = c / (1 + (h1 / (B * H)) ** p1)
 
-    def t(u: float) -> float:  # exact step time, as DecodeAttention.cm (xm: efficiency_fit.attn_decode_cost)
-        ec = c / (1 + (h1 / (B * H)) ** p1) / (1 + (h2 / u) ** p2)
-        em = mem / (1 + (hm / (B * (u * kvb + qo))) ** pm)
+    def t(u: float) -> float:  # xm: efficiency_fit.attn_decode_cost
+        ec = c1 / (1 + (h2 / u) ** p2)
+        em = mem / (1 + (hm / (kvb * u + qo)) ** pm)
         return max((F0 + F1 * u) / (vpk * ec) + (V0 + V1 * u) / vec, (M0 + M1 * u) / (bw * em))
+
+    return t
+
+
+def decode_attention_scalar(band, t, u0: float, n: float, w: float, ov: float):
+    """Scalar :func:`decode_attention_sum` for one column: ``band`` its (c0, c1, m0, m1, G) lists, ``t`` its
+    exact step time (:func:`scalar_step`)."""
+    K = len(band[0])
+
+    def G(v: float) -> float:
+        k = min(max(math.frexp(v)[1] - 1, 0), K - 1)  # floor(log2 v) for v ≥ 1
+        return band[4][k] + _lsum1(band[0][k], band[1][k], band[2][k], band[3][k], 2.0**k, v)
 
     hi = min(u0 + n, w)
     total = G(hi) - G(u0) if hi > u0 else 0.0

@@ -392,7 +392,7 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
         band = [[a.tolist() for a in arr[0]] for arr in da.bands(lines_, np.array([float(B)]), 48)]
         for i, o in enumerate(jf):
             L = tuple(float(v) for v in lines_[0, :, i])
-            banded.append((int(o), L, [b[i] for b in band], float(w[o]), float(ov[o]), i))
+            banded.append((int(o), [b[i] for b in band], fo.scalar_step(da, L, float(B), i), float(w[o]), float(ov[o])))
     lines = tuple(
         (
             int(o),
@@ -452,8 +452,8 @@ def _decode_scalar(
     u0 = P + 1
     per_op = step * n
     total, first, last = step_sum * n, step_sum, step_sum
-    for o, L, band, w, ov, i in banded:
-        t, tf, tl = fo.decode_attention_scalar(da, band, L, Bf, u0, n, w, ov, i)
+    for o, band, step_t, w, ov in banded:
+        t, tf, tl = fo.decode_attention_scalar(band, step_t, u0, n, w, ov)
         total += t - per_op[o]
         per_op[o] = t
         first += tf - step[o]
