@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from llmath.errors import WorkloadError
-from llmath.hardware import Hardware
+from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 from llmath.ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
-from llmath.ops.params import ParamReport, param_report
+from llmath.ops.params import ParamReport, param_report, weight_bytes, weight_bytes_per_element
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()
@@ -118,12 +118,17 @@ def stage_report(
     ops = build_ops(spec, stage, attention)
     costs = evaluate(ops, scenario, spec)
     bpe = precision.per_class
+    wbpe = weight_bytes_per_element(spec, precision)
     rows: list[OpRow] = []
     tot = dict.fromkeys(CLASSES, 0)
+    byts = dict.fromkeys(BYTE_CLASSES, 0)
     for c in costs:
-        b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
+        per = bpe | {"weight": wbpe.get(c.op.module, bpe["weight"])}
+        b = {k: _num(c.values.get(k, 0) * per[k]) for k in BYTE_CLASSES}
         for k in CLASSES:
             tot[k] = tot[k] + c.values.get(k, 0)
+        for k in BYTE_CLASSES:
+            byts[k] = byts[k] + b[k]
         fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
         bt = sum(b.values())
         rows.append(
@@ -140,7 +145,7 @@ def stage_report(
                 layer_kind=c.op.layer_kind,
             )
         )
-    byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
+    byts = {("weights" if k == "weight" else k): _num(v) for k, v in byts.items()}
     byts["total"] = _num(sum(byts.values()))
     flops = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
@@ -225,7 +230,7 @@ def memory_report(
     spec: ModelSpec, params: ParamReport, w: Workload, hw: Hardware | None, reserve_bytes: float
 ) -> MemoryReport:
     p = w.precision
-    weights = params.total * p.weight_bytes
+    weights = float(sum(weight_bytes(spec, p).values()))
     end = w.prefix + w.prompt + w.gen - 1
     kv = kv_cache_bytes(spec, w.batch, end, p)
     act = float(activation_peak_bytes(spec, w.batch, w.prompt, w.attention, p, w.prefix))
@@ -276,6 +281,7 @@ class Analysis:
     efficiency: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     training: dict[str, int] = field(default_factory=dict)
+    precision: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
         d = {
@@ -290,6 +296,7 @@ class Analysis:
             "efficiency": self.efficiency,
             "training": self.training,
             "warnings": self.warnings,
+            "precision": self.precision,
         }
         d.update(self.generation)
         return d
@@ -311,7 +318,11 @@ def analyze(
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput."""
     spec = resolve(model)
-    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
+    if precision is None:  # the formats the checkpoint states (bf16 if none)
+        from llmath.model.checkpoint import precision_for
+
+        precision = precision_for(model)
+    w = Workload(batch, prompt, gen, prefix, attention, precision)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
     notes: list[str] = []
@@ -323,8 +334,9 @@ def analyze(
         )
         notes.append(msg)
         warnings.warn(msg, stacklevel=2)
-    if hw is not None:
-        hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
+    if hw is not None:  # a format the device lacks runs as the engines run it there: stated, never an error
+        tabs = (table(spec, "prefill", attention), table(spec, "decode", attention))
+        notes.extend(execution.notes(tabs, hw, w.precision))
     params = param_report(spec)
     pre = stage_report(spec, "prefill", Scenario(batch, prompt, prefix), attention, w.precision, hw, eff)
     dec = stage_report(spec, "decode", Scenario(batch, 1, prefix + prompt), attention, w.precision, hw, eff)
@@ -362,6 +374,7 @@ def analyze(
         warnings=notes,
     )
     a.training = training_flops(spec, batch, prompt)
+    a.precision = precision_report(spec, p, hw, attention)
     if hw is not None:
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
@@ -377,11 +390,13 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
     tpot = dec_total / steps if steps else 0.0
     pre = table(spec, "prefill", w.attention)
     pvals = pre.values(Scenario(w.batch, w.prompt, w.prefix))
-    peak = hw.peak(w.precision.compute)
+    peak = float(max(hw.peak_flops_per_s.values()))
     pre_flops = float(pvals[..., CLASSES.index("flops")].sum())
-    # bytes moved by all decode steps: Σ over steps of the step's bytes (affine in the context)
+    # the peak each op runs at: utilisation = achieved FLOP/s over the FLOP-weighted peak
+    pk = execution.op_peaks(pre, hw, w.precision)
+    peak = pre_flops / float((pvals[..., CLASSES.index("flops")] / pk).sum()) if pre_flops else peak
     dvals = t.values(Scenario(w.batch, 1, w.prefix + w.prompt))
-    dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
+    dbytes0 = float((dvals * byte_weights(t, w.precision)).sum())
     return {
         "ttft_s": ttft,
         "tpot_s": tpot,
@@ -400,6 +415,21 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
             else None,
         },
     }
+
+
+def precision_report(spec: ModelSpec, p: Precision, hw: Hardware | None, attention: str) -> dict[str, Any]:
+    """Formats per module with their bytes per element and sources, and (with hardware) what each GEMM
+    format runs as on the device."""
+    wb = weight_bytes(spec, p)
+    bpe = weight_bytes_per_element(spec, p)
+    d = p.to_dict()
+    d["module_bytes_per_element"] = {m: bpe[m] for m in wb}
+    d["weight_bytes_by_module"] = wb
+    d["modules"] = {m: p.weight_format(m) for m in wb}
+    if hw is not None:
+        tabs = (table(spec, "prefill", attention), table(spec, "decode", attention))
+        d["compute"] = execution.summary(tabs, hw, p)
+    return d
 
 
 def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
@@ -426,6 +456,10 @@ def scenario(
     and a whole generation's serving metrics, from the cached coefficient tables."""
     spec = resolve(model)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    if precision is None and isinstance(model, str):
+        from llmath.model.checkpoint import precision_for
+
+        precision = precision_for(model)
     p = precision or DEFAULT_PRECISION
     eff = efficiency(efficiency_mode, hw)
     pre_t, _, _ = stage_times(table(spec, "prefill", attention), Scenario(batch, prompt, 0), hw, p, eff, False)

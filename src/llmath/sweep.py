@@ -13,7 +13,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, table
-from llmath.ops.params import param_report
+from llmath.ops.params import weight_bytes
 
 
 def parse_axis(flag: str, text: str) -> np.ndarray:
@@ -64,6 +64,10 @@ def grid(
 
     Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points).
     """
+    if precision is None and isinstance(spec, str):
+        from llmath.model.checkpoint import precision_for
+
+        precision = precision_for(spec)
     spec = resolve(spec)
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     p = precision or Precision()
@@ -81,7 +85,7 @@ def grid(
         dec[sl] = decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
         act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
     e2e = ttft + dec
-    weights = param_report(spec).total * p.weight_bytes
+    weights = float(sum(weight_bytes(spec, p).values()))
     kv_end = kv_cache_bytes(spec, B, P + N - 1, p)
     mem = weights + kv_end + act
     steps = np.maximum(N - 1, 1)

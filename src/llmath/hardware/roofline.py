@@ -24,8 +24,10 @@ import numpy as np
 
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
+from llmath.hardware.execution import op_executed, op_peaks
 from llmath.model.dtypes import Precision
 from llmath.ops import CLASSES, Scenario, Table, experts_hit, one_hot
+from llmath.ops.table import byte_key
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
@@ -125,14 +127,14 @@ def efficiency(mode: str | Efficiency, hw: Hardware | None = None, **overrides) 
     return replace(base, **overrides) if overrides else base
 
 
-@lru_cache(maxsize=256)
-def byte_weights_key(p: Precision) -> tuple[float, ...]:
-    return tuple(byte_weights(p))
+def byte_weights_key(table: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
+    """Hashable (n_ops, n_classes) bytes per element (weights by each op's module)."""
+    return byte_key(table, p)
 
 
-def byte_weights(p: Precision) -> np.ndarray:
-    per = p.per_class
-    return np.array([per.get(c, 0.0) for c in CLASSES])
+def byte_weights(table: Table, p: Precision) -> np.ndarray:
+    """(n_ops, n_classes) bytes per element of each op's classes (weights by the op's module)."""
+    return table.byte_matrix(p)
 
 
 def _base_inv(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> np.ndarray:
@@ -197,9 +199,17 @@ def op_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, dec
     return 1.0 / inv_bandwidth(table, hw, eff, batch, tokens, decode)
 
 
-def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
-    """Achievable (matmul, vector) FLOP/s."""
-    return hw.peak(p.compute) * eff.matmul_for(p.compute), hw.vector_peak * eff.vector
+def rates(hw: Hardware, p: Precision, eff: Efficiency, table: Table) -> tuple[np.ndarray, float]:
+    """Achievable matmul FLOP/s per op (each in the format the device executes it in) and vector FLOP/s."""
+    return _mm_rates(table, hw, p, eff), hw.vector_peak * eff.vector
+
+
+@lru_cache(maxsize=1024)
+def _mm_rates(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
+    fmts = op_executed(table, hw, p)
+    out = op_peaks(table, hw, p) * np.array([eff.matmul_for(f) for f in fmts])
+    out.setflags(write=False)
+    return out
 
 
 def mm_factor(table: Table, eff: Efficiency, batch, tokens) -> np.ndarray | None:
@@ -220,7 +230,7 @@ def times(
     flops, vflops, bytes_, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
 ):
     """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes."""
-    mm_rate, vec_rate = rates(hw, p, eff)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
     f = mm_factor(table, eff, batch, tokens)
     compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
     memory = bytes_ / op_bandwidth(table, hw, eff, batch, tokens, decode)
@@ -232,7 +242,7 @@ def op_times(
     values: np.ndarray, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(time, compute time, memory time, bytes) per op from evaluated class totals ``values``."""
-    bytes_ = values @ byte_weights(p)
+    bytes_ = (values * byte_weights(table, p)).sum(-1)
     t, c, m = times(values[..., I_FLOPS], values[..., I_VFLOPS], bytes_, table, hw, p, eff, batch, tokens, decode)
     return t, c, m, bytes_
 
@@ -240,7 +250,7 @@ def op_times(
 @lru_cache(maxsize=1024)
 def _compute_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
     """(n_monos, n_ops): compute seconds per monomial (matmul FLOPs at the matmul rate, vector at the vector rate)."""
-    mm_rate, vec_rate = rates(hw, p, eff)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
     out = np.ascontiguousarray(table.rhs(one_hot("flops")) / mm_rate + table.rhs(one_hot("vflops")) / vec_rate)
     out.setflags(write=False)
     return out
@@ -255,9 +265,9 @@ def _stage_matrices(
     if f is None:
         comp = _compute_rhs(table, hw, p, eff)
     else:
-        mm_rate, vec_rate = rates(hw, p, eff)
+        mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = table.rhs(one_hot("flops")) / mm_rate * f + table.rhs(one_hot("vflops")) / vec_rate
-    mem = table.rhs(byte_weights_key(p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode)
+    mem = table.rhs(byte_weights_key(table, p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode)
     ov = table.kernels * (eff.decode_overhead_s if decode else eff.overhead_s)
     return comp, mem, ov
 
@@ -275,9 +285,11 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
     if f is None:
         comp = mv @ _compute_rhs(table, hw, p, eff)
     else:
-        mm_rate, vec_rate = rates(hw, p, eff)
+        mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, B, B * np.asarray(scenario.T), decode)
+    mem = (mv @ table.rhs(byte_weights_key(table, p))) * inv_bandwidth(
+        table, hw, eff, B, B * np.asarray(scenario.T), decode
+    )
     t = np.maximum(comp, mem)
     ov = eff.decode_overhead_s if decode else eff.overhead_s
     return (t + table.kernels * ov if ov else t), comp, mem
@@ -287,7 +299,7 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
 
 
 @lru_cache(maxsize=512)
-def _decode_coefs(table: Table, bw_key: tuple[float, ...]) -> np.ndarray:
+def _decode_coefs(table: Table, bw_key: tuple) -> np.ndarray:
     """(4, 3, n_ops): for [matmul FLOPs, vector FLOPs, bytes] of a decode step (T = 1), the coefficients of
     1, B, experts hit U(B) and B·u, where u = min(S + 1, W) is the positions the op's layer attends."""
     groups = {"1": 0, "B": 1, "BT": 1, "BL": 1, "U:moe": 2}
@@ -323,16 +335,17 @@ class DecodeSummary:
 
 
 @lru_cache(maxsize=512)
-def _slope_ops(table: Table, bw_key: tuple[float, ...]) -> np.ndarray:
+def _slope_ops(table: Table, bw_key: tuple) -> np.ndarray:
     """Indices of the ops whose decode cost grows with the context (attention over the KV cache)."""
     k = _decode_coefs(table, bw_key)
     return np.flatnonzero(np.any(k[3] != 0, axis=0))
 
 
 @lru_cache(maxsize=512)
-def _compute_coefs(table: Table, bw_key: tuple[float, ...], mm_rate: float, vec_rate: float) -> np.ndarray:
+def _compute_coefs(table: Table, bw_key: tuple, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
     """(4, n_ops) compute seconds per [1, B, U(B), B·u] of a decode step."""
     k = _decode_coefs(table, bw_key)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
     out = k[:, 0] / mm_rate + k[:, 1] / vec_rate
     out.setflags(write=False)
     return out
@@ -348,10 +361,10 @@ def _u_sum(j: float, u0: float, w: float) -> float:
 def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int):
     """Per-batch constants of a decode step: each op's context-independent step time, and the
     (index, c0, c1, m0, m1, window, overhead) lines of the ops whose cost grows with the context."""
-    bw_key = byte_weights_key(p)
+    bw_key = byte_weights_key(table, p)
     k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff)
-    kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
     f = mm_factor(table, eff, B, B)
     if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
         kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
@@ -425,10 +438,10 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     """
     if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N)):
         return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N))
-    bw_key = byte_weights_key(p)
+    bw_key = byte_weights_key(table, p)
     k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff)
-    kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
     spec = table.spec
     Bf = np.asarray(B, dtype=float)[..., None]
     U = experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else np.zeros_like(Bf)

@@ -92,6 +92,19 @@ class Op:
     def n_params(self) -> int:
         return sum(n for _, n in self.params)
 
+    @property
+    def module(self) -> str:
+        """The checkpoint module owning the op's weights (the unit a quantisation format applies to):
+        embedding, attention, ffn, experts, shared_experts, router, lm_head or norm."""
+        if self.component == "moe":
+            n = self.name
+            if n.startswith("moe.experts"):
+                return "experts"
+            if n.startswith("moe.shared") and not n.startswith("moe.shared_gate"):
+                return "shared_experts"
+            return "router"  # the router and the shared-expert gate (a D×1 gate)
+        return self.component
+
 
 # ---- monomials -------------------------------------------------------------------------------------
 

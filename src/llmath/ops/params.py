@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from llmath.model.dtypes import MODULES, Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
 
@@ -79,3 +80,42 @@ def param_report(spec: ModelSpec) -> ParamReport:
         estimates=est,
         estimate_error={k: (v - total) / total for k, v in est.items()},
     )
+
+
+# ---- weight bytes per module ------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=512)
+def module_params(spec: ModelSpec) -> dict[str, int]:
+    """Parameters per checkpoint module (embedding, attention, ffn, experts, ...; :attr:`Op.module`)."""
+    out: dict[str, int] = {}
+    for op in build_ops(spec, "prefill", "flash"):
+        if op.params:
+            out[op.module] = out.get(op.module, 0) + op.n_params * op.count
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _bpe(spec: ModelSpec, p: Precision) -> tuple[tuple[str, float], ...]:
+    params = module_params(spec)
+    out = {m: p.module_weight_bytes(m) for m in MODULES}
+    meas = dict(p.measured_bytes)
+    for m in MODULES:
+        if meas.get(m) and params.get(m):
+            out[m] = meas[m] / params[m]
+    if "total" in meas:  # only the index's total: scale every module to it
+        pred = sum(n * out[m] for m, n in params.items())
+        out = {m: b * meas["total"] / pred for m, b in out.items()}
+    return tuple(out.items())
+
+
+def weight_bytes_per_element(spec: ModelSpec, p: Precision) -> dict[str, float]:
+    """Bytes per weight element of each module: measured header bytes / the module's parameters where a
+    checkpoint's headers were read, else from the module's format (:meth:`Precision.module_weight_bytes`)."""
+    return dict(_bpe(spec, p))
+
+
+def weight_bytes(spec: ModelSpec, p: Precision) -> dict[str, float]:
+    """Weight bytes per module (parameters × bytes per element); the total is their sum."""
+    bpe = weight_bytes_per_element(spec, p)
+    return {m: n * bpe[m] for m, n in module_params(spec).items()}
