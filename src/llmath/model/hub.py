@@ -39,13 +39,13 @@ def fetch(repo_id: str, revision: str | None = None) -> Path:
             f"model {repo_id!r}: no such repo on the hub (or it is gated and HF_TOKEN is not set); "
             "check the id, set HF_TOKEN, or pass a config.json path"
         ) from None
-    except hf_errors.EntryNotFoundError:
-        raise ConfigError(f"model {repo_id!r}: the repo has no config.json; pass a config.json or .gguf path") from None
-    except (hf_errors.LocalEntryNotFoundError, hf_errors.OfflineModeIsEnabled):
+    except (hf_errors.LocalEntryNotFoundError, hf_errors.OfflineModeIsEnabled):  # before EntryNotFoundError
         raise UnknownNameError(
             f"model {repo_id!r} is not bundled, not in the HF cache, and the hub is unreachable or HF_HUB_OFFLINE "
             "is set; connect (or set HF_ENDPOINT to a mirror) once, or download its config.json and pass the path"
         ) from None
+    except hf_errors.EntryNotFoundError:
+        raise ConfigError(f"model {repo_id!r}: the repo has no config.json; pass a config.json or .gguf path") from None
     except hf_errors.HfHubHTTPError as e:
         raise UnknownNameError(
             f"model {repo_id!r}: the hub answered {e.__class__.__name__} ({e}); retry later"
@@ -63,7 +63,7 @@ def _sidecar(hf, hf_errors, repo_id: str, revision: str | None) -> None:
     """Download hf_quant_config.json beside config.json when the repo has one (absent: fine)."""
     try:
         hf.hf_hub_download(repo_id, "hf_quant_config.json", revision=revision)
-    except (hf_errors.EntryNotFoundError, hf_errors.LocalEntryNotFoundError, hf_errors.RepositoryNotFoundError):
+    except (hf_errors.EntryNotFoundError, hf_errors.RepositoryNotFoundError):  # Local... is an EntryNotFoundError
         pass
     except hf_errors.HfHubHTTPError as e:
         if getattr(getattr(e, "response", None), "status_code", None) != 404:
