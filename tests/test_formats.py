@@ -162,3 +162,19 @@ def test_nvfp4_w4a4_uses_the_fp4_peak_on_b200_only():
     # q_proj's compute time = its FLOPs / the peak it runs at
     bq = next(r for r in b.prefill.ops if r.name == "attn.q_proj")
     assert bq.compute_s == pytest.approx(bq.flops / get("b200").peak_flops_per_s["fp4"], rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "mix, published_gb",
+    # Meta-Llama-3-8B GGUF file sizes on the hub (https://huggingface.co/armx40/Meta-Llama-3-8B-Instruct-GGUF,
+    # tree at e6abf31): Q2_K 3.18 GB, Q3_K_M 4.02, Q4_0 4.66, Q4_K_S 4.69, Q4_K_M 4.92 (same 4.92 GB in
+    # eric-musa/, mmnga/, sdkramer10/ copies). A file also holds the tokenizer and metadata (a few MB), so the
+    # weights llmath derives from llama.cpp's type rules must land just below, within 0.5%.
+    [("q2_k", 3.18), ("q3_k_m", 4.02), ("q4_0", 4.66), ("q4_k_s", 4.69), ("q4_k_m", 4.92)],
+)
+def test_llama_cpp_mixes_match_published_gguf_sizes(mix, published_gb):
+    from llmath.model.checkpoint import precision_for
+
+    spec = registry.spec("llama-3-8b")
+    got = sum(weight_bytes(spec, precision_for("llama-3-8b", weights=mix)).values()) / 1e9
+    assert published_gb * 0.995 < got < published_gb + 0.005

@@ -426,6 +426,7 @@ def precision_report(spec: ModelSpec, p: Precision, hw: Hardware | None, attenti
     d["module_bytes_per_element"] = {m: bpe[m] for m in wb}
     d["weight_bytes_by_module"] = wb
     d["modules"] = {m: p.weight_format(m) for m in wb}
+    d["module_sources"] = {m: p.weight_source(m) for m in wb}
     if hw is not None:
         tabs = (table(spec, "prefill", attention), table(spec, "decode", attention))
         d["compute"] = execution.summary(tabs, hw, p)

@@ -118,6 +118,15 @@ class Precision:
             return {"embedding": base, "lm_head": base if base == "q8_0" else "q6_k"}.get(module, "fp32")
         return self.base16
 
+    def weight_source(self, module: str) -> str:
+        """Where ``module``'s weight format came from: its own entry, the 16-bit rule, or the default's."""
+        src = dict(self.sources)
+        if module in src:
+            return src[module]
+        if module not in dict(self.modules) and module in KEEP_16BIT and fmt.get(self.weights).quantised:
+            return "llama.cpp rules" if self.weights in fmt.gguf_mixes() else "kept 16-bit"
+        return src.get("weights", "default")
+
     def module_weight_bytes(self, module: str) -> float:
         """Bytes per weight element of ``module`` from ``module_bytes`` or its format (headers' measured bytes
         need the parameter count: :func:`llmath.ops.params.weight_bytes_per_element`)."""
@@ -190,5 +199,6 @@ class Precision:
             "modules": {m: self.weight_format(m) for m in MODULES},
             "module_bytes_per_element": {m: self.module_weight_bytes(m) for m in MODULES},
             "measured_bytes": dict(self.measured_bytes),
+            "module_sources": {m: self.weight_source(m) for m in MODULES},
             "sources": dict(self.sources),
         }

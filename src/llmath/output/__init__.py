@@ -232,6 +232,25 @@ def ops_csv(rep) -> None:
     rows_csv(rows)
 
 
+def formats_line(pr: dict) -> str:
+    """One line: each weight module's format and bytes per element (with its source), GEMM inputs, KV, and
+    what the device runs each GEMM format as."""
+    src = pr.get("sources", {})
+    parts = []
+    for m, f in pr.get("modules", {}).items():
+        bpe = pr.get("module_bytes_per_element", {}).get(m)
+        where = pr.get("module_sources", {}).get(m) or src.get("weights") or "default"
+        parts.append(f"{m} {f} ({bpe:.4g} B/el; {where})" if bpe is not None else f"{m} {f}")
+    line = "formats: " + ", ".join(parts)
+    if pr.get("act_quant"):
+        line += f"; GEMM inputs {pr['act_quant']}"
+    line += f"; KV {pr.get('kv')} ({src.get('kv', 'default')})"
+    ran = pr.get("compute") or {}
+    if ran:
+        line += "; GEMMs run in " + ", ".join(k if k == v else f"{k} as {v}" for k, v in ran.items())
+    return line
+
+
 def analysis_human(a, top: int = 8) -> None:
     from rich.table import Table
 
@@ -242,6 +261,8 @@ def analysis_human(a, top: int = 8) -> None:
         f"gen {w['gen']}, attention {w['attention']}, weights {w['weights']} / activations {w['activations']} / "
         f"KV {w['kv_dtype']}" + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
     )
+    if a.precision:
+        c.print(formats_line(a.precision))
     p = a.params
     line = f"params {p.total:,}"
     if p.active_per_token != p.total:
