@@ -178,3 +178,11 @@ def test_llama_cpp_mixes_match_published_gguf_sizes(mix, published_gb):
     spec = registry.spec("llama-3-8b")
     got = sum(weight_bytes(spec, precision_for("llama-3-8b", weights=mix)).values()) / 1e9
     assert published_gb * 0.995 < got < published_gb + 0.005
+
+
+def test_docs_list_every_format_and_mix():
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "formats.md").read_text()
+    for name in list(fmt.formats()) + list(fmt.gguf_mixes()):
+        assert f"`{name}`" in doc or name in doc, name
