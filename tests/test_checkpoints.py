@@ -432,3 +432,22 @@ def test_hub_unreachable_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(UnknownNameError, match="acme/unreachable"):
         checkpoint.load("acme/unreachable")
     shutil.rmtree(tmp_path / "c", ignore_errors=True)
+
+
+def test_bundled_sidecar_is_read(monkeypatch):
+    # a registry model with a bundled hf_quant_config.json (ModelOpt NVFP4, FP8 KV) is analysed in those formats
+    side = json.loads((DATA / "modelopt_deepseek-r1-distill-qwen-32b-nvfp4.hf_quant_config.json").read_text())
+    monkeypatch.setattr(registry, "sidecar", lambda name: side if name == "qwen2.5-7b" else None)
+    ck = registry.checkpoint("qwen2.5-7b")
+    assert (ck.precision.weights, ck.precision.kv, ck.precision.weight_format("lm_head")) == ("nvfp4", "fp8", "bf16")
+    assert ck.origin.endswith("hf_quant_config.json")
+
+
+def test_sweep_grid_equals_the_report_for_a_quantised_checkpoint():
+    # the vectorised grid and the exact report evaluate the same per-module bytes and per-op peaks
+    from llmath.sweep import grid
+
+    a = analyze("qwen3-32b-fp8", "h100-sxm", batch=4, prompt=300, gen=50)
+    g = grid("qwen3-32b-fp8", "h100-sxm", np.array([4]), np.array([300]), np.array([50]))
+    assert g["ttft_s"][0] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
+    assert g["tpot_s"][0] == pytest.approx(a.generation["tpot_s"], rel=1e-9)
