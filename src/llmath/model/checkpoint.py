@@ -184,14 +184,18 @@ def precision_for(
 ) -> Precision:
     """The precision to analyse ``model`` at: the checkpoint's formats (bf16 if it states none), with
     ``dtype`` replacing all of them and ``weights``/``activations``/``kv``/``group_size`` overriding."""
-    ck = load(model) if isinstance(model, str) else None
-    spec = ck.spec if ck else model
+    stated: Precision | None = None
+    if isinstance(model, str):
+        ck = load(model)
+        spec, stated = ck.spec, ck.precision
+    else:
+        spec = model
     if dtype is not None:
         base = Precision.uniform(
             dtype, sources={"weights": "flag --dtype", "activations": "flag --dtype", "kv": "flag --dtype"}
         )
     else:
-        base = (ck.precision if ck else None) or Precision()
+        base = stated or Precision()
     p = base.override(weights=weights, activations=activations, kv=kv, group_size=group_size)
     return expand_mix(spec, p)
 

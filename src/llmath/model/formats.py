@@ -42,9 +42,10 @@ class Format:
 
     def bytes_per_element(self, group_size: int = 128, scale_bytes: float | None = None) -> float:
         """Bytes per stored element; grouped formats use ``group_size`` (and ``scale_bytes`` for the scale)."""
-        if self.block is not None:
+        if self.block is not None and self.block_bytes is not None:
             return self.block_bytes / self.block
-        gbits = self.group_bits if scale_bytes is None else self.group_bits - 16 + 8 * scale_bytes
+        g = self.group_bits or 0
+        gbits = g if scale_bytes is None else g - 16 + 8 * scale_bytes
         return self.bits / 8 + gbits / 8 / group_size
 
     @property

@@ -136,7 +136,7 @@ def module_summary(tensors) -> tuple[dict[str, int], dict[str, str], dict[str, i
         by[m][typ] = by[m].get(typ, 0) + b
         elems[m] = elems.get(m, 0) + n
     total = {m: sum(d.values()) for m, d in by.items()}
-    dominant = {m: max(d, key=d.get) for m, d in by.items()}
+    dominant = {m: max(d.items(), key=lambda kv: kv[1])[0] for m, d in by.items()}
     return total, dominant, elems
 
 

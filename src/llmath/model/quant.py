@@ -125,7 +125,7 @@ def _ct_format(spec: Mapping | None, role: str) -> str | None:
     if typ == "float" and bits == 8:
         if role != "weights":
             return "fp8"
-        return {"block": "fp8-block", "channel": "fp8-channel"}.get(strategy, "fp8")
+        return {"block": "fp8-block", "channel": "fp8-channel"}.get(str(strategy), "fp8")
     if typ == "float" and bits == 4:
         return "nvfp4" if (group in (16, None)) else "mxfp4"
     if typ == "int" and bits == 8:
