@@ -451,3 +451,55 @@ def test_sweep_grid_equals_the_report_for_a_quantised_checkpoint():
     g = grid("qwen3-32b-fp8", "h100-sxm", np.array([4]), np.array([300]), np.array([50]))
     assert g["ttft_s"][0] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
     assert g["tpot_s"][0] == pytest.approx(a.generation["tpot_s"], rel=1e-9)
+
+
+def test_gguf_moe_experts_router_and_shared(tmp_path):
+    # a tiny qwen3moe GGUF: 4 experts of width 256, top-2; router (ffn_gate_inp) in f32, experts in q4_k
+    import gguf
+    from gguf.constants import GGML_QUANT_SIZES
+    from gguf.constants import GGMLQuantizationType as T
+
+    D, E, F, V = 256, 4, 256, 256
+    w = gguf.GGUFWriter(str(tmp_path / "moe.gguf"), "qwen3moe")
+    for add, v in (
+        (w.add_block_count, 1),
+        (w.add_embedding_length, D),
+        (w.add_head_count, 4),
+        (w.add_head_count_kv, 2),
+    ):
+        add(v)
+    w.add_key_length(64)
+    w.add_value_length(64)
+    w.add_feed_forward_length(F)
+    w.add_expert_count(E)
+    w.add_expert_used_count(2)
+    w.add_expert_feed_forward_length(F)
+    w.add_context_length(4096)
+    w.add_vocab_size(V)
+
+    def q(name, shape):  # q4_k rows of D columns
+        block, size = GGML_QUANT_SIZES[T.Q4_K]
+        w.add_tensor(name, np.zeros((*shape, D // block * size), np.uint8), raw_dtype=T.Q4_K)
+
+    q("token_embd.weight", (V,))
+    for n, rows in (("attn_q", 256), ("attn_k", 128), ("attn_v", 128), ("attn_output", 256)):
+        q(f"blk.0.{n}.weight", (rows,))
+    w.add_tensor("blk.0.ffn_gate_inp.weight", np.zeros((E, D), np.float32))
+    q("blk.0.ffn_gate_exps.weight", (E, F))
+    q("blk.0.ffn_up_exps.weight", (E, F))
+    q("blk.0.ffn_down_exps.weight", (E, D))  # F = D here, so rows of D columns again
+    for n in ("attn_norm", "ffn_norm"):
+        w.add_tensor(f"blk.0.{n}.weight", np.zeros(D, np.float32))
+    for n in ("attn_q_norm", "attn_k_norm"):
+        w.add_tensor(f"blk.0.{n}.weight", np.zeros(64, np.float32))
+    w.add_tensor("output_norm.weight", np.zeros(D, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    ck = checkpoint.load(str(tmp_path / "moe.gguf"))
+    s = ck.spec
+    assert (s.model_type, s.moe.n_experts, s.moe.top_k, s.tie_embeddings) == ("qwen3_moe", 4, 2, True)
+    wb = weight_bytes(s, ck.precision)
+    assert wb["experts"] == pytest.approx(3 * E * F * D * 144 / 256)  # gate, up, down of 4 experts in q4_k
+    assert wb["router"] == pytest.approx(E * D * 4)  # f32

@@ -53,6 +53,8 @@ KEYS = {  # config.json key <- GGUF key under the architecture's prefix
     "num_experts_per_tok": "expert_used_count",
     "moe_intermediate_size": "expert_feed_forward_length",
     "shared_expert_intermediate_size": "expert_shared_feed_forward_length",
+    "attn_logit_softcapping": "attn_logit_softcapping",
+    "final_logit_softcapping": "final_logit_softcapping",
 }
 
 
@@ -105,6 +107,8 @@ def read_gguf(path: str | Path) -> tuple[dict[str, Any], list[tuple[str, str, in
         cfg["vocab_size"] = int(emb.shape[-1])
     if model_type == "llama" and cfg.get("num_local_experts"):
         cfg["model_type"] = "mixtral"
+    if model_type in ("qwen2_moe", "qwen3_moe") and "num_local_experts" in cfg:
+        cfg["num_experts"] = cfg.pop("num_local_experts")  # these configs name it num_experts
     ftype = fields.get("general.file_type")
     if ftype is not None:
         cfg["_gguf_file_type"] = int(ftype.contents())
