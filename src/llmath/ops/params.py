@@ -98,7 +98,7 @@ def module_params(spec: ModelSpec) -> dict[str, int]:
 @lru_cache(maxsize=1024)
 def _bpe(spec: ModelSpec, p: Precision) -> tuple[tuple[str, float], ...]:
     params = module_params(spec)
-    out = {m: p.module_weight_bytes(m) for m in MODULES}
+    out = {m: p.module_weight_bytes(m) for m in (*MODULES, *params)}  # other components: the default format
     meas = dict(p.measured_bytes)
     for m in MODULES:
         if meas.get(m) and params.get(m):

@@ -133,7 +133,8 @@ def byte_key(t: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
     per = p.per_class
     by_module = weight_bytes_per_element(t.spec, p)
     return tuple(
-        tuple(by_module.get(op.module, 0.0) if c == "weight" else per.get(c, 0.0) for c in CLASSES) for op in t.ops
+        tuple(by_module.get(op.module, per["weight"]) if c == "weight" else per.get(c, 0.0) for c in CLASSES)
+        for op in t.ops
     )
 
 
