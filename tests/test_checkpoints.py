@@ -503,3 +503,32 @@ def test_gguf_moe_experts_router_and_shared(tmp_path):
     wb = weight_bytes(s, ck.precision)
     assert wb["experts"] == pytest.approx(3 * E * F * D * 144 / 256)  # gate, up, down of 4 experts in q4_k
     assert wb["router"] == pytest.approx(E * D * 4)  # f32
+
+
+def test_split_gguf_reads_every_shard(tmp_path):
+    # gguf's writer splits 2 tensors per file: model-00001-of-0000N.gguf ...; the bytes are those of all shards
+    import gguf
+
+    w = gguf.GGUFWriter(str(tmp_path / "model.gguf"), "llama", split_max_tensors=2)
+    for add, v in ((w.add_block_count, 1), (w.add_embedding_length, 8), (w.add_head_count, 2)):
+        add(v)
+    w.add_feed_forward_length(16)
+    w.add_vocab_size(32)
+    names = ["token_embd.weight", "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"]
+    names += ["blk.0.attn_output.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"]
+    shapes = [(32, 8), (8, 8), (8, 8), (8, 8), (8, 8), (16, 8), (16, 8), (8, 16)]
+    for n, s in zip(names, shapes, strict=True):
+        w.add_tensor(n, np.zeros(s, np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    first = sorted(tmp_path.glob("*.gguf"))[0]
+    assert first.name == "model-00001-of-00004.gguf"
+    ck = checkpoint.load(str(first))
+    # fp16 everywhere: 2 bytes x (32*8 + 4*8*8 + 3*16*8) elements, spread over 4 files
+    assert ck.header_bytes == 2 * (32 * 8 + 4 * 64 + 3 * 128)
+    (tmp_path / "model-00003-of-00004.gguf").unlink()
+    checkpoint.load.cache_clear()
+    with pytest.raises(ConfigError, match="shards missing: model-00003-of-00004.gguf"):
+        checkpoint.load(str(first))

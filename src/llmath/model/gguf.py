@@ -15,6 +15,7 @@ layers are quantised higher (see ``data/formats.json`` ``gguf_mixes``).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,26 @@ def _value(field) -> Any:
     return v
 
 
+def _info(t) -> tuple[str, str, int, int]:
+    return t.name, t.tensor_type.name.lower(), int(t.n_elements), int(t.n_bytes)
+
+
+def _other_shards(p: Path, fields) -> list[Path]:
+    """The sibling shards of a split GGUF (``name-00001-of-00003.gguf``); missing ones are an error."""
+    f = fields.get("split.count")
+    n = int(f.contents()) if f is not None else 1
+    m = re.match(r"^(.*)-(\d{5})-of-(\d{5})\.gguf$", p.name)
+    if n <= 1:
+        return []
+    if m is None:
+        raise ConfigError(f"{p}: a split GGUF ({n} shards) needs its name-0000i-of-0000n.gguf file name")
+    shards = [p.with_name(f"{m.group(1)}-{i:05d}-of-{n:05d}.gguf") for i in range(1, n + 1)]
+    missing = [s.name for s in shards if not s.exists()]
+    if missing:
+        raise ConfigError(f"{p}: split GGUF shards missing: {', '.join(missing)}; keep all shards together")
+    return [s for s in shards if s != p]
+
+
 def read_gguf(path: str | Path) -> tuple[dict[str, Any], list[tuple[str, str, int, int]]]:
     """(config mapping, [(tensor name, type name, elements, bytes)]) of a GGUF file, from its header."""
     p = Path(path)
@@ -92,7 +113,9 @@ def read_gguf(path: str | Path) -> tuple[dict[str, Any], list[tuple[str, str, in
         f = fields.get(f"{arch}.{gkey}")
         if f is not None:
             cfg[key] = _value(f)
-    tensors = [(t.name, t.tensor_type.name.lower(), int(t.n_elements), int(t.n_bytes)) for t in r.tensors]
+    tensors = [_info(t) for t in r.tensors]
+    for shard in _other_shards(p, fields):  # split files (llama-gguf-split): every shard lists its tensors
+        tensors += [_info(t) for t in _reader(shard).tensors]
     names = {t[0] for t in tensors}
     cfg["tie_word_embeddings"] = "output.weight" not in names
     vocab = fields.get(f"{arch}.vocab_size")
