@@ -532,3 +532,30 @@ def test_split_gguf_reads_every_shard(tmp_path):
     checkpoint.load.cache_clear()
     with pytest.raises(ConfigError, match="shards missing: model-00003-of-00004.gguf"):
         checkpoint.load(str(first))
+
+
+def test_partial_safetensors_download_uses_the_index_total(tmp_path):
+    from safetensors.numpy import save_file
+
+    _tiny_llama(tmp_path)
+    save_file({"lm_head.weight": np.zeros((256, 64), np.float16)}, str(tmp_path / "model-00001-of-00002.safetensors"))
+    index = {
+        "metadata": {"total_size": 200_000},
+        "weight_map": {
+            "lm_head.weight": "model-00001-of-00002.safetensors",
+            "model.norm.weight": "model-00002-of-00002.safetensors",
+        },
+    }
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    ck = checkpoint.load(str(tmp_path))
+    assert ck.header_bytes == 200_000 and any("absent" in n for n in ck.notes)
+
+
+def test_reading_notes_reach_the_report(tmp_path):
+    # an exclude entry naming one layer is noted (that layer's attention is counted as quantised)
+    _tiny_llama(tmp_path)
+    side = {"quantization": {"quant_algo": "FP8", "exclude_modules": ["lm_head", "model.layers.1.self_attn*"]}}
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(side))
+    a = analyze(str(tmp_path), "h100-sxm", prompt=64, gen=2)
+    assert any("model.layers.1.self_attn*" in w for w in a.warnings)
+    assert a.precision["modules"]["attention"] == "fp8" and a.precision["modules"]["lm_head"] == "bf16"

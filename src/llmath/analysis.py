@@ -318,14 +318,15 @@ def analyze(
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput."""
     spec = resolve(model)
-    if precision is None:  # the formats the checkpoint states (bf16 if none)
-        from llmath.model.checkpoint import precision_for
+    notes: list[str] = []
+    if precision is None:  # the formats the checkpoint states (bf16 if none), and what reading it noted
+        from llmath.model.checkpoint import load, precision_for
 
         precision = precision_for(model)
+        notes.extend(load(model).notes if isinstance(model, str) else ())
     w = Workload(batch, prompt, gen, prefix, attention, precision)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes: list[str] = []
     end = prefix + prompt + gen - 1
     if spec.max_positions and end > spec.max_positions:
         msg = (

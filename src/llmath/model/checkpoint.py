@@ -86,6 +86,11 @@ def _header_precision(d: Path, p: Precision) -> tuple[Precision, int | None, lis
     """``p`` with the bytes the safetensors headers beside a config measure (per module, or the index's total)."""
     files = sorted(d.glob("*.safetensors"))
     notes: list[str] = []
+    idx = d / "model.safetensors.index.json"
+    listed = set((_json(idx).get("weight_map") or {}).values()) if idx.exists() else set()
+    if listed and not listed <= {f.name for f in files}:  # a partial download: only the index's total is exact
+        notes.append(f"safetensors: {len(listed - {f.name for f in files})} shard(s) absent; using the index total")
+        files = []
     if files:
         by = tensor_bytes(safetensors_header(f) for f in files)
         if by.get("other"):
@@ -93,7 +98,6 @@ def _header_precision(d: Path, p: Precision) -> tuple[Precision, int | None, lis
         meas = {m: b for m, b in by.items() if m in MODULES and b}
         src = dict(p.sources) | {m: "safetensors headers" for m in meas}
         return replace(p, measured_bytes=meas, sources=src), sum(meas.values()), notes
-    idx = d / "model.safetensors.index.json"
     if idx.exists():
         total = (_json(idx).get("metadata") or {}).get("total_size")
         if isinstance(total, int) and total > 0:
