@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
+from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage, rank_plans, rank_table
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
@@ -13,7 +14,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, table
-from llmath.ops.params import weight_bytes
+from llmath.ops.params import weight_bytes_of
 
 
 def parse_axis(flag: str, text: str) -> np.ndarray:
@@ -21,13 +22,14 @@ def parse_axis(flag: str, text: str) -> np.ndarray:
     t = str(text).strip()
     try:
         if ":" in t:
-            lo, hi, step = (t.split(":") + ["1"])[:3]
-            lo, hi = int(lo), int(hi)
+            lo_s, hi_s, step = (t.split(":") + ["1"])[:3]
+            lo, hi = int(lo_s), int(hi_s)
             if step.startswith("x"):
                 f = int(step[1:])
                 if f < 2:
                     raise ValueError
-                vals, v = [], lo
+                vals: list[int] = []
+                v = lo
                 while v <= hi:
                     vals.append(v)
                     v *= f
@@ -59,10 +61,12 @@ def grid(
     attention: str = "flash",
     precision: Precision | None = None,
     eff_mode: str = "expected",
+    layout: Layout | None = None,
 ) -> dict[str, np.ndarray]:
     """Vectorised serving metrics; ``batch``, ``prompt``, ``gen`` broadcast against each other.
 
-    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points).
+    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points). With a ``layout``
+    (:func:`llmath.deploy.make_layout`), ``batch`` is the deployment's total and memory is per GPU.
     """
     if precision is None and isinstance(spec, str):
         from llmath.model.checkpoint import precision_for
@@ -72,6 +76,8 @@ def grid(
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     p = precision or Precision()
     eff = efficiency(eff_mode, hw)
+    if layout is not None:
+        return _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout)
     B, P, N = (a.ravel() for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
     shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))
     t_pre, t_dec = table(spec, "prefill", attention), table(spec, "decode", attention)
@@ -85,7 +91,7 @@ def grid(
         dec[sl] = decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
         act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
     e2e = ttft + dec
-    weights = float(sum(weight_bytes(spec, p).values()))
+    weights = weight_bytes_of(spec, p)
     kv_end = kv_cache_bytes(spec, B, P + N - 1, p)
     mem = weights + kv_end + act
     steps = np.maximum(N - 1, 1)
@@ -105,11 +111,48 @@ def grid(
     return {k: np.reshape(v, shape) for k, v in out.items()}
 
 
+def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout) -> dict[str, np.ndarray]:
+    """:func:`grid` on a layout: each DP replica serves ⌈B/dp⌉; one GPU per pipeline stage, vectorised."""
+    B, P, N = (np.asarray(a) for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
+    b = -(-B // layout.dp)
+    ttft = per_gpu_stage(spec, layout, "prefill", Scenario(b, P, 0), hw, p, eff, attention).time_s
+    d = decode_totals(spec, layout, hw, p, eff, attention, b, P, N)
+    e2e = ttft + d["total_s"]
+    per_gpu = 0.0
+    for plan in rank_plans(spec, "prefill", attention, layout):
+        tab = rank_table(spec, "prefill", attention, layout, plan.index)
+        weights = weight_bytes_of(spec, p, plan.ops)
+        kv = kv_cache_bytes(spec, b, P + N - 1, p, ops=plan.ops)
+        per_gpu = np.maximum(per_gpu, weights + kv + activation_peak_bytes(spec, b, P, attention, p, tab=tab))
+    return {
+        "batch": B,
+        "prompt": P,
+        "gen": N,
+        "ttft_s": ttft,
+        "tpot_s": np.where(N > 1, d["total_s"] / np.maximum(N - 1, 1), 0.0),
+        "e2e_s": e2e,
+        "throughput_tok_s": B * N / e2e,
+        "throughput_tok_s_per_gpu": B * N / e2e / layout.gpus,
+        "per_sequence_tok_s": N / e2e,
+        "kv_peak_bytes": kv_cache_bytes(spec, B, P + N - 1, p),
+        "memory_bytes": per_gpu,
+        "fits": per_gpu <= hw.memory_bytes,
+    }
+
+
 def run_sweep(
-    model, hardware, axes: dict[str, np.ndarray], attention: str, precision: Precision, eff_mode: str
+    model,
+    hardware,
+    axes: dict[str, np.ndarray],
+    attention: str,
+    precision: Precision,
+    eff_mode: str,
+    layout: dict | None = None,
 ) -> list[dict]:
+    """The grid of ``axes`` as rows. ``layout``: make_layout's keyword arguments (gpus, tp, pp, ep, dp, overlap)."""
+    lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
-    g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode)
+    g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode, lay)
     keys = list(g)
     rows = []
     for i in range(Bg.size):

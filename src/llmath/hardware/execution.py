@@ -12,13 +12,16 @@ fallback is stated in the report.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any, cast
 
 import numpy as np
 
 from llmath.errors import HardwareError
 from llmath.hardware.registry import Hardware
 from llmath.model.dtypes import Precision
-from llmath.ops import Table
+from llmath.model.spec import ModelSpec
+from llmath.ops import Attention, Table, table
+from llmath.ops.params import weight_bytes, weight_bytes_per_element
 
 FALLBACK = {
     "fp4": ("bf16", "fp16", "fp32"),
@@ -83,3 +86,40 @@ def notes(tables: tuple[Table, ...], hw: Hardware, p: Precision) -> list[str]:
 def summary(tables: tuple[Table, ...], hw: Hardware, p: Precision) -> dict[str, str]:
     """Requested format -> executed format over the GEMMs of ``tables``."""
     return {f: executed(hw, f)[0] for f in sorted({f for t in tables for f in op_formats(t, p)})}
+
+
+# ---- the precision an analysis runs at, and its report ----------------------------------------------
+
+
+def checkpoint_precision(model, precision: Precision | None) -> tuple[Precision, list[str]]:
+    """``precision`` if given; else the formats the checkpoint states (bf16 if none) and what reading noted."""
+    if precision is not None:
+        return precision, []
+    from llmath.model.checkpoint import load, precision_for
+
+    return precision_for(model), list(load(model).notes) if isinstance(model, str) else []
+
+
+def _tables(spec: ModelSpec, attention: str) -> tuple[Table, Table]:
+    a = cast(Attention, attention)
+    return table(spec, "prefill", a), table(spec, "decode", a)
+
+
+def fallback_notes(spec: ModelSpec, attention: str, p: Precision, hw: Hardware | None) -> list[str]:
+    """A format the device lacks runs as the engines run it there: one line each, never an error."""
+    return notes(_tables(spec, attention), hw, p) if hw is not None else []
+
+
+def precision_report(spec: ModelSpec, p: Precision, hw: Hardware | None, attention: str) -> dict[str, Any]:
+    """Formats per module with bytes per element and sources, and (with hardware) what each GEMM format
+    runs as on the device (the ``precision`` key of ``analyze --json``)."""
+    wb = weight_bytes(spec, p)
+    bpe = weight_bytes_per_element(spec, p)
+    d = p.to_dict()
+    d["module_bytes_per_element"] = {m: bpe[m] for m in wb}
+    d["weight_bytes_by_module"] = wb
+    d["modules"] = {m: p.weight_format(m) for m in wb}
+    d["module_sources"] = {m: p.weight_source(m) for m in wb}
+    if hw is not None:
+        d["compute"] = summary(_tables(spec, attention), hw, p)
+    return d

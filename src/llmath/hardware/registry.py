@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -246,9 +247,9 @@ def load_file(path: str | Path) -> Hardware:
     text = p.read_text()
     try:
         if p.suffix == ".toml":
-            try:
+            if sys.version_info >= (3, 11):
                 import tomllib
-            except ModuleNotFoundError:  # Python 3.10
+            else:  # Python 3.10
                 import tomli as tomllib
             d = tomllib.loads(text)
         else:

@@ -119,3 +119,11 @@ def weight_bytes(spec: ModelSpec, p: Precision) -> dict[str, float]:
     """Weight bytes per module (parameters × bytes per element); the total is their sum."""
     bpe = weight_bytes_per_element(spec, p)
     return {m: n * bpe[m] for m, n in module_params(spec).items()}
+
+
+def weight_bytes_of(spec: ModelSpec, p: Precision, ops=None) -> float:
+    """Total weight bytes of ``spec`` (or of the operators ``ops``, e.g. one GPU's shard) at ``p``."""
+    if ops is None:
+        return float(sum(weight_bytes(spec, p).values()))
+    bpe = weight_bytes_per_element(spec, p)
+    return float(sum(n * op.count * bpe.get(op.module, p.weight_bytes) for op in ops for _, n in op.params))
