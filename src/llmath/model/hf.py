@@ -73,6 +73,25 @@ def _falcon_kv_heads(cfg: Mapping[str, Any], n_heads: int) -> int:
     return 1 if cfg.get("multi_query", True) else n_heads
 
 
+def _every(k: int, *, full_first: bool = False, key: str | None = None):
+    """layer_types as a config class derives them: every k-th layer full, the others sliding
+    (``full_first``: layers 0, k, 2k, ... are full; else k-1, 2k-1, ...). ``key`` reads k from the file."""
+
+    def types(cfg: Mapping[str, Any], n: int) -> list[str]:
+        every = int(cfg.get(key) or k) if key else k
+        full = (lambda i: i % every == 0) if full_first else (lambda i: (i + 1) % every == 0)
+        return ["full_attention" if full(i) else "sliding_attention" for i in range(n)]
+
+    return types
+
+
+def _smollm3_types(cfg: Mapping[str, Any], n: int) -> list[str]:
+    """SmolLM3: sliding only on NoPE layers, and only with use_sliding_window (configuration_smollm3.py)."""
+    rope = cfg.get("no_rope_layers") or [1] * n
+    slide = bool(cfg.get("use_sliding_window")) and cfg.get("sliding_window") is not None
+    return ["sliding_attention" if slide and not rope[i] else "full_attention" for i in range(n)]
+
+
 LLAMA_LIKE = dict(
     norm="rms",
     ffn="gated",
@@ -231,6 +250,119 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         attn_sinks=True,
         windows="alternate",
     ),
+    # ---- dense families whose keys are Llama's (transformers builds internlm3 / iquestcoder as Llama)
+    "internlm3": LLAMA_LIKE,
+    "iquestcoder": LLAMA_LIKE,
+    "helium": LLAMA_LIKE,
+    "hyperclovax": dict(LLAMA_LIKE, norms_per_layer=lambda c: 4 if c.get("use_post_norm") else 2),
+    "cwm": dict(LLAMA_LIKE, **_attn_bias(False), windows=_every(4, full_first=True)),
+    "ministral3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
+    "smollm3": dict(LLAMA_LIKE, windows=_smollm3_types),
+    "arcee": dict(LLAMA_LIKE, ffn="mlp", activation="relu2"),
+    "jais2": dict(LLAMA_LIKE, norm="layer", ffn="mlp", activation="relu2"),
+    "nanochat": dict(
+        LLAMA_LIKE, norm="rms_noparam", ffn="mlp", activation="relu2", **_attn_bias(_k("attention_bias", False))
+    ),
+    "seed_oss": dict(
+        LLAMA_LIKE,
+        q_bias=_k("attention_bias", True),
+        k_bias=_k("attention_bias", True),
+        v_bias=_k("attention_bias", True),
+        o_bias=_k("attention_out_bias", False),
+    ),
+    "glm": dict(
+        LLAMA_LIKE,
+        q_bias=_k("attention_bias", True),
+        k_bias=_k("attention_bias", True),
+        v_bias=_k("attention_bias", True),
+        o_bias=False,
+        ffn_bias=False,
+    ),
+    "glm4": dict(
+        LLAMA_LIKE,
+        q_bias=_k("attention_bias", True),
+        k_bias=_k("attention_bias", True),
+        v_bias=_k("attention_bias", True),
+        o_bias=False,
+        ffn_bias=False,
+        norms_per_layer=4,
+    ),
+    "ernie4_5": dict(LLAMA_LIKE, **_attn_bias(_k("use_bias", False)), ffn_bias=_k("use_bias", False)),
+    "exaone4": dict(
+        LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="head", windows=_every(4, key="sliding_window_pattern")
+    ),
+    "olmo3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", windows=_every(4)),
+    "cohere2": dict(
+        LLAMA_LIKE,
+        norm="layer",
+        norm_bias=False,
+        parallel=True,
+        norms_per_layer=1,
+        ffn_bias=False,
+        windows=_every(4, key="sliding_window_pattern"),
+    ),
+    "vaultgemma": dict(
+        LLAMA_LIKE, ffn_bias=False, embedding_scale=True, activation="gelu_tanh", softcap=True, windows="alternate"
+    ),
+    "granite_swa": dict(LLAMA_LIKE, attn_sinks=True, windows=_every(4, full_first=True)),
+    "stablelm": dict(
+        LLAMA_LIKE,
+        norm="layer",
+        q_bias=_k("use_qkv_bias", False),
+        k_bias=_k("use_qkv_bias", False),
+        v_bias=_k("use_qkv_bias", False),
+        o_bias=False,
+        ffn_bias=False,
+        parallel=_k("use_parallel_residual", False),
+        norms_per_layer=lambda c: 1 if c.get("use_parallel_residual") else 2,
+        refuse={"qk_layernorm": "per-head q/k LayerNorms"},
+    ),
+    "persimmon": dict(
+        norm="layer",
+        ffn="mlp",
+        position="rotary",
+        **_attn_bias(True),
+        ffn_bias=True,
+        activation="relu2",
+        qk_norm=lambda c: "head" if c.get("qk_layernorm", True) else "none",
+    ),
+    "codegen": dict(
+        norm="layer",
+        ffn="mlp",
+        position="rotary",
+        **_attn_bias(False),
+        ffn_bias=True,
+        parallel=True,
+        norms_per_layer=1,
+        lm_head_bias=True,
+        activation="gelu_new",
+        ffn_default=4,
+    ),
+    "gpt_neo": dict(
+        norm="layer",
+        ffn="mlp",
+        position="learned",
+        q_bias=False,
+        k_bias=False,
+        v_bias=False,
+        o_bias=True,
+        ffn_bias=True,
+        activation="gelu_new",
+        ffn_default=4,
+        # The 'local' layers only mask to window_size: transformers caches and scores every position
+        # (modeling_gpt_neo.py builds the mask, the cache is a full DynamicCache), so llmath counts them
+        # as full-attention layers; the local layers' pairs beyond the window are over-counted under flash.
+    ),
+    "gpt_bigcode": dict(
+        norm="layer",
+        ffn="mlp",
+        position="learned",
+        **_attn_bias(True),
+        ffn_bias=True,
+        activation="gelu_tanh",
+        ffn_default=4,
+        kv_heads=lambda c, n: 1 if c.get("multi_query", True) else n,
+    ),
     "t5": dict(
         norm="rms",
         norm_bias=False,
@@ -265,21 +397,64 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# model_types whose transformers config class defaults to tie_word_embeddings=True (5.23).
+# model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
+# ones are checked against the config classes in tests/test_oracle_causal_lm.py).
 TIED_BY_DEFAULT = {
     "bart",
+    "biogpt",
     "bloom",
     "cohere",
+    "cohere2",
+    "cohere2_moe",
+    "cohere_compass_text",
+    "cpmant",
+    "ctrl",
+    "ernie4_5",
+    "ernie4_5_moe",
     "falcon",
+    "falcon_mamba",
     "gemma",
     "gemma2",
     "gemma3_text",
+    "gemma3n_text",
+    "gemma4_text",
+    "gemma4_unified_text",
+    "gpt-sw3",
     "gpt2",
+    "gpt_bigcode",
+    "gpt_neo",
+    "gpt_neox_japanese",
+    "granite_swa",
+    "jetmoe",
+    "lfm2",
+    "lfm2_moe",
+    "lfm3",
+    "mamba",
+    "minicpm3",
+    "modernbert-decoder",
+    "mpt",
+    "openai-gpt",
     "opt",
+    "recurrent_gemma",
+    "smollm3",
     "starcoder2",
     "t5",
     "transformer",
+    "trocr",
+    "vaultgemma",
+    "xglm",
+    "youtu",
+    "zamba",
+    "zamba2",
+    "zaya",
 }
+
+# BERT-style encoders: transformers offers a *ForCausalLM for them (the bidirectional encoder run with
+# is_decoder=True), but they are not decoder LMs; llmath refuses them with a clear error.
+ENCODERS = frozenset(
+    "bert bert-generation big_bird camembert data2vec-text electra ernie megatron-bert rembert roberta "
+    "roberta-prelayernorm roc_bert roformer xlm xlm-roberta xlm-roberta-xl xlnet xmod reformer".split()
+)
 
 # Config aliases that older hub files use for the same family.
 MODEL_TYPE_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "gemma3": "gemma3_text"}
@@ -299,7 +474,9 @@ def _fact(table: Mapping[str, Any], cfg: Mapping[str, Any], name: str, default: 
     return v
 
 
-def _layer_windows(cfg: Mapping[str, Any], pattern: str, n_layers: int, where: str) -> tuple[int | None, ...]:
+def _layer_windows(
+    cfg: Mapping[str, Any], pattern: Any, n_layers: int, where: str, key: str = "sliding_window"
+) -> tuple[int | None, ...]:
     """Sliding windows per layer, derived as the transformers config classes derive ``layer_types``.
 
     ``pattern`` (the family's table fact ``windows``) applies when the file has no ``layer_types``:
@@ -307,15 +484,17 @@ def _layer_windows(cfg: Mapping[str, Any], pattern: str, n_layers: int, where: s
     ``sliding_window_pattern``-th, default 6); ``from_layer`` (layers from ``max_window_layers`` on, and
     only when ``use_sliding_window`` is set).
     """
-    window = cfg.get("sliding_window")
+    window = cfg.get(key)
     types = cfg.get("layer_types")
     if pattern == "from_layer" and not cfg.get("use_sliding_window", False):
         window = None
     if window is None:
         return (None,) * n_layers
-    window = _int(cfg, "sliding_window", where=where)
+    window = _int(cfg, key, where=where)
     if types is None:
-        if pattern == "alternate":
+        if callable(pattern):
+            types = pattern(cfg, n_layers)
+        elif pattern == "alternate":
             types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n_layers)]
         elif pattern == "every":
             every = cfg.get("sliding_window_pattern") or 6
@@ -341,7 +520,7 @@ def _moe(kind: str, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[
     if kind in ("qwen2_moe", "qwen3_moe"):
         shared = _int(cfg, "shared_expert_intermediate_size", 0, where=where) if kind == "qwen2_moe" else 0
         moe = MoESpec(
-            n_experts=_int(cfg, "num_experts", where=where),
+            n_experts=_int(cfg, ("num_experts", "num_local_experts"), where=where),
             top_k=_int(cfg, "num_experts_per_tok", where=where),
             d_ff_expert=_int(cfg, "moe_intermediate_size", where=where),
             d_ff_shared=shared,
@@ -388,6 +567,11 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
             f"(supported: {', '.join(supported_model_types())})"
         )
     model_type = MODEL_TYPE_ALIASES.get(raw_type, raw_type)
+    if model_type in ENCODERS:
+        raise ConfigError(
+            f"{where}: model_type={raw_type!r} is a BERT-style encoder, not a decoder; llmath analyses decoder "
+            "language models (prefill and decode). Pass a decoder or encoder-decoder config.json"
+        )
     table = ADAPTERS.get(model_type)
     if table is None:
         raise ConfigError(
@@ -401,9 +585,21 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         raise ConfigError(f"{where}: {e}") from None
 
 
+def _refuse_unmodelled(cfg, table, where) -> None:
+    """Options of a family that llmath does not model yet: an error, never a silently different count."""
+    for key, what in table.get("refuse", {}).items():
+        if cfg.get(key):
+            raise ConfigError(
+                f"{where}: {key}={cfg[key]!r} ({what}) is not modelled yet; set it false to analyse the "
+                "model without it, or open an issue with the config.json"
+            )
+
+
 def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
     def get(key, default=_MISSING):
         return _int(cfg, key, default, where=where)
+
+    _refuse_unmodelled(cfg, table, where)
 
     d = get(HIDDEN)
     n_layers = get(LAYERS)
@@ -539,7 +735,9 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         ffn_bias=bool(_fact(table, cfg, "ffn_bias", False)),
         moe=moe,
         layer_moe=layer_moe,
-        layer_windows=_layer_windows(cfg, table.get("windows", "all"), n_layers, where),
+        layer_windows=_layer_windows(
+            cfg, table.get("windows", "all"), n_layers, where, table.get("window_key", "sliding_window")
+        ),
         norms_per_layer=int(norms),
         final_norm=final_norm,
         embedding_norm=embedding_norm,

@@ -12,7 +12,7 @@ from typing import Literal
 
 from llmath.errors import SpecError
 
-NormKind = Literal["layer", "rms", "layer_noparam"]
+NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
 PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "relative", "none"]
 AttentionKind = Literal["mha", "mla"]
@@ -158,8 +158,8 @@ class ModelSpec:
             )
         if self.ffn not in ("mlp", "gated"):
             raise SpecError(f"{n!r}: ffn={self.ffn!r} must be 'mlp' or 'gated'")
-        if self.norm not in ("layer", "rms", "layer_noparam"):
-            raise SpecError(f"{n!r}: norm={self.norm!r} must be 'layer', 'rms' or 'layer_noparam'")
+        if self.norm not in ("layer", "rms", "layer_noparam", "rms_noparam"):
+            raise SpecError(f"{n!r}: norm={self.norm!r} must be 'layer', 'rms', 'layer_noparam' or 'rms_noparam'")
         if self.attention == "mla":
             if self.mla is None:
                 raise SpecError(f"{n!r}: attention='mla' needs the mla widths (kv_lora_rank, ...)")
@@ -191,6 +191,10 @@ class ModelSpec:
     @property
     def is_encoder_decoder(self) -> bool:
         return self.encoder is not None
+
+    def layer_kinds(self) -> tuple[tuple[object, ...], ...]:
+        """Each decoder layer's kind: everything that can differ between layers, as one tuple."""
+        return tuple(zip(self.layer_windows, self.layer_moe, strict=True))
 
     def with_layers(self, n_layers: int) -> ModelSpec:
         """The same architecture with the first ``n_layers`` layers (patterns truncated)."""
