@@ -96,6 +96,34 @@ def test_decoder_type_reads_exactly(mt, tmp_path):
 
 WINDOW_KEYS = ("sliding_window", "window_size")
 
+# Options a family's defaults leave off, switched on: each must still read exactly.
+VARIANTS = [
+    ("granitemoeshared", {"shared_intermediate_size": 1024}),
+    ("glm4_moe", {"use_qk_norm": True, "attention_bias": True}),
+    ("stablelm", {"use_parallel_residual": True, "use_qkv_bias": True}),
+    ("phimoe", {"lm_head_bias": True}),
+    ("hyperclovax", {"use_post_norm": False}),
+    ("ernie4_5", {"use_bias": True}),
+    ("persimmon", {"qk_layernorm": False}),
+    ("seed_oss", {"attention_out_bias": True}),
+    ("smollm3", {"use_sliding_window": True, "sliding_window": 4, "layer_types": None}),
+    ("exaone4", {"layer_types": None, "sliding_window_pattern": 3}),
+    ("cohere2", {"layer_types": None}),
+    ("cwm", {"layer_types": None}),
+    ("olmo3", {"layer_types": None}),
+    ("granite_swa", {"layer_types": None}),
+    ("vaultgemma", {"layer_types": None}),
+    ("gpt_bigcode", {"multi_query": False}),
+]
+
+
+@pytest.mark.parametrize("mt,extra", VARIANTS, ids=[v[0] + ":" + ",".join(v[1]) for v in VARIANTS])
+def test_variants_read_exactly(mt, extra, tmp_path):
+    cfg = {k: v for k, v in dict(default_config(mt, str(tmp_path)), **extra).items() if v is not None}
+    spec = spec_from_config(cfg, mt)
+    assert param_report(spec).total == oracle.count_params(oracle.build_meta(oracle.hf_config(cfg)))
+    _flops_and_cache_equal(cfg, spec)
+
 
 def _flops_and_cache_equal(cfg, spec):
     n = _keep_layers(spec)

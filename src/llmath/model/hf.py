@@ -92,6 +92,22 @@ def _smollm3_types(cfg: Mapping[str, Any], n: int) -> list[str]:
     return ["sliding_attention" if slide and not rope[i] else "full_attention" for i in range(n)]
 
 
+def _all_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    return [True] * n
+
+
+def _after_dense(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """DeepSeek-style: the first ``first_k_dense_replace`` layers are dense."""
+    first = int(cfg.get("first_k_dense_replace") or 0)
+    return [i >= first for i in range(n)]
+
+
+def _mlp_layer_types(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """``mlp_layer_types``: 'sparse' layers are MoE, 'dense' ones a plain FFN (all sparse when absent)."""
+    types = cfg.get("mlp_layer_types") or ["sparse"] * n
+    return [t == "sparse" for t in types[:n]]
+
+
 LLAMA_LIKE = dict(
     norm="rms",
     ffn="gated",
@@ -363,6 +379,69 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_default=4,
         kv_heads=lambda c, n: 1 if c.get("multi_query", True) else n,
     ),
+    # ---- MoE families: keys per family, layers per family
+    "olmoe": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", moe="mixtral"),
+    "flex_olmo": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", moe="mixtral"),
+    "minimax_m2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", moe="mixtral"),
+    "granitemoe": dict(LLAMA_LIKE, ffn_bias=False, moe="mixtral"),
+    "granitemoeshared": dict(
+        LLAMA_LIKE,
+        ffn_bias=False,
+        moe=dict(
+            experts="num_local_experts",
+            top_k="num_experts_per_tok",
+            d_ff="intermediate_size",
+            shared_width="shared_intermediate_size",
+        ),
+    ),
+    "phimoe": dict(LLAMA_LIKE, norm="layer", ffn_bias=False, moe="mixtral", lm_head_bias=_k("lm_head_bias", False)),
+    "glm4_moe": dict(
+        LLAMA_LIKE,
+        q_bias=_k("attention_bias", False),
+        k_bias=_k("attention_bias", False),
+        v_bias=_k("attention_bias", False),
+        o_bias=False,
+        ffn_bias=False,
+        qk_norm=lambda c: "head" if c.get("use_qk_norm") else "none",
+        moe="deepseek",
+        head_dim_floor=True,
+    ),
+    "solar_open": dict(
+        LLAMA_LIKE,
+        ffn_bias=False,
+        ffn_default=0,
+        moe=dict(
+            experts="n_routed_experts",
+            top_k="num_experts_per_tok",
+            d_ff="moe_intermediate_size",
+            shared_count="n_shared_experts",
+        ),
+    ),
+    "exaone_moe": dict(
+        LLAMA_LIKE,
+        **_attn_bias(False),
+        ffn_bias=False,
+        qk_norm="head",
+        windows=_every(4, key="sliding_window_pattern"),
+        moe=dict(
+            experts="num_experts",
+            top_k="num_experts_per_tok",
+            d_ff="moe_intermediate_size",
+            shared_count="num_shared_experts",
+            layers=_mlp_layer_types,
+        ),
+    ),
+    "mellum": dict(
+        LLAMA_LIKE,
+        ffn_bias=False,
+        qk_norm="head",
+        moe=dict(
+            experts="num_local_experts",
+            top_k="num_experts_per_tok",
+            d_ff="moe_intermediate_size",
+            layers=_mlp_layer_types,
+        ),
+    ),
     "t5": dict(
         norm="rms",
         norm_bias=False,
@@ -509,7 +588,29 @@ def _layer_windows(
     return tuple(window if t == "sliding_attention" else None for t in types[:n_layers])
 
 
-def _moe(kind: str, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[MoESpec, tuple[bool, ...]]:
+def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: str):
+    """A MoE described by the config keys a family uses (the table's ``moe`` dict): ``experts``,
+    ``top_k``, ``d_ff`` (each routed expert's width), optionally ``shared_width`` (the shared FFN's
+    width) or ``shared_count`` (shared experts of width ``d_ff``), and ``layers`` (cfg, n) -> MoE flags."""
+    per = _int(cfg, t["d_ff"], where=where)
+    shared = 0
+    if "shared_width" in t:
+        shared = _int(cfg, t["shared_width"], 0, where=where)
+    elif "shared_count" in t:
+        shared = per * _int(cfg, t["shared_count"], 0, where=where)
+    moe = MoESpec(
+        n_experts=_int(cfg, t["experts"], where=where),
+        top_k=_int(cfg, t["top_k"], where=where),
+        d_ff_expert=per,
+        d_ff_shared=shared,
+    )
+    layers = t.get("layers", _all_layers)(cfg, n)
+    return moe, tuple(bool(x) for x in layers)
+
+
+def _moe(kind: Any, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[MoESpec, tuple[bool, ...]]:
+    if isinstance(kind, Mapping):
+        return _moe_from_keys(kind, cfg, n_layers, where)
     if kind == "mixtral":
         moe = MoESpec(
             n_experts=_int(cfg, ("num_local_experts", "num_experts"), where=where),
@@ -611,6 +712,8 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
     else:
         n_kv = get(("num_key_value_heads", "num_kv_heads"), n_heads)
     head_dim = cfg.get("head_dim") or cfg.get("d_kv")
+    if head_dim is None and table.get("head_dim_floor"):
+        head_dim = d // n_heads  # the family's attention uses hidden_size // num_attention_heads as is
     if head_dim is None:
         if d % n_heads:
             raise ConfigError(
@@ -746,7 +849,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         rotary_dim=rotary_dim,
         relative_buckets=relative_buckets,
         tie_embeddings=bool(tie),
-        lm_head_bias=bool(table.get("lm_head_bias", False)),
+        lm_head_bias=bool(_fact(table, cfg, "lm_head_bias", False)),
         parallel_block=parallel,
         embedding_scale=bool(table.get("embedding_scale", False)),
         attn_softcap=cfg.get("attn_logit_softcapping") if softcap else None,
