@@ -195,6 +195,26 @@ def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layo
     return _num(total * precision.kv_bytes) if isinstance(total, int) else total * precision.kv_bytes
 
 
+def kv_growth(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
+    """How the per-sequence KV cache grows with context.
+
+    ``bytes_per_token``: the first positions (every layer, windowed ones included, adds one position);
+    ``growth_bytes_per_token``: each position once every window has filled (full-attention layers only;
+    0 for a model whose every layer slides); ``window_bytes``: what the windowed layers hold when full;
+    ``windows_full_at``: the context from which the growth rate applies (the largest window, or 0).
+    Bytes per sequence at context S = growth · S + Σ_windowed per-position · min(S, W).
+    """
+    per = kv_elements_per_position(spec)
+    kb = precision.kv_bytes
+    windows = [w for w in per if w is not None]
+    return {
+        "bytes_per_token": _num(sum(per.values()) * kb),
+        "growth_bytes_per_token": _num(per.get(None, 0) * kb),
+        "window_bytes": _num(sum(n * w for w, n in per.items() if w is not None) * kb),
+        "windows_full_at": max(windows, default=0),
+    }
+
+
 # ---- memory ----------------------------------------------------------------------------------------
 
 
@@ -333,6 +353,7 @@ def analyze(
         "bytes": kv_cache_bytes(spec, batch, prefix + prompt, p),
         "peak_bytes": kv_cache_bytes(spec, batch, end, p),
         "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
+        **{k: v for k, v in kv_growth(spec, p).items() if k != "bytes_per_token"},
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
