@@ -310,6 +310,7 @@ class Analysis:
             "efficiency": self.efficiency,
             "training": self.training,
             "warnings": self.warnings,
+            "components_not_in_stages": list(self.params.towers_not_counted),
         }
         d.update(self.generation)
         return d
@@ -343,6 +344,11 @@ def analyze(
         )
         notes.append(msg)
         warnings.warn(msg, stacklevel=2)
+    if spec.wrapper:
+        notes.append(
+            f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
+            f"(text_config) only: {', '.join(spec.towers_not_counted) or 'its other towers'} not counted"
+        )
     if hw is not None:
         hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
     params = param_report(spec)

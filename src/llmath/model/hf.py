@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -536,7 +537,29 @@ ENCODERS = frozenset(
 )
 
 # Config aliases that older hub files use for the same family.
-MODEL_TYPE_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "gemma3": "gemma3_text"}
+MODEL_TYPE_ALIASES = {
+    "RefinedWeb": "falcon",
+    "RefinedWebModel": "falcon",
+    "gemma3": "gemma3_text",
+    # Kimi K2 (moonshotai/Kimi-K2-Instruct, remote code): DeepseekV3ForCausalLM with DeepSeek-V3's keys.
+    "kimi_k2": "deepseek_v3",
+}
+
+# transformers classes named in a file's ``architectures``: a model_type without a table of its own whose
+# checkpoint loads with one of these classes is read with that class's table.
+ARCHITECTURE_TYPES = {
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2",
+    "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "GemmaForCausalLM": "gemma",
+    "Gemma2ForCausalLM": "gemma2",
+    "Phi3ForCausalLM": "phi3",
+}
 
 
 def supported_model_types() -> list[str]:
@@ -659,15 +682,14 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
     where = source or name or "config"
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{where}: expected a JSON object at the top level, got {type(cfg).__name__}")
-    if "text_config" in cfg and "model_type" in cfg and cfg["model_type"] not in ADAPTERS:
-        cfg = dict(cfg["text_config"])
+    cfg, wrapper, towers = _unwrap(cfg)
     raw_type = cfg.get("model_type")
     if raw_type is None:
         raise ConfigError(
             f"{where}: field 'model_type' is missing; llmath needs it to pick the architecture "
             f"(supported: {', '.join(supported_model_types())})"
         )
-    model_type = MODEL_TYPE_ALIASES.get(raw_type, raw_type)
+    model_type = _resolve_type(cfg, raw_type)
     if model_type in ENCODERS:
         raise ConfigError(
             f"{where}: model_type={raw_type!r} is a BERT-style encoder, not a decoder; llmath analyses decoder "
@@ -681,9 +703,32 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         )
     name = name or cfg.get("_name_or_path") or model_type
     try:
-        return _build(cfg, model_type, table, name, where, source)
+        spec = _build(cfg, model_type, table, name, where, source)
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
+    return replace(spec, wrapper=wrapper, towers_not_counted=towers) if wrapper else spec
+
+
+def _unwrap(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, tuple[str, ...]]:
+    """A multimodal wrapper (a ``text_config`` under a model_type llmath has no table for) -> its language
+    model's config, the wrapper's model_type and the other sub-configs (towers) that are not counted."""
+    outer = cfg.get("model_type")
+    if not isinstance(cfg.get("text_config"), Mapping) or outer in ADAPTERS:
+        return cfg, "", ()
+    towers = tuple(sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config" and v))
+    return dict(cfg["text_config"]), str(outer or "wrapper"), towers
+
+
+def _resolve_type(cfg: Mapping[str, Any], raw_type: str) -> str:
+    """model_type -> adapter table: aliases first, then (for a model_type without a table) the transformers
+    class the file names in ``architectures``, whose config keys the checkpoint must then use."""
+    model_type = MODEL_TYPE_ALIASES.get(raw_type, raw_type)
+    if model_type in ADAPTERS:
+        return model_type
+    for arch in cfg.get("architectures") or []:
+        if arch in ARCHITECTURE_TYPES:
+            return ARCHITECTURE_TYPES[arch]
+    return model_type
 
 
 def _refuse_unmodelled(cfg, table, where) -> None:

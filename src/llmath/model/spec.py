@@ -129,6 +129,8 @@ class ModelSpec:
     encoder: EncoderSpec | None = None
     hf_cache_kv_heads: int | None = None  # transformers caches this many K/V heads (Falcon: all N)
     source: str = ""
+    wrapper: str = ""  # a multimodal wrapper's model_type when this is its language model (text_config)
+    towers_not_counted: tuple[str, ...] = ()  # the wrapper's other sub-configs (vision_config, ...)
 
     def __post_init__(self) -> None:
         if not self.layer_moe:

@@ -31,6 +31,8 @@ class ParamReport:
     active_per_token: int
     estimates: dict[str, int]
     active_per_token_with_embedding: int = 0
+    wrapper: str = ""  # the multimodal wrapper whose language model this counts
+    towers_not_counted: tuple[str, ...] = ()  # its other sub-configs, not in these counts
     estimate_error: dict[str, float] = field(default_factory=dict)  # (estimate - exact) / exact
 
     def to_dict(self) -> dict:
@@ -42,6 +44,8 @@ class ParamReport:
             "layer_counts": self.layer_counts,
             "active_per_token": self.active_per_token,
             "active_per_token_with_embedding": self.active_per_token_with_embedding,
+            "wrapper": self.wrapper,
+            "towers_not_counted": list(self.towers_not_counted),
             "estimates": self.estimates,
             "estimate_error": self.estimate_error,
         }
@@ -88,4 +92,6 @@ def param_report(spec: ModelSpec) -> ParamReport:
         estimates=est,
         estimate_error={k: (v - total) / total for k, v in est.items()},
         active_per_token_with_embedding=with_table,
+        wrapper=spec.wrapper,
+        towers_not_counted=spec.towers_not_counted,
     )

@@ -116,6 +116,11 @@ def params_human(rep) -> None:
             f"one embedding row, routed experts not chosen excluded; {rep.active_per_token_with_embedding:,} "
             "with the whole embedding table)"
         )
+    if rep.wrapper:
+        c.print(
+            f"language model of a {rep.wrapper} wrapper: {', '.join(rep.towers_not_counted) or 'other towers'} "
+            "not counted"
+        )
     t3 = Table(title="the seeds' estimates vs the exact count")
     t3.add_column("estimate")
     t3.add_column("value", justify="right")
