@@ -57,6 +57,8 @@ ROUTER_FLOPS = 5
 
 CLASSES = ("flops", "vflops", "weight", "act_in", "act_out", "kv_read", "kv_write")
 
+TermSpec = tuple[int, str, str]  # (coefficient, monomial, coefficient over the model's letters)
+
 
 @dataclass(frozen=True)
 class Term:
@@ -287,4 +289,82 @@ class Builder:
             weight=[(per * width, "1", f"{per}·{sym}")],
             act_in=[(width, rows, sym)],
             act_out=[(width, rows, sym)],
+        )
+
+
+@dataclass(frozen=True)
+class Window:
+    """The monomials of one attention window: visible keys ``K``, causal pairs ``P``, score entries ``E``."""
+
+    K: str
+    P: str
+    E: str
+
+    @classmethod
+    def of(cls, w: int | None) -> Window:
+        wk = wkey(w)
+        return cls(f"K:{wk}", f"P:{wk}", f"E:{wk}")
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a block's operators land: the builder, runs per pass (``count``), layer kind, name prefix,
+    component and the sizes bound to the letters of their signatures.
+
+    A family module declares each operator once through a site: name, signature, sizes, parameters and
+    costs, each cost a list of ``(coefficient, monomial, formula)`` terms that ``--explain`` prints.
+    """
+
+    b: Builder
+    count: int
+    lk: str
+    prefix: str
+    component: str
+    sizes: dict[str, int]
+
+    @property
+    def spec(self) -> ModelSpec:
+        return self.b.spec
+
+    def name(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def op(
+        self,
+        name: str,
+        kind: str,
+        sig: str,
+        *,
+        sizes: dict[str, int] | None = None,
+        params: Iterable[tuple[str, int]] = (),
+        component: str | None = None,
+        **costs: list[TermSpec],
+    ) -> None:
+        """One operator of this site (``sizes`` and ``component`` default to the site's)."""
+        sz = self.sizes if sizes is None else sizes
+        self.b.add(self.name(name), component or self.component, kind, sig, sz, self.count, params, self.lk, **costs)
+
+    def vector(self, name: str, sig: str, per: int, width: int, rows: str, sym: str, **extra) -> None:
+        """An elementwise operator: ``per`` FLOPs per element of ``width`` per ``rows``; reads and writes it once."""
+        self.op(
+            name,
+            "vector",
+            sig,
+            vflops=[(per * width, rows, f"{per}·{sym}")],
+            act_in=[(width, rows, sym)],
+            act_out=[(width, rows, sym)],
+            **extra,
+        )
+
+    def linear(self, name: str, sig: str, din: int, dout: int, *, bias: bool, pkey: str, **kw) -> None:
+        """A linear layer of this site (see :meth:`Builder.linear`; ``sizes=`` overrides the site's)."""
+        sizes = kw.pop("sizes", self.sizes)
+        self.b.linear(
+            self.name(name), self.component, sig, sizes, din, dout, bias=bias, count=self.count, pkey=pkey,
+            layer_kind=self.lk, **kw,
+        )  # fmt: skip
+
+    def norm(self, name: str, width: int, *, pkey: str, sym: str = "D", component: str = "norm") -> None:
+        self.b.norm(
+            self.name(name), width, count=self.count, pkey=pkey, layer_kind=self.lk, sym=sym, component=component
         )
