@@ -93,6 +93,14 @@ def _smollm3_types(cfg: Mapping[str, Any], n: int) -> list[str]:
     return ["sliding_attention" if slide and not rope[i] else "full_attention" for i in range(n)]
 
 
+def _ernie_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """ERNIE-4.5-MoE: MoE from moe_layer_start_index to moe_layer_end_index, every moe_layer_interval-th."""
+    start, every = int(cfg.get("moe_layer_start_index") or 0), int(cfg.get("moe_layer_interval") or 1)
+    end = cfg.get("moe_layer_end_index")
+    end = n - 1 if end is None or end < 0 else int(end)
+    return [(i + 1) % every == 0 and start <= i <= end for i in range(n)]
+
+
 def _all_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
     return [True] * n
 
@@ -443,6 +451,38 @@ ADAPTERS: dict[str, dict[str, Any]] = {
             layers=_mlp_layer_types,
         ),
     ),
+    "granitemoe_swa": dict(
+        LLAMA_LIKE, ffn_bias=False, moe="mixtral", attn_sinks=True, windows=_every(4, full_first=True)
+    ),
+    # ---- MLA families (DeepSeek's latent attention keys)
+    "minicpm3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, mla=True),
+    "youtu": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, mla=True),
+    "glm4_moe_lite": dict(
+        LLAMA_LIKE,
+        **_attn_bias(False),
+        ffn_bias=False,
+        mla=True,
+        moe=dict(
+            experts="n_routed_experts",
+            top_k="num_experts_per_tok",
+            d_ff="moe_intermediate_size",
+            shared_count="n_shared_experts",
+            layers=_mlp_layer_types,
+        ),
+    ),
+    "ernie4_5_moe": dict(
+        LLAMA_LIKE,
+        **_attn_bias(_k("use_bias", False)),
+        ffn_bias=_k("use_bias", False),
+        moe=dict(
+            experts="moe_num_experts",
+            top_k="moe_k",
+            d_ff="moe_intermediate_size",
+            shared_count="moe_num_shared_experts",
+            layers=_ernie_moe_layers,
+            router_score_bias=True,
+        ),
+    ),
     "t5": dict(
         norm="rms",
         norm_bias=False,
@@ -626,6 +666,7 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         top_k=_int(cfg, t["top_k"], where=where),
         d_ff_expert=per,
         d_ff_shared=shared,
+        router_score_bias=bool(t.get("router_score_bias", False)),
     )
     layers = t.get("layers", _all_layers)(cfg, n)
     return moe, tuple(bool(x) for x in layers)
@@ -757,8 +798,10 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
     else:
         n_kv = get(("num_key_value_heads", "num_kv_heads"), n_heads)
     head_dim = cfg.get("head_dim") or cfg.get("d_kv")
-    if head_dim is None and table.get("head_dim_floor"):
-        head_dim = d // n_heads  # the family's attention uses hidden_size // num_attention_heads as is
+    if head_dim is None and (table.get("head_dim_floor") or table.get("mla")):
+        # the family's attention uses hidden_size // num_attention_heads as is (MLA: replaced below by
+        # the latent attention's own head widths)
+        head_dim = d // n_heads
     if head_dim is None:
         if d % n_heads:
             raise ConfigError(

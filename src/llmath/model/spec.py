@@ -34,6 +34,7 @@ class MoESpec:
     shared_gate: bool = False  # Qwen2-MoE: sigmoid gate Linear(D, 1) on the shared expert
     router_bias: bool = False  # gpt-oss router Linear has a bias
     expert_bias: bool = False  # gpt-oss experts have biases on gate_up and down
+    router_score_bias: bool = False  # ERNIE-4.5: e_score_correction_bias is a parameter (E per layer)
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
