@@ -81,6 +81,12 @@ REALISTIC = {
     # DeepSeekV2Config leaves num_experts_per_tok None and its forward fails (topk k=None); DeepSeek-V2
     # routes 6 of 160 experts per token (arXiv:2405.04434, section 3.1).
     "deepseek_v2": {"num_experts_per_tok": 6},
+    # These config classes default head_dim / num_key_value_heads to None and their modules then fail;
+    # a checkpoint states them: hidden_size / num_attention_heads = 128 (Ministral-8B, Hunyuan-7B) and
+    # multi-head attention for Nemotron-3-8B (num_key_value_heads = num_attention_heads = 48).
+    "ministral": {"head_dim": 128},
+    "hunyuan_v1_dense": {"head_dim": 128},
+    "nemotron": {"num_key_value_heads": 48},
 }
 
 

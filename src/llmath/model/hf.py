@@ -483,6 +483,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
             router_score_bias=True,
         ),
     ),
+    "ministral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
+    "hunyuan_v1_dense": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head"),
+    "nemotron": dict(LLAMA_LIKE, norm="layer", ffn="mlp", activation="relu2"),
     "t5": dict(
         norm="rms",
         norm_bias=False,
