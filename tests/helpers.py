@@ -20,7 +20,11 @@ def coarse_hf(name: str) -> str:
         return "norm"
     if re.search(r"(^|\.)(lm_head|embed_out)\.", name):
         return "lm_head"
-    if re.search(r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions)", name):
+    if re.search(
+        r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
+        r"positions_embed|^transformer\.w\.weight$)",
+        name,
+    ):
         return "embedding"
     if re.search(r"(attn|attention|Attention|query_key_value|sinks)", name):
         return "attention"

@@ -25,8 +25,8 @@ _MISSING = object()
 # Config key aliases, first match wins.
 HIDDEN = ("hidden_size", "n_embd", "n_embed", "d_model")
 LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "decoder_layers")
-HEADS = ("num_attention_heads", "n_head", "num_heads", "decoder_attention_heads")
-FFN = ("intermediate_size", "n_inner", "ffn_hidden_size", "d_ff", "ffn_dim", "decoder_ffn_dim")
+HEADS = ("num_attention_heads", "n_head", "num_heads", "decoder_attention_heads", "attention_heads")
+FFN = ("intermediate_size", "n_inner", "ffn_hidden_size", "d_ff", "ffn_dim", "decoder_ffn_dim", "dff")
 POSITIONS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
@@ -486,6 +486,36 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "ministral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
     "hunyuan_v1_dense": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head"),
     "nemotron": dict(LLAMA_LIKE, norm="layer", ffn="mlp", activation="relu2"),
+    # ---- GPT-era decoders
+    "openai-gpt": dict(
+        norm="layer",
+        ffn="mlp",
+        position="learned",
+        **_attn_bias(True),
+        ffn_bias=True,
+        activation="gelu",
+        ffn_default=4,
+        final_norm=False,  # post-LN blocks, no final norm (modeling_openai.py)
+    ),
+    "xglm": dict(
+        norm="layer",
+        ffn="mlp",
+        position="sinusoidal",  # a buffer in transformers, not parameters
+        **_attn_bias(True),
+        ffn_bias=True,
+        activation="gelu",
+        embedding_scale=lambda c: bool(c.get("scale_embedding", True)),
+    ),
+    "ctrl": dict(
+        norm="layer",
+        ffn="mlp",
+        position="sinusoidal",
+        **_attn_bias(True),
+        ffn_bias=True,
+        activation="relu",
+        embedding_scale=True,
+        lm_head_bias=True,
+    ),
     "t5": dict(
         norm="rms",
         norm_bias=False,
@@ -942,7 +972,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         tie_embeddings=bool(tie),
         lm_head_bias=bool(_fact(table, cfg, "lm_head_bias", False)),
         parallel_block=parallel,
-        embedding_scale=bool(table.get("embedding_scale", False)),
+        embedding_scale=bool(_fact(table, cfg, "embedding_scale", False)),
         attn_softcap=cfg.get("attn_logit_softcapping") if softcap else None,
         final_softcap=cfg.get("final_logit_softcapping") if softcap else None,
         encoder=encoder,
