@@ -516,6 +516,8 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         embedding_scale=True,
         lm_head_bias=True,
     ),
+    "apertus": dict(LLAMA_LIKE, ffn="mlp", activation="xielu", activation_params=2, qk_norm="head"),
+    "bitnet": dict(LLAMA_LIKE, activation="relu2", sub_norms=True),
     "t5": dict(
         norm="rms",
         norm_bias=False,
@@ -957,6 +959,8 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         qk_norm=_fact(table, cfg, "qk_norm", "none"),
         attn_sinks=bool(table.get("attn_sinks", False)),
         ffn_bias=bool(_fact(table, cfg, "ffn_bias", False)),
+        activation_params=int(table.get("activation_params", 0)),
+        sub_norms=bool(table.get("sub_norms", False)),
         moe=moe,
         layer_moe=layer_moe,
         layer_windows=_layer_windows(

@@ -110,6 +110,8 @@ class ModelSpec:
     qk_norm: QKNorm = "none"
     attn_sinks: bool = False  # gpt-oss: one learned logit per head
     ffn_bias: bool = False
+    activation_params: int = 0  # learned scalars of each dense FFN's activation (Apertus xIELU: 2)
+    sub_norms: bool = False  # BitNet: norms before o_proj (width N·H) and before the down projection (F)
     moe: MoESpec | None = None
     layer_moe: tuple[bool, ...] = ()
     layer_windows: tuple[int | None, ...] = ()
