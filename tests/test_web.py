@@ -27,7 +27,7 @@ def get(url):
 
 def test_page_and_lists(base):
     status, body = get(base + "/")
-    assert status == 200 and b"<form" in body and b"/api/analyze" in body
+    assert status == 200 and b"<form" in body and b"/api/" in body
     models = json.loads(get(base + "/api/models")[1])
     assert "llama-3-8b" in models and "t5-base" not in models  # encoder-decoder: parameter counts only
     assert "h100-sxm" in json.loads(get(base + "/api/hardware")[1])

@@ -21,13 +21,14 @@ def parse_axis(flag: str, text: str) -> np.ndarray:
     t = str(text).strip()
     try:
         if ":" in t:
-            lo, hi, step = (t.split(":") + ["1"])[:3]
-            lo, hi = int(lo), int(hi)
+            lo_s, hi_s, step = (t.split(":") + ["1"])[:3]
+            lo, hi = int(lo_s), int(hi_s)
             if step.startswith("x"):
                 f = int(step[1:])
                 if f < 2:
                     raise ValueError
-                vals, v = [], lo
+                vals: list[int] = []
+                v = lo
                 while v <= hi:
                     vals.append(v)
                     v *= f

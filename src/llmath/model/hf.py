@@ -15,10 +15,22 @@ import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from llmath.errors import ConfigError, SpecError
-from llmath.model.spec import EncoderSpec, MLASpec, ModelSpec, MoESpec
+from llmath.model import derive
+from llmath.model.derive import fact
+from llmath.model.families import ADAPTERS
+from llmath.model.family_facts import (
+    ARCHITECTURE_TYPES,
+    ENCODERS,
+    MODEL_TYPE_ALIASES,
+    TIED_BY_DEFAULT,
+    _all_layers,
+)
+from llmath.model.spec import ModelSpec, MoESpec
+
+__all__ = ["ADAPTERS", "ENCODERS", "TIED_BY_DEFAULT", "read_config", "spec_from_config", "spec_from_file"]
 
 _MISSING = object()
 
@@ -44,7 +56,12 @@ def _key(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: Any = _MI
     return default
 
 
-def _int(cfg, keys, default=_MISSING, *, where: str) -> int:
+@overload
+def _int(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: int = ..., *, where: str) -> int: ...
+@overload
+def _int(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: None, *, where: str) -> int | None: ...
+def _int(cfg, keys, default=_MISSING, *, where):
+    """An integer field under the first of ``keys`` set (floats equal to an int accepted), else ``default``."""
     v = _key(cfg, keys, default, where=where)
     if v is None:
         return v
@@ -57,598 +74,8 @@ def _int(cfg, keys, default=_MISSING, *, where: str) -> int:
 # Values are constants, or ("key", default) to read a bool from the config, or a callable(cfg).
 
 
-def _k(name: str, default: Any) -> tuple[str, Any]:
-    return (name, default)
-
-
-def _attn_bias(value: Any) -> dict[str, Any]:
-    """The same bias fact for the q, k, v and o projections."""
-    return dict(q_bias=value, k_bias=value, v_bias=value, o_bias=value)
-
-
-def _falcon_kv_heads(cfg: Mapping[str, Any], n_heads: int) -> int:
-    """Falcon: the new decoder architecture reads num_kv_heads; the old one is multi-query or MHA."""
-    if cfg.get("new_decoder_architecture"):
-        v = cfg.get("num_kv_heads") or cfg.get("n_head_kv")
-        return int(v) if v else n_heads
-    return 1 if cfg.get("multi_query", True) else n_heads
-
-
-def _every(k: int, *, full_first: bool = False, key: str | None = None):
-    """layer_types as a config class derives them: every k-th layer full, the others sliding
-    (``full_first``: layers 0, k, 2k, ... are full; else k-1, 2k-1, ...). ``key`` reads k from the file."""
-
-    def types(cfg: Mapping[str, Any], n: int) -> list[str]:
-        every = int(cfg.get(key) or k) if key else k
-        full = (lambda i: i % every == 0) if full_first else (lambda i: (i + 1) % every == 0)
-        return ["full_attention" if full(i) else "sliding_attention" for i in range(n)]
-
-    return types
-
-
-def _smollm3_types(cfg: Mapping[str, Any], n: int) -> list[str]:
-    """SmolLM3: sliding only on NoPE layers, and only with use_sliding_window (configuration_smollm3.py)."""
-    rope = cfg.get("no_rope_layers") or [1] * n
-    slide = bool(cfg.get("use_sliding_window")) and cfg.get("sliding_window") is not None
-    return ["sliding_attention" if slide and not rope[i] else "full_attention" for i in range(n)]
-
-
-def _ernie_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
-    """ERNIE-4.5-MoE: MoE from moe_layer_start_index to moe_layer_end_index, every moe_layer_interval-th."""
-    start, every = int(cfg.get("moe_layer_start_index") or 0), int(cfg.get("moe_layer_interval") or 1)
-    end = cfg.get("moe_layer_end_index")
-    end = n - 1 if end is None or end < 0 else int(end)
-    return [(i + 1) % every == 0 and start <= i <= end for i in range(n)]
-
-
-def _all_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
-    return [True] * n
-
-
-def _after_dense(cfg: Mapping[str, Any], n: int) -> list[bool]:
-    """DeepSeek-style: the first ``first_k_dense_replace`` layers are dense."""
-    first = int(cfg.get("first_k_dense_replace") or 0)
-    return [i >= first for i in range(n)]
-
-
-def _mlp_layer_types(cfg: Mapping[str, Any], n: int) -> list[bool]:
-    """``mlp_layer_types``: 'sparse' layers are MoE, 'dense' ones a plain FFN (all sparse when absent)."""
-    types = cfg.get("mlp_layer_types") or ["sparse"] * n
-    return [t == "sparse" for t in types[:n]]
-
-
-LLAMA_LIKE = dict(
-    norm="rms",
-    ffn="gated",
-    position="rotary",
-    **_attn_bias(_k("attention_bias", False)),
-    ffn_bias=_k("mlp_bias", False),
-    norms_per_layer=2,
-)
-
-ADAPTERS: dict[str, dict[str, Any]] = {
-    "llama": LLAMA_LIKE,
-    "granite": LLAMA_LIKE,
-    "mistral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
-    "mixtral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="mixtral"),
-    "phi3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
-    "qwen2": dict(
-        LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False, windows="from_layer"
-    ),
-    "qwen2_moe": dict(
-        LLAMA_LIKE,
-        q_bias=_k("qkv_bias", True),
-        k_bias=_k("qkv_bias", True),
-        v_bias=_k("qkv_bias", True),
-        o_bias=False,
-        ffn_bias=False,
-        moe="qwen2_moe",
-        windows="from_layer",
-    ),
-    "qwen3": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", windows="from_layer"),
-    "qwen3_moe": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", moe="qwen3_moe", windows="from_layer"),
-    "gemma": dict(LLAMA_LIKE, ffn_bias=False, embedding_scale=True, activation="gelu_tanh"),
-    "gemma2": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        embedding_scale=True,
-        norms_per_layer=4,
-        activation="gelu_tanh",
-        softcap=True,
-        windows="alternate",
-    ),
-    "gemma3_text": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        embedding_scale=True,
-        norms_per_layer=4,
-        qk_norm="head",
-        activation="gelu_tanh",
-        softcap=True,
-        windows="every",
-    ),
-    "olmo": dict(LLAMA_LIKE, norm="layer_noparam", ffn_bias=False),
-    "olmo2": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="full"),
-    "cohere": dict(
-        LLAMA_LIKE,
-        norm="layer",
-        norm_bias=False,
-        parallel=True,
-        norms_per_layer=1,
-        ffn_bias=False,
-        qk_norm=lambda c: "full" if c.get("use_qk_norm") else "none",
-    ),
-    "phi": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(True),
-        ffn_bias=True,
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        qk_norm=lambda c: "full" if c.get("qk_layernorm") else "none",
-    ),
-    "starcoder2": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(_k("use_bias", True)),
-        ffn_bias=_k("use_bias", True),
-        norms_per_layer=2,
-        activation="gelu_tanh",
-    ),
-    "gpt2": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=2,
-        activation="gelu_new",
-        ffn_default=4,
-    ),
-    "gpt_neox": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(_k("attention_bias", True)),
-        ffn_bias=True,
-        parallel=_k("use_parallel_residual", True),
-        norms_per_layer=2,
-        activation="gelu",
-    ),
-    "gptj": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(False),
-        ffn_bias=True,
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        ffn_default=4,
-    ),
-    "opt": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        position_offset=2,
-        **_attn_bias(_k("enable_bias", True)),
-        ffn_bias=_k("enable_bias", True),
-        norms_per_layer=2,
-        activation="relu",
-        final_norm=_k("do_layer_norm_before", True),
-    ),
-    "bloom": dict(
-        norm="layer",
-        ffn="mlp",
-        position="alibi",
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=2,
-        embedding_norm=True,
-        activation="gelu_tanh",
-        ffn_default=4,
-    ),
-    "falcon": dict(
-        norm="layer",
-        ffn="mlp",
-        **_attn_bias(_k("bias", False)),
-        ffn_bias=_k("bias", False),
-        parallel=_k("parallel_attn", True),
-        norms_per_layer="falcon",
-        activation="gelu",
-        ffn_default=4,
-        kv_heads=_falcon_kv_heads,
-        position=lambda c: "alibi" if c.get("alibi") else "rotary",
-    ),
-    "deepseek_v2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
-    "deepseek_v3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
-    "gpt_oss": dict(
-        LLAMA_LIKE,
-        **_attn_bias(True),
-        ffn_bias=False,
-        moe="gpt_oss",
-        attn_sinks=True,
-        windows="alternate",
-    ),
-    # ---- dense families whose keys are Llama's (transformers builds internlm3 / iquestcoder as Llama)
-    "internlm3": LLAMA_LIKE,
-    "iquestcoder": LLAMA_LIKE,
-    "helium": LLAMA_LIKE,
-    "hyperclovax": dict(LLAMA_LIKE, norms_per_layer=lambda c: 4 if c.get("use_post_norm") else 2),
-    "cwm": dict(LLAMA_LIKE, **_attn_bias(False), windows=_every(4, full_first=True)),
-    "ministral3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
-    "smollm3": dict(LLAMA_LIKE, windows=_smollm3_types),
-    "arcee": dict(LLAMA_LIKE, ffn="mlp", activation="relu2"),
-    "jais2": dict(LLAMA_LIKE, norm="layer", ffn="mlp", activation="relu2"),
-    "nanochat": dict(
-        LLAMA_LIKE, norm="rms_noparam", ffn="mlp", activation="relu2", **_attn_bias(_k("attention_bias", False))
-    ),
-    "seed_oss": dict(
-        LLAMA_LIKE,
-        q_bias=_k("attention_bias", True),
-        k_bias=_k("attention_bias", True),
-        v_bias=_k("attention_bias", True),
-        o_bias=_k("attention_out_bias", False),
-    ),
-    "glm": dict(
-        LLAMA_LIKE,
-        q_bias=_k("attention_bias", True),
-        k_bias=_k("attention_bias", True),
-        v_bias=_k("attention_bias", True),
-        o_bias=False,
-        ffn_bias=False,
-    ),
-    "glm4": dict(
-        LLAMA_LIKE,
-        q_bias=_k("attention_bias", True),
-        k_bias=_k("attention_bias", True),
-        v_bias=_k("attention_bias", True),
-        o_bias=False,
-        ffn_bias=False,
-        norms_per_layer=4,
-    ),
-    "ernie4_5": dict(LLAMA_LIKE, **_attn_bias(_k("use_bias", False)), ffn_bias=_k("use_bias", False)),
-    "exaone4": dict(
-        LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="head", windows=_every(4, key="sliding_window_pattern")
-    ),
-    "olmo3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", windows=_every(4)),
-    "cohere2": dict(
-        LLAMA_LIKE,
-        norm="layer",
-        norm_bias=False,
-        parallel=True,
-        norms_per_layer=1,
-        ffn_bias=False,
-        windows=_every(4, key="sliding_window_pattern"),
-    ),
-    "vaultgemma": dict(
-        LLAMA_LIKE, ffn_bias=False, embedding_scale=True, activation="gelu_tanh", softcap=True, windows="alternate"
-    ),
-    "granite_swa": dict(LLAMA_LIKE, attn_sinks=True, windows=_every(4, full_first=True)),
-    "stablelm": dict(
-        LLAMA_LIKE,
-        norm="layer",
-        q_bias=_k("use_qkv_bias", False),
-        k_bias=_k("use_qkv_bias", False),
-        v_bias=_k("use_qkv_bias", False),
-        o_bias=False,
-        ffn_bias=False,
-        parallel=_k("use_parallel_residual", False),
-        norms_per_layer=lambda c: 1 if c.get("use_parallel_residual") else 2,
-        refuse={"qk_layernorm": "per-head q/k LayerNorms"},
-    ),
-    "persimmon": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(True),
-        ffn_bias=True,
-        activation="relu2",
-        qk_norm=lambda c: "head" if c.get("qk_layernorm", True) else "none",
-    ),
-    "codegen": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(False),
-        ffn_bias=True,
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        ffn_default=4,
-    ),
-    "gpt_neo": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        q_bias=False,
-        k_bias=False,
-        v_bias=False,
-        o_bias=True,
-        ffn_bias=True,
-        activation="gelu_new",
-        ffn_default=4,
-        # The 'local' layers only mask to window_size: transformers caches and scores every position
-        # (modeling_gpt_neo.py builds the mask, the cache is a full DynamicCache), so llmath counts them
-        # as full-attention layers; the local layers' pairs beyond the window are over-counted under flash.
-    ),
-    "gpt_bigcode": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        **_attn_bias(True),
-        ffn_bias=True,
-        activation="gelu_tanh",
-        ffn_default=4,
-        kv_heads=lambda c, n: 1 if c.get("multi_query", True) else n,
-    ),
-    # ---- MoE families: keys per family, layers per family
-    "olmoe": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", moe="mixtral"),
-    "flex_olmo": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", moe="mixtral"),
-    "minimax_m2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", moe="mixtral"),
-    "granitemoe": dict(LLAMA_LIKE, ffn_bias=False, moe="mixtral"),
-    "granitemoeshared": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        moe=dict(
-            experts="num_local_experts",
-            top_k="num_experts_per_tok",
-            d_ff="intermediate_size",
-            shared_width="shared_intermediate_size",
-        ),
-    ),
-    "phimoe": dict(LLAMA_LIKE, norm="layer", ffn_bias=False, moe="mixtral", lm_head_bias=_k("lm_head_bias", False)),
-    "glm4_moe": dict(
-        LLAMA_LIKE,
-        q_bias=_k("attention_bias", False),
-        k_bias=_k("attention_bias", False),
-        v_bias=_k("attention_bias", False),
-        o_bias=False,
-        ffn_bias=False,
-        qk_norm=lambda c: "head" if c.get("use_qk_norm") else "none",
-        moe="deepseek",
-        head_dim_floor=True,
-    ),
-    "solar_open": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        ffn_default=0,
-        moe=dict(
-            experts="n_routed_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            shared_count="n_shared_experts",
-        ),
-    ),
-    "exaone_moe": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
-        qk_norm="head",
-        windows=_every(4, key="sliding_window_pattern"),
-        moe=dict(
-            experts="num_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            shared_count="num_shared_experts",
-            layers=_mlp_layer_types,
-        ),
-    ),
-    "mellum": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        qk_norm="head",
-        moe=dict(
-            experts="num_local_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            layers=_mlp_layer_types,
-        ),
-    ),
-    "granitemoe_swa": dict(
-        LLAMA_LIKE, ffn_bias=False, moe="mixtral", attn_sinks=True, windows=_every(4, full_first=True)
-    ),
-    # ---- MLA families (DeepSeek's latent attention keys)
-    "minicpm3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, mla=True),
-    "youtu": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, mla=True),
-    "glm4_moe_lite": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
-        mla=True,
-        moe=dict(
-            experts="n_routed_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            shared_count="n_shared_experts",
-            layers=_mlp_layer_types,
-        ),
-    ),
-    "ernie4_5_moe": dict(
-        LLAMA_LIKE,
-        **_attn_bias(_k("use_bias", False)),
-        ffn_bias=_k("use_bias", False),
-        moe=dict(
-            experts="moe_num_experts",
-            top_k="moe_k",
-            d_ff="moe_intermediate_size",
-            shared_count="moe_num_shared_experts",
-            layers=_ernie_moe_layers,
-            router_score_bias=True,
-        ),
-    ),
-    "ministral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
-    "hunyuan_v1_dense": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head"),
-    "nemotron": dict(LLAMA_LIKE, norm="layer", ffn="mlp", activation="relu2"),
-    # ---- GPT-era decoders
-    "openai-gpt": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        **_attn_bias(True),
-        ffn_bias=True,
-        activation="gelu",
-        ffn_default=4,
-        final_norm=False,  # post-LN blocks, no final norm (modeling_openai.py)
-    ),
-    "xglm": dict(
-        norm="layer",
-        ffn="mlp",
-        position="sinusoidal",  # a buffer in transformers, not parameters
-        **_attn_bias(True),
-        ffn_bias=True,
-        activation="gelu",
-        embedding_scale=lambda c: bool(c.get("scale_embedding", True)),
-    ),
-    "ctrl": dict(
-        norm="layer",
-        ffn="mlp",
-        position="sinusoidal",
-        **_attn_bias(True),
-        ffn_bias=True,
-        activation="relu",
-        embedding_scale=True,
-        lm_head_bias=True,
-    ),
-    "apertus": dict(LLAMA_LIKE, ffn="mlp", activation="xielu", activation_params=2, qk_norm="head"),
-    "bitnet": dict(LLAMA_LIKE, activation="relu2", sub_norms=True),
-    "t5": dict(
-        norm="rms",
-        norm_bias=False,
-        ffn="t5",
-        position="relative",
-        **_attn_bias(False),
-        ffn_bias=False,
-        norms_per_layer=3,
-        encdec="t5",
-    ),
-    # The original Transformer (Vaswani et al. 2017): post-LN, no final stack norms, shared embeddings.
-    "transformer": dict(
-        norm="layer",
-        ffn="mlp",
-        position="sinusoidal",
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=3,
-        encdec="transformer",
-        activation="relu",
-    ),
-    "bart": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        position_offset=2,
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=3,
-        encdec="bart",
-        activation="gelu",
-    ),
-}
-
-# model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
-# ones are checked against the config classes in tests/test_oracle_causal_lm.py).
-TIED_BY_DEFAULT = {
-    "bart",
-    "biogpt",
-    "bloom",
-    "cohere",
-    "cohere2",
-    "cohere2_moe",
-    "cohere_compass_text",
-    "cpmant",
-    "ctrl",
-    "ernie4_5",
-    "ernie4_5_moe",
-    "falcon",
-    "falcon_mamba",
-    "gemma",
-    "gemma2",
-    "gemma3_text",
-    "gemma3n_text",
-    "gemma4_text",
-    "gemma4_unified_text",
-    "gpt-sw3",
-    "gpt2",
-    "gpt_bigcode",
-    "gpt_neo",
-    "gpt_neox_japanese",
-    "granite_swa",
-    "jetmoe",
-    "lfm2",
-    "lfm2_moe",
-    "lfm3",
-    "mamba",
-    "minicpm3",
-    "modernbert-decoder",
-    "mpt",
-    "openai-gpt",
-    "opt",
-    "recurrent_gemma",
-    "smollm3",
-    "starcoder2",
-    "t5",
-    "transformer",
-    "trocr",
-    "vaultgemma",
-    "xglm",
-    "youtu",
-    "zamba",
-    "zamba2",
-    "zaya",
-}
-
-# BERT-style encoders: transformers offers a *ForCausalLM for them (the bidirectional encoder run with
-# is_decoder=True), but they are not decoder LMs; llmath refuses them with a clear error.
-ENCODERS = frozenset(
-    "bert bert-generation big_bird camembert data2vec-text electra ernie megatron-bert rembert roberta "
-    "roberta-prelayernorm roc_bert roformer xlm xlm-roberta xlm-roberta-xl xlnet xmod reformer".split()
-)
-
-# Config aliases that older hub files use for the same family.
-MODEL_TYPE_ALIASES = {
-    "RefinedWeb": "falcon",
-    "RefinedWebModel": "falcon",
-    "gemma3": "gemma3_text",
-    # Kimi K2 (moonshotai/Kimi-K2-Instruct, remote code): DeepseekV3ForCausalLM with DeepSeek-V3's keys.
-    "kimi_k2": "deepseek_v3",
-}
-
-# transformers classes named in a file's ``architectures``: a model_type without a table of its own whose
-# checkpoint loads with one of these classes is read with that class's table.
-ARCHITECTURE_TYPES = {
-    "LlamaForCausalLM": "llama",
-    "MistralForCausalLM": "mistral",
-    "MixtralForCausalLM": "mixtral",
-    "Qwen2ForCausalLM": "qwen2",
-    "Qwen3ForCausalLM": "qwen3",
-    "Qwen3MoeForCausalLM": "qwen3_moe",
-    "DeepseekV3ForCausalLM": "deepseek_v3",
-    "DeepseekV2ForCausalLM": "deepseek_v2",
-    "GemmaForCausalLM": "gemma",
-    "Gemma2ForCausalLM": "gemma2",
-    "Phi3ForCausalLM": "phi3",
-}
-
-
 def supported_model_types() -> list[str]:
     return sorted(ADAPTERS)
-
-
-def _fact(table: Mapping[str, Any], cfg: Mapping[str, Any], name: str, default: Any) -> Any:
-    v = table.get(name, default)
-    if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str):
-        got = cfg.get(v[0])
-        return v[1] if got is None else got
-    if callable(v):
-        return v(cfg)
-    return v
 
 
 def _layer_windows(
@@ -753,13 +180,23 @@ def _moe(kind: Any, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[
     raise AssertionError(kind)
 
 
+def _moe_layers(
+    table: Mapping[str, Any], cfg: Mapping[str, Any], n_layers: int, where: str
+) -> tuple[MoESpec | None, tuple[bool, ...]]:
+    """The family's MoE spec and which layers use it (none when no layer does)."""
+    if not table.get("moe"):
+        return None, ()
+    moe, layers = _moe(table["moe"], cfg, n_layers, where)
+    return (moe, layers) if any(layers) else (None, ())
+
+
 def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: str = "") -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed config.json mapping."""
     where = source or name or "config"
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{where}: expected a JSON object at the top level, got {type(cfg).__name__}")
     cfg, wrapper, towers = _unwrap(cfg)
-    raw_type = cfg.get("model_type")
+    raw_type: Any = cfg.get("model_type")
     if raw_type is None:
         raise ConfigError(
             f"{where}: field 'model_type' is missing; llmath needs it to pick the architecture "
@@ -778,6 +215,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
             "Describe the model as a spec (llmath.ModelSpec) or open an issue with its config.json"
         )
     name = name or cfg.get("_name_or_path") or model_type
+    _refuse_unmodelled(cfg, table, where)
     try:
         spec = _build(cfg, model_type, table, name, where, source)
     except SpecError as e:
@@ -818,10 +256,8 @@ def _refuse_unmodelled(cfg, table, where) -> None:
 
 
 def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
-    def get(key, default=_MISSING):
+    def get(key: tuple[str, ...] | str, default: Any = _MISSING) -> int:
         return _int(cfg, key, default, where=where)
-
-    _refuse_unmodelled(cfg, table, where)
 
     d = get(HIDDEN)
     n_layers = get(LAYERS)
@@ -832,156 +268,51 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         n_kv = kv_rule(cfg, n_heads)
     else:
         n_kv = get(("num_key_value_heads", "num_kv_heads"), n_heads)
-    head_dim = cfg.get("head_dim") or cfg.get("d_kv")
-    if head_dim is None and (table.get("head_dim_floor") or table.get("mla")):
-        # the family's attention uses hidden_size // num_attention_heads as is (MLA: replaced below by
-        # the latent attention's own head widths)
-        head_dim = d // n_heads
-    if head_dim is None:
-        if d % n_heads:
-            raise ConfigError(
-                f"{where}: hidden size {d} is not divisible by {n_heads} attention heads and no 'head_dim' "
-                "is given; add 'head_dim' to the config"
-            )
-        head_dim = d // n_heads
-    head_dim = int(head_dim)
-
-    ffn = table.get("ffn")
-    activation = table.get("activation", "silu")
-    if ffn == "t5":
-        proj = cfg.get("feed_forward_proj") or "relu"
-        ffn = "gated" if proj.startswith("gated") else "mlp"
-        activation = proj.split("-")[-1]
-    d_ff = cfg.get(FFN[0])
-    for k in FFN:
-        if cfg.get(k) is not None:
-            d_ff = cfg[k]
-            break
-    if d_ff is None:
-        mult = table.get("ffn_default")
-        if mult is None:
-            raise ConfigError(f"{where}: required field 'intermediate_size' (the FFN width) is missing or null")
-        d_ff = mult * d
-    d_ff = int(d_ff)
-
-    moe, layer_moe = None, ()
-    if table.get("moe"):
-        moe, layer_moe = _moe(table["moe"], cfg, n_layers, where)
-        if not any(layer_moe):
-            moe, layer_moe = None, ()
-    mla = None
-    attention = "mha"
-    if table.get("mla"):
-        attention = "mla"
-        mla = MLASpec(
-            q_lora_rank=cfg.get("q_lora_rank"),
-            kv_lora_rank=get("kv_lora_rank"),
-            qk_rope_head_dim=get("qk_rope_head_dim"),
-            qk_nope_head_dim=get("qk_nope_head_dim"),
-            v_head_dim=get("v_head_dim"),
-        )
+    head_dim = derive.head_dim(cfg, d, n_heads, where, floor=bool(table.get("head_dim_floor") or table.get("mla")))
+    ffn, activation, d_ff = derive.ffn_shape(cfg, table, d, FFN, where)
+    moe, layer_moe = _moe_layers(table, cfg, n_layers, where)
+    mla = derive.mla(table, cfg, get)
+    if mla is not None:
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-
-    norms = _fact(table, cfg, "norms_per_layer", 2)
-    parallel = bool(_fact(table, cfg, "parallel", False))
-    hf_cache_kv = None
-    if norms == "falcon":
-        if cfg.get("new_decoder_architecture"):
-            norms = cfg.get("num_ln_in_parallel_attn") or 2
-            hf_cache_kv = n_heads  # transformers' Falcon caches K/V broadcast to every query head
-        else:
-            norms = 1 if parallel else 2
-    position = _fact(table, cfg, "position", "rotary")
+    norms, parallel, hf_cache_kv = derive.norm_layout(table, cfg, n_heads)
+    position = fact(table, cfg, "position", "rotary")
     max_pos = next((cfg[k] for k in POSITIONS if cfg.get(k)), None)
-    rotary_dim = None
-    if position == "rotary":
-        if cfg.get("rotary_dim"):
-            rotary_dim = int(cfg["rotary_dim"])
-        else:
-            pct = cfg.get("partial_rotary_factor") or cfg.get("rotary_pct")
-            rope = cfg.get("rope_parameters") or {}
-            pct = pct or (rope.get("partial_rotary_factor") if isinstance(rope, dict) else None)
-            if pct and mla is None:
-                rotary_dim = int(head_dim * float(pct))
-        if mla is not None:
-            rotary_dim = mla.qk_rope_head_dim
     softcap = table.get("softcap")
-    encoder = None
-    relative_buckets = 0
-    final_norm = True
-    embedding_norm = bool(table.get("embedding_norm", False))
-    if table.get("encdec") == "t5":
-        n_layers = get(("num_decoder_layers", "num_layers"))
-        encoder = EncoderSpec(n_layers=get("num_layers"), norms_per_layer=2, final_norm=True)
-        relative_buckets = get("relative_attention_num_buckets", 32)
-    elif table.get("encdec") == "transformer":
-        n_layers = get("decoder_layers")
-        encoder = EncoderSpec(n_layers=get("encoder_layers"), norms_per_layer=2, final_norm=False)
-        final_norm = False
-    elif table.get("encdec") == "bart":
-        n_layers = get("decoder_layers")
-        encoder = EncoderSpec(
-            n_layers=get("encoder_layers"),
-            norms_per_layer=2,
-            final_norm=bool(cfg.get("add_final_layer_norm")),
-            embedding_norm=True,
-            own_position_table=True,
-        )
-        final_norm = bool(cfg.get("add_final_layer_norm"))
-        embedding_norm = True
-        d_ff = get("decoder_ffn_dim")
-    if not _fact(table, cfg, "final_norm", True):
-        final_norm = False
+    stacks = derive.stacks(table, cfg, get, n_layers, d_ff)
     tie = cfg.get("tie_word_embeddings")
     if tie is None:  # each transformers config class has its own default
         tie = model_type in TIED_BY_DEFAULT
     return ModelSpec(
         name=name,
         model_type=model_type,
-        n_layers=n_layers,
         d_model=d,
         vocab_size=vocab,
         n_heads=n_heads,
         n_kv_heads=n_kv,
         head_dim=head_dim,
-        d_ff=d_ff,
         ffn=ffn,
         norm=table["norm"],
-        norm_bias=bool(_fact(table, cfg, "norm_bias", True)),
         position=position,
         activation=activation,
-        attention=attention,
+        attention="mla" if mla is not None else "mha",
         mla=mla,
-        q_bias=bool(_fact(table, cfg, "q_bias", False)),
-        k_bias=bool(_fact(table, cfg, "k_bias", False)),
-        v_bias=bool(_fact(table, cfg, "v_bias", False)),
-        o_bias=bool(_fact(table, cfg, "o_bias", False)),
-        qk_norm=_fact(table, cfg, "qk_norm", "none"),
-        attn_sinks=bool(table.get("attn_sinks", False)),
-        ffn_bias=bool(_fact(table, cfg, "ffn_bias", False)),
         activation_params=int(table.get("activation_params", 0)),
-        sub_norms=bool(table.get("sub_norms", False)),
         moe=moe,
         layer_moe=layer_moe,
         layer_windows=_layer_windows(
-            cfg, table.get("windows", "all"), n_layers, where, table.get("window_key", "sliding_window")
+            cfg, table.get("windows", "all"), stacks["n_layers"], where, table.get("window_key", "sliding_window")
         ),
-        norms_per_layer=int(norms),
-        final_norm=final_norm,
-        embedding_norm=embedding_norm,
+        norms_per_layer=norms,
         max_positions=int(max_pos) if max_pos else None,
-        position_table_offset=int(table.get("position_offset", 0)),
-        rotary_dim=rotary_dim,
-        relative_buckets=relative_buckets,
+        rotary_dim=derive.rotary_dim(cfg, position, head_dim, mla),
         tie_embeddings=bool(tie),
-        lm_head_bias=bool(_fact(table, cfg, "lm_head_bias", False)),
         parallel_block=parallel,
-        embedding_scale=bool(_fact(table, cfg, "embedding_scale", False)),
         attn_softcap=cfg.get("attn_logit_softcapping") if softcap else None,
         final_softcap=cfg.get("final_logit_softcapping") if softcap else None,
-        encoder=encoder,
         hf_cache_kv_heads=hf_cache_kv,
         source=source,
+        **stacks,
+        **derive.flags(table, cfg),
     )
 
 

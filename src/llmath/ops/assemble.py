@@ -54,6 +54,8 @@ def _decoder_layers(b: Builder) -> None:
 def _encoder_decoder(b: Builder) -> None:
     """Encoder-decoder stacks, for parameter counts (stage costs are not modelled for them)."""
     s, enc = b.spec, b.spec.encoder
+    if enc is None:  # pragma: no cover - build_ops sends encoder-decoder specs only
+        raise AssertionError(f"{s.name}: no encoder")
     embedding(b, "encoder.embed", own_positions=enc.own_position_table)
     for i, (n_layers, cross, norms) in enumerate(
         ((enc.n_layers, False, enc.norms_per_layer), (s.n_layers, True, s.norms_per_layer))

@@ -112,19 +112,16 @@ def repeat_kv(a: Attn) -> None:
 
 def eager_products(a: Attn) -> None:
     """Scores, softmax and context over the full T × visible-keys rectangle, each written and read."""
-    N, H, kv, e = a.N, a.H, a.win.K, a.win.E
+    N, H, keys, e = a.N, a.H, a.win.K, a.win.E
     if a.G > 1:  # K and V come from repeat_kv's copies
-        k_in = {"act_in": [(N * H, "BT", "N·H"), (N * H, kv, "N·H")]}
-        v_in = {"act_in": [(N, e, "N"), (N * H, kv, "N·H")]}
+        k_in, v_in, kv = [(N * H, "BT", "N·H"), (N * H, keys, "N·H")], [(N, e, "N"), (N * H, keys, "N·H")], []
     else:
-        k_in = {"act_in": [(N * H, "BT", "N·H")], "kv_read": [(a.K * H, kv, "K·H")]}
-        v_in = {"act_in": [(N, e, "N")], "kv_read": [(a.K * H, kv, "K·H")]}
-    a.site.op("scores", "matmul", "BTKGH,BSKH->BKGTS", flops=[(2 * N * H, e, "2·N·H")], act_out=[(N, e, "N")], **k_in)
+        k_in, v_in, kv = [(N * H, "BT", "N·H")], [(N, e, "N")], [(a.K * H, keys, "K·H")]
+    a.site.op("scores", "matmul", "BTKGH,BSKH->BKGTS", flops=[(2 * N * H, e, "2·N·H")], act_out=[(N, e, "N")],
+              act_in=k_in, kv_read=kv)  # fmt: skip
     a.site.vector("softmax", "BKGTS->BKGTS", a.softmax_flops, N, e, "N")
-    a.site.op(
-        "context", "matmul", "BKGTS,BSKH->BTKGH", flops=[(2 * N * H, e, "2·N·H")], act_out=[(N * H, "BT", "N·H")],
-        **v_in,
-    )  # fmt: skip
+    a.site.op("context", "matmul", "BKGTS,BSKH->BTKGH", flops=[(2 * N * H, e, "2·N·H")],
+              act_out=[(N * H, "BT", "N·H")], act_in=v_in, kv_read=kv)  # fmt: skip
 
 
 def flash(a: Attn) -> None:

@@ -19,7 +19,7 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
         weight=[(D, "BT", "D")],
         act_out=[(D, "BT", "D")],
     )
-    if s.position == "learned" and own_positions:
+    if s.position == "learned" and own_positions and s.max_positions:  # the spec requires max_positions here
         rows = s.max_positions + s.position_table_offset
         b.add(
             f"{prefix}.positions",

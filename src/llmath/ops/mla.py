@@ -25,6 +25,7 @@ class Mla:
     R: int
     Hn: int
     Hv: int
+    Ql: int | None  # query low-rank width (None: one query projection)
 
     @property
     def Hq(self) -> int:
@@ -33,8 +34,7 @@ class Mla:
 
 def q_path(a: Mla) -> None:
     """One query projection, or DeepSeek-V2/V3's low-rank pair with a norm between."""
-    s, site = a.site.spec, a.site
-    Ql = s.mla.q_lora_rank
+    s, site, Ql = a.site.spec, a.site, a.Ql
     if Ql is None:
         site.linear("q_proj", "BTD,DNQ->BTNQ", a.D, a.N * a.Hq, bias=False, pkey="attention.q",
                     sizes=dict(site.sizes, Q=a.Hq), sym_out="N·(H+R)")  # fmt: skip
@@ -139,10 +139,11 @@ STEPS: tuple[Step, ...] = (q_path, kv_latent, rotary, core, o_proj)
 
 def mla_block(b: Builder, w: int | None, count: int, lk: str) -> None:
     s, m = b.spec, b.spec.mla
-    assert m is not None  # attention_block only sends MLA specs here
+    if m is None:  # pragma: no cover - attention_block only sends MLA specs here
+        raise AssertionError(f"{s.name}: an MLA block without an MLA spec")
     D, N = s.d_model, s.n_heads
     C, R, Hn, Hv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
     site = Site(b, count, lk, "attn", "attention", dict(D=D, N=N, C=C, R=R, H=Hn, J=Hv))
-    a = Mla(site, Window.of(w), D, N, C, R, Hn, Hv)
+    a = Mla(site, Window.of(w), D, N, C, R, Hn, Hv, m.q_lora_rank)
     for step in STEPS:
         step(a)

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from llmath.model.spec import ModelSpec, MoESpec
 from llmath.ops.core import ROUTER_FLOPS, Builder, Site
 from llmath.ops.ffn import ffn_block
+
+
+def _moe(spec: ModelSpec) -> MoESpec:
+    if spec.moe is None:  # pragma: no cover - the assembly builds MoE blocks for MoE layers only
+        raise AssertionError(f"{spec.name}: a MoE block without a MoE spec")
+    return spec.moe
 
 
 def router(site: Site) -> None:
     """The router matmul and its softmax/top-k. DeepSeek-V3's e_score_correction_bias is a buffer in
     transformers, not a parameter: not counted."""
-    m, D = site.spec.moe, site.spec.d_model
+    m, D = _moe(site.spec), site.spec.d_model
     E, k = m.n_experts, m.top_k
     site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey="moe.router", sym_out="E")
     if m.router_score_bias:  # ERNIE-4.5 adds a learned per-expert bias to the scores before top-k
@@ -23,7 +30,7 @@ def router(site: Site) -> None:
 
 def routed_experts(site: Site) -> None:
     """An FFN run by top-k × tokens. Weight operands of all E experts; bytes: the experts actually hit."""
-    b, m = site.b, site.spec.moe
+    b, m = site.b, _moe(site.spec)
     E, k = m.n_experts, m.top_k
     before = len(b.ops)
     ffn_block(b, m.d_ff_expert, site.count, site.lk, "moe.experts", "moe.experts", "moe", bias=m.expert_bias,
@@ -36,7 +43,7 @@ def routed_experts(site: Site) -> None:
 
 def shared_experts(site: Site) -> None:
     """Always-on shared experts (DeepSeek, Qwen-MoE), with Qwen's sigmoid gate when present."""
-    m, D = site.spec.moe, site.spec.d_model
+    m, D = _moe(site.spec), site.spec.d_model
     if not m.d_ff_shared:
         return
     ffn_block(site.b, m.d_ff_shared, site.count, site.lk, "moe.shared", "moe.shared", "moe", bias=False, letter="F")
@@ -46,8 +53,6 @@ def shared_experts(site: Site) -> None:
 
 
 def moe_block(b: Builder, count: int, lk: str) -> None:
-    m = b.spec.moe
-    assert m is not None  # the assembly only builds MoE blocks for MoE layers
-    site = Site(b, count, lk, "moe", "moe", dict(D=b.spec.d_model, E=m.n_experts))
+    site = Site(b, count, lk, "moe", "moe", dict(D=b.spec.d_model, E=_moe(b.spec).n_experts))
     for step in (router, routed_experts, shared_experts):
         step(site)

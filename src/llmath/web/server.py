@@ -1,9 +1,9 @@
 """The local web page: ``llmath serve`` answers on 127.0.0.1 only, with the standard library.
 
-``GET /`` is one self-contained HTML page (``data/web/index.html``, no external assets). It calls
-``GET /api/analyze?model=…`` (the same object as ``llmath analyze --json``), ``/api/models`` and
-``/api/hardware``. Library errors come back as ``{"error": message}`` with status 400. Nothing here
-computes: it calls :func:`llmath.analysis.analyze`.
+``GET /`` is one self-contained HTML page (``data/web/index.html``, no external assets). ``/api/<name>``
+runs :data:`llmath.web.api.HANDLERS` ``[name]`` with the query string as parameters (GET), or with a JSON
+body ``{"params": {...}, "config": {...} | null}`` (POST: a config.json object instead of a registry name).
+Library errors come back as ``{"error": message}`` with status 400. Nothing here computes.
 """
 
 from __future__ import annotations
@@ -13,41 +13,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlparse
 
-from llmath.errors import LLMathError, WorkloadError
+from llmath.errors import LLMathError
 
 
 def page() -> bytes:
     return (resources.files("llmath") / "data" / "web" / "index.html").read_bytes()
 
 
-_INT_FIELDS = ("batch", "prompt", "gen", "prefix")
-
-
-def analyze_query(query: dict[str, list[str]]) -> dict:
-    """The ``/api/analyze`` handler: query parameters -> ``llmath analyze --json``'s object."""
-    from llmath.analysis import analyze
-    from llmath.model.dtypes import Precision
-
-    q = {k: v[-1] for k, v in query.items() if v and v[-1] != ""}
-    kw = {}
-    for f in _INT_FIELDS:
-        if f in q:
-            try:
-                kw[f] = int(q[f])
-            except ValueError:
-                raise WorkloadError(f"{f}={q[f]!r} must be an integer") from None
-    dtype = q.get("dtype", "bf16")
-    precision = Precision(q.get("weights", dtype), q.get("activations", dtype), q.get("kv_dtype", dtype))
-    hw = q.get("hardware", "h100-sxm")
-    a = analyze(
-        q.get("model", "llama-3-8b"),
-        None if hw == "none" else hw,
-        precision=precision,
-        attention=q.get("attention", "flash"),
-        efficiency_mode=q.get("efficiency", "expected"),
-        **kw,
-    )
-    return a.to_dict()
+MAX_BODY = 4 << 20  # a config.json is a few kB; a safetensors index is the largest thing worth sending
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -67,21 +40,43 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         url = urlparse(self.path)
+        if url.path == "/":
+            self._send(200, page(), "text/html; charset=utf-8")
+            return
+        if url.path == "/favicon.ico":
+            self._send(204, b"", "image/x-icon")
+            return
+        q = {k: v[-1] for k, v in parse_qs(url.query).items() if v}
+        self._api(url.path, q, None)
+
+    def do_POST(self) -> None:  # noqa: N802
+        url = urlparse(self.path)
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > MAX_BODY:
+            self._json(413, {"error": f"request body of {n} bytes exceeds {MAX_BODY}; send a config.json only"})
+            return
         try:
-            if url.path == "/":
-                self._send(200, page(), "text/html; charset=utf-8")
-            elif url.path == "/api/models":
-                from llmath.model import registry
+            body = json.loads(self.rfile.read(n) or b"{}")
+        except ValueError:
+            self._json(400, {"error": 'the request body is not JSON; send {"params": {...}, "config": {...}}'})
+            return
+        params = body.get("params") if isinstance(body, dict) else None
+        config = body.get("config") if isinstance(body, dict) else None
+        if not isinstance(params, dict) or not (config is None or isinstance(config, dict)):
+            self._json(400, {"error": 'the body must be {"params": {...}, "config": {...} or null}'})
+            return
+        self._api(url.path, {str(k): str(v) for k, v in params.items()}, config)
 
-                self._json(200, [n for n in registry.names() if not registry.spec(n).is_encoder_decoder])
-            elif url.path == "/api/hardware":
-                from llmath import hardware
+    def _api(self, path: str, params: dict[str, str], config: dict | None) -> None:
+        from llmath.web.api import HANDLERS
 
-                self._json(200, hardware.names())
-            elif url.path == "/api/analyze":
-                self._json(200, analyze_query(parse_qs(url.query)))
-            else:
-                self._json(404, {"error": f"no such page {url.path!r}; try / or /api/analyze?model=llama-3-8b"})
+        name = path.removeprefix("/api/")
+        handler = HANDLERS.get(name) if path.startswith("/api/") else None
+        if handler is None:
+            self._json(404, {"error": f"no such page {path!r}; try / or /api/analyze?model=llama-3-8b"})
+            return
+        try:
+            self._json(200, handler(params, config))
         except LLMathError as e:
             self._json(400, {"error": str(e)})
 
