@@ -35,3 +35,12 @@ def test_sliding_window_kv_growth():
     spec, p = registry.spec("gpt-oss-20b"), Precision()
     for S in (1000, 5000):  # the stated law: growth · S + window bytes, past the windows
         assert kv_cache_bytes(spec, 1, S, p) == kv["growth_bytes_per_token"] * S + kv["window_bytes"]
+
+
+def test_tied_embedding_is_all_active():
+    """gemma-2-2b ties its embedding to the LM head: every token's logits use the whole table, so a dense
+    tied model's active count is its total."""
+    spec = registry.spec("gemma-2-2b")
+    assert spec.tie_embeddings and spec.moe is None
+    rep = param_report(spec)
+    assert rep.active_per_token == rep.total == rep.active_per_token_with_embedding

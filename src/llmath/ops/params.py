@@ -2,8 +2,9 @@
 
 Tied weights are counted once (the LM head of a tied model owns no parameters). Active parameters per
 token are the weights one token's forward pass uses: the total minus the routed experts it does not use
-((E − k) experts per MoE layer) and minus every token-embedding row but its own (a lookup reads one row
-of the V × D table; the LM head, a matmul, uses all of it). This is how gpt-oss's authors count (model
+((E − k) experts per MoE layer) and, when the embedding is not tied to the LM head, minus every
+token-embedding row but its own (a lookup reads one row of the V × D table; a tied table is the LM head's
+weight, which every token uses whole). This is how gpt-oss's authors count (model
 card, arXiv:2508.10925, Table 1: 5.13B active for gpt-oss-120b, 3.61B for gpt-oss-20b).
 ``active_per_token_with_embedding`` keeps the whole table, the convention of e.g. Mistral's "12.9B
 active" for Mixtral-8x7B (mistral.ai/news/mixtral-of-experts).
@@ -79,7 +80,8 @@ def param_report(spec: ModelSpec) -> ParamReport:
     if spec.moe is not None:
         experts = sum(n for k, n in by_component.items() if k.startswith("moe.experts."))
         with_table = total - experts // spec.moe.n_experts * (spec.moe.n_experts - spec.moe.top_k)
-    table_rows = by_component.get("embedding.token", 0)
+    # a tied table is the LM head's weight too, all of it used by every token: only an untied one drops
+    table_rows = 0 if spec.tie_embeddings else by_component.get("embedding.token", 0)
     active = with_table - table_rows + (spec.d_model if table_rows else 0)
     est = seed_estimates(spec)
     return ParamReport(
