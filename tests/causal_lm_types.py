@@ -86,6 +86,9 @@ REALISTIC = {
     # multi-head attention for Nemotron-3-8B (num_key_value_heads = num_attention_heads = 48).
     "ministral": {"head_dim": 128},
     "hunyuan_v1_dense": {"head_dim": 128},
+    # ... and more than its single default expert (8, top-2: chosen, not a checkpoint's) so that routing is
+    # exercised
+    "hunyuan_v1_moe": {"head_dim": 128, "num_experts": 8, "moe_topk": 2},
     "nemotron": {"num_key_value_heads": 48},
 }
 

@@ -408,6 +408,13 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     ),
     "apertus": dict(LLAMA_LIKE, ffn="mlp", activation="xielu", activation_params=2, qk_norm="head"),
     "bitnet": dict(LLAMA_LIKE, activation="relu2", sub_norms=True),
+    "hunyuan_v1_moe": dict(
+        LLAMA_LIKE,
+        ffn_bias=False,
+        qk_norm="head",
+        # every layer: the routed experts plus a shared MLP of the dense width (modeling_hunyuan_v1_moe.py)
+        moe=dict(experts="num_experts", top_k="moe_topk", d_ff="intermediate_size", shared_width="intermediate_size"),
+    ),
     "t5": dict(
         norm="rms",
         norm_bias=False,
