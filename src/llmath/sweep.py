@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
+from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage, rank_plans, rank_table
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
@@ -60,15 +61,19 @@ def grid(
     attention: str = "flash",
     precision: Precision | None = None,
     eff_mode: str = "expected",
+    layout: Layout | None = None,
 ) -> dict[str, np.ndarray]:
     """Vectorised serving metrics; ``batch``, ``prompt``, ``gen`` broadcast against each other.
 
-    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points).
+    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points). With a ``layout``
+    (:func:`llmath.deploy.make_layout`), ``batch`` is the deployment's total and memory is per GPU.
     """
     spec = resolve(spec)
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     p = precision or Precision()
     eff = efficiency(eff_mode, hw)
+    if layout is not None:
+        return _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout)
     B, P, N = (a.ravel() for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
     shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))
     t_pre, t_dec = table(spec, "prefill", attention), table(spec, "decode", attention)
@@ -102,11 +107,48 @@ def grid(
     return {k: np.reshape(v, shape) for k, v in out.items()}
 
 
+def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout) -> dict[str, np.ndarray]:
+    """:func:`grid` on a layout: each DP replica serves ⌈B/dp⌉; one GPU per pipeline stage, vectorised."""
+    B, P, N = (np.asarray(a) for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
+    b = -(-B // layout.dp)
+    ttft = per_gpu_stage(spec, layout, "prefill", Scenario(b, P, 0), hw, p, eff, attention).time_s
+    d = decode_totals(spec, layout, hw, p, eff, attention, b, P, N)
+    e2e = ttft + d["total_s"]
+    per_gpu = 0.0
+    for plan in rank_plans(spec, "prefill", attention, layout):
+        tab = rank_table(spec, "prefill", attention, layout, plan.index)
+        weights = sum(n * op.count for op in plan.ops for _, n in op.params) * p.weight_bytes
+        kv = kv_cache_bytes(spec, b, P + N - 1, p, ops=plan.ops)
+        per_gpu = np.maximum(per_gpu, weights + kv + activation_peak_bytes(spec, b, P, attention, p, tab=tab))
+    return {
+        "batch": B,
+        "prompt": P,
+        "gen": N,
+        "ttft_s": ttft,
+        "tpot_s": np.where(N > 1, d["total_s"] / np.maximum(N - 1, 1), 0.0),
+        "e2e_s": e2e,
+        "throughput_tok_s": B * N / e2e,
+        "throughput_tok_s_per_gpu": B * N / e2e / layout.gpus,
+        "per_sequence_tok_s": N / e2e,
+        "kv_peak_bytes": kv_cache_bytes(spec, B, P + N - 1, p),
+        "memory_bytes": per_gpu,
+        "fits": per_gpu <= hw.memory_bytes,
+    }
+
+
 def run_sweep(
-    model, hardware, axes: dict[str, np.ndarray], attention: str, precision: Precision, eff_mode: str
+    model,
+    hardware,
+    axes: dict[str, np.ndarray],
+    attention: str,
+    precision: Precision,
+    eff_mode: str,
+    layout: dict | None = None,
 ) -> list[dict]:
+    """The grid of ``axes`` as rows. ``layout``: make_layout's keyword arguments (gpus, tp, pp, ep, dp, overlap)."""
+    lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
-    g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode)
+    g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode, lay)
     keys = list(g)
     rows = []
     for i in range(Bg.size):
