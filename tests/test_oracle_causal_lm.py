@@ -114,6 +114,7 @@ VARIANTS = [
     ("granite_swa", {"layer_types": None}),
     ("vaultgemma", {"layer_types": None}),
     ("gpt_bigcode", {"multi_query": False}),
+    ("kolibri1", {"layer_types": None}),
 ]
 
 

@@ -415,6 +415,33 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         # every layer: the routed experts plus a shared MLP of the dense width (modeling_hunyuan_v1_moe.py)
         moe=dict(experts="num_experts", top_k="moe_topk", d_ff="intermediate_size", shared_width="intermediate_size"),
     ),
+    "hy_v3": dict(
+        LLAMA_LIKE,
+        ffn_bias=False,
+        qk_norm="head",
+        moe=dict(
+            experts="num_experts",
+            top_k="num_experts_per_tok",
+            d_ff="moe_intermediate_size",
+            shared_count="num_shared_experts",
+            layers=_mlp_layer_types,
+        ),
+    ),
+    "kolibri1": dict(
+        LLAMA_LIKE,
+        **_attn_bias(False),
+        ffn_bias=False,
+        ffn_default=0,
+        qk_norm="head",
+        norms_per_layer=4,
+        windows=_every(5),
+        moe=dict(
+            experts="num_local_experts",
+            top_k="num_experts_per_tok",
+            d_ff="moe_intermediate_size",
+            shared_width="shared_expert_intermediate_size",
+        ),
+    ),
     "t5": dict(
         norm="rms",
         norm_bias=False,
