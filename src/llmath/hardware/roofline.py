@@ -268,17 +268,7 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
         c, m = mv @ comp, mv @ mem
         return np.maximum(c, m) + ov, c, m
     B = np.asarray(B)
-    f = mm_factor(table, eff, B, B * np.asarray(scenario.T), p.compute, _weight_only(p))
-    if f is None:
-        comp = mv @ _compute_rhs(table, hw, p, eff)
-    else:
-        mm_rate, vec_rate = rates(hw, p, eff)
-        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    inv = inv_bandwidth(table, hw, eff, B, B * np.asarray(scenario.T), decode, p)
-    mem = (mv @ table.rhs(byte_weights_key(p))) * inv
-    t = np.maximum(comp, mem)
-    ov = overheads(table, eff, decode)
-    return (t + ov if ov.any() else t), comp, mem
+    return monomial_times(table, mv, hw, p, eff, B, B * np.asarray(scenario.T), decode)
 
 
 # ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
@@ -470,3 +460,21 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+
+
+def monomial_times(
+    table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+):
+    """(time, compute, memory) per op from monomial values ``mv`` (…, n_monos): the array path of
+    :func:`stage_times`, and the entry for callers that compose a pass from several scenarios (a serving
+    iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens."""
+    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
+    if f is None:
+        comp = mv @ _compute_rhs(table, hw, p, eff)
+    else:
+        mm_rate, vec_rate = rates(hw, p, eff)
+        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
+    mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    t = np.maximum(comp, mem)
+    ov = overheads(table, eff, decode)
+    return (t + ov if ov.any() else t), comp, mem
