@@ -148,7 +148,7 @@ def test_bad_config_files(tmp_path, capsys):
     cfg["num_hidden_layers"] = 0
     p.write_text(json.dumps(cfg))
     code, _, err = run(capsys, "params", str(p))
-    assert code == 1 and "n_layers=0 must be a positive integer" in err
+    assert code == 1 and "'num_hidden_layers'=0 must be a positive integer" in err
     cfg["num_hidden_layers"] = 2
     cfg["model_type"] = "mamba"
     p.write_text(json.dumps(cfg))

@@ -19,24 +19,65 @@ from typing import Any
 
 import numpy as np
 
-from llmath.errors import WorkloadError
+from llmath.errors import HardwareError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
-from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
-from llmath.model.dtypes import Precision
+from llmath.hardware.roofline import (
+    Efficiency,
+    byte_weights,
+    check_overrides,
+    decode_generation,
+    efficiency,
+    op_times,
+    stage_times,
+)
+from llmath.model.dtypes import BITS, Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 from llmath.ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
 from llmath.ops.params import ParamReport, param_report
+from llmath.validation import MAX_BATCH, MAX_TOKENS, check_float, check_int, check_int_array
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()
+ANALYZE_ARGS = (
+    "model",
+    "hardware",
+    "batch",
+    "prompt",
+    "gen",
+    "prefix",
+    "attention",
+    "precision",
+    "efficiency_mode",
+    "reserve_bytes",
+)
 
 
 def _check_len(name: str, v, minimum: int = 1) -> None:
-    arr = np.asarray(v)
-    if not np.issubdtype(arr.dtype, np.integer) or np.any(arr < minimum):
-        raise WorkloadError(f"{name}={v!r} must be an integer >= {minimum}")
+    check_int_array(name, v, minimum, MAX_BATCH if name == "batch" else MAX_TOKENS)
+
+
+def _check_precision(precision) -> Precision:
+    """A :class:`Precision`, or a dtype name meaning that dtype for weights, activations and KV cache."""
+    if precision is None:
+        return Precision()
+    if isinstance(precision, str):
+        return Precision.uniform(precision)
+    if not isinstance(precision, Precision):
+        raise WorkloadError(f"precision={precision!r} must be a llmath.Precision or a dtype name ({', '.join(BITS)})")
+    return precision
+
+
+def _check_hardware(hardware) -> Hardware | None:
+    if hardware is None or isinstance(hardware, Hardware):
+        return hardware
+    if isinstance(hardware, str):
+        return get_hardware(hardware)
+    raise HardwareError(
+        f"hardware={hardware!r} must be a registry name (see 'llmath hardware'), a JSON/TOML file path, "
+        "a llmath Hardware, or None"
+    )
 
 
 @dataclass(frozen=True)
@@ -53,7 +94,7 @@ class Workload:
         _check_len("prompt", self.prompt)
         _check_len("gen", self.gen)
         _check_len("prefix", self.prefix, 0)
-        if self.attention not in ("eager", "flash"):
+        if not isinstance(self.attention, str) or self.attention not in ("eager", "flash"):
             raise WorkloadError(f"attention={self.attention!r} must be 'eager' or 'flash'")
 
 
@@ -67,7 +108,7 @@ class OpRow:
     flops: float
     vflops: float
     bytes: dict[str, float]
-    intensity: float
+    intensity: float | None  # FLOPs / bytes; None when the op moves no bytes (0/0)
     time_s: float | None = None
     compute_s: float | None = None
     memory_s: float | None = None
@@ -136,7 +177,7 @@ def stage_report(
                 c.values.get("flops", 0),
                 c.values.get("vflops", 0),
                 b,
-                fl / bt if bt else float("inf"),
+                fl / bt if bt else None,  # no bytes (e.g. an empty cache append): undefined
                 layer_kind=c.op.layer_kind,
             )
         )
@@ -309,10 +350,19 @@ def analyze(
     reserve_bytes: float = 0.0,
     **efficiency_overrides,
 ) -> Analysis:
-    """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput."""
+    """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
+
+    ``efficiency_overrides`` are fields of :class:`~llmath.hardware.roofline.Efficiency` (``matmul``,
+    ``memory``, ``overhead_s``, ...); any other keyword is an error that lists the accepted names.
+    """
+    check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
-    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    batch = check_int("batch", batch, 1, MAX_BATCH)
+    prompt, gen = check_int("prompt", prompt, 1, MAX_TOKENS), check_int("gen", gen, 1, MAX_TOKENS)
+    prefix = check_int("prefix", prefix, 0, MAX_TOKENS)
+    reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
+    w = Workload(batch, prompt, gen, prefix, attention, _check_precision(precision))
+    hw = _check_hardware(hardware)
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
     notes: list[str] = []
     end = prefix + prompt + gen - 1
@@ -425,8 +475,12 @@ def scenario(
     """The fast path (floats, no exact integers): one scenario's params, per-op prefill and decode-step times,
     and a whole generation's serving metrics, from the cached coefficient tables."""
     spec = resolve(model)
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    p = precision or DEFAULT_PRECISION
+    hw = _check_hardware(hardware)
+    if hw is None:
+        raise HardwareError("scenario() needs a hardware (a registry name, a file, or a llmath Hardware)")
+    w = Workload(batch, prompt, gen, 0, attention, _check_precision(precision))
+    batch, prompt, gen = int(w.batch), int(w.prompt), int(w.gen)
+    p = w.precision
     eff = efficiency(efficiency_mode, hw)
     pre_t, _, _ = stage_times(table(spec, "prefill", attention), Scenario(batch, prompt, 0), hw, p, eff, False)
     dec_t, _, _ = stage_times(table(spec, "decode", attention), Scenario(batch, 1, prompt), hw, p, eff, True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
-from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import decode_generation, efficiency, stage_times
@@ -14,37 +13,17 @@ from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, table
 from llmath.ops.params import param_report
+from llmath.validation import MAX_BATCH, MAX_POINTS, MAX_TOKENS, check_grid, check_int_array, parse_range
 
 
 def parse_axis(flag: str, text: str) -> np.ndarray:
-    """'1,2,4' | 'lo:hi:x2' (geometric) | 'lo:hi:+128' or 'lo:hi:128' (arithmetic), inclusive of hi."""
-    t = str(text).strip()
-    try:
-        if ":" in t:
-            lo, hi, step = (t.split(":") + ["1"])[:3]
-            lo, hi = int(lo), int(hi)
-            if step.startswith("x"):
-                f = int(step[1:])
-                if f < 2:
-                    raise ValueError
-                vals, v = [], lo
-                while v <= hi:
-                    vals.append(v)
-                    v *= f
-            else:
-                s = int(step.lstrip("+"))
-                if s <= 0:
-                    raise ValueError
-                vals = list(range(lo, hi + 1, s))
-        else:
-            vals = [int(x) for x in t.split(",") if x.strip()]
-    except ValueError:
-        raise WorkloadError(
-            f"{flag}={text!r} is not a list ('1,2,4') or a range ('1:256:x2', '128:4096:+128') of integers"
-        ) from None
-    if not vals or min(vals) < 1:
-        raise WorkloadError(f"{flag}={text!r}: values must be integers >= 1")
-    return np.array(vals, dtype=np.int64)
+    """'1,2,4' | 'lo:hi:x2' (geometric) | 'lo:hi:+128' or 'lo:hi:128' (arithmetic), inclusive of hi.
+
+    Checked by :func:`llmath.validation.parse_range`: integers >= 1 (batch <= ``MAX_BATCH``, token counts
+    <= ``MAX_TOKENS``), ranges that progress, at most ``MAX_POINTS`` points.
+    """
+    hi = MAX_BATCH if flag.lstrip("-") in ("batch", "b") else MAX_TOKENS
+    return np.array(parse_range(flag, text, 1, hi), dtype=np.int64)
 
 
 CHUNK = 1 << 14  # points per block: keeps the (points × operators) temporaries in cache (fastest here)
@@ -68,7 +47,15 @@ def grid(
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     p = precision or Precision()
     eff = efficiency(eff_mode, hw)
-    B, P, N = (a.ravel() for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
+    batch = check_int_array("batch", batch, 1, MAX_BATCH)
+    prompt = check_int_array("prompt", prompt, 1, MAX_TOKENS)
+    gen = check_int_array("gen", gen, 1, MAX_TOKENS)
+    # float64 from here: products such as B·T² would wrap in int64 near the caps
+    B, P, N = (
+        a.ravel().astype(float) for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen))
+    )
+    if B.size > MAX_POINTS:
+        check_grid({"points": B.size})
     shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))
     t_pre, t_dec = table(spec, "prefill", attention), table(spec, "decode", attention)
     ttft = np.empty(B.shape)
@@ -104,6 +91,7 @@ def grid(
 def run_sweep(
     model, hardware, axes: dict[str, np.ndarray], attention: str, precision: Precision, eff_mode: str
 ) -> list[dict]:
+    check_grid({k: len(axes[k]) for k in ("batch", "prompt", "gen")})
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
     g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode)
     keys = list(g)

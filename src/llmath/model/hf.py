@@ -11,12 +11,12 @@ sliding-window layer patterns are derived exactly as the transformers config cla
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from llmath.errors import ConfigError, SpecError
+from llmath.model.config_check import check_config, load_config_file
 from llmath.model.spec import EncoderSpec, MLASpec, ModelSpec, MoESpec
 
 _MISSING = object()
@@ -377,8 +377,7 @@ def _moe(kind: str, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[
 def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: str = "") -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed config.json mapping."""
     where = source or name or "config"
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"{where}: expected a JSON object at the top level, got {type(cfg).__name__}")
+    cfg = check_config(cfg, where, ADAPTERS, MODEL_TYPE_ALIASES)  # kinds, ranges, aliases: config_check.py
     if "text_config" in cfg and "model_type" in cfg and cfg["model_type"] not in ADAPTERS:
         cfg = dict(cfg["text_config"])
     raw_type = cfg.get("model_type")
@@ -560,18 +559,8 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    """Read a config.json (a file, or a directory holding one) with clear errors."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    if not p.exists():
-        raise ConfigError(f"{p}: no such file; pass a config.json path, a directory holding one, or a registry name")
-    try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{p}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg}); fix the file") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not a UTF-8 text file; pass a config.json") from None
+    """Read a config.json (a file, or a directory holding one) with clear errors (see config_check.py)."""
+    return load_config_file(path)
 
 
 def spec_from_file(path: str | Path, name: str | None = None) -> ModelSpec:
