@@ -103,21 +103,22 @@ def test_ops_json_flash_vs_eager(capsys):
 
 
 @pytest.mark.parametrize(
-    "args,pattern",
+    "args,pattern,code",
     [
-        (["params", "llama-3-8"], r"unknown model 'llama-3-8'; closest: .*llama-3-8b"),
-        (["analyze", "llama-3-8b", "--hardware", "h100"], r"unknown hardware 'h100'; closest: .*h100"),
-        (["analyze", "llama-3-8b", "--batch", "0"], r"batch=0 must be an integer >= 1"),
-        (["analyze", "llama-3-8b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], r"has no fp8 peak"),
-        (["analyze", "llama-3-8b", "--dtype", "fp12"], r"'fp12' is not a known precision"),
-        (["analyze", "llama-3-8b", "--peak-tflops", "100"], r"needs all of --peak-tflops"),
-        (["sweep", "llama-3-8b", "--batch", "1:x"], r"--batch='1:x' is not a list"),
-        (["ops", "t5-base"], r"encoder-decoder"),
+        (["params", "llama-3-8"], r"unknown model 'llama-3-8'; closest: .*llama-3-8b", 1),
+        (["analyze", "llama-3-8b", "--hardware", "h100"], r"unknown hardware 'h100'; closest: .*h100", 1),
+        (["analyze", "llama-3-8b", "--batch", "0"], r"'--batch' / '-b': 0 must be an integer in \[1, ", 2),
+        (["analyze", "llama-3-8b", "--hardware", "a100-sxm-80gb", "--dtype", "fp8"], r"has no fp8 peak", 1),
+        (["analyze", "llama-3-8b", "--dtype", "fp12"], r"'--dtype': 'fp12' is not a known precision", 2),
+        (["analyze", "llama-3-8b", "--peak-tflops", "100"], r"needs all of --peak-tflops", 1),
+        (["sweep", "llama-3-8b", "--batch", "1:x"], r"--batch='1:x' is not a list", 2),
+        (["ops", "t5-base"], r"encoder-decoder", 1),
     ],
 )
-def test_errors_are_one_line(capsys, args, pattern):
-    code, out, err = run(capsys, *args)
-    assert code == 1
+def test_errors_are_one_line(capsys, args, pattern, code):
+    """Library errors exit 1; usage errors (a value breaking its option's rule) exit 2; one line each."""
+    got, out, err = run(capsys, *args)
+    assert got == code, err
     assert re.search(pattern, err), err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 

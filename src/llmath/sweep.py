@@ -94,12 +94,8 @@ def run_sweep(
     check_grid({k: len(axes[k]) for k in ("batch", "prompt", "gen")})
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
     g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode)
-    keys = list(g)
-    rows = []
-    for i in range(Bg.size):
-        r = {}
-        for k in keys:
-            v = g[k][i]
-            r[k] = bool(v) if k == "fits" else (int(v) if k in ("batch", "prompt", "gen") else float(v))
-        rows.append(r)
-    return rows
+    cols = {}
+    for k, v in g.items():
+        cols[k] = v.astype(bool) if k == "fits" else (v.astype(np.int64) if k in ("batch", "prompt", "gen") else v)
+    keys = list(cols)
+    return [dict(zip(keys, r, strict=True)) for r in zip(*(c.tolist() for c in cols.values()), strict=True)]

@@ -39,10 +39,10 @@ def int_rule(value: Any, lo: int | None = None, hi: int | None = None) -> str | 
             return "must be an integer"
         value = int(value)
     value = int(value)
-    if lo is not None and value < lo:
-        return f"must be an integer >= {lo}" + (f" and <= {hi:,}" if hi is not None else "")
-    if hi is not None and value > hi:
-        return f"must be an integer <= {hi:,} (llmath's limit)" + (f" and >= {lo}" if lo is not None else "")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        if lo is not None and hi is not None:
+            return f"must be an integer in [{lo:,}, {hi:,}]"
+        return f"must be an integer >= {lo:,}" if lo is not None else f"must be an integer <= {hi:,}"
     return None
 
 

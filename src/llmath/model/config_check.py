@@ -106,21 +106,21 @@ def file_kind(path: str | Path) -> str:
     return "dir" if stat.S_ISDIR(st.st_mode) else "other"
 
 
-def read_text_file(path: str | Path, what: str = "config.json", max_bytes: int = MAX_FILE_BYTES) -> str:
+def read_text_file(path: str | Path, what: str = "config.json file", max_bytes: int = MAX_FILE_BYTES) -> str:
     """The UTF-8 text of a regular file of at most ``max_bytes``; a :class:`ConfigError` otherwise."""
     p = Path(path)
     try:
         st = os.stat(p)
     except OSError as e:
         if e.errno == errno.ENAMETOOLONG:
-            raise ConfigError(f"{str(p)[:80]}…: the path is too long for this system; pass a {what} path") from None
-        raise ConfigError(f"{p}: no such file ({e.strerror}); pass a {what} path") from None
+            raise ConfigError(f"{str(p)[:80]}…: the path is too long for this system; pass a {what}") from None
+        raise ConfigError(f"{p}: no such file ({e.strerror}); pass a {what}") from None
     except ValueError:
-        raise ConfigError(f"{p!r}: not a valid path; pass a {what} path") from None
+        raise ConfigError(f"{p!r}: not a valid path; pass a {what}") from None
     if stat.S_ISDIR(st.st_mode):
-        raise ConfigError(f"{p}: is a directory; pass a {what} file")
+        raise ConfigError(f"{p}: is a directory; pass a {what}")
     if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"{p}: not a regular file (a FIFO, device or socket); pass a {what} file")
+        raise ConfigError(f"{p}: not a regular file (a FIFO, device or socket); pass a {what}")
     if st.st_size > max_bytes:
         raise ConfigError(f"{p}: {st.st_size:,} bytes exceeds the {max_bytes:,}-byte limit for a {what}")
     try:
@@ -133,7 +133,7 @@ def read_text_file(path: str | Path, what: str = "config.json", max_bytes: int =
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not a UTF-8 text file; pass a {what}") from None
+        raise ConfigError(f"{p}: not UTF-8 text; pass a {what}") from None
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

@@ -16,10 +16,11 @@ from llmath.errors import WorkloadError
 BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
 GROUPED = ("int8", "int4")
 DTYPES = tuple(BITS)
+MAX_GROUP = 1 << 20
 
 
 def check_dtype(value: str, what: str = "dtype") -> str:
-    v = value.lower()
+    v = value.lower() if isinstance(value, str) else None
     if v not in BITS:
         raise WorkloadError(f"{what}={value!r} is not a known precision; use one of {', '.join(DTYPES)}")
     return v
@@ -39,8 +40,9 @@ class Precision:
         object.__setattr__(self, "weights", check_dtype(self.weights, "weights dtype"))
         object.__setattr__(self, "activations", check_dtype(self.activations, "activations dtype"))
         object.__setattr__(self, "kv", check_dtype(self.kv, "kv dtype"))
-        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size <= 0:
-            raise WorkloadError(f"group_size={self.group_size!r} must be a positive integer (e.g. 128)")
+        g = self.group_size
+        if isinstance(g, bool) or not isinstance(g, int) or not 0 < g <= MAX_GROUP:
+            raise WorkloadError(f"group_size={g!r} must be a positive integer <= {MAX_GROUP:,} (e.g. 128)")
 
     @classmethod
     def uniform(cls, dtype: str, **kw) -> Precision:
