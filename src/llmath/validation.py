@@ -124,6 +124,8 @@ def parse_range(flag: str, text: str, lo: int = 1, hi: int = MAX_TOKENS) -> list
                 raise WorkloadError(f"{flag}: {len(vals):,} values exceed the limit of {MAX_POINTS:,} points")
         else:
             vals = _range(flag, text, parts, lo, hi)
+    except WorkloadError:
+        raise
     except ValueError:
         raise WorkloadError(bad) from None
     if not vals or min(vals) < lo or max(vals) > hi:

@@ -54,11 +54,13 @@ _POS_FIELDS = """hidden_size n_embd n_embed d_model num_hidden_layers n_layer nu
 num_decoder_layers num_attention_heads n_head num_heads decoder_attention_heads encoder_attention_heads
 intermediate_size n_inner ffn_hidden_size d_ff ffn_dim decoder_ffn_dim encoder_ffn_dim vocab_size
 num_key_value_heads num_kv_heads n_head_kv head_dim d_kv max_position_embeddings n_positions
-max_sequence_length seq_length sliding_window sliding_window_pattern num_experts_per_tok experts_per_token
+max_sequence_length seq_length sliding_window_pattern num_experts_per_tok experts_per_token
 moe_intermediate_size kv_lora_rank q_lora_rank qk_rope_head_dim qk_nope_head_dim v_head_dim moe_layer_freq
 decoder_sparse_step relative_attention_num_buckets rotary_dim num_ln_in_parallel_attn num_local_experts
 num_experts n_routed_experts"""
-_NONNEG_FIELDS = "n_shared_experts shared_expert_intermediate_size first_k_dense_replace max_window_layers"
+_NONNEG_FIELDS = (
+    "sliding_window n_shared_experts shared_expert_intermediate_size first_k_dense_replace max_window_layers"
+)
 _BOOL_FIELDS = """tie_word_embeddings attention_bias mlp_bias qkv_bias use_bias use_parallel_residual enable_bias
 do_layer_norm_before bias parallel_attn new_decoder_architecture multi_query alibi use_sliding_window use_qk_norm
 qk_layernorm add_final_layer_norm"""

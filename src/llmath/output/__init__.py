@@ -11,6 +11,8 @@ import numpy as np
 
 from llmath.validation import finite_or_none
 
+MAX_TABLE_ROWS = 2000
+
 
 def _default(o):
     if isinstance(o, np.generic):
@@ -83,6 +85,9 @@ def emit_rows(rows: list[dict[str, Any]], as_json: bool, title: str, columns: li
         return
     from rich.table import Table
 
+    if len(rows) > MAX_TABLE_ROWS:  # a terminal table of 10^6 rows takes minutes and helps nobody
+        note(f"showing the first {MAX_TABLE_ROWS:,} of {len(rows):,} rows; --csv or --json print them all")
+        rows = rows[:MAX_TABLE_ROWS]
     t = Table(title=title)
     for c in columns:
         t.add_column(c, overflow="fold")
