@@ -130,6 +130,8 @@ class _Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own errors (malformed request, unsupported method, ...) as JSON too."""
         self.close_connection = True
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":  # unparsable request line: reply HTTP/1.0
+            self.request_version = "HTTP/1.0"
         try:
             self._json(code, {"error": message or self.responses.get(code, ("error",))[0]})
         except OSError:
@@ -219,8 +221,11 @@ class LoopbackServer(HTTPServer):
     request_queue_size = BACKLOG
     allow_reuse_address = True
 
-    def __init__(self, port: int, workers: int = WORKERS, max_pending: int = MAX_PENDING) -> None:
-        super().__init__(("127.0.0.1", port), _Handler)
+    def __init__(
+        self, port: int, workers: int = WORKERS, max_pending: int = MAX_PENDING, timeout_s: float = TIMEOUT_S
+    ) -> None:
+        handler = type("Handler", (_Handler,), {"timeout": timeout_s})
+        super().__init__(("127.0.0.1", port), handler)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llmath-web")
         self._slots = threading.BoundedSemaphore(workers + max_pending)
 
@@ -259,6 +264,7 @@ class LoopbackServer(HTTPServer):
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def make_server(port: int = 8765) -> LoopbackServer:
-    """A server bound to 127.0.0.1 (``port=0``: any free port); call ``serve_forever()``."""
-    return LoopbackServer(port)
+def make_server(port: int = 8765, **limits) -> LoopbackServer:
+    """A server bound to 127.0.0.1 (``port=0``: any free port); call ``serve_forever()``. ``limits``:
+    ``workers``, ``max_pending``, ``timeout_s`` (defaults ``WORKERS``, ``MAX_PENDING``, ``TIMEOUT_S``)."""
+    return LoopbackServer(port, **limits)
