@@ -30,7 +30,7 @@ def get(url):
 
 def test_page_and_lists(base):
     status, body = get(base + "/")
-    assert status == 200 and b"<form" in body and b"/api/analyze" in body
+    assert status == 200 and b"<form" in body and b"/api/" in body
     models = json.loads(get(base + "/api/models")[1])
     assert "llama-3-8b" in models and "t5-base" not in models  # encoder-decoder: parameter counts only
     assert "h100-sxm" in json.loads(get(base + "/api/hardware")[1])
@@ -92,13 +92,19 @@ def test_no_server_side_paths(base, model):
 def test_posted_config_is_analysed(base):
     from llmath.model import registry
 
-    body = json.dumps(registry.config("llama-3-8b")).encode()
-    status, d = request(base, "/api/analyze?hardware=h100-sxm", "POST", {"Content-Type": "application/json"}, body)
+    def post(params, config):
+        body = json.dumps({"params": params, "config": config}).encode()
+        return request(base, "/api/analyze", "POST", {"Content-Type": "application/json"}, body)
+
+    status, d = post({"hardware": "h100-sxm"}, registry.config("llama-3-8b"))
     assert status == 200 and d["params"]["total"] == 8_030_261_248  # Meta-Llama-3-8B, as transformers counts
-    status, d = request(base, "/api/analyze", "POST", {"Content-Type": "application/json"}, b'{"model_type": 5}')
+    status, d = post({}, {"model_type": 5})
     assert status == 400 and "'model_type'=5" in d["error"]
-    status, d = request(base, "/api/analyze", "POST", {}, b'{"vocab_size": NaN}')
+    raw_body = b'{"params": {}, "config": {"vocab_size": NaN}}'
+    status, d = request(base, "/api/analyze", "POST", {}, raw_body)
     assert status == 400 and "finite" in d["error"]
+    status, d = request(base, "/api/analyze", "POST", {}, b"[" * 100_000)
+    assert status == 400 and "nested deeper" in d["error"]
 
 
 def test_posted_body_is_capped(base):
@@ -109,7 +115,7 @@ def test_posted_body_is_capped(base):
     reply = raw(port, head.encode())
     assert reply.startswith(b"HTTP/1.0 413") and b'"error"' in reply
     reply = raw(port, f"POST /api/analyze HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
-    assert reply.startswith(b"HTTP/1.0 411")
+    assert reply.startswith(b"HTTP/1.0 411"), reply
 
 
 @pytest.mark.parametrize("host", ["evil.example", "evil.example:80", "127.0.0.1.evil.example", "127.0.0.1:1"])
@@ -141,19 +147,19 @@ def test_every_error_is_json(base):
         assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"]
     status, d = request(base, "/nope")
     assert status == 404 and "error" in d
-    status, d = request(base, "/api/analyze?model=llama-3-8b&tp=2")
-    assert status == 400 and "accepted" in d["error"]
+    status, d = request(base, "/api/analyze?model=llama-3-8b&batch=nan")
+    assert status == 400 and "batch" in d["error"]
     status, d = request(base, "/api/analyze?model=llama-3-8b&batch=" + "9" * 5000)
     assert status == 400
 
 
 def test_a_bug_is_a_json_500_without_traceback(base, monkeypatch, capfd):
-    import llmath.web.server as srv
+    from llmath.web.api import HANDLERS
 
     def boom(*a, **k):
         raise RuntimeError("synthetic")
 
-    monkeypatch.setattr(srv, "analyze_query", boom)
+    monkeypatch.setitem(HANDLERS, "analyze", boom)
     status, d = request(base, "/api/analyze?model=llama-3-8b")
     assert status == 500 and "bug" in d["error"] and "synthetic" not in d["error"]
     err = capfd.readouterr().err

@@ -34,7 +34,7 @@ from llmath.hardware.roofline import (
 from llmath.model.dtypes import BITS, Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Scenario, build_ops, evaluate, held_positions, table
+from llmath.ops import CLASSES, Scenario, Value, build_ops, evaluate, held_positions, table
 from llmath.ops.params import ParamReport, param_report
 from llmath.validation import MAX_BATCH, MAX_TOKENS, check_float, check_int, check_int_array
 
@@ -105,9 +105,9 @@ class OpRow:
     kind: str
     signature: str
     count: int
-    flops: float
-    vflops: float
-    bytes: dict[str, float]
+    flops: Value
+    vflops: Value
+    bytes: dict[str, Value]
     intensity: float | None  # FLOPs / bytes; None when the op moves no bytes (0/0)
     time_s: float | None = None
     compute_s: float | None = None
@@ -119,7 +119,7 @@ class OpRow:
 @dataclass
 class StageReport:
     stage: str
-    flops: dict[str, int]  # matmul, vector, total
+    flops: dict[str, Value]  # matmul, vector, total (Python ints for one scenario; arrays for a sweep)
     bytes: dict[str, float]  # weights, act_in, act_out, kv_read, kv_write, total
     intensity: float
     ops: list[OpRow]
@@ -160,7 +160,7 @@ def stage_report(
     costs = evaluate(ops, scenario, spec)
     bpe = precision.per_class
     rows: list[OpRow] = []
-    tot = dict.fromkeys(CLASSES, 0)
+    tot: dict[str, Value] = dict.fromkeys(CLASSES, 0)
     for c in costs:
         b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
         for k in CLASSES:
@@ -183,12 +183,13 @@ def stage_report(
         )
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
-    flops = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
+    flops: dict[str, Value] = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
     useful = costs if attention == "flash" else evaluate(build_ops(spec, stage, "flash"), scenario, spec)
     flops["useful_matmul"] = sum(c.values.get("flops", 0) for c in useful)
     rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
     if hw is not None:
+        eff = eff if eff is not None else efficiency("expected", hw)
         t = table(spec, stage, attention)
         vals = t.values(scenario)
         tokens = scenario.B * scenario.T
@@ -378,44 +379,44 @@ def analyze(
     params = param_report(spec)
     pre = stage_report(spec, "prefill", Scenario(batch, prompt, prefix), attention, w.precision, hw, eff)
     dec = stage_report(spec, "decode", Scenario(batch, 1, prefix + prompt), attention, w.precision, hw, eff)
-    p = w.precision
-    kv = {
-        "bytes": kv_cache_bytes(spec, batch, prefix + prompt, p),
-        "peak_bytes": kv_cache_bytes(spec, batch, end, p),
+    kv = _kv_summary(spec, w)
+    mem = memory_report(spec, params, w, hw, reserve_bytes)
+    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w), params, pre, dec, kv, mem, warnings=notes)
+    a.training = training_flops(spec, batch, prompt)
+    if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
+        a.efficiency = asdict(eff)
+        a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
+    return a
+
+
+def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
+    """KV cache after the prefill, at the end of the generation, and per position."""
+    p, end = w.precision, w.prefix + w.prompt + w.gen - 1
+    return {
+        "bytes": kv_cache_bytes(spec, w.batch, w.prefix + w.prompt, p),
+        "peak_bytes": kv_cache_bytes(spec, w.batch, end, p),
         "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
-        "positions_after_prefill": prefix + prompt,
+        "positions_after_prefill": w.prefix + w.prompt,
         "positions_at_end": end,
     }
-    mem = memory_report(spec, params, w, hw, reserve_bytes)
-    a = Analysis(
-        spec.name,
-        hw.name if hw else None,
-        {
-            "batch": batch,
-            "prompt": prompt,
-            "gen": gen,
-            "prefix": prefix,
-            "attention": attention,
-            "weights": p.weights,
-            "activations": p.activations,
-            "kv_dtype": p.kv,
-            "group_size": p.group_size,
-        },
-        params,
-        pre,
-        dec,
-        kv,
-        mem,
-        warnings=notes,
-    )
-    a.training = training_flops(spec, batch, prompt)
-    if hw is not None:
-        a.efficiency = asdict(eff)
-        a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
-    return a
+
+
+def _workload_dict(w: Workload) -> dict[str, Any]:
+    p = w.precision
+    return {
+        "batch": w.batch,
+        "prompt": w.prompt,
+        "gen": w.gen,
+        "prefix": w.prefix,
+        "attention": w.attention,
+        "weights": p.weights,
+        "activations": p.activations,
+        "kv_dtype": p.kv,
+        "group_size": p.group_size,
+    }
 
 
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
@@ -455,9 +456,11 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
 def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
     """A training step on B sequences of ``seq`` tokens: the forward with logits at every position, and
     forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation."""
-    fwd = sum(
-        c.values.get("flops", 0)
-        for c in evaluate(build_ops(spec, "prefill", "flash"), Scenario(batch, seq, 0, logits="all"), spec)
+    fwd = int(
+        sum(
+            c.values.get("flops", 0)
+            for c in evaluate(build_ops(spec, "prefill", "flash"), Scenario(batch, seq, 0, logits="all"), spec)
+        )
     )
     return {"tokens": batch * seq, "forward_matmul": fwd, "step_matmul": 3 * fwd, "step_matmul_recompute": 4 * fwd}
 

@@ -4,6 +4,6 @@
 list into time per operator. Depends on :mod:`llmath.ops` and :mod:`llmath.model` only.
 """
 
-from llmath.hardware.registry import Hardware, custom, from_dict, get, load_file, names, raw
+from llmath.hardware.registry import KINDS, Hardware, Link, aliases, custom, from_dict, get, load_file, names, raw
 
-__all__ = ["Hardware", "custom", "from_dict", "get", "load_file", "names", "raw"]
+__all__ = ["KINDS", "Hardware", "Link", "aliases", "custom", "from_dict", "get", "load_file", "names", "raw"]

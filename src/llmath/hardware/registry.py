@@ -4,11 +4,19 @@ The bundled table is ``data/hardware.json`` (every value with its source; vendor
 and listed in ``sparse_halved``). Units inside the code are SI base units: FLOP/s, bytes/s, bytes.
 A user's own accelerator comes from a JSON or TOML file with the same keys, or from flags
 (:func:`custom`). Asking for a dtype the hardware lacks raises :class:`HardwareError`.
+
+``topology`` (optional) describes how devices talk: ``scale_up`` (the link inside one scale-up domain:
+NVLink/NVSwitch, NVL72, Infinity Fabric, ICI, or PCIe where there is none; ``domain`` = devices in it),
+``scale_out`` (the per-device NIC of the reference system) and ``pcie`` (the host link). Every
+``bytes_per_s`` there is **per device, per direction** — the unit NCCL's bus bandwidth is measured in
+(vendors usually quote bidirectional totals, twice this).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -39,6 +47,10 @@ class Hardware:
     source: str = ""
     notes: str = ""
     measured: dict[str, Any] = field(default_factory=dict)  # calibration profiles: what was measured, how
+    arch: str = ""  # e.g. "hopper", "cdna3", "apple-m3"
+    kind: str = ""  # one of KINDS ("" = not stated)
+    tdp_w: float | None = None
+    topology: dict[str, Link] = field(default_factory=dict)  # "scale_up" / "scale_out" / "pcie"
 
     def __post_init__(self) -> None:
         for f in ("memory_bytes", "memory_bandwidth_bytes_per_s", "vector_flops_per_s"):
@@ -52,6 +64,12 @@ class Hardware:
                 raise HardwareError(
                     f"hardware {self.name!r}: peak_flops_per_s[{k!r}]={v!r} must be a finite positive number"
                 )
+        if self.tdp_w is not None and not _positive(self.tdp_w):
+            raise HardwareError(f"hardware {self.name!r}: tdp_w={self.tdp_w!r} must be a positive number or absent")
+        if not isinstance(self.arch, str):
+            raise HardwareError(f"hardware {self.name!r}: arch={self.arch!r} must be a name such as 'hopper'")
+        if self.kind and self.kind not in KINDS:
+            raise HardwareError(f"hardware {self.name!r}: kind={self.kind!r} must be one of {', '.join(KINDS)}")
 
     def peak(self, dtype: str) -> float:
         """Dense matmul peak for ``dtype``; a dtype the hardware lacks is an error, not a fallback."""
@@ -82,7 +100,78 @@ class Hardware:
             "peak_flops_per_s": dict(self.peak_flops_per_s),
             "vector_flops_per_s": self.vector_peak,
             "source": self.source,
+            "arch": self.arch,
+            "kind": self.kind,
+            "tdp_w": self.tdp_w,
+            "topology": {k: v.to_dict() for k, v in self.topology.items()},
         }
+
+
+KINDS = ("gpu", "cpu", "tpu", "npu", "soc")
+TOPOLOGY_LINKS = ("scale_up", "scale_out", "pcie")
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+@dataclass(frozen=True)
+class Link:
+    """One link of a device's topology; ``bytes_per_s`` is per device, per direction."""
+
+    kind: str
+    bytes_per_s: float
+    domain: int = 1  # devices in one scale-up domain (scale_up only)
+    latency_s: float | None = None  # small-message latency, where sourced
+    gen: int | None = None  # PCIe generation (pcie only)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "bytes_per_s": self.bytes_per_s, "domain": self.domain}
+        for k in ("latency_s", "gen"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
+        return d
+
+
+def _link(name: str, which: str, d: Any) -> Link:
+    """Parse and check one topology link; a bad value is a :class:`HardwareError` naming device and field."""
+
+    def bad(field_: str, v: Any, rule: str) -> HardwareError:
+        return HardwareError(f"hardware {name!r}: topology.{which}.{field_}={v!r} {rule}; fix the hardware entry")
+
+    if not isinstance(d, dict):
+        raise bad("", d, "must be a table with kind and bytes_per_s")
+    extra = sorted(set(d) - {"kind", "bytes_per_s", "domain", "latency_s", "gen"})
+    if extra:
+        raise bad(extra[0], d[extra[0]], "is not a topology field (kind, bytes_per_s, domain, latency_s, gen)")
+    kind = d.get("kind", "pcie" if which == "pcie" else None)
+    if not isinstance(kind, str) or not kind:
+        raise bad("kind", kind, "must be a non-empty name such as nvlink4, infinity_fabric, pcie")
+    if not _positive(d.get("bytes_per_s")):
+        raise bad("bytes_per_s", d.get("bytes_per_s"), "must be a positive finite number (per device, per direction)")
+    domain = d.get("domain", 1)
+    if not isinstance(domain, int) or isinstance(domain, bool) or domain < 1:
+        raise bad("domain", domain, "must be a positive integer (devices in one scale-up domain)")
+    lat = d.get("latency_s")
+    if lat is not None and not _positive(lat):
+        raise bad("latency_s", lat, "must be a positive finite number of seconds or absent")
+    gen = d.get("gen")
+    if gen is not None and (not isinstance(gen, int) or isinstance(gen, bool) or gen < 1):
+        raise bad("gen", gen, "must be a positive integer (the PCIe generation) or absent")
+    return Link(kind, float(d["bytes_per_s"]), domain, None if lat is None else float(lat), gen)
+
+
+def _topology(name: str, d: Any) -> dict[str, Link]:
+    if d is None:
+        return {}
+    if not isinstance(d, dict):
+        raise HardwareError(f"hardware {name!r}: topology={d!r} must be a table of {', '.join(TOPOLOGY_LINKS)}")
+    for k in d:
+        if k not in TOPOLOGY_LINKS:
+            raise HardwareError(
+                f"hardware {name!r}: topology.{k} is not a topology link; use {', '.join(TOPOLOGY_LINKS)}"
+            )
+    return {k: _link(name, k, v) for k, v in d.items()}
 
 
 _FIELDS = {
@@ -98,6 +187,10 @@ _FIELDS = {
     "source",
     "notes",
     "measured",
+    "arch",
+    "kind",
+    "tdp_w",
+    "topology",
 }
 
 
@@ -120,6 +213,7 @@ def from_dict(d: dict[str, Any], where: str = "hardware") -> Hardware:
             raise HardwareError(f"{where}: {k}={kw[k]!r} must be a string")
     if "measured" in kw and not isinstance(kw["measured"], dict):
         raise HardwareError(f"{where}: measured={kw['measured']!r} must be an object")
+    kw["topology"] = _topology(str(d["name"]), d.get("topology"))
     return Hardware(**kw)
 
 
@@ -139,30 +233,40 @@ def _rates(d: dict[str, Any], key: str, where: str) -> dict[str, float]:
 
 
 @lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    return json.loads((resources.files("llmath") / "data" / "hardware.json").read_text())
+
+
+@lru_cache(maxsize=1)
 def _table() -> dict[str, dict[str, Any]]:
-    data = json.loads((resources.files("llmath") / "data" / "hardware.json").read_text())
-    return {a["name"]: a for a in data["accelerators"]}
+    return {a["name"]: a for a in _data()["accelerators"]}
 
 
 def names() -> list[str]:
     return sorted(_table())
 
 
+def aliases() -> dict[str, str]:
+    """Other names a bundled accelerator answers to (e.g. ``apple-m2-ultra`` -> ``apple-m2-ultra-76c``)."""
+    return dict(_data().get("aliases") or {})
+
+
 def raw(name: str) -> dict[str, Any]:
-    return dict(_table()[name])
+    return dict(_table()[aliases().get(name, name)])
 
 
 @lru_cache(maxsize=256)
 def get(name: str) -> Hardware:
-    """A bundled accelerator by name, or a hardware file (JSON/TOML) path."""
+    """A bundled accelerator by name or alias, or a hardware file (JSON/TOML) path."""
     if not isinstance(name, str):
         raise HardwareError(f"hardware={name!r} must be a registry name (see 'llmath hardware') or a file path")
+    name = aliases().get(name, name)
     if name in _table():
         return from_dict(_table()[name], name)
     p = Path(name)
     if p.suffix in (".json", ".toml") or file_kind(p) != "missing":
         return load_file(p)
-    close = closest(name, names())
+    close = closest(name, names() + sorted(aliases()))
     hint = f"; closest: {', '.join(close)}" if close else ""
     raise HardwareError(
         f"unknown hardware {name!r}{hint}. Run 'llmath hardware' for the {len(_table())} known accelerators, "
@@ -178,9 +282,9 @@ def load_file(path: str | Path) -> Hardware:
         raise HardwareError(str(e)) from None
     try:
         if p.suffix == ".toml":
-            try:
+            if sys.version_info >= (3, 11):
                 import tomllib
-            except ModuleNotFoundError:  # Python 3.10
+            else:  # Python 3.10
                 import tomli as tomllib
             d = tomllib.loads(text)
             check_values(d, str(p))

@@ -25,7 +25,7 @@ import numpy as np
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.model.dtypes import Precision
-from llmath.ops import CLASSES, Scenario, Table, experts_hit, one_hot
+from llmath.ops import CLASSES, Scenario, Table, Value, experts_hit, one_hot
 from llmath.validation import check_float
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
@@ -298,8 +298,8 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
         comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
     mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, B, B * np.asarray(scenario.T), decode)
     t = np.maximum(comp, mem)
-    ov = eff.decode_overhead_s if decode else eff.overhead_s
-    return (t + table.kernels * ov if ov else t), comp, mem
+    overhead = eff.decode_overhead_s if decode else eff.overhead_s
+    return (t + table.kernels * overhead if overhead else t), comp, mem
 
 
 # ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
@@ -334,11 +334,11 @@ def _prefix_u_sum(j, u0, w):
 
 @dataclass(frozen=True)
 class DecodeSummary:
-    first_s: np.ndarray  # step 0 time
-    last_s: np.ndarray  # last step time
-    total_s: np.ndarray  # all steps
+    first_s: Value  # step 0 time
+    last_s: Value  # last step time
+    total_s: Value  # all steps
     per_op_total_s: np.ndarray  # (…, n_ops)
-    steps: np.ndarray
+    steps: Value
 
 
 @lru_cache(maxsize=512)

@@ -35,6 +35,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from llmath.errors import HardwareError, LLMathError, WorkloadError
@@ -42,57 +43,31 @@ from llmath.errors import HardwareError, LLMathError, WorkloadError
 SKINNY_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 TORCH_DTYPES = ("fp32", "bf16", "fp16")
 
+
+def _sizes(gemm, skinny, copy_mb, vec, attn, rep, rep_small, warm) -> dict[str, Any]:
+    """One size set: square GEMM sizes, skinny weight shapes (k, n), copy MB, vector elements, decode
+    attention (heads, head_dim, context), repeats for the largest GEMM / everything else, warm-up runs."""
+    return dict(gemm=gemm, skinny=skinny, copy_mb=copy_mb, vec=vec, attn=attn, tiny=16, rep=rep,
+                rep_small=rep_small, warm=warm)  # fmt: skip
+
+
 # (full, quick) sizes per device
+# fmt: off
 _SIZES = {
     "cpu": {
-        False: dict(
-            gemm=(1024, 2048, 4096),
-            skinny=((4096, 8192), (8192, 4096), (4096, 4096)),
-            copy_mb=512,
-            vec=1 << 18,
-            attn=(32, 64, 4096),
-            tiny=16,
-            rep=5,
-            rep_small=9,
-            warm=2,
-        ),
-        True: dict(
-            gemm=(256, 512),
-            skinny=((512, 1024), (1024, 512)),
-            copy_mb=16,
-            vec=1 << 14,
-            attn=(4, 64, 128),
-            tiny=16,
-            rep=3,
-            rep_small=5,
-            warm=1,
-        ),
+        False: _sizes(gemm=(1024, 2048, 4096), skinny=((4096, 8192), (8192, 4096), (4096, 4096)), copy_mb=512,
+                      vec=1 << 18, attn=(32, 64, 4096), rep=5, rep_small=9, warm=2),
+        True: _sizes(gemm=(256, 512), skinny=((512, 1024), (1024, 512)), copy_mb=16,
+                     vec=1 << 14, attn=(4, 64, 128), rep=3, rep_small=5, warm=1),
     },
     "cuda": {
-        False: dict(
-            gemm=(4096, 8192, 16384),
-            skinny=((8192, 28672), (28672, 8192), (8192, 8192)),
-            copy_mb=2048,
-            vec=1 << 22,
-            attn=(32, 128, 32768),
-            tiny=16,
-            rep=10,
-            rep_small=30,
-            warm=3,
-        ),
-        True: dict(
-            gemm=(1024, 2048),
-            skinny=((2048, 4096), (4096, 2048)),
-            copy_mb=64,
-            vec=1 << 16,
-            attn=(8, 128, 1024),
-            tiny=16,
-            rep=3,
-            rep_small=5,
-            warm=1,
-        ),
+        False: _sizes(gemm=(4096, 8192, 16384), skinny=((8192, 28672), (28672, 8192), (8192, 8192)), copy_mb=2048,
+                      vec=1 << 22, attn=(32, 128, 32768), rep=10, rep_small=30, warm=3),
+        True: _sizes(gemm=(1024, 2048), skinny=((2048, 4096), (4096, 2048)), copy_mb=64,
+                     vec=1 << 16, attn=(8, 128, 1024), rep=3, rep_small=5, warm=1),
     },
 }
+# fmt: on
 
 
 def _torch():
@@ -270,7 +245,46 @@ def calibrate(
             _torch().set_num_threads(old)
 
 
-def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
+def _timing(ts: list[float]) -> dict[str, Any]:
+    """The repeats, their times and their median, as every raw measurement records them."""
+    return {"repeats": len(ts), "times_s": ts, "median_s": _med(ts)}
+
+
+@dataclass
+class _Bench:
+    """What every measurement shares: torch, the device, the sizes, the dtypes, the seeded generator,
+    the progress lines and the raw record the measurements fill in."""
+
+    torch: Any
+    device: str
+    z: dict[str, Any]
+    dts: list[str]
+    progress: Progress
+    raw: dict[str, Any]
+    gen: Any = None
+
+    @property
+    def kind(self) -> str:
+        return self.device.split(":")[0]
+
+    @property
+    def tdt(self) -> Any:
+        return torch_dtype(self.dts[0])
+
+    @property
+    def esz(self) -> int:
+        return self.torch.tensor([], dtype=self.tdt).element_size()
+
+    def rnd(self, *shape: int, dtype: Any = None) -> Any:
+        t = self.torch
+        x = t.randn(*shape, generator=self.gen, device=t.device(self.device), dtype=t.float32)
+        return x.to(self.tdt if dtype is None else dtype)
+
+    def time(self, fn: Callable[[], Any], reps: int | None = None, inner: int = 1) -> list[float]:
+        return time_call(fn, self.device, self.z["rep_small"] if reps is None else reps, self.z["warm"], inner)
+
+
+def _bench(device: str, dtypes: Sequence[str] | str, quick: bool, progress: bool) -> _Bench:
     torch = _torch()
     device = check_device(device)
     if isinstance(dtypes, str):
@@ -280,13 +294,8 @@ def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
         raise WorkloadError("dtypes is empty; give at least one of fp32, bf16, fp16")
     for d in dts:
         torch_dtype(d)
-    kind = device.split(":")[0]
-    z = _SIZES[kind][bool(quick)]
-    tdt = torch_dtype(dts[0])
-    esz = torch.tensor([], dtype=tdt).element_size()
+    z = _SIZES[device.split(":")[0]][bool(quick)]
     steps = len(dts) * len(z["gemm"]) + len(SKINNY_M) + 5
-    pr = Progress(progress, "calibrate", steps)
-    dev = torch.device(device)
     raw: dict[str, Any] = {
         "device": device,
         "torch": torch.__version__,
@@ -296,227 +305,214 @@ def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
         "timer": "time.perf_counter",
         "other_processes_cpu_busy_before": cpu_busy_fraction(0.3),
     }
-    gen = torch.Generator(device=dev).manual_seed(0)
+    bench = _Bench(torch, device, z, dts, Progress(progress, "calibrate", steps), raw)
+    bench.gen = torch.Generator(device=torch.device(device)).manual_seed(0)
+    return bench
 
-    def rnd(*shape, dtype=tdt):
-        return torch.randn(*shape, generator=gen, device=dev, dtype=torch.float32).to(dtype)
 
-    with torch.inference_mode():
-        # -- streaming bandwidth: one large copy ------------------------------------------------
-        n = z["copy_mb"] * (1 << 20) // 4
-        src = torch.ones(n, device=dev, dtype=torch.float32)
-        dst = torch.empty_like(src)
-        ts = time_call(lambda: dst.copy_(src), device, z["rep_small"], z["warm"])
-        copy_bytes = 2 * n * 4
-        copy_bw = copy_bytes / _med(ts)
-        raw["copy"] = {
-            "elements": n,
-            "dtype": "fp32",
-            "bytes_moved": copy_bytes,
-            "counting": "read + write",
-            "repeats": len(ts),
-            "times_s": ts,
-            "median_s": _med(ts),
-            "bytes_per_s": copy_bw,
-        }
-        src = dst = None  # free the buffers
-        pr.step(f"copy {copy_bytes / 1e6:.0f} MB: {copy_bw / 1e9:.1f} GB/s")
+def _measure_copy(m: _Bench) -> float:
+    """Streaming bandwidth: one large copy (bytes read + written per second)."""
+    n = m.z["copy_mb"] * (1 << 20) // 4
+    src = m.torch.ones(n, device=m.torch.device(m.device), dtype=m.torch.float32)
+    dst = m.torch.empty_like(src)
+    ts = m.time(lambda: dst.copy_(src))
+    copy_bytes = 2 * n * 4
+    copy_bw = copy_bytes / _med(ts)
+    m.raw["copy"] = {
+        "elements": n,
+        "dtype": "fp32",
+        "bytes_moved": copy_bytes,
+        "counting": "read + write",
+        **_timing(ts),
+        "bytes_per_s": copy_bw,
+    }
+    m.progress.step(f"copy {copy_bytes / 1e6:.0f} MB: {copy_bw / 1e9:.1f} GB/s")
+    return copy_bw
 
-        # -- large square GEMMs per dtype ------------------------------------------------------------
-        raw["gemm"] = []
-        peaks: dict[str, float] = {}
-        for d in dts:
-            rates = []
-            for s in z["gemm"]:
-                a, b = rnd(s, s, dtype=torch_dtype(d)), rnd(s, s, dtype=torch_dtype(d))
-                reps = z["rep"] if s == max(z["gemm"]) else z["rep_small"]
-                ts = time_call(lambda a=a, b=b: torch.mm(a, b), device, reps, z["warm"])
-                fl = 2 * s**3
-                rate = fl / _med(ts)
-                rates.append(rate)
-                raw["gemm"].append(
-                    {
-                        "dtype": d,
-                        "m": s,
-                        "n": s,
-                        "k": s,
-                        "flops": fl,
-                        "repeats": len(ts),
-                        "times_s": ts,
-                        "median_s": _med(ts),
-                        "flops_per_s": rate,
-                    }
-                )
-                del a, b
-                pr.step(f"GEMM {d} {s}³: {rate / 1e9:.1f} GFLOP/s")
-            peaks[d] = _med(rates)
 
-        # -- skinny weight GEMMs (decode-like), over a few weight shapes: the median per row count ----
-        # (one shape alone misleads: BLAS efficiency at the same rows differs between shapes)
-        raw["skinny"] = []  # every (rows, shape) measurement
-        raw["skinny_median"] = []  # per row count: the median over shapes, which the profile uses
-        shapes = z["skinny"]
-        for m in SKINNY_M:
-            per_shape = []
-            for K_, N_ in shapes:
-                W_ = rnd(N_, K_)
-                x = rnd(m, K_)
-                ts = time_call(lambda x=x, W_=W_: torch.nn.functional.linear(x, W_), device, z["rep_small"], z["warm"])
-                t = _med(ts)
-                wb = N_ * K_ * esz
-                per_shape.append(
-                    {
-                        "dtype": dts[0],
-                        "rows": m,
-                        "k": K_,
-                        "n": N_,
-                        "op": "F.linear(X[rows,k], W[n,k])",
-                        "weight_bytes": wb,
-                        "repeats": len(ts),
-                        "times_s": ts,
-                        "median_s": t,
-                        "flops_per_s": 2 * m * K_ * N_ / t,
-                        "weight_bytes_per_s": wb / t,
-                    }
-                )
-                del W_
-            raw["skinny"].extend(per_shape)
-            bw = _med([r["weight_bytes_per_s"] for r in per_shape])
-            f = bw / copy_bw
-            raw["skinny_median"].append(
-                {
-                    "dtype": dts[0],
-                    "rows": m,
-                    "shapes": [[r["k"], r["n"]] for r in per_shape],
-                    "weight_bytes_per_s": bw,
-                    "fraction_of_copy_bandwidth": f,
-                    "flops_per_s": _med([r["flops_per_s"] for r in per_shape]),
-                }
-            )
-            pr.step(
-                f"skinny GEMMs rows={m}: {bw / 1e9:.1f} GB/s of weights, median of {len(shapes)} shapes "
-                f"({f:.2f} × copy)"
-            )
-        K, N = shapes[0]
-        W = rnd(N, K)
-        wbytes = N * K * esz
+def _measure_gemms(m: _Bench) -> dict[str, float]:
+    """Large square GEMMs per dtype: the peak is the median FLOP/s over the sizes."""
+    m.raw["gemm"] = []
+    peaks: dict[str, float] = {}
+    for d in m.dts:
+        rates = []
+        for s in m.z["gemm"]:
+            a, b = m.rnd(s, s, dtype=torch_dtype(d)), m.rnd(s, s, dtype=torch_dtype(d))
+            reps = m.z["rep"] if s == max(m.z["gemm"]) else m.z["rep_small"]
+            ts = m.time(lambda a=a, b=b: m.torch.mm(a, b), reps)
+            fl = 2 * s**3
+            rate = fl / _med(ts)
+            rates.append(rate)
+            m.raw["gemm"].append({"dtype": d, "m": s, "n": s, "k": s, "flops": fl, **_timing(ts), "flops_per_s": rate})
+            del a, b
+            m.progress.step(f"GEMM {d} {s}³: {rate / 1e9:.1f} GFLOP/s")
+        peaks[d] = _med(rates)
+    return peaks
 
-        # -- weights streamed by a matrix-vector product --------------------------------------------
-        v = rnd(K)
-        ts = time_call(lambda: torch.mv(W, v), device, z["rep_small"], z["warm"])
-        raw["gemv"] = {
-            "dtype": dts[0],
-            "n": N,
-            "k": K,
-            "weight_bytes": wbytes,
-            "repeats": len(ts),
-            "times_s": ts,
-            "median_s": _med(ts),
-            "weight_bytes_per_s": wbytes / _med(ts),
-            "fraction_of_copy_bandwidth": wbytes / _med(ts) / copy_bw,
-        }
-        W = v = None
-        pr.step(f"GEMV: {wbytes / _med(ts) / 1e9:.1f} GB/s of weights")
 
-        # -- vector ops on cache-resident data --------------------------------------------------------
-        ne = z["vec"]
-        rows = max(ne // 1024, 1)
-        a, b = rnd(rows, 1024), rnd(rows, 1024)
-        w = rnd(1024)
-        vec_ops = {
-            "add": (1, lambda: torch.add(a, b)),
-            "softmax": (5, lambda: torch.softmax(a, dim=-1)),
-            "rmsnorm": (4, lambda: a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + 1e-6) * w),
-            "silu_mul": (5, lambda: torch.nn.functional.silu(a) * b),
-        }
-        raw["vector"] = []
-        vrates = []
-        for name, (per, fn) in vec_ops.items():
-            ts = time_call(fn, device, z["rep_small"], z["warm"], inner=10)
-            rate = per * rows * 1024 / _med(ts)
-            vrates.append(rate)
-            raw["vector"].append(
-                {
-                    "op": name,
-                    "elements": rows * 1024,
-                    "flops_per_element": per,
-                    "repeats": len(ts),
-                    "inner": 10,
-                    "times_s": ts,
-                    "median_s": _med(ts),
-                    "flops_per_s": rate,
-                }
-            )
-        vec_peak = max(vrates)
-        vec_eff = _frac(_med(vrates) / vec_peak)
-        a = b = w = None
-        pr.step(f"vector ops: best {vec_peak / 1e9:.1f} GFLOP/s, median {vec_eff:.2f} of it")
+def _skinny_one(m: _Bench, rows: int, K_: int, N_: int) -> dict[str, Any]:
+    """``F.linear`` of ``rows`` token rows against an N_ × K_ weight."""
+    W_ = m.rnd(N_, K_)
+    x = m.rnd(rows, K_)
+    ts = m.time(lambda: m.torch.nn.functional.linear(x, W_))
+    t = _med(ts)
+    wb = N_ * K_ * m.esz
+    return {
+        "dtype": m.dts[0],
+        "rows": rows,
+        "k": K_,
+        "n": N_,
+        "op": "F.linear(X[rows,k], W[n,k])",
+        "weight_bytes": wb,
+        **_timing(ts),
+        "flops_per_s": 2 * rows * K_ * N_ / t,
+        "weight_bytes_per_s": wb / t,
+    }
 
-        # -- decode attention, eager form -------------------------------------------------------------
-        heads, hd, S = z["attn"]
-        q = rnd(1, heads, 1, hd)
-        k = rnd(1, heads, S, hd)
-        vv = rnd(1, heads, S, hd)
-        scale = hd**-0.5
 
-        def attn():
-            s_ = torch.matmul(q, k.transpose(2, 3)) * scale
-            p_ = torch.softmax(s_, dim=-1, dtype=torch.float32).to(q.dtype)
-            return torch.matmul(p_, vv)
+def _measure_skinny(m: _Bench, copy_bw: float) -> None:
+    """Skinny weight GEMMs (decode-like), over a few weight shapes: the median per row count.
+    (One shape alone misleads: BLAS efficiency at the same rows differs between shapes.)"""
+    m.raw["skinny"] = []  # every (rows, shape) measurement
+    m.raw["skinny_median"] = []  # per row count: the median over shapes, which the profile uses
+    shapes = m.z["skinny"]
+    for rows in SKINNY_M:
+        per_shape = [_skinny_one(m, rows, K_, N_) for K_, N_ in shapes]
+        m.raw["skinny"].extend(per_shape)
+        bw = _med([r["weight_bytes_per_s"] for r in per_shape])
+        f = bw / copy_bw
+        m.raw["skinny_median"].append(
+            {
+                "dtype": m.dts[0],
+                "rows": rows,
+                "shapes": [[r["k"], r["n"]] for r in per_shape],
+                "weight_bytes_per_s": bw,
+                "fraction_of_copy_bandwidth": f,
+                "flops_per_s": _med([r["flops_per_s"] for r in per_shape]),
+            }
+        )
+        m.progress.step(
+            f"skinny GEMMs rows={rows}: {bw / 1e9:.1f} GB/s of weights, median of {len(shapes)} shapes ({f:.2f} × copy)"
+        )
 
-        ts = time_call(attn, device, z["rep_small"], z["warm"])
-        kvb = 2 * heads * S * hd * esz
-        attn_bw = kvb / _med(ts)
-        raw["attention_decode"] = {
-            "dtype": dts[0],
-            "batch": 1,
-            "heads": heads,
-            "head_dim": hd,
-            "context": S,
-            "form": "matmul(q, K^T)*scale, softmax(fp32), matmul(p, V)",
-            "kv_bytes": kvb,
-            "repeats": len(ts),
-            "times_s": ts,
-            "median_s": _med(ts),
-            "kv_bytes_per_s": attn_bw,
-            "fraction_of_copy_bandwidth": attn_bw / copy_bw,
-        }
-        q = k = vv = None
-        pr.step(f"decode attention: {attn_bw / 1e9:.1f} GB/s of K/V")
 
-        # -- per-kernel overhead: tiny ops back to back ----------------------------------------------
-        x = torch.ones(z["tiny"], device=dev, dtype=tdt)
-        y = torch.empty_like(x)
-        inner = 200
-        ts = time_call(lambda: torch.add(x, x, out=y), device, z["rep_small"], z["warm"], inner=inner)
-        overhead = _med(ts)
-        raw["overhead"] = {
-            "op": f"torch.add(out=) on {z['tiny']} elements",
-            "inner": inner,
-            "repeats": len(ts),
-            "times_s": ts,
-            "median_s": overhead,
-        }
-        pr.step(f"per-kernel overhead: {overhead * 1e6:.2f} µs")
+def _measure_gemv(m: _Bench, copy_bw: float) -> None:
+    """Weights streamed by a matrix-vector product (the first skinny shape)."""
+    K, N = m.z["skinny"][0]
+    W = m.rnd(N, K)
+    wbytes = N * K * m.esz
+    v = m.rnd(K)
+    ts = m.time(lambda: m.torch.mv(W, v))
+    m.raw["gemv"] = {
+        "dtype": m.dts[0],
+        "n": N,
+        "k": K,
+        "weight_bytes": wbytes,
+        **_timing(ts),
+        "weight_bytes_per_s": wbytes / _med(ts),
+        "fraction_of_copy_bandwidth": wbytes / _med(ts) / copy_bw,
+    }
+    m.progress.step(f"GEMV: {wbytes / _med(ts) / 1e9:.1f} GB/s of weights")
 
-    raw["load_average_after"] = load_average()
-    # Reference bandwidth: the copy, unless reading weights (GEMV / skinny GEMMs, which only read) or the
-    # KV cache streams faster; every fraction is over it, so each stays in (0, 1] and bandwidth × fraction
-    # gives back exactly what was measured. Usually the copy (then memory = 1.0).
+
+def _measure_vector(m: _Bench) -> tuple[float, float]:
+    """Vector ops on cache-resident data at llmath's per-element FLOPs: (best rate, median / best)."""
+    torch = m.torch
+    rows = max(m.z["vec"] // 1024, 1)
+    a, b = m.rnd(rows, 1024), m.rnd(rows, 1024)
+    w = m.rnd(1024)
+    vec_ops = {
+        "add": (1, lambda: torch.add(a, b)),
+        "softmax": (5, lambda: torch.softmax(a, dim=-1)),
+        "rmsnorm": (4, lambda: a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + 1e-6) * w),
+        "silu_mul": (5, lambda: torch.nn.functional.silu(a) * b),
+    }
+    m.raw["vector"] = []
+    vrates = []
+    for name, (per, fn) in vec_ops.items():
+        ts = m.time(fn, inner=10)
+        rate = per * rows * 1024 / _med(ts)
+        vrates.append(rate)
+        m.raw["vector"].append(
+            {"op": name, "elements": rows * 1024, "flops_per_element": per, "repeats": len(ts), "inner": 10,
+             "times_s": ts, "median_s": _med(ts), "flops_per_s": rate}
+        )  # fmt: skip
+    vec_peak = max(vrates)
+    vec_eff = _frac(_med(vrates) / vec_peak)
+    m.progress.step(f"vector ops: best {vec_peak / 1e9:.1f} GFLOP/s, median {vec_eff:.2f} of it")
+    return vec_peak, vec_eff
+
+
+def _measure_attention(m: _Bench, copy_bw: float) -> float:
+    """Decode attention in transformers' eager form over a cache larger than the last-level cache."""
+    torch = m.torch
+    heads, hd, S = m.z["attn"]
+    q, k, vv = m.rnd(1, heads, 1, hd), m.rnd(1, heads, S, hd), m.rnd(1, heads, S, hd)
+    scale = hd**-0.5
+
+    def attn():
+        s_ = torch.matmul(q, k.transpose(2, 3)) * scale
+        p_ = torch.softmax(s_, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.matmul(p_, vv)
+
+    ts = m.time(attn)
+    kvb = 2 * heads * S * hd * m.esz
+    attn_bw = kvb / _med(ts)
+    m.raw["attention_decode"] = {
+        "dtype": m.dts[0],
+        "batch": 1,
+        "heads": heads,
+        "head_dim": hd,
+        "context": S,
+        "form": "matmul(q, K^T)*scale, softmax(fp32), matmul(p, V)",
+        "kv_bytes": kvb,
+        **_timing(ts),
+        "kv_bytes_per_s": attn_bw,
+        "fraction_of_copy_bandwidth": attn_bw / copy_bw,
+    }
+    m.progress.step(f"decode attention: {attn_bw / 1e9:.1f} GB/s of K/V")
+    return attn_bw
+
+
+def _measure_overhead(m: _Bench) -> float:
+    """Per-kernel overhead: a tiny op issued back to back."""
+    x = m.torch.ones(m.z["tiny"], device=m.torch.device(m.device), dtype=m.tdt)
+    y = m.torch.empty_like(x)
+    inner = 200
+    ts = m.time(lambda: m.torch.add(x, x, out=y), inner=inner)
+    overhead = _med(ts)
+    m.raw["overhead"] = {
+        "op": f"torch.add(out=) on {m.z['tiny']} elements",
+        "inner": inner,
+        **_timing(ts),
+    }
+    m.progress.step(f"per-kernel overhead: {overhead * 1e6:.2f} µs")
+    return overhead
+
+
+def _reference_bandwidth(raw: dict[str, Any], copy_bw: float, attn_bw: float) -> float:
+    """The copy, unless reading weights (GEMV / skinny GEMMs, which only read) or the KV cache streams
+    faster; every fraction is over it, so each stays in (0, 1] and bandwidth × fraction gives back
+    exactly what was measured. Usually the copy (then memory = 1.0)."""
     reads = [s_["weight_bytes_per_s"] for s_ in raw["skinny_median"]] + [raw["gemv"]["weight_bytes_per_s"], attn_bw]
     ref_bw = max([copy_bw, *reads])
     raw["reference_bandwidth"] = {
         "bytes_per_s": ref_bw,
         "from": "copy" if ref_bw == copy_bw else "a read-only stream (faster than the copy)",
     }
+    return ref_bw
+
+
+def _efficiency(
+    raw: dict[str, Any], ref_bw: float, copy_bw: float, attn_bw: float, peak: float, vec_eff: float, overhead: float
+) -> dict[str, Any]:
+    """The profile's measured efficiency fractions (each in (0, 1])."""
     skinny_rows = sorted(
         [[s_["rows"], round(_frac(s_["weight_bytes_per_s"] / ref_bw), 6)] for s_ in raw["skinny_median"]]
     )
     # weight GEMMs' achieved matmul rate by rows, relative to the large-GEMM peak of the same dtype
-    matmul_rows = sorted(
-        [[s_["rows"], round(_frac(s_["flops_per_s"] / peaks[dts[0]]), 6)] for s_ in raw["skinny_median"]]
-    )
-    eff = {
+    matmul_rows = sorted([[s_["rows"], round(_frac(s_["flops_per_s"] / peak), 6)] for s_ in raw["skinny_median"]])
+    return {
         "matmul": 1.0,
         "matmul_rows": matmul_rows,
         "memory": round(_frac(copy_bw / ref_bw), 6),
@@ -528,12 +524,14 @@ def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
         "overhead_s": overhead,
         "decode_overhead_s": overhead,
     }
-    host = host_description(device)
-    stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
-    method = (
+
+
+def _method(m: _Bench, quick: bool) -> str:
+    K, N = m.z["skinny"][0]
+    return (
         "Medians of timed repeats after warm-up (time.perf_counter"
-        + ("; torch.cuda.synchronize around each timing" if kind == "cuda" else "")
-        + f"; torch {torch.__version__}, {torch.get_num_threads()} threads). "
+        + ("; torch.cuda.synchronize around each timing" if m.kind == "cuda" else "")
+        + f"; torch {m.torch.__version__}, {m.torch.get_num_threads()} threads). "
         "peak_flops_per_s[dtype] = median FLOP/s of square torch.mm at the listed sizes. "
         "memory_bandwidth_bytes_per_s = the large copy_ (read + write bytes) or, if faster, the best read-only "
         "stream measured (raw.reference_bandwidth); memory = copy / that. skinny_rows = weight bytes/s of "
@@ -542,15 +540,32 @@ def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
         "elementwise rate (llmath FLOP conventions), vector = median/best. overhead_s = one tiny op."
         + (" quick=True: small cache-resident sizes, for tests only." if quick else "")
     )
+
+
+def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
+    m = _bench(device, dtypes, quick, progress)
+    with m.torch.inference_mode():
+        copy_bw = _measure_copy(m)
+        peaks = _measure_gemms(m)
+        _measure_skinny(m, copy_bw)
+        _measure_gemv(m, copy_bw)
+        vec_peak, vec_eff = _measure_vector(m)
+        attn_bw = _measure_attention(m, copy_bw)
+        overhead = _measure_overhead(m)
+    m.raw["load_average_after"] = load_average()
+    ref_bw = _reference_bandwidth(m.raw, copy_bw, attn_bw)
+    eff = _efficiency(m.raw, ref_bw, copy_bw, attn_bw, peaks[m.dts[0]], vec_eff, overhead)
+    host = host_description(m.device)
+    stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
     return {
-        "name": f"{kind}-profile",
+        "name": f"{m.kind}-profile",
         "display_name": f"{host} (calibrated)",
-        "vendor": "nvidia" if kind == "cuda" and "nvidia" in host.lower() else "",
-        "memory_bytes": device_memory_bytes(device),
+        "vendor": "nvidia" if m.kind == "cuda" and "nvidia" in host.lower() else "",
+        "memory_bytes": device_memory_bytes(m.device),
         "memory_bandwidth_bytes_per_s": ref_bw,
         "peak_flops_per_s": peaks,
         "vector_flops_per_s": vec_peak,
         "source": f"llmath calibrate {stamp} on {host}",
         "notes": "measured by llmath calibrate" + (" --quick (not for predictions)" if quick else ""),
-        "measured": {"efficiency": eff, "raw": raw, "method": method},
+        "measured": {"efficiency": eff, "raw": m.raw, "method": _method(m, quick)},
     }

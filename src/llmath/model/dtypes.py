@@ -69,13 +69,8 @@ class Precision:
     @property
     def per_class(self) -> dict[str, float]:
         """Bytes per element of each byte class of an operator (see :mod:`llmath.ops`)."""
-        return {
-            "weight": self.weight_bytes,
-            "act_in": self.act_bytes,
-            "act_out": self.act_bytes,
-            "kv_read": self.kv_bytes,
-            "kv_write": self.kv_bytes,
-        }
+        w, a, kv = self.weight_bytes, self.act_bytes, self.kv_bytes
+        return {"weight": w, "act_in": a, "act_out": a, "kv_read": kv, "kv_write": kv}
 
     @property
     def compute(self) -> str:

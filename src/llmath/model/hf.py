@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from llmath.errors import ConfigError, SpecError
+from llmath.model import derive
 from llmath.model.config_check import check_config, load_config_file
-from llmath.model.spec import EncoderSpec, MLASpec, ModelSpec, MoESpec
+from llmath.model.derive import fact
+from llmath.model.spec import ModelSpec, MoESpec
 
 _MISSING = object()
 
@@ -43,7 +45,12 @@ def _key(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: Any = _MI
     return default
 
 
-def _int(cfg, keys, default=_MISSING, *, where: str) -> int:
+@overload
+def _int(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: int = ..., *, where: str) -> int: ...
+@overload
+def _int(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: None, *, where: str) -> int | None: ...
+def _int(cfg, keys, default=_MISSING, *, where):
+    """An integer field under the first of ``keys`` set (floats equal to an int accepted), else ``default``."""
     v = _key(cfg, keys, default, where=where)
     if v is None:
         return v
@@ -289,16 +296,6 @@ def supported_model_types() -> list[str]:
     return sorted(ADAPTERS)
 
 
-def _fact(table: Mapping[str, Any], cfg: Mapping[str, Any], name: str, default: Any) -> Any:
-    v = table.get(name, default)
-    if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str):
-        got = cfg.get(v[0])
-        return v[1] if got is None else got
-    if callable(v):
-        return v(cfg)
-    return v
-
-
 def _layer_windows(cfg: Mapping[str, Any], pattern: str, n_layers: int, where: str) -> tuple[int | None, ...]:
     """Sliding windows per layer, derived as the transformers config classes derive ``layer_types``.
 
@@ -374,13 +371,23 @@ def _moe(kind: str, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[
     raise AssertionError(kind)
 
 
+def _moe_layers(
+    table: Mapping[str, Any], cfg: Mapping[str, Any], n_layers: int, where: str
+) -> tuple[MoESpec | None, tuple[bool, ...]]:
+    """The family's MoE spec and which layers use it (none when no layer does)."""
+    if not table.get("moe"):
+        return None, ()
+    moe, layers = _moe(table["moe"], cfg, n_layers, where)
+    return (moe, layers) if any(layers) else (None, ())
+
+
 def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: str = "") -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed config.json mapping."""
     where = source or name or "config"
     cfg = check_config(cfg, where, ADAPTERS, MODEL_TYPE_ALIASES)  # kinds, ranges, aliases: config_check.py
     if "text_config" in cfg and "model_type" in cfg and cfg["model_type"] not in ADAPTERS:
         cfg = dict(cfg["text_config"])
-    raw_type = cfg.get("model_type")
+    raw_type: Any = cfg.get("model_type")
     if raw_type is None:
         raise ConfigError(
             f"{where}: field 'model_type' is missing; llmath needs it to pick the architecture "
@@ -401,7 +408,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
 
 
 def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
-    def get(key, default=_MISSING):
+    def get(key: tuple[str, ...] | str, default: Any = _MISSING) -> int:
         return _int(cfg, key, default, where=where)
 
     d = get(HIDDEN)
@@ -413,148 +420,48 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         n_kv = kv_rule(cfg, n_heads)
     else:
         n_kv = get(("num_key_value_heads", "num_kv_heads"), n_heads)
-    head_dim = cfg.get("head_dim") or cfg.get("d_kv")
-    if head_dim is None:
-        if d % n_heads:
-            raise ConfigError(
-                f"{where}: hidden size {d} is not divisible by {n_heads} attention heads and no 'head_dim' "
-                "is given; add 'head_dim' to the config"
-            )
-        head_dim = d // n_heads
-    head_dim = int(head_dim)
-
-    ffn = table.get("ffn")
-    activation = table.get("activation", "silu")
-    if ffn == "t5":
-        proj = cfg.get("feed_forward_proj") or "relu"
-        ffn = "gated" if proj.startswith("gated") else "mlp"
-        activation = proj.split("-")[-1]
-    d_ff = cfg.get(FFN[0])
-    for k in FFN:
-        if cfg.get(k) is not None:
-            d_ff = cfg[k]
-            break
-    if d_ff is None:
-        mult = table.get("ffn_default")
-        if mult is None:
-            raise ConfigError(f"{where}: required field 'intermediate_size' (the FFN width) is missing or null")
-        d_ff = mult * d
-    d_ff = int(d_ff)
-
-    moe, layer_moe = None, ()
-    if table.get("moe"):
-        moe, layer_moe = _moe(table["moe"], cfg, n_layers, where)
-        if not any(layer_moe):
-            moe, layer_moe = None, ()
-    mla = None
-    attention = "mha"
-    if table.get("mla"):
-        attention = "mla"
-        mla = MLASpec(
-            q_lora_rank=cfg.get("q_lora_rank"),
-            kv_lora_rank=get("kv_lora_rank"),
-            qk_rope_head_dim=get("qk_rope_head_dim"),
-            qk_nope_head_dim=get("qk_nope_head_dim"),
-            v_head_dim=get("v_head_dim"),
-        )
+    head_dim = derive.head_dim(cfg, d, n_heads, where)
+    ffn, activation, d_ff = derive.ffn_shape(cfg, table, d, FFN, where)
+    moe, layer_moe = _moe_layers(table, cfg, n_layers, where)
+    mla = derive.mla(table, cfg, get)
+    if mla is not None:
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-
-    norms = _fact(table, cfg, "norms_per_layer", 2)
-    parallel = bool(_fact(table, cfg, "parallel", False))
-    hf_cache_kv = None
-    if norms == "falcon":
-        if cfg.get("new_decoder_architecture"):
-            norms = cfg.get("num_ln_in_parallel_attn") or 2
-            hf_cache_kv = n_heads  # transformers' Falcon caches K/V broadcast to every query head
-        else:
-            norms = 1 if parallel else 2
-    position = _fact(table, cfg, "position", "rotary")
+    norms, parallel, hf_cache_kv = derive.norm_layout(table, cfg, n_heads)
+    position = fact(table, cfg, "position", "rotary")
     max_pos = next((cfg[k] for k in POSITIONS if cfg.get(k)), None)
-    rotary_dim = None
-    if position == "rotary":
-        if cfg.get("rotary_dim"):
-            rotary_dim = int(cfg["rotary_dim"])
-        else:
-            pct = cfg.get("partial_rotary_factor") or cfg.get("rotary_pct")
-            rope = cfg.get("rope_parameters") or {}
-            pct = pct or (rope.get("partial_rotary_factor") if isinstance(rope, dict) else None)
-            if pct and mla is None:
-                rotary_dim = int(head_dim * float(pct))
-        if mla is not None:
-            rotary_dim = mla.qk_rope_head_dim
     softcap = table.get("softcap")
-    encoder = None
-    relative_buckets = 0
-    final_norm = True
-    embedding_norm = bool(table.get("embedding_norm", False))
-    if table.get("encdec") == "t5":
-        n_layers = get(("num_decoder_layers", "num_layers"))
-        encoder = EncoderSpec(n_layers=get("num_layers"), norms_per_layer=2, final_norm=True)
-        relative_buckets = get("relative_attention_num_buckets", 32)
-    elif table.get("encdec") == "transformer":
-        n_layers = get("decoder_layers")
-        encoder = EncoderSpec(n_layers=get("encoder_layers"), norms_per_layer=2, final_norm=False)
-        final_norm = False
-    elif table.get("encdec") == "bart":
-        n_layers = get("decoder_layers")
-        encoder = EncoderSpec(
-            n_layers=get("encoder_layers"),
-            norms_per_layer=2,
-            final_norm=bool(cfg.get("add_final_layer_norm")),
-            embedding_norm=True,
-            own_position_table=True,
-        )
-        final_norm = bool(cfg.get("add_final_layer_norm"))
-        embedding_norm = True
-        d_ff = get("decoder_ffn_dim")
-    if not _fact(table, cfg, "final_norm", True):
-        final_norm = False
+    stacks = derive.stacks(table, cfg, get, n_layers, d_ff)
     tie = cfg.get("tie_word_embeddings")
     if tie is None:  # each transformers config class has its own default
         tie = model_type in TIED_BY_DEFAULT
     return ModelSpec(
         name=name,
         model_type=model_type,
-        n_layers=n_layers,
         d_model=d,
         vocab_size=vocab,
         n_heads=n_heads,
         n_kv_heads=n_kv,
         head_dim=head_dim,
-        d_ff=d_ff,
         ffn=ffn,
         norm=table["norm"],
-        norm_bias=bool(_fact(table, cfg, "norm_bias", True)),
         position=position,
         activation=activation,
-        attention=attention,
+        attention="mla" if mla is not None else "mha",
         mla=mla,
-        q_bias=bool(_fact(table, cfg, "q_bias", False)),
-        k_bias=bool(_fact(table, cfg, "k_bias", False)),
-        v_bias=bool(_fact(table, cfg, "v_bias", False)),
-        o_bias=bool(_fact(table, cfg, "o_bias", False)),
-        qk_norm=_fact(table, cfg, "qk_norm", "none"),
-        attn_sinks=bool(table.get("attn_sinks", False)),
-        ffn_bias=bool(_fact(table, cfg, "ffn_bias", False)),
         moe=moe,
         layer_moe=layer_moe,
-        layer_windows=_layer_windows(cfg, table.get("windows", "all"), n_layers, where),
-        norms_per_layer=int(norms),
-        final_norm=final_norm,
-        embedding_norm=embedding_norm,
+        layer_windows=_layer_windows(cfg, table.get("windows", "all"), stacks["n_layers"], where),
+        norms_per_layer=norms,
         max_positions=int(max_pos) if max_pos else None,
-        position_table_offset=int(table.get("position_offset", 0)),
-        rotary_dim=rotary_dim,
-        relative_buckets=relative_buckets,
+        rotary_dim=derive.rotary_dim(cfg, position, head_dim, mla),
         tie_embeddings=bool(tie),
-        lm_head_bias=bool(table.get("lm_head_bias", False)),
         parallel_block=parallel,
-        embedding_scale=bool(table.get("embedding_scale", False)),
         attn_softcap=cfg.get("attn_logit_softcapping") if softcap else None,
         final_softcap=cfg.get("final_logit_softcapping") if softcap else None,
-        encoder=encoder,
         hf_cache_kv_heads=hf_cache_kv,
         source=source,
+        **stacks,
+        **derive.flags(table, cfg),
     )
 
 

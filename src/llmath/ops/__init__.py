@@ -2,7 +2,10 @@
 
 Conventions (FLOPs, bytes, stages, attention executions, causal pairs, MoE) are stated once in
 :mod:`llmath.ops.core`. One module per operator family builds its operators (:mod:`.attention`,
-:mod:`.mla`, :mod:`.ffn`, :mod:`.moe`, :mod:`.embed`); :mod:`.assemble` lays them out per stage;
+:mod:`.mla`, :mod:`.ffn`, :mod:`.moe`, :mod:`.embed`), each operator declared once through a
+:class:`~llmath.ops.core.Site` (signature, sizes, parameters, costs with their formulas) by a small step
+function; a block is a table of steps (``STEPS``, ``EXECUTIONS``, ``KINDS``), so a new variant is one
+function and one row. :mod:`.assemble` lays the blocks out per stage;
 :mod:`.table` evaluates them (per-op totals, ``--explain`` formulas, compiled coefficient tables);
 :mod:`.params` is the parameter view.
 """
@@ -16,6 +19,7 @@ from llmath.ops.core import (
     Scenario,
     Stage,
     Term,
+    Value,
     causal_pairs,
     experts_hit,
     held_positions,
@@ -34,6 +38,7 @@ __all__ = [
     "Stage",
     "Table",
     "Term",
+    "Value",
     "build_ops",
     "causal_pairs",
     "evaluate",

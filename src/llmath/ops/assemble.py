@@ -8,7 +8,7 @@ from llmath.errors import WorkloadError
 from llmath.model.spec import ModelSpec
 from llmath.ops.attention import attention_block
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
-from llmath.ops.embed import embedding, head
+from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.moe import moe_block
 
@@ -21,7 +21,7 @@ def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
     return [(w, m, c) for (w, m), c in groups.items()]
 
 
-def _decoder_layers(b: Builder):
+def _decoder_layers(b: Builder) -> None:
     s = b.spec
     for w, moe, count in layer_groups(s):
         lk = f"{'moe' if moe else 'dense'}/{'full' if w is None else f'window {w}'}"
@@ -51,9 +51,11 @@ def _decoder_layers(b: Builder):
             residual(b, "residual.ffn", count, lk)
 
 
-def _encoder_decoder(b: Builder):
+def _encoder_decoder(b: Builder) -> None:
     """Encoder-decoder stacks, for parameter counts (stage costs are not modelled for them)."""
     s, enc = b.spec, b.spec.encoder
+    if enc is None:  # pragma: no cover - build_ops sends encoder-decoder specs only
+        raise AssertionError(f"{s.name}: no encoder")
     embedding(b, "encoder.embed", own_positions=enc.own_position_table)
     for i, (n_layers, cross, norms) in enumerate(
         ((enc.n_layers, False, enc.norms_per_layer), (s.n_layers, True, s.norms_per_layer))
@@ -73,21 +75,7 @@ def _encoder_decoder(b: Builder):
         embedding(b, "decoder.embed", token_table=False)
     elif s.embedding_norm:
         b.norm("decoder.embed_norm", s.d_model, count=1, pkey="embedding.norm", component="embedding")
-    # lm head (final norms handled per stack above)
-    D, V = s.d_model, s.vocab_size
-    b.add(
-        "lm_head",
-        "lm_head",
-        "matmul",
-        "BLD,DV->BLV",
-        dict(D=D, V=V),
-        1,
-        [("lm_head.weight", 0 if s.tie_embeddings else V * D)],
-        flops=[(2 * D * V, "BL", "2·D·V")],
-        weight=[(D * V, "1", "D·V")],
-        act_in=[(D, "BL", "D")],
-        act_out=[(V, "BL", "V")],
-    )
+    lm_head(b)  # final norms handled per stack above
 
 
 @lru_cache(maxsize=256)
@@ -105,6 +93,3 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
         _decoder_layers(b)
         head(b)
     return tuple(b.ops)
-
-
-# ---- evaluation -------------------------------------------------------------------------------------

@@ -1,210 +1,170 @@
-"""Attention (MHA/GQA/MQA, sliding windows, cross-attention): eager and flash executions."""
+"""Attention (MHA/GQA/MQA, sliding windows, cross-attention): eager and flash executions.
+
+A block is the operators of :data:`STEPS` in order; each step is a small function that declares its
+operators (signature, sizes, parameters, costs with their formulas) through the block's :class:`Attn`,
+or nothing when the spec lacks that feature. The score/softmax/value core is one of :data:`EXECUTIONS`.
+A new attention variant adds one step function (or one execution) and a place in these tables.
+"""
 
 from __future__ import annotations
 
-from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, wkey
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block
 
 
-def attention_block(b: Builder, w: int | None, count: int, lk: str, prefix: str = "attn", cross: bool = False):
+@dataclass(frozen=True)
+class Attn:
+    """One attention block being built: where its operators go, its sizes and its window's monomials."""
+
+    site: Site
+    win: Window
+    cross: bool
+    pk: str  # parameter key prefix
+    D: int
+    N: int
+    K: int
+    G: int
+    H: int
+
+    @property
+    def softmax_flops(self) -> int:
+        return SOFTMAX_FLOPS + (SOFTCAP_FLOPS if self.site.spec.attn_softcap else 0)
+
+
+def q_proj(a: Attn) -> None:
+    s = a.site.spec
+    a.site.linear("q_proj", "BTD,DNH->BTNH", a.D, a.N * a.H, bias=s.q_bias, pkey=f"{a.pk}.q", sym_out="N·H")
+
+
+def kv_proj(a: Attn) -> None:
+    """K and V projections; self-attention writes them into the cache."""
+    s = a.site.spec
+    out = "act_out" if a.cross else "kv_write"
+    for which, bias in (("k", s.k_bias), ("v", s.v_bias)):
+        a.site.linear(
+            f"{which}_proj", "BTD,DKH->BTKH", a.D, a.K * a.H, bias=bias, pkey=f"{a.pk}.{which}", sym_out="K·H",
+            out=out,
+        )  # fmt: skip
+
+
+def qk_norm(a: Attn) -> None:
+    """Norms over the query and key heads (per head width, or over all heads' width)."""
+    s = a.site.spec
+    if s.qk_norm == "none" or a.cross:
+        return
+    N, K, H = a.N, a.K, a.H
+    qw, kw = (H, H) if s.qk_norm == "head" else (N * H, K * H)
+    per = 2 if (s.norm == "layer" and s.norm_bias) else 1
+    a.site.vector(
+        "qk_norm", "BTNH->BTNH", NORM_FLOPS[s.norm], (N + K) * H, "BT", "(N+K)·H", component="norm",
+        params=[("attention.qk_norm", per * (qw + kw))], weight=[(per * (qw + kw), "1", "q,k norm weights")],
+    )  # fmt: skip
+
+
+def rotary(a: Attn) -> None:
+    s = a.site.spec
+    if s.position != "rotary" or a.cross:
+        return
+    r = s.rotary_dim or a.H
+    a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + a.K) * r, "BT", "(N+K)·R", sizes=dict(N=a.N, K=a.K, R=r))
+
+
+def sinks(a: Attn) -> None:
+    """Learned per-head sink logits (gpt-oss)."""
+    if a.site.spec.attn_sinks:
+        a.site.op(
+            "sinks", "vector", "N", sizes=dict(N=a.N), params=[("attention.sinks", a.N)], weight=[(a.N, "1", "N")]
+        )
+
+
+def relative_bias(a: Attn) -> None:
+    """T5: only the first layer of a stack owns the bucket table; it is read once per pass."""
+    s = a.site.spec
+    if not s.relative_buckets or a.cross:
+        return
+    n = s.relative_buckets * a.N
+    a.site.b.add(
+        a.site.name("relative_bias"), "attention", "memory", "UN", dict(U=s.relative_buckets, N=a.N), 1,
+        [("attention.relative_bias", n)], "", weight=[(n, "1", "buckets·N")],
+    )  # fmt: skip
+
+
+def cache_append(a: Attn) -> None:
+    """transformers' DynamicCache appends by concatenation: the cached K/V are read and written again
+    into a new buffer every step (the new tokens' write is the K/V projections')."""
+    if a.cross:
+        return
+    kh = 2 * a.K * a.H
+    moved = [(kh, a.win.K, "2·K·H"), (-kh, "BT", "2·K·H")]
+    a.site.op("cache_append", "memory", "BSKH,BTKH->B(S+T)KH", kv_read=moved, kv_write=moved)
+
+
+def repeat_kv(a: Attn) -> None:
+    """repeat_kv materialises K and V for every query head before the matmuls (GQA/MQA)."""
+    if a.G > 1:
+        kv = a.win.K
+        a.site.op("repeat_kv", "memory", "BSKH->BSKGH", kv_read=[(2 * a.K * a.H, kv, "2·K·H")],
+                  act_out=[(2 * a.N * a.H, kv, "2·N·H")])  # fmt: skip
+
+
+def eager_products(a: Attn) -> None:
+    """Scores, softmax and context over the full T × visible-keys rectangle, each written and read."""
+    N, H, keys, e = a.N, a.H, a.win.K, a.win.E
+    if a.G > 1:  # K and V come from repeat_kv's copies
+        k_in, v_in, kv = [(N * H, "BT", "N·H"), (N * H, keys, "N·H")], [(N, e, "N"), (N * H, keys, "N·H")], []
+    else:
+        k_in, v_in, kv = [(N * H, "BT", "N·H")], [(N, e, "N")], [(a.K * H, keys, "K·H")]
+    a.site.op("scores", "matmul", "BTKGH,BSKH->BKGTS", flops=[(2 * N * H, e, "2·N·H")], act_out=[(N, e, "N")],
+              act_in=k_in, kv_read=kv)  # fmt: skip
+    a.site.vector("softmax", "BKGTS->BKGTS", a.softmax_flops, N, e, "N")
+    a.site.op("context", "matmul", "BKGTS,BSKH->BTKGH", flops=[(2 * N * H, e, "2·N·H")],
+              act_out=[(N * H, "BT", "N·H")], act_in=v_in, kv_read=kv)  # fmt: skip
+
+
+def flash(a: Attn) -> None:
+    """Fused scores, softmax and values over the causal (and window) pairs only; no score traffic."""
+    N, H, p = a.N, a.H, a.win.P
+    a.site.op(
+        "flash", "matmul", "BTKGH,BSKH,BSKH->BTKGH",
+        flops=[(4 * N * H, p, "4·N·H")],
+        vflops=[(a.softmax_flops * N, p, f"{a.softmax_flops}·N")],
+        act_in=[(N * H, "BT", "N·H")],
+        kv_read=[(2 * a.K * H, a.win.K, "2·K·H")],
+        act_out=[(N * H, "BT", "N·H")],
+    )  # fmt: skip
+
+
+def o_proj(a: Attn) -> None:
+    s = a.site.spec
+    a.site.linear("o_proj", "BTNH,NHD->BTD", a.N * a.H, a.D, bias=s.o_bias, pkey=f"{a.pk}.o", sym_in="N·H", sym_out="D")
+
+
+Step = Callable[[Attn], None]
+EXECUTIONS: dict[str, tuple[Step, ...]] = {
+    "eager": (cache_append, repeat_kv, eager_products),
+    "flash": (flash,),
+}
+
+
+def execution(a: Attn) -> None:
+    for step in EXECUTIONS[a.site.b.attention]:
+        step(a)
+
+
+STEPS: tuple[Step, ...] = (q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, execution, o_proj)
+
+
+def attention_block(b: Builder, w: int | None, count: int, lk: str, prefix: str = "attn", cross: bool = False) -> None:
+    """One attention block per layer of a group (MLA specs go to :func:`~llmath.ops.mla.mla_block`)."""
     s = b.spec
-    D, N, K, G, H = s.d_model, s.n_heads, s.n_kv_heads, s.group_size, s.head_dim
-    wk = wkey(w)
-    Kmono, Pmono, Emono = f"K:{wk}", f"P:{wk}", f"E:{wk}"
-    pk = "attention.cross" if cross else "attention"
-    comp = "attention"
     if s.mla is not None and not cross:
         mla_block(b, w, count, lk)
         return
-    sizes = dict(D=D, N=N, K=K, G=G, H=H)
-    b.linear(
-        f"{prefix}.q_proj",
-        comp,
-        "BTD,DNH->BTNH",
-        sizes,
-        D,
-        N * H,
-        bias=s.q_bias,
-        count=count,
-        pkey=f"{pk}.q",
-        layer_kind=lk,
-        sym_out="N·H",
-    )
-    kv_out = "act_out" if cross else "kv_write"
-    for which, bias in (("k", s.k_bias), ("v", s.v_bias)):
-        b.linear(
-            f"{prefix}.{which}_proj",
-            comp,
-            "BTD,DKH->BTKH",
-            sizes,
-            D,
-            K * H,
-            bias=bias,
-            count=count,
-            pkey=f"{pk}.{which}",
-            layer_kind=lk,
-            sym_out="K·H",
-            out=kv_out,
-        )
-    if s.qk_norm != "none" and not cross:
-        qw, kw = (H, H) if s.qk_norm == "head" else (N * H, K * H)
-        per = 2 if (s.norm == "layer" and s.norm_bias) else 1
-        b.add(
-            f"{prefix}.qk_norm",
-            "norm",
-            "vector",
-            "BTNH->BTNH",
-            sizes,
-            count,
-            [("attention.qk_norm", per * (qw + kw))],
-            lk,
-            vflops=[(NORM_FLOPS[s.norm] * (N + K) * H, "BT", f"{NORM_FLOPS[s.norm]}·(N+K)·H")],
-            weight=[(per * (qw + kw), "1", "q,k norm weights")],
-            act_in=[((N + K) * H, "BT", "(N+K)·H")],
-            act_out=[((N + K) * H, "BT", "(N+K)·H")],
-        )
-    if s.position == "rotary" and not cross:
-        r = s.rotary_dim or H
-        b.add(
-            f"{prefix}.rotary",
-            "attention",
-            "vector",
-            "BTNR->BTNR",
-            dict(N=N, K=K, R=r),
-            count,
-            (),
-            lk,
-            vflops=[(ROTARY_FLOPS * (N + K) * r, "BT", "3·(N+K)·R")],
-            act_in=[((N + K) * r, "BT", "(N+K)·R")],
-            act_out=[((N + K) * r, "BT", "(N+K)·R")],
-        )
-    if s.attn_sinks:
-        b.add(
-            f"{prefix}.sinks",
-            "attention",
-            "vector",
-            "N",
-            dict(N=N),
-            count,
-            [("attention.sinks", N)],
-            lk,
-            weight=[(N, "1", "N")],
-        )
-    if s.relative_buckets and not cross:
-        # T5: only the first layer of a stack owns the table; it is read once per pass.
-        b.add(
-            f"{prefix}.relative_bias",
-            "attention",
-            "memory",
-            "UN",
-            dict(U=s.relative_buckets, N=N),
-            1,
-            [("attention.relative_bias", s.relative_buckets * N)],
-            "",
-            weight=[(s.relative_buckets * N, "1", "buckets·N")],
-        )
-    softcap = SOFTCAP_FLOPS if s.attn_softcap else 0
-    if b.attention == "eager":
-        if not cross:
-            # transformers' DynamicCache appends by concatenation: the cached K/V are read and written
-            # again into a new buffer every step (the new tokens' write is the K/V projections').
-            b.add(
-                f"{prefix}.cache_append",
-                comp,
-                "memory",
-                "BSKH,BTKH->B(S+T)KH",
-                sizes,
-                count,
-                (),
-                lk,
-                kv_read=[(2 * K * H, Kmono, "2·K·H"), (-2 * K * H, "BT", "2·K·H")],
-                kv_write=[(2 * K * H, Kmono, "2·K·H"), (-2 * K * H, "BT", "2·K·H")],
-            )
-        if G > 1:
-            # repeat_kv materialises K and V for every query head before the matmuls
-            b.add(
-                f"{prefix}.repeat_kv",
-                comp,
-                "memory",
-                "BSKH->BSKGH",
-                sizes,
-                count,
-                (),
-                lk,
-                kv_read=[(2 * K * H, Kmono, "2·K·H")],
-                act_out=[(2 * N * H, Kmono, "2·N·H")],
-            )
-            kv_in = {"act_in": [(N * H, "BT", "N·H"), (N * H, Kmono, "N·H")]}
-            v_in = {"act_in": [(N, Emono, "N"), (N * H, Kmono, "N·H")]}
-        else:
-            kv_in = {"act_in": [(N * H, "BT", "N·H")], "kv_read": [(K * H, Kmono, "K·H")]}
-            v_in = {"act_in": [(N, Emono, "N")], "kv_read": [(K * H, Kmono, "K·H")]}
-        b.add(
-            f"{prefix}.scores",
-            comp,
-            "matmul",
-            "BTKGH,BSKH->BKGTS",
-            sizes,
-            count,
-            (),
-            lk,
-            flops=[(2 * N * H, Emono, "2·N·H")],
-            act_out=[(N, Emono, "N")],
-            **kv_in,
-        )
-        b.add(
-            f"{prefix}.softmax",
-            comp,
-            "vector",
-            "BKGTS->BKGTS",
-            sizes,
-            count,
-            (),
-            lk,
-            vflops=[((SOFTMAX_FLOPS + softcap) * N, Emono, f"{SOFTMAX_FLOPS + softcap}·N")],
-            act_in=[(N, Emono, "N")],
-            act_out=[(N, Emono, "N")],
-        )
-        b.add(
-            f"{prefix}.context",
-            comp,
-            "matmul",
-            "BKGTS,BSKH->BTKGH",
-            sizes,
-            count,
-            (),
-            lk,
-            flops=[(2 * N * H, Emono, "2·N·H")],
-            act_out=[(N * H, "BT", "N·H")],
-            **v_in,
-        )
-    else:
-        b.add(
-            f"{prefix}.flash",
-            comp,
-            "matmul",
-            "BTKGH,BSKH,BSKH->BTKGH",
-            sizes,
-            count,
-            (),
-            lk,
-            flops=[(4 * N * H, Pmono, "4·N·H")],
-            vflops=[((SOFTMAX_FLOPS + softcap) * N, Pmono, f"{SOFTMAX_FLOPS + softcap}·N")],
-            act_in=[(N * H, "BT", "N·H")],
-            kv_read=[(2 * K * H, Kmono, "2·K·H")],
-            act_out=[(N * H, "BT", "N·H")],
-        )
-    b.linear(
-        f"{prefix}.o_proj",
-        comp,
-        "BTNH,NHD->BTD",
-        sizes,
-        N * H,
-        D,
-        bias=s.o_bias,
-        count=count,
-        pkey=f"{pk}.o",
-        layer_kind=lk,
-        sym_in="N·H",
-        sym_out="D",
-    )
+    D, N, K, G, H = s.d_model, s.n_heads, s.n_kv_heads, s.group_size, s.head_dim
+    site = Site(b, count, lk, prefix, "attention", dict(D=D, N=N, K=K, G=G, H=H))
+    a = Attn(site, Window.of(w), cross, "attention.cross" if cross else "attention", D, N, K, G, H)
+    for step in STEPS:
+        step(a)

@@ -8,7 +8,7 @@ Conventions (stated once, here):
   rotated element, softmax 5 per score (scale, max, exp, sum, divide), soft-capping 3, bias add 1,
   embedding scale 1, router softmax/top-k 5 per expert logit.
 * **Bytes** are compulsory traffic, in elements per operand class, turned into bytes by a
-  :class:`~llmath.dtypes.Precision`: weights read, activations read (``act_in``), activations written
+  :class:`~llmath.model.dtypes.Precision`: weights read, activations read (``act_in``), activations written
   (``act_out``), KV cache read and written. Each operator reads its inputs once and writes its output
   once (no re-reads across tiles). K/V projections write their output into the cache; attention reads
   every visible K/V position once from the cache (the new tokens' included).
@@ -56,6 +56,11 @@ ROTARY_FLOPS = 3
 ROUTER_FLOPS = 5
 
 CLASSES = ("flops", "vflops", "weight", "act_in", "act_out", "kv_read", "kv_write")
+
+# A size or a total: a Python int (float for expectations) for one scenario, a numpy array for a sweep.
+Value = int | float | np.ndarray
+
+TermSpec = tuple[int, str, str]  # (coefficient, monomial, coefficient over the model's letters)
 
 
 @dataclass(frozen=True)
@@ -110,19 +115,19 @@ def wkey(w: int | None) -> str:
     return "full" if w is None else str(w)
 
 
-def _is_int(*xs) -> bool:
+def _is_int(*xs: object) -> bool:
     return all(type(x) is int or isinstance(x, np.integer) for x in xs)
 
 
-def _min(a, b):
+def _min(a: Value, b: Value) -> Value:
     return min(a, b) if _is_int(a, b) else np.minimum(a, b)
 
 
-def _clip0(a, hi):
+def _clip0(a: Value, hi: Value) -> Value:
     return max(0, min(a, hi)) if _is_int(a, hi) else np.clip(a, 0, hi)
 
 
-def causal_pairs(T, S0, w: int | None):
+def causal_pairs(T: Value, S0: Value, w: int | None) -> Value:
     """Σ_{i=1..T} min(S0 + i, w): the (query, key) pairs a causal kernel computes per sequence."""
     if w is None:
         if _is_int(T, S0):
@@ -134,17 +139,17 @@ def causal_pairs(T, S0, w: int | None):
     return m * S0 + m * (m + 1) / 2 + (T - m) * w
 
 
-def visible_keys(T, S0, w: int | None):
+def visible_keys(T: Value, S0: Value, w: int | None) -> Value:
     """Keys a step can see per sequence: S0 + T, or min(S0, w − 1) + T with a window."""
     return S0 + T if w is None else _min(S0, w - 1) + T
 
 
-def held_positions(T, S0, w: int | None):
+def held_positions(T: Value, S0: Value, w: int | None) -> Value:
     """KV positions held after the step per sequence (a windowed layer keeps w)."""
     return S0 + T if w is None else _min(S0 + T, w)
 
 
-def experts_hit(tokens, n_experts: int, top_k: int):
+def experts_hit(tokens: Value, n_experts: int, top_k: int) -> np.ndarray:
     """Expected distinct experts among ``n_experts`` hit by ``tokens`` tokens routing top-k uniformly."""
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** np.asarray(tokens, dtype=float))
 
@@ -159,15 +164,16 @@ def _parse_mono(m: str) -> tuple[str, int | None]:
 class Scenario:
     """B sequences of T new tokens after S0 cached positions; logits for the last or all positions."""
 
-    B: object
-    T: object
-    S0: object = 0
+    B: Value
+    T: Value
+    S0: Value = 0
     logits: Literal["last", "all"] = "last"
 
-    def monomials(self, monos: Iterable[str], spec: ModelSpec) -> dict[str, object]:
+    def monomials(self, monos: Iterable[str], spec: ModelSpec) -> dict[str, Value]:
         B, T, S0 = self.B, self.T, self.S0
-        out: dict[str, object] = {}
+        out: dict[str, Value] = {}
         for m in monos:
+            v: Value
             if m == "1":
                 v = 1
             elif m == "B":
@@ -177,9 +183,11 @@ class Scenario:
             elif m == "BL":
                 v = B if self.logits == "last" else B * T
             elif m == "U:moe":
-                v = experts_hit(B * T, spec.moe.n_experts, spec.moe.top_k)
-                if np.ndim(v) == 0:
-                    v = float(v)
+                moe = spec.moe
+                if moe is None:  # pragma: no cover - only MoE layers emit U:moe
+                    raise AssertionError(m)
+                hit = experts_hit(B * T, moe.n_experts, moe.top_k)
+                v = float(hit) if np.ndim(hit) == 0 else hit
             else:
                 kind, win = _parse_mono(m)
                 if kind == "K":
@@ -287,4 +295,82 @@ class Builder:
             weight=[(per * width, "1", f"{per}·{sym}")],
             act_in=[(width, rows, sym)],
             act_out=[(width, rows, sym)],
+        )
+
+
+@dataclass(frozen=True)
+class Window:
+    """The monomials of one attention window: visible keys ``K``, causal pairs ``P``, score entries ``E``."""
+
+    K: str
+    P: str
+    E: str
+
+    @classmethod
+    def of(cls, w: int | None) -> Window:
+        wk = wkey(w)
+        return cls(f"K:{wk}", f"P:{wk}", f"E:{wk}")
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a block's operators land: the builder, runs per pass (``count``), layer kind, name prefix,
+    component and the sizes bound to the letters of their signatures.
+
+    A family module declares each operator once through a site: name, signature, sizes, parameters and
+    costs, each cost a list of ``(coefficient, monomial, formula)`` terms that ``--explain`` prints.
+    """
+
+    b: Builder
+    count: int
+    lk: str
+    prefix: str
+    component: str
+    sizes: dict[str, int]
+
+    @property
+    def spec(self) -> ModelSpec:
+        return self.b.spec
+
+    def name(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def op(
+        self,
+        name: str,
+        kind: str,
+        sig: str,
+        *,
+        sizes: dict[str, int] | None = None,
+        params: Iterable[tuple[str, int]] = (),
+        component: str | None = None,
+        **costs: list[TermSpec],
+    ) -> None:
+        """One operator of this site (``sizes`` and ``component`` default to the site's)."""
+        sz = self.sizes if sizes is None else sizes
+        self.b.add(self.name(name), component or self.component, kind, sig, sz, self.count, params, self.lk, **costs)
+
+    def vector(self, name: str, sig: str, per: int, width: int, rows: str, sym: str, **extra) -> None:
+        """An elementwise operator: ``per`` FLOPs per element of ``width`` per ``rows``; reads and writes it once."""
+        self.op(
+            name,
+            "vector",
+            sig,
+            vflops=[(per * width, rows, f"{per}·{sym}")],
+            act_in=[(width, rows, sym)],
+            act_out=[(width, rows, sym)],
+            **extra,
+        )
+
+    def linear(self, name: str, sig: str, din: int, dout: int, *, bias: bool, pkey: str, **kw) -> None:
+        """A linear layer of this site (see :meth:`Builder.linear`; ``sizes=`` overrides the site's)."""
+        sizes = kw.pop("sizes", self.sizes)
+        self.b.linear(
+            self.name(name), self.component, sig, sizes, din, dout, bias=bias, count=self.count, pkey=pkey,
+            layer_kind=self.lk, **kw,
+        )  # fmt: skip
+
+    def norm(self, name: str, width: int, *, pkey: str, sym: str = "D", component: str = "norm") -> None:
+        self.b.norm(
+            self.name(name), width, count=self.count, pkey=pkey, layer_kind=self.lk, sym=sym, component=component
         )

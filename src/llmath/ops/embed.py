@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from llmath.ops.core import SOFTCAP_FLOPS, Builder
+from llmath.ops.core import SOFTCAP_FLOPS, Builder, Site
 
 
-def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True):
+def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True) -> None:
     s = b.spec
     D, V = s.d_model, s.vocab_size
     b.add(
@@ -19,7 +19,7 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
         weight=[(D, "BT", "D")],
         act_out=[(D, "BT", "D")],
     )
-    if s.position == "learned" and own_positions:
+    if s.position == "learned" and own_positions and s.max_positions:  # the spec requires max_positions here
         rows = s.max_positions + s.position_table_offset
         b.add(
             f"{prefix}.positions",
@@ -51,11 +51,10 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
         b.norm(f"{prefix}.norm", D, count=1, pkey="embedding.norm", component="embedding")
 
 
-def head(b: Builder):
+def lm_head(b: Builder) -> None:
+    """The vocabulary projection for the positions that need logits (monomial ``BL``)."""
     s = b.spec
     D, V = s.d_model, s.vocab_size
-    if s.final_norm:
-        b.norm("norm.final", D, count=1, pkey="norm.final")
     params = [("lm_head.weight", 0 if s.tie_embeddings else V * D)]
     if s.lm_head_bias:
         params.append(("lm_head.bias", V))
@@ -73,16 +72,15 @@ def head(b: Builder):
         act_in=[(D, "BL", "D")],
         act_out=[(V, "BL", "V")],
     )
+
+
+def head(b: Builder) -> None:
+    """Final norm, LM head and final logit soft-capping."""
+    s = b.spec
+    if s.final_norm:
+        b.norm("norm.final", s.d_model, count=1, pkey="norm.final")
+    lm_head(b)
     if s.final_softcap:
-        b.add(
-            "lm_head.softcap",
-            "lm_head",
-            "vector",
-            "BLV->BLV",
-            dict(V=V),
-            1,
-            (),
-            vflops=[(SOFTCAP_FLOPS * V, "BL", "3·V")],
-            act_in=[(V, "BL", "V")],
-            act_out=[(V, "BL", "V")],
+        Site(b, 1, "", "lm_head", "lm_head", dict(V=s.vocab_size)).vector(
+            "softcap", "BLV->BLV", SOFTCAP_FLOPS, s.vocab_size, "BL", "V"
         )

@@ -1,8 +1,68 @@
-"""Dense feed-forward blocks (MLP and gated) and residual adds."""
+"""Dense feed-forward blocks (MLP and gated) and residual adds.
+
+An FFN kind is a row of :data:`KINDS`: the operators it runs between the input and the down projection.
+"""
 
 from __future__ import annotations
 
-from llmath.ops.core import ACT_FLOPS, Builder
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llmath.ops.core import ACT_FLOPS, Builder, Site
+
+
+@dataclass(frozen=True)
+class Ffn:
+    """One FFN block being built: hidden ``width`` under ``letter``, run by ``mult`` × ``rows`` tokens."""
+
+    site: Site
+    width: int
+    letter: str
+    rows: str
+    mult: int
+    bias: bool
+    pkey: str
+    weight_read: str | None  # monomial of the weight bytes read (experts hit), None: all, once
+
+    def linear(self, name: str, din: int, dout: int, sig: str, si: str, so: str) -> None:
+        """``X[.., din] @ W[din, dout]`` for ``mult`` × rows tokens; parameters under ``pkey.name``."""
+        bias, mult, rows = self.bias, self.mult, self.rows
+        params = [(f"{self.pkey}.{name}.weight", din * dout)] + ([(f"{self.pkey}.{name}.bias", dout)] if bias else [])
+        nw = din * dout + (dout if bias else 0)
+        wr = [(nw, self.weight_read, f"{nw}")] if self.weight_read else [(nw, "1", f"{si}·{so}")]
+        self.site.op(
+            name, "matmul", sig, params=params,
+            flops=[(2 * din * dout * mult, rows, f"{mult}·2·{si}·{so}" if mult > 1 else f"2·{si}·{so}")],
+            vflops=[(dout * mult, rows, so)] if bias else [],
+            weight=wr,
+            act_in=[(din * mult, rows, si)],
+            act_out=[(dout * mult, rows, so)],
+        )  # fmt: skip
+
+    def up(self, name: str) -> None:
+        F = self.letter
+        self.linear(name, self.site.spec.d_model, self.width, f"BTD,D{F}->BT{F}", "D", F)
+
+
+def gated(f: Ffn) -> None:
+    """Gate and up projections, then act(gate) · up (ACT_FLOPS + 1 per element)."""
+    F, n = f.letter, f.width * f.mult
+    f.up("gate")
+    f.up("up")
+    f.site.op(
+        "act", "vector", f"BT{F}->BT{F}", vflops=[((ACT_FLOPS + 1) * n, f.rows, f"5·{F}")],
+        act_in=[(2 * n, f.rows, f"2·{F}")], act_out=[(n, f.rows, F)],
+    )  # fmt: skip
+
+
+def mlp(f: Ffn) -> None:
+    """Up projection, then the activation."""
+    F = f.letter
+    f.up("up")
+    f.site.vector("act", f"BT{F}->BT{F}", ACT_FLOPS, f.width * f.mult, f.rows, F)
+
+
+KINDS: dict[str, Callable[[Ffn], None]] = {"gated": gated, "mlp": mlp}
 
 
 def ffn_block(
@@ -15,82 +75,23 @@ def ffn_block(
     component: str,
     rows: str = "BT",
     bias: bool | None = None,
-    weight_read=None,
+    weight_read: str | None = None,
     letter: str = "F",
     mult: int = 1,
-):
+) -> None:
     """A dense or gated FFN of hidden ``width``, run by ``mult`` × rows tokens (top-k for experts)."""
     s = b.spec
-    D = s.d_model
-    bias = s.ffn_bias if bias is None else bias
-    sizes = {"D": D, letter: width}
-    wr = None if weight_read is None else (lambda n: [(n, weight_read, f"{n}")])
-
-    def lin(name, din, dout, sig, si, so, pk):
-        params = [(f"{pkey}.{pk}.weight", din * dout)] + ([(f"{pkey}.{pk}.bias", dout)] if bias else [])
-        nw = din * dout + (dout if bias else 0)
-        b.add(
-            f"{prefix}.{name}",
-            component,
-            "matmul",
-            sig,
-            sizes,
-            count,
-            params,
-            lk,
-            flops=[(2 * din * dout * mult, rows, f"{mult}·2·{si}·{so}" if mult > 1 else f"2·{si}·{so}")],
-            vflops=[(dout * mult, rows, so)] if bias else [],
-            weight=wr(nw) if wr else [(nw, "1", f"{si}·{so}")],
-            act_in=[(din * mult, rows, si)],
-            act_out=[(dout * mult, rows, so)],
-        )
-
-    if s.ffn == "gated":
-        lin("gate", D, width, f"BTD,D{letter}->BT{letter}", "D", letter, "gate")
-        lin("up", D, width, f"BTD,D{letter}->BT{letter}", "D", letter, "up")
-        b.add(
-            f"{prefix}.act",
-            component,
-            "vector",
-            f"BT{letter}->BT{letter}",
-            sizes,
-            count,
-            (),
-            lk,
-            vflops=[((ACT_FLOPS + 1) * width * mult, rows, f"5·{letter}")],
-            act_in=[(2 * width * mult, rows, f"2·{letter}")],
-            act_out=[(width * mult, rows, letter)],
-        )
-    else:
-        lin("up", D, width, f"BTD,D{letter}->BT{letter}", "D", letter, "up")
-        b.add(
-            f"{prefix}.act",
-            component,
-            "vector",
-            f"BT{letter}->BT{letter}",
-            sizes,
-            count,
-            (),
-            lk,
-            vflops=[(ACT_FLOPS * width * mult, rows, f"4·{letter}")],
-            act_in=[(width * mult, rows, letter)],
-            act_out=[(width * mult, rows, letter)],
-        )
-    lin("down", width, D, f"BT{letter},{letter}D->BTD", letter, "D", "down")
+    site = Site(b, count, lk, prefix, component, {"D": s.d_model, letter: width})
+    f = Ffn(site, width, letter, rows, mult, s.ffn_bias if bias is None else bias, pkey, weight_read)
+    KINDS[s.ffn](f)
+    f.linear("down", width, s.d_model, f"BT{letter},{letter}D->BTD", letter, "D")
 
 
-def residual(b: Builder, name: str, count: int, lk: str, inputs: int = 2):
+def residual(b: Builder, name: str, count: int, lk: str, inputs: int = 2) -> None:
+    """The residual add of ``inputs`` width-D streams: ``inputs − 1`` FLOPs per element."""
     D = b.spec.d_model
-    b.add(
-        name,
-        "residual",
-        "vector",
-        "BTD,BTD->BTD",
-        dict(D=D),
-        count,
-        (),
-        lk,
-        vflops=[((inputs - 1) * D, "BT", f"{inputs - 1}·D")],
-        act_in=[(inputs * D, "BT", f"{inputs}·D")],
-        act_out=[(D, "BT", "D")],
-    )
+    site = Site(b, count, lk, "", "residual", dict(D=D))
+    site.op(
+        name, "vector", "BTD,BTD->BTD", vflops=[((inputs - 1) * D, "BT", f"{inputs - 1}·D")],
+        act_in=[(inputs * D, "BT", f"{inputs}·D")], act_out=[(D, "BT", "D")],
+    )  # fmt: skip

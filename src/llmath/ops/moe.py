@@ -2,71 +2,54 @@
 
 from __future__ import annotations
 
-from llmath.ops.core import ROUTER_FLOPS, Builder, Op
+from dataclasses import replace
+
+from llmath.model.spec import ModelSpec, MoESpec
+from llmath.ops.core import ROUTER_FLOPS, Builder, Site
 from llmath.ops.ffn import ffn_block
 
 
-def moe_block(b: Builder, count: int, lk: str):
-    s, m = b.spec, b.spec.moe
-    D, E, k, F = s.d_model, m.n_experts, m.top_k, m.d_ff_expert
-    b.linear(
-        "moe.router",
-        "moe",
-        "BTD,DE->BTE",
-        dict(D=D, E=E),
-        D,
-        E,
-        bias=m.router_bias,
-        count=count,
-        pkey="moe.router",
-        layer_kind=lk,
-        sym_out="E",
-    )
-    # DeepSeek-V3's e_score_correction_bias is a buffer in transformers, not a parameter: not counted.
-    b.add(
-        "moe.topk",
-        "moe",
-        "vector",
-        "BTE->BTk",
-        dict(E=E),
-        count,
-        (),
-        lk,
-        vflops=[(ROUTER_FLOPS * E, "BT", "5·E")],
-        act_in=[(E, "BT", "E")],
-        act_out=[(2 * k, "BT", "2·k")],
-    )
-    # Weight operands of all E experts; bytes: the experts actually hit.
+def _moe(spec: ModelSpec) -> MoESpec:
+    if spec.moe is None:  # pragma: no cover - the assembly builds MoE blocks for MoE layers only
+        raise AssertionError(f"{spec.name}: a MoE block without a MoE spec")
+    return spec.moe
+
+
+def router(site: Site) -> None:
+    """The router matmul and its softmax/top-k. DeepSeek-V3's e_score_correction_bias is a buffer in
+    transformers, not a parameter: not counted."""
+    m, D = _moe(site.spec), site.spec.d_model
+    E, k = m.n_experts, m.top_k
+    site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey="moe.router", sym_out="E")
+    site.op("topk", "vector", "BTE->BTk", sizes=dict(E=E), vflops=[(ROUTER_FLOPS * E, "BT", "5·E")],
+            act_in=[(E, "BT", "E")], act_out=[(2 * k, "BT", "2·k")])  # fmt: skip
+
+
+def routed_experts(site: Site) -> None:
+    """An FFN run by top-k × tokens. Weight operands of all E experts; bytes: the experts actually hit."""
+    b, m = site.b, _moe(site.spec)
+    E, k = m.n_experts, m.top_k
     before = len(b.ops)
-    ffn_block(b, F, count, lk, "moe.experts", "moe.experts", "moe", bias=m.expert_bias, weight_read="U:moe", mult=k)
+    ffn_block(b, m.d_ff_expert, site.count, site.lk, "moe.experts", "moe.experts", "moe", bias=m.expert_bias,
+              weight_read="U:moe", mult=k)  # fmt: skip
     for i in range(before, len(b.ops)):
         op = b.ops[i]
         params = tuple((key, n * E) for key, n in op.params)
-        b.ops[i] = Op(
-            op.name,
-            op.component,
-            op.kind,
-            op.signature,
-            op.sizes + (("E", E), ("k", k)),
-            op.count,
-            params,
-            op.costs,
-            op.layer_kind,
-            op.window,
-        )
-    if m.d_ff_shared:
-        ffn_block(b, m.d_ff_shared, count, lk, "moe.shared", "moe.shared", "moe", bias=False, letter="F")
-        if m.shared_gate:
-            b.linear(
-                "moe.shared_gate",
-                "moe",
-                "BTD,D1->BT1",
-                dict(D=D),
-                D,
-                1,
-                bias=False,
-                count=count,
-                pkey="moe.shared_gate",
-                layer_kind=lk,
-                sym_out="1",
-            )
+        b.ops[i] = replace(op, sizes=op.sizes + (("E", E), ("k", k)), params=params)
+
+
+def shared_experts(site: Site) -> None:
+    """Always-on shared experts (DeepSeek, Qwen-MoE), with Qwen's sigmoid gate when present."""
+    m, D = _moe(site.spec), site.spec.d_model
+    if not m.d_ff_shared:
+        return
+    ffn_block(site.b, m.d_ff_shared, site.count, site.lk, "moe.shared", "moe.shared", "moe", bias=False, letter="F")
+    if m.shared_gate:
+        site.linear("shared_gate", "BTD,D1->BT1", D, 1, bias=False, pkey="moe.shared_gate", sizes=dict(D=D),
+                    sym_out="1")  # fmt: skip
+
+
+def moe_block(b: Builder, count: int, lk: str) -> None:
+    site = Site(b, count, lk, "moe", "moe", dict(D=b.spec.d_model, E=_moe(b.spec).n_experts))
+    for step in (router, routed_experts, shared_experts):
+        step(site)

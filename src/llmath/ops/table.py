@@ -9,7 +9,7 @@ import numpy as np
 
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
-from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, mono_text
+from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, Value, mono_text
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class OpCost:
     """One operator's totals over its ``count`` runs, in FLOPs and elements per class."""
 
     op: Op
-    values: dict[str, object]  # class -> total (FLOPs or elements)
+    values: dict[str, Value]  # class -> total (FLOPs or elements)
 
 
 def evaluate(ops: tuple[Op, ...], scenario: Scenario, spec: ModelSpec) -> list[OpCost]:
@@ -29,9 +29,9 @@ def evaluate(ops: tuple[Op, ...], scenario: Scenario, spec: ModelSpec) -> list[O
         mv = {k: np.broadcast_to(v, shape) for k, v in mv.items()}
     out = []
     for op in ops:
-        vals: dict[str, object] = {}
+        vals: dict[str, Value] = {}
         for cls, terms in op.costs:
-            tot = 0
+            tot: Value = 0
             for t in terms:
                 tot = tot + t.coef * mv[t.mono]
             vals[cls] = tot * op.count
@@ -45,7 +45,8 @@ def explain(op: Op, scenario: Scenario, spec: ModelSpec, cls: str = "flops") -> 
     if not terms:
         return ""
     mv = scenario.monomials({t.mono for t in terms}, spec)
-    parts, total = [], 0
+    parts: list[str] = []
+    total: Value = 0
     for t in terms:
         v = mv[t.mono]
         total = total + t.coef * v

@@ -83,10 +83,69 @@ def calibration_human(profile: dict[str, Any], path: str | None = None) -> None:
         c.print(f"wrote {path}: use it with --hardware {path}", highlight=False)
 
 
-def validation_human(report: dict[str, Any]) -> None:
-    """Measured vs predicted per stage, and where the time went by operator class."""
+def _table(title: str, cols: tuple[str, ...], left: tuple[str, ...] = ()) -> Any:
+    """A rich table with these columns, right-aligned except ``left``."""
     from rich.table import Table
 
+    t = Table(title=title)
+    for col in cols:
+        t.add_column(col, justify="left" if col in left else "right")
+    return t
+
+
+def _compared(x: dict[str, Any], drift: bool) -> tuple[list[str], list[str]]:
+    """(measured, predicted, ratio, error, bound) cells of a timed row, and its drift-corrected cells."""
+    cells = [_ms(x["measured_s"]), _ms(x["predicted_s"]), f"{x['ratio']:.3f}", _pct(x["error"]), x["bound"] or "-"]
+    return cells, ([_ms(x["predicted_drift_s"]), _pct(x["error_drift"])] if drift else [])
+
+
+def _timed_tables(c: Any, r: dict[str, Any]) -> None:
+    """Prefill and decode rows, measured vs predicted (with the drift-corrected columns when measured)."""
+    d = bool(r.get("drift"))
+    extra = ("drift-corrected", "error (corr.)") if d else ()
+    cols = ("measured", "predicted", "ratio", "error", "bound")
+    t = _table("prefill (batch 1)", ("prompt", *cols, *extra))
+    for x in r["prefill"]:
+        cells, corr = _compared(x, d)
+        t.add_row(str(x["prompt"]), *cells, *corr)
+    c.print(t)
+    t = _table("decode step", ("batch", "context", *cols, "tok/s measured", *extra))
+    for x in r["decode"]:
+        cells, corr = _compared(x, d)
+        t.add_row(str(x["batch"]), str(x["context"]), *cells, f"{x['batch'] / x['measured_s']:.1f}", *corr)
+    c.print(t)
+
+
+def _breakdown_tables(c: Any, r: dict[str, Any]) -> None:
+    """Where the time went per stage: torch.profiler's classes beside llmath's operators."""
+    for stage, b in r.get("breakdown", {}).items():
+        shape = f"prompt {b['prompt']}" if "prompt" in b else f"batch {b['batch']}, context {b['context']}"
+        t = _table(
+            f"where the time went, {stage} ({shape}): torch.profiler vs llmath's operators",
+            ("class", "measured (profiled)", "share", "predicted", "share "),
+            left=("class",),
+        )
+        for x in b["classes"]:
+            t.add_row(
+                x["class"],
+                _ms(x["measured_s"]),
+                _pct(x["measured_share"], False),
+                _ms(x["predicted_s"]),
+                _pct(x["predicted_share"], False),
+            )
+        c.print(t)
+
+
+def _summary_table(title: str, first: str, groups: list[tuple[str, dict[str, Any]]]) -> Any:
+    """n, median |error| and worst error per group."""
+    t = _table(title, (first, "n", "median", "worst"), left=(first,))
+    for g, s in groups:
+        t.add_row(g, str(s["n"]), _pct(s["median_abs_error"], False), _pct(s["worst_error"]))
+    return t
+
+
+def validation_human(report: dict[str, Any]) -> None:
+    """Measured vs predicted per stage, and where the time went by operator class."""
     c = _console()
     r = report
     c.print(
@@ -101,57 +160,9 @@ def validation_human(report: dict[str, Any]) -> None:
             "(the 'drift-corrected' column scales the profile's ceilings by these)",
             highlight=False,
         )
-    extra = ("drift-corrected", "error (corr.)") if d else ()
-    t = Table(title="prefill (batch 1)")
-    for col in ("prompt", "measured", "predicted", "ratio", "error", "bound", *extra):
-        t.add_column(col, justify="right")
-    for x in r["prefill"]:
-        t.add_row(
-            str(x["prompt"]),
-            _ms(x["measured_s"]),
-            _ms(x["predicted_s"]),
-            f"{x['ratio']:.3f}",
-            _pct(x["error"]),
-            x["bound"] or "-",
-            *((_ms(x["predicted_drift_s"]), _pct(x["error_drift"])) if d else ()),
-        )
-    c.print(t)
-    t = Table(title="decode step")
-    for col in ("batch", "context", "measured", "predicted", "ratio", "error", "bound", "tok/s measured", *extra):
-        t.add_column(col, justify="right")
-    for x in r["decode"]:
-        t.add_row(
-            str(x["batch"]),
-            str(x["context"]),
-            _ms(x["measured_s"]),
-            _ms(x["predicted_s"]),
-            f"{x['ratio']:.3f}",
-            _pct(x["error"]),
-            x["bound"] or "-",
-            f"{x['batch'] / x['measured_s']:.1f}",
-            *((_ms(x["predicted_drift_s"]), _pct(x["error_drift"])) if d else ()),
-        )
-    c.print(t)
-    t = Table(title="summary: |error|")
-    for col in ("group", "n", "median", "worst"):
-        t.add_column(col, justify="left" if col == "group" else "right")
-    for g, s in r["summary"].items():
-        t.add_row(g, str(s["n"]), _pct(s["median_abs_error"], False), _pct(s["worst_error"]))
-    c.print(t)
-    for stage, b in r.get("breakdown", {}).items():
-        shape = f"prompt {b['prompt']}" if "prompt" in b else f"batch {b['batch']}, context {b['context']}"
-        t = Table(title=f"where the time went, {stage} ({shape}): torch.profiler vs llmath's operators")
-        for col in ("class", "measured (profiled)", "share", "predicted", "share "):
-            t.add_column(col, justify="left" if col == "class" else "right")
-        for x in b["classes"]:
-            t.add_row(
-                x["class"],
-                _ms(x["measured_s"]),
-                _pct(x["measured_share"], False),
-                _ms(x["predicted_s"]),
-                _pct(x["predicted_share"], False),
-            )
-        c.print(t)
+    _timed_tables(c, r)
+    c.print(_summary_table("summary: |error|", "group", list(r["summary"].items())))
+    _breakdown_tables(c, r)
     for n in r.get("notes", []):
         c.print(f"note: {n}", highlight=False)
 
@@ -180,13 +191,8 @@ def published_human(report: dict[str, Any]) -> None:
             _pct(x["error"]),
         )
     c.print(t)
-    t = Table(title="|error| summary")
-    for col in ("metric", "n", "median", "worst"):
-        t.add_column(col, justify="left" if col == "metric" else "right")
     s = report["summary"]
-    for name, v in [("all", s["overall"]), *s["by_metric"].items()]:
-        t.add_row(name, str(v["n"]), _pct(v["median_abs_error"], False), _pct(v["worst_error"]))
-    c.print(t)
+    c.print(_summary_table("|error| summary", "metric", [("all", s["overall"]), *s["by_metric"].items()]))
     reasons: dict[str, int] = {}
     for x in report["skipped"]:
         key = x["reason"]

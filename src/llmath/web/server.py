@@ -1,26 +1,21 @@
 """The local web page: ``llmath serve`` answers on 127.0.0.1 only, with the standard library.
 
-API (every reply is JSON except ``/``; nothing here computes: it calls :func:`llmath.analysis.analyze`):
+``GET /`` is one self-contained HTML page (``data/web/index.html``, no external assets). ``/api/<name>``
+runs :data:`llmath.web.api.HANDLERS` ``[name]`` with the query string as parameters (GET), or with a JSON
+body ``{"params": {...}, "config": {...} | null}`` (POST, ``Content-Type: application/json``, at most
+``MAX_BODY`` bytes: a config.json object instead of a registry name). Models and accelerators are
+**registry names only**; a server-side path is never read. Nothing here computes.
 
-* ``GET /`` — the self-contained page (``data/web/index.html``, no external assets).
-* ``GET /api/models`` — registry names of the decoder models (a JSON list of strings).
-* ``GET /api/hardware`` — registry names of the accelerators (a JSON list of strings).
-* ``GET /api/analyze?model=NAME&hardware=NAME&batch=&prompt=&gen=&prefix=&attention=&dtype=&weights=
-  &activations=&kv_dtype=&efficiency=`` — the same object as ``llmath analyze --json``. ``model`` and
-  ``hardware`` are **registry names only** (``hardware=none`` skips timing); never a server-side path.
-* ``POST /api/analyze?<the same parameters but model>`` with a config.json as the body
-  (``Content-Type: application/json``, at most ``MAX_BODY`` bytes) — analyses that config.
+Errors: ``{"error": message}`` with a 4xx status for bad input (400 bad parameter or body, 403 Host or
+Origin, 404 unknown page, 411/413 body length, 501 method, 503 busy) and 500 for a bug; never a traceback,
+neither in the reply nor in the server's log. JSON replies never hold NaN or Infinity (``null`` instead).
 
-Errors: ``{"error": message}`` with a 4xx status for bad input (400 bad parameter, 403 Host/Origin,
-404 unknown page, 405 method, 411/413 body length, 431 headers, 503 busy) and 500 for a bug; never a
-traceback, neither in the reply nor in the server's log.
-
-Protection for a loopback service: the ``Host`` header must be ``127.0.0.1`` or ``localhost`` (with
-the server's port if one is given), which defeats DNS rebinding; an ``Origin`` header, when sent, must be
-the page's own (``http://127.0.0.1:PORT`` or ``http://localhost:PORT``), so other web pages cannot drive
-it. Each connection has a ``TIMEOUT_S`` socket timeout (idle and slow clients are dropped); requests run
-on a pool of ``WORKERS`` threads with at most ``MAX_PENDING`` connections waiting (beyond: 503); the
-listen backlog is ``BACKLOG``.
+Protection for a loopback service: the ``Host`` header must be ``127.0.0.1`` or ``localhost`` (with the
+server's port if one is given), which defeats DNS rebinding; an ``Origin`` header, when sent, must be the
+page's own (``http://127.0.0.1:PORT`` or ``http://localhost:PORT``), so other web pages cannot drive it.
+Each connection has a ``TIMEOUT_S`` socket timeout (idle and slow clients are dropped); requests run on a
+pool of ``WORKERS`` threads with at most ``MAX_PENDING`` connections waiting (beyond: 503); the listen
+backlog is ``BACKLOG``.
 """
 
 from __future__ import annotations
@@ -31,9 +26,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlparse
 
-from llmath.errors import LLMathError, UnknownNameError, WorkloadError
+from llmath.errors import LLMathError
 
-MAX_BODY = 1 << 20  # bytes of a POSTed config.json
+MAX_BODY = 4 << 20  # a config.json is a few kB; a safetensors index is the largest thing worth sending
 TIMEOUT_S = 10.0
 WORKERS = 8
 MAX_PENDING = 64
@@ -43,63 +38,6 @@ LOOPBACK = ("127.0.0.1", "localhost")
 
 def page() -> bytes:
     return (resources.files("llmath") / "data" / "web" / "index.html").read_bytes()
-
-
-_INT_FIELDS = ("batch", "prompt", "gen", "prefix")
-_STR_FIELDS = ("model", "hardware", "attention", "dtype", "weights", "activations", "kv_dtype", "efficiency")
-PARAMS = _INT_FIELDS + _STR_FIELDS
-
-
-def _registry_name(kind: str, value: str, names: list[str]) -> str:
-    if value not in names:
-        from llmath.model.registry import closest
-
-        close = closest(value, names)
-        hint = f"; closest: {', '.join(close)}" if close else ""
-        raise UnknownNameError(
-            f"unknown {kind} {value[:100]!r}{hint}. The web API takes registry names only "
-            f"(GET /api/{'models' if kind == 'model' else 'hardware'}); POST a config.json to analyse another model"
-        )
-    return value
-
-
-def analyze_query(query: dict[str, list[str]], config: dict | None = None) -> dict:
-    """The ``/api/analyze`` handler: query parameters (and a POSTed config) -> ``analyze --json``'s object."""
-    from llmath import hardware as hwreg
-    from llmath.analysis import analyze
-    from llmath.model import registry
-    from llmath.model.dtypes import Precision
-    from llmath.model.hf import spec_from_config
-
-    unknown = sorted(set(query) - set(PARAMS))
-    if unknown:
-        raise WorkloadError(f"unknown parameter(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(PARAMS)}")
-    q = {k: v[-1] for k, v in query.items() if v and v[-1] != ""}
-    kw = {}
-    for f in _INT_FIELDS:
-        if f in q:
-            try:
-                kw[f] = int(q[f])
-            except ValueError:
-                raise WorkloadError(f"{f}={q[f][:50]!r} must be an integer") from None
-    dtype = q.get("dtype", "bf16")
-    precision = Precision(q.get("weights", dtype), q.get("activations", dtype), q.get("kv_dtype", dtype))
-    hw = q.get("hardware", "h100-sxm")
-    if config is not None:
-        if "model" in q:
-            raise WorkloadError("give either a POSTed config.json or ?model=NAME, not both")
-        model = spec_from_config(config, name="posted config", source="POST body")
-    else:
-        model = _registry_name("model", q.get("model", "llama-3-8b"), registry.names())
-    a = analyze(
-        model,
-        None if hw == "none" else _registry_name("hardware", hw, hwreg.names()),
-        precision=precision,
-        attention=q.get("attention", "flash"),
-        efficiency_mode=q.get("efficiency", "expected"),
-        **kw,
-    )
-    return a.to_dict()
 
 
 class HTTPError(Exception):
@@ -147,44 +85,49 @@ class _Handler(BaseHTTPRequestHandler):
         if origin is not None and origin.lower() not in {f"http://{h}:{port}" for h in LOOPBACK}:
             raise HTTPError(403, f"Origin {origin[:100]!r} refused: only the page at http://127.0.0.1:{port}/")
 
-    def _body(self) -> dict:
+    def _body(self) -> tuple[dict[str, str], dict | None]:
+        """The POSTed ``{"params": {...}, "config": {...} | null}``, length-checked and strictly parsed."""
         length = self.headers.get("Content-Length")
         if length is None or not length.strip().isdigit():
-            raise HTTPError(411, "POST a config.json with a Content-Length header")
+            raise HTTPError(411, 'POST {"params": {...}, "config": {...}} with a Content-Length header')
         n = int(length)
         if n > MAX_BODY:
-            raise HTTPError(413, f"body of {n:,} bytes exceeds the {MAX_BODY:,}-byte limit for a config.json")
+            raise HTTPError(413, f"request body of {n:,} bytes exceeds {MAX_BODY:,}; send a config.json only")
         data = self.rfile.read(n)
         if len(data) < n:
             raise HTTPError(400, "the body ended before Content-Length bytes")
         from llmath.model.config_check import parse_json
 
         try:
-            text = data.decode("utf-8")
+            body = parse_json(data.decode("utf-8") or "{}", "the request body")
         except UnicodeDecodeError:
-            raise HTTPError(400, "the body is not UTF-8 JSON") from None
-        return parse_json(text, "POST body")
+            raise HTTPError(400, "the request body is not UTF-8 JSON") from None
+        params = body.get("params") if isinstance(body, dict) else None
+        config = body.get("config") if isinstance(body, dict) else None
+        if not isinstance(params, dict) or not (config is None or isinstance(config, dict)):
+            raise HTTPError(400, 'the body must be {"params": {...}, "config": {...} or null}')
+        return {str(k): str(v) for k, v in params.items()}, config
 
     def _route(self, post: bool) -> None:
         self._check_origin()
         url = urlparse(self.path)
-        if post and url.path != "/api/analyze":
-            raise HTTPError(405, f"POST goes to /api/analyze, not {url.path[:100]!r}")
-        if url.path == "/" and not post:
+        if not post and url.path == "/":
             self._send(200, page(), "text/html; charset=utf-8")
-        elif url.path == "/api/models":
-            from llmath.model import registry
+            return
+        if not post and url.path == "/favicon.ico":
+            self._send(204, b"", "image/x-icon")
+            return
+        from llmath.web.api import HANDLERS
 
-            self._json(200, [n for n in registry.names() if not registry.spec(n).is_encoder_decoder])
-        elif url.path == "/api/hardware":
-            from llmath import hardware
-
-            self._json(200, hardware.names())
-        elif url.path == "/api/analyze":
-            config = self._body() if post else None
-            self._json(200, analyze_query(parse_qs(url.query, max_num_fields=64), config))
-        else:
+        handler = HANDLERS.get(url.path.removeprefix("/api/")) if url.path.startswith("/api/") else None
+        if handler is None:
             raise HTTPError(404, f"no such page {url.path[:100]!r}; try / or /api/analyze?model=llama-3-8b")
+        if post:
+            params, config = self._body()
+        else:
+            params = {k: v[-1] for k, v in parse_qs(url.query, max_num_fields=64).items() if v}
+            config = None
+        self._json(200, handler(params, config))
 
     def _handle(self, post: bool) -> None:
         try:

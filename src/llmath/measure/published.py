@@ -1,0 +1,180 @@
+"""Published serving measurements (``data/published.json``) against llmath's ``expected`` predictions.
+
+Nothing in llmath is fitted to these points. Each usable row is predicted with
+:func:`llmath.analysis.analyze` (flash attention, one device); every other row is listed under ``skipped``
+with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from llmath.errors import ConfigError, LLMathError, WorkloadError
+
+
+def err_summary(rows: Sequence[Mapping[str, Any]], key: str = "error") -> dict[str, Any]:
+    """Count, median |error| and worst signed error of the rows' ``key`` (missing and non-finite skipped)."""
+    errs = [r[key] for r in rows if r.get(key) is not None and math.isfinite(r[key])]
+    if not errs:
+        return {"n": 0, "median_abs_error": None, "worst_error": None}
+    worst = max(errs, key=abs)
+    return {
+        "n": len(errs),
+        "median_abs_error": float(statistics.median(abs(e) for e in errs)),
+        "worst_error": float(worst),
+        "worst_abs_error": abs(float(worst)),
+    }
+
+
+_METRIC_KEY = {
+    "ttft_s": "ttft_s",
+    "tpot_s": "tpot_s",
+    "throughput_tok_s": "throughput_tok_s",
+    "e2e_s": "e2e_s",
+    "prefill_tok_s": "prefill_tok_s",
+}
+
+
+def _published_rows(path: str | Path | None) -> list[dict[str, Any]]:
+    if path is None:
+        text = (resources.files("llmath") / "data" / "published.json").read_text()
+        where = "data/published.json"
+    else:
+        p = Path(path)
+        if not p.exists():
+            raise ConfigError(f"{p}: no such published-results file")
+        text, where = p.read_text(), str(p)
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where}: cannot parse ({e}); fix the file") from None
+    rows = d.get("results") if isinstance(d, dict) else None
+    if not isinstance(rows, list):
+        raise ConfigError(f"{where}: expected an object with a 'results' list (schema 1)")
+    return rows
+
+
+def _precision_for(r: Mapping[str, Any]):
+    """(Precision, assumptions) for a published row; a weights dtype llmath lacks raises WorkloadError."""
+    from llmath.model.dtypes import BITS, Precision
+
+    w = str(r.get("weights_dtype") or "").lower()
+    if w not in BITS:
+        raise WorkloadError(f"weights dtype {r.get('weights_dtype')!r} is not one llmath models")
+    assumed = []
+    kv = r.get("kv_dtype")
+    if w in ("int8", "int4"):
+        act = kv if kv in ("bf16", "fp16") else "bf16"
+        assumed.append(f"{w} weight-only: matmuls in {act}")
+    else:
+        act = w
+    if kv is None:
+        kv = w if w in ("fp32", "bf16", "fp16") else "fp16"
+        assumed.append(f"KV dtype not stated: {kv}")
+    return Precision(weights=w, activations=act, kv=kv), assumed
+
+
+def _skip_reason(r: Mapping[str, Any]) -> str | None:
+    """Why llmath cannot predict a published row, or ``None`` when it can."""
+    from llmath import hardware as hwmod
+    from llmath.model import registry
+
+    checks = (
+        (r.get("metric") not in _METRIC_KEY, f"metric {r.get('metric')!r} is not one llmath predicts"),
+        (r.get("value") is None, "no value in the source"),
+        (
+            r.get("n_devices") != 1,
+            f"{r.get('n_devices')} devices: llmath models one device (no tensor-parallel communication)",
+        ),
+        (r.get("model") not in registry.index(), f"model {r.get('model')!r} is not in llmath's registry"),
+        (r.get("hardware") not in hwmod.names(), f"hardware {r.get('hardware')!r} is not in llmath's registry"),
+        (r.get("batch") is None, "batch not stated (the runtime chose it, or in-flight batching)"),
+        (r.get("prompt") is None or r.get("gen") is None, "prompt or output length not stated"),
+    )
+    return next((reason for failed, reason in checks if failed), None)
+
+
+def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
+    """The compared row for a usable published row (raises LLMathError when llmath cannot predict it)."""
+    import warnings
+
+    from llmath.analysis import analyze
+
+    prec, assumed = _precision_for(r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = analyze(
+            r["model"],
+            r["hardware"],
+            batch=int(r["batch"]),
+            prompt=int(r["prompt"]),
+            gen=int(r["gen"]),
+            attention="flash",
+            precision=prec,
+        )
+    pred = float(a.generation[_METRIC_KEY[r["metric"]]])
+    meas = float(r["value"])
+    return {
+        "id": r.get("id", "?"),
+        "framework": r.get("framework"),
+        "model": r["model"],
+        "hardware": r["hardware"],
+        "batch": r["batch"],
+        "prompt": r["prompt"],
+        "gen": r["gen"],
+        "weights": prec.weights,
+        "activations": prec.activations,
+        "kv_dtype": prec.kv,
+        "metric": r["metric"],
+        "measured": meas,
+        "predicted": pred,
+        "ratio": pred / meas,
+        "error": (pred - meas) / meas,
+        "assumptions": assumed,
+        "source": r.get("source"),
+    }
+
+
+def validate_published(path: str | Path | None = None) -> dict[str, Any]:
+    """llmath's ``expected`` prediction for every usable row of the published measurements.
+
+    Usable: model and hardware in llmath's registries, one device, a stated batch, prompt and output
+    length, and a dtype llmath models. Every other row is listed under ``skipped`` with its reason.
+    Attention is ``flash`` (the serving engines' fused kernels).
+    """
+    rows, skipped = [], []
+    for r in _published_rows(path):
+        reason = _skip_reason(r)
+        if reason is None:
+            try:
+                rows.append(_predict(r))
+            except LLMathError as e:
+                reason = str(e)
+        if reason is not None:
+            skipped.append(
+                {
+                    "id": r.get("id", "?"),
+                    "model": r.get("model"),
+                    "hardware": r.get("hardware"),
+                    "metric": r.get("metric"),
+                    "reason": reason,
+                }
+            )
+    by_metric = {m: err_summary([r for r in rows if r["metric"] == m]) for m in sorted({r["metric"] for r in rows})}
+    return {
+        "efficiency": "expected",
+        "attention": "flash",
+        "rows": rows,
+        "skipped": skipped,
+        "summary": {"overall": err_summary(rows), "by_metric": by_metric},
+        "notes": [
+            "error = (predicted - measured) / measured; ratio = predicted / measured",
+            "nothing in llmath is fitted to these points",
+        ],
+    }

@@ -1,0 +1,289 @@
+"""The page's API as pure functions: request parameters (strings) -> JSON-ready dicts. Nothing here prints.
+
+Every handler takes ``params`` (the query string, or the ``params`` object of a POSTed JSON body) and an
+optional ``config`` (a config.json object POSTed by the page, used instead of a registry name). The
+server (:mod:`.server`) routes ``/api/<name>`` to ``HANDLERS[name]``. The numbers all come from
+:func:`llmath.analysis.analyze` and the operator list; the handlers only reshape them for the page:
+
+* ``meta``: bundled models, accelerators (with memory and peaks), precisions, engines when available;
+* ``analyze``: ``llmath analyze --json``'s object plus ``roofline`` (the device's roofs for the compute
+  dtype) and ``split`` (each stage's time as compute-, memory- and communication-bound parts);
+* ``sweep``: key metrics over one axis (``batch``, ``concurrency``, ``prompt`` or ``gen``);
+* ``compare``: key metrics for every model × accelerator pair;
+* ``explain``: each cost class of one operator as the formula with the numbers substituted;
+* ``plan``: the deployment planner's best configuration and Pareto front, when the planner is installed.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from llmath.errors import LLMathError, UnknownNameError, WorkloadError
+
+Params = dict[str, str]
+
+_INTS = ("batch", "prompt", "gen", "prefix", "gpus", "tp", "pp", "ep", "dp", "concurrency")
+_STRS = ("attention", "engine")
+_MAX_POINTS = 32
+_MAX_PAIRS = 12
+KEY_METRICS = (
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "throughput_tok_s",
+    "throughput_tok_s_per_gpu",
+    "tok_s_per_user",
+    "per_sequence_tok_s",
+)
+
+
+def _int(params: Params, name: str, lo: int = 0, hi: int = 1 << 40) -> int | None:
+    raw = params.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        v = int(str(raw), 10)
+    except ValueError:
+        raise WorkloadError(f"{name}={raw!r} must be a whole number") from None
+    if not lo <= v <= hi:
+        raise WorkloadError(f"{name}={v} must be between {lo} and {hi}")
+    return v
+
+
+def _registry_only(kind: str, value: str, known: list[str]) -> str:
+    """A registry name (the web API never reads a server-side path), else an error with the closest names."""
+    if value in known:
+        return value
+    from llmath.model.registry import closest
+
+    close = closest(value, known)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    raise UnknownNameError(
+        f"unknown {kind} {value[:100]!r}{hint}. The web API takes registry names only "
+        f"(/api/meta lists them); POST a config.json to analyse another model"
+    )
+
+
+def _model(params: Params, config: dict | None):
+    from llmath.model import registry
+
+    if config is not None:
+        from llmath.model.hf import spec_from_config
+
+        return spec_from_config(config, name=str(params.get("model") or "uploaded config")[:200])
+    return registry.spec(_registry_only("model", str(params.get("model") or "llama-3-8b"), registry.names()))
+
+
+def _precision(params: Params):
+    from llmath.model.dtypes import Precision
+
+    dtype = params.get("dtype") or "bf16"
+    return Precision(
+        params.get("weights") or dtype, params.get("activations") or dtype, params.get("kv_dtype") or dtype
+    )
+
+
+def _analyze_kwargs(params: Params) -> dict[str, Any]:
+    """Keyword arguments for :func:`llmath.analysis.analyze` from the request; unknown ones are refused."""
+    from llmath.analysis import analyze
+
+    accepted = inspect.signature(analyze).parameters
+    kw: dict[str, Any] = {"precision": _precision(params)}
+    for name in _INTS:
+        v = _int(params, name, lo=0 if name == "prefix" else 1)
+        if v is not None:
+            kw[name] = v
+    for name in _STRS:
+        if params.get(name):
+            kw[name] = str(params[name])
+    if params.get("efficiency"):
+        kw["efficiency_mode"] = str(params["efficiency"])
+    missing = sorted(k for k in kw if k not in accepted)
+    if missing:
+        raise WorkloadError(f"this llmath has no {', '.join(missing)} option for analyze; leave it empty")
+    return kw
+
+
+def _hardware(params: Params) -> str | None:
+    from llmath import hardware
+
+    hw = str(params.get("hardware") or "h100-sxm")
+    return None if hw == "none" else _registry_only("hardware", hw, hardware.names() + sorted(hardware.aliases()))
+
+
+def _run(params: Params, config: dict | None, **override) -> dict[str, Any]:
+    from llmath.analysis import analyze
+
+    kw = _analyze_kwargs(params)
+    kw.update(override)
+    return analyze(_model(params, config), _hardware(params), **kw).to_dict()
+
+
+def meta(params: Params, config: dict | None = None) -> dict[str, Any]:
+    from llmath import hardware
+    from llmath.model import registry
+    from llmath.model.dtypes import DTYPES
+
+    models = [n for n in registry.names() if not registry.spec(n).is_encoder_decoder]
+    devices = []
+    for n in hardware.names():
+        h = hardware.get(n)
+        devices.append(
+            {
+                "name": n,
+                "display_name": h.display_name or n,
+                "memory_bytes": h.memory_bytes,
+                "bandwidth_bytes_per_s": h.memory_bandwidth_bytes_per_s,
+                "peak_flops_per_s": h.peak_flops_per_s,
+            }
+        )
+    return {"models": models, "hardware": devices, "dtypes": list(DTYPES), "engines": _engines()}
+
+
+def _engines() -> list[str]:
+    try:
+        from llmath.deploy import engines  # type: ignore[attr-defined]
+    except ImportError:
+        return []
+    return list(getattr(engines, "names", lambda: [])())
+
+
+def _roofline(d: dict[str, Any]) -> dict[str, Any] | None:
+    from llmath import hardware
+
+    if not d.get("hardware"):
+        return None
+    h = hardware.get(d["hardware"])
+    compute = d["workload"].get("activations", "bf16")
+    peak = h.peak_flops_per_s.get(compute) or max(h.peak_flops_per_s.values())
+    bw = h.memory_bandwidth_bytes_per_s
+    return {
+        "peak_flops_per_s": peak,
+        "vector_flops_per_s": h.vector_peak,
+        "bandwidth_bytes_per_s": bw,
+        "ridge_flop_per_byte": peak / bw,
+        "dtype": compute,
+    }
+
+
+def _split(stage: dict[str, Any]) -> dict[str, float]:
+    """A stage's time by what bounds each operator (communication when the layout adds collectives)."""
+    out = {"compute": 0.0, "memory": 0.0, "communication": 0.0}
+    for op in stage.get("ops", []):
+        t = op.get("time_s") or 0.0
+        key = "communication" if op.get("kind") == "collective" else op.get("bound") or "memory"
+        out[key if key in out else "memory"] += t
+    return out
+
+
+def analyze(params: Params, config: dict | None = None) -> dict[str, Any]:
+    d = _run(params, config)
+    d["roofline"] = _roofline(d)
+    d["split"] = {s: _split(d[s]) for s in ("prefill", "decode") if isinstance(d.get(s), dict)}
+    return d
+
+
+def _values(params: Params) -> list[int]:
+    raw = str(params.get("values") or "1,2,4,8,16,32,64,128")
+    try:
+        vals = [int(v, 10) for v in raw.split(",") if v.strip()]
+    except ValueError:
+        raise WorkloadError(f"values={raw!r} must be comma-separated whole numbers, e.g. 1,2,4,8") from None
+    if not vals or len(vals) > _MAX_POINTS or min(vals) < 1:
+        raise WorkloadError(f"values={raw!r}: give 1 to {_MAX_POINTS} whole numbers >= 1")
+    return vals
+
+
+def _metrics(d: dict[str, Any]) -> dict[str, Any]:
+    m = {k: d.get(k) for k in KEY_METRICS}
+    m["memory_bytes"] = d["memory"].get("per_gpu_bytes", d["memory"]["total_bytes"])
+    m["fits"] = d["memory"]["fits"]
+    return m
+
+
+def sweep(params: Params, config: dict | None = None) -> dict[str, Any]:
+    axis = str(params.get("axis") or "batch")
+    if axis not in ("batch", "concurrency", "prompt", "gen"):
+        raise WorkloadError(f"axis={axis!r} must be batch, concurrency, prompt or gen")
+    rows = []
+    for v in _values(params):
+        try:
+            rows.append({axis: v, **_metrics(_run(params, config, **{axis: v}))})
+        except LLMathError as e:
+            rows.append({axis: v, "error": str(e)})
+    return {"axis": axis, "rows": rows}
+
+
+def compare(params: Params, config: dict | None = None) -> dict[str, Any]:
+    models = [m for m in str(params.get("models") or params.get("model") or "").split(",") if m]
+    devices = [h for h in str(params.get("hardwares") or params.get("hardware") or "").split(",") if h]
+    if not models or not devices or len(models) * len(devices) > _MAX_PAIRS:
+        raise WorkloadError(f"compare needs 1 to {_MAX_PAIRS} model × hardware pairs (models=a,b hardwares=x,y)")
+    rows = []
+    for m in models:
+        for h in devices:
+            p = dict(params, model=m, hardware=h)
+            try:
+                d = _run(p, None)
+                rows.append({"model": m, "hardware": h, "params": d["params"]["total"], **_metrics(d)})
+            except LLMathError as e:
+                rows.append({"model": m, "hardware": h, "error": str(e)})
+    return {"rows": rows}
+
+
+def explain(params: Params, config: dict | None = None) -> dict[str, Any]:
+    from llmath.ops import CLASSES, Scenario, build_ops
+    from llmath.ops import explain as explain_op
+
+    spec = _model(params, config)
+    stage = str(params.get("stage") or "prefill")
+    kw = _analyze_kwargs(params)
+    B, P, prefix = kw.get("batch", 1), kw.get("prompt", 512), kw.get("prefix", 0)
+    scen = Scenario(B, P, prefix) if stage == "prefill" else Scenario(B, 1, prefix + P)
+    name = str(params.get("op") or "")
+    ops = [o for o in build_ops(spec, stage, kw.get("attention", "flash")) if o.name == name]
+    if not ops:
+        raise WorkloadError(f"op={name!r} is not an operator of {spec.name} at {stage}; pick one from the table")
+    out = []
+    for op in ops:
+        formulas = {c: explain_op(op, scen, spec, c) for c in CLASSES}
+        out.append(
+            {
+                "name": op.name,
+                "layer_kind": op.layer_kind,
+                "signature": op.signature,
+                "sizes": dict(op.sizes),
+                "formulas": {c: f for c, f in formulas.items() if f},
+            }
+        )
+    return {"stage": stage, "ops": out}
+
+
+def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
+    try:
+        from llmath.deploy import plan as planner  # type: ignore[attr-defined]
+    except ImportError:
+        raise WorkloadError("the deployment planner is not part of this llmath build") from None
+    return planner.plan_from_params(_model(params, config), _hardware(params), params)
+
+
+def models(params: Params, config: dict | None = None) -> list[str]:
+    return meta(params)["models"]
+
+
+def hardware_names(params: Params, config: dict | None = None) -> list[str]:
+    return [h["name"] for h in meta(params)["hardware"]]
+
+
+HANDLERS: dict[str, Callable[[Params, dict | None], Any]] = {
+    "models": models,
+    "hardware": hardware_names,
+    "meta": meta,
+    "analyze": analyze,
+    "sweep": sweep,
+    "compare": compare,
+    "explain": explain,
+    "plan": plan,
+}
