@@ -22,10 +22,10 @@ import numpy as np
 from llmath.errors import HardwareError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
+from llmath.hardware.efficiency import check_overrides
 from llmath.hardware.roofline import (
     Efficiency,
     byte_weights,
-    check_overrides,
     decode_generation,
     efficiency,
     op_times,

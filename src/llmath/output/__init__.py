@@ -257,7 +257,9 @@ def analysis_human(a, top: int = 8) -> None:
     c.print(
         f"[b]{a.model}[/b] on [b]{a.hardware or 'no hardware'}[/b]: batch {w['batch']}, prompt {w['prompt']}, "
         f"gen {w['gen']}, attention {w['attention']}, weights {w['weights']} / activations {w['activations']} / "
-        f"KV {w['kv_dtype']}" + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
+        f"KV {w['kv_dtype']}"
+        + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
+        + (f" ({a.efficiency['rule']})" if a.efficiency.get("rule") else "")
     )
     p = a.params
     line = f"params {p.total:,}"
