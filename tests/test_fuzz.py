@@ -242,13 +242,14 @@ ANY = st.one_of(
 
 @FUZZ
 @given(key=st.sampled_from(["batch", "prompt", "gen", "prefix", "reserve_bytes", "attention", "precision",
-                            "efficiency_mode", "matmul", "overhead_s", "tp"]), value=ANY)  # fmt: skip
+                            "efficiency_mode", "matmul", "overhead_s", "tp", "tensor_parallel"]),
+       value=ANY)  # fmt: skip
 def test_library_arguments(key, value):
     try:
         a = llmath.analyze("llama-3.2-1b", "h100-sxm", **{"prompt": 64, "gen": 8, key: value})
     except LLMathError:
         return
-    assert key != "tp"
+    assert key != "tensor_parallel"
     if key in ("batch", "prompt", "gen", "prefix"):
         assert not isinstance(value, bool) and float(value).is_integer() and a.workload[key] == value
     strict_json(to_json(a.to_dict()))

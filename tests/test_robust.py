@@ -196,7 +196,9 @@ def test_library_bad_arguments_raise_llmath_errors():
         lambda: llmath.params(None),
         lambda: llmath.params(3.5),
         lambda: llmath.analyze("llama-3-8b", precision=5),
-        lambda: llmath.analyze("llama-3-8b", "h100-sxm", tp=2),
+        lambda: llmath.analyze("llama-3-8b", "h100-sxm", tensor_parallel=2),
+        lambda: llmath.analyze("llama-3-8b", "h100-sxm", tp=0),
+        lambda: llmath.analyze("llama-3-8b", "h100-sxm", tp=2.5),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", reserve_bytes=-1e12),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", reserve_bytes=float("nan")),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", batch=2.5),
@@ -216,9 +218,9 @@ def test_library_bad_arguments_raise_llmath_errors():
 
 def test_unknown_keyword_lists_accepted_names():
     with pytest.raises(LLMathError) as e:
-        llmath.analyze("llama-3-8b", "h100-sxm", tp=2)
+        llmath.analyze("llama-3-8b", "h100-sxm", tensor_parallel=2)
     msg = str(e.value)
-    assert "'tp'" in msg and "batch" in msg and "overhead_s" in msg
+    assert "'tensor_parallel'" in msg and "batch" in msg and "tp" in msg and "overhead_s" in msg
 
 
 def test_precision_as_a_dtype_name_means_uniform():

@@ -15,69 +15,29 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from llmath.errors import HardwareError, WorkloadError
+from llmath.checks import ANALYZE_ARGS, _check_degrees, _check_hardware, _check_len, _check_precision, _check_sizes
+from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, gpu_parts, rank_table
+from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.shard import rank_plans
+from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.efficiency import check_overrides
-from llmath.hardware.roofline import (
-    Efficiency,
-    byte_weights,
-    decode_generation,
-    efficiency,
-    op_times,
-    stage_times,
-)
-from llmath.model.dtypes import BITS, Precision
+from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
+from llmath.hardware.topology import topology
+from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Scenario, Value, build_ops, evaluate, held_positions, table
+from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, held_positions, table
 from llmath.ops.params import ParamReport, param_report
-from llmath.validation import MAX_BATCH, MAX_TOKENS, check_float, check_int, check_int_array
+from llmath.validation import check_float
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()
-ANALYZE_ARGS = (
-    "model",
-    "hardware",
-    "batch",
-    "prompt",
-    "gen",
-    "prefix",
-    "attention",
-    "precision",
-    "efficiency_mode",
-    "reserve_bytes",
-)
-
-
-def _check_len(name: str, v, minimum: int = 1) -> None:
-    check_int_array(name, v, minimum, MAX_BATCH if name == "batch" else MAX_TOKENS)
-
-
-def _check_precision(precision) -> Precision:
-    """A :class:`Precision`, or a dtype name meaning that dtype for weights, activations and KV cache."""
-    if precision is None:
-        return Precision()
-    if isinstance(precision, str):
-        return Precision.uniform(precision)
-    if not isinstance(precision, Precision):
-        raise WorkloadError(f"precision={precision!r} must be a llmath.Precision or a dtype name ({', '.join(BITS)})")
-    return precision
-
-
-def _check_hardware(hardware) -> Hardware | None:
-    if hardware is None or isinstance(hardware, Hardware):
-        return hardware
-    if isinstance(hardware, str):
-        return get_hardware(hardware)
-    raise HardwareError(
-        f"hardware={hardware!r} must be a registry name (see 'llmath hardware'), a JSON/TOML file path, "
-        "a llmath Hardware, or None"
-    )
 
 
 @dataclass(frozen=True)
@@ -127,11 +87,16 @@ class StageReport:
     bound: str | None = None
     compute_s: float | None = None
     memory_s: float | None = None
+    comm_s: float | None = None  # layouts only: all collectives' time (exposed: time_s − Σ op times)
+    comm: dict[str, dict[str, Any]] | None = None  # layouts only: bytes, bus bytes and time by collective
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
         d = asdict(self)
         if not with_ops:
             d.pop("ops")
+        if self.comm is None:
+            d.pop("comm")
+            d.pop("comm_s")
         return d
 
 
@@ -139,6 +104,35 @@ def _num(v):
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
         return int(v)
     return v
+
+
+def _op_row(prefix: str, c, bpe: dict[str, float]) -> OpRow:
+    b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
+    fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
+    bt = sum(b.values())
+    return OpRow(
+        prefix + c.op.name,
+        c.op.component,
+        c.op.kind,
+        c.op.signature,
+        c.op.count,
+        c.values.get("flops", 0),
+        c.values.get("vflops", 0),
+        b,
+        fl / bt if bt else None,  # no bytes (e.g. an empty cache append): undefined, JSON null
+        layer_kind=c.op.layer_kind,
+    )
+
+
+def _collective_rows(prefix: str, colls, scenario: Scenario, spec: ModelSpec, p: Precision) -> list[OpRow]:
+    """Collectives as rows (kind ``collective``): their message bytes over all runs under ``comm``."""
+    rows = []
+    monos = scenario.monomials({t.mono for c in colls for t in c.message}, spec)
+    for c in colls:
+        nbytes = _num(sum(t.coef * monos[t.mono] for t in c.message) * c.count * p.act_bytes)
+        sig = f"{c.kind}(n={c.n}) " + " + ".join(t.sym for t in c.message)
+        rows.append(OpRow(prefix + c.name, "communication", "collective", sig, c.count, 0, 0, {"comm": nbytes}, 0.0))
+    return rows
 
 
 def stage_report(
@@ -149,71 +143,83 @@ def stage_report(
     precision: Precision,
     hw: Hardware | None = None,
     eff: Efficiency | None = None,
+    layout: Layout | None = None,
 ) -> StageReport:
-    """Exact per-operator FLOPs and bytes of one pass (Python ints), plus roofline times if ``hw``."""
+    """Exact per-operator FLOPs and bytes of one pass (Python ints), plus roofline times if ``hw``.
+
+    With a ``layout``: the operators of one GPU of each pipeline stage (``scenario`` = one DP replica's),
+    and the collectives they run; the stage time adds the exposed communication (:mod:`llmath.deploy.cost`).
+    """
     if spec.is_encoder_decoder:
         raise WorkloadError(
             f"{spec.name!r} is an encoder-decoder model: llmath counts its parameters exactly "
             "('llmath params'), but stage costs are modelled for decoder-only models"
         )
-    ops = build_ops(spec, stage, attention)
-    costs = evaluate(ops, scenario, spec)
     bpe = precision.per_class
     rows: list[OpRow] = []
     tot: dict[str, Value] = dict.fromkeys(CLASSES, 0)
-    for c in costs:
-        b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
-        for k in CLASSES:
-            tot[k] = tot[k] + c.values.get(k, 0)
-        fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
-        bt = sum(b.values())
-        rows.append(
-            OpRow(
-                c.op.name,
-                c.op.component,
-                c.op.kind,
-                c.op.signature,
-                c.op.count,
-                c.values.get("flops", 0),
-                c.values.get("vflops", 0),
-                b,
-                fl / bt if bt else None,  # no bytes (e.g. an empty cache append): undefined
-                layer_kind=c.op.layer_kind,
-            )
-        )
+    parts = gpu_parts(spec, cast(Stage, stage), cast(Attention, attention), layout)
+    for prefix, ops, _, mt, colls, _ in parts:
+        costs = evaluate(ops, scenario, spec, mt)
+        for c in costs:
+            for k in CLASSES:
+                tot[k] = tot[k] + c.values.get(k, 0)
+            rows.append(_op_row(prefix, c, bpe))
+        rows += _collective_rows(prefix, colls, scenario, spec, precision)
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
     flops: dict[str, Value] = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
-    useful = costs if attention == "flash" else evaluate(build_ops(spec, stage, "flash"), scenario, spec)
-    flops["useful_matmul"] = sum(c.values.get("flops", 0) for c in useful)
+    flash = parts if attention == "flash" else gpu_parts(spec, cast(Stage, stage), "flash", layout)
+    flops["useful_matmul"] = sum(
+        c.values.get("flops", 0) for _, ops, _, mt, _, _ in flash for c in evaluate(ops, scenario, spec, mt)
+    )
     rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
     if hw is not None:
         eff = eff if eff is not None else efficiency("expected", hw)
-        t = table(spec, stage, attention)
+        _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff, layout)
+    return rep
+
+
+def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff, layout) -> None:
+    """Roofline times per row; with a layout, each stage's collectives on the topology as well."""
+    stages, i = [], 0
+    for idx, (_, _, tab, _, colls, layers) in enumerate(parts):
+        t = tab if tab is not None else table(spec, stage, attention)
         vals = t.values(scenario)
         tokens = scenario.B * scenario.T
         times, comp, mem, _ = op_times(vals, t, hw, precision, eff, scenario.B, tokens, decode=stage == "decode")
-        for r, ti, ci, mi in zip(rows, times, comp, mem, strict=True):
+        for ti, ci, mi in zip(times, comp, mem, strict=True):
+            r = rep.ops[i]
             r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
             r.bound = "compute" if ci >= mi else "memory"
-        rep.time_s = float(times.sum())
-        rep.compute_s, rep.memory_s = float(comp.sum()), float(mem.sum())
-        rep.bound = "compute" if rep.compute_s >= rep.memory_s else "memory"
-    return rep
+            i += 1
+        comm = comm_costs(colls, scenario, spec, precision, topology(hw)) if layout is not None else []
+        for cc in comm:
+            r = rep.ops[i]
+            r.time_s, r.compute_s, r.memory_s, r.bound = cc.time_s, 0.0, 0.0, "communication"
+            i += 1
+        stages.append(StageCost(idx, layers, times, float(comp.sum()), float(mem.sum()), float(times.sum()), comm))
+    cost = PassCost(stages)
+    rep.time_s = cost.time_s if layout is not None else float(stages[0].op_time_s.sum())
+    rep.compute_s, rep.memory_s = cost.total("compute_s"), cost.total("memory_s")
+    rep.bound = "compute" if rep.compute_s >= rep.memory_s else "memory"
+    if layout is not None:
+        rep.comm_s = cost.total("comm_s")
+        rep.comm = cost.comm_by_collective()
 
 
 # ---- KV cache -------------------------------------------------------------------------------------
 
 
-def kv_elements_per_position(spec: ModelSpec, layout: str = "serving") -> dict[int | None, int]:
+def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int | float]:
     """KV-cache elements one sequence position adds, per attention window, read off the K/V writers.
 
     ``layout="transformers"``: what transformers' cache holds (Falcon's new architecture caches K/V
-    broadcast to all N query heads).
+    broadcast to all N query heads). ``ops``: another operator list of ``spec`` (one GPU's under a layout).
     """
-    out: dict[int | None, int] = {}
-    for op in build_ops(spec, "decode", "flash"):
+    out: dict[int | None, int | float] = {}
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
         per = sum(t.coef for t in op.terms("kv_write") if t.mono == "BT") * op.count
         if per:
             if layout == "transformers" and spec.hf_cache_kv_heads:
@@ -222,13 +228,13 @@ def kv_elements_per_position(spec: ModelSpec, layout: str = "serving") -> dict[i
     return out
 
 
-def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving"):
+def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None):
     """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
 
     Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
     """
     total = 0
-    for w, per in kv_elements_per_position(spec, layout).items():
+    for w, per in kv_elements_per_position(spec, layout, ops).items():
         if w is not None and layout == "transformers":
             held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
         else:
@@ -252,11 +258,13 @@ class MemoryReport:
     over_by_bytes: float | None
     max_batch: int | None
     max_context: int | None
+    per_gpu_bytes: float | None = None  # = total_bytes: everything above is per GPU (the busiest, under a layout)
 
 
-def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0):
-    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual."""
-    t = table(spec, "prefill", attention)
+def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0, tab=None):
+    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual.
+    ``tab``: another compiled operator list of ``spec`` (one GPU's under a layout)."""
+    t = table(spec, "prefill", attention) if tab is None else tab
     act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
     per_op = (t.monomial_matrix(Scenario(batch, prompt, prefix)) @ t.rhs(act)) / t.kernels
     resid = np.asarray(batch) * np.asarray(prompt) * spec.d_model
@@ -264,28 +272,39 @@ def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precis
 
 
 def memory_report(
-    spec: ModelSpec, params: ParamReport, w: Workload, hw: Hardware | None, reserve_bytes: float
+    spec: ModelSpec,
+    params: ParamReport,
+    w: Workload,
+    hw: Hardware | None,
+    reserve_bytes: float,
+    rank: tuple[tuple[Op, ...], Table] | None = None,
+    batch: int | None = None,
 ) -> MemoryReport:
+    """Weights, KV cache, peak activations and reserve on the device; with ``rank`` = (operators, table) of
+    one GPU under a layout and ``batch`` = its replica's sequences, on that GPU (``max_batch`` per replica)."""
     p = w.precision
-    weights = params.total * p.weight_bytes
+    ops, tab = rank if rank is not None else (None, None)
+    B = w.batch if batch is None else batch
+    n_params = params.total if ops is None else sum(n * op.count for op in ops for _, n in op.params)
+    weights = n_params * p.weight_bytes
     end = w.prefix + w.prompt + w.gen - 1
-    kv = kv_cache_bytes(spec, w.batch, end, p)
-    act = float(activation_peak_bytes(spec, w.batch, w.prompt, w.attention, p, w.prefix))
+    kv = kv_cache_bytes(spec, B, end, p, ops=ops)
+    act = float(activation_peak_bytes(spec, B, w.prompt, w.attention, p, w.prefix, tab))
     total = weights + kv + act + reserve_bytes
     if hw is None:
-        return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None)
+        return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None, total)
     cap = hw.memory_bytes
     free = cap - weights - reserve_bytes
-    per_seq = kv_cache_bytes(spec, 1, end, p) + float(
-        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix)
+    per_seq = kv_cache_bytes(spec, 1, end, p, ops=ops) + float(
+        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, tab)
     )
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
     # longest total context (prompt + generated) for this batch: bisection on a monotone function
     lo, hi = 0, 1 << 24
 
     def need(ctx: int) -> float:
-        return kv_cache_bytes(spec, w.batch, ctx, p) + float(
-            activation_peak_bytes(spec, w.batch, min(ctx, w.prompt), w.attention, p)
+        return kv_cache_bytes(spec, B, ctx, p, ops=ops) + float(
+            activation_peak_bytes(spec, B, min(ctx, w.prompt), w.attention, p, tab=tab)
         )
 
     if need(1) > free:
@@ -297,7 +316,7 @@ def memory_report(
             lo, hi = (mid, hi) if need(mid) <= free else (lo, mid)
         max_ctx = lo
     return MemoryReport(
-        weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx
+        weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx, total
     )
 
 
@@ -318,6 +337,8 @@ class Analysis:
     efficiency: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     training: dict[str, int] = field(default_factory=dict)
+    parallel: dict[str, Any] | None = None  # the layout and its per-stage figures (multi-GPU only)
+    comm: dict[str, Any] | None = None  # bytes and time per stage by collective (multi-GPU only)
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
         d = {
@@ -334,6 +355,9 @@ class Analysis:
             "warnings": self.warnings,
         }
         d.update(self.generation)
+        if self.parallel is not None:
+            d["parallel"] = self.parallel
+            d["comm"] = self.comm
         return d
 
 
@@ -349,31 +373,38 @@ def analyze(
     precision: Precision | None = None,
     efficiency_mode: str | Efficiency = "expected",
     reserve_bytes: float = 0.0,
+    gpus: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int | None = None,
+    dp: int | None = None,
+    overlap: str = "none",
     **efficiency_overrides,
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
 
-    ``efficiency_overrides`` are fields of :class:`~llmath.hardware.roofline.Efficiency` (``matmul``,
-    ``memory``, ``overhead_s``, ...); any other keyword is an error that lists the accepted names.
+    ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given): a parallel layout (:mod:`llmath.deploy.layout`);
+    ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
+    and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
+    layout and ``comm`` its collectives. Without them, one device, exactly as before.
+    ``efficiency_overrides``: fields of :class:`~llmath.hardware.efficiency.Efficiency`; others are errors.
     """
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
-    batch = check_int("batch", batch, 1, MAX_BATCH)
-    prompt, gen = check_int("prompt", prompt, 1, MAX_TOKENS), check_int("gen", gen, 1, MAX_TOKENS)
-    prefix = check_int("prefix", prefix, 0, MAX_TOKENS)
+    batch, prompt, gen, prefix = _check_sizes(batch, prompt, gen, prefix)
     reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
-    w = Workload(batch, prompt, gen, prefix, attention, _check_precision(precision))
-    hw = _check_hardware(hardware)
+    precision = _check_precision(precision)
+    hardware = _check_hardware(hardware)
+    gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
+    if any(v is not None for v in (gpus, tp, pp, ep, dp)):
+        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+        return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
+                               efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
+    if overlap != "none":
+        raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
+    w, hw = Workload(batch, prompt, gen, prefix, attention, precision), hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes: list[str] = []
-    end = prefix + prompt + gen - 1
-    if spec.max_positions and end > spec.max_positions:
-        msg = (
-            f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
-            "the figures extrapolate the architecture past what it was trained for"
-        )
-        notes.append(msg)
-        warnings.warn(msg, stacklevel=2)
+    notes = _context_notes(spec, prefix + prompt + gen - 1)
     if hw is not None:
         hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
     params = param_report(spec)
@@ -387,6 +418,17 @@ def analyze(
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
     return a
+
+
+def _context_notes(spec: ModelSpec, end: int) -> list[str]:
+    if not (spec.max_positions and end > spec.max_positions):
+        return []
+    msg = (
+        f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
+        "the figures extrapolate the architecture past what it was trained for"
+    )
+    warnings.warn(msg, stacklevel=3)
+    return [msg]
 
 
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
@@ -419,36 +461,93 @@ def _workload_dict(w: Workload) -> dict[str, Any]:
     }
 
 
+def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, attention, precision,
+                    efficiency_mode, reserve_bytes, overrides) -> Analysis:  # fmt: skip
+    """:func:`analyze` on a layout: the single-device analysis for the deployment-level figures (params,
+    KV cache of all sequences, training FLOPs), then one GPU per pipeline stage for time and memory."""
+    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    eff = efficiency(efficiency_mode, hw, **overrides) if hw is not None else None
+    if hw is not None:
+        hw.peak(w.precision.compute)
+    b = layout.replica_batch(batch)
+    p = w.precision
+    pre = stage_report(spec, "prefill", Scenario(b, prompt, prefix), attention, p, hw, eff, layout)
+    dec = stage_report(spec, "decode", Scenario(b, 1, prefix + prompt), attention, p, hw, eff, layout)
+    stages: list[dict[str, Any]] = []
+    mems = []
+    for plan in rank_plans(spec, "prefill", attention, layout):
+        tab = rank_table(spec, "prefill", attention, layout, plan.index)
+        m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (plan.ops, tab), b)
+        mems.append(m)
+        n_params = sum(n * op.count for op in plan.ops for _, n in op.params)
+        stages.append({"index": plan.index, "layers": [plan.layers.start, plan.layers.stop], "params": n_params,
+                       "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
+                       "activation_bytes": m.activation_bytes, "per_gpu_bytes": m.total_bytes})  # fmt: skip
+    mem = max(mems, key=lambda m: m.total_bytes)
+    if mem.max_batch is not None:
+        mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
+        mem.max_context = min(int(m.max_context or 0) for m in mems)
+    notes = _context_notes(spec, prefix + prompt + gen - 1)
+    if batch % layout.dp:
+        notes.append(
+            f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
+            f"{b} sequences (the busiest), so the MoE layers see {b * layout.dp} tokens per step"
+        )
+    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w) | {"replica_batch": b}, param_report(spec),
+                 pre, dec, _kv_summary(spec, w), mem, warnings=notes)  # fmt: skip
+    a.training = training_flops(spec, batch, prompt)
+    deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
+    a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
+    a.comm = {"prefill": pre.comm, "decode": dec.comm}
+    if hw is not None and eff is not None:
+        a.efficiency = asdict(eff)
+        a.parallel["topology"] = topology(hw).to_dict()
+        a.generation = _layout_generation(spec, hw, w, eff, layout, pre, dec)
+        a.comm["decode_total_s"] = a.generation.pop("_decode_comm_s")
+    return a
+
+
+def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre: StageReport, dec: StageReport) -> dict:
+    """TTFT, TPOT, throughput of the deployment: one replica's pass through the pipeline stages."""
+    b = layout.replica_batch(w.batch)
+    d = decode_totals(spec, layout, hw, w.precision, eff, cast(Attention, w.attention), b, w.prefix + w.prompt, w.gen)
+    out = _serving(w, hw, layout.gpus, pre.time_s, d["total_s"], d["first_s"], d["last_s"], d["steps"],
+                   float(pre.flops["matmul"]), float(dec.bytes["total"]))  # fmt: skip
+    return out | {"_decode_comm_s": d["comm_s"]}
+
+
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
     t = table(spec, "decode", w.attention)
     d = decode_generation(t, hw, w.precision, eff, w.batch, w.prefix + w.prompt, w.gen)
-    steps = float(d.steps)
-    dec_total = float(d.total_s)
-    e2e = ttft + dec_total
-    tpot = dec_total / steps if steps else 0.0
-    pre = table(spec, "prefill", w.attention)
-    pvals = pre.values(Scenario(w.batch, w.prompt, w.prefix))
-    peak = hw.peak(w.precision.compute)
+    pvals = table(spec, "prefill", w.attention).values(Scenario(w.batch, w.prompt, w.prefix))
     pre_flops = float(pvals[..., CLASSES.index("flops")].sum())
-    # bytes moved by all decode steps: Σ over steps of the step's bytes (affine in the context)
     dvals = t.values(Scenario(w.batch, 1, w.prefix + w.prompt))
     dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
+    return _serving(w, hw, 1, ttft, float(d.total_s), float(d.first_s), float(d.last_s), float(d.steps), pre_flops,
+                    dbytes0)  # fmt: skip
+
+
+def _serving(w: Workload, hw: Hardware, gpus: int, ttft, dec_total, first, last, steps, pre_flops, dbytes0) -> dict:
+    """Serving metrics of a generation from its prefill time and decode-step sums (one GPU's path)."""
+    e2e = ttft + dec_total
+    tpot = dec_total / steps if steps else 0.0
+    peak = hw.peak(w.precision.compute)
     return {
         "ttft_s": ttft,
         "tpot_s": tpot,
-        "tpot_first_s": float(d.first_s) if steps else 0.0,
-        "tpot_last_s": float(d.last_s) if steps else 0.0,
+        "tpot_first_s": first if steps else 0.0,
+        "tpot_last_s": last if steps else 0.0,
         "decode_total_s": dec_total,
         "e2e_s": e2e,
         "throughput_tok_s": w.batch * w.gen / e2e,
+        "throughput_tok_s_per_gpu": w.batch * w.gen / e2e / gpus,
         "decode_throughput_tok_s": w.batch / tpot if tpot else None,
         "per_sequence_tok_s": w.gen / e2e,
         "prefill_tok_s": w.batch * w.prompt / ttft,
         "utilisation": {
             "prefill_flops_fraction": pre_flops / ttft / peak,
-            "decode_bandwidth_fraction": dbytes0 / float(d.first_s) / hw.memory_bandwidth_bytes_per_s
-            if steps
-            else None,
+            "decode_bandwidth_fraction": dbytes0 / first / hw.memory_bandwidth_bytes_per_s if steps else None,
         },
     }
 
@@ -478,8 +577,7 @@ def scenario(
     """The fast path (floats, no exact integers): one scenario's params, per-op prefill and decode-step times,
     and a whole generation's serving metrics, from the cached coefficient tables."""
     spec = resolve(model)
-    hw = _check_hardware(hardware)
-    if hw is None:
+    if (hw := _check_hardware(hardware)) is None:
         raise HardwareError("scenario() needs a hardware (a registry name, a file, or a llmath Hardware)")
     w = Workload(batch, prompt, gen, 0, attention, _check_precision(precision))
     batch, prompt, gen = int(w.batch), int(w.prompt), int(w.gen)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
+from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage, rank_plans, rank_table
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import decode_generation, efficiency, stage_times
@@ -13,7 +14,7 @@ from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, table
 from llmath.ops.params import param_report
-from llmath.validation import MAX_BATCH, MAX_POINTS, MAX_TOKENS, check_grid, check_int_array, parse_range
+from llmath.validation import MAX_BATCH, MAX_TOKENS, check_grid, check_int_array, parse_range
 
 
 def parse_axis(flag: str, text: str) -> np.ndarray:
@@ -24,6 +25,15 @@ def parse_axis(flag: str, text: str) -> np.ndarray:
     """
     hi = MAX_BATCH if flag.lstrip("-") in ("batch", "b") else MAX_TOKENS
     return np.array(parse_range(flag, text, 1, hi), dtype=np.int64)
+
+
+def _checked_sizes(batch, prompt, gen):
+    """Integers in range (``llmath.validation``), broadcasting to at most ``MAX_POINTS`` points."""
+    batch = check_int_array("batch", batch, 1, MAX_BATCH)
+    prompt = check_int_array("prompt", prompt, 1, MAX_TOKENS)
+    gen = check_int_array("gen", gen, 1, MAX_TOKENS)
+    check_grid({"points": int(np.prod(np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))))})
+    return batch, prompt, gen
 
 
 CHUNK = 1 << 14  # points per block: keeps the (points × operators) temporaries in cache (fastest here)
@@ -38,24 +48,24 @@ def grid(
     attention: str = "flash",
     precision: Precision | None = None,
     eff_mode: str = "expected",
+    layout: Layout | None = None,
 ) -> dict[str, np.ndarray]:
     """Vectorised serving metrics; ``batch``, ``prompt``, ``gen`` broadcast against each other.
 
-    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points).
+    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points). With a ``layout``
+    (:func:`llmath.deploy.make_layout`), ``batch`` is the deployment's total and memory is per GPU.
     """
     spec = resolve(spec)
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     p = precision or Precision()
     eff = efficiency(eff_mode, hw)
-    batch = check_int_array("batch", batch, 1, MAX_BATCH)
-    prompt = check_int_array("prompt", prompt, 1, MAX_TOKENS)
-    gen = check_int_array("gen", gen, 1, MAX_TOKENS)
+    batch, prompt, gen = _checked_sizes(batch, prompt, gen)
+    if layout is not None:
+        return _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout)
     # float64 from here: products such as B·T² would wrap in int64 near the caps
     B, P, N = (
         a.ravel().astype(float) for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen))
     )
-    if B.size > MAX_POINTS:
-        check_grid({"points": B.size})
     shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))
     t_pre, t_dec = table(spec, "prefill", attention), table(spec, "decode", attention)
     ttft = np.empty(B.shape)
@@ -88,14 +98,56 @@ def grid(
     return {k: np.reshape(v, shape) for k, v in out.items()}
 
 
+def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout) -> dict[str, np.ndarray]:
+    """:func:`grid` on a layout: each DP replica serves ⌈B/dp⌉; one GPU per pipeline stage, vectorised."""
+    B, P, N = (np.asarray(a) for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
+    b = -(-B // layout.dp)
+    ttft = per_gpu_stage(spec, layout, "prefill", Scenario(b, P, 0), hw, p, eff, attention).time_s
+    d = decode_totals(spec, layout, hw, p, eff, attention, b, P, N)
+    e2e = ttft + d["total_s"]
+    per_gpu = 0.0
+    for plan in rank_plans(spec, "prefill", attention, layout):
+        tab = rank_table(spec, "prefill", attention, layout, plan.index)
+        weights = sum(n * op.count for op in plan.ops for _, n in op.params) * p.weight_bytes
+        kv = kv_cache_bytes(spec, b, P + N - 1, p, ops=plan.ops)
+        per_gpu = np.maximum(per_gpu, weights + kv + activation_peak_bytes(spec, b, P, attention, p, tab=tab))
+    return {
+        "batch": B,
+        "prompt": P,
+        "gen": N,
+        "ttft_s": ttft,
+        "tpot_s": np.where(N > 1, d["total_s"] / np.maximum(N - 1, 1), 0.0),
+        "e2e_s": e2e,
+        "throughput_tok_s": B * N / e2e,
+        "throughput_tok_s_per_gpu": B * N / e2e / layout.gpus,
+        "per_sequence_tok_s": N / e2e,
+        "kv_peak_bytes": kv_cache_bytes(spec, B, P + N - 1, p),
+        "memory_bytes": per_gpu,
+        "fits": per_gpu <= hw.memory_bytes,
+    }
+
+
 def run_sweep(
-    model, hardware, axes: dict[str, np.ndarray], attention: str, precision: Precision, eff_mode: str
+    model,
+    hardware,
+    axes: dict[str, np.ndarray],
+    attention: str,
+    precision: Precision,
+    eff_mode: str,
+    layout: dict | None = None,
 ) -> list[dict]:
+    """The grid of ``axes`` as rows. ``layout``: make_layout's keyword arguments (gpus, tp, pp, ep, dp, overlap)."""
     check_grid({k: len(axes[k]) for k in ("batch", "prompt", "gen")})
+    lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
-    g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode)
+    g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode, lay)
     cols = {}
     for k, v in g.items():
-        cols[k] = v.astype(bool) if k == "fits" else (v.astype(np.int64) if k in ("batch", "prompt", "gen") else v)
+        v = np.asarray(v)
+        cols[k] = (
+            v.astype(bool)
+            if k == "fits"
+            else (v.astype(np.int64) if k in ("batch", "prompt", "gen") else v.astype(float))
+        )
     keys = list(cols)
     return [dict(zip(keys, r, strict=True)) for r in zip(*(c.tolist() for c in cols.values()), strict=True)]

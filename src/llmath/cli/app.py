@@ -112,6 +112,26 @@ KVOpt = Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-c
 GroupOpt = Annotated[
     int, typer.Option("--group-size", help="Group size of int8/int4 scales.", callback=_ints(1, 1 << 20))
 ]
+DEGREE = _ints(1, 1 << 16)
+GpusOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus", help="GPUs in the deployment (tp·pp·dp); alone: dense TP=N, MoE its usual.", callback=DEGREE
+    ),
+]
+TpOpt = Annotated[
+    int | None, typer.Option("--tp", help="Tensor-parallel degree (attention and dense layers).", callback=DEGREE)
+]
+PpOpt = Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel stages.", callback=DEGREE)]
+EpOpt = Annotated[
+    int | None, typer.Option("--ep", help="Expert-parallel degree (MoE; divides tp·dp).", callback=DEGREE)
+]
+DpOpt = Annotated[
+    int | None, typer.Option("--dp", help="Data-parallel (attention-DP) replicas; --batch is split.", callback=DEGREE)
+]
+OverlapOpt = Annotated[
+    str, typer.Option("--overlap", help="none, or tbo: two-batch overlap hides the MoE all-to-all (needs --ep).")
+]
 
 
 def _precision(dtype: str, weights: str | None, activations: str | None, kv: str | None, group: int):
@@ -327,12 +347,20 @@ def analyze(
     memory_plot: Annotated[
         str | None, typer.Option("--memory-plot", help="Write memory (weights, KV, activations) vs context.")
     ] = None,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    overlap: OverlapOpt = "none",
     json_: JsonOpt = False,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
     throughput and memory fit.
 
-    Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json
+    Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json ;
+    llmath analyze llama-3.1-70b -H h100-sxm --gpus 2 --weights fp8 ; llmath analyze deepseek-v3 -H h200 --gpus 8
+    --ep 8 --dp 8
     """
     from llmath.analysis import analyze as run
 
@@ -356,6 +384,12 @@ def analyze(
         memory=memory_eff,
         overhead_s=ov,
         decode_overhead_s=ov,
+        gpus=gpus,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        dp=dp,
+        overlap=overlap,
     )
     if plot:
         from llmath.plots import roofline_plot
@@ -394,6 +428,12 @@ def sweep(
     plot: Annotated[
         str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")
     ] = None,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    overlap: OverlapOpt = "none",
     json_: JsonOpt = False,
     csv: CsvOpt = False,
 ):
@@ -409,7 +449,8 @@ def sweep(
         "prompt": parse_axis("--prompt", prompt),
         "gen": parse_axis("--gen", gen),
     }
-    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value)
+    layout = dict(gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, overlap=overlap)
+    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value, layout)
     if plot:
         from llmath.plots import sweep_plot
 
@@ -434,6 +475,12 @@ def compare(
     attention: AttOpt = Att.flash,
     dtype: DtypeOpt = "bf16",
     efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    overlap: OverlapOpt = "none",
     json_: JsonOpt = False,
     csv: CsvOpt = False,
 ):
@@ -459,6 +506,12 @@ def compare(
                 attention=attention.value,
                 precision=Precision.uniform(dtype),
                 efficiency_mode=efficiency.value,
+                gpus=gpus,
+                tp=tp,
+                pp=pp,
+                ep=ep,
+                dp=dp,
+                overlap=overlap,
             )
             rows.append(
                 {
@@ -471,6 +524,7 @@ def compare(
                     "throughput_tok_s": a.generation["throughput_tok_s"],
                     "memory_GB": a.memory.total_bytes / 1e9,
                     "fits": a.memory.fits,
+                    **({"layout": _layout_text(a.parallel)} if a.parallel else {}),
                 }
             )
     if json_:
@@ -479,6 +533,10 @@ def compare(
         out.rows_csv(rows)
     else:
         out.emit_rows(rows, False, title="Comparison", columns=list(rows[0]))
+
+
+def _layout_text(par: dict) -> str:
+    return f"tp{par['tp']} pp{par['pp']} dp{par['dp']} ep{par['ep']}"
 
 
 @app.command()

@@ -24,7 +24,7 @@ from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
 from llmath.model.dtypes import Precision
-from llmath.ops import CLASSES, Scenario, Table, Value, experts_hit, one_hot
+from llmath.ops import CLASSES, Scenario, Table, Value, one_hot
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
@@ -330,7 +330,7 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
     if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
         kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
     spec = table.spec
-    U = float(experts_hit(float(B), spec.moe.n_experts, spec.moe.top_k)) if spec.moe is not None else 0.0
+    U = float(table.experts_hit(float(B))) if spec.moe is not None else 0.0
     inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
     x = np.array([1.0, float(B), U, 0.0])
     c0 = x @ kc
@@ -405,7 +405,7 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
     spec = table.spec
     Bf = np.asarray(B, dtype=float)[..., None]
-    U = experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else np.zeros_like(Bf)
+    U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
     X = np.concatenate([np.ones_like(Bf), Bf, np.broadcast_to(U, Bf.shape)], axis=-1)  # (…, 3)
     inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
     f = mm_factor(table, eff, B, B, p.compute)
