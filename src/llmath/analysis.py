@@ -32,8 +32,9 @@ from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, held_positions, table
+from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, table
 from llmath.ops.params import ParamReport, param_report
+from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth
 from llmath.validation import check_float
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
@@ -209,40 +210,6 @@ def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff,
         rep.comm = cost.comm_by_collective()
 
 
-# ---- KV cache -------------------------------------------------------------------------------------
-
-
-def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int | float]:
-    """KV-cache elements one sequence position adds, per attention window, read off the K/V writers.
-
-    ``layout="transformers"``: what transformers' cache holds (Falcon's new architecture caches K/V
-    broadcast to all N query heads). ``ops``: another operator list of ``spec`` (one GPU's under a layout).
-    """
-    out: dict[int | None, int | float] = {}
-    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
-        per = sum(t.coef for t in op.terms("kv_write") if t.mono == "BT") * op.count
-        if per:
-            if layout == "transformers" and spec.hf_cache_kv_heads:
-                per = per * spec.hf_cache_kv_heads // spec.n_kv_heads
-            out[op.window] = out.get(op.window, 0) + per
-    return out
-
-
-def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None):
-    """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
-
-    Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
-    """
-    total = 0
-    for w, per in kv_elements_per_position(spec, layout, ops).items():
-        if w is not None and layout == "transformers":
-            held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
-        else:
-            held = held_positions(positions, 0, w)
-        total = total + batch * held * per
-    return _num(total * precision.kv_bytes) if isinstance(total, int) else total * precision.kv_bytes
-
-
 # ---- memory ----------------------------------------------------------------------------------------
 
 
@@ -353,6 +320,7 @@ class Analysis:
             "efficiency": self.efficiency,
             "training": self.training,
             "warnings": self.warnings,
+            "components_not_in_stages": list(self.params.towers_not_counted),
         }
         d.update(self.generation)
         if self.parallel is not None:
@@ -404,7 +372,7 @@ def analyze(
         raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
     w, hw = Workload(batch, prompt, gen, prefix, attention, precision), hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes = _context_notes(spec, prefix + prompt + gen - 1)
+    notes = _context_notes(spec, prefix + prompt + gen - 1) + _wrapper_notes(spec)
     if hw is not None:
         hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
     params = param_report(spec)
@@ -431,6 +399,16 @@ def _context_notes(spec: ModelSpec, end: int) -> list[str]:
     return [msg]
 
 
+def _wrapper_notes(spec: ModelSpec) -> list[str]:
+    if not spec.wrapper:
+        return []
+    towers = ", ".join(spec.towers_not_counted) or "its other towers"
+    return [
+        f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
+        f"(text_config) only: {towers} not counted"
+    ]
+
+
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
     """KV cache after the prefill, at the end of the generation, and per position."""
     p, end = w.precision, w.prefix + w.prompt + w.gen - 1
@@ -438,6 +416,7 @@ def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
         "bytes": kv_cache_bytes(spec, w.batch, w.prefix + w.prompt, p),
         "peak_bytes": kv_cache_bytes(spec, w.batch, end, p),
         "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
+        **{k: v for k, v in kv_growth(spec, p).items() if k != "bytes_per_token"},
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },

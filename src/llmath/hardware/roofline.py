@@ -31,6 +31,10 @@ I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # compute-bound enough that max(compute, memory) at the large-GEMM rates describes them. A calibrated
 # skinny_rows curve is used up to this cut as well.
 SKINNY_ROWS = 64
+# Rows of one tensor-core GEMM tile for weight-only quantised GEMMs: Hopper's wgmma instructions are m64
+# (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"); CUTLASS tiles are 64 or 128 rows.
+TILE_ROWS = 64
+LARGE_ROWS = 4096  # rows at which the fitted GEMM fractions are compute-identified (far above every ridge)
 
 
 @lru_cache(maxsize=256)
@@ -148,21 +152,36 @@ def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
     return hw.peak(p.compute) * eff.matmul_for(p.compute), hw.vector_peak * eff.vector
 
 
-def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None) -> np.ndarray | None:
+def mm_factor(
+    table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None, weight_only: bool = False
+) -> np.ndarray | None:
     """(…, n_ops) factor on weight GEMMs' compute time at the ``matmul`` rate, 1 for the other ops; ``None``
     when there is none (the default efficiencies).
 
     With a fitted GEMM model for ``dtype``: η_matmul / ηc(rows, n·k) per op (the compute time becomes
-    FLOPs / (peak · ηc)); else 1 / η(rows) from a calibrated ``matmul_rows`` curve."""
+    FLOPs / (peak · ηc)); else 1 / η(rows) from a calibrated ``matmul_rows`` curve.
+
+    ``weight_only`` (weights narrower than the activations: W8A16, W4A16): the fit was measured with weights
+    in the compute format, and below the ridge its compute and weight-streaming terms cannot be told apart
+    (the fitted ηc follows the memory roof there). The dequantising kernel streams the narrow weights and
+    computes whole TILE_ROWS-row tiles at the large-GEMM fraction, so ηc is at least
+    ηc(LARGE_ROWS) · m / (TILE_ROWS · ⌈m / TILE_ROWS⌉)."""
     coef = eff.gemm_coef(dtype)
     if coef is not None:
         nk, share = _gemm_shapes(table)
         mm = eff.matmul_for(dtype or "")
 
+        def eta(x, cols):
+            return ef.fractions(coef, x, nk[cols], 1.0)[0]
+
         def ratio(rows, cols):  # (…, len(cols)), evaluated once per distinct row count (sweeps repeat a few)
             r = np.asarray(rows, dtype=float)
             u, idx = np.unique(r, return_inverse=True)
-            vals = mm / ef.fractions(coef, np.maximum(u[:, None] * share[cols], 1.0), nk[cols], 1.0)[0]
+            x = np.maximum(u[:, None] * share[cols], 1.0)
+            e = eta(x, cols)
+            if weight_only:
+                e = np.maximum(e, eta(np.full_like(x, LARGE_ROWS), cols) * x / (TILE_ROWS * np.ceil(x / TILE_ROWS)))
+            vals = mm / e
             return vals[idx.reshape(r.shape)]
 
         out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
@@ -181,6 +200,11 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     return _per_row_kind(table, inv_eta(tokens), inv_eta(batch), 1.0)
 
 
+def _weight_only(p: Precision) -> bool:
+    per = p.per_class
+    return per["weight"] < per["act_in"]
+
+
 def overheads(table: Table, eff: Efficiency, decode: bool) -> np.ndarray:
     """(n_ops,) overhead seconds of each op per pass: its kernels × the per-kernel overhead (in decode, decode
     attention's own where one was fitted)."""
@@ -195,7 +219,7 @@ def times(
 ):
     """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes."""
     mm_rate, vec_rate = rates(hw, p, eff)
-    f = mm_factor(table, eff, batch, tokens, p.compute)
+    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
     compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
     memory = bytes_ / op_bandwidth(table, hw, eff, batch, tokens, decode, p)
     return np.maximum(compute, memory) + overheads(table, eff, decode), compute, memory
@@ -224,7 +248,7 @@ def _stage_matrices(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(compute seconds, memory seconds) right-hand sides (n_monos, n_ops), and the overheads, for scalars."""
-    f = mm_factor(table, eff, batch, tokens, p.compute)
+    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
     if f is None:
         comp = _compute_rhs(table, hw, p, eff)
     else:
@@ -244,17 +268,7 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
         c, m = mv @ comp, mv @ mem
         return np.maximum(c, m) + ov, c, m
     B = np.asarray(B)
-    f = mm_factor(table, eff, B, B * np.asarray(scenario.T), p.compute)
-    if f is None:
-        comp = mv @ _compute_rhs(table, hw, p, eff)
-    else:
-        mm_rate, vec_rate = rates(hw, p, eff)
-        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    inv = inv_bandwidth(table, hw, eff, B, B * np.asarray(scenario.T), decode, p)
-    mem = (mv @ table.rhs(byte_weights_key(p))) * inv
-    t = np.maximum(comp, mem)
-    ov = overheads(table, eff, decode)
-    return (t + ov if ov.any() else t), comp, mem
+    return monomial_times(table, mv, hw, p, eff, B, B * np.asarray(scenario.T), decode)
 
 
 # ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
@@ -326,7 +340,7 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
     k = _decode_coefs(table, bw_key)
     mm_rate, vec_rate = rates(hw, p, eff)
     kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
-    f = mm_factor(table, eff, B, B, p.compute)
+    f = mm_factor(table, eff, B, B, p.compute, _weight_only(p))
     if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
         kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
     spec = table.spec
@@ -408,7 +422,7 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
     X = np.concatenate([np.ones_like(Bf), Bf, np.broadcast_to(U, Bf.shape)], axis=-1)  # (…, 3)
     inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
-    f = mm_factor(table, eff, B, B, p.compute)
+    f = mm_factor(table, eff, B, B, p.compute, _weight_only(p))
     c0 = X @ kc[:3] if f is None else (X @ k[:3, 0]) / mm_rate * f + (X @ k[:3, 1]) / vec_rate
     m0 = (X @ k[:3, 2]) * inv
     ov = overheads(table, eff, decode=True)
@@ -446,3 +460,21 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+
+
+def monomial_times(
+    table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+):
+    """(time, compute, memory) per op from monomial values ``mv`` (…, n_monos): the array path of
+    :func:`stage_times`, and the entry for callers that compose a pass from several scenarios (a serving
+    iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens."""
+    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
+    if f is None:
+        comp = mv @ _compute_rhs(table, hw, p, eff)
+    else:
+        mm_rate, vec_rate = rates(hw, p, eff)
+        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
+    mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    t = np.maximum(comp, mem)
+    ov = overheads(table, eff, decode)
+    return (t + ov if ov.any() else t), comp, mem

@@ -38,6 +38,7 @@ MAX_DEPTH = 64  # JSON nesting
 MAX_SIZE = 2**31 - 1  # any size field (width, layers, vocab, positions, ...)
 MAX_JSON_INT = 2**63
 
+POS_OR_LIST = "a positive integer or a list of them"
 POS, NONNEG, BOOL, FRACTION, POS_FLOAT, STR, STR_LIST, INT_LIST, MAPPING = (
     "a positive integer",
     "a non-negative integer",
@@ -69,6 +70,7 @@ FIELDS: dict[str, str] = {
     **dict.fromkeys(_POS_FIELDS.split(), POS),
     **dict.fromkeys(_NONNEG_FIELDS.split(), NONNEG),
     **dict.fromkeys(_BOOL_FIELDS.split(), BOOL),
+    "intermediate_size": POS_OR_LIST,  # gemma3n: one width per layer
     "partial_rotary_factor": FRACTION,
     "rotary_pct": FRACTION,
     "attn_logit_softcapping": POS_FLOAT,
@@ -229,6 +231,10 @@ def _as_int(v: Any) -> int | None:
 def _field(key: str, kind: str, v: Any, where: str) -> Any:
     """The checked (and for integers, normalised) value of one known field."""
     ok = v
+    if kind == POS_OR_LIST:
+        items = v if isinstance(v, list) and v else [v]
+        widths = [_field(key, POS, x, where) for x in items]
+        return widths if isinstance(v, list) else widths[0]
     if kind in (POS, NONNEG):
         ok = _as_int(v)
         if ok is not None and not ((1 if kind == POS else 0) <= ok <= MAX_SIZE):
@@ -287,9 +293,11 @@ def _check_moe(cfg: Mapping[str, Any], model_type: str, where: str) -> None:
         raise ConfigError(f"{where}: num_experts_per_tok={k} exceeds the {n} routed experts; fix the config.json")
 
 
-def check_config(cfg: Any, where: str, supported: Mapping[str, Any], type_aliases: Mapping[str, str]) -> dict[str, Any]:
-    """A checked, normalised copy of a parsed config.json (``text_config`` unwrapped when the top level's
-    model_type is not in ``supported``). Raises :class:`ConfigError`."""
+def check_config(
+    cfg: Any, where: str, supported: Mapping[str, Any], type_aliases: Mapping[str, str], unwrap: bool = True
+) -> dict[str, Any]:
+    """A checked, normalised copy of a parsed config.json (with ``unwrap``, ``text_config`` unwrapped when
+    the top level's model_type is not in ``supported``). Raises :class:`ConfigError`."""
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{where}: expected a JSON object at the top level, got {type(cfg).__name__}")
     check_values(cfg, where)
@@ -297,7 +305,7 @@ def check_config(cfg: Any, where: str, supported: Mapping[str, Any], type_aliase
     mt = cfg.get("model_type")
     if mt is not None and not isinstance(mt, str):
         _field("model_type", STR, mt, where)
-    if isinstance(cfg.get("text_config"), Mapping) and mt is not None and mt not in supported:
+    if unwrap and isinstance(cfg.get("text_config"), Mapping) and mt is not None and mt not in supported:
         cfg = dict(cfg["text_config"])
         mt = cfg.get("model_type")
     for key, kind in FIELDS.items():

@@ -128,7 +128,16 @@ def params_human(rep) -> None:
         t2.add_row(k, str(rep.layer_counts[k]), f"{v:,}")
     c.print(t2)
     if rep.active_per_token != rep.total:
-        c.print(f"active per token (MoE): {rep.active_per_token:,} ({rep.active_per_token / rep.total:.1%} of total)")
+        c.print(
+            f"active per token: {rep.active_per_token:,} ({rep.active_per_token / rep.total:.1%} of total; "
+            f"one embedding row, routed experts not chosen excluded; {rep.active_per_token_with_embedding:,} "
+            "with the whole embedding table)"
+        )
+    if rep.wrapper:
+        c.print(
+            f"language model of a {rep.wrapper} wrapper: {', '.join(rep.towers_not_counted) or 'other towers'} "
+            "not counted"
+        )
     t3 = Table(title="the seeds' estimates vs the exact count")
     t3.add_column("estimate")
     t3.add_column("value", justify="right")
@@ -268,8 +277,14 @@ def analysis_human(a, top: int = 8) -> None:
     line += f"; 12·L·d² estimate {p.estimates['12Ld2']:,} ({p.estimate_error['12Ld2']:+.1%})"
     c.print(line)
     kv = a.kv_cache
+    growth = ""
+    if kv.get("windows_full_at"):
+        growth = (
+            f" ({kv['growth_bytes_per_token']:,} B per token once every sliding window is full, from "
+            f"{kv['windows_full_at']:,} positions; the windows then hold {kv['window_bytes']:,} B)"
+        )
     c.print(
-        f"KV cache: {kv['bytes_per_token']:,} B per token per sequence; {gb(kv['bytes'])} after prefill "
+        f"KV cache: {kv['bytes_per_token']:,} B per token per sequence{growth}; {gb(kv['bytes'])} after prefill "
         f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end"
     )
     if a.parallel:
