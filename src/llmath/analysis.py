@@ -19,12 +19,14 @@ from typing import Any, cast
 
 import numpy as np
 
+from llmath.checks import ANALYZE_ARGS, _check_degrees, _check_hardware, _check_len, _check_precision, _check_sizes
 from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, gpu_parts, rank_table
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
-from llmath.errors import LayoutError, WorkloadError
+from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
+from llmath.hardware.efficiency import check_overrides
 from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
@@ -33,15 +35,10 @@ from llmath.model.spec import ModelSpec
 from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, table
 from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight_bytes_per_element
 from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth
+from llmath.validation import check_float
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()
-
-
-def _check_len(name: str, v, minimum: int = 1) -> None:
-    arr = np.asarray(v)
-    if not np.issubdtype(arr.dtype, np.integer) or np.any(arr < minimum):
-        raise WorkloadError(f"{name}={v!r} must be an integer >= {minimum}")
 
 
 @dataclass(frozen=True)
@@ -58,7 +55,7 @@ class Workload:
         _check_len("prompt", self.prompt)
         _check_len("gen", self.gen)
         _check_len("prefix", self.prefix, 0)
-        if self.attention not in ("eager", "flash"):
+        if not isinstance(self.attention, str) or self.attention not in ("eager", "flash"):
             raise WorkloadError(f"attention={self.attention!r} must be 'eager' or 'flash'")
 
 
@@ -72,7 +69,7 @@ class OpRow:
     flops: Value
     vflops: Value
     bytes: dict[str, Value]
-    intensity: float
+    intensity: float | None  # FLOPs / bytes; None when the op moves no bytes (0/0)
     time_s: float | None = None
     compute_s: float | None = None
     memory_s: float | None = None
@@ -123,7 +120,7 @@ def _op_row(prefix: str, c, bpe: dict[str, float]) -> OpRow:
         c.values.get("flops", 0),
         c.values.get("vflops", 0),
         b,
-        fl / bt if bt else float("inf"),
+        fl / bt if bt else None,  # no bytes (e.g. an empty cache append): undefined, JSON null
         layer_kind=c.op.layer_kind,
     )
 
@@ -360,17 +357,22 @@ def analyze(
     ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
     and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
     layout and ``comm`` its collectives. Without them, one device, exactly as before.
+    ``efficiency_overrides``: fields of :class:`~llmath.hardware.efficiency.Efficiency`; others are errors.
     """
+    check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
-    precision, read_notes = execution.checkpoint_precision(model, precision)
+    batch, prompt, gen, prefix = _check_sizes(batch, prompt, gen, prefix)
+    reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
+    precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
+    hardware = _check_hardware(hardware)
+    gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
     if any(v is not None for v in (gpus, tp, pp, ep, dp)):
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
         return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
                                efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
     if overlap != "none":
         raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
-    w = Workload(batch, prompt, gen, prefix, attention, precision)
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    w, hw = Workload(batch, prompt, gen, prefix, attention, precision), hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
     notes = read_notes + _context_notes(spec, prefix + prompt + gen - 1) + _wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
@@ -556,8 +558,11 @@ def scenario(
     """The fast path (floats, no exact integers): one scenario's params, per-op prefill and decode-step times,
     and a whole generation's serving metrics, from the cached coefficient tables."""
     spec = resolve(model)
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    p = execution.checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given
+    if (hw := _check_hardware(hardware)) is None:
+        raise HardwareError("scenario() needs a hardware (a registry name, a file, or a llmath Hardware)")
+    p = execution.checkpoint_precision(model, _check_precision(precision))[0]  # the checkpoint's unless given
+    w = Workload(batch, prompt, gen, 0, attention, p)
+    batch, prompt, gen = int(w.batch), int(w.prompt), int(w.gen)
     eff = efficiency(efficiency_mode, hw)
     pre_t, _, _ = stage_times(table(spec, "prefill", attention), Scenario(batch, prompt, 0), hw, p, eff, False)
     dec_t, _, _ = stage_times(table(spec, "decode", attention), Scenario(batch, 1, prompt), hw, p, eff, True)

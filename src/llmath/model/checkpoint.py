@@ -26,6 +26,7 @@ from typing import Any
 
 from llmath.errors import ConfigError
 from llmath.model import formats as fmt
+from llmath.model.config_check import file_kind
 from llmath.model.dtypes import MODULES, Precision
 from llmath.model.quant import checkpoint_reading, module_of
 from llmath.model.spec import ModelSpec
@@ -123,7 +124,7 @@ def load_dir(d: Path, name: str | None = None, source: str | None = None) -> Che
     """A directory (or config.json path) with its sidecar and safetensors headers."""
     from llmath.model.hf import read_config, spec_from_config
 
-    cfg_path = d / "config.json" if d.is_dir() else d
+    cfg_path = d / "config.json" if file_kind(d) == "dir" else d
     folder = cfg_path.parent
     cfg = read_config(cfg_path)
     stem = name or (folder.name if cfg_path.name == "config.json" else cfg_path.stem)
@@ -165,11 +166,12 @@ def load(model: str) -> Checkpoint:
     if name is not None:
         return registry.checkpoint(name)
     p = Path(model)
+    kind = file_kind(p)
     if p.suffix.lower() == ".gguf":
-        if not p.exists():
-            raise ConfigError(f"{p}: no such GGUF file")
+        if kind != "file":
+            raise ConfigError(f"{str(p)[:200]}: no such GGUF file (a regular .gguf file is needed)")
         return load_gguf(p)
-    if p.suffix == ".json" or p.is_dir() or p.exists():
+    if p.suffix == ".json" or kind != "missing":
         return load_dir(p)
     from llmath.model import hub
 

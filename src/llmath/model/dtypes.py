@@ -35,9 +35,12 @@ GROUPED = ("int8", "int4")
 DTYPES = tuple(BITS)
 MODULES = ("embedding", "attention", "ffn", "experts", "shared_experts", "router", "lm_head", "norm")
 KEEP_16BIT = ("embedding", "lm_head", "router", "norm")
+MAX_GROUP = 1 << 20
 
 
 def check_dtype(value: str, what: str = "dtype") -> str:
+    if not isinstance(value, str):
+        raise WorkloadError(f"{what}={value!r} must be a format name, e.g. bf16, fp8, int4, nvfp4, q4_k_m")
     role = "kv" if what.startswith("kv") else "activations" if what.startswith("activ") else "weights"
     return fmt.canonical(value, role)
 
@@ -79,8 +82,9 @@ class Precision:
         object.__setattr__(self, "kv", check_dtype(self.kv, "kv dtype"))
         if self.act_quant is not None:
             object.__setattr__(self, "act_quant", check_dtype(self.act_quant, "activations dtype"))
-        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size <= 0:
-            raise WorkloadError(f"group_size={self.group_size!r} must be a positive integer (e.g. 128)")
+        g = self.group_size
+        if isinstance(g, bool) or not isinstance(g, int) or not 0 < g <= MAX_GROUP:
+            raise WorkloadError(f"group_size={g!r} must be a positive integer <= {MAX_GROUP:,} (e.g. 128)")
         object.__setattr__(self, "modules", _pairs(self.modules, "modules", lambda v: fmt.canonical(v, "weights")))
         object.__setattr__(self, "module_bytes", _pairs(self.module_bytes, "module_bytes", _positive))
         meas = self.measured_bytes.items() if isinstance(self.measured_bytes, dict) else self.measured_bytes

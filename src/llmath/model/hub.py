@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from llmath.errors import ConfigError, UnknownNameError
+from llmath.model.config_check import file_kind
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 FILES = ("config.json", "hf_quant_config.json")
@@ -19,7 +20,7 @@ FILES = ("config.json", "hf_quant_config.json")
 
 def looks_like_repo_id(s: str) -> bool:
     """``org/name`` with hub characters only (and not an existing path)."""
-    return bool(REPO_ID.match(s)) and ".." not in s and not Path(s).exists()
+    return bool(REPO_ID.match(s)) and ".." not in s and file_kind(s) == "missing"
 
 
 def fetch(repo_id: str, revision: str | None = None) -> Path:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from llmath.errors import UnknownNameError
+from llmath.model.config_check import file_kind
 from llmath.model.hf import read_config, spec_from_config
 from llmath.model.spec import ModelSpec
 
@@ -110,13 +112,19 @@ def resolve(model: str | ModelSpec) -> ModelSpec:
     """A registry name, a config.json path (or a directory holding one), or a spec -> spec."""
     if isinstance(model, ModelSpec):
         return model
+    if not isinstance(model, str | os.PathLike):
+        raise UnknownNameError(
+            f"model={model!r} must be a registry name or hub id (see 'llmath models'), a config.json or .gguf path, "
+            "or a llmath.ModelSpec"
+        )
+    model = os.fspath(model)
     name = lookup(model)
     if name is not None:
         return spec(name)
     p = Path(model)
-    if p.suffix.lower() != ".gguf" and (p.suffix == ".json" or p.is_dir() or p.exists()):
+    if p.suffix.lower() != ".gguf" and (p.suffix == ".json" or file_kind(p) != "missing"):
         cfg = read_config(p)
-        stem = p.parent.name if p.name == "config.json" else (p.name if p.is_dir() else p.stem)
+        stem = p.parent.name if p.name == "config.json" else (p.name if file_kind(p) == "dir" else p.stem)
         return spec_from_config(cfg, name=stem, source=str(p))
     from llmath.model.checkpoint import load  # .gguf files and hub ids not bundled
 

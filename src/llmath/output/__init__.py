@@ -9,6 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from llmath.validation import finite_or_none
+
+MAX_TABLE_ROWS = 2000
+
 
 def _default(o):
     if isinstance(o, np.generic):
@@ -18,8 +22,18 @@ def _default(o):
     return str(o)
 
 
+def to_json(obj: Any, indent: int | None = 2) -> str:
+    """Strict JSON: NumPy values converted, NaN/±Infinity written as ``null`` (JSON has no such numbers;
+    e.g. the intensity of an operator that moves no bytes is 0/0)."""
+    return json.dumps(finite_or_none(json.loads(json.dumps(obj, default=_default))), indent=indent, allow_nan=False)
+
+
 def emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=_default) + "\n")
+    sys.stdout.write(to_json(obj) + "\n")
+
+
+def _g(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
 
 
 def _console():
@@ -71,6 +85,9 @@ def emit_rows(rows: list[dict[str, Any]], as_json: bool, title: str, columns: li
         return
     from rich.table import Table
 
+    if len(rows) > MAX_TABLE_ROWS:  # a terminal table of 10^6 rows takes minutes and helps nobody
+        note(f"showing the first {MAX_TABLE_ROWS:,} of {len(rows):,} rows; --csv or --json print them all")
+        rows = rows[:MAX_TABLE_ROWS]
     t = Table(title=title)
     for c in columns:
         t.add_column(c, overflow="fold")
@@ -173,7 +190,7 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
             si(r.bytes["act_out"], "B"),
             si(r.bytes["kv_read"], "B"),
             si(r.bytes["kv_write"], "B"),
-            f"{r.intensity:.3g}",
+            _g(r.intensity),
         ]
         if r.time_s is not None:
             row += [ms(r.time_s), r.bound]
@@ -346,7 +363,7 @@ def analysis_human(a, top: int = 8) -> None:
                     r.bound,
                     si(r.flops + r.vflops),
                     si(sum(r.bytes.values()), "B"),
-                    f"{r.intensity:.3g}",
+                    _g(r.intensity),
                 )
             c.print(tt)
     if a.prefill.flops["useful_matmul"] != a.prefill.flops["matmul"]:

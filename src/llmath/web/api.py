@@ -20,7 +20,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from llmath.errors import LLMathError, WorkloadError
+from llmath.errors import LLMathError, UnknownNameError, WorkloadError
 
 Params = dict[str, str]
 
@@ -53,14 +53,36 @@ def _int(params: Params, name: str, lo: int = 0, hi: int = 1 << 40) -> int | Non
     return v
 
 
+def _registry_only(kind: str, value: str, known: list[str]) -> str:
+    """A registry name (the web API never reads a server-side path), else an error with the closest names."""
+    if value in known:
+        return value
+    from llmath.model.registry import closest
+
+    close = closest(value, known)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    raise UnknownNameError(
+        f"unknown {kind} {value[:100]!r}{hint}. The web API takes registry names only "
+        f"(/api/meta lists them); POST a config.json to analyse another model"
+    )
+
+
+def _model_name(params: Params) -> str:
+    """The bundled model the request names (registry name or its hub id, any case); never a path."""
+    from llmath.model import registry
+
+    name = str(params.get("model") or "llama-3-8b")
+    return registry.lookup(name) or _registry_only("model", name, registry.names())
+
+
 def _model(params: Params, config: dict | None):
-    from llmath.model.registry import resolve
+    from llmath.model import registry
 
     if config is not None:
         from llmath.model.hf import spec_from_config
 
-        return spec_from_config(config, name=str(params.get("model") or "uploaded config"))
-    return resolve(str(params.get("model") or "llama-3-8b"))
+        return spec_from_config(config, name=str(params.get("model") or "uploaded config")[:200])
+    return registry.spec(_model_name(params))
 
 
 def _precision(params: Params, config: dict | None):
@@ -68,7 +90,7 @@ def _precision(params: Params, config: dict | None):
     with the page's dtype / weights / activations / KV choices overriding them (empty = the checkpoint's)."""
     from llmath.model.checkpoint import precision_for
 
-    model = _model(params, config) if config is not None else str(params.get("model") or "llama-3-8b")
+    model = _model(params, config) if config is not None else _model_name(params)
     pick = [str(params[k]) if params.get(k) else None for k in ("dtype", "weights", "activations", "kv_dtype")]
     return precision_for(model, *pick)
 
@@ -95,8 +117,10 @@ def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any
 
 
 def _hardware(params: Params) -> str | None:
-    hw = params.get("hardware") or "h100-sxm"
-    return None if hw == "none" else str(hw)
+    from llmath import hardware
+
+    hw = str(params.get("hardware") or "h100-sxm")
+    return None if hw == "none" else _registry_only("hardware", hw, hardware.names() + sorted(hardware.aliases()))
 
 
 def _run(params: Params, config: dict | None, **override) -> dict[str, Any]:
