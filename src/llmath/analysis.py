@@ -19,28 +19,26 @@ from typing import Any, cast
 
 import numpy as np
 
+from llmath.checks import ANALYZE_ARGS, _check_degrees, _check_hardware, _check_len, _check_precision, _check_sizes
 from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, fitted_device, gpu_parts, rank_table
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
-from llmath.errors import LayoutError, WorkloadError
-from llmath.hardware import Hardware
+from llmath.errors import HardwareError, LayoutError, WorkloadError
+from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
+from llmath.hardware.efficiency import check_overrides
 from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, held_positions, table
-from llmath.ops.params import ParamReport, param_report
+from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, table
+from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight_bytes_per_element
+from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth
+from llmath.validation import check_float
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()
-
-
-def _check_len(name: str, v, minimum: int = 1) -> None:
-    arr = np.asarray(v)
-    if not np.issubdtype(arr.dtype, np.integer) or np.any(arr < minimum):
-        raise WorkloadError(f"{name}={v!r} must be an integer >= {minimum}")
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ class Workload:
         _check_len("prompt", self.prompt)
         _check_len("gen", self.gen)
         _check_len("prefix", self.prefix, 0)
-        if self.attention not in ("eager", "flash"):
+        if not isinstance(self.attention, str) or self.attention not in ("eager", "flash"):
             raise WorkloadError(f"attention={self.attention!r} must be 'eager' or 'flash'")
 
 
@@ -71,7 +69,7 @@ class OpRow:
     flops: Value
     vflops: Value
     bytes: dict[str, Value]
-    intensity: float
+    intensity: float | None  # FLOPs / bytes; None when the op moves no bytes (0/0)
     time_s: float | None = None
     compute_s: float | None = None
     memory_s: float | None = None
@@ -122,7 +120,7 @@ def _op_row(prefix: str, c, bpe: dict[str, float]) -> OpRow:
         c.values.get("flops", 0),
         c.values.get("vflops", 0),
         b,
-        fl / bt if bt else float("inf"),
+        fl / bt if bt else None,  # no bytes (e.g. an empty cache append): undefined, JSON null
         layer_kind=c.op.layer_kind,
     )
 
@@ -159,6 +157,7 @@ def stage_report(
             "('llmath params'), but stage costs are modelled for decoder-only models"
         )
     bpe = precision.per_class
+    wbpe = weight_bytes_per_element(spec, precision)  # weights' bytes per element by the op's module
     rows: list[OpRow] = []
     tot: dict[str, Value] = dict.fromkeys(CLASSES, 0)
     parts = gpu_parts(spec, cast(Stage, stage), cast(Attention, attention), layout)
@@ -167,9 +166,9 @@ def stage_report(
         for c in costs:
             for k in CLASSES:
                 tot[k] = tot[k] + c.values.get(k, 0)
-            rows.append(_op_row(prefix, c, bpe))
+            rows.append(_op_row(prefix, c, bpe | {"weight": wbpe.get(c.op.module, bpe["weight"])}))
         rows += _collective_rows(prefix, colls, scenario, spec, precision)
-    byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
+    byts = {("weights" if k == "weight" else k): _num(sum(r.bytes.get(k, 0) for r in rows)) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
     flops: dict[str, Value] = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
@@ -215,40 +214,6 @@ def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff,
         rep.comm = cost.comm_by_collective()
 
 
-# ---- KV cache -------------------------------------------------------------------------------------
-
-
-def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int | float]:
-    """KV-cache elements one sequence position adds, per attention window, read off the K/V writers.
-
-    ``layout="transformers"``: what transformers' cache holds (Falcon's new architecture caches K/V
-    broadcast to all N query heads). ``ops``: another operator list of ``spec`` (one GPU's under a layout).
-    """
-    out: dict[int | None, int | float] = {}
-    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
-        per = sum(t.coef for t in op.terms("kv_write") if t.mono == "BT") * op.count
-        if per:
-            if layout == "transformers" and spec.hf_cache_kv_heads:
-                per = per * spec.hf_cache_kv_heads // spec.n_kv_heads
-            out[op.window] = out.get(op.window, 0) + per
-    return out
-
-
-def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None):
-    """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
-
-    Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
-    """
-    total = 0
-    for w, per in kv_elements_per_position(spec, layout, ops).items():
-        if w is not None and layout == "transformers":
-            held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
-        else:
-            held = held_positions(positions, 0, w)
-        total = total + batch * held * per
-    return _num(total * precision.kv_bytes) if isinstance(total, int) else total * precision.kv_bytes
-
-
 # ---- memory ----------------------------------------------------------------------------------------
 
 
@@ -291,8 +256,7 @@ def memory_report(
     p = w.precision
     ops, tab = rank if rank is not None else (None, None)
     B = w.batch if batch is None else batch
-    n_params = params.total if ops is None else sum(n * op.count for op in ops for _, n in op.params)
-    weights = n_params * p.weight_bytes
+    weights = weight_bytes_of(spec, p, ops)  # per module (one GPU's shard under a layout)
     end = w.prefix + w.prompt + w.gen - 1
     kv = kv_cache_bytes(spec, B, end, p, ops=ops)
     act = float(activation_peak_bytes(spec, B, w.prompt, w.attention, p, w.prefix, tab))
@@ -344,6 +308,7 @@ class Analysis:
     warnings: list[str] = field(default_factory=list)
     training: dict[str, int] = field(default_factory=dict)
     parallel: dict[str, Any] | None = None  # the layout and its per-stage figures (multi-GPU only)
+    precision: dict[str, Any] = field(default_factory=dict)  # formats per module, their sources, what runs
     comm: dict[str, Any] | None = None  # bytes and time per stage by collective (multi-GPU only)
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
@@ -359,6 +324,8 @@ class Analysis:
             "efficiency": self.efficiency,
             "training": self.training,
             "warnings": self.warnings,
+            "precision": self.precision,
+            "components_not_in_stages": list(self.params.towers_not_counted),
         }
         d.update(self.generation)
         if self.parallel is not None:
@@ -393,20 +360,25 @@ def analyze(
     ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
     and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
     layout and ``comm`` its collectives. Without them, one device, exactly as before.
+    ``efficiency_overrides``: fields of :class:`~llmath.hardware.efficiency.Efficiency`; others are errors.
     """
+    check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
+    batch, prompt, gen, prefix = _check_sizes(batch, prompt, gen, prefix)
+    reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
+    precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
+    hardware = _check_hardware(hardware)
+    gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
     if any(v is not None for v in (gpus, tp, pp, ep, dp)):
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
         return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
                                efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
     if overlap != "none":
         raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
-    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    w, hw = Workload(batch, prompt, gen, prefix, attention, precision), hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes = _context_notes(spec, prefix + prompt + gen - 1)
-    if hw is not None:
-        hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
+    notes = read_notes + _context_notes(spec, prefix + prompt + gen - 1) + _wrapper_notes(spec)
+    notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
     params = param_report(spec)
     pre = stage_report(spec, "prefill", Scenario(batch, prompt, prefix), attention, w.precision, hw, eff)
     dec = stage_report(spec, "decode", Scenario(batch, 1, prefix + prompt), attention, w.precision, hw, eff)
@@ -414,6 +386,7 @@ def analyze(
     mem = memory_report(spec, params, w, hw, reserve_bytes)
     a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w), params, pre, dec, kv, mem, warnings=notes)
     a.training = training_flops(spec, batch, prompt)
+    a.precision = execution.precision_report(spec, w.precision, hw, attention)
     if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
@@ -431,6 +404,16 @@ def _context_notes(spec: ModelSpec, end: int) -> list[str]:
     return [msg]
 
 
+def _wrapper_notes(spec: ModelSpec) -> list[str]:
+    if not spec.wrapper:
+        return []
+    towers = ", ".join(spec.towers_not_counted) or "its other towers"
+    return [
+        f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
+        f"(text_config) only: {towers} not counted"
+    ]
+
+
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
     """KV cache after the prefill, at the end of the generation, and per position."""
     p, end = w.precision, w.prefix + w.prompt + w.gen - 1
@@ -438,6 +421,7 @@ def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
         "bytes": kv_cache_bytes(spec, w.batch, w.prefix + w.prompt, p),
         "peak_bytes": kv_cache_bytes(spec, w.batch, end, p),
         "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
+        **{k: v for k, v in kv_growth(spec, p).items() if k != "bytes_per_token"},
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
@@ -468,8 +452,6 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **overrides) if hw is not None else None
-    if hw is not None:
-        hw.peak(w.precision.compute)
     b = layout.replica_batch(batch)
     p = w.precision
     pre = stage_report(spec, "prefill", Scenario(b, prompt, prefix), attention, p, hw, eff, layout)
@@ -489,6 +471,7 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
         mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
         mem.max_context = min(int(m.max_context or 0) for m in mems)
     notes = _context_notes(spec, prefix + prompt + gen - 1)
+    notes += execution.fallback_notes(spec, w.attention, p, hw)
     if batch % layout.dp:
         notes.append(
             f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
@@ -497,6 +480,7 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w) | {"replica_batch": b}, param_report(spec),
                  pre, dec, _kv_summary(spec, w), mem, warnings=notes)  # fmt: skip
     a.training = training_flops(spec, batch, prompt)
+    a.precision = execution.precision_report(spec, p, hw, attention)
     deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
     a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
     a.comm = {"prefill": pre.comm, "decode": dec.comm}
@@ -523,7 +507,7 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
     pvals = table(spec, "prefill", w.attention).values(Scenario(w.batch, w.prompt, w.prefix))
     pre_flops = float(pvals[..., CLASSES.index("flops")].sum())
     dvals = t.values(Scenario(w.batch, 1, w.prefix + w.prompt))
-    dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
+    dbytes0 = float((dvals * byte_weights(t, w.precision)).sum())
     return _serving(w, hw, 1, ttft, float(d.total_s), float(d.first_s), float(d.last_s), float(d.steps), pre_flops,
                     dbytes0)  # fmt: skip
 
@@ -532,7 +516,7 @@ def _serving(w: Workload, hw: Hardware, gpus: int, ttft, dec_total, first, last,
     """Serving metrics of a generation from its prefill time and decode-step sums (one GPU's path)."""
     e2e = ttft + dec_total
     tpot = dec_total / steps if steps else 0.0
-    peak = hw.peak(w.precision.compute)
+    peak = hw.peak_flops_per_s[execution.executed(hw, w.precision.compute)[0]]  # the default weights' GEMMs
     return {
         "ttft_s": ttft,
         "tpot_s": tpot,
@@ -577,8 +561,11 @@ def scenario(
     """The fast path (floats, no exact integers): one scenario's params, per-op prefill and decode-step times,
     and a whole generation's serving metrics, from the cached coefficient tables."""
     spec = resolve(model)
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    p = precision or DEFAULT_PRECISION
+    if (hw := _check_hardware(hardware)) is None:
+        raise HardwareError("scenario() needs a hardware (a registry name, a file, or a llmath Hardware)")
+    p = execution.checkpoint_precision(model, _check_precision(precision))[0]  # the checkpoint's unless given
+    w = Workload(batch, prompt, gen, 0, attention, p)
+    batch, prompt, gen = int(w.batch), int(w.prompt), int(w.gen)
     eff = efficiency(efficiency_mode, hw)
     pre_t, _, _ = stage_times(table(spec, "prefill", attention), Scenario(batch, prompt, 0), hw, p, eff, False)
     dec_t, _, _ = stage_times(table(spec, "decode", attention), Scenario(batch, 1, prompt), hw, p, eff, True)

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from llmath.errors import WorkloadError
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, evaluate, table
+from llmath.validation import MAX_BATCH, MAX_POINTS, MAX_TOKENS, check_int
+
+MAX_CONTEXTS = 1000  # per-token rows in one report (each is a full evaluation)
 
 
 def _is_proj(op) -> bool:
@@ -140,6 +144,14 @@ def context_warnings(spec: ModelSpec, longest: int) -> list[str]:
 
 
 def seed_report(spec: ModelSpec, contexts, prompt: int, gen: int, batch: int) -> dict:
+    """All of the above for one model. The token loop and the cumulative intensity evaluate every step at
+    once (arrays of ``prompt`` and ``gen`` − 1 contexts), so both are capped at ``MAX_POINTS``."""
+    batch = check_int("batch", batch, 1, MAX_BATCH)
+    prompt = check_int("prompt", prompt, 1, MAX_POINTS)
+    gen = check_int("gen", gen, 1, MAX_POINTS + 1)
+    contexts = [check_int("context", c, 1, MAX_TOKENS) for c in np.atleast_1d(np.asarray(contexts)).tolist()]
+    if not contexts or len(contexts) > MAX_CONTEXTS:
+        raise WorkloadError(f"contexts: give 1 to {MAX_CONTEXTS} contexts (got {len(contexts)})")
     rows, cum = intensity_over_generation(spec, batch, prompt, gen)
     return {
         "warnings": context_warnings(spec, max(int(np.max(contexts)), prompt + gen - 1)),

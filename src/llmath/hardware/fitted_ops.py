@@ -102,19 +102,23 @@ def _decode_fractions(coef, cols: Columns, p: Precision, B, u, heads=None, kv_he
     return ec, em
 
 
-def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, f, inv, context):
+def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, f, inv, context,
+          rts):  # fmt: skip
     """(compute factor, seconds per byte), each (…, n_ops), with the fitted attention and MoE columns set.
 
     ``f`` multiplies an op's matmul FLOPs at the ``matmul`` rate (``None``: ones), ``inv`` is
     :func:`llmath.hardware.roofline.inv_bandwidth`'s. ``context``: in decode, the step's S (``None``: decode
     attention keeps its scalar fraction); in prefill (B = ``batch`` sequences of T = ``tokens`` / B new
     tokens), optionally a mask of the passes that mix decode tokens into prefill chunks: their attention reads
-    the decoders' KV caches as well, which no single fitted shape describes, so it keeps the scalar fractions."""
+    the decoders' KV caches as well, which no single fitted shape describes, so it keeps the scalar fractions.
+    ``rts``: (the roofline's matmul rate per op, each op's dense peak in the format it executes in, the
+    format weight GEMMs run in): ``f`` is relative to the first, the fitted fractions apply to the second."""
+    mm, peaks, run_fmt = rts
     cols = columns(table)
     do_attn = cols.attn.size and (context is not None or not decode)
     mixed = None if (decode or context is None) else np.asarray(context, dtype=bool)[..., None]
     ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
-    moe = eff.fit("moe", p.compute) if cols.routed.size else None
+    moe = eff.fit("moe", run_fmt) if cols.routed.size else None
     if ctx is None and moe is None:
         return f, inv
     B = np.asarray(batch, dtype=float)[..., None]
@@ -126,26 +130,26 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     if inv.shape != shape or not inv.flags.writeable:
         inv = np.array(np.broadcast_to(inv, shape))
     bw = hw.memory_bandwidth_bytes_per_s
-    mm = hw.peak(p.compute) * eff.matmul_for(p.compute)
     if ctx is not None:
         j = cols.attn
         if decode:
             ec, em = _decode_fractions(ctx, cols, p, B, np.minimum(S + 1, cols.windows))
-            f[..., j], inv[..., j] = mm / (hw.vector_peak * ec), 1.0 / (bw * em)
+            f[..., j], inv[..., j] = mm[j] / (hw.vector_peak * ec), 1.0 / (bw * em)
         else:
             T = rows / B
             kv = _fmt(p.kv) or "bf16"
             xm = ef.attn_context_cost(B, T, cols.heads, cols.kv_heads, cols.head_dim, kv, kv)[2]
             ec, em, _ = ef.fractions(ctx, T, B * cols.heads * T, xm)
-            fa, ia = mm / (hw.peak(kv) * ec), 1.0 / (bw * em)
+            fa, ia = mm[j] / (peaks[j] * ec), 1.0 / (bw * em)
             if mixed is not None:
                 fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
             f[..., j], inv[..., j] = fa, ia
     if moe is not None:
         h, i, k, E = cols.moe
-        xm = ef.moe_cost(rows, h, i, k, E, _fmt(p.compute) or "bf16")[2]
+        r = cols.routed
+        xm = ef.moe_cost(rows, h, i, k, E, _fmt(run_fmt) or "bf16")[2]
         ec, em, _ = ef.fractions(moe, rows * k / E, float(h * i), xm)
-        f[..., cols.routed] = mm / (hw.peak(_fmt(p.compute) or p.compute) * ec)
+        f[..., r] = mm[r] / (peaks[r] * ec)
         inv[..., cols.routed] = 1.0 / (bw * em)
     return f, inv
 

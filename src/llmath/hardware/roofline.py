@@ -24,8 +24,11 @@ from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
+from llmath.hardware.execution import executed, op_executed, op_peaks
+from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import CLASSES, Scenario, Table, Value, one_hot
+from llmath.ops.table import byte_key
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
@@ -38,14 +41,20 @@ TILE_ROWS = 64
 LARGE_ROWS = 4096  # rows at which the fitted GEMM fractions are compute-identified (far above every ridge)
 
 
-@lru_cache(maxsize=256)
-def byte_weights_key(p: Precision) -> tuple[float, ...]:
-    return tuple(byte_weights(p))
+def byte_weights_key(table: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
+    """Hashable (n_ops, n_classes) bytes per element (weights by each op's module)."""
+    return byte_key(table, p)
 
 
-def byte_weights(p: Precision) -> np.ndarray:
-    per = p.per_class
-    return np.array([per.get(c, 0.0) for c in CLASSES])
+def byte_weights(table: Table, p: Precision) -> np.ndarray:
+    """(n_ops, n_classes) bytes per element of each op's classes (weights by the op's module)."""
+    return table.byte_matrix(p)
+
+
+@lru_cache(maxsize=1024)
+def run_format(hw: Hardware, p: Precision) -> str:
+    """The format the default weights' GEMMs run in on ``hw`` (after fallbacks): the fitted models' key."""
+    return executed(hw, p.compute)[0]
 
 
 def _base_inv(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> np.ndarray:
@@ -102,7 +111,7 @@ def _gemm_shapes(table: Table) -> tuple[np.ndarray, np.ndarray]:
 def _fitted_inv(table: Table, hw: Hardware, eff: Efficiency, p: Precision, decode: bool) -> np.ndarray | None:
     """(n_ops,) seconds per byte with a fitted GEMM model: weight GEMMs at its memory fraction for their
     weight bytes per run, the other ops as :func:`_base_inv`; ``None`` without a fit for ``p``'s format."""
-    coef = eff.gemm_coef(p.compute)
+    coef = eff.gemm_coef(run_format(hw, p))
     if coef is None:
         return None
     nk, _ = _gemm_shapes(table)
@@ -148,9 +157,17 @@ def op_bandwidth(
     return 1.0 / inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
 
 
-def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
-    """Achievable (matmul, vector) FLOP/s."""
-    return hw.peak(p.compute) * eff.matmul_for(p.compute), hw.vector_peak * eff.vector
+def rates(hw: Hardware, p: Precision, eff: Efficiency, table: Table) -> tuple[np.ndarray, float]:
+    """Achievable matmul FLOP/s per op (each in the format the device executes it in) and vector FLOP/s."""
+    return _mm_rates(table, hw, p, eff), hw.vector_peak * eff.vector
+
+
+@lru_cache(maxsize=1024)
+def _mm_rates(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
+    fmts = op_executed(table, hw, p)
+    out = op_peaks(table, hw, p) * np.array([eff.matmul_for(f) for f in fmts])
+    out.setflags(write=False)
+    return out
 
 
 def mm_factor(
@@ -201,9 +218,11 @@ def mm_factor(
     return _per_row_kind(table, inv_eta(tokens), inv_eta(batch), 1.0)
 
 
-def _weight_only(p: Precision) -> bool:
-    per = p.per_class
-    return per["weight"] < per["act_in"]
+@lru_cache(maxsize=1024)
+def _weight_only(p: Precision, hw: Hardware) -> bool:
+    """Quantised default weights whose GEMMs run in 16/32 bit on ``hw`` (W4A16, W8A16, fp8 on a device
+    without fp8): dequantised, not a low-precision tensor-core GEMM."""
+    return fmt.get(p.weights).quantised and run_format(hw, p) in ("bf16", "fp16", "fp32")
 
 
 def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None = None) -> np.ndarray:
@@ -219,11 +238,12 @@ def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None =
 
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
     """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included."""
-    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
+    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
     inv = inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
     if not eff.kernel_fits:
         return f, inv
-    return fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context)
+    rts = (rates(hw, p, eff, table)[0], op_peaks(table, hw, p), run_format(hw, p))
+    return fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context, rts)
 
 
 def times(
@@ -241,7 +261,7 @@ def times(
 ):
     """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes; ``context``:
     a decode step's S (its attention's fitted fractions depend on it)."""
-    mm_rate, vec_rate = rates(hw, p, eff)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
     f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
     compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
     memory = bytes_ * inv
@@ -260,7 +280,7 @@ def op_times(
     context=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(time, compute time, memory time, bytes) per op from evaluated class totals ``values``."""
-    bytes_ = values @ byte_weights(p)
+    bytes_ = (values * byte_weights(table, p)).sum(-1)
     fl, vfl = values[..., I_FLOPS], values[..., I_VFLOPS]
     t, c, m = times(fl, vfl, bytes_, table, hw, p, eff, batch, tokens, decode, context)
     return t, c, m, bytes_
@@ -269,7 +289,7 @@ def op_times(
 @lru_cache(maxsize=1024)
 def _compute_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
     """(n_monos, n_ops): compute seconds per monomial (matmul FLOPs at the matmul rate, vector at the vector rate)."""
-    mm_rate, vec_rate = rates(hw, p, eff)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
     out = np.ascontiguousarray(table.rhs(one_hot("flops")) / mm_rate + table.rhs(one_hot("vflops")) / vec_rate)
     out.setflags(write=False)
     return out
@@ -284,9 +304,9 @@ def _stage_matrices(
     if f is None:
         comp = _compute_rhs(table, hw, p, eff)
     else:
-        mm_rate, vec_rate = rates(hw, p, eff)
+        mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = table.rhs(one_hot("flops")) / mm_rate * f + table.rhs(one_hot("vflops")) / vec_rate
-    mem = table.rhs(byte_weights_key(p)) * inv
+    mem = table.rhs(byte_weights_key(table, p)) * inv
     ov = overheads(table, eff, decode, p)
     return comp, mem, ov
 
@@ -308,7 +328,7 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
 
 
 @lru_cache(maxsize=512)
-def _decode_coefs(table: Table, bw_key: tuple[float, ...]) -> np.ndarray:
+def _decode_coefs(table: Table, bw_key: tuple) -> np.ndarray:
     """(4, 3, n_ops): for [matmul FLOPs, vector FLOPs, bytes] of a decode step (T = 1), the coefficients of
     1, B, experts hit U(B) and B·u, where u = min(S + 1, W) is the positions the op's layer attends."""
     groups = {"1": 0, "B": 1, "BT": 1, "BL": 1, "U:moe": 2}
@@ -344,15 +364,16 @@ class DecodeSummary:
 
 
 @lru_cache(maxsize=512)
-def _slope_ops(table: Table, bw_key: tuple[float, ...]) -> np.ndarray:
+def _slope_ops(table: Table, bw_key: tuple) -> np.ndarray:
     """Indices of the ops whose decode cost grows with the context (attention over the KV cache)."""
     k = _decode_coefs(table, bw_key)
     return np.flatnonzero(np.any(k[3] != 0, axis=0))
 
 
 @lru_cache(maxsize=512)
-def _compute_coefs(table: Table, bw_key: tuple[float, ...], mm_rate: float, vec_rate: float) -> np.ndarray:
+def _compute_coefs(table: Table, bw_key: tuple, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
     """(4, n_ops) compute seconds per [1, B, U(B), B·u] of a decode step."""
+    mm_rate, vec_rate = rates(hw, p, eff, table)
     k = _decode_coefs(table, bw_key)
     out = k[:, 0] / mm_rate + k[:, 1] / vec_rate
     out.setflags(write=False)
@@ -369,10 +390,10 @@ def _u_sum(j: float, u0: float, w: float) -> float:
 def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int):
     """Per-batch constants of a decode step: each op's context-independent step time, and the
     (index, c0, c1, m0, m1, window, overhead) lines of the ops whose cost grows with the context."""
-    bw_key = byte_weights_key(p)
+    bw_key = byte_weights_key(table, p)
     k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff)
-    kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
     f, inv = _fitted(table, hw, p, eff, B, B, True, None)
     if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
         kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
@@ -415,7 +436,7 @@ def _decode_attention(table: Table, hw: Hardware, p: Precision, eff: Efficiency)
     coef = eff.fit("attn_decode", p.kv) if cols.attn.size else None
     if coef is None:
         return None, cols.attn[:0]
-    rts = (hw.vector_peak, rates(hw, p, eff)[1], hw.memory_bandwidth_bytes_per_s)
+    rts = (hw.vector_peak, rates(hw, p, eff, table)[1], hw.memory_bandwidth_bytes_per_s)
     return fo.DecodeAttention(coef, cols, p, rts), cols.attn
 
 
@@ -477,7 +498,7 @@ def _attention_generation(table: Table, hw: Hardware, p: Precision, eff: Efficie
     if da is None:
         return jf, (0.0, 0.0)
     spec = table.spec
-    k = _decode_coefs(table, byte_weights_key(p))
+    k = _decode_coefs(table, byte_weights_key(table, p))
     Bu, idx = np.unique(Bf[..., 0], return_inverse=True)
     Uu = table.experts_hit(Bu) if spec.moe is not None else np.zeros_like(Bu)
     lines_ = _attention_lines(k, Bu, np.stack([np.ones_like(Bu), Bu, Uu], axis=-1), jf)
@@ -497,10 +518,10 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     """
     if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N)):
         return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N))
-    bw_key = byte_weights_key(p)
+    bw_key = byte_weights_key(table, p)
     k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff)
-    kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
     spec = table.spec
     Bf = np.asarray(B, dtype=float)[..., None]
     U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
@@ -557,9 +578,9 @@ def monomial_times(
     if f is None:
         comp = mv @ _compute_rhs(table, hw, p, eff)
     else:
-        mm_rate, vec_rate = rates(hw, p, eff)
+        mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    mem = (mv @ table.rhs(byte_weights_key(p))) * inv
+    mem = (mv @ table.rhs(byte_weights_key(table, p))) * inv
     t = np.maximum(comp, mem)
     ov = overheads(table, eff, decode, p)
     return (t + ov if ov.any() else t), comp, mem

@@ -9,6 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from llmath.validation import finite_or_none
+
+MAX_TABLE_ROWS = 2000
+
 
 def _default(o):
     if isinstance(o, np.generic):
@@ -18,8 +22,18 @@ def _default(o):
     return str(o)
 
 
+def to_json(obj: Any, indent: int | None = 2) -> str:
+    """Strict JSON: NumPy values converted, NaN/±Infinity written as ``null`` (JSON has no such numbers;
+    e.g. the intensity of an operator that moves no bytes is 0/0)."""
+    return json.dumps(finite_or_none(json.loads(json.dumps(obj, default=_default))), indent=indent, allow_nan=False)
+
+
 def emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=_default) + "\n")
+    sys.stdout.write(to_json(obj) + "\n")
+
+
+def _g(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
 
 
 def _console():
@@ -71,6 +85,9 @@ def emit_rows(rows: list[dict[str, Any]], as_json: bool, title: str, columns: li
         return
     from rich.table import Table
 
+    if len(rows) > MAX_TABLE_ROWS:  # a terminal table of 10^6 rows takes minutes and helps nobody
+        note(f"showing the first {MAX_TABLE_ROWS:,} of {len(rows):,} rows; --csv or --json print them all")
+        rows = rows[:MAX_TABLE_ROWS]
     t = Table(title=title)
     for c in columns:
         t.add_column(c, overflow="fold")
@@ -111,7 +128,16 @@ def params_human(rep) -> None:
         t2.add_row(k, str(rep.layer_counts[k]), f"{v:,}")
     c.print(t2)
     if rep.active_per_token != rep.total:
-        c.print(f"active per token (MoE): {rep.active_per_token:,} ({rep.active_per_token / rep.total:.1%} of total)")
+        c.print(
+            f"active per token: {rep.active_per_token:,} ({rep.active_per_token / rep.total:.1%} of total; "
+            f"one embedding row, routed experts not chosen excluded; {rep.active_per_token_with_embedding:,} "
+            "with the whole embedding table)"
+        )
+    if rep.wrapper:
+        c.print(
+            f"language model of a {rep.wrapper} wrapper: {', '.join(rep.towers_not_counted) or 'other towers'} "
+            "not counted"
+        )
     t3 = Table(title="the seeds' estimates vs the exact count")
     t3.add_column("estimate")
     t3.add_column("value", justify="right")
@@ -164,7 +190,7 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
             si(r.bytes["act_out"], "B"),
             si(r.bytes["kv_read"], "B"),
             si(r.bytes["kv_write"], "B"),
-            f"{r.intensity:.3g}",
+            _g(r.intensity),
         ]
         if r.time_s is not None:
             row += [ms(r.time_s), r.bound]
@@ -232,6 +258,25 @@ def ops_csv(rep) -> None:
     rows_csv(rows)
 
 
+def formats_line(pr: dict) -> str:
+    """One line: each weight module's format and bytes per element (with its source), GEMM inputs, KV, and
+    what the device runs each GEMM format as."""
+    src = pr.get("sources", {})
+    parts = []
+    for m, f in pr.get("modules", {}).items():
+        bpe = pr.get("module_bytes_per_element", {}).get(m)
+        where = pr.get("module_sources", {}).get(m) or src.get("weights") or "default"
+        parts.append(f"{m} {f} ({bpe:.4g} B/el; {where})" if bpe is not None else f"{m} {f}")
+    line = "formats: " + ", ".join(parts)
+    if pr.get("act_quant"):
+        line += f"; GEMM inputs {pr['act_quant']}"
+    line += f"; KV {pr.get('kv')} ({src.get('kv', 'default')})"
+    ran = pr.get("compute") or {}
+    if ran:
+        line += "; GEMMs run in " + ", ".join(k if k == v else f"{k} as {v}" for k, v in ran.items())
+    return line
+
+
 def analysis_human(a, top: int = 8) -> None:
     from rich.table import Table
 
@@ -244,6 +289,8 @@ def analysis_human(a, top: int = 8) -> None:
         + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
         + (f" ({a.efficiency['rule']})" if a.efficiency.get("rule") else "")
     )
+    if a.precision:
+        c.print(formats_line(a.precision))
     p = a.params
     line = f"params {p.total:,}"
     if p.active_per_token != p.total:
@@ -251,8 +298,14 @@ def analysis_human(a, top: int = 8) -> None:
     line += f"; 12·L·d² estimate {p.estimates['12Ld2']:,} ({p.estimate_error['12Ld2']:+.1%})"
     c.print(line)
     kv = a.kv_cache
+    growth = ""
+    if kv.get("windows_full_at"):
+        growth = (
+            f" ({kv['growth_bytes_per_token']:,} B per token once every sliding window is full, from "
+            f"{kv['windows_full_at']:,} positions; the windows then hold {kv['window_bytes']:,} B)"
+        )
     c.print(
-        f"KV cache: {kv['bytes_per_token']:,} B per token per sequence; {gb(kv['bytes'])} after prefill "
+        f"KV cache: {kv['bytes_per_token']:,} B per token per sequence{growth}; {gb(kv['bytes'])} after prefill "
         f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end"
     )
     if a.parallel:
@@ -310,7 +363,7 @@ def analysis_human(a, top: int = 8) -> None:
                     r.bound,
                     si(r.flops + r.vflops),
                     si(sum(r.bytes.values()), "B"),
-                    f"{r.intensity:.3g}",
+                    _g(r.intensity),
                 )
             c.print(tt)
     if a.prefill.flops["useful_matmul"] != a.prefill.flops["matmul"]:
