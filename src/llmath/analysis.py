@@ -181,12 +181,24 @@ def kv_elements_per_position(spec: ModelSpec, layout: str = "serving") -> dict[i
     return out
 
 
-def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving"):
+def cross_kv_elements_per_source(spec: ModelSpec) -> int:
+    """Encoder-decoder models: cross-attention cache elements per source position (K and V of every decoder
+    layer), read off the cross K/V projections of the decoder prefill; 0 for decoder-only models."""
+    if not spec.is_encoder_decoder:
+        return 0
+    return sum(
+        t.coef * op.count for op in build_ops(spec, "prefill", "flash") for t in op.terms("kv_write") if t.mono == "X"
+    )
+
+
+def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", src=0):
     """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
 
     Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
+    Encoder-decoder models: ``positions`` are the decoder's own (self-attention cache, growing) and ``src``
+    the source positions of the cross-attention cache (fixed once the encoder has run).
     """
-    total = 0
+    total = batch * src * cross_kv_elements_per_source(spec) if spec.is_encoder_decoder else 0
     for w, per in kv_elements_per_position(spec, layout).items():
         if w is not None and layout == "transformers":
             held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
