@@ -112,7 +112,9 @@ def test_ops_json_flash_vs_eager(capsys):
         (["analyze", "llama-3-8b", "--dtype", "fp12"], r"'fp12' is not a known precision"),
         (["analyze", "llama-3-8b", "--peak-tflops", "100"], r"needs all of --peak-tflops"),
         (["sweep", "llama-3-8b", "--batch", "1:x"], r"--batch='1:x' is not a list"),
-        (["ops", "t5-base"], r"encoder-decoder"),
+        (["ops", "t5-base", "--prefix", "4"], r"encoder-decoder model; its decoder prefill is --decoder-prompt"),
+        (["ops", "llama-3-8b", "--stage", "encoder"], r"decoder-only model"),
+        (["analyze", "bart-large", "--prefix", "4"], r"encoder-decoder model"),
     ],
 )
 def test_errors_are_one_line(capsys, args, pattern):

@@ -111,3 +111,39 @@ def test_transformer_base_stage_arithmetic():
 def test_encoder_stage_is_refused_for_decoder_only_models():
     with pytest.raises(WorkloadError, match="decoder-only"):
         build_ops(registry.spec("llama-3-8b"), "encoder")
+
+
+def test_analyze_runs_the_encoder_once_and_caches_cross_kv():
+    import llmath
+
+    a = llmath.analyze("transformer-base", "h100-sxm", batch=4, prompt=100, gen=50)
+    kv = a.kv_cache
+    # bf16 K and V of 6 decoder layers x 512 wide: 2 * 6 * 512 * 2 B = 12,288 B per position
+    assert kv["bytes_per_token"] == kv["cross_bytes_per_source_token"] == 12_288
+    assert kv["cross_bytes"] == 4 * 100 * 12_288  # fixed: B x P source positions
+    assert kv["bytes"] == 4 * 1 * 12_288 + 4 * 100 * 12_288  # the start token + the cross cache
+    assert kv["peak_bytes"] == 4 * 50 * 12_288 + 4 * 100 * 12_288  # 1 + 49 fed tokens at the end
+    g, enc, pre = a.generation, a.encoder, a.prefill
+    assert enc is not None and enc.time_s is not None and pre.time_s is not None
+    assert g["encoder_s"] == enc.time_s and g["ttft_s"] == enc.time_s + pre.time_s
+    # the first decode step of the generation is the decode stage reported (context 1, 100 source positions)
+    assert g["tpot_first_s"] == pytest.approx(a.decode.time_s, rel=1e-12)
+    d = a.to_dict(with_ops=False)
+    assert d["encoder"]["flops"]["matmul"] == _mm(registry.spec("transformer-base"), "encoder", Scenario(4, 100))
+    assert d["workload"]["decoder_prompt"] == 1 and "prefill" in d and "decode" in d
+
+
+def test_seed003_encoder_intensities_on_transformer_base():
+    """Seed 003's prefill table for the encoder's operators, B = 1, S = 128, M = 512, 8 heads of D = 64, in
+    bf16 (2 B per element, 2 FLOPs per multiply-add, so the seed's multiply-adds per element carry over)."""
+    spec = registry.spec("transformer-base")
+    from llmath.analysis import stage_report
+
+    rep = stage_report(spec, "encoder", Scenario(1, 128), "eager", Precision())
+    i = {r.name.split(".")[-1]: r.intensity for r in rep.ops if r.name.startswith("encoder.self_attn")}
+    S, M, H = 128, 512, 8
+    # Q x K: seed MOPS 2BSM + BS^2H (read Q and K, write the S x S scores per head), FLOPs BS^2M
+    assert i["scores"] == pytest.approx(S * S * M / (2 * S * M + S * S * H), rel=1e-12)
+    # W_Q with its bias: FLOPs 2*S*M*M + S*M (bias add), bytes 2*(M*M + M + 2*S*M); the seed's
+    # 1/(2/M + 1/BS) drops the bias
+    assert i["q_proj"] == pytest.approx((2 * S * M * M + S * M) / (2 * (M * M + M + 2 * S * M)), rel=1e-12)

@@ -9,6 +9,13 @@ prefill (which yields the first token) then N − 1 decode steps at contexts S =
 reports step 0 (context P: the first generated token is fed and attends P + 1 positions). The KV cache
 after the prefill holds B×P positions; at the end of the generation B×(P+N−1) (the last token is
 returned, never fed). ``throughput_tok_s`` is B·N / e2e (aggregate output tokens/s, prefill included).
+
+Encoder-decoder models (T5, BART, the original Transformer): ``prompt`` = P is the *source* length. The
+encoder runs once over the P source tokens; the decoder prefill runs ``decoder_prompt`` tokens (default 1,
+the start token, as translation / T5 generation begins) and cross-attends the P encoder positions,
+projecting them to the cross-attention K/V once; decode steps run at decoder contexts S = decoder_prompt
+… decoder_prompt+N−2 and read that cross cache. TTFT = encoder + decoder prefill. The KV cache is the
+self-attention cache (B × decoder positions, growing) plus the cross-attention cache (B × P, fixed).
 """
 
 from __future__ import annotations
@@ -47,10 +54,12 @@ class Workload:
     prefix: int = 0  # cached prefix before the prompt (prefix caching)
     attention: str = "flash"
     precision: Precision = field(default_factory=Precision)
+    decoder_prompt: int = 1  # encoder-decoder only: decoder tokens in its prefill (1 = the start token)
 
     def __post_init__(self) -> None:
         _check_len("batch", self.batch)
         _check_len("prompt", self.prompt)
+        _check_len("decoder_prompt", self.decoder_prompt)
         _check_len("gen", self.gen)
         _check_len("prefix", self.prefix, 0)
         if self.attention not in ("eager", "flash"):
@@ -110,11 +119,6 @@ def stage_report(
     eff: Efficiency | None = None,
 ) -> StageReport:
     """Exact per-operator FLOPs and bytes of one pass (Python ints), plus roofline times if ``hw``."""
-    if spec.is_encoder_decoder:
-        raise WorkloadError(
-            f"{spec.name!r} is an encoder-decoder model: llmath counts its parameters exactly "
-            "('llmath params'), but stage costs are modelled for decoder-only models"
-        )
     ops = build_ops(spec, stage, attention)
     costs = evaluate(ops, scenario, spec)
     bpe = precision.per_class
@@ -225,13 +229,25 @@ class MemoryReport:
     max_context: int | None
 
 
-def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0):
-    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual."""
-    t = table(spec, "prefill", attention)
+def _act_peak(spec: ModelSpec, stage: str, sc: Scenario, attention: str):
+    t = table(spec, stage, attention)
     act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
-    per_op = (t.monomial_matrix(Scenario(batch, prompt, prefix)) @ t.rhs(act)) / t.kernels
-    resid = np.asarray(batch) * np.asarray(prompt) * spec.d_model
-    return (per_op.max(-1) + resid) * precision.act_bytes
+    per_op = (t.monomial_matrix(sc) @ t.rhs(act)) / t.kernels
+    resid = np.asarray(sc.B) * (np.asarray(sc.T) + np.asarray(sc.src)) * spec.d_model  # + the encoder output
+    return per_op.max(-1) + resid
+
+
+def activation_peak_bytes(
+    spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0, decoder_prompt=1
+):
+    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual
+    (encoder-decoder: the larger of the encoder pass and the decoder prefill, which keeps the encoder output)."""
+    peak = _act_peak(spec, "prefill", Scenario(batch, prompt, prefix), attention)
+    if spec.is_encoder_decoder:
+        enc = _act_peak(spec, "encoder", Scenario(batch, prompt), attention)
+        pre = _act_peak(spec, "prefill", Scenario(batch, decoder_prompt, 0, src=prompt), attention)
+        peak = np.maximum(enc, pre)
+    return peak * precision.act_bytes
 
 
 def memory_report(
@@ -239,22 +255,25 @@ def memory_report(
 ) -> MemoryReport:
     p = w.precision
     weights = params.total * p.weight_bytes
-    end = w.prefix + w.prompt + w.gen - 1
-    kv = kv_cache_bytes(spec, w.batch, end, p)
-    act = float(activation_peak_bytes(spec, w.batch, w.prompt, w.attention, p, w.prefix))
+    src = _src(spec, w)
+    end = _context0(spec, w) + w.gen - 1
+    kv = kv_cache_bytes(spec, w.batch, end, p, src=src)
+    act = float(activation_peak_bytes(spec, w.batch, w.prompt, w.attention, p, w.prefix, w.decoder_prompt))
     total = weights + kv + act + reserve_bytes
     if hw is None:
         return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None)
     cap = hw.memory_bytes
     free = cap - weights - reserve_bytes
-    per_seq = kv_cache_bytes(spec, 1, end, p) + float(
-        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix)
+    per_seq = kv_cache_bytes(spec, 1, end, p, src=src) + float(
+        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, w.decoder_prompt)
     )
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
     # longest total context (prompt + generated) for this batch: bisection on a monotone function
     lo, hi = 0, 1 << 24
 
-    def need(ctx: int) -> float:
+    def need(ctx: int) -> float:  # encoder-decoder: ctx = the decoder's context, the source fixed at P
+        if src:
+            return kv_cache_bytes(spec, w.batch, ctx, p, src=src) + act
         return kv_cache_bytes(spec, w.batch, ctx, p) + float(
             activation_peak_bytes(spec, w.batch, min(ctx, w.prompt), w.attention, p)
         )
@@ -289,6 +308,7 @@ class Analysis:
     efficiency: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     training: dict[str, int] = field(default_factory=dict)
+    encoder: StageReport | None = None  # encoder-decoder models: the encoder pass over the source
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
         d = {
@@ -304,6 +324,8 @@ class Analysis:
             "training": self.training,
             "warnings": self.warnings,
         }
+        if self.encoder is not None:
+            d["encoder"] = self.encoder.to_dict(with_ops)
         d.update(self.generation)
         return d
 
@@ -320,55 +342,101 @@ def analyze(
     precision: Precision | None = None,
     efficiency_mode: str | Efficiency = "expected",
     reserve_bytes: float = 0.0,
+    decoder_prompt: int = 1,
     **efficiency_overrides,
 ) -> Analysis:
-    """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput."""
+    """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
+
+    Encoder-decoder models add the encoder pass (``prompt`` = source tokens; ``decoder_prompt`` = decoder
+    prefill tokens, see the module docstring)."""
     spec = resolve(model)
-    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
+    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision(), decoder_prompt)
+    if spec.is_encoder_decoder and prefix:
+        raise WorkloadError(
+            f"prefix={prefix}: {spec.name!r} is an encoder-decoder model, whose decoder starts after the encoder "
+            "pass with no cached prefix; set the decoder's own prefill length with decoder_prompt"
+        )
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes: list[str] = []
-    end = prefix + prompt + gen - 1
-    if spec.max_positions and end > spec.max_positions:
-        msg = (
-            f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
-            "the figures extrapolate the architecture past what it was trained for"
-        )
-        notes.append(msg)
-        warnings.warn(msg, stacklevel=2)
+    notes = _context_notes(spec, w)
     if hw is not None:
         hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
     params = param_report(spec)
-    pre = stage_report(spec, "prefill", Scenario(batch, prompt, prefix), attention, w.precision, hw, eff)
-    dec = stage_report(spec, "decode", Scenario(batch, 1, prefix + prompt), attention, w.precision, hw, eff)
+    rep = {k: stage_report(spec, k, sc, attention, w.precision, hw, eff) for k, sc in stage_scenarios(spec, w).items()}
+    pre, dec, enc = rep["prefill"], rep["decode"], rep.get("encoder")
     kv = _kv_summary(spec, w)
     mem = memory_report(spec, params, w, hw, reserve_bytes)
-    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w), params, pre, dec, kv, mem, warnings=notes)
+    wd = _workload_dict(w, spec.is_encoder_decoder)
+    a = Analysis(spec.name, hw.name if hw else None, wd, params, pre, dec, kv, mem, warnings=notes, encoder=enc)
     a.training = training_flops(spec, batch, prompt)
     if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
         a.efficiency = asdict(eff)
-        a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
+        a.generation = generation_metrics(spec, hw, w, eff, pre.time_s + ((enc.time_s or 0.0) if enc else 0.0))
+        if enc is not None:
+            a.generation["encoder_s"] = enc.time_s
     return a
 
 
+def stage_scenarios(spec: ModelSpec, w: Workload) -> dict[str, Scenario]:
+    """The scenario of each stage of a workload: decoder-only, the prefill of P tokens after the prefix and
+    decode step 0 at context prefix + P; encoder-decoder, the encoder over the P source tokens, the decoder
+    prefill of ``decoder_prompt`` tokens and its decode step 0, both cross-attending the P positions."""
+    B, P = w.batch, w.prompt
+    if not spec.is_encoder_decoder:
+        return {"prefill": Scenario(B, P, w.prefix), "decode": Scenario(B, 1, w.prefix + P)}
+    T0 = w.decoder_prompt
+    return {"encoder": Scenario(B, P), "prefill": Scenario(B, T0, 0, src=P), "decode": Scenario(B, 1, T0, src=P)}
+
+
+def _context0(spec: ModelSpec, w: Workload) -> int:
+    """Positions in the (decoder's) self-attention cache when the decode steps start."""
+    return w.decoder_prompt if spec.is_encoder_decoder else w.prefix + w.prompt
+
+
+def _src(spec: ModelSpec, w: Workload) -> int:
+    """Source positions in the cross-attention cache (0 for decoder-only models)."""
+    return w.prompt if spec.is_encoder_decoder else 0
+
+
+def _context_notes(spec: ModelSpec, w: Workload) -> list[str]:
+    end = _context0(spec, w) + w.gen - 1
+    longest = max(end, w.prompt)
+    if not (spec.max_positions and longest > spec.max_positions):
+        return []
+    msg = (
+        f"{spec.name}: context {longest} exceeds the model's max_position_embeddings={spec.max_positions}; "
+        "the figures extrapolate the architecture past what it was trained for"
+    )
+    warnings.warn(msg, stacklevel=3)
+    return [msg]
+
+
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
-    """KV cache after the prefill, at the end of the generation, and per position."""
-    p, end = w.precision, w.prefix + w.prompt + w.gen - 1
-    return {
-        "bytes": kv_cache_bytes(spec, w.batch, w.prefix + w.prompt, p),
-        "peak_bytes": kv_cache_bytes(spec, w.batch, end, p),
+    """KV cache after the prefill, at the end of the generation, and per position (encoder-decoder: the
+    self-attention cache per decoder position, and the fixed cross-attention cache of the source)."""
+    p, ctx0, src = w.precision, _context0(spec, w), _src(spec, w)
+    end = ctx0 + w.gen - 1
+    out = {
+        "bytes": kv_cache_bytes(spec, w.batch, ctx0, p, src=src),
+        "peak_bytes": kv_cache_bytes(spec, w.batch, end, p, src=src),
         "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
-        "positions_after_prefill": w.prefix + w.prompt,
+        "positions_after_prefill": ctx0,
         "positions_at_end": end,
     }
+    if spec.is_encoder_decoder:
+        out["cross_bytes"] = kv_cache_bytes(spec, w.batch, 0, p, src=src)
+        out["cross_bytes_per_source_token"] = kv_cache_bytes(spec, 1, 0, p, src=1)
+        out["source_positions"] = src
+    return out
 
 
-def _workload_dict(w: Workload) -> dict[str, Any]:
+def _workload_dict(w: Workload, encoder_decoder: bool = False) -> dict[str, Any]:
     p = w.precision
-    return {
+    extra = {"decoder_prompt": w.decoder_prompt} if encoder_decoder else {}
+    return extra | {
         "batch": w.batch,
         "prompt": w.prompt,
         "gen": w.gen,
@@ -382,18 +450,21 @@ def _workload_dict(w: Workload) -> dict[str, Any]:
 
 
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
+    """TTFT (encoder-decoder: encoder + decoder prefill), TPOT over the decode steps, throughput, utilisation."""
     t = table(spec, "decode", w.attention)
-    d = decode_generation(t, hw, w.precision, eff, w.batch, w.prefix + w.prompt, w.gen)
+    scens = stage_scenarios(spec, w)
+    d = decode_generation(t, hw, w.precision, eff, w.batch, _context0(spec, w), w.gen, _src(spec, w))
     steps = float(d.steps)
     dec_total = float(d.total_s)
     e2e = ttft + dec_total
     tpot = dec_total / steps if steps else 0.0
-    pre = table(spec, "prefill", w.attention)
-    pvals = pre.values(Scenario(w.batch, w.prompt, w.prefix))
     peak = hw.peak(w.precision.compute)
-    pre_flops = float(pvals[..., CLASSES.index("flops")].sum())
-    # bytes moved by all decode steps: Σ over steps of the step's bytes (affine in the context)
-    dvals = t.values(Scenario(w.batch, 1, w.prefix + w.prompt))
+    pre_flops = sum(  # the passes before the first token: the prefill (and the encoder)
+        float(table(spec, k, w.attention).values(sc)[..., CLASSES.index("flops")].sum())
+        for k, sc in scens.items()
+        if k != "decode"
+    )
+    dvals = t.values(scens["decode"])
     dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
     return {
         "ttft_s": ttft,
@@ -417,12 +488,14 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
 
 def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
     """A training step on B sequences of ``seq`` tokens: the forward with logits at every position, and
-    forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation."""
+    forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation.
+    Encoder-decoder: ``seq`` source tokens through the encoder and ``seq`` target tokens through the decoder."""
+    src = seq if spec.is_encoder_decoder else 0
+    passes = [("prefill", Scenario(batch, seq, 0, logits="all", src=src))]
+    if spec.is_encoder_decoder:
+        passes.append(("encoder", Scenario(batch, seq)))
     fwd = int(
-        sum(
-            c.values.get("flops", 0)
-            for c in evaluate(build_ops(spec, "prefill", "flash"), Scenario(batch, seq, 0, logits="all"), spec)
-        )
+        sum(c.values.get("flops", 0) for st, sc in passes for c in evaluate(build_ops(spec, st, "flash"), sc, spec))
     )
     return {"tokens": batch * seq, "forward_matmul": fwd, "step_matmul": 3 * fwd, "step_matmul_recompute": 4 * fwd}
 
@@ -443,10 +516,12 @@ def scenario(
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = precision or DEFAULT_PRECISION
     eff = efficiency(efficiency_mode, hw)
-    pre_t, _, _ = stage_times(table(spec, "prefill", attention), Scenario(batch, prompt, 0), hw, p, eff, False)
-    dec_t, _, _ = stage_times(table(spec, "decode", attention), Scenario(batch, 1, prompt), hw, p, eff, True)
-    d = decode_generation(table(spec, "decode", attention), hw, p, eff, batch, prompt, gen)
-    ttft = float(pre_t.sum())
+    w = Workload(batch, prompt, gen, 0, attention, p)
+    sc = stage_scenarios(spec, w)
+    t = {k: stage_times(table(spec, k, attention), v, hw, p, eff, k == "decode")[0] for k, v in sc.items()}
+    pre_t, dec_t = t["prefill"], t["decode"]
+    d = decode_generation(table(spec, "decode", attention), hw, p, eff, batch, _context0(spec, w), gen, _src(spec, w))
+    ttft = float(pre_t.sum()) + (float(t["encoder"].sum()) if "encoder" in t else 0.0)  # encoder-decoder: + encoder
     e2e = ttft + float(d.total_s)
     return {
         "params": param_report(spec).total,

@@ -129,7 +129,9 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
 
     c = _console()
     title = (
-        f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}, attention={attention} "
+        f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}"
+        + (f" src={scenario.src}" if spec.is_encoder_decoder else "")
+        + f", attention={attention} "
         "(FLOPs = 2 per multiply-add; bytes = compulsory traffic)"
     )
     t = Table(title=title)
@@ -192,7 +194,8 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
         ops = build_ops(spec, rep.stage, attention)
         c.print(
             "[b]formulas[/b] (letters: B batch, T new tokens, S attended positions, D width, N query heads, "
-            "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows)"
+            "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows, "
+            "src source positions)"
         )
         for op in ops:
             for cls, label in (
@@ -253,10 +256,16 @@ def analysis_human(a, top: int = 8) -> None:
         f"KV cache: {kv['bytes_per_token']:,} B per token per sequence; {gb(kv['bytes'])} after prefill "
         f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end"
     )
+    if a.encoder is not None:
+        c.print(
+            f"encoder-decoder: prompt = {w['prompt']} source tokens through the encoder once; the decoder starts "
+            f"from {w['decoder_prompt']} token(s); cross-attention cache {kv['cross_bytes_per_source_token']:,} B "
+            f"per source token, {gb(kv['cross_bytes'])} fixed (included above)"
+        )
     t = Table(title="stages")
     for col in ("stage", "matmul FLOPs", "vector FLOPs", "bytes", "weights", "KV read", "intensity", "time", "bound"):
         t.add_column(col, justify="left" if col == "stage" else "right")
-    for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
+    for s, label in _stages(a):
         t.add_row(
             label,
             si(s.flops["matmul"]),
@@ -285,7 +294,7 @@ def analysis_human(a, top: int = 8) -> None:
                 else " (no decode steps: gen = 1)"
             )
         )
-        for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
+        for s, label in _stages(a):
             ranked = sorted(s.ops, key=lambda r: -(r.time_s or 0))[:top]
             tt = Table(title=f"top operators, {label}")
             for col in ("operator", "time", "share", "bound", "FLOPs", "bytes", "intensity"):
@@ -322,6 +331,12 @@ def analysis_human(a, top: int = 8) -> None:
     c.print(line)
     for wmsg in a.warnings:
         note(f"warning: {wmsg}")
+
+
+def _stages(a) -> list:
+    """(stage report, label) in execution order; the encoder pass first for encoder-decoder models."""
+    st = [(a.prefill, "decoder prefill" if a.encoder is not None else "prefill"), (a.decode, "decode step 0")]
+    return ([(a.encoder, "encoder")] if a.encoder is not None else []) + st
 
 
 def seeds_human(rep: dict) -> None:
