@@ -147,3 +147,31 @@ def test_seed003_encoder_intensities_on_transformer_base():
     # W_Q with its bias: FLOPs 2*S*M*M + S*M (bias add), bytes 2*(M*M + M + 2*S*M); the seed's
     # 1/(2/M + 1/BS) drops the bias
     assert i["q_proj"] == pytest.approx((2 * S * M * M + S * M) / (2 * (M * M + M + 2 * S * M)), rel=1e-12)
+
+
+def test_seeds_on_transformer_base_count_per_stack():
+    """`llmath seeds transformer-base`: L = the 6 decoder layers per generated token, the encoder once."""
+    from llmath.seeds import seed_report
+
+    rep = seed_report(registry.spec("transformer-base"), [1], prompt=100, gen=64, batch=1)
+    d, F = 512, 2048
+    assert rep["L"] == 6 and rep["encoder"]["L"] == 6
+    # encoder once over 100 source tokens: 6 x (4 projections + 2 products over 100 x 100 pairs + FFN)
+    assert rep["encoder"]["matmul"] == 6 * (4 * 2 * 100 * d * d + 2 * 2 * 100 * 100 * d + 2 * 2 * 100 * d * F)
+    # a generated token attending 1 position: self q,k,v,o and cross q,o (2*6*d^2), FFN 2*2*d*F, self
+    # attention 4*d*1, cross attention over the 100 source positions 4*d*100; no encoder layer
+    assert rep["per_token"][0]["exact_layers"] == 6 * (2 * 6 * d * d + 2 * 2 * d * F + 4 * d + 4 * d * 100)
+
+
+def test_sweep_agrees_with_analyze_on_encoder_decoder():
+    import numpy as np
+
+    import llmath
+    from llmath.sweep import grid
+
+    g = grid("bart-large", "h100-sxm", np.array([1, 8]), np.array([200, 200]), np.array([30, 30]))
+    for i, b in enumerate((1, 8)):
+        a = llmath.analyze("bart-large", "h100-sxm", batch=b, prompt=200, gen=30)
+        assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
+        assert g["e2e_s"][i] == pytest.approx(a.generation["e2e_s"], rel=1e-9)
+        assert g["kv_peak_bytes"][i] == a.kv_cache["peak_bytes"]

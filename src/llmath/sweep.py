@@ -63,7 +63,8 @@ def grid(
 ) -> dict[str, np.ndarray]:
     """Vectorised serving metrics; ``batch``, ``prompt``, ``gen`` broadcast against each other.
 
-    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points).
+    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points). Encoder-decoder models:
+    ``prompt`` is the source length, the decoder starts from one token (see :mod:`llmath.analysis`).
     """
     spec = resolve(spec)
     hw = get_hardware(hw) if isinstance(hw, str) else hw
@@ -72,18 +73,25 @@ def grid(
     B, P, N = (a.ravel() for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
     shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))
     t_pre, t_dec = table(spec, "prefill", attention), table(spec, "decode", attention)
+    ed = spec.is_encoder_decoder  # decoder prefill of the start token, decode from context 1, source P
+    t_enc = table(spec, "encoder", attention) if ed else None
     ttft = np.empty(B.shape)
     dec = np.empty(B.shape)
     act = np.empty(B.shape)
     for i in range(0, max(B.size, 1), CHUNK):
         sl = slice(i, i + CHUNK)
         b, pr, n = B[sl], P[sl], N[sl]
-        ttft[sl] = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
-        dec[sl] = decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
+        if t_enc is not None:
+            enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1)
+            ttft[sl] = enc + stage_times(t_pre, Scenario(b, 1, 0, src=pr), hw, p, eff, decode=False)[0].sum(-1)
+            dec[sl] = decode_generation(t_dec, hw, p, eff, b, 1, n, src=pr).total_s
+        else:
+            ttft[sl] = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
+            dec[sl] = decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
         act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
     e2e = ttft + dec
     weights = param_report(spec).total * p.weight_bytes
-    kv_end = kv_cache_bytes(spec, B, P + N - 1, p)
+    kv_end = kv_cache_bytes(spec, B, N, p, src=P) if ed else kv_cache_bytes(spec, B, P + N - 1, p)
     mem = weights + kv_end + act
     steps = np.maximum(N - 1, 1)
     out = {

@@ -346,6 +346,13 @@ def seeds_human(rep: dict) -> None:
     for w in rep.get("warnings", []):
         note(f"warning: {w}")
     c.print(f"[b]{rep['model']}[/b]: L={rep['L']}, d={rep['d']}")
+    enc = rep.get("encoder")
+    if enc:
+        c.print(
+            f"encoder-decoder: L = the {rep['L']} decoder layers; the {enc['L']} encoder layers run once per "
+            f"sequence over the {rep['prompt']} source tokens (--prompt): {enc['matmul']:,} matmul FLOPs for "
+            f"batch {rep['batch']}; every generated token cross-attends those {rep['prompt']} positions"
+        )
     t = Table(title="FLOPs per generated token: exact vs 24·L·d² + 4·L·d·N (seed 000)")
     for col in ("context N", "exact matmul", "exact layers only", "24Ld²+4LdN", "error vs layers", "attention share"):
         t.add_column(col, justify="right")
