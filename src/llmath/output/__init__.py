@@ -130,7 +130,7 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
     c = _console()
     title = (
         f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}"
-        + (f" src={scenario.src}" if spec.is_encoder_decoder else "")
+        + (f" src={scenario.src}" if spec.is_encoder_decoder and rep.stage != "encoder" else "")
         + f", attention={attention} "
         "(FLOPs = 2 per multiply-add; bytes = compulsory traffic)"
     )
