@@ -210,12 +210,25 @@ def test_published_rows(published):
         assert s["n"] == sum(r["metric"] == m for r in rows)
 
 
-def test_published_skips_multi_device_and_unknown_batch(published):
+def test_published_multi_device_rows_run_their_layout_and_unknown_batch_is_skipped(published):
     for s in published["skipped"]:
         assert s["reason"]
     reasons = " ".join(s["reason"] for s in published["skipped"])
-    assert "devices" in reasons and "batch not stated" in reasons
+    assert "devices" not in reasons and "batch not stated" in reasons
     assert all(r["batch"] is not None for r in published["rows"])
+    multi = [r for r in published["rows"] if r["layout"]]
+    assert multi and all(r["layout"]["tp"] * r["layout"]["pp"] * r["layout"]["dp"] > 1 for r in multi)
+    # the TensorRT-LLM v0.5 low-latency rows say "TP=4" in their notes
+    assert {r["layout"]["tp"] for r in multi if r["id"].startswith("trtllm05-")} == {4}
+
+
+def test_published_layout_read_from_the_row():
+    from llmath.measure.published import _layout_for
+
+    assert _layout_for({"n_devices": 1}) == {}
+    assert _layout_for({"n_devices": 8, "notes": "serving one instance (tensor parallel 8)"})["tp"] == 8
+    assert _layout_for({"n_devices": 4, "notes": "TP=2 with two replicas"}) == {"gpus": 4, "tp": 2, "ep": 1}
+    assert _layout_for({"n_devices": 2, "notes": ""}) == {"gpus": 2, "tp": 2, "ep": 1}
 
 
 def test_published_bad_file(tmp_path):

@@ -300,3 +300,60 @@ def test_cli_reference_is_current():
     assert (ROOT / "docs" / "cli.md").read_text() == mod.render(), "run: python scripts/gen_cli_docs.py"
     for cmd in ("analyze", "ops", "params", "sweep", "compare", "seeds", "calibrate", "validate", "serve"):
         assert f"## llmath {cmd}" in mod.render()
+
+
+def test_analyze_layout_done_when_commands(capsys):
+    # the acceptance commands: per-GPU memory, communication and timing
+    code, out, err = run(capsys, "analyze", "llama-3.1-70b", "-H", "h100-sxm", "--gpus", "2", "--weights", "fp8")
+    assert code == 0, err
+    assert "layout: 2 GPUs = tp 2" in out and "memory per GPU" in out and "attn.all_reduce" in out
+    code, out, err = run(
+        capsys, "analyze", "deepseek-v3", "-H", "h200", "--gpus", "8", "--ep", "8", "--dp", "8", "--json"
+    )
+    assert code == 0, err
+    d = json.loads(out)
+    assert (d["parallel"]["tp"], d["parallel"]["dp"], d["parallel"]["ep"], d["parallel"]["expert_tp"]) == (1, 8, 8, 1)
+    assert d["memory"]["per_gpu_bytes"] > 0 and isinstance(d["memory"]["fits"], bool)
+    assert set(d["comm"]["decode"]) == {"moe.dispatch", "moe.combine"}
+    assert d["throughput_tok_s_per_gpu"] == pytest.approx(d["throughput_tok_s"] / 8)
+    assert d["decode"]["comm_s"] > 0 and d["prefill"]["time_s"] >= d["prefill"]["comm_s"]
+
+
+def test_each_layout_flag_changes_the_result(capsys):
+    # --gpus 2 alone is tp 2 with ep 2 for an MoE model; --tp 2 alone keeps the experts TP-sharded (ep 1)
+    base = ["analyze", "mixtral-8x7b", "-H", "h100-sxm", "-b", "16", "--json"]
+    seen = {}
+    for extra in ([], ["--gpus", "2"], ["--tp", "4"], ["--tp", "2", "--pp", "2"], ["--tp", "2"],
+                  ["--tp", "2", "--dp", "2"], ["--tp", "2", "--dp", "2", "--ep", "4", "--overlap", "tbo"]):  # fmt: skip
+        code, out, err = run(capsys, *base, *extra)
+        assert code == 0, err
+        d = json.loads(out)
+        seen[tuple(extra)] = (d["ttft_s"], d["tpot_s"], d["memory"]["per_gpu_bytes"])
+    assert len(set(seen.values())) == len(seen)
+
+
+@pytest.mark.parametrize(
+    "args,pattern",
+    [
+        (["--gpus", "8", "--tp", "3"], r"tp·pp·dp = 3·1·2 = 6 must equal --gpus 8.*--tp 8"),
+        (["--tp", "5"], r"tp=5 must divide the 64 attention heads"),
+        (["--tp", "2", "--ep", "2"], r"ep=2 applies to MoE models"),
+        (["--pp", "81"], r"pp=81 exceeds the 80 layers"),
+        (["--tp", "0"], r"--tp=0 must be a positive integer"),
+    ],
+)
+def test_layout_errors_are_one_line(capsys, args, pattern):
+    code, out, err = run(capsys, "analyze", "llama-3.1-70b", *args)
+    assert code == 1 and not out
+    assert len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
+
+
+def test_sweep_and_compare_take_the_layout(capsys):
+    code, out, err = run(capsys, "sweep", "llama-3.1-70b", "-H", "h100-sxm", "-b", "1,8", "--gpus", "4", "--json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    a = json.loads(run(capsys, "analyze", "llama-3.1-70b", "-b", "8", "--gpus", "4", "--json")[1])
+    assert rows[1]["ttft_s"] == pytest.approx(a["ttft_s"]) and rows[1]["tpot_s"] == pytest.approx(a["tpot_s"])
+    assert rows[1]["memory_bytes"] == pytest.approx(a["memory"]["per_gpu_bytes"])
+    code, out, _ = run(capsys, "compare", "llama-3.1-70b", "-H", "h100-sxm", "--gpus", "2", "--json")
+    assert json.loads(out)["rows"][0]["layout"] == "tp2 pp1 dp1 ep1"

@@ -12,12 +12,13 @@ the source positions, fixed). The decode step runs as ``generate`` runs it: ``en
 import pytest
 from helpers import registry_config
 
-from llmath.analysis import cross_kv_elements_per_source, kv_cache_bytes
+from llmath.analysis import kv_cache_bytes
 from llmath.errors import WorkloadError
 from llmath.model import registry
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, build_ops, evaluate
+from llmath.ops.stages import cross_kv_elements_per_source
 
 B, P, T = 2, 11, 3  # batch, source tokens, decoder prefill tokens
 LAYER_KEYS = ("num_layers", "num_decoder_layers", "encoder_layers", "decoder_layers", "num_hidden_layers")
@@ -175,3 +176,15 @@ def test_sweep_agrees_with_analyze_on_encoder_decoder():
         assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
         assert g["e2e_s"][i] == pytest.approx(a.generation["e2e_s"], rel=1e-9)
         assert g["kv_peak_bytes"][i] == a.kv_cache["peak_bytes"]
+
+
+def test_serving_refuses_encoder_decoder_models():
+    """Continuous-batching iterations model decoder-only passes: an encoder-decoder model is an error, not a
+    silently different number."""
+    from llmath.deploy.step import Device
+    from llmath.hardware import get
+    from llmath.hardware.roofline import efficiency
+
+    hw = get("h100-sxm")
+    with pytest.raises(WorkloadError, match="encoder-decoder"):
+        Device(registry.spec("t5-base"), hw, Precision(), efficiency("expected", hw))

@@ -3,6 +3,8 @@
     import llmath
     llmath.params("llama-3-8b").total            # 8,030,261,248
     llmath.analyze("llama-3-8b", "h100-sxm", batch=8, prompt=2048, gen=256).generation["tpot_s"]
+    llmath.serve("llama-3-8b", "h100-sxm", concurrency=64, prompt=1024, gen=256).metrics["ttft_s"]
+    llmath.plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256, tpot_ms=30).best
 
 The library returns data and never prints. Conventions are stated in :mod:`llmath.ops`.
 Submodules load on first use (PEP 562), so ``import llmath`` stays cheap for scripts and the CLI.
@@ -39,6 +41,9 @@ _EXPORTS = {
     "MLASpec": "model.spec",
     "ModelSpec": "model.spec",
     "MoESpec": "model.spec",
+    "serve": "deploy.service",
+    "plan": "deploy.plan",
+    "Speculation": "deploy.speculative",
 }
 
 __all__ = [*_EXPORTS, "params"]

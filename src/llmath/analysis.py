@@ -9,32 +9,32 @@ prefill (which yields the first token) then N − 1 decode steps at contexts S =
 reports step 0 (context P: the first generated token is fed and attends P + 1 positions). The KV cache
 after the prefill holds B×P positions; at the end of the generation B×(P+N−1) (the last token is
 returned, never fed). ``throughput_tok_s`` is B·N / e2e (aggregate output tokens/s, prefill included).
-
-Encoder-decoder models (T5, BART, the original Transformer): ``prompt`` = P is the *source* length. The
-encoder runs once over the P source tokens; the decoder prefill runs ``decoder_prompt`` tokens (default 1,
-the start token, as translation / T5 generation begins) and cross-attends the P encoder positions,
-projecting them to the cross-attention K/V once; decode steps run at decoder contexts S = decoder_prompt
-… decoder_prompt+N−2 and read that cross cache. TTFT = encoder + decoder prefill. The KV cache is the
-self-attention cache (B × decoder positions, growing) plus the cross-attention cache (B × P, fixed).
+Encoder-decoder models: ``prompt`` is the source length (conventions in :mod:`llmath.ops.stages`).
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from llmath.errors import WorkloadError
+from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, gpu_parts, rank_table
+from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.shard import rank_plans
+from llmath.errors import LayoutError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
+from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Scenario, Value, build_ops, evaluate, held_positions, table
+from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, held_positions, table
+from llmath.ops import stages as ostages
 from llmath.ops.params import ParamReport, param_report
+from llmath.ops.stages import activation_peak_bytes, training_flops  # noqa: F401 - public here too
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()
@@ -95,11 +95,16 @@ class StageReport:
     bound: str | None = None
     compute_s: float | None = None
     memory_s: float | None = None
+    comm_s: float | None = None  # layouts only: all collectives' time (exposed: time_s − Σ op times)
+    comm: dict[str, dict[str, Any]] | None = None  # layouts only: bytes, bus bytes and time by collective
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
         d = asdict(self)
         if not with_ops:
             d.pop("ops")
+        if self.comm is None:
+            d.pop("comm")
+            d.pop("comm_s")
         return d
 
 
@@ -107,6 +112,35 @@ def _num(v):
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
         return int(v)
     return v
+
+
+def _op_row(prefix: str, c, bpe: dict[str, float]) -> OpRow:
+    b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
+    fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
+    bt = sum(b.values())
+    return OpRow(
+        prefix + c.op.name,
+        c.op.component,
+        c.op.kind,
+        c.op.signature,
+        c.op.count,
+        c.values.get("flops", 0),
+        c.values.get("vflops", 0),
+        b,
+        fl / bt if bt else float("inf"),
+        layer_kind=c.op.layer_kind,
+    )
+
+
+def _collective_rows(prefix: str, colls, scenario: Scenario, spec: ModelSpec, p: Precision) -> list[OpRow]:
+    """Collectives as rows (kind ``collective``): their message bytes over all runs under ``comm``."""
+    rows = []
+    monos = scenario.monomials({t.mono for c in colls for t in c.message}, spec)
+    for c in colls:
+        nbytes = _num(sum(t.coef * monos[t.mono] for t in c.message) * c.count * p.act_bytes)
+        sig = f"{c.kind}(n={c.n}) " + " + ".join(t.sym for t in c.message)
+        rows.append(OpRow(prefix + c.name, "communication", "collective", sig, c.count, 0, 0, {"comm": nbytes}, 0.0))
+    return rows
 
 
 def stage_report(
@@ -117,66 +151,78 @@ def stage_report(
     precision: Precision,
     hw: Hardware | None = None,
     eff: Efficiency | None = None,
+    layout: Layout | None = None,
 ) -> StageReport:
-    """Exact per-operator FLOPs and bytes of one pass (Python ints), plus roofline times if ``hw``."""
-    ops = build_ops(spec, stage, attention)
-    costs = evaluate(ops, scenario, spec)
+    """Exact per-operator FLOPs and bytes of one pass (Python ints), plus roofline times if ``hw``.
+
+    With a ``layout``: the operators of one GPU of each pipeline stage (``scenario`` = one DP replica's),
+    and the collectives they run; the stage time adds the exposed communication (:mod:`llmath.deploy.cost`).
+    """
     bpe = precision.per_class
     rows: list[OpRow] = []
     tot: dict[str, Value] = dict.fromkeys(CLASSES, 0)
-    for c in costs:
-        b = {k: _num(c.values.get(k, 0) * bpe[k]) for k in BYTE_CLASSES}
-        for k in CLASSES:
-            tot[k] = tot[k] + c.values.get(k, 0)
-        fl = c.values.get("flops", 0) + c.values.get("vflops", 0)
-        bt = sum(b.values())
-        rows.append(
-            OpRow(
-                c.op.name,
-                c.op.component,
-                c.op.kind,
-                c.op.signature,
-                c.op.count,
-                c.values.get("flops", 0),
-                c.values.get("vflops", 0),
-                b,
-                fl / bt if bt else float("inf"),
-                layer_kind=c.op.layer_kind,
-            )
-        )
+    parts = gpu_parts(spec, cast(Stage, stage), cast(Attention, attention), layout)
+    for prefix, ops, _, mt, colls, _ in parts:
+        costs = evaluate(ops, scenario, spec, mt)
+        for c in costs:
+            for k in CLASSES:
+                tot[k] = tot[k] + c.values.get(k, 0)
+            rows.append(_op_row(prefix, c, bpe))
+        rows += _collective_rows(prefix, colls, scenario, spec, precision)
     byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
     flops: dict[str, Value] = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
-    useful = costs if attention == "flash" else evaluate(build_ops(spec, stage, "flash"), scenario, spec)
-    flops["useful_matmul"] = sum(c.values.get("flops", 0) for c in useful)
+    flash = parts if attention == "flash" else gpu_parts(spec, cast(Stage, stage), "flash", layout)
+    flops["useful_matmul"] = sum(
+        c.values.get("flops", 0) for _, ops, _, mt, _, _ in flash for c in evaluate(ops, scenario, spec, mt)
+    )
     rep = StageReport(stage, flops, byts, flops["total"] / byts["total"], rows)
     if hw is not None:
         eff = eff if eff is not None else efficiency("expected", hw)
-        t = table(spec, stage, attention)
+        _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff, layout)
+    return rep
+
+
+def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff, layout) -> None:
+    """Roofline times per row; with a layout, each stage's collectives on the topology as well."""
+    stages, i = [], 0
+    for idx, (_, _, tab, _, colls, layers) in enumerate(parts):
+        t = tab if tab is not None else table(spec, stage, attention)
         vals = t.values(scenario)
         tokens = scenario.B * scenario.T
         times, comp, mem, _ = op_times(vals, t, hw, precision, eff, scenario.B, tokens, decode=stage == "decode")
-        for r, ti, ci, mi in zip(rows, times, comp, mem, strict=True):
+        for ti, ci, mi in zip(times, comp, mem, strict=True):
+            r = rep.ops[i]
             r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
             r.bound = "compute" if ci >= mi else "memory"
-        rep.time_s = float(times.sum())
-        rep.compute_s, rep.memory_s = float(comp.sum()), float(mem.sum())
-        rep.bound = "compute" if rep.compute_s >= rep.memory_s else "memory"
-    return rep
+            i += 1
+        comm = comm_costs(colls, scenario, spec, precision, topology(hw)) if layout is not None else []
+        for cc in comm:
+            r = rep.ops[i]
+            r.time_s, r.compute_s, r.memory_s, r.bound = cc.time_s, 0.0, 0.0, "communication"
+            i += 1
+        stages.append(StageCost(idx, layers, times, float(comp.sum()), float(mem.sum()), float(times.sum()), comm))
+    cost = PassCost(stages)
+    rep.time_s = cost.time_s if layout is not None else float(stages[0].op_time_s.sum())
+    rep.compute_s, rep.memory_s = cost.total("compute_s"), cost.total("memory_s")
+    rep.bound = "compute" if rep.compute_s >= rep.memory_s else "memory"
+    if layout is not None:
+        rep.comm_s = cost.total("comm_s")
+        rep.comm = cost.comm_by_collective()
 
 
 # ---- KV cache -------------------------------------------------------------------------------------
 
 
-def kv_elements_per_position(spec: ModelSpec, layout: str = "serving") -> dict[int | None, int]:
+def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int | float]:
     """KV-cache elements one sequence position adds, per attention window, read off the K/V writers.
 
     ``layout="transformers"``: what transformers' cache holds (Falcon's new architecture caches K/V
-    broadcast to all N query heads).
+    broadcast to all N query heads). ``ops``: another operator list of ``spec`` (one GPU's under a layout).
     """
-    out: dict[int | None, int] = {}
-    for op in build_ops(spec, "decode", "flash"):
+    out: dict[int | None, int | float] = {}
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
         per = sum(t.coef for t in op.terms("kv_write") if t.mono == "BT") * op.count
         if per:
             if layout == "transformers" and spec.hf_cache_kv_heads:
@@ -185,25 +231,14 @@ def kv_elements_per_position(spec: ModelSpec, layout: str = "serving") -> dict[i
     return out
 
 
-def cross_kv_elements_per_source(spec: ModelSpec) -> int:
-    """Encoder-decoder models: cross-attention cache elements per source position (K and V of every decoder
-    layer), read off the cross K/V projections of the decoder prefill; 0 for decoder-only models."""
-    if not spec.is_encoder_decoder:
-        return 0
-    return sum(
-        t.coef * op.count for op in build_ops(spec, "prefill", "flash") for t in op.terms("kv_write") if t.mono == "X"
-    )
-
-
-def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", src=0):
+def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
     """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
 
     Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
-    Encoder-decoder models: ``positions`` are the decoder's own (self-attention cache, growing) and ``src``
-    the source positions of the cross-attention cache (fixed once the encoder has run).
+    Encoder-decoder: ``positions`` are the decoder's; plus the cross-attention cache of ``src`` positions.
     """
-    total = batch * src * cross_kv_elements_per_source(spec) if spec.is_encoder_decoder else 0
-    for w, per in kv_elements_per_position(spec, layout).items():
+    total = batch * src * ostages.cross_kv_elements_per_source(spec) if spec.is_encoder_decoder else 0
+    for w, per in kv_elements_per_position(spec, layout, ops).items():
         if w is not None and layout == "transformers":
             held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
         else:
@@ -227,55 +262,44 @@ class MemoryReport:
     over_by_bytes: float | None
     max_batch: int | None
     max_context: int | None
-
-
-def _act_peak(spec: ModelSpec, stage: str, sc: Scenario, attention: str):
-    t = table(spec, stage, attention)
-    act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
-    per_op = (t.monomial_matrix(sc) @ t.rhs(act)) / t.kernels
-    resid = np.asarray(sc.B) * (np.asarray(sc.T) + np.asarray(sc.src)) * spec.d_model  # + the encoder output
-    return per_op.max(-1) + resid
-
-
-def activation_peak_bytes(
-    spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0, decoder_prompt=1
-):
-    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual
-    (encoder-decoder: the larger of the encoder pass and the decoder prefill, which keeps the encoder output)."""
-    peak = _act_peak(spec, "prefill", Scenario(batch, prompt, prefix), attention)
-    if spec.is_encoder_decoder:
-        enc = _act_peak(spec, "encoder", Scenario(batch, prompt), attention)
-        pre = _act_peak(spec, "prefill", Scenario(batch, decoder_prompt, 0, src=prompt), attention)
-        peak = np.maximum(enc, pre)
-    return peak * precision.act_bytes
+    per_gpu_bytes: float | None = None  # = total_bytes: everything above is per GPU (the busiest, under a layout)
 
 
 def memory_report(
-    spec: ModelSpec, params: ParamReport, w: Workload, hw: Hardware | None, reserve_bytes: float
+    spec: ModelSpec,
+    params: ParamReport,
+    w: Workload,
+    hw: Hardware | None,
+    reserve_bytes: float,
+    rank: tuple[tuple[Op, ...], Table] | None = None,
+    batch: int | None = None,
 ) -> MemoryReport:
+    """Weights, KV cache, peak activations and reserve on the device; with ``rank`` = (operators, table) of
+    one GPU under a layout and ``batch`` = its replica's sequences, on that GPU (``max_batch`` per replica)."""
     p = w.precision
-    weights = params.total * p.weight_bytes
-    src = _src(spec, w)
-    end = _context0(spec, w) + w.gen - 1
-    kv = kv_cache_bytes(spec, w.batch, end, p, src=src)
-    act = float(activation_peak_bytes(spec, w.batch, w.prompt, w.attention, p, w.prefix, w.decoder_prompt))
+    ops, tab = rank if rank is not None else (None, None)
+    B = w.batch if batch is None else batch
+    n_params = params.total if ops is None else sum(n * op.count for op in ops for _, n in op.params)
+    weights = n_params * p.weight_bytes
+    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    end = ctx0 + w.gen - 1
+    kv = kv_cache_bytes(spec, B, end, p, ops=ops, src=src)
+    act = float(activation_peak_bytes(spec, B, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt))
     total = weights + kv + act + reserve_bytes
     if hw is None:
-        return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None)
+        return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None, total)
     cap = hw.memory_bytes
     free = cap - weights - reserve_bytes
-    per_seq = kv_cache_bytes(spec, 1, end, p, src=src) + float(
-        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, w.decoder_prompt)
+    per_seq = kv_cache_bytes(spec, 1, end, p, ops=ops, src=src) + float(
+        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt)
     )
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
     # longest total context (prompt + generated) for this batch: bisection on a monotone function
     lo, hi = 0, 1 << 24
 
     def need(ctx: int) -> float:  # encoder-decoder: ctx = the decoder's context, the source fixed at P
-        if src:
-            return kv_cache_bytes(spec, w.batch, ctx, p, src=src) + act
-        return kv_cache_bytes(spec, w.batch, ctx, p) + float(
-            activation_peak_bytes(spec, w.batch, min(ctx, w.prompt), w.attention, p)
+        return kv_cache_bytes(spec, B, ctx, p, ops=ops, src=src) + (
+            act if src else float(activation_peak_bytes(spec, B, min(ctx, w.prompt), w.attention, p, tab=tab))
         )
 
     if need(1) > free:
@@ -287,7 +311,7 @@ def memory_report(
             lo, hi = (mid, hi) if need(mid) <= free else (lo, mid)
         max_ctx = lo
     return MemoryReport(
-        weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx
+        weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx, total
     )
 
 
@@ -309,6 +333,8 @@ class Analysis:
     warnings: list[str] = field(default_factory=list)
     training: dict[str, int] = field(default_factory=dict)
     encoder: StageReport | None = None  # encoder-decoder models: the encoder pass over the source
+    parallel: dict[str, Any] | None = None  # the layout and its per-stage figures (multi-GPU only)
+    comm: dict[str, Any] | None = None  # bytes and time per stage by collective (multi-GPU only)
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
         d = {
@@ -327,6 +353,9 @@ class Analysis:
         if self.encoder is not None:
             d["encoder"] = self.encoder.to_dict(with_ops)
         d.update(self.generation)
+        if self.parallel is not None:
+            d["parallel"] = self.parallel
+            d["comm"] = self.comm
         return d
 
 
@@ -342,27 +371,39 @@ def analyze(
     precision: Precision | None = None,
     efficiency_mode: str | Efficiency = "expected",
     reserve_bytes: float = 0.0,
+    gpus: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int | None = None,
+    dp: int | None = None,
+    overlap: str = "none",
     decoder_prompt: int = 1,
     **efficiency_overrides,
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
 
-    Encoder-decoder models add the encoder pass (``prompt`` = source tokens; ``decoder_prompt`` = decoder
-    prefill tokens, see the module docstring)."""
+    ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given): a parallel layout (:mod:`llmath.deploy.layout`);
+    ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
+    and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
+    layout and ``comm`` its collectives. Without them, one device, exactly as before. Encoder-decoder
+    models add the ``encoder`` pass (``decoder_prompt``: :mod:`llmath.ops.stages`).
+    """
     spec = resolve(model)
+    if any(v is not None for v in (gpus, tp, pp, ep, dp)):
+        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+        return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
+                               efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
+    if overlap != "none":
+        raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
     w = Workload(batch, prompt, gen, prefix, attention, precision or Precision(), decoder_prompt)
-    if spec.is_encoder_decoder and prefix:
-        raise WorkloadError(
-            f"prefix={prefix}: {spec.name!r} is an encoder-decoder model, whose decoder starts after the encoder "
-            "pass with no cached prefix; set the decoder's own prefill length with decoder_prompt"
-        )
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes = _context_notes(spec, w)
+    notes = _context_notes(spec, max(ostages.decode_start(spec, prompt, prefix, decoder_prompt)[0] + gen - 1, prompt))
     if hw is not None:
         hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
     params = param_report(spec)
-    rep = {k: stage_report(spec, k, sc, attention, w.precision, hw, eff) for k, sc in stage_scenarios(spec, w).items()}
+    scens = ostages.stage_scenarios(spec, batch, prompt, prefix, decoder_prompt)
+    rep = {k: stage_report(spec, k, sc, attention, w.precision, hw, eff) for k, sc in scens.items()}
     pre, dec, enc = rep["prefill"], rep["decode"], rep.get("encoder")
     kv = _kv_summary(spec, w)
     mem = memory_report(spec, params, w, hw, reserve_bytes)
@@ -377,34 +418,11 @@ def analyze(
     return a
 
 
-def stage_scenarios(spec: ModelSpec, w: Workload) -> dict[str, Scenario]:
-    """The scenario of each stage of a workload: decoder-only, the prefill of P tokens after the prefix and
-    decode step 0 at context prefix + P; encoder-decoder, the encoder over the P source tokens, the decoder
-    prefill of ``decoder_prompt`` tokens and its decode step 0, both cross-attending the P positions."""
-    B, P = w.batch, w.prompt
-    if not spec.is_encoder_decoder:
-        return {"prefill": Scenario(B, P, w.prefix), "decode": Scenario(B, 1, w.prefix + P)}
-    T0 = w.decoder_prompt
-    return {"encoder": Scenario(B, P), "prefill": Scenario(B, T0, 0, src=P), "decode": Scenario(B, 1, T0, src=P)}
-
-
-def _context0(spec: ModelSpec, w: Workload) -> int:
-    """Positions in the (decoder's) self-attention cache when the decode steps start."""
-    return w.decoder_prompt if spec.is_encoder_decoder else w.prefix + w.prompt
-
-
-def _src(spec: ModelSpec, w: Workload) -> int:
-    """Source positions in the cross-attention cache (0 for decoder-only models)."""
-    return w.prompt if spec.is_encoder_decoder else 0
-
-
-def _context_notes(spec: ModelSpec, w: Workload) -> list[str]:
-    end = _context0(spec, w) + w.gen - 1
-    longest = max(end, w.prompt)
-    if not (spec.max_positions and longest > spec.max_positions):
+def _context_notes(spec: ModelSpec, end: int) -> list[str]:
+    if not (spec.max_positions and end > spec.max_positions):
         return []
     msg = (
-        f"{spec.name}: context {longest} exceeds the model's max_position_embeddings={spec.max_positions}; "
+        f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
         "the figures extrapolate the architecture past what it was trained for"
     )
     warnings.warn(msg, stacklevel=3)
@@ -414,7 +432,7 @@ def _context_notes(spec: ModelSpec, w: Workload) -> list[str]:
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
     """KV cache after the prefill, at the end of the generation, and per position (encoder-decoder: the
     self-attention cache per decoder position, and the fixed cross-attention cache of the source)."""
-    p, ctx0, src = w.precision, _context0(spec, w), _src(spec, w)
+    p, (ctx0, src) = w.precision, ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
     end = ctx0 + w.gen - 1
     out = {
         "bytes": kv_cache_bytes(spec, w.batch, ctx0, p, src=src),
@@ -449,55 +467,96 @@ def _workload_dict(w: Workload, encoder_decoder: bool = False) -> dict[str, Any]
     }
 
 
+def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, attention, precision,
+                    efficiency_mode, reserve_bytes, overrides) -> Analysis:  # fmt: skip
+    """:func:`analyze` on a layout: the single-device analysis for the deployment-level figures (params,
+    KV cache of all sequences, training FLOPs), then one GPU per pipeline stage for time and memory."""
+    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    eff = efficiency(efficiency_mode, hw, **overrides) if hw is not None else None
+    if hw is not None:
+        hw.peak(w.precision.compute)
+    b = layout.replica_batch(batch)
+    p = w.precision
+    pre = stage_report(spec, "prefill", Scenario(b, prompt, prefix), attention, p, hw, eff, layout)
+    dec = stage_report(spec, "decode", Scenario(b, 1, prefix + prompt), attention, p, hw, eff, layout)
+    stages: list[dict[str, Any]] = []
+    mems = []
+    for plan in rank_plans(spec, "prefill", attention, layout):
+        tab = rank_table(spec, "prefill", attention, layout, plan.index)
+        m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (plan.ops, tab), b)
+        mems.append(m)
+        n_params = sum(n * op.count for op in plan.ops for _, n in op.params)
+        stages.append({"index": plan.index, "layers": [plan.layers.start, plan.layers.stop], "params": n_params,
+                       "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
+                       "activation_bytes": m.activation_bytes, "per_gpu_bytes": m.total_bytes})  # fmt: skip
+    mem = max(mems, key=lambda m: m.total_bytes)
+    if mem.max_batch is not None:
+        mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
+        mem.max_context = min(int(m.max_context or 0) for m in mems)
+    notes = _context_notes(spec, prefix + prompt + gen - 1)
+    if batch % layout.dp:
+        notes.append(
+            f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
+            f"{b} sequences (the busiest), so the MoE layers see {b * layout.dp} tokens per step"
+        )
+    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w) | {"replica_batch": b}, param_report(spec),
+                 pre, dec, _kv_summary(spec, w), mem, warnings=notes)  # fmt: skip
+    a.training = training_flops(spec, batch, prompt)
+    deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
+    a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
+    a.comm = {"prefill": pre.comm, "decode": dec.comm}
+    if hw is not None and eff is not None:
+        a.efficiency = asdict(eff)
+        a.parallel["topology"] = topology(hw).to_dict()
+        a.generation = _layout_generation(spec, hw, w, eff, layout, pre, dec)
+        a.comm["decode_total_s"] = a.generation.pop("_decode_comm_s")
+    return a
+
+
+def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre: StageReport, dec: StageReport) -> dict:
+    """TTFT, TPOT, throughput of the deployment: one replica's pass through the pipeline stages."""
+    b = layout.replica_batch(w.batch)
+    d = decode_totals(spec, layout, hw, w.precision, eff, cast(Attention, w.attention), b, w.prefix + w.prompt, w.gen)
+    out = _serving(w, hw, layout.gpus, pre.time_s, d["total_s"], d["first_s"], d["last_s"], d["steps"],
+                   float(pre.flops["matmul"]), float(dec.bytes["total"]))  # fmt: skip
+    return out | {"_decode_comm_s": d["comm_s"]}
+
+
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
-    """TTFT (encoder-decoder: encoder + decoder prefill), TPOT over the decode steps, throughput, utilisation."""
     t = table(spec, "decode", w.attention)
-    scens = stage_scenarios(spec, w)
-    d = decode_generation(t, hw, w.precision, eff, w.batch, _context0(spec, w), w.gen, _src(spec, w))
-    steps = float(d.steps)
-    dec_total = float(d.total_s)
+    scens = ostages.stage_scenarios(spec, w.batch, w.prompt, w.prefix, w.decoder_prompt)
+    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    d = decode_generation(t, hw, w.precision, eff, w.batch, ctx0, w.gen, src)
+    pre_flops = sum(ostages.stage_flops(spec, k, w.attention, sc) for k, sc in scens.items() if k != "decode")
+    dvals = t.values(scens["decode"])
+    dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
+    return _serving(w, hw, 1, ttft, float(d.total_s), float(d.first_s), float(d.last_s), float(d.steps), pre_flops,
+                    dbytes0)  # fmt: skip
+
+
+def _serving(w: Workload, hw: Hardware, gpus: int, ttft, dec_total, first, last, steps, pre_flops, dbytes0) -> dict:
+    """Serving metrics of a generation from its prefill time and decode-step sums (one GPU's path)."""
     e2e = ttft + dec_total
     tpot = dec_total / steps if steps else 0.0
     peak = hw.peak(w.precision.compute)
-    pre_flops = sum(  # the passes before the first token: the prefill (and the encoder)
-        float(table(spec, k, w.attention).values(sc)[..., CLASSES.index("flops")].sum())
-        for k, sc in scens.items()
-        if k != "decode"
-    )
-    dvals = t.values(scens["decode"])
-    dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
     return {
         "ttft_s": ttft,
         "tpot_s": tpot,
-        "tpot_first_s": float(d.first_s) if steps else 0.0,
-        "tpot_last_s": float(d.last_s) if steps else 0.0,
+        "tpot_first_s": first if steps else 0.0,
+        "tpot_last_s": last if steps else 0.0,
         "decode_total_s": dec_total,
         "e2e_s": e2e,
         "throughput_tok_s": w.batch * w.gen / e2e,
+        "throughput_tok_s_per_gpu": w.batch * w.gen / e2e / gpus,
         "decode_throughput_tok_s": w.batch / tpot if tpot else None,
         "per_sequence_tok_s": w.gen / e2e,
         "prefill_tok_s": w.batch * w.prompt / ttft,
         "utilisation": {
             "prefill_flops_fraction": pre_flops / ttft / peak,
-            "decode_bandwidth_fraction": dbytes0 / float(d.first_s) / hw.memory_bandwidth_bytes_per_s
-            if steps
-            else None,
+            "decode_bandwidth_fraction": dbytes0 / first / hw.memory_bandwidth_bytes_per_s if steps else None,
         },
     }
-
-
-def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
-    """A training step on B sequences of ``seq`` tokens: the forward with logits at every position, and
-    forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation.
-    Encoder-decoder: ``seq`` source tokens through the encoder and ``seq`` target tokens through the decoder."""
-    src = seq if spec.is_encoder_decoder else 0
-    passes = [("prefill", Scenario(batch, seq, 0, logits="all", src=src))]
-    if spec.is_encoder_decoder:
-        passes.append(("encoder", Scenario(batch, seq)))
-    fwd = int(
-        sum(c.values.get("flops", 0) for st, sc in passes for c in evaluate(build_ops(spec, st, "flash"), sc, spec))
-    )
-    return {"tokens": batch * seq, "forward_matmul": fwd, "step_matmul": 3 * fwd, "step_matmul_recompute": 4 * fwd}
 
 
 def scenario(
@@ -516,11 +575,11 @@ def scenario(
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = precision or DEFAULT_PRECISION
     eff = efficiency(efficiency_mode, hw)
-    w = Workload(batch, prompt, gen, 0, attention, p)
-    sc = stage_scenarios(spec, w)
+    sc = ostages.stage_scenarios(spec, batch, prompt)
     t = {k: stage_times(table(spec, k, attention), v, hw, p, eff, k == "decode")[0] for k, v in sc.items()}
     pre_t, dec_t = t["prefill"], t["decode"]
-    d = decode_generation(table(spec, "decode", attention), hw, p, eff, batch, _context0(spec, w), gen, _src(spec, w))
+    ctx0, src = ostages.decode_start(spec, prompt)
+    d = decode_generation(table(spec, "decode", attention), hw, p, eff, batch, ctx0, gen, src)
     ttft = float(pre_t.sum()) + (float(t["encoder"].sum()) if "encoder" in t else 0.0)  # encoder-decoder: + encoder
     e2e = ttft + float(d.total_s)
     return {

@@ -32,3 +32,7 @@ class WorkloadError(LLMathError, ValueError):
 
 class HardwareError(LLMathError, ValueError):
     """A hardware spec is malformed, or lacks what was asked of it (e.g. a dtype)."""
+
+
+class LayoutError(LLMathError, ValueError):
+    """A parallel layout (--gpus/--tp/--pp/--ep/--dp) the model or the GPU count cannot run."""

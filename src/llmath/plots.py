@@ -139,3 +139,32 @@ def memory_plot(spec, hw, batch: int, precision, path: str, attention: str = "fl
     fig.savefig(p)
     plt.close(fig)
     return p
+
+
+def pareto_plot(result: dict, path: str) -> Path:
+    """``llmath plan``: every Pareto configuration as tokens/s per GPU against tokens/s per user, by mode,
+    with the chosen best configuration marked."""
+    p = _check_path(path)
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 6))
+    rows = result["pareto"]
+    for mode, marker in (("aggregated", "o-"), ("disaggregated", "s--")):
+        pts = sorted((r["tok_s_per_user"], r["throughput_tok_s_per_gpu"]) for r in rows if r["mode"] == mode)
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, marker, ms=4, label=mode)
+    b = result.get("best")
+    if b:
+        ax.plot([b["tok_s_per_user"]], [b["throughput_tok_s_per_gpu"]], "r*", ms=14, label="best under the targets")
+    t = result.get("targets") or {}
+    if t.get("tpot_ms"):
+        ax.axvline(1e3 / t["tpot_ms"], color="grey", ls=":", label=f"TPOT ≤ {t['tpot_ms']} ms")
+    ax.set_xlabel("tokens/s per user (1 / TPOT)")
+    ax.set_ylabel("output tokens/s per GPU")
+    ax.set_title(f"{result['model']} on {result['gpus']} × {result['hardware']}: Pareto front")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(p)
+    plt.close(fig)
+    return p

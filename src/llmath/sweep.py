@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
+from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage, rank_plans, rank_table
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
@@ -60,34 +61,36 @@ def grid(
     attention: str = "flash",
     precision: Precision | None = None,
     eff_mode: str = "expected",
+    layout: Layout | None = None,
 ) -> dict[str, np.ndarray]:
     """Vectorised serving metrics; ``batch``, ``prompt``, ``gen`` broadcast against each other.
 
-    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points). Encoder-decoder models:
-    ``prompt`` is the source length, the decoder starts from one token (see :mod:`llmath.analysis`).
+    Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points). With a ``layout``
+    (:func:`llmath.deploy.make_layout`), ``batch`` is the deployment's total and memory is per GPU.
+    Encoder-decoder models: ``prompt`` is the source length, the decoder starts from one token
+    (:mod:`llmath.ops.stages`).
     """
     spec = resolve(spec)
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     p = precision or Precision()
     eff = efficiency(eff_mode, hw)
+    if layout is not None:
+        return _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout)
     B, P, N = (a.ravel() for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
     shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))
-    t_pre, t_dec = table(spec, "prefill", attention), table(spec, "decode", attention)
-    ed = spec.is_encoder_decoder  # decoder prefill of the start token, decode from context 1, source P
-    t_enc = table(spec, "encoder", attention) if ed else None
+    ed = spec.is_encoder_decoder
+    tabs = (
+        table(spec, "encoder", attention) if ed else None,
+        table(spec, "prefill", attention),
+        table(spec, "decode", attention),
+    )
     ttft = np.empty(B.shape)
     dec = np.empty(B.shape)
     act = np.empty(B.shape)
     for i in range(0, max(B.size, 1), CHUNK):
         sl = slice(i, i + CHUNK)
         b, pr, n = B[sl], P[sl], N[sl]
-        if t_enc is not None:
-            enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1)
-            ttft[sl] = enc + stage_times(t_pre, Scenario(b, 1, 0, src=pr), hw, p, eff, decode=False)[0].sum(-1)
-            dec[sl] = decode_generation(t_dec, hw, p, eff, b, 1, n, src=pr).total_s
-        else:
-            ttft[sl] = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
-            dec[sl] = decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
+        ttft[sl], dec[sl] = _chunk_times(tabs, hw, p, eff, b, pr, n)
         act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
     e2e = ttft + dec
     weights = param_report(spec).total * p.weight_bytes
@@ -110,11 +113,60 @@ def grid(
     return {k: np.reshape(v, shape) for k, v in out.items()}
 
 
+def _chunk_times(tabs, hw, p, eff, b, pr, n):
+    """(TTFT, decode total) of a block of points; encoder-decoder: the encoder, the decoder prefill of the
+    start token, and decode from context 1, cross-attending the ``pr`` source positions."""
+    t_enc, t_pre, t_dec = tabs
+    if t_enc is None:
+        ttft = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
+        return ttft, decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
+    enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1)
+    ttft = enc + stage_times(t_pre, Scenario(b, 1, 0, src=pr), hw, p, eff, decode=False)[0].sum(-1)
+    return ttft, decode_generation(t_dec, hw, p, eff, b, 1, n, src=pr).total_s
+
+
+def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout) -> dict[str, np.ndarray]:
+    """:func:`grid` on a layout: each DP replica serves ⌈B/dp⌉; one GPU per pipeline stage, vectorised."""
+    B, P, N = (np.asarray(a) for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
+    b = -(-B // layout.dp)
+    ttft = per_gpu_stage(spec, layout, "prefill", Scenario(b, P, 0), hw, p, eff, attention).time_s
+    d = decode_totals(spec, layout, hw, p, eff, attention, b, P, N)
+    e2e = ttft + d["total_s"]
+    per_gpu = 0.0
+    for plan in rank_plans(spec, "prefill", attention, layout):
+        tab = rank_table(spec, "prefill", attention, layout, plan.index)
+        weights = sum(n * op.count for op in plan.ops for _, n in op.params) * p.weight_bytes
+        kv = kv_cache_bytes(spec, b, P + N - 1, p, ops=plan.ops)
+        per_gpu = np.maximum(per_gpu, weights + kv + activation_peak_bytes(spec, b, P, attention, p, tab=tab))
+    return {
+        "batch": B,
+        "prompt": P,
+        "gen": N,
+        "ttft_s": ttft,
+        "tpot_s": np.where(N > 1, d["total_s"] / np.maximum(N - 1, 1), 0.0),
+        "e2e_s": e2e,
+        "throughput_tok_s": B * N / e2e,
+        "throughput_tok_s_per_gpu": B * N / e2e / layout.gpus,
+        "per_sequence_tok_s": N / e2e,
+        "kv_peak_bytes": kv_cache_bytes(spec, B, P + N - 1, p),
+        "memory_bytes": per_gpu,
+        "fits": per_gpu <= hw.memory_bytes,
+    }
+
+
 def run_sweep(
-    model, hardware, axes: dict[str, np.ndarray], attention: str, precision: Precision, eff_mode: str
+    model,
+    hardware,
+    axes: dict[str, np.ndarray],
+    attention: str,
+    precision: Precision,
+    eff_mode: str,
+    layout: dict | None = None,
 ) -> list[dict]:
+    """The grid of ``axes`` as rows. ``layout``: make_layout's keyword arguments (gpus, tp, pp, ep, dp, overlap)."""
+    lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
-    g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode)
+    g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode, lay)
     keys = list(g)
     rows = []
     for i in range(Bg.size):

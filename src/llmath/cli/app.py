@@ -64,12 +64,46 @@ DecPromptOpt = Annotated[
         "--prompt is then the source length.",
     ),
 ]
+GpusOpt = Annotated[
+    int | None, typer.Option("--gpus", help="GPUs in the deployment (tp·pp·dp); alone: dense TP=N, MoE its usual.")
+]
+TpOpt = Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree (attention and dense layers).")]
+PpOpt = Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel stages.")]
+EpOpt = Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (MoE; divides tp·dp).")]
+DpOpt = Annotated[int | None, typer.Option("--dp", help="Data-parallel (attention-DP) replicas; --batch is split.")]
+OverlapOpt = Annotated[
+    str, typer.Option("--overlap", help="none, or tbo: two-batch overlap hides the MoE all-to-all (needs --ep).")
+]
 
 
 def _precision(dtype: str, weights: str | None, activations: str | None, kv: str | None, group: int):
     from llmath.model.dtypes import Precision
 
     return Precision(weights or dtype, activations or dtype, kv or dtype, group_size=group)
+
+
+def _gen_dist(text: str | None) -> tuple[tuple[int, float], ...]:
+    """'64:0.5,512:0.5' -> ((64, 0.5), (512, 0.5)); a malformed entry is a one-line error."""
+    out = []
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        g, _, w = item.partition(":")
+        try:
+            out.append((int(g), float(w or 1)))
+        except ValueError:
+            raise WorkloadError(f"--gen-dist entry {item!r} must be LENGTH:WEIGHT, e.g. 64:0.5") from None
+    return tuple(out)
+
+
+def _speculation(method: str | None, k: int, acceptance: float | None, draft: str | None):
+    if method is None:
+        return None
+    if acceptance is None:
+        raise WorkloadError("--spec-method needs --acceptance (mean tokens per verify round, 1 … k+1, as measured)")
+    from llmath.deploy.speculative import Speculation
+
+    return Speculation(method, k, acceptance, draft)
 
 
 def _hardware(
@@ -298,16 +332,102 @@ def analyze(
     memory_plot: Annotated[
         str | None, typer.Option("--memory-plot", help="Write memory (weights, KV, activations) vs context.")
     ] = None,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    overlap: OverlapOpt = "none",
     json_: JsonOpt = False,
+    concurrency: Annotated[
+        float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
+    ] = None,
+    rate: Annotated[float | None, typer.Option("--rate", help="Serve an open loop of this many requests/s.")] = None,
+    engine: Annotated[
+        str | None, typer.Option("--engine", help="vllm|sglang|trtllm|llama.cpp scheduler defaults (default vllm).")
+    ] = None,
+    prefix_hit: Annotated[
+        float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")
+    ] = 0.0,
+    max_num_batched_tokens: Annotated[
+        int | None, typer.Option("--max-num-batched-tokens", help="Override the engine's token budget per iteration.")
+    ] = None,
+    max_num_seqs: Annotated[
+        int | None, typer.Option("--max-num-seqs", help="Override the engine's running-request cap.")
+    ] = None,
+    gpu_memory_utilization: Annotated[
+        float | None, typer.Option("--gpu-memory-utilization", help="Override the engine's memory fraction.")
+    ] = None,
+    gen_dist: Annotated[
+        str | None, typer.Option("--gen-dist", help="Serving: output lengths 'G:weight,...' (e.g. 64:0.5,512:0.5).")
+    ] = None,
+    enforce_eager: Annotated[
+        bool, typer.Option("--enforce-eager", help="Serving: no CUDA graphs (eager kernel launches in decode).")
+    ] = False,
+    spec_method: Annotated[
+        str | None, typer.Option("--spec-method", help="Speculative decoding: draft | eagle | mtp.")
+    ] = None,
+    spec_tokens: Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")] = 3,
+    acceptance: Annotated[
+        float | None, typer.Option("--acceptance", help="Mean tokens a round yields (1 … k+1), as measured.")
+    ] = None,
+    draft_model: Annotated[
+        str | None, typer.Option("--draft-model", help="Draft model for --spec-method draft.")
+    ] = None,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
-    throughput and memory fit.
+    throughput and memory fit. With --concurrency or --rate: continuous batching by a serving engine.
 
-    Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json
+    Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json ;
+    llmath analyze llama-3.1-70b -H h100-sxm --gpus 2 --weights fp8 ; llmath analyze deepseek-v3 -H h200 --gpus 8
+    --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm
     """
     from llmath.analysis import analyze as run
 
     p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    serving_flags = (engine, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization, spec_method)
+    unused = any(v is not None for v in serving_flags) or prefix_hit or enforce_eager or gen_dist
+    if concurrency is None and rate is None and unused:
+        raise WorkloadError(
+            "--engine, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
+            " --concurrency C or --rate R (--batch B is a static batch)"
+        )
+    if concurrency is not None or rate is not None:
+        from llmath.deploy.service import serve
+
+        rep = serve(
+            model,
+            _hardware(hardware, peak_tflops, bandwidth_gbs, memory_gb, p.compute),
+            prompt=prompt,
+            gen=gen,
+            concurrency=concurrency,
+            rate=rate,
+            engine=engine or "vllm",
+            gpus=gpus,
+            tp=tp,
+            pp=pp,
+            ep=ep,
+            dp=dp,
+            overlap=overlap,
+            prefix_hit=prefix_hit,
+            gen_dist=_gen_dist(gen_dist),
+            precision=p,
+            attention=attention.value,
+            efficiency_mode=efficiency.value,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_num_seqs=max_num_seqs,
+            gpu_memory_utilization=gpu_memory_utilization,
+            cuda_graph_bytes=reserve_gb * 1e9 if reserve_gb else None,
+            cuda_graphs=False if enforce_eager else None,
+            speculation=_speculation(spec_method, spec_tokens, acceptance, draft_model),
+        )
+        if json_:
+            out.emit_json(rep.to_dict())
+        else:
+            from llmath.output.serving import serving_human
+
+            serving_human(rep.to_dict())
+        return
     hw = None if hardware.lower() == "none" else _hardware(hardware, peak_tflops, bandwidth_gbs, memory_gb, p.compute)
     if reserve_gb < 0:
         raise WorkloadError(f"--reserve-gb={reserve_gb} must be >= 0")
@@ -328,6 +448,12 @@ def analyze(
         memory=memory_eff,
         overhead_s=ov,
         decode_overhead_s=ov,
+        gpus=gpus,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        dp=dp,
+        overlap=overlap,
     )
     if plot:
         from llmath.plots import roofline_plot
@@ -366,6 +492,12 @@ def sweep(
     plot: Annotated[
         str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")
     ] = None,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    overlap: OverlapOpt = "none",
     json_: JsonOpt = False,
     csv: CsvOpt = False,
 ):
@@ -381,7 +513,8 @@ def sweep(
         "prompt": parse_axis("--prompt", prompt),
         "gen": parse_axis("--gen", gen),
     }
-    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value)
+    layout = dict(gpus=gpus, tp=tp, pp=pp, ep=ep, dp=dp, overlap=overlap)
+    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value, layout)
     if plot:
         from llmath.plots import sweep_plot
 
@@ -406,6 +539,12 @@ def compare(
     attention: AttOpt = Att.flash,
     dtype: DtypeOpt = "bf16",
     efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
+    gpus: GpusOpt = None,
+    tp: TpOpt = None,
+    pp: PpOpt = None,
+    ep: EpOpt = None,
+    dp: DpOpt = None,
+    overlap: OverlapOpt = "none",
     json_: JsonOpt = False,
     csv: CsvOpt = False,
 ):
@@ -428,6 +567,12 @@ def compare(
                 attention=attention.value,
                 precision=Precision.uniform(dtype),
                 efficiency_mode=efficiency.value,
+                gpus=gpus,
+                tp=tp,
+                pp=pp,
+                ep=ep,
+                dp=dp,
+                overlap=overlap,
             )
             rows.append(
                 {
@@ -440,6 +585,7 @@ def compare(
                     "throughput_tok_s": a.generation["throughput_tok_s"],
                     "memory_GB": a.memory.total_bytes / 1e9,
                     "fits": a.memory.fits,
+                    **({"layout": _layout_text(a.parallel)} if a.parallel else {}),
                 }
             )
     if json_:
@@ -448,6 +594,10 @@ def compare(
         out.rows_csv(rows)
     else:
         out.emit_rows(rows, False, title="Comparison", columns=list(rows[0]))
+
+
+def _layout_text(par: dict) -> str:
+    return f"tp{par['tp']} pp{par['pp']} dp{par['dp']} ep{par['ep']}"
 
 
 @app.command()
@@ -520,11 +670,25 @@ def validate(
     quick: Annotated[bool, typer.Option("--quick", help="Few shapes, few repeats.")] = False,
     threads: Annotated[int | None, typer.Option("--threads", help="torch threads (default: all cores).")] = None,
     json_: JsonOpt = False,
+    serving: Annotated[
+        bool, typer.Option("--serving", help="With --published: the concurrency/offline rows, served by engines.")
+    ] = False,
 ):
     """Measured vs predicted: time a real model here, or compare with published measurements.
 
     Examples: llmath validate --published ; llmath validate llama-3.2-1b --hardware cpu.json --device cpu
     """
+    if published and serving:
+        from llmath.measure.serving_validation import validate_serving
+
+        rep = validate_serving()
+        if json_:
+            out.emit_json(rep)
+        else:
+            from llmath.output.serving import serving_validation_human
+
+            serving_validation_human(rep)
+        return
     if published:
         from llmath.measure.validate import validate_published
 

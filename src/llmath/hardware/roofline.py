@@ -14,115 +14,27 @@ one step costs, with no Python loop over steps.
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 import numpy as np
 
-from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
+from llmath.hardware import efficiency_fit as ef
+from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
 from llmath.model.dtypes import Precision
-from llmath.ops import CLASSES, Scenario, Table, Value, experts_hit, one_hot
+from llmath.ops import CLASSES, Scenario, Table, Value, one_hot
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
 # compute-bound enough that max(compute, memory) at the large-GEMM rates describes them. A calibrated
 # skinny_rows curve is used up to this cut as well.
 SKINNY_ROWS = 64
-
-
-@lru_cache(maxsize=1)
-def _defaults() -> dict:
-    return json.loads((resources.files("llmath") / "data" / "efficiency.json").read_text())["defaults"]
-
-
-@dataclass(frozen=True)
-class Efficiency:
-    """Achievable fractions of peak and per-kernel overheads.
-
-    ``matmul``: fraction of the dense matmul peak; ``memory``: of the bandwidth for large streams;
-    ``skinny``: of the bandwidth for weight GEMMs with ≤ 64 token rows (decode); ``attention_decode``:
-    of the bandwidth for decode attention reading the KV cache; ``overhead_s``: per kernel launch in
-    prefill (eager launches); ``decode_overhead_s``: per kernel in decode (CUDA graphs, as serving
-    engines capture decode).
-    """
-
-    name: str = "expected"
-    matmul: float = 1.0
-    matmul_fp8: float | None = None
-    vector: float = 1.0
-    memory: float = 1.0
-    skinny: float = 1.0
-    attention_decode: float = 1.0
-    overhead_s: float = 0.0
-    decode_overhead_s: float = 0.0
-    # measured bandwidth fraction of weight GEMMs by token rows, e.g. ((1, 0.3), (8, 0.5), (64, 0.9)):
-    # interpolated in log(rows) for GEMMs with at most the largest rows listed (replaces ``skinny``)
-    skinny_rows: tuple[tuple[int, float], ...] = ()
-    # measured matmul fraction of weight GEMMs by token rows, e.g. ((128, 0.6), (1024, 0.9)): their compute
-    # time uses it up to the largest rows listed (beyond: the large-GEMM rate); calibrated profiles only
-    matmul_rows: tuple[tuple[int, float], ...] = ()
-
-    def __post_init__(self) -> None:
-        for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
-            v = getattr(self, f)
-            if not (0 < v <= 1):
-                raise WorkloadError(f"efficiency {f}={v!r} must be a fraction in (0, 1]")
-        if self.overhead_s < 0 or self.decode_overhead_s < 0:
-            raise WorkloadError("kernel overheads must be >= 0 seconds")
-
-    def matmul_for(self, dtype: str) -> float:
-        return self.matmul_fp8 if (dtype == "fp8" and self.matmul_fp8) else self.matmul
-
-
-IDEAL = Efficiency(name="ideal")
-
-
-@lru_cache(maxsize=256)
-def expected(hw: Hardware | None = None) -> Efficiency:
-    """The ``expected`` defaults, with the vendor's matmul fraction where one was measured.
-
-    A calibrated profile (``llmath calibrate``) carries its own measured ceilings as its peaks and
-    bandwidth, and its measured fractions in ``measured["efficiency"]``: those are used instead.
-    """
-    if hw is not None and isinstance(hw.measured, dict) and hw.measured.get("efficiency"):
-        e = dict(hw.measured["efficiency"])
-        for key in ("skinny_rows", "matmul_rows"):
-            if key in e:
-                e[key] = tuple((int(r), float(f)) for r, f in e[key])
-        return replace(IDEAL, name="expected", **e)
-    d = _defaults()
-    mm = d["matmul_compute_fraction"]
-    if hw is not None:
-        vendor = {"intel": "intel_gaudi"}.get(hw.vendor, hw.vendor)
-        mm = d.get("matmul_compute_fraction_by_vendor", {}).get(vendor, mm)
-    return Efficiency(
-        name="expected",
-        matmul=mm,
-        matmul_fp8=d.get("matmul_compute_fraction_fp8"),
-        vector=d["memory_bandwidth_fraction"],
-        memory=d["memory_bandwidth_fraction"],
-        skinny=d["skinny_gemm_bandwidth_fraction"],
-        attention_decode=d["decode_attention_bandwidth_fraction"],
-        overhead_s=d["kernel_overhead_s"],
-        decode_overhead_s=d["kernel_overhead_cuda_graph_s"],
-    )
-
-
-def efficiency(mode: str | Efficiency, hw: Hardware | None = None, **overrides) -> Efficiency:
-    if isinstance(mode, Efficiency):
-        base = mode
-    elif mode == "ideal":
-        base = IDEAL
-    elif mode == "expected":
-        base = expected(hw)
-    else:
-        raise WorkloadError(f"efficiency={mode!r} must be 'ideal' or 'expected'")
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    return replace(base, **overrides) if overrides else base
+# Rows of one tensor-core GEMM tile for weight-only quantised GEMMs: Hopper's wgmma instructions are m64
+# (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"); CUTLASS tiles are 64 or 128 rows.
+TILE_ROWS = 64
+LARGE_ROWS = 4096  # rows at which the fitted GEMM fractions are compute-identified (far above every ridge)
 
 
 @lru_cache(maxsize=256)
@@ -169,13 +81,49 @@ def _inv_variants(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> 
     return out
 
 
-def inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool) -> np.ndarray:
+@lru_cache(maxsize=512)
+def _gemm_shapes(table: Table) -> tuple[np.ndarray, np.ndarray]:
+    """(n·k, rows share) of each op for the fitted GEMM model: its weight elements per run (per expert for
+    routed experts), and the share of the token rows one of its GEMMs sees (top-k / E for routed experts)."""
+    nk = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
+    share = np.ones(len(table.ops))
+    moe = table.spec.moe
+    if moe is not None:
+        routed = np.array([any(t.mono == "U:moe" for t in op.terms("weight")) for op in table.ops], dtype=bool)
+        share[routed] = moe.top_k / moe.n_experts
+        nk[routed] /= moe.n_experts  # a routed op's parameters are those of all its experts
+    nk.setflags(write=False)
+    share.setflags(write=False)
+    return nk, share
+
+
+@lru_cache(maxsize=1024)
+def _fitted_inv(table: Table, hw: Hardware, eff: Efficiency, p: Precision, decode: bool) -> np.ndarray | None:
+    """(n_ops,) seconds per byte with a fitted GEMM model: weight GEMMs at its memory fraction for their
+    weight bytes per run, the other ops as :func:`_base_inv`; ``None`` without a fit for ``p``'s format."""
+    coef = eff.gemm_coef(p.compute)
+    if coef is None:
+        return None
+    nk, _ = _gemm_shapes(table)
+    em = ef.fractions(coef, 1.0, 1.0, nk * p.weight_bytes)[1]
+    out = np.where(table.is_weight_mm, 1.0 / (hw.memory_bandwidth_bytes_per_s * em), _base_inv(table, hw, eff, decode))
+    out.setflags(write=False)
+    return out
+
+
+def inv_bandwidth(
+    table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool, p: Precision | None = None
+) -> np.ndarray:
     """(…, n_ops) seconds per byte of each op: 1 / (bandwidth × achievable fraction).
 
     Weight GEMMs with few rows stream their weights like a GEMV and get the ``skinny`` fraction (or the
     calibrated ``skinny_rows`` curve, interpolated in log rows); their rows are the B·T tokens, or the B
-    logit rows for the LM head. Decode attention reading the KV cache gets ``attention_decode``.
+    logit rows for the LM head. Decode attention reading the KV cache gets ``attention_decode``. With a
+    fitted GEMM model for ``p``'s format, weight GEMMs get its memory fraction at any rows instead.
     """
+    fit = _fitted_inv(table, hw, eff, p, decode) if (eff.gemm_fit and p is not None) else None
+    if fit is not None:
+        return fit
     if not eff.skinny_rows:
         v = _inv_variants(table, hw, eff, decode)
         idx = 2 * (np.asarray(tokens) <= SKINNY_ROWS) + (np.asarray(batch) <= SKINNY_ROWS)
@@ -192,9 +140,11 @@ def inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, de
     return _per_row_kind(table, inv(tokens), inv(batch), base)
 
 
-def op_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool) -> np.ndarray:
+def op_bandwidth(
+    table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool, p: Precision | None = None
+) -> np.ndarray:
     """(…, n_ops) achievable bytes/s of each op (see :func:`inv_bandwidth`)."""
-    return 1.0 / inv_bandwidth(table, hw, eff, batch, tokens, decode)
+    return 1.0 / inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
 
 
 def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
@@ -202,9 +152,43 @@ def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
     return hw.peak(p.compute) * eff.matmul_for(p.compute), hw.vector_peak * eff.vector
 
 
-def mm_factor(table: Table, eff: Efficiency, batch, tokens) -> np.ndarray | None:
-    """(…, n_ops) 1 / η(rows) for weight GEMMs from a calibrated ``matmul_rows`` curve, 1 for the other ops;
-    ``None`` without a curve (the default efficiencies)."""
+def mm_factor(
+    table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None, weight_only: bool = False
+) -> np.ndarray | None:
+    """(…, n_ops) factor on weight GEMMs' compute time at the ``matmul`` rate, 1 for the other ops; ``None``
+    when there is none (the default efficiencies).
+
+    With a fitted GEMM model for ``dtype``: η_matmul / ηc(rows, n·k) per op (the compute time becomes
+    FLOPs / (peak · ηc)); else 1 / η(rows) from a calibrated ``matmul_rows`` curve.
+
+    ``weight_only`` (weights narrower than the activations: W8A16, W4A16): the fit was measured with weights
+    in the compute format, and below the ridge its compute and weight-streaming terms cannot be told apart
+    (the fitted ηc follows the memory roof there). The dequantising kernel streams the narrow weights and
+    computes whole TILE_ROWS-row tiles at the large-GEMM fraction, so ηc is at least
+    ηc(LARGE_ROWS) · m / (TILE_ROWS · ⌈m / TILE_ROWS⌉)."""
+    coef = eff.gemm_coef(dtype)
+    if coef is not None:
+        nk, share = _gemm_shapes(table)
+        mm = eff.matmul_for(dtype or "")
+
+        def eta(x, cols):
+            return ef.fractions(coef, x, nk[cols], 1.0)[0]
+
+        def ratio(rows, cols):  # (…, len(cols)), evaluated once per distinct row count (sweeps repeat a few)
+            r = np.asarray(rows, dtype=float)
+            u, idx = np.unique(r, return_inverse=True)
+            x = np.maximum(u[:, None] * share[cols], 1.0)
+            e = eta(x, cols)
+            if weight_only:
+                e = np.maximum(e, eta(np.full_like(x, LARGE_ROWS), cols) * x / (TILE_ROWS * np.ceil(x / TILE_ROWS)))
+            vals = mm / e
+            return vals[idx.reshape(r.shape)]
+
+        out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
+        for rows, mask in ((tokens, table.weight_token_rows), (batch, table.weight_logit_rows)):
+            cols = np.flatnonzero(mask)
+            out[..., cols] = ratio(rows, cols)
+        return out
     if not eff.matmul_rows:
         return None
     xs, fr = _curve(eff.matmul_rows)
@@ -216,16 +200,29 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens) -> np.ndarray | None
     return _per_row_kind(table, inv_eta(tokens), inv_eta(batch), 1.0)
 
 
+def _weight_only(p: Precision) -> bool:
+    per = p.per_class
+    return per["weight"] < per["act_in"]
+
+
+def overheads(table: Table, eff: Efficiency, decode: bool) -> np.ndarray:
+    """(n_ops,) overhead seconds of each op per pass: its kernels × the per-kernel overhead (in decode, decode
+    attention's own where one was fitted)."""
+    ov = eff.decode_overhead_s if decode else eff.overhead_s
+    if decode and eff.attention_overhead_s is not None:
+        return table.kernels * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
+    return table.kernels * ov
+
+
 def times(
     flops, vflops, bytes_, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
 ):
     """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes."""
     mm_rate, vec_rate = rates(hw, p, eff)
-    f = mm_factor(table, eff, batch, tokens)
+    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
     compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
-    memory = bytes_ / op_bandwidth(table, hw, eff, batch, tokens, decode)
-    ov = eff.decode_overhead_s if decode else eff.overhead_s
-    return np.maximum(compute, memory) + table.kernels * ov, compute, memory
+    memory = bytes_ / op_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    return np.maximum(compute, memory) + overheads(table, eff, decode), compute, memory
 
 
 def op_times(
@@ -251,14 +248,14 @@ def _stage_matrices(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(compute seconds, memory seconds) right-hand sides (n_monos, n_ops), and the overheads, for scalars."""
-    f = mm_factor(table, eff, batch, tokens)
+    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
     if f is None:
         comp = _compute_rhs(table, hw, p, eff)
     else:
         mm_rate, vec_rate = rates(hw, p, eff)
         comp = table.rhs(one_hot("flops")) / mm_rate * f + table.rhs(one_hot("vflops")) / vec_rate
-    mem = table.rhs(byte_weights_key(p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode)
-    ov = table.kernels * (eff.decode_overhead_s if decode else eff.overhead_s)
+    mem = table.rhs(byte_weights_key(p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    ov = overheads(table, eff, decode)
     return comp, mem, ov
 
 
@@ -271,16 +268,7 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
         c, m = mv @ comp, mv @ mem
         return np.maximum(c, m) + ov, c, m
     B = np.asarray(B)
-    f = mm_factor(table, eff, B, B * np.asarray(scenario.T))
-    if f is None:
-        comp = mv @ _compute_rhs(table, hw, p, eff)
-    else:
-        mm_rate, vec_rate = rates(hw, p, eff)
-        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, B, B * np.asarray(scenario.T), decode)
-    t = np.maximum(comp, mem)
-    overhead = eff.decode_overhead_s if decode else eff.overhead_s
-    return (t + table.kernels * overhead if overhead else t), comp, mem
+    return monomial_times(table, mv, hw, p, eff, B, B * np.asarray(scenario.T), decode)
 
 
 # ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
@@ -353,16 +341,16 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
     k = _decode_coefs(table, bw_key)
     mm_rate, vec_rate = rates(hw, p, eff)
     kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
-    f = mm_factor(table, eff, B, B)
+    f = mm_factor(table, eff, B, B, p.compute, _weight_only(p))
     if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
         kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
     spec = table.spec
-    U = float(experts_hit(float(B), spec.moe.n_experts, spec.moe.top_k)) if spec.moe is not None else 0.0
-    inv = inv_bandwidth(table, hw, eff, B, B, decode=True)
+    U = float(table.experts_hit(float(B))) if spec.moe is not None else 0.0
+    inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
     x = np.array([1.0, float(B), U, 0.0, float(B) * src])
     c0 = x @ kc
     m0 = (x @ k[:, 2]) * inv
-    ov = table.kernels * eff.decode_overhead_s
+    ov = overheads(table, eff, decode=True)
     step = np.maximum(c0, m0) + ov
     step.setflags(write=False)
     w = _windows(table)
@@ -434,17 +422,17 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
     spec = table.spec
     Bf = np.asarray(B, dtype=float)[..., None]
-    U = experts_hit(Bf, spec.moe.n_experts, spec.moe.top_k) if spec.moe is not None else np.zeros_like(Bf)
+    U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
     Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
     X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
-    inv = inv_bandwidth(table, hw, eff, B, B, decode=True)
-    f = mm_factor(table, eff, B, B)
+    inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
+    f = mm_factor(table, eff, B, B, p.compute, _weight_only(p))
     c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
     m0 = (X @ k[:, 2]) * inv
-    ov = table.kernels * eff.decode_overhead_s
+    ov = overheads(table, eff, decode=True)
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
     step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
-    if eff.decode_overhead_s:
+    if ov.any():
         step += ov
     per_op = step * n
     j = _slope_ops(table, bw_key)
@@ -476,3 +464,21 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+
+
+def monomial_times(
+    table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+):
+    """(time, compute, memory) per op from monomial values ``mv`` (…, n_monos): the array path of
+    :func:`stage_times`, and the entry for callers that compose a pass from several scenarios (a serving
+    iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens."""
+    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
+    if f is None:
+        comp = mv @ _compute_rhs(table, hw, p, eff)
+    else:
+        mm_rate, vec_rate = rates(hw, p, eff)
+        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
+    mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    t = np.maximum(comp, mem)
+    ov = overheads(table, eff, decode)
+    return (t + ov if ov.any() else t), comp, mem

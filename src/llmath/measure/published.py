@@ -1,14 +1,15 @@
 """Published serving measurements (``data/published.json``) against llmath's ``expected`` predictions.
 
 Nothing in llmath is fitted to these points. Each usable row is predicted with
-:func:`llmath.analysis.analyze` (flash attention, one device); every other row is listed under ``skipped``
-with the reason.
+:func:`llmath.analysis.analyze` (flash attention; multi-GPU rows on the layout they state); every other row
+is listed under ``skipped`` with the reason.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -88,16 +89,22 @@ def _skip_reason(r: Mapping[str, Any]) -> str | None:
     checks = (
         (r.get("metric") not in _METRIC_KEY, f"metric {r.get('metric')!r} is not one llmath predicts"),
         (r.get("value") is None, "no value in the source"),
-        (
-            r.get("n_devices") != 1,
-            f"{r.get('n_devices')} devices: llmath models one device (no tensor-parallel communication)",
-        ),
         (r.get("model") not in registry.index(), f"model {r.get('model')!r} is not in llmath's registry"),
         (r.get("hardware") not in hwmod.names(), f"hardware {r.get('hardware')!r} is not in llmath's registry"),
         (r.get("batch") is None, "batch not stated (the runtime chose it, or in-flight batching)"),
         (r.get("prompt") is None or r.get("gen") is None, "prompt or output length not stated"),
     )
     return next((reason for failed, reason in checks if failed), None)
+
+
+def _layout_for(r: Mapping[str, Any]) -> dict[str, int]:
+    """The layout a multi-GPU row states ("TP=4", "tensor parallel 8" in its notes), else TP = n_devices;
+    experts TP-sharded (ep = 1) as the engines of these rows ran them. One device: no layout."""
+    n = int(r.get("n_devices") or 1)
+    if n == 1:
+        return {}
+    m = re.search(r"\b(?:TP\s*=?\s*|tensor[- ]parallel(?:ism)?\s*(?:=\s*)?)(\d+)", str(r.get("notes") or ""))
+    return {"gpus": n, "tp": int(m.group(1)) if m else n, "ep": 1}
 
 
 def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,8 +124,12 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
             gen=int(r["gen"]),
             attention="flash",
             precision=prec,
+            **_layout_for(r),
         )
-    pred = float(a.generation[_METRIC_KEY[r["metric"]]])
+    key = _METRIC_KEY[r["metric"]]
+    if key == "throughput_tok_s" and r.get("per_device") and a.parallel:
+        key = "throughput_tok_s_per_gpu"
+    pred = float(a.generation[key])
     meas = float(r["value"])
     return {
         "id": r.get("id", "?"),
@@ -128,6 +139,7 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
         "batch": r["batch"],
         "prompt": r["prompt"],
         "gen": r["gen"],
+        "layout": {k: a.parallel[k] for k in ("tp", "pp", "dp", "ep")} if a.parallel else None,
         "weights": prec.weights,
         "activations": prec.activations,
         "kv_dtype": prec.kv,
@@ -144,9 +156,9 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
 def validate_published(path: str | Path | None = None) -> dict[str, Any]:
     """llmath's ``expected`` prediction for every usable row of the published measurements.
 
-    Usable: model and hardware in llmath's registries, one device, a stated batch, prompt and output
-    length, and a dtype llmath models. Every other row is listed under ``skipped`` with its reason.
-    Attention is ``flash`` (the serving engines' fused kernels).
+    Usable: model and hardware in llmath's registries (multi-GPU rows on the layout they state), a stated
+    batch, prompt and output length, and a dtype llmath models. Every other row is listed under ``skipped``
+    with its reason. Attention is ``flash`` (the serving engines' fused kernels).
     """
     rows, skipped = [], []
     for r in _published_rows(path):

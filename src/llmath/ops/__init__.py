@@ -26,7 +26,7 @@ from llmath.ops.core import (
     visible_keys,
     wkey,
 )
-from llmath.ops.table import OpCost, Table, evaluate, explain, one_hot, table
+from llmath.ops.table import OpCost, Table, compile_table, evaluate, explain, one_hot, table
 
 __all__ = [
     "ATTENTIONS",
@@ -41,6 +41,7 @@ __all__ = [
     "Value",
     "build_ops",
     "causal_pairs",
+    "compile_table",
     "evaluate",
     "experts_hit",
     "explain",

@@ -74,7 +74,7 @@ TermSpec = tuple[int, str, str]  # (coefficient, monomial, coefficient over the 
 class Term:
     """``coef`` × monomial. ``sym`` writes the coefficient over the model's letters (e.g. ``2·D·N·H``)."""
 
-    coef: int
+    coef: int | float  # an int for one device; a rank's share of an operator may be a fraction (deploy/shard)
     mono: str
     sym: str
 
@@ -180,7 +180,9 @@ class Scenario:
     logits: Literal["last", "all"] = "last"
     src: Value = 0
 
-    def monomials(self, monos: Iterable[str], spec: ModelSpec) -> dict[str, Value]:
+    def monomials(self, monos: Iterable[str], spec: ModelSpec, moe_tokens: int = 1) -> dict[str, Value]:
+        """Values of the monomials. ``moe_tokens``: tokens an MoE layer routes per token of this scenario
+        (1 on one device; the attention-DP degree when a rank's MoE layer serves every replica's tokens)."""
         B, T, S0 = self.B, self.T, self.S0
         out: dict[str, Value] = {}
         for m in monos:
@@ -201,7 +203,7 @@ class Scenario:
                 moe = spec.moe
                 if moe is None:  # pragma: no cover - only MoE layers emit U:moe
                     raise AssertionError(m)
-                hit = experts_hit(B * T, moe.n_experts, moe.top_k)
+                hit = experts_hit(B * T * moe_tokens, moe.n_experts, moe.top_k)
                 v = float(hit) if np.ndim(hit) == 0 else hit
             else:
                 kind, win = _parse_mono(m)

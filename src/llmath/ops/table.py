@@ -9,7 +9,7 @@ import numpy as np
 
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
-from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, Value, mono_text
+from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, Value, experts_hit, mono_text
 
 
 @dataclass(frozen=True)
@@ -20,10 +20,12 @@ class OpCost:
     values: dict[str, Value]  # class -> total (FLOPs or elements)
 
 
-def evaluate(ops: tuple[Op, ...], scenario: Scenario, spec: ModelSpec) -> list[OpCost]:
-    """Each operator's totals for a scenario (Python ints for int sizes; arrays broadcast)."""
+def evaluate(ops: tuple[Op, ...], scenario: Scenario, spec: ModelSpec, moe_tokens: int = 1) -> list[OpCost]:
+    """Each operator's totals for a scenario (Python ints for int sizes; arrays broadcast).
+
+    ``moe_tokens``: see :meth:`Scenario.monomials` (1 on one device)."""
     monos = {t.mono for op in ops for _, ts in op.costs for t in ts}
-    mv = scenario.monomials(monos, spec)
+    mv = scenario.monomials(monos, spec, moe_tokens)
     shape = np.broadcast_shapes(*(np.shape(v) for v in mv.values()))
     if shape:  # a sweep: every class total gets the sweep's shape (constants included)
         mv = {k: np.broadcast_to(v, shape) for k, v in mv.items()}
@@ -87,10 +89,18 @@ class Table:
     logit_rows: np.ndarray  # ops whose rows are the logit rows (B·L), not the B·T tokens
     weight_token_rows: np.ndarray  # weight GEMMs over the B·T tokens (not cross-attention K/V: B·src rows)
     weight_logit_rows: np.ndarray  # weight GEMMs over the logit rows (the LM head)
+    moe_tokens: int = 1  # tokens an MoE layer routes per scenario token (attention-DP degree; 1 on one device)
+
+    def experts_hit(self, batch_tokens):
+        """Expected distinct experts hit by the MoE layer's tokens (``batch_tokens`` × ``moe_tokens``)."""
+        m = self.spec.moe
+        if m is None:  # pragma: no cover - only MoE tables ask
+            raise AssertionError("experts_hit on a dense model")
+        return experts_hit(np.asarray(batch_tokens, dtype=float) * self.moe_tokens, m.n_experts, m.top_k)
 
     def monomial_matrix(self, scenario: Scenario) -> np.ndarray:
         """(…, n_monos) monomial values of a scenario (sizes broadcast over the leading axes)."""
-        mv = scenario.monomials(self.monos, self.spec)
+        mv = scenario.monomials(self.monos, self.spec, self.moe_tokens)
         vals = [mv[m] for m in self.monos]
         if not any(isinstance(v, np.ndarray) for v in vals):
             return np.array(vals, dtype=float)
@@ -123,7 +133,11 @@ def one_hot(cls: str) -> tuple[float, ...]:
 
 @lru_cache(maxsize=256)
 def table(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = "flash") -> Table:
-    ops = build_ops(spec, stage, attention)
+    return compile_table(spec, build_ops(spec, stage, attention))
+
+
+def compile_table(spec: ModelSpec, ops: tuple[Op, ...], moe_tokens: int = 1) -> Table:
+    """The coefficient table of any operator list of ``spec`` (one device's, or one rank's of a layout)."""
     monos = tuple(sorted({t.mono for op in ops for _, ts in op.costs for t in ts}))
     index = {m: i for i, m in enumerate(monos)}
     coef = np.zeros((len(ops), len(CLASSES), len(monos)))
@@ -140,4 +154,4 @@ def table(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = "fla
     w_tok, w_log = is_weight_mm & ~logit_rows & ~src_rows, is_weight_mm & logit_rows
     for a in (coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log):
         a.setflags(write=False)
-    return Table(spec, ops, monos, coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log)
+    return Table(spec, ops, monos, coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log, moe_tokens)

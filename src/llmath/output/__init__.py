@@ -243,7 +243,9 @@ def analysis_human(a, top: int = 8) -> None:
     c.print(
         f"[b]{a.model}[/b] on [b]{a.hardware or 'no hardware'}[/b]: batch {w['batch']}, prompt {w['prompt']}, "
         f"gen {w['gen']}, attention {w['attention']}, weights {w['weights']} / activations {w['activations']} / "
-        f"KV {w['kv_dtype']}" + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
+        f"KV {w['kv_dtype']}"
+        + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
+        + (f" ({a.efficiency['rule']})" if a.efficiency.get("rule") else "")
     )
     p = a.params
     line = f"params {p.total:,}"
@@ -262,9 +264,16 @@ def analysis_human(a, top: int = 8) -> None:
             f"from {w['decoder_prompt']} token(s); cross-attention cache {kv['cross_bytes_per_source_token']:,} B "
             f"per source token, {gb(kv['cross_bytes'])} fixed (included above)"
         )
-    t = Table(title="stages")
+    if a.parallel:
+        _layout_lines(c, a)
+    t = Table(
+        title="stages" + (" (per GPU; with pp > 1 summed over one GPU of each pipeline stage)" if a.parallel else "")
+    )
     for col in ("stage", "matmul FLOPs", "vector FLOPs", "bytes", "weights", "KV read", "intensity", "time", "bound"):
         t.add_column(col, justify="left" if col == "stage" else "right")
+    if a.parallel:
+        for col in ("compute", "memory", "comm"):
+            t.add_column(col, justify="right")
     for s, label in _stages(a):
         t.add_row(
             label,
@@ -276,8 +285,11 @@ def analysis_human(a, top: int = 8) -> None:
             f"{s.intensity:.3g} FLOP/B",
             ms(s.time_s),
             s.bound or "-",
+            *((ms(s.compute_s), ms(s.memory_s), ms(s.comm_s)) if a.parallel else ()),
         )
     c.print(t)
+    if a.parallel and a.comm and a.comm.get("decode") is not None:
+        _comm_table(c, a)
     if a.generation:
         g = a.generation
         c.print(
@@ -322,7 +334,8 @@ def analysis_human(a, top: int = 8) -> None:
     )
     m = a.memory
     line = (
-        f"memory: weights {gb(m.weights_bytes)} + KV {gb(m.kv_cache_bytes)} + activations "
+        ("memory per GPU (busiest): " if a.parallel else "memory: ")
+        + f"weights {gb(m.weights_bytes)} + KV {gb(m.kv_cache_bytes)} + activations "
         f"{gb(m.activation_bytes)} + reserve {gb(m.reserve_bytes)} = {gb(m.total_bytes)}"
     )
     if m.capacity_bytes is not None:
@@ -337,6 +350,50 @@ def _stages(a) -> list:
     """(stage report, label) in execution order; the encoder pass first for encoder-decoder models."""
     st = [(a.prefill, "decoder prefill" if a.encoder is not None else "prefill"), (a.decode, "decode step 0")]
     return ([(a.encoder, "encoder")] if a.encoder is not None else []) + st
+
+
+def _layout_lines(c, a) -> None:
+    par = a.parallel
+    c.print(
+        f"layout: {par['gpus']} GPUs = tp {par['tp']} × pp {par['pp']} × dp {par['dp']}; experts ep {par['ep']} × "
+        f"expert-tp {par['expert_tp']}; batch per replica {par['replica_batch']}; overlap {par['overlap']}"
+        + (f" ({par['chosen']})" if par["chosen"] != "given" else "")
+    )
+    if par.get("topology"):
+        tp_ = par["topology"]
+        up, out_ = tp_["scale_up"], tp_["scale_out"]
+        c.print(
+            f"topology: {up['kind']} {si(up['bytes_per_s'], 'B/s')} per GPU per direction within {up['domain']} GPUs, "
+            f"{out_['kind']} {si(out_['bytes_per_s'], 'B/s')} beyond"
+            + (" (assumptions: --json parallel.topology.derived)" if tp_["derived"] else "")
+        )
+    for st in par["stages"]:
+        c.print(
+            f"  pp stage {st['index']}: layers {st['layers'][0]}-{st['layers'][1] - 1}, "
+            f"{st['params']:,} params and {gb(st['per_gpu_bytes'])} per GPU"
+        )
+
+
+def _comm_table(c, a) -> None:
+    from rich.table import Table
+
+    t = Table(title="communication per pass (per GPU)")
+    for col in ("collective", "kind", "prefill bytes", "prefill time", "decode-step bytes", "decode-step time"):
+        t.add_column(col, justify="left" if col in ("collective", "kind") else "right")
+    pre, dec = a.comm.get("prefill") or {}, a.comm.get("decode") or {}
+    for name in dict.fromkeys([*pre, *dec]):
+        p_, d_ = pre.get(name, {}), dec.get(name, {})
+        t.add_row(
+            name,
+            (p_ or d_).get("kind", ""),
+            si(p_.get("bytes"), "B"),
+            ms(p_.get("time_s")),
+            si(d_.get("bytes"), "B"),
+            ms(d_.get("time_s")),
+        )
+    c.print(t)
+    if "decode_total_s" in a.comm:
+        c.print(f"communication over all decode steps: {ms(a.comm['decode_total_s'])}")
 
 
 def seeds_human(rep: dict) -> None:

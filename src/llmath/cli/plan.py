@@ -1,0 +1,71 @@
+"""``llmath plan``: the deployment with the most tokens/s per GPU under latency targets, and its Pareto front.
+
+Registered on the app by importing this module (``llmath.cli`` does); the search is :func:`llmath.deploy.plan.plan`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from llmath import output as out
+from llmath.cli.app import JsonOpt, ModelArg, app
+
+TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
+PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]
+
+
+@app.command("plan")
+def plan_cmd(
+    model: ModelArg,
+    hardware: Annotated[str, typer.Option("--hardware", "-H", help="Accelerator name or hardware file.")] = "h100-sxm",
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs available.")] = 8,
+    prompt: Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per request.")] = 1024,
+    gen: Annotated[int, typer.Option("--gen", "-n", help="Output tokens per request.")] = 256,
+    ttft_ms: TargetOpt = None,
+    tpot_ms: TargetOpt = None,
+    tp: PinOpt = None,
+    pp: PinOpt = None,
+    ep: PinOpt = None,
+    dp: PinOpt = None,
+    weights: Annotated[
+        str, typer.Option("--weights", help="Weight formats to try, comma-separated (e.g. bf16,fp8).")
+    ] = "bf16",
+    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache dtype (default: activations').")] = None,
+    disagg: Annotated[bool, typer.Option("--disagg", help="Also search disaggregated prefill/decode pools.")] = False,
+    engine: Annotated[str, typer.Option("--engine", help="vllm|sglang|trtllm|llama.cpp scheduler defaults.")] = "vllm",
+    prefix_hit: Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt cached.")] = 0.0,
+    cost: Annotated[
+        float | None, typer.Option("--cost-per-gpu-hour", help="USD per GPU-hour: adds USD per million tokens.")
+    ] = None,
+    plot: Annotated[str | None, typer.Option("--plot", help="Write the Pareto front (PNG or SVG).")] = None,
+    top: Annotated[int, typer.Option("--top", help="Pareto rows to print (human output).")] = 20,
+    json_: JsonOpt = False,
+):
+    """Search GPU layouts, aggregated vs disaggregated serving and concurrency for the most output tokens/s per
+    GPU under --ttft-ms/--tpot-ms (without targets: the maximum throughput); print the Pareto front.
+
+    Examples: llmath plan llama-3-8b -H h100-sxm --gpus 8 --prompt 1024 --gen 256 --tpot-ms 30 ;
+    llmath plan qwen3-30b-a3b -H h200 --gpus 4 --weights bf16,fp8 --disagg --json
+    """
+    from llmath.deploy.plan import plan
+
+    fmts = [w.strip() for w in weights.split(",") if w.strip()]
+    pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    kw = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
+    res = plan(
+        model, hardware, gpus=gpus, prompt=prompt, gen=gen, weights=fmts, cost_per_gpu_hour=cost, **pins, **kw
+    ).to_dict()
+    if plot:
+        from llmath.plots import pareto_plot
+
+        pareto_plot(res, plot)
+    if json_:
+        out.emit_json(res)
+        return
+    from llmath.output.serving import plan_human
+
+    plan_human(res, top)
+    if plot:
+        out.note(f"wrote {plot}")

@@ -1,0 +1,86 @@
+"""The collectives one rank of a pipeline stage runs in a pass, with their message sizes.
+
+Messages are in activation elements over the rank's replica scenario (monomial ``BT`` = its B·T tokens,
+``BL`` = its logit rows). With T = tp, D = d_model, k = top_k, e = expert_tp:
+
+* TP (T > 1): an all-reduce of B·T·D after every row-parallel block: attention's o_proj and the
+  FFN's down projection (one per layer for parallel-block models, which sum both before reducing);
+  one after the vocabulary-parallel embedding (stage 0); an all-gather of the B·V logits (last stage).
+* MoE layers: with ep = 1 and dp = 1 the experts are TP-sharded like a dense FFN (one all-reduce).
+  Otherwise each rank owns 1/T of its replica's tokens (B·T/T) and: dispatches them to their k experts
+  (all-to-all over the ep expert groups, k·B·T·D/T elements sent); if e > 1 all-gathers what its expert
+  group received (e × that) and reduce-scatters the partial outputs back; combines them (all-to-all, the
+  same size); then, if T > 1, all-reduces B·T·D within the TP group (restores every token on every TP
+  rank and sums the TP-sharded shared experts).
+* PP: a point-to-point send of the hidden state and the residual (2·D per token, as vLLM's
+  ``IntermediateTensors`` carry them) from every stage but the last.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction as Fr
+
+from llmath.deploy.collectives import Collective
+from llmath.deploy.layout import Layout
+from llmath.model.spec import ModelSpec
+from llmath.ops.core import Term
+
+
+def _msg(coef: Fr, mono: str, sym: str) -> tuple[Term, ...]:
+    return (Term(int(coef) if coef.denominator == 1 else float(coef), mono, sym),)
+
+
+def _moe(spec: ModelSpec, L: Layout, n: int, first: int) -> list[Collective]:
+    D, T, E, e = spec.d_model, L.tp, L.ep, L.expert_tp
+    if E == 1 and L.dp == 1:
+        return (
+            []
+            if T == 1
+            else [Collective("moe.all_reduce", "all_reduce", T, T, n, _msg(Fr(D), "BT", "D"), "tp", first=first)]
+        )
+    k = spec.moe.top_k if E > 1 and spec.moe is not None else 1
+    share = Fr(k * D, T)  # elements this rank sends per replica token
+    tbo = L.overlap == "tbo"
+    out = []
+    if E > 1:
+        a2a = _msg(share, "BT", f"{k}·D/{T}")
+        out.append(Collective("moe.dispatch", "all_to_all", E, T * L.dp, n, a2a, "ep", tbo, first))
+    if e > 1:
+        gathered = _msg(share * e, "BT", f"{e}·{k}·D/{T}")
+        out.append(Collective("moe.all_gather", "all_gather", e, e, n, gathered, "expert_tp", first=first))
+        out.append(Collective("moe.reduce_scatter", "reduce_scatter", e, e, n, gathered, "expert_tp", first=first))
+    if E > 1:
+        out.append(Collective("moe.combine", "all_to_all", E, T * L.dp, n, a2a, "ep", tbo, first))
+    if T > 1:
+        out.append(Collective("moe.all_reduce", "all_reduce", T, T, n, _msg(Fr(D), "BT", "D"), "tp", first=first))
+    return out
+
+
+def stage_collectives(
+    spec: ModelSpec, L: Layout, counts: dict[str, int], s: int, first_stage: bool, last_stage: bool
+) -> tuple[Collective, ...]:
+    """The collectives of a rank of stage ``s`` whose layer kinds run ``counts`` times."""
+    D, T = spec.d_model, L.tp
+    g0 = s * L.tp * L.dp  # first GPU of the stage (rank order: TP, DP, PP)
+    hidden = _msg(Fr(D), "BT", "D")
+    out: list[Collective] = []
+    if T > 1 and first_stage:
+        out.append(Collective("embed.all_reduce", "all_reduce", T, T, 1, hidden, "tp", first=g0))
+    dense = sum(c for lk, c in counts.items() if lk.startswith("dense"))
+    moe = sum(c for lk, c in counts.items() if lk.startswith("moe"))
+    if T > 1:
+        attn_n = 0 if spec.parallel_block else dense + moe
+        if attn_n:
+            out.append(Collective("attn.all_reduce", "all_reduce", T, T, attn_n, hidden, "tp", first=g0))
+        if dense:
+            out.append(Collective("ffn.all_reduce", "all_reduce", T, T, dense, hidden, "tp", first=g0))
+    if moe:
+        out += _moe(spec, L, moe, g0)
+    if T > 1 and last_stage:
+        V = -(-spec.vocab_size // T) * T
+        out.append(Collective("lm_head.all_gather", "all_gather", T, T, 1, _msg(Fr(V), "BL", "V"), "tp", first=g0))
+    if not last_stage:
+        # stage s's GPU g sends to g + tp·dp: a span of tp·dp + 1 GPUs from g0
+        send = _msg(Fr(2 * D), "BT", "2·D")
+        out.append(Collective("pp.send", "p2p", 2, T * L.dp + 1, 1, send, "pp", first=g0))
+    return tuple(out)

@@ -1,0 +1,198 @@
+"""Per-GPU step costs of a layout: each pipeline stage's rank timed by the roofline, plus its collectives.
+
+:func:`per_gpu_stage` is the entry point for other modules (serving schedules build on it): for a stage
+(prefill or decode step) of a replica scenario it returns each pipeline stage's compute/memory time (the
+roofline of its sharded operator table, nothing recomputed) and its communication, and the pass time:
+
+    stage time = Σ operator times + exposed communication
+    exposed    = Σ non-overlapped collectives + max(0, Σ overlapped collectives − Σ operator times)
+    pass time  = Σ over pipeline stages (one batch flows through the stages in turn)
+
+Only the MoE all-to-all can overlap, and only with ``overlap="tbo"`` (two-batch overlap: one half-batch's
+dispatch/combine runs under the other's compute, as SGLang/DeepSeek serve); TP all-reduces never do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from llmath.deploy.collectives import Collective, bus_factor, collective_time
+from llmath.deploy.layout import Layout
+from llmath.deploy.shard import rank_plans
+from llmath.hardware import Hardware
+from llmath.hardware.roofline import Efficiency, decode_generation, stage_times
+from llmath.hardware.topology import Topology, topology
+from llmath.model.dtypes import Precision
+from llmath.model.spec import ModelSpec
+from llmath.ops import Scenario, Table, build_ops, compile_table
+from llmath.ops.core import Attention, Stage
+
+
+@lru_cache(maxsize=512)
+def rank_table(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout, index: int) -> Table:
+    """The coefficient table of one rank of pipeline stage ``index`` (cached like :func:`llmath.ops.table`)."""
+    plan = rank_plans(spec, stage, attention, layout)[index]
+    return compile_table(spec, plan.ops, plan.moe_tokens)
+
+
+def gpu_parts(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout | None) -> list[tuple]:
+    """(row prefix, operators, table, moe_tokens, collectives, layers) of one GPU of each pipeline stage;
+    without a layout, the single device's operators (table None: the cached :func:`llmath.ops.table`)."""
+    if layout is None:
+        return [("", build_ops(spec, stage, attention), None, 1, (), None)]
+    pre = layout.pp > 1
+    return [
+        (f"pp{p.index}/" if pre else "", p.ops, rank_table(spec, stage, attention, layout, p.index), p.moe_tokens,
+         p.collectives, (p.layers.start, p.layers.stop))
+        for p in rank_plans(spec, stage, attention, layout)
+    ]  # fmt: skip
+
+
+@dataclass
+class CommCost:
+    """One collective of a rank's pass: ``count`` runs of ``message_bytes`` each, on ``link``."""
+
+    name: str
+    kind: str
+    group: str
+    n: int
+    count: int
+    link: str
+    message_bytes: Any  # float; arrays over a sweep
+    bus_bytes: Any  # per run: bus factor × message
+    time_s: Any  # all runs
+    overlapped: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class StageCost:
+    """One pipeline stage's GPU for one pass: roofline of its operators plus its communication."""
+
+    index: int
+    layers: tuple[int, int]  # first layer, one past the last
+    op_time_s: np.ndarray  # per operator of its table
+    compute_s: float
+    memory_s: float
+    ops_s: float  # Σ operator times (each max(compute, memory) + overhead); arrays over a sweep
+    comm: list[CommCost] = field(default_factory=list)
+
+    @property
+    def comm_s(self) -> float:
+        return sum(c.time_s for c in self.comm)
+
+    @property
+    def exposed_comm_s(self) -> float:
+        plain = sum(c.time_s for c in self.comm if not c.overlapped)
+        hidden = sum(c.time_s for c in self.comm if c.overlapped)
+        return plain + np.maximum(0.0, hidden - self.ops_s)
+
+    @property
+    def time_s(self) -> float:
+        return self.ops_s + self.exposed_comm_s
+
+
+@dataclass
+class PassCost:
+    stages: list[StageCost]
+
+    @property
+    def time_s(self) -> float:
+        return sum(s.time_s for s in self.stages)
+
+    def total(self, attr: str) -> float:
+        return sum(getattr(s, attr) for s in self.stages)
+
+    def comm_by_collective(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for s in self.stages:
+            for c in s.comm:
+                d = out.setdefault(c.name, {"kind": c.kind, "bytes": 0.0, "bus_bytes": 0.0, "time_s": 0.0})
+                d["bytes"] += c.message_bytes * c.count
+                d["bus_bytes"] += c.bus_bytes * c.count
+                d["time_s"] += c.time_s
+        return out
+
+
+def comm_costs(
+    colls: tuple[Collective, ...], scenario: Scenario, spec: ModelSpec, p: Precision, topo: Topology
+) -> list[CommCost]:
+    """Each collective's bytes and time for ``scenario`` (messages in the activations' dtype)."""
+    monos = scenario.monomials({t.mono for c in colls for t in c.message}, spec)
+    out = []
+    for c in colls:
+        elems = sum(t.coef * monos[t.mono] for t in c.message)
+        nbytes = elems * p.act_bytes  # float, or an array over a sweep
+        link = topo.scale_up if c.within(topo.domain) else topo.scale_out
+        one = collective_time(c.kind, c.n, nbytes, link.bytes_per_s, link.latency_s)
+        bus = float(bus_factor(c.kind, c.n)) * nbytes
+        if np.ndim(nbytes) == 0:
+            nbytes, bus, one = float(nbytes), float(bus), float(one)
+        out.append(CommCost(c.name, c.kind, c.group, c.n, c.count, link.kind, nbytes, bus, one * c.count, c.overlap))
+    return out
+
+
+def per_gpu_stage(
+    spec: ModelSpec,
+    layout: Layout,
+    stage: Stage,
+    scenario: Scenario,
+    hw: Hardware,
+    precision: Precision,
+    eff: Efficiency,
+    attention: Attention = "flash",
+) -> PassCost:
+    """Per-GPU costs of one pass (``stage`` = prefill or a decode step) of a replica ``scenario``
+    (B = the replica's sequences, ⌈batch/dp⌉): one :class:`StageCost` per pipeline stage."""
+    topo = topology(hw)
+    out = []
+    for plan in rank_plans(spec, stage, attention, layout):
+        t = rank_table(spec, stage, attention, layout, plan.index)
+        ti, c, m = stage_times(t, scenario, hw, precision, eff, stage == "decode")
+        comm = comm_costs(plan.collectives, scenario, spec, precision, topo)
+        span = (plan.layers.start, plan.layers.stop)
+        cs, ms, ts = c.sum(-1), m.sum(-1), ti.sum(-1)
+        if np.ndim(ts) == 0:
+            cs, ms, ts = float(cs), float(ms), float(ts)
+        out.append(StageCost(plan.index, span, ti, cs, ms, ts, comm))
+    return PassCost(out)
+
+
+def decode_totals(
+    spec: ModelSpec,
+    layout: Layout,
+    hw: Hardware,
+    precision: Precision,
+    eff: Efficiency,
+    attention: Attention,
+    batch,
+    context,
+    gen,
+) -> dict[str, Any]:
+    """A generation's N − 1 decode steps on the layout: per stage, the closed-form roofline sum of its
+    operators plus N − 1 × its per-step communication (messages do not grow with the context).
+    ``batch`` (one replica's), ``context`` and ``gen`` may be arrays that broadcast (a sweep)."""
+    topo = topology(hw)
+    total = first = last = comm_total = 0.0
+    step = Scenario(batch, 1, context)
+    n = np.maximum(np.asarray(gen, dtype=float) - 1, 0.0)
+    for plan in rank_plans(spec, "decode", attention, layout):
+        t = rank_table(spec, "decode", attention, layout, plan.index)
+        d = decode_generation(t, hw, precision, eff, batch, context, gen)
+        comm = comm_costs(plan.collectives, step, spec, precision, topo)
+        plain = sum(c.time_s for c in comm if not c.overlapped)
+        hidden = sum(c.time_s for c in comm if c.overlapped)
+        mean_ops = np.divide(d.total_s, n, out=np.zeros(np.shape(n * d.total_s)), where=n > 0)
+        exposed = plain + np.maximum(0.0, hidden - mean_ops)
+        total = total + d.total_s + n * exposed
+        first = first + d.first_s + exposed
+        last = last + d.last_s + exposed
+        comm_total = comm_total + n * (plain + hidden)
+    out = {"total_s": total, "first_s": first, "last_s": last, "steps": n, "comm_s": comm_total}
+    return {k: float(v) if np.ndim(v) == 0 else v for k, v in out.items()}

@@ -1,0 +1,179 @@
+"""Parallel layouts: tensor (TP), pipeline (PP), data / attention-data (DP) and expert (EP) parallelism.
+
+Names follow the engines (vLLM ``ParallelConfig``: ``tensor_parallel_size``, ``pipeline_parallel_size``,
+``data_parallel_size``, ``enable_expert_parallel``). A deployment of ``gpus = tp · pp · dp`` GPUs:
+
+* the layers are split into ``pp`` pipeline stages (vLLM's ``get_pp_indices``: ⌊L/pp⌋ layers each, the
+  remainder going to the stages before the last, which holds the LM head);
+* within a stage, attention (and every dense layer) runs ``dp`` replicas of ``tp``-way tensor parallelism;
+  each replica serves ⌈B/dp⌉ of the B sequences;
+* the MoE layers of a stage span all ``tp · dp`` GPUs: the experts are spread ``ep`` ways (E/ep experts
+  per group) and each expert is sharded ``expert_tp = tp · dp / ep`` ways.
+
+Rank order is TP fastest, then DP, then PP (Megatron/vLLM), so a TP group is ``tp`` consecutive GPUs and
+a stage ``tp · dp``; a group fits the scale-up domain when its span does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from llmath.errors import LayoutError
+from llmath.model.spec import ModelSpec
+
+OVERLAPS = ("none", "tbo")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A validated layout (see the module doc). ``overlap``: ``none`` (communication adds to compute) or
+    ``tbo`` (two-batch overlap: the MoE all-to-all hides behind compute). ``chosen``: how it was picked."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: int = 1
+    overlap: str = "none"
+    chosen: str = "given"
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.tp * self.dp // self.ep
+
+    @property
+    def trivial(self) -> bool:
+        return self.gpus == 1
+
+    def replica_batch(self, batch):
+        """Sequences one DP replica serves: ⌈B / dp⌉ (the busiest replica sets the pace)."""
+        return -(-batch // self.dp)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(gpus=self.gpus, expert_tp=self.expert_tp)
+        return d
+
+
+def stage_layers(n_layers: int, pp: int) -> list[range]:
+    """Layer indices of each pipeline stage: ⌊L/pp⌋ each, the remainder spread over the stages before the
+    last one (vLLM ``vllm/distributed/utils.py: get_pp_indices``)."""
+    per = [n_layers // pp] * pp
+    for i in range(2, n_layers % pp + 2):
+        per[-i] += 1
+    out, start = [], 0
+    for n in per:
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+def _int(name: str, v) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise LayoutError(f"--{name}={v!r} must be a positive integer")
+    return v
+
+
+def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
+    """Why ``spec`` cannot run ``tp``-way tensor parallel (vLLM's divisibility rules), or None."""
+    N, K = spec.n_heads, spec.n_kv_heads
+    if N % tp:
+        return f"tp={tp} must divide the {N} attention heads"
+    if spec.mla is None and K % tp and tp % K:
+        return f"tp={tp} must divide the {K} KV heads or be a multiple of them (KV heads replicated)"
+    if spec.d_ff and any(not m for m in spec.layer_moe) and spec.d_ff % tp:
+        return f"tp={tp} must divide d_ff={spec.d_ff}"
+    if spec.moe is not None and spec.moe.d_ff_shared % tp:
+        return f"tp={tp} must divide the shared experts' width {spec.moe.d_ff_shared}"
+    return None
+
+
+def _ep_problem(spec: ModelSpec, tp: int, dp: int, ep: int) -> str | None:
+    if ep == 1:
+        etp = tp * dp
+    elif spec.moe is None:
+        return f"ep={ep} applies to MoE models; {spec.name} is dense (use --tp/--pp/--dp)"
+    elif (tp * dp) % ep:
+        return f"ep={ep} must divide tp·dp={tp * dp} (the GPUs a stage's MoE layers span)"
+    elif spec.moe.n_experts % ep:
+        return f"ep={ep} must divide the {spec.moe.n_experts} experts"
+    else:
+        etp = tp * dp // ep
+    if spec.moe is not None and spec.moe.d_ff_expert % etp:
+        return f"expert-TP = tp·dp/ep = {etp} must divide the expert width {spec.moe.d_ff_expert}"
+    return None
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _suggest(spec: ModelSpec, gpus: int) -> str:
+    ok = []
+    for tp in _divisors(gpus):
+        if _tp_problem(spec, tp) is None:
+            dp = gpus // tp
+            ok.append(f"--tp {tp}" + (f" --dp {dp}" if dp > 1 else ""))
+    return "; layouts that work on {} GPUs: {}".format(gpus, ", ".join(ok[-4:]) or "none with TP alone")
+
+
+def _default_ep(spec: ModelSpec, ranks: int) -> int:
+    """The largest expert-parallel degree ≤ ranks dividing both the experts and the ranks."""
+    n = spec.moe.n_experts if spec.moe is not None else 1
+    return max(d for d in _divisors(ranks) if n % d == 0)
+
+
+def make_layout(
+    spec: ModelSpec,
+    gpus: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int | None = None,
+    dp: int | None = None,
+    overlap: str = "none",
+) -> Layout:
+    """Validate a layout, filling what is not given. ``gpus`` alone: a dense model runs TP = gpus; an MoE
+    model runs TP = gpus attention with its experts spread EP = gpus ways (vLLM ``--tensor-parallel-size N
+    --enable-expert-parallel``). Otherwise TP, then DP, absorbs the GPUs the other degrees leave."""
+    gpus, tp, pp, ep, dp = (_int(n, v) for n, v in (("gpus", gpus), ("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp)))
+    if overlap not in OVERLAPS:
+        raise LayoutError(f"overlap={overlap!r} must be one of {', '.join(OVERLAPS)}")
+    if spec.is_encoder_decoder:
+        raise LayoutError(f"{spec.name!r} is an encoder-decoder model: parallel layouts cover decoder-only models")
+    chosen = "given"
+    if gpus is not None and tp is None and pp is None and dp is None:
+        tp, pp, dp = gpus, 1, 1
+        chosen = f"--gpus {gpus} alone: TP={gpus}"
+        if spec.moe is not None and ep is None:
+            ep = _default_ep(spec, gpus)
+            chosen += f" attention, EP={ep} experts (vLLM --enable-expert-parallel)"
+    pp, ep = pp or 1, ep or 1
+    if gpus is not None:
+        if tp is None:
+            tp = max(gpus // (pp * (dp or 1)), 1)
+        elif dp is None:
+            dp = max(gpus // (pp * tp), 1)
+        dp = dp or 1
+        if tp * pp * dp != gpus:
+            raise LayoutError(
+                f"tp·pp·dp = {tp}·{pp}·{dp} = {tp * pp * dp} must equal --gpus {gpus}" + _suggest(spec, gpus // pp)
+            )
+    tp, dp = tp or 1, dp or 1
+    if pp > spec.n_layers:
+        raise LayoutError(f"pp={pp} exceeds the {spec.n_layers} layers of {spec.name}; use --pp <= {spec.n_layers}")
+    why = _tp_problem(spec, tp)
+    if why:
+        raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * dp))
+    why = _ep_problem(spec, tp, dp, ep)
+    if why:
+        good = [d for d in _divisors(tp * dp) if _ep_problem(spec, tp, dp, d) is None]
+        raise LayoutError(f"{spec.name}: {why}; ep values that work here: {', '.join(map(str, good)) or 'none'}")
+    if overlap == "tbo" and ep == 1:
+        raise LayoutError("overlap='tbo' (two-batch overlap) hides the MoE all-to-all: it needs --ep > 1")
+    return Layout(tp, pp, dp, ep, overlap, chosen)

@@ -1,0 +1,129 @@
+"""The public serving entry point: a model served by an engine on N GPUs at a concurrency or request rate.
+
+``serve(...)`` resolves the model, hardware, precision and engine preset, checks the memory first (a
+configuration that does not fit raises before any number is computed), and returns a
+:class:`~llmath.deploy.serving.ServingReport`. ``gpus``/``tp``/``pp``/``ep``/``dp`` pick a parallel layout
+(:func:`llmath.deploy.make_layout`: ``gpus`` alone is TP over all of them, MoE experts spread EP ways); the
+requests are split evenly over its ``dp`` attention-DP replicas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmath.deploy import engines
+from llmath.deploy.layout import make_layout
+from llmath.deploy.serving import (
+    Decoding,
+    Requests,
+    ServingReport,
+    check_fits,
+    memory,
+    metrics_at,
+    rate_to_concurrency,
+    steady_state,
+)
+from llmath.deploy.speculative import Speculation, draft_device
+from llmath.deploy.step import Device
+from llmath.errors import WorkloadError
+from llmath.hardware import Hardware
+from llmath.hardware import get as get_hardware
+from llmath.hardware.roofline import efficiency
+from llmath.model.dtypes import Precision
+from llmath.model.registry import resolve
+from llmath.model.spec import ModelSpec
+
+
+def serve(
+    model: str | ModelSpec,
+    hardware: str | Hardware,
+    *,
+    prompt: int,
+    gen: int,
+    concurrency: float | None = None,
+    rate: float | None = None,
+    engine: str = "vllm",
+    gpus: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    ep: int | None = None,
+    dp: int | None = None,
+    overlap: str = "none",
+    prefix_hit: float = 0.0,
+    gen_dist: tuple[tuple[int, float], ...] = (),
+    precision: Precision | None = None,
+    attention: str = "flash",
+    efficiency_mode: str = "expected",
+    offline: bool = False,
+    speculation: Speculation | None = None,
+    **engine_overrides,
+) -> ServingReport:
+    """Steady-state continuous batching (see :mod:`llmath.deploy.serving` for the model and its limits)."""
+    if (concurrency is None) == (rate is None):
+        raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
+    spec = resolve(model)
+    layout = None
+    if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
+        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    p = precision or Precision()
+    hw.peak(p.compute)
+    eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)
+    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist))
+    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout)
+    mem = memory(dev, eng, req)
+    where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
+    check_fits(mem, f"{where} with {eng.name}")
+    notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
+    c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
+    decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
+    ss = steady_state(decoding, eng, req, [c], mem.max_resident)
+    m = metrics_at(ss, 0, dev.gpus, dev.dp)
+    if rate is not None:
+        m["ttft_s"] += m["tpot_s"] / 2  # arrivals wait half an iteration on average for the next one
+        m["e2e_s"] += m["tpot_s"] / 2
+    if ss.concurrency[0] > ss.resident[0]:
+        notes.append(
+            f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
+            f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
+        )
+    return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes)
+
+
+def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes) -> ServingReport:
+    work: dict[str, Any] = {"prompt": req.prompt, "gen": req.gen, "prefix_hit": req.prefix_hit}
+    work.update({"concurrency": c * dev.dp, "rate": rate})
+    if req.gen_dist:
+        work.update({"gen_dist": [list(x) for x in req.gen_dist], "mean_gen": req.mean_gen})
+    work.update({"weights": p.weights, "activations": p.activations, "kv_dtype": p.kv, "attention": attention})
+    if speculation:
+        work["speculation"] = {"method": speculation.method, "k": speculation.k, "acceptance": speculation.acceptance}
+        notes.append(
+            f"speculative decoding ({speculation.method}, k={speculation.k}): a stated acceptance length of"
+            f" {speculation.acceptance} tokens per verify round of width {speculation.k + 1}"
+        )
+    eng_d = {k: v for k, v in eng.__dict__.items() if k != "sources"} | {"sources": eng.sources}
+    rep = ServingReport(spec.name, hw.name, eng_d, work, dev.gpus, dev.dp, mem, m, notes)
+    rep.layout = layout.to_dict() if layout else {"tp": 1, "pp": 1, "dp": 1, "ep": 1, "gpus": 1}
+    return rep
+
+
+def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int, notes: list) -> float:
+    """The closed-loop concurrency of one attention-DP replica: the given one split over the replicas, or
+    the one that sustains the open-loop ``rate`` (Little's law)."""
+    replicas = dev.dp
+    if replicas > 1:
+        notes.append(f"{replicas} attention-DP replicas; requests split evenly")
+    if rate is not None:
+        c = rate_to_concurrency(dev, eng, req, rate / replicas, max_resident)
+        notes.append(f"open loop: {rate:g} requests/s sustained at {c * replicas:.1f} concurrent requests")
+        return c
+    if not concurrency >= 1:
+        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    if concurrency / replicas < 1:
+        raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
+    return concurrency / replicas
+
+
+def _layout_text(layout) -> str:
+    return f"tp={layout.tp} pp={layout.pp} dp={layout.dp} ep={layout.ep}"

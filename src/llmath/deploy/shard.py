@@ -1,0 +1,198 @@
+"""One rank's operator list under a layout: the single-device operators, reshaped.
+
+Nothing is recomputed: each operator's terms are multiplied by the fraction of it one rank runs, its
+parameters by the fraction one rank holds, and its count by the layers of the rank's pipeline stage;
+collectives are added as operators of their own (:mod:`.collectives`). With T = tp:
+
+* **column-parallel** (q, q_b, gate, up; dense FFN and shared experts): output width / T; the input is
+  read whole. **row-parallel** (o_proj, down): input width / T; the full-width partial output is written
+  and then all-reduced; a bias is held whole on every rank (transformers' ``rowwise``, vLLM's
+  ``RowParallelLinear``).
+* **heads**: N/T query heads per rank; K/T KV heads, or one KV head replicated T/K times when K < T
+  (vLLM ``QKVParallelLinear``): K/V projections, cache and reads scale by that, so replicated KV is
+  counted on every rank that holds it. MLA: heads split, the latent (q_a, kv_a, their norms, the
+  latent cache) replicated on every rank (vLLM ``ReplicatedLinear`` for ``q_a_proj``/``kv_a_proj``).
+* **replicated** on every rank that runs them: norms, residual adds, position embeddings, the router and
+  top-k, the shared-expert gate.
+* **vocabulary**: embedding rows and LM-head columns ⌈V/T⌉ per rank (vLLM pads the vocabulary); the
+  embedding is all-reduced, the logits all-gathered.
+* **experts**: a stage's MoE layers span its tp·dp GPUs and see all dp replicas' tokens: E/ep experts per
+  rank group, each sharded expert_tp = tp·dp/ep ways. Per rank: token-expert pairs × dp/ep, width /
+  expert_tp (so matmul FLOPs / T), expert weights / (ep·expert_tp), experts hit counted on the
+  stage's dp·B·T tokens (``moe_tokens = dp``).
+* **pipeline**: stage s runs its layers (:func:`~llmath.deploy.layout.stage_layers`); the embedding
+  lives on stage 0, the final norm and LM head on the last (which also holds a copy of a tied embedding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction as Fr
+from functools import lru_cache
+
+from llmath.deploy.collectives import Collective
+from llmath.deploy.layout import Layout, stage_layers
+from llmath.errors import LayoutError
+from llmath.model.spec import ModelSpec
+from llmath.ops import build_ops
+from llmath.ops.core import Attention, Op, Stage, Term
+
+ONE = Fr(1)
+
+REPLICATED = {
+    "embed.positions",
+    "embed.scale",
+    "embed.norm",
+    "moe.router",
+    "moe.topk",
+    "moe.shared_gate",
+    "attn.q_a_proj",
+    "attn.kv_a_proj",
+}
+COLUMN = {"attn.q_proj", "attn.q_b_proj", "ffn.gate", "ffn.up", "moe.shared.gate", "moe.shared.up"}
+KV = {"attn.k_proj", "attn.v_proj"}
+ROW = {"attn.o_proj", "ffn.down", "moe.shared.down"}
+HEADS = {
+    "attn.flash",
+    "attn.scores",
+    "attn.softmax",
+    "attn.context",
+    "attn.repeat_kv",
+    "attn.cache_append",
+    "attn.q_absorb",
+    "attn.v_absorb",
+    "attn.flash_mla",
+    "attn.kv_b_proj",
+    "attn.sinks",
+    "attn.relative_bias",
+    "ffn.act",
+    "moe.shared.act",
+}
+VOCAB = {"embed.tokens", "lm_head", "lm_head.softcap"}
+EXPERTS = {"moe.experts.gate", "moe.experts.up", "moe.experts.act", "moe.experts.down"}
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """What one GPU of pipeline stage ``index`` runs in a pass: its operators and collectives."""
+
+    index: int
+    layers: range
+    ops: tuple[Op, ...]
+    collectives: tuple[Collective, ...]
+    moe_tokens: int  # tokens its MoE layers route per token of its replica (the dp degree)
+
+
+def kv_heads_per_rank(spec: ModelSpec, tp: int) -> int:
+    """K/T, or one (replicated) KV head when T exceeds K."""
+    return max(spec.n_kv_heads // tp, 1)
+
+
+def _scale(terms: tuple[Term, ...], f: Fr) -> tuple[Term, ...]:
+    if f == ONE:
+        return terms
+    out = []
+    for t in terms:
+        sym = f"{t.sym}/{f.denominator}" if f.numerator == 1 else f"{t.sym}·{f}"
+        if isinstance(t.coef, int):
+            c = t.coef * f
+            out.append(Term(int(c) if c.denominator == 1 else float(c), t.mono, sym))
+        else:
+            out.append(Term(t.coef * float(f), t.mono, sym))
+    return tuple(out)
+
+
+def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Fr], Fr, Fr]:
+    """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``."""
+    name, T = op.name, L.tp
+    N, K = spec.n_heads, spec.n_kv_heads
+    hq = Fr(1, T)
+    hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
+    if name in REPLICATED or (op.component == "norm" and name != "attn.qk_norm") or op.component == "residual":
+        return ONE, {}, ONE, ONE
+    if name in ("attn.qk_norm", "attn.rotary"):
+        f = Fr(N // T + 1, N + 1) if spec.mla is not None else Fr(N // T + kv_heads_per_rank(spec, T), N + K)
+        return f, {}, (ONE if spec.qk_norm == "head" else f), ONE
+    if name in COLUMN:
+        return hq, {"act_in": ONE}, hq, hq
+    if name in KV:
+        return hk, {"act_in": ONE}, hk, hk
+    if name in ROW:
+        return hq, {"act_out": ONE, "vflops": ONE}, hq, ONE
+    if name in HEADS:
+        return hq, {"kv_read": hk, "kv_write": hk}, hq, hq
+    if name in VOCAB:
+        f = Fr(-(-spec.vocab_size // T), spec.vocab_size)
+        return f, ({"act_out": ONE} if name == "embed.tokens" else {"act_in": ONE}), f, f
+    if name in EXPERTS:
+        tokens, w = Fr(L.dp, L.ep), Fr(1, L.ep * L.expert_tp)
+        side = {"moe.experts.gate": "act_in", "moe.experts.up": "act_in", "moe.experts.down": "act_out"}
+        over = {"weight": w} | ({side[name]: tokens} if name in side else {})
+        return hq, over, w, w
+    raise LayoutError(f"operator {name!r} has no sharding rule; llmath cannot shard this model yet")
+
+
+def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
+    default, over, fw, fb = _factors(op, spec, L)
+    costs = tuple((cls, _scale(ts, over.get(cls, default))) for cls, ts in op.costs)
+    params = tuple((k, _param(n, fb if k.endswith(".bias") else fw)) for k, n in op.params)
+    return replace(op, costs=costs, params=params, count=count)
+
+
+def _param(n: int, f: Fr):
+    v = n * f
+    return int(v) if v.denominator == 1 else float(v)
+
+
+def _layer_kind(window, moe) -> str:
+    return f"{'moe' if moe else 'dense'}/{'full' if window is None else f'window {window}'}"
+
+
+def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for i in layers:
+        lk = _layer_kind(spec.layer_windows[i], spec.layer_moe[i])
+        out[lk] = out.get(lk, 0) + 1
+    return out
+
+
+def _place(op: Op, counts: dict[str, int], first: bool, last: bool) -> int:
+    """How many times ``op`` runs on a rank of the stage (0: not there)."""
+    if op.layer_kind:
+        return counts.get(op.layer_kind, 0)
+    if op.component == "embedding":
+        return op.count if first else 0
+    return op.count if last else 0
+
+
+def _tied_head(op: Op, spec: ModelSpec, L: Layout) -> Op:
+    """A tied LM head on a later stage than the embedding holds its own copy of the table."""
+    rows = -(-spec.vocab_size // L.tp)
+    return replace(op, params=(("lm_head.weight", rows * spec.d_model),) + op.params[1:])
+
+
+@lru_cache(maxsize=256)
+def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout) -> tuple[RankPlan, ...]:
+    """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
+    from llmath.deploy.comm import stage_collectives
+
+    base = build_ops(spec, stage, attention)
+    plans = []
+    ranges = stage_layers(spec.n_layers, layout.pp)
+    for s, layers in enumerate(ranges):
+        first, last = s == 0, s == len(ranges) - 1
+        counts = _stage_counts(spec, layers)
+        ops = []
+        for op in base:
+            n = _place(op, counts, first, last)
+            if n:
+                o = _shard(op, spec, layout, n)
+                if o.name == "lm_head" and spec.tie_embeddings and layout.pp > 1:
+                    o = _tied_head(o, spec, layout)
+                ops.append(o)
+        colls = stage_collectives(spec, layout, counts, s, first, last)
+        plans.append(RankPlan(s, layers, tuple(ops), colls, layout.dp))
+    return tuple(plans)
+
+
+__all__ = ["RankPlan", "kv_heads_per_rank", "rank_plans"]

@@ -1,0 +1,145 @@
+"""A small iteration-level simulation of continuous batching, to validate the closed form of :mod:`.serving`.
+
+One iteration at a time, as vLLM's V1 scheduler does it: every running request that has finished its prompt
+decodes one token; the rest of the token budget goes to prompt chunks, first come first served (running
+requests first, then waiting ones while fewer than ``max_resident`` run); without chunking a prompt is only
+scheduled whole. Each iteration's time is :meth:`.step.Device.iteration` for that mix (the decoders at their
+mean context, the chunks at their mean size and prefix). Closed loop: a finished request is replaced at once
+by a new one from the same client; the clients' first requests are staggered over one request
+lifetime. This is a test oracle (a Python loop, about a second per thousand iterations on a shared 2-core
+machine), not what the planner runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from llmath.deploy.serving import EngineConfig, Requests
+from llmath.deploy.step import Device
+
+
+@dataclass
+class _Req:
+    arrival: float
+    gen: int = 1
+    done_prompt: int = 0
+    generated: int = 0
+    first_token: float = float("nan")
+    last_token: float = float("nan")
+    finished: float = float("nan")
+
+
+@dataclass(frozen=True)
+class SimResult:
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    throughput_tok_s: float
+    itl_p50_s: float
+    itl_p99_s: float
+    iterations: int
+
+
+def _schedule(running, waiting, req: Requests, eng: EngineConfig, max_resident: int):
+    """(decoders, [(request, chunk tokens)]) of the next iteration; admits waiting requests."""
+    K = eng.max_num_batched_tokens or 1 << 62
+    chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None
+    decoders = [r for r in running if r.done_prompt == req.new]
+    budget = K - len(decoders)
+    chunks = []
+    for r in [r for r in running if r.done_prompt < req.new]:
+        left = req.new - r.done_prompt
+        take = min(left, budget) if chunked else (left if left <= budget else 0)
+        if take > 0:
+            chunks.append((r, take))
+            budget -= take
+    while waiting and len(running) < max_resident and budget > 0:
+        if not chunked and req.new > budget:
+            break
+        r = waiting.pop(0)
+        running.append(r)
+        take = min(req.new, budget)
+        chunks.append((r, take))
+        budget -= take
+    return decoders, chunks
+
+
+def simulate(
+    dev: Device, eng: EngineConfig, req: Requests, concurrency: int, max_resident: int, iterations: int = 4000
+) -> SimResult:
+    """Run ``iterations`` iterations of a closed loop with ``concurrency`` clients; statistics over the
+    requests that complete in the second half (the first half is warm-up)."""
+    now = 0.0
+    # clients start staggered over one request lifetime (in iterations), so the steady state is not a
+    # train of synchronised waves (identical requests all arriving at once stay in lockstep)
+    K = eng.max_num_batched_tokens or req.new
+    life = int(-(-req.new // K) + req.decode_steps)
+    lengths = _lengths(req)
+    starts = sorted((i * life) // concurrency for i in range(concurrency))
+    waiting: list[_Req] = []
+    running: list[_Req] = []
+    finished: list[_Req] = []
+    itl: list[tuple[float, float]] = []
+    tokens_out: list[tuple[float, int]] = []
+    for it in range(iterations):
+        while starts and starts[0] <= it:
+            starts.pop(0)
+            waiting.append(_Req(now, next(lengths)))
+        decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
+        ctx = np.mean([req.prompt + r.generated - 1 for r in decoders]) if decoders else 0.0
+        if chunks:
+            sizes = np.array([c for _, c in chunks], dtype=float)
+            prefixes = np.array([req.cached + r.done_prompt for r, _ in chunks], dtype=float)
+            t = dev.iteration(len(decoders), ctx, len(chunks), sizes.mean(), prefixes.mean()).time_s
+        else:
+            t = dev.iteration(len(decoders), ctx).time_s
+        now += float(t)
+        emitted = 0
+        for r in decoders:
+            r.generated += 1
+            itl.append((now, now - r.last_token))
+            r.last_token = now
+            emitted += 1
+        for r, c in chunks:
+            r.done_prompt += c
+            if r.done_prompt == req.new:
+                r.generated, r.first_token, r.last_token = 1, now, now
+                if r.gen == 1:
+                    r.finished = now
+                emitted += 1
+        tokens_out.append((now, emitted))
+        for r in [r for r in running if r.generated >= r.gen]:
+            running.remove(r)
+            finished.append(r)
+            r.finished = now
+            waiting.append(_Req(now, next(lengths)))
+    return _stats(finished, itl, tokens_out, now, iterations)
+
+
+def _lengths(req: Requests):
+    """Output lengths in a deterministic, evenly mixed order with the distribution's weights (golden-ratio
+    sequence over the cumulative weights), so a short run already sees the mixture."""
+    g, w = req.lengths
+    cum = np.cumsum(w)
+    n = 0
+    while True:
+        n += 1
+        yield int(g[min(int(np.searchsorted(cum, (n * 0.6180339887498949) % 1.0, side="right")), len(g) - 1)])
+
+
+def _stats(finished: list[_Req], itl: list, tokens_out: list, now: float, iterations: int) -> SimResult:
+    """Request means over the requests that arrived in the middle third of the run (the first third warms
+    up; the last lets the long ones of a length mixture finish, so short ones are not over-counted);
+    inter-token latencies and throughput over the second half."""
+    half = now / 2
+    done = [r for r in finished if now / 3 <= r.arrival < 2 * now / 3]
+    ttft = np.mean([r.first_token - r.arrival for r in done])
+    e2e = np.mean([r.finished - r.arrival for r in done])
+    steps = sum(r.gen - 1 for r in done)
+    tpot = sum(r.finished - r.first_token for r in done) / steps if steps else 0.0  # per decode token
+    late = np.array([d for t, d in itl if t >= half])
+    out = sum(n for t, n in tokens_out if t >= half)
+    p50, p99 = (float(np.percentile(late, q)) if late.size else 0.0 for q in (50, 99))
+    return SimResult(float(ttft), float(tpot), float(e2e), out / (now - half), p50, p99, iterations)

@@ -1,0 +1,108 @@
+"""Speculative decoding: a draft proposes k tokens, the target verifies them in one pass of k + 1 tokens.
+
+One decode *round* per sequence = k draft steps + one target verify pass of width k + 1, and yields on average
+the stated **acceptance length** a (accepted draft tokens + the target's own token, 1 ≤ a ≤ k + 1; it is a
+property of the draft, the data and the sampling, measured by the engines, not derivable from the model).
+So TPOT = (k · t_draft + t_verify) / a, all from the operator lists:
+
+* verify: the target's pass with B sequences each feeding k + 1 tokens after S cached positions (the decode
+  operator list at T = k + 1, so MLA stays absorbed: k + 1 times the weight-GEMM FLOPs of a decode step,
+  attention over S + k + 1 positions, the same weight bytes, the KV cache read once). The width k + 1 is
+  what makes verify cost more than a decode step once the GEMMs stop being bandwidth-bound;
+* ``draft``: a separate draft model (any registry model or config), k decode steps at batch B;
+* ``eagle`` / ``mtp``: one extra decoder layer of the target's own shape (EAGLE's draft head, DeepSeek-V3's
+  multi-token-prediction module) plus the LM head, run k times at batch B. Modelled as a one-layer model with
+  the target's dimensions (its last layer's attention and FFN/MoE kind); EAGLE-3's feature fusion (a
+  3d → d projection) is not counted.
+
+The draft runs with the target's tensor parallelism where its shape allows (else on one GPU). The KV cache
+of the draft is not added to the memory budget (EAGLE/MTP: one layer's worth, about 1/L of the target's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from llmath.deploy.layout import make_layout
+from llmath.deploy.step import Device
+from llmath.errors import LLMathError, WorkloadError
+from llmath.model.registry import resolve
+from llmath.model.spec import ModelSpec
+
+METHODS = ("draft", "eagle", "mtp")
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """``method`` (draft | eagle | mtp), ``k`` draft tokens per round, ``acceptance`` = mean tokens a round
+    yields (1 ≤ a ≤ k + 1), ``draft_model`` for ``method='draft'``."""
+
+    method: str
+    k: int
+    acceptance: float
+    draft_model: str | ModelSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise WorkloadError(f"speculative method {self.method!r} must be one of {', '.join(METHODS)}")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise WorkloadError(f"speculative tokens k={self.k!r} must be an integer >= 1")
+        if not 1 <= self.acceptance <= self.k + 1:
+            raise WorkloadError(
+                f"acceptance length {self.acceptance} must lie in [1, k + 1 = {self.k + 1}]: a round yields at"
+                " least the target's own token and at most every draft token plus one"
+            )
+        if self.method == "draft" and self.draft_model is None:
+            raise WorkloadError("speculative method 'draft' needs a draft model (--draft-model NAME)")
+
+
+@lru_cache(maxsize=64)
+def one_layer(spec: ModelSpec) -> ModelSpec:
+    """The target's shape with one decoder layer (an EAGLE head or an MTP module, with embedding and head)."""
+    return replace(
+        spec,
+        name=f"{spec.name}[1 layer]",
+        n_layers=1,
+        layer_moe=(spec.layer_moe[-1],),
+        layer_windows=(spec.layer_windows[-1],),
+    )
+
+
+def draft_device(target: Device, spec_cfg: Speculation) -> Device:
+    if spec_cfg.method == "draft":
+        if spec_cfg.draft_model is None:
+            raise WorkloadError("speculative method 'draft' needs a draft model (--draft-model NAME)")
+        d = resolve(spec_cfg.draft_model)
+        if d.vocab_size != target.spec.vocab_size:
+            raise WorkloadError(
+                f"draft model {d.name!r} has vocabulary {d.vocab_size}, the target {target.spec.vocab_size}:"
+                " a draft must share the target's tokenizer"
+            )
+    else:
+        d = one_layer(target.spec)
+    layout = None
+    if target.layout is not None and target.layout.tp > 1:
+        try:  # the draft shares the target's tensor parallelism where its shape allows
+            layout = make_layout(d, tp=target.layout.tp)
+        except LLMathError:
+            layout = None
+    return Device(d, target.hw, target.precision, target.eff, target.attention, target.cuda_graphs, layout)
+
+
+def round_time(target: Device, draft: Device, spec_cfg: Speculation, batch, context) -> np.ndarray:
+    """Seconds of one speculative round for ``batch`` sequences at mean ``context``: k draft decode steps
+    (contexts S … S + k − 1, taken at their mean) + one verify pass of k + 1 tokens per sequence."""
+    k = spec_cfg.k
+    b = np.asarray(batch, dtype=float)
+    s = np.asarray(context, dtype=float)
+    t_draft = draft.iteration(b, s + (k - 1) / 2).time_s * k
+    t_verify = target.verify(b, k + 1, s).time_s
+    return t_draft + t_verify
+
+
+def tpot(target: Device, draft: Device, spec_cfg: Speculation, batch, context) -> np.ndarray:
+    """Time per output token with speculation: one round over the tokens it yields on average."""
+    return round_time(target, draft, spec_cfg, batch, context) / spec_cfg.acceptance

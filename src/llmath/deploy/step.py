@@ -1,0 +1,297 @@
+"""The cost of one engine iteration, composed from the operator list (never a second cost formula).
+
+A serving engine runs *iterations*: one forward pass over the tokens of every scheduled sequence. An
+iteration mixes ``n_decode`` decoding sequences (one new token each, at a mean context ``S``) with
+``n_chunks`` prefill chunks of ``chunk`` tokens after ``prefix`` cached positions each. Its cost is the
+roofline of the *prefill* operator table evaluated at the sum of the two scenarios' monomials:
+
+* every per-token monomial (``B·T``, ``B·S``, ``B·pairs``, ``B·T·S``, ``B·held``, logit rows) is a sum over
+  sequences, so the monomials of the mixed batch are the sum of those of its parts; for attention over a
+  full cache they are affine in S, so n sequences at a mean context are exact for that sum;
+* the constant monomial ``1`` (the weights read) counts once per iteration: weights are streamed once for
+  all the batch's tokens, as engines fuse decode and prefill tokens in the same GEMMs;
+* MoE expert weights hit are the expectation for all the iteration's tokens together.
+
+Each operator's time is then :func:`llmath.hardware.roofline.monomial_times` on those monomials. An iteration without
+prefill tokens is a decode step (``decode=True``: CUDA-graph overhead, decode-attention efficiency); one with
+prefill tokens uses the prefill rates. For models whose decode and prefill operator lists differ (MLA runs
+absorbed in decode), the two parts are timed on their own tables and summed: the weights are then read twice
+in mixed iterations (an overestimate stated here, at most one weight read per mixed iteration).
+
+Sizes broadcast: every argument may be a numpy array, so one call times a whole grid of iterations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from llmath.deploy.cost import comm_costs, rank_table
+from llmath.deploy.layout import Layout
+from llmath.deploy.shard import rank_plans
+from llmath.errors import WorkloadError
+from llmath.hardware import Hardware
+from llmath.hardware.roofline import Efficiency, byte_weights_key, monomial_times
+from llmath.hardware.topology import topology
+from llmath.model.dtypes import Precision
+from llmath.model.spec import ModelSpec
+from llmath.ops import CLASSES, Scenario, Table, one_hot, table
+from llmath.ops.params import param_report
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Time (s), bytes moved and FLOPs (matmul + vector) of one iteration (arrays broadcast)."""
+
+    time_s: np.ndarray
+    bytes: np.ndarray
+    flops: np.ndarray
+
+
+@dataclass(frozen=True)
+class Part:
+    """One GPU of one pipeline stage (the whole model on one device): its prefill and decode operator
+    tables, the collectives each pass adds, and its parameters."""
+
+    prefill: Table
+    decode: Table
+    prefill_collectives: tuple = ()
+    decode_collectives: tuple = ()
+    params: int = 0
+
+    @property
+    def shared(self) -> bool:
+        """Whether one table serves both kinds of token (same operators; MLA's absorbed decode differs)."""
+        a, b = self.prefill, self.decode
+        return [o.name for o in a.ops] == [o.name for o in b.ops] and a.monos == b.monos
+
+
+class _Mixed:
+    """The monomials of an iteration mixing decode sequences and prefill chunks (each a Scenario): the sum
+    of the parts' monomials, the constant once. Duck-types :class:`~llmath.ops.Scenario` for the
+    collectives' message sizes (:func:`llmath.deploy.cost.comm_costs`)."""
+
+    def __init__(self, *parts: Scenario):
+        self.parts = parts
+
+    def monomials(self, monos, spec, moe_tokens: int = 1) -> dict:
+        vals = [p.monomials(monos, spec, moe_tokens) for p in self.parts]
+        return {m: (1 if m == "1" else sum(v[m] for v in vals)) for m in monos}
+
+
+@dataclass(frozen=True, eq=False)
+class Device:
+    """One model replica: the iteration cost of any mix of decode and prefill tokens.
+
+    Without a ``layout`` the replica is one device (the operator tables of :func:`llmath.ops.table`).
+    With one (:func:`llmath.deploy.make_layout`), it is one attention-DP replica of the layout: each
+    pipeline stage's rank runs its sharded operator table (:func:`llmath.deploy.rank_table`) and its
+    collectives (:func:`llmath.deploy.cost.comm_costs`, on the device's topology), and the iteration takes
+    Σ over stages of (operator times + exposed communication), as :func:`llmath.deploy.per_gpu_stage`
+    times a pass. ``cuda_graphs=False`` charges decode iterations the eager per-kernel overhead.
+    """
+
+    spec: ModelSpec
+    hw: Hardware
+    precision: Precision
+    eff: Efficiency
+    attention: str = "flash"
+    cuda_graphs: bool = True
+    layout: Layout | None = None
+
+    def __post_init__(self) -> None:
+        if self.spec.is_encoder_decoder:  # an iteration here has no encoder pass nor cross-attention source
+            raise WorkloadError(
+                f"{self.spec.name!r} is an encoder-decoder model: continuous-batching serving covers decoder-only "
+                "models; analyze it without --concurrency/--rate (encoder, decoder prefill and decode stages)"
+            )
+
+    @property
+    def gpus(self) -> int:
+        return self.layout.gpus if self.layout is not None else 1
+
+    @property
+    def dp(self) -> int:
+        """Attention-DP replicas inside the layout (each serves its own requests)."""
+        return self.layout.dp if self.layout is not None else 1
+
+    @cached_property
+    def parts(self) -> tuple[Part, ...]:
+        s, a, L = self.spec, self.attention, self.layout
+        if L is None or L.trivial:
+            return (Part(table(s, "prefill", a), table(s, "decode", a), params=param_report(s).total),)
+        pre, dec = rank_plans(s, "prefill", a, L), rank_plans(s, "decode", a, L)
+        return tuple(
+            Part(
+                rank_table(s, "prefill", a, L, i),
+                rank_table(s, "decode", a, L, i),
+                pre[i].collectives,
+                dec[i].collectives,
+                sum(n * op.count for op in pre[i].ops for _, n in op.params),
+            )
+            for i in range(len(pre))
+        )
+
+    @cached_property
+    def topology(self):
+        return topology(self.hw)
+
+    @cached_property
+    def prefill_table(self) -> Table:
+        return self.parts[0].prefill
+
+    @cached_property
+    def decode_table(self) -> Table:
+        return self.parts[0].decode
+
+    @cached_property
+    def decode_eff(self) -> Efficiency:
+        return self.eff if self.cuda_graphs else replace(self.eff, decode_overhead_s=self.eff.overhead_s)
+
+    def _mv(self, t: Table, B, T, S0) -> np.ndarray:
+        return _mono(t, Scenario(np.asarray(B, float), np.asarray(T, float), np.asarray(S0, float)))
+
+    def _fix(self, t: Table, mv: np.ndarray, tokens) -> np.ndarray:
+        """The weights are read once per iteration; MoE experts hit by all its tokens together."""
+        mv = np.array(mv, dtype=float, copy=True)
+        mv[..., t.monos.index("1")] = 1.0
+        if "U:moe" in t.monos:
+            mv[..., t.monos.index("U:moe")] = t.experts_hit(tokens)
+        return mv
+
+    def _time(self, t: Table, mv: np.ndarray, rows, tokens, decode: bool) -> StepCost:
+        eff = self.decode_eff if decode else self.eff
+        tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode)
+        totals = mv @ _totals(t, byte_weights_key(self.precision))  # [bytes, FLOPs] of the whole pass
+        return StepCost(tm.sum(-1), totals[..., 0], totals[..., 1])
+
+    def _comm(self, colls: tuple, scen, ops_s: np.ndarray) -> np.ndarray:
+        """Exposed communication: the plain collectives + what overlapped ones leave uncovered."""
+        if not colls:
+            return np.zeros_like(ops_s)
+        cs = comm_costs(colls, scen, self.spec, self.precision, self.topology)
+        plain = sum(c.time_s for c in cs if not c.overlapped)
+        hidden = sum(c.time_s for c in cs if c.overlapped)
+        return plain + np.maximum(0.0, hidden - ops_s)
+
+    def _with_comm(self, cost: StepCost, colls: tuple, scen) -> StepCost:
+        return StepCost(cost.time_s + self._comm(colls, scen, cost.time_s), cost.bytes, cost.flops)
+
+    def _part(self, part: Part, d, s, nc, c, pf, tokens, rows, has_prefill) -> StepCost:
+        dec_s, pre_s = Scenario(d, 1, s), Scenario(nc, c, pf)
+        mixed = _Mixed(dec_s, pre_s)
+        if part.shared:
+            t = part.prefill
+            mv = self._fix(t, _mono(t, dec_s) + _mono(t, pre_s), tokens)
+            out = []
+            if (~has_prefill).any():
+                out.append(self._with_comm(self._time(t, mv, rows, tokens, True), part.decode_collectives, mixed))
+            if has_prefill.any():
+                out.append(self._with_comm(self._time(t, mv, rows, tokens, False), part.prefill_collectives, mixed))
+            if len(out) == 1:
+                return out[0]
+            return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(out[1]), _parts(out[0]), strict=True)))
+        dt, pt = part.decode, part.prefill
+        dec = self._time(dt, self._fix(dt, _mono(dt, dec_s), d), d, d, decode=True)
+        dec = self._with_comm(dec, part.decode_collectives, dec_s)
+        dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
+        if not has_prefill.any():
+            return dec
+        pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
+        pre = self._with_comm(pre, part.prefill_collectives, pre_s)
+        return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))
+
+    def iteration(self, n_decode, context, n_chunks=0, chunk=0, prefix=0) -> StepCost:
+        """One iteration: ``n_decode`` sequences at mean context ``context`` (each feeds one token and
+        attends context + 1 positions) plus ``n_chunks`` prefill chunks of ``chunk`` tokens after ``prefix``
+        cached positions. Arguments broadcast; ``n_chunks = 0`` is a pure decode step."""
+        args = (n_decode, context, n_chunks, chunk, prefix)
+        d, s, nc, c, pf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in args))
+        tokens = d + nc * c
+        rows = d + nc  # logit rows: one per decoding sequence and one per chunk (its last position)
+        has_prefill = (nc * c) > 0
+        costs = [self._part(p, d, s, nc, c, pf, tokens, rows, has_prefill) for p in self.parts]
+        return _total(costs)
+
+    def verify(self, n_seqs, width, context) -> StepCost:
+        """A speculative verify pass: ``n_seqs`` sequences each feeding ``width`` tokens after ``context``
+        cached positions, on the decode operator list (MLA stays absorbed, as engines verify), timed as a
+        decode iteration (graph-captured)."""
+        b, w, s = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n_seqs, width, context)))
+        out = []
+        for part in self.parts:
+            t = part.decode
+            scen = Scenario(b, w, s)
+            cost = self._time(t, self._fix(t, _mono(t, scen), b * w), b, b * w, decode=True)
+            out.append(self._with_comm(cost, part.decode_collectives, scen))
+        return _total(out)
+
+
+def _total(costs: list[StepCost]) -> StepCost:
+    """The pipeline stages of one pass, one after the other: their times, bytes and FLOPs add."""
+    t, b, f = costs[0].time_s, costs[0].bytes, costs[0].flops
+    for c in costs[1:]:
+        t, b, f = t + c.time_s, b + c.bytes, f + c.flops
+    return StepCost(t, b, f)
+
+
+def _mono(t: Table, scen: Scenario) -> np.ndarray:
+    """(…, n_monos) monomial values of ``scen`` for table ``t`` (one broadcast for all of them; the values
+    are :meth:`Table.monomial_matrix`'s)."""
+    vals = scen.monomials(t.monos, t.spec, t.moe_tokens)
+    return np.stack(np.broadcast_arrays(*(np.asarray(vals[m], dtype=float) for m in t.monos)), axis=-1)
+
+
+@lru_cache(maxsize=512)
+def _totals(t: Table, bw_key: tuple[float, ...]) -> np.ndarray:
+    """(n_monos, 2): bytes and FLOPs (matmul + vector) of the whole pass per monomial."""
+    flops = t.rhs(one_hot("flops")) + t.rhs(one_hot("vflops"))
+    out = np.ascontiguousarray(np.stack([t.rhs(bw_key).sum(1), flops.sum(1)], axis=1))
+    out.setflags(write=False)
+    return out
+
+
+def _parts(s: StepCost) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return s.time_s, s.bytes, s.flops
+
+
+# ---- memory the engine holds per sequence and per chunk ------------------------------------------------
+
+
+def kv_bytes_per_sequence(spec: ModelSpec, positions, precision: Precision, attention: str = "flash", tab=None):
+    """KV-cache bytes one sequence of ``positions`` positions holds: what the K/V operators write per token
+    (the ``B·T`` terms of their ``kv_write`` class), windowed layers holding at most W positions."""
+    t = table(spec, "decode", attention) if tab is None else tab
+    if isinstance(positions, int | float):
+        return _kv_scalar(t, positions, precision)
+    return _kv_bytes(t, positions, precision)
+
+
+@lru_cache(maxsize=4096)
+def _kv_scalar(t: Table, positions, precision: Precision) -> float:
+    return float(_kv_bytes(t, positions, precision))
+
+
+def _kv_bytes(t: Table, positions, precision: Precision):
+    ci, mi = CLASSES.index("kv_write"), t.monos.index("BT")
+    total = 0.0
+    for o, op in enumerate(t.ops):
+        per = t.coef[o, ci, mi]
+        if per:
+            held = positions if op.window is None else np.minimum(positions, op.window)
+            total = total + per * np.asarray(held, dtype=float)
+    return total * precision.kv_bytes
+
+
+@lru_cache(maxsize=4096)
+def chunk_activation_bytes(
+    spec: ModelSpec, tokens: int, precision: Precision, attention: str = "flash", tab: Table | None = None
+) -> float:
+    """Live activations of one forward pass over ``tokens`` tokens: the widest operator's inputs + outputs,
+    plus the residual stream (the same view of the operator list as the static report's activation peak)."""
+    t = table(spec, "prefill", attention) if tab is None else tab
+    act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
+    per_op = (_mono(t, Scenario(1, np.asarray(tokens, dtype=float), 0)) @ t.rhs(act)) / t.kernels
+    return float((per_op.max(-1) + tokens * spec.d_model) * precision.act_bytes)

@@ -1,0 +1,169 @@
+"""Efficiency: the achievable fractions of the roofline, by the first rule that applies to a device.
+
+``ideal`` is the datasheet roofline (η = 1, no overhead). ``expected`` is, in order: a calibrated profile
+(``llmath calibrate``); kernel models fitted to public measurements (:mod:`.efficiency_fit`, inherited by
+devices of the same or the nearest measured architecture); else the defaults of ``data/efficiency.json``
+(justified in docs/hardware.md). Every field can be overridden.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+
+from llmath.errors import WorkloadError
+from llmath.hardware import Hardware
+from llmath.hardware import efficiency_fit as ef
+
+
+@lru_cache(maxsize=1)
+def _defaults() -> dict:
+    return json.loads((resources.files("llmath") / "data" / "efficiency.json").read_text())["defaults"]
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achievable fractions of peak and per-kernel overheads.
+
+    ``matmul``: fraction of the dense matmul peak; ``memory``: of the bandwidth for large streams;
+    ``skinny``: of the bandwidth for weight GEMMs with ≤ 64 token rows (decode); ``attention_decode``:
+    of the bandwidth for decode attention reading the KV cache; ``overhead_s``: per kernel launch in
+    prefill (eager launches); ``decode_overhead_s``: per kernel in decode (CUDA graphs, as serving
+    engines capture decode). ``rule``: where the fractions came from (datasheet defaults, a calibrated
+    profile, or kernel models fitted to measured GPU kernels and which device they were measured on).
+    ``gemm_fit``: per format, the fitted GEMM model (:mod:`llmath.hardware.efficiency_fit`) that gives weight
+    GEMMs their compute fraction by rows and n·k and their memory fraction by weight bytes;
+    ``attention_overhead_s``: per-kernel overhead of decode attention (``None``: ``decode_overhead_s``).
+    """
+
+    name: str = "expected"
+    matmul: float = 1.0
+    matmul_fp8: float | None = None
+    vector: float = 1.0
+    memory: float = 1.0
+    skinny: float = 1.0
+    attention_decode: float = 1.0
+    overhead_s: float = 0.0
+    decode_overhead_s: float = 0.0
+    # measured bandwidth fraction of weight GEMMs by token rows, e.g. ((1, 0.3), (8, 0.5), (64, 0.9)):
+    # interpolated in log(rows) for GEMMs with at most the largest rows listed (replaces ``skinny``)
+    skinny_rows: tuple[tuple[int, float], ...] = ()
+    # measured matmul fraction of weight GEMMs by token rows, e.g. ((128, 0.6), (1024, 0.9)): their compute
+    # time uses it up to the largest rows listed (beyond: the large-GEMM rate); calibrated profiles only
+    matmul_rows: tuple[tuple[int, float], ...] = ()
+    rule: str = ""
+    gemm_fit: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    attention_overhead_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
+            v = getattr(self, f)
+            if not (0 < v <= 1):
+                raise WorkloadError(f"efficiency {f}={v!r} must be a fraction in (0, 1]")
+        if self.overhead_s < 0 or self.decode_overhead_s < 0:
+            raise WorkloadError("kernel overheads must be >= 0 seconds")
+
+    def matmul_for(self, dtype: str) -> float:
+        return self.matmul_fp8 if (dtype == "fp8" and self.matmul_fp8) else self.matmul
+
+    def gemm_coef(self, dtype: str | None) -> tuple[float, ...] | None:
+        """The fitted GEMM coefficients for matmuls in ``dtype`` (fp16 uses bf16's), or ``None``."""
+        key = ef.FORMAT_ALIASES.get(dtype or "")
+        return next((c for f, c in self.gemm_fit if f == key), None)
+
+
+IDEAL = Efficiency(name="ideal", rule="ideal: datasheet roofline")
+
+
+@lru_cache(maxsize=256)
+def expected(hw: Hardware | None = None) -> Efficiency:
+    """The ``expected`` efficiency of ``hw``, by the first rule that applies.
+
+    1. A calibrated profile (``llmath calibrate``) carries its own measured ceilings as its peaks and
+       bandwidth, and its measured fractions in ``measured["efficiency"]``: those are used.
+    2. A GPU with kernel models fitted to measured kernels, its own or inherited by architecture
+       (:func:`llmath.hardware.efficiency_fit.resolve`): :func:`fitted`.
+    3. Otherwise the defaults of ``data/efficiency.json``, with the vendor's matmul fraction where one was
+       measured.
+    """
+    if hw is not None and isinstance(hw.measured, dict) and hw.measured.get("efficiency"):
+        e = dict(hw.measured["efficiency"])
+        for key in ("skinny_rows", "matmul_rows"):
+            if key in e:
+                e[key] = tuple((int(r), float(f)) for r, f in e[key])
+        return replace(IDEAL, name="expected", rule="calibrated profile", **e)
+    fit = fitted(hw) if hw is not None else None
+    if fit is not None:
+        return fit
+    d = _defaults()
+    mm = d["matmul_compute_fraction"]
+    if hw is not None:
+        vendor = {"intel": "intel_gaudi"}.get(hw.vendor, hw.vendor)
+        mm = d.get("matmul_compute_fraction_by_vendor", {}).get(vendor, mm)
+    return Efficiency(
+        name="expected",
+        matmul=mm,
+        matmul_fp8=d.get("matmul_compute_fraction_fp8"),
+        vector=d["memory_bandwidth_fraction"],
+        memory=d["memory_bandwidth_fraction"],
+        skinny=d["skinny_gemm_bandwidth_fraction"],
+        attention_decode=d["decode_attention_bandwidth_fraction"],
+        overhead_s=d["kernel_overhead_s"],
+        decode_overhead_s=d["kernel_overhead_cuda_graph_s"],
+        rule="defaults: data/efficiency.json",
+    )
+
+
+def fitted(hw: Hardware) -> Efficiency | None:
+    """``expected`` from kernel models fitted to measured GPU kernels (``data/efficiency_fit.json``, see
+    docs/efficiency.md), at ``hw``'s own peaks; ``None`` where no fit applies (rule ``none``).
+
+    Weight GEMMs: the GEMM fit per op (compute fraction by rows and n·k, memory fraction by bytes);
+    other matmuls: the GEMM fit's large-GEMM fraction ``c``; decode attention: the decode-attention fit's
+    bandwidth fraction for large reads (``mem``) and its per-kernel ``t0``; other kernels in decode (CUDA
+    graphs, as the tables were timed): the GEMM fit's ``t0``; in prefill: the larger of that and the eager
+    launch default. Large streams and vector ops keep the defaults.
+    """
+    gemm: dict[str, list[float]] = {}
+    for f in ("bf16", "fp8"):
+        c = ef.coefficients(hw.name, "gemm", f)[0]
+        if c is not None:
+            gemm[f] = c
+    if "bf16" not in gemm:
+        return None
+    attn, r = ef.coefficients(hw.name, "attn_decode", "bf16")
+    d = _defaults()
+    t0 = gemm["bf16"][8]
+    return Efficiency(
+        name="expected",
+        matmul=gemm["bf16"][0],
+        matmul_fp8=gemm["fp8"][0] if "fp8" in gemm else d.get("matmul_compute_fraction_fp8"),
+        vector=d["memory_bandwidth_fraction"],
+        memory=d["memory_bandwidth_fraction"],
+        skinny=gemm["bf16"][5],
+        attention_decode=attn[5] if attn else d["decode_attention_bandwidth_fraction"],
+        overhead_s=max(d["kernel_overhead_s"], t0),
+        decode_overhead_s=t0,
+        rule=f"fitted kernels ({r.rule})",
+        gemm_fit=tuple((f, tuple(c)) for f, c in sorted(gemm.items())),
+        attention_overhead_s=attn[8] if attn else None,
+    )
+
+
+def efficiency(mode: str | Efficiency, hw: Hardware | None = None, **overrides) -> Efficiency:
+    if isinstance(mode, Efficiency):
+        base = mode
+    elif mode == "ideal":
+        base = IDEAL
+    elif mode == "expected":
+        base = expected(hw)
+    else:
+        raise WorkloadError(f"efficiency={mode!r} must be 'ideal' or 'expected'")
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if "matmul" in overrides:  # a fraction the user gives applies to every matmul, fitted GEMMs included
+        overrides.setdefault("gemm_fit", ())
+    if "decode_overhead_s" in overrides:  # and an overhead the user gives to every decode kernel
+        overrides.setdefault("attention_overhead_s", None)
+    return replace(base, **overrides) if overrides else base

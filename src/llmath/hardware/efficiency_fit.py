@@ -1,0 +1,230 @@
+"""Kernel-time models fitted to public per-kernel GPU measurements (``data/efficiency_fit.json``).
+
+Every roofline class (``gemm``, ``attn_context``, ``attn_decode``, ``moe``) has one model form with nine
+coefficients per measured device and format, ``[c, h1, p1, h2, p2, mem, hm, pm, t0]``::
+
+    sat(x; h, p) = 1 / (1 + (h / x)^p)                 rises from 0 to 1; ≈ (x / h)^p well below h
+    ηc = c · sat(x1; h1, p1) · sat(x2; h2, p2)         fraction of the dense datasheet matmul peak
+    ηm = mem · sat(xm; hm, pm)                         fraction of the datasheet memory bandwidth
+    t  = t0 + max(FLOPs / (peak · ηc), bytes / (bandwidth · ηm))
+
+``t0`` is the per-kernel overhead (launch and tail, in seconds). The features per class:
+
+* ``gemm``: x1 = m (token rows), x2 = n·k (weight size), xm = bytes. Below ``h1`` the compute time stops
+  falling with m (a tensor-core tile is padded): the small-m floor.
+* ``attn_context`` (causal, flash): x1 = S (context), x2 = B·H·S (query rows × heads), xm = bytes.
+* ``attn_decode``: x1 = B·H (query rows), x2 = S + 1 (positions read), xm = bytes (mostly the KV cache);
+  its compute term is at the vector (CUDA-core) peak, not the tensor peak (:func:`peak_for`).
+* ``moe`` (grouped expert GEMMs, gated): x1 = tokens per expert, x2 = hidden · inter, xm = bytes.
+
+Collectives (``all_reduce``, ``all_gather``, ``custom_all_reduce``) are ``t = α + bytes / β`` per rank count.
+
+The returned fractions never exceed 1 (``c``, ``mem`` ≤ 1 and ``sat`` < 1), so the fitted kernel time never
+beats the datasheet roofline. Devices without measurements inherit by the rule in :func:`resolve`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from llmath.errors import UnknownNameError, WorkloadError
+
+ROOFLINE_CLASSES = ("gemm", "attn_context", "attn_decode", "moe")
+COLLECTIVES = ("all_reduce", "all_gather", "custom_all_reduce")
+# formats the tables measure; fp16 runs at the bf16 tensor rate on every fitted device
+FORMAT_ALIASES = {"fp16": "bf16", "bf16": "bf16", "fp8": "fp8"}
+BYTES = {"bf16": 2, "fp8": 1}
+
+
+@lru_cache(maxsize=1)
+def data() -> dict:
+    """The fitted coefficients, their provenance and the inheritance tables."""
+    return json.loads((resources.files("llmath") / "data" / "efficiency_fit.json").read_text())
+
+
+def sat(x, h, p):
+    """1 / (1 + (h / x)^p): 0 → 1 as x grows past h."""
+    x = np.asarray(x, dtype=float)
+    return 1.0 / (1.0 + (h / np.maximum(x, 1e-30)) ** p)
+
+
+def fractions(coef, x1, x2, xm):
+    """(ηc, ηm, t0) of one coefficient vector at the features."""
+    c, h1, p1, h2, p2, mem, hm, pm, t0 = coef
+    return c * sat(x1, h1, p1) * sat(x2, h2, p2), mem * sat(xm, hm, pm), t0
+
+
+def model_time(coef, x1, x2, xm, flops, bytes_, peak, bandwidth):
+    """Kernel seconds of the model form (see the module docstring)."""
+    ec, em, t0 = fractions(coef, x1, x2, xm)
+    return t0 + np.maximum(np.asarray(flops) / (peak * ec), np.asarray(bytes_) / (bandwidth * em))
+
+
+# ---- shape → (x1, x2, xm, FLOPs, bytes) per class ----------------------------------------------------
+
+
+def gemm_cost(m, n, k, fmt: str):
+    """A (m×k)·(k×n) GEMM: 2·m·n·k FLOPs; reads A and B in ``fmt`` once, writes C in 16-bit."""
+    b = BYTES[fmt]
+    m, n, k = (np.asarray(v, dtype=float) for v in (m, n, k))
+    bytes_ = b * (m * k + k * n) + 2 * m * n
+    return m, n * k, bytes_, 2 * m * n * k, bytes_
+
+
+def attn_context_cost(batch, context, heads, kv_heads, head_dim, fmt: str, kv_fmt: str):
+    """Causal flash attention over S new tokens: S(S+1)/2 pairs × 2 products × 2 FLOPs × H·d per sequence;
+    Q read and O written in ``fmt`` (O in 16-bit), K and V read once in ``kv_fmt``."""
+    B, S, H, K, d = (np.asarray(v, dtype=float) for v in (batch, context, heads, kv_heads, head_dim))
+    flops = 2 * B * H * d * S * (S + 1)
+    bytes_ = B * S * H * d * (BYTES[fmt] + 2) + 2 * B * S * K * d * BYTES[kv_fmt]
+    return S, B * H * S, bytes_, flops, bytes_
+
+
+def attn_decode_cost(batch, context, heads, kv_heads, head_dim, kv_fmt: str):
+    """One query token per sequence attending S + 1 positions: 4·B·H·d·(S+1) FLOPs; reads K and V of the
+    S + 1 positions in ``kv_fmt`` and Q, writes O (16-bit)."""
+    B, S, H, K, d = (np.asarray(v, dtype=float) for v in (batch, context, heads, kv_heads, head_dim))
+    u = S + 1
+    flops = 4 * B * H * d * u
+    bytes_ = 2 * B * u * K * d * BYTES[kv_fmt] + 2 * 2 * B * H * d
+    return B * H, u, bytes_, flops, bytes_
+
+
+def moe_cost(tokens, hidden, inter, topk, experts, fmt: str):
+    """Gated expert MLPs (gate, up, down: 3·hidden·inter weights each) over T tokens routed to top-k of E
+    experts uniformly: 6·T·k·hidden·inter FLOPs; weights of the E·(1 − (1 − 1/E)^(T·k)) experts hit, in
+    ``fmt``; the T·k routed activations read and written in 16-bit (in, intermediate, out)."""
+    T, h, i, k, E = (np.asarray(v, dtype=float) for v in (tokens, hidden, inter, topk, experts))
+    hit = E * (1 - (1 - 1 / E) ** (T * k))
+    bytes_ = hit * 3 * h * i * BYTES[fmt] + T * k * (2 * h + 2 * i) * 2
+    return T * k / E, h * i, bytes_, 6 * T * k * h * i, bytes_
+
+
+COST: dict[str, Callable[..., tuple]] = {
+    "gemm": gemm_cost,
+    "attn_context": attn_context_cost,
+    "attn_decode": attn_decode_cost,
+    "moe": moe_cost,
+}
+
+
+# ---- devices without measurements -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Which measured device supplies ``device``'s coefficients, and the rule that chose it."""
+
+    device: str
+    measured_on: str | None
+    rule: str
+
+
+def resolve(device: str) -> Resolved:
+    """The measured device whose fractions ``device`` uses, at ``device``'s own peaks.
+
+    Rule, in order: (1) ``measured``: the device has fits. (2) ``same-arch``: another device of the same
+    architecture (``arch`` table) has fits: the architecture's ``reference`` device. (3) ``nearest-arch``:
+    same vendor, its architecture unmeasured: the reference of the nearest measured architecture in
+    ``arch_order`` (release order; the older one on a tie). (4) ``none``: no fit (other vendors, CPUs,
+    Apple); the caller keeps its scalar defaults.
+    """
+    d = data()
+    fits = d["devices"]
+    if device in fits:
+        return Resolved(device, device, "measured")
+    arch = d["arch"].get(device)
+    refs = d["arch_reference"]
+    if arch is None:
+        return Resolved(device, None, "none")
+    if arch in refs:
+        return Resolved(device, refs[arch], f"same-arch: {refs[arch]} ({arch})")
+    order = d["arch_order"]
+    i = order.index(arch)
+    measured = sorted((abs(order.index(a) - i), order.index(a), a) for a in refs)
+    a = measured[0][2]
+    return Resolved(device, refs[a], f"nearest-arch: {refs[a]} ({a} for {arch})")
+
+
+def coefficients(device: str, cls: str, fmt: str) -> tuple[list[float] | None, Resolved]:
+    """The coefficient vector for ``cls`` in ``fmt`` on ``device`` (``None`` where no fit applies)."""
+    if cls not in ROOFLINE_CLASSES:
+        raise UnknownNameError(f"efficiency class {cls!r} is not one of {', '.join(ROOFLINE_CLASSES)}")
+    r = resolve(device)
+    f = FORMAT_ALIASES.get(fmt)
+    if r.measured_on is None or f is None:
+        return None, r
+    entry = data()["devices"][r.measured_on].get(cls, {}).get(f)
+    return (entry["coef"] if entry else None), r
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Fitted fractions at one shape: ``compute`` of the matmul peak, ``memory`` of the bandwidth, the
+    per-kernel ``overhead_s``, and which rule supplied them."""
+
+    compute: float
+    memory: float
+    overhead_s: float
+    rule: str
+    measured_on: str
+
+
+def evaluate(device: str, cls: str, fmt: str, x1: float, x2: float, xm: float) -> Fit | None:
+    """The fitted fractions of ``cls`` in ``fmt`` at features (x1, x2, xm) on ``device``; ``None`` without a
+    fit (rule ``none``, or a format the device's tables do not measure)."""
+    coef, r = coefficients(device, cls, fmt)
+    if coef is None:
+        return None
+    if min(x1, x2, xm) <= 0:
+        raise WorkloadError(f"efficiency features ({x1}, {x2}, {xm}) must be > 0")
+    ec, em, t0 = fractions(coef, x1, x2, xm)
+    return Fit(float(ec), float(em), float(t0), r.rule, r.measured_on or "")
+
+
+def fit_format(cls: str, shape: dict) -> str:
+    """The format a class's fits are keyed by: the KV-cache format for decode attention, else ``fmt``."""
+    return shape["kv_fmt"] if cls == "attn_decode" else shape["fmt"]
+
+
+def kernel_time(device: str, cls: str, peak: float, bandwidth: float, **shape) -> float | None:
+    """Predicted seconds of one kernel of ``cls`` with ``shape`` (the arguments of its ``*_cost``
+    function, formats included) at ``peak`` FLOP/s and ``bandwidth`` bytes/s (``device``'s datasheet)."""
+    x1, x2, xm, flops, bytes_ = COST[cls](**shape)
+    fit = evaluate(device, cls, fit_format(cls, shape), float(x1), float(x2), float(xm))
+    if fit is None:
+        return None
+    return fit.overhead_s + max(float(flops) / (peak * fit.compute), float(bytes_) / (bandwidth * fit.memory))
+
+
+def peak_for(cls: str, hw, fmt: str) -> float:
+    """The peak a class's compute term is fitted against: the dense matmul peak of ``fmt``, except decode
+    attention, which runs on the CUDA cores (the vector peak)."""
+    return hw.vector_peak if cls == "attn_decode" else hw.peak(FORMAT_ALIASES.get(fmt, fmt))
+
+
+def kernel_time_on(hw, cls: str, **shape) -> float | None:
+    """:func:`kernel_time` on a :class:`llmath.hardware.Hardware` at its own datasheet peaks."""
+    peak = peak_for(cls, hw, fit_format(cls, shape))
+    return kernel_time(hw.name, cls, peak, hw.memory_bandwidth_bytes_per_s, **shape)
+
+
+def collective_time(device: str, op: str, ranks: int, bytes_: float) -> tuple[float, str] | None:
+    """(seconds, rule) of a collective of ``bytes_`` per rank over ``ranks`` GPUs: α + bytes / β of the
+    measured rank count (``None`` where the device, by its rule, or the rank count has no fit)."""
+    if op not in COLLECTIVES:
+        raise UnknownNameError(f"collective {op!r} is not one of {', '.join(COLLECTIVES)}")
+    r = resolve(device)
+    if r.measured_on is None:
+        return None
+    entry = data()["devices"][r.measured_on].get(op, {}).get(str(int(ranks)))
+    if entry is None:
+        return None
+    alpha, beta = entry["coef"]
+    return alpha + bytes_ / beta, r.rule
