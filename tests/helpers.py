@@ -10,3 +10,28 @@ MODELS_DIR = Path(registry.__file__).parents[1] / "data" / "models"
 
 def registry_config(name: str) -> dict:
     return json.loads((MODELS_DIR / f"{name}.json").read_text())
+
+
+def coarse_hf(name: str) -> str:
+    """A transformers parameter name -> the coarse component llmath reports it under."""
+    import re
+
+    if re.search(r"(norm|(^|\.)ln_|\bln_f\b)", name):
+        return "norm"
+    if re.search(r"(^|\.)(lm_head|embed_out)\.", name):
+        return "lm_head"
+    if re.search(
+        r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
+        r"positions_embed|^transformer\.w\.weight$)",
+        name,
+    ):
+        return "embedding"
+    if re.search(r"(attn|attention|Attention|query_key_value|sinks)", name):
+        return "attention"
+    return "ffn"
+
+
+def coarse_llmath(key: str) -> str:
+    if "norm" in key:
+        return "norm"
+    return {"moe": "ffn"}.get(key.split(".")[0], key.split(".")[0])

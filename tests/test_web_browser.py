@@ -147,3 +147,18 @@ def test_errors_show_as_readable_messages(base, browser):
     _open(browser, f"{base}/?model=no-such-model&hardware=h100-sxm")
     msg = _text(browser, "#error")
     assert "no-such-model" in msg and "Traceback" not in msg
+
+
+def test_pareto_chart_has_a_point_per_front_configuration(base, browser):
+    q = "model=llama-3-8b&hardware=h100-sxm&gpus=8&prompt=1024&gen=256&tpot_ms=30"
+    _open(browser, f"{base}/?{q}&view=plan")
+    d = _api(base, "plan", **dict(kv.split("=") for kv in q.split("&")))
+    assert d["pareto"] and len(browser.find_elements("css selector", "svg circle.pt")) == len(d["pareto"])
+    best = d["best"]
+    assert f"tp{best['tp']} pp{best['pp']} ep{best['ep']} dp{best['dp']}" in _text(browser, "#best")
+
+
+def test_concurrency_shows_the_serving_figures(base, browser):
+    _open(browser, f"{base}/?model=llama-3-8b&hardware=h100-sxm&concurrency=64&prompt=1024&gen=256")
+    d = _api(base, "analyze", model="llama-3-8b", hardware="h100-sxm", concurrency=64, prompt=1024, gen=256)
+    assert _text(browser, '[data-kpi="TPOT (mean)"]') == f"{d['serving']['tpot_s'] * 1e3:.2f} ms"

@@ -24,17 +24,18 @@ from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, g
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import LayoutError, WorkloadError
-from llmath.hardware import Hardware
+from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, held_positions, table
+from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, evaluate, table
 from llmath.ops import stages as ostages
-from llmath.ops.params import ParamReport, param_report
+from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight_bytes_per_element
 from llmath.ops.stages import activation_peak_bytes, training_flops  # noqa: F401 - public here too
+from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()
@@ -159,6 +160,7 @@ def stage_report(
     and the collectives they run; the stage time adds the exposed communication (:mod:`llmath.deploy.cost`).
     """
     bpe = precision.per_class
+    wbpe = weight_bytes_per_element(spec, precision)  # weights' bytes per element by the op's module
     rows: list[OpRow] = []
     tot: dict[str, Value] = dict.fromkeys(CLASSES, 0)
     parts = gpu_parts(spec, cast(Stage, stage), cast(Attention, attention), layout)
@@ -167,9 +169,9 @@ def stage_report(
         for c in costs:
             for k in CLASSES:
                 tot[k] = tot[k] + c.values.get(k, 0)
-            rows.append(_op_row(prefix, c, bpe))
+            rows.append(_op_row(prefix, c, bpe | {"weight": wbpe.get(c.op.module, bpe["weight"])}))
         rows += _collective_rows(prefix, colls, scenario, spec, precision)
-    byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
+    byts = {("weights" if k == "weight" else k): _num(sum(r.bytes.get(k, 0) for r in rows)) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
     flops: dict[str, Value] = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
@@ -212,41 +214,6 @@ def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff,
         rep.comm = cost.comm_by_collective()
 
 
-# ---- KV cache -------------------------------------------------------------------------------------
-
-
-def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int | float]:
-    """KV-cache elements one sequence position adds, per attention window, read off the K/V writers.
-
-    ``layout="transformers"``: what transformers' cache holds (Falcon's new architecture caches K/V
-    broadcast to all N query heads). ``ops``: another operator list of ``spec`` (one GPU's under a layout).
-    """
-    out: dict[int | None, int | float] = {}
-    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
-        per = sum(t.coef for t in op.terms("kv_write") if t.mono == "BT") * op.count
-        if per:
-            if layout == "transformers" and spec.hf_cache_kv_heads:
-                per = per * spec.hf_cache_kv_heads // spec.n_kv_heads
-            out[op.window] = out.get(op.window, 0) + per
-    return out
-
-
-def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
-    """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
-
-    Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
-    Encoder-decoder: ``positions`` are the decoder's; plus the cross-attention cache of ``src`` positions.
-    """
-    total = batch * src * ostages.cross_kv_elements_per_source(spec) if spec.is_encoder_decoder else 0
-    for w, per in kv_elements_per_position(spec, layout, ops).items():
-        if w is not None and layout == "transformers":
-            held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
-        else:
-            held = held_positions(positions, 0, w)
-        total = total + batch * held * per
-    return _num(total * precision.kv_bytes) if isinstance(total, int) else total * precision.kv_bytes
-
-
 # ---- memory ----------------------------------------------------------------------------------------
 
 
@@ -279,8 +246,7 @@ def memory_report(
     p = w.precision
     ops, tab = rank if rank is not None else (None, None)
     B = w.batch if batch is None else batch
-    n_params = params.total if ops is None else sum(n * op.count for op in ops for _, n in op.params)
-    weights = n_params * p.weight_bytes
+    weights = weight_bytes_of(spec, p, ops)  # per module (one GPU's shard under a layout)
     ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
     end = ctx0 + w.gen - 1
     kv = kv_cache_bytes(spec, B, end, p, ops=ops, src=src)
@@ -334,6 +300,7 @@ class Analysis:
     training: dict[str, int] = field(default_factory=dict)
     encoder: StageReport | None = None  # encoder-decoder models: the encoder pass over the source
     parallel: dict[str, Any] | None = None  # the layout and its per-stage figures (multi-GPU only)
+    precision: dict[str, Any] = field(default_factory=dict)  # formats per module, their sources, what runs
     comm: dict[str, Any] | None = None  # bytes and time per stage by collective (multi-GPU only)
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
@@ -349,6 +316,8 @@ class Analysis:
             "efficiency": self.efficiency,
             "training": self.training,
             "warnings": self.warnings,
+            "precision": self.precision,
+            "components_not_in_stages": list(self.params.towers_not_counted),
         }
         if self.encoder is not None:
             d["encoder"] = self.encoder.to_dict(with_ops)
@@ -389,18 +358,19 @@ def analyze(
     models add the ``encoder`` pass (``decoder_prompt``: :mod:`llmath.ops.stages`).
     """
     spec = resolve(model)
+    precision, read_notes = execution.checkpoint_precision(model, precision)
     if any(v is not None for v in (gpus, tp, pp, ep, dp)):
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
         return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
                                efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
     if overlap != "none":
         raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
-    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision(), decoder_prompt)
+    w = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes = _context_notes(spec, max(ostages.decode_start(spec, prompt, prefix, decoder_prompt)[0] + gen - 1, prompt))
-    if hw is not None:
-        hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
+    end = max(ostages.decode_start(spec, prompt, prefix, decoder_prompt)[0] + gen - 1, prompt)
+    notes = read_notes + _context_notes(spec, end) + _wrapper_notes(spec)
+    notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
     params = param_report(spec)
     scens = ostages.stage_scenarios(spec, batch, prompt, prefix, decoder_prompt)
     rep = {k: stage_report(spec, k, sc, attention, w.precision, hw, eff) for k, sc in scens.items()}
@@ -410,6 +380,7 @@ def analyze(
     wd = _workload_dict(w, spec.is_encoder_decoder)
     a = Analysis(spec.name, hw.name if hw else None, wd, params, pre, dec, kv, mem, warnings=notes, encoder=enc)
     a.training = training_flops(spec, batch, prompt)
+    a.precision = execution.precision_report(spec, w.precision, hw, attention)
     if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s + ((enc.time_s or 0.0) if enc else 0.0))
@@ -429,6 +400,16 @@ def _context_notes(spec: ModelSpec, end: int) -> list[str]:
     return [msg]
 
 
+def _wrapper_notes(spec: ModelSpec) -> list[str]:
+    if not spec.wrapper:
+        return []
+    towers = ", ".join(spec.towers_not_counted) or "its other towers"
+    return [
+        f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
+        f"(text_config) only: {towers} not counted"
+    ]
+
+
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
     """KV cache after the prefill, at the end of the generation, and per position (encoder-decoder: the
     self-attention cache per decoder position, and the fixed cross-attention cache of the source)."""
@@ -438,6 +419,7 @@ def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
         "bytes": kv_cache_bytes(spec, w.batch, ctx0, p, src=src),
         "peak_bytes": kv_cache_bytes(spec, w.batch, end, p, src=src),
         "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
+        **{k: v for k, v in kv_growth(spec, p).items() if k != "bytes_per_token"},
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
@@ -474,8 +456,6 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **overrides) if hw is not None else None
-    if hw is not None:
-        hw.peak(w.precision.compute)
     b = layout.replica_batch(batch)
     p = w.precision
     pre = stage_report(spec, "prefill", Scenario(b, prompt, prefix), attention, p, hw, eff, layout)
@@ -495,6 +475,7 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
         mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
         mem.max_context = min(int(m.max_context or 0) for m in mems)
     notes = _context_notes(spec, prefix + prompt + gen - 1)
+    notes += execution.fallback_notes(spec, w.attention, p, hw)
     if batch % layout.dp:
         notes.append(
             f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
@@ -503,6 +484,7 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w) | {"replica_batch": b}, param_report(spec),
                  pre, dec, _kv_summary(spec, w), mem, warnings=notes)  # fmt: skip
     a.training = training_flops(spec, batch, prompt)
+    a.precision = execution.precision_report(spec, p, hw, attention)
     deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
     a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
     a.comm = {"prefill": pre.comm, "decode": dec.comm}
@@ -530,7 +512,7 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
     d = decode_generation(t, hw, w.precision, eff, w.batch, ctx0, w.gen, src)
     pre_flops = sum(ostages.stage_flops(spec, k, w.attention, sc) for k, sc in scens.items() if k != "decode")
     dvals = t.values(scens["decode"])
-    dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
+    dbytes0 = float((dvals * byte_weights(t, w.precision)).sum())
     return _serving(w, hw, 1, ttft, float(d.total_s), float(d.first_s), float(d.last_s), float(d.steps), pre_flops,
                     dbytes0)  # fmt: skip
 
@@ -539,7 +521,7 @@ def _serving(w: Workload, hw: Hardware, gpus: int, ttft, dec_total, first, last,
     """Serving metrics of a generation from its prefill time and decode-step sums (one GPU's path)."""
     e2e = ttft + dec_total
     tpot = dec_total / steps if steps else 0.0
-    peak = hw.peak(w.precision.compute)
+    peak = hw.peak_flops_per_s[execution.executed(hw, w.precision.compute)[0]]  # the default weights' GEMMs
     return {
         "ttft_s": ttft,
         "tpot_s": tpot,
@@ -573,7 +555,7 @@ def scenario(
     and a whole generation's serving metrics, from the cached coefficient tables."""
     spec = resolve(model)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    p = precision or DEFAULT_PRECISION
+    p = execution.checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given
     eff = efficiency(efficiency_mode, hw)
     sc = ostages.stage_scenarios(spec, batch, prompt)
     t = {k: stage_times(table(spec, k, attention), v, hw, p, eff, k == "decode")[0] for k, v in sc.items()}

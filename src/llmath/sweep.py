@@ -14,7 +14,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, table
-from llmath.ops.params import param_report
+from llmath.ops.params import weight_bytes_of
 
 
 def parse_axis(flag: str, text: str) -> np.ndarray:
@@ -70,6 +70,10 @@ def grid(
     Encoder-decoder models: ``prompt`` is the source length, the decoder starts from one token
     (:mod:`llmath.ops.stages`).
     """
+    if precision is None and isinstance(spec, str):
+        from llmath.model.checkpoint import precision_for
+
+        precision = precision_for(spec)
     spec = resolve(spec)
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     p = precision or Precision()
@@ -79,21 +83,15 @@ def grid(
     B, P, N = (a.ravel() for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
     shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))
     ed = spec.is_encoder_decoder
-    tabs = (
-        table(spec, "encoder", attention) if ed else None,
-        table(spec, "prefill", attention),
-        table(spec, "decode", attention),
-    )
-    ttft = np.empty(B.shape)
-    dec = np.empty(B.shape)
-    act = np.empty(B.shape)
+    tabs = tuple(table(spec, k, attention) if k != "encoder" or ed else None for k in ("encoder", "prefill", "decode"))
+    ttft, dec, act = np.empty(B.shape), np.empty(B.shape), np.empty(B.shape)
     for i in range(0, max(B.size, 1), CHUNK):
         sl = slice(i, i + CHUNK)
         b, pr, n = B[sl], P[sl], N[sl]
         ttft[sl], dec[sl] = _chunk_times(tabs, hw, p, eff, b, pr, n)
         act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
     e2e = ttft + dec
-    weights = param_report(spec).total * p.weight_bytes
+    weights = weight_bytes_of(spec, p)
     kv_end = kv_cache_bytes(spec, B, N, p, src=P) if ed else kv_cache_bytes(spec, B, P + N - 1, p)
     mem = weights + kv_end + act
     steps = np.maximum(N - 1, 1)
@@ -135,7 +133,7 @@ def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout
     per_gpu = 0.0
     for plan in rank_plans(spec, "prefill", attention, layout):
         tab = rank_table(spec, "prefill", attention, layout, plan.index)
-        weights = sum(n * op.count for op in plan.ops for _, n in op.params) * p.weight_bytes
+        weights = weight_bytes_of(spec, p, plan.ops)
         kv = kv_cache_bytes(spec, b, P + N - 1, p, ops=plan.ops)
         per_gpu = np.maximum(per_gpu, weights + kv + activation_peak_bytes(spec, b, P, attention, p, tab=tab))
     return {

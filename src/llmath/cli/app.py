@@ -42,7 +42,10 @@ class StageOpt(str, Enum):
     encoder = "encoder"
 
 
-ModelArg = Annotated[str, typer.Argument(help="Registry name (see 'llmath models') or a config.json path.")]
+ModelArg = Annotated[
+    str,
+    typer.Argument(help="Registry name or hub id (see 'llmath models'), a hub id to fetch, a config.json or a .gguf."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows.")]
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Sequences in the batch (B).")]
@@ -50,12 +53,30 @@ PromptOpt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens pe
 GenOpt = Annotated[int, typer.Option("--gen", "-n", help="Generated tokens per sequence (N).")]
 AttOpt = Annotated[Att, typer.Option("--attention", help="eager: what transformers executes; flash: serving kernels.")]
 DtypeOpt = Annotated[
-    str, typer.Option("--dtype", help="Weights, activations and KV cache: fp32|bf16|fp16|fp8|int8|int4.")
+    str | None,
+    typer.Option(
+        "--dtype",
+        help="Weights, activations and KV cache (replaces the checkpoint's formats; default: what the checkpoint "
+        "states, else bf16): fp32|bf16|fp16|fp8|int8|nvfp4|mxfp4 (docs/formats.md).",
+    ),
 ]
-WOpt = Annotated[str | None, typer.Option("--weights", help="Override the weights dtype.")]
-AOpt = Annotated[str | None, typer.Option("--activations", help="Override the activations (compute) dtype.")]
-KVOpt = Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache dtype.")]
-GroupOpt = Annotated[int, typer.Option("--group-size", help="Group size of int8/int4 scales.")]
+WOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights",
+        help="Weights format: bf16|fp16|fp8|fp8-block|int8|int4|awq|gptq|nvfp4|mxfp4|nf4|q4_0|q8_0|q4_k_m|... "
+        "(quantised formats keep embedding/LM head/router in 16 bit; docs/formats.md).",
+    ),
+]
+AOpt = Annotated[
+    str | None, typer.Option("--activations", help="Activations format: fp32|bf16|fp16|fp8|int8|nvfp4|mxfp4.")
+]
+KVOpt = Annotated[
+    str | None, typer.Option("--kv-dtype", help="KV-cache format: bf16|fp16|fp32|fp8|nvfp4|int8|q8_0|q4_0.")
+]
+GroupOpt = Annotated[
+    int | None, typer.Option("--group-size", help="Group size of int8/int4/awq/gptq scales (default 128).")
+]
 DecPromptOpt = Annotated[
     int,
     typer.Option(
@@ -76,10 +97,11 @@ OverlapOpt = Annotated[
 ]
 
 
-def _precision(dtype: str, weights: str | None, activations: str | None, kv: str | None, group: int):
-    from llmath.model.dtypes import Precision
+def _precision(model, dtype: str | None, weights: str | None, activations: str | None, kv: str | None, group):
+    """The checkpoint's formats with the flags overriding them (see llmath.model.checkpoint.precision_for)."""
+    from llmath.model.checkpoint import precision_for
 
-    return Precision(weights or dtype, activations or dtype, kv or dtype, group_size=group)
+    return precision_for(model, dtype, weights, activations, kv, group)
 
 
 def _gen_dist(text: str | None) -> tuple[tuple[int, float], ...]:
@@ -212,11 +234,11 @@ def ops(
     ] = None,
     prefix: Annotated[int, typer.Option("--prefix", help="Prefill: cached prefix before the prompt.")] = 0,
     attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = "bf16",
+    dtype: DtypeOpt = None,
     weights: WOpt = None,
     activations: AOpt = None,
     kv_dtype: KVOpt = None,
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
     decoder_prompt: DecPromptOpt = 1,
     hardware: Annotated[str | None, typer.Option("--hardware", help="Add roofline times on this accelerator.")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show each formula with its numbers substituted.")] = False,
@@ -239,7 +261,7 @@ def ops(
     from llmath.ops import Scenario
 
     spec = resolve(model)
-    p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    p = _precision(model, dtype, weights, activations, kv_dtype, group_size)
     for name, v, lo in (
         ("--batch", batch, 1), ("--prompt", prompt, 1), ("--prefix", prefix, 0), ("--decoder-prompt", decoder_prompt, 1)
     ):  # fmt: skip
@@ -305,11 +327,11 @@ def analyze(
     gen: GenOpt = 128,
     prefix: Annotated[int, typer.Option("--prefix", help="Cached prefix before the prompt.")] = 0,
     attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = "bf16",
+    dtype: DtypeOpt = None,
     weights: WOpt = None,
     activations: AOpt = None,
     kv_dtype: KVOpt = None,
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
     decoder_prompt: DecPromptOpt = 1,
     efficiency: Annotated[
         Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")
@@ -384,7 +406,7 @@ def analyze(
     """
     from llmath.analysis import analyze as run
 
-    p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    p = _precision(model, dtype, weights, activations, kv_dtype, group_size)
     serving_flags = (engine, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization, spec_method)
     unused = any(v is not None for v in serving_flags) or prefix_hit or enforce_eager or gen_dist
     if concurrency is None and rate is None and unused:
@@ -483,11 +505,11 @@ def sweep(
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="List or range.")] = "512",
     gen: Annotated[str, typer.Option("--gen", "-n", help="List or range.")] = "128",
     attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = "bf16",
+    dtype: DtypeOpt = None,
     weights: WOpt = None,
     activations: AOpt = None,
     kv_dtype: KVOpt = None,
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
     efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
     plot: Annotated[
         str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")
@@ -507,7 +529,7 @@ def sweep(
     """
     from llmath.sweep import parse_axis, run_sweep
 
-    p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    p = _precision(model, dtype, weights, activations, kv_dtype, group_size)
     axes = {
         "batch": parse_axis("--batch", batch),
         "prompt": parse_axis("--prompt", prompt),
@@ -537,7 +559,7 @@ def compare(
     prompt: PromptOpt = 512,
     gen: GenOpt = 128,
     attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = "bf16",
+    dtype: DtypeOpt = None,
     efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
     gpus: GpusOpt = None,
     tp: TpOpt = None,
@@ -553,7 +575,6 @@ def compare(
     Example: llmath compare llama-3-8b mistral-7b-v0.1 qwen3-8b -H h100-sxm,a100-sxm-80gb -b 8
     """
     from llmath.analysis import analyze as run
-    from llmath.model.dtypes import Precision
 
     rows = []
     for m in models_:
@@ -565,7 +586,7 @@ def compare(
                 prompt=prompt,
                 gen=gen,
                 attention=attention.value,
-                precision=Precision.uniform(dtype),
+                precision=_precision(m, dtype, None, None, None, None),
                 efficiency_mode=efficiency.value,
                 gpus=gpus,
                 tp=tp,

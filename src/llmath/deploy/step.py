@@ -164,7 +164,7 @@ class Device:
     def _time(self, t: Table, mv: np.ndarray, rows, tokens, decode: bool) -> StepCost:
         eff = self.decode_eff if decode else self.eff
         tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode)
-        totals = mv @ _totals(t, byte_weights_key(self.precision))  # [bytes, FLOPs] of the whole pass
+        totals = mv @ _totals(t, byte_weights_key(t, self.precision))  # [bytes, FLOPs] of the whole pass
         return StepCost(tm.sum(-1), totals[..., 0], totals[..., 1])
 
     def _comm(self, colls: tuple, scen, ops_s: np.ndarray) -> np.ndarray:

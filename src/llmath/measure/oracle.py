@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 SEQ2SEQ = ("t5", "bart", "marian")
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
 def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
@@ -27,11 +28,13 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
     model_type = cfg.pop("model_type")
     model_type = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}.get(model_type, model_type)
     if n_layers is not None:
-        for k in ("num_hidden_layers", "n_layer", "num_layers"):
+        full = next((cfg[k] for k in LAYER_KEYS if isinstance(cfg.get(k), int)), None)
+        for k in LAYER_KEYS:
             if k in cfg:
                 cfg[k] = n_layers
-        if isinstance(cfg.get("layer_types"), list):
-            cfg["layer_types"] = cfg["layer_types"][:n_layers]
+        for k, v in list(cfg.items()):  # per-layer lists (layer_types, no_rope_layers, ...) are truncated
+            if isinstance(v, list) and len(v) == full:
+                cfg[k] = v[:n_layers]
     config = transformers.AutoConfig.for_model(model_type, **cfg)
     return config
 

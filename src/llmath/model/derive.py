@@ -27,8 +27,12 @@ def fact(table: Mapping[str, Any], cfg: Mapping[str, Any], name: str, default: A
     return v
 
 
-def head_dim(cfg: Mapping[str, Any], d: int, n_heads: int, where: str) -> int:
+def head_dim(cfg: Mapping[str, Any], d: int, n_heads: int, where: str, floor: bool = False) -> int:
+    """``head_dim`` (or T5's ``d_kv``), else hidden_size / heads; ``floor``: the family's attention uses
+    hidden_size // num_attention_heads as is (glm4_moe; MLA families replace it by their own widths)."""
     head_dim = cfg.get("head_dim") or cfg.get("d_kv")
+    if head_dim is None and floor:
+        head_dim = d // n_heads
     if head_dim is None:
         if d % n_heads:
             raise ConfigError(
@@ -147,8 +151,9 @@ _FLAGS = {
     "o_bias": (False, True),
     "attn_sinks": (False, False),
     "ffn_bias": (False, True),
-    "lm_head_bias": (False, False),
-    "embedding_scale": (False, False),
+    "lm_head_bias": (False, True),
+    "embedding_scale": (False, True),
+    "sub_norms": (False, False),
 }
 
 

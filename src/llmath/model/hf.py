@@ -13,21 +13,32 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, overload
 
 from llmath.errors import ConfigError, SpecError
 from llmath.model import derive
 from llmath.model.derive import fact
+from llmath.model.families import ADAPTERS
+from llmath.model.family_facts import (
+    ARCHITECTURE_TYPES,
+    ENCODERS,
+    MODEL_TYPE_ALIASES,
+    TIED_BY_DEFAULT,
+    _all_layers,
+)
 from llmath.model.spec import ModelSpec, MoESpec
+
+__all__ = ["ADAPTERS", "ENCODERS", "TIED_BY_DEFAULT", "read_config", "spec_from_config", "spec_from_file"]
 
 _MISSING = object()
 
 # Config key aliases, first match wins.
 HIDDEN = ("hidden_size", "n_embd", "n_embed", "d_model")
 LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "decoder_layers")
-HEADS = ("num_attention_heads", "n_head", "num_heads", "decoder_attention_heads")
-FFN = ("intermediate_size", "n_inner", "ffn_hidden_size", "d_ff", "ffn_dim", "decoder_ffn_dim")
+HEADS = ("num_attention_heads", "n_head", "num_heads", "decoder_attention_heads", "attention_heads")
+FFN = ("intermediate_size", "n_inner", "ffn_hidden_size", "d_ff", "ffn_dim", "decoder_ffn_dim", "dff")
 POSITIONS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
@@ -63,240 +74,13 @@ def _int(cfg, keys, default=_MISSING, *, where):
 # Values are constants, or ("key", default) to read a bool from the config, or a callable(cfg).
 
 
-def _k(name: str, default: Any) -> tuple[str, Any]:
-    return (name, default)
-
-
-def _attn_bias(value: Any) -> dict[str, Any]:
-    """The same bias fact for the q, k, v and o projections."""
-    return dict(q_bias=value, k_bias=value, v_bias=value, o_bias=value)
-
-
-def _falcon_kv_heads(cfg: Mapping[str, Any], n_heads: int) -> int:
-    """Falcon: the new decoder architecture reads num_kv_heads; the old one is multi-query or MHA."""
-    if cfg.get("new_decoder_architecture"):
-        v = cfg.get("num_kv_heads") or cfg.get("n_head_kv")
-        return int(v) if v else n_heads
-    return 1 if cfg.get("multi_query", True) else n_heads
-
-
-LLAMA_LIKE = dict(
-    norm="rms",
-    ffn="gated",
-    position="rotary",
-    **_attn_bias(_k("attention_bias", False)),
-    ffn_bias=_k("mlp_bias", False),
-    norms_per_layer=2,
-)
-
-ADAPTERS: dict[str, dict[str, Any]] = {
-    "llama": LLAMA_LIKE,
-    "granite": LLAMA_LIKE,
-    "mistral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
-    "mixtral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="mixtral"),
-    "phi3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
-    "qwen2": dict(
-        LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False, windows="from_layer"
-    ),
-    "qwen2_moe": dict(
-        LLAMA_LIKE,
-        q_bias=_k("qkv_bias", True),
-        k_bias=_k("qkv_bias", True),
-        v_bias=_k("qkv_bias", True),
-        o_bias=False,
-        ffn_bias=False,
-        moe="qwen2_moe",
-        windows="from_layer",
-    ),
-    "qwen3": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", windows="from_layer"),
-    "qwen3_moe": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", moe="qwen3_moe", windows="from_layer"),
-    "gemma": dict(LLAMA_LIKE, ffn_bias=False, embedding_scale=True, activation="gelu_tanh"),
-    "gemma2": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        embedding_scale=True,
-        norms_per_layer=4,
-        activation="gelu_tanh",
-        softcap=True,
-        windows="alternate",
-    ),
-    "gemma3_text": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        embedding_scale=True,
-        norms_per_layer=4,
-        qk_norm="head",
-        activation="gelu_tanh",
-        softcap=True,
-        windows="every",
-    ),
-    "olmo": dict(LLAMA_LIKE, norm="layer_noparam", ffn_bias=False),
-    "olmo2": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="full"),
-    "cohere": dict(
-        LLAMA_LIKE,
-        norm="layer",
-        norm_bias=False,
-        parallel=True,
-        norms_per_layer=1,
-        ffn_bias=False,
-        qk_norm=lambda c: "full" if c.get("use_qk_norm") else "none",
-    ),
-    "phi": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(True),
-        ffn_bias=True,
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        qk_norm=lambda c: "full" if c.get("qk_layernorm") else "none",
-    ),
-    "starcoder2": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(_k("use_bias", True)),
-        ffn_bias=_k("use_bias", True),
-        norms_per_layer=2,
-        activation="gelu_tanh",
-    ),
-    "gpt2": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=2,
-        activation="gelu_new",
-        ffn_default=4,
-    ),
-    "gpt_neox": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(_k("attention_bias", True)),
-        ffn_bias=True,
-        parallel=_k("use_parallel_residual", True),
-        norms_per_layer=2,
-        activation="gelu",
-    ),
-    "gptj": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(False),
-        ffn_bias=True,
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        ffn_default=4,
-    ),
-    "opt": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        position_offset=2,
-        **_attn_bias(_k("enable_bias", True)),
-        ffn_bias=_k("enable_bias", True),
-        norms_per_layer=2,
-        activation="relu",
-        final_norm=_k("do_layer_norm_before", True),
-    ),
-    "bloom": dict(
-        norm="layer",
-        ffn="mlp",
-        position="alibi",
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=2,
-        embedding_norm=True,
-        activation="gelu_tanh",
-        ffn_default=4,
-    ),
-    "falcon": dict(
-        norm="layer",
-        ffn="mlp",
-        **_attn_bias(_k("bias", False)),
-        ffn_bias=_k("bias", False),
-        parallel=_k("parallel_attn", True),
-        norms_per_layer="falcon",
-        activation="gelu",
-        ffn_default=4,
-        kv_heads=_falcon_kv_heads,
-        position=lambda c: "alibi" if c.get("alibi") else "rotary",
-    ),
-    "deepseek_v2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
-    "deepseek_v3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
-    "gpt_oss": dict(
-        LLAMA_LIKE,
-        **_attn_bias(True),
-        ffn_bias=False,
-        moe="gpt_oss",
-        attn_sinks=True,
-        windows="alternate",
-    ),
-    "t5": dict(
-        norm="rms",
-        norm_bias=False,
-        ffn="t5",
-        position="relative",
-        **_attn_bias(False),
-        ffn_bias=False,
-        norms_per_layer=3,
-        encdec="t5",
-    ),
-    # The original Transformer (Vaswani et al. 2017): post-LN, no final stack norms, shared embeddings.
-    "transformer": dict(
-        norm="layer",
-        ffn="mlp",
-        position="sinusoidal",
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=3,
-        encdec="transformer",
-        activation="relu",
-    ),
-    "bart": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        position_offset=2,
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=3,
-        encdec="bart",
-        activation="gelu",
-    ),
-}
-
-# model_types whose transformers config class defaults to tie_word_embeddings=True (5.23).
-TIED_BY_DEFAULT = {
-    "bart",
-    "bloom",
-    "cohere",
-    "falcon",
-    "gemma",
-    "gemma2",
-    "gemma3_text",
-    "gpt2",
-    "opt",
-    "starcoder2",
-    "t5",
-    "transformer",
-}
-
-# Config aliases that older hub files use for the same family.
-MODEL_TYPE_ALIASES = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "gemma3": "gemma3_text"}
-
-
 def supported_model_types() -> list[str]:
     return sorted(ADAPTERS)
 
 
-def _layer_windows(cfg: Mapping[str, Any], pattern: str, n_layers: int, where: str) -> tuple[int | None, ...]:
+def _layer_windows(
+    cfg: Mapping[str, Any], pattern: Any, n_layers: int, where: str, key: str = "sliding_window"
+) -> tuple[int | None, ...]:
     """Sliding windows per layer, derived as the transformers config classes derive ``layer_types``.
 
     ``pattern`` (the family's table fact ``windows``) applies when the file has no ``layer_types``:
@@ -304,15 +88,17 @@ def _layer_windows(cfg: Mapping[str, Any], pattern: str, n_layers: int, where: s
     ``sliding_window_pattern``-th, default 6); ``from_layer`` (layers from ``max_window_layers`` on, and
     only when ``use_sliding_window`` is set).
     """
-    window = cfg.get("sliding_window")
+    window = cfg.get(key)
     types = cfg.get("layer_types")
     if pattern == "from_layer" and not cfg.get("use_sliding_window", False):
         window = None
     if window is None:
         return (None,) * n_layers
-    window = _int(cfg, "sliding_window", where=where)
+    window = _int(cfg, key, where=where)
     if types is None:
-        if pattern == "alternate":
+        if callable(pattern):
+            types = pattern(cfg, n_layers)
+        elif pattern == "alternate":
             types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n_layers)]
         elif pattern == "every":
             every = cfg.get("sliding_window_pattern") or 6
@@ -327,7 +113,30 @@ def _layer_windows(cfg: Mapping[str, Any], pattern: str, n_layers: int, where: s
     return tuple(window if t == "sliding_attention" else None for t in types[:n_layers])
 
 
-def _moe(kind: str, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[MoESpec, tuple[bool, ...]]:
+def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: str):
+    """A MoE described by the config keys a family uses (the table's ``moe`` dict): ``experts``,
+    ``top_k``, ``d_ff`` (each routed expert's width), optionally ``shared_width`` (the shared FFN's
+    width) or ``shared_count`` (shared experts of width ``d_ff``), and ``layers`` (cfg, n) -> MoE flags."""
+    per = _int(cfg, t["d_ff"], where=where)
+    shared = 0
+    if "shared_width" in t:
+        shared = _int(cfg, t["shared_width"], 0, where=where)
+    elif "shared_count" in t:
+        shared = per * _int(cfg, t["shared_count"], 0, where=where)
+    moe = MoESpec(
+        n_experts=_int(cfg, t["experts"], where=where),
+        top_k=_int(cfg, t["top_k"], where=where),
+        d_ff_expert=per,
+        d_ff_shared=shared,
+        router_score_bias=bool(t.get("router_score_bias", False)),
+    )
+    layers = t.get("layers", _all_layers)(cfg, n)
+    return moe, tuple(bool(x) for x in layers)
+
+
+def _moe(kind: Any, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[MoESpec, tuple[bool, ...]]:
+    if isinstance(kind, Mapping):
+        return _moe_from_keys(kind, cfg, n_layers, where)
     if kind == "mixtral":
         moe = MoESpec(
             n_experts=_int(cfg, ("num_local_experts", "num_experts"), where=where),
@@ -338,7 +147,7 @@ def _moe(kind: str, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[
     if kind in ("qwen2_moe", "qwen3_moe"):
         shared = _int(cfg, "shared_expert_intermediate_size", 0, where=where) if kind == "qwen2_moe" else 0
         moe = MoESpec(
-            n_experts=_int(cfg, "num_experts", where=where),
+            n_experts=_int(cfg, ("num_experts", "num_local_experts"), where=where),
             top_k=_int(cfg, "num_experts_per_tok", where=where),
             d_ff_expert=_int(cfg, "moe_intermediate_size", where=where),
             d_ff_shared=shared,
@@ -386,15 +195,19 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
     where = source or name or "config"
     if not isinstance(cfg, Mapping):
         raise ConfigError(f"{where}: expected a JSON object at the top level, got {type(cfg).__name__}")
-    if "text_config" in cfg and "model_type" in cfg and cfg["model_type"] not in ADAPTERS:
-        cfg = dict(cfg["text_config"])
+    cfg, wrapper, towers = _unwrap(cfg)
     raw_type: Any = cfg.get("model_type")
     if raw_type is None:
         raise ConfigError(
             f"{where}: field 'model_type' is missing; llmath needs it to pick the architecture "
             f"(supported: {', '.join(supported_model_types())})"
         )
-    model_type = MODEL_TYPE_ALIASES.get(raw_type, raw_type)
+    model_type = _resolve_type(cfg, raw_type)
+    if model_type in ENCODERS:
+        raise ConfigError(
+            f"{where}: model_type={raw_type!r} is a BERT-style encoder, not a decoder; llmath analyses decoder "
+            "language models (prefill and decode). Pass a decoder or encoder-decoder config.json"
+        )
     table = ADAPTERS.get(model_type)
     if table is None:
         raise ConfigError(
@@ -402,10 +215,44 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
             "Describe the model as a spec (llmath.ModelSpec) or open an issue with its config.json"
         )
     name = name or cfg.get("_name_or_path") or model_type
+    _refuse_unmodelled(cfg, table, where)
     try:
-        return _build(cfg, model_type, table, name, where, source)
+        spec = _build(cfg, model_type, table, name, where, source)
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
+    return replace(spec, wrapper=wrapper, towers_not_counted=towers) if wrapper else spec
+
+
+def _unwrap(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, tuple[str, ...]]:
+    """A multimodal wrapper (a ``text_config`` under a model_type llmath has no table for) -> its language
+    model's config, the wrapper's model_type and the other sub-configs (towers) that are not counted."""
+    outer = cfg.get("model_type")
+    if not isinstance(cfg.get("text_config"), Mapping) or outer in ADAPTERS:
+        return cfg, "", ()
+    towers = tuple(sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config" and v))
+    return dict(cfg["text_config"]), str(outer or "wrapper"), towers
+
+
+def _resolve_type(cfg: Mapping[str, Any], raw_type: str) -> str:
+    """model_type -> adapter table: aliases first, then (for a model_type without a table) the transformers
+    class the file names in ``architectures``, whose config keys the checkpoint must then use."""
+    model_type = MODEL_TYPE_ALIASES.get(raw_type, raw_type)
+    if model_type in ADAPTERS:
+        return model_type
+    for arch in cfg.get("architectures") or []:
+        if arch in ARCHITECTURE_TYPES:
+            return ARCHITECTURE_TYPES[arch]
+    return model_type
+
+
+def _refuse_unmodelled(cfg, table, where) -> None:
+    """Options of a family that llmath does not model yet: an error, never a silently different count."""
+    for key, what in table.get("refuse", {}).items():
+        if cfg.get(key):
+            raise ConfigError(
+                f"{where}: {key}={cfg[key]!r} ({what}) is not modelled yet; set it false to analyse the "
+                "model without it, or open an issue with the config.json"
+            )
 
 
 def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
@@ -421,7 +268,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         n_kv = kv_rule(cfg, n_heads)
     else:
         n_kv = get(("num_key_value_heads", "num_kv_heads"), n_heads)
-    head_dim = derive.head_dim(cfg, d, n_heads, where)
+    head_dim = derive.head_dim(cfg, d, n_heads, where, floor=bool(table.get("head_dim_floor") or table.get("mla")))
     ffn, activation, d_ff = derive.ffn_shape(cfg, table, d, FFN, where)
     moe, layer_moe = _moe_layers(table, cfg, n_layers, where)
     mla = derive.mla(table, cfg, get)
@@ -449,9 +296,12 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         activation=activation,
         attention="mla" if mla is not None else "mha",
         mla=mla,
+        activation_params=int(table.get("activation_params", 0)),
         moe=moe,
         layer_moe=layer_moe,
-        layer_windows=_layer_windows(cfg, table.get("windows", "all"), stacks["n_layers"], where),
+        layer_windows=_layer_windows(
+            cfg, table.get("windows", "all"), stacks["n_layers"], where, table.get("window_key", "sliding_window")
+        ),
         norms_per_layer=norms,
         max_positions=int(max_pos) if max_pos else None,
         rotary_dim=derive.rotary_dim(cfg, position, head_dim, mla),

@@ -12,7 +12,7 @@ from typing import Literal
 
 from llmath.errors import SpecError
 
-NormKind = Literal["layer", "rms", "layer_noparam"]
+NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
 PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "relative", "none"]
 AttentionKind = Literal["mha", "mla"]
@@ -34,6 +34,7 @@ class MoESpec:
     shared_gate: bool = False  # Qwen2-MoE: sigmoid gate Linear(D, 1) on the shared expert
     router_bias: bool = False  # gpt-oss router Linear has a bias
     expert_bias: bool = False  # gpt-oss experts have biases on gate_up and down
+    router_score_bias: bool = False  # ERNIE-4.5: e_score_correction_bias is a parameter (E per layer)
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -109,6 +110,8 @@ class ModelSpec:
     qk_norm: QKNorm = "none"
     attn_sinks: bool = False  # gpt-oss: one learned logit per head
     ffn_bias: bool = False
+    activation_params: int = 0  # learned scalars of each dense FFN's activation (Apertus xIELU: 2)
+    sub_norms: bool = False  # BitNet: norms before o_proj (width N·H) and before the down projection (F)
     moe: MoESpec | None = None
     layer_moe: tuple[bool, ...] = ()
     layer_windows: tuple[int | None, ...] = ()
@@ -129,6 +132,8 @@ class ModelSpec:
     encoder: EncoderSpec | None = None
     hf_cache_kv_heads: int | None = None  # transformers caches this many K/V heads (Falcon: all N)
     source: str = ""
+    wrapper: str = ""  # a multimodal wrapper's model_type when this is its language model (text_config)
+    towers_not_counted: tuple[str, ...] = ()  # the wrapper's other sub-configs (vision_config, ...)
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -158,8 +163,8 @@ class ModelSpec:
             )
         if self.ffn not in ("mlp", "gated"):
             raise SpecError(f"{n!r}: ffn={self.ffn!r} must be 'mlp' or 'gated'")
-        if self.norm not in ("layer", "rms", "layer_noparam"):
-            raise SpecError(f"{n!r}: norm={self.norm!r} must be 'layer', 'rms' or 'layer_noparam'")
+        if self.norm not in ("layer", "rms", "layer_noparam", "rms_noparam"):
+            raise SpecError(f"{n!r}: norm={self.norm!r} must be 'layer', 'rms', 'layer_noparam' or 'rms_noparam'")
         if self.attention == "mla":
             if self.mla is None:
                 raise SpecError(f"{n!r}: attention='mla' needs the mla widths (kv_lora_rank, ...)")
@@ -191,6 +196,10 @@ class ModelSpec:
     @property
     def is_encoder_decoder(self) -> bool:
         return self.encoder is not None
+
+    def layer_kinds(self) -> tuple[tuple[object, ...], ...]:
+        """Each decoder layer's kind: everything that can differ between layers, as one tuple."""
+        return tuple(zip(self.layer_windows, self.layer_moe, strict=True))
 
     def with_layers(self, n_layers: int) -> ModelSpec:
         """The same architecture with the first ``n_layers`` layers (patterns truncated)."""

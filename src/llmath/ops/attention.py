@@ -163,6 +163,12 @@ def o_proj(a: Attn) -> None:
     a.site.linear("o_proj", "BTNH,NHD->BTD", a.N * a.H, a.D, bias=s.o_bias, pkey=f"{a.pk}.o", sym_in="N·H", sym_out="D")
 
 
+def sub_norm(a: Attn) -> None:
+    """BitNet: a norm over the attention output (width N·H) before the output projection."""
+    if a.site.spec.sub_norms and not a.cross:
+        a.site.norm("sub_norm", a.N * a.H, pkey="norm.layers", sym="N·H")
+
+
 Step = Callable[[Attn], None]
 EXECUTIONS: dict[str, tuple[Step, ...]] = {
     "eager": (cache_append, repeat_kv, eager_products),
@@ -175,7 +181,7 @@ def execution(a: Attn) -> None:
         step(a)
 
 
-STEPS: tuple[Step, ...] = (q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, execution, o_proj)
+STEPS: tuple[Step, ...] = (q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, execution, sub_norm, o_proj)
 
 
 def attention_block(

@@ -3,10 +3,10 @@
 Conventions (stated once, here):
 
 * **FLOPs** are 2 per multiply-add. ``flops`` of an operator are its matmul FLOPs (weight GEMMs and the
-  attention products); ``vflops`` are its vector FLOPs, at these per-element costs: RMSNorm 4, LayerNorm 7
-  (5 without affine), activation 4 (+1 for the gate product), residual add 1 per element per extra input, rotary 3 per
-  rotated element, softmax 5 per score (scale, max, exp, sum, divide), soft-capping 3, bias add 1,
-  embedding scale 1, router softmax/top-k 5 per expert logit.
+  attention products); ``vflops`` are its vector FLOPs, at these per-element costs: RMSNorm 4 (3 without
+  weight), LayerNorm 7 (5 without affine), activation 4 (+1 for the gate product), residual add 1 per
+  element per extra input, rotary 3 per rotated element, softmax 5 per score (scale, max, exp, sum,
+  divide), soft-capping 3, bias add 1, embedding scale 1, router softmax/top-k 5 per expert logit.
 * **Bytes** are compulsory traffic, in elements per operand class, turned into bytes by a
   :class:`~llmath.model.dtypes.Precision`: weights read, activations read (``act_in``), activations written
   (``act_out``), KV cache read and written. Each operator reads its inputs once and writes its output
@@ -55,7 +55,7 @@ Attention = Literal["eager", "flash"]
 Stage = Literal["prefill", "decode", "encoder"]
 ATTENTIONS = ("eager", "flash")
 
-NORM_FLOPS = {"rms": 4, "layer": 7, "layer_noparam": 5}
+NORM_FLOPS = {"rms": 4, "layer": 7, "layer_noparam": 5, "rms_noparam": 3}
 ACT_FLOPS = 4
 SOFTMAX_FLOPS = 5
 SOFTCAP_FLOPS = 3
@@ -103,6 +103,19 @@ class Op:
     @property
     def n_params(self) -> int:
         return sum(n for _, n in self.params)
+
+    @property
+    def module(self) -> str:
+        """The checkpoint module owning the op's weights (the unit a quantisation format applies to):
+        embedding, attention, ffn, experts, shared_experts, router, lm_head or norm."""
+        if self.component == "moe":
+            n = self.name
+            if n.startswith("moe.experts"):
+                return "experts"
+            if n.startswith("moe.shared") and not n.startswith("moe.shared_gate"):
+                return "shared_experts"
+            return "router"  # the router and the shared-expert gate (a D×1 gate)
+        return self.component
 
 
 # ---- monomials -------------------------------------------------------------------------------------
@@ -298,7 +311,7 @@ class Builder:
 
     def norm(self, name, width, *, count, pkey, layer_kind="", rows="BT", sym="D", component="norm"):
         s = self.spec
-        per = 0 if s.norm == "layer_noparam" else (2 if s.norm == "layer" and s.norm_bias else 1)
+        per = 0 if s.norm in ("layer_noparam", "rms_noparam") else (2 if s.norm == "layer" and s.norm_bias else 1)
         self.add(
             name,
             component,

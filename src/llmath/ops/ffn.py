@@ -56,10 +56,17 @@ def gated(f: Ffn) -> None:
 
 
 def mlp(f: Ffn) -> None:
-    """Up projection, then the activation."""
-    F = f.letter
+    """Up projection, then the activation (with its learned scalars, e.g. xIELU's alpha_p and alpha_n)."""
+    F, n = f.letter, f.site.spec.activation_params
     f.up("up")
-    f.site.vector("act", f"BT{F}->BT{F}", ACT_FLOPS, f.width * f.mult, f.rows, F)
+    extra = dict(params=[(f"{f.pkey}.act", n)], weight=[(n, "1", f"{n}")]) if n else {}
+    f.site.vector("act", f"BT{F}->BT{F}", ACT_FLOPS, f.width * f.mult, f.rows, F, **extra)
+
+
+def sub_norm(f: Ffn) -> None:
+    """BitNet: a norm over the hidden width before the down projection."""
+    if f.site.spec.sub_norms:
+        f.site.norm("sub_norm", f.width, pkey="norm.layers", sym=f.letter)
 
 
 KINDS: dict[str, Callable[[Ffn], None]] = {"gated": gated, "mlp": mlp}
@@ -84,6 +91,7 @@ def ffn_block(
     site = Site(b, count, lk, prefix, component, {"D": s.d_model, letter: width})
     f = Ffn(site, width, letter, rows, mult, s.ffn_bias if bias is None else bias, pkey, weight_read)
     KINDS[s.ffn](f)
+    sub_norm(f)
     f.linear("down", width, s.d_model, f"BT{letter},{letter}D->BTD", letter, "D")
 
 

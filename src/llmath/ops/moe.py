@@ -21,6 +21,9 @@ def router(site: Site) -> None:
     m, D = _moe(site.spec), site.spec.d_model
     E, k = m.n_experts, m.top_k
     site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey="moe.router", sym_out="E")
+    if m.router_score_bias:  # ERNIE-4.5 adds a learned per-expert bias to the scores before top-k
+        site.op("score_bias", "vector", "BTE->BTE", sizes=dict(E=E), params=[("moe.router.score_bias", E)],
+                vflops=[(E, "BT", "E")], weight=[(E, "1", "E")])  # fmt: skip
     site.op("topk", "vector", "BTE->BTk", sizes=dict(E=E), vflops=[(ROUTER_FLOPS * E, "BT", "5·E")],
             act_in=[(E, "BT", "E")], act_out=[(2 * k, "BT", "2·k")])  # fmt: skip
 

@@ -1,7 +1,13 @@
 """Parameter counts: a view over the operator list (sizes of the weight operands).
 
-Tied weights are counted once (the LM head of a tied model owns no parameters). MoE active parameters
-per token are the total minus the routed experts a token does not use: (E − k) experts per MoE layer.
+Tied weights are counted once (the LM head of a tied model owns no parameters). Active parameters per
+token are the weights one token's forward pass uses: the total minus the routed experts it does not use
+((E − k) experts per MoE layer) and, when the embedding is not tied to the LM head, minus every
+token-embedding row but its own (a lookup reads one row of the V × D table; a tied table is the LM head's
+weight, which every token uses whole). This is how gpt-oss's authors count (model
+card, arXiv:2508.10925, Table 1: 5.13B active for gpt-oss-120b, 3.61B for gpt-oss-20b).
+``active_per_token_with_embedding`` keeps the whole table, the convention of e.g. Mistral's "12.9B
+active" for Mixtral-8x7B (mistral.ai/news/mixtral-of-experts).
 The seeds' estimates are reproduced beside the exact count with their error:
 ``12Ld²`` (seeds 000/002/003/004), ``12Ld²+13Ld`` (seed 003/004: biases and two LayerNorms per layer,
 d_ff = 4d) and ``12Ld²+13Ld+Vd`` (seed 004: plus one embedding matrix).
@@ -12,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from llmath.model.dtypes import MODULES, Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
 
@@ -25,6 +32,9 @@ class ParamReport:
     layer_counts: dict[str, int]  # layer kind -> how many layers
     active_per_token: int
     estimates: dict[str, int]
+    active_per_token_with_embedding: int = 0
+    wrapper: str = ""  # the multimodal wrapper whose language model this counts
+    towers_not_counted: tuple[str, ...] = ()  # its other sub-configs, not in these counts
     estimate_error: dict[str, float] = field(default_factory=dict)  # (estimate - exact) / exact
 
     def to_dict(self) -> dict:
@@ -35,6 +45,9 @@ class ParamReport:
             "per_layer": self.per_layer,
             "layer_counts": self.layer_counts,
             "active_per_token": self.active_per_token,
+            "active_per_token_with_embedding": self.active_per_token_with_embedding,
+            "wrapper": self.wrapper,
+            "towers_not_counted": list(self.towers_not_counted),
             "estimates": self.estimates,
             "estimate_error": self.estimate_error,
         }
@@ -66,10 +79,13 @@ def param_report(spec: ModelSpec) -> ParamReport:
             per_layer[op.layer_kind] = per_layer.get(op.layer_kind, 0) + op.n_params
             layer_counts[op.layer_kind] = op.count
     total = sum(by_component.values())
-    active = total
+    with_table = total
     if spec.moe is not None:
         experts = sum(n for k, n in by_component.items() if k.startswith("moe.experts."))
-        active = total - experts // spec.moe.n_experts * (spec.moe.n_experts - spec.moe.top_k)
+        with_table = total - experts // spec.moe.n_experts * (spec.moe.n_experts - spec.moe.top_k)
+    # a tied table is the LM head's weight too, all of it used by every token: only an untied one drops
+    table_rows = 0 if spec.tie_embeddings else by_component.get("embedding.token", 0)
+    active = with_table - table_rows + (spec.d_model if table_rows else 0)
     est = seed_estimates(spec)
     return ParamReport(
         model=spec.name,
@@ -80,4 +96,54 @@ def param_report(spec: ModelSpec) -> ParamReport:
         active_per_token=active,
         estimates=est,
         estimate_error={k: (v - total) / total for k, v in est.items()},
+        active_per_token_with_embedding=with_table,
+        wrapper=spec.wrapper,
+        towers_not_counted=spec.towers_not_counted,
     )
+
+
+# ---- weight bytes per module ------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=512)
+def module_params(spec: ModelSpec) -> dict[str, int]:
+    """Parameters per checkpoint module (embedding, attention, ffn, experts, ...; :attr:`Op.module`)."""
+    out: dict[str, int] = {}
+    for op in build_ops(spec, "prefill", "flash"):
+        if op.params:
+            out[op.module] = out.get(op.module, 0) + op.n_params * op.count
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _bpe(spec: ModelSpec, p: Precision) -> tuple[tuple[str, float], ...]:
+    params = module_params(spec)
+    out = {m: p.module_weight_bytes(m) for m in (*MODULES, *params)}  # other components: the default format
+    meas = dict(p.measured_bytes)
+    for m in MODULES:
+        if meas.get(m) and params.get(m):
+            out[m] = meas[m] / params[m]
+    if "total" in meas:  # only the index's total: scale every module to it
+        pred = sum(n * out[m] for m, n in params.items())
+        out = {m: b * meas["total"] / pred for m, b in out.items()}
+    return tuple(out.items())
+
+
+def weight_bytes_per_element(spec: ModelSpec, p: Precision) -> dict[str, float]:
+    """Bytes per weight element of each module: measured header bytes / the module's parameters where a
+    checkpoint's headers were read, else from the module's format (:meth:`Precision.module_weight_bytes`)."""
+    return dict(_bpe(spec, p))
+
+
+def weight_bytes(spec: ModelSpec, p: Precision) -> dict[str, float]:
+    """Weight bytes per module (parameters × bytes per element); the total is their sum."""
+    bpe = weight_bytes_per_element(spec, p)
+    return {m: n * bpe[m] for m, n in module_params(spec).items()}
+
+
+def weight_bytes_of(spec: ModelSpec, p: Precision, ops=None) -> float:
+    """Total weight bytes of ``spec`` (or of the operators ``ops``, e.g. one GPU's shard) at ``p``."""
+    if ops is None:
+        return float(sum(weight_bytes(spec, p).values()))
+    bpe = weight_bytes_per_element(spec, p)
+    return float(sum(n * op.count * bpe.get(op.module, p.weight_bytes) for op in ops for _, n in op.params))

@@ -7,6 +7,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, Value, experts_hit, mono_text
@@ -112,12 +113,20 @@ class Table:
         return np.einsum("ocm,...m->...oc", self.coef, self.monomial_matrix(scenario))
 
     def class_matrix(self, weights: np.ndarray) -> np.ndarray:
-        """(n_ops, n_monos): the classes combined with per-class ``weights`` (e.g. bytes per element)."""
+        """(n_ops, n_monos): the classes combined with ``weights`` (e.g. bytes per element), per class
+        ``(n_classes,)`` or per op and class ``(n_ops, n_classes)`` (weights' bytes depend on the op's module)."""
+        if weights.ndim == 2:
+            return np.einsum("oc,ocm->om", weights, self.coef)
         return np.einsum("c,ocm->om", weights, self.coef)
 
-    def rhs(self, weights: tuple[float, ...]) -> np.ndarray:
-        """(n_monos, n_ops) contiguous right-hand side for ``monomials @ rhs`` (BLAS), cached per weights."""
+    def rhs(self, weights: tuple) -> np.ndarray:
+        """(n_monos, n_ops) contiguous right-hand side for ``monomials @ rhs`` (BLAS), cached per weights
+        (a tuple per class, or a tuple of per-class tuples per op)."""
         return _rhs(self, weights)
+
+    def byte_matrix(self, p: Precision) -> np.ndarray:
+        """(n_ops, n_classes) bytes per element: activations and KV per class, weights by the op's module."""
+        return np.asarray(byte_key(self, p))
 
 
 @lru_cache(maxsize=1024)
@@ -125,6 +134,19 @@ def _rhs(t: Table, weights: tuple[float, ...]) -> np.ndarray:
     out = np.ascontiguousarray(t.class_matrix(np.asarray(weights, dtype=float)).T)
     out.setflags(write=False)
     return out
+
+
+@lru_cache(maxsize=1024)
+def byte_key(t: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
+    """Hashable (n_ops, n_classes) bytes per element of ``p`` for the ops of ``t`` (see :meth:`Table.byte_matrix`)."""
+    from llmath.ops.params import weight_bytes_per_element
+
+    per = p.per_class
+    by_module = weight_bytes_per_element(t.spec, p)
+    return tuple(
+        tuple(by_module.get(op.module, per["weight"]) if c == "weight" else per.get(c, 0.0) for c in CLASSES)
+        for op in t.ops
+    )
 
 
 def one_hot(cls: str) -> tuple[float, ...]:

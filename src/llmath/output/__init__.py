@@ -111,7 +111,16 @@ def params_human(rep) -> None:
         t2.add_row(k, str(rep.layer_counts[k]), f"{v:,}")
     c.print(t2)
     if rep.active_per_token != rep.total:
-        c.print(f"active per token (MoE): {rep.active_per_token:,} ({rep.active_per_token / rep.total:.1%} of total)")
+        c.print(
+            f"active per token: {rep.active_per_token:,} ({rep.active_per_token / rep.total:.1%} of total; "
+            f"one embedding row, routed experts not chosen excluded; {rep.active_per_token_with_embedding:,} "
+            "with the whole embedding table)"
+        )
+    if rep.wrapper:
+        c.print(
+            f"language model of a {rep.wrapper} wrapper: {', '.join(rep.towers_not_counted) or 'other towers'} "
+            "not counted"
+        )
     t3 = Table(title="the seeds' estimates vs the exact count")
     t3.add_column("estimate")
     t3.add_column("value", justify="right")
@@ -235,6 +244,25 @@ def ops_csv(rep) -> None:
     rows_csv(rows)
 
 
+def formats_line(pr: dict) -> str:
+    """One line: each weight module's format and bytes per element (with its source), GEMM inputs, KV, and
+    what the device runs each GEMM format as."""
+    src = pr.get("sources", {})
+    parts = []
+    for m, f in pr.get("modules", {}).items():
+        bpe = pr.get("module_bytes_per_element", {}).get(m)
+        where = pr.get("module_sources", {}).get(m) or src.get("weights") or "default"
+        parts.append(f"{m} {f} ({bpe:.4g} B/el; {where})" if bpe is not None else f"{m} {f}")
+    line = "formats: " + ", ".join(parts)
+    if pr.get("act_quant"):
+        line += f"; GEMM inputs {pr['act_quant']}"
+    line += f"; KV {pr.get('kv')} ({src.get('kv', 'default')})"
+    ran = pr.get("compute") or {}
+    if ran:
+        line += "; GEMMs run in " + ", ".join(k if k == v else f"{k} as {v}" for k, v in ran.items())
+    return line
+
+
 def analysis_human(a, top: int = 8) -> None:
     from rich.table import Table
 
@@ -247,6 +275,8 @@ def analysis_human(a, top: int = 8) -> None:
         + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
         + (f" ({a.efficiency['rule']})" if a.efficiency.get("rule") else "")
     )
+    if a.precision:
+        c.print(formats_line(a.precision))
     p = a.params
     line = f"params {p.total:,}"
     if p.active_per_token != p.total:
@@ -254,8 +284,14 @@ def analysis_human(a, top: int = 8) -> None:
     line += f"; 12·L·d² estimate {p.estimates['12Ld2']:,} ({p.estimate_error['12Ld2']:+.1%})"
     c.print(line)
     kv = a.kv_cache
+    growth = ""
+    if kv.get("windows_full_at"):
+        growth = (
+            f" ({kv['growth_bytes_per_token']:,} B per token once every sliding window is full, from "
+            f"{kv['windows_full_at']:,} positions; the windows then hold {kv['window_bytes']:,} B)"
+        )
     c.print(
-        f"KV cache: {kv['bytes_per_token']:,} B per token per sequence; {gb(kv['bytes'])} after prefill "
+        f"KV cache: {kv['bytes_per_token']:,} B per token per sequence{growth}; {gb(kv['bytes'])} after prefill "
         f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end"
     )
     if a.encoder is not None:

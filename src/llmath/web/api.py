@@ -24,8 +24,9 @@ from llmath.errors import LLMathError, WorkloadError
 
 Params = dict[str, str]
 
-_INTS = ("batch", "prompt", "gen", "prefix", "gpus", "tp", "pp", "ep", "dp", "concurrency")
-_STRS = ("attention", "engine")
+_INTS = ("batch", "prompt", "gen", "prefix", "gpus", "tp", "pp", "ep", "dp")
+_STRS = ("attention",)
+_SERVING = ("concurrency", "engine")  # continuous batching (llmath.deploy.service.serve)
 _MAX_POINTS = 32
 _MAX_PAIRS = 12
 KEY_METRICS = (
@@ -100,6 +101,8 @@ def _hardware(params: Params) -> str | None:
 def _run(params: Params, config: dict | None, **override) -> dict[str, Any]:
     from llmath.analysis import analyze
 
+    if "concurrency" in override:  # a serving sweep point
+        return analyze_view(params | {k: str(v) for k, v in override.items()}, config)
     kw = _analyze_kwargs(params)
     kw.update(override)
     return analyze(_model(params, config), _hardware(params), **kw).to_dict()
@@ -127,11 +130,9 @@ def meta(params: Params, config: dict | None = None) -> dict[str, Any]:
 
 
 def _engines() -> list[str]:
-    try:
-        from llmath.deploy import engines  # type: ignore[attr-defined]
-    except ImportError:
-        return []
-    return list(getattr(engines, "names", lambda: [])())
+    from llmath.deploy import engines
+
+    return engines.names()
 
 
 def _roofline(d: dict[str, Any]) -> dict[str, Any] | None:
@@ -162,8 +163,31 @@ def _split(stage: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def analyze(params: Params, config: dict | None = None) -> dict[str, Any]:
+def _serve(params: Params, config: dict | None) -> dict[str, Any] | None:
+    """Continuous batching at ``concurrency`` requests by ``engine`` (vLLM's defaults when none is named)."""
+    c = _int(params, "concurrency", lo=1)
+    if c is None:
+        return None
+    from llmath.deploy.service import serve
+
+    kw = _analyze_kwargs(params)
+    layout = {k: kw[k] for k in ("gpus", "tp", "pp", "ep", "dp") if k in kw}
+    return serve(
+        _model(params, config), _hardware(params) or "h100-sxm", prompt=kw.get("prompt", 512), gen=kw.get("gen", 128),
+        concurrency=c, engine=str(params.get("engine") or "vllm"), precision=kw["precision"],
+        attention=kw.get("attention", "flash"), efficiency_mode=kw.get("efficiency_mode", "expected"), **layout,
+    ).to_dict()  # fmt: skip
+
+
+def analyze_view(params: Params, config: dict | None = None) -> dict[str, Any]:
+    """The static analysis (operators, roofline, memory); with ``concurrency``, the serving figures replace
+    the static latency and throughput keys and the whole serving report is under ``serving``."""
     d = _run(params, config)
+    serving = _serve(params, config)
+    if serving is not None:
+        d["serving"] = serving
+        d.update({k: serving.get(k) for k in KEY_METRICS})
+        d["memory"] = dict(d["memory"], fits=serving["memory"]["fits"])
     d["roofline"] = _roofline(d)
     d["split"] = {s: _split(d[s]) for s in ("prefill", "decode") if isinstance(d.get(s), dict)}
     return d
@@ -245,12 +269,32 @@ def explain(params: Params, config: dict | None = None) -> dict[str, Any]:
     return {"stage": stage, "ops": out}
 
 
-def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
+def _float(params: Params, name: str) -> float | None:
+    raw = params.get(name)
+    if raw in (None, ""):
+        return None
     try:
-        from llmath.deploy import plan as planner  # type: ignore[attr-defined]
-    except ImportError:
-        raise WorkloadError("the deployment planner is not part of this llmath build") from None
-    return planner.plan_from_params(_model(params, config), _hardware(params), params)
+        v = float(str(raw))
+    except ValueError:
+        raise WorkloadError(f"{name}={raw!r} must be a number") from None
+    if not (v > 0 and v < float("inf")):
+        raise WorkloadError(f"{name}={raw!r} must be a positive finite number")
+    return v
+
+
+def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
+    """The planner (``llmath plan``): best configuration and Pareto front under the TTFT/TPOT targets."""
+    from llmath.deploy.plan import plan as search
+
+    kw = _analyze_kwargs(params)
+    pins = {k: kw[k] for k in ("tp", "pp", "ep", "dp") if k in kw}
+    p = kw["precision"]
+    return search(
+        _model(params, config), _hardware(params) or "h100-sxm", gpus=kw.get("gpus", 8), prompt=kw.get("prompt", 512),
+        gen=kw.get("gen", 128), ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
+        weights=p.weights, engine=str(params.get("engine") or "vllm"), disagg=params.get("disagg") == "1",
+        attention=kw.get("attention", "flash"), **pins,
+    ).to_dict()  # fmt: skip
 
 
 def models(params: Params, config: dict | None = None) -> list[str]:
@@ -265,7 +309,7 @@ HANDLERS: dict[str, Callable[[Params, dict | None], Any]] = {
     "models": models,
     "hardware": hardware_names,
     "meta": meta,
-    "analyze": analyze,
+    "analyze": analyze_view,
     "sweep": sweep,
     "compare": compare,
     "explain": explain,

@@ -1,0 +1,73 @@
+"""Per-sequence state, read off the operator list: the KV cache the K/V (or MLA latent) writers fill, per
+attention window, and how it grows with the context (windowed layers stop growing once full)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from llmath.model.dtypes import Precision
+from llmath.model.spec import ModelSpec
+from llmath.ops.assemble import build_ops
+from llmath.ops.core import held_positions
+from llmath.ops.stages import cross_kv_elements_per_source
+
+
+def _num(v):
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
+        return int(v)
+    return v
+
+
+def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int | float]:
+    """KV-cache elements one sequence position adds, per attention window, read off the K/V writers.
+
+    ``layout="transformers"``: what transformers' cache holds (Falcon's new architecture caches K/V
+    broadcast to all N query heads). ``ops``: another operator list of ``spec`` (one GPU's under a layout).
+    """
+    out: dict[int | None, int | float] = {}
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
+        per = sum(t.coef for t in op.terms("kv_write") if t.mono == "BT") * op.count
+        if per:
+            if layout == "transformers" and spec.hf_cache_kv_heads:
+                per = per * spec.hf_cache_kv_heads // spec.n_kv_heads
+            out[op.window] = out.get(op.window, 0) + per
+    return out
+
+
+def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
+    """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
+
+    Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
+    Encoder-decoder: ``positions`` are the decoder's; plus the cross-attention cache of ``src`` source
+    positions, fixed once the encoder has run (:mod:`llmath.ops.stages`).
+    """
+    total = batch * src * cross_kv_elements_per_source(spec) if spec.is_encoder_decoder else 0
+    for w, per in kv_elements_per_position(spec, layout, ops).items():
+        if w is not None and layout == "transformers":
+            held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
+        else:
+            held = held_positions(positions, 0, w)
+        total = total + batch * held * per
+    return _num(total * precision.kv_bytes) if isinstance(total, int) else total * precision.kv_bytes
+
+
+def kv_growth(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
+    """How the per-sequence KV cache grows with context.
+
+    ``bytes_per_token``: the first positions (every layer, windowed ones included, adds one position);
+    ``growth_bytes_per_token``: each position once every window has filled (full-attention layers only;
+    0 for a model whose every layer slides); ``window_bytes``: what the windowed layers hold when full;
+    ``windows_full_at``: the context from which the growth rate applies (the largest window, or 0).
+    Bytes per sequence at context S = growth · S + Σ_windowed per-position · min(S, W).
+    """
+    per = kv_elements_per_position(spec)
+    kb = precision.kv_bytes
+    windows = [w for w in per if w is not None]
+    return {
+        "bytes_per_token": _num(sum(per.values()) * kb),
+        "growth_bytes_per_token": _num(per.get(None, 0) * kb),
+        "window_bytes": _num(sum(n * w for w, n in per.items() if w is not None) * kb),
+        "windows_full_at": max(windows, default=0),
+    }

@@ -1,0 +1,104 @@
+"""The causal-LM model_types of the pinned transformers, each built from its own config class's defaults.
+
+The list is generated from ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES`` (never written by hand) and sorted
+into decoder-only language models, encoder-decoder models (whose ``*ForCausalLM`` is the decoder alone),
+BERT-style encoders (a ``*ForCausalLM`` that is an encoder run with ``is_decoder``) and multimodal
+wrappers (a ``text_config`` holding the language model).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+
+# BERT-style encoders: their *ForCausalLM is the bidirectional encoder with `is_decoder=True`; the
+# config classes are BERT/RoBERTa/XLM/XLNet/Reformer descendants (transformers/models/<type>/).
+ENCODERS = frozenset(
+    {
+        "bert",
+        "bert-generation",
+        "big_bird",
+        "camembert",
+        "data2vec-text",
+        "electra",
+        "ernie",
+        "megatron-bert",
+        "rembert",
+        "roberta",
+        "roberta-prelayernorm",
+        "roc_bert",
+        "roformer",
+        "xlm",
+        "xlm-roberta",
+        "xlm-roberta-xl",
+        "xlnet",
+        "xmod",
+        "reformer",
+    }
+)
+
+
+@cache
+def causal_lm_types() -> dict[str, str]:
+    """model_type -> category ('decoder', 'encoder_decoder', 'encoder', 'wrapper') for every entry."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    out = {}
+    for mt in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        cls = CONFIG_MAPPING[mt]
+        if mt in ENCODERS:
+            out[mt] = "encoder"
+        elif "text_config" in getattr(cls, "sub_configs", {}):
+            out[mt] = "wrapper"
+        elif getattr(cls, "is_encoder_decoder", False) or _default_is_encoder_decoder(mt):
+            out[mt] = "encoder_decoder"
+        else:
+            out[mt] = "decoder"
+    return out
+
+
+def _default_is_encoder_decoder(mt: str) -> bool:
+    try:
+        return bool(default_config(mt).get("is_encoder_decoder"))
+    except Exception:  # a config class that cannot be built from defaults
+        return False
+
+
+@cache
+def _default_text(mt: str, tmp: str) -> str:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    path = Path(tmp) / f"{mt}.json"
+    CONFIG_MAPPING[mt]().to_json_file(path, use_diff=False)
+    return path.read_text()
+
+
+# Types whose defaults transformers itself cannot run get the missing values of a real checkpoint.
+REALISTIC = {
+    # DeepSeekV2Config leaves num_experts_per_tok None and its forward fails (topk k=None); DeepSeek-V2
+    # routes 6 of 160 experts per token (arXiv:2405.04434, section 3.1).
+    "deepseek_v2": {"num_experts_per_tok": 6},
+    # These config classes default head_dim / num_key_value_heads to None and their modules then fail;
+    # a checkpoint states them: hidden_size / num_attention_heads = 128 (Ministral-8B, Hunyuan-7B) and
+    # multi-head attention for Nemotron-3-8B (num_key_value_heads = num_attention_heads = 48).
+    "ministral": {"head_dim": 128},
+    "hunyuan_v1_dense": {"head_dim": 128},
+    # ... and more than its single default expert (8, top-2: chosen, not a checkpoint's) so that routing is
+    # exercised
+    "hunyuan_v1_moe": {"head_dim": 128, "num_experts": 8, "moe_topk": 2},
+    "nemotron": {"num_key_value_heads": 48},
+}
+
+
+def default_config(mt: str, tmp: str = "/tmp") -> dict:
+    """The config class's defaults, written with ``to_json_file`` and read back as a config.json."""
+    cfg = copy.deepcopy(json.loads(_default_text(mt, tmp)))
+    cfg.update(REALISTIC.get(mt, {}))
+    return cfg
+
+
+def of(category: str) -> list[str]:
+    return sorted(t for t, c in causal_lm_types().items() if c == category)
