@@ -49,3 +49,17 @@ def test_errors_are_json_400(base):
     with pytest.raises(urllib.error.HTTPError) as e:
         get(base + "/api/analyze?model=llama-3-8b&batch=two")
     assert e.value.code == 400
+
+
+def test_the_page_uses_the_checkpoints_formats(base):
+    """A bundled quantised checkpoint (gpt-oss-120b: MXFP4 experts) is analysed in its own formats unless the
+    page overrides them: the same weights as `llmath analyze openai/gpt-oss-120b` (no --dtype)."""
+    import llmath
+    from llmath.model.checkpoint import precision_for
+
+    _, body = get(base + "/api/analyze?model=openai/gpt-oss-120b&hardware=b200")
+    page = json.loads(body)["memory"]["weights_bytes"]
+    lib = llmath.analyze("openai/gpt-oss-120b", "b200", precision=precision_for("openai/gpt-oss-120b")).memory
+    assert page == lib.weights_bytes
+    _, body = get(base + "/api/analyze?model=openai/gpt-oss-120b&hardware=b200&dtype=bf16")
+    assert json.loads(body)["memory"]["weights_bytes"] > 3 * page  # bf16 everywhere: 16 bits vs ~4.25 for MXFP4
