@@ -559,3 +559,11 @@ def test_reading_notes_reach_the_report(tmp_path):
     a = analyze(str(tmp_path), "h100-sxm", prompt=64, gen=2)
     assert any("model.layers.1.self_attn*" in w for w in a.warnings)
     assert a.precision["modules"]["attention"] == "fp8" and a.precision["modules"]["lm_head"] == "bf16"
+
+
+def test_web_api_takes_a_hub_id(fake_hub):
+    """The page's API fetches a hub id the registry lacks the same way the CLI does (loopback stand-in hub)."""
+    from llmath.web import api
+
+    d = api.analyze_view({"model": "acme/tiny-awq", "hardware": "h100-sxm"})
+    assert d["precision"]["weights"] == "awq" and d["params"]["total"] > 0

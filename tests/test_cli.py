@@ -115,7 +115,9 @@ def test_ops_json_flash_vs_eager(capsys):
         (["analyze", "llama-3-8b", "--dtype", "fp12"], r"'--dtype': .*'fp12' is not a known precision", 2),
         (["analyze", "llama-3-8b", "--peak-tflops", "100"], r"needs all of --peak-tflops", 1),
         (["sweep", "llama-3-8b", "--batch", "1:x"], r"--batch='1:x' is not a list", 2),
-        (["ops", "t5-base"], r"encoder-decoder", 1),
+        (["ops", "t5-base", "--prefix", "4"], r"encoder-decoder model; its decoder prefill is --decoder-prompt", 1),
+        (["ops", "llama-3-8b", "--stage", "encoder"], r"decoder-only model", 1),
+        (["analyze", "bart-large", "--prefix", "4"], r"encoder-decoder model", 1),
     ],
 )
 def test_errors_are_one_line(capsys, args, pattern, code):

@@ -41,13 +41,13 @@ CHUNK = 1 << 14  # points per block: keeps the (points × operators) temporaries
 
 def _blocks(spec: ModelSpec, hw: Hardware, attention: str, p: Precision, eff, B, P, N):
     """(TTFT, decode seconds, activation peak bytes) per point, in blocks of ``CHUNK`` points."""
-    t_pre, t_dec = table(spec, "prefill", attention), table(spec, "decode", attention)
+    ed = spec.is_encoder_decoder
+    tabs = tuple(table(spec, k, attention) if k != "encoder" or ed else None for k in ("encoder", "prefill", "decode"))
     ttft, dec, act = np.empty(B.shape), np.empty(B.shape), np.empty(B.shape)
     for i in range(0, max(B.size, 1), CHUNK):
         sl = slice(i, i + CHUNK)
         b, pr, n = B[sl], P[sl], N[sl]
-        ttft[sl] = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
-        dec[sl] = decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
+        ttft[sl], dec[sl] = _chunk_times(tabs, hw, p, eff, b, pr, n)
         act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
     return ttft, dec, act
 
@@ -67,6 +67,8 @@ def grid(
 
     Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points). With a ``layout``
     (:func:`llmath.deploy.make_layout`), ``batch`` is the deployment's total and memory is per GPU.
+    Encoder-decoder models: ``prompt`` is the source length, the decoder starts from one token
+    (:mod:`llmath.ops.stages`).
     """
     if precision is None and isinstance(spec, str):
         from llmath.model.checkpoint import precision_for
@@ -87,7 +89,8 @@ def grid(
     ttft, dec, act = _blocks(spec, hw, attention, p, eff, B, P, N)
     e2e = ttft + dec
     weights = weight_bytes_of(spec, p)
-    kv_end = kv_cache_bytes(spec, B, P + N - 1, p)
+    ed = spec.is_encoder_decoder
+    kv_end = kv_cache_bytes(spec, B, N, p, src=P) if ed else kv_cache_bytes(spec, B, P + N - 1, p)
     mem = weights + kv_end + act
     steps = np.maximum(N - 1, 1)
     out = {
@@ -104,6 +107,18 @@ def grid(
         "fits": mem <= hw.memory_bytes,
     }
     return {k: np.reshape(v, shape) for k, v in out.items()}
+
+
+def _chunk_times(tabs, hw, p, eff, b, pr, n):
+    """(TTFT, decode total) of a block of points; encoder-decoder: the encoder, the decoder prefill of the
+    start token, and decode from context 1, cross-attending the ``pr`` source positions."""
+    t_enc, t_pre, t_dec = tabs
+    if t_enc is None:
+        ttft = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
+        return ttft, decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
+    enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1)
+    ttft = enc + stage_times(t_pre, Scenario(b, 1, 0, src=pr), hw, p, eff, decode=False)[0].sum(-1)
+    return ttft, decode_generation(t_dec, hw, p, eff, b, 1, n, src=pr).total_s
 
 
 def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout) -> dict[str, np.ndarray]:

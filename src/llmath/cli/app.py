@@ -44,6 +44,7 @@ class Eff(str, Enum):
 class StageOpt(str, Enum):
     prefill = "prefill"
     decode = "decode"
+    encoder = "encoder"
 
 
 def _ints(lo: int, hi: int):
@@ -150,6 +151,15 @@ GroupOpt = Annotated[
     ),
 ]
 DEGREE = _ints(1, 1 << 16)
+DecPromptOpt = Annotated[
+    int,
+    typer.Option(
+        "--decoder-prompt",
+        callback=TOKENS,
+        help="Encoder-decoder models: decoder tokens in its prefill (default 1, the start token); "
+        "--prompt is then the source length.",
+    ),
+]
 GpusOpt = Annotated[
     int | None,
     typer.Option(
@@ -298,7 +308,9 @@ def params(model: ModelArg, json_: JsonOpt = False):
 @app.command()
 def ops(
     model: ModelArg,
-    stage: Annotated[StageOpt, typer.Option("--stage", help="prefill or decode (one step).")] = StageOpt.prefill,
+    stage: Annotated[
+        StageOpt, typer.Option("--stage", help="prefill, decode (one step) or encoder (encoder-decoder models).")
+    ] = StageOpt.prefill,
     batch: BatchOpt = 1,
     prompt: PromptOpt = 512,
     context: Annotated[
@@ -314,6 +326,7 @@ def ops(
     activations: AOpt = None,
     kv_dtype: KVOpt = None,
     group_size: GroupOpt = None,
+    decoder_prompt: DecPromptOpt = 1,
     hardware: Annotated[str | None, typer.Option("--hardware", help="Add roofline times on this accelerator.")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show each formula with its numbers substituted.")] = False,
     json_: JsonOpt = False,
@@ -321,7 +334,12 @@ def ops(
 ):
     """Per-operator FLOPs, bytes by class and arithmetic intensity of one prefill or decode step.
 
-    Examples: llmath ops llama-3-8b --stage decode --batch 16 --prompt 4096 --explain
+    Encoder-decoder models: --prompt is the source length; --stage encoder is the encoder pass, prefill the
+    decoder's first pass over --decoder-prompt tokens, decode a step at decoder context --context (default
+    --decoder-prompt); both cross-attend the --prompt cached source positions.
+
+    Examples: llmath ops llama-3-8b --stage decode --batch 16 --prompt 4096 --explain ;
+    llmath ops transformer-base --stage encoder --prompt 128
     """
     from llmath.analysis import stage_report
     from llmath.hardware import get
@@ -331,10 +349,16 @@ def ops(
 
     spec = resolve(model)
     p = _precision(model, dtype, weights, activations, kv_dtype, group_size)
-    for name, v, lo in (("--batch", batch, 1), ("--prompt", prompt, 1), ("--prefix", prefix, 0)):
+    for name, v, lo in (
+        ("--batch", batch, 1), ("--prompt", prompt, 1), ("--prefix", prefix, 0), ("--decoder-prompt", decoder_prompt, 1)
+    ):  # fmt: skip
         if v < lo:
             raise WorkloadError(f"{name}={v} must be an integer >= {lo}")
-    if stage == StageOpt.prefill:
+    if spec.is_encoder_decoder:
+        sc = _encdec_scenario(spec.name, stage.value, batch, prompt, decoder_prompt, context, prefix)
+    elif stage == StageOpt.encoder:
+        raise WorkloadError(f"--stage encoder: {spec.name!r} is a decoder-only model; use prefill or decode")
+    elif stage == StageOpt.prefill:
         if context is not None:
             raise WorkloadError("--context applies to --stage decode; for a prefill after a cached prefix use --prefix")
         sc = Scenario(batch, prompt, prefix)
@@ -353,11 +377,30 @@ def ops(
     eff = efficiency("expected", hw) if hw else None
     rep = stage_report(spec, stage.value, sc, attention.value, p, hw, eff)
     if json_:
-        out.emit_json({"model": spec.name, "scenario": {"B": sc.B, "T": sc.T, "S0": sc.S0}, **rep.to_dict()})
+        scen = {"B": sc.B, "T": sc.T, "S0": sc.S0} | ({"src": sc.src} if spec.is_encoder_decoder else {})
+        out.emit_json({"model": spec.name, "scenario": scen, **rep.to_dict()})
     elif csv:
         out.ops_csv(rep)
     else:
         out.ops_human(spec, rep, sc, attention.value, explain)
+
+
+def _encdec_scenario(name: str, stage: str, B: int, P: int, T0: int, context: int | None, prefix: int):
+    """An encoder-decoder stage's scenario: source P; decoder prefill of T0 tokens; decode at context S."""
+    from llmath.ops import Scenario
+
+    if prefix:
+        raise WorkloadError(f"--prefix: {name!r} is an encoder-decoder model; its decoder prefill is --decoder-prompt")
+    if stage == "encoder":
+        return Scenario(B, P)
+    if stage == "prefill":
+        if context is not None:
+            raise WorkloadError("--context applies to --stage decode; the decoder prefill is --decoder-prompt tokens")
+        return Scenario(B, T0, 0, src=P)
+    S = T0 if context is None else context
+    if S < 0:
+        raise WorkloadError(f"--context={S} must be >= 0")
+    return Scenario(B, 1, S, src=P)
 
 
 @app.command()
@@ -376,6 +419,7 @@ def analyze(
     activations: AOpt = None,
     kv_dtype: KVOpt = None,
     group_size: GroupOpt = None,
+    decoder_prompt: DecPromptOpt = 1,
     efficiency: Annotated[
         Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")
     ] = Eff.expected,
@@ -520,6 +564,7 @@ def analyze(
         precision=p,
         efficiency_mode=efficiency.value,
         reserve_bytes=reserve_gb * 1e9,
+        decoder_prompt=decoder_prompt,
         matmul=matmul_eff,
         memory=memory_eff,
         overhead_s=ov,

@@ -31,6 +31,7 @@ import numpy as np
 from llmath.deploy.cost import comm_costs, fitted_device, rank_table
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
+from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware.roofline import Efficiency, byte_weights_key, monomial_times
 from llmath.hardware.topology import topology
@@ -99,6 +100,13 @@ class Device:
     attention: str = "flash"
     cuda_graphs: bool = True
     layout: Layout | None = None
+
+    def __post_init__(self) -> None:
+        if self.spec.is_encoder_decoder:  # an iteration here has no encoder pass nor cross-attention source
+            raise WorkloadError(
+                f"{self.spec.name!r} is an encoder-decoder model: continuous-batching serving covers decoder-only "
+                "models; analyze it without --concurrency/--rate (encoder, decoder prefill and decode stages)"
+            )
 
     @property
     def gpus(self) -> int:

@@ -329,10 +329,11 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
 
 @lru_cache(maxsize=512)
 def _decode_coefs(table: Table, bw_key: tuple) -> np.ndarray:
-    """(4, 3, n_ops): for [matmul FLOPs, vector FLOPs, bytes] of a decode step (T = 1), the coefficients of
-    1, B, experts hit U(B) and B·u, where u = min(S + 1, W) is the positions the op's layer attends."""
-    groups = {"1": 0, "B": 1, "BT": 1, "BL": 1, "U:moe": 2}
-    sel = np.zeros((4, len(table.monos)))
+    """(5, 3, n_ops): for [matmul FLOPs, vector FLOPs, bytes] of a decode step (T = 1), the coefficients of
+    1, B, experts hit U(B), B·u, where u = min(S + 1, W) is the positions the op's layer attends, and B·src
+    (cross-attention over the cached encoder output: the same every step)."""
+    groups = {"1": 0, "B": 1, "BT": 1, "BL": 1, "U:moe": 2, "X": 4, "XE": 4}
+    sel = np.zeros((5, len(table.monos)))
     for i, m in enumerate(table.monos):
         sel[groups.get(m, 3), i] = 1.0  # K:, P:, E: monomials are B·u when T = 1 (H: never in costs)
     per_class = np.stack(
@@ -372,7 +373,7 @@ def _slope_ops(table: Table, bw_key: tuple) -> np.ndarray:
 
 @lru_cache(maxsize=512)
 def _compute_coefs(table: Table, bw_key: tuple, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
-    """(4, n_ops) compute seconds per [1, B, U(B), B·u] of a decode step."""
+    """(5, n_ops) compute seconds per [1, B, U(B), B·u, B·src] of a decode step."""
     mm_rate, vec_rate = rates(hw, p, eff, table)
     k = _decode_coefs(table, bw_key)
     out = k[:, 0] / mm_rate + k[:, 1] / vec_rate
@@ -387,7 +388,7 @@ def _u_sum(j: float, u0: float, w: float) -> float:
 
 
 @lru_cache(maxsize=4096)
-def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int):
+def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, src: float = 0.0):
     """Per-batch constants of a decode step: each op's context-independent step time, and the
     (index, c0, c1, m0, m1, window, overhead) lines of the ops whose cost grows with the context."""
     bw_key = byte_weights_key(table, p)
@@ -399,7 +400,7 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
         kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
     spec = table.spec
     U = float(table.experts_hit(float(B))) if spec.moe is not None else 0.0
-    x = np.array([1.0, float(B), U, 0.0])
+    x = np.array([1.0, float(B), U, 0.0, float(B) * src])
     c0 = x @ kc
     m0 = (x @ k[:, 2]) * inv
     ov = overheads(table, eff, True, p)
@@ -466,9 +467,9 @@ def _line_sum(c0: float, c1: float, m0: float, m1: float, w: float, u0: float, n
 
 
 def _decode_scalar(
-    table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, P: float, N: float
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, P: float, N: float, src: float = 0.0
 ) -> DecodeSummary:
-    step, step_sum, lines, (da, Bf, banded) = _decode_static(table, hw, p, eff, B)
+    step, step_sum, lines, (da, Bf, banded) = _decode_static(table, hw, p, eff, B, src)
     n = max(N - 1, 0.0)
     u0 = P + 1
     per_op = step * n
@@ -508,16 +509,18 @@ def _attention_generation(table: Table, hw: Hardware, p: Precision, eff: Efficie
     return jf, ((tf - step[..., jf]).sum(-1), (tl - step[..., jf]).sum(-1))
 
 
-def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N) -> DecodeSummary:
+def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src=0) -> DecodeSummary:
     """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
+
+    Encoder-decoder: ``P`` = the decoder's context after its prefill, ``src`` = source positions (fixed).
 
     Ops whose cost does not depend on the context (weight GEMMs, norms, ...) cost the same every step.
     For the others, compute(u) = c0 + c1·u and memory(u) = m0 + m1·u with u_j = min(P + 1 + j, W)
     nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
     side is an arithmetic sum. Scalars take a pure-Python path over those few ops; arrays broadcast.
     """
-    if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N)):
-        return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N))
+    if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N, src)):
+        return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N), float(src))
     bw_key = byte_weights_key(table, p)
     k = _decode_coefs(table, bw_key)
     mm_rate, vec_rate = rates(hw, p, eff, table)
@@ -525,10 +528,11 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     spec = table.spec
     Bf = np.asarray(B, dtype=float)[..., None]
     U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
-    X = np.concatenate([np.ones_like(Bf), Bf, np.broadcast_to(U, Bf.shape)], axis=-1)  # (…, 3)
+    Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
+    X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
     f, inv = _fitted(table, hw, p, eff, B, B, True, None)
-    c0 = X @ kc[:3] if f is None else (X @ k[:3, 0]) / mm_rate * f + (X @ k[:3, 1]) / vec_rate
-    m0 = (X @ k[:3, 2]) * inv
+    c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
+    m0 = (X @ k[:, 2]) * inv
     ov = overheads(table, eff, True, p)
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
     step = np.maximum(c0, m0)  # the step time of each op, were it context-independent

@@ -67,6 +67,8 @@ def seed_estimates(spec: ModelSpec) -> dict[str, int]:
 @lru_cache(maxsize=512)
 def param_report(spec: ModelSpec) -> ParamReport:
     ops = build_ops(spec, "prefill", "flash")
+    if spec.is_encoder_decoder:  # the decoder prefill holds the decoder's weights, the encoder pass the rest
+        ops = build_ops(spec, "encoder", "flash") + ops
     by_component: dict[str, int] = {}
     per_layer: dict[str, int] = {}
     layer_counts: dict[str, int] = {}

@@ -88,7 +88,7 @@ class Table:
     is_weight_mm: np.ndarray  # weight GEMMs (bandwidth-bound like a GEMV when skinny)
     is_kv_attention: np.ndarray  # attention products reading the KV cache
     logit_rows: np.ndarray  # ops whose rows are the logit rows (B·L), not the B·T tokens
-    weight_token_rows: np.ndarray  # weight GEMMs over the B·T tokens
+    weight_token_rows: np.ndarray  # weight GEMMs over the B·T tokens (not cross-attention K/V: B·src rows)
     weight_logit_rows: np.ndarray  # weight GEMMs over the logit rows (the LM head)
     moe_tokens: int = 1  # tokens an MoE layer routes per scenario token (attention-DP degree; 1 on one device)
 
@@ -172,7 +172,8 @@ def compile_table(spec: ModelSpec, ops: tuple[Op, ...], moe_tokens: int = 1) -> 
     is_weight_mm = np.array([op.kind == "matmul" and op.n_params > 0 for op in ops])
     is_kv_attn = np.array([op.kind == "matmul" and op.n_params == 0 and bool(op.terms("kv_read")) for op in ops])
     logit_rows = np.array([any(t.mono == "BL" for t in op.terms("flops")) for op in ops])
-    w_tok, w_log = is_weight_mm & ~logit_rows, is_weight_mm & logit_rows
+    src_rows = np.array([any(t.mono == "X" for t in op.terms("flops")) for op in ops])  # cross K/V: B·src rows
+    w_tok, w_log = is_weight_mm & ~logit_rows & ~src_rows, is_weight_mm & logit_rows
     for a in (coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log):
         a.setflags(write=False)
     return Table(spec, ops, monos, coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log, moe_tokens)

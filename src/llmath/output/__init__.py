@@ -155,7 +155,9 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
 
     c = _console()
     title = (
-        f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}, attention={attention} "
+        f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}"
+        + (f" src={scenario.src}" if spec.is_encoder_decoder and rep.stage != "encoder" else "")
+        + f", attention={attention} "
         "(FLOPs = 2 per multiply-add; bytes = compulsory traffic)"
     )
     t = Table(title=title)
@@ -218,7 +220,8 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
         ops = build_ops(spec, rep.stage, attention)
         c.print(
             "[b]formulas[/b] (letters: B batch, T new tokens, S attended positions, D width, N query heads, "
-            "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows)"
+            "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows, "
+            "src source positions)"
         )
         for op in ops:
             for cls, label in (
@@ -308,6 +311,12 @@ def analysis_human(a, top: int = 8) -> None:
         f"KV cache: {kv['bytes_per_token']:,} B per token per sequence{growth}; {gb(kv['bytes'])} after prefill "
         f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end"
     )
+    if a.encoder is not None:
+        c.print(
+            f"encoder-decoder: prompt = {w['prompt']} source tokens through the encoder once; the decoder starts "
+            f"from {w['decoder_prompt']} token(s); cross-attention cache {kv['cross_bytes_per_source_token']:,} B "
+            f"per source token, {gb(kv['cross_bytes'])} fixed (included above)"
+        )
     if a.parallel:
         _layout_lines(c, a)
     t = Table(
@@ -318,7 +327,7 @@ def analysis_human(a, top: int = 8) -> None:
     if a.parallel:
         for col in ("compute", "memory", "comm"):
             t.add_column(col, justify="right")
-    for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
+    for s, label in _stages(a):
         t.add_row(
             label,
             si(s.flops["matmul"]),
@@ -350,7 +359,7 @@ def analysis_human(a, top: int = 8) -> None:
                 else " (no decode steps: gen = 1)"
             )
         )
-        for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
+        for s, label in _stages(a):
             ranked = sorted(s.ops, key=lambda r: -(r.time_s or 0))[:top]
             tt = Table(title=f"top operators, {label}")
             for col in ("operator", "time", "share", "bound", "FLOPs", "bytes", "intensity"):
@@ -388,6 +397,12 @@ def analysis_human(a, top: int = 8) -> None:
     c.print(line)
     for wmsg in a.warnings:
         note(f"warning: {wmsg}")
+
+
+def _stages(a) -> list:
+    """(stage report, label) in execution order; the encoder pass first for encoder-decoder models."""
+    st = [(a.prefill, "decoder prefill" if a.encoder is not None else "prefill"), (a.decode, "decode step 0")]
+    return ([(a.encoder, "encoder")] if a.encoder is not None else []) + st
 
 
 def _layout_lines(c, a) -> None:
@@ -441,6 +456,13 @@ def seeds_human(rep: dict) -> None:
     for w in rep.get("warnings", []):
         note(f"warning: {w}")
     c.print(f"[b]{rep['model']}[/b]: L={rep['L']}, d={rep['d']}")
+    enc = rep.get("encoder")
+    if enc:
+        c.print(
+            f"encoder-decoder: L = the {rep['L']} decoder layers; the {enc['L']} encoder layers run once per "
+            f"sequence over the {rep['prompt']} source tokens (--prompt): {enc['matmul']:,} matmul FLOPs for "
+            f"batch {rep['batch']}; every generated token cross-attends those {rep['prompt']} positions"
+        )
     t = Table(title="FLOPs per generated token: exact vs 24·L·d² + 4·L·d·N (seed 000)")
     for col in ("context N", "exact matmul", "exact layers only", "24Ld²+4LdN", "error vs layers", "attention share"):
         t.add_column(col, justify="right")

@@ -63,26 +63,32 @@ def _registry_only(kind: str, value: str, known: list[str]) -> str:
     hint = f"; closest: {', '.join(close)}" if close else ""
     raise UnknownNameError(
         f"unknown {kind} {value[:100]!r}{hint}. The web API takes registry names only "
-        f"(/api/meta lists them); POST a config.json to analyse another model"
+        f"(/api/meta lists them) or hub ids (org/name); POST a config.json to analyse another model"
     )
 
 
 def _model_name(params: Params) -> str:
-    """The bundled model the request names (registry name or its hub id, any case); never a path."""
-    from llmath.model import registry
+    """The model the request names: a bundled model (registry name or its hub id, any case) or another hub
+    id (``org/name``, fetched with huggingface_hub like the CLI does); never a path on this machine."""
+    from llmath.model import hub, registry
 
     name = str(params.get("model") or "llama-3-8b")
-    return registry.lookup(name) or _registry_only("model", name, registry.names())
+    found = registry.lookup(name)
+    if found is not None:
+        return found
+    if hub.looks_like_repo_id(name) and not name.lower().endswith((".json", ".gguf")):
+        return name
+    return _registry_only("model", name, registry.names())
 
 
 def _model(params: Params, config: dict | None):
-    from llmath.model import registry
+    from llmath.model.registry import resolve
 
     if config is not None:
         from llmath.model.hf import spec_from_config
 
         return spec_from_config(config, name=str(params.get("model") or "uploaded config")[:200])
-    return registry.spec(_model_name(params))
+    return resolve(_model_name(params))
 
 
 def _precision(params: Params, config: dict | None):
