@@ -323,7 +323,7 @@ class Analysis:
             "efficiency": self.efficiency,
             "training": self.training,
             "warnings": self.warnings,
-            "components_not_in_stages": list(self.params.towers_not_counted),
+            "components_not_in_stages": list(self.params.towers) + list(self.params.towers_not_counted),
         }
         d.update(self.generation)
         if self.parallel is not None:
@@ -399,7 +399,13 @@ def _context_notes(spec: ModelSpec, end: int) -> list[str]:
 def _wrapper_notes(spec: ModelSpec) -> list[str]:
     if not spec.wrapper:
         return []
-    towers = ", ".join(spec.towers_not_counted) or "its other towers"
+    counted = sorted({k.split(".")[0] for k, _ in spec.tower_params})
+    if not spec.towers_not_counted:
+        return [
+            f"{spec.name}: a {spec.wrapper} wrapper; params and weight memory include its {' and '.join(counted)}; "
+            "the prefill and decode stages are its language model (text_config) only"
+        ]
+    towers = ", ".join(spec.towers_not_counted)
     return [
         f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
         f"(text_config) only: {towers} not counted"

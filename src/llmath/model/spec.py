@@ -35,6 +35,7 @@ class MoESpec:
     router_bias: bool = False  # gpt-oss router Linear has a bias
     expert_bias: bool = False  # gpt-oss experts have biases on gate_up and down
     router_score_bias: bool = False  # ERNIE-4.5: e_score_correction_bias is a parameter (E per layer)
+    dense_eager: bool = False  # Llama-4: transformers runs every expert on every token (scores scale them)
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -133,7 +134,8 @@ class ModelSpec:
     hf_cache_kv_heads: int | None = None  # transformers caches this many K/V heads (Falcon: all N)
     source: str = ""
     wrapper: str = ""  # a multimodal wrapper's model_type when this is its language model (text_config)
-    towers_not_counted: tuple[str, ...] = ()  # the wrapper's other sub-configs (vision_config, ...)
+    towers_not_counted: tuple[str, ...] = ()  # the wrapper's sub-configs llmath cannot count (vision_config, ...)
+    tower_params: tuple[tuple[str, int], ...] = ()  # counted towers: (component, parameters), model/towers.py
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
