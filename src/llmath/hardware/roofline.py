@@ -295,6 +295,23 @@ def _windows(table: Table) -> np.ndarray:
     return np.array([np.inf if op.window is None else op.window for op in table.ops])
 
 
+@lru_cache(maxsize=512)
+def _chunks(table: Table) -> np.ndarray:
+    """Each op's attention chunk (0: none): chunked flash ops attend u = (S mod C) + 1 positions at step S,
+    a sawtooth, not min(S + 1, W)."""
+    return np.array(
+        [
+            next((float(t.mono.split(":c")[1]) for _, ts in op.costs for t in ts if ":c" in t.mono), 0.0)
+            for op in table.ops
+        ]
+    )
+
+
+def _chunk_pos(u0, c):
+    """u of a chunked op at the step whose unchunked u is ``u0`` (= S + 1): ((u0 − 1) mod c) + 1."""
+    return (u0 - 1) % c + 1
+
+
 def _prefix_u_sum(j, u0, w):
     """Σ_{i<j} min(u0 + i, w) for integer-valued arrays (w may be inf)."""
     m = np.clip(w - u0 + 1, 0, j)
@@ -352,7 +369,7 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
     ov = overheads(table, eff, decode=True)
     step = np.maximum(c0, m0) + ov
     step.setflags(write=False)
-    w = _windows(table)
+    w, ch = _windows(table), _chunks(table)
     lines = tuple(
         (
             int(o),
@@ -362,6 +379,7 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
             float(k[3, 2, o]) * B * float(inv[o]),
             float(w[o]),
             float(ov[o]),
+            float(ch[o]),
         )
         for o in _slope_ops(table, bw_key)
     )
@@ -384,6 +402,20 @@ def _line_sum(c0: float, c1: float, m0: float, m1: float, w: float, u0: float, n
     return max(comp_lo + comp_hi, mem_lo + mem_hi)
 
 
+def _chunk_line_sum(c0: float, c1: float, m0: float, m1: float, c: float, u0: float, n: float) -> float:
+    """:func:`_line_sum` for a chunked op, u_j = ((u0 − 1 + j) mod c) + 1: the rest of the first chunk,
+    whole chunks (u = 1 … c each), then the start of the last one; each an unclipped arithmetic run."""
+    a = _chunk_pos(u0, c)
+    n1 = min(n, c - a + 1)
+    q, r = divmod(n - n1, c)
+    inf = math.inf
+    return (
+        _line_sum(c0, c1, m0, m1, inf, a, n1)
+        + q * _line_sum(c0, c1, m0, m1, inf, 1.0, c)
+        + _line_sum(c0, c1, m0, m1, inf, 1.0, r)
+    )
+
+
 def _decode_scalar(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, P: float, N: float
 ) -> DecodeSummary:
@@ -393,14 +425,32 @@ def _decode_scalar(
     per_op = step * n
     total, first, last = step_sum * n, step_sum, step_sum
     ul_ = u0 + max(n - 1, 0.0)
-    for o, c0, c1, m0, m1, w, ov in lines:
-        t = _line_sum(c0, c1, m0, m1, w, u0, n) + n * ov
+    for o, c0, c1, m0, m1, w, ov, ch in lines:
+        s = _chunk_line_sum(c0, c1, m0, m1, ch, u0, n) if ch else _line_sum(c0, c1, m0, m1, w, u0, n)
+        t = s + n * ov
         total += t - per_op[o]
         per_op[o] = t
-        uf, ul = min(u0, w), min(ul_, w)
+        uf, ul = (_chunk_pos(u0, ch), _chunk_pos(ul_, ch)) if ch else (min(u0, w), min(ul_, w))
         first += max(c0 + c1 * uf, m0 + m1 * uf) + ov - step[o]
         last += max(c0 + c1 * ul, m0 + m1 * ul) + ov - step[o]
     return DecodeSummary(first, last, total, per_op, n)
+
+
+def _line_sum_arr(c0, m0, c1, m1, w, u0, n):
+    """Broadcasting :func:`_line_sum`: Σ over n steps of max(c0 + c1·u, m0 + m1·u), u_j = min(u0 + j, w)."""
+    dc = c1 - m1
+    shape = np.broadcast_shapes(np.shape(dc), np.shape(c0), np.shape(m0))
+    ustar = np.divide(m0 - c0, dc, out=np.full(shape, np.inf), where=np.broadcast_to(dc != 0, shape))
+    # j*: the steps (from 0) whose u lies below u*
+    jstar = np.where(w < ustar, n, np.clip(np.ceil(ustar - u0), 0, n))
+    sum_lo = _prefix_u_sum(jstar, u0, w)
+    sum_hi = _prefix_u_sum(n, u0, w) - sum_lo
+    n_hi = n - jstar
+    comp_lo, mem_lo = c0 * jstar + c1 * sum_lo, m0 * jstar + m1 * sum_lo
+    comp_hi, mem_hi = c0 * n_hi + c1 * sum_hi, m0 * n_hi + m1 * sum_hi
+    # below u* the line with the smaller slope is the larger; equal slopes: the larger constant
+    total = np.where(dc < 0, comp_lo + mem_hi, mem_lo + comp_hi)
+    return np.where(dc == 0, np.maximum(comp_lo + comp_hi, mem_lo + mem_hi), total)
 
 
 def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N) -> DecodeSummary:
@@ -440,22 +490,24 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     c1 = kc[3, j] * Bf
     m1 = k[3, 2, j] * Bf * inv[..., j]
     u0 = np.asarray(P, dtype=float)[..., None] + 1
-    dc = c1 - m1
-    ustar = np.divide(m0j - c0j, dc, out=np.full(np.broadcast_shapes(dc.shape, c0j.shape), np.inf), where=dc != 0)
-    # j*: the steps (from 0) whose u lies below u*
-    jstar = np.where(w < ustar, n, np.clip(np.ceil(ustar - u0), 0, n))
-    sum_lo = _prefix_u_sum(jstar, u0, w)
-    sum_hi = _prefix_u_sum(n, u0, w) - sum_lo
-    n_hi = n - jstar
-    comp_lo, mem_lo = c0j * jstar + c1 * sum_lo, m0j * jstar + m1 * sum_lo
-    comp_hi, mem_hi = c0j * n_hi + c1 * sum_hi, m0j * n_hi + m1 * sum_hi
-    # below u* the line with the smaller slope is the larger; equal slopes: the larger constant
-    total = np.where(dc < 0, comp_lo + mem_hi, mem_lo + comp_hi)
-    total = np.where(dc == 0, np.maximum(comp_lo + comp_hi, mem_lo + mem_hi), total)
+    ch = _chunks(table)[j]
+    if ch.any():  # chunked ops: the rest of the first chunk, whole chunks, the start of the last one
+        c = np.where(ch > 0, ch, 1.0)
+        a = _chunk_pos(u0, c)
+        n1 = np.minimum(n, c - a + 1)
+        q, r = np.floor((n - n1) / c), (n - n1) % c
+        inf = np.full_like(c, np.inf)
+        chunked = (_line_sum_arr(c0j, m0j, c1, m1, inf, a, n1) + q * _line_sum_arr(c0j, m0j, c1, m1, inf, 1.0, c)
+                   + _line_sum_arr(c0j, m0j, c1, m1, inf, 1.0, r))  # fmt: skip
+        total = np.where(ch > 0, chunked, _line_sum_arr(c0j, m0j, c1, m1, w, u0, n))
+        uf = np.where(ch > 0, _chunk_pos(u0, c), np.minimum(u0, w))
+        ul = np.where(ch > 0, _chunk_pos(u0 + np.maximum(n - 1, 0), c), np.minimum(u0 + np.maximum(n - 1, 0), w))
+    else:
+        total = _line_sum_arr(c0j, m0j, c1, m1, w, u0, n)
+        uf = np.minimum(u0, w)
+        ul = np.minimum(u0 + np.maximum(n - 1, 0), w)
     ovj = ov[j]
     per_op[..., j] = total + n * ovj
-    uf = np.minimum(u0, w)
-    ul = np.minimum(u0 + np.maximum(n - 1, 0), w)
     base = step.sum(-1) - step[..., j].sum(-1)
     first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)

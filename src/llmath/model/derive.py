@@ -154,6 +154,7 @@ _FLAGS = {
     "lm_head_bias": (False, True),
     "embedding_scale": (False, True),
     "sub_norms": (False, False),
+    "chunked_windows": (False, False),
 }
 
 

@@ -453,6 +453,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_keys=("intermediate_size_mlp",),
         windows=_llama4_types,
         window_key="attention_chunk_size",
+        chunked_windows=True,
         moe=dict(
             experts="num_local_experts",
             top_k="num_experts_per_tok",

@@ -128,6 +128,7 @@ class ModelSpec:
     lm_head_bias: bool = False
     parallel_block: bool = False
     embedding_scale: bool = False  # Gemma multiplies embeddings by sqrt(d)
+    chunked_windows: bool = False  # Llama-4: windowed layers are chunked attention (flash: chunk pairs only)
     attn_softcap: float | None = None
     final_softcap: float | None = None
     encoder: EncoderSpec | None = None
