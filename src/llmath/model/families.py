@@ -159,6 +159,8 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     ),
     "deepseek_v2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
     "deepseek_v3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
+    # DeepSeek-V3.2: V3 plus the lightning indexer of DeepSeek Sparse Attention in every layer
+    "deepseek_v32": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True, dsa=True),
     "gpt_oss": dict(
         LLAMA_LIKE,
         **_attn_bias(True),

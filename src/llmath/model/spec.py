@@ -58,8 +58,15 @@ class MLASpec:
     qk_rope_head_dim: int
     qk_nope_head_dim: int
     v_head_dim: int
+    # DeepSeek Sparse Attention (DeepSeek-V3.2): the lightning indexer's heads and width, and the positions
+    # each query attends (0: dense MLA)
+    index_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
 
     def validate(self, name: str) -> None:
+        if self.index_topk and self.q_lora_rank is None:
+            raise SpecError(f"{name!r}: a sparse-attention indexer needs mla.q_lora_rank (it reads the query latent)")
         if self.q_lora_rank is not None:
             _positive(name, "mla.q_lora_rank", self.q_lora_rank)
         for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
