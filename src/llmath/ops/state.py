@@ -11,6 +11,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import held_positions
+from llmath.ops.stages import cross_kv_elements_per_source
 
 
 def _num(v):
@@ -35,12 +36,14 @@ def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None)
     return out
 
 
-def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None):
+def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
     """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
 
     Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
+    Encoder-decoder: ``positions`` are the decoder's; plus the cross-attention cache of ``src`` source
+    positions, fixed once the encoder has run (:mod:`llmath.ops.stages`).
     """
-    total = 0
+    total = batch * src * cross_kv_elements_per_source(spec) if spec.is_encoder_decoder else 0
     for w, per in kv_elements_per_position(spec, layout, ops).items():
         if w is not None and layout == "transformers":
             held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
