@@ -14,7 +14,8 @@ import llmath
 from llmath import hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware import fitted_ops as fo
-from llmath.hardware.roofline import decode_generation, efficiency, op_times, stage_times
+from llmath.hardware.decode import decode_generation
+from llmath.hardware.roofline import efficiency, op_times, stage_times
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, table

@@ -9,7 +9,8 @@ import pytest
 
 from llmath import Precision, analyze
 from llmath.hardware import Hardware, get, names
-from llmath.hardware.roofline import IDEAL, decode_generation, efficiency, op_times
+from llmath.hardware.decode import decode_generation
+from llmath.hardware.roofline import IDEAL, efficiency, op_times
 from llmath.model import registry
 from llmath.ops import Scenario, table
 

@@ -25,8 +25,9 @@ from llmath.deploy.shard import rank_plans
 from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
+from llmath.hardware.decode import decode_generation
 from llmath.hardware.efficiency import check_overrides
-from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
+from llmath.hardware.roofline import Efficiency, byte_weights, efficiency, op_times, stage_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -315,7 +316,7 @@ class Analysis:
             "training": self.training,
             "warnings": self.warnings,
             "precision": self.precision,
-            "components_not_in_stages": list(self.params.towers_not_counted),
+            "components_not_in_stages": list(self.params.towers) + list(self.params.towers_not_counted),
         }
         if self.encoder is not None:
             d["encoder"] = self.encoder.to_dict(with_ops)
@@ -416,7 +417,13 @@ def _context_notes(spec: ModelSpec, end: int) -> list[str]:
 def _wrapper_notes(spec: ModelSpec) -> list[str]:
     if not spec.wrapper:
         return []
-    towers = ", ".join(spec.towers_not_counted) or "its other towers"
+    counted = sorted({k.split(".")[0] for k, _ in spec.tower_params})
+    if not spec.towers_not_counted:
+        return [
+            f"{spec.name}: a {spec.wrapper} wrapper; params and weight memory include its {' and '.join(counted)}; "
+            "the prefill and decode stages are its language model (text_config) only"
+        ]
+    towers = ", ".join(spec.towers_not_counted)
     return [
         f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
         f"(text_config) only: {towers} not counted"

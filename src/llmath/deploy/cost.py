@@ -25,7 +25,8 @@ from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
-from llmath.hardware.roofline import Efficiency, decode_generation, stage_times
+from llmath.hardware.decode import decode_generation
+from llmath.hardware.roofline import Efficiency, stage_times
 from llmath.hardware.topology import Topology, topology
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
