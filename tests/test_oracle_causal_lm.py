@@ -131,13 +131,14 @@ def _flops_and_cache_equal(cfg, spec):
     small = spec.with_layers(n)
     model = oracle.build_meta(oracle.hf_config(cfg, n))
     hf_prefill, out = oracle.forward_flops(model, B, P)
-    if getattr(out, "past_key_values", None) is None:
+    past = oracle.past_of(out)
+    if past is None:
         # transformers keeps no cache for this family (openai-gpt recomputes every position each step):
         # only the prefill has a transformers counterpart
         assert _matmul_flops(small, "prefill", 0, P) == hf_prefill
         return
-    assert kv_cache_bytes(small, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values)
-    hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
+    assert kv_cache_bytes(small, B, P, Precision(), layout="transformers") == oracle.cache_bytes(past)
+    hf_decode, _ = oracle.forward_flops(model, B, 1, past=past, seen=P)
     assert _matmul_flops(small, "prefill", 0, P) == hf_prefill
     assert _matmul_flops(small, "decode", P, 1) == hf_decode
 

@@ -319,6 +319,7 @@ class Analysis:
             "prefill": self.prefill.to_dict(with_ops),
             "decode": self.decode.to_dict(with_ops),
             "kv_cache": self.kv_cache,
+            "state": _state_summary(self.kv_cache),
             "memory": asdict(self.memory),
             "efficiency": self.efficiency,
             "training": self.training,
@@ -407,18 +408,30 @@ def _wrapper_notes(spec: ModelSpec) -> list[str]:
 
 
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
-    """KV cache after the prefill, at the end of the generation, and per position."""
+    """Per-sequence state after the prefill, at the end of the generation, and per position. ``bytes`` and
+    ``peak_bytes`` hold all of it (the KV cache and the mixers' fixed-size state, ``fixed_bytes_per_sequence``
+    per sequence); ``bytes_per_token`` is the KV cache's first positions' rate."""
     p, end = w.precision, w.prefix + w.prompt + w.gen - 1
     return {
         "bytes": kv_cache_bytes(spec, w.batch, w.prefix + w.prompt, p),
         "peak_bytes": kv_cache_bytes(spec, w.batch, end, p),
-        "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
-        **{k: v for k, v in kv_growth(spec, p).items() if k != "bytes_per_token"},
+        **kv_growth(spec, p),
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
         "positions_after_prefill": w.prefix + w.prompt,
         "positions_at_end": end,
+    }
+
+
+def _state_summary(kv: dict[str, Any]) -> dict[str, Any]:
+    """Per-sequence state as one concept: fixed bytes (SSM / conv states) + KV bytes that grow with context."""
+    return {
+        "fixed_bytes_per_sequence": kv["fixed_bytes_per_sequence"],
+        "kv_bytes_per_token": kv["bytes_per_token"],
+        "kv_growth_bytes_per_token": kv["growth_bytes_per_token"],
+        "bytes": kv["bytes"],
+        "peak_bytes": kv["peak_bytes"],
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmath.model import mixer_configs
 from llmath.model.family_facts import (
     LLAMA_LIKE,
     _attn_bias,
@@ -17,6 +18,10 @@ from llmath.model.family_facts import (
 )
 
 ADAPTERS: dict[str, dict[str, Any]] = {
+    # state-space families (model/mixer_configs.py reads their widths and per-layer mixer kinds)
+    "mamba": dict(norm="rms", build=mixer_configs.mamba),
+    "falcon_mamba": dict(norm="rms", build=mixer_configs.mamba),
+    "mamba2": dict(norm="rms", build=mixer_configs.mamba2),
     "llama": LLAMA_LIKE,
     "granite": LLAMA_LIKE,
     "mistral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),

@@ -217,7 +217,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
     name = name or cfg.get("_name_or_path") or model_type
     _refuse_unmodelled(cfg, table, where)
     try:
-        spec = _build(cfg, model_type, table, name, where, source)
+        build = _build_mixers if "build" in table else _build
+        spec = build(cfg, model_type, table, name, where, source)
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     return replace(spec, wrapper=wrapper, towers_not_counted=towers) if wrapper else spec
@@ -253,6 +254,17 @@ def _refuse_unmodelled(cfg, table, where) -> None:
                 f"{where}: {key}={cfg[key]!r} ({what}) is not modelled yet; set it false to analyse the "
                 "model without it, or open an issue with the config.json"
             )
+
+
+def _build_mixers(cfg, model_type, table, name, where, source) -> ModelSpec:
+    """A family whose layers are not (only) attention: its table's ``build`` (model/mixer_configs.py)."""
+
+    def get(key: tuple[str, ...] | str, default: Any = _MISSING) -> int:
+        return _int(cfg, key, default, where=where)
+
+    tie = cfg.get("tie_word_embeddings")
+    tie = model_type in TIED_BY_DEFAULT if tie is None else tie
+    return table["build"](cfg, get, name=name, model_type=model_type, source=source, tie_embeddings=bool(tie))
 
 
 def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
