@@ -219,6 +219,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
     try:
         build = _build_mixers if "build" in table else _build
         spec = build(cfg, model_type, table, name, where, source)
+        if "mixers" in table:  # a hybrid: attention layers as read above, the others' mixer from the file
+            mixer, kinds = table["mixers"](cfg, lambda k, d=_MISSING: _int(cfg, k, d, where=where), spec.n_layers)
+            spec = replace(spec, mixer=mixer, layer_mixers=kinds)
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     return replace(spec, wrapper=wrapper, towers_not_counted=towers) if wrapper else spec

@@ -58,3 +58,36 @@ def mamba2(cfg: Mapping[str, Any], get: Getter, **common: Any) -> ModelSpec:
         ffn="mlp", norm="rms", position="none", mixer=mixer, layer_mixers=("mamba2",) * n, mixer_ffn=False,
         norms_per_layer=1, **common,
     )  # fmt: skip
+
+
+def mamba2_keys(prefix: str, cfg: Mapping[str, Any], get: Getter, d: int) -> MixerSpec:
+    """A Mamba-2 mixer read from a hybrid's ``{prefix}d_state``, ``{prefix}n_heads``, ... keys."""
+    heads = get(prefix + "n_heads")
+    head_dim = get(prefix + "d_head") if cfg.get(prefix + "d_head") not in (None, "auto") else None
+    d_inner = int(cfg.get(prefix + "expand", 2) * d)
+    return MixerSpec(
+        kind="mamba2",
+        d_inner=d_inner,
+        d_state=get(prefix + "d_state"),
+        d_conv=get(prefix + "d_conv"),
+        n_heads=heads,
+        head_dim=head_dim or d_inner // heads,
+        n_groups=get(prefix + "n_groups", 1),
+        chunk_size=get(prefix + "chunk_size", 256),
+        conv_bias=bool(cfg.get(prefix + "conv_bias", True)),
+        proj_bias=bool(cfg.get(prefix + "proj_bias", False)),
+    )
+
+
+def bamba(cfg: Mapping[str, Any], get: Getter, n: int) -> tuple[MixerSpec, tuple[str, ...]]:
+    """Bamba: attention at ``attn_layer_indices`` (none by default), Mamba-2 elsewhere; every layer has the FFN."""
+    attn = set(cfg.get("attn_layer_indices") or [])
+    kinds = tuple("attention" if i in attn else "mamba2" for i in range(n))
+    return mamba2_keys("mamba_", cfg, get, get("hidden_size")), kinds
+
+
+def granite_hybrid(cfg: Mapping[str, Any], get: Getter, n: int) -> tuple[MixerSpec, tuple[str, ...]]:
+    """GraniteMoeHybrid: ``layer_types`` names each layer 'linear_attention' (Mamba-2) or 'attention'."""
+    types = cfg.get("layer_types") or ["linear_attention"] * n
+    kinds = tuple("mamba2" if t in ("mamba", "linear_attention") else "attention" for t in types[:n])
+    return mamba2_keys("mamba_", cfg, get, get("hidden_size")), kinds
