@@ -22,6 +22,19 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "mamba": dict(norm="rms", build=mixer_configs.mamba),
     "falcon_mamba": dict(norm="rms", build=mixer_configs.mamba),
     "mamba2": dict(norm="rms", build=mixer_configs.mamba2),
+    # Jamba: Mamba-1 and attention layers (no positional encoding), MoE every expert_layer_period-th layer
+    "jamba": dict(
+        LLAMA_LIKE,
+        **_attn_bias(False),
+        position="none",
+        moe=dict(
+            experts="num_experts",
+            top_k="num_experts_per_tok",
+            d_ff="intermediate_size",
+            layers=mixer_configs.jamba_moe_layers,
+        ),  # fmt: skip
+        mixers=mixer_configs.jamba,
+    ),
     "bamba": dict(LLAMA_LIKE, **_attn_bias(_k("attention_bias", False)), mixers=mixer_configs.bamba),
     "llama": LLAMA_LIKE,
     "granite": LLAMA_LIKE,

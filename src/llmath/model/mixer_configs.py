@@ -91,3 +91,28 @@ def granite_hybrid(cfg: Mapping[str, Any], get: Getter, n: int) -> tuple[MixerSp
     types = cfg.get("layer_types") or ["linear_attention"] * n
     kinds = tuple("mamba2" if t in ("mamba", "linear_attention") else "attention" for t in types[:n])
     return mamba2_keys("mamba_", cfg, get, get("hidden_size")), kinds
+
+
+def jamba(cfg: Mapping[str, Any], get: Getter, n: int) -> tuple[MixerSpec, tuple[str, ...]]:
+    """Jamba: attention where i % attn_layer_period == attn_layer_offset, Mamba-1 (with its dt/B/C
+    norms) elsewhere; every layer has the FFN (MoE by ``expert_layer_period`` / ``expert_layer_offset``)."""
+    period, offset = get("attn_layer_period"), get("attn_layer_offset")
+    kinds = tuple("attention" if i % period == offset else "mamba" for i in range(n))
+    d = get("hidden_size")
+    rank = cfg.get("mamba_dt_rank")
+    mixer = MixerSpec(
+        kind="mamba",
+        d_inner=int(cfg.get("mamba_expand", 2) * d),
+        d_state=get("mamba_d_state"),
+        d_conv=get("mamba_d_conv"),
+        dt_rank=math.ceil(d / 16) if rank in (None, "auto") else get("mamba_dt_rank"),
+        conv_bias=bool(cfg.get("mamba_conv_bias", True)),
+        proj_bias=bool(cfg.get("mamba_proj_bias", False)),
+        inner_norms=True,
+    )
+    return mixer, kinds
+
+
+def jamba_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    period, offset = cfg.get("expert_layer_period", 2), cfg.get("expert_layer_offset", 1)
+    return [i % period == offset for i in range(n)]

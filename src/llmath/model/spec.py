@@ -92,6 +92,7 @@ class MixerSpec:
     chunk_size: int = 256  # Q (mamba2)
     conv_bias: bool = True
     proj_bias: bool = False  # in_proj / out_proj biases
+    inner_norms: bool = False  # Jamba: RMSNorms (with weights) over dt (R), B and C (N each) inside the mixer
 
     @property
     def conv_channels(self) -> int:

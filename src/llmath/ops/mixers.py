@@ -75,6 +75,15 @@ def x_proj(site: Site) -> None:
                 sym_in="I", sym_out="(R+2·N)")  # fmt: skip
 
 
+def inner_norms(site: Site) -> None:
+    """Jamba: RMSNorms over the time step's rank-R input and over B and C (N each), with weights."""
+    m = _m(site)
+    if m.inner_norms:
+        w = m.dt_rank + 2 * m.d_state
+        site.vector("inner_norms", "BTR->BTR", 4, w, "BT", "(R+2·N)", component="norm",
+                    params=[("norm.mixer", w)], weight=[(w, "1", "R + 2·N")])  # fmt: skip
+
+
 def dt_proj(site: Site) -> None:
     m = _m(site)
     site.linear("dt_proj", "BTR,RI->BTI", m.dt_rank, m.d_inner, bias=True, pkey="mixer.dt_proj", sym_in="R",
@@ -160,7 +169,7 @@ def gated_norm(site: Site) -> None:
 
 Step = Callable[[Site], None]
 KINDS: dict[str, tuple[Step, ...]] = {
-    "mamba": (in_proj, conv, x_proj, dt_proj, scan, out_proj),
+    "mamba": (in_proj, conv, x_proj, inner_norms, dt_proj, scan, out_proj),
     "mamba2": (in_proj2, conv, ssd, gated_norm, out_proj),
 }
 
