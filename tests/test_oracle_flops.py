@@ -20,7 +20,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 from llmath.measure import oracle  # noqa: E402
 
-SKIP_TYPES = {"t5", "bart", "transformer"}  # encoder-decoder: parameter counts only
+SKIP_TYPES = {"t5", "bart", "transformer"}  # encoder-decoder: stages proven in tests/test_encoder_decoder.py
 
 
 def _families() -> list[str]:

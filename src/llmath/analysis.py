@@ -9,6 +9,7 @@ prefill (which yields the first token) then N − 1 decode steps at contexts S =
 reports step 0 (context P: the first generated token is fed and attends P + 1 positions). The KV cache
 after the prefill holds B×P positions; at the end of the generation B×(P+N−1) (the last token is
 returned, never fed). ``throughput_tok_s`` is B·N / e2e (aggregate output tokens/s, prefill included).
+Encoder-decoder models: ``prompt`` is the source length (conventions in :mod:`llmath.ops.stages`).
 """
 
 from __future__ import annotations
@@ -17,31 +18,28 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-import numpy as np
-
+from llmath.checks import ANALYZE_ARGS, _check_degrees, _check_hardware, _check_len, _check_precision, _check_sizes
 from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, gpu_parts, rank_table
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
-from llmath.errors import LayoutError, WorkloadError
-from llmath.hardware import Hardware
+from llmath.errors import HardwareError, LayoutError, WorkloadError
+from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
+from llmath.hardware.efficiency import check_overrides
 from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, build_ops, evaluate, table
-from llmath.ops.params import ParamReport, param_report
-from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth
+from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, evaluate, table
+from llmath.ops import stages as ostages
+from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight_bytes_per_element
+from llmath.ops.stages import activation_peak_bytes, training_flops  # noqa: F401 - public here too
+from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth, state_summary
+from llmath.validation import MAX_TOKENS, check_float, check_int
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()
-
-
-def _check_len(name: str, v, minimum: int = 1) -> None:
-    arr = np.asarray(v)
-    if not np.issubdtype(arr.dtype, np.integer) or np.any(arr < minimum):
-        raise WorkloadError(f"{name}={v!r} must be an integer >= {minimum}")
 
 
 @dataclass(frozen=True)
@@ -52,13 +50,15 @@ class Workload:
     prefix: int = 0  # cached prefix before the prompt (prefix caching)
     attention: str = "flash"
     precision: Precision = field(default_factory=Precision)
+    decoder_prompt: int = 1  # encoder-decoder only: decoder tokens in its prefill (1 = the start token)
 
     def __post_init__(self) -> None:
         _check_len("batch", self.batch)
         _check_len("prompt", self.prompt)
+        _check_len("decoder_prompt", self.decoder_prompt)
         _check_len("gen", self.gen)
         _check_len("prefix", self.prefix, 0)
-        if self.attention not in ("eager", "flash"):
+        if not isinstance(self.attention, str) or self.attention not in ("eager", "flash"):
             raise WorkloadError(f"attention={self.attention!r} must be 'eager' or 'flash'")
 
 
@@ -72,7 +72,7 @@ class OpRow:
     flops: Value
     vflops: Value
     bytes: dict[str, Value]
-    intensity: float
+    intensity: float | None  # FLOPs / bytes; None when the op moves no bytes (0/0)
     time_s: float | None = None
     compute_s: float | None = None
     memory_s: float | None = None
@@ -123,7 +123,7 @@ def _op_row(prefix: str, c, bpe: dict[str, float]) -> OpRow:
         c.values.get("flops", 0),
         c.values.get("vflops", 0),
         b,
-        fl / bt if bt else float("inf"),
+        fl / bt if bt else None,  # no bytes (e.g. an empty cache append): undefined, JSON null
         layer_kind=c.op.layer_kind,
     )
 
@@ -154,12 +154,8 @@ def stage_report(
     With a ``layout``: the operators of one GPU of each pipeline stage (``scenario`` = one DP replica's),
     and the collectives they run; the stage time adds the exposed communication (:mod:`llmath.deploy.cost`).
     """
-    if spec.is_encoder_decoder:
-        raise WorkloadError(
-            f"{spec.name!r} is an encoder-decoder model: llmath counts its parameters exactly "
-            "('llmath params'), but stage costs are modelled for decoder-only models"
-        )
     bpe = precision.per_class
+    wbpe = weight_bytes_per_element(spec, precision)  # weights' bytes per element by the op's module
     rows: list[OpRow] = []
     tot: dict[str, Value] = dict.fromkeys(CLASSES, 0)
     parts = gpu_parts(spec, cast(Stage, stage), cast(Attention, attention), layout)
@@ -168,9 +164,9 @@ def stage_report(
         for c in costs:
             for k in CLASSES:
                 tot[k] = tot[k] + c.values.get(k, 0)
-            rows.append(_op_row(prefix, c, bpe))
+            rows.append(_op_row(prefix, c, bpe | {"weight": wbpe.get(c.op.module, bpe["weight"])}))
         rows += _collective_rows(prefix, colls, scenario, spec, precision)
-    byts = {("weights" if k == "weight" else k): _num(tot[k] * bpe[k]) for k in BYTE_CLASSES}
+    byts = {("weights" if k == "weight" else k): _num(sum(r.bytes.get(k, 0) for r in rows)) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))
     flops: dict[str, Value] = {"matmul": tot["flops"], "vector": tot["vflops"], "total": tot["flops"] + tot["vflops"]}
     # the useful FLOPs: causal (and window) pairs only, as a fused kernel counts them
@@ -231,16 +227,6 @@ class MemoryReport:
     per_gpu_bytes: float | None = None  # = total_bytes: everything above is per GPU (the busiest, under a layout)
 
 
-def activation_peak_bytes(spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0, tab=None):
-    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual.
-    ``tab``: another compiled operator list of ``spec`` (one GPU's under a layout)."""
-    t = table(spec, "prefill", attention) if tab is None else tab
-    act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
-    per_op = (t.monomial_matrix(Scenario(batch, prompt, prefix)) @ t.rhs(act)) / t.kernels
-    resid = np.asarray(batch) * np.asarray(prompt) * spec.d_model
-    return (per_op.max(-1) + resid) * precision.act_bytes
-
-
 def memory_report(
     spec: ModelSpec,
     params: ParamReport,
@@ -255,26 +241,26 @@ def memory_report(
     p = w.precision
     ops, tab = rank if rank is not None else (None, None)
     B = w.batch if batch is None else batch
-    n_params = params.total if ops is None else sum(n * op.count for op in ops for _, n in op.params)
-    weights = n_params * p.weight_bytes
-    end = w.prefix + w.prompt + w.gen - 1
-    kv = kv_cache_bytes(spec, B, end, p, ops=ops)
-    act = float(activation_peak_bytes(spec, B, w.prompt, w.attention, p, w.prefix, tab))
+    weights = weight_bytes_of(spec, p, ops)  # per module (one GPU's shard under a layout)
+    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    end = ctx0 + w.gen - 1
+    kv = kv_cache_bytes(spec, B, end, p, ops=ops, src=src)
+    act = float(activation_peak_bytes(spec, B, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt))
     total = weights + kv + act + reserve_bytes
     if hw is None:
         return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None, total)
     cap = hw.memory_bytes
     free = cap - weights - reserve_bytes
-    per_seq = kv_cache_bytes(spec, 1, end, p, ops=ops) + float(
-        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, tab)
+    per_seq = kv_cache_bytes(spec, 1, end, p, ops=ops, src=src) + float(
+        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt)
     )
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
     # longest total context (prompt + generated) for this batch: bisection on a monotone function
     lo, hi = 0, 1 << 24
 
-    def need(ctx: int) -> float:
-        return kv_cache_bytes(spec, B, ctx, p, ops=ops) + float(
-            activation_peak_bytes(spec, B, min(ctx, w.prompt), w.attention, p, tab=tab)
+    def need(ctx: int) -> float:  # encoder-decoder: ctx = the decoder's context, the source fixed at P
+        return kv_cache_bytes(spec, B, ctx, p, ops=ops, src=src) + (
+            act if src else float(activation_peak_bytes(spec, B, min(ctx, w.prompt), w.attention, p, tab=tab))
         )
 
     if need(1) > free:
@@ -307,7 +293,9 @@ class Analysis:
     efficiency: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     training: dict[str, int] = field(default_factory=dict)
+    encoder: StageReport | None = None  # encoder-decoder models: the encoder pass over the source
     parallel: dict[str, Any] | None = None  # the layout and its per-stage figures (multi-GPU only)
+    precision: dict[str, Any] = field(default_factory=dict)  # formats per module, their sources, what runs
     comm: dict[str, Any] | None = None  # bytes and time per stage by collective (multi-GPU only)
 
     def to_dict(self, with_ops: bool = True) -> dict[str, Any]:
@@ -319,13 +307,16 @@ class Analysis:
             "prefill": self.prefill.to_dict(with_ops),
             "decode": self.decode.to_dict(with_ops),
             "kv_cache": self.kv_cache,
-            "state": _state_summary(self.kv_cache),
+            "state": state_summary(self.kv_cache),
             "memory": asdict(self.memory),
             "efficiency": self.efficiency,
             "training": self.training,
             "warnings": self.warnings,
+            "precision": self.precision,
             "components_not_in_stages": list(self.params.towers_not_counted),
         }
+        if self.encoder is not None:
+            d["encoder"] = self.encoder.to_dict(with_ops)
         d.update(self.generation)
         if self.parallel is not None:
             d["parallel"] = self.parallel
@@ -351,6 +342,7 @@ def analyze(
     ep: int | None = None,
     dp: int | None = None,
     overlap: str = "none",
+    decoder_prompt: int = 1,
     **efficiency_overrides,
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
@@ -358,31 +350,53 @@ def analyze(
     ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given): a parallel layout (:mod:`llmath.deploy.layout`);
     ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
     and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
-    layout and ``comm`` its collectives. Without them, one device, exactly as before.
+    layout and ``comm`` its collectives. Without them, one device, exactly as before. Encoder-decoder
+    models add the ``encoder`` pass (``decoder_prompt``: :mod:`llmath.ops.stages`).
+    ``efficiency_overrides``: fields of :class:`~llmath.hardware.efficiency.Efficiency`; others are errors.
     """
+    check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
+    batch, prompt, gen, prefix = _check_sizes(batch, prompt, gen, prefix)
+    reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
+    precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
+    hardware = _check_hardware(hardware)
+    gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
     if any(v is not None for v in (gpus, tp, pp, ep, dp)):
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
         return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
                                efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
     if overlap != "none":
         raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
-    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
+    w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt), hardware
+    return _analyze_device(spec, hw, w, efficiency_mode, efficiency_overrides, reserve_bytes, read_notes)
+
+
+def _analyze_device(
+    spec: ModelSpec, hw: Hardware | None, w: Workload, efficiency_mode, efficiency_overrides, reserve_bytes, read_notes
+) -> Analysis:
+    """:func:`analyze` on one device (checked arguments)."""
+    batch, prompt, prefix, attention, decoder_prompt = w.batch, w.prompt, w.prefix, w.attention, w.decoder_prompt
+    gen = w.gen
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    notes = _context_notes(spec, prefix + prompt + gen - 1) + _wrapper_notes(spec)
-    if hw is not None:
-        hw.peak(w.precision.compute)  # a dtype the device lacks is an error up front
+    end = max(ostages.decode_start(spec, prompt, prefix, decoder_prompt)[0] + gen - 1, prompt)
+    notes = read_notes + _context_notes(spec, end) + _wrapper_notes(spec)
+    notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
     params = param_report(spec)
-    pre = stage_report(spec, "prefill", Scenario(batch, prompt, prefix), attention, w.precision, hw, eff)
-    dec = stage_report(spec, "decode", Scenario(batch, 1, prefix + prompt), attention, w.precision, hw, eff)
+    scens = ostages.stage_scenarios(spec, batch, prompt, prefix, decoder_prompt)
+    rep = {k: stage_report(spec, k, sc, attention, w.precision, hw, eff) for k, sc in scens.items()}
+    pre, dec, enc = rep["prefill"], rep["decode"], rep.get("encoder")
     kv = _kv_summary(spec, w)
     mem = memory_report(spec, params, w, hw, reserve_bytes)
-    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w), params, pre, dec, kv, mem, warnings=notes)
+    wd = _workload_dict(w, spec.is_encoder_decoder)
+    a = Analysis(spec.name, hw.name if hw else None, wd, params, pre, dec, kv, mem, warnings=notes, encoder=enc)
     a.training = training_flops(spec, batch, prompt)
+    a.precision = execution.precision_report(spec, w.precision, hw, attention)
     if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
         a.efficiency = asdict(eff)
-        a.generation = generation_metrics(spec, hw, w, eff, pre.time_s)
+        a.generation = generation_metrics(spec, hw, w, eff, pre.time_s + ((enc.time_s or 0.0) if enc else 0.0))
+        if enc is not None:
+            a.generation["encoder_s"] = enc.time_s
     return a
 
 
@@ -410,34 +424,31 @@ def _wrapper_notes(spec: ModelSpec) -> list[str]:
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
     """Per-sequence state after the prefill, at the end of the generation, and per position. ``bytes`` and
     ``peak_bytes`` hold all of it (the KV cache and the mixers' fixed-size state, ``fixed_bytes_per_sequence``
-    per sequence); ``bytes_per_token`` is the KV cache's first positions' rate."""
-    p, end = w.precision, w.prefix + w.prompt + w.gen - 1
-    return {
-        "bytes": kv_cache_bytes(spec, w.batch, w.prefix + w.prompt, p),
-        "peak_bytes": kv_cache_bytes(spec, w.batch, end, p),
+    per sequence); ``bytes_per_token`` is the KV cache's first positions' rate (encoder-decoder: the
+    self-attention cache per decoder position, and the fixed cross-attention cache of the source)."""
+    p, (ctx0, src) = w.precision, ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    end = ctx0 + w.gen - 1
+    out = {
+        "bytes": kv_cache_bytes(spec, w.batch, ctx0, p, src=src),
+        "peak_bytes": kv_cache_bytes(spec, w.batch, end, p, src=src),
         **kv_growth(spec, p),
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
-        "positions_after_prefill": w.prefix + w.prompt,
+        "positions_after_prefill": ctx0,
         "positions_at_end": end,
     }
+    if spec.is_encoder_decoder:
+        out["cross_bytes"] = kv_cache_bytes(spec, w.batch, 0, p, src=src)
+        out["cross_bytes_per_source_token"] = kv_cache_bytes(spec, 1, 0, p, src=1)
+        out["source_positions"] = src
+    return out
 
 
-def _state_summary(kv: dict[str, Any]) -> dict[str, Any]:
-    """Per-sequence state as one concept: fixed bytes (SSM / conv states) + KV bytes that grow with context."""
-    return {
-        "fixed_bytes_per_sequence": kv["fixed_bytes_per_sequence"],
-        "kv_bytes_per_token": kv["bytes_per_token"],
-        "kv_growth_bytes_per_token": kv["growth_bytes_per_token"],
-        "bytes": kv["bytes"],
-        "peak_bytes": kv["peak_bytes"],
-    }
-
-
-def _workload_dict(w: Workload) -> dict[str, Any]:
+def _workload_dict(w: Workload, encoder_decoder: bool = False) -> dict[str, Any]:
     p = w.precision
-    return {
+    extra = {"decoder_prompt": w.decoder_prompt} if encoder_decoder else {}
+    return extra | {
         "batch": w.batch,
         "prompt": w.prompt,
         "gen": w.gen,
@@ -457,8 +468,6 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **overrides) if hw is not None else None
-    if hw is not None:
-        hw.peak(w.precision.compute)
     b = layout.replica_batch(batch)
     p = w.precision
     pre = stage_report(spec, "prefill", Scenario(b, prompt, prefix), attention, p, hw, eff, layout)
@@ -478,6 +487,7 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
         mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
         mem.max_context = min(int(m.max_context or 0) for m in mems)
     notes = _context_notes(spec, prefix + prompt + gen - 1)
+    notes += execution.fallback_notes(spec, w.attention, p, hw)
     if batch % layout.dp:
         notes.append(
             f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
@@ -486,6 +496,7 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w) | {"replica_batch": b}, param_report(spec),
                  pre, dec, _kv_summary(spec, w), mem, warnings=notes)  # fmt: skip
     a.training = training_flops(spec, batch, prompt)
+    a.precision = execution.precision_report(spec, p, hw, attention)
     deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
     a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
     a.comm = {"prefill": pre.comm, "decode": dec.comm}
@@ -508,11 +519,12 @@ def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre: StageRep
 
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
     t = table(spec, "decode", w.attention)
-    d = decode_generation(t, hw, w.precision, eff, w.batch, w.prefix + w.prompt, w.gen)
-    pvals = table(spec, "prefill", w.attention).values(Scenario(w.batch, w.prompt, w.prefix))
-    pre_flops = float(pvals[..., CLASSES.index("flops")].sum())
-    dvals = t.values(Scenario(w.batch, 1, w.prefix + w.prompt))
-    dbytes0 = float((dvals @ byte_weights(w.precision)).sum())
+    scens = ostages.stage_scenarios(spec, w.batch, w.prompt, w.prefix, w.decoder_prompt)
+    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    d = decode_generation(t, hw, w.precision, eff, w.batch, ctx0, w.gen, src)
+    pre_flops = sum(ostages.stage_flops(spec, k, w.attention, sc) for k, sc in scens.items() if k != "decode")
+    dvals = t.values(scens["decode"])
+    dbytes0 = float((dvals * byte_weights(t, w.precision)).sum())
     return _serving(w, hw, 1, ttft, float(d.total_s), float(d.first_s), float(d.last_s), float(d.steps), pre_flops,
                     dbytes0)  # fmt: skip
 
@@ -521,7 +533,7 @@ def _serving(w: Workload, hw: Hardware, gpus: int, ttft, dec_total, first, last,
     """Serving metrics of a generation from its prefill time and decode-step sums (one GPU's path)."""
     e2e = ttft + dec_total
     tpot = dec_total / steps if steps else 0.0
-    peak = hw.peak(w.precision.compute)
+    peak = hw.peak_flops_per_s[execution.executed(hw, w.precision.compute)[0]]  # the default weights' GEMMs
     return {
         "ttft_s": ttft,
         "tpot_s": tpot,
@@ -541,18 +553,6 @@ def _serving(w: Workload, hw: Hardware, gpus: int, ttft, dec_total, first, last,
     }
 
 
-def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
-    """A training step on B sequences of ``seq`` tokens: the forward with logits at every position, and
-    forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation."""
-    fwd = int(
-        sum(
-            c.values.get("flops", 0)
-            for c in evaluate(build_ops(spec, "prefill", "flash"), Scenario(batch, seq, 0, logits="all"), spec)
-        )
-    )
-    return {"tokens": batch * seq, "forward_matmul": fwd, "step_matmul": 3 * fwd, "step_matmul_recompute": 4 * fwd}
-
-
 def scenario(
     model: str | ModelSpec,
     hardware: str | Hardware,
@@ -566,13 +566,18 @@ def scenario(
     """The fast path (floats, no exact integers): one scenario's params, per-op prefill and decode-step times,
     and a whole generation's serving metrics, from the cached coefficient tables."""
     spec = resolve(model)
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    p = precision or DEFAULT_PRECISION
+    if (hw := _check_hardware(hardware)) is None:
+        raise HardwareError("scenario() needs a hardware (a registry name, a file, or a llmath Hardware)")
+    p = execution.checkpoint_precision(model, _check_precision(precision))[0]  # the checkpoint's unless given
+    w = Workload(batch, prompt, gen, 0, attention, p)
+    batch, prompt, gen = int(w.batch), int(w.prompt), int(w.gen)
     eff = efficiency(efficiency_mode, hw)
-    pre_t, _, _ = stage_times(table(spec, "prefill", attention), Scenario(batch, prompt, 0), hw, p, eff, False)
-    dec_t, _, _ = stage_times(table(spec, "decode", attention), Scenario(batch, 1, prompt), hw, p, eff, True)
-    d = decode_generation(table(spec, "decode", attention), hw, p, eff, batch, prompt, gen)
-    ttft = float(pre_t.sum())
+    sc = ostages.stage_scenarios(spec, batch, prompt)
+    t = {k: stage_times(table(spec, k, attention), v, hw, p, eff, k == "decode")[0] for k, v in sc.items()}
+    pre_t, dec_t = t["prefill"], t["decode"]
+    ctx0, src = ostages.decode_start(spec, prompt)
+    d = decode_generation(table(spec, "decode", attention), hw, p, eff, batch, ctx0, gen, src)
+    ttft = float(pre_t.sum()) + (float(t["encoder"].sum()) if "encoder" in t else 0.0)  # encoder-decoder: + encoder
     e2e = ttft + float(d.total_s)
     return {
         "params": param_report(spec).total,

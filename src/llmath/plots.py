@@ -114,13 +114,13 @@ def sweep_plot(rows: list[dict], axes: dict[str, np.ndarray], path: str) -> Path
 def memory_plot(spec, hw, batch: int, precision, path: str, attention: str = "flash", max_context: int | None = None):
     """Memory breakdown (weights, KV cache, activations) against total context, with the device capacity."""
     from llmath.analysis import activation_peak_bytes, kv_cache_bytes
-    from llmath.ops.params import param_report
+    from llmath.ops.params import weight_bytes
 
     p = _check_path(path)
     plt = _plt()
     top = max_context or (spec.max_positions or 131072)
     ctx = np.unique(np.logspace(7, np.log2(top), 60, base=2).astype(np.int64))
-    weights = np.full(ctx.shape, param_report(spec).total * precision.weight_bytes)
+    weights = np.full(ctx.shape, float(sum(weight_bytes(spec, precision).values())))
     kv = kv_cache_bytes(spec, batch, ctx, precision)
     act = activation_peak_bytes(spec, batch, ctx, attention, precision)
     fig, ax = plt.subplots(figsize=(9, 5.5))

@@ -8,15 +8,24 @@
 
 "exact" always comes from the operator list; "layers only" drops the embedding and LM head, as the
 seeds do. Attention FLOPs per position use causal (flash) counting: query i attends i positions.
+
+Encoder-decoder models (the seeds' own original Transformer): ``prompt`` is the source length, the encoder
+runs once per sequence (reported apart), and the per-token figures are the decoder's: L = decoder layers,
+each generated token cross-attending the ``prompt`` cached source positions (counted as attention) and
+running no encoder layer; the generation starts from the decoder's start token (context 1).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from llmath.errors import WorkloadError
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, evaluate, table
+from llmath.validation import MAX_BATCH, MAX_POINTS, MAX_TOKENS, check_int
+
+MAX_CONTEXTS = 1000  # per-token rows in one report (each is a full evaluation)
 
 
 def _is_proj(op) -> bool:
@@ -41,10 +50,11 @@ def _bytes(costs, pred, p: Precision):
     return sum(c.values.get(k, 0) * w for c in costs if pred(c.op) for k, w in per.items())
 
 
-def per_token_flops(spec: ModelSpec, context: int) -> dict:
-    """Matmul FLOPs of the decode step whose new token attends ``context`` positions (B = 1)."""
+def per_token_flops(spec: ModelSpec, context: int, src: int = 0) -> dict:
+    """Matmul FLOPs of the decode step whose new token attends ``context`` positions (B = 1; encoder-decoder:
+    and cross-attends ``src`` source positions)."""
     t = table(spec, "decode", "flash")
-    costs = evaluate(t.ops, Scenario(1, 1, context - 1), spec)
+    costs = evaluate(t.ops, Scenario(1, 1, context - 1, src=src), spec)
     exact = _sum(costs, lambda o: True)
     layers = _sum(costs, _layer_op)
     attn = _sum(costs, _is_attn)
@@ -79,7 +89,8 @@ def crossover(spec: ModelSpec) -> dict:
 
 
 def prefill_vs_loop(spec: ModelSpec, prompt: int) -> dict:
-    """Matmul FLOPs (layers only) of a batch prefill as eager executes it, vs a token-by-token loop."""
+    """Matmul FLOPs (layers only) of a batch prefill as eager executes it, vs a token-by-token loop
+    (encoder-decoder: the decoder's self-attention over a ``prompt``-token target, without cross-attention)."""
     eager = evaluate(table(spec, "prefill", "eager").ops, Scenario(1, prompt, 0), spec)
     flash = evaluate(table(spec, "prefill", "flash").ops, Scenario(1, prompt, 0), spec)
     steps = evaluate(table(spec, "decode", "flash").ops, Scenario(1, 1, np.arange(prompt, dtype=np.int64)), spec)
@@ -99,14 +110,16 @@ def prefill_vs_loop(spec: ModelSpec, prompt: int) -> dict:
 def intensity_over_generation(
     spec: ModelSpec, batch: int, prompt: int, gen: int, precision: Precision | None = None
 ) -> tuple[list[dict], dict]:
-    """Decode steps 0 … gen − 2 (a generation of ``gen`` tokens: the prefill yields the first)."""
+    """Decode steps 0 … gen − 2 (a generation of ``gen`` tokens: the prefill yields the first; encoder-decoder:
+    the decoder starts from its start token and every step cross-attends the ``prompt`` source positions)."""
     p = precision or Precision()
+    ctx0, src = (1, prompt) if spec.is_encoder_decoder else (prompt, 0)
     t = table(spec, "decode", "flash")
     steps = max(gen - 1, 1)
     picks = sorted({0, 1, 10, 100, 1000, 10000, 100000, steps - 1} & set(range(steps)))
     rows = []
     for i in picks:
-        costs = evaluate(t.ops, Scenario(batch, 1, prompt + i), spec)
+        costs = evaluate(t.ops, Scenario(batch, 1, ctx0 + i, src=src), spec)
 
         def fl(pred, costs=costs):
             return _sum(costs, pred) + _sum(costs, pred, "vflops")
@@ -114,13 +127,13 @@ def intensity_over_generation(
         rows.append(
             {
                 "step": i,
-                "context": prompt + i + 1,
+                "context": ctx0 + i + 1,
                 "proj": fl(_is_proj) / _bytes(costs, _is_proj, p),
                 "attention": fl(_is_attn) / _bytes(costs, _is_attn, p),
                 "total": fl(lambda o: True) / _bytes(costs, lambda o: True, p),
             }
         )
-    allc = evaluate(t.ops, Scenario(batch, 1, prompt + np.arange(steps, dtype=np.int64)), spec)
+    allc = evaluate(t.ops, Scenario(batch, 1, ctx0 + np.arange(steps, dtype=np.int64), src=src), spec)
 
     def cum(pred):
         f = sum(np.sum(c.values.get("flops", 0)) + np.sum(c.values.get("vflops", 0)) for c in allc if pred(c.op))
@@ -139,17 +152,36 @@ def context_warnings(spec: ModelSpec, longest: int) -> list[str]:
     return []
 
 
+def encoder_pass(spec: ModelSpec, batch: int, prompt: int) -> dict | None:
+    """Encoder-decoder models: the encoder pass over the source, once per sequence (matmul FLOPs, layers)."""
+    if spec.encoder is None:
+        return None
+    costs = evaluate(table(spec, "encoder", "flash").ops, Scenario(batch, prompt), spec)
+    return {"L": spec.encoder.n_layers, "tokens": batch * prompt, "matmul": _sum(costs, lambda o: True)}
+
+
 def seed_report(spec: ModelSpec, contexts, prompt: int, gen: int, batch: int) -> dict:
+    """All of the above for one model. The token loop and the cumulative intensity evaluate every step at
+    once (arrays of ``prompt`` and ``gen`` − 1 contexts), so both are capped at ``MAX_POINTS``."""
+    batch = check_int("batch", batch, 1, MAX_BATCH)
+    prompt = check_int("prompt", prompt, 1, MAX_POINTS)
+    gen = check_int("gen", gen, 1, MAX_POINTS + 1)
+    contexts = [check_int("context", c, 1, MAX_TOKENS) for c in np.atleast_1d(np.asarray(contexts)).tolist()]
+    if not contexts or len(contexts) > MAX_CONTEXTS:
+        raise WorkloadError(f"contexts: give 1 to {MAX_CONTEXTS} contexts (got {len(contexts)})")
     rows, cum = intensity_over_generation(spec, batch, prompt, gen)
+    src = prompt if spec.is_encoder_decoder else 0
+    longest = max(int(np.max(contexts)), gen if src else prompt + gen - 1, prompt)
     return {
-        "warnings": context_warnings(spec, max(int(np.max(contexts)), prompt + gen - 1)),
+        "warnings": context_warnings(spec, longest),
         "model": spec.name,
         "L": spec.n_layers,
+        "encoder": encoder_pass(spec, batch, prompt),
         "d": spec.d_model,
         "batch": batch,
         "prompt": prompt,
         "gen": gen,
-        "per_token": [per_token_flops(spec, int(n)) for n in contexts],
+        "per_token": [per_token_flops(spec, int(n), src) for n in contexts],
         "crossover": crossover(spec),
         "prefill_vs_loop": prefill_vs_loop(spec, prompt),
         "intensity": rows,

@@ -6,7 +6,6 @@ import numpy as np
 
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
 from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage, rank_plans, rank_table
-from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.roofline import decode_generation, efficiency, stage_times
@@ -14,42 +13,43 @@ from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, table
-from llmath.ops.params import param_report
+from llmath.ops.params import weight_bytes_of
+from llmath.validation import MAX_BATCH, MAX_TOKENS, check_grid, check_int_array, parse_range
 
 
 def parse_axis(flag: str, text: str) -> np.ndarray:
-    """'1,2,4' | 'lo:hi:x2' (geometric) | 'lo:hi:+128' or 'lo:hi:128' (arithmetic), inclusive of hi."""
-    t = str(text).strip()
-    try:
-        if ":" in t:
-            lo_s, hi_s, step = (t.split(":") + ["1"])[:3]
-            lo, hi = int(lo_s), int(hi_s)
-            if step.startswith("x"):
-                f = int(step[1:])
-                if f < 2:
-                    raise ValueError
-                vals: list[int] = []
-                v = lo
-                while v <= hi:
-                    vals.append(v)
-                    v *= f
-            else:
-                s = int(step.lstrip("+"))
-                if s <= 0:
-                    raise ValueError
-                vals = list(range(lo, hi + 1, s))
-        else:
-            vals = [int(x) for x in t.split(",") if x.strip()]
-    except ValueError:
-        raise WorkloadError(
-            f"{flag}={text!r} is not a list ('1,2,4') or a range ('1:256:x2', '128:4096:+128') of integers"
-        ) from None
-    if not vals or min(vals) < 1:
-        raise WorkloadError(f"{flag}={text!r}: values must be integers >= 1")
-    return np.array(vals, dtype=np.int64)
+    """'1,2,4' | 'lo:hi:x2' (geometric) | 'lo:hi:+128' or 'lo:hi:128' (arithmetic), inclusive of hi.
+
+    Checked by :func:`llmath.validation.parse_range`: integers >= 1 (batch <= ``MAX_BATCH``, token counts
+    <= ``MAX_TOKENS``), ranges that progress, at most ``MAX_POINTS`` points.
+    """
+    hi = MAX_BATCH if flag.lstrip("-") in ("batch", "b") else MAX_TOKENS
+    return np.array(parse_range(flag, text, 1, hi), dtype=np.int64)
+
+
+def _checked_sizes(batch, prompt, gen):
+    """Integers in range (``llmath.validation``), broadcasting to at most ``MAX_POINTS`` points."""
+    batch = check_int_array("batch", batch, 1, MAX_BATCH)
+    prompt = check_int_array("prompt", prompt, 1, MAX_TOKENS)
+    gen = check_int_array("gen", gen, 1, MAX_TOKENS)
+    check_grid({"points": int(np.prod(np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))))})
+    return batch, prompt, gen
 
 
 CHUNK = 1 << 14  # points per block: keeps the (points × operators) temporaries in cache (fastest here)
+
+
+def _blocks(spec: ModelSpec, hw: Hardware, attention: str, p: Precision, eff, B, P, N):
+    """(TTFT, decode seconds, activation peak bytes) per point, in blocks of ``CHUNK`` points."""
+    ed = spec.is_encoder_decoder
+    tabs = tuple(table(spec, k, attention) if k != "encoder" or ed else None for k in ("encoder", "prefill", "decode"))
+    ttft, dec, act = np.empty(B.shape), np.empty(B.shape), np.empty(B.shape)
+    for i in range(0, max(B.size, 1), CHUNK):
+        sl = slice(i, i + CHUNK)
+        b, pr, n = B[sl], P[sl], N[sl]
+        ttft[sl], dec[sl] = _chunk_times(tabs, hw, p, eff, b, pr, n)
+        act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
+    return ttft, dec, act
 
 
 def grid(
@@ -67,28 +67,30 @@ def grid(
 
     Evaluated in blocks of ``CHUNK`` points (a loop over blocks, not over points). With a ``layout``
     (:func:`llmath.deploy.make_layout`), ``batch`` is the deployment's total and memory is per GPU.
+    Encoder-decoder models: ``prompt`` is the source length, the decoder starts from one token
+    (:mod:`llmath.ops.stages`).
     """
+    if precision is None and isinstance(spec, str):
+        from llmath.model.checkpoint import precision_for
+
+        precision = precision_for(spec)
     spec = resolve(spec)
     hw = get_hardware(hw) if isinstance(hw, str) else hw
     p = precision or Precision()
     eff = efficiency(eff_mode, hw)
+    batch, prompt, gen = _checked_sizes(batch, prompt, gen)
     if layout is not None:
         return _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout)
-    B, P, N = (a.ravel() for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
+    # float64 from here: products such as B·T² would wrap in int64 near the caps
+    B, P, N = (
+        a.ravel().astype(float) for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen))
+    )
     shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(gen))
-    t_pre, t_dec = table(spec, "prefill", attention), table(spec, "decode", attention)
-    ttft = np.empty(B.shape)
-    dec = np.empty(B.shape)
-    act = np.empty(B.shape)
-    for i in range(0, max(B.size, 1), CHUNK):
-        sl = slice(i, i + CHUNK)
-        b, pr, n = B[sl], P[sl], N[sl]
-        ttft[sl] = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
-        dec[sl] = decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
-        act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
+    ttft, dec, act = _blocks(spec, hw, attention, p, eff, B, P, N)
     e2e = ttft + dec
-    weights = param_report(spec).total * p.weight_bytes
-    kv_end = kv_cache_bytes(spec, B, P + N - 1, p)
+    weights = weight_bytes_of(spec, p)
+    ed = spec.is_encoder_decoder
+    kv_end = kv_cache_bytes(spec, B, N, p, src=P) if ed else kv_cache_bytes(spec, B, P + N - 1, p)
     mem = weights + kv_end + act
     steps = np.maximum(N - 1, 1)
     out = {
@@ -107,6 +109,18 @@ def grid(
     return {k: np.reshape(v, shape) for k, v in out.items()}
 
 
+def _chunk_times(tabs, hw, p, eff, b, pr, n):
+    """(TTFT, decode total) of a block of points; encoder-decoder: the encoder, the decoder prefill of the
+    start token, and decode from context 1, cross-attending the ``pr`` source positions."""
+    t_enc, t_pre, t_dec = tabs
+    if t_enc is None:
+        ttft = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
+        return ttft, decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
+    enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1)
+    ttft = enc + stage_times(t_pre, Scenario(b, 1, 0, src=pr), hw, p, eff, decode=False)[0].sum(-1)
+    return ttft, decode_generation(t_dec, hw, p, eff, b, 1, n, src=pr).total_s
+
+
 def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout) -> dict[str, np.ndarray]:
     """:func:`grid` on a layout: each DP replica serves ⌈B/dp⌉; one GPU per pipeline stage, vectorised."""
     B, P, N = (np.asarray(a) for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
@@ -117,7 +131,7 @@ def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout
     per_gpu = 0.0
     for plan in rank_plans(spec, "prefill", attention, layout):
         tab = rank_table(spec, "prefill", attention, layout, plan.index)
-        weights = sum(n * op.count for op in plan.ops for _, n in op.params) * p.weight_bytes
+        weights = weight_bytes_of(spec, p, plan.ops)
         kv = kv_cache_bytes(spec, b, P + N - 1, p, ops=plan.ops)
         per_gpu = np.maximum(per_gpu, weights + kv + activation_peak_bytes(spec, b, P, attention, p, tab=tab))
     return {
@@ -146,15 +160,17 @@ def run_sweep(
     layout: dict | None = None,
 ) -> list[dict]:
     """The grid of ``axes`` as rows. ``layout``: make_layout's keyword arguments (gpus, tp, pp, ep, dp, overlap)."""
+    check_grid({k: len(axes[k]) for k in ("batch", "prompt", "gen")})
     lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
     g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode, lay)
-    keys = list(g)
-    rows = []
-    for i in range(Bg.size):
-        r = {}
-        for k in keys:
-            v = g[k][i]
-            r[k] = bool(v) if k == "fits" else (int(v) if k in ("batch", "prompt", "gen") else float(v))
-        rows.append(r)
-    return rows
+    cols = {}
+    for k, v in g.items():
+        v = np.asarray(v)
+        cols[k] = (
+            v.astype(bool)
+            if k == "fits"
+            else (v.astype(np.int64) if k in ("batch", "prompt", "gen") else v.astype(float))
+        )
+    keys = list(cols)
+    return [dict(zip(keys, r, strict=True)) for r in zip(*(c.tolist() for c in cols.values()), strict=True)]

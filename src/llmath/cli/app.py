@@ -1,7 +1,11 @@
 """The command line: thin wrappers over the library, one output layer (human tables, --json, --csv).
 
-Errors from the library (:class:`~llmath.errors.LLMathError`) are mapped here, in one place, to one
-line on stderr and exit code 1; set ``LLMATH_DEBUG=1`` for the traceback.
+Errors are mapped in one place, :func:`main`, to one line on stderr: a usage error (unknown option,
+a value that breaks its rule) names the option, the value and the rule, exit code 2; a library error
+(:class:`~llmath.errors.LLMathError`) exit code 1; anything else is a bug, reported as such, exit code 1.
+``LLMATH_DEBUG=1`` shows the traceback. Numeric options are checked by :mod:`llmath.validation` as they
+are parsed. Works with typer's vendored click (``typer._click``, typer >= 0.2x) and with older typers
+that use the ``click`` package; this module never imports ``click`` itself.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Annotated
 import typer
 
 from llmath import output as out
+from llmath import validation as val
 from llmath.errors import LLMathError, WorkloadError
 
 app = typer.Typer(
@@ -39,38 +44,148 @@ class Eff(str, Enum):
 class StageOpt(str, Enum):
     prefill = "prefill"
     decode = "decode"
+    encoder = "encoder"
 
 
-ModelArg = Annotated[str, typer.Argument(help="Registry name (see 'llmath models') or a config.json path.")]
+def _ints(lo: int, hi: int):
+    """An option callback: an integer in [lo, hi] (a usage error otherwise)."""
+
+    def check(value):
+        why = None if value is None else val.int_rule(value, lo, hi)
+        if why:
+            raise typer.BadParameter(f"{value!r} {why}")
+        return value
+
+    return check
+
+
+def _floats(lo: float | None, hi: float | None, lo_open: bool = False):
+    """An option callback: a finite number in the range (NaN and ±inf are refused)."""
+
+    def check(value):
+        why = None if value is None else val.float_rule(value, lo, hi, lo_open=lo_open)
+        if why:
+            raise typer.BadParameter(f"{value!r} {why}")
+        return value
+
+    return check
+
+
+def _format(role: str):
+    """An option callback: a format name for ``role`` (weights, activations, kv; docs/formats.md)."""
+
+    def check(value):
+        from llmath.model.formats import canonical
+
+        if value is not None:
+            try:
+                canonical(value, role)
+            except LLMathError as e:
+                raise typer.BadParameter(str(e)) from None
+        return value
+
+    return check
+
+
+def _axis(param: typer.CallbackParam, value):
+    """A sweep axis: a list or a range of integers (see llmath.validation.parse_range)."""
+    from llmath.sweep import parse_axis
+
+    try:
+        parse_axis(f"--{param.name}", value)
+    except LLMathError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
+TOKENS = _ints(1, val.MAX_TOKENS)
+TOKENS0 = _ints(0, val.MAX_TOKENS)
+ModelArg = Annotated[
+    str,
+    typer.Argument(help="Registry name or hub id (see 'llmath models'), a hub id to fetch, a config.json or a .gguf."),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows.")]
-BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Sequences in the batch (B).")]
-PromptOpt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per sequence (P).")]
-GenOpt = Annotated[int, typer.Option("--gen", "-n", help="Generated tokens per sequence (N).")]
+BatchOpt = Annotated[
+    int, typer.Option("--batch", "-b", help="Sequences in the batch (B).", callback=_ints(1, val.MAX_BATCH))
+]
+PromptOpt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per sequence (P).", callback=TOKENS)]
+GenOpt = Annotated[int, typer.Option("--gen", "-n", help="Generated tokens per sequence (N).", callback=TOKENS)]
 AttOpt = Annotated[Att, typer.Option("--attention", help="eager: what transformers executes; flash: serving kernels.")]
 DtypeOpt = Annotated[
-    str, typer.Option("--dtype", help="Weights, activations and KV cache: fp32|bf16|fp16|fp8|int8|int4.")
+    str | None,
+    typer.Option(
+        "--dtype",
+        callback=_format("activations"),
+        help="Weights, activations and KV cache (replaces the checkpoint's formats; default: what the checkpoint "
+        "states, else bf16): fp32|bf16|fp16|fp8|int8|nvfp4|mxfp4 (docs/formats.md).",
+    ),
 ]
-WOpt = Annotated[str | None, typer.Option("--weights", help="Override the weights dtype.")]
-AOpt = Annotated[str | None, typer.Option("--activations", help="Override the activations (compute) dtype.")]
-KVOpt = Annotated[str | None, typer.Option("--kv-dtype", help="Override the KV-cache dtype.")]
-GroupOpt = Annotated[int, typer.Option("--group-size", help="Group size of int8/int4 scales.")]
+WOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights",
+        callback=_format("weights"),
+        help="Weights format: bf16|fp16|fp8|fp8-block|int8|int4|awq|gptq|nvfp4|mxfp4|nf4|q4_0|q8_0|q4_k_m|... "
+        "(quantised formats keep embedding/LM head/router in 16 bit; docs/formats.md).",
+    ),
+]
+AOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--activations",
+        help="Activations format: fp32|bf16|fp16|fp8|int8|nvfp4|mxfp4.",
+        callback=_format("activations"),
+    ),
+]
+KVOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-dtype", help="KV-cache format: bf16|fp16|fp32|fp8|nvfp4|int8|q8_0|q4_0.", callback=_format("kv")
+    ),
+]
+GroupOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--group-size", help="Group size of int8/int4/awq/gptq scales (default 128).", callback=_ints(1, 1 << 20)
+    ),
+]
+DEGREE = _ints(1, 1 << 16)
+DecPromptOpt = Annotated[
+    int,
+    typer.Option(
+        "--decoder-prompt",
+        callback=TOKENS,
+        help="Encoder-decoder models: decoder tokens in its prefill (default 1, the start token); "
+        "--prompt is then the source length.",
+    ),
+]
 GpusOpt = Annotated[
-    int | None, typer.Option("--gpus", help="GPUs in the deployment (tp·pp·dp); alone: dense TP=N, MoE its usual.")
+    int | None,
+    typer.Option(
+        "--gpus", help="GPUs in the deployment (tp·pp·dp); alone: dense TP=N, MoE its usual.", callback=DEGREE
+    ),
 ]
-TpOpt = Annotated[int | None, typer.Option("--tp", help="Tensor-parallel degree (attention and dense layers).")]
-PpOpt = Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel stages.")]
-EpOpt = Annotated[int | None, typer.Option("--ep", help="Expert-parallel degree (MoE; divides tp·dp).")]
-DpOpt = Annotated[int | None, typer.Option("--dp", help="Data-parallel (attention-DP) replicas; --batch is split.")]
+TpOpt = Annotated[
+    int | None, typer.Option("--tp", help="Tensor-parallel degree (attention and dense layers).", callback=DEGREE)
+]
+PpOpt = Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel stages.", callback=DEGREE)]
+EpOpt = Annotated[
+    int | None, typer.Option("--ep", help="Expert-parallel degree (MoE; divides tp·dp).", callback=DEGREE)
+]
+DpOpt = Annotated[
+    int | None, typer.Option("--dp", help="Data-parallel (attention-DP) replicas; --batch is split.", callback=DEGREE)
+]
 OverlapOpt = Annotated[
     str, typer.Option("--overlap", help="none, or tbo: two-batch overlap hides the MoE all-to-all (needs --ep).")
 ]
 
 
-def _precision(dtype: str, weights: str | None, activations: str | None, kv: str | None, group: int):
-    from llmath.model.dtypes import Precision
+def _precision(model, dtype: str | None, weights: str | None, activations: str | None, kv: str | None, group):
+    """The checkpoint's formats with the flags overriding them (see llmath.model.checkpoint.precision_for)."""
+    from llmath.model.checkpoint import precision_for
 
-    return Precision(weights or dtype, activations or dtype, kv or dtype, group_size=group)
+    return precision_for(model, dtype, weights, activations, kv, group)
 
 
 def _gen_dist(text: str | None) -> tuple[tuple[int, float], ...]:
@@ -193,19 +308,25 @@ def params(model: ModelArg, json_: JsonOpt = False):
 @app.command()
 def ops(
     model: ModelArg,
-    stage: Annotated[StageOpt, typer.Option("--stage", help="prefill or decode (one step).")] = StageOpt.prefill,
+    stage: Annotated[
+        StageOpt, typer.Option("--stage", help="prefill, decode (one step) or encoder (encoder-decoder models).")
+    ] = StageOpt.prefill,
     batch: BatchOpt = 1,
     prompt: PromptOpt = 512,
     context: Annotated[
-        int | None, typer.Option("--context", "-s", help="Decode: cached positions S (default: the prompt).")
+        int | None,
+        typer.Option("--context", "-s", help="Decode: cached positions S (default: the prompt).", callback=TOKENS0),
     ] = None,
-    prefix: Annotated[int, typer.Option("--prefix", help="Prefill: cached prefix before the prompt.")] = 0,
+    prefix: Annotated[
+        int, typer.Option("--prefix", help="Prefill: cached prefix before the prompt.", callback=TOKENS0)
+    ] = 0,
     attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = "bf16",
+    dtype: DtypeOpt = None,
     weights: WOpt = None,
     activations: AOpt = None,
     kv_dtype: KVOpt = None,
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
+    decoder_prompt: DecPromptOpt = 1,
     hardware: Annotated[str | None, typer.Option("--hardware", help="Add roofline times on this accelerator.")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show each formula with its numbers substituted.")] = False,
     json_: JsonOpt = False,
@@ -213,7 +334,12 @@ def ops(
 ):
     """Per-operator FLOPs, bytes by class and arithmetic intensity of one prefill or decode step.
 
-    Examples: llmath ops llama-3-8b --stage decode --batch 16 --prompt 4096 --explain
+    Encoder-decoder models: --prompt is the source length; --stage encoder is the encoder pass, prefill the
+    decoder's first pass over --decoder-prompt tokens, decode a step at decoder context --context (default
+    --decoder-prompt); both cross-attend the --prompt cached source positions.
+
+    Examples: llmath ops llama-3-8b --stage decode --batch 16 --prompt 4096 --explain ;
+    llmath ops transformer-base --stage encoder --prompt 128
     """
     from llmath.analysis import stage_report
     from llmath.hardware import get
@@ -222,11 +348,17 @@ def ops(
     from llmath.ops import Scenario
 
     spec = resolve(model)
-    p = _precision(dtype, weights, activations, kv_dtype, group_size)
-    for name, v, lo in (("--batch", batch, 1), ("--prompt", prompt, 1), ("--prefix", prefix, 0)):
+    p = _precision(model, dtype, weights, activations, kv_dtype, group_size)
+    for name, v, lo in (
+        ("--batch", batch, 1), ("--prompt", prompt, 1), ("--prefix", prefix, 0), ("--decoder-prompt", decoder_prompt, 1)
+    ):  # fmt: skip
         if v < lo:
             raise WorkloadError(f"{name}={v} must be an integer >= {lo}")
-    if stage == StageOpt.prefill:
+    if spec.is_encoder_decoder:
+        sc = _encdec_scenario(spec.name, stage.value, batch, prompt, decoder_prompt, context, prefix)
+    elif stage == StageOpt.encoder:
+        raise WorkloadError(f"--stage encoder: {spec.name!r} is a decoder-only model; use prefill or decode")
+    elif stage == StageOpt.prefill:
         if context is not None:
             raise WorkloadError("--context applies to --stage decode; for a prefill after a cached prefix use --prefix")
         sc = Scenario(batch, prompt, prefix)
@@ -245,11 +377,30 @@ def ops(
     eff = efficiency("expected", hw) if hw else None
     rep = stage_report(spec, stage.value, sc, attention.value, p, hw, eff)
     if json_:
-        out.emit_json({"model": spec.name, "scenario": {"B": sc.B, "T": sc.T, "S0": sc.S0}, **rep.to_dict()})
+        scen = {"B": sc.B, "T": sc.T, "S0": sc.S0} | ({"src": sc.src} if spec.is_encoder_decoder else {})
+        out.emit_json({"model": spec.name, "scenario": scen, **rep.to_dict()})
     elif csv:
         out.ops_csv(rep)
     else:
         out.ops_human(spec, rep, sc, attention.value, explain)
+
+
+def _encdec_scenario(name: str, stage: str, B: int, P: int, T0: int, context: int | None, prefix: int):
+    """An encoder-decoder stage's scenario: source P; decoder prefill of T0 tokens; decode at context S."""
+    from llmath.ops import Scenario
+
+    if prefix:
+        raise WorkloadError(f"--prefix: {name!r} is an encoder-decoder model; its decoder prefill is --decoder-prompt")
+    if stage == "encoder":
+        return Scenario(B, P)
+    if stage == "prefill":
+        if context is not None:
+            raise WorkloadError("--context applies to --stage decode; the decoder prefill is --decoder-prompt tokens")
+        return Scenario(B, T0, 0, src=P)
+    S = T0 if context is None else context
+    if S < 0:
+        raise WorkloadError(f"--context={S} must be >= 0")
+    return Scenario(B, 1, S, src=P)
 
 
 @app.command()
@@ -261,30 +412,43 @@ def analyze(
     batch: BatchOpt = 1,
     prompt: PromptOpt = 512,
     gen: GenOpt = 128,
-    prefix: Annotated[int, typer.Option("--prefix", help="Cached prefix before the prompt.")] = 0,
+    prefix: Annotated[int, typer.Option("--prefix", help="Cached prefix before the prompt.", callback=TOKENS0)] = 0,
     attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = "bf16",
+    dtype: DtypeOpt = None,
     weights: WOpt = None,
     activations: AOpt = None,
     kv_dtype: KVOpt = None,
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
+    decoder_prompt: DecPromptOpt = 1,
     efficiency: Annotated[
         Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")
     ] = Eff.expected,
     matmul_eff: Annotated[
-        float | None, typer.Option("--matmul-eff", help="Override the matmul fraction of peak.")
+        float | None,
+        typer.Option("--matmul-eff", help="Override the matmul fraction of peak.", callback=_floats(0, 1, True)),
     ] = None,
-    memory_eff: Annotated[float | None, typer.Option("--memory-eff", help="Override the bandwidth fraction.")] = None,
+    memory_eff: Annotated[
+        float | None,
+        typer.Option("--memory-eff", help="Override the bandwidth fraction.", callback=_floats(0, 1, True)),
+    ] = None,
     overhead_us: Annotated[
-        float | None, typer.Option("--overhead-us", help="Override the per-kernel overhead (µs).")
+        float | None,
+        typer.Option("--overhead-us", help="Override the per-kernel overhead (µs).", callback=_floats(0, 1e6)),
     ] = None,
-    reserve_gb: Annotated[float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).")] = 0.0,
+    reserve_gb: Annotated[
+        float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).", callback=_floats(0, 1e9))
+    ] = 0.0,
     peak_tflops: Annotated[
-        float | None, typer.Option("--peak-tflops", help="Custom device: dense peak TFLOP/s.")
+        float | None,
+        typer.Option("--peak-tflops", help="Custom device: dense peak TFLOP/s.", callback=_floats(0, 1e9, True)),
     ] = None,
-    bandwidth_gbs: Annotated[float | None, typer.Option("--bandwidth-gbs", help="Custom device: GB/s.")] = None,
-    memory_gb: Annotated[float | None, typer.Option("--memory-gb", help="Custom device: GB.")] = None,
-    top: Annotated[int, typer.Option("--top", help="Operators to list per stage.")] = 8,
+    bandwidth_gbs: Annotated[
+        float | None, typer.Option("--bandwidth-gbs", help="Custom device: GB/s.", callback=_floats(0, 1e9, True))
+    ] = None,
+    memory_gb: Annotated[
+        float | None, typer.Option("--memory-gb", help="Custom device: GB.", callback=_floats(0, 1e9, True))
+    ] = None,
+    top: Annotated[int, typer.Option("--top", help="Operators to list per stage.", callback=_ints(0, 10**6))] = 8,
     plot: Annotated[str | None, typer.Option("--plot", help="Write the roofline chart (PNG or SVG).")] = None,
     memory_plot: Annotated[
         str | None, typer.Option("--memory-plot", help="Write memory (weights, KV, activations) vs context.")
@@ -341,7 +505,7 @@ def analyze(
     """
     from llmath.analysis import analyze as run
 
-    p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    p = _precision(model, dtype, weights, activations, kv_dtype, group_size)
     serving_flags = (engine, max_num_batched_tokens, max_num_seqs, gpu_memory_utilization, spec_method)
     unused = any(v is not None for v in serving_flags) or prefix_hit or enforce_eager or gen_dist
     if concurrency is None and rate is None and unused:
@@ -400,6 +564,7 @@ def analyze(
         precision=p,
         efficiency_mode=efficiency.value,
         reserve_bytes=reserve_gb * 1e9,
+        decoder_prompt=decoder_prompt,
         matmul=matmul_eff,
         memory=memory_eff,
         overhead_s=ov,
@@ -434,16 +599,16 @@ def sweep(
     model: ModelArg,
     hardware: Annotated[str, typer.Option("--hardware", "-H", help="Accelerator.")] = "h100-sxm",
     batch: Annotated[
-        str, typer.Option("--batch", "-b", help="List '1,2,4' or range '1:256:x2' / '128:4096:+128'.")
+        str, typer.Option("--batch", "-b", help="List '1,2,4' or range '1:256:x2' / '128:4096:+128'.", callback=_axis)
     ] = "1",
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="List or range.")] = "512",
-    gen: Annotated[str, typer.Option("--gen", "-n", help="List or range.")] = "128",
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="List or range.", callback=_axis)] = "512",
+    gen: Annotated[str, typer.Option("--gen", "-n", help="List or range.", callback=_axis)] = "128",
     attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = "bf16",
+    dtype: DtypeOpt = None,
     weights: WOpt = None,
     activations: AOpt = None,
     kv_dtype: KVOpt = None,
-    group_size: GroupOpt = 128,
+    group_size: GroupOpt = None,
     efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
     plot: Annotated[
         str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")
@@ -463,7 +628,7 @@ def sweep(
     """
     from llmath.sweep import parse_axis, run_sweep
 
-    p = _precision(dtype, weights, activations, kv_dtype, group_size)
+    p = _precision(model, dtype, weights, activations, kv_dtype, group_size)
     axes = {
         "batch": parse_axis("--batch", batch),
         "prompt": parse_axis("--prompt", prompt),
@@ -493,7 +658,7 @@ def compare(
     prompt: PromptOpt = 512,
     gen: GenOpt = 128,
     attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = "bf16",
+    dtype: DtypeOpt = None,
     efficiency: Annotated[Eff, typer.Option("--efficiency")] = Eff.expected,
     gpus: GpusOpt = None,
     tp: TpOpt = None,
@@ -509,11 +674,13 @@ def compare(
     Example: llmath compare llama-3-8b mistral-7b-v0.1 qwen3-8b -H h100-sxm,a100-sxm-80gb -b 8
     """
     from llmath.analysis import analyze as run
-    from llmath.model.dtypes import Precision
 
+    hws = [x.strip() for x in hardware.split(",") if x.strip()]
+    if not hws:
+        raise WorkloadError(f"--hardware={hardware!r} names no accelerator; e.g. -H h100-sxm,a100-sxm-80gb")
     rows = []
     for m in models_:
-        for h in [x.strip() for x in hardware.split(",") if x.strip()]:
+        for h in hws:
             a = run(
                 m,
                 h,
@@ -521,7 +688,7 @@ def compare(
                 prompt=prompt,
                 gen=gen,
                 attention=attention.value,
-                precision=Precision.uniform(dtype),
+                precision=_precision(m, dtype, None, None, None, None),
                 efficiency_mode=efficiency.value,
                 gpus=gpus,
                 tp=tp,
@@ -560,7 +727,7 @@ def _layout_text(par: dict) -> str:
 def seeds(
     model: ModelArg = "llama-7b",
     context: Annotated[
-        str, typer.Option("--context", help="Contexts for per-token FLOPs (list or range).")
+        str, typer.Option("--context", help="Contexts for per-token FLOPs (list or range).", callback=_axis)
     ] = "128,2048,32768",
     prompt: PromptOpt = 512,
     gen: GenOpt = 4096,
@@ -589,7 +756,9 @@ def calibrate(
     out_file: Annotated[str, typer.Option("--out", help="Where to write the hardware profile.")] = "profile.json",
     dtype: Annotated[str, typer.Option("--dtype", help="Dtypes to measure, comma-separated.")] = "fp32",
     quick: Annotated[bool, typer.Option("--quick", help="Small sizes, few repeats (seconds).")] = False,
-    threads: Annotated[int | None, typer.Option("--threads", help="torch threads (default: all cores).")] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", help="torch threads (default: all cores).", callback=_ints(1, 4096))
+    ] = None,
     json_: JsonOpt = False,
 ):
     """Measure the local device (matmul FLOP/s by shape, bandwidth, kernel overhead) into a profile that
@@ -624,7 +793,9 @@ def validate(
         bool, typer.Option("--published", help="Compare with published serving measurements.")
     ] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Few shapes, few repeats.")] = False,
-    threads: Annotated[int | None, typer.Option("--threads", help="torch threads (default: all cores).")] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", help="torch threads (default: all cores).", callback=_ints(1, 4096))
+    ] = None,
     json_: JsonOpt = False,
     serving: Annotated[
         bool, typer.Option("--serving", help="With --published: the concurrency/offline rows, served by engines.")
@@ -672,7 +843,11 @@ def validate(
 
 
 @app.command()
-def serve(port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1.")] = 8765):
+def serve(
+    port: Annotated[
+        int, typer.Option("--port", help="Port on 127.0.0.1 (0: any free port).", callback=_ints(0, 65535))
+    ] = 8765,
+):
     """The local web page: pick a model, an accelerator and a workload; see the report. Loopback only.
 
     Example: llmath serve --port 8765   (then open http://127.0.0.1:8765/)
@@ -692,26 +867,68 @@ def serve(port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1.")
         server.server_close()
 
 
+def _click_module():
+    """The click that typer runs on: typer's vendored copy (``typer._click``, typer >= 0.2x) or, for older
+    typers, the ``click`` package that ``typer.main`` imported. Never imported here directly."""
+    import typer.main as typer_main
+
+    return getattr(typer, "_click", None) or getattr(typer_main, "_click", None) or getattr(typer_main, "click", None)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _usage_error(e: BaseException) -> int | None:
+    """Print a click-style error (usage: exit 2; other click errors: their code) as one line; its exit code.
+    None when ``e`` is not one."""
+    mod = _click_module()
+    base = getattr(mod, "ClickException", None) or getattr(getattr(mod, "exceptions", None), "ClickException", None)
+    is_click = isinstance(e, base) if isinstance(base, type) else False
+    if not is_click and not (hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int)):
+        return None
+    if type(e).__name__ == "NoArgsIsHelpError":  # bare 'llmath' or 'llmath COMMAND': the help text
+        e.show()
+        return 2
+    ctx = getattr(e, "ctx", None)
+    where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    print(f"error: {_one_line(e.format_message())}{where}", file=sys.stderr)
+    return e.exit_code
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, mapping library errors to one line and exit code 1."""
+    """Entry point: one line on stderr for every error; exit 2 for usage errors, 1 for the rest."""
     warnings.simplefilter("default")
     warnings.showwarning = lambda msg, *a, **k: print(f"warning: {msg}", file=sys.stderr)
+    debug = bool(os.environ.get("LLMATH_DEBUG"))
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False)
     except LLMathError as e:
-        if os.environ.get("LLMATH_DEBUG"):
+        if debug:
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(e)}", file=sys.stderr)
         sys.exit(1)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         print("aborted", file=sys.stderr)
         sys.exit(1)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise
+    except Exception as e:
+        code = _usage_error(e)
+        if code is not None:
+            sys.exit(code)
+        if debug:
+            raise
+        if isinstance(e, OSError) and e.strerror:  # e.g. --plot or --out in a folder that does not exist
+            print(f"error: {e.filename or ''}: {e.strerror}; check the path".lstrip(": "), file=sys.stderr)
+        elif isinstance(e, MemoryError):
+            print("error: out of memory; try a smaller workload or grid", file=sys.stderr)
+        else:
+            print(
+                f"error: internal error ({type(e).__name__}: {_one_line(e)[:300]}). This is a bug in llmath: "
+                "rerun with LLMATH_DEBUG=1 for the traceback and report it",
+                file=sys.stderr,
+            )
+        sys.exit(1)
+    if isinstance(rv, int) and rv:  # standalone_mode=False returns the exit code of ctx.exit(n)
+        sys.exit(rv)

@@ -312,7 +312,6 @@ def plan(
     for fmt in formats:
         act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
         p = Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
-        hw.peak(p.compute)
         search = _Search(spec, hw, p, efficiency(efficiency_mode, hw), attention, engine, engine_overrides, req)
         n += search.run(fmt, gpus, pins, disagg, cols, rejected)
     rejected = _dedupe(rejected)

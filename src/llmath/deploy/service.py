@@ -28,6 +28,7 @@ from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
+from llmath.hardware.execution import checkpoint_precision
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -66,8 +67,7 @@ def serve(
     if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    p = precision or Precision()
-    hw.peak(p.compute)
+    p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors
     eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)
     req = Requests(prompt, gen, prefix_hit, tuple(gen_dist))
     dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout)

@@ -31,6 +31,7 @@ import numpy as np
 from llmath.deploy.cost import comm_costs, rank_table
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
+from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware.roofline import Efficiency, byte_weights_key, monomial_times
 from llmath.hardware.topology import topology
@@ -100,6 +101,13 @@ class Device:
     cuda_graphs: bool = True
     layout: Layout | None = None
 
+    def __post_init__(self) -> None:
+        if self.spec.is_encoder_decoder:  # an iteration here has no encoder pass nor cross-attention source
+            raise WorkloadError(
+                f"{self.spec.name!r} is an encoder-decoder model: continuous-batching serving covers decoder-only "
+                "models; analyze it without --concurrency/--rate (encoder, decoder prefill and decode stages)"
+            )
+
     @property
     def gpus(self) -> int:
         return self.layout.gpus if self.layout is not None else 1
@@ -156,7 +164,7 @@ class Device:
     def _time(self, t: Table, mv: np.ndarray, rows, tokens, decode: bool) -> StepCost:
         eff = self.decode_eff if decode else self.eff
         tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode)
-        totals = mv @ _totals(t, byte_weights_key(self.precision))  # [bytes, FLOPs] of the whole pass
+        totals = mv @ _totals(t, byte_weights_key(t, self.precision))  # [bytes, FLOPs] of the whole pass
         return StepCost(tm.sum(-1), totals[..., 0], totals[..., 1])
 
     def _comm(self, colls: tuple, scen, ops_s: np.ndarray) -> np.ndarray:

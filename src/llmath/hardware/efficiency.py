@@ -9,13 +9,14 @@ devices of the same or the nearest measured architecture); else the defaults of 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from importlib import resources
 
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
+from llmath.validation import check_float
 
 
 @lru_cache(maxsize=1)
@@ -60,10 +61,13 @@ class Efficiency:
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
             v = getattr(self, f)
-            if not (0 < v <= 1):
+            if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v <= 1):
                 raise WorkloadError(f"efficiency {f}={v!r} must be a fraction in (0, 1]")
-        if self.overhead_s < 0 or self.decode_overhead_s < 0:
-            raise WorkloadError("kernel overheads must be >= 0 seconds")
+        if self.matmul_fp8 is not None:
+            check_float("efficiency matmul_fp8", self.matmul_fp8, 0, 1, lo_open=True)
+        for f in ("overhead_s", "decode_overhead_s", "attention_overhead_s"):
+            if f != "attention_overhead_s" or self.attention_overhead_s is not None:
+                check_float(f"kernel {f}", getattr(self, f), 0, 1.0)
 
     def matmul_for(self, dtype: str) -> float:
         return self.matmul_fp8 if (dtype == "fp8" and self.matmul_fp8) else self.matmul
@@ -152,15 +156,31 @@ def fitted(hw: Hardware) -> Efficiency | None:
     )
 
 
+OVERRIDES = tuple(f.name for f in fields(Efficiency) if f.name != "name")
+
+
+def check_overrides(overrides: dict, where: str, positional: tuple[str, ...] = ()) -> None:
+    """Unknown keyword arguments are an error listing the accepted names."""
+    bad = sorted(k for k in overrides if k not in OVERRIDES)
+    if bad:
+        raise WorkloadError(
+            f"{where} got unknown argument{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}; accepted: "
+            f"{', '.join(positional) + '; efficiency overrides: ' if positional else ''}{', '.join(OVERRIDES)}"
+        )
+
+
 def efficiency(mode: str | Efficiency, hw: Hardware | None = None, **overrides) -> Efficiency:
+    check_overrides(overrides, "efficiency()")
     if isinstance(mode, Efficiency):
         base = mode
+    elif not isinstance(mode, str):
+        raise WorkloadError(f"efficiency={mode!r} must be 'ideal' or 'expected' (or a llmath Efficiency)")
     elif mode == "ideal":
         base = IDEAL
     elif mode == "expected":
         base = expected(hw)
     else:
-        raise WorkloadError(f"efficiency={mode!r} must be 'ideal' or 'expected'")
+        raise WorkloadError(f"efficiency={mode!r} must be 'ideal' or 'expected' (or a llmath Efficiency)")
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if "matmul" in overrides:  # a fraction the user gives applies to every matmul, fitted GEMMs included
         overrides.setdefault("gemm_fit", ())

@@ -23,8 +23,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from llmath.errors import HardwareError
+from llmath.errors import ConfigError, HardwareError
+from llmath.model.config_check import check_values, file_kind, parse_json, read_text_file
 from llmath.model.registry import closest
+from llmath.validation import float_rule
+
+MAX_RATE = 1e21  # FLOP/s, bytes/s or bytes: a zetta-scale ceiling far above any device; keeps products finite
+MAX_FLAG = 1e9  # --peak-tflops / --bandwidth-gbs / --memory-gb: at most 10^9 of their units
+MAX_HARDWARE_FILE = 1 << 20
 
 
 @dataclass(frozen=True, eq=False)  # hashed by identity (it holds dicts); registry entries are cached
@@ -47,14 +53,17 @@ class Hardware:
     topology: dict[str, Link] = field(default_factory=dict)  # "scale_up" / "scale_out" / "pcie"
 
     def __post_init__(self) -> None:
-        for f in ("memory_bytes", "memory_bandwidth_bytes_per_s"):
-            if not _positive(getattr(self, f)):
-                raise HardwareError(f"hardware {self.name!r}: {f}={getattr(self, f)!r} must be a positive number")
-        if not self.peak_flops_per_s:
-            raise HardwareError(f"hardware {self.name!r}: peak_flops_per_s is empty; give at least one dtype")
+        for f in ("memory_bytes", "memory_bandwidth_bytes_per_s", "vector_flops_per_s"):
+            v = getattr(self, f)
+            if (v is not None or f != "vector_flops_per_s") and float_rule(v, 0, MAX_RATE, lo_open=True):
+                raise HardwareError(f"hardware {self.name!r}: {f}={v!r} must be a finite positive number")
+        if not isinstance(self.peak_flops_per_s, dict) or not self.peak_flops_per_s:
+            raise HardwareError(f"hardware {self.name!r}: peak_flops_per_s must map at least one dtype to FLOP/s")
         for k, v in self.peak_flops_per_s.items():
-            if not _positive(v):
-                raise HardwareError(f"hardware {self.name!r}: peak_flops_per_s[{k!r}]={v!r} must be positive")
+            if float_rule(v, 0, MAX_RATE, lo_open=True):
+                raise HardwareError(
+                    f"hardware {self.name!r}: peak_flops_per_s[{k!r}]={v!r} must be a finite positive number"
+                )
         if self.tdp_w is not None and not _positive(self.tdp_w):
             raise HardwareError(f"hardware {self.name!r}: tdp_w={self.tdp_w!r} must be a positive number or absent")
         if not isinstance(self.arch, str):
@@ -193,11 +202,34 @@ def from_dict(d: dict[str, Any], where: str = "hardware") -> Hardware:
             "memory_bandwidth_bytes_per_s and peak_flops_per_s (dtype -> FLOP/s)"
         )
     kw = {k: v for k, v in d.items() if k in _FIELDS}
-    kw["peak_flops_per_s"] = {k: float(v) for k, v in d["peak_flops_per_s"].items() if v}
-    kw["interconnect_bytes_per_s"] = {k: float(v) for k, v in (d.get("interconnect_bytes_per_s") or {}).items() if v}
-    kw["sparse_halved"] = tuple(d.get("sparse_halved") or ())
+    kw["peak_flops_per_s"] = _rates(d, "peak_flops_per_s", where)
+    kw["interconnect_bytes_per_s"] = _rates(d, "interconnect_bytes_per_s", where)
+    sparse = d.get("sparse_halved") or ()
+    if not isinstance(sparse, list | tuple) or not all(isinstance(x, str) for x in sparse):
+        raise HardwareError(f"{where}: sparse_halved={sparse!r} must be a list of dtype names")
+    kw["sparse_halved"] = tuple(sparse)
+    for k in ("name", "display_name", "vendor", "source", "notes"):
+        if k in kw and not isinstance(kw[k], str):
+            raise HardwareError(f"{where}: {k}={kw[k]!r} must be a string")
+    if "measured" in kw and not isinstance(kw["measured"], dict):
+        raise HardwareError(f"{where}: measured={kw['measured']!r} must be an object")
     kw["topology"] = _topology(str(d["name"]), d.get("topology"))
     return Hardware(**kw)
+
+
+def _rates(d: dict[str, Any], key: str, where: str) -> dict[str, float]:
+    """A dtype/link -> rate mapping; every rate a finite positive number (0/null entries are dropped)."""
+    m = d.get(key) or {}
+    if not isinstance(m, dict):
+        raise HardwareError(f"{where}: {key}={m!r} must be an object (name -> rate)")
+    out = {}
+    for k, v in m.items():
+        if v is None or (v == 0 and not isinstance(v, bool)):
+            continue
+        if float_rule(v, 0, MAX_RATE, lo_open=True):
+            raise HardwareError(f"{where}: {key}[{k!r}]={v!r} must be a finite positive number")
+        out[k] = float(v)
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -226,11 +258,13 @@ def raw(name: str) -> dict[str, Any]:
 @lru_cache(maxsize=256)
 def get(name: str) -> Hardware:
     """A bundled accelerator by name or alias, or a hardware file (JSON/TOML) path."""
+    if not isinstance(name, str):
+        raise HardwareError(f"hardware={name!r} must be a registry name (see 'llmath hardware') or a file path")
     name = aliases().get(name, name)
     if name in _table():
         return from_dict(_table()[name], name)
     p = Path(name)
-    if p.suffix in (".json", ".toml") or p.exists():
+    if p.suffix in (".json", ".toml") or file_kind(p) != "missing":
         return load_file(p)
     close = closest(name, names() + sorted(aliases()))
     hint = f"; closest: {', '.join(close)}" if close else ""
@@ -242,9 +276,10 @@ def get(name: str) -> Hardware:
 
 def load_file(path: str | Path) -> Hardware:
     p = Path(path)
-    if not p.exists():
-        raise HardwareError(f"{p}: no such hardware file")
-    text = p.read_text()
+    try:
+        text = read_text_file(p, "hardware file (JSON or TOML)", MAX_HARDWARE_FILE)
+    except ConfigError as e:
+        raise HardwareError(str(e)) from None
     try:
         if p.suffix == ".toml":
             if sys.version_info >= (3, 11):
@@ -252,10 +287,15 @@ def load_file(path: str | Path) -> Hardware:
             else:  # Python 3.10
                 import tomli as tomllib
             d = tomllib.loads(text)
+            check_values(d, str(p))
         else:
-            d = json.loads(text)
-    except (ValueError, json.JSONDecodeError) as e:
+            d = parse_json(text, str(p))
+    except ConfigError as e:
+        raise HardwareError(str(e)) from None
+    except ValueError as e:
         raise HardwareError(f"{p}: cannot parse ({e}); fix the file") from None
+    if not isinstance(d, dict):
+        raise HardwareError(f"{p}: expected an object with name, memory_bytes, ... at the top level")
     d.setdefault("name", p.stem)
     return from_dict(d, str(p))
 
@@ -265,8 +305,9 @@ def custom(
 ) -> Hardware:
     """A device from flags: one dense peak (TFLOP/s) for ``dtype``, bandwidth (GB/s), memory (GB)."""
     for what, v in (("--peak-tflops", peak_tflops), ("--bandwidth-gbs", bandwidth_gbs), ("--memory-gb", memory_gb)):
-        if v is None or v <= 0:
-            raise HardwareError(f"{what}={v!r} must be a positive number for a custom device")
+        why = float_rule(v, 0, MAX_FLAG, lo_open=True)
+        if why:
+            raise HardwareError(f"{what}={v!r} {why} for a custom device")
     return Hardware(
         name=name,
         memory_bytes=memory_gb * 1e9,

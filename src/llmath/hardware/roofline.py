@@ -23,8 +23,11 @@ import numpy as np
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
+from llmath.hardware.execution import executed, op_executed, op_peaks
+from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import CLASSES, Scenario, Table, Value, one_hot
+from llmath.ops.table import byte_key
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
@@ -37,14 +40,20 @@ TILE_ROWS = 64
 LARGE_ROWS = 4096  # rows at which the fitted GEMM fractions are compute-identified (far above every ridge)
 
 
-@lru_cache(maxsize=256)
-def byte_weights_key(p: Precision) -> tuple[float, ...]:
-    return tuple(byte_weights(p))
+def byte_weights_key(table: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
+    """Hashable (n_ops, n_classes) bytes per element (weights by each op's module)."""
+    return byte_key(table, p)
 
 
-def byte_weights(p: Precision) -> np.ndarray:
-    per = p.per_class
-    return np.array([per.get(c, 0.0) for c in CLASSES])
+def byte_weights(table: Table, p: Precision) -> np.ndarray:
+    """(n_ops, n_classes) bytes per element of each op's classes (weights by the op's module)."""
+    return table.byte_matrix(p)
+
+
+@lru_cache(maxsize=1024)
+def run_format(hw: Hardware, p: Precision) -> str:
+    """The format the default weights' GEMMs run in on ``hw`` (after fallbacks): the fitted models' key."""
+    return executed(hw, p.compute)[0]
 
 
 def _base_inv(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> np.ndarray:
@@ -101,7 +110,7 @@ def _gemm_shapes(table: Table) -> tuple[np.ndarray, np.ndarray]:
 def _fitted_inv(table: Table, hw: Hardware, eff: Efficiency, p: Precision, decode: bool) -> np.ndarray | None:
     """(n_ops,) seconds per byte with a fitted GEMM model: weight GEMMs at its memory fraction for their
     weight bytes per run, the other ops as :func:`_base_inv`; ``None`` without a fit for ``p``'s format."""
-    coef = eff.gemm_coef(p.compute)
+    coef = eff.gemm_coef(run_format(hw, p))
     if coef is None:
         return None
     nk, _ = _gemm_shapes(table)
@@ -147,9 +156,17 @@ def op_bandwidth(
     return 1.0 / inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
 
 
-def rates(hw: Hardware, p: Precision, eff: Efficiency) -> tuple[float, float]:
-    """Achievable (matmul, vector) FLOP/s."""
-    return hw.peak(p.compute) * eff.matmul_for(p.compute), hw.vector_peak * eff.vector
+def rates(hw: Hardware, p: Precision, eff: Efficiency, table: Table) -> tuple[np.ndarray, float]:
+    """Achievable matmul FLOP/s per op (each in the format the device executes it in) and vector FLOP/s."""
+    return _mm_rates(table, hw, p, eff), hw.vector_peak * eff.vector
+
+
+@lru_cache(maxsize=1024)
+def _mm_rates(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
+    fmts = op_executed(table, hw, p)
+    out = op_peaks(table, hw, p) * np.array([eff.matmul_for(f) for f in fmts])
+    out.setflags(write=False)
+    return out
 
 
 def mm_factor(
@@ -200,9 +217,11 @@ def mm_factor(
     return _per_row_kind(table, inv_eta(tokens), inv_eta(batch), 1.0)
 
 
-def _weight_only(p: Precision) -> bool:
-    per = p.per_class
-    return per["weight"] < per["act_in"]
+@lru_cache(maxsize=1024)
+def _weight_only(p: Precision, hw: Hardware) -> bool:
+    """Quantised default weights whose GEMMs run in 16/32 bit on ``hw`` (W4A16, W8A16, fp8 on a device
+    without fp8): dequantised, not a low-precision tensor-core GEMM."""
+    return fmt.get(p.weights).quantised and run_format(hw, p) in ("bf16", "fp16", "fp32")
 
 
 def overheads(table: Table, eff: Efficiency, decode: bool) -> np.ndarray:
@@ -218,8 +237,8 @@ def times(
     flops, vflops, bytes_, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
 ):
     """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes."""
-    mm_rate, vec_rate = rates(hw, p, eff)
-    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
     compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
     memory = bytes_ / op_bandwidth(table, hw, eff, batch, tokens, decode, p)
     return np.maximum(compute, memory) + overheads(table, eff, decode), compute, memory
@@ -229,7 +248,7 @@ def op_times(
     values: np.ndarray, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(time, compute time, memory time, bytes) per op from evaluated class totals ``values``."""
-    bytes_ = values @ byte_weights(p)
+    bytes_ = (values * byte_weights(table, p)).sum(-1)
     t, c, m = times(values[..., I_FLOPS], values[..., I_VFLOPS], bytes_, table, hw, p, eff, batch, tokens, decode)
     return t, c, m, bytes_
 
@@ -237,7 +256,7 @@ def op_times(
 @lru_cache(maxsize=1024)
 def _compute_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
     """(n_monos, n_ops): compute seconds per monomial (matmul FLOPs at the matmul rate, vector at the vector rate)."""
-    mm_rate, vec_rate = rates(hw, p, eff)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
     out = np.ascontiguousarray(table.rhs(one_hot("flops")) / mm_rate + table.rhs(one_hot("vflops")) / vec_rate)
     out.setflags(write=False)
     return out
@@ -248,13 +267,13 @@ def _stage_matrices(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(compute seconds, memory seconds) right-hand sides (n_monos, n_ops), and the overheads, for scalars."""
-    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
+    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
     if f is None:
         comp = _compute_rhs(table, hw, p, eff)
     else:
-        mm_rate, vec_rate = rates(hw, p, eff)
+        mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = table.rhs(one_hot("flops")) / mm_rate * f + table.rhs(one_hot("vflops")) / vec_rate
-    mem = table.rhs(byte_weights_key(p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    mem = table.rhs(byte_weights_key(table, p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
     ov = overheads(table, eff, decode)
     return comp, mem, ov
 
@@ -275,11 +294,12 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
 
 
 @lru_cache(maxsize=512)
-def _decode_coefs(table: Table, bw_key: tuple[float, ...]) -> np.ndarray:
-    """(4, 3, n_ops): for [matmul FLOPs, vector FLOPs, bytes] of a decode step (T = 1), the coefficients of
-    1, B, experts hit U(B) and B·u, where u = min(S + 1, W) is the positions the op's layer attends."""
-    groups = {"1": 0, "B": 1, "BT": 1, "BL": 1, "U:moe": 2}
-    sel = np.zeros((4, len(table.monos)))
+def _decode_coefs(table: Table, bw_key: tuple) -> np.ndarray:
+    """(5, 3, n_ops): for [matmul FLOPs, vector FLOPs, bytes] of a decode step (T = 1), the coefficients of
+    1, B, experts hit U(B), B·u, where u = min(S + 1, W) is the positions the op's layer attends, and B·src
+    (cross-attention over the cached encoder output: the same every step)."""
+    groups = {"1": 0, "B": 1, "BT": 1, "BL": 1, "U:moe": 2, "X": 4, "XE": 4}
+    sel = np.zeros((5, len(table.monos)))
     for i, m in enumerate(table.monos):
         sel[groups.get(m, 3), i] = 1.0  # K:, P:, E: monomials are B·u when T = 1 (H: never in costs)
     per_class = np.stack(
@@ -311,15 +331,16 @@ class DecodeSummary:
 
 
 @lru_cache(maxsize=512)
-def _slope_ops(table: Table, bw_key: tuple[float, ...]) -> np.ndarray:
+def _slope_ops(table: Table, bw_key: tuple) -> np.ndarray:
     """Indices of the ops whose decode cost grows with the context (attention over the KV cache)."""
     k = _decode_coefs(table, bw_key)
     return np.flatnonzero(np.any(k[3] != 0, axis=0))
 
 
 @lru_cache(maxsize=512)
-def _compute_coefs(table: Table, bw_key: tuple[float, ...], mm_rate: float, vec_rate: float) -> np.ndarray:
-    """(4, n_ops) compute seconds per [1, B, U(B), B·u] of a decode step."""
+def _compute_coefs(table: Table, bw_key: tuple, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
+    """(5, n_ops) compute seconds per [1, B, U(B), B·u, B·src] of a decode step."""
+    mm_rate, vec_rate = rates(hw, p, eff, table)
     k = _decode_coefs(table, bw_key)
     out = k[:, 0] / mm_rate + k[:, 1] / vec_rate
     out.setflags(write=False)
@@ -333,20 +354,20 @@ def _u_sum(j: float, u0: float, w: float) -> float:
 
 
 @lru_cache(maxsize=4096)
-def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int):
+def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, src: float = 0.0):
     """Per-batch constants of a decode step: each op's context-independent step time, and the
     (index, c0, c1, m0, m1, window, overhead) lines of the ops whose cost grows with the context."""
-    bw_key = byte_weights_key(p)
+    bw_key = byte_weights_key(table, p)
     k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff)
-    kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
-    f = mm_factor(table, eff, B, B, p.compute, _weight_only(p))
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
+    f = mm_factor(table, eff, B, B, run_format(hw, p), _weight_only(p, hw))
     if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
         kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
     spec = table.spec
     U = float(table.experts_hit(float(B))) if spec.moe is not None else 0.0
     inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
-    x = np.array([1.0, float(B), U, 0.0])
+    x = np.array([1.0, float(B), U, 0.0, float(B) * src])
     c0 = x @ kc
     m0 = (x @ k[:, 2]) * inv
     ov = overheads(table, eff, decode=True)
@@ -385,9 +406,9 @@ def _line_sum(c0: float, c1: float, m0: float, m1: float, w: float, u0: float, n
 
 
 def _decode_scalar(
-    table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, P: float, N: float
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, P: float, N: float, src: float = 0.0
 ) -> DecodeSummary:
-    step, step_sum, lines = _decode_static(table, hw, p, eff, B)
+    step, step_sum, lines = _decode_static(table, hw, p, eff, B, src)
     n = max(N - 1, 0.0)
     u0 = P + 1
     per_op = step * n
@@ -403,28 +424,31 @@ def _decode_scalar(
     return DecodeSummary(first, last, total, per_op, n)
 
 
-def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N) -> DecodeSummary:
+def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src=0) -> DecodeSummary:
     """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
+
+    Encoder-decoder: ``P`` = the decoder's context after its prefill, ``src`` = source positions (fixed).
 
     Ops whose cost does not depend on the context (weight GEMMs, norms, ...) cost the same every step.
     For the others, compute(u) = c0 + c1·u and memory(u) = m0 + m1·u with u_j = min(P + 1 + j, W)
     nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
     side is an arithmetic sum. Scalars take a pure-Python path over those few ops; arrays broadcast.
     """
-    if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N)):
-        return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N))
-    bw_key = byte_weights_key(p)
+    if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N, src)):
+        return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N), float(src))
+    bw_key = byte_weights_key(table, p)
     k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff)
-    kc = _compute_coefs(table, bw_key, mm_rate, vec_rate)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
     spec = table.spec
     Bf = np.asarray(B, dtype=float)[..., None]
     U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
-    X = np.concatenate([np.ones_like(Bf), Bf, np.broadcast_to(U, Bf.shape)], axis=-1)  # (…, 3)
+    Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
+    X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
     inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
-    f = mm_factor(table, eff, B, B, p.compute, _weight_only(p))
-    c0 = X @ kc[:3] if f is None else (X @ k[:3, 0]) / mm_rate * f + (X @ k[:3, 1]) / vec_rate
-    m0 = (X @ k[:3, 2]) * inv
+    f = mm_factor(table, eff, B, B, run_format(hw, p), _weight_only(p, hw))
+    c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
+    m0 = (X @ k[:, 2]) * inv
     ov = overheads(table, eff, decode=True)
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
     step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
@@ -468,13 +492,13 @@ def monomial_times(
     """(time, compute, memory) per op from monomial values ``mv`` (…, n_monos): the array path of
     :func:`stage_times`, and the entry for callers that compose a pass from several scenarios (a serving
     iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens."""
-    f = mm_factor(table, eff, batch, tokens, p.compute, _weight_only(p))
+    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
     if f is None:
         comp = mv @ _compute_rhs(table, hw, p, eff)
     else:
-        mm_rate, vec_rate = rates(hw, p, eff)
+        mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    mem = (mv @ table.rhs(byte_weights_key(p))) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    mem = (mv @ table.rhs(byte_weights_key(table, p))) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
     t = np.maximum(comp, mem)
     ov = overheads(table, eff, decode)
     return (t + ov if ov.any() else t), comp, mem

@@ -14,7 +14,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-SEQ2SEQ = ("t5", "bart")
+SEQ2SEQ = ("t5", "bart", "marian")
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
@@ -107,3 +107,29 @@ def cache_bytes(past, bytes_per_element: int = 2) -> int:
             if t is not None:
                 total += t.numel() * bytes_per_element
     return total
+
+
+def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:
+    """An encoder-decoder model's three stages as ``generate`` runs them, on meta: the encoder over ``src``
+    source tokens, a decoder prefill of ``tokens`` tokens (computing and caching the cross-attention K/V),
+    then one decode step reusing ``encoder_outputs`` and ``past_key_values``. Matmul FLOPs per stage, and
+    the (self-attention, cross-attention) bytes of the ``EncoderDecoderCache`` after the prefill (2 bytes
+    per element)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def counted(fn):
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            out = fn()
+        return counter.get_total_flops(), out
+
+    ids = torch.zeros(batch, src, dtype=torch.long, device="meta")
+    dec = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
+    f_enc, enc = counted(lambda: model.get_encoder()(input_ids=ids))
+    f_pre, out = counted(lambda: model(encoder_outputs=enc, decoder_input_ids=dec, use_cache=True))
+    past = out.past_key_values
+    sizes = (cache_bytes(past.self_attention_cache), cache_bytes(past.cross_attention_cache))
+    f_dec, _ = counted(
+        lambda: model(encoder_outputs=enc, decoder_input_ids=dec[:, :1], past_key_values=past, use_cache=True)
+    )
+    return {"encoder": f_enc, "prefill": f_pre, "decode": f_dec, "cache_bytes": sizes}

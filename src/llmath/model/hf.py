@@ -11,7 +11,6 @@ sliding-window layer patterns are derived exactly as the transformers config cla
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, overload
 
 from llmath.errors import ConfigError, SpecError
 from llmath.model import derive
+from llmath.model.config_check import check_config, load_config_file
 from llmath.model.derive import fact
 from llmath.model.families import ADAPTERS
 from llmath.model.family_facts import (
@@ -193,9 +193,9 @@ def _moe_layers(
 def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: str = "") -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed config.json mapping."""
     where = source or name or "config"
-    if not isinstance(cfg, Mapping):
-        raise ConfigError(f"{where}: expected a JSON object at the top level, got {type(cfg).__name__}")
+    cfg = check_config(cfg, where, ADAPTERS, MODEL_TYPE_ALIASES, unwrap=False)  # config_check.py: kinds, ranges
     cfg, wrapper, towers = _unwrap(cfg)
+    cfg = check_config(cfg, where, ADAPTERS, MODEL_TYPE_ALIASES)  # the language model's own fields and aliases
     raw_type: Any = cfg.get("model_type")
     if raw_type is None:
         raise ConfigError(
@@ -332,18 +332,8 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
-    """Read a config.json (a file, or a directory holding one) with clear errors."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "config.json"
-    if not p.exists():
-        raise ConfigError(f"{p}: no such file; pass a config.json path, a directory holding one, or a registry name")
-    try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{p}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg}); fix the file") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not a UTF-8 text file; pass a config.json") from None
+    """Read a config.json (a file, or a directory holding one) with clear errors (see config_check.py)."""
+    return load_config_file(path)
 
 
 def spec_from_file(path: str | Path, name: str | None = None) -> ModelSpec:

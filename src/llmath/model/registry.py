@@ -1,20 +1,25 @@
 """The bundled model registry: config.json snapshots under ``data/models`` with their sources.
 
 ``data/models/index.json`` maps each name (the lowercase HF repo name without the organisation) to its
-repo and source URL; ``data/models/<name>.json`` is the config.json as the hub file has it. The
-registry holds data only; :func:`resolve` turns a name or a path into a :class:`ModelSpec`.
+hub repo (``repo``) and source URL; ``data/models/<name>.json`` is the config.json as the hub file has
+it, and ``data/models/<name>.hf_quant_config.json`` a ModelOpt sidecar where the checkpoint has one.
+Every bundled model also answers to its hub id, case-insensitively (:func:`lookup`). The registry holds
+data only; :func:`resolve` turns a name, a hub id, a path or a ``.gguf`` into a :class:`ModelSpec`
+(:mod:`llmath.model.checkpoint` adds the formats the checkpoint states).
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import os
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from llmath.errors import UnknownNameError
+from llmath.model.config_check import file_kind
 from llmath.model.hf import read_config, spec_from_config
 from llmath.model.spec import ModelSpec
 
@@ -35,6 +40,34 @@ def names() -> list[str]:
 @cache
 def _config_text(name: str) -> str:
     return (_dir() / f"{name}.json").read_text()
+
+
+@lru_cache(maxsize=1)
+def _by_repo() -> dict[str, str]:
+    return {e["repo"].lower(): n for n, e in index().items() if e.get("repo")}
+
+
+def lookup(model: str) -> str | None:
+    """The registry name for a registry name or a bundled model's hub id (case-insensitive), else None."""
+    if model in index():
+        return model
+    low = model.strip().lower()
+    if low in index():
+        return low
+    return _by_repo().get(low.removeprefix("https://huggingface.co/").strip("/"))
+
+
+def sidecar(name: str) -> dict[str, Any] | None:
+    """The bundled ``hf_quant_config.json`` of a registry model, if its checkpoint has one."""
+    f = _dir() / f"{name}.hf_quant_config.json"
+    return json.loads(f.read_text()) if f.is_file() else None
+
+
+def checkpoint(name: str):
+    """The :class:`~llmath.model.checkpoint.Checkpoint` of a registry model (spec + stated formats)."""
+    from llmath.model.checkpoint import from_config
+
+    return from_config(config(name), spec(name), sidecar(name), f"registry {name}")
 
 
 def config(name: str) -> dict[str, Any]:
@@ -64,7 +97,7 @@ def unknown_model(name: str) -> UnknownNameError:
     hint = f"; closest: {', '.join(close)}" if close else ""
     return UnknownNameError(
         f"unknown model {name!r}{hint}. Run 'llmath models' for the {len(index())} known models, "
-        "or pass a path to a config.json"
+        "pass a path to a config.json or .gguf, or a hub id (org/name)"
     )
 
 
@@ -79,11 +112,20 @@ def resolve(model: str | ModelSpec) -> ModelSpec:
     """A registry name, a config.json path (or a directory holding one), or a spec -> spec."""
     if isinstance(model, ModelSpec):
         return model
-    if model in index():
-        return spec(model)
+    if not isinstance(model, str | os.PathLike):
+        raise UnknownNameError(
+            f"model={model!r} must be a registry name or hub id (see 'llmath models'), a config.json or .gguf path, "
+            "or a llmath.ModelSpec"
+        )
+    model = os.fspath(model)
+    name = lookup(model)
+    if name is not None:
+        return spec(name)
     p = Path(model)
-    if p.suffix == ".json" or p.is_dir() or p.exists():
+    if p.suffix.lower() != ".gguf" and (p.suffix == ".json" or file_kind(p) != "missing"):
         cfg = read_config(p)
-        stem = p.parent.name if p.name == "config.json" else (p.name if p.is_dir() else p.stem)
+        stem = p.parent.name if p.name == "config.json" else (p.name if file_kind(p) == "dir" else p.stem)
         return spec_from_config(cfg, name=stem, source=str(p))
-    raise unknown_model(model)
+    from llmath.model.checkpoint import load  # .gguf files and hub ids not bundled
+
+    return load(model).spec

@@ -1,4 +1,5 @@
-"""The per-stage assembly: embedding, decoder layers by group, head -> one operator list."""
+"""The per-stage assembly: embedding, decoder layers by group, head -> one operator list (encoder-decoder
+models: an encoder pass, or a decoder pass with cross-attention)."""
 
 from __future__ import annotations
 
@@ -78,31 +79,36 @@ def _decoder_layers(b: Builder) -> None:
             residual(b, "residual.ffn", count, lk)
 
 
+def _stack(b: Builder, stack: str, n_layers: int, norms: int, final: bool) -> None:
+    """The layers of one encoder-decoder stack (the decoder's carry cross-attention), then its final norm."""
+    s, enc = b.spec, stack == "encoder"
+    for j in range(norms):
+        b.norm(f"{stack}.norm{j}", s.d_model, count=n_layers, pkey="norm.layers", layer_kind=stack)
+    attention_block(b, None, n_layers, stack, prefix=f"{stack}.self_attn", encoder=enc)
+    residual(b, f"{stack}.residual.self_attn", n_layers, stack)
+    if not enc:
+        attention_block(b, None, n_layers, stack, prefix=f"{stack}.cross_attn", cross=True)
+        residual(b, f"{stack}.residual.cross_attn", n_layers, stack)
+    ffn_block(b, s.d_ff, n_layers, stack, f"{stack}.ffn", "ffn", "ffn")
+    residual(b, f"{stack}.residual.ffn", n_layers, stack)
+    if final:
+        b.norm(f"{stack}.norm_final", s.d_model, count=1, pkey="norm.final")
+
+
 def _encoder_decoder(b: Builder) -> None:
-    """Encoder-decoder stacks, for parameter counts (stage costs are not modelled for them)."""
+    """An encoder-decoder stage: the ``encoder`` pass over the source, or a decoder pass (``prefill`` /
+    ``decode``) with cross-attention over the cached encoder output. The token table is shared: the
+    encoder's embedding owns it; parameters are the union of the encoder and prefill lists."""
     s, enc = b.spec, b.spec.encoder
     if enc is None:  # pragma: no cover - build_ops sends encoder-decoder specs only
         raise AssertionError(f"{s.name}: no encoder")
-    embedding(b, "encoder.embed", own_positions=enc.own_position_table)
-    for i, (n_layers, cross, norms) in enumerate(
-        ((enc.n_layers, False, enc.norms_per_layer), (s.n_layers, True, s.norms_per_layer))
-    ):
-        stack = "encoder" if i == 0 else "decoder"
-        lk = stack
-        for j in range(norms):
-            b.norm(f"{stack}.norm{j}", s.d_model, count=n_layers, pkey="norm.layers", layer_kind=lk)
-        attention_block(b, None, n_layers, lk, prefix=f"{stack}.self_attn")
-        if cross:
-            attention_block(b, None, n_layers, lk, prefix=f"{stack}.cross_attn", cross=True)
-        ffn_block(b, s.d_ff, n_layers, lk, f"{stack}.ffn", "ffn", "ffn")
-        final = enc.final_norm if i == 0 else s.final_norm
-        if final:
-            b.norm(f"{stack}.norm_final", s.d_model, count=1, pkey="norm.final")
-    if enc.own_position_table:
-        embedding(b, "decoder.embed", token_table=False)
-    elif s.embedding_norm:
-        b.norm("decoder.embed_norm", s.d_model, count=1, pkey="embedding.norm", component="embedding")
-    lm_head(b)  # final norms handled per stack above
+    if b.stage == "encoder":
+        embedding(b, "encoder.embed", own_positions=enc.own_position_table)
+        _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
+        return
+    embedding(b, "decoder.embed", own_positions=enc.own_position_table, token_table=False)
+    _stack(b, "decoder", s.n_layers, s.norms_per_layer, s.final_norm)
+    lm_head(b)
 
 
 @lru_cache(maxsize=256)
@@ -110,8 +116,10 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     """The operator list of one forward pass of ``spec`` at ``stage`` under ``attention``."""
     if attention not in ATTENTIONS:
         raise WorkloadError(f"attention={attention!r} must be one of {', '.join(ATTENTIONS)}")
-    if stage not in ("prefill", "decode"):
-        raise WorkloadError(f"stage={stage!r} must be 'prefill' or 'decode'")
+    if stage not in ("prefill", "decode", "encoder"):
+        raise WorkloadError(f"stage={stage!r} must be 'prefill', 'decode' or 'encoder'")
+    if stage == "encoder" and not spec.is_encoder_decoder:
+        raise WorkloadError(f"stage='encoder': {spec.name!r} is a decoder-only model; use 'prefill' or 'decode'")
     b = Builder(spec, attention, stage)
     if spec.is_encoder_decoder:
         _encoder_decoder(b)

@@ -1,4 +1,9 @@
-"""Attention (MHA/GQA/MQA, sliding windows, cross-attention): eager and flash executions.
+"""Attention (MHA/GQA/MQA, sliding windows, encoder and cross-attention): eager and flash executions.
+
+An encoder's self-attention is bidirectional and uncached: its K/V are activations. Cross-attention
+(encoder-decoder models) projects the encoder output to K/V once, in the decoder prefill, and caches them;
+decode steps read that cache and run no K/V projection (the serving form, and what transformers'
+``EncoderDecoderCache`` does too).
 
 A block is the operators of :data:`STEPS` in order; each step is a small function that declares its
 operators (signature, sizes, parameters, costs with their formulas) through the block's :class:`Attn`,
@@ -28,6 +33,12 @@ class Attn:
     K: int
     G: int
     H: int
+    cached: bool = True  # K/V live in a cache (decoder self- and cross-attention), not an encoder's activations
+
+    @property
+    def kv_cls(self) -> str:
+        """The class of the K/V operands the products read: the cache, or (encoder) activations."""
+        return "kv_read" if self.cached else "act_in"
 
     @property
     def softmax_flops(self) -> int:
@@ -40,13 +51,17 @@ def q_proj(a: Attn) -> None:
 
 
 def kv_proj(a: Attn) -> None:
-    """K and V projections; self-attention writes them into the cache."""
+    """K and V projections written into the cache (an encoder's are activations). Cross-attention projects
+    the ``src`` encoder positions once, in the decoder prefill; a decode step reads them from the cache."""
     s = a.site.spec
-    out = "act_out" if a.cross else "kv_write"
+    if a.cross and a.site.b.stage == "decode":
+        return
+    out = "kv_write" if a.cached else "act_out"
+    sig, rows = ("BXD,DKH->BXKH", "X") if a.cross else ("BTD,DKH->BTKH", "BT")
     for which, bias in (("k", s.k_bias), ("v", s.v_bias)):
         a.site.linear(
-            f"{which}_proj", "BTD,DKH->BTKH", a.D, a.K * a.H, bias=bias, pkey=f"{a.pk}.{which}", sym_out="K·H",
-            out=out,
+            f"{which}_proj", sig, a.D, a.K * a.H, bias=bias, pkey=f"{a.pk}.{which}", sym_out="K·H",
+            out=out, rows=rows,
         )  # fmt: skip
 
 
@@ -95,7 +110,7 @@ def relative_bias(a: Attn) -> None:
 def cache_append(a: Attn) -> None:
     """transformers' DynamicCache appends by concatenation: the cached K/V are read and written again
     into a new buffer every step (the new tokens' write is the K/V projections')."""
-    if a.cross:
+    if a.cross or not a.cached:
         return
     kh = 2 * a.K * a.H
     moved = [(kh, a.win.K, "2·K·H"), (-kh, "BT", "2·K·H")]
@@ -106,8 +121,9 @@ def repeat_kv(a: Attn) -> None:
     """repeat_kv materialises K and V for every query head before the matmuls (GQA/MQA)."""
     if a.G > 1:
         kv = a.win.K
-        a.site.op("repeat_kv", "memory", "BSKH->BSKGH", kv_read=[(2 * a.K * a.H, kv, "2·K·H")],
-                  act_out=[(2 * a.N * a.H, kv, "2·N·H")])  # fmt: skip
+        t = [(2 * a.K * a.H, kv, "2·K·H")]
+        a.site.op("repeat_kv", "memory", "BSKH->BSKGH", kv_read=t if a.cached else [],
+                  act_in=[] if a.cached else t, act_out=[(2 * a.N * a.H, kv, "2·N·H")])  # fmt: skip
 
 
 def eager_products(a: Attn) -> None:
@@ -117,6 +133,8 @@ def eager_products(a: Attn) -> None:
         k_in, v_in, kv = [(N * H, "BT", "N·H"), (N * H, keys, "N·H")], [(N, e, "N"), (N * H, keys, "N·H")], []
     else:
         k_in, v_in, kv = [(N * H, "BT", "N·H")], [(N, e, "N")], [(a.K * H, keys, "K·H")]
+    if not a.cached:  # an encoder's K/V are activations
+        k_in, v_in, kv = k_in + kv, v_in + kv, []
     a.site.op("scores", "matmul", "BTKGH,BSKH->BKGTS", flops=[(2 * N * H, e, "2·N·H")], act_out=[(N, e, "N")],
               act_in=k_in, kv_read=kv)  # fmt: skip
     a.site.vector("softmax", "BKGTS->BKGTS", a.softmax_flops, N, e, "N")
@@ -125,15 +143,18 @@ def eager_products(a: Attn) -> None:
 
 
 def flash(a: Attn) -> None:
-    """Fused scores, softmax and values over the causal (and window) pairs only; no score traffic."""
+    """Fused scores, softmax and values over the causal (and window) pairs only; no score traffic.
+    An encoder's and a cross-attention's pairs are the whole rectangle (no mask)."""
     N, H, p = a.N, a.H, a.win.P
+    q = [(N * H, "BT", "N·H")]
+    kv = [(2 * a.K * H, a.win.K, "2·K·H")]
     a.site.op(
         "flash", "matmul", "BTKGH,BSKH,BSKH->BTKGH",
         flops=[(4 * N * H, p, "4·N·H")],
         vflops=[(a.softmax_flops * N, p, f"{a.softmax_flops}·N")],
-        act_in=[(N * H, "BT", "N·H")],
-        kv_read=[(2 * a.K * H, a.win.K, "2·K·H")],
         act_out=[(N * H, "BT", "N·H")],
+        act_in=q if a.cached else q + kv,
+        kv_read=kv if a.cached else [],
     )  # fmt: skip
 
 
@@ -163,14 +184,19 @@ def execution(a: Attn) -> None:
 STEPS: tuple[Step, ...] = (q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, execution, sub_norm, o_proj)
 
 
-def attention_block(b: Builder, w: int | None, count: int, lk: str, prefix: str = "attn", cross: bool = False) -> None:
-    """One attention block per layer of a group (MLA specs go to :func:`~llmath.ops.mla.mla_block`)."""
+def attention_block(
+    b: Builder, w: int | None, count: int, lk: str, prefix: str = "attn", cross: bool = False, encoder: bool = False
+) -> None:
+    """One attention block per layer of a group (MLA specs go to :func:`~llmath.ops.mla.mla_block`).
+    ``encoder``: bidirectional and uncached; ``cross``: over the ``src`` cached encoder positions."""
     s = b.spec
-    if s.mla is not None and not cross:
+    if s.mla is not None and not cross and not encoder:
         mla_block(b, w, count, lk)
         return
     D, N, K, G, H = s.d_model, s.n_heads, s.n_kv_heads, s.group_size, s.head_dim
     site = Site(b, count, lk, prefix, "attention", dict(D=D, N=N, K=K, G=G, H=H))
-    a = Attn(site, Window.of(w), cross, "attention.cross" if cross else "attention", D, N, K, G, H)
+    win = Window.cross() if cross else Window.bidirectional() if encoder else Window.of(w)
+    pk = "attention.cross" if cross else "attention"
+    a = Attn(site, win, cross, pk, D, N, K, G, H, cached=not encoder)
     for step in STEPS:
         step(a)

@@ -16,6 +16,13 @@ Conventions (stated once, here):
   Prefill: ``T = P`` (``S0`` = an optional cached prefix). Decode step at context ``S``: ``T = 1``,
   ``S0 = S``: the new token attends ``S + 1`` positions. Logits are computed for the last position
   only (``logits="last"``) or every position (``"all"``, training).
+* **Encoder-decoder stages** (``src`` = the ``P`` source positions): ``encoder`` runs ``T = P`` source
+  tokens with bidirectional attention (all T × T pairs, no cache). The decoder ``prefill`` runs the ``T``
+  target tokens it starts from (one start token in translation / T5 generation) with causal self-attention
+  and cross-attention over the ``src`` encoder positions; it projects the encoder output to the
+  cross-attention K/V once and caches them (``B·src`` rows). A ``decode`` step reads that cross cache
+  (fixed at ``src`` per layer) beside its growing self-attention cache. Monomials ``X`` = B·src and
+  ``XE`` = B·T·src.
 * **Attention execution.** ``eager`` is what transformers' eager implementation executes: the full
   T × (visible keys) score rectangle, masked entries included, written, softmaxed and read; MLA
   re-expands the latent cache with ``kv_b_proj`` for every visible position each step. ``flash`` is what
@@ -45,7 +52,7 @@ import numpy as np
 from llmath.model.spec import ModelSpec
 
 Attention = Literal["eager", "flash"]
-Stage = Literal["prefill", "decode"]
+Stage = Literal["prefill", "decode", "encoder"]
 ATTENTIONS = ("eager", "flash")
 
 NORM_FLOPS = {"rms": 4, "layer": 7, "layer_noparam": 5, "rms_noparam": 3}
@@ -97,10 +104,23 @@ class Op:
     def n_params(self) -> int:
         return sum(n for _, n in self.params)
 
+    @property
+    def module(self) -> str:
+        """The checkpoint module owning the op's weights (the unit a quantisation format applies to):
+        embedding, attention, ffn, experts, shared_experts, router, lm_head or norm."""
+        if self.component == "moe":
+            n = self.name
+            if n.startswith("moe.experts"):
+                return "experts"
+            if n.startswith("moe.shared") and not n.startswith("moe.shared_gate"):
+                return "shared_experts"
+            return "router"  # the router and the shared-expert gate (a D×1 gate)
+        return self.component
+
 
 # ---- monomials -------------------------------------------------------------------------------------
 
-MONO_TEXT = {"1": "1", "B": "B", "BT": "B·T", "BL": "B·L"}
+MONO_TEXT = {"1": "1", "B": "B", "BT": "B·T", "BL": "B·L", "X": "B·src", "XE": "B·T·src"}
 
 
 def mono_text(m: str) -> str:
@@ -176,12 +196,16 @@ def _parse_mono(m: str) -> tuple[str, int | None]:
 
 @dataclass(frozen=True)
 class Scenario:
-    """B sequences of T new tokens after S0 cached positions; logits for the last or all positions."""
+    """B sequences of T new tokens after S0 cached positions; logits for the last or all positions.
+
+    ``src``: encoder-decoder models only, the source positions the decoder cross-attends (0 otherwise).
+    """
 
     B: Value
     T: Value
     S0: Value = 0
     logits: Literal["last", "all"] = "last"
+    src: Value = 0
 
     def monomials(self, monos: Iterable[str], spec: ModelSpec, moe_tokens: int = 1) -> dict[str, Value]:
         """Values of the monomials. ``moe_tokens``: tokens an MoE layer routes per token of this scenario
@@ -198,6 +222,10 @@ class Scenario:
                 v = B * T
             elif m == "BL":
                 v = B if self.logits == "last" else B * T
+            elif m == "X":
+                v = B * self.src
+            elif m == "XE":
+                v = B * T * self.src
             elif m == "U:moe":
                 moe = spec.moe
                 if moe is None:  # pragma: no cover - only MoE layers emit U:moe
@@ -329,6 +357,16 @@ class Window:
     def of(cls, w: int | None) -> Window:
         wk = wkey(w)
         return cls(f"K:{wk}", f"P:{wk}", f"E:{wk}")
+
+    @classmethod
+    def bidirectional(cls) -> Window:
+        """An encoder: every query attends every key, so the pairs are the whole T × T rectangle."""
+        return cls("K:full", "E:full", "E:full")
+
+    @classmethod
+    def cross(cls) -> Window:
+        """Cross-attention: the T queries attend the ``src`` cached encoder positions, no mask."""
+        return cls("X", "XE", "XE")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from llmath.model.dtypes import MODULES, Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
 
@@ -66,6 +67,8 @@ def seed_estimates(spec: ModelSpec) -> dict[str, int]:
 @lru_cache(maxsize=512)
 def param_report(spec: ModelSpec) -> ParamReport:
     ops = build_ops(spec, "prefill", "flash")
+    if spec.is_encoder_decoder:  # the decoder prefill holds the decoder's weights, the encoder pass the rest
+        ops = build_ops(spec, "encoder", "flash") + ops
     by_component: dict[str, int] = {}
     per_layer: dict[str, int] = {}
     layer_counts: dict[str, int] = {}
@@ -97,3 +100,50 @@ def param_report(spec: ModelSpec) -> ParamReport:
         wrapper=spec.wrapper,
         towers_not_counted=spec.towers_not_counted,
     )
+
+
+# ---- weight bytes per module ------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=512)
+def module_params(spec: ModelSpec) -> dict[str, int]:
+    """Parameters per checkpoint module (embedding, attention, ffn, experts, ...; :attr:`Op.module`)."""
+    out: dict[str, int] = {}
+    for op in build_ops(spec, "prefill", "flash"):
+        if op.params:
+            out[op.module] = out.get(op.module, 0) + op.n_params * op.count
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _bpe(spec: ModelSpec, p: Precision) -> tuple[tuple[str, float], ...]:
+    params = module_params(spec)
+    out = {m: p.module_weight_bytes(m) for m in (*MODULES, *params)}  # other components: the default format
+    meas = dict(p.measured_bytes)
+    for m in MODULES:
+        if meas.get(m) and params.get(m):
+            out[m] = meas[m] / params[m]
+    if "total" in meas:  # only the index's total: scale every module to it
+        pred = sum(n * out[m] for m, n in params.items())
+        out = {m: b * meas["total"] / pred for m, b in out.items()}
+    return tuple(out.items())
+
+
+def weight_bytes_per_element(spec: ModelSpec, p: Precision) -> dict[str, float]:
+    """Bytes per weight element of each module: measured header bytes / the module's parameters where a
+    checkpoint's headers were read, else from the module's format (:meth:`Precision.module_weight_bytes`)."""
+    return dict(_bpe(spec, p))
+
+
+def weight_bytes(spec: ModelSpec, p: Precision) -> dict[str, float]:
+    """Weight bytes per module (parameters × bytes per element); the total is their sum."""
+    bpe = weight_bytes_per_element(spec, p)
+    return {m: n * bpe[m] for m, n in module_params(spec).items()}
+
+
+def weight_bytes_of(spec: ModelSpec, p: Precision, ops=None) -> float:
+    """Total weight bytes of ``spec`` (or of the operators ``ops``, e.g. one GPU's shard) at ``p``."""
+    if ops is None:
+        return float(sum(weight_bytes(spec, p).values()))
+    bpe = weight_bytes_per_element(spec, p)
+    return float(sum(n * op.count * bpe.get(op.module, p.weight_bytes) for op in ops for _, n in op.params))

@@ -15,6 +15,7 @@ from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import held_positions
 from llmath.ops.mixers import transformers_extra_state
+from llmath.ops.stages import cross_kv_elements_per_source
 
 
 def _num(v):
@@ -48,13 +49,17 @@ def fixed_state_elements(spec: ModelSpec, layout: str = "serving", ops=None) -> 
     return int(n) + (transformers_extra_state(spec) if layout == "transformers" else 0)
 
 
-def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None):
+def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
     """Bytes of per-sequence state for ``batch`` sequences of ``positions`` positions: the KV cache plus the
     mixers' fixed-size state (0 for attention-only models).
 
     Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
+    Encoder-decoder: ``positions`` are the decoder's; plus the cross-attention cache of ``src`` source
+    positions, fixed once the encoder has run (:mod:`llmath.ops.stages`).
     """
     total = batch * fixed_state_elements(spec, layout, ops)
+    if spec.is_encoder_decoder:
+        total = total + batch * src * cross_kv_elements_per_source(spec)
     for w, per in kv_elements_per_position(spec, layout, ops).items():
         if w is not None and layout == "transformers":
             held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
@@ -82,4 +87,15 @@ def kv_growth(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
         "window_bytes": _num(sum(n * w for w, n in per.items() if w is not None) * kb),
         "windows_full_at": max(windows, default=0),
         "fixed_bytes_per_sequence": _num(fixed_state_elements(spec) * kb),
+    }
+
+
+def state_summary(kv: dict[str, Any]) -> dict[str, Any]:
+    """Per-sequence state as one concept: fixed bytes (SSM / conv states) + KV bytes that grow with context."""
+    return {
+        "fixed_bytes_per_sequence": kv["fixed_bytes_per_sequence"],
+        "kv_bytes_per_token": kv["bytes_per_token"],
+        "kv_growth_bytes_per_token": kv["growth_bytes_per_token"],
+        "bytes": kv["bytes"],
+        "peak_bytes": kv["peak_bytes"],
     }

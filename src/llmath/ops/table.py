@@ -7,6 +7,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, Value, experts_hit, mono_text
@@ -87,7 +88,7 @@ class Table:
     is_weight_mm: np.ndarray  # weight GEMMs (bandwidth-bound like a GEMV when skinny)
     is_kv_attention: np.ndarray  # attention products reading the KV cache
     logit_rows: np.ndarray  # ops whose rows are the logit rows (B·L), not the B·T tokens
-    weight_token_rows: np.ndarray  # weight GEMMs over the B·T tokens
+    weight_token_rows: np.ndarray  # weight GEMMs over the B·T tokens (not cross-attention K/V: B·src rows)
     weight_logit_rows: np.ndarray  # weight GEMMs over the logit rows (the LM head)
     moe_tokens: int = 1  # tokens an MoE layer routes per scenario token (attention-DP degree; 1 on one device)
 
@@ -112,12 +113,20 @@ class Table:
         return np.einsum("ocm,...m->...oc", self.coef, self.monomial_matrix(scenario))
 
     def class_matrix(self, weights: np.ndarray) -> np.ndarray:
-        """(n_ops, n_monos): the classes combined with per-class ``weights`` (e.g. bytes per element)."""
+        """(n_ops, n_monos): the classes combined with ``weights`` (e.g. bytes per element), per class
+        ``(n_classes,)`` or per op and class ``(n_ops, n_classes)`` (weights' bytes depend on the op's module)."""
+        if weights.ndim == 2:
+            return np.einsum("oc,ocm->om", weights, self.coef)
         return np.einsum("c,ocm->om", weights, self.coef)
 
-    def rhs(self, weights: tuple[float, ...]) -> np.ndarray:
-        """(n_monos, n_ops) contiguous right-hand side for ``monomials @ rhs`` (BLAS), cached per weights."""
+    def rhs(self, weights: tuple) -> np.ndarray:
+        """(n_monos, n_ops) contiguous right-hand side for ``monomials @ rhs`` (BLAS), cached per weights
+        (a tuple per class, or a tuple of per-class tuples per op)."""
         return _rhs(self, weights)
+
+    def byte_matrix(self, p: Precision) -> np.ndarray:
+        """(n_ops, n_classes) bytes per element: activations and KV per class, weights by the op's module."""
+        return np.asarray(byte_key(self, p))
 
 
 @lru_cache(maxsize=1024)
@@ -125,6 +134,19 @@ def _rhs(t: Table, weights: tuple[float, ...]) -> np.ndarray:
     out = np.ascontiguousarray(t.class_matrix(np.asarray(weights, dtype=float)).T)
     out.setflags(write=False)
     return out
+
+
+@lru_cache(maxsize=1024)
+def byte_key(t: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
+    """Hashable (n_ops, n_classes) bytes per element of ``p`` for the ops of ``t`` (see :meth:`Table.byte_matrix`)."""
+    from llmath.ops.params import weight_bytes_per_element
+
+    per = p.per_class
+    by_module = weight_bytes_per_element(t.spec, p)
+    return tuple(
+        tuple(by_module.get(op.module, per["weight"]) if c == "weight" else per.get(c, 0.0) for c in CLASSES)
+        for op in t.ops
+    )
 
 
 def one_hot(cls: str) -> tuple[float, ...]:
@@ -150,7 +172,8 @@ def compile_table(spec: ModelSpec, ops: tuple[Op, ...], moe_tokens: int = 1) -> 
     is_weight_mm = np.array([op.kind == "matmul" and op.n_params > 0 for op in ops])
     is_kv_attn = np.array([op.kind == "matmul" and op.n_params == 0 and bool(op.terms("kv_read")) for op in ops])
     logit_rows = np.array([any(t.mono == "BL" for t in op.terms("flops")) for op in ops])
-    w_tok, w_log = is_weight_mm & ~logit_rows, is_weight_mm & logit_rows
+    src_rows = np.array([any(t.mono == "X" for t in op.terms("flops")) for op in ops])  # cross K/V: B·src rows
+    w_tok, w_log = is_weight_mm & ~logit_rows & ~src_rows, is_weight_mm & logit_rows
     for a in (coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log):
         a.setflags(write=False)
     return Table(spec, ops, monos, coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log, moe_tokens)

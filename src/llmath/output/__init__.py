@@ -9,6 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from llmath.validation import finite_or_none
+
+MAX_TABLE_ROWS = 2000
+
 
 def _default(o):
     if isinstance(o, np.generic):
@@ -18,8 +22,18 @@ def _default(o):
     return str(o)
 
 
+def to_json(obj: Any, indent: int | None = 2) -> str:
+    """Strict JSON: NumPy values converted, NaN/±Infinity written as ``null`` (JSON has no such numbers;
+    e.g. the intensity of an operator that moves no bytes is 0/0)."""
+    return json.dumps(finite_or_none(json.loads(json.dumps(obj, default=_default))), indent=indent, allow_nan=False)
+
+
 def emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, default=_default) + "\n")
+    sys.stdout.write(to_json(obj) + "\n")
+
+
+def _g(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
 
 
 def _console():
@@ -71,6 +85,9 @@ def emit_rows(rows: list[dict[str, Any]], as_json: bool, title: str, columns: li
         return
     from rich.table import Table
 
+    if len(rows) > MAX_TABLE_ROWS:  # a terminal table of 10^6 rows takes minutes and helps nobody
+        note(f"showing the first {MAX_TABLE_ROWS:,} of {len(rows):,} rows; --csv or --json print them all")
+        rows = rows[:MAX_TABLE_ROWS]
     t = Table(title=title)
     for c in columns:
         t.add_column(c, overflow="fold")
@@ -138,7 +155,9 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
 
     c = _console()
     title = (
-        f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}, attention={attention} "
+        f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}"
+        + (f" src={scenario.src}" if spec.is_encoder_decoder and rep.stage != "encoder" else "")
+        + f", attention={attention} "
         "(FLOPs = 2 per multiply-add; bytes = compulsory traffic)"
     )
     t = Table(title=title)
@@ -173,7 +192,7 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
             si(r.bytes["act_out"], "B"),
             si(r.bytes["kv_read"], "B"),
             si(r.bytes["kv_write"], "B"),
-            f"{r.intensity:.3g}",
+            _g(r.intensity),
         ]
         if r.time_s is not None:
             row += [ms(r.time_s), r.bound]
@@ -201,7 +220,8 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
         ops = build_ops(spec, rep.stage, attention)
         c.print(
             "[b]formulas[/b] (letters: B batch, T new tokens, S attended positions, D width, N query heads, "
-            "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows)"
+            "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows, "
+            "src source positions)"
         )
         for op in ops:
             for cls, label in (
@@ -241,6 +261,25 @@ def ops_csv(rep) -> None:
     rows_csv(rows)
 
 
+def formats_line(pr: dict) -> str:
+    """One line: each weight module's format and bytes per element (with its source), GEMM inputs, KV, and
+    what the device runs each GEMM format as."""
+    src = pr.get("sources", {})
+    parts = []
+    for m, f in pr.get("modules", {}).items():
+        bpe = pr.get("module_bytes_per_element", {}).get(m)
+        where = pr.get("module_sources", {}).get(m) or src.get("weights") or "default"
+        parts.append(f"{m} {f} ({bpe:.4g} B/el; {where})" if bpe is not None else f"{m} {f}")
+    line = "formats: " + ", ".join(parts)
+    if pr.get("act_quant"):
+        line += f"; GEMM inputs {pr['act_quant']}"
+    line += f"; KV {pr.get('kv')} ({src.get('kv', 'default')})"
+    ran = pr.get("compute") or {}
+    if ran:
+        line += "; GEMMs run in " + ", ".join(k if k == v else f"{k} as {v}" for k, v in ran.items())
+    return line
+
+
 def analysis_human(a, top: int = 8) -> None:
     from rich.table import Table
 
@@ -253,6 +292,8 @@ def analysis_human(a, top: int = 8) -> None:
         + (f", efficiency {a.efficiency.get('name')}" if a.efficiency else "")
         + (f" ({a.efficiency['rule']})" if a.efficiency.get("rule") else "")
     )
+    if a.precision:
+        c.print(formats_line(a.precision))
     p = a.params
     line = f"params {p.total:,}"
     if p.active_per_token != p.total:
@@ -273,6 +314,12 @@ def analysis_human(a, top: int = 8) -> None:
         f"KV cache: {kv['bytes_per_token']:,} B per token per sequence{growth}; {gb(kv['bytes'])} after prefill "
         f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end"
     )
+    if a.encoder is not None:
+        c.print(
+            f"encoder-decoder: prompt = {w['prompt']} source tokens through the encoder once; the decoder starts "
+            f"from {w['decoder_prompt']} token(s); cross-attention cache {kv['cross_bytes_per_source_token']:,} B "
+            f"per source token, {gb(kv['cross_bytes'])} fixed (included above)"
+        )
     if a.parallel:
         _layout_lines(c, a)
     t = Table(
@@ -283,7 +330,7 @@ def analysis_human(a, top: int = 8) -> None:
     if a.parallel:
         for col in ("compute", "memory", "comm"):
             t.add_column(col, justify="right")
-    for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
+    for s, label in _stages(a):
         t.add_row(
             label,
             si(s.flops["matmul"]),
@@ -315,7 +362,7 @@ def analysis_human(a, top: int = 8) -> None:
                 else " (no decode steps: gen = 1)"
             )
         )
-        for s, label in ((a.prefill, "prefill"), (a.decode, "decode step 0")):
+        for s, label in _stages(a):
             ranked = sorted(s.ops, key=lambda r: -(r.time_s or 0))[:top]
             tt = Table(title=f"top operators, {label}")
             for col in ("operator", "time", "share", "bound", "FLOPs", "bytes", "intensity"):
@@ -328,7 +375,7 @@ def analysis_human(a, top: int = 8) -> None:
                     r.bound,
                     si(r.flops + r.vflops),
                     si(sum(r.bytes.values()), "B"),
-                    f"{r.intensity:.3g}",
+                    _g(r.intensity),
                 )
             c.print(tt)
     if a.prefill.flops["useful_matmul"] != a.prefill.flops["matmul"]:
@@ -353,6 +400,12 @@ def analysis_human(a, top: int = 8) -> None:
     c.print(line)
     for wmsg in a.warnings:
         note(f"warning: {wmsg}")
+
+
+def _stages(a) -> list:
+    """(stage report, label) in execution order; the encoder pass first for encoder-decoder models."""
+    st = [(a.prefill, "decoder prefill" if a.encoder is not None else "prefill"), (a.decode, "decode step 0")]
+    return ([(a.encoder, "encoder")] if a.encoder is not None else []) + st
 
 
 def _layout_lines(c, a) -> None:
@@ -406,6 +459,13 @@ def seeds_human(rep: dict) -> None:
     for w in rep.get("warnings", []):
         note(f"warning: {w}")
     c.print(f"[b]{rep['model']}[/b]: L={rep['L']}, d={rep['d']}")
+    enc = rep.get("encoder")
+    if enc:
+        c.print(
+            f"encoder-decoder: L = the {rep['L']} decoder layers; the {enc['L']} encoder layers run once per "
+            f"sequence over the {rep['prompt']} source tokens (--prompt): {enc['matmul']:,} matmul FLOPs for "
+            f"batch {rep['batch']}; every generated token cross-attends those {rep['prompt']} positions"
+        )
     t = Table(title="FLOPs per generated token: exact vs 24·L·d² + 4·L·d·N (seed 000)")
     for col in ("context N", "exact matmul", "exact layers only", "24Ld²+4LdN", "error vs layers", "attention share"):
         t.add_column(col, justify="right")

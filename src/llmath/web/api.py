@@ -20,7 +20,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from llmath.errors import LLMathError, WorkloadError
+from llmath.errors import LLMathError, UnknownNameError, WorkloadError
 
 Params = dict[str, str]
 
@@ -53,31 +53,60 @@ def _int(params: Params, name: str, lo: int = 0, hi: int = 1 << 40) -> int | Non
     return v
 
 
+def _registry_only(kind: str, value: str, known: list[str]) -> str:
+    """A registry name (the web API never reads a server-side path), else an error with the closest names."""
+    if value in known:
+        return value
+    from llmath.model.registry import closest
+
+    close = closest(value, known)
+    hint = f"; closest: {', '.join(close)}" if close else ""
+    raise UnknownNameError(
+        f"unknown {kind} {value[:100]!r}{hint}. The web API takes registry names only "
+        f"(/api/meta lists them) or hub ids (org/name); POST a config.json to analyse another model"
+    )
+
+
+def _model_name(params: Params) -> str:
+    """The model the request names: a bundled model (registry name or its hub id, any case) or another hub
+    id (``org/name``, fetched with huggingface_hub like the CLI does); never a path on this machine."""
+    from llmath.model import hub, registry
+
+    name = str(params.get("model") or "llama-3-8b")
+    found = registry.lookup(name)
+    if found is not None:
+        return found
+    if hub.looks_like_repo_id(name) and not name.lower().endswith((".json", ".gguf")):
+        return name
+    return _registry_only("model", name, registry.names())
+
+
 def _model(params: Params, config: dict | None):
     from llmath.model.registry import resolve
 
     if config is not None:
         from llmath.model.hf import spec_from_config
 
-        return spec_from_config(config, name=str(params.get("model") or "uploaded config"))
-    return resolve(str(params.get("model") or "llama-3-8b"))
+        return spec_from_config(config, name=str(params.get("model") or "uploaded config")[:200])
+    return resolve(_model_name(params))
 
 
-def _precision(params: Params):
-    from llmath.model.dtypes import Precision
+def _precision(params: Params, config: dict | None):
+    """The checkpoint's formats (a bundled or hub model's quantization_config; bf16 when it states none),
+    with the page's dtype / weights / activations / KV choices overriding them (empty = the checkpoint's)."""
+    from llmath.model.checkpoint import precision_for
 
-    dtype = params.get("dtype") or "bf16"
-    return Precision(
-        params.get("weights") or dtype, params.get("activations") or dtype, params.get("kv_dtype") or dtype
-    )
+    model = _model(params, config) if config is not None else _model_name(params)
+    pick = [str(params[k]) if params.get(k) else None for k in ("dtype", "weights", "activations", "kv_dtype")]
+    return precision_for(model, *pick)
 
 
-def _analyze_kwargs(params: Params) -> dict[str, Any]:
+def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any]:
     """Keyword arguments for :func:`llmath.analysis.analyze` from the request; unknown ones are refused."""
     from llmath.analysis import analyze
 
     accepted = inspect.signature(analyze).parameters
-    kw: dict[str, Any] = {"precision": _precision(params)}
+    kw: dict[str, Any] = {"precision": _precision(params, config)}
     for name in _INTS:
         v = _int(params, name, lo=0 if name == "prefix" else 1)
         if v is not None:
@@ -94,8 +123,10 @@ def _analyze_kwargs(params: Params) -> dict[str, Any]:
 
 
 def _hardware(params: Params) -> str | None:
-    hw = params.get("hardware") or "h100-sxm"
-    return None if hw == "none" else str(hw)
+    from llmath import hardware
+
+    hw = str(params.get("hardware") or "h100-sxm")
+    return None if hw == "none" else _registry_only("hardware", hw, hardware.names() + sorted(hardware.aliases()))
 
 
 def _run(params: Params, config: dict | None, **override) -> dict[str, Any]:
@@ -103,15 +134,14 @@ def _run(params: Params, config: dict | None, **override) -> dict[str, Any]:
 
     if "concurrency" in override:  # a serving sweep point
         return analyze_view(params | {k: str(v) for k, v in override.items()}, config)
-    kw = _analyze_kwargs(params)
+    kw = _analyze_kwargs(params, config)
     kw.update(override)
     return analyze(_model(params, config), _hardware(params), **kw).to_dict()
 
 
 def meta(params: Params, config: dict | None = None) -> dict[str, Any]:
     from llmath import hardware
-    from llmath.model import registry
-    from llmath.model.dtypes import DTYPES
+    from llmath.model import formats, registry
 
     models = [n for n in registry.names() if not registry.spec(n).is_encoder_decoder]
     devices = []
@@ -126,7 +156,13 @@ def meta(params: Params, config: dict | None = None) -> dict[str, Any]:
                 "peak_flops_per_s": h.peak_flops_per_s,
             }
         )
-    return {"models": models, "hardware": devices, "dtypes": list(DTYPES), "engines": _engines()}
+    return {
+        "models": models,
+        "hardware": devices,
+        "dtypes": formats.names("activations"),
+        "formats": {role: formats.names(role) for role in formats.ROLES},
+        "engines": _engines(),
+    }
 
 
 def _engines() -> list[str]:
@@ -170,7 +206,7 @@ def _serve(params: Params, config: dict | None) -> dict[str, Any] | None:
         return None
     from llmath.deploy.service import serve
 
-    kw = _analyze_kwargs(params)
+    kw = _analyze_kwargs(params, config)
     layout = {k: kw[k] for k in ("gpus", "tp", "pp", "ep", "dp") if k in kw}
     return serve(
         _model(params, config), _hardware(params) or "h100-sxm", prompt=kw.get("prompt", 512), gen=kw.get("gen", 128),
@@ -247,7 +283,7 @@ def explain(params: Params, config: dict | None = None) -> dict[str, Any]:
 
     spec = _model(params, config)
     stage = str(params.get("stage") or "prefill")
-    kw = _analyze_kwargs(params)
+    kw = _analyze_kwargs(params, config)
     B, P, prefix = kw.get("batch", 1), kw.get("prompt", 512), kw.get("prefix", 0)
     scen = Scenario(B, P, prefix) if stage == "prefill" else Scenario(B, 1, prefix + P)
     name = str(params.get("op") or "")
@@ -286,7 +322,7 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
     """The planner (``llmath plan``): best configuration and Pareto front under the TTFT/TPOT targets."""
     from llmath.deploy.plan import plan as search
 
-    kw = _analyze_kwargs(params)
+    kw = _analyze_kwargs(params, config)
     pins = {k: kw[k] for k in ("tp", "pp", "ep", "dp") if k in kw}
     p = kw["precision"]
     return search(

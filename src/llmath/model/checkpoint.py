@@ -1,0 +1,217 @@
+"""A checkpoint as llmath reads it: the spec, and the formats its files state, with where each came from.
+
+``load(model)`` accepts a registry name, a hub id (bundled ones offline, case-insensitive; others fetched
+with :mod:`llmath.model.hub`), a config.json or a directory holding one, or a ``.gguf`` file. Beside a
+config it reads, in this order of precedence:
+
+1. ``hf_quant_config.json`` (ModelOpt) over ``quantization_config`` in config.json (:mod:`.quant`);
+2. safetensors headers (``*.safetensors``; only the 8-byte length and the JSON header of each file are
+   read): the bytes of every tensor, summed per module (``Precision.measured_bytes``), so weight memory
+   and each module's bytes per element (header bytes / the module's parameters, in
+   :func:`llmath.ops.params.weight_bytes_per_element`) are exact. With only
+   ``model.safetensors.index.json`` present its ``metadata.total_size`` scales every module to that total.
+
+A ``.gguf`` gives the config, every tensor's type and bytes (:mod:`.gguf`). Flags override all of it
+(:func:`precision_for`); the report lists the source of each format (``Precision.sources``).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from llmath.errors import ConfigError
+from llmath.model import formats as fmt
+from llmath.model.config_check import file_kind
+from llmath.model.dtypes import MODULES, Precision
+from llmath.model.quant import checkpoint_reading, module_of
+from llmath.model.spec import ModelSpec
+
+SIDECAR = "hf_quant_config.json"
+MAX_HEADER = 100 << 20  # safetensors caps headers at 100 MB
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    spec: ModelSpec
+    precision: Precision | None  # None: the checkpoint states no formats (bf16 by default)
+    origin: str = ""  # what the formats were read from
+    notes: tuple[str, ...] = ()
+    header_bytes: int | None = None  # weight bytes from tensor headers (exact), if read
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read JSON ({e}); fix or remove the file") from None
+
+
+def safetensors_header(path: Path) -> dict[str, Any]:
+    """The JSON header of a ``.safetensors`` file (reads 8 bytes + the header, never tensor data)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) != 8:
+                raise ConfigError(f"{path}: truncated safetensors file (no 8-byte header length)")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER:
+                raise ConfigError(f"{path}: safetensors header length {n} exceeds 100 MB; not a safetensors file")
+            raw = f.read(n)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ConfigError(f"{path}: safetensors header is not JSON; the file is damaged") from None
+
+
+def tensor_bytes(headers) -> dict[str, int]:
+    """Bytes per llmath module summed over the tensors of safetensors headers ('other': unmapped names)."""
+    out: dict[str, int] = {}
+    for h in headers:
+        for name, t in h.items():
+            if name == "__metadata__":
+                continue
+            a, b = t["data_offsets"]
+            m = module_of(name) or "other"
+            out[m] = out.get(m, 0) + int(b) - int(a)
+    return out
+
+
+def _header_precision(d: Path, p: Precision) -> tuple[Precision, int | None, list[str]]:
+    """``p`` with the bytes the safetensors headers beside a config measure (per module, or the index's total)."""
+    files = sorted(d.glob("*.safetensors"))
+    notes: list[str] = []
+    idx = d / "model.safetensors.index.json"
+    listed = set((_json(idx).get("weight_map") or {}).values()) if idx.exists() else set()
+    if listed and not listed <= {f.name for f in files}:  # a partial download: only the index's total is exact
+        notes.append(f"safetensors: {len(listed - {f.name for f in files})} shard(s) absent; using the index total")
+        files = []
+    if files:
+        by = tensor_bytes(safetensors_header(f) for f in files)
+        if by.get("other"):
+            notes.append(f"safetensors: {by['other']:,} bytes in tensors llmath maps to no module (not counted)")
+        meas = {m: b for m, b in by.items() if m in MODULES and b}
+        src = dict(p.sources) | {m: "safetensors headers" for m in meas}
+        return replace(p, measured_bytes=meas, sources=src), sum(meas.values()), notes
+    if idx.exists():
+        total = (_json(idx).get("metadata") or {}).get("total_size")
+        if isinstance(total, int) and total > 0:
+            src = dict(p.sources) | {"total": "model.safetensors.index.json metadata.total_size"}
+            return replace(p, measured_bytes={"total": total}, sources=src), total, notes
+    return p, None, notes
+
+
+def from_config(cfg: dict[str, Any], spec: ModelSpec, sidecar: dict | None, where: str) -> Checkpoint:
+    reading = checkpoint_reading(cfg, sidecar)
+    if reading is None:
+        return Checkpoint(spec, None, "")
+    act16 = "fp16" if str(cfg.get("torch_dtype") or cfg.get("dtype")) == "float16" else "bf16"
+    mods = {m: (act16 if f in ("bf16", "fp16") else f) for m, f in reading.modules.items()}
+    reading.modules = mods
+    reading.activations = reading.activations or act16
+    p = reading.precision(Precision.uniform(act16))
+    origin = f"{where}/{SIDECAR}" if sidecar else f"{where} quantization_config"
+    return Checkpoint(spec, p, origin, tuple(reading.notes))
+
+
+def load_dir(d: Path, name: str | None = None, source: str | None = None) -> Checkpoint:
+    """A directory (or config.json path) with its sidecar and safetensors headers."""
+    from llmath.model.hf import read_config, spec_from_config
+
+    cfg_path = d / "config.json" if file_kind(d) == "dir" else d
+    folder = cfg_path.parent
+    cfg = read_config(cfg_path)
+    stem = name or (folder.name if cfg_path.name == "config.json" else cfg_path.stem)
+    spec = spec_from_config(cfg, name=stem, source=source or str(cfg_path))
+    side = folder / SIDECAR
+    ck = from_config(cfg, spec, _json(side) if side.exists() else None, str(folder))
+    p, hb, notes = _header_precision(folder, ck.precision or Precision())
+    if hb is None:
+        return ck
+    origin = ck.origin + "; " if ck.origin else ""
+    return replace(
+        ck, precision=p, origin=origin + "safetensors headers", notes=ck.notes + tuple(notes), header_bytes=hb
+    )
+
+
+def load_gguf(path: Path) -> Checkpoint:
+    from llmath.model.gguf import file_type_name, gguf_type_format, module_summary, read_gguf
+    from llmath.model.hf import spec_from_config
+
+    cfg, tensors = read_gguf(path)
+    ftype = cfg.pop("_gguf_file_type", None)
+    spec = spec_from_config(cfg, name=path.stem, source=str(path))
+    total, dominant, _ = module_summary(tensors)
+    meas = {m: b for m, b in total.items() if m in MODULES}
+    mods = {m: gguf_type_format(t) for m, t in dominant.items() if m in MODULES}
+    mix = file_type_name(ftype)
+    weights = mix if mix and (mix in fmt.gguf_mixes() or mix in fmt.formats()) else mods.get("ffn", "fp16")
+    src = {m: "gguf tensor types" for m in mods} | {"weights": "gguf general.file_type"}
+    p = Precision(weights=weights, activations="fp16", kv="fp16", modules=mods, measured_bytes=meas, sources=src)
+    return Checkpoint(spec, p, f"{path} (GGUF header)", (), sum(total.values()))
+
+
+@lru_cache(maxsize=256)
+def load(model: str) -> Checkpoint:
+    """A model name, hub id, config path or .gguf -> :class:`Checkpoint` (see the module docstring)."""
+    from llmath.model import registry
+
+    name = registry.lookup(model)
+    if name is not None:
+        return registry.checkpoint(name)
+    p = Path(model)
+    kind = file_kind(p)
+    if p.suffix.lower() == ".gguf":
+        if kind != "file":
+            raise ConfigError(f"{str(p)[:200]}: no such GGUF file (a regular .gguf file is needed)")
+        return load_gguf(p)
+    if p.suffix == ".json" or kind != "missing":
+        return load_dir(p)
+    from llmath.model import hub
+
+    if hub.looks_like_repo_id(model):
+        return load_dir(hub.fetch(model), name=model.split("/")[-1].lower(), source=f"https://huggingface.co/{model}")
+    raise registry.unknown_model(model)
+
+
+def precision_for(
+    model: str | ModelSpec,
+    dtype: str | None = None,
+    weights: str | None = None,
+    activations: str | None = None,
+    kv: str | None = None,
+    group_size: int | None = None,
+) -> Precision:
+    """The precision to analyse ``model`` at: the checkpoint's formats (bf16 if it states none), with
+    ``dtype`` replacing all of them and ``weights``/``activations``/``kv``/``group_size`` overriding."""
+    stated: Precision | None = None
+    if isinstance(model, str):
+        ck = load(model)
+        spec, stated = ck.spec, ck.precision
+    else:
+        spec = model
+    if dtype is not None:
+        base = Precision.uniform(
+            dtype, sources={"weights": "flag --dtype", "activations": "flag --dtype", "kv": "flag --dtype"}
+        )
+    else:
+        base = stated or Precision()
+    p = base.override(weights=weights, activations=activations, kv=kv, group_size=group_size)
+    return expand_mix(spec, p)
+
+
+def expand_mix(spec: ModelSpec, p: Precision) -> Precision:
+    """A llama.cpp file type (q4_k_m, ...) as weights, without measured bytes: per-module bytes by its rules."""
+    if p.module_bytes or p.measured_bytes or p.weights not in fmt.gguf_mixes():
+        return p
+    from llmath.model.gguf import mix_module_bytes
+
+    mb = {m: b for m, b in mix_module_bytes(spec, p.weights).items() if m not in dict(p.modules)}
+    src = dict(p.sources) | {m: f"llama.cpp {p.weights} rules" for m in mb}
+    return replace(p, module_bytes=mb, sources=src)

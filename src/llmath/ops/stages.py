@@ -1,0 +1,101 @@
+"""The stages of a workload as scenarios, for decoder-only and encoder-decoder models (stated once here).
+
+Decoder-only: the prefill of ``prompt`` = P tokens after an optional cached ``prefix``, then decode steps at
+contexts S = prefix + P, prefix + P + 1, …
+
+Encoder-decoder (T5, BART, the original Transformer): ``prompt`` = P is the *source* length. The encoder
+runs once over the P source tokens (bidirectional); the decoder prefill runs ``decoder_prompt`` tokens
+(default 1, the start token, as translation and T5 generation begin), cross-attends the P encoder
+positions and projects them to the cross-attention K/V once, into the cache; decode steps run at decoder
+contexts S = decoder_prompt, decoder_prompt + 1, … and read that cross cache. TTFT = encoder + decoder
+prefill. The KV cache is the self-attention cache (B × decoder positions, growing) plus the cross-attention
+cache (B × P, fixed). A cached prefix does not apply (the decoder starts after the encoder pass).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import numpy as np
+
+from llmath.errors import WorkloadError
+from llmath.model.dtypes import Precision
+from llmath.model.spec import ModelSpec
+from llmath.ops.assemble import build_ops
+from llmath.ops.core import CLASSES, Attention, Scenario, Stage
+from llmath.ops.table import evaluate, table
+
+
+def decode_start(spec: ModelSpec, prompt: int, prefix: int = 0, decoder_prompt: int = 1) -> tuple[int, int]:
+    """(positions in the self-attention cache when the decode steps start, source positions cross-attended)."""
+    if spec.is_encoder_decoder:
+        if prefix:
+            raise WorkloadError(
+                f"prefix={prefix}: {spec.name!r} is an encoder-decoder model, whose decoder starts after the "
+                "encoder pass with no cached prefix; set the decoder's own prefill length with decoder_prompt"
+            )
+        return decoder_prompt, prompt
+    return prefix + prompt, 0
+
+
+def stage_scenarios(spec: ModelSpec, batch, prompt, prefix=0, decoder_prompt: int = 1) -> dict[str, Scenario]:
+    """The scenario of each stage, in execution order: ``encoder`` (encoder-decoder only), ``prefill`` and
+    ``decode`` (step 0)."""
+    ctx0, src = decode_start(spec, prompt, prefix, decoder_prompt)
+    if not spec.is_encoder_decoder:
+        return {"prefill": Scenario(batch, prompt, prefix), "decode": Scenario(batch, 1, ctx0)}
+    return {
+        "encoder": Scenario(batch, prompt),
+        "prefill": Scenario(batch, decoder_prompt, 0, src=src),
+        "decode": Scenario(batch, 1, ctx0, src=src),
+    }
+
+
+def stage_flops(spec: ModelSpec, stage: str, attention: str, sc: Scenario) -> float:
+    """Matmul FLOPs of one stage's pass (float; the compiled-table path)."""
+    vals = table(spec, cast(Stage, stage), cast(Attention, attention)).values(sc)
+    return float(vals[..., CLASSES.index("flops")].sum())
+
+
+def cross_kv_elements_per_source(spec: ModelSpec) -> int:
+    """Cross-attention cache elements per source position (K and V of every decoder layer), read off the
+    cross K/V projections of the decoder prefill; 0 for decoder-only models."""
+    if not spec.is_encoder_decoder:
+        return 0
+    ops = build_ops(spec, "prefill", "flash")
+    return int(sum(t.coef * op.count for op in ops for t in op.terms("kv_write") if t.mono == "X"))
+
+
+def _act_peak(spec: ModelSpec, stage: str, sc: Scenario, attention: str, tab=None):
+    t = table(spec, cast(Stage, stage), cast(Attention, attention)) if tab is None else tab
+    act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
+    per_op = (t.monomial_matrix(sc) @ t.rhs(act)) / t.kernels
+    resid = np.asarray(sc.B) * (np.asarray(sc.T) + np.asarray(sc.src)) * spec.d_model  # + the encoder output
+    return per_op.max(-1) + resid
+
+
+def activation_peak_bytes(
+    spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0, tab=None, decoder_prompt=1
+):
+    """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual.
+    ``tab``: another compiled operator list of ``spec`` (one GPU's under a layout). Encoder-decoder: the
+    larger of the encoder pass and the decoder prefill, which keeps the encoder output live."""
+    if not spec.is_encoder_decoder:
+        return _act_peak(spec, "prefill", Scenario(batch, prompt, prefix), attention, tab) * precision.act_bytes
+    enc = _act_peak(spec, "encoder", Scenario(batch, prompt), attention)
+    pre = _act_peak(spec, "prefill", Scenario(batch, decoder_prompt, 0, src=prompt), attention)
+    return np.maximum(enc, pre) * precision.act_bytes
+
+
+def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
+    """A training step on B sequences of ``seq`` tokens: the forward with logits at every position, and
+    forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation.
+    Encoder-decoder: ``seq`` source tokens through the encoder and ``seq`` target tokens through the decoder."""
+    src = seq if spec.is_encoder_decoder else 0
+    passes = [("prefill", Scenario(batch, seq, 0, logits="all", src=src))]
+    if spec.is_encoder_decoder:
+        passes.append(("encoder", Scenario(batch, seq)))
+    fwd = int(
+        sum(c.values.get("flops", 0) for st, sc in passes for c in evaluate(build_ops(spec, st, "flash"), sc, spec))
+    )
+    return {"tokens": batch * seq, "forward_matmul": fwd, "step_matmul": 3 * fwd, "step_matmul_recompute": 4 * fwd}
