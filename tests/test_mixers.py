@@ -57,3 +57,12 @@ def test_eager_convolves_the_padding_flash_does_not(mamba):
     sc = Scenario(2, 9, 0)
     diff = _total(mamba, "prefill", "eager", "flops", sc) - _total(mamba, "prefill", "flash", "flops", sc)
     assert diff == 2 * 1536 * 4 * 3 * 2 * 32
+
+
+def test_layouts_refuse_mixer_layers_until_they_have_a_sharding_rule(mamba):
+    """A layout would place attention operators by layer kind and drop the mixers: refused, never a wrong
+    per-GPU figure."""
+    from llmath.errors import LayoutError
+
+    with pytest.raises(LayoutError, match="no sharding rule yet"):
+        analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=1, dp=2)
