@@ -252,3 +252,15 @@ def test_formatters_print_tables(profile, report, published, capsys):
     out = capsys.readouterr().out
     for s in ("skinny", "prefill", "decode", "where the time went", "published", "median"):
         assert s in out
+
+
+def test_published_fp4_rows_run_as_nvfp4():
+    """NVIDIA's FP4 published rows are ModelOpt NVFP4 checkpoints (their notes say so): weights NVFP4 (e2m1 +
+    one e4m3 scale per 16 elements = 4 + 8/16 = 4.5 bits, ignoring the per-tensor fp32 scale) and NVFP4 GEMM
+    inputs."""
+    from llmath.measure.published import _precision_for
+
+    p, assumed = _precision_for({"weights_dtype": "fp4", "kv_dtype": None})
+    assert p.weights == "nvfp4" and p.act_quant == "nvfp4"
+    assert abs(p.bytes_per_element("nvfp4") - 4.5 / 8) < 1e-3
+    assert any("NVFP4" in a for a in assumed)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 from llmath.checks import ANALYZE_ARGS, _check_degrees, _check_hardware, _check_len, _check_precision, _check_sizes
-from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, gpu_parts, rank_table
+from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, fitted_device, gpu_parts, rank_table
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import HardwareError, LayoutError, WorkloadError
@@ -188,13 +188,16 @@ def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff,
         t = tab if tab is not None else table(spec, stage, attention)
         vals = t.values(scenario)
         tokens = scenario.B * scenario.T
-        times, comp, mem, _ = op_times(vals, t, hw, precision, eff, scenario.B, tokens, decode=stage == "decode")
+        dec = stage == "decode"
+        ctx = scenario.S0 if dec else None  # a decode step's attention: fitted fractions at its context
+        times, comp, mem, _ = op_times(vals, t, hw, precision, eff, scenario.B, tokens, dec, ctx)
         for ti, ci, mi in zip(times, comp, mem, strict=True):
             r = rep.ops[i]
             r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
             r.bound = "compute" if ci >= mi else "memory"
             i += 1
-        comm = comm_costs(colls, scenario, spec, precision, topology(hw)) if layout is not None else []
+        dev = fitted_device(hw, eff)
+        comm = comm_costs(colls, scenario, spec, precision, topology(hw), dev) if layout is not None else []
         for cc in comm:
             r = rep.ops[i]
             r.time_s, r.compute_s, r.memory_s, r.bound = cc.time_s, 0.0, 0.0, "communication"

@@ -22,6 +22,7 @@ import numpy as np
 
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
+from llmath.hardware import fitted_ops as fo
 from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
 from llmath.hardware.execution import executed, op_executed, op_peaks
 from llmath.model import formats as fmt
@@ -224,32 +225,64 @@ def _weight_only(p: Precision, hw: Hardware) -> bool:
     return fmt.get(p.weights).quantised and run_format(hw, p) in ("bf16", "fp16", "fp32")
 
 
-def overheads(table: Table, eff: Efficiency, decode: bool) -> np.ndarray:
+def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None = None) -> np.ndarray:
     """(n_ops,) overhead seconds of each op per pass: its kernels × the per-kernel overhead (in decode, decode
-    attention's own where one was fitted)."""
+    attention's own where one was fitted; with ``p``, context attention's and MoE layers' fitted ones)."""
     ov = eff.decode_overhead_s if decode else eff.overhead_s
     if decode and eff.attention_overhead_s is not None:
-        return table.kernels * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
-    return table.kernels * ov
+        base = table.kernels * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
+    else:
+        base = table.kernels * ov
+    return base if p is None else fo.overheads(table, p, eff, decode, base)
+
+
+def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
+    """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included."""
+    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
+    inv = inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    if not eff.kernel_fits:
+        return f, inv
+    rts = (rates(hw, p, eff, table)[0], op_peaks(table, hw, p), run_format(hw, p))
+    return fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context, rts)
 
 
 def times(
-    flops, vflops, bytes_, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+    flops,
+    vflops,
+    bytes_,
+    table: Table,
+    hw: Hardware,
+    p: Precision,
+    eff: Efficiency,
+    batch,
+    tokens,
+    decode: bool,
+    context=None,
 ):
-    """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes."""
+    """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes; ``context``:
+    a decode step's S (its attention's fitted fractions depend on it)."""
     mm_rate, vec_rate = rates(hw, p, eff, table)
-    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
     compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
-    memory = bytes_ / op_bandwidth(table, hw, eff, batch, tokens, decode, p)
-    return np.maximum(compute, memory) + overheads(table, eff, decode), compute, memory
+    memory = bytes_ * inv
+    return np.maximum(compute, memory) + overheads(table, eff, decode, p), compute, memory
 
 
 def op_times(
-    values: np.ndarray, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+    values: np.ndarray,
+    table: Table,
+    hw: Hardware,
+    p: Precision,
+    eff: Efficiency,
+    batch,
+    tokens,
+    decode: bool,
+    context=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(time, compute time, memory time, bytes) per op from evaluated class totals ``values``."""
     bytes_ = (values * byte_weights(table, p)).sum(-1)
-    t, c, m = times(values[..., I_FLOPS], values[..., I_VFLOPS], bytes_, table, hw, p, eff, batch, tokens, decode)
+    fl, vfl = values[..., I_FLOPS], values[..., I_VFLOPS]
+    t, c, m = times(fl, vfl, bytes_, table, hw, p, eff, batch, tokens, decode, context)
     return t, c, m, bytes_
 
 
@@ -264,17 +297,17 @@ def _compute_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> n
 
 @lru_cache(maxsize=4096)
 def _stage_matrices(
-    table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool, context=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(compute seconds, memory seconds) right-hand sides (n_monos, n_ops), and the overheads, for scalars."""
-    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
     if f is None:
         comp = _compute_rhs(table, hw, p, eff)
     else:
         mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = table.rhs(one_hot("flops")) / mm_rate * f + table.rhs(one_hot("vflops")) / vec_rate
-    mem = table.rhs(byte_weights_key(table, p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
-    ov = overheads(table, eff, decode)
+    mem = table.rhs(byte_weights_key(table, p)) * inv
+    ov = overheads(table, eff, decode, p)
     return comp, mem, ov
 
 
@@ -283,11 +316,12 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
     mv = table.monomial_matrix(scenario)
     B = scenario.B
     if mv.ndim == 1:
-        comp, mem, ov = _stage_matrices(table, hw, p, eff, int(B), int(B * scenario.T), decode)
+        ctx = int(scenario.S0) if decode else None
+        comp, mem, ov = _stage_matrices(table, hw, p, eff, int(B), int(B * scenario.T), decode, ctx)
         c, m = mv @ comp, mv @ mem
         return np.maximum(c, m) + ov, c, m
     B = np.asarray(B)
-    return monomial_times(table, mv, hw, p, eff, B, B * np.asarray(scenario.T), decode)
+    return monomial_times(table, mv, hw, p, eff, B, B * np.asarray(scenario.T), decode, scenario.S0 if decode else None)
 
 
 # ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
@@ -361,19 +395,26 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
     k = _decode_coefs(table, bw_key)
     mm_rate, vec_rate = rates(hw, p, eff, table)
     kc = _compute_coefs(table, bw_key, hw, p, eff)
-    f = mm_factor(table, eff, B, B, run_format(hw, p), _weight_only(p, hw))
+    f, inv = _fitted(table, hw, p, eff, B, B, True, None)
     if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
         kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
     spec = table.spec
     U = float(table.experts_hit(float(B))) if spec.moe is not None else 0.0
-    inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
     x = np.array([1.0, float(B), U, 0.0, float(B) * src])
     c0 = x @ kc
     m0 = (x @ k[:, 2]) * inv
-    ov = overheads(table, eff, decode=True)
+    ov = overheads(table, eff, True, p)
     step = np.maximum(c0, m0) + ov
     step.setflags(write=False)
     w = _windows(table)
+    da, jf = _decode_attention(table, hw, p, eff)
+    banded = []
+    if da is not None:
+        lines_ = _attention_lines(k, np.array([float(B)]), x[None, :3], jf)  # (1, 6, nj)
+        band = [[a.tolist() for a in arr[0]] for arr in da.bands(lines_, np.array([float(B)]), 48)]
+        for i, o in enumerate(jf):
+            L = tuple(float(v) for v in lines_[0, :, i])
+            banded.append((int(o), [b[i] for b in band], fo.scalar_step(da, L, float(B), i), float(w[o]), float(ov[o])))
     lines = tuple(
         (
             int(o),
@@ -385,8 +426,28 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
             float(ov[o]),
         )
         for o in _slope_ops(table, bw_key)
+        if da is None or o not in jf
     )
-    return step, float(step.sum()), lines
+    return step, float(step.sum()), lines, (da, float(B), tuple(banded))
+
+
+def _decode_attention(table: Table, hw: Hardware, p: Precision, eff: Efficiency):
+    """(the fitted decode-attention model, its columns) or (None, empty) where no fit applies."""
+    cols = fo.columns(table)
+    coef = eff.fit("attn_decode", p.kv) if cols.attn.size else None
+    if coef is None:
+        return None, cols.attn[:0]
+    rts = (hw.vector_peak, rates(hw, p, eff, table)[1], hw.memory_bandwidth_bytes_per_s)
+    return fo.DecodeAttention(coef, cols, p, rts), cols.attn
+
+
+def _attention_lines(k: np.ndarray, Bu: np.ndarray, Xu: np.ndarray, jf: np.ndarray) -> np.ndarray:
+    """(nB, 6, nj): matmul FLOPs, vector FLOPs and bytes of the columns ``jf`` as a + b·u per batch ``Bu``
+    (``Xu`` (nB, 3): the batch's [1, B, U(B)])."""
+    out = []
+    for c in range(3):
+        out += [Xu @ k[:3, c][:, jf], k[3, c, jf][None, :] * Bu[:, None]]
+    return np.stack(out, axis=1)
 
 
 def _line_sum(c0: float, c1: float, m0: float, m1: float, w: float, u0: float, n: float) -> float:
@@ -408,11 +469,17 @@ def _line_sum(c0: float, c1: float, m0: float, m1: float, w: float, u0: float, n
 def _decode_scalar(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, P: float, N: float, src: float = 0.0
 ) -> DecodeSummary:
-    step, step_sum, lines = _decode_static(table, hw, p, eff, B, src)
+    step, step_sum, lines, (da, Bf, banded) = _decode_static(table, hw, p, eff, B, src)
     n = max(N - 1, 0.0)
     u0 = P + 1
     per_op = step * n
     total, first, last = step_sum * n, step_sum, step_sum
+    for o, band, step_t, w, ov in banded:
+        t, tf, tl = fo.decode_attention_scalar(band, step_t, u0, n, w, ov)
+        total += t - per_op[o]
+        per_op[o] = t
+        first += tf - step[o]
+        last += tl - step[o]
     ul_ = u0 + max(n - 1, 0.0)
     for o, c0, c1, m0, m1, w, ov in lines:
         t = _line_sum(c0, c1, m0, m1, w, u0, n) + n * ov
@@ -422,6 +489,24 @@ def _decode_scalar(
         first += max(c0 + c1 * uf, m0 + m1 * uf) + ov - step[o]
         last += max(c0 + c1 * ul, m0 + m1 * ul) + ov - step[o]
     return DecodeSummary(first, last, total, per_op, n)
+
+
+def _attention_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf, u0, n, step, per_op, ov):
+    """The fitted decode-attention columns of a vectorised generation, summed per context band
+    (:func:`llmath.hardware.fitted_ops.decode_attention_sum`): sets their ``per_op`` totals and returns
+    (their columns, (first-step, last-step) corrections to the context-independent ``step``)."""
+    da, jf = _decode_attention(table, hw, p, eff)
+    if da is None:
+        return jf, (0.0, 0.0)
+    spec = table.spec
+    k = _decode_coefs(table, byte_weights_key(table, p))
+    Bu, idx = np.unique(Bf[..., 0], return_inverse=True)
+    Uu = table.experts_hit(Bu) if spec.moe is not None else np.zeros_like(Bu)
+    lines_ = _attention_lines(k, Bu, np.stack([np.ones_like(Bu), Bu, Uu], axis=-1), jf)
+    idx = idx.reshape(Bf.shape[:-1])
+    tot, tf, tl = fo.decode_attention_sum(da, lines_, Bu, idx, u0, n, _windows(table)[jf], ov[jf])
+    per_op[..., jf] = tot
+    return jf, ((tf - step[..., jf]).sum(-1), (tl - step[..., jf]).sum(-1))
 
 
 def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src=0) -> DecodeSummary:
@@ -445,25 +530,25 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
     Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
     X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
-    inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
-    f = mm_factor(table, eff, B, B, run_format(hw, p), _weight_only(p, hw))
+    f, inv = _fitted(table, hw, p, eff, B, B, True, None)
     c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
     m0 = (X @ k[:, 2]) * inv
-    ov = overheads(table, eff, decode=True)
+    ov = overheads(table, eff, True, p)
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
     step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
     if ov.any():
         step += ov
     per_op = step * n
-    j = _slope_ops(table, bw_key)
+    u0 = np.asarray(P, dtype=float)[..., None] + 1
+    jf, extra = _attention_generation(table, hw, p, eff, Bf, u0, n, step, per_op, ov)
+    j = np.setdiff1d(_slope_ops(table, bw_key), jf)
     if not j.size:
-        first = last = step.sum(-1)
+        first, last = step.sum(-1) + extra[0], step.sum(-1) + extra[1]
         return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
     w = _windows(table)[j]
     c0j, m0j = c0[..., j], m0[..., j]
     c1 = kc[3, j] * Bf
     m1 = k[3, 2, j] * Bf * inv[..., j]
-    u0 = np.asarray(P, dtype=float)[..., None] + 1
     dc = c1 - m1
     ustar = np.divide(m0j - c0j, dc, out=np.full(np.broadcast_shapes(dc.shape, c0j.shape), np.inf), where=dc != 0)
     # j*: the steps (from 0) whose u lies below u*
@@ -481,24 +566,25 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     uf = np.minimum(u0, w)
     ul = np.minimum(u0 + np.maximum(n - 1, 0), w)
     base = step.sum(-1) - step[..., j].sum(-1)
-    first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
-    last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
+    first = base + extra[0] + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
+    last = base + extra[1] + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
 
 
 def monomial_times(
-    table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+    table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context=None
 ):
     """(time, compute, memory) per op from monomial values ``mv`` (…, n_monos): the array path of
     :func:`stage_times`, and the entry for callers that compose a pass from several scenarios (a serving
-    iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens."""
-    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
+    iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens;
+    ``context``: a decode pass's S (``None``: decode attention at its scalar fitted fraction)."""
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
     if f is None:
         comp = mv @ _compute_rhs(table, hw, p, eff)
     else:
         mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    mem = (mv @ table.rhs(byte_weights_key(table, p))) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    mem = (mv @ table.rhs(byte_weights_key(table, p))) * inv
     t = np.maximum(comp, mem)
-    ov = overheads(table, eff, decode)
+    ov = overheads(table, eff, decode, p)
     return (t + ov if ov.any() else t), comp, mem

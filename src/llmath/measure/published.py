@@ -66,10 +66,16 @@ def _precision_for(r: Mapping[str, Any]):
     from llmath.model.dtypes import BITS, Precision
 
     w = str(r.get("weights_dtype") or "").lower()
-    if w not in BITS:
-        raise WorkloadError(f"weights dtype {r.get('weights_dtype')!r} is not one llmath models")
     assumed = []
     kv = r.get("kv_dtype")
+    if w == "fp4":  # NVIDIA's FP4 rows run ModelOpt NVFP4 checkpoints: weights and GEMM inputs in NVFP4
+        kv = kv or "fp16"
+        assumed.append("fp4 = NVFP4 W4A4 (ModelOpt checkpoint, as the row's source states)")
+        if r.get("kv_dtype") is None:
+            assumed.append(f"KV dtype not stated: {kv}")
+        return Precision(weights="nvfp4", activations="bf16", kv=kv, act_quant="nvfp4"), assumed
+    if w not in BITS:
+        raise WorkloadError(f"weights dtype {r.get('weights_dtype')!r} is not one llmath models")
     if w in ("int8", "int4"):
         act = kv if kv in ("bf16", "fp16") else "bf16"
         assumed.append(f"{w} weight-only: matmuls in {act}")
