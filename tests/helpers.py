@@ -18,6 +18,12 @@ def coarse_hf(name: str) -> str:
 
     if re.search(r"(norm|(^|\.)ln_|\bln_f\b)", name):
         return "norm"
+    if re.search(r"^backbone\.embeddings\.", name):  # Mamba's token table
+        return "embedding"
+    if re.search(
+        r"\.(mixer|mamba)\.(in_proj|conv1d|x_proj|dt_proj|out_proj|A_log|D$|dt_bias)", name
+    ):  # state-space mixers
+        return "mixer"
     if re.search(r"(^|\.)(lm_head|embed_out)\.", name):
         return "lm_head"
     if re.search(

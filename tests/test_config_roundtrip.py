@@ -53,7 +53,10 @@ def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
         config.num_experts_per_tok = 6
     for key in ("layer_types", "mlp_layer_types"):
         if isinstance(getattr(config, key, None), list):
-            setattr(config, key, getattr(config, key)[:LAYERS])
+            try:
+                setattr(config, key, getattr(config, key)[:LAYERS])
+            except AttributeError:  # Mamba2/Jamba/Bamba derive it from the layer count (a read-only property)
+                pass
     path = tmp_path / "config.json"
     config.to_json_file(path, use_diff=False)
     saved = json.loads(path.read_text())

@@ -14,7 +14,6 @@ Encoder-decoder models: ``prompt`` is the source length (conventions in :mod:`ll
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
@@ -30,13 +29,14 @@ from llmath.hardware.efficiency import check_overrides
 from llmath.hardware.roofline import Efficiency, byte_weights, efficiency, op_times, stage_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
+from llmath.model.notes import context_notes, wrapper_notes
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, evaluate, table
 from llmath.ops import stages as ostages
 from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight_bytes_per_element
 from llmath.ops.stages import activation_peak_bytes, training_flops  # noqa: F401 - public here too
-from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth
+from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth, state_summary
 from llmath.validation import MAX_TOKENS, check_float, check_int
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
@@ -311,6 +311,7 @@ class Analysis:
             "prefill": self.prefill.to_dict(with_ops),
             "decode": self.decode.to_dict(with_ops),
             "kv_cache": self.kv_cache,
+            "state": state_summary(self.kv_cache),
             "memory": asdict(self.memory),
             "efficiency": self.efficiency,
             "training": self.training,
@@ -383,7 +384,7 @@ def _analyze_device(
     gen = w.gen
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
     end = max(ostages.decode_start(spec, prompt, prefix, decoder_prompt)[0] + gen - 1, prompt)
-    notes = read_notes + _context_notes(spec, end) + _wrapper_notes(spec)
+    notes = read_notes + context_notes(spec, end) + wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
     params = param_report(spec)
     scens = ostages.stage_scenarios(spec, batch, prompt, prefix, decoder_prompt)
@@ -403,43 +404,17 @@ def _analyze_device(
     return a
 
 
-def _context_notes(spec: ModelSpec, end: int) -> list[str]:
-    if not (spec.max_positions and end > spec.max_positions):
-        return []
-    msg = (
-        f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
-        "the figures extrapolate the architecture past what it was trained for"
-    )
-    warnings.warn(msg, stacklevel=3)
-    return [msg]
-
-
-def _wrapper_notes(spec: ModelSpec) -> list[str]:
-    if not spec.wrapper:
-        return []
-    counted = sorted({k.split(".")[0] for k, _ in spec.tower_params})
-    if not spec.towers_not_counted:
-        return [
-            f"{spec.name}: a {spec.wrapper} wrapper; params and weight memory include its {' and '.join(counted)}; "
-            "the prefill and decode stages are its language model (text_config) only"
-        ]
-    towers = ", ".join(spec.towers_not_counted)
-    return [
-        f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
-        f"(text_config) only: {towers} not counted"
-    ]
-
-
 def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
-    """KV cache after the prefill, at the end of the generation, and per position (encoder-decoder: the
+    """Per-sequence state after the prefill, at the end of the generation, and per position. ``bytes`` and
+    ``peak_bytes`` hold all of it (the KV cache and the mixers' fixed-size state, ``fixed_bytes_per_sequence``
+    per sequence); ``bytes_per_token`` is the KV cache's first positions' rate (encoder-decoder: the
     self-attention cache per decoder position, and the fixed cross-attention cache of the source)."""
     p, (ctx0, src) = w.precision, ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
     end = ctx0 + w.gen - 1
     out = {
         "bytes": kv_cache_bytes(spec, w.batch, ctx0, p, src=src),
         "peak_bytes": kv_cache_bytes(spec, w.batch, end, p, src=src),
-        "bytes_per_token": kv_cache_bytes(spec, 1, 1, p),  # one position of one sequence, every layer
-        **{k: v for k, v in kv_growth(spec, p).items() if k != "bytes_per_token"},
+        **kv_growth(spec, p),
         "elements_per_position": {
             ("full" if k is None else str(k)): v for k, v in kv_elements_per_position(spec).items()
         },
@@ -494,7 +469,7 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     if mem.max_batch is not None:
         mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
         mem.max_context = min(int(m.max_context or 0) for m in mems)
-    notes = _context_notes(spec, prefix + prompt + gen - 1)
+    notes = context_notes(spec, prefix + prompt + gen - 1)
     notes += execution.fallback_notes(spec, w.attention, p, hw)
     if batch % layout.dp:
         notes.append(

@@ -176,6 +176,11 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
     from llmath.deploy.comm import stage_collectives
 
+    if any(k != "attention" for k in spec.layer_mixers):
+        raise LayoutError(
+            f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
+            "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
+        )
     base = build_ops(spec, stage, attention)
     plans = []
     ranges = stage_layers(spec.n_layers, layout.pp)

@@ -68,6 +68,7 @@ def one_layer(spec: ModelSpec) -> ModelSpec:
         n_layers=1,
         layer_moe=(spec.layer_moe[-1],),
         layer_windows=(spec.layer_windows[-1],),
+        layer_mixers=(spec.layer_mixers[-1],),
     )
 
 

@@ -35,8 +35,18 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
         for k, v in list(cfg.items()):  # per-layer lists (layer_types, no_rope_layers, ...) are truncated
             if isinstance(v, list) and len(v) == full:
                 cfg[k] = v[:n_layers]
+    cfg = {k: _floats(v) for k, v in cfg.items()}
     config = transformers.AutoConfig.for_model(model_type, **cfg)
     return config
+
+
+def _floats(v: Any) -> Any:
+    """``to_json_file`` writes non-finite floats as ``{"__float__": "Infinity"}``; read them back as floats."""
+    if isinstance(v, dict) and set(v) == {"__float__"}:
+        return float(v["__float__"])
+    if isinstance(v, list):
+        return [_floats(x) for x in v]
+    return v
 
 
 def build_meta(config, attn_implementation: str = "eager"):
@@ -58,16 +68,26 @@ def count_params(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int = 1):
-    """(matmul FLOPs counted by FlopCounterMode, the model output) for one forward pass on meta."""
+def past_of(out):
+    """The cache a forward returned (``past_key_values``; Mamba-style models name it ``cache_params``)."""
+    past = getattr(out, "past_key_values", None)
+    return past if past is not None else getattr(out, "cache_params", None)
+
+
+def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int = 1, seen: int | None = None):
+    """(matmul FLOPs counted by FlopCounterMode, the model output) for one forward pass on meta.
+    ``seen``: positions already in ``past`` (needed when it holds no attention layer to ask)."""
+    import inspect
+
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     ids = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
     kw: dict[str, Any] = {"input_ids": ids, "use_cache": True, "logits_to_keep": logits_to_keep}
     if past is not None:
-        kw["past_key_values"] = past
-        seen = past.get_seq_length()
+        named = "cache_params" if "cache_params" in inspect.signature(model.forward).parameters else "past_key_values"
+        kw[named] = past
+        seen = past.get_seq_length() if seen is None else seen
         kw["position_ids"] = torch.arange(seen, seen + tokens, device="meta").expand(batch, -1)
         kw["cache_position"] = torch.arange(seen, seen + tokens, device="meta")
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
@@ -76,11 +96,14 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
 
 
 def cache_bytes(past, bytes_per_element: int = 2) -> int:
-    """Bytes of every tensor the HF cache holds (keys and values of every layer, and a sparse-attention
-    indexer's keys)."""
+    """Bytes of every tensor the HF cache holds (keys and values of every layer, a sparse-attention indexer's
+    keys, and the conv and recurrent states of linear-attention / state-space layers)."""
     total = 0
     for layer in past.layers:
-        for t in (getattr(layer, "keys", None), getattr(layer, "values", None), getattr(layer, "indexer_keys", None)):
+        tensors = [getattr(layer, "keys", None), getattr(layer, "values", None), getattr(layer, "indexer_keys", None)]
+        for states in ("conv_states", "recurrent_states"):
+            tensors += list((getattr(layer, states, None) or {}).values())
+        for t in tensors:
             if t is not None:
                 total += t.numel() * bytes_per_element
     return total

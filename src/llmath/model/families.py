@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmath.model import mixer_configs
 from llmath.model.family_facts import (
     LLAMA_LIKE,
     _attn_bias,
@@ -19,6 +20,24 @@ from llmath.model.family_facts import (
 )
 
 ADAPTERS: dict[str, dict[str, Any]] = {
+    # state-space families (model/mixer_configs.py reads their widths and per-layer mixer kinds)
+    "mamba": dict(norm="rms", build=mixer_configs.mamba),
+    "falcon_mamba": dict(norm="rms", build=mixer_configs.mamba),
+    "mamba2": dict(norm="rms", build=mixer_configs.mamba2),
+    # Jamba: Mamba-1 and attention layers (no positional encoding), MoE every expert_layer_period-th layer
+    "jamba": dict(
+        LLAMA_LIKE,
+        **_attn_bias(False),
+        position="none",
+        moe=dict(
+            experts="num_experts",
+            top_k="num_experts_per_tok",
+            d_ff="intermediate_size",
+            layers=mixer_configs.jamba_moe_layers,
+        ),  # fmt: skip
+        mixers=mixer_configs.jamba,
+    ),
+    "bamba": dict(LLAMA_LIKE, **_attn_bias(_k("attention_bias", False)), mixers=mixer_configs.bamba),
     "llama": LLAMA_LIKE,
     "granite": LLAMA_LIKE,
     "mistral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
@@ -296,6 +315,20 @@ ADAPTERS: dict[str, dict[str, Any]] = {
             d_ff="intermediate_size",
             shared_width="shared_intermediate_size",
         ),
+    ),
+    # Granite-4.0-H: granitemoeshared's layers with Mamba-2 mixers where layer_types says so; rotary only
+    # with position_embedding_type "rope" (NoPE otherwise, as GraniteMoeHybridConfig defaults)
+    "granitemoehybrid": dict(
+        LLAMA_LIKE,
+        ffn_bias=False,
+        moe=dict(
+            experts="num_local_experts",
+            top_k="num_experts_per_tok",
+            d_ff="intermediate_size",
+            shared_width="shared_intermediate_size",
+        ),
+        position=lambda c: "rotary" if c.get("position_embedding_type") == "rope" else "none",
+        mixers=mixer_configs.granite_hybrid,
     ),
     "phimoe": dict(LLAMA_LIKE, norm="layer", ffn_bias=False, moe="mixtral", lm_head_bias=_k("lm_head_bias", False)),
     "glm4_moe": dict(

@@ -222,7 +222,11 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
     name = name or cfg.get("_name_or_path") or model_type
     _refuse_unmodelled(cfg, table, where)
     try:
-        spec = _build(cfg, model_type, table, name, where, source)
+        build = _build_mixers if "build" in table else _build
+        spec = build(cfg, model_type, table, name, where, source)
+        if "mixers" in table:  # a hybrid: attention layers as read above, the others' mixer from the file
+            mixer, kinds = table["mixers"](cfg, lambda k, d=_MISSING: _int(cfg, k, d, where=where), spec.n_layers)
+            spec = replace(spec, mixer=mixer, layer_mixers=kinds)
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     if not wrapper:
@@ -262,6 +266,17 @@ def _refuse_unmodelled(cfg, table, where) -> None:
                 f"{where}: {key}={cfg[key]!r} ({what}) is not modelled yet; set it false to analyse the "
                 "model without it, or open an issue with the config.json"
             )
+
+
+def _build_mixers(cfg, model_type, table, name, where, source) -> ModelSpec:
+    """A family whose layers are not (only) attention: its table's ``build`` (model/mixer_configs.py)."""
+
+    def get(key: tuple[str, ...] | str, default: Any = _MISSING) -> int:
+        return _int(cfg, key, default, where=where)
+
+    tie = cfg.get("tie_word_embeddings")
+    tie = model_type in TIED_BY_DEFAULT if tie is None else tie
+    return table["build"](cfg, get, name=name, model_type=model_type, source=source, tie_embeddings=bool(tie))
 
 
 def _build(cfg, model_type, table, name, where, source) -> ModelSpec:

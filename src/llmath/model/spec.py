@@ -74,6 +74,52 @@ class MLASpec:
 
 
 @dataclass(frozen=True)
+class MixerSpec:
+    """A sequence mixer other than attention, for the layers :attr:`ModelSpec.layer_mixers` marks with ``kind``.
+
+    ``mamba`` (Mamba-1 selective SSM, Gu & Dao 2023, arXiv:2312.00752): ``in_proj`` D -> 2·I (x and the
+    gate z), a depthwise causal conv of width ``d_conv`` over I channels, ``x_proj`` I -> R + 2·N (the
+    time step's rank-R input and the input-dependent B, C), ``dt_proj`` R -> I (with bias), the selective
+    scan with a state of I × N per sequence, ``out_proj`` I -> D. Its per-sequence state is fixed in
+    size: the conv window and the SSM state.
+
+    ``mamba2`` (Mamba-2 / SSD, Dao & Gu 2024, arXiv:2405.21060): ``in_proj`` D -> 2·I + 2·G·N + H (the
+    gate z, x, B and C of G groups, dt per head), the conv over x, B, C (I + 2·G·N channels), the SSD scan
+    over H heads of width P (I = H·P) in chunks of ``chunk_size`` with a state of H × P × N per
+    sequence, a gated RMSNorm over I, ``out_proj`` I -> D.
+    """
+
+    kind: Literal["mamba", "mamba2"]
+    d_inner: int  # I
+    d_state: int  # N
+    d_conv: int  # conv kernel width
+    dt_rank: int = 0  # R (mamba)
+    n_heads: int = 0  # H (mamba2)
+    head_dim: int = 0  # P (mamba2)
+    n_groups: int = 1  # G: B and C shared by H / G heads each (mamba2)
+    chunk_size: int = 256  # Q (mamba2)
+    conv_bias: bool = True
+    proj_bias: bool = False  # in_proj / out_proj biases
+    inner_norms: bool = False  # Jamba: RMSNorms (with weights) over dt (R), B and C (N each) inside the mixer
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels the causal conv runs over: x (mamba); x, B and C (mamba2)."""
+        return self.d_inner + (2 * self.n_groups * self.d_state if self.kind == "mamba2" else 0)
+
+    def validate(self, name: str) -> None:
+        sizes = ("d_inner", "d_state", "d_conv") + (
+            ("dt_rank",) if self.kind == "mamba" else ("n_heads", "head_dim", "n_groups", "chunk_size")
+        )
+        for f in sizes:
+            _positive(name, f"mixer.{f}", getattr(self, f))
+        if self.kind == "mamba2" and self.n_heads * self.head_dim != self.d_inner:
+            raise SpecError(
+                f"{name!r}: mixer n_heads·head_dim = {self.n_heads}·{self.head_dim} must equal d_inner={self.d_inner}"
+            )
+
+
+@dataclass(frozen=True)
 class EncoderSpec:
     """The encoder stack of an encoder-decoder model (parameter counts only).
 
@@ -139,6 +185,9 @@ class ModelSpec:
     attn_softcap: float | None = None
     final_softcap: float | None = None
     encoder: EncoderSpec | None = None
+    mixer: MixerSpec | None = None  # the non-attention mixer of the layers layer_mixers marks with its kind
+    layer_mixers: tuple[str, ...] = ()  # per layer: "attention" or the mixer's kind (default: all attention)
+    mixer_ffn: bool = True  # mixer layers carry an FFN (hybrids); pure Mamba blocks are norm, mixer, residual
     hf_cache_kv_heads: int | None = None  # transformers caches this many K/V heads (Falcon: all N)
     source: str = ""
     wrapper: str = ""  # a multimodal wrapper's model_type when this is its language model (text_config)
@@ -150,6 +199,8 @@ class ModelSpec:
             object.__setattr__(self, "layer_moe", (self.moe is not None,) * max(self.n_layers, 0))
         if not self.layer_windows:
             object.__setattr__(self, "layer_windows", (None,) * max(self.n_layers, 0))
+        if not self.layer_mixers:
+            object.__setattr__(self, "layer_mixers", ("attention",) * max(self.n_layers, 0))
         self.validate()
 
     def __hash__(self) -> int:  # specs key the compiled-table caches: hash the fields once
@@ -164,7 +215,7 @@ class ModelSpec:
         n = self.name
         for f in ("n_layers", "d_model", "vocab_size", "n_heads", "n_kv_heads", "head_dim"):
             _positive(n, f, getattr(self, f))
-        if self.d_ff < 0 or (self.d_ff == 0 and not (self.moe and all(self.layer_moe))):
+        if self.d_ff < 0 or (self.d_ff == 0 and self._needs_dense_ffn()):
             raise SpecError(f"{n!r}: d_ff={self.d_ff} must be a positive integer (the FFN hidden width)")
         if self.n_heads % self.n_kv_heads:
             raise SpecError(
@@ -196,6 +247,21 @@ class ModelSpec:
             raise SpecError(f"{n!r}: rotary_dim={self.rotary_dim} must be in 1..head_dim={self.head_dim}")
         if self.norms_per_layer < 0:
             raise SpecError(f"{n!r}: norms_per_layer={self.norms_per_layer} must be >= 0")
+        self._validate_mixers()
+
+    def _needs_dense_ffn(self) -> bool:
+        has_ffn = (m == "attention" or self.mixer_ffn for m in self.layer_mixers)
+        return any(f and not moe for f, moe in zip(has_ffn, self.layer_moe, strict=False))
+
+    def _validate_mixers(self) -> None:
+        n = self.name
+        if len(self.layer_mixers) != self.n_layers:
+            raise SpecError(f"{n!r}: layer_mixers has {len(self.layer_mixers)} entries for {self.n_layers} layers")
+        kinds = set(self.layer_mixers) - {"attention"}
+        if kinds and (self.mixer is None or kinds != {self.mixer.kind}):
+            raise SpecError(f"{n!r}: layer_mixers names {sorted(kinds)} but the mixer spec is {self.mixer!r}")
+        if self.mixer is not None:
+            self.mixer.validate(n)
 
     # ---- derived sizes ----------------------------------------------------------------------------
     @property
@@ -209,7 +275,7 @@ class ModelSpec:
 
     def layer_kinds(self) -> tuple[tuple[object, ...], ...]:
         """Each decoder layer's kind: everything that can differ between layers, as one tuple."""
-        return tuple(zip(self.layer_windows, self.layer_moe, strict=True))
+        return tuple(zip(self.layer_windows, self.layer_moe, self.layer_mixers, strict=True))
 
     def with_layers(self, n_layers: int) -> ModelSpec:
         """The same architecture with the first ``n_layers`` layers (patterns truncated)."""
@@ -218,6 +284,7 @@ class ModelSpec:
             n_layers=n_layers,
             layer_moe=self.layer_moe[:n_layers],
             layer_windows=self.layer_windows[:n_layers],
+            layer_mixers=self.layer_mixers[:n_layers],
         )
 
 
@@ -226,4 +293,4 @@ def _positive(name: str, fieldname: str, value: object) -> None:
         raise SpecError(f"{name!r}: {fieldname}={value!r} must be a positive integer")
 
 
-__all__ = ["ModelSpec", "MoESpec", "MLASpec", "EncoderSpec"]
+__all__ = ["ModelSpec", "MoESpec", "MLASpec", "MixerSpec", "EncoderSpec"]

@@ -11,19 +11,46 @@ from llmath.ops.attention import attention_block
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
+from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
-    """(window, moe, count) for each distinct kind of decoder layer, in first-seen order."""
+    """(window, moe, count) for each distinct kind of attention decoder layer, in first-seen order."""
     groups: dict[tuple[int | None, bool], int] = {}
-    for w, m in zip(spec.layer_windows, spec.layer_moe, strict=True):
-        groups[(w, m)] = groups.get((w, m), 0) + 1
+    for w, m, mixer in zip(spec.layer_windows, spec.layer_moe, spec.layer_mixers, strict=True):
+        if mixer == "attention":
+            groups[(w, m)] = groups.get((w, m), 0) + 1
     return [(w, m, c) for (w, m), c in groups.items()]
+
+
+def _mixer_layers(b: Builder) -> None:
+    """Layers whose mixer is not attention (state-space, recurrent): norm, mixer, residual, then (hybrids)
+    norm, FFN or MoE, residual; grouped by (mixer kind, moe)."""
+    s = b.spec
+    groups: dict[tuple[str, bool], int] = {}
+    for kind, moe in zip(s.layer_mixers, s.layer_moe, strict=True):
+        if kind != "attention":
+            groups[(kind, moe)] = groups.get((kind, moe), 0) + 1
+    b.window = None
+    for (kind, moe), count in groups.items():
+        lk = f"{kind}/{'moe' if moe else 'dense' if s.mixer_ffn else 'mixer only'}"
+        b.norm("norm.mixer_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+        mixer_block(b, count, lk)
+        residual(b, "residual.mixer", count, lk)
+        if not s.mixer_ffn:
+            continue
+        b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+        if moe:
+            moe_block(b, count, lk)
+        else:
+            ffn_block(b, s.d_ff, count, lk, "ffn", "ffn", "ffn")
+        residual(b, "residual.ffn", count, lk)
 
 
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
+    _mixer_layers(b)
     for w, moe, count in layer_groups(s):
         win = "full" if w is None else f"{'chunk' if s.chunked_windows else 'window'} {w}"
         lk = f"{'moe' if moe else 'dense'}/{win}"

@@ -127,8 +127,10 @@ def mono_text(m: str) -> str:
     if m in MONO_TEXT:
         return MONO_TEXT[m]
     kind, w = m.split(":")
-    w = "" if w == "full" else f"[chunk={w[1:]}]" if w.startswith("c") else f"[W={w}]"
-    return {"K": f"B·S{w}", "P": f"B·pairs{w}", "E": f"B·T·S{w}", "H": f"B·held{w}", "U": "experts hit"}[kind]
+    label = "" if w == "full" else f"[chunk={w[1:]}]" if w.startswith("c") else f"[W={w}]"
+    return {"K": f"B·S{label}", "P": f"B·pairs{label}", "E": f"B·T·S{label}", "H": f"B·held{label}",
+            "U": "experts hit", "C": f"B·chunks[Q={w}]", "Q": f"B·chunks²[Q={w}]",
+            "X": f"B·pairs in chunks[Q={w}]"}[kind]  # fmt: skip
 
 
 def wkey(w: int | None) -> str:
@@ -186,6 +188,19 @@ def visible_keys(T: Value, S0: Value, w: int | None) -> Value:
 def held_positions(T: Value, S0: Value, w: int | None) -> Value:
     """KV positions held after the step per sequence (a windowed layer keeps w)."""
     return S0 + T if w is None else _min(S0 + T, w)
+
+
+def chunks(T: Value, q: int) -> Value:
+    """Chunks of ``q`` positions that T new tokens fill (the last one padded): ceil(T / q)."""
+    return -(-T // q)
+
+
+def scan_chunk_pairs(T: Value, q: int) -> Value:
+    """Σ over the chunks of q(q+1)/2: the causal (query, key) pairs inside chunks of ``q`` positions."""
+    full, r = T // q, T % q
+    if _is_int(T):
+        return full * (q * (q + 1) // 2) + r * (r + 1) // 2
+    return full * (q * (q + 1) / 2) + r * (r + 1) / 2
 
 
 def experts_hit(tokens: Value, n_experts: int, top_k: int) -> np.ndarray:
@@ -252,6 +267,9 @@ class Scenario:
                     v = B * T * visible_keys(T, S0, win)
                 elif kind == "H":
                     v = B * held_positions(T, S0, win)
+                elif kind in ("C", "Q", "X") and win is not None:  # chunked scans (ops/mixers.py)
+                    n = chunks(T, win)
+                    v = B * (n if kind == "C" else n * n if kind == "Q" else scan_chunk_pairs(T, win))
                 else:  # pragma: no cover - op builders only emit the kinds above
                     raise AssertionError(m)
             out[m] = v

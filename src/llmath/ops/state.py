@@ -1,5 +1,8 @@
 """Per-sequence state, read off the operator list: the KV cache the K/V (or MLA latent) writers fill, per
-attention window, and how it grows with the context (windowed layers stop growing once full)."""
+attention window, and how it grows with the context (windowed layers stop growing once full), plus the
+fixed-size state of state-space / recurrent mixers (SSM state, conv state), written per sequence whatever
+the context. Bytes per sequence at context S = KV(S) + fixed; :func:`kv_cache_bytes` returns both, so
+memory fit, sweeps and the roofline use one number."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import held_positions
+from llmath.ops.mixers import transformers_extra_state
 from llmath.ops.stages import cross_kv_elements_per_source
 
 
@@ -36,14 +40,26 @@ def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None)
     return out
 
 
+def fixed_state_elements(spec: ModelSpec, layout: str = "serving", ops=None) -> int:
+    """Elements of fixed-size state one sequence holds (mixers' SSM and conv states), read off the state
+    writers (``kv_write`` per sequence). ``layout="transformers"``: what transformers' cache holds."""
+    n: int | float = 0
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
+        n += sum(t.coef for t in op.terms("kv_write") if t.mono == "B") * op.count
+    return int(n) + (transformers_extra_state(spec) if layout == "transformers" else 0)
+
+
 def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
-    """Bytes held by the KV cache for ``batch`` sequences of ``positions`` positions.
+    """Bytes of per-sequence state for ``batch`` sequences of ``positions`` positions: the KV cache plus the
+    mixers' fixed-size state (0 for attention-only models).
 
     Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
     Encoder-decoder: ``positions`` are the decoder's; plus the cross-attention cache of ``src`` source
     positions, fixed once the encoder has run (:mod:`llmath.ops.stages`).
     """
-    total = batch * src * cross_kv_elements_per_source(spec) if spec.is_encoder_decoder else 0
+    total = batch * fixed_state_elements(spec, layout, ops)
+    if spec.is_encoder_decoder:
+        total = total + batch * src * cross_kv_elements_per_source(spec)
     for w, per in kv_elements_per_position(spec, layout, ops).items():
         if w is not None and layout == "transformers":
             held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)
@@ -70,4 +86,16 @@ def kv_growth(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
         "growth_bytes_per_token": _num(per.get(None, 0) * kb),
         "window_bytes": _num(sum(n * w for w, n in per.items() if w is not None) * kb),
         "windows_full_at": max(windows, default=0),
+        "fixed_bytes_per_sequence": _num(fixed_state_elements(spec) * kb),
+    }
+
+
+def state_summary(kv: dict[str, Any]) -> dict[str, Any]:
+    """Per-sequence state as one concept: fixed bytes (SSM / conv states) + KV bytes that grow with context."""
+    return {
+        "fixed_bytes_per_sequence": kv["fixed_bytes_per_sequence"],
+        "kv_bytes_per_token": kv["bytes_per_token"],
+        "kv_growth_bytes_per_token": kv["growth_bytes_per_token"],
+        "bytes": kv["bytes"],
+        "peak_bytes": kv["peak_bytes"],
     }

@@ -312,6 +312,9 @@ def analysis_human(a, top: int = 8) -> None:
             f" ({kv['growth_bytes_per_token']:,} B per token once every sliding window is full, from "
             f"{kv['windows_full_at']:,} positions; the windows then hold {kv['window_bytes']:,} B)"
         )
+    fixed = kv.get("fixed_bytes_per_sequence", 0)
+    if fixed:  # state-space / recurrent mixers: a fixed-size state per sequence besides the KV cache
+        growth += f" + {fixed:,} B of fixed state per sequence (SSM and conv states)"
     c.print(
         f"KV cache: {kv['bytes_per_token']:,} B per token per sequence{growth}; {gb(kv['bytes'])} after prefill "
         f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end"

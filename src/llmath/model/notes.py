@@ -1,0 +1,35 @@
+"""Notes a report carries about the model itself (not the workload's numbers): a context past the trained
+length, a multimodal wrapper whose towers the stages leave out. Each note is also a Python warning."""
+
+from __future__ import annotations
+
+import warnings
+
+from llmath.model.spec import ModelSpec
+
+
+def context_notes(spec: ModelSpec, end: int) -> list[str]:
+    if not (spec.max_positions and end > spec.max_positions):
+        return []
+    msg = (
+        f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
+        "the figures extrapolate the architecture past what it was trained for"
+    )
+    warnings.warn(msg, stacklevel=4)
+    return [msg]
+
+
+def wrapper_notes(spec: ModelSpec) -> list[str]:
+    if not spec.wrapper:
+        return []
+    counted = sorted({k.split(".")[0] for k, _ in spec.tower_params})
+    if not spec.towers_not_counted:
+        return [
+            f"{spec.name}: a {spec.wrapper} wrapper; params and weight memory include its {' and '.join(counted)}; "
+            "the prefill and decode stages are its language model (text_config) only"
+        ]
+    towers = ", ".join(spec.towers_not_counted)
+    return [
+        f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
+        f"(text_config) only: {towers} not counted"
+    ]
