@@ -8,99 +8,66 @@ from typing import Annotated
 import typer
 
 from llmath import output as out
+from llmath.cli import options as o
 from llmath.cli.app import app
-from llmath.cli.options import (
-    FRACTION,
-    POSITIVE,
-    TOKENS0,
-    AOpt,
-    Att,
-    AttOpt,
-    BatchOpt,
-    DecPromptOpt,
-    DpOpt,
-    DtypeOpt,
-    Eff,
-    EpOpt,
-    GenOpt,
-    GpusOpt,
-    GroupOpt,
-    JsonOpt,
-    KVOpt,
-    ModelArg,
-    OverlapOpt,
-    PpOpt,
-    PromptOpt,
-    TpOpt,
-    WOpt,
-    _floats,
-    _ints,
-    _number_option,
-    _text_option,
-    device,
-    gen_dist,
-    layout_kwargs,
-    precision,
-    speculation,
-)
 from llmath.errors import WorkloadError
 
 HardwareOpt = Annotated[
     str, typer.Option("--hardware", "-H", help="Accelerator name or JSON/TOML file ('none' to skip).")
 ]
-PrefixOpt = Annotated[int, typer.Option("--prefix", help="Cached prefix before the prompt.", callback=TOKENS0)]
+PrefixOpt = Annotated[int, typer.Option("--prefix", help="Cached prefix before the prompt.", callback=o.TOKENS0)]
 EfficiencyOpt = Annotated[
-    Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")
+    o.Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")
 ]
-MatmulEffOpt = _number_option("--matmul-eff", "Override the matmul fraction of peak.", FRACTION)
-MemoryEffOpt = _number_option("--memory-eff", "Override the bandwidth fraction.", FRACTION)
-OverheadOpt = _number_option("--overhead-us", "Override the per-kernel overhead (µs).", _floats(0, 1e6))
+MatmulEffOpt = o.number_option("--matmul-eff", "Override the matmul fraction of peak.", o.FRACTION)
+MemoryEffOpt = o.number_option("--memory-eff", "Override the bandwidth fraction.", o.FRACTION)
+OverheadOpt = o.number_option("--overhead-us", "Override the per-kernel overhead (µs).", o.floats(0, 1e6))
 ReserveOpt = Annotated[
-    float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).", callback=_floats(0, 1e9))
+    float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).", callback=o.floats(0, 1e9))
 ]
-PeakOpt = _number_option("--peak-tflops", "Custom device: dense peak TFLOP/s.", POSITIVE)
-BandwidthOpt = _number_option("--bandwidth-gbs", "Custom device: GB/s.", POSITIVE)
-MemoryOpt = _number_option("--memory-gb", "Custom device: GB.", POSITIVE)
-TopOpt = Annotated[int, typer.Option("--top", help="Operators to list per stage.", callback=_ints(0, 10**6))]
-PlotOpt = _text_option("--plot", "Write the roofline chart (PNG or SVG).")
-MemoryPlotOpt = _text_option("--memory-plot", "Write memory (weights, KV, activations) vs context.")
+PeakOpt = o.number_option("--peak-tflops", "Custom device: dense peak TFLOP/s.", o.POSITIVE)
+BandwidthOpt = o.number_option("--bandwidth-gbs", "Custom device: GB/s.", o.POSITIVE)
+MemoryOpt = o.number_option("--memory-gb", "Custom device: GB.", o.POSITIVE)
+TopOpt = Annotated[int, typer.Option("--top", help="Operators to list per stage.", callback=o.ints(0, 10**6))]
+PlotOpt = o.text_option("--plot", "Write the roofline chart (PNG or SVG).")
+MemoryPlotOpt = o.text_option("--memory-plot", "Write memory (weights, KV, activations) vs context.")
 ConcurrencyOpt = Annotated[
     float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
 ]
-RateOpt = _number_option("--rate", "Serve an open loop of this many requests/s.")
-EngineOpt = _text_option("--engine", "vllm|sglang|trtllm|llama.cpp scheduler defaults (default vllm).")
+RateOpt = o.number_option("--rate", "Serve an open loop of this many requests/s.")
+EngineOpt = o.text_option("--engine", "vllm|sglang|trtllm|llama.cpp scheduler defaults (default vllm).")
 PrefixHitOpt = Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")]
 MaxTokensOpt = Annotated[
     int | None, typer.Option("--max-num-batched-tokens", help="Override the engine's token budget per iteration.")
 ]
 MaxSeqsOpt = Annotated[int | None, typer.Option("--max-num-seqs", help="Override the engine's running-request cap.")]
-GpuMemOpt = _number_option("--gpu-memory-utilization", "Override the engine's memory fraction.")
-GenDistOpt = _text_option("--gen-dist", "Serving: output lengths 'G:weight,...' (e.g. 64:0.5,512:0.5).")
+GpuMemOpt = o.number_option("--gpu-memory-utilization", "Override the engine's memory fraction.")
+GenDistOpt = o.text_option("--gen-dist", "Serving: output lengths 'G:weight,...' (e.g. 64:0.5,512:0.5).")
 EagerOpt = Annotated[
     bool, typer.Option("--enforce-eager", help="Serving: no CUDA graphs (eager kernel launches in decode).")
 ]
-SpecMethodOpt = _text_option("--spec-method", "Speculative decoding: draft | eagle | mtp.")
+SpecMethodOpt = o.text_option("--spec-method", "Speculative decoding: draft | eagle | mtp.")
 SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
-AcceptanceOpt = _number_option("--acceptance", "Mean tokens a round yields (1 … k+1), as measured.")
-DraftOpt = _text_option("--draft-model", "Draft model for --spec-method draft.")
+AcceptanceOpt = o.number_option("--acceptance", "Mean tokens a round yields (1 … k+1), as measured.")
+DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft.")
 
 
 @app.command()
 def analyze(
-    model: ModelArg = "llama-3-8b",
+    model: o.ModelArg = "llama-3-8b",
     hardware: HardwareOpt = "h100-sxm",
-    batch: BatchOpt = 1,
-    prompt: PromptOpt = 512,
-    gen: GenOpt = 128,
+    batch: o.BatchOpt = 1,
+    prompt: o.PromptOpt = 512,
+    gen: o.GenOpt = 128,
     prefix: PrefixOpt = 0,
-    attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = None,
-    weights: WOpt = None,
-    activations: AOpt = None,
-    kv_dtype: KVOpt = None,
-    group_size: GroupOpt = None,
-    decoder_prompt: DecPromptOpt = 1,
-    efficiency: EfficiencyOpt = Eff.expected,
+    attention: o.AttOpt = o.Att.flash,
+    dtype: o.DtypeOpt = None,
+    weights: o.WOpt = None,
+    activations: o.AOpt = None,
+    kv_dtype: o.KVOpt = None,
+    group_size: o.GroupOpt = None,
+    decoder_prompt: o.DecPromptOpt = 1,
+    efficiency: EfficiencyOpt = o.Eff.expected,
     matmul_eff: MatmulEffOpt = None,
     memory_eff: MemoryEffOpt = None,
     overhead_us: OverheadOpt = None,
@@ -111,13 +78,13 @@ def analyze(
     top: TopOpt = 8,
     plot: PlotOpt = None,
     memory_plot: MemoryPlotOpt = None,
-    gpus: GpusOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = None,
-    ep: EpOpt = None,
-    dp: DpOpt = None,
-    overlap: OverlapOpt = "none",
-    json_: JsonOpt = False,
+    gpus: o.GpusOpt = None,
+    tp: o.TpOpt = None,
+    pp: o.PpOpt = None,
+    ep: o.EpOpt = None,
+    dp: o.DpOpt = None,
+    overlap: o.OverlapOpt = "none",
+    json_: o.JsonOpt = False,
     concurrency: ConcurrencyOpt = None,
     rate: RateOpt = None,
     engine: EngineOpt = None,
@@ -144,7 +111,7 @@ def analyze(
 
 def _run(a: SimpleNamespace) -> None:
     """Serve when --concurrency or --rate is given, else analyse the static batch."""
-    p = precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size)
+    p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size)
     serving_flags = (a.engine, a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method)
     unused = any(v is not None for v in serving_flags) or a.prefix_hit or a.enforce_eager or a.gen_dist
     if a.concurrency is None and a.rate is None and unused:
@@ -163,15 +130,15 @@ def _serve(a: SimpleNamespace, p) -> None:
 
     rep = serve(
         a.model,
-        device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute),
+        o.device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute),
         prompt=a.prompt,
         gen=a.gen,
         concurrency=a.concurrency,
         rate=a.rate,
         engine=a.engine or "vllm",
-        **layout_kwargs(a),
+        **o.layout_kwargs(a),
         prefix_hit=a.prefix_hit,
-        gen_dist=gen_dist(a.gen_dist),
+        gen_dist=o.gen_dist(a.gen_dist),
         precision=p,
         attention=a.attention.value,
         efficiency_mode=a.efficiency.value,
@@ -180,7 +147,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         gpu_memory_utilization=a.gpu_memory_utilization,
         cuda_graph_bytes=a.reserve_gb * 1e9 if a.reserve_gb else None,
         cuda_graphs=False if a.enforce_eager else None,
-        speculation=speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
+        speculation=o.speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
     )
     if a.json_:
         out.emit_json(rep.to_dict())
@@ -196,7 +163,7 @@ def _static(a: SimpleNamespace, p) -> None:
     hw = (
         None
         if a.hardware.lower() == "none"
-        else device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute)
+        else o.device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute)
     )
     if a.reserve_gb < 0:
         raise WorkloadError(f"--reserve-gb={a.reserve_gb} must be >= 0")
@@ -217,7 +184,7 @@ def _static(a: SimpleNamespace, p) -> None:
         memory=a.memory_eff,
         overhead_s=ov,
         decode_overhead_s=ov,
-        **layout_kwargs(a),
+        **o.layout_kwargs(a),
     )
     _plots(a, rep, hw, p)
     if a.json_:

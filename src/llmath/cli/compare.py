@@ -8,63 +8,38 @@ from typing import Annotated
 import typer
 
 from llmath import output as out
+from llmath.cli import options as o
 from llmath.cli.app import app
-from llmath.cli.options import (
-    AOpt,
-    Att,
-    AttOpt,
-    BatchOpt,
-    CsvOpt,
-    DpOpt,
-    DtypeOpt,
-    Eff,
-    EffOpt,
-    EpOpt,
-    GenOpt,
-    GpusOpt,
-    GroupOpt,
-    JsonOpt,
-    KVOpt,
-    ModelArg,
-    OverlapOpt,
-    PpOpt,
-    PromptOpt,
-    TpOpt,
-    WOpt,
-    _axis,
-    layout_kwargs,
-    precision,
-)
 from llmath.errors import WorkloadError
 
 
 @app.command()
 def sweep(
-    model: ModelArg,
+    model: o.ModelArg,
     hardware: Annotated[str, typer.Option("--hardware", "-H", help="Accelerator.")] = "h100-sxm",
     batch: Annotated[
-        str, typer.Option("--batch", "-b", help="List '1,2,4' or range '1:256:x2' / '128:4096:+128'.", callback=_axis)
+        str, typer.Option("--batch", "-b", help="List '1,2,4' or range '1:256:x2' / '128:4096:+128'.", callback=o.axis)
     ] = "1",
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="List or range.", callback=_axis)] = "512",
-    gen: Annotated[str, typer.Option("--gen", "-n", help="List or range.", callback=_axis)] = "128",
-    attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = None,
-    weights: WOpt = None,
-    activations: AOpt = None,
-    kv_dtype: KVOpt = None,
-    group_size: GroupOpt = None,
-    efficiency: EffOpt = Eff.expected,
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="List or range.", callback=o.axis)] = "512",
+    gen: Annotated[str, typer.Option("--gen", "-n", help="List or range.", callback=o.axis)] = "128",
+    attention: o.AttOpt = o.Att.flash,
+    dtype: o.DtypeOpt = None,
+    weights: o.WOpt = None,
+    activations: o.AOpt = None,
+    kv_dtype: o.KVOpt = None,
+    group_size: o.GroupOpt = None,
+    efficiency: o.EffOpt = o.Eff.expected,
     plot: Annotated[
         str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")
     ] = None,
-    gpus: GpusOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = None,
-    ep: EpOpt = None,
-    dp: DpOpt = None,
-    overlap: OverlapOpt = "none",
-    json_: JsonOpt = False,
-    csv: CsvOpt = False,
+    gpus: o.GpusOpt = None,
+    tp: o.TpOpt = None,
+    pp: o.PpOpt = None,
+    ep: o.EpOpt = None,
+    dp: o.DpOpt = None,
+    overlap: o.OverlapOpt = "none",
+    json_: o.JsonOpt = False,
+    csv: o.CsvOpt = False,
 ):
     """Evaluate a grid of batch × prompt × gen in one vectorised call: TTFT, TPOT, throughput, memory.
 
@@ -72,13 +47,13 @@ def sweep(
     """
     from llmath.sweep import parse_axis, run_sweep
 
-    p = precision(model, dtype, weights, activations, kv_dtype, group_size)
+    p = o.precision(model, dtype, weights, activations, kv_dtype, group_size)
     axes = {
         "batch": parse_axis("--batch", batch),
         "prompt": parse_axis("--prompt", prompt),
         "gen": parse_axis("--gen", gen),
     }
-    layout = layout_kwargs(SimpleNamespace(**locals()))
+    layout = o.layout_kwargs(SimpleNamespace(**locals()))
     rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value, layout)
     if plot:
         from llmath.plots import sweep_plot
@@ -98,20 +73,20 @@ def sweep(
 def compare(
     models_: Annotated[list[str], typer.Argument(metavar="MODEL...", help="One or more models.")],
     hardware: Annotated[str, typer.Option("--hardware", "-H", help="Comma-separated accelerators.")] = "h100-sxm",
-    batch: BatchOpt = 1,
-    prompt: PromptOpt = 512,
-    gen: GenOpt = 128,
-    attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = None,
-    efficiency: EffOpt = Eff.expected,
-    gpus: GpusOpt = None,
-    tp: TpOpt = None,
-    pp: PpOpt = None,
-    ep: EpOpt = None,
-    dp: DpOpt = None,
-    overlap: OverlapOpt = "none",
-    json_: JsonOpt = False,
-    csv: CsvOpt = False,
+    batch: o.BatchOpt = 1,
+    prompt: o.PromptOpt = 512,
+    gen: o.GenOpt = 128,
+    attention: o.AttOpt = o.Att.flash,
+    dtype: o.DtypeOpt = None,
+    efficiency: o.EffOpt = o.Eff.expected,
+    gpus: o.GpusOpt = None,
+    tp: o.TpOpt = None,
+    pp: o.PpOpt = None,
+    ep: o.EpOpt = None,
+    dp: o.DpOpt = None,
+    overlap: o.OverlapOpt = "none",
+    json_: o.JsonOpt = False,
+    csv: o.CsvOpt = False,
 ):
     """Several models and/or accelerators side by side.
 
@@ -141,9 +116,9 @@ def _compare_row(model: str, hw: str, a: SimpleNamespace) -> dict:
         prompt=a.prompt,
         gen=a.gen,
         attention=a.attention.value,
-        precision=precision(model, a.dtype, None, None, None, None),
+        precision=o.precision(model, a.dtype, None, None, None, None),
         efficiency_mode=a.efficiency.value,
-        **layout_kwargs(a),
+        **o.layout_kwargs(a),
     )
     return {
         "model": r.model,
@@ -165,14 +140,14 @@ def _layout_text(par: dict) -> str:
 
 @app.command()
 def seeds(
-    model: ModelArg = "llama-7b",
+    model: o.ModelArg = "llama-7b",
     context: Annotated[
-        str, typer.Option("--context", help="Contexts for per-token FLOPs (list or range).", callback=_axis)
+        str, typer.Option("--context", help="Contexts for per-token FLOPs (list or range).", callback=o.axis)
     ] = "128,2048,32768",
-    prompt: PromptOpt = 512,
-    gen: GenOpt = 4096,
-    batch: BatchOpt = 1,
-    json_: JsonOpt = False,
+    prompt: o.PromptOpt = 512,
+    gen: o.GenOpt = 4096,
+    batch: o.BatchOpt = 1,
+    json_: o.JsonOpt = False,
 ):
     """The seeds' derivations on a real model: 24·L·d² + 4·L·d·N vs exact per-token FLOPs, the N = 6d
     crossover, batch prefill vs token loop, and how arithmetic intensity moves over a generation.

@@ -8,30 +8,13 @@ from typing import Annotated
 import typer
 
 from llmath import output as out
+from llmath.cli import options as o
 from llmath.cli.app import app
-from llmath.cli.options import (
-    TOKENS0,
-    AOpt,
-    Att,
-    AttOpt,
-    BatchOpt,
-    CsvOpt,
-    DecPromptOpt,
-    DtypeOpt,
-    GroupOpt,
-    JsonOpt,
-    KVOpt,
-    ModelArg,
-    PromptOpt,
-    StageOpt,
-    WOpt,
-    precision,
-)
 from llmath.errors import WorkloadError
 
 
 @app.command()
-def models(json_: JsonOpt = False):
+def models(json_: o.JsonOpt = False):
     """List the bundled models (name, model_type, exact parameters, source).
 
     Example: llmath models
@@ -54,7 +37,7 @@ def models(json_: JsonOpt = False):
 
 
 @app.command("hardware")
-def hardware_cmd(json_: JsonOpt = False):
+def hardware_cmd(json_: o.JsonOpt = False):
     """List the bundled accelerators (dense peaks, bandwidth, memory).
 
     Example: llmath hardware --json
@@ -91,7 +74,7 @@ def hardware_cmd(json_: JsonOpt = False):
 
 
 @app.command()
-def params(model: ModelArg, json_: JsonOpt = False):
+def params(model: o.ModelArg, json_: o.JsonOpt = False):
     """Exact parameter counts by component, per layer, active per token, and the seeds' estimates.
 
     Examples: llmath params llama-3-8b ; llmath params deepseek-v3 --json ; llmath params ./config.json
@@ -108,30 +91,30 @@ def params(model: ModelArg, json_: JsonOpt = False):
 
 @app.command()
 def ops(
-    model: ModelArg,
+    model: o.ModelArg,
     stage: Annotated[
-        StageOpt, typer.Option("--stage", help="prefill, decode (one step) or encoder (encoder-decoder models).")
-    ] = StageOpt.prefill,
-    batch: BatchOpt = 1,
-    prompt: PromptOpt = 512,
+        o.StageOpt, typer.Option("--stage", help="prefill, decode (one step) or encoder (encoder-decoder models).")
+    ] = o.StageOpt.prefill,
+    batch: o.BatchOpt = 1,
+    prompt: o.PromptOpt = 512,
     context: Annotated[
         int | None,
-        typer.Option("--context", "-s", help="Decode: cached positions S (default: the prompt).", callback=TOKENS0),
+        typer.Option("--context", "-s", help="Decode: cached positions S (default: the prompt).", callback=o.TOKENS0),
     ] = None,
     prefix: Annotated[
-        int, typer.Option("--prefix", help="Prefill: cached prefix before the prompt.", callback=TOKENS0)
+        int, typer.Option("--prefix", help="Prefill: cached prefix before the prompt.", callback=o.TOKENS0)
     ] = 0,
-    attention: AttOpt = Att.flash,
-    dtype: DtypeOpt = None,
-    weights: WOpt = None,
-    activations: AOpt = None,
-    kv_dtype: KVOpt = None,
-    group_size: GroupOpt = None,
-    decoder_prompt: DecPromptOpt = 1,
+    attention: o.AttOpt = o.Att.flash,
+    dtype: o.DtypeOpt = None,
+    weights: o.WOpt = None,
+    activations: o.AOpt = None,
+    kv_dtype: o.KVOpt = None,
+    group_size: o.GroupOpt = None,
+    decoder_prompt: o.DecPromptOpt = 1,
     hardware: Annotated[str | None, typer.Option("--hardware", help="Add roofline times on this accelerator.")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show each formula with its numbers substituted.")] = False,
-    json_: JsonOpt = False,
-    csv: CsvOpt = False,
+    json_: o.JsonOpt = False,
+    csv: o.CsvOpt = False,
 ):
     """Per-operator FLOPs, bytes by class and arithmetic intensity of one prefill or decode step.
 
@@ -153,7 +136,7 @@ def _ops(a: SimpleNamespace) -> None:
     from llmath.seeds import context_warnings
 
     spec = resolve(a.model)
-    p = precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size)
+    p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size)
     sc = _scenario(spec, a)
     for msg in context_warnings(spec, sc.S0 + sc.T):
         out.note(f"warning: {msg}")
@@ -181,9 +164,9 @@ def _scenario(spec, a: SimpleNamespace):
             raise WorkloadError(f"{name}={v} must be an integer >= {lo}")
     if spec.is_encoder_decoder:
         return _encdec_scenario(spec.name, a.stage.value, a.batch, a.prompt, a.decoder_prompt, a.context, a.prefix)
-    if a.stage == StageOpt.encoder:
+    if a.stage == o.StageOpt.encoder:
         raise WorkloadError(f"--stage encoder: {spec.name!r} is a decoder-only model; use prefill or decode")
-    if a.stage == StageOpt.prefill:
+    if a.stage == o.StageOpt.prefill:
         if a.context is not None:
             raise WorkloadError("--context applies to --stage decode; for a prefill after a cached prefix use --prefix")
         return Scenario(a.batch, a.prompt, a.prefix)

@@ -9,7 +9,7 @@ import typer
 
 from llmath import output as out
 from llmath.cli.app import app
-from llmath.cli.options import JsonOpt, _ints
+from llmath.cli.options import JsonOpt, ints
 from llmath.errors import WorkloadError
 
 
@@ -20,7 +20,7 @@ def calibrate(
     dtype: Annotated[str, typer.Option("--dtype", help="Dtypes to measure, comma-separated.")] = "fp32",
     quick: Annotated[bool, typer.Option("--quick", help="Small sizes, few repeats (seconds).")] = False,
     threads: Annotated[
-        int | None, typer.Option("--threads", help="torch threads (default: all cores).", callback=_ints(1, 4096))
+        int | None, typer.Option("--threads", help="torch threads (default: all cores).", callback=ints(1, 4096))
     ] = None,
     json_: JsonOpt = False,
 ):
@@ -57,7 +57,7 @@ def validate(
     ] = False,
     quick: Annotated[bool, typer.Option("--quick", help="Few shapes, few repeats.")] = False,
     threads: Annotated[
-        int | None, typer.Option("--threads", help="torch threads (default: all cores).", callback=_ints(1, 4096))
+        int | None, typer.Option("--threads", help="torch threads (default: all cores).", callback=ints(1, 4096))
     ] = None,
     json_: JsonOpt = False,
     serving: Annotated[

@@ -31,7 +31,7 @@ class StageOpt(str, Enum):
     encoder = "encoder"
 
 
-def _ints(lo: int, hi: int):
+def ints(lo: int, hi: int):
     """An option callback: an integer in [lo, hi] (a usage error otherwise)."""
 
     def check(value):
@@ -43,7 +43,7 @@ def _ints(lo: int, hi: int):
     return check
 
 
-def _floats(lo: float | None, hi: float | None, lo_open: bool = False):
+def floats(lo: float | None, hi: float | None, lo_open: bool = False):
     """An option callback: a finite number in the range (NaN and ±inf are refused)."""
 
     def check(value):
@@ -71,7 +71,7 @@ def _format(role: str):
     return check
 
 
-def _axis(param: typer.CallbackParam, value):
+def axis(param: typer.CallbackParam, value):
     """A sweep axis: a list or a range of integers (see llmath.validation.parse_range)."""
     from llmath.sweep import parse_axis
 
@@ -92,21 +92,21 @@ def _degree_option(flag: str, help: str):
     return Annotated[int | None, typer.Option(flag, help=help, callback=DEGREE)]
 
 
-def _number_option(flag: str, help: str, callback=None):
+def number_option(flag: str, help: str, callback=None):
     """An optional real number (``callback`` checks its range)."""
     return Annotated[float | None, typer.Option(flag, help=help, callback=callback)]
 
 
-def _text_option(flag: str, help: str):
+def text_option(flag: str, help: str):
     """An optional string."""
     return Annotated[str | None, typer.Option(flag, help=help)]
 
 
-TOKENS = _ints(1, val.MAX_TOKENS)
-TOKENS0 = _ints(0, val.MAX_TOKENS)
-DEGREE = _ints(1, 1 << 16)
-POSITIVE = _floats(0, 1e9, True)
-FRACTION = _floats(0, 1, True)
+TOKENS = ints(1, val.MAX_TOKENS)
+TOKENS0 = ints(0, val.MAX_TOKENS)
+DEGREE = ints(1, 1 << 16)
+POSITIVE = floats(0, 1e9, True)
+FRACTION = floats(0, 1, True)
 ModelArg = Annotated[
     str,
     typer.Argument(help="Registry name or hub id (see 'llmath models'), a hub id to fetch, a config.json or a .gguf."),
@@ -114,7 +114,7 @@ ModelArg = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows.")]
 BatchOpt = Annotated[
-    int, typer.Option("--batch", "-b", help="Sequences in the batch (B).", callback=_ints(1, val.MAX_BATCH))
+    int, typer.Option("--batch", "-b", help="Sequences in the batch (B).", callback=ints(1, val.MAX_BATCH))
 ]
 PromptOpt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per sequence (P).", callback=TOKENS)]
 GenOpt = Annotated[int, typer.Option("--gen", "-n", help="Generated tokens per sequence (N).", callback=TOKENS)]
@@ -137,7 +137,7 @@ KVOpt = _format_option("--kv-dtype", "kv", "KV-cache format: bf16|fp16|fp32|fp8|
 GroupOpt = Annotated[
     int | None,
     typer.Option(
-        "--group-size", help="Group size of int8/int4/awq/gptq scales (default 128).", callback=_ints(1, 1 << 20)
+        "--group-size", help="Group size of int8/int4/awq/gptq scales (default 128).", callback=ints(1, 1 << 20)
     ),
 ]
 DecPromptOpt = Annotated[

@@ -8,14 +8,14 @@ import typer
 
 from llmath import output as out
 from llmath.cli.app import app
-from llmath.cli.options import _ints
+from llmath.cli.options import ints
 from llmath.errors import WorkloadError
 
 
 @app.command()
 def serve(
     port: Annotated[
-        int, typer.Option("--port", help="Port on 127.0.0.1 (0: any free port).", callback=_ints(0, 65535))
+        int, typer.Option("--port", help="Port on 127.0.0.1 (0: any free port).", callback=ints(0, 65535))
     ] = 8765,
 ):
     """The local web page: pick a model, an accelerator and a workload; see the report. Loopback only.
