@@ -53,6 +53,7 @@ DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft."
 
 
 @app.command()
+@o.with_options(attention=o.FORMAT_OPTIONS, memory_plot=o.LAYOUT_OPTIONS)
 def analyze(
     model: o.ModelArg = "llama-3-8b",
     hardware: HardwareOpt = "h100-sxm",
@@ -61,11 +62,6 @@ def analyze(
     gen: o.GenOpt = 128,
     prefix: PrefixOpt = 0,
     attention: o.AttOpt = o.Att.flash,
-    dtype: o.DtypeOpt = None,
-    weights: o.WOpt = None,
-    activations: o.AOpt = None,
-    kv_dtype: o.KVOpt = None,
-    group_size: o.GroupOpt = None,
     decoder_prompt: o.DecPromptOpt = 1,
     efficiency: EfficiencyOpt = o.Eff.expected,
     matmul_eff: MatmulEffOpt = None,
@@ -78,12 +74,6 @@ def analyze(
     top: TopOpt = 8,
     plot: PlotOpt = None,
     memory_plot: MemoryPlotOpt = None,
-    gpus: o.GpusOpt = None,
-    tp: o.TpOpt = None,
-    pp: o.PpOpt = None,
-    ep: o.EpOpt = None,
-    dp: o.DpOpt = None,
-    overlap: o.OverlapOpt = "none",
     json_: o.JsonOpt = False,
     concurrency: ConcurrencyOpt = None,
     rate: RateOpt = None,
@@ -98,6 +88,7 @@ def analyze(
     spec_tokens: SpecTokensOpt = 3,
     acceptance: AcceptanceOpt = None,
     draft_model: DraftOpt = None,
+    **shared,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
     throughput and memory fit. With --concurrency or --rate: continuous batching by a serving engine.
@@ -106,7 +97,7 @@ def analyze(
     llmath analyze llama-3.1-70b -H h100-sxm --gpus 2 --weights fp8 ; llmath analyze deepseek-v3 -H h200 --gpus 8
     --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm
     """
-    _run(SimpleNamespace(**locals()))
+    _run(SimpleNamespace(**locals(), **shared))
 
 
 def _run(a: SimpleNamespace) -> None:

@@ -14,6 +14,7 @@ from llmath.errors import WorkloadError
 
 
 @app.command()
+@o.with_options(attention=o.FORMAT_OPTIONS, plot=o.LAYOUT_OPTIONS)
 def sweep(
     model: o.ModelArg,
     hardware: Annotated[str, typer.Option("--hardware", "-H", help="Accelerator.")] = "h100-sxm",
@@ -23,23 +24,13 @@ def sweep(
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="List or range.", callback=o.axis)] = "512",
     gen: Annotated[str, typer.Option("--gen", "-n", help="List or range.", callback=o.axis)] = "128",
     attention: o.AttOpt = o.Att.flash,
-    dtype: o.DtypeOpt = None,
-    weights: o.WOpt = None,
-    activations: o.AOpt = None,
-    kv_dtype: o.KVOpt = None,
-    group_size: o.GroupOpt = None,
     efficiency: o.EffOpt = o.Eff.expected,
     plot: Annotated[
         str | None, typer.Option("--plot", help="Latency and throughput vs the swept axis (PNG/SVG).")
     ] = None,
-    gpus: o.GpusOpt = None,
-    tp: o.TpOpt = None,
-    pp: o.PpOpt = None,
-    ep: o.EpOpt = None,
-    dp: o.DpOpt = None,
-    overlap: o.OverlapOpt = "none",
     json_: o.JsonOpt = False,
     csv: o.CsvOpt = False,
+    **shared,
 ):
     """Evaluate a grid of batch × prompt × gen in one vectorised call: TTFT, TPOT, throughput, memory.
 
@@ -47,14 +38,14 @@ def sweep(
     """
     from llmath.sweep import parse_axis, run_sweep
 
-    p = o.precision(model, dtype, weights, activations, kv_dtype, group_size)
+    a = SimpleNamespace(**shared)
+    p = o.precision(model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size)
     axes = {
         "batch": parse_axis("--batch", batch),
         "prompt": parse_axis("--prompt", prompt),
         "gen": parse_axis("--gen", gen),
     }
-    layout = o.layout_kwargs(SimpleNamespace(**locals()))
-    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value, layout)
+    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value, o.layout_kwargs(a))
     if plot:
         from llmath.plots import sweep_plot
 
@@ -70,6 +61,7 @@ def sweep(
 
 
 @app.command()
+@o.with_options(efficiency=o.LAYOUT_OPTIONS)
 def compare(
     models_: Annotated[list[str], typer.Argument(metavar="MODEL...", help="One or more models.")],
     hardware: Annotated[str, typer.Option("--hardware", "-H", help="Comma-separated accelerators.")] = "h100-sxm",
@@ -79,14 +71,9 @@ def compare(
     attention: o.AttOpt = o.Att.flash,
     dtype: o.DtypeOpt = None,
     efficiency: o.EffOpt = o.Eff.expected,
-    gpus: o.GpusOpt = None,
-    tp: o.TpOpt = None,
-    pp: o.PpOpt = None,
-    ep: o.EpOpt = None,
-    dp: o.DpOpt = None,
-    overlap: o.OverlapOpt = "none",
     json_: o.JsonOpt = False,
     csv: o.CsvOpt = False,
+    **shared,
 ):
     """Several models and/or accelerators side by side.
 
@@ -95,7 +82,7 @@ def compare(
     hws = [x.strip() for x in hardware.split(",") if x.strip()]
     if not hws:
         raise WorkloadError(f"--hardware={hardware!r} names no accelerator; e.g. -H h100-sxm,a100-sxm-80gb")
-    a = SimpleNamespace(**locals())
+    a = SimpleNamespace(**locals(), **shared)
     rows = [_compare_row(m, h, a) for m in models_ for h in hws]
     if json_:
         out.emit_json({"rows": rows})

@@ -90,6 +90,7 @@ def params(model: o.ModelArg, json_: o.JsonOpt = False):
 
 
 @app.command()
+@o.with_options(attention=o.FORMAT_OPTIONS)
 def ops(
     model: o.ModelArg,
     stage: Annotated[
@@ -105,16 +106,12 @@ def ops(
         int, typer.Option("--prefix", help="Prefill: cached prefix before the prompt.", callback=o.TOKENS0)
     ] = 0,
     attention: o.AttOpt = o.Att.flash,
-    dtype: o.DtypeOpt = None,
-    weights: o.WOpt = None,
-    activations: o.AOpt = None,
-    kv_dtype: o.KVOpt = None,
-    group_size: o.GroupOpt = None,
     decoder_prompt: o.DecPromptOpt = 1,
     hardware: Annotated[str | None, typer.Option("--hardware", help="Add roofline times on this accelerator.")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show each formula with its numbers substituted.")] = False,
     json_: o.JsonOpt = False,
     csv: o.CsvOpt = False,
+    **shared,
 ):
     """Per-operator FLOPs, bytes by class and arithmetic intensity of one prefill or decode step.
 
@@ -125,7 +122,7 @@ def ops(
     Examples: llmath ops llama-3-8b --stage decode --batch 16 --prompt 4096 --explain ;
     llmath ops transformer-base --stage encoder --prompt 128
     """
-    _ops(SimpleNamespace(**locals()))
+    _ops(SimpleNamespace(**locals(), **shared))
 
 
 def _ops(a: SimpleNamespace) -> None:

@@ -6,6 +6,8 @@ the helpers at the end turn option values into library inputs (precision, hardwa
 
 from __future__ import annotations
 
+import inspect
+import typing
 from enum import Enum
 from typing import Annotated
 
@@ -157,6 +159,44 @@ DpOpt = _degree_option("--dp", "Data-parallel (attention-DP) replicas; --batch i
 OverlapOpt = Annotated[
     str, typer.Option("--overlap", help="none, or tbo: two-batch overlap hides the MoE all-to-all (needs --ep).")
 ]
+
+
+FORMAT_OPTIONS = (
+    ("dtype", DtypeOpt, None),
+    ("weights", WOpt, None),
+    ("activations", AOpt, None),
+    ("kv_dtype", KVOpt, None),
+    ("group_size", GroupOpt, None),
+)
+LAYOUT_OPTIONS = (
+    ("gpus", GpusOpt, None),
+    ("tp", TpOpt, None),
+    ("pp", PpOpt, None),
+    ("ep", EpOpt, None),
+    ("dp", DpOpt, None),
+    ("overlap", OverlapOpt, "none"),
+)
+
+
+def with_options(**after: tuple):
+    """Option groups declared once: ``@with_options(attention=FORMAT_OPTIONS)`` adds ``(name, type, default)``
+    options to a command's signature right after its ``attention`` parameter (``--help`` lists them there);
+    the command receives them in its ``**shared`` keyword arguments. Put it below ``@app.command()``."""
+
+    def wrap(fn):
+        hints = typing.get_type_hints(fn, include_extras=True)
+        params = []
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                continue
+            params.append(p.replace(annotation=hints[p.name]))
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+            params += [inspect.Parameter(n, kind, default=d, annotation=a) for n, a, d in after.get(p.name, ())]
+        fn.__signature__ = inspect.Signature(params)
+        fn.__annotations__ = {q.name: q.annotation for q in params}
+        return fn
+
+    return wrap
 
 
 def layout_kwargs(a) -> dict:
