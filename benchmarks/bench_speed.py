@@ -62,7 +62,8 @@ def main() -> None:
 
     import llmath
     from llmath.hardware import get
-    from llmath.hardware.roofline import decode_generation, efficiency
+    from llmath.hardware.decode import decode_generation
+    from llmath.hardware.roofline import efficiency
     from llmath.model.dtypes import Precision
     from llmath.ops import table
     from llmath.sweep import grid

@@ -94,7 +94,7 @@ def test_decoder_type_reads_exactly(mt, tmp_path):
         _flops_and_cache_equal(cfg, spec_from_config(cfg, mt))
 
 
-WINDOW_KEYS = ("sliding_window", "window_size")
+WINDOW_KEYS = ("sliding_window", "window_size", "attention_chunk_size")
 
 # Options a family's defaults leave off, switched on: each must still read exactly.
 VARIANTS = [

@@ -9,7 +9,8 @@ import pytest
 
 from llmath import Precision, analyze
 from llmath.hardware import Hardware, get, names
-from llmath.hardware.roofline import IDEAL, decode_generation, efficiency, op_times
+from llmath.hardware.decode import decode_generation
+from llmath.hardware.roofline import IDEAL, efficiency, op_times
 from llmath.model import registry
 from llmath.ops import Scenario, table
 
@@ -45,8 +46,10 @@ def test_closed_form_generation_equals_step_by_step():
             eff = efficiency(mode, hw)
             d = decode_generation(t, hw, p, eff, B, P, N)
             S = np.arange(P, P + N - 1)
-            times, _, _, _ = op_times(t.values(Scenario(B, 1, S)), t, hw, p, eff, B, B, True)
-            assert float(d.total_s) == pytest.approx(times.sum(), rel=1e-9)
+            times, _, _, _ = op_times(t.values(Scenario(B, 1, S)), t, hw, p, eff, B, B, True, context=S)
+            # ideal: exact; expected: the fitted decode attention is summed per context band [2^k, 2^(k+1))
+            # on its secants (fitted_ops), within 1.5% of the attention time itself, far less of the total
+            assert float(d.total_s) == pytest.approx(times.sum(), rel=1e-9 if mode == "ideal" else 2e-3)
             assert float(d.first_s) == pytest.approx(times[0].sum(), rel=1e-12)
             assert float(d.last_s) == pytest.approx(times[-1].sum(), rel=1e-12)
 

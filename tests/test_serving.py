@@ -32,8 +32,15 @@ def test_single_request_without_chunking_is_the_static_generation():
     r = serve("llama-3-8b", "h100-sxm", prompt=1024, gen=256, concurrency=1, max_num_batched_tokens=2048)
     a = analyze("llama-3-8b", "h100-sxm", batch=1, prompt=1024, gen=256)
     assert r.metrics["ttft_s"] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
-    assert r.metrics["tpot_s"] == pytest.approx(a.generation["tpot_s"], rel=1e-9)
-    assert r.metrics["e2e_s"] == pytest.approx(a.generation["ttft_s"] + 255 * a.generation["tpot_s"], rel=1e-9)
+    # serving times the step at the mean context; the static generation sums the steps per context band. Exact
+    # when a step is affine in the context (ideal), within the curvature of the fitted decode-attention fraction
+    # (expected: attention is ~5% of this step, and its fraction varies by a few % over 1024 … 1279 positions)
+    assert r.metrics["tpot_s"] == pytest.approx(a.generation["tpot_s"], rel=1e-3)
+    assert r.metrics["e2e_s"] == pytest.approx(a.generation["ttft_s"] + 255 * a.generation["tpot_s"], rel=1e-3)
+    ri = serve("llama-3-8b", "h100-sxm", prompt=1024, gen=256, concurrency=1, max_num_batched_tokens=2048,
+               efficiency_mode="ideal")  # fmt: skip
+    ai = analyze("llama-3-8b", "h100-sxm", batch=1, prompt=1024, gen=256, efficiency_mode="ideal")
+    assert ri.metrics["tpot_s"] == pytest.approx(ai.generation["tpot_s"], rel=1e-9)
     assert r.metrics["tok_s_per_user"] == pytest.approx(1 / r.metrics["tpot_s"])
 
 

@@ -19,14 +19,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 from llmath.checks import ANALYZE_ARGS, _check_degrees, _check_hardware, _check_len, _check_precision, _check_sizes
-from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, gpu_parts, rank_table
+from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, fitted_device, gpu_parts, rank_table
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
+from llmath.hardware.decode import decode_generation
 from llmath.hardware.efficiency import check_overrides
-from llmath.hardware.roofline import Efficiency, byte_weights, decode_generation, efficiency, op_times, stage_times
+from llmath.hardware.roofline import Efficiency, byte_weights, efficiency, op_times, stage_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -188,13 +189,16 @@ def _time_rows(rep, parts, spec, stage, attention, scenario, precision, hw, eff,
         t = tab if tab is not None else table(spec, stage, attention)
         vals = t.values(scenario)
         tokens = scenario.B * scenario.T
-        times, comp, mem, _ = op_times(vals, t, hw, precision, eff, scenario.B, tokens, decode=stage == "decode")
+        dec = stage == "decode"
+        ctx = scenario.S0 if dec else None  # a decode step's attention: fitted fractions at its context
+        times, comp, mem, _ = op_times(vals, t, hw, precision, eff, scenario.B, tokens, dec, ctx)
         for ti, ci, mi in zip(times, comp, mem, strict=True):
             r = rep.ops[i]
             r.time_s, r.compute_s, r.memory_s = float(ti), float(ci), float(mi)
             r.bound = "compute" if ci >= mi else "memory"
             i += 1
-        comm = comm_costs(colls, scenario, spec, precision, topology(hw)) if layout is not None else []
+        dev = fitted_device(hw, eff)
+        comm = comm_costs(colls, scenario, spec, precision, topology(hw), dev) if layout is not None else []
         for cc in comm:
             r = rep.ops[i]
             r.time_s, r.compute_s, r.memory_s, r.bound = cc.time_s, 0.0, 0.0, "communication"
@@ -312,7 +316,7 @@ class Analysis:
             "training": self.training,
             "warnings": self.warnings,
             "precision": self.precision,
-            "components_not_in_stages": list(self.params.towers_not_counted),
+            "components_not_in_stages": list(self.params.towers) + list(self.params.towers_not_counted),
         }
         if self.encoder is not None:
             d["encoder"] = self.encoder.to_dict(with_ops)
@@ -413,7 +417,13 @@ def _context_notes(spec: ModelSpec, end: int) -> list[str]:
 def _wrapper_notes(spec: ModelSpec) -> list[str]:
     if not spec.wrapper:
         return []
-    towers = ", ".join(spec.towers_not_counted) or "its other towers"
+    counted = sorted({k.split(".")[0] for k, _ in spec.tower_params})
+    if not spec.towers_not_counted:
+        return [
+            f"{spec.name}: a {spec.wrapper} wrapper; params and weight memory include its {' and '.join(counted)}; "
+            "the prefill and decode stages are its language model (text_config) only"
+        ]
+    towers = ", ".join(spec.towers_not_counted)
     return [
         f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
         f"(text_config) only: {towers} not counted"

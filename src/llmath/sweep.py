@@ -8,7 +8,8 @@ from llmath.analysis import activation_peak_bytes, kv_cache_bytes
 from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage, rank_plans, rank_table
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
-from llmath.hardware.roofline import decode_generation, efficiency, stage_times
+from llmath.hardware.decode import decode_generation
+from llmath.hardware.roofline import efficiency, stage_times
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec

@@ -15,7 +15,7 @@ from llmath.errors import WorkloadError
 
 @app.command()
 def models(json_: o.JsonOpt = False):
-    """List the bundled models (name, model_type, exact parameters, source).
+    """List the bundled models grouped by family (family, name, model_type, exact parameters, source).
 
     Example: llmath models
     """
@@ -23,17 +23,20 @@ def models(json_: o.JsonOpt = False):
     from llmath.ops.params import param_report
 
     rows = []
-    for n in registry.names():
-        s = registry.spec(n)
-        rows.append(
-            {
-                "name": n,
-                "model_type": s.model_type,
-                "params": param_report(s).total,
-                "source": registry.info(n).get("source", ""),
-            }
-        )
-    out.emit_rows(rows, json_, title="Bundled models", columns=["name", "model_type", "params", "source"])
+    for family, names in registry.by_family().items():
+        for n in names:
+            s = registry.spec(n)
+            rows.append(
+                {
+                    "family": family,
+                    "name": n,
+                    "model_type": s.model_type,
+                    "params": param_report(s).total,
+                    "source": registry.info(n).get("source", ""),
+                }
+            )
+    cols = ["family", "name", "model_type", "params", "source"]
+    out.emit_rows(rows, json_, title="Bundled models by family", columns=cols)
 
 
 @app.command("hardware")

@@ -24,7 +24,9 @@ from llmath.deploy.collectives import Collective, bus_factor, collective_time
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.hardware import Hardware
-from llmath.hardware.roofline import Efficiency, decode_generation, stage_times
+from llmath.hardware import efficiency_fit as ef
+from llmath.hardware.decode import decode_generation
+from llmath.hardware.roofline import Efficiency, stage_times
 from llmath.hardware.topology import Topology, topology
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
@@ -120,17 +122,45 @@ class PassCost:
         return out
 
 
+def fitted_device(hw: Hardware, eff: Efficiency) -> str | None:
+    """The device whose fitted collectives apply: ``hw`` when its ``expected`` efficiency comes from fitted
+    kernels (measured or inherited, :func:`llmath.hardware.efficiency_fit.resolve`); else ``None``."""
+    return hw.name if eff.gemm_fit and eff.rule.startswith("fitted kernels") else None
+
+
+def _fitted_all_reduce(device: str, n: int, nbytes):
+    """Seconds of one all-reduce of ``nbytes`` over ``n`` GPUs of one scale-up domain from the fitted
+    α + bytes/β models (aiconfigurator-core's NCCL and TensorRT-LLM custom all-reduce tables, docs/efficiency.md):
+    the faster of the two, as the engines pick (TensorRT-LLM's AUTO all-reduce strategy and vLLM's custom
+    all-reduce use the custom kernel where it is faster, NCCL otherwise); ``None`` without a fit for ``n``."""
+    fits = (ef.collective_time(device, op, n, nbytes) for op in ("all_reduce", "custom_all_reduce"))
+    ts = [f[0] for f in fits if f is not None]
+    return np.minimum(ts[0], ts[1]) if len(ts) == 2 else (ts[0] if ts else None)
+
+
 def comm_costs(
-    colls: tuple[Collective, ...], scenario: Scenario, spec: ModelSpec, p: Precision, topo: Topology
+    colls: tuple[Collective, ...],
+    scenario: Scenario,
+    spec: ModelSpec,
+    p: Precision,
+    topo: Topology,
+    device: str | None = None,
 ) -> list[CommCost]:
-    """Each collective's bytes and time for ``scenario`` (messages in the activations' dtype)."""
+    """Each collective's bytes and time for ``scenario`` (messages in the activations' dtype).
+
+    Rule: an all-reduce within one scale-up domain over 2, 4 or 8 GPUs of a ``device`` with fitted kernels
+    (:func:`fitted_device`) takes the fitted time (:func:`_fitted_all_reduce`); every other collective, and
+    every collective without ``device``, the analytic latency + bus bytes / link bandwidth."""
     monos = scenario.monomials({t.mono for c in colls for t in c.message}, spec)
     out = []
     for c in colls:
         elems = sum(t.coef * monos[t.mono] for t in c.message)
         nbytes = elems * p.act_bytes  # float, or an array over a sweep
         link = topo.scale_up if c.within(topo.domain) else topo.scale_out
-        one = collective_time(c.kind, c.n, nbytes, link.bytes_per_s, link.latency_s)
+        fit = None
+        if device is not None and c.kind == "all_reduce" and c.within(topo.domain):
+            fit = _fitted_all_reduce(device, c.n, nbytes)
+        one = collective_time(c.kind, c.n, nbytes, link.bytes_per_s, link.latency_s) if fit is None else fit
         bus = float(bus_factor(c.kind, c.n)) * nbytes
         if np.ndim(nbytes) == 0:
             nbytes, bus, one = float(nbytes), float(bus), float(one)
@@ -155,7 +185,7 @@ def per_gpu_stage(
     for plan in rank_plans(spec, stage, attention, layout):
         t = rank_table(spec, stage, attention, layout, plan.index)
         ti, c, m = stage_times(t, scenario, hw, precision, eff, stage == "decode")
-        comm = comm_costs(plan.collectives, scenario, spec, precision, topo)
+        comm = comm_costs(plan.collectives, scenario, spec, precision, topo, fitted_device(hw, eff))
         span = (plan.layers.start, plan.layers.stop)
         cs, ms, ts = c.sum(-1), m.sum(-1), ti.sum(-1)
         if np.ndim(ts) == 0:
@@ -185,7 +215,7 @@ def decode_totals(
     for plan in rank_plans(spec, "decode", attention, layout):
         t = rank_table(spec, "decode", attention, layout, plan.index)
         d = decode_generation(t, hw, precision, eff, batch, context, gen)
-        comm = comm_costs(plan.collectives, step, spec, precision, topo)
+        comm = comm_costs(plan.collectives, step, spec, precision, topo, fitted_device(hw, eff))
         plain = sum(c.time_s for c in comm if not c.overlapped)
         hidden = sum(c.time_s for c in comm if c.overlapped)
         mean_ops = np.divide(d.total_s, n, out=np.zeros(np.shape(n * d.total_s)), where=n > 0)

@@ -28,7 +28,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from llmath.deploy.cost import comm_costs, rank_table
+from llmath.deploy.cost import comm_costs, fitted_device, rank_table
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
@@ -161,9 +161,11 @@ class Device:
             mv[..., t.monos.index("U:moe")] = t.experts_hit(tokens)
         return mv
 
-    def _time(self, t: Table, mv: np.ndarray, rows, tokens, decode: bool) -> StepCost:
+    def _time(self, t: Table, mv: np.ndarray, rows, tokens, decode: bool, context=None) -> StepCost:
+        """``context``: a decode pass's (mean) context, at which decode attention's fitted fractions apply;
+        in prefill, the mask of passes mixing decode tokens in (their attention keeps the scalar fractions)."""
         eff = self.decode_eff if decode else self.eff
-        tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode)
+        tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode, context)
         totals = mv @ _totals(t, byte_weights_key(t, self.precision))  # [bytes, FLOPs] of the whole pass
         return StepCost(tm.sum(-1), totals[..., 0], totals[..., 1])
 
@@ -171,7 +173,7 @@ class Device:
         """Exposed communication: the plain collectives + what overlapped ones leave uncovered."""
         if not colls:
             return np.zeros_like(ops_s)
-        cs = comm_costs(colls, scen, self.spec, self.precision, self.topology)
+        cs = comm_costs(colls, scen, self.spec, self.precision, self.topology, fitted_device(self.hw, self.eff))
         plain = sum(c.time_s for c in cs if not c.overlapped)
         hidden = sum(c.time_s for c in cs if c.overlapped)
         return plain + np.maximum(0.0, hidden - ops_s)
@@ -187,14 +189,16 @@ class Device:
             mv = self._fix(t, _mono(t, dec_s) + _mono(t, pre_s), tokens)
             out = []
             if (~has_prefill).any():
-                out.append(self._with_comm(self._time(t, mv, rows, tokens, True), part.decode_collectives, mixed))
+                dec_only = self._time(t, mv, rows, tokens, True, s)
+                out.append(self._with_comm(dec_only, part.decode_collectives, mixed))
             if has_prefill.any():
-                out.append(self._with_comm(self._time(t, mv, rows, tokens, False), part.prefill_collectives, mixed))
+                pre = self._time(t, mv, rows, tokens, False, d > 0)  # mixed: attention at the scalar fractions
+                out.append(self._with_comm(pre, part.prefill_collectives, mixed))
             if len(out) == 1:
                 return out[0]
             return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(out[1]), _parts(out[0]), strict=True)))
         dt, pt = part.decode, part.prefill
-        dec = self._time(dt, self._fix(dt, _mono(dt, dec_s), d), d, d, decode=True)
+        dec = self._time(dt, self._fix(dt, _mono(dt, dec_s), d), d, d, True, s)
         dec = self._with_comm(dec, part.decode_collectives, dec_s)
         dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
         if not has_prefill.any():
@@ -224,7 +228,7 @@ class Device:
         for part in self.parts:
             t = part.decode
             scen = Scenario(b, w, s)
-            cost = self._time(t, self._fix(t, _mono(t, scen), b * w), b, b * w, decode=True)
+            cost = self._time(t, self._fix(t, _mono(t, scen), b * w), b, b * w, True, s)
             out.append(self._with_comm(cost, part.decode_collectives, scen))
         return _total(out)
 

@@ -37,6 +37,9 @@ class Efficiency:
     ``gemm_fit``: per format, the fitted GEMM model (:mod:`llmath.hardware.efficiency_fit`) that gives weight
     GEMMs their compute fraction by rows and n·k and their memory fraction by weight bytes;
     ``attention_overhead_s``: per-kernel overhead of decode attention (``None``: ``decode_overhead_s``).
+    ``kernel_fits``: (class, format, coefficients) of the other fitted classes (``attn_context``,
+    ``attn_decode``, ``moe``), applied per operator by :mod:`llmath.hardware.fitted_ops`;
+    ``fit_overheads``: whether the fits' per-kernel times replace the overheads (off once an overhead is given).
     """
 
     name: str = "expected"
@@ -57,6 +60,8 @@ class Efficiency:
     rule: str = ""
     gemm_fit: tuple[tuple[str, tuple[float, ...]], ...] = ()
     attention_overhead_s: float | None = None
+    kernel_fits: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
+    fit_overheads: bool = True
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
@@ -69,6 +74,13 @@ class Efficiency:
             if f != "attention_overhead_s" or self.attention_overhead_s is not None:
                 check_float(f"kernel {f}", getattr(self, f), 0, 1.0)
 
+    def __hash__(self) -> int:  # hashed on every roofline cache lookup: computed once (the fits are long tuples)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     def matmul_for(self, dtype: str) -> float:
         return self.matmul_fp8 if (dtype == "fp8" and self.matmul_fp8) else self.matmul
 
@@ -76,6 +88,11 @@ class Efficiency:
         """The fitted GEMM coefficients for matmuls in ``dtype`` (fp16 uses bf16's), or ``None``."""
         key = ef.FORMAT_ALIASES.get(dtype or "")
         return next((c for f, c in self.gemm_fit if f == key), None)
+
+    def fit(self, cls: str, dtype: str | None) -> tuple[float, ...] | None:
+        """The fitted coefficients of ``cls`` (``attn_context``, ``attn_decode``, ``moe``) in ``dtype``."""
+        key = ef.FORMAT_ALIASES.get(dtype or "")
+        return next((c for k, f, c in self.kernel_fits if k == cls and f == key), None)
 
 
 IDEAL = Efficiency(name="ideal", rule="ideal: datasheet roofline")
@@ -138,6 +155,12 @@ def fitted(hw: Hardware) -> Efficiency | None:
     if "bf16" not in gemm:
         return None
     attn, r = ef.coefficients(hw.name, "attn_decode", "bf16")
+    kernel = [
+        (cls, f, tuple(c))
+        for cls in ("attn_context", "attn_decode", "moe")
+        for f in ("bf16", "fp8")
+        if (c := ef.coefficients(hw.name, cls, f)[0]) is not None
+    ]
     d = _defaults()
     t0 = gemm["bf16"][8]
     return Efficiency(
@@ -153,6 +176,7 @@ def fitted(hw: Hardware) -> Efficiency | None:
         rule=f"fitted kernels ({r.rule})",
         gemm_fit=tuple((f, tuple(c)) for f, c in sorted(gemm.items())),
         attention_overhead_s=attn[8] if attn else None,
+        kernel_fits=tuple(kernel),
     )
 
 
@@ -182,8 +206,11 @@ def efficiency(mode: str | Efficiency, hw: Hardware | None = None, **overrides) 
     else:
         raise WorkloadError(f"efficiency={mode!r} must be 'ideal' or 'expected' (or a llmath Efficiency)")
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    if "matmul" in overrides:  # a fraction the user gives applies to every matmul, fitted GEMMs included
+    if "matmul" in overrides:  # a fraction the user gives applies to every matmul, fitted kernels included
         overrides.setdefault("gemm_fit", ())
-    if "decode_overhead_s" in overrides:  # and an overhead the user gives to every decode kernel
+        overrides.setdefault("kernel_fits", tuple(k for k in base.kernel_fits if k[0] == "attn_decode"))
+    if "decode_overhead_s" in overrides or "overhead_s" in overrides:  # and an overhead to every kernel
+        overrides.setdefault("fit_overheads", False)
+    if "decode_overhead_s" in overrides:
         overrides.setdefault("attention_overhead_s", None)
     return replace(base, **overrides) if overrides else base

@@ -14,19 +14,18 @@ one step costs, with no Python loop over steps.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
+from llmath.hardware import fitted_ops as fo
 from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
 from llmath.hardware.execution import executed, op_executed, op_peaks
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
-from llmath.ops import CLASSES, Scenario, Table, Value, one_hot
+from llmath.ops import CLASSES, Scenario, Table, one_hot
 from llmath.ops.table import byte_key
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
@@ -224,32 +223,64 @@ def _weight_only(p: Precision, hw: Hardware) -> bool:
     return fmt.get(p.weights).quantised and run_format(hw, p) in ("bf16", "fp16", "fp32")
 
 
-def overheads(table: Table, eff: Efficiency, decode: bool) -> np.ndarray:
+def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None = None) -> np.ndarray:
     """(n_ops,) overhead seconds of each op per pass: its kernels × the per-kernel overhead (in decode, decode
-    attention's own where one was fitted)."""
+    attention's own where one was fitted; with ``p``, context attention's and MoE layers' fitted ones)."""
     ov = eff.decode_overhead_s if decode else eff.overhead_s
     if decode and eff.attention_overhead_s is not None:
-        return table.kernels * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
-    return table.kernels * ov
+        base = table.kernels * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
+    else:
+        base = table.kernels * ov
+    return base if p is None else fo.overheads(table, p, eff, decode, base)
+
+
+def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
+    """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included."""
+    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
+    inv = inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    if not eff.kernel_fits:
+        return f, inv
+    rts = (rates(hw, p, eff, table)[0], op_peaks(table, hw, p), run_format(hw, p))
+    return fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context, rts)
 
 
 def times(
-    flops, vflops, bytes_, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+    flops,
+    vflops,
+    bytes_,
+    table: Table,
+    hw: Hardware,
+    p: Precision,
+    eff: Efficiency,
+    batch,
+    tokens,
+    decode: bool,
+    context=None,
 ):
-    """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes."""
+    """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes; ``context``:
+    a decode step's S (its attention's fitted fractions depend on it)."""
     mm_rate, vec_rate = rates(hw, p, eff, table)
-    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
     compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
-    memory = bytes_ / op_bandwidth(table, hw, eff, batch, tokens, decode, p)
-    return np.maximum(compute, memory) + overheads(table, eff, decode), compute, memory
+    memory = bytes_ * inv
+    return np.maximum(compute, memory) + overheads(table, eff, decode, p), compute, memory
 
 
 def op_times(
-    values: np.ndarray, table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+    values: np.ndarray,
+    table: Table,
+    hw: Hardware,
+    p: Precision,
+    eff: Efficiency,
+    batch,
+    tokens,
+    decode: bool,
+    context=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(time, compute time, memory time, bytes) per op from evaluated class totals ``values``."""
     bytes_ = (values * byte_weights(table, p)).sum(-1)
-    t, c, m = times(values[..., I_FLOPS], values[..., I_VFLOPS], bytes_, table, hw, p, eff, batch, tokens, decode)
+    fl, vfl = values[..., I_FLOPS], values[..., I_VFLOPS]
+    t, c, m = times(fl, vfl, bytes_, table, hw, p, eff, batch, tokens, decode, context)
     return t, c, m, bytes_
 
 
@@ -264,17 +295,17 @@ def _compute_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> n
 
 @lru_cache(maxsize=4096)
 def _stage_matrices(
-    table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool, context=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(compute seconds, memory seconds) right-hand sides (n_monos, n_ops), and the overheads, for scalars."""
-    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
     if f is None:
         comp = _compute_rhs(table, hw, p, eff)
     else:
         mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = table.rhs(one_hot("flops")) / mm_rate * f + table.rhs(one_hot("vflops")) / vec_rate
-    mem = table.rhs(byte_weights_key(table, p)) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
-    ov = overheads(table, eff, decode)
+    mem = table.rhs(byte_weights_key(table, p)) * inv
+    ov = overheads(table, eff, decode, p)
     return comp, mem, ov
 
 
@@ -283,222 +314,28 @@ def stage_times(table: Table, scenario: Scenario, hw: Hardware, p: Precision, ef
     mv = table.monomial_matrix(scenario)
     B = scenario.B
     if mv.ndim == 1:
-        comp, mem, ov = _stage_matrices(table, hw, p, eff, int(B), int(B * scenario.T), decode)
+        ctx = int(scenario.S0) if decode else None
+        comp, mem, ov = _stage_matrices(table, hw, p, eff, int(B), int(B * scenario.T), decode, ctx)
         c, m = mv @ comp, mv @ mem
         return np.maximum(c, m) + ov, c, m
     B = np.asarray(B)
-    return monomial_times(table, mv, hw, p, eff, B, B * np.asarray(scenario.T), decode)
-
-
-# ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
-
-
-@lru_cache(maxsize=512)
-def _decode_coefs(table: Table, bw_key: tuple) -> np.ndarray:
-    """(5, 3, n_ops): for [matmul FLOPs, vector FLOPs, bytes] of a decode step (T = 1), the coefficients of
-    1, B, experts hit U(B), B·u, where u = min(S + 1, W) is the positions the op's layer attends, and B·src
-    (cross-attention over the cached encoder output: the same every step)."""
-    groups = {"1": 0, "B": 1, "BT": 1, "BL": 1, "U:moe": 2, "X": 4, "XE": 4}
-    sel = np.zeros((5, len(table.monos)))
-    for i, m in enumerate(table.monos):
-        sel[groups.get(m, 3), i] = 1.0  # K:, P:, E: monomials are B·u when T = 1 (H: never in costs)
-    per_class = np.stack(
-        [table.coef[:, I_FLOPS, :], table.coef[:, I_VFLOPS, :], table.class_matrix(np.array(bw_key))]
-    )  # (3, n_ops, n_monos)
-    out = np.einsum("gm,kom->gko", sel, per_class)
-    out.setflags(write=False)
-    return out
-
-
-@lru_cache(maxsize=512)
-def _windows(table: Table) -> np.ndarray:
-    return np.array([np.inf if op.window is None else op.window for op in table.ops])
-
-
-def _prefix_u_sum(j, u0, w):
-    """Σ_{i<j} min(u0 + i, w) for integer-valued arrays (w may be inf)."""
-    m = np.clip(w - u0 + 1, 0, j)
-    return m * u0 + m * (m - 1) / 2 + (j - m) * np.where(np.isinf(w), 0.0, w)
-
-
-@dataclass(frozen=True)
-class DecodeSummary:
-    first_s: Value  # step 0 time
-    last_s: Value  # last step time
-    total_s: Value  # all steps
-    per_op_total_s: np.ndarray  # (…, n_ops)
-    steps: Value
-
-
-@lru_cache(maxsize=512)
-def _slope_ops(table: Table, bw_key: tuple) -> np.ndarray:
-    """Indices of the ops whose decode cost grows with the context (attention over the KV cache)."""
-    k = _decode_coefs(table, bw_key)
-    return np.flatnonzero(np.any(k[3] != 0, axis=0))
-
-
-@lru_cache(maxsize=512)
-def _compute_coefs(table: Table, bw_key: tuple, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
-    """(5, n_ops) compute seconds per [1, B, U(B), B·u, B·src] of a decode step."""
-    mm_rate, vec_rate = rates(hw, p, eff, table)
-    k = _decode_coefs(table, bw_key)
-    out = k[:, 0] / mm_rate + k[:, 1] / vec_rate
-    out.setflags(write=False)
-    return out
-
-
-def _u_sum(j: float, u0: float, w: float) -> float:
-    """Scalar Σ_{i<j} min(u0 + i, w)."""
-    m = min(max(w - u0 + 1, 0.0), j)
-    return m * u0 + m * (m - 1) / 2 + (j - m) * (0.0 if math.isinf(w) else w)
-
-
-@lru_cache(maxsize=4096)
-def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, src: float = 0.0):
-    """Per-batch constants of a decode step: each op's context-independent step time, and the
-    (index, c0, c1, m0, m1, window, overhead) lines of the ops whose cost grows with the context."""
-    bw_key = byte_weights_key(table, p)
-    k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff, table)
-    kc = _compute_coefs(table, bw_key, hw, p, eff)
-    f = mm_factor(table, eff, B, B, run_format(hw, p), _weight_only(p, hw))
-    if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
-        kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
-    spec = table.spec
-    U = float(table.experts_hit(float(B))) if spec.moe is not None else 0.0
-    inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
-    x = np.array([1.0, float(B), U, 0.0, float(B) * src])
-    c0 = x @ kc
-    m0 = (x @ k[:, 2]) * inv
-    ov = overheads(table, eff, decode=True)
-    step = np.maximum(c0, m0) + ov
-    step.setflags(write=False)
-    w = _windows(table)
-    lines = tuple(
-        (
-            int(o),
-            float(c0[o]),
-            float(kc[3, o]) * B,
-            float(m0[o]),
-            float(k[3, 2, o]) * B * float(inv[o]),
-            float(w[o]),
-            float(ov[o]),
-        )
-        for o in _slope_ops(table, bw_key)
-    )
-    return step, float(step.sum()), lines
-
-
-def _line_sum(c0: float, c1: float, m0: float, m1: float, w: float, u0: float, n: float) -> float:
-    """Σ over n steps of max(c0 + c1·u, m0 + m1·u) with u_j = min(u0 + j, w): split where the lines cross."""
-    dc = c1 - m1
-    ustar = (m0 - c0) / dc if dc != 0 else math.inf
-    js = n if w < ustar else min(max(math.ceil(ustar - u0), 0.0), n)
-    lo = _u_sum(js, u0, w)
-    hi = _u_sum(n, u0, w) - lo
-    comp_lo, mem_lo = c0 * js + c1 * lo, m0 * js + m1 * lo
-    comp_hi, mem_hi = c0 * (n - js) + c1 * hi, m0 * (n - js) + m1 * hi
-    if dc < 0:
-        return comp_lo + mem_hi
-    if dc > 0:
-        return mem_lo + comp_hi
-    return max(comp_lo + comp_hi, mem_lo + mem_hi)
-
-
-def _decode_scalar(
-    table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, P: float, N: float, src: float = 0.0
-) -> DecodeSummary:
-    step, step_sum, lines = _decode_static(table, hw, p, eff, B, src)
-    n = max(N - 1, 0.0)
-    u0 = P + 1
-    per_op = step * n
-    total, first, last = step_sum * n, step_sum, step_sum
-    ul_ = u0 + max(n - 1, 0.0)
-    for o, c0, c1, m0, m1, w, ov in lines:
-        t = _line_sum(c0, c1, m0, m1, w, u0, n) + n * ov
-        total += t - per_op[o]
-        per_op[o] = t
-        uf, ul = min(u0, w), min(ul_, w)
-        first += max(c0 + c1 * uf, m0 + m1 * uf) + ov - step[o]
-        last += max(c0 + c1 * ul, m0 + m1 * ul) + ov - step[o]
-    return DecodeSummary(first, last, total, per_op, n)
-
-
-def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src=0) -> DecodeSummary:
-    """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
-
-    Encoder-decoder: ``P`` = the decoder's context after its prefill, ``src`` = source positions (fixed).
-
-    Ops whose cost does not depend on the context (weight GEMMs, norms, ...) cost the same every step.
-    For the others, compute(u) = c0 + c1·u and memory(u) = m0 + m1·u with u_j = min(P + 1 + j, W)
-    nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
-    side is an arithmetic sum. Scalars take a pure-Python path over those few ops; arrays broadcast.
-    """
-    if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N, src)):
-        return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N), float(src))
-    bw_key = byte_weights_key(table, p)
-    k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff, table)
-    kc = _compute_coefs(table, bw_key, hw, p, eff)
-    spec = table.spec
-    Bf = np.asarray(B, dtype=float)[..., None]
-    U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
-    Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
-    X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
-    inv = inv_bandwidth(table, hw, eff, B, B, decode=True, p=p)
-    f = mm_factor(table, eff, B, B, run_format(hw, p), _weight_only(p, hw))
-    c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
-    m0 = (X @ k[:, 2]) * inv
-    ov = overheads(table, eff, decode=True)
-    n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
-    step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
-    if ov.any():
-        step += ov
-    per_op = step * n
-    j = _slope_ops(table, bw_key)
-    if not j.size:
-        first = last = step.sum(-1)
-        return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
-    w = _windows(table)[j]
-    c0j, m0j = c0[..., j], m0[..., j]
-    c1 = kc[3, j] * Bf
-    m1 = k[3, 2, j] * Bf * inv[..., j]
-    u0 = np.asarray(P, dtype=float)[..., None] + 1
-    dc = c1 - m1
-    ustar = np.divide(m0j - c0j, dc, out=np.full(np.broadcast_shapes(dc.shape, c0j.shape), np.inf), where=dc != 0)
-    # j*: the steps (from 0) whose u lies below u*
-    jstar = np.where(w < ustar, n, np.clip(np.ceil(ustar - u0), 0, n))
-    sum_lo = _prefix_u_sum(jstar, u0, w)
-    sum_hi = _prefix_u_sum(n, u0, w) - sum_lo
-    n_hi = n - jstar
-    comp_lo, mem_lo = c0j * jstar + c1 * sum_lo, m0j * jstar + m1 * sum_lo
-    comp_hi, mem_hi = c0j * n_hi + c1 * sum_hi, m0j * n_hi + m1 * sum_hi
-    # below u* the line with the smaller slope is the larger; equal slopes: the larger constant
-    total = np.where(dc < 0, comp_lo + mem_hi, mem_lo + comp_hi)
-    total = np.where(dc == 0, np.maximum(comp_lo + comp_hi, mem_lo + mem_hi), total)
-    ovj = ov[j]
-    per_op[..., j] = total + n * ovj
-    uf = np.minimum(u0, w)
-    ul = np.minimum(u0 + np.maximum(n - 1, 0), w)
-    base = step.sum(-1) - step[..., j].sum(-1)
-    first = base + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
-    last = base + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
-    return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+    return monomial_times(table, mv, hw, p, eff, B, B * np.asarray(scenario.T), decode, scenario.S0 if decode else None)
 
 
 def monomial_times(
-    table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool
+    table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context=None
 ):
     """(time, compute, memory) per op from monomial values ``mv`` (…, n_monos): the array path of
     :func:`stage_times`, and the entry for callers that compose a pass from several scenarios (a serving
-    iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens."""
-    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
+    iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens;
+    ``context``: a decode pass's S (``None``: decode attention at its scalar fitted fraction)."""
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
     if f is None:
         comp = mv @ _compute_rhs(table, hw, p, eff)
     else:
         mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    mem = (mv @ table.rhs(byte_weights_key(table, p))) * inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    mem = (mv @ table.rhs(byte_weights_key(table, p))) * inv
     t = np.maximum(comp, mem)
-    ov = overheads(table, eff, decode)
+    ov = overheads(table, eff, decode, p)
     return (t + ov if ov.any() else t), comp, mem

@@ -76,10 +76,11 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
 
 
 def cache_bytes(past, bytes_per_element: int = 2) -> int:
-    """Bytes of every tensor the HF cache holds (keys and values of every layer)."""
+    """Bytes of every tensor the HF cache holds (keys and values of every layer, and a sparse-attention
+    indexer's keys)."""
     total = 0
     for layer in past.layers:
-        for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+        for t in (getattr(layer, "keys", None), getattr(layer, "values", None), getattr(layer, "indexer_keys", None)):
             if t is not None:
                 total += t.numel() * bytes_per_element
     return total

@@ -76,7 +76,9 @@ def mla(table: Mapping[str, Any], cfg: Mapping[str, Any], get: Getter) -> MLASpe
         qk_rope_head_dim=get("qk_rope_head_dim"),
         qk_nope_head_dim=get("qk_nope_head_dim"),
         v_head_dim=get("v_head_dim"),
-    )
+        **(dict(index_heads=get("index_n_heads"), index_head_dim=get("index_head_dim"),
+                index_topk=get("index_topk")) if table.get("dsa") else {}),
+    )  # fmt: skip
 
 
 def norm_layout(table: Mapping[str, Any], cfg: Mapping[str, Any], n_heads: int) -> tuple[int, bool, int | None]:
@@ -154,6 +156,7 @@ _FLAGS = {
     "lm_head_bias": (False, True),
     "embedding_scale": (False, True),
     "sub_norms": (False, False),
+    "chunked_windows": (False, False),
 }
 
 

@@ -12,6 +12,8 @@ from llmath.model.family_facts import (
     _every,
     _falcon_kv_heads,
     _k,
+    _llama4_moe_layers,
+    _llama4_types,
     _mlp_layer_types,
     _smollm3_types,
 )
@@ -157,6 +159,8 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     ),
     "deepseek_v2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
     "deepseek_v3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
+    # DeepSeek-V3.2: V3 plus the lightning indexer of DeepSeek Sparse Attention in every layer
+    "deepseek_v32": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True, dsa=True),
     "gpt_oss": dict(
         LLAMA_LIKE,
         **_attn_bias(True),
@@ -440,6 +444,25 @@ ADAPTERS: dict[str, dict[str, Any]] = {
             top_k="num_experts_per_tok",
             d_ff="moe_intermediate_size",
             shared_width="shared_expert_intermediate_size",
+        ),
+    ),
+    # Llama-4: dense layers (intermediate_size_mlp) interleaved with MoE layers (routed experts of
+    # intermediate_size plus one shared expert of that width); rope layers chunked, NoPE layers full. The
+    # L2 q/k norm has no parameters.
+    "llama4_text": dict(
+        LLAMA_LIKE,
+        ffn_bias=False,
+        ffn_keys=("intermediate_size_mlp",),
+        windows=_llama4_types,
+        window_key="attention_chunk_size",
+        chunked_windows=True,
+        moe=dict(
+            experts="num_local_experts",
+            top_k="num_experts_per_tok",
+            d_ff="intermediate_size",
+            shared_width="intermediate_size",
+            layers=_llama4_moe_layers,
+            dense_eager=True,
         ),
     ),
     "t5": dict(

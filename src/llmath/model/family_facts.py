@@ -55,6 +55,24 @@ def _ernie_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
     return [(i + 1) % every == 0 and start <= i <= end for i in range(n)]
 
 
+def _llama4_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """Llama-4: ``moe_layers``, else every ``interleave_moe_layer_step``-th layer from step − 1
+    (configuration_llama4.py)."""
+    layers = cfg.get("moe_layers")
+    if layers is None:
+        step = int(cfg.get("interleave_moe_layer_step") or 1)
+        layers = range(step - 1, n, step)
+    return [i in set(layers) for i in range(n)]
+
+
+def _llama4_types(cfg: Mapping[str, Any], n: int) -> list[str]:
+    """Llama-4: rope layers are chunked, NoPE layers (``no_rope_layers[i] == 0``, by default every
+    ``no_rope_layer_interval``-th) attend fully (configuration_llama4.py)."""
+    every = int(cfg.get("no_rope_layer_interval") or 4)
+    rope = cfg.get("no_rope_layers") or [int((i + 1) % every != 0) for i in range(n)]
+    return ["chunked_attention" if rope[i] else "full_attention" for i in range(n)]
+
+
 def _all_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
     return [True] * n
 

@@ -29,6 +29,7 @@ from llmath.model.family_facts import (
     _all_layers,
 )
 from llmath.model.spec import ModelSpec, MoESpec
+from llmath.model.towers import tower_params, wrapper_ties
 
 __all__ = ["ADAPTERS", "ENCODERS", "TIED_BY_DEFAULT", "read_config", "spec_from_config", "spec_from_file"]
 
@@ -110,7 +111,9 @@ def _layer_windows(
             types = ["sliding_attention"] * n_layers
     if len(types) < n_layers:
         raise ConfigError(f"{where}: layer_types has {len(types)} entries for {n_layers} layers")
-    return tuple(window if t == "sliding_attention" else None for t in types[:n_layers])
+    # a chunked layer (Llama-4) is a window of the chunk size: transformers caches it as one (cache_utils.py,
+    # "chunked_attention": DynamicSlidingWindowLayer); only the mask differs (see ops/attention.py)
+    return tuple(window if t in ("sliding_attention", "chunked_attention") else None for t in types[:n_layers])
 
 
 def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: str):
@@ -129,6 +132,7 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         d_ff_expert=per,
         d_ff_shared=shared,
         router_score_bias=bool(t.get("router_score_bias", False)),
+        dense_eager=bool(t.get("dense_eager", False)),
     )
     layers = t.get("layers", _all_layers)(cfg, n)
     return moe, tuple(bool(x) for x in layers)
@@ -194,6 +198,7 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
     """Build a :class:`ModelSpec` from a parsed config.json mapping."""
     where = source or name or "config"
     cfg = check_config(cfg, where, ADAPTERS, MODEL_TYPE_ALIASES, unwrap=False)  # config_check.py: kinds, ranges
+    outer = cfg
     cfg, wrapper, towers = _unwrap(cfg)
     cfg = check_config(cfg, where, ADAPTERS, MODEL_TYPE_ALIASES)  # the language model's own fields and aliases
     raw_type: Any = cfg.get("model_type")
@@ -220,7 +225,11 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         spec = _build(cfg, model_type, table, name, where, source)
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
-    return replace(spec, wrapper=wrapper, towers_not_counted=towers) if wrapper else spec
+    if not wrapper:
+        return spec
+    counted, towers = tower_params(outer, spec.d_model)
+    tie = wrapper_ties(outer, spec.tie_embeddings)
+    return replace(spec, wrapper=wrapper, towers_not_counted=towers, tower_params=counted, tie_embeddings=tie)
 
 
 def _unwrap(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, tuple[str, ...]]:
@@ -269,7 +278,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
     else:
         n_kv = get(("num_key_value_heads", "num_kv_heads"), n_heads)
     head_dim = derive.head_dim(cfg, d, n_heads, where, floor=bool(table.get("head_dim_floor") or table.get("mla")))
-    ffn, activation, d_ff = derive.ffn_shape(cfg, table, d, FFN, where)
+    ffn, activation, d_ff = derive.ffn_shape(cfg, table, d, table.get("ffn_keys", FFN), where)
     moe, layer_moe = _moe_layers(table, cfg, n_layers, where)
     mla = derive.mla(table, cfg, get)
     if mla is not None:

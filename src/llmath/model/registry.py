@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -106,6 +107,28 @@ def spec(name: str) -> ModelSpec:
     """The :class:`ModelSpec` of a registry model."""
     entry = info(name)
     return spec_from_config(config(name), name=name, source=entry.get("source", ""))
+
+
+_SAME_FAMILY = {"mixtral": "mistral", "gpt_bigcode": "starcoder", "starcoder2": "starcoder", "bloom": "bloom"}
+
+
+def family(name: str) -> str:
+    """A registry model's family: its model_type (a wrapper's, else its language model's) without the
+    version, ``_text`` or ``_moe`` suffix (gemma3_text -> gemma, qwen2_moe -> qwen, deepseek_v3 ->
+    deepseek), or the family it belongs to (mixtral -> mistral)."""
+    s = spec(name)
+    mt = s.wrapper or s.model_type
+    base = re.sub(r"(_text|_moe)$", "", mt)
+    base = re.sub(r"[_-]?v?\d[\d._]*$", "", base)
+    return _SAME_FAMILY.get(mt, base if len(base) >= 3 else mt)
+
+
+def by_family() -> dict[str, list[str]]:
+    """Registry names grouped by :func:`family`, families and names sorted."""
+    out: dict[str, list[str]] = {}
+    for n in names():
+        out.setdefault(family(n), []).append(n)
+    return {f: out[f] for f in sorted(out)}
 
 
 def resolve(model: str | ModelSpec) -> ModelSpec:

@@ -35,6 +35,7 @@ class MoESpec:
     router_bias: bool = False  # gpt-oss router Linear has a bias
     expert_bias: bool = False  # gpt-oss experts have biases on gate_up and down
     router_score_bias: bool = False  # ERNIE-4.5: e_score_correction_bias is a parameter (E per layer)
+    dense_eager: bool = False  # Llama-4: transformers runs every expert on every token (scores scale them)
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -57,8 +58,15 @@ class MLASpec:
     qk_rope_head_dim: int
     qk_nope_head_dim: int
     v_head_dim: int
+    # DeepSeek Sparse Attention (DeepSeek-V3.2): the lightning indexer's heads and width, and the positions
+    # each query attends (0: dense MLA)
+    index_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
 
     def validate(self, name: str) -> None:
+        if self.index_topk and self.q_lora_rank is None:
+            raise SpecError(f"{name!r}: a sparse-attention indexer needs mla.q_lora_rank (it reads the query latent)")
         if self.q_lora_rank is not None:
             _positive(name, "mla.q_lora_rank", self.q_lora_rank)
         for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
@@ -127,13 +135,15 @@ class ModelSpec:
     lm_head_bias: bool = False
     parallel_block: bool = False
     embedding_scale: bool = False  # Gemma multiplies embeddings by sqrt(d)
+    chunked_windows: bool = False  # Llama-4: windowed layers are chunked attention (flash: chunk pairs only)
     attn_softcap: float | None = None
     final_softcap: float | None = None
     encoder: EncoderSpec | None = None
     hf_cache_kv_heads: int | None = None  # transformers caches this many K/V heads (Falcon: all N)
     source: str = ""
     wrapper: str = ""  # a multimodal wrapper's model_type when this is its language model (text_config)
-    towers_not_counted: tuple[str, ...] = ()  # the wrapper's other sub-configs (vision_config, ...)
+    towers_not_counted: tuple[str, ...] = ()  # the wrapper's sub-configs llmath cannot count (vision_config, ...)
+    tower_params: tuple[tuple[str, int], ...] = ()  # counted towers: (component, parameters), model/towers.py
 
     def __post_init__(self) -> None:
         if not self.layer_moe:

@@ -25,7 +25,8 @@ def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
     for w, moe, count in layer_groups(s):
-        lk = f"{'moe' if moe else 'dense'}/{'full' if w is None else f'window {w}'}"
+        win = "full" if w is None else f"{'chunk' if s.chunked_windows else 'window'} {w}"
+        lk = f"{'moe' if moe else 'dense'}/{win}"
         b.window = w
         norms = s.norms_per_layer
         b.norm("norm.attn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)

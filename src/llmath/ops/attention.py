@@ -144,10 +144,16 @@ def eager_products(a: Attn) -> None:
 
 def flash(a: Attn) -> None:
     """Fused scores, softmax and values over the causal (and window) pairs only; no score traffic.
-    An encoder's and a cross-attention's pairs are the whole rectangle (no mask)."""
-    N, H, p = a.N, a.H, a.win.P
+    An encoder's and a cross-attention's pairs are the whole rectangle (no mask).
+
+    A chunked layer (Llama-4) computes only the pairs inside each query's chunk and reads the keys from
+    the chunk start (vLLM's chunked local attention); eager (transformers) runs it as a window of the chunk.
+    """
+    w = a.site.b.window
+    win = Window.chunk(w) if a.site.spec.chunked_windows and w is not None and not a.cross else a.win
+    N, H, p = a.N, a.H, win.P
     q = [(N * H, "BT", "N·H")]
-    kv = [(2 * a.K * H, a.win.K, "2·K·H")]
+    kv = [(2 * a.K * H, win.K, "2·K·H")]
     a.site.op(
         "flash", "matmul", "BTKGH,BSKH,BSKH->BTKGH",
         flops=[(4 * N * H, p, "4·N·H")],

@@ -127,7 +127,7 @@ def mono_text(m: str) -> str:
     if m in MONO_TEXT:
         return MONO_TEXT[m]
     kind, w = m.split(":")
-    w = "" if w == "full" else f"[W={w}]"
+    w = "" if w == "full" else f"[chunk={w[1:]}]" if w.startswith("c") else f"[W={w}]"
     return {"K": f"B·S{w}", "P": f"B·pairs{w}", "E": f"B·T·S{w}", "H": f"B·held{w}", "U": "experts hit"}[kind]
 
 
@@ -159,6 +159,25 @@ def causal_pairs(T: Value, S0: Value, w: int | None) -> Value:
     return m * S0 + m * (m + 1) / 2 + (T - m) * w
 
 
+def _chunk_prefix(n: Value, c: int) -> Value:
+    """Σ_{p=1..n} ((p − 1) mod c) + 1 = q·c(c+1)/2 + r(r+1)/2 with n = q·c + r."""
+    q, r = n // c, n % c
+    if _is_int(q, r):
+        return q * (c * (c + 1) // 2) + r * (r + 1) // 2
+    return q * (c * (c + 1) / 2) + r * (r + 1) / 2
+
+
+def chunk_pairs(T: Value, S0: Value, c: int) -> Value:
+    """Chunked attention (Llama-4): query p (1-based) attends the keys of its own c-aligned chunk up to
+    itself, ((p − 1) mod c) + 1 of them; pairs = Σ over the T new queries."""
+    return _chunk_prefix(S0 + T, c) - _chunk_prefix(S0, c)
+
+
+def chunk_keys(T: Value, S0: Value, c: int) -> Value:
+    """Keys a chunked step reads per sequence: from the start of the first new query's chunk, S0 mod c + T."""
+    return S0 % c + T
+
+
 def visible_keys(T: Value, S0: Value, w: int | None) -> Value:
     """Keys a step can see per sequence: S0 + T, or min(S0, w − 1) + T with a window."""
     return S0 + T if w is None else _min(S0, w - 1) + T
@@ -175,9 +194,12 @@ def experts_hit(tokens: Value, n_experts: int, top_k: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=1024)
-def _parse_mono(m: str) -> tuple[str, int | None]:
+def _parse_mono(m: str) -> tuple[str, int | None, bool]:
+    """(kind, window or chunk size, whether it is a chunk)."""
     kind, w = m.split(":")
-    return kind, None if w == "full" else int(w)
+    if w.startswith("c"):
+        return kind, int(w[1:]), True
+    return kind, None if w == "full" else int(w), False
 
 
 @dataclass(frozen=True)
@@ -219,8 +241,10 @@ class Scenario:
                 hit = experts_hit(B * T * moe_tokens, moe.n_experts, moe.top_k)
                 v = float(hit) if np.ndim(hit) == 0 else hit
             else:
-                kind, win = _parse_mono(m)
-                if kind == "K":
+                kind, win, chunk = _parse_mono(m)
+                if chunk and win is not None and kind in ("K", "P"):
+                    v = B * (chunk_keys(T, S0, win) if kind == "K" else chunk_pairs(T, S0, win))
+                elif kind == "K":
                     v = B * visible_keys(T, S0, win)
                 elif kind == "P":
                     v = B * causal_pairs(T, S0, win)
@@ -340,6 +364,11 @@ class Window:
     def of(cls, w: int | None) -> Window:
         wk = wkey(w)
         return cls(f"K:{wk}", f"P:{wk}", f"E:{wk}")
+
+    @classmethod
+    def chunk(cls, c: int) -> Window:
+        """A chunked layer's flash monomials: keys from the chunk start, pairs within the chunk."""
+        return cls(f"K:c{c}", f"P:c{c}", f"E:{c}")
 
     @classmethod
     def bidirectional(cls) -> Window:

@@ -8,9 +8,9 @@ absorbed (flash decode), decompressed + eager products, or decompressed + flash.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from llmath.ops.core import ROTARY_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
+from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 
 
 @dataclass(frozen=True)
@@ -122,9 +122,56 @@ EXECUTIONS: dict[str, tuple[Step, ...]] = {
 }
 
 
+def indexer(a: Mla) -> None:
+    """DeepSeek Sparse Attention's lightning indexer (DeepSeek-V3.2; transformers' DeepseekV32Indexer):
+    its query from the query latent (wq_b), one shared key (wk, LayerNorm) cached per position, per-head
+    weights (weights_proj), then scores q·k over the visible keys (ReLU, weighted sum over its heads) and
+    top-k. ``eager``: the full T × visible rectangle, as transformers computes it; ``flash``: the causal
+    pairs only, fused (vLLM's indexer kernels). Letters: I indexer heads, X indexer width, L query rank."""
+    m = a.site.spec.mla
+    if m is None or not m.index_topk or a.Ql is None:
+        return
+    site, In, X, L, D = a.site, m.index_heads, m.index_head_dim, a.Ql, a.D
+    sizes = dict(site.sizes, I=In, X=X, L=L)
+    site.linear("indexer.wq_b", "BTL,LIX->BTIX", L, In * X, bias=False, pkey="attention.indexer.wq_b", sizes=sizes,
+                sym_in="L", sym_out="I·X")  # fmt: skip
+    site.linear("indexer.wk", "BTD,DX->BTX", D, X, bias=False, pkey="attention.indexer.wk", sizes=sizes,
+                sym_out="X", out="kv_write")  # fmt: skip
+    site.vector("indexer.k_norm", "BTX->BTX", NORM_FLOPS["layer"], X, "BT", "X", sizes=sizes,
+                params=[("attention.indexer.k_norm", 2 * X)], weight=[(2 * X, "1", "2·X")])  # fmt: skip
+    site.linear("indexer.weights_proj", "BTD,DI->BTI", D, In, bias=False, pkey="attention.indexer.weights",
+                sizes=sizes, sym_out="I")  # fmt: skip
+    if site.b.attention == "eager":
+        e = a.win.E
+        site.op("indexer.scores", "matmul", "BTIX,BSX->BTIS", sizes=sizes, flops=[(2 * In * X, e, "2·I·X")],
+                act_in=[(In * X, "BT", "I·X")], kv_read=[(X, a.win.K, "X")], act_out=[(In, e, "I")])  # fmt: skip
+        site.op("indexer.weigh", "matmul", "BTI,BTIS->BTS", sizes=sizes, flops=[(2 * In, e, "2·I")],
+                act_in=[(In, e, "I")], act_out=[(1, e, "1")])  # fmt: skip
+        site.op("indexer.topk", "vector", "BTS->BTk", sizes=sizes, vflops=[(ROUTER_FLOPS, e, "5")],
+                act_in=[(1, e, "1")], act_out=[(m.index_topk, "BT", "k")])  # fmt: skip
+        return
+    p = a.win.P
+    site.op("indexer.flash", "matmul", "BTIX,BSX->BTk", sizes=sizes, flops=[(2 * In * X + 2 * In, p, "2·I·(X+1)")],
+            vflops=[(In + ROUTER_FLOPS, p, "I+5")], act_in=[(In * X + In, "BT", "I·(X+1)")],
+            kv_read=[(X, a.win.K, "X")], act_out=[(m.index_topk, "BT", "k")])  # fmt: skip
+
+
 def core(a: Mla) -> None:
-    """Flash decode runs absorbed (vLLM/SGLang); otherwise the latent cache is decompressed."""
-    b = a.site.b
+    """Flash decode runs absorbed (vLLM/SGLang); otherwise the latent cache is decompressed.
+
+    Sparse attention (DSA) under ``flash`` runs absorbed in both stages over exactly the top-k positions
+    each query selects, min(visible, k) (DeepSeek-V3.2 report: DSA is built on MLA's MQA mode; vLLM's
+    FlashMLA sparse kernels); decode reads those k latent positions. ``eager`` is transformers': the full
+    rectangle with the unselected keys masked.
+    """
+    b, m = a.site.b, a.site.spec.mla
+    if m is not None and m.index_topk and b.attention == "flash":
+        k = m.index_topk
+        keys = f"K:{k}" if b.stage == "decode" else a.win.K
+        saved, b.window = b.window, k  # the op attends min(S + 1, k) positions per decode step
+        absorbed(replace(a, win=Window(keys, f"P:{k}", f"E:{k}")))
+        b.window = saved
+        return
     for step in EXECUTIONS["absorbed" if b.attention == "flash" and b.stage == "decode" else b.attention]:
         step(a)
 
@@ -134,7 +181,7 @@ def o_proj(a: Mla) -> None:
                   sym_in="N·J", sym_out="D")  # fmt: skip
 
 
-STEPS: tuple[Step, ...] = (q_path, kv_latent, rotary, core, o_proj)
+STEPS: tuple[Step, ...] = (q_path, kv_latent, rotary, indexer, core, o_proj)
 
 
 def mla_block(b: Builder, w: int | None, count: int, lk: str) -> None:

@@ -29,12 +29,18 @@ def router(site: Site) -> None:
 
 
 def routed_experts(site: Site) -> None:
-    """An FFN run by top-k × tokens. Weight operands of all E experts; bytes: the experts actually hit."""
+    """An FFN run by top-k × tokens. Weight operands of all E experts; bytes: the experts actually hit.
+
+    Llama-4 (``dense_eager``) under ``eager``: transformers' Llama4TextExperts runs every expert on every
+    token (bmm over all E, the router's sigmoid scores zero the others), so E × tokens and all E experts'
+    weights; serving kernels (``flash``, the default) run the top-k only, as for any MoE.
+    """
     b, m = site.b, _moe(site.spec)
     E, k = m.n_experts, m.top_k
+    every = m.dense_eager and b.attention == "eager"
     before = len(b.ops)
     ffn_block(b, m.d_ff_expert, site.count, site.lk, "moe.experts", "moe.experts", "moe", bias=m.expert_bias,
-              weight_read="U:moe", mult=k)  # fmt: skip
+              weight_read=None if every else "U:moe", mult=E if every else k)  # fmt: skip
     for i in range(before, len(b.ops)):
         op = b.ops[i]
         params = tuple((key, n * E) for key, n in op.params)

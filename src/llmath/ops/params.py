@@ -6,6 +6,9 @@ token are the weights one token's forward pass uses: the total minus the routed 
 token-embedding row but its own (a lookup reads one row of the V × D table; a tied table is the LM head's
 weight, which every token uses whole). This is how gpt-oss's authors count (model
 card, arXiv:2508.10925, Table 1: 5.13B active for gpt-oss-120b, 3.61B for gpt-oss-20b).
+A multimodal wrapper's counted towers (vision encoder, projector: ``towers``) are in ``by_component`` and
+the total but not in the per-token counts (they run once per image, not per text token) nor in the seeds'
+estimates' errors (which describe the language model).
 ``active_per_token_with_embedding`` keeps the whole table, the convention of e.g. Mistral's "12.9B
 active" for Mixtral-8x7B (mistral.ai/news/mixtral-of-experts).
 The seeds' estimates are reproduced beside the exact count with their error:
@@ -34,7 +37,8 @@ class ParamReport:
     estimates: dict[str, int]
     active_per_token_with_embedding: int = 0
     wrapper: str = ""  # the multimodal wrapper whose language model this counts
-    towers_not_counted: tuple[str, ...] = ()  # its other sub-configs, not in these counts
+    towers_not_counted: tuple[str, ...] = ()  # its sub-configs llmath cannot count, not in these counts
+    towers: dict[str, int] = field(default_factory=dict)  # counted towers (vision, projector, ...), in the total
     estimate_error: dict[str, float] = field(default_factory=dict)  # (estimate - exact) / exact
 
     def to_dict(self) -> dict:
@@ -48,6 +52,7 @@ class ParamReport:
             "active_per_token_with_embedding": self.active_per_token_with_embedding,
             "wrapper": self.wrapper,
             "towers_not_counted": list(self.towers_not_counted),
+            "towers": self.towers,
             "estimates": self.estimates,
             "estimate_error": self.estimate_error,
         }
@@ -78,8 +83,13 @@ def param_report(spec: ModelSpec) -> ParamReport:
         if op.layer_kind and op.count > 0:
             per_layer[op.layer_kind] = per_layer.get(op.layer_kind, 0) + op.n_params
             layer_counts[op.layer_kind] = op.count
+    lm_total = sum(by_component.values())
+    towers: dict[str, int] = {}
+    for key, n in spec.tower_params:  # a wrapper's vision tower and projector: in the total, not per token
+        by_component[key] = n
+        towers[key.split(".")[0]] = towers.get(key.split(".")[0], 0) + n
     total = sum(by_component.values())
-    with_table = total
+    with_table = lm_total
     if spec.moe is not None:
         experts = sum(n for k, n in by_component.items() if k.startswith("moe.experts."))
         with_table = total - experts // spec.moe.n_experts * (spec.moe.n_experts - spec.moe.top_k)
@@ -95,10 +105,11 @@ def param_report(spec: ModelSpec) -> ParamReport:
         layer_counts=layer_counts,
         active_per_token=active,
         estimates=est,
-        estimate_error={k: (v - total) / total for k, v in est.items()},
+        estimate_error={k: (v - lm_total) / lm_total for k, v in est.items()},
         active_per_token_with_embedding=with_table,
         wrapper=spec.wrapper,
         towers_not_counted=spec.towers_not_counted,
+        towers=towers,
     )
 
 
@@ -107,11 +118,14 @@ def param_report(spec: ModelSpec) -> ParamReport:
 
 @lru_cache(maxsize=512)
 def module_params(spec: ModelSpec) -> dict[str, int]:
-    """Parameters per checkpoint module (embedding, attention, ffn, experts, ...; :attr:`Op.module`)."""
+    """Parameters per checkpoint module (embedding, attention, ffn, experts, ...; :attr:`Op.module`), and a
+    wrapper's counted towers (``vision``, ``projector``: loaded with the language model, at its format)."""
     out: dict[str, int] = {}
     for op in build_ops(spec, "prefill", "flash"):
         if op.params:
             out[op.module] = out.get(op.module, 0) + op.n_params * op.count
+    for key, n in spec.tower_params:
+        out[key.split(".")[0]] = out.get(key.split(".")[0], 0) + n
     return out
 
 

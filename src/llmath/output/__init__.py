@@ -133,7 +133,12 @@ def params_human(rep) -> None:
             f"one embedding row, routed experts not chosen excluded; {rep.active_per_token_with_embedding:,} "
             "with the whole embedding table)"
         )
-    if rep.wrapper:
+    if rep.wrapper and rep.towers:
+        c.print(
+            f"a {rep.wrapper} wrapper: {', '.join(f'{k} {v:,}' for k, v in rep.towers.items())} counted in the "
+            "total; active per token and the stages are its language model"
+        )
+    if rep.wrapper and not rep.towers:
         c.print(
             f"language model of a {rep.wrapper} wrapper: {', '.join(rep.towers_not_counted) or 'other towers'} "
             "not counted"

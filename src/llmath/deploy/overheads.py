@@ -1,0 +1,82 @@
+"""Per-request and per-iteration serving overheads of an engine: explicit terms added to the roofline's times.
+
+The roofline times the kernels of a pass (with a per-kernel launch overhead). An engine also spends time outside
+the kernels, on the critical path unless it overlaps that work with the GPU:
+
+* ``per_request_s``: once per request, before its first token: admission and scheduling, tokenisation, the
+  first detokenisation.
+* ``per_iteration_s``: every decode iteration with CUDA graphs: the scheduler step, input preparation, the
+  graph launch, and the sampling and bookkeeping not hidden behind the GPU.
+* ``per_iteration_eager_s``: the same for an iteration not replayed from a graph (every prefill pass; decode
+  steps with ``cuda_graphs=False``).
+* ``per_token_s``: per sequence per decode iteration: sampling and incremental detokenisation that scale with
+  the batch.
+
+Every term carries its source (engine documentation, source code or published profiling), never a value chosen
+from end-to-end benchmark results; a term without a source is 0 (not modelled) and says so. Applied:
+
+    TTFT' = TTFT + per_request + prefill_iterations · per_iteration_eager
+    TPOT' = TPOT + per_iteration(graphs) + B · per_token
+    e2e'  = TTFT' + (G − 1) · TPOT',  throughput' = B · G / e2e'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from llmath.errors import WorkloadError
+
+TERMS = ("per_request_s", "per_iteration_s", "per_iteration_eager_s", "per_token_s")
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """An engine's overhead terms (seconds) and, per term, its source (see the module docstring)."""
+
+    name: str = "none"
+    per_request_s: float = 0.0
+    per_iteration_s: float = 0.0
+    per_iteration_eager_s: float = 0.0
+    per_token_s: float = 0.0
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        for k in TERMS:
+            v = getattr(self, k)
+            if not (isinstance(v, int | float) and 0 <= v < 1):
+                raise WorkloadError(f"engine overhead {k}={v!r} must be seconds in [0, 1); check the preset")
+            if v and not self.sources.get(k):
+                raise WorkloadError(f"engine overhead {k}={v!r} has no source; every overhead term needs one")
+
+    @classmethod
+    def from_dict(cls, name: str, d: dict[str, Any]) -> Overheads:
+        """From a preset's ``overheads`` block: ``{term: {"value": seconds, "source": "..."}}``."""
+        unknown = set(d) - set(TERMS)
+        if unknown:
+            raise WorkloadError(f"unknown overhead term(s) {sorted(unknown)} in {name!r}; use {', '.join(TERMS)}")
+        vals = {k: float(v["value"]) for k, v in d.items()}
+        return cls(name, sources={k: str(v.get("source", "")) for k, v in d.items()}, **vals)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sources"}
+        out["sources"] = dict(self.sources)
+        return out
+
+
+def apply(metrics: dict[str, Any], ov: Overheads, batch: int, gen: int, cuda_graphs: bool = True,
+          prefill_iterations: int = 1) -> dict[str, Any]:  # fmt: skip
+    """``metrics`` (``ttft_s``, ``tpot_s``) of a generation of ``gen`` tokens for ``batch`` sequences with the
+    engine's overheads added (the module docstring's formulas); a new dict with an ``overheads_s`` breakdown."""
+    if prefill_iterations < 1:
+        raise WorkloadError(f"prefill_iterations={prefill_iterations} must be >= 1")
+    it = ov.per_iteration_s if cuda_graphs else ov.per_iteration_eager_s
+    ttft_add = ov.per_request_s + prefill_iterations * ov.per_iteration_eager_s
+    tpot_add = (it + batch * ov.per_token_s) if gen > 1 else 0.0
+    out = dict(metrics)
+    out["ttft_s"] = metrics["ttft_s"] + ttft_add
+    out["tpot_s"] = metrics["tpot_s"] + tpot_add
+    out["e2e_s"] = out["ttft_s"] + (gen - 1) * out["tpot_s"]
+    out["throughput_tok_s"] = batch * gen / out["e2e_s"]
+    out["overheads_s"] = {"engine": ov.name, "ttft": ttft_add, "tpot": tpot_add}
+    return out

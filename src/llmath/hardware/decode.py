@@ -1,0 +1,324 @@
+"""A generation's decode steps in closed form: each context-dependent op's step time is the max of two affine
+functions of u (the positions its layer attends), summed per op and split where the bound flips; chunked
+layers (Llama-4) sum per chunk; fitted decode attention sums per context band. A 10⁶-token generation costs
+what one step costs, with no Python loop over steps (see :func:`decode_generation`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from llmath.hardware import Hardware
+from llmath.hardware import fitted_ops as fo
+from llmath.hardware.efficiency import Efficiency
+from llmath.hardware.roofline import I_FLOPS, I_VFLOPS, _fitted, byte_weights_key, overheads, rates
+from llmath.model.dtypes import Precision
+from llmath.ops import Table, Value
+
+# ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
+
+
+@lru_cache(maxsize=512)
+def _decode_coefs(table: Table, bw_key: tuple) -> np.ndarray:
+    """(5, 3, n_ops): for [matmul FLOPs, vector FLOPs, bytes] of a decode step (T = 1), the coefficients of
+    1, B, experts hit U(B), B·u, where u = min(S + 1, W) is the positions the op's layer attends, and B·src
+    (cross-attention over the cached encoder output: the same every step)."""
+    groups = {"1": 0, "B": 1, "BT": 1, "BL": 1, "U:moe": 2, "X": 4, "XE": 4}
+    sel = np.zeros((5, len(table.monos)))
+    for i, m in enumerate(table.monos):
+        sel[groups.get(m, 3), i] = 1.0  # K:, P:, E: monomials are B·u when T = 1 (H: never in costs)
+    per_class = np.stack(
+        [table.coef[:, I_FLOPS, :], table.coef[:, I_VFLOPS, :], table.class_matrix(np.array(bw_key))]
+    )  # (3, n_ops, n_monos)
+    out = np.einsum("gm,kom->gko", sel, per_class)
+    out.setflags(write=False)
+    return out
+
+
+@lru_cache(maxsize=512)
+def _windows(table: Table) -> np.ndarray:
+    return np.array([np.inf if op.window is None else op.window for op in table.ops])
+
+
+@lru_cache(maxsize=512)
+def _chunks(table: Table) -> np.ndarray:
+    """Each op's attention chunk (0: none): chunked flash ops attend u = (S mod C) + 1 positions at step S,
+    a sawtooth, not min(S + 1, W)."""
+    return np.array(
+        [
+            next((float(t.mono.split(":c")[1]) for _, ts in op.costs for t in ts if ":c" in t.mono), 0.0)
+            for op in table.ops
+        ]
+    )
+
+
+def _chunk_pos(u0, c):
+    """u of a chunked op at the step whose unchunked u is ``u0`` (= S + 1): ((u0 − 1) mod c) + 1."""
+    return (u0 - 1) % c + 1
+
+
+def _prefix_u_sum(j, u0, w):
+    """Σ_{i<j} min(u0 + i, w) for integer-valued arrays (w may be inf)."""
+    m = np.clip(w - u0 + 1, 0, j)
+    return m * u0 + m * (m - 1) / 2 + (j - m) * np.where(np.isinf(w), 0.0, w)
+
+
+@dataclass(frozen=True)
+class DecodeSummary:
+    first_s: Value  # step 0 time
+    last_s: Value  # last step time
+    total_s: Value  # all steps
+    per_op_total_s: np.ndarray  # (…, n_ops)
+    steps: Value
+
+
+@lru_cache(maxsize=512)
+def _slope_ops(table: Table, bw_key: tuple) -> np.ndarray:
+    """Indices of the ops whose decode cost grows with the context (attention over the KV cache)."""
+    k = _decode_coefs(table, bw_key)
+    return np.flatnonzero(np.any(k[3] != 0, axis=0))
+
+
+@lru_cache(maxsize=512)
+def _compute_coefs(table: Table, bw_key: tuple, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
+    """(5, n_ops) compute seconds per [1, B, U(B), B·u, B·src] of a decode step."""
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    k = _decode_coefs(table, bw_key)
+    out = k[:, 0] / mm_rate + k[:, 1] / vec_rate
+    out.setflags(write=False)
+    return out
+
+
+def _u_sum(j: float, u0: float, w: float) -> float:
+    """Scalar Σ_{i<j} min(u0 + i, w)."""
+    m = min(max(w - u0 + 1, 0.0), j)
+    return m * u0 + m * (m - 1) / 2 + (j - m) * (0.0 if math.isinf(w) else w)
+
+
+@lru_cache(maxsize=4096)
+def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, src: float = 0.0):
+    """Per-batch constants of a decode step: each op's context-independent step time, and the
+    (index, c0, c1, m0, m1, window, overhead) lines of the ops whose cost grows with the context."""
+    bw_key = byte_weights_key(table, p)
+    k = _decode_coefs(table, bw_key)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
+    f, inv = _fitted(table, hw, p, eff, B, B, True, None)
+    if f is not None:  # decode GEMMs have B rows: their measured matmul fraction
+        kc = k[:, 0] / mm_rate * f + k[:, 1] / vec_rate
+    spec = table.spec
+    U = float(table.experts_hit(float(B))) if spec.moe is not None else 0.0
+    x = np.array([1.0, float(B), U, 0.0, float(B) * src])
+    c0 = x @ kc
+    m0 = (x @ k[:, 2]) * inv
+    ov = overheads(table, eff, True, p)
+    step = np.maximum(c0, m0) + ov
+    step.setflags(write=False)
+    w = _windows(table)
+    da, jf = _decode_attention(table, hw, p, eff)
+    banded = []
+    if da is not None:
+        lines_ = _attention_lines(k, np.array([float(B)]), x[None, :3], jf)  # (1, 6, nj)
+        band = [[a.tolist() for a in arr[0]] for arr in da.bands(lines_, np.array([float(B)]), 48)]
+        for i, o in enumerate(jf):
+            L = tuple(float(v) for v in lines_[0, :, i])
+            banded.append((int(o), [b[i] for b in band], fo.scalar_step(da, L, float(B), i), float(w[o]), float(ov[o])))
+    ch = _chunks(table)
+    lines = tuple(
+        (
+            int(o),
+            float(c0[o]),
+            float(kc[3, o]) * B,
+            float(m0[o]),
+            float(k[3, 2, o]) * B * float(inv[o]),
+            float(w[o]),
+            float(ov[o]),
+            float(ch[o]),
+        )
+        for o in _slope_ops(table, bw_key)
+        if da is None or o not in jf
+    )
+    return step, float(step.sum()), lines, (da, float(B), tuple(banded))
+
+
+def _decode_attention(table: Table, hw: Hardware, p: Precision, eff: Efficiency):
+    """(the fitted decode-attention model, its columns) or (None, empty) where no fit applies."""
+    cols = fo.columns(table)
+    coef = eff.fit("attn_decode", p.kv) if cols.attn.size else None
+    if coef is None or _chunks(table)[cols.attn].any():  # chunked layers (Llama-4): the line sums below
+        coef = None
+    if coef is None:
+        return None, cols.attn[:0]
+    rts = (hw.vector_peak, rates(hw, p, eff, table)[1], hw.memory_bandwidth_bytes_per_s)
+    return fo.DecodeAttention(coef, cols, p, rts), cols.attn
+
+
+def _attention_lines(k: np.ndarray, Bu: np.ndarray, Xu: np.ndarray, jf: np.ndarray) -> np.ndarray:
+    """(nB, 6, nj): matmul FLOPs, vector FLOPs and bytes of the columns ``jf`` as a + b·u per batch ``Bu``
+    (``Xu`` (nB, 3): the batch's [1, B, U(B)])."""
+    out = []
+    for c in range(3):
+        out += [Xu @ k[:3, c][:, jf], k[3, c, jf][None, :] * Bu[:, None]]
+    return np.stack(out, axis=1)
+
+
+def _line_sum(c0: float, c1: float, m0: float, m1: float, w: float, u0: float, n: float) -> float:
+    """Σ over n steps of max(c0 + c1·u, m0 + m1·u) with u_j = min(u0 + j, w): split where the lines cross."""
+    dc = c1 - m1
+    ustar = (m0 - c0) / dc if dc != 0 else math.inf
+    js = n if w < ustar else min(max(math.ceil(ustar - u0), 0.0), n)
+    lo = _u_sum(js, u0, w)
+    hi = _u_sum(n, u0, w) - lo
+    comp_lo, mem_lo = c0 * js + c1 * lo, m0 * js + m1 * lo
+    comp_hi, mem_hi = c0 * (n - js) + c1 * hi, m0 * (n - js) + m1 * hi
+    if dc < 0:
+        return comp_lo + mem_hi
+    if dc > 0:
+        return mem_lo + comp_hi
+    return max(comp_lo + comp_hi, mem_lo + mem_hi)
+
+
+def _chunk_line_sum(c0: float, c1: float, m0: float, m1: float, c: float, u0: float, n: float) -> float:
+    """:func:`_line_sum` for a chunked op, u_j = ((u0 − 1 + j) mod c) + 1: the rest of the first chunk,
+    whole chunks (u = 1 … c each), then the start of the last one; each an unclipped arithmetic run."""
+    a = _chunk_pos(u0, c)
+    n1 = min(n, c - a + 1)
+    q, r = divmod(n - n1, c)
+    inf = math.inf
+    return (
+        _line_sum(c0, c1, m0, m1, inf, a, n1)
+        + q * _line_sum(c0, c1, m0, m1, inf, 1.0, c)
+        + _line_sum(c0, c1, m0, m1, inf, 1.0, r)
+    )
+
+
+def _decode_scalar(
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, B: int, P: float, N: float, src: float = 0.0
+) -> DecodeSummary:
+    step, step_sum, lines, (da, Bf, banded) = _decode_static(table, hw, p, eff, B, src)
+    n = max(N - 1, 0.0)
+    u0 = P + 1
+    per_op = step * n
+    total, first, last = step_sum * n, step_sum, step_sum
+    for o, band, step_t, w, ov in banded:
+        t, tf, tl = fo.decode_attention_scalar(band, step_t, u0, n, w, ov)
+        total += t - per_op[o]
+        per_op[o] = t
+        first += tf - step[o]
+        last += tl - step[o]
+    ul_ = u0 + max(n - 1, 0.0)
+    for o, c0, c1, m0, m1, w, ov, ch in lines:
+        s = _chunk_line_sum(c0, c1, m0, m1, ch, u0, n) if ch else _line_sum(c0, c1, m0, m1, w, u0, n)
+        t = s + n * ov
+        total += t - per_op[o]
+        per_op[o] = t
+        uf, ul = (_chunk_pos(u0, ch), _chunk_pos(ul_, ch)) if ch else (min(u0, w), min(ul_, w))
+        first += max(c0 + c1 * uf, m0 + m1 * uf) + ov - step[o]
+        last += max(c0 + c1 * ul, m0 + m1 * ul) + ov - step[o]
+    return DecodeSummary(first, last, total, per_op, n)
+
+
+def _attention_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf, u0, n, step, per_op, ov):
+    """The fitted decode-attention columns of a vectorised generation, summed per context band
+    (:func:`llmath.hardware.fitted_ops.decode_attention_sum`): sets their ``per_op`` totals and returns
+    (their columns, (first-step, last-step) corrections to the context-independent ``step``)."""
+    da, jf = _decode_attention(table, hw, p, eff)
+    if da is None:
+        return jf, (0.0, 0.0)
+    spec = table.spec
+    k = _decode_coefs(table, byte_weights_key(table, p))
+    Bu, idx = np.unique(Bf[..., 0], return_inverse=True)
+    Uu = table.experts_hit(Bu) if spec.moe is not None else np.zeros_like(Bu)
+    lines_ = _attention_lines(k, Bu, np.stack([np.ones_like(Bu), Bu, Uu], axis=-1), jf)
+    idx = idx.reshape(Bf.shape[:-1])
+    tot, tf, tl = fo.decode_attention_sum(da, lines_, Bu, idx, u0, n, _windows(table)[jf], ov[jf])
+    per_op[..., jf] = tot
+    return jf, ((tf - step[..., jf]).sum(-1), (tl - step[..., jf]).sum(-1))
+
+
+def _line_sum_arr(c0, m0, c1, m1, w, u0, n):
+    """Broadcasting :func:`_line_sum`: Σ over n steps of max(c0 + c1·u, m0 + m1·u), u_j = min(u0 + j, w)."""
+    dc = c1 - m1
+    shape = np.broadcast_shapes(np.shape(dc), np.shape(c0), np.shape(m0))
+    ustar = np.divide(m0 - c0, dc, out=np.full(shape, np.inf), where=np.broadcast_to(dc != 0, shape))
+    # j*: the steps (from 0) whose u lies below u*
+    jstar = np.where(w < ustar, n, np.clip(np.ceil(ustar - u0), 0, n))
+    sum_lo = _prefix_u_sum(jstar, u0, w)
+    sum_hi = _prefix_u_sum(n, u0, w) - sum_lo
+    n_hi = n - jstar
+    comp_lo, mem_lo = c0 * jstar + c1 * sum_lo, m0 * jstar + m1 * sum_lo
+    comp_hi, mem_hi = c0 * n_hi + c1 * sum_hi, m0 * n_hi + m1 * sum_hi
+    # below u* the line with the smaller slope is the larger; equal slopes: the larger constant
+    total = np.where(dc < 0, comp_lo + mem_hi, mem_lo + comp_hi)
+    return np.where(dc == 0, np.maximum(comp_lo + comp_hi, mem_lo + mem_hi), total)
+
+
+def _slope_sums(c0j, m0j, c1, m1, w, ch, u0, n):
+    """(Σ over the n steps, first-step u, last-step u) of the context-dependent ops; a chunked op (``ch`` > 0)
+    sums the rest of its first chunk, whole chunks, then the start of the last one."""
+    last = u0 + np.maximum(n - 1, 0)
+    if not ch.any():
+        return _line_sum_arr(c0j, m0j, c1, m1, w, u0, n), np.minimum(u0, w), np.minimum(last, w)
+    c = np.where(ch > 0, ch, 1.0)
+    a = _chunk_pos(u0, c)
+    n1 = np.minimum(n, c - a + 1)
+    q, r = np.floor((n - n1) / c), (n - n1) % c
+    inf = np.full_like(c, np.inf)
+    chunked = (_line_sum_arr(c0j, m0j, c1, m1, inf, a, n1) + q * _line_sum_arr(c0j, m0j, c1, m1, inf, 1.0, c)
+               + _line_sum_arr(c0j, m0j, c1, m1, inf, 1.0, r))  # fmt: skip
+    total = np.where(ch > 0, chunked, _line_sum_arr(c0j, m0j, c1, m1, w, u0, n))
+    uf = np.where(ch > 0, _chunk_pos(u0, c), np.minimum(u0, w))
+    return total, uf, np.where(ch > 0, _chunk_pos(last, c), np.minimum(last, w))
+
+
+def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src=0) -> DecodeSummary:
+    """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
+
+    Encoder-decoder: ``P`` = the decoder's context after its prefill, ``src`` = source positions (fixed).
+
+    Ops whose cost does not depend on the context (weight GEMMs, norms, ...) cost the same every step.
+    For the others, compute(u) = c0 + c1·u and memory(u) = m0 + m1·u with u_j = min(P + 1 + j, W)
+    nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
+    side is an arithmetic sum. Scalars take a pure-Python path over those few ops; arrays broadcast.
+    """
+    if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N, src)):
+        return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N), float(src))
+    bw_key = byte_weights_key(table, p)
+    k = _decode_coefs(table, bw_key)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
+    spec = table.spec
+    Bf = np.asarray(B, dtype=float)[..., None]
+    U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
+    Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
+    X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
+    f, inv = _fitted(table, hw, p, eff, B, B, True, None)
+    c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
+    m0 = (X @ k[:, 2]) * inv
+    ov = overheads(table, eff, True, p)
+    n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
+    step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
+    if ov.any():
+        step += ov
+    per_op = step * n
+    u0 = np.asarray(P, dtype=float)[..., None] + 1
+    jf, extra = _attention_generation(table, hw, p, eff, Bf, u0, n, step, per_op, ov)
+    j = np.setdiff1d(_slope_ops(table, bw_key), jf)
+    if not j.size:
+        first, last = step.sum(-1) + extra[0], step.sum(-1) + extra[1]
+        return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+    w = _windows(table)[j]
+    c0j, m0j = c0[..., j], m0[..., j]
+    c1 = kc[3, j] * Bf
+    m1 = k[3, 2, j] * Bf * inv[..., j]
+    total, uf, ul = _slope_sums(c0j, m0j, c1, m1, w, _chunks(table)[j], u0, n)
+    ovj = ov[j]
+    per_op[..., j] = total + n * ovj
+    base = step.sum(-1) - step[..., j].sum(-1)
+    first = base + extra[0] + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
+    last = base + extra[1] + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
+    return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])

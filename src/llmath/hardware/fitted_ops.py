@@ -1,0 +1,306 @@
+"""The fitted attention and MoE kernel models (:mod:`.efficiency_fit`) applied to a model's operator table.
+
+Which operators a class's fit applies to, with the fit's own features (docs/efficiency.md, "In the roofline"):
+
+* **context attention** (prefill ``attn.flash`` of decoder-only, non-MLA models): compute at the dense peak of
+  the KV-cache format × ηc(S, B·H·S) with S = T, the new tokens per sequence (a cached prefix is not a
+  feature of the fit); memory at ηm(bytes of the fit's cost function); per kernel the larger of the fit's
+  ``t0`` and the eager-launch overhead.
+* **decode attention** (decode ``attn.flash``): compute at the **vector** peak × ηc(B·H, u), u = min(S + 1, W)
+  the positions read; memory at ηm(bytes); per kernel the fit's ``t0``. Both fractions depend on the
+  context, so a generation's sum over steps is taken per context band (:func:`decode_attention_sum`).
+* **routed experts** (the weight GEMMs whose weights are the MoE experts): compute at the dense peak ×
+  ηc(tokens per expert, hidden · inter), memory at ηm(bytes of the whole expert layer), and the fit's ``t0``
+  (one grouped MoE layer) shared equally by the layer's routed GEMMs.
+
+Formats: attention fits are keyed by the KV-cache format, the MoE fit by the compute format (fp16 uses bf16's).
+Columns without a fit for their format keep the GEMM fit and the scalar fractions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from llmath.hardware import Hardware
+from llmath.hardware import efficiency_fit as ef
+from llmath.hardware.efficiency import Efficiency
+from llmath.model.dtypes import Precision
+from llmath.ops import Table
+from llmath.ops import table as ops_table
+
+ATTENTION_OP = "attn.flash"
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Operator columns the fits apply to, and the sizes that are their features."""
+
+    attn: np.ndarray  # attention columns (decoder-only, non-MLA ``attn.flash``)
+    windows: np.ndarray  # their windows (inf: full attention)
+    heads: np.ndarray  # their query and KV heads (a rank's share on a parallel layout)
+    kv_heads: np.ndarray
+    head_dim: int
+    routed: np.ndarray  # routed expert GEMM columns (whole-model tables only)
+    moe: tuple[int, int, int, int]  # (hidden, expert inter, top-k, experts); zeros without MoE
+
+
+def _single_device(table: Table) -> bool:
+    """Whether ``table`` is a whole model's (:func:`llmath.ops.table`), not one rank's share of a parallel
+    layout (whose experts are split: the MoE fit's features are the whole layer's)."""
+    spec = table.spec
+    for at in ("flash", "eager"):
+        for st in ("prefill", "decode"):
+            ref = ops_table(spec, st, at)
+            if table is ref or (table.moe_tokens == 1 and table.ops == ref.ops):
+                return True
+    return False
+
+
+def _heads(op, d: int) -> tuple[float, float]:
+    """(query heads, KV heads) of an attention op from its own terms: 4·H·d FLOPs per visible pair (QK and
+    PV), 2·K·d elements of K/V read per position; on a layout, the rank's share."""
+    fl = sum(t.coef for t in op.terms("flops") if t.mono.startswith("P:"))
+    kv = sum(t.coef for t in op.terms("kv_read") if t.mono.startswith("K:"))
+    return fl / (4 * d), kv / (2 * d)
+
+
+@lru_cache(maxsize=512)
+def columns(table: Table) -> Columns:
+    spec = table.spec
+    d = spec.head_dim
+    plain = spec.mla is None and spec.encoder is None
+    attn = [i for i, op in enumerate(table.ops) if plain and op.name == ATTENTION_OP]
+    win = np.array([np.inf if table.ops[i].window is None else table.ops[i].window for i in attn], dtype=float)
+    hk = np.array([_heads(table.ops[i], d) for i in attn], dtype=float).reshape(-1, 2)
+    routed = []
+    if spec.moe is not None and _single_device(table):
+        routed = [i for i, op in enumerate(table.ops) if table.is_weight_mm[i] and op.terms("weight")]
+        routed = [i for i in routed if any(t.mono == "U:moe" for t in table.ops[i].terms("weight"))]
+    m = spec.moe
+    moe = (spec.d_model, m.d_ff_expert, m.top_k, m.n_experts) if m is not None else (0, 0, 0, 0)
+    return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, np.array(routed, dtype=int), moe)
+
+
+def _fmt(dtype: str) -> str | None:
+    return ef.FORMAT_ALIASES.get(dtype)
+
+
+def decode_attention_coef(eff: Efficiency, p: Precision) -> tuple[float, ...] | None:
+    return eff.fit("attn_decode", p.kv)
+
+
+def _decode_fractions(coef, cols: Columns, p: Precision, B, u, heads=None, kv_heads=None):
+    """(ηc, ηm) of decode attention at batch B and u positions read (arrays broadcast over the columns)."""
+    H = cols.heads if heads is None else heads
+    K = cols.kv_heads if kv_heads is None else kv_heads
+    xm = ef.attn_decode_cost(B, u - 1, H, K, cols.head_dim, _fmt(p.kv) or "bf16")[2]
+    ec, em, _ = ef.fractions(coef, B * H, u, xm)
+    return ec, em
+
+
+def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, f, inv, context,
+          rts):  # fmt: skip
+    """(compute factor, seconds per byte), each (…, n_ops), with the fitted attention and MoE columns set.
+
+    ``f`` multiplies an op's matmul FLOPs at the ``matmul`` rate (``None``: ones), ``inv`` is
+    :func:`llmath.hardware.roofline.inv_bandwidth`'s. ``context``: in decode, the step's S (``None``: decode
+    attention keeps its scalar fraction); in prefill (B = ``batch`` sequences of T = ``tokens`` / B new
+    tokens), optionally a mask of the passes that mix decode tokens into prefill chunks: their attention reads
+    the decoders' KV caches as well, which no single fitted shape describes, so it keeps the scalar fractions.
+    ``rts``: (the roofline's matmul rate per op, each op's dense peak in the format it executes in, the
+    format weight GEMMs run in): ``f`` is relative to the first, the fitted fractions apply to the second."""
+    mm, peaks, run_fmt = rts
+    cols = columns(table)
+    do_attn = cols.attn.size and (context is not None or not decode)
+    mixed = None if (decode or context is None) else np.asarray(context, dtype=bool)[..., None]
+    ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
+    moe = eff.fit("moe", run_fmt) if cols.routed.size else None
+    if ctx is None and moe is None:
+        return f, inv
+    B = np.asarray(batch, dtype=float)[..., None]
+    rows = np.asarray(tokens, dtype=float)[..., None]
+    S = np.asarray(context if (ctx is not None and context is not None) else 0, dtype=float)[..., None]
+    shape = np.broadcast_shapes(B.shape[:-1], rows.shape[:-1], S.shape[:-1]) + (len(table.ops),)
+    if f is None or f.shape != shape or not f.flags.writeable:  # mm_factor's own array is reused
+        f = np.array(np.broadcast_to(1.0 if f is None else f, shape))
+    if inv.shape != shape or not inv.flags.writeable:
+        inv = np.array(np.broadcast_to(inv, shape))
+    bw = hw.memory_bandwidth_bytes_per_s
+    if ctx is not None:
+        j = cols.attn
+        if decode:
+            ec, em = _decode_fractions(ctx, cols, p, B, np.minimum(S + 1, cols.windows))
+            f[..., j], inv[..., j] = mm[j] / (hw.vector_peak * ec), 1.0 / (bw * em)
+        else:
+            T = rows / B
+            kv = _fmt(p.kv) or "bf16"
+            xm = ef.attn_context_cost(B, T, cols.heads, cols.kv_heads, cols.head_dim, kv, kv)[2]
+            ec, em, _ = ef.fractions(ctx, T, B * cols.heads * T, xm)
+            fa, ia = mm[j] / (peaks[j] * ec), 1.0 / (bw * em)
+            if mixed is not None:
+                fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
+            f[..., j], inv[..., j] = fa, ia
+    if moe is not None:
+        h, i, k, E = cols.moe
+        r = cols.routed
+        xm = ef.moe_cost(rows, h, i, k, E, _fmt(run_fmt) or "bf16")[2]
+        ec, em, _ = ef.fractions(moe, rows * k / E, float(h * i), xm)
+        f[..., r] = mm[r] / (peaks[r] * ec)
+        inv[..., cols.routed] = 1.0 / (bw * em)
+    return f, inv
+
+
+def overheads(table: Table, p: Precision, eff: Efficiency, decode: bool, base: np.ndarray) -> np.ndarray:
+    """(n_ops,) per-pass overheads with the fits' per-kernel times: context attention the larger of its
+    ``t0`` and the eager launch; a MoE layer's ``t0`` shared by its routed GEMMs (decode: as fitted,
+    prefill: at least the eager launch each). ``base`` is the roofline's (decode attention's included)."""
+    if not eff.fit_overheads:
+        return base
+    cols = columns(table)
+    out = base
+    ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
+    moe = eff.fit("moe", p.compute) if cols.routed.size else None
+    if ctx is None and moe is None:
+        return base
+    out = base.copy()
+    if ctx is not None:
+        out[cols.attn] = table.kernels[cols.attn] * max(eff.overhead_s, ctx[8])
+    if moe is not None:
+        t0 = moe[8] / cols.routed.size
+        out[cols.routed] = table.kernels[cols.routed] * (max(eff.overhead_s, t0) if not decode else t0)
+    out.setflags(write=False)
+    return out
+
+
+# ---- decode attention over a generation: band-wise closed form ---------------------------------------
+#
+# Decode attention's step time at u positions is t(u) = max(c(u), m(u)) with c(u) = FLOPs(u) / (vector peak ·
+# ηc(B·H, u)) and m(u) = bytes(u) / (bandwidth · ηm(bytes(u))): FLOPs and bytes are affine in u, the fractions
+# are not, so the affine closed form of the roofline (one split where the bound flips) does not apply as is.
+# Per context band [2^k, 2^(k+1)) c and m are replaced by their secants through the band's edges (exact at
+# every power of two; a secant of u ↦ u / sat(u) over a factor-2 band is within 1.5% of it for exponents
+# ≥ 0.5), and each band is summed in closed form, split where its two secants cross. G(v), the sum over
+# u < v, is a cumulative table over whole bands plus one partial band, so a generation costs two lookups
+# whatever its length; the first and last steps use the exact t(u).
+
+
+def _tri(L0, L1, lo, hi):
+    """Σ over integers u in [lo, hi) of L0 + L1·u."""
+    n = hi - lo
+    return L0 * n + L1 * n * (lo + hi - 1) / 2
+
+
+def _lsum(c0, c1, m0, m1, a, x):
+    """Σ over integers u in [a, x) of max(c0 + c1·u, m0 + m1·u), split where the lines cross (arrays)."""
+    dc = c1 - m1
+    us = np.divide(m0 - c0, dc, out=np.full(np.broadcast_shapes(np.shape(dc), np.shape(c0)), np.inf), where=dc != 0)
+    s = np.clip(np.ceil(us), a, x)
+    lo_c, hi_c, lo_m, hi_m = _tri(c0, c1, a, s), _tri(c0, c1, s, x), _tri(m0, m1, a, s), _tri(m0, m1, s, x)
+    out = np.where(dc > 0, lo_m + hi_c, lo_c + hi_m)
+    return np.where(dc == 0, np.maximum(lo_c + hi_c, lo_m + hi_m), out)
+
+
+def _lsum1(c0: float, c1: float, m0: float, m1: float, a: float, x: float) -> float:
+    """Scalar :func:`_lsum`."""
+    dc = c1 - m1
+    if dc == 0:
+        return max(_tri(c0, c1, a, x), _tri(m0, m1, a, x))
+    s = min(max(float(math.ceil((m0 - c0) / dc)), a), x)
+    if dc > 0:
+        return _tri(m0, m1, a, s) + _tri(c0, c1, s, x)
+    return _tri(c0, c1, a, s) + _tri(m0, m1, s, x)
+
+
+@dataclass(frozen=True)
+class DecodeAttention:
+    """Decode attention's (compute, memory) step time at u: ``coef`` its fit, ``rates`` (vector peak, vector
+    rate, bandwidth). Lines are 6-tuples (FLOPs, vector FLOPs, bytes as a + b·u: F0, F1, V0, V1, M0, M1)."""
+
+    coef: tuple[float, ...]
+    cols: Columns
+    p: Precision
+    rates: tuple[float, float, float]
+
+    def cm(self, L, B, u, heads=None, kv_heads=None):
+        ec, em = _decode_fractions(self.coef, self.cols, self.p, B, u, heads, kv_heads)
+        vpk, vec, bw = self.rates
+        F0, F1, V0, V1, M0, M1 = L
+        return (F0 + F1 * u) / (vpk * ec) + (V0 + V1 * u) / vec, (M0 + M1 * u) / (bw * em)
+
+    def bands(self, lines, Bu, K: int):
+        """Per band k < K: secant lines (c0, c1, m0, m1), (nB, nj, K), and G(2^k), (nB, nj, K + 1)."""
+        e = 2.0 ** np.arange(K + 1)
+        H, K_ = self.cols.heads[:, None], self.cols.kv_heads[:, None]
+        c, m = self.cm(tuple(lines[:, i, :, None] for i in range(6)), Bu[:, None, None], e, H, K_)
+        c1, m1 = np.diff(c, axis=-1) / e[:-1], np.diff(m, axis=-1) / e[:-1]
+        c0, m0 = c[..., :-1] - c1 * e[:-1], m[..., :-1] - m1 * e[:-1]
+        full = _lsum(c0, c1, m0, m1, e[:-1], e[1:])
+        G = np.concatenate([np.zeros(full.shape[:-1] + (1,)), np.cumsum(full, axis=-1)], axis=-1)
+        return c0, c1, m0, m1, G
+
+
+def _G(band, idx, v, K: int):
+    """G(v) = Σ_{u<v} of the banded step time, v ≥ 1, (…, nj); ``idx`` (…) picks each element's batch."""
+    k = np.clip(np.floor(np.log2(v)), 0, K - 1).astype(np.intp)
+    nj = band[0].shape[1]
+    flat = (idx[..., None] * nj + np.arange(nj)) * K + k  # into the (nB, nj, K) tables
+    c0, c1, m0, m1 = (a.reshape(-1)[flat] for a in band[:4])
+    G = band[4][..., :K].reshape(-1)[flat]
+    return G + _lsum(c0, c1, m0, m1, np.exp2(k), v)
+
+
+def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov):
+    """(total, first, last) seconds of the attention columns over n steps with u_j = min(u0 + j, w), each
+    (…, nj). ``lines`` (nB, 6, nj) per distinct batch ``Bu``; ``idx`` (…) each element's batch; u0, n (…, 1)."""
+    hi = np.minimum(u0 + n, w)  # raw positions below the window: [u0, hi)
+    K = max(int(np.ceil(np.log2(max(float(np.max(hi)), 2.0)))), 1)
+    band = da.bands(lines, Bu, K)
+    below = np.where(hi > u0, _G(band, idx, np.maximum(hi, u0), K) - _G(band, idx, u0 + 0 * hi, K), 0.0)
+    L = tuple(lines[:, i, :][idx] for i in range(6))
+    Bk = Bu[idx][..., None]
+    tail = np.maximum(u0 + n - np.maximum(u0, w), 0)
+    if np.any(tail > 0):
+        below = below + tail * np.maximum(*da.cm(L, Bk, np.where(np.isinf(w), 1.0, w)))
+    first = np.maximum(*da.cm(L, Bk, np.minimum(u0, w))) + ov
+    last = np.maximum(*da.cm(L, Bk, np.minimum(u0 + np.maximum(n - 1, 0), w))) + ov
+    return below + n * ov, first, last
+
+
+def scalar_step(da: DecodeAttention, L, B: float, i: int):
+    """A pure-Python t(u) of attention column ``i`` at batch B: :meth:`DecodeAttention.cm`'s max, with every
+    constant of the batch folded in (the scalar path is timed per scenario)."""
+    c, h1, p1, h2, p2, mem, hm, pm, _ = da.coef
+    vpk, vec, bw = da.rates
+    F0, F1, V0, V1, M0, M1 = L
+    H, d = float(da.cols.heads[i]), da.cols.head_dim
+    kvb = 2 * float(da.cols.kv_heads[i]) * d * ef.BYTES[_fmt(da.p.kv) or "bf16"] * B  # xm = kvb·u + qo
+    qo = 4 * H * d * B
+    c1 = c / (1 + (h1 / (B * H)) ** p1)
+
+    def t(u: float) -> float:  # xm: efficiency_fit.attn_decode_cost
+        ec = c1 / (1 + (h2 / u) ** p2)
+        em = mem / (1 + (hm / (kvb * u + qo)) ** pm)
+        return max((F0 + F1 * u) / (vpk * ec) + (V0 + V1 * u) / vec, (M0 + M1 * u) / (bw * em))
+
+    return t
+
+
+def decode_attention_scalar(band, t, u0: float, n: float, w: float, ov: float):
+    """Scalar :func:`decode_attention_sum` for one column: ``band`` its (c0, c1, m0, m1, G) lists, ``t`` its
+    exact step time (:func:`scalar_step`)."""
+    K = len(band[0])
+
+    def G(v: float) -> float:
+        k = min(max(math.frexp(v)[1] - 1, 0), K - 1)  # floor(log2 v) for v ≥ 1
+        return band[4][k] + _lsum1(band[0][k], band[1][k], band[2][k], band[3][k], 2.0**k, v)
+
+    hi = min(u0 + n, w)
+    total = G(hi) - G(u0) if hi > u0 else 0.0
+    tail = max(u0 + n - max(u0, w), 0.0)
+    if tail > 0:
+        total += tail * t(w)
+    return total + n * ov, t(min(u0, w)) + ov, t(min(u0 + max(n - 1, 0.0), w)) + ov

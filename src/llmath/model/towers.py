@@ -1,0 +1,185 @@
+"""The towers of a multimodal wrapper: vision encoders and projectors, counted exactly.
+
+A wrapper config (``text_config`` plus ``vision_config`` under a wrapper model_type) is analysed stage by
+stage as its language model; its towers are parameters too (they are loaded, and they run once per
+image). This module counts them from the config the way transformers 5.23 builds the modules, one row
+per vision-encoder kind (:data:`VISION`, keyed by ``vision_config.model_type``) and one per wrapper's
+projector (:data:`PROJECTORS`); ``tests/test_multimodal.py`` proves each against the meta-device module.
+
+Components: ``vision.embeddings`` (patch convolution, position table, class token), ``vision.layers``,
+``vision.norm`` (pre/post norms), ``vision.head`` (SigLIP's attention-pooling head) and ``projector``
+(the multimodal projector, patch merger, image-newline vector). A tower kind not listed here is named
+in ``towers_not_counted`` instead of being guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Counts = dict[str, int]
+Cfg = Mapping[str, Any]
+
+
+def _g(cfg: Cfg, key: str, default: Any) -> Any:
+    v = cfg.get(key)
+    return default if v is None else v
+
+
+def _vit_layer(D: int, F: int, *, inner: int | None = None, bias: bool = True, gated: bool = False,
+               norm: int = 2) -> int:  # fmt: skip
+    """One pre-norm encoder layer: two norms (``norm`` parameters per element), q/k/v/o of ``inner`` width,
+    an MLP (fc1/fc2 with biases) or a gated FFN (gate/up/down, no biases)."""
+    inner = D if inner is None else inner
+    attn = 4 * D * inner + (3 * inner + D if bias else 0)
+    ffn = 3 * D * F if gated else 2 * D * F + (F + D if bias else 0)
+    return 2 * norm * D + attn + ffn
+
+
+def siglip(v: Cfg, head: bool) -> Counts:
+    """SigLIP (siglip_vision_model, idefics3/smolvlm vision): patch conv with bias, a position table of
+    (image/patch)² rows, LayerNorm layers with biased q/k/v/o and fc1/fc2, a post LayerNorm and, when
+    ``vision_use_head``, the attention-pooling head (probe, fused in_proj, out_proj, norm, MLP)."""
+    D, F, L = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
+    C, p, img = _g(v, "num_channels", 3), v["patch_size"], v["image_size"]
+    out = {
+        "vision.embeddings": C * p * p * D + D + (img // p) ** 2 * D,
+        "vision.layers": L * _vit_layer(D, F),
+        "vision.norm": 2 * D,
+    }
+    if head:
+        out["vision.head"] = D + 3 * D * D + 3 * D + D * D + D + 2 * D + 2 * D * F + F + D
+    return out
+
+
+def clip(v: Cfg) -> Counts:
+    """CLIP: class token, patch conv without bias, (image/patch)² + 1 positions, pre and post LayerNorms."""
+    D, F, L = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
+    C, p, img = _g(v, "num_channels", 3), v["patch_size"], v["image_size"]
+    return {
+        "vision.embeddings": D + C * p * p * D + ((img // p) ** 2 + 1) * D,
+        "vision.layers": L * _vit_layer(D, F),
+        "vision.norm": 4 * D,
+    }
+
+
+def pixtral(v: Cfg) -> Counts:
+    """Pixtral: patch conv without bias, RMS ln_pre, RMSNorm layers with unbiased q/k/v/o (heads·head_dim
+    wide) and a gated FFN; rotary positions (no table)."""
+    D, F, L = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
+    N = v["num_attention_heads"]
+    inner = N * _g(v, "head_dim", D // N)
+    C, p = _g(v, "num_channels", 3), v["patch_size"]
+    return {
+        "vision.embeddings": C * p * p * D,
+        "vision.layers": L * _vit_layer(D, F, inner=inner, bias=False, gated=True, norm=1),
+        "vision.norm": D,
+    }
+
+
+# Defaults of the transformers 5.23 vision config classes (SiglipVisionConfig, Idefics3VisionConfig,
+# SmolVLMVisionConfig, CLIPVisionConfig, PixtralVisionConfig) for keys a hub file leaves out.
+_SIGLIP = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, image_size=224, patch_size=16)
+_IDEFICS3 = dict(hidden_size=1152, intermediate_size=3072, num_hidden_layers=12, image_size=224, patch_size=32)
+VISION_DEFAULTS: dict[str, dict[str, int]] = {
+    "siglip_vision_model": _SIGLIP,
+    "idefics3_vision": _IDEFICS3,
+    "smolvlm_vision": _IDEFICS3,
+    "clip_vision_model": dict(_SIGLIP, patch_size=32),
+    "pixtral": dict(
+        hidden_size=1024,
+        intermediate_size=4096,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        image_size=1024,
+        patch_size=16,
+    ),
+}
+
+VISION: dict[str, Callable[[Cfg], Counts]] = {
+    "siglip_vision_model": lambda v: siglip(v, bool(_g(v, "vision_use_head", True))),
+    "idefics3_vision": lambda v: siglip(v, False),
+    "smolvlm_vision": lambda v: siglip(v, False),
+    "clip_vision_model": clip,
+    "pixtral": pixtral,
+}
+
+
+def _layers_used(cfg: Cfg, key: str) -> int:
+    """How many vision layers' features are concatenated (a list in ``vision_feature_layer(s)``)."""
+    sel = cfg.get(key)
+    return len(sel) if isinstance(sel, list | tuple) else 1
+
+
+def _two_linear(din: int, dt: int, bias: bool) -> int:
+    """Linear(din, dt) → act → Linear(dt, dt)."""
+    return din * dt + dt * dt + (2 * dt if bias else 0)
+
+
+def _llava(cfg: Cfg, dv: int, dt: int, newline: bool) -> int:
+    k = _layers_used(cfg, "vision_feature_layer")
+    return _two_linear(dv * k, dt, bool(_g(cfg, "multimodal_projector_bias", True))) + (dt if newline else 0)
+
+
+def _mistral3(cfg: Cfg, dv: int, dt: int) -> int:
+    """RMS norm, patch merger Linear(dv·s², dv) without bias, then the two linears."""
+    s = _g(cfg, "spatial_merge_size", 2)
+    bias = bool(_g(cfg, "multimodal_projector_bias", False))
+    return dv + dv * s * s * dv + _two_linear(dv, dt, bias)
+
+
+def _vipllava(cfg: Cfg, dv: int, dt: int) -> int:
+    n = _layers_used(cfg, "vision_feature_layers") if cfg.get("vision_feature_layers") else 5  # (-2,-5,-8,-11,6)
+    return 2 * dv * n + _two_linear(dv * n, dt, True)
+
+
+# wrapper model_type -> projector parameters (cfg, vision width, text width); and how many vision towers
+PROJECTORS: dict[str, Callable[[Cfg, int, int], int]] = {
+    "gemma3": lambda c, dv, dt: dv * dt + dv,  # mm_input_projection_weight + mm_soft_emb_norm
+    "paligemma": lambda c, dv, dt: dv * _g(c, "projection_dim", 2048) + _g(c, "projection_dim", 2048),
+    "llava": lambda c, dv, dt: _llava(c, dv, dt, False),
+    "video_llava": lambda c, dv, dt: _llava(c, dv, dt, False),
+    "llava_next": lambda c, dv, dt: _llava(c, dv, dt, True),
+    "llava_onevision": lambda c, dv, dt: _llava(c, dv, dt, True),
+    "vipllava": _vipllava,
+    "mistral3": _mistral3,
+    "lighton_ocr": _mistral3,
+    "idefics3": lambda c, dv, dt: dv * _g(c, "scale_factor", 2) ** 2 * dt,
+    "smolvlm": lambda c, dv, dt: dv * _g(c, "scale_factor", 2) ** 2 * dt,
+}
+TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
+
+
+def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
+    """(counted components, sub-configs not counted) of a wrapper config whose language model is
+    ``text_width`` wide."""
+    wrapper = cfg.get("model_type")
+    subs = sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config" and v)
+    raw = cfg.get("vision_config")
+    kind = raw.get("model_type") if isinstance(raw, Mapping) else None
+    if subs != ["vision_config"] or kind not in VISION or wrapper not in PROJECTORS or not isinstance(raw, Mapping):
+        return (), tuple(subs)
+    copies = TOWER_COPIES.get(str(wrapper), 1)
+    vision = {**VISION_DEFAULTS[kind], **{k: v for k, v in raw.items() if v is not None}}
+    out = {k: n * copies for k, n in VISION[kind](vision).items()}
+    out["projector"] = PROJECTORS[wrapper](cfg, vision["hidden_size"], text_width)
+    return tuple(out.items()), ()
+
+
+# The wrapper's own tie_word_embeddings decides whether the LM head is the token table (transformers 5.23
+# ties from the top-level config): the config classes' defaults, and the classes whose __post_init__ also
+# takes a True from text_config (configuration_llava.py, llava_next_video, llava_onevision).
+WRAPPER_TIES = {"gemma3": True, "paligemma": True, "mistral3": True, "lighton_ocr": True, "llava": False,
+                "video_llava": False, "llava_next": False, "llava_onevision": False, "vipllava": False,
+                "idefics3": False, "smolvlm": False}  # fmt: skip
+TIES_FROM_TEXT = frozenset({"llava", "llava_next_video", "llava_onevision"})
+
+
+def wrapper_ties(cfg: Cfg, text_tied: bool) -> bool:
+    """Whether a wrapper's LM head is tied to its token table (the text config's answer for a wrapper
+    whose rule is not listed)."""
+    wrapper = cfg.get("model_type")
+    if wrapper not in WRAPPER_TIES:
+        return text_tied
+    tied = bool(_g(cfg, "tie_word_embeddings", WRAPPER_TIES[str(wrapper)]))
+    return tied or (text_tied and wrapper in TIES_FROM_TEXT)

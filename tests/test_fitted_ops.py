@@ -1,0 +1,178 @@
+"""The fitted context-attention, decode-attention and MoE kernel models wired into the roofline
+(llmath.hardware.fitted_ops): each wiring against the fit's own arithmetic or a raw kernel row of the fixture,
+and the properties the roofline must keep (fractions in (0, 1], more rows never slower per row)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import llmath
+from llmath import hardware
+from llmath.hardware import efficiency_fit as ef
+from llmath.hardware import fitted_ops as fo
+from llmath.hardware.decode import decode_generation
+from llmath.hardware.roofline import efficiency, op_times, stage_times
+from llmath.model.dtypes import Precision
+from llmath.model.hf import spec_from_config
+from llmath.ops import Scenario, table
+
+P16 = Precision.uniform("bf16")
+FIXTURE = json.loads((Path(__file__).parent / "data" / "efficiency_kernels.json").read_text())["rows"]
+
+
+def _coef(device, cls, fmt="bf16"):
+    return ef.data()["devices"][device][cls][fmt]["coef"]
+
+
+def _op(t, name):
+    return [op.name for op in t.ops].index(name)
+
+
+def test_context_attention_uses_the_fitted_fraction_and_kernel_time():
+    hw, e = hardware.get("h100-sxm"), efficiency("expected", hardware.get("h100-sxm"))
+    t = table(llmath.resolve("llama-3-8b"), "prefill")
+    B, T = 2, 256
+    tm, comp, _, _ = op_times(t.values(Scenario(B, T, 0)), t, hw, P16, e, B, B * T, decode=False)
+    i = _op(t, "attn.flash")
+    # Llama-3-8B (config.json): 32 layers, H = 32 heads of d = 128. Causal flash attention: QK and PV over the
+    # T(T+1)/2 visible pairs, 2 FLOPs each: 2·B·H·d·T(T+1) per layer, at the bf16 dense peak 989.5e12 × ηc(T, B·H·T)
+    flops = 32 * 2 * B * 32 * 128 * T * (T + 1)
+    xm = ef.attn_context_cost(B, T, 32, 8, 128, "bf16", "bf16")[2]
+    eta = ef.fractions(_coef("h100-sxm", "attn_context"), T, B * 32 * T, xm)[0]
+    vflops = t.values(Scenario(B, T, 0))[i, 1]
+    assert comp[i] == pytest.approx(flops / (989.5e12 * eta) + vflops / (67e12 * e.vector), rel=1e-9)
+    # per kernel: the fitted t0 (12.65 µs on H100), above the 4 µs eager launch
+    t0 = _coef("h100-sxm", "attn_context")[8]
+    assert t0 > e.overhead_s
+    assert tm[i] - max(comp[i], tm[i] - 32 * t0) == pytest.approx(32 * t0, rel=1e-9)
+
+
+def test_decode_attention_fraction_depends_on_the_context():
+    hw, e = hardware.get("h100-sxm"), efficiency("expected", hardware.get("h100-sxm"))
+    t = table(llmath.resolve("llama-3-8b"), "decode")
+    i = _op(t, "attn.flash")
+    B, S = 16, 4095
+    vals = t.values(Scenario(B, 1, S))
+    _, comp, mem, byts = op_times(vals, t, hw, P16, e, B, B, True, context=S)
+    coef = _coef("h100-sxm", "attn_decode")
+    xm = ef.attn_decode_cost(B, S, 32, 8, 128, "bf16")[2]
+    ec, em, _ = ef.fractions(coef, B * 32, S + 1, xm)
+    # 4·B·H·d·(S+1) FLOPs per layer at the vector peak (67e12, H100 SXM datasheet) × ηc(B·H, S+1)
+    flops = 32 * 4 * B * 32 * 128 * (S + 1)
+    assert comp[i] == pytest.approx(flops / (67e12 * ec) + vals[i, 1] / (67e12 * e.vector), rel=1e-9)
+    assert mem[i] == pytest.approx(byts[i] / (3.35e12 * em), rel=1e-9)
+    # a short context reads less, at a lower fitted fraction of the bandwidth than the long one
+    _, _, mem_short, b_short = op_times(t.values(Scenario(B, 1, 255)), t, hw, P16, e, B, B, True, context=255)
+    assert b_short[i] / mem_short[i] < byts[i] / mem[i]
+
+
+def _moe_spec(row):
+    s = row["shape"]
+    cfg = {
+        "model_type": "mixtral",
+        "hidden_size": s["hidden_size"],
+        "intermediate_size": s["inter_size"],
+        "num_local_experts": s["num_experts"],
+        "num_experts_per_tok": s["topk"],
+        "num_hidden_layers": 1,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 32000,
+    }
+    return spec_from_config(cfg, name="moe-fixture")
+
+
+@pytest.mark.parametrize("row", [r for r in FIXTURE if r["class"] == "moe"], ids=lambda r: str(r["shape"]))
+def test_routed_experts_reproduce_a_measured_moe_kernel(row):
+    # one MoE layer of the fixture's shape (a held-out row of aiconfigurator-core's moe_perf table): the three
+    # routed expert GEMMs of llmath's prefill must add up to the measured grouped-MoE kernel within the fit's
+    # reported held-out p90 error (+ the gap between llmath's and the fit's count of experts hit)
+    hw = hardware.get(row["device"])
+    t = table(_moe_spec(row), "prefill")
+    n = row["shape"]["num_tokens"]
+    e = efficiency("expected", hw)
+    tm, _, _, _ = op_times(t.values(Scenario(1, n, 0)), t, hw, P16, e, 1, n, decode=False)
+    routed = fo.columns(t).routed
+    assert len(routed) == 3  # gate, up, down
+    # in prefill each routed GEMM pays at least the eager launch; the fit's t0 is one grouped kernel
+    t0 = _coef(row["device"], "moe")[8]
+    pred = tm[routed].sum() - 3 * max(e.overhead_s, t0 / 3) + t0
+    p90 = ef.data()["devices"][row["device"]]["moe"]["bf16"]["held_out"]["p90_abs_err"]
+    assert abs(pred / (row["latency_ms"] * 1e-3) - 1) <= p90 + 0.05
+
+
+@pytest.mark.parametrize("device", ["h100-sxm", "a100-sxm-80gb", "l40s", "b200", "h100-pcie"])
+@pytest.mark.parametrize("model", ["llama-3-8b", "mixtral-8x7b", "gemma-2-9b"])
+def test_more_rows_never_slower_per_row(device, model):
+    hw = hardware.get(device)
+    e = efficiency("expected", hw)
+    spec = llmath.resolve(model)
+    B = 2 ** np.arange(0, 9)
+    pre = stage_times(table(spec, "prefill"), Scenario(B, 512, 0), hw, P16, e, False)[0].sum(-1)
+    assert np.all(np.diff(pre / B) <= 1e-9 * pre[1:] / B[1:]), pre / B
+    dec = np.array(
+        [stage_times(table(spec, "decode"), Scenario(int(b), 1, 2048), hw, P16, e, True)[0].sum() for b in B]
+    )
+    assert np.all(np.diff(dec / B) <= 1e-9 * dec[1:] / B[1:]), dec / B
+
+
+@pytest.mark.parametrize("device", sorted(ef.data()["devices"]))
+def test_decode_band_sum_matches_step_by_step(device):
+    hw = hardware.get(device)
+    e = efficiency("expected", hw)
+    t = table(llmath.resolve("llama-3-8b"), "decode")
+    for B, P, N in ((1, 1, 3000), (64, 700, 900)):
+        d = decode_generation(t, hw, P16, e, B, P, N)
+        S = np.arange(P, P + N - 1)
+        steps = op_times(t.values(Scenario(B, 1, S)), t, hw, P16, e, B, B, True, context=S)[0].sum(-1)
+        # secants per band [2^k, 2^(k+1)): within 1.5% of the attention op, so well within 0.5% of the step
+        assert float(d.total_s) == pytest.approx(steps.sum(), rel=5e-3)
+        assert float(d.first_s) == pytest.approx(steps[0], rel=1e-12)
+        assert float(d.last_s) == pytest.approx(steps[-1], rel=1e-12)
+        dv = decode_generation(t, hw, P16, e, np.array([B, 2]), np.array([P, 5]), np.array([N, 7]))
+        assert float(dv.total_s[0]) == pytest.approx(float(d.total_s), rel=1e-12)
+
+
+def test_line_sums_split_where_the_lines_cross():
+    # Σ_{u=1}^{9} max(u, 10 − u): 9 + 8 + 7 + 6 + 5 + 6 + 7 + 8 + 9 = 65
+    assert fo._lsum1(0.0, 1.0, 10.0, -1.0, 1.0, 10.0) == 65
+    assert float(fo._lsum(np.array(0.0), 1.0, 10.0, -1.0, 1.0, 10.0)) == 65
+    # parallel lines: the larger all the way, Σ_{u=0}^{3} (2 + u) = 14
+    assert fo._lsum1(2.0, 1.0, 1.0, 1.0, 0.0, 4.0) == 14
+
+
+def test_user_overrides_turn_the_fits_off():
+    hw = hardware.get("h100-sxm")
+    e = efficiency("expected", hw, matmul=0.5)
+    assert e.fit("attn_context", "bf16") is None and e.fit("moe", "bf16") is None
+    assert e.fit("attn_decode", "bf16") is not None  # on the vector peak, not a matmul fraction
+    e = efficiency("expected", hw, overhead_s=1e-6)
+    t = table(llmath.resolve("mixtral-8x7b"), "prefill")
+    tm = stage_times(t, Scenario(1, 8, 0), hw, P16, e, False)[0]
+    assert not e.fit_overheads and np.all(tm >= 0)
+    assert not efficiency("ideal", hw).kernel_fits
+
+
+def test_tp_all_reduce_uses_the_fitted_alpha_beta_models():
+    a = llmath.analyze("llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, tp=4).to_dict()
+    c = a["comm"]["decode"]["attn.all_reduce"]
+    # Llama-3-70B (config.json): 80 layers, d_model 8192; a decode step all-reduces B·D = 8·8192 bf16
+    # elements (131,072 bytes) after every attention block, 80 times
+    one = 8 * 8192 * 2
+    assert c["bytes"] == 80 * one
+    d = ef.data()["devices"]["h100-sxm"]
+    nccl, custom = (d[op]["4"]["coef"] for op in ("all_reduce", "custom_all_reduce"))
+    fitted = min(nccl[0] + one / nccl[1], custom[0] + one / custom[1])  # the faster kernel, as engines pick
+    assert c["time_s"] == pytest.approx(80 * fitted, rel=1e-9)
+    # ideal keeps the analytic model; so does a device without fits (MI300X: rule none)
+    ideal = llmath.analyze("llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, tp=4, efficiency_mode="ideal")
+    assert ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"] != pytest.approx(c["time_s"])
+    amd = llmath.analyze("llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, tp=4).to_dict()
+    amd_ideal = llmath.analyze("llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, tp=4, efficiency_mode="ideal")
+    assert amd["comm"]["decode"]["attn.all_reduce"]["time_s"] == pytest.approx(
+        amd_ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"], rel=1e-12
+    )

@@ -1,0 +1,112 @@
+"""Multimodal wrappers: every tower counted exactly (vision encoder, projector) as transformers 5.23 builds
+it on the meta device, while the stages analyse the language model and say so."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from causal_lm_types import default_config
+
+from llmath.analysis import analyze
+from llmath.model.hf import spec_from_config
+from llmath.model.towers import PROJECTORS
+from llmath.ops.params import param_report
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+from llmath.measure import oracle  # noqa: E402
+
+VISION = r"(vision_tower|vision_model|image_tower|video_tower|vision_encoder)\."
+PROJECTOR = r"(multi_modal_projector|connector|vision_projection)\.|image_newline$"
+
+
+def _build(cfg: dict):
+    """The wrapper's full model (ForConditionalGeneration) on meta."""
+    import torch
+    import transformers
+
+    config = oracle.hf_config(cfg)
+    with torch.device("meta"):
+        try:
+            return transformers.AutoModelForImageTextToText.from_config(config)
+        except ValueError:
+            return transformers.AutoModelForCausalLM.from_config(config)
+
+
+def _hf_towers(model) -> dict[str, int]:
+    out = {"vision": 0, "projector": 0, "language": 0}
+    for n, p in model.named_parameters():
+        part = "vision" if re.search(VISION, n) else "projector" if re.search(PROJECTOR, n) else "language"
+        out[part] += p.numel()
+    return out
+
+
+def _llmath_towers(spec) -> dict[str, int]:
+    rep = param_report(spec)
+    return {**rep.towers, "language": rep.total - sum(rep.towers.values())}
+
+
+@pytest.mark.parametrize("mt", sorted(PROJECTORS))
+def test_wrapper_towers_equal_transformers(mt, tmp_path):
+    cfg = default_config(mt, str(tmp_path))
+    spec = spec_from_config(cfg, mt)
+    model = _build(cfg)
+    assert _llmath_towers(spec) == _hf_towers(model)
+    assert param_report(spec).total == oracle.count_params(model)
+    assert spec.towers_not_counted == ()
+
+
+# Hub-style files: SigLIP without its pooling head (google/gemma-3-4b-it's vision_config says
+# "vision_use_head": false), a vision_config that leaves the config class's defaults out, the features of
+# several CLIP layers concatenated (vision_feature_layer as a list), a projector without biases.
+HUB_STYLE = [
+    ("gemma3", {"vision_config": {"model_type": "siglip_vision_model", "vision_use_head": False,
+                                  "hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 4,
+                                  "num_attention_heads": 16, "image_size": 896, "patch_size": 14}}),
+    ("llava", {"vision_config": {"model_type": "clip_vision_model"}}),
+    ("llava", {"vision_feature_layer": [-2, -5], "multimodal_projector_bias": False}),
+    ("paligemma", {"projection_dim": 1024}),
+    ("mistral3", {"multimodal_projector_bias": True, "spatial_merge_size": 3}),
+    ("idefics3", {"scale_factor": 3}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mt,extra", HUB_STYLE, ids=[f"{m}:{','.join(e)}" for m, e in HUB_STYLE])
+def test_wrapper_options_equal_transformers(mt, extra, tmp_path):
+    cfg = dict(default_config(mt, str(tmp_path)), **extra)
+    assert _llmath_towers(spec_from_config(cfg, mt)) == _hf_towers(_build(cfg))
+
+
+def test_stages_are_the_language_model_and_say_so(tmp_path):
+    cfg = default_config("paligemma", str(tmp_path))
+    spec = spec_from_config(cfg, "paligemma")
+    lm = spec_from_config(cfg["text_config"], "paligemma")
+    a, b = analyze(spec, batch=1, prompt=8, gen=2), analyze(lm, batch=1, prompt=8, gen=2)
+    assert a.prefill.flops == b.prefill.flops and a.decode.flops == b.decode.flops
+    d = a.to_dict()
+    assert d["components_not_in_stages"] == ["vision", "projector"]
+    assert d["params"]["towers"] == {k: v for k, v in _hf_towers(_build(cfg)).items() if k != "language"}
+    # the weights in memory include the towers; active per token is the language model's
+    assert a.memory.weights_bytes == b.memory.weights_bytes * a.params.total / b.params.total
+    assert a.params.active_per_token == b.params.active_per_token
+    assert any("language model (text_config) only" in w for w in a.warnings)
+
+
+def test_an_unknown_tower_is_named_not_guessed(tmp_path):
+    cfg = dict(default_config("llava", str(tmp_path)))
+    cfg["vision_config"] = {"model_type": "some_new_vision", "hidden_size": 8}
+    spec = spec_from_config(cfg, "x")
+    assert spec.towers_not_counted == ("vision_config",) and param_report(spec).towers == {}
+
+
+def test_models_are_grouped_by_family():
+    """`llmath models` lists the registry by family: versions of one family together, families sorted."""
+    from llmath.model import registry
+
+    groups = registry.by_family()
+    assert list(groups) == sorted(groups)
+    assert sum(len(v) for v in groups.values()) == len(registry.names())
+    assert {"gemma-2b", "gemma-2-9b", "gemma-3-1b-pt"} <= set(groups["gemma"])
+    assert {"mixtral-8x7b", "mistral-7b-v0.1"} <= set(groups["mistral"])
+    assert {"deepseek-v2-lite", "deepseek-v3"} <= set(groups["deepseek"])
