@@ -10,7 +10,8 @@ from typing import Annotated
 import typer
 
 from llmath import output as out
-from llmath.cli.app import JsonOpt, ModelArg, app
+from llmath.cli.app import app
+from llmath.cli.options import JsonOpt, ModelArg
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
 PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]

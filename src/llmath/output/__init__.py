@@ -153,12 +153,16 @@ def params_human(rep) -> None:
 
 
 def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
+    c = _console()
+    c.print(_ops_table(spec, rep, scenario, attention))
+    if explain:
+        _explain_ops(c, spec, rep, scenario, attention)
+
+
+def _ops_table(spec, rep, scenario, attention: str):
+    """The per-operator table with its total row."""
     from rich.table import Table
 
-    from llmath.ops import build_ops
-    from llmath.ops import explain as explain_op
-
-    c = _console()
     title = (
         f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}"
         + (f" src={scenario.src}" if spec.is_encoder_decoder and rep.stage != "encoder" else "")
@@ -184,6 +188,12 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
     if rep.ops and rep.ops[0].time_s is not None:
         t.add_column("time", justify="right")
         t.add_column("bound")
+    _ops_rows(t, rep)
+    return t
+
+
+def _ops_rows(t, rep) -> None:
+    """One row per operator, then the total."""
     for r in rep.ops:
         row = [
             r.name,
@@ -220,29 +230,34 @@ def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
     if rep.time_s is not None:
         tot += [ms(rep.time_s), rep.bound]
     t.add_row(*tot)
-    c.print(t)
-    if explain:
-        ops = build_ops(spec, rep.stage, attention)
-        c.print(
-            "[b]formulas[/b] (letters: B batch, T new tokens, S attended positions, D width, N query heads, "
-            "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows, "
-            "src source positions)"
-        )
-        for op in ops:
-            for cls, label in (
-                ("flops", "matmul FLOPs"),
-                ("vflops", "vector FLOPs"),
-                ("weight", "weight elems"),
-                ("act_in", "act in elems"),
-                ("act_out", "act out elems"),
-                ("kv_read", "KV read elems"),
-                ("kv_write", "KV write elems"),
-            ):
-                e = explain_op(op, scenario, spec, cls)
-                if e:
-                    c.print(f"  {op.name:22s} {label:15s} {e}", highlight=False)
-            if op.sizes:
-                c.print("  " + " " * 22 + " where " + ", ".join(f"{k}={v:,}" for k, v in op.sizes), highlight=False)
+
+
+def _explain_ops(c, spec, rep, scenario, attention: str) -> None:
+    """Each operator's formulas with the numbers substituted, and its sizes."""
+    from llmath.ops import build_ops
+    from llmath.ops import explain as explain_op
+
+    ops = build_ops(spec, rep.stage, attention)
+    c.print(
+        "[b]formulas[/b] (letters: B batch, T new tokens, S attended positions, D width, N query heads, "
+        "K KV heads, G=N/K, H head width, F FFN width, V vocabulary, E experts, L logit rows, "
+        "src source positions)"
+    )
+    for op in ops:
+        for cls, label in (
+            ("flops", "matmul FLOPs"),
+            ("vflops", "vector FLOPs"),
+            ("weight", "weight elems"),
+            ("act_in", "act in elems"),
+            ("act_out", "act out elems"),
+            ("kv_read", "KV read elems"),
+            ("kv_write", "KV write elems"),
+        ):
+            e = explain_op(op, scenario, spec, cls)
+            if e:
+                c.print(f"  {op.name:22s} {label:15s} {e}", highlight=False)
+        if op.sizes:
+            c.print("  " + " " * 22 + " where " + ", ".join(f"{k}={v:,}" for k, v in op.sizes), highlight=False)
 
 
 def ops_csv(rep) -> None:
@@ -286,9 +301,22 @@ def formats_line(pr: dict) -> str:
 
 
 def analysis_human(a, top: int = 8) -> None:
-    from rich.table import Table
-
+    """The human report of :func:`llmath.analysis.analyze`: header, KV cache, stages, generation, memory."""
     c = _console()
+    _analysis_header(c, a)
+    _kv_lines(c, a)
+    if a.parallel:
+        _layout_lines(c, a)
+    c.print(_stage_table(a))
+    if a.parallel and a.comm and a.comm.get("decode") is not None:
+        _comm_table(c, a)
+    if a.generation:
+        _generation_lines(c, a, top)
+    _closing_lines(c, a)
+
+
+def _analysis_header(c, a) -> None:
+    """The workload, the formats and the parameter count."""
     w = a.workload
     c.print(
         f"[b]{a.model}[/b] on [b]{a.hardware or 'no hardware'}[/b]: batch {w['batch']}, prompt {w['prompt']}, "
@@ -305,6 +333,11 @@ def analysis_human(a, top: int = 8) -> None:
         line += f" (active per token {p.active_per_token:,})"
     line += f"; 12·L·d² estimate {p.estimates['12Ld2']:,} ({p.estimate_error['12Ld2']:+.1%})"
     c.print(line)
+
+
+def _kv_lines(c, a) -> None:
+    """The KV cache per token, after prefill and at the end; an encoder-decoder's cross cache."""
+    w = a.workload
     kv = a.kv_cache
     growth = ""
     if kv.get("windows_full_at"):
@@ -325,8 +358,12 @@ def analysis_human(a, top: int = 8) -> None:
             f"from {w['decoder_prompt']} token(s); cross-attention cache {kv['cross_bytes_per_source_token']:,} B "
             f"per source token, {gb(kv['cross_bytes'])} fixed (included above)"
         )
-    if a.parallel:
-        _layout_lines(c, a)
+
+
+def _stage_table(a):
+    """One row per stage: FLOPs, bytes, intensity, time and bound (with a layout: the time's split)."""
+    from rich.table import Table
+
     t = Table(
         title="stages" + (" (per GPU; with pp > 1 summed over one GPU of each pipeline stage)" if a.parallel else "")
     )
@@ -348,41 +385,53 @@ def analysis_human(a, top: int = 8) -> None:
             s.bound or "-",
             *((ms(s.compute_s), ms(s.memory_s), ms(s.comm_s)) if a.parallel else ()),
         )
-    c.print(t)
-    if a.parallel and a.comm and a.comm.get("decode") is not None:
-        _comm_table(c, a)
-    if a.generation:
-        g = a.generation
-        c.print(
-            f"TTFT {ms(g['ttft_s'])} | TPOT mean {ms(g['tpot_s'])} (first {ms(g['tpot_first_s'])}, "
-            f"last {ms(g['tpot_last_s'])}) | end-to-end {ms(g['e2e_s'])}"
+    return t
+
+
+def _generation_lines(c, a, top: int) -> None:
+    """TTFT, TPOT, throughput and utilisation, then each stage's top operators."""
+    g = a.generation
+    c.print(
+        f"TTFT {ms(g['ttft_s'])} | TPOT mean {ms(g['tpot_s'])} (first {ms(g['tpot_first_s'])}, "
+        f"last {ms(g['tpot_last_s'])}) | end-to-end {ms(g['e2e_s'])}"
+    )
+    c.print(
+        f"throughput {g['throughput_tok_s']:.1f} output tok/s aggregate, {g['per_sequence_tok_s']:.1f} per "
+        f"sequence; prefill {g['prefill_tok_s']:.0f} tok/s; prefill uses "
+        f"{g['utilisation']['prefill_flops_fraction']:.0%} of peak matmul FLOP/s"
+        + (
+            f", decode step 0 {g['utilisation']['decode_bandwidth_fraction']:.0%} of the memory bandwidth"
+            if g["utilisation"]["decode_bandwidth_fraction"] is not None
+            else " (no decode steps: gen = 1)"
         )
-        c.print(
-            f"throughput {g['throughput_tok_s']:.1f} output tok/s aggregate, {g['per_sequence_tok_s']:.1f} per "
-            f"sequence; prefill {g['prefill_tok_s']:.0f} tok/s; prefill uses "
-            f"{g['utilisation']['prefill_flops_fraction']:.0%} of peak matmul FLOP/s"
-            + (
-                f", decode step 0 {g['utilisation']['decode_bandwidth_fraction']:.0%} of the memory bandwidth"
-                if g["utilisation"]["decode_bandwidth_fraction"] is not None
-                else " (no decode steps: gen = 1)"
-            )
+    )
+    for s, label in _stages(a):
+        c.print(_top_table(s, label, top))
+
+
+def _top_table(s, label: str, top: int):
+    """The ``top`` operators of stage ``s`` by time."""
+    from rich.table import Table
+
+    ranked = sorted(s.ops, key=lambda r: -(r.time_s or 0))[:top]
+    tt = Table(title=f"top operators, {label}")
+    for col in ("operator", "time", "share", "bound", "FLOPs", "bytes", "intensity"):
+        tt.add_column(col, justify="left" if col == "operator" else "right")
+    for r in ranked:
+        tt.add_row(
+            r.name,
+            ms(r.time_s),
+            f"{r.time_s / s.time_s:.1%}",
+            r.bound,
+            si(r.flops + r.vflops),
+            si(sum(r.bytes.values()), "B"),
+            _g(r.intensity),
         )
-        for s, label in _stages(a):
-            ranked = sorted(s.ops, key=lambda r: -(r.time_s or 0))[:top]
-            tt = Table(title=f"top operators, {label}")
-            for col in ("operator", "time", "share", "bound", "FLOPs", "bytes", "intensity"):
-                tt.add_column(col, justify="left" if col == "operator" else "right")
-            for r in ranked:
-                tt.add_row(
-                    r.name,
-                    ms(r.time_s),
-                    f"{r.time_s / s.time_s:.1%}",
-                    r.bound,
-                    si(r.flops + r.vflops),
-                    si(sum(r.bytes.values()), "B"),
-                    _g(r.intensity),
-                )
-            c.print(tt)
+    return tt
+
+
+def _closing_lines(c, a) -> None:
+    """Causal prefill FLOPs, the training step, memory fit and the warnings."""
     if a.prefill.flops["useful_matmul"] != a.prefill.flops["matmul"]:
         c.print(
             f"prefill matmul FLOPs executed {si(a.prefill.flops['matmul'])}, useful (causal) "

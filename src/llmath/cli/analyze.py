@@ -1,0 +1,199 @@
+"""``llmath analyze``: the full report of one workload, or continuous batching by a serving engine."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Annotated
+
+import typer
+
+from llmath import output as out
+from llmath.cli import options as o
+from llmath.cli.app import app
+from llmath.errors import WorkloadError
+
+HardwareOpt = Annotated[
+    str, typer.Option("--hardware", "-H", help="Accelerator name or JSON/TOML file ('none' to skip).")
+]
+PrefixOpt = Annotated[int, typer.Option("--prefix", help="Cached prefix before the prompt.", callback=o.TOKENS0)]
+EfficiencyOpt = Annotated[
+    o.Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")
+]
+MatmulEffOpt = o.number_option("--matmul-eff", "Override the matmul fraction of peak.", o.FRACTION)
+MemoryEffOpt = o.number_option("--memory-eff", "Override the bandwidth fraction.", o.FRACTION)
+OverheadOpt = o.number_option("--overhead-us", "Override the per-kernel overhead (µs).", o.floats(0, 1e6))
+ReserveOpt = Annotated[
+    float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).", callback=o.floats(0, 1e9))
+]
+PeakOpt = o.number_option("--peak-tflops", "Custom device: dense peak TFLOP/s.", o.POSITIVE)
+BandwidthOpt = o.number_option("--bandwidth-gbs", "Custom device: GB/s.", o.POSITIVE)
+MemoryOpt = o.number_option("--memory-gb", "Custom device: GB.", o.POSITIVE)
+TopOpt = Annotated[int, typer.Option("--top", help="Operators to list per stage.", callback=o.ints(0, 10**6))]
+PlotOpt = o.text_option("--plot", "Write the roofline chart (PNG or SVG).")
+MemoryPlotOpt = o.text_option("--memory-plot", "Write memory (weights, KV, activations) vs context.")
+ConcurrencyOpt = Annotated[
+    float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
+]
+RateOpt = o.number_option("--rate", "Serve an open loop of this many requests/s.")
+EngineOpt = o.text_option("--engine", "vllm|sglang|trtllm|llama.cpp scheduler defaults (default vllm).")
+PrefixHitOpt = Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")]
+MaxTokensOpt = Annotated[
+    int | None, typer.Option("--max-num-batched-tokens", help="Override the engine's token budget per iteration.")
+]
+MaxSeqsOpt = Annotated[int | None, typer.Option("--max-num-seqs", help="Override the engine's running-request cap.")]
+GpuMemOpt = o.number_option("--gpu-memory-utilization", "Override the engine's memory fraction.")
+GenDistOpt = o.text_option("--gen-dist", "Serving: output lengths 'G:weight,...' (e.g. 64:0.5,512:0.5).")
+EagerOpt = Annotated[
+    bool, typer.Option("--enforce-eager", help="Serving: no CUDA graphs (eager kernel launches in decode).")
+]
+SpecMethodOpt = o.text_option("--spec-method", "Speculative decoding: draft | eagle | mtp.")
+SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
+AcceptanceOpt = o.number_option("--acceptance", "Mean tokens a round yields (1 … k+1), as measured.")
+DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft.")
+
+
+@app.command()
+@o.with_options(attention=o.FORMAT_OPTIONS, memory_plot=o.LAYOUT_OPTIONS)
+def analyze(
+    model: o.ModelArg = "llama-3-8b",
+    hardware: HardwareOpt = "h100-sxm",
+    batch: o.BatchOpt = 1,
+    prompt: o.PromptOpt = 512,
+    gen: o.GenOpt = 128,
+    prefix: PrefixOpt = 0,
+    attention: o.AttOpt = o.Att.flash,
+    decoder_prompt: o.DecPromptOpt = 1,
+    efficiency: EfficiencyOpt = o.Eff.expected,
+    matmul_eff: MatmulEffOpt = None,
+    memory_eff: MemoryEffOpt = None,
+    overhead_us: OverheadOpt = None,
+    reserve_gb: ReserveOpt = 0.0,
+    peak_tflops: PeakOpt = None,
+    bandwidth_gbs: BandwidthOpt = None,
+    memory_gb: MemoryOpt = None,
+    top: TopOpt = 8,
+    plot: PlotOpt = None,
+    memory_plot: MemoryPlotOpt = None,
+    json_: o.JsonOpt = False,
+    concurrency: ConcurrencyOpt = None,
+    rate: RateOpt = None,
+    engine: EngineOpt = None,
+    prefix_hit: PrefixHitOpt = 0.0,
+    max_num_batched_tokens: MaxTokensOpt = None,
+    max_num_seqs: MaxSeqsOpt = None,
+    gpu_memory_utilization: GpuMemOpt = None,
+    gen_dist: GenDistOpt = None,
+    enforce_eager: EagerOpt = False,
+    spec_method: SpecMethodOpt = None,
+    spec_tokens: SpecTokensOpt = 3,
+    acceptance: AcceptanceOpt = None,
+    draft_model: DraftOpt = None,
+    **shared,
+):
+    """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
+    throughput and memory fit. With --concurrency or --rate: continuous batching by a serving engine.
+
+    Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json ;
+    llmath analyze llama-3.1-70b -H h100-sxm --gpus 2 --weights fp8 ; llmath analyze deepseek-v3 -H h200 --gpus 8
+    --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm
+    """
+    _run(SimpleNamespace(**locals(), **shared))
+
+
+def _run(a: SimpleNamespace) -> None:
+    """Serve when --concurrency or --rate is given, else analyse the static batch."""
+    p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size)
+    serving_flags = (a.engine, a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method)
+    unused = any(v is not None for v in serving_flags) or a.prefix_hit or a.enforce_eager or a.gen_dist
+    if a.concurrency is None and a.rate is None and unused:
+        raise WorkloadError(
+            "--engine, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
+            " --concurrency C or --rate R (--batch B is a static batch)"
+        )
+    if a.concurrency is not None or a.rate is not None:
+        _serve(a, p)
+    else:
+        _static(a, p)
+
+
+def _serve(a: SimpleNamespace, p) -> None:
+    from llmath.deploy.service import serve
+
+    rep = serve(
+        a.model,
+        o.device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute),
+        prompt=a.prompt,
+        gen=a.gen,
+        concurrency=a.concurrency,
+        rate=a.rate,
+        engine=a.engine or "vllm",
+        **o.layout_kwargs(a),
+        prefix_hit=a.prefix_hit,
+        gen_dist=o.gen_dist(a.gen_dist),
+        precision=p,
+        attention=a.attention.value,
+        efficiency_mode=a.efficiency.value,
+        max_num_batched_tokens=a.max_num_batched_tokens,
+        max_num_seqs=a.max_num_seqs,
+        gpu_memory_utilization=a.gpu_memory_utilization,
+        cuda_graph_bytes=a.reserve_gb * 1e9 if a.reserve_gb else None,
+        cuda_graphs=False if a.enforce_eager else None,
+        speculation=o.speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
+    )
+    if a.json_:
+        out.emit_json(rep.to_dict())
+    else:
+        from llmath.output.serving import serving_human
+
+        serving_human(rep.to_dict())
+
+
+def _static(a: SimpleNamespace, p) -> None:
+    from llmath.analysis import analyze as run
+
+    hw = (
+        None
+        if a.hardware.lower() == "none"
+        else o.device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute)
+    )
+    if a.reserve_gb < 0:
+        raise WorkloadError(f"--reserve-gb={a.reserve_gb} must be >= 0")
+    ov = None if a.overhead_us is None else a.overhead_us * 1e-6
+    rep = run(
+        a.model,
+        hw,
+        batch=a.batch,
+        prompt=a.prompt,
+        gen=a.gen,
+        prefix=a.prefix,
+        attention=a.attention.value,
+        precision=p,
+        efficiency_mode=a.efficiency.value,
+        reserve_bytes=a.reserve_gb * 1e9,
+        decoder_prompt=a.decoder_prompt,
+        matmul=a.matmul_eff,
+        memory=a.memory_eff,
+        overhead_s=ov,
+        decode_overhead_s=ov,
+        **o.layout_kwargs(a),
+    )
+    _plots(a, rep, hw, p)
+    if a.json_:
+        out.emit_json(rep.to_dict())
+    else:
+        out.analysis_human(rep, a.top)
+        for f in (a.plot, a.memory_plot):
+            if f:
+                out.note(f"wrote {f}")
+
+
+def _plots(a: SimpleNamespace, rep, hw, p) -> None:
+    if a.plot:
+        from llmath.plots import roofline_plot
+
+        roofline_plot(rep, a.plot)
+    if a.memory_plot:
+        from llmath.model.registry import resolve
+        from llmath.plots import memory_plot as mem_plot
+
+        mem_plot(resolve(a.model), hw, a.batch, p, a.memory_plot, a.attention.value)

@@ -1,0 +1,105 @@
+"""Measuring this machine: ``calibrate`` and ``validate`` (measured vs predicted)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from llmath import output as out
+from llmath.cli.app import app
+from llmath.cli.options import JsonOpt, ints
+from llmath.errors import WorkloadError
+
+
+@app.command()
+def calibrate(
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    out_file: Annotated[str, typer.Option("--out", help="Where to write the hardware profile.")] = "profile.json",
+    dtype: Annotated[str, typer.Option("--dtype", help="Dtypes to measure, comma-separated.")] = "fp32",
+    quick: Annotated[bool, typer.Option("--quick", help="Small sizes, few repeats (seconds).")] = False,
+    threads: Annotated[
+        int | None, typer.Option("--threads", help="torch threads (default: all cores).", callback=ints(1, 4096))
+    ] = None,
+    json_: JsonOpt = False,
+):
+    """Measure the local device (matmul FLOP/s by shape, bandwidth, kernel overhead) into a profile that
+    --hardware accepts.
+
+    Example: llmath calibrate --device cpu --out cpu.json
+    """
+    from llmath.measure.calibrate import calibrate as run
+
+    prof = run(
+        device=device, dtypes=[d.strip() for d in dtype.split(",")], quick=quick, progress=not json_, threads=threads
+    )
+    with open(out_file, "w") as f:
+        json.dump(prof, f, indent=2)
+    if json_:
+        out.emit_json(prof)
+    else:
+        from llmath.output.validation import calibration_human
+
+        calibration_human(prof, out_file)
+
+
+@app.command()
+def validate(
+    model: Annotated[str | None, typer.Argument(help="Model to build and time (a registry name or config).")] = None,
+    hardware: Annotated[
+        str | None, typer.Option("--hardware", help="Hardware profile (from calibrate) or name.")
+    ] = None,
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
+    dtype: Annotated[str, typer.Option("--dtype")] = "fp32",
+    published: Annotated[
+        bool, typer.Option("--published", help="Compare with published serving measurements.")
+    ] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Few shapes, few repeats.")] = False,
+    threads: Annotated[
+        int | None, typer.Option("--threads", help="torch threads (default: all cores).", callback=ints(1, 4096))
+    ] = None,
+    json_: JsonOpt = False,
+    serving: Annotated[
+        bool, typer.Option("--serving", help="With --published: the concurrency/offline rows, served by engines.")
+    ] = False,
+):
+    """Measured vs predicted: time a real model here, or compare with published measurements.
+
+    Examples: llmath validate --published ; llmath validate llama-3.2-1b --hardware cpu.json --device cpu
+    """
+    if published and serving:
+        from llmath.measure.serving_validation import validate_serving
+
+        rep = validate_serving()
+        if json_:
+            out.emit_json(rep)
+        else:
+            from llmath.output.serving import serving_validation_human
+
+            serving_validation_human(rep)
+        return
+    if published:
+        from llmath.measure.validate import validate_published
+
+        rep = validate_published()
+        if json_:
+            out.emit_json(rep)
+        else:
+            from llmath.output.validation import published_human
+
+            published_human(rep)
+        return
+    if model is None:
+        raise WorkloadError(
+            "validate needs a MODEL (or --published); e.g. llmath validate llama-3.2-1b --hardware cpu.json"
+        )
+    from llmath.measure.validate import validate_model
+
+    rep = validate_model(model, hardware, device=device, dtype=dtype, quick=quick, progress=not json_, threads=threads)
+    if json_:
+        out.emit_json(rep)
+    else:
+        from llmath.output.validation import validation_human
+
+        validation_human(rep)

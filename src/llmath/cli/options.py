@@ -1,0 +1,252 @@
+"""The options the commands share: ``Annotated`` types with their help text and validation callbacks.
+
+Each numeric option is checked by :mod:`llmath.validation` as it is parsed (a usage error, exit code 2);
+the helpers at the end turn option values into library inputs (precision, hardware, serving knobs).
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from llmath import validation as val
+from llmath.errors import LLMathError, WorkloadError
+
+
+class Att(str, Enum):
+    eager = "eager"
+    flash = "flash"
+
+
+class Eff(str, Enum):
+    ideal = "ideal"
+    expected = "expected"
+
+
+class StageOpt(str, Enum):
+    prefill = "prefill"
+    decode = "decode"
+    encoder = "encoder"
+
+
+def ints(lo: int, hi: int):
+    """An option callback: an integer in [lo, hi] (a usage error otherwise)."""
+
+    def check(value):
+        why = None if value is None else val.int_rule(value, lo, hi)
+        if why:
+            raise typer.BadParameter(f"{value!r} {why}")
+        return value
+
+    return check
+
+
+def floats(lo: float | None, hi: float | None, lo_open: bool = False):
+    """An option callback: a finite number in the range (NaN and ±inf are refused)."""
+
+    def check(value):
+        why = None if value is None else val.float_rule(value, lo, hi, lo_open=lo_open)
+        if why:
+            raise typer.BadParameter(f"{value!r} {why}")
+        return value
+
+    return check
+
+
+def _format(role: str):
+    """An option callback: a format name for ``role`` (weights, activations, kv; docs/formats.md)."""
+
+    def check(value):
+        from llmath.model.formats import canonical
+
+        if value is not None:
+            try:
+                canonical(value, role)
+            except LLMathError as e:
+                raise typer.BadParameter(str(e)) from None
+        return value
+
+    return check
+
+
+def axis(param: typer.CallbackParam, value):
+    """A sweep axis: a list or a range of integers (see llmath.validation.parse_range)."""
+    from llmath.sweep import parse_axis
+
+    try:
+        parse_axis(f"--{param.name}", value)
+    except LLMathError as e:
+        raise typer.BadParameter(str(e)) from None
+    return value
+
+
+def _format_option(flag: str, role: str, help: str):
+    """An optional format name for ``role``, checked as it is parsed."""
+    return Annotated[str | None, typer.Option(flag, callback=_format(role), help=help)]
+
+
+def _degree_option(flag: str, help: str):
+    """An optional parallel degree in [1, 2**16]."""
+    return Annotated[int | None, typer.Option(flag, help=help, callback=DEGREE)]
+
+
+def number_option(flag: str, help: str, callback=None):
+    """An optional real number (``callback`` checks its range)."""
+    return Annotated[float | None, typer.Option(flag, help=help, callback=callback)]
+
+
+def text_option(flag: str, help: str):
+    """An optional string."""
+    return Annotated[str | None, typer.Option(flag, help=help)]
+
+
+TOKENS = ints(1, val.MAX_TOKENS)
+TOKENS0 = ints(0, val.MAX_TOKENS)
+DEGREE = ints(1, 1 << 16)
+POSITIVE = floats(0, 1e9, True)
+FRACTION = floats(0, 1, True)
+ModelArg = Annotated[
+    str,
+    typer.Argument(help="Registry name or hub id (see 'llmath models'), a hub id to fetch, a config.json or a .gguf."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows.")]
+BatchOpt = Annotated[
+    int, typer.Option("--batch", "-b", help="Sequences in the batch (B).", callback=ints(1, val.MAX_BATCH))
+]
+PromptOpt = Annotated[int, typer.Option("--prompt", "-p", help="Prompt tokens per sequence (P).", callback=TOKENS)]
+GenOpt = Annotated[int, typer.Option("--gen", "-n", help="Generated tokens per sequence (N).", callback=TOKENS)]
+AttOpt = Annotated[Att, typer.Option("--attention", help="eager: what transformers executes; flash: serving kernels.")]
+EffOpt = Annotated[Eff, typer.Option("--efficiency")]
+DtypeOpt = _format_option(
+    "--dtype",
+    "activations",
+    "Weights, activations and KV cache (replaces the checkpoint's formats; default: what the checkpoint "
+    "states, else bf16): fp32|bf16|fp16|fp8|int8|nvfp4|mxfp4 (docs/formats.md).",
+)
+WOpt = _format_option(
+    "--weights",
+    "weights",
+    "Weights format: bf16|fp16|fp8|fp8-block|int8|int4|awq|gptq|nvfp4|mxfp4|nf4|q4_0|q8_0|q4_k_m|... "
+    "(quantised formats keep embedding/LM head/router in 16 bit; docs/formats.md).",
+)
+AOpt = _format_option("--activations", "activations", "Activations format: fp32|bf16|fp16|fp8|int8|nvfp4|mxfp4.")
+KVOpt = _format_option("--kv-dtype", "kv", "KV-cache format: bf16|fp16|fp32|fp8|nvfp4|int8|q8_0|q4_0.")
+GroupOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--group-size", help="Group size of int8/int4/awq/gptq scales (default 128).", callback=ints(1, 1 << 20)
+    ),
+]
+DecPromptOpt = Annotated[
+    int,
+    typer.Option(
+        "--decoder-prompt",
+        callback=TOKENS,
+        help="Encoder-decoder models: decoder tokens in its prefill (default 1, the start token); "
+        "--prompt is then the source length.",
+    ),
+]
+GpusOpt = _degree_option("--gpus", "GPUs in the deployment (tp·pp·dp); alone: dense TP=N, MoE its usual.")
+TpOpt = _degree_option("--tp", "Tensor-parallel degree (attention and dense layers).")
+PpOpt = _degree_option("--pp", "Pipeline-parallel stages.")
+EpOpt = _degree_option("--ep", "Expert-parallel degree (MoE; divides tp·dp).")
+DpOpt = _degree_option("--dp", "Data-parallel (attention-DP) replicas; --batch is split.")
+OverlapOpt = Annotated[
+    str, typer.Option("--overlap", help="none, or tbo: two-batch overlap hides the MoE all-to-all (needs --ep).")
+]
+
+
+FORMAT_OPTIONS = (
+    ("dtype", DtypeOpt, None),
+    ("weights", WOpt, None),
+    ("activations", AOpt, None),
+    ("kv_dtype", KVOpt, None),
+    ("group_size", GroupOpt, None),
+)
+LAYOUT_OPTIONS = (
+    ("gpus", GpusOpt, None),
+    ("tp", TpOpt, None),
+    ("pp", PpOpt, None),
+    ("ep", EpOpt, None),
+    ("dp", DpOpt, None),
+    ("overlap", OverlapOpt, "none"),
+)
+
+
+def with_options(**after: tuple):
+    """Option groups declared once: ``@with_options(attention=FORMAT_OPTIONS)`` adds ``(name, type, default)``
+    options to a command's signature right after its ``attention`` parameter (``--help`` lists them there);
+    the command receives them in its ``**shared`` keyword arguments. Put it below ``@app.command()``."""
+
+    def wrap(fn):
+        hints = typing.get_type_hints(fn, include_extras=True)
+        params = []
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                continue
+            params.append(p.replace(annotation=hints[p.name]))
+            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+            params += [inspect.Parameter(n, kind, default=d, annotation=a) for n, a, d in after.get(p.name, ())]
+        fn.__signature__ = inspect.Signature(params)
+        fn.__annotations__ = {q.name: q.annotation for q in params}
+        return fn
+
+    return wrap
+
+
+def layout_kwargs(a) -> dict:
+    """The deployment layout flags of a command's arguments ``a``, as the library's keywords."""
+    return dict(gpus=a.gpus, tp=a.tp, pp=a.pp, ep=a.ep, dp=a.dp, overlap=a.overlap)
+
+
+def precision(model, dtype: str | None, weights: str | None, activations: str | None, kv: str | None, group):
+    """The checkpoint's formats with the flags overriding them (see llmath.model.checkpoint.precision_for)."""
+    from llmath.model.checkpoint import precision_for
+
+    return precision_for(model, dtype, weights, activations, kv, group)
+
+
+def gen_dist(text: str | None) -> tuple[tuple[int, float], ...]:
+    """'64:0.5,512:0.5' -> ((64, 0.5), (512, 0.5)); a malformed entry is a one-line error."""
+    out = []
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        g, _, w = item.partition(":")
+        try:
+            out.append((int(g), float(w or 1)))
+        except ValueError:
+            raise WorkloadError(f"--gen-dist entry {item!r} must be LENGTH:WEIGHT, e.g. 64:0.5") from None
+    return tuple(out)
+
+
+def speculation(method: str | None, k: int, acceptance: float | None, draft: str | None):
+    if method is None:
+        return None
+    if acceptance is None:
+        raise WorkloadError("--spec-method needs --acceptance (mean tokens per verify round, 1 … k+1, as measured)")
+    from llmath.deploy.speculative import Speculation
+
+    return Speculation(method, k, acceptance, draft)
+
+
+def device(
+    name: str | None,
+    peak_tflops: float | None,
+    bandwidth_gbs: float | None,
+    memory_gb: float | None,
+    compute_dtype: str,
+):
+    from llmath import hardware
+
+    flags = (peak_tflops, bandwidth_gbs, memory_gb)
+    if any(v is not None for v in flags):
+        if not all(v is not None for v in flags):
+            raise WorkloadError("a custom device needs all of --peak-tflops, --bandwidth-gbs and --memory-gb")
+        return hardware.custom(peak_tflops, bandwidth_gbs, memory_gb, dtype=compute_dtype)
+    return hardware.get(name) if name else None
