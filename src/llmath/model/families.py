@@ -264,18 +264,6 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         activation="relu2",
         qk_norm=lambda c: "head" if c.get("qk_layernorm", True) else "none",
     ),
-    "codegen": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(False),
-        ffn_bias=True,
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        ffn_default=4,
-    ),
     "gpt_neo": dict(
         norm="layer",
         ffn="mlp",
@@ -531,6 +519,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         activation="gelu",
     ),
 }
+ADAPTERS["codegen"] = ADAPTERS["gptj"]  # CodeGen is GPT-J's block (parallel attention + MLP, partial rotary)
 
 # model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
