@@ -41,3 +41,16 @@ def coarse_llmath(key: str) -> str:
     if "norm" in key:
         return "norm"
     return {"moe": "ffn"}.get(key.split(".")[0], key.split(".")[0])
+
+
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``llmath ARGS`` run in-process."""
+    from llmath.cli import main
+
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err

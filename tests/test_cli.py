@@ -7,20 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from llmath.cli import main
+from helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(capsys, *args):
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_cli
 
 
 def test_params_json(capsys):

@@ -8,12 +8,12 @@ import json
 import math
 
 import pytest
+from helpers import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llmath
 from llmath import LLMathError
-from llmath.cli import main
 from llmath.model import registry
 from llmath.output import to_json
 
@@ -22,14 +22,7 @@ FUZZ = settings(
 )
 
 
-def run(capsys, *args):
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_cli
 
 
 def strict_json(text):

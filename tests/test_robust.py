@@ -9,22 +9,14 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import run_cli
 
 import llmath
 from llmath import LLMathError
-from llmath.cli import main
 from llmath.model import registry
 from llmath.validation import MAX_POINTS, parse_range
 
-
-def run(capsys, *args):
-    code = 0
-    try:
-        main(list(args))
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
+run = run_cli
 
 
 def one_line_error(err: str) -> bool:
