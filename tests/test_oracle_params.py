@@ -1,10 +1,8 @@
 """Every registry model, built by transformers on the meta device from the very config.json llmath reads:
 the exact total and the per-component counts must equal the module's parameters."""
 
-import re
-
 import pytest
-from helpers import registry_config
+from helpers import coarse_hf, coarse_llmath, registry_config
 
 from llmath.model import registry
 from llmath.model.hf import spec_from_config
@@ -20,24 +18,6 @@ HF_NAMES = [n for n in registry.names() if registry_config(n)["model_type"] != "
 # and force it to be True"); the released T5 v1.1 / Flan-T5 checkpoints keep a separate lm_head
 # (V x d), and their config.json says tie_word_embeddings=false. llmath follows the file.
 UNTIED_IN_FILE_TIED_IN_HF = {"flan-t5-base"}
-
-
-def _coarse_hf(name: str) -> str:
-    if re.search(r"(norm|(^|\.)ln_|\bln_f\b)", name):
-        return "norm"
-    if re.search(r"(^|\.)(lm_head|embed_out)\.", name):
-        return "lm_head"
-    if re.search(r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions)", name):
-        return "embedding"
-    if re.search(r"(attn|attention|Attention|query_key_value|sinks)", name):
-        return "attention"
-    return "ffn"
-
-
-def _coarse_llmath(key: str) -> str:
-    if "norm" in key:
-        return "norm"
-    return {"moe": "ffn"}.get(key.split(".")[0], key.split(".")[0])
 
 
 @pytest.mark.parametrize("name", HF_NAMES, ids=str)
@@ -57,11 +37,11 @@ def test_params_equal_transformers(name):
         if id(p) in seen:
             continue
         seen.add(id(p))
-        g = _coarse_hf(n)
+        g = coarse_hf(n)
         hf_groups[g] = hf_groups.get(g, 0) + p.numel()
     ours: dict[str, int] = {}
     for k, v in rep.by_component.items():
-        g = _coarse_llmath(k)
+        g = coarse_llmath(k)
         ours[g] = ours.get(g, 0) + v
     ours = {k: v for k, v in ours.items() if v}
     assert ours == hf_groups
