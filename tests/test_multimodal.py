@@ -11,14 +11,19 @@ from causal_lm_types import default_config
 from llmath.analysis import analyze
 from llmath.model.hf import spec_from_config
 from llmath.model.towers import PROJECTORS
+from llmath.model.towers_vl import PATCH_ONLY
 from llmath.ops.params import param_report
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 from llmath.measure import oracle  # noqa: E402
 
-VISION = r"(vision_tower|vision_model|image_tower|video_tower|vision_encoder)\."
-PROJECTOR = r"(multi_modal_projector|connector|vision_projection)\.|image_newline$"
+VISION = r"(vision_tower|vision_model|vision_embed_tokens|image_tower|video_tower|vision_encoder|visual)\."
+AUDIO = r"audio_tower\."
+# Qwen-VL's patch mergers live inside the vision module (model.visual.merger): they are the projector
+PROJECTOR = (
+    r"(multi_modal_projector|connector|vision_projection|visual\.merger|visual\.deepstack_merger_list)\.|image_newline$"
+)
 
 
 def _build(cfg: dict):
@@ -28,26 +33,29 @@ def _build(cfg: dict):
 
     config = oracle.hf_config(cfg)
     with torch.device("meta"):
-        try:
-            return transformers.AutoModelForImageTextToText.from_config(config)
-        except ValueError:
-            return transformers.AutoModelForCausalLM.from_config(config)
+        for auto in (transformers.AutoModelForImageTextToText, transformers.AutoModelForMultimodalLM):
+            try:
+                return auto.from_config(config)
+            except ValueError:
+                pass
+        return transformers.AutoModelForCausalLM.from_config(config)
 
 
 def _hf_towers(model) -> dict[str, int]:
-    out = {"vision": 0, "projector": 0, "language": 0}
+    out = {"vision": 0, "audio": 0, "projector": 0, "language": 0}
     for n, p in model.named_parameters():
-        part = "vision" if re.search(VISION, n) else "projector" if re.search(PROJECTOR, n) else "language"
+        part = "projector" if re.search(PROJECTOR, n) else "vision" if re.search(VISION, n) else "language"
+        part = "audio" if re.search(AUDIO, n) else part
         out[part] += p.numel()
-    return out
+    return {k: v for k, v in out.items() if v or k in ("projector", "language")}
 
 
 def _llmath_towers(spec) -> dict[str, int]:
     rep = param_report(spec)
-    return {**rep.towers, "language": rep.total - sum(rep.towers.values())}
+    return {"projector": 0, **rep.towers, "language": rep.total - sum(rep.towers.values())}
 
 
-@pytest.mark.parametrize("mt", sorted(PROJECTORS))
+@pytest.mark.parametrize("mt", sorted(set(PROJECTORS) | set(PATCH_ONLY)))
 def test_wrapper_towers_equal_transformers(mt, tmp_path):
     cfg = default_config(mt, str(tmp_path))
     spec = spec_from_config(cfg, mt)
