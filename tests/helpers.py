@@ -16,6 +16,13 @@ def coarse_hf(name: str) -> str:
     """A transformers parameter name -> the coarse component llmath reports it under."""
     import re
 
+    # a wrapper's towers (model/towers.py components), before the language model's patterns
+    if re.search(r"(^|\.)(multi_modal_projector|visual\.merger|visual\.deepstack_merger_list)\.", name):
+        return "projector"
+    if re.search(r"(^|\.)(visual|vision_tower|vision_model)\.", name):
+        return "vision"
+    if re.search(r"(^|\.)audio_tower\.", name):
+        return "audio"
     if re.search(r"(norm|(^|\.)ln_|\bln_f\b)", name):
         return "norm"
     if re.search(r"^backbone\.embeddings\.", name):  # Mamba's token table
@@ -38,6 +45,8 @@ def coarse_hf(name: str) -> str:
 
 
 def coarse_llmath(key: str) -> str:
+    if key.split(".")[0] in ("vision", "audio", "projector"):  # a wrapper's towers
+        return key.split(".")[0]
     if "norm" in key:
         return "norm"
     return {"moe": "ffn"}.get(key.split(".")[0], key.split(".")[0])

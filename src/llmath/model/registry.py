@@ -109,7 +109,8 @@ def spec(name: str) -> ModelSpec:
     return spec_from_config(config(name), name=name, source=entry.get("source", ""))
 
 
-_SAME_FAMILY = {"mixtral": "mistral", "gpt_bigcode": "starcoder", "starcoder2": "starcoder", "bloom": "bloom"}
+_SAME_FAMILY = {"mixtral": "mistral", "gpt_bigcode": "starcoder", "starcoder2": "starcoder", "bloom": "bloom",
+                "qwen2_vl": "qwen", "qwen2_5_vl": "qwen", "qwen3_vl": "qwen", "qwen3_vl_moe": "qwen"}  # fmt: skip
 
 
 def family(name: str) -> str:

@@ -171,11 +171,15 @@ TOWERS: dict[str, tuple[dict[str, Callable[[Cfg], Counts]], dict[str, dict[str, 
 }
 
 
-def _tower_config(raw: Any, key: str) -> tuple[Callable[[Cfg], Counts], dict[str, Any]] | None:
+def _tower_config(raw: Any, key: str, wrapper: Any) -> tuple[Callable[[Cfg], Counts], dict[str, Any]] | None:
     """The counter of a tower sub-config and the config with its class's defaults filled in (None when
-    llmath has no counter for that kind)."""
+    llmath has no counter for that kind). An older Qwen-VL file names its vision config by the wrapper's
+    model_type, or not at all."""
     table, defaults = TOWERS.get(key, ({}, {}))
-    kind = raw.get("model_type") if isinstance(raw, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return None
+    kind = str(raw.get("model_type") or (wrapper if wrapper in towers_vl.FLAT_WRAPPERS else ""))
+    kind = towers_vl.VISION_ALIASES.get(kind, kind) if key == "vision_config" else kind
     if kind not in table:
         return None
     return table[kind], {**defaults[kind], **{k: v for k, v in raw.items() if v is not None}}
@@ -188,7 +192,7 @@ def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...]
     subs = sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config" and v)
     if not subs and wrapper in towers_vl.PATCH_ONLY:
         return tuple(towers_vl.PATCH_ONLY[str(wrapper)](cfg, text_width).items()), ()
-    towers = [_tower_config(cfg[k], k) for k in subs]
+    towers = [_tower_config(cfg[k], k, wrapper) for k in subs]
     if len(subs) != 1 or wrapper not in PROJECTORS or any(t is None for t in towers):
         return (), tuple(subs)
     count, sub = towers[0]  # type: ignore[misc]

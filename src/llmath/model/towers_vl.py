@@ -32,12 +32,18 @@ def _merger(ctx: int, m: int, out: int, norm: int) -> int:
     return norm * ctx + h * h + h + h * out + out
 
 
+def _patch(v: Cfg, width: int) -> int:
+    """The 3-D patch conv's weights (in_chans is the older files' spelling of in_channels)."""
+    c = v.get("in_channels") or v.get("in_chans") or 3
+    return c * v["temporal_patch_size"] * v["patch_size"] ** 2 * width
+
+
 def qwen2_vl(v: Cfg) -> Counts:
     """Qwen2-VL: a 3-D patch conv (temporal × spatial, no bias), LayerNorm blocks with a fused biased qkv and
     an fc1/fc2 MLP of ``mlp_ratio`` × width, a LayerNorm patch merger to ``hidden_size``."""
     E, m = v["embed_dim"], v["spatial_merge_size"]
     return {
-        "vision.embeddings": v["in_channels"] * v["temporal_patch_size"] * v["patch_size"] ** 2 * E,
+        "vision.embeddings": _patch(v, E),
         "vision.layers": v["depth"] * vit_layer(E, int(E * v["mlp_ratio"])),
         "projector": _merger(E, m, v["hidden_size"], 2),
     }
@@ -47,7 +53,7 @@ def qwen2_5_vl(v: Cfg) -> Counts:
     """Qwen2.5-VL: RMSNorm blocks with a gated biased MLP and an RMSNorm merger to ``out_hidden_size``."""
     D, m = v["hidden_size"], v["spatial_merge_size"]
     return {
-        "vision.embeddings": v["in_channels"] * v["temporal_patch_size"] * v["patch_size"] ** 2 * D,
+        "vision.embeddings": _patch(v, D),
         "vision.layers": v["depth"] * vit_layer(D, v["intermediate_size"], gated=True, norm=1),
         "projector": _merger(D, m, v["out_hidden_size"], 1),
     }
@@ -59,8 +65,7 @@ def qwen3_vl(v: Cfg) -> Counts:
     D, m, out = v["hidden_size"], v["spatial_merge_size"], v["out_hidden_size"]
     deep = len(v.get("deepstack_visual_indexes") or ())
     return {
-        "vision.embeddings": (v["in_channels"] * v["temporal_patch_size"] * v["patch_size"] ** 2 + 1) * D
-        + v["num_position_embeddings"] * D,
+        "vision.embeddings": _patch(v, D) + D + v["num_position_embeddings"] * D,
         "vision.layers": v["depth"] * vit_layer(D, v["intermediate_size"]),
         "projector": _merger(D, m, out, 2) + deep * _merger(D * m * m, 1, out, 2),
     }
@@ -106,7 +111,7 @@ def got_ocr2_projector(cfg: Cfg, vision: Cfg, dt: int) -> int:
     return 9 * C * 2 * C + 9 * 2 * C * dt + dt * dt + dt
 
 
-_QWEN = dict(in_channels=3, patch_size=14, spatial_merge_size=2, temporal_patch_size=2)
+_QWEN = dict(patch_size=14, spatial_merge_size=2, temporal_patch_size=2)
 _QWEN3 = dict(_QWEN, depth=27, hidden_size=1152, intermediate_size=4304, patch_size=16, out_hidden_size=3584,
               num_position_embeddings=2304)  # fmt: skip
 # Defaults of the transformers 5.23 vision config classes, for keys a hub file leaves out.
@@ -167,4 +172,15 @@ PATCH_ONLY: dict[str, Callable[[Cfg, int], Counts]] = {
     "fuyu": lambda c, dt: {
         "vision.embeddings": (c.get("patch_size") or 30) ** 2 * (c.get("num_channels") or 3) * dt + dt
     },
+}
+
+# Wrappers whose hub files keep the language model's keys at the top level (no text_config): the text
+# model_type transformers builds from them (configuration_qwen2_vl.py, configuration_qwen2_5_vl.py)
+FLAT_WRAPPERS = {"qwen2_vl": "qwen2_vl_text", "qwen2_5_vl": "qwen2_5_vl_text"}
+# vision_config model_types that hub files write (the wrapper's own name) -> the vision config kind
+VISION_ALIASES = {
+    "qwen2_vl": "qwen2_vl_vision",
+    "qwen2_5_vl": "qwen2_5_vl_vision",
+    "qwen3_vl": "qwen3_vl_vision",
+    "qwen3_vl_moe": "qwen3_vl_moe_vision",
 }
