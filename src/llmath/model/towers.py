@@ -148,7 +148,16 @@ _BY_WIDTH: dict[str, Callable[[Cfg, int, int], int]] = {
     "lighton_ocr": _mistral3,
     "idefics3": lambda c, dv, dt: dv * _g(c, "scale_factor", 2) ** 2 * dt,
     "smolvlm": lambda c, dv, dt: dv * _g(c, "scale_factor", 2) ** 2 * dt,
+    "shieldgemma2": lambda c, dv, dt: dv * dt + dv,  # Gemma 3's projector
+    "llava_next_video": lambda c, dv, dt: _llava(c, dv, dt, True),
+    "cohere2_vision": lambda c, dv, dt: _cohere2_vision(c, dv, dt),
 }
+
+
+def _cohere2_vision(cfg: Cfg, dv: int, dt: int) -> int:
+    """Pixel shuffle by downsample_factor, Linear(dv·f², A) with bias, SwiGLU halves it, Linear(A/2, dt)."""
+    a, f = _g(cfg, "alignment_intermediate_size", 36864), _g(cfg, "downsample_factor", 2)
+    return dv * f * f * a + a + a // 2 * dt + dt
 
 
 def _by_width(f: Callable[[Cfg, int, int], int]) -> Callable[[Cfg, Cfg, int], int]:
@@ -207,7 +216,9 @@ def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...]
 # takes a True from text_config (configuration_llava.py, llava_next_video, llava_onevision).
 WRAPPER_TIES = {"gemma3": True, "paligemma": True, "mistral3": True, "lighton_ocr": True, "llava": False,
                 "video_llava": False, "llava_next": False, "llava_onevision": False, "vipllava": False,
-                "idefics3": False, "smolvlm": False, **towers_vl.WRAPPER_TIES, **towers_audio.WRAPPER_TIES}  # fmt: skip
+                "idefics3": False, "smolvlm": False, "shieldgemma2": True,
+                "llava_next_video": False, "cohere2_vision": True,
+                **towers_vl.WRAPPER_TIES, **towers_audio.WRAPPER_TIES}  # fmt: skip
 TIES_FROM_TEXT = frozenset({"llava", "llava_next_video", "llava_onevision"})
 
 
