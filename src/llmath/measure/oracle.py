@@ -25,7 +25,7 @@ XLSTM_NATIVE = {
 # families whose forward fills the cache passed in but returns none (RecurrentGemmaForCausalLM returns a
 # CausalLMOutput; generate() keeps the cache it created): the oracle passes one in, as generate() does
 CACHE_NOT_RETURNED = {"recurrent_gemma"}
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "num_blocks")
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_blocks")
 
 
 def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):

@@ -159,6 +159,8 @@ _FLAGS = {
     "embedding_scale": (False, True),
     "sub_norms": (False, False),
     "chunked_windows": (False, False),
+    "diff_attention": (False, False),
+    "last_o_bias": (False, False),
 }
 
 
