@@ -121,6 +121,7 @@ VARIANTS = [
     # short convs among attention layers (lfm2's defaults attend in every layer), with and without biases
     ("lfm2", {"num_hidden_layers": 16, "layer_types": LFM2_TYPES}),
     ("lfm2", {"num_hidden_layers": 16, "layer_types": LFM2_TYPES, "conv_bias": True, "conv_L_cache": 4}),
+    ("lfm3", {"use_sandwich_norm": False, "use_attention_gate": False, "attention_bias": True}),
     # RecurrentGemma's local attention over a window shorter than the prompt, and GQA
     ("recurrent_gemma", {"attention_window_size": 4, "num_key_value_heads": 1}),
     ("rwkv", {"intermediate_size": 8192}),  # (an attention_hidden_size other than D fails in transformers)

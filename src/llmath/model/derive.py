@@ -159,6 +159,7 @@ _FLAGS = {
     "embedding_scale": (False, True),
     "sub_norms": (False, False),
     "chunked_windows": (False, False),
+    "attn_head_gate": (False, True),
     "diff_attention": (False, False),
     "last_o_bias": (False, False),
 }

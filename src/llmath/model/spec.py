@@ -208,6 +208,7 @@ class ModelSpec:
     layer_mixers: tuple[str, ...] = ()  # per layer: "attention" or the mixer's kind (default: all attention)
     mixer_ffn: bool = True  # mixer layers carry an FFN (hybrids); pure Mamba blocks are norm, mixer, residual
     hf_cache_kv_heads: int | None = None  # transformers caches this many K/V heads (Falcon: all N)
+    attn_head_gate: bool = False  # LFM3: σ(g_proj(x)) per head (D -> N, no bias) scales the attention output
     eager_all_logits: bool = False  # xLSTM: transformers' head projects every position (no logits_to_keep)
     source: str = ""
     wrapper: str = ""  # a multimodal wrapper's model_type when this is its language model (text_config)

@@ -38,6 +38,8 @@ def _mixer_layers(b: Builder) -> None:
         lk = f"{kind}/{'moe' if moe else 'dense' if s.mixer_ffn else 'mixer only'}"
         b.norm("norm.mixer_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         mixer_block(b, count, lk)
+        if s.norms_per_layer >= 4:  # LFM3's sandwich norms, as attention layers place them
+            b.norm("norm.mixer_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         residual(b, "residual.mixer", count, lk)
         if not s.mixer_ffn:
             continue
@@ -46,6 +48,8 @@ def _mixer_layers(b: Builder) -> None:
             moe_block(b, count, lk)
         else:
             ffn_block(b, s.d_ff, count, lk, "ffn", "ffn", "ffn")
+        if s.norms_per_layer >= 4:
+            b.norm("norm.ffn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         residual(b, "residual.ffn", count, lk)
 
 
