@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block
+from llmath.ops.variants import DIFF_EXECUTIONS, alibi
 
 
 @dataclass(frozen=True)
@@ -192,11 +193,18 @@ EXECUTIONS: dict[str, tuple[Step, ...]] = {
 
 
 def execution(a: Attn) -> None:
+    if a.site.spec.diff_attention and not a.cross:  # DiffLlama (ops/variants.py)
+        if a.site.b.attention == "eager":
+            cache_append(a)
+        DIFF_EXECUTIONS[a.site.b.attention](a)
+        return
     for step in EXECUTIONS[a.site.b.attention]:
         step(a)
 
 
-STEPS: tuple[Step, ...] = (q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, execution, sub_norm, o_proj)
+STEPS: tuple[Step, ...] = (
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, sub_norm, o_proj,
+)  # fmt: skip
 
 
 def attention_block(
