@@ -118,6 +118,28 @@ VARIANTS = [
     # hybrids: attention at another place among the state-space layers
     ("bamba", {"attn_layer_indices": [1]}),
     ("granitemoehybrid", {"layer_types": ["linear_attention", "attention"] * 16, "position_embedding_type": "rope"}),
+    (
+        "nemotron_h",
+        {
+            "layers_block_type": ["mlp", "linear_attention", "full_attention", "moe", "linear_attention"],
+            "mlp_bias": True,
+            "use_bias": True,
+            "use_conv_bias": False,
+        },
+    ),
+    (
+        "falcon_h1",
+        {
+            "mamba_rms_norm": True,
+            "projectors_bias": True,
+            "mamba_proj_bias": True,
+            "attention_bias": True,
+            "mlp_bias": True,
+            "mamba_d_ssm": 2048,
+            "mamba_d_head": 16,
+            "mamba_n_groups": 2,
+        },
+    ),
 ]
 
 

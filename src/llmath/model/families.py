@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.model import mixer_configs
+from llmath.model.families_ssm import ADAPTERS as FAMILIES_SSM
 from llmath.model.family_facts import (
     LLAMA_LIKE,
     _attn_bias,
@@ -519,6 +520,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         activation="gelu",
     ),
 }
+ADAPTERS.update(FAMILIES_SSM)  # model/families_ssm.py: Nemotron-H, Falcon-H1, Zamba, Zamba2
 ADAPTERS["codegen"] = ADAPTERS["gptj"]  # CodeGen is GPT-J's block (parallel attention + MLP, partial rotary)
 
 # model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only

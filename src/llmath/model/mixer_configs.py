@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from llmath.errors import ConfigError
 from llmath.model.spec import MixerSpec, ModelSpec
 
 Getter = Callable[..., int]
@@ -116,3 +117,91 @@ def jamba(cfg: Mapping[str, Any], get: Getter, n: int) -> tuple[MixerSpec, tuple
 def jamba_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
     period, offset = cfg.get("expert_layer_period", 2), cfg.get("expert_layer_offset", 1)
     return [i % period == offset for i in range(n)]
+
+
+# ---- Nemotron-H: one mixer per layer (Mamba-2, attention, FFN or MoE), as a pattern string or a list --------
+
+NEMOTRON_H_PATTERN = {"M": "linear_attention", "E": "moe", "*": "full_attention", "-": "mlp"}
+NEMOTRON_H_KINDS = {"linear_attention": "mamba2", "mamba": "mamba2", "full_attention": "attention",
+                    "attention": "attention", "mlp": "none", "moe": "none"}  # fmt: skip
+
+
+def nemotron_h_types(cfg: Mapping[str, Any], where: str) -> list[str]:
+    """Each layer's block type: ``layers_block_type`` (``layer_types``), else ``hybrid_override_pattern``
+    with M = Mamba-2, * = attention, - = MLP, E = MoE, as ``NemotronHConfig`` reads them (5.23)."""
+    types = cfg.get("layers_block_type") or cfg.get("layer_types")
+    if types is None:
+        pattern = cfg.get("hybrid_override_pattern")
+        if not isinstance(pattern, str) or not pattern:
+            raise ConfigError(f"{where}: nemotron_h needs 'hybrid_override_pattern' or 'layers_block_type'")
+        bad = sorted(set(pattern) - set(NEMOTRON_H_PATTERN))
+        if bad:
+            raise ConfigError(
+                f"{where}: hybrid_override_pattern has {bad}; each layer is one of M (Mamba-2), * (attention), "
+                "- (MLP), E (MoE)"
+            )
+        types = [NEMOTRON_H_PATTERN[c] for c in pattern]
+    bad = sorted({str(t) for t in types} - set(NEMOTRON_H_KINDS))
+    if bad:
+        raise ConfigError(f"{where}: layers_block_type has {bad}; each must be one of {sorted(NEMOTRON_H_KINDS)}")
+    return list(types)
+
+
+def nemotron_h_prepare(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The layer count is the pattern's length (``NemotronHConfig.num_hidden_layers`` is derived from it)."""
+    types = nemotron_h_types(cfg, where)
+    return dict(cfg, layers_block_type=types, num_hidden_layers=len(types))
+
+
+def nemotron_h_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    return [t == "moe" for t in cfg["layers_block_type"][:n]]
+
+
+def nemotron_h(cfg: Mapping[str, Any], get: Getter, n: int) -> dict[str, Any]:
+    """Nemotron-H: each layer is norm, one block, residual. Mamba-2 (I = mamba_num_heads · mamba_head_dim;
+    in/out projections biased by ``use_bias``), attention without FFN, or an FFN / MoE without mixer."""
+    heads, head_dim = get("mamba_num_heads"), get("mamba_head_dim")
+    mixer = MixerSpec(
+        kind="mamba2",
+        d_inner=heads * head_dim,
+        d_state=get("ssm_state_size"),
+        d_conv=get(("conv_kernel", "mamba_d_conv"), 4),
+        n_heads=heads,
+        head_dim=head_dim,
+        n_groups=get(("n_groups", "mamba_n_groups"), 1),
+        chunk_size=get(("chunk_size", "mamba_chunk_size"), 128),
+        conv_bias=bool(cfg.get("use_conv_bias", cfg.get("mamba_conv_bias", True))),
+        proj_bias=bool(cfg.get("use_bias", False)),
+    )
+    kinds = tuple(NEMOTRON_H_KINDS[t] for t in cfg["layers_block_type"][:n])
+    return dict(mixer=mixer, layer_mixers=kinds, mixer_ffn=False, attention_ffn=False)
+
+
+def falcon_h1(cfg: Mapping[str, Any], get: Getter, n: int) -> dict[str, Any]:
+    """Falcon-H1: every layer runs attention and a Mamba-2 mixer side by side on one normed input (their
+    outputs summed into the residual), then the gated MLP. I = ``mamba_d_ssm`` (else expand · hidden_size),
+    head width ``mamba_d_head`` ("auto": I / heads); the gated RMSNorm only with ``mamba_rms_norm``;
+    out_proj biased by ``projectors_bias``; ``ssm_multipliers`` scale the in_proj channels (µP). The attention
+    multipliers (embedding, key, attention in/out, MLP, lm_head) are scalars: no parameters, no matmul FLOPs."""
+    d = get("hidden_size")
+    heads = get("mamba_n_heads")
+    # FalconH1Config (5.23): mamba_d_ssm defaults to 1024 when absent; an explicit null means expand · hidden
+    d_inner = int(cfg.get("mamba_expand", 2) * d) if "mamba_d_ssm" in cfg else 1024
+    d_inner = get("mamba_d_ssm", d_inner)
+    head = cfg.get("mamba_d_head")
+    mixer = MixerSpec(
+        kind="mamba2",
+        d_inner=d_inner,
+        d_state=get("mamba_d_state"),
+        d_conv=get("mamba_d_conv", 4),
+        n_heads=heads,
+        head_dim=d_inner // heads if head in (None, "auto") else get("mamba_d_head"),
+        n_groups=get("mamba_n_groups", 1),
+        chunk_size=get("mamba_chunk_size", 256),
+        conv_bias=bool(cfg.get("mamba_conv_bias", True)),
+        proj_bias=bool(cfg.get("mamba_proj_bias", False)),
+        gated_norm=bool(cfg.get("mamba_rms_norm", False)),
+        out_bias=bool(cfg.get("projectors_bias", False)),
+        multipliers=tuple(float(x) for x in cfg.get("ssm_multipliers") or (1.0,) * 5),
+    )
+    return dict(mixer=mixer, layer_mixers=("attention+mamba2",) * n)

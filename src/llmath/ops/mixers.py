@@ -111,7 +111,8 @@ def scan(site: Site) -> None:
 
 def out_proj(site: Site) -> None:
     m = _m(site)
-    site.linear("out_proj", "BTI,ID->BTD", m.d_inner, site.spec.d_model, bias=m.proj_bias, pkey="mixer.out_proj",
+    bias = m.proj_bias if m.out_bias is None else m.out_bias
+    site.linear("out_proj", "BTI,ID->BTD", m.d_inner, site.spec.d_model, bias=bias, pkey="mixer.out_proj",
                 sym_in="I", sym_out="D")  # fmt: skip
 
 
@@ -121,6 +122,8 @@ def in_proj2(site: Site) -> None:
     n = 2 * m.d_inner + 2 * m.n_groups * m.d_state + m.n_heads
     site.linear("in_proj", "BTD,DI->BTI", site.spec.d_model, n, bias=m.proj_bias, pkey="mixer.in_proj",
                 sym_out="(2·I+2·G·N+H)")  # fmt: skip
+    if m.multipliers:  # Falcon-H1: its µP vector scales each projected channel (a buffer, not a parameter)
+        site.vector("in_scale", "BTI->BTI", 1, n, "BT", "(2·I+2·G·N+H)")
 
 
 def ssd(site: Site) -> None:
@@ -161,8 +164,12 @@ def ssd(site: Site) -> None:
 
 
 def gated_norm(site: Site) -> None:
-    """RMSNorm of y · silu(z) over I (per group of I / G channels), with its weight."""
+    """RMSNorm of y · silu(z) over I (per group of I / G channels), with its weight; without the norm
+    (Falcon-H1's ``mamba_rms_norm=false``) the gate y · silu(z) only."""
     I = _m(site).d_inner
+    if not _m(site).gated_norm:
+        site.vector("gate", "BTI->BTI", ACT_FLOPS + 1, I, "BT", "I")
+        return
     site.vector("norm", "BTI->BTI", 4 + ACT_FLOPS + 1, I, "BT", "I", component="norm",
                 params=[("norm.mixer", I)], weight=[(I, "1", "I")])  # fmt: skip
 
@@ -194,4 +201,4 @@ def transformers_extra_state(spec) -> int:
     m = spec.mixer
     if m is None or m.kind not in ("mamba", "mamba2"):
         return 0
-    return m.conv_channels * sum(k == m.kind for k in spec.layer_mixers)
+    return m.conv_channels * sum(k.split("+")[-1] == m.kind for k in spec.layer_mixers)
