@@ -20,6 +20,8 @@ def coarse_hf(name: str) -> str:
         return "norm"
     if re.search(r"^(backbone|model)\.embeddings\.", name):  # Mamba's, Nemotron-H's token table
         return "embedding"
+    if re.search(r"^model\.layers\.\d+\.linear\.weight$", name):  # Zamba's per-hybrid-layer linear
+        return "shared"
     if re.search(r"\.mixer\.[qkvo]_proj\.", name):  # Nemotron-H's attention layers name it their mixer
         return "attention"
     if re.search(

@@ -40,4 +40,17 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_bias=_k("mlp_bias", False),
         mixers=mixer_configs.falcon_h1,
     ),
+    # Zamba (Zyphra, arXiv:2405.16712) and Zamba2 (arXiv:2411.15242): Mamba layers; "hybrid" layers first run a
+    # transformer block shared across them (ops/shared_block.py); no positions but Zamba2's optional rotary
+    "zamba": dict(
+        LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, position="none", norms_per_layer=1, mixers=mixer_configs.zamba
+    ),
+    "zamba2": dict(
+        LLAMA_LIKE,
+        **_attn_bias(False),
+        ffn_bias=_k("add_bias_linear", False),
+        norms_per_layer=1,
+        position=lambda c: "rotary" if c.get("use_mem_rope") else "none",
+        mixers=mixer_configs.zamba2,
+    ),
 }

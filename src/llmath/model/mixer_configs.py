@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.spec import MixerSpec, ModelSpec
+from llmath.model.spec import MixerSpec, ModelSpec, SharedBlockSpec
 
 Getter = Callable[..., int]
 
@@ -205,3 +205,81 @@ def falcon_h1(cfg: Mapping[str, Any], get: Getter, n: int) -> dict[str, Any]:
         multipliers=tuple(float(x) for x in cfg.get("ssm_multipliers") or (1.0,) * 5),
     )
     return dict(mixer=mixer, layer_mixers=("attention+mamba2",) * n)
+
+
+# ---- Zamba / Zamba2: Mamba layers, some of them ("hybrid") preceded by a shared transformer block -------
+
+
+def _zamba_kinds(cfg: Mapping[str, Any], n: int, kind: str, default: list[str]) -> tuple[str, ...]:
+    """``layers_block_type``: "hybrid" layers run the shared block then their mixer, the others ("mamba",
+    "linear_attention") the mixer only; ``default`` when the file has none (as the config class derives it)."""
+    types = cfg.get("layers_block_type") or cfg.get("layer_types") or default
+    if len(types) < n:
+        raise ConfigError(f"layers_block_type has {len(types)} entries for {n} layers")
+    return tuple(f"shared+{kind}" if t == "hybrid" else kind for t in types[:n])
+
+
+def zamba(cfg: Mapping[str, Any], get: Getter, n: int) -> dict[str, Any]:
+    """Zamba (v1): multi-head Mamba-1 layers (``n_mamba_heads`` groups of channels: the same weights and
+    FLOPs as one Mamba-1 of width I), hybrid layers where ``ZambaConfig`` puts them (layers 2, then
+    i − 3 ≡ ``attn_layer_offset`` mod ``attn_layer_period``), one shared block over W = attention_hidden_size
+    (2·D) with heads of ``attention_head_dim`` (2·D / N)."""
+    d, heads = get("hidden_size"), get("num_attention_heads")
+    rank = cfg.get("mamba_dt_rank")
+    mixer = MixerSpec(
+        kind="mamba",
+        d_inner=int(cfg.get("mamba_expand", 2) * d),
+        d_state=get("mamba_d_state"),
+        d_conv=get("mamba_d_conv", 4),
+        dt_rank=math.ceil(d / 16) if rank in (None, "auto") else get("mamba_dt_rank"),
+        conv_bias=bool(cfg.get("mamba_conv_bias", True)),
+        proj_bias=bool(cfg.get("mamba_proj_bias", False)),
+    )
+    period, offset = get("attn_layer_period", 6), get("attn_layer_offset", 4)
+    default = ["mamba", "mamba", "hybrid"] + ["hybrid" if i % period == offset else "mamba" for i in range(n - 3)]
+    return dict(
+        mixer=mixer, layer_mixers=_zamba_kinds(cfg, n, "mamba", default), mixer_ffn=False,
+        head_dim=get("attention_head_dim", 2 * d // heads),
+        shared_block=SharedBlockSpec(n_blocks=1, d_in=get("attention_hidden_size", 2 * d)),
+    )  # fmt: skip
+
+
+ZAMBA2_DEFAULT = (
+    ["mamba"]
+    + (["mamba"] * 5 + ["hybrid"]) * 7
+    + ["mamba"] * 4
+    + ["hybrid"]
+    + ["mamba"] * 3
+    + ["hybrid"]
+    + ["mamba"] * 2
+)  # Zamba2Config's layers_block_type when the file has none (54 layers)
+
+
+def zamba2(cfg: Mapping[str, Any], get: Getter, n: int) -> dict[str, Any]:
+    """Zamba2: Mamba-2 layers (conv always biased, I = expand · D in ``n_mamba_heads`` heads), hybrid layers
+    from ``layers_block_type``; ``num_mem_blocks`` shared blocks used in turn, W = 2·D, attention heads of
+    2·D / N (``Zamba2Config`` derives both from hidden_size whatever the file says), LoRA adapters of rank
+    ``adapter_rank`` per hybrid layer on the MLP (always) and on q, k, v (``use_shared_attention_adapter``)."""
+    d, heads = get("hidden_size"), get("num_attention_heads")
+    d_inner, m_heads = int(cfg.get("mamba_expand", 2) * d), get("n_mamba_heads")
+    mixer = MixerSpec(
+        kind="mamba2",
+        d_inner=d_inner,
+        d_state=get("mamba_d_state"),
+        d_conv=get("mamba_d_conv", 4),
+        n_heads=m_heads,
+        head_dim=d_inner // m_heads,
+        n_groups=get("mamba_ngroups", 1),
+        chunk_size=get("chunk_size", 256),
+        conv_bias=True,
+        proj_bias=bool(cfg.get("add_bias_linear", False)),
+    )
+    shared = SharedBlockSpec(
+        n_blocks=get("num_mem_blocks", 1), d_in=2 * d, adapter_rank=get("adapter_rank", 128),
+        attention_adapters=bool(cfg.get("use_shared_attention_adapter", False)),
+    )  # fmt: skip
+    default = ZAMBA2_DEFAULT if n == len(ZAMBA2_DEFAULT) else []
+    return dict(
+        mixer=mixer, layer_mixers=_zamba_kinds(cfg, n, "mamba2", default), mixer_ffn=False,
+        head_dim=2 * d // heads, shared_block=shared,
+    )  # fmt: skip

@@ -13,6 +13,7 @@ from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
+from llmath.ops.shared_block import shared_block
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
@@ -39,7 +40,7 @@ def _ffn(b: Builder, moe: bool, count: int, lk: str) -> None:
 def _mixer_layers(b: Builder) -> None:
     """Layers whose mixer is not attention (state-space, recurrent): norm, mixer, residual, then (hybrids)
     norm, FFN or MoE, residual; grouped by (mixer kind, moe). Kind "none" (Nemotron-H): norm, FFN or MoE,
-    residual only."""
+    residual only. Kind "shared+<mixer>" (Zamba): the shared block first (ops/shared_block.py)."""
     s = b.spec
     groups: dict[tuple[str, bool], int] = {}
     for kind, moe in zip(s.layer_mixers, s.layer_moe, strict=True):
@@ -49,6 +50,8 @@ def _mixer_layers(b: Builder) -> None:
     for (kind, moe), count in groups.items():
         ffn = s.layer_has_ffn(kind)
         lk = f"{kind}/{'moe' if moe else 'dense' if ffn else 'mixer only'}"
+        if kind.startswith("shared+"):  # Zamba: the shared transformer block feeds the mixer's input
+            shared_block(b, count, lk)
         if kind != "none":
             b.norm("norm.mixer_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
             mixer_block(b, count, lk)
