@@ -237,11 +237,10 @@ def zamba(cfg: Mapping[str, Any], get: Getter, n: int) -> dict[str, Any]:
     )
     period, offset = get("attn_layer_period", 6), get("attn_layer_offset", 4)
     default = ["mamba", "mamba", "hybrid"] + ["hybrid" if i % period == offset else "mamba" for i in range(n - 3)]
-    return dict(
-        mixer=mixer, layer_mixers=_zamba_kinds(cfg, n, "mamba", default), mixer_ffn=False,
-        head_dim=get("attention_head_dim", 2 * d // heads),
-        shared_block=SharedBlockSpec(n_blocks=1, d_in=get("attention_hidden_size", 2 * d)),
-    )  # fmt: skip
+    kinds = _zamba_kinds(cfg, n, "mamba", default)
+    shared = SharedBlockSpec(n_blocks=1, d_in=get("attention_hidden_size", 2 * d))
+    return dict(mixer=mixer, layer_mixers=kinds, mixer_ffn=False, head_dim=get("attention_head_dim", 2 * d // heads),
+                shared_block=shared if "shared+mamba" in kinds else None)  # fmt: skip
 
 
 ZAMBA2_DEFAULT = (
@@ -278,8 +277,6 @@ def zamba2(cfg: Mapping[str, Any], get: Getter, n: int) -> dict[str, Any]:
         n_blocks=get("num_mem_blocks", 1), d_in=2 * d, adapter_rank=get("adapter_rank", 128),
         attention_adapters=bool(cfg.get("use_shared_attention_adapter", False)),
     )  # fmt: skip
-    default = ZAMBA2_DEFAULT if n == len(ZAMBA2_DEFAULT) else []
-    return dict(
-        mixer=mixer, layer_mixers=_zamba_kinds(cfg, n, "mamba2", default), mixer_ffn=False,
-        head_dim=2 * d // heads, shared_block=shared,
-    )  # fmt: skip
+    kinds = _zamba_kinds(cfg, n, "mamba2", ZAMBA2_DEFAULT if n == len(ZAMBA2_DEFAULT) else [])
+    return dict(mixer=mixer, layer_mixers=kinds, mixer_ffn=False, head_dim=2 * d // heads,
+                shared_block=shared if "shared+mamba2" in kinds else None)  # fmt: skip
