@@ -70,3 +70,13 @@ def test_transformers_keeps_a_whole_conv_window_in_hybrids_too():
     assert fixed_state_elements(falcon, "transformers") - fixed_state_elements(falcon) == 32 * 1536
     nemo = spec_from_config(registry_config("nemotron-h-8b-base-8k"), "nemotron-h-8b-base-8k")
     assert fixed_state_elements(nemo, "transformers") - fixed_state_elements(nemo) == 24 * 10240
+
+
+def test_tensor_parallel_refusal_speaks_of_the_mixer_not_placeholder_heads():
+    """A pure Mamba spec's attention fields are placeholders (1 head): --tp 2 is refused for its mixer."""
+    from llmath.analysis import analyze
+    from llmath.errors import LayoutError
+
+    mamba = spec_from_config(default_config("mamba"), "mamba")
+    with pytest.raises(LayoutError, match="layers with a mamba mixer have no tensor-parallel sharding rule"):
+        analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=2)

@@ -303,9 +303,8 @@ class ModelSpec:
             raise SpecError(f"{n!r}: layer_mixers names {sorted(kinds)} but the mixer spec is {self.mixer!r}")
         if self.mixer is not None:
             self.mixer.validate(n)
-        shared = any(k.startswith("shared+") for k in self.layer_mixers)
-        if shared != (self.shared_block is not None):
-            raise SpecError(f"{n!r}: 'shared+' layers and the shared_block spec go together ({self.shared_block!r})")
+        if any(k.startswith("shared+") for k in self.layer_mixers) and self.shared_block is None:
+            raise SpecError(f"{n!r}: 'shared+' layers need the shared_block spec (the shared transformer block)")
         if self.shared_block is not None:
             self.shared_block.validate(n)
 
