@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmath.model import mixer_configs
-from llmath.model.families_ssm import ADAPTERS as FAMILIES_SSM
+from llmath.model import families_dense, families_ssm, mixer_configs
 from llmath.model.family_facts import (
     LLAMA_LIKE,
     _attn_bias,
@@ -520,8 +519,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         activation="gelu",
     ),
 }
-ADAPTERS.update(FAMILIES_SSM)  # model/families_ssm.py: Nemotron-H, Falcon-H1, Zamba, Zamba2
 ADAPTERS["codegen"] = ADAPTERS["gptj"]  # CodeGen is GPT-J's block (parallel attention + MLP, partial rotary)
+ADAPTERS.update(families_dense.ADAPTERS)  # dense decoders with an unusual feature (MPT, DiffLlama, ...)
+ADAPTERS.update(families_ssm.ADAPTERS)  # state-space hybrids: Nemotron-H, Falcon-H1, Zamba, Zamba2
 
 # model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).

@@ -223,8 +223,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         )
     name = name or cfg.get("_name_or_path") or model_type
     _refuse_unmodelled(cfg, table, where)
-    if "prepare" in table:  # a family whose layer count or keys derive from others (Nemotron-H's pattern)
-        cfg = table["prepare"](cfg, where)
+    if "prepare" in table:  # keys a family states another way (MPT's expansion_ratio, Nemotron-H's pattern)
+        cfg = table["prepare"](cfg)
     try:
         build = _build_mixers if "build" in table else _build
         spec = build(cfg, model_type, table, name, where, source)

@@ -126,7 +126,7 @@ NEMOTRON_H_KINDS = {"linear_attention": "mamba2", "mamba": "mamba2", "full_atten
                     "attention": "attention", "mlp": "none", "moe": "none"}  # fmt: skip
 
 
-def nemotron_h_types(cfg: Mapping[str, Any], where: str) -> list[str]:
+def nemotron_h_types(cfg: Mapping[str, Any], where: str = "nemotron_h") -> list[str]:
     """Each layer's block type: ``layers_block_type`` (``layer_types``), else ``hybrid_override_pattern``
     with M = Mamba-2, * = attention, - = MLP, E = MoE, as ``NemotronHConfig`` reads them (5.23)."""
     types = cfg.get("layers_block_type") or cfg.get("layer_types")
@@ -147,7 +147,7 @@ def nemotron_h_types(cfg: Mapping[str, Any], where: str) -> list[str]:
     return list(types)
 
 
-def nemotron_h_prepare(cfg: Mapping[str, Any], where: str) -> dict[str, Any]:
+def nemotron_h_prepare(cfg: Mapping[str, Any], where: str = "nemotron_h") -> dict[str, Any]:
     """The layer count is the pattern's length (``NemotronHConfig.num_hidden_layers`` is derived from it)."""
     types = nemotron_h_types(cfg, where)
     return dict(cfg, layers_block_type=types, num_hidden_layers=len(types))
