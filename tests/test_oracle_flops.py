@@ -41,7 +41,7 @@ FAMILIES = _families()
 
 
 def _keep_layers(spec) -> int:
-    # enough layers to reach every kind of layer (dense-first MoE, 1-in-6 full attention, ...)
+    # enough layers to reach every kind of layer (dense-first MoE, 1-in-6 full attention, hybrid mixers, ...)
     kinds, n = set(), 0
     for i, k in enumerate(spec.layer_kinds()):
         if k not in kinds:

@@ -110,7 +110,7 @@ def test_mlstm_eager_chunks_run_the_full_block_flash_the_causal_pairs():
 
 
 def test_layouts_refuse_recurrent_layers_until_they_have_a_sharding_rule():
-    with pytest.raises(LayoutError, match="no sharding rule yet"):
+    with pytest.raises(LayoutError, match="shortconv mixer have no tensor-parallel sharding rule yet"):
         analyze(_spec("lfm2-1.2b"), "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=2)
 
 

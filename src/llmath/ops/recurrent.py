@@ -28,9 +28,10 @@ def _m(site: Site) -> MixerSpec:
 
 
 def _state(site: Site, elements: int, sym: str) -> dict:
-    """A fixed-size per-sequence state: written by every pass, read by a decode step."""
+    """A fixed-size per-sequence state: written by every pass, read by a decode step and by a prefill that
+    continues a cached prefix (monomial ``BP``, as :mod:`llmath.ops.mixers` states)."""
     decode = site.b.stage == "decode"
-    return dict(kv_write=[(elements, "B", sym)], kv_read=[(elements, "B", sym)] if decode else [])
+    return dict(kv_write=[(elements, "B", sym)], kv_read=[(elements, "B" if decode else "BP", sym)])
 
 
 # ---- shortconv (LFM2) -------------------------------------------------------------------------------
