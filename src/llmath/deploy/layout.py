@@ -83,6 +83,9 @@ def _int(name: str, v) -> int | None:
 def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     """Why ``spec`` cannot run ``tp``-way tensor parallel (vLLM's divisibility rules), or None."""
     N, K = spec.n_heads, spec.n_kv_heads
+    mixers = sorted({k.split("+")[-1] for k in spec.layer_mixers} - {"attention", "none"})
+    if mixers and tp > 1:  # before the heads: a pure Mamba spec's attention fields are placeholders
+        return f"tp={tp}: layers with a {'/'.join(mixers)} mixer have no tensor-parallel sharding rule yet"
     if N % tp:
         return f"tp={tp} must divide the {N} attention heads"
     if spec.mla is None and K % tp and tp % K:
@@ -144,8 +147,6 @@ def make_layout(
     gpus, tp, pp, ep, dp = (_int(n, v) for n, v in (("gpus", gpus), ("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp)))
     if overlap not in OVERLAPS:
         raise LayoutError(f"overlap={overlap!r} must be one of {', '.join(OVERLAPS)}")
-    if spec.is_encoder_decoder:
-        raise LayoutError(f"{spec.name!r} is an encoder-decoder model: parallel layouts cover decoder-only models")
     chosen = "given"
     if gpus is not None and tp is None and pp is None and dp is None:
         tp, pp, dp = gpus, 1, 1
@@ -165,8 +166,9 @@ def make_layout(
                 f"tp·pp·dp = {tp}·{pp}·{dp} = {tp * pp * dp} must equal --gpus {gpus}" + _suggest(spec, gpus // pp)
             )
     tp, dp = tp or 1, dp or 1
-    if pp > spec.n_layers:
-        raise LayoutError(f"pp={pp} exceeds the {spec.n_layers} layers of {spec.name}; use --pp <= {spec.n_layers}")
+    n_layers = min(spec.n_layers, spec.encoder.n_layers) if spec.encoder is not None else spec.n_layers
+    if pp > n_layers:
+        raise LayoutError(f"pp={pp} exceeds the {n_layers} layers of {spec.name}'s stacks; use --pp <= {n_layers}")
     why = _tp_problem(spec, tp)
     if why:
         raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * dp))

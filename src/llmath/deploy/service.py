@@ -13,10 +13,12 @@ from typing import Any
 
 from llmath.deploy import engines
 from llmath.deploy.layout import make_layout
+from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
     Decoding,
     Requests,
     ServingReport,
+    active_overheads,
     check_fits,
     memory,
     metrics_at,
@@ -69,8 +71,9 @@ def serve(
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors
     eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)
-    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist))
-    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout)
+    ed = spec.is_encoder_decoder
+    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), ed)
+    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout, prompt if ed else 0)
     mem = memory(dev, eng, req)
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
     check_fits(mem, f"{where} with {eng.name}")
@@ -79,6 +82,7 @@ def serve(
     decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
     ss = steady_state(decoding, eng, req, [c], mem.max_resident)
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
+    m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
     if rate is not None:
         m["ttft_s"] += m["tpot_s"] / 2  # arrivals wait half an iteration on average for the next one
         m["e2e_s"] += m["tpot_s"] / 2
@@ -102,7 +106,8 @@ def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation,
             f"speculative decoding ({speculation.method}, k={speculation.k}): a stated acceptance length of"
             f" {speculation.acceptance} tokens per verify round of width {speculation.k + 1}"
         )
-    eng_d = {k: v for k, v in eng.__dict__.items() if k != "sources"} | {"sources": eng.sources}
+    eng_d = {k: v for k, v in eng.__dict__.items() if k not in ("sources", "overheads")} | {"sources": eng.sources}
+    eng_d["overheads"] = eng.overheads.to_dict()
     rep = ServingReport(spec.name, hw.name, eng_d, work, dev.gpus, dev.dp, mem, m, notes)
     rep.layout = layout.to_dict() if layout else {"tp": 1, "pp": 1, "dp": 1, "ep": 1, "gpus": 1}
     return rep

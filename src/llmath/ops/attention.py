@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block
+from llmath.ops.variants import DIFF_EXECUTIONS, alibi
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,19 @@ def kv_proj(a: Attn) -> None:
         )  # fmt: skip
 
 
+def nope(a: Attn) -> bool:
+    """Whether the block's layers use no positional encoding: Llama-4's full-attention layers
+    (``chunked_windows``: its layer types are chunked exactly where ``no_rope_layers`` is 1,
+    configuration_llama4.py), which skip the rotary and the q/k L2 norm (modeling_llama4.py gates both on
+    ``use_rope``). A Llama-4 config without chunk windows marks no layer, so every layer keeps its rotary."""
+    s = a.site.spec
+    return s.chunked_windows and a.site.b.window is None and any(w is not None for w in s.layer_windows)
+
+
 def qk_norm(a: Attn) -> None:
     """Norms over the query and key heads (per head width, or over all heads' width)."""
     s = a.site.spec
-    if s.qk_norm == "none" or a.cross:
+    if s.qk_norm == "none" or a.cross or nope(a):
         return
     N, K, H = a.N, a.K, a.H
     qw, kw = (H, H) if s.qk_norm == "head" else (N * H, K * H)
@@ -81,7 +91,7 @@ def qk_norm(a: Attn) -> None:
 
 def rotary(a: Attn) -> None:
     s = a.site.spec
-    if s.position != "rotary" or a.cross:
+    if s.position != "rotary" or a.cross or nope(a):
         return
     r = s.rotary_dim or a.H
     a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + a.K) * r, "BT", "(N+K)·R", sizes=dict(N=a.N, K=a.K, R=r))
@@ -169,6 +179,13 @@ def o_proj(a: Attn) -> None:
     a.site.linear("o_proj", "BTNH,NHD->BTD", a.N * a.H, a.D, bias=s.o_bias, pkey=f"{a.pk}.o", sym_in="N·H", sym_out="D")
 
 
+def head_gate(a: Attn) -> None:
+    """LFM3: the attention output of each head times σ(g_proj(x)), g_proj D -> N without bias."""
+    if a.site.spec.attn_head_gate and not a.cross:
+        a.site.linear("head_gate", "BTD,DN->BTN", a.D, a.N, bias=False, pkey=f"{a.pk}.g", sym_out="N")
+        a.site.vector("head_gate_mul", "BTNH->BTNH", 5, a.N * a.H, "BT", "N·H")
+
+
 def sub_norm(a: Attn) -> None:
     """BitNet: a norm over the attention output (width N·H) before the output projection."""
     if a.site.spec.sub_norms and not a.cross:
@@ -183,11 +200,18 @@ EXECUTIONS: dict[str, tuple[Step, ...]] = {
 
 
 def execution(a: Attn) -> None:
+    if a.site.spec.diff_attention and not a.cross:  # DiffLlama (ops/variants.py)
+        if a.site.b.attention == "eager":
+            cache_append(a)
+        DIFF_EXECUTIONS[a.site.b.attention](a)
+        return
     for step in EXECUTIONS[a.site.b.attention]:
         step(a)
 
 
-STEPS: tuple[Step, ...] = (q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, execution, sub_norm, o_proj)
+STEPS: tuple[Step, ...] = (
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, head_gate, sub_norm, o_proj,
+)  # fmt: skip
 
 
 def attention_block(
