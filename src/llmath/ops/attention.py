@@ -223,7 +223,9 @@ def attention_block(
     if s.mla is not None and not cross and not encoder:
         mla_block(b, w, count, lk)
         return
-    D, N, K, G, H = s.d_model, s.n_heads, s.n_kv_heads, s.group_size, s.head_dim
+    D, N = s.d_model, s.n_heads
+    K, H = (s.n_kv_heads, s.head_dim) if cross or encoder else s.attention_widths(w)
+    G = N // K
     site = Site(b, count, lk, prefix, "attention", dict(D=D, N=N, K=K, G=G, H=H))
     win = Window.cross() if cross else Window.bidirectional() if encoder else Window.of(w)
     pk = "attention.cross" if cross else "attention"
