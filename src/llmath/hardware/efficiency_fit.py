@@ -228,3 +228,25 @@ def collective_time(device: str, op: str, ranks: int, bytes_: float) -> tuple[fl
         return None
     alpha, beta = entry["coef"]
     return alpha + bytes_ / beta, r.rule
+
+
+def fp8_static_gemm_overhead(device: str) -> tuple[float, float] | None:
+    """(per-kernel seconds, amax seconds) of an FP8 weight GEMM with a **static** per-tensor activation scale.
+
+    The fp8 GEMM fit's ``t0`` is fitted to kernels that quantise their bf16 input *dynamically*: the source
+    collector (aiconfigurator ``collector/trtllm/collect_gemm.py``) loads FP8 weights without an input scale,
+    so TensorRT-LLM's ``Linear`` runs ``quantize_e4m3_per_tensor`` (an amax pass, then scale-and-cast) before
+    the scaled GEMM. An engine with a calibrated scale (TensorRT-LLM's ``FP8Linear`` with its
+    ``activation_scaling_factor``, ModelOpt checkpoints' ``input_scale``) skips the amax pass. The same package
+    measures that pass (``compute_scale`` = dynamic − static quantiser, ``collect_computescale.py``); its
+    small-activation median (``fp8_quantize`` in the data, written by ``scripts/fit_quantize.py``) is taken off
+    the fp8 ``t0``, never below the bf16 GEMM's ``t0``. ``None`` without both fits (rule of :func:`resolve`)."""
+    r = resolve(device)
+    if r.measured_on is None:
+        return None
+    dev = data()["devices"][r.measured_on].get("gemm", {})
+    q = data().get("fp8_quantize", {}).get("devices", {}).get(r.measured_on)
+    if q is None or "fp8" not in dev or "bf16" not in dev:
+        return None
+    amax = float(q["compute_scale_s"])
+    return max(float(dev["fp8"]["coef"][8]) - amax, float(dev["bf16"]["coef"][8])), amax
