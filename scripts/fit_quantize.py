@@ -6,11 +6,12 @@ Why: the package's FP8 GEMM table (``gemm_dtype = fp8``) times TensorRT-LLM's ``
 ``QuantAlgo.FP8`` and **no static input scale loaded** (aiconfigurator ``collector/trtllm/collect_gemm.py``),
 so each measured kernel includes TensorRT-LLM's *dynamic* per-tensor activation quantisation
 (``quantize_e4m3_per_tensor``: an amax pass, then the scale-and-cast), and the fitted ``t0`` of the fp8 GEMM
-model carries it. Engines that load a calibrated input scale run the static quantiser only
-(``static_quantize_e4m3_per_tensor``). The package measures both (``collector/trtllm/collect_computescale.py``):
-``scale_matrix`` = the static quantiser, ``compute_scale`` = dynamic − static (the amax pass). Per device this
-writes the median kernel time of each over the small-activation rows (m ≤ 64 token rows, every k: the latency
-floor, where both kernels are launch- and tail-bound), with the tables' sha256. Per-kernel tables only.
+model carries it. The package measures both pieces (``collector/trtllm/collect_computescale.py``):
+``scale_matrix`` = the static scale-and-cast, ``compute_scale`` = dynamic − static (the amax pass).
+``llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`` takes both off the fp8 ``t0`` (engines fuse the
+quantiser upstream). Per device this writes the median kernel time of each over the small-activation rows
+(m ≤ 64 token rows, every k: the latency floor, where both kernels are launch- and tail-bound), with the
+tables' sha256. Per-kernel tables only.
 """
 
 from __future__ import annotations

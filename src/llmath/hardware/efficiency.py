@@ -41,9 +41,9 @@ class Efficiency:
     ``kernel_fits``: (class, format, coefficients) of the other fitted classes (``attn_context``,
     ``attn_decode``, ``moe``), applied per operator by :mod:`llmath.hardware.fitted_ops`;
     ``fit_overheads``: whether the fits' per-kernel times replace the overheads (off once an overhead is given).
-    ``fp8_gemm_overhead_s``: per-kernel time of weight GEMMs that run in fp8, from the fp8 GEMM fit with a static
-    activation scale (:func:`llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`; ``None``: the general
-    overheads); in prefill at least ``overhead_s``.
+    ``fp8_gemm_overhead_s``: per-kernel time of weight GEMMs that run in fp8: the fp8 GEMM fit's ``t0`` less the
+    activation quantiser it measured (:func:`llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`; ``None``:
+    the general overheads); in prefill at least ``overhead_s``.
     """
 
     name: str = "expected"

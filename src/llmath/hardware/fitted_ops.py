@@ -170,7 +170,7 @@ def overheads(table: Table, p: Precision, eff: Efficiency, decode: bool, base: n
     """(n_ops,) per-pass overheads with the fits' per-kernel times: context attention the larger of its
     ``t0`` and the eager launch; a MoE layer's ``t0`` shared by its routed GEMMs (decode: as fitted,
     prefill: at least the eager launch each); weight GEMMs running in fp8 the fp8 GEMM fit's ``t0`` less the
-    amax pass it measured (``eff.fp8_gemm_overhead_s``: a static activation scale, see
+    activation quantiser it measured (``eff.fp8_gemm_overhead_s``: static scale, quantiser fused upstream, see
     :func:`llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`; prefill: at least the eager launch).
     ``base`` is the roofline's (decode attention's included)."""
     if not eff.fit_overheads:
