@@ -16,7 +16,11 @@ def coarse_hf(name: str) -> str:
     """A transformers parameter name -> the coarse component llmath reports it under."""
     import re
 
-    if re.search(r"(norm|(^|\.)ln_|\bln_f\b)", name):
+    if re.search(r"(^|\.)(vision_model|image_encoder)\.", name):  # a multimodal model's image encoder (GIT)
+        return "vision"
+    if re.search(r"(^|\.)(visual_projection|img_temporal_embedding)\.", name):
+        return "projector"
+    if re.search(r"(norm|Norm|(^|\.)ln_|\bln_f\b)", name):
         return "norm"
     if re.search(r"^backbone\.embeddings\.", name):  # Mamba's token table
         return "embedding"
@@ -24,11 +28,11 @@ def coarse_hf(name: str) -> str:
         r"\.(mixer|mamba)\.(in_proj|conv1d|x_proj|dt_proj|out_proj|A_log|D$|dt_bias)", name
     ):  # state-space mixers
         return "mixer"
-    if re.search(r"(^|\.)(lm_head|embed_out)\.", name):
+    if re.search(r"(^|\.)(lm_head|embed_out)\.|^output\.", name):
         return "lm_head"
     if re.search(
         r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
-        r"positions_embed|^transformer\.w\.weight$)",
+        r"positions_embed|position_embeddings|^transformer\.w\.weight$)",
         name,
     ):
         return "embedding"
@@ -38,6 +42,8 @@ def coarse_hf(name: str) -> str:
 
 
 def coarse_llmath(key: str) -> str:
+    if key.split(".")[0] in ("vision", "projector"):  # a multimodal model's counted towers
+        return key.split(".")[0]
     if "norm" in key:
         return "norm"
     return {"moe": "ffn"}.get(key.split(".")[0], key.split(".")[0])

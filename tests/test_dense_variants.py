@@ -97,3 +97,22 @@ def test_gpt_neox_japanese_bias_on_the_last_layer_only():
         rep = param_report(spec)
         assert rep.by_component["attention.o.bias"] == 64
         assert spec.d_ff == 4 * 64
+
+
+def test_git_text_decoder_equals_transformers(tmp_path):
+    """GIT (a wrapper: its towers are proven in test_multimodal.py): the text decoder's eager prefill and
+    decode FLOPs and cache bytes equal transformers' GitForCausalLM run on text alone, and the analysis
+    says the image encoder is outside the stages."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from causal_lm_types import default_config
+    from test_oracle_causal_lm import _flops_and_cache_equal
+
+    from llmath.analysis import analyze
+
+    cfg = default_config("git", str(tmp_path))
+    spec = spec_from_config(cfg, "git")
+    _flops_and_cache_equal(cfg, spec)
+    a = analyze(spec, batch=1, prompt=8, gen=2)
+    assert a.to_dict()["components_not_in_stages"] == ["vision", "projector"]
+    assert any("language model (the text decoder) only" in w for w in a.warnings)

@@ -18,7 +18,9 @@ pytest.importorskip("transformers")
 from llmath.measure import oracle  # noqa: E402
 
 VISION = r"(vision_tower|vision_model|image_tower|video_tower|vision_encoder)\."
-PROJECTOR = r"(multi_modal_projector|connector|vision_projection)\.|image_newline$"
+PROJECTOR = (
+    r"(multi_modal_projector|connector|vision_projection|visual_projection)\.|image_newline$|img_temporal_embedding\."
+)
 
 
 def _build(cfg: dict):
@@ -69,6 +71,7 @@ HUB_STYLE = [
     ("paligemma", {"projection_dim": 1024}),
     ("mistral3", {"multimodal_projector_bias": True, "spatial_merge_size": 3}),
     ("idefics3", {"scale_factor": 3}),
+    ("git", {"num_image_with_embedding": 6}),  # GIT-VATEX-style video: one learned vector per frame
 ]  # fmt: skip
 
 

@@ -69,6 +69,22 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         last_o_bias=True,
         prepare=_neox_japanese_widths,
     ),
+    # GIT (Microsoft, generative image-to-text): a BERT-style post-LN text decoder (learned positions and an
+    # embedding LayerNorm, biases everywhere, no final norm, untied output with a bias) beside a CLIP image
+    # encoder (vision_config) and a projection into the text width; the encoder and projection are counted as
+    # towers (model/towers.py), the stages analyse the text decoder (the image tokens' prefix is not modelled)
+    "git": dict(
+        norm="layer",
+        ffn="mlp",
+        position="learned",
+        **_attn_bias(True),
+        ffn_bias=True,
+        activation="gelu",
+        embedding_norm=True,
+        final_norm=False,
+        lm_head_bias=True,
+        towers=True,
+    ),
     # DiffLlama: Llama with differential attention (Ye et al. 2024, arXiv:2410.05258), see ops/variants.py
     "diffllama": dict(LLAMA_LIKE, diff_attention=True),
 }

@@ -86,6 +86,7 @@ VISION_DEFAULTS: dict[str, dict[str, int]] = {
     "idefics3_vision": _IDEFICS3,
     "smolvlm_vision": _IDEFICS3,
     "clip_vision_model": dict(_SIGLIP, patch_size=32),
+    "git_vision_model": _SIGLIP,  # GitVisionConfig: CLIP's layout, SigLIP's default widths (patch 16)
     "pixtral": dict(
         hidden_size=1024,
         intermediate_size=4096,
@@ -101,6 +102,7 @@ VISION: dict[str, Callable[[Cfg], Counts]] = {
     "idefics3_vision": lambda v: siglip(v, False),
     "smolvlm_vision": lambda v: siglip(v, False),
     "clip_vision_model": clip,
+    "git_vision_model": clip,
     "pixtral": pixtral,
 }
 
@@ -146,6 +148,8 @@ PROJECTORS: dict[str, Callable[[Cfg, int, int], int]] = {
     "lighton_ocr": _mistral3,
     "idefics3": lambda c, dv, dt: dv * _g(c, "scale_factor", 2) ** 2 * dt,
     "smolvlm": lambda c, dv, dt: dv * _g(c, "scale_factor", 2) ** 2 * dt,
+    # GIT: Linear(dv, dt) with bias, LayerNorm(dt); one learned dv vector per image when num_image_with_embedding
+    "git": lambda c, dv, dt: dv * dt + 3 * dt + _g(c, "num_image_with_embedding", 0) * dv,
 }
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
 
