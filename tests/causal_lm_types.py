@@ -46,6 +46,12 @@ ENCODERS = frozenset(
 MULTIMODAL_DECODERS = frozenset({"git"})
 
 
+# The decoder half of an encoder-decoder whose encoder is another model: TrOCRForCausalLM is the text decoder
+# of a VisionEncoderDecoderModel (its layers cross-attend the image encoder's output); proven with
+# encoder_hidden_states in tests/test_dense_variants.py.
+DECODERS_OF = frozenset({"trocr"})
+
+
 @cache
 def causal_lm_types() -> dict[str, str]:
     """model_type -> category ('decoder', 'encoder_decoder', 'encoder', 'wrapper') for every entry."""
@@ -59,7 +65,7 @@ def causal_lm_types() -> dict[str, str]:
             out[mt] = "encoder"
         elif "text_config" in getattr(cls, "sub_configs", {}) or mt in MULTIMODAL_DECODERS:
             out[mt] = "wrapper"
-        elif getattr(cls, "is_encoder_decoder", False) or _default_is_encoder_decoder(mt):
+        elif getattr(cls, "is_encoder_decoder", False) or _default_is_encoder_decoder(mt) or mt in DECODERS_OF:
             out[mt] = "encoder_decoder"
         else:
             out[mt] = "decoder"

@@ -117,7 +117,8 @@ def _chunk_times(tabs, hw, p, eff, b, pr, n):
     if t_enc is None:
         ttft = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
         return ttft, decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
-    enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1)
+    # an external encoder (TrOCR's image encoder) is another model's pass: its table holds no operators
+    enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1) if t_enc.ops else 0.0
     ttft = enc + stage_times(t_pre, Scenario(b, 1, 0, src=pr), hw, p, eff, decode=False)[0].sum(-1)
     return ttft, decode_generation(t_dec, hw, p, eff, b, 1, n, src=pr).total_s
 

@@ -85,6 +85,26 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         lm_head_bias=True,
         towers=True,
     ),
+    # TrOCR (Microsoft): the text decoder of a VisionEncoderDecoderModel (BEiT/DeiT/ViT image encoder, not in this
+    # config). BART-like post-LN layers (self-attention, cross-attention over the image patches whose K/V read
+    # cross_attention_hidden_size-wide encoder outputs, FFN), learned positions (2 extra rows) or sinusoidal,
+    # optional embedding LayerNorm and sqrt(d) scale, no final norm, tied output projection. Analysed as an
+    # encoder-decoder whose encoder is external: prompt = the image's patch positions, cross-attended
+    "trocr": dict(
+        norm="layer",
+        ffn="mlp",
+        position=lambda c: "learned" if c.get("use_learned_position_embeddings", True) else "sinusoidal",
+        position_offset=2,
+        **_attn_bias(True),
+        ffn_bias=True,
+        activation="gelu",
+        norms_per_layer=3,
+        embedding_norm=_k("layernorm_embedding", True),
+        embedding_scale=_k("scale_embedding", False),
+        final_norm=False,
+        encdec="external",
+        external="the image encoder of a VisionEncoderDecoderModel (its encoder config), not in this config",
+    ),
     # DiffLlama: Llama with differential attention (Ye et al. 2024, arXiv:2410.05258), see ops/variants.py
     "diffllama": dict(LLAMA_LIKE, diff_attention=True),
 }

@@ -20,6 +20,11 @@ def context_notes(spec: ModelSpec, end: int) -> list[str]:
 
 
 def wrapper_notes(spec: ModelSpec) -> list[str]:
+    if spec.encoder is not None and spec.encoder.external:
+        return [
+            f"{spec.name}: the decoder of an encoder-decoder whose encoder is {spec.encoder.external}: its "
+            "parameters and pass are not counted; prompt = the encoder output positions the decoder cross-attends"
+        ]
     if not spec.wrapper:
         return []
     counted = sorted({k.split(".")[0] for k, _ in spec.tower_params})
