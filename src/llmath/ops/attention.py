@@ -67,10 +67,19 @@ def kv_proj(a: Attn) -> None:
         )  # fmt: skip
 
 
+def nope(a: Attn) -> bool:
+    """Whether the block's layers use no positional encoding: Llama-4's full-attention layers
+    (``chunked_windows``: its layer types are chunked exactly where ``no_rope_layers`` is 1,
+    configuration_llama4.py), which skip the rotary and the q/k L2 norm (modeling_llama4.py gates both on
+    ``use_rope``). A Llama-4 config without chunk windows marks no layer, so every layer keeps its rotary."""
+    s = a.site.spec
+    return s.chunked_windows and a.site.b.window is None and any(w is not None for w in s.layer_windows)
+
+
 def qk_norm(a: Attn) -> None:
     """Norms over the query and key heads (per head width, or over all heads' width)."""
     s = a.site.spec
-    if s.qk_norm == "none" or a.cross:
+    if s.qk_norm == "none" or a.cross or nope(a):
         return
     N, K, H = a.N, a.K, a.H
     qw, kw = (H, H) if s.qk_norm == "head" else (N * H, K * H)
@@ -83,7 +92,7 @@ def qk_norm(a: Attn) -> None:
 
 def rotary(a: Attn) -> None:
     s = a.site.spec
-    if s.position != "rotary" or a.cross:
+    if s.position != "rotary" or a.cross or nope(a):
         return
     r = s.rotary_dim or a.H
     a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + a.K) * r, "BT", "(N+K)·R", sizes=dict(N=a.N, K=a.K, R=r))
