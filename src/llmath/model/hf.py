@@ -235,7 +235,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     if not wrapper:
-        return spec
+        if not table.get("towers"):
+            return spec
+        wrapper = model_type  # a decoder that carries its own image encoder (GIT): counted as a wrapper's towers
     counted, towers = tower_params(outer, spec.d_model)
     tie = wrapper_ties(outer, spec.tie_embeddings)
     return replace(spec, wrapper=wrapper, towers_not_counted=towers, tower_params=counted, tie_embeddings=tie)
