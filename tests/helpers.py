@@ -16,6 +16,8 @@ def coarse_hf(name: str) -> str:
     """A transformers parameter name -> the coarse component llmath reports it under."""
     import re
 
+    if re.search(r"\.norm_attn_norm\.attn\.", name):  # DBRX keeps its attention inside a "norm_attn_norm" block
+        return "attention"
     if re.search(r"(norm|(^|\.)ln_|\bln_f\b)", name):
         return "norm"
     if re.search(r"^backbone\.embeddings\.", name):  # Mamba's token table

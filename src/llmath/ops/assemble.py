@@ -15,13 +15,20 @@ from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
 
 
-def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
-    """(window, moe, count) for each distinct kind of attention decoder layer, in first-seen order."""
-    groups: dict[tuple[int | None, bool], int] = {}
-    for w, m, mixer in zip(spec.layer_windows, spec.layer_moe, spec.layer_mixers, strict=True):
+def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int, bool]]:
+    """(window, moe, count, own indexer) for each distinct kind of attention decoder layer, in first-seen
+    order (``own indexer`` is False only on DSA layers that reuse an earlier layer's top-k)."""
+    groups: dict[tuple[int | None, bool, bool], int] = {}
+    for w, m, mixer, own in zip(spec.layer_windows, spec.layer_moe, spec.layer_mixers, spec.layer_indexer, strict=True):
         if mixer == "attention":
-            groups[(w, m)] = groups.get((w, m), 0) + 1
-    return [(w, m, c) for (w, m), c in groups.items()]
+            groups[(w, m, own)] = groups.get((w, m, own), 0) + 1
+    return [(w, m, c, own) for (w, m, own), c in groups.items()]
+
+
+def layer_kind(spec: ModelSpec, window: int | None, moe: bool, own_indexer: bool = True) -> str:
+    """The label of an attention layer kind (operators' ``layer_kind``; deploy/shard.py counts layers by it)."""
+    win = "full" if window is None else f"{'chunk' if spec.chunked_windows else 'window'} {window}"
+    return f"{'moe' if moe else 'dense'}/{win}" + ("" if own_indexer else "/shared top-k")
 
 
 def _mixer_layers(b: Builder) -> None:
@@ -51,10 +58,9 @@ def _mixer_layers(b: Builder) -> None:
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
     _mixer_layers(b)
-    for w, moe, count in layer_groups(s):
-        win = "full" if w is None else f"{'chunk' if s.chunked_windows else 'window'} {w}"
-        lk = f"{'moe' if moe else 'dense'}/{win}"
-        b.window = w
+    for w, moe, count, own in layer_groups(s):
+        lk = layer_kind(s, w, moe, own)
+        b.window, b.own_indexer = w, own
         norms = s.norms_per_layer
         b.norm("norm.attn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if s.parallel_block and norms >= 2:
