@@ -175,7 +175,7 @@ ADAPTERS.update(
             norm_bias=False,
             **_attn_bias(False),
             ffn_bias=False,
-            flatten=_dbrx_flatten,
+            prepare=_dbrx_flatten,
             ffn_keys=("ffn_hidden_size",),
             moe=dict(experts="moe_num_experts", top_k="moe_top_k", d_ff="ffn_hidden_size"),
         ),
