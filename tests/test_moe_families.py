@@ -136,3 +136,13 @@ CFG_GLM = dict(  # GLM-5's layout (MLA + DSA + MoE), small
     n_shared_experts=1, mlp_layer_types=["dense", "sparse", "sparse", "sparse"], kv_lora_rank=16, q_lora_rank=32,
     qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=16, index_n_heads=2, index_head_dim=16, index_topk=4,
 )  # fmt: skip
+
+
+def test_laguna_layers_with_their_own_head_counts_are_refused(tmp_path):
+    """Per-layer query-head counts are not modelled: a file that uses them is refused, not miscounted."""
+    cfg = dict(model_type="laguna", hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+               head_dim=16, intermediate_size=96, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+               shared_expert_intermediate_size=32, vocab_size=128)  # fmt: skip
+    assert spec_from_config(dict(cfg, num_attention_heads_per_layer=[4, 4]), "laguna").n_heads == 4
+    with pytest.raises(ConfigError, match="num_attention_heads_per_layer"):
+        spec_from_config(dict(cfg, num_attention_heads_per_layer=[4, 8]), "laguna")

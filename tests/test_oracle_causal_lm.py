@@ -175,6 +175,9 @@ VARIANTS = [
         },
     ),
     ("afmoe", {"layer_types": None, "global_attn_every_n_layers": 2, "num_dense_layers": 2, "attention_bias": True}),
+    # Laguna: the output gate per element instead of per head; sliding layers; the mlp pattern from layer_types
+    ("laguna", {"gating": False, "layer_types": ["sliding_attention", "full_attention"] * 20}),
+    ("laguna", {"mlp_layer_types": None, "num_experts": 16, "shared_expert_intermediate_size": 256}),
 ]
 
 

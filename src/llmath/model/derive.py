@@ -154,6 +154,7 @@ _FLAGS = {
     "attn_sinks": (False, False),
     "window_sinks_only": (False, False),
     "attn_gate": (False, False),
+    "attn_gate_per_head": (False, True),
     "attn_experts": (False, False),
     "ffn_bias": (False, True),
     "lm_head_bias": (False, True),

@@ -149,8 +149,41 @@ def _dbrx_flatten(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _laguna_heads(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Laguna may give each layer its own query-head count (``num_attention_heads_per_layer``); llmath's
+    layers share one, so a file whose layers differ is refused rather than counted with one of them."""
+    heads = cfg.get("num_attention_heads_per_layer")
+    if isinstance(heads, list) and set(heads) - {cfg.get("num_attention_heads")}:
+        raise ConfigError(
+            f"num_attention_heads_per_layer={sorted(set(heads))} differs between layers (or from num_attention_heads);"
+            " per-layer query-head counts are not modelled yet: open an issue with the config.json"
+        )
+    return cfg
+
+
 ADAPTERS.update(
     {
+        # Laguna (poolside): per-head q/k norms, a softplus gate on the attention output (per head with gating
+        # true / "per-head", else per element), sigmoid-routed experts with a learned e_score_correction_bias
+        # (a parameter in transformers) and one shared expert of shared_expert_intermediate_size; layer 0
+        # dense by default (modeling_laguna.py)
+        "laguna": dict(
+            LLAMA_LIKE,
+            ffn_bias=False,
+            qk_norm="head",
+            attn_gate=True,
+            attn_gate_per_head=lambda c: c.get("gating", True) is True or c.get("gating") == "per-head",
+            prepare=_laguna_heads,
+            windows=lambda c, n: ["full_attention"] * n,
+            moe=dict(
+                experts="num_experts",
+                top_k="num_experts_per_tok",
+                d_ff="moe_intermediate_size",
+                shared_width="shared_expert_intermediate_size",
+                layers=lambda c, n: _mlp_layer_types(c, n) if c.get("mlp_layer_types") else [i > 0 for i in range(n)],
+                router_score_bias=True,
+            ),
+        ),
         # JetMoE: a mixture of attention (each of num_local_experts experts owns a query projection D -> K·H and
         # an output projection back; a token uses num_experts_per_tok of them, so N = top-k·K heads share the
         # one K/V projection; a bias after the output) and a MoE FFN of the same count and top-k with a bias

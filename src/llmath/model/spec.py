@@ -167,6 +167,7 @@ class ModelSpec:
     attn_sinks: bool = False  # gpt-oss: one learned logit per head
     attn_experts: bool = False  # JetMoE MoA: q/o projections are experts (the MoE's count and top-k; N = top-k·K)
     attn_gate: bool = False  # AFMoE: sigmoid(gate_proj(x)) multiplies the attention output before o_proj
+    attn_gate_per_head: bool = False  # Laguna: the gate is one value per head (D -> N), not per element
     window_sinks_only: bool = False  # MiMo-V2-Flash: the sinks are on the sliding-window layers only
     v_head_dim: int | None = None  # value (and output-projection input) width per head when not head_dim
     window_kv_heads: int | None = None  # K/V heads of the sliding-window layers when not n_kv_heads (MiMo)

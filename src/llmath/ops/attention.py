@@ -214,14 +214,22 @@ def flash(a: Attn) -> None:
 
 
 def out_gate(a: Attn) -> None:
-    """A sigmoid gate on the attention output (AFMoE): ``gate_proj`` D -> N·J from the layer input, then
-    out · sigmoid(gate) per element (ACT_FLOPS + 1)."""
-    if not a.site.spec.attn_gate or a.cross:
+    """A gate on the attention output from the layer input: ``gate_proj`` D -> N·J and out · act(gate) per
+    element (AFMoE: sigmoid), or D -> N and one act(gate) per head (Laguna: softplus); ACT_FLOPS per gate
+    value, 1 per output element."""
+    s = a.site.spec
+    if not s.attn_gate or a.cross:
         return
     j = "H" if a.J == a.H else "J"
-    a.site.linear("gate_proj", f"BTD,DN{j}->BTN{j}", a.D, a.N * a.J, bias=False, pkey=f"{a.pk}.gate",
-                  sym_out=f"N·{j}")  # fmt: skip
-    a.site.vector("out_gate", f"BTN{j}->BTN{j}", ACT_FLOPS + 1, a.N * a.J, "BT", f"N·{j}")
+    width, sym = (a.N, "N") if s.attn_gate_per_head else (a.N * a.J, f"N·{j}")
+    a.site.linear("gate_proj", f"BTD,D{sym.replace('·', '')}->BT{sym.replace('·', '')}", a.D, width, bias=False,
+                  pkey=f"{a.pk}.gate", sym_out=sym)  # fmt: skip
+    n = a.N * a.J
+    a.site.op(
+        "out_gate", "vector", f"BTN{j},BT{sym.replace('·', '')}->BTN{j}",
+        vflops=[(ACT_FLOPS * width + n, "BT", f"{ACT_FLOPS}·{sym} + N·{j}")],
+        act_in=[(n + width, "BT", f"N·{j} + {sym}")], act_out=[(n, "BT", f"N·{j}")],
+    )  # fmt: skip
 
 
 def o_proj(a: Attn) -> None:
