@@ -183,7 +183,7 @@ def _param(n: int, f: Fr):
 def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
     out: dict[str, int] = {}
     for i in layers:
-        lk = layer_kind(spec, spec.layer_windows[i], spec.layer_moe[i], spec.layer_indexer[i])
+        lk = layer_kind(spec, spec.layer_windows[i], spec.layer_moe[i], spec.layer_indexer[i], spec.layer_mixers[i])
         out[lk] = out.get(lk, 0) + 1
     return out
 

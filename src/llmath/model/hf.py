@@ -135,6 +135,7 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         dense_eager=bool(t.get("dense_eager", False)),
         output_norm=bool(t.get("output_norm", False)),
         output_bias=bool(t.get("output_bias", False)),
+        shared_bias=bool(cfg.get(t["shared_bias"], False)) if "shared_bias" in t else False,
     )
     layers = t.get("layers", _all_layers)(cfg, n)
     return moe, tuple(bool(x) for x in layers)
@@ -190,8 +191,9 @@ def _moe_layers(
     table: Mapping[str, Any], cfg: Mapping[str, Any], n_layers: int, where: str
 ) -> tuple[MoESpec | None, tuple[bool, ...]]:
     """The family's MoE spec and which layers use it (none when no layer does)."""
-    if not table.get("moe"):
-        return None, ()
+    kind = table.get("moe")
+    if not kind or (isinstance(kind, Mapping) and "layers" in kind and not any(kind["layers"](cfg, n_layers))):
+        return None, ()  # no MoE layer (Nemotron-H without E): its expert keys are not needed
     moe, layers = _moe(table["moe"], cfg, n_layers, where)
     return (moe, layers) if any(layers) else (None, ())
 
@@ -223,14 +225,14 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         )
     name = name or cfg.get("_name_or_path") or model_type
     _refuse_unmodelled(cfg, table, where)
-    if "prepare" in table:  # a family that states a width another way (MPT's expansion_ratio): the usual keys
+    if "prepare" in table:  # keys a family states another way (MPT's expansion_ratio, Nemotron-H's pattern)
         cfg = table["prepare"](cfg)
     try:
         build = _build_mixers if "build" in table else _build
         spec = build(cfg, model_type, table, name, where, source)
         if "mixers" in table:  # a hybrid: attention layers as read above, the others' mixer from the file
-            mixer, kinds = table["mixers"](cfg, lambda k, d=_MISSING: _int(cfg, k, d, where=where), spec.n_layers)
-            spec = replace(spec, mixer=mixer, layer_mixers=kinds)
+            got = table["mixers"](cfg, lambda k, d=_MISSING: _int(cfg, k, d, where=where), spec.n_layers)
+            spec = replace(spec, **(got if isinstance(got, Mapping) else dict(mixer=got[0], layer_mixers=got[1])))
         if "fields" in table:  # spec fields a family reads its own way (GLM-5's indexer layers, MiMo's widths)
             spec = replace(spec, **table["fields"](cfg, spec.n_layers))
     except SpecError as e:
