@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmath.model import families_dense, families_moe, families_recurrent, families_ssm, mixer_configs
+from llmath.model import (
+    families_dense,
+    families_moe,
+    families_multimodal,
+    families_recurrent,
+    families_ssm,
+    mixer_configs,
+)
 from llmath.model.family_facts import (
     LLAMA_LIKE,
     _attn_bias,
@@ -527,3 +534,4 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 
 # model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
+ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py

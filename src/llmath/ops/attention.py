@@ -85,9 +85,10 @@ def kv_proj(a: Attn) -> None:
         return
     out = "kv_write" if a.cached else "act_out"
     sig, rows = ("BXD,DKH->BXKH", "X") if a.cross else ("BTD,DKH->BTKH", "BT")
+    din = (s.encoder.d_model or a.D) if a.cross and s.encoder is not None else a.D  # TrOCR: the image encoder's width
     for which, bias, width in (("k", s.k_bias, a.H), ("v", s.v_bias, a.J)):
         a.site.linear(
-            f"{which}_proj", sig, a.D, a.K * width, bias=bias, pkey=f"{a.pk}.{which}",
+            f"{which}_proj", sig, din, a.K * width, bias=bias, pkey=f"{a.pk}.{which}",
             sym_out="K·H" if width == a.H else "K·J", out=out, rows=rows,
         )  # fmt: skip
 
