@@ -17,13 +17,18 @@ def coarse_hf(name: str) -> str:
     import re
 
     # a wrapper's towers (model/towers.py components), before the language model's patterns
-    if re.search(r"(^|\.)(multi_modal_projector|visual\.merger|visual\.deepstack_merger_list)\.", name):
+    if re.search(
+        r"(^|\.)(multi_modal_projector|visual\.merger|visual\.deepstack_merger_list|visual_projection|img_temporal_embedding)\.",
+        name,
+    ):
         return "projector"
-    if re.search(r"(^|\.)(visual|vision_tower|vision_model)\.", name):
+    if re.search(r"(^|\.)(visual|vision_tower|vision_model|image_encoder)\.", name):
         return "vision"
     if re.search(r"(^|\.)audio_tower\.", name):
         return "audio"
-    if re.search(r"(norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):
+    if re.search(r"\.norm_attn_norm\.attn\.", name):  # DBRX keeps its attention inside a "norm_attn_norm" block
+        return "attention"
+    if re.search(r"(norm|Norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):
         return "norm"
     if re.search(r"\.per_layer_(model_projection|input_gate|projection)\.", name):  # Gemma 4's per-layer inputs
         return "per_layer"
@@ -49,11 +54,11 @@ def coarse_hf(name: str) -> str:
         return "embedding"
     if re.search(r"^head\.", name):  # RWKV's LM head
         return "lm_head"
-    if re.search(r"(^|\.)(lm_head|embed_out)\.", name):
+    if re.search(r"(^|\.)(lm_head|embed_out)\.|^output\.", name):
         return "lm_head"
     if re.search(
         r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
-        r"positions_embed|^transformer\.w\.weight$)",
+        r"positions_embed|position_embeddings|^transformer\.w\.weight$)",
         name,
     ):
         return "embedding"

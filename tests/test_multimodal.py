@@ -22,7 +22,8 @@ VISION = r"(vision_tower|vision_model|vision_embed_tokens|image_tower|video_towe
 AUDIO = r"audio_tower\."
 # Qwen-VL's patch mergers live inside the vision module (model.visual.merger): they are the projector
 PROJECTOR = (
-    r"(multi_modal_projector|connector|vision_projection|visual\.merger|visual\.deepstack_merger_list)\.|image_newline$"
+    r"(multi_modal_projector|connector|vision_projection|visual_projection|visual\.merger|visual\.deepstack_merger_list)\."
+    r"|image_newline$|img_temporal_embedding\."
 )
 
 
@@ -79,6 +80,7 @@ HUB_STYLE = [
     ("paligemma", {"projection_dim": 1024}),
     ("mistral3", {"multimodal_projector_bias": True, "spatial_merge_size": 3}),
     ("idefics3", {"scale_factor": 3}),
+    ("git", {"num_image_with_embedding": 6}),  # GIT-VATEX-style video: one learned vector per frame
 ]  # fmt: skip
 
 

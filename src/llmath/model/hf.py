@@ -134,6 +134,8 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         d_ff_shared=shared,
         router_score_bias=bool(t.get("router_score_bias", False)),
         dense_eager=bool(t.get("dense_eager", False)),
+        output_norm=bool(t.get("output_norm", False)),
+        output_bias=bool(t.get("output_bias", False)),
         shared_bias=bool(cfg.get(t["shared_bias"], False)) if "shared_bias" in t else False,
     )
     layers = t.get("layers", _all_layers)(cfg, n)
@@ -232,10 +234,14 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         if "mixers" in table:  # a hybrid: attention layers as read above, the others' mixer from the file
             got = table["mixers"](cfg, lambda k, d=_MISSING: _int(cfg, k, d, where=where), spec.n_layers)
             spec = replace(spec, **(got if isinstance(got, Mapping) else dict(mixer=got[0], layer_mixers=got[1])))
+        if "fields" in table:  # spec fields a family reads its own way (GLM-5's indexer layers, MiMo's widths)
+            spec = replace(spec, **table["fields"](cfg, spec.n_layers))
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     if not wrapper:
-        return spec
+        if not table.get("towers"):
+            return spec
+        wrapper = model_type  # a decoder that carries its own image encoder (GIT): counted as a wrapper's towers
     counted, towers = tower_params(outer, spec.d_model)
     tie = wrapper_ties(outer, spec.tie_embeddings)
     return replace(spec, wrapper=wrapper, towers_not_counted=towers, tower_params=counted, tie_embeddings=tie)
@@ -324,7 +330,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         n_kv_heads=n_kv,
         head_dim=head_dim,
         ffn=ffn,
-        norm=table["norm"],
+        norm=fact(table, cfg, "norm", "rms"),
         position=position,
         activation=activation,
         attention="mla" if mla is not None else "mha",

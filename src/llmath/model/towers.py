@@ -88,6 +88,7 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "idefics3_vision": _IDEFICS3,
     "smolvlm_vision": _IDEFICS3,
     "clip_vision_model": dict(_SIGLIP, patch_size=32),
+    "git_vision_model": _SIGLIP,  # GitVisionConfig: CLIP's layout, SigLIP's default widths (patch 16)
     "pixtral": dict(
         hidden_size=1024,
         intermediate_size=4096,
@@ -103,6 +104,7 @@ VISION: dict[str, Callable[[Cfg], Counts]] = {
     "idefics3_vision": lambda v: siglip(v, False),
     "smolvlm_vision": lambda v: siglip(v, False),
     "clip_vision_model": clip,
+    "git_vision_model": clip,
     "pixtral": pixtral,
 }
 
@@ -151,6 +153,8 @@ _BY_WIDTH: dict[str, Callable[[Cfg, int, int], int]] = {
     "shieldgemma2": lambda c, dv, dt: dv * dt + dv,  # Gemma 3's projector
     "llava_next_video": lambda c, dv, dt: _llava(c, dv, dt, True),
     "cohere2_vision": lambda c, dv, dt: _cohere2_vision(c, dv, dt),
+    # GIT: Linear(dv, dt) with bias, LayerNorm(dt); one learned dv vector per image when num_image_with_embedding
+    "git": lambda c, dv, dt: dv * dt + 3 * dt + _g(c, "num_image_with_embedding", 0) * dv,
 }
 
 
