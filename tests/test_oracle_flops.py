@@ -40,9 +40,9 @@ FAMILIES = _families()
 
 
 def _keep_layers(spec) -> int:
-    # enough layers to reach every kind of layer (dense-first MoE, 1-in-6 full attention, ...)
+    # enough layers to reach every kind of layer (dense-first MoE, 1-in-6 full attention, linear attention, ...)
     kinds, n = set(), 0
-    for i, k in enumerate(zip(spec.layer_windows, spec.layer_moe, strict=True)):
+    for i, k in enumerate(spec.layer_kinds()):
         if k not in kinds:
             kinds.add(k)
             n = i + 1

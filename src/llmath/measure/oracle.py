@@ -35,6 +35,12 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
         for k, v in list(cfg.items()):  # per-layer lists (layer_types, no_rope_layers, ...) are truncated
             if isinstance(v, list) and len(v) == full:
                 cfg[k] = v[:n_layers]
+        sub = cfg.get("linear_attn_config")  # Kimi-Linear: 1-based layer lists of each kind
+        if isinstance(sub, dict):
+            cfg["linear_attn_config"] = {
+                k: [i for i in v if i <= n_layers] if k.endswith("_layers") and isinstance(v, list) else v
+                for k, v in sub.items()
+            }
     cfg = {k: _floats(v) for k, v in cfg.items()}
     config = transformers.AutoConfig.for_model(model_type, **cfg)
     return config
@@ -97,7 +103,7 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
 
 def cache_bytes(past, bytes_per_element: int = 2) -> int:
     """Bytes of every tensor the HF cache holds (keys and values of every layer, a sparse-attention indexer's
-    keys, and the conv and recurrent states of linear-attention / state-space layers)."""
+    keys, the conv and recurrent states of linear-attention / state-space layers, MiniMax's lightning states)."""
     total = 0
     for layer in past.layers:
         tensors = [getattr(layer, "keys", None), getattr(layer, "values", None), getattr(layer, "indexer_keys", None)]
@@ -106,6 +112,9 @@ def cache_bytes(past, bytes_per_element: int = 2) -> int:
         for t in tensors:
             if t is not None:
                 total += t.numel() * bytes_per_element
+    for t in getattr(past, "linear_cache", None) or []:  # MiniMaxCache: each lightning layer's K·V state
+        if hasattr(t, "numel"):
+            total += t.numel() * bytes_per_element
     return total
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmath.model import mixer_configs
+from llmath.model import families_linear, mixer_configs
 from llmath.model.family_facts import (
     LLAMA_LIKE,
     _attn_bias,
@@ -523,3 +523,5 @@ ADAPTERS["codegen"] = ADAPTERS["gptj"]  # CodeGen is GPT-J's block (parallel att
 
 # model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
+
+ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
-from llmath.ops.mla import mla_block
+from llmath.ops.mla import mla_block, output_gate
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,11 @@ def flash(a: Attn) -> None:
     )  # fmt: skip
 
 
+def gate(a: Attn) -> None:
+    if not a.cross:
+        output_gate(a.site, a.N, a.H)
+
+
 def o_proj(a: Attn) -> None:
     s = a.site.spec
     a.site.linear("o_proj", "BTNH,NHD->BTD", a.N * a.H, a.D, bias=s.o_bias, pkey=f"{a.pk}.o", sym_in="N·H", sym_out="D")
@@ -187,7 +192,7 @@ def execution(a: Attn) -> None:
         step(a)
 
 
-STEPS: tuple[Step, ...] = (q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, execution, sub_norm, o_proj)
+STEPS: tuple[Step, ...] = (q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, execution, sub_norm, gate, o_proj)
 
 
 def attention_block(

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from llmath.model.spec import MixerSpec
+from llmath.ops import linear_attn
 from llmath.ops.core import ACT_FLOPS, Builder, Site
 
 # Vector FLOPs of the selective scan per (token, channel, state) element: exp(A·dt) (2), dt·B (1),
@@ -172,6 +173,7 @@ KINDS: dict[str, tuple[Step, ...]] = {
     "mamba": (in_proj, conv, x_proj, inner_norms, dt_proj, scan, out_proj),
     "mamba2": (in_proj2, conv, ssd, gated_norm, out_proj),
 }
+KINDS.update(linear_attn.KINDS)  # gated_delta, kda, lightning (ops/linear_attn.py)
 
 
 def mixer_block(b: Builder, count: int, lk: str) -> None:
@@ -192,6 +194,6 @@ def transformers_extra_state(spec) -> int:
     """Elements per sequence transformers' cache holds beyond the serving kernels' state: its Mamba conv
     state keeps C positions per channel (``conv_kernel`` wide) where ``causal_conv1d`` keeps C − 1."""
     m = spec.mixer
-    if m is None or m.kind not in ("mamba", "mamba2"):
+    if m is None or m.kind not in ("mamba", "mamba2", "gated_delta", "kda"):
         return 0
     return m.conv_channels * sum(k == m.kind for k in spec.layer_mixers)
