@@ -178,9 +178,9 @@ def test_sweep_agrees_with_analyze_on_encoder_decoder():
         assert g["kv_peak_bytes"][i] == a.kv_cache["peak_bytes"]
 
 
-def test_serving_refuses_encoder_decoder_models():
-    """Continuous-batching iterations model decoder-only passes: an encoder-decoder model is an error, not a
-    silently different number."""
+def test_serving_device_needs_the_source_length():
+    """An encoder-decoder model's iteration cost depends on the source every request's decoder cross-attends:
+    a device built without it is an error, not a silently different number (serving: test_encoder_decoder_parallel)."""
     from llmath.deploy.step import Device
     from llmath.hardware import get
     from llmath.hardware.roofline import efficiency

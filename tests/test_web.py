@@ -32,7 +32,7 @@ def test_page_and_lists(base):
     status, body = get(base + "/")
     assert status == 200 and b"<form" in body and b"/api/" in body
     models = json.loads(get(base + "/api/models")[1])
-    assert "llama-3-8b" in models and "t5-base" not in models  # encoder-decoder: parameter counts only
+    assert "llama-3-8b" in models and "t5-base" in models  # encoder-decoder models too (test_web_encdec.py)
     assert "h100-sxm" in json.loads(get(base + "/api/hardware")[1])
 
 

@@ -18,9 +18,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
 from llmath.checks import ANALYZE_ARGS, _check_degrees, _check_hardware, _check_len, _check_precision, _check_sizes
-from llmath.deploy.cost import PassCost, StageCost, comm_costs, decode_totals, fitted_device, gpu_parts, rank_table
+from llmath.deploy.cost import (
+    PassCost,
+    StageCost,
+    comm_costs,
+    decode_totals,
+    fitted_device,
+    gpu_parts,
+    rank_memory_parts,
+)
 from llmath.deploy.layout import Layout, make_layout
-from llmath.deploy.shard import rank_plans
 from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
@@ -237,26 +244,27 @@ def memory_report(
     w: Workload,
     hw: Hardware | None,
     reserve_bytes: float,
-    rank: tuple[tuple[Op, ...], Table] | None = None,
+    rank: tuple[tuple[Op, ...], Table, Table | None] | None = None,
     batch: int | None = None,
 ) -> MemoryReport:
-    """Weights, KV cache, peak activations and reserve on the device; with ``rank`` = (operators, table) of
-    one GPU under a layout and ``batch`` = its replica's sequences, on that GPU (``max_batch`` per replica)."""
+    """Weights, KV cache, peak activations and reserve on the device; with ``rank`` = (operators held,
+    prefill table, encoder table or None) of one GPU under a layout and ``batch`` = its replica's sequences,
+    on that GPU (``max_batch`` per replica)."""
     p = w.precision
-    ops, tab = rank if rank is not None else (None, None)
+    ops, tab, enc_tab = rank if rank is not None else (None, None, None)
     B = w.batch if batch is None else batch
     weights = weight_bytes_of(spec, p, ops)  # per module (one GPU's shard under a layout)
     ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
     end = ctx0 + w.gen - 1
     kv = kv_cache_bytes(spec, B, end, p, ops=ops, src=src)
-    act = float(activation_peak_bytes(spec, B, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt))
+    act = float(activation_peak_bytes(spec, B, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt, enc_tab))
     total = weights + kv + act + reserve_bytes
     if hw is None:
         return MemoryReport(weights, kv, act, reserve_bytes, total, None, None, None, None, None, total)
     cap = hw.memory_bytes
     free = cap - weights - reserve_bytes
     per_seq = kv_cache_bytes(spec, 1, end, p, ops=ops, src=src) + float(
-        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt)
+        activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt, enc_tab)
     )
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
     # longest total context (prompt + generated) for this batch: bisection on a monotone function
@@ -365,14 +373,13 @@ def analyze(
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)
     gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
-    if any(v is not None for v in (gpus, tp, pp, ep, dp)):
-        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
-        return _analyze_layout(spec, hardware, layout, batch, prompt, gen, prefix, attention, precision,
-                               efficiency_mode, reserve_bytes, efficiency_overrides)  # fmt: skip
-    if overlap != "none":
-        raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
     decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
     w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt), hardware
+    if any(v is not None for v in (gpus, tp, pp, ep, dp)):
+        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+        return _analyze_layout(spec, hw, layout, w, efficiency_mode, reserve_bytes, efficiency_overrides)
+    if overlap != "none":
+        raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
     return _analyze_device(spec, hw, w, efficiency_mode, efficiency_overrides, reserve_bytes, read_notes)
 
 
@@ -444,24 +451,21 @@ def _workload_dict(w: Workload, encoder_decoder: bool = False) -> dict[str, Any]
     }
 
 
-def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, attention, precision,
-                    efficiency_mode, reserve_bytes, overrides) -> Analysis:  # fmt: skip
+def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode, reserve_bytes, overrides) -> Analysis:
     """:func:`analyze` on a layout: the single-device analysis for the deployment-level figures (params,
     KV cache of all sequences, training FLOPs), then one GPU per pipeline stage for time and memory."""
-    w = Workload(batch, prompt, gen, prefix, attention, precision or Precision())
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     eff = efficiency(efficiency_mode, hw, **overrides) if hw is not None else None
-    b = layout.replica_batch(batch)
-    p = w.precision
-    pre = stage_report(spec, "prefill", Scenario(b, prompt, prefix), attention, p, hw, eff, layout)
-    dec = stage_report(spec, "decode", Scenario(b, 1, prefix + prompt), attention, p, hw, eff, layout)
+    b, p, attention = layout.replica_batch(w.batch), w.precision, w.attention
+    scens = ostages.stage_scenarios(spec, b, w.prompt, w.prefix, w.decoder_prompt)
+    rep = {k: stage_report(spec, k, sc, attention, p, hw, eff, layout) for k, sc in scens.items()}
+    pre, dec, enc = rep["prefill"], rep["decode"], rep.get("encoder")
     stages: list[dict[str, Any]] = []
     mems = []
-    for plan in rank_plans(spec, "prefill", attention, layout):
-        tab = rank_table(spec, "prefill", attention, layout, plan.index)
-        m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (plan.ops, tab), b)
+    for plan, ops, tab, enc_tab in rank_memory_parts(spec, cast(Attention, attention), layout):
+        m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (ops, tab, enc_tab), b)
         mems.append(m)
-        n_params = sum(n * op.count for op in plan.ops for _, n in op.params)
+        n_params = sum(n * op.count for op in ops for _, n in op.params)
         stages.append({"index": plan.index, "layers": [plan.layers.start, plan.layers.stop], "params": n_params,
                        "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
                        "activation_bytes": m.activation_bytes, "per_gpu_bytes": m.total_bytes})  # fmt: skip
@@ -469,35 +473,42 @@ def _analyze_layout(spec, hardware, layout: Layout, batch, prompt, gen, prefix, 
     if mem.max_batch is not None:
         mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
         mem.max_context = min(int(m.max_context or 0) for m in mems)
-    notes = context_notes(spec, prefix + prompt + gen - 1)
+    notes = context_notes(
+        spec, max(ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)[0] + w.gen - 1, w.prompt)
+    )
     notes += execution.fallback_notes(spec, w.attention, p, hw)
-    if batch % layout.dp:
+    if w.batch % layout.dp:
         notes.append(
-            f"batch {batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
+            f"batch {w.batch} does not split evenly over dp={layout.dp} replicas: each replica is modelled with "
             f"{b} sequences (the busiest), so the MoE layers see {b * layout.dp} tokens per step"
         )
-    a = Analysis(spec.name, hw.name if hw else None, _workload_dict(w) | {"replica_batch": b}, param_report(spec),
-                 pre, dec, _kv_summary(spec, w), mem, warnings=notes)  # fmt: skip
-    a.training = training_flops(spec, batch, prompt)
+    wd = _workload_dict(w, spec.is_encoder_decoder) | {"replica_batch": b}
+    a = Analysis(spec.name, hw.name if hw else None, wd, param_report(spec), pre, dec, _kv_summary(spec, w), mem,
+                 warnings=notes, encoder=enc)  # fmt: skip
+    a.training = training_flops(spec, w.batch, w.prompt)
     a.precision = execution.precision_report(spec, p, hw, attention)
     deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
     a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
-    a.comm = {"prefill": pre.comm, "decode": dec.comm}
+    a.comm = {k: r.comm for k, r in rep.items()}
     if hw is not None and eff is not None:
         a.efficiency = asdict(eff)
         a.parallel["topology"] = topology(hw).to_dict()
-        a.generation = _layout_generation(spec, hw, w, eff, layout, pre, dec)
+        a.generation = _layout_generation(spec, hw, w, eff, layout, pre, dec, enc)
         a.comm["decode_total_s"] = a.generation.pop("_decode_comm_s")
     return a
 
 
-def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre: StageReport, dec: StageReport) -> dict:
-    """TTFT, TPOT, throughput of the deployment: one replica's pass through the pipeline stages."""
+def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre, dec, enc) -> dict:
+    """TTFT (encoder-decoder: + the encoder pass), TPOT, throughput of the deployment: one replica's pass
+    through the pipeline stages."""
     b = layout.replica_batch(w.batch)
-    d = decode_totals(spec, layout, hw, w.precision, eff, cast(Attention, w.attention), b, w.prefix + w.prompt, w.gen)
-    out = _serving(w, hw, layout.gpus, pre.time_s, d["total_s"], d["first_s"], d["last_s"], d["steps"],
-                   float(pre.flops["matmul"]), float(dec.bytes["total"]))  # fmt: skip
-    return out | {"_decode_comm_s": d["comm_s"]}
+    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    d = decode_totals(spec, layout, hw, w.precision, eff, cast(Attention, w.attention), b, ctx0, w.gen, src)
+    first = [enc] if enc is not None else []
+    ttft = sum(r.time_s for r in first + [pre])
+    out = _serving(w, hw, layout.gpus, ttft, d["total_s"], d["first_s"], d["last_s"], d["steps"],
+                   sum(float(r.flops["matmul"]) for r in first + [pre]), float(dec.bytes["total"]))  # fmt: skip
+    return out | {"_decode_comm_s": d["comm_s"]} | ({"encoder_s": enc.time_s} if enc is not None else {})
 
 
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:

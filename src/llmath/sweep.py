@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
-from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage, rank_plans, rank_table
+from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage
+from llmath.deploy.cost import rank_memory_parts
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.decode import decode_generation
@@ -123,18 +124,23 @@ def _chunk_times(tabs, hw, p, eff, b, pr, n):
 
 
 def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout) -> dict[str, np.ndarray]:
-    """:func:`grid` on a layout: each DP replica serves ⌈B/dp⌉; one GPU per pipeline stage, vectorised."""
+    """:func:`grid` on a layout: each DP replica serves ⌈B/dp⌉; one GPU per pipeline stage, vectorised.
+    Encoder-decoder: TTFT adds the encoder pass; decode starts at context 1, cross-attending P positions."""
     B, P, N = (np.asarray(a) for a in np.broadcast_arrays(np.asarray(batch), np.asarray(prompt), np.asarray(gen)))
     b = -(-B // layout.dp)
-    ttft = per_gpu_stage(spec, layout, "prefill", Scenario(b, P, 0), hw, p, eff, attention).time_s
-    d = decode_totals(spec, layout, hw, p, eff, attention, b, P, N)
+    ed = spec.is_encoder_decoder
+    pre = Scenario(b, 1, 0, src=P) if ed else Scenario(b, P, 0)
+    ttft = per_gpu_stage(spec, layout, "prefill", pre, hw, p, eff, attention).time_s
+    if ed:
+        ttft = ttft + per_gpu_stage(spec, layout, "encoder", Scenario(b, P), hw, p, eff, attention).time_s
+    d = decode_totals(spec, layout, hw, p, eff, attention, b, 1 if ed else P, N, P if ed else 0)
     e2e = ttft + d["total_s"]
+    end, src = (N, P) if ed else (P + N - 1, 0)
     per_gpu = 0.0
-    for plan in rank_plans(spec, "prefill", attention, layout):
-        tab = rank_table(spec, "prefill", attention, layout, plan.index)
-        weights = weight_bytes_of(spec, p, plan.ops)
-        kv = kv_cache_bytes(spec, b, P + N - 1, p, ops=plan.ops)
-        per_gpu = np.maximum(per_gpu, weights + kv + activation_peak_bytes(spec, b, P, attention, p, tab=tab))
+    for _, ops, tab, enc_tab in rank_memory_parts(spec, attention, layout):
+        kv = kv_cache_bytes(spec, b, end, p, ops=ops, src=src)
+        act = activation_peak_bytes(spec, b, P, attention, p, tab=tab, enc_tab=enc_tab)
+        per_gpu = np.maximum(per_gpu, weight_bytes_of(spec, p, ops) + kv + act)
     return {
         "batch": B,
         "prompt": P,
@@ -145,7 +151,7 @@ def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout
         "throughput_tok_s": B * N / e2e,
         "throughput_tok_s_per_gpu": B * N / e2e / layout.gpus,
         "per_sequence_tok_s": N / e2e,
-        "kv_peak_bytes": kv_cache_bytes(spec, B, P + N - 1, p),
+        "kv_peak_bytes": kv_cache_bytes(spec, B, end, p, src=src),
         "memory_bytes": per_gpu,
         "fits": per_gpu <= hw.memory_bytes,
     }

@@ -14,6 +14,12 @@ Messages are in activation elements over the rank's replica scenario (monomial `
   rank and sums the TP-sharded shared experts).
 * PP: a point-to-point send of the hidden state and the residual (2·D per token, as vLLM's
   ``IntermediateTensors`` carry them) from every stage but the last.
+* Encoder-decoder (:func:`encdec_collectives`): the TP all-reduces after every row-parallel block (the
+  encoder's self-attention and FFN; the decoder's self-attention, cross-attention and FFN), the embedding's
+  all-reduce on stage 0 of each pass and the logits' all-gather on the decoder's last stage. Under PP a
+  stage sends its hidden state (D per token: these stacks carry no separate residual stream); at the end
+  of the encoder pass the last stage sends the encoder output (B·P·D) to each of the pp − 1 other stages,
+  whose decoder layers project it to their cross-attention K/V in the decoder prefill.
 """
 
 from __future__ import annotations
@@ -83,4 +89,32 @@ def stage_collectives(
         # stage s's GPU g sends to g + tp·dp: a span of tp·dp + 1 GPUs from g0
         send = _msg(Fr(2 * D), "BT", "2·D")
         out.append(Collective("pp.send", "p2p", 2, T * L.dp + 1, 1, send, "pp", first=g0))
+    return tuple(out)
+
+
+def encdec_collectives(
+    spec: ModelSpec, L: Layout, counts: dict[str, int], s: int, first_stage: bool, last_stage: bool, encoder: bool
+) -> tuple[Collective, ...]:
+    """The collectives of a rank of stage ``s`` of an encoder-decoder model in the encoder pass
+    (``encoder``) or a decoder pass; ``counts``: the stage's encoder and decoder layers (module doc)."""
+    D, T = spec.d_model, L.tp
+    g0 = s * L.tp * L.dp
+    hidden = _msg(Fr(D), "BT", "D")
+    n = counts["encoder" if encoder else "decoder"]
+    out: list[Collective] = []
+    if T > 1:
+        if first_stage:
+            out.append(Collective("embed.all_reduce", "all_reduce", T, T, 1, hidden, "tp", first=g0))
+        if n:  # o_proj of self-attention (and of cross-attention in the decoder), then the FFN's down
+            out.append(
+                Collective("attn.all_reduce", "all_reduce", T, T, n * (1 if encoder else 2), hidden, "tp", first=g0)
+            )
+            out.append(Collective("ffn.all_reduce", "all_reduce", T, T, n, hidden, "tp", first=g0))
+        if last_stage and not encoder:
+            V = -(-spec.vocab_size // T) * T
+            out.append(Collective("lm_head.all_gather", "all_gather", T, T, 1, _msg(Fr(V), "BL", "V"), "tp", first=g0))
+    if not last_stage:
+        out.append(Collective("pp.send", "p2p", 2, T * L.dp + 1, 1, hidden, "pp", first=g0))
+    elif encoder and L.pp > 1:  # the encoder output to every other stage, from the last one
+        out.append(Collective("pp.encoder_output", "p2p", 2, L.gpus, L.pp - 1, hidden, "pp", first=0))
     return tuple(out)

@@ -54,6 +54,22 @@ def gpu_parts(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layou
     ]  # fmt: skip
 
 
+def rank_memory_parts(spec: ModelSpec, attention: Attention, layout: Layout) -> list[tuple]:
+    """(prefill plan, operators whose weights the GPU holds, prefill table, encoder table or None) of one GPU
+    of each pipeline stage: an encoder-decoder GPU holds its share of both stacks (the encoder pass's
+    operators and the decoder's); its cross-attention cache is what its prefill operators write."""
+    pre = rank_plans(spec, "prefill", attention, layout)
+    enc = rank_plans(spec, "encoder", attention, layout) if spec.is_encoder_decoder else None
+    out: list[tuple] = []
+    for i, plan in enumerate(pre):
+        tab = rank_table(spec, "prefill", attention, layout, i)
+        if enc is None:
+            out.append((plan, plan.ops, tab, None))
+        else:
+            out.append((plan, enc[i].ops + plan.ops, tab, rank_table(spec, "encoder", attention, layout, i)))
+    return out
+
+
 @dataclass
 class CommCost:
     """One collective of a rank's pass: ``count`` runs of ``message_bytes`` each, on ``link``."""
@@ -204,17 +220,19 @@ def decode_totals(
     batch,
     context,
     gen,
+    src=0,
 ) -> dict[str, Any]:
     """A generation's N − 1 decode steps on the layout: per stage, the closed-form roofline sum of its
     operators plus N − 1 × its per-step communication (messages do not grow with the context).
-    ``batch`` (one replica's), ``context`` and ``gen`` may be arrays that broadcast (a sweep)."""
+    ``batch`` (one replica's), ``context`` and ``gen`` may be arrays that broadcast (a sweep); ``src``: the
+    source positions an encoder-decoder model's steps cross-attend."""
     topo = topology(hw)
     total = first = last = comm_total = 0.0
-    step = Scenario(batch, 1, context)
+    step = Scenario(batch, 1, context, src=src)
     n = np.maximum(np.asarray(gen, dtype=float) - 1, 0.0)
     for plan in rank_plans(spec, "decode", attention, layout):
         t = rank_table(spec, "decode", attention, layout, plan.index)
-        d = decode_generation(t, hw, precision, eff, batch, context, gen)
+        d = decode_generation(t, hw, precision, eff, batch, context, gen, src)
         comm = comm_costs(plan.collectives, step, spec, precision, topo, fitted_device(hw, eff))
         plain = sum(c.time_s for c in comm if not c.overlapped)
         hidden = sum(c.time_s for c in comm if c.overlapped)

@@ -144,8 +144,6 @@ def make_layout(
     gpus, tp, pp, ep, dp = (_int(n, v) for n, v in (("gpus", gpus), ("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp)))
     if overlap not in OVERLAPS:
         raise LayoutError(f"overlap={overlap!r} must be one of {', '.join(OVERLAPS)}")
-    if spec.is_encoder_decoder:
-        raise LayoutError(f"{spec.name!r} is an encoder-decoder model: parallel layouts cover decoder-only models")
     chosen = "given"
     if gpus is not None and tp is None and pp is None and dp is None:
         tp, pp, dp = gpus, 1, 1
@@ -165,8 +163,9 @@ def make_layout(
                 f"tp·pp·dp = {tp}·{pp}·{dp} = {tp * pp * dp} must equal --gpus {gpus}" + _suggest(spec, gpus // pp)
             )
     tp, dp = tp or 1, dp or 1
-    if pp > spec.n_layers:
-        raise LayoutError(f"pp={pp} exceeds the {spec.n_layers} layers of {spec.name}; use --pp <= {spec.n_layers}")
+    n_layers = min(spec.n_layers, spec.encoder.n_layers) if spec.encoder is not None else spec.n_layers
+    if pp > n_layers:
+        raise LayoutError(f"pp={pp} exceeds the {n_layers} layers of {spec.name}'s stacks; use --pp <= {n_layers}")
     why = _tp_problem(spec, tp)
     if why:
         raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * dp))

@@ -89,9 +89,11 @@ def _candidate_layouts(spec: ModelSpec, gpus: int, pins: dict) -> list[Layout | 
     return out
 
 
-def replicas(spec: ModelSpec, hw: Hardware, p: Precision, eff, attention, cuda_graphs, gpus, pins) -> list[Replica]:
+def replicas(
+    spec: ModelSpec, hw: Hardware, p: Precision, eff, attention, cuda_graphs, gpus, pins, source: int = 0
+) -> list[Replica]:
     """The engine layouts to search (see :func:`_candidate_layouts`); a pin that no layout satisfies is an
-    error naming the layouts that work."""
+    error naming the layouts that work. ``source``: an encoder-decoder model's source tokens per request."""
     lays = _candidate_layouts(spec, gpus, pins)
     if not lays:
         pinned = " ".join(f"--{k} {v}" for k, v in pins.items() if v is not None)
@@ -100,7 +102,7 @@ def replicas(spec: ModelSpec, hw: Hardware, p: Precision, eff, attention, cuda_g
         )
     out = []
     for lay in lays:
-        dev = Device(spec, hw, p, eff, attention, cuda_graphs, lay)
+        dev = Device(spec, hw, p, eff, attention, cuda_graphs, lay, source)
         if lay is None:
             out.append(Replica(1, 1, 1, 1, 1, dev))
         else:
@@ -303,7 +305,9 @@ def plan(
             raise WorkloadError(f"{name} {v!r} must be > 0")
     spec = resolve(model)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist))
+    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), spec.is_encoder_decoder)
+    if disagg and spec.is_encoder_decoder:
+        raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
     cols: list = []
@@ -341,7 +345,8 @@ class _Search:
 
     def run(self, fmt: str, gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> int:
         eng = engines.preset(self.engine, self.hw, **self.overrides)
-        reps = replicas(self.spec, self.hw, self.p, self.eff, self.attention, eng.cuda_graphs, gpus, pins)
+        src = self.req.prompt if self.req.encoder_decoder else 0
+        reps = replicas(self.spec, self.hw, self.p, self.eff, self.attention, eng.cuda_graphs, gpus, pins, src)
         n = 0
         for rep in reps:
             use = gpus

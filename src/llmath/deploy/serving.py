@@ -46,6 +46,12 @@ concurrency with numpy, not an iteration-by-iteration simulation. Why:
   iteration of mean wait for the next iteration boundary; queueing from random (Poisson) arrivals beyond
   that is not modelled, so TTFT near saturation is optimistic.
 
+Encoder-decoder models (``Requests.encoder_decoder``; iteration costs in :mod:`.step`): P is the source a
+request's encoder runs over, whole (an encoder is bidirectional: its prompt is never chunked, so it must fit
+the token budget); its decoder then starts from one token, so the decoding contexts run 1 … G − 1 and a
+request holds its self-attention K/V at those positions plus the cross-attention K/V of its P source positions,
+fixed from its prefill to its end.
+
 Output lengths may follow a distribution (:class:`Requests` ``gen_dist``: the steady state takes its moments;
 every request still has the same P). Not modelled: prompt-length distributions, preemption/recompute, scheduler
 CPU time between iterations, the detokenizer and network. ``tok_s_per_user`` is 1 / TPOT (the generation
@@ -61,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from llmath.deploy.speculative import Speculation, round_time
-from llmath.deploy.step import Device, chunk_activation_bytes, kv_bytes_per_sequence
+from llmath.deploy.step import Device, chunk_activation_bytes, cross_bytes_per_source, kv_bytes_per_sequence
 from llmath.errors import WorkloadError
 
 FIXED_POINT_PASSES = 6
@@ -125,6 +131,7 @@ class Requests:
     gen: int
     prefix_hit: float = 0.0
     gen_dist: tuple[tuple[int, float], ...] = ()
+    encoder_decoder: bool = False  # P source tokens through an encoder; the decoder starts from one token
 
     def __post_init__(self) -> None:
         for k in ("prompt", "gen"):
@@ -133,6 +140,8 @@ class Requests:
                 raise WorkloadError(f"{k}={v!r} must be an integer >= 1")
         if not 0 <= self.prefix_hit < 1:
             raise WorkloadError(f"prefix_hit={self.prefix_hit} must be a fraction in [0, 1)")
+        if self.encoder_decoder and self.prefix_hit:
+            raise WorkloadError("prefix_hit applies to decoder-only models: an encoder reruns over every source")
         for g, w in self.gen_dist:
             if isinstance(g, bool) or not isinstance(g, int | np.integer) or g < 1 or not w > 0:
                 raise WorkloadError(f"gen_dist entry ({g!r}, {w!r}): lengths must be integers >= 1, weights > 0")
@@ -171,19 +180,25 @@ class Requests:
         return float((g - 1) @ w)
 
     @property
+    def start(self) -> int:
+        """Positions in the (self-attention) cache when decoding starts: P, or 1 (encoder-decoder)."""
+        return 1 if self.encoder_decoder else self.prompt
+
+    @property
     def decode_context(self) -> float:
-        """Mean context of the decoding requests: P + (G_i − 2)/2 weighted by the G_i − 1 steps each decodes."""
+        """Mean context of the decoding requests: P + (G_i − 2)/2 weighted by the G_i − 1 steps each decodes
+        (encoder-decoder: 1 + (G_i − 2)/2, the decoder's own positions)."""
         g, w = self.lengths
         steps = (g - 1) * w
         total = float(steps.sum())
-        return self.prompt + (float(steps @ (np.maximum(g - 2, 0) / 2)) / total if total else 0.0)
+        return self.start + (float(steps @ (np.maximum(g - 2, 0) / 2)) / total if total else 0.0)
 
     def kv_positions(self, reserve: bool) -> float:
         """Positions of KV a resident request counts, averaged over the requests in the pool (weighted by
         their lifetimes ∝ G_i): its last position P + G_i − 1 where admission reserves it, its mean over its
         life P + (G_i − 1)/2 where blocks come on demand."""
         g, w = self.lengths
-        held = self.prompt + ((g - 1) if reserve else (g - 1) / 2)
+        held = self.start + ((g - 1) if reserve else (g - 1) / 2)
         return float((g * w) @ held / (g @ w))
 
 
@@ -216,9 +231,11 @@ def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
     out = []
     for part in dev.parts:
         w = part.params * p.weight_bytes
-        act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.prefill)
-        per_req = float(kv_bytes_per_sequence(dev.spec, req.prompt + req.max_gen - 1, p, dev.attention, part.decode))
-        admitted = float(kv_bytes_per_sequence(dev.spec, counted, p, dev.attention, part.decode))
+        act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.encoder or part.prefill)
+        cross = dev.source * cross_bytes_per_source(part.prefill, p)  # encoder-decoder: fixed per request
+        per_req = float(kv_bytes_per_sequence(dev.spec, req.start + req.max_gen - 1, p, dev.attention, part.decode))
+        per_req += cross
+        admitted = float(kv_bytes_per_sequence(dev.spec, counted, p, dev.attention, part.decode)) + cross
         budget = eng.gpu_memory_utilization * cap
         free = max(budget - w - act - eng.cuda_graph_bytes, 0.0)
         if eng.kv_fraction_of_free:
@@ -312,10 +329,11 @@ def steady_state(
         raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
     Pn = req.new
     K = float(eng.max_num_batched_tokens) if eng.max_num_batched_tokens else float("inf")
-    chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None
+    chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None and not req.encoder_decoder
     if not chunked and Pn > K:
+        why = "an encoder's source is never chunked" if req.encoder_decoder else "without chunked prefill"
         raise WorkloadError(
-            f"prompt {Pn} tokens > max_num_batched_tokens={int(K)} without chunked prefill; enable chunking"
+            f"prompt {Pn} tokens > max_num_batched_tokens={int(K)} ({why}); enable chunking, a shorter prompt"
             " or raise the budget"
         )
     steps, w = req.decode_steps / dec.tokens, dec.width  # decode iterations per request, budget tokens each

@@ -22,6 +22,16 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
   stage's dp·B·T tokens (``moe_tokens = dp``).
 * **pipeline**: stage s runs its layers (:func:`~llmath.deploy.layout.stage_layers`); the embedding
   lives on stage 0, the final norm and LM head on the last (which also holds a copy of a tied embedding).
+* **encoder-decoder** (T5, BART, the original Transformer): every operator shards as its decoder-only
+  namesake (``encoder.self_attn.q_proj`` and ``decoder.cross_attn.q_proj`` as ``attn.q_proj``; the cross
+  K/V projections and their cache as ``attn.k_proj``/``attn.v_proj``: K/T heads; ``encoder.ffn.up`` as
+  ``ffn.up``), as vLLM's Whisper shards them (``vllm/model_executor/models/whisper.py``: ``QKVParallelLinear``
+  for self-attention, ``ColumnParallelLinear`` q and ``MergedColumnParallelLinear`` k/v for cross-attention,
+  ``RowParallelLinear`` out_proj and fc2, ``ColumnParallelLinear`` fc1) and its BART the vocabulary
+  (``VocabParallelEmbedding``, ``ParallelLMHead``). transformers ships no ``base_model_tp_plan`` for T5, BART
+  or Whisper. Under PP each stack is split on its own (:func:`~llmath.deploy.layout.stage_layers` of the
+  encoder's and of the decoder's layers): stage s runs its share of both; T5's relative-position table
+  (read by a stack's first layer) lives on stage 0 with the embedding.
 """
 
 from __future__ import annotations
@@ -102,9 +112,19 @@ def _scale(terms: tuple[Term, ...], f: Fr) -> tuple[Term, ...]:
     return tuple(out)
 
 
+def rule_name(name: str) -> str:
+    """The decoder-only namesake whose sharding rule an encoder-decoder operator follows:
+    ``encoder.self_attn.q_proj`` → ``attn.q_proj``, ``decoder.ffn.down`` → ``ffn.down``."""
+    stack, _, rest = name.partition(".")
+    if stack not in ("encoder", "decoder") or not rest:
+        return name
+    block, _, tail = rest.partition(".")
+    return f"attn.{tail}" if block in ("self_attn", "cross_attn") else rest
+
+
 def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Fr], Fr, Fr]:
     """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``."""
-    name, T = op.name, L.tp
+    name, T = rule_name(op.name), L.tp
     N, K = spec.n_heads, spec.n_kv_heads
     hq = Fr(1, T)
     hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
@@ -160,7 +180,7 @@ def _place(op: Op, counts: dict[str, int], first: bool, last: bool) -> int:
     """How many times ``op`` runs on a rank of the stage (0: not there)."""
     if op.layer_kind:
         return counts.get(op.layer_kind, 0)
-    if op.component == "embedding":
+    if op.component == "embedding" or op.name.endswith(".relative_bias"):
         return op.count if first else 0
     return op.count if last else 0
 
@@ -171,10 +191,25 @@ def _tied_head(op: Op, spec: ModelSpec, L: Layout) -> Op:
     return replace(op, params=(("lm_head.weight", rows * spec.d_model),) + op.params[1:])
 
 
+def _stack_ranges(spec: ModelSpec, stage: Stage, pp: int) -> list[range]:
+    """Each pipeline stage's layers of the stack this pass runs (the encoder's in the encoder pass)."""
+    n = spec.encoder.n_layers if stage == "encoder" and spec.encoder is not None else spec.n_layers
+    return stage_layers(n, pp)
+
+
+def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
+    """Encoder and decoder layers on pipeline stage ``s``: each stack split on its own."""
+    assert spec.encoder is not None
+    return {
+        "encoder": len(stage_layers(spec.encoder.n_layers, pp)[s]),
+        "decoder": len(stage_layers(spec.n_layers, pp)[s]),
+    }
+
+
 @lru_cache(maxsize=256)
 def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout) -> tuple[RankPlan, ...]:
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
-    from llmath.deploy.comm import stage_collectives
+    from llmath.deploy.comm import encdec_collectives, stage_collectives
 
     if any(k != "attention" for k in spec.layer_mixers):
         raise LayoutError(
@@ -183,10 +218,10 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
         )
     base = build_ops(spec, stage, attention)
     plans = []
-    ranges = stage_layers(spec.n_layers, layout.pp)
+    ranges = _stack_ranges(spec, stage, layout.pp)
     for s, layers in enumerate(ranges):
         first, last = s == 0, s == len(ranges) - 1
-        counts = _stage_counts(spec, layers)
+        counts = _stage_counts(spec, layers) if spec.encoder is None else _encdec_counts(spec, layout.pp, s)
         ops = []
         for op in base:
             n = _place(op, counts, first, last)
@@ -195,9 +230,12 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
                 if o.name == "lm_head" and spec.tie_embeddings and layout.pp > 1:
                     o = _tied_head(o, spec, layout)
                 ops.append(o)
-        colls = stage_collectives(spec, layout, counts, s, first, last)
+        if spec.encoder is None:
+            colls = stage_collectives(spec, layout, counts, s, first, last)
+        else:
+            colls = encdec_collectives(spec, layout, counts, s, first, last, stage == "encoder")
         plans.append(RankPlan(s, layers, tuple(ops), colls, layout.dp))
     return tuple(plans)
 
 
-__all__ = ["RankPlan", "kv_heads_per_rank", "rank_plans"]
+__all__ = ["RankPlan", "kv_heads_per_rank", "rank_plans", "rule_name"]

@@ -45,7 +45,7 @@ class SimResult:
 def _schedule(running, waiting, req: Requests, eng: EngineConfig, max_resident: int):
     """(decoders, [(request, chunk tokens)]) of the next iteration; admits waiting requests."""
     K = eng.max_num_batched_tokens or 1 << 62
-    chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None
+    chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None and not req.encoder_decoder
     decoders = [r for r in running if r.done_prompt == req.new]
     budget = K - len(decoders)
     chunks = []
@@ -88,7 +88,7 @@ def simulate(
             starts.pop(0)
             waiting.append(_Req(now, next(lengths)))
         decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
-        ctx = np.mean([req.prompt + r.generated - 1 for r in decoders]) if decoders else 0.0
+        ctx = np.mean([req.start + r.generated - 1 for r in decoders]) if decoders else 0.0
         if chunks:
             sizes = np.array([c for _, c in chunks], dtype=float)
             prefixes = np.array([req.cached + r.done_prompt for r, _ in chunks], dtype=float)

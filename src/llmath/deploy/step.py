@@ -18,6 +18,13 @@ prefill tokens uses the prefill rates. For models whose decode and prefill opera
 absorbed in decode), the two parts are timed on their own tables and summed: the weights are then read twice
 in mixed iterations (an overestimate stated here, at most one weight read per mixed iteration).
 
+Encoder-decoder models (``Device.source`` = the P source tokens of every request): a request's prefill is
+its encoder pass over the P source tokens (bidirectional, so never chunked) plus the decoder prefill of its
+start token, which projects the P encoder outputs to the cross-attention K/V once; a decoding request at
+decoder context S attends S + 1 positions and cross-attends the P cached ones. The encoder pass runs on its
+own operator table (its own weights read once per iteration that carries prefills), the decoder's prefill
+and decode tokens on theirs (the two decoder lists differ: decode reads the cross K/V, prefill writes them).
+
 Sizes broadcast: every argument may be a numpy array, so one call times a whole grid of iterations.
 """
 
@@ -60,6 +67,8 @@ class Part:
     prefill_collectives: tuple = ()
     decode_collectives: tuple = ()
     params: int = 0
+    encoder: Table | None = None  # encoder-decoder models: the encoder pass's table and collectives
+    encoder_collectives: tuple = ()
 
     @property
     def shared(self) -> bool:
@@ -91,6 +100,7 @@ class Device:
     collectives (:func:`llmath.deploy.cost.comm_costs`, on the device's topology), and the iteration takes
     Σ over stages of (operator times + exposed communication), as :func:`llmath.deploy.per_gpu_stage`
     times a pass. ``cuda_graphs=False`` charges decode iterations the eager per-kernel overhead.
+    ``source``: encoder-decoder models only (required there), the source tokens of every request (module doc).
     """
 
     spec: ModelSpec
@@ -100,13 +110,16 @@ class Device:
     attention: str = "flash"
     cuda_graphs: bool = True
     layout: Layout | None = None
+    source: int = 0
 
     def __post_init__(self) -> None:
-        if self.spec.is_encoder_decoder:  # an iteration here has no encoder pass nor cross-attention source
+        if self.spec.is_encoder_decoder and self.source < 1:
             raise WorkloadError(
-                f"{self.spec.name!r} is an encoder-decoder model: continuous-batching serving covers decoder-only "
-                "models; analyze it without --concurrency/--rate (encoder, decoder prefill and decode stages)"
+                f"{self.spec.name!r} is an encoder-decoder model: its serving cost needs the source length "
+                "(Device(source=P), the prompt tokens each request's encoder runs over)"
             )
+        if self.source and not self.spec.is_encoder_decoder:
+            raise WorkloadError(f"source={self.source}: {self.spec.name!r} is decoder-only; leave source at 0")
 
     @property
     def gpus(self) -> int:
@@ -120,16 +133,21 @@ class Device:
     @cached_property
     def parts(self) -> tuple[Part, ...]:
         s, a, L = self.spec, self.attention, self.layout
+        ed = s.is_encoder_decoder
         if L is None or L.trivial:
-            return (Part(table(s, "prefill", a), table(s, "decode", a), params=param_report(s).total),)
+            enc = table(s, "encoder", a) if ed else None
+            return (Part(table(s, "prefill", a), table(s, "decode", a), params=param_report(s).total, encoder=enc),)
         pre, dec = rank_plans(s, "prefill", a, L), rank_plans(s, "decode", a, L)
+        enc_p = rank_plans(s, "encoder", a, L) if ed else ()
         return tuple(
             Part(
                 rank_table(s, "prefill", a, L, i),
                 rank_table(s, "decode", a, L, i),
                 pre[i].collectives,
                 dec[i].collectives,
-                sum(n * op.count for op in pre[i].ops for _, n in op.params),
+                sum(n * op.count for op in pre[i].ops + (enc_p[i].ops if ed else ()) for _, n in op.params),
+                rank_table(s, "encoder", a, L, i) if ed else None,
+                enc_p[i].collectives if ed else (),
             )
             for i in range(len(pre))
         )
@@ -182,6 +200,8 @@ class Device:
         return StepCost(cost.time_s + self._comm(colls, scen, cost.time_s), cost.bytes, cost.flops)
 
     def _part(self, part: Part, d, s, nc, c, pf, tokens, rows, has_prefill) -> StepCost:
+        if part.encoder is not None:
+            return self._encdec_part(part, d, s, nc, c, has_prefill)
         dec_s, pre_s = Scenario(d, 1, s), Scenario(nc, c, pf)
         mixed = _Mixed(dec_s, pre_s)
         if part.shared:
@@ -207,6 +227,28 @@ class Device:
         pre = self._with_comm(pre, part.prefill_collectives, pre_s)
         return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))
 
+    def _encdec_part(self, part: Part, d, s, nc, c, has_prefill) -> StepCost:
+        """An encoder-decoder iteration: ``d`` decoding requests (decoder context ``s``, the ``source``
+        positions cross-attended) and ``nc`` new requests of ``c`` source tokens: their encoder pass and the
+        decoder prefill of their start token (module doc)."""
+        assert part.encoder is not None
+        dec_s = Scenario(d, 1, s, src=self.source)
+        dt, pt, et = part.decode, part.prefill, part.encoder
+        dec = self._time(dt, self._fix(dt, _mono(dt, dec_s), d), d, d, True, s)
+        dec = self._with_comm(dec, part.decode_collectives, dec_s)
+        dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
+        if not has_prefill.any():
+            return dec
+        enc_s, pre_s = Scenario(nc, c), Scenario(nc, 1, 0, src=c)
+        enc = self._with_comm(
+            self._time(et, self._fix(et, _mono(et, enc_s), nc * c), nc, nc * c, False), part.encoder_collectives, enc_s
+        )
+        pre = self._with_comm(
+            self._time(pt, self._fix(pt, _mono(pt, pre_s), nc), nc, nc, False), part.prefill_collectives, pre_s
+        )
+        both = zip(_parts(dec), _parts(enc), _parts(pre), strict=True)
+        return StepCost(*(np.where(has_prefill, a + b + e, a) for a, b, e in both))
+
     def iteration(self, n_decode, context, n_chunks=0, chunk=0, prefix=0) -> StepCost:
         """One iteration: ``n_decode`` sequences at mean context ``context`` (each feeds one token and
         attends context + 1 positions) plus ``n_chunks`` prefill chunks of ``chunk`` tokens after ``prefix``
@@ -223,6 +265,8 @@ class Device:
         """A speculative verify pass: ``n_seqs`` sequences each feeding ``width`` tokens after ``context``
         cached positions, on the decode operator list (MLA stays absorbed, as engines verify), timed as a
         decode iteration (graph-captured)."""
+        if self.spec.is_encoder_decoder:
+            raise WorkloadError(f"{self.spec.name!r}: speculative decoding of encoder-decoder models is not modelled")
         b, w, s = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n_seqs, width, context)))
         out = []
         for part in self.parts:
@@ -287,6 +331,15 @@ def _kv_bytes(t: Table, positions, precision: Precision):
             held = positions if op.window is None else np.minimum(positions, op.window)
             total = total + per * np.asarray(held, dtype=float)
     return total * precision.kv_bytes
+
+
+def cross_bytes_per_source(prefill: Table, precision: Precision) -> float:
+    """Cross-attention cache bytes per source position of one sequence: what the decoder prefill's cross K/V
+    projections write per ``B·src`` row (0 for decoder-only models)."""
+    ci, monos = CLASSES.index("kv_write"), prefill.monos
+    if "X" not in monos:
+        return 0.0
+    return float(prefill.coef[:, ci, monos.index("X")].sum()) * precision.kv_bytes
 
 
 @lru_cache(maxsize=4096)

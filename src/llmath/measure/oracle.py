@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 SEQ2SEQ = ("t5", "bart", "marian")
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 
 
 def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):

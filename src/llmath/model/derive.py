@@ -157,6 +157,8 @@ _FLAGS = {
     "embedding_scale": (False, True),
     "sub_norms": (False, False),
     "chunked_windows": (False, False),
+    "diff_attention": (False, False),
+    "last_o_bias": (False, False),
 }
 
 

@@ -221,6 +221,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         )
     name = name or cfg.get("_name_or_path") or model_type
     _refuse_unmodelled(cfg, table, where)
+    if "prepare" in table:  # a family that states a width another way (MPT's expansion_ratio): the usual keys
+        cfg = table["prepare"](cfg)
     try:
         build = _build_mixers if "build" in table else _build
         spec = build(cfg, model_type, table, name, where, source)

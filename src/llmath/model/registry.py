@@ -109,18 +109,29 @@ def spec(name: str) -> ModelSpec:
     return spec_from_config(config(name), name=name, source=entry.get("source", ""))
 
 
-_SAME_FAMILY = {"mixtral": "mistral", "gpt_bigcode": "starcoder", "starcoder2": "starcoder", "bloom": "bloom"}
+@lru_cache(maxsize=1)
+def family_groups() -> dict[str, str]:
+    """model_type -> the family it is listed under, where the rule of :func:`family` does not give it
+    (``data/model_families.json``: mixtral -> mistral, falcon_h1 -> falcon, ...)."""
+    data = json.loads((resources.files("llmath") / "data" / "model_families.json").read_text())
+    return dict(data["groups"])
 
 
 def family(name: str) -> str:
-    """A registry model's family: its model_type (a wrapper's, else its language model's) without the
-    version, ``_text`` or ``_moe`` suffix (gemma3_text -> gemma, qwen2_moe -> qwen, deepseek_v3 ->
-    deepseek), or the family it belongs to (mixtral -> mistral)."""
+    """A registry model's family: its index entry's ``family`` when it has one; else its model_type (a
+    wrapper's, else its language model's) looked up in :func:`family_groups`; else that model_type without
+    the version, ``_text`` or ``_moe`` suffix (gemma3_text -> gemma, qwen2_moe -> qwen, deepseek_v3 ->
+    deepseek)."""
+    given = info(name).get("family")
+    if given:
+        return str(given)
     s = spec(name)
     mt = s.wrapper or s.model_type
+    if mt in family_groups():
+        return family_groups()[mt]
     base = re.sub(r"(_text|_moe)$", "", mt)
     base = re.sub(r"[_-]?v?\d[\d._]*$", "", base)
-    return _SAME_FAMILY.get(mt, base if len(base) >= 3 else mt)
+    return base if len(base) >= 3 else mt
 
 
 def by_family() -> dict[str, list[str]]:

@@ -212,6 +212,8 @@ class ModelSpec:
     embedding_scale: bool = False  # Gemma multiplies embeddings by sqrt(d)
     chunked_windows: bool = False  # Llama-4: windowed layers are chunked attention (flash: chunk pairs only)
     attn_softcap: float | None = None
+    diff_attention: bool = False  # DiffLlama: differential attention, softmax(Q1K1) − λ·softmax(Q2K2), ops/variants.py
+    last_o_bias: bool = False  # GPT-NeoX-Japanese: only the last layer's attention output has a bias (width D)
     final_softcap: float | None = None
     encoder: EncoderSpec | None = None
     mixer: MixerSpec | None = None  # the non-attention mixer of the layers layer_mixers marks with its kind

@@ -13,6 +13,7 @@ from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
+from llmath.ops.variants import last_layer_o_bias
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
@@ -78,6 +79,7 @@ def _decoder_layers(b: Builder) -> None:
             residual(b, "residual.parallel", count, lk, inputs=3)
         else:
             residual(b, "residual.ffn", count, lk)
+    last_layer_o_bias(b)
 
 
 def _stack(b: Builder, stack: str, n_layers: int, norms: int, final: bool) -> None:

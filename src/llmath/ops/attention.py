@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block, output_gate
+from llmath.ops.variants import DIFF_EXECUTIONS, alibi
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,19 @@ def kv_proj(a: Attn) -> None:
         )  # fmt: skip
 
 
+def nope(a: Attn) -> bool:
+    """Whether the block's layers use no positional encoding: Llama-4's full-attention layers
+    (``chunked_windows``: its layer types are chunked exactly where ``no_rope_layers`` is 1,
+    configuration_llama4.py), which skip the rotary and the q/k L2 norm (modeling_llama4.py gates both on
+    ``use_rope``). A Llama-4 config without chunk windows marks no layer, so every layer keeps its rotary."""
+    s = a.site.spec
+    return s.chunked_windows and a.site.b.window is None and any(w is not None for w in s.layer_windows)
+
+
 def qk_norm(a: Attn) -> None:
     """Norms over the query and key heads (per head width, or over all heads' width)."""
     s = a.site.spec
-    if s.qk_norm == "none" or a.cross:
+    if s.qk_norm == "none" or a.cross or nope(a):
         return
     N, K, H = a.N, a.K, a.H
     qw, kw = (H, H) if s.qk_norm == "head" else (N * H, K * H)
@@ -81,7 +91,7 @@ def qk_norm(a: Attn) -> None:
 
 def rotary(a: Attn) -> None:
     s = a.site.spec
-    if s.position != "rotary" or a.cross:
+    if s.position != "rotary" or a.cross or nope(a):
         return
     r = s.rotary_dim or a.H
     a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + a.K) * r, "BT", "(N+K)·R", sizes=dict(N=a.N, K=a.K, R=r))
@@ -188,11 +198,18 @@ EXECUTIONS: dict[str, tuple[Step, ...]] = {
 
 
 def execution(a: Attn) -> None:
+    if a.site.spec.diff_attention and not a.cross:  # DiffLlama (ops/variants.py)
+        if a.site.b.attention == "eager":
+            cache_append(a)
+        DIFF_EXECUTIONS[a.site.b.attention](a)
+        return
     for step in EXECUTIONS[a.site.b.attention]:
         step(a)
 
 
-STEPS: tuple[Step, ...] = (q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, execution, sub_norm, gate, o_proj)
+STEPS: tuple[Step, ...] = (
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, sub_norm, gate, o_proj,
+)  # fmt: skip
 
 
 def attention_block(

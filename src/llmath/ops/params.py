@@ -121,7 +121,10 @@ def module_params(spec: ModelSpec) -> dict[str, int]:
     """Parameters per checkpoint module (embedding, attention, ffn, experts, ...; :attr:`Op.module`), and a
     wrapper's counted towers (``vision``, ``projector``: loaded with the language model, at its format)."""
     out: dict[str, int] = {}
-    for op in build_ops(spec, "prefill", "flash"):
+    ops = build_ops(spec, "prefill", "flash")
+    if spec.is_encoder_decoder:  # the encoder's weights (and the shared token table) too
+        ops = build_ops(spec, "encoder", "flash") + ops
+    for op in ops:
         if op.params:
             out[op.module] = out.get(op.module, 0) + op.n_params * op.count
     for key, n in spec.tower_params:

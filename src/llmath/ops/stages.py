@@ -57,13 +57,15 @@ def stage_flops(spec: ModelSpec, stage: str, attention: str, sc: Scenario) -> fl
     return float(vals[..., CLASSES.index("flops")].sum())
 
 
-def cross_kv_elements_per_source(spec: ModelSpec) -> int:
+def cross_kv_elements_per_source(spec: ModelSpec, ops=None) -> int | float:
     """Cross-attention cache elements per source position (K and V of every decoder layer), read off the
-    cross K/V projections of the decoder prefill; 0 for decoder-only models."""
+    cross K/V projections of the decoder prefill (``ops``: one GPU's under a layout); 0 for decoder-only
+    models."""
     if not spec.is_encoder_decoder:
         return 0
-    ops = build_ops(spec, "prefill", "flash")
-    return int(sum(t.coef * op.count for op in ops for t in op.terms("kv_write") if t.mono == "X"))
+    ops = build_ops(spec, "prefill", "flash") if ops is None else ops
+    n = sum(t.coef * op.count for op in ops for t in op.terms("kv_write") if t.mono == "X")
+    return int(n) if float(n).is_integer() else float(n)
 
 
 def _act_peak(spec: ModelSpec, stage: str, sc: Scenario, attention: str, tab=None):
@@ -75,15 +77,24 @@ def _act_peak(spec: ModelSpec, stage: str, sc: Scenario, attention: str, tab=Non
 
 
 def activation_peak_bytes(
-    spec: ModelSpec, batch, prompt, attention: str, precision: Precision, prefix=0, tab=None, decoder_prompt=1
+    spec: ModelSpec,
+    batch,
+    prompt,
+    attention: str,
+    precision: Precision,
+    prefix=0,
+    tab=None,
+    decoder_prompt=1,
+    enc_tab=None,
 ):
     """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual.
     ``tab``: another compiled operator list of ``spec`` (one GPU's under a layout). Encoder-decoder: the
-    larger of the encoder pass and the decoder prefill, which keeps the encoder output live."""
+    larger of the encoder pass (``enc_tab``: its list on that GPU) and the decoder prefill, which keeps the
+    encoder output live."""
     if not spec.is_encoder_decoder:
         return _act_peak(spec, "prefill", Scenario(batch, prompt, prefix), attention, tab) * precision.act_bytes
-    enc = _act_peak(spec, "encoder", Scenario(batch, prompt), attention)
-    pre = _act_peak(spec, "prefill", Scenario(batch, decoder_prompt, 0, src=prompt), attention)
+    enc = _act_peak(spec, "encoder", Scenario(batch, prompt), attention, enc_tab)
+    pre = _act_peak(spec, "prefill", Scenario(batch, decoder_prompt, 0, src=prompt), attention, tab)
     return np.maximum(enc, pre) * precision.act_bytes
 
 

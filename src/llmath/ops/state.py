@@ -59,7 +59,7 @@ def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layo
     """
     total = batch * fixed_state_elements(spec, layout, ops)
     if spec.is_encoder_decoder:
-        total = total + batch * src * cross_kv_elements_per_source(spec)
+        total = total + batch * src * cross_kv_elements_per_source(spec, ops)
     for w, per in kv_elements_per_position(spec, layout, ops).items():
         if w is not None and layout == "transformers":
             held = np.minimum(positions, w - 1) if not isinstance(positions, int) else min(positions, w - 1)

@@ -488,19 +488,19 @@ def _comm_table(c, a) -> None:
     from rich.table import Table
 
     t = Table(title="communication per pass (per GPU)")
-    for col in ("collective", "kind", "prefill bytes", "prefill time", "decode-step bytes", "decode-step time"):
-        t.add_column(col, justify="left" if col in ("collective", "kind") else "right")
-    pre, dec = a.comm.get("prefill") or {}, a.comm.get("decode") or {}
-    for name in dict.fromkeys([*pre, *dec]):
-        p_, d_ = pre.get(name, {}), dec.get(name, {})
-        t.add_row(
-            name,
-            (p_ or d_).get("kind", ""),
-            si(p_.get("bytes"), "B"),
-            ms(p_.get("time_s")),
-            si(d_.get("bytes"), "B"),
-            ms(d_.get("time_s")),
-        )
+    passes = [
+        (k, n) for k, n in (("encoder", "encoder"), ("prefill", "prefill"), ("decode", "decode-step")) if k in a.comm
+    ]
+    t.add_column("collective", justify="left")
+    t.add_column("kind", justify="left")
+    for _, n in passes:
+        t.add_column(f"{n} bytes", justify="right")
+        t.add_column(f"{n} time", justify="right")
+    per = [a.comm.get(k) or {} for k, _ in passes]
+    for name in dict.fromkeys(n for p in per for n in p):
+        cells = [p.get(name, {}) for p in per]
+        kind = next((x.get("kind") for x in cells if x), "")
+        t.add_row(name, kind, *(v for x in cells for v in (si(x.get("bytes"), "B"), ms(x.get("time_s")))))
     c.print(t)
     if "decode_total_s" in a.comm:
         c.print(f"communication over all decode steps: {ms(a.comm['decode_total_s'])}")

@@ -5,9 +5,11 @@ optional ``config`` (a config.json object POSTed by the page, used instead of a 
 server (:mod:`.server`) routes ``/api/<name>`` to ``HANDLERS[name]``. The numbers all come from
 :func:`llmath.analysis.analyze` and the operator list; the handlers only reshape them for the page:
 
-* ``meta``: bundled models, accelerators (with memory and peaks), precisions, engines when available;
+* ``meta``: bundled models (``encoder_decoder``: those with an encoder stack), accelerators (with memory
+  and peaks), precisions, engines when available;
 * ``analyze``: ``llmath analyze --json``'s object plus ``roofline`` (the device's roofs for the compute
-  dtype) and ``split`` (each stage's time as compute-, memory- and communication-bound parts);
+  dtype) and ``split`` (each stage's time as compute-, memory- and communication-bound parts; an
+  encoder-decoder model's ``encoder`` pass too);
 * ``sweep``: key metrics over one axis (``batch``, ``concurrency``, ``prompt`` or ``gen``);
 * ``compare``: key metrics for every model × accelerator pair;
 * ``explain``: each cost class of one operator as the formula with the numbers substituted;
@@ -24,7 +26,7 @@ from llmath.errors import LLMathError, UnknownNameError, WorkloadError
 
 Params = dict[str, str]
 
-_INTS = ("batch", "prompt", "gen", "prefix", "gpus", "tp", "pp", "ep", "dp")
+_INTS = ("batch", "prompt", "gen", "prefix", "gpus", "tp", "pp", "ep", "dp", "decoder_prompt")
 _STRS = ("attention",)
 _SERVING = ("concurrency", "engine")  # continuous batching (llmath.deploy.service.serve)
 _MAX_POINTS = 32
@@ -143,7 +145,7 @@ def meta(params: Params, config: dict | None = None) -> dict[str, Any]:
     from llmath import hardware
     from llmath.model import formats, registry
 
-    models = [n for n in registry.names() if not registry.spec(n).is_encoder_decoder]
+    models = registry.names()
     devices = []
     for n in hardware.names():
         h = hardware.get(n)
@@ -158,6 +160,7 @@ def meta(params: Params, config: dict | None = None) -> dict[str, Any]:
         )
     return {
         "models": models,
+        "encoder_decoder": [n for n in models if registry.spec(n).is_encoder_decoder],
         "hardware": devices,
         "dtypes": formats.names("activations"),
         "formats": {role: formats.names(role) for role in formats.ROLES},
@@ -225,7 +228,7 @@ def analyze_view(params: Params, config: dict | None = None) -> dict[str, Any]:
         d.update({k: serving.get(k) for k in KEY_METRICS})
         d["memory"] = dict(d["memory"], fits=serving["memory"]["fits"])
     d["roofline"] = _roofline(d)
-    d["split"] = {s: _split(d[s]) for s in ("prefill", "decode") if isinstance(d.get(s), dict)}
+    d["split"] = {s: _split(d[s]) for s in ("encoder", "prefill", "decode") if isinstance(d.get(s), dict)}
     return d
 
 
@@ -278,14 +281,18 @@ def compare(params: Params, config: dict | None = None) -> dict[str, Any]:
 
 
 def explain(params: Params, config: dict | None = None) -> dict[str, Any]:
-    from llmath.ops import CLASSES, Scenario, build_ops
+    from llmath.ops import CLASSES, build_ops
     from llmath.ops import explain as explain_op
+    from llmath.ops.stages import stage_scenarios
 
     spec = _model(params, config)
     stage = str(params.get("stage") or "prefill")
     kw = _analyze_kwargs(params, config)
     B, P, prefix = kw.get("batch", 1), kw.get("prompt", 512), kw.get("prefix", 0)
-    scen = Scenario(B, P, prefix) if stage == "prefill" else Scenario(B, 1, prefix + P)
+    scens = stage_scenarios(spec, B, P, prefix, kw.get("decoder_prompt", 1))
+    if stage not in scens:
+        raise WorkloadError(f"stage={stage!r} must be one of {', '.join(scens)} for {spec.name}")
+    scen = scens[stage]
     name = str(params.get("op") or "")
     ops = [o for o in build_ops(spec, stage, kw.get("attention", "flash")) if o.name == name]
     if not ops:

@@ -1,0 +1,99 @@
+"""Dense decoders with an unusual feature (model/families_dense.py, ops/variants.py): the bundled flagship
+configs against their published parameter counts, and the operators' formulas against arithmetic written
+out here. (transformers on the meta device proves the eager FLOPs, parameters and cache bytes of each
+model_type in test_oracle_causal_lm.py.)"""
+
+from dataclasses import replace
+
+import pytest
+from helpers import registry_config
+
+from llmath.model import registry
+from llmath.model.hf import spec_from_config
+from llmath.ops import Scenario, build_ops, evaluate
+from llmath.ops.params import param_report
+
+# name, published total, relative tolerance (the figure's rounding), source
+PUBLISHED = [
+    # MPT-7B model card (huggingface.co/mosaicml/mpt-7b): n_parameters 6.7B; 32·(4·4096² + 2·4096·16384
+    # + 2·4096) + 50432·4096 + 4096 = 6,649,286,656
+    ("mpt-7b-instruct", 6.7e9, 0.01),
+    # BioGPT paper (arXiv:2210.10341): 347M
+    ("biogpt", 347e6, 0.002),
+    # BioGPT paper: BioGPT-Large 1.5B (1,571,188,800: the paper rounds it to 1.5B, not 1.6B)
+    ("biogpt-large", 1.5e9, 0.05),
+]
+
+
+@pytest.mark.parametrize("name,published,tol", PUBLISHED, ids=[p[0] for p in PUBLISHED])
+def test_flagship_totals_match_published(name, published, tol):
+    total = param_report(registry.spec(name)).total
+    assert abs(total - published) / published < tol
+
+
+def test_gpt_neox_japanese_untied_is_the_published_2_7b():
+    """The hub file has no tie_word_embeddings, so transformers 5.23 ties embed_out to embed_in; the released
+    checkpoint stores embed_out separately, and untied the count is the 2.7B of its name:
+    32·(4·2560² + 2·2560·10240 + 4·2560) + 2·32000·2560 + 2560 (last-layer bias) + 2·2560 = 2,680,757,760."""
+    tied = param_report(registry.spec("gpt-neox-japanese-2.7b")).total
+    cfg = dict(registry_config("gpt-neox-japanese-2.7b"), tie_word_embeddings=False)
+    untied = param_report(spec_from_config(cfg)).total
+    assert untied == 2_680_757_760 and untied - tied == 32000 * 2560
+    assert abs(untied - 2.7e9) / 2.7e9 < 0.01
+
+
+def _op(spec, stage, attention, name, cls, sc):
+    return sum(c.values.get(cls, 0) for c in evaluate(build_ops(spec, stage, attention), sc, spec) if c.op.name == name)
+
+
+def _small(model_type, **extra):
+    base = dict(
+        model_type=model_type, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+        intermediate_size=128, vocab_size=100, max_position_embeddings=64,
+    )  # fmt: skip
+    return spec_from_config(dict(base, **extra))
+
+
+def test_alibi_eager_adds_a_bias_to_every_score_flash_computes_it_per_pair():
+    """MPT, 2 layers, N = 4 heads, B = 1, prefill of T = 8. Eager adds the bias to the whole T × S
+    rectangle: 2 layers · 4 heads · 8 · 8 = 512 FLOPs. Flash computes m·(j − i) and adds it for the causal
+    pairs only: 2 FLOPs · 2 layers · 4 heads · (8·9/2 = 36 pairs) = 576."""
+    spec = spec_from_config(dict(model_type="mpt", d_model=64, n_heads=4, n_layers=2, vocab_size=100))
+    sc = Scenario(1, 8, 0)
+    assert _op(spec, "prefill", "eager", "attn.alibi", "vflops", sc) == 512
+    assert _op(spec, "prefill", "flash", "attn.alibi", "vflops", sc) == 576
+    llama = _small("llama")
+    assert not [op for op in build_ops(llama, "prefill", "eager") if op.name == "attn.alibi"]
+
+
+def test_differential_attention_eager_computes_the_scores_twice_flash_once():
+    """DiffLlama, 2 layers, N = 4 heads of H = 16, B = 1, decode at S = 7 (8 visible keys, one query).
+    transformers' eager runs two attention calls over the same Q, K: scores 2 calls · 2·N·H = 256 and context
+    2 calls · 2·N·H = 256 FLOPs per score entry, · 8 entries · 2 layers = 4096 each. The serving default
+    (flash) fuses one call with the value width doubled: (2·N·H + 2·N·2H) = 384 per pair · 8 · 2 = 6144,
+    1.5 × a plain attention's 4·N·H = 256 per pair (4096), where eager is 2 × plain eager."""
+    diff = _small("diffllama")
+    plain = replace(diff, diff_attention=False)
+    sc = Scenario(1, 1, 7)
+    assert _op(diff, "decode", "eager", "attn.scores", "flops", sc) == 4096
+    assert _op(diff, "decode", "eager", "attn.context", "flops", sc) == 4096
+    assert _op(plain, "decode", "eager", "attn.scores", "flops", sc) == 2048
+    assert _op(diff, "decode", "flash", "attn.flash", "flops", sc) == 6144
+    assert _op(plain, "decode", "flash", "attn.flash", "flops", sc) == 4096
+
+
+def test_differential_attention_lambda_vectors_and_default_execution():
+    """Each layer learns λ_q1, λ_k1, λ_q2, λ_k2 of width H = 16: 4·16·2 layers = 128 parameters; the
+    analysis default (build_ops' flash) is the fused serving form."""
+    diff = _small("diffllama")
+    assert param_report(diff).by_component["attention.lambda"] == 128
+    assert any(op.name == "attn.flash" for op in build_ops(diff, "decode"))
+
+
+def test_gpt_neox_japanese_bias_on_the_last_layer_only():
+    """One bias of width D = 64 (the last layer's attention output), whatever the depth."""
+    for layers in (2, 5):
+        spec = _small("gpt_neox_japanese", num_hidden_layers=layers, intermediate_multiple_size=4)
+        rep = param_report(spec)
+        assert rep.by_component["attention.o.bias"] == 64
+        assert spec.d_ff == 4 * 64
