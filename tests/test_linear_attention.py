@@ -137,7 +137,7 @@ def test_layouts_refuse_linear_attention_layers(qwen3_next):
     """As for the state-space mixers: no sharding rule yet for the linear-attention layers."""
     from llmath.errors import LayoutError
 
-    with pytest.raises(LayoutError, match="no sharding rule yet"):
+    with pytest.raises(LayoutError, match="gated_delta mixer have no tensor-parallel sharding rule yet"):
         analyze(qwen3_next, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=2)
 
 

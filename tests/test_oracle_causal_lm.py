@@ -12,7 +12,7 @@ an xfail. BERT-style encoders get llmath's "not a decoder" error.
 from __future__ import annotations
 
 import pytest
-from causal_lm_types import causal_lm_types, default_config, of
+from causal_lm_types import LFM2_TYPES, ONE_SEQUENCE, causal_lm_types, default_config, of
 from helpers import coarse_hf, coarse_llmath
 
 from llmath.analysis import kv_cache_bytes
@@ -52,12 +52,15 @@ def _keep_layers(spec) -> int:
         if k not in kinds:
             kinds.add(k)
             n = i + 1
+    shared = [i for i, k in enumerate(spec.layer_mixers) if k.startswith("shared+")]
+    if len(shared) > 1:  # Zamba's shared block: transformers ties its copies and cannot build a lone one
+        n = max(n, shared[1] + 1)
     return max(n, 2)
 
 
-def _matmul_flops(spec, stage, S0, T):
+def _matmul_flops(spec, stage, S0, T, batch=B):
     ops = build_ops(spec, stage, "eager")
-    return sum(c.values.get("flops", 0) for c in evaluate(ops, Scenario(B, T, S0), spec))
+    return sum(c.values.get("flops", 0) for c in evaluate(ops, Scenario(batch, T, S0), spec))
 
 
 def _hf_groups(model) -> dict[str, int]:
@@ -140,6 +143,41 @@ VARIANTS = [
     ("bailing_hybrid", {"layer_types": None, "mlp_layer_types": None, "layer_group_size": 2}),
     ("minimax", {"layer_types": None, "head_dim": 64}),
     ("olmo_hybrid", {"layer_types": None, "linear_num_key_heads": 10, "linear_num_value_heads": 20}),
+    (
+        "nemotron_h",
+        {
+            "layers_block_type": ["mlp", "linear_attention", "full_attention", "moe", "linear_attention"],
+            "mlp_bias": True,
+            "use_bias": True,
+            "use_conv_bias": False,
+        },
+    ),
+    ("zamba", {"mamba_proj_bias": True, "mamba_conv_bias": False, "mamba_dt_rank": "auto"}),
+    (
+        "zamba2",
+        {"use_shared_attention_adapter": True, "num_mem_blocks": 2, "use_mem_rope": True, "add_bias_linear": True},
+    ),
+    (
+        "falcon_h1",
+        {
+            "mamba_rms_norm": True,
+            "projectors_bias": True,
+            "mamba_proj_bias": True,
+            "attention_bias": True,
+            "mlp_bias": True,
+            "mamba_d_ssm": 2048,
+            "mamba_d_head": 16,
+            "mamba_n_groups": 2,
+        },
+    ),
+    # short convs among attention layers (lfm2's defaults attend in every layer), with and without biases
+    ("lfm2", {"num_hidden_layers": 16, "layer_types": LFM2_TYPES}),
+    ("lfm2", {"num_hidden_layers": 16, "layer_types": LFM2_TYPES, "conv_bias": True, "conv_L_cache": 4}),
+    ("lfm3", {"use_sandwich_norm": False, "use_attention_gate": False, "attention_bias": True}),
+    # RecurrentGemma's local attention over a window shorter than the prompt, and GQA
+    ("recurrent_gemma", {"attention_window_size": 4, "num_key_value_heads": 1}),
+    ("rwkv", {"intermediate_size": 8192}),  # (an attention_hidden_size other than D fails in transformers)
+    ("xlstm", {"weight_mode": "fused", "num_heads": 4, "qk_dim_factor": 0.25}),
 ]
 
 
@@ -152,11 +190,12 @@ def test_variants_read_exactly(mt, extra, tmp_path):
 
 
 def _flops_and_cache_equal(cfg, spec):
+    b = 1 if spec.model_type in ONE_SEQUENCE else B
     n = _keep_layers(spec)
     small = spec.with_layers(n)
     model = oracle.build_meta(oracle.hf_config(cfg, n))
     try:
-        hf_prefill, out = oracle.forward_flops(model, B, P)
+        hf_prefill, out = oracle.forward_flops(model, b, P)
     except ValueError as e:
         # bamba and granitemoehybrid default to no attention layer, and transformers 5.23 then cannot
         # run them with a cache at all (the model asks the cache for an attention layer's length):
@@ -167,12 +206,12 @@ def _flops_and_cache_equal(cfg, spec):
     if past is None:
         # transformers keeps no cache for this family (openai-gpt recomputes every position each step):
         # only the prefill has a transformers counterpart
-        assert _matmul_flops(small, "prefill", 0, P) == hf_prefill
+        assert _matmul_flops(small, "prefill", 0, P, b) == hf_prefill
         return
-    assert kv_cache_bytes(small, B, P, Precision(), layout="transformers") == oracle.cache_bytes(past)
-    assert _matmul_flops(small, "prefill", 0, P) == hf_prefill
-    hf_decode, _ = oracle.forward_flops(model, B, 1, past=past, seen=P)
-    assert _matmul_flops(small, "decode", P, 1) == hf_decode
+    assert kv_cache_bytes(small, b, P, Precision(), layout="transformers") == oracle.cache_bytes(past, model=model)
+    assert _matmul_flops(small, "prefill", 0, P, b) == hf_prefill
+    hf_decode, _ = oracle.forward_flops(model, b, 1, past=past, seen=P)
+    assert _matmul_flops(small, "decode", P, 1, b) == hf_decode
 
 
 def test_tied_embedding_defaults_follow_the_config_classes():
