@@ -65,6 +65,12 @@ def _truncate(cfg: dict[str, Any], n_layers: int) -> None:
             cfg[k] = v[:n_layers]
     if isinstance(cfg.get("per_layer_config"), dict):  # Gemma 4: overrides keyed by layer index
         cfg["per_layer_config"] = {k: v for k, v in cfg["per_layer_config"].items() if int(k) < n_layers}
+    sub = cfg.get("linear_attn_config")  # Kimi-Linear: 1-based layer lists of each kind
+    if isinstance(sub, dict):
+        cfg["linear_attn_config"] = {
+            k: [i for i in v if i <= n_layers] if k.endswith("_layers") and isinstance(v, list) else v
+            for k, v in sub.items()
+        }
 
 
 def _floats(v: Any) -> Any:
@@ -150,9 +156,9 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
 
 def cache_bytes(past, bytes_per_element: int = 2, model=None) -> int:
     """Bytes of every tensor the HF cache holds (keys and values of every layer, a sparse-attention indexer's
-    keys, and the conv and recurrent states of linear-attention / state-space layers; RWKV's state list and
-    xLSTM's ``rnn_state``), plus, given the ``model``, the states its modules keep themselves
-    (RecurrentGemma's ``conv1d_state`` and ``recurrent_states``)."""
+    keys, and the conv and recurrent states of linear-attention / state-space layers; MiniMax's lightning
+    states; RWKV's state list and xLSTM's ``rnn_state``), plus, given the ``model``, the states its modules
+    keep themselves (RecurrentGemma's ``conv1d_state`` and ``recurrent_states``)."""
     if isinstance(past, list | tuple):  # RWKV: five (batch, hidden, layers) tensors
         return sum(t.numel() for t in past) * bytes_per_element
     if hasattr(past, "rnn_state"):  # xLSTM: (C, n, m) per layer
@@ -165,6 +171,9 @@ def cache_bytes(past, bytes_per_element: int = 2, model=None) -> int:
         for t in tensors:
             if t is not None:
                 total += t.numel() * bytes_per_element
+    for t in getattr(past, "linear_cache", None) or []:  # MiniMaxCache: each lightning layer's K·V state
+        if hasattr(t, "numel"):
+            total += t.numel() * bytes_per_element
     return total
 
 
