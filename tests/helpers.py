@@ -28,6 +28,8 @@ def coarse_hf(name: str) -> str:
         return "audio"
     if re.search(r"\.norm_attn_norm\.attn\.", name):  # DBRX keeps its attention inside a "norm_attn_norm" block
         return "attention"
+    if re.search(r"\.(input|post_attention)_residual$", name):  # Doge's learned residual scales
+        return "residual"
     if re.search(r"(norm|Norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):
         return "norm"
     if re.search(r"\.per_layer_(model_projection|input_gate|projection)\.", name):  # Gemma 4's per-layer inputs
@@ -54,7 +56,7 @@ def coarse_hf(name: str) -> str:
         return "embedding"
     if re.search(r"^head\.", name):  # RWKV's LM head
         return "lm_head"
-    if re.search(r"(^|\.)(lm_head|embed_out)\.|^output\.", name):
+    if re.search(r"(^|\.)(lm_head|embed_out)\.|^output\.|^decoder\.(weight|bias)$", name):  # ModernBERT: decoder
         return "lm_head"
     if re.search(
         r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"

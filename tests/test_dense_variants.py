@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from helpers import registry_config
 
+from llmath.errors import ConfigError
 from llmath.model import registry
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, build_ops, evaluate
@@ -169,3 +170,35 @@ def test_trocr_analysis_says_the_encoder_is_another_model(tmp_path):
     d = analyze(spec, batch=1, prompt=577, gen=4).to_dict()
     assert "encoder" not in d
     assert any("whose encoder is the image encoder of a VisionEncoderDecoderModel" in w for w in d["warnings"])
+
+
+def test_doge_eager_reprojects_every_cached_key_serving_only_the_new_one():
+    """Doge's dt_proj (K·H -> K) in a decode step after S0 = 20 cached tokens, 2 layers, K = 4 KV heads of
+    H = 16, B = 1. transformers (eager) projects the values the cache returns, all 21 positions:
+    2 layers · 2·4·16·4 · 21 = 21,504 FLOPs. dt depends only on its own position's values, so llmath's
+    serving default (flash) projects the new token only: 2 · 512 · 1 = 1,024."""
+    spec, sc = _small("doge"), Scenario(1, 1, 20)
+    assert _op(spec, "decode", "eager", "attn.dt_proj", "flops", sc) == 21_504
+    assert _op(spec, "decode", "flash", "attn.dt_proj", "flops", sc) == 1_024
+
+
+def test_doge_parameters_beyond_llama():
+    """Per layer: dt_proj 64·4 (K·H·K, no bias), A 4, two residual scales of 64 and per-head q/k norms 2·16
+    on top of the Llama-like layer; 2 layers: 2·(256 + 4 + 128 + 32) = 840 more than the same config as Llama."""
+    doge = param_report(_small("doge")).total
+    llama = param_report(_small("llama", tie_word_embeddings=False)).total
+    assert doge - llama == 840
+
+
+def test_doge_moe_is_refused_not_miscounted():
+    with pytest.raises(ConfigError, match="is_moe"):
+        _small("doge", is_moe=True)
+
+
+def test_modernbert_decoder_first_layer_has_no_attention_norm_and_a_head_transform():
+    """2 layers of width 64, bias-free LayerNorms: 2·2 − 1 = 3 layer norms (64 each) = 192; the head's
+    dense 64·64 = 4096 and its norm 64. Window: local_attention 16 // 2 = 8 on layer 1 (layer 0 global)."""
+    spec = _small("modernbert-decoder", local_attention=16)
+    by = param_report(spec).by_component
+    assert by["norm.layers"] == 192 and by["lm_head.dense"] == 4096 and by["norm.head"] == 64
+    assert spec.layer_windows == (None, 8)

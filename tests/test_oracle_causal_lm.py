@@ -121,6 +121,8 @@ VARIANTS = [
     ("hyperclovax", {"use_post_norm": False}),
     ("ernie4_5", {"use_bias": True}),
     ("persimmon", {"qk_layernorm": False}),
+    ("modernbert-decoder", {"classifier_bias": True, "norm_bias": True, "mlp_bias": True, "attention_bias": True}),
+    ("doge", {"attention_bias": True}),
     ("seed_oss", {"attention_out_bias": True}),
     ("smollm3", {"use_sliding_window": True, "sliding_window": 4, "layer_types": None}),
     ("exaone4", {"layer_types": None, "sliding_window_pattern": 3}),

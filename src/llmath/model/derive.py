@@ -171,6 +171,11 @@ _FLAGS = {
     "attn_head_gate": (False, True),
     "diff_attention": (False, False),
     "last_o_bias": (False, False),
+    "first_attn_norm": (True, False),
+    "head_dense": (False, False),
+    "head_dense_bias": (False, True),
+    "dynamic_mask": (False, False),
+    "residual_scale": (False, False),
 }
 
 

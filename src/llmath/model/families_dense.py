@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llmath.errors import ConfigError
 from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _k
 
 
@@ -133,3 +134,62 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # DiffLlama: Llama with differential attention (Ye et al. 2024, arXiv:2410.05258), see ops/variants.py
     "diffllama": dict(LLAMA_LIKE, diff_attention=True),
 }
+
+
+def _modernbert_decoder_windows(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """ModernBERT-decoder (configuration_modernbert_decoder.py ``__post_init__``): without a ``sliding_window``
+    in the file the window is ``local_attention // 2`` (none without local_attention; a file's own value wins,
+    as transformers 5.23 loads it), and without ``layer_types`` every ``global_attn_every_n_layers``-th layer
+    (default 3, from layer 0) is global."""
+    out = dict(cfg)
+    local = cfg.get("local_attention", 128)
+    if out.get("sliding_window") is None:
+        out["sliding_window"] = local // 2 if local else None
+    if out.get("layer_types") is None:
+        every = int(cfg.get("global_attn_every_n_layers") or 3)
+        n = int(cfg.get("num_hidden_layers") or 0)
+        out["layer_types"] = ["sliding_attention" if i % every else "full_attention" for i in range(n)]
+    return out
+
+
+ADAPTERS["modernbert-decoder"] = dict(
+    # ModernBERT-decoder (Ettin decoders, jhu-clsp): pre-LN blocks whose first layer has no attention norm,
+    # an embedding LayerNorm, bias-free GeGLU (Wi D -> 2F) and attention, sliding layers of local_attention // 2,
+    # and a prediction head norm(gelu(dense(x))) before the tied decoder with its bias (decoder_bias)
+    # (modeling_modernbert_decoder.py)
+    norm="layer",
+    norm_bias=_k("norm_bias", False),
+    ffn="gated",
+    activation="gelu",
+    position="rotary",
+    **_attn_bias(_k("attention_bias", False)),
+    ffn_bias=_k("mlp_bias", False),
+    embedding_norm=True,
+    first_attn_norm=False,
+    head_dense=True,
+    head_dense_bias=_k("classifier_bias", False),
+    lm_head_bias=_k("decoder_bias", True),
+    prepare=_modernbert_decoder_windows,
+)
+
+
+def _doge_dense(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Doge with ``is_moe`` swaps every FFN for a cross-domain MoE (modeling_doge.py ``DogeCDMoE``: product-key
+    routing over num_experts single-neuron experts) that llmath does not model: refused, not miscounted."""
+    if cfg.get("is_moe"):
+        raise ConfigError(
+            "doge: is_moe=true (DogeCDMoE, product-key routed single-neuron experts) is not modelled by llmath; "
+            "only dense Doge configs (is_moe false) can be read"
+        )
+    return dict(cfg)
+
+
+ADAPTERS["doge"] = dict(
+    # Doge (SmallDoge): Llama-like with per-head q/k RMSNorms, dynamic-mask attention (dt_proj and A, see
+    # ops/variants.py) and residual adds that scale the skip stream by a learned vector (modeling_doge.py)
+    LLAMA_LIKE,
+    qk_norm="head",
+    dynamic_mask=True,
+    residual_scale=True,
+    prepare=_doge_dense,
+)

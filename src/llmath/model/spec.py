@@ -276,6 +276,11 @@ class ModelSpec:
     attn_softcap: float | None = None
     diff_attention: bool = False  # DiffLlama: differential attention, softmax(Q1K1) − λ·softmax(Q2K2), ops/variants.py
     last_o_bias: bool = False  # GPT-NeoX-Japanese: only the last layer's attention output has a bias (width D)
+    first_attn_norm: bool = True  # ModernBERT-decoder: False, layer 0 has no norm before attention
+    head_dense: bool = False  # ModernBERT-decoder: dense D -> D, activation and norm before the LM head
+    head_dense_bias: bool = False  # that dense's bias (its classifier_bias)
+    dynamic_mask: bool = False  # Doge: dynamic-mask attention, dt_proj (K·H -> K) and A (K) per layer, ops/variants.py
+    residual_scale: bool = False  # Doge: each residual add scales the skip stream by a learned vector (D)
     final_softcap: float | None = None
     encoder: EncoderSpec | None = None
     mixer: MixerSpec | None = None  # the non-attention mixer of the layers layer_mixers marks with its kind

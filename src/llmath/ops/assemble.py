@@ -82,12 +82,14 @@ def _mixer_layers(b: Builder) -> None:
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
     _mixer_layers(b)
-    for w, moe, kind, count, own in _attention_groups(s):
+    for g, (w, moe, kind, count, own) in enumerate(_attention_groups(s)):
         ffn = s.attention_ffn
         lk = layer_kind(s, w, moe, own, kind)
         b.window, b.own_indexer = w, own
         norms = s.norms_per_layer
-        b.norm("norm.attn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+        attn_in = count - (0 if s.first_attn_norm or g else 1)  # ModernBERT-decoder: none in the first layer
+        if attn_in:
+            b.norm("norm.attn_in", s.d_model, count=attn_in, pkey="norm.layers", layer_kind=lk)
         if s.parallel_block and norms >= 2:
             b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         attention_block(b, w, count, lk)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
-from llmath.ops.variants import DIFF_EXECUTIONS, alibi
+from llmath.ops.variants import DIFF_EXECUTIONS, alibi, dynamic_mask
 
 
 @dataclass(frozen=True)
@@ -277,8 +277,8 @@ def execution(a: Attn) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, head_gate, sub_norm, gate, out_gate,
-    o_proj,
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, dynamic_mask, execution, head_gate, sub_norm,
+    gate, out_gate, o_proj,
 )  # fmt: skip
 
 

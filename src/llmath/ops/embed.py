@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmath.ops.core import SOFTCAP_FLOPS, Builder, Site
+from llmath.ops.core import ACT_FLOPS, SOFTCAP_FLOPS, Builder, Site
 
 
 def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True) -> None:
@@ -80,11 +80,36 @@ def _logit_rows(b: Builder) -> str:
     return "BT" if b.spec.eager_all_logits and b.attention == "eager" else "BL"
 
 
+def head_transform(b: Builder) -> None:
+    """ModernBERT-decoder's prediction head before the vocabulary projection (modeling_modernbert_decoder.py
+    ``ModernBertDecoderPredictionHead``): norm(act(dense(x))), dense D -> D (bias when ``classifier_bias``),
+    on the rows that need logits (transformers slices ``logits_to_keep`` before it)."""
+    s, L, D = b.spec, _logit_rows(b), b.spec.d_model
+    bias = D if s.head_dense_bias else 0
+    b.add(
+        "lm_head.dense",
+        "lm_head",
+        "matmul",
+        "BLD,DD->BLD",
+        dict(D=D),
+        1,
+        [("lm_head.dense", D * D + bias)],
+        flops=[(2 * D * D, L, "2·D·D")],
+        vflops=[(D + ACT_FLOPS * D, L, f"D + {ACT_FLOPS}·D")] if bias else [(ACT_FLOPS * D, L, f"{ACT_FLOPS}·D")],
+        weight=[(D * D + bias, "1", "D·D")],
+        act_in=[(D, L, "D")],
+        act_out=[(D, L, "D")],
+    )
+    b.norm("lm_head.norm", D, count=1, pkey="norm.head", rows=L)
+
+
 def head(b: Builder) -> None:
     """Final norm, LM head and final logit soft-capping."""
     s = b.spec
     if s.final_norm:
         b.norm("norm.final", s.d_model, count=1, pkey="norm.final")
+    if s.head_dense:
+        head_transform(b)
     lm_head(b)
     if s.final_softcap:
         Site(b, 1, "", "lm_head", "lm_head", dict(V=s.vocab_size)).vector(

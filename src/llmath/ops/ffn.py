@@ -96,10 +96,13 @@ def ffn_block(
 
 
 def residual(b: Builder, name: str, count: int, lk: str, inputs: int = 2) -> None:
-    """The residual add of ``inputs`` width-D streams: ``inputs − 1`` FLOPs per element."""
-    D = b.spec.d_model
+    """The residual add of ``inputs`` width-D streams: ``inputs − 1`` FLOPs per element; Doge
+    (:attr:`ModelSpec.residual_scale`, modeling_doge.py ``input_residual`` / ``post_attention_residual``)
+    first multiplies the skip stream by a learned vector of width D: one FLOP more per element."""
+    D, scaled = b.spec.d_model, b.spec.residual_scale
     site = Site(b, count, lk, "", "residual", dict(D=D))
     site.op(
-        name, "vector", "BTD,BTD->BTD", vflops=[((inputs - 1) * D, "BT", f"{inputs - 1}·D")],
+        name, "vector", "BTD,BTD->BTD", vflops=[((inputs - 1 + scaled) * D, "BT", f"{inputs - 1 + scaled}·D")],
+        params=[("residual.scale", D)] if scaled else [], weight=[(D, "1", "D")] if scaled else [],
         act_in=[(inputs * D, "BT", f"{inputs}·D")], act_out=[(D, "BT", "D")],
     )  # fmt: skip

@@ -16,6 +16,17 @@ half of V: ``eager`` is that, so the N × T × S scores and their softmax are co
 2 × (2·N·H + 2·N·H) = 8·N·H FLOPs per score entry. ``flash`` models one fused call with the value width
 doubled (the scores once): 2·N·H + 2·N·(2·H) = 6·N·H FLOPs per causal pair.
 
+**Dynamic-mask attention** (Doge, SmallDoge; transformers 5.23 modeling_doge.py ``DogeAttention``): per layer a
+projection ``dt_proj`` of each key position's values (K·H -> K, bias when ``attention_bias``) and a vector A
+(K); exp(A · softplus(dt)) per KV head and key is added to the scores as a mask (beyond ``keep_window_size``
+keys only the top ones stay visible: the scores are still all computed). transformers computes dt from the
+values the cache *returns*, so ``eager`` re-projects every visible key each step: 2·K·H·K FLOPs per key,
+plus 4 FLOPs per (K, key) for softplus, the multiply by A and exp, and the mask add of 1 FLOP per score
+entry. ``flash`` (llmath's serving default) projects only the new tokens (2·K·H·K per token): dt depends on
+nothing but its own position's values, so a server keeps it beside the cache instead of recomputing it
+(K values per position, 1/(2·H) of its K/V; not added to the cache bytes), and counts every causal pair
+(a dynamic-mask kernel may skip masked blocks: not modelled).
+
 **Last-layer output bias** (GPT-NeoX-Japanese): only the last layer's attention output adds a learned
 bias of width D (``dense_bias``): D parameters, 1 FLOP per element.
 """
@@ -90,6 +101,27 @@ def _diff_combine(a: Attn) -> None:
 DIFF_EXECUTIONS = {"eager": diff_eager, "flash": diff_flash}
 
 
+def dynamic_mask(a: Attn) -> None:
+    """Doge's dt projection and mask (formulas in the module docstring)."""
+    s = a.site.spec
+    if not s.dynamic_mask or a.cross:
+        return
+    K, H, N = a.K, a.H, a.N
+    bias = K if s.o_bias else 0
+    eager = a.site.b.attention == "eager"
+    rows = a.win.K if eager else "BT"
+    a.site.op(
+        "dt_proj", "matmul", "BSKH,KHK->BSK", flops=[(2 * K * H * K, rows, "2·K·H·K")],
+        vflops=[((4 + (1 if bias else 0)) * K, rows, "4·K" if not bias else "5·K")],
+        params=[("attention.dt_proj", K * H * K + bias), ("attention.A", K)],
+        weight=[(K * H * K + bias + K, "1", "K·H·K + K")],
+        kv_read=[(K * H, rows, "K·H")] if eager else [], act_in=[] if eager else [(K * H, rows, "K·H")],
+        act_out=[(K, rows, "K")],
+    )  # fmt: skip
+    if eager:
+        a.site.vector("dynamic_mask", "BKGTS->BKGTS", 1, N, a.win.E, "N")
+
+
 def last_layer_o_bias(b: Builder) -> None:
     """GPT-NeoX-Japanese: the bias added to the last layer's attention output (one layer, width D)."""
     s: ModelSpec = b.spec
@@ -100,4 +132,4 @@ def last_layer_o_bias(b: Builder) -> None:
     site.vector("o_bias", "BTD->BTD", 1, D, "BT", "D", params=[("attention.o.bias", D)], weight=[(D, "1", "D")])
 
 
-__all__ = ["alibi", "DIFF_EXECUTIONS", "last_layer_o_bias"]
+__all__ = ["alibi", "DIFF_EXECUTIONS", "dynamic_mask", "last_layer_o_bias"]
