@@ -222,16 +222,19 @@ def _decode_scalar(
     return DecodeSummary(first, last, total, per_op, n)
 
 
-def _attention_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf, u0, n, step, per_op, ov):
+def _attention_generation(
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf, u0, n, step, per_op, ov, groups=None
+):
     """The fitted decode-attention columns of a vectorised generation, summed per context band
     (:func:`llmath.hardware.fitted_ops.decode_attention_sum`): sets their ``per_op`` totals and returns
-    (their columns, (first-step, last-step) corrections to the context-independent ``step``)."""
+    (their columns, (first-step, last-step) corrections to the context-independent ``step``). ``groups``:
+    :func:`distinct` of the batches, when the caller has it."""
     da, jf = _decode_attention(table, hw, p, eff)
     if da is None:
         return jf, (0.0, 0.0)
     spec = table.spec
     k = _decode_coefs(table, byte_weights_key(table, p))
-    Bu, idx = np.unique(Bf[..., 0], return_inverse=True)
+    Bu, idx = distinct(Bf[..., 0]) if groups is None else groups
     Uu = table.experts_hit(Bu) if spec.moe is not None else np.zeros_like(Bu)
     lines_ = _attention_lines(k, Bu, np.stack([np.ones_like(Bu), Bu, Uu], axis=-1), jf)
     idx = idx.reshape(Bf.shape[:-1])
@@ -275,6 +278,36 @@ def _slope_sums(c0j, m0j, c1, m1, w, ch, u0, n):
     return total, uf, np.where(ch > 0, _chunk_pos(last, c), np.minimum(last, w))
 
 
+_DISTINCT_MIN = 64  # points above which a generation's per-batch constants are computed per distinct batch
+
+
+def distinct(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(x, return_inverse=True)`` of a 1-d float array; integer values in a range not much wider
+    than the array by a presence table (linear time: a sweep's batches), others by sorting."""
+    xi = x.astype(np.int64)
+    if x.size and (xi == x).all() and 0 <= xi.min() and xi.max() <= 4 * x.size:
+        present = np.zeros(int(xi.max()) + 1, dtype=bool)
+        present[xi] = True
+        return np.flatnonzero(present).astype(float), (np.cumsum(present) - 1)[xi]
+    u, idx = np.unique(x, return_inverse=True)
+    return u, idx.reshape(x.shape)
+
+
+def _step_parts(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf: np.ndarray, src):
+    """(compute, memory, seconds per byte, overheads) per op of a decode step's context-independent part, for
+    batches ``Bf`` (…, 1) (``src``: source positions cross-attended; broadcasts against them)."""
+    bw_key = byte_weights_key(table, p)
+    k = _decode_coefs(table, bw_key)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
+    U = table.experts_hit(Bf) if table.spec.moe is not None else np.zeros_like(Bf)
+    Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
+    X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
+    f, inv = _fitted(table, hw, p, eff, Bf[..., 0], Bf[..., 0], True, None)
+    c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
+    return c0, (X @ k[:, 2]) * inv, inv, overheads(table, eff, True, p)
+
+
 def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src=0) -> DecodeSummary:
     """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
 
@@ -289,36 +322,35 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
         return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N), float(src))
     bw_key = byte_weights_key(table, p)
     k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff, table)
     kc = _compute_coefs(table, bw_key, hw, p, eff)
-    spec = table.spec
     Bf = np.asarray(B, dtype=float)[..., None]
-    U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
-    Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
-    X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
-    f, inv = _fitted(table, hw, p, eff, B, B, True, None)
-    c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
-    m0 = (X @ k[:, 2]) * inv
-    ov = overheads(table, eff, True, p)
-    n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
+    # the context-independent step depends on the batch alone: once per distinct batch (a sweep has few)
+    groups = distinct(Bf[..., 0]) if np.ndim(src) == 0 and Bf.size > _DISTINCT_MIN else None
+    Bs = Bf if groups is None else groups[0][:, None]
+    c0, m0, inv, ov = _step_parts(table, hw, p, eff, Bs, src)
     step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
     if ov.any():
         step += ov
+    step_sum = step.sum(-1)
+    if groups is not None:
+        step, step_sum = step[groups[1]], step_sum[groups[1]]
+    n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
     per_op = step * n
     u0 = np.asarray(P, dtype=float)[..., None] + 1
-    jf, extra = _attention_generation(table, hw, p, eff, Bf, u0, n, step, per_op, ov)
+    jf, extra = _attention_generation(table, hw, p, eff, Bf, u0, n, step, per_op, ov, groups)
     j = np.setdiff1d(_slope_ops(table, bw_key), jf)
     if not j.size:
-        first, last = step.sum(-1) + extra[0], step.sum(-1) + extra[1]
-        return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+        return DecodeSummary(step_sum + extra[0], step_sum + extra[1], per_op.sum(-1), per_op, n[..., 0])
     w = _windows(table)[j]
-    c0j, m0j = c0[..., j], m0[..., j]
+    c0j, m0j, invj = c0[..., j], m0[..., j], inv[..., j]
+    if groups is not None:
+        c0j, m0j, invj = c0j[groups[1]], m0j[groups[1]], (invj[groups[1]] if invj.ndim > 1 else invj)
     c1 = kc[3, j] * Bf
-    m1 = k[3, 2, j] * Bf * inv[..., j]
+    m1 = k[3, 2, j] * Bf * invj
     total, uf, ul = _slope_sums(c0j, m0j, c1, m1, w, _chunks(table)[j], u0, n)
     ovj = ov[j]
     per_op[..., j] = total + n * ovj
-    base = step.sum(-1) - step[..., j].sum(-1)
+    base = step_sum - step[..., j].sum(-1)
     first = base + extra[0] + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + extra[1] + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
