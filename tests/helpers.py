@@ -18,8 +18,12 @@ def coarse_hf(name: str) -> str:
 
     if re.search(r"(norm|(^|\.)ln_|\bln_f\b)", name):
         return "norm"
-    if re.search(r"^backbone\.embeddings\.", name):  # Mamba's token table
+    if re.search(r"^(backbone|model)\.embeddings\.", name):  # Mamba's, Nemotron-H's token table
         return "embedding"
+    if re.search(r"^model\.layers\.\d+\.linear\.weight$", name):  # Zamba's per-hybrid-layer linear
+        return "shared"
+    if re.search(r"\.mixer\.[qkvo]_proj\.", name):  # Nemotron-H's attention layers name it their mixer
+        return "attention"
     if re.search(
         r"\.(mixer|mamba)\.(in_proj|conv1d|x_proj|dt_proj|out_proj|A_log|D$|dt_bias)", name
     ):  # state-space mixers

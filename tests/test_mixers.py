@@ -66,3 +66,9 @@ def test_layouts_refuse_mixer_layers_until_they_have_a_sharding_rule(mamba):
 
     with pytest.raises(LayoutError, match="no sharding rule yet"):
         analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=1, dp=2)
+
+
+def test_prefill_after_a_cached_prefix_reads_the_state_once(mamba):
+    # continuing a cached prefix starts from its state: read once per sequence, 4 · 933,888 elements
+    assert _total(mamba, "prefill", "flash", "kv_read", Scenario(4, 64, 100)) == 4 * 933_888
+    assert _total(mamba, "prefill", "eager", "kv_read", Scenario(4, 64, 100)) == 4 * 933_888

@@ -52,6 +52,9 @@ def _keep_layers(spec) -> int:
         if k not in kinds:
             kinds.add(k)
             n = i + 1
+    shared = [i for i, k in enumerate(spec.layer_mixers) if k.startswith("shared+")]
+    if len(shared) > 1:  # Zamba's shared block: transformers ties its copies and cannot build a lone one
+        n = max(n, shared[1] + 1)
     return max(n, 2)
 
 
@@ -118,6 +121,33 @@ VARIANTS = [
     # hybrids: attention at another place among the state-space layers
     ("bamba", {"attn_layer_indices": [1]}),
     ("granitemoehybrid", {"layer_types": ["linear_attention", "attention"] * 16, "position_embedding_type": "rope"}),
+    (
+        "nemotron_h",
+        {
+            "layers_block_type": ["mlp", "linear_attention", "full_attention", "moe", "linear_attention"],
+            "mlp_bias": True,
+            "use_bias": True,
+            "use_conv_bias": False,
+        },
+    ),
+    ("zamba", {"mamba_proj_bias": True, "mamba_conv_bias": False, "mamba_dt_rank": "auto"}),
+    (
+        "zamba2",
+        {"use_shared_attention_adapter": True, "num_mem_blocks": 2, "use_mem_rope": True, "add_bias_linear": True},
+    ),
+    (
+        "falcon_h1",
+        {
+            "mamba_rms_norm": True,
+            "projectors_bias": True,
+            "mamba_proj_bias": True,
+            "attention_bias": True,
+            "mlp_bias": True,
+            "mamba_d_ssm": 2048,
+            "mamba_d_head": 16,
+            "mamba_n_groups": 2,
+        },
+    ),
 ]
 
 

@@ -40,9 +40,9 @@ FAMILIES = _families()
 
 
 def _keep_layers(spec) -> int:
-    # enough layers to reach every kind of layer (dense-first MoE, 1-in-6 full attention, ...)
+    # enough layers to reach every kind of layer (dense-first MoE, 1-in-6 full attention, hybrid mixers, ...)
     kinds, n = set(), 0
-    for i, k in enumerate(zip(spec.layer_windows, spec.layer_moe, strict=True)):
+    for i, k in enumerate(spec.layer_kinds()):
         if k not in kinds:
             kinds.add(k)
             n = i + 1
@@ -70,7 +70,7 @@ def test_prefill_and_decode_flops_equal_transformers(family, B):
     hf_prefill, out = oracle.forward_flops(model, B, P)
     # bf16 cache: 2 bytes per element (measured before the decode step grows the cache in place)
     assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values, 2)
-    hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
+    hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values, seen=P)
     assert _matmul_flops(spec, "prefill", B, P, 0) == hf_prefill
     assert _matmul_flops(spec, "decode", B, 1, P) == hf_decode
 

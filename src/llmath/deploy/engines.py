@@ -4,7 +4,8 @@ Every value comes from ``data/engines.json``, which names the file and commit (o
 from; values that depend on the device follow the engine's own rule (vLLM: larger budgets on devices with
 >= 70 GiB that are not A100s; SGLang: chunk size by GPU memory, memory fraction by tensor-parallel size).
 ``offline=True`` takes vLLM's ``LLM`` class defaults (what its offline throughput benchmark runs) instead of
-the OpenAI server's. Flags override any value (:func:`preset` keyword arguments).
+the OpenAI server's. Flags override any value (:func:`preset` keyword arguments). Each preset also carries
+its overhead terms (:func:`overheads`, :mod:`llmath.deploy.overheads`), each with its source.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from llmath.deploy.overheads import Overheads
 from llmath.deploy.serving import EngineConfig
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
@@ -59,17 +61,22 @@ def _value(name: str, key: str, hw: Hardware | None, tp: int, offline: bool):
     return s["value"]
 
 
+def overheads(name: str) -> Overheads:
+    """The engine's per-request and per-iteration overhead terms (``overheads`` in ``data/engines.json``)."""
+    return Overheads.from_dict(name, _data()[_check(name)].get("overheads", {}))
+
+
 def preset(name: str, hw: Hardware | None = None, tp: int = 1, offline: bool = False, **overrides) -> EngineConfig:
     """The engine's defaults on ``hw`` at tensor-parallel size ``tp``; keyword arguments override them
     (``None`` leaves the preset's value)."""
     _check(name)
-    keys = [f.name for f in fields(EngineConfig) if f.name not in ("name", "sources")]
+    keys = [f.name for f in fields(EngineConfig) if f.name not in ("name", "sources", "overheads")]
     vals = {k: _value(name, k, hw, tp, offline) for k in keys}
     vals = {k: v for k, v in vals.items() if v is not None or k in ("max_num_seqs",)}
     if vals.get("max_num_seqs") is None:
         vals["max_num_seqs"] = 1 << 20  # no fixed cap: the KV pool limits the resident requests
     sources = {k: s["source"] for k, s in _data()[name]["settings"].items()}
-    eng = EngineConfig(name=name, sources=sources, **vals)
+    eng = EngineConfig(name=name, sources=sources, overheads=overheads(name), **vals)
     unknown = set(overrides) - set(keys)
     if unknown:
         raise WorkloadError(f"unknown engine setting(s) {sorted(unknown)}; settable: {', '.join(keys)}")

@@ -83,6 +83,9 @@ def _int(name: str, v) -> int | None:
 def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     """Why ``spec`` cannot run ``tp``-way tensor parallel (vLLM's divisibility rules), or None."""
     N, K = spec.n_heads, spec.n_kv_heads
+    mixers = sorted({k.split("+")[-1] for k in spec.layer_mixers} - {"attention", "none"})
+    if mixers and tp > 1:  # before the heads: a pure Mamba spec's attention fields are placeholders
+        return f"tp={tp}: layers with a {'/'.join(mixers)} mixer have no tensor-parallel sharding rule yet"
     if N % tp:
         return f"tp={tp} must divide the {N} attention heads"
     if spec.mla is None and K % tp and tp % K:

@@ -13,10 +13,12 @@ from typing import Any
 
 from llmath.deploy import engines
 from llmath.deploy.layout import make_layout
+from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
     Decoding,
     Requests,
     ServingReport,
+    active_overheads,
     check_fits,
     memory,
     metrics_at,
@@ -80,6 +82,7 @@ def serve(
     decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
     ss = steady_state(decoding, eng, req, [c], mem.max_resident)
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
+    m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
     if rate is not None:
         m["ttft_s"] += m["tpot_s"] / 2  # arrivals wait half an iteration on average for the next one
         m["e2e_s"] += m["tpot_s"] / 2
@@ -103,7 +106,8 @@ def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation,
             f"speculative decoding ({speculation.method}, k={speculation.k}): a stated acceptance length of"
             f" {speculation.acceptance} tokens per verify round of width {speculation.k + 1}"
         )
-    eng_d = {k: v for k, v in eng.__dict__.items() if k != "sources"} | {"sources": eng.sources}
+    eng_d = {k: v for k, v in eng.__dict__.items() if k not in ("sources", "overheads")} | {"sources": eng.sources}
+    eng_d["overheads"] = eng.overheads.to_dict()
     rep = ServingReport(spec.name, hw.name, eng_d, work, dev.gpus, dev.dp, mem, m, notes)
     rep.layout = layout.to_dict() if layout else {"tp": 1, "pp": 1, "dp": 1, "ep": 1, "gpus": 1}
     return rep

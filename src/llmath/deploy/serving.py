@@ -53,10 +53,12 @@ request holds its self-attention K/V at those positions plus the cross-attention
 fixed from its prefill to its end.
 
 Output lengths may follow a distribution (:class:`Requests` ``gen_dist``: the steady state takes its moments;
-every request still has the same P). Not modelled: prompt-length distributions, preemption/recompute, scheduler
-CPU time between iterations, the detokenizer and network. ``tok_s_per_user`` is 1 / TPOT (the generation
-speed a user sees, as aiconfigurator and GenAI-Perf report it); ``throughput_tok_s`` is aggregate output
-tokens/s = C·E[G] / e2e (Little's law for the closed loop).
+every request still has the same P). The engine's time outside the kernels (scheduling, input preparation,
+sampling, detokenisation, tokenisation: :mod:`.overheads`, the preset's sourced terms) is added to every
+iteration (τ_a, τ_b, τ_d) and once per request to TTFT under ``expected`` efficiency, and reported as
+``overheads_s``. Not modelled: prompt-length distributions, preemption/recompute and the network.
+``tok_s_per_user`` is 1 / TPOT (the generation speed a user sees, as aiconfigurator and GenAI-Perf report it);
+``throughput_tok_s`` is aggregate output tokens/s = C·E[G] / e2e (Little's law for the closed loop).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from llmath.deploy.overheads import Overheads
 from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import Device, chunk_activation_bytes, cross_bytes_per_source, kv_bytes_per_sequence
 from llmath.errors import WorkloadError
@@ -88,6 +91,8 @@ class EngineConfig:
     ``kv_admission``: ``reserve`` admits a request only with room for its final KV (TensorRT-LLM's
     GUARANTEED_NO_EVICT), ``on_demand`` allocates KV blocks as tokens arrive (vLLM's paged blocks, SGLang's
     pool with retraction), so the pool holds requests at their mean size over a lifetime, P + (G − 1)/2.
+    ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
+    iteration and request under ``expected`` efficiency (not ``ideal``).
     """
 
     name: str = "generic"
@@ -101,6 +106,7 @@ class EngineConfig:
     kv_fraction_of_free: bool = False
     kv_admission: str = "on_demand"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    overheads: Overheads = field(default_factory=Overheads)
 
     def __post_init__(self) -> None:
         if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
@@ -282,6 +288,8 @@ class SteadyState:
     mixed_fraction: np.ndarray
     step_decode_s: np.ndarray
     step_mixed_s: np.ndarray
+    overhead_ttft_s: np.ndarray | float = 0.0  # the engine overheads' share of ttft_s and tpot_s
+    overhead_tpot_s: np.ndarray | float = 0.0
 
 
 def _prefill_iterations(P_new: int, K: float, d: np.ndarray, chunked: bool) -> np.ndarray:
@@ -328,14 +336,7 @@ def steady_state(
     if np.any(C < 1):
         raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
     Pn = req.new
-    K = float(eng.max_num_batched_tokens) if eng.max_num_batched_tokens else float("inf")
-    chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None and not req.encoder_decoder
-    if not chunked and Pn > K:
-        why = "an encoder's source is never chunked" if req.encoder_decoder else "without chunked prefill"
-        raise WorkloadError(
-            f"prompt {Pn} tokens > max_num_batched_tokens={int(K)} ({why}); enable chunking, a shorter prompt"
-            " or raise the budget"
-        )
+    K, chunked = _budget(eng, req)
     steps, w = req.decode_steps / dec.tokens, dec.width  # decode iterations per request, budget tokens each
     B = np.minimum(C, max_resident)
     Ip = _prefill_iterations(Pn, K, np.zeros_like(B), chunked)
@@ -357,21 +358,53 @@ def steady_state(
     pre_a, pre_b = req.cached + np.maximum(Pn - c_a, 0.0) / 2, req.cached + np.maximum(Pn - c_b, 0.0)
     two = np.stack  # both kinds of mixed iteration in one evaluation
     tau_a, tau_b = dec.mixed(two([d_m, d_m]), ctx, two([n_pre, n_pre]), two([c_a, c_b]), two([pre_a, pre_b]))
-    tau_m = ((Ip - 1) * tau_a + tau_b) / Ip
     tau_d = dec.step(B, ctx)
+    o_m, o_d, o_req = _overheads(dec, eng, req, B, d_m)
+    tau_a, tau_b, tau_d = tau_a + o_m, tau_b + o_m, tau_d + o_d
+    tau_m = ((Ip - 1) * tau_a + tau_b) / Ip
     # a decoding request shares an iteration with another's prefill with probability q
     # (the others' prefills, spread evenly over the iterations as in the desynchronised steady state)
     q = np.minimum(1.0, X * Ip * (B - 1) / B)
     step_s = q * tau_m + (1 - q) * tau_d
     wait_iters = np.maximum(C - B, 0.0) / X  # closed loop: the queue drains X requests per iteration
-    ttft = wait_iters * (f * tau_m + (1 - f) * tau_d) + Ip * tau_m
+    ttft = wait_iters * (f * tau_m + (1 - f) * tau_d) + Ip * tau_m + o_req
     e2e = ttft + steps * step_s
     a = dec.tokens
+    o_ttft = wait_iters * (f * o_m + (1 - f) * o_d) + Ip * o_m + o_req  # the overheads' part of each, exactly
+    o_tpot = (q * o_m + (1 - q) * o_d) / a
     p50, p90, p99 = (_quantile(qq, q, Ip, tau_a / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
     d = B - X * Ip
-    return SteadyState(
-        C, B, ttft, step_s / a, p50, p90, p99, e2e, C * req.mean_gen / e2e, C / e2e, d, X * Pn, f, tau_d, tau_m
-    )
+    return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, C * req.mean_gen / e2e, C / e2e, d, X * Pn, f,
+                       tau_d, tau_m, o_ttft, o_tpot)  # fmt: skip
+
+
+def _budget(eng: EngineConfig, req: Requests) -> tuple[float, bool]:
+    """(token budget K per iteration, whether prompts are chunked); a prompt over an unchunked budget raises."""
+    Pn = req.new
+    K = float(eng.max_num_batched_tokens) if eng.max_num_batched_tokens else float("inf")
+    chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None and not req.encoder_decoder
+    if not chunked and Pn > K:
+        why = "an encoder's source is never chunked" if req.encoder_decoder else "without chunked prefill"
+        raise WorkloadError(
+            f"prompt {Pn} tokens > max_num_batched_tokens={int(K)} ({why}); enable chunking, a shorter prompt"
+            " or raise the budget"
+        )
+    return K, chunked
+
+
+def active_overheads(dev: Device, eng: EngineConfig) -> Overheads:
+    """The engine's overheads under ``expected`` (or calibrated) efficiency; none under ``ideal``."""
+    return Overheads(eng.name) if dev.eff.name == "ideal" else eng.overheads
+
+
+def _overheads(dec: Decoding, eng: EngineConfig, req: Requests, B, d_m) -> tuple:
+    """The engine's overheads (:mod:`.overheads`) per iteration and request, zero under ``ideal`` efficiency:
+    (mixed iteration: the eager term + d_m·per_token; pure decode: the graph term + B·per_token; per request:
+    per_request + P·per_prompt_token)."""
+    ov = active_overheads(dec.dev, eng)
+    o_m = ov.per_iteration_eager_s + d_m * ov.per_token_s
+    o_d = ov.iteration_s(eng.cuda_graphs) + B * ov.per_token_s
+    return o_m, o_d, ov.request_s(req.prompt)
 
 
 def _quantile(qq: float, q, Ip, tau_a, tau_b, tau_d):
@@ -458,4 +491,9 @@ def metrics_at(ss: SteadyState, i: int, gpus: int, replicas: int) -> dict[str, A
         "mixed_iteration_fraction": float(ss.mixed_fraction[i]),
         "decode_step_s": float(ss.step_decode_s[i]),
         "mixed_step_s": float(ss.step_mixed_s[i]),
+        "overheads_s": {"ttft": _at(ss.overhead_ttft_s, i), "tpot": _at(ss.overhead_tpot_s, i)},
     }
+
+
+def _at(x, i: int) -> float:
+    return float(np.asarray(x).reshape(-1)[i]) if np.ndim(x) else float(x)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmath.deploy.serving import EngineConfig, Requests
+from llmath.deploy.serving import EngineConfig, Requests, active_overheads
 from llmath.deploy.step import Device
 
 
@@ -77,6 +77,8 @@ def simulate(
     K = eng.max_num_batched_tokens or req.new
     life = int(-(-req.new // K) + req.decode_steps)
     lengths = _lengths(req)
+    ov = active_overheads(dev, eng)  # the engine's time outside the kernels, as the closed form adds it
+    o_req = ov.request_s(req.prompt)
     starts = sorted((i * life) // concurrency for i in range(concurrency))
     waiting: list[_Req] = []
     running: list[_Req] = []
@@ -86,16 +88,17 @@ def simulate(
     for it in range(iterations):
         while starts and starts[0] <= it:
             starts.pop(0)
-            waiting.append(_Req(now, next(lengths)))
+            waiting.append(_Req(now - o_req, next(lengths)))
         decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
         ctx = np.mean([req.start + r.generated - 1 for r in decoders]) if decoders else 0.0
         if chunks:
             sizes = np.array([c for _, c in chunks], dtype=float)
             prefixes = np.array([req.cached + r.done_prompt for r, _ in chunks], dtype=float)
             t = dev.iteration(len(decoders), ctx, len(chunks), sizes.mean(), prefixes.mean()).time_s
+            t = t + ov.per_iteration_eager_s
         else:
-            t = dev.iteration(len(decoders), ctx).time_s
-        now += float(t)
+            t = dev.iteration(len(decoders), ctx).time_s + ov.iteration_s(eng.cuda_graphs)
+        now += float(t) + len(decoders) * ov.per_token_s
         emitted = 0
         for r in decoders:
             r.generated += 1
@@ -114,7 +117,7 @@ def simulate(
             running.remove(r)
             finished.append(r)
             r.finished = now
-            waiting.append(_Req(now, next(lengths)))
+            waiting.append(_Req(now - o_req, next(lengths)))
     return _stats(finished, itl, tokens_out, now, iterations)
 
 

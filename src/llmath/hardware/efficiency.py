@@ -85,8 +85,9 @@ class Efficiency:
         return self.matmul_fp8 if (dtype == "fp8" and self.matmul_fp8) else self.matmul
 
     def gemm_coef(self, dtype: str | None) -> tuple[float, ...] | None:
-        """The fitted GEMM coefficients for matmuls in ``dtype`` (fp16 uses bf16's), or ``None``."""
-        key = ef.FORMAT_ALIASES.get(dtype or "")
+        """The fitted GEMM coefficients for matmuls in ``dtype`` (fp16 uses bf16's; a calibrated profile's own
+        format, e.g. fp32, its own), or ``None``."""
+        key = ef.FORMAT_ALIASES.get(dtype or "", dtype)
         return next((c for f, c in self.gemm_fit if f == key), None)
 
     def fit(self, cls: str, dtype: str | None) -> tuple[float, ...] | None:
@@ -114,7 +115,12 @@ def expected(hw: Hardware | None = None) -> Efficiency:
         for key in ("skinny_rows", "matmul_rows"):
             if key in e:
                 e[key] = tuple((int(r), float(f)) for r, f in e[key])
-        return replace(IDEAL, name="expected", rule="calibrated profile", **e)
+        if "gemm_fit" in e:  # calibrate's GEMM model, the fitted tables' form (llmath.measure.gemm_fit)
+            e["gemm_fit"] = tuple((str(f), tuple(float(c) for c in coef)) for f, coef in e["gemm_fit"])
+        rule = "calibrated profile" + (
+            " (weight GEMMs: the fitted GEMM model of its own timings)" if e.get("gemm_fit") else ""
+        )
+        return replace(IDEAL, name="expected", rule=rule, **e)
     fit = fitted(hw) if hw is not None else None
     if fit is not None:
         return fit

@@ -3,9 +3,11 @@
 Which operators a class's fit applies to, with the fit's own features (docs/efficiency.md, "In the roofline"):
 
 * **context attention** (prefill ``attn.flash`` of decoder-only, non-MLA models): compute at the dense peak of
-  the KV-cache format × ηc(S, B·H·S) with S = T, the new tokens per sequence (a cached prefix is not a
-  feature of the fit); memory at ηm(bytes of the fit's cost function); per kernel the larger of the fit's
-  ``t0`` and the eager-launch overhead.
+  the KV-cache format × ηc(S, B·H·S) with S = T, the new tokens per sequence; memory at ηm(bytes of the fit's
+  cost function); per kernel the larger of the fit's ``t0`` and the eager-launch overhead. After a cached
+  prefix of S0 positions the operator's FLOPs and bytes count it (T·S0 more pairs, the cached K/V read) at the
+  fractions of the new tokens' shape: the source tables have no prefixed rows (their ``step`` column is 0
+  throughout); docs/efficiency.md states the rule.
 * **decode attention** (decode ``attn.flash``): compute at the **vector** peak × ηc(B·H, u), u = min(S + 1, W)
   the positions read; memory at ηm(bytes); per kernel the fit's ``t0``. Both fractions depend on the
   context, so a generation's sum over steps is taken per context band (:func:`decode_attention_sum`).

@@ -29,10 +29,14 @@ from llmath.errors import HardwareError
 
 SCALE_UP_KINDS = ("nvlink", "nvlink_bridge", "infinity_fabric", "ici", "rdma_ethernet")
 DEFAULT_DOMAIN = {"nvlink": 8, "infinity_fabric": 8, "ici": 8, "rdma_ethernet": 8, "nvlink_bridge": 2}
-# Per-collective latency floors where the data give none. Evidence (docs/parallel.md): nccl-tests
-# all_reduce_perf at 8 bytes runs in ~15 µs between two NVLink GPUs and ~120 µs across two 8×H100 nodes
-# over TCP; engines' custom all-reduce kernels for small messages reach a few µs. UNCERTAIN: a default.
-DEFAULT_LATENCY_S = {"scale_up": 10e-6, "scale_out": 30e-6}
+# Per-collective latency where the data give none: NCCL's own latency model (src/graph/tuning.cc, NVIDIA/nccl
+# commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2: baseLat + per-step hwLat, in µs, LL protocol as small messages
+# use) for an all-reduce over one 8-GPU NVLink box, ring: 6.6 + 2·(8 − 1)·0.6 = 15.0 µs (tree: 6.8 + 2·7·0.6 =
+# 15.2); over two such boxes, tree (the faster): 6.8 + 2·(7·0.6 + log2(2)·5.0) = 25.2 µs (ring: 6.6 + 26·1.0 +
+# 4·2.7 = 43.4, with its 1 µs network post overhead per step). The fitted intercepts of measured NCCL all-reduces
+# (data/efficiency_fit.json, aiconfigurator-core nccl_perf tables) at 8 GPUs: H100 17.9, H200 18.5, A100 24.3,
+# B200 27.1 µs; at 2 GPUs 7.0-12.6 µs (NCCL's model: 6.6 + 2·0.6 = 7.8). docs/parallel.md, "Latency".
+DEFAULT_LATENCY_S = {"scale_up": 15.0e-6, "scale_out": 25.2e-6}
 
 
 @dataclass(frozen=True)

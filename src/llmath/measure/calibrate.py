@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmath.errors import HardwareError, LLMathError, WorkloadError
+from llmath.measure.gemm_fit import gemm_fit_entry
 
 SKINNY_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 TORCH_DTYPES = ("fp32", "bf16", "fp16")
@@ -555,6 +556,9 @@ def _calibrate(device, dtypes, quick, progress) -> dict[str, Any]:
     m.raw["load_average_after"] = load_average()
     ref_bw = _reference_bandwidth(m.raw, copy_bw, attn_bw)
     eff = _efficiency(m.raw, ref_bw, copy_bw, attn_bw, peaks[m.dts[0]], vec_eff, overhead)
+    fit = gemm_fit_entry(m.raw, m.dts[0], peaks[m.dts[0]], ref_bw)  # the GPU tables' GEMM model form
+    if fit is not None:
+        eff["gemm_fit"] = fit
     host = host_description(m.device)
     stamp = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
     return {

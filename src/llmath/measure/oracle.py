@@ -16,6 +16,7 @@ from typing import Any
 
 SEQ2SEQ = ("t5", "bart", "marian")
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+PATTERN_KEYS = ("layers_block_type", "layer_types", "hybrid_override_pattern")
 
 
 def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
@@ -29,11 +30,13 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
     model_type = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}.get(model_type, model_type)
     if n_layers is not None:
         full = next((cfg[k] for k in LAYER_KEYS if isinstance(cfg.get(k), int)), None)
+        if full is None:  # Nemotron-H: the layer count is the length of its pattern (a list or a string)
+            full = len(next((cfg[k] for k in PATTERN_KEYS if cfg.get(k)), "")) or None
         for k in LAYER_KEYS:
             if k in cfg:
                 cfg[k] = n_layers
         for k, v in list(cfg.items()):  # per-layer lists (layer_types, no_rope_layers, ...) are truncated
-            if isinstance(v, list) and len(v) == full:
+            if isinstance(v, list | str) and len(v) == full and (isinstance(v, list) or k in PATTERN_KEYS):
                 cfg[k] = v[:n_layers]
     cfg = {k: _floats(v) for k, v in cfg.items()}
     config = transformers.AutoConfig.for_model(model_type, **cfg)

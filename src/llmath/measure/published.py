@@ -132,10 +132,11 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
             precision=prec,
             **_layout_for(r),
         )
+    gen_m, engine = _with_overheads(r, a.generation)
     key = _METRIC_KEY[r["metric"]]
     if key == "throughput_tok_s" and r.get("per_device") and a.parallel:
         key = "throughput_tok_s_per_gpu"
-    pred = float(a.generation[key])
+    pred = float(gen_m[key])
     meas = float(r["value"])
     return {
         "id": r.get("id", "?"),
@@ -156,7 +157,24 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
         "error": (pred - meas) / meas,
         "assumptions": assumed,
         "source": r.get("source"),
+        "engine": engine,
+        "overheads_s": gen_m.get("overheads_s"),
     }
+
+
+def _with_overheads(r: Mapping[str, Any], generation: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The generation metrics with the overheads of the row's engine preset added (the framework names it:
+    :func:`llmath.measure.serving_validation.engine_for`); unchanged for a framework without a preset."""
+    from llmath.deploy import engines
+    from llmath.deploy.overheads import apply
+    from llmath.measure.serving_validation import engine_for
+
+    engine = engine_for(str(r.get("framework") or ""))
+    if engine is None:
+        return generation, None
+    graphs = bool(engines.info(engine)["settings"].get("cuda_graphs", {}).get("value", True))
+    ov = engines.overheads(engine)
+    return apply(generation, ov, int(r["batch"]), int(r["gen"]), graphs, prompt=int(r["prompt"])), engine
 
 
 def validate_published(path: str | Path | None = None) -> dict[str, Any]:

@@ -133,6 +133,7 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         d_ff_shared=shared,
         router_score_bias=bool(t.get("router_score_bias", False)),
         dense_eager=bool(t.get("dense_eager", False)),
+        shared_bias=bool(cfg.get(t["shared_bias"], False)) if "shared_bias" in t else False,
     )
     layers = t.get("layers", _all_layers)(cfg, n)
     return moe, tuple(bool(x) for x in layers)
@@ -188,8 +189,9 @@ def _moe_layers(
     table: Mapping[str, Any], cfg: Mapping[str, Any], n_layers: int, where: str
 ) -> tuple[MoESpec | None, tuple[bool, ...]]:
     """The family's MoE spec and which layers use it (none when no layer does)."""
-    if not table.get("moe"):
-        return None, ()
+    kind = table.get("moe")
+    if not kind or (isinstance(kind, Mapping) and "layers" in kind and not any(kind["layers"](cfg, n_layers))):
+        return None, ()  # no MoE layer (Nemotron-H without E): its expert keys are not needed
     moe, layers = _moe(table["moe"], cfg, n_layers, where)
     return (moe, layers) if any(layers) else (None, ())
 
@@ -221,14 +223,14 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         )
     name = name or cfg.get("_name_or_path") or model_type
     _refuse_unmodelled(cfg, table, where)
-    if "prepare" in table:  # a family that states a width another way (MPT's expansion_ratio): the usual keys
+    if "prepare" in table:  # keys a family states another way (MPT's expansion_ratio, Nemotron-H's pattern)
         cfg = table["prepare"](cfg)
     try:
         build = _build_mixers if "build" in table else _build
         spec = build(cfg, model_type, table, name, where, source)
         if "mixers" in table:  # a hybrid: attention layers as read above, the others' mixer from the file
-            mixer, kinds = table["mixers"](cfg, lambda k, d=_MISSING: _int(cfg, k, d, where=where), spec.n_layers)
-            spec = replace(spec, mixer=mixer, layer_mixers=kinds)
+            got = table["mixers"](cfg, lambda k, d=_MISSING: _int(cfg, k, d, where=where), spec.n_layers)
+            spec = replace(spec, **(got if isinstance(got, Mapping) else dict(mixer=got[0], layer_mixers=got[1])))
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     if not wrapper:

@@ -36,6 +36,7 @@ class MoESpec:
     expert_bias: bool = False  # gpt-oss experts have biases on gate_up and down
     router_score_bias: bool = False  # ERNIE-4.5: e_score_correction_bias is a parameter (E per layer)
     dense_eager: bool = False  # Llama-4: transformers runs every expert on every token (scores scale them)
+    shared_bias: bool = False  # Nemotron-H: the shared expert's projections have biases (its mlp_bias)
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -101,6 +102,10 @@ class MixerSpec:
     conv_bias: bool = True
     proj_bias: bool = False  # in_proj / out_proj biases
     inner_norms: bool = False  # Jamba: RMSNorms (with weights) over dt (R), B and C (N each) inside the mixer
+    gated_norm: bool = True  # mamba2: RMSNorm (with weight) of y·silu(z); False: y·silu(z) only (Falcon-H1)
+    out_bias: bool | None = None  # out_proj bias when it differs from proj_bias (Falcon-H1's projectors_bias)
+    # Falcon-H1's µP multipliers of the in_proj outputs (z, x, B, C, dt), applied per channel every token
+    multipliers: tuple[float, ...] = ()
 
     @property
     def conv_channels(self) -> int:
@@ -117,6 +122,31 @@ class MixerSpec:
             raise SpecError(
                 f"{name!r}: mixer n_heads·head_dim = {self.n_heads}·{self.head_dim} must equal d_inner={self.d_inner}"
             )
+
+
+@dataclass(frozen=True)
+class SharedBlockSpec:
+    """Zamba / Zamba2 (arXiv:2405.16712, 2411.15242): a transformer block whose weights are shared by the
+    layers :attr:`ModelSpec.layer_mixers` marks ``shared+<mixer kind>``, run before that layer's mixer.
+
+    Its input is the hidden state concatenated with the token embeddings (``d_in`` = 2·D wide): a norm over
+    ``d_in``, attention of :attr:`ModelSpec.n_heads` heads of :attr:`ModelSpec.head_dim` from ``d_in`` (its
+    K/V cached per hybrid layer), o_proj to D, a norm, the gated MLP of :attr:`ModelSpec.d_ff`; then each
+    hybrid layer's own D × D ``linear``, added to the mixer's input. ``n_blocks`` weight sets are used in
+    turn (Zamba2's ``num_mem_blocks``); Zamba2 gives each hybrid layer its own LoRA adapters of rank
+    ``adapter_rank`` on the MLP's gate/up projection and (``attention_adapters``) on q, k and v.
+    """
+
+    n_blocks: int
+    d_in: int
+    adapter_rank: int = 0
+    attention_adapters: bool = False
+
+    def validate(self, name: str) -> None:
+        _positive(name, "shared_block.n_blocks", self.n_blocks)
+        _positive(name, "shared_block.d_in", self.d_in)
+        if self.adapter_rank < 0 or (self.attention_adapters and not self.adapter_rank):
+            raise SpecError(f"{name!r}: shared_block.adapter_rank={self.adapter_rank} must be >= 0 (> 0 with adapters)")
 
 
 @dataclass(frozen=True)
@@ -188,13 +218,18 @@ class ModelSpec:
     final_softcap: float | None = None
     encoder: EncoderSpec | None = None
     mixer: MixerSpec | None = None  # the non-attention mixer of the layers layer_mixers marks with its kind
-    layer_mixers: tuple[str, ...] = ()  # per layer: "attention" or the mixer's kind (default: all attention)
+    # per layer: "attention", the mixer's kind, "attention+<kind>" (Falcon-H1: both in parallel on one normed
+    # input), "shared+<kind>" (Zamba: the shared block, then the mixer) or "none" (Nemotron-H's FFN-only /
+    # MoE-only layers); default: all attention
+    layer_mixers: tuple[str, ...] = ()
     mixer_ffn: bool = True  # mixer layers carry an FFN (hybrids); pure Mamba blocks are norm, mixer, residual
     hf_cache_kv_heads: int | None = None  # transformers caches this many K/V heads (Falcon: all N)
     source: str = ""
     wrapper: str = ""  # a multimodal wrapper's model_type when this is its language model (text_config)
     towers_not_counted: tuple[str, ...] = ()  # the wrapper's sub-configs llmath cannot count (vision_config, ...)
     tower_params: tuple[tuple[str, int], ...] = ()  # counted towers: (component, parameters), model/towers.py
+    attention_ffn: bool = True  # attention layers carry an FFN (Nemotron-H: its attention layers do not)
+    shared_block: SharedBlockSpec | None = None  # Zamba's shared attention block of the "shared+" layers
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -252,18 +287,28 @@ class ModelSpec:
         self._validate_mixers()
 
     def _needs_dense_ffn(self) -> bool:
-        has_ffn = (m == "attention" or self.mixer_ffn for m in self.layer_mixers)
+        has_ffn = (self.layer_has_ffn(m) for m in self.layer_mixers)
         return any(f and not moe for f, moe in zip(has_ffn, self.layer_moe, strict=False))
+
+    def layer_has_ffn(self, kind: str) -> bool:
+        """Whether a layer of this ``layer_mixers`` kind carries an FFN (or MoE) after its mixer."""
+        if kind == "none":
+            return True
+        return self.attention_ffn if kind.startswith("attention") else self.mixer_ffn
 
     def _validate_mixers(self) -> None:
         n = self.name
         if len(self.layer_mixers) != self.n_layers:
             raise SpecError(f"{n!r}: layer_mixers has {len(self.layer_mixers)} entries for {self.n_layers} layers")
-        kinds = set(self.layer_mixers) - {"attention"}
+        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none"}
         if kinds and (self.mixer is None or kinds != {self.mixer.kind}):
             raise SpecError(f"{n!r}: layer_mixers names {sorted(kinds)} but the mixer spec is {self.mixer!r}")
         if self.mixer is not None:
             self.mixer.validate(n)
+        if any(k.startswith("shared+") for k in self.layer_mixers) and self.shared_block is None:
+            raise SpecError(f"{n!r}: 'shared+' layers need the shared_block spec (the shared transformer block)")
+        if self.shared_block is not None:
+            self.shared_block.validate(n)
 
     # ---- derived sizes ----------------------------------------------------------------------------
     @property
@@ -295,4 +340,4 @@ def _positive(name: str, fieldname: str, value: object) -> None:
         raise SpecError(f"{name!r}: {fieldname}={value!r} must be a positive integer")
 
 
-__all__ = ["ModelSpec", "MoESpec", "MLASpec", "MixerSpec", "EncoderSpec"]
+__all__ = ["ModelSpec", "MoESpec", "MLASpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec"]

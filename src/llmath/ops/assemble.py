@@ -13,71 +13,87 @@ from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
+from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
     """(window, moe, count) for each distinct kind of attention decoder layer, in first-seen order."""
-    groups: dict[tuple[int | None, bool], int] = {}
+    return [(w, m, c) for w, m, _, c in _attention_groups(spec)]
+
+
+def _attention_groups(spec: ModelSpec) -> list[tuple[int | None, bool, str, int]]:
+    """(window, moe, kind, count) of the layers that attend ("attention" or "attention+<mixer kind>")."""
+    groups: dict[tuple[int | None, bool, str], int] = {}
     for w, m, mixer in zip(spec.layer_windows, spec.layer_moe, spec.layer_mixers, strict=True):
-        if mixer == "attention":
-            groups[(w, m)] = groups.get((w, m), 0) + 1
-    return [(w, m, c) for (w, m), c in groups.items()]
+        if mixer.startswith("attention"):
+            groups[(w, m, mixer)] = groups.get((w, m, mixer), 0) + 1
+    return [(w, m, k, c) for (w, m, k), c in groups.items()]
+
+
+def _ffn(b: Builder, moe: bool, count: int, lk: str) -> None:
+    if moe:
+        moe_block(b, count, lk)
+    else:
+        ffn_block(b, b.spec.d_ff, count, lk, "ffn", "ffn", "ffn")
 
 
 def _mixer_layers(b: Builder) -> None:
     """Layers whose mixer is not attention (state-space, recurrent): norm, mixer, residual, then (hybrids)
-    norm, FFN or MoE, residual; grouped by (mixer kind, moe)."""
+    norm, FFN or MoE, residual; grouped by (mixer kind, moe). Kind "none" (Nemotron-H): norm, FFN or MoE,
+    residual only. Kind "shared+<mixer>" (Zamba): the shared block first (ops/shared_block.py)."""
     s = b.spec
     groups: dict[tuple[str, bool], int] = {}
     for kind, moe in zip(s.layer_mixers, s.layer_moe, strict=True):
-        if kind != "attention":
+        if not kind.startswith("attention"):
             groups[(kind, moe)] = groups.get((kind, moe), 0) + 1
     b.window = None
     for (kind, moe), count in groups.items():
-        lk = f"{kind}/{'moe' if moe else 'dense' if s.mixer_ffn else 'mixer only'}"
-        b.norm("norm.mixer_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
-        mixer_block(b, count, lk)
-        residual(b, "residual.mixer", count, lk)
-        if not s.mixer_ffn:
+        ffn = s.layer_has_ffn(kind)
+        lk = f"{kind}/{'moe' if moe else 'dense' if ffn else 'mixer only'}"
+        if kind.startswith("shared+"):  # Zamba: the shared transformer block feeds the mixer's input
+            shared_block(b, count, lk)
+        if kind != "none":
+            b.norm("norm.mixer_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+            mixer_block(b, count, lk)
+            residual(b, "residual.mixer", count, lk)
+        if not ffn:
             continue
         b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
-        if moe:
-            moe_block(b, count, lk)
-        else:
-            ffn_block(b, s.d_ff, count, lk, "ffn", "ffn", "ffn")
+        _ffn(b, moe, count, lk)
         residual(b, "residual.ffn", count, lk)
 
 
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
     _mixer_layers(b)
-    for w, moe, count in layer_groups(s):
+    for w, moe, kind, count in _attention_groups(s):
         win = "full" if w is None else f"{'chunk' if s.chunked_windows else 'window'} {w}"
-        lk = f"{'moe' if moe else 'dense'}/{win}"
+        ffn = s.attention_ffn
+        lk = f"{'moe' if moe else 'dense' if ffn else 'attention only'}/{win}" + kind.removeprefix("attention")
         b.window = w
         norms = s.norms_per_layer
         b.norm("norm.attn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if s.parallel_block and norms >= 2:
             b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         attention_block(b, w, count, lk)
+        if kind != "attention":  # Falcon-H1: the mixer runs beside attention on the same normed input
+            mixer_block(b, count, lk)
         if norms >= 4:
             b.norm("norm.attn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if not s.parallel_block:
-            residual(b, "residual.attn", count, lk)
-            if norms >= 2:
+            residual(b, "residual.attn", count, lk, inputs=2 if kind == "attention" else 3)
+            if norms >= 2 and ffn:
                 b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
-        if moe:
-            moe_block(b, count, lk)
-        else:
-            ffn_block(b, s.d_ff, count, lk, "ffn", "ffn", "ffn")
+        if ffn:
+            _ffn(b, moe, count, lk)
         if norms >= 4:
             b.norm("norm.ffn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         for extra in range(4, norms):  # more norms than modelled placements: count their weights
             b.norm(f"norm.extra{extra}", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if s.parallel_block:
             residual(b, "residual.parallel", count, lk, inputs=3)
-        else:
+        elif ffn:
             residual(b, "residual.ffn", count, lk)
     last_layer_o_bias(b)
 

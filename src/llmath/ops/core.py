@@ -120,7 +120,7 @@ class Op:
 
 # ---- monomials -------------------------------------------------------------------------------------
 
-MONO_TEXT = {"1": "1", "B": "B", "BT": "B·T", "BL": "B·L", "X": "B·src", "XE": "B·T·src"}
+MONO_TEXT = {"1": "1", "B": "B", "BP": "B·[S0>0]", "BT": "B·T", "BL": "B·L", "X": "B·src", "XE": "B·T·src"}
 
 
 def mono_text(m: str) -> str:
@@ -245,6 +245,8 @@ class Scenario:
                 v = B * T
             elif m == "BL":
                 v = B if self.logits == "last" else B * T
+            elif m == "BP":  # sequences continuing a cached prefix (a mixer reads its state once)
+                v = B * (S0 > 0) if isinstance(S0, np.ndarray) else (B if S0 > 0 else 0)
             elif m == "X":
                 v = B * self.src
             elif m == "XE":

@@ -7,7 +7,8 @@ Per-sequence state: a mixer holds a fixed-size state per sequence (whatever the 
 pass that updates it and read by the next step. Its operators carry it as ``kv_write`` / ``kv_read``
 terms on the per-sequence monomial ``B`` (the KV cache's terms are per position), so the roofline counts
 the state read and written per decode step and :mod:`llmath.ops.state` reads its size off the same
-terms. A prefill starts from an empty state (a cached prefix's state read is not counted).
+terms. A prefill from scratch starts from an empty state; one after a cached prefix (S0 > 0) reads the
+prefix's state once per sequence (monomial ``BP`` = B when S0 > 0, else 0).
 
 Executions:
 
@@ -65,7 +66,7 @@ def conv(site: Site) -> None:
         params=[("mixer.conv.weight", I * C), ("mixer.conv.bias", I if m.conv_bias else 0)],
         flops=flops, vflops=[((1 if m.conv_bias else 0) * I + ACT_FLOPS * I, "BT", "I + 4·I")],
         weight=[(nw, "1", "I·C")], act_in=[(I, "BT", "I")], act_out=[(I, "BT", "I")],
-        kv_write=[(state, "B", "(C−1)·I")], kv_read=[(state, "B", "(C−1)·I")] if decode else [],
+        kv_write=[(state, "B", "(C−1)·I")], kv_read=[(state, "B" if decode else "BP", "(C−1)·I")],
     )  # fmt: skip
 
 
@@ -105,13 +106,14 @@ def scan(site: Site) -> None:
         flops=[(2 * I * N, "BT", "2·I·N")],
         vflops=[(SCAN_STATE_FLOPS * I * N + SCAN_CHANNEL_FLOPS * I, "BT", f"{SCAN_STATE_FLOPS}·I·N + 10·I")],
         weight=[(I * N + I, "1", "I·N + I")], act_in=ins, act_out=outs,
-        kv_write=[(I * N, "B", "I·N")], kv_read=[(I * N, "B", "I·N")] if decode else [],
+        kv_write=[(I * N, "B", "I·N")], kv_read=[(I * N, "B" if decode else "BP", "I·N")],
     )  # fmt: skip
 
 
 def out_proj(site: Site) -> None:
     m = _m(site)
-    site.linear("out_proj", "BTI,ID->BTD", m.d_inner, site.spec.d_model, bias=m.proj_bias, pkey="mixer.out_proj",
+    bias = m.proj_bias if m.out_bias is None else m.out_bias
+    site.linear("out_proj", "BTI,ID->BTD", m.d_inner, site.spec.d_model, bias=bias, pkey="mixer.out_proj",
                 sym_in="I", sym_out="D")  # fmt: skip
 
 
@@ -121,6 +123,10 @@ def in_proj2(site: Site) -> None:
     n = 2 * m.d_inner + 2 * m.n_groups * m.d_state + m.n_heads
     site.linear("in_proj", "BTD,DI->BTI", site.spec.d_model, n, bias=m.proj_bias, pkey="mixer.in_proj",
                 sym_out="(2·I+2·G·N+H)")  # fmt: skip
+    # Falcon-H1: its µP vector scales each projected channel, a buffer, not a parameter (transformers'
+    # modeling_falcon_h1.py, ``projected_states * self.mup_vector``); counted in both executions
+    if m.multipliers:
+        site.vector("in_scale", "BTI->BTI", 1, n, "BT", "(2·I+2·G·N+H)")
 
 
 def ssd(site: Site) -> None:
@@ -156,13 +162,17 @@ def ssd(site: Site) -> None:
         params=[("mixer.A_log", H), ("mixer.D", H), ("mixer.dt_bias", H)],
         flops=flops, vflops=vflops + [(3 * H + 2 * I, "BT", "3·H + 2·I")],
         weight=[(3 * H, "1", "3·H")], act_in=[(I + 2 * GN + H, "BT", "I + 2·G·N + H")], act_out=[(I, "BT", "I")],
-        kv_write=[(hpn, "B", "H·P·N")], kv_read=[(hpn, "B", "H·P·N")] if decode else [],
+        kv_write=[(hpn, "B", "H·P·N")], kv_read=[(hpn, "B" if decode else "BP", "H·P·N")],
     )  # fmt: skip
 
 
 def gated_norm(site: Site) -> None:
-    """RMSNorm of y · silu(z) over I (per group of I / G channels), with its weight."""
+    """RMSNorm of y · silu(z) over I (per group of I / G channels), with its weight; without the norm
+    (Falcon-H1's ``mamba_rms_norm=false``) the gate y · silu(z) only."""
     I = _m(site).d_inner
+    if not _m(site).gated_norm:
+        site.vector("gate", "BTI->BTI", ACT_FLOPS + 1, I, "BT", "I")
+        return
     site.vector("norm", "BTI->BTI", 4 + ACT_FLOPS + 1, I, "BT", "I", component="norm",
                 params=[("norm.mixer", I)], weight=[(I, "1", "I")])  # fmt: skip
 
@@ -194,4 +204,4 @@ def transformers_extra_state(spec) -> int:
     m = spec.mixer
     if m is None or m.kind not in ("mamba", "mamba2"):
         return 0
-    return m.conv_channels * sum(k == m.kind for k in spec.layer_mixers)
+    return m.conv_channels * sum(k.split("+")[-1] == m.kind for k in spec.layer_mixers)

@@ -52,7 +52,9 @@ def shared_experts(site: Site) -> None:
     m, D = _moe(site.spec), site.spec.d_model
     if not m.d_ff_shared:
         return
-    ffn_block(site.b, m.d_ff_shared, site.count, site.lk, "moe.shared", "moe.shared", "moe", bias=False, letter="F")
+    ffn_block(
+        site.b, m.d_ff_shared, site.count, site.lk, "moe.shared", "moe.shared", "moe", bias=m.shared_bias, letter="F"
+    )
     if m.shared_gate:
         site.linear("shared_gate", "BTD,D1->BT1", D, 1, bias=False, pkey="moe.shared_gate", sizes=dict(D=D),
                     sym_out="1")  # fmt: skip

@@ -41,6 +41,9 @@ def serving_human(d: dict[str, Any]) -> None:
         ("requests/s", f"{d['requests_s']:.4g}"),
         ("running / queued per replica", f"{d['running_per_replica']:.0f} / {d['queued_per_replica']:.0f}"),
     ]
+    if (o := d.get("overheads_s")) is not None:
+        name = o.get("engine", "engine")
+        rows.append((f"of which {name} overheads (TTFT / TPOT)", f"{ms(o['ttft'])} / {ms(o['tpot'])}"))
     for k, v in rows:
         t.add_row(k, v)
     c.print(t)
