@@ -222,6 +222,26 @@ def _decode_scalar(
     return DecodeSummary(first, last, total, per_op, n)
 
 
+_MEMO_ELEMENTS = 1 << 16  # per-batch constants up to this size are memoised (a sweep's blocks repeat them)
+
+
+@lru_cache(maxsize=8)
+def _attention_bands(table: Table, hw: Hardware, p: Precision, eff: Efficiency, bu: bytes, K: int):
+    """(lines (nB, 6, nj), bands) of the fitted decode-attention columns for the distinct batches ``bu``
+    (float64 bytes) and K context bands (:meth:`llmath.hardware.fitted_ops.DecodeAttention.bands`)."""
+    da, jf = _decode_attention(table, hw, p, eff)
+    assert da is not None
+    Bu = np.frombuffer(bu)
+    Uu = table.experts_hit(Bu) if table.spec.moe is not None else np.zeros_like(Bu)
+    lines_ = _attention_lines(
+        _decode_coefs(table, byte_weights_key(table, p)), Bu, np.stack([np.ones_like(Bu), Bu, Uu], axis=-1), jf
+    )
+    band = da.bands(lines_, Bu, K)
+    for a in (lines_, *band):
+        a.setflags(write=False)
+    return lines_, band
+
+
 def _attention_generation(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf, u0, n, step, per_op, ov, groups=None
 ):
@@ -232,13 +252,15 @@ def _attention_generation(
     da, jf = _decode_attention(table, hw, p, eff)
     if da is None:
         return jf, (0.0, 0.0)
-    spec = table.spec
-    k = _decode_coefs(table, byte_weights_key(table, p))
     Bu, idx = distinct(Bf[..., 0]) if groups is None else groups
-    Uu = table.experts_hit(Bu) if spec.moe is not None else np.zeros_like(Bu)
-    lines_ = _attention_lines(k, Bu, np.stack([np.ones_like(Bu), Bu, Uu], axis=-1), jf)
+    w = _windows(table)[jf]
+    K = fo.band_count(u0, n, w)
+    if Bu.size * jf.size * K <= _MEMO_ELEMENTS:  # a sweep's blocks share their batches: bands once for all
+        lines_, band = _attention_bands(table, hw, p, eff, Bu.tobytes(), K)
+    else:
+        lines_, band = _attention_bands.__wrapped__(table, hw, p, eff, Bu.tobytes(), K)
     idx = idx.reshape(Bf.shape[:-1])
-    tot, tf, tl = fo.decode_attention_sum(da, lines_, Bu, idx, u0, n, _windows(table)[jf], ov[jf])
+    tot, tf, tl = fo.decode_attention_sum(da, lines_, Bu, idx, u0, n, w, ov[jf], band)
     per_op[..., jf] = tot
     return jf, ((tf - step[..., jf]).sum(-1), (tl - step[..., jf]).sum(-1))
 
@@ -308,6 +330,24 @@ def _step_parts(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf: n
     return c0, (X @ k[:, 2]) * inv, inv, overheads(table, eff, True, p)
 
 
+def _steps(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf: np.ndarray, src):
+    """:func:`_step_parts` and the context-independent step time of each op and their sum."""
+    c0, m0, inv, ov = _step_parts(table, hw, p, eff, Bf, src)
+    step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
+    if ov.any():
+        step += ov
+    return c0, m0, inv, ov, step, step.sum(-1)
+
+
+@lru_cache(maxsize=4)
+def _group_steps(table: Table, hw: Hardware, p: Precision, eff: Efficiency, bu: bytes, src: float):
+    """:func:`_steps` for the distinct batches ``bu`` (float64 bytes), memoised: a sweep's blocks repeat them."""
+    out = _steps(table, hw, p, eff, np.frombuffer(bu)[:, None], src)
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
 def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src=0) -> DecodeSummary:
     """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
 
@@ -326,12 +366,12 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     Bf = np.asarray(B, dtype=float)[..., None]
     # the context-independent step depends on the batch alone: once per distinct batch (a sweep has few)
     groups = distinct(Bf[..., 0]) if np.ndim(src) == 0 and Bf.size > _DISTINCT_MIN else None
-    Bs = Bf if groups is None else groups[0][:, None]
-    c0, m0, inv, ov = _step_parts(table, hw, p, eff, Bs, src)
-    step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
-    if ov.any():
-        step += ov
-    step_sum = step.sum(-1)
+    if groups is None:
+        c0, m0, inv, ov, step, step_sum = _steps(table, hw, p, eff, Bf, src)
+    elif groups[0].size * len(table.ops) <= _MEMO_ELEMENTS:
+        c0, m0, inv, ov, step, step_sum = _group_steps(table, hw, p, eff, groups[0].tobytes(), float(src))
+    else:
+        c0, m0, inv, ov, step, step_sum = _steps(table, hw, p, eff, groups[0][:, None], src)
     if groups is not None:
         step, step_sum = step[groups[1]], step_sum[groups[1]]
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)

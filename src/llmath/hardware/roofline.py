@@ -193,13 +193,14 @@ def mm_factor(
         def ratio(rows, cols):  # (…, len(cols)); the rows' saturation once per share, not per column
             r = np.asarray(rows, dtype=float)[..., None]
             vals = np.empty(r.shape[:-1] + (len(cols),))
-            for s in np.unique(share[cols]):  # routed experts see top-k / E of the rows, the others all
-                c = cols[share[cols] == s]
+            sh = share[cols]
+            for s in np.unique(sh) if sh.size and (sh != sh[0]).any() else sh[:1]:  # routed: top-k / E of the rows
+                sel = sh == s
                 x = np.maximum(r * s, 1.0)
-                e = eta(x, c)
+                e = eta(x, cols[sel])
                 if weight_only:
-                    e = np.maximum(e, eta(LARGE_ROWS, c) * x / (TILE_ROWS * np.ceil(x / TILE_ROWS)))
-                vals[..., share[cols] == s] = mm / e
+                    e = np.maximum(e, eta(LARGE_ROWS, cols[sel]) * x / (TILE_ROWS * np.ceil(x / TILE_ROWS)))
+                vals[..., sel] = mm / e
             return vals
 
         out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
