@@ -45,11 +45,12 @@ def _blocks(spec: ModelSpec, hw: Hardware, attention: str, p: Precision, eff, B,
     """(TTFT, decode seconds, activation peak bytes) per point, in blocks of ``CHUNK`` points."""
     ed = spec.is_encoder_decoder
     tabs = tuple(table(spec, k, attention) if k != "encoder" or ed else None for k in ("encoder", "prefill", "decode"))
+    t_pre = table(spec, "prefill", attention)
     ttft, dec, act = np.empty(B.shape), np.empty(B.shape), np.empty(B.shape)
     for i in range(0, max(B.size, 1), CHUNK):
         sl = slice(i, i + CHUNK)
         b, pr, n = B[sl], P[sl], N[sl]
-        mv = None if ed else tabs[1].monomial_matrix(Scenario(b, pr, 0))  # shared by TTFT and activations
+        mv = None if ed else t_pre.monomial_matrix(Scenario(b, pr, 0))  # shared by TTFT and activations
         ttft[sl], dec[sl] = _chunk_times(tabs, hw, p, eff, b, pr, n, mv)
         act[sl] = activation_peak_bytes(spec, b, pr, attention, p, mv=mv)
     return ttft, dec, act
