@@ -76,6 +76,15 @@ def _default_text(mt: str, tmp: str) -> str:
     return path.read_text()
 
 
+# transformers 5.23's RWKV decode step broadcasts each layer's (batch, D) shift state against the
+# (batch, 1, D) token, so a batch of B runs B² rows (RwkvSelfAttention.extract_key_value,
+# RwkvFeedForward.forward): its batch-1 step is the one without the bug
+ONE_SEQUENCE = {"rwkv"}
+
+LFM2_MOE_TYPES = ["full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)]
+# LFM2-1.2B's 16 layers (its hub config.json's full_attn_idxs), for lfm2's defaults (every layer attends)
+LFM2_TYPES = ["full_attention" if i in (2, 5, 8, 10, 12, 14) else "conv" for i in range(16)]
+
 # Types whose defaults transformers itself cannot run get the missing values of a real checkpoint.
 REALISTIC = {
     # DeepSeekV2Config leaves num_experts_per_tok None and its forward fails (topk k=None); DeepSeek-V2
@@ -90,6 +99,9 @@ REALISTIC = {
     # exercised
     "hunyuan_v1_moe": {"head_dim": 128, "num_experts": 8, "moe_topk": 2},
     "nemotron": {"num_key_value_heads": 48},
+    # Lfm2MoeConfig leaves layer_types None and its layers then fail: LFM2-8B-A1B's 24 layers, attention at
+    # 2, 6, 10, 14, 18, 21 (src/llmath/data/models/lfm2-8b-a1b.json, from its hub config.json)
+    "lfm2_moe": {"num_hidden_layers": 24, "layer_types": LFM2_MOE_TYPES},
 }
 
 

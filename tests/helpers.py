@@ -16,7 +16,7 @@ def coarse_hf(name: str) -> str:
     """A transformers parameter name -> the coarse component llmath reports it under."""
     import re
 
-    if re.search(r"(norm|(^|\.)ln_|\bln_f\b)", name):
+    if re.search(r"(norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):
         return "norm"
     if re.search(r"^(backbone|model)\.embeddings\.", name):  # Mamba's, Nemotron-H's token table
         return "embedding"
@@ -28,6 +28,18 @@ def coarse_hf(name: str) -> str:
         r"\.(mixer|mamba)\.(in_proj|conv1d|x_proj|dt_proj|out_proj|A_log|D$|dt_bias)", name
     ):  # state-space mixers
         return "mixer"
+    if re.search(r"\.conv\.(in_proj|conv|out_proj)\.", name):  # LFM2's short convs
+        return "mixer"
+    if re.search(r"\.temporal_block\.(linear_[xyo]|linear_out|conv_1d|rg_lru)", name):  # RecurrentGemma's RG-LRU
+        return "mixer"
+    if re.search(r"\.temporal_block\.[qkvo]_proj\.", name):  # RecurrentGemma's local attention
+        return "attention"
+    if re.search(r"^rwkv\.blocks\.\d+\.attention\.|\.mlstm_layer\.(?!multihead_norm)", name):  # RWKV, xLSTM
+        return "mixer"
+    if re.search(r"^rwkv\.embeddings\.", name):
+        return "embedding"
+    if re.search(r"^head\.", name):  # RWKV's LM head
+        return "lm_head"
     if re.search(r"(^|\.)(lm_head|embed_out)\.", name):
         return "lm_head"
     if re.search(

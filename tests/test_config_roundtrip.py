@@ -51,6 +51,9 @@ def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
         # DeepseekV2Config defaults top-k to None, which transformers' router cannot run (topk(k=None));
         # llmath refuses such a file ("required field 'num_experts_per_tok'"). 6 is DeepSeek-V2's value.
         config.num_experts_per_tok = 6
+    if model_type == "lfm2_moe" and config.layer_types is None:
+        # Lfm2MoeConfig leaves layer_types None and its layers then fail; LFM2-8B-A1B opens with two conv layers
+        config.layer_types = ["conv"] * LAYERS
     for key in ("layer_types", "mlp_layer_types"):
         if isinstance(getattr(config, key, None), list):
             try:

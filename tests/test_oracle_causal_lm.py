@@ -12,7 +12,7 @@ an xfail. BERT-style encoders get llmath's "not a decoder" error.
 from __future__ import annotations
 
 import pytest
-from causal_lm_types import causal_lm_types, default_config, of
+from causal_lm_types import LFM2_TYPES, ONE_SEQUENCE, causal_lm_types, default_config, of
 from helpers import coarse_hf, coarse_llmath
 
 from llmath.analysis import kv_cache_bytes
@@ -58,9 +58,9 @@ def _keep_layers(spec) -> int:
     return max(n, 2)
 
 
-def _matmul_flops(spec, stage, S0, T):
+def _matmul_flops(spec, stage, S0, T, batch=B):
     ops = build_ops(spec, stage, "eager")
-    return sum(c.values.get("flops", 0) for c in evaluate(ops, Scenario(B, T, S0), spec))
+    return sum(c.values.get("flops", 0) for c in evaluate(ops, Scenario(batch, T, S0), spec))
 
 
 def _hf_groups(model) -> dict[str, int]:
@@ -148,6 +148,14 @@ VARIANTS = [
             "mamba_n_groups": 2,
         },
     ),
+    # short convs among attention layers (lfm2's defaults attend in every layer), with and without biases
+    ("lfm2", {"num_hidden_layers": 16, "layer_types": LFM2_TYPES}),
+    ("lfm2", {"num_hidden_layers": 16, "layer_types": LFM2_TYPES, "conv_bias": True, "conv_L_cache": 4}),
+    ("lfm3", {"use_sandwich_norm": False, "use_attention_gate": False, "attention_bias": True}),
+    # RecurrentGemma's local attention over a window shorter than the prompt, and GQA
+    ("recurrent_gemma", {"attention_window_size": 4, "num_key_value_heads": 1}),
+    ("rwkv", {"intermediate_size": 8192}),  # (an attention_hidden_size other than D fails in transformers)
+    ("xlstm", {"weight_mode": "fused", "num_heads": 4, "qk_dim_factor": 0.25}),
 ]
 
 
@@ -160,11 +168,12 @@ def test_variants_read_exactly(mt, extra, tmp_path):
 
 
 def _flops_and_cache_equal(cfg, spec):
+    b = 1 if spec.model_type in ONE_SEQUENCE else B
     n = _keep_layers(spec)
     small = spec.with_layers(n)
     model = oracle.build_meta(oracle.hf_config(cfg, n))
     try:
-        hf_prefill, out = oracle.forward_flops(model, B, P)
+        hf_prefill, out = oracle.forward_flops(model, b, P)
     except ValueError as e:
         # bamba and granitemoehybrid default to no attention layer, and transformers 5.23 then cannot
         # run them with a cache at all (the model asks the cache for an attention layer's length):
@@ -175,12 +184,12 @@ def _flops_and_cache_equal(cfg, spec):
     if past is None:
         # transformers keeps no cache for this family (openai-gpt recomputes every position each step):
         # only the prefill has a transformers counterpart
-        assert _matmul_flops(small, "prefill", 0, P) == hf_prefill
+        assert _matmul_flops(small, "prefill", 0, P, b) == hf_prefill
         return
-    assert kv_cache_bytes(small, B, P, Precision(), layout="transformers") == oracle.cache_bytes(past)
-    assert _matmul_flops(small, "prefill", 0, P) == hf_prefill
-    hf_decode, _ = oracle.forward_flops(model, B, 1, past=past, seen=P)
-    assert _matmul_flops(small, "decode", P, 1) == hf_decode
+    assert kv_cache_bytes(small, b, P, Precision(), layout="transformers") == oracle.cache_bytes(past, model=model)
+    assert _matmul_flops(small, "prefill", 0, P, b) == hf_prefill
+    hf_decode, _ = oracle.forward_flops(model, b, 1, past=past, seen=P)
+    assert _matmul_flops(small, "decode", P, 1, b) == hf_decode
 
 
 def test_tied_embedding_defaults_follow_the_config_classes():

@@ -8,6 +8,7 @@ cache after the prefill must equal llmath's KV cache in its ``transformers`` lay
 """
 
 import pytest
+from causal_lm_types import ONE_SEQUENCE
 from helpers import registry_config
 
 from llmath.analysis import kv_cache_bytes
@@ -66,11 +67,14 @@ def family(request):
 @pytest.mark.parametrize("B", [1, 8])
 def test_prefill_and_decode_flops_equal_transformers(family, B):
     name, spec, model = family
+    if B > 1 and spec.model_type in ONE_SEQUENCE:
+        pytest.skip("transformers' decode step for this family is wrong at batch > 1 (see causal_lm_types)")
     P = 9
     hf_prefill, out = oracle.forward_flops(model, B, P)
     # bf16 cache: 2 bytes per element (measured before the decode step grows the cache in place)
-    assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values, 2)
-    hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values, seen=P)
+    past = oracle.past_of(out)
+    assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(past, 2, model=model)
+    hf_decode, _ = oracle.forward_flops(model, B, 1, past=past, seen=P)
     assert _matmul_flops(spec, "prefill", B, P, 0) == hf_prefill
     assert _matmul_flops(spec, "decode", B, 1, P) == hf_decode
 

@@ -15,7 +15,17 @@ from collections.abc import Mapping
 from typing import Any
 
 SEQ2SEQ = ("t5", "bart", "marian")
-LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+# xLSTM-7b's config.json names the Triton kernels of mlstm_kernels; transformers' xLSTMConfig (5.23) admits
+# only the native torch ones, which compute the same layer
+XLSTM_NATIVE = {
+    "chunkwise_kernel": "chunkwise--native_autograd",
+    "sequence_kernel": "native_sequence__native",
+    "step_kernel": "native",
+}
+# families whose forward fills the cache passed in but returns none (RecurrentGemmaForCausalLM returns a
+# CausalLMOutput; generate() keeps the cache it created): the oracle passes one in, as generate() does
+CACHE_NOT_RETURNED = {"recurrent_gemma"}
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_blocks")
 PATTERN_KEYS = ("layers_block_type", "layer_types", "hybrid_override_pattern")
 
 
@@ -39,6 +49,10 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
             if isinstance(v, list | str) and len(v) == full and (isinstance(v, list) or k in PATTERN_KEYS):
                 cfg[k] = v[:n_layers]
     cfg = {k: _floats(v) for k, v in cfg.items()}
+    if model_type == "xlstm":  # transformers 5.23 accepts only its native kernels, not the hub file's Triton ones
+        cfg.update({k: v for k, v in XLSTM_NATIVE.items() if k in cfg})
+        if n_layers is not None:  # its blocks follow num_blocks, its cache num_hidden_layers: a copy sets both
+            cfg["num_blocks"] = cfg["num_hidden_layers"] = n_layers
     config = transformers.AutoConfig.for_model(model_type, **cfg)
     return config
 
@@ -73,13 +87,17 @@ def count_params(model) -> int:
 
 def past_of(out):
     """The cache a forward returned (``past_key_values``; Mamba-style models name it ``cache_params``)."""
-    past = getattr(out, "past_key_values", None)
-    return past if past is not None else getattr(out, "cache_params", None)
+    for name in ("past_key_values", "cache_params", "state"):  # RWKV returns its state as a list of tensors
+        past = getattr(out, name, None)
+        if past is not None:
+            return past
+    return None
 
 
 def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int = 1, seen: int | None = None):
     """(matmul FLOPs counted by FlopCounterMode, the model output) for one forward pass on meta.
-    ``seen``: positions already in ``past`` (needed when it holds no attention layer to ask)."""
+    ``seen``: positions already in ``past`` (needed when it holds no attention layer to ask, or is RWKV's
+    state list)."""
     import inspect
 
     import torch
@@ -88,20 +106,34 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
     ids = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
     kw: dict[str, Any] = {"input_ids": ids, "use_cache": True, "logits_to_keep": logits_to_keep}
     if past is not None:
-        named = "cache_params" if "cache_params" in inspect.signature(model.forward).parameters else "past_key_values"
+        params = inspect.signature(model.forward).parameters
+        named = next((k for k in ("cache_params", "state") if k in params), "past_key_values")
         kw[named] = past
         seen = past.get_seq_length() if seen is None else seen
         kw["position_ids"] = torch.arange(seen, seen + tokens, device="meta").expand(batch, -1)
         kw["cache_position"] = torch.arange(seen, seen + tokens, device="meta")
+    fresh = None
+    if past is None and model.config.model_type in CACHE_NOT_RETURNED:
+        from transformers import DynamicCache
+
+        fresh = kw["past_key_values"] = DynamicCache(config=model.config)
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         out = model(**kw)
+    if fresh is not None:
+        out.past_key_values = fresh  # as generate() keeps the cache it passed in
     return counter.get_total_flops(), out
 
 
-def cache_bytes(past, bytes_per_element: int = 2) -> int:
+def cache_bytes(past, bytes_per_element: int = 2, model=None) -> int:
     """Bytes of every tensor the HF cache holds (keys and values of every layer, a sparse-attention indexer's
-    keys, and the conv and recurrent states of linear-attention / state-space layers)."""
-    total = 0
+    keys, and the conv and recurrent states of linear-attention / state-space layers; RWKV's state list and
+    xLSTM's ``rnn_state``), plus, given the ``model``, the states its modules keep themselves
+    (RecurrentGemma's ``conv1d_state`` and ``recurrent_states``)."""
+    if isinstance(past, list | tuple):  # RWKV: five (batch, hidden, layers) tensors
+        return sum(t.numel() for t in past) * bytes_per_element
+    if hasattr(past, "rnn_state"):  # xLSTM: (C, n, m) per layer
+        return sum(t.numel() for state in past.rnn_state.values() for t in state) * bytes_per_element
+    total = _module_state_elements(model) * bytes_per_element if model is not None else 0
     for layer in past.layers:
         tensors = [getattr(layer, "keys", None), getattr(layer, "values", None), getattr(layer, "indexer_keys", None)]
         for states in ("conv_states", "recurrent_states"):
@@ -110,6 +142,16 @@ def cache_bytes(past, bytes_per_element: int = 2) -> int:
             if t is not None:
                 total += t.numel() * bytes_per_element
     return total
+
+
+def _module_state_elements(model) -> int:
+    n = 0
+    for module in model.modules():
+        for name in ("conv1d_state", "recurrent_states"):
+            t = module.__dict__.get(name)
+            if t is not None and hasattr(t, "numel"):
+                n += t.numel()
+    return n
 
 
 def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:

@@ -54,6 +54,8 @@ def ffn_shape(
         proj = cfg.get("feed_forward_proj") or "relu"
         ffn = "gated" if proj.startswith("gated") else "mlp"
         activation = proj.split("-")[-1]
+    if callable(table.get("d_ff")):  # a family that derives its width from several keys (LFM2)
+        return ffn, activation, int(table["d_ff"](cfg))
     d_ff = cfg.get(keys[0])
     for k in keys:
         if cfg.get(k) is not None:
@@ -157,6 +159,7 @@ _FLAGS = {
     "embedding_scale": (False, True),
     "sub_norms": (False, False),
     "chunked_windows": (False, False),
+    "attn_head_gate": (False, True),
     "diff_attention": (False, False),
     "last_o_bias": (False, False),
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmath.model import families_dense, families_ssm, mixer_configs
+from llmath.model import families_dense, families_recurrent, families_ssm, mixer_configs
 from llmath.model.family_facts import (
     LLAMA_LIKE,
     _attn_bias,
@@ -522,6 +522,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
 ADAPTERS["codegen"] = ADAPTERS["gptj"]  # CodeGen is GPT-J's block (parallel attention + MLP, partial rotary)
 ADAPTERS.update(families_dense.ADAPTERS)  # dense decoders with an unusual feature (MPT, DiffLlama, ...)
 ADAPTERS.update(families_ssm.ADAPTERS)  # state-space hybrids: Nemotron-H, Falcon-H1, Zamba, Zamba2
+ADAPTERS.update(families_recurrent.ADAPTERS)  # short-conv and recurrent families (model/families_recurrent.py)
 
 # model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).

@@ -88,9 +88,16 @@ class MixerSpec:
     gate z, x, B and C of G groups, dt per head), the conv over x, B, C (I + 2·G·N channels), the SSD scan
     over H heads of width P (I = H·P) in chunks of ``chunk_size`` with a state of H × P × N per
     sequence, a gated RMSNorm over I, ``out_proj`` I -> D.
+
+    ``shortconv`` (LFM2's gated short convolution, Liquid AI; ``Lfm2ShortConv`` in transformers):
+    ``in_proj`` D -> 3·I (the gates B, C and x; I = D), y = C ⊙ conv(B ⊙ x) with a depthwise causal conv
+    of width ``d_conv``, ``out_proj`` I -> D; biases when ``conv_bias``. Its state is the conv window.
+
+    The recurrent kinds (``rglru``, ``rwkv``, ``mlstm``) are described with their operators in
+    :mod:`llmath.ops.recurrent`; their widths use the fields below as that module states.
     """
 
-    kind: Literal["mamba", "mamba2"]
+    kind: Literal["mamba", "mamba2", "shortconv", "rglru", "rwkv", "mlstm"]
     d_inner: int  # I
     d_state: int  # N
     d_conv: int  # conv kernel width
@@ -106,6 +113,8 @@ class MixerSpec:
     out_bias: bool | None = None  # out_proj bias when it differs from proj_bias (Falcon-H1's projectors_bias)
     # Falcon-H1's µP multipliers of the in_proj outputs (z, x, B, C, dt), applied per channel every token
     multipliers: tuple[float, ...] = ()
+    d_ff: int = 0  # rwkv: the channel mix's hidden width
+    d_key: int = 0  # mlstm: the query / key width (I is the value width)
 
     @property
     def conv_channels(self) -> int:
@@ -113,15 +122,23 @@ class MixerSpec:
         return self.d_inner + (2 * self.n_groups * self.d_state if self.kind == "mamba2" else 0)
 
     def validate(self, name: str) -> None:
-        sizes = ("d_inner", "d_state", "d_conv") + (
-            ("dt_rank",) if self.kind == "mamba" else ("n_heads", "head_dim", "n_groups", "chunk_size")
-        )
-        for f in sizes:
+        for f in _MIXER_SIZES[self.kind]:
             _positive(name, f"mixer.{f}", getattr(self, f))
         if self.kind == "mamba2" and self.n_heads * self.head_dim != self.d_inner:
             raise SpecError(
                 f"{name!r}: mixer n_heads·head_dim = {self.n_heads}·{self.head_dim} must equal d_inner={self.d_inner}"
             )
+
+
+# the width fields each mixer kind needs (all positive)
+_MIXER_SIZES = {
+    "mamba": ("d_inner", "d_state", "d_conv", "dt_rank"),
+    "mamba2": ("d_inner", "d_state", "d_conv", "n_heads", "head_dim", "n_groups", "chunk_size"),
+    "shortconv": ("d_inner", "d_conv"),
+    "rglru": ("d_inner", "d_conv", "n_heads"),
+    "rwkv": ("d_inner", "d_ff"),
+    "mlstm": ("d_inner", "d_key", "n_heads", "chunk_size"),
+}
 
 
 @dataclass(frozen=True)
@@ -224,6 +241,8 @@ class ModelSpec:
     layer_mixers: tuple[str, ...] = ()
     mixer_ffn: bool = True  # mixer layers carry an FFN (hybrids); pure Mamba blocks are norm, mixer, residual
     hf_cache_kv_heads: int | None = None  # transformers caches this many K/V heads (Falcon: all N)
+    attn_head_gate: bool = False  # LFM3: σ(g_proj(x)) per head (D -> N, no bias) scales the attention output
+    eager_all_logits: bool = False  # xLSTM: transformers' head projects every position (no logits_to_keep)
     source: str = ""
     wrapper: str = ""  # a multimodal wrapper's model_type when this is its language model (text_config)
     towers_not_counted: tuple[str, ...] = ()  # the wrapper's sub-configs llmath cannot count (vision_config, ...)

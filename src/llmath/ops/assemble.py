@@ -56,11 +56,15 @@ def _mixer_layers(b: Builder) -> None:
         if kind != "none":
             b.norm("norm.mixer_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
             mixer_block(b, count, lk)
+            if s.norms_per_layer >= 4:  # LFM3's sandwich norms, as attention layers place them
+                b.norm("norm.mixer_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
             residual(b, "residual.mixer", count, lk)
         if not ffn:
             continue
         b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         _ffn(b, moe, count, lk)
+        if s.norms_per_layer >= 4:
+            b.norm("norm.ffn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         residual(b, "residual.ffn", count, lk)
 
 

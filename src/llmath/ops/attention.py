@@ -179,6 +179,13 @@ def o_proj(a: Attn) -> None:
     a.site.linear("o_proj", "BTNH,NHD->BTD", a.N * a.H, a.D, bias=s.o_bias, pkey=f"{a.pk}.o", sym_in="N·H", sym_out="D")
 
 
+def head_gate(a: Attn) -> None:
+    """LFM3: the attention output of each head times σ(g_proj(x)), g_proj D -> N without bias."""
+    if a.site.spec.attn_head_gate and not a.cross:
+        a.site.linear("head_gate", "BTD,DN->BTN", a.D, a.N, bias=False, pkey=f"{a.pk}.g", sym_out="N")
+        a.site.vector("head_gate_mul", "BTNH->BTNH", 5, a.N * a.H, "BT", "N·H")
+
+
 def sub_norm(a: Attn) -> None:
     """BitNet: a norm over the attention output (width N·H) before the output projection."""
     if a.site.spec.sub_norms and not a.cross:
@@ -203,7 +210,7 @@ def execution(a: Attn) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, sub_norm, o_proj,
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, head_gate, sub_norm, o_proj,
 )  # fmt: skip
 
 

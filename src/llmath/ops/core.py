@@ -130,7 +130,7 @@ def mono_text(m: str) -> str:
     label = "" if w == "full" else f"[chunk={w[1:]}]" if w.startswith("c") else f"[W={w}]"
     return {"K": f"B·S{label}", "P": f"B·pairs{label}", "E": f"B·T·S{label}", "H": f"B·held{label}",
             "U": "experts hit", "C": f"B·chunks[Q={w}]", "Q": f"B·chunks²[Q={w}]",
-            "X": f"B·pairs in chunks[Q={w}]"}[kind]  # fmt: skip
+            "X": f"B·pairs in chunks[Q={w}]", "F": f"B·⌊T/{w}⌋", "R": f"B·(T mod {w})"}[kind]  # fmt: skip
 
 
 def wkey(w: int | None) -> str:
@@ -272,6 +272,8 @@ class Scenario:
                 elif kind in ("C", "Q", "X") and win is not None:  # chunked scans (ops/mixers.py)
                     n = chunks(T, win)
                     v = B * (n if kind == "C" else n * n if kind == "Q" else scan_chunk_pairs(T, win))
+                elif kind in ("F", "R") and win is not None:  # whole chunks / the tokens after them (ops/recurrent.py)
+                    v = B * (T // win if kind == "F" else T % win)
                 else:  # pragma: no cover - op builders only emit the kinds above
                     raise AssertionError(m)
             out[m] = v

@@ -52,9 +52,11 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
 
 
 def lm_head(b: Builder) -> None:
-    """The vocabulary projection for the positions that need logits (monomial ``BL``)."""
+    """The vocabulary projection for the positions that need logits (monomial ``BL``; every position in
+    eager for a family whose transformers head has no ``logits_to_keep``, :attr:`ModelSpec.eager_all_logits`)."""
     s = b.spec
     D, V = s.d_model, s.vocab_size
+    L = _logit_rows(b)
     params = [("lm_head.weight", 0 if s.tie_embeddings else V * D)]
     if s.lm_head_bias:
         params.append(("lm_head.bias", V))
@@ -66,12 +68,16 @@ def lm_head(b: Builder) -> None:
         dict(D=D, V=V),
         1,
         params,
-        flops=[(2 * D * V, "BL", "2·D·V")],
-        vflops=[(V, "BL", "V")] if s.lm_head_bias else [],
+        flops=[(2 * D * V, L, "2·D·V")],
+        vflops=[(V, L, "V")] if s.lm_head_bias else [],
         weight=[(D * V + (V if s.lm_head_bias else 0), "1", "D·V")],
-        act_in=[(D, "BL", "D")],
-        act_out=[(V, "BL", "V")],
+        act_in=[(D, L, "D")],
+        act_out=[(V, L, "V")],
     )
+
+
+def _logit_rows(b: Builder) -> str:
+    return "BT" if b.spec.eager_all_logits and b.attention == "eager" else "BL"
 
 
 def head(b: Builder) -> None:
@@ -82,5 +88,5 @@ def head(b: Builder) -> None:
     lm_head(b)
     if s.final_softcap:
         Site(b, 1, "", "lm_head", "lm_head", dict(V=s.vocab_size)).vector(
-            "softcap", "BLV->BLV", SOFTCAP_FLOPS, s.vocab_size, "BL", "V"
+            "softcap", "BLV->BLV", SOFTCAP_FLOPS, s.vocab_size, _logit_rows(b), "V"
         )

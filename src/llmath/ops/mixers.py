@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from llmath.model.spec import MixerSpec
+from llmath.ops import recurrent
 from llmath.ops.core import ACT_FLOPS, Builder, Site
 
 # Vector FLOPs of the selective scan per (token, channel, state) element: exp(A·dt) (2), dt·B (1),
@@ -181,6 +182,7 @@ Step = Callable[[Site], None]
 KINDS: dict[str, tuple[Step, ...]] = {
     "mamba": (in_proj, conv, x_proj, inner_norms, dt_proj, scan, out_proj),
     "mamba2": (in_proj2, conv, ssd, gated_norm, out_proj),
+    **recurrent.KINDS,  # short-conv and recurrent kinds (ops/recurrent.py)
 }
 
 
@@ -190,9 +192,12 @@ def mixer_block(b: Builder, count: int, lk: str) -> None:
     if m is None:  # pragma: no cover - assemble sends mixer layers only for specs with a mixer
         raise AssertionError(b.spec.name)
     sizes = dict(D=b.spec.d_model, I=m.d_inner, N=m.d_state, C=m.d_conv)
-    sizes.update(
-        dict(R=m.dt_rank) if m.kind == "mamba" else dict(H=m.n_heads, P=m.head_dim, G=m.n_groups, Q=m.chunk_size)
-    )
+    if m.kind in recurrent.KINDS:
+        sizes = recurrent.sizes(m, b.spec.d_model)
+    else:
+        sizes.update(
+            dict(R=m.dt_rank) if m.kind == "mamba" else dict(H=m.n_heads, P=m.head_dim, G=m.n_groups, Q=m.chunk_size)
+        )
     site = Site(b, count, lk, "mixer", "mixer", sizes)
     for step in KINDS[m.kind]:
         step(site)
@@ -202,6 +207,8 @@ def transformers_extra_state(spec) -> int:
     """Elements per sequence transformers' cache holds beyond the serving kernels' state: its Mamba conv
     state keeps C positions per channel (``conv_kernel`` wide) where ``causal_conv1d`` keeps C − 1."""
     m = spec.mixer
+    if m is not None and m.kind in recurrent.KINDS:
+        return recurrent.transformers_extra_state(m, sum(k == m.kind for k in spec.layer_mixers))
     if m is None or m.kind not in ("mamba", "mamba2"):
         return 0
     return m.conv_channels * sum(k.split("+")[-1] == m.kind for k in spec.layer_mixers)
