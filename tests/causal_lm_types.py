@@ -40,6 +40,18 @@ ENCODERS = frozenset(
 )
 
 
+# Multimodal models whose config is the text decoder itself beside a vision_config (no text_config): GIT's
+# GitForCausalLM carries a CLIP image encoder and a projection. They are wrappers (towers counted,
+# tests/test_multimodal.py; the text decoder's FLOPs and cache: tests/test_dense_variants.py).
+MULTIMODAL_DECODERS = frozenset({"git"})
+
+
+# The decoder half of an encoder-decoder whose encoder is another model: TrOCRForCausalLM is the text decoder
+# of a VisionEncoderDecoderModel (its layers cross-attend the image encoder's output); proven with
+# encoder_hidden_states in tests/test_dense_variants.py.
+DECODERS_OF = frozenset({"trocr"})
+
+
 @cache
 def causal_lm_types() -> dict[str, str]:
     """model_type -> category ('decoder', 'encoder_decoder', 'encoder', 'wrapper') for every entry."""
@@ -51,9 +63,9 @@ def causal_lm_types() -> dict[str, str]:
         cls = CONFIG_MAPPING[mt]
         if mt in ENCODERS:
             out[mt] = "encoder"
-        elif "text_config" in getattr(cls, "sub_configs", {}):
+        elif "text_config" in getattr(cls, "sub_configs", {}) or mt in MULTIMODAL_DECODERS:
             out[mt] = "wrapper"
-        elif getattr(cls, "is_encoder_decoder", False) or _default_is_encoder_decoder(mt):
+        elif getattr(cls, "is_encoder_decoder", False) or _default_is_encoder_decoder(mt) or mt in DECODERS_OF:
             out[mt] = "encoder_decoder"
         else:
             out[mt] = "decoder"

@@ -16,7 +16,17 @@ def coarse_hf(name: str) -> str:
     """A transformers parameter name -> the coarse component llmath reports it under."""
     import re
 
-    if re.search(r"(norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):
+    # a wrapper's towers (model/towers.py components), before the language model's patterns
+    if re.search(
+        r"(^|\.)(multi_modal_projector|visual\.merger|visual\.deepstack_merger_list|visual_projection|img_temporal_embedding)\.",
+        name,
+    ):
+        return "projector"
+    if re.search(r"(^|\.)(visual|vision_tower|vision_model|image_encoder)\.", name):
+        return "vision"
+    if re.search(r"(^|\.)audio_tower\.", name):
+        return "audio"
+    if re.search(r"(norm|Norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):
         return "norm"
     if re.search(r"^(backbone|model)\.embeddings\.", name):  # Mamba's, Nemotron-H's token table
         return "embedding"
@@ -40,11 +50,11 @@ def coarse_hf(name: str) -> str:
         return "embedding"
     if re.search(r"^head\.", name):  # RWKV's LM head
         return "lm_head"
-    if re.search(r"(^|\.)(lm_head|embed_out)\.", name):
+    if re.search(r"(^|\.)(lm_head|embed_out)\.|^output\.", name):
         return "lm_head"
     if re.search(
         r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
-        r"positions_embed|^transformer\.w\.weight$)",
+        r"positions_embed|position_embeddings|^transformer\.w\.weight$)",
         name,
     ):
         return "embedding"
@@ -54,6 +64,8 @@ def coarse_hf(name: str) -> str:
 
 
 def coarse_llmath(key: str) -> str:
+    if key.split(".")[0] in ("vision", "audio", "projector"):  # a wrapper's towers
+        return key.split(".")[0]
     if "norm" in key:
         return "norm"
     return {"moe": "ffn"}.get(key.split(".")[0], key.split(".")[0])

@@ -34,6 +34,9 @@ def test_alias_table_covers_every_supported_model_type():
 
 # Families added after this test whose transformers defaults llmath cannot read yet (found by this test;
 # left to the families' owners): the class default leaves a size null that llmath's adapter needs.
+# Language models transformers has no *ForCausalLM class for (the Qwen-VL text models exist only inside
+# their wrappers' *ForConditionalGeneration).
+LM_OF_WRAPPER_ONLY = {"qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text"}
 NOT_YET = {"ministral", "hunyuan_v1_dense", "hunyuan_v1_moe", "exaone_moe", "mellum", "nemotron", "gpt_neo"}
 
 
@@ -43,6 +46,8 @@ NOT_YET = {"ministral", "hunyuan_v1_dense", "hunyuan_v1_moe", "exaone_moe", "mel
      for t in TYPES],
 )  # fmt: skip
 def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
+    if model_type in LM_OF_WRAPPER_ONLY:
+        pytest.skip("transformers builds it only inside its wrapper: tests/test_multimodal.py proves it there")
     config = CONFIG_MAPPING[model_type]()
     for key in ("num_hidden_layers", "num_layers", "num_decoder_layers", "encoder_layers", "decoder_layers"):
         if key in config.to_dict():

@@ -97,3 +97,75 @@ def test_gpt_neox_japanese_bias_on_the_last_layer_only():
         rep = param_report(spec)
         assert rep.by_component["attention.o.bias"] == 64
         assert spec.d_ff == 4 * 64
+
+
+def test_git_text_decoder_equals_transformers(tmp_path):
+    """GIT (a wrapper: its towers are proven in test_multimodal.py): the text decoder's eager prefill and
+    decode FLOPs and cache bytes equal transformers' GitForCausalLM run on text alone, and the analysis
+    says the image encoder is outside the stages."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from causal_lm_types import default_config
+    from test_oracle_causal_lm import _flops_and_cache_equal
+
+    from llmath.analysis import analyze
+
+    cfg = default_config("git", str(tmp_path))
+    spec = spec_from_config(cfg, "git")
+    _flops_and_cache_equal(cfg, spec)
+    a = analyze(spec, batch=1, prompt=8, gen=2)
+    assert a.to_dict()["components_not_in_stages"] == ["vision", "projector"]
+    assert any("language model (the text decoder) only" in w for w in a.warnings)
+
+
+def test_trocr_decoder_over_image_positions_equals_transformers(tmp_path):
+    """TrOCR is the decoder of an encoder-decoder (causal_lm_types files it there): its prefill and decode
+    cross-attend the image encoder's ``src`` output positions, whose width (cross_attention_hidden_size =
+    768 here, the decoder is 1024 wide) the cross K/V read. transformers' TrOCRForCausalLM given
+    ``encoder_hidden_states`` on meta: matmul FLOPs of a T = 3 prefill (logits at every position, as its
+    forward computes them) and of one decode step, and the bytes of its self- and cross-attention caches."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from causal_lm_types import default_config
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmath.analysis import kv_cache_bytes
+    from llmath.measure import oracle
+    from llmath.model.dtypes import Precision
+
+    cfg = dict(default_config("trocr", str(tmp_path)), decoder_layers=2, cross_attention_hidden_size=768)
+    spec = spec_from_config(cfg, "trocr")
+    model = oracle.build_meta(oracle.hf_config(cfg))
+    B, src, T = 2, 11, 3
+    enc = torch.zeros(B, src, 768, device="meta")
+    ids = torch.zeros(B, T, dtype=torch.long, device="meta")
+
+    def counted(**kw):
+        with torch.no_grad(), FlopCounterMode(display=False) as c:
+            out = model(encoder_hidden_states=enc, use_cache=True, **kw)
+        return c.get_total_flops(), out
+
+    hf_prefill, out = counted(input_ids=ids)
+    past = out.past_key_values
+    hf_cache = oracle.cache_bytes(past.self_attention_cache) + oracle.cache_bytes(past.cross_attention_cache)
+    hf_decode, _ = counted(input_ids=ids[:, :1], past_key_values=past)
+
+    def mm(stage, sc):
+        return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "eager"), sc, spec))
+
+    assert mm("prefill", Scenario(B, T, 0, logits="all", src=src)) == hf_prefill
+    assert mm("decode", Scenario(B, 1, T, src=src)) == hf_decode
+    assert kv_cache_bytes(spec, B, T, Precision(), src=src, layout="transformers") == hf_cache
+    assert build_ops(spec, "encoder", "eager") == ()  # the image encoder is another model
+
+
+def test_trocr_analysis_says_the_encoder_is_another_model(tmp_path):
+    """The analysis has no encoder stage, and says why: prompt = the image positions cross-attended."""
+    from causal_lm_types import default_config
+
+    from llmath.analysis import analyze
+
+    spec = spec_from_config(default_config("trocr", str(tmp_path)), "trocr")
+    d = analyze(spec, batch=1, prompt=577, gen=4).to_dict()
+    assert "encoder" not in d
+    assert any("whose encoder is the image encoder of a VisionEncoderDecoderModel" in w for w in d["warnings"])

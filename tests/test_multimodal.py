@@ -11,14 +11,20 @@ from causal_lm_types import default_config
 from llmath.analysis import analyze
 from llmath.model.hf import spec_from_config
 from llmath.model.towers import PROJECTORS
+from llmath.model.towers_vl import PATCH_ONLY
 from llmath.ops.params import param_report
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 from llmath.measure import oracle  # noqa: E402
 
-VISION = r"(vision_tower|vision_model|image_tower|video_tower|vision_encoder)\."
-PROJECTOR = r"(multi_modal_projector|connector|vision_projection)\.|image_newline$"
+VISION = r"(vision_tower|vision_model|vision_embed_tokens|image_tower|video_tower|vision_encoder|visual)\."
+AUDIO = r"audio_tower\."
+# Qwen-VL's patch mergers live inside the vision module (model.visual.merger): they are the projector
+PROJECTOR = (
+    r"(multi_modal_projector|connector|vision_projection|visual_projection|visual\.merger|visual\.deepstack_merger_list)\."
+    r"|image_newline$|img_temporal_embedding\."
+)
 
 
 def _build(cfg: dict):
@@ -28,26 +34,31 @@ def _build(cfg: dict):
 
     config = oracle.hf_config(cfg)
     with torch.device("meta"):
-        try:
-            return transformers.AutoModelForImageTextToText.from_config(config)
-        except ValueError:
-            return transformers.AutoModelForCausalLM.from_config(config)
+        for auto in (transformers.AutoModelForImageTextToText, transformers.AutoModelForMultimodalLM):
+            try:
+                return auto.from_config(config, experts_implementation="batched_mm")  # eager MoE on meta
+            except TypeError:
+                return auto.from_config(config)
+            except ValueError:
+                pass
+        return transformers.AutoModelForCausalLM.from_config(config)
 
 
 def _hf_towers(model) -> dict[str, int]:
-    out = {"vision": 0, "projector": 0, "language": 0}
+    out = {"vision": 0, "audio": 0, "projector": 0, "language": 0}
     for n, p in model.named_parameters():
-        part = "vision" if re.search(VISION, n) else "projector" if re.search(PROJECTOR, n) else "language"
+        part = "projector" if re.search(PROJECTOR, n) else "vision" if re.search(VISION, n) else "language"
+        part = "audio" if re.search(AUDIO, n) else part
         out[part] += p.numel()
-    return out
+    return {k: v for k, v in out.items() if v or k in ("projector", "language")}
 
 
 def _llmath_towers(spec) -> dict[str, int]:
     rep = param_report(spec)
-    return {**rep.towers, "language": rep.total - sum(rep.towers.values())}
+    return {"projector": 0, **rep.towers, "language": rep.total - sum(rep.towers.values())}
 
 
-@pytest.mark.parametrize("mt", sorted(PROJECTORS))
+@pytest.mark.parametrize("mt", sorted(set(PROJECTORS) | set(PATCH_ONLY)))
 def test_wrapper_towers_equal_transformers(mt, tmp_path):
     cfg = default_config(mt, str(tmp_path))
     spec = spec_from_config(cfg, mt)
@@ -69,6 +80,7 @@ HUB_STYLE = [
     ("paligemma", {"projection_dim": 1024}),
     ("mistral3", {"multimodal_projector_bias": True, "spatial_merge_size": 3}),
     ("idefics3", {"scale_factor": 3}),
+    ("git", {"num_image_with_embedding": 6}),  # GIT-VATEX-style video: one learned vector per frame
 ]  # fmt: skip
 
 
@@ -110,3 +122,49 @@ def test_models_are_grouped_by_family():
     assert {"gemma-2b", "gemma-2-9b", "gemma-3-1b-pt"} <= set(groups["gemma"])
     assert {"mixtral-8x7b", "mistral-7b-v0.1"} <= set(groups["mistral"])
     assert {"deepseek-v2-lite", "deepseek-v3"} <= set(groups["deepseek"])
+
+
+def _lm_flops(spec, stage, S0, T, B=2):
+    from llmath.ops import Scenario, build_ops, evaluate
+
+    ops = build_ops(spec, stage, "eager")
+    return sum(c.values.get("flops", 0) for c in evaluate(ops, Scenario(B, T, S0), spec))
+
+
+@pytest.mark.parametrize("mt", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"])
+def test_qwen_vl_language_model_runs_as_llmath_counts(mt, tmp_path):
+    """Text-only prefill and decode of the wrapper (its language model, multimodal rotary positions): the
+    matmul FLOPs FlopCounterMode counts and the cache bytes equal llmath's stages of the text_config."""
+    from llmath.analysis import kv_cache_bytes
+    from llmath.model.dtypes import Precision
+
+    cfg = default_config(mt, str(tmp_path))
+    text = {k: v for k, v in cfg["text_config"].items() if k != "layer_types"}
+    cfg["text_config"] = dict(text, num_hidden_layers=2)
+    cfg["vision_config"] = dict(cfg["vision_config"], depth=1, deepstack_visual_indexes=[], fullatt_block_indexes=[0])
+    spec = spec_from_config(cfg, mt)
+    model = _build(cfg)
+    hf_prefill, out = oracle.forward_flops(model, 2, 9)
+    assert _lm_flops(spec, "prefill", 0, 9) == hf_prefill
+    assert kv_cache_bytes(spec, 2, 9, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values)
+    hf_decode, _ = oracle.forward_flops(model, 2, 1, past=out.past_key_values, seen=9)
+    assert _lm_flops(spec, "decode", 9, 1) == hf_decode
+
+
+def test_bundled_qwen_vl_reports_its_towers_in_json(capsys):
+    """The bundled Qwen2.5-VL-7B (a flat hub file: the language model's keys at the top level) says in JSON
+    which towers it carries and that the stages leave them out; its language model is Qwen2.5-7B's
+    (the Qwen2.5-VL report, arXiv:2502.13923, builds the 7B on Qwen2.5-7B), whose count test_oracle_params
+    proves against transformers."""
+    import json
+
+    from helpers import run_cli
+
+    from llmath.model import registry
+
+    code, out, _ = run_cli(capsys, "analyze", "qwen2.5-vl-7b-instruct", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["components_not_in_stages"] == ["vision", "projector"]
+    lm = param_report(registry.spec("qwen2.5-7b")).total
+    assert d["params"]["total"] - sum(d["params"]["towers"].values()) == lm
+    assert registry.family("qwen2.5-vl-7b-instruct") == "qwen"

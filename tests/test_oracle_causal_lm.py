@@ -118,6 +118,7 @@ VARIANTS = [
     ("vaultgemma", {"layer_types": None}),
     ("gpt_bigcode", {"multi_query": False}),
     ("kolibri1", {"layer_types": None}),
+    ("flint", {"decoder_sparse_step": 2, "mlp_only_layers": [0]}),
     # hybrids: attention at another place among the state-space layers
     ("bamba", {"attn_layer_indices": [1]}),
     ("granitemoehybrid", {"layer_types": ["linear_attention", "attention"] * 16, "position_embedding_type": "rope"}),

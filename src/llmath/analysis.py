@@ -390,7 +390,8 @@ def _analyze_device(
     batch, prompt, prefix, attention, decoder_prompt = w.batch, w.prompt, w.prefix, w.attention, w.decoder_prompt
     gen = w.gen
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    end = max(ostages.decode_start(spec, prompt, prefix, decoder_prompt)[0] + gen - 1, prompt)
+    external = spec.encoder is not None and bool(spec.encoder.external)  # TrOCR: the source is image positions
+    end = max(ostages.decode_start(spec, prompt, prefix, decoder_prompt)[0] + gen - 1, 0 if external else prompt)
     notes = read_notes + context_notes(spec, end) + wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
     params = param_report(spec)

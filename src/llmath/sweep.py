@@ -122,7 +122,8 @@ def _chunk_times(tabs, hw, p, eff, b, pr, n, mv=None):
         mv = t_pre.monomial_matrix(Scenario(b, pr, 0)) if mv is None else mv
         ttft = monomial_times(t_pre, mv, hw, p, eff, b, b * pr, False)[0].sum(-1)
         return ttft, decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
-    enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1)
+    # an external encoder (TrOCR's image encoder) is another model's pass: its table holds no operators
+    enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1) if t_enc.ops else 0.0
     ttft = enc + stage_times(t_pre, Scenario(b, 1, 0, src=pr), hw, p, eff, decode=False)[0].sum(-1)
     return ttft, decode_generation(t_dec, hw, p, eff, b, 1, n, src=pr).total_s
 
@@ -135,7 +136,7 @@ def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout
     ed = spec.is_encoder_decoder
     pre = Scenario(b, 1, 0, src=P) if ed else Scenario(b, P, 0)
     ttft = per_gpu_stage(spec, layout, "prefill", pre, hw, p, eff, attention).time_s
-    if ed:
+    if ed and not (spec.encoder is not None and spec.encoder.external):  # TrOCR: the encoder is another model
         ttft = ttft + per_gpu_stage(spec, layout, "encoder", Scenario(b, P), hw, p, eff, attention).time_s
     d = decode_totals(spec, layout, hw, p, eff, attention, b, 1 if ed else P, N, P if ed else 0)
     e2e = ttft + d["total_s"]

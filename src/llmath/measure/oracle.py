@@ -39,15 +39,9 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
     model_type = cfg.pop("model_type")
     model_type = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}.get(model_type, model_type)
     if n_layers is not None:
-        full = next((cfg[k] for k in LAYER_KEYS if isinstance(cfg.get(k), int)), None)
-        if full is None:  # Nemotron-H: the layer count is the length of its pattern (a list or a string)
-            full = len(next((cfg[k] for k in PATTERN_KEYS if cfg.get(k)), "")) or None
-        for k in LAYER_KEYS:
-            if k in cfg:
-                cfg[k] = n_layers
-        for k, v in list(cfg.items()):  # per-layer lists (layer_types, no_rope_layers, ...) are truncated
-            if isinstance(v, list | str) and len(v) == full and (isinstance(v, list) or k in PATTERN_KEYS):
-                cfg[k] = v[:n_layers]
+        _truncate(cfg, n_layers)
+        if isinstance(cfg.get("text_config"), dict):  # a wrapper: its language model's layers
+            _truncate(cfg["text_config"], n_layers)
     cfg = {k: _floats(v) for k, v in cfg.items()}
     if model_type == "xlstm":  # transformers 5.23 accepts only its native kernels, not the hub file's Triton ones
         cfg.update({k: v for k, v in XLSTM_NATIVE.items() if k in cfg})
@@ -55,6 +49,20 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
             cfg["num_blocks"] = cfg["num_hidden_layers"] = n_layers
     config = transformers.AutoConfig.for_model(model_type, **cfg)
     return config
+
+
+def _truncate(cfg: dict[str, Any], n_layers: int) -> None:
+    """Keep the first ``n_layers`` layers: the layer counts and the per-layer lists (layer_types,
+    no_rope_layers, ...) and patterns."""
+    full = next((cfg[k] for k in LAYER_KEYS if isinstance(cfg.get(k), int)), None)
+    if full is None:  # Nemotron-H: the layer count is the length of its pattern (a list or a string)
+        full = len(next((cfg[k] for k in PATTERN_KEYS if cfg.get(k)), "")) or None
+    for k in LAYER_KEYS:
+        if k in cfg:
+            cfg[k] = n_layers
+    for k, v in list(cfg.items()):
+        if isinstance(v, list | str) and len(v) == full and (isinstance(v, list) or k in PATTERN_KEYS):
+            cfg[k] = v[:n_layers]
 
 
 def _floats(v: Any) -> Any:
@@ -76,8 +84,21 @@ def build_meta(config, attn_implementation: str = "eager"):
             return transformers.AutoModelForSeq2SeqLM.from_config(config, **kw)
         try:
             return transformers.AutoModelForCausalLM.from_config(config, experts_implementation="batched_mm", **kw)
-        except (TypeError, ValueError):
+        except TypeError:
             return transformers.AutoModelForCausalLM.from_config(config, **kw)
+        except ValueError:  # a multimodal wrapper without a *ForCausalLM (Qwen2.5-VL): its generation class
+            return _build_wrapper(config, kw)
+
+
+def _build_wrapper(config, kw: dict[str, Any]):
+    import transformers
+
+    for auto in (transformers.AutoModelForImageTextToText, transformers.AutoModelForMultimodalLM):
+        try:
+            return auto.from_config(config, **kw)
+        except ValueError:
+            continue
+    return transformers.AutoModelForCausalLM.from_config(config, **kw)
 
 
 def count_params(model) -> int:

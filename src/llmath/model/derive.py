@@ -119,7 +119,7 @@ def stacks(table: Mapping[str, Any], cfg: Mapping[str, Any], get: Getter, n_laye
     encoder = None
     relative_buckets = 0
     final_norm = True
-    embedding_norm = bool(table.get("embedding_norm", False))
+    embedding_norm = bool(fact(table, cfg, "embedding_norm", False))
     if table.get("encdec") == "t5":
         n_layers = get(("num_decoder_layers", "num_layers"))
         encoder = EncoderSpec(n_layers=get("num_layers"), norms_per_layer=2, final_norm=True)
@@ -140,6 +140,11 @@ def stacks(table: Mapping[str, Any], cfg: Mapping[str, Any], get: Getter, n_laye
         final_norm = bool(cfg.get("add_final_layer_norm"))
         embedding_norm = True
         d_ff = get("decoder_ffn_dim")
+    elif table.get("encdec") == "external":  # TrOCR: the decoder of an image encoder's model
+        encoder = EncoderSpec(
+            n_layers=0, norms_per_layer=0, final_norm=False, external=str(table["external"]),
+            d_model=get("cross_attention_hidden_size", 0),
+        )  # fmt: skip
     if not fact(table, cfg, "final_norm", True):
         final_norm = False
     return dict(n_layers=n_layers, d_ff=d_ff, encoder=encoder, relative_buckets=relative_buckets,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmath.model import families_dense, families_recurrent, families_ssm, mixer_configs
+from llmath.model import families_dense, families_multimodal, families_recurrent, families_ssm, mixer_configs
 from llmath.model.family_facts import (
     LLAMA_LIKE,
     _attn_bias,
@@ -526,3 +526,4 @@ ADAPTERS.update(families_recurrent.ADAPTERS)  # short-conv and recurrent familie
 
 # model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
+ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py

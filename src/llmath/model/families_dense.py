@@ -1,6 +1,8 @@
-"""Adapter rows of the dense decoders with an unusual feature: ALiBi (MPT), differential attention
-(DiffLlama), a learned-position BioGPT, GPT-NeoX-Japanese's last-layer output bias. Merged into
-:data:`llmath.model.families.ADAPTERS`; see :mod:`llmath.model.hf` for what a row's keys mean.
+"""Adapter rows of the decoders with an unusual feature: ALiBi (MPT), differential attention (DiffLlama), a
+learned-position BioGPT, GPT-NeoX-Japanese's last-layer output bias, GIT's image encoder (counted as towers),
+TrOCR (the decoder of an image encoder's model: an external encoder), Flint's sinks and ungated shared
+expert. Merged into :data:`llmath.model.families.ADAPTERS`; see :mod:`llmath.model.hf` for what a row's keys
+mean.
 
 Each row follows what transformers 5.23 builds from the same config.json (tests/test_oracle_causal_lm.py
 proves parameters by component, eager FLOPs and cache bytes on the meta device).
@@ -28,6 +30,13 @@ def _neox_japanese_widths(cfg: Mapping[str, Any]) -> dict[str, Any]:
     (modeling_gpt_neox_japanese.py ``GPTNeoXJapaneseMLP``)."""
     d, mult = cfg.get("hidden_size"), cfg.get("intermediate_multiple_size") or 4
     return dict(cfg, intermediate_size=int(d * mult)) if d else dict(cfg)
+
+
+def _qwen_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """MoE in every ``decoder_sparse_step``-th layer except ``mlp_only_layers`` (Qwen2-MoE's rule, Flint's too:
+    configuration_flint.py)."""
+    step, dense = int(cfg.get("decoder_sparse_step") or 1), set(cfg.get("mlp_only_layers") or [])
+    return [i not in dense and (i + 1) % step == 0 for i in range(n)]
 
 
 ADAPTERS: dict[str, dict[str, Any]] = {
@@ -68,6 +77,58 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         activation="gelu",
         last_o_bias=True,
         prepare=_neox_japanese_widths,
+    ),
+    # GIT (Microsoft, generative image-to-text): a BERT-style post-LN text decoder (learned positions and an
+    # embedding LayerNorm, biases everywhere, no final norm, untied output with a bias) beside a CLIP image
+    # encoder (vision_config) and a projection into the text width; the encoder and projection are counted as
+    # towers (model/towers.py), the stages analyse the text decoder (the image tokens' prefix is not modelled)
+    "git": dict(
+        norm="layer",
+        ffn="mlp",
+        position="learned",
+        **_attn_bias(True),
+        ffn_bias=True,
+        activation="gelu",
+        embedding_norm=True,
+        final_norm=False,
+        lm_head_bias=True,
+        towers=True,
+    ),
+    # TrOCR (Microsoft): the text decoder of a VisionEncoderDecoderModel (BEiT/DeiT/ViT image encoder, not in this
+    # config). BART-like post-LN layers (self-attention, cross-attention over the image patches whose K/V read
+    # cross_attention_hidden_size-wide encoder outputs, FFN), learned positions (2 extra rows) or sinusoidal,
+    # optional embedding LayerNorm and sqrt(d) scale, no final norm, tied output projection. Analysed as an
+    # encoder-decoder whose encoder is external: prompt = the image's patch positions, cross-attended
+    "trocr": dict(
+        norm="layer",
+        ffn="mlp",
+        position=lambda c: "learned" if c.get("use_learned_position_embeddings", True) else "sinusoidal",
+        position_offset=2,
+        **_attn_bias(True),
+        ffn_bias=True,
+        activation="gelu",
+        norms_per_layer=3,
+        embedding_norm=_k("layernorm_embedding", True),
+        embedding_scale=_k("scale_embedding", False),
+        final_norm=False,
+        encdec="external",
+        external="the image encoder of a VisionEncoderDecoderModel (its encoder config), not in this config",
+    ),
+    # Flint: Llama-like attention with per-head q/k RMSNorms and learned sink logits, sliding and full layers
+    # (layer_types), Qwen2-MoE-style sparse layers whose shared expert has no gate (modeling_flint.py)
+    "flint": dict(
+        LLAMA_LIKE,
+        **_attn_bias(_k("attention_bias", False)),
+        ffn_bias=False,
+        qk_norm="head",
+        attn_sinks=True,
+        moe=dict(
+            experts="num_experts",
+            top_k="num_experts_per_tok",
+            d_ff="moe_intermediate_size",
+            shared_width="shared_expert_intermediate_size",
+            layers=_qwen_moe_layers,
+        ),
     ),
     # DiffLlama: Llama with differential attention (Ye et al. 2024, arXiv:2410.05258), see ops/variants.py
     "diffllama": dict(LLAMA_LIKE, diff_attention=True),

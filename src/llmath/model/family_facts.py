@@ -129,6 +129,7 @@ TIED_BY_DEFAULT = {
     "mpt",
     "openai-gpt",
     "opt",
+    "qwen3_vl_moe_text",
     "recurrent_gemma",
     "smollm3",
     "starcoder2",

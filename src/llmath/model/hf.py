@@ -30,6 +30,7 @@ from llmath.model.family_facts import (
 )
 from llmath.model.spec import ModelSpec, MoESpec
 from llmath.model.towers import tower_params, wrapper_ties
+from llmath.model.towers_vl import FLAT_WRAPPERS
 
 __all__ = ["ADAPTERS", "ENCODERS", "TIED_BY_DEFAULT", "read_config", "spec_from_config", "spec_from_file"]
 
@@ -234,7 +235,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     if not wrapper:
-        return spec
+        if not table.get("towers"):
+            return spec
+        wrapper = model_type  # a decoder that carries its own image encoder (GIT): counted as a wrapper's towers
     counted, towers = tower_params(outer, spec.d_model)
     tie = wrapper_ties(outer, spec.tie_embeddings)
     return replace(spec, wrapper=wrapper, towers_not_counted=towers, tower_params=counted, tie_embeddings=tie)
@@ -244,6 +247,10 @@ def _unwrap(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, tuple[str, 
     """A multimodal wrapper (a ``text_config`` under a model_type llmath has no table for) -> its language
     model's config, the wrapper's model_type and the other sub-configs (towers) that are not counted."""
     outer = cfg.get("model_type")
+    if outer in FLAT_WRAPPERS and not isinstance(cfg.get("text_config"), Mapping):
+        # Qwen2-VL / Qwen2.5-VL hub files: the language model's keys at the top level beside vision_config
+        text = {k: v for k, v in cfg.items() if not k.endswith("_config")}
+        cfg = dict(cfg, text_config=dict(text, model_type=FLAT_WRAPPERS[outer]))
     if not isinstance(cfg.get("text_config"), Mapping) or outer in ADAPTERS:
         return cfg, "", ()
     towers = tuple(sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config" and v))

@@ -20,16 +20,23 @@ def context_notes(spec: ModelSpec, end: int) -> list[str]:
 
 
 def wrapper_notes(spec: ModelSpec) -> list[str]:
+    if spec.encoder is not None and spec.encoder.external:
+        return [
+            f"{spec.name}: the decoder of an encoder-decoder whose encoder is {spec.encoder.external}: its "
+            "parameters and pass are not counted; prompt = the encoder output positions the decoder cross-attends"
+        ]
     if not spec.wrapper:
         return []
     counted = sorted({k.split(".")[0] for k, _ in spec.tower_params})
+    # GIT is its own wrapper: its language model is the top-level config, beside vision_config
+    lm = "the text decoder" if spec.wrapper == spec.model_type else "text_config"
     if not spec.towers_not_counted:
         return [
             f"{spec.name}: a {spec.wrapper} wrapper; params and weight memory include its {' and '.join(counted)}; "
-            "the prefill and decode stages are its language model (text_config) only"
+            f"the prefill and decode stages are its language model ({lm}) only"
         ]
     towers = ", ".join(spec.towers_not_counted)
     return [
         f"{spec.name}: a {spec.wrapper} wrapper; params, stages and memory are its language model "
-        f"(text_config) only: {towers} not counted"
+        f"({lm}) only: {towers} not counted"
     ]

@@ -178,6 +178,10 @@ class EncoderSpec:
     final_norm: bool = True
     embedding_norm: bool = False
     own_position_table: bool = False  # BART: encoder and decoder each have a learned table
+    # TrOCR: the encoder is another model (a VisionEncoderDecoderModel's image encoder, not in this config): no
+    # encoder pass here, the decoder owns the token table, cross-attention K/V read ``d_model``-wide outputs
+    external: str = ""
+    d_model: int = 0  # width of the encoder output the cross-attention K/V project (0: the decoder's)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from llmath.model import towers_audio, towers_vl
+
 Counts = dict[str, int]
 Cfg = Mapping[str, Any]
 
@@ -81,11 +83,12 @@ def pixtral(v: Cfg) -> Counts:
 # SmolVLMVisionConfig, CLIPVisionConfig, PixtralVisionConfig) for keys a hub file leaves out.
 _SIGLIP = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, image_size=224, patch_size=16)
 _IDEFICS3 = dict(hidden_size=1152, intermediate_size=3072, num_hidden_layers=12, image_size=224, patch_size=32)
-VISION_DEFAULTS: dict[str, dict[str, int]] = {
+VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip_vision_model": _SIGLIP,
     "idefics3_vision": _IDEFICS3,
     "smolvlm_vision": _IDEFICS3,
     "clip_vision_model": dict(_SIGLIP, patch_size=32),
+    "git_vision_model": _SIGLIP,  # GitVisionConfig: CLIP's layout, SigLIP's default widths (patch 16)
     "pixtral": dict(
         hidden_size=1024,
         intermediate_size=4096,
@@ -101,6 +104,7 @@ VISION: dict[str, Callable[[Cfg], Counts]] = {
     "idefics3_vision": lambda v: siglip(v, False),
     "smolvlm_vision": lambda v: siglip(v, False),
     "clip_vision_model": clip,
+    "git_vision_model": clip,
     "pixtral": pixtral,
 }
 
@@ -134,7 +138,7 @@ def _vipllava(cfg: Cfg, dv: int, dt: int) -> int:
 
 
 # wrapper model_type -> projector parameters (cfg, vision width, text width); and how many vision towers
-PROJECTORS: dict[str, Callable[[Cfg, int, int], int]] = {
+_BY_WIDTH: dict[str, Callable[[Cfg, int, int], int]] = {
     "gemma3": lambda c, dv, dt: dv * dt + dv,  # mm_input_projection_weight + mm_soft_emb_norm
     "paligemma": lambda c, dv, dt: dv * _g(c, "projection_dim", 2048) + _g(c, "projection_dim", 2048),
     "llava": lambda c, dv, dt: _llava(c, dv, dt, False),
@@ -146,23 +150,68 @@ PROJECTORS: dict[str, Callable[[Cfg, int, int], int]] = {
     "lighton_ocr": _mistral3,
     "idefics3": lambda c, dv, dt: dv * _g(c, "scale_factor", 2) ** 2 * dt,
     "smolvlm": lambda c, dv, dt: dv * _g(c, "scale_factor", 2) ** 2 * dt,
+    "shieldgemma2": lambda c, dv, dt: dv * dt + dv,  # Gemma 3's projector
+    "llava_next_video": lambda c, dv, dt: _llava(c, dv, dt, True),
+    "cohere2_vision": lambda c, dv, dt: _cohere2_vision(c, dv, dt),
+    # GIT: Linear(dv, dt) with bias, LayerNorm(dt); one learned dv vector per image when num_image_with_embedding
+    "git": lambda c, dv, dt: dv * dt + 3 * dt + _g(c, "num_image_with_embedding", 0) * dv,
 }
+
+
+def _cohere2_vision(cfg: Cfg, dv: int, dt: int) -> int:
+    """Pixel shuffle by downsample_factor, Linear(dv·f², A) with bias, SwiGLU halves it, Linear(A/2, dt)."""
+    a, f = _g(cfg, "alignment_intermediate_size", 36864), _g(cfg, "downsample_factor", 2)
+    return dv * f * f * a + a + a // 2 * dt + dt
+
+
+def _by_width(f: Callable[[Cfg, int, int], int]) -> Callable[[Cfg, Cfg, int], int]:
+    return lambda c, v, dt: f(c, v["hidden_size"], dt)
+
+
+# wrapper model_type -> projector parameters (wrapper config, vision config, text width)
+PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {k: _by_width(f) for k, f in _BY_WIDTH.items()}
+PROJECTORS.update(towers_vl.PROJECTORS)
+PROJECTORS.update(towers_audio.PROJECTORS)
+VISION.update(towers_vl.VISION)
+VISION_DEFAULTS.update(towers_vl.DEFAULTS)
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
+
+
+# sub-config -> (tower counters by its model_type, their defaults)
+TOWERS: dict[str, tuple[dict[str, Callable[[Cfg], Counts]], dict[str, dict[str, Any]]]] = {
+    "vision_config": (VISION, VISION_DEFAULTS),
+    "audio_config": (towers_audio.AUDIO, towers_audio.DEFAULTS),
+}
+
+
+def _tower_config(raw: Any, key: str, wrapper: Any) -> tuple[Callable[[Cfg], Counts], dict[str, Any]] | None:
+    """The counter of a tower sub-config and the config with its class's defaults filled in (None when
+    llmath has no counter for that kind). An older Qwen-VL file names its vision config by the wrapper's
+    model_type, or not at all."""
+    table, defaults = TOWERS.get(key, ({}, {}))
+    if not isinstance(raw, Mapping):
+        return None
+    kind = str(raw.get("model_type") or (wrapper if wrapper in towers_vl.FLAT_WRAPPERS else ""))
+    kind = towers_vl.VISION_ALIASES.get(kind, kind) if key == "vision_config" else kind
+    if kind not in table:
+        return None
+    return table[kind], {**defaults[kind], **{k: v for k, v in raw.items() if v is not None}}
 
 
 def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
     """(counted components, sub-configs not counted) of a wrapper config whose language model is
-    ``text_width`` wide."""
+    ``text_width`` wide: every tower sub-config is counted, or none is (all are named)."""
     wrapper = cfg.get("model_type")
     subs = sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config" and v)
-    raw = cfg.get("vision_config")
-    kind = raw.get("model_type") if isinstance(raw, Mapping) else None
-    if subs != ["vision_config"] or kind not in VISION or wrapper not in PROJECTORS or not isinstance(raw, Mapping):
+    if not subs and wrapper in towers_vl.PATCH_ONLY:
+        return tuple(towers_vl.PATCH_ONLY[str(wrapper)](cfg, text_width).items()), ()
+    towers = [_tower_config(cfg[k], k, wrapper) for k in subs]
+    if len(subs) != 1 or wrapper not in PROJECTORS or any(t is None for t in towers):
         return (), tuple(subs)
+    count, sub = towers[0]  # type: ignore[misc]
     copies = TOWER_COPIES.get(str(wrapper), 1)
-    vision = {**VISION_DEFAULTS[kind], **{k: v for k, v in raw.items() if v is not None}}
-    out = {k: n * copies for k, n in VISION[kind](vision).items()}
-    out["projector"] = PROJECTORS[wrapper](cfg, vision["hidden_size"], text_width)
+    out = {k: n * copies for k, n in count(sub).items()}
+    out["projector"] = out.get("projector", 0) + PROJECTORS[wrapper](cfg, sub, text_width)
     return tuple(out.items()), ()
 
 
@@ -171,7 +220,9 @@ def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...]
 # takes a True from text_config (configuration_llava.py, llava_next_video, llava_onevision).
 WRAPPER_TIES = {"gemma3": True, "paligemma": True, "mistral3": True, "lighton_ocr": True, "llava": False,
                 "video_llava": False, "llava_next": False, "llava_onevision": False, "vipllava": False,
-                "idefics3": False, "smolvlm": False}  # fmt: skip
+                "idefics3": False, "smolvlm": False, "shieldgemma2": True,
+                "llava_next_video": False, "cohere2_vision": True,
+                **towers_vl.WRAPPER_TIES, **towers_audio.WRAPPER_TIES}  # fmt: skip
 TIES_FROM_TEXT = frozenset({"llava", "llava_next_video", "llava_onevision"})
 
 

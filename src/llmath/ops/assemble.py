@@ -126,10 +126,13 @@ def _encoder_decoder(b: Builder) -> None:
     if enc is None:  # pragma: no cover - build_ops sends encoder-decoder specs only
         raise AssertionError(f"{s.name}: no encoder")
     if b.stage == "encoder":
+        if enc.external:  # another model's encoder (TrOCR's image encoder): no operators here
+            return
         embedding(b, "encoder.embed", own_positions=enc.own_position_table)
         _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
         return
-    embedding(b, "decoder.embed", own_positions=enc.own_position_table, token_table=False)
+    own = bool(enc.external)  # with an external encoder the decoder owns the token and position tables
+    embedding(b, "decoder.embed", own_positions=enc.own_position_table or own, token_table=own)
     _stack(b, "decoder", s.n_layers, s.norms_per_layer, s.final_norm)
     lm_head(b)
 

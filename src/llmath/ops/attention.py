@@ -59,9 +59,10 @@ def kv_proj(a: Attn) -> None:
         return
     out = "kv_write" if a.cached else "act_out"
     sig, rows = ("BXD,DKH->BXKH", "X") if a.cross else ("BTD,DKH->BTKH", "BT")
+    din = (s.encoder.d_model or a.D) if a.cross and s.encoder is not None else a.D  # TrOCR: the image encoder's width
     for which, bias in (("k", s.k_bias), ("v", s.v_bias)):
         a.site.linear(
-            f"{which}_proj", sig, a.D, a.K * a.H, bias=bias, pkey=f"{a.pk}.{which}", sym_out="K·H",
+            f"{which}_proj", sig, din, a.K * a.H, bias=bias, pkey=f"{a.pk}.{which}", sym_out="K·H",
             out=out, rows=rows,
         )  # fmt: skip
 

@@ -44,8 +44,9 @@ def stage_scenarios(spec: ModelSpec, batch, prompt, prefix=0, decoder_prompt: in
     ctx0, src = decode_start(spec, prompt, prefix, decoder_prompt)
     if not spec.is_encoder_decoder:
         return {"prefill": Scenario(batch, prompt, prefix), "decode": Scenario(batch, 1, ctx0)}
-    return {
-        "encoder": Scenario(batch, prompt),
+    enc = {} if spec.encoder is not None and spec.encoder.external else {"encoder": Scenario(batch, prompt)}
+    return {  # an external encoder (TrOCR's image encoder) is another model's pass: no encoder stage here
+        **enc,
         "prefill": Scenario(batch, decoder_prompt, 0, src=src),
         "decode": Scenario(batch, 1, ctx0, src=src),
     }
@@ -98,8 +99,10 @@ def activation_peak_bytes(
     if not spec.is_encoder_decoder:
         sc = Scenario(batch, prompt, prefix)
         return _act_peak(spec, "prefill", sc, attention, tab, mv) * precision.act_bytes
-    enc = _act_peak(spec, "encoder", Scenario(batch, prompt), attention, enc_tab)
     pre = _act_peak(spec, "prefill", Scenario(batch, decoder_prompt, 0, src=prompt), attention, tab)
+    if spec.encoder is not None and spec.encoder.external:  # another model's encoder pass
+        return pre * precision.act_bytes
+    enc = _act_peak(spec, "encoder", Scenario(batch, prompt), attention, enc_tab)
     return np.maximum(enc, pre) * precision.act_bytes
 
 
@@ -109,7 +112,7 @@ def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
     Encoder-decoder: ``seq`` source tokens through the encoder and ``seq`` target tokens through the decoder."""
     src = seq if spec.is_encoder_decoder else 0
     passes = [("prefill", Scenario(batch, seq, 0, logits="all", src=src))]
-    if spec.is_encoder_decoder:
+    if spec.encoder is not None and not spec.encoder.external:
         passes.append(("encoder", Scenario(batch, seq)))
     fwd = int(
         sum(c.values.get("flops", 0) for st, sc in passes for c in evaluate(build_ops(spec, st, "flash"), sc, spec))

@@ -188,10 +188,14 @@ def compile_table(spec: ModelSpec, ops: tuple[Op, ...], moe_tokens: int = 1) -> 
             for t in terms:
                 coef[i, c, index[t.mono]] += t.coef * op.count
     kernels = np.array([op.count for op in ops], dtype=float)
-    is_weight_mm = np.array([op.kind == "matmul" and op.n_params > 0 for op in ops])
-    is_kv_attn = np.array([op.kind == "matmul" and op.n_params == 0 and bool(op.terms("kv_read")) for op in ops])
-    logit_rows = np.array([any(t.mono == "BL" for t in op.terms("flops")) for op in ops])
-    src_rows = np.array([any(t.mono == "X" for t in op.terms("flops")) for op in ops])  # cross K/V: B·src rows
+
+    def flags(pred) -> np.ndarray:  # bool even for an empty list (an external encoder's pass)
+        return np.array([pred(op) for op in ops], dtype=bool)
+
+    is_weight_mm = flags(lambda op: op.kind == "matmul" and op.n_params > 0)
+    is_kv_attn = flags(lambda op: op.kind == "matmul" and op.n_params == 0 and bool(op.terms("kv_read")))
+    logit_rows = flags(lambda op: any(t.mono == "BL" for t in op.terms("flops")))
+    src_rows = flags(lambda op: any(t.mono == "X" for t in op.terms("flops")))  # cross K/V: B·src rows
     w_tok, w_log = is_weight_mm & ~logit_rows & ~src_rows, is_weight_mm & logit_rows
     for a in (coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log):
         a.setflags(write=False)
