@@ -350,6 +350,7 @@ def main(argv=None) -> None:
         },
         **{k: old[k] for k in ("arch", "arch_reference", "arch_order", "arch_source") if k in old},
         "devices": devices,
+        **({"fp8_quantize": old["fp8_quantize"]} if "fp8_quantize" in old else {}),  # scripts/fit_quantize.py
     }
     a.out.write_text(json.dumps(doc, indent=1) + "\n")
     fixture = {

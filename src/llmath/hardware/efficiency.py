@@ -16,6 +16,7 @@ from importlib import resources
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
+from llmath.hardware.execution import executed
 from llmath.validation import check_float
 
 
@@ -40,6 +41,9 @@ class Efficiency:
     ``kernel_fits``: (class, format, coefficients) of the other fitted classes (``attn_context``,
     ``attn_decode``, ``moe``), applied per operator by :mod:`llmath.hardware.fitted_ops`;
     ``fit_overheads``: whether the fits' per-kernel times replace the overheads (off once an overhead is given).
+    ``fp8_gemm_overhead_s``: per-kernel time of weight GEMMs that run in fp8: the fp8 GEMM fit's ``t0`` less the
+    activation quantiser it measured (:func:`llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`; ``None``:
+    the general overheads); in prefill at least ``overhead_s``.
     """
 
     name: str = "expected"
@@ -62,6 +66,7 @@ class Efficiency:
     attention_overhead_s: float | None = None
     kernel_fits: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
     fit_overheads: bool = True
+    fp8_gemm_overhead_s: float | None = None
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
@@ -70,8 +75,8 @@ class Efficiency:
                 raise WorkloadError(f"efficiency {f}={v!r} must be a fraction in (0, 1]")
         if self.matmul_fp8 is not None:
             check_float("efficiency matmul_fp8", self.matmul_fp8, 0, 1, lo_open=True)
-        for f in ("overhead_s", "decode_overhead_s", "attention_overhead_s"):
-            if f != "attention_overhead_s" or self.attention_overhead_s is not None:
+        for f in ("overhead_s", "decode_overhead_s", "attention_overhead_s", "fp8_gemm_overhead_s"):
+            if f in ("overhead_s", "decode_overhead_s") or getattr(self, f) is not None:
                 check_float(f"kernel {f}", getattr(self, f), 0, 1.0)
 
     def __hash__(self) -> int:  # hashed on every roofline cache lookup: computed once (the fits are long tuples)
@@ -169,6 +174,7 @@ def fitted(hw: Hardware) -> Efficiency | None:
     ]
     d = _defaults()
     t0 = gemm["bf16"][8]
+    fp8 = ef.fp8_static_gemm_overhead(hw.name) if ("fp8" in gemm and executed(hw, "fp8")[0] == "fp8") else None
     return Efficiency(
         name="expected",
         matmul=gemm["bf16"][0],
@@ -183,6 +189,7 @@ def fitted(hw: Hardware) -> Efficiency | None:
         gemm_fit=tuple((f, tuple(c)) for f, c in sorted(gemm.items())),
         attention_overhead_s=attn[8] if attn else None,
         kernel_fits=tuple(kernel),
+        fp8_gemm_overhead_s=fp8[0] if fp8 else None,
     )
 
 

@@ -228,3 +228,28 @@ def collective_time(device: str, op: str, ranks: int, bytes_: float) -> tuple[fl
         return None
     alpha, beta = entry["coef"]
     return alpha + bytes_ / beta, r.rule
+
+
+def fp8_static_gemm_overhead(device: str) -> tuple[float, float] | None:
+    """(per-kernel seconds, quantiser seconds) of an FP8 weight GEMM whose input arrives already quantised.
+
+    The fp8 GEMM fit's ``t0`` is fitted to kernels that quantise their bf16 input *dynamically*: the source
+    collector (aiconfigurator ``collector/trtllm/collect_gemm.py``) loads FP8 weights without an input scale,
+    so TensorRT-LLM's ``Linear`` runs ``quantize_e4m3_per_tensor`` (an amax pass, then scale-and-cast) before
+    the scaled GEMM (``FP8QDQLinearMethod.apply``). The same package measures both quantiser pieces
+    (``collector/trtllm/collect_computescale.py``: ``compute_scale`` = dynamic − static, ``scale_matrix`` = the
+    static scale-and-cast); their small-activation medians are ``fp8_quantize`` in the data
+    (``scripts/fit_quantize.py``). Engines with a calibrated scale run no amax pass, and fuse the scale-and-cast
+    into the kernel that produces the activation: TensorRT fuses a trailing Quantize layer into the preceding
+    layer (TensorRT developer guide, "Explicit Quantization", Q/DQ fusion), and TensorRT-LLM's ``apply`` skips
+    quantisation when its input is already FP8. So both pieces are taken off the fp8 ``t0``, never below the bf16
+    GEMM's ``t0``. ``None`` without the fits (rule of :func:`resolve`)."""
+    r = resolve(device)
+    if r.measured_on is None:
+        return None
+    dev = data()["devices"][r.measured_on].get("gemm", {})
+    q = data().get("fp8_quantize", {}).get("devices", {}).get(r.measured_on)
+    if q is None or "fp8" not in dev or "bf16" not in dev:
+        return None
+    quant = float(q["compute_scale_s"]) + float(q["static_quantize_s"])
+    return max(float(dev["fp8"]["coef"][8]) - quant, float(dev["bf16"]["coef"][8])), quant

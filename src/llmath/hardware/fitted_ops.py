@@ -30,6 +30,7 @@ import numpy as np
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency
+from llmath.hardware.execution import op_formats
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
 from llmath.ops import table as ops_table
@@ -156,19 +157,34 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     return f, inv
 
 
+@lru_cache(maxsize=256)
+def fp8_gemms(table: Table, p: Precision) -> np.ndarray:
+    """(n_ops,) mask of the weight GEMMs whose GEMM runs in fp8 under ``p`` (fp8 weights and activations)."""
+    fmts = op_formats(table, p)
+    out = table.is_weight_mm & np.array([f == "fp8" for f in fmts], dtype=bool)
+    out.setflags(write=False)
+    return out
+
+
 def overheads(table: Table, p: Precision, eff: Efficiency, decode: bool, base: np.ndarray) -> np.ndarray:
     """(n_ops,) per-pass overheads with the fits' per-kernel times: context attention the larger of its
     ``t0`` and the eager launch; a MoE layer's ``t0`` shared by its routed GEMMs (decode: as fitted,
-    prefill: at least the eager launch each). ``base`` is the roofline's (decode attention's included)."""
+    prefill: at least the eager launch each); weight GEMMs running in fp8 the fp8 GEMM fit's ``t0`` less the
+    activation quantiser it measured (``eff.fp8_gemm_overhead_s``: static scale, quantiser fused upstream, see
+    :func:`llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`; prefill: at least the eager launch).
+    ``base`` is the roofline's (decode attention's included)."""
     if not eff.fit_overheads:
         return base
     cols = columns(table)
-    out = base
     ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
     moe = eff.fit("moe", p.compute) if cols.routed.size else None
-    if ctx is None and moe is None:
+    fp8 = fp8_gemms(table, p) if eff.fp8_gemm_overhead_s is not None else None
+    if ctx is None and moe is None and (fp8 is None or not fp8.any()):
         return base
     out = base.copy()
+    if fp8 is not None and eff.fp8_gemm_overhead_s is not None:
+        t = eff.fp8_gemm_overhead_s if decode else max(eff.overhead_s, eff.fp8_gemm_overhead_s)
+        out[fp8] = table.kernels[fp8] * t
     if ctx is not None:
         out[cols.attn] = table.kernels[cols.attn] * max(eff.overhead_s, ctx[8])
     if moe is not None:

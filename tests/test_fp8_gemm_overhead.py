@@ -1,0 +1,67 @@
+"""FP8 weight GEMMs' per-kernel time: the fp8 GEMM fit's t0 less the activation quantiser its source kernels ran
+(dynamic: amax pass + scale-and-cast), since engines fuse the quantiser upstream. Values from
+src/llmath/data/efficiency_fit.json (fitted to aiconfigurator-core 0.12.0's H100 tables by
+scripts/fit_efficiency.py and scripts/fit_quantize.py), the arithmetic written out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llmath
+from llmath import hardware
+from llmath.hardware import efficiency_fit as ef
+from llmath.hardware.roofline import efficiency, overheads
+from llmath.model.dtypes import Precision
+from llmath.ops import table
+
+H100 = hardware.get("h100-sxm")
+# H100 (efficiency_fit.json): fp8 GEMM t0 = 12.754 µs, bf16 GEMM t0 = 2.8602 µs; fp8_quantize: amax pass
+# (compute_scale) 7.3024 µs, static quantiser (scale_matrix) 1.4357 µs, medians over m <= 64
+T0_FP8, T0_BF16, AMAX, STATIC_Q = 12.754e-6, 2.8602e-6, 7.3024e-6, 1.4357e-6
+FP8_GEMM = T0_FP8 - AMAX - STATIC_Q  # 12.754 − 7.3024 − 1.4357 = 4.0159 µs
+
+
+def test_fp8_fit_decomposes_into_bf16_gemm_plus_dynamic_quantisation():
+    # the measured pieces add up: 2.8602 + 7.3024 + 1.4357 = 11.598 µs against the fitted 12.754 µs (within 1.2 µs)
+    q = ef.data()["fp8_quantize"]["devices"]["h100-sxm"]
+    assert q["compute_scale_s"] == pytest.approx(AMAX, rel=1e-4)
+    assert q["static_quantize_s"] == pytest.approx(STATIC_Q, rel=1e-4)
+    assert abs(T0_BF16 + AMAX + STATIC_Q - T0_FP8) < 1.2e-6
+
+
+def test_fp8_gemm_overhead_is_fp8_t0_less_the_quantiser():
+    t, quant = ef.fp8_static_gemm_overhead("h100-sxm")
+    assert quant == pytest.approx(AMAX + STATIC_Q, rel=1e-4)
+    assert t == pytest.approx(FP8_GEMM, rel=1e-4)
+    assert efficiency("expected", H100).fp8_gemm_overhead_s == pytest.approx(4.0159e-6, rel=1e-4)
+    # L40S: fp8 t0 6.8374 µs − (6.2123 + 2.7314) µs is below its bf16 t0 2.0933 µs, so the bf16 t0 holds
+    assert ef.fp8_static_gemm_overhead("l40s")[0] == pytest.approx(2.0933e-6, rel=1e-4)
+    # inherited by rule (h100-pcie: same-arch h100-sxm); no fp8 fit on Ampere; none for other vendors
+    assert ef.fp8_static_gemm_overhead("h100-pcie") == ef.fp8_static_gemm_overhead("h100-sxm")
+    assert ef.fp8_static_gemm_overhead("a100-sxm-80gb") is None
+    assert efficiency("expected", hardware.get("a100-sxm-80gb")).fp8_gemm_overhead_s is None
+    assert ef.fp8_static_gemm_overhead("mi300x") is None
+
+
+@pytest.mark.parametrize("decode", [False, True])
+def test_fp8_weight_gemms_pay_it_per_kernel(decode):
+    e = efficiency("expected", H100)
+    t = table(llmath.resolve("llama-2-7b"), "decode" if decode else "prefill")
+    p8 = Precision(weights="fp8", activations="fp8", kv="fp8")
+    p16 = Precision.uniform("bf16")
+    ov8, ov16 = overheads(t, e, decode, p8), overheads(t, e, decode, p16)
+    names = [op.name for op in t.ops]
+    # Llama-2-7B: 32 layers; q, k, v, o, gate, up, down are fp8 GEMMs, one kernel each per layer
+    for n in ("attn.q_proj", "ffn.down"):
+        i = names.index(n)
+        # prefill: max(4 µs eager launch, 4.0159 µs); decode: 4.0159 µs (bf16 GEMMs: 4 µs / 2.8602 µs)
+        want = FP8_GEMM if decode else max(4e-6, FP8_GEMM)
+        assert ov8[i] == pytest.approx(32 * want, rel=1e-4)
+        assert ov16[i] == pytest.approx(32 * (T0_BF16 if decode else 4e-6), rel=1e-4)
+    # the LM head stays 16-bit (kept by the format rule), so its overhead is unchanged
+    j = names.index("lm_head")
+    assert ov8[j] == ov16[j]
+    # an explicit overhead (--overhead-us) replaces every per-kernel time, this one included
+    e1 = efficiency("expected", H100, overhead_s=1e-6, decode_overhead_s=1e-6)
+    assert np.allclose(overheads(t, e1, decode, p8), t.kernels * 1e-6)
