@@ -26,6 +26,8 @@ def coarse_hf(name: str) -> str:
         return "vision"
     if re.search(r"(^|\.)audio_tower\.", name):
         return "audio"
+    if re.search(r"\.norm_attn_norm\.attn\.", name):  # DBRX keeps its attention inside a "norm_attn_norm" block
+        return "attention"
     if re.search(r"(norm|Norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):
         return "norm"
     if re.search(r"^(backbone|model)\.embeddings\.", name):  # Mamba's, Nemotron-H's token table

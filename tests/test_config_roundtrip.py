@@ -56,10 +56,14 @@ def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
         # DeepseekV2Config defaults top-k to None, which transformers' router cannot run (topk(k=None));
         # llmath refuses such a file ("required field 'num_experts_per_tok'"). 6 is DeepSeek-V2's value.
         config.num_experts_per_tok = 6
+    if model_type == "dots1":  # Dots1Config leaves the experts unset (torch.empty(None, ...) fails): dots.llm1's
+        config.n_routed_experts, config.n_shared_experts = 128, 2  # counts (rednote-hilab/dots.llm1.inst config.json)
+    if model_type == "dbrx":  # DbrxAttentionConfig has no rope_theta default, which DbrxAttention reads
+        config.attn_config.rope_theta = 500000.0  # databricks/dbrx-instruct's value
     if model_type == "lfm2_moe" and config.layer_types is None:
         # Lfm2MoeConfig leaves layer_types None and its layers then fail; LFM2-8B-A1B opens with two conv layers
         config.layer_types = ["conv"] * LAYERS
-    for key in ("layer_types", "mlp_layer_types"):
+    for key in ("layer_types", "mlp_layer_types", "num_attention_heads_per_layer"):
         if isinstance(getattr(config, key, None), list):
             try:
                 setattr(config, key, getattr(config, key)[:LAYERS])

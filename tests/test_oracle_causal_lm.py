@@ -37,6 +37,13 @@ def _config_or_xfail(mt: str, tmp_path) -> dict:
         pytest.xfail(f"transformers cannot build {mt} from defaults: {type(e).__name__}")
 
 
+def _meta_or_xfail(cfg: dict, mt: str):
+    try:
+        return oracle.build_meta(oracle.hf_config(cfg))
+    except Exception as e:  # the config class's defaults do not build a model (dots1: n_routed_experts=None)
+        pytest.xfail(f"transformers cannot build {mt} from defaults: {type(e).__name__}")
+
+
 def _spec_or_xfail(cfg: dict, mt: str):
     try:
         return spec_from_config(cfg, mt)
@@ -84,11 +91,13 @@ def _llmath_groups(rep) -> dict[str, int]:
 @pytest.mark.parametrize("mt", DECODERS)
 def test_decoder_type_reads_exactly(mt, tmp_path):
     cfg = _config_or_xfail(mt, tmp_path)
+    full = _meta_or_xfail(cfg, mt)
     spec = _spec_or_xfail(cfg, mt)
-    full = oracle.build_meta(oracle.hf_config(cfg))
     rep = param_report(spec)
     assert rep.total == oracle.count_params(full)
     assert _llmath_groups(rep) == _hf_groups(full)
+    if mt in EXPERT_LOOPS_ON_CPU:
+        return
     _flops_and_cache_equal(cfg, spec)
     windowed = [k for k in WINDOW_KEYS if isinstance(cfg.get(k), int)]
     if any(w is not None for w in spec.layer_windows) and windowed:
@@ -96,6 +105,10 @@ def test_decoder_type_reads_exactly(mt, tmp_path):
         cfg = dict(cfg, **{windowed[0]: 4})
         _flops_and_cache_equal(cfg, spec_from_config(cfg, mt))
 
+
+# transformers runs these families' experts in a data-dependent loop (split by the routed counts) that the meta
+# device cannot execute: their FLOPs and cache are proven on small CPU models in tests/test_moe_families.py
+EXPERT_LOOPS_ON_CPU = {"jetmoe"}
 
 WINDOW_KEYS = ("sliding_window", "window_size", "attention_chunk_size")
 
@@ -157,6 +170,53 @@ VARIANTS = [
     ("recurrent_gemma", {"attention_window_size": 4, "num_key_value_heads": 1}),
     ("rwkv", {"intermediate_size": 8192}),  # (an attention_hidden_size other than D fails in transformers)
     ("xlstm", {"weight_mode": "fused", "num_heads": 4, "qk_dim_factor": 0.25}),
+    # dots1's defaults leave the experts unset (transformers cannot build them): one dense layer, then MoE
+    ("dots1", {"n_routed_experts": 8, "n_shared_experts": 2, "num_experts_per_tok": 2, "first_k_dense_replace": 1}),
+    (
+        "dots1",
+        {
+            "n_routed_experts": 8,
+            "n_shared_experts": 1,
+            "num_experts_per_tok": 2,
+            "max_window_layers": 1,
+            "layer_types": None,
+            "sliding_window": 4,
+        },
+    ),
+    # GLM-5's DSA: layers that reuse the previous indexer layer's top-k (no indexer weights, keys or scoring)
+    ("glm_moe_dsa", {"indexer_types": ["full", "shared", "full", "shared"] + ["full"] * 74}),
+    ("glm_moe_dsa", {"indexer_types": None, "index_topk_freq": 3, "first_k_dense_replace": 1}),
+    ("glm_moe_dsa", {"indexer_types": None, "index_topk_pattern": "FSSF" + "F" * 74}),
+    ("glm_moe_dsa", {"mlp_layer_types": None, "first_k_dense_replace": 1}),
+    ("axk1", {"mlp_layer_types": None, "first_k_dense_replace": 2, "moe_layer_freq": 2}),
+    # Command A MoE: shared experts, and dense prefix layers of their own width and window pattern
+    ("cohere2_moe", {"num_shared_experts": 1, "shared_expert_combination_strategy": "sum"}),
+    (
+        "cohere2_moe",
+        {
+            "layer_types": None,
+            "mlp_layer_types": None,
+            "first_k_dense_replace": 2,
+            "prefix_dense_intermediate_size": 1024,
+            "prefix_dense_sliding_window_pattern": 2,
+        },
+    ),
+    ("cohere2_moe", {"rms_norm_eps": None}),
+    # MiMo-V2-Flash in the hub file's spelling (per-layer 0/1 flags; sliding_window_size + 1 = the window)
+    (
+        "mimo_v2_flash",
+        {
+            "layer_types": None,
+            "mlp_layer_types": None,
+            "sliding_window_size": 3,
+            "hybrid_layer_pattern": [int(i and (i + 1) % 6 > 0) for i in range(48)],
+            "moe_layer_freq": [0] + [1] * 47,
+        },
+    ),
+    ("afmoe", {"layer_types": None, "global_attn_every_n_layers": 2, "num_dense_layers": 2, "attention_bias": True}),
+    # Laguna: the output gate per element instead of per head; sliding layers; the mlp pattern from layer_types
+    ("laguna", {"gating": False, "layer_types": ["sliding_attention", "full_attention"] * 20}),
+    ("laguna", {"mlp_layer_types": None, "num_experts": 16, "shared_expert_intermediate_size": 256}),
 ]
 
 

@@ -94,3 +94,22 @@ def test_eager_equals_transformers_with_k_below_the_prompt():
     assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values)
     hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
     assert sum(v.get("flops", 0) for v in _by_op(spec, "decode", "eager", Scenario(B, 1, P)).values()) == hf_decode
+
+
+# GLM-5 (glm_moe_dsa): the same DSA, but layers marked "shared" in indexer_types reuse the previous indexer
+# layer's top-k (modeling_glm_moe_dsa.py GlmMoeDsaAttention.skip_topk): here layer 1 of 2.
+GLM = dict(CFG, model_type="glm_moe_dsa", indexer_types=["full", "shared"], mlp_layer_types=["dense", "sparse"])
+
+
+def test_shared_top_k_layers_run_no_indexer():
+    """The shared layer has no indexer weights (L·I·X + D·X + 2·X + D·I fewer), scores nothing and caches
+    no indexer key; its MLA still attends exactly the k selected positions."""
+    shared, full = spec_from_config(GLM, "glm"), spec_from_config(dict(GLM, indexer_types=["full", "full"]), "g")
+    assert param_report(full).total - param_report(shared).total == L * I * X + D * X + 2 * X + D * I
+    ops = _by_op(shared, "prefill", "flash", Scenario(1, 9, 0))
+    assert ops["attn.flash_mla"]["flops"] == 2 * 30 * 2 * N * (2 * C + R)  # both layers: Σ min(i, 4) = 30 pairs
+    assert ops["attn.indexer.flash"]["flops"] == 45 * 2 * I * (X + 1)  # one layer scores the 45 causal pairs
+    dec = _by_op(shared, "decode", "flash", Scenario(1, 1, 100))
+    assert dec["attn.flash_mla"]["kv_read"] == 2 * K * (C + R) and dec["attn.indexer.flash"]["kv_read"] == 101 * X
+    # per position: the latent (C + R) in both layers, the indexer key (X) in one; bf16
+    assert kv_growth(shared, Precision())["bytes_per_token"] == (2 * (C + R) + X) * 2

@@ -45,6 +45,7 @@ from llmath.deploy.layout import Layout, stage_layers
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
+from llmath.ops.assemble import layer_kind
 from llmath.ops.core import Attention, Op, Stage, Term
 
 ONE = Fr(1)
@@ -56,10 +57,24 @@ REPLICATED = {
     "moe.router",
     "moe.topk",
     "moe.shared_gate",
+    "moe.output_bias",
+    "moe.score_bias",
+    "attn.router",
+    "attn.topk",
+    # the DSA lightning indexer is not tensor-parallel: every rank runs all of it (vLLM and SGLang
+    # deepseek_v2.py Indexer: wq_b, wk, weights_proj are ReplicatedLinear, "no tensor parallel, just replicated")
+    "attn.indexer.wq_b",
+    "attn.indexer.wk",
+    "attn.indexer.k_norm",
+    "attn.indexer.weights_proj",
+    "attn.indexer.scores",
+    "attn.indexer.weigh",
+    "attn.indexer.topk",
+    "attn.indexer.flash",
     "attn.q_a_proj",
     "attn.kv_a_proj",
 }
-COLUMN = {"attn.q_proj", "attn.q_b_proj", "ffn.gate", "ffn.up", "moe.shared.gate", "moe.shared.up"}
+COLUMN = {"attn.gate_proj", "attn.q_proj", "attn.q_b_proj", "ffn.gate", "ffn.up", "moe.shared.gate", "moe.shared.up"}
 KV = {"attn.k_proj", "attn.v_proj"}
 ROW = {"attn.o_proj", "ffn.down", "moe.shared.down"}
 HEADS = {
@@ -74,6 +89,7 @@ HEADS = {
     "attn.flash_mla",
     "attn.kv_b_proj",
     "attn.sinks",
+    "attn.out_gate",
     "attn.relative_bias",
     "ffn.act",
     "moe.shared.act",
@@ -164,14 +180,10 @@ def _param(n: int, f: Fr):
     return int(v) if v.denominator == 1 else float(v)
 
 
-def _layer_kind(window, moe) -> str:
-    return f"{'moe' if moe else 'dense'}/{'full' if window is None else f'window {window}'}"
-
-
 def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
     out: dict[str, int] = {}
     for i in layers:
-        lk = _layer_kind(spec.layer_windows[i], spec.layer_moe[i])
+        lk = layer_kind(spec, spec.layer_windows[i], spec.layer_moe[i], spec.layer_indexer[i], spec.layer_mixers[i])
         out[lk] = out.get(lk, 0) + 1
     return out
 

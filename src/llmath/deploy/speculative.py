@@ -69,6 +69,7 @@ def one_layer(spec: ModelSpec) -> ModelSpec:
         layer_moe=(spec.layer_moe[-1],),
         layer_windows=(spec.layer_windows[-1],),
         layer_mixers=(spec.layer_mixers[-1],),
+        layer_indexer=(True,),
     )
 
 

@@ -124,15 +124,16 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    ids = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
+    dev = next(model.parameters()).device  # meta, or a small model on the CPU (data-dependent expert loops)
+    ids = torch.zeros(batch, tokens, dtype=torch.long, device=dev)
     kw: dict[str, Any] = {"input_ids": ids, "use_cache": True, "logits_to_keep": logits_to_keep}
     if past is not None:
         params = inspect.signature(model.forward).parameters
         named = next((k for k in ("cache_params", "state") if k in params), "past_key_values")
         kw[named] = past
         seen = past.get_seq_length() if seen is None else seen
-        kw["position_ids"] = torch.arange(seen, seen + tokens, device="meta").expand(batch, -1)
-        kw["cache_position"] = torch.arange(seen, seen + tokens, device="meta")
+        kw["position_ids"] = torch.arange(seen, seen + tokens, device=dev).expand(batch, -1)
+        kw["cache_position"] = torch.arange(seen, seen + tokens, device=dev)
     fresh = None
     if past is None and model.config.model_type in CACHE_NOT_RETURNED:
         from transformers import DynamicCache

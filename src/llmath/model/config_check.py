@@ -39,6 +39,7 @@ MAX_SIZE = 2**31 - 1  # any size field (width, layers, vocab, positions, ...)
 MAX_JSON_INT = 2**63
 
 POS_OR_LIST = "a positive integer or a list of them"
+POS_OR_FLAGS = "a positive integer or a list of per-layer 0/1 flags"
 POS, NONNEG, BOOL, FRACTION, POS_FLOAT, STR, STR_LIST, INT_LIST, MAPPING = (
     "a positive integer",
     "a non-negative integer",
@@ -56,7 +57,7 @@ num_decoder_layers num_attention_heads n_head num_heads decoder_attention_heads 
 intermediate_size n_inner ffn_hidden_size d_ff ffn_dim decoder_ffn_dim encoder_ffn_dim vocab_size
 num_key_value_heads num_kv_heads n_head_kv head_dim d_kv max_position_embeddings n_positions
 max_sequence_length seq_length sliding_window_pattern num_experts_per_tok experts_per_token
-moe_intermediate_size kv_lora_rank q_lora_rank qk_rope_head_dim qk_nope_head_dim v_head_dim moe_layer_freq
+moe_intermediate_size kv_lora_rank q_lora_rank qk_rope_head_dim qk_nope_head_dim v_head_dim
 decoder_sparse_step relative_attention_num_buckets rotary_dim num_ln_in_parallel_attn num_local_experts
 num_experts n_routed_experts"""
 _NONNEG_FIELDS = (
@@ -71,6 +72,7 @@ FIELDS: dict[str, str] = {
     **dict.fromkeys(_NONNEG_FIELDS.split(), NONNEG),
     **dict.fromkeys(_BOOL_FIELDS.split(), BOOL),
     "intermediate_size": POS_OR_LIST,  # gemma3n: one width per layer
+    "moe_layer_freq": POS_OR_FLAGS,  # MiMo-V2-Flash: one 0/1 flag per layer
     "partial_rotary_factor": FRACTION,
     "rotary_pct": FRACTION,
     "attn_logit_softcapping": POS_FLOAT,
@@ -235,6 +237,8 @@ def _field(key: str, kind: str, v: Any, where: str) -> Any:
         items = v if isinstance(v, list) and v else [v]
         widths = [_field(key, POS, x, where) for x in items]
         return widths if isinstance(v, list) else widths[0]
+    if kind == POS_OR_FLAGS:
+        return _field(key, INT_LIST if isinstance(v, list) else POS, v, where)
     if kind in (POS, NONNEG):
         ok = _as_int(v)
         if ok is not None and not ((1 if kind == POS else 0) <= ok <= MAX_SIZE):

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmath.model import families_dense, families_multimodal, families_recurrent, families_ssm, mixer_configs
+from llmath.model import (
+    families_dense,
+    families_moe,
+    families_multimodal,
+    families_recurrent,
+    families_ssm,
+    mixer_configs,
+)
 from llmath.model.family_facts import (
     LLAMA_LIKE,
     _attn_bias,
@@ -523,6 +530,7 @@ ADAPTERS["codegen"] = ADAPTERS["gptj"]  # CodeGen is GPT-J's block (parallel att
 ADAPTERS.update(families_dense.ADAPTERS)  # dense decoders with an unusual feature (MPT, DiffLlama, ...)
 ADAPTERS.update(families_ssm.ADAPTERS)  # state-space hybrids: Nemotron-H, Falcon-H1, Zamba, Zamba2
 ADAPTERS.update(families_recurrent.ADAPTERS)  # short-conv and recurrent families (model/families_recurrent.py)
+ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model/families_moe.py)
 
 # model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).

@@ -134,6 +134,8 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         d_ff_shared=shared,
         router_score_bias=bool(t.get("router_score_bias", False)),
         dense_eager=bool(t.get("dense_eager", False)),
+        output_norm=bool(t.get("output_norm", False)),
+        output_bias=bool(t.get("output_bias", False)),
         shared_bias=bool(cfg.get(t["shared_bias"], False)) if "shared_bias" in t else False,
     )
     layers = t.get("layers", _all_layers)(cfg, n)
@@ -232,6 +234,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         if "mixers" in table:  # a hybrid: attention layers as read above, the others' mixer from the file
             got = table["mixers"](cfg, lambda k, d=_MISSING: _int(cfg, k, d, where=where), spec.n_layers)
             spec = replace(spec, **(got if isinstance(got, Mapping) else dict(mixer=got[0], layer_mixers=got[1])))
+        if "fields" in table:  # spec fields a family reads its own way (GLM-5's indexer layers, MiMo's widths)
+            spec = replace(spec, **table["fields"](cfg, spec.n_layers))
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     if not wrapper:
@@ -326,7 +330,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         n_kv_heads=n_kv,
         head_dim=head_dim,
         ffn=ffn,
-        norm=table["norm"],
+        norm=fact(table, cfg, "norm", "rms"),
         position=position,
         activation=activation,
         attention="mla" if mla is not None else "mha",

@@ -36,6 +36,8 @@ class MoESpec:
     expert_bias: bool = False  # gpt-oss experts have biases on gate_up and down
     router_score_bias: bool = False  # ERNIE-4.5: e_score_correction_bias is a parameter (E per layer)
     dense_eager: bool = False  # Llama-4: transformers runs every expert on every token (scores scale them)
+    output_norm: bool = False  # A.X K1: a norm (with weights) over each MoE block's output
+    output_bias: bool = False  # JetMoE: one bias vector (D) added to each MoE block's output
     shared_bias: bool = False  # Nemotron-H: the shared expert's projections have biases (its mlp_bias)
 
     def validate(self, name: str) -> None:
@@ -214,12 +216,20 @@ class ModelSpec:
     o_bias: bool = False
     qk_norm: QKNorm = "none"
     attn_sinks: bool = False  # gpt-oss: one learned logit per head
+    attn_experts: bool = False  # JetMoE MoA: q/o projections are experts (the MoE's count and top-k; N = top-k·K)
+    attn_gate: bool = False  # AFMoE: sigmoid(gate_proj(x)) multiplies the attention output before o_proj
+    attn_gate_per_head: bool = False  # Laguna: the gate is one value per head (D -> N), not per element
+    window_sinks_only: bool = False  # MiMo-V2-Flash: the sinks are on the sliding-window layers only
+    v_head_dim: int | None = None  # value (and output-projection input) width per head when not head_dim
+    window_kv_heads: int | None = None  # K/V heads of the sliding-window layers when not n_kv_heads (MiMo)
     ffn_bias: bool = False
     activation_params: int = 0  # learned scalars of each dense FFN's activation (Apertus xIELU: 2)
     sub_norms: bool = False  # BitNet: norms before o_proj (width N·H) and before the down projection (F)
     moe: MoESpec | None = None
     layer_moe: tuple[bool, ...] = ()
     layer_windows: tuple[int | None, ...] = ()
+    # DSA (GLM-5): False on layers that reuse the previous layer's top-k instead of running their own indexer
+    layer_indexer: tuple[bool, ...] = ()
     norm_bias: bool = True  # LayerNorm with bias; ignored for rms / layer_noparam
     norms_per_layer: int = 2
     final_norm: bool = True
@@ -261,6 +271,8 @@ class ModelSpec:
             object.__setattr__(self, "layer_windows", (None,) * max(self.n_layers, 0))
         if not self.layer_mixers:
             object.__setattr__(self, "layer_mixers", ("attention",) * max(self.n_layers, 0))
+        if not self.layer_indexer:
+            object.__setattr__(self, "layer_indexer", (True,) * max(self.n_layers, 0))
         self.validate()
 
     def __hash__(self) -> int:  # specs key the compiled-table caches: hash the fields once
@@ -277,6 +289,13 @@ class ModelSpec:
             _positive(n, f, getattr(self, f))
         if self.d_ff < 0 or (self.d_ff == 0 and self._needs_dense_ffn()):
             raise SpecError(f"{n!r}: d_ff={self.d_ff} must be a positive integer (the FFN hidden width)")
+        for f in ("v_head_dim", "window_kv_heads"):
+            if getattr(self, f) is not None:
+                _positive(n, f, getattr(self, f))
+        if self.window_kv_heads and self.n_heads % self.window_kv_heads:
+            raise SpecError(
+                f"{n!r}: n_heads={self.n_heads} is not a multiple of window_kv_heads={self.window_kv_heads}"
+            )
         if self.n_heads % self.n_kv_heads:
             raise SpecError(
                 f"{n!r}: n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}; "
@@ -292,6 +311,10 @@ class ModelSpec:
             self.mla.validate(n)
         if self.moe is not None:
             self.moe.validate(n)
+        if self.attn_experts and (self.moe is None or self.n_heads != self.moe.top_k * self.n_kv_heads):
+            raise SpecError(
+                f"{n!r}: attention experts need a MoE spec whose top_k·n_kv_heads equals n_heads={self.n_heads}"
+            )
         if len(self.layer_moe) != self.n_layers:
             raise SpecError(f"{n!r}: layer_moe has {len(self.layer_moe)} entries for {self.n_layers} layers")
         if any(self.layer_moe) and self.moe is None:
@@ -301,6 +324,11 @@ class ModelSpec:
         for w in self.layer_windows:
             if w is not None and (not isinstance(w, int) or w <= 0):
                 raise SpecError(f"{n!r}: sliding window {w!r} must be a positive integer or None")
+        if len(self.layer_indexer) != self.n_layers or (self.layer_indexer and not self.layer_indexer[0]):
+            raise SpecError(
+                f"{n!r}: layer_indexer has {len(self.layer_indexer)} entries for {self.n_layers} layers, and the "
+                "first layer must run its own indexer (a later one can only reuse an earlier layer's top-k)"
+            )
         if self.position == "learned" and not self.max_positions:
             raise SpecError(f"{n!r}: learned positions need max_positions (the table's rows)")
         if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim):
@@ -345,7 +373,7 @@ class ModelSpec:
 
     def layer_kinds(self) -> tuple[tuple[object, ...], ...]:
         """Each decoder layer's kind: everything that can differ between layers, as one tuple."""
-        return tuple(zip(self.layer_windows, self.layer_moe, self.layer_mixers, strict=True))
+        return tuple(zip(self.layer_windows, self.layer_moe, self.layer_mixers, self.layer_indexer, strict=True))
 
     def with_layers(self, n_layers: int) -> ModelSpec:
         """The same architecture with the first ``n_layers`` layers (patterns truncated)."""
@@ -355,6 +383,7 @@ class ModelSpec:
             layer_moe=self.layer_moe[:n_layers],
             layer_windows=self.layer_windows[:n_layers],
             layer_mixers=self.layer_mixers[:n_layers],
+            layer_indexer=self.layer_indexer[:n_layers],
         )
 
 

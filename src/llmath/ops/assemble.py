@@ -19,16 +19,26 @@ from llmath.ops.variants import last_layer_o_bias
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
     """(window, moe, count) for each distinct kind of attention decoder layer, in first-seen order."""
-    return [(w, m, c) for w, m, _, c in _attention_groups(spec)]
+    return [(w, m, c) for w, m, _, c, _ in _attention_groups(spec)]
 
 
-def _attention_groups(spec: ModelSpec) -> list[tuple[int | None, bool, str, int]]:
-    """(window, moe, kind, count) of the layers that attend ("attention" or "attention+<mixer kind>")."""
-    groups: dict[tuple[int | None, bool, str], int] = {}
-    for w, m, mixer in zip(spec.layer_windows, spec.layer_moe, spec.layer_mixers, strict=True):
+def _attention_groups(spec: ModelSpec) -> list[tuple[int | None, bool, str, int, bool]]:
+    """(window, moe, kind, count, own indexer) of the layers that attend ("attention" or
+    "attention+<mixer kind>"); ``own indexer`` is False only on DSA layers reusing an earlier top-k."""
+    groups: dict[tuple[int | None, bool, str, bool], int] = {}
+    for w, m, mixer, own in zip(spec.layer_windows, spec.layer_moe, spec.layer_mixers, spec.layer_indexer, strict=True):
         if mixer.startswith("attention"):
-            groups[(w, m, mixer)] = groups.get((w, m, mixer), 0) + 1
-    return [(w, m, k, c) for (w, m, k), c in groups.items()]
+            groups[(w, m, mixer, own)] = groups.get((w, m, mixer, own), 0) + 1
+    return [(w, m, k, c, own) for (w, m, k, own), c in groups.items()]
+
+
+def layer_kind(
+    spec: ModelSpec, window: int | None, moe: bool, own_indexer: bool = True, kind: str = "attention"
+) -> str:
+    """The label of an attention layer kind (operators' ``layer_kind``; deploy/shard.py counts layers by it)."""
+    win = "full" if window is None else f"{'chunk' if spec.chunked_windows else 'window'} {window}"
+    ffn = "moe" if moe else "dense" if spec.attention_ffn else "attention only"
+    return f"{ffn}/{win}" + kind.removeprefix("attention") + ("" if own_indexer else "/shared top-k")
 
 
 def _ffn(b: Builder, moe: bool, count: int, lk: str) -> None:
@@ -71,11 +81,10 @@ def _mixer_layers(b: Builder) -> None:
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
     _mixer_layers(b)
-    for w, moe, kind, count in _attention_groups(s):
-        win = "full" if w is None else f"{'chunk' if s.chunked_windows else 'window'} {w}"
+    for w, moe, kind, count, own in _attention_groups(s):
         ffn = s.attention_ffn
-        lk = f"{'moe' if moe else 'dense' if ffn else 'attention only'}/{win}" + kind.removeprefix("attention")
-        b.window = w
+        lk = layer_kind(s, w, moe, own, kind)
+        b.window, b.own_indexer = w, own
         norms = s.norms_per_layer
         b.norm("norm.attn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if s.parallel_block and norms >= 2:

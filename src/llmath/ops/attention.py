@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
+from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block
+from llmath.ops.moe import as_experts, router
 from llmath.ops.variants import DIFF_EXECUTIONS, alibi
 
 
@@ -35,6 +36,18 @@ class Attn:
     G: int
     H: int
     cached: bool = True  # K/V live in a cache (decoder self- and cross-attention), not an encoder's activations
+    Hv: int = 0  # value head width J when it differs from H (MiMo-V2-Flash); 0: H
+
+    @property
+    def J(self) -> int:
+        return self.Hv or self.H
+
+    @property
+    def kv_width(self) -> tuple[int, str]:
+        """Elements (and formula) of one position's K and V per layer: 2·K·H, or K·(H+J)."""
+        if self.J == self.H:
+            return 2 * self.K * self.H, "2·K·H"
+        return self.K * (self.H + self.J), "K·(H+J)"
 
     @property
     def kv_cls(self) -> str:
@@ -49,6 +62,19 @@ class Attn:
 def q_proj(a: Attn) -> None:
     s = a.site.spec
     a.site.linear("q_proj", "BTD,DNH->BTNH", a.D, a.N * a.H, bias=s.q_bias, pkey=f"{a.pk}.q", sym_out="N·H")
+    _experts(a, a.D * a.K * a.H)
+
+
+def _experts(a: Attn, per_expert: int) -> None:
+    """JetMoE's mixture of attention: the op just added is a routed expert's (E of them, top-k = N/K per
+    token, each D·K·H); the router runs once, with the query projection."""
+    s, b = a.site.spec, a.site.b
+    if not s.attn_experts or a.cross or s.moe is None:
+        return
+    b.ops[-1] = as_experts(b.ops[-1], s.moe, per_expert)
+    if b.ops[-1].name.endswith("q_proj"):
+        router(Site(b, a.site.count, a.site.lk, a.site.prefix, "attention", dict(D=a.D, E=s.moe.n_experts)),
+               pkey="attention.router")  # fmt: skip
 
 
 def kv_proj(a: Attn) -> None:
@@ -60,10 +86,10 @@ def kv_proj(a: Attn) -> None:
     out = "kv_write" if a.cached else "act_out"
     sig, rows = ("BXD,DKH->BXKH", "X") if a.cross else ("BTD,DKH->BTKH", "BT")
     din = (s.encoder.d_model or a.D) if a.cross and s.encoder is not None else a.D  # TrOCR: the image encoder's width
-    for which, bias in (("k", s.k_bias), ("v", s.v_bias)):
+    for which, bias, width in (("k", s.k_bias, a.H), ("v", s.v_bias, a.J)):
         a.site.linear(
-            f"{which}_proj", sig, din, a.K * a.H, bias=bias, pkey=f"{a.pk}.{which}", sym_out="K·H",
-            out=out, rows=rows,
+            f"{which}_proj", sig, din, a.K * width, bias=bias, pkey=f"{a.pk}.{which}",
+            sym_out="K·H" if width == a.H else "K·J", out=out, rows=rows,
         )  # fmt: skip
 
 
@@ -99,8 +125,9 @@ def rotary(a: Attn) -> None:
 
 
 def sinks(a: Attn) -> None:
-    """Learned per-head sink logits (gpt-oss)."""
-    if a.site.spec.attn_sinks:
+    """Learned per-head sink logits (gpt-oss; MiMo-V2-Flash: on its sliding-window layers only)."""
+    s = a.site.spec
+    if s.attn_sinks and not (s.window_sinks_only and a.site.b.window is None):
         a.site.op(
             "sinks", "vector", "N", sizes=dict(N=a.N), params=[("attention.sinks", a.N)], weight=[(a.N, "1", "N")]
         )
@@ -123,34 +150,45 @@ def cache_append(a: Attn) -> None:
     into a new buffer every step (the new tokens' write is the K/V projections')."""
     if a.cross or not a.cached:
         return
-    kh = 2 * a.K * a.H
-    moved = [(kh, a.win.K, "2·K·H"), (-kh, "BT", "2·K·H")]
+    kh, sym = a.kv_width
+    moved = [(kh, a.win.K, sym), (-kh, "BT", sym)]
     a.site.op("cache_append", "memory", "BSKH,BTKH->B(S+T)KH", kv_read=moved, kv_write=moved)
 
 
 def repeat_kv(a: Attn) -> None:
     """repeat_kv materialises K and V for every query head before the matmuls (GQA/MQA)."""
     if a.G > 1:
-        kv = a.win.K
-        t = [(2 * a.K * a.H, kv, "2·K·H")]
+        kv, (kh, sym) = a.win.K, a.kv_width
+        t = [(kh, kv, sym)]
         a.site.op("repeat_kv", "memory", "BSKH->BSKGH", kv_read=t if a.cached else [],
-                  act_in=[] if a.cached else t, act_out=[(2 * a.N * a.H, kv, "2·N·H")])  # fmt: skip
+                  act_in=[] if a.cached else t, act_out=[(kh * a.G, kv, sym.replace("K", "N"))])  # fmt: skip
 
 
 def eager_products(a: Attn) -> None:
     """Scores, softmax and context over the full T × visible-keys rectangle, each written and read."""
-    N, H, keys, e = a.N, a.H, a.win.K, a.win.E
+    N, H, J, keys, e = a.N, a.H, a.J, a.win.K, a.win.E
+    j = "H" if J == H else "J"
     if a.G > 1:  # K and V come from repeat_kv's copies
-        k_in, v_in, kv = [(N * H, "BT", "N·H"), (N * H, keys, "N·H")], [(N, e, "N"), (N * H, keys, "N·H")], []
+        k_in, v_in, kk, kv = (
+            [(N * H, "BT", "N·H"), (N * H, keys, "N·H")],
+            [(N, e, "N"), (N * J, keys, f"N·{j}")],
+            [],
+            [],
+        )
     else:
-        k_in, v_in, kv = [(N * H, "BT", "N·H")], [(N, e, "N")], [(a.K * H, keys, "K·H")]
+        k_in, v_in, kk, kv = (
+            [(N * H, "BT", "N·H")],
+            [(N, e, "N")],
+            [(a.K * H, keys, "K·H")],
+            [(a.K * J, keys, f"K·{j}")],
+        )
     if not a.cached:  # an encoder's K/V are activations
-        k_in, v_in, kv = k_in + kv, v_in + kv, []
+        k_in, v_in, kk, kv = k_in + kk, v_in + kv, [], []
     a.site.op("scores", "matmul", "BTKGH,BSKH->BKGTS", flops=[(2 * N * H, e, "2·N·H")], act_out=[(N, e, "N")],
-              act_in=k_in, kv_read=kv)  # fmt: skip
+              act_in=k_in, kv_read=kk)  # fmt: skip
     a.site.vector("softmax", "BKGTS->BKGTS", a.softmax_flops, N, e, "N")
-    a.site.op("context", "matmul", "BKGTS,BSKH->BTKGH", flops=[(2 * N * H, e, "2·N·H")],
-              act_out=[(N * H, "BT", "N·H")], act_in=v_in, kv_read=kv)  # fmt: skip
+    a.site.op("context", "matmul", f"BKGTS,BSK{j}->BTKG{j}", flops=[(2 * N * J, e, f"2·N·{j}")],
+              act_out=[(N * J, "BT", f"N·{j}")], act_in=v_in, kv_read=kv)  # fmt: skip
 
 
 def flash(a: Attn) -> None:
@@ -162,22 +200,45 @@ def flash(a: Attn) -> None:
     """
     w = a.site.b.window
     win = Window.chunk(w) if a.site.spec.chunked_windows and w is not None and not a.cross else a.win
-    N, H, p = a.N, a.H, win.P
+    N, H, J, p = a.N, a.H, a.J, win.P
     q = [(N * H, "BT", "N·H")]
-    kv = [(2 * a.K * H, win.K, "2·K·H")]
+    kh, sym = a.kv_width
+    kv = [(kh, win.K, sym)]
     a.site.op(
-        "flash", "matmul", "BTKGH,BSKH,BSKH->BTKGH",
-        flops=[(4 * N * H, p, "4·N·H")],
+        "flash", "matmul", "BTKGH,BSKH,BSKH->BTKGH" if J == H else "BTKGH,BSKH,BSKJ->BTKGJ",
+        flops=[(4 * N * H, p, "4·N·H")] if J == H else [(2 * N * (H + J), p, "2·N·(H+J)")],
         vflops=[(a.softmax_flops * N, p, f"{a.softmax_flops}·N")],
-        act_out=[(N * H, "BT", "N·H")],
+        act_out=[(N * J, "BT", "N·H" if J == H else "N·J")],
         act_in=q if a.cached else q + kv,
         kv_read=kv if a.cached else [],
     )  # fmt: skip
 
 
+def out_gate(a: Attn) -> None:
+    """A gate on the attention output from the layer input: ``gate_proj`` D -> N·J and out · act(gate) per
+    element (AFMoE: sigmoid), or D -> N and one act(gate) per head (Laguna: softplus); ACT_FLOPS per gate
+    value, 1 per output element."""
+    s = a.site.spec
+    if not s.attn_gate or a.cross:
+        return
+    j = "H" if a.J == a.H else "J"
+    width, sym = (a.N, "N") if s.attn_gate_per_head else (a.N * a.J, f"N·{j}")
+    a.site.linear("gate_proj", f"BTD,D{sym.replace('·', '')}->BT{sym.replace('·', '')}", a.D, width, bias=False,
+                  pkey=f"{a.pk}.gate", sym_out=sym)  # fmt: skip
+    n = a.N * a.J
+    a.site.op(
+        "out_gate", "vector", f"BTN{j},BT{sym.replace('·', '')}->BTN{j}",
+        vflops=[(ACT_FLOPS * width + n, "BT", f"{ACT_FLOPS}·{sym} + N·{j}")],
+        act_in=[(n + width, "BT", f"N·{j} + {sym}")], act_out=[(n, "BT", f"N·{j}")],
+    )  # fmt: skip
+
+
 def o_proj(a: Attn) -> None:
     s = a.site.spec
-    a.site.linear("o_proj", "BTNH,NHD->BTD", a.N * a.H, a.D, bias=s.o_bias, pkey=f"{a.pk}.o", sym_in="N·H", sym_out="D")
+    j = "H" if a.J == a.H else "J"
+    a.site.linear("o_proj", f"BTN{j},N{j}D->BTD", a.N * a.J, a.D, bias=s.o_bias, pkey=f"{a.pk}.o", sym_in=f"N·{j}",
+                  sym_out="D")  # fmt: skip
+    _experts(a, a.K * a.J * a.D)
 
 
 def head_gate(a: Attn) -> None:
@@ -211,7 +272,7 @@ def execution(a: Attn) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, head_gate, sub_norm, o_proj,
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, head_gate, sub_norm, out_gate, o_proj,
 )  # fmt: skip
 
 
@@ -224,10 +285,12 @@ def attention_block(
     if s.mla is not None and not cross and not encoder:
         mla_block(b, w, count, lk)
         return
-    D, N, K, G, H = s.d_model, s.n_heads, s.n_kv_heads, s.group_size, s.head_dim
-    site = Site(b, count, lk, prefix, "attention", dict(D=D, N=N, K=K, G=G, H=H))
+    D, N, H, J = s.d_model, s.n_heads, s.head_dim, s.v_head_dim or s.head_dim
+    K = s.window_kv_heads if w is not None and s.window_kv_heads and not cross else s.n_kv_heads
+    G = N // K
+    site = Site(b, count, lk, prefix, "attention", dict(D=D, N=N, K=K, G=G, H=H) | ({"J": J} if J != H else {}))
     win = Window.cross() if cross else Window.bidirectional() if encoder else Window.of(w)
     pk = "attention.cross" if cross else "attention"
-    a = Attn(site, win, cross, pk, D, N, K, G, H, cached=not encoder)
+    a = Attn(site, win, cross, pk, D, N, K, G, H, cached=not encoder, Hv=J if J != H else 0)
     for step in STEPS:
         step(a)

@@ -290,6 +290,7 @@ class Builder:
     stage: Stage
     ops: list[Op] = field(default_factory=list)
     window: int | None = None  # window of the layer group being built
+    own_indexer: bool = True  # the layer group runs its own DSA indexer (False: reuses an earlier top-k)
 
     def add(self, name, component, kind, signature, sizes, count, params=(), layer_kind="", **costs):
         cs = []

@@ -127,9 +127,11 @@ def indexer(a: Mla) -> None:
     its query from the query latent (wq_b), one shared key (wk, LayerNorm) cached per position, per-head
     weights (weights_proj), then scores q·k over the visible keys (ReLU, weighted sum over its heads) and
     top-k. ``eager``: the full T × visible rectangle, as transformers computes it; ``flash``: the causal
-    pairs only, fused (vLLM's indexer kernels). Letters: I indexer heads, X indexer width, L query rank."""
+    pairs only, fused (vLLM's indexer kernels). Letters: I indexer heads, X indexer width, L query rank.
+    A layer that reuses an earlier layer's top-k (GLM-5's ``indexer_types`` "shared") has no indexer: no
+    weights, no indexer keys cached, no scoring; its attention still reads exactly the top-k positions."""
     m = a.site.spec.mla
-    if m is None or not m.index_topk or a.Ql is None:
+    if m is None or not m.index_topk or a.Ql is None or not a.site.b.own_indexer:
         return
     site, In, X, L, D = a.site, m.index_heads, m.index_head_dim, a.Ql, a.D
     sizes = dict(site.sizes, I=In, X=X, L=L)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmath.model.spec import ModelSpec, MoESpec
-from llmath.ops.core import ROUTER_FLOPS, Builder, Site
+from llmath.ops.core import ROUTER_FLOPS, Builder, Op, Site, Term
 from llmath.ops.ffn import ffn_block
 
 
@@ -15,13 +15,16 @@ def _moe(spec: ModelSpec) -> MoESpec:
     return spec.moe
 
 
-def router(site: Site) -> None:
+def router(site: Site, pkey: str = "moe.router") -> None:
     """The router matmul and its softmax/top-k. DeepSeek-V3's e_score_correction_bias is a buffer in
-    transformers, not a parameter: not counted."""
+    transformers, not a parameter: not counted. ``pkey``: another router over the same experts' count
+    (JetMoE's attention experts)."""
     m, D = _moe(site.spec), site.spec.d_model
     E, k = m.n_experts, m.top_k
-    site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey="moe.router", sym_out="E")
-    if m.router_score_bias:  # ERNIE-4.5 adds a learned per-expert bias to the scores before top-k
+    site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey=pkey, sym_out="E")
+    if (
+        m.router_score_bias and pkey == "moe.router"
+    ):  # ERNIE-4.5 adds a learned per-expert bias to the scores before top-k
         site.op("score_bias", "vector", "BTE->BTE", sizes=dict(E=E), params=[("moe.router.score_bias", E)],
                 vflops=[(E, "BT", "E")], weight=[(E, "1", "E")])  # fmt: skip
     site.op("topk", "vector", "BTE->BTk", sizes=dict(E=E), vflops=[(ROUTER_FLOPS * E, "BT", "5·E")],
@@ -60,7 +63,26 @@ def shared_experts(site: Site) -> None:
                     sym_out="1")  # fmt: skip
 
 
+def output_norm(site: Site) -> None:
+    """A.X K1: a norm over the block's output (routed + shared), weights under the layer norms; JetMoE: a
+    bias vector added to the block's output."""
+    m, D = _moe(site.spec), site.spec.d_model
+    if m.output_norm:
+        site.norm("output_norm", D, pkey="norm.layers")
+    if m.output_bias:
+        site.vector("output_bias", "BTD->BTD", 1, D, "BT", "D", params=[("moe.bias", D)], weight=[(D, "1", "D")])
+
+
+def as_experts(op: Op, m: MoESpec, per_expert: int) -> Op:
+    """``op`` with its weight made one of ``m.n_experts`` experts of which each token uses ``m.top_k`` (JetMoE's
+    attention experts): the parameters of all E; weight bytes of the experts hit (``U:moe``) plus any bias."""
+    params = tuple((k, m.n_experts * per_expert if k.endswith(".weight") else n) for k, n in op.params)
+    bias = sum(n for k, n in op.params if not k.endswith(".weight"))
+    w = (Term(per_expert, "U:moe", f"{per_expert}"),) + ((Term(bias, "1", f"{bias}"),) if bias else ())
+    return replace(op, params=params, costs=tuple((c, w if c == "weight" else ts) for c, ts in op.costs))
+
+
 def moe_block(b: Builder, count: int, lk: str) -> None:
     site = Site(b, count, lk, "moe", "moe", dict(D=b.spec.d_model, E=_moe(b.spec).n_experts))
-    for step in (router, routed_experts, shared_experts):
+    for step in (router, routed_experts, shared_experts, output_norm):
         step(site)
