@@ -135,6 +135,28 @@ VARIANTS = [
     # hybrids: attention at another place among the state-space layers
     ("bamba", {"attn_layer_indices": [1]}),
     ("granitemoehybrid", {"layer_types": ["linear_attention", "attention"] * 16, "position_embedding_type": "rope"}),
+    # linear-attention hybrids: their layer patterns from the keys their config classes derive them from
+    ("qwen3_5_moe_text", {"layer_types": None, "full_attention_interval": 2}),
+    ("qwen3_next", {"layer_types": ["full_attention", "linear_attention"] * 24, "mlp_only_layers": [1]}),
+    (
+        "kimi_linear",
+        {
+            "layer_types": None,
+            "mlp_layer_types": None,
+            "num_hidden_layers": 3,  # the 1-based lists name every layer (transformers cannot truncate them)
+            "first_k_dense_replace": 2,
+            "linear_attn_config": {
+                "full_attn_layers": [2],
+                "kda_layers": [1, 3],
+                "num_heads": 16,
+                "head_dim": 64,
+                "short_conv_kernel_size": 3,
+            },
+        },
+    ),
+    ("bailing_hybrid", {"layer_types": None, "mlp_layer_types": None, "layer_group_size": 2}),
+    ("minimax", {"layer_types": None, "head_dim": 64}),
+    ("olmo_hybrid", {"layer_types": None, "linear_num_key_heads": 10, "linear_num_value_heads": 20}),
     (
         "nemotron_h",
         {

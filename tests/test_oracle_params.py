@@ -81,5 +81,10 @@ def test_config_vintages_without_optional_keys(name):
                 cfg[k] = min(cfg[k], 4)
         if isinstance(cfg.get("layer_types"), list):
             cfg["layer_types"] = cfg["layer_types"][:4]
+        sub = cfg.get("linear_attn_config")
+        if isinstance(sub, dict):  # Kimi-Linear's 1-based layer lists
+            cfg["linear_attn_config"] = {
+                k: [i for i in v if i <= 4] if k.endswith("_layers") else v for k, v in sub.items()
+            }
     model = oracle.build_meta(oracle.hf_config(cfg))
     assert param_report(spec_from_config(cfg, name)).total == oracle.count_params(model)

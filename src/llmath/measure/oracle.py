@@ -63,6 +63,12 @@ def _truncate(cfg: dict[str, Any], n_layers: int) -> None:
     for k, v in list(cfg.items()):
         if isinstance(v, list | str) and len(v) == full and (isinstance(v, list) or k in PATTERN_KEYS):
             cfg[k] = v[:n_layers]
+    sub = cfg.get("linear_attn_config")  # Kimi-Linear: 1-based layer lists of each kind
+    if isinstance(sub, dict):
+        cfg["linear_attn_config"] = {
+            k: [i for i in v if i <= n_layers] if k.endswith("_layers") and isinstance(v, list) else v
+            for k, v in sub.items()
+        }
 
 
 def _floats(v: Any) -> Any:
@@ -148,9 +154,9 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
 
 def cache_bytes(past, bytes_per_element: int = 2, model=None) -> int:
     """Bytes of every tensor the HF cache holds (keys and values of every layer, a sparse-attention indexer's
-    keys, and the conv and recurrent states of linear-attention / state-space layers; RWKV's state list and
-    xLSTM's ``rnn_state``), plus, given the ``model``, the states its modules keep themselves
-    (RecurrentGemma's ``conv1d_state`` and ``recurrent_states``)."""
+    keys, and the conv and recurrent states of linear-attention / state-space layers; MiniMax's lightning
+    states; RWKV's state list and xLSTM's ``rnn_state``), plus, given the ``model``, the states its modules
+    keep themselves (RecurrentGemma's ``conv1d_state`` and ``recurrent_states``)."""
     if isinstance(past, list | tuple):  # RWKV: five (batch, hidden, layers) tensors
         return sum(t.numel() for t in past) * bytes_per_element
     if hasattr(past, "rnn_state"):  # xLSTM: (C, n, m) per layer
@@ -163,6 +169,9 @@ def cache_bytes(past, bytes_per_element: int = 2, model=None) -> int:
         for t in tensors:
             if t is not None:
                 total += t.numel() * bytes_per_element
+    for t in getattr(past, "linear_cache", None) or []:  # MiniMaxCache: each lightning layer's K·V state
+        if hasattr(t, "numel"):
+            total += t.numel() * bytes_per_element
     return total
 
 

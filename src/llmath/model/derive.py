@@ -160,7 +160,7 @@ _FLAGS = {
     "o_bias": (False, True),
     "attn_sinks": (False, False),
     "window_sinks_only": (False, False),
-    "attn_gate": (False, False),
+    "attn_out_gate": (False, False),
     "attn_gate_per_head": (False, True),
     "attn_experts": (False, False),
     "ffn_bias": (False, True),
@@ -181,5 +181,6 @@ def flags(table: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]:
         k: bool(fact(table, cfg, k, d) if from_file else table.get(k, d)) for k, (d, from_file) in _FLAGS.items()
     }
     out["qk_norm"] = fact(table, cfg, "qk_norm", "none")
+    out["attn_gate"] = fact(table, cfg, "attn_gate", "none")
     out["position_table_offset"] = int(table.get("position_offset", 0))
     return out

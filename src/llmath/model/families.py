@@ -7,6 +7,7 @@ from typing import Any
 
 from llmath.model import (
     families_dense,
+    families_linear,
     families_moe,
     families_multimodal,
     families_recurrent,
@@ -535,3 +536,4 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 # model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
 ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
+ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)

@@ -171,7 +171,7 @@ ADAPTERS.update(
             LLAMA_LIKE,
             ffn_bias=False,
             qk_norm="head",
-            attn_gate=True,
+            attn_out_gate=True,
             attn_gate_per_head=lambda c: c.get("gating", True) is True or c.get("gating") == "per-head",
             prepare=_laguna_heads,
             windows=lambda c, n: ["full_attention"] * n,
@@ -219,7 +219,7 @@ ADAPTERS.update(
             LLAMA_LIKE,
             ffn_bias=False,
             qk_norm="head",
-            attn_gate=True,
+            attn_out_gate=True,
             norms_per_layer=4,
             windows=_afmoe_types,
             moe=dict(

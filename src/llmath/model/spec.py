@@ -17,6 +17,8 @@ FFNKind = Literal["mlp", "gated"]
 PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "relative", "none"]
 AttentionKind = Literal["mha", "mla"]
 QKNorm = Literal["none", "head", "full"]
+AttnGate = Literal["none", "head", "full"]
+LINEAR_ATTENTION_KINDS = ("gated_delta", "kda", "lightning")  # ops/linear_attn.py
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,19 @@ class MixerSpec:
 
     The recurrent kinds (``rglru``, ``rwkv``, ``mlstm``) are described with their operators in
     :mod:`llmath.ops.recurrent`; their widths use the fields below as that module states.
+
+
+    Linear attention (:mod:`llmath.ops.linear_attn`) reads the same fields as heads: ``n_heads`` H value
+    heads of width ``head_dim`` P (``d_inner`` I = H·P), ``n_groups`` G key heads of width ``d_state`` N
+    (the state is H × N × P per sequence), a causal conv of width ``d_conv`` over q, k, v (I + 2·G·N
+    channels; 0: none), chunks of ``chunk_size``. ``gated_delta`` (Gated DeltaNet, Yang et al. 2024,
+    arXiv:2412.06464: Qwen3-Next, Qwen3.5, OLMo-Hybrid), ``kda`` (Kimi Delta Attention, arXiv:2510.26692:
+    per-channel decay; Kimi-Linear, Ling hybrid; ``gate_rank`` R > 0: its forget and output gates are
+    low-rank D -> R -> I pairs), ``lightning`` (MiniMax-01's lightning attention, arXiv:2501.08313:
+    a data-independent per-head decay, N = P, no conv; ``chunk_size`` is its block).
     """
 
-    kind: Literal["mamba", "mamba2", "shortconv", "rglru", "rwkv", "mlstm"]
+    kind: Literal["mamba", "mamba2", "shortconv", "rglru", "rwkv", "mlstm", "gated_delta", "kda", "lightning"]
     d_inner: int  # I
     d_state: int  # N
     d_conv: int  # conv kernel width
@@ -117,18 +129,35 @@ class MixerSpec:
     multipliers: tuple[float, ...] = ()
     d_ff: int = 0  # rwkv: the channel mix's hidden width
     d_key: int = 0  # mlstm: the query / key width (I is the value width)
+    gate_rank: int = 0  # kda: rank of the low-rank forget / output gate projections (0: full D -> I)
 
     @property
     def conv_channels(self) -> int:
-        """Channels the causal conv runs over: x (mamba); x, B and C (mamba2)."""
+        """Channels the causal conv runs over: x (mamba); x, B and C (mamba2); q, k and v (linear attention)."""
+        if self.kind in LINEAR_ATTENTION_KINDS:
+            return self.d_inner + 2 * self.n_groups * self.d_state if self.d_conv else 0
         return self.d_inner + (2 * self.n_groups * self.d_state if self.kind == "mamba2" else 0)
 
     def validate(self, name: str) -> None:
+        if self.kind in LINEAR_ATTENTION_KINDS:
+            self._validate_linear(name)
+            return
         for f in _MIXER_SIZES[self.kind]:
             _positive(name, f"mixer.{f}", getattr(self, f))
         if self.kind == "mamba2" and self.n_heads * self.head_dim != self.d_inner:
             raise SpecError(
                 f"{name!r}: mixer n_heads·head_dim = {self.n_heads}·{self.head_dim} must equal d_inner={self.d_inner}"
+            )
+
+    def _validate_linear(self, name: str) -> None:
+        for f in ("d_inner", "d_state", "n_heads", "head_dim", "n_groups", "chunk_size"):
+            _positive(name, f"mixer.{f}", getattr(self, f))
+        if self.d_conv < 0 or self.gate_rank < 0:
+            raise SpecError(f"{name!r}: mixer d_conv={self.d_conv}, gate_rank={self.gate_rank} must be >= 0")
+        if self.n_heads * self.head_dim != self.d_inner or self.n_heads % self.n_groups:
+            raise SpecError(
+                f"{name!r}: linear attention needs n_heads·head_dim = d_inner and n_heads a multiple of the "
+                f"key heads n_groups (got {self.n_heads}·{self.head_dim}, {self.d_inner}, {self.n_groups})"
             )
 
 
@@ -215,9 +244,10 @@ class ModelSpec:
     v_bias: bool = False
     o_bias: bool = False
     qk_norm: QKNorm = "none"
+    attn_gate: AttnGate = "none"  # sigmoid output gate: per channel (Qwen3-Next, in q_proj) or per head (Ling)
     attn_sinks: bool = False  # gpt-oss: one learned logit per head
     attn_experts: bool = False  # JetMoE MoA: q/o projections are experts (the MoE's count and top-k; N = top-k·K)
-    attn_gate: bool = False  # AFMoE: sigmoid(gate_proj(x)) multiplies the attention output before o_proj
+    attn_out_gate: bool = False  # AFMoE: sigmoid(gate_proj(x)) multiplies the attention output before o_proj
     attn_gate_per_head: bool = False  # Laguna: the gate is one value per head (D -> N), not per element
     window_sinks_only: bool = False  # MiMo-V2-Flash: the sinks are on the sliding-window layers only
     v_head_dim: int | None = None  # value (and output-projection input) width per head when not head_dim
@@ -333,6 +363,8 @@ class ModelSpec:
             raise SpecError(f"{n!r}: learned positions need max_positions (the table's rows)")
         if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim):
             raise SpecError(f"{n!r}: rotary_dim={self.rotary_dim} must be in 1..head_dim={self.head_dim}")
+        if self.attn_gate not in ("none", "head", "full"):
+            raise SpecError(f"{n!r}: attn_gate={self.attn_gate!r} must be 'none', 'head' or 'full'")
         if self.norms_per_layer < 0:
             raise SpecError(f"{n!r}: norms_per_layer={self.norms_per_layer} must be >= 0")
         self._validate_mixers()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
-from llmath.ops.mla import mla_block
+from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
 from llmath.ops.variants import DIFF_EXECUTIONS, alibi
 
@@ -219,7 +219,7 @@ def out_gate(a: Attn) -> None:
     element (AFMoE: sigmoid), or D -> N and one act(gate) per head (Laguna: softplus); ACT_FLOPS per gate
     value, 1 per output element."""
     s = a.site.spec
-    if not s.attn_gate or a.cross:
+    if not s.attn_out_gate or a.cross:
         return
     j = "H" if a.J == a.H else "J"
     width, sym = (a.N, "N") if s.attn_gate_per_head else (a.N * a.J, f"N·{j}")
@@ -231,6 +231,11 @@ def out_gate(a: Attn) -> None:
         vflops=[(ACT_FLOPS * width + n, "BT", f"{ACT_FLOPS}·{sym} + N·{j}")],
         act_in=[(n + width, "BT", f"N·{j} + {sym}")], act_out=[(n, "BT", f"N·{j}")],
     )  # fmt: skip
+
+
+def gate(a: Attn) -> None:
+    if not a.cross:
+        output_gate(a.site, a.N, a.H)
 
 
 def o_proj(a: Attn) -> None:
@@ -272,7 +277,8 @@ def execution(a: Attn) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, head_gate, sub_norm, out_gate, o_proj,
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, execution, head_gate, sub_norm, gate, out_gate,
+    o_proj,
 )  # fmt: skip
 
 

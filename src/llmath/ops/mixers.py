@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from llmath.model.spec import MixerSpec
-from llmath.ops import recurrent
+from llmath.ops import linear_attn, recurrent
 from llmath.ops.core import ACT_FLOPS, Builder, Site
 
 # Vector FLOPs of the selective scan per (token, channel, state) element: exp(A·dt) (2), dt·B (1),
@@ -184,6 +184,7 @@ KINDS: dict[str, tuple[Step, ...]] = {
     "mamba2": (in_proj2, conv, ssd, gated_norm, out_proj),
     **recurrent.KINDS,  # short-conv and recurrent kinds (ops/recurrent.py)
 }
+KINDS.update(linear_attn.KINDS)  # gated_delta, kda, lightning (ops/linear_attn.py)
 
 
 def mixer_block(b: Builder, count: int, lk: str) -> None:
@@ -209,6 +210,6 @@ def transformers_extra_state(spec) -> int:
     m = spec.mixer
     if m is not None and m.kind in recurrent.KINDS:
         return recurrent.transformers_extra_state(m, sum(k == m.kind for k in spec.layer_mixers))
-    if m is None or m.kind not in ("mamba", "mamba2"):
+    if m is None or m.kind not in ("mamba", "mamba2", "gated_delta", "kda"):
         return 0
     return m.conv_channels * sum(k.split("+")[-1] == m.kind for k in spec.layer_mixers)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
+from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 
 
 @dataclass(frozen=True)
@@ -178,12 +178,29 @@ def core(a: Mla) -> None:
         step(a)
 
 
+def output_gate(site: Site, n_heads: int, width: int) -> None:
+    """A sigmoid gate on the attention output before ``o_proj`` (gated attention, Qiu et al. 2025,
+    arXiv:2505.06708): ``full`` gates each of the N·H channels (Qwen3-Next / Qwen3.5: the gate is the second
+    half of q_proj's output), ``head`` one scalar per head (Ling hybrid's ``g_proj`` D -> N)."""
+    gate = site.spec.attn_gate
+    if gate == "none":
+        return
+    g = n_heads * width if gate == "full" else n_heads
+    site.linear("gate_proj", "BTD,DG->BTG", site.spec.d_model, g, bias=False, pkey="attention.gate",
+                sizes=dict(site.sizes, G=g), sym_out="N·H" if gate == "full" else "N")  # fmt: skip
+    site.vector("gate", "BTNH->BTNH", ACT_FLOPS + 1, n_heads * width, "BT", "N·H")
+
+
+def gate(a: Mla) -> None:
+    output_gate(a.site, a.N, a.Hv)
+
+
 def o_proj(a: Mla) -> None:
     a.site.linear("o_proj", "BTNJ,NJD->BTD", a.N * a.Hv, a.D, bias=a.site.spec.o_bias, pkey="attention.o",
                   sym_in="N·J", sym_out="D")  # fmt: skip
 
 
-STEPS: tuple[Step, ...] = (q_path, kv_latent, rotary, indexer, core, o_proj)
+STEPS: tuple[Step, ...] = (q_path, kv_latent, rotary, indexer, core, gate, o_proj)
 
 
 def mla_block(b: Builder, w: int | None, count: int, lk: str) -> None:
