@@ -30,6 +30,8 @@ def coarse_hf(name: str) -> str:
         return "attention"
     if re.search(r"(norm|Norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):
         return "norm"
+    if re.search(r"\.per_layer_(model_projection|input_gate|projection)\.", name):  # Gemma 4's per-layer inputs
+        return "per_layer"
     if re.search(r"^(backbone|model)\.embeddings\.", name):  # Mamba's, Nemotron-H's token table
         return "embedding"
     if re.search(r"^model\.layers\.\d+\.linear\.weight$", name):  # Zamba's per-hybrid-layer linear

@@ -52,6 +52,8 @@ def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
     if model_type in LM_OF_WRAPPER_ONLY:
         pytest.skip("transformers builds it only inside its wrapper: tests/test_multimodal.py proves it there")
     config = CONFIG_MAPPING[model_type]()
+    if "per_layer_config" in config.to_dict():  # Gemma 4: overrides keyed by layer index, derived when built
+        config = CONFIG_MAPPING[model_type](num_hidden_layers=LAYERS)
     for key in ("num_hidden_layers", "num_layers", "num_decoder_layers", "encoder_layers", "decoder_layers"):
         if key in config.to_dict():
             setattr(config, key, LAYERS)

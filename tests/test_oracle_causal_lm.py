@@ -190,6 +190,12 @@ VARIANTS = [
     ("lfm3", {"use_sandwich_norm": False, "use_attention_gate": False, "attention_bias": True}),
     # RecurrentGemma's local attention over a window shorter than the prompt, and GQA
     ("recurrent_gemma", {"attention_window_size": 4, "num_key_value_heads": 1}),
+    # Gemma 4 without per-layer embeddings, and full-attention layers with their own head width and K/V heads
+    ("gemma4_text", {"hidden_size_per_layer_input": 0}),
+    (
+        "gemma4_text",
+        {"per_layer_config": {str(i): {"head_dim": 128, "num_key_value_heads": 2} for i in (5, 11, 17, 23, 29)}},
+    ),
     ("rwkv", {"intermediate_size": 8192}),  # (an attention_hidden_size other than D fails in transformers)
     ("xlstm", {"weight_mode": "fused", "num_heads": 4, "qk_dim_factor": 0.25}),
     # dots1's defaults leave the experts unset (transformers cannot build them): one dense layer, then MoE

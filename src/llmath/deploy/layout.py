@@ -90,6 +90,9 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
         return f"tp={tp} must divide the {N} attention heads"
     if spec.mla is None and K % tp and tp % K:
         return f"tp={tp} must divide the {K} KV heads or be a multiple of them (KV heads replicated)"
+    Kf = spec.full_kv_heads or K
+    if Kf != K and (K % tp or Kf % tp):  # Gemma 4: one sharding rule for both; replication not modelled
+        return f"tp={tp} must divide both the {K} and the full-attention layers' {Kf} KV heads"
     if spec.d_ff and any(not m for m in spec.layer_moe) and spec.d_ff % tp:
         return f"tp={tp} must divide d_ff={spec.d_ff}"
     if spec.moe is not None and spec.moe.d_ff_shared % tp:

@@ -73,6 +73,16 @@ REPLICATED = {
     "attn.indexer.flash",
     "attn.q_a_proj",
     "attn.kv_a_proj",
+    # Gemma 4's per-layer embeddings (ops/per_layer.py): held and run whole on every rank (no collective),
+    # llmath's conservative rule until an engine's sharding of them is sourced
+    "per_layer.tokens",
+    "per_layer.tokens_scale",
+    "per_layer.model_projection",
+    "per_layer.projection_scale",
+    "per_layer.combine",
+    "per_layer.input_gate",
+    "per_layer.act_mul",
+    "per_layer.projection",
 }
 COLUMN = {"attn.gate_proj", "attn.q_proj", "attn.q_b_proj", "ffn.gate", "ffn.up", "moe.shared.gate", "moe.shared.up"}
 KV = {"attn.k_proj", "attn.v_proj"}

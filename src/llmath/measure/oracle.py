@@ -63,6 +63,8 @@ def _truncate(cfg: dict[str, Any], n_layers: int) -> None:
     for k, v in list(cfg.items()):
         if isinstance(v, list | str) and len(v) == full and (isinstance(v, list) or k in PATTERN_KEYS):
             cfg[k] = v[:n_layers]
+    if isinstance(cfg.get("per_layer_config"), dict):  # Gemma 4: overrides keyed by layer index
+        cfg["per_layer_config"] = {k: v for k, v in cfg["per_layer_config"].items() if int(k) < n_layers}
     sub = cfg.get("linear_attn_config")  # Kimi-Linear: 1-based layer lists of each kind
     if isinstance(sub, dict):
         cfg["linear_attn_config"] = {

@@ -3,14 +3,64 @@ the same kind of rows as :mod:`llmath.model.families` (which merges this table i
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
+from llmath.errors import ConfigError
 from llmath.model.family_facts import LLAMA_LIKE, _attn_bias
 
 # Qwen2 / Qwen3 language models as the Qwen-VL wrappers build them (multimodal rotary positions: the same
 # weights and products as the text families' rows)
 _QWEN2 = dict(LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False, windows="from_layer")
 _QWEN3 = dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", windows="from_layer")
+
+
+def _full_layers(cfg: Mapping[str, Any], n_layers: int) -> set[int]:
+    """Gemma 4's full-attention layers: ``layer_types``, else every 6th (configuration_gemma4.py); the last
+    layer is always full (transformers forces it)."""
+    types = cfg.get("layer_types") or [
+        "sliding_attention" if (i + 1) % 6 else "full_attention" for i in range(n_layers)
+    ]
+    return {i for i, t in enumerate(types[:n_layers]) if t == "full_attention"} | {n_layers - 1}
+
+
+def gemma4_layers(cfg: Mapping[str, Any], get: Callable[..., int], n_layers: int, ple: bool = True) -> dict[str, Any]:
+    """Gemma 4's per-layer widths and per-layer embeddings, read as transformers 5.23's Gemma4TextConfig
+    reads them: ``per_layer_config`` (layer index -> overrides) as written by ``to_dict``, else its
+    ``__post_init__`` default: the full-attention layers get ``global_head_dim`` (default 512). PLE:
+    ``hidden_size_per_layer_input`` (default 256; 0 none) and ``vocab_size_per_layer_input`` (default 262144);
+    ``ple=False``: Gemma 4 unified, which has none (modular_gemma4_unified.py)."""
+    if cfg.get("use_bidirectional_attention") == "all":  # "vision": causal over text, as analysed here
+        raise ConfigError(
+            "gemma4: use_bidirectional_attention='all' (every token attends both ways) is not modelled yet; "
+            "open an issue with the config.json"
+        )
+    full = _full_layers(cfg, n_layers)
+    over = cfg.get("per_layer_config")
+    if over is None:
+        over = {i: {"head_dim": get("global_head_dim", 512)} for i in full}
+    if not isinstance(over, Mapping):
+        raise ConfigError(f"gemma4_text: per_layer_config={over!r} must map layer indices to overrides")
+    rows = {int(k): dict(v) for k, v in over.items() if int(k) < n_layers}
+    if set(rows) - full or len({tuple(sorted(v.items())) for v in rows.values()}) > 1:
+        raise ConfigError(
+            "gemma4_text: per_layer_config overrides other than one set for the full-attention layers are not "
+            "modelled yet; open an issue with the config.json"
+        )
+    one = next(iter(rows.values()), {})
+    if set(one) - {"head_dim", "num_key_value_heads"}:
+        raise ConfigError(
+            f"gemma4_text: per_layer_config keys {sorted(one)} are not modelled yet (head_dim, num_key_value_heads are)"
+        )
+    P = get("hidden_size_per_layer_input", 256) if ple else 0
+    return dict(
+        full_head_dim=one.get("head_dim"),
+        full_kv_heads=one.get("num_key_value_heads"),
+        per_layer_width=P,
+        per_layer_vocab=get("vocab_size_per_layer_input", 262144) if P else 0,
+    )
+
 
 ADAPTERS: dict[str, dict[str, Any]] = {
     "qwen2_vl_text": _QWEN2,
@@ -30,4 +80,24 @@ ADAPTERS: dict[str, dict[str, Any]] = {
             shared_count="moe_num_shared_experts",
         ),
     ),
+    # Gemma 4's language model (modeling_gemma4.py): Gemma 3's layer (four norms, q/k norms per head, GELU-tanh
+    # gated FFN, embeddings × √D, 5:1 sliding) with wider full-attention heads and per-layer embeddings
+    # (gemma4_layers); its v_norm has no weight. KV sharing, k = v and the MoE block are refused until modelled.
+    "gemma4_text": dict(
+        LLAMA_LIKE,
+        ffn_bias=False,
+        embedding_scale=True,
+        norms_per_layer=4,
+        qk_norm="head",
+        activation="gelu_tanh",
+        softcap=True,
+        windows="every",
+        mixers=gemma4_layers,
+        refuse={
+            "num_kv_shared_layers": "layers reusing an earlier layer's K/V",
+            "attention_k_eq_v": "keys reused as values",
+            "enable_moe_block": "the MoE block beside the FFN",
+        },
+    ),
 }
+ADAPTERS["gemma4_unified_text"] = dict(ADAPTERS["gemma4_text"], mixers=partial(gemma4_layers, ple=False))

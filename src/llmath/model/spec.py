@@ -293,6 +293,13 @@ class ModelSpec:
     tower_params: tuple[tuple[str, int], ...] = ()  # counted towers: (component, parameters), model/towers.py
     attention_ffn: bool = True  # attention layers carry an FFN (Nemotron-H: its attention layers do not)
     shared_block: SharedBlockSpec | None = None  # Zamba's shared attention block of the "shared+" layers
+    # Gemma 4: the full-attention layers' own head width and K/V heads (None: head_dim / n_kv_heads)
+    full_head_dim: int | None = None
+    full_kv_heads: int | None = None
+    # Gemma 4's per-layer embeddings (PLE): a table of per_layer_vocab rows × n_layers·per_layer_width and
+    # per-layer gate/projection of that width (ops/per_layer.py); 0: none
+    per_layer_width: int = 0
+    per_layer_vocab: int = 0
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -368,6 +375,30 @@ class ModelSpec:
         if self.norms_per_layer < 0:
             raise SpecError(f"{n!r}: norms_per_layer={self.norms_per_layer} must be >= 0")
         self._validate_mixers()
+        self._validate_layer_widths()
+
+    def _validate_layer_widths(self) -> None:
+        n = self.name
+        for f in ("full_head_dim", "full_kv_heads"):
+            if getattr(self, f) is not None:
+                _positive(n, f, getattr(self, f))
+        if self.n_heads % (self.full_kv_heads or self.n_kv_heads):
+            raise SpecError(f"{n!r}: n_heads={self.n_heads} is not a multiple of full_kv_heads={self.full_kv_heads}")
+        if (self.per_layer_width > 0) != (self.per_layer_vocab > 0) or min(
+            self.per_layer_width, self.per_layer_vocab
+        ) < 0:
+            raise SpecError(
+                f"{n!r}: per_layer_width={self.per_layer_width} and per_layer_vocab={self.per_layer_vocab} must be "
+                "both positive (per-layer embeddings) or both 0"
+            )
+
+    def attention_widths(self, window: int | None) -> tuple[int, int]:
+        """(K/V heads, head width) of the attention layers of ``window``: MiMo's windowed layers have their
+        own K/V heads (``window_kv_heads``); Gemma 4's full-attention layers have their own head width and
+        K/V heads (configuration_gemma4.py: ``global_head_dim``, ``num_global_key_value_heads``)."""
+        if window is not None:  # MiMo: the sliding-window layers' own K/V heads
+            return self.window_kv_heads or self.n_kv_heads, self.head_dim
+        return self.full_kv_heads or self.n_kv_heads, self.full_head_dim or self.head_dim
 
     def _needs_dense_ffn(self) -> bool:
         has_ffn = (self.layer_has_ffn(m) for m in self.layer_mixers)

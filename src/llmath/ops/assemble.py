@@ -13,6 +13,7 @@ from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
+from llmath.ops.per_layer import per_layer_block, per_layer_inputs
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
 
@@ -108,6 +109,7 @@ def _decoder_layers(b: Builder) -> None:
             residual(b, "residual.parallel", count, lk, inputs=3)
         elif ffn:
             residual(b, "residual.ffn", count, lk)
+        per_layer_block(b, count, lk)  # Gemma 4's per-layer input (ops/per_layer.py); none elsewhere
     last_layer_o_bias(b)
 
 
@@ -160,6 +162,7 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
         _encoder_decoder(b)
     else:
         embedding(b)
+        per_layer_inputs(b)
         _decoder_layers(b)
         head(b)
     return tuple(b.ops)

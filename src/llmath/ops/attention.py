@@ -291,9 +291,9 @@ def attention_block(
     if s.mla is not None and not cross and not encoder:
         mla_block(b, w, count, lk)
         return
-    D, N, H, J = s.d_model, s.n_heads, s.head_dim, s.v_head_dim or s.head_dim
-    K = s.window_kv_heads if w is not None and s.window_kv_heads and not cross else s.n_kv_heads
-    G = N // K
+    D, N = s.d_model, s.n_heads
+    K, H = (s.n_kv_heads, s.head_dim) if cross or encoder else s.attention_widths(w)
+    J, G = s.v_head_dim or H, N // K
     site = Site(b, count, lk, prefix, "attention", dict(D=D, N=N, K=K, G=G, H=H) | ({"J": J} if J != H else {}))
     win = Window.cross() if cross else Window.bidirectional() if encoder else Window.of(w)
     pk = "attention.cross" if cross else "attention"
