@@ -59,13 +59,11 @@ def test_eager_convolves_the_padding_flash_does_not(mamba):
     assert diff == 2 * 1536 * 4 * 3 * 2 * 32
 
 
-def test_layouts_refuse_mixer_layers_until_they_have_a_sharding_rule(mamba):
-    """A layout would place attention operators by layer kind and drop the mixers: refused, never a wrong
-    per-GPU figure."""
-    from llmath.errors import LayoutError
-
-    with pytest.raises(LayoutError, match="no sharding rule yet"):
-        analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=1, dp=2)
+def test_data_parallel_mixer_layers_hold_the_whole_model_per_gpu(mamba):
+    """dp = 2 (tp = 1): each GPU holds every mixer weight, as on one GPU (its mixer ops are unsharded)."""
+    one = analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8)
+    two = analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=1, dp=2)
+    assert two.memory.weights_bytes == one.memory.weights_bytes
 
 
 def test_prefill_after_a_cached_prefix_reads_the_state_once(mamba):

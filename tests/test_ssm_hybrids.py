@@ -73,10 +73,13 @@ def test_transformers_keeps_a_whole_conv_window_in_hybrids_too():
 
 
 def test_tensor_parallel_refusal_speaks_of_the_mixer_not_placeholder_heads():
-    """A pure Mamba spec's attention fields are placeholders (1 head): --tp 2 is refused for its mixer."""
+    """A pure Mamba spec's attention fields are placeholders (1 head): a --tp is judged by its mixer's
+    I = 1536 inner channels (vLLM MambaMixer splits them), never by the placeholder heads."""
     from llmath.analysis import analyze
     from llmath.errors import LayoutError
 
     mamba = spec_from_config(default_config("mamba"), "mamba")
-    with pytest.raises(LayoutError, match="layers with a mamba mixer have no tensor-parallel sharding rule"):
-        analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=2)
+    assert mamba.mixer is not None and mamba.mixer.d_inner == 1536 and mamba.n_heads == 1
+    with pytest.raises(LayoutError, match="tp=5 must divide the Mamba mixer's 1536 inner channels"):
+        analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, gpus=5, tp=5)
+    analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=2)  # 1536 / 2: accepted

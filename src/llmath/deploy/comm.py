@@ -62,6 +62,23 @@ def _moe(spec: ModelSpec, L: Layout, n: int, first: int) -> list[Collective]:
     return out
 
 
+def _mixer(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
+    """Mamba layers under TP (layer kinds ``mamba/...``, ``mamba2/...``): out_proj's all-reduce of D;
+    Mamba's row-parallel x_proj all-reduces its R + 2·N outputs (vLLM ``MambaMixer``); Mamba-2's gated
+    norm with one group all-reduces each token's sum of squares (vLLM ``Mixer2RMSNormGated``)."""
+    m = spec.mixer
+    n = sum(c for lk, c in counts.items() if m is not None and lk.split("/")[0] == m.kind in ("mamba", "mamba2"))
+    if not n or m is None:
+        return []
+    out = [Collective("mixer.all_reduce", "all_reduce", T, T, n, _msg(Fr(spec.d_model), "BT", "D"), "tp", first=g0)]
+    if m.kind == "mamba":
+        xp = _msg(Fr(m.dt_rank + 2 * m.d_state), "BT", "R+2·N")
+        out.append(Collective("mixer.x_proj.all_reduce", "all_reduce", T, T, n, xp, "tp", first=g0))
+    elif m.gated_norm and m.n_groups == 1:
+        out.append(Collective("mixer.norm.all_reduce", "all_reduce", T, T, n, _msg(Fr(1), "BT", "1"), "tp", first=g0))
+    return out
+
+
 def stage_collectives(
     spec: ModelSpec, L: Layout, counts: dict[str, int], s: int, first_stage: bool, last_stage: bool
 ) -> tuple[Collective, ...]:
@@ -74,10 +91,14 @@ def stage_collectives(
         out.append(Collective("embed.all_reduce", "all_reduce", T, T, 1, hidden, "tp", first=g0))
     dense = sum(c for lk, c in counts.items() if lk.startswith("dense"))
     moe = sum(c for lk, c in counts.items() if lk.startswith("moe"))
+    only = sum(c for lk, c in counts.items() if lk.startswith("attention only"))  # Nemotron-H: no FFN
+    attn_n = 0 if spec.parallel_block else dense + moe + only
+    dense += sum(c for lk, c in counts.items() if lk.endswith("/dense"))  # mixer layers' (kind/ffn) FFNs
+    moe += sum(c for lk, c in counts.items() if lk.endswith("/moe"))
     if T > 1:
-        attn_n = 0 if spec.parallel_block else dense + moe
         if attn_n:
             out.append(Collective("attn.all_reduce", "all_reduce", T, T, attn_n, hidden, "tp", first=g0))
+        out += _mixer(spec, T, counts, g0)
         if dense:
             out.append(Collective("ffn.all_reduce", "all_reduce", T, T, dense, hidden, "tp", first=g0))
     if moe:

@@ -20,6 +20,12 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
   rank group, each sharded expert_tp = tp·dp/ep ways. Per rank: token-expert pairs × dp/ep, width /
   expert_tp (so matmul FLOPs / T), expert weights / (ep·expert_tp), experts hit counted on the
   stage's dp·B·T tokens (``moe_tokens = dp``).
+* **Mamba mixers** (vLLM ``vllm/model_executor/layers/mamba/mamba_mixer.py`` and ``mamba_mixer2.py``):
+  Mamba's in_proj, conv, dt_proj, A and D split over the I inner channels (I/T each), x_proj
+  row-parallel (its R + 2·N outputs all-reduced), the scan reading B and C whole; Mamba-2 split by heads
+  (z, x, dt, A, D, dt_bias, the gated norm: H/T heads, I/T channels) and groups (B, C: G/T groups, or the
+  one group replicated on every rank when G = 1, whose norm all-reduces each token's sum of squares);
+  out_proj row-parallel. The per-sequence state scales with the rank's channels. Other mixers: refused.
 * **pipeline**: stage s runs its layers (:func:`~llmath.deploy.layout.stage_layers`); the embedding
   lives on stage 0, the final norm and LM head on the last (which also holds a copy of a tied embedding).
 * **encoder-decoder** (T5, BART, the original Transformer): every operator shards as its decoder-only
@@ -36,6 +42,7 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction as Fr
 from functools import lru_cache
@@ -43,12 +50,13 @@ from functools import lru_cache
 from llmath.deploy.collectives import Collective
 from llmath.deploy.layout import Layout, stage_layers
 from llmath.errors import LayoutError
-from llmath.model.spec import ModelSpec
+from llmath.model.spec import MixerSpec, ModelSpec
 from llmath.ops import build_ops
 from llmath.ops.assemble import layer_kind
 from llmath.ops.core import Attention, Op, Stage, Term
 
 ONE = Fr(1)
+Factor = Fr | Callable[[int, Term], Fr]  # one factor for a cost class, or one per (index, term)
 
 REPLICATED = {
     "embed.positions",
@@ -148,9 +156,11 @@ def rule_name(name: str) -> str:
     return f"attn.{tail}" if block in ("self_attn", "cross_attn") else rest
 
 
-def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Fr], Fr, Fr]:
+def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor], Fr, Fr]:
     """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``."""
     name, T = rule_name(op.name), L.tp
+    if name.startswith("mixer.") and name != "mixer.inner_norms" and spec.mixer is not None:
+        return _mixer_factors(name, spec.mixer, T)
     N, K = spec.n_heads, spec.n_kv_heads
     hq = Fr(1, T)
     hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
@@ -173,14 +183,59 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Fr], Fr,
     if name in EXPERTS:
         tokens, w = Fr(L.dp, L.ep), Fr(1, L.ep * L.expert_tp)
         side = {"moe.experts.gate": "act_in", "moe.experts.up": "act_in", "moe.experts.down": "act_out"}
-        over = {"weight": w} | ({side[name]: tokens} if name in side else {})
+        over: dict[str, Factor] = {"weight": w}
+        if name in side:
+            over[side[name]] = tokens
         return hq, over, w, w
     raise LayoutError(f"operator {name!r} has no sharding rule; llmath cannot shard this model yet")
 
 
+def mixer_groups_per_rank(m: MixerSpec, tp: int) -> int:
+    """Mamba-2's B/C groups one rank holds: G/T, or the one group replicated on every rank when G = 1
+    (vLLM ``extra_groups_for_head_shards`` pads the groups to T)."""
+    return m.n_groups // tp if m.n_groups % tp == 0 else 1
+
+
+def _mixer_factors(name: str, m: MixerSpec, T: int) -> tuple[Fr, dict[str, Factor], Fr, Fr]:
+    """Mamba (vLLM ``MambaMixer``) and Mamba-2 (``MambaMixer2``) under T-way TP, as the module doc states."""
+    if m.kind not in ("mamba", "mamba2"):
+        raise LayoutError(f"operator {name!r} ({m.kind} mixer) has no sharding rule; analyse it on one GPU")
+    t = Fr(1, T)
+    if name in ("mixer.x_proj", "mixer.out_proj"):  # row-parallel: I/T inputs, full-width partial output
+        return t, {"act_out": ONE, "vflops": ONE}, t, ONE
+    if name == "mixer.dt_proj":  # column-parallel: reads the whole rank-R input
+        return t, {"act_in": ONE}, t, t
+    if m.kind == "mamba":
+        if name == "mixer.scan":  # x, dt, z: I/T each; B and C (N each) whole on every rank
+            I, N = m.d_inner, m.d_state
+            xz = Fr(3 * I // T + 2 * N, 3 * I + 2 * N)
+            return t, {"act_in": lambda i, _: xz if i == 0 else t}, t, t
+        return t, ({"act_in": ONE} if name == "mixer.in_proj" else {}), t, t
+    I, H, N, G, g = m.d_inner, m.n_heads, m.d_state, m.n_groups, mixer_groups_per_rank(m, T)
+    if name in ("mixer.in_proj", "mixer.in_scale"):  # z, x (I/T each), B, C (g·N each), dt (H/T)
+        f = Fr(2 * I // T + 2 * g * N + H // T, 2 * I + 2 * G * N + H)
+        return f, {"act_in": ONE}, f, f
+    if name == "mixer.conv":  # channels x, B, C: I/T + 2·g·N
+        f = Fr(I // T + 2 * g * N, I + 2 * G * N)
+        return f, {}, f, f
+    if name == "mixer.scan":  # heads split; the flash C·Bᵀ term is over g groups and H/T heads
+        cb = Fr(g * N + H * m.head_dim // T, G * N + H * m.head_dim)
+        over: dict[str, Factor] = {"act_in": Fr(I // T + 2 * g * N + H // T, I + 2 * G * N + H)}
+        over["flops"] = lambda _, term: cb if term.mono.startswith("X:") else t
+        return t, over, t, t
+    return t, {}, t, t  # the gated norm (per rank, over its I/T channels) or the gate
+
+
+def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
+    """``terms`` scaled by ``f``, or term by term by ``f(index, term)``."""
+    if isinstance(f, Fr):
+        return _scale(terms, f)
+    return tuple(_scale((t,), f(i, t))[0] for i, t in enumerate(terms))
+
+
 def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
     default, over, fw, fb = _factors(op, spec, L)
-    costs = tuple((cls, _scale(ts, over.get(cls, default))) for cls, ts in op.costs)
+    costs = tuple((cls, _scale_each(ts, over.get(cls, default))) for cls, ts in op.costs)
     params = tuple((k, _param(n, fb if k.endswith(".bias") else fw)) for k, n in op.params)
     return replace(op, costs=costs, params=params, count=count)
 
@@ -193,7 +248,11 @@ def _param(n: int, f: Fr):
 def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
     out: dict[str, int] = {}
     for i in layers:
-        lk = layer_kind(spec, spec.layer_windows[i], spec.layer_moe[i], spec.layer_indexer[i], spec.layer_mixers[i])
+        kind, moe = spec.layer_mixers[i], spec.layer_moe[i]
+        if kind.startswith("attention"):
+            lk = layer_kind(spec, spec.layer_windows[i], moe, spec.layer_indexer[i], kind)
+        else:  # as ops/assemble.py labels mixer layers
+            lk = f"{kind}/{'moe' if moe else 'dense' if spec.layer_has_ffn(kind) else 'mixer only'}"
         out[lk] = out.get(lk, 0) + 1
     return out
 
@@ -233,7 +292,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
     from llmath.deploy.comm import encdec_collectives, stage_collectives
 
-    if any(k != "attention" for k in spec.layer_mixers):
+    if any(k not in ("attention", "none", "mamba", "mamba2") for k in spec.layer_mixers):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
