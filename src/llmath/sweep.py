@@ -10,7 +10,7 @@ from llmath.deploy.cost import rank_memory_parts
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.decode import decode_generation
-from llmath.hardware.roofline import efficiency, stage_times
+from llmath.hardware.roofline import efficiency, monomial_times, stage_times
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
@@ -38,19 +38,21 @@ def _checked_sizes(batch, prompt, gen):
     return batch, prompt, gen
 
 
-CHUNK = 1 << 14  # points per block: keeps the (points × operators) temporaries in cache (fastest here)
+CHUNK = 1 << 13  # points per block: keeps the (points × operators) temporaries in cache (fastest here)
 
 
 def _blocks(spec: ModelSpec, hw: Hardware, attention: str, p: Precision, eff, B, P, N):
     """(TTFT, decode seconds, activation peak bytes) per point, in blocks of ``CHUNK`` points."""
     ed = spec.is_encoder_decoder
     tabs = tuple(table(spec, k, attention) if k != "encoder" or ed else None for k in ("encoder", "prefill", "decode"))
+    t_pre = table(spec, "prefill", attention)
     ttft, dec, act = np.empty(B.shape), np.empty(B.shape), np.empty(B.shape)
     for i in range(0, max(B.size, 1), CHUNK):
         sl = slice(i, i + CHUNK)
         b, pr, n = B[sl], P[sl], N[sl]
-        ttft[sl], dec[sl] = _chunk_times(tabs, hw, p, eff, b, pr, n)
-        act[sl] = activation_peak_bytes(spec, b, pr, attention, p)
+        mv = None if ed else t_pre.monomial_matrix(Scenario(b, pr, 0))  # shared by TTFT and activations
+        ttft[sl], dec[sl] = _chunk_times(tabs, hw, p, eff, b, pr, n, mv)
+        act[sl] = activation_peak_bytes(spec, b, pr, attention, p, mv=mv)
     return ttft, dec, act
 
 
@@ -111,12 +113,14 @@ def grid(
     return {k: np.reshape(v, shape) for k, v in out.items()}
 
 
-def _chunk_times(tabs, hw, p, eff, b, pr, n):
+def _chunk_times(tabs, hw, p, eff, b, pr, n, mv=None):
     """(TTFT, decode total) of a block of points; encoder-decoder: the encoder, the decoder prefill of the
-    start token, and decode from context 1, cross-attending the ``pr`` source positions."""
+    start token, and decode from context 1, cross-attending the ``pr`` source positions. ``mv``: the
+    decoder-only prefill's monomial matrix."""
     t_enc, t_pre, t_dec = tabs
     if t_enc is None:
-        ttft = stage_times(t_pre, Scenario(b, pr, 0), hw, p, eff, decode=False)[0].sum(-1)
+        mv = t_pre.monomial_matrix(Scenario(b, pr, 0)) if mv is None else mv
+        ttft = monomial_times(t_pre, mv, hw, p, eff, b, b * pr, False)[0].sum(-1)
         return ttft, decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
     # an external encoder (TrOCR's image encoder) is another model's pass: its table holds no operators
     enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1) if t_enc.ops else 0.0

@@ -48,6 +48,8 @@ def int_rule(value: Any, lo: int | None = None, hi: int | None = None) -> str | 
 
 def check_int(name: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
     """``value`` as an exact int in [lo, hi]; else a :class:`WorkloadError` naming ``name``."""
+    if type(value) is int and (lo is None or value >= lo) and (hi is None or value <= hi):
+        return value  # the common case, without the general rule's checks (the scalar path is timed)
     why = int_rule(value, lo, hi)
     if why:
         raise WorkloadError(f"{name}={value!r} {why}")
@@ -93,6 +95,8 @@ def check_float(
 
 def check_int_array(name: str, value: Any, lo: int, hi: int) -> Any:
     """A scalar int (kept exact) or an integer array with every element in [lo, hi]."""
+    if type(value) is int:
+        return check_int(name, value, lo, hi)
     if np.ndim(value) == 0:
         return check_int(name, value.item() if isinstance(value, np.generic) else value, lo, hi)
     arr = np.asarray(value)

@@ -222,20 +222,45 @@ def _decode_scalar(
     return DecodeSummary(first, last, total, per_op, n)
 
 
-def _attention_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf, u0, n, step, per_op, ov):
+_MEMO_ELEMENTS = 1 << 16  # per-batch constants up to this size are memoised (a sweep's blocks repeat them)
+
+
+@lru_cache(maxsize=8)
+def _attention_bands(table: Table, hw: Hardware, p: Precision, eff: Efficiency, bu: bytes, K: int):
+    """(lines (nB, 6, nj), bands) of the fitted decode-attention columns for the distinct batches ``bu``
+    (float64 bytes) and K context bands (:meth:`llmath.hardware.fitted_ops.DecodeAttention.bands`)."""
+    da, jf = _decode_attention(table, hw, p, eff)
+    assert da is not None
+    Bu = np.frombuffer(bu)
+    Uu = table.experts_hit(Bu) if table.spec.moe is not None else np.zeros_like(Bu)
+    lines_ = _attention_lines(
+        _decode_coefs(table, byte_weights_key(table, p)), Bu, np.stack([np.ones_like(Bu), Bu, Uu], axis=-1), jf
+    )
+    band = da.bands(lines_, Bu, K)
+    for a in (lines_, *band):
+        a.setflags(write=False)
+    return lines_, band
+
+
+def _attention_generation(
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf, u0, n, step, per_op, ov, groups=None
+):
     """The fitted decode-attention columns of a vectorised generation, summed per context band
     (:func:`llmath.hardware.fitted_ops.decode_attention_sum`): sets their ``per_op`` totals and returns
-    (their columns, (first-step, last-step) corrections to the context-independent ``step``)."""
+    (their columns, (first-step, last-step) corrections to the context-independent ``step``). ``groups``:
+    :func:`distinct` of the batches, when the caller has it."""
     da, jf = _decode_attention(table, hw, p, eff)
     if da is None:
         return jf, (0.0, 0.0)
-    spec = table.spec
-    k = _decode_coefs(table, byte_weights_key(table, p))
-    Bu, idx = np.unique(Bf[..., 0], return_inverse=True)
-    Uu = table.experts_hit(Bu) if spec.moe is not None else np.zeros_like(Bu)
-    lines_ = _attention_lines(k, Bu, np.stack([np.ones_like(Bu), Bu, Uu], axis=-1), jf)
+    Bu, idx = distinct(Bf[..., 0]) if groups is None else groups
+    w = _windows(table)[jf]
+    K = fo.band_count(u0, n, w)
+    if Bu.size * jf.size * K <= _MEMO_ELEMENTS:  # a sweep's blocks share their batches: bands once for all
+        lines_, band = _attention_bands(table, hw, p, eff, Bu.tobytes(), K)
+    else:
+        lines_, band = _attention_bands.__wrapped__(table, hw, p, eff, Bu.tobytes(), K)
     idx = idx.reshape(Bf.shape[:-1])
-    tot, tf, tl = fo.decode_attention_sum(da, lines_, Bu, idx, u0, n, _windows(table)[jf], ov[jf])
+    tot, tf, tl = fo.decode_attention_sum(da, lines_, Bu, idx, u0, n, w, ov[jf], band)
     per_op[..., jf] = tot
     return jf, ((tf - step[..., jf]).sum(-1), (tl - step[..., jf]).sum(-1))
 
@@ -275,6 +300,54 @@ def _slope_sums(c0j, m0j, c1, m1, w, ch, u0, n):
     return total, uf, np.where(ch > 0, _chunk_pos(last, c), np.minimum(last, w))
 
 
+_DISTINCT_MIN = 64  # points above which a generation's per-batch constants are computed per distinct batch
+
+
+def distinct(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(x, return_inverse=True)`` of a 1-d float array; integer values in a range not much wider
+    than the array by a presence table (linear time: a sweep's batches), others by sorting."""
+    xi = x.astype(np.int64)
+    if x.size and (xi == x).all() and 0 <= xi.min() and xi.max() <= 4 * x.size:
+        present = np.zeros(int(xi.max()) + 1, dtype=bool)
+        present[xi] = True
+        return np.flatnonzero(present).astype(float), (np.cumsum(present) - 1)[xi]
+    u, idx = np.unique(x, return_inverse=True)
+    return u, idx.reshape(x.shape)
+
+
+def _step_parts(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf: np.ndarray, src):
+    """(compute, memory, seconds per byte, overheads) per op of a decode step's context-independent part, for
+    batches ``Bf`` (…, 1) (``src``: source positions cross-attended; broadcasts against them)."""
+    bw_key = byte_weights_key(table, p)
+    k = _decode_coefs(table, bw_key)
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    kc = _compute_coefs(table, bw_key, hw, p, eff)
+    U = table.experts_hit(Bf) if table.spec.moe is not None else np.zeros_like(Bf)
+    Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
+    X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
+    f, inv = _fitted(table, hw, p, eff, Bf[..., 0], Bf[..., 0], True, None)
+    c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
+    return c0, (X @ k[:, 2]) * inv, inv, overheads(table, eff, True, p)
+
+
+def _steps(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf: np.ndarray, src):
+    """:func:`_step_parts` and the context-independent step time of each op and their sum."""
+    c0, m0, inv, ov = _step_parts(table, hw, p, eff, Bf, src)
+    step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
+    if ov.any():
+        step += ov
+    return c0, m0, inv, ov, step, step.sum(-1)
+
+
+@lru_cache(maxsize=4)
+def _group_steps(table: Table, hw: Hardware, p: Precision, eff: Efficiency, bu: bytes, src: float):
+    """:func:`_steps` for the distinct batches ``bu`` (float64 bytes), memoised: a sweep's blocks repeat them."""
+    out = _steps(table, hw, p, eff, np.frombuffer(bu)[:, None], src)
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
 def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src=0) -> DecodeSummary:
     """N − 1 decode steps after a P-token prompt (contexts S = P … P+N−2), summed in closed form.
 
@@ -289,36 +362,35 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
         return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N), float(src))
     bw_key = byte_weights_key(table, p)
     k = _decode_coefs(table, bw_key)
-    mm_rate, vec_rate = rates(hw, p, eff, table)
     kc = _compute_coefs(table, bw_key, hw, p, eff)
-    spec = table.spec
     Bf = np.asarray(B, dtype=float)[..., None]
-    U = table.experts_hit(Bf) if spec.moe is not None else np.zeros_like(Bf)
-    Xs = Bf * np.asarray(src, dtype=float)[..., None]  # B·src: cross-attention, constant over the steps
-    X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
-    f, inv = _fitted(table, hw, p, eff, B, B, True, None)
-    c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
-    m0 = (X @ k[:, 2]) * inv
-    ov = overheads(table, eff, True, p)
+    # the context-independent step depends on the batch alone: once per distinct batch (a sweep has few)
+    groups = distinct(Bf[..., 0]) if np.ndim(src) == 0 and Bf.size > _DISTINCT_MIN else None
+    if groups is None:
+        c0, m0, inv, ov, step, step_sum = _steps(table, hw, p, eff, Bf, src)
+    elif groups[0].size * len(table.ops) <= _MEMO_ELEMENTS:
+        c0, m0, inv, ov, step, step_sum = _group_steps(table, hw, p, eff, groups[0].tobytes(), float(src))
+    else:
+        c0, m0, inv, ov, step, step_sum = _steps(table, hw, p, eff, groups[0][:, None], src)
+    if groups is not None:
+        step, step_sum = step[groups[1]], step_sum[groups[1]]
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
-    step = np.maximum(c0, m0)  # the step time of each op, were it context-independent
-    if ov.any():
-        step += ov
     per_op = step * n
     u0 = np.asarray(P, dtype=float)[..., None] + 1
-    jf, extra = _attention_generation(table, hw, p, eff, Bf, u0, n, step, per_op, ov)
+    jf, extra = _attention_generation(table, hw, p, eff, Bf, u0, n, step, per_op, ov, groups)
     j = np.setdiff1d(_slope_ops(table, bw_key), jf)
     if not j.size:
-        first, last = step.sum(-1) + extra[0], step.sum(-1) + extra[1]
-        return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+        return DecodeSummary(step_sum + extra[0], step_sum + extra[1], per_op.sum(-1), per_op, n[..., 0])
     w = _windows(table)[j]
-    c0j, m0j = c0[..., j], m0[..., j]
+    c0j, m0j, invj = c0[..., j], m0[..., j], inv[..., j]
+    if groups is not None:
+        c0j, m0j, invj = c0j[groups[1]], m0j[groups[1]], (invj[groups[1]] if invj.ndim > 1 else invj)
     c1 = kc[3, j] * Bf
-    m1 = k[3, 2, j] * Bf * inv[..., j]
+    m1 = k[3, 2, j] * Bf * invj
     total, uf, ul = _slope_sums(c0j, m0j, c1, m1, w, _chunks(table)[j], u0, n)
     ovj = ov[j]
     per_op[..., j] = total + n * ovj
-    base = step.sum(-1) - step[..., j].sum(-1)
+    base = step_sum - step[..., j].sum(-1)
     first = base + extra[0] + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + extra[1] + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])

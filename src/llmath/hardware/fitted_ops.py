@@ -271,21 +271,28 @@ def _G(band, idx, v, K: int):
     return G + _lsum(c0, c1, m0, m1, np.exp2(k), v)
 
 
-def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov):
+def band_count(u0, n, w) -> int:
+    """Context bands [2^k, 2^(k+1)) a generation's sum needs: those below its largest position read."""
+    return max(int(np.ceil(np.log2(max(float(np.max(np.minimum(u0 + n, w))), 2.0)))), 1)
+
+
+def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov, band=None):
     """(total, first, last) seconds of the attention columns over n steps with u_j = min(u0 + j, w), each
-    (…, nj). ``lines`` (nB, 6, nj) per distinct batch ``Bu``; ``idx`` (…) each element's batch; u0, n (…, 1)."""
+    (…, nj). ``lines`` (nB, 6, nj) per distinct batch ``Bu``; ``idx`` (…) each element's batch; u0, n (…, 1).
+    ``band``: ``da.bands(lines, Bu, band_count(u0, n, w))``, when the caller has it."""
     hi = np.minimum(u0 + n, w)  # raw positions below the window: [u0, hi)
-    K = max(int(np.ceil(np.log2(max(float(np.max(hi)), 2.0)))), 1)
-    band = da.bands(lines, Bu, K)
-    below = np.where(hi > u0, _G(band, idx, np.maximum(hi, u0), K) - _G(band, idx, u0 + 0 * hi, K), 0.0)
+    K = band_count(u0, n, w)
+    band = da.bands(lines, Bu, K) if band is None else band
+    g = _G(band, idx, np.stack(np.broadcast_arrays(np.maximum(hi, u0), u0 + 0 * hi)), K)  # G(hi), G(u0) at once
+    below = np.where(hi > u0, g[0] - g[1], 0.0)
     L = tuple(lines[:, i, :][idx] for i in range(6))
     Bk = Bu[idx][..., None]
     tail = np.maximum(u0 + n - np.maximum(u0, w), 0)
     if np.any(tail > 0):
         below = below + tail * np.maximum(*da.cm(L, Bk, np.where(np.isinf(w), 1.0, w)))
-    first = np.maximum(*da.cm(L, Bk, np.minimum(u0, w))) + ov
-    last = np.maximum(*da.cm(L, Bk, np.minimum(u0 + np.maximum(n - 1, 0), w))) + ov
-    return below + n * ov, first, last
+    ends = np.stack(np.broadcast_arrays(np.minimum(u0, w), np.minimum(u0 + np.maximum(n - 1, 0), w)))
+    t = np.maximum(*da.cm(L, Bk, ends)) + ov  # the first and the last step
+    return below + n * ov, t[0], t[1]
 
 
 def scalar_step(da: DecodeAttention, L, B: float, i: int):

@@ -26,7 +26,7 @@ from llmath.hardware.execution import executed, op_executed, op_peaks
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import CLASSES, Scenario, Table, one_hot
-from llmath.ops.table import byte_key
+from llmath.ops.table import byte_key, matmul_rows
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
@@ -190,15 +190,18 @@ def mm_factor(
         def eta(x, cols):
             return ef.fractions(coef, x, nk[cols], 1.0)[0]
 
-        def ratio(rows, cols):  # (…, len(cols)), evaluated once per distinct row count (sweeps repeat a few)
-            r = np.asarray(rows, dtype=float)
-            u, idx = np.unique(r, return_inverse=True)
-            x = np.maximum(u[:, None] * share[cols], 1.0)
-            e = eta(x, cols)
-            if weight_only:
-                e = np.maximum(e, eta(np.full_like(x, LARGE_ROWS), cols) * x / (TILE_ROWS * np.ceil(x / TILE_ROWS)))
-            vals = mm / e
-            return vals[idx.reshape(r.shape)]
+        def ratio(rows, cols):  # (…, len(cols)); the rows' saturation once per share, not per column
+            r = np.asarray(rows, dtype=float)[..., None]
+            vals = np.empty(r.shape[:-1] + (len(cols),))
+            sh = share[cols]
+            for s in np.unique(sh) if sh.size and (sh != sh[0]).any() else sh[:1]:  # routed: top-k / E of the rows
+                sel = sh == s
+                x = np.maximum(r * s, 1.0)
+                e = eta(x, cols[sel])
+                if weight_only:
+                    e = np.maximum(e, eta(LARGE_ROWS, cols[sel]) * x / (TILE_ROWS * np.ceil(x / TILE_ROWS)))
+                vals[..., sel] = mm / e
+            return vals
 
         out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
         for rows, mask in ((tokens, table.weight_token_rows), (batch, table.weight_logit_rows)):
@@ -293,6 +296,17 @@ def _compute_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> n
     return out
 
 
+@lru_cache(maxsize=1024)
+def _time_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
+    """(n_monos, 3·n_ops): matmul seconds at the matmul rate, vector seconds and bytes per monomial, side by side
+    (one product per block of a sweep)."""
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    fl, vfl = table.rhs(one_hot("flops")) / mm_rate, table.rhs(one_hot("vflops")) / vec_rate
+    out = np.ascontiguousarray(np.concatenate([fl, vfl, table.rhs(byte_weights_key(table, p))], axis=1))
+    out.setflags(write=False)
+    return out
+
+
 @lru_cache(maxsize=4096)
 def _stage_matrices(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch: int, tokens: int, decode: bool, context=None
@@ -330,12 +344,15 @@ def monomial_times(
     iteration mixing decode and prefill tokens); ``batch``/``tokens`` are the pass's logit rows and tokens;
     ``context``: a decode pass's S (``None``: decode attention at its scalar fitted fraction)."""
     f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
-    if f is None:
-        comp = mv @ _compute_rhs(table, hw, p, eff)
-    else:
-        mm_rate, vec_rate = rates(hw, p, eff, table)
-        comp = (mv @ table.rhs(one_hot("flops"))) / mm_rate * f + (mv @ table.rhs(one_hot("vflops"))) / vec_rate
-    mem = (mv @ table.rhs(byte_weights_key(table, p))) * inv
+    n = len(table.ops)
+    prod = matmul_rows(mv, _time_rhs(table, hw, p, eff))  # one product: [matmul, vector] seconds and bytes
+    fl, vfl, bytes_ = prod[..., :n], prod[..., n : 2 * n], prod[..., 2 * n :]
+    comp = fl + vfl if f is None else fl * f
+    if f is not None:
+        comp += vfl  # in place: the block's temporaries are the sweep's cost
+    mem = bytes_ * inv
     t = np.maximum(comp, mem)
     ov = overheads(table, eff, decode, p)
-    return (t + ov if ov.any() else t), comp, mem
+    if ov.any():
+        t += ov
+    return t, comp, mem

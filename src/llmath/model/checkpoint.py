@@ -201,9 +201,15 @@ def precision_for(
             dtype, sources={"weights": "flag --dtype", "activations": "flag --dtype", "kv": "flag --dtype"}
         )
     else:
-        base = stated or Precision()
+        base = stated or _default_precision()
     p = base.override(weights=weights, activations=activations, kv=kv, group_size=group_size)
     return expand_mix(spec, p)
+
+
+@lru_cache(maxsize=1)
+def _default_precision() -> Precision:
+    """``Precision()``, built once (a frozen value; the scalar scenario path asks for it every call)."""
+    return Precision()
 
 
 def expand_mix(spec: ModelSpec, p: Precision) -> Precision:

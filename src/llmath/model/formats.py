@@ -78,8 +78,10 @@ def formats() -> dict[str, Format]:
     return out
 
 
+@cache
 def gguf_mixes() -> dict[str, dict[str, str]]:
-    """llama.cpp file types (q4_k_m, ...): base type and the tensors quantised higher (see formats.json)."""
+    """llama.cpp file types (q4_k_m, ...): base type and the tensors quantised higher (see formats.json).
+    Cached (as :func:`formats`): read it, do not change it."""
     return {k: v for k, v in _data()["gguf_mixes"].items() if not k.startswith("_")}
 
 

@@ -23,7 +23,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import CLASSES, Attention, Scenario, Stage
-from llmath.ops.table import evaluate, table
+from llmath.ops.table import evaluate, matmul_rows, table
 
 
 def decode_start(spec: ModelSpec, prompt: int, prefix: int = 0, decoder_prompt: int = 1) -> tuple[int, int]:
@@ -69,10 +69,13 @@ def cross_kv_elements_per_source(spec: ModelSpec, ops=None) -> int | float:
     return int(n) if float(n).is_integer() else float(n)
 
 
-def _act_peak(spec: ModelSpec, stage: str, sc: Scenario, attention: str, tab=None):
+_ACT = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
+
+
+def _act_peak(spec: ModelSpec, stage: str, sc: Scenario, attention: str, tab=None, mv=None):
     t = table(spec, cast(Stage, stage), cast(Attention, attention)) if tab is None else tab
-    act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
-    per_op = (t.monomial_matrix(sc) @ t.rhs(act)) / t.kernels
+    mv = t.monomial_matrix(sc) if mv is None else mv
+    per_op = matmul_rows(mv, t.rhs(_ACT)) / t.kernels
     resid = np.asarray(sc.B) * (np.asarray(sc.T) + np.asarray(sc.src)) * spec.d_model  # + the encoder output
     return per_op.max(-1) + resid
 
@@ -87,13 +90,15 @@ def activation_peak_bytes(
     tab=None,
     decoder_prompt=1,
     enc_tab=None,
+    mv=None,
 ):
     """Largest live activation set of the prefill: the widest op's inputs + outputs, plus the residual.
     ``tab``: another compiled operator list of ``spec`` (one GPU's under a layout). Encoder-decoder: the
     larger of the encoder pass (``enc_tab``: its list on that GPU) and the decoder prefill, which keeps the
-    encoder output live."""
+    encoder output live. ``mv``: the decoder-only prefill's monomial matrix, when the caller has it (a sweep)."""
     if not spec.is_encoder_decoder:
-        return _act_peak(spec, "prefill", Scenario(batch, prompt, prefix), attention, tab) * precision.act_bytes
+        sc = Scenario(batch, prompt, prefix)
+        return _act_peak(spec, "prefill", sc, attention, tab, mv) * precision.act_bytes
     pre = _act_peak(spec, "prefill", Scenario(batch, decoder_prompt, 0, src=prompt), attention, tab)
     if spec.encoder is not None and spec.encoder.external:  # another model's encoder pass
         return pre * precision.act_bytes

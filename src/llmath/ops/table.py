@@ -129,6 +129,25 @@ class Table:
         return np.asarray(byte_key(self, p))
 
 
+# Rows per BLAS call in :func:`matmul_rows`: OpenBLAS splits a product of more than about 10⁶ multiply-adds
+# (m·n·k) over its threads, and for these skinny shapes (k = a few monomials, n = the ops) the threads cost
+# far more than they save on a busy machine (16,384 × 5 × 51: 36 ms with two threads, 0.06 ms on one, on
+# the 2-core VM under load); below 2¹⁸ every call runs on the calling thread.
+_MNK_PER_CALL = 1 << 18
+
+
+def matmul_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for a tall (rows, k) ``a`` and a small (k, n) ``b``, in row blocks small enough for one
+    thread each (see ``_MNK_PER_CALL``); other shapes as ``a @ b``."""
+    rows = max(_MNK_PER_CALL // max(b.size, 1), 1)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[0] <= rows:
+        return a @ b
+    out = np.empty((a.shape[0], b.shape[1]), dtype=np.result_type(a, b))
+    for i in range(0, a.shape[0], rows):
+        np.matmul(a[i : i + rows], b, out=out[i : i + rows])
+    return out
+
+
 @lru_cache(maxsize=1024)
 def _rhs(t: Table, weights: tuple[float, ...]) -> np.ndarray:
     out = np.ascontiguousarray(t.class_matrix(np.asarray(weights, dtype=float)).T)
