@@ -146,3 +146,54 @@ def test_laguna_layers_with_their_own_head_counts_are_refused(tmp_path):
     assert spec_from_config(dict(cfg, num_attention_heads_per_layer=[4, 4]), "laguna").n_heads == 4
     with pytest.raises(ConfigError, match="num_attention_heads_per_layer"):
         spec_from_config(dict(cfg, num_attention_heads_per_layer=[4, 8]), "laguna")
+
+
+LONGCAT_SMALL = {  # LongCat-Flash's layout (two MLA + MLP blocks and one shortcut MoE per layer), small sizes
+    "model_type": "longcat_flash",
+    "hidden_size": 64,
+    "num_layers": 2,
+    "num_attention_heads": 4,
+    "q_lora_rank": 32,
+    "kv_lora_rank": 16,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 4,
+    "head_dim": 4,  # the rotary width (LongcatFlashRotaryEmbedding reads head_dim)
+    "v_head_dim": 8,
+    "ffn_hidden_size": 96,
+    "expert_ffn_hidden_size": 24,
+    "n_routed_experts": 6,
+    "zero_expert_num": 3,
+    "moe_topk": 2,
+    "vocab_size": 128,
+    "max_position_embeddings": 64,
+}
+
+
+def test_longcat_flash_reads_exactly_on_cpu_when_top_k_are_real():
+    """The eager form with every token's top-k at real experts: the zero experts' correction bias (a buffer)
+    is set so low that the router never picks them; llmath charges top-k real experts per token."""
+    oracle = _oracle()
+    spec = spec_from_config(LONGCAT_SMALL, "longcat_flash")
+    model = _cpu_model(LONGCAT_SMALL)
+    for layer in model.model.layers:
+        layer.mlp.router.e_score_correction_bias[6:] = -10.0  # softmax scores lie in [0, 1]
+    assert param_report(spec).total == oracle.count_params(model)
+    hf_prefill, out = oracle.forward_flops(model, B, P)
+    past = oracle.past_of(out)
+    assert _matmul_flops(spec, "prefill", 0, P) == hf_prefill
+    assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(past)
+    hf_decode, _ = oracle.forward_flops(model, B, 1, past=past, seen=P)
+    assert _matmul_flops(spec, "decode", P, 1) == hf_decode
+
+
+def test_longcat_flash_tokens_at_zero_experts_cost_no_matmul():
+    """Every top-k pick at a zero expert (their bias set high): transformers runs no routed expert at all, so
+    its FLOPs are llmath's less the routed experts' (tokens · k · 3 matmuls of 2·D·F each: B·P·2·3·2·64·24 per
+    MoE layer, two MoE layers)."""
+    oracle = _oracle()
+    spec = spec_from_config(LONGCAT_SMALL, "longcat_flash")
+    model = _cpu_model(LONGCAT_SMALL)
+    for layer in model.model.layers:
+        layer.mlp.router.e_score_correction_bias[6:] = 10.0
+    hf_prefill, _ = oracle.forward_flops(model, B, P)
+    assert _matmul_flops(spec, "prefill", 0, P) - hf_prefill == 2 * (B * P * 2 * 3 * 2 * 64 * 24)

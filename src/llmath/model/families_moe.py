@@ -283,3 +283,38 @@ ADAPTERS.update(
         ),
     }
 )
+
+
+def _longcat_sublayers(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """LongCat-Flash: each of ``num_layers`` layers runs two (MLA attention, dense MLP) blocks, which llmath
+    counts as two layers (the config class's ``num_hidden_layers`` is 2 · num_layers too; num_layers defaults
+    to 28 there: configuration_longcat_flash.py)."""
+    return dict(cfg, num_hidden_layers=2 * int(cfg.get("num_layers", 28)))
+
+
+ADAPTERS.update(
+    {
+        # LongCat-Flash (Meituan): per layer two MLA blocks, each followed by a dense MLP of ffn_hidden_size,
+        # and one shortcut MoE read from the first block's normed output and added at the layer's end. As
+        # llmath layers: 2i = MLA + MoE whose always-on FFN is mlps[0], 2i+1 = MLA + mlps[1]. The router
+        # (softmax, no bias) scores n_routed_experts real experts plus zero_expert_num identity ones; its
+        # e_score_correction_bias is a buffer (modeling_longcat_flash.py LongcatFlashDecoderLayer,
+        # LongcatFlashTopkRouter, LongcatFlashExperts)
+        "longcat_flash": dict(
+            LLAMA_LIKE,
+            **_attn_bias(False),
+            ffn_bias=False,
+            mla=True,
+            prepare=_longcat_sublayers,
+            ffn_keys=("ffn_hidden_size",),
+            moe=dict(
+                experts="n_routed_experts",
+                top_k="moe_topk",
+                d_ff="expert_ffn_hidden_size",
+                shared_width="ffn_hidden_size",
+                zero_experts="zero_expert_num",
+                layers=lambda c, n: [i % 2 == 0 for i in range(n)],
+            ),
+        ),
+    }
+)

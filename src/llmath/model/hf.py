@@ -120,7 +120,8 @@ def _layer_windows(
 def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: str):
     """A MoE described by the config keys a family uses (the table's ``moe`` dict): ``experts``,
     ``top_k``, ``d_ff`` (each routed expert's width), optionally ``shared_width`` (the shared FFN's
-    width) or ``shared_count`` (shared experts of width ``d_ff``), and ``layers`` (cfg, n) -> MoE flags."""
+    width) or ``shared_count`` (shared experts of width ``d_ff``), ``zero_experts`` (identity experts), and
+    ``layers`` (cfg, n) -> MoE flags."""
     per = _int(cfg, t["d_ff"], where=where)
     shared = 0
     if "shared_width" in t:
@@ -137,6 +138,7 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         output_norm=bool(t.get("output_norm", False)),
         output_bias=bool(t.get("output_bias", False)),
         shared_bias=bool(cfg.get(t["shared_bias"], False)) if "shared_bias" in t else False,
+        zero_experts=_int(cfg, t["zero_experts"], 0, where=where) if "zero_experts" in t else 0,
     )
     layers = t.get("layers", _all_layers)(cfg, n)
     return moe, tuple(bool(x) for x in layers)

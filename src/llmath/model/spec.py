@@ -41,6 +41,9 @@ class MoESpec:
     output_norm: bool = False  # A.X K1: a norm (with weights) over each MoE block's output
     output_bias: bool = False  # JetMoE: one bias vector (D) added to each MoE block's output
     shared_bias: bool = False  # Nemotron-H: the shared expert's projections have biases (its mlp_bias)
+    # LongCat-Flash: identity ("zero-computation") experts the router may pick besides the n_experts real ones;
+    # a token routed to one costs no matmul. llmath runs top_k real experts per token (see ops/moe.py)
+    zero_experts: int = 0
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -52,6 +55,8 @@ class MoESpec:
             )
         if self.d_ff_shared < 0:
             raise SpecError(f"{name!r}: moe.d_ff_shared={self.d_ff_shared} must be >= 0")
+        if self.zero_experts < 0:
+            raise SpecError(f"{name!r}: moe.zero_experts={self.zero_experts} must be >= 0 (identity experts)")
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ def _moe(spec: ModelSpec) -> MoESpec:
 def router(site: Site, pkey: str = "moe.router") -> None:
     """The router matmul and its softmax/top-k. DeepSeek-V3's e_score_correction_bias is a buffer in
     transformers, not a parameter: not counted. ``pkey``: another router over the same experts' count
-    (JetMoE's attention experts)."""
+    (JetMoE's attention experts). LongCat-Flash's router scores its zero-computation experts too (E + Z)."""
     m, D = _moe(site.spec), site.spec.d_model
-    E, k = m.n_experts, m.top_k
+    E, k = m.n_experts + (m.zero_experts if pkey == "moe.router" else 0), m.top_k
     site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey=pkey, sym_out="E")
     if (
         m.router_score_bias and pkey == "moe.router"
@@ -31,12 +31,22 @@ def router(site: Site, pkey: str = "moe.router") -> None:
             act_in=[(E, "BT", "E")], act_out=[(2 * k, "BT", "2·k")])  # fmt: skip
 
 
+_ZERO_KEYS = (".gate.weight", ".up.weight")  # LongCat-Flash allocates these for its zero experts too
+
+
 def routed_experts(site: Site) -> None:
     """An FFN run by top-k × tokens. Weight operands of all E experts; bytes: the experts actually hit.
 
     Llama-4 (``dense_eager``) under ``eager``: transformers' Llama4TextExperts runs every expert on every
     token (bmm over all E, the router's sigmoid scores zero the others), so E × tokens and all E experts'
     weights; serving kernels (``flash``, the default) run the top-k only, as for any MoE.
+
+    LongCat-Flash's ``zero_experts``: transformers 5.23 allocates their gate_up rows (LongcatFlashExperts
+    gate_up_proj has E + Z experts, down_proj E), so they count as parameters, but a token routed to one costs
+    no matmul (an identity). How many of a token's top-k are real depends on the routing; llmath charges all
+    top-k as real (the most eager executes, and what it executes when no zero expert is picked). Served, a
+    token activates fewer: 18.6B to 31.3B parameters, 27B on average, by the LongCat-Flash-Chat model card
+    (huggingface.co/meituan-longcat/LongCat-Flash-Chat), so llmath's routed FLOPs are an upper bound there.
     """
     b, m = site.b, _moe(site.spec)
     E, k = m.n_experts, m.top_k
@@ -46,7 +56,7 @@ def routed_experts(site: Site) -> None:
               weight_read=None if every else "U:moe", mult=E if every else k)  # fmt: skip
     for i in range(before, len(b.ops)):
         op = b.ops[i]
-        params = tuple((key, n * E) for key, n in op.params)
+        params = tuple((key, n * (E + m.zero_experts if key.endswith(_ZERO_KEYS) else E)) for key, n in op.params)
         b.ops[i] = replace(op, sizes=op.sizes + (("E", E), ("k", k)), params=params)
 
 
