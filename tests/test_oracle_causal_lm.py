@@ -219,6 +219,40 @@ VARIANTS = [
     ("glm_moe_dsa", {"indexer_types": None, "index_topk_pattern": "FSSF" + "F" * 74}),
     ("glm_moe_dsa", {"mlp_layer_types": None, "first_k_dense_replace": 1}),
     ("axk1", {"mlp_layer_types": None, "first_k_dense_replace": 2, "moe_layer_freq": 2}),
+    ("axk2", {"mlp_layer_types": None, "first_k_dense_replace": 2, "moe_layer_freq": 2, "gated_norm_rank": 4}),
+    ("axk2", {"n_group": 4, "topk_group": 2, "attention_bias": True}),
+    # Dots 3 Note in the hub file's spelling: swa_* widths of the sliding layers, per-layer MoE flags, the
+    # shared experts' width under its hub name; then without DSA and without sliding layers
+    (
+        "dots3_note_text",
+        {
+            "per_layer_config": None,
+            "layer_types": None,
+            "mlp_layer_types": None,
+            "rope_parameters": None,
+            "sliding_window": None,
+            "sliding_window_size": 6,
+            "swa_num_attention_heads": 32,
+            "swa_num_key_value_heads": 32,
+            "swa_kv_lora_rank": 256,
+            "swa_q_lora_rank": 512,
+            "swa_head_dim": 128,
+            "swa_qk_nope_head_dim": 96,
+            "swa_v_head_dim": 64,
+            "moe_layer_freq": [0, 1, 0] + [1] * 43,
+            "n_shared_experts": 2,
+            "moe_shared_expert_intermediate_size": 512,
+            "attention_bias": True,
+        },
+    ),
+    (
+        "dots3_note_text",
+        {"per_layer_config": None, "layer_types": None, "rope_parameters": None, "use_dsa": False},
+    ),
+    (
+        "dots3_note_text",
+        {"per_layer_config": None, "layer_types": None, "rope_parameters": None, "use_sliding_window": False},
+    ),
     # Command A MoE: shared experts, and dense prefix layers of their own width and window pattern
     ("cohere2_moe", {"num_shared_experts": 1, "shared_expert_combination_strategy": "sum"}),
     (

@@ -59,7 +59,7 @@ num_key_value_heads num_kv_heads n_head_kv head_dim d_kv max_position_embeddings
 max_sequence_length seq_length sliding_window_pattern num_experts_per_tok experts_per_token
 moe_intermediate_size kv_lora_rank q_lora_rank qk_rope_head_dim qk_nope_head_dim v_head_dim
 decoder_sparse_step relative_attention_num_buckets rotary_dim num_ln_in_parallel_attn num_local_experts
-num_experts n_routed_experts"""
+num_experts n_routed_experts gated_norm_rank"""
 _NONNEG_FIELDS = (
     "sliding_window n_shared_experts shared_expert_intermediate_size first_k_dense_replace max_window_layers"
 )

@@ -70,16 +70,22 @@ def ffn_shape(
 
 
 def mla(table: Mapping[str, Any], cfg: Mapping[str, Any], get: Getter) -> MLASpec | None:
+    """The MLA widths; with ``dsa`` (a bool, or a rule of the config: Dots 3 Note's indexed layers may be
+    switched off) the sparse-attention indexer's too."""
     if not table.get("mla"):
         return None
+    dsa = table.get("dsa")
+    dsa = dsa(cfg) if callable(dsa) else dsa
     return MLASpec(
         q_lora_rank=cfg.get("q_lora_rank"),
         kv_lora_rank=get("kv_lora_rank"),
         qk_rope_head_dim=get("qk_rope_head_dim"),
         qk_nope_head_dim=get("qk_nope_head_dim"),
         v_head_dim=get("v_head_dim"),
+        q_gate=bool(table.get("q_gate")),
+        k_rope_norm=bool(table.get("k_rope_norm")),
         **(dict(index_heads=get("index_n_heads"), index_head_dim=get("index_head_dim"),
-                index_topk=get("index_topk")) if table.get("dsa") else {}),
+                index_topk=get("index_topk")) if dsa else {}),
     )  # fmt: skip
 
 

@@ -120,12 +120,13 @@ def _layer_windows(
 def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: str):
     """A MoE described by the config keys a family uses (the table's ``moe`` dict): ``experts``,
     ``top_k``, ``d_ff`` (each routed expert's width), optionally ``shared_width`` (the shared FFN's
-    width) or ``shared_count`` (shared experts of width ``d_ff``), ``zero_experts`` (identity experts), and
-    ``layers`` (cfg, n) -> MoE flags."""
+    width) or ``shared_count`` (shared experts of width ``d_ff``; with ``shared_width``: of that width),
+    ``zero_experts`` (identity experts), and ``layers`` (cfg, n) -> MoE flags."""
     per = _int(cfg, t["d_ff"], where=where)
     shared = 0
     if "shared_width" in t:
         shared = _int(cfg, t["shared_width"], 0, where=where)
+        shared *= _int(cfg, t["shared_count"], 1, where=where) if "shared_count" in t else 1
     elif "shared_count" in t:
         shared = per * _int(cfg, t["shared_count"], 0, where=where)
     moe = MoESpec(

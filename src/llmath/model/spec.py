@@ -73,10 +73,18 @@ class MLASpec:
     index_heads: int = 0
     index_head_dim: int = 0
     index_topk: int = 0
+    # A.X K2: no q_b_proj; q_gate_proj maps [norm(query latent), query latent] (2·L) to N·(H+R+J), the query
+    # and a per-channel sigmoid gate on the attention output before o_proj
+    q_gate: bool = False
+    heads: int = 0  # query heads of the layers using these widths (0: the model's n_heads)
+    k_rope_norm: bool = False  # Dots 3 Note: an RMSNorm (R weights) over the shared rotary key before RoPE
 
     def validate(self, name: str) -> None:
-        if self.index_topk and self.q_lora_rank is None:
-            raise SpecError(f"{name!r}: a sparse-attention indexer needs mla.q_lora_rank (it reads the query latent)")
+        if self.heads < 0:
+            raise SpecError(f"{name!r}: mla.heads={self.heads} must be >= 0 (0: the model's n_heads)")
+        if (self.index_topk or self.q_gate) and self.q_lora_rank is None:
+            what = "a sparse-attention indexer" if self.index_topk else "mla.q_gate"
+            raise SpecError(f"{name!r}: {what} needs mla.q_lora_rank (it reads the query latent)")
         if self.q_lora_rank is not None:
             _positive(name, "mla.q_lora_rank", self.q_lora_rank)
         for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
@@ -244,6 +252,8 @@ class ModelSpec:
     activation: str = "silu"
     attention: AttentionKind = "mha"
     mla: MLASpec | None = None
+    # Dots 3 Note: the MLA widths (heads, ranks, no indexer) of the sliding-window layers when not ``mla``'s
+    window_mla: MLASpec | None = None
     q_bias: bool = False
     k_bias: bool = False
     v_bias: bool = False
@@ -310,6 +320,9 @@ class ModelSpec:
     # per-layer gate/projection of that width (ops/per_layer.py); 0: none
     per_layer_width: int = 0
     per_layer_vocab: int = 0
+    # A.X K2's gated RMSNorm: the norm before attention (every layer) and before the MoE (MoE layers) is
+    # followed by a low-rank gate D -> r -> D (SiLU between, no bias) whose sigmoid scales the normed input
+    norm_gate_rank: int = 0
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -356,6 +369,10 @@ class ModelSpec:
             if self.mla is None:
                 raise SpecError(f"{n!r}: attention='mla' needs the mla widths (kv_lora_rank, ...)")
             self.mla.validate(n)
+        if self.window_mla is not None:
+            if self.mla is None or self.window_mla.index_topk:
+                raise SpecError(f"{n!r}: window_mla (the sliding layers' MLA widths) needs mla and has no indexer")
+            self.window_mla.validate(n)
         if self.moe is not None:
             self.moe.validate(n)
         if self.attn_experts and (self.moe is None or self.n_heads != self.moe.top_k * self.n_kv_heads):
@@ -401,6 +418,12 @@ class ModelSpec:
                 f"{n!r}: per_layer_width={self.per_layer_width} and per_layer_vocab={self.per_layer_vocab} must be "
                 "both positive (per-layer embeddings) or both 0"
             )
+        if self.norm_gate_rank < 0:
+            raise SpecError(f"{n!r}: norm_gate_rank={self.norm_gate_rank} must be >= 0 (0: norms without a gate)")
+
+    def mla_of(self, window: int | None) -> MLASpec | None:
+        """The MLA widths of the layers of ``window``: ``window_mla`` for sliding layers when set, else ``mla``."""
+        return self.window_mla if window is not None and self.window_mla is not None else self.mla
 
     def attention_widths(self, window: int | None) -> tuple[int, int]:
         """(K/V heads, head width) of the attention layers of ``window``: MiMo's windowed layers have their

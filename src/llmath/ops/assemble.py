@@ -13,6 +13,7 @@ from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
+from llmath.ops.norm_gate import norm_gate
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
@@ -90,6 +91,7 @@ def _decoder_layers(b: Builder) -> None:
         attn_in = count - (0 if s.first_attn_norm or g else 1)  # ModernBERT-decoder: none in the first layer
         if attn_in:
             b.norm("norm.attn_in", s.d_model, count=attn_in, pkey="norm.layers", layer_kind=lk)
+            norm_gate(b, "norm.attn_in", attn_in, lk)
         if s.parallel_block and norms >= 2:
             b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         attention_block(b, w, count, lk)
@@ -101,6 +103,7 @@ def _decoder_layers(b: Builder) -> None:
             residual(b, "residual.attn", count, lk, inputs=2 if kind == "attention" else 3)
             if norms >= 2 and ffn:
                 b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+                norm_gate(b, "norm.ffn_in", count if moe else 0, lk)
         if ffn:
             _ffn(b, moe, count, lk)
         if norms >= 4:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from llmath.model.spec import MLASpec
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 
 
@@ -26,6 +27,7 @@ class Mla:
     Hn: int
     Hv: int
     Ql: int | None  # query low-rank width (None: one query projection)
+    m: MLASpec  # the widths of this layer group (the sliding layers' own: ModelSpec.mla_of)
 
     @property
     def Hq(self) -> int:
@@ -42,6 +44,11 @@ def q_path(a: Mla) -> None:
     sizes = dict(site.sizes, L=Ql)
     site.linear("q_a_proj", "BTD,DL->BTL", a.D, Ql, bias=s.q_bias, pkey="attention.mla.q_a", sizes=sizes, sym_out="L")
     site.norm("q_a_norm", Ql, pkey="attention.mla.q_a_norm", sym="L")
+    if a.m.q_gate:  # A.X K2: the query and the output gate from [normed; raw] latent
+        site.linear("q_gate_proj", "BTL,LNQ->BTNQ", 2 * Ql, a.N * (a.Hq + a.Hv), bias=False,
+                    pkey="attention.mla.q_gate", sizes=dict(sizes, Q=a.Hq + a.Hv), sym_in="2·L",
+                    sym_out="N·(H+R+J)")  # fmt: skip
+        return
     site.linear("q_b_proj", "BTL,LNQ->BTNQ", Ql, a.N * a.Hq, bias=False, pkey="attention.mla.q_b", sizes=sizes,
                 sym_in="L", sym_out="N·(H+R)")  # fmt: skip
 
@@ -52,6 +59,8 @@ def kv_latent(a: Mla) -> None:
     a.site.linear("kv_a_proj", "BTD,DC->BTC", a.D, a.C + a.R, bias=s.k_bias, pkey="attention.mla.kv_a",
                   sym_out="(C+R)", out="kv_write")  # fmt: skip
     a.site.norm("kv_a_norm", a.C, pkey="attention.mla.kv_a_norm", sym="C")
+    if a.m.k_rope_norm:  # Dots 3 Note: k_rope_only_layernorm (modeling_dots3_note.py Dots3NoteTextAttention)
+        a.site.norm("k_rope_norm", a.R, pkey="attention.mla.k_rope_norm", sym="R")
 
 
 def rotary(a: Mla) -> None:
@@ -130,8 +139,8 @@ def indexer(a: Mla) -> None:
     pairs only, fused (vLLM's indexer kernels). Letters: I indexer heads, X indexer width, L query rank.
     A layer that reuses an earlier layer's top-k (GLM-5's ``indexer_types`` "shared") has no indexer: no
     weights, no indexer keys cached, no scoring; its attention still reads exactly the top-k positions."""
-    m = a.site.spec.mla
-    if m is None or not m.index_topk or a.Ql is None or not a.site.b.own_indexer:
+    m = a.m
+    if not m.index_topk or a.Ql is None or not a.site.b.own_indexer:
         return
     site, In, X, L, D = a.site, m.index_heads, m.index_head_dim, a.Ql, a.D
     sizes = dict(site.sizes, I=In, X=X, L=L)
@@ -166,8 +175,8 @@ def core(a: Mla) -> None:
     FlashMLA sparse kernels); decode reads those k latent positions. ``eager`` is transformers': the full
     rectangle with the unselected keys masked.
     """
-    b, m = a.site.b, a.site.spec.mla
-    if m is not None and m.index_topk and b.attention == "flash":
+    b, m = a.site.b, a.m
+    if m.index_topk and b.attention == "flash":
         k = m.index_topk
         keys = f"K:{k}" if b.stage == "decode" else a.win.K
         saved, b.window = b.window, k  # the op attends min(S + 1, k) positions per decode step
@@ -192,6 +201,11 @@ def output_gate(site: Site, n_heads: int, width: int) -> None:
 
 
 def gate(a: Mla) -> None:
+    """The output gate: its own projection (:func:`output_gate`), or (A.X K2's ``q_gate``) the gate half of
+    q_gate_proj's output, sigmoid times the N·J attention output (modeling_axk2.py AXK2Attention)."""
+    if a.m.q_gate:
+        a.site.vector("gate", "BTNJ->BTNJ", ACT_FLOPS + 1, a.N * a.Hv, "BT", "N·J")
+        return
     output_gate(a.site, a.N, a.Hv)
 
 
@@ -204,12 +218,12 @@ STEPS: tuple[Step, ...] = (q_path, kv_latent, rotary, indexer, core, gate, o_pro
 
 
 def mla_block(b: Builder, w: int | None, count: int, lk: str) -> None:
-    s, m = b.spec, b.spec.mla
+    s, m = b.spec, b.spec.mla_of(w)
     if m is None:  # pragma: no cover - attention_block only sends MLA specs here
         raise AssertionError(f"{s.name}: an MLA block without an MLA spec")
-    D, N = s.d_model, s.n_heads
+    D, N = s.d_model, m.heads or s.n_heads
     C, R, Hn, Hv = m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim
     site = Site(b, count, lk, "attn", "attention", dict(D=D, N=N, C=C, R=R, H=Hn, J=Hv))
-    a = Mla(site, Window.of(w), D, N, C, R, Hn, Hv, m.q_lora_rank)
+    a = Mla(site, Window.of(w), D, N, C, R, Hn, Hv, m.q_lora_rank, m)
     for step in STEPS:
         step(a)
