@@ -96,8 +96,9 @@ def _dots3_fields(cfg: Mapping[str, Any], n: int) -> dict[str, Any]:
     heads = _pos("num_attention_heads", w["num_attention_heads"])
     if w.get("num_key_value_heads") not in (None, heads):
         raise ConfigError("dots3_note_text: sliding layers' num_key_value_heads must equal num_attention_heads")
-    widths = {k: _pos(k, w[k]) for k in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim")}
-    mla = MLASpec(**widths, v_head_dim=_pos("v_head_dim", w["v_head_dim"]), heads=heads, k_rope_norm=True)
+    q, c, r, h, j = (_pos(k, w[k]) for k in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+                                           "v_head_dim"))  # fmt: skip
+    mla = MLASpec(q, c, r, h, j, heads=heads, k_rope_norm=True)
     return dict(window_mla=mla)
 
 
