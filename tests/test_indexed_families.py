@@ -1,16 +1,20 @@
 """DSA families beyond DeepSeek-V3.2 (tests/test_sparse_attention.py): A.X K2 (axk2), Dots 3 Note
-(dots3_note_text). Eager = transformers
+(dots3_note_text), and MiniMax-M3's block-sparse attention (minimax_m3_vl_text). Eager = transformers
 (proven on meta, here with k below the prompt); flash = serving kernels: sparse MLA over exactly the k
 selected positions (arithmetic written out), where transformers computes the full rectangle and masks."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from llmath.analysis import kv_cache_bytes
+from llmath.hardware import get
+from llmath.hardware.decode import decode_generation
+from llmath.hardware.roofline import efficiency, op_times
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
-from llmath.ops import Scenario, build_ops, evaluate
+from llmath.ops import Scenario, build_ops, evaluate, table
 from llmath.ops.params import param_report
 from llmath.ops.state import kv_growth
 
@@ -118,3 +122,83 @@ def test_dots3_eager_equals_transformers_with_k_and_window_below_the_prompt():
     assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values)
     hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
     assert sum(v.get("flops", 0) for v in _by_op(spec, "decode", "eager", Scenario(B, 1, P)).values()) == hf_decode
+
+
+# MiniMax-M3-shaped, small: layer 0 block-sparse (indexer: I2 heads of width X2; blocks of 2 keys, 2 kept:
+# at most 4 keys per query), layer 1 dense; N2 query heads over K2 KV heads of width H3; layer 0 a dense FFN.
+N3, K3, H3, I3, X3 = 4, 2, 32, 2, 16
+M3 = dict(model_type="minimax_m3_vl_text", hidden_size=D, num_hidden_layers=2, num_attention_heads=N3,
+          num_key_value_heads=K3, head_dim=H3, rotary_dim=16, vocab_size=1000, intermediate_size=64,
+          dense_intermediate_size=128, shared_intermediate_size=64, num_local_experts=4, num_experts_per_tok=2,
+          layer_types=["minimax_m3_sparse", "full_attention"], mlp_layer_types=["dense", "sparse"],
+          index_n_heads=I3, index_head_dim=X3, index_block_size=2, index_topk_blocks=2, index_local_blocks=1,
+          tie_word_embeddings=False)  # fmt: skip
+
+
+def test_minimax_m3_flash_sparse_layer_attends_k_blocks():
+    """Prefill of 9 with at most 2·2 = 4 keys per query: the sparse layer's Σ min(i, 4) = 30 pairs plus the
+    dense layer's 45, at 4·N·H FLOPs each; the indexer scores the 45 causal pairs at 2·I·X each. Decode at
+    100: the sparse layer reads 4 positions' K and V, the dense one 101, the indexer 101 keys of width X.
+    Per position the sparse layer caches its K, V and indexer key: 2·K·H·2 + X elements (bf16)."""
+    spec = spec_from_config(M3, "m3")
+    assert spec.layer_indexer == (True, False)
+    ops = _by_op(spec, "prefill", "flash", Scenario(1, 9, 0))
+    assert ops["attn.flash"]["flops"] == (30 + 45) * 4 * N3 * H3
+    assert ops["attn.indexer.flash"]["flops"] == 45 * 2 * I3 * X3
+    dec = _by_op(spec, "decode", "flash", Scenario(1, 1, 100))
+    assert dec["attn.flash"]["kv_read"] == (4 + 101) * 2 * K3 * H3
+    assert dec["attn.indexer.flash"]["kv_read"] == 101 * X3
+    assert kv_growth(spec, Precision())["bytes_per_token"] == (2 * 2 * K3 * H3 + X3) * 2
+
+
+def test_minimax_m3_eager_equals_transformers_with_blocks_below_the_prompt():
+    """transformers' MiniMaxM3VLAttention (eager): the indexer scores the full rectangle (a float matmul) and
+    attention runs the full rectangle with the unselected blocks masked; its cache keeps the indexer keys."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from llmath.measure import oracle
+
+    spec = spec_from_config(M3, "m3")
+    model = oracle.build_meta(oracle.hf_config(M3))
+    assert param_report(spec).total == oracle.count_params(model)
+    B, P = 2, 9
+    hf_prefill, out = oracle.forward_flops(model, B, P)
+    assert sum(v.get("flops", 0) for v in _by_op(spec, "prefill", "eager", Scenario(B, P, 0)).values()) == hf_prefill
+    assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values)
+    hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
+    assert sum(v.get("flops", 0) for v in _by_op(spec, "decode", "eager", Scenario(B, 1, P)).values()) == hf_decode
+
+
+@pytest.mark.parametrize("mode", ["ideal", "expected"])
+@pytest.mark.parametrize("cfg", [M3, DOTS3], ids=["minimax_m3", "dots3"])
+def test_sparse_generation_closed_form_equals_step_by_step(cfg, mode):
+    """The kept keys (and the sliding window) stop the attention's cost growing: the closed form still equals
+    the steps (``expected`` on a GQA model: the fitted decode attention is summed per context band through
+    secants, within 1.5% by construction: hardware/fitted_ops.py)."""
+    spec = spec_from_config(cfg, "x")
+    t, hw, p = table(spec, "decode", "flash"), get("h100-sxm"), Precision()
+    eff = efficiency(mode, hw)
+    rel = 0.015 if mode == "expected" and spec.mla is None else 1e-9
+    for B, P, N in ((1, 2, 50), (64, 30, 40)):
+        d = decode_generation(t, hw, p, eff, B, P, N)
+        S = np.arange(P, P + N - 1)
+        times, _, _, _ = op_times(t.values(Scenario(B, 1, S)), t, hw, p, eff, B, B, True)
+        assert float(d.total_s) == pytest.approx(times.sum(), rel=rel)
+
+
+@pytest.mark.parametrize("mt,towers", [("dots3_note", ("audio_config", "vision_config")),
+                                       ("minimax_m3_vl", ("vision_config",))])  # fmt: skip
+def test_wrappers_read_their_language_model_and_name_the_towers_not_counted(mt, towers, tmp_path):
+    """The multimodal wrappers (transformers' default configs): llmath counts the language model (and its
+    head) exactly as transformers builds it beside the towers, and names the towers it does not count."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from causal_lm_types import default_config
+    from test_multimodal import _build
+
+    cfg = default_config(mt, str(tmp_path))
+    spec = spec_from_config(cfg, mt)
+    tower = ("model.vision_tower.", "model.audio_tower.", "model.multi_modal_projector.")
+    hf = sum(p.numel() for n, p in _build(cfg).named_parameters() if not n.startswith(tower))
+    assert param_report(spec).total == hf
+    assert spec.towers_not_counted == towers and spec.wrapper == mt

@@ -221,6 +221,34 @@ VARIANTS = [
     ("axk1", {"mlp_layer_types": None, "first_k_dense_replace": 2, "moe_layer_freq": 2}),
     ("axk2", {"mlp_layer_types": None, "first_k_dense_replace": 2, "moe_layer_freq": 2, "gated_norm_rank": 4}),
     ("axk2", {"n_group": 4, "topk_group": 2, "attention_bias": True}),
+    # MiniMax-M3: block-sparse layers (the indexer's own keys cached) among dense ones, a dense FFN layer; then
+    # the hub file's legacy spelling (sparse_attention_config, moe_layer_freq) with blocks smaller than the prompt
+    (
+        "minimax_m3_vl_text",
+        {
+            "layer_types": ["full_attention", "minimax_m3_sparse"] * 30,
+            "mlp_layer_types": None,
+            "moe_layer_freq": [0] + [1] * 59,
+        },
+    ),  # fmt: skip
+    (
+        "minimax_m3_vl_text",
+        {
+            "layer_types": None,
+            "mlp_layer_types": None,
+            "num_hidden_layers": 3,  # the legacy lists name every layer (transformers cannot truncate them)
+            "moe_layer_freq": [0, 1, 1],
+            "index_block_size": None,
+            "sparse_attention_config": {
+                "sparse_attention_freq": [1, 0, 1],
+                "sparse_num_index_heads": 2,
+                "sparse_index_dim": 64,
+                "sparse_block_size": 4,
+                "sparse_topk_blocks": 2,
+                "sparse_local_block": 1,
+            },
+        },
+    ),
     # Dots 3 Note in the hub file's spelling: swa_* widths of the sliding layers, per-layer MoE flags, the
     # shared experts' width under its hub name; then without DSA and without sliding layers
     (

@@ -165,7 +165,7 @@ def cache_bytes(past, bytes_per_element: int = 2, model=None) -> int:
         return sum(t.numel() for state in past.rnn_state.values() for t in state) * bytes_per_element
     total = _module_state_elements(model) * bytes_per_element if model is not None else 0
     for layer in past.layers:
-        tensors = [getattr(layer, "keys", None), getattr(layer, "values", None), getattr(layer, "indexer_keys", None)]
+        tensors = [getattr(layer, k, None) for k in ("keys", "values", "indexer_keys", "idx_keys")]  # idx: MiniMax-M3
         for states in ("conv_states", "recurrent_states"):
             tensors += list((getattr(layer, states, None) or {}).values())
         for t in tensors:

@@ -1,6 +1,7 @@
-"""Adapter rows of the MLA families with DeepSeek Sparse Attention's indexer added in session 4 (merged into
-:mod:`llmath.model.families`' ``ADAPTERS`` by one line there): A.X K2 and Dots 3 Note. Each row states what
-its transformers 5.23 modeling file builds."""
+"""Adapter rows of the families with a sparse-attention indexer added in session 4 (merged into
+:mod:`llmath.model.families`' ``ADAPTERS`` by one line there): A.X K2 and Dots 3 Note (MLA + DeepSeek Sparse
+Attention), MiniMax-M3 (GQA + block-sparse attention). Each row states what its transformers 5.23 modeling
+file builds."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 from llmath.errors import ConfigError
 from llmath.model.families_moe import _deepseek_moe
-from llmath.model.family_facts import LLAMA_LIKE, _mlp_layer_types
-from llmath.model.spec import MLASpec
+from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _mlp_layer_types
+from llmath.model.spec import BlockIndexSpec, MLASpec
 
 
 def _axk2_fields(cfg: Mapping[str, Any], n: int) -> dict[str, Any]:
@@ -102,6 +103,57 @@ def _dots3_fields(cfg: Mapping[str, Any], n: int) -> dict[str, Any]:
     return dict(window_mla=mla)
 
 
+# MiniMax-M3's legacy sparse_attention_config keys -> the config class's flat keys (configuration_minimax_m3_vl.py)
+_M3_LEGACY = dict(
+    index_n_heads="sparse_num_index_heads", index_head_dim="sparse_index_dim", index_block_size="sparse_block_size",
+    index_topk_blocks="sparse_topk_blocks", index_local_blocks="sparse_local_block",
+)  # fmt: skip
+_M3_DEFAULTS = dict(
+    index_n_heads=4, index_head_dim=128, index_block_size=128, index_topk_blocks=16, index_local_blocks=1
+)
+
+
+def _m3_prepare(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What MiniMaxM3VLTextConfig.__post_init__ derives: the indexer keys (``sparse_attention_config``'s
+    legacy names win), ``layer_types`` (else from ``sparse_attention_freq``, else all dense),
+    ``mlp_layer_types`` (else from ``moe_layer_freq``, else all MoE); ``dense_intermediate_size`` default 12288."""
+    n = int(cfg.get("num_hidden_layers") or 60)
+    sparse = cfg.get("sparse_attention_config") or {}
+    if not isinstance(sparse, Mapping):
+        raise ConfigError(f"minimax_m3_vl_text: sparse_attention_config={sparse!r} must be a JSON object")
+    out = dict(cfg, dense_intermediate_size=cfg.get("dense_intermediate_size", 12288))
+    for flat, legacy in _M3_LEGACY.items():
+        out[flat] = sparse.get(legacy, cfg.get(flat, _M3_DEFAULTS[flat]))
+    types = cfg.get("layer_types")
+    if types is None and "sparse_attention_freq" in sparse:
+        types = ["minimax_m3_sparse" if f else "full_attention" for f in sparse["sparse_attention_freq"]]
+    out["layer_types"] = list(types or ["full_attention"] * n)
+    if set(out["layer_types"]) - {"full_attention", "minimax_m3_sparse"}:
+        raise ConfigError(
+            f"minimax_m3_vl_text: layer_types {sorted(set(out['layer_types']))} are not modelled (full_attention "
+            "and minimax_m3_sparse are); open an issue with the config.json"
+        )
+    mlp = cfg.get("mlp_layer_types")
+    if mlp is None and cfg.get("moe_layer_freq") is not None:
+        mlp = ["sparse" if f else "dense" for f in cfg["moe_layer_freq"]]
+    out["mlp_layer_types"] = mlp or ["sparse"] * n
+    return out
+
+
+def _m3_fields(cfg: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """The block-sparse layers (``minimax_m3_sparse``) and their indexer; none: a dense GQA model."""
+    sparse = [t == "minimax_m3_sparse" for t in cfg["layer_types"][:n]]
+    if not any(sparse):
+        return {}
+    k = {f: cfg[f] for f in _M3_DEFAULTS}
+    for f, v in k.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if f == "index_local_blocks" else 1):
+            raise ConfigError(f"minimax_m3_vl_text: {f}={v!r} must be a positive integer")
+    bi = BlockIndexSpec(k["index_n_heads"], k["index_head_dim"], k["index_block_size"], k["index_topk_blocks"],
+                        k["index_local_blocks"])  # fmt: skip
+    return dict(block_index=bi, layer_indexer=tuple(sparse))
+
+
 ADAPTERS: dict[str, dict[str, Any]] = {
     # A.X K2 (SK Telecom): DeepSeek-V3.2 (MLA + DSA indexer in every layer + MoE) without q_b_proj: a fused
     # q_gate_proj from the query latent gives the query and a sigmoid output gate; gated RMSNorms before
@@ -135,6 +187,26 @@ ADAPTERS: dict[str, dict[str, Any]] = {
             d_ff="moe_intermediate_size",
             shared_width="shared_experts_intermediate_size",
             shared_count="n_shared_experts",
+            layers=lambda c, n: _mlp_layer_types(c, n),
+        ),
+    ),
+    # MiniMax-M3 (MiniMaxAI) language model: GQA with per-head (Gemma-style) q/k RMSNorms and partial rotary; on
+    # its minimax_m3_sparse layers a lightning indexer picks key blocks (ops/block_sparse.py); MoE layers of
+    # sigmoid-routed SwiGLU-OAI experts plus one shared expert (shared_intermediate_size), dense layers of
+    # dense_intermediate_size; no bias (modeling_minimax_m3_vl.py MiniMaxM3VLAttention, MiniMaxM3VLSparseMoeBlock)
+    "minimax_m3_vl_text": dict(
+        LLAMA_LIKE,
+        **_attn_bias(False),
+        ffn_bias=False,
+        qk_norm="head",
+        prepare=_m3_prepare,
+        fields=_m3_fields,
+        ffn_keys=("dense_intermediate_size",),
+        moe=dict(
+            experts="num_local_experts",
+            top_k="num_experts_per_tok",
+            d_ff="intermediate_size",
+            shared_width="shared_intermediate_size",
             layers=lambda c, n: _mlp_layer_types(c, n),
         ),
     ),

@@ -92,6 +92,30 @@ class MLASpec:
 
 
 @dataclass(frozen=True)
+class BlockIndexSpec:
+    """MiniMax-M3's block-sparse attention (transformers ``modeling_minimax_m3_vl.py`` MiniMaxM3VLIndexer): on
+    the layers :attr:`ModelSpec.layer_indexer` marks, a lightning indexer (q_proj D -> I·X, k_proj D -> X
+    cached per position, RMSNorms over X, rotary) scores the keys, max-pools the scores over blocks of
+    ``block`` keys, and each query attends, per indexer head (one per KV head), its ``topk_blocks`` best blocks
+    (the ``local_blocks`` ending at its own always among them). The other layers attend densely."""
+
+    heads: int  # I
+    head_dim: int  # X
+    block: int
+    topk_blocks: int
+    local_blocks: int = 1
+
+    def validate(self, name: str, n_heads: int) -> None:
+        for f in ("heads", "head_dim", "block", "topk_blocks"):
+            _positive(name, f"block_index.{f}", getattr(self, f))
+        if not 0 <= self.local_blocks <= self.topk_blocks or n_heads % self.heads:
+            raise SpecError(
+                f"{name!r}: block_index.local_blocks={self.local_blocks} must be in [0, topk_blocks] and "
+                f"block_index.heads={self.heads} must divide n_heads={n_heads}"
+            )
+
+
+@dataclass(frozen=True)
 class MixerSpec:
     """A sequence mixer other than attention, for the layers :attr:`ModelSpec.layer_mixers` marks with ``kind``.
 
@@ -273,8 +297,10 @@ class ModelSpec:
     moe: MoESpec | None = None
     layer_moe: tuple[bool, ...] = ()
     layer_windows: tuple[int | None, ...] = ()
-    # DSA (GLM-5): False on layers that reuse the previous layer's top-k instead of running their own indexer
+    # DSA (GLM-5): False on layers that reuse the previous layer's top-k instead of running their own indexer;
+    # with ``block_index`` (MiniMax-M3): True on the block-sparse layers, False on the dense ones
     layer_indexer: tuple[bool, ...] = ()
+    block_index: BlockIndexSpec | None = None
     norm_bias: bool = True  # LayerNorm with bias; ignored for rms / layer_noparam
     norms_per_layer: int = 2
     final_norm: bool = True
@@ -388,11 +414,7 @@ class ModelSpec:
         for w in self.layer_windows:
             if w is not None and (not isinstance(w, int) or w <= 0):
                 raise SpecError(f"{n!r}: sliding window {w!r} must be a positive integer or None")
-        if len(self.layer_indexer) != self.n_layers or (self.layer_indexer and not self.layer_indexer[0]):
-            raise SpecError(
-                f"{n!r}: layer_indexer has {len(self.layer_indexer)} entries for {self.n_layers} layers, and the "
-                "first layer must run its own indexer (a later one can only reuse an earlier layer's top-k)"
-            )
+        self._validate_indexer()
         if self.position == "learned" and not self.max_positions:
             raise SpecError(f"{n!r}: learned positions need max_positions (the table's rows)")
         if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim):
@@ -403,6 +425,19 @@ class ModelSpec:
             raise SpecError(f"{n!r}: norms_per_layer={self.norms_per_layer} must be >= 0")
         self._validate_mixers()
         self._validate_layer_widths()
+
+    def _validate_indexer(self) -> None:
+        n = self.name
+        if self.block_index is not None:
+            if self.mla is not None:
+                raise SpecError(f"{n!r}: block_index (block-sparse attention) is modelled for MHA/GQA, not MLA")
+            self.block_index.validate(n, self.n_heads)
+        first_dense = self.block_index is None and self.layer_indexer and not self.layer_indexer[0]
+        if len(self.layer_indexer) != self.n_layers or first_dense:
+            raise SpecError(
+                f"{n!r}: layer_indexer has {len(self.layer_indexer)} entries for {self.n_layers} layers, and the "
+                "first layer must run its own indexer (a later one can only reuse an earlier layer's top-k)"
+            )
 
     def _validate_layer_widths(self) -> None:
         n = self.name

@@ -40,6 +40,8 @@ def layer_kind(
     """The label of an attention layer kind (operators' ``layer_kind``; deploy/shard.py counts layers by it)."""
     win = "full" if window is None else f"{'chunk' if spec.chunked_windows else 'window'} {window}"
     ffn = "moe" if moe else "dense" if spec.attention_ffn else "attention only"
+    if spec.block_index is not None:  # MiniMax-M3: the indexer's layers are the block-sparse ones
+        return f"{ffn}/{win}" + kind.removeprefix("attention") + ("/block-sparse" if own_indexer else "")
     return f"{ffn}/{win}" + kind.removeprefix("attention") + ("" if own_indexer else "/shared top-k")
 
 

@@ -14,8 +14,9 @@ A new attention variant adds one step function (or one execution) and a place in
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from llmath.ops.block_sparse import block_indexer, kept_keys
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
@@ -266,7 +267,19 @@ EXECUTIONS: dict[str, tuple[Step, ...]] = {
 }
 
 
+def indexer(a: Attn) -> None:
+    if not a.cross:  # MiniMax-M3's block-sparse layers (ops/block_sparse.py)
+        block_indexer(a.site, a.win, a.D)
+
+
 def execution(a: Attn) -> None:
+    k = None if a.cross else kept_keys(a.site)
+    if k is not None:  # a block-sparse layer served: at most k keys per query (ops/block_sparse.py)
+        b = a.site.b
+        saved, b.window = b.window, k
+        flash(replace(a, win=Window(f"K:{k}" if b.stage == "decode" else a.win.K, f"P:{k}", f"E:{k}")))
+        b.window = saved
+        return
     if a.site.spec.diff_attention and not a.cross:  # DiffLlama (ops/variants.py)
         if a.site.b.attention == "eager":
             cache_append(a)
@@ -277,7 +290,8 @@ def execution(a: Attn) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, dynamic_mask, execution, head_gate, sub_norm,
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, dynamic_mask, indexer, execution, head_gate,
+    sub_norm,
     gate, out_gate, o_proj,
 )  # fmt: skip
 
