@@ -526,6 +526,22 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         encdec="bart",
         activation="gelu",
     ),
+    # Whisper (Radford et al. 2022): pre-LN stacks with final norms, k_proj without bias, the decoder's
+    # learned table of max_target_positions rows; the encoder's audio front end: EncoderSpec.frontend.
+    "whisper": dict(
+        norm="layer",
+        ffn="mlp",
+        position="learned",
+        positions_keys=("max_target_positions",),
+        q_bias=True,
+        k_bias=False,
+        v_bias=True,
+        o_bias=True,
+        ffn_bias=True,
+        norms_per_layer=3,
+        encdec="whisper",
+        activation="gelu",
+    ),
 }
 ADAPTERS["codegen"] = ADAPTERS["gptj"]  # CodeGen is GPT-J's block (parallel attention + MLP, partial rotary)
 ADAPTERS.update(families_dense.ADAPTERS)  # dense decoders with an unusual feature (MPT, DiffLlama, ...)
