@@ -128,17 +128,18 @@ def stacks(table: Mapping[str, Any], cfg: Mapping[str, Any], get: Getter, n_laye
         n_layers = get("decoder_layers")
         encoder = EncoderSpec(n_layers=get("encoder_layers"), norms_per_layer=2, final_norm=False)
         final_norm = False
-    elif table.get("encdec") == "bart":
+    elif table.get("encdec") == "bart":  # and its descendants (model/families_encdec.py): which norms they keep
+        _same_stack_widths(cfg)
         n_layers = get("decoder_layers")
+        final_norm = bool(fact(table, cfg, "stack_final_norms", ("add_final_layer_norm", False)))
+        embedding_norm = bool(fact(table, cfg, "embedding_norm", True))
         encoder = EncoderSpec(
             n_layers=get("encoder_layers"),
             norms_per_layer=2,
-            final_norm=bool(cfg.get("add_final_layer_norm")),
-            embedding_norm=True,
+            final_norm=final_norm,
+            embedding_norm=embedding_norm,
             own_position_table=True,
         )
-        final_norm = bool(cfg.get("add_final_layer_norm"))
-        embedding_norm = True
         d_ff = get("decoder_ffn_dim")
     elif table.get("encdec") == "whisper":
         _same_stack_widths(cfg)

@@ -7,6 +7,7 @@ from typing import Any
 
 from llmath.model import (
     families_dense,
+    families_encdec,
     families_linear,
     families_moe,
     families_multimodal,
@@ -553,3 +554,4 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
 ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
 ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)
+ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, MVP, Blenderbot, Pegasus, Marian
