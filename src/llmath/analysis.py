@@ -474,6 +474,7 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
         mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
         mem.max_context = min(int(m.max_context or 0) for m in mems)
     notes = context_notes(spec, ostages.context_end(spec, w.prompt, w.prefix, w.decoder_prompt, w.gen))
+    notes += wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, p, hw)
     if w.batch % layout.dp:
         notes.append(
