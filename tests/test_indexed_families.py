@@ -186,11 +186,11 @@ def test_sparse_generation_closed_form_equals_step_by_step(cfg, mode):
         assert float(d.total_s) == pytest.approx(times.sum(), rel=rel)
 
 
-@pytest.mark.parametrize("mt,towers", [("dots3_note", ("audio_config", "vision_config")),
-                                       ("minimax_m3_vl", ("vision_config",))])  # fmt: skip
+@pytest.mark.parametrize("mt,towers", [("dots3_note", ("audio_config", "vision_config"))])
 def test_wrappers_read_their_language_model_and_name_the_towers_not_counted(mt, towers, tmp_path):
-    """The multimodal wrappers (transformers' default configs): llmath counts the language model (and its
-    head) exactly as transformers builds it beside the towers, and names the towers it does not count."""
+    """Dots 3 Note's wrapper (transformers' default config): llmath counts the language model (and its head)
+    exactly as transformers builds it beside the towers, and names the towers it does not count (its MoE
+    vision tower and audio tower; MiniMax-M3's vision tower is counted: tests/test_multimodal.py)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from causal_lm_types import default_config

@@ -81,6 +81,8 @@ HUB_STYLE = [
     ("mistral3", {"multimodal_projector_bias": True, "spatial_merge_size": 3}),
     ("idefics3", {"scale_factor": 3}),
     ("git", {"num_image_with_embedding": 6}),  # GIT-VATEX-style video: one learned vector per frame
+    ("minimax_m3_vl", {"projector_hidden_size": 1024, "vision_config": {"model_type": "minimax_m3_vl_vision",
+                                                                         "num_hidden_layers": 2}}),
 ]  # fmt: skip
 
 

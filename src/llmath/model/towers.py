@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmath.model import towers_audio, towers_mllama, towers_vl
+from llmath.model import towers_audio, towers_minimax, towers_mllama, towers_vl
 
 Counts = dict[str, int]
 Cfg = Mapping[str, Any]
@@ -177,6 +177,9 @@ VISION.update(towers_vl.VISION)
 VISION_DEFAULTS.update(towers_vl.DEFAULTS)
 VISION.update(towers_mllama.VISION)
 VISION_DEFAULTS.update(towers_mllama.DEFAULTS)
+VISION.update(towers_minimax.VISION)  # MiniMax-M3 (model/towers_minimax.py)
+VISION_DEFAULTS.update(towers_minimax.DEFAULTS)
+PROJECTORS.update(towers_minimax.PROJECTORS)
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
 
 
