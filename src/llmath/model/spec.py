@@ -320,7 +320,9 @@ class ModelSpec:
     # CPM-Ant: positions the model prepends to every sequence (its prompt_length prompt tokens): a pass from an
     # empty cache runs them through every layer and the cache keeps them (ops/core.py ``with_prefix``)
     prefix_positions: int = 0
-    extra_token_rows: int = 0  # CPM-Ant: token-table rows beyond the vocabulary (prompt_types·prompt_length)
+    # token-table rows beyond vocab_size, not in the LM head: Mllama's 8 image/special rows, CPM-Ant's
+    # prompt_types·prompt_length prompt rows, Moshi's one extra row
+    extra_token_rows: int = 0
     segment_rows: int = 0  # CPM-Ant: a segment table whose row is added to every token's embedding
 
     def __post_init__(self) -> None:
@@ -437,7 +439,7 @@ class ModelSpec:
         n = self.name
         if len(self.layer_mixers) != self.n_layers:
             raise SpecError(f"{n!r}: layer_mixers has {len(self.layer_mixers)} entries for {self.n_layers} layers")
-        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none"}
+        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none", "xattn"}
         if kinds and (self.mixer is None or kinds != {self.mixer.kind}):
             raise SpecError(f"{n!r}: layer_mixers names {sorted(kinds)} but the mixer spec is {self.mixer!r}")
         if self.mixer is not None:

@@ -8,7 +8,7 @@ from llmath.ops.core import ACT_FLOPS, SOFTCAP_FLOPS, Builder, Site
 def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True) -> None:
     s = b.spec
     D, V = s.d_model, s.vocab_size
-    rows = V + s.extra_token_rows  # CPM-Ant's table also holds its prompt tokens' rows
+    rows = V + s.extra_token_rows  # rows beyond the vocabulary (Mllama, CPM-Ant, Moshi)
     b.add(
         f"{prefix}.tokens",
         "embedding",
