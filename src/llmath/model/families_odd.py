@@ -58,5 +58,6 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_bias=False,
         d_ff=lambda cfg: int(cfg["ffn_dim"]) // 2,
         fields=lambda cfg, n: dict(extra_token_rows=1),
+        towers=True,  # the depth decoder and Mimi: named in towers_not_counted, with the report's note
     ),
 }
