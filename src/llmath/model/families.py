@@ -10,6 +10,7 @@ from llmath.model import (
     families_linear,
     families_moe,
     families_multimodal,
+    families_qwen4,
     families_recurrent,
     families_ssm,
     mixer_configs,
@@ -537,3 +538,4 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
 ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
 ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)
+ADAPTERS.update(families_qwen4.ADAPTERS)  # Qwen4-Exp (model/families_qwen4.py)

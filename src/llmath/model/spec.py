@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from llmath.errors import SpecError
+from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec
 
 NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
@@ -310,6 +311,11 @@ class ModelSpec:
     # per-layer gate/projection of that width (ops/per_layer.py); 0: none
     per_layer_width: int = 0
     per_layer_vocab: int = 0
+    # Qwen4-Exp (model/spec_hyper.py): hyper-connection residual streams, the QSA indexer of its attention
+    # layers, and the hashed n-gram embeddings of the layers layer_mixers marks "ple+<mixer kind>"
+    hyper: HyperSpec | None = None
+    qsa: QSASpec | None = None
+    ngram: NGramSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -386,6 +392,7 @@ class ModelSpec:
             raise SpecError(f"{n!r}: norms_per_layer={self.norms_per_layer} must be >= 0")
         self._validate_mixers()
         self._validate_layer_widths()
+        self._validate_qwen4()
 
     def _validate_layer_widths(self) -> None:
         n = self.name
@@ -400,6 +407,17 @@ class ModelSpec:
             raise SpecError(
                 f"{n!r}: per_layer_width={self.per_layer_width} and per_layer_vocab={self.per_layer_vocab} must be "
                 "both positive (per-layer embeddings) or both 0"
+            )
+
+    def _validate_qwen4(self) -> None:
+        for part in (self.hyper, self.qsa, self.ngram):
+            if part is not None:
+                part.validate(self.name)
+        ple = any(k.startswith("ple+") for k in self.layer_mixers)
+        if ple and (self.ngram is None or self.hyper is None):
+            raise SpecError(
+                f"{self.name!r}: 'ple+' layers need the ngram spec and hyper-connections (hyper): the n-gram "
+                "embeddings feed the residual streams"
             )
 
     def attention_widths(self, window: int | None) -> tuple[int, int]:
@@ -465,4 +483,7 @@ def _positive(name: str, fieldname: str, value: object) -> None:
         raise SpecError(f"{name!r}: {fieldname}={value!r} must be a positive integer")
 
 
-__all__ = ["ModelSpec", "MoESpec", "MLASpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec"]
+__all__ = [
+    "ModelSpec", "MoESpec", "MLASpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec", "HyperSpec", "QSASpec",
+    "NGramSpec",
+]  # fmt: skip
