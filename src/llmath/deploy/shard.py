@@ -90,6 +90,11 @@ REPLICATED = {
     "per_layer.input_gate",
     "per_layer.act_mul",
     "per_layer.projection",
+    # Whisper's audio front end (ops/frontend.py): vLLM's WhisperEncoder keeps conv1, conv2 and the source
+    # position table as plain nn.Conv1d / nn.Embedding on every rank (vllm/model_executor/models/whisper.py)
+    "conv1",
+    "conv2",
+    "positions",
 }
 COLUMN = {"attn.gate_proj", "attn.q_proj", "attn.q_b_proj", "ffn.gate", "ffn.up", "moe.shared.gate", "moe.shared.up"}
 KV = {"attn.k_proj", "attn.v_proj"}
@@ -168,6 +173,8 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
     if name in REPLICATED or (op.component == "norm" and name != "attn.qk_norm") or op.component == "residual":
         return ONE, {}, ONE, ONE
+    if name == "embed.tokens" and spec.encoder is not None and spec.encoder.frontend:
+        return ONE, {}, ONE, ONE  # vLLM's WhisperDecoder: embed_tokens is a plain nn.Embedding (whisper.py)
     if name in ("attn.qk_norm", "attn.rotary"):
         f = Fr(N // T + 1, N + 1) if spec.mla is not None else Fr(N // T + kv_heads_per_rank(spec, T), N + K)
         return f, {}, (ONE if spec.qk_norm == "head" else f), ONE

@@ -101,3 +101,6 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     ),
 }
 ADAPTERS["gemma4_unified_text"] = dict(ADAPTERS["gemma4_text"], mixers=partial(gemma4_layers, ple=False))
+# Emu3's language model (modeling_emu3.py Emu3Attention / Emu3MLP / Emu3RMSNorm): Llama's layers exactly; the
+# wrapper's VQ-VAE image tokenizer (vq_config) is named in towers_not_counted
+ADAPTERS["emu3_text_model"] = dict(LLAMA_LIKE)

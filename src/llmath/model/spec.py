@@ -218,6 +218,13 @@ class EncoderSpec:
     # encoder pass here, the decoder owns the token table, cross-attention K/V read ``d_model``-wide outputs
     external: str = ""
     d_model: int = 0  # width of the encoder output the cross-attention K/V project (0: the decoder's)
+    # Whisper: the source is audio, not tokens. Two convolutions of kernel 3 (the second of stride 2) turn the
+    # 2·P frames of ``in_features`` mel bins into P positions, to which a fixed table of ``source_positions``
+    # rows is added; the encoder has no token table (the decoder owns it), and the source is always that
+    # window: P = ``source_positions`` (Whisper: 30 s = 1500 positions = 3000 frames).
+    frontend: str = ""  # "" (token embedding) or "conv" (Whisper's)
+    in_features: int = 0
+    source_positions: int = 0
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from llmath.ops.attention import attention_block
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
+from llmath.ops.frontend import audio_frontend
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
@@ -141,10 +142,13 @@ def _encoder_decoder(b: Builder) -> None:
     if b.stage == "encoder":
         if enc.external:  # another model's encoder (TrOCR's image encoder): no operators here
             return
-        embedding(b, "encoder.embed", own_positions=enc.own_position_table)
+        if enc.frontend:  # Whisper's convolutions over audio frames (ops/frontend.py)
+            audio_frontend(b)
+        else:
+            embedding(b, "encoder.embed", own_positions=enc.own_position_table)
         _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
         return
-    own = bool(enc.external)  # with an external encoder the decoder owns the token and position tables
+    own = bool(enc.external or enc.frontend)  # no token encoder: the decoder owns the token and position tables
     embedding(b, "decoder.embed", own_positions=enc.own_position_table or own, token_table=own)
     _stack(b, "decoder", s.n_layers, s.norms_per_layer, s.final_norm)
     lm_head(b)
