@@ -115,3 +115,10 @@ def test_per_rank_state_under_tp_keeps_the_ssm_format():
     per_gpu = 2 * (LAYERS * (SSM * 4 + CONV * 2) + 103 * 4 * 2 * 8 * 128 * 2) // 2
     assert two.memory.kv_cache_bytes == per_gpu == 103_825_408
     assert one.memory.kv_cache_bytes == 2 * per_gpu
+
+
+def test_human_report_names_the_ssm_format():
+    r = CliRunner().invoke(app, ["analyze", NEMO, "-b", "1", "--prompt", "16", "--gen", "2"])
+    assert r.exit_code == 0, r.output
+    # 24·(1,048,576·4 + 30,720·2) = 102,137,856
+    assert "102,137,856 B of fixed state per sequence (SSM state in fp32 (config mamba_ssm_cache_dtype)" in r.output
