@@ -163,9 +163,24 @@ def rule_name(name: str) -> str:
     return f"attn.{tail}" if block in ("self_attn", "cross_attn") else rest
 
 
+# Mllama's skipped cross-attention layers (ops/vision_cross.py) shard like their self-attention namesakes
+# (vLLM mllama.py MllamaTextCrossAttention: ColumnParallelLinear q, QKVParallelLinear k/v, RowParallelLinear o)
+XATTN = {
+    "xattn.q_proj": "attn.q_proj",
+    "xattn.k_proj": "attn.k_proj",
+    "xattn.v_proj": "attn.v_proj",
+    "xattn.o_proj": "attn.o_proj",
+    "xattn.ffn.gate": "ffn.gate",
+    "xattn.ffn.up": "ffn.up",
+    "xattn.ffn.down": "ffn.down",
+    "xattn.gates": "moe.router",
+}  # fmt: skip  (gates: replicated)
+
+
 def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor], Fr, Fr]:
     """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``."""
     name, T = rule_name(op.name), L.tp
+    name = XATTN.get(name, name)
     if name.startswith("mixer.") and name != "mixer.inner_norms" and spec.mixer is not None:
         return mixer_factors(name, spec.mixer, T)
     N, K = spec.n_heads, spec.n_kv_heads
@@ -265,7 +280,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
     from llmath.deploy.comm import encdec_collectives, stage_collectives
 
-    if any(p not in SHARDED | {"attention", "none"} for k in spec.layer_mixers for p in k.split("+")):
+    if any(p not in SHARDED | {"attention", "none", "xattn"} for k in spec.layer_mixers for p in k.split("+")):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"

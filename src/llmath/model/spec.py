@@ -320,6 +320,8 @@ class ModelSpec:
     # per-layer gate/projection of that width (ops/per_layer.py); 0: none
     per_layer_width: int = 0
     per_layer_vocab: int = 0
+    # Mllama: token-table rows beyond vocab_size (its 8 image/special rows), not in the LM head
+    extra_token_rows: int = 0
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -434,7 +436,7 @@ class ModelSpec:
         n = self.name
         if len(self.layer_mixers) != self.n_layers:
             raise SpecError(f"{n!r}: layer_mixers has {len(self.layer_mixers)} entries for {self.n_layers} layers")
-        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none"}
+        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none", "xattn"}
         if kinds and (self.mixer is None or kinds != {self.mixer.kind}):
             raise SpecError(f"{n!r}: layer_mixers names {sorted(kinds)} but the mixer spec is {self.mixer!r}")
         if self.mixer is not None:

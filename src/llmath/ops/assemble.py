@@ -17,6 +17,7 @@ from llmath.ops.moe import moe_block
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
+from llmath.ops.vision_cross import vision_cross_layers
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
@@ -63,6 +64,9 @@ def _mixer_layers(b: Builder) -> None:
     for (kind, moe), count in groups.items():
         ffn = s.layer_has_ffn(kind)
         lk = f"{kind}/{'moe' if moe else 'dense' if ffn else 'mixer only'}"
+        if kind == "xattn":  # Mllama's cross-attention layers: skipped in a text-only request (weights only)
+            vision_cross_layers(b, count, lk)
+            continue
         if kind.startswith("shared+"):  # Zamba: the shared transformer block feeds the mixer's input
             shared_block(b, count, lk)
         if kind != "none":
