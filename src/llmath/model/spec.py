@@ -311,6 +311,9 @@ class ModelSpec:
     tower_params: tuple[tuple[str, int], ...] = ()  # counted towers: (component, parameters), model/towers.py
     attention_ffn: bool = True  # attention layers carry an FFN (Nemotron-H: its attention layers do not)
     shared_block: SharedBlockSpec | None = None  # Zamba's shared attention block of the "shared+" layers
+    # the SSM (temporal) state's format the config asks serving to keep (its ``mamba_ssm_cache_dtype``, as
+    # vLLM reads it): None = as the KV cache; only Mamba, Mamba-2 and Gated DeltaNet states take it
+    ssm_state_dtype: str | None = None
     # Gemma 4: the full-attention layers' own head width and K/V heads (None: head_dim / n_kv_heads)
     full_head_dim: int | None = None
     full_kv_heads: int | None = None
