@@ -20,6 +20,7 @@ from llmath.ops.block_sparse import block_indexer, kept_keys
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
+from llmath.ops.qsa import indexer, sparse_window
 from llmath.ops.variants import DIFF_EXECUTIONS, alibi, dynamic_mask
 
 
@@ -267,9 +268,15 @@ EXECUTIONS: dict[str, tuple[Step, ...]] = {
 }
 
 
-def indexer(a: Attn) -> None:
+def block_sparse_indexer(a: Attn) -> None:
     if not a.cross:  # MiniMax-M3's block-sparse layers (ops/block_sparse.py)
         block_indexer(a.site, a.win, a.D)
+
+
+def qsa_indexer(a: Attn) -> None:
+    """Qwen4-Exp's QSA indexer (ops/qsa.py) on self-attention layers."""
+    if a.site.spec.qsa is not None and not a.cross and a.cached:
+        indexer(a.site, a.win.K, a.win.E)
 
 
 def execution(a: Attn) -> None:
@@ -280,6 +287,8 @@ def execution(a: Attn) -> None:
         flash(replace(a, win=Window(f"K:{k}" if b.stage == "decode" else a.win.K, f"P:{k}", f"E:{k}")))
         b.window = saved
         return
+    if a.site.spec.qsa is not None and a.site.b.attention == "flash" and not a.cross and a.cached:
+        a = replace(a, win=sparse_window(a.site, a.win))  # QSA: only the selected positions
     if a.site.spec.diff_attention and not a.cross:  # DiffLlama (ops/variants.py)
         if a.site.b.attention == "eager":
             cache_append(a)
@@ -290,9 +299,8 @@ def execution(a: Attn) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, dynamic_mask, indexer, execution, head_gate,
-    sub_norm,
-    gate, out_gate, o_proj,
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, dynamic_mask, qsa_indexer, block_sparse_indexer,
+    execution, head_gate, sub_norm, gate, out_gate, o_proj,
 )  # fmt: skip
 
 
