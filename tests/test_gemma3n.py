@@ -91,10 +91,19 @@ def test_altup_matmuls_of_a_decode_step():
     assert flops["altup.correction_coefs"] == 35 * 2 * 4 * 4
 
 
+def test_matformer_slices_give_layers_their_own_ffn_width():
+    """A MatFormer slice of E4B (the FFN widths per layer, e.g. 8192 for the first 15 layers, 16384 after)."""
+    widths = [8192] * 15 + [16384] * 20
+    spec = spec_from_config(dict(BASE, intermediate_size=widths))
+    # gate, up, down: 3 · D · F per layer: 3 · 2048 · (15 · 8192 + 20 · 16384)
+    assert _params(spec, "ffn.") == 3 * 2048 * (15 * 8192 + 20 * 16384)
+    assert spec_from_config(dict(BASE, intermediate_size=[16384] * 35)).layer_d_ff == ()  # one width: d_ff
+
+
 @pytest.mark.parametrize(
     "extra,what",
     [
-        ({"intermediate_size": [16384] * 34 + [8192]}, "intermediate_size"),
+        ({"intermediate_size": [16384] * 34 + [8192] * 2}, "intermediate_size"),
         ({"altup_correct_scale": False}, "altup_correct_scale"),
         ({"altup_active_idx": 1}, "altup_active_idx"),
         ({"num_kv_shared_layers": 35}, "num_kv_shared_layers"),

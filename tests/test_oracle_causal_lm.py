@@ -234,6 +234,7 @@ VARIANTS = [
     ("gemma3n_text", dict(G3N_SMALL, num_kv_shared_layers=0, activation_sparsity_pattern=[0.0] * 8)),
     ("gemma3n_text", dict(G3N_SMALL, altup_num_inputs=2, laurel_rank=16, hidden_size_per_layer_input=64)),
     ("gemma3n_text", dict(G3N_SMALL, intermediate_size=[1024] * 8, sliding_window=4)),
+    ("gemma3n_text", dict(G3N_SMALL, intermediate_size=[1024, 2048, 1024, 2048, 3072, 3072, 2048, 1024])),
     ("rwkv", {"intermediate_size": 8192}),  # (an attention_hidden_size other than D fails in transformers)
     ("xlstm", {"weight_mode": "fused", "num_heads": 4, "qk_dim_factor": 0.25}),
     # dots1's defaults leave the experts unset (transformers cannot build them): one dense layer, then MoE

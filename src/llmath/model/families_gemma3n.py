@@ -1,7 +1,8 @@
 """Adapter row of Gemma 3n's language model (``gemma3n_text``), and the KV-sharing reader it shares with Gemma 4.
 
 Read as transformers 5.23's Gemma3nTextConfig reads the file (configuration_gemma3n.py): every 5th layer full
-attention unless ``layer_types`` says otherwise, ``intermediate_size`` one width or one per layer, the
+attention unless ``layer_types`` says otherwise, ``intermediate_size`` one width or one per layer (MatFormer
+slices of E4B give layers different widths), the
 first 10 layers' FFN gates sparse (0.95) unless ``activation_sparsity_pattern`` says otherwise (when there are
 more than 10 layers), the last ``num_kv_shared_layers`` (default 15) reusing K/V, AltUp's
 ``altup_num_inputs`` (4) copies, LAuReL's ``laurel_rank`` (64), per-layer embeddings as Gemma 4's.
@@ -31,15 +32,19 @@ def _types(cfg: Mapping[str, Any], n_layers: int) -> list[str]:
 
 
 def _d_ff(cfg: Mapping[str, Any]) -> int:
-    """One FFN width for every layer (a per-layer list of equal widths reads as one)."""
+    """The FFN width (the first layer's where ``intermediate_size`` lists one per layer)."""
     f = cfg.get("intermediate_size", 16384)
-    widths = set(f) if isinstance(f, list) else {f}
-    if len(widths) != 1:
-        raise ConfigError(
-            f"gemma3n_text: intermediate_size={f!r} gives layers different FFN widths, which is not modelled yet; "
-            "open an issue with the config.json"
-        )
-    return int(widths.pop())
+    return int(f[0] if isinstance(f, list) and f else f)
+
+
+def _layer_d_ff(cfg: Mapping[str, Any], n_layers: int) -> tuple[int, ...]:
+    """Each layer's FFN width when a list gives them different widths (MatFormer slices), else () (all d_ff)."""
+    f = cfg.get("intermediate_size", 16384)
+    if not isinstance(f, list) or len(set(f)) == 1:
+        return ()
+    if len(f) != n_layers or not all(isinstance(x, int) and not isinstance(x, bool) for x in f):
+        raise ConfigError(f"gemma3n_text: intermediate_size={f!r} must give one integer width per layer ({n_layers})")
+    return tuple(f)
 
 
 def gemma3n_layers(cfg: Mapping[str, Any], get: Callable[..., int], n_layers: int) -> dict[str, Any]:
@@ -61,6 +66,7 @@ def gemma3n_layers(cfg: Mapping[str, Any], get: Callable[..., int], n_layers: in
         altup_inputs=get("altup_num_inputs", 4),
         laurel_rank=get("laurel_rank", 64),
         layer_ffn_sparse=tuple(bool(x and x > 0) for x in sparse[:n_layers]),
+        layer_d_ff=_layer_d_ff(cfg, n_layers),
         layer_kv_shared=kv_shared_layers(dict(cfg, num_kv_shared_layers=cfg.get("num_kv_shared_layers", 15)), n_layers),
     )
 

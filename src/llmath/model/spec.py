@@ -322,6 +322,7 @@ class ModelSpec:
     altup_inputs: int = 0
     laurel_rank: int = 0
     layer_ffn_sparse: tuple[bool, ...] = ()
+    layer_d_ff: tuple[int, ...] = ()  # each layer's dense FFN width when they differ (Gemma 3n's MatFormer slices)
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -419,6 +420,8 @@ class ModelSpec:
         for f in ("layer_kv_shared", "layer_ffn_sparse"):
             if len(getattr(self, f)) != self.n_layers:
                 raise SpecError(f"{n!r}: {f} has {len(getattr(self, f))} entries for {self.n_layers} layers")
+        if self.layer_d_ff and (len(self.layer_d_ff) != self.n_layers or min(self.layer_d_ff) <= 0):
+            raise SpecError(f"{n!r}: layer_d_ff={self.layer_d_ff} must give {self.n_layers} positive FFN widths")
         own = {w for w, shared in zip(self.layer_windows, self.layer_kv_shared, strict=True) if not shared}
         for i, (w, shared) in enumerate(zip(self.layer_windows, self.layer_kv_shared, strict=True)):
             if shared and (w not in own or self.layer_kv_shared.index(True) == 0):
@@ -436,6 +439,10 @@ class ModelSpec:
         if window is not None:  # MiMo: the sliding-window layers' own K/V heads
             return self.window_kv_heads or self.n_kv_heads, self.head_dim
         return self.full_kv_heads or self.n_kv_heads, self.full_head_dim or self.head_dim
+
+    def ffn_width(self, i: int) -> int:
+        """The dense FFN width of layer ``i`` (``layer_d_ff`` where layers differ, else ``d_ff``)."""
+        return self.layer_d_ff[i] if self.layer_d_ff else self.d_ff
 
     def _needs_dense_ffn(self) -> bool:
         has_ffn = (self.layer_has_ffn(m) for m in self.layer_mixers)
@@ -476,7 +483,7 @@ class ModelSpec:
         return tuple(
             zip(
                 self.layer_windows, self.layer_moe, self.layer_mixers, self.layer_indexer, self.layer_kv_shared,
-                self.layer_ffn_sparse, strict=True,
+                self.layer_ffn_sparse, self.layer_d_ff or (self.d_ff,) * self.n_layers, strict=True,
             )
         )  # fmt: skip
 
@@ -491,6 +498,7 @@ class ModelSpec:
             layer_indexer=self.layer_indexer[:n_layers],
             layer_kv_shared=self.layer_kv_shared[:n_layers],
             layer_ffn_sparse=self.layer_ffn_sparse[:n_layers],
+            layer_d_ff=self.layer_d_ff[:n_layers],
         )
 
 

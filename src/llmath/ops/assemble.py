@@ -43,15 +43,16 @@ class _Group:
     own_indexer: bool  # False only on DSA layers reusing an earlier top-k
     kv_shared: bool  # reuses an earlier layer's K/V (Gemma 3n / 4)
     sparse: bool  # the FFN gate's gaussian top-k (Gemma 3n)
+    d_ff: int  # the dense FFN width (Gemma 3n's MatFormer slices differ per layer)
     count: int
 
 
 def _attention_groups(spec: ModelSpec) -> list[_Group]:
     """The layers that attend, grouped by kind (the fields :meth:`ModelSpec.layer_kinds` lists) in first-seen order."""
-    groups: dict[tuple[int | None, bool, str, bool, bool, bool], int] = {}
+    groups: dict[tuple[int | None, bool, str, bool, bool, bool, int], int] = {}
     per_layer = zip(
         spec.layer_windows, spec.layer_moe, spec.layer_mixers, spec.layer_indexer, spec.layer_kv_shared,
-        spec.layer_ffn_sparse, strict=True,
+        spec.layer_ffn_sparse, spec.layer_d_ff or (spec.d_ff,) * spec.n_layers, strict=True,
     )  # fmt: skip
     for k in per_layer:
         if k[2].startswith("attention"):
@@ -67,6 +68,7 @@ def layer_kind(
     kind: str = "attention",
     kv_shared: bool = False,
     sparse: bool = False,
+    d_ff: int | None = None,
 ) -> str:
     """The label of an attention layer kind (operators' ``layer_kind``; deploy/shard.py counts layers by it)."""
     win = "full" if window is None else f"{'chunk' if spec.chunked_windows else 'window'} {window}"
@@ -74,7 +76,8 @@ def layer_kind(
     tags = (
         ("" if own_indexer else "/shared top-k") + ("/shared kv" if kv_shared else "") + ("/sparse" if sparse else "")
     )
-    return f"{ffn}/{win}" + kind.removeprefix("attention") + tags
+    width = "" if d_ff is None or d_ff == spec.d_ff else f"/ffn {d_ff}"
+    return f"{ffn}/{win}" + kind.removeprefix("attention") + tags + width
 
 
 def _ffn(b: Builder, moe: bool, count: int, lk: str) -> None:
@@ -84,7 +87,7 @@ def _ffn(b: Builder, moe: bool, count: int, lk: str) -> None:
     if moe and not s.moe_beside_ffn:
         moe_block(b, count, lk)
         return
-    width = s.d_ff * (s.kv_shared_ffn_mult if b.kv_shared else 1)
+    width = (b.d_ff or s.d_ff) * (s.kv_shared_ffn_mult if b.kv_shared else 1)
     if b.sparse:
         gaussian_topk(b, count, lk, width)
     ffn_block(b, width, count, lk, "ffn", "ffn", "ffn")
@@ -101,7 +104,7 @@ def _mixer_layers(b: Builder) -> None:
     for kind, moe in zip(s.layer_mixers, s.layer_moe, strict=True):
         if not kind.startswith("attention"):
             groups[(kind, moe)] = groups.get((kind, moe), 0) + 1
-    b.window, b.kv_shared, b.sparse = None, False, False
+    b.window, b.kv_shared, b.sparse, b.d_ff = None, False, False, 0
     for (kind, moe), count in groups.items():
         ffn = s.layer_has_ffn(kind)
         lk = f"{kind}/{'moe' if moe else 'dense' if ffn else 'mixer only'}"
@@ -139,8 +142,8 @@ def _attention_layers(b: Builder, g: _Group, first: bool) -> None:
     """The ``g.count`` attention layers of one kind (Gemma 3n's AltUp and LAuReL steps where it has them)."""
     s, count, kind = b.spec, g.count, g.kind
     ffn = s.attention_ffn
-    lk = layer_kind(s, g.window, g.moe, g.own_indexer, kind, g.kv_shared, g.sparse)
-    b.window, b.own_indexer, b.kv_shared, b.sparse = g.window, g.own_indexer, g.kv_shared, g.sparse
+    lk = layer_kind(s, g.window, g.moe, g.own_indexer, kind, g.kv_shared, g.sparse, g.d_ff)
+    b.window, b.own_indexer, b.kv_shared, b.sparse, b.d_ff = g.window, g.own_indexer, g.kv_shared, g.sparse, g.d_ff
     norms = s.norms_per_layer
     altup_predict(b, count, lk)
     attn_in = count - (0 if s.first_attn_norm or not first else 1)  # ModernBERT-decoder: none in the first layer
