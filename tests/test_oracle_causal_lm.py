@@ -139,6 +139,9 @@ VARIANTS = [
     ("persimmon", {"qk_layernorm": False}),
     ("modernbert-decoder", {"classifier_bias": True, "norm_bias": True, "mlp_bias": True, "attention_bias": True}),
     ("doge", {"attention_bias": True}),
+    # MLA with attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj carry biases (DeepseekV3Attention)
+    ("deepseek_v3", {"attention_bias": True}),
+    ("axk1", {"attention_bias": True}),
     ("seed_oss", {"attention_out_bias": True}),
     ("smollm3", {"use_sliding_window": True, "sliding_window": 4, "layer_types": None}),
     ("exaone4", {"layer_types": None, "sliding_window_pattern": 3}),

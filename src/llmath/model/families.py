@@ -190,9 +190,14 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         position=lambda c: "alibi" if c.get("alibi") else "rotary",
     ),
     "deepseek_v2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
-    "deepseek_v3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
+    # attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj biases (DeepseekV3Attention); none elsewhere
+    "deepseek_v3": dict(
+        LLAMA_LIKE, **_attn_bias(_k("attention_bias", False)), ffn_bias=False, moe="deepseek", mla=True
+    ),
     # DeepSeek-V3.2: V3 plus the lightning indexer of DeepSeek Sparse Attention in every layer
-    "deepseek_v32": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True, dsa=True),
+    "deepseek_v32": dict(
+        LLAMA_LIKE, **_attn_bias(_k("attention_bias", False)), ffn_bias=False, moe="deepseek", mla=True, dsa=True
+    ),
     "gpt_oss": dict(
         LLAMA_LIKE,
         **_attn_bias(True),

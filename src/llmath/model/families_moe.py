@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _mlp_layer_types
+from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _k, _mlp_layer_types
 
 
 def _dots1_types(cfg: Mapping[str, Any], n: int) -> list[str]:
@@ -51,7 +51,11 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # A.X K1 (SK Telecom): DeepSeek-V3 (MLA + MoE) with an RMSNorm on each MoE block's output
     # (modeling_axk1.py AXK1MoE.post_mlp_layernorm)
     "axk1": dict(
-        LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, mla=True, moe=dict(_deepseek_moe(1), output_norm=True)
+        LLAMA_LIKE,
+        **_attn_bias(_k("attention_bias", False)),
+        ffn_bias=False,
+        mla=True,
+        moe=dict(_deepseek_moe(1), output_norm=True),
     ),
 }
 
