@@ -24,7 +24,9 @@ XLSTM_NATIVE = {
 }
 # families whose forward fills the cache passed in but returns none (RecurrentGemmaForCausalLM returns a
 # CausalLMOutput; generate() keeps the cache it created): the oracle passes one in, as generate() does
-CACHE_NOT_RETURNED = {"recurrent_gemma"}
+# Cohere Compass's text model creates its cache only outside training mode (modeling_cohere_compass.py
+# CohereCompassTextModel.forward), and a model built from a config is in training mode: the oracle passes one in
+CACHE_NOT_RETURNED = {"recurrent_gemma", "cohere_compass_text"}
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_blocks")
 PATTERN_KEYS = ("layers_block_type", "layer_types", "hybrid_override_pattern")
 

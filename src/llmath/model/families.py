@@ -8,6 +8,7 @@ from typing import Any
 from llmath.model import (
     families_dense,
     families_linear,
+    families_misc4,
     families_moe,
     families_multimodal,
     families_recurrent,
@@ -537,3 +538,4 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
 ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
 ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)
+ADAPTERS.update(families_misc4.ADAPTERS)  # Beam, ZAYA, HRM-Text, Cohere Compass (model/families_misc4.py)

@@ -16,7 +16,7 @@ NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
 PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "relative", "none"]
 AttentionKind = Literal["mha", "mla"]
-QKNorm = Literal["none", "head", "full"]
+QKNorm = Literal["none", "head", "full", "l2"]  # l2: ZAYA's weightless L2 norm with a learned scale per K/V head
 AttnGate = Literal["none", "head", "full"]
 LINEAR_ATTENTION_KINDS = ("gated_delta", "kda", "lightning")  # ops/linear_attn.py
 
@@ -44,6 +44,9 @@ class MoESpec:
     # LongCat-Flash: identity ("zero-computation") experts the router may pick besides the n_experts real ones;
     # a token routed to one costs no matmul. llmath runs top_k real experts per token (see ops/moe.py)
     zero_experts: int = 0
+    # ZAYA: the router is an MLP of this hidden width R (D -> R with bias, an RMSNorm, two R x R GELU layers with
+    # bias, R -> E + 1: the extra class is a skip expert), its R-wide state carried to the next layer's router
+    router_mlp: int = 0
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -55,6 +58,8 @@ class MoESpec:
             )
         if self.d_ff_shared < 0:
             raise SpecError(f"{name!r}: moe.d_ff_shared={self.d_ff_shared} must be >= 0")
+        if self.router_mlp < 0:
+            raise SpecError(f"{name!r}: moe.router_mlp={self.router_mlp} must be >= 0 (0: a linear router)")
         if self.zero_experts < 0:
             raise SpecError(f"{name!r}: moe.zero_experts={self.zero_experts} must be >= 0 (identity experts)")
 
@@ -254,6 +259,13 @@ class ModelSpec:
     attn_experts: bool = False  # JetMoE MoA: q/o projections are experts (the MoE's count and top-k; N = top-k·K)
     attn_out_gate: bool = False  # AFMoE: sigmoid(gate_proj(x)) multiplies the attention output before o_proj
     attn_gate_per_head: bool = False  # Laguna: the gate is one value per head (D -> N), not per element
+    gate_proj_bias: bool = False  # HRM-Text: that output gate's projection D -> N·H has a bias (its attention_bias)
+    attn_gate_bias: bool = False  # Beam: a learned bias per head (N) added to that output gate before the sigmoid
+    # Beam, Cohere Compass: the full-attention layers of a windowed model use no positional encoding (NoPE); the
+    # sliding layers keep their rotary. nope_query_scale (Beam): those layers scale each query by a function of
+    # its position (scalable softmax) instead
+    nope_full: bool = False
+    nope_query_scale: bool = False
     window_sinks_only: bool = False  # MiMo-V2-Flash: the sinks are on the sliding-window layers only
     v_head_dim: int | None = None  # value (and output-projection input) width per head when not head_dim
     window_kv_heads: int | None = None  # K/V heads of the sliding-window layers when not n_kv_heads (MiMo)
@@ -287,6 +299,16 @@ class ModelSpec:
     dynamic_mask: bool = False  # Doge: dynamic-mask attention, dt_proj (K·H -> K) and A (K) per layer, ops/variants.py
     residual_scale: bool = False  # Doge: each residual add scales the skip stream by a learned vector (D)
     final_softcap: float | None = None
+    # ZAYA's compressed convolutional attention (ops/cca.py): the kernel widths (t0, t1) of the depthwise and the
+    # grouped causal convs over q and k; the value heads are half current, half the previous token's. None: none
+    cca_kernels: tuple[int, int] | None = None
+    # ZAYA: each residual add is (x + b1)·s1 + (skip + b2)·s2 with four learned vectors of width D, and the
+    # embeddings are (e + b)·s (two more): modeling_zaya.py ZayaResidualScaling, input_hidden_states_scale
+    residual_affine: bool = False
+    # HRM-Text's hierarchical recurrence (H_cycles, L_cycles): the n_layers decoder layers are layer *runs*; two
+    # stacks of n_layers / (H·(L+1)) layers each (L and H) run H·L and H times per forward (ops/cycles.py), so
+    # parameters count 2 · n_layers / (H·(L+1)) layers and FLOPs, weight reads and the KV cache every run
+    recurrence: tuple[int, int] | None = None
     encoder: EncoderSpec | None = None
     mixer: MixerSpec | None = None  # the non-attention mixer of the layers layer_mixers marks with its kind
     # per layer: "attention", the mixer's kind, "attention+<kind>" (Falcon-H1: both in parallel on one normed
@@ -380,6 +402,7 @@ class ModelSpec:
             raise SpecError(f"{n!r}: learned positions need max_positions (the table's rows)")
         if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim):
             raise SpecError(f"{n!r}: rotary_dim={self.rotary_dim} must be in 1..head_dim={self.head_dim}")
+        self._validate_recurrence()
         if self.attn_gate not in ("none", "head", "full"):
             raise SpecError(f"{n!r}: attn_gate={self.attn_gate!r} must be 'none', 'head' or 'full'")
         if self.norms_per_layer < 0:
@@ -400,6 +423,24 @@ class ModelSpec:
             raise SpecError(
                 f"{n!r}: per_layer_width={self.per_layer_width} and per_layer_vocab={self.per_layer_vocab} must be "
                 "both positive (per-layer embeddings) or both 0"
+            )
+
+    def _validate_recurrence(self) -> None:
+        """ZAYA's CCA kernels and HRM-Text's recurrence."""
+        n, r = self.name, self.recurrence
+        if self.cca_kernels is not None and (
+            len(self.cca_kernels) != 2 or min(self.cca_kernels) < 1 or (self.n_kv_heads * self.head_dim) % 2
+        ):
+            raise SpecError(
+                f"{n!r}: cca_kernels={self.cca_kernels!r} must be two kernel widths >= 1, and n_kv_heads·head_dim "
+                "even (CCA splits each value head into a current and a delayed half)"
+            )
+        if r is None:
+            return
+        if len(r) != 2 or min(r) < 1 or self.n_layers % (r[0] * (r[1] + 1)) or len(set(self.layer_kinds())) > 1:
+            raise SpecError(
+                f"{n!r}: recurrence={r!r} needs two cycle counts >= 1 (H, L) and n_layers={self.n_layers} a multiple "
+                "of H·(L+1) layer runs of one layer kind (HRM: two stacks of identical layers)"
             )
 
     def attention_widths(self, window: int | None) -> tuple[int, int]:

@@ -9,10 +9,11 @@ from llmath.errors import WorkloadError
 from llmath.model.spec import ModelSpec
 from llmath.ops.attention import attention_block
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
+from llmath.ops.cycles import recurrence_weights
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.mixers import mixer_block
-from llmath.ops.moe import moe_block
+from llmath.ops.moe import moe_block, router_state_carry
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
@@ -81,6 +82,7 @@ def _mixer_layers(b: Builder) -> None:
 
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
+    first = len(b.ops)
     _mixer_layers(b)
     for g, (w, moe, kind, count, own) in enumerate(_attention_groups(s)):
         ffn = s.attention_ffn
@@ -113,6 +115,8 @@ def _decoder_layers(b: Builder) -> None:
             residual(b, "residual.ffn", count, lk)
         per_layer_block(b, count, lk)  # Gemma 4's per-layer input (ops/per_layer.py); none elsewhere
     last_layer_o_bias(b)
+    router_state_carry(b)  # ZAYA: the router state each MoE layer after the first adds (ops/moe.py)
+    recurrence_weights(b, first)  # HRM-Text: layer runs of two stacks, weights once per layer (ops/cycles.py)
 
 
 def _stack(b: Builder, stack: str, n_layers: int, norms: int, final: bool) -> None:

@@ -34,6 +34,10 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
             act_in=[(D, "BT", "D")],
             act_out=[(D, "BT", "D")],
         )
+    if s.residual_affine:  # ZAYA: (e + b)·s with two learned vectors of width D, into the residual stream
+        b.add(f"{prefix}.affine", "residual", "vector", "BTD->BTD", dict(D=D), 1, [("residual.input", 2 * D)],
+              vflops=[(2 * D, "BT", "2·D")], weight=[(2 * D, "1", "2·D")], act_in=[(D, "BT", "D")],
+              act_out=[(D, "BT", "D")])  # fmt: skip
     if s.embedding_scale:
         b.add(
             f"{prefix}.scale",
