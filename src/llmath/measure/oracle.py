@@ -14,7 +14,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-SEQ2SEQ = ("t5", "bart", "marian")
+SEQ2SEQ = ("t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus")
+SPEECH_SEQ2SEQ = ("whisper",)  # the audio encoder-decoders (AutoModelForSpeechSeq2Seq)
 # xLSTM-7b's config.json names the Triton kernels of mlstm_kernels; transformers' xLSTMConfig (5.23) admits
 # only the native torch ones, which compute the same layer
 XLSTM_NATIVE = {
@@ -24,9 +25,15 @@ XLSTM_NATIVE = {
 }
 # families whose forward fills the cache passed in but returns none (RecurrentGemmaForCausalLM returns a
 # CausalLMOutput; generate() keeps the cache it created): the oracle passes one in, as generate() does
-# Cohere Compass's text model creates its cache only outside training mode (modeling_cohere_compass.py
-# CohereCompassTextModel.forward), and a model built from a config is in training mode: the oracle passes one in
-CACHE_NOT_RETURNED = {"recurrent_gemma", "cohere_compass_text"}
+CACHE_NOT_RETURNED = {"recurrent_gemma"}
+# families whose forward builds its mask before it creates its cache (MoshiModel): without a cache the mask
+# checks the position ids for packed sequences, which needs their values (not on meta); generate() passes a
+# cache in, and so does the oracle. Cohere Compass's text model creates its cache only outside training mode
+# (modeling_cohere_compass.py CohereCompassTextModel.forward; a model built from a config trains), likewise
+CACHE_PASSED_IN = {"moshi", "cohere_compass_text"}
+# families whose decode step takes the whole sequence's input_ids, as generate() passes them
+# (CpmAntForCausalLM.prepare_inputs_for_generation; its forward slices off the positions already cached)
+FULL_IDS_EACH_STEP = {"cpmant"}
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_blocks")
 PATTERN_KEYS = ("layers_block_type", "layer_types", "hybrid_override_pattern")
 
@@ -92,6 +99,8 @@ def build_meta(config, attn_implementation: str = "eager"):
     with torch.device("meta"):
         if config.model_type in SEQ2SEQ:
             return transformers.AutoModelForSeq2SeqLM.from_config(config, **kw)
+        if config.model_type in SPEECH_SEQ2SEQ:
+            return transformers.AutoModelForSpeechSeq2Seq.from_config(config, **kw)
         try:
             return transformers.AutoModelForCausalLM.from_config(config, experts_implementation="batched_mm", **kw)
         except TypeError:
@@ -135,7 +144,10 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
     from torch.utils.flop_counter import FlopCounterMode
 
     dev = next(model.parameters()).device  # meta, or a small model on the CPU (data-dependent expert loops)
-    ids = torch.zeros(batch, tokens, dtype=torch.long, device=dev)
+    full = past is not None and model.config.model_type in FULL_IDS_EACH_STEP
+    if full and seen is None:  # CPM-Ant's cache also holds its prompt_length prompt positions
+        seen = past.get_seq_length() - model.config.prompt_length
+    ids = torch.zeros(batch, (seen or 0) + tokens if full else tokens, dtype=torch.long, device=dev)
     kw: dict[str, Any] = {"input_ids": ids, "use_cache": True, "logits_to_keep": logits_to_keep}
     if past is not None:
         params = inspect.signature(model.forward).parameters
@@ -145,7 +157,7 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
         kw["position_ids"] = torch.arange(seen, seen + tokens, device=dev).expand(batch, -1)
         kw["cache_position"] = torch.arange(seen, seen + tokens, device=dev)
     fresh = None
-    if past is None and model.config.model_type in CACHE_NOT_RETURNED:
+    if past is None and model.config.model_type in CACHE_NOT_RETURNED | CACHE_PASSED_IN:
         from transformers import DynamicCache
 
         fresh = kw["past_key_values"] = DynamicCache(config=model.config)
@@ -203,9 +215,13 @@ def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:
             out = fn()
         return counter.get_total_flops(), out
 
-    ids = torch.zeros(batch, src, dtype=torch.long, device="meta")
     dec = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
-    f_enc, enc = counted(lambda: model.get_encoder()(input_ids=ids))
+    if model.config.model_type in SPEECH_SEQ2SEQ:  # 2 mel frames per encoder position (Whisper's stride 2)
+        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device="meta")
+        f_enc, enc = counted(lambda: model.get_encoder()(input_features=mels))
+    else:
+        ids = torch.zeros(batch, src, dtype=torch.long, device="meta")
+        f_enc, enc = counted(lambda: model.get_encoder()(input_ids=ids))
     f_pre, out = counted(lambda: model(encoder_outputs=enc, decoder_input_ids=dec, use_cache=True))
     past = out.past_key_values
     sizes = (cache_bytes(past.self_attention_cache), cache_bytes(past.cross_attention_cache))

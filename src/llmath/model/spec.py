@@ -223,6 +223,13 @@ class EncoderSpec:
     # encoder pass here, the decoder owns the token table, cross-attention K/V read ``d_model``-wide outputs
     external: str = ""
     d_model: int = 0  # width of the encoder output the cross-attention K/V project (0: the decoder's)
+    # Whisper: the source is audio, not tokens. Two convolutions of kernel 3 (the second of stride 2) turn the
+    # 2·P frames of ``in_features`` mel bins into P positions, to which a fixed table of ``source_positions``
+    # rows is added; the encoder has no token table (the decoder owns it), and the source is always that
+    # window: P = ``source_positions`` (Whisper: 30 s = 1500 positions = 3000 frames).
+    frontend: str = ""  # "" (token embedding) or "conv" (Whisper's)
+    in_features: int = 0
+    source_positions: int = 0
 
 
 @dataclass(frozen=True)
@@ -332,6 +339,13 @@ class ModelSpec:
     # per-layer gate/projection of that width (ops/per_layer.py); 0: none
     per_layer_width: int = 0
     per_layer_vocab: int = 0
+    # CPM-Ant: positions the model prepends to every sequence (its prompt_length prompt tokens): a pass from an
+    # empty cache runs them through every layer and the cache keeps them (ops/core.py ``with_prefix``)
+    prefix_positions: int = 0
+    # token-table rows beyond vocab_size, not in the LM head: Mllama's 8 image/special rows, CPM-Ant's
+    # prompt_types·prompt_length prompt rows, Moshi's one extra row
+    extra_token_rows: int = 0
+    segment_rows: int = 0  # CPM-Ant: a segment table whose row is added to every token's embedding
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -405,8 +419,9 @@ class ModelSpec:
         self._validate_recurrence()
         if self.attn_gate not in ("none", "head", "full"):
             raise SpecError(f"{n!r}: attn_gate={self.attn_gate!r} must be 'none', 'head' or 'full'")
-        if self.norms_per_layer < 0:
-            raise SpecError(f"{n!r}: norms_per_layer={self.norms_per_layer} must be >= 0")
+        for f in ("norms_per_layer", "prefix_positions", "extra_token_rows", "segment_rows"):
+            if getattr(self, f) < 0:
+                raise SpecError(f"{n!r}: {f}={getattr(self, f)} must be >= 0")
         self._validate_mixers()
         self._validate_layer_widths()
 
@@ -465,7 +480,7 @@ class ModelSpec:
         n = self.name
         if len(self.layer_mixers) != self.n_layers:
             raise SpecError(f"{n!r}: layer_mixers has {len(self.layer_mixers)} entries for {self.n_layers} layers")
-        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none"}
+        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none", "xattn"}
         if kinds and (self.mixer is None or kinds != {self.mixer.kind}):
             raise SpecError(f"{n!r}: layer_mixers names {sorted(kinds)} but the mixer spec is {self.mixer!r}")
         if self.mixer is not None:

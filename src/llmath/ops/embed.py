@@ -8,14 +8,15 @@ from llmath.ops.core import ACT_FLOPS, SOFTCAP_FLOPS, Builder, Site
 def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True) -> None:
     s = b.spec
     D, V = s.d_model, s.vocab_size
+    rows = V + s.extra_token_rows  # rows beyond the vocabulary (Mllama, CPM-Ant, Moshi)
     b.add(
         f"{prefix}.tokens",
         "embedding",
         "memory",
         "BT,VD->BTD",
-        dict(V=V, D=D),
+        dict(V=rows, D=D),
         1,
-        [("embedding.token", V * D if token_table else 0)],
+        [("embedding.token", rows * D if token_table else 0)],
         weight=[(D, "BT", "D")],
         act_out=[(D, "BT", "D")],
     )
@@ -34,10 +35,21 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
             act_in=[(D, "BT", "D")],
             act_out=[(D, "BT", "D")],
         )
-    if s.residual_affine:  # ZAYA: (e + b)·s with two learned vectors of width D, into the residual stream
-        b.add(f"{prefix}.affine", "residual", "vector", "BTD->BTD", dict(D=D), 1, [("residual.input", 2 * D)],
-              vflops=[(2 * D, "BT", "2·D")], weight=[(2 * D, "1", "2·D")], act_in=[(D, "BT", "D")],
-              act_out=[(D, "BT", "D")])  # fmt: skip
+    _input_affine(b, prefix)
+    if s.segment_rows:  # CPM-Ant: each token's segment row added to its embedding
+        b.add(
+            f"{prefix}.segments",
+            "embedding",
+            "vector",
+            "BT,GD->BTD",
+            dict(G=s.segment_rows, D=D),
+            1,
+            [("embedding.segment", s.segment_rows * D)],
+            vflops=[(D, "BT", "D")],
+            weight=[(D, "BT", "D")],
+            act_in=[(D, "BT", "D")],
+            act_out=[(D, "BT", "D")],
+        )
     if s.embedding_scale:
         b.add(
             f"{prefix}.scale",
@@ -53,6 +65,16 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
         )
     if s.embedding_norm:
         b.norm(f"{prefix}.norm", D, count=1, pkey="embedding.norm", component="embedding")
+
+
+def _input_affine(b: Builder, prefix: str) -> None:
+    """ZAYA (:attr:`ModelSpec.residual_affine`): the embeddings enter the residual stream as (e + b)·s with two
+    learned vectors of width D (modeling_zaya.py ``input_hidden_states_bias`` / ``_scale``)."""
+    D = b.spec.d_model
+    if b.spec.residual_affine:
+        b.add(f"{prefix}.affine", "residual", "vector", "BTD->BTD", dict(D=D), 1, [("residual.input", 2 * D)],
+              vflops=[(2 * D, "BT", "2·D")], weight=[(2 * D, "1", "2·D")], act_in=[(D, "BT", "D")],
+              act_out=[(D, "BT", "D")])  # fmt: skip
 
 
 def lm_head(b: Builder) -> None:
