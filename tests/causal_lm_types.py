@@ -145,14 +145,38 @@ REALISTIC = {
             "rope_type": "default",
         },
     },
+    # Qwen4ExpTextConfig leaves the QSA indexer unset and its attention layers then fail (None // None); no
+    # Qwen4-Exp checkpoint config is public (transformers' model docs name "Qwen/Qwen4-Exp"): these values
+    # are chosen, not a checkpoint's. Indexer: 16 heads of 128, 2048 positions in blocks of 4; the rotary
+    # over a quarter of the 256-wide heads, Qwen3.5's partial_rotary_factor 0.25 (64 <= the indexer width,
+    # as the config class requires); n-gram embeddings on layers 1 and 2 (they need an eos_token_id; the
+    # id is chosen); number_of_conv_states 3 as the class derives it with PLE layers (its defaults file
+    # writes 1, which would override that).
+    "qwen4_exp_text": {
+        "indexer_n_heads": 16,
+        "indexer_kv_heads": 1,
+        "indexer_head_dim": 128,
+        "indexer_budget": 2048,
+        "indexer_compress_ratio": 4,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        "ple_layer_ids": [1, 2],
+        "eos_token_id": 248044,
+        "number_of_conv_states": 3,
+    },
 }
 
 
+# Wrappers whose language model needs a REALISTIC entry: sub-config -> the entry's model_type
+SUB_REALISTIC = {
+    "qwen4_exp": {"text_config": "qwen4_exp_text"},
+    "cohere_compass": {"text_config": "cohere_compass_text"},
+}
+
 REALISTIC["cohere_compass"] = {
-    "text_config": REALISTIC["cohere_compass_text"],
     # North-Micro-Vision's Qwen3-VL-style tower merges to the text width, 2048 (the SGLang config class above)
     "vision_config": {"out_hidden_size": 2048},
-    # tied, as the SGLang class's default and the mlxcel report's 2.5B total (2,484,847,856 with the tower) say
+    # tied, as the SGLang class's default says; transformers then counts 2,484,847,856 with the tower, the
+    # "2.5B" of the mlxcel report
     "tie_word_embeddings": True,
 }
 
@@ -163,6 +187,8 @@ def default_config(mt: str, tmp: str = "/tmp") -> dict:
     cfg = copy.deepcopy(json.loads(_default_text(mt, tmp)))
     for k, v in copy.deepcopy(REALISTIC.get(mt, {})).items():
         cfg[k] = dict(cfg[k], **v) if k.endswith("_config") and isinstance(cfg.get(k), dict) else v
+    for sub, text_type in SUB_REALISTIC.get(mt, {}).items():  # a wrapper's sub-config: its own type's values
+        cfg[sub] = dict(cfg[sub], **copy.deepcopy(REALISTIC[text_type]))
     return cfg
 
 

@@ -121,6 +121,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_vl_vision": _QWEN3,
     "qwen3_vl_moe_vision": _QWEN3,
     "cohere_compass_vision": _QWEN3,  # configuration_cohere_compass.py: the same defaults
+    "qwen4_exp_vision": _QWEN3,  # Qwen4ExpVisionConfig: Qwen3.5-MoE's vision config, Qwen3-VL's defaults
     "llama4_vision_model": dict(
         hidden_size=768,
         num_hidden_layers=34,
@@ -154,6 +155,7 @@ VISION: dict[str, Callable[[Cfg], Counts]] = {
     # Cohere Compass (North-Micro-Vision): transformers' CohereCompassVisionModel is Qwen3-VL's vision model
     # (modeling_cohere_compass.py CohereCompassVisionModel(Qwen3VLVisionModel))
     "cohere_compass_vision": qwen3_vl,
+    "qwen4_exp_vision": qwen3_vl,  # Qwen3-VL's vision model without DeepStack mergers (modeling_qwen4_exp.py)
     "llama4_vision_model": llama4_vision,
     "got_ocr2_vision": got_ocr2_vision,
 }
@@ -165,11 +167,12 @@ PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {
     "qwen3_vl": lambda c, v, dt: 0,
     "qwen3_vl_moe": lambda c, v, dt: 0,
     "cohere_compass": lambda c, v, dt: 0,
+    "qwen4_exp": lambda c, v, dt: 0,
     "llama4": lambda c, v, dt: v["vision_output_dim"] * dt,  # multi_modal_projector.linear_1, no bias
     "got_ocr2": got_ocr2_projector,
 }
 WRAPPER_TIES = {"qwen2_vl": False, "qwen2_5_vl": False, "qwen3_vl": False, "qwen3_vl_moe": False,
-                "llama4": False, "got_ocr2": True, "cohere_compass": False}  # fmt: skip
+                "qwen4_exp": False, "llama4": False, "got_ocr2": True, "cohere_compass": False}  # fmt: skip
 
 # wrappers without a vision sub-config whose image path is one layer of the wrapper itself: Fuyu embeds
 # raw patches with Linear(patch_size²·num_channels, text width) with bias (modeling_fuyu.py)

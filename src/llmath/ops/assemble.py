@@ -13,6 +13,7 @@ from llmath.ops.cycles import recurrence_weights
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.frontend import audio_frontend
+from llmath.ops.hyper import hyper_layers
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block, router_state_carry
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
@@ -88,6 +89,9 @@ def _mixer_layers(b: Builder) -> None:
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
     first = len(b.ops)
+    if s.hyper is not None:  # Qwen4-Exp: residual streams (ops/hyper.py)
+        hyper_layers(b, layer_kind)
+        return
     _mixer_layers(b)
     for g, (w, moe, kind, count, own) in enumerate(_attention_groups(s)):
         ffn = s.attention_ffn
