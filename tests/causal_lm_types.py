@@ -114,6 +114,37 @@ REALISTIC = {
     # Lfm2MoeConfig leaves layer_types None and its layers then fail: LFM2-8B-A1B's 24 layers, attention at
     # 2, 6, 10, 14, 18, 21 (src/llmath/data/models/lfm2-8b-a1b.json, from its hub config.json)
     "lfm2_moe": {"num_hidden_layers": 24, "layer_types": LFM2_MOE_TYPES},
+    # CohereCompassTextConfig's defaults leave rope_parameters empty and its rotary then fails (KeyError
+    # 'full_attention'): the text decoder of CohereLabs/North-Micro-Vision-Instruct instead, 28 layers of width
+    # 2048, 16 query / 8 K/V heads of 128, FFN 6144, vocabulary 262144, logit_scale 0.25, sliding window 4096 on
+    # three of every four layers (full at 3, 7, ..., 27), M-RoPE (theta 50000, sections 24/20/20) on the sliding
+    # layers and none on the full ones. Sources: SGLang's config class for that checkpoint
+    # (github.com/mmangkad-dev/sglang python/sglang/srt/configs/cohere_compass.py @ dcf974e, its defaults and
+    # rope defaults) and the checkpoint's config.json as quoted in lablup/mlxcel's PR #1735 report
+    "cohere_compass_text": {
+        "vocab_size": 262144,
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "logit_scale": 0.25,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 500000,
+        "sliding_window": 4096,
+        "layer_types": ["sliding_attention" if (i + 1) % 4 else "full_attention" for i in range(28)],
+        "rope_parameters": {
+            "sliding_attention": {
+                "mrope_interleaved": True,
+                "mrope_section": [24, 20, 20],
+                "rope_type": "default",
+                "rope_theta": 50000,
+            },
+            "full_attention": None,
+            "rope_theta": 10000.0,
+            "rope_type": "default",
+        },
+    },
     # Qwen4ExpTextConfig leaves the QSA indexer unset and its attention layers then fail (None // None); no
     # Qwen4-Exp checkpoint config is public (transformers' model docs name "Qwen/Qwen4-Exp"): these values
     # are chosen, not a checkpoint's. Indexer: 16 heads of 128, 2048 positions in blocks of 4; the rotary
@@ -136,15 +167,28 @@ REALISTIC = {
 
 
 # Wrappers whose language model needs a REALISTIC entry: sub-config -> the entry's model_type
-SUB_REALISTIC = {"qwen4_exp": {"text_config": "qwen4_exp_text"}}
+SUB_REALISTIC = {
+    "qwen4_exp": {"text_config": "qwen4_exp_text"},
+    "cohere_compass": {"text_config": "cohere_compass_text"},
+}
+
+REALISTIC["cohere_compass"] = {
+    # North-Micro-Vision's Qwen3-VL-style tower merges to the text width, 2048 (the SGLang config class above)
+    "vision_config": {"out_hidden_size": 2048},
+    # tied, as the SGLang class's default says; transformers then counts 2,484,847,856 with the tower, the
+    # "2.5B" of the mlxcel report
+    "tie_word_embeddings": True,
+}
 
 
 def default_config(mt: str, tmp: str = "/tmp") -> dict:
-    """The config class's defaults, written with ``to_json_file`` and read back as a config.json."""
+    """The config class's defaults, written with ``to_json_file`` and read back as a config.json (a
+    realistic sub-config updates the default one key by key)."""
     cfg = copy.deepcopy(json.loads(_default_text(mt, tmp)))
-    cfg.update(REALISTIC.get(mt, {}))
+    for k, v in copy.deepcopy(REALISTIC.get(mt, {})).items():
+        cfg[k] = dict(cfg[k], **v) if k.endswith("_config") and isinstance(cfg.get(k), dict) else v
     for sub, text_type in SUB_REALISTIC.get(mt, {}).items():  # a wrapper's sub-config: its own type's values
-        cfg[sub] = dict(cfg[sub], **REALISTIC[text_type])
+        cfg[sub] = dict(cfg[sub], **copy.deepcopy(REALISTIC[text_type]))
     return cfg
 
 

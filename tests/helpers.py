@@ -34,6 +34,10 @@ def coarse_hf(name: str) -> str:
         return "frontend"
     if re.search(r"\.norm_attn_norm\.attn\.", name):  # DBRX keeps its attention inside a "norm_attn_norm" block
         return "attention"
+    if re.search(r"\.post_(attention|mlp)_residual_scale\.|^model\.input_hidden_states_(scale|bias)$", name):  # ZAYA
+        return "residual"
+    if re.search(r"^model\.z_L_init$", name):  # HRM-Text's initial low-level state
+        return "recurrence"
     if re.search(r"\.(input|post_attention)_residual$", name):  # Doge's learned residual scales
         return "residual"
     if re.search(r"(norm|Norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):

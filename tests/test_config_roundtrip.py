@@ -6,6 +6,7 @@ builds from the same file on the meta device."""
 import json
 
 import pytest
+from causal_lm_types import REALISTIC
 
 pytest.importorskip("transformers")
 pytest.importorskip("torch")
@@ -74,6 +75,8 @@ def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
         config.n_routed_experts, config.n_shared_experts = 128, 2  # counts (rednote-hilab/dots.llm1.inst config.json)
     if model_type == "dbrx":  # DbrxAttentionConfig has no rope_theta default, which DbrxAttention reads
         config.attn_config.rope_theta = 500000.0  # databricks/dbrx-instruct's value
+    if model_type == "cohere_compass_text":  # its defaults leave rope_parameters empty and its rotary then fails:
+        config.rope_parameters = REALISTIC[model_type]["rope_parameters"]  # North-Micro's (causal_lm_types.py)
     if model_type == "lfm2_moe" and config.layer_types is None:
         # Lfm2MoeConfig leaves layer_types None and its layers then fail; LFM2-8B-A1B opens with two conv layers
         config.layer_types = ["conv"] * LAYERS

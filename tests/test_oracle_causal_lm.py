@@ -62,6 +62,8 @@ def _keep_layers(spec) -> int:
     shared = [i for i, k in enumerate(spec.layer_mixers) if k.startswith("shared+")]
     if len(shared) > 1:  # Zamba's shared block: transformers ties its copies and cannot build a lone one
         n = max(n, shared[1] + 1)
+    if spec.recurrence is not None:  # HRM-Text: the layers are runs of two stacks; truncating them means nothing
+        n = spec.n_layers
     return max(n, 2)
 
 
@@ -352,6 +354,28 @@ VARIANTS = [
     # Laguna: the output gate per element instead of per head; sliding layers; the mlp pattern from layer_types
     ("laguna", {"gating": False, "layer_types": ["sliding_attention", "full_attention"] * 20}),
     ("laguna", {"mlp_layer_types": None, "num_experts": 16, "shared_expert_intermediate_size": 256}),
+    # Beam: biased q/k/v/o projections, MoE and dense layers alternating, its full layers from layer_types
+    (
+        "beam",
+        {
+            "attention_bias": True,
+            "mlp_layer_types": ["sparse", "dense"] * 26,
+            "layer_types": ["sliding_attention", "full_attention"] * 26,
+        },
+    ),
+    # ZAYA: sliding CCA layers (a window shorter than the prompt), biases, other conv kernel widths
+    (
+        "zaya",
+        {
+            "sliding_window": 4,
+            "layer_types": ["hybrid_sliding", "hybrid"] * 20,
+            "attention_bias": True,
+            "lm_head_bias": True,
+            "cca_time0": 3,
+            "cca_time1": 4,
+        },
+    ),
+    ("zaya", {"cca_time1": 1, "router_hidden_size": 64, "num_key_value_heads": 8}),
 ]
 
 

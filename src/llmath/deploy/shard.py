@@ -295,16 +295,26 @@ def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
     }
 
 
-@lru_cache(maxsize=256)
-def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout) -> tuple[RankPlan, ...]:
-    """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
-    from llmath.deploy.comm import encdec_collectives, stage_collectives
-
+def _refuse_unsharded(spec: ModelSpec) -> None:
+    """Layers no sharding rule covers yet: a one-line error naming what to do instead."""
     if any(p not in SHARDED | {"attention", "none", "xattn"} for k in spec.layer_mixers for p in k.split("+")):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
+    if spec.recurrence is not None:  # HRM-Text: layer runs share weights; no sharding rule splits them yet
+        raise LayoutError(
+            f"{spec.name}: its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), "
+            "which llmath cannot split across GPUs yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
+        )
+
+
+@lru_cache(maxsize=256)
+def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout) -> tuple[RankPlan, ...]:
+    """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
+    from llmath.deploy.comm import encdec_collectives, stage_collectives
+
+    _refuse_unsharded(spec)
     base = build_ops(spec, stage, attention)
     plans = []
     ranges = _stack_ranges(spec, stage, layout.pp)

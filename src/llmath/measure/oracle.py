@@ -28,8 +28,9 @@ XLSTM_NATIVE = {
 CACHE_NOT_RETURNED = {"recurrent_gemma"}
 # families whose forward builds its mask before it creates its cache (MoshiModel): without a cache the mask
 # checks the position ids for packed sequences, which needs their values (not on meta); generate() passes a
-# cache in, and so does the oracle
-CACHE_PASSED_IN = {"moshi"}
+# cache in, and so does the oracle. Cohere Compass's text model creates its cache only outside training mode
+# (modeling_cohere_compass.py CohereCompassTextModel.forward; a model built from a config trains), likewise
+CACHE_PASSED_IN = {"moshi", "cohere_compass_text"}
 # families whose decode step takes the whole sequence's input_ids, as generate() passes them
 # (CpmAntForCausalLM.prepare_inputs_for_generation; its forward slices off the positions already cached)
 FULL_IDS_EACH_STEP = {"cpmant"}

@@ -186,6 +186,10 @@ _FLAGS = {
     "window_sinks_only": (False, False),
     "attn_out_gate": (False, False),
     "attn_gate_per_head": (False, True),
+    "attn_gate_bias": (False, False),
+    "gate_proj_bias": (False, True),
+    "nope_full": (False, True),
+    "nope_query_scale": (False, False),
     "attn_experts": (False, False),
     "ffn_bias": (False, True),
     "lm_head_bias": (False, True),
@@ -200,6 +204,7 @@ _FLAGS = {
     "head_dense_bias": (False, True),
     "dynamic_mask": (False, False),
     "residual_scale": (False, False),
+    "residual_affine": (False, False),
 }
 
 

@@ -11,16 +11,16 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from llmath.errors import SpecError
-from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec
+from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec, _positive
 from llmath.model.spec_index import BlockIndexSpec
+from llmath.model.spec_mixer import LINEAR_ATTENTION_KINDS, MixerSpec, SharedBlockSpec
 
 NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
 PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "relative", "none"]
 AttentionKind = Literal["mha", "mla"]
-QKNorm = Literal["none", "head", "full"]
+QKNorm = Literal["none", "head", "full", "l2"]  # l2: ZAYA's weightless L2 norm with a learned scale per K/V head
 AttnGate = Literal["none", "head", "full"]
-LINEAR_ATTENTION_KINDS = ("gated_delta", "kda", "lightning")  # ops/linear_attn.py
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,9 @@ class MoESpec:
     # LongCat-Flash: identity ("zero-computation") experts the router may pick besides the n_experts real ones;
     # a token routed to one costs no matmul. llmath runs top_k real experts per token (see ops/moe.py)
     zero_experts: int = 0
+    # ZAYA: the router is an MLP of this hidden width R (D -> R with bias, an RMSNorm, two R x R GELU layers with
+    # bias, R -> E + 1: the extra class is a skip expert), its R-wide state carried to the next layer's router
+    router_mlp: int = 0
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -57,6 +60,8 @@ class MoESpec:
             )
         if self.d_ff_shared < 0:
             raise SpecError(f"{name!r}: moe.d_ff_shared={self.d_ff_shared} must be >= 0")
+        if self.router_mlp < 0:
+            raise SpecError(f"{name!r}: moe.router_mlp={self.router_mlp} must be >= 0 (0: a linear router)")
         if self.zero_experts < 0:
             raise SpecError(f"{name!r}: moe.zero_experts={self.zero_experts} must be >= 0 (identity experts)")
 
@@ -91,125 +96,6 @@ class MLASpec:
             _positive(name, "mla.q_lora_rank", self.q_lora_rank)
         for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
             _positive(name, f"mla.{f}", getattr(self, f))
-
-
-@dataclass(frozen=True)
-class MixerSpec:
-    """A sequence mixer other than attention, for the layers :attr:`ModelSpec.layer_mixers` marks with ``kind``.
-
-    ``mamba`` (Mamba-1 selective SSM, Gu & Dao 2023, arXiv:2312.00752): ``in_proj`` D -> 2·I (x and the
-    gate z), a depthwise causal conv of width ``d_conv`` over I channels, ``x_proj`` I -> R + 2·N (the
-    time step's rank-R input and the input-dependent B, C), ``dt_proj`` R -> I (with bias), the selective
-    scan with a state of I × N per sequence, ``out_proj`` I -> D. Its per-sequence state is fixed in
-    size: the conv window and the SSM state.
-
-    ``mamba2`` (Mamba-2 / SSD, Dao & Gu 2024, arXiv:2405.21060): ``in_proj`` D -> 2·I + 2·G·N + H (the
-    gate z, x, B and C of G groups, dt per head), the conv over x, B, C (I + 2·G·N channels), the SSD scan
-    over H heads of width P (I = H·P) in chunks of ``chunk_size`` with a state of H × P × N per
-    sequence, a gated RMSNorm over I, ``out_proj`` I -> D.
-
-    ``shortconv`` (LFM2's gated short convolution, Liquid AI; ``Lfm2ShortConv`` in transformers):
-    ``in_proj`` D -> 3·I (the gates B, C and x; I = D), y = C ⊙ conv(B ⊙ x) with a depthwise causal conv
-    of width ``d_conv``, ``out_proj`` I -> D; biases when ``conv_bias``. Its state is the conv window.
-
-    The recurrent kinds (``rglru``, ``rwkv``, ``mlstm``) are described with their operators in
-    :mod:`llmath.ops.recurrent`; their widths use the fields below as that module states.
-
-
-    Linear attention (:mod:`llmath.ops.linear_attn`) reads the same fields as heads: ``n_heads`` H value
-    heads of width ``head_dim`` P (``d_inner`` I = H·P), ``n_groups`` G key heads of width ``d_state`` N
-    (the state is H × N × P per sequence), a causal conv of width ``d_conv`` over q, k, v (I + 2·G·N
-    channels; 0: none), chunks of ``chunk_size``. ``gated_delta`` (Gated DeltaNet, Yang et al. 2024,
-    arXiv:2412.06464: Qwen3-Next, Qwen3.5, OLMo-Hybrid), ``kda`` (Kimi Delta Attention, arXiv:2510.26692:
-    per-channel decay; Kimi-Linear, Ling hybrid; ``gate_rank`` R > 0: its forget and output gates are
-    low-rank D -> R -> I pairs), ``lightning`` (MiniMax-01's lightning attention, arXiv:2501.08313:
-    a data-independent per-head decay, N = P, no conv; ``chunk_size`` is its block).
-    """
-
-    kind: Literal["mamba", "mamba2", "shortconv", "rglru", "rwkv", "mlstm", "gated_delta", "kda", "lightning"]
-    d_inner: int  # I
-    d_state: int  # N
-    d_conv: int  # conv kernel width
-    dt_rank: int = 0  # R (mamba)
-    n_heads: int = 0  # H (mamba2)
-    head_dim: int = 0  # P (mamba2)
-    n_groups: int = 1  # G: B and C shared by H / G heads each (mamba2)
-    chunk_size: int = 256  # Q (mamba2)
-    conv_bias: bool = True
-    proj_bias: bool = False  # in_proj / out_proj biases
-    inner_norms: bool = False  # Jamba: RMSNorms (with weights) over dt (R), B and C (N each) inside the mixer
-    gated_norm: bool = True  # mamba2: RMSNorm (with weight) of y·silu(z); False: y·silu(z) only (Falcon-H1)
-    out_bias: bool | None = None  # out_proj bias when it differs from proj_bias (Falcon-H1's projectors_bias)
-    # Falcon-H1's µP multipliers of the in_proj outputs (z, x, B, C, dt), applied per channel every token
-    multipliers: tuple[float, ...] = ()
-    d_ff: int = 0  # rwkv: the channel mix's hidden width
-    d_key: int = 0  # mlstm: the query / key width (I is the value width)
-    gate_rank: int = 0  # kda: rank of the low-rank forget / output gate projections (0: full D -> I)
-
-    @property
-    def conv_channels(self) -> int:
-        """Channels the causal conv runs over: x (mamba); x, B and C (mamba2); q, k and v (linear attention)."""
-        if self.kind in LINEAR_ATTENTION_KINDS:
-            return self.d_inner + 2 * self.n_groups * self.d_state if self.d_conv else 0
-        return self.d_inner + (2 * self.n_groups * self.d_state if self.kind == "mamba2" else 0)
-
-    def validate(self, name: str) -> None:
-        if self.kind in LINEAR_ATTENTION_KINDS:
-            self._validate_linear(name)
-            return
-        for f in _MIXER_SIZES[self.kind]:
-            _positive(name, f"mixer.{f}", getattr(self, f))
-        if self.kind == "mamba2" and self.n_heads * self.head_dim != self.d_inner:
-            raise SpecError(
-                f"{name!r}: mixer n_heads·head_dim = {self.n_heads}·{self.head_dim} must equal d_inner={self.d_inner}"
-            )
-
-    def _validate_linear(self, name: str) -> None:
-        for f in ("d_inner", "d_state", "n_heads", "head_dim", "n_groups", "chunk_size"):
-            _positive(name, f"mixer.{f}", getattr(self, f))
-        if self.d_conv < 0 or self.gate_rank < 0:
-            raise SpecError(f"{name!r}: mixer d_conv={self.d_conv}, gate_rank={self.gate_rank} must be >= 0")
-        if self.n_heads * self.head_dim != self.d_inner or self.n_heads % self.n_groups:
-            raise SpecError(
-                f"{name!r}: linear attention needs n_heads·head_dim = d_inner and n_heads a multiple of the "
-                f"key heads n_groups (got {self.n_heads}·{self.head_dim}, {self.d_inner}, {self.n_groups})"
-            )
-
-
-# the width fields each mixer kind needs (all positive)
-_MIXER_SIZES = {
-    "mamba": ("d_inner", "d_state", "d_conv", "dt_rank"),
-    "mamba2": ("d_inner", "d_state", "d_conv", "n_heads", "head_dim", "n_groups", "chunk_size"),
-    "shortconv": ("d_inner", "d_conv"),
-    "rglru": ("d_inner", "d_conv", "n_heads"),
-    "rwkv": ("d_inner", "d_ff"),
-    "mlstm": ("d_inner", "d_key", "n_heads", "chunk_size"),
-}
-
-
-@dataclass(frozen=True)
-class SharedBlockSpec:
-    """Zamba / Zamba2 (arXiv:2405.16712, 2411.15242): a transformer block whose weights are shared by the
-    layers :attr:`ModelSpec.layer_mixers` marks ``shared+<mixer kind>``, run before that layer's mixer.
-
-    Its input is the hidden state concatenated with the token embeddings (``d_in`` = 2·D wide): a norm over
-    ``d_in``, attention of :attr:`ModelSpec.n_heads` heads of :attr:`ModelSpec.head_dim` from ``d_in`` (its
-    K/V cached per hybrid layer), o_proj to D, a norm, the gated MLP of :attr:`ModelSpec.d_ff`; then each
-    hybrid layer's own D × D ``linear``, added to the mixer's input. ``n_blocks`` weight sets are used in
-    turn (Zamba2's ``num_mem_blocks``); Zamba2 gives each hybrid layer its own LoRA adapters of rank
-    ``adapter_rank`` on the MLP's gate/up projection and (``attention_adapters``) on q, k and v.
-    """
-
-    n_blocks: int
-    d_in: int
-    adapter_rank: int = 0
-    attention_adapters: bool = False
-
-    def validate(self, name: str) -> None:
-        _positive(name, "shared_block.n_blocks", self.n_blocks)
-        _positive(name, "shared_block.d_in", self.d_in)
-        if self.adapter_rank < 0 or (self.attention_adapters and not self.adapter_rank):
-            raise SpecError(f"{name!r}: shared_block.adapter_rank={self.adapter_rank} must be >= 0 (> 0 with adapters)")
 
 
 @dataclass(frozen=True)
@@ -273,6 +159,13 @@ class ModelSpec:
     attn_experts: bool = False  # JetMoE MoA: q/o projections are experts (the MoE's count and top-k; N = top-k·K)
     attn_out_gate: bool = False  # AFMoE: sigmoid(gate_proj(x)) multiplies the attention output before o_proj
     attn_gate_per_head: bool = False  # Laguna: the gate is one value per head (D -> N), not per element
+    gate_proj_bias: bool = False  # HRM-Text: that output gate's projection D -> N·H has a bias (its attention_bias)
+    attn_gate_bias: bool = False  # Beam: a learned bias per head (N) added to that output gate before the sigmoid
+    # Beam, Cohere Compass: the full-attention layers of a windowed model use no positional encoding (NoPE); the
+    # sliding layers keep their rotary. nope_query_scale (Beam): those layers scale each query by a function of
+    # its position (scalable softmax) instead
+    nope_full: bool = False
+    nope_query_scale: bool = False
     window_sinks_only: bool = False  # MiMo-V2-Flash: the sinks are on the sliding-window layers only
     v_head_dim: int | None = None  # value (and output-projection input) width per head when not head_dim
     window_kv_heads: int | None = None  # K/V heads of the sliding-window layers when not n_kv_heads (MiMo)
@@ -308,6 +201,16 @@ class ModelSpec:
     dynamic_mask: bool = False  # Doge: dynamic-mask attention, dt_proj (K·H -> K) and A (K) per layer, ops/variants.py
     residual_scale: bool = False  # Doge: each residual add scales the skip stream by a learned vector (D)
     final_softcap: float | None = None
+    # ZAYA's compressed convolutional attention (ops/cca.py): the kernel widths (t0, t1) of the depthwise and the
+    # grouped causal convs over q and k; the value heads are half current, half the previous token's. None: none
+    cca_kernels: tuple[int, int] | None = None
+    # ZAYA: each residual add is (x + b1)·s1 + (skip + b2)·s2 with four learned vectors of width D, and the
+    # embeddings are (e + b)·s (two more): modeling_zaya.py ZayaResidualScaling, input_hidden_states_scale
+    residual_affine: bool = False
+    # HRM-Text's hierarchical recurrence (H_cycles, L_cycles): the n_layers decoder layers are layer *runs*; two
+    # stacks of n_layers / (H·(L+1)) layers each (L and H) run H·L and H times per forward (ops/cycles.py), so
+    # parameters count 2 · n_layers / (H·(L+1)) layers and FLOPs, weight reads and the KV cache every run
+    recurrence: tuple[int, int] | None = None
     encoder: EncoderSpec | None = None
     mixer: MixerSpec | None = None  # the non-attention mixer of the layers layer_mixers marks with its kind
     # per layer: "attention", the mixer's kind, "attention+<kind>" (Falcon-H1: both in parallel on one normed
@@ -435,6 +338,7 @@ class ModelSpec:
             raise SpecError(f"{n!r}: learned positions need max_positions (the table's rows)")
         if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim):
             raise SpecError(f"{n!r}: rotary_dim={self.rotary_dim} must be in 1..head_dim={self.head_dim}")
+        self._validate_recurrence()
         if self.attn_gate not in ("none", "head", "full"):
             raise SpecError(f"{n!r}: attn_gate={self.attn_gate!r} must be 'none', 'head' or 'full'")
         for f in ("norms_per_layer", "prefix_positions", "extra_token_rows", "segment_rows"):
@@ -491,6 +395,24 @@ class ModelSpec:
     def mla_of(self, window: int | None) -> MLASpec | None:
         """The MLA widths of the layers of ``window``: ``window_mla`` for sliding layers when set, else ``mla``."""
         return self.window_mla if window is not None and self.window_mla is not None else self.mla
+
+    def _validate_recurrence(self) -> None:
+        """ZAYA's CCA kernels and HRM-Text's recurrence."""
+        n, r = self.name, self.recurrence
+        if self.cca_kernels is not None and (
+            len(self.cca_kernels) != 2 or min(self.cca_kernels) < 1 or (self.n_kv_heads * self.head_dim) % 2
+        ):
+            raise SpecError(
+                f"{n!r}: cca_kernels={self.cca_kernels!r} must be two kernel widths >= 1, and n_kv_heads·head_dim "
+                "even (CCA splits each value head into a current and a delayed half)"
+            )
+        if r is None:
+            return
+        if len(r) != 2 or min(r) < 1 or self.n_layers % (r[0] * (r[1] + 1)) or len(set(self.layer_kinds())) > 1:
+            raise SpecError(
+                f"{n!r}: recurrence={r!r} needs two cycle counts >= 1 (H, L) and n_layers={self.n_layers} a multiple "
+                "of H·(L+1) layer runs of one layer kind (HRM: two stacks of identical layers)"
+            )
 
     def _validate_qwen4(self) -> None:
         for part in (self.hyper, self.qsa, self.ngram):
@@ -573,12 +495,7 @@ class ModelSpec:
         )
 
 
-def _positive(name: str, fieldname: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SpecError(f"{name!r}: {fieldname}={value!r} must be a positive integer")
-
-
 __all__ = [
     "ModelSpec", "MoESpec", "MLASpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec", "HyperSpec", "QSASpec",
-    "NGramSpec",
+    "NGramSpec", "LINEAR_ATTENTION_KINDS",
 ]  # fmt: skip

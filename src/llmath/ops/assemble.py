@@ -19,12 +19,13 @@ from llmath.ops.altup import (
 )
 from llmath.ops.attention import attention_block
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
+from llmath.ops.cycles import recurrence_weights
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.frontend import audio_frontend
 from llmath.ops.hyper import hyper_layers
 from llmath.ops.mixers import mixer_block
-from llmath.ops.moe import moe_beside_ffn, moe_block
+from llmath.ops.moe import moe_beside_ffn, moe_block, router_state_carry
 from llmath.ops.norm_gate import norm_gate
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
 from llmath.ops.shared_block import shared_block
@@ -136,6 +137,7 @@ def _mixer_layers(b: Builder) -> None:
 
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
+    first = len(b.ops)
     if s.hyper is not None:  # Qwen4-Exp: residual streams (ops/hyper.py)
         hyper_layers(b, layer_kind)
         return
@@ -148,6 +150,8 @@ def _decoder_layers(b: Builder) -> None:
         if g.kv_shared and s.kv_shared_last_only and b.attention == "eager":
             b.ops[before:] = [logit_rows_only(op) for op in b.ops[before:]]
     last_layer_o_bias(b)
+    router_state_carry(b)  # ZAYA: the router state each MoE layer after the first adds (ops/moe.py)
+    recurrence_weights(b, first)  # HRM-Text: layer runs of two stacks, weights once per layer (ops/cycles.py)
 
 
 def _attention_layers(b: Builder, g: _Group, first: bool) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from llmath.ops.block_sparse import block_indexer, kept_keys
+from llmath.ops.cca import cca_conv, cca_kv, l2_qk_norm
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
@@ -85,6 +86,9 @@ def kv_proj(a: Attn) -> None:
     s = a.site.spec
     if (a.cross and a.site.b.stage == "decode") or shared_kv(a):
         return
+    if s.cca_kernels is not None and not a.cross:  # ZAYA: k and the current / delayed value halves (ops/cca.py)
+        cca_kv(a)
+        return
     out = "kv_write" if a.cached else "act_out"
     sig, rows = ("BXD,DKH->BXKH", "X") if a.cross else ("BTD,DKH->BTKH", "BT")
     din = (s.encoder.d_model or a.D) if a.cross and s.encoder is not None else a.D  # TrOCR: the image encoder's width
@@ -109,15 +113,20 @@ def nope(a: Attn) -> bool:
     """Whether the block's layers use no positional encoding: Llama-4's full-attention layers
     (``chunked_windows``: its layer types are chunked exactly where ``no_rope_layers`` is 1,
     configuration_llama4.py), which skip the rotary and the q/k L2 norm (modeling_llama4.py gates both on
-    ``use_rope``). A Llama-4 config without chunk windows marks no layer, so every layer keeps its rotary."""
-    s = a.site.spec
-    return s.chunked_windows and a.site.b.window is None and any(w is not None for w in s.layer_windows)
+    ``use_rope``), and Beam's and Cohere Compass's (``nope_full``: rotary on the sliding layers only,
+    modeling_beam.py; modeling_cohere_compass.py, ``rope_parameters["full_attention"]`` null). A Llama-4
+    config without chunk windows marks no layer, so every layer keeps its rotary."""
+    s, full = a.site.spec, a.site.b.window is None
+    return full and (s.nope_full or (s.chunked_windows and any(w is not None for w in s.layer_windows)))
 
 
 def qk_norm(a: Attn) -> None:
     """Norms over the query and key heads (per head width, or over all heads' width)."""
     s = a.site.spec
-    if s.qk_norm == "none" or a.cross or nope(a):
+    if s.qk_norm == "none" or a.cross or (nope(a) and s.chunked_windows):
+        return
+    if s.qk_norm == "l2":
+        l2_qk_norm(a)
         return
     N, K, H = a.N, 0 if shared_kv(a) else a.K, a.H
     qw, kw = (H, H if K else 0) if s.qk_norm == "head" else (N * H, K * H)
@@ -129,7 +138,11 @@ def qk_norm(a: Attn) -> None:
 
 
 def rotary(a: Attn) -> None:
+    """Rotary on q and k; Beam's NoPE layers instead scale each query by (1 + position / 2048)^0.1 (one
+    multiply per query element, modeling_beam.py compute_attention_scaling)."""
     s = a.site.spec
+    if s.nope_query_scale and nope(a) and not a.cross:
+        a.site.vector("query_scale", "BTNH->BTNH", 1, a.N * a.H, "BT", "N·H")
     if s.position != "rotary" or a.cross or nope(a):
         return
     r, K = s.rotary_dim or a.H, 0 if shared_kv(a) else a.K
@@ -236,13 +249,15 @@ def out_gate(a: Attn) -> None:
         return
     j = "H" if a.J == a.H else "J"
     width, sym = (a.N, "N") if s.attn_gate_per_head else (a.N * a.J, f"N·{j}")
-    a.site.linear("gate_proj", f"BTD,D{sym.replace('·', '')}->BT{sym.replace('·', '')}", a.D, width, bias=False,
+    letters = sym.replace("·", "")
+    a.site.linear("gate_proj", f"BTD,D{letters}->BT{letters}", a.D, width, bias=s.gate_proj_bias,
                   pkey=f"{a.pk}.gate", sym_out=sym)  # fmt: skip
-    n = a.N * a.J
+    n, bias = a.N * a.J, s.attn_gate_bias  # Beam: + one bias per head, broadcast over its J gate values
     a.site.op(
         "out_gate", "vector", f"BTN{j},BT{sym.replace('·', '')}->BTN{j}",
-        vflops=[(ACT_FLOPS * width + n, "BT", f"{ACT_FLOPS}·{sym} + N·{j}")],
+        vflops=[((ACT_FLOPS + bias) * width + n, "BT", f"{ACT_FLOPS + bias}·{sym} + N·{j}")],
         act_in=[(n + width, "BT", f"N·{j} + {sym}")], act_out=[(n, "BT", f"N·{j}")],
+        params=[("attention.gate_bias", a.N)] if bias else [], weight=[(a.N, "1", "N")] if bias else [],
     )  # fmt: skip
 
 
@@ -310,8 +325,8 @@ def execution(a: Attn) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, dynamic_mask, qsa_indexer, block_sparse_indexer,
-    execution, head_gate, sub_norm, gate, out_gate, o_proj,
+    q_proj, kv_proj, cca_conv, qk_norm, rotary, sinks, relative_bias, alibi, dynamic_mask, qsa_indexer,
+    block_sparse_indexer, execution, head_gate, sub_norm, gate, out_gate, o_proj,
 )  # fmt: skip
 
 

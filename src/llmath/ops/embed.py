@@ -35,6 +35,7 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
             act_in=[(D, "BT", "D")],
             act_out=[(D, "BT", "D")],
         )
+    _input_affine(b, prefix)
     if s.segment_rows:  # CPM-Ant: each token's segment row added to its embedding
         b.add(
             f"{prefix}.segments",
@@ -64,6 +65,16 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
         )
     if s.embedding_norm:
         b.norm(f"{prefix}.norm", D, count=1, pkey="embedding.norm", component="embedding")
+
+
+def _input_affine(b: Builder, prefix: str) -> None:
+    """ZAYA (:attr:`ModelSpec.residual_affine`): the embeddings enter the residual stream as (e + b)·s with two
+    learned vectors of width D (modeling_zaya.py ``input_hidden_states_bias`` / ``_scale``)."""
+    D = b.spec.d_model
+    if b.spec.residual_affine:
+        b.add(f"{prefix}.affine", "residual", "vector", "BTD->BTD", dict(D=D), 1, [("residual.input", 2 * D)],
+              vflops=[(2 * D, "BT", "2·D")], weight=[(2 * D, "1", "2·D")], act_in=[(D, "BT", "D")],
+              act_out=[(D, "BT", "D")])  # fmt: skip
 
 
 def lm_head(b: Builder) -> None:

@@ -101,6 +101,10 @@ def residual(b: Builder, name: str, count: int, lk: str, inputs: int = 2) -> Non
     first multiplies the skip stream by a learned vector of width D: one FLOP more per element."""
     D, scaled = b.spec.d_model, b.spec.residual_scale
     site = Site(b, count, lk, "", "residual", dict(D=D))
+    if b.spec.residual_affine:  # ZAYA: (x + b1)·s1 + (skip + b2)·s2, four learned vectors: 5 FLOPs per element
+        site.op(name, "vector", "BTD,BTD->BTD", vflops=[(5 * D, "BT", "5·D")], params=[("residual.affine", 4 * D)],
+                weight=[(4 * D, "1", "4·D")], act_in=[(2 * D, "BT", "2·D")], act_out=[(D, "BT", "D")])  # fmt: skip
+        return
     site.op(
         name, "vector", "BTD,BTD->BTD", vflops=[((inputs - 1 + scaled) * D, "BT", f"{inputs - 1 + scaled}·D")],
         params=[("residual.scale", D)] if scaled else [], weight=[(D, "1", "D")] if scaled else [],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmath.model.spec import ModelSpec, MoESpec
-from llmath.ops.core import NORM_FLOPS, ROUTER_FLOPS, Builder, Op, Site, Term
+from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROUTER_FLOPS, Builder, Op, Site, Term
 from llmath.ops.ffn import ffn_block
 
 
@@ -21,7 +21,10 @@ def router(site: Site, pkey: str = "moe.router") -> None:
     (JetMoE's attention experts). LongCat-Flash's router scores its zero-computation experts too (E + Z)."""
     m, D = _moe(site.spec), site.spec.d_model
     E, k = m.n_experts + (m.zero_experts if pkey == "moe.router" else 0), m.top_k
-    site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey=pkey, sym_out="E")
+    if m.router_mlp and pkey == "moe.router":
+        E = router_mlp(site)
+    else:
+        site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey=pkey, sym_out="E")
     if (
         m.router_score_bias and pkey == "moe.router"
     ):  # ERNIE-4.5 adds a learned per-expert bias to the scores before top-k
@@ -29,6 +32,38 @@ def router(site: Site, pkey: str = "moe.router") -> None:
                 vflops=[(E, "BT", "E")], weight=[(E, "1", "E")])  # fmt: skip
     site.op("topk", "vector", "BTE->BTk", sizes=dict(E=E), vflops=[(ROUTER_FLOPS * E, "BT", "5·E")],
             act_in=[(E, "BT", "E")], act_out=[(2 * k, "BT", "2·k")])  # fmt: skip
+
+
+def router_mlp(site: Site) -> int:
+    """ZAYA's router (modeling_zaya.py ZayaRouter, ZayaRouterMLP): ``down_proj`` D -> R with bias (plus the
+    previous layer's R-wide router state times a learned vector: :func:`router_state_carry`), an RMSNorm over R,
+    two R x R layers with bias each followed by GELU, ``out_proj`` R -> E + 1 (the last class skips the
+    experts). Returns the classes scored, E + 1."""
+    m, D = _moe(site.spec), site.spec.d_model
+    R, E = m.router_mlp, m.n_experts + 1
+    sizes = dict(D=D, R=R, E=E)
+    site.linear("router_down", "BTD,DR->BTR", D, R, bias=True, pkey="moe.router.down", sym_out="R", sizes=sizes)
+    site.norm("router_norm", R, pkey="norm.router", sym="R")
+    for fc in ("fc1", "fc2"):
+        site.linear(f"router_{fc}", "BTR,RS->BTS", R, R, bias=True, pkey=f"moe.router.{fc}", sym_in="R",
+                    sym_out="R", sizes=sizes)  # fmt: skip
+        site.vector(f"router_{fc}_gelu", "BTR->BTR", ACT_FLOPS, R, "BT", "R", sizes=sizes)
+    site.linear("router_out", "BTR,RE->BTE", R, E, bias=False, pkey="moe.router.out", sym_in="R", sym_out="(E+1)",
+                sizes=sizes)  # fmt: skip
+    return E
+
+
+def router_state_carry(b: Builder) -> None:
+    """ZAYA: every MoE layer's router but the first adds the previous layer's router state (width R) times a
+    learned vector of width R (``router_states_scale``, absent from layer 0): R parameters and 2·R FLOPs per
+    token in each of those layers."""
+    m, n = b.spec.moe, sum(b.spec.layer_moe) - 1
+    if m is None or not m.router_mlp or n < 1:
+        return
+    R = m.router_mlp
+    b.add("moe.router_state", "moe", "vector", "BTR,R->BTR", dict(R=R), n, [("moe.router.state_scale", R)],
+          vflops=[(2 * R, "BT", "2·R")], weight=[(R, "1", "R")], act_in=[(2 * R, "BT", "2·R")],
+          act_out=[(R, "BT", "R")])  # fmt: skip
 
 
 _ZERO_KEYS = (".gate.weight", ".up.weight")  # LongCat-Flash allocates these for its zero experts too
