@@ -11,6 +11,7 @@ from llmath.ops.attention import attention_block
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
+from llmath.ops.inkling import inkling_layers
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
@@ -81,6 +82,9 @@ def _mixer_layers(b: Builder) -> None:
 
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
+    if s.inkling is not None:  # Inkling / Inkling-2: their own layer (ops/inkling.py)
+        inkling_layers(b, layer_kind)
+        return
     _mixer_layers(b)
     for g, (w, moe, kind, count, own) in enumerate(_attention_groups(s)):
         ffn = s.attention_ffn

@@ -14,6 +14,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import held_positions
+from llmath.ops.inkling import transformers_extra_state as inkling_extra_state
 from llmath.ops.mixers import transformers_extra_state
 from llmath.ops.stages import cross_kv_elements_per_source
 
@@ -46,7 +47,8 @@ def fixed_state_elements(spec: ModelSpec, layout: str = "serving", ops=None) -> 
     n: int | float = 0
     for op in build_ops(spec, "decode", "flash") if ops is None else ops:
         n += sum(t.coef for t in op.terms("kv_write") if t.mono == "B") * op.count
-    return int(n) + (transformers_extra_state(spec) if layout == "transformers" else 0)
+    extra = transformers_extra_state(spec) + inkling_extra_state(spec)
+    return int(n) + (extra if layout == "transformers" else 0)
 
 
 def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
