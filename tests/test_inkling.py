@@ -96,3 +96,33 @@ def test_bad_layer_type_is_one_clear_error(tmp_path):
     cfg = dict(default_config("inkling_text", str(tmp_path)), layer_types=["sliding_attention"] * 66)
     with pytest.raises(ConfigError, match="'hybrid'.*'hybrid_sliding'"):
         spec_from_config(cfg, "inkling_text")
+
+
+@pytest.mark.parametrize("patch,t,layers", [(14, 2, 6), (28, 4, 12), (40, 2, 24), (30, 2, 7)])
+def test_hmlp_vision_scales_and_count_equal_transformers(patch, t, layers):
+    """Inkling's HMLP vision tower: llmath's plan of (t, h, w, channels) per layer is transformers'
+    ``plan_out_scales``, and the tower's parameters (bias-free projections, RMSNorms) equal its module's."""
+    import torch
+    from transformers.models.inkling.configuration_inkling import InklingVisionConfig
+    from transformers.models.inkling.modeling_inkling import InklingVisionModel, plan_out_scales
+
+    from llmath.model.towers_inkling import hmlp_scales, inkling_towers
+
+    want = [tuple(int(x) for x in row) for row in plan_out_scales(t, patch, layers, 3).tolist()]
+    assert hmlp_scales(t, patch, layers, 3) == want
+    with torch.device("meta"):
+        model = InklingVisionModel(
+            InklingVisionConfig(patch_size=patch, temporal_patch_size=t, num_hidden_layers=layers, text_hidden_size=512)
+        )
+    vision = dict(patch_size=patch, temporal_patch_size=t, n_layers=layers, num_channels=3)
+    got = inkling_towers(dict(audio_config={}, vision_config=vision), 512)
+    assert got is not None and got["vision.layers"] + got["vision.norm"] == sum(p.numel() for p in model.parameters())
+
+
+def test_hmlp_with_fewer_layers_than_scales_is_named_not_counted(tmp_path):
+    """Patch 40 = 2·2·2·5 and temporal patch 2 give 1 + 4 + 1 = 6 candidate scales; with 4 layers transformers
+    assigns them with scipy's linear_sum_assignment, which llmath does not reproduce: both towers are named."""
+    cfg = default_config("inkling_mm_model", str(tmp_path))
+    cfg["vision_config"] = dict(cfg["vision_config"], n_layers=4)
+    spec = spec_from_config(cfg, "inkling_mm_model")
+    assert spec.towers_not_counted == ("audio_config", "vision_config") and spec.tower_params == ()
