@@ -126,3 +126,20 @@ def test_hmlp_with_fewer_layers_than_scales_is_named_not_counted(tmp_path):
     cfg["vision_config"] = dict(cfg["vision_config"], n_layers=4)
     spec = spec_from_config(cfg, "inkling_mm_model")
     assert spec.towers_not_counted == ("audio_config", "vision_config") and spec.tower_params == ()
+
+
+@pytest.mark.parametrize("mt", ["inkling_text", "inkling2_text"])
+def test_a_file_without_the_inkling_keys_reads_the_class_defaults(mt, tmp_path):
+    """A hub file may leave out the keys only these families have; transformers then uses its config class's
+    defaults, and so does llmath (the parameter count of the module transformers builds from the same file)."""
+    from llmath.measure import oracle
+    from llmath.ops.params import param_report
+
+    drop = {"swa_num_attention_heads", "swa_num_key_value_heads", "swa_head_dim", "d_rel", "rel_extent",
+            "conv_kernel_size", "sliding_window_size", "n_shared_experts", "n_layers_per_attn_res_block"}  # fmt: skip
+    cfg = {
+        k: v for k, v in default_config(mt, str(tmp_path)).items() if k not in drop | {"layer_types", "mlp_layer_types"}
+    }
+    cfg["num_hidden_layers"] = 6  # the layer patterns derived for 6 layers
+    want = oracle.count_params(oracle.build_meta(oracle.hf_config(cfg)))
+    assert param_report(spec_from_config(cfg, mt)).total == want

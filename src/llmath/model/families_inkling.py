@@ -48,19 +48,26 @@ def _inkling1_moe(cfg: Mapping[str, Any], n: int) -> tuple[bool, ...]:
     return tuple(k == "sparse" for k in kinds[:n])
 
 
-def _widths(get: Getter) -> dict[str, Any]:
+# The config classes' defaults (transformers 5.23 InklingTextConfig / Inkling2TextConfig) of the keys only
+# these families have, for a file that leaves one out: (sliding heads, K/V heads, head width, d_rel,
+# rel_extent, conv width, window)
+DEFAULTS = {"inkling_text": (64, 16, 128, 16, 1024, 4, 512), "inkling2_text": (48, 8, 128, 16, 1024, 4, 1024)}
+
+
+def _widths(get: Getter, model_type: str) -> dict[str, Any]:
+    heads, kv, width, rel, extent, conv, _ = DEFAULTS[model_type]
     return dict(
-        window_heads=get("swa_num_attention_heads"),
-        window_kv_heads=get("swa_num_key_value_heads"),
-        window_head_dim=get("swa_head_dim"),
-        d_rel=get("d_rel"),
-        rel_extent=get("rel_extent"),
-        conv=get(("conv_kernel_size", "sconv_kernel_size")),
+        window_heads=get("swa_num_attention_heads", heads),
+        window_kv_heads=get("swa_num_key_value_heads", kv),
+        window_head_dim=get("swa_head_dim", width),
+        d_rel=get("d_rel", rel),
+        rel_extent=get("rel_extent", extent),
+        conv=get(("conv_kernel_size", "sconv_kernel_size"), conv),
     )
 
 
-def _common(get: Getter, n: int, sliding: tuple[bool, ...]) -> dict[str, Any]:
-    window = get(("sliding_window_size", "sliding_window"))
+def _common(get: Getter, n: int, sliding: tuple[bool, ...], model_type: str) -> dict[str, Any]:
+    window = get(("sliding_window_size", "sliding_window"), DEFAULTS[model_type][-1])
     return dict(
         n_layers=n,
         d_model=get("hidden_size"),
@@ -89,7 +96,7 @@ def inkling(cfg: Mapping[str, Any], get: Getter, **common: Any) -> ModelSpec:
     expert, dense = get("moe_intermediate_size"), get("intermediate_size")
     if cfg.get("dense_intermediate_size") is not None:
         expert, dense = dense, get("dense_intermediate_size")
-    shared = get("n_shared_experts", 0)
+    shared = get("n_shared_experts", 2)  # the config class default
     moe = MoESpec(
         n_experts=get(("n_routed_experts", "num_local_experts")),
         top_k=get("num_experts_per_tok"),
@@ -102,11 +109,11 @@ def inkling(cfg: Mapping[str, Any], get: Getter, **common: Any) -> ModelSpec:
             "needs at least one; fix the config.json"
         )
     return ModelSpec(
-        **_common(get, n, _inkling1_sliding(cfg, n)),
+        **_common(get, n, _inkling1_sliding(cfg, n), "inkling_text"),
         d_ff=dense,
         moe=moe,
         layer_moe=_inkling1_moe(cfg, n),
-        inkling=InklingSpec(**_widths(get), shared_sink=True),
+        inkling=InklingSpec(**_widths(get, "inkling_text"), shared_sink=True),
         **_untied(common),
     )
 
@@ -122,13 +129,16 @@ def inkling2(cfg: Mapping[str, Any], get: Getter, **common: Any) -> ModelSpec:
     )
     soft = cfg.get("final_logit_softcapping")
     return ModelSpec(
-        **_common(get, n, _types(cfg, n, lambda i: (i + 1) % 6 != 0)),
+        **_common(get, n, _types(cfg, n, lambda i: (i + 1) % 6 != 0), "inkling2_text"),
         d_ff=0,
         moe=moe,
         layer_moe=(True,) * n,
         final_softcap=float(soft) if soft else None,
         inkling=InklingSpec(
-            **_widths(get), gated=True, dynamic_conv=True, block_size=get("n_layers_per_attn_res_block")
+            **_widths(get, "inkling2_text"),
+            gated=True,
+            dynamic_conv=True,
+            block_size=get("n_layers_per_attn_res_block", 6),
         ),
         **_untied(common),
     )
