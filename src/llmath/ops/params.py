@@ -70,10 +70,13 @@ def seed_estimates(spec: ModelSpec) -> dict[str, int]:
 
 
 @lru_cache(maxsize=512)
-def param_report(spec: ModelSpec) -> ParamReport:
-    ops = build_ops(spec, "prefill", "flash")
+def param_report(spec: ModelSpec, attention: str = "flash") -> ParamReport:
+    """The parameters as served (``flash``, the default), or as transformers allocates them (``eager``): they
+    differ only where transformers allocates weights a serving engine does not (LongCat-Flash's zero experts,
+    :func:`llmath.ops.moe.routed_experts`)."""
+    ops = build_ops(spec, "prefill", attention)
     if spec.is_encoder_decoder:  # the decoder prefill holds the decoder's weights, the encoder pass the rest
-        ops = build_ops(spec, "encoder", "flash") + ops
+        ops = build_ops(spec, "encoder", attention) + ops
     by_component: dict[str, int] = {}
     per_layer: dict[str, int] = {}
     layer_counts: dict[str, int] = {}
@@ -158,9 +161,11 @@ def weight_bytes(spec: ModelSpec, p: Precision) -> dict[str, float]:
     return {m: n * bpe[m] for m, n in module_params(spec).items()}
 
 
-def weight_bytes_of(spec: ModelSpec, p: Precision, ops=None) -> float:
-    """Total weight bytes of ``spec`` (or of the operators ``ops``, e.g. one GPU's shard) at ``p``."""
+def weight_bytes_of(spec: ModelSpec, p: Precision, ops=None, tower_share: float = 0.0) -> float:
+    """Total weight bytes of ``spec`` (or of the operators ``ops``, e.g. one GPU's shard, plus the
+    ``tower_share`` of a wrapper's counted towers that GPU holds) at ``p``."""
     if ops is None:
         return float(sum(weight_bytes(spec, p).values()))
     bpe = weight_bytes_per_element(spec, p)
-    return float(sum(n * op.count * bpe.get(op.module, p.weight_bytes) for op in ops for _, n in op.params))
+    towers = sum(n * bpe.get(k.split(".")[0], p.weight_bytes) for k, n in spec.tower_params) * tower_share
+    return float(sum(n * op.count * bpe.get(op.module, p.weight_bytes) for op in ops for _, n in op.params) + towers)
