@@ -12,6 +12,7 @@ from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.frontend import audio_frontend
+from llmath.ops.hyper import hyper_layers
 from llmath.ops.inkling import inkling_layers
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
@@ -89,6 +90,9 @@ def _decoder_layers(b: Builder) -> None:
     s = b.spec
     if s.inkling is not None:  # Inkling / Inkling-2: their own layer (ops/inkling.py)
         inkling_layers(b, layer_kind)
+        return
+    if s.hyper is not None:  # Qwen4-Exp: residual streams (ops/hyper.py)
+        hyper_layers(b, layer_kind)
         return
     _mixer_layers(b)
     for g, (w, moe, kind, count, own) in enumerate(_attention_groups(s)):
