@@ -8,6 +8,7 @@ from typing import Any
 from llmath.model import (
     families_dense,
     families_encdec,
+    families_gemma3n,
     families_inkling,
     families_linear,
     families_moe,
@@ -557,6 +558,7 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
 ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
 ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)
+ADAPTERS.update(families_gemma3n.ADAPTERS)  # Gemma 3n's language model (model/families_gemma3n.py)
 ADAPTERS.update(families_qwen4.ADAPTERS)  # Qwen4-Exp (model/families_qwen4.py)
 ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, MVP, Blenderbot, Pegasus, Marian
 ADAPTERS.update(families_inkling.ADAPTERS)  # Inkling, Inkling-2 (model/families_inkling.py)

@@ -365,6 +365,19 @@ class ModelSpec:
     per_layer_width: int = 0
     per_layer_vocab: int = 0
     inkling: InklingSpec | None = None  # Inkling / Inkling-2 layers (ops/inkling.py)
+    # KV sharing (Gemma 3n, Gemma 4: num_kv_shared_layers): True on layers that reuse the K/V of the last earlier
+    # layer of their attention kind; they project no K/V and keep no cache (ops/attention.py)
+    layer_kv_shared: tuple[bool, ...] = ()
+    kv_shared_last_only: bool = False  # Gemma 4: eager prefill runs its KV-shared layers on the logit rows only
+    kv_shared_ffn_mult: int = 1  # Gemma 4's use_double_wide_mlp: the KV-shared layers' FFN is this many times wider
+    full_k_eq_v: bool = False  # Gemma 4's attention_k_eq_v: full-attention layers take V from the K projection
+    moe_beside_ffn: bool = False  # Gemma 4's enable_moe_block: the MoE runs beside the dense FFN, outputs summed
+    # Gemma 3n (ops/altup.py): AltUp's copies of the hidden state (0: none), LAuReL's rank (0: none) and the
+    # layers whose FFN gate goes through the gaussian top-k (activation_sparsity_pattern > 0)
+    altup_inputs: int = 0
+    laurel_rank: int = 0
+    layer_ffn_sparse: tuple[bool, ...] = ()
+    layer_d_ff: tuple[int, ...] = ()  # each layer's dense FFN width when they differ (Gemma 3n's MatFormer slices)
     # Qwen4-Exp (model/spec_hyper.py): hyper-connection residual streams, the QSA indexer of its attention
     # layers, and the hashed n-gram embeddings of the layers layer_mixers marks "ple+<mixer kind>"
     hyper: HyperSpec | None = None
@@ -387,6 +400,9 @@ class ModelSpec:
             object.__setattr__(self, "layer_mixers", ("attention",) * max(self.n_layers, 0))
         if not self.layer_indexer:
             object.__setattr__(self, "layer_indexer", (True,) * max(self.n_layers, 0))
+        for f in ("layer_kv_shared", "layer_ffn_sparse"):
+            if not getattr(self, f):
+                object.__setattr__(self, f, (False,) * max(self.n_layers, 0))
         self.validate()
 
     def __hash__(self) -> int:  # specs key the compiled-table caches: hash the fields once
@@ -472,6 +488,20 @@ class ModelSpec:
                 f"{n!r}: per_layer_width={self.per_layer_width} and per_layer_vocab={self.per_layer_vocab} must be "
                 "both positive (per-layer embeddings) or both 0"
             )
+        for f in ("layer_kv_shared", "layer_ffn_sparse"):
+            if len(getattr(self, f)) != self.n_layers:
+                raise SpecError(f"{n!r}: {f} has {len(getattr(self, f))} entries for {self.n_layers} layers")
+        if self.layer_d_ff and (len(self.layer_d_ff) != self.n_layers or min(self.layer_d_ff) <= 0):
+            raise SpecError(f"{n!r}: layer_d_ff={self.layer_d_ff} must give {self.n_layers} positive FFN widths")
+        own = {w for w, shared in zip(self.layer_windows, self.layer_kv_shared, strict=True) if not shared}
+        for i, (w, shared) in enumerate(zip(self.layer_windows, self.layer_kv_shared, strict=True)):
+            if shared and (w not in own or self.layer_kv_shared.index(True) == 0):
+                raise SpecError(f"{n!r}: layer {i} reuses K/V but no earlier layer of its window {w} computes them")
+        if min(self.altup_inputs, self.laurel_rank) < 0 or self.altup_inputs == 1 or self.kv_shared_ffn_mult < 1:
+            raise SpecError(
+                f"{n!r}: altup_inputs={self.altup_inputs} (0 or >= 2), laurel_rank={self.laurel_rank} (>= 0) and "
+                f"kv_shared_ffn_mult={self.kv_shared_ffn_mult} (>= 1) are out of range"
+            )
 
     def _validate_qwen4(self) -> None:
         for part in (self.hyper, self.qsa, self.ngram):
@@ -491,6 +521,10 @@ class ModelSpec:
         if window is not None:  # MiMo: the sliding-window layers' own K/V heads
             return self.window_kv_heads or self.n_kv_heads, self.head_dim
         return self.full_kv_heads or self.n_kv_heads, self.full_head_dim or self.head_dim
+
+    def ffn_width(self, i: int) -> int:
+        """The dense FFN width of layer ``i`` (``layer_d_ff`` where layers differ, else ``d_ff``)."""
+        return self.layer_d_ff[i] if self.layer_d_ff else self.d_ff
 
     def _needs_dense_ffn(self) -> bool:
         has_ffn = (self.layer_has_ffn(m) for m in self.layer_mixers)
@@ -528,7 +562,12 @@ class ModelSpec:
 
     def layer_kinds(self) -> tuple[tuple[object, ...], ...]:
         """Each decoder layer's kind: everything that can differ between layers, as one tuple."""
-        return tuple(zip(self.layer_windows, self.layer_moe, self.layer_mixers, self.layer_indexer, strict=True))
+        return tuple(
+            zip(
+                self.layer_windows, self.layer_moe, self.layer_mixers, self.layer_indexer, self.layer_kv_shared,
+                self.layer_ffn_sparse, self.layer_d_ff or (self.d_ff,) * self.n_layers, strict=True,
+            )
+        )  # fmt: skip
 
     def with_layers(self, n_layers: int) -> ModelSpec:
         """The same architecture with the first ``n_layers`` layers (patterns truncated)."""
@@ -539,6 +578,9 @@ class ModelSpec:
             layer_windows=self.layer_windows[:n_layers],
             layer_mixers=self.layer_mixers[:n_layers],
             layer_indexer=self.layer_indexer[:n_layers],
+            layer_kv_shared=self.layer_kv_shared[:n_layers],
+            layer_ffn_sparse=self.layer_ffn_sparse[:n_layers],
+            layer_d_ff=self.layer_d_ff[:n_layers],
         )
 
 
