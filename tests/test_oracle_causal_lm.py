@@ -376,6 +376,16 @@ VARIANTS = [
         },
     ),
     ("zaya", {"cca_time1": 1, "router_hidden_size": 64, "num_key_value_heads": 8}),
+    # Inkling: a window shorter than the prompt (sliding layers keep W − 1 keys, their profile bank is W wide),
+    # sliding layers of other widths, the pattern from local_layer_ids, dense FFNs below dense_mlp_idx, and a
+    # hub file's dense_intermediate_size (then intermediate_size is the experts' width)
+    ("inkling_text", {"sliding_window_size": 4, "swa_num_attention_heads": 32, "swa_head_dim": 64}),
+    ("inkling_text", {"layer_types": None, "local_layer_ids": [1, 2], "mlp_layer_types": None, "dense_mlp_idx": 2}),
+    ("inkling_text", {"mlp_layer_types": ["dense"] + ["sparse"] * 65, "dense_intermediate_size": 1024}),
+    # Inkling-2: blocks of 2 layers (several block states within the layers kept), a window shorter than the
+    # prompt, and the full layers first
+    ("inkling2_text", {"n_layers_per_attn_res_block": 2, "sliding_window_size": 4}),
+    ("inkling2_text", {"layer_types": ["hybrid", "hybrid_sliding", "hybrid_sliding"] * 16, "d_rel": 8}),
 ]
 
 

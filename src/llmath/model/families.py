@@ -10,6 +10,7 @@ from llmath.model import (
     families_encdec,
     families_gemma3n,
     families_idx,
+    families_inkling,
     families_linear,
     families_misc4,
     families_moe,
@@ -568,5 +569,6 @@ ADAPTERS.update(families_misc4.ADAPTERS)  # Beam, ZAYA, HRM-Text, Cohere Compass
 ADAPTERS.update(families_gemma3n.ADAPTERS)  # Gemma 3n's language model (model/families_gemma3n.py)
 ADAPTERS.update(families_qwen4.ADAPTERS)  # Qwen4-Exp (model/families_qwen4.py)
 ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, MVP, Blenderbot, Pegasus, Marian
+ADAPTERS.update(families_inkling.ADAPTERS)  # Inkling, Inkling-2 (model/families_inkling.py)
 ADAPTERS.update(families_odd.ADAPTERS)  # CPM-Ant, Phi-4-multimodal, Moshi (model/families_odd.py)
 ADAPTERS.update(families_idx.ADAPTERS)  # indexed sparse attention: A.X K2, Dots 3 Note, MiniMax-M3 (families_idx.py)

@@ -13,6 +13,7 @@ from typing import Literal
 from llmath.errors import SpecError
 from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec, _positive
 from llmath.model.spec_index import BlockIndexSpec
+from llmath.model.spec_inkling import InklingSpec
 from llmath.model.spec_mixer import LINEAR_ATTENTION_KINDS, MixerSpec, SharedBlockSpec
 
 NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
@@ -240,6 +241,7 @@ class ModelSpec:
     # A.X K2's gated RMSNorm: the norm before attention (every layer) and before the MoE (MoE layers) is
     # followed by a low-rank gate D -> r -> D (SiLU between, no bias) whose sigmoid scales the normed input
     norm_gate_rank: int = 0
+    inkling: InklingSpec | None = None  # Inkling / Inkling-2 layers (ops/inkling.py)
     # KV sharing (Gemma 3n, Gemma 4: num_kv_shared_layers): True on layers that reuse the K/V of the last earlier
     # layer of their attention kind; they project no K/V and keep no cache (ops/attention.py)
     layer_kv_shared: tuple[bool, ...] = ()
@@ -346,6 +348,8 @@ class ModelSpec:
                 raise SpecError(f"{n!r}: {f}={getattr(self, f)} must be >= 0")
         self._validate_mixers()
         self._validate_layer_widths()
+        if self.inkling is not None:
+            self.inkling.validate(self.name)
         self._validate_qwen4()
 
     def _validate_indexer(self) -> None:
@@ -497,5 +501,5 @@ class ModelSpec:
 
 __all__ = [
     "ModelSpec", "MoESpec", "MLASpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec", "HyperSpec", "QSASpec",
-    "NGramSpec", "LINEAR_ATTENTION_KINDS",
+    "NGramSpec", "LINEAR_ATTENTION_KINDS", "InklingSpec",
 ]  # fmt: skip

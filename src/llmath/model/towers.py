@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmath.model import towers_audio, towers_minimax, towers_mllama, towers_phi4mm, towers_vl
+from llmath.model import towers_audio, towers_inkling, towers_minimax, towers_mllama, towers_phi4mm, towers_vl
 
 Counts = dict[str, int]
 Cfg = Mapping[str, Any]
@@ -175,6 +175,9 @@ PROJECTORS.update(towers_mllama.PROJECTORS)
 PROJECTORS.update(towers_audio.PROJECTORS)
 VISION.update(towers_vl.VISION)
 VISION_DEFAULTS.update(towers_vl.DEFAULTS)
+PROJECTORS.update(towers_inkling.PROJECTORS)
+VISION.update(towers_inkling.VISION)
+VISION_DEFAULTS.update(towers_inkling.DEFAULTS)
 VISION.update(towers_mllama.VISION)
 VISION_DEFAULTS.update(towers_mllama.DEFAULTS)
 VISION.update(towers_minimax.VISION)  # MiniMax-M3 (model/towers_minimax.py)
@@ -213,6 +216,9 @@ def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...]
         return tuple(towers_phi4mm.COMBINED[str(wrapper)](cfg, text_width).items()), ()
     if not subs and wrapper in towers_vl.PATCH_ONLY:
         return tuple(towers_vl.PATCH_ONLY[str(wrapper)](cfg, text_width).items()), ()
+    if wrapper in towers_inkling.WHOLE:  # several towers counted together (Inkling: audio and vision)
+        whole = towers_inkling.WHOLE[str(wrapper)](cfg, text_width)
+        return (tuple(whole.items()), ()) if whole is not None else ((), tuple(subs))
     towers = [_tower_config(cfg[k], k, wrapper) for k in subs]
     if len(subs) != 1 or wrapper not in PROJECTORS or any(t is None for t in towers):
         return (), tuple(subs)

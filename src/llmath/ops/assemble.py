@@ -24,6 +24,7 @@ from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.frontend import audio_frontend
 from llmath.ops.hyper import hyper_layers
+from llmath.ops.inkling import inkling_layers
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_beside_ffn, moe_block, router_state_carry
 from llmath.ops.norm_gate import norm_gate
@@ -138,6 +139,9 @@ def _mixer_layers(b: Builder) -> None:
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
     first = len(b.ops)
+    if s.inkling is not None:  # Inkling / Inkling-2: their own layer (ops/inkling.py)
+        inkling_layers(b, layer_kind)
+        return
     if s.hyper is not None:  # Qwen4-Exp: residual streams (ops/hyper.py)
         hyper_layers(b, layer_kind)
         return

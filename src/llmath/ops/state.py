@@ -14,6 +14,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import held_positions
+from llmath.ops.inkling import transformers_extra_state as inkling_extra_state
 from llmath.ops.mixers import transformers_extra_state
 from llmath.ops.ssm_state import holds_ssm_state, ssm_state_bytes
 from llmath.ops.stages import cross_kv_elements_per_source
@@ -47,7 +48,13 @@ def fixed_state_elements(spec: ModelSpec, layout: str = "serving", ops=None) -> 
     n: int | float = 0
     for op in build_ops(spec, "decode", "flash") if ops is None else ops:
         n += sum(t.coef for t in op.terms("kv_write") if t.mono == "B") * op.count
-    return int(n) + (transformers_extra_state(spec) if layout == "transformers" else 0)
+    return int(n) + (_transformers_extra(spec) if layout == "transformers" else 0)
+
+
+def _transformers_extra(spec: ModelSpec) -> int:
+    """Elements per sequence transformers' cache holds beyond the serving state (mixers' and Inkling's
+    conv windows keep C inputs per channel, not C − 1)."""
+    return transformers_extra_state(spec) + inkling_extra_state(spec)
 
 
 def fixed_state_bytes(spec: ModelSpec, precision: Precision, layout: str = "serving", ops=None) -> float:
@@ -59,7 +66,7 @@ def fixed_state_bytes(spec: ModelSpec, precision: Precision, layout: str = "serv
     for op in build_ops(spec, "decode", "flash") if ops is None else ops:
         per = sum(t.coef for t in op.terms("kv_write") if t.mono == "B") * op.count
         n += per * (sb if holds_ssm_state(op, spec) else kb)
-    return n + (transformers_extra_state(spec) * kb if layout == "transformers" else 0)
+    return n + (_transformers_extra(spec) * kb if layout == "transformers" else 0)
 
 
 def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
