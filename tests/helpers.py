@@ -28,6 +28,8 @@ def coarse_hf(name: str) -> str:
         return "audio"
     if re.search(r"\.norm_attn_norm\.attn\.", name):  # DBRX keeps its attention inside a "norm_attn_norm" block
         return "attention"
+    if re.search(r"(^|\.)(attn_hc|ffn_hc|hc_head)\.", name):  # DeepSeek-V4's hyper-connections
+        return "hyper"
     if re.search(r"\.(input|post_attention)_residual$", name):  # Doge's learned residual scales
         return "residual"
     if re.search(r"(norm|Norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):

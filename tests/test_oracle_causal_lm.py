@@ -247,6 +247,35 @@ VARIANTS = [
     # Laguna: the output gate per element instead of per head; sliding layers; the mlp pattern from layer_types
     ("laguna", {"gating": False, "layer_types": ["sliding_attention", "full_attention"] * 20}),
     ("laguna", {"mlp_layer_types": None, "num_experts": 16, "shared_expert_intermediate_size": 256}),
+    # DeepSeek-V4: rates that close windows inside the 9-token prompt and at the decode step (HCA entries, a CSA
+    # entry emitted while decoding), fewer streams and output groups; a sliding_attention layer (its generic
+    # sliding cache keeps K and V apart) beside CSA and HCA, with a window shorter than the prompt
+    (
+        "deepseek_v4",
+        {
+            "compress_rates": {"compressed_sparse_attention": 2, "heavily_compressed_attention": 4},
+            "hc_mult": 2,
+            "o_groups": 4,
+        },
+    ),
+    (
+        "deepseek_v4",
+        {
+            "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"] * 14
+            + ["sliding_attention"],
+            "sliding_window": 4,
+            "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+        },
+    ),
+    # HY-V4: its own shared top-k pattern, two dense layers, two hyper-connection streams
+    (
+        "hy_v4",
+        {
+            "indexer_types": ["full", "shared", "full", "shared"] + ["full"] * 30,
+            "mlp_layer_types": ["dense", "dense"] + ["sparse"] * 32,
+            "hc_mult": 2,
+        },
+    ),
 ]
 
 

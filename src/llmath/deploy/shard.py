@@ -250,7 +250,7 @@ def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
     for i in layers:
         kind, moe = spec.layer_mixers[i], spec.layer_moe[i]
         if kind.startswith("attention"):
-            lk = layer_kind(spec, spec.layer_windows[i], moe, spec.layer_indexer[i], kind)
+            lk = layer_kind(spec, spec.layer_windows[i], moe, spec.layer_indexer[i], kind, spec.layer_compress[i])
         else:  # as ops/assemble.py labels mixer layers
             lk = f"{kind}/{'moe' if moe else 'dense' if spec.layer_has_ffn(kind) else 'mixer only'}"
         out[lk] = out.get(lk, 0) + 1

@@ -7,6 +7,7 @@ from typing import Any
 
 from llmath.model import (
     families_dense,
+    families_dsv4,
     families_linear,
     families_moe,
     families_multimodal,
@@ -537,3 +538,4 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
 ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
 ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)
+ADAPTERS.update(families_dsv4.ADAPTERS)  # DeepSeek-V4 (model/families_dsv4.py)

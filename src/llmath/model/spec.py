@@ -84,6 +84,33 @@ class MLASpec:
 
 
 @dataclass(frozen=True)
+class CompressedSpec:
+    """DeepSeek-V4's attention (transformers 5.23 modeling_deepseek_v4.py; DeepSeek-V4 report section 2.3).
+
+    Shared-KV MQA (one head of :attr:`ModelSpec.head_dim` read as key and value) over a sliding window of
+    the layer's last positions, a low-rank query (D -> ``q_lora_rank`` -> N·H), a grouped low-rank output
+    (``o_groups`` groups of N·H/g channels, each to ``o_lora_rank``, then g·``o_lora_rank`` -> D) and a
+    learned sink per head. :attr:`ModelSpec.layer_compress` adds, per layer, a compressor that pools every
+    ``rate`` positions into one more cached entry of width H: ``csa`` (compressed sparse attention, rate
+    ``csa_rate``: overlapping windows, projections 2·H wide, plus a lightning indexer of ``index_heads``
+    heads of width ``index_head_dim`` that keeps ``index_topk`` entries per query) or ``hca`` (heavily
+    compressed attention, rate ``hca_rate``, no indexer)."""
+
+    q_lora_rank: int
+    o_groups: int
+    o_lora_rank: int
+    csa_rate: int
+    hca_rate: int
+    index_heads: int
+    index_head_dim: int
+    index_topk: int
+
+    def validate(self, name: str) -> None:
+        for f in self.__dataclass_fields__:
+            _positive(name, f"compressed.{f}", getattr(self, f))
+
+
+@dataclass(frozen=True)
 class MixerSpec:
     """A sequence mixer other than attention, for the layers :attr:`ModelSpec.layer_mixers` marks with ``kind``.
 
@@ -310,6 +337,12 @@ class ModelSpec:
     # per-layer gate/projection of that width (ops/per_layer.py); 0: none
     per_layer_width: int = 0
     per_layer_vocab: int = 0
+    # DeepSeek-V4: the attention of :class:`CompressedSpec`, each layer's compressor ("" none, "csa", "hca"), and
+    # the hyper-connection streams (the residual is ``hyper_streams`` copies of D, 0: a plain residual; ops/hyper.py)
+    compressed: CompressedSpec | None = None
+    layer_compress: tuple[str, ...] = ()
+    hyper_streams: int = 0
+    hyper_comb: bool = True  # mHC's n × n stream mixing (DeepSeek-V4); False: independent HC (HY-V4's iHC)
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -320,6 +353,8 @@ class ModelSpec:
             object.__setattr__(self, "layer_mixers", ("attention",) * max(self.n_layers, 0))
         if not self.layer_indexer:
             object.__setattr__(self, "layer_indexer", (True,) * max(self.n_layers, 0))
+        if not self.layer_compress:
+            object.__setattr__(self, "layer_compress", ("",) * max(self.n_layers, 0))
         self.validate()
 
     def __hash__(self) -> int:  # specs key the compiled-table caches: hash the fields once
@@ -386,6 +421,28 @@ class ModelSpec:
             raise SpecError(f"{n!r}: norms_per_layer={self.norms_per_layer} must be >= 0")
         self._validate_mixers()
         self._validate_layer_widths()
+        self._validate_compressed()
+
+    def _validate_compressed(self) -> None:
+        n, c = self.name, self.compressed
+        if len(self.layer_compress) != self.n_layers or not set(self.layer_compress) <= {"", "csa", "hca"}:
+            raise SpecError(f"{n!r}: layer_compress needs one of '', 'csa', 'hca' for each of {self.n_layers} layers")
+        if any(self.layer_compress) and c is None:
+            raise SpecError(f"{n!r}: compressed layers need the compressed spec (DeepSeek-V4's attention widths)")
+        if self.hyper_streams < 0:
+            raise SpecError(f"{n!r}: hyper_streams={self.hyper_streams} must be >= 0 (0: a plain residual)")
+        if self.hyper_streams and (self.parallel_block or any(k != "attention" for k in self.layer_mixers)):
+            raise SpecError(
+                f"{n!r}: hyper-connection streams are modelled around attention layers in sequence "
+                "only (no parallel block, no other mixer); set hyper_streams=0"
+            )
+        if c is not None:
+            c.validate(n)
+            if (self.n_heads * self.head_dim) % c.o_groups:
+                raise SpecError(
+                    f"{n!r}: n_heads·head_dim={self.n_heads * self.head_dim} is not a multiple of "
+                    f"compressed.o_groups={c.o_groups}; each output group takes a whole share"
+                )
 
     def _validate_layer_widths(self) -> None:
         n = self.name
@@ -446,7 +503,16 @@ class ModelSpec:
 
     def layer_kinds(self) -> tuple[tuple[object, ...], ...]:
         """Each decoder layer's kind: everything that can differ between layers, as one tuple."""
-        return tuple(zip(self.layer_windows, self.layer_moe, self.layer_mixers, self.layer_indexer, strict=True))
+        return tuple(
+            zip(
+                self.layer_windows,
+                self.layer_moe,
+                self.layer_mixers,
+                self.layer_indexer,
+                self.layer_compress,
+                strict=True,
+            )
+        )
 
     def with_layers(self, n_layers: int) -> ModelSpec:
         """The same architecture with the first ``n_layers`` layers (patterns truncated)."""
@@ -457,6 +523,7 @@ class ModelSpec:
             layer_windows=self.layer_windows[:n_layers],
             layer_mixers=self.layer_mixers[:n_layers],
             layer_indexer=self.layer_indexer[:n_layers],
+            layer_compress=self.layer_compress[:n_layers],
         )
 
 
@@ -465,4 +532,4 @@ def _positive(name: str, fieldname: str, value: object) -> None:
         raise SpecError(f"{name!r}: {fieldname}={value!r} must be a positive integer")
 
 
-__all__ = ["ModelSpec", "MoESpec", "MLASpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec"]
+__all__ = ["ModelSpec", "MoESpec", "MLASpec", "CompressedSpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec"]

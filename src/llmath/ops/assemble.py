@@ -8,9 +8,11 @@ from functools import lru_cache
 from llmath.errors import WorkloadError
 from llmath.model.spec import ModelSpec
 from llmath.ops.attention import attention_block
+from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
+from llmath.ops.hyper import hyper_embed, hyper_head, hyper_in, hyper_out
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
@@ -34,12 +36,40 @@ def _attention_groups(spec: ModelSpec) -> list[tuple[int | None, bool, str, int,
 
 
 def layer_kind(
-    spec: ModelSpec, window: int | None, moe: bool, own_indexer: bool = True, kind: str = "attention"
+    spec: ModelSpec,
+    window: int | None,
+    moe: bool,
+    own_indexer: bool = True,
+    kind: str = "attention",
+    compress: str = "",
 ) -> str:
     """The label of an attention layer kind (operators' ``layer_kind``; deploy/shard.py counts layers by it)."""
     win = "full" if window is None else f"{'chunk' if spec.chunked_windows else 'window'} {window}"
     ffn = "moe" if moe else "dense" if spec.attention_ffn else "attention only"
-    return f"{ffn}/{win}" + kind.removeprefix("attention") + ("" if own_indexer else "/shared top-k")
+    label = f"{ffn}/{win}" + kind.removeprefix("attention") + ("" if own_indexer else "/shared top-k")
+    return label + (f"/{compress}" if compress else "")
+
+
+def _compressed_layers(b: Builder) -> None:
+    """DeepSeek-V4's layers, grouped by (window, moe, compressor): hyper-connection in, norm, attention
+    (ops/compressed.py), hyper-connection out, then the same around the FFN or MoE (ops/hyper.py); a plain
+    residual where the spec has no hyper-connection streams."""
+    s = b.spec
+    groups: dict[tuple[int | None, bool, str], int] = {}
+    for key in zip(s.layer_windows, s.layer_moe, s.layer_compress, strict=True):
+        groups[key] = groups.get(key, 0) + 1
+    for (w, moe, kind), count in groups.items():
+        lk = layer_kind(s, w, moe, compress=kind)
+        b.window = w
+        for which in ("attn", "ffn"):
+            if s.hyper_streams:
+                hyper_in(b, which, count, lk)
+            b.norm(f"norm.{which}_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+            if which == "attn":
+                compressed_attention(b, w, kind, count, lk)
+            else:
+                _ffn(b, moe, count, lk)
+            _residual_or_hyper(b, which, count, lk)
 
 
 def _ffn(b: Builder, moe: bool, count: int, lk: str) -> None:
@@ -79,8 +109,18 @@ def _mixer_layers(b: Builder) -> None:
         residual(b, "residual.ffn", count, lk)
 
 
+def _residual_or_hyper(b: Builder, which: str, count: int, lk: str, inputs: int = 2) -> None:
+    if b.spec.hyper_streams:
+        hyper_out(b, which, count, lk)
+    else:
+        residual(b, f"residual.{which}", count, lk, inputs=inputs)
+
+
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
+    if s.compressed is not None:
+        _compressed_layers(b)
+        return
     _mixer_layers(b)
     for g, (w, moe, kind, count, own) in enumerate(_attention_groups(s)):
         ffn = s.attention_ffn
@@ -88,6 +128,8 @@ def _decoder_layers(b: Builder) -> None:
         b.window, b.own_indexer = w, own
         norms = s.norms_per_layer
         attn_in = count - (0 if s.first_attn_norm or g else 1)  # ModernBERT-decoder: none in the first layer
+        if s.hyper_streams:  # HY-V4: hyper-connections around attention and FFN (ops/hyper.py)
+            hyper_in(b, "attn", count, lk)
         if attn_in:
             b.norm("norm.attn_in", s.d_model, count=attn_in, pkey="norm.layers", layer_kind=lk)
         if s.parallel_block and norms >= 2:
@@ -98,7 +140,9 @@ def _decoder_layers(b: Builder) -> None:
         if norms >= 4:
             b.norm("norm.attn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if not s.parallel_block:
-            residual(b, "residual.attn", count, lk, inputs=2 if kind == "attention" else 3)
+            _residual_or_hyper(b, "attn", count, lk, inputs=2 if kind == "attention" else 3)
+            if s.hyper_streams and ffn:
+                hyper_in(b, "ffn", count, lk)
             if norms >= 2 and ffn:
                 b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if ffn:
@@ -110,7 +154,7 @@ def _decoder_layers(b: Builder) -> None:
         if s.parallel_block:
             residual(b, "residual.parallel", count, lk, inputs=3)
         elif ffn:
-            residual(b, "residual.ffn", count, lk)
+            _residual_or_hyper(b, "ffn", count, lk)
         per_layer_block(b, count, lk)  # Gemma 4's per-layer input (ops/per_layer.py); none elsewhere
     last_layer_o_bias(b)
 
@@ -165,6 +209,9 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     else:
         embedding(b)
         per_layer_inputs(b)
+        if spec.hyper_streams:
+            hyper_embed(b)
         _decoder_layers(b)
+        hyper_head(b)
         head(b)
     return tuple(b.ops)

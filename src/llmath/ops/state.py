@@ -13,7 +13,7 @@ import numpy as np
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
-from llmath.ops.core import held_positions
+from llmath.ops.core import compressed_monomial, held_positions
 from llmath.ops.mixers import transformers_extra_state
 from llmath.ops.stages import cross_kv_elements_per_source
 
@@ -22,6 +22,9 @@ def _num(v):
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
         return int(v)
     return v
+
+
+COMPRESSED = ("/csa", "/hca")  # layer_kind suffixes of DeepSeek-V4's compressed layers (ops/assemble.py)
 
 
 def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int | float]:
@@ -36,6 +39,8 @@ def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None)
         if per:
             if layout == "transformers" and spec.hf_cache_kv_heads:
                 per = per * spec.hf_cache_kv_heads // spec.n_kv_heads
+            if layout == "transformers" and spec.compressed is not None and not op.layer_kind.endswith(COMPRESSED):
+                per *= 2  # DeepSeek-V4's sliding_attention layers: the generic sliding cache stores K=V twice
             out[op.window] = out.get(op.window, 0) + per
     return out
 
@@ -49,6 +54,29 @@ def fixed_state_elements(spec: ModelSpec, layout: str = "serving", ops=None) -> 
     return int(n) + (transformers_extra_state(spec) if layout == "transformers" else 0)
 
 
+def compressed_state_elements(spec: ModelSpec, positions, ops=None):
+    """Elements one sequence of ``positions`` positions holds in compressed caches (DeepSeek-V4's CSA / HCA,
+    ops/compressed.py): the compressors' state writers' ``z`` terms (entries ⌊S/m⌋, the buffered S mod m
+    positions, the overlap once a window closed) evaluated at S = ``positions``."""
+    n: Any = 0
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
+        for t in op.terms("kv_write"):
+            if t.mono.startswith("z"):
+                kind, m, *cap = t.mono.split(":")
+                n = n + t.coef * op.count * compressed_monomial(kind, int(m), None, 1, positions, 0)
+    return n
+
+
+def compressed_growth(spec: ModelSpec, ops=None) -> float:
+    """Elements per position the compressed caches add in the long run: each entry (``zN``) per m positions."""
+    n = 0.0
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
+        n += (
+            sum(t.coef / int(t.mono.split(":")[1]) for t in op.terms("kv_write") if t.mono.startswith("zN:")) * op.count
+        )
+    return n
+
+
 def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
     """Bytes of per-sequence state for ``batch`` sequences of ``positions`` positions: the KV cache plus the
     mixers' fixed-size state (0 for attention-only models).
@@ -58,6 +86,8 @@ def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layo
     positions, fixed once the encoder has run (:mod:`llmath.ops.stages`).
     """
     total = batch * fixed_state_elements(spec, layout, ops)
+    if spec.compressed is not None:
+        total = total + batch * compressed_state_elements(spec, positions, ops)
     if spec.is_encoder_decoder:
         total = total + batch * src * cross_kv_elements_per_source(spec, ops)
     for w, per in kv_elements_per_position(spec, layout, ops).items():
@@ -74,16 +104,18 @@ def kv_growth(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
 
     ``bytes_per_token``: the first positions (every layer, windowed ones included, adds one position);
     ``growth_bytes_per_token``: each position once every window has filled (full-attention layers only;
-    0 for a model whose every layer slides); ``window_bytes``: what the windowed layers hold when full;
+    0 for a model whose every layer slides; compressed caches add each entry's width per ``rate`` positions, their
+    buffers of fewer than ``rate`` positions are not growth); ``window_bytes``: what the windowed layers hold when full;
     ``windows_full_at``: the context from which the growth rate applies (the largest window, or 0).
     Bytes per sequence at context S = growth · S + Σ_windowed per-position · min(S, W).
     """
     per = kv_elements_per_position(spec)
     kb = precision.kv_bytes
     windows = [w for w in per if w is not None]
+    comp = compressed_growth(spec) if spec.compressed is not None else 0
     return {
-        "bytes_per_token": _num(sum(per.values()) * kb),
-        "growth_bytes_per_token": _num(per.get(None, 0) * kb),
+        "bytes_per_token": _num((sum(per.values()) + comp) * kb),
+        "growth_bytes_per_token": _num((per.get(None, 0) + comp) * kb),
         "window_bytes": _num(sum(n * w for w, n in per.items() if w is not None) * kb),
         "windows_full_at": max(windows, default=0),
         "fixed_bytes_per_sequence": _num(fixed_state_elements(spec) * kb),
