@@ -26,6 +26,8 @@ def coarse_hf(name: str) -> str:
         return "vision"
     if re.search(r"(^|\.)audio_tower\.", name):
         return "audio"
+    if re.search(r"^model\.encoder\.conv\d\.", name):  # Whisper's audio front end (ops/frontend.py)
+        return "frontend"
     if re.search(r"\.norm_attn_norm\.attn\.", name):  # DBRX keeps its attention inside a "norm_attn_norm" block
         return "attention"
     if re.search(r"(^|\.)(attn_hc|ffn_hc|hc_head)\.", name):  # DeepSeek-V4's hyper-connections

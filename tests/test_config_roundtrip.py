@@ -39,7 +39,14 @@ def test_alias_table_covers_every_supported_model_type():
 NEEDS_ATTENTION_LAYER = {"olmo_hybrid"}
 # Language models transformers has no *ForCausalLM class for (the Qwen-VL text models exist only inside
 # their wrappers' *ForConditionalGeneration).
-LM_OF_WRAPPER_ONLY = {"qwen2_vl_text", "qwen2_5_vl_text", "qwen3_vl_text", "qwen3_vl_moe_text"}
+LM_OF_WRAPPER_ONLY = {
+    "qwen2_vl_text",
+    "qwen2_5_vl_text",
+    "qwen3_vl_text",
+    "qwen3_vl_moe_text",
+    "emu3_text_model",
+    "mllama_text_model",
+}  # emu3, mllama: tests/test_oracle_aliases.py, tests/test_mllama.py
 NOT_YET = {"ministral", "hunyuan_v1_dense", "hunyuan_v1_moe", "exaone_moe", "mellum", "nemotron", "gpt_neo"}
 
 

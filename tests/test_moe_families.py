@@ -177,7 +177,10 @@ def test_longcat_flash_reads_exactly_on_cpu_when_top_k_are_real():
     model = _cpu_model(LONGCAT_SMALL)
     for layer in model.model.layers:
         layer.mlp.router.e_score_correction_bias[6:] = -10.0  # softmax scores lie in [0, 1]
-    assert param_report(spec).total == oracle.count_params(model)
+    assert param_report(spec, "eager").total == oracle.count_params(model)  # transformers' allocation
+    # served (vLLM's LongcatMoe: a FusedMoE of the 6 real experts): no gate/up weights for the 3 zero experts,
+    # 2 layers x 3 zero experts x (gate + up) 2 x 64 x 24 fewer
+    assert param_report(spec).total == oracle.count_params(model) - 2 * 3 * 2 * 64 * 24
     hf_prefill, out = oracle.forward_flops(model, B, P)
     past = oracle.past_of(out)
     assert _matmul_flops(spec, "prefill", 0, P) == hf_prefill
@@ -197,3 +200,17 @@ def test_longcat_flash_tokens_at_zero_experts_cost_no_matmul():
         layer.mlp.router.e_score_correction_bias[6:] = 10.0
     hf_prefill, _ = oracle.forward_flops(model, B, P)
     assert _matmul_flops(spec, "prefill", 0, P) - hf_prefill == 2 * (B * P * 2 * 3 * 2 * 64 * 24)
+
+
+def test_longcat_flash_served_count_matches_the_published_size(tmp_path):
+    """LongcatFlashConfig's defaults are LongCat-Flash's sizes (28 layers, d 6144, 512 experts of 2048, 256 zero
+    experts). transformers allocates gate and up weights for the zero experts too; vLLM does not (ops/moe.py).
+    The served count is the published one: 560B total (huggingface.co/meituan-longcat/LongCat-Flash-Chat model
+    card; LongCat-Flash technical report, arXiv:2509.01322)."""
+    pytest.importorskip("transformers")
+    from causal_lm_types import default_config
+
+    spec = spec_from_config(default_config("longcat_flash", str(tmp_path)), "longcat_flash")
+    served, allocated = param_report(spec).total, param_report(spec, "eager").total
+    assert allocated - served == 28 * 256 * 2 * 6144 * 2048  # layers x zero experts x (gate, up) x D x F
+    assert abs(served / 560e9 - 1) < 0.005

@@ -93,7 +93,7 @@ def test_decoder_type_reads_exactly(mt, tmp_path):
     cfg = _config_or_xfail(mt, tmp_path)
     full = _meta_or_xfail(cfg, mt)
     spec = _spec_or_xfail(cfg, mt)
-    rep = param_report(spec)
+    rep = param_report(spec, "eager")
     assert rep.total == oracle.count_params(full)
     assert _llmath_groups(rep) == _hf_groups(full)
     if mt in EXPERT_LOOPS_ON_CPU:
@@ -256,13 +256,22 @@ VARIANTS = [
             "compress_rates": {"compressed_sparse_attention": 2, "heavily_compressed_attention": 4},
             "hc_mult": 2,
             "o_groups": 4,
+            "num_hidden_layers": 4,  # the layer and MoE patterns as the config class derives them for 4 layers
+            "layer_types": None,
+            "mlp_layer_types": None,
         },
     ),
     (
         "deepseek_v4",
         {
-            "layer_types": ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"] * 14
-            + ["sliding_attention"],
+            "num_hidden_layers": 4,
+            "layer_types": [
+                "sliding_attention",
+                "compressed_sparse_attention",
+                "heavily_compressed_attention",
+                "sliding_attention",
+            ],
+            "mlp_layer_types": None,
             "sliding_window": 4,
             "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
         },
@@ -283,7 +292,7 @@ VARIANTS = [
 def test_variants_read_exactly(mt, extra, tmp_path):
     cfg = {k: v for k, v in dict(default_config(mt, str(tmp_path)), **extra).items() if v is not None}
     spec = spec_from_config(cfg, mt)
-    assert param_report(spec).total == oracle.count_params(oracle.build_meta(oracle.hf_config(cfg)))
+    assert param_report(spec, "eager").total == oracle.count_params(oracle.build_meta(oracle.hf_config(cfg)))
     _flops_and_cache_equal(cfg, spec)
 
 

@@ -51,6 +51,9 @@ def test_page_shows_the_encoder_stage(base, browser):  # noqa: F811
     assert rows == ["encoder", "decoder", "decode"]  # encoder, decoder prefill, decode step 0
     assert _text(browser, '[data-kpi="TTFT"]') == f"{d['ttft_s'] * 1e3:.2f} ms"
     assert "encoder-decoder" in _text(browser, "#encdec-note")
+    # the decoder-prompt control: 2^2 = 4 decoder tokens reach the analysis and the note
+    _open(browser, f"{base}/?model=t5-base&hardware=h100-sxm&batch=4&prompt=256&gen=32&decoder_prompt=4")
+    assert "starts from 4 token(s)" in _text(browser, "#encdec-note")
     # the roofline: a point per operator of the three stages, the encoder's among them
     _open(browser, f"{base}/?model=t5-base&hardware=h100-sxm&batch=4&prompt=256&gen=32&view=roofline")
     expected = sum(

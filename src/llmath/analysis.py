@@ -390,8 +390,7 @@ def _analyze_device(
     batch, prompt, prefix, attention, decoder_prompt = w.batch, w.prompt, w.prefix, w.attention, w.decoder_prompt
     gen = w.gen
     eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
-    external = spec.encoder is not None and bool(spec.encoder.external)  # TrOCR: the source is image positions
-    end = max(ostages.decode_start(spec, prompt, prefix, decoder_prompt)[0] + gen - 1, 0 if external else prompt)
+    end = ostages.context_end(spec, prompt, prefix, decoder_prompt, gen)
     notes = read_notes + context_notes(spec, end) + wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
     params = param_report(spec)
@@ -474,9 +473,8 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
     if mem.max_batch is not None:
         mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
         mem.max_context = min(int(m.max_context or 0) for m in mems)
-    notes = context_notes(
-        spec, max(ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)[0] + w.gen - 1, w.prompt)
-    )
+    notes = context_notes(spec, ostages.context_end(spec, w.prompt, w.prefix, w.decoder_prompt, w.gen))
+    notes += wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, p, hw)
     if w.batch % layout.dp:
         notes.append(

@@ -96,7 +96,7 @@ def mixer_tp_problem(m: MixerSpec, tp: int) -> str | None:
 def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     """Why ``spec`` cannot run ``tp``-way tensor parallel (vLLM's divisibility rules), or None."""
     N, K = spec.n_heads, spec.n_kv_heads
-    mixers = sorted(set(spec.layer_mixers) - {"attention", "none", "mamba", "mamba2"})
+    mixers = sorted(set(spec.layer_mixers) - {"attention", "none", "mamba", "mamba2", "xattn"})
     if mixers and tp > 1:  # before the heads: a pure Mamba spec's attention fields are placeholders
         return f"tp={tp}: layers with a {'/'.join(mixers)} mixer have no tensor-parallel sharding rule yet"
     if tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, tp)):

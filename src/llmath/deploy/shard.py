@@ -91,6 +91,11 @@ REPLICATED = {
     "per_layer.input_gate",
     "per_layer.act_mul",
     "per_layer.projection",
+    # Whisper's audio front end (ops/frontend.py): vLLM's WhisperEncoder keeps conv1, conv2 and the source
+    # position table as plain nn.Conv1d / nn.Embedding on every rank (vllm/model_executor/models/whisper.py)
+    "conv1",
+    "conv2",
+    "positions",
 }
 COLUMN = {"attn.gate_proj", "attn.q_proj", "attn.q_b_proj", "ffn.gate", "ffn.up", "moe.shared.gate", "moe.shared.up"}
 KV = {"attn.k_proj", "attn.v_proj"}
@@ -156,9 +161,24 @@ def rule_name(name: str) -> str:
     return f"attn.{tail}" if block in ("self_attn", "cross_attn") else rest
 
 
+# Mllama's skipped cross-attention layers (ops/vision_cross.py) shard like their self-attention namesakes
+# (vLLM mllama.py MllamaTextCrossAttention: ColumnParallelLinear q, QKVParallelLinear k/v, RowParallelLinear o)
+XATTN = {
+    "xattn.q_proj": "attn.q_proj",
+    "xattn.k_proj": "attn.k_proj",
+    "xattn.v_proj": "attn.v_proj",
+    "xattn.o_proj": "attn.o_proj",
+    "xattn.ffn.gate": "ffn.gate",
+    "xattn.ffn.up": "ffn.up",
+    "xattn.ffn.down": "ffn.down",
+    "xattn.gates": "moe.router",
+}  # fmt: skip  (gates: replicated)
+
+
 def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor], Fr, Fr]:
     """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``."""
     name, T = rule_name(op.name), L.tp
+    name = XATTN.get(name, name)
     if name.startswith("mixer.") and name != "mixer.inner_norms" and spec.mixer is not None:
         return _mixer_factors(name, spec.mixer, T)
     N, K = spec.n_heads, spec.n_kv_heads
@@ -166,6 +186,8 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
     if name in REPLICATED or (op.component == "norm" and name != "attn.qk_norm") or op.component == "residual":
         return ONE, {}, ONE, ONE
+    if name == "embed.tokens" and spec.encoder is not None and spec.encoder.frontend:
+        return ONE, {}, ONE, ONE  # vLLM's WhisperDecoder: embed_tokens is a plain nn.Embedding (whisper.py)
     if name in ("attn.qk_norm", "attn.rotary"):
         f = Fr(N // T + 1, N + 1) if spec.mla is not None else Fr(N // T + kv_heads_per_rank(spec, T), N + K)
         return f, {}, (ONE if spec.qk_norm == "head" else f), ONE
@@ -292,7 +314,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
     from llmath.deploy.comm import encdec_collectives, stage_collectives
 
-    if any(k not in ("attention", "none", "mamba", "mamba2") for k in spec.layer_mixers):
+    if any(k not in ("attention", "none", "mamba", "mamba2", "xattn") for k in spec.layer_mixers):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"

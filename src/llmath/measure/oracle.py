@@ -14,7 +14,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-SEQ2SEQ = ("t5", "bart", "marian")
+SEQ2SEQ = ("t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus")
+SPEECH_SEQ2SEQ = ("whisper",)  # the audio encoder-decoders (AutoModelForSpeechSeq2Seq)
 # xLSTM-7b's config.json names the Triton kernels of mlstm_kernels; transformers' xLSTMConfig (5.23) admits
 # only the native torch ones, which compute the same layer
 XLSTM_NATIVE = {
@@ -93,6 +94,8 @@ def build_meta(config, attn_implementation: str = "eager"):
     with torch.device("meta"):
         if config.model_type in SEQ2SEQ:
             return transformers.AutoModelForSeq2SeqLM.from_config(config, **kw)
+        if config.model_type in SPEECH_SEQ2SEQ:
+            return transformers.AutoModelForSpeechSeq2Seq.from_config(config, **kw)
         try:
             return transformers.AutoModelForCausalLM.from_config(config, experts_implementation="batched_mm", **kw)
         except TypeError:
@@ -207,9 +210,13 @@ def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:
             out = fn()
         return counter.get_total_flops(), out
 
-    ids = torch.zeros(batch, src, dtype=torch.long, device="meta")
     dec = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
-    f_enc, enc = counted(lambda: model.get_encoder()(input_ids=ids))
+    if model.config.model_type in SPEECH_SEQ2SEQ:  # 2 mel frames per encoder position (Whisper's stride 2)
+        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device="meta")
+        f_enc, enc = counted(lambda: model.get_encoder()(input_features=mels))
+    else:
+        ids = torch.zeros(batch, src, dtype=torch.long, device="meta")
+        f_enc, enc = counted(lambda: model.get_encoder()(input_ids=ids))
     f_pre, out = counted(lambda: model(encoder_outputs=enc, decoder_input_ids=dec, use_cache=True))
     past = out.past_key_values
     sizes = (cache_bytes(past.self_attention_cache), cache_bytes(past.cross_attention_cache))

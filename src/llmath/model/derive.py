@@ -128,18 +128,26 @@ def stacks(table: Mapping[str, Any], cfg: Mapping[str, Any], get: Getter, n_laye
         n_layers = get("decoder_layers")
         encoder = EncoderSpec(n_layers=get("encoder_layers"), norms_per_layer=2, final_norm=False)
         final_norm = False
-    elif table.get("encdec") == "bart":
+    elif table.get("encdec") == "bart":  # and its descendants (model/families_encdec.py): which norms they keep
+        _same_stack_widths(cfg)
         n_layers = get("decoder_layers")
+        final_norm = bool(fact(table, cfg, "stack_final_norms", ("add_final_layer_norm", False)))
+        embedding_norm = bool(fact(table, cfg, "embedding_norm", True))
         encoder = EncoderSpec(
             n_layers=get("encoder_layers"),
             norms_per_layer=2,
-            final_norm=bool(cfg.get("add_final_layer_norm")),
-            embedding_norm=True,
+            final_norm=final_norm,
+            embedding_norm=embedding_norm,
             own_position_table=True,
         )
-        final_norm = bool(cfg.get("add_final_layer_norm"))
-        embedding_norm = True
         d_ff = get("decoder_ffn_dim")
+    elif table.get("encdec") == "whisper":
+        _same_stack_widths(cfg)
+        n_layers, d_ff = get("decoder_layers"), get("decoder_ffn_dim")
+        encoder = EncoderSpec(
+            n_layers=get("encoder_layers"), in_features=get("num_mel_bins"), frontend="conv",
+            source_positions=get("max_source_positions"),
+        )  # fmt: skip
     elif table.get("encdec") == "external":  # TrOCR: the decoder of an image encoder's model
         encoder = EncoderSpec(
             n_layers=0, norms_per_layer=0, final_norm=False, external=str(table["external"]),
@@ -149,6 +157,16 @@ def stacks(table: Mapping[str, Any], cfg: Mapping[str, Any], get: Getter, n_laye
         final_norm = False
     return dict(n_layers=n_layers, d_ff=d_ff, encoder=encoder, relative_buckets=relative_buckets,
                 final_norm=final_norm, embedding_norm=embedding_norm)  # fmt: skip
+
+
+def _same_stack_widths(cfg: Mapping[str, Any]) -> None:
+    """llmath's encoder shares the decoder's attention and FFN widths (every released Whisper does)."""
+    for enc, dec in (("encoder_ffn_dim", "decoder_ffn_dim"), ("encoder_attention_heads", "decoder_attention_heads")):
+        if enc in cfg and dec in cfg and cfg[enc] != cfg[dec]:
+            raise ConfigError(
+                f"{enc}={cfg[enc]} differs from {dec}={cfg[dec]}: llmath models encoder and decoder stacks of the "
+                "same widths; set them equal or analyse the stacks as separate models"
+            )
 
 
 # yes/no facts: (default, whether the file may state it through the table's (key, default) / function)

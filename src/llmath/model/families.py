@@ -8,6 +8,7 @@ from typing import Any
 from llmath.model import (
     families_dense,
     families_dsv4,
+    families_encdec,
     families_linear,
     families_moe,
     families_multimodal,
@@ -527,6 +528,22 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         encdec="bart",
         activation="gelu",
     ),
+    # Whisper (Radford et al. 2022): pre-LN stacks with final norms, k_proj without bias, the decoder's
+    # learned table of max_target_positions rows; the encoder's audio front end: EncoderSpec.frontend.
+    "whisper": dict(
+        norm="layer",
+        ffn="mlp",
+        position="learned",
+        positions_keys=("max_target_positions",),
+        q_bias=True,
+        k_bias=False,
+        v_bias=True,
+        o_bias=True,
+        ffn_bias=True,
+        norms_per_layer=3,
+        encdec="whisper",
+        activation="gelu",
+    ),
 }
 ADAPTERS["codegen"] = ADAPTERS["gptj"]  # CodeGen is GPT-J's block (parallel attention + MLP, partial rotary)
 ADAPTERS.update(families_dense.ADAPTERS)  # dense decoders with an unusual feature (MPT, DiffLlama, ...)
@@ -539,3 +556,4 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
 ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)
 ADAPTERS.update(families_dsv4.ADAPTERS)  # DeepSeek-V4 (model/families_dsv4.py)
+ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, MVP, Blenderbot, Pegasus, Marian

@@ -101,3 +101,19 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     ),
 }
 ADAPTERS["gemma4_unified_text"] = dict(ADAPTERS["gemma4_text"], mixers=partial(gemma4_layers, ple=False))
+# Emu3's language model (modeling_emu3.py Emu3Attention / Emu3MLP / Emu3RMSNorm): Llama's layers exactly; the
+# wrapper's VQ-VAE image tokenizer (vq_config) is named in towers_not_counted
+ADAPTERS["emu3_text_model"] = dict(LLAMA_LIKE)
+
+
+def _mllama_layers(cfg: Mapping[str, Any], get: Callable[..., int], n_layers: int) -> dict[str, Any]:
+    """Llama 3.2 Vision's language model (MllamaTextConfig): Llama layers, with ``cross_attention_layers``
+    (indices) cross-attending the image (ops/vision_cross.py: skipped in text-only requests), and 8 token-table
+    rows beyond vocab_size (MllamaTextModel.embed_tokens has vocab_size + 8 rows; the LM head vocab_size)."""
+    cross = {int(i) for i in cfg.get("cross_attention_layers") or ()}
+    if any(not 0 <= i < n_layers for i in cross):
+        raise ConfigError(f"mllama: cross_attention_layers={sorted(cross)} must be layer indices below {n_layers}")
+    return dict(layer_mixers=tuple("xattn" if i in cross else "attention" for i in range(n_layers)), extra_token_rows=8)
+
+
+ADAPTERS["mllama_text_model"] = dict(LLAMA_LIKE, mixers=_mllama_layers)

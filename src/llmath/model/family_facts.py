@@ -142,6 +142,7 @@ TIED_BY_DEFAULT = {
     "zamba",
     "zamba2",
     "zaya",
+    "whisper",
 }
 
 # BERT-style encoders: transformers offers a *ForCausalLM for them (the bidirectional encoder run with

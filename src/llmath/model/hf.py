@@ -317,7 +317,7 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     norms, parallel, hf_cache_kv = derive.norm_layout(table, cfg, n_heads)
     position = fact(table, cfg, "position", "rotary")
-    max_pos = next((cfg[k] for k in POSITIONS if cfg.get(k)), None)
+    max_pos = next((cfg[k] for k in table.get("positions_keys", POSITIONS) if cfg.get(k)), None)
     softcap = table.get("softcap")
     stacks = derive.stacks(table, cfg, get, n_layers, d_ff)
     tie = cfg.get("tie_word_embeddings")

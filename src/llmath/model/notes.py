@@ -20,6 +20,21 @@ def context_notes(spec: ModelSpec, end: int) -> list[str]:
 
 
 def wrapper_notes(spec: ModelSpec) -> list[str]:
+    """What a report leaves out of a wrapper or an encoder's decoder, and the layers its stages skip."""
+    return _wrapper_notes(spec) + _skipped_layer_notes(spec)
+
+
+def _skipped_layer_notes(spec: ModelSpec) -> list[str]:
+    n = spec.layer_mixers.count("xattn")
+    if not n:
+        return []
+    return [
+        f"{spec.name}: the stages are a text-only request: its {n} image cross-attention layers (in params and "
+        "weight memory) are skipped, as transformers and serving engines skip them without an image"
+    ]
+
+
+def _wrapper_notes(spec: ModelSpec) -> list[str]:
     if spec.encoder is not None and spec.encoder.external:
         return [
             f"{spec.name}: the decoder of an encoder-decoder whose encoder is {spec.encoder.external}: its "

@@ -245,6 +245,13 @@ class EncoderSpec:
     # encoder pass here, the decoder owns the token table, cross-attention K/V read ``d_model``-wide outputs
     external: str = ""
     d_model: int = 0  # width of the encoder output the cross-attention K/V project (0: the decoder's)
+    # Whisper: the source is audio, not tokens. Two convolutions of kernel 3 (the second of stride 2) turn the
+    # 2·P frames of ``in_features`` mel bins into P positions, to which a fixed table of ``source_positions``
+    # rows is added; the encoder has no token table (the decoder owns it), and the source is always that
+    # window: P = ``source_positions`` (Whisper: 30 s = 1500 positions = 3000 frames).
+    frontend: str = ""  # "" (token embedding) or "conv" (Whisper's)
+    in_features: int = 0
+    source_positions: int = 0
 
 
 @dataclass(frozen=True)
@@ -343,6 +350,8 @@ class ModelSpec:
     layer_compress: tuple[str, ...] = ()
     hyper_streams: int = 0
     hyper_comb: bool = True  # mHC's n × n stream mixing (DeepSeek-V4); False: independent HC (HY-V4's iHC)
+    # Mllama: token-table rows beyond vocab_size (its 8 image/special rows), not in the LM head
+    extra_token_rows: int = 0
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -481,7 +490,7 @@ class ModelSpec:
         n = self.name
         if len(self.layer_mixers) != self.n_layers:
             raise SpecError(f"{n!r}: layer_mixers has {len(self.layer_mixers)} entries for {self.n_layers} layers")
-        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none"}
+        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none", "xattn"}
         if kinds and (self.mixer is None or kinds != {self.mixer.kind}):
             raise SpecError(f"{n!r}: layer_mixers names {sorted(kinds)} but the mixer spec is {self.mixer!r}")
         if self.mixer is not None:

@@ -12,12 +12,14 @@ from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
+from llmath.ops.frontend import audio_frontend
 from llmath.ops.hyper import hyper_embed, hyper_head, hyper_in, hyper_out
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
+from llmath.ops.vision_cross import vision_cross_layers
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
@@ -92,6 +94,9 @@ def _mixer_layers(b: Builder) -> None:
     for (kind, moe), count in groups.items():
         ffn = s.layer_has_ffn(kind)
         lk = f"{kind}/{'moe' if moe else 'dense' if ffn else 'mixer only'}"
+        if kind == "xattn":  # Mllama's cross-attention layers: skipped in a text-only request (weights only)
+            vision_cross_layers(b, count, lk)
+            continue
         if kind.startswith("shared+"):  # Zamba: the shared transformer block feeds the mixer's input
             shared_block(b, count, lk)
         if kind != "none":
@@ -185,10 +190,13 @@ def _encoder_decoder(b: Builder) -> None:
     if b.stage == "encoder":
         if enc.external:  # another model's encoder (TrOCR's image encoder): no operators here
             return
-        embedding(b, "encoder.embed", own_positions=enc.own_position_table)
+        if enc.frontend:  # Whisper's convolutions over audio frames (ops/frontend.py)
+            audio_frontend(b)
+        else:
+            embedding(b, "encoder.embed", own_positions=enc.own_position_table)
         _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
         return
-    own = bool(enc.external)  # with an external encoder the decoder owns the token and position tables
+    own = bool(enc.external or enc.frontend)  # no token encoder: the decoder owns the token and position tables
     embedding(b, "decoder.embed", own_positions=enc.own_position_table or own, token_table=own)
     _stack(b, "decoder", s.n_layers, s.norms_per_layer, s.final_norm)
     lm_head(b)

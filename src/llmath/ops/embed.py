@@ -15,7 +15,7 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
         "BT,VD->BTD",
         dict(V=V, D=D),
         1,
-        [("embedding.token", V * D if token_table else 0)],
+        [("embedding.token", (V + s.extra_token_rows) * D if token_table else 0)],
         weight=[(D, "BT", "D")],
         act_out=[(D, "BT", "D")],
     )

@@ -42,11 +42,14 @@ def routed_experts(site: Site) -> None:
     weights; serving kernels (``flash``, the default) run the top-k only, as for any MoE.
 
     LongCat-Flash's ``zero_experts``: transformers 5.23 allocates their gate_up rows (LongcatFlashExperts
-    gate_up_proj has E + Z experts, down_proj E), so they count as parameters, but a token routed to one costs
-    no matmul (an identity). How many of a token's top-k are real depends on the routing; llmath charges all
-    top-k as real (the most eager executes, and what it executes when no zero expert is picked). Served, a
-    token activates fewer: 18.6B to 31.3B parameters, 27B on average, by the LongCat-Flash-Chat model card
-    (huggingface.co/meituan-longcat/LongCat-Flash-Chat), so llmath's routed FLOPs are an upper bound there.
+    gate_up_proj has E + Z experts, down_proj E), so under ``eager`` they count as parameters; vLLM's
+    ``LongcatMoe`` (vllm/model_executor/models/longcat_flash.py) builds its FusedMoE with the E real experts only
+    (the router alone has E + Z outputs), so the served form (``flash``, the default) holds no weights for them. A
+    token routed to one costs no matmul (an identity). How many of a token's top-k are real depends on the
+    routing; llmath charges all top-k as real (the most eager executes, and what it executes when no zero expert
+    is picked). Served, a token activates fewer: 18.6B to 31.3B parameters, 27B on average, by the LongCat-Flash-
+    Chat model card (huggingface.co/meituan-longcat/LongCat-Flash-Chat), so llmath's routed FLOPs are an upper
+    bound there.
     """
     b, m = site.b, _moe(site.spec)
     E, k = m.n_experts, m.top_k
@@ -56,7 +59,8 @@ def routed_experts(site: Site) -> None:
               weight_read=None if every else "U:moe", mult=E if every else k)  # fmt: skip
     for i in range(before, len(b.ops)):
         op = b.ops[i]
-        params = tuple((key, n * (E + m.zero_experts if key.endswith(_ZERO_KEYS) else E)) for key, n in op.params)
+        zero = m.zero_experts if b.attention == "eager" else 0  # transformers allocates them; vLLM does not
+        params = tuple((key, n * (E + zero if key.endswith(_ZERO_KEYS) else E)) for key, n in op.params)
         b.ops[i] = replace(op, sizes=op.sizes + (("E", E), ("k", k)), params=params)
 
 

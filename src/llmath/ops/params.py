@@ -70,10 +70,13 @@ def seed_estimates(spec: ModelSpec) -> dict[str, int]:
 
 
 @lru_cache(maxsize=512)
-def param_report(spec: ModelSpec) -> ParamReport:
-    ops = build_ops(spec, "prefill", "flash")
+def param_report(spec: ModelSpec, attention: str = "flash") -> ParamReport:
+    """The parameters as served (``flash``, the default), or as transformers allocates them (``eager``): they
+    differ only where transformers allocates weights a serving engine does not (LongCat-Flash's zero experts,
+    :func:`llmath.ops.moe.routed_experts`)."""
+    ops = build_ops(spec, "prefill", attention)
     if spec.is_encoder_decoder:  # the decoder prefill holds the decoder's weights, the encoder pass the rest
-        ops = build_ops(spec, "encoder", "flash") + ops
+        ops = build_ops(spec, "encoder", attention) + ops
     by_component: dict[str, int] = {}
     per_layer: dict[str, int] = {}
     layer_counts: dict[str, int] = {}

@@ -34,8 +34,26 @@ def decode_start(spec: ModelSpec, prompt: int, prefix: int = 0, decoder_prompt: 
                 f"prefix={prefix}: {spec.name!r} is an encoder-decoder model, whose decoder starts after the "
                 "encoder pass with no cached prefix; set the decoder's own prefill length with decoder_prompt"
             )
+        _check_source(spec, prompt)
         return decoder_prompt, prompt
     return prefix + prompt, 0
+
+
+def context_end(spec: ModelSpec, prompt: int, prefix: int, decoder_prompt: int, gen: int) -> int:
+    """The last position a position table must hold: the decoder's last, and the source's where the source
+    shares a table of the same length (BART, T5); an image or audio source (TrOCR, Whisper) has its own."""
+    own_source = spec.encoder is not None and bool(spec.encoder.external or spec.encoder.frontend)
+    return max(decode_start(spec, prompt, prefix, decoder_prompt)[0] + gen - 1, 0 if own_source else prompt)
+
+
+def _check_source(spec: ModelSpec, prompt) -> None:
+    """Whisper's encoder takes exactly its window (transformers raises on any other length of input features)."""
+    window = spec.encoder.source_positions if spec.encoder is not None else 0
+    if window and np.any(np.asarray(prompt) != window):
+        raise WorkloadError(
+            f"prompt={prompt}: {spec.name!r} encodes a fixed audio window of {window} positions "
+            f"({2 * window} mel frames; shorter audio is padded to it); pass prompt={window}"
+        )
 
 
 def stage_scenarios(spec: ModelSpec, batch, prompt, prefix=0, decoder_prompt: int = 1) -> dict[str, Scenario]:

@@ -354,7 +354,8 @@ def _kv_lines(c, a) -> None:
     )
     if a.encoder is not None:
         c.print(
-            f"encoder-decoder: prompt = {w['prompt']} source tokens through the encoder once; the decoder starts "
+            f"encoder-decoder: prompt = {w['prompt']} source positions (tokens; Whisper: audio positions) through "
+            "the encoder once; the decoder starts "
             f"from {w['decoder_prompt']} token(s); cross-attention cache {kv['cross_bytes_per_source_token']:,} B "
             f"per source token, {gb(kv['cross_bytes'])} fixed (included above)"
         )

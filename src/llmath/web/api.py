@@ -118,6 +118,9 @@ def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any
             kw[name] = str(params[name])
     if params.get("efficiency"):
         kw["efficiency_mode"] = str(params["efficiency"])
+    enc = _model(params, config).encoder
+    if enc is not None and enc.source_positions:  # Whisper: the source is its fixed window, whatever the slider
+        kw["prompt"] = enc.source_positions  # says (the page's encoder note prints the length used)
     missing = sorted(k for k in kw if k not in accepted)
     if missing:
         raise WorkloadError(f"this llmath has no {', '.join(missing)} option for analyze; leave it empty")

@@ -1,0 +1,75 @@
+"""Llama 3.2 Vision (mllama): its language model, with the image cross-attention layers, read exactly for a
+text-only request (ops/vision_cross.py), against transformers on the meta device. The wrapper's defaults are
+the 11B model's text sizes; five layers keep the test fast, layer 3 a cross-attention layer."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from causal_lm_types import default_config
+from helpers import coarse_hf, coarse_llmath
+
+import llmath
+from llmath.analysis import kv_cache_bytes
+from llmath.model.dtypes import Precision
+from llmath.model.hf import spec_from_config
+from llmath.ops import Scenario, build_ops, evaluate
+from llmath.ops.params import param_report
+
+B, P = 2, 9
+
+
+def _config(tmp_path) -> dict:
+    cfg = default_config("mllama", str(tmp_path))
+    text = copy.deepcopy(cfg["text_config"])
+    text.update(num_hidden_layers=5, cross_attention_layers=[3])
+    return dict(cfg, text_config=text)
+
+
+def _mm(spec, stage, sc):
+    return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "eager"), sc, spec))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from llmath.measure import oracle
+
+    cfg = _config(tmp_path_factory.mktemp("mllama"))
+    return spec_from_config(cfg, "mllama"), oracle.build_meta(oracle.hf_config(cfg)), oracle
+
+
+def test_params_by_component_equal_transformers(built):
+    spec, model, _ = built
+    hf: dict[str, int] = {}
+    for n, p in model.named_parameters():  # MllamaForCausalLM: the language model alone
+        hf[coarse_hf(n)] = hf.get(coarse_hf(n), 0) + p.numel()
+    ours: dict[str, int] = {}
+    for k, v in param_report(spec).by_component.items():
+        ours[coarse_llmath(k)] = ours.get(coarse_llmath(k), 0) + v
+    assert {k: v for k, v in ours.items() if v} == hf
+    # the token table has vocab_size + 8 rows (MllamaTextModel.embed_tokens), the LM head vocab_size
+    assert param_report(spec).by_component["embedding.token"] == (128256 + 8) * 4096
+
+
+def test_text_only_flops_and_cache_equal_transformers(built):
+    spec, model, oracle = built
+    hf_prefill, out = oracle.forward_flops(model, B, P)
+    past = oracle.past_of(out)
+    # 4 self-attention layers of 8 KV heads x 128, K and V, bf16: 4 x 2 x 8 x 128 x 2 B per position
+    assert oracle.cache_bytes(past) == kv_cache_bytes(spec, B, P, Precision()) == B * P * 4 * 2 * 8 * 128 * 2
+    hf_decode, _ = oracle.forward_flops(model, B, 1, past=past, seen=P)
+    assert _mm(spec, "prefill", Scenario(B, P)) == hf_prefill  # the cross-attention layer runs nothing
+    assert _mm(spec, "decode", Scenario(B, 1, P)) == hf_decode
+
+
+def test_layouts_hold_every_weight_and_say_what_is_skipped(tmp_path):
+    pytest.importorskip("transformers")
+    spec = spec_from_config(_config(tmp_path), "mllama")
+    one = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4)
+    pp = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, pp=2)
+    assert sum(s["params"] for s in pp.parallel["stages"]) == one.params.total
+    assert any("cross-attention layers" in w and "skipped" in w for w in one.warnings)
+    assert any("cross-attention layers" in w for w in llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, tp=2).warnings)
