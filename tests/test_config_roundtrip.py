@@ -88,4 +88,4 @@ def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
     saved = json.loads(path.read_text())
     spec = spec_from_file(path)
     expected = oracle.count_params(oracle.build_meta(oracle.hf_config(saved)))
-    assert param_report(spec).total == expected, model_type
+    assert param_report(spec, "eager").total == expected, model_type  # transformers' allocation (LongCat)

@@ -38,13 +38,19 @@ def built(tmp_path_factory):
     from llmath.measure import oracle
 
     cfg = _config(tmp_path_factory.mktemp("mllama"))
-    return spec_from_config(cfg, "mllama"), oracle.build_meta(oracle.hf_config(cfg)), oracle
+    return spec_from_config(cfg, "mllama"), oracle.build_meta(oracle.hf_config(cfg)), oracle, cfg
 
 
 def test_params_by_component_equal_transformers(built):
-    spec, model, _ = built
+    """The whole wrapper (MllamaForConditionalGeneration): language model, vision tower and projector."""
+    import torch
+    import transformers
+
+    spec, model, oracle, cfg = built
+    with torch.device("meta"):
+        full = transformers.MllamaForConditionalGeneration(oracle.hf_config(cfg))
     hf: dict[str, int] = {}
-    for n, p in model.named_parameters():  # MllamaForCausalLM: the language model alone
+    for n, p in full.named_parameters():
         hf[coarse_hf(n)] = hf.get(coarse_hf(n), 0) + p.numel()
     ours: dict[str, int] = {}
     for k, v in param_report(spec).by_component.items():
@@ -52,10 +58,18 @@ def test_params_by_component_equal_transformers(built):
     assert {k: v for k, v in ours.items() if v} == hf
     # the token table has vocab_size + 8 rows (MllamaTextModel.embed_tokens), the LM head vocab_size
     assert param_report(spec).by_component["embedding.token"] == (128256 + 8) * 4096
+    # the language model alone is what MllamaForCausalLM builds
+    assert param_report(spec).total - sum(param_report(spec).towers.values()) == oracle.count_params(model)
+
+
+def test_11b_vision_total_is_the_published_size(tmp_path):
+    # MllamaConfig's defaults are Llama-3.2-11B-Vision's sizes; Meta's model card: 10.6B parameters
+    spec = spec_from_config(default_config("mllama", str(tmp_path)), "mllama")
+    assert abs(param_report(spec).total / 10.6e9 - 1) < 0.005 and not spec.towers_not_counted
 
 
 def test_text_only_flops_and_cache_equal_transformers(built):
-    spec, model, oracle = built
+    spec, model, oracle, _ = built
     hf_prefill, out = oracle.forward_flops(model, B, P)
     past = oracle.past_of(out)
     # 4 self-attention layers of 8 KV heads x 128, K and V, bf16: 4 x 2 x 8 x 128 x 2 B per position
@@ -70,6 +84,22 @@ def test_layouts_hold_every_weight_and_say_what_is_skipped(tmp_path):
     spec = spec_from_config(_config(tmp_path), "mllama")
     one = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4)
     pp = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, pp=2)
+    # every weight is on some GPU: the towers on the first pipeline stage (with the embedding)
     assert sum(s["params"] for s in pp.parallel["stages"]) == one.params.total
     assert any("cross-attention layers" in w and "skipped" in w for w in one.warnings)
     assert any("cross-attention layers" in w for w in llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, tp=2).warnings)
+
+
+def test_wrapper_towers_are_split_over_the_first_stage_tp_ranks():
+    from llmath.deploy import make_layout
+    from llmath.deploy.cost import rank_memory_parts
+    from llmath.model.registry import resolve
+
+    spec = resolve("qwen2.5-vl-7b-instruct")
+    towers = sum(n for _, n in spec.tower_params)
+    ((_, ops, _, _),) = rank_memory_parts(spec, "flash", make_layout(spec, tp=2))
+    lm = sum(n * op.count for op in ops for _, n in op.params)
+    a = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, tp=2)
+    # bf16: 2 B per parameter of the rank's language-model shard and of half the vision tower and merger
+    # (vLLM's default mm_encoder_tp_mode "weights" splits the encoder over the TP ranks)
+    assert a.memory.weights_bytes == 2 * (lm + towers / 2)

@@ -246,14 +246,15 @@ def memory_report(
     reserve_bytes: float,
     rank: tuple[tuple[Op, ...], Table, Table | None] | None = None,
     batch: int | None = None,
+    tower_share: float = 0.0,
 ) -> MemoryReport:
     """Weights, KV cache, peak activations and reserve on the device; with ``rank`` = (operators held,
-    prefill table, encoder table or None) of one GPU under a layout and ``batch`` = its replica's sequences,
-    on that GPU (``max_batch`` per replica)."""
+    prefill table, encoder table or None) of one GPU under a layout, ``batch`` = its replica's sequences and
+    ``tower_share`` = the fraction of a wrapper's towers it holds, on that GPU (``max_batch`` per replica)."""
     p = w.precision
     ops, tab, enc_tab = rank if rank is not None else (None, None, None)
     B = w.batch if batch is None else batch
-    weights = weight_bytes_of(spec, p, ops)  # per module (one GPU's shard under a layout)
+    weights = weight_bytes_of(spec, p, ops, tower_share)  # per module (one GPU's shard under a layout)
     ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
     end = ctx0 + w.gen - 1
     kv = kv_cache_bytes(spec, B, end, p, ops=ops, src=src)
@@ -463,9 +464,14 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
     stages: list[dict[str, Any]] = []
     mems = []
     for plan, ops, tab, enc_tab in rank_memory_parts(spec, cast(Attention, attention), layout):
-        m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (ops, tab, enc_tab), b)
+        # a wrapper's towers run on the first pipeline stage, their weights split over its TP ranks (vLLM's
+        # default mm_encoder_tp_mode "weights": docs.vllm.ai, vllm.config.multimodal)
+        share = 1 / layout.tp if plan.index == 0 else 0.0
+        m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (ops, tab, enc_tab), b, share)
         mems.append(m)
-        n_params = sum(n * op.count for op in ops for _, n in op.params)
+        n_params = sum(n * op.count for op in ops for _, n in op.params) + round(
+            share * sum(n for _, n in spec.tower_params)
+        )
         stages.append({"index": plan.index, "layers": [plan.layers.start, plan.layers.stop], "params": n_params,
                        "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
                        "activation_bytes": m.activation_bytes, "per_gpu_bytes": m.total_bytes})  # fmt: skip

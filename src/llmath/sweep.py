@@ -142,10 +142,11 @@ def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout
     e2e = ttft + d["total_s"]
     end, src = (N, P) if ed else (P + N - 1, 0)
     per_gpu = 0.0
-    for _, ops, tab, enc_tab in rank_memory_parts(spec, attention, layout):
+    for plan, ops, tab, enc_tab in rank_memory_parts(spec, attention, layout):
         kv = kv_cache_bytes(spec, b, end, p, ops=ops, src=src)
         act = activation_peak_bytes(spec, b, P, attention, p, tab=tab, enc_tab=enc_tab)
-        per_gpu = np.maximum(per_gpu, weight_bytes_of(spec, p, ops) + kv + act)
+        share = 1 / layout.tp if plan.index == 0 else 0.0  # a wrapper's towers: as analysis.memory_report
+        per_gpu = np.maximum(per_gpu, weight_bytes_of(spec, p, ops, share) + kv + act)
     return {
         "batch": B,
         "prompt": P,

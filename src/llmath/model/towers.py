@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmath.model import towers_audio, towers_vl
+from llmath.model import towers_audio, towers_mllama, towers_vl
 
 Counts = dict[str, int]
 Cfg = Mapping[str, Any]
@@ -171,9 +171,12 @@ def _by_width(f: Callable[[Cfg, int, int], int]) -> Callable[[Cfg, Cfg, int], in
 # wrapper model_type -> projector parameters (wrapper config, vision config, text width)
 PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {k: _by_width(f) for k, f in _BY_WIDTH.items()}
 PROJECTORS.update(towers_vl.PROJECTORS)
+PROJECTORS.update(towers_mllama.PROJECTORS)
 PROJECTORS.update(towers_audio.PROJECTORS)
 VISION.update(towers_vl.VISION)
 VISION_DEFAULTS.update(towers_vl.DEFAULTS)
+VISION.update(towers_mllama.VISION)
+VISION_DEFAULTS.update(towers_mllama.DEFAULTS)
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
 
 

@@ -161,9 +161,11 @@ def weight_bytes(spec: ModelSpec, p: Precision) -> dict[str, float]:
     return {m: n * bpe[m] for m, n in module_params(spec).items()}
 
 
-def weight_bytes_of(spec: ModelSpec, p: Precision, ops=None) -> float:
-    """Total weight bytes of ``spec`` (or of the operators ``ops``, e.g. one GPU's shard) at ``p``."""
+def weight_bytes_of(spec: ModelSpec, p: Precision, ops=None, tower_share: float = 0.0) -> float:
+    """Total weight bytes of ``spec`` (or of the operators ``ops``, e.g. one GPU's shard, plus the
+    ``tower_share`` of a wrapper's counted towers that GPU holds) at ``p``."""
     if ops is None:
         return float(sum(weight_bytes(spec, p).values()))
     bpe = weight_bytes_per_element(spec, p)
-    return float(sum(n * op.count * bpe.get(op.module, p.weight_bytes) for op in ops for _, n in op.params))
+    towers = sum(n * bpe.get(k.split(".")[0], p.weight_bytes) for k, n in spec.tower_params) * tower_share
+    return float(sum(n * op.count * bpe.get(op.module, p.weight_bytes) for op in ops for _, n in op.params) + towers)
