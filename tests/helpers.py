@@ -17,6 +17,10 @@ def coarse_hf(name: str) -> str:
     import re
 
     # a wrapper's towers (model/towers.py components), before the language model's patterns
+    if re.search(r"embed_tokens_extend\.(image_embed\.img_processor|audio_embed\.encoder)\.", name):  # Phi-4-mm
+        return "vision" if ".image_embed." in name else "audio"
+    if re.search(r"embed_tokens_extend\.", name):
+        return "projector"
     if re.search(
         r"(^|\.)(multi_modal_projector|visual\.merger|visual\.deepstack_merger_list|visual_projection|img_temporal_embedding)\.",
         name,
@@ -63,7 +67,7 @@ def coarse_hf(name: str) -> str:
     if re.search(r"(^|\.)(lm_head|embed_out)\.|^output\.|^decoder\.(weight|bias)$", name):  # ModernBERT: decoder
         return "lm_head"
     if re.search(
-        r"(embed_tokens|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
+        r"(embed_tokens|input_embedding|segment_embedding|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
         r"positions_embed|position_embeddings|^transformer\.w\.weight$)",
         name,
     ):

@@ -73,8 +73,9 @@ def per_token_flops(spec: ModelSpec, context: int, src: int = 0) -> dict:
 def crossover(spec: ModelSpec) -> dict:
     """Context where per-token attention FLOPs equal the layers' projection FLOPs, exact vs 6d."""
     t = table(spec, "decode", "flash")
-    c1 = evaluate(t.ops, Scenario(1, 1, 0), spec)  # attends 1 position
-    c2 = evaluate(t.ops, Scenario(1, 1, 1), spec)  # attends 2 positions
+    # two steps after the first (a model's prepended prefix, CPM-Ant's, is cached by then): one position apart
+    c1 = evaluate(t.ops, Scenario(1, 1, 1), spec)
+    c2 = evaluate(t.ops, Scenario(1, 1, 2), spec)
     proj = _sum(c1, lambda o: _is_proj(o) and _layer_op(o))
     per_pos = _sum(c2, _is_attn) - _sum(c1, _is_attn)
     exact = proj / per_pos

@@ -210,7 +210,7 @@ def _decode_scalar(
 ) -> DecodeSummary:
     step, step_sum, lines, (da, Bf, banded) = _decode_static(table, hw, p, eff, B, src)
     n = max(N - 1, 0.0)
-    u0 = P + 1
+    u0 = P + 1 + table.spec.prefix_positions  # CPM-Ant: its prompt positions are cached too
     per_op = step * n
     total, first, last = step_sum * n, step_sum, step_sum
     for o, band, step_t, w, ov in banded:
@@ -387,7 +387,7 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
         step, step_sum = step[groups[1]], step_sum[groups[1]]
     n = np.maximum(np.asarray(N, dtype=float)[..., None] - 1, 0)
     per_op = step * n
-    u0 = np.asarray(P, dtype=float)[..., None] + 1
+    u0 = np.asarray(P, dtype=float)[..., None] + 1 + table.spec.prefix_positions
     jf, extra = _attention_generation(table, hw, p, eff, Bf, u0, n, step, per_op, ov, groups)
     j = np.setdiff1d(_slope_ops(table, bw_key), jf)
     if not j.size:

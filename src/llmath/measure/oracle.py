@@ -29,6 +29,13 @@ CACHE_NOT_RETURNED = {"recurrent_gemma"}
 # DeepSeek-V4's CSA / HCA cache layers (modeling_deepseek_v4.py DeepseekV4HCACache, DeepseekV4CSACache): per
 # compressor ("compressor", "indexer") the emitted entries, the positions awaiting a full window and the overlap
 COMPRESSOR_STATES = ("compressed_kv", "buffer_kv", "buffer_gate", "overlap_kv", "overlap_gate")
+# families whose forward builds its mask before it creates its cache (MoshiModel): without a cache the mask
+# checks the position ids for packed sequences, which needs their values (not on meta); generate() passes a
+# cache in, and so does the oracle
+CACHE_PASSED_IN = {"moshi"}
+# families whose decode step takes the whole sequence's input_ids, as generate() passes them
+# (CpmAntForCausalLM.prepare_inputs_for_generation; its forward slices off the positions already cached)
+FULL_IDS_EACH_STEP = {"cpmant"}
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_blocks")
 PATTERN_KEYS = ("layers_block_type", "layer_types", "hybrid_override_pattern")
 
@@ -139,7 +146,10 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
     from torch.utils.flop_counter import FlopCounterMode
 
     dev = next(model.parameters()).device  # meta, or a small model on the CPU (data-dependent expert loops)
-    ids = torch.zeros(batch, tokens, dtype=torch.long, device=dev)
+    full = past is not None and model.config.model_type in FULL_IDS_EACH_STEP
+    if full and seen is None:  # CPM-Ant's cache also holds its prompt_length prompt positions
+        seen = past.get_seq_length() - model.config.prompt_length
+    ids = torch.zeros(batch, (seen or 0) + tokens if full else tokens, dtype=torch.long, device=dev)
     kw: dict[str, Any] = {"input_ids": ids, "use_cache": True, "logits_to_keep": logits_to_keep}
     if past is not None:
         params = inspect.signature(model.forward).parameters
@@ -149,7 +159,7 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
         kw["position_ids"] = torch.arange(seen, seen + tokens, device=dev).expand(batch, -1)
         kw["cache_position"] = torch.arange(seen, seen + tokens, device=dev)
     fresh = None
-    if past is None and model.config.model_type in CACHE_NOT_RETURNED:
+    if past is None and model.config.model_type in CACHE_NOT_RETURNED | CACHE_PASSED_IN:
         from transformers import DynamicCache
 
         fresh = kw["past_key_values"] = DynamicCache(config=model.config)

@@ -350,8 +350,13 @@ class ModelSpec:
     layer_compress: tuple[str, ...] = ()
     hyper_streams: int = 0
     hyper_comb: bool = True  # mHC's n × n stream mixing (DeepSeek-V4); False: independent HC (HY-V4's iHC)
-    # Mllama: token-table rows beyond vocab_size (its 8 image/special rows), not in the LM head
+    # CPM-Ant: positions the model prepends to every sequence (its prompt_length prompt tokens): a pass from an
+    # empty cache runs them through every layer and the cache keeps them (ops/core.py ``with_prefix``)
+    prefix_positions: int = 0
+    # token-table rows beyond vocab_size, not in the LM head: Mllama's 8 image/special rows, CPM-Ant's
+    # prompt_types·prompt_length prompt rows, Moshi's one extra row
     extra_token_rows: int = 0
+    segment_rows: int = 0  # CPM-Ant: a segment table whose row is added to every token's embedding
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -426,8 +431,9 @@ class ModelSpec:
             raise SpecError(f"{n!r}: rotary_dim={self.rotary_dim} must be in 1..head_dim={self.head_dim}")
         if self.attn_gate not in ("none", "head", "full"):
             raise SpecError(f"{n!r}: attn_gate={self.attn_gate!r} must be 'none', 'head' or 'full'")
-        if self.norms_per_layer < 0:
-            raise SpecError(f"{n!r}: norms_per_layer={self.norms_per_layer} must be >= 0")
+        for f in ("norms_per_layer", "prefix_positions", "extra_token_rows", "segment_rows"):
+            if getattr(self, f) < 0:
+                raise SpecError(f"{n!r}: {f}={getattr(self, f)} must be >= 0")
         self._validate_mixers()
         self._validate_layer_widths()
         self._validate_compressed()

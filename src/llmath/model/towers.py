@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmath.model import towers_audio, towers_mllama, towers_vl
+from llmath.model import towers_audio, towers_mllama, towers_phi4mm, towers_vl
 
 Counts = dict[str, int]
 Cfg = Mapping[str, Any]
@@ -206,6 +206,8 @@ def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...]
     ``text_width`` wide: every tower sub-config is counted, or none is (all are named)."""
     wrapper = cfg.get("model_type")
     subs = sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config" and v)
+    if wrapper in towers_phi4mm.COMBINED:  # Phi-4-multimodal: vision and audio towers in one module
+        return tuple(towers_phi4mm.COMBINED[str(wrapper)](cfg, text_width).items()), ()
     if not subs and wrapper in towers_vl.PATCH_ONLY:
         return tuple(towers_vl.PATCH_ONLY[str(wrapper)](cfg, text_width).items()), ()
     towers = [_tower_config(cfg[k], k, wrapper) for k in subs]

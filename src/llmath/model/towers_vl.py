@@ -184,3 +184,10 @@ VISION_ALIASES = {
     "qwen3_vl": "qwen3_vl_vision",
     "qwen3_vl_moe": "qwen3_vl_moe_vision",
 }
+
+# Qwen3.5 (and its MoE): Qwen3-VL's vision tower and merger without DeepStack mergers (Qwen3_5VisionConfig has
+# no deepstack_visual_indexes; modeling_qwen3_5.py), the same defaults; no separate projector, LM head untied
+VISION.update({"qwen3_5_vision": qwen3_vl, "qwen3_5_moe_vision": qwen3_vl})
+DEFAULTS.update({"qwen3_5_vision": _QWEN3, "qwen3_5_moe_vision": _QWEN3})
+PROJECTORS.update({"qwen3_5": lambda c, v, dt: 0, "qwen3_5_moe": lambda c, v, dt: 0})
+WRAPPER_TIES.update({"qwen3_5": False, "qwen3_5_moe": False})

@@ -186,6 +186,16 @@ def chunk_keys(T: Value, S0: Value, c: int) -> Value:
     return S0 % c + T
 
 
+def with_prefix(T: Value, S0: Value, n: int) -> tuple[Value, Value]:
+    """(T, S0) of a model that prepends ``n`` positions to every sequence (CPM-Ant's prompt tokens,
+    :attr:`ModelSpec.prefix_positions`): a pass from an empty cache (S0 = 0) runs them with its T new tokens;
+    a later pass finds them cached (S0 + n). Logits are never computed for them."""
+    if _is_int(S0):
+        return (T + n, S0) if S0 == 0 else (T, S0 + n)
+    first = np.asarray(S0) == 0
+    return T + n * first, S0 + n * ~first
+
+
 def visible_keys(T: Value, S0: Value, w: int | None) -> Value:
     """Keys a step can see per sequence: S0 + T, or min(S0, w − 1) + T with a window."""
     return S0 + T if w is None else _min(S0, w - 1) + T
@@ -280,6 +290,8 @@ class Scenario:
         """Values of the monomials. ``moe_tokens``: tokens an MoE layer routes per token of this scenario
         (1 on one device; the attention-DP degree when a rank's MoE layer serves every replica's tokens)."""
         B, T, S0 = self.B, self.T, self.S0
+        if spec.prefix_positions:
+            T, S0 = with_prefix(T, S0, spec.prefix_positions)
         out: dict[str, Value] = {}
         for m in monos:
             v: Value
@@ -290,7 +302,7 @@ class Scenario:
             elif m == "BT":
                 v = B * T
             elif m == "BL":
-                v = B if self.logits == "last" else B * T
+                v = B if self.logits == "last" else B * self.T  # never the prefix positions
             elif m == "BP":  # sequences continuing a cached prefix (a mixer reads its state once)
                 v = B * (S0 > 0) if isinstance(S0, np.ndarray) else (B if S0 > 0 else 0)
             elif m == "X":

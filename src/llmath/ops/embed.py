@@ -8,14 +8,15 @@ from llmath.ops.core import ACT_FLOPS, SOFTCAP_FLOPS, Builder, Site
 def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True) -> None:
     s = b.spec
     D, V = s.d_model, s.vocab_size
+    rows = V + s.extra_token_rows  # rows beyond the vocabulary (Mllama, CPM-Ant, Moshi)
     b.add(
         f"{prefix}.tokens",
         "embedding",
         "memory",
         "BT,VD->BTD",
-        dict(V=V, D=D),
+        dict(V=rows, D=D),
         1,
-        [("embedding.token", (V + s.extra_token_rows) * D if token_table else 0)],
+        [("embedding.token", rows * D if token_table else 0)],
         weight=[(D, "BT", "D")],
         act_out=[(D, "BT", "D")],
     )
@@ -29,6 +30,20 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
             dict(P=rows, D=D),
             1,
             [("embedding.position", rows * D)],
+            vflops=[(D, "BT", "D")],
+            weight=[(D, "BT", "D")],
+            act_in=[(D, "BT", "D")],
+            act_out=[(D, "BT", "D")],
+        )
+    if s.segment_rows:  # CPM-Ant: each token's segment row added to its embedding
+        b.add(
+            f"{prefix}.segments",
+            "embedding",
+            "vector",
+            "BT,GD->BTD",
+            dict(G=s.segment_rows, D=D),
+            1,
+            [("embedding.segment", s.segment_rows * D)],
             vflops=[(D, "BT", "D")],
             weight=[(D, "BT", "D")],
             act_in=[(D, "BT", "D")],

@@ -82,10 +82,12 @@ def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layo
     mixers' fixed-size state (0 for attention-only models).
 
     Windowed layers hold min(positions, W) (``layout="transformers"``: W − 1, as its sliding cache keeps).
-    Encoder-decoder: ``positions`` are the decoder's; plus the cross-attention cache of ``src`` source
+    A model that prepends positions to every sequence (CPM-Ant) holds them too. Encoder-decoder: ``positions``
+    are the decoder's; plus the cross-attention cache of ``src`` source
     positions, fixed once the encoder has run (:mod:`llmath.ops.stages`).
     """
     total = batch * fixed_state_elements(spec, layout, ops)
+    positions = positions + spec.prefix_positions  # CPM-Ant's prompt positions are cached with the prompt
     if spec.compressed is not None:
         total = total + batch * compressed_state_elements(spec, positions, ops)
     if spec.is_encoder_decoder:
