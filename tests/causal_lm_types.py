@@ -114,13 +114,37 @@ REALISTIC = {
     # Lfm2MoeConfig leaves layer_types None and its layers then fail: LFM2-8B-A1B's 24 layers, attention at
     # 2, 6, 10, 14, 18, 21 (src/llmath/data/models/lfm2-8b-a1b.json, from its hub config.json)
     "lfm2_moe": {"num_hidden_layers": 24, "layer_types": LFM2_MOE_TYPES},
+    # Qwen4ExpTextConfig leaves the QSA indexer unset and its attention layers then fail (None // None); no
+    # Qwen4-Exp checkpoint config is public (transformers' model docs name "Qwen/Qwen4-Exp"): these values
+    # are chosen, not a checkpoint's. Indexer: 16 heads of 128, 2048 positions in blocks of 4; the rotary
+    # over a quarter of the 256-wide heads, Qwen3.5's partial_rotary_factor 0.25 (64 <= the indexer width,
+    # as the config class requires); n-gram embeddings on layers 1 and 2 (they need an eos_token_id; the
+    # id is chosen); number_of_conv_states 3 as the class derives it with PLE layers (its defaults file
+    # writes 1, which would override that).
+    "qwen4_exp_text": {
+        "indexer_n_heads": 16,
+        "indexer_kv_heads": 1,
+        "indexer_head_dim": 128,
+        "indexer_budget": 2048,
+        "indexer_compress_ratio": 4,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+        "ple_layer_ids": [1, 2],
+        "eos_token_id": 248044,
+        "number_of_conv_states": 3,
+    },
 }
+
+
+# Wrappers whose language model needs a REALISTIC entry: sub-config -> the entry's model_type
+SUB_REALISTIC = {"qwen4_exp": {"text_config": "qwen4_exp_text"}}
 
 
 def default_config(mt: str, tmp: str = "/tmp") -> dict:
     """The config class's defaults, written with ``to_json_file`` and read back as a config.json."""
     cfg = copy.deepcopy(json.loads(_default_text(mt, tmp)))
     cfg.update(REALISTIC.get(mt, {}))
+    for sub, text_type in SUB_REALISTIC.get(mt, {}).items():  # a wrapper's sub-config: its own type's values
+        cfg[sub] = dict(cfg[sub], **REALISTIC[text_type])
     return cfg
 
 

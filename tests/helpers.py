@@ -42,6 +42,12 @@ def coarse_hf(name: str) -> str:
         return "norm"
     if re.search(r"\.per_layer_(model_projection|input_gate|projection)\.", name):  # Gemma 4's per-layer inputs
         return "per_layer"
+    if re.search(r"hyper_connection", name):  # Qwen4-Exp's hyper-connection mixers (their norms: above)
+        return "hyper"
+    if re.search(r"\.ple\.ple_embedding\.", name):  # Qwen4-Exp's n-gram tables
+        return "embedding"
+    if re.search(r"\.ple\.(key_proj|value_proj|conv1d)\.", name):  # Qwen4-Exp's n-gram embedding layers
+        return "ple"
     if re.search(r"^(backbone|model)\.embeddings\.", name):  # Mamba's, Nemotron-H's token table
         return "embedding"
     if re.search(r"^model\.layers\.\d+\.linear\.weight$", name):  # Zamba's per-hybrid-layer linear

@@ -133,12 +133,13 @@ def test_gated_attention_projects_the_gate_with_the_query(qwen3_next):
     assert by["attention.q.weight"] == by["attention.gate.weight"] == 2048 * 16 * 256
 
 
-def test_layouts_refuse_linear_attention_layers(qwen3_next):
-    """As for the state-space mixers: no sharding rule yet for the linear-attention layers."""
+def test_layouts_refuse_tp_that_does_not_split_the_linear_attention_heads(qwen3_next):
+    """Gated DeltaNet shards by key heads (vLLM GatedDeltaNetAttention; the rules: tests/test_hybrid_tp.py):
+    tp = 32 does not divide Qwen3-Next's 16 key heads."""
     from llmath.errors import LayoutError
 
-    with pytest.raises(LayoutError, match="gated_delta mixer have no tensor-parallel sharding rule yet"):
-        analyze(qwen3_next, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=2)
+    with pytest.raises(LayoutError, match="must divide the Gated DeltaNet mixer's 16 key heads"):
+        analyze(qwen3_next, "h100-sxm", batch=8, prompt=64, gen=8, gpus=32, tp=32)
 
 
 def test_analysis_reports_fixed_state_and_kv_growth(qwen3_next):

@@ -110,8 +110,9 @@ def test_mlstm_eager_chunks_run_the_full_block_flash_the_causal_pairs():
 
 
 def test_layouts_refuse_recurrent_layers_until_they_have_a_sharding_rule():
-    with pytest.raises(LayoutError, match="shortconv mixer have no tensor-parallel sharding rule yet"):
-        analyze(_spec("lfm2-1.2b"), "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=2)
+    # LFM2's short conv shards as vLLM's ShortConv (tests/test_hybrid_tp.py); RG-LRU has no sourced rule
+    with pytest.raises(LayoutError, match="rglru mixer has no sourced tensor-parallel rule"):
+        analyze(_spec("recurrentgemma-9b"), "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=2)
 
 
 pytest.importorskip("torch")

@@ -42,6 +42,7 @@ from llmath.model.spec import ModelSpec
 from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, evaluate, table
 from llmath.ops import stages as ostages
 from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight_bytes_per_element
+from llmath.ops.ssm_state import class_bytes
 from llmath.ops.stages import activation_peak_bytes, training_flops  # noqa: F401 - public here too
 from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth, state_summary
 from llmath.validation import MAX_TOKENS, check_float, check_int
@@ -172,7 +173,8 @@ def stage_report(
         for c in costs:
             for k in CLASSES:
                 tot[k] = tot[k] + c.values.get(k, 0)
-            rows.append(_op_row(prefix, c, bpe | {"weight": wbpe.get(c.op.module, bpe["weight"])}))
+            per = class_bytes(c.op, spec, precision, bpe)
+            rows.append(_op_row(prefix, c, per | {"weight": wbpe.get(c.op.module, bpe["weight"])}))
         rows += _collective_rows(prefix, colls, scenario, spec, precision)
     byts = {("weights" if k == "weight" else k): _num(sum(r.bytes.get(k, 0) for r in rows)) for k in BYTE_CLASSES}
     byts["total"] = _num(sum(byts.values()))

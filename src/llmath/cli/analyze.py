@@ -102,7 +102,7 @@ def analyze(
 
 def _run(a: SimpleNamespace) -> None:
     """Serve when --concurrency or --rate is given, else analyse the static batch."""
-    p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size)
+    p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
     serving_flags = (a.engine, a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method)
     unused = any(v is not None for v in serving_flags) or a.prefix_hit or a.enforce_eager or a.gen_dist
     if a.concurrency is None and a.rate is None and unused:

@@ -39,7 +39,7 @@ def sweep(
     from llmath.sweep import parse_axis, run_sweep
 
     a = SimpleNamespace(**shared)
-    p = o.precision(model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size)
+    p = o.precision(model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
     axes = {
         "batch": parse_axis("--batch", batch),
         "prompt": parse_axis("--prompt", prompt),

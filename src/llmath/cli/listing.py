@@ -136,7 +136,7 @@ def _ops(a: SimpleNamespace) -> None:
     from llmath.seeds import context_warnings
 
     spec = resolve(a.model)
-    p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size)
+    p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
     sc = _scenario(spec, a)
     for msg in context_warnings(spec, sc.S0 + sc.T):
         out.note(f"warning: {msg}")

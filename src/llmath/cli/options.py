@@ -136,6 +136,12 @@ WOpt = _format_option(
 )
 AOpt = _format_option("--activations", "activations", "Activations format: fp32|bf16|fp16|fp8|int8|nvfp4|mxfp4.")
 KVOpt = _format_option("--kv-dtype", "kv", "KV-cache format: bf16|fp16|fp32|fp8|nvfp4|int8|q8_0|q4_0.")
+SSMOpt = _format_option(
+    "--ssm-state-dtype",
+    "kv",
+    "SSM state format of Mamba / Mamba-2 / Gated DeltaNet layers (vLLM --mamba-ssm-cache-dtype): fp32|bf16|fp16 "
+    "(default: the config's mamba_ssm_cache_dtype, else the KV-cache format).",
+)
 GroupOpt = Annotated[
     int | None,
     typer.Option(
@@ -166,6 +172,7 @@ FORMAT_OPTIONS = (
     ("weights", WOpt, None),
     ("activations", AOpt, None),
     ("kv_dtype", KVOpt, None),
+    ("ssm_state_dtype", SSMOpt, None),
     ("group_size", GroupOpt, None),
 )
 LAYOUT_OPTIONS = (
@@ -204,11 +211,11 @@ def layout_kwargs(a) -> dict:
     return dict(gpus=a.gpus, tp=a.tp, pp=a.pp, ep=a.ep, dp=a.dp, overlap=a.overlap)
 
 
-def precision(model, dtype: str | None, weights: str | None, activations: str | None, kv: str | None, group):
+def precision(model, dtype: str | None, weights: str | None, activations: str | None, kv: str | None, group, ssm=None):
     """The checkpoint's formats with the flags overriding them (see llmath.model.checkpoint.precision_for)."""
     from llmath.model.checkpoint import precision_for
 
-    return precision_for(model, dtype, weights, activations, kv, group)
+    return precision_for(model, dtype, weights, activations, kv, group, ssm)
 
 
 def gen_dist(text: str | None) -> tuple[tuple[int, float], ...]:

@@ -63,18 +63,21 @@ def _moe(spec: ModelSpec, L: Layout, n: int, first: int) -> list[Collective]:
 
 
 def _mixer(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
-    """Mamba layers under TP (layer kinds ``mamba/...``, ``mamba2/...``): out_proj's all-reduce of D;
-    Mamba's row-parallel x_proj all-reduces its R + 2·N outputs (vLLM ``MambaMixer``); Mamba-2's gated
-    norm with one group all-reduces each token's sum of squares (vLLM ``Mixer2RMSNormGated``)."""
+    """Mixer layers under TP (layer kinds ``<kind>/...``, or ``.../...+<kind>`` beside attention as in
+    Falcon-H1): out_proj's all-reduce of D; Mamba's row-parallel x_proj all-reduces its R + 2·N outputs
+    (vLLM ``MambaMixer``); Mamba-2's gated norm with one group (``Mixer2RMSNormGated``) and lightning
+    attention's norm over I (``MiniMaxText01RMSNormTP``) all-reduce each token's sum of squares."""
     m = spec.mixer
-    n = sum(c for lk, c in counts.items() if m is not None and lk.split("/")[0] == m.kind in ("mamba", "mamba2"))
-    if not n or m is None:
+    if m is None:
+        return []
+    n = sum(c for lk, c in counts.items() if lk.split("/")[0] == m.kind or lk.endswith(f"+{m.kind}"))
+    if not n:
         return []
     out = [Collective("mixer.all_reduce", "all_reduce", T, T, n, _msg(Fr(spec.d_model), "BT", "D"), "tp", first=g0)]
     if m.kind == "mamba":
         xp = _msg(Fr(m.dt_rank + 2 * m.d_state), "BT", "R+2·N")
         out.append(Collective("mixer.x_proj.all_reduce", "all_reduce", T, T, n, xp, "tp", first=g0))
-    elif m.gated_norm and m.n_groups == 1:
+    elif (m.kind == "mamba2" and m.gated_norm and m.n_groups == 1) or m.kind == "lightning":
         out.append(Collective("mixer.norm.all_reduce", "all_reduce", T, T, n, _msg(Fr(1), "BT", "1"), "tp", first=g0))
     return out
 

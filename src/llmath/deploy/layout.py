@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from llmath.deploy.shard_mixers import mixer_tp_problem
 from llmath.errors import LayoutError
-from llmath.model.spec import MixerSpec, ModelSpec
+from llmath.model.spec import ModelSpec
 
 OVERLAPS = ("none", "tbo")
 
@@ -80,28 +81,15 @@ def _int(name: str, v) -> int | None:
     return v
 
 
-def mixer_tp_problem(m: MixerSpec, tp: int) -> str | None:
-    """vLLM's rules for a Mamba mixer under ``tp``: MambaMixer splits the I inner channels
-    (``vllm/model_executor/layers/mamba/mamba_mixer.py``); MambaMixer2 asserts tp divides the heads and
-    divides the groups or there is one group (``mamba_mixer2.py``)."""
-    if m.kind == "mamba" and m.d_inner % tp:
-        return f"tp={tp} must divide the Mamba mixer's {m.d_inner} inner channels (vLLM MambaMixer)"
-    if m.kind == "mamba2" and m.n_heads % tp:
-        return f"tp={tp} must divide the Mamba-2 mixer's {m.n_heads} heads (vLLM MambaMixer2)"
-    if m.kind == "mamba2" and m.n_groups % tp and m.n_groups != 1:
-        return f"tp={tp} must divide the Mamba-2 mixer's {m.n_groups} groups, or groups must be 1 (vLLM MambaMixer2)"
-    return None
-
-
 def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     """Why ``spec`` cannot run ``tp``-way tensor parallel (vLLM's divisibility rules), or None."""
     N, K = spec.n_heads, spec.n_kv_heads
-    mixers = sorted(set(spec.layer_mixers) - {"attention", "none", "mamba", "mamba2", "xattn"})
-    if mixers and tp > 1:  # before the heads: a pure Mamba spec's attention fields are placeholders
-        return f"tp={tp}: layers with a {'/'.join(mixers)} mixer have no tensor-parallel sharding rule yet"
+    parts = {p for k in spec.layer_mixers for p in k.split("+")}
+    if "shared" in parts and tp > 1:  # before the heads: a pure Mamba spec's attention fields are placeholders
+        return f"tp={tp}: Zamba's shared blocks have no tensor-parallel sharding rule yet; analyse it on one GPU"
     if tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, tp)):
         return why
-    if "attention" not in spec.layer_mixers:  # a pure state-space model: no attention heads to split
+    if "attention" not in parts:  # a pure state-space model: no attention heads to split
         N = K = tp
     if N % tp:
         return f"tp={tp} must divide the {N} attention heads"

@@ -20,12 +20,10 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
   rank group, each sharded expert_tp = tp·dp/ep ways. Per rank: token-expert pairs × dp/ep, width /
   expert_tp (so matmul FLOPs / T), expert weights / (ep·expert_tp), experts hit counted on the
   stage's dp·B·T tokens (``moe_tokens = dp``).
-* **Mamba mixers** (vLLM ``vllm/model_executor/layers/mamba/mamba_mixer.py`` and ``mamba_mixer2.py``):
-  Mamba's in_proj, conv, dt_proj, A and D split over the I inner channels (I/T each), x_proj
-  row-parallel (its R + 2·N outputs all-reduced), the scan reading B and C whole; Mamba-2 split by heads
-  (z, x, dt, A, D, dt_bias, the gated norm: H/T heads, I/T channels) and groups (B, C: G/T groups, or the
-  one group replicated on every rank when G = 1, whose norm all-reduces each token's sum of squares);
-  out_proj row-parallel. The per-sequence state scales with the rank's channels. Other mixers: refused.
+* **mixers** (:mod:`llmath.deploy.shard_mixers`, as vLLM shards each): Mamba, Mamba-2 (also beside
+  attention in Falcon-H1's parallel layers), Gated DeltaNet, KDA, lightning attention and LFM2's short conv
+  split by heads / inner channels, their in-projections column-parallel and out_proj row-parallel; the
+  per-sequence state scales with the rank's channels. Recurrent kinds without a sourced rule: refused.
 * **pipeline**: stage s runs its layers (:func:`~llmath.deploy.layout.stage_layers`); the embedding
   lives on stage 0, the final norm and LM head on the last (which also holds a copy of a tied embedding).
 * **encoder-decoder** (T5, BART, the original Transformer): every operator shards as its decoder-only
@@ -49,8 +47,9 @@ from functools import lru_cache
 
 from llmath.deploy.collectives import Collective
 from llmath.deploy.layout import Layout, stage_layers
+from llmath.deploy.shard_mixers import SHARDED, mixer_factors, mixer_groups_per_rank
 from llmath.errors import LayoutError
-from llmath.model.spec import MixerSpec, ModelSpec
+from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
 from llmath.ops.assemble import layer_kind
 from llmath.ops.core import Attention, Op, Stage, Term
@@ -113,6 +112,9 @@ HEADS = {
     "attn.kv_b_proj",
     "attn.sinks",
     "attn.out_gate",
+    # Qwen3-Next / Qwen3.5's sigmoid output gate: its projection rides in QKVParallelLinear (heads·(1 + gate),
+    # vllm/model_executor/models/qwen3_next.py Qwen3NextAttention), so the gate splits by query heads
+    "attn.gate",
     "attn.relative_bias",
     "ffn.act",
     "moe.shared.act",
@@ -180,7 +182,7 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     name, T = rule_name(op.name), L.tp
     name = XATTN.get(name, name)
     if name.startswith("mixer.") and name != "mixer.inner_norms" and spec.mixer is not None:
-        return _mixer_factors(name, spec.mixer, T)
+        return mixer_factors(name, spec.mixer, T)
     N, K = spec.n_heads, spec.n_kv_heads
     hq = Fr(1, T)
     hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
@@ -210,42 +212,6 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
             over[side[name]] = tokens
         return hq, over, w, w
     raise LayoutError(f"operator {name!r} has no sharding rule; llmath cannot shard this model yet")
-
-
-def mixer_groups_per_rank(m: MixerSpec, tp: int) -> int:
-    """Mamba-2's B/C groups one rank holds: G/T, or the one group replicated on every rank when G = 1
-    (vLLM ``extra_groups_for_head_shards`` pads the groups to T)."""
-    return m.n_groups // tp if m.n_groups % tp == 0 else 1
-
-
-def _mixer_factors(name: str, m: MixerSpec, T: int) -> tuple[Fr, dict[str, Factor], Fr, Fr]:
-    """Mamba (vLLM ``MambaMixer``) and Mamba-2 (``MambaMixer2``) under T-way TP, as the module doc states."""
-    if m.kind not in ("mamba", "mamba2"):
-        raise LayoutError(f"operator {name!r} ({m.kind} mixer) has no sharding rule; analyse it on one GPU")
-    t = Fr(1, T)
-    if name in ("mixer.x_proj", "mixer.out_proj"):  # row-parallel: I/T inputs, full-width partial output
-        return t, {"act_out": ONE, "vflops": ONE}, t, ONE
-    if name == "mixer.dt_proj":  # column-parallel: reads the whole rank-R input
-        return t, {"act_in": ONE}, t, t
-    if m.kind == "mamba":
-        if name == "mixer.scan":  # x, dt, z: I/T each; B and C (N each) whole on every rank
-            I, N = m.d_inner, m.d_state
-            xz = Fr(3 * I // T + 2 * N, 3 * I + 2 * N)
-            return t, {"act_in": lambda i, _: xz if i == 0 else t}, t, t
-        return t, ({"act_in": ONE} if name == "mixer.in_proj" else {}), t, t
-    I, H, N, G, g = m.d_inner, m.n_heads, m.d_state, m.n_groups, mixer_groups_per_rank(m, T)
-    if name in ("mixer.in_proj", "mixer.in_scale"):  # z, x (I/T each), B, C (g·N each), dt (H/T)
-        f = Fr(2 * I // T + 2 * g * N + H // T, 2 * I + 2 * G * N + H)
-        return f, {"act_in": ONE}, f, f
-    if name == "mixer.conv":  # channels x, B, C: I/T + 2·g·N
-        f = Fr(I // T + 2 * g * N, I + 2 * G * N)
-        return f, {}, f, f
-    if name == "mixer.scan":  # heads split; the flash C·Bᵀ term is over g groups and H/T heads
-        cb = Fr(g * N + H * m.head_dim // T, G * N + H * m.head_dim)
-        over: dict[str, Factor] = {"act_in": Fr(I // T + 2 * g * N + H // T, I + 2 * G * N + H)}
-        over["flops"] = lambda _, term: cb if term.mono.startswith("X:") else t
-        return t, over, t, t
-    return t, {}, t, t  # the gated norm (per rank, over its I/T channels) or the gate
 
 
 def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
@@ -314,7 +280,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
     from llmath.deploy.comm import encdec_collectives, stage_collectives
 
-    if any(k not in ("attention", "none", "mamba", "mamba2", "xattn") for k in spec.layer_mixers):
+    if any(p not in SHARDED | {"attention", "none", "xattn"} for k in spec.layer_mixers for p in k.split("+")):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
@@ -341,4 +307,4 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     return tuple(plans)
 
 
-__all__ = ["RankPlan", "kv_heads_per_rank", "rank_plans", "rule_name"]
+__all__ = ["RankPlan", "kv_heads_per_rank", "mixer_groups_per_rank", "rank_plans", "rule_name"]

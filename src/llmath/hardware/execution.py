@@ -22,6 +22,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import Attention, Table, table
 from llmath.ops.params import weight_bytes, weight_bytes_per_element
+from llmath.ops.ssm_state import SSM_STATE_OPS, ssm_state_format
 
 FALLBACK = {
     "fp4": ("bf16", "fp16", "fp32"),
@@ -120,6 +121,10 @@ def precision_report(spec: ModelSpec, p: Precision, hw: Hardware | None, attenti
     d["weight_bytes_by_module"] = wb
     d["modules"] = {m: p.weight_format(m) for m in wb}
     d["module_sources"] = {m: p.weight_source(m) for m in wb}
+    d["ssm_state"] = None  # Mamba / Mamba-2 / Gated DeltaNet state: its own format (llmath.ops.ssm_state)
+    if spec.mixer is not None and spec.mixer.kind in SSM_STATE_OPS:
+        f, src = ssm_state_format(spec, p)
+        d["ssm_state"] = {"format": f, "bytes_per_element": p.bytes_per_element(f), "source": src}
     if hw is not None:
         d["compute"] = summary(_tables(spec, attention), hw, p)
     return d

@@ -2,7 +2,7 @@
 
 Which operators a class's fit applies to, with the fit's own features (docs/efficiency.md, "In the roofline"):
 
-* **context attention** (prefill ``attn.flash`` of decoder-only, non-MLA models): compute at the dense peak of
+* **context attention** (prefill ``attn.flash`` of decoder-only, non-MLA, non-QSA models): compute at the dense peak of
   the KV-cache format × ηc(S, B·H·S) with S = T, the new tokens per sequence; memory at ηm(bytes of the fit's
   cost function); per kernel the larger of the fit's ``t0`` and the eager-launch overhead. After a cached
   prefix of S0 positions the operator's FLOPs and bytes count it (T·S0 more pairs, the cached K/V read) at the
@@ -75,7 +75,9 @@ def _heads(op, d: int) -> tuple[float, float]:
 def columns(table: Table) -> Columns:
     spec = table.spec
     d = spec.head_dim
-    plain = spec.mla is None and spec.encoder is None
+    # the fits are dense kernels' (features: pairs, positions read); QSA's block-sparse attention keeps the
+    # scalar fractions
+    plain = spec.mla is None and spec.encoder is None and spec.qsa is None
     attn = [i for i, op in enumerate(table.ops) if plain and op.name == ATTENTION_OP]
     win = np.array([np.inf if table.ops[i].window is None else table.ops[i].window for i in attn], dtype=float)
     hk = np.array([_heads(table.ops[i], d) for i in attn], dtype=float).reshape(-1, 2)

@@ -187,9 +187,11 @@ def precision_for(
     activations: str | None = None,
     kv: str | None = None,
     group_size: int | None = None,
+    ssm: str | None = None,
 ) -> Precision:
     """The precision to analyse ``model`` at: the checkpoint's formats (bf16 if it states none), with
-    ``dtype`` replacing all of them and ``weights``/``activations``/``kv``/``group_size`` overriding."""
+    ``dtype`` replacing all of them and ``weights``/``activations``/``kv``/``group_size`` overriding;
+    ``ssm``: the SSM state's format (unset: the config's ``mamba_ssm_cache_dtype``, :mod:`llmath.ops.ssm_state`)."""
     stated: Precision | None = None
     if isinstance(model, str):
         ck = load(model)
@@ -202,7 +204,7 @@ def precision_for(
         )
     else:
         base = stated or _default_precision()
-    p = base.override(weights=weights, activations=activations, kv=kv, group_size=group_size)
+    p = base.override(weights=weights, activations=activations, kv=kv, group_size=group_size, ssm=ssm)
     return expand_mix(spec, p)
 
 

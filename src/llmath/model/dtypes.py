@@ -75,6 +75,9 @@ class Precision:
     measured_bytes: Any = ()  # {module or "total": bytes} read from tensor headers (safetensors, GGUF)
     act_quant: str | None = None  # activations' format at GEMM inputs (W8A8: fp8), if not ``activations``
     sources: Any = ()  # {what: where it came from}, for the report
+    # the Mamba / Gated DeltaNet SSM state's format (vLLM ``--mamba-ssm-cache-dtype``); None: the config's
+    # ``mamba_ssm_cache_dtype`` (ModelSpec.ssm_state_dtype), else the KV cache's (llmath.ops.ssm_state)
+    ssm: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", check_dtype(self.weights, "weights dtype"))
@@ -82,6 +85,8 @@ class Precision:
         object.__setattr__(self, "kv", check_dtype(self.kv, "kv dtype"))
         if self.act_quant is not None:
             object.__setattr__(self, "act_quant", check_dtype(self.act_quant, "activations dtype"))
+        if self.ssm is not None:
+            object.__setattr__(self, "ssm", check_dtype(self.ssm, "kv (SSM state) dtype"))
         g = self.group_size
         if isinstance(g, bool) or not isinstance(g, int) or not 0 < g <= MAX_GROUP:
             raise WorkloadError(f"group_size={g!r} must be a positive integer <= {MAX_GROUP:,} (e.g. 128)")
@@ -175,7 +180,7 @@ class Precision:
         return fmt.compute_format(self.weights, self.act_quant or self.activations)
 
     def override(self, **flags) -> Precision:
-        """This precision with the given flags (``weights``, ``activations``, ``kv``, ``group_size``) replacing
+        """This precision with the given flags (``weights``, ``activations``, ``kv``, ``ssm``, ``group_size``) replacing
         it; an explicit ``weights`` replaces every module's format and measured bytes too."""
         from dataclasses import replace
 
@@ -183,7 +188,7 @@ class Precision:
         if not given:
             return self
         src = dict(self.sources)
-        for k in ("weights", "activations", "kv"):
+        for k in ("weights", "activations", "kv", "ssm"):
             if k in given:
                 src[k] = "flag"
         if "weights" in given:

@@ -77,7 +77,7 @@ def _dsv4_fields(cfg: Mapping[str, Any], n: int) -> dict[str, Any]:
         compressed=spec,
         layer_compress=tuple(_KINDS[t] for t in _layer_types(cfg, n)),
         layer_windows=(_get(cfg, "sliding_window"),) * n,
-        hyper_streams=_get(cfg, "hc_mult"),
+        mhc_streams=_get(cfg, "hc_mult"),
     )
 
 
@@ -114,7 +114,7 @@ def _hy_mlp(cfg: Mapping[str, Any], n: int) -> list[bool]:
 
 def _hy_fields(cfg: Mapping[str, Any], n: int) -> dict[str, Any]:
     v = cfg.get("hc_mult")
-    return dict(layer_indexer=tuple(_hy_indexer(cfg, n)), hyper_streams=4 if v is None else v, hyper_comb=False)
+    return dict(layer_indexer=tuple(_hy_indexer(cfg, n)), mhc_streams=4 if v is None else v, mhc_comb=False)
 
 
 ADAPTERS.update(

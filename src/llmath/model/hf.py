@@ -16,8 +16,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, overload
 
-from llmath.errors import ConfigError, SpecError
+from llmath.errors import ConfigError, SpecError, WorkloadError
 from llmath.model import derive
+from llmath.model import formats as fmt
 from llmath.model.config_check import check_config, load_config_file
 from llmath.model.derive import fact
 from llmath.model.families import ADAPTERS
@@ -238,6 +239,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
             spec = replace(spec, **(got if isinstance(got, Mapping) else dict(mixer=got[0], layer_mixers=got[1])))
         if "fields" in table:  # spec fields a family reads its own way (GLM-5's indexer layers, MiMo's widths)
             spec = replace(spec, **table["fields"](cfg, spec.n_layers))
+        if spec.mixer is not None and (ssm := ssm_state_dtype(cfg, model_type)):
+            spec = replace(spec, ssm_state_dtype=ssm)
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     if not wrapper:
@@ -355,6 +358,27 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         **stacks,
         **derive.flags(table, cfg),
     )
+
+
+# Nemotron-H's default when its config.json omits the key: "float32" in transformers 5.23's NemotronHConfig
+# (models/nemotron_h/configuration_nemotron_h.py) and in vLLM's NemotronHForCausalLMConfig hook
+# (vllm/model_executor/models/config.py, DEFAULT_MAMBA_SSM_CACHE_DTYPE: "Only float32 is known to have no
+# accuracy issues"); vLLM's CacheConfig otherwise defaults the SSM state to the model dtype ("auto")
+SSM_STATE_DEFAULTS = {"nemotron_h": "float32"}
+
+
+def ssm_state_dtype(cfg: Mapping[str, Any], model_type: str) -> str | None:
+    """The config's ``mamba_ssm_cache_dtype`` as a format name (``float32`` -> ``fp32``); None for ``auto``
+    or absent (the state is then kept as the KV cache is)."""
+    v = cfg.get("mamba_ssm_cache_dtype", SSM_STATE_DEFAULTS.get(model_type))
+    if v is None or v == "auto":
+        return None
+    try:
+        return fmt.canonical(str(v), "kv")
+    except WorkloadError:
+        raise ConfigError(
+            f"mamba_ssm_cache_dtype={v!r} is not a state format; use auto, float32, bfloat16 or float16"
+        ) from None
 
 
 def read_config(path: str | Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from llmath.errors import SpecError
+from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec
 
 NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
@@ -337,6 +338,9 @@ class ModelSpec:
     tower_params: tuple[tuple[str, int], ...] = ()  # counted towers: (component, parameters), model/towers.py
     attention_ffn: bool = True  # attention layers carry an FFN (Nemotron-H: its attention layers do not)
     shared_block: SharedBlockSpec | None = None  # Zamba's shared attention block of the "shared+" layers
+    # the SSM (temporal) state's format the config asks serving to keep (its ``mamba_ssm_cache_dtype``, as
+    # vLLM reads it): None = as the KV cache; only Mamba, Mamba-2 and Gated DeltaNet states take it
+    ssm_state_dtype: str | None = None
     # Gemma 4: the full-attention layers' own head width and K/V heads (None: head_dim / n_kv_heads)
     full_head_dim: int | None = None
     full_kv_heads: int | None = None
@@ -345,11 +349,16 @@ class ModelSpec:
     per_layer_width: int = 0
     per_layer_vocab: int = 0
     # DeepSeek-V4: the attention of :class:`CompressedSpec`, each layer's compressor ("" none, "csa", "hca"), and
-    # the hyper-connection streams (the residual is ``hyper_streams`` copies of D, 0: a plain residual; ops/hyper.py)
+    # the hyper-connection streams (the residual is ``mhc_streams`` copies of D, 0: a plain residual; ops/mhc.py)
     compressed: CompressedSpec | None = None
     layer_compress: tuple[str, ...] = ()
-    hyper_streams: int = 0
-    hyper_comb: bool = True  # mHC's n × n stream mixing (DeepSeek-V4); False: independent HC (HY-V4's iHC)
+    mhc_streams: int = 0
+    mhc_comb: bool = True  # mHC's n × n stream mixing (DeepSeek-V4); False: independent HC (HY-V4's iHC)
+    # Qwen4-Exp (model/spec_hyper.py): hyper-connection residual streams, the QSA indexer of its attention
+    # layers, and the hashed n-gram embeddings of the layers layer_mixers marks "ple+<mixer kind>"
+    hyper: HyperSpec | None = None
+    qsa: QSASpec | None = None
+    ngram: NGramSpec | None = None
     # CPM-Ant: positions the model prepends to every sequence (its prompt_length prompt tokens): a pass from an
     # empty cache runs them through every layer and the cache keeps them (ops/core.py ``with_prefix``)
     prefix_positions: int = 0
@@ -437,6 +446,7 @@ class ModelSpec:
         self._validate_mixers()
         self._validate_layer_widths()
         self._validate_compressed()
+        self._validate_qwen4()
 
     def _validate_compressed(self) -> None:
         n, c = self.name, self.compressed
@@ -444,12 +454,12 @@ class ModelSpec:
             raise SpecError(f"{n!r}: layer_compress needs one of '', 'csa', 'hca' for each of {self.n_layers} layers")
         if any(self.layer_compress) and c is None:
             raise SpecError(f"{n!r}: compressed layers need the compressed spec (DeepSeek-V4's attention widths)")
-        if self.hyper_streams < 0:
-            raise SpecError(f"{n!r}: hyper_streams={self.hyper_streams} must be >= 0 (0: a plain residual)")
-        if self.hyper_streams and (self.parallel_block or any(k != "attention" for k in self.layer_mixers)):
+        if self.mhc_streams < 0:
+            raise SpecError(f"{n!r}: mhc_streams={self.mhc_streams} must be >= 0 (0: a plain residual)")
+        if self.mhc_streams and (self.parallel_block or any(k != "attention" for k in self.layer_mixers)):
             raise SpecError(
                 f"{n!r}: hyper-connection streams are modelled around attention layers in sequence "
-                "only (no parallel block, no other mixer); set hyper_streams=0"
+                "only (no parallel block, no other mixer); set mhc_streams=0"
             )
         if c is not None:
             c.validate(n)
@@ -472,6 +482,17 @@ class ModelSpec:
             raise SpecError(
                 f"{n!r}: per_layer_width={self.per_layer_width} and per_layer_vocab={self.per_layer_vocab} must be "
                 "both positive (per-layer embeddings) or both 0"
+            )
+
+    def _validate_qwen4(self) -> None:
+        for part in (self.hyper, self.qsa, self.ngram):
+            if part is not None:
+                part.validate(self.name)
+        ple = any(k.startswith("ple+") for k in self.layer_mixers)
+        if ple and (self.ngram is None or self.hyper is None):
+            raise SpecError(
+                f"{self.name!r}: 'ple+' layers need the ngram spec and hyper-connections (hyper): the n-gram "
+                "embeddings feed the residual streams"
             )
 
     def attention_widths(self, window: int | None) -> tuple[int, int]:
@@ -547,4 +568,7 @@ def _positive(name: str, fieldname: str, value: object) -> None:
         raise SpecError(f"{name!r}: {fieldname}={value!r} must be a positive integer")
 
 
-__all__ = ["ModelSpec", "MoESpec", "MLASpec", "CompressedSpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec"]
+__all__ = [
+    "ModelSpec", "MoESpec", "MLASpec", "CompressedSpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec", "HyperSpec",
+    "QSASpec", "NGramSpec",
+]  # fmt: skip

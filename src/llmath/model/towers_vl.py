@@ -120,6 +120,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen2_5_vl_vision": dict(_QWEN, depth=32, hidden_size=3584, intermediate_size=3420, out_hidden_size=3584),
     "qwen3_vl_vision": _QWEN3,
     "qwen3_vl_moe_vision": _QWEN3,
+    "qwen4_exp_vision": _QWEN3,  # Qwen4ExpVisionConfig: Qwen3.5-MoE's vision config, Qwen3-VL's defaults
     "llama4_vision_model": dict(
         hidden_size=768,
         num_hidden_layers=34,
@@ -150,6 +151,7 @@ VISION: dict[str, Callable[[Cfg], Counts]] = {
     "qwen2_5_vl_vision": qwen2_5_vl,
     "qwen3_vl_vision": qwen3_vl,
     "qwen3_vl_moe_vision": qwen3_vl,
+    "qwen4_exp_vision": qwen3_vl,  # Qwen3-VL's vision model without DeepStack mergers (modeling_qwen4_exp.py)
     "llama4_vision_model": llama4_vision,
     "got_ocr2_vision": got_ocr2_vision,
 }
@@ -160,11 +162,12 @@ PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {
     "qwen2_5_vl": lambda c, v, dt: 0,
     "qwen3_vl": lambda c, v, dt: 0,
     "qwen3_vl_moe": lambda c, v, dt: 0,
+    "qwen4_exp": lambda c, v, dt: 0,
     "llama4": lambda c, v, dt: v["vision_output_dim"] * dt,  # multi_modal_projector.linear_1, no bias
     "got_ocr2": got_ocr2_projector,
 }
 WRAPPER_TIES = {"qwen2_vl": False, "qwen2_5_vl": False, "qwen3_vl": False, "qwen3_vl_moe": False,
-                "llama4": False, "got_ocr2": True}  # fmt: skip
+                "qwen4_exp": False, "llama4": False, "got_ocr2": True}  # fmt: skip
 
 # wrappers without a vision sub-config whose image path is one layer of the wrapper itself: Fuyu embeds
 # raw patches with Linear(patch_size²·num_channels, text width) with bias (modeling_fuyu.py)

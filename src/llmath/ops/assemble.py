@@ -13,7 +13,8 @@ from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.frontend import audio_frontend
-from llmath.ops.hyper import hyper_embed, hyper_head, hyper_in, hyper_out
+from llmath.ops.hyper import hyper_layers
+from llmath.ops.mhc import mhc_embed, mhc_head, mhc_in, mhc_out
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
@@ -54,7 +55,7 @@ def layer_kind(
 
 def _compressed_layers(b: Builder) -> None:
     """DeepSeek-V4's layers, grouped by (window, moe, compressor): hyper-connection in, norm, attention
-    (ops/compressed.py), hyper-connection out, then the same around the FFN or MoE (ops/hyper.py); a plain
+    (ops/compressed.py), hyper-connection out, then the same around the FFN or MoE (ops/mhc.py); a plain
     residual where the spec has no hyper-connection streams."""
     s = b.spec
     groups: dict[tuple[int | None, bool, str], int] = {}
@@ -64,8 +65,8 @@ def _compressed_layers(b: Builder) -> None:
         lk = layer_kind(s, w, moe, compress=kind)
         b.window = w
         for which in ("attn", "ffn"):
-            if s.hyper_streams:
-                hyper_in(b, which, count, lk)
+            if s.mhc_streams:
+                mhc_in(b, which, count, lk)
             b.norm(f"norm.{which}_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
             if which == "attn":
                 compressed_attention(b, w, kind, count, lk)
@@ -115,8 +116,8 @@ def _mixer_layers(b: Builder) -> None:
 
 
 def _residual_or_hyper(b: Builder, which: str, count: int, lk: str, inputs: int = 2) -> None:
-    if b.spec.hyper_streams:
-        hyper_out(b, which, count, lk)
+    if b.spec.mhc_streams:
+        mhc_out(b, which, count, lk)
     else:
         residual(b, f"residual.{which}", count, lk, inputs=inputs)
 
@@ -126,6 +127,9 @@ def _decoder_layers(b: Builder) -> None:
     if s.compressed is not None:
         _compressed_layers(b)
         return
+    if s.hyper is not None:  # Qwen4-Exp: residual streams (ops/hyper.py)
+        hyper_layers(b, layer_kind)
+        return
     _mixer_layers(b)
     for g, (w, moe, kind, count, own) in enumerate(_attention_groups(s)):
         ffn = s.attention_ffn
@@ -133,8 +137,8 @@ def _decoder_layers(b: Builder) -> None:
         b.window, b.own_indexer = w, own
         norms = s.norms_per_layer
         attn_in = count - (0 if s.first_attn_norm or g else 1)  # ModernBERT-decoder: none in the first layer
-        if s.hyper_streams:  # HY-V4: hyper-connections around attention and FFN (ops/hyper.py)
-            hyper_in(b, "attn", count, lk)
+        if s.mhc_streams:  # HY-V4: hyper-connections around attention and FFN (ops/mhc.py)
+            mhc_in(b, "attn", count, lk)
         if attn_in:
             b.norm("norm.attn_in", s.d_model, count=attn_in, pkey="norm.layers", layer_kind=lk)
         if s.parallel_block and norms >= 2:
@@ -146,8 +150,8 @@ def _decoder_layers(b: Builder) -> None:
             b.norm("norm.attn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if not s.parallel_block:
             _residual_or_hyper(b, "attn", count, lk, inputs=2 if kind == "attention" else 3)
-            if s.hyper_streams and ffn:
-                hyper_in(b, "ffn", count, lk)
+            if s.mhc_streams and ffn:
+                mhc_in(b, "ffn", count, lk)
             if norms >= 2 and ffn:
                 b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
         if ffn:
@@ -217,9 +221,9 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     else:
         embedding(b)
         per_layer_inputs(b)
-        if spec.hyper_streams:
-            hyper_embed(b)
+        if spec.mhc_streams:
+            mhc_embed(b)
         _decoder_layers(b)
-        hyper_head(b)
+        mhc_head(b)
         head(b)
     return tuple(b.ops)

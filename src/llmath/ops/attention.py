@@ -14,11 +14,12 @@ A new attention variant adds one step function (or one execution) and a place in
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
+from llmath.ops.qsa import indexer, sparse_window
 from llmath.ops.variants import DIFF_EXECUTIONS, alibi, dynamic_mask
 
 
@@ -266,7 +267,15 @@ EXECUTIONS: dict[str, tuple[Step, ...]] = {
 }
 
 
+def qsa_indexer(a: Attn) -> None:
+    """Qwen4-Exp's QSA indexer (ops/qsa.py) on self-attention layers."""
+    if a.site.spec.qsa is not None and not a.cross and a.cached:
+        indexer(a.site, a.win.K, a.win.E)
+
+
 def execution(a: Attn) -> None:
+    if a.site.spec.qsa is not None and a.site.b.attention == "flash" and not a.cross and a.cached:
+        a = replace(a, win=sparse_window(a.site, a.win))  # QSA: only the selected positions
     if a.site.spec.diff_attention and not a.cross:  # DiffLlama (ops/variants.py)
         if a.site.b.attention == "eager":
             cache_append(a)
@@ -277,8 +286,8 @@ def execution(a: Attn) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, dynamic_mask, execution, head_gate, sub_norm,
-    gate, out_gate, o_proj,
+    q_proj, kv_proj, qk_norm, rotary, sinks, relative_bias, alibi, dynamic_mask, qsa_indexer, execution, head_gate,
+    sub_norm, gate, out_gate, o_proj,
 )  # fmt: skip
 
 

@@ -136,7 +136,9 @@ def mono_text(m: str) -> str:
     label = "" if w == "full" else f"[chunk={w[1:]}]" if w.startswith("c") else f"[W={w}]"
     return {"K": f"B·S{label}", "P": f"B·pairs{label}", "E": f"B·T·S{label}", "H": f"B·held{label}",
             "U": "experts hit", "C": f"B·chunks[Q={w}]", "Q": f"B·chunks²[Q={w}]",
-            "X": f"B·pairs in chunks[Q={w}]", "F": f"B·⌊T/{w}⌋", "R": f"B·(T mod {w})"}[kind]  # fmt: skip
+            "X": f"B·pairs in chunks[Q={w}]", "F": f"B·⌊T/{w}⌋", "R": f"B·(T mod {w})",
+            "Z": f"B·Σ blocks[c={w}]", "N": f"B·⌊(S0+T)/{w}⌋",
+            "Y": f"B·selected pairs[budget/c={w}]"}[kind]  # fmt: skip
 
 
 def wkey(w: int | None) -> str:
@@ -259,6 +261,37 @@ def compressed_monomial(kind: str, m: int, cap: int | None, B: Value, T: Value, 
     raise AssertionError(kind)  # pragma: no cover - ops/compressed.py emits the kinds above
 
 
+def _block_prefix(n: Value, c: int) -> Value:
+    """Σ_{v=1..n} ⌊v/c⌋ = c·q(q−1)/2 + q·(r+1) with n = q·c + r."""
+    q, r = n // c, n % c
+    return c * q * (q - 1) // 2 + q * (r + 1)
+
+
+def qsa_blocks(T: Value, S0: Value, c: int) -> Value:
+    """Σ over the T new queries of the complete blocks of ``c`` keys each sees (query i sees S0 + i keys):
+    the blocks a QSA indexer scores per sequence (ops/qsa.py)."""
+    return _block_prefix(S0 + T, c) - _block_prefix(S0, c)
+
+
+def _selected_prefix(n: Value, budget: int, c: int) -> Value:
+    """Σ_{v=1..n} sel(v): a query seeing v keys attends all of them while v < budget + c (at most
+    budget/c complete blocks), else budget + (v mod c) (the best blocks and the incomplete tail)."""
+    lim = budget + c - 1
+
+    def mods(m: Value) -> Value:  # Σ_{v=1..m} (v mod c)
+        q, r = m // c, m % c
+        return q * (c * (c - 1) // 2) + r * (r + 1) // 2
+
+    upto = _min(n, lim)
+    over = n - upto
+    return upto * (upto + 1) // 2 + over * budget + mods(n) - mods(upto)
+
+
+def qsa_pairs(T: Value, S0: Value, budget: int, c: int) -> Value:
+    """(query, key) pairs of QSA's sparse attention per sequence over the T new queries."""
+    return _selected_prefix(S0 + T, budget, c) - _selected_prefix(S0, budget, c)
+
+
 def experts_hit(tokens: Value, n_experts: int, top_k: int) -> np.ndarray:
     """Expected distinct experts among ``n_experts`` hit by ``tokens`` tokens routing top-k uniformly."""
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** np.asarray(tokens, dtype=float))
@@ -318,6 +351,12 @@ class Scenario:
             elif m.startswith("z"):
                 kind, rate, *cap = m.split(":")
                 v = compressed_monomial(kind, int(rate), int(cap[0]) if cap else None, B, T, S0)
+            elif m[0] in "YZN":  # QSA (ops/qsa.py): "Z:c" blocks scored, "Y:budget/c" pairs, "N:c" blocks held
+                a, _, c = m[2:].partition("/")
+                if m[0] == "Y":
+                    v = B * qsa_pairs(T, S0, int(a), int(c))
+                else:
+                    v = B * (qsa_blocks(T, S0, int(a)) if m[0] == "Z" else (S0 + T) // int(a))
             else:
                 kind, win, chunk = _parse_mono(m)
                 if chunk and win is not None and kind in ("K", "P"):

@@ -1,72 +1,93 @@
-"""Manifold-constrained hyper-connections (mHC; DeepSeek-V4 report section 2.2, Xie et al. 2026): the residual
-is ``n`` = :attr:`~llmath.model.spec.ModelSpec.hyper_streams` streams of width D (B·T·n·D) instead of one.
+"""Decoder layers with hyper-connection residual streams (Qwen4-Exp; transformers 5.23
+``modeling_qwen4_exp.py``: ``Qwen4ExpTextGatedResidual``, ``Qwen4ExpTextDecoderLayer``, ``Qwen4ExpTextModel``).
 
-Around each attention and each FFN block (transformers 5.23 ``DeepseekV4HyperConnection``): the n streams
-are flattened (n·D), RMS-normed without weight, projected by ``fn`` (n·D -> (2 + n)·n: pre, post and the
-n × n comb logits, plus ``base`` and 3 ``scale`` parameters), turned into weights (sigmoids; the comb's
-softmax and Sinkhorn normalisation), collapsed to the block's input Σ pre·stream, and after the block
-re-expanded: post ⊙ output + combᵀ · streams (a matmul of n × n by n × D per token). Before the final norm
-``DeepseekV4HyperHead`` collapses the streams once more (``hc_fn`` n·D -> n, ``hc_base`` n, ``hc_scale`` 1).
-HY-V4's independent hyper-connections (iHC, modeling_hy_v4.py ``HYV4HyperConnection``, :attr:`ModelSpec.hyper_comb`
-False) project to pre and post only (2·n logits, 2 scales) and add the streams unmixed: no comb.
-
-Vector costs here: the weights 5 FLOPs per logit (as a router's), collapse and expand 2 per stream element.
-The Sinkhorn iterations on the n × n comb (n² elements each) are left out: tens of FLOPs per token against
-the projections' 2·n·D·(2 + n)·n.
+The token embedding is repeated into S streams (S·D wide). Each layer: its n-gram embeddings (``ple+``
+layers, :mod:`llmath.ops.ngram`), then for the mixer (attention or linear attention) and for the MoE in
+turn a gated residual (:class:`llmath.model.spec_hyper.HyperSpec`) whose D-wide output feeds the
+sub-layer, the sub-layer, and its output times the S injection weights added to each stream. No other norm
+is in the layer. After the last layer the gated residual without injection gives the D-wide state; there is
+no final norm. Letters: S streams, r the low-rank width.
 """
 
 from __future__ import annotations
 
-from llmath.ops.core import NORM_FLOPS, ROUTER_FLOPS, Builder, Site
+from collections.abc import Callable
+
+from llmath.model.spec import HyperSpec
+from llmath.ops.attention import attention_block
+from llmath.ops.core import ACT_FLOPS, Builder, Site
+from llmath.ops.ffn import ffn_block
+from llmath.ops.mixers import mixer_block
+from llmath.ops.moe import moe_block
+from llmath.ops.ngram import ngram_tables, ple_block
+
+LayerKind = Callable[..., str]  # ops.assemble.layer_kind
 
 
-def _project(site: Site, n: int, D: int, out: int, pkey: str, extra: int) -> None:
-    """Unweighted RMSNorm over the n·D flattened streams, then ``fn`` (n·D -> ``out`` logits) and the weights."""
-    site.vector("norm", "BTND->BTND", NORM_FLOPS["rms_noparam"], n * D, "BT", "n·D")
-    site.op(
-        "fn", "matmul", "BTND,NDO->BTO", sizes=dict(site.sizes, O=out),
-        params=[(f"{pkey}.fn", out * n * D), (f"{pkey}.base_scale", extra)],
-        flops=[(2 * n * D * out, "BT", "2·n·D·O")], weight=[(out * n * D + extra, "1", "n·D·O")],
-        act_in=[(n * D, "BT", "n·D")], act_out=[(out, "BT", "O")],
+def _hyper(b: Builder) -> HyperSpec:
+    h = b.spec.hyper
+    if h is None:  # pragma: no cover - hyper_layers only runs for specs with hyper-connections
+        raise AssertionError(b.spec.name)
+    return h
+
+
+def gated_residual(b: Builder, count: int, lk: str, prefix: str, inject: bool = True) -> None:
+    """Norm per stream (weight S·D), S·D -> r (/S, silu) -> S·D (sigmoid) weights times the normed streams,
+    mean over the streams -> D; with ``inject``, S·D -> S (/S, 2·sigmoid) injection weights."""
+    h, D = _hyper(b), b.spec.d_model
+    S, r, SD = h.streams, h.rank, h.streams * D
+    site = Site(b, count, lk, prefix, "hyper", dict(S=S, D=D, r=r))
+    site.norm("norm", SD, pkey="norm.hyper", sym="S·D")
+    site.linear("down", "BTJ,Jr->BTr", SD, r, bias=False, pkey="hyper.down", sym_in="S·D", sym_out="r")
+    site.vector("down_act", "BTr->BTr", ACT_FLOPS + 1, r, "BT", "r")
+    site.linear("up", "BTr,rJ->BTJ", r, SD, bias=False, pkey="hyper.up", sym_in="r", sym_out="S·D")
+    site.vector("mix", "BTSD,BTSD->BTD", ACT_FLOPS + 2, SD, "BT", "S·D")  # sigmoid, times the streams, mean
+    if inject:
+        site.linear("inject", "BTJ,JS->BTS", SD, S, bias=False, pkey="hyper.inject", sym_in="S·D", sym_out="S")
+        site.vector("inject_act", "BTS->BTS", ACT_FLOPS + 2, S, "BT", "S")
+
+
+def combine(b: Builder, count: int, lk: str, name: str) -> None:
+    """The sub-layer's D-wide output times each stream's injection weight, added to the streams."""
+    S, D = _hyper(b).streams, b.spec.d_model
+    Site(b, count, lk, "", "residual", dict(S=S, D=D)).op(
+        name, "vector", "BTD,BTS,BTSD->BTSD", vflops=[(2 * S * D, "BT", "2·S·D")],
+        act_in=[(D + S + S * D, "BT", "D + S + S·D")], act_out=[(S * D, "BT", "S·D")],
     )  # fmt: skip
-    site.vector("weights", "BTO->BTO", ROUTER_FLOPS, out, "BT", "O", sizes=dict(site.sizes, O=out))
-    site.op("collapse", "vector", "BTN,BTND->BTD", vflops=[(2 * n * D, "BT", "2·n·D")],
-            act_in=[(n * D + n, "BT", "n·(D+1)")], act_out=[(D, "BT", "D")])  # fmt: skip
 
 
-def hyper_in(b: Builder, which: str, count: int, lk: str) -> None:
-    """The weights of one block's hyper-connection and the collapse of the streams to its input: mHC projects
-    to (2 + n)·n logits (``base`` as many, 3 ``scale``), the independent HC to 2·n (pre, post; 2 ``scale``)."""
-    s = b.spec
-    n, D = s.hyper_streams, s.d_model
-    out = (2 + n) * n if s.hyper_comb else 2 * n
-    site = Site(b, count, lk, f"hyper.{which}", "hyper", dict(n=n, D=D))
-    _project(site, n, D, out, "hyper.layers", out + (3 if s.hyper_comb else 2))
+def _groups(b: Builder) -> dict[tuple[str, bool, int | None], int]:
+    s, out = b.spec, dict[tuple[str, bool, int | None], int]()
+    for kind, moe, w in zip(s.layer_mixers, s.layer_moe, s.layer_windows, strict=True):
+        out[(kind, moe, w)] = out.get((kind, moe, w), 0) + 1
+    return out
 
 
-def hyper_out(b: Builder, which: str, count: int, lk: str) -> None:
-    """After the block: mHC's combᵀ · streams (matmul, n × n by n × D per token; the independent HC adds the
-    streams unmixed), then post ⊙ output added."""
-    n, D = b.spec.hyper_streams, b.spec.d_model
-    site = Site(b, count, lk, f"hyper.{which}", "hyper", dict(n=n, D=D))
-    if b.spec.hyper_comb:
-        site.op("comb", "matmul", "BTNM,BTMD->BTND", flops=[(2 * n * n * D, "BT", "2·n·n·D")],
-                act_in=[(n * n + n * D, "BT", "n·(n+D)")], act_out=[(n * D, "BT", "n·D")])  # fmt: skip
-    site.op("expand", "vector", "BTN,BTD,BTND->BTND", vflops=[(2 * n * D, "BT", "2·n·D")],
-            act_in=[(n * D + D + n, "BT", "n·D+D+n")], act_out=[(n * D, "BT", "n·D")])  # fmt: skip
-
-
-def hyper_embed(b: Builder) -> None:
-    """The token embeddings copied into the n streams (B·T·n·D written)."""
-    n, D = b.spec.hyper_streams, b.spec.d_model
-    Site(b, 1, "", "hyper.embed", "hyper", dict(n=n, D=D)).op(
-        "streams", "memory", "BTD->BTND", act_in=[(D, "BT", "D")], act_out=[(n * D, "BT", "n·D")]
+def hyper_layers(b: Builder, layer_kind: LayerKind) -> None:
+    """Every decoder layer and the final stream mixer of a spec with hyper-connections."""
+    s, S = b.spec, _hyper(b).streams
+    ngram_tables(b)
+    Site(b, 1, "", "hyper", "hyper", dict(S=S, D=s.d_model)).op(
+        "expand", "memory", "BTD->BTSD", act_in=[(s.d_model, "BT", "D")], act_out=[(S * s.d_model, "BT", "S·D")]
     )
-
-
-def hyper_head(b: Builder) -> None:
-    """The final collapse of the streams before the final norm (every position, before logits are sliced)."""
-    n, D = b.spec.hyper_streams, b.spec.d_model
-    if not n:
-        return
-    _project(Site(b, 1, "", "hyper.head", "hyper", dict(n=n, D=D)), n, D, n, "hyper.head", n + 1)
+    for (kind, moe, w), count in _groups(b).items():
+        attn = kind.startswith("attention")
+        ffn = "moe" if moe else "dense"
+        lk = layer_kind(s, w, moe, True, kind) if attn else f"{kind}/{ffn}"
+        b.window = w
+        if kind.startswith("ple+"):
+            ple_block(b, count, lk)
+        gated_residual(b, count, lk, "hyper.attn")
+        if attn:
+            attention_block(b, w, count, lk)
+        else:
+            mixer_block(b, count, lk)
+        combine(b, count, lk, "residual.attn")
+        gated_residual(b, count, lk, "hyper.ffn")
+        if moe:
+            moe_block(b, count, lk)
+        else:
+            ffn_block(b, s.d_ff, count, lk, "ffn", "ffn", "ffn")
+        combine(b, count, lk, "residual.ffn")
+    b.window = None
+    gated_residual(b, 1, "", "hyper.final", inject=False)

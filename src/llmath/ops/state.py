@@ -15,6 +15,7 @@ from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import compressed_monomial, held_positions
 from llmath.ops.mixers import transformers_extra_state
+from llmath.ops.ssm_state import holds_ssm_state, ssm_state_bytes
 from llmath.ops.stages import cross_kv_elements_per_source
 
 
@@ -77,6 +78,18 @@ def compressed_growth(spec: ModelSpec, ops=None) -> float:
     return n
 
 
+def fixed_state_bytes(spec: ModelSpec, precision: Precision, layout: str = "serving", ops=None) -> float:
+    """Bytes of fixed-size state one sequence holds: the SSM state in its own format
+    (:mod:`llmath.ops.ssm_state`), conv windows and the other mixers' states in the KV cache's."""
+    kb = precision.kv_bytes
+    sb = kb if layout == "transformers" else ssm_state_bytes(spec, precision)  # transformers: one cache dtype
+    n: float = 0
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
+        per = sum(t.coef for t in op.terms("kv_write") if t.mono == "B") * op.count
+        n += per * (sb if holds_ssm_state(op, spec) else kb)
+    return n + (transformers_extra_state(spec) * kb if layout == "transformers" else 0)
+
+
 def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
     """Bytes of per-sequence state for ``batch`` sequences of ``positions`` positions: the KV cache plus the
     mixers' fixed-size state (0 for attention-only models).
@@ -86,7 +99,7 @@ def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layo
     are the decoder's; plus the cross-attention cache of ``src`` source
     positions, fixed once the encoder has run (:mod:`llmath.ops.stages`).
     """
-    total = batch * fixed_state_elements(spec, layout, ops)
+    total = 0
     positions = positions + spec.prefix_positions  # CPM-Ant's prompt positions are cached with the prompt
     if spec.compressed is not None:
         total = total + batch * compressed_state_elements(spec, positions, ops)
@@ -98,7 +111,8 @@ def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layo
         else:
             held = held_positions(positions, 0, w)
         total = total + batch * held * per
-    return _num(total * precision.kv_bytes) if isinstance(total, int) else total * precision.kv_bytes
+    fixed = batch * fixed_state_bytes(spec, precision, layout, ops)
+    return _num(total * precision.kv_bytes + fixed) if isinstance(total, int) else total * precision.kv_bytes + fixed
 
 
 def kv_growth(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
@@ -120,7 +134,7 @@ def kv_growth(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
         "growth_bytes_per_token": _num((per.get(None, 0) + comp) * kb),
         "window_bytes": _num(sum(n * w for w, n in per.items() if w is not None) * kb),
         "windows_full_at": max(windows, default=0),
-        "fixed_bytes_per_sequence": _num(fixed_state_elements(spec) * kb),
+        "fixed_bytes_per_sequence": _num(fixed_state_bytes(spec, precision)),
     }
 
 

@@ -11,6 +11,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, Value, experts_hit, mono_text
+from llmath.ops.ssm_state import class_bytes
 
 
 @dataclass(frozen=True)
@@ -162,10 +163,11 @@ def byte_key(t: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
 
     per = p.per_class
     by_module = weight_bytes_per_element(t.spec, p)
-    return tuple(
-        tuple(by_module.get(op.module, per["weight"]) if c == "weight" else per.get(c, 0.0) for c in CLASSES)
-        for op in t.ops
-    )
+    rows = []
+    for op in t.ops:
+        b = class_bytes(op, t.spec, p, per)  # the SSM state's own format (llmath.ops.ssm_state)
+        rows.append(tuple(by_module.get(op.module, per["weight"]) if c == "weight" else b.get(c, 0.0) for c in CLASSES))
+    return tuple(rows)
 
 
 def one_hot(cls: str) -> tuple[float, ...]:

@@ -347,7 +347,9 @@ def _kv_lines(c, a) -> None:
         )
     fixed = kv.get("fixed_bytes_per_sequence", 0)
     if fixed:  # state-space / recurrent mixers: a fixed-size state per sequence besides the KV cache
-        growth += f" + {fixed:,} B of fixed state per sequence (SSM and conv states)"
+        ssm = (a.precision or {}).get("ssm_state")
+        what = f"SSM state in {ssm['format']} ({ssm['source']}), conv" if ssm else "SSM and conv"
+        growth += f" + {fixed:,} B of fixed state per sequence ({what} states)"
     c.print(
         f"KV cache: {kv['bytes_per_token']:,} B per token per sequence{growth}; {gb(kv['bytes'])} after prefill "
         f"({kv['positions_after_prefill']} positions × {w['batch']}), {gb(kv['peak_bytes'])} at the end"

@@ -1,0 +1,141 @@
+"""Tensor-parallel rules of the non-attention mixers: what one of T = tp ranks holds and runs of each.
+
+Each rule follows how vLLM shards that layer (file paths in vllm-project/vllm):
+
+* **mamba** (``vllm/model_executor/layers/mamba/mamba_mixer.py``, ``MambaMixer``): in_proj, conv, dt_proj,
+  A and D split over the I inner channels (I/T each); x_proj row-parallel (its R + 2·N outputs
+  all-reduced); the scan reads B and C whole. Needs T | I.
+* **mamba2** (``mamba_mixer2.py``, ``MambaMixer2``): split by heads (z, x, dt, A, D, dt_bias, the gated
+  norm: H/T heads, I/T channels) and groups (B, C: G/T groups, or the one group replicated on every rank
+  when G = 1, whose gated norm all-reduces each token's sum of squares); out_proj row-parallel. Needs
+  T | H, and T | G or G = 1. Falcon-H1's parallel layers run it beside attention
+  (``vllm/model_executor/models/falcon_h1.py``: the attention's o_proj and the mixer's out_proj are two
+  ``RowParallelLinear`` each reducing its own output before the branches are summed).
+* **gated_delta** (``vllm/model_executor/layers/mamba/gdn_linear_attn.py``, ``GatedDeltaNetAttention``,
+  Qwen3-Next / Qwen3.5): in_proj_qkvz and in_proj_ba ``MergedColumnParallelLinear``, the conv over q, k, v
+  split per part (``mamba_v2_sharded_weight_loader``), A_log and dt_bias H/T, the gated RMSNorm of width P
+  whole on every rank (``RMSNormGated(head_v_dim)``), out_proj ``RowParallelLinear``. Needs T | G key
+  heads and T | H value heads (the qkvz view is over G/T key heads). OLMo-Hybrid's layer
+  (``vllm/model_executor/layers/mamba/gdn/olmo_gdn_linear_attn.py``) shards the same way.
+* **kda** (``vllm/model_executor/layers/kda.py``, ``KimiDeltaAttention``): q, k, v, b and the gates'
+  up projections f_b, g_b ``ColumnParallelLinear``, their down projections f_a, g_a (D -> R)
+  ``ReplicatedLinear`` (whole on every rank), the q/k/v convs split, A_log H/T, dt_bias I/T, the output
+  norm of width P whole, o_proj row-parallel. Needs T | H. The full-rank-gate variant (Ling hybrid,
+  ``gate_rank`` 0) has no rule sourced here and is refused.
+* **lightning** (``vllm/model_executor/layers/mamba/linear_attn.py``, ``MiniMaxText01LinearAttention``):
+  qkv_proj and output_gate ``ColumnParallelLinear``, H/T heads (and their decay slopes), the RMSNorm over
+  I split I/T per rank with its variance all-reduced (``MiniMaxText01RMSNormTP``: one element per token),
+  out_proj row-parallel. Needs T | H.
+* **shortconv** (``vllm/model_executor/layers/mamba/short_conv.py``, ``ShortConv``, LFM2): in_proj
+  ``MergedColumnParallelLinear`` [I, I, I], the conv ``ColumnParallelLinear`` over I, out_proj
+  ``RowParallelLinear`` (bias whole on every rank). Needs T | I.
+
+Every rule's state per sequence is the rank's share: the conv window over its channels and the recurrent
+state over its heads. The collectives (:mod:`llmath.deploy.comm`): out_proj's all-reduce of D per token;
+plus Mamba's x_proj all-reduce, Mamba-2's one-group and lightning's norm all-reduces.
+``rglru`` (RecurrentGemma), ``rwkv`` and ``mlstm`` (xLSTM) have no sourced engine sharding: refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction as Fr
+
+from llmath.errors import LayoutError
+from llmath.model.spec import MixerSpec
+from llmath.ops.core import Term
+
+ONE = Fr(1)
+Factor = Fr | Callable[[int, Term], Fr]
+Factors = tuple[Fr, dict[str, Factor], Fr, Fr]  # default, per-class overrides, weight and bias params
+SHARDED = frozenset({"mamba", "mamba2", "gated_delta", "kda", "lightning", "shortconv"})
+ROW = {"mixer.x_proj", "mixer.out_proj"}  # row-parallel: I/T inputs, a full-width partial output
+COLUMN = {"mixer.in_proj", "mixer.qkv_proj", "mixer.b_proj", "mixer.f_b_proj", "mixer.g_b_proj", "mixer.output_gate"}
+REPLICATED = {"mixer.f_a_proj", "mixer.g_a_proj"}  # KDA's low-rank gate down projections (ReplicatedLinear)
+
+
+def mixer_tp_problem(m: MixerSpec, tp: int) -> str | None:
+    """Why vLLM would refuse ``tp``-way TP of the mixer ``m`` (the module doc's rules), or None."""
+    if m.kind not in SHARDED or (m.kind == "kda" and not m.gate_rank):
+        what = "full-rank-gate kda (Ling hybrid)" if m.kind == "kda" else m.kind
+        return f"tp={tp}: the {what} mixer has no sourced tensor-parallel rule; analyse it on one GPU (--tp 1)"
+    if m.kind in ("mamba", "shortconv") and m.d_inner % tp:
+        name = "Mamba" if m.kind == "mamba" else "short-conv"
+        return f"tp={tp} must divide the {name} mixer's {m.d_inner} inner channels (vLLM {_engine(m)})"
+    if m.kind != "mamba" and m.kind != "shortconv" and m.n_heads % tp:
+        return f"tp={tp} must divide the {_label(m)} mixer's {m.n_heads} heads (vLLM {_engine(m)})"
+    if m.kind == "mamba2" and m.n_groups % tp and m.n_groups != 1:
+        return f"tp={tp} must divide the Mamba-2 mixer's {m.n_groups} groups, or groups must be 1 (vLLM MambaMixer2)"
+    if m.kind == "gated_delta" and m.n_groups % tp:
+        return f"tp={tp} must divide the Gated DeltaNet mixer's {m.n_groups} key heads (vLLM GatedDeltaNetAttention)"
+    return None
+
+
+def _label(m: MixerSpec) -> str:
+    return {"mamba2": "Mamba-2", "gated_delta": "Gated DeltaNet", "kda": "KDA", "lightning": "lightning"}[m.kind]
+
+
+def _engine(m: MixerSpec) -> str:
+    return {
+        "mamba": "MambaMixer",
+        "mamba2": "MambaMixer2",
+        "gated_delta": "GatedDeltaNetAttention",
+        "kda": "KimiDeltaAttention",
+        "lightning": "MiniMaxText01LinearAttention",
+        "shortconv": "ShortConv",
+    }[m.kind]
+
+
+def mixer_groups_per_rank(m: MixerSpec, tp: int) -> int:
+    """Mamba-2's B/C groups one rank holds: G/T, or the one group replicated on every rank when G = 1
+    (vLLM ``extra_groups_for_head_shards`` pads the groups to T)."""
+    return m.n_groups // tp if m.n_groups % tp == 0 else 1
+
+
+def mixer_factors(name: str, m: MixerSpec, T: int) -> Factors:
+    """The factors of the mixer operator ``name`` on one of ``T`` ranks (module doc)."""
+    if mixer_tp_problem(m, T) is not None and T > 1:
+        raise LayoutError(f"operator {name!r} ({m.kind} mixer) has no sharding rule; analyse it on one GPU")
+    t = Fr(1, T)
+    if name in ROW:
+        return t, {"act_out": ONE, "vflops": ONE}, t, ONE
+    if name == "mixer.dt_proj" or (name in COLUMN and m.kind not in ("mamba2",)):
+        return t, {"act_in": ONE}, t, t
+    if name in REPLICATED:
+        return ONE, {}, ONE, ONE
+    if m.kind == "mamba":
+        return _mamba(name, m, T)
+    if m.kind == "mamba2":
+        return _mamba2(name, m, T)
+    if name == "mixer.norm" and m.kind in ("gated_delta", "kda"):  # per rank over I/T; weight (P) whole
+        return t, {"weight": ONE}, ONE, ONE
+    return t, {}, t, t  # everything else splits with the rank's heads / channels
+
+
+def _mamba(name: str, m: MixerSpec, T: int) -> Factors:
+    t = Fr(1, T)
+    if name == "mixer.scan":  # x, dt, z: I/T each; B and C (N each) whole on every rank
+        I, N = m.d_inner, m.d_state
+        xz = Fr(3 * I // T + 2 * N, 3 * I + 2 * N)
+        return t, {"act_in": lambda i, _: xz if i == 0 else t}, t, t
+    return t, {}, t, t
+
+
+def _mamba2(name: str, m: MixerSpec, T: int) -> Factors:
+    t = Fr(1, T)
+    I, H, N, G, g = m.d_inner, m.n_heads, m.d_state, m.n_groups, mixer_groups_per_rank(m, T)
+    if name in ("mixer.in_proj", "mixer.in_scale"):  # z, x (I/T each), B, C (g·N each), dt (H/T)
+        f = Fr(2 * I // T + 2 * g * N + H // T, 2 * I + 2 * G * N + H)
+        return f, {"act_in": ONE}, f, f
+    if name == "mixer.conv":  # channels x, B, C: I/T + 2·g·N
+        f = Fr(I // T + 2 * g * N, I + 2 * G * N)
+        return f, {}, f, f
+    if name == "mixer.scan":  # heads split; the flash C·Bᵀ term is over g groups and H/T heads
+        cb = Fr(g * N + H * m.head_dim // T, G * N + H * m.head_dim)
+        over: dict[str, Factor] = {"act_in": Fr(I // T + 2 * g * N + H // T, I + 2 * G * N + H)}
+        over["flops"] = lambda _, term: cb if term.mono.startswith("X:") else t
+        return t, over, t, t
+    return t, {}, t, t  # the gated norm (per rank, over its I/T channels) or the gate
+
+
+__all__ = ["SHARDED", "mixer_factors", "mixer_groups_per_rank", "mixer_tp_problem"]
