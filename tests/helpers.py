@@ -42,6 +42,10 @@ def coarse_hf(name: str) -> str:
         return "norm"
     if re.search(r"\.per_layer_(model_projection|input_gate|projection)\.", name):  # Gemma 4's per-layer inputs
         return "per_layer"
+    if re.search(r"\.(altup|altup_projections|altup_unembed_projections)\.", name):  # Gemma 3n's AltUp
+        return "altup"
+    if re.search(r"\.laurel\.", name):  # Gemma 3n's LAuReL
+        return "laurel"
     if re.search(r"hyper_connection", name):  # Qwen4-Exp's hyper-connection mixers (their norms: above)
         return "hyper"
     if re.search(r"\.ple\.ple_embedding\.", name):  # Qwen4-Exp's n-gram tables

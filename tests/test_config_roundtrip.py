@@ -61,6 +61,8 @@ def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
     config = CONFIG_MAPPING[model_type]()
     if "per_layer_config" in config.to_dict():  # Gemma 4: overrides keyed by layer index, derived when built
         config = CONFIG_MAPPING[model_type](num_hidden_layers=LAYERS)
+    if model_type == "gemma3n_text":  # its per-layer lists derive from the layer count when built; the last
+        config = CONFIG_MAPPING[model_type](num_hidden_layers=LAYERS, num_kv_shared_layers=1)  # layer reuses K/V
     for key in ("num_hidden_layers", "num_layers", "num_decoder_layers", "encoder_layers", "decoder_layers"):
         if key in config.to_dict():
             setattr(config, key, LAYERS)

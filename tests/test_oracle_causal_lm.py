@@ -115,6 +115,19 @@ DATA_DEPENDENT_ON_CPU = {"qwen4_exp_text"}
 
 WINDOW_KEYS = ("sliding_window", "window_size", "attention_chunk_size")
 
+G4_SMALL = {
+    "num_hidden_layers": 8,
+    "layer_types": ["sliding_attention", "full_attention"] * 4,
+    "per_layer_config": None,
+}
+G3N_SMALL = {
+    "num_hidden_layers": 8,
+    "layer_types": ["sliding_attention", "full_attention"] * 4,
+    "activation_sparsity_pattern": [0.95, 0.0] * 4,
+    "intermediate_size": 4096,
+    "num_kv_shared_layers": 4,
+}
+
 # Options a family's defaults leave off, switched on: each must still read exactly.
 VARIANTS = [
     ("granitemoeshared", {"shared_intermediate_size": 1024}),
@@ -201,6 +214,30 @@ VARIANTS = [
         "gemma4_text",
         {"per_layer_config": {str(i): {"head_dim": 128, "num_key_value_heads": 2} for i in (5, 11, 17, 23, 29)}},
     ),
+    # Gemma 4's KV sharing (the last layers reuse K/V; eager prefill runs them on the logit row only), its
+    # double-wide FFN on those layers, keys as values on full-attention layers, the MoE beside the FFN; on 8
+    # layers alternating sliding and full (per_layer_config re-derived from them), to keep the test fast
+    ("gemma4_text", dict(G4_SMALL, num_kv_shared_layers=4)),
+    ("gemma4_text", dict(G4_SMALL, num_kv_shared_layers=2, use_double_wide_mlp=True)),
+    ("gemma4_text", dict(G4_SMALL, attention_k_eq_v=True, num_global_key_value_heads=2)),
+    ("gemma4_text", dict(G4_SMALL, enable_moe_block=True, num_experts=8, top_k_experts=2, moe_intermediate_size=512)),
+    (
+        "gemma4_text",
+        dict(
+            G4_SMALL,
+            num_kv_shared_layers=4,
+            attention_k_eq_v=True,
+            enable_moe_block=True,
+            num_experts=4,
+            top_k_experts=1,
+            moe_intermediate_size=256,
+        ),
+    ),  # fmt: skip
+    # Gemma 3n: no KV sharing, dense FFN gates, other AltUp / LAuReL sizes, its own layer pattern and widths
+    ("gemma3n_text", dict(G3N_SMALL, num_kv_shared_layers=0, activation_sparsity_pattern=[0.0] * 8)),
+    ("gemma3n_text", dict(G3N_SMALL, altup_num_inputs=2, laurel_rank=16, hidden_size_per_layer_input=64)),
+    ("gemma3n_text", dict(G3N_SMALL, intermediate_size=[1024] * 8, sliding_window=4)),
+    ("gemma3n_text", dict(G3N_SMALL, intermediate_size=[1024, 2048, 1024, 2048, 3072, 3072, 2048, 1024])),
     ("rwkv", {"intermediate_size": 8192}),  # (an attention_hidden_size other than D fails in transformers)
     ("xlstm", {"weight_mode": "fused", "num_heads": 4, "qk_dim_factor": 0.25}),
     # dots1's defaults leave the experts unset (transformers cannot build them): one dense layer, then MoE

@@ -122,3 +122,19 @@ def test_human_report_names_the_ssm_format():
     assert r.exit_code == 0, r.output
     # 24·(1,048,576·4 + 30,720·2) = 102,137,856
     assert "102,137,856 B of fixed state per sequence (SSM state in fp32 (config mamba_ssm_cache_dtype)" in r.output
+
+
+def test_serving_admission_counts_the_fixed_state_per_request():
+    from llmath.deploy import engines
+    from llmath.deploy.serving import Requests, memory
+    from llmath.deploy.step import Device, kv_bytes_per_sequence
+    from llmath.hardware import get as get_hardware
+    from llmath.hardware.roofline import efficiency
+    from llmath.model.registry import resolve
+
+    spec, hw = resolve(NEMO), get_hardware("h100-sxm")
+    dev = Device(spec, hw, Precision(), efficiency("expected", hw))
+    mem = memory(dev, engines.preset("vllm", hw), Requests(1024, 256))
+    # the last position's KV plus the fixed state: fp32 SSM and bf16 conv windows of the
+    # 24 Mamba-2 layers, 24·(1,048,576·4 + 30,720·2) = 102,137,856 bytes a request holds whatever its length
+    assert mem.kv_bytes_per_request == kv_bytes_per_sequence(spec, 1024 + 256 - 1, Precision()) + 102_137_856

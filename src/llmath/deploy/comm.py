@@ -98,6 +98,8 @@ def stage_collectives(
     attn_n = 0 if spec.parallel_block else dense + moe + only
     dense += sum(c for lk, c in counts.items() if lk.endswith("/dense"))  # mixer layers' (kind/ffn) FFNs
     moe += sum(c for lk, c in counts.items() if lk.endswith("/moe"))
+    if spec.moe_beside_ffn:  # Gemma 4: the dense FFN beside the MoE is row-parallel too
+        dense += moe
     if T > 1:
         if attn_n:
             out.append(Collective("attn.all_reduce", "all_reduce", T, T, attn_n, hidden, "tp", first=g0))

@@ -98,8 +98,9 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     Kf = spec.full_kv_heads or K
     if Kf != K and (K % tp or Kf % tp):  # Gemma 4: one sharding rule for both; replication not modelled
         return f"tp={tp} must divide both the {K} and the full-attention layers' {Kf} KV heads"
-    if spec.d_ff and any(not m for m in spec.layer_moe) and spec.d_ff % tp:
-        return f"tp={tp} must divide d_ff={spec.d_ff}"
+    widths = {spec.ffn_width(i) for i, m in enumerate(spec.layer_moe) if not m and spec.ffn_width(i)}
+    if any(f % tp for f in widths):
+        return f"tp={tp} must divide d_ff={next(f for f in sorted(widths) if f % tp)}"
     if spec.moe is not None and spec.moe.d_ff_shared % tp:
         return f"tp={tp} must divide the shared experts' width {spec.moe.d_ff_shared}"
     return None

@@ -72,6 +72,7 @@ from llmath.deploy.overheads import Overheads
 from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import Device, chunk_activation_bytes, cross_bytes_per_source, kv_bytes_per_sequence
 from llmath.errors import WorkloadError
+from llmath.ops.state import fixed_state_bytes
 
 FIXED_POINT_PASSES = 6
 
@@ -229,7 +230,9 @@ def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
     """The engine's memory on each GPU: ``gpu_memory_utilization`` × capacity − its weights − one budget's
     activations − CUDA graphs = its KV pool; requests a replica admits = pool / KV one request counts there
     (``kv_admission``), the busiest pipeline stage deciding (each stage holds its layers' KV of every
-    request of its replica; TP ranks hold their heads' share)."""
+    request of its replica; TP ranks hold their heads' share). A request's count includes its fixed-size
+    state (encoder-decoder: the cross-attention cache; hybrids: the mixers' SSM and conv states, which vLLM's
+    hybrid KV-cache manager allocates per request beside the attention blocks)."""
     p = dev.precision
     cap = dev.hw.memory_bytes
     tokens = eng.max_num_batched_tokens or req.new
@@ -239,6 +242,7 @@ def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
         w = part.params * p.weight_bytes
         act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.encoder or part.prefill)
         cross = dev.source * cross_bytes_per_source(part.prefill, p)  # encoder-decoder: fixed per request
+        cross += fixed_state_bytes(dev.spec, p, ops=part.decode.ops)  # SSM / conv states: fixed per request
         per_req = float(kv_bytes_per_sequence(dev.spec, req.start + req.max_gen - 1, p, dev.attention, part.decode))
         per_req += cross
         admitted = float(kv_bytes_per_sequence(dev.spec, counted, p, dev.attention, part.decode)) + cross

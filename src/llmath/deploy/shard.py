@@ -55,6 +55,12 @@ from llmath.ops.assemble import layer_kind
 from llmath.ops.core import Attention, Op, Stage, Term
 
 ONE = Fr(1)
+ALTUP_OPS = (
+    "projections", "rescale", "unembed_projections", "unembed_rescale", "mean", "router", "router_act",
+    "prediction_coefs", "predict", "correct_router_norm", "correct_router", "correct_router_act",
+    "correction_coefs", "correct", "output_scale",
+)  # fmt: skip
+FIRST_STAGE = {"altup.projections", "altup.rescale"}  # run on the embeddings, before the first layer
 Factor = Fr | Callable[[int, Term], Fr]  # one factor for a cost class, or one per (index, term)
 
 REPLICATED = {
@@ -90,6 +96,15 @@ REPLICATED = {
     "per_layer.input_gate",
     "per_layer.act_mul",
     "per_layer.projection",
+    # Gemma 3n's AltUp and LAuReL (ops/altup.py), and Gemma 4's router scales and MoE sum beside the FFN: whole on
+    # every rank, the same conservative rule
+    *(f"altup.{n}" for n in ALTUP_OPS),
+    "laurel.left",
+    "laurel.right",
+    "laurel.combine",
+    "moe.router_scale",
+    "moe.expert_scale",
+    "moe.sum",
     # Whisper's audio front end (ops/frontend.py): vLLM's WhisperEncoder keeps conv1, conv2 and the source
     # position table as plain nn.Conv1d / nn.Embedding on every rank (vllm/model_executor/models/whisper.py)
     "conv1",
@@ -97,7 +112,7 @@ REPLICATED = {
     "positions",
 }
 COLUMN = {"attn.gate_proj", "attn.q_proj", "attn.q_b_proj", "ffn.gate", "ffn.up", "moe.shared.gate", "moe.shared.up"}
-KV = {"attn.k_proj", "attn.v_proj"}
+KV = {"attn.k_proj", "attn.v_proj", "attn.v_from_k"}
 ROW = {"attn.o_proj", "ffn.down", "moe.shared.down"}
 HEADS = {
     "attn.flash",
@@ -117,6 +132,8 @@ HEADS = {
     "attn.gate",
     "attn.relative_bias",
     "ffn.act",
+    "ffn.gaussian_topk",  # over the gate's F/T columns of the rank (its mean and deviation then need all F:
+    # llmath charges no collective for those two scalars per token)
     "moe.shared.act",
 }
 VOCAB = {"embed.tokens", "lm_head", "lm_head.softcap"}
@@ -238,7 +255,10 @@ def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
     for i in layers:
         kind, moe = spec.layer_mixers[i], spec.layer_moe[i]
         if kind.startswith("attention"):
-            lk = layer_kind(spec, spec.layer_windows[i], moe, spec.layer_indexer[i], kind, spec.layer_compress[i])
+            lk = layer_kind(
+                spec, spec.layer_windows[i], moe, spec.layer_indexer[i], kind, spec.layer_kv_shared[i],
+                spec.layer_ffn_sparse[i], spec.ffn_width(i), spec.layer_compress[i],
+            )  # fmt: skip
         else:  # as ops/assemble.py labels mixer layers
             lk = f"{kind}/{'moe' if moe else 'dense' if spec.layer_has_ffn(kind) else 'mixer only'}"
         out[lk] = out.get(lk, 0) + 1
@@ -249,7 +269,7 @@ def _place(op: Op, counts: dict[str, int], first: bool, last: bool) -> int:
     """How many times ``op`` runs on a rank of the stage (0: not there)."""
     if op.layer_kind:
         return counts.get(op.layer_kind, 0)
-    if op.component == "embedding" or op.name.endswith(".relative_bias"):
+    if op.component == "embedding" or op.name.endswith(".relative_bias") or op.name in FIRST_STAGE:
         return op.count if first else 0
     return op.count if last else 0
 

@@ -71,6 +71,8 @@ def _truncate(cfg: dict[str, Any], n_layers: int) -> None:
     for k in LAYER_KEYS:
         if k in cfg:
             cfg[k] = n_layers
+    if full and cfg.get("num_kv_shared_layers"):  # Gemma 3n / 4: the same first layer still reuses K/V
+        cfg["num_kv_shared_layers"] = max(0, n_layers - (full - cfg["num_kv_shared_layers"]))
     for k, v in list(cfg.items()):
         if isinstance(v, list | str) and len(v) == full and (isinstance(v, list) or k in PATTERN_KEYS):
             cfg[k] = v[:n_layers]

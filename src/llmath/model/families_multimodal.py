@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 from llmath.errors import ConfigError
+from llmath.model.families_gemma3n import kv_shared_layers
 from llmath.model.family_facts import LLAMA_LIKE, _attn_bias
 
 # Qwen2 / Qwen3 language models as the Qwen-VL wrappers build them (multimodal rotary positions: the same
@@ -39,7 +40,9 @@ def gemma4_layers(cfg: Mapping[str, Any], get: Callable[..., int], n_layers: int
     full = _full_layers(cfg, n_layers)
     over = cfg.get("per_layer_config")
     if over is None:
-        over = {i: {"head_dim": get("global_head_dim", 512)} for i in full}
+        k_eq_v = cfg.get("num_global_key_value_heads") if cfg.get("attention_k_eq_v") else None
+        one = {"head_dim": get("global_head_dim", 512)} | ({"num_key_value_heads": k_eq_v} if k_eq_v else {})
+        over = {i: one for i in full}
     if not isinstance(over, Mapping):
         raise ConfigError(f"gemma4_text: per_layer_config={over!r} must map layer indices to overrides")
     rows = {int(k): dict(v) for k, v in over.items() if int(k) < n_layers}
@@ -59,7 +62,25 @@ def gemma4_layers(cfg: Mapping[str, Any], get: Callable[..., int], n_layers: int
         full_kv_heads=one.get("num_key_value_heads"),
         per_layer_width=P,
         per_layer_vocab=get("vocab_size_per_layer_input", 262144) if P else 0,
+        **_gemma4_sharing(cfg, n_layers),
     )
+
+
+def _gemma4_sharing(cfg: Mapping[str, Any], n_layers: int) -> dict[str, Any]:
+    """KV sharing (the last ``num_kv_shared_layers`` reuse K/V; in eager prefill transformers runs them on the
+    logit rows only; ``use_double_wide_mlp`` doubles their FFN), ``attention_k_eq_v`` (full-attention layers
+    take V from the K projection) and ``enable_moe_block`` (the MoE beside the FFN), modeling_gemma4.py."""
+    return dict(
+        layer_kv_shared=kv_shared_layers(cfg, n_layers),
+        kv_shared_last_only=True,
+        kv_shared_ffn_mult=2 if cfg.get("use_double_wide_mlp") else 1,
+        full_k_eq_v=bool(cfg.get("attention_k_eq_v")),
+        moe_beside_ffn=bool(cfg.get("enable_moe_block")),
+    )
+
+
+def _gemma4_moe_layers(cfg: Mapping[str, Any], n_layers: int) -> list[bool]:
+    return [bool(cfg.get("enable_moe_block"))] * n_layers
 
 
 ADAPTERS: dict[str, dict[str, Any]] = {
@@ -82,7 +103,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     ),
     # Gemma 4's language model (modeling_gemma4.py): Gemma 3's layer (four norms, q/k norms per head, GELU-tanh
     # gated FFN, embeddings × √D, 5:1 sliding) with wider full-attention heads and per-layer embeddings
-    # (gemma4_layers); its v_norm has no weight. KV sharing, k = v and the MoE block are refused until modelled.
+    # (gemma4_layers); its v_norm has no weight; KV sharing, k = v and the MoE beside the FFN (_gemma4_sharing).
     "gemma4_text": dict(
         LLAMA_LIKE,
         ffn_bias=False,
@@ -93,11 +114,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         softcap=True,
         windows="every",
         mixers=gemma4_layers,
-        refuse={
-            "num_kv_shared_layers": "layers reusing an earlier layer's K/V",
-            "attention_k_eq_v": "keys reused as values",
-            "enable_moe_block": "the MoE block beside the FFN",
-        },
+        moe=dict(experts="num_experts", top_k="top_k_experts", d_ff="moe_intermediate_size", layers=_gemma4_moe_layers),
     ),
 }
 ADAPTERS["gemma4_unified_text"] = dict(ADAPTERS["gemma4_text"], mixers=partial(gemma4_layers, ple=False))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from llmath.errors import SpecError
+from llmath.model.spec_compressed import CompressedSpec
 from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec
 
 NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
@@ -82,33 +83,6 @@ class MLASpec:
             _positive(name, "mla.q_lora_rank", self.q_lora_rank)
         for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
             _positive(name, f"mla.{f}", getattr(self, f))
-
-
-@dataclass(frozen=True)
-class CompressedSpec:
-    """DeepSeek-V4's attention (transformers 5.23 modeling_deepseek_v4.py; DeepSeek-V4 report section 2.3).
-
-    Shared-KV MQA (one head of :attr:`ModelSpec.head_dim` read as key and value) over a sliding window of
-    the layer's last positions, a low-rank query (D -> ``q_lora_rank`` -> N·H), a grouped low-rank output
-    (``o_groups`` groups of N·H/g channels, each to ``o_lora_rank``, then g·``o_lora_rank`` -> D) and a
-    learned sink per head. :attr:`ModelSpec.layer_compress` adds, per layer, a compressor that pools every
-    ``rate`` positions into one more cached entry of width H: ``csa`` (compressed sparse attention, rate
-    ``csa_rate``: overlapping windows, projections 2·H wide, plus a lightning indexer of ``index_heads``
-    heads of width ``index_head_dim`` that keeps ``index_topk`` entries per query) or ``hca`` (heavily
-    compressed attention, rate ``hca_rate``, no indexer)."""
-
-    q_lora_rank: int
-    o_groups: int
-    o_lora_rank: int
-    csa_rate: int
-    hca_rate: int
-    index_heads: int
-    index_head_dim: int
-    index_topk: int
-
-    def validate(self, name: str) -> None:
-        for f in self.__dataclass_fields__:
-            _positive(name, f"compressed.{f}", getattr(self, f))
 
 
 @dataclass(frozen=True)
@@ -354,6 +328,19 @@ class ModelSpec:
     layer_compress: tuple[str, ...] = ()
     mhc_streams: int = 0
     mhc_comb: bool = True  # mHC's n × n stream mixing (DeepSeek-V4); False: independent HC (HY-V4's iHC)
+    # KV sharing (Gemma 3n, Gemma 4: num_kv_shared_layers): True on layers that reuse the K/V of the last earlier
+    # layer of their attention kind; they project no K/V and keep no cache (ops/attention.py)
+    layer_kv_shared: tuple[bool, ...] = ()
+    kv_shared_last_only: bool = False  # Gemma 4: eager prefill runs its KV-shared layers on the logit rows only
+    kv_shared_ffn_mult: int = 1  # Gemma 4's use_double_wide_mlp: the KV-shared layers' FFN is this many times wider
+    full_k_eq_v: bool = False  # Gemma 4's attention_k_eq_v: full-attention layers take V from the K projection
+    moe_beside_ffn: bool = False  # Gemma 4's enable_moe_block: the MoE runs beside the dense FFN, outputs summed
+    # Gemma 3n (ops/altup.py): AltUp's copies of the hidden state (0: none), LAuReL's rank (0: none) and the
+    # layers whose FFN gate goes through the gaussian top-k (activation_sparsity_pattern > 0)
+    altup_inputs: int = 0
+    laurel_rank: int = 0
+    layer_ffn_sparse: tuple[bool, ...] = ()
+    layer_d_ff: tuple[int, ...] = ()  # each layer's dense FFN width when they differ (Gemma 3n's MatFormer slices)
     # Qwen4-Exp (model/spec_hyper.py): hyper-connection residual streams, the QSA indexer of its attention
     # layers, and the hashed n-gram embeddings of the layers layer_mixers marks "ple+<mixer kind>"
     hyper: HyperSpec | None = None
@@ -378,6 +365,9 @@ class ModelSpec:
             object.__setattr__(self, "layer_indexer", (True,) * max(self.n_layers, 0))
         if not self.layer_compress:
             object.__setattr__(self, "layer_compress", ("",) * max(self.n_layers, 0))
+        for f in ("layer_kv_shared", "layer_ffn_sparse"):
+            if not getattr(self, f):
+                object.__setattr__(self, f, (False,) * max(self.n_layers, 0))
         self.validate()
 
     def __hash__(self) -> int:  # specs key the compiled-table caches: hash the fields once
@@ -483,6 +473,20 @@ class ModelSpec:
                 f"{n!r}: per_layer_width={self.per_layer_width} and per_layer_vocab={self.per_layer_vocab} must be "
                 "both positive (per-layer embeddings) or both 0"
             )
+        for f in ("layer_kv_shared", "layer_ffn_sparse"):
+            if len(getattr(self, f)) != self.n_layers:
+                raise SpecError(f"{n!r}: {f} has {len(getattr(self, f))} entries for {self.n_layers} layers")
+        if self.layer_d_ff and (len(self.layer_d_ff) != self.n_layers or min(self.layer_d_ff) <= 0):
+            raise SpecError(f"{n!r}: layer_d_ff={self.layer_d_ff} must give {self.n_layers} positive FFN widths")
+        own = {w for w, shared in zip(self.layer_windows, self.layer_kv_shared, strict=True) if not shared}
+        for i, (w, shared) in enumerate(zip(self.layer_windows, self.layer_kv_shared, strict=True)):
+            if shared and (w not in own or self.layer_kv_shared.index(True) == 0):
+                raise SpecError(f"{n!r}: layer {i} reuses K/V but no earlier layer of its window {w} computes them")
+        if min(self.altup_inputs, self.laurel_rank) < 0 or self.altup_inputs == 1 or self.kv_shared_ffn_mult < 1:
+            raise SpecError(
+                f"{n!r}: altup_inputs={self.altup_inputs} (0 or >= 2), laurel_rank={self.laurel_rank} (>= 0) and "
+                f"kv_shared_ffn_mult={self.kv_shared_ffn_mult} (>= 1) are out of range"
+            )
 
     def _validate_qwen4(self) -> None:
         for part in (self.hyper, self.qsa, self.ngram):
@@ -502,6 +506,10 @@ class ModelSpec:
         if window is not None:  # MiMo: the sliding-window layers' own K/V heads
             return self.window_kv_heads or self.n_kv_heads, self.head_dim
         return self.full_kv_heads or self.n_kv_heads, self.full_head_dim or self.head_dim
+
+    def ffn_width(self, i: int) -> int:
+        """The dense FFN width of layer ``i`` (``layer_d_ff`` where layers differ, else ``d_ff``)."""
+        return self.layer_d_ff[i] if self.layer_d_ff else self.d_ff
 
     def _needs_dense_ffn(self) -> bool:
         has_ffn = (self.layer_has_ffn(m) for m in self.layer_mixers)
@@ -541,14 +549,11 @@ class ModelSpec:
         """Each decoder layer's kind: everything that can differ between layers, as one tuple."""
         return tuple(
             zip(
-                self.layer_windows,
-                self.layer_moe,
-                self.layer_mixers,
-                self.layer_indexer,
-                self.layer_compress,
+                self.layer_windows, self.layer_moe, self.layer_mixers, self.layer_indexer, self.layer_kv_shared,
+                self.layer_ffn_sparse, self.layer_d_ff or (self.d_ff,) * self.n_layers, self.layer_compress,
                 strict=True,
             )
-        )
+        )  # fmt: skip
 
     def with_layers(self, n_layers: int) -> ModelSpec:
         """The same architecture with the first ``n_layers`` layers (patterns truncated)."""
@@ -560,6 +565,9 @@ class ModelSpec:
             layer_mixers=self.layer_mixers[:n_layers],
             layer_indexer=self.layer_indexer[:n_layers],
             layer_compress=self.layer_compress[:n_layers],
+            layer_kv_shared=self.layer_kv_shared[:n_layers],
+            layer_ffn_sparse=self.layer_ffn_sparse[:n_layers],
+            layer_d_ff=self.layer_d_ff[:n_layers],
         )
 
 

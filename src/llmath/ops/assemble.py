@@ -3,10 +3,20 @@ models: an encoder pass, or a decoder pass with cross-attention)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from llmath.errors import WorkloadError
 from llmath.model.spec import ModelSpec
+from llmath.ops.altup import (
+    altup_correct,
+    altup_inputs,
+    altup_outputs,
+    altup_predict,
+    gaussian_topk,
+    laurel,
+    logit_rows_only,
+)
 from llmath.ops.attention import attention_block
 from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
@@ -16,7 +26,7 @@ from llmath.ops.frontend import audio_frontend
 from llmath.ops.hyper import hyper_layers
 from llmath.ops.mhc import mhc_embed, mhc_head, mhc_in, mhc_out
 from llmath.ops.mixers import mixer_block
-from llmath.ops.moe import moe_block
+from llmath.ops.moe import moe_beside_ffn, moe_block
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
@@ -25,17 +35,34 @@ from llmath.ops.vision_cross import vision_cross_layers
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
     """(window, moe, count) for each distinct kind of attention decoder layer, in first-seen order."""
-    return [(w, m, c) for w, m, _, c, _ in _attention_groups(spec)]
+    return [(g.window, g.moe, g.count) for g in _attention_groups(spec)]
 
 
-def _attention_groups(spec: ModelSpec) -> list[tuple[int | None, bool, str, int, bool]]:
-    """(window, moe, kind, count, own indexer) of the layers that attend ("attention" or
-    "attention+<mixer kind>"); ``own indexer`` is False only on DSA layers reusing an earlier top-k."""
-    groups: dict[tuple[int | None, bool, str, bool], int] = {}
-    for w, m, mixer, own in zip(spec.layer_windows, spec.layer_moe, spec.layer_mixers, spec.layer_indexer, strict=True):
-        if mixer.startswith("attention"):
-            groups[(w, m, mixer, own)] = groups.get((w, m, mixer, own), 0) + 1
-    return [(w, m, k, c, own) for (w, m, k, own), c in groups.items()]
+@dataclass(frozen=True)
+class _Group:
+    """The attention decoder layers of one kind (everything :meth:`ModelSpec.layer_kinds` lists)."""
+
+    window: int | None
+    moe: bool
+    kind: str  # "attention" or "attention+<mixer kind>"
+    own_indexer: bool  # False only on DSA layers reusing an earlier top-k
+    kv_shared: bool  # reuses an earlier layer's K/V (Gemma 3n / 4)
+    sparse: bool  # the FFN gate's gaussian top-k (Gemma 3n)
+    d_ff: int  # the dense FFN width (Gemma 3n's MatFormer slices differ per layer)
+    count: int
+
+
+def _attention_groups(spec: ModelSpec) -> list[_Group]:
+    """The layers that attend, grouped by kind (the fields :meth:`ModelSpec.layer_kinds` lists) in first-seen order."""
+    groups: dict[tuple[int | None, bool, str, bool, bool, bool, int], int] = {}
+    per_layer = zip(
+        spec.layer_windows, spec.layer_moe, spec.layer_mixers, spec.layer_indexer, spec.layer_kv_shared,
+        spec.layer_ffn_sparse, spec.layer_d_ff or (spec.d_ff,) * spec.n_layers, strict=True,
+    )  # fmt: skip
+    for k in per_layer:
+        if k[2].startswith("attention"):
+            groups[k] = groups.get(k, 0) + 1
+    return [_Group(*k, count=c) for k, c in groups.items()]
 
 
 def layer_kind(
@@ -44,13 +71,19 @@ def layer_kind(
     moe: bool,
     own_indexer: bool = True,
     kind: str = "attention",
+    kv_shared: bool = False,
+    sparse: bool = False,
+    d_ff: int | None = None,
     compress: str = "",
 ) -> str:
     """The label of an attention layer kind (operators' ``layer_kind``; deploy/shard.py counts layers by it)."""
     win = "full" if window is None else f"{'chunk' if spec.chunked_windows else 'window'} {window}"
     ffn = "moe" if moe else "dense" if spec.attention_ffn else "attention only"
-    label = f"{ffn}/{win}" + kind.removeprefix("attention") + ("" if own_indexer else "/shared top-k")
-    return label + (f"/{compress}" if compress else "")
+    tags = (
+        ("" if own_indexer else "/shared top-k") + ("/shared kv" if kv_shared else "") + ("/sparse" if sparse else "")
+    )
+    width = "" if d_ff is None or d_ff == spec.d_ff else f"/ffn {d_ff}"
+    return f"{ffn}/{win}" + kind.removeprefix("attention") + tags + width + (f"/{compress}" if compress else "")
 
 
 def _compressed_layers(b: Builder) -> None:
@@ -76,10 +109,18 @@ def _compressed_layers(b: Builder) -> None:
 
 
 def _ffn(b: Builder, moe: bool, count: int, lk: str) -> None:
-    if moe:
+    """The layer's FFN: dense (Gemma 3n's gaussian top-k on sparse layers; Gemma 4's KV-shared layers
+    ``kv_shared_ffn_mult`` times wider), MoE, or (Gemma 4's ``moe_beside_ffn``) both, summed."""
+    s = b.spec
+    if moe and not s.moe_beside_ffn:
         moe_block(b, count, lk)
-    else:
-        ffn_block(b, b.spec.d_ff, count, lk, "ffn", "ffn", "ffn")
+        return
+    width = (b.d_ff or s.d_ff) * (s.kv_shared_ffn_mult if b.kv_shared else 1)
+    if b.sparse:
+        gaussian_topk(b, count, lk, width)
+    ffn_block(b, width, count, lk, "ffn", "ffn", "ffn")
+    if moe:
+        moe_beside_ffn(b, count, lk)
 
 
 def _mixer_layers(b: Builder) -> None:
@@ -91,7 +132,7 @@ def _mixer_layers(b: Builder) -> None:
     for kind, moe in zip(s.layer_mixers, s.layer_moe, strict=True):
         if not kind.startswith("attention"):
             groups[(kind, moe)] = groups.get((kind, moe), 0) + 1
-    b.window = None
+    b.window, b.kv_shared, b.sparse, b.d_ff = None, False, False, 0
     for (kind, moe), count in groups.items():
         ffn = s.layer_has_ffn(kind)
         lk = f"{kind}/{'moe' if moe else 'dense' if ffn else 'mixer only'}"
@@ -131,41 +172,55 @@ def _decoder_layers(b: Builder) -> None:
         hyper_layers(b, layer_kind)
         return
     _mixer_layers(b)
-    for g, (w, moe, kind, count, own) in enumerate(_attention_groups(s)):
-        ffn = s.attention_ffn
-        lk = layer_kind(s, w, moe, own, kind)
-        b.window, b.own_indexer = w, own
-        norms = s.norms_per_layer
-        attn_in = count - (0 if s.first_attn_norm or g else 1)  # ModernBERT-decoder: none in the first layer
-        if s.mhc_streams:  # HY-V4: hyper-connections around attention and FFN (ops/mhc.py)
-            mhc_in(b, "attn", count, lk)
-        if attn_in:
-            b.norm("norm.attn_in", s.d_model, count=attn_in, pkey="norm.layers", layer_kind=lk)
-        if s.parallel_block and norms >= 2:
-            b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
-        attention_block(b, w, count, lk)
-        if kind != "attention":  # Falcon-H1: the mixer runs beside attention on the same normed input
-            mixer_block(b, count, lk)
-        if norms >= 4:
-            b.norm("norm.attn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
-        if not s.parallel_block:
-            _residual_or_hyper(b, "attn", count, lk, inputs=2 if kind == "attention" else 3)
-            if s.mhc_streams and ffn:
-                mhc_in(b, "ffn", count, lk)
-            if norms >= 2 and ffn:
-                b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
-        if ffn:
-            _ffn(b, moe, count, lk)
-        if norms >= 4:
-            b.norm("norm.ffn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
-        for extra in range(4, norms):  # more norms than modelled placements: count their weights
-            b.norm(f"norm.extra{extra}", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
-        if s.parallel_block:
-            residual(b, "residual.parallel", count, lk, inputs=3)
-        elif ffn:
-            _residual_or_hyper(b, "ffn", count, lk)
-        per_layer_block(b, count, lk)  # Gemma 4's per-layer input (ops/per_layer.py); none elsewhere
+    for i, g in enumerate(_attention_groups(s)):
+        before = len(b.ops)
+        _attention_layers(b, g, first=i == 0)
+        # Gemma 4 in transformers runs its KV-shared layers on the logit rows only; serving engines run every row
+        # (vLLM's kv_sharing_fast_prefill is False by default, vllm/config/cache.py), as flash does here
+        if g.kv_shared and s.kv_shared_last_only and b.attention == "eager":
+            b.ops[before:] = [logit_rows_only(op) for op in b.ops[before:]]
     last_layer_o_bias(b)
+
+
+def _attention_layers(b: Builder, g: _Group, first: bool) -> None:
+    """The ``g.count`` attention layers of one kind (Gemma 3n's AltUp and LAuReL steps where it has them)."""
+    s, count, kind = b.spec, g.count, g.kind
+    ffn = s.attention_ffn
+    lk = layer_kind(s, g.window, g.moe, g.own_indexer, kind, g.kv_shared, g.sparse, g.d_ff)
+    b.window, b.own_indexer, b.kv_shared, b.sparse, b.d_ff = g.window, g.own_indexer, g.kv_shared, g.sparse, g.d_ff
+    norms = s.norms_per_layer
+    altup_predict(b, count, lk)
+    attn_in = count - (0 if s.first_attn_norm or not first else 1)  # ModernBERT-decoder: none in the first layer
+    if s.mhc_streams:  # HY-V4: hyper-connections around attention and FFN (ops/mhc.py)
+        mhc_in(b, "attn", count, lk)
+    if attn_in:
+        b.norm("norm.attn_in", s.d_model, count=attn_in, pkey="norm.layers", layer_kind=lk)
+    if s.parallel_block and norms >= 2:
+        b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+    attention_block(b, g.window, count, lk)
+    if kind != "attention":  # Falcon-H1: the mixer runs beside attention on the same normed input
+        mixer_block(b, count, lk)
+    if norms >= 4:
+        b.norm("norm.attn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+    if not s.parallel_block:
+        _residual_or_hyper(b, "attn", count, lk, inputs=2 if kind == "attention" else 3)
+        laurel(b, count, lk)
+        if s.mhc_streams and ffn:
+            mhc_in(b, "ffn", count, lk)
+        if norms >= 2 and ffn:
+            b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+    if ffn:
+        _ffn(b, g.moe, count, lk)
+    if norms >= 4:
+        b.norm("norm.ffn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+    for extra in range(4, norms):  # more norms than modelled placements: count their weights
+        b.norm(f"norm.extra{extra}", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+    if s.parallel_block:
+        residual(b, "residual.parallel", count, lk, inputs=3)
+    elif ffn:
+        _residual_or_hyper(b, "ffn", count, lk)
+    altup_correct(b, count, lk)
+    per_layer_block(b, count, lk)  # Gemma 3n / 4's per-layer input (ops/per_layer.py); none elsewhere
 
 
 def _stack(b: Builder, stack: str, n_layers: int, norms: int, final: bool) -> None:
@@ -223,7 +278,9 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
         per_layer_inputs(b)
         if spec.mhc_streams:
             mhc_embed(b)
+        altup_inputs(b)
         _decoder_layers(b)
+        altup_outputs(b)
         mhc_head(b)
         head(b)
     return tuple(b.ops)

@@ -82,16 +82,26 @@ def kv_proj(a: Attn) -> None:
     """K and V projections written into the cache (an encoder's are activations). Cross-attention projects
     the ``src`` encoder positions once, in the decoder prefill; a decode step reads them from the cache."""
     s = a.site.spec
-    if a.cross and a.site.b.stage == "decode":
+    if (a.cross and a.site.b.stage == "decode") or shared_kv(a):
         return
     out = "kv_write" if a.cached else "act_out"
     sig, rows = ("BXD,DKH->BXKH", "X") if a.cross else ("BTD,DKH->BTKH", "BT")
     din = (s.encoder.d_model or a.D) if a.cross and s.encoder is not None else a.D  # TrOCR: the image encoder's width
-    for which, bias, width in (("k", s.k_bias, a.H), ("v", s.v_bias, a.J)):
+    k_eq_v = s.full_k_eq_v and a.site.b.window is None and not a.cross
+    for which, bias, width in (("k", s.k_bias, a.H), ("v", s.v_bias, a.J))[: 1 if k_eq_v else 2]:
         a.site.linear(
             f"{which}_proj", sig, din, a.K * width, bias=bias, pkey=f"{a.pk}.{which}",
             sym_out="K·H" if width == a.H else "K·J", out=out, rows=rows,
         )  # fmt: skip
+    if k_eq_v:  # Gemma 4's attention_k_eq_v: V is the K projection's output (its own norm), cached beside K
+        a.site.op("v_from_k", "memory", "BTKH->BTKH", act_in=[(a.K * a.H, "BT", "K·H")],
+                  kv_write=[(a.K * a.H, "BT", "K·H")])  # fmt: skip
+
+
+def shared_kv(a: Attn) -> bool:
+    """Whether the block's layers reuse the K/V an earlier layer of their kind cached (Gemma 3n / 4's
+    ``num_kv_shared_layers``): no K/V projection, norm, rotary or cache write of their own."""
+    return a.site.b.kv_shared and not a.cross
 
 
 def nope(a: Attn) -> bool:
@@ -108,8 +118,8 @@ def qk_norm(a: Attn) -> None:
     s = a.site.spec
     if s.qk_norm == "none" or a.cross or nope(a):
         return
-    N, K, H = a.N, a.K, a.H
-    qw, kw = (H, H) if s.qk_norm == "head" else (N * H, K * H)
+    N, K, H = a.N, 0 if shared_kv(a) else a.K, a.H
+    qw, kw = (H, H if K else 0) if s.qk_norm == "head" else (N * H, K * H)
     per = 2 if (s.norm == "layer" and s.norm_bias) else 1
     a.site.vector(
         "qk_norm", "BTNH->BTNH", NORM_FLOPS[s.norm], (N + K) * H, "BT", "(N+K)·H", component="norm",
@@ -121,8 +131,9 @@ def rotary(a: Attn) -> None:
     s = a.site.spec
     if s.position != "rotary" or a.cross or nope(a):
         return
-    r = s.rotary_dim or a.H
-    a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + a.K) * r, "BT", "(N+K)·R", sizes=dict(N=a.N, K=a.K, R=r))
+    r, K = s.rotary_dim or a.H, 0 if shared_kv(a) else a.K
+    a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + K) * r, "BT", "(N+K)·R" if K else "N·R",
+                  sizes=dict(N=a.N, K=a.K, R=r))  # fmt: skip
 
 
 def sinks(a: Attn) -> None:
@@ -149,7 +160,7 @@ def relative_bias(a: Attn) -> None:
 def cache_append(a: Attn) -> None:
     """transformers' DynamicCache appends by concatenation: the cached K/V are read and written again
     into a new buffer every step (the new tokens' write is the K/V projections')."""
-    if a.cross or not a.cached:
+    if a.cross or not a.cached or shared_kv(a):
         return
     kh, sym = a.kv_width
     moved = [(kh, a.win.K, sym), (-kh, "BT", sym)]

@@ -391,6 +391,9 @@ class Builder:
     ops: list[Op] = field(default_factory=list)
     window: int | None = None  # window of the layer group being built
     own_indexer: bool = True  # the layer group runs its own DSA indexer (False: reuses an earlier top-k)
+    kv_shared: bool = False  # the layer group reuses an earlier layer's K/V (Gemma 3n / 4): no K/V projection
+    sparse: bool = False  # the layer group's FFN gate goes through Gemma 3n's gaussian top-k
+    d_ff: int = 0  # the layer group's dense FFN width (0: the spec's d_ff)
 
     def add(self, name, component, kind, signature, sizes, count, params=(), layer_kind="", **costs):
         cs = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmath.model.spec import ModelSpec, MoESpec
-from llmath.ops.core import ROUTER_FLOPS, Builder, Op, Site, Term
+from llmath.ops.core import NORM_FLOPS, ROUTER_FLOPS, Builder, Op, Site, Term
 from llmath.ops.ffn import ffn_block
 
 
@@ -100,3 +100,23 @@ def moe_block(b: Builder, count: int, lk: str) -> None:
     site = Site(b, count, lk, "moe", "moe", dict(D=b.spec.d_model, E=_moe(b.spec).n_experts))
     for step in (router, routed_experts, shared_experts, output_norm):
         step(site)
+
+
+def moe_beside_ffn(b: Builder, count: int, lk: str) -> None:
+    """Gemma 4's MoE block beside the dense FFN (``enable_moe_block``, modeling_gemma4.py Gemma4TextDecoderLayer,
+    Gemma4TextRouter): the FFN's output normed; the router on the layer's pre-FFN residual (a norm without
+    weight, × its learned ``scale`` (D) and 1/√D, D -> E, softmax top-k, × ``per_expert_scale`` (E)); the experts
+    on that residual normed; their output normed; the two summed (before the layer's post-FFN norm)."""
+    s, D = b.spec, b.spec.d_model
+    E = _moe(s).n_experts
+    site = Site(b, count, lk, "moe", "moe", dict(D=D, E=E))
+    site.norm("ffn_out_norm", D, pkey="norm.layers")
+    site.vector("router_scale", "BTD->BTD", 2 + NORM_FLOPS[s.norm], D, "BT", "D", params=[("moe.router.scale", D)],
+                weight=[(D, "1", "D")])  # fmt: skip
+    router(site)
+    site.op("expert_scale", "vector", "E", sizes=dict(E=E), params=[("moe.router.expert_scale", E)],
+            vflops=[(_moe(s).top_k, "BT", "k")], weight=[(E, "1", "E")])  # fmt: skip
+    site.norm("in_norm", D, pkey="norm.layers")
+    routed_experts(site)
+    site.norm("out_norm", D, pkey="norm.layers")
+    site.vector("sum", "BTD,BTD->BTD", 1, D, "BT", "D")

@@ -48,4 +48,8 @@ def per_layer_block(b: Builder, count: int, lk: str) -> None:
     site.vector("act_mul", "BTP,BTP->BTP", ACT_FLOPS + 1, P, "BT", "P")
     site.linear("projection", "BTP,PD->BTD", P, D, bias=False, pkey="per_layer.projection", sym_in="P")
     site.norm("post_norm", D, pkey="norm.layers")
-    residual(b, "residual.per_layer", count, lk)
+    A = s.altup_inputs
+    if A:  # Gemma 3n: added to AltUp's copies 1..A−1 (ops/altup.py)
+        site.vector("altup_add", "BTD->ABTD", 1, (A - 1) * D, "BT", "(A−1)·D", component="residual")
+    else:
+        residual(b, "residual.per_layer", count, lk)
