@@ -38,6 +38,8 @@ def coarse_hf(name: str) -> str:
         return "residual"
     if re.search(r"^model\.z_L_init$", name):  # HRM-Text's initial low-level state
         return "recurrence"
+    if re.search(r"(^|\.)(attn_hc|ffn_hc|hc_head)\.", name):  # DeepSeek-V4's hyper-connections
+        return "hyper"
     if re.search(r"\.(input|post_attention)_residual$", name):  # Doge's learned residual scales
         return "residual"
     if re.search(r"(norm|Norm|(^|\.)ln_|\bln_f\b|\.(ln1|ln2|pre_ln)\.)", name):

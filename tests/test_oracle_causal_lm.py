@@ -386,6 +386,44 @@ VARIANTS = [
     # prompt, and the full layers first
     ("inkling2_text", {"n_layers_per_attn_res_block": 2, "sliding_window_size": 4}),
     ("inkling2_text", {"layer_types": ["hybrid", "hybrid_sliding", "hybrid_sliding"] * 16, "d_rel": 8}),
+    # DeepSeek-V4: rates that close windows inside the 9-token prompt and at the decode step (HCA entries, a CSA
+    # entry emitted while decoding), fewer streams and output groups; a sliding_attention layer (its generic
+    # sliding cache keeps K and V apart) beside CSA and HCA, with a window shorter than the prompt
+    (
+        "deepseek_v4",
+        {
+            "compress_rates": {"compressed_sparse_attention": 2, "heavily_compressed_attention": 4},
+            "hc_mult": 2,
+            "o_groups": 4,
+            "num_hidden_layers": 4,  # the layer and MoE patterns as the config class derives them for 4 layers
+            "layer_types": None,
+            "mlp_layer_types": None,
+        },
+    ),
+    (
+        "deepseek_v4",
+        {
+            "num_hidden_layers": 4,
+            "layer_types": [
+                "sliding_attention",
+                "compressed_sparse_attention",
+                "heavily_compressed_attention",
+                "sliding_attention",
+            ],
+            "mlp_layer_types": None,
+            "sliding_window": 4,
+            "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8},
+        },
+    ),
+    # HY-V4: its own shared top-k pattern, two dense layers, two hyper-connection streams
+    (
+        "hy_v4",
+        {
+            "indexer_types": ["full", "shared", "full", "shared"] + ["full"] * 30,
+            "mlp_layer_types": ["dense", "dense"] + ["sparse"] * 32,
+            "hc_mult": 2,
+        },
+    ),
 ]
 
 

@@ -257,7 +257,7 @@ def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
         if kind.startswith("attention"):
             lk = layer_kind(
                 spec, spec.layer_windows[i], moe, spec.layer_indexer[i], kind, spec.layer_kv_shared[i],
-                spec.layer_ffn_sparse[i], spec.ffn_width(i),
+                spec.layer_ffn_sparse[i], spec.ffn_width(i), spec.layer_compress[i],
             )  # fmt: skip
         else:  # as ops/assemble.py labels mixer layers
             lk = f"{kind}/{'moe' if moe else 'dense' if spec.layer_has_ffn(kind) else 'mixer only'}"

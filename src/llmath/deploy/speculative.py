@@ -70,6 +70,7 @@ def one_layer(spec: ModelSpec) -> ModelSpec:
         layer_windows=(spec.layer_windows[-1],),
         layer_mixers=(spec.layer_mixers[-1],),
         layer_indexer=(True,),
+        layer_compress=(spec.layer_compress[-1],),
         layer_kv_shared=(False,),  # one layer computes its own K/V
         layer_ffn_sparse=(spec.layer_ffn_sparse[-1],),
         layer_d_ff=spec.layer_d_ff[-1:],

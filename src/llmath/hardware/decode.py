@@ -15,9 +15,18 @@ import numpy as np
 from llmath.hardware import Hardware
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.efficiency import Efficiency
-from llmath.hardware.roofline import I_FLOPS, I_VFLOPS, _fitted, byte_weights_key, overheads, rates
+from llmath.hardware.roofline import (
+    I_FLOPS,
+    I_VFLOPS,
+    _fitted,
+    byte_weights,
+    byte_weights_key,
+    op_times,
+    overheads,
+    rates,
+)
 from llmath.model.dtypes import Precision
-from llmath.ops import Table, Value
+from llmath.ops import Scenario, Table, Value
 
 # ---- decode steps as affine functions of u = min(S + 1, W) -----------------------------------------
 
@@ -358,6 +367,8 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
     side is an arithmetic sum. Scalars take a pure-Python path over those few ops; arrays broadcast.
     """
+    if any(m.startswith("z") for m in table.monos):
+        return _decode_stepwise(table, hw, p, eff, B, P, N, src)
     if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N, src)):
         return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N), float(src))
     bw_key = byte_weights_key(table, p)
@@ -394,3 +405,58 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     first = base + extra[0] + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + extra[1] + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+
+
+_STEP_BLOCK = 1 << 14  # decode steps evaluated per block by :func:`_decode_stepwise`
+_STEADY = frozenset({"1", "B", "BT", "BL", "U:moe", "X", "XE"})  # monomials that do not change between steps
+
+
+@lru_cache(maxsize=64)
+def _context_ops(table: Table) -> np.ndarray:
+    """The ops whose decode cost changes with the context (any monomial but the steady ones)."""
+    moving = np.array([m not in _STEADY for m in table.monos])
+    return np.flatnonzero((table.coef[:, :, moving] != 0).any(axis=(1, 2)))
+
+
+def _step_times(table: Table, hw: Hardware, p: Precision, eff: Efficiency, b: float, S, src: float, j):
+    """(steps, len(j)) time of the ops ``j`` at the decode steps of contexts ``S`` (as roofline.op_times)."""
+    vals = np.einsum("ocm,sm->soc", table.coef[j], table.monomial_matrix(Scenario(b, 1, S, src=src)))
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    f, inv = _fitted(table, hw, p, eff, b, b, True, S)
+    n_ops = len(table.ops)
+    compute = vals[..., I_FLOPS] / np.broadcast_to(mm_rate, (n_ops,))[j]
+    if f is not None:
+        compute = compute * np.broadcast_to(f, np.broadcast_shapes(np.shape(f), (n_ops,)))[..., j]
+    compute = compute + vals[..., I_VFLOPS] / vec_rate
+    memory = (vals * byte_weights(table, p)[j]).sum(-1) * np.broadcast_to(
+        inv, np.broadcast_shapes(np.shape(inv), (n_ops,))
+    )[..., j]
+    return np.maximum(compute, memory) + overheads(table, eff, True, p)[j]
+
+
+def _decode_stepwise(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src) -> DecodeSummary:
+    """Compressed caches (DeepSeek-V4, ops/compressed.py) grow by one entry every m positions: a step's cost
+    is a staircase in S, not a line, so the closed form does not apply. The ops whose cost changes with the
+    context are evaluated at every step, vectorised over blocks of :data:`_STEP_BLOCK` steps (one scenario
+    at a time for arrays of sizes); the others cost the same every step."""
+    arrs = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, P, N, src)))
+    shape, j = arrs[0].shape, _context_ops(table)
+    first, last, total, steps = (np.zeros(shape) for _ in range(4))
+    per_op = np.zeros(shape + (len(table.ops),))
+    for idx in np.ndindex(shape):
+        b, p0, n_tok, s = (float(a[idx]) for a in arrs)
+        n = steps[idx] = max(n_tok - 1, 0.0)
+        vals = table.values(Scenario(b, 1, p0, src=s))
+        t0 = op_times(vals, table, hw, p, eff, b, b, True, p0)[0]  # tokens = B·T, T = 1
+        ends = _step_times(table, hw, p, eff, b, np.array([p0, p0 + max(n - 1, 0.0)]), s, j)
+        first[idx] = t0.sum() - t0[j].sum() + ends[0].sum()
+        last[idx] = t0.sum() - t0[j].sum() + ends[1].sum()
+        per_op[idx] = t0 * n
+        per_op[idx][j] = 0.0
+        for start in range(0, int(n), _STEP_BLOCK):
+            S = p0 + np.arange(start, min(start + _STEP_BLOCK, int(n)), dtype=float)
+            per_op[idx][j] += _step_times(table, hw, p, eff, b, S, s, j).sum(0)
+        total[idx] = per_op[idx].sum()
+    if not shape:
+        return DecodeSummary(float(first), float(last), float(total), per_op, float(steps))
+    return DecodeSummary(first, last, total, per_op, steps)

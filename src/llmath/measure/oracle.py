@@ -26,6 +26,9 @@ XLSTM_NATIVE = {
 # families whose forward fills the cache passed in but returns none (RecurrentGemmaForCausalLM returns a
 # CausalLMOutput; generate() keeps the cache it created): the oracle passes one in, as generate() does
 CACHE_NOT_RETURNED = {"recurrent_gemma"}
+# DeepSeek-V4's CSA / HCA cache layers (modeling_deepseek_v4.py DeepseekV4HCACache, DeepseekV4CSACache): per
+# compressor ("compressor", "indexer") the emitted entries, the positions awaiting a full window and the overlap
+COMPRESSOR_STATES = ("compressed_kv", "buffer_kv", "buffer_gate", "overlap_kv", "overlap_gate")
 # families whose forward builds its mask before it creates its cache (MoshiModel): without a cache the mask
 # checks the position ids for packed sequences, which needs their values (not on meta); generate() passes a
 # cache in, and so does the oracle. Cohere Compass's text model creates its cache only outside training mode
@@ -172,9 +175,10 @@ def forward_flops(model, batch: int, tokens: int, past=None, logits_to_keep: int
 
 def cache_bytes(past, bytes_per_element: int = 2, model=None) -> int:
     """Bytes of every tensor the HF cache holds (keys and values of every layer, a sparse-attention indexer's
-    keys, and the conv and recurrent states of linear-attention / state-space layers; MiniMax's lightning
-    states; RWKV's state list and xLSTM's ``rnn_state``), plus, given the ``model``, the states its modules
-    keep themselves (RecurrentGemma's ``conv1d_state`` and ``recurrent_states``)."""
+    keys, DeepSeek-V4's compressor states (:data:`COMPRESSOR_STATES`), and the conv and recurrent states of
+    linear-attention / state-space layers; MiniMax's lightning states; RWKV's state list and xLSTM's
+    ``rnn_state``), plus, given the ``model``, the states its modules keep themselves (RecurrentGemma's
+    ``conv1d_state`` and ``recurrent_states``)."""
     if isinstance(past, list | tuple):  # RWKV: five (batch, hidden, layers) tensors
         return sum(t.numel() for t in past) * bytes_per_element
     if hasattr(past, "rnn_state"):  # xLSTM: (C, n, m) per layer
@@ -182,10 +186,12 @@ def cache_bytes(past, bytes_per_element: int = 2, model=None) -> int:
     total = _module_state_elements(model) * bytes_per_element if model is not None else 0
     for layer in past.layers:
         tensors = [getattr(layer, k, None) for k in ("keys", "values", "indexer_keys", "idx_keys")]  # idx: MiniMax-M3
-        for states in ("conv_states", "recurrent_states"):
+        for states in ("conv_states", "recurrent_states", *COMPRESSOR_STATES):
             tensors += list((getattr(layer, states, None) or {}).values())
+        seen: set[int] = set()  # DeepSeek-V4's compressed layers hold K = V: one tensor, counted once
         for t in tensors:
-            if t is not None:
+            if t is not None and id(t) not in seen:
+                seen.add(id(t))
                 total += t.numel() * bytes_per_element
     for t in getattr(past, "linear_cache", None) or []:  # MiniMaxCache: each lightning layer's K·V state
         if hasattr(t, "numel"):

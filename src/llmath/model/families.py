@@ -7,6 +7,7 @@ from typing import Any
 
 from llmath.model import (
     families_dense,
+    families_dsv4,
     families_encdec,
     families_gemma3n,
     families_idx,
@@ -566,6 +567,7 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
 ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)
 ADAPTERS.update(families_misc4.ADAPTERS)  # Beam, ZAYA, HRM-Text, Cohere Compass (model/families_misc4.py)
+ADAPTERS.update(families_dsv4.ADAPTERS)  # DeepSeek-V4 (model/families_dsv4.py)
 ADAPTERS.update(families_gemma3n.ADAPTERS)  # Gemma 3n's language model (model/families_gemma3n.py)
 ADAPTERS.update(families_qwen4.ADAPTERS)  # Qwen4-Exp (model/families_qwen4.py)
 ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, MVP, Blenderbot, Pegasus, Marian

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from llmath.errors import SpecError
+from llmath.model.spec_compressed import CompressedSpec
 from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec, _positive
 from llmath.model.spec_index import BlockIndexSpec
 from llmath.model.spec_inkling import InklingSpec
@@ -242,6 +243,12 @@ class ModelSpec:
     # followed by a low-rank gate D -> r -> D (SiLU between, no bias) whose sigmoid scales the normed input
     norm_gate_rank: int = 0
     inkling: InklingSpec | None = None  # Inkling / Inkling-2 layers (ops/inkling.py)
+    # DeepSeek-V4: the attention of :class:`CompressedSpec`, each layer's compressor ("" none, "csa", "hca"), and
+    # the hyper-connection streams (the residual is ``mhc_streams`` copies of D, 0: a plain residual; ops/mhc.py)
+    compressed: CompressedSpec | None = None
+    layer_compress: tuple[str, ...] = ()
+    mhc_streams: int = 0
+    mhc_comb: bool = True  # mHC's n × n stream mixing (DeepSeek-V4); False: independent HC (HY-V4's iHC)
     # KV sharing (Gemma 3n, Gemma 4: num_kv_shared_layers): True on layers that reuse the K/V of the last earlier
     # layer of their attention kind; they project no K/V and keep no cache (ops/attention.py)
     layer_kv_shared: tuple[bool, ...] = ()
@@ -277,6 +284,8 @@ class ModelSpec:
             object.__setattr__(self, "layer_mixers", ("attention",) * max(self.n_layers, 0))
         if not self.layer_indexer:
             object.__setattr__(self, "layer_indexer", (True,) * max(self.n_layers, 0))
+        if not self.layer_compress:
+            object.__setattr__(self, "layer_compress", ("",) * max(self.n_layers, 0))
         for f in ("layer_kv_shared", "layer_ffn_sparse"):
             if not getattr(self, f):
                 object.__setattr__(self, f, (False,) * max(self.n_layers, 0))
@@ -350,6 +359,7 @@ class ModelSpec:
         self._validate_layer_widths()
         if self.inkling is not None:
             self.inkling.validate(self.name)
+        self._validate_compressed()
         self._validate_qwen4()
 
     def _validate_indexer(self) -> None:
@@ -364,6 +374,27 @@ class ModelSpec:
                 f"{n!r}: layer_indexer has {len(self.layer_indexer)} entries for {self.n_layers} layers, and the "
                 "first layer must run its own indexer (a later one can only reuse an earlier layer's top-k)"
             )
+
+    def _validate_compressed(self) -> None:
+        n, c = self.name, self.compressed
+        if len(self.layer_compress) != self.n_layers or not set(self.layer_compress) <= {"", "csa", "hca"}:
+            raise SpecError(f"{n!r}: layer_compress needs one of '', 'csa', 'hca' for each of {self.n_layers} layers")
+        if any(self.layer_compress) and c is None:
+            raise SpecError(f"{n!r}: compressed layers need the compressed spec (DeepSeek-V4's attention widths)")
+        if self.mhc_streams < 0:
+            raise SpecError(f"{n!r}: mhc_streams={self.mhc_streams} must be >= 0 (0: a plain residual)")
+        if self.mhc_streams and (self.parallel_block or any(k != "attention" for k in self.layer_mixers)):
+            raise SpecError(
+                f"{n!r}: hyper-connection streams are modelled around attention layers in sequence "
+                "only (no parallel block, no other mixer); set mhc_streams=0"
+            )
+        if c is not None:
+            c.validate(n)
+            if (self.n_heads * self.head_dim) % c.o_groups:
+                raise SpecError(
+                    f"{n!r}: n_heads·head_dim={self.n_heads * self.head_dim} is not a multiple of "
+                    f"compressed.o_groups={c.o_groups}; each output group takes a whole share"
+                )
 
     def _validate_layer_widths(self) -> None:
         n = self.name
@@ -480,7 +511,8 @@ class ModelSpec:
         return tuple(
             zip(
                 self.layer_windows, self.layer_moe, self.layer_mixers, self.layer_indexer, self.layer_kv_shared,
-                self.layer_ffn_sparse, self.layer_d_ff or (self.d_ff,) * self.n_layers, strict=True,
+                self.layer_ffn_sparse, self.layer_d_ff or (self.d_ff,) * self.n_layers, self.layer_compress,
+                strict=True,
             )
         )  # fmt: skip
 
@@ -493,6 +525,7 @@ class ModelSpec:
             layer_windows=self.layer_windows[:n_layers],
             layer_mixers=self.layer_mixers[:n_layers],
             layer_indexer=self.layer_indexer[:n_layers],
+            layer_compress=self.layer_compress[:n_layers],
             layer_kv_shared=self.layer_kv_shared[:n_layers],
             layer_ffn_sparse=self.layer_ffn_sparse[:n_layers],
             layer_d_ff=self.layer_d_ff[:n_layers],
@@ -500,6 +533,6 @@ class ModelSpec:
 
 
 __all__ = [
-    "ModelSpec", "MoESpec", "MLASpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec", "HyperSpec", "QSASpec",
-    "NGramSpec", "LINEAR_ATTENTION_KINDS", "InklingSpec",
+    "ModelSpec", "MoESpec", "MLASpec", "CompressedSpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec", "HyperSpec",
+    "QSASpec", "NGramSpec", "LINEAR_ATTENTION_KINDS", "InklingSpec",
 ]  # fmt: skip

@@ -18,6 +18,7 @@ from llmath.ops.altup import (
     logit_rows_only,
 )
 from llmath.ops.attention import attention_block
+from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.cycles import recurrence_weights
 from llmath.ops.embed import embedding, head, lm_head
@@ -25,6 +26,7 @@ from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.frontend import audio_frontend
 from llmath.ops.hyper import hyper_layers
 from llmath.ops.inkling import inkling_layers
+from llmath.ops.mhc import mhc_embed, mhc_head, mhc_in, mhc_out
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_beside_ffn, moe_block, router_state_carry
 from llmath.ops.norm_gate import norm_gate
@@ -75,6 +77,7 @@ def layer_kind(
     kv_shared: bool = False,
     sparse: bool = False,
     d_ff: int | None = None,
+    compress: str = "",
 ) -> str:
     """The label of an attention layer kind (operators' ``layer_kind``; deploy/shard.py counts layers by it)."""
     win = "full" if window is None else f"{'chunk' if spec.chunked_windows else 'window'} {window}"
@@ -85,7 +88,29 @@ def layer_kind(
         index = "" if own_indexer else "/shared top-k"
     tags = index + ("/shared kv" if kv_shared else "") + ("/sparse" if sparse else "")
     width = "" if d_ff is None or d_ff == spec.d_ff else f"/ffn {d_ff}"
-    return f"{ffn}/{win}" + kind.removeprefix("attention") + tags + width
+    return f"{ffn}/{win}" + kind.removeprefix("attention") + tags + width + (f"/{compress}" if compress else "")
+
+
+def _compressed_layers(b: Builder) -> None:
+    """DeepSeek-V4's layers, grouped by (window, moe, compressor): hyper-connection in, norm, attention
+    (ops/compressed.py), hyper-connection out, then the same around the FFN or MoE (ops/mhc.py); a plain
+    residual where the spec has no hyper-connection streams."""
+    s = b.spec
+    groups: dict[tuple[int | None, bool, str], int] = {}
+    for key in zip(s.layer_windows, s.layer_moe, s.layer_compress, strict=True):
+        groups[key] = groups.get(key, 0) + 1
+    for (w, moe, kind), count in groups.items():
+        lk = layer_kind(s, w, moe, compress=kind)
+        b.window = w
+        for which in ("attn", "ffn"):
+            if s.mhc_streams:
+                mhc_in(b, which, count, lk)
+            b.norm(f"norm.{which}_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
+            if which == "attn":
+                compressed_attention(b, w, kind, count, lk)
+            else:
+                _ffn(b, moe, count, lk)
+            _residual_or_hyper(b, which, count, lk)
 
 
 def _ffn(b: Builder, moe: bool, count: int, lk: str) -> None:
@@ -136,11 +161,21 @@ def _mixer_layers(b: Builder) -> None:
         residual(b, "residual.ffn", count, lk)
 
 
+def _residual_or_hyper(b: Builder, which: str, count: int, lk: str, inputs: int = 2) -> None:
+    if b.spec.mhc_streams:
+        mhc_out(b, which, count, lk)
+    else:
+        residual(b, f"residual.{which}", count, lk, inputs=inputs)
+
+
 def _decoder_layers(b: Builder) -> None:
     s = b.spec
     first = len(b.ops)
     if s.inkling is not None:  # Inkling / Inkling-2: their own layer (ops/inkling.py)
         inkling_layers(b, layer_kind)
+        return
+    if s.compressed is not None:  # DeepSeek-V4: compressed attention and hyper-connections
+        _compressed_layers(b)
         return
     if s.hyper is not None:  # Qwen4-Exp: residual streams (ops/hyper.py)
         hyper_layers(b, layer_kind)
@@ -167,6 +202,8 @@ def _attention_layers(b: Builder, g: _Group, first: bool) -> None:
     norms = s.norms_per_layer
     altup_predict(b, count, lk)
     attn_in = count - (0 if s.first_attn_norm or not first else 1)  # ModernBERT-decoder: none in the first layer
+    if s.mhc_streams:  # HY-V4: hyper-connections around attention and FFN (ops/mhc.py)
+        mhc_in(b, "attn", count, lk)
     if attn_in:
         b.norm("norm.attn_in", s.d_model, count=attn_in, pkey="norm.layers", layer_kind=lk)
         norm_gate(b, "norm.attn_in", attn_in, lk)  # A.X K2's gated norms (ops/norm_gate.py)
@@ -178,8 +215,10 @@ def _attention_layers(b: Builder, g: _Group, first: bool) -> None:
     if norms >= 4:
         b.norm("norm.attn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
     if not s.parallel_block:
-        residual(b, "residual.attn", count, lk, inputs=2 if kind == "attention" else 3)
+        _residual_or_hyper(b, "attn", count, lk, inputs=2 if kind == "attention" else 3)
         laurel(b, count, lk)
+        if s.mhc_streams and ffn:
+            mhc_in(b, "ffn", count, lk)
         if norms >= 2 and ffn:
             b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
             norm_gate(b, "norm.ffn_in", count if g.moe else 0, lk)
@@ -192,7 +231,7 @@ def _attention_layers(b: Builder, g: _Group, first: bool) -> None:
     if s.parallel_block:
         residual(b, "residual.parallel", count, lk, inputs=3)
     elif ffn:
-        residual(b, "residual.ffn", count, lk)
+        _residual_or_hyper(b, "ffn", count, lk)
     altup_correct(b, count, lk)
     per_layer_block(b, count, lk)  # Gemma 3n / 4's per-layer input (ops/per_layer.py); none elsewhere
 
@@ -250,8 +289,11 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     else:
         embedding(b)
         per_layer_inputs(b)
+        if spec.mhc_streams:
+            mhc_embed(b)
         altup_inputs(b)
         _decoder_layers(b)
         altup_outputs(b)
+        mhc_head(b)
         head(b)
     return tuple(b.ops)

@@ -126,6 +126,12 @@ MONO_TEXT = {"1": "1", "B": "B", "BP": "B·[S0>0]", "BT": "B·T", "BL": "B·L", 
 def mono_text(m: str) -> str:
     if m in MONO_TEXT:
         return MONO_TEXT[m]
+    if m.startswith("z"):  # compressed entries (ops/compressed.py)
+        kind, m_, *cap = m.split(":")
+        n = f"⌊(S0+T)/{m_}⌋" if not cap else f"min(⌊(S0+T)/{m_}⌋, {cap[0]})"
+        return {"zK": f"B·{n}", "zE": f"B·T·{n}", "zP": f"B·Σᵢ{n.replace('T', 'i')}",
+                "zN": f"B·(⌊(S0+T)/{m_}⌋ − ⌊S0/{m_}⌋)", "zM": f"B·((S0+T) mod {m_})",
+                "zO": f"B·[S0+T ≥ {m_}]"}[kind]  # fmt: skip
     kind, w = m.split(":")
     label = "" if w == "full" else f"[chunk={w[1:]}]" if w.startswith("c") else f"[W={w}]"
     return {"K": f"B·S{label}", "P": f"B·pairs{label}", "E": f"B·T·S{label}", "H": f"B·held{label}",
@@ -215,6 +221,46 @@ def scan_chunk_pairs(T: Value, q: int) -> Value:
     return full * (q * (q + 1) / 2) + r * (r + 1) / 2
 
 
+def _entries_prefix(n: Value, m: int) -> Value:
+    """Σ_{j=1..n} ⌊j/m⌋ = m·q(q − 1)/2 + q·(r + 1) with n = q·m + r."""
+    q, r = n // m, n % m
+    return m * q * (q - 1) // 2 + q * (r + 1) if _is_int(q, r) else m * q * (q - 1) / 2 + q * (r + 1)
+
+
+def compressed_pairs(T: Value, S0: Value, m: int, cap: int | None = None) -> Value:
+    """Σ_{i=1..T} min(⌊(S0 + i)/m⌋, cap): (query, compressed entry) pairs when query i sees the entries of the
+    windows of ``m`` positions closed by then (at most ``cap`` of them: a top-k)."""
+    if cap is None:
+        return _entries_prefix(S0 + T, m) - _entries_prefix(S0, m)
+    edge = cap * m - 1  # positions up to here see fewer than cap entries
+
+    def capped(n: Value) -> Value:
+        low = _min(n, edge)
+        return _entries_prefix(low, m) + cap * (n - low)
+
+    return capped(S0 + T) - capped(S0)
+
+
+def compressed_monomial(kind: str, m: int, cap: int | None, B: Value, T: Value, S0: Value) -> Value:
+    """Compressed-cache monomials (ops/compressed.py): entries visible after the step ``zK`` (capped at a top-k
+    ``cap``), the eager rectangle ``zE`` (T × entries), causal pairs ``zP``, entries the step emits ``zN``,
+    positions waiting in the compressor's buffer ``zM``, and whether a window has closed ``zO`` (per B)."""
+    n = (S0 + T) // m
+    if kind == "zK":
+        return B * (n if cap is None else _min(n, cap))
+    if kind == "zE":
+        return B * T * n
+    if kind == "zP":
+        return B * compressed_pairs(T, S0, m, cap)
+    if kind == "zN":
+        return B * (n - S0 // m)
+    if kind == "zM":
+        return B * ((S0 + T) % m)
+    if kind == "zO":
+        return B * (S0 + T >= m) if isinstance(S0 + T, np.ndarray) else (B if S0 + T >= m else 0)
+    raise AssertionError(kind)  # pragma: no cover - ops/compressed.py emits the kinds above
+
+
 def _block_prefix(n: Value, c: int) -> Value:
     """Σ_{v=1..n} ⌊v/c⌋ = c·q(q−1)/2 + q·(r+1) with n = q·c + r."""
     q, r = n // c, n % c
@@ -302,6 +348,9 @@ class Scenario:
                     raise AssertionError(m)
                 hit = experts_hit(B * T * moe_tokens, moe.n_experts, moe.top_k)
                 v = float(hit) if np.ndim(hit) == 0 else hit
+            elif m.startswith("z"):
+                kind, rate, *cap = m.split(":")
+                v = compressed_monomial(kind, int(rate), int(cap[0]) if cap else None, B, T, S0)
             elif m[0] in "YZN":  # QSA (ops/qsa.py): "Z:c" blocks scored, "Y:budget/c" pairs, "N:c" blocks held
                 a, _, c = m[2:].partition("/")
                 if m[0] == "Y":

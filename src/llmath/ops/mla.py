@@ -214,7 +214,14 @@ def o_proj(a: Mla) -> None:
                   sym_in="N·J", sym_out="D")  # fmt: skip
 
 
-STEPS: tuple[Step, ...] = (q_path, kv_latent, rotary, indexer, core, gate, o_proj)
+def sinks(a: Mla) -> None:
+    """Learned per-head sink logits (HY-V4's MLA, as gpt-oss's attention)."""
+    if a.site.spec.attn_sinks:
+        N = a.N
+        a.site.op("sinks", "vector", "N", sizes=dict(N=N), params=[("attention.sinks", N)], weight=[(N, "1", "N")])
+
+
+STEPS: tuple[Step, ...] = (q_path, kv_latent, rotary, indexer, core, sinks, gate, o_proj)
 
 
 def mla_block(b: Builder, w: int | None, count: int, lk: str) -> None:

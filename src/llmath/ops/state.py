@@ -13,7 +13,7 @@ import numpy as np
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
-from llmath.ops.core import held_positions
+from llmath.ops.core import compressed_monomial, held_positions
 from llmath.ops.inkling import transformers_extra_state as inkling_extra_state
 from llmath.ops.mixers import transformers_extra_state
 from llmath.ops.ssm_state import holds_ssm_state, ssm_state_bytes
@@ -24,6 +24,9 @@ def _num(v):
     if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
         return int(v)
     return v
+
+
+COMPRESSED = ("/csa", "/hca")  # layer_kind suffixes of DeepSeek-V4's compressed layers (ops/assemble.py)
 
 
 def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None) -> dict[int | None, int | float]:
@@ -38,6 +41,8 @@ def kv_elements_per_position(spec: ModelSpec, layout: str = "serving", ops=None)
         if per:
             if layout == "transformers" and spec.hf_cache_kv_heads:
                 per = per * spec.hf_cache_kv_heads // spec.n_kv_heads
+            if layout == "transformers" and spec.compressed is not None and not op.layer_kind.endswith(COMPRESSED):
+                per *= 2  # DeepSeek-V4's sliding_attention layers: the generic sliding cache stores K=V twice
             out[op.window] = out.get(op.window, 0) + per
     return out
 
@@ -55,6 +60,29 @@ def _transformers_extra(spec: ModelSpec) -> int:
     """Elements per sequence transformers' cache holds beyond the serving state (mixers' and Inkling's
     conv windows keep C inputs per channel, not C − 1)."""
     return transformers_extra_state(spec) + inkling_extra_state(spec)
+
+
+def compressed_state_elements(spec: ModelSpec, positions, ops=None):
+    """Elements one sequence of ``positions`` positions holds in compressed caches (DeepSeek-V4's CSA / HCA,
+    ops/compressed.py): the compressors' state writers' ``z`` terms (entries ⌊S/m⌋, the buffered S mod m
+    positions, the overlap once a window closed) evaluated at S = ``positions``."""
+    n: Any = 0
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
+        for t in op.terms("kv_write"):
+            if t.mono.startswith("z"):
+                kind, m, *cap = t.mono.split(":")
+                n = n + t.coef * op.count * compressed_monomial(kind, int(m), None, 1, positions, 0)
+    return n
+
+
+def compressed_growth(spec: ModelSpec, ops=None) -> float:
+    """Elements per position the compressed caches add in the long run: each entry (``zN``) per m positions."""
+    n = 0.0
+    for op in build_ops(spec, "decode", "flash") if ops is None else ops:
+        n += (
+            sum(t.coef / int(t.mono.split(":")[1]) for t in op.terms("kv_write") if t.mono.startswith("zN:")) * op.count
+        )
+    return n
 
 
 def fixed_state_bytes(spec: ModelSpec, precision: Precision, layout: str = "serving", ops=None) -> float:
@@ -80,6 +108,8 @@ def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layo
     """
     total = 0
     positions = positions + spec.prefix_positions  # CPM-Ant's prompt positions are cached with the prompt
+    if spec.compressed is not None:
+        total = total + batch * compressed_state_elements(spec, positions, ops)
     if spec.is_encoder_decoder:
         total = total + batch * src * cross_kv_elements_per_source(spec, ops)
     for w, per in kv_elements_per_position(spec, layout, ops).items():
@@ -97,16 +127,18 @@ def kv_growth(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
 
     ``bytes_per_token``: the first positions (every layer, windowed ones included, adds one position);
     ``growth_bytes_per_token``: each position once every window has filled (full-attention layers only;
-    0 for a model whose every layer slides); ``window_bytes``: what the windowed layers hold when full;
+    0 for a model whose every layer slides; compressed caches add each entry's width per ``rate`` positions, their
+    buffers of fewer than ``rate`` positions are not growth); ``window_bytes``: what the windowed layers hold when full;
     ``windows_full_at``: the context from which the growth rate applies (the largest window, or 0).
     Bytes per sequence at context S = growth · S + Σ_windowed per-position · min(S, W).
     """
     per = kv_elements_per_position(spec)
     kb = precision.kv_bytes
     windows = [w for w in per if w is not None]
+    comp = compressed_growth(spec) if spec.compressed is not None else 0
     return {
-        "bytes_per_token": _num(sum(per.values()) * kb),
-        "growth_bytes_per_token": _num(per.get(None, 0) * kb),
+        "bytes_per_token": _num((sum(per.values()) + comp) * kb),
+        "growth_bytes_per_token": _num((per.get(None, 0) + comp) * kb),
         "window_bytes": _num(sum(n * w for w, n in per.items() if w is not None) * kb),
         "windows_full_at": max(windows, default=0),
         "fixed_bytes_per_sequence": _num(fixed_state_bytes(spec, precision)),
