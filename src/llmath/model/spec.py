@@ -357,6 +357,10 @@ class ModelSpec:
                 raise SpecError(f"{n!r}: {f}={getattr(self, f)} must be >= 0")
         self._validate_mixers()
         self._validate_layer_widths()
+        self._validate_parts()
+
+    def _validate_parts(self) -> None:
+        """The optional parts' own rules (Inkling's layers, DeepSeek-V4's compression, Qwen4-Exp's)."""
         if self.inkling is not None:
             self.inkling.validate(self.name)
         self._validate_compressed()
