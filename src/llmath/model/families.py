@@ -528,17 +528,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         encdec="transformer",
         activation="relu",
     ),
-    "bart": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        position_offset=2,
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=3,
-        encdec="bart",
-        activation="gelu",
-    ),
+    "bart": families_encdec.BART_LIKE,  # BART and its descendants: model/families_encdec.py
     # Whisper (Radford et al. 2022): pre-LN stacks with final norms, k_proj without bias, the decoder's
     # learned table of max_target_positions rows; the encoder's audio front end: EncoderSpec.frontend.
     "whisper": dict(

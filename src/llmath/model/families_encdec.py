@@ -26,7 +26,7 @@ from typing import Any
 from llmath.errors import ConfigError
 from llmath.model.family_facts import _attn_bias, _k
 
-_BART_LIKE: dict[str, Any] = dict(
+BART_LIKE: dict[str, Any] = dict(
     norm="layer",
     ffn="mlp",
     position="learned",
@@ -64,14 +64,14 @@ def _marian_shared_vocabulary(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 ADAPTERS: dict[str, dict[str, Any]] = {
-    "mbart": dict(_BART_LIKE, stack_final_norms=True),
-    "plbart": dict(_BART_LIKE, stack_final_norms=False),
-    "mvp": dict(_BART_LIKE, stack_final_norms=False, prepare=_mvp_without_prompts),
-    "blenderbot-small": dict(_BART_LIKE, stack_final_norms=False, position_offset=0),
-    "blenderbot": dict(_BART_LIKE, stack_final_norms=True, embedding_norm=False, position_offset=0),
-    "pegasus": dict(_BART_LIKE, stack_final_norms=True, embedding_norm=False, position_offset=0),
+    "mbart": dict(BART_LIKE, stack_final_norms=True),
+    "plbart": dict(BART_LIKE, stack_final_norms=False),
+    "mvp": dict(BART_LIKE, stack_final_norms=False, prepare=_mvp_without_prompts),
+    "blenderbot-small": dict(BART_LIKE, stack_final_norms=False, position_offset=0),
+    "blenderbot": dict(BART_LIKE, stack_final_norms=True, embedding_norm=False, position_offset=0),
+    "pegasus": dict(BART_LIKE, stack_final_norms=True, embedding_norm=False, position_offset=0),
     "marian": dict(
-        _BART_LIKE,
+        BART_LIKE,
         stack_final_norms=False,
         embedding_norm=False,
         position_offset=0,

@@ -21,20 +21,7 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
         act_out=[(D, "BT", "D")],
     )
     if s.position == "learned" and own_positions and s.max_positions:  # the spec requires max_positions here
-        rows = s.max_positions + s.position_table_offset
-        b.add(
-            f"{prefix}.positions",
-            "embedding",
-            "vector",
-            "BT,PD->BTD",
-            dict(P=rows, D=D),
-            1,
-            [("embedding.position", rows * D)],
-            vflops=[(D, "BT", "D")],
-            weight=[(D, "BT", "D")],
-            act_in=[(D, "BT", "D")],
-            act_out=[(D, "BT", "D")],
-        )
+        position_table(b, f"{prefix}.positions", s.max_positions + s.position_table_offset)
     _input_affine(b, prefix)
     if s.segment_rows:  # CPM-Ant: each token's segment row added to its embedding
         b.add(
@@ -75,6 +62,24 @@ def _input_affine(b: Builder, prefix: str) -> None:
         b.add(f"{prefix}.affine", "residual", "vector", "BTD->BTD", dict(D=D), 1, [("residual.input", 2 * D)],
               vflops=[(2 * D, "BT", "2·D")], weight=[(2 * D, "1", "2·D")], act_in=[(D, "BT", "D")],
               act_out=[(D, "BT", "D")])  # fmt: skip
+
+
+def position_table(b: Builder, name: str, rows: int) -> None:
+    """A table of ``rows`` position vectors, each position's row added to its hidden state."""
+    D = b.spec.d_model
+    b.add(
+        name,
+        "embedding",
+        "vector",
+        "BT,PD->BTD",
+        dict(P=rows, D=D),
+        1,
+        [("embedding.position", rows * D)],
+        vflops=[(D, "BT", "D")],
+        weight=[(D, "BT", "D")],
+        act_in=[(D, "BT", "D")],
+        act_out=[(D, "BT", "D")],
+    )
 
 
 def lm_head(b: Builder) -> None:

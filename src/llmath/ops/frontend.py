@@ -13,6 +13,7 @@ kernel, which is what ``FlopCounterMode`` counts for ``conv1d`` (2 × output ele
 from __future__ import annotations
 
 from llmath.ops.core import ACT_FLOPS, Builder
+from llmath.ops.embed import position_table
 
 
 def audio_frontend(b: Builder) -> None:
@@ -35,17 +36,4 @@ def audio_frontend(b: Builder) -> None:
             act_in=[(2 * c_in, "BT", "2·C")],  # both convolutions read 2 frames per output position
             act_out=[(frames * D, "BT", f"{frames}·D")],
         )
-    rows = e.source_positions
-    b.add(
-        "encoder.positions",
-        "embedding",
-        "vector",
-        "BT,PD->BTD",
-        dict(P=rows, D=D),
-        1,
-        [("embedding.position", rows * D)],
-        vflops=[(D, "BT", "D")],
-        weight=[(D, "BT", "D")],
-        act_in=[(D, "BT", "D")],
-        act_out=[(D, "BT", "D")],
-    )
+    position_table(b, "encoder.positions", e.source_positions)
