@@ -99,6 +99,45 @@ def coarse_llmath(key: str) -> str:
     return {"moe": "ffn"}.get(key.split(".")[0], key.split(".")[0])
 
 
+def hf_groups(model) -> dict[str, int]:
+    """A transformers model's parameters by coarse component (a shared tensor once)."""
+    out: dict[str, int] = {}
+    seen = set()
+    for n, p in model.named_parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            out[coarse_hf(n)] = out.get(coarse_hf(n), 0) + p.numel()
+    return out
+
+
+def llmath_groups(rep) -> dict[str, int]:
+    """A ParamReport's parameters by the same coarse components (components of 0 left out)."""
+    out: dict[str, int] = {}
+    for k, v in rep.by_component.items():
+        if v:
+            out[coarse_llmath(k)] = out.get(coarse_llmath(k), 0) + v
+    return out
+
+
+def matmul_flops(spec, stage: str, scenario, attention: str = "eager") -> int:
+    """Matmul FLOPs of one pass of ``spec``'s operator list."""
+    from llmath.ops import build_ops, evaluate
+
+    return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, attention), scenario, spec))
+
+
+def values_by_op(spec, stage: str, attention: str, scenario) -> dict[str, dict]:
+    """Each operator's evaluated cost classes, summed over operators of the same name."""
+    from llmath.ops import build_ops, evaluate
+
+    out: dict[str, dict] = {}
+    for c in evaluate(build_ops(spec, stage, attention), scenario, spec):
+        for k, v in c.values.items():
+            out.setdefault(c.op.name, {}).setdefault(k, 0)
+            out[c.op.name][k] += v
+    return out
+
+
 def run_cli(capsys, *args) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``llmath ARGS`` run in-process."""
     from llmath.cli import main

@@ -8,21 +8,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import coarse_hf, coarse_llmath
+from helpers import hf_groups, llmath_groups, matmul_flops
 
 from llmath.analysis import kv_cache_bytes
 from llmath.errors import ConfigError
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
-from llmath.ops import Scenario, build_ops, evaluate
+from llmath.ops import Scenario
 from llmath.ops.params import param_report
 
 TYPES = ["mbart", "plbart", "mvp", "blenderbot-small", "blenderbot", "pegasus", "marian"]
 B, P, T = 2, 11, 3
-
-
-def _mm(spec, stage, sc):
-    return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "eager"), sc, spec))
 
 
 def _defaults(mt: str, tmp_path, **kw) -> dict:
@@ -42,18 +38,13 @@ def test_params_flops_and_cache_equal_transformers(mt, tmp_path):
     cfg = _defaults(mt, tmp_path)
     spec = spec_from_config(cfg, mt)
     model = oracle.build_meta(oracle.hf_config(cfg))
-    hf: dict[str, int] = {}
-    for n, p in model.named_parameters():  # the tied LM head is yielded once
-        hf[coarse_hf(n)] = hf.get(coarse_hf(n), 0) + p.numel()
-    ours: dict[str, int] = {}
-    for k, v in param_report(spec).by_component.items():
-        ours[coarse_llmath(k)] = ours.get(coarse_llmath(k), 0) + v
-    assert {k: v for k, v in ours.items() if v} == hf
+    hf = hf_groups(model)  # named_parameters: a tied head once
+    assert llmath_groups(param_report(spec)) == hf
     f = oracle.seq2seq_flops(model, B, P, T)
-    assert _mm(spec, "encoder", Scenario(B, P)) == f["encoder"]
+    assert matmul_flops(spec, "encoder", Scenario(B, P)) == f["encoder"]
     # seq2seq heads compute logits at every decoder position (no logits_to_keep)
-    assert _mm(spec, "prefill", Scenario(B, T, 0, logits="all", src=P)) == f["prefill"]
-    assert _mm(spec, "decode", Scenario(B, 1, T, src=P)) == f["decode"]
+    assert matmul_flops(spec, "prefill", Scenario(B, T, 0, logits="all", src=P)) == f["prefill"]
+    assert matmul_flops(spec, "decode", Scenario(B, 1, T, src=P)) == f["decode"]
     assert (kv_cache_bytes(spec, B, T, Precision()), kv_cache_bytes(spec, B, 0, Precision(), src=P)) == f["cache_bytes"]
 
 

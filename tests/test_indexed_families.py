@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import matmul_flops, values_by_op
 
 from llmath.analysis import kv_cache_bytes
 from llmath.hardware import get
@@ -14,7 +15,7 @@ from llmath.hardware.decode import decode_generation
 from llmath.hardware.roofline import efficiency, op_times
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
-from llmath.ops import Scenario, build_ops, evaluate, table
+from llmath.ops import Scenario, table
 from llmath.ops.params import param_report
 from llmath.ops.state import kv_growth
 
@@ -25,15 +26,6 @@ AXK2 = dict(model_type="axk2", hidden_size=D, num_hidden_layers=2, num_attention
             n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1, mlp_layer_types=["dense", "sparse"],
             kv_lora_rank=C, q_lora_rank=L, qk_rope_head_dim=R, qk_nope_head_dim=Hn, v_head_dim=Hv,
             index_n_heads=I, index_head_dim=X, index_topk=K, gated_norm_rank=r, tie_word_embeddings=False)  # fmt: skip
-
-
-def _by_op(spec, stage, attention, scen):
-    out: dict[str, dict] = {}
-    for c in evaluate(build_ops(spec, stage, attention), scen, spec):
-        for k, v in c.values.items():
-            out.setdefault(c.op.name, {}).setdefault(k, 0)
-            out[c.op.name][k] += v
-    return out
 
 
 def test_axk2_parameters_against_deepseek_v32():
@@ -51,12 +43,12 @@ def test_axk2_flash_attends_k_positions_and_caches_indexer_keys():
     indexer scores the 45 causal pairs; decode at 100 reads k latents. Per position each layer caches the
     latent C + R and the indexer key X (bf16); the output gate costs no projection of its own."""
     spec = spec_from_config(AXK2, "k2")
-    ops = _by_op(spec, "prefill", "flash", Scenario(1, 9, 0))
+    ops = values_by_op(spec, "prefill", "flash", Scenario(1, 9, 0))
     assert ops["attn.flash_mla"]["flops"] == 2 * 30 * 2 * N * (2 * C + R)
     assert ops["attn.indexer.flash"]["flops"] == 2 * 45 * 2 * I * (X + 1)
     assert ops["attn.q_gate_proj"]["flops"] == 2 * 9 * 2 * (2 * L) * N * (Hn + R + Hv)
     assert "attn.gate_proj" not in ops and "attn.q_b_proj" not in ops
-    dec = _by_op(spec, "decode", "flash", Scenario(1, 1, 100))
+    dec = values_by_op(spec, "decode", "flash", Scenario(1, 1, 100))
     assert dec["attn.flash_mla"]["kv_read"] == 2 * K * (C + R)
     assert kv_growth(spec, Precision())["bytes_per_token"] == 2 * (C + R + X) * 2
     assert kv_cache_bytes(spec, 3, 50, Precision()) == 3 * 50 * 2 * (C + R + X) * 2
@@ -74,10 +66,10 @@ def test_axk2_eager_equals_transformers_with_k_below_the_prompt():
     assert param_report(spec).total == oracle.count_params(model)
     B, P = 2, 9
     hf_prefill, out = oracle.forward_flops(model, B, P)
-    assert sum(v.get("flops", 0) for v in _by_op(spec, "prefill", "eager", Scenario(B, P, 0)).values()) == hf_prefill
+    assert matmul_flops(spec, "prefill", Scenario(B, P, 0)) == hf_prefill
     assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values)
     hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
-    assert sum(v.get("flops", 0) for v in _by_op(spec, "decode", "eager", Scenario(B, 1, P)).values()) == hf_decode
+    assert matmul_flops(spec, "decode", Scenario(B, 1, P)) == hf_decode
 
 
 # Dots 3 Note-shaped, small: layers 0, 1 indexed (DSA, N heads, latent C), layer 2 sliding (window W, its own
@@ -96,7 +88,7 @@ def test_dots3_flash_indexed_layers_attend_k_sliding_layers_the_window():
     (2·N2·(H2+R+J2) each) and runs no indexer. Per position: indexed layers cache C + R + X, the sliding
     layer C2 + R for its last W positions (bf16)."""
     spec = spec_from_config(DOTS3, "d3")
-    ops = _by_op(spec, "prefill", "flash", Scenario(1, 9, 0))
+    ops = values_by_op(spec, "prefill", "flash", Scenario(1, 9, 0))
     assert ops["attn.flash_mla"]["flops"] == 2 * 30 * 2 * N * (2 * C + R)
     assert ops["attn.indexer.flash"]["flops"] == 2 * 45 * 2 * I * (X + 1)
     assert ops["attn.flash"]["flops"] == 30 * 2 * N2 * (H2 + R + J2)
@@ -118,10 +110,10 @@ def test_dots3_eager_equals_transformers_with_k_and_window_below_the_prompt():
     assert param_report(spec).total == oracle.count_params(model)
     B, P = 2, 9
     hf_prefill, out = oracle.forward_flops(model, B, P)
-    assert sum(v.get("flops", 0) for v in _by_op(spec, "prefill", "eager", Scenario(B, P, 0)).values()) == hf_prefill
+    assert matmul_flops(spec, "prefill", Scenario(B, P, 0)) == hf_prefill
     assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values)
     hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
-    assert sum(v.get("flops", 0) for v in _by_op(spec, "decode", "eager", Scenario(B, 1, P)).values()) == hf_decode
+    assert matmul_flops(spec, "decode", Scenario(B, 1, P)) == hf_decode
 
 
 # MiniMax-M3-shaped, small: layer 0 block-sparse (indexer: I2 heads of width X2; blocks of 2 keys, 2 kept:
@@ -142,10 +134,10 @@ def test_minimax_m3_flash_sparse_layer_attends_k_blocks():
     Per position the sparse layer caches its K, V and indexer key: 2·K·H·2 + X elements (bf16)."""
     spec = spec_from_config(M3, "m3")
     assert spec.layer_indexer == (True, False)
-    ops = _by_op(spec, "prefill", "flash", Scenario(1, 9, 0))
+    ops = values_by_op(spec, "prefill", "flash", Scenario(1, 9, 0))
     assert ops["attn.flash"]["flops"] == (30 + 45) * 4 * N3 * H3
     assert ops["attn.indexer.flash"]["flops"] == 45 * 2 * I3 * X3
-    dec = _by_op(spec, "decode", "flash", Scenario(1, 1, 100))
+    dec = values_by_op(spec, "decode", "flash", Scenario(1, 1, 100))
     assert dec["attn.flash"]["kv_read"] == (4 + 101) * 2 * K3 * H3
     assert dec["attn.indexer.flash"]["kv_read"] == 101 * X3
     assert kv_growth(spec, Precision())["bytes_per_token"] == (2 * 2 * K3 * H3 + X3) * 2
@@ -163,10 +155,10 @@ def test_minimax_m3_eager_equals_transformers_with_blocks_below_the_prompt():
     assert param_report(spec).total == oracle.count_params(model)
     B, P = 2, 9
     hf_prefill, out = oracle.forward_flops(model, B, P)
-    assert sum(v.get("flops", 0) for v in _by_op(spec, "prefill", "eager", Scenario(B, P, 0)).values()) == hf_prefill
+    assert matmul_flops(spec, "prefill", Scenario(B, P, 0)) == hf_prefill
     assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values)
     hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
-    assert sum(v.get("flops", 0) for v in _by_op(spec, "decode", "eager", Scenario(B, 1, P)).values()) == hf_decode
+    assert matmul_flops(spec, "decode", Scenario(B, 1, P)) == hf_decode
 
 
 @pytest.mark.parametrize("mode", ["ideal", "expected"])

@@ -8,13 +8,13 @@ import copy
 
 import pytest
 from causal_lm_types import default_config
-from helpers import coarse_hf, coarse_llmath
+from helpers import hf_groups, llmath_groups, matmul_flops
 
 import llmath
 from llmath.analysis import kv_cache_bytes
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
-from llmath.ops import Scenario, build_ops, evaluate
+from llmath.ops import Scenario
 from llmath.ops.params import param_report
 
 B, P = 2, 9
@@ -25,10 +25,6 @@ def _config(tmp_path) -> dict:
     text = copy.deepcopy(cfg["text_config"])
     text.update(num_hidden_layers=5, cross_attention_layers=[3])
     return dict(cfg, text_config=text)
-
-
-def _mm(spec, stage, sc):
-    return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "eager"), sc, spec))
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +45,8 @@ def test_params_by_component_equal_transformers(built):
     spec, model, oracle, cfg = built
     with torch.device("meta"):
         full = transformers.MllamaForConditionalGeneration(oracle.hf_config(cfg))
-    hf: dict[str, int] = {}
-    for n, p in full.named_parameters():
-        hf[coarse_hf(n)] = hf.get(coarse_hf(n), 0) + p.numel()
-    ours: dict[str, int] = {}
-    for k, v in param_report(spec).by_component.items():
-        ours[coarse_llmath(k)] = ours.get(coarse_llmath(k), 0) + v
-    assert {k: v for k, v in ours.items() if v} == hf
+    hf = hf_groups(full)  # named_parameters: a tied head once
+    assert llmath_groups(param_report(spec)) == hf
     # the token table has vocab_size + 8 rows (MllamaTextModel.embed_tokens), the LM head vocab_size
     assert param_report(spec).by_component["embedding.token"] == (128256 + 8) * 4096
     # the language model alone is what MllamaForCausalLM builds
@@ -75,8 +66,8 @@ def test_text_only_flops_and_cache_equal_transformers(built):
     # 4 self-attention layers of 8 KV heads x 128, K and V, bf16: 4 x 2 x 8 x 128 x 2 B per position
     assert oracle.cache_bytes(past) == kv_cache_bytes(spec, B, P, Precision()) == B * P * 4 * 2 * 8 * 128 * 2
     hf_decode, _ = oracle.forward_flops(model, B, 1, past=past, seen=P)
-    assert _mm(spec, "prefill", Scenario(B, P)) == hf_prefill  # the cross-attention layer runs nothing
-    assert _mm(spec, "decode", Scenario(B, 1, P)) == hf_decode
+    assert matmul_flops(spec, "prefill", Scenario(B, P)) == hf_prefill  # the cross-attention layer runs nothing
+    assert matmul_flops(spec, "decode", Scenario(B, 1, P)) == hf_decode
 
 
 def test_layouts_hold_every_weight_and_say_what_is_skipped(tmp_path):

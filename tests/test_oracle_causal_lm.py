@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 from causal_lm_types import LFM2_TYPES, ONE_SEQUENCE, causal_lm_types, default_config, of
-from helpers import coarse_hf, coarse_llmath
+from helpers import hf_groups, llmath_groups
 
 from llmath.analysis import kv_cache_bytes
 from llmath.errors import ConfigError
@@ -72,24 +72,6 @@ def _matmul_flops(spec, stage, S0, T, batch=B):
     return sum(c.values.get("flops", 0) for c in evaluate(ops, Scenario(batch, T, S0), spec))
 
 
-def _hf_groups(model) -> dict[str, int]:
-    out: dict[str, int] = {}
-    seen = set()
-    for n, p in model.named_parameters():
-        if id(p) not in seen:
-            seen.add(id(p))
-            out[coarse_hf(n)] = out.get(coarse_hf(n), 0) + p.numel()
-    return out
-
-
-def _llmath_groups(rep) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for k, v in rep.by_component.items():
-        if v:
-            out[coarse_llmath(k)] = out.get(coarse_llmath(k), 0) + v
-    return out
-
-
 @pytest.mark.parametrize("mt", DECODERS)
 def test_decoder_type_reads_exactly(mt, tmp_path):
     cfg = _config_or_xfail(mt, tmp_path)
@@ -97,7 +79,7 @@ def test_decoder_type_reads_exactly(mt, tmp_path):
     spec = _spec_or_xfail(cfg, mt)
     rep = param_report(spec, "eager")
     assert rep.total == oracle.count_params(full)
-    assert _llmath_groups(rep) == _hf_groups(full)
+    assert llmath_groups(rep) == hf_groups(full)
     if mt in EXPERT_LOOPS_ON_CPU | DATA_DEPENDENT_ON_CPU:
         return
     _flops_and_cache_equal(cfg, spec)

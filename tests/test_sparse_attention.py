@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import matmul_flops, values_by_op
 
 from llmath.analysis import kv_cache_bytes
 from llmath.hardware import get
@@ -13,7 +14,7 @@ from llmath.hardware.decode import decode_generation
 from llmath.hardware.roofline import efficiency, op_times
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
-from llmath.ops import Scenario, build_ops, evaluate, table
+from llmath.ops import Scenario, table
 from llmath.ops.params import param_report
 from llmath.ops.state import kv_growth
 
@@ -24,15 +25,6 @@ CFG = dict(model_type="deepseek_v32", hidden_size=D, num_hidden_layers=2, num_at
            n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1, first_k_dense_replace=1,
            n_group=1, topk_group=1, kv_lora_rank=C, q_lora_rank=L, qk_rope_head_dim=R, qk_nope_head_dim=Hn,
            v_head_dim=Hv, index_n_heads=I, index_head_dim=X, index_topk=K, tie_word_embeddings=False)  # fmt: skip
-
-
-def _by_op(spec, stage, attention, scen):
-    out: dict[str, dict] = {}
-    for c in evaluate(build_ops(spec, stage, attention), scen, spec):
-        for k, v in c.values.items():
-            out.setdefault(c.op.name, {}).setdefault(k, 0)
-            out[c.op.name][k] += v
-    return out
 
 
 def test_indexer_parameters():
@@ -47,11 +39,11 @@ def test_flash_attends_exactly_k_positions_and_scores_every_pair():
     """Prefill of P = 9 with k = 4: MLA pairs Σ min(i, 4) = 1+2+3+4·6 = 30 per sequence (absorbed: 2·N·(2C+R)
     FLOPs per pair); the indexer scores every causal pair, 9·10/2 = 45, at 2·I·(X+1) FLOPs each."""
     spec = spec_from_config(CFG, "v32")
-    ops = _by_op(spec, "prefill", "flash", Scenario(1, 9, 0))
+    ops = values_by_op(spec, "prefill", "flash", Scenario(1, 9, 0))
     assert ops["attn.flash_mla"]["flops"] == 2 * 30 * 2 * N * (2 * C + R)  # 2 layers
     assert ops["attn.indexer.flash"]["flops"] == 2 * 45 * 2 * I * (X + 1)
     # decode at context 100: the latent of the k selected positions is read; the indexer reads 101 keys
-    dec = _by_op(spec, "decode", "flash", Scenario(1, 1, 100))
+    dec = values_by_op(spec, "decode", "flash", Scenario(1, 1, 100))
     assert dec["attn.flash_mla"]["kv_read"] == 2 * K * (C + R)
     assert dec["attn.indexer.flash"]["kv_read"] == 2 * 101 * X
     assert dec["attn.flash_mla"]["flops"] == 2 * K * 2 * N * (2 * C + R)
@@ -90,10 +82,10 @@ def test_eager_equals_transformers_with_k_below_the_prompt():
     assert param_report(spec).total == oracle.count_params(model)
     B, P = 2, 9
     hf_prefill, out = oracle.forward_flops(model, B, P)
-    assert sum(v.get("flops", 0) for v in _by_op(spec, "prefill", "eager", Scenario(B, P, 0)).values()) == hf_prefill
+    assert matmul_flops(spec, "prefill", Scenario(B, P, 0)) == hf_prefill
     assert kv_cache_bytes(spec, B, P, Precision(), layout="transformers") == oracle.cache_bytes(out.past_key_values)
     hf_decode, _ = oracle.forward_flops(model, B, 1, past=out.past_key_values)
-    assert sum(v.get("flops", 0) for v in _by_op(spec, "decode", "eager", Scenario(B, 1, P)).values()) == hf_decode
+    assert matmul_flops(spec, "decode", Scenario(B, 1, P)) == hf_decode
 
 
 # GLM-5 (glm_moe_dsa): the same DSA, but layers marked "shared" in indexer_types reuse the previous indexer
@@ -106,10 +98,10 @@ def test_shared_top_k_layers_run_no_indexer():
     no indexer key; its MLA still attends exactly the k selected positions."""
     shared, full = spec_from_config(GLM, "glm"), spec_from_config(dict(GLM, indexer_types=["full", "full"]), "g")
     assert param_report(full).total - param_report(shared).total == L * I * X + D * X + 2 * X + D * I
-    ops = _by_op(shared, "prefill", "flash", Scenario(1, 9, 0))
+    ops = values_by_op(shared, "prefill", "flash", Scenario(1, 9, 0))
     assert ops["attn.flash_mla"]["flops"] == 2 * 30 * 2 * N * (2 * C + R)  # both layers: Σ min(i, 4) = 30 pairs
     assert ops["attn.indexer.flash"]["flops"] == 45 * 2 * I * (X + 1)  # one layer scores the 45 causal pairs
-    dec = _by_op(shared, "decode", "flash", Scenario(1, 1, 100))
+    dec = values_by_op(shared, "decode", "flash", Scenario(1, 1, 100))
     assert dec["attn.flash_mla"]["kv_read"] == 2 * K * (C + R) and dec["attn.indexer.flash"]["kv_read"] == 101 * X
     # per position: the latent (C + R) in both layers, the indexer key (X) in one; bf16
     assert kv_growth(shared, Precision())["bytes_per_token"] == (2 * (C + R) + X) * 2

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import coarse_hf, coarse_llmath, run_cli
+from helpers import hf_groups, llmath_groups, matmul_flops, run_cli
 
 import llmath
 from llmath.analysis import kv_cache_bytes
@@ -25,10 +25,6 @@ from llmath.ops import Scenario, build_ops, evaluate
 from llmath.ops.params import param_report
 
 B, P, T = 2, 1500, 3  # batch, encoder positions (Whisper's 30 s window), decoder prefill tokens
-
-
-def _mm(spec, stage, sc):
-    return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "eager"), sc, spec))
 
 
 @pytest.fixture(scope="module")
@@ -47,21 +43,16 @@ def built(tmp_path_factory):
 
 def test_params_by_component_equal_transformers(built):
     spec, model, _ = built
-    hf: dict[str, int] = {}
-    for n, p in model.named_parameters():  # the tied proj_out is yielded once
-        hf[coarse_hf(n)] = hf.get(coarse_hf(n), 0) + p.numel()
-    ours: dict[str, int] = {}
-    for k, v in param_report(spec).by_component.items():
-        ours[coarse_llmath(k)] = ours.get(coarse_llmath(k), 0) + v
-    assert {k: v for k, v in ours.items() if v} == hf
+    hf = hf_groups(model)  # named_parameters: a tied head once
+    assert llmath_groups(param_report(spec)) == hf
     assert "frontend" in hf  # the two convolutions are counted, under their own component
 
 
 def test_stage_flops_equal_transformers(built):
     spec, _, hf = built
-    assert _mm(spec, "encoder", Scenario(B, P)) == hf["encoder"]  # convolutions included
-    assert _mm(spec, "prefill", Scenario(B, T, 0, logits="all", src=P)) == hf["prefill"]
-    assert _mm(spec, "decode", Scenario(B, 1, T, src=P)) == hf["decode"]
+    assert matmul_flops(spec, "encoder", Scenario(B, P)) == hf["encoder"]  # convolutions included
+    assert matmul_flops(spec, "prefill", Scenario(B, T, 0, logits="all", src=P)) == hf["prefill"]
+    assert matmul_flops(spec, "decode", Scenario(B, 1, T, src=P)) == hf["decode"]
 
 
 def test_cache_bytes_equal_encoder_decoder_cache(built):
