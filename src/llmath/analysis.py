@@ -471,9 +471,7 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
         share = 1 / layout.tp if plan.index == 0 else 0.0
         m = memory_report(spec, param_report(spec), w, hw, reserve_bytes, (ops, tab, enc_tab), b, share)
         mems.append(m)
-        n_params = sum(n * op.count for op in ops for _, n in op.params) + round(
-            share * sum(n for _, n in spec.tower_params)
-        )
+        n_params = sum(n * op.count for op in ops for _, n in op.params) + round(share * spec.tower_total)
         stages.append({"index": plan.index, "layers": [plan.layers.start, plan.layers.stop], "params": n_params,
                        "weights_bytes": m.weights_bytes, "kv_cache_bytes": m.kv_cache_bytes,
                        "activation_bytes": m.activation_bytes, "per_gpu_bytes": m.total_bytes})  # fmt: skip

@@ -146,7 +146,7 @@ class Device:
                 pre[i].collectives,
                 dec[i].collectives,
                 sum(n * op.count for op in pre[i].ops + (enc_p[i].ops if ed else ()) for _, n in op.params)
-                + (_towers(s) // L.tp if i == 0 else 0),  # a wrapper's towers: first stage, TP-split (vLLM)
+                + (s.tower_total // L.tp if i == 0 else 0),  # a wrapper's towers: first stage, TP-split (vLLM)
                 rank_table(s, "encoder", a, L, i) if ed else None,
                 enc_p[i].collectives if ed else (),
             )
@@ -353,8 +353,3 @@ def chunk_activation_bytes(
     act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
     per_op = (_mono(t, Scenario(1, np.asarray(tokens, dtype=float), 0)) @ t.rhs(act)) / t.kernels
     return float((per_op.max(-1) + tokens * spec.d_model) * precision.act_bytes)
-
-
-def _towers(spec: ModelSpec) -> int:
-    """A wrapper's counted tower parameters (in memory, not in the stages)."""
-    return sum(n for _, n in spec.tower_params)

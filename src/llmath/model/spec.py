@@ -507,6 +507,11 @@ class ModelSpec:
         return self.n_heads // self.n_kv_heads
 
     @property
+    def tower_total(self) -> int:
+        """Parameters of a wrapper's counted towers (in the count and memory, not in the stages)."""
+        return sum(n for _, n in self.tower_params)
+
+    @property
     def is_encoder_decoder(self) -> bool:
         return self.encoder is not None
 
