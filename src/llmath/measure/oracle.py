@@ -14,7 +14,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-SEQ2SEQ = ("t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus")
+SEQ2SEQ = (
+    "t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus", "bigbird_pegasus",
+)  # fmt: skip
 SPEECH_SEQ2SEQ = ("whisper",)  # the audio encoder-decoders (AutoModelForSpeechSeq2Seq)
 # xLSTM-7b's config.json names the Triton kernels of mlstm_kernels; transformers' xLSTMConfig (5.23) admits
 # only the native torch ones, which compute the same layer
@@ -209,12 +211,13 @@ def _module_state_elements(model) -> int:
     return n
 
 
-def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:
+def seq2seq_flops(model, batch: int, src: int, tokens: int, device: str = "meta") -> dict[str, Any]:
     """An encoder-decoder model's three stages as ``generate`` runs them, on meta: the encoder over ``src``
     source tokens, a decoder prefill of ``tokens`` tokens (computing and caching the cross-attention K/V),
     then one decode step reusing ``encoder_outputs`` and ``past_key_values``. Matmul FLOPs per stage, and
     the (self-attention, cross-attention) bytes of the ``EncoderDecoderCache`` after the prefill (2 bytes
-    per element)."""
+    per element). ``device``: "cpu" for a small model built there, where meta cannot run the forward
+    (BigBird-Pegasus' block-sparse encoder builds its random-block plan with numpy)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -223,12 +226,12 @@ def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:
             out = fn()
         return counter.get_total_flops(), out
 
-    dec = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
+    dec = torch.zeros(batch, tokens, dtype=torch.long, device=device)
     if model.config.model_type in SPEECH_SEQ2SEQ:  # 2 mel frames per encoder position (Whisper's stride 2)
-        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device="meta")
+        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device=device)
         f_enc, enc = counted(lambda: model.get_encoder()(input_features=mels))
     else:
-        ids = torch.zeros(batch, src, dtype=torch.long, device="meta")
+        ids = torch.zeros(batch, src, dtype=torch.long, device=device)
         f_enc, enc = counted(lambda: model.get_encoder()(input_ids=ids))
     f_pre, out = counted(lambda: model(encoder_outputs=enc, decoder_input_ids=dec, use_cache=True))
     past = out.past_key_values

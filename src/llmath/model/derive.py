@@ -7,6 +7,7 @@ stacks, yes/no facts); :func:`llmath.model.hf._build` composes them into a :clas
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from llmath.errors import ConfigError
@@ -159,6 +160,8 @@ def stacks(table: Mapping[str, Any], cfg: Mapping[str, Any], get: Getter, n_laye
             n_layers=0, norms_per_layer=0, final_norm=False, external=str(table["external"]),
             d_model=get("cross_attention_hidden_size", 0),
         )  # fmt: skip
+    if encoder is not None and "encoder_fields" in table:  # BigBird-Pegasus: its encoder's block-sparse attention
+        encoder = replace(encoder, **table["encoder_fields"](cfg))
     if not fact(table, cfg, "final_norm", True):
         final_norm = False
     return dict(n_layers=n_layers, d_ff=d_ff, encoder=encoder, relative_buckets=relative_buckets,

@@ -123,6 +123,10 @@ class EncoderSpec:
     frontend: str = ""  # "" (token embedding) or "conv" (Whisper's)
     in_features: int = 0
     source_positions: int = 0
+    # BigBird-Pegasus: block-sparse self-attention in blocks of ``block_size`` with ``random_blocks`` random
+    # blocks per query block (ops/bigbird_sizes.py); 0: full attention
+    block_size: int = 0
+    random_blocks: int = 0
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from typing import Literal
 import numpy as np
 
 from llmath.model.spec import ModelSpec
+from llmath.ops.bigbird_sizes import bigbird_monomial, bigbird_text
 
 Attention = Literal["eager", "flash"]
 Stage = Literal["prefill", "decode", "encoder"]
@@ -126,6 +127,8 @@ MONO_TEXT = {"1": "1", "B": "B", "BP": "B·[S0>0]", "BT": "B·T", "BL": "B·L", 
 def mono_text(m: str) -> str:
     if m in MONO_TEXT:
         return MONO_TEXT[m]
+    if m[0] == "b":  # BigBird's block-sparse encoder (ops/bigbird_sizes.py)
+        return bigbird_text(m)
     if m.startswith("z"):  # compressed entries (ops/compressed.py)
         kind, m_, *cap = m.split(":")
         n = f"⌊(S0+T)/{m_}⌋" if not cap else f"min(⌊(S0+T)/{m_}⌋, {cap[0]})"
@@ -297,6 +300,11 @@ def experts_hit(tokens: Value, n_experts: int, top_k: int) -> np.ndarray:
     return n_experts * (1.0 - (1.0 - top_k / n_experts) ** np.asarray(tokens, dtype=float))
 
 
+def _compressed(m: str, B: Value, T: Value, S0: Value) -> Value:
+    kind, rate, *cap = m.split(":")
+    return compressed_monomial(kind, int(rate), int(cap[0]) if cap else None, B, T, S0)
+
+
 @lru_cache(maxsize=1024)
 def _parse_mono(m: str) -> tuple[str, int | None, bool]:
     """(kind, window or chunk size, whether it is a chunk)."""
@@ -348,9 +356,8 @@ class Scenario:
                     raise AssertionError(m)
                 hit = experts_hit(B * T * moe_tokens, moe.n_experts, moe.top_k)
                 v = float(hit) if np.ndim(hit) == 0 else hit
-            elif m.startswith("z"):
-                kind, rate, *cap = m.split(":")
-                v = compressed_monomial(kind, int(rate), int(cap[0]) if cap else None, B, T, S0)
+            elif m[0] in "bz":  # BigBird's encoder (ops/bigbird_sizes.py), compressed entries (ops/compressed.py)
+                v = bigbird_monomial(m, B, T) if m[0] == "b" else _compressed(m, B, T, S0)
             elif m[0] in "YZN":  # QSA (ops/qsa.py): "Z:c" blocks scored, "Y:budget/c" pairs, "N:c" blocks held
                 a, _, c = m[2:].partition("/")
                 if m[0] == "Y":
