@@ -144,8 +144,7 @@ def test_block_sparse_encoder_beats_full_attention_at_length(tmp_path):
     [
         (dict(attention_type="sparse"), "attention_type='sparse'"),
         (dict(block_size=0), "block_size=0"),
-        (dict(is_encoder_decoder=False), "decoder alone"),
-        (dict(architectures=["BigBirdPegasusForCausalLM"]), "decoder alone"),
+        (dict(num_random_blocks=-1), "num_random_blocks=-1"),
     ],
 )
 def test_unmodelled_inputs_are_refused(extra, match, tmp_path):
@@ -154,19 +153,55 @@ def test_unmodelled_inputs_are_refused(extra, match, tmp_path):
         spec_from_config(cfg, "bigbird_pegasus")
 
 
-def test_causal_lm_is_the_decoder_with_an_untied_head(tmp_path):
+def test_causal_lm_reads_as_the_decoder_of_another_encoder(tmp_path):
     """BigBirdPegasusForCausalLM (the type's entry in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES; tests/causal_lm_types.py
-    classes the type as encoder_decoder) is the decoder alone: the decoder's operators' parameters (layers with
-    their cross-attention, position table, final norm) + its own token table + an LM head that 5.23 does not
-    tie (the class has no ``_tied_weights_keys``), 2·V·D beyond the decoder's layers."""
+    classes the type as encoder_decoder) is the decoder alone, read as TrOCR's: its own token table, untied LM
+    head (5.23 declares no ``_tied_weights_keys``), layers with cross-attention over another encoder's ``src``
+    outputs. On meta, given ``encoder_hidden_states`` (as an EncoderDecoderModel runs it): parameters by
+    component, a T = 3 prefill (logits at every position) and one decode step, and its cache bytes."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from causal_lm_types import causal_lm_types
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmath.measure import oracle
 
     assert causal_lm_types()["bigbird_pegasus"] == "encoder_decoder"
-    cfg = _config(tmp_path)
+    cfg = dict(_config(tmp_path, encoder_layers=2, decoder_layers=2), architectures=["BigBirdPegasusForCausalLM"])
     spec = spec_from_config(cfg, "bigbird_pegasus")
     with torch.device("meta"):
-        model = transformers.BigBirdPegasusForCausalLM(transformers.BigBirdPegasusConfig())
-    decoder = sum(n * op.count for op in build_ops(spec, "prefill", "eager") for _, n in op.params)
-    assert sum(p.numel() for p in model.parameters()) == decoder + 2 * 96103 * 1024
+        model = transformers.BigBirdPegasusForCausalLM(oracle.hf_config(cfg))
+    assert llmath_groups(param_report(spec)) == hf_groups(model)
+    assert param_report(spec).by_component["lm_head.weight"] == 96103 * 1024  # a head of its own
+    src = 11
+    enc = torch.zeros(B, src, 1024, device="meta")
+    ids = torch.zeros(B, T, dtype=torch.long, device="meta")
+
+    def counted(**kw):
+        with torch.no_grad(), FlopCounterMode(display=False) as c:
+            out = model(encoder_hidden_states=enc, use_cache=True, **kw)
+        return c.get_total_flops(), out
+
+    hf_prefill, out = counted(input_ids=ids)
+    past = out.past_key_values
+    hf_cache = oracle.cache_bytes(past.self_attention_cache) + oracle.cache_bytes(past.cross_attention_cache)
+    hf_decode, _ = counted(input_ids=ids[:, :1], past_key_values=past)
+    assert matmul_flops(spec, "prefill", Scenario(B, T, 0, logits="all", src=src)) == hf_prefill
+    assert matmul_flops(spec, "decode", Scenario(B, 1, T, src=src)) == hf_decode
+    assert kv_cache_bytes(spec, B, T, Precision(), src=src) == hf_cache
+    assert build_ops(spec, "encoder", "eager") == ()  # the encoder is another model
+
+
+def test_sweep_agrees_with_analyze_across_the_full_attention_threshold(tmp_path):
+    import llmath
+    from llmath.sweep import grid
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_config(tmp_path)))
+    # defaults: b = 64, r = 3, full attention up to (5 + 6)·64 = 704 tokens; 705 pads to 768
+    prompts = np.array([704, 705, 4000])
+    g = grid(str(path), "h100-sxm", np.array([2, 2, 2]), prompts, np.array([8, 8, 8]))
+    for i, p in enumerate(prompts):
+        a = llmath.analyze(str(path), "h100-sxm", batch=2, prompt=int(p), gen=8)
+        assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
+        assert g["e2e_s"][i] == pytest.approx(a.generation["e2e_s"], rel=1e-9)

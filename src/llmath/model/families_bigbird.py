@@ -9,9 +9,11 @@ Pegasus' encoder-decoder with learned position tables and BigBird's block-sparse
   ``num_random_blocks`` random blocks; ops/bigbird_sizes.py states when transformers falls back to full
   attention and how it pads the source) or ``original_full``. The decoder attends fully, as BART's.
 
-``BigBirdPegasusForCausalLM`` is the decoder alone (its config says ``is_encoder_decoder: false``): its
-layers keep their cross-attention weights, which run only when encoder outputs are passed. llmath reads the
-encoder-decoder and refuses such a file rather than count an encoder it does not have.
+``BigBirdPegasusForCausalLM`` is the decoder alone (a file it saves says ``is_encoder_decoder: false`` and
+names it in ``architectures``): its own token and position tables, layers that keep their cross-attention, the
+final norm and an LM head that transformers 5.23 does not tie (the class declares no ``_tied_weights_keys``).
+llmath reads such a file as TrOCR's decoder: an encoder-decoder whose encoder is another model
+(``EncoderDecoderModel``), whose ``src`` output positions the decoder cross-attends.
 """
 
 from __future__ import annotations
@@ -26,8 +28,19 @@ from llmath.model.family_facts import _attn_bias, _k
 ATTENTION_TYPES = ("block_sparse", "original_full")  # BigBirdPegasusConfig.attention_type's values
 
 
-def _encoder_only_full_or_block_sparse(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The encoder's attention: the block size and random blocks (0, 0 under ``original_full``)."""
+DECODER_ALONE = "BigBirdPegasusForCausalLM"
+EXTERNAL = "the encoder of an EncoderDecoderModel (BigBirdPegasusForCausalLM is the decoder alone), not in this config"
+
+
+def _decoder_alone(cfg: Mapping[str, Any]) -> bool:
+    return cfg.get("is_encoder_decoder") is False or DECODER_ALONE in (cfg.get("architectures") or [])
+
+
+def _encoder(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The encoder's attention: the block size and random blocks (0, 0 under ``original_full``); the decoder
+    alone's encoder is another model's."""
+    if _decoder_alone(cfg):
+        return dict(n_layers=0, norms_per_layer=0, final_norm=False, external=EXTERNAL)
     kind = cfg.get("attention_type", "block_sparse")
     if kind not in ATTENTION_TYPES:
         raise ConfigError(
@@ -45,16 +58,9 @@ def _encoder_only_full_or_block_sparse(cfg: Mapping[str, Any]) -> dict[str, Any]
     return dict(block_size=b, random_blocks=r)
 
 
-def _the_encoder_decoder(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """A file of BigBirdPegasusForCausalLM (the decoder alone) is refused: see the module docstring."""
-    archs = cfg.get("architectures") or []
-    if cfg.get("is_encoder_decoder") is False or "BigBirdPegasusForCausalLM" in archs:
-        raise ConfigError(
-            "bigbird_pegasus: is_encoder_decoder=false / BigBirdPegasusForCausalLM is the decoder alone (its layers "
-            "keep cross-attention weights that run only on encoder outputs), which llmath does not model as a "
-            "model of its own; pass the encoder-decoder's config (BigBirdPegasusForConditionalGeneration)"
-        )
-    return dict(cfg)
+def _untied_decoder_head(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The decoder alone keeps an LM head of its own whatever ``tie_word_embeddings`` says (5.23)."""
+    return dict(cfg, tie_word_embeddings=False) if _decoder_alone(cfg) else dict(cfg)
 
 
 ADAPTERS: dict[str, dict[str, Any]] = {
@@ -66,7 +72,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         **_attn_bias(_k("use_bias", False)),
         embedding_scale=_k("scale_embedding", True),
         activation="gelu_new",
-        encoder_fields=_encoder_only_full_or_block_sparse,
-        prepare=_the_encoder_decoder,
+        encoder_fields=_encoder,
+        prepare=_untied_decoder_head,
     ),
 }
