@@ -50,10 +50,11 @@ def _encoder(cfg: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "original_full":
         return dict(block_size=0, random_blocks=0)
     b, r = cfg.get("block_size", 64), cfg.get("num_random_blocks", 3)
-    if type(b) is not int or type(r) is not int or b < 1 or r < 0:
-        raise ConfigError(
-            f"bigbird_pegasus: block_size={b!r}, num_random_blocks={r!r}: block_sparse attention needs a positive "
-            "integer block_size and a non-negative integer num_random_blocks"
+    if type(b) is not int or type(r) is not int or b < 1 or r < 1:  # r = 0: transformers 5.23 fails (a reshape
+        raise ConfigError(  # of the empty random blocks) once the source is long enough for block-sparse
+            f"bigbird_pegasus: block_size={b!r}, num_random_blocks={r!r}: block_sparse attention needs positive "
+            "integers (transformers' block-sparse path fails without random blocks); set them, or "
+            "attention_type='original_full'"
         )
     return dict(block_size=b, random_blocks=r)
 
