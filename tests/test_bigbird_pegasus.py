@@ -111,6 +111,21 @@ def test_flash_runs_the_same_block_pairs(tmp_path):
     assert fl["encoder.self_attn.flash"]["flops"] == prods == 2 * 2 * 2 * (2 * 2 * 8) * 800
 
 
+def test_eager_writes_the_dense_probabilities_transformers_returns(tmp_path):
+    spec = spec_from_config(_config(tmp_path, **SMALL), "small")
+    # BigBirdPegasusBlockSparseAttention (5.23) fills a zeros (B, N, Tp, Tp) attention_probs per layer:
+    # 2 layers · B = 2 · N = 2 · 32² for a 29-token source padded to 32; none at the 28-token fallback
+    # (whose T × T scores are the probabilities) and none under flash
+    from helpers import values_by_op
+
+    eager = values_by_op(spec, "encoder", "eager", Scenario(B, 29))
+    assert eager["encoder.self_attn.dense_probs"]["act_out"] == 2 * 2 * 2 * 32 * 32
+    assert (
+        values_by_op(spec, "encoder", "eager", Scenario(B, 28))["encoder.self_attn.dense_probs"].get("act_out", 0) == 0
+    )
+    assert "encoder.self_attn.dense_probs" not in values_by_op(spec, "encoder", "flash", Scenario(B, 29))
+
+
 def test_analyze_runs_stage_by_stage(tmp_path, capsys):
     import llmath
 

@@ -18,7 +18,7 @@ from llmath.ops.altup import (
     logit_rows_only,
 )
 from llmath.ops.attention import attention_block
-from llmath.ops.bigbird import block_sparse_rows
+from llmath.ops.bigbird import block_sparse_rows, dense_probs
 from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.cycles import recurrence_weights
@@ -271,6 +271,7 @@ def _encoder_decoder(b: Builder) -> None:
         _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
         if enc.block_size:  # BigBird-Pegasus: block-sparse attention over the padded source (ops/bigbird.py)
             b.ops[first:] = [block_sparse_rows(op, enc) for op in b.ops[first:]]
+            dense_probs(b, enc)
         return
     own = bool(enc.external or enc.frontend)  # no token encoder: the decoder owns the token and position tables
     embedding(b, "decoder.embed", own_positions=enc.own_position_table or own, token_table=own)

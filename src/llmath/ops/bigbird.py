@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmath.model.spec import EncoderSpec
-from llmath.ops.core import Op, Term
+from llmath.ops.core import Builder, Op, Term
 
 
 def block_sparse_rows(op: Op, enc: EncoderSpec) -> Op:
@@ -23,3 +23,13 @@ def block_sparse_rows(op: Op, enc: EncoderSpec) -> Op:
     swap = {"BT": rows, "K:full": rows, "E:full": entries}
     costs = tuple((c, tuple(Term(t.coef, swap.get(t.mono, t.mono), t.sym) for t in ts)) for c, ts in op.costs)
     return replace(op, costs=costs)
+
+
+def dense_probs(b: Builder, enc: EncoderSpec) -> None:
+    """eager only: transformers 5.23's block-sparse attention also returns the dense Tp × Tp probabilities per
+    head (``attention_probs``: a zeros tensor with the attended blocks scattered in), written once per layer."""
+    if b.attention != "eager":
+        return
+    mono, N = f"bF:{enc.block_size}:{enc.random_blocks}", b.spec.n_heads
+    b.add("encoder.self_attn.dense_probs", "attention", "memory", "BNTS->BNTS", {"N": N}, enc.n_layers,
+          layer_kind="encoder", act_out=[(N, mono, "N")])  # fmt: skip

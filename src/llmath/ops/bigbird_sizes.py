@@ -44,13 +44,27 @@ def score_entries(T: Value, b: int, r: int) -> Value:
     return sparse if is_sparse(T, b, r) else T * T
 
 
+def dense_probs(T: Value, b: int, r: int) -> Value:
+    """Entries of the dense Tp × Tp attention-probability matrix per head and sequence that transformers 5.23's
+    block-sparse path fills (zeros, then the attended blocks scattered in) and returns: Tp² under block-sparse,
+    else 0 (full attention's T × T scores are the score entries themselves)."""
+    tp = -(-T // b) * b
+    if isinstance(T, np.ndarray):
+        return np.where(is_sparse(T, b, r), tp * tp, 0)
+    return tp * tp if is_sparse(T, b, r) else 0
+
+
+SIZES = {"bR": encoder_rows, "bE": score_entries, "bF": dense_probs}
+
+
 def bigbird_monomial(m: str, B: Value, T: Value) -> Value:
-    """``bR:b:r`` = B × encoder rows, ``bE:b:r`` = B × score entries per head."""
+    """``bR:b:r`` = B × encoder rows, ``bE:b:r`` = B × score entries per head, ``bF:b:r`` = B × dense
+    probability entries per head."""
     kind, b, r = m.split(":")
-    f = encoder_rows if kind == "bR" else score_entries
-    return B * f(T, int(b), int(r))
+    return B * SIZES[kind](T, int(b), int(r))
 
 
 def bigbird_text(m: str) -> str:
     kind, b, r = m.split(":")
-    return {"bR": f"B·rows[b={b},r={r}]", "bE": f"B·block-sparse entries[b={b},r={r}]"}[kind]
+    text = {"bR": "rows", "bE": "block-sparse entries", "bF": "dense probability entries"}[kind]
+    return f"B·{text}[b={b},r={r}]"
