@@ -72,6 +72,10 @@ REPLICATED = {
     "moe.shared_gate",
     "moe.output_bias",
     "moe.score_bias",
+    # Nemotron-3's latent projections: ReplicatedLinear in vLLM and SGLang (nemotron_h.py NemotronHMoE
+    # fc1_latent_proj / fc2_latent_proj), run whole on every rank
+    "moe.latent_in",
+    "moe.latent_out",
     "attn.router",
     "attn.topk",
     # the DSA lightning indexer is not tensor-parallel: every rank runs all of it (vLLM and SGLang
