@@ -14,6 +14,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from llmath.model.family_facts import MODEL_TYPE_ALIASES
+
 SEQ2SEQ = ("t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus")
 SPEECH_SEQ2SEQ = ("whisper",)  # the audio encoder-decoders (AutoModelForSpeechSeq2Seq)
 # xLSTM-7b's config.json names the Triton kernels of mlstm_kernels; transformers' xLSTMConfig (5.23) admits
@@ -49,7 +51,9 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
     cfg.pop("auto_map", None)
     cfg.pop("quantization_config", None)
     model_type = cfg.pop("model_type")
-    model_type = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}.get(model_type, model_type)
+    if model_type not in transformers.models.auto.configuration_auto.CONFIG_MAPPING:
+        # remote-code types llmath reads as a transformers class with the same keys (kimi_k2, mimo, RefinedWeb)
+        model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
     if n_layers is not None:
         _truncate(cfg, n_layers)
         if isinstance(cfg.get("text_config"), dict):  # a wrapper: its language model's layers
