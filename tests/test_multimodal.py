@@ -24,7 +24,7 @@ AUDIO = r"audio_tower\."
 # Qwen-VL's patch mergers live inside the vision module (model.visual.merger): they are the projector
 PROJECTOR = (
     r"(multi_modal_projector|connector|vision_projection|visual_projection|visual\.merger|visual\.deepstack_merger_list)\."
-    r"|image_newline$|img_temporal_embedding\."
+    r"|image_newline$|img_temporal_embedding\.|embed_vision\."
 )
 
 
@@ -82,6 +82,12 @@ HUB_STYLE = [
     ("mistral3", {"multimodal_projector_bias": True, "spatial_merge_size": 3}),
     ("idefics3", {"scale_factor": 3}),
     ("git", {"num_image_with_embedding": 6}),  # GIT-VATEX-style video: one learned vector per frame
+    # Gemma 4's vision tower: google/gemma-4-26B-A4B's widths (hub config cached by aiconfigurator), fewer layers,
+    # grouped K/V heads and clipped linears (clamp bounds: buffers, not parameters)
+    *[(mt, {"vision_config": {"model_type": "gemma4_vision", "hidden_size": 1152, "intermediate_size": 4304,
+                              "num_hidden_layers": 2, "num_attention_heads": 16, "num_key_value_heads": kv,
+                              "head_dim": 72, "use_clipped_linears": clip, "standardize": True}})
+      for mt in ("gemma4",) for kv, clip in ((16, False), (4, True))],
     ("minimax_m3_vl", {"projector_hidden_size": 1024, "vision_config": {"model_type": "minimax_m3_vl_vision",
                                                                          "num_hidden_layers": 2}}),
 ]  # fmt: skip
