@@ -22,7 +22,8 @@ def coarse_hf(name: str) -> str:
     if re.search(r"embed_tokens_extend\.", name):
         return "projector"
     if re.search(
-        r"(^|\.)(multi_modal_projector|visual\.merger|visual\.deepstack_merger_list|visual_projection|img_temporal_embedding)\.",
+        r"(^|\.)(multi_modal_projector|visual\.merger|visual\.deepstack_merger_list|visual_projection|img_temporal_embedding"
+        r"|embed_vision|mm_projector)\.",
         name,
     ):
         return "projector"

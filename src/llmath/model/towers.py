@@ -21,6 +21,7 @@ from llmath.model import (
     towers_audio,
     towers_gemma4,
     towers_inkling,
+    towers_kimi,
     towers_minimax,
     towers_mllama,
     towers_phi4mm,
@@ -194,6 +195,9 @@ PROJECTORS.update(towers_minimax.PROJECTORS)
 VISION.update(towers_gemma4.VISION)  # Gemma 4 (model/towers_gemma4.py)
 VISION_DEFAULTS.update(towers_gemma4.DEFAULTS)
 PROJECTORS.update(towers_gemma4.PROJECTORS)
+VISION.update(towers_kimi.VISION)  # Kimi-K2.5 (model/towers_kimi.py)
+VISION_DEFAULTS.update(towers_kimi.DEFAULTS)
+PROJECTORS.update(towers_kimi.PROJECTORS)
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
 
 
@@ -211,7 +215,8 @@ def _tower_config(raw: Any, key: str, wrapper: Any) -> tuple[Callable[[Cfg], Cou
     table, defaults = TOWERS.get(key, ({}, {}))
     if not isinstance(raw, Mapping):
         return None
-    kind = str(raw.get("model_type") or (wrapper if wrapper in towers_vl.FLAT_WRAPPERS else ""))
+    kind = str(raw.get("model_type") or (wrapper if wrapper in towers_vl.FLAT_WRAPPERS else "") or
+               towers_kimi.UNTYPED.get(str(wrapper), ""))  # fmt: skip
     kind = towers_vl.VISION_ALIASES.get(kind, kind) if key == "vision_config" else kind
     if kind not in table:
         return None
@@ -252,6 +257,7 @@ WRAPPER_TIES = {"gemma3": True, "paligemma": True, "mistral3": True, "lighton_oc
                 "video_llava": False, "llava_next": False, "llava_onevision": False, "vipllava": False,
                 "idefics3": False, "smolvlm": False, "shieldgemma2": True,
                 "llava_next_video": False, "cohere2_vision": True,
+                "kimi_k25": True,  # Kimi_K25Config (configuration_kimi_k25.py): tie_word_embeddings True
                 **towers_vl.WRAPPER_TIES, **towers_audio.WRAPPER_TIES}  # fmt: skip
 TIES_FROM_TEXT = frozenset({"llava", "llava_next_video", "llava_onevision"})
 
