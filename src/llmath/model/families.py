@@ -16,6 +16,7 @@ from llmath.model import (
     families_misc4,
     families_moe,
     families_multimodal,
+    families_musicgen,
     families_odd,
     families_qwen4,
     families_recurrent,
@@ -564,3 +565,4 @@ ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, 
 ADAPTERS.update(families_inkling.ADAPTERS)  # Inkling, Inkling-2 (model/families_inkling.py)
 ADAPTERS.update(families_odd.ADAPTERS)  # CPM-Ant, Phi-4-multimodal, Moshi (model/families_odd.py)
 ADAPTERS.update(families_idx.ADAPTERS)  # indexed sparse attention: A.X K2, Dots 3 Note, MiniMax-M3 (families_idx.py)
+ADAPTERS.update(families_musicgen.ADAPTERS)  # MusicGen decoder and composite (model/families_musicgen.py)

@@ -1,0 +1,119 @@
+"""MusicGen (Copet et al. 2023, arXiv:2306.05284) as transformers 5.23 builds it (models/musicgen/).
+
+The decoder predicts ``num_codebooks`` (C) parallel streams of EnCodec codes: each position embeds one code
+per codebook from C tables of ``vocab_size + 1`` rows (the extra row is the pad/start code 2048) and sums
+them; C LM heads of ``vocab_size`` each read the final hidden state. Positions are sinusoidal, computed (a
+non-persistent buffer, no parameters). Layers are pre-LN: self-attention, cross-attention over the
+conditioning, FFN (fc1 → GELU → fc2), no biases in any projection, three LayerNorms with bias, a final
+LayerNorm.
+
+``musicgen_decoder`` is the decoder alone (MusicgenForCausalLM): like TrOCR it is analysed as an
+encoder-decoder whose encoder is another model (``prompt`` = the cross-attended conditioning positions).
+``musicgen`` is the composite (MusicgenForConditionalGeneration): the T5 text encoder (its own spec,
+``ModelSpec.text_encoder``, whose encoder pass is this model's encoder stage), ``enc_to_dec_proj`` (the T5
+width to the decoder's, with bias, when they differ) and the decoder; the EnCodec audio encoder decodes the
+generated codes to audio (and encodes an audio prompt), it is not part of the stages and is named in
+``towers_not_counted``.
+
+What llmath models of generation (stated here once):
+- **Delay pattern**: codebook k is shifted by k steps (``build_delay_pattern_mask``), so N frames of audio
+  take N + C − 1 decoder steps; a step is one position carrying C codes. ``gen`` counts decoder steps.
+- **Classifier-free guidance**: ``generate`` with ``guidance_scale > 1`` (facebook/musicgen-small's
+  generation_config sets 3.0) runs every decoder pass on 2·B rows (the conditional and the null-conditioned
+  copy); its text encoder runs on the B prompts and pads the other half with zeros. llmath does not double
+  anything silently: analyse the decoder at ``batch = 2·B`` to include guidance (the encoder pass is then
+  counted for 2·B prompts, B more than transformers runs).
+- **enc_to_dec_proj**: transformers applies it to the encoder output in every decoder forward; the eager
+  execution counts it in the prefill and in every decode step, flash (a server keeps the cross K/V, which is
+  all the projection feeds) in the prefill only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from llmath.errors import ConfigError
+from llmath.model.family_facts import _attn_bias, _k
+from llmath.model.spec import EncoderSpec, ModelSpec
+
+DECODER: dict[str, Any] = dict(
+    norm="layer",
+    ffn="mlp",
+    position="sinusoidal",
+    **_attn_bias(False),
+    ffn_bias=False,
+    activation="gelu",
+    norms_per_layer=3,
+    embedding_scale=_k("scale_embedding", False),
+    encdec="external",
+    external="the text encoder (T5) of a MusicgenForConditionalGeneration, not in this config",
+    fields=lambda cfg, n: dict(codebooks=int(cfg.get("num_codebooks") or 4), extra_token_rows=1),
+)
+
+
+def _gelu_only(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    act = cfg.get("activation_function", "gelu")
+    if act != "gelu":
+        raise ConfigError(
+            f"musicgen: activation_function={act!r} is not modelled (every released MusicGen uses 'gelu'); "
+            "set it to 'gelu'"
+        )
+    return dict(cfg)
+
+
+def _sub(cfg: Mapping[str, Any], key: str, name: str) -> dict[str, Any]:
+    v = cfg.get(key)
+    if not isinstance(v, Mapping):
+        raise ConfigError(f"{name}: the musicgen config has no {key!r} sub-config (a dict); pass the hub's "
+                          "composite config.json (text_encoder, audio_encoder, decoder)")  # fmt: skip
+    return dict(v)
+
+
+def _composite(cfg: Mapping[str, Any], get, *, name: str, model_type: str, source: str, tie_embeddings: bool):
+    """MusicgenForConditionalGeneration: the decoder sub-config as the decoder, its text_encoder (T5) as the
+    encoder pass; the audio encoder (EnCodec) named, not counted."""
+    from llmath.model.hf import spec_from_config  # the adapters' reader (imports this table)
+
+    text, dec = (_sub(cfg, k, name) for k in ("text_encoder", "decoder"))
+    dec["model_type"] = "musicgen_decoder"
+    t5 = spec_from_config(text, f"{name}.text_encoder")
+    if t5.model_type != "t5" or t5.encoder is None:
+        raise ConfigError(f"{name}: text_encoder model_type={text.get('model_type')!r} is not modelled; "
+                          "MusicGen's text encoder is T5 (model_type 't5')")  # fmt: skip
+    spec = spec_from_config(dec, name, source)
+    cross = dec.get("cross_attention_hidden_size")
+    if cross is not None and cross != t5.d_model:
+        raise ConfigError(f"{name}: decoder cross_attention_hidden_size={cross} must equal the text encoder's "
+                          f"hidden size {t5.d_model} (transformers refuses it otherwise)")  # fmt: skip
+    proj = t5.d_model if t5.d_model != spec.d_model and cross is None else 0
+    encoder = EncoderSpec(n_layers=t5.encoder.n_layers, norms_per_layer=0, final_norm=False)
+    audio = ("audio_encoder",) if cfg.get("audio_encoder") else ()
+    return replace(spec, model_type=model_type, encoder=encoder, text_encoder=t5, enc_proj=proj,
+                   towers_not_counted=audio)  # fmt: skip
+
+
+def codebook_notes(spec: ModelSpec) -> list[str]:
+    """What a report on a codebook model counts of generation (the module docstring's conventions)."""
+    if spec.codebooks <= 1:
+        return []
+    C = spec.codebooks
+    notes = [
+        f"{spec.name}: {C} parallel codebook streams, one position each per decoder step; gen counts decoder "
+        f"steps (the delay pattern makes N audio frames N + {C - 1} steps); classifier-free guidance "
+        "(generate with guidance_scale > 1) runs the decoder on 2·B rows and is not included: analyse "
+        "batch = 2·B to include it"
+    ]
+    if spec.towers_not_counted:
+        notes.append(
+            f"{spec.name}: {', '.join(spec.towers_not_counted)} (EnCodec, which turns codes into audio) is not "
+            "counted in params, memory or stages; the encoder stage is the text encoder"
+        )
+    return notes
+
+
+ADAPTERS: dict[str, dict[str, Any]] = {
+    "musicgen_decoder": dict(DECODER, prepare=_gelu_only),
+    "musicgen": dict(build=_composite),
+}

@@ -1,0 +1,145 @@
+"""MusicGen (model/families_musicgen.py), proven against transformers 5.23 on the meta device.
+
+- the decoder alone (MusicgenForCausalLM, ``musicgen_decoder``) from MusicgenDecoderConfig's defaults, run with
+  ``encoder_hidden_states`` of ``src`` conditioning positions (as TrOCR's decoder is proven);
+- the composite (MusicgenForConditionalGeneration, ``musicgen``) from MusicgenConfig's defaults (T5, EnCodec
+  and decoder sub-configs at their own defaults), run as ``generate`` runs it (``oracle.seq2seq_flops``:
+  decoder_input_ids of B·C rows, one per codebook).
+Parameters by component, the matmul FLOPs of the encoder pass, a decoder prefill (logits at every position,
+as MusicGen's heads compute them) and a decode step, and the bytes of the EncoderDecoderCache.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import hf_groups, llmath_groups, matmul_flops, run_cli
+
+from llmath.analysis import analyze, kv_cache_bytes
+from llmath.errors import ConfigError
+from llmath.model.dtypes import Precision
+from llmath.model.hf import spec_from_config
+from llmath.ops import Scenario
+from llmath.ops.params import param_report
+
+B, P, T = 2, 11, 3  # batch, conditioning (text) positions, decoder prefill steps
+
+
+def _defaults(cls_name: str, tmp_path, **kw) -> dict:
+    transformers = pytest.importorskip("transformers")
+    path = tmp_path / f"{cls_name}.json"
+    getattr(transformers, cls_name)(**kw).to_json_file(path, use_diff=False)
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="module")
+def composite(tmp_path_factory):
+    pytest.importorskip("torch")
+    from llmath.measure import oracle
+
+    cfg = _defaults("MusicgenConfig", tmp_path_factory.mktemp("musicgen"))
+    model = oracle.build_meta(oracle.hf_config(cfg))
+    return cfg, spec_from_config(cfg, "musicgen-defaults"), model, oracle.seq2seq_flops(model, B, P, T)
+
+
+def test_decoder_alone_equals_transformers(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmath.measure import oracle
+
+    cfg = _defaults("MusicgenDecoderConfig", tmp_path)
+    spec = spec_from_config(cfg, "musicgen-decoder")
+    model = oracle.build_meta(oracle.hf_config(cfg))
+    assert type(model).__name__ == "MusicgenForCausalLM"
+    assert llmath_groups(param_report(spec, "eager")) == hf_groups(model)
+    C, D = cfg["num_codebooks"], cfg["hidden_size"]
+    enc = torch.zeros(B, P, D, device="meta")  # the conditioning, already at the decoder's width
+    ids = torch.zeros(B * C, T, dtype=torch.long, device="meta")  # (batch · codebooks, steps)
+
+    def counted(**kw):
+        with torch.no_grad(), FlopCounterMode(display=False) as c:
+            out = model(encoder_hidden_states=enc, use_cache=True, **kw)
+        return c.get_total_flops(), out
+
+    hf_prefill, out = counted(input_ids=ids)
+    past = out.past_key_values
+    hf_cache = oracle.cache_bytes(past.self_attention_cache) + oracle.cache_bytes(past.cross_attention_cache)
+    hf_decode, _ = counted(input_ids=ids[:, :1], past_key_values=past)  # (appends a position to the cache)
+    assert matmul_flops(spec, "prefill", Scenario(B, T, 0, logits="all", src=P)) == hf_prefill
+    assert matmul_flops(spec, "decode", Scenario(B, 1, T, src=P)) == hf_decode
+    assert kv_cache_bytes(spec, B, T, Precision(), src=P) == hf_cache
+
+
+def test_codebook_tables_and_heads_by_hand(tmp_path):
+    spec = spec_from_config(_defaults("MusicgenDecoderConfig", tmp_path), "musicgen-decoder")
+    rep = param_report(spec).by_component
+    # 4 codebook tables of 2048 + 1 rows (the pad/start code) × 1024; 4 heads of 1024 × 2048, no bias;
+    # sinusoidal positions are a buffer, not parameters
+    assert rep["embedding.token"] == 4 * 2049 * 1024 == 8_392_704
+    assert rep["lm_head.weight"] == 4 * 1024 * 2048 == 8_388_608
+    assert "embedding.position" not in rep
+    # a step reads one row of each of the 4 tables: the other 4 · 2048 rows are not active per token
+    report = param_report(spec)
+    assert report.total - report.active_per_token == 4 * 2048 * 1024
+
+
+def test_composite_params_by_component(composite):
+    cfg, spec, model, _ = composite
+    hf = hf_groups(model)
+    audio = hf.pop("audio")  # EnCodec: named, not counted
+    rep = param_report(spec, "eager")
+    assert llmath_groups(rep) == hf
+    assert rep.total + audio == sum(p.numel() for p in model.parameters())
+    assert spec.towers_not_counted == ("audio_encoder",)
+    # enc_to_dec_proj: T5's 512 to the decoder's 1024, with bias
+    assert rep.by_component["enc_to_dec_proj.weight"] + rep.by_component["enc_to_dec_proj.bias"] == 512 * 1024 + 1024
+
+
+def test_composite_stages_equal_transformers(composite):
+    _, spec, _, hf = composite
+    assert matmul_flops(spec, "encoder", Scenario(B, P)) == hf["encoder"]
+    assert matmul_flops(spec, "prefill", Scenario(B, T, 0, logits="all", src=P)) == hf["prefill"]
+    assert matmul_flops(spec, "decode", Scenario(B, 1, T, src=P)) == hf["decode"]
+    self_b, cross_b = hf["cache_bytes"]
+    assert kv_cache_bytes(spec, B, T, Precision()) == self_b
+    assert kv_cache_bytes(spec, B, 0, Precision(), src=P) == cross_b
+
+
+def test_projection_runs_every_step_in_eager_once_in_flash(composite):
+    from helpers import values_by_op
+
+    _, spec, _, _ = composite
+    # transformers re-projects the B·P encoder positions in every decoder forward: 2 · B · P · 512 · 1024
+    proj = 2 * B * P * 512 * 1024
+    name = "decoder.enc_to_dec_proj"
+    assert values_by_op(spec, "decode", "eager", Scenario(B, 1, T, src=P))[name]["flops"] == proj
+    assert name not in values_by_op(spec, "decode", "flash", Scenario(B, 1, T, src=P))
+    assert values_by_op(spec, "prefill", "flash", Scenario(B, T, 0, src=P))[name]["flops"] == proj
+
+
+def test_analyze_runs_stage_by_stage(composite, capsys):
+    _, spec, _, _ = composite
+    d = analyze(spec, batch=2, prompt=16, gen=8).to_dict()
+    assert d["encoder"]["flops"]["matmul"] > 0 and d["kv_cache"]["cross_bytes"] > 0
+    assert d["params"]["towers_not_counted"] == ["audio_encoder"]
+    assert any("2·B" in w for w in d["warnings"])  # classifier-free guidance: stated, not silently doubled
+
+
+def test_cli_analyze_a_composite_config(composite, tmp_path, capsys):
+    cfg = composite[0]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = run_cli(capsys, "analyze", str(path), "--prompt", "16", "--gen", "8", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["params"]["total"] == param_report(composite[1]).total and d["encoder_s"] > 0
+    code, out, err = run_cli(capsys, "analyze", str(path), "--prompt", "16", "--gen", "8")
+    assert code == 0 and "audio_encoder" in out + err and "guidance" in out + err
+
+
+def test_unmodelled_activation_is_refused(tmp_path):
+    cfg = _defaults("MusicgenDecoderConfig", tmp_path, activation_function="relu")
+    with pytest.raises(ConfigError, match="activation_function"):
+        spec_from_config(cfg, "musicgen-decoder")
