@@ -16,7 +16,7 @@ def coarse_hf(name: str) -> str:
     """A transformers parameter name -> the coarse component llmath reports it under."""
     import re
 
-    if re.search(r"^(text_encoder|enc_to_dec_proj)\.", name):  # MusicGen's text encoder and its projection
+    if re.search(r"^(text_encoder|enc_to_dec_proj|audio_enc_to_dec_proj)\.", name):  # MusicGen's conditioning
         return name.split(".")[0]
     if re.search(r"^audio_encoder\.", name):  # MusicGen's EnCodec
         return "audio"

@@ -143,3 +143,82 @@ def test_unmodelled_activation_is_refused(tmp_path):
     cfg = _defaults("MusicgenDecoderConfig", tmp_path, activation_function="relu")
     with pytest.raises(ConfigError, match="activation_function"):
         spec_from_config(cfg, "musicgen-decoder")
+
+
+# ---- MusicGen-Melody: the conditioning is a self-attention prefix of PC positions ----------------------------
+PC = 7  # conditioning positions (chroma frames + text tokens, already projected to the decoder's width)
+
+
+def _melody_passes(model, C: int, D: int):
+    """(prefill FLOPs, self-attention cache bytes after it, decode FLOPs) of ``model`` given a PC-position
+    conditioning prefix and T audio steps of C codes, then one step, as generate() runs them."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmath.measure import oracle
+
+    enc = torch.zeros(B, PC, D, device="meta")
+    ids = torch.zeros(B * C, T, dtype=torch.long, device="meta")
+    names = (
+        ("input_ids", "encoder_hidden_states")
+        if hasattr(model, "lm_heads")
+        else ("decoder_input_ids", "encoder_hidden_states")
+    )
+
+    def counted(**kw):
+        with torch.no_grad(), FlopCounterMode(display=False) as c:
+            out = model(use_cache=True, **kw)
+        return c.get_total_flops(), out
+
+    f_pre, out = counted(**{names[0]: ids, names[1]: enc})
+    past = out.past_key_values
+    cache = oracle.cache_bytes(past.self_attention_cache)  # the cross-attention cache stays empty
+    f_dec, _ = counted(**{names[0]: ids[:, :1], "past_key_values": past})  # the prefix only in the first pass
+    return f_pre, cache, f_dec
+
+
+def _assert_decoder_passes(spec, hf) -> None:
+    f_pre, cache, f_dec = hf
+    # eager: the heads compute logits at all PC + T positions (prefix included), as transformers' do
+    assert matmul_flops(spec, "prefill", Scenario(B, PC + T, 0)) == f_pre
+    assert matmul_flops(spec, "decode", Scenario(B, 1, PC + T)) == f_dec
+    assert kv_cache_bytes(spec, B, PC + T, Precision()) == cache
+
+
+def test_melody_decoder_alone_equals_transformers(tmp_path):
+    pytest.importorskip("torch")
+    from llmath.measure import oracle
+
+    cfg = _defaults("MusicgenMelodyDecoderConfig", tmp_path)
+    spec = spec_from_config(cfg, "melody-decoder")
+    model = oracle.build_meta(oracle.hf_config(cfg))
+    assert type(model).__name__ == "MusicgenMelodyForCausalLM" and not spec.is_encoder_decoder
+    assert llmath_groups(param_report(spec, "eager")) == hf_groups(model)
+    _assert_decoder_passes(spec, _melody_passes(model, cfg["num_codebooks"], cfg["hidden_size"]))
+
+
+def test_melody_composite_equals_transformers(tmp_path):
+    pytest.importorskip("torch")
+    from llmath.measure import oracle
+
+    cfg = _defaults("MusicgenMelodyConfig", tmp_path)
+    spec = spec_from_config(cfg, "melody")
+    model = oracle.build_meta(oracle.hf_config(cfg))
+    hf = hf_groups(model)
+    hf.pop("audio")  # EnCodec: named, not counted
+    rep = param_report(spec, "eager")
+    assert llmath_groups(rep) == hf
+    # T5's 512 -> 1024 and the 12 chroma bins -> 1024, each with bias
+    assert (
+        rep.towers["enc_to_dec_proj"] == 512 * 1024 + 1024 and rep.towers["audio_enc_to_dec_proj"] == 12 * 1024 + 1024
+    )
+    dec = cfg["decoder"]
+    _assert_decoder_passes(spec, _melody_passes(model, dec["num_codebooks"], dec["hidden_size"]))
+    d = analyze(spec, batch=1, prompt=235 + 16, gen=8).to_dict()
+    assert d["components_not_in_stages"] == [
+        "text_encoder",
+        "enc_to_dec_proj",
+        "audio_enc_to_dec_proj",
+        "audio_encoder",
+    ]
+    assert any("conditioning" in w for w in d["warnings"])

@@ -17,8 +17,8 @@ from typing import Any
 SEQ2SEQ = ("t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus")
 SPEECH_SEQ2SEQ = ("whisper",)  # the audio encoder-decoders (AutoModelForSpeechSeq2Seq)
 # text-to-audio encoder-decoders (AutoModelForTextToWaveform); their decoder alone is MusicgenForCausalLM
-TEXT_TO_WAVEFORM = ("musicgen",)
-CODEBOOK_DECODERS = {"musicgen_decoder": "MusicgenForCausalLM"}
+TEXT_TO_WAVEFORM = ("musicgen", "musicgen_melody")
+CODEBOOK_DECODERS = {"musicgen_decoder": "MusicgenForCausalLM", "musicgen_melody_decoder": "MusicgenMelodyForCausalLM"}
 # xLSTM-7b's config.json names the Triton kernels of mlstm_kernels; transformers' xLSTMConfig (5.23) admits
 # only the native torch ones, which compute the same layer
 XLSTM_NATIVE = {

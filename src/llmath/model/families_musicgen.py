@@ -105,15 +105,68 @@ def codebook_notes(spec: ModelSpec) -> list[str]:
         "(generate with guidance_scale > 1) runs the decoder on 2·B rows and is not included: analyse "
         "batch = 2·B to include it"
     ]
+    if spec.tower_params:  # MusicGen-Melody: the conditioning is the decoder's prefix
+        counted = ", ".join(k for k, _ in spec.tower_params)
+        notes.append(
+            f"{spec.name}: {counted} counted in params and weight memory; the stages are the decoder, whose prompt "
+            "is the conditioning prefix (chroma_length chroma frames + the text tokens, projected) followed by any "
+            "audio prompt steps; the text encoder's pass is not in the stages"
+        )
     if spec.towers_not_counted:
         notes.append(
             f"{spec.name}: {', '.join(spec.towers_not_counted)} (EnCodec, which turns codes into audio) is not "
-            "counted in params, memory or stages; the encoder stage is the text encoder"
+            "counted in params, memory or stages" + ("; the encoder stage is the text encoder" if spec.encoder else "")
         )
     return notes
+
+
+# MusicGen-Melody's decoder: the same layers without cross-attention (two LayerNorms); the conditioning is
+# prepended to the audio positions as a prefix of the self-attention (a decoder-only model whose prompt is
+# conditioning + audio codes); its heads compute logits at every position in eager (no logits_to_keep)
+MELODY_DECODER: dict[str, Any] = dict(
+    {k: v for k, v in DECODER.items() if k not in ("encdec", "external")},
+    norms_per_layer=2,
+    fields=lambda cfg, n: dict(codebooks=int(cfg.get("num_codebooks") or 4), extra_token_rows=1, eager_all_logits=True),
+)
+
+
+def _melody(cfg: Mapping[str, Any], get, *, name: str, model_type: str, source: str, tie_embeddings: bool):
+    """MusicgenMelodyForConditionalGeneration: the decoder's stages; the T5 text encoder, ``enc_to_dec_proj``
+    (T5 width -> D, when they differ) and ``audio_enc_to_dec_proj`` (num_chroma -> D, when they differ), both with
+    bias, counted as towers (params and weight memory, not the stages); EnCodec named, not counted."""
+    from llmath.model.hf import spec_from_config
+
+    text, dec = (_sub(cfg, k, name) for k in ("text_encoder", "decoder"))
+    dec["model_type"] = "musicgen_melody_decoder"
+    t5 = spec_from_config(text, f"{name}.text_encoder")
+    if t5.model_type != "t5" or t5.encoder is None:
+        raise ConfigError(f"{name}: text_encoder model_type={text.get('model_type')!r} is not modelled; "
+                          "MusicGen-Melody's text encoder is T5 (model_type 't5')")  # fmt: skip
+    spec = spec_from_config(dec, name, source)
+    D, chroma = spec.d_model, get("num_chroma", 12)
+    towers = [("text_encoder", t5_encoder_params(t5))]
+    if t5.d_model != D:
+        towers.append(("enc_to_dec_proj", t5.d_model * D + D))
+    if chroma != D:
+        towers.append(("audio_enc_to_dec_proj", chroma * D + D))
+    audio = ("audio_encoder",) if cfg.get("audio_encoder") else ()
+    return replace(spec, model_type=model_type, tower_params=tuple(towers), towers_not_counted=audio)
+
+
+def t5_encoder_params(t5: ModelSpec) -> int:
+    """T5EncoderModel's parameters (transformers models/t5): the shared token table V·D; per block q, k, v, o
+    (D -> N·H and back, no bias), the FFN (wi, wo; gated: wi_0, wi_1, wo; no bias) and two RMSNorm weights;
+    the relative-position bias (buckets × N) in the first block; the final RMSNorm."""
+    if t5.encoder is None:  # pragma: no cover - the callers check
+        raise ConfigError(f"{t5.name}: no encoder stack")
+    D, NH, F = t5.d_model, t5.n_heads * t5.head_dim, t5.d_ff
+    block = 4 * D * NH + (3 if t5.ffn == "gated" else 2) * D * F + 2 * D
+    return t5.vocab_size * D + t5.encoder.n_layers * block + t5.relative_buckets * t5.n_heads + D
 
 
 ADAPTERS: dict[str, dict[str, Any]] = {
     "musicgen_decoder": dict(DECODER, prepare=_gelu_only),
     "musicgen": dict(build=_composite),
+    "musicgen_melody_decoder": dict(MELODY_DECODER, prepare=_gelu_only),
+    "musicgen_melody": dict(build=_melody),
 }
