@@ -222,3 +222,14 @@ def test_melody_composite_equals_transformers(tmp_path):
         "audio_encoder",
     ]
     assert any("conditioning" in w for w in d["warnings"])
+
+
+def test_layouts_and_other_text_encoders_are_refused(composite, tmp_path, capsys):
+    cfg = composite[0]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, _, err = run_cli(capsys, "analyze", str(path), "--prompt", "16", "--gpus", "2", "--tp", "2")
+    assert code != 0 and "codebook" in err and len(err.strip().splitlines()) == 1
+    bart = {"model_type": "bart", "d_model": 1024, "encoder_layers": 2, "decoder_layers": 2, "vocab_size": 100}
+    with pytest.raises(ConfigError, match="text encoder is T5"):
+        spec_from_config(dict(cfg, text_encoder=dict(cfg["text_encoder"], **bart)), "musicgen")

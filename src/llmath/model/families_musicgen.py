@@ -71,6 +71,16 @@ def _sub(cfg: Mapping[str, Any], key: str, name: str) -> dict[str, Any]:
     return dict(v)
 
 
+def _t5(text: dict[str, Any], name: str) -> ModelSpec:
+    """The text encoder's spec: T5 (every MusicGen checkpoint's, t5-base or larger), refused otherwise."""
+    from llmath.model.hf import spec_from_config  # the adapters' reader (imports this table)
+
+    if text.get("model_type") != "t5":
+        raise ConfigError(f"{name}: text_encoder model_type={text.get('model_type')!r} is not modelled; "
+                          "MusicGen's text encoder is T5 (model_type 't5')")  # fmt: skip
+    return spec_from_config(text, f"{name}.text_encoder")
+
+
 def _composite(cfg: Mapping[str, Any], get, *, name: str, model_type: str, source: str, tie_embeddings: bool):
     """MusicgenForConditionalGeneration: the decoder sub-config as the decoder, its text_encoder (T5) as the
     encoder pass; the audio encoder (EnCodec) named, not counted."""
@@ -78,17 +88,15 @@ def _composite(cfg: Mapping[str, Any], get, *, name: str, model_type: str, sourc
 
     text, dec = (_sub(cfg, k, name) for k in ("text_encoder", "decoder"))
     dec["model_type"] = "musicgen_decoder"
-    t5 = spec_from_config(text, f"{name}.text_encoder")
-    if t5.model_type != "t5" or t5.encoder is None:
-        raise ConfigError(f"{name}: text_encoder model_type={text.get('model_type')!r} is not modelled; "
-                          "MusicGen's text encoder is T5 (model_type 't5')")  # fmt: skip
+    t5 = _t5(text, name)
     spec = spec_from_config(dec, name, source)
     cross = dec.get("cross_attention_hidden_size")
     if cross is not None and cross != t5.d_model:
         raise ConfigError(f"{name}: decoder cross_attention_hidden_size={cross} must equal the text encoder's "
                           f"hidden size {t5.d_model} (transformers refuses it otherwise)")  # fmt: skip
     proj = t5.d_model if t5.d_model != spec.d_model and cross is None else 0
-    encoder = EncoderSpec(n_layers=t5.encoder.n_layers, norms_per_layer=0, final_norm=False)
+    layers = t5.encoder.n_layers if t5.encoder is not None else 0  # a T5 spec always has its encoder
+    encoder = EncoderSpec(n_layers=layers, norms_per_layer=0, final_norm=False)
     audio = ("audio_encoder",) if cfg.get("audio_encoder") else ()
     return replace(spec, model_type=model_type, encoder=encoder, text_encoder=t5, enc_proj=proj,
                    towers_not_counted=audio)  # fmt: skip
@@ -138,10 +146,7 @@ def _melody(cfg: Mapping[str, Any], get, *, name: str, model_type: str, source: 
 
     text, dec = (_sub(cfg, k, name) for k in ("text_encoder", "decoder"))
     dec["model_type"] = "musicgen_melody_decoder"
-    t5 = spec_from_config(text, f"{name}.text_encoder")
-    if t5.model_type != "t5" or t5.encoder is None:
-        raise ConfigError(f"{name}: text_encoder model_type={text.get('model_type')!r} is not modelled; "
-                          "MusicGen-Melody's text encoder is T5 (model_type 't5')")  # fmt: skip
+    t5 = _t5(text, name)
     spec = spec_from_config(dec, name, source)
     D, chroma = spec.d_model, get("num_chroma", 12)
     towers = [("text_encoder", t5_encoder_params(t5))]
@@ -157,7 +162,7 @@ def t5_encoder_params(t5: ModelSpec) -> int:
     """T5EncoderModel's parameters (transformers models/t5): the shared token table V·D; per block q, k, v, o
     (D -> N·H and back, no bias), the FFN (wi, wo; gated: wi_0, wi_1, wo; no bias) and two RMSNorm weights;
     the relative-position bias (buckets × N) in the first block; the final RMSNorm."""
-    if t5.encoder is None:  # pragma: no cover - the callers check
+    if t5.encoder is None:  # pragma: no cover - a T5 spec always has its encoder
         raise ConfigError(f"{t5.name}: no encoder stack")
     D, NH, F = t5.d_model, t5.n_heads * t5.head_dim, t5.d_ff
     block = 4 * D * NH + (3 if t5.ffn == "gated" else 2) * D * F + 2 * D
