@@ -87,12 +87,10 @@ def test_codebook_tables_and_heads_by_hand(tmp_path):
 
 def test_composite_params_by_component(composite):
     cfg, spec, model, _ = composite
-    hf = hf_groups(model)
-    audio = hf.pop("audio")  # EnCodec: named, not counted
     rep = param_report(spec, "eager")
-    assert llmath_groups(rep) == hf
-    assert rep.total + audio == sum(p.numel() for p in model.parameters())
-    assert spec.towers_not_counted == ("audio_encoder",)
+    assert llmath_groups(rep) == hf_groups(model)  # EnCodec under "audio" (model/towers_encodec.py)
+    assert rep.total == sum(p.numel() for p in model.parameters())
+    assert spec.towers_not_counted == ()
     # enc_to_dec_proj: T5's 512 to the decoder's 1024, with bias
     assert rep.by_component["enc_to_dec_proj.weight"] + rep.by_component["enc_to_dec_proj.bias"] == 512 * 1024 + 1024
 
@@ -123,7 +121,8 @@ def test_analyze_runs_stage_by_stage(composite, capsys):
     _, spec, _, _ = composite
     d = analyze(spec, batch=2, prompt=16, gen=8).to_dict()
     assert d["encoder"]["flops"]["matmul"] > 0 and d["kv_cache"]["cross_bytes"] > 0
-    assert d["params"]["towers_not_counted"] == ["audio_encoder"]
+    assert d["params"]["towers"] == {"audio": 14_851_810}  # EncodecConfig's defaults, on meta: test above
+    assert d["components_not_in_stages"] == ["audio"]
     assert any("2·B" in w for w in d["warnings"])  # classifier-free guidance: stated, not silently doubled
 
 
@@ -136,7 +135,7 @@ def test_cli_analyze_a_composite_config(composite, tmp_path, capsys):
     d = json.loads(out)
     assert d["params"]["total"] == param_report(composite[1]).total and d["encoder_s"] > 0
     code, out, err = run_cli(capsys, "analyze", str(path), "--prompt", "16", "--gen", "8")
-    assert code == 0 and "audio_encoder" in out + err and "guidance" in out + err
+    assert code == 0 and "EnCodec" in out + err and "guidance" in out + err
 
 
 def test_unmodelled_activation_is_refused(tmp_path):
@@ -204,10 +203,8 @@ def test_melody_composite_equals_transformers(tmp_path):
     cfg = _defaults("MusicgenMelodyConfig", tmp_path)
     spec = spec_from_config(cfg, "melody")
     model = oracle.build_meta(oracle.hf_config(cfg))
-    hf = hf_groups(model)
-    hf.pop("audio")  # EnCodec: named, not counted
     rep = param_report(spec, "eager")
-    assert llmath_groups(rep) == hf
+    assert llmath_groups(rep) == hf_groups(model) and rep.total == sum(p.numel() for p in model.parameters())
     # T5's 512 -> 1024 and the 12 chroma bins -> 1024, each with bias
     assert (
         rep.towers["enc_to_dec_proj"] == 512 * 1024 + 1024 and rep.towers["audio_enc_to_dec_proj"] == 12 * 1024 + 1024
@@ -219,7 +216,7 @@ def test_melody_composite_equals_transformers(tmp_path):
         "text_encoder",
         "enc_to_dec_proj",
         "audio_enc_to_dec_proj",
-        "audio_encoder",
+        "audio",
     ]
     assert any("conditioning" in w for w in d["warnings"])
 
@@ -233,3 +230,21 @@ def test_layouts_and_other_text_encoders_are_refused(composite, tmp_path, capsys
     bart = {"model_type": "bart", "d_model": 1024, "encoder_layers": 2, "decoder_layers": 2, "vocab_size": 100}
     with pytest.raises(ConfigError, match="text encoder is T5"):
         spec_from_config(dict(cfg, text_encoder=dict(cfg["text_encoder"], **bart)), "musicgen")
+
+
+def test_encodec_counted_for_another_layout_and_named_when_not_weight_normed(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from llmath.model.towers_encodec import encodec_params
+
+    # stereo, 4 ratios of 64 filters, two residual blocks per scale without conv shortcuts, compress 4
+    kw = dict(upsampling_ratios=[8, 5, 4, 4], num_filters=64, audio_channels=2, num_residual_layers=2,
+              use_conv_shortcut=False, compress=4)  # fmt: skip
+    path = tmp_path / "encodec.json"
+    transformers.EncodecConfig(**kw).to_json_file(path, use_diff=False)
+    with torch.device("meta"):
+        model = transformers.EncodecModel(transformers.EncodecConfig(**kw))
+    assert encodec_params(json.loads(path.read_text())) == sum(p.numel() for p in model.parameters())
+    cfg = _defaults("MusicgenConfig", tmp_path)
+    cfg["audio_encoder"]["norm_type"] = "time_group_norm"
+    assert spec_from_config(cfg, "musicgen").towers_not_counted == ("audio_encoder",)

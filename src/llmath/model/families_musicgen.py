@@ -12,8 +12,9 @@ encoder-decoder whose encoder is another model (``prompt`` = the cross-attended 
 ``musicgen`` is the composite (MusicgenForConditionalGeneration): the T5 text encoder (its own spec,
 ``ModelSpec.text_encoder``, whose encoder pass is this model's encoder stage), ``enc_to_dec_proj`` (the T5
 width to the decoder's, with bias, when they differ) and the decoder; the EnCodec audio encoder decodes the
-generated codes to audio (and encodes an audio prompt), it is not part of the stages and is named in
-``towers_not_counted``.
+generated codes to audio (and encodes an audio prompt): counted as a tower (``audio``: params and weight
+memory, model/towers_encodec.py), not part of the stages; named in ``towers_not_counted`` where its
+``norm_type`` is not weight_norm.
 
 What llmath models of generation (stated here once):
 - **Delay pattern**: codebook k is shifted by k steps (``build_delay_pattern_mask``), so N frames of audio
@@ -37,6 +38,7 @@ from typing import Any
 from llmath.errors import ConfigError
 from llmath.model.family_facts import _attn_bias, _k
 from llmath.model.spec import EncoderSpec, ModelSpec
+from llmath.model.towers_encodec import encodec_params
 
 DECODER: dict[str, Any] = dict(
     norm="layer",
@@ -83,7 +85,7 @@ def _t5(text: dict[str, Any], name: str) -> ModelSpec:
 
 def _composite(cfg: Mapping[str, Any], get, *, name: str, model_type: str, source: str, tie_embeddings: bool):
     """MusicgenForConditionalGeneration: the decoder sub-config as the decoder, its text_encoder (T5) as the
-    encoder pass; the audio encoder (EnCodec) named, not counted."""
+    encoder pass; the audio encoder (EnCodec) a counted tower."""
     from llmath.model.hf import spec_from_config  # the adapters' reader (imports this table)
 
     text, dec = (_sub(cfg, k, name) for k in ("text_encoder", "decoder"))
@@ -97,9 +99,18 @@ def _composite(cfg: Mapping[str, Any], get, *, name: str, model_type: str, sourc
     proj = t5.d_model if t5.d_model != spec.d_model and cross is None else 0
     layers = t5.encoder.n_layers if t5.encoder is not None else 0  # a T5 spec always has its encoder
     encoder = EncoderSpec(n_layers=layers, norms_per_layer=0, final_norm=False)
-    audio = ("audio_encoder",) if cfg.get("audio_encoder") else ()
+    counted, named = _audio(cfg)
     return replace(spec, model_type=model_type, encoder=encoder, text_encoder=t5, enc_proj=proj,
-                   towers_not_counted=audio)  # fmt: skip
+                   tower_params=counted, towers_not_counted=named)  # fmt: skip
+
+
+def _audio(cfg: Mapping[str, Any]) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
+    """The audio_encoder (EnCodec) as a counted tower ``audio.encodec``, or named when it cannot be counted."""
+    sub = cfg.get("audio_encoder")
+    if not isinstance(sub, Mapping):
+        return (), ()
+    n = encodec_params(sub)
+    return ((("audio.encodec", n),), ()) if n is not None else ((), ("audio_encoder",))
 
 
 def codebook_notes(spec: ModelSpec) -> list[str]:
@@ -113,17 +124,18 @@ def codebook_notes(spec: ModelSpec) -> list[str]:
         "(generate with guidance_scale > 1) runs the decoder on 2·B rows and is not included: analyse "
         "batch = 2·B to include it"
     ]
-    if spec.tower_params:  # MusicGen-Melody: the conditioning is the decoder's prefix
-        counted = ", ".join(k for k, _ in spec.tower_params)
+    if spec.tower_params or spec.towers_not_counted:
+        counted = ", ".join(k.split(".")[0] for k, _ in spec.tower_params) or "nothing"
+        named = ", ".join(spec.towers_not_counted) or "nothing"
         notes.append(
-            f"{spec.name}: {counted} counted in params and weight memory; the stages are the decoder, whose prompt "
-            "is the conditioning prefix (chroma_length chroma frames + the text tokens, projected) followed by any "
-            "audio prompt steps; the text encoder's pass is not in the stages"
+            f"{spec.name}: {counted} counted in params and weight memory, not in the stages ({named} not counted); "
+            "EnCodec (audio) turns the codes into audio after generation"
         )
-    if spec.towers_not_counted:
+    if spec.encoder is None and spec.tower_params:  # MusicGen-Melody: the conditioning is the decoder's prefix
         notes.append(
-            f"{spec.name}: {', '.join(spec.towers_not_counted)} (EnCodec, which turns codes into audio) is not "
-            "counted in params, memory or stages" + ("; the encoder stage is the text encoder" if spec.encoder else "")
+            f"{spec.name}: the stages are the decoder, whose prompt is the conditioning prefix (chroma_length "
+            "chroma frames + the text tokens, projected) followed by any audio prompt steps; the text encoder's "
+            "pass is not in the stages"
         )
     return notes
 
@@ -141,7 +153,7 @@ MELODY_DECODER: dict[str, Any] = dict(
 def _melody(cfg: Mapping[str, Any], get, *, name: str, model_type: str, source: str, tie_embeddings: bool):
     """MusicgenMelodyForConditionalGeneration: the decoder's stages; the T5 text encoder, ``enc_to_dec_proj``
     (T5 width -> D, when they differ) and ``audio_enc_to_dec_proj`` (num_chroma -> D, when they differ), both with
-    bias, counted as towers (params and weight memory, not the stages); EnCodec named, not counted."""
+    bias, and EnCodec counted as towers (params and weight memory, not the stages)."""
     from llmath.model.hf import spec_from_config
 
     text, dec = (_sub(cfg, k, name) for k in ("text_encoder", "decoder"))
@@ -154,8 +166,8 @@ def _melody(cfg: Mapping[str, Any], get, *, name: str, model_type: str, source: 
         towers.append(("enc_to_dec_proj", t5.d_model * D + D))
     if chroma != D:
         towers.append(("audio_enc_to_dec_proj", chroma * D + D))
-    audio = ("audio_encoder",) if cfg.get("audio_encoder") else ()
-    return replace(spec, model_type=model_type, tower_params=tuple(towers), towers_not_counted=audio)
+    counted, named = _audio(cfg)
+    return replace(spec, model_type=model_type, tower_params=tuple(towers) + counted, towers_not_counted=named)
 
 
 def t5_encoder_params(t5: ModelSpec) -> int:
