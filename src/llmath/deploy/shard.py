@@ -306,6 +306,11 @@ def _refuse_unsharded(spec: ModelSpec) -> None:
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
+    if spec.codebooks > 1 or spec.text_encoder is not None:  # MusicGen: no serving engine's split to follow yet
+        raise LayoutError(
+            f"{spec.name}: {spec.codebooks} codebook tables and heads (MusicGen) have no sharding rule yet (no "
+            "serving engine's split to follow); analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
+        )
     if spec.recurrence is not None:  # HRM-Text: layer runs share weights; no sharding rule splits them yet
         raise LayoutError(
             f"{spec.name}: its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), "

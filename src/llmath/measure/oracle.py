@@ -18,6 +18,9 @@ from llmath.model.family_facts import MODEL_TYPE_ALIASES
 
 SEQ2SEQ = ("t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus")
 SPEECH_SEQ2SEQ = ("whisper",)  # the audio encoder-decoders (AutoModelForSpeechSeq2Seq)
+# text-to-audio encoder-decoders (AutoModelForTextToWaveform); their decoder alone is MusicgenForCausalLM
+TEXT_TO_WAVEFORM = ("musicgen", "musicgen_melody")
+CODEBOOK_DECODERS = {"musicgen_decoder": "MusicgenForCausalLM", "musicgen_melody_decoder": "MusicgenMelodyForCausalLM"}
 # xLSTM-7b's config.json names the Triton kernels of mlstm_kernels; transformers' xLSTMConfig (5.23) admits
 # only the native torch ones, which compute the same layer
 XLSTM_NATIVE = {
@@ -110,6 +113,10 @@ def build_meta(config, attn_implementation: str = "eager"):
             return transformers.AutoModelForSeq2SeqLM.from_config(config, **kw)
         if config.model_type in SPEECH_SEQ2SEQ:
             return transformers.AutoModelForSpeechSeq2Seq.from_config(config, **kw)
+        if config.model_type in TEXT_TO_WAVEFORM:
+            return transformers.AutoModelForTextToWaveform.from_config(config, **kw)
+        if config.model_type in CODEBOOK_DECODERS:
+            return getattr(transformers, CODEBOOK_DECODERS[config.model_type])._from_config(config, **kw)
         try:
             return transformers.AutoModelForCausalLM.from_config(config, experts_implementation="batched_mm", **kw)
         except TypeError:
@@ -227,7 +234,9 @@ def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:
             out = fn()
         return counter.get_total_flops(), out
 
-    dec = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
+    # MusicGen: one code per codebook and position, decoder_input_ids of (batch · C, tokens)
+    codebooks = getattr(getattr(model.config, "decoder", None), "num_codebooks", 1)
+    dec = torch.zeros(batch * codebooks, tokens, dtype=torch.long, device="meta")
     if model.config.model_type in SPEECH_SEQ2SEQ:  # 2 mel frames per encoder position (Whisper's stride 2)
         mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device="meta")
         f_enc, enc = counted(lambda: model.get_encoder()(input_features=mels))

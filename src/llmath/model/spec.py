@@ -279,6 +279,12 @@ class ModelSpec:
     # prompt_types·prompt_length prompt rows, Moshi's one extra row
     extra_token_rows: int = 0
     segment_rows: int = 0  # CPM-Ant: a segment table whose row is added to every token's embedding
+    # MusicGen (model/families_musicgen.py): parallel codebook streams, each with its own token table (summed) and
+    # LM head (0: one stream); the composite's text encoder, a spec of its own (T5) whose encoder pass is this
+    # model's, and the width of its output that ``enc_to_dec_proj`` projects to d_model (0: no projection)
+    codebooks: int = 0
+    text_encoder: ModelSpec | None = None
+    enc_proj: int = 0
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -357,7 +363,7 @@ class ModelSpec:
         self._validate_recurrence()
         if self.attn_gate not in ("none", "head", "full"):
             raise SpecError(f"{n!r}: attn_gate={self.attn_gate!r} must be 'none', 'head' or 'full'")
-        for f in ("norms_per_layer", "prefix_positions", "extra_token_rows", "segment_rows"):
+        for f in ("norms_per_layer", "prefix_positions", "extra_token_rows", "segment_rows", "codebooks", "enc_proj"):
             if getattr(self, f) < 0:
                 raise SpecError(f"{n!r}: {f}={getattr(self, f)} must be >= 0")
         self._validate_mixers()

@@ -18,6 +18,7 @@ from llmath.ops.altup import (
     logit_rows_only,
 )
 from llmath.ops.attention import attention_block
+from llmath.ops.codebooks import enc_to_dec_proj, text_encoder_pass
 from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.cycles import recurrence_weights
@@ -274,14 +275,18 @@ def _encoder_decoder(b: Builder) -> None:
     if b.stage == "encoder":
         if enc.external:  # another model's encoder (TrOCR's image encoder): no operators here
             return
+        if s.text_encoder is not None:  # MusicGen: its T5 text encoder's pass (ops/codebooks.py)
+            text_encoder_pass(b)
+            return
         if enc.frontend:  # Whisper's convolutions over audio frames (ops/frontend.py)
             audio_frontend(b)
         else:
             embedding(b, "encoder.embed", own_positions=enc.own_position_table)
         _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
         return
-    own = bool(enc.external or enc.frontend)  # no token encoder: the decoder owns the token and position tables
+    own = bool(enc.external or enc.frontend or s.text_encoder)  # the decoder owns its token and position tables
     embedding(b, "decoder.embed", own_positions=enc.own_position_table or own, token_table=own)
+    enc_to_dec_proj(b)
     _stack(b, "decoder", s.n_layers, s.norms_per_layer, s.final_norm)
     lm_head(b)
 
