@@ -14,7 +14,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-SEQ2SEQ = ("t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus")
+SEQ2SEQ = (
+    "t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus", "prophetnet",
+)  # fmt: skip
 SPEECH_SEQ2SEQ = ("whisper",)  # the audio encoder-decoders (AutoModelForSpeechSeq2Seq)
 # xLSTM-7b's config.json names the Triton kernels of mlstm_kernels; transformers' xLSTMConfig (5.23) admits
 # only the native torch ones, which compute the same layer
@@ -223,12 +225,13 @@ def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:
             out = fn()
         return counter.get_total_flops(), out
 
-    dec = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
+    dev = next(model.parameters()).device  # meta, or a small model on the CPU (ProphetNet's decode step)
+    dec = torch.zeros(batch, tokens, dtype=torch.long, device=dev)
     if model.config.model_type in SPEECH_SEQ2SEQ:  # 2 mel frames per encoder position (Whisper's stride 2)
-        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device="meta")
+        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device=dev)
         f_enc, enc = counted(lambda: model.get_encoder()(input_features=mels))
     else:
-        ids = torch.zeros(batch, src, dtype=torch.long, device="meta")
+        ids = torch.zeros(batch, src, dtype=torch.long, device=dev)
         f_enc, enc = counted(lambda: model.get_encoder()(input_ids=ids))
     f_pre, out = counted(lambda: model(encoder_outputs=enc, decoder_input_ids=dec, use_cache=True))
     past = out.past_key_values

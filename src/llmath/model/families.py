@@ -17,6 +17,7 @@ from llmath.model import (
     families_moe,
     families_multimodal,
     families_odd,
+    families_prophetnet,
     families_qwen4,
     families_recurrent,
     families_ssm,
@@ -564,3 +565,4 @@ ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, 
 ADAPTERS.update(families_inkling.ADAPTERS)  # Inkling, Inkling-2 (model/families_inkling.py)
 ADAPTERS.update(families_odd.ADAPTERS)  # CPM-Ant, Phi-4-multimodal, Moshi (model/families_odd.py)
 ADAPTERS.update(families_idx.ADAPTERS)  # indexed sparse attention: A.X K2, Dots 3 Note, MiniMax-M3 (families_idx.py)
+ADAPTERS.update(families_prophetnet.ADAPTERS)  # ProphetNet's n-stream encoder-decoder (model/families_prophetnet.py)

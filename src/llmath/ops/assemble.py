@@ -31,6 +31,7 @@ from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_beside_ffn, moe_block, router_state_carry
 from llmath.ops.norm_gate import norm_gate
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
+from llmath.ops.prophet import prophet_decoder
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
 from llmath.ops.vision_cross import vision_cross_layers
@@ -267,6 +268,9 @@ def _encoder_decoder(b: Builder) -> None:
         else:
             embedding(b, "encoder.embed", own_positions=enc.own_position_table)
         _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
+        return
+    if s.prophet is not None:  # ProphetNet's n-stream decoder (ops/prophet.py)
+        prophet_decoder(b)
         return
     own = bool(enc.external or enc.frontend)  # no token encoder: the decoder owns the token and position tables
     embedding(b, "decoder.embed", own_positions=enc.own_position_table or own, token_table=own)
