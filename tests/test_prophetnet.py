@@ -6,8 +6,9 @@ layers, written with ``to_json_file`` and read back). The decode step cannot run
 attention checks the position ids' values (``ProphetNetNgramSelfAttention.get_predict_relative_pos_embeddings``
 calls ``torch_compilable_check(position_ids[0][0] == key_sequence_length - 1)``, a ``Tensor.item()``), so all
 three stages are also proven on small CPU models (random weights, eager attention), for 1, 2 and 3 streams.
-Transformers' forward is llmath's ``eager`` execution (every predicting stream); the default (``flash``)
-computes the one stream ``generate`` reads: the tests below say where and why they differ.
+ProphetNetForCausalLM (the decoder alone) is proven the same way. Transformers' forward is llmath's
+``eager`` execution (every predicting stream); the default (``flash``) computes what ``generate`` reads:
+the tests below say where and why they differ.
 """
 
 from __future__ import annotations
@@ -204,6 +205,56 @@ def test_analyze_stage_by_stage_cli_and_json(defaults, tmp_path, capsys):
     assert code == 0 and "decoder.self_attn.streams" in out and "relative" in out
 
 
+@pytest.mark.parametrize("cross", [True, False])
+def test_causal_lm_params_equal_transformers(cross, tmp_path):
+    """ProphetNetForCausalLM, the decoder alone (``architectures`` names it): its token table, and the
+    cross-attention weights it allocates (``add_cross_attention``) but never runs without an encoder."""
+    torch = pytest.importorskip("torch")
+    import transformers
+
+    from llmath.measure import oracle
+
+    cfg = dict(_config(tmp_path, add_cross_attention=cross), architectures=["ProphetNetForCausalLM"])
+    spec = spec_from_config(cfg, "causal")
+    assert not spec.is_encoder_decoder
+    with torch.device("meta"):
+        model = transformers.ProphetNetForCausalLM(oracle.hf_config(cfg))
+    assert param_report(spec, "eager").total == oracle.count_params(model)
+    assert llmath_groups(param_report(spec, "eager")) == hf_groups(model)
+
+
+@pytest.mark.parametrize("extra", STREAMS)
+def test_causal_lm_stages_equal_transformers_on_cpu(extra, tmp_path):
+    """Its prefill (logits of every stream at every position: transformers' head has no logits_to_keep), the
+    DynamicCache and a decode step, on small CPU models (the decode step cannot run on meta, as above)."""
+    torch = pytest.importorskip("torch")
+    import transformers
+
+    from llmath.measure import oracle
+
+    cfg = dict(_config(tmp_path, **TINY, **extra), is_encoder_decoder=False)  # as ProphetNetForCausalLM saves it
+    spec = spec_from_config(cfg, "causal-tiny")
+    torch.manual_seed(0)
+    model = transformers.ProphetNetForCausalLM(oracle.hf_config(cfg)).eval()
+    f_pre, out = oracle.forward_flops(model, B, T)
+    assert matmul_flops(spec, "prefill", Scenario(B, T)) == f_pre
+    past = oracle.past_of(out)
+    assert kv_cache_bytes(spec, B, T, Precision()) == oracle.cache_bytes(past)
+    f_dec, _ = oracle.forward_flops(model, B, 1, past=past)
+    assert matmul_flops(spec, "decode", Scenario(B, 1, T)) == f_dec
+
+
+def test_causal_lm_analyze_runs(tmp_path, capsys):
+    path = tmp_path / "causal.json"
+    path.write_text(json.dumps(dict(_config(tmp_path), architectures=["ProphetNetForCausalLM"])))
+    code, out, err = run_cli(capsys, "analyze", str(path), "--prompt", "32", "--gen", "4", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert "encoder" not in d and d["decode"]["flops"]["matmul"] > 0
+    # main-stream K/V only: 12 layers × K and V × D = 1024 × 2 bytes per position
+    assert d["kv_cache"]["bytes_per_token"] == 12 * 2 * 1024 * 2
+
+
 def test_xlm_prophetnet_is_gone_from_transformers_5_23(tmp_path):
     pytest.importorskip("transformers")
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
@@ -219,3 +270,5 @@ def test_unmodelled_options_are_refused(tmp_path):
         spec_from_config(_config(tmp_path, tie_word_embeddings=False), "untied")
     with pytest.raises(ConfigError, match="encoder_ffn_dim"):
         spec_from_config(_config(tmp_path, encoder_ffn_dim=2048), "widths")
+    with pytest.raises(ConfigError, match="ProphetNetForCausalLM"):
+        spec_from_config(_config(tmp_path, add_cross_attention=False), "no-cross")

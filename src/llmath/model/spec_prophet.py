@@ -25,6 +25,9 @@ class ProphetSpec:
     buckets: int
     max_distance: int
     streams: int = 1
+    # ProphetNetForCausalLM (the decoder alone, no encoder): its layers skip cross-attention, whose weights
+    # (``add_cross_attention``, true by default) are allocated all the same
+    cross_weights: bool = True
 
     def training(self) -> ProphetSpec:
         """The spec as a training step runs it: every predicting stream."""

@@ -290,6 +290,8 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     b = Builder(spec, attention, stage)
     if spec.is_encoder_decoder:
         _encoder_decoder(b)
+    elif spec.prophet is not None:  # ProphetNetForCausalLM: the n-stream decoder alone (ops/prophet.py)
+        prophet_decoder(b)
     else:
         embedding(b)
         per_layer_inputs(b)

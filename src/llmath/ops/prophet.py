@@ -88,7 +88,8 @@ def _inputs(b: Builder, m: int) -> None:
     and the embedding LayerNorm over all (1 + m)·T rows."""
     s, D = b.spec, b.spec.d_model
     first = len(b.ops)
-    embedding(b, "decoder.embed", own_positions=True, token_table=False)  # tokens, positions, norm
+    # tokens, positions, norm; the encoder's embedding owns the shared token table, if there is an encoder
+    embedding(b, "decoder.embed", own_positions=True, token_table=s.encoder is None)
     *main, norm = b.ops[first:]
     n = s.prophet.ngram if s.prophet is not None else 0
     b.ops[first:] = main
@@ -163,6 +164,20 @@ def ngram_self_attention(b: Builder, m: int) -> None:
     _scale_from(b, first, 1 + m)
 
 
+def _cross_attention(b: Builder) -> None:
+    """Cross-attention over the cached encoder output, then its residual add; ProphetNetForCausalLM (no
+    encoder) skips it, its weights (and its LayerNorm's) allocated all the same (``add_cross_attention``)."""
+    s, D, L = b.spec, b.spec.d_model, b.spec.n_layers
+    if s.encoder is not None:
+        attention_block(b, None, L, LK, prefix="decoder.cross_attn", cross=True)
+        residual(b, "decoder.residual.cross_attn", L, LK)
+    elif s.prophet is not None and s.prophet.cross_weights:
+        skipped = "skipped (no encoder)"
+        b.add("decoder.cross_attn.weights", "attention", "memory", skipped, dict(D=D), L,
+              [("attention.cross.weight", 4 * D * D), ("attention.cross.bias", 4 * D)], LK)  # fmt: skip
+        b.add("decoder.cross_attn.norm", "norm", "memory", skipped, dict(D=D), L, [("norm.layers", 2 * D)], LK)
+
+
 def prophet_decoder(b: Builder) -> None:
     """A decoder pass (``prefill`` / ``decode``): inputs, the post-LN layers (n-stream self-attention, then
     cross-attention over the cached encoder output, then the FFN, each followed by residual add and LayerNorm)
@@ -170,14 +185,13 @@ def prophet_decoder(b: Builder) -> None:
     s, (m, heads) = b.spec, streams(b)
     _inputs(b, m)
     first = len(b.ops)
-    for j in range(s.norms_per_layer):
+    for j in range(s.norms_per_layer - (s.encoder is None)):  # the decoder alone runs no cross-attention norm
         b.norm(f"decoder.norm{j}", s.d_model, count=s.n_layers, pkey="norm.layers", layer_kind=LK)
     _scale_from(b, first, 1 + m)
     ngram_self_attention(b, m)
     first = len(b.ops)
     residual(b, "decoder.residual.self_attn", s.n_layers, LK)
-    attention_block(b, None, s.n_layers, LK, prefix="decoder.cross_attn", cross=True)
-    residual(b, "decoder.residual.cross_attn", s.n_layers, LK)
+    _cross_attention(b)
     ffn_block(b, s.d_ff, s.n_layers, LK, "decoder.ffn", "ffn", "ffn")
     residual(b, "decoder.residual.ffn", s.n_layers, LK)
     _scale_from(b, first, 1 + m)
