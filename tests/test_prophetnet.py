@@ -255,6 +255,33 @@ def test_causal_lm_analyze_runs(tmp_path, capsys):
     assert d["kv_cache"]["bytes_per_token"] == 12 * 2 * 1024 * 2
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_one_gpu_layout_and_sweep_agree_with_analyze(causal, tmp_path):
+    import numpy as np
+
+    import llmath
+    from llmath.deploy import make_layout
+    from llmath.deploy.cost import rank_memory_parts
+    from llmath.errors import LayoutError
+    from llmath.sweep import grid
+
+    cfg = dict(_config(tmp_path), **({"architectures": ["ProphetNetForCausalLM"]} if causal else {}))
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(cfg))
+    spec = spec_from_config(cfg, "layout")
+    # one GPU: every layer's operators placed on it (the decoder alone labels its layers as decoder-only
+    # models do), so its weights are the model's
+    ((_, ops, _, _),) = rank_memory_parts(spec, "flash", make_layout(spec))
+    assert sum(n * op.count for op in ops for _, n in op.params) == param_report(spec).total
+    g = grid(str(path), "h100-sxm", np.array([1, 4]), np.array([64, 64]), np.array([8, 8]))
+    for i, b in enumerate((1, 4)):
+        a = llmath.analyze(str(path), "h100-sxm", batch=b, prompt=64, gen=8)
+        assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
+        assert g["kv_peak_bytes"][i] == a.kv_cache["peak_bytes"]
+    with pytest.raises(LayoutError, match="tp=1 and pp=1"):
+        make_layout(spec, tp=2) and rank_memory_parts(spec, "flash", make_layout(spec, tp=2))
+
+
 def test_xlm_prophetnet_is_gone_from_transformers_5_23(tmp_path):
     pytest.importorskip("transformers")
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES

@@ -270,7 +270,7 @@ def _encoder_decoder(b: Builder) -> None:
         _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
         return
     if s.prophet is not None:  # ProphetNet's n-stream decoder (ops/prophet.py)
-        prophet_decoder(b)
+        prophet_decoder(b, "decoder")
         return
     own = bool(enc.external or enc.frontend)  # no token encoder: the decoder owns the token and position tables
     embedding(b, "decoder.embed", own_positions=enc.own_position_table or own, token_table=own)
@@ -291,7 +291,7 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     if spec.is_encoder_decoder:
         _encoder_decoder(b)
     elif spec.prophet is not None:  # ProphetNetForCausalLM: the n-stream decoder alone (ops/prophet.py)
-        prophet_decoder(b)
+        prophet_decoder(b, layer_kind(spec, None, False))
     else:
         embedding(b)
         per_layer_inputs(b)

@@ -37,7 +37,6 @@ from llmath.ops.core import Builder, Op, Site, Term, Window
 from llmath.ops.embed import embedding, lm_head
 from llmath.ops.ffn import ffn_block, residual
 
-LK = "decoder"
 ROW_MONOS = ("BT", "BL", "XE")  # terms per query row (with "E:" score entries and "P:" pairs)
 
 
@@ -95,8 +94,8 @@ def _inputs(b: Builder, m: int) -> None:
     b.ops[first:] = main
     b.add(
         "decoder.embed.streams", "embedding", "vector", "BT,GD,PD->BGTD", dict(G=n, P=s.max_positions or 0, D=D), 1,
-        [("embedding.ngram", n * D)], vflops=[(m * D, "BT", f"{m}·D")],
-        weight=[(D, "BT", "D"), (m * D, "1", f"{m}·D")], act_out=[(m * D, "BT", f"{m}·D")],
+        [("embedding.ngram", n * D)], vflops=[(m * D, "BT", _times(m, "D"))],
+        weight=[(D, "BT", "D"), (m * D, "1", _times(m, "D"))], act_out=[(m * D, "BT", _times(m, "D"))],
     )  # fmt: skip
     b.ops.append(rows_times(norm, 1 + m))
 
@@ -110,7 +109,7 @@ def _kv(a: Attn, m: int) -> None:
             params=[(f"attention.{w}.weight", D * D), (f"attention.{w}.bias", D)],
             flops=[(2 * D * D * r, "BT", f"{r}·2·D·K·H")], vflops=[(D * r, "BT", f"{r}·K·H")],
             weight=[(D * D + D, "1", "D·K·H")], act_in=[(D * r, "BT", f"{r}·D")], kv_write=[(D, "BT", "K·H")],
-            act_out=[(D * m, "BT", f"{m}·K·H")],
+            act_out=[(D * m, "BT", _times(m, "K·H"))],
         )  # fmt: skip
 
 
@@ -136,16 +135,25 @@ def _relative_bias(b: Builder, a: Attn, m: int) -> None:
     a.site.linear("relative_proj", "BTD,DUN->BTUN", a.D, U * a.N, bias=True, pkey="attention.relative",
                   sizes=dict(D=a.D, U=U, N=a.N), sym_out="U·N")  # fmt: skip
     _scale_from(b, first, 1 + m)
-    k = "E" if b.attention == "eager" else "P"
-    entries = [(a.N * (1 + m), f"{k}:full", f"{1 + m}·N"), (a.N * m, f"{k}:1", f"{m}·N")]
-    a.site.op("relative_bias", "vector", "BNTS->BNTS", vflops=entries, act_in=entries, act_out=entries)
+    eager = b.attention == "eager"
+    k = "E" if eager else "P"
+    entries = [(a.N * (1 + m), f"{k}:full", f"{1 + m}·N"), (a.N * m, f"{k}:1", _times(m, "N"))]
+    if eager:  # transformers gathers the bias into a tensor of the scores' shape, then adds it
+        a.site.op("relative_bias", "vector", "BNTS->BNTS", vflops=entries, act_in=entries, act_out=entries)
+    else:  # fused into the attention kernel: it reads each row's U·N projected values, writes nothing
+        rows = [(U * a.N * (1 + m), "BT", f"{1 + m}·U·N")]
+        a.site.op("relative_bias", "vector", "BNTS->BNTS", sizes=dict(U=U, N=a.N), vflops=entries, act_in=rows)
 
 
-def ngram_self_attention(b: Builder, m: int) -> None:
+def _times(k: int, sym: str) -> str:
+    return sym if k == 1 else f"{k}·{sym}"
+
+
+def ngram_self_attention(b: Builder, m: int, lk: str) -> None:
     """One n-stream self-attention per decoder layer (``ProphetNetNgramSelfAttention``)."""
     s = b.spec
     D, N, H = s.d_model, s.n_heads, s.head_dim
-    site = Site(b, s.n_layers, LK, "decoder.self_attn", "attention", dict(D=D, N=N, K=N, G=1, H=H))
+    site = Site(b, s.n_layers, lk, "decoder.self_attn", "attention", dict(D=D, N=N, K=N, G=1, H=H))
     a = Attn(site, Window.of(None), False, "attention", D, N, N, 1, H)
     first = len(b.ops)
     q_proj(a)
@@ -164,36 +172,39 @@ def ngram_self_attention(b: Builder, m: int) -> None:
     _scale_from(b, first, 1 + m)
 
 
-def _cross_attention(b: Builder) -> None:
+def _cross_attention(b: Builder, lk: str) -> None:
     """Cross-attention over the cached encoder output, then its residual add; ProphetNetForCausalLM (no
     encoder) skips it, its weights (and its LayerNorm's) allocated all the same (``add_cross_attention``)."""
     s, D, L = b.spec, b.spec.d_model, b.spec.n_layers
     if s.encoder is not None:
-        attention_block(b, None, L, LK, prefix="decoder.cross_attn", cross=True)
-        residual(b, "decoder.residual.cross_attn", L, LK)
+        attention_block(b, None, L, lk, prefix="decoder.cross_attn", cross=True)
+        residual(b, "decoder.residual.cross_attn", L, lk)
     elif s.prophet is not None and s.prophet.cross_weights:
-        skipped = "skipped (no encoder)"
-        b.add("decoder.cross_attn.weights", "attention", "memory", skipped, dict(D=D), L,
-              [("attention.cross.weight", 4 * D * D), ("attention.cross.bias", 4 * D)], LK)  # fmt: skip
-        b.add("decoder.cross_attn.norm", "norm", "memory", skipped, dict(D=D), L, [("norm.layers", 2 * D)], LK)
+        for w in ("q", "k", "v", "o"):  # weights only: named as their namesakes shard
+            params = [(f"attention.cross.{w}.weight", D * D), (f"attention.cross.{w}.bias", D)]
+            b.add(f"decoder.cross_attn.{w}_proj", "attention", "memory", "skipped (no encoder)", dict(D=D), L,
+                  params, lk)  # fmt: skip
+        b.add("decoder.cross_attn.norm", "norm", "memory", "skipped (no encoder)", dict(D=D), L,
+              [("norm.layers", 2 * D)], lk)  # fmt: skip
 
 
-def prophet_decoder(b: Builder) -> None:
+def prophet_decoder(b: Builder, lk: str) -> None:
     """A decoder pass (``prefill`` / ``decode``): inputs, the post-LN layers (n-stream self-attention, then
     cross-attention over the cached encoder output, then the FFN, each followed by residual add and LayerNorm)
-    on every stream's rows, and the LM head on the predicting streams' logit rows."""
+    on every stream's rows, and the LM head on the predicting streams' logit rows. ``lk``: the layers' kind
+    label (deploy/shard.py places operators on pipeline stages by it)."""
     s, (m, heads) = b.spec, streams(b)
     _inputs(b, m)
     first = len(b.ops)
     for j in range(s.norms_per_layer - (s.encoder is None)):  # the decoder alone runs no cross-attention norm
-        b.norm(f"decoder.norm{j}", s.d_model, count=s.n_layers, pkey="norm.layers", layer_kind=LK)
+        b.norm(f"decoder.norm{j}", s.d_model, count=s.n_layers, pkey="norm.layers", layer_kind=lk)
     _scale_from(b, first, 1 + m)
-    ngram_self_attention(b, m)
+    ngram_self_attention(b, m, lk)
     first = len(b.ops)
-    residual(b, "decoder.residual.self_attn", s.n_layers, LK)
-    _cross_attention(b)
-    ffn_block(b, s.d_ff, s.n_layers, LK, "decoder.ffn", "ffn", "ffn")
-    residual(b, "decoder.residual.ffn", s.n_layers, LK)
+    residual(b, "decoder.residual.self_attn", s.n_layers, lk)
+    _cross_attention(b, lk)
+    ffn_block(b, s.d_ff, s.n_layers, lk, "decoder.ffn", "ffn", "ffn")
+    residual(b, "decoder.residual.ffn", s.n_layers, lk)
     _scale_from(b, first, 1 + m)
     first = len(b.ops)
     lm_head(b)
