@@ -86,7 +86,7 @@ def coarse_hf(name: str) -> str:
     if re.search(r"(^|\.)(lm_heads?|embed_out)\.|^output\.|^decoder\.(weight|bias)$", name):  # ModernBERT: decoder
         return "lm_head"
     if re.search(
-        r"(embed_tokens|input_embedding|segment_embedding|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
+        r"(embed_tokens|input_embedding|segment_embedding|wte|wpe|word_embeddings|ngram_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
         r"positions_embed|position_embeddings|^transformer\.w\.weight$)",
         name,
     ):

@@ -16,7 +16,9 @@ from typing import Any
 
 from llmath.model.family_facts import MODEL_TYPE_ALIASES
 
-SEQ2SEQ = ("t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus")
+SEQ2SEQ = (
+    "t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus", "prophetnet",
+)  # fmt: skip
 SPEECH_SEQ2SEQ = ("whisper",)  # the audio encoder-decoders (AutoModelForSpeechSeq2Seq)
 # text-to-audio encoder-decoders (AutoModelForTextToWaveform); their decoder alone is MusicgenForCausalLM
 TEXT_TO_WAVEFORM = ("musicgen", "musicgen_melody")
@@ -236,12 +238,13 @@ def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:
 
     # MusicGen: one code per codebook and position, decoder_input_ids of (batch · C, tokens)
     codebooks = getattr(getattr(model.config, "decoder", None), "num_codebooks", 1)
-    dec = torch.zeros(batch * codebooks, tokens, dtype=torch.long, device="meta")
+    dev = next(model.parameters()).device  # meta, or a small model on the CPU (ProphetNet's decode step)
+    dec = torch.zeros(batch * codebooks, tokens, dtype=torch.long, device=dev)
     if model.config.model_type in SPEECH_SEQ2SEQ:  # 2 mel frames per encoder position (Whisper's stride 2)
-        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device="meta")
+        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device=dev)
         f_enc, enc = counted(lambda: model.get_encoder()(input_features=mels))
     else:
-        ids = torch.zeros(batch, src, dtype=torch.long, device="meta")
+        ids = torch.zeros(batch, src, dtype=torch.long, device=dev)
         f_enc, enc = counted(lambda: model.get_encoder()(input_ids=ids))
     f_pre, out = counted(lambda: model(encoder_outputs=enc, decoder_input_ids=dec, use_cache=True))
     past = out.past_key_values

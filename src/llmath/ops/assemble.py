@@ -32,6 +32,7 @@ from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_beside_ffn, moe_block, router_state_carry
 from llmath.ops.norm_gate import norm_gate
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
+from llmath.ops.prophet import prophet_decoder
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
 from llmath.ops.vision_cross import vision_cross_layers
@@ -284,6 +285,9 @@ def _encoder_decoder(b: Builder) -> None:
             embedding(b, "encoder.embed", own_positions=enc.own_position_table)
         _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
         return
+    if s.prophet is not None:  # ProphetNet's n-stream decoder (ops/prophet.py)
+        prophet_decoder(b, "decoder")
+        return
     own = bool(enc.external or enc.frontend or s.text_encoder)  # the decoder owns its token and position tables
     embedding(b, "decoder.embed", own_positions=enc.own_position_table or own, token_table=own)
     enc_to_dec_proj(b)
@@ -303,6 +307,8 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     b = Builder(spec, attention, stage)
     if spec.is_encoder_decoder:
         _encoder_decoder(b)
+    elif spec.prophet is not None:  # ProphetNetForCausalLM: the n-stream decoder alone (ops/prophet.py)
+        prophet_decoder(b, layer_kind(spec, None, False))
     else:
         embedding(b)
         per_layer_inputs(b)
