@@ -3,7 +3,7 @@ block-sparse attention, proven against transformers 5.23.
 
 Parameters by component: BigBirdPegasusConfig's defaults on the meta device. FLOPs and cache bytes: the meta
 device cannot run this model's forward (``Tensor.item()`` while building its masks), so a small model built on
-the CPU runs the three stages as ``generate`` does (``oracle.seq2seq_flops(..., device="cpu")``), counted by
+the CPU runs the three stages as ``generate`` does (``oracle.seq2seq_flops`` on the model's device), counted by
 ``FlopCounterMode``: blocks of 4 positions and 1 random block, so block-sparse attention runs above
 (5 + 2·1)·4 = 28 source tokens and a 29-token source is padded to 32. transformers switches an encoder that
 fell back to full attention for good (``set_attention_type``), so each source length gets a fresh model.
@@ -72,7 +72,7 @@ def test_stage_flops_and_cache_equal_transformers_on_cpu(attention_type, src, tm
     torch.manual_seed(0)
     model = transformers.AutoModelForSeq2SeqLM.from_config(oracle.hf_config(cfg), attn_implementation="eager").eval()
     assert llmath_groups(param_report(spec)) == hf_groups(model)
-    hf = oracle.seq2seq_flops(model, B, src, T, device="cpu")
+    hf = oracle.seq2seq_flops(model, B, src, T)  # on the model's device, the CPU
     assert matmul_flops(spec, "encoder", Scenario(B, src)) == hf["encoder"]
     # seq2seq heads compute logits at every decoder position; the decoder cross-attends the src unpadded rows
     assert matmul_flops(spec, "prefill", Scenario(B, T, 0, logits="all", src=src)) == hf["prefill"]

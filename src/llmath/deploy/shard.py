@@ -40,6 +40,7 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction as Fr
@@ -114,8 +115,18 @@ REPLICATED = {
     "conv1",
     "conv2",
     "positions",
+    "embed.streams",  # ProphetNet's stream embeddings (ops/prophet.py): one GPU only, see _refuse_unsharded
 }
-COLUMN = {"attn.gate_proj", "attn.q_proj", "attn.q_b_proj", "ffn.gate", "ffn.up", "moe.shared.gate", "moe.shared.up"}
+COLUMN = {
+    "attn.relative_proj",
+    "attn.gate_proj",
+    "attn.q_proj",
+    "attn.q_b_proj",
+    "ffn.gate",
+    "ffn.up",
+    "moe.shared.gate",
+    "moe.shared.up",
+}
 KV = {"attn.k_proj", "attn.v_proj", "attn.v_from_k"}
 ROW = {"attn.o_proj", "ffn.down", "moe.shared.down"}
 HEADS = {
@@ -202,6 +213,7 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``."""
     name, T = rule_name(op.name), L.tp
     name = XATTN.get(name, name)
+    name = re.sub(r"^attn\.(main|streams|streams_own)\.", "attn.", name)  # ProphetNet's streams: by heads
     if name.startswith("mixer.") and name != "mixer.inner_norms" and spec.mixer is not None:
         return mixer_factors(name, spec.mixer, T)
     N, K = spec.n_heads, spec.n_kv_heads
@@ -299,12 +311,22 @@ def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
     }
 
 
-def _refuse_unsharded(spec: ModelSpec) -> None:
+def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
     """Layers no sharding rule covers yet: a one-line error naming what to do instead."""
+    if spec.prophet is not None and (layout.tp > 1 or layout.pp > 1):
+        raise LayoutError(
+            f"{spec.name}: ProphetNet's decoder runs (1 + streams)·T rows per layer, which llmath's tensor- and "
+            "pipeline-parallel collectives do not carry yet; analyse it with tp=1 and pp=1 (--dp replicas work)"
+        )
     if any(p not in SHARDED | {"attention", "none", "xattn"} for k in spec.layer_mixers for p in k.split("+")):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
+        )
+    if spec.codebooks > 1 or spec.text_encoder is not None:  # MusicGen: no serving engine's split to follow yet
+        raise LayoutError(
+            f"{spec.name}: {spec.codebooks} codebook tables and heads (MusicGen) have no sharding rule yet (no "
+            "serving engine's split to follow); analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
     if spec.recurrence is not None:  # HRM-Text: layer runs share weights; no sharding rule splits them yet
         raise LayoutError(
@@ -318,7 +340,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
     from llmath.deploy.comm import encdec_collectives, stage_collectives
 
-    _refuse_unsharded(spec)
+    _refuse_unsharded(spec, layout)
     base = build_ops(spec, stage, attention)
     plans = []
     ranges = _stack_ranges(spec, stage, layout.pp)

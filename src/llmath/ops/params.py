@@ -99,7 +99,8 @@ def param_report(spec: ModelSpec, attention: str = "flash") -> ParamReport:
         with_table = total - experts // spec.moe.n_experts * (spec.moe.n_experts - spec.moe.top_k)
     # a tied table is the LM head's weight too, all of it used by every token: only an untied one drops
     table_rows = 0 if spec.tie_embeddings else by_component.get("embedding.token", 0)
-    active = with_table - table_rows + (spec.d_model if table_rows else 0) - _unread_ngram_rows(spec, by_component)
+    read = spec.d_model * max(1, spec.codebooks)  # a token reads one row (MusicGen: one of each codebook's table)
+    active = with_table - table_rows + (read if table_rows else 0) - _unread_ngram_rows(spec, by_component)
     est = seed_estimates(spec)
     return ParamReport(
         model=spec.name,
