@@ -121,3 +121,103 @@ def test_timm_builds_the_same_encoder(tmp_path):
         model = timm.create_model("mobilenetv5_300m_enc", pretrained=False, num_classes=0)
     parts = {"vision.embeddings": model.conv_stem, "vision.layers": model.blocks, "vision.head": model.msfa}
     assert {k: _count(m) for k, m in parts.items()} == TIMM_300M
+
+
+def _flops_by_child(model, *inputs) -> dict[str, int]:
+    """FlopCounterMode's totals per top-level child module; a container the forward iterates (a ModuleList, a
+    Sequential looped over) is never called itself, so its total is that of its called items."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        model(*inputs)
+    top = type(model).__name__
+    by_key = {tuple(k.split(".")[1:]): sum(v.values()) for k, v in counter.get_flop_counts().items()
+              if k.split(".")[0] == top}  # fmt: skip
+    out = {k[0]: n for k, n in by_key.items() if len(k) == 1}
+    for k, n in by_key.items():
+        if len(k) == 2 and k[0] not in out:
+            out[k[0] + "[]"] = out.get(k[0] + "[]", 0) + n
+    return {k.removesuffix("[]"): n for k, n in out.items()}
+
+
+AUDIO_FLOP_VARIANTS = [
+    ({}, 1.0),  # the defaults on one second (97 mel frames)
+    ({}, 30.0),  # the 30 s clip Gemma 3n's processor cuts audio into
+    (dict(sscp_conv_stride_size=[[3, 2], [2, 2]], sscp_conv_kernel_size=[[5, 3], [3, 3]]), 2.0),
+    (dict(conf_attention_chunk_size=8, conf_attention_context_left=5, conf_attention_context_right=3,
+          conf_num_hidden_layers=2), 1.5),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("audio,seconds", AUDIO_FLOP_VARIANTS, ids=["1s", "30s", "subsampling", "context"])
+def test_audio_flops_equal_flop_counter(audio, seconds, tmp_path):
+    """The audio encoder on meta (its masks take no data-dependent branch) under FlopCounterMode; the frame count
+    is what Gemma3nAudioFeatureExtractor yields for that many seconds of 16 kHz audio."""
+    import numpy as np
+    from transformers import Gemma3nAudioFeatureExtractor
+
+    from llmath.ops.towers_gemma3n import encoder_flops, mel_frames
+
+    wave = np.zeros(round(seconds * 16_000), dtype=np.float32)
+    frames = Gemma3nAudioFeatureExtractor()(wave, sampling_rate=16_000, return_tensors="np")["input_features"].shape[1]
+    assert mel_frames(seconds) == frames
+    enc = _modules(**audio)[0]
+    with torch.device("meta"):
+        mel, mask = torch.zeros(1, frames, 128), torch.zeros(1, frames, dtype=torch.bool)
+    hf = _flops_by_child(enc, mel, mask)
+    cfg = default_config("gemma3n", str(tmp_path))
+    cfg["audio_config"] = dict(cfg["audio_config"], **audio)
+    got = encoder_flops(cfg, seconds=seconds)
+    assert got is not None
+    assert {"audio.embeddings": got["audio.embeddings"], "audio.layers": got["audio.layers"]} == {
+        "audio.embeddings": hf["subsample_conv_projection"], "audio.layers": hf["conformer"]}  # fmt: skip
+
+
+# FlopCounterMode on timm 1.0.31's mobilenetv5_300m_enc (meta, one 768 × 768 image), per child, where timm imported
+TIMM_300M_FLOPS = {"vision.embeddings": 509_607_936, "vision.layers": 800_760_692_736, "vision.head": 70_212_648_960}
+
+
+def test_vision_flops_equal_timms_arithmetic(tmp_path):
+    """The stem, the fusion adapter and the attention products written out; the blocks' total is timm's count."""
+    from llmath.ops.towers_gemma3n import encoder_flops
+
+    stem = 2 * 384 * 384 * 64 * 3 * 9  # stride-2 3×3 conv, 768 -> 384 per side
+    # msfa at 48 × 48 (stage 2's side; stage 3's 24 × 24 output is upsampled): 1920 -> 3840 -> 2048, 1×1 convs
+    head = 2 * 48 * 48 * (1920 * 3840 + 3840 * 2048)
+    # attention products (scores and values), stage 2: 14 blocks, 12 heads of 64, 48² queries, 24² keys (kv stride
+    # 2); stage 3: 19 blocks, 16 heads of 96, 24² queries and keys; FlopCounterMode's bmm total is their sum
+    attn = 14 * 2 * 2 * 12 * 48 * 48 * 24 * 24 * 64 + 19 * 2 * 2 * 16 * 24 * 24 * 24 * 24 * 96
+    assert attn == 95_806_291_968
+    assert (stem, head) == (TIMM_300M_FLOPS["vision.embeddings"], TIMM_300M_FLOPS["vision.head"])
+    got = encoder_flops(default_config("gemma3n", str(tmp_path)))
+    assert got is not None and {k: got[k] for k in TIMM_300M_FLOPS} == TIMM_300M_FLOPS
+
+
+@pytest.mark.parametrize("image", [768, 512, 700, 333])
+def test_timm_flops_equal(image, tmp_path):
+    """Other sides too: strides round up ("same" padding), and the fusion adapter runs at stage 2's side."""
+    from llmath.ops.towers_gemma3n import encoder_flops
+
+    timm = pytest.importorskip("timm")
+    with torch.device("meta"):
+        model = timm.create_model("mobilenetv5_300m_enc", pretrained=False, num_classes=0).eval()
+        pixels = torch.zeros(1, 3, image, image)
+    hf = _flops_by_child(model, pixels)
+    got = encoder_flops(default_config("gemma3n", str(tmp_path)), image=image)
+    assert got is not None
+    assert {k: got[k] for k in TIMM_300M_FLOPS} == {
+        "vision.embeddings": hf["conv_stem"], "vision.layers": hf["blocks"], "vision.head": hf["msfa"]}  # fmt: skip
+    if image == 768:
+        assert hf == {"conv_stem": TIMM_300M_FLOPS["vision.embeddings"], "blocks": TIMM_300M_FLOPS["vision.layers"],
+                      "msfa": TIMM_300M_FLOPS["vision.head"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("kw,msg", [(dict(seconds=0.01), "no mel frame"), (dict(seconds=float("nan")), "seconds="),
+                                    (dict(image=8), "image=8"), (dict(image=768.5), "image=")])  # fmt: skip
+def test_encoder_flops_refuse_bad_input(kw, msg, tmp_path):
+    from llmath.errors import WorkloadError
+    from llmath.ops.towers_gemma3n import encoder_flops
+
+    with pytest.raises(WorkloadError, match=msg):
+        encoder_flops(default_config("gemma3n", str(tmp_path)), **kw)

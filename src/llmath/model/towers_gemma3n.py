@@ -27,27 +27,30 @@ Cfg = Mapping[str, Any]
 
 
 class Er(NamedTuple):
-    """timm ``er_k{k}_e{e}_c{c}`` (EdgeResidual): a k×k conv in -> make_divisible(in·e), a norm, a 1×1 conv
-    to c, a norm; no biases, no layer scale."""
+    """timm ``er_k{k}_s{s}_e{e}_c{c}`` (EdgeResidual): a k×k conv of stride s, in -> make_divisible(in·e), a
+    norm, a 1×1 conv to c, a norm; no biases, no layer scale."""
 
     k: int
+    s: int
     e: float
     c: int
 
 
 class Uir(NamedTuple):
-    """timm ``uir_a{a}_k{k}_e{e}_c{c}`` (UniversalInvertedResidual): an optional a×a depthwise conv on the
+    """timm ``uir_a{a}_k{k}_s{s}_e{e}_c{c}`` (UniversalInvertedResidual): an optional a×a depthwise conv on the
     input (a = 0: none), a 1×1 expansion to make_divisible(in·e), an optional k×k depthwise conv on it, a 1×1
-    projection to c, a norm after each conv and a layer scale of c; no biases."""
+    projection to c, a norm after each conv and a layer scale of c; no biases. The stride s is the k×k conv's,
+    the a×a conv's when k = 0."""
 
     a: int
     k: int
+    s: int
     e: float
     c: int
 
 
 class Mqa(NamedTuple):
-    """timm ``mqa_k{k}_h{h}_v{v}_d{d}_c{c}`` (MobileAttention, multi-query): a norm, a 1×1 query conv to h·d,
+    """timm ``mqa_k{k}_h{h}_v{v}_s1_d{d}_c{c}`` (MobileAttention, multi-query): a norm, a 1×1 query conv to h·d,
     one key and one value head of d (each preceded, when the kv stride v > 1, by a k×k depthwise conv and a
     norm), a 1×1 output conv h·d -> c and a layer scale of c; no biases."""
 
@@ -62,13 +65,14 @@ Block = Er | Uir | Mqa
 
 # timm 1.0.31 timm/models/mobilenetv5.py, _gen_mobilenet_v5 (the arch_def of every variant but mobilenetv5_base)
 MOBILENETV5_300M: tuple[tuple[Block, ...], ...] = (
-    (Er(3, 4, 128),) * 3,
-    (Uir(3, 5, 6, 256), Uir(5, 0, 4, 256), Uir(3, 0, 4, 256), Uir(5, 0, 4, 256), Uir(3, 0, 4, 256)),
-    (Uir(5, 5, 6, 640),) + (Uir(5, 0, 4, 640),) * 7 + (Uir(0, 0, 1, 640),)
-    + (Mqa(3, 12, 2, 64, 640), Uir(0, 0, 2, 640)) * 14,
-    (Uir(5, 5, 6, 1280),) + (Mqa(3, 16, 1, 96, 1280), Uir(0, 0, 2, 1280)) * 19,
+    (Er(3, 2, 4, 128),) + (Er(3, 1, 4, 128),) * 2,
+    (Uir(3, 5, 2, 6, 256), Uir(5, 0, 1, 4, 256), Uir(3, 0, 1, 4, 256), Uir(5, 0, 1, 4, 256), Uir(3, 0, 1, 4, 256)),
+    (Uir(5, 5, 2, 6, 640),) + (Uir(5, 0, 1, 4, 640),) * 7 + (Uir(0, 0, 1, 1, 640),)
+    + (Mqa(3, 12, 2, 64, 640), Uir(0, 0, 1, 2, 640)) * 14,
+    (Uir(5, 5, 2, 6, 1280),) + (Mqa(3, 16, 1, 96, 1280), Uir(0, 0, 1, 2, 1280)) * 19,
 )  # fmt: skip
-STEM = 64  # MobileNetV5Encoder stem_size, a biased 3×3 conv from the 3 image channels, then a norm
+STEM = 64  # MobileNetV5Encoder stem_size, a biased 3×3 conv of stride 2 from the 3 image channels, then a norm
+IMAGE = 768  # timm default_cfgs["mobilenetv5_300m_enc"] input_size (3, 768, 768); Gemma 3n's processor resizes to it
 FUSION_WIDTH = 2048  # MobileNetV5Encoder.num_features: the msfa output width
 FUSION_EXPANSION = 2.0  # MobileNetV5MultiScaleFusionAdapter expansion_ratio
 FUSION_TAPS = 2  # msfa_indices (-2, -1): the outputs of the last two stages are concatenated
@@ -152,7 +156,9 @@ def embedder(m: Cfg, dt: int) -> int:
 VISION_DEFAULTS = dict(architecture="mobilenetv5_300m_enc", model_args=None, hidden_size=2048, vocab_size=128)
 AUDIO_DEFAULTS = dict(vocab_size=128, input_feat_size=128, hidden_size=1536, conf_num_attention_heads=8,
                       conf_num_hidden_layers=12, conf_conv_kernel_size=5, sscp_conv_channel_size=[128, 32],
-                      sscp_conv_kernel_size=[[3, 3], [3, 3]], sscp_conv_stride_size=[[2, 2], [2, 2]])  # fmt: skip
+                      sscp_conv_kernel_size=[[3, 3], [3, 3]], sscp_conv_stride_size=[[2, 2], [2, 2]],
+                      conf_attention_chunk_size=12, conf_attention_context_left=13,
+                      conf_attention_context_right=0)  # fmt: skip
 
 
 def _sub(cfg: Cfg, key: str, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -161,12 +167,19 @@ def _sub(cfg: Cfg, key: str, defaults: dict[str, Any]) -> dict[str, Any]:
     return {**defaults, **{k: v for k, v in raw.items() if v is not None}}
 
 
+def sub_configs(cfg: Cfg) -> tuple[dict[str, Any], dict[str, Any], tuple[tuple[Block, ...], ...] | None]:
+    """(vision config, audio config, the vision block list) of a gemma3n config, defaults filled in; the block
+    list is None for a timm architecture, or ``model_args``, that llmath has no block list for."""
+    v, a = _sub(cfg, "vision_config", VISION_DEFAULTS), _sub(cfg, "audio_config", AUDIO_DEFAULTS)
+    stages = None if v["model_args"] else ARCHITECTURES.get(str(v["architecture"]))
+    return v, a, stages
+
+
 def gemma3n(cfg: Cfg, dt: int) -> Counts | None:
     """Vision, audio and both embedders into the ``dt``-wide language model; None (all named as not counted)
-    when the vision tower is a timm architecture, or takes ``model_args``, that llmath has no block list for."""
-    v, a = _sub(cfg, "vision_config", VISION_DEFAULTS), _sub(cfg, "audio_config", AUDIO_DEFAULTS)
-    stages = ARCHITECTURES.get(str(v["architecture"]))
-    if stages is None or v["model_args"]:
+    when the vision tower's block list is unknown (:func:`sub_configs`)."""
+    v, a, stages = sub_configs(cfg)
+    if stages is None:
         return None
     return {**mobilenetv5(stages), **audio(a), "projector": embedder(v, dt) + embedder(a, dt)}
 
