@@ -19,6 +19,7 @@ from typing import Any
 
 from llmath.model import (
     towers_audio,
+    towers_gemma3n,
     towers_gemma4,
     towers_inkling,
     towers_kimi,
@@ -237,8 +238,9 @@ def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...]
         return tuple(towers_phi4mm.COMBINED[str(wrapper)](cfg, text_width).items()), ()
     if not subs and wrapper in towers_vl.PATCH_ONLY:
         return tuple(towers_vl.PATCH_ONLY[str(wrapper)](cfg, text_width).items()), ()
-    if wrapper in towers_inkling.WHOLE:  # several towers counted together (Inkling: audio and vision)
-        whole = towers_inkling.WHOLE[str(wrapper)](cfg, text_width)
+    whole_of = towers_inkling.WHOLE.get(str(wrapper)) or towers_gemma3n.WHOLE.get(str(wrapper))
+    if whole_of is not None:  # several towers counted together (Inkling, Gemma 3n: audio and vision)
+        whole = whole_of(cfg, text_width)
         return (tuple(whole.items()), ()) if whole is not None else ((), tuple(subs))
     towers = [_tower_config(cfg[k], k, wrapper) for k in subs]
     if len(subs) != 1 or wrapper not in PROJECTORS or any(t is None for t in towers):
