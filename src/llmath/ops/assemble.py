@@ -18,6 +18,7 @@ from llmath.ops.altup import (
     logit_rows_only,
 )
 from llmath.ops.attention import attention_block
+from llmath.ops.blt import blt_ops
 from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.cycles import recurrence_weights
@@ -284,7 +285,9 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     if stage == "encoder" and not spec.is_encoder_decoder:
         raise WorkloadError(f"stage='encoder': {spec.name!r} is a decoder-only model; use 'prefill' or 'decode'")
     b = Builder(spec, attention, stage)
-    if spec.is_encoder_decoder:
+    if spec.blt is not None:  # the Byte Latent Transformer: its four stacks (ops/blt.py)
+        blt_ops(b)
+    elif spec.is_encoder_decoder:
         _encoder_decoder(b)
     else:
         embedding(b)
