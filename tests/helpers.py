@@ -20,6 +20,12 @@ def coarse_hf(name: str) -> str:
         return name.split(".")[0]
     if re.search(r"^audio_encoder\.", name):  # MusicGen's EnCodec
         return "audio"
+    if re.search(r"^model\.patcher\.", name):  # BLT's entropy model (ops/blt.py): one component
+        return "patcher"
+    if re.search(r"^model\.encoder_hash_tok_embedding\.", name):  # BLT's hash n-gram tables
+        return "embedding"
+    if re.search(r"^model\.\w+\.(patch|token)_embedding_projection\.", name):  # BLT's patch projections
+        return "projection"
     # a wrapper's towers (model/towers.py components), before the language model's patterns
     if re.search(r"embed_tokens_extend\.(image_embed\.img_processor|audio_embed\.encoder)\.", name):  # Phi-4-mm
         return "vision" if ".image_embed." in name else "audio"
@@ -97,6 +103,8 @@ def coarse_hf(name: str) -> str:
 
 
 def coarse_llmath(key: str) -> str:
+    if key.startswith("patcher."):  # BLT's entropy model, norms included
+        return "patcher"
     if key.split(".")[0] in ("vision", "audio", "projector", "text_encoder"):  # towers, MusicGen's text encoder
         return key.split(".")[0]
     if "norm" in key:

@@ -342,6 +342,13 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
 
     _refuse_unsharded(spec, layout)
     base = build_ops(spec, stage, attention)
+    if spec.blt is not None:  # BLT (ops/blt.py): its stacks on one GPU per replica
+        if layout.tp * layout.pp * layout.ep > 1:
+            raise LayoutError(
+                f"{spec.name}: the Byte Latent Transformer's four stacks of their own widths have no sharding rule "
+                "yet; analyse it on one GPU per replica (drop --tp/--pp/--ep; --dp replicates it)"
+            )
+        return (RankPlan(0, range(spec.n_layers), base, (), layout.dp),)
     plans = []
     ranges = _stack_ranges(spec, stage, layout.pp)
     for s, layers in enumerate(ranges):

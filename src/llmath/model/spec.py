@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from llmath.errors import SpecError
+from llmath.model.spec_blt import BltSpec
 from llmath.model.spec_compressed import CompressedSpec
 from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec, _positive
 from llmath.model.spec_index import BlockIndexSpec
@@ -250,6 +251,7 @@ class ModelSpec:
     # followed by a low-rank gate D -> r -> D (SiLU between, no bias) whose sigmoid scales the normed input
     norm_gate_rank: int = 0
     inkling: InklingSpec | None = None  # Inkling / Inkling-2 layers (ops/inkling.py)
+    blt: BltSpec | None = None  # the Byte Latent Transformer's stacks (ops/blt.py); the spec's own widths: its global
     # DeepSeek-V4: the attention of :class:`CompressedSpec`, each layer's compressor ("" none, "csa", "hca"), and
     # the hyper-connection streams (the residual is ``mhc_streams`` copies of D, 0: a plain residual; ops/mhc.py)
     compressed: CompressedSpec | None = None
@@ -377,6 +379,8 @@ class ModelSpec:
         """The optional parts' own rules (Inkling's layers, DeepSeek-V4's compression, Qwen4-Exp's)."""
         if self.inkling is not None:
             self.inkling.validate(self.name)
+        if self.blt is not None:
+            self.blt.validate(self.name)
         self._validate_compressed()
         self._validate_qwen4()
 

@@ -18,6 +18,7 @@ from llmath.ops.altup import (
     logit_rows_only,
 )
 from llmath.ops.attention import attention_block
+from llmath.ops.blt import blt_ops
 from llmath.ops.codebooks import enc_to_dec_proj, text_encoder_pass
 from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
@@ -305,7 +306,9 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     if stage == "encoder" and not spec.is_encoder_decoder:
         raise WorkloadError(f"stage='encoder': {spec.name!r} is a decoder-only model; use 'prefill' or 'decode'")
     b = Builder(spec, attention, stage)
-    if spec.is_encoder_decoder:
+    if spec.blt is not None:  # the Byte Latent Transformer: its four stacks (ops/blt.py)
+        blt_ops(b)
+    elif spec.is_encoder_decoder:
         _encoder_decoder(b)
     elif spec.prophet is not None:  # ProphetNetForCausalLM: the n-stream decoder alone (ops/prophet.py)
         prophet_decoder(b, layer_kind(spec, None, False))
