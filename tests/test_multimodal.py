@@ -10,8 +10,7 @@ from causal_lm_types import default_config
 
 from llmath.analysis import analyze
 from llmath.model.hf import spec_from_config
-from llmath.model.towers import PROJECTORS
-from llmath.model.towers_inkling import WHOLE
+from llmath.model.towers import PROJECTORS, WHOLE
 from llmath.model.towers_vl import PATCH_ONLY
 from llmath.ops.params import param_report
 
@@ -59,7 +58,8 @@ def _llmath_towers(spec) -> dict[str, int]:
     return {"projector": 0, **rep.towers, "language": rep.total - sum(rep.towers.values())}
 
 
-@pytest.mark.parametrize("mt", sorted(set(PROJECTORS) | set(PATCH_ONLY) | set(WHOLE)))
+# Phi-4-multimodal's towers share one module (embed_tokens_extend): tests/test_odd_families.py splits them
+@pytest.mark.parametrize("mt", sorted(set(PROJECTORS) | set(PATCH_ONLY) | set(WHOLE) - {"phi4_multimodal"}))
 def test_wrapper_towers_equal_transformers(mt, tmp_path):
     cfg = default_config(mt, str(tmp_path))
     spec = spec_from_config(cfg, mt)

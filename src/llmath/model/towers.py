@@ -184,6 +184,10 @@ VISION.update(towers_minimax.VISION)  # MiniMax-M3 (model/towers_minimax.py)
 VISION_DEFAULTS.update(towers_minimax.DEFAULTS)
 PROJECTORS.update(towers_minimax.PROJECTORS)
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
+# Wrappers whose several towers are counted together from the whole config: wrapper -> (config, text width) ->
+# components, or None when the config needs what llmath cannot count (every tower sub-config is then named).
+# Phi-4-multimodal builds its vision and audio towers in one module; Inkling's audio and vision towers.
+WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {**towers_phi4mm.WHOLE, **towers_inkling.WHOLE}
 
 
 # sub-config -> (tower counters by its model_type, their defaults)
@@ -212,12 +216,10 @@ def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...]
     ``text_width`` wide: every tower sub-config is counted, or none is (all are named)."""
     wrapper = cfg.get("model_type")
     subs = sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config" and v)
-    if wrapper in towers_phi4mm.COMBINED:  # Phi-4-multimodal: vision and audio towers in one module
-        return tuple(towers_phi4mm.COMBINED[str(wrapper)](cfg, text_width).items()), ()
     if not subs and wrapper in towers_vl.PATCH_ONLY:
         return tuple(towers_vl.PATCH_ONLY[str(wrapper)](cfg, text_width).items()), ()
-    if wrapper in towers_inkling.WHOLE:  # several towers counted together (Inkling: audio and vision)
-        whole = towers_inkling.WHOLE[str(wrapper)](cfg, text_width)
+    if wrapper in WHOLE:  # several towers counted together from the whole config
+        whole = WHOLE[str(wrapper)](cfg, text_width)
         return (tuple(whole.items()), ()) if whole is not None else ((), tuple(subs))
     towers = [_tower_config(cfg[k], k, wrapper) for k in subs]
     if len(subs) != 1 or wrapper not in PROJECTORS or any(t is None for t in towers):

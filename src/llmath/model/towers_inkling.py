@@ -116,5 +116,5 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 VISION: dict[str, Callable[[Cfg], Counts]] = {"inkling2_vision": inkling2_vision}
 PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {"inkling2": lambda c, v, dt: 0}  # the merger: above
-# wrappers whose several towers are counted together: wrapper -> counter (None: named, not counted)
+# wrappers whose several towers are counted together (model/towers.py WHOLE; None: named, not counted)
 WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {"inkling_mm_model": inkling_towers}
