@@ -23,8 +23,9 @@ AUDIO = r"audio_tower\."
 # Qwen-VL's patch mergers live inside the vision module (model.visual.merger): they are the projector
 PROJECTOR = (
     r"(multi_modal_projector|connector|vision_projection|visual_projection|visual\.merger|visual\.deepstack_merger_list)\."
-    r"|image_newline$|img_temporal_embedding\."
+    r"|image_newline$|img_temporal_embedding\.|language_projection\."
 )
+QFORMER = r"^(model\.)?(qformer\.|query_tokens$)"  # BLIP-2's querying transformer
 
 
 def _build(cfg: dict):
@@ -45,10 +46,10 @@ def _build(cfg: dict):
 
 
 def _hf_towers(model) -> dict[str, int]:
-    out = {"vision": 0, "audio": 0, "projector": 0, "language": 0}
+    out = {"vision": 0, "audio": 0, "qformer": 0, "projector": 0, "language": 0}
     for n, p in model.named_parameters():
         part = "projector" if re.search(PROJECTOR, n) else "vision" if re.search(VISION, n) else "language"
-        part = "audio" if re.search(AUDIO, n) else part
+        part = "audio" if re.search(AUDIO, n) else "qformer" if re.search(QFORMER, n) else part
         out[part] += p.numel()
     return {k: v for k, v in out.items() if v or k in ("projector", "language")}
 

@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmath.model import towers_audio, towers_inkling, towers_minimax, towers_mllama, towers_phi4mm, towers_vl
+from llmath.model import (
+    towers_audio,
+    towers_inkling,
+    towers_minimax,
+    towers_mllama,
+    towers_phi4mm,
+    towers_vl,
+    towers_wrappers,
+)
 
 Counts = dict[str, int]
 Cfg = Mapping[str, Any]
@@ -183,11 +191,19 @@ VISION_DEFAULTS.update(towers_mllama.DEFAULTS)
 VISION.update(towers_minimax.VISION)  # MiniMax-M3 (model/towers_minimax.py)
 VISION_DEFAULTS.update(towers_minimax.DEFAULTS)
 PROJECTORS.update(towers_minimax.PROJECTORS)
+VISION.update(towers_wrappers.VISION)  # InternVL (model/towers_wrappers.py)
+VISION_DEFAULTS.update(towers_wrappers.DEFAULTS)
+PROJECTORS.update(towers_wrappers.PROJECTORS)
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
 # Wrappers whose several towers are counted together from the whole config: wrapper -> (config, text width) ->
 # components, or None when the config needs what llmath cannot count (every tower sub-config is then named).
-# Phi-4-multimodal builds its vision and audio towers in one module; Inkling's audio and vision towers.
-WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {**towers_phi4mm.WHOLE, **towers_inkling.WHOLE}
+# Phi-4-multimodal builds its vision and audio towers in one module; Inkling's audio and vision towers;
+# BLIP-2's vision model and Q-Former; Idefics2's vision model and perceiver connector.
+WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {
+    **towers_phi4mm.WHOLE,
+    **towers_inkling.WHOLE,
+    **towers_wrappers.WHOLE,  # BLIP-2 (a Q-Former), Idefics2 (a perceiver connector)
+}
 
 
 # sub-config -> (tower counters by its model_type, their defaults)
@@ -238,7 +254,7 @@ WRAPPER_TIES = {"gemma3": True, "paligemma": True, "mistral3": True, "lighton_oc
                 "video_llava": False, "llava_next": False, "llava_onevision": False, "vipllava": False,
                 "idefics3": False, "smolvlm": False, "shieldgemma2": True,
                 "llava_next_video": False, "cohere2_vision": True,
-                **towers_vl.WRAPPER_TIES, **towers_audio.WRAPPER_TIES}  # fmt: skip
+                **towers_vl.WRAPPER_TIES, **towers_audio.WRAPPER_TIES, **towers_wrappers.WRAPPER_TIES}  # fmt: skip
 TIES_FROM_TEXT = frozenset({"llava", "llava_next_video", "llava_onevision"})
 
 
