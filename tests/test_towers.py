@@ -68,3 +68,47 @@ def test_a_hub_file_without_the_tower_keys_reads_the_defaults(tmp_path):
     cfg = default_config("blip-2", str(tmp_path))
     cfg["vision_config"], cfg["qformer_config"] = {}, {}
     assert _llmath_towers(spec_from_config(cfg, "blip-2")) == _hf_towers(_build(cfg))
+
+
+# Dots 3 Note: a small vision tower whose layers override their widths and expert counts, attention biases,
+# the legacy spellings a released file may use (pyramid_num_routed, embed_dim, whisper_config ...)
+_DOTS_V = {"hidden_size": 64, "adapter_in_dim": 64, "num_attention_heads": 4, "intermediate_size": 96,
+           "moe_intermediate_size": 32, "num_local_experts": 4, "adapter_out_dim": 5120}  # fmt: skip
+_DOTS_A = {"hidden_size": 64, "adapter_input_size": 64, "num_attention_heads": 4, "intermediate_size": 96,
+           "num_hidden_layers": 2, "downsample_hidden_size": 8, "feature_size": 20}  # fmt: skip
+DOTS3 = [
+    {"vision_config": dict(_DOTS_V, num_hidden_layers=3, mlp_layer_types=["dense", "sparse", "sparse"],
+                           per_layer_config={"0": {"intermediate_size": 48},
+                                             "2": {"num_local_experts": 6, "moe_intermediate_size": 16}},
+                           attention_bias=True),
+     "audio_config": dict(_DOTS_A, attention_bias=False)},
+    {"vision_config": dict(_DOTS_V, num_hidden_layers=2, mlp_layer_types=["dense", "dense"], mlp_bias=True),
+     "audio_config": _DOTS_A},
+    {"vision_config": {"embed_dim": 64, "adapter_in_dim": 64, "num_heads": 4, "use_bias": True,
+                       "num_hidden_layers": 3, "pyramid_num_routed": [-1, 4, 8], "moe_intermediate_size": 32},
+     "audio_config": {"whisper_config": {"d_model": 64, "encoder_layers": 1, "encoder_attention_heads": 4,
+                                         "encoder_ffn_dim": 32, "num_mel_bins": 16},
+                      "whisper_adapter_in_dim": 64, "downsample_hidden_size": 8}},
+]  # fmt: skip
+
+
+def _replace_towers(mt: str, towers: dict, tmp_path) -> dict:
+    cfg = default_config(mt, str(tmp_path))
+    cfg.update({k: dict(v, model_type=cfg[k]["model_type"]) for k, v in towers.items()})
+    return cfg
+
+
+@pytest.mark.parametrize("towers", DOTS3, ids=["per-layer-overrides", "mlp-bias", "legacy-keys"])
+def test_dots3_note_towers_equal_transformers(towers, tmp_path):
+    cfg = _replace_towers("dots3_note", towers, tmp_path)
+    spec = spec_from_config(cfg, "dots3_note")
+    assert spec.towers_not_counted == () and _llmath_towers(spec) == _hf_towers(_build(cfg))
+
+
+def test_dots3_note_unmodelled_layer_override_names_both_towers(tmp_path):
+    """A per-layer override of a key the count does not follow (here the layer's width) is not guessed."""
+    vision = dict(_DOTS_V, num_hidden_layers=2, mlp_layer_types=["dense", "dense"],
+                  per_layer_config={"1": {"num_attention_heads": 2}})  # fmt: skip
+    cfg = _replace_towers("dots3_note", {"vision_config": vision}, tmp_path)
+    spec = spec_from_config(cfg, "dots3_note")
+    assert spec.towers_not_counted == ("audio_config", "vision_config") and spec.tower_params == ()

@@ -19,6 +19,7 @@ from typing import Any
 
 from llmath.model import (
     towers_audio,
+    towers_dots3,
     towers_inkling,
     towers_minimax,
     towers_mllama,
@@ -203,6 +204,7 @@ WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {
     **towers_phi4mm.WHOLE,
     **towers_inkling.WHOLE,
     **towers_wrappers.WHOLE,  # BLIP-2 (a Q-Former), Idefics2 (a perceiver connector)
+    **towers_dots3.WHOLE,  # Dots 3 Note: an MoE vision tower and an audio tower
 }
 
 
