@@ -112,3 +112,29 @@ def test_dots3_note_unmodelled_layer_override_names_both_towers(tmp_path):
     cfg = _replace_towers("dots3_note", {"vision_config": vision}, tmp_path)
     spec = spec_from_config(cfg, "dots3_note")
     assert spec.towers_not_counted == ("audio_config", "vision_config") and spec.tower_params == ()
+
+
+EMU3 = [{}, {"channel_multiplier": [1, 2], "attn_resolutions": [0, 1], "base_channels": 64, "hidden_size": 64,
+             "double_latent": True, "temporal_downsample_factor": 2, "num_res_blocks": 1, "codebook_size": 64,
+             "embed_dim": 8, "latent_channels": 6}]  # fmt: skip
+
+
+@pytest.mark.parametrize("vq", EMU3, ids=["default", "small-double-latent"])
+def test_emu3_vq_vae_equals_transformers(vq, tmp_path):
+    """Emu3's wrapper with its VQ-VAE (the default one, and one with attention at every resolution, a width
+    change inside a resolution, a doubled latent); an empty vocabulary map lets transformers build the model
+    (only image generation reads it)."""
+    cfg = default_config("emu3", str(tmp_path))
+    cfg["vq_config"] = dict(cfg["vq_config"], **vq)
+    cfg["vocabulary_map"] = {}
+    spec = spec_from_config(cfg, "emu3")
+    assert spec.towers_not_counted == () and _llmath_towers(spec) == _hf_towers(_build(cfg))
+
+
+def test_emu3_vq_defaults_are_the_config_class():
+    from transformers.models.emu3.configuration_emu3 import Emu3VQVAEConfig
+
+    from llmath.model.towers_emu3 import DEFAULTS as VQ
+
+    theirs = Emu3VQVAEConfig().to_dict()
+    assert {k: theirs[k] for k in VQ["emu3_vqgan"]} == VQ["emu3_vqgan"]

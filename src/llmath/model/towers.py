@@ -20,6 +20,7 @@ from typing import Any
 from llmath.model import (
     towers_audio,
     towers_dots3,
+    towers_emu3,
     towers_inkling,
     towers_minimax,
     towers_mllama,
@@ -195,6 +196,7 @@ PROJECTORS.update(towers_minimax.PROJECTORS)
 VISION.update(towers_wrappers.VISION)  # InternVL (model/towers_wrappers.py)
 VISION_DEFAULTS.update(towers_wrappers.DEFAULTS)
 PROJECTORS.update(towers_wrappers.PROJECTORS)
+PROJECTORS.update(towers_emu3.PROJECTORS)
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
 # Wrappers whose several towers are counted together from the whole config: wrapper -> (config, text width) ->
 # components, or None when the config needs what llmath cannot count (every tower sub-config is then named).
@@ -212,6 +214,7 @@ WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {
 TOWERS: dict[str, tuple[dict[str, Callable[[Cfg], Counts]], dict[str, dict[str, Any]]]] = {
     "vision_config": (VISION, VISION_DEFAULTS),
     "audio_config": (towers_audio.AUDIO, towers_audio.DEFAULTS),
+    "vq_config": (towers_emu3.VQ, towers_emu3.DEFAULTS),  # Emu3's VQ-VAE image tokenizer
 }
 
 
