@@ -23,7 +23,7 @@ AUDIO = r"audio_tower\."
 # Qwen-VL's patch mergers live inside the vision module (model.visual.merger): they are the projector
 PROJECTOR = (
     r"(multi_modal_projector|connector|vision_projection|visual_projection|visual\.merger|visual\.deepstack_merger_list)\."
-    r"|image_newline$|img_temporal_embedding\.|language_projection\."
+    r"|image_newline$|img_temporal_embedding\.|language_projection\.|aligner\.|^model\.projector\.|vision_model\.merger\."
 )
 QFORMER = r"^(model\.)?(qformer\.|query_tokens$)"  # BLIP-2's querying transformer
 VQVAE = r"vqmodel\."  # Emu3's VQ-VAE image tokenizer

@@ -4,6 +4,9 @@ modeling_instructblip.py, modeling_instructblipvideo.py, modeling_idefics2.py, m
 :mod:`llmath.model.towers` merges these rows and ``tests/test_multimodal.py`` proves each against the
 meta-device module.
 
+Also the projectors of Cosmos3-Omni, HyperCLOVA X Vision v2 and DeepSeek-VL, whose vision models llmath
+already counts (Qwen3-VL's, Qwen2.5-VL's, SigLIP's).
+
 Components: ``vision.*``; ``qformer.*`` (BLIP-2's querying transformer: its learned query tokens, its
 layers, and InstructBLIP's text embeddings); ``projector`` (BLIP-2's language projection, Idefics2's
 connector: a gated MLP into the text width and a perceiver resampler, InternVL's pixel-shuffle MLP).
@@ -140,7 +143,15 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                             use_mean_pooling=True),
 }  # fmt: skip
 VISION: dict[str, Callable[[Cfg], Counts]] = {"internvl_vision": internvl_vision}
-PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {"internvl": internvl_projector}
+PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {
+    "internvl": internvl_projector,
+    # Cosmos3-Omni: Qwen3-VL's vision model and mergers (modeling_cosmos3_omni.py builds it from vision_config)
+    "cosmos3_omni": lambda c, v, dt: 0,
+    # HyperCLOVA X Vision v2: Qwen2.5-VL's vision model and merger, then Linear(out_hidden_size, dt) with bias
+    "hyperclovax_vision_v2": lambda c, v, dt: v["out_hidden_size"] * dt + dt,
+    # DeepSeek-VL: SigLIP with its pooling head, the aligner Linear(dv, dt) -> GELU -> Linear(dt, dt), biased
+    "deepseek_vl": lambda c, v, dt: v["hidden_size"] * dt + dt + dt * dt + dt,
+}
 # wrappers whose several towers are counted together (model/towers.py WHOLE)
 WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {
     "blip-2": _blip(False),
@@ -148,4 +159,6 @@ WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {
     "instructblipvideo": _blip(True),
     "idefics2": idefics2,
 }
-WRAPPER_TIES = {"idefics2": False, "internvl": True}  # Idefics2Config / InternVLConfig tie_word_embeddings
+# the wrapper config classes' tie_word_embeddings (Idefics2Config, InternVLConfig, Cosmos3OmniConfig, ...)
+WRAPPER_TIES = {"idefics2": False, "internvl": True, "cosmos3_omni": False, "hyperclovax_vision_v2": True,
+                "deepseek_vl": True}  # fmt: skip
