@@ -53,10 +53,12 @@ def test_defaults_are_the_config_classes():
     """The values llmath fills in for keys a hub file leaves out are the config classes' own defaults."""
     from transformers import Blip2QFormerConfig, Blip2VisionConfig, InternVLVisionConfig
     from transformers.models.idefics2.configuration_idefics2 import Idefics2PerceiverConfig, Idefics2VisionConfig
+    from transformers.models.qianfan_ocr.configuration_qianfan_ocr import QianfanOCRVisionConfig
 
     for ours, cls in ((BLIP_VISION, Blip2VisionConfig), (QFORMER, Blip2QFormerConfig),
                       (IDEFICS2_VISION, Idefics2VisionConfig), (PERCEIVER, Idefics2PerceiverConfig),
-                      (DEFAULTS["internvl_vision"], InternVLVisionConfig)):  # fmt: skip
+                      (DEFAULTS["internvl_vision"], InternVLVisionConfig),
+                      (DEFAULTS["qianfan_ocr_vision"], QianfanOCRVisionConfig)):  # fmt: skip
         assert _norm(cls().to_dict(), ours) == _norm(ours, ours), cls.__name__
 
 

@@ -142,9 +142,12 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                             norm_type="layer_norm", use_mask_token=False, use_absolute_position_embeddings=True,
                             use_mean_pooling=True),
 }  # fmt: skip
-VISION: dict[str, Callable[[Cfg], Counts]] = {"internvl_vision": internvl_vision}
+# Qianfan-OCR: InternVL's vision model and projector (modeling_qianfan_ocr.py, the same modules renamed)
+DEFAULTS["qianfan_ocr_vision"] = dict(DEFAULTS["internvl_vision"], attention_bias=True)
+VISION: dict[str, Callable[[Cfg], Counts]] = {"internvl_vision": internvl_vision, "qianfan_ocr_vision": internvl_vision}
 PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {
     "internvl": internvl_projector,
+    "qianfan_ocr": internvl_projector,
     # Cosmos3-Omni: Qwen3-VL's vision model and mergers (modeling_cosmos3_omni.py builds it from vision_config)
     "cosmos3_omni": lambda c, v, dt: 0,
     # HyperCLOVA X Vision v2: Qwen2.5-VL's vision model and merger, then Linear(out_hidden_size, dt) with bias
@@ -161,4 +164,4 @@ WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {
 }
 # the wrapper config classes' tie_word_embeddings (Idefics2Config, InternVLConfig, Cosmos3OmniConfig, ...)
 WRAPPER_TIES = {"idefics2": False, "internvl": True, "cosmos3_omni": False, "hyperclovax_vision_v2": True,
-                "deepseek_vl": True}  # fmt: skip
+                "deepseek_vl": True, "qianfan_ocr": False}  # fmt: skip
