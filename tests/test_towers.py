@@ -29,6 +29,9 @@ OPTIONS = [
                                     "image_size": [224, 336], "patch_size": 14},
                   "downsample_ratio": 0.25}),
     ("internvl", {"vision_config": {"num_hidden_layers": 2, "use_absolute_position_embeddings": False}}),
+    ("lfm2_vl", {"vision_config": {"num_hidden_layers": 2, "vision_use_head": False, "num_patches": 64},
+                 "projector_use_layernorm": False, "projector_bias": False, "downsample_factor": 3,
+                 "projector_hidden_size": 512}),
 ]  # fmt: skip
 
 
@@ -51,14 +54,17 @@ def _norm(d: dict, keys) -> dict:
 
 def test_defaults_are_the_config_classes():
     """The values llmath fills in for keys a hub file leaves out are the config classes' own defaults."""
-    from transformers import Blip2QFormerConfig, Blip2VisionConfig, InternVLVisionConfig
+    from transformers import Blip2QFormerConfig, Blip2VisionConfig, InternVLVisionConfig, Siglip2VisionConfig
     from transformers.models.idefics2.configuration_idefics2 import Idefics2PerceiverConfig, Idefics2VisionConfig
     from transformers.models.qianfan_ocr.configuration_qianfan_ocr import QianfanOCRVisionConfig
+
+    from llmath.model.towers import VISION_DEFAULTS
 
     for ours, cls in ((BLIP_VISION, Blip2VisionConfig), (QFORMER, Blip2QFormerConfig),
                       (IDEFICS2_VISION, Idefics2VisionConfig), (PERCEIVER, Idefics2PerceiverConfig),
                       (DEFAULTS["internvl_vision"], InternVLVisionConfig),
-                      (DEFAULTS["qianfan_ocr_vision"], QianfanOCRVisionConfig)):  # fmt: skip
+                      (DEFAULTS["qianfan_ocr_vision"], QianfanOCRVisionConfig),
+                      (VISION_DEFAULTS["siglip2_vision_model"], Siglip2VisionConfig)):  # fmt: skip
         assert _norm(cls().to_dict(), ours) == _norm(ours, ours), cls.__name__
 
 
