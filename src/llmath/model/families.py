@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.model import (
+    families_assist,
     families_dense,
     families_dsv4,
     families_encdec,
@@ -564,3 +565,4 @@ ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, 
 ADAPTERS.update(families_inkling.ADAPTERS)  # Inkling, Inkling-2 (model/families_inkling.py)
 ADAPTERS.update(families_odd.ADAPTERS)  # CPM-Ant, Phi-4-multimodal, Moshi (model/families_odd.py)
 ADAPTERS.update(families_idx.ADAPTERS)  # indexed sparse attention: A.X K2, Dots 3 Note, MiniMax-M3 (families_idx.py)
+ADAPTERS.update(families_assist.ADAPTERS)  # Gemma 4's assistants, draft models on the target's K/V (families_assist.py)

@@ -17,6 +17,7 @@ from llmath.ops.altup import (
     laurel,
     logit_rows_only,
 )
+from llmath.ops.assistant import assistant_head, assistant_input
 from llmath.ops.attention import attention_block
 from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
@@ -287,7 +288,10 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     if spec.is_encoder_decoder:
         _encoder_decoder(b)
     else:
-        embedding(b)
+        if spec.assistant is not None:  # a draft model on its target's cache (ops/assistant.py)
+            assistant_input(b)
+        else:
+            embedding(b)
         per_layer_inputs(b)
         if spec.mhc_streams:
             mhc_embed(b)
@@ -295,5 +299,5 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
         _decoder_layers(b)
         altup_outputs(b)
         mhc_head(b)
-        head(b)
+        (assistant_head if spec.assistant is not None else head)(b)
     return tuple(b.ops)
