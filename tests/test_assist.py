@@ -162,3 +162,72 @@ def test_assistant_refuses_what_transformers_refuses(tmp_path):
     own = dict(cfg, text_config=dict(cfg["text_config"], num_kv_shared_layers=2))
     with pytest.raises(ConfigError, match="num_kv_shared_layers=2 must equal num_hidden_layers=4"):
         spec_from_config(own, "a")
+
+
+def _pair_files(tmp_path, target_width=1536):
+    """An assistant (:func:`e2b_assistant_config`) and a Gemma 4 target of width 1536 whose last 10 layers
+    share K/V, both written as config.json files. The target's other values are Gemma4TextConfig's defaults
+    (4 K/V heads of 256 on sliding layers, window 512, full layers of 512), the assistant's text_config too,
+    so the K/V shapes it reads match; the pair is synthetic, not a checkpoint's."""
+    from transformers import Gemma4TextConfig
+
+    target = tmp_path / "target.json"
+    Gemma4TextConfig(hidden_size=target_width, num_kv_shared_layers=10).to_json_file(target, use_diff=False)
+    e2b_assistant_config(tmp_path)
+    return str(target), str(tmp_path / "assistant.json")
+
+
+def test_draft_step_reads_the_targets_cache_by_arithmetic(tmp_path):
+    _, assistant = _pair_files(tmp_path)
+    spec = spec_from_config(json.loads(open(assistant).read()))
+    # its 4 layers: 3 sliding (window 512; 4 K/V heads of 256) and the last full (4 K/V heads of 512)
+    assert spec.layer_windows == (512, 512, 512, None)
+    # a draft step over the target's 1024 cached positions (S0 = 1023): the sliding layers read 512 positions,
+    # the full one 1024: 3 · 2·4·256·512 + 2·4·512·1024 = 3,145,728 + 4,194,304 = 7,340,032 elements
+    ops = values_by_op(spec, "decode", "flash", Scenario(1, 1, 1023))
+    assert sum(x.get("kv_read", 0) for x in ops.values()) == 7_340_032
+    assert sum(x.get("kv_write", 0) for x in ops.values()) == 0
+
+
+def test_assistant_drafts_for_its_target_end_to_end(tmp_path, capsys):
+    from helpers import run_cli
+
+    from llmath.deploy.service import serve
+    from llmath.deploy.speculative import Speculation, draft_device, round_time
+    from llmath.deploy.step import Device
+    from llmath.hardware.efficiency import efficiency
+    from llmath.hardware.registry import get
+    from llmath.model.registry import resolve
+
+    target, assistant = _pair_files(tmp_path)
+    hw = get("h100-sxm")
+    dev = Device(resolve(target), hw, Precision(), efficiency("expected", hw))
+    s = Speculation("draft", 3, 2.5, assistant)
+    d = draft_device(dev, s)
+    # a round: 3 draft steps, each reading the target's 2000 cached positions (S0 = 1999), + a verify of width 4
+    assert round_time(dev, d, s, 8, 2000) == pytest.approx(
+        3 * d.iteration(8, 1999).time_s + dev.verify(8, 4, 2000).time_s
+    )
+    with_draft = serve(target, "h100-sxm", concurrency=8, prompt=1024, gen=128, speculation=s).metrics
+    plain = serve(target, "h100-sxm", concurrency=8, prompt=1024, gen=128).metrics
+    assert with_draft["tpot_s"] < plain["tpot_s"]  # 2.5 tokens a round for a 4-layer draft's cost
+    code, out, err = run_cli(capsys, "analyze", target, "-H", "h100-sxm", "--concurrency", "8", "--prompt", "1024",
+                             "--gen", "128", "--spec-method", "draft", "--draft-model", assistant,
+                             "--spec-tokens", "3", "--acceptance", "2.5", "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["tpot_s"] == pytest.approx(with_draft["tpot_s"])
+
+
+def test_assistant_runs_only_as_the_draft_of_its_own_target(tmp_path):
+    from llmath.analysis import analyze
+    from llmath.deploy.service import serve
+    from llmath.deploy.speculative import Speculation
+    from llmath.errors import WorkloadError
+
+    target, assistant = _pair_files(tmp_path, target_width=2304)
+    with pytest.raises(WorkloadError, match="is a draft model that runs on its target's cache"):
+        analyze(assistant, "h100-sxm")
+    with pytest.raises(WorkloadError, match="trained on a target of width 1536 .* has 2304"):
+        serve(
+            target, "h100-sxm", concurrency=8, prompt=1024, gen=128, speculation=Speculation("draft", 3, 2.5, assistant)
+        )

@@ -28,6 +28,7 @@ from llmath.deploy.cost import (
     rank_memory_parts,
 )
 from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.speculative import refuse_draft_only
 from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
@@ -371,6 +372,7 @@ def analyze(
     """
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
+    refuse_draft_only(spec)  # a Gemma 4 assistant runs only as a draft (deploy/speculative.py)
     batch, prompt, gen, prefix = _check_sizes(batch, prompt, gen, prefix)
     reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
