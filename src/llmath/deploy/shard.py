@@ -191,6 +191,9 @@ XATTN = {
     "xattn.ffn.up": "ffn.up",
     "xattn.ffn.down": "ffn.down",
     "xattn.gates": "moe.router",
+    "xattn.scores": "attn.scores",  # with images: the products split by query heads
+    "xattn.softmax": "attn.softmax",
+    "xattn.context": "attn.context",
 }  # fmt: skip  (gates: replicated)
 
 

@@ -17,6 +17,7 @@ from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec, _positive
 from llmath.model.spec_index import BlockIndexSpec
 from llmath.model.spec_inkling import InklingSpec
 from llmath.model.spec_mixer import LINEAR_ATTENTION_KINDS, MixerSpec, SharedBlockSpec
+from llmath.model.spec_vision import VisionSpec
 
 NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
@@ -276,6 +277,7 @@ class ModelSpec:
     extra_token_rows: int = 0
     segment_rows: int = 0  # CPM-Ant: a segment table whose row is added to every token's embedding
     assistant: AssistantSpec | None = None  # a draft model on its target's cache (Gemma 4 assistants)
+    vision: VisionSpec | None = None  # Llama 3.2 Vision's image encoder, for requests with images (spec_vision.py)
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -421,6 +423,8 @@ class ModelSpec:
                 raise SpecError(f"{n!r}: {f} has {len(getattr(self, f))} entries for {self.n_layers} layers")
         if self.layer_d_ff and (len(self.layer_d_ff) != self.n_layers or min(self.layer_d_ff) <= 0):
             raise SpecError(f"{n!r}: layer_d_ff={self.layer_d_ff} must give {self.n_layers} positive FFN widths")
+        if self.vision is not None:
+            self.vision.validate(n)
         if self.assistant is not None:  # every layer reads the target's cache (model/spec_assistant.py)
             self.assistant.validate(n, self.vocab_size)
             if not all(self.layer_kv_shared):
@@ -549,5 +553,5 @@ class ModelSpec:
 
 __all__ = [
     "ModelSpec", "MoESpec", "MLASpec", "CompressedSpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec", "HyperSpec",
-    "QSASpec", "NGramSpec", "LINEAR_ATTENTION_KINDS", "InklingSpec", "AssistantSpec",
+    "QSASpec", "NGramSpec", "LINEAR_ATTENTION_KINDS", "InklingSpec", "AssistantSpec", "VisionSpec",
 ]  # fmt: skip

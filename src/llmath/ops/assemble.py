@@ -35,6 +35,7 @@ from llmath.ops.per_layer import per_layer_block, per_layer_inputs
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
 from llmath.ops.vision_cross import vision_cross_layers
+from llmath.ops.vision_mllama import vision_pass
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
@@ -280,8 +281,14 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     """The operator list of one forward pass of ``spec`` at ``stage`` under ``attention``."""
     if attention not in ATTENTIONS:
         raise WorkloadError(f"attention={attention!r} must be one of {', '.join(ATTENTIONS)}")
-    if stage not in ("prefill", "decode", "encoder"):
-        raise WorkloadError(f"stage={stage!r} must be 'prefill', 'decode' or 'encoder'")
+    if stage not in ("prefill", "decode", "encoder", "vision"):
+        raise WorkloadError(f"stage={stage!r} must be 'prefill', 'decode', 'encoder' or 'vision'")
+    if stage == "vision":  # Llama 3.2 Vision's image encoder (ops/vision_mllama.py)
+        if spec.vision is None:
+            raise WorkloadError(f"stage='vision': {spec.name!r} has no image encoder llmath runs (mllama has)")
+        b = Builder(spec, attention, stage)
+        vision_pass(b)
+        return tuple(b.ops)
     if stage == "encoder" and not spec.is_encoder_decoder:
         raise WorkloadError(f"stage='encoder': {spec.name!r} is a decoder-only model; use 'prefill' or 'decode'")
     b = Builder(spec, attention, stage)

@@ -52,7 +52,7 @@ import numpy as np
 from llmath.model.spec import ModelSpec
 
 Attention = Literal["eager", "flash"]
-Stage = Literal["prefill", "decode", "encoder"]
+Stage = Literal["prefill", "decode", "encoder", "vision"]
 ATTENTIONS = ("eager", "flash")
 
 NORM_FLOPS = {"rms": 4, "layer": 7, "layer_noparam": 5, "rms_noparam": 3}
@@ -120,7 +120,8 @@ class Op:
 
 # ---- monomials -------------------------------------------------------------------------------------
 
-MONO_TEXT = {"1": "1", "B": "B", "BP": "B·[S0>0]", "BT": "B·T", "BL": "B·L", "X": "B·src", "XE": "B·T·src"}
+MONO_TEXT = {"1": "1", "B": "B", "BP": "B·[S0>0]", "BT": "B·T", "BL": "B·L", "X": "B·src", "XE": "B·T·src",
+             "I": "[src>0]", "BTI": "B·T·[src>0]"}  # fmt: skip
 
 
 def mono_text(m: str) -> str:
@@ -306,6 +307,11 @@ def _parse_mono(m: str) -> tuple[str, int | None, bool]:
     return kind, None if w == "full" else int(w), False
 
 
+def _has_source(src: Value) -> Value:
+    """1 where a scenario has source positions (src > 0), else 0."""
+    return int(src > 0) if _is_int(src) else (np.asarray(src) > 0).astype(float)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """B sequences of T new tokens after S0 cached positions; logits for the last or all positions.
@@ -338,10 +344,10 @@ class Scenario:
                 v = B if self.logits == "last" else B * self.T  # never the prefix positions
             elif m == "BP":  # sequences continuing a cached prefix (a mixer reads its state once)
                 v = B * (S0 > 0) if isinstance(S0, np.ndarray) else (B if S0 > 0 else 0)
-            elif m == "X":
-                v = B * self.src
-            elif m == "XE":
-                v = B * T * self.src
+            elif m in ("I", "BTI"):  # work that runs only with a source (Mllama's cross layers with images)
+                v = _has_source(self.src) * (1 if m == "I" else B * self.T)
+            elif m in ("X", "XE"):
+                v = B * self.src * (1 if m == "X" else T)
             elif m == "U:moe":
                 moe = spec.moe
                 if moe is None:  # pragma: no cover - only MoE layers emit U:moe
