@@ -32,18 +32,25 @@ def vision_cross_layers(b: Builder, count: int, lk: str) -> None:
         b.add(name, component, "matmul", "BTE,EF->BTF", dict(E=din, F=dout), count, params, lk,
               flops=[(2 * din * dout, m, "2·E·F")], weight=[(din * dout, "I", "E·F")], act_in=[(din, m, "E")],
               act_out=[(dout, m, "F")])  # fmt: skip
-    prefill = b.stage == "prefill"
-    for w in ("k", "v"):  # the vision tokens' K/V, once per request, into the cross cache
-        b.add(f"xattn.{w}_proj", "attention", "matmul", "BXD,DKH->BXKH", dict(D=D, K=K, H=hd), count,
-              [(f"attention.cross.{w}.weight", D * K * hd)], lk,
-              flops=[(2 * D * K * hd, "X", "2·D·K·H")] if prefill else [],
-              weight=[(D * K * hd, "I", "D·K·H")] if prefill else [], act_in=[(D, "X", "D")] if prefill else [],
-              kv_write=[(K * hd, "X", "K·H")] if prefill else [])  # fmt: skip
-    for name, sig in (("xattn.scores", "BTNH,BXNH->BNTX"), ("xattn.context", "BNTX,BXNH->BTNH")):
-        b.add(name, "attention", "matmul", sig, dict(N=H, H=hd), count, (), lk,
-              flops=[(2 * H * hd, "XE", "2·N·H")], kv_read=[(K * hd, "X", "K·H")])  # fmt: skip
-    b.add("xattn.softmax", "attention", "vector", "BNTX->BNTX", dict(N=H), count, (), lk,
-          vflops=[(SOFTMAX_FLOPS * H, "XE", "N")])  # fmt: skip
+    # the cross cache as one operator: K and V of the vision tokens projected once (prefill) and written; read
+    # by the products in every pass (kept here, so the products' operator is no cached-attention kernel)
+    kv = (
+        dict(
+            flops=[(4 * D * K * hd, "X", "2·2·D·K·H")],
+            weight=[(2 * D * K * hd, "I", "2·D·K·H")],
+            act_in=[(D, "X", "D")],
+            kv_write=[(2 * K * hd, "X", "2·K·H")],
+        )
+        if b.stage == "prefill"
+        else {}
+    )
+    b.add("xattn.kv_proj", "attention", "matmul", "BXD,DKH->BXKH", dict(D=D, K=K, H=hd), count,
+          [("attention.cross.k.weight", D * K * hd), ("attention.cross.v.weight", D * K * hd)], lk,
+          kv_read=[(2 * K * hd, "X", "2·K·H")], **kv)  # fmt: skip
+    # scores, softmax and context as one operator (with the K/V one, a layer keeps the nine kernels a text-only
+    # request charges): the eager products over the src cached positions, 2·N·H each per query and position
+    b.add("xattn.attention", "attention", "matmul", "BTNH,BXNH->BTNH", dict(N=H, H=hd), count, (), lk,
+          flops=[(4 * H * hd, "XE", "4·N·H")], vflops=[(SOFTMAX_FLOPS * H, "XE", "N")])  # fmt: skip
     b.add("xattn.gates", "attention", "vector", "BTD->BTD", dict(D=D), count, [("attention.cross.gates", 2)], lk,
           vflops=[(2 * D, "BTI", "2·D")])  # fmt: skip
     b.add("xattn.norms", "norm", "vector", "BTD->BTD", dict(D=D), count, [("norm.layers", 2 * D + 2 * hd)], lk,

@@ -7,6 +7,7 @@ score rectangle is T × T, monomial ``E:full``). The patch convolution (a C·p²
 projector (vision_output_dim → text width, per vision token: tiles · (patches + 1) of them) are per image
 (monomial ``B``). The tower's weights are counted once, in the wrapper's towers (``tower_params``): these
 operators read them and declare no parameters. Norms, GELU, gates and the positional tables are vector work.
+Both executions compute the whole T × T rectangle (bidirectional); eager writes the scores, flash does not.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ def _layers(b: Builder, count: int, lk: str) -> None:
     for w in ("q", "k", "v"):
         _mm(b, f"vision.{w}_proj", D, D, count, "BT", lk)
     for name, sig in (("vision.scores", "BTNH,BSNH->BNTS"), ("vision.context", "BNTS,BSNH->BTNH")):
+        written = [(N, "E:full", "N")] if b.attention == "eager" else []  # flash keeps the T × T on chip
         b.add(name, "vision", "matmul", sig, dict(N=N, H=D // N), count, (), lk,
-              flops=[(2 * D, "E:full", "2·N·H")], act_out=[(N, "E:full", "N")])  # fmt: skip
+              flops=[(2 * D, "E:full", "2·N·H")], act_out=written)  # fmt: skip
         if name == "vision.scores":
             b.add("vision.softmax", "vision", "vector", "BNTS->BNTS", dict(N=N), count, (), lk,
                   vflops=[(SOFTMAX_FLOPS * N, "E:full", "N")])  # fmt: skip
