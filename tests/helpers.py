@@ -20,6 +20,12 @@ def coarse_hf(name: str) -> str:
         return name.split(".")[0]
     if re.search(r"^audio_encoder\.", name):  # MusicGen's EnCodec
         return "audio"
+    if re.search(r"^model\.patcher\.", name):  # BLT's entropy model (ops/blt.py): one component
+        return "patcher"
+    if re.search(r"^model\.encoder_hash_tok_embedding\.", name):  # BLT's hash n-gram tables
+        return "embedding"
+    if re.search(r"^model\.\w+\.(patch|token)_embedding_projection\.", name):  # BLT's patch projections
+        return "projection"
     # a wrapper's towers (model/towers.py components), before the language model's patterns
     if re.search(r"embed_tokens_extend\.(image_embed\.img_processor|audio_embed\.encoder)\.", name):  # Phi-4-mm
         return "vision" if ".image_embed." in name else "audio"
@@ -35,6 +41,10 @@ def coarse_hf(name: str) -> str:
         return "vision"
     if re.search(r"(^|\.)audio_tower\.", name):
         return "audio"
+    if re.search(r"^(pre|post)_projection\.", name):  # Gemma 4 assistants' input and output projections
+        return "assistant"
+    if re.search(r"^masked_embedding\.centroids\.", name):  # their ordered-embedding head
+        return "lm_head"
     if re.search(r"^model\.encoder\.conv\d\.", name):  # Whisper's audio front end (ops/frontend.py)
         return "frontend"
     if re.search(r"\.norm_attn_norm\.attn\.", name):  # DBRX keeps its attention inside a "norm_attn_norm" block
@@ -97,6 +107,8 @@ def coarse_hf(name: str) -> str:
 
 
 def coarse_llmath(key: str) -> str:
+    if key.startswith("patcher."):  # BLT's entropy model, norms included
+        return "patcher"
     if key.split(".")[0] in ("vision", "audio", "projector", "text_encoder"):  # towers, MusicGen's text encoder
         return key.split(".")[0]
     if "norm" in key:

@@ -199,13 +199,13 @@ def rule_name(name: str) -> str:
 # (vLLM mllama.py MllamaTextCrossAttention: ColumnParallelLinear q, QKVParallelLinear k/v, RowParallelLinear o)
 XATTN = {
     "xattn.q_proj": "attn.q_proj",
-    "xattn.k_proj": "attn.k_proj",
-    "xattn.v_proj": "attn.v_proj",
+    "xattn.kv_proj": "attn.k_proj",
     "xattn.o_proj": "attn.o_proj",
     "xattn.ffn.gate": "ffn.gate",
     "xattn.ffn.up": "ffn.up",
     "xattn.ffn.down": "ffn.down",
     "xattn.gates": "moe.router",
+    "xattn.attention": "attn.flash",  # with images: the products split by query heads
 }  # fmt: skip  (gates: replicated)
 
 
@@ -342,6 +342,13 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
 
     _refuse_unsharded(spec, layout)
     base = build_ops(spec, stage, attention)
+    if spec.blt is not None:  # BLT (ops/blt.py): its stacks on one GPU per replica
+        if layout.tp * layout.pp * layout.ep > 1:
+            raise LayoutError(
+                f"{spec.name}: the Byte Latent Transformer's four stacks of their own widths have no sharding rule "
+                "yet; analyse it on one GPU per replica (drop --tp/--pp/--ep; --dp replicates it)"
+            )
+        return (RankPlan(0, range(spec.n_layers), base, (), layout.dp),)
     plans = []
     ranges = _stack_ranges(spec, stage, layout.pp)
     for s, layers in enumerate(ranges):
