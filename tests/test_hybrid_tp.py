@@ -185,7 +185,6 @@ def test_mixer_sum_over_ranks_is_single_gpu(name, tp, over, stage):
         ("rwkv", 2, "rwkv mixer has no sourced tensor-parallel rule"),
         ("xlstm", 2, "mlstm mixer has no sourced tensor-parallel rule"),
         ("bailing_hybrid", 2, "full-rank-gate kda"),
-        ("zamba2", 2, "Zamba's shared blocks have no tensor-parallel sharding rule"),
     ],
 )
 def test_tp_without_a_rule_is_refused(name, tp, why):

@@ -70,7 +70,7 @@ def _mixer(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Col
     m = spec.mixer
     if m is None:
         return []
-    n = sum(c for lk, c in counts.items() if lk.split("/")[0] == m.kind or lk.endswith(f"+{m.kind}"))
+    n = sum(c for lk, c in counts.items() if m.kind in lk.split("/")[0].split("+") or lk.endswith(f"+{m.kind}"))
     if not n:
         return []
     out = [Collective("mixer.all_reduce", "all_reduce", T, T, n, _msg(Fr(spec.d_model), "BT", "D"), "tp", first=g0)]
@@ -79,6 +79,26 @@ def _mixer(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Col
         out.append(Collective("mixer.x_proj.all_reduce", "all_reduce", T, T, n, xp, "tp", first=g0))
     elif (m.kind == "mamba2" and m.gated_norm and m.n_groups == 1) or m.kind == "lightning":
         out.append(Collective("mixer.norm.all_reduce", "all_reduce", T, T, n, _msg(Fr(1), "BT", "1"), "tp", first=g0))
+    return out
+
+
+def _shared(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
+    """Zamba2's hybrid layers (``shared+<kind>/...``, :mod:`llmath.deploy.shard_shared`): the shared block's
+    o_proj and down all-reduce D each; each LoRA adapter's A (``gather_output=True``) all-gathers its r
+    outputs per token: one for gate/up, three more (q, k, v) with attention adapters."""
+    sb = spec.shared_block
+    n = sum(c for lk, c in counts.items() if lk.startswith("shared+"))
+    if sb is None or not n:
+        return []
+    D = _msg(Fr(spec.d_model), "BT", "D")
+    out = [
+        Collective("shared.attn.all_reduce", "all_reduce", T, T, n, D, "tp", first=g0),
+        Collective("shared.ffn.all_reduce", "all_reduce", T, T, n, D, "tp", first=g0),
+    ]
+    adapters = (1 if sb.adapter_rank else 0) + (3 if sb.attention_adapters else 0)
+    if adapters:
+        r = _msg(Fr(sb.adapter_rank), "BT", "r")
+        out.append(Collective("shared.adapter.all_gather", "all_gather", T, T, n * adapters, r, "tp", first=g0))
     return out
 
 
@@ -104,6 +124,7 @@ def stage_collectives(
         if attn_n:
             out.append(Collective("attn.all_reduce", "all_reduce", T, T, attn_n, hidden, "tp", first=g0))
         out += _mixer(spec, T, counts, g0)
+        out += _shared(spec, T, counts, g0)
         if dense:
             out.append(Collective("ffn.all_reduce", "all_reduce", T, T, dense, hidden, "tp", first=g0))
     if moe:

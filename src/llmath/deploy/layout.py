@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from llmath.deploy.shard_mixers import mixer_tp_problem
+from llmath.deploy.shard_shared import shared_tp_problem
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
 
@@ -85,11 +86,11 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     """Why ``spec`` cannot run ``tp``-way tensor parallel (vLLM's divisibility rules), or None."""
     N, K = spec.n_heads, spec.n_kv_heads
     parts = {p for k in spec.layer_mixers for p in k.split("+")}
-    if "shared" in parts and tp > 1:  # before the heads: a pure Mamba spec's attention fields are placeholders
-        return f"tp={tp}: Zamba's shared blocks have no tensor-parallel sharding rule yet; analyse it on one GPU"
+    if "shared" in parts and (why := shared_tp_problem(spec, tp)):
+        return why
     if tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, tp)):
         return why
-    if "attention" not in parts:  # a pure state-space model: no attention heads to split
+    if not parts & {"attention", "shared"}:  # a pure state-space model: no attention heads to split
         N = K = tp
     if N % tp:
         return f"tp={tp} must divide the {N} attention heads"
@@ -178,6 +179,11 @@ def make_layout(
     n_layers = min(spec.n_layers, spec.encoder.n_layers) if spec.encoder is not None else spec.n_layers
     if pp > n_layers:
         raise LayoutError(f"pp={pp} exceeds the {n_layers} layers of {spec.name}'s stacks; use --pp <= {n_layers}")
+    if pp > 1 and spec.shared_block is not None:
+        raise LayoutError(
+            f"pp={pp}: {spec.name}'s shared blocks are not pipeline-parallel in vLLM (Zamba2ForCausalLM does not "
+            "implement SupportsPP, vllm/model_executor/models/zamba2.py); use --pp 1"
+        )
     why = _tp_problem(spec, tp)
     if why:
         raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * dp))

@@ -24,6 +24,8 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
   attention in Falcon-H1's parallel layers), Gated DeltaNet, KDA, lightning attention and LFM2's short conv
   split by heads / inner channels, their in-projections column-parallel and out_proj row-parallel; the
   per-sequence state scales with the rank's channels. Recurrent kinds without a sourced rule: refused.
+* **Zamba2's shared block** (:mod:`llmath.deploy.shard_shared`, vLLM ``zamba2.py``): heads and FFN split,
+  the LoRA adapters column-parallel (A all-gathered), the per-layer ``linear`` replicated.
 * **pipeline**: stage s runs its layers (:func:`~llmath.deploy.layout.stage_layers`); the embedding
   lives on stage 0, the final norm and LM head on the last (which also holds a copy of a tied embedding).
 * **encoder-decoder** (T5, BART, the original Transformer): every operator shards as its decoder-only
@@ -48,6 +50,8 @@ from functools import lru_cache
 from llmath.deploy.collectives import Collective
 from llmath.deploy.layout import Layout, stage_layers
 from llmath.deploy.shard_mixers import SHARDED, mixer_factors, mixer_groups_per_rank
+from llmath.deploy.shard_shared import REPLICATED as SHARED_REPLICATED
+from llmath.deploy.shard_shared import holder_params, shared_namesake
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
@@ -198,11 +202,15 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``."""
     name, T = rule_name(op.name), L.tp
     name = XATTN.get(name, name)
+    if name.startswith("shared.") and spec.shared_block is not None:  # Zamba2 (deploy/shard_shared.py)
+        name = shared_namesake(name)
     if name.startswith("mixer.") and name != "mixer.inner_norms" and spec.mixer is not None:
         return mixer_factors(name, spec.mixer, T)
     N, K = spec.n_heads, spec.n_kv_heads
     hq = Fr(1, T)
     hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
+    if name in SHARED_REPLICATED:
+        return ONE, {}, ONE, ONE
     if name in REPLICATED or (op.component == "norm" and name != "attn.qk_norm") or op.component == "residual":
         return ONE, {}, ONE, ONE
     if name == "embed.tokens" and spec.encoder is not None and spec.encoder.frontend:
@@ -239,6 +247,9 @@ def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
 
 
 def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
+    if op.name.startswith("shared.") and op.name.endswith(".weights") and not op.costs:  # Zamba2's held weights
+        kv = Fr(kv_heads_per_rank(spec, L.tp), spec.n_kv_heads)
+        return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
     default, over, fw, fb = _factors(op, spec, L)
     costs = tuple((cls, _scale_each(ts, over.get(cls, default))) for cls, ts in op.costs)
     params = tuple((k, _param(n, fb if k.endswith(".bias") else fw)) for k, n in op.params)
@@ -297,7 +308,8 @@ def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
 
 def _refuse_unsharded(spec: ModelSpec) -> None:
     """Layers no sharding rule covers yet: a one-line error naming what to do instead."""
-    if any(p not in SHARDED | {"attention", "none", "xattn"} for k in spec.layer_mixers for p in k.split("+")):
+    known = SHARDED | {"attention", "none", "xattn", "shared"}
+    if any(p not in known for k in spec.layer_mixers for p in k.split("+")):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
