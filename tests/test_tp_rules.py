@@ -3,8 +3,10 @@
 Sources: Zamba2's shared block as vLLM shards it (``vllm/model_executor/models/zamba2.py``: QKVParallelLinear q/k/v,
 RowParallelLinear o_proj and down, MergedColumnParallelLinear gate_up, Zamba2LoRA A ColumnParallelLinear with
 gather_output=True and B (Merged)ColumnParallelLinear, ReplicatedLinear ``linear``; Zamba2ForCausalLM does not
-implement SupportsPP). transformers 5.23 ships no ``base_model_tp_plan`` for Zamba2, so the expected values are the
-arithmetic in the comments.
+implement SupportsPP). RG-LRU, RWKV-4 and mLSTM have no engine implementation; their rules are llmath's choice
+(deploy/shard_mixers.py's module doc: heads / channels split, in-projections column- and out-projections
+row-parallel). transformers 5.23 ships no ``base_model_tp_plan`` for Zamba2, RecurrentGemma, RWKV or xLSTM, so the
+expected values are the arithmetic in the comments.
 """
 
 from __future__ import annotations
@@ -110,3 +112,90 @@ def test_analyze_zamba2_on_two_gpus():
     assert two.memory.per_gpu_bytes < one.memory.total_bytes
     # decode step, batch 4, bf16: the adapter all-gather output is B·r = 4·128 elements of 2 bytes, 9 layers
     assert two.comm["decode"]["shared.adapter.all_gather"]["bytes"] == 9 * 4 * 128 * 2
+
+
+def _state(ops, spec, prefixes=("mixer.",)):
+    """Per-sequence state elements of one layer of the first mixer layer kind (DECODE has B = 3)."""
+    lk = next(o.layer_kind for o in ops if o.name.startswith("mixer."))
+    one = [o for o in ops if o.name.startswith(prefixes) and o.layer_kind == lk]
+    return sum(c.values.get("kv_write", 0) // c.op.count for c in evaluate(tuple(one), DECODE, spec)) // 3
+
+
+def test_rglru_per_rank_at_tp2():
+    spec = _spec("recurrent_gemma")
+    plan = _plan(spec, 2)
+    p = _params(plan.ops, "mixer.")
+    # D = I = 2560, H = 10 gate blocks of 256, conv C = 4
+    assert (p["mixer.in_proj.weight"], p["mixer.in_proj.bias"]) == (2560 * 2 * 2560 // 2, 2 * 2560 // 2)
+    assert p["mixer.gates"] == 2 * (2560 * 2560 // 10 + 2560) // 2 == 657_920  # 5 of the 10 blocks, with biases
+    assert (p["mixer.conv.weight"], p["mixer.conv.bias"], p["mixer.recurrent_param"]) == (1280 * 4, 1280, 1280)
+    assert (p["mixer.out_proj.weight"], p["mixer.out_proj.bias"]) == (1280 * 2560, 2560)  # row-parallel, bias whole
+    assert _state(plan.ops, spec) == 3 * 1280 + 1280  # conv (C − 1)·I/2 + recurrence I/2
+    colls = {c.name: c.count for c in plan.collectives}
+    # 26 layers: 18 recurrent, 8 local attention, each with a dense MLP
+    assert (colls["mixer.all_reduce"], colls["attn.all_reduce"], colls["ffn.all_reduce"]) == (18, 8, 26)
+
+
+def test_rwkv_per_rank_at_tp2():
+    spec = _spec("rwkv")
+    plan = _plan(spec, 2)
+    p = _params(plan.ops, ("mixer.", "ffn."))
+    # D = I = 4096, channel mix F = 16384
+    assert p["mixer.kvr.weight"] == 4096 * 3 * 4096 // 2 and p["mixer.output.weight"] == 4096 // 2 * 4096
+    assert p["mixer.time_decay"] == p["mixer.time_first"] == 4096 // 2
+    assert p["mixer.time_mix"] == 3 * 4096 and p["ffn.time_mix"] == 2 * 4096  # token shifts whole
+    assert p["ffn.key.weight"] == p["ffn.value.weight"] == 4096 * 16384 // 2
+    assert p["ffn.receptance.weight"] == 4096 * 4096  # whole: it gates the reduced output
+    # two token-shift states D each (whole) + WKV numerator, denominator and maximum over I/2 channels
+    assert _state(plan.ops, spec, ("mixer.", "ffn.")) == 2 * 4096 + 3 * 4096 // 2
+    colls = {c.name: c.count for c in plan.collectives}
+    assert colls["mixer.all_reduce"] == colls["ffn.all_reduce"] == 32  # output and value, every layer
+
+
+def test_mlstm_per_rank_at_tp2():
+    spec = _spec("xlstm")
+    plan = _plan(spec, 2)
+    p = _params(plan.ops, "mixer.")
+    # D = I = 4096, K = 2048, H = 8 heads
+    assert p["mixer.qkvo.weight"] == 4096 * (2 * 2048 + 2 * 4096) // 2 == 25_165_824
+    assert (p["mixer.if_gates.weight"], p["mixer.if_gates.bias"]) == (4096 * 2 * 8 // 2, 8)
+    assert p["norm.mixer"] == 4096 // 2 and p["mixer.out_proj.weight"] == 4096 // 2 * 4096
+    # per head a K/H × I/H memory, a K/H normaliser and one stabiliser: 4 of the 8 heads
+    assert _state(plan.ops, spec) == 4 * (256 * 512 + 256 + 1)
+    colls = {c.name: c.count for c in plan.collectives}
+    assert colls["mixer.all_reduce"] == colls["ffn.all_reduce"] == 32
+
+
+WHOLE = {"mixer.time_shift", "ffn.time_shift", "ffn.receptance", "ffn.gate"}  # RWKV's replicated operators
+
+
+@pytest.mark.parametrize("name,tp", [("recurrent_gemma", 2), ("recurrent_gemma", 5), ("rwkv", 4), ("xlstm", 8)])
+@pytest.mark.parametrize("stage,sc", [("prefill", PREFILL), ("decode", DECODE)])
+def test_recurrent_sum_over_ranks_is_single_gpu(name, tp, stage, sc):
+    """Every mixer operator (and RWKV's channel mix) is split tp ways in every cost class and parameter, except
+    the row-parallel out-projections' full-width outputs and bias and RWKV's replicated operators."""
+    spec = _spec(name)
+    keep = ("mixer.", "ffn.") if name == "rwkv" else ("mixer.",)
+    one = {c.op.name: c for c in evaluate(build_ops(spec, stage, "flash"), sc, spec) if c.op.name.startswith(keep)}
+    rank = {c.op.name: c for c in evaluate(_plan(spec, tp, stage).ops, sc, spec) if c.op.name.startswith(keep)}
+    assert rank.keys() == one.keys()
+    for name_, c in rank.items():
+        f = 1 if name_ in WHOLE else tp
+        for cls in ("flops", "kv_write", "weight"):
+            assert f * c.values.get(cls, 0) == one[name_].values.get(cls, 0), (name_, cls)
+        for (k, n), (_, n1) in zip(c.op.params, one[name_].op.params, strict=True):
+            row_bias = k.endswith(".bias") and name_ in ("mixer.out_proj", "mixer.output")
+            assert n * (1 if row_bias or name_ in WHOLE else tp) == n1, k
+
+
+@pytest.mark.parametrize(
+    "name,tp,why",
+    [
+        ("recurrent_gemma", 4, "divide the RG-LRU mixer's 10 heads \\(llmath's rule"),
+        ("rwkv", 3, "divide the RWKV mixer's 4096 channels"),
+        ("xlstm", 16, "divide the mLSTM mixer's 8 heads"),
+    ],
+)
+def test_recurrent_tp_divisibility(name, tp, why):
+    with pytest.raises(LayoutError, match=why):
+        make_layout(_spec(name), tp=tp)

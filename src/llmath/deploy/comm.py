@@ -77,6 +77,9 @@ def _mixer(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Col
     if m.kind == "mamba":
         xp = _msg(Fr(m.dt_rank + 2 * m.d_state), "BT", "R+2·N")
         out.append(Collective("mixer.x_proj.all_reduce", "all_reduce", T, T, n, xp, "tp", first=g0))
+    elif m.kind == "rwkv":  # the channel mix's row-parallel value projection (deploy/shard_mixers.py)
+        hidden = _msg(Fr(spec.d_model), "BT", "D")
+        out.append(Collective("ffn.all_reduce", "all_reduce", T, T, n, hidden, "tp", first=g0))
     elif (m.kind == "mamba2" and m.gated_norm and m.n_groups == 1) or m.kind == "lightning":
         out.append(Collective("mixer.norm.all_reduce", "all_reduce", T, T, n, _msg(Fr(1), "BT", "1"), "tp", first=g0))
     return out

@@ -204,7 +204,8 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     name = XATTN.get(name, name)
     if name.startswith("shared.") and spec.shared_block is not None:  # Zamba2 (deploy/shard_shared.py)
         name = shared_namesake(name)
-    if name.startswith("mixer.") and name != "mixer.inner_norms" and spec.mixer is not None:
+    rwkv_ffn = name.startswith("ffn.") and spec.mixer is not None and spec.mixer.kind == "rwkv"
+    if (name.startswith("mixer.") or rwkv_ffn) and name != "mixer.inner_norms" and spec.mixer is not None:
         return mixer_factors(name, spec.mixer, T)
     N, K = spec.n_heads, spec.n_kv_heads
     hq = Fr(1, T)
