@@ -6,7 +6,10 @@ gather_output=True and B (Merged)ColumnParallelLinear, ReplicatedLinear ``linear
 implement SupportsPP). RG-LRU, RWKV-4 and mLSTM have no engine implementation; their rules are llmath's choice
 (deploy/shard_mixers.py's module doc: heads / channels split, in-projections column- and out-projections
 row-parallel). transformers 5.23 ships no ``base_model_tp_plan`` for Zamba2, RecurrentGemma, RWKV or xLSTM, so the
-expected values are the arithmetic in the comments.
+expected values are the arithmetic in the comments. DeepSeek-V4 as vLLM shards it (``vllm/model_executor/models/
+deepseek_v4.py``, ``layers/deepseek_v4_attention.py``, ``layers/deepseek_compressor.py``: fused_wqa_wkv, the
+compressors and the indexer replicated, wq_b and wo_a column-parallel, wo_b row-parallel, the mHC parameters plain
+``nn.Parameter``); HY-V4's attention is compared with transformers' ``HYV4Config.base_model_tp_plan``.
 """
 
 from __future__ import annotations
@@ -199,3 +202,76 @@ def test_recurrent_sum_over_ranks_is_single_gpu(name, tp, stage, sc):
 def test_recurrent_tp_divisibility(name, tp, why):
     with pytest.raises(LayoutError, match=why):
         make_layout(_spec(name), tp=tp)
+
+
+def _first_layer_params(ops, prefix):
+    """Parameters of each ``prefix…`` operator's first occurrence, summed by key (MLA's kv_b is split between
+    two ops)."""
+    seen, out = set(), {}
+    for o in ops:
+        if o.name.startswith(prefix) and o.name not in seen:
+            seen.add(o.name)
+            for k, n in o.params:
+                out[k] = out.get(k, 0) + n
+    return out
+
+
+def test_deepseek_v4_per_rank_at_tp2():
+    spec = _spec("deepseek_v4")
+    plan = _plan(spec, 2)
+    p = _first_layer_params(plan.ops, "attn.")
+    # D = 4096, N = 64 heads of H = 512, q_lora 1024, o_groups G = 8 of o_lora R = 1024
+    assert p["attention.q_b.weight"] == 1024 * 64 * 512 // 2  # wq_b ColumnParallelLinear
+    assert p["attention.o_a.weight"] == 64 * 512 // 8 * 8 * 1024 // 2  # wo_a: G/2 groups, each N·H/G -> R
+    assert p["attention.o_b.weight"] == 8 * 1024 * 4096 // 2  # wo_b RowParallelLinear
+    assert p["attention.sinks"] == 64 // 2
+    # replicated: fused_wqa_wkv (q_a D -> 1024, the latent D -> H), the compressor, the indexer's q_b
+    assert (p["attention.q_a.weight"], p["attention.kv.weight"]) == (4096 * 1024, 4096 * 512)
+    assert p["attention.compressor.kv_proj.weight"] == 4096 * 512
+    assert p["attention.indexer.q_b.weight"] == 1024 * 64 * 128
+    h = _first_layer_params(plan.ops, "hyper.")
+    assert h["hyper.layers.fn"] == 2 * (2 + 4) * 4 * 4 * 4096  # hc_attn_fn and hc_ffn_fn: (2 + hc)·hc × hc·D, whole
+    colls = {c.name: c.count for c in plan.collectives}
+    assert colls["attn.all_reduce"] == colls["moe.all_reduce"] == 43  # wo_b and the MoE, each of the 43 layers
+    # the latent window, compressed caches, compressor and indexer states are whole on every rank
+    one = sum(c.values.get("kv_write", 0) for c in evaluate(build_ops(spec, "decode", "flash"), DECODE, spec))
+    assert sum(c.values.get("kv_write", 0) for c in evaluate(plan.ops, DECODE, spec)) == one
+
+
+@pytest.mark.parametrize("name", ["deepseek_v4", "hy_v4"])
+def test_hyper_connection_models_refuse_pp(name):
+    with pytest.raises(LayoutError, match="residual streams between stages"):
+        make_layout(_spec(name), tp=1, pp=2)
+
+
+def test_deepseek_v4_output_groups_bound_tp():
+    with pytest.raises(LayoutError, match="divide the 8 output groups"):
+        make_layout(_spec("deepseek_v4"), tp=16)
+
+
+def test_hy_v4_attention_equal_transformers_plan():
+    """transformers' HYV4Config plan splits q_b, kv_b, gate_proj and the sinks column-wise and o_proj row-wise
+    (numel / T on a rank either way) and leaves q_a, the indexer and the hyper-connections out (whole on every
+    rank); llmath holds the same on one of 4 ranks."""
+    pytest.importorskip("torch")
+    from llmath.measure import oracle
+
+    cfg, tp = default_config("hy_v4"), 4
+    model = oracle.build_meta(oracle.hf_config(cfg, n_layers=2))
+    tp_plan, attn = model.config.base_model_tp_plan, model.model.layers[0].self_attn
+    split = {"q_b_proj": "colwise", "kv_b_proj": "colwise", "gate_proj": "colwise", "o_proj": "rowwise"}
+    hf = 0
+    for n, style in split.items():
+        assert tp_plan[f"layers.*.self_attn.{n}"] == style
+        hf += getattr(attn, n).weight.numel() // tp
+    assert tp_plan["layers.*.self_attn.sinks"] == "colwise"
+    assert not any("hc" in k or "indexer" in k or "q_a" in k for k in tp_plan)
+    p = _first_layer_params(_plan(_spec("hy_v4"), tp).ops, "attn.")
+    keys = ("attention.mla.q_b.weight", "attention.mla.kv_b.weight", "attention.gate.weight", "attention.o.weight")
+    assert sum(p[k] for k in keys) == hf
+    assert p["attention.sinks"] == attn.sinks.numel() // tp
+    assert p["attention.mla.q_a.weight"] == attn.q_a_proj.weight.numel()
+    assert p["attention.indexer.wq_b.weight"] == attn.indexer.wq_b.weight.numel()
+    h = _first_layer_params(_plan(_spec("hy_v4"), tp).ops, "hyper.")
+    layer = model.model.layers[0]
+    assert h["hyper.layers.fn"] == layer.attn_hc.fn.numel() + layer.ffn_hc.fn.numel()

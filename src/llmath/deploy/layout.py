@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from llmath.deploy.shard_hyper import hyper_pp_problem, hyper_tp_problem
 from llmath.deploy.shard_mixers import mixer_tp_problem
 from llmath.deploy.shard_shared import shared_tp_problem
 from llmath.errors import LayoutError
@@ -87,6 +88,8 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     N, K = spec.n_heads, spec.n_kv_heads
     parts = {p for k in spec.layer_mixers for p in k.split("+")}
     if "shared" in parts and (why := shared_tp_problem(spec, tp)):
+        return why
+    if tp > 1 and (why := hyper_tp_problem(spec, tp)):
         return why
     if tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, tp)):
         return why
@@ -184,6 +187,8 @@ def make_layout(
             f"pp={pp}: {spec.name}'s shared blocks are not pipeline-parallel in vLLM (Zamba2ForCausalLM does not "
             "implement SupportsPP, vllm/model_executor/models/zamba2.py); use --pp 1"
         )
+    if why := hyper_pp_problem(spec, pp):
+        raise LayoutError(why)
     why = _tp_problem(spec, tp)
     if why:
         raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * dp))

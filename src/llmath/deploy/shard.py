@@ -24,6 +24,8 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
   attention in Falcon-H1's parallel layers), Gated DeltaNet, KDA, lightning attention and LFM2's short conv
   split by heads / inner channels, their in-projections column-parallel and out_proj row-parallel; the
   per-sequence state scales with the rank's channels. Recurrent kinds without a sourced rule: refused.
+* **DeepSeek-V4 / HY-V4** (:mod:`llmath.deploy.shard_hyper`, vLLM ``deepseek_v4.py``): heads and output
+  groups split, the latent KV, compressors, indexer and hyper-connections replicated.
 * **Zamba2's shared block** (:mod:`llmath.deploy.shard_shared`, vLLM ``zamba2.py``): heads and FFN split,
   the LoRA adapters column-parallel (A all-gathered), the per-layer ``linear`` replicated.
 * **pipeline**: stage s runs its layers (:func:`~llmath.deploy.layout.stage_layers`); the embedding
@@ -49,6 +51,7 @@ from functools import lru_cache
 
 from llmath.deploy.collectives import Collective
 from llmath.deploy.layout import Layout, stage_layers
+from llmath.deploy.shard_hyper import hyper_factors
 from llmath.deploy.shard_mixers import SHARDED, mixer_factors, mixer_groups_per_rank
 from llmath.deploy.shard_shared import REPLICATED as SHARED_REPLICATED
 from llmath.deploy.shard_shared import holder_params, shared_namesake
@@ -212,6 +215,8 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
     if name in SHARED_REPLICATED:
         return ONE, {}, ONE, ONE
+    if (hyper := hyper_factors(name, spec, T)) is not None:  # DeepSeek-V4, HY-V4 (deploy/shard_hyper.py)
+        return hyper
     if name in REPLICATED or (op.component == "norm" and name != "attn.qk_norm") or op.component == "residual":
         return ONE, {}, ONE, ONE
     if name == "embed.tokens" and spec.encoder is not None and spec.encoder.frontend:
