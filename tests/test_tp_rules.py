@@ -9,7 +9,8 @@ row-parallel). transformers 5.23 ships no ``base_model_tp_plan`` for Zamba2, Rec
 expected values are the arithmetic in the comments. DeepSeek-V4 as vLLM shards it (``vllm/model_executor/models/
 deepseek_v4.py``, ``layers/deepseek_v4_attention.py``, ``layers/deepseek_compressor.py``: fused_wqa_wkv, the
 compressors and the indexer replicated, wq_b and wo_a column-parallel, wo_b row-parallel, the mHC parameters plain
-``nn.Parameter``); HY-V4's attention is compared with transformers' ``HYV4Config.base_model_tp_plan``.
+``nn.Parameter``); HY-V4's attention is compared with transformers' ``HYV4Config.base_model_tp_plan``, and
+Qwen4-Exp's n-gram tables and Gated DeltaNet projections with ``Qwen4ExpTextConfig.base_model_tp_plan``.
 """
 
 from __future__ import annotations
@@ -275,3 +276,59 @@ def test_hy_v4_attention_equal_transformers_plan():
     h = _first_layer_params(_plan(_spec("hy_v4"), tp).ops, "hyper.")
     layer = model.model.layers[0]
     assert h["hyper.layers.fn"] == layer.attn_hc.fn.numel() + layer.ffn_hc.fn.numel()
+
+
+def test_qwen4_exp_per_rank_at_tp2():
+    spec = _spec("qwen4_exp_text")
+    plan = _plan(spec, 2)
+    g = spec.ngram
+    p = _first_layer_params(plan.ops, "ple.")
+    # every PLE layer's table: its rows × W/2 of the W = E/H = 2048/16 = 128 columns
+    rows = sum(g.table_rows(i) for i in range(2))
+    assert p["embedding.ngram"] == rows * 128 // 2
+    # the layer's projections are whole: key E -> S·D = 2048 -> 4·2048, value E -> D
+    assert (p["ple.key.weight"], p["ple.value.weight"]) == (2048 * 4 * 2048, 2048 * 2048)
+    h = _first_layer_params(plan.ops, "hyper.attn.")
+    assert h["hyper.down.weight"] == h["hyper.up.weight"] == 4 * 2048 * 320  # S·D <-> rank 320, whole
+    i = _first_layer_params(plan.ops, "attn.indexer.")
+    assert i["attention.indexer.q.weight"] == 2048 * 2048  # the QSA indexer, whole
+    colls = {c.name: c for c in plan.collectives}
+    # 40 layers: 30 Gated DeltaNet (2 of them n-gram layers), 10 attention, MoE everywhere
+    assert (colls["mixer.all_reduce"].count, colls["attn.all_reduce"].count, colls["moe.all_reduce"].count) == (
+        30, 10, 40,
+    )  # fmt: skip
+    assert (colls["ple.all_gather"].count, colls["ple.all_gather"].message[0].coef) == (2, 2048)  # E per token
+
+
+def test_qwen4_exp_equal_transformers_plan():
+    """transformers' plan shards each n-gram table's columns (``embedding_colwise``: EmbeddingParallel over dim 1)
+    and the linear-attention projections column-wise; llmath holds the same weights on one of 4 ranks (it keeps
+    the QSA indexer and the hyper-connections whole, where transformers splits index_qk_proj and the streams'
+    down projections: llmath follows vLLM's treatment of DeepSeek's indexer and mHC, module doc)."""
+    pytest.importorskip("torch")
+    from llmath.measure import oracle
+
+    cfg, tp = default_config("qwen4_exp_text"), 4
+    model = oracle.build_meta(oracle.hf_config(cfg, n_layers=4))
+    tp_plan = model.config.base_model_tp_plan
+    assert tp_plan["layers.*.ple.ple_embedding.ngram_embedding"] == "embedding_colwise"
+    table = model.model.layers[0].ple.ple_embedding.ngram_embedding.weight
+    assert table.shape[1] % tp == 0
+    spec = _spec("qwen4_exp_text")
+    rank = _plan(spec, tp).ops
+    assert spec.ngram.table_rows(0) * table.shape[1] == table.numel()
+    assert _first_layer_params(rank, "ple.")["embedding.ngram"] * tp == sum(
+        spec.ngram.table_rows(i) * table.shape[1] for i in range(2)
+    )
+    layer = model.model.layers[0].linear_attn
+    hf = 0
+    for n in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"):
+        assert tp_plan[f"layers.*.linear_attn.{n}"] == "colwise_gather_output"
+        hf += getattr(layer, n).weight.numel() // tp
+    p = _first_layer_params(rank, "mixer.")
+    assert p["attention.linear.in_proj.weight"] + p["attention.linear.out_proj.weight"] == hf
+
+
+def test_qwen4_exp_ngram_width_bounds_tp():
+    with pytest.raises(LayoutError, match="divide the n-gram tables' row width 128"):
+        make_layout(_spec("qwen4_exp_text"), tp=256)

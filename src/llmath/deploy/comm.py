@@ -105,6 +105,16 @@ def _shared(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Co
     return out
 
 
+def _ple(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
+    """Qwen4-Exp's n-gram layers (``ple+<kind>/...``, :mod:`llmath.deploy.shard_hyper`): each rank looks up W/T
+    columns of its H rows, then all-gathers the E = H·W wide lookup of every token."""
+    g = spec.ngram
+    n = sum(c for lk, c in counts.items() if lk.startswith("ple+"))
+    if g is None or not n:
+        return []
+    return [Collective("ple.all_gather", "all_gather", T, T, n, _msg(Fr(g.embed_dim), "BT", "E"), "tp", first=g0)]
+
+
 def stage_collectives(
     spec: ModelSpec, L: Layout, counts: dict[str, int], s: int, first_stage: bool, last_stage: bool
 ) -> tuple[Collective, ...]:
@@ -128,6 +138,7 @@ def stage_collectives(
             out.append(Collective("attn.all_reduce", "all_reduce", T, T, attn_n, hidden, "tp", first=g0))
         out += _mixer(spec, T, counts, g0)
         out += _shared(spec, T, counts, g0)
+        out += _ple(spec, T, counts, g0)
         if dense:
             out.append(Collective("ffn.all_reduce", "all_reduce", T, T, dense, hidden, "tp", first=g0))
     if moe:

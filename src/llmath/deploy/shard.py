@@ -314,7 +314,7 @@ def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
 
 def _refuse_unsharded(spec: ModelSpec) -> None:
     """Layers no sharding rule covers yet: a one-line error naming what to do instead."""
-    known = SHARDED | {"attention", "none", "xattn", "shared"}
+    known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
     if any(p not in known for k in spec.layer_mixers for p in k.split("+")):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "

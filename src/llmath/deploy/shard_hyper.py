@@ -16,7 +16,16 @@ ops/hyper.py, ops/mhc.py), as vLLM shards DeepSeek-V4 (vllm-project/vllm):
 
 HY-V4 (MLA, the DSA indexer and hyper-connections) has no vLLM model file: its attention shards by the MLA
 and indexer rules of :mod:`llmath.deploy.shard`, its hyper-connections replicated as vLLM's DeepSeek-V4 runs
-them (llmath's choice). Needs T | N heads and T | o_groups. Pipeline parallelism is refused for
+them (llmath's choice). Qwen4-Exp has no vLLM model file either (llmath's choice, the same conservative rule
+as DeepSeek-V4's mHC and the DSA indexer): its hyper-connections (down/up projections of the streams), its QSA
+indexer (``attn.indexer.*``) and its n-gram layers' projections, norms, gate and conv are whole on every rank
+with no collective; its n-gram tables (80 billion parameters in the default config) split as transformers'
+plan splits them (``ngram_embedding``: ``embedding_colwise``, ``EmbeddingParallel(shard_dim=1)`` in
+transformers/distributed/tensor_parallel.py: each rank holds W/T of every row's W columns, looks up its slice
+and the E-wide lookups are all-gathered), the token-id state whole; its Gated DeltaNet layers and attention
+shard as vLLM's Qwen3-Next (:mod:`llmath.deploy.shard_mixers`, :mod:`llmath.deploy.shard`). Needs T | N heads,
+T | o_groups (DeepSeek-V4) and T | W (Qwen4-Exp; transformers allows an uneven split, llmath keeps counts
+exact). Pipeline parallelism is refused for
 hyper-connection models: the hidden state crossing stages is several residual streams, not modelled.
 """
 
@@ -36,6 +45,10 @@ def hyper_factors(name: str, spec: ModelSpec, tp: int) -> Factors | None:
     t = Fr(1, tp)
     if name.startswith("hyper.") and _streams(spec):
         return ONE, {}, ONE, ONE
+    if name in ("ple.ngram_tables", "ple.lookup") and spec.ngram is not None:  # W/T columns of each row
+        return t, {"kv_write": ONE, "kv_read": ONE}, t, t
+    if (name.startswith("ple.") and spec.ngram is not None) or (name.startswith("attn.indexer.") and spec.qsa):
+        return ONE, {}, ONE, ONE  # Qwen4-Exp (module doc)
     if spec.compressed is None:
         return None
     if name.startswith(REPLICATED_PREFIXES) or name == "attn.kv_proj":
@@ -49,9 +62,12 @@ def hyper_factors(name: str, spec: ModelSpec, tp: int) -> Factors | None:
 
 def hyper_tp_problem(spec: ModelSpec, tp: int) -> str | None:
     """Why vLLM would refuse ``tp``-way TP of DeepSeek-V4's attention, or None."""
-    c = spec.compressed
+    c, g = spec.compressed, spec.ngram
     if c is not None and c.o_groups % tp:
         return f"tp={tp} must divide the {c.o_groups} output groups (vLLM DeepseekV4Attention wo_a)"
+    if g is not None and (g.embed_dim // g.heads) % tp:
+        w = g.embed_dim // g.heads
+        return f"tp={tp} must divide the n-gram tables' row width {w} (llmath keeps the split exact)"
     return None
 
 
