@@ -181,7 +181,6 @@ def test_mixer_sum_over_ranks_is_single_gpu(name, tp, over, stage):
         ("kimi_linear", 64, "divide the KDA mixer's 32 heads"),
         ("minimax", 64, "divide the lightning mixer's 32 heads"),
         ("lfm2-1.2b", 3, "divide the short-conv mixer's 2048 inner channels"),
-        ("bailing_hybrid", 2, "full-rank-gate kda"),
     ],
 )
 def test_tp_without_a_rule_is_refused(name, tp, why):

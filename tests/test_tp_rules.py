@@ -332,3 +332,19 @@ def test_qwen4_exp_equal_transformers_plan():
 def test_qwen4_exp_ngram_width_bounds_tp():
     with pytest.raises(LayoutError, match="divide the n-gram tables' row width 128"):
         make_layout(_spec("qwen4_exp_text"), tp=256)
+
+
+def test_full_rank_kda_per_rank_at_tp2():
+    """Ling hybrid's KDA with full-rank gates: f_proj and g_proj ColumnParallelLinear (vLLM's KDA layer with
+    kda_use_full_proj, vllm/model_executor/models/solar_open2.py), the rest as KimiDeltaAttention."""
+    spec = _spec("bailing_hybrid")
+    plan = _plan(spec, 2)
+    p = _first_layer_params(plan.ops, "mixer.")
+    # D = 2560, H = 32 heads of 128 (I = 4096)
+    assert p["attention.linear.f.weight"] == p["attention.linear.g.weight"] == 2560 * 4096 // 2
+    assert p["attention.linear.qkv_proj.weight"] == 2560 * 3 * 4096 // 2
+    assert (p["attention.linear.A_log"], p["attention.linear.dt_bias"], p["norm.mixer"]) == (16, 2048, 128)
+    assert _state(plan.ops, spec) == 3 * 3 * 4096 // 2 + 16 * 128 * 128  # conv (C − 1)·3·I/2 + H/2·P·P
+    one = [c for c in evaluate(build_ops(spec, "prefill", "flash"), PREFILL, spec) if c.op.name == "mixer.f_proj"]
+    rank = [c for c in evaluate(_plan(spec, 2, "prefill").ops, PREFILL, spec) if c.op.name == "mixer.f_proj"]
+    assert 2 * rank[0].values["flops"] == one[0].values["flops"]

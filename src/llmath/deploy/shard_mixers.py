@@ -21,7 +21,8 @@ Each rule follows how vLLM shards that layer (file paths in vllm-project/vllm):
   up projections f_b, g_b ``ColumnParallelLinear``, their down projections f_a, g_a (D -> R)
   ``ReplicatedLinear`` (whole on every rank), the q/k/v convs split, A_log H/T, dt_bias I/T, the output
   norm of width P whole, o_proj row-parallel. Needs T | H. The full-rank-gate variant (Ling hybrid,
-  ``gate_rank`` 0) has no rule sourced here and is refused.
+  ``gate_rank`` 0) has f_proj and g_proj D -> I ``ColumnParallelLinear`` (I/T each), as vLLM's KDA layer with
+  ``kda_use_full_proj`` builds them (``vllm/model_executor/models/solar_open2.py``).
 * **lightning** (``vllm/model_executor/layers/mamba/linear_attn.py``, ``MiniMaxText01LinearAttention``):
   qkv_proj and output_gate ``ColumnParallelLinear``, H/T heads (and their decay slopes), the RMSNorm over
   I split I/T per rank with its variance all-reduced (``MiniMaxText01RMSNormTP``: one element per token),
@@ -66,7 +67,7 @@ SHARDED = frozenset({"mamba", "mamba2", "gated_delta", "kda", "lightning", "shor
 ROW = {"mixer.x_proj", "mixer.out_proj", "mixer.output", "ffn.value"}  # I/T inputs, a full-width partial output
 COLUMN = {
     "mixer.in_proj", "mixer.qkv_proj", "mixer.b_proj", "mixer.f_b_proj", "mixer.g_b_proj", "mixer.output_gate",
-    "mixer.key_value_receptance", "mixer.qkvo", "mixer.if_gates", "ffn.key",
+    "mixer.key_value_receptance", "mixer.qkvo", "mixer.if_gates", "ffn.key", "mixer.f_proj", "mixer.g_proj",
 }  # fmt: skip
 # KDA's low-rank gate down projections (ReplicatedLinear); RWKV's token shifts and channel-mix receptance and gate
 REPLICATED = {"mixer.f_a_proj", "mixer.g_a_proj", "mixer.time_shift", "ffn.time_shift", "ffn.receptance", "ffn.gate"}
@@ -74,9 +75,8 @@ REPLICATED = {"mixer.f_a_proj", "mixer.g_a_proj", "mixer.time_shift", "ffn.time_
 
 def mixer_tp_problem(m: MixerSpec, tp: int) -> str | None:
     """Why vLLM would refuse ``tp``-way TP of the mixer ``m`` (the module doc's rules), or None."""
-    if m.kind not in SHARDED or (m.kind == "kda" and not m.gate_rank):
-        what = "full-rank-gate kda (Ling hybrid)" if m.kind == "kda" else m.kind
-        return f"tp={tp}: the {what} mixer has no sourced tensor-parallel rule; analyse it on one GPU (--tp 1)"
+    if m.kind not in SHARDED:
+        return f"tp={tp}: the {m.kind} mixer has no sourced tensor-parallel rule; analyse it on one GPU (--tp 1)"
     if m.kind == "rwkv" and (m.d_inner % tp or m.d_ff % tp):
         what = f"{m.d_inner} channels and {m.d_ff} channel-mix width"
         return f"tp={tp} must divide the RWKV mixer's {what} (llmath's rule)"
