@@ -348,3 +348,37 @@ def test_full_rank_kda_per_rank_at_tp2():
     one = [c for c in evaluate(build_ops(spec, "prefill", "flash"), PREFILL, spec) if c.op.name == "mixer.f_proj"]
     rank = [c for c in evaluate(_plan(spec, 2, "prefill").ops, PREFILL, spec) if c.op.name == "mixer.f_proj"]
     assert 2 * rank[0].values["flops"] == one[0].values["flops"]
+
+
+@pytest.mark.parametrize(
+    "name,kw,why",
+    [
+        ("inkling_text", {"tp": 2}, "Inkling's layers .* no sharding rule for tensor or pipeline parallelism"),
+        ("inkling_text", {"pp": 2}, "no sharding rule for tensor or pipeline parallelism"),
+        ("zaya", {"tp": 2}, "ZAYA's compressed convolutional attention layers have no sharding rule"),
+        ("hrm_text", {"dp": 2}, "weight-shared stacks"),
+    ],
+)
+def test_layouts_without_rules_are_refused_when_made(name, kw, why):
+    """Refused by make_layout, so `llmath plan` skips them instead of failing on the whole search."""
+    with pytest.raises(LayoutError, match=why):
+        make_layout(_spec(name), **kw)
+
+
+def test_zaya_runs_expert_parallel_replicas():
+    """At tp = 1 nothing is split: a ZAYA rank runs every non-expert operator whole, its experts spread 2 ways."""
+    spec = _spec("zaya")
+    (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, tp=1, dp=2, ep=2))
+    one = {c.op.name: c for c in evaluate(build_ops(spec, "decode", "flash"), DECODE, spec)}
+    for c in evaluate(plan.ops, DECODE, spec):
+        if not c.op.name.startswith("moe.experts."):
+            assert c.values.get("flops", 0) == one[c.op.name].values.get("flops", 0), c.op.name
+        else:  # E/2 experts per rank, each whole: the rank's weights are half
+            assert 2 * sum(n for _, n in c.op.params) == sum(n for _, n in one[c.op.name].op.params)
+
+
+def test_plan_searches_the_new_tensor_parallel_layouts():
+    from llmath.deploy.plan import plan
+
+    r = plan(_spec("rwkv"), "h100-sxm", gpus=4, prompt=256, gen=32)
+    assert {p["tp"] for p in r.pareto} & {2, 4}

@@ -110,6 +110,31 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     return None
 
 
+def _unsharded_problem(spec: ModelSpec, tp: int, pp: int, dp: int) -> str | None:
+    """Layers no TP or PP rule covers yet (at tp = pp = 1 every operator runs whole on each replica, so DP and
+    EP still apply), or None."""
+    from llmath.deploy.shard_mixers import SHARDED
+
+    gpus = "; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
+    if spec.recurrence is not None and tp * pp * dp > 1:  # HRM-Text: layer runs share weights
+        return f"its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), which " + (
+            "llmath cannot split across GPUs yet" + gpus
+        )
+    known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
+    parts = {p for k in spec.layer_mixers for p in k.split("+")}
+    if parts - known and tp * pp * dp > 1:
+        return (
+            f"layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no sharding rule yet" + gpus
+        )
+    what = "Inkling's layers (two head sets, K/V and output convs, relative bias)" if spec.inkling else None
+    what = what or ("ZAYA's compressed convolutional attention layers" if spec.cca_kernels else None)
+    if what and (tp > 1 or pp > 1):
+        return (
+            f"{what} have no sharding rule for tensor or pipeline parallelism yet; use --tp 1 --pp 1 (--dp/--ep work)"
+        )
+    return None
+
+
 def _ep_problem(spec: ModelSpec, tp: int, dp: int, ep: int) -> str | None:
     if ep == 1:
         etp = tp * dp
@@ -182,6 +207,8 @@ def make_layout(
     n_layers = min(spec.n_layers, spec.encoder.n_layers) if spec.encoder is not None else spec.n_layers
     if pp > n_layers:
         raise LayoutError(f"pp={pp} exceeds the {n_layers} layers of {spec.name}'s stacks; use --pp <= {n_layers}")
+    if why := _unsharded_problem(spec, tp, pp, dp):
+        raise LayoutError(f"{spec.name}: {why}")
     if pp > 1 and spec.shared_block is not None:
         raise LayoutError(
             f"pp={pp}: {spec.name}'s shared blocks are not pipeline-parallel in vLLM (Zamba2ForCausalLM does not "
