@@ -116,9 +116,9 @@ def _unsharded_problem(spec: ModelSpec, tp: int, pp: int, dp: int) -> str | None
     from llmath.deploy.shard_mixers import SHARDED
 
     gpus = "; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
-    if spec.recurrence is not None and tp * pp * dp > 1:  # HRM-Text: layer runs share weights
+    if spec.recurrence is not None and pp > 1:  # HRM-Text: layer runs share weights
         return f"its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), which " + (
-            "llmath cannot split across GPUs yet" + gpus
+            "llmath cannot split into pipeline stages; use --pp 1"
         )
     known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
     parts = {p for k in spec.layer_mixers for p in k.split("+")}

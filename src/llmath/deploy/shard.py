@@ -26,6 +26,9 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
   per-sequence state scales with the rank's channels. Recurrent kinds without a sourced rule: refused.
 * **DeepSeek-V4 / HY-V4** (:mod:`llmath.deploy.shard_hyper`, vLLM ``deepseek_v4.py``): heads and output
   groups split, the latent KV, compressors, indexer and hyper-connections replicated.
+* **HRM-Text** (no engine implements it; llmath's choice): every layer run shards as a decoder layer (heads
+  and FFN split, two all-reduces per run); the two stacks' weights, held once, split as the projections that
+  use them. Pipeline parallelism is refused (each stage would need both stacks).
 * **Zamba2's shared block** (:mod:`llmath.deploy.shard_shared`, vLLM ``zamba2.py``): heads and FFN split,
   the LoRA adapters column-parallel (A all-gathered), the per-layer ``linear`` replicated.
 * **pipeline**: stage s runs its layers (:func:`~llmath.deploy.layout.stage_layers`); the embedding
@@ -213,7 +216,7 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     N, K = spec.n_heads, spec.n_kv_heads
     hq = Fr(1, T)
     hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
-    if name in SHARED_REPLICATED:
+    if name in SHARED_REPLICATED or name.startswith("recurrence."):  # HRM-Text's z_init, adds, stack norms: D wide
         return ONE, {}, ONE, ONE
     if (hyper := hyper_factors(name, spec, T)) is not None:  # DeepSeek-V4, HY-V4 (deploy/shard_hyper.py)
         return hyper
@@ -255,7 +258,8 @@ def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
 
 
 def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
-    if op.name.startswith("shared.") and op.name.endswith(".weights") and not op.costs:  # Zamba2's held weights
+    held = op.name.startswith(("shared.", "recurrence.")) and op.name.endswith(".weights")
+    if held and not op.costs:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
         kv = Fr(kv_heads_per_rank(spec, L.tp), spec.n_kv_heads)
         return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
     default, over, fw, fb = _factors(op, spec, L)
@@ -286,6 +290,8 @@ def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
 
 def _place(op: Op, counts: dict[str, int], first: bool, last: bool) -> int:
     """How many times ``op`` runs on a rank of the stage (0: not there)."""
+    if op.name.startswith("recurrence.") and op.name.endswith(".weights"):  # HRM-Text's held weights (pp = 1)
+        return op.count
     if op.layer_kind:
         return counts.get(op.layer_kind, 0)
     if op.component == "embedding" or op.name.endswith(".relative_bias") or op.name in FIRST_STAGE:
@@ -314,7 +320,7 @@ def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
     }
 
 
-def _refuse_unsharded(spec: ModelSpec) -> None:
+def _refuse_unsharded(spec: ModelSpec, pp: int) -> None:
     """Layers no sharding rule covers yet: a one-line error naming what to do instead."""
     known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
     if any(p not in known for k in spec.layer_mixers for p in k.split("+")):
@@ -322,10 +328,10 @@ def _refuse_unsharded(spec: ModelSpec) -> None:
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
-    if spec.recurrence is not None:  # HRM-Text: layer runs share weights; no sharding rule splits them yet
+    if spec.recurrence is not None and pp > 1:  # HRM-Text: every stage would need both weight-shared stacks
         raise LayoutError(
             f"{spec.name}: its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), "
-            "which llmath cannot split across GPUs yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
+            "which llmath cannot split into pipeline stages; use --pp 1"
         )
 
 
@@ -334,7 +340,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
     from llmath.deploy.comm import encdec_collectives, stage_collectives
 
-    _refuse_unsharded(spec)
+    _refuse_unsharded(spec, layout.pp)
     base = build_ops(spec, stage, attention)
     plans = []
     ranges = _stack_ranges(spec, stage, layout.pp)
