@@ -245,7 +245,7 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
         if name in side:
             over[side[name]] = tokens
         return hq, over, w, w
-    if T == 1 and not (name.startswith("moe.") and "router" not in name):  # nothing is split at tp = 1: whole
+    if T == 1 and L.pp == 1 and not (name.startswith("moe.") and "router" not in name):  # tp = pp = 1: whole
         return ONE, {}, ONE, ONE
     raise LayoutError(f"operator {name!r} has no sharding rule; llmath cannot shard this model yet")
 
