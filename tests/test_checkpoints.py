@@ -149,6 +149,22 @@ def test_gpt_oss_120b_experts_in_mxfp4():
     assert 60e9 < a.memory.weights_bytes < 70e9  # ~65 GB, as the checkpoint is
 
 
+def test_deepseek_v4_routed_experts_in_mxfp4():
+    # config.json: quantization_config fp8 [128, 128] and expert_dtype "fp4". Routed experts: 43 layers x 256
+    # experts x (gate, up, down) 4096 x 2048, at 17 bytes per 32 (MXFP4: 16 bytes of e2m1 + one e8m0 scale)
+    spec = registry.spec("deepseek-v4-flash")
+    p = registry.checkpoint("deepseek-v4-flash").precision
+    n_exp = module_params(spec)["experts"]
+    assert n_exp == 43 * 256 * 3 * 4096 * 2048
+    wb = weight_bytes(spec, p)
+    assert wb["experts"] == pytest.approx(n_exp * 17 / 32, rel=1e-12)
+    assert p.weights == "fp8-block" and dict(p.modules) == {"experts": "mxfp4"}
+    # without the field the experts keep the fp8 default of the rest
+    cfg = registry.config("deepseek-v4-flash")
+    del cfg["expert_dtype"]
+    assert checkpoint_reading(cfg).modules == {}
+
+
 def test_flags_override_the_checkpoint():
     from llmath.model.checkpoint import precision_for
 

@@ -62,3 +62,17 @@ def test_wrapper_counts_its_language_model_and_says_so(mt, tmp_path):
     a = analyze(spec, batch=1, prompt=8, gen=2)
     assert a.to_dict()["components_not_in_stages"] == list(spec.towers_not_counted)
     assert any("not counted" in w for w in a.warnings)
+
+
+@pytest.mark.parametrize(
+    "key,value", [("routed_expert_hidden_size", 3584), ("latent_moe_use_norm", True), ("attn_res_block_size", 12)]
+)
+def test_kimi_k3_architecture_keys_are_refused_not_ignored(key, value):
+    """moonshotai/Kimi-K3 (remote code) wraps a kimi_linear text_config with keys transformers 5.23's KimiLinear
+    has no code for (values as its hub config.json, cached by aiconfigurator); each is an error naming it."""
+    from llmath.errors import ConfigError
+
+    text = dict(registry_config("kimi-linear-48b-a3b-instruct"), **{key: value})
+    wrapped = {"model_type": "kimi_k3", "text_config": text, "vision_config": {"vt_hidden_size": 1024}}
+    with pytest.raises(ConfigError, match=key):
+        spec_from_config(wrapped, "kimi-k3")

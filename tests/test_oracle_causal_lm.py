@@ -171,6 +171,8 @@ VARIANTS = [
             "use_conv_bias": False,
         },
     ),
+    # Nemotron-3 Super/Ultra's latent MoE: the routed experts run in a 1024-wide latent (Super's moe_latent_size)
+    ("nemotron_h", {"layers_block_type": ["moe", "full_attention"], "moe_latent_size": 1024, "mlp_bias": True}),
     ("zamba", {"mamba_proj_bias": True, "mamba_conv_bias": False, "mamba_dt_rank": "auto"}),
     (
         "zamba2",

@@ -25,6 +25,7 @@ SKIP_TYPES = {"t5", "bart", "transformer", "whisper"}  # encoder-decoder: stages
 # DBRX's experts loop over the experts hit (torch.nonzero), which the meta device cannot run: proven on a
 # small CPU model in tests/test_moe_families.py
 SKIP_TYPES |= {"dbrx"}
+SKIP_TYPES |= {"nemotron-nas"}  # remote code, no transformers class: proven by arithmetic in tests/test_nemotron_nas.py
 
 
 def _families() -> list[str]:

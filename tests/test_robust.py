@@ -140,6 +140,19 @@ def test_non_finite_and_huge_literals(tmp_path, capsys, literal):
     assert code == 1 and "'vocab_size'" in err and one_line_error(err), err
 
 
+def test_open_upper_bound_of_time_step_limit(tmp_path, capsys):
+    # transformers' Mamba2Config / NemotronHConfig default time_step_limit to (0.0, float("inf")) and
+    # to_json_file writes Infinity: nvidia/Nemotron-H-56B-Base-8K's hub file has [0.0, Infinity]
+    assert llmath.params("nemotron-h-56b-base-8k").total > 0
+    vocab = '"vocab_size": 128256'
+    text = json.dumps(base_config()).replace(vocab, f'"time_step_limit": [0.0, Infinity], {vocab}')
+    assert llmath.params(write(tmp_path, text)).total == llmath.params("llama-3.2-1b").total
+    for bad in ("[0.0, -Infinity]", "[0.0, NaN]"):
+        text = json.dumps(base_config()).replace(vocab, f'"time_step_limit": {bad}, {vocab}')
+        code, _, err = run(capsys, "params", write(tmp_path, text))
+        assert code == 1 and "'time_step_limit[1]'" in err and one_line_error(err), err
+
+
 def test_deep_json(tmp_path, capsys):
     code, _, err = run(capsys, "params", write(tmp_path, "[" * 100_000 + "]" * 100_000))
     assert code == 1 and "nested deeper than 64" in err and one_line_error(err)

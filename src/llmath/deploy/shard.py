@@ -61,7 +61,7 @@ from llmath.deploy.shard_shared import holder_params, shared_namesake
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
-from llmath.ops.assemble import layer_kind
+from llmath.ops.assemble import layer_kind, mixer_layer_kind
 from llmath.ops.core import Attention, Op, Stage, Term
 
 ONE = Fr(1)
@@ -82,6 +82,10 @@ REPLICATED = {
     "moe.shared_gate",
     "moe.output_bias",
     "moe.score_bias",
+    # Nemotron-3's latent projections: ReplicatedLinear in vLLM and SGLang (nemotron_h.py NemotronHMoE
+    # fc1_latent_proj / fc2_latent_proj), run whole on every rank
+    "moe.latent_in",
+    "moe.latent_out",
     "attn.router",
     "attn.topk",
     # the DSA lightning indexer is not tensor-parallel: every rank runs all of it (vLLM and SGLang
@@ -282,8 +286,8 @@ def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
                 spec, spec.layer_windows[i], moe, spec.layer_indexer[i], kind, spec.layer_kv_shared[i],
                 spec.layer_ffn_sparse[i], spec.ffn_width(i), spec.layer_compress[i],
             )  # fmt: skip
-        else:  # as ops/assemble.py labels mixer layers
-            lk = f"{kind}/{'moe' if moe else 'dense' if spec.layer_has_ffn(kind) else 'mixer only'}"
+        else:
+            lk = mixer_layer_kind(spec, i)
         out[lk] = out.get(lk, 0) + 1
     return out
 

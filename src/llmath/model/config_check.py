@@ -153,9 +153,21 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 # ---- the JSON -------------------------------------------------------------------------------------
 
 
+# Fields whose upper bound may be +Infinity (an open clamp): Mamba-2's time_step_limit defaults to
+# (0.0, float("inf")) in transformers' Mamba2Config / NemotronHConfig, and to_json_file writes it as
+# Infinity (nvidia/Nemotron-H-56B-Base-8K's hub config.json has [0.0, Infinity]). llmath never computes
+# with it; the value is kept as float("inf").
+UNBOUNDED = frozenset({"time_step_limit"})
+
+
 class _NonFinite:
     def __init__(self, text: str) -> None:
         self.text = text
+
+
+def _constant(text: str) -> float | _NonFinite:
+    """JSON's non-standard constants: +Infinity as a float (allowed only in UNBOUNDED fields), others marked."""
+    return math.inf if text == "Infinity" else _NonFinite(text)
 
 
 def _depth(text: str) -> int:
@@ -188,7 +200,7 @@ def parse_json(text: str, where: str = "config") -> Any:
     if _depth(text) > MAX_DEPTH:
         raise ConfigError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels; a config.json is a flat object")
     try:
-        data = json.loads(text, parse_constant=_NonFinite)
+        data = json.loads(text, parse_constant=_constant)
     except json.JSONDecodeError as e:
         raise ConfigError(
             f"{where}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg}); fix the file"
@@ -211,8 +223,9 @@ def check_values(data: Any, where: str) -> None:
         elif isinstance(v, list | tuple):
             stack.extend((x, f"{path}[{i}]", depth + 1) for i, x in enumerate(v))
         elif isinstance(v, _NonFinite) or (isinstance(v, float) and not math.isfinite(v)):
-            text = v.text if isinstance(v, _NonFinite) else repr(v)
-            raise ConfigError(f"{where}: field {path!r}={text} is not a finite number; JSON numbers must be finite")
+            text = v.text if isinstance(v, _NonFinite) else "Infinity" if v == math.inf else repr(v)
+            if text != "Infinity" or path.split("[")[0].rsplit(".", 1)[-1] not in UNBOUNDED:
+                raise ConfigError(f"{where}: field {path!r}={text} is not a finite number; JSON numbers must be finite")
         elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= MAX_JSON_INT:
             raise ConfigError(f"{where}: field {path!r}={v:.3e} is out of range (|value| < 2^63)")
 

@@ -16,6 +16,7 @@ from llmath.model import (
     families_misc4,
     families_moe,
     families_multimodal,
+    families_nas,
     families_odd,
     families_qwen4,
     families_recurrent,
@@ -563,4 +564,5 @@ ADAPTERS.update(families_qwen4.ADAPTERS)  # Qwen4-Exp (model/families_qwen4.py)
 ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, MVP, Blenderbot, Pegasus, Marian
 ADAPTERS.update(families_inkling.ADAPTERS)  # Inkling, Inkling-2 (model/families_inkling.py)
 ADAPTERS.update(families_odd.ADAPTERS)  # CPM-Ant, Phi-4-multimodal, Moshi (model/families_odd.py)
+ADAPTERS.update(families_nas.ADAPTERS)  # Nemotron-NAS: per-layer attention and FFN widths (families_nas.py)
 ADAPTERS.update(families_idx.ADAPTERS)  # indexed sparse attention: A.X K2, Dots 3 Note, MiniMax-M3 (families_idx.py)

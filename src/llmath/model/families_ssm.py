@@ -12,7 +12,8 @@ from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _k
 
 ADAPTERS: dict[str, dict[str, Any]] = {
     # Nemotron-H (NVIDIA, arXiv:2504.03624): squared-ReLU MLPs, NoPE attention, no biases but the file's;
-    # MoE layers (Nemotron-3) route to non-gated experts beside one shared expert
+    # MoE layers (Nemotron-3) route to non-gated experts beside one shared expert; Nemotron-3 Super/Ultra run them in
+    # a latent (moe_latent_size)
     "nemotron_h": dict(
         LLAMA_LIKE,
         **_attn_bias(False),
@@ -29,9 +30,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
             shared_width="moe_shared_expert_intermediate_size",
             shared_bias="mlp_bias",
             layers=mixer_configs.nemotron_h_moe_layers,
+            latent="moe_latent_size",
         ),
         mixers=mixer_configs.nemotron_h,
-        refuse={"moe_latent_size": "the MoE's latent down/up projections around the experts"},
     ),
     # Falcon-H1 (TII, arXiv:2507.22448): attention ∥ Mamba-2 then a gated MLP in every layer; µP multipliers
     "falcon_h1": dict(

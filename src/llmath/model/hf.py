@@ -142,6 +142,7 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         shared_bias=bool(cfg.get(t["shared_bias"], False)) if "shared_bias" in t else False,
         zero_experts=_int(cfg, t["zero_experts"], 0, where=where) if "zero_experts" in t else 0,
         router_mlp=_int(cfg, t["router_mlp"], where=where) if "router_mlp" in t else 0,
+        latent=(_int(cfg, t["latent"], 0, where=where) or 0) if "latent" in t else 0,
     )
     layers = t.get("layers", _all_layers)(cfg, n)
     return moe, tuple(bool(x) for x in layers)

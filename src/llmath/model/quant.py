@@ -306,7 +306,19 @@ def checkpoint_reading(cfg: Mapping[str, Any], sidecar: Mapping[str, Any] | None
     q = cfg.get("quantization_config") if isinstance(cfg, Mapping) else None
     if not q and isinstance(cfg, Mapping) and isinstance(cfg.get("text_config"), Mapping):
         q = cfg["text_config"].get("quantization_config")
-    return read_quantization_config(q) if q else None
+    r = read_quantization_config(q) if q else None
+    if r is not None and isinstance(cfg, Mapping) and cfg.get("expert_dtype") == "fp4":
+        _fp4_experts(r)
+    return r
+
+
+def _fp4_experts(r: Reading) -> None:
+    """DeepSeek-V4's ``expert_dtype: "fp4"``: the routed experts are stored MXFP4 (e2m1 values, one ue8m0 scale
+    per 32) beside the fp8 block-scaled rest. vLLM's deepseek_v4 model keys its expert kernels off this field
+    (vllm/model_executor/models/deepseek_v4.py); the released DeepSeek-V4-Pro safetensors hold 786,381,668,352
+    packed int8 bytes of experts and 1/32 as many e8m0 scales (62 layers x 384 experts x 3 x 7168 x 3072 / 2)."""
+    r.modules["experts"] = "mxfp4"
+    r.sources["experts"] = "config.json expert_dtype fp4 (MXFP4 routed experts)"
 
 
 def base_precision(cfg: Mapping[str, Any]) -> Precision:

@@ -51,6 +51,9 @@ class MoESpec:
     # ZAYA: the router is an MLP of this hidden width R (D -> R with bias, an RMSNorm, two R x R GELU layers with
     # bias, R -> E + 1: the extra class is a skip expert), its R-wide state carried to the next layer's router
     router_mlp: int = 0
+    # Nemotron-3 Super/Ultra (moe_latent_size): the routed experts read and write an L-wide latent, projected
+    # D -> L before them and L -> D after (ops/moe.py routed_experts); 0: they work at the model width
+    latent: int = 0
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -64,6 +67,8 @@ class MoESpec:
             raise SpecError(f"{name!r}: moe.d_ff_shared={self.d_ff_shared} must be >= 0")
         if self.router_mlp < 0:
             raise SpecError(f"{name!r}: moe.router_mlp={self.router_mlp} must be >= 0 (0: a linear router)")
+        if self.latent < 0:
+            raise SpecError(f"{name!r}: moe.latent={self.latent} must be >= 0 (0: experts at the model width)")
         if self.zero_experts < 0:
             raise SpecError(f"{name!r}: moe.zero_experts={self.zero_experts} must be >= 0 (identity experts)")
 

@@ -128,19 +128,31 @@ def _ffn(b: Builder, moe: bool, count: int, lk: str) -> None:
         moe_beside_ffn(b, count, lk)
 
 
+def mixer_layer_kind(spec: ModelSpec, i: int) -> str:
+    """The label of non-attention layer ``i`` (deploy/shard.py counts layers by it): its mixer kind, its FFN
+    (``moe``, ``dense`` or ``mixer only``) and the FFN's width where layers differ (Nemotron-NAS)."""
+    kind, moe = spec.layer_mixers[i], spec.layer_moe[i]
+    ffn = spec.layer_has_ffn(kind)
+    width = spec.ffn_width(i) if ffn and not moe else spec.d_ff
+    return f"{kind}/{'moe' if moe else 'dense' if ffn else 'mixer only'}" + (
+        f"/ffn {width}" if width != spec.d_ff else ""
+    )
+
+
 def _mixer_layers(b: Builder) -> None:
     """Layers whose mixer is not attention (state-space, recurrent): norm, mixer, residual, then (hybrids)
-    norm, FFN or MoE, residual; grouped by (mixer kind, moe). Kind "none" (Nemotron-H): norm, FFN or MoE,
-    residual only. Kind "shared+<mixer>" (Zamba): the shared block first (ops/shared_block.py)."""
+    norm, FFN or MoE, residual; grouped by :func:`mixer_layer_kind`. Kind "none" (Nemotron-H, Nemotron-NAS):
+    norm, FFN or MoE, residual only. Kind "shared+<mixer>" (Zamba): the shared block first (ops/shared_block.py)."""
     s = b.spec
-    groups: dict[tuple[str, bool], int] = {}
-    for kind, moe in zip(s.layer_mixers, s.layer_moe, strict=True):
+    groups: dict[tuple[str, bool, int, str], int] = {}
+    for i, (kind, moe) in enumerate(zip(s.layer_mixers, s.layer_moe, strict=True)):
         if not kind.startswith("attention"):
-            groups[(kind, moe)] = groups.get((kind, moe), 0) + 1
-    b.window, b.kv_shared, b.sparse, b.d_ff = None, False, False, 0
-    for (kind, moe), count in groups.items():
+            key = (kind, moe, s.ffn_width(i), mixer_layer_kind(s, i))
+            groups[key] = groups.get(key, 0) + 1
+    b.window, b.kv_shared, b.sparse = None, False, False
+    for (kind, moe, width, lk), count in groups.items():
         ffn = s.layer_has_ffn(kind)
-        lk = f"{kind}/{'moe' if moe else 'dense' if ffn else 'mixer only'}"
+        b.d_ff = width
         if kind == "xattn":  # Mllama's cross-attention layers: skipped in a text-only request (weights only)
             vision_cross_layers(b, count, lk)
             continue

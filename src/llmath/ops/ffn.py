@@ -23,6 +23,7 @@ class Ffn:
     bias: bool
     pkey: str
     weight_read: str | None  # monomial of the weight bytes read (experts hit), None: all, once
+    io: tuple[int, str]  # the width the block reads and writes, and its letter: (d_model, "D") but in a latent
 
     def linear(self, name: str, din: int, dout: int, sig: str, si: str, so: str) -> None:
         """``X[.., din] @ W[din, dout]`` for ``mult`` × rows tokens; parameters under ``pkey.name``."""
@@ -40,8 +41,8 @@ class Ffn:
         )  # fmt: skip
 
     def up(self, name: str) -> None:
-        F = self.letter
-        self.linear(name, self.site.spec.d_model, self.width, f"BTD,D{F}->BT{F}", "D", F)
+        F, (d, D) = self.letter, self.io
+        self.linear(name, d, self.width, f"BT{D},{D}{F}->BT{F}", D, F)
 
 
 def gated(f: Ffn) -> None:
@@ -85,14 +86,17 @@ def ffn_block(
     weight_read: str | None = None,
     letter: str = "F",
     mult: int = 1,
+    io: tuple[int, str] | None = None,
 ) -> None:
-    """A dense or gated FFN of hidden ``width``, run by ``mult`` × rows tokens (top-k for experts)."""
+    """A dense or gated FFN of hidden ``width``, run by ``mult`` × rows tokens (top-k for experts), reading and
+    writing ``io`` = (width, letter): the model width D unless given (a latent MoE's L)."""
     s = b.spec
-    site = Site(b, count, lk, prefix, component, {"D": s.d_model, letter: width})
-    f = Ffn(site, width, letter, rows, mult, s.ffn_bias if bias is None else bias, pkey, weight_read)
+    d, D = io or (s.d_model, "D")
+    site = Site(b, count, lk, prefix, component, {D: d, letter: width})
+    f = Ffn(site, width, letter, rows, mult, s.ffn_bias if bias is None else bias, pkey, weight_read, (d, D))
     KINDS[s.ffn](f)
     sub_norm(f)
-    f.linear("down", width, s.d_model, f"BT{letter},{letter}D->BTD", letter, "D")
+    f.linear("down", width, d, f"BT{letter},{letter}{D}->BT{D}", letter, D)
 
 
 def residual(b: Builder, name: str, count: int, lk: str, inputs: int = 2) -> None:

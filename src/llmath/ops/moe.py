@@ -89,14 +89,33 @@ def routed_experts(site: Site) -> None:
     b, m = site.b, _moe(site.spec)
     E, k = m.n_experts, m.top_k
     every = m.dense_eager and b.attention == "eager"
+    latent_projection(site, "latent_in")
     before = len(b.ops)
     ffn_block(b, m.d_ff_expert, site.count, site.lk, "moe.experts", "moe.experts", "moe", bias=m.expert_bias,
-              weight_read=None if every else "U:moe", mult=E if every else k)  # fmt: skip
+              weight_read=None if every else "U:moe", mult=E if every else k,
+              io=(m.latent, "L") if m.latent else None)  # fmt: skip
     for i in range(before, len(b.ops)):
         op = b.ops[i]
         zero = m.zero_experts if b.attention == "eager" else 0  # transformers allocates them; vLLM does not
         params = tuple((key, n * (E + zero if key.endswith(_ZERO_KEYS) else E)) for key, n in op.params)
         b.ops[i] = replace(op, sizes=op.sizes + (("E", E), ("k", k)), params=params)
+    latent_projection(site, "latent_out")
+
+
+def latent_projection(site: Site, name: str) -> None:
+    """Nemotron-3 Super/Ultra's latent MoE (``moe_latent_size`` L; modeling_nemotron_h.py NemotronHMoE): every
+    token's D-wide input goes through ``fc1_latent_proj`` (D -> L) before the routed experts, which work at width
+    L, and their sum through ``fc2_latent_proj`` (L -> D) after; both with the config's ``mlp_bias``. The router
+    and the shared expert read the D-wide input."""
+    m, D = _moe(site.spec), site.spec.d_model
+    if not m.latent:
+        return
+    L, sizes = m.latent, dict(D=D, L=m.latent)
+    if name == "latent_in":
+        site.linear(name, "BTD,DL->BTL", D, L, bias=site.spec.ffn_bias, pkey="moe.latent.in", sym_out="L", sizes=sizes)
+    else:
+        site.linear(name, "BTL,LD->BTD", L, D, bias=site.spec.ffn_bias, pkey="moe.latent.out", sym_in="L",
+                    sizes=sizes)  # fmt: skip
 
 
 def shared_experts(site: Site) -> None:
