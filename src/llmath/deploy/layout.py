@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from llmath.deploy.shard_hyper import hyper_pp_problem, hyper_tp_problem
-from llmath.deploy.shard_mixers import mixer_tp_problem
+from llmath.deploy.shard_mixers import SHARDED, mixer_tp_problem
 from llmath.deploy.shard_shared import shared_tp_problem
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
@@ -113,8 +113,6 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
 def _unsharded_problem(spec: ModelSpec, tp: int, pp: int, dp: int) -> str | None:
     """Layers no TP or PP rule covers yet (at tp = pp = 1 every operator runs whole on each replica, so DP and
     EP still apply), or None."""
-    from llmath.deploy.shard_mixers import SHARDED
-
     gpus = "; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
     if spec.recurrence is not None and pp > 1:  # HRM-Text: layer runs share weights
         return f"its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), which " + (

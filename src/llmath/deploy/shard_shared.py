@@ -18,6 +18,7 @@ vLLM implements Zamba2 only (no ``zamba.py``): Zamba (v1) stays refused.
 from __future__ import annotations
 
 from fractions import Fraction as Fr
+from typing import Any
 
 from llmath.model.spec import ModelSpec
 from llmath.ops.core import Op
@@ -53,10 +54,10 @@ def shared_tp_problem(spec: ModelSpec, tp: int) -> str | None:
     return None
 
 
-def holder_params(op: Op, spec: ModelSpec, tp: int, kv: Fr) -> tuple[tuple[str, int | float], ...]:
+def holder_params(op: Op, spec: ModelSpec, tp: int, kv: Fr) -> tuple[tuple[str, Any], ...]:
     """A rank's share of the block's own weights: q and o (and the FFN's) /T, k and v by ``kv`` (the rank's
     KV heads over K), norms whole, a row-parallel bias (o, down) whole."""
-    out: list[tuple[str, int | float]] = []
+    out: list[tuple[str, Any]] = []
     for key, n in op.params:
         if op.component == "norm" or (key.endswith(".bias") and (".o." in key or ".down." in key)):
             f = ONE
