@@ -16,13 +16,24 @@ def coarse_hf(name: str) -> str:
     """A transformers parameter name -> the coarse component llmath reports it under."""
     import re
 
+    if re.search(r"^(text_encoder|enc_to_dec_proj|audio_enc_to_dec_proj)\.", name):  # MusicGen's conditioning
+        return name.split(".")[0]
+    if re.search(r"^audio_encoder\.", name):  # MusicGen's EnCodec
+        return "audio"
+    if re.search(r"^model\.patcher\.", name):  # BLT's entropy model (ops/blt.py): one component
+        return "patcher"
+    if re.search(r"^model\.encoder_hash_tok_embedding\.", name):  # BLT's hash n-gram tables
+        return "embedding"
+    if re.search(r"^model\.\w+\.(patch|token)_embedding_projection\.", name):  # BLT's patch projections
+        return "projection"
     # a wrapper's towers (model/towers.py components), before the language model's patterns
     if re.search(r"embed_tokens_extend\.(image_embed\.img_processor|audio_embed\.encoder)\.", name):  # Phi-4-mm
         return "vision" if ".image_embed." in name else "audio"
     if re.search(r"embed_tokens_extend\.", name):
         return "projector"
     if re.search(
-        r"(^|\.)(multi_modal_projector|visual\.merger|visual\.deepstack_merger_list|visual_projection|img_temporal_embedding)\.",
+        r"(^|\.)(multi_modal_projector|visual\.merger|visual\.deepstack_merger_list|visual_projection|img_temporal_embedding"
+        r"|embed_vision|mm_projector)\.",
         name,
     ):
         return "projector"
@@ -78,10 +89,10 @@ def coarse_hf(name: str) -> str:
         return "embedding"
     if re.search(r"^head\.", name):  # RWKV's LM head
         return "lm_head"
-    if re.search(r"(^|\.)(lm_head|embed_out)\.|^output\.|^decoder\.(weight|bias)$", name):  # ModernBERT: decoder
+    if re.search(r"(^|\.)(lm_heads?|embed_out)\.|^output\.|^decoder\.(weight|bias)$", name):  # ModernBERT: decoder
         return "lm_head"
     if re.search(
-        r"(embed_tokens|input_embedding|segment_embedding|wte|wpe|word_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
+        r"(embed_tokens|input_embedding|segment_embedding|wte|wpe|word_embeddings|ngram_embeddings|embed_in|(^|\.)shared\.weight$|embed_positions|tokens_embed|"
         r"positions_embed|position_embeddings|^transformer\.w\.weight$)",
         name,
     ):
@@ -92,7 +103,9 @@ def coarse_hf(name: str) -> str:
 
 
 def coarse_llmath(key: str) -> str:
-    if key.split(".")[0] in ("vision", "audio", "projector"):  # a wrapper's towers
+    if key.startswith("patcher."):  # BLT's entropy model, norms included
+        return "patcher"
+    if key.split(".")[0] in ("vision", "audio", "projector", "text_encoder"):  # towers, MusicGen's text encoder
         return key.split(".")[0]
     if "norm" in key:
         return "norm"

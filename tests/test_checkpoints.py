@@ -165,6 +165,25 @@ def test_deepseek_v4_routed_experts_in_mxfp4():
     assert checkpoint_reading(cfg).modules == {}
 
 
+def test_gemma4_nvfp4_keeps_what_its_sidecar_excludes_layer_by_layer():
+    # nvidia/Gemma-4-31B-IT-NVFP4's hf_quant_config.json: NVFP4 (16 e2m1 values + one fp8 scale: 9 bytes per 16),
+    # excluding lm_head, model.embed_vision*, model.vision_tower* and the self_attn of each of the 60 layers one
+    # by one: attention, the vision tower and its projector stay bf16 (2 bytes)
+    name = "gemma-4-31b-it-nvfp4"
+    ck = registry.checkpoint(name)
+    n, wb = module_params(ck.spec), weight_bytes(ck.spec, ck.precision)
+    assert dict(ck.precision.modules) == {m: "bf16" for m in ("attention", "lm_head", "projector", "vision")}
+    for m in ("attention", "vision", "projector"):
+        assert wb[m] == n[m] * 2
+    assert wb["ffn"] == pytest.approx(n["ffn"] * 9 / 16, rel=1e-12)
+    # one layer left out of the list: attention is counted quantised, and a note says so
+    side = registry.sidecar(name)
+    side["quantization"]["exclude_modules"].remove("model.language_model.layers.7.self_attn*")
+    partial = checkpoint.from_config(registry.config(name), ck.spec, side, name)
+    assert "attention" not in dict(partial.precision.modules)
+    assert any("59 of 60 layers" in note for note in partial.notes)
+
+
 def test_flags_override_the_checkpoint():
     from llmath.model.checkpoint import precision_for
 

@@ -92,5 +92,8 @@ def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
     config.to_json_file(path, use_diff=False)
     saved = json.loads(path.read_text())
     spec = spec_from_file(path)
-    expected = oracle.count_params(oracle.build_meta(oracle.hf_config(saved)))
+    model = oracle.build_meta(oracle.hf_config(saved))
+    # sub-models a report names as not counted (MusicGen's audio_encoder) are left out of both sides
+    skipped = sum(p.numel() for n, p in model.named_parameters() if n.split(".")[0] in spec.towers_not_counted)
+    expected = oracle.count_params(model) - skipped
     assert param_report(spec, "eager").total == expected, model_type  # transformers' allocation (LongCat)

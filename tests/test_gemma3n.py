@@ -131,14 +131,3 @@ def test_analyze_runs_tensor_and_pipeline_parallel(capsys, tmp_path):
         code, out, err = run_cli(capsys, "analyze", str(path), "--hardware", "h100-sxm", *flags, "--json")
         assert code == 0, err
         assert json.loads(out)["params"]["total"] == param_report(spec_from_config(BASE)).total
-
-
-def test_the_wrapper_names_its_towers(tmp_path):
-    """Gemma3nForConditionalGeneration: the MobileNetV5 vision tower is a timm model (transformers builds it only
-    with timm installed), so no tower is counted and both sub-configs are named; the language model is the same."""
-    from causal_lm_types import default_config
-
-    cfg = default_config("gemma3n", str(tmp_path))
-    spec = spec_from_config(cfg, "gemma3n")
-    assert spec.wrapper == "gemma3n" and spec.towers_not_counted == ("audio_config", "vision_config")
-    assert param_report(spec).total == param_report(spec_from_config(cfg["text_config"], "lm")).total

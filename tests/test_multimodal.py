@@ -24,7 +24,7 @@ AUDIO = r"audio_tower\."
 # Qwen-VL's patch mergers live inside the vision module (model.visual.merger): they are the projector
 PROJECTOR = (
     r"(multi_modal_projector|connector|vision_projection|visual_projection|visual\.merger|visual\.deepstack_merger_list)\."
-    r"|image_newline$|img_temporal_embedding\."
+    r"|image_newline$|img_temporal_embedding\.|embed_vision\.|mm_projector\."
 )
 
 
@@ -69,6 +69,28 @@ def test_wrapper_towers_equal_transformers(mt, tmp_path):
     assert spec.towers_not_counted == ()
 
 
+KIMI_K25_VISION = {
+    "_attn_implementation": "flash_attention_2",
+    "init_pos_emb_height": 64,
+    "init_pos_emb_time": 4,
+    "init_pos_emb_width": 64,
+    "merge_kernel_size": [2, 2],
+    "merge_type": "sd2_tpool",
+    "mm_hidden_size": 1152,
+    "mm_projector_type": "patchmerger",
+    "patch_size": 14,
+    "pos_emb_type": "divided_fixed",
+    "projector_hidden_act": "gelu",
+    "projector_ln_eps": 1e-05,
+    "text_hidden_size": 7168,
+    "video_attn_type": "spatial_temporal",
+    "vt_hidden_size": 1152,
+    "vt_intermediate_size": 4304,
+    "vt_num_attention_heads": 16,
+    "vt_num_hidden_layers": 27,
+}
+
+
 # Hub-style files: SigLIP without its pooling head (google/gemma-3-4b-it's vision_config says
 # "vision_use_head": false), a vision_config that leaves the config class's defaults out, the features of
 # several CLIP layers concatenated (vision_feature_layer as a list), a projector without biases.
@@ -82,6 +104,15 @@ HUB_STYLE = [
     ("mistral3", {"multimodal_projector_bias": True, "spatial_merge_size": 3}),
     ("idefics3", {"scale_factor": 3}),
     ("git", {"num_image_with_embedding": 6}),  # GIT-VATEX-style video: one learned vector per frame
+    # Gemma 4's vision tower: google/gemma-4-26B-A4B's widths (hub config cached by aiconfigurator), fewer layers,
+    # grouped K/V heads and clipped linears (clamp bounds: buffers, not parameters)
+    *[(mt, {"vision_config": {"model_type": "gemma4_vision", "hidden_size": 1152, "intermediate_size": 4304,
+                              "num_hidden_layers": 2, "num_attention_heads": 16, "num_key_value_heads": kv,
+                              "head_dim": 72, "use_clipped_linears": clip, "standardize": True}})
+      for mt in ("gemma4",) for kv, clip in ((16, False), (4, True))],
+    # moonshotai/Kimi-K2.5's vision_config as the hub file has it (cached by aiconfigurator): hub spellings
+    # (vt_hidden_size, init_pos_emb_height, ...) and no model_type
+    ("kimi_k25", {"vision_config": KIMI_K25_VISION}),
     ("minimax_m3_vl", {"projector_hidden_size": 1024, "vision_config": {"model_type": "minimax_m3_vl_vision",
                                                                          "num_hidden_layers": 2}}),
 ]  # fmt: skip

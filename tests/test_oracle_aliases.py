@@ -31,12 +31,18 @@ def test_kimi_k2_reads_as_deepseek_v3():
 
 
 def test_kimi_k25_text_config_is_its_language_model():
+    """Kimi-K2.5's text_config says kimi_k2 (DeepSeek-V3's keys); its vision_config, without a model_type, is
+    MoonViT (model/towers_kimi.py): the whole equals transformers' Kimi_K25 model, the language model its
+    DeepSeek-V3 one."""
     cfg = _small_deepseek_v3()
-    hf = oracle.count_params(oracle.build_meta(oracle.hf_config(cfg)))
-    wrapped = {"model_type": "kimi_k25", "text_config": dict(cfg, model_type="kimi_k2"), "vision_config": {"d": 1}}
+    lm = oracle.count_params(oracle.build_meta(oracle.hf_config(cfg)))
+    text = dict(cfg, model_type="kimi_k2")
+    vision = {"patch_size": 14}
+    wrapped = {"model_type": "kimi_k25", "text_config": text, "vision_config": vision, "tie_word_embeddings": False}
     rep = param_report(spec_from_config(wrapped, "k25"))
-    assert rep.total == hf
-    assert rep.wrapper == "kimi_k25" and rep.towers_not_counted == ("vision_config",)
+    assert rep.total == oracle.count_params(oracle.build_meta(oracle.hf_config(wrapped)))
+    assert rep.total - sum(rep.towers.values()) == lm
+    assert rep.wrapper == "kimi_k25" and rep.towers_not_counted == ()
 
 
 def test_architectures_names_the_class_for_an_unknown_model_type():

@@ -96,6 +96,10 @@ EXPERT_LOOPS_ON_CPU = {"jetmoe", "longcat_flash"}
 # Qwen4-Exp's QSA indexer loops over batch rows and queries with `nonzero` over the mask: its FLOPs and cache
 # are proven on small CPU models in tests/test_qwen4.py
 DATA_DEPENDENT_ON_CPU = {"qwen4_exp_text"}
+# BLT: its mask checks the position ids' values (not on meta), its patches come from the entropy model's data, and
+# transformers 5.23 cannot run it with a cache (DynamicCache(config=BltConfig) fails): its FLOPs with stated patch
+# lengths, the decode step without a cache and the empty cache are proven on small CPU models in tests/test_blt.py
+DATA_DEPENDENT_ON_CPU |= {"blt"}
 
 WINDOW_KEYS = ("sliding_window", "window_size", "attention_chunk_size")
 

@@ -25,7 +25,7 @@ import numpy as np
 from llmath.deploy import engines
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, make_layout
-from llmath.deploy.serving import Requests, memory, steady_state
+from llmath.deploy.serving import Requests, memory, refuse_uncached, steady_state
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
@@ -307,6 +307,7 @@ def plan(
         if v is not None and not v > 0:
             raise WorkloadError(f"{name} {v!r} must be > 0")
     spec = resolve(model)
+    refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), spec.is_encoder_decoder)
     if disagg and spec.is_encoder_decoder:

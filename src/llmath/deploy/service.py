@@ -23,6 +23,7 @@ from llmath.deploy.serving import (
     memory,
     metrics_at,
     rate_to_concurrency,
+    refuse_uncached,
     steady_state,
 )
 from llmath.deploy.speculative import Speculation, draft_device
@@ -65,6 +66,7 @@ def serve(
     if (concurrency is None) == (rate is None):
         raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
     spec = resolve(model)
+    refuse_uncached(spec)
     layout = None
     if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)

@@ -226,6 +226,17 @@ class Memory:
     fits: bool
 
 
+def refuse_uncached(spec) -> None:
+    """The Byte Latent Transformer keeps no cache (ops/blt.py: each new byte reruns the whole sequence): an
+    engine's continuous batching of cached decode steps does not describe it."""
+    if spec.blt is not None:
+        raise WorkloadError(
+            f"{spec.name}: continuous batching (--concurrency, --rate, llmath plan) is not modelled for the Byte "
+            "Latent Transformer, which keeps no cache (each new byte reruns the whole sequence); analyse it with "
+            "--batch instead"
+        )
+
+
 def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
     """The engine's memory on each GPU: ``gpu_memory_utilization`` × capacity − its weights − one budget's
     activations − CUDA graphs = its KV pool; requests a replica admits = pool / KV one request counts there

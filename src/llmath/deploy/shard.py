@@ -47,6 +47,7 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction as Fr
@@ -124,8 +125,18 @@ REPLICATED = {
     "conv1",
     "conv2",
     "positions",
+    "embed.streams",  # ProphetNet's stream embeddings (ops/prophet.py): one GPU only, see _refuse_unsharded
 }
-COLUMN = {"attn.gate_proj", "attn.q_proj", "attn.q_b_proj", "ffn.gate", "ffn.up", "moe.shared.gate", "moe.shared.up"}
+COLUMN = {
+    "attn.relative_proj",
+    "attn.gate_proj",
+    "attn.q_proj",
+    "attn.q_b_proj",
+    "ffn.gate",
+    "ffn.up",
+    "moe.shared.gate",
+    "moe.shared.up",
+}
 KV = {"attn.k_proj", "attn.v_proj", "attn.v_from_k"}
 ROW = {"attn.o_proj", "ffn.down", "moe.shared.down"}
 HEADS = {
@@ -212,6 +223,7 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``."""
     name, T = rule_name(op.name), L.tp
     name = XATTN.get(name, name)
+    name = re.sub(r"^attn\.(main|streams|streams_own)\.", "attn.", name)  # ProphetNet's streams: by heads
     if name.startswith("shared.") and spec.shared_block is not None:  # Zamba2 (deploy/shard_shared.py)
         name = shared_namesake(name)
     rwkv_ffn = name.startswith("ffn.") and spec.mixer is not None and spec.mixer.kind == "rwkv"
@@ -324,15 +336,25 @@ def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
     }
 
 
-def _refuse_unsharded(spec: ModelSpec, pp: int) -> None:
+def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
     """Layers no sharding rule covers yet: a one-line error naming what to do instead."""
+    if spec.prophet is not None and (layout.tp > 1 or layout.pp > 1):
+        raise LayoutError(
+            f"{spec.name}: ProphetNet's decoder runs (1 + streams)·T rows per layer, which llmath's tensor- and "
+            "pipeline-parallel collectives do not carry yet; analyse it with tp=1 and pp=1 (--dp replicas work)"
+        )
     known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
     if any(p not in known for k in spec.layer_mixers for p in k.split("+")):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
-    if spec.recurrence is not None and pp > 1:  # HRM-Text: every stage would need both weight-shared stacks
+    if spec.codebooks > 1 or spec.text_encoder is not None:  # MusicGen: no serving engine's split to follow yet
+        raise LayoutError(
+            f"{spec.name}: {spec.codebooks} codebook tables and heads (MusicGen) have no sharding rule yet (no "
+            "serving engine's split to follow); analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
+        )
+    if spec.recurrence is not None and layout.pp > 1:  # HRM-Text: every stage would need both weight-shared stacks
         raise LayoutError(
             f"{spec.name}: its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), "
             "which llmath cannot split into pipeline stages; use --pp 1"
@@ -344,8 +366,15 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
     from llmath.deploy.comm import encdec_collectives, stage_collectives
 
-    _refuse_unsharded(spec, layout.pp)
+    _refuse_unsharded(spec, layout)
     base = build_ops(spec, stage, attention)
+    if spec.blt is not None:  # BLT (ops/blt.py): its stacks on one GPU per replica
+        if layout.tp * layout.pp * layout.ep > 1:
+            raise LayoutError(
+                f"{spec.name}: the Byte Latent Transformer's four stacks of their own widths have no sharding rule "
+                "yet; analyse it on one GPU per replica (drop --tp/--pp/--ep; --dp replicates it)"
+            )
+        return (RankPlan(0, range(spec.n_layers), base, (), layout.dp),)
     plans = []
     ranges = _stack_ranges(spec, stage, layout.pp)
     for s, layers in enumerate(ranges):

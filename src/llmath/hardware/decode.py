@@ -367,7 +367,7 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
     side is an arithmetic sum. Scalars take a pure-Python path over those few ops; arrays broadcast.
     """
-    if any(m.startswith("z") for m in table.monos):
+    if any(m.startswith("z") or m == "LL" for m in table.monos):  # + BLT's rerun of every byte (ops/blt.py)
         return _decode_stepwise(table, hw, p, eff, B, P, N, src)
     if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N, src)):
         return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N), float(src))

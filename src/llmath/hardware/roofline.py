@@ -238,7 +238,10 @@ def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None =
 
 
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
-    """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included."""
+    """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included. A BLT
+    decode step reruns all S + 1 bytes (ops/blt.py): its GEMMs have the rows of a prefill of S + 1 tokens."""
+    if decode and context is not None and table.spec.blt is not None:
+        tokens, decode = batch * (context + 1), False
     f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
     inv = inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
     if not eff.kernel_fits:

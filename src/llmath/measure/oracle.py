@@ -14,8 +14,15 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-SEQ2SEQ = ("t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus")
+from llmath.model.family_facts import MODEL_TYPE_ALIASES
+
+SEQ2SEQ = (
+    "t5", "bart", "marian", "mbart", "plbart", "mvp", "blenderbot", "blenderbot-small", "pegasus", "prophetnet",
+)  # fmt: skip
 SPEECH_SEQ2SEQ = ("whisper",)  # the audio encoder-decoders (AutoModelForSpeechSeq2Seq)
+# text-to-audio encoder-decoders (AutoModelForTextToWaveform); their decoder alone is MusicgenForCausalLM
+TEXT_TO_WAVEFORM = ("musicgen", "musicgen_melody")
+CODEBOOK_DECODERS = {"musicgen_decoder": "MusicgenForCausalLM", "musicgen_melody_decoder": "MusicgenMelodyForCausalLM"}
 # xLSTM-7b's config.json names the Triton kernels of mlstm_kernels; transformers' xLSTMConfig (5.23) admits
 # only the native torch ones, which compute the same layer
 XLSTM_NATIVE = {
@@ -49,7 +56,9 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
     cfg.pop("auto_map", None)
     cfg.pop("quantization_config", None)
     model_type = cfg.pop("model_type")
-    model_type = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon"}.get(model_type, model_type)
+    if model_type not in transformers.models.auto.configuration_auto.CONFIG_MAPPING:
+        # remote-code types llmath reads as a transformers class with the same keys (kimi_k2, mimo, RefinedWeb)
+        model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
     if n_layers is not None:
         _truncate(cfg, n_layers)
         if isinstance(cfg.get("text_config"), dict):  # a wrapper: its language model's layers
@@ -106,6 +115,10 @@ def build_meta(config, attn_implementation: str = "eager"):
             return transformers.AutoModelForSeq2SeqLM.from_config(config, **kw)
         if config.model_type in SPEECH_SEQ2SEQ:
             return transformers.AutoModelForSpeechSeq2Seq.from_config(config, **kw)
+        if config.model_type in TEXT_TO_WAVEFORM:
+            return transformers.AutoModelForTextToWaveform.from_config(config, **kw)
+        if config.model_type in CODEBOOK_DECODERS:
+            return getattr(transformers, CODEBOOK_DECODERS[config.model_type])._from_config(config, **kw)
         try:
             return transformers.AutoModelForCausalLM.from_config(config, experts_implementation="batched_mm", **kw)
         except TypeError:
@@ -223,12 +236,15 @@ def seq2seq_flops(model, batch: int, src: int, tokens: int) -> dict[str, Any]:
             out = fn()
         return counter.get_total_flops(), out
 
-    dec = torch.zeros(batch, tokens, dtype=torch.long, device="meta")
+    # MusicGen: one code per codebook and position, decoder_input_ids of (batch · C, tokens)
+    codebooks = getattr(getattr(model.config, "decoder", None), "num_codebooks", 1)
+    dev = next(model.parameters()).device  # meta, or a small model on the CPU (ProphetNet's decode step)
+    dec = torch.zeros(batch * codebooks, tokens, dtype=torch.long, device=dev)
     if model.config.model_type in SPEECH_SEQ2SEQ:  # 2 mel frames per encoder position (Whisper's stride 2)
-        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device="meta")
+        mels = torch.zeros(batch, model.config.num_mel_bins, 2 * src, device=dev)
         f_enc, enc = counted(lambda: model.get_encoder()(input_features=mels))
     else:
-        ids = torch.zeros(batch, src, dtype=torch.long, device="meta")
+        ids = torch.zeros(batch, src, dtype=torch.long, device=dev)
         f_enc, enc = counted(lambda: model.get_encoder()(input_ids=ids))
     f_pre, out = counted(lambda: model(encoder_outputs=enc, decoder_input_ids=dec, use_cache=True))
     past = out.past_key_values

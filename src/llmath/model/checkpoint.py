@@ -107,10 +107,39 @@ def _header_precision(d: Path, p: Precision) -> tuple[Precision, int | None, lis
     return p, None, notes
 
 
+def _layers_with(spec: ModelSpec, module: str) -> set[int]:
+    """The decoder layers that hold ``module`` (attention: attention layers; experts: MoE layers; ...)."""
+    kinds = list(zip(spec.layer_mixers, spec.layer_moe, strict=True))
+    if module == "attention":
+        return {i for i, (k, _) in enumerate(kinds) if k.startswith("attention")}
+    if module in ("experts", "shared_experts", "router"):
+        return {i for i, (_, moe) in enumerate(kinds) if moe}
+    if module == "ffn":
+        return {i for i, (k, moe) in enumerate(kinds) if not moe and spec.layer_has_ffn(k)}
+    return set(range(spec.n_layers))
+
+
+def _per_layer_exclusions(reading, spec: ModelSpec) -> None:
+    """Exclusion lists that name a module layer by layer (ModelOpt's ``model.layers.7.self_attn*``): when they
+    name it in every layer that holds it, the module stays 16-bit; otherwise it is counted quantised, noted."""
+    for m, (idx, where, names) in reading.layers.items():
+        have = _layers_with(spec, m)
+        if have and have <= idx:
+            reading.modules[m] = "bf16"
+            reading.sources[m] = f"{where} (the {m} of all {len(have)} layers that hold it)"
+        else:
+            listed = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+            reading.notes.append(
+                f"{where}: {listed} keep the {m} of {len(idx & have)} of {len(have)} layers unquantised; "
+                "counted as quantised"
+            )
+
+
 def from_config(cfg: dict[str, Any], spec: ModelSpec, sidecar: dict | None, where: str) -> Checkpoint:
     reading = checkpoint_reading(cfg, sidecar)
     if reading is None:
         return Checkpoint(spec, None, "")
+    _per_layer_exclusions(reading, spec)
     act16 = "fp16" if str(cfg.get("torch_dtype") or cfg.get("dtype")) == "float16" else "bf16"
     mods = {m: (act16 if f in ("bf16", "fp16") else f) for m, f in reading.modules.items()}
     reading.modules = mods

@@ -33,7 +33,9 @@ from llmath.model import formats as fmt
 BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}  # the original six (kept)
 GROUPED = ("int8", "int4")
 DTYPES = tuple(BITS)
-MODULES = ("embedding", "attention", "ffn", "experts", "shared_experts", "router", "lm_head", "norm")
+# the language model's modules, then a wrapper's towers (model/towers.py components)
+MODULES = ("embedding", "attention", "ffn", "experts", "shared_experts", "router", "lm_head", "norm", "vision",
+           "projector", "audio")  # fmt: skip
 KEEP_16BIT = ("embedding", "lm_head", "router", "norm")
 MAX_GROUP = 1 << 20
 

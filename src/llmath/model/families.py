@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.model import (
+    families_blt,
     families_dense,
     families_dsv4,
     families_encdec,
@@ -16,8 +17,10 @@ from llmath.model import (
     families_misc4,
     families_moe,
     families_multimodal,
+    families_musicgen,
     families_nas,
     families_odd,
+    families_prophetnet,
     families_qwen4,
     families_recurrent,
     families_ssm,
@@ -566,3 +569,6 @@ ADAPTERS.update(families_inkling.ADAPTERS)  # Inkling, Inkling-2 (model/families
 ADAPTERS.update(families_odd.ADAPTERS)  # CPM-Ant, Phi-4-multimodal, Moshi (model/families_odd.py)
 ADAPTERS.update(families_nas.ADAPTERS)  # Nemotron-NAS: per-layer attention and FFN widths (families_nas.py)
 ADAPTERS.update(families_idx.ADAPTERS)  # indexed sparse attention: A.X K2, Dots 3 Note, MiniMax-M3 (families_idx.py)
+ADAPTERS.update(families_musicgen.ADAPTERS)  # MusicGen decoder and composite (model/families_musicgen.py)
+ADAPTERS.update(families_prophetnet.ADAPTERS)  # ProphetNet's n-stream encoder-decoder (model/families_prophetnet.py)
+ADAPTERS.update(families_blt.ADAPTERS)  # the Byte Latent Transformer (model/families_blt.py, ops/blt.py)

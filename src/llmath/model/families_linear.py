@@ -142,7 +142,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         mixers=kimi_linear,
         # Kimi-K3's text_config (remote code, moonshotai/Kimi-K3) is a kimi_linear config with three architecture
         # keys transformers 5.23's KimiLinear has no code for: read as kimi_linear they would count its experts
-        # at the model width (5.49T) instead of the latent's
+        # at the model width (5.49T; the K3 technical report, arXiv:2607.24653, gives 2.8T)
         refuse={
             "routed_expert_hidden_size": "Kimi-K3's routed experts in a latent, with projections around them",
             "latent_moe_use_norm": "a norm on Kimi-K3's MoE latent",

@@ -159,6 +159,11 @@ MODEL_TYPE_ALIASES = {
     "gemma3": "gemma3_text",
     # Kimi K2 (moonshotai/Kimi-K2-Instruct, remote code): DeepseekV3ForCausalLM with DeepSeek-V3's keys.
     "kimi_k2": "deepseek_v3",
+    # MiMo (XiaomiMiMo/MiMo-7B-Base, remote code MiMoForCausalLM): Qwen2's keys and layers (q/k/v biased). Its
+    # modeling_mimo.py adds num_nextn_predict_layers MTP layers to Qwen2Model; vLLM's MiMo model serves the Qwen2
+    # main model and skips their weights (vllm/model_executor/models/mimo.py, "mtp_layers"), and llmath counts
+    # what is served, as for DeepSeek's MTP layers
+    "mimo": "qwen2",
 }
 
 # transformers classes named in a file's ``architectures``: a model_type without a table of its own whose

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+from llmath.model.families_musicgen import codebook_notes
 from llmath.model.spec import ModelSpec
 
 
@@ -21,7 +22,7 @@ def context_notes(spec: ModelSpec, end: int) -> list[str]:
 
 def wrapper_notes(spec: ModelSpec) -> list[str]:
     """What a report leaves out of a wrapper or an encoder's decoder, and the layers its stages skip."""
-    return _wrapper_notes(spec) + _skipped_layer_notes(spec)
+    return _wrapper_notes(spec) + _skipped_layer_notes(spec) + codebook_notes(spec)
 
 
 def _skipped_layer_notes(spec: ModelSpec) -> list[str]:

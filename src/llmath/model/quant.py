@@ -33,7 +33,10 @@ from llmath.errors import ConfigError
 from llmath.model.dtypes import MODULES, Precision
 
 LINEAR_MODULES = ("attention", "ffn", "experts", "shared_experts", "router", "lm_head")
-_RULES = (  # (module, substrings) in order: the first match wins
+_RULES = (  # (module, substrings) in order: the first match wins; a wrapper's towers before the layers' names
+    ("projector", ("embed_vision", "embed_audio", "multi_modal_projector", "mm_projector", "visual.merger")),
+    ("vision", ("vision_tower", "vision_model", "visual.", "image_encoder", "vision_encoder")),
+    ("audio", ("audio_tower", "audio_model", "audio_encoder")),
     ("lm_head", ("lm_head", "embed_out")),
     ("embedding", ("embed_tokens", "wte", "word_embeddings", "tok_embeddings", "token_embd", "embed_in", "wpe")),
     ("norm", ("norm", "ln_", "layernorm")),
@@ -57,8 +60,9 @@ def module_of(name: str) -> str | None:
     return None
 
 
-def _single_layer(name: str) -> bool:
-    return re.search(r"layers?\.\d+\.|blk\.\d+\.|h\.\d+\.", name) is not None
+def _layer_index(name: str) -> int | None:
+    m = re.search(r"(?:layers?|blk|h)\.(\d+)\.", name)
+    return int(m.group(1)) if m else None
 
 
 @dataclass
@@ -73,6 +77,9 @@ class Reading:
     group_size: int = 128
     sources: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # entries naming one layer's module (model.layers.30.self_attn*): module -> (layer indices, where listed,
+    # the entries); resolved against the model's layers by :func:`llmath.model.checkpoint.from_config`
+    layers: dict[str, tuple[set[int], str, list[str]]] = field(default_factory=dict)
 
     def precision(self, base: Precision | None = None) -> Precision:
         base = base or Precision()
@@ -93,8 +100,10 @@ def _keep16(r: Reading, names, where: str, base16: str = "bf16") -> None:
         m = module_of(str(n))
         if m is None:
             r.notes.append(f"{where}: {n!r} names no module llmath models; ignored")
-        elif _single_layer(str(n)):
-            r.notes.append(f"{where}: {n!r} keeps one layer's {m} unquantised; counted as quantised")
+        elif (i := _layer_index(str(n))) is not None:
+            idx, _, names = r.layers.setdefault(m, (set(), where, []))
+            idx.add(i)
+            names.append(str(n))
         else:
             r.modules[m] = base16
             r.sources[m] = where

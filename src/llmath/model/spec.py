@@ -11,11 +11,13 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from llmath.errors import SpecError
+from llmath.model.spec_blt import BltSpec
 from llmath.model.spec_compressed import CompressedSpec
 from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec, _positive
 from llmath.model.spec_index import BlockIndexSpec
 from llmath.model.spec_inkling import InklingSpec
 from llmath.model.spec_mixer import LINEAR_ATTENTION_KINDS, MixerSpec, SharedBlockSpec
+from llmath.model.spec_prophet import ProphetSpec
 
 NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
@@ -219,6 +221,7 @@ class ModelSpec:
     # parameters count 2 · n_layers / (H·(L+1)) layers and FLOPs, weight reads and the KV cache every run
     recurrence: tuple[int, int] | None = None
     encoder: EncoderSpec | None = None
+    prophet: ProphetSpec | None = None  # ProphetNet's n-stream decoder (model/spec_prophet.py, ops/prophet.py)
     mixer: MixerSpec | None = None  # the non-attention mixer of the layers layer_mixers marks with its kind
     # per layer: "attention", the mixer's kind, "attention+<kind>" (Falcon-H1: both in parallel on one normed
     # input), "shared+<kind>" (Zamba: the shared block, then the mixer) or "none" (Nemotron-H's FFN-only /
@@ -248,6 +251,7 @@ class ModelSpec:
     # followed by a low-rank gate D -> r -> D (SiLU between, no bias) whose sigmoid scales the normed input
     norm_gate_rank: int = 0
     inkling: InklingSpec | None = None  # Inkling / Inkling-2 layers (ops/inkling.py)
+    blt: BltSpec | None = None  # the Byte Latent Transformer's stacks (ops/blt.py); the spec's own widths: its global
     # DeepSeek-V4: the attention of :class:`CompressedSpec`, each layer's compressor ("" none, "csa", "hca"), and
     # the hyper-connection streams (the residual is ``mhc_streams`` copies of D, 0: a plain residual; ops/mhc.py)
     compressed: CompressedSpec | None = None
@@ -279,6 +283,12 @@ class ModelSpec:
     # prompt_types·prompt_length prompt rows, Moshi's one extra row
     extra_token_rows: int = 0
     segment_rows: int = 0  # CPM-Ant: a segment table whose row is added to every token's embedding
+    # MusicGen (model/families_musicgen.py): parallel codebook streams, each with its own token table (summed) and
+    # LM head (0: one stream); the composite's text encoder, a spec of its own (T5) whose encoder pass is this
+    # model's, and the width of its output that ``enc_to_dec_proj`` projects to d_model (0: no projection)
+    codebooks: int = 0
+    text_encoder: ModelSpec | None = None
+    enc_proj: int = 0
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -334,8 +344,9 @@ class ModelSpec:
             if self.mla is None or self.window_mla.index_topk:
                 raise SpecError(f"{n!r}: window_mla (the sliding layers' MLA widths) needs mla and has no indexer")
             self.window_mla.validate(n)
-        if self.moe is not None:
-            self.moe.validate(n)
+        for part in (self.moe, self.prophet):  # sub-specs with rules of their own
+            if part is not None:
+                part.validate(n)
         if self.attn_experts and (self.moe is None or self.n_heads != self.moe.top_k * self.n_kv_heads):
             raise SpecError(
                 f"{n!r}: attention experts need a MoE spec whose top_k·n_kv_heads equals n_heads={self.n_heads}"
@@ -357,7 +368,7 @@ class ModelSpec:
         self._validate_recurrence()
         if self.attn_gate not in ("none", "head", "full"):
             raise SpecError(f"{n!r}: attn_gate={self.attn_gate!r} must be 'none', 'head' or 'full'")
-        for f in ("norms_per_layer", "prefix_positions", "extra_token_rows", "segment_rows"):
+        for f in ("norms_per_layer", "prefix_positions", "extra_token_rows", "segment_rows", "codebooks", "enc_proj"):
             if getattr(self, f) < 0:
                 raise SpecError(f"{n!r}: {f}={getattr(self, f)} must be >= 0")
         self._validate_mixers()
@@ -368,6 +379,8 @@ class ModelSpec:
         """The optional parts' own rules (Inkling's layers, DeepSeek-V4's compression, Qwen4-Exp's)."""
         if self.inkling is not None:
             self.inkling.validate(self.name)
+        if self.blt is not None:
+            self.blt.validate(self.name)
         self._validate_compressed()
         self._validate_qwen4()
 

@@ -17,7 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmath.model import towers_audio, towers_inkling, towers_minimax, towers_mllama, towers_phi4mm, towers_vl
+from llmath.model import (
+    towers_audio,
+    towers_gemma3n,
+    towers_gemma4,
+    towers_inkling,
+    towers_kimi,
+    towers_minimax,
+    towers_mllama,
+    towers_phi4mm,
+    towers_vl,
+)
 
 Counts = dict[str, int]
 Cfg = Mapping[str, Any]
@@ -183,6 +193,12 @@ VISION_DEFAULTS.update(towers_mllama.DEFAULTS)
 VISION.update(towers_minimax.VISION)  # MiniMax-M3 (model/towers_minimax.py)
 VISION_DEFAULTS.update(towers_minimax.DEFAULTS)
 PROJECTORS.update(towers_minimax.PROJECTORS)
+VISION.update(towers_gemma4.VISION)  # Gemma 4 (model/towers_gemma4.py)
+VISION_DEFAULTS.update(towers_gemma4.DEFAULTS)
+PROJECTORS.update(towers_gemma4.PROJECTORS)
+VISION.update(towers_kimi.VISION)  # Kimi-K2.5 (model/towers_kimi.py)
+VISION_DEFAULTS.update(towers_kimi.DEFAULTS)
+PROJECTORS.update(towers_kimi.PROJECTORS)
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
 
 
@@ -200,24 +216,31 @@ def _tower_config(raw: Any, key: str, wrapper: Any) -> tuple[Callable[[Cfg], Cou
     table, defaults = TOWERS.get(key, ({}, {}))
     if not isinstance(raw, Mapping):
         return None
-    kind = str(raw.get("model_type") or (wrapper if wrapper in towers_vl.FLAT_WRAPPERS else ""))
+    kind = str(raw.get("model_type") or (wrapper if wrapper in towers_vl.FLAT_WRAPPERS else "") or
+               towers_kimi.UNTYPED.get(str(wrapper), ""))  # fmt: skip
     kind = towers_vl.VISION_ALIASES.get(kind, kind) if key == "vision_config" else kind
     if kind not in table:
         return None
     return table[kind], {**defaults[kind], **{k: v for k, v in raw.items() if v is not None}}
 
 
+# *_config keys of a wrapper that are not towers: the language model and a checkpoint's quantisation block
+# (nvidia/Gemma-4-31B-IT-NVFP4 states quantization_config at the wrapper's top level)
+NOT_TOWERS = frozenset({"text_config", "quantization_config"})
+
+
 def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
     """(counted components, sub-configs not counted) of a wrapper config whose language model is
     ``text_width`` wide: every tower sub-config is counted, or none is (all are named)."""
     wrapper = cfg.get("model_type")
-    subs = sorted(k for k, v in cfg.items() if k.endswith("_config") and k != "text_config" and v)
+    subs = sorted(k for k, v in cfg.items() if k.endswith("_config") and k not in NOT_TOWERS and v)
     if wrapper in towers_phi4mm.COMBINED:  # Phi-4-multimodal: vision and audio towers in one module
         return tuple(towers_phi4mm.COMBINED[str(wrapper)](cfg, text_width).items()), ()
     if not subs and wrapper in towers_vl.PATCH_ONLY:
         return tuple(towers_vl.PATCH_ONLY[str(wrapper)](cfg, text_width).items()), ()
-    if wrapper in towers_inkling.WHOLE:  # several towers counted together (Inkling: audio and vision)
-        whole = towers_inkling.WHOLE[str(wrapper)](cfg, text_width)
+    whole_of = towers_inkling.WHOLE.get(str(wrapper)) or towers_gemma3n.WHOLE.get(str(wrapper))
+    if whole_of is not None:  # several towers counted together (Inkling, Gemma 3n: audio and vision)
+        whole = whole_of(cfg, text_width)
         return (tuple(whole.items()), ()) if whole is not None else ((), tuple(subs))
     towers = [_tower_config(cfg[k], k, wrapper) for k in subs]
     if len(subs) != 1 or wrapper not in PROJECTORS or any(t is None for t in towers):
@@ -236,6 +259,7 @@ WRAPPER_TIES = {"gemma3": True, "paligemma": True, "mistral3": True, "lighton_oc
                 "video_llava": False, "llava_next": False, "llava_onevision": False, "vipllava": False,
                 "idefics3": False, "smolvlm": False, "shieldgemma2": True,
                 "llava_next_video": False, "cohere2_vision": True,
+                "kimi_k25": True,  # Kimi_K25Config (configuration_kimi_k25.py): tie_word_embeddings True
                 **towers_vl.WRAPPER_TIES, **towers_audio.WRAPPER_TIES}  # fmt: skip
 TIES_FROM_TEXT = frozenset({"llava", "llava_next_video", "llava_onevision"})
 

@@ -18,6 +18,8 @@ from llmath.ops.altup import (
     logit_rows_only,
 )
 from llmath.ops.attention import attention_block
+from llmath.ops.blt import blt_ops
+from llmath.ops.codebooks import enc_to_dec_proj, text_encoder_pass
 from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.cycles import recurrence_weights
@@ -31,6 +33,7 @@ from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_beside_ffn, moe_block, router_state_carry
 from llmath.ops.norm_gate import norm_gate
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
+from llmath.ops.prophet import prophet_decoder
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
 from llmath.ops.vision_cross import vision_cross_layers
@@ -274,14 +277,21 @@ def _encoder_decoder(b: Builder) -> None:
     if b.stage == "encoder":
         if enc.external:  # another model's encoder (TrOCR's image encoder): no operators here
             return
+        if s.text_encoder is not None:  # MusicGen: its T5 text encoder's pass (ops/codebooks.py)
+            text_encoder_pass(b)
+            return
         if enc.frontend:  # Whisper's convolutions over audio frames (ops/frontend.py)
             audio_frontend(b)
         else:
             embedding(b, "encoder.embed", own_positions=enc.own_position_table)
         _stack(b, "encoder", enc.n_layers, enc.norms_per_layer, enc.final_norm)
         return
-    own = bool(enc.external or enc.frontend)  # no token encoder: the decoder owns the token and position tables
+    if s.prophet is not None:  # ProphetNet's n-stream decoder (ops/prophet.py)
+        prophet_decoder(b, "decoder")
+        return
+    own = bool(enc.external or enc.frontend or s.text_encoder)  # the decoder owns its token and position tables
     embedding(b, "decoder.embed", own_positions=enc.own_position_table or own, token_table=own)
+    enc_to_dec_proj(b)
     _stack(b, "decoder", s.n_layers, s.norms_per_layer, s.final_norm)
     lm_head(b)
 
@@ -296,8 +306,12 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     if stage == "encoder" and not spec.is_encoder_decoder:
         raise WorkloadError(f"stage='encoder': {spec.name!r} is a decoder-only model; use 'prefill' or 'decode'")
     b = Builder(spec, attention, stage)
-    if spec.is_encoder_decoder:
+    if spec.blt is not None:  # the Byte Latent Transformer: its four stacks (ops/blt.py)
+        blt_ops(b)
+    elif spec.is_encoder_decoder:
         _encoder_decoder(b)
+    elif spec.prophet is not None:  # ProphetNetForCausalLM: the n-stream decoder alone (ops/prophet.py)
+        prophet_decoder(b, layer_kind(spec, None, False))
     else:
         embedding(b)
         per_layer_inputs(b)

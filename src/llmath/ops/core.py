@@ -121,6 +121,7 @@ class Op:
 # ---- monomials -------------------------------------------------------------------------------------
 
 MONO_TEXT = {"1": "1", "B": "B", "BP": "B·[S0>0]", "BT": "B·T", "BL": "B·L", "X": "B·src", "XE": "B·T·src"}
+MONO_TEXT |= {"L": "B·(S0+T)", "LL": "B·(S0+T)²"}  # BLT reruns every byte each pass (ops/blt.py)
 
 
 def mono_text(m: str) -> str:
@@ -338,10 +339,10 @@ class Scenario:
                 v = B if self.logits == "last" else B * self.T  # never the prefix positions
             elif m == "BP":  # sequences continuing a cached prefix (a mixer reads its state once)
                 v = B * (S0 > 0) if isinstance(S0, np.ndarray) else (B if S0 > 0 else 0)
-            elif m == "X":
-                v = B * self.src
-            elif m == "XE":
-                v = B * T * self.src
+            elif m in ("X", "XE"):
+                v = B * T * self.src if m == "XE" else B * self.src
+            elif m in ("L", "LL"):  # BLT: every byte again each pass, no cache (ops/blt.py)
+                v = B * (S0 + T) ** len(m)
             elif m == "U:moe":
                 moe = spec.moe
                 if moe is None:  # pragma: no cover - only MoE layers emit U:moe

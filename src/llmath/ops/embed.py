@@ -6,18 +6,21 @@ from llmath.ops.core import ACT_FLOPS, SOFTCAP_FLOPS, Builder, Site
 
 
 def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True) -> None:
+    """The token lookup (MusicGen: one row from each of C codebook tables, summed: (C − 1)·D adds per token),
+    the position table, and the embedding's scale, affine and norm where the family has them."""
     s = b.spec
-    D, V = s.d_model, s.vocab_size
-    rows = V + s.extra_token_rows  # rows beyond the vocabulary (Mllama, CPM-Ant, Moshi)
+    D, V, C = s.d_model, s.vocab_size, max(1, s.codebooks)
+    rows = V + s.extra_token_rows  # rows beyond the vocabulary (Mllama, CPM-Ant, Moshi, MusicGen's pad row)
     b.add(
         f"{prefix}.tokens",
         "embedding",
         "memory",
-        "BT,VD->BTD",
-        dict(V=rows, D=D),
+        "BT,VD->BTD" if C == 1 else "BTC,CVD->BTD",
+        dict(V=rows, D=D) if C == 1 else dict(C=C, V=rows, D=D),
         1,
-        [("embedding.token", rows * D if token_table else 0)],
-        weight=[(D, "BT", "D")],
+        [("embedding.token", C * rows * D if token_table else 0)],
+        vflops=[((C - 1) * D, "BT", "(C−1)·D")],
+        weight=[(C * D, "BT", "C·D" if C > 1 else "D")],
         act_out=[(D, "BT", "D")],
     )
     if s.position == "learned" and own_positions and s.max_positions:  # the spec requires max_positions here
@@ -86,7 +89,8 @@ def lm_head(b: Builder) -> None:
     """The vocabulary projection for the positions that need logits (monomial ``BL``; every position in
     eager for a family whose transformers head has no ``logits_to_keep``, :attr:`ModelSpec.eager_all_logits`)."""
     s = b.spec
-    D, V = s.d_model, s.vocab_size
+    D, C = s.d_model, max(1, s.codebooks)
+    V = s.vocab_size * C  # MusicGen: one head of vocab_size per codebook, C·V logits per position
     L = _logit_rows(b)
     params = [("lm_head.weight", 0 if s.tie_embeddings else V * D)]
     if s.lm_head_bias:
@@ -95,15 +99,15 @@ def lm_head(b: Builder) -> None:
         "lm_head",
         "lm_head",
         "matmul",
-        "BLD,DV->BLV",
-        dict(D=D, V=V),
+        "BLD,DV->BLV" if C == 1 else "BLD,CDV->BLCV",
+        dict(D=D, V=V) if C == 1 else dict(C=C, D=D, V=s.vocab_size),
         1,
         params,
-        flops=[(2 * D * V, L, "2·D·V")],
+        flops=[(2 * D * V, L, "2·D·V" if C == 1 else "2·C·D·V")],
         vflops=[(V, L, "V")] if s.lm_head_bias else [],
-        weight=[(D * V + (V if s.lm_head_bias else 0), "1", "D·V")],
+        weight=[(D * V + (V if s.lm_head_bias else 0), "1", "D·V" if C == 1 else "C·D·V")],
         act_in=[(D, L, "D")],
-        act_out=[(V, L, "V")],
+        act_out=[(V, L, "V" if C == 1 else "C·V")],
     )
 
 

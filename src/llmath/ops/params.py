@@ -2,7 +2,8 @@
 
 Tied weights are counted once (the LM head of a tied model owns no parameters). Active parameters per
 token are the weights one token's forward pass uses: the total minus the routed experts it does not use
-((E − k) experts per MoE layer), minus the rows of Qwen4-Exp's n-gram tables it does not read, and, when
+((E − k) experts per MoE layer), minus the rows of Qwen4-Exp's n-gram tables (BLT's hash tables) it does
+not read, and, when
 the embedding is not tied to the LM head, minus every token-embedding row but its own (a lookup reads one
 row of the V × D table; a tied table is the LM head's weight, which every token uses whole). This is how
 gpt-oss's authors count (model card, arXiv:2508.10925, Table 1: 5.13B active for gpt-oss-120b, 3.61B for
@@ -99,7 +100,8 @@ def param_report(spec: ModelSpec, attention: str = "flash") -> ParamReport:
         with_table = total - experts // spec.moe.n_experts * (spec.moe.n_experts - spec.moe.top_k)
     # a tied table is the LM head's weight too, all of it used by every token: only an untied one drops
     table_rows = 0 if spec.tie_embeddings else by_component.get("embedding.token", 0)
-    active = with_table - table_rows + (spec.d_model if table_rows else 0) - _unread_ngram_rows(spec, by_component)
+    read = spec.d_model * max(1, spec.codebooks)  # a token reads one row (MusicGen: one of each codebook's table)
+    active = with_table - table_rows + (read if table_rows else 0) - _unread_ngram_rows(spec, by_component)
     est = seed_estimates(spec)
     return ParamReport(
         model=spec.name,
@@ -120,6 +122,9 @@ def param_report(spec: ModelSpec, attention: str = "flash") -> ParamReport:
 def _unread_ngram_rows(spec: ModelSpec, by_component: dict[str, int]) -> int:
     """Qwen4-Exp's n-gram tables (``embedding.ngram``): a token reads one row per hash head of each PLE
     layer (E elements a layer); the rest is left out of the active count, as the token table's other rows."""
+    if spec.blt is not None:  # BLT: a byte reads one row of each hash table, and its byte row is D_encoder wide
+        blt, hashed = spec.blt, by_component.get("embedding.hash", 0)
+        return hashed - blt.hash_tables * blt.encoder.d_model + spec.d_model - blt.encoder.d_model
     tables = by_component.get("embedding.ngram", 0)
     if not tables or spec.ngram is None:
         return 0

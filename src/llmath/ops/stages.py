@@ -14,6 +14,7 @@ cache (B × P, fixed). A cached prefix does not apply (the decoder starts after 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import cast
 
 import numpy as np
@@ -127,7 +128,10 @@ def activation_peak_bytes(
 def training_flops(spec: ModelSpec, batch: int, seq: int) -> dict[str, int]:
     """A training step on B sequences of ``seq`` tokens: the forward with logits at every position, and
     forward + backward = 3 × its matmul FLOPs (backward = 2 × forward), 4 × with full recomputation.
-    Encoder-decoder: ``seq`` source tokens through the encoder and ``seq`` target tokens through the decoder."""
+    Encoder-decoder: ``seq`` source tokens through the encoder and ``seq`` target tokens through the decoder;
+    ProphetNet's decoder runs every predicting stream (its loss reads them all; ops/prophet.py)."""
+    if spec.prophet is not None:
+        spec = replace(spec, prophet=spec.prophet.training())
     src = seq if spec.is_encoder_decoder else 0
     passes = [("prefill", Scenario(batch, seq, 0, logits="all", src=src))]
     if spec.encoder is not None and not spec.encoder.external:
