@@ -41,6 +41,10 @@ def coarse_hf(name: str) -> str:
         return "vision"
     if re.search(r"(^|\.)audio_tower\.", name):
         return "audio"
+    if re.search(r"^(pre|post)_projection\.", name):  # Gemma 4 assistants' input and output projections
+        return "assistant"
+    if re.search(r"^masked_embedding\.centroids\.", name):  # their ordered-embedding head
+        return "lm_head"
     if re.search(r"^model\.encoder\.conv\d\.", name):  # Whisper's audio front end (ops/frontend.py)
         return "frontend"
     if re.search(r"\.norm_attn_norm\.attn\.", name):  # DBRX keeps its attention inside a "norm_attn_norm" block

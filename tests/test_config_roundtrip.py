@@ -48,6 +48,9 @@ LM_OF_WRAPPER_ONLY = {
     "emu3_text_model",
     "mllama_text_model",
 }  # emu3, mllama: tests/test_oracle_aliases.py, tests/test_mllama.py
+# Gemma 4's draft models: transformers 5.23 builds neither (kv_sharing_modes raises when every layer shares K/V;
+# gemma4_assistant's defaults are refused too): tests/test_assist.py proves them with that property patched
+ASSISTANTS = {"gemma4_assistant", "gemma4_unified_assistant"}
 NOT_YET = {"ministral", "hunyuan_v1_dense", "hunyuan_v1_moe", "exaone_moe", "mellum", "nemotron", "gpt_neo"}
 
 
@@ -59,6 +62,8 @@ NOT_YET = {"ministral", "hunyuan_v1_dense", "hunyuan_v1_moe", "exaone_moe", "mel
 def test_defaults_saved_by_transformers_round_trip(model_type, tmp_path):
     if model_type in LM_OF_WRAPPER_ONLY:
         pytest.skip("transformers builds it only inside its wrapper: tests/test_multimodal.py proves it there")
+    if model_type in ASSISTANTS:
+        pytest.skip("transformers 5.23 cannot build a Gemma 4 assistant: tests/test_assist.py proves them")
     config = CONFIG_MAPPING[model_type]()
     if "per_layer_config" in config.to_dict():  # Gemma 4: overrides keyed by layer index, derived when built
         config = CONFIG_MAPPING[model_type](num_hidden_layers=LAYERS)

@@ -178,19 +178,19 @@ def test_sparse_generation_closed_form_equals_step_by_step(cfg, mode):
         assert float(d.total_s) == pytest.approx(times.sum(), rel=rel)
 
 
-@pytest.mark.parametrize("mt,towers", [("dots3_note", ("audio_config", "vision_config"))])
-def test_wrappers_read_their_language_model_and_name_the_towers_not_counted(mt, towers, tmp_path):
+def test_dots3_note_wrapper_reads_its_language_model_beside_its_towers(tmp_path):
     """Dots 3 Note's wrapper (transformers' default config): llmath counts the language model (and its head)
-    exactly as transformers builds it beside the towers, and names the towers it does not count (its MoE
-    vision tower and audio tower; MiniMax-M3's vision tower is counted: tests/test_multimodal.py)."""
+    exactly as transformers builds it beside the towers, and counts the towers too (its MoE vision tower and
+    audio tower: proven by component in tests/test_multimodal.py and tests/test_towers.py)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from causal_lm_types import default_config
     from test_multimodal import _build
 
-    cfg = default_config(mt, str(tmp_path))
-    spec = spec_from_config(cfg, mt)
+    cfg = default_config("dots3_note", str(tmp_path))
+    spec = spec_from_config(cfg, "dots3_note")
     tower = ("model.vision_tower.", "model.audio_tower.", "model.multi_modal_projector.")
     hf = sum(p.numel() for n, p in _build(cfg).named_parameters() if not n.startswith(tower))
-    assert param_report(spec).total == hf
-    assert spec.towers_not_counted == towers and spec.wrapper == mt
+    rep = param_report(spec)
+    assert rep.total - sum(rep.towers.values()) == hf
+    assert spec.towers_not_counted == () and spec.wrapper == "dots3_note" and set(rep.towers) == {"vision", "audio"}

@@ -98,7 +98,12 @@ def test_bad_layer_type_is_one_clear_error(tmp_path):
         spec_from_config(cfg, "inkling_text")
 
 
-@pytest.mark.parametrize("patch,t,layers", [(14, 2, 6), (28, 4, 12), (40, 2, 24), (30, 2, 7)])
+# the last five have fewer layers than candidate scales: transformers assigns them with scipy's
+# linear_sum_assignment, llmath with its own exact assignment (towers_inkling._assign)
+@pytest.mark.parametrize(
+    "patch,t,layers",
+    [(14, 2, 6), (28, 4, 12), (40, 2, 24), (30, 2, 7), (40, 2, 4), (14, 2, 2), (16, 2, 3), (32, 2, 4), (28, 4, 3)],
+)
 def test_hmlp_vision_scales_and_count_equal_transformers(patch, t, layers):
     """Inkling's HMLP vision tower: llmath's plan of (t, h, w, channels) per layer is transformers'
     ``plan_out_scales``, and the tower's parameters (bias-free projections, RMSNorms) equal its module's."""
@@ -119,11 +124,27 @@ def test_hmlp_vision_scales_and_count_equal_transformers(patch, t, layers):
     assert got is not None and got["vision.layers"] + got["vision.norm"] == sum(p.numel() for p in model.parameters())
 
 
-def test_hmlp_with_fewer_layers_than_scales_is_named_not_counted(tmp_path):
+def test_hmlp_with_fewer_layers_than_scales_counts_both_towers(tmp_path):
     """Patch 40 = 2·2·2·5 and temporal patch 2 give 1 + 4 + 1 = 6 candidate scales; with 4 layers transformers
-    assigns them with scipy's linear_sum_assignment, which llmath does not reproduce: both towers are named."""
+    assigns them with scipy's linear_sum_assignment: the wrapper's towers equal the meta-device module's."""
+    from test_multimodal import _build, _hf_towers, _llmath_towers
+
     cfg = default_config("inkling_mm_model", str(tmp_path))
     cfg["vision_config"] = dict(cfg["vision_config"], n_layers=4)
+    spec = spec_from_config(cfg, "inkling_mm_model")
+    assert spec.towers_not_counted == () and _llmath_towers(spec) == _hf_towers(_build(cfg))
+
+
+def test_hmlp_assignment_at_a_tie_is_named_not_counted(tmp_path):
+    """Patch 14, temporal patch 4, 4 layers: candidates t·h·w = 1, 49, 196, 392, 784 and ramp steps
+    i·ln(14²·4·3)/4 = i·1.9406. Steps 1 (1.941) and 2 (3.881) both lie below ln 49 = 3.892 and ln 196 = 5.278,
+    so 1→49, 2→196 costs (3.892 − 1.941) + (5.278 − 3.881) = 3.348, and 1→196, 2→49 the same
+    (5.278 − 1.941) + (3.892 − 3.881): transformers' pick rests on float32 rounding, so neither tower is counted."""
+    from llmath.model.towers_inkling import hmlp_scales
+
+    assert hmlp_scales(4, 14, 4, 3) is None
+    cfg = default_config("inkling_mm_model", str(tmp_path))
+    cfg["vision_config"] = dict(cfg["vision_config"], n_layers=4, patch_size=14, temporal_patch_size=4)
     spec = spec_from_config(cfg, "inkling_mm_model")
     assert spec.towers_not_counted == ("audio_config", "vision_config") and spec.tower_params == ()
 

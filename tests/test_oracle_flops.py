@@ -58,10 +58,12 @@ def _matmul_flops(spec, stage, B, T, S0):
     return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "eager"), Scenario(B, T, S0), spec))
 
 
-# Wrappers whose full model transformers cannot run on meta: Gemma 4's mask preparation looks for packed
-# sequences in the position ids (masking_utils.find_packed_sequence_indices calls .item()). Their language
+# Wrappers whose full model transformers cannot run on meta as it serves: Gemma 4's mask preparation looks for
+# packed sequences in the position ids (masking_utils.find_packed_sequence_indices calls .item()); Kimi-K2.5's
+# wrapper, built on meta, gives FlopCounterMode no routed-expert matmuls (its prefill came out short by exactly
+# top-8 x 3 x 7168 x 2048 x 2 per token), while its DeepSeek-V3 language model alone counts them. Their language
 # model runs alone, from the text_config (the stages are the language model's)
-TEXT_ONLY = {"gemma4"}
+TEXT_ONLY = {"gemma4", "kimi_k25"}
 
 
 @pytest.fixture(scope="module", params=FAMILIES, ids=str)

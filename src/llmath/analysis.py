@@ -28,6 +28,7 @@ from llmath.deploy.cost import (
     rank_memory_parts,
 )
 from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.speculative import refuse_draft_only
 from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, execution
 from llmath.hardware import get as get_hardware
@@ -60,13 +61,11 @@ class Workload:
     attention: str = "flash"
     precision: Precision = field(default_factory=Precision)
     decoder_prompt: int = 1  # encoder-decoder only: decoder tokens in its prefill (1 = the start token)
+    images: int = 0  # images per request (Llama 3.2 Vision: its vision stage and cross-attention layers run)
 
     def __post_init__(self) -> None:
-        _check_len("batch", self.batch)
-        _check_len("prompt", self.prompt)
-        _check_len("decoder_prompt", self.decoder_prompt)
-        _check_len("gen", self.gen)
-        _check_len("prefix", self.prefix, 0)
+        for f in ("batch", "prompt", "decoder_prompt", "gen", "prefix", "images"):
+            _check_len(f, getattr(self, f), 0 if f in ("prefix", "images") else 1)
         if not isinstance(self.attention, str) or self.attention not in ("eager", "flash"):
             raise WorkloadError(f"attention={self.attention!r} must be 'eager' or 'flash'")
 
@@ -257,7 +256,7 @@ def memory_report(
     ops, tab, enc_tab = rank if rank is not None else (None, None, None)
     B = w.batch if batch is None else batch
     weights = weight_bytes_of(spec, p, ops, tower_share)  # per module (one GPU's shard under a layout)
-    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt, w.images)
     end = ctx0 + w.gen - 1
     kv = kv_cache_bytes(spec, B, end, p, ops=ops, src=src)
     act = float(activation_peak_bytes(spec, B, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt, enc_tab))
@@ -309,6 +308,7 @@ class Analysis:
     warnings: list[str] = field(default_factory=list)
     training: dict[str, int] = field(default_factory=dict)
     encoder: StageReport | None = None  # encoder-decoder models: the encoder pass over the source
+    vision: StageReport | None = None  # a request's images through the image encoder (Llama 3.2 Vision)
     parallel: dict[str, Any] | None = None  # the layout and its per-stage figures (multi-GPU only)
     precision: dict[str, Any] = field(default_factory=dict)  # formats per module, their sources, what runs
     comm: dict[str, Any] | None = None  # bytes and time per stage by collective (multi-GPU only)
@@ -332,6 +332,8 @@ class Analysis:
         }
         if self.encoder is not None:
             d["encoder"] = self.encoder.to_dict(with_ops)
+        if self.vision is not None:
+            d["vision"] = self.vision.to_dict(with_ops)
         d.update(self.generation)
         if self.parallel is not None:
             d["parallel"] = self.parallel
@@ -358,6 +360,7 @@ def analyze(
     dp: int | None = None,
     overlap: str = "none",
     decoder_prompt: int = 1,
+    images: int = 0,
     **efficiency_overrides,
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
@@ -366,19 +369,24 @@ def analyze(
     ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
     and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
     layout and ``comm`` its collectives. Without them, one device, exactly as before. Encoder-decoder
-    models add the ``encoder`` pass (``decoder_prompt``: :mod:`llmath.ops.stages`).
+    models add the ``encoder`` pass (``decoder_prompt``: :mod:`llmath.ops.stages`); ``images`` per request
+    (Llama 3.2 Vision) add the ``vision`` pass and the cross-attention layers' work and cache (one device).
     ``efficiency_overrides``: fields of :class:`~llmath.hardware.efficiency.Efficiency`; others are errors.
     """
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
+    refuse_draft_only(spec)  # a Gemma 4 assistant runs only as a draft (deploy/speculative.py)
     batch, prompt, gen, prefix = _check_sizes(batch, prompt, gen, prefix)
     reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)
     gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
     decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
-    w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt), hardware
+    images = check_int("images", images, 0, MAX_TOKENS)
+    w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt, images), hardware
     if any(v is not None for v in (gpus, tp, pp, ep, dp)):
+        if images:
+            raise LayoutError(f"images={images}: image requests are modelled on one device; drop --gpus/--tp/--pp")
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
         return _analyze_layout(spec, hw, layout, w, efficiency_mode, reserve_bytes, efficiency_overrides)
     if overlap != "none":
@@ -397,20 +405,21 @@ def _analyze_device(
     notes = read_notes + context_notes(spec, end) + wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
     params = param_report(spec)
-    scens = ostages.stage_scenarios(spec, batch, prompt, prefix, decoder_prompt)
+    scens = ostages.stage_scenarios(spec, batch, prompt, prefix, decoder_prompt, w.images)
     rep = {k: stage_report(spec, k, sc, attention, w.precision, hw, eff) for k, sc in scens.items()}
-    pre, dec, enc = rep["prefill"], rep["decode"], rep.get("encoder")
+    pre, dec, enc = rep["prefill"], rep["decode"], rep.get("encoder", rep.get("vision"))
     kv = _kv_summary(spec, w)
     mem = memory_report(spec, params, w, hw, reserve_bytes)
     wd = _workload_dict(w, spec.is_encoder_decoder)
-    a = Analysis(spec.name, hw.name if hw else None, wd, params, pre, dec, kv, mem, warnings=notes, encoder=enc)
+    a = Analysis(spec.name, hw.name if hw else None, wd, params, pre, dec, kv, mem, warnings=notes,
+                 encoder=rep.get("encoder"), vision=rep.get("vision"))  # fmt: skip
     a.training = training_flops(spec, batch, prompt)
     a.precision = execution.precision_report(spec, w.precision, hw, attention)
     if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s + ((enc.time_s or 0.0) if enc else 0.0))
         if enc is not None:
-            a.generation["encoder_s"] = enc.time_s
+            a.generation["vision_s" if a.vision is not None else "encoder_s"] = enc.time_s
     return a
 
 
@@ -419,7 +428,7 @@ def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
     ``peak_bytes`` hold all of it (the KV cache and the mixers' fixed-size state, ``fixed_bytes_per_sequence``
     per sequence); ``bytes_per_token`` is the KV cache's first positions' rate (encoder-decoder: the
     self-attention cache per decoder position, and the fixed cross-attention cache of the source)."""
-    p, (ctx0, src) = w.precision, ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    p, (ctx0, src) = w.precision, ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt, w.images)
     end = ctx0 + w.gen - 1
     out = {
         "bytes": kv_cache_bytes(spec, w.batch, ctx0, p, src=src),
@@ -431,9 +440,9 @@ def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
         "positions_after_prefill": ctx0,
         "positions_at_end": end,
     }
-    if spec.is_encoder_decoder:
-        out["cross_bytes"] = kv_cache_bytes(spec, w.batch, 0, p, src=src)
-        out["cross_bytes_per_source_token"] = kv_cache_bytes(spec, 1, 0, p, src=1)
+    if spec.is_encoder_decoder or src:  # an encoder-decoder's source, or a request's vision tokens
+        out["cross_bytes"] = kv_cache_bytes(spec, w.batch, 0, p, src=src) - kv_cache_bytes(spec, w.batch, 0, p)
+        out["cross_bytes_per_source_token"] = kv_cache_bytes(spec, 1, 0, p, src=1) - kv_cache_bytes(spec, 1, 0, p)
         out["source_positions"] = src
     return out
 
@@ -441,6 +450,7 @@ def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
 def _workload_dict(w: Workload, encoder_decoder: bool = False) -> dict[str, Any]:
     p = w.precision
     extra = {"decoder_prompt": w.decoder_prompt} if encoder_decoder else {}
+    extra |= {"images": w.images} if w.images else {}
     return extra | {
         "batch": w.batch,
         "prompt": w.prompt,
@@ -507,7 +517,7 @@ def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre, dec, enc
     """TTFT (encoder-decoder: + the encoder pass), TPOT, throughput of the deployment: one replica's pass
     through the pipeline stages."""
     b = layout.replica_batch(w.batch)
-    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt, w.images)
     d = decode_totals(spec, layout, hw, w.precision, eff, cast(Attention, w.attention), b, ctx0, w.gen, src)
     first = [enc] if enc is not None else []
     ttft = sum(r.time_s for r in first + [pre])
@@ -518,8 +528,8 @@ def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre, dec, enc
 
 def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
     t = table(spec, "decode", w.attention)
-    scens = ostages.stage_scenarios(spec, w.batch, w.prompt, w.prefix, w.decoder_prompt)
-    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt)
+    scens = ostages.stage_scenarios(spec, w.batch, w.prompt, w.prefix, w.decoder_prompt, w.images)
+    ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt, w.images)
     d = decode_generation(t, hw, w.precision, eff, w.batch, ctx0, w.gen, src)
     pre_flops = sum(ostages.stage_flops(spec, k, w.attention, sc) for k, sc in scens.items() if k != "decode")
     dvals = t.values(scens["decode"])

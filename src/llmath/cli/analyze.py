@@ -63,6 +63,7 @@ def analyze(
     prefix: PrefixOpt = 0,
     attention: o.AttOpt = o.Att.flash,
     decoder_prompt: o.DecPromptOpt = 1,
+    images: o.ImagesOpt = 0,
     efficiency: EfficiencyOpt = o.Eff.expected,
     matmul_eff: MatmulEffOpt = None,
     memory_eff: MemoryEffOpt = None,
@@ -111,6 +112,8 @@ def _run(a: SimpleNamespace) -> None:
             " --concurrency C or --rate R (--batch B is a static batch)"
         )
     if a.concurrency is not None or a.rate is not None:
+        if a.images:
+            raise WorkloadError(f"--images {a.images} applies to a static batch (--batch B); drop --concurrency/--rate")
         _serve(a, p)
     else:
         _static(a, p)
@@ -171,6 +174,7 @@ def _static(a: SimpleNamespace, p) -> None:
         efficiency_mode=a.efficiency.value,
         reserve_bytes=a.reserve_gb * 1e9,
         decoder_prompt=a.decoder_prompt,
+        images=a.images,
         matmul=a.matmul_eff,
         memory=a.memory_eff,
         overhead_s=ov,

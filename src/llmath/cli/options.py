@@ -157,6 +157,15 @@ DecPromptOpt = Annotated[
         "--prompt is then the source length.",
     ),
 ]
+ImagesOpt = Annotated[
+    int,
+    typer.Option(
+        "--images",
+        callback=TOKENS0,
+        help="Images per request (Llama 3.2 Vision): the vision encoder pass joins the TTFT and the "
+        "cross-attention layers run over tiles·(patches+1) vision tokens each (default 0: text only).",
+    ),
+]
 GpusOpt = _degree_option("--gpus", "GPUs in the deployment (tp·pp·dp); alone: dense TP=N, MoE its usual.")
 TpOpt = _degree_option("--tp", "Tensor-parallel degree (attention and dense layers).")
 PpOpt = _degree_option("--pp", "Pipeline-parallel stages.")

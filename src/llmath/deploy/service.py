@@ -26,7 +26,7 @@ from llmath.deploy.serving import (
     refuse_uncached,
     steady_state,
 )
-from llmath.deploy.speculative import Speculation, draft_device
+from llmath.deploy.speculative import Speculation, draft_device, refuse_draft_only
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
@@ -67,6 +67,7 @@ def serve(
         raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
     spec = resolve(model)
     refuse_uncached(spec)
+    refuse_draft_only(spec)
     layout = None
     if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
         layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)

@@ -209,13 +209,13 @@ def rule_name(name: str) -> str:
 # (vLLM mllama.py MllamaTextCrossAttention: ColumnParallelLinear q, QKVParallelLinear k/v, RowParallelLinear o)
 XATTN = {
     "xattn.q_proj": "attn.q_proj",
-    "xattn.k_proj": "attn.k_proj",
-    "xattn.v_proj": "attn.v_proj",
+    "xattn.kv_proj": "attn.k_proj",
     "xattn.o_proj": "attn.o_proj",
     "xattn.ffn.gate": "ffn.gate",
     "xattn.ffn.up": "ffn.up",
     "xattn.ffn.down": "ffn.down",
     "xattn.gates": "moe.router",
+    "xattn.attention": "attn.flash",  # with images: the products split by query heads
 }  # fmt: skip  (gates: replicated)
 
 

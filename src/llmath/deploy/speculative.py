@@ -17,6 +17,12 @@ So TPOT = (k · t_draft + t_verify) / a, all from the operator lists:
 
 The draft runs with the target's tensor parallelism where its shape allows (else on one GPU). The KV cache
 of the draft is not added to the memory budget (EAGLE/MTP: one layer's worth, about 1/L of the target's).
+
+A Gemma 4 assistant as the ``draft`` (model/spec_assistant.py) keeps no cache: its k draft steps of a round
+all sit at the last seen position and read the target's cache of S positions (transformers'
+``SinglePositionMultiTokenCandidateGenerator``), each the assistant's decode step at S0 = S − 1
+(ops/assistant.py), its K/V reads in the target's KV format. Its width, K/V heads and head widths must be
+the target's.
 """
 
 from __future__ import annotations
@@ -77,6 +83,44 @@ def one_layer(spec: ModelSpec) -> ModelSpec:
     )
 
 
+def refuse_draft_only(spec: ModelSpec) -> None:
+    """A Gemma 4 assistant has no prefill and no cache of its own: it runs only as a target's draft."""
+    if spec.assistant is not None:
+        raise WorkloadError(
+            f"{spec.name!r} ({spec.model_type}) is a draft model that runs on its target's cache, not on its own: "
+            "analyse its target with --concurrency C --spec-method draft --draft-model <this config> --acceptance A"
+            " (or `llmath ops` --stage decode for one draft step)"
+        )
+
+
+def _kv_shape(spec: ModelSpec, window: int | None) -> tuple[int, int]:
+    """(K/V heads, head width) of the layers of ``window`` (Gemma 4's full layers have their own)."""
+    if window is None and spec.full_head_dim is not None:
+        return spec.full_kv_heads or spec.n_kv_heads, spec.full_head_dim
+    return spec.n_kv_heads, spec.head_dim
+
+
+def check_assistant(draft: ModelSpec, target: ModelSpec) -> None:
+    """An assistant reads the target's last hidden state and its K/V per attention kind: the target's width
+    must be its ``backbone_hidden_size``, and each kind it attends must be cached by the target in its shape."""
+    a = draft.assistant
+    if a is None:  # pragma: no cover - called for assistants only
+        return
+    if a.backbone_d != target.d_model:
+        raise WorkloadError(
+            f"assistant {draft.name!r} was trained on a target of width {a.backbone_d} (backbone_hidden_size), "
+            f"{target.name!r} has {target.d_model}: pick the assistant made for this target"
+        )
+    for w in sorted(set(draft.layer_windows), key=str):
+        own = [x for x, shared in zip(target.layer_windows, target.layer_kv_shared, strict=True) if not shared]
+        if w not in own or _kv_shape(draft, w) != _kv_shape(target, w):
+            kind = "full" if w is None else f"window {w}"
+            raise WorkloadError(
+                f"assistant {draft.name!r} reads the target's {kind} K/V as (heads, width) = {_kv_shape(draft, w)};"
+                f" {target.name!r} caches no such layer: pick the assistant made for this target"
+            )
+
+
 def draft_device(target: Device, spec_cfg: Speculation) -> Device:
     if spec_cfg.method == "draft":
         if spec_cfg.draft_model is None:
@@ -87,6 +131,8 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
                 f"draft model {d.name!r} has vocabulary {d.vocab_size}, the target {target.spec.vocab_size}:"
                 " a draft must share the target's tokenizer"
             )
+        if d.assistant is not None:
+            check_assistant(d, target.spec)
     else:
         d = one_layer(target.spec)
     layout = None
@@ -104,7 +150,10 @@ def round_time(target: Device, draft: Device, spec_cfg: Speculation, batch, cont
     k = spec_cfg.k
     b = np.asarray(batch, dtype=float)
     s = np.asarray(context, dtype=float)
-    t_draft = draft.iteration(b, s + (k - 1) / 2).time_s * k
+    if draft.spec.assistant is not None:  # every draft step reads the target's S cached positions
+        t_draft = draft.iteration(b, np.maximum(s - 1, 0)).time_s * k
+    else:
+        t_draft = draft.iteration(b, s + (k - 1) / 2).time_s * k
     t_verify = target.verify(b, k + 1, s).time_s
     return t_draft + t_verify
 

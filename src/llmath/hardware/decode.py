@@ -367,7 +367,8 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     nondecreasing in the step j, so the bound flips at most once, at u* where the two lines cross: each
     side is an arithmetic sum. Scalars take a pure-Python path over those few ops; arrays broadcast.
     """
-    if any(m.startswith("z") or m == "LL" for m in table.monos):  # + BLT's rerun of every byte (ops/blt.py)
+    # compressed cache; BLT's rerun of every byte (ops/blt.py); image cross layers
+    if any(m.startswith("z") or m in ("LL", "I", "BTI") for m in table.monos):
         return _decode_stepwise(table, hw, p, eff, B, P, N, src)
     if all(isinstance(x, int | float | np.integer | np.floating) for x in (B, P, N, src)):
         return _decode_scalar(table, hw, p, eff, int(B), float(P), float(N), float(src))
@@ -408,7 +409,9 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
 
 
 _STEP_BLOCK = 1 << 14  # decode steps evaluated per block by :func:`_decode_stepwise`
-_STEADY = frozenset({"1", "B", "BT", "BL", "U:moe", "X", "XE"})  # monomials that do not change between steps
+_STEADY = frozenset(
+    {"1", "B", "BT", "BL", "U:moe", "X", "XE", "I", "BTI"}
+)  # monomials that do not change between steps
 
 
 @lru_cache(maxsize=64)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.model import (
+    families_assist,
     families_blt,
     families_dense,
     families_dsv4,
@@ -572,3 +573,4 @@ ADAPTERS.update(families_idx.ADAPTERS)  # indexed sparse attention: A.X K2, Dots
 ADAPTERS.update(families_musicgen.ADAPTERS)  # MusicGen decoder and composite (model/families_musicgen.py)
 ADAPTERS.update(families_prophetnet.ADAPTERS)  # ProphetNet's n-stream encoder-decoder (model/families_prophetnet.py)
 ADAPTERS.update(families_blt.ADAPTERS)  # the Byte Latent Transformer (model/families_blt.py, ops/blt.py)
+ADAPTERS.update(families_assist.ADAPTERS)  # Gemma 4's assistants, draft models on the target's K/V (families_assist.py)

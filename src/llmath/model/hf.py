@@ -31,6 +31,7 @@ from llmath.model.family_facts import (
 )
 from llmath.model.spec import ModelSpec, MoESpec
 from llmath.model.towers import tower_params, wrapper_ties
+from llmath.model.towers_mllama import vision_spec
 from llmath.model.towers_vl import FLAT_WRAPPERS
 
 __all__ = ["ADAPTERS", "ENCODERS", "TIED_BY_DEFAULT", "read_config", "spec_from_config", "spec_from_file"]
@@ -252,7 +253,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         wrapper = model_type  # a decoder that carries its own image encoder (GIT): counted as a wrapper's towers
     counted, towers = tower_params(outer, spec.d_model)
     tie = wrapper_ties(outer, spec.tie_embeddings)
-    return replace(spec, wrapper=wrapper, towers_not_counted=towers, tower_params=counted, tie_embeddings=tie)
+    spec = replace(spec, wrapper=wrapper, towers_not_counted=towers, tower_params=counted, tie_embeddings=tie)
+    return replace(spec, vision=vision_spec(outer)) if outer.get("model_type") == "mllama" else spec
 
 
 def _unwrap(cfg: Mapping[str, Any]) -> tuple[Mapping[str, Any], str, tuple[str, ...]]:

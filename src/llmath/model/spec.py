@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from llmath.errors import SpecError
+from llmath.model.spec_assistant import AssistantSpec
 from llmath.model.spec_blt import BltSpec
 from llmath.model.spec_compressed import CompressedSpec
 from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec, _positive
@@ -18,6 +19,7 @@ from llmath.model.spec_index import BlockIndexSpec
 from llmath.model.spec_inkling import InklingSpec
 from llmath.model.spec_mixer import LINEAR_ATTENTION_KINDS, MixerSpec, SharedBlockSpec
 from llmath.model.spec_prophet import ProphetSpec
+from llmath.model.spec_vision import VisionSpec
 
 NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
@@ -289,6 +291,8 @@ class ModelSpec:
     codebooks: int = 0
     text_encoder: ModelSpec | None = None
     enc_proj: int = 0
+    assistant: AssistantSpec | None = None  # a draft model on its target's cache (Gemma 4 assistants)
+    vision: VisionSpec | None = None  # Llama 3.2 Vision's image encoder, for requests with images (spec_vision.py)
 
     def __post_init__(self) -> None:
         if not self.layer_moe:
@@ -437,9 +441,15 @@ class ModelSpec:
                 raise SpecError(f"{n!r}: {f} has {len(getattr(self, f))} entries for {self.n_layers} layers")
         if self.layer_d_ff and (len(self.layer_d_ff) != self.n_layers or min(self.layer_d_ff) <= 0):
             raise SpecError(f"{n!r}: layer_d_ff={self.layer_d_ff} must give {self.n_layers} positive FFN widths")
+        if self.vision is not None:
+            self.vision.validate(n)
+        if self.assistant is not None:  # every layer reads the target's cache (model/spec_assistant.py)
+            self.assistant.validate(n, self.vocab_size)
+            if not all(self.layer_kv_shared):
+                raise SpecError(f"{n!r}: an assistant's layers all read the target's K/V (layer_kv_shared)")
         own = {w for w, shared in zip(self.layer_windows, self.layer_kv_shared, strict=True) if not shared}
         for i, (w, shared) in enumerate(zip(self.layer_windows, self.layer_kv_shared, strict=True)):
-            if shared and (w not in own or self.layer_kv_shared.index(True) == 0):
+            if shared and self.assistant is None and (w not in own or self.layer_kv_shared.index(True) == 0):
                 raise SpecError(f"{n!r}: layer {i} reuses K/V but no earlier layer of its window {w} computes them")
         if min(self.altup_inputs, self.laurel_rank) < 0 or self.altup_inputs == 1 or self.kv_shared_ffn_mult < 1:
             raise SpecError(
@@ -561,5 +571,5 @@ class ModelSpec:
 
 __all__ = [
     "ModelSpec", "MoESpec", "MLASpec", "CompressedSpec", "MixerSpec", "EncoderSpec", "SharedBlockSpec", "HyperSpec",
-    "QSASpec", "NGramSpec", "LINEAR_ATTENTION_KINDS", "InklingSpec",
+    "QSASpec", "NGramSpec", "LINEAR_ATTENTION_KINDS", "InklingSpec", "AssistantSpec", "VisionSpec",
 ]  # fmt: skip

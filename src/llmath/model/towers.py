@@ -19,6 +19,8 @@ from typing import Any
 
 from llmath.model import (
     towers_audio,
+    towers_dots3,
+    towers_emu3,
     towers_gemma3n,
     towers_gemma4,
     towers_inkling,
@@ -27,6 +29,7 @@ from llmath.model import (
     towers_mllama,
     towers_phi4mm,
     towers_vl,
+    towers_wrappers,
 )
 
 Counts = dict[str, int]
@@ -48,14 +51,16 @@ def _vit_layer(D: int, F: int, *, inner: int | None = None, bias: bool = True, g
     return 2 * norm * D + attn + ffn
 
 
-def siglip(v: Cfg, head: bool) -> Counts:
+def siglip(v: Cfg, head: bool, positions: int | None = None) -> Counts:
     """SigLIP (siglip_vision_model, idefics3/smolvlm vision): patch conv with bias, a position table of
     (image/patch)² rows, LayerNorm layers with biased q/k/v/o and fc1/fc2, a post LayerNorm and, when
-    ``vision_use_head``, the attention-pooling head (probe, fused in_proj, out_proj, norm, MLP)."""
+    ``vision_use_head``, the attention-pooling head (probe, fused in_proj, out_proj, norm, MLP). SigLIP 2:
+    a biased patch Linear (as many weights as the conv) and a table of ``positions`` (num_patches) rows."""
     D, F, L = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
-    C, p, img = _g(v, "num_channels", 3), v["patch_size"], v["image_size"]
+    C, p = _g(v, "num_channels", 3), v["patch_size"]
+    rows = (v["image_size"] // p) ** 2 if positions is None else positions
     out = {
-        "vision.embeddings": C * p * p * D + D + (img // p) ** 2 * D,
+        "vision.embeddings": C * p * p * D + D + rows * D,
         "vision.layers": L * _vit_layer(D, F),
         "vision.norm": 2 * D,
     }
@@ -99,6 +104,9 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "smolvlm_vision": _IDEFICS3,
     "clip_vision_model": dict(_SIGLIP, patch_size=32),
     "git_vision_model": _SIGLIP,  # GitVisionConfig: CLIP's layout, SigLIP's default widths (patch 16)
+    "siglip2_vision_model": dict(
+        hidden_size=768, intermediate_size=3072, num_hidden_layers=12, patch_size=16, num_patches=256
+    ),  # fmt: skip
     "pixtral": dict(
         hidden_size=1024,
         intermediate_size=4096,
@@ -116,6 +124,7 @@ VISION: dict[str, Callable[[Cfg], Counts]] = {
     "clip_vision_model": clip,
     "git_vision_model": clip,
     "pixtral": pixtral,
+    "siglip2_vision_model": lambda v: siglip(v, bool(_g(v, "vision_use_head", True)), v["num_patches"]),
 }
 
 
@@ -163,6 +172,7 @@ _BY_WIDTH: dict[str, Callable[[Cfg, int, int], int]] = {
     "shieldgemma2": lambda c, dv, dt: dv * dt + dv,  # Gemma 3's projector
     "llava_next_video": lambda c, dv, dt: _llava(c, dv, dt, True),
     "cohere2_vision": lambda c, dv, dt: _cohere2_vision(c, dv, dt),
+    "lfm2_vl": lambda c, dv, dt: _lfm2_vl(c, dv, dt),
     # GIT: Linear(dv, dt) with bias, LayerNorm(dt); one learned dv vector per image when num_image_with_embedding
     "git": lambda c, dv, dt: dv * dt + 3 * dt + _g(c, "num_image_with_embedding", 0) * dv,
 }
@@ -172,6 +182,18 @@ def _cohere2_vision(cfg: Cfg, dv: int, dt: int) -> int:
     """Pixel shuffle by downsample_factor, Linear(dv·f², A) with bias, SwiGLU halves it, Linear(A/2, dt)."""
     a, f = _g(cfg, "alignment_intermediate_size", 36864), _g(cfg, "downsample_factor", 2)
     return dv * f * f * a + a + a // 2 * dt + dt
+
+
+def _lfm2_vl(cfg: Cfg, dv: int, dt: int) -> int:
+    """Pixel unshuffle by downsample_factor, a LayerNorm (projector_use_layernorm), Linear(dv·f², P),
+    Linear(P, dt), biases per projector_bias; P = projector_hidden_size (Lfm2VlConfig's defaults)."""
+    f, P, bias = (
+        _g(cfg, "downsample_factor", 2),
+        _g(cfg, "projector_hidden_size", 2560),
+        _g(cfg, "projector_bias", True),
+    )
+    wide = dv * f * f
+    return (2 * wide if _g(cfg, "projector_use_layernorm", True) else 0) + wide * P + P * dt + ((P + dt) if bias else 0)
 
 
 def _by_width(f: Callable[[Cfg, int, int], int]) -> Callable[[Cfg, Cfg, int], int]:
@@ -199,13 +221,29 @@ PROJECTORS.update(towers_gemma4.PROJECTORS)
 VISION.update(towers_kimi.VISION)  # Kimi-K2.5 (model/towers_kimi.py)
 VISION_DEFAULTS.update(towers_kimi.DEFAULTS)
 PROJECTORS.update(towers_kimi.PROJECTORS)
+VISION.update(towers_wrappers.VISION)  # InternVL (model/towers_wrappers.py)
+VISION_DEFAULTS.update(towers_wrappers.DEFAULTS)
+PROJECTORS.update(towers_wrappers.PROJECTORS)
+PROJECTORS.update(towers_emu3.PROJECTORS)
 TOWER_COPIES = {"video_llava": 2}  # an image tower and a video tower, both built from vision_config
+# Wrappers whose several towers are counted together from the whole config: wrapper -> (config, text width) ->
+# components, or None when the config needs what llmath cannot count (every tower sub-config is then named).
+# Phi-4-multimodal builds its vision and audio towers in one module; Inkling's audio and vision towers;
+# BLIP-2's vision model and Q-Former; Idefics2's vision model and perceiver connector.
+WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {
+    **towers_phi4mm.WHOLE,
+    **towers_inkling.WHOLE,
+    **towers_wrappers.WHOLE,  # BLIP-2 (a Q-Former), Idefics2 (a perceiver connector)
+    **towers_dots3.WHOLE,  # Dots 3 Note: an MoE vision tower and an audio tower
+    **towers_gemma3n.WHOLE,  # Gemma 3n: a timm MobileNetV5 vision tower and an audio conformer
+}
 
 
 # sub-config -> (tower counters by its model_type, their defaults)
 TOWERS: dict[str, tuple[dict[str, Callable[[Cfg], Counts]], dict[str, dict[str, Any]]]] = {
     "vision_config": (VISION, VISION_DEFAULTS),
     "audio_config": (towers_audio.AUDIO, towers_audio.DEFAULTS),
+    "vq_config": (towers_emu3.VQ, towers_emu3.DEFAULTS),  # Emu3's VQ-VAE image tokenizer
 }
 
 
@@ -234,13 +272,10 @@ def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...]
     ``text_width`` wide: every tower sub-config is counted, or none is (all are named)."""
     wrapper = cfg.get("model_type")
     subs = sorted(k for k, v in cfg.items() if k.endswith("_config") and k not in NOT_TOWERS and v)
-    if wrapper in towers_phi4mm.COMBINED:  # Phi-4-multimodal: vision and audio towers in one module
-        return tuple(towers_phi4mm.COMBINED[str(wrapper)](cfg, text_width).items()), ()
     if not subs and wrapper in towers_vl.PATCH_ONLY:
         return tuple(towers_vl.PATCH_ONLY[str(wrapper)](cfg, text_width).items()), ()
-    whole_of = towers_inkling.WHOLE.get(str(wrapper)) or towers_gemma3n.WHOLE.get(str(wrapper))
-    if whole_of is not None:  # several towers counted together (Inkling, Gemma 3n: audio and vision)
-        whole = whole_of(cfg, text_width)
+    if wrapper in WHOLE:  # several towers counted together from the whole config
+        whole = WHOLE[str(wrapper)](cfg, text_width)
         return (tuple(whole.items()), ()) if whole is not None else ((), tuple(subs))
     towers = [_tower_config(cfg[k], k, wrapper) for k in subs]
     if len(subs) != 1 or wrapper not in PROJECTORS or any(t is None for t in towers):
@@ -258,9 +293,9 @@ def tower_params(cfg: Cfg, text_width: int) -> tuple[tuple[tuple[str, int], ...]
 WRAPPER_TIES = {"gemma3": True, "paligemma": True, "mistral3": True, "lighton_ocr": True, "llava": False,
                 "video_llava": False, "llava_next": False, "llava_onevision": False, "vipllava": False,
                 "idefics3": False, "smolvlm": False, "shieldgemma2": True,
-                "llava_next_video": False, "cohere2_vision": True,
+                "llava_next_video": False, "cohere2_vision": True, "lfm2_vl": True,
                 "kimi_k25": True,  # Kimi_K25Config (configuration_kimi_k25.py): tie_word_embeddings True
-                **towers_vl.WRAPPER_TIES, **towers_audio.WRAPPER_TIES}  # fmt: skip
+                **towers_vl.WRAPPER_TIES, **towers_audio.WRAPPER_TIES, **towers_wrappers.WRAPPER_TIES}  # fmt: skip
 TIES_FROM_TEXT = frozenset({"llava", "llava_next_video", "llava_onevision"})
 
 

@@ -55,25 +55,69 @@ def _cumprod(xs: list[int]) -> list[int]:
     return out
 
 
+# An assignment whose cost is within this of the runner-up's is a near tie: transformers scores it in float32
+# (torch.log, linspace) and could pick either, so llmath does not count it.
+_TIE = 1e-4
+_MAX_SCALES = 16  # the exact assignment below walks 2^scales column sets
+
+
+def _assign(cost: list[list[float]]) -> list[int] | None:
+    """The columns (one per row, all distinct) of least total cost, as scipy's ``linear_sum_assignment``
+    returns them for a matrix with no more rows than columns: a walk over the sets of columns used by the
+    first rows, keeping the two best distinct assignments per set. None when the best two totals are within
+    :data:`_TIE` (the pick would rest on rounding) or there are too many columns to walk."""
+    rows, cols = len(cost), len(cost[0])
+    if cols > _MAX_SCALES:
+        return None
+    best: dict[int, list[tuple[float, tuple[int, ...]]]] = {0: [(0.0, ())]}
+    for i in range(rows):
+        nxt: dict[int, list[tuple[float, tuple[int, ...]]]] = {}
+        for mask, heads in best.items():
+            for j in range(cols):
+                if not mask >> j & 1:
+                    keep = nxt.setdefault(mask | 1 << j, [])
+                    keep.extend((c + cost[i][j], a + (j,)) for c, a in heads)
+        best = {m: sorted(v)[:2] for m, v in nxt.items()}
+    ranked = sorted(x for v in best.values() for x in v)
+    if len(ranked) > 1 and ranked[1][0] - ranked[0][0] < _TIE:
+        return None
+    return list(ranked[0][1])
+
+
+def _nearest(cost: list[list[float]]) -> list[int] | None:
+    """Each row's column of least cost (None at a near tie, as in :func:`_assign`)."""
+    out = []
+    for row in cost:
+        ranked = sorted(range(len(row)), key=lambda j: row[j])
+        if len(ranked) > 1 and row[ranked[1]] - row[ranked[0]] < _TIE:
+            return None
+        out.append(ranked[0])
+    return out
+
+
 def hmlp_scales(t_patch: int, patch: int, layers: int, channels: int) -> list[tuple[int, int, int, int]] | None:
     """(t, h, w, channels) before each of Inkling's HMLP vision layers and after the last, as
     ``plan_out_scales`` plans them: candidate scales grow h = w by the prime factors of ``patch`` (largest
     first; channels h²·c rounded up to a multiple of 64), then t by those of ``t_patch`` (channels
-    ⌈h²·c·t⌉·64, as transformers writes it); each of the ``layers`` + 1 steps of a log-linear ramp from 1 to
-    t·p²·c takes the candidate nearest in log(t·h·w), the first and last pinned. With fewer layers than
-    candidates transformers solves an assignment problem (scipy), and a patch or temporal patch of 1 (no
-    prime factor) makes its scales non-integer and the module fails: None, not counted."""
+    ⌈h²·c·t⌉·64, as transformers writes it); the ``layers`` + 1 steps of a log-linear ramp from 1 to
+    t·p²·c cost |log step − log(t·h·w)| against each candidate. With at least as many layers as candidates
+    each step takes its nearest candidate; with fewer, transformers gives the steps distinct candidates of
+    least total cost (scipy's linear_sum_assignment; :func:`_assign` is the same assignment in pure Python).
+    The first and last are then pinned. A patch or temporal patch of 1 (no prime factor) makes its scales
+    non-integer and the module fails, and a near tie (a step halfway between two candidates) could go either
+    way: None, not counted."""
     if layers < 1 or patch < 2 or t_patch < 2:
         return None
     h = _cumprod(_prime_factors(patch)[::-1])
     t = _cumprod(_prime_factors(t_patch)[::-1])
     scales = [(1, 1, 1, channels)] + [(1, x, x, math.ceil(x * x * channels / 64) * 64) for x in h]
     scales += [(y, h[-1], h[-1], h[-1] ** 2 * channels * y * 64) for y in t]
-    if layers < len(scales):
-        return None
     top = math.log(patch * patch * t_patch * channels)
     logs = [math.log(a * b * c) for a, b, c, _ in scales]
-    idx = [min(range(len(scales)), key=lambda j: (abs(top * i / layers - logs[j]), j)) for i in range(layers + 1)]
+    cost = [[abs(top * i / layers - x) for x in logs] for i in range(layers + 1)]
+    idx = _nearest(cost) if layers >= len(scales) else _assign(cost)
+    if idx is None:
+        return None
     idx[0], idx[-1] = 0, len(scales) - 1
     return [scales[j] for j in idx]
 
@@ -82,7 +126,7 @@ def inkling_towers(cfg: Cfg, text_width: int) -> Counts | None:
     """Inkling: the audio tower (a table of n_mel_bins · mel_vocab_size rows of the text width, an RMSNorm)
     and the HMLP vision tower (per layer a bias-free Linear from the folded input to the next scale's
     channels, the last to the text width, an RMSNorm on all but the last; a final RMSNorm). None when a
-    sub-config is missing or the plan needs the assignment solver."""
+    sub-config is missing or :func:`hmlp_scales` has no exact plan."""
     a, v = cfg.get("audio_config"), cfg.get("vision_config")
     if not isinstance(a, Mapping) or not isinstance(v, Mapping):
         return None
@@ -116,5 +160,5 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 VISION: dict[str, Callable[[Cfg], Counts]] = {"inkling2_vision": inkling2_vision}
 PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {"inkling2": lambda c, v, dt: 0}  # the merger: above
-# wrappers whose several towers are counted together: wrapper -> counter (None: named, not counted)
+# wrappers whose several towers are counted together (model/towers.py WHOLE; None: named, not counted)
 WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {"inkling_mm_model": inkling_towers}

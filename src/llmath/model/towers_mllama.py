@@ -19,6 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llmath.errors import ConfigError
+from llmath.model.spec_vision import VisionSpec
+
 Counts = dict[str, int]
 Cfg = Mapping[str, Any]
 
@@ -55,3 +58,21 @@ def mllama_vision(v: Cfg) -> Counts:
 
 VISION = {"mllama_vision_model": mllama_vision}
 PROJECTORS = {"mllama": lambda c, v, dt: v["vision_output_dim"] * dt + dt}  # Linear(..., bias=True)
+
+
+def vision_spec(cfg: Cfg) -> VisionSpec | None:
+    """The encoder's shape for requests with images (model/spec_vision.py), from ``vision_config`` with
+    MllamaVisionConfig's defaults; None for a wrapper other than mllama."""
+    if cfg.get("model_type") != "mllama":
+        return None
+    v = {**DEFAULTS["mllama_vision_model"], "attention_heads": 16, **(cfg.get("vision_config") or {})}
+    if not all(isinstance(v[k], int) for k in ("image_size", "patch_size")):
+        raise ConfigError(
+            f"mllama: image_size={v['image_size']!r} and patch_size={v['patch_size']!r} must be integers (square)"
+        )
+    return VisionSpec(
+        d_model=v["hidden_size"], d_ff=v["intermediate_size"], n_heads=v["attention_heads"],
+        n_layers=v["num_hidden_layers"], n_global_layers=v["num_global_layers"], patch=v["patch_size"],
+        image_size=v["image_size"], channels=v["num_channels"], tiles=v["max_num_tiles"],
+        output_dim=v["vision_output_dim"],
+    )  # fmt: skip

@@ -12,7 +12,7 @@ vision-speech)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmath.model.towers_vl import vit_layer
@@ -81,5 +81,5 @@ def phi4_multimodal(cfg: Cfg, dt: int) -> Counts:
     return {**vision(v), **audio(a), "projector": image + speech}
 
 
-# wrappers whose towers are counted together from the whole config (several tower sub-configs)
-COMBINED = {"phi4_multimodal": phi4_multimodal}
+# wrappers whose towers are counted together from the whole config (model/towers.py WHOLE)
+WHOLE: dict[str, Callable[[Cfg, int], Counts | None]] = {"phi4_multimodal": phi4_multimodal}

@@ -17,6 +17,7 @@ from llmath.ops.altup import (
     laurel,
     logit_rows_only,
 )
+from llmath.ops.assistant import assistant_head, assistant_input
 from llmath.ops.attention import attention_block
 from llmath.ops.blt import blt_ops
 from llmath.ops.codebooks import enc_to_dec_proj, text_encoder_pass
@@ -37,6 +38,7 @@ from llmath.ops.prophet import prophet_decoder
 from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
 from llmath.ops.vision_cross import vision_cross_layers
+from llmath.ops.vision_mllama import vision_pass
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
@@ -301,8 +303,14 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     """The operator list of one forward pass of ``spec`` at ``stage`` under ``attention``."""
     if attention not in ATTENTIONS:
         raise WorkloadError(f"attention={attention!r} must be one of {', '.join(ATTENTIONS)}")
-    if stage not in ("prefill", "decode", "encoder"):
-        raise WorkloadError(f"stage={stage!r} must be 'prefill', 'decode' or 'encoder'")
+    if stage not in ("prefill", "decode", "encoder", "vision"):
+        raise WorkloadError(f"stage={stage!r} must be 'prefill', 'decode', 'encoder' or 'vision'")
+    if stage == "vision":  # Llama 3.2 Vision's image encoder (ops/vision_mllama.py)
+        if spec.vision is None:
+            raise WorkloadError(f"stage='vision': {spec.name!r} has no image encoder llmath runs (mllama has)")
+        b = Builder(spec, attention, stage)
+        vision_pass(b)
+        return tuple(b.ops)
     if stage == "encoder" and not spec.is_encoder_decoder:
         raise WorkloadError(f"stage='encoder': {spec.name!r} is a decoder-only model; use 'prefill' or 'decode'")
     b = Builder(spec, attention, stage)
@@ -313,7 +321,10 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     elif spec.prophet is not None:  # ProphetNetForCausalLM: the n-stream decoder alone (ops/prophet.py)
         prophet_decoder(b, layer_kind(spec, None, False))
     else:
-        embedding(b)
+        if spec.assistant is not None:  # a draft model on its target's cache (ops/assistant.py)
+            assistant_input(b)
+        else:
+            embedding(b)
         per_layer_inputs(b)
         if spec.mhc_streams:
             mhc_embed(b)
@@ -321,5 +332,5 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
         _decoder_layers(b)
         altup_outputs(b)
         mhc_head(b)
-        head(b)
+        (assistant_head if spec.assistant is not None else head)(b)
     return tuple(b.ops)

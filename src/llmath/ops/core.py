@@ -52,7 +52,7 @@ import numpy as np
 from llmath.model.spec import ModelSpec
 
 Attention = Literal["eager", "flash"]
-Stage = Literal["prefill", "decode", "encoder"]
+Stage = Literal["prefill", "decode", "encoder", "vision"]
 ATTENTIONS = ("eager", "flash")
 
 NORM_FLOPS = {"rms": 4, "layer": 7, "layer_noparam": 5, "rms_noparam": 3}
@@ -120,7 +120,8 @@ class Op:
 
 # ---- monomials -------------------------------------------------------------------------------------
 
-MONO_TEXT = {"1": "1", "B": "B", "BP": "B·[S0>0]", "BT": "B·T", "BL": "B·L", "X": "B·src", "XE": "B·T·src"}
+MONO_TEXT = {"1": "1", "B": "B", "BP": "B·[S0>0]", "BT": "B·T", "BL": "B·L", "X": "B·src", "XE": "B·T·src",
+             "I": "[src>0]", "BTI": "B·T·[src>0]"}  # fmt: skip
 MONO_TEXT |= {"L": "B·(S0+T)", "LL": "B·(S0+T)²"}  # BLT reruns every byte each pass (ops/blt.py)
 
 
@@ -307,6 +308,11 @@ def _parse_mono(m: str) -> tuple[str, int | None, bool]:
     return kind, None if w == "full" else int(w), False
 
 
+def _has_source(src: Value) -> Value:
+    """1 where a scenario has source positions (src > 0), else 0."""
+    return int(src > 0) if _is_int(src) else (np.asarray(src) > 0).astype(float)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """B sequences of T new tokens after S0 cached positions; logits for the last or all positions.
@@ -327,20 +333,19 @@ class Scenario:
         if spec.prefix_positions:
             T, S0 = with_prefix(T, S0, spec.prefix_positions)
         out: dict[str, Value] = {}
+        plain: dict[str, Value] = {"1": 1, "B": B, "BT": B * T}
         for m in monos:
             v: Value
-            if m == "1":
-                v = 1
-            elif m == "B":
-                v = B
-            elif m == "BT":
-                v = B * T
+            if m in plain:
+                v = plain[m]
             elif m == "BL":
                 v = B if self.logits == "last" else B * self.T  # never the prefix positions
             elif m == "BP":  # sequences continuing a cached prefix (a mixer reads its state once)
                 v = B * (S0 > 0) if isinstance(S0, np.ndarray) else (B if S0 > 0 else 0)
+            elif m in ("I", "BTI"):  # work that runs only with a source (Mllama's cross layers with images)
+                v = _has_source(self.src) * (1 if m == "I" else B * self.T)
             elif m in ("X", "XE"):
-                v = B * T * self.src if m == "XE" else B * self.src
+                v = B * self.src * (1 if m == "X" else T)
             elif m in ("L", "LL"):  # BLT: every byte again each pass, no cache (ops/blt.py)
                 v = B * (S0 + T) ** len(m)
             elif m == "U:moe":

@@ -10,6 +10,10 @@ positions and projects them to the cross-attention K/V once, into the cache; dec
 contexts S = decoder_prompt, decoder_prompt + 1, … and read that cross cache. TTFT = encoder + decoder
 prefill. The KV cache is the self-attention cache (B × decoder positions, growing) plus the cross-attention
 cache (B × P, fixed). A cached prefix does not apply (the decoder starts after the encoder pass).
+
+A decoder with an image encoder (Llama 3.2 Vision) and a request with ``images``: the ``vision`` stage encodes
+them (TTFT = vision + prefill), and the vision tokens are the source its cross-attention layers attend: their
+K/V are projected once in the prefill into a fixed cross cache (B × vision tokens), read by every step.
 """
 
 from __future__ import annotations
@@ -27,8 +31,24 @@ from llmath.ops.core import CLASSES, Attention, Scenario, Stage
 from llmath.ops.table import evaluate, matmul_rows, table
 
 
-def decode_start(spec: ModelSpec, prompt: int, prefix: int = 0, decoder_prompt: int = 1) -> tuple[int, int]:
-    """(positions in the self-attention cache when the decode steps start, source positions cross-attended)."""
+def vision_tokens(spec: ModelSpec, images: int) -> int:
+    """Vision tokens per sequence that ``images`` images give a decoder with an image encoder (Llama 3.2
+    Vision: tiles · (patches + 1) each, model/spec_vision.py); 0 without images."""
+    if not images:
+        return 0
+    if spec.vision is None:
+        raise WorkloadError(
+            f"images={images}: {spec.name!r} has no image encoder llmath runs (Llama 3.2 Vision, mllama, has); "
+            "analyse it text-only (images=0)"
+        )
+    return images * spec.vision.tokens_per_image
+
+
+def decode_start(
+    spec: ModelSpec, prompt: int, prefix: int = 0, decoder_prompt: int = 1, images: int = 0
+) -> tuple[int, int]:
+    """(positions in the self-attention cache when the decode steps start, source positions cross-attended:
+    an encoder-decoder's source, or a request's vision tokens)."""
     if spec.is_encoder_decoder:
         if prefix:
             raise WorkloadError(
@@ -37,7 +57,7 @@ def decode_start(spec: ModelSpec, prompt: int, prefix: int = 0, decoder_prompt: 
             )
         _check_source(spec, prompt)
         return decoder_prompt, prompt
-    return prefix + prompt, 0
+    return prefix + prompt, vision_tokens(spec, images)
 
 
 def context_end(spec: ModelSpec, prompt: int, prefix: int, decoder_prompt: int, gen: int) -> int:
@@ -57,12 +77,16 @@ def _check_source(spec: ModelSpec, prompt) -> None:
         )
 
 
-def stage_scenarios(spec: ModelSpec, batch, prompt, prefix=0, decoder_prompt: int = 1) -> dict[str, Scenario]:
-    """The scenario of each stage, in execution order: ``encoder`` (encoder-decoder only), ``prefill`` and
+def stage_scenarios(
+    spec: ModelSpec, batch, prompt, prefix=0, decoder_prompt: int = 1, images: int = 0
+) -> dict[str, Scenario]:
+    """The scenario of each stage, in execution order: ``encoder`` (encoder-decoder only) or ``vision`` (a
+    request's images: one row per image, its tiles' padded positions, ops/vision_mllama.py), ``prefill`` and
     ``decode`` (step 0)."""
-    ctx0, src = decode_start(spec, prompt, prefix, decoder_prompt)
+    ctx0, src = decode_start(spec, prompt, prefix, decoder_prompt, images)
     if not spec.is_encoder_decoder:
-        return {"prefill": Scenario(batch, prompt, prefix), "decode": Scenario(batch, 1, ctx0)}
+        vis = {"vision": Scenario(batch * images, spec.vision.encoder_positions)} if src and spec.vision else {}
+        return {**vis, "prefill": Scenario(batch, prompt, prefix, src=src), "decode": Scenario(batch, 1, ctx0, src=src)}
     enc = {} if spec.encoder is not None and spec.encoder.external else {"encoder": Scenario(batch, prompt)}
     return {  # an external encoder (TrOCR's image encoder) is another model's pass: no encoder stage here
         **enc,
@@ -81,7 +105,7 @@ def cross_kv_elements_per_source(spec: ModelSpec, ops=None) -> int | float:
     """Cross-attention cache elements per source position (K and V of every decoder layer), read off the
     cross K/V projections of the decoder prefill (``ops``: one GPU's under a layout); 0 for decoder-only
     models."""
-    if not spec.is_encoder_decoder:
+    if not spec.is_encoder_decoder and spec.vision is None:
         return 0
     ops = build_ops(spec, "prefill", "flash") if ops is None else ops
     n = sum(t.coef * op.count for op in ops for t in op.terms("kv_write") if t.mono == "X")

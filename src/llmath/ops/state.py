@@ -110,7 +110,7 @@ def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layo
     positions = positions + spec.prefix_positions  # CPM-Ant's prompt positions are cached with the prompt
     if spec.compressed is not None:
         total = total + batch * compressed_state_elements(spec, positions, ops)
-    if spec.is_encoder_decoder:
+    if spec.is_encoder_decoder or spec.vision is not None:  # the source's (an image request's) cross cache
         total = total + batch * src * cross_kv_elements_per_source(spec, ops)
     for w, per in kv_elements_per_position(spec, layout, ops).items():
         if w is not None and layout == "transformers":

@@ -361,6 +361,12 @@ def _kv_lines(c, a) -> None:
             f"from {w['decoder_prompt']} token(s); cross-attention cache {kv['cross_bytes_per_source_token']:,} B "
             f"per source token, {gb(kv['cross_bytes'])} fixed (included above)"
         )
+    if w.get("images"):
+        c.print(
+            f"images: {w['images']} per request through the vision encoder (its pass joins the TTFT); "
+            f"{kv['source_positions']:,} vision tokens cross-attended, cross-attention cache {gb(kv['cross_bytes'])}"
+            " fixed (included above)"
+        )
 
 
 def _stage_table(a):
@@ -462,7 +468,8 @@ def _closing_lines(c, a) -> None:
 def _stages(a) -> list:
     """(stage report, label) in execution order; the encoder pass first for encoder-decoder models."""
     st = [(a.prefill, "decoder prefill" if a.encoder is not None else "prefill"), (a.decode, "decode step 0")]
-    return ([(a.encoder, "encoder")] if a.encoder is not None else []) + st
+    first = [(a.encoder, "encoder")] if a.encoder is not None else []
+    return first + ([(a.vision, "vision (images)")] if getattr(a, "vision", None) is not None else []) + st
 
 
 def _layout_lines(c, a) -> None:
