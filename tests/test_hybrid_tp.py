@@ -181,11 +181,6 @@ def test_mixer_sum_over_ranks_is_single_gpu(name, tp, over, stage):
         ("kimi_linear", 64, "divide the KDA mixer's 32 heads"),
         ("minimax", 64, "divide the lightning mixer's 32 heads"),
         ("lfm2-1.2b", 3, "divide the short-conv mixer's 2048 inner channels"),
-        ("recurrent_gemma", 2, "rglru mixer has no sourced tensor-parallel rule"),
-        ("rwkv", 2, "rwkv mixer has no sourced tensor-parallel rule"),
-        ("xlstm", 2, "mlstm mixer has no sourced tensor-parallel rule"),
-        ("bailing_hybrid", 2, "full-rank-gate kda"),
-        ("zamba2", 2, "Zamba's shared blocks have no tensor-parallel sharding rule"),
     ],
 )
 def test_tp_without_a_rule_is_refused(name, tp, why):

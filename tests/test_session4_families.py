@@ -54,10 +54,10 @@ def test_hrm_recurrence_is_data_and_the_layers_are_runs(tmp_path):
 def test_hrm_and_zaya_refuse_a_parallel_layout(tmp_path):
     from llmath.analysis import analyze
 
-    for mt, match in (("hrm_text", "weight-shared stacks"), ("zaya", "no sharding rule")):
+    for mt, match, kw in (("hrm_text", "weight-shared stacks", {"pp": 2}), ("zaya", "no sharding rule", {"tp": 2})):
         spec = spec_from_config(default_config(mt, str(tmp_path)), mt)
         with pytest.raises(LayoutError, match=match):
-            analyze(spec, batch=1, prompt=8, gen=2, tp=2)
+            analyze(spec, batch=1, prompt=8, gen=2, **kw)
 
 
 def test_compass_wrapper_language_model_runs_as_llmath_counts(tmp_path):

@@ -70,16 +70,49 @@ def _mixer(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Col
     m = spec.mixer
     if m is None:
         return []
-    n = sum(c for lk, c in counts.items() if lk.split("/")[0] == m.kind or lk.endswith(f"+{m.kind}"))
+    n = sum(c for lk, c in counts.items() if m.kind in lk.split("/")[0].split("+") or lk.endswith(f"+{m.kind}"))
     if not n:
         return []
     out = [Collective("mixer.all_reduce", "all_reduce", T, T, n, _msg(Fr(spec.d_model), "BT", "D"), "tp", first=g0)]
     if m.kind == "mamba":
         xp = _msg(Fr(m.dt_rank + 2 * m.d_state), "BT", "R+2·N")
         out.append(Collective("mixer.x_proj.all_reduce", "all_reduce", T, T, n, xp, "tp", first=g0))
+    elif m.kind == "rwkv":  # the channel mix's row-parallel value projection (deploy/shard_mixers.py)
+        hidden = _msg(Fr(spec.d_model), "BT", "D")
+        out.append(Collective("ffn.all_reduce", "all_reduce", T, T, n, hidden, "tp", first=g0))
     elif (m.kind == "mamba2" and m.gated_norm and m.n_groups == 1) or m.kind == "lightning":
         out.append(Collective("mixer.norm.all_reduce", "all_reduce", T, T, n, _msg(Fr(1), "BT", "1"), "tp", first=g0))
     return out
+
+
+def _shared(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
+    """Zamba2's hybrid layers (``shared+<kind>/...``, :mod:`llmath.deploy.shard_shared`): the shared block's
+    o_proj and down all-reduce D each; each LoRA adapter's A (``gather_output=True``) all-gathers its r
+    outputs per token: one for gate/up, three more (q, k, v) with attention adapters."""
+    sb = spec.shared_block
+    n = sum(c for lk, c in counts.items() if lk.startswith("shared+"))
+    if sb is None or not n:
+        return []
+    D = _msg(Fr(spec.d_model), "BT", "D")
+    out = [
+        Collective("shared.attn.all_reduce", "all_reduce", T, T, n, D, "tp", first=g0),
+        Collective("shared.ffn.all_reduce", "all_reduce", T, T, n, D, "tp", first=g0),
+    ]
+    adapters = (1 if sb.adapter_rank else 0) + (3 if sb.attention_adapters else 0)
+    if adapters:
+        r = _msg(Fr(sb.adapter_rank), "BT", "r")
+        out.append(Collective("shared.adapter.all_gather", "all_gather", T, T, n * adapters, r, "tp", first=g0))
+    return out
+
+
+def _ple(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
+    """Qwen4-Exp's n-gram layers (``ple+<kind>/...``, :mod:`llmath.deploy.shard_hyper`): each rank looks up W/T
+    columns of its H rows, then all-gathers the E = H·W wide lookup of every token."""
+    g = spec.ngram
+    n = sum(c for lk, c in counts.items() if lk.startswith("ple+"))
+    if g is None or not n:
+        return []
+    return [Collective("ple.all_gather", "all_gather", T, T, n, _msg(Fr(g.embed_dim), "BT", "E"), "tp", first=g0)]
 
 
 def stage_collectives(
@@ -104,6 +137,8 @@ def stage_collectives(
         if attn_n:
             out.append(Collective("attn.all_reduce", "all_reduce", T, T, attn_n, hidden, "tp", first=g0))
         out += _mixer(spec, T, counts, g0)
+        out += _shared(spec, T, counts, g0)
+        out += _ple(spec, T, counts, g0)
         if dense:
             out.append(Collective("ffn.all_reduce", "all_reduce", T, T, dense, hidden, "tp", first=g0))
     if moe:

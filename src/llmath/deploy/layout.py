@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from llmath.deploy.shard_mixers import mixer_tp_problem
+from llmath.deploy.shard_hyper import hyper_pp_problem, hyper_tp_problem
+from llmath.deploy.shard_mixers import SHARDED, mixer_tp_problem
+from llmath.deploy.shard_shared import shared_tp_problem
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
 
@@ -85,11 +87,13 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     """Why ``spec`` cannot run ``tp``-way tensor parallel (vLLM's divisibility rules), or None."""
     N, K = spec.n_heads, spec.n_kv_heads
     parts = {p for k in spec.layer_mixers for p in k.split("+")}
-    if "shared" in parts and tp > 1:  # before the heads: a pure Mamba spec's attention fields are placeholders
-        return f"tp={tp}: Zamba's shared blocks have no tensor-parallel sharding rule yet; analyse it on one GPU"
+    if "shared" in parts and (why := shared_tp_problem(spec, tp)):
+        return why
+    if tp > 1 and (why := hyper_tp_problem(spec, tp)):
+        return why
     if tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, tp)):
         return why
-    if "attention" not in parts:  # a pure state-space model: no attention heads to split
+    if not parts & {"attention", "shared"}:  # a pure state-space model: no attention heads to split
         N = K = tp
     if N % tp:
         return f"tp={tp} must divide the {N} attention heads"
@@ -103,6 +107,29 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
         return f"tp={tp} must divide d_ff={next(f for f in sorted(widths) if f % tp)}"
     if spec.moe is not None and spec.moe.d_ff_shared % tp:
         return f"tp={tp} must divide the shared experts' width {spec.moe.d_ff_shared}"
+    return None
+
+
+def _unsharded_problem(spec: ModelSpec, tp: int, pp: int, dp: int) -> str | None:
+    """Layers no TP or PP rule covers yet (at tp = pp = 1 every operator runs whole on each replica, so DP and
+    EP still apply), or None."""
+    gpus = "; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
+    if spec.recurrence is not None and pp > 1:  # HRM-Text: layer runs share weights
+        return f"its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), which " + (
+            "llmath cannot split into pipeline stages; use --pp 1"
+        )
+    known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
+    parts = {p for k in spec.layer_mixers for p in k.split("+")}
+    if parts - known and tp * pp * dp > 1:
+        return (
+            f"layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no sharding rule yet" + gpus
+        )
+    what = "Inkling's layers (two head sets, K/V and output convs, relative bias)" if spec.inkling else None
+    what = what or ("ZAYA's compressed convolutional attention layers" if spec.cca_kernels else None)
+    if what and (tp > 1 or pp > 1):
+        return (
+            f"{what} have no sharding rule for tensor or pipeline parallelism yet; use --tp 1 --pp 1 (--dp/--ep work)"
+        )
     return None
 
 
@@ -178,6 +205,15 @@ def make_layout(
     n_layers = min(spec.n_layers, spec.encoder.n_layers) if spec.encoder is not None else spec.n_layers
     if pp > n_layers:
         raise LayoutError(f"pp={pp} exceeds the {n_layers} layers of {spec.name}'s stacks; use --pp <= {n_layers}")
+    if why := _unsharded_problem(spec, tp, pp, dp):
+        raise LayoutError(f"{spec.name}: {why}")
+    if pp > 1 and spec.shared_block is not None:
+        raise LayoutError(
+            f"pp={pp}: {spec.name}'s shared blocks are not pipeline-parallel in vLLM (Zamba2ForCausalLM does not "
+            "implement SupportsPP, vllm/model_executor/models/zamba2.py); use --pp 1"
+        )
+    if why := hyper_pp_problem(spec, pp):
+        raise LayoutError(why)
     why = _tp_problem(spec, tp)
     if why:
         raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * dp))

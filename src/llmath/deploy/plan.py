@@ -26,6 +26,7 @@ from llmath.deploy import engines
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.serving import Requests, memory, refuse_uncached, steady_state
+from llmath.deploy.shard import rank_plans
 from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
 from llmath.hardware import Hardware
@@ -80,6 +81,8 @@ def _candidate_layouts(spec: ModelSpec, gpus: int, pins: dict) -> list[Layout | 
                         continue
                     try:
                         lay = make_layout(spec, None, tp, pp, ep, dpa)
+                        if not lay.trivial:  # every operator must have a rule under this layout
+                            rank_plans(spec, "decode", "flash", lay)
                     except LLMathError:
                         continue
                     key = (lay.tp, lay.pp, lay.dp, lay.ep)

@@ -24,6 +24,13 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
   attention in Falcon-H1's parallel layers), Gated DeltaNet, KDA, lightning attention and LFM2's short conv
   split by heads / inner channels, their in-projections column-parallel and out_proj row-parallel; the
   per-sequence state scales with the rank's channels. Recurrent kinds without a sourced rule: refused.
+* **DeepSeek-V4 / HY-V4** (:mod:`llmath.deploy.shard_hyper`, vLLM ``deepseek_v4.py``): heads and output
+  groups split, the latent KV, compressors, indexer and hyper-connections replicated.
+* **HRM-Text** (no engine implements it; llmath's choice): every layer run shards as a decoder layer (heads
+  and FFN split, two all-reduces per run); the two stacks' weights, held once, split as the projections that
+  use them. Pipeline parallelism is refused (each stage would need both stacks).
+* **Zamba2's shared block** (:mod:`llmath.deploy.shard_shared`, vLLM ``zamba2.py``): heads and FFN split,
+  the LoRA adapters column-parallel (A all-gathered), the per-layer ``linear`` replicated.
 * **pipeline**: stage s runs its layers (:func:`~llmath.deploy.layout.stage_layers`); the embedding
   lives on stage 0, the final norm and LM head on the last (which also holds a copy of a tied embedding).
 * **encoder-decoder** (T5, BART, the original Transformer): every operator shards as its decoder-only
@@ -48,7 +55,10 @@ from functools import lru_cache
 
 from llmath.deploy.collectives import Collective
 from llmath.deploy.layout import Layout, stage_layers
+from llmath.deploy.shard_hyper import hyper_factors
 from llmath.deploy.shard_mixers import SHARDED, mixer_factors, mixer_groups_per_rank
+from llmath.deploy.shard_shared import REPLICATED as SHARED_REPLICATED
+from llmath.deploy.shard_shared import holder_params, shared_namesake
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
@@ -214,11 +224,18 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
     name, T = rule_name(op.name), L.tp
     name = XATTN.get(name, name)
     name = re.sub(r"^attn\.(main|streams|streams_own)\.", "attn.", name)  # ProphetNet's streams: by heads
-    if name.startswith("mixer.") and name != "mixer.inner_norms" and spec.mixer is not None:
+    if name.startswith("shared.") and spec.shared_block is not None:  # Zamba2 (deploy/shard_shared.py)
+        name = shared_namesake(name)
+    rwkv_ffn = name.startswith("ffn.") and spec.mixer is not None and spec.mixer.kind == "rwkv"
+    if (name.startswith("mixer.") or rwkv_ffn) and name != "mixer.inner_norms" and spec.mixer is not None:
         return mixer_factors(name, spec.mixer, T)
     N, K = spec.n_heads, spec.n_kv_heads
     hq = Fr(1, T)
     hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
+    if name in SHARED_REPLICATED or name.startswith("recurrence."):  # HRM-Text's z_init, adds, stack norms: D wide
+        return ONE, {}, ONE, ONE
+    if (hyper := hyper_factors(name, spec, T)) is not None:  # DeepSeek-V4, HY-V4 (deploy/shard_hyper.py)
+        return hyper
     if name in REPLICATED or (op.component == "norm" and name != "attn.qk_norm") or op.component == "residual":
         return ONE, {}, ONE, ONE
     if name == "embed.tokens" and spec.encoder is not None and spec.encoder.frontend:
@@ -244,6 +261,8 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor],
         if name in side:
             over[side[name]] = tokens
         return hq, over, w, w
+    if T == 1 and L.pp == 1 and not (name.startswith("moe.") and "router" not in name):  # tp = pp = 1: whole
+        return ONE, {}, ONE, ONE
     raise LayoutError(f"operator {name!r} has no sharding rule; llmath cannot shard this model yet")
 
 
@@ -255,6 +274,10 @@ def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
 
 
 def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
+    held = op.name.startswith(("shared.", "recurrence.")) and op.name.endswith(".weights")
+    if held and not op.costs:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
+        kv = Fr(kv_heads_per_rank(spec, L.tp), spec.n_kv_heads)
+        return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
     default, over, fw, fb = _factors(op, spec, L)
     costs = tuple((cls, _scale_each(ts, over.get(cls, default))) for cls, ts in op.costs)
     params = tuple((k, _param(n, fb if k.endswith(".bias") else fw)) for k, n in op.params)
@@ -283,6 +306,8 @@ def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
 
 def _place(op: Op, counts: dict[str, int], first: bool, last: bool) -> int:
     """How many times ``op`` runs on a rank of the stage (0: not there)."""
+    if op.name.startswith("recurrence.") and op.name.endswith(".weights"):  # HRM-Text's held weights (pp = 1)
+        return op.count
     if op.layer_kind:
         return counts.get(op.layer_kind, 0)
     if op.component == "embedding" or op.name.endswith(".relative_bias") or op.name in FIRST_STAGE:
@@ -318,7 +343,8 @@ def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
             f"{spec.name}: ProphetNet's decoder runs (1 + streams)·T rows per layer, which llmath's tensor- and "
             "pipeline-parallel collectives do not carry yet; analyse it with tp=1 and pp=1 (--dp replicas work)"
         )
-    if any(p not in SHARDED | {"attention", "none", "xattn"} for k in spec.layer_mixers for p in k.split("+")):
+    known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
+    if any(p not in known for k in spec.layer_mixers for p in k.split("+")):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
@@ -328,10 +354,10 @@ def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
             f"{spec.name}: {spec.codebooks} codebook tables and heads (MusicGen) have no sharding rule yet (no "
             "serving engine's split to follow); analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
-    if spec.recurrence is not None:  # HRM-Text: layer runs share weights; no sharding rule splits them yet
+    if spec.recurrence is not None and layout.pp > 1:  # HRM-Text: every stage would need both weight-shared stacks
         raise LayoutError(
             f"{spec.name}: its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), "
-            "which llmath cannot split across GPUs yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
+            "which llmath cannot split into pipeline stages; use --pp 1"
         )
 
 

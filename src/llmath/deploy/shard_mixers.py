@@ -21,7 +21,8 @@ Each rule follows how vLLM shards that layer (file paths in vllm-project/vllm):
   up projections f_b, g_b ``ColumnParallelLinear``, their down projections f_a, g_a (D -> R)
   ``ReplicatedLinear`` (whole on every rank), the q/k/v convs split, A_log H/T, dt_bias I/T, the output
   norm of width P whole, o_proj row-parallel. Needs T | H. The full-rank-gate variant (Ling hybrid,
-  ``gate_rank`` 0) has no rule sourced here and is refused.
+  ``gate_rank`` 0) has f_proj and g_proj D -> I ``ColumnParallelLinear`` (I/T each), as vLLM's KDA layer with
+  ``kda_use_full_proj`` builds them (``vllm/model_executor/models/solar_open2.py``).
 * **lightning** (``vllm/model_executor/layers/mamba/linear_attn.py``, ``MiniMaxText01LinearAttention``):
   qkv_proj and output_gate ``ColumnParallelLinear``, H/T heads (and their decay slopes), the RMSNorm over
   I split I/T per rank with its variance all-reduced (``MiniMaxText01RMSNormTP``: one element per token),
@@ -33,7 +34,21 @@ Each rule follows how vLLM shards that layer (file paths in vllm-project/vllm):
 Every rule's state per sequence is the rank's share: the conv window over its channels and the recurrent
 state over its heads. The collectives (:mod:`llmath.deploy.comm`): out_proj's all-reduce of D per token;
 plus Mamba's x_proj all-reduce, Mamba-2's one-group and lightning's norm all-reduces.
-``rglru`` (RecurrentGemma), ``rwkv`` and ``mlstm`` (xLSTM) have no sourced engine sharding: refused.
+
+No serving engine implements the next three (vLLM and SGLang ship no RecurrentGemma, RWKV-4 or xLSTM model), so
+their rules are **llmath's choice**, the head / channel split an engine applies to its other recurrent mixers:
+
+* **rglru** (RecurrentGemma): in_proj (both branches) column-parallel, the conv, the block-diagonal gates (H/T
+  blocks), Λ and the recurrence over the rank's I/T channels (the per-channel split the Griffin authors
+  describe for their recurrent block, De et al. 2024, arXiv:2402.19427, section 4.1), out_proj row-parallel
+  (its bias whole). Needs T | H (so T | I).
+* **rwkv** (RWKV-4): the time mix's key/value/receptance column-parallel (I/T channels each), WKV and its
+  decay and bonus over I/T channels, output row-parallel; the channel mix's key column-parallel (F/T),
+  value row-parallel (all-reduced), its receptance D -> D whole on every rank (it gates the reduced
+  output); both token shifts (their mixing vectors and D-wide states) whole on every rank. Needs T | I
+  and T | F.
+* **mlstm** (xLSTM): q, k, v, o and the input/forget gates column-parallel by heads (H/T), the cell,
+  its state and the per-head norm per rank, out_proj row-parallel. Needs T | H.
 """
 
 from __future__ import annotations
@@ -48,22 +63,28 @@ from llmath.ops.core import Term
 ONE = Fr(1)
 Factor = Fr | Callable[[int, Term], Fr]
 Factors = tuple[Fr, dict[str, Factor], Fr, Fr]  # default, per-class overrides, weight and bias params
-SHARDED = frozenset({"mamba", "mamba2", "gated_delta", "kda", "lightning", "shortconv"})
-ROW = {"mixer.x_proj", "mixer.out_proj"}  # row-parallel: I/T inputs, a full-width partial output
-COLUMN = {"mixer.in_proj", "mixer.qkv_proj", "mixer.b_proj", "mixer.f_b_proj", "mixer.g_b_proj", "mixer.output_gate"}
-REPLICATED = {"mixer.f_a_proj", "mixer.g_a_proj"}  # KDA's low-rank gate down projections (ReplicatedLinear)
+SHARDED = frozenset({"mamba", "mamba2", "gated_delta", "kda", "lightning", "shortconv", "rglru", "rwkv", "mlstm"})
+ROW = {"mixer.x_proj", "mixer.out_proj", "mixer.output", "ffn.value"}  # I/T inputs, a full-width partial output
+COLUMN = {
+    "mixer.in_proj", "mixer.qkv_proj", "mixer.b_proj", "mixer.f_b_proj", "mixer.g_b_proj", "mixer.output_gate",
+    "mixer.key_value_receptance", "mixer.qkvo", "mixer.if_gates", "ffn.key", "mixer.f_proj", "mixer.g_proj",
+}  # fmt: skip
+# KDA's low-rank gate down projections (ReplicatedLinear); RWKV's token shifts and channel-mix receptance and gate
+REPLICATED = {"mixer.f_a_proj", "mixer.g_a_proj", "mixer.time_shift", "ffn.time_shift", "ffn.receptance", "ffn.gate"}
 
 
 def mixer_tp_problem(m: MixerSpec, tp: int) -> str | None:
     """Why vLLM would refuse ``tp``-way TP of the mixer ``m`` (the module doc's rules), or None."""
-    if m.kind not in SHARDED or (m.kind == "kda" and not m.gate_rank):
-        what = "full-rank-gate kda (Ling hybrid)" if m.kind == "kda" else m.kind
-        return f"tp={tp}: the {what} mixer has no sourced tensor-parallel rule; analyse it on one GPU (--tp 1)"
+    if m.kind not in SHARDED:
+        return f"tp={tp}: the {m.kind} mixer has no sourced tensor-parallel rule; analyse it on one GPU (--tp 1)"
+    if m.kind == "rwkv" and (m.d_inner % tp or m.d_ff % tp):
+        what = f"{m.d_inner} channels and {m.d_ff} channel-mix width"
+        return f"tp={tp} must divide the RWKV mixer's {what} (llmath's rule)"
     if m.kind in ("mamba", "shortconv") and m.d_inner % tp:
         name = "Mamba" if m.kind == "mamba" else "short-conv"
-        return f"tp={tp} must divide the {name} mixer's {m.d_inner} inner channels (vLLM {_engine(m)})"
-    if m.kind != "mamba" and m.kind != "shortconv" and m.n_heads % tp:
-        return f"tp={tp} must divide the {_label(m)} mixer's {m.n_heads} heads (vLLM {_engine(m)})"
+        return f"tp={tp} must divide the {name} mixer's {m.d_inner} inner channels ({_engine(m)})"
+    if m.kind not in ("mamba", "shortconv", "rwkv") and m.n_heads % tp:
+        return f"tp={tp} must divide the {_label(m)} mixer's {m.n_heads} heads ({_engine(m)})"
     if m.kind == "mamba2" and m.n_groups % tp and m.n_groups != 1:
         return f"tp={tp} must divide the Mamba-2 mixer's {m.n_groups} groups, or groups must be 1 (vLLM MambaMixer2)"
     if m.kind == "gated_delta" and m.n_groups % tp:
@@ -72,17 +93,20 @@ def mixer_tp_problem(m: MixerSpec, tp: int) -> str | None:
 
 
 def _label(m: MixerSpec) -> str:
-    return {"mamba2": "Mamba-2", "gated_delta": "Gated DeltaNet", "kda": "KDA", "lightning": "lightning"}[m.kind]
+    return {"mamba2": "Mamba-2", "gated_delta": "Gated DeltaNet", "kda": "KDA", "lightning": "lightning",
+            "rglru": "RG-LRU", "mlstm": "mLSTM"}[m.kind]  # fmt: skip
 
 
 def _engine(m: MixerSpec) -> str:
     return {
-        "mamba": "MambaMixer",
-        "mamba2": "MambaMixer2",
-        "gated_delta": "GatedDeltaNetAttention",
-        "kda": "KimiDeltaAttention",
-        "lightning": "MiniMaxText01LinearAttention",
-        "shortconv": "ShortConv",
+        "mamba": "vLLM MambaMixer",
+        "mamba2": "vLLM MambaMixer2",
+        "gated_delta": "vLLM GatedDeltaNetAttention",
+        "kda": "vLLM KimiDeltaAttention",
+        "lightning": "vLLM MiniMaxText01LinearAttention",
+        "shortconv": "vLLM ShortConv",
+        "rglru": "llmath's rule: the gates' blocks split",
+        "mlstm": "llmath's rule: heads split",
     }[m.kind]
 
 

@@ -1,0 +1,73 @@
+"""Tensor-parallel rule of Zamba2's shared transformer block (:mod:`llmath.ops.shared_block`), as vLLM shards
+it (``vllm/model_executor/models/zamba2.py``):
+
+* ``Zamba2Attention``: q, k, v in one ``QKVParallelLinear`` over the block's W = 2·D input (N/T heads per
+  rank, the K = N KV heads and their cache K/T), ``RowParallelLinear`` o_proj (W' -> D, all-reduced);
+* ``Zamba2MLP``: gate/up ``MergedColumnParallelLinear`` (F/T each), ``RowParallelLinear`` down (all-reduced);
+* ``Zamba2LoRA`` adapters (per hybrid layer): A ``ColumnParallelLinear(.., gather_output=True)`` (r/T
+  outputs per rank, then an all-gather of the r outputs of every token), B ``ColumnParallelLinear`` or
+  ``MergedColumnParallelLinear`` (its outputs split /T like the projection it adds to);
+* ``Zamba2HybridLayer.linear``: ``ReplicatedLinear`` (D x D whole on every rank); the concatenation, the
+  two ``RMSNorm`` and the add into the Mamba layer's input: whole on every rank.
+
+The block's weights (held once per weight set by the ``shared.<component>.weights`` ops) split as the
+projection that uses them. Needs T | N heads, T | F and T | r (vLLM's divisibility asserts).
+vLLM implements Zamba2 only (no ``zamba.py``): Zamba (v1) stays refused.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction as Fr
+from typing import Any
+
+from llmath.model.spec import ModelSpec
+from llmath.ops.core import Op
+
+ONE = Fr(1)
+REPLICATED = frozenset({"shared.attn.concat", "shared.linear", "shared.add"})
+
+
+def shared_namesake(name: str) -> str:
+    """The decoder-only operator whose rule a shared-block operator follows (module doc): the adapters are
+    column-parallel like ``ffn.up``; ``shared.attn.q_proj`` → ``attn.q_proj``; ``shared.ffn.down`` →
+    ``ffn.down``; the replicated ops keep their names."""
+    if "_adapter." in name:
+        return "ffn.up"
+    for block in ("attn", "ffn"):
+        if name.startswith(f"shared.{block}.") and name not in REPLICATED:
+            return f"{block}.{name.removeprefix(f'shared.{block}.')}"
+    return name
+
+
+def shared_tp_problem(spec: ModelSpec, tp: int) -> str | None:
+    """Why vLLM would refuse ``tp``-way TP of the shared block (module doc), or None."""
+    sb = spec.shared_block
+    if sb is None or tp == 1:
+        return None
+    if spec.mixer is not None and spec.mixer.kind != "mamba2":
+        return (
+            f"tp={tp}: Zamba (v1)'s shared blocks have no engine sharding rule (vLLM implements Zamba2 only, "
+            "vllm/model_executor/models/zamba2.py); analyse it on one GPU"
+        )
+    if sb.adapter_rank % tp:
+        return f"tp={tp} must divide the shared block's LoRA rank {sb.adapter_rank} (vLLM Zamba2LoRA)"
+    return None
+
+
+def holder_params(op: Op, spec: ModelSpec, tp: int, kv: Fr) -> tuple[tuple[str, Any], ...]:
+    """A rank's share of the block's own weights: q and o (and the FFN's) /T, k and v by ``kv`` (the rank's
+    KV heads over K), norms whole, a row-parallel bias (o, down) whole."""
+    out: list[tuple[str, Any]] = []
+    for key, n in op.params:
+        if op.component == "norm" or (key.endswith(".bias") and (".o." in key or ".down." in key)):
+            f = ONE
+        elif ".k." in key or ".v." in key:
+            f = kv
+        else:
+            f = Fr(1, tp)
+        v = n * f
+        out.append((key, int(v) if v.denominator == 1 else float(v)))
+    return tuple(out)
+
+
+__all__ = ["REPLICATED", "holder_params", "shared_namesake", "shared_tp_problem"]
