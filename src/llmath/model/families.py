@@ -549,6 +549,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_bias=True,
         norms_per_layer=3,
         encdec="whisper",
+        encoder_fields=families_encdec.external_whisper_encoder,
         activation="gelu",
     ),
 }

@@ -26,6 +26,30 @@ from typing import Any
 from llmath.errors import ConfigError
 from llmath.model.family_facts import _attn_bias, _k
 
+
+def decoder_alone(cfg: Mapping[str, Any]) -> bool:
+    """A file of the decoder alone (``*ForCausalLM``: transformers saves it with ``is_encoder_decoder: false`` and
+    names the class in ``architectures``), not of the whole encoder-decoder."""
+    archs = cfg.get("architectures") or []
+    return cfg.get("is_encoder_decoder") is False or any(str(a).endswith("ForCausalLM") for a in archs)
+
+
+def external_encoder(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """BART's family as ``*ForCausalLM`` (BartForCausalLM and its copies wrap the decoder alone, whose layers keep
+    their cross-attention): an encoder-decoder whose encoder is another model, as TrOCR's."""
+    if not decoder_alone(cfg):
+        return {}
+    name = cfg.get("model_type", "the model")
+    what = f"the encoder of an EncoderDecoderModel ({name}'s *ForCausalLM is the decoder alone), not in this config"
+    return dict(n_layers=0, norms_per_layer=0, final_norm=False, external=what)
+
+
+def external_whisper_encoder(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """WhisperForCausalLM (distil-whisper's draft decoders): the decoder alone; no audio front end either."""
+    fields = external_encoder(cfg)
+    return dict(fields, frontend="", in_features=0, source_positions=0) if fields else {}
+
+
 BART_LIKE: dict[str, Any] = dict(
     norm="layer",
     ffn="mlp",
@@ -37,6 +61,7 @@ BART_LIKE: dict[str, Any] = dict(
     encdec="bart",
     activation="gelu",
     embedding_scale=_k("scale_embedding", False),
+    encoder_fields=external_encoder,
 )
 
 
