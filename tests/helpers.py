@@ -166,3 +166,26 @@ def run_cli(capsys, *args) -> tuple[int, str, str]:
         code = e.code or 0
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def decoder_alone_costs(model, enc, ids, key: str = "encoder_hidden_states", itemsize: int = 2):
+    """A transformers decoder-alone model (TrOCR, *ForCausalLM of an encoder-decoder) given another model's
+    encoder output ``enc`` (under ``key``): matmul FLOPs of a prefill of ``ids`` and of one decode step after it,
+    and the bytes of its self- and cross-attention caches after the prefill (``itemsize`` bytes per element)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmath.measure import oracle
+
+    def counted(**kw):
+        with torch.no_grad(), FlopCounterMode(display=False) as c:
+            out = model(use_cache=True, **{key: enc}, **kw)
+        return c.get_total_flops(), out
+
+    prefill, out = counted(input_ids=ids)
+    past = out.past_key_values
+    cache = oracle.cache_bytes(past.self_attention_cache, itemsize) + oracle.cache_bytes(
+        past.cross_attention_cache, itemsize
+    )
+    decode, _ = counted(input_ids=ids[:, :1], past_key_values=past)
+    return prefill, decode, cache

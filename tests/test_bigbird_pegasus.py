@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import hf_groups, llmath_groups, matmul_flops, run_cli
+from helpers import decoder_alone_costs, hf_groups, llmath_groups, matmul_flops, run_cli
 
 from llmath.analysis import kv_cache_bytes
 from llmath.errors import ConfigError
@@ -177,7 +177,6 @@ def test_causal_lm_reads_as_the_decoder_of_another_encoder(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from causal_lm_types import causal_lm_types
-    from torch.utils.flop_counter import FlopCounterMode
 
     from llmath.measure import oracle
 
@@ -192,15 +191,7 @@ def test_causal_lm_reads_as_the_decoder_of_another_encoder(tmp_path):
     enc = torch.zeros(B, src, 1024, device="meta")
     ids = torch.zeros(B, T, dtype=torch.long, device="meta")
 
-    def counted(**kw):
-        with torch.no_grad(), FlopCounterMode(display=False) as c:
-            out = model(encoder_hidden_states=enc, use_cache=True, **kw)
-        return c.get_total_flops(), out
-
-    hf_prefill, out = counted(input_ids=ids)
-    past = out.past_key_values
-    hf_cache = oracle.cache_bytes(past.self_attention_cache) + oracle.cache_bytes(past.cross_attention_cache)
-    hf_decode, _ = counted(input_ids=ids[:, :1], past_key_values=past)
+    hf_prefill, hf_decode, hf_cache = decoder_alone_costs(model, enc, ids)
     assert matmul_flops(spec, "prefill", Scenario(B, T, 0, logits="all", src=src)) == hf_prefill
     assert matmul_flops(spec, "decode", Scenario(B, 1, T, src=src)) == hf_decode
     assert kv_cache_bytes(spec, B, T, Precision(), src=src) == hf_cache

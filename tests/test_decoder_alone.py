@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 from causal_lm_types import default_config
-from helpers import hf_groups, llmath_groups
+from helpers import decoder_alone_costs, hf_groups, llmath_groups
 
 from llmath.analysis import kv_cache_bytes
 from llmath.model.dtypes import Precision
@@ -67,18 +67,7 @@ def test_flops_and_cache_over_an_external_encoders_positions(mt, tmp_path):
     enc = torch.zeros(B, src, spec.d_model)
     ids = torch.zeros(B, T, dtype=torch.long)
     key = "encoder_outputs" if mt == "whisper" else "encoder_hidden_states"
-
-    def counted(**kw):
-        from torch.utils.flop_counter import FlopCounterMode
-
-        with torch.no_grad(), FlopCounterMode(display=False) as c:
-            out = model(use_cache=True, **{key: enc}, **kw)
-        return c.get_total_flops(), out
-
-    hf_prefill, out = counted(input_ids=ids)
-    past = out.past_key_values
-    hf_cache = oracle.cache_bytes(past.self_attention_cache, 4) + oracle.cache_bytes(past.cross_attention_cache, 4)
-    hf_decode, _ = counted(input_ids=ids[:, :1], past_key_values=past)
+    hf_prefill, hf_decode, hf_cache = decoder_alone_costs(model, enc, ids, key, itemsize=4)
 
     def mm(stage, sc):
         return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "eager"), sc, spec))

@@ -6,7 +6,7 @@ model_type in test_oracle_causal_lm.py.)"""
 from dataclasses import replace
 
 import pytest
-from helpers import registry_config
+from helpers import decoder_alone_costs, registry_config
 
 from llmath.errors import ConfigError
 from llmath.model import registry
@@ -128,7 +128,6 @@ def test_trocr_decoder_over_image_positions_equals_transformers(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     from causal_lm_types import default_config
-    from torch.utils.flop_counter import FlopCounterMode
 
     from llmath.analysis import kv_cache_bytes
     from llmath.measure import oracle
@@ -141,15 +140,7 @@ def test_trocr_decoder_over_image_positions_equals_transformers(tmp_path):
     enc = torch.zeros(B, src, 768, device="meta")
     ids = torch.zeros(B, T, dtype=torch.long, device="meta")
 
-    def counted(**kw):
-        with torch.no_grad(), FlopCounterMode(display=False) as c:
-            out = model(encoder_hidden_states=enc, use_cache=True, **kw)
-        return c.get_total_flops(), out
-
-    hf_prefill, out = counted(input_ids=ids)
-    past = out.past_key_values
-    hf_cache = oracle.cache_bytes(past.self_attention_cache) + oracle.cache_bytes(past.cross_attention_cache)
-    hf_decode, _ = counted(input_ids=ids[:, :1], past_key_values=past)
+    hf_prefill, hf_decode, hf_cache = decoder_alone_costs(model, enc, ids)
 
     def mm(stage, sc):
         return sum(c.values.get("flops", 0) for c in evaluate(build_ops(spec, stage, "eager"), sc, spec))
