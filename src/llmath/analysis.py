@@ -237,6 +237,12 @@ class MemoryReport:
     max_batch: int | None
     max_context: int | None
     per_gpu_bytes: float | None = None  # = total_bytes: everything above is per GPU (the busiest, under a layout)
+    # False: memory does not bound the context below MAX_CONTEXT_SEARCH (a fixed-size state, no growing cache);
+    # max_context is then that search bound, not a limit
+    max_context_bounded: bool | None = None
+
+
+MAX_CONTEXT_SEARCH = (1 << 24) - 1  # the longest context the memory bisection looks for (16,777,215 tokens)
 
 
 def memory_report(
@@ -270,11 +276,12 @@ def memory_report(
     )
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
     # longest total context (prompt + generated) for this batch: bisection on a monotone function
-    lo, hi = 0, 1 << 24
+    lo, hi = 0, MAX_CONTEXT_SEARCH + 1
 
     def need(ctx: int) -> float:  # encoder-decoder: ctx = the decoder's context, the source fixed at P
+        rows = ctx if spec.blt is not None else min(ctx, w.prompt)  # BLT reruns every byte at each step (ops/blt.py)
         return kv_cache_bytes(spec, B, ctx, p, ops=ops, src=src) + (
-            act if src else float(activation_peak_bytes(spec, B, min(ctx, w.prompt), w.attention, p, tab=tab))
+            act if src else float(activation_peak_bytes(spec, B, rows, w.attention, p, tab=tab))
         )
 
     if need(1) > free:
@@ -286,8 +293,9 @@ def memory_report(
             lo, hi = (mid, hi) if need(mid) <= free else (lo, mid)
         max_ctx = lo
     return MemoryReport(
-        weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx, total
-    )
+        weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx, total,
+        max_ctx < MAX_CONTEXT_SEARCH,
+    )  # fmt: skip
 
 
 # ---- the analysis ------------------------------------------------------------------------------------
@@ -489,6 +497,7 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
     if mem.max_batch is not None:
         mem.max_batch = min(int(m.max_batch or 0) for m in mems) * layout.dp
         mem.max_context = min(int(m.max_context or 0) for m in mems)
+        mem.max_context_bounded = any(m.max_context_bounded for m in mems)
     notes = context_notes(spec, ostages.context_end(spec, w.prompt, w.prefix, w.decoder_prompt, w.gen))
     notes += wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, p, hw)

@@ -459,7 +459,8 @@ def _closing_lines(c, a) -> None:
     )
     if m.capacity_bytes is not None:
         verdict = "fits" if m.fits else f"does NOT fit: {gb(m.over_by_bytes)} over"
-        line += f" of {gb(m.capacity_bytes)}: {verdict}; largest batch {m.max_batch}, longest context {m.max_context:,}"
+        longest = f"{m.max_context:,}" if m.max_context_bounded is not False else "not bounded by memory (fixed state)"
+        line += f" of {gb(m.capacity_bytes)}: {verdict}; largest batch {m.max_batch}, longest context {longest}"
     c.print(line)
     for wmsg in a.warnings:
         note(f"warning: {wmsg}")
