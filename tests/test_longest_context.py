@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 from helpers import run_cli
 
-from llmath.analysis import MAX_CONTEXT_SEARCH, analyze, kv_cache_bytes
+from llmath.analysis import analyze, kv_cache_bytes
 from llmath.model import registry
 from llmath.model.dtypes import Precision
+from llmath.ops.state import MAX_CONTEXT_SEARCH
 
 
 def test_a_fixed_state_is_not_bounded_by_memory(capsys):

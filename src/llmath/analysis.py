@@ -45,7 +45,7 @@ from llmath.ops import stages as ostages
 from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight_bytes_per_element
 from llmath.ops.ssm_state import class_bytes
 from llmath.ops.stages import activation_peak_bytes, training_flops  # noqa: F401 - public here too
-from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth, state_summary
+from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth, longest_context, state_summary
 from llmath.validation import MAX_TOKENS, check_float, check_int
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
@@ -237,12 +237,7 @@ class MemoryReport:
     max_batch: int | None
     max_context: int | None
     per_gpu_bytes: float | None = None  # = total_bytes: everything above is per GPU (the busiest, under a layout)
-    # False: memory does not bound the context below MAX_CONTEXT_SEARCH (a fixed-size state, no growing cache);
-    # max_context is then that search bound, not a limit
-    max_context_bounded: bool | None = None
-
-
-MAX_CONTEXT_SEARCH = (1 << 24) - 1  # the longest context the memory bisection looks for (16,777,215 tokens)
+    max_context_bounded: bool | None = None  # False: memory bounds no context up to ops.state.MAX_CONTEXT_SEARCH
 
 
 def memory_report(
@@ -275,8 +270,6 @@ def memory_report(
         activation_peak_bytes(spec, 1, w.prompt, w.attention, p, w.prefix, tab, w.decoder_prompt, enc_tab)
     )
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
-    # longest total context (prompt + generated) for this batch: bisection on a monotone function
-    lo, hi = 0, MAX_CONTEXT_SEARCH + 1
 
     def need(ctx: int) -> float:  # encoder-decoder: ctx = the decoder's context, the source fixed at P
         rows = ctx if spec.blt is not None else min(ctx, w.prompt)  # BLT reruns every byte at each step (ops/blt.py)
@@ -284,17 +277,10 @@ def memory_report(
             act if src else float(activation_peak_bytes(spec, B, rows, w.attention, p, tab=tab))
         )
 
-    if need(1) > free:
-        max_ctx = 0
-    else:
-        lo = 1
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if need(mid) <= free else (lo, mid)
-        max_ctx = lo
+    max_ctx, bounded = longest_context(need, free)  # prompt + generated, for this batch
     return MemoryReport(
         weights, kv, act, reserve_bytes, total, cap, total <= cap, max(total - cap, 0.0), max_batch, max_ctx, total,
-        max_ctx < MAX_CONTEXT_SEARCH,
+        bounded,
     )  # fmt: skip
 
 

@@ -6,6 +6,7 @@ memory fit, sweeps and the roofline use one number."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -95,6 +96,22 @@ def fixed_state_bytes(spec: ModelSpec, precision: Precision, layout: str = "serv
         per = sum(t.coef for t in op.terms("kv_write") if t.mono == "B") * op.count
         n += per * (sb if holds_ssm_state(op, spec) else kb)
     return n + (_transformers_extra(spec) * kb if layout == "transformers" else 0)
+
+
+MAX_CONTEXT_SEARCH = (1 << 24) - 1  # the longest context :func:`longest_context` looks for (16,777,215 tokens)
+
+
+def longest_context(need: Callable[[int], float], free: float) -> tuple[int, bool]:
+    """(the longest context ``ctx`` with ``need(ctx) <= free``, whether memory bounds it): bisection, ``need``
+    nondecreasing; 0 when one token does not fit; MAX_CONTEXT_SEARCH, unbounded, when every context up to it
+    fits (a fixed-size state)."""
+    if need(1) > free:
+        return 0, True
+    lo, hi = 1, MAX_CONTEXT_SEARCH + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if need(mid) <= free else (lo, mid)
+    return lo, lo < MAX_CONTEXT_SEARCH
 
 
 def kv_cache_bytes(spec: ModelSpec, batch, positions, precision: Precision, layout: str = "serving", ops=None, src=0):
