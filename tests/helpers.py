@@ -189,3 +189,12 @@ def decoder_alone_costs(model, enc, ids, key: str = "encoder_hidden_states", ite
     )
     decode, _ = counted(input_ids=ids[:, :1], past_key_values=past)
     return prefill, decode, cache
+
+
+def saved_config(config, path) -> dict:
+    """A transformers config object as the config.json it saves (every attribute: ``to_json_file(use_diff=False)``),
+    read back as llmath reads a file."""
+    import json
+
+    config.to_json_file(path, use_diff=False)
+    return json.loads(Path(path).read_text())

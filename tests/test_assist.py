@@ -19,7 +19,7 @@ import json
 
 import pytest
 from causal_lm_types import default_config
-from helpers import hf_groups, llmath_groups, matmul_flops, values_by_op
+from helpers import hf_groups, llmath_groups, matmul_flops, saved_config, values_by_op
 
 from llmath.analysis import kv_cache_bytes
 from llmath.errors import ConfigError
@@ -73,9 +73,7 @@ def e2b_assistant_config(tmp_path, **over) -> dict:
         **{"backbone_hidden_size": 1536, "use_ordered_embeddings": True, "num_centroids": 2048,
            "centroid_intermediate_top_k": 32, **over},
     )  # fmt: skip
-    path = tmp_path / "assistant.json"
-    cfg.to_json_file(path, use_diff=False)
-    return json.loads(path.read_text())
+    return saved_config(cfg, tmp_path / "assistant.json")
 
 
 def _configs(tmp_path):

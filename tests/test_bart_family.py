@@ -5,10 +5,8 @@ FLOPs of the encoder pass, a decoder prefill and a decode step (as ``generate`` 
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from helpers import hf_groups, llmath_groups, matmul_flops
+from helpers import hf_groups, llmath_groups, matmul_flops, saved_config
 
 from llmath.analysis import kv_cache_bytes
 from llmath.errors import ConfigError
@@ -24,9 +22,7 @@ B, P, T = 2, 11, 3
 def _defaults(mt: str, tmp_path, **kw) -> dict:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    path = tmp_path / f"{mt}.json"
-    CONFIG_MAPPING[mt](encoder_layers=2, decoder_layers=2, **kw).to_json_file(path, use_diff=False)
-    return json.loads(path.read_text())
+    return saved_config(CONFIG_MAPPING[mt](encoder_layers=2, decoder_layers=2, **kw), tmp_path / f"{mt}.json")
 
 
 @pytest.mark.parametrize("mt", TYPES)

@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import decoder_alone_costs, hf_groups, llmath_groups, matmul_flops, run_cli
+from helpers import decoder_alone_costs, hf_groups, llmath_groups, matmul_flops, run_cli, saved_config
 
 from llmath.analysis import kv_cache_bytes
 from llmath.errors import ConfigError
@@ -35,9 +35,7 @@ SMALL = dict(
 
 def _config(tmp_path, **kw) -> dict:
     transformers = pytest.importorskip("transformers")
-    path = tmp_path / "config.json"
-    transformers.BigBirdPegasusConfig(**kw).to_json_file(path, use_diff=False)
-    return json.loads(path.read_text())
+    return saved_config(transformers.BigBirdPegasusConfig(**kw), tmp_path / "config.json")
 
 
 def test_params_by_component_equal_transformers_on_meta(tmp_path):

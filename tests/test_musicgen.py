@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import hf_groups, llmath_groups, matmul_flops, run_cli
+from helpers import hf_groups, llmath_groups, matmul_flops, run_cli, saved_config
 
 from llmath.analysis import analyze, kv_cache_bytes
 from llmath.errors import ConfigError
@@ -28,9 +28,7 @@ B, P, T = 2, 11, 3  # batch, conditioning (text) positions, decoder prefill step
 
 def _defaults(cls_name: str, tmp_path, **kw) -> dict:
     transformers = pytest.importorskip("transformers")
-    path = tmp_path / f"{cls_name}.json"
-    getattr(transformers, cls_name)(**kw).to_json_file(path, use_diff=False)
-    return json.loads(path.read_text())
+    return saved_config(getattr(transformers, cls_name)(**kw), tmp_path / f"{cls_name}.json")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import hf_groups, llmath_groups, matmul_flops, run_cli
+from helpers import hf_groups, llmath_groups, matmul_flops, run_cli, saved_config
 
 from llmath.analysis import kv_cache_bytes
 from llmath.errors import ConfigError
@@ -35,9 +35,7 @@ TINY = dict(
 
 def _config(tmp_path, **kw) -> dict:
     transformers = pytest.importorskip("transformers")
-    path = tmp_path / "config.json"
-    transformers.ProphetNetConfig(**kw).to_json_file(path, use_diff=False)
-    return json.loads(path.read_text())
+    return saved_config(transformers.ProphetNetConfig(**kw), tmp_path / "config.json")
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,8 @@ caches the cross-attention K/V, one decode step).
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from helpers import hf_groups, llmath_groups, matmul_flops, run_cli
+from helpers import hf_groups, llmath_groups, matmul_flops, run_cli, saved_config
 
 import llmath
 from llmath.analysis import kv_cache_bytes
@@ -34,8 +32,7 @@ def built(tmp_path_factory):
     from llmath.measure import oracle
 
     path = tmp_path_factory.mktemp("whisper") / "config.json"
-    transformers.WhisperConfig(encoder_layers=2, decoder_layers=2).to_json_file(path, use_diff=False)
-    cfg = json.loads(path.read_text())
+    cfg = saved_config(transformers.WhisperConfig(encoder_layers=2, decoder_layers=2), path)
     spec = spec_from_config(cfg, "whisper-defaults")
     model = oracle.build_meta(oracle.hf_config(cfg))
     return spec, model, oracle.seq2seq_flops(model, B, P, T)

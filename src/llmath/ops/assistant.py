@@ -17,16 +17,20 @@ ordinary decode step, minus the K/V of the token itself, which the target has ca
 
 from __future__ import annotations
 
+from llmath.model.spec import AssistantSpec, ModelSpec
 from llmath.ops.core import Builder
 from llmath.ops.embed import lm_head
 
 
+def _assistant(s: ModelSpec) -> AssistantSpec:
+    if s.assistant is None:  # pragma: no cover - build_ops sends assistant specs only
+        raise AssertionError(s.name)
+    return s.assistant
+
+
 def assistant_input(b: Builder) -> None:
     s = b.spec
-    a = s.assistant
-    if a is None:  # pragma: no cover - build_ops sends assistant specs only
-        raise AssertionError(s.name)
-    D, Db, V = s.d_model, a.backbone_d, s.vocab_size
+    D, Db, V = s.d_model, _assistant(s).backbone_d, s.vocab_size
     b.add("embed.tokens", "embedding", "memory", "VD", dict(V=V, D=D), 1, [("embedding.token", V * D)])
     b.add(
         "assistant.target_embed", "embedding", "vector", "BT,VE->BTE", dict(V=V, E=Db), 1,
@@ -39,10 +43,7 @@ def assistant_input(b: Builder) -> None:
 
 
 def assistant_head(b: Builder) -> None:
-    s = b.spec
-    a = s.assistant
-    if a is None:  # pragma: no cover - build_ops sends assistant specs only
-        raise AssertionError(s.name)
+    s, a = b.spec, _assistant(b.spec)
     D, Db, V = s.d_model, a.backbone_d, s.vocab_size
     b.norm("norm.final", D, count=1, pkey="norm.final")
     b.linear(
