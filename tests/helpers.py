@@ -198,3 +198,67 @@ def saved_config(config, path) -> dict:
 
     config.to_json_file(path, use_diff=False)
     return json.loads(Path(path).read_text())
+
+
+class StandInHub:
+    """A loopback HTTP server answering the routes ``hf_hub_download`` uses (HEAD/GET
+    ``/{org}/{name}/resolve/{revision}/{file}``) from ``files`` = {(repo id, file name): bytes}; a file it lacks is
+    a 404 with the hub's ``X-Error-Code`` (``EntryNotFound`` in a repo it has, else ``RepoNotFound``). ``seen``
+    records (method, path, authorization header) of every request. A context manager: the server stops on exit."""
+
+    def __init__(self, files: dict[tuple[str, str], bytes]):
+        self.files, self.seen = files, []
+        self.repos = {repo for repo, _ in files}
+
+    def __enter__(self) -> "StandInHub":
+        import threading
+        from http.server import ThreadingHTTPServer
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def _handler(self):
+        import hashlib
+        from http.server import BaseHTTPRequestHandler
+
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self, body: bool):
+                hub.seen.append((self.command, self.path, self.headers.get("authorization")))
+                parts = self.path.split("?")[0].strip("/").split("/")
+                key = ("/".join(parts[:2]), "/".join(parts[4:])) if len(parts) > 4 and parts[2] == "resolve" else None
+                data = hub.files.get(key) if key else None
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("X-Error-Code", "EntryNotFound" if key and key[0] in hub.repos else "RepoNotFound")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("ETag", '"' + hashlib.sha1(data).hexdigest() + '"')
+                self.send_header("X-Repo-Commit", "0" * 40)
+                self.end_headers()
+                if body:
+                    self.wfile.write(data)
+
+            def do_HEAD(self):
+                self._answer(False)
+
+            def do_GET(self):
+                self._answer(True)
+
+            def log_message(self, *a):
+                pass
+
+        return Handler

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import registry_config
+from helpers import StandInHub, registry_config
 
 from llmath import analyze
 from llmath.errors import ConfigError, UnknownNameError
@@ -357,60 +357,20 @@ def test_not_a_gguf_is_one_line(tmp_path):
 
 @pytest.fixture
 def fake_hub(tmp_path, monkeypatch):
-    """An HTTP server on 127.0.0.1 answering the routes hf_hub_download uses (HEAD/GET /{repo}/resolve/...)."""
-    import hashlib
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
+    """A loopback stand-in for the hub (tests/helpers.StandInHub) serving one AWQ config."""
     cfg = registry_config("llama-3.2-1b") | {
         "quantization_config": json.loads((DATA / "awq_qwen2.5-72b-instruct-ko-awq.json").read_text())[
             "quantization_config"
         ]
     }
-    files = {("acme/tiny-awq", "config.json"): json.dumps(cfg).encode()}
-    seen = []
-
-    class Hub(BaseHTTPRequestHandler):
-        def _answer(self, body: bool):
-            seen.append((self.command, self.path, self.headers.get("authorization")))
-            parts = self.path.split("?")[0].strip("/").split("/")
-            key = ("/".join(parts[:2]), "/".join(parts[4:])) if len(parts) > 4 and parts[2] == "resolve" else None
-            data = files.get(key)
-            if data is None:
-                self.send_response(404)
-                self.send_header(
-                    "X-Error-Code", "EntryNotFound" if key and key[0] == "acme/tiny-awq" else "RepoNotFound"
-                )
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("ETag", '"' + hashlib.sha1(data).hexdigest() + '"')
-            self.send_header("X-Repo-Commit", "0" * 40)
-            self.end_headers()
-            if body:
-                self.wfile.write(data)
-
-        def do_HEAD(self):
-            self._answer(False)
-
-        def do_GET(self):
-            self._answer(True)
-
-        def log_message(self, *a):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    _reload_hf(monkeypatch)
-    checkpoint.load.cache_clear()
-    yield seen
-    server.shutdown()
+    with StandInHub({("acme/tiny-awq", "config.json"): json.dumps(cfg).encode()}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+        monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        _reload_hf(monkeypatch)
+        checkpoint.load.cache_clear()
+        yield hub.seen
     checkpoint.load.cache_clear()
 
 

@@ -50,6 +50,7 @@ def _probe(hf, repo_id: str, revision: str | None) -> None:
     file, a server error) raise as huggingface_hub raises them; no answer at all is a one-line error."""
     timeout, retries = hub_settings()
     http = import_module("huggingface_hub.utils._http")
+    endpoint = import_module("huggingface_hub.constants").ENDPOINT
     network = (OSError, *getattr(http, "_DEFAULT_RETRY_ON_EXCEPTIONS", ()))
     url = hf.hf_hub_url(repo_id, "config.json", revision=revision)
     last: Exception | None = None
@@ -63,7 +64,7 @@ def _probe(hf, repo_id: str, revision: str | None) -> None:
             last = e
     tries = f"{retries + 1} {'try' if retries == 0 else 'tries'} of {timeout:g} s"
     raise UnknownNameError(
-        f"model {repo_id!r}: cannot reach the hub at {hf.constants.ENDPOINT} ({type(last).__name__}; {tries}; "
+        f"model {repo_id!r}: cannot reach the hub at {endpoint} ({type(last).__name__}; {tries}; "
         "LLMATH_HUB_TIMEOUT / LLMATH_HUB_RETRIES to wait longer); check the network or HF_ENDPOINT, or download "
         "its config.json and pass the path"
     )
@@ -78,6 +79,7 @@ def fetch(repo_id: str, revision: str | None = None) -> Path:
     """The cache folder holding ``repo_id``'s config.json (and hf_quant_config.json if the repo has one)."""
     try:
         import huggingface_hub as hf
+        from huggingface_hub import constants as hf_constants
         from huggingface_hub import errors as hf_errors
     except ImportError:
         raise UnknownNameError(
@@ -85,7 +87,7 @@ def fetch(repo_id: str, revision: str | None = None) -> Path:
             "or download its config.json and pass the path"
         ) from None
     try:
-        if not hf.constants.HF_HUB_OFFLINE and not isinstance(
+        if not hf_constants.HF_HUB_OFFLINE and not isinstance(
             hf.try_to_load_from_cache(repo_id, "config.json", revision=revision), str
         ):
             _probe(hf, repo_id, revision)
