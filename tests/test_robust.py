@@ -1,4 +1,4 @@
-"""Regression tests for every crash, hang and silently wrong number that issue 8 lists: bad input gives a
+"""Crashes, hangs and silently wrong numbers that bad input can cause, each pinned: bad input gives a
 one-line error (exit 2 for a usage error, 1 for the rest), never a traceback, hang or changed number."""
 
 import json
