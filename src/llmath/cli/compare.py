@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Annotated
 
@@ -156,15 +157,9 @@ def estimates(
         out.estimates_human(rep)
 
 
-@app.command(hidden=True)
-def seeds(
-    model: o.ModelArg = "llama-7b",
-    context: ContextOpt = "128,2048,32768",
-    prompt: o.PromptOpt = 512,
-    gen: o.GenOpt = 4096,
-    batch: o.BatchOpt = 1,
-    json_: o.JsonOpt = False,
-):
-    """Deprecated name of `llmath estimates` (the same output)."""
+@app.command("seeds", hidden=True)
+@functools.wraps(estimates)
+def seeds(**kwargs):
+    """Deprecated name of `llmath estimates`: the same options, the same output, and a note on stderr."""
     out.note("note: `llmath seeds` is a deprecated name of `llmath estimates` (the same output)")
-    estimates(model, context, prompt, gen, batch, json_)
+    estimates(**kwargs)
