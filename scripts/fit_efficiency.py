@@ -38,6 +38,7 @@ SYSTEMS = {
     "gb200": ("gb200", "1.3.0rc20"),
     "a100_sxm": ("a100-sxm-80gb", "1.0.0"),
     "l40s": ("l40s", "1.3.0rc20"),
+    "rtx_pro_6000_server": ("rtx-pro-6000", "1.3.0rc20"),
 }
 DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
 # initial [c, log10 h1, p1, log10 h2, p2, mem, log10 hm, pm, t0 (µs)] per class
