@@ -3,7 +3,7 @@
 An operator's time is ``max(compute, memory) + kernels × overhead`` with
 ``compute = matmul FLOPs / (peak(dtype) · η_mm) + vector FLOPs / (vector peak · η_vec)`` and
 ``memory = bytes / (bandwidth · η_mem)``; it is compute-bound when the first term wins. ``ideal``
-efficiency is the pure roofline of the seeds (η = 1, no overhead); ``expected`` uses achievable fractions
+efficiency is the pure roofline (η = 1, no overhead); ``expected`` uses achievable fractions
 measured on real hardware (``data/efficiency.json``, justified in docs/hardware.md), all overridable.
 
 A decode step at context S costs, per operator, an affine function of u = min(S + 1, W) (the positions
