@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from llmath.deploy import engines
+from llmath.deploy.arguments import checked
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.serving import Requests, memory, refuse_uncached, steady_state
@@ -275,6 +276,7 @@ def _rows(cols: dict[str, np.ndarray], idx: np.ndarray, cost: float | None) -> l
     return out
 
 
+@checked
 def plan(
     model: str | ModelSpec,
     hardware: str | Hardware,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.deploy import engines
+from llmath.deploy.arguments import checked
 from llmath.deploy.layout import make_layout
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
@@ -39,6 +40,7 @@ from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
 
+@checked
 def serve(
     model: str | ModelSpec,
     hardware: str | Hardware,
