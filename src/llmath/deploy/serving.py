@@ -68,10 +68,12 @@ from typing import Any
 
 import numpy as np
 
+from llmath.deploy.cost import rank_memory_parts
 from llmath.deploy.overheads import Overheads
 from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import Device, chunk_activation_bytes, cross_bytes_per_source, kv_bytes_per_sequence
 from llmath.errors import WorkloadError
+from llmath.ops.params import weight_bytes_of
 from llmath.ops.state import fixed_state_bytes
 
 FIXED_POINT_PASSES = 6
@@ -249,8 +251,7 @@ def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
     tokens = eng.max_num_batched_tokens or req.new
     counted = req.kv_positions(eng.kv_admission == "reserve")
     out = []
-    for part in dev.parts:
-        w = part.params * p.weight_bytes
+    for part, w in zip(dev.parts, part_weight_bytes(dev), strict=True):
         act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.encoder or part.prefill)
         cross = dev.source * cross_bytes_per_source(part.prefill, p)  # encoder-decoder: fixed per request
         cross += fixed_state_bytes(dev.spec, p, ops=part.decode.ops)  # SSM / conv states: fixed per request
@@ -269,6 +270,17 @@ def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
         fits = resident >= 1 and pool >= per_req  # one request must reach its last position
         out.append(Memory(cap, budget, w, act, eng.cuda_graph_bytes, pool, per_req, admitted, by_kv, resident, fits))
     return min(out, key=lambda m: (m.fits, m.max_resident))  # the busiest stage decides
+
+
+def part_weight_bytes(dev: Device) -> list[float]:
+    """Weight bytes on one GPU of each pipeline stage, as ``analyze`` counts them (each module in its own
+    format, :func:`llmath.ops.params.weight_bytes_of`, over the operators the GPU holds)."""
+    L = dev.layout
+    if L is None or L.trivial:
+        return [weight_bytes_of(dev.spec, dev.precision)]
+    parts = rank_memory_parts(dev.spec, dev.attention, L)
+    # a wrapper's towers: on the first stage, split over its TP ranks (as analyze places them)
+    return [weight_bytes_of(dev.spec, dev.precision, ops, 1 / L.tp if pl.index == 0 else 0.0) for pl, ops, *_ in parts]
 
 
 def check_fits(mem: Memory, where: str) -> None:

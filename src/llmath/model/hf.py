@@ -19,7 +19,7 @@ from typing import Any, overload
 from llmath.errors import ConfigError, SpecError, WorkloadError
 from llmath.model import derive
 from llmath.model import formats as fmt
-from llmath.model.config_check import check_config, load_config_file
+from llmath.model.config_check import check_config, fix_advice, load_config_file
 from llmath.model.derive import fact
 from llmath.model.families import ADAPTERS
 from llmath.model.family_facts import (
@@ -55,7 +55,11 @@ def _key(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: Any = _MI
     if default is _MISSING:
         raise ConfigError(
             f"{where}: required field {' / '.join(repr(k) for k in keys)} is missing or null; "
-            "add it to the config.json (see the model's hub page) or pass a complete config"
+            + (
+                fix_advice(where)
+                if where.lower().endswith(".gguf")
+                else "add it to the config.json (see the model's hub page) or pass a complete config"
+            )
         )
     return default
 
