@@ -210,6 +210,17 @@ def _moe_layers(
     return (moe, layers) if any(layers) else (None, ())
 
 
+#: Config keys counting a checkpoint's multi-token-prediction modules, as vLLM's MTP drafts read them:
+#: num_nextn_predict_layers (vllm/model_executor/models/deepseek_mtp.py, glm4_moe_mtp.py, mimo_mtp.py),
+#: mtp_num_hidden_layers (qwen3_next_mtp.py), num_mtp_modules (MiniMax-M2's config.json).
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
+
+
+def mtp_modules(cfg: Mapping[str, Any]) -> int:
+    """The multi-token-prediction modules a config declares (0: none, so no MTP speculation)."""
+    return max((int(v) for k in MTP_KEYS if isinstance(v := cfg.get(k), int) and not isinstance(v, bool)), default=0)
+
+
 def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: str = "") -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed config.json mapping."""
     where = source or name or "config"
@@ -249,6 +260,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
             spec = replace(spec, **table["fields"](cfg, spec.n_layers))
         if spec.mixer is not None and (ssm := ssm_state_dtype(cfg, model_type)):
             spec = replace(spec, ssm_state_dtype=ssm)
+        if mtp := mtp_modules(cfg):
+            spec = replace(spec, mtp_modules=mtp)
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     if not wrapper:
