@@ -64,7 +64,7 @@ iteration (τ_a, τ_b, τ_d) and once per request to TTFT under ``expected`` eff
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -73,6 +73,7 @@ from llmath.deploy.overheads import Overheads
 from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import Device, chunk_activation_bytes, cross_bytes_per_source, kv_bytes_per_sequence
 from llmath.errors import WorkloadError
+from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
 from llmath.ops.state import fixed_state_bytes
 
@@ -280,7 +281,7 @@ def part_weight_bytes(dev: Device) -> list[float]:
     L = dev.layout
     if L is None or L.trivial:
         return [weight_bytes_of(dev.spec, dev.precision)]
-    parts = rank_memory_parts(dev.spec, dev.attention, L)
+    parts = rank_memory_parts(dev.spec, cast(Attention, dev.attention), L)
     # a wrapper's towers: on the first stage, split over its TP ranks (as analyze places them)
     return [weight_bytes_of(dev.spec, dev.precision, ops, 1 / L.tp if pl.index == 0 else 0.0) for pl, ops, *_ in parts]
 
@@ -298,7 +299,8 @@ def draft_weight_bytes(draft: Device | None, method: str) -> float:
     if L is None or L.trivial:
         by_module = weight_bytes(draft.spec, draft.precision)
         return float(sum(b for m, b in by_module.items() if m not in shared))
-    ops = tuple(op for op in rank_memory_parts(draft.spec, draft.attention, L)[0][1] if op.module not in shared)
+    held = rank_memory_parts(draft.spec, cast(Attention, draft.attention), L)[0][1]
+    ops = tuple(op for op in held if op.module not in shared)
     return weight_bytes_of(draft.spec, draft.precision, ops)
 
 
