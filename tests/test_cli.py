@@ -102,7 +102,7 @@ def test_ops_json_flash_vs_eager(capsys):
     "args,pattern,code",
     [
         (["params", "llama-3-8"], r"unknown model 'llama-3-8'; closest: .*llama-3-8b", 2),
-        (["analyze", "llama-3-8b", "--hardware", "h100"], r"unknown hardware 'h100'; closest: .*h100", 2),
+        (["analyze", "llama-3-8b", "--hardware", "h100x"], r"unknown hardware 'h100x'; closest: h100, h100-sxm", 2),
         (["analyze", "llama-3-8b", "--batch", "0"], r"'--batch' / '-b': 0 must be an integer in \[1, ", 2),
         (["analyze", "llama-3-8b", "--dtype", "fp12"], r"'--dtype': .*'fp12' is not a known precision", 2),
         (["analyze", "llama-3-8b", "--peak-tflops", "100"], r"needs all of --peak-tflops", 2),
@@ -342,7 +342,16 @@ def test_each_layout_flag_changes_the_result(capsys):
 @pytest.mark.parametrize(
     "args,pattern",
     [
-        (["--gpus", "8", "--tp", "3"], r"tp·pp·dp = 3·1·2 = 6 must equal --gpus 8.*--tp 8"),
+        # dp is not given, so none is invented: 8 is no multiple of tp·pp = 3, and 3 does not split 64 heads
+        (
+            ["--gpus", "8", "--tp", "3"],
+            r"--gpus 8 with tp·pp = 3·1 = 3: 8 is not a multiple of 3 .*64 attention.*--tp 8",
+        ),  # noqa: E501
+        # tp·pp = 16 > 8: the layouts offered use all 8 GPUs (keeping pp 4: 8 / 4 = 2 GPUs per stage)
+        (
+            ["--gpus", "8", "--tp", "4", "--pp", "4"],
+            r"not a multiple of 16.*on 8 GPUs: --tp 1 --pp 4 --dp 2, --tp 2 --pp 4",
+        ),  # noqa: E501
         (["--tp", "5"], r"tp=5 must divide the 64 attention heads"),
         (["--tp", "2", "--ep", "2"], r"ep=2 applies to MoE models"),
         (["--pp", "81"], r"pp=81 exceeds the 80 layers"),
