@@ -33,6 +33,7 @@ from llmath.deploy.plan_search import (
     DecodeCurve,
     Frontier,
     PairCell,
+    curve_beaten,
     decode_batches,
     families,
     meets,
@@ -50,6 +51,7 @@ from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
 GRID = 1024  # concurrency points per replica layout (vectorised: more points cost little)
+SAMPLE = 24  # of them first evaluated by the pruned search (plan_search.curve_beaten)
 COLUMNS = (
     "tp",
     "pp",
@@ -197,7 +199,10 @@ def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return keep
 
 
-def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list) -> int:
+def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list, front=None) -> int:
+    """The layout's rows over its concurrency grid. With a ``front`` (a :class:`.plan_search.Frontier` and the
+    targets), a sample of the grid first: when the front beats every stretch between its points, only the
+    sample is kept (:func:`.plan_search.curve_beaten`)."""
     mem = memory(rep.device, eng, req)
     inst = gpus // rep.gpus  # engine instances side by side
     dp = inst * rep.dp  # attention replicas in all, each serving its share of the requests
@@ -206,7 +211,17 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
         rejected.append({**where, "reason": "does not fit" if not mem.fits else f"needs {rep.gpus} GPUs"})
         return 0
     c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
-    ss = steady_state(rep.device, eng, req, c, mem.max_resident)
+    ss = None
+    if front is not None and len(c) > SAMPLE:
+        sample = c[np.unique(np.linspace(0, len(c) - 1, SAMPLE).round().astype(int))]
+        ss = steady_state(rep.device, eng, req, sample, mem.max_resident)
+        ok = meets(ss.ttft_s, ss.tpot_s, **front[1])
+        if curve_beaten(front[0], ss.throughput_tok_s * dp / (inst * rep.gpus), 1 / ss.tpot_s, ok):
+            c = sample
+        else:
+            ss = None
+    if ss is None:
+        ss = steady_state(rep.device, eng, req, c, mem.max_resident)
     n = len(c)
     thr = ss.throughput_tok_s * dp
     _add(
@@ -385,16 +400,16 @@ def plan(
 
 
 def _pruned(searches: list[_Search], gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> tuple:
-    """Every format's aggregated layouts, then its disaggregated pairs, against one front of what was
-    found (:mod:`.plan_search`): (configurations evaluated, fitting ones skipped as unable to win)."""
+    """Every format's disaggregated pairs, then its aggregated layouts, against one front of what was found
+    (:mod:`.plan_search`; the pairs first: their bounds are cheap and their best points prune the most):
+    (configurations evaluated, fitting ones skipped as unable to win)."""
     front = Frontier()
-    found = [s.aggregated_pruned(gpus, pins, cols, rejected, front) for s in searches]
-    n, fitting = sum(k for k, _ in found), 0
+    n = fitting = 0
     if disagg:
-        for s, (_, workers) in zip(searches, found, strict=True):
-            k, skipped = s.disagg_pruned(workers, gpus, cols, rejected, front)
+        for s in searches:
+            k, skipped = s.disagg_pruned(s.workers(gpus, pins, rejected), gpus, cols, rejected, front)
             n, fitting = n + k, fitting + skipped
-    return n, fitting
+    return n + sum(s.aggregated_pruned(gpus, pins, cols, rejected, front) for s in searches), fitting
 
 
 @dataclass(frozen=True)
@@ -411,6 +426,7 @@ class _Search:
     req: Requests
     targets: dict
     fmt: str
+    built: dict = field(default_factory=dict)  # layouts built by the pruned search, by (tp, pp, dp, ep)
 
     def _device(self, lay: Layout | None, cuda_graphs: bool) -> Device:
         src = self.req.prompt if self.req.encoder_decoder else 0
@@ -442,34 +458,43 @@ class _Search:
                     n += _disaggregated(a, b, eng, self.req, gpus, self.fmt, cols, rejected)
         return n
 
-    def aggregated_pruned(self, gpus: int, pins: dict, cols: list, rejected: list, front: Frontier) -> tuple:
-        """The aggregated layouts that could win, each family's pipelines deepened only while memory bounds
-        it (:mod:`.plan_search`); (configurations evaluated, the one-stage layouts: disaggregation's workers,
-        a worker None when its memory bound rejected it)."""
+    def _build(self, key: tuple[int, int, int, int], rejected: list) -> Replica | str | None:
+        """The replica of layout ``key`` (built once), ``_INVALID`` when no rule covers it, or None when
+        its memory bound rejects it (listed under ``rejected``)."""
+        if key in self.built:
+            return self.built[key]
         eng = engines.preset(self.engine, self.hw, **self.overrides)
+        lay = _valid_layout(self.spec, key, ranks=False)
+        tp, pp, dpa, ep = key
+        out: Replica | str | None = _INVALID
+        if isinstance(lay, str):
+            pass
+        elif weights_leave_no_pool(self.spec, self.p, eng, self.hw.memory_bytes, tp * pp * dpa):
+            where = {"mode": "aggregated", "weights": self.fmt, "tp": tp, "pp": pp, "ep": ep, "dp": dpa}
+            rejected.append({**where, "reason": "does not fit"})
+            out = None
+        elif not isinstance(_valid_layout(self.spec, key), str):
+            out = _replica(self._device(lay, eng.cuda_graphs))
+        self.built[key] = out
+        return out
+
+    def workers(self, gpus: int, pins: dict, rejected: list) -> list[tuple[tuple[int, int, int, int], Replica | None]]:
+        """The one-stage layouts, disaggregation's workers (None: rejected by the memory bound)."""
+        keys = [k for k in _layout_keys(self.spec, gpus, pins) if k[1] == 1]
+        return [(k, r) for k in keys if not isinstance(r := self._build(k, rejected), str)]
+
+    def aggregated_pruned(self, gpus: int, pins: dict, cols: list, rejected: list, front: Frontier) -> int:
+        """The aggregated layouts that could win, each family's pipelines deepened only while memory bounds
+        it (:mod:`.plan_search`); the configurations evaluated."""
         n, valid = 0, False
-        workers: list[tuple[tuple[int, int, int, int], Replica | None]] = []
         for fam in families(_layout_keys(self.spec, gpus, pins)):
             for key in fam:
-                lay = _valid_layout(self.spec, key, ranks=False)
-                if isinstance(lay, str):
-                    continue
-                tp, pp, dpa, ep = key
-                if weights_leave_no_pool(self.spec, self.p, eng, self.hw.memory_bytes, tp * pp * dpa):
-                    valid = True
-                    where = {"mode": "aggregated", "weights": self.fmt, "tp": tp, "pp": pp, "ep": ep, "dp": dpa}
-                    rejected.append({**where, "reason": "does not fit"})
-                    workers += [(key, None)] if pp == 1 else []
-                    continue
-                if isinstance(_valid_layout(self.spec, key), str):
-                    continue
-                valid, rep = True, _replica(self._device(lay, eng.cuda_graphs))
-                workers += [(key, rep)] if pp == 1 else []
-                use = self._share(rep.dp, rep.gpus, gpus, pins)
-                if not use:
+                rep = self._build(key, rejected)
+                valid = valid or not isinstance(rep, str)
+                if not isinstance(rep, Replica) or not (use := self._share(rep.dp, rep.gpus, gpus, pins)):
                     continue
                 eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
-                k = _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected)
+                k = _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected, (front, self.targets))
                 n += k
                 if k:
                     b = cols[-1][1]
@@ -479,7 +504,7 @@ class _Search:
                         break
         if not valid:
             raise _no_layout(self.spec, gpus, pins)
-        return n, workers
+        return n
 
     def disagg_pruned(self, workers: list, gpus: int, cols: list, rejected: list, front: Frontier) -> tuple:
         """The disaggregated pairs (prefill workers: TP only) whose bound could reach the front, evaluated

@@ -154,3 +154,14 @@ class PairCell:
         if not meets(first.ttft_s.flat[0], 0.0, self.targets["ttft_ms"], None):
             return None
         return disagg_grid(*args, batches=self.curve.batches[todo])
+
+
+def curve_beaten(front: Frontier, thr: np.ndarray, user: np.ndarray, ok: np.ndarray) -> bool:
+    """Whether the front beats a whole concurrency curve known at sampled points: as concurrency grows, a
+    layout's tokens/s per GPU grow and its tokens/s per user and its latencies' slack shrink, so a point
+    between samples i and i + 1 has at most the larger of their tokens/s per GPU, at most sample i's
+    tokens/s per user, and meets the targets only if sample i does."""
+    hi = np.maximum(thr[:-1], thr[1:])
+    boxes_thr, boxes_user = np.concatenate([thr[:1], hi]), np.concatenate([user[:1], user[:-1]])
+    live = np.concatenate([ok[:1], ok[:-1]])
+    return bool(np.all(front.beats(boxes_thr[live], boxes_user[live])))
