@@ -33,9 +33,9 @@ from llmath.deploy.plan_search import (
     DecodeCurve,
     Frontier,
     PairCell,
-    curve_beaten,
     decode_batches,
     families,
+    live_stretches,
     meets,
     weights_leave_no_pool,
 )
@@ -51,7 +51,7 @@ from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
 GRID = 1024  # concurrency points per replica layout (vectorised: more points cost little)
-SAMPLE = 24  # of them first evaluated by the pruned search (plan_search.curve_beaten)
+SAMPLE = 24  # of them first evaluated by the pruned search (plan_search.live_stretches)
 COLUMNS = (
     "tp",
     "pp",
@@ -201,8 +201,8 @@ def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list, front=None) -> int:
     """The layout's rows over its concurrency grid. With a ``front`` (a :class:`.plan_search.Frontier` and the
-    targets), a sample of the grid first: when the front beats every stretch between its points, only the
-    sample is kept (:func:`.plan_search.curve_beaten`)."""
+    targets), a sample of the grid first, then only the stretches between its points that the front does not
+    beat (:func:`.plan_search.live_stretches`)."""
     mem = memory(rep.device, eng, req)
     inst = gpus // rep.gpus  # engine instances side by side
     dp = inst * rep.dp  # attention replicas in all, each serving its share of the requests
@@ -211,16 +211,19 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
         rejected.append({**where, "reason": "does not fit" if not mem.fits else f"needs {rep.gpus} GPUs"})
         return 0
     c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
-    ss = None
-    if front is not None and len(c) > SAMPLE:
-        sample = c[np.unique(np.linspace(0, len(c) - 1, SAMPLE).round().astype(int))]
-        ss = steady_state(rep.device, eng, req, sample, mem.max_resident)
+    if front is not None and len(c) > SAMPLE:  # a sample first, then the stretches the front does not beat
+        at = np.unique(np.linspace(0, len(c) - 1, SAMPLE).round().astype(int))
+        ss = steady_state(rep.device, eng, req, c[at], mem.max_resident)
         ok = meets(ss.ttft_s, ss.tpot_s, **front[1])
-        if curve_beaten(front[0], ss.throughput_tok_s * dp / (inst * rep.gpus), 1 / ss.tpot_s, ok):
-            c = sample
-        else:
-            ss = None
-    if ss is None:
+        live = live_stretches(front[0], ss.throughput_tok_s * dp / (inst * rep.gpus), 1 / ss.tpot_s, ok)
+        keep = np.zeros(len(c), dtype=bool)
+        keep[at] = True
+        for i in np.flatnonzero(live):
+            keep[at[i] + 1 : at[i + 1]] = True
+        c = c[keep]
+        if len(c) > len(at):
+            ss = steady_state(rep.device, eng, req, c, mem.max_resident)
+    else:
         ss = steady_state(rep.device, eng, req, c, mem.max_resident)
     n = len(c)
     thr = ss.throughput_tok_s * dp

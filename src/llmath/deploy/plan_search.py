@@ -11,6 +11,9 @@ Three rules, each exact under the serving model's own structure (:mod:`.step`, :
   at the same decode batch they give ≤ the tokens/s per GPU at ≥ the TPOT. They can only win by holding
   more requests. Once a family's layout cannot meet the targets at the batch its memory admits, the
   latency targets, not memory, bound it, and its deeper pipelines are dominated: they are not evaluated;
+* **sampled curves**: an aggregated layout is first evaluated at a sample of its concurrencies; between
+  two samples its tokens/s per GPU and per user are bounded by theirs (:func:`live_stretches`), and only the
+  stretches the front does not already beat are evaluated point by point;
 * **disaggregated bound**: a rate-matched pool of x prefill workers (r_p requests/s on g_p GPUs each) and
   y = ⌈x·r_p / r_d⌉ decode workers (r_d at decode batch B on g_d GPUs) delivers at most
   r_p·G / (g_p + (r_p / r_d)·g_d) tokens/s per GPU (the ceiling only adds GPUs), at TPOT τ_d(B) for every x.
@@ -156,12 +159,10 @@ class PairCell:
         return disagg_grid(*args, batches=self.curve.batches[todo])
 
 
-def curve_beaten(front: Frontier, thr: np.ndarray, user: np.ndarray, ok: np.ndarray) -> bool:
-    """Whether the front beats a whole concurrency curve known at sampled points: as concurrency grows, a
-    layout's tokens/s per GPU grow and its tokens/s per user and its latencies' slack shrink, so a point
-    between samples i and i + 1 has at most the larger of their tokens/s per GPU, at most sample i's
-    tokens/s per user, and meets the targets only if sample i does."""
+def live_stretches(front: Frontier, thr: np.ndarray, user: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Which stretches between consecutive sampled concurrencies could still hold a point of the front. As
+    concurrency grows, a layout's tokens/s per GPU grow and its tokens/s per user and its latencies' slack
+    shrink, so a point between samples i and i + 1 has at most the larger of their tokens/s per GPU, at
+    most sample i's tokens/s per user, and meets the targets only if sample i does."""
     hi = np.maximum(thr[:-1], thr[1:])
-    boxes_thr, boxes_user = np.concatenate([thr[:1], hi]), np.concatenate([user[:1], user[:-1]])
-    live = np.concatenate([ok[:1], ok[:-1]])
-    return bool(np.all(front.beats(boxes_thr[live], boxes_user[live])))
+    return ok[:-1] & ~front.beats(hi, user[:-1])
