@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from llmath.deploy.layout import make_layout
-from llmath.errors import ConfigError, HardwareError, LayoutError
+from llmath.errors import ConfigError, LayoutError, UnknownNameError
 from llmath.hardware import get
 from llmath.hardware.registry import _data
 from llmath.model.notes import context_message
@@ -27,7 +27,7 @@ def test_every_alias_has_a_source():
 
 
 def test_unknown_device_suggests_the_alias_first():
-    with pytest.raises(HardwareError, match=r"unknown hardware 'H100X'; closest: h100, h100-sxm"):
+    with pytest.raises(UnknownNameError, match=r"unknown hardware .H100X'; closest: h100, h100-sxm"):
         get("H100X")
 
 

@@ -210,12 +210,28 @@ def _depth(text: str) -> int:
     return deepest
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members; a key given twice is refused (json.loads keeps the last silently)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _DuplicateKey(key)
+    return out
+
+
 def parse_json(text: str, where: str = "config") -> Any:
-    """JSON text -> data, refusing deep nesting, NaN/Infinity literals and overflowing numbers."""
+    """JSON text -> data, refusing deep nesting, duplicate keys, NaN/Infinity literals and overflowing numbers."""
     if _depth(text) > MAX_DEPTH:
         raise ConfigError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels; a config.json is a flat object")
     try:
-        data = json.loads(text, parse_constant=_constant)
+        data = json.loads(text, parse_constant=_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise ConfigError(f"{where}: key {str(e)[:120]!r} appears twice in one object; keep one") from None
     except json.JSONDecodeError as e:
         raise ConfigError(
             f"{where}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg}); fix the file"
