@@ -114,3 +114,72 @@ def disagg_grid(
         t_kv,
         pre.ttft_s,
     )
+
+
+def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Requests, name: str):
+    """(Device, engine preset, Memory) of one pool's replica layout ``pool`` (tp, pp, dp, ep, workers)."""
+    from llmath.deploy import engines
+    from llmath.deploy.layout import make_layout
+    from llmath.deploy.serving import check_fits, memory
+    from llmath.hardware.roofline import efficiency
+
+    lay = make_layout(spec, None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp"))
+    eng = engines.preset(engine, hw, tp=lay.tp)
+    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), "flash", eng.cuda_graphs, lay)
+    mem = memory(dev, eng, req)
+    check_fits(mem, f"{spec.name} {name} pool on {dev.gpus} × {hw.name}")
+    return dev, eng, mem
+
+
+def serve_disaggregated(
+    model,
+    hardware,
+    *,
+    prompt: int,
+    gen: int,
+    concurrency: float,
+    prefill: dict,
+    decode: dict,
+    engine: str = "trtllm",
+    precision=None,
+    efficiency_mode: str = "expected",
+) -> dict:
+    """A closed loop of ``concurrency`` requests on ``prefill["workers"]`` prefill replicas and
+    ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
+    describes: the requests split evenly over the decode pool's attention-DP ranks (TPOT = the decode step at
+    that batch plus the engine's per-iteration overhead); a request's TTFT = its prefill pass, batched with
+    the prompts arriving with it (as many as the budget and the requests per prefill rank allow), plus the
+    KV transfer. Returns ``ttft_s``, ``tpot_s``, ``throughput_tok_s`` and the pools' sizes."""
+    from llmath.deploy.serving import active_overheads
+    from llmath.errors import WorkloadError
+    from llmath.hardware import get as get_hardware
+    from llmath.hardware.execution import checkpoint_precision
+    from llmath.model.registry import resolve
+
+    if not concurrency >= 1:
+        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    spec = resolve(model)
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    p = checkpoint_precision(model, precision)[0]
+    req = Requests(prompt, gen)
+    pdev, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill")
+    ddev, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode")
+    x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
+    B = min(concurrency / (y * ddev.dp), dmem.max_resident)
+    ov_d = active_overheads(ddev, deng)
+    tpot = float(ddev.iteration(B, req.decode_context).time_s)
+    tpot += ov_d.iteration_s(deng.cuda_graphs) + B * ov_d.per_token_s
+    K = peng.max_num_batched_tokens or req.new
+    n = max(1.0, min(K // req.new if req.new <= K else 1, concurrency / (x * pdev.dp)))
+    chunks = max(1, -(-req.new // K))
+    chunk = req.new / chunks
+    t_pre = float(pdev.iteration(0, 0, n, chunk, req.cached + (req.new - chunk) / 2).time_s) * chunks
+    ov_p = active_overheads(pdev, peng)
+    t_pre += chunks * ov_p.per_iteration_eager_s + ov_p.request_s(prompt)
+    kv = float(kv_bytes_per_sequence(spec, prompt, p, "flash"))
+    t_kv = kv / link_bytes_per_s(hw, pdev.gpus, pdev.gpus + ddev.gpus)
+    ttft = t_pre + t_kv
+    e2e = ttft + req.decode_steps * tpot
+    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "throughput_tok_s": concurrency * req.mean_gen / e2e,
+            "kv_transfer_s": t_kv, "prefill_s": t_pre, "decode_batch": B, "prefill_batch": n,
+            "gpus": x * pdev.gpus + y * ddev.gpus}  # fmt: skip
