@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.deploy import engines
+from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state
 from llmath.deploy.layout import make_layout
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
@@ -37,6 +38,8 @@ from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
+ARRIVALS = ("closed", "poisson", "offline")
+
 
 def serve(
     model: str | ModelSpec,
@@ -60,11 +63,22 @@ def serve(
     efficiency_mode: str = "expected",
     offline: bool = False,
     speculation: Speculation | None = None,
+    arrival: str | None = None,
+    prompts_per_client: float = PROMPTS_PER_CLIENT,
     **engine_overrides,
 ) -> ServingReport:
-    """Steady-state continuous batching (see :mod:`llmath.deploy.serving` for the model and its limits)."""
+    """Continuous batching under an arrival protocol: ``closed`` (the default with ``concurrency``: C requests
+    started together and replaced as they finish, as benchmark clients run them, :mod:`.closed_loop`),
+    ``poisson`` (the default with ``rate``: desynchronised arrivals, :mod:`llmath.deploy.serving`), ``offline``
+    (every request queued at once). See those modules for the models and their limits."""
     if (concurrency is None) == (rate is None):
         raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
+    arrival = arrival or ("offline" if offline else "closed" if rate is None else "poisson")
+    if arrival not in ARRIVALS:
+        raise WorkloadError(f"arrival={arrival!r} must be one of {', '.join(ARRIVALS)}")
+    if (arrival == "poisson") != (rate is not None):
+        raise WorkloadError(f"arrival={arrival!r} needs " + ("--rate" if arrival == "poisson" else "--concurrency"))
+    offline = offline or arrival == "offline"
     spec = resolve(model)
     refuse_uncached(spec)
     refuse_draft_only(spec)
@@ -83,7 +97,10 @@ def serve(
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
-    ss = steady_state(decoding, eng, req, [c], mem.max_resident)
+    if arrival == "closed":
+        ss = lockstep_state(decoding, eng, req, [c], mem.max_resident, prompts_per_client)
+    else:
+        ss = steady_state(decoding, eng, req, [c], mem.max_resident)
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
     if rate is not None:
@@ -94,12 +111,12 @@ def serve(
             f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
             f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
         )
-    return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes)
+    return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 
-def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes) -> ServingReport:
+def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival) -> ServingReport:
     work: dict[str, Any] = {"prompt": req.prompt, "gen": req.gen, "prefix_hit": req.prefix_hit}
-    work.update({"concurrency": c * dev.dp, "rate": rate})
+    work.update({"concurrency": c * dev.dp, "rate": rate, "arrival": arrival})
     if req.gen_dist:
         work.update({"gen_dist": [list(x) for x in req.gen_dist], "mean_gen": req.mean_gen})
     work.update({"weights": p.weights, "activations": p.activations, "kv_dtype": p.kv, "attention": attention})

@@ -29,6 +29,7 @@ class _Req:
     first_token: float = float("nan")
     last_token: float = float("nan")
     finished: float = float("nan")
+    client: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,58 +68,87 @@ def _schedule(running, waiting, req: Requests, eng: EngineConfig, max_resident: 
 
 
 def simulate(
-    dev: Device, eng: EngineConfig, req: Requests, concurrency: int, max_resident: int, iterations: int = 4000
+    dev: Device,
+    eng: EngineConfig,
+    req: Requests,
+    concurrency: int,
+    max_resident: int,
+    iterations: int = 4000,
+    arrival: str = "staggered",
+    prompts_per_client: int | None = None,
 ) -> SimResult:
-    """Run ``iterations`` iterations of a closed loop with ``concurrency`` clients; statistics over the
-    requests that complete in the second half (the first half is warm-up)."""
-    now = 0.0
-    # clients start staggered over one request lifetime (in iterations), so the steady state is not a
-    # train of synchronised waves (identical requests all arriving at once stay in lockstep)
+    """Run a closed loop of ``concurrency`` clients for at most ``iterations`` iterations.
+
+    ``arrival="staggered"``: the clients' first requests spread over one request lifetime, statistics over the
+    requests that arrive in the middle third (the desynchronised steady state). ``arrival="closed"``: every
+    client sends its first request at once and each of its ``prompts_per_client`` requests as soon as the
+    previous one finishes (vLLM ``bench serve --max-concurrency``, SGLang ``bench_serving``, AIPerf concurrency
+    mode); statistics over every request, as those clients report them."""
+    if arrival not in ("staggered", "closed"):
+        raise ValueError(f"arrival={arrival!r} must be 'staggered' or 'closed'")
     K = eng.max_num_batched_tokens or req.new
     life = int(-(-req.new // K) + req.decode_steps)
     lengths = _lengths(req)
     ov = active_overheads(dev, eng)  # the engine's time outside the kernels, as the closed form adds it
     o_req = ov.request_s(req.prompt)
-    starts = sorted((i * life) // concurrency for i in range(concurrency))
+    lockstep = arrival == "closed"
+    starts = [0] * concurrency if lockstep else sorted((i * life) // concurrency for i in range(concurrency))
+    left = [prompts_per_client or 1 << 62] * concurrency  # requests each client still sends
     waiting: list[_Req] = []
     running: list[_Req] = []
     finished: list[_Req] = []
     itl: list[tuple[float, float]] = []
     tokens_out: list[tuple[float, int]] = []
+    now = 0.0
     for it in range(iterations):
-        while starts and starts[0] <= it:
-            starts.pop(0)
-            waiting.append(_Req(now - o_req, next(lengths)))
+        for i in [i for i, s in enumerate(starts) if s is not None and s <= it]:
+            starts[i] = None
+            waiting.append(_Req(now - o_req, next(lengths), client=i))
+            left[i] -= 1
+        if not (waiting or running):
+            break
         decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
-        ctx = np.mean([req.start + r.generated - 1 for r in decoders]) if decoders else 0.0
-        if chunks:
-            sizes = np.array([c for _, c in chunks], dtype=float)
-            prefixes = np.array([req.cached + r.done_prompt for r, _ in chunks], dtype=float)
-            t = dev.iteration(len(decoders), ctx, len(chunks), sizes.mean(), prefixes.mean()).time_s
-            t = t + ov.per_iteration_eager_s
-        else:
-            t = dev.iteration(len(decoders), ctx).time_s + ov.iteration_s(eng.cuda_graphs)
-        now += float(t) + len(decoders) * ov.per_token_s
-        emitted = 0
-        for r in decoders:
-            r.generated += 1
-            itl.append((now, now - r.last_token))
-            r.last_token = now
-            emitted += 1
-        for r, c in chunks:
-            r.done_prompt += c
-            if r.done_prompt == req.new:
-                r.generated, r.first_token, r.last_token = 1, now, now
-                if r.gen == 1:
-                    r.finished = now
-                emitted += 1
+        t, emitted = _iterate(dev, eng, req, ov, decoders, chunks, now, itl)
+        now += t
         tokens_out.append((now, emitted))
         for r in [r for r in running if r.generated >= r.gen]:
             running.remove(r)
             finished.append(r)
             r.finished = now
-            waiting.append(_Req(now - o_req, next(lengths)))
+            if left[r.client] > 0:
+                waiting.append(_Req(now - o_req, next(lengths), client=r.client))
+                left[r.client] -= 1
+    if lockstep:
+        return _all_stats(finished, itl, tokens_out, now, iterations)
     return _stats(finished, itl, tokens_out, now, iterations)
+
+
+def _iterate(dev, eng, req, ov, decoders, chunks, now: float, itl: list) -> tuple[float, int]:
+    """Run one iteration: (its time, tokens it emitted); advances the requests."""
+    ctx = np.mean([req.start + r.generated - 1 for r in decoders]) if decoders else 0.0
+    if chunks:
+        sizes = np.array([c for _, c in chunks], dtype=float)
+        prefixes = np.array([req.cached + r.done_prompt for r, _ in chunks], dtype=float)
+        t = dev.iteration(len(decoders), ctx, len(chunks), sizes.mean(), prefixes.mean()).time_s
+        t = t + ov.per_iteration_eager_s
+    else:
+        t = dev.iteration(len(decoders), ctx).time_s + ov.iteration_s(eng.cuda_graphs)
+    t = float(t) + len(decoders) * ov.per_token_s
+    end = now + t
+    emitted = 0
+    for r in decoders:
+        r.generated += 1
+        itl.append((end, end - r.last_token))
+        r.last_token = end
+        emitted += 1
+    for r, c in chunks:
+        r.done_prompt += c
+        if r.done_prompt == req.new:
+            r.generated, r.first_token, r.last_token = 1, end, end
+            if r.gen == 1:
+                r.finished = end
+            emitted += 1
+    return t, emitted
 
 
 def _lengths(req: Requests):
@@ -146,3 +176,15 @@ def _stats(finished: list[_Req], itl: list, tokens_out: list, now: float, iterat
     out = sum(n for t, n in tokens_out if t >= half)
     p50, p99 = (float(np.percentile(late, q)) if late.size else 0.0 for q in (50, 99))
     return SimResult(float(ttft), float(tpot), float(e2e), out / (now - half), p50, p99, iterations)
+
+
+def _all_stats(finished: list[_Req], itl: list, tokens_out: list, now: float, iterations: int) -> SimResult:
+    """Every request's means as the benchmark clients define them: TTFT, e2e, and TPOT per request =
+    (e2e − TTFT) / (output − 1), then the mean over the requests with more than one output token."""
+    ttft = np.mean([r.first_token - r.arrival for r in finished])
+    e2e = np.mean([r.finished - r.arrival for r in finished])
+    per = [(r.finished - r.first_token) / (r.gen - 1) for r in finished if r.gen > 1]
+    gaps = np.array([d for _, d in itl])
+    out = sum(n for _, n in tokens_out)
+    p50, p99 = (float(np.percentile(gaps, q)) if gaps.size else 0.0 for q in (50, 99))
+    return SimResult(float(ttft), float(np.mean(per)) if per else 0.0, float(e2e), out / now, p50, p99, iterations)
