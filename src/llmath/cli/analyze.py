@@ -50,6 +50,14 @@ SpecMethodOpt = o.text_option("--spec-method", "Speculative decoding: draft | ea
 SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
 AcceptanceOpt = o.number_option("--acceptance", "Mean tokens a round yields (1 … k+1), as measured.")
 DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft.")
+ArrivalOpt = o.text_option(
+    "--arrival",
+    "Serving: closed (default with --concurrency: C requests started together, each replaced when it ends), "
+    "poisson (default with --rate) or offline (every request queued at once).",
+)
+PromptsPerClientOpt = o.number_option(
+    "--prompts-per-client", "Closed loop: requests each client sends (10).", o.POSITIVE
+)
 
 
 @app.command()
@@ -89,6 +97,8 @@ def analyze(
     spec_tokens: SpecTokensOpt = 3,
     acceptance: AcceptanceOpt = None,
     draft_model: DraftOpt = None,
+    arrival: ArrivalOpt = None,
+    prompts_per_client: PromptsPerClientOpt = None,
     **shared,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
@@ -101,15 +111,25 @@ def analyze(
     _run(SimpleNamespace(**locals(), **shared))
 
 
+# --arrival offline without --concurrency: vLLM's offline benchmark default (benchmark_throughput --num-prompts 1000)
+OFFLINE_REQUESTS = 1000
+ARRIVALS = ("closed", "poisson", "offline")
+
+
 def _run(a: SimpleNamespace) -> None:
     """Serve when --concurrency or --rate is given, else analyse the static batch."""
     p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
     serving_flags = (a.engine, a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method)
     unused = any(v is not None for v in serving_flags) or a.prefix_hit or a.enforce_eager or a.gen_dist
+    if a.arrival is not None and a.arrival not in ARRIVALS:
+        raise typer.BadParameter(f"{a.arrival!r} must be one of {', '.join(ARRIVALS)}", param_hint="--arrival")
+    if a.arrival == "offline" and a.concurrency is None and a.rate is None:
+        a.concurrency = OFFLINE_REQUESTS
+    unused = unused or a.arrival is not None or a.prompts_per_client is not None
     if a.concurrency is None and a.rate is None and unused:
         raise WorkloadError(
-            "--engine, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
-            " --concurrency C or --rate R (--batch B is a static batch)"
+            "--engine, --arrival, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving:"
+            " add --concurrency C or --rate R (--batch B is a static batch)"
         )
     if a.concurrency is not None or a.rate is not None:
         if a.images:
@@ -142,6 +162,8 @@ def _serve(a: SimpleNamespace, p) -> None:
         cuda_graph_bytes=a.reserve_gb * 1e9 if a.reserve_gb else None,
         cuda_graphs=False if a.enforce_eager else None,
         speculation=o.speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
+        arrival=a.arrival,
+        **({"prompts_per_client": a.prompts_per_client} if a.prompts_per_client else {}),
     )
     if a.json_:
         out.emit_json(rep.to_dict())

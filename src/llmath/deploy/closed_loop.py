@@ -57,8 +57,11 @@ def lockstep_state(
     concurrency,
     max_resident: int,
     prompts_per_client: float = PROMPTS_PER_CLIENT,
+    replace: bool = True,
 ) -> SteadyState:
-    """The benchmark clients' closed loop at each concurrency (numpy array; module docstring)."""
+    """The benchmark clients' closed loop at each concurrency (numpy array; module docstring).
+    ``replace=False``: offline, the C requests queued at once and none sent after them (one wave; a queued
+    request waits for the ones ahead of it: (C − B)² / (2C) requests' worth of completions on average)."""
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     C = np.asarray(concurrency, dtype=float)
     if np.any(C < 1):
@@ -69,7 +72,8 @@ def lockstep_state(
     steps, w = req.decode_steps / dec.tokens, dec.width
     B = np.minimum(C, max_resident)
     group = np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) if np.isfinite(K) else B
-    d_burst = np.maximum(B - group, 0.0)  # decoding while a group prefills
+    mixed = eng.mixed_prefill
+    d_burst = np.maximum(B - group, 0.0) if mixed else np.zeros_like(B)  # decoding while a group prefills
     K_e = np.maximum(K - d_burst * w, 1.0) if chunked else np.full_like(B, np.inf)
     T_b = np.minimum(K_e, B * Pn) if chunked else np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) * Pn
     n_w = B * Pn / T_b  # iterations of prefill work per cycle
@@ -79,19 +83,28 @@ def lockstep_state(
     pre = req.cached + np.maximum(Pn - chunk, 0.0) / 2
     ctx = req.decode_context
     tau_b = dec.mixed(d_burst, ctx, n_c, chunk, pre)
-    d_first = np.minimum(group * (n_w - 1) / 3, B)  # mean decoders seen by the first wave's prefills
+    d_first = np.minimum(group * (n_w - 1) / 3, B) if mixed else 0.0  # decoders in the first wave's prefills
     tau_f = dec.mixed(d_first, ctx, n_c, chunk, pre)
     tau_d = dec.step(B, ctx)
     o_m, o_d, o_req = _overheads(dec, eng, req, B, d_burst)
     tau_b, tau_f, tau_d = tau_b + o_m, tau_f + o_m, tau_d + o_d
-    wait = np.maximum(n_w - steps, I_s)  # iterations from arrival to first token after the first wave
-    seen = np.clip(n_w - I_s, 0.0, steps)  # burst iterations a request decodes through
-    step_s = (seen * tau_b + (steps - seen) * tau_d) / np.maximum(steps, 1e-9)
-    m = float(prompts_per_client)
-    ttft = (1 - 1 / m) * wait * tau_b + (1 / m) * (n_w + 1) / 2 * tau_f + o_req
-    L = np.maximum(n_w, steps + I_s)  # iterations per cycle
+    # iterations per cycle; prefill-first batches stop the decoders, so they add to a request's lifetime
+    L = np.maximum(n_w, steps + I_s) if mixed else steps + n_w
+    tau_c = (np.minimum(n_w, L) * tau_b + (L - np.minimum(n_w, L)) * tau_d) / L  # the cycle's mean iteration
+    # a replacement arrives while the next iterations are already scheduled (none when the engine is idle:
+    # a single group finishes together); those iterations prefill the groups ahead of it, except for the
+    # first group of a burst, which arrives during a pure decode iteration
+    behind = np.maximum(n_w - 1, 0.0) / np.maximum(n_w, 1.0)
+    lag = eng.replacement_lag * np.clip(n_w - 1, 0.0, 1.0) * (behind * tau_b + (1 - behind) * tau_d)
+    wait = np.maximum(n_w - steps, I_s) if mixed else I_s  # iterations from admission to first token
+    seen = np.clip(n_w - I_s, 0.0, steps if mixed else np.inf)  # burst iterations during a request's decode
+    decode_iters = steps - seen if mixed else steps  # prefill-first: bursts pause the decoders
+    step_s = (seen * tau_b + decode_iters * tau_d) / np.maximum(steps, 1e-9)
+    m = float(prompts_per_client) if replace else 1.0
+    ttft = (1 - 1 / m) * (wait * tau_b + lag) + (1 / m) * (n_w + 1) / 2 * tau_f + o_req
     X = B / L
-    queue_s = np.maximum(C - B, 0.0) / X * (np.minimum(n_w, L) * tau_b + (L - np.minimum(n_w, L)) * tau_d) / L
+    queued = np.maximum(C - B, 0.0) if replace else np.maximum(C - B, 0.0) ** 2 / (2 * C)
+    queue_s = queued / X * tau_c
     ttft = ttft + queue_s
     e2e = ttft + steps * step_s
     a = dec.tokens
@@ -99,5 +112,7 @@ def lockstep_state(
     o_ttft = (1 - 1 / m) * wait * o_m + (1 / m) * (n_w + 1) / 2 * o_m + o_req
     o_tpot = (q * o_m + (1 - q) * o_d) / a
     p50, p90, p99 = (_quantile(qq, q, 1.0, tau_b / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
-    return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, C * req.mean_gen / e2e, C / e2e, B - group,
+    # closed loop: Little's law (C in flight); offline: the engine's own rate, B requests per cycle
+    rps = C / e2e if replace else B / (L * tau_c)
+    return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,
                        T_b, np.minimum(n_w / L, 1.0), tau_d, tau_b, o_ttft, o_tpot)  # fmt: skip

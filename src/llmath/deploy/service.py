@@ -97,15 +97,15 @@ def serve(
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
-    if arrival == "closed":
-        ss = lockstep_state(decoding, eng, req, [c], mem.max_resident, prompts_per_client)
-    else:
+    if arrival == "poisson":
         ss = steady_state(decoding, eng, req, [c], mem.max_resident)
+    else:
+        ss = lockstep_state(decoding, eng, req, [c], mem.max_resident, prompts_per_client, arrival == "closed")
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
     if rate is not None:
-        m["ttft_s"] += m["tpot_s"] / 2  # arrivals wait half an iteration on average for the next one
-        m["e2e_s"] += m["tpot_s"] / 2
+        m["ttft_s"] += poisson_wait(ss, m)
+        m["e2e_s"] += poisson_wait(ss, m)
     if ss.concurrency[0] > ss.resident[0]:
         notes.append(
             f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
@@ -114,7 +114,7 @@ def serve(
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 
-def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival) -> ServingReport:
+def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival):
     work: dict[str, Any] = {"prompt": req.prompt, "gen": req.gen, "prefix_hit": req.prefix_hit}
     work.update({"concurrency": c * dev.dp, "rate": rate, "arrival": arrival})
     if req.gen_dist:
@@ -148,6 +148,16 @@ def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int
     if concurrency / replicas < 1:
         raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
     return concurrency / replicas
+
+
+def poisson_wait(ss, m: dict) -> float:
+    """Random (Poisson) arrivals: half an iteration for the next iteration boundary, plus the wait for the
+    prefill budget of an M/D/1 queue whose utilisation ρ is the fraction of iterations carrying prefill
+    chunks and whose service time is the prefill itself: ρ / (2(1 − ρ)) of it (Pollaczek–Khinchine). It grows
+    without bound as the rate nears the largest one the deployment sustains, which
+    :func:`llmath.deploy.serving.rate_to_concurrency` refuses to pass, naming it."""
+    rho = min(float(ss.mixed_fraction[0]), 0.99)
+    return m["tpot_s"] / 2 + rho / (2 * (1 - rho)) * float(ss.ttft_s[0])
 
 
 def _layout_text(layout) -> str:

@@ -92,6 +92,12 @@ class EngineConfig:
     ``kv_admission``: ``reserve`` admits a request only with room for its final KV (TensorRT-LLM's
     GUARANTEED_NO_EVICT), ``on_demand`` allocates KV blocks as tokens arrive (vLLM's paged blocks, SGLang's
     pool with retraction), so the pool holds requests at their mean size over a lifetime, P + (G − 1)/2.
+    ``replacement_lag``: iterations already scheduled when a request sent in reply to a finished one
+    arrives (1: the next iteration is scheduled as soon as the last one's outputs are processed; 2 with an
+    overlap scheduler, which schedules iteration n + 2 before it sends iteration n's outputs).
+    ``mixed_prefill``: prefill chunks ride in the decoding requests' iterations (vLLM, TensorRT-LLM); False:
+    prefill-first, a batch of prompts runs alone while the decoding requests wait (SGLang without
+    ``--enable-mixed-chunk``; the closed loop of :mod:`.closed_loop` and the simulation model it).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -106,6 +112,8 @@ class EngineConfig:
     cuda_graph_bytes: float = 0.0
     kv_fraction_of_free: bool = False
     kv_admission: str = "on_demand"
+    replacement_lag: int = 1
+    mixed_prefill: bool = True
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
@@ -120,6 +128,8 @@ class EngineConfig:
             raise WorkloadError(f"kv_pool_tokens={self.kv_pool_tokens} must be >= 1")
         if self.kv_admission not in ("reserve", "on_demand"):
             raise WorkloadError(f"kv_admission={self.kv_admission!r} must be 'reserve' or 'on_demand'")
+        if self.replacement_lag not in (0, 1, 2):
+            raise WorkloadError(f"replacement_lag={self.replacement_lag} must be 0, 1 or 2 iterations")
         if self.cuda_graph_bytes < 0:
             raise WorkloadError(f"cuda_graph_bytes={self.cuda_graph_bytes} must be >= 0")
 

@@ -48,7 +48,7 @@ def _schedule(running, waiting, req: Requests, eng: EngineConfig, max_resident: 
     K = eng.max_num_batched_tokens or 1 << 62
     chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None and not req.encoder_decoder
     decoders = [r for r in running if r.done_prompt == req.new]
-    budget = K - len(decoders)
+    budget = K - (len(decoders) if eng.mixed_prefill else 0)
     chunks = []
     for r in [r for r in running if r.done_prompt < req.new]:
         left = req.new - r.done_prompt
@@ -64,6 +64,8 @@ def _schedule(running, waiting, req: Requests, eng: EngineConfig, max_resident: 
         take = min(req.new, budget)
         chunks.append((r, take))
         budget -= take
+    if chunks and not eng.mixed_prefill:  # prefill-first: the prompts run alone, the decoders wait
+        return [], chunks
     return decoders, chunks
 
 
@@ -83,7 +85,8 @@ def simulate(
     requests that arrive in the middle third (the desynchronised steady state). ``arrival="closed"``: every
     client sends its first request at once and each of its ``prompts_per_client`` requests as soon as the
     previous one finishes (vLLM ``bench serve --max-concurrency``, SGLang ``bench_serving``, AIPerf concurrency
-    mode); statistics over every request, as those clients report them."""
+    mode); statistics over every request, as those clients report them. A follow-up request reaches the
+    scheduler after ``eng.replacement_lag`` more iterations have started (at once when the engine is idle)."""
     if arrival not in ("staggered", "closed"):
         raise ValueError(f"arrival={arrival!r} must be 'staggered' or 'closed'")
     K = eng.max_num_batched_tokens or req.new
@@ -92,19 +95,24 @@ def simulate(
     ov = active_overheads(dev, eng)  # the engine's time outside the kernels, as the closed form adds it
     o_req = ov.request_s(req.prompt)
     lockstep = arrival == "closed"
-    starts = [0] * concurrency if lockstep else sorted((i * life) // concurrency for i in range(concurrency))
+    first = [0] * concurrency if lockstep else sorted((i * life) // concurrency for i in range(concurrency))
+    starts: list[int | None] = list(first)
     left = [prompts_per_client or 1 << 62] * concurrency  # requests each client still sends
     waiting: list[_Req] = []
     running: list[_Req] = []
     finished: list[_Req] = []
     itl: list[tuple[float, float]] = []
     tokens_out: list[tuple[float, int]] = []
+    pending: list[list] = []  # [iterations still to start before the request is seen, request]
     now = 0.0
     for it in range(iterations):
         for i in [i for i, s in enumerate(starts) if s is not None and s <= it]:
             starts[i] = None
             waiting.append(_Req(now - o_req, next(lengths), client=i))
             left[i] -= 1
+        idle = not (waiting or running)
+        waiting += [r for n, r in pending if n <= 0 or idle]
+        pending = [[n - 1, r] for n, r in pending if not (n <= 0 or idle)]
         if not (waiting or running):
             break
         decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
@@ -116,7 +124,11 @@ def simulate(
             finished.append(r)
             r.finished = now
             if left[r.client] > 0:
-                waiting.append(_Req(now - o_req, next(lengths), client=r.client))
+                nxt = _Req(now - o_req, next(lengths), client=r.client)
+                if lockstep and eng.replacement_lag:
+                    pending.append([eng.replacement_lag, nxt])  # the next iterations are already scheduled
+                else:
+                    waiting.append(nxt)
                 left[r.client] -= 1
     if lockstep:
         return _all_stats(finished, itl, tokens_out, now, iterations)
