@@ -100,3 +100,13 @@ def test_cli_arrival(capsys):
     assert code == 2 and "burst" in err
     code, _, err = run_cli(capsys, "analyze", "llama-3.2-1b", "-c", "8", "--arrival", "poisson")
     assert code != 0 and "--rate" in err
+
+
+@pytest.mark.parametrize("rate,bound", [(20.0, 0.05), (100.0, 0.25)])
+def test_poisson_agrees_with_the_simulation(rate, bound):
+    # Bound stated in docs/serving.md: within 5% at light load, 25% at half the largest rate (218/s here)
+    dev, eng, req, bmax = _case("vllm", 1024, 64, 8192)
+    rep = serve("llama-3.2-1b", "h100-sxm", prompt=1024, gen=64, rate=rate, max_num_batched_tokens=8192)
+    sim = simulate(dev, eng, req, 1, bmax, iterations=6000, arrival="poisson", rate=rate)
+    assert rep.metrics["ttft_s"] == pytest.approx(sim.ttft_s, rel=bound)
+    assert rep.metrics["tpot_s"] == pytest.approx(sim.tpot_s, rel=bound)

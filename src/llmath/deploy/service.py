@@ -106,8 +106,9 @@ def serve(
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
     if rate is not None:
-        m["ttft_s"] += poisson_wait(ss, m)
-        m["e2e_s"] += poisson_wait(ss, m)
+        wait = poisson_wait(ss, m, eng)
+        m["ttft_s"] += wait
+        m["e2e_s"] += wait
     if ss.concurrency[0] > ss.resident[0]:
         notes.append(
             f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
@@ -152,13 +153,15 @@ def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int
     return concurrency / replicas
 
 
-def poisson_wait(ss, m: dict) -> float:
+def poisson_wait(ss, m: dict, eng) -> float:
     """Random (Poisson) arrivals: half an iteration for the next iteration boundary, plus the wait for the
-    prefill budget of an M/D/1 queue whose utilisation ρ is the fraction of iterations carrying prefill
-    chunks and whose service time is the prefill itself: ρ / (2(1 − ρ)) of it (Pollaczek–Khinchine). It grows
-    without bound as the rate nears the largest one the deployment sustains, which
-    :func:`llmath.deploy.serving.rate_to_concurrency` refuses to pass, naming it."""
-    rho = min(float(ss.mixed_fraction[0]), 0.99)
+    prefill budget of an M/D/1 queue whose utilisation ρ is the share of the iterations' token budget the
+    prompts take (X·P' of the K − d tokens the decoding requests leave) and whose service time is the prefill
+    itself: ρ / (2(1 − ρ)) of it (Pollaczek–Khinchine). It grows without bound as the rate nears the largest
+    one the deployment sustains, which :func:`llmath.deploy.serving.rate_to_concurrency` refuses, naming it."""
+    K = float(eng.max_num_batched_tokens or "inf")
+    free = max(K - float(ss.decode_batch[0]), 1.0)
+    rho = min(float(ss.prefill_tokens_per_iter[0]) / free, 0.99)
     return m["tpot_s"] / 2 + rho / (2 * (1 - rho)) * float(ss.ttft_s[0])
 
 

@@ -78,6 +78,8 @@ def simulate(
     iterations: int = 4000,
     arrival: str = "staggered",
     prompts_per_client: int | None = None,
+    rate: float | None = None,
+    seed: int = 0,
 ) -> SimResult:
     """Run a closed loop of ``concurrency`` clients for at most ``iterations`` iterations.
 
@@ -87,8 +89,14 @@ def simulate(
     previous one finishes (vLLM ``bench serve --max-concurrency``, SGLang ``bench_serving``, AIPerf concurrency
     mode); statistics over every request, as those clients report them. A follow-up request reaches the
     scheduler after ``eng.replacement_lag`` more iterations have started (at once when the engine is idle)."""
+    if arrival == "offline":  # every request queued at once, none sent after them: one wave
+        arrival, prompts_per_client = "closed", 1
+    if arrival == "poisson":
+        if not rate or rate <= 0:
+            raise ValueError("arrival='poisson' needs rate > 0 (requests/s)")
+        return _poisson(dev, eng, req, rate, max_resident, iterations, seed)
     if arrival not in ("staggered", "closed"):
-        raise ValueError(f"arrival={arrival!r} must be 'staggered' or 'closed'")
+        raise ValueError(f"arrival={arrival!r} must be 'staggered', 'closed', 'offline' or 'poisson'")
     K = eng.max_num_batched_tokens or req.new
     life = int(-(-req.new // K) + req.decode_steps)
     lengths = _lengths(req)
@@ -132,6 +140,37 @@ def simulate(
                 left[r.client] -= 1
     if lockstep:
         return _all_stats(finished, itl, tokens_out, now, iterations)
+    return _stats(finished, itl, tokens_out, now, iterations)
+
+
+def _poisson(dev, eng, req, rate: float, max_resident: int, iterations: int, seed: int) -> SimResult:
+    """Open loop: requests arrive at exponential gaps of mean 1/``rate`` (seeded) and join the queue at the
+    next iteration boundary; statistics over the requests that arrive in the middle third of the run."""
+    rng = np.random.default_rng(seed)
+    lengths = _lengths(req)
+    ov = active_overheads(dev, eng)
+    o_req = ov.request_s(req.prompt)
+    waiting: list[_Req] = []
+    running: list[_Req] = []
+    finished: list[_Req] = []
+    itl: list[tuple[float, float]] = []
+    tokens_out: list[tuple[float, int]] = []
+    now, nxt = 0.0, float(rng.exponential(1 / rate))
+    for _ in range(iterations):
+        while nxt <= now:
+            waiting.append(_Req(nxt - o_req, next(lengths)))
+            nxt += float(rng.exponential(1 / rate))
+        if not (waiting or running):
+            now = nxt  # idle until the next arrival
+            continue
+        decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
+        t, emitted = _iterate(dev, eng, req, ov, decoders, chunks, now, itl)
+        now += t
+        tokens_out.append((now, emitted))
+        for r in [r for r in running if r.generated >= r.gen]:
+            running.remove(r)
+            finished.append(r)
+            r.finished = now
     return _stats(finished, itl, tokens_out, now, iterations)
 
 
