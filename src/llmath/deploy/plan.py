@@ -3,7 +3,7 @@ front of tokens/s per GPU against tokens/s per user.
 
 Search space (each axis vectorised or a short loop): weight formats (``weights``), parallel layouts of a
 replica (``layouts``: TP/PP/EP; pins honoured), aggregated serving at every concurrency per replica from 1 to
-what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.serving.steady_state` call per
+what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.closed_loop.lockstep_state` call per
 layout), and with ``disagg=True`` disaggregated prefill/decode pools of every pair of layouts, rate-matched,
 over a grid of decode batches (:mod:`.disagg`). A configuration is feasible when it fits in memory (else
 it is listed under ``rejected`` with the reason) and meets ``ttft_s ≤ ttft_ms`` and ``tpot_s ≤ tpot_ms``.
@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 
 from llmath.deploy import engines
+from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, make_layout
-from llmath.deploy.serving import Requests, memory, refuse_uncached, steady_state
+from llmath.deploy.serving import Requests, memory, refuse_uncached
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
@@ -169,7 +170,7 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
         rejected.append({**where, "reason": "does not fit" if not mem.fits else f"needs {rep.gpus} GPUs"})
         return 0
     c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
-    ss = steady_state(rep.device, eng, req, c, mem.max_resident)
+    ss = lockstep_state(rep.device, eng, req, c, mem.max_resident)  # the closed loop as clients run it
     n = len(c)
     thr = ss.throughput_tok_s * dp
     _add(
