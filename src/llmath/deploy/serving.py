@@ -36,15 +36,14 @@ concurrency with numpy, not an iteration-by-iteration simulation. Why:
   q = min(1, X·I_p·(B − 1)/B) (the others' prefills spread evenly over the iterations), so
   TPOT (mean) = q·τ_m + (1 − q)·τ_d with τ_m = ((I_p − 1)·τ_a + τ_b)/I_p, and the inter-token latency takes
   τ_a, τ_b, τ_d with those probabilities (p50/p90/p99); TTFT = queue wait + (I_p − 1)·τ_a + τ_b;
-* the clients are desynchronised (their requests start evenly spread over a lifetime). Identical requests
-  that all start at once stay in lockstep (waves of C prefills), which raises TTFT several-fold (5.6× at
-  C = 16 for llama-3-8b, 1024/256, in the simulation without staggering); the simulation staggers its
-  clients to match this model;
+* the clients are desynchronised (their requests start evenly spread over a lifetime): the Poisson arrivals
+  of :func:`llmath.deploy.service.serve` with a rate. Benchmark clients start their requests together and
+  stay in step: :mod:`.closed_loop` models that closed loop (the default with a concurrency);
 * decoding contexts are spread evenly over P … P + G − 2 (mean P + (G − 2)/2, exact for full attention);
   a prefill chunk of k tokens sits on average after h·P + (P' − k)/2 positions (exact for the pairs sum);
 * open loop (a request rate λ): the concurrency C whose throughput is λ (Little's law), plus half an
-  iteration of mean wait for the next iteration boundary; queueing from random (Poisson) arrivals beyond
-  that is not modelled, so TTFT near saturation is optimistic.
+  iteration of mean wait for the next iteration boundary and the M/D/1 wait for the prefill budget
+  (:func:`llmath.deploy.service.poisson_wait`); near saturation it is optimistic.
 
 Encoder-decoder models (``Requests.encoder_decoder``; iteration costs in :mod:`.step`): P is the source a
 request's encoder runs over, whole (an encoder is bidirectional: its prompt is never chunked, so it must fit
