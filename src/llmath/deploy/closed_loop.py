@@ -50,6 +50,22 @@ from llmath.errors import WorkloadError
 PROMPTS_PER_CLIENT = 10
 
 
+def _burst(eng: EngineConfig, req: Requests, B: np.ndarray, w: float) -> tuple:
+    """The prefill burst of B requests in step: (group that finishes together, decoding requests in a burst
+    iteration, prompt tokens T_b per burst iteration, burst iterations n_w, iterations I_s one prompt spans,
+    chunks per burst iteration, their size, their mean cached prefix)."""
+    Pn, (K, chunked) = float(req.new), _budget(eng, req)
+    group = np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) if np.isfinite(K) else B
+    d_burst = np.maximum(B - group, 0.0) if eng.mixed_prefill else np.zeros_like(B)  # decoding meanwhile
+    K_e = np.maximum(K - d_burst * w, 1.0) if chunked else np.full_like(B, np.inf)
+    T_b = np.minimum(K_e, B * Pn) if chunked else np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) * Pn
+    n_w = B * Pn / T_b  # iterations of prefill work per cycle
+    I_s = np.maximum(1.0, np.ceil(Pn / K_e)) if chunked else np.ones_like(B)
+    n_c = np.maximum(T_b / Pn, 1.0)  # chunks in a burst iteration
+    chunk = T_b / n_c
+    return group, d_burst, T_b, n_w, I_s, n_c, chunk, req.cached + np.maximum(Pn - chunk, 0.0) / 2
+
+
 def lockstep_state(
     dev: Device | Decoding,
     eng: EngineConfig,
@@ -68,19 +84,10 @@ def lockstep_state(
         raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
     if not prompts_per_client >= 1:
         raise WorkloadError(f"prompts_per_client={prompts_per_client!r} must be >= 1")
-    Pn, (K, chunked) = float(req.new), _budget(eng, req)
-    steps, w = req.decode_steps / dec.tokens, dec.width
+    steps = req.decode_steps / dec.tokens
     B = np.minimum(C, max_resident)
-    group = np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) if np.isfinite(K) else B
     mixed = eng.mixed_prefill
-    d_burst = np.maximum(B - group, 0.0) if mixed else np.zeros_like(B)  # decoding while a group prefills
-    K_e = np.maximum(K - d_burst * w, 1.0) if chunked else np.full_like(B, np.inf)
-    T_b = np.minimum(K_e, B * Pn) if chunked else np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) * Pn
-    n_w = B * Pn / T_b  # iterations of prefill work per cycle
-    I_s = np.maximum(1.0, np.ceil(Pn / K_e)) if chunked else np.ones_like(B)
-    n_c = np.maximum(T_b / Pn, 1.0)  # chunks in a burst iteration
-    chunk = T_b / n_c
-    pre = req.cached + np.maximum(Pn - chunk, 0.0) / 2
+    group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width)
     ctx = req.decode_context
     tau_b = dec.mixed(d_burst, ctx, n_c, chunk, pre)
     d_first = np.minimum(group * (n_w - 1) / 3, B) if mixed else 0.0  # decoders in the first wave's prefills
@@ -102,14 +109,11 @@ def lockstep_state(
     step_s = (seen * tau_b + decode_iters * tau_d) / np.maximum(steps, 1e-9)
     m = float(prompts_per_client) if replace else 1.0
     ttft = (1 - 1 / m) * (wait * tau_b + lag) + (1 / m) * (n_w + 1) / 2 * tau_f + o_req
-    X = B / L
     queued = np.maximum(C - B, 0.0) if replace else np.maximum(C - B, 0.0) ** 2 / (2 * C)
-    queue_s = queued / X * tau_c
-    ttft = ttft + queue_s
+    ttft = ttft + queued * L / B * tau_c  # the queue drains B requests per cycle of L iterations
     e2e = ttft + steps * step_s
-    a = dec.tokens
-    q = seen / np.maximum(steps, 1e-9)
-    o_ttft = (1 - 1 / m) * wait * o_m + (1 / m) * (n_w + 1) / 2 * o_m + o_req
+    a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
+    o_ttft = ((1 - 1 / m) * wait + (1 / m) * (n_w + 1) / 2) * o_m + o_req
     o_tpot = (q * o_m + (1 - q) * o_d) / a
     p50, p90, p99 = (_quantile(qq, q, 1.0, tau_b / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
     # closed loop: Little's law (C in flight); offline: the engine's own rate, B requests per cycle

@@ -72,13 +72,7 @@ def serve(
     started together and replaced as they finish, as benchmark clients run them, :mod:`.closed_loop`),
     ``poisson`` (the default with ``rate``: desynchronised arrivals, :mod:`llmath.deploy.serving`), ``offline``
     (every request queued at once). See those modules for the models and their limits."""
-    if (concurrency is None) == (rate is None):
-        raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
-    arrival = arrival or ("offline" if offline else "closed" if rate is None else "poisson")
-    if arrival not in ARRIVALS:
-        raise WorkloadError(f"arrival={arrival!r} must be one of {', '.join(ARRIVALS)}")
-    if (arrival == "poisson") != (rate is not None):
-        raise WorkloadError(f"arrival={arrival!r} needs " + ("--rate" if arrival == "poisson" else "--concurrency"))
+    arrival = _arrival(arrival, concurrency, rate, offline)
     offline = offline or arrival == "offline"
     spec = resolve(model)
     refuse_uncached(spec)
@@ -99,16 +93,7 @@ def serve(
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
-    if arrival == "poisson":
-        ss = steady_state(decoding, eng, req, [c], mem.max_resident)
-    else:
-        ss = lockstep_state(decoding, eng, req, [c], mem.max_resident, prompts_per_client, arrival == "closed")
-    m = metrics_at(ss, 0, dev.gpus, dev.dp)
-    m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
-    if rate is not None:
-        wait = poisson_wait(ss, m, eng)
-        m["ttft_s"] += wait
-        m["e2e_s"] += wait
+    ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, prompts_per_client)
     if ss.concurrency[0] > ss.resident[0]:
         notes.append(
             f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
@@ -151,6 +136,34 @@ def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int
     if concurrency / replicas < 1:
         raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
     return concurrency / replicas
+
+
+def _arrival(arrival: str | None, concurrency, rate, offline: bool) -> str:
+    """The arrival protocol: the one given, else offline / closed (with a concurrency) / poisson (a rate)."""
+    if (concurrency is None) == (rate is None):
+        raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
+    arrival = arrival or ("offline" if offline else "closed" if rate is None else "poisson")
+    if arrival not in ARRIVALS:
+        raise WorkloadError(f"arrival={arrival!r} must be one of {', '.join(ARRIVALS)}")
+    if (arrival == "poisson") != (rate is not None):
+        raise WorkloadError(f"arrival={arrival!r} needs " + ("--rate" if arrival == "poisson" else "--concurrency"))
+    return arrival
+
+
+def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompts_per_client: float):
+    """(the steady state, its metrics) at per-replica concurrency ``c`` under the arrival protocol."""
+    if arrival == "poisson":
+        ss = steady_state(decoding, eng, req, [c], max_resident)
+    else:
+        ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
+    dev = decoding.dev
+    m = metrics_at(ss, 0, dev.gpus, dev.dp)
+    m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
+    if arrival == "poisson":
+        wait = poisson_wait(ss, m, eng)
+        m["ttft_s"] += wait
+        m["e2e_s"] += wait
+    return ss, m
 
 
 def poisson_wait(ss, m: dict, eng) -> float:

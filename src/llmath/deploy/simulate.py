@@ -87,24 +87,20 @@ def simulate(
     requests that arrive in the middle third (the desynchronised steady state). ``arrival="closed"``: every
     client sends its first request at once and each of its ``prompts_per_client`` requests as soon as the
     previous one finishes (vLLM ``bench serve --max-concurrency``, SGLang ``bench_serving``, AIPerf concurrency
-    mode); statistics over every request, as those clients report them. A follow-up request reaches the
-    scheduler after ``eng.replacement_lag`` more iterations have started (at once when the engine is idle)."""
+    mode); statistics over every request, as those clients report them; a follow-up request reaches the
+    scheduler ``eng.replacement_lag`` iterations later (at once when the engine is idle). ``"offline"``: one
+    such wave; ``"poisson"``: arrivals at ``rate`` requests/s."""
     if arrival == "offline":  # every request queued at once, none sent after them: one wave
         arrival, prompts_per_client = "closed", 1
     if arrival == "poisson":
-        if not rate or rate <= 0:
-            raise ValueError("arrival='poisson' needs rate > 0 (requests/s)")
-        return _poisson(dev, eng, req, rate, max_resident, iterations, seed)
+        return _poisson(dev, eng, req, rate or 0.0, max_resident, iterations, seed)
     if arrival not in ("staggered", "closed"):
         raise ValueError(f"arrival={arrival!r} must be 'staggered', 'closed', 'offline' or 'poisson'")
-    K = eng.max_num_batched_tokens or req.new
-    life = int(-(-req.new // K) + req.decode_steps)
     lengths = _lengths(req)
     ov = active_overheads(dev, eng)  # the engine's time outside the kernels, as the closed form adds it
     o_req = ov.request_s(req.prompt)
     lockstep = arrival == "closed"
-    first = [0] * concurrency if lockstep else sorted((i * life) // concurrency for i in range(concurrency))
-    starts: list[int | None] = list(first)
+    starts = _first_requests(req, eng, concurrency, lockstep)
     left = [prompts_per_client or 1 << 62] * concurrency  # requests each client still sends
     waiting: list[_Req] = []
     running: list[_Req] = []
@@ -118,19 +114,11 @@ def simulate(
             starts[i] = None
             waiting.append(_Req(now - o_req, next(lengths), client=i))
             left[i] -= 1
-        idle = not (waiting or running)
-        waiting += [r for n, r in pending if n <= 0 or idle]
-        pending = [[n - 1, r] for n, r in pending if not (n <= 0 or idle)]
+        pending = _release(pending, waiting, idle=not (waiting or running))
         if not (waiting or running):
             break
-        decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
-        t, emitted = _iterate(dev, eng, req, ov, decoders, chunks, now, itl)
-        now += t
-        tokens_out.append((now, emitted))
-        for r in [r for r in running if r.generated >= r.gen]:
-            running.remove(r)
-            finished.append(r)
-            r.finished = now
+        now, done = _advance(dev, eng, req, ov, (running, waiting, finished), max_resident, now, itl, tokens_out)
+        for r in done:
             if left[r.client] > 0:
                 nxt = _Req(now - o_req, next(lengths), client=r.client)
                 if lockstep and eng.replacement_lag:
@@ -143,9 +131,24 @@ def simulate(
     return _stats(finished, itl, tokens_out, now, iterations)
 
 
+def _first_requests(req: Requests, eng: EngineConfig, concurrency: int, together: bool) -> list[int | None]:
+    """The iteration each client sends its first request at: all at 0, or staggered over one lifetime."""
+    life = int(-(-req.new // (eng.max_num_batched_tokens or req.new)) + req.decode_steps)
+    return [0 if together else (i * life) // concurrency for i in range(concurrency)]  # ascending
+
+
+def _release(pending: list, waiting: list, idle: bool) -> list:
+    """Move the follow-up requests whose lag has run out (all of them when the engine is idle) to the queue;
+    the others still pending, one iteration closer."""
+    waiting += [r for n, r in pending if n <= 0 or idle]
+    return [[n - 1, r] for n, r in pending if not (n <= 0 or idle)]
+
+
 def _poisson(dev, eng, req, rate: float, max_resident: int, iterations: int, seed: int) -> SimResult:
     """Open loop: requests arrive at exponential gaps of mean 1/``rate`` (seeded) and join the queue at the
     next iteration boundary; statistics over the requests that arrive in the middle third of the run."""
+    if not rate > 0:
+        raise ValueError(f"arrival='poisson' needs rate > 0 requests/s, not {rate!r}")
     rng = np.random.default_rng(seed)
     lengths = _lengths(req)
     ov = active_overheads(dev, eng)
@@ -163,15 +166,23 @@ def _poisson(dev, eng, req, rate: float, max_resident: int, iterations: int, see
         if not (waiting or running):
             now = nxt  # idle until the next arrival
             continue
-        decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
-        t, emitted = _iterate(dev, eng, req, ov, decoders, chunks, now, itl)
-        now += t
-        tokens_out.append((now, emitted))
-        for r in [r for r in running if r.generated >= r.gen]:
-            running.remove(r)
-            finished.append(r)
-            r.finished = now
+        now, _ = _advance(dev, eng, req, ov, (running, waiting, finished), max_resident, now, itl, tokens_out)
     return _stats(finished, itl, tokens_out, now, iterations)
+
+
+def _advance(dev, eng, req, ov, queues, max_resident: int, now: float, itl: list, tokens_out: list):
+    """Schedule and run one iteration; (the time after it, the requests it finished)."""
+    running, waiting, finished = queues
+    decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
+    t, emitted = _iterate(dev, eng, req, ov, decoders, chunks, now, itl)
+    now += t
+    tokens_out.append((now, emitted))
+    done = [r for r in running if r.generated >= r.gen]
+    for r in done:
+        running.remove(r)
+        finished.append(r)
+        r.finished = now
+    return now, done
 
 
 def _iterate(dev, eng, req, ov, decoders, chunks, now: float, itl: list) -> tuple[float, int]:
