@@ -58,7 +58,7 @@ ArrivalOpt = o.text_option(
     "poisson (default with --rate) or offline (every request queued at once).",
 )
 PromptsPerClientOpt = o.number_option(
-    "--prompts-per-client", "Closed loop: requests each client sends (10).", o.POSITIVE
+    "--prompts-per-client", "Closed loop: requests each client sends (10).", o.floats(1, 1e9)
 )
 
 

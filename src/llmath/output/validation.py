@@ -252,4 +252,4 @@ def runs_human(report: dict[str, Any]) -> None:
     """``llmath validate --runs``: the error summaries (signed and absolute medians; error = (pred − meas) / meas)."""
     c = _console()
     c.print("error = (predicted − measured) / measured; medians over the rows of each group")
-    c.print(runs_markdown(report), markup=False, highlight=False)
+    c.print(runs_markdown(report), markup=False, highlight=False, soft_wrap=True)
