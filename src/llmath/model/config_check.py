@@ -27,6 +27,7 @@ import math
 import os
 import stat
 from collections.abc import Mapping
+from contextvars import ContextVar
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -104,6 +105,15 @@ MOE_EXPERTS = {
 
 
 # ---- the file -------------------------------------------------------------------------------------
+
+
+LOCAL_PATHS: ContextVar[bool] = ContextVar("llmath_local_paths", default=True)  # False: the page's requests
+
+
+def local_paths() -> bool:
+    """Whether a model or hardware name may be a path on this machine (the CLI and the library: yes; the web
+    page's requests: no, a name is never ``stat``-ed or read there, see :mod:`llmath.web.server`)."""
+    return LOCAL_PATHS.get()
 
 
 def file_kind(path: str | Path) -> str:
