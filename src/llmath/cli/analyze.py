@@ -35,7 +35,9 @@ ConcurrencyOpt = Annotated[
     float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
 ]
 RateOpt = o.number_option("--rate", "Serve an open loop of this many requests/s.")
-EngineOpt = o.text_option("--engine", "vllm|sglang|trtllm|llama.cpp scheduler defaults (default vllm).")
+EngineOpt = o.text_option(
+    "--engine", "vllm|sglang|trtllm|llama.cpp: scheduler defaults and the kernels of quantised formats (default vllm)."
+)
 PrefixHitOpt = Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")]
 MaxTokensOpt = Annotated[
     int | None, typer.Option("--max-num-batched-tokens", help="Override the engine's token budget per iteration.")
@@ -113,8 +115,7 @@ STATIC_ONLY = (  # (flag, attribute, default): what only a static batch uses
     ("--plot", "plot", None),
     ("--memory-plot", "memory_plot", None),
 )
-SERVING_ONLY = (
-    ("--engine", "engine", None),
+SERVING_ONLY = (  # --engine is not here: a static batch runs quantised formats in the engine's kernels
     ("--prefix-hit", "prefix_hit", 0.0),
     ("--max-num-batched-tokens", "max_num_batched_tokens", None),
     ("--max-num-seqs", "max_num_seqs", None),
@@ -222,6 +223,7 @@ def _static(a: SimpleNamespace, p) -> None:
         reserve_bytes=a.reserve_gb * 1e9,
         decoder_prompt=a.decoder_prompt,
         images=a.images,
+        engine=a.engine or "vllm",
         matmul=a.matmul_eff,
         memory=a.memory_eff,
         overhead_s=ov,

@@ -27,6 +27,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _group() -> None:
+    """Keeps the app a command group when a run registers only its own command (:mod:`llmath.cli`)."""
+
+
 def _click_module():
     """The click that typer runs on: typer's vendored copy (``typer._click``, typer >= 0.2x) or, for older
     typers, the ``click`` package that ``typer.main`` imported. Never imported here directly."""

@@ -254,7 +254,16 @@ def aliases() -> dict[str, str]:
 
 
 def raw(name: str) -> dict[str, Any]:
-    return dict(_table()[aliases().get(name, name)])
+    return dict(_table()[_registry_name(name)])
+
+
+def _registry_name(name: str) -> str:
+    """The bundled name ``name`` means, whatever its case (``H100-SXM``, ``h100``); else ``name`` unchanged (a
+    file path keeps its case)."""
+    key = name.strip().lower()
+    if key in _table() or key in aliases():
+        return aliases().get(key, key)
+    return name
 
 
 @lru_cache(maxsize=256)
@@ -262,13 +271,13 @@ def get(name: str) -> Hardware:
     """A bundled accelerator by name or alias, or a hardware file (JSON/TOML) path."""
     if not isinstance(name, str):
         raise HardwareError(f"hardware={name!r} must be a registry name (see 'llmath hardware') or a file path")
-    name = aliases().get(name, name)
+    name = _registry_name(name)
     if name in _table():
         return from_dict(_table()[name], name)
     p = Path(name)
     if local_paths() and (p.suffix in (".json", ".toml") or file_kind(p) != "missing"):
         return load_file(p)
-    close = closest(name, names() + sorted(aliases()))
+    close = closest(name.lower(), names() + sorted(aliases()))
     hint = f"; closest: {', '.join(close)}" if close else ""
     raise UnknownNameError(
         f"unknown hardware {name!r}{hint}. Run 'llmath hardware' for the {len(_table())} known accelerators, "
