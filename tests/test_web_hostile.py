@@ -133,17 +133,22 @@ def test_every_reply_forbids_framing_and_foreign_scripts(serve):
 
 
 def test_a_model_name_is_never_a_path_here(serve, tmp_path, monkeypatch):
-    from llmath.model import config_check, registry
+    from llmath.errors import UnknownNameError
+    from llmath.model import config_check, hub, registry
 
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "config.json").write_text(json.dumps(registry.config("llama-3.2-1b")))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def no_such_repo(repo_id, revision=None):  # the hub's answer for an unknown repo, without the network
+        raise UnknownNameError(f"model {repo_id!r}: no such repo on the hub")
+
+    monkeypatch.setattr(hub, "fetch", no_such_repo)
     seen = []
     real = config_check.os.stat
     monkeypatch.setattr(config_check.os, "stat", lambda p, *a, **k: seen.append(str(p)) or real(p, *a, **k))
     port = serve()
     status, _, body = get(port, "/api/analyze?model=a/b")
-    # the local folder a/b (a valid config) is not read: the name is a hub id, which offline is not cached
-    assert status == 400 and "not in the HF cache" in json.loads(body)["error"]
+    # the local folder a/b (a valid config) is not read: the name is a hub id, and the hub has no such repo
+    assert status == 400 and "'a/b': no such repo on the hub" in json.loads(body)["error"]
     assert not [p for p in seen if p.startswith("a/b") or p.startswith(str(tmp_path / "a"))]
