@@ -225,6 +225,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "kv_dtype": optional_text("kv_dtype"),
     "disagg": flag("disagg"),
     "offline": flag("offline"),
+    "exhaustive": flag("exhaustive"),
 }
 
 

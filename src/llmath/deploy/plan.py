@@ -366,12 +366,7 @@ def plan(
 ) -> PlanResult:
     """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring).
     ``exhaustive``: evaluate every configuration instead of pruning (:mod:`.plan_search`); same answer."""
-    t0 = time.perf_counter()
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise WorkloadError(f"--gpus {gpus!r} must be an integer >= 1")
-    for name, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--cost-per-gpu-hour", cost_per_gpu_hour)):
-        if v is not None and not v > 0:
-            raise WorkloadError(f"{name} {v!r} must be > 0")
+    t0 = time.perf_counter()  # every argument is checked by @checked (llmath.deploy.arguments)
     spec = resolve(model)
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
