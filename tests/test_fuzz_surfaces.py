@@ -52,6 +52,17 @@ def one_line_cli(capsys, *args):
 
 # ---- the library ----------------------------------------------------------------------------------------
 
+
+def _result_or_llmath_error(entry, kw):
+    """``entry(model, hardware, **kw)`` returns a result whose numbers are finite, or raises an LLMathError."""
+    kw = {"model": SMALL, "hardware": "h100-sxm", **kw}
+    try:
+        res = entry(**kw)
+    except LLMathError:
+        return
+    assert finite(res.to_dict()), kw
+
+
 SERVE_KEYS = ["concurrency", "rate", "gpus", "tp", "dp", "overlap", "prefix_hit", "gen_dist", "precision",
               "attention", "efficiency_mode", "engine", "max_num_seqs", "gpu_memory_utilization",
               "max_num_batched_tokens", "prompt", "gen", "hardware", "model"]  # fmt: skip
@@ -60,12 +71,7 @@ SERVE_KEYS = ["concurrency", "rate", "gpus", "tp", "dp", "overlap", "prefix_hit"
 @FUZZ
 @given(changes=st.dictionaries(st.sampled_from(SERVE_KEYS), ODD, max_size=3))
 def test_serve_keywords(changes):
-    kw = {"model": SMALL, "hardware": "h100-sxm", "prompt": 64, "gen": 8, "concurrency": 4, **changes}
-    try:
-        rep = llmath.serve(**kw)
-    except LLMathError:
-        return
-    assert finite(rep.to_dict()), kw
+    _result_or_llmath_error(llmath.serve, {"prompt": 64, "gen": 8, "concurrency": 4, **changes})
 
 
 PLAN_KEYS = ["gpus", "tp", "pp", "dp", "ep", "ttft_ms", "tpot_ms", "weights", "disagg", "cost_per_gpu_hour",
@@ -75,12 +81,7 @@ PLAN_KEYS = ["gpus", "tp", "pp", "dp", "ep", "ttft_ms", "tpot_ms", "weights", "d
 @settings(FUZZ, max_examples=15)
 @given(changes=st.dictionaries(st.sampled_from(PLAN_KEYS), ODD, max_size=2))
 def test_plan_keywords(changes):
-    kw = {"model": SMALL, "hardware": "h100-sxm", "gpus": 2, "prompt": 64, "gen": 8, **changes}
-    try:
-        res = llmath.plan(**kw)
-    except LLMathError:
-        return
-    assert finite(res.to_dict()), kw
+    _result_or_llmath_error(llmath.plan, {"gpus": 2, "prompt": 64, "gen": 8, **changes})
 
 
 # ---- the CLI's serving and plan options ------------------------------------------------------------------
