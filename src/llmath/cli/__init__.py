@@ -23,6 +23,7 @@ COMMANDS = {
     "analyze": "analyze",
     "sweep": "compare",
     "compare": "compare",
+    "estimates": "compare",
     "seeds": "compare",
     "calibrate": "measure",
     "validate": "measure",
