@@ -374,12 +374,11 @@ def plan(
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    searches = []
-    for fmt in formats:
-        act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
-        p = Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
-        eff = efficiency(efficiency_mode, hw)
-        searches.append(_Search(spec, hw, p, eff, attention, engine, engine_overrides, req, targets, fmt))
+    eff = efficiency(efficiency_mode, hw)
+    searches = [
+        _Search(spec, hw, _precision(fmt, kv_dtype), eff, attention, engine, engine_overrides, req, targets, fmt)
+        for fmt in formats
+    ]
     cols: list = []
     rejected: list[dict[str, Any]] = []
     if exhaustive:
@@ -395,6 +394,12 @@ def plan(
         )
     best, front, notes = select(columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour) if n else none_meets()
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
+
+
+def _precision(fmt: str, kv_dtype: str | None) -> Precision:
+    """Weights in ``fmt``; activations in it when it is a float format the engines compute in, else bf16."""
+    act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
+    return Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
 
 
 def _pruned(searches: list[_Search], gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> tuple:
