@@ -360,11 +360,7 @@ def plan(
     """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring).
     ``exhaustive``: evaluate every configuration instead of pruning (:mod:`.plan_search`); same answer."""
     t0 = time.perf_counter()
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise WorkloadError(f"--gpus {gpus!r} must be an integer >= 1")
-    for name, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--cost-per-gpu-hour", cost_per_gpu_hour)):
-        if v is not None and not v > 0:
-            raise WorkloadError(f"{name} {v!r} must be > 0")
+    _check_numbers(gpus, ttft_ms, tpot_ms, cost_per_gpu_hour)
     spec = resolve(model)
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -394,6 +390,14 @@ def plan(
         )
     best, front, notes = select(columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour) if n else none_meets()
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
+
+
+def _check_numbers(gpus, ttft_ms, tpot_ms, cost_per_gpu_hour) -> None:
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise WorkloadError(f"--gpus {gpus!r} must be an integer >= 1")
+    for name, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--cost-per-gpu-hour", cost_per_gpu_hour)):
+        if v is not None and not v > 0:
+            raise WorkloadError(f"{name} {v!r} must be > 0")
 
 
 def _precision(fmt: str, kv_dtype: str | None) -> Precision:
