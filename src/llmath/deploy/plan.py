@@ -3,7 +3,7 @@ front of tokens/s per GPU against tokens/s per user.
 
 Search space (each axis vectorised or a short loop): weight formats (``weights``), parallel layouts of a
 replica (``layouts``: TP/PP/EP; pins honoured), aggregated serving at every concurrency per replica from 1 to
-what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.serving.steady_state` call per
+what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.closed_loop.lockstep_state` call per
 layout), and with ``disagg=True`` disaggregated prefill/decode pools of every pair of layouts, rate-matched,
 over a grid of decode batches (:mod:`.disagg`). A configuration is feasible when it fits in memory (else
 it is listed under ``rejected`` with the reason) and meets ``ttft_s ≤ ttft_ms`` and ``tpot_s ≤ tpot_ms``.
@@ -28,6 +28,7 @@ import numpy as np
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
+from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.plan_rows import add, columns, dedupe, none_meets, pareto_mask, select
@@ -41,7 +42,7 @@ from llmath.deploy.plan_search import (
     meets,
     weights_leave_no_pool,
 )
-from llmath.deploy.serving import Requests, memory, refuse_uncached, steady_state
+from llmath.deploy.serving import Requests, memory, refuse_uncached
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
@@ -183,7 +184,7 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
     if grid is None:
         return 0
     c, mem, dp, inst = grid
-    return _agg_rows(rep, fmt, dp, inst, c, steady_state(rep.device, eng, req, c, mem.max_resident), cols)
+    return _agg_rows(rep, fmt, dp, inst, c, lockstep_state(rep.device, eng, req, c, mem.max_resident), cols)
 
 
 def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list) -> tuple | None:
@@ -256,7 +257,7 @@ def _sampled(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols, reject
         return None
     c, mem, dp, inst = grid
     at = np.unique(np.linspace(0, len(c) - 1, min(SAMPLE, len(c))).round().astype(int))
-    ss = steady_state(rep.device, eng, req, c[at], mem.max_resident)
+    ss = lockstep_state(rep.device, eng, req, c[at], mem.max_resident)
     _agg_rows(rep, fmt, dp, inst, c[at], ss, cols)
     ok = meets(ss.ttft_s, ss.tpot_s, **targets)
     thr = ss.throughput_tok_s * dp / (inst * rep.gpus)
@@ -273,7 +274,7 @@ def _refine(samples: list[_Sampled], front: Frontier, cols: list, targets: dict)
             todo[s.at[i] + 1 : s.at[i + 1]] = True
         if not todo.any():
             continue
-        ss = steady_state(s.rep.device, s.eng, s.req, s.c[todo], s.max_resident)
+        ss = lockstep_state(s.rep.device, s.eng, s.req, s.c[todo], s.max_resident)
         n += _agg_rows(s.rep, s.fmt, s.dp, s.inst, s.c[todo], ss, cols)
         ok = meets(ss.ttft_s, ss.tpot_s, **targets)
         front.add((ss.throughput_tok_s * s.dp / (s.inst * s.rep.gpus))[ok], (1 / ss.tpot_s)[ok])
@@ -360,7 +361,8 @@ def plan(
     """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring).
     ``exhaustive``: evaluate every configuration instead of pruning (:mod:`.plan_search`); same answer."""
     t0 = time.perf_counter()
-    _check_numbers(gpus, ttft_ms, tpot_ms, cost_per_gpu_hour)
+    if gpus is None:  # @checked has checked every number (gpus, the targets, the cost) by its rule
+        raise WorkloadError("--gpus is required: the number of GPUs to plan for")
     spec = resolve(model)
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -372,7 +374,7 @@ def plan(
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     eff = efficiency(efficiency_mode, hw)
     searches = [
-        _Search(spec, hw, _precision(fmt, kv_dtype), eff, attention, engine, engine_overrides, req, targets, fmt)
+        _Search(spec, hw, _format_precision(fmt, kv_dtype), eff, attention, engine, engine_overrides, req, targets, fmt)
         for fmt in formats
     ]
     cols: list = []
@@ -392,16 +394,9 @@ def plan(
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
 
 
-def _check_numbers(gpus, ttft_ms, tpot_ms, cost_per_gpu_hour) -> None:
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise WorkloadError(f"--gpus {gpus!r} must be an integer >= 1")
-    for name, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--cost-per-gpu-hour", cost_per_gpu_hour)):
-        if v is not None and not v > 0:
-            raise WorkloadError(f"{name} {v!r} must be > 0")
-
-
-def _precision(fmt: str, kv_dtype: str | None) -> Precision:
-    """Weights in ``fmt``; activations in it when it is a float format the engines compute in, else bf16."""
+def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
+    """A candidate weight format: 16/8-bit formats run their own activations, others bf16; the KV cache in the
+    activations' format unless ``kv_dtype`` is given (fp32 activations keep a bf16 cache)."""
     act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
     return Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
 
