@@ -1,21 +1,31 @@
 """Speed benchmark: prints one JSON object (times on this machine).
 
-    python benchmarks/bench_speed.py --json
+    python benchmarks/bench_speed.py --json [--peer-python PATH]
 
 scenario_us        median time of one full in-process scenario (params + prefill + decode step + a 1,024-token
-                   generation, per-op breakdown included), Llama-3-8B on an H100 SXM: the median over 5
+                   generation, per-op breakdown included), Llama-3-8B on an H100 SXM, batch 8: the median over 5
                    fresh processes of each one's median of 2,000 calls (on this 2-core VM a single
-                   process's median varies up to 2x from run to run)                   target <= 50 µs
-sweep_1e6_s        10^6 scenarios (batch x prompt grid) in one vectorised call              target <= 1 s
+                   process's median varies up to 2x from run to run)
+peer_scenario_us   the same for llm-flops 0.0.1's ``estimate()`` on the same scenario (Meta-Llama-3-8B, batch 8,
+                   1,024 prompt tokens, 1,024 generated, H100, inference), its processes alternating with
+                   ours; run by ``--peer-python`` (an interpreter with ``llm-flops==0.0.1`` installed) or by this
+                   one when it can import ``llmflops``; absent when neither can
+scenario_ratio     peer_scenario_us / scenario_us, the median of the ratios of each alternating pair
+                                                                                         target >= 3
+sweep_1e6_s        10^6 scenarios (batch x prompt grid) in one vectorised call, CPU s     target <= 0.5 s
 generation_1e5_ms  one 100,000-token generation (closed form over decode steps)          target <= 5 ms
-import_s           `import llmath` in a fresh process                                    target <= 0.15 s
-cli_s              `llmath analyze llama-3-8b --hardware h100-sxm --json`, whole process target <= 0.5 s
+import_s           `import llmath` in a fresh process, CPU s                             target <= 0.15 s
+cli_s              `llmath analyze llama-3-8b --hardware h100-sxm --json`, whole process, CPU s
+                                                                                         target <= 0.3 s
+Each figure is the median of its repeats; ``*_min`` the minimum. CPU seconds (the operating system's
+accounting of the finished child, or of this process) rather than wall time: the VM is shared.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,26 +46,76 @@ for _ in range(2000):
 print(statistics.median(ts) * 1e6)
 """
 
-TARGETS = {"scenario_us": 50, "sweep_1e6_s": 1.0, "generation_1e5_ms": 5.0, "import_s": 0.15, "cli_s": 0.5}
+_PEER = """
+import statistics, time
+from llmflops.estimator import estimate
+kw = dict(batch_size=8, sequence_length=1024, gpu="H100", num_generated_tokens=1024, include_backward=False,
+          causal=True, allow_hf_fetch=False)
+estimate("meta-llama/Meta-Llama-3-8B", **kw)
+ts = []
+for _ in range(2000):
+    t = time.perf_counter()
+    estimate("meta-llama/Meta-Llama-3-8B", **kw)
+    ts.append(time.perf_counter() - t)
+print(statistics.median(ts) * 1e6)
+"""
+
+TARGETS = {"sweep_1e6_s": 0.5, "generation_1e5_ms": 5.0, "import_s": 0.15, "cli_s": 0.3}
 
 
-def _median_time(fn, repeats: int) -> float:
+def _median_cpu(fn, repeats: int) -> tuple[float, float]:
     ts = []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+        ts.append(time.process_time() - t)
+    return statistics.median(ts), min(ts)
 
 
-def _process(cmd: list[str], repeats: int = 7) -> float:
+def _child_cpu(cmd: list[str]) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, capture_output=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _process(cmd: list[str], repeats: int = 7) -> tuple[float, float]:
     subprocess.run(cmd, capture_output=True, check=True)  # warm the file cache
-    return _median_time(lambda: subprocess.run(cmd, capture_output=True, check=True), repeats)
+    ts = [_child_cpu(cmd) for _ in range(repeats)]
+    return statistics.median(ts), min(ts)
+
+
+def _peer_python(given: str | None) -> str | None:
+    if given:
+        return given
+    try:
+        import llmflops  # noqa: F401
+    except ImportError:
+        return None
+    return sys.executable
+
+
+def _scenarios(peer: str | None, rounds: int = 5) -> dict:
+    """Ours and the peer's per-process medians, alternating process by process."""
+    ours, theirs = [], []
+    for _ in range(rounds):
+        r = subprocess.run([sys.executable, "-c", _SCENARIO], capture_output=True, text=True, check=True)
+        ours.append(float(r.stdout))
+        if peer:
+            r = subprocess.run([peer, "-c", _PEER], capture_output=True, text=True, check=True)
+            theirs.append(float(r.stdout))
+    res = {"scenario_us": statistics.median(ours), "scenario_us_per_process": ours}
+    if theirs:
+        res["peer_scenario_us"] = statistics.median(theirs)
+        res["peer_scenario_us_per_process"] = theirs
+        res["scenario_ratio"] = statistics.median(t / o for t, o in zip(theirs, ours, strict=True))
+    return res
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--peer-python", help="an interpreter with llm-flops==0.0.1 installed")
     args = ap.parse_args()
 
     import numpy as np
@@ -70,30 +130,29 @@ def main() -> None:
 
     spec = llmath.resolve("llama-3-8b")
     hw = get("h100-sxm")
-    per_process = []
-    for _ in range(5):
-        r = subprocess.run([sys.executable, "-c", _SCENARIO], capture_output=True, text=True, check=True)
-        per_process.append(float(r.stdout))
-    res = {"scenario_us": statistics.median(per_process), "scenario_us_per_process": per_process}
+    res = _scenarios(_peer_python(args.peer_python))
 
     B = np.tile(np.arange(1, 1001), 1000)
     P = np.repeat(np.arange(1, 1001) * 8, 1000)
     grid(spec, hw, B[:10], P[:10], 256)
-    res["sweep_1e6_s"] = _median_time(lambda: grid(spec, hw, B, P, 256), 3)
+    res["sweep_1e6_s"], res["sweep_1e6_s_min"] = _median_cpu(lambda: grid(spec, hw, B, P, 256), 3)
 
     t, p, e = table(spec, "decode", "flash"), Precision(), efficiency("expected", hw)
-    res["generation_1e5_ms"] = _median_time(lambda: decode_generation(t, hw, p, e, 8, 1024, 100_000), 200) * 1e3
-    res["import_s"] = _process([sys.executable, "-c", "import llmath"])
-    res["cli_s"] = _process(
-        [sys.executable, "-m", "llmath.cli", "analyze", "llama-3-8b", "--hardware", "h100-sxm", "--json"]
+    gen_s, gen_min = _median_cpu(lambda: decode_generation(t, hw, p, e, 8, 1024, 100_000), 200)
+    res["generation_1e5_ms"], res["generation_1e5_ms_min"] = gen_s * 1e3, gen_min * 1e3
+    res["import_s"], res["import_s_min"] = _process([sys.executable, "-c", "import llmath"])
+    res["cli_s"], res["cli_s_min"] = _process(
+        [sys.executable, "-m", "llmath", "analyze", "llama-3-8b", "--hardware", "h100-sxm", "--json"]
     )
-    res["targets"] = TARGETS
-    res["met"] = {k: res[k] <= v for k, v in TARGETS.items()}
+    targets = {**TARGETS, "scenario_ratio": 3.0}
+    res["targets"] = targets
+    res["met"] = {k: (res[k] >= v if k == "scenario_ratio" else res[k] <= v) for k, v in targets.items() if k in res}
     if args.json:
         print(json.dumps(res, indent=2))
     else:
-        for k, v in TARGETS.items():
-            print(f"{k:20s} {res[k]:10.4g}  (target <= {v}) {'ok' if res['met'][k] else 'MISSED'}")
+        for k, v in targets.items():
+            if k in res:
+                print(f"{k:20s} {res[k]:10.4g}  (target {'>=' if k == 'scenario_ratio' else '<='} {v})")
 
 
 if __name__ == "__main__":

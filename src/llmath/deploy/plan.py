@@ -31,6 +31,7 @@ from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.plan_rows import add, columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import (
     DecodeCurve,
     Frontier,
@@ -54,19 +55,6 @@ from llmath.model.spec import ModelSpec
 
 GRID = 1024  # concurrency points per replica layout (vectorised: more points cost little)
 SAMPLE = 24  # of them first evaluated by the pruned search (plan_search.live_stretches)
-COLUMNS = (
-    "tp",
-    "pp",
-    "ep",
-    "dp",
-    "concurrency",
-    "ttft_s",
-    "tpot_s",
-    "throughput_tok_s",
-    "throughput_tok_s_per_gpu",
-    "tok_s_per_user",
-    "gpus_used",
-)
 
 
 @dataclass(frozen=True)
@@ -190,46 +178,32 @@ class PlanResult:
         }
 
 
-def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Points not dominated in (x, y), both maximised: no other point has x' ≥ x and y' ≥ y with one >."""
-    order = np.lexsort((-x, -y))  # by y descending, ties by x descending
-    xs = x[order]
-    best_before = np.maximum.accumulate(np.concatenate([[-np.inf], xs[:-1]]))
-    keep_sorted = xs > best_before
-    keep = np.zeros(len(x), dtype=bool)
-    keep[order[keep_sorted]] = True
-    return keep
+def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list) -> int:
+    """The layout's rows over its whole concurrency grid; how many."""
+    grid = _grid(rep, eng, req, gpus, fmt, rejected)
+    if grid is None:
+        return 0
+    c, mem, dp, inst = grid
+    return _agg_rows(rep, fmt, dp, inst, c, lockstep_state(rep.device, eng, req, c, mem.max_resident), cols)
 
 
-def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list, front=None) -> int:
-    """The layout's rows over its concurrency grid. With a ``front`` (a :class:`.plan_search.Frontier` and the
-    targets), a sample of the grid first, then only the stretches between its points that the front does not
-    beat (:func:`.plan_search.live_stretches`)."""
+def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list) -> tuple | None:
+    """(concurrency grid of one replica, its memory, attention replicas in all, instances), or None when the
+    layout does not fit (listed under ``rejected``)."""
     mem = memory(rep.device, eng, req)
     inst = gpus // rep.gpus  # engine instances side by side
-    dp = inst * rep.dp  # attention replicas in all, each serving its share of the requests
     where = {"mode": "aggregated", "weights": fmt, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "dp": rep.dp}
     if not mem.fits or inst < 1:
         rejected.append({**where, "reason": "does not fit" if not mem.fits else f"needs {rep.gpus} GPUs"})
-        return 0
+        return None
     c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
-    if front is not None and len(c) > SAMPLE:  # a sample first, then the stretches the front does not beat
-        at = np.unique(np.linspace(0, len(c) - 1, SAMPLE).round().astype(int))
-        ss = lockstep_state(rep.device, eng, req, c[at], mem.max_resident)
-        ok = meets(ss.ttft_s, ss.tpot_s, **front[1])
-        live = live_stretches(front[0], ss.throughput_tok_s * dp / (inst * rep.gpus), 1 / ss.tpot_s, ok)
-        keep = np.zeros(len(c), dtype=bool)
-        keep[at] = True
-        for i in np.flatnonzero(live):
-            keep[at[i] + 1 : at[i + 1]] = True
-        c = c[keep]
-        if len(c) > len(at):
-            ss = lockstep_state(rep.device, eng, req, c, mem.max_resident)
-    else:
-        ss = lockstep_state(rep.device, eng, req, c, mem.max_resident)
+    return c, mem, inst * rep.dp, inst  # dp: attention replicas, each serving its share of the requests
+
+
+def _agg_rows(rep: Replica, fmt: str, dp: int, inst: int, c: np.ndarray, ss, cols: list) -> int:
     n = len(c)
     thr = ss.throughput_tok_s * dp
-    _add(
+    add(
         cols,
         n,
         mode="aggregated",
@@ -246,6 +220,64 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
         tok_s_per_user=1 / ss.tpot_s,
         gpus_used=inst * rep.gpus,
     )
+    return n
+
+
+@dataclass
+class _Sampled:
+    """An aggregated layout evaluated at a sample of its concurrency grid ``c`` (indices ``at``), the rest
+    left to :func:`_refine`."""
+
+    rep: Replica
+    eng: Any
+    req: Requests
+    fmt: str
+    c: np.ndarray
+    at: np.ndarray
+    max_resident: int
+    dp: int
+    inst: int
+    thr: np.ndarray  # tokens/s per GPU at the samples
+    user: np.ndarray
+    ok: np.ndarray  # the samples meeting the targets
+
+    def live(self, front: Frontier) -> np.ndarray:
+        return live_stretches(front, self.thr, self.user, self.ok)
+
+    def top(self, front: Frontier) -> float:
+        """The most tokens/s per GPU a live stretch may hold (−inf: none live)."""
+        live = self.live(front)
+        return float(np.maximum(self.thr[:-1], self.thr[1:])[live].max()) if live.any() else -np.inf
+
+
+def _sampled(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, targets) -> _Sampled | None:
+    """The layout at ``SAMPLE`` points of its grid, as rows (the rest when :func:`_refine` finds it live)."""
+    grid = _grid(rep, eng, req, gpus, fmt, rejected)
+    if grid is None:
+        return None
+    c, mem, dp, inst = grid
+    at = np.unique(np.linspace(0, len(c) - 1, min(SAMPLE, len(c))).round().astype(int))
+    ss = lockstep_state(rep.device, eng, req, c[at], mem.max_resident)
+    _agg_rows(rep, fmt, dp, inst, c[at], ss, cols)
+    ok = meets(ss.ttft_s, ss.tpot_s, **targets)
+    thr = ss.throughput_tok_s * dp / (inst * rep.gpus)
+    return _Sampled(rep, eng, req, fmt, c, at, mem.max_resident, dp, inst, thr, 1 / ss.tpot_s, ok)
+
+
+def _refine(samples: list[_Sampled], front: Frontier, cols: list, targets: dict) -> int:
+    """The concurrencies between samples that the front does not beat, the most promising layout first
+    (each one's points tighten the front for the next); how many."""
+    n = 0
+    for s in sorted(samples, key=lambda s: -s.top(front)):
+        todo = np.zeros(len(s.c), dtype=bool)
+        for i in np.flatnonzero(s.live(front)):
+            todo[s.at[i] + 1 : s.at[i + 1]] = True
+        if not todo.any():
+            continue
+        ss = lockstep_state(s.rep.device, s.eng, s.req, s.c[todo], s.max_resident)
+        n += _agg_rows(s.rep, s.fmt, s.dp, s.inst, s.c[todo], ss, cols)
+        ok = meets(ss.ttft_s, ss.tpot_s, **targets)
+        front.add((ss.throughput_tok_s * s.dp / (s.inst * s.rep.gpus))[ok], (1 / ss.tpot_s)[ok])
     return n
 
 
@@ -277,7 +309,7 @@ def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: s
     n = int(ok.sum())
     thr = g.throughput_tok_s[ok]
     used = g.gpus_used[ok]
-    _add(
+    add(
         cols,
         n,
         mode="disaggregated",
@@ -298,45 +330,6 @@ def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: s
         decode_batch=g.decode_batch[ok],
     )
     return n
-
-
-def _dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out, seen = [], set()
-    for r in rows:
-        key = tuple(sorted(r.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
-
-
-def _add(cols: list, n: int, **kw) -> None:
-    cols.append((n, {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in kw.items()}))
-
-
-def _columns(batches: list) -> dict[str, np.ndarray]:
-    """One array per column over every batch (columns a batch lacks, e.g. the disaggregated ones: NaN)."""
-    keys = dict.fromkeys(k for _, b in batches for k in b)
-    return {k: np.concatenate([b[k] if k in b else np.full(n, np.nan) for n, b in batches]) for k in keys}
-
-
-def _rows(cols: dict[str, np.ndarray], idx: np.ndarray, cost: float | None) -> list[dict[str, Any]]:
-    """The configurations ``idx`` as plain dicts (one ``tolist`` per column, not per cell)."""
-    sel = {k: v[idx].tolist() for k, v in cols.items()}
-    ints = ("tp", "pp", "ep", "dp", "gpus_used")
-    out = []
-    for j in range(len(idx)):
-        r: dict[str, Any] = {"mode": sel["mode"][j], "weights": sel["weights"][j]}
-        r.update({k: (int(sel[k][j]) if k in ints else sel[k][j]) for k in COLUMNS})
-        if r["mode"] == "disaggregated":
-            r["prefill_workers"] = int(sel["prefill_workers"][j])
-            r["prefill_tp"] = int(sel["prefill_tp"][j])
-            r["decode_workers"] = r["dp"]
-            r["decode_batch"] = sel["decode_batch"][j]
-        if cost is not None:
-            r["usd_per_million_tokens"] = cost / 3600 / r["throughput_tok_s_per_gpu"] * 1e6
-        out.append(r)
-    return out
 
 
 @checked
@@ -388,14 +381,14 @@ def plan(
         n, fitting = sum(s.run(gpus, pins, disagg, cols, rejected) for s in searches), 0
     else:
         n, fitting = _pruned(searches, gpus, pins, disagg, cols, rejected)
-    rejected = _dedupe(rejected)
+    rejected = dedupe(rejected)
     if not n and not fitting:
         reasons = "; ".join(sorted({f"{r['mode']} {r['weights']}: {r['reason']}" for r in rejected}))
         raise WorkloadError(
             f"{spec.name} on {gpus} × {hw.name}: no configuration fits ({reasons}); add GPUs, use a smaller"
             " --weights format or a shorter prompt"
         )
-    best, front, notes = _select(_columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour) if n else _none_meets()
+    best, front, notes = select(columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour) if n else none_meets()
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
 
 
@@ -407,8 +400,9 @@ def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
 
 
 def _pruned(searches: list[_Search], gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> tuple:
-    """Every format's disaggregated pairs, then its aggregated layouts, against one front of what was found
-    (:mod:`.plan_search`; the pairs first: their bounds are cheap and their best points prune the most):
+    """Every format's disaggregated pairs, then its aggregated layouts at a sample of their concurrencies, then
+    the stretches between samples that could still reach the front, all against one front of what was found
+    (:mod:`.plan_search`: the pairs first, their bounds are cheap and their best points prune the most):
     (configurations evaluated, fitting ones skipped as unable to win)."""
     front = Frontier()
     n = fitting = 0
@@ -416,7 +410,11 @@ def _pruned(searches: list[_Search], gpus: int, pins: dict, disagg: bool, cols: 
         for s in searches:
             k, skipped = s.disagg_pruned(s.workers(gpus, pins, rejected), gpus, cols, rejected, front)
             n, fitting = n + k, fitting + skipped
-    return n + sum(s.aggregated_pruned(gpus, pins, cols, rejected, front) for s in searches), fitting
+    samples: list[_Sampled] = []
+    for s in searches:
+        k, sampled = s.aggregated_pruned(gpus, pins, cols, rejected, front)
+        n, samples = n + k, samples + sampled
+    return n + _refine(samples, front, cols, searches[0].targets), fitting
 
 
 @dataclass(frozen=True)
@@ -490,10 +488,10 @@ class _Search:
         keys = [k for k in _layout_keys(self.spec, gpus, pins) if k[1] == 1]
         return [(k, r) for k in keys if not isinstance(r := self._build(k, rejected), str)]
 
-    def aggregated_pruned(self, gpus: int, pins: dict, cols: list, rejected: list, front: Frontier) -> int:
-        """The aggregated layouts that could win, each family's pipelines deepened only while memory bounds
-        it (:mod:`.plan_search`); the configurations evaluated."""
-        n, valid = 0, False
+    def aggregated_pruned(self, gpus: int, pins: dict, cols: list, rejected: list, front: Frontier) -> tuple:
+        """The aggregated layouts that could win, each sampled (:func:`_sampled`), each family's pipelines
+        deepened only while memory bounds it (:mod:`.plan_search`); (configurations evaluated, the samples)."""
+        n, valid, samples = 0, False, []
         for fam in families(_layout_keys(self.spec, gpus, pins)):
             for key in fam:
                 rep = self._build(key, rejected)
@@ -501,17 +499,17 @@ class _Search:
                 if not isinstance(rep, Replica) or not (use := self._share(rep.dp, rep.gpus, gpus, pins)):
                     continue
                 eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
-                k = _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected, (front, self.targets))
-                n += k
-                if k:
-                    b = cols[-1][1]
-                    ok = meets(b["ttft_s"], b["tpot_s"], **self.targets)
-                    front.add(b["throughput_tok_s_per_gpu"][ok], b["tok_s_per_user"][ok])
-                    if not ok[-1]:  # the targets, not memory, bound this family: deeper pipelines cannot win
-                        break
+                sample = _sampled(rep, eng_r, self.req, use, self.fmt, cols, rejected, self.targets)
+                if sample is None:
+                    continue
+                n += len(sample.at)
+                samples.append(sample)
+                front.add(sample.thr[sample.ok], sample.user[sample.ok])
+                if not sample.ok[-1]:  # the targets, not memory, bound this family: deeper pipelines cannot win
+                    break
         if not valid:
             raise _no_layout(self.spec, gpus, pins)
-        return n
+        return n, samples
 
     def disagg_pruned(self, workers: list, gpus: int, cols: list, rejected: list, front: Frontier) -> tuple:
         """The disaggregated pairs (prefill workers: TP only) whose bound could reach the front, evaluated
@@ -546,23 +544,4 @@ class _Search:
         return n, skipped
 
 
-def _none_meets() -> tuple:
-    return None, [], ["no configuration meets the targets: best and pareto are empty; relax --ttft-ms/--tpot-ms"]
-
-
-def _select(arr: dict[str, np.ndarray], n: int, ttft_ms, tpot_ms, cost) -> tuple:
-    """(best, Pareto front, notes) among the configurations meeting the targets."""
-    ok = np.ones(n, dtype=bool)
-    if ttft_ms is not None:
-        ok &= arr["ttft_s"] <= ttft_ms / 1e3
-    if tpot_ms is not None:
-        ok &= arr["tpot_s"] <= tpot_ms / 1e3
-    if not ok.any():
-        return _none_meets()
-    idx = np.flatnonzero(ok)
-    thr = arr["throughput_tok_s_per_gpu"][idx]
-    tied = idx[thr == thr.max()]  # equal tokens/s per GPU (pools limited by the same prefill): the faster per user
-    best = int(tied[np.argmax(arr["tok_s_per_user"][tied])])
-    front = idx[pareto_mask(arr["throughput_tok_s_per_gpu"][idx], arr["tok_s_per_user"][idx])]
-    front = front[np.argsort(-arr["tok_s_per_user"][front])]
-    return _rows(arr, np.array([best]), cost)[0], _rows(arr, front, cost), []
+__all__ = ["PlanResult", "Replica", "pareto_mask", "plan", "replicas"]

@@ -31,6 +31,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from llmath.deploy.plan_rows import pareto_mask
 from llmath.deploy.serving import EngineConfig
 from llmath.deploy.step import Device, StepCost
 from llmath.model.dtypes import Precision
@@ -75,8 +76,6 @@ class Frontier:
         self.user = np.empty(0)
 
     def add(self, thr: np.ndarray, user: np.ndarray) -> None:
-        from llmath.deploy.plan import pareto_mask
-
         x, y = np.concatenate([self.thr, thr]), np.concatenate([self.user, user])
         keep = pareto_mask(x, y)
         order = np.argsort(-y[keep])  # fastest user first: a prefix holds every point at least as fast
