@@ -10,6 +10,7 @@ import typer
 from llmath import output as out
 from llmath.cli import options as o
 from llmath.cli.app import app
+from llmath.cli.engine import EmitOpt, EngineArgsOpt
 from llmath.errors import WorkloadError
 
 HardwareOpt = Annotated[
@@ -89,6 +90,8 @@ def analyze(
     spec_tokens: SpecTokensOpt = 3,
     acceptance: AcceptanceOpt = None,
     draft_model: DraftOpt = None,
+    engine_args: EngineArgsOpt = None,
+    emit: EmitOpt = None,
     **shared,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
@@ -96,13 +99,19 @@ def analyze(
 
     Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json ;
     llmath analyze llama-3.1-70b -H h100-sxm --gpus 2 --weights fp8 ; llmath analyze deepseek-v3 -H h200 --gpus 8
-    --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm
+    --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm ;
+    llmath analyze -H h100-sxm -c 64 --engine-args "vllm serve meta-llama/Llama-3.1-70B -tp 8 --kv-cache-dtype fp8"
     """
     _run(SimpleNamespace(**locals(), **shared))
 
 
 def _run(a: SimpleNamespace) -> None:
-    """Serve when --concurrency or --rate is given, else analyse the static batch."""
+    """Serve when --concurrency or --rate is given, else analyse the static batch; --emit prints the engine
+    command of the deployment instead."""
+    if a.engine_args:
+        from llmath.cli.engine import apply_engine_args
+
+        apply_engine_args(a)
     p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
     serving_flags = (a.engine, a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method)
     unused = any(v is not None for v in serving_flags) or a.prefix_hit or a.enforce_eager or a.gen_dist
@@ -111,6 +120,11 @@ def _run(a: SimpleNamespace) -> None:
             "--engine, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
             " --concurrency C or --rate R (--batch B is a static batch)"
         )
+    if a.emit:
+        from llmath.cli.engine import emit_analyze
+
+        emit_analyze(a, p)
+        return
     if a.concurrency is not None or a.rate is not None:
         if a.images:
             raise WorkloadError(f"--images {a.images} applies to a static batch (--batch B); drop --concurrency/--rate")
