@@ -7,7 +7,7 @@ from importlib import import_module
 
 from llmath.cli.app import app, main
 
-for _group in ("listing", "analyze", "compare", "measure", "serve", "plan"):
+for _group in ("listing", "analyze", "compare", "measure", "serve", "plan", "bench"):
     import_module(f"llmath.cli.{_group}")
 
 __all__ = ["app", "main"]
