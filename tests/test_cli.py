@@ -82,7 +82,7 @@ def test_analyze_json_keys(capsys):
     assert d["throughput_tok_s"] == pytest.approx(2 * 10 / d["e2e_s"])
 
 
-def test_ops_explain_reads_like_the_seed_table(capsys):
+def test_ops_explain_reads_like_the_gqa_einsum_table(capsys):
     code, out, _ = run(
         capsys, "ops", "llama-3-8b", "--stage", "decode", "--batch", "16", "--prompt", "4096", "--explain"
     )
@@ -243,8 +243,19 @@ def test_gen_one_and_context_warnings(capsys):
     # LLaMA-1 configs give the context limit as max_sequence_length=2048
     code, _, err = run(capsys, "ops", "llama-7b", "--stage", "decode", "--context", "4096")
     assert code == 0 and "max_position_embeddings=2048" in err
-    code, _, err = run(capsys, "seeds", "gpt2-xl", "--context", "4096", "--gen", "16")
+    code, _, err = run(capsys, "estimates", "gpt2-xl", "--context", "4096", "--gen", "16")
     assert code == 0 and "exceeds" in err
+
+
+def test_seeds_is_a_hidden_alias_of_estimates(capsys):
+    args = ("gpt2", "--context", "128", "--gen", "16", "--json")
+    code, est, _ = run(capsys, "estimates", *args)
+    code2, old, err = run(capsys, "seeds", *args)
+    assert code == code2 == 0 and old == est and "llmath estimates" in err
+    # GPT-2 small, one token attending 128 positions: 24*L*d^2 + 4*L*d*N = 24*12*768^2 + 4*12*768*128
+    assert json.loads(est)["per_token"][0]["estimate"] == 24 * 12 * 768**2 + 4 * 12 * 768 * 128 == 174_587_904
+    code, out, _ = run(capsys, "--help")
+    assert "estimates" in out and "seeds" not in out
 
 
 def test_custom_hardware_from_toml_and_flags(tmp_path, capsys):
@@ -294,7 +305,7 @@ def test_cli_reference_is_current():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert (ROOT / "docs" / "cli.md").read_text() == mod.render(), "run: python scripts/gen_cli_docs.py"
-    for cmd in ("analyze", "ops", "params", "sweep", "compare", "seeds", "calibrate", "validate", "serve"):
+    for cmd in ("analyze", "ops", "params", "sweep", "compare", "estimates", "calibrate", "validate", "serve"):
         assert f"## llmath {cmd}" in mod.render()
 
 

@@ -30,7 +30,7 @@ from llmath.deploy.cost import (
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.speculative import refuse_draft_only
 from llmath.errors import HardwareError, LayoutError, WorkloadError
-from llmath.hardware import Hardware, execution
+from llmath.hardware import Hardware, execution, kernels
 from llmath.hardware import get as get_hardware
 from llmath.hardware.decode import decode_generation
 from llmath.hardware.efficiency import check_overrides
@@ -62,6 +62,7 @@ class Workload:
     precision: Precision = field(default_factory=Precision)
     decoder_prompt: int = 1  # encoder-decoder only: decoder tokens in its prefill (1 = the start token)
     images: int = 0  # images per request (Llama 3.2 Vision: its vision stage and cross-attention layers run)
+    engine: str = "vllm"  # whose kernels run a declared quantised format (llmath.hardware.kernels)
 
     def __post_init__(self) -> None:
         for f in ("batch", "prompt", "decoder_prompt", "gen", "prefix", "images"):
@@ -355,6 +356,7 @@ def analyze(
     overlap: str = "none",
     decoder_prompt: int = 1,
     images: int = 0,
+    engine: str = "vllm",
     **efficiency_overrides,
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
@@ -365,6 +367,8 @@ def analyze(
     layout and ``comm`` its collectives. Without them, one device, exactly as before. Encoder-decoder
     models add the ``encoder`` pass (``decoder_prompt``: :mod:`llmath.ops.stages`); ``images`` per request
     (Llama 3.2 Vision) add the ``vision`` pass and the cross-attention layers' work and cache (one device).
+    ``engine``: whose kernels run a declared quantised weight format (a checkpoint's, or one set by
+    ``precision_for``), e.g. FP8 as W8A8 on fp8 tensor cores (:mod:`llmath.hardware.kernels`).
     ``efficiency_overrides``: fields of :class:`~llmath.hardware.efficiency.Efficiency`; others are errors.
     """
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
@@ -374,10 +378,11 @@ def analyze(
     reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)
+    precision = kernels.engine_precision(precision, hardware, engine)  # the engine's kernel for declared formats
     gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
     decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
     images = check_int("images", images, 0, MAX_TOKENS)
-    w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt, images), hardware
+    w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt, images, engine), hardware
     if any(v is not None for v in (gpus, tp, pp, ep, dp)):
         if images:
             raise LayoutError(f"images={images}: image requests are modelled on one device; drop --gpus/--tp/--pp")
@@ -408,7 +413,7 @@ def _analyze_device(
     a = Analysis(spec.name, hw.name if hw else None, wd, params, pre, dec, kv, mem, warnings=notes,
                  encoder=rep.get("encoder"), vision=rep.get("vision"))  # fmt: skip
     a.training = training_flops(spec, batch, prompt)
-    a.precision = execution.precision_report(spec, w.precision, hw, attention)
+    a.precision = execution.precision_report(spec, w.precision, hw, attention, w.engine)
     if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s + ((enc.time_s or 0.0) if enc else 0.0))
@@ -496,7 +501,7 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
     a = Analysis(spec.name, hw.name if hw else None, wd, param_report(spec), pre, dec, _kv_summary(spec, w), mem,
                  warnings=notes, encoder=enc)  # fmt: skip
     a.training = training_flops(spec, w.batch, w.prompt)
-    a.precision = execution.precision_report(spec, p, hw, attention)
+    a.precision = execution.precision_report(spec, p, hw, attention, w.engine)
     deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
     a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
     a.comm = {k: r.comm for k, r in rep.items()}

@@ -36,7 +36,9 @@ ConcurrencyOpt = Annotated[
     float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
 ]
 RateOpt = o.number_option("--rate", "Serve an open loop of this many requests/s.")
-EngineOpt = o.text_option("--engine", "vllm|sglang|trtllm|llama.cpp scheduler defaults (default vllm).")
+EngineOpt = o.text_option(
+    "--engine", "vllm|sglang|trtllm|llama.cpp: scheduler defaults and the kernels of quantised formats (default vllm)."
+)
 PrefixHitOpt = Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")]
 MaxTokensOpt = Annotated[
     int | None, typer.Option("--max-num-batched-tokens", help="Override the engine's token budget per iteration.")
@@ -113,11 +115,11 @@ def _run(a: SimpleNamespace) -> None:
 
         apply_engine_args(a)
     p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
-    serving_flags = (a.engine, a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method)
+    serving_flags = (a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method)
     unused = any(v is not None for v in serving_flags) or a.prefix_hit or a.enforce_eager or a.gen_dist
     if a.concurrency is None and a.rate is None and unused:
         raise WorkloadError(
-            "--engine, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
+            "--prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
             " --concurrency C or --rate R (--batch B is a static batch)"
         )
     if a.emit:
@@ -189,6 +191,7 @@ def _static(a: SimpleNamespace, p) -> None:
         reserve_bytes=a.reserve_gb * 1e9,
         decoder_prompt=a.decoder_prompt,
         images=a.images,
+        engine=a.engine or "vllm",
         matmul=a.matmul_eff,
         memory=a.memory_eff,
         overhead_s=ov,

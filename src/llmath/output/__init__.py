@@ -143,7 +143,7 @@ def params_human(rep) -> None:
             f"language model of a {rep.wrapper} wrapper: {', '.join(rep.towers_not_counted) or 'other towers'} "
             "not counted"
         )
-    t3 = Table(title="the seeds' estimates vs the exact count")
+    t3 = Table(title="closed-form estimates vs the exact count")
     t3.add_column("estimate")
     t3.add_column("value", justify="right")
     t3.add_column("error", justify="right")
@@ -517,7 +517,7 @@ def _comm_table(c, a) -> None:
         c.print(f"communication over all decode steps: {ms(a.comm['decode_total_s'])}")
 
 
-def seeds_human(rep: dict) -> None:
+def estimates_human(rep: dict) -> None:
     from rich.table import Table
 
     c = _console()
@@ -531,7 +531,7 @@ def seeds_human(rep: dict) -> None:
             f"sequence over the {rep['prompt']} source tokens (--prompt): {enc['matmul']:,} matmul FLOPs for "
             f"batch {rep['batch']}; every generated token cross-attends those {rep['prompt']} positions"
         )
-    t = Table(title="FLOPs per generated token: exact vs 24·L·d² + 4·L·d·N (seed 000)")
+    t = Table(title="FLOPs per generated token: exact vs the rule 24·L·d² + 4·L·d·N")
     for col in ("context N", "exact matmul", "exact layers only", "24Ld²+4LdN", "error vs layers", "attention share"):
         t.add_column(col, justify="right")
     for r in rep["per_token"]:
@@ -539,7 +539,7 @@ def seeds_human(rep: dict) -> None:
             f"{r['context']:,}",
             f"{r['exact']:,}",
             f"{r['exact_layers']:,}",
-            f"{r['seed']:,}",
+            f"{r['estimate']:,}",
             f"{r['error']:+.2%}",
             f"{r['attention_share']:.1%}",
         )
@@ -547,7 +547,7 @@ def seeds_human(rep: dict) -> None:
     x = rep["crossover"]
     c.print(
         f"attention FLOPs overtake the rest at context N = {x['exact']:,} (exact, this model) vs 6d = {x['six_d']:,} "
-        f"(seed 000; off by {x['error']:+.1%})"
+        f"(the 6d rule; off by {x['error']:+.1%})"
     )
     b = rep["prefill_vs_loop"]
     c.print(
@@ -556,7 +556,7 @@ def seeds_human(rep: dict) -> None:
         f"the batch form does {b['extra_fraction']:.2%} more; a causal "
         f"flash kernel does {b['batch_flash']:,}"
     )
-    t = Table(title=f"arithmetic intensity over a generation (B={rep['batch']}, P={rep['prompt']}; seed 003)")
+    t = Table(title=f"arithmetic intensity over a generation (B={rep['batch']}, P={rep['prompt']})")
     for col in ("step", "context", "proj (weight GEMMs)", "act-to-act (attention)", "whole step"):
         t.add_column(col, justify="right")
     for r in rep["intensity"]:
