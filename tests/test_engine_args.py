@@ -233,3 +233,29 @@ def test_trtllm_config_file_is_written_and_read(capsys, tmp_path, monkeypatch):
     lay = json.loads(out)["layout"]
     assert (lay["tp"], lay["dp"], lay["ep"]) == (1, 8, 8)
     assert json.loads(out)["workload"]["kv_dtype"] == "fp8"
+
+
+def test_an_engines_command_converts_to_another_engines(capsys):
+    # SGLang: --tp 8 --dp 8 --enable-dp-attention is 8 attention replicas of one GPU each, experts over 8
+    text = (
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention --ep 8"
+    )
+    code, out, err = run_cli(capsys, "analyze", "-H", "h200", "-c", "64", "--engine-args", text, "--emit", "vllm")
+    assert code == 0, err
+    # vLLM spells it as DP 8 of TP 1 with expert parallelism over all 8 ranks; 64 requests over 8 replicas
+    assert out.split() == [
+        "vllm",
+        "serve",
+        "deepseek-ai/DeepSeek-V3",
+        "--tensor-parallel-size",
+        "1",
+        "--data-parallel-size",
+        "8",
+        "--enable-expert-parallel",
+        "--max-num-seqs",
+        "8",
+        "--max-num-batched-tokens",
+        "8192",
+        "--gpu-memory-utilization",
+        "0.9",
+    ]

@@ -125,7 +125,7 @@ def _run(a: SimpleNamespace) -> None:
     if a.emit:
         from llmath.cli.engine import emit_analyze
 
-        emit_analyze(a, p)
+        emit_analyze(a)
         return
     if a.concurrency is not None or a.rate is not None:
         if a.images:

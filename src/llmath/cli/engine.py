@@ -150,7 +150,7 @@ def apply_engine_args(a: SimpleNamespace) -> None:
         out.note("note: --engine-args: scheduler limits and speculation apply with --concurrency C or --rate R")
 
 
-def emit_analyze(a: SimpleNamespace, precision) -> None:
+def emit_analyze(a: SimpleNamespace) -> None:
     """``analyze --emit``: the deployment analyze's arguments describe, as the engine's command."""
     from llmath.deploy.engine_args import deployment_for, emit
 
@@ -160,7 +160,7 @@ def emit_analyze(a: SimpleNamespace, precision) -> None:
             a.hardware,
             a.emit,
             layout=dict(gpus=a.gpus, tp=a.tp, pp=a.pp, ep=a.ep, dp=a.dp),
-            weights=precision.weights,
+            weights=a.weights,  # a checkpoint's own format needs no flag: the engine reads its quantization_config
             kv_dtype=a.kv_dtype,
             concurrency=a.concurrency,
             max_num_seqs=a.max_num_seqs,
