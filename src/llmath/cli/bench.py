@@ -71,21 +71,10 @@ def bench_cmd(
     Examples: llmath bench http://127.0.0.1:8000 --model meta-llama/Llama-3.1-8B -c 32 --prompt 1024 --gen 256 ;
     llmath bench http://127.0.0.1:8000 --model m -c 64 -H h100-sxm --engine-args "vllm serve meta-llama/Llama-3.1-8B"
     """
-    from llmath.measure.bench import BenchConfig, run
+    from llmath.measure.bench import run
 
     a = SimpleNamespace(**locals(), **shared)
-    cfg = BenchConfig(
-        url,
-        model,
-        concurrency,
-        prompt,
-        gen,
-        requests or 4 * concurrency,
-        rate,
-        timeout,
-        max(timeout, 600.0),
-        max_seconds,
-    )
+    cfg = _config(a)
     prediction_args = _prediction_args(a) if (hardware or engine_args) else None
     show = not json_ and sys.stderr.isatty()
     rep = run(cfg, _progress() if show else None)
@@ -118,6 +107,20 @@ def _report(rep, save: str | None, as_json: bool) -> None:
         reasons = "; ".join(rep.notes) or "no request finished"
         out.note(f"error: no request completed ({reasons}); check the URL, --model and the server's log")
         raise typer.Exit(1)
+
+
+def _config(a: SimpleNamespace):
+    """The run's settings; a value that breaks its rule is a usage error (exit code 2)."""
+    from llmath.errors import WorkloadError
+    from llmath.measure.bench import BenchConfig
+
+    try:
+        return BenchConfig(
+            a.url, a.model, a.concurrency, a.prompt, a.gen, a.requests or 4 * a.concurrency, a.rate, a.timeout,
+            max(a.timeout, 600.0), a.max_seconds,
+        )  # fmt: skip
+    except WorkloadError as e:
+        raise typer.BadParameter(str(e)) from None
 
 
 def _progress():

@@ -16,10 +16,20 @@ import typer
 from llmath import output as out
 from llmath.deploy.engine_args import EngineArgsError
 
+
+def _engine_name(value: str | None) -> str | None:
+    from llmath.deploy.engine_args import ENGINES
+
+    if value is not None and value not in ENGINES:
+        raise typer.BadParameter(f"{value!r} is not an engine llmath writes; use one of {', '.join(ENGINES)}")
+    return value
+
+
 EmitOpt = Annotated[
     str | None,
     typer.Option(
         "--emit",
+        callback=_engine_name,
         help="Print the engine command (and config file) that runs this deployment: vllm | sglang | trtllm "
         "(flags as each engine documents them; docs/engines.md).",
     ),
