@@ -94,7 +94,7 @@ def test_measures_the_configured_delays_within_5_percent(concurrency):
     assert m["output_tokens"] == 8 * 2 * concurrency
 
 
-def test_cli_reports_measured_beside_the_prediction(capsys):
+def test_cli_reports_measured_beside_the_prediction(capsys, tmp_path):
     with standin() as url:
         code, out, err = run_cli(
             capsys,
@@ -113,6 +113,8 @@ def test_cli_reports_measured_beside_the_prediction(capsys):
             "-H",
             "h100-sxm",
             "--json",
+            "--save",
+            str(tmp_path / "run.json"),
         )
     assert code == 0, err
     d = json.loads(out)
@@ -123,6 +125,8 @@ def test_cli_reports_measured_beside_the_prediction(capsys):
     assert pred["model"] == "llama-3.1-8b" and pred["hardware"] == "h100-sxm"
     assert pred["ttft_s"] > 0 and pred["tpot_s"] > 0 and pred["throughput_tok_s"] > 0
     assert "bench:" not in err  # no progress line with --json
+    saved = json.loads((tmp_path / "run.json").read_text())
+    assert saved["metrics"] == d["metrics"] and saved["prediction"]["deployment"]["engine"] == "vllm"
 
 
 def test_engine_args_give_the_predicted_deployment(capsys):

@@ -53,6 +53,9 @@ SpecMethodOpt = o.text_option("--spec-method", "Speculative decoding: draft | ea
 SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
 AcceptanceOpt = o.number_option("--acceptance", "Mean tokens a round yields (1 … k+1), as measured.")
 DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft.")
+CalibrationOpt = o.text_option(
+    "--calibration", "Serving: a 'llmath bench --save' report; its measured TTFT/TPOT set the efficiency."
+)
 
 
 @app.command()
@@ -94,6 +97,7 @@ def analyze(
     draft_model: DraftOpt = None,
     engine_args: EngineArgsOpt = None,
     emit: EmitOpt = None,
+    calibration: CalibrationOpt = None,
     **shared,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
@@ -115,11 +119,11 @@ def _run(a: SimpleNamespace) -> None:
 
         apply_engine_args(a)
     p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
-    serving_flags = (a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method)
+    serving_flags = (a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method, a.calibration)
     unused = any(v is not None for v in serving_flags) or a.prefix_hit or a.enforce_eager or a.gen_dist
     if a.concurrency is None and a.rate is None and unused:
         raise WorkloadError(
-            "--prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
+            "--prefix-hit, --max-num-*, --gpu-memory-utilization, --spec-* and --calibration apply to serving: add"
             " --concurrency C or --rate R (--batch B is a static batch)"
         )
     if a.emit:
@@ -151,7 +155,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         gen_dist=o.gen_dist(a.gen_dist),
         precision=p,
         attention=a.attention.value,
-        efficiency_mode=a.efficiency.value,
+        efficiency_mode=_calibrated(a) if a.calibration else a.efficiency.value,
         max_num_batched_tokens=a.max_num_batched_tokens,
         max_num_seqs=a.max_num_seqs,
         gpu_memory_utilization=a.gpu_memory_utilization,
@@ -165,6 +169,23 @@ def _serve(a: SimpleNamespace, p) -> None:
         from llmath.output.serving import serving_human
 
         serving_human(rep.to_dict())
+
+
+def _calibrated(a: SimpleNamespace):
+    """The efficiency a saved ``llmath bench`` run calibrates (llmath.measure.bench_calibration); notes on stderr."""
+    from llmath.hardware import get
+    from llmath.measure.bench_calibration import calibrate, load, saved_predictor
+
+    report = load(a.calibration)
+    if get(report["prediction"]["hardware"]).name != get(a.hardware).name:
+        raise WorkloadError(
+            f"--calibration {a.calibration!r} was measured on {report['prediction']['hardware']}, not {a.hardware};"
+            " calibrate with a run on the same device"
+        )
+    cal = calibrate(report, saved_predictor(report))
+    for line in cal.lines(a.calibration):
+        out.note(f"note: {line}")
+    return cal.efficiency
 
 
 def _static(a: SimpleNamespace, p) -> None:

@@ -177,19 +177,11 @@ def _prediction_args(a: SimpleNamespace) -> dict:
             param_hint="--engine-args",
         )
     p = o.precision(ns.model, None, ns.weights, None, ns.kv_dtype, None)
-    return dict(
-        hardware=a.hardware,
-        model=ns.model,
-        engine=ns.engine or "vllm",
-        gpus=ns.gpus,
-        tp=ns.tp,
-        pp=ns.pp,
-        ep=ns.ep,
-        dp=ns.dp,
-        overlap=a.overlap,
-        precision=p,
-        max_num_seqs=ns.max_num_seqs,
-        max_num_batched_tokens=ns.max_num_batched_tokens,
-        gpu_memory_utilization=ns.gpu_memory_utilization,
+    deployment = dict(
+        model=ns.model, engine=ns.engine or "vllm", gpus=ns.gpus, tp=ns.tp, pp=ns.pp, ep=ns.ep, dp=ns.dp,
+        overlap=a.overlap, weights=ns.weights, kv_dtype=ns.kv_dtype, max_num_seqs=ns.max_num_seqs,
+        max_num_batched_tokens=ns.max_num_batched_tokens, gpu_memory_utilization=ns.gpu_memory_utilization,
         cuda_graphs=False if ns.enforce_eager else None,
-    )
+    )  # fmt: skip
+    kwargs = {k: v for k, v in deployment.items() if k not in ("weights", "kv_dtype")}
+    return dict(hardware=a.hardware, precision=p, deployment=deployment, **kwargs)

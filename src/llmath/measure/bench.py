@@ -298,9 +298,10 @@ def summarise(cfg: BenchConfig, results: list[RequestResult], wall_s: float) -> 
 PREDICTED = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "itl_s": "itl_p50_s", "e2e_s": "e2e_s"}
 
 
-def predict(cfg: BenchConfig, hardware, model: str, **serve_kwargs) -> dict[str, Any]:
+def predict(cfg: BenchConfig, hardware, model: str, deployment: dict | None = None, **serve_kwargs) -> dict[str, Any]:
     """llmath's steady-state prediction of the same protocol (``concurrency`` closed loop, or ``rate``) for
-    the deployment ``serve_kwargs`` describe (:func:`llmath.deploy.service.serve`)."""
+    the deployment ``serve_kwargs`` describe (:func:`llmath.deploy.service.serve`); ``deployment``: the
+    flags that gave them, kept in the prediction so a saved report can calibrate it."""
     from llmath.deploy.service import serve
 
     conc = None if cfg.rate is not None else float(cfg.concurrency)
@@ -310,6 +311,8 @@ def predict(cfg: BenchConfig, hardware, model: str, **serve_kwargs) -> dict[str,
     pred = {k: rep.get(k) for k in keys}
     pred.update({"model": rep["model"], "hardware": rep["hardware"], "layout": rep.get("layout")})
     pred["engine"] = rep["engine"]["name"] if isinstance(rep.get("engine"), dict) else rep.get("engine")
+    if deployment is not None:
+        pred["deployment"] = deployment
     return pred
 
 
