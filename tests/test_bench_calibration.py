@@ -65,9 +65,9 @@ def test_analyze_calibration_states_what_it_changed(capsys, tmp_path):
     notes = [ln for ln in err.splitlines() if "calibration" in ln]
     assert len(notes) == 2 and "->" in notes[0]
     code, _, err = run_cli(capsys, *args[:3], "h200", *args[4:], "--calibration", str(f))
-    assert code == 1 and "measured on h100-sxm" in err
+    assert code == 2 and "measured on h100-sxm" in err
     code, _, err = run_cli(capsys, "analyze", "llama-3.1-8b", "--calibration", str(f))
-    assert code == 1 and "apply to serving" in err
+    assert code == 2 and "applies to serving" in err
 
 
 def test_a_report_without_prediction_or_measurement_is_refused(tmp_path):

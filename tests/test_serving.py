@@ -248,7 +248,7 @@ def test_serving_flags_without_a_concurrency_say_so(capsys):
     except SystemExit as e:
         code = e.code or 0
     err = capsys.readouterr().err
-    assert code == 1 and "add --concurrency" in err and err.count("\n") == 1
+    assert code == 2 and "add --concurrency" in err and err.count("\n") == 1
 
 
 def test_disaggregated_pools_are_rate_matched():

@@ -23,6 +23,7 @@ import numpy as np
 
 from llmath.errors import WorkloadError
 from llmath.model.dtypes import Precision
+from llmath.model.notes import context_message
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, evaluate, table
 from llmath.validation import MAX_BATCH, MAX_POINTS, MAX_TOKENS, check_int
@@ -148,12 +149,9 @@ def intensity_over_generation(
 
 
 def context_warnings(spec: ModelSpec, longest: int) -> list[str]:
-    if spec.max_positions and longest > spec.max_positions:
-        return [
-            f"{spec.name}: context {longest} exceeds the model's max_position_embeddings={spec.max_positions}; "
-            "the figures extrapolate the architecture past what it was trained for"
-        ]
-    return []
+    """The note when ``longest`` positions pass the model's trained table (:func:`context_message`)."""
+    msg = context_message(spec, longest)
+    return [msg] if msg else []
 
 
 def encoder_pass(spec: ModelSpec, batch: int, prompt: int) -> dict | None:

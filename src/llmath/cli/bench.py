@@ -28,15 +28,14 @@ RequestsOpt = Annotated[
     int | None,
     typer.Option("--requests", help="Requests in all (default 4 × concurrency).", callback=o.ints(1, 10**7)),
 ]
-RateOpt = o.number_option(
-    "--rate", "Poisson arrivals at this many requests/s (still at most -c in flight).", o.POSITIVE
-)
+SECONDS = o.floats(0, 1e7, lo_open=True)
+RateOpt = o.number_option("--rate", "Poisson arrivals, requests/s (at most -c in flight).", o.floats(0, 1e9, True))
 TimeoutOpt = Annotated[
     float,
-    typer.Option("--timeout", help="Seconds without data: a request stalled.", callback=o.POSITIVE),
+    typer.Option("--timeout", help="Seconds without data: a request stalled.", callback=SECONDS),
 ]
 MaxSecondsOpt = Annotated[
-    float, typer.Option("--max-seconds", help="Stop sending new requests after this many seconds.", callback=o.POSITIVE)
+    float, typer.Option("--max-seconds", help="Stop sending new requests after this many seconds.", callback=SECONDS)
 ]
 SaveOpt = o.text_option("--save", "Write the measured report (JSON) to this file.")
 HwOpt = o.text_option("--hardware", "Accelerator of the server: adds llmath's prediction (with -H).")

@@ -50,7 +50,7 @@ def sweep(
     if plot:
         from llmath.plots import sweep_plot
 
-        sweep_plot(rows, axes, plot)
+        sweep_plot(rows, axes, plot, f"{model} on {hardware}: latency and throughput vs the swept axis")
     if json_:
         out.emit_json({"model": model, "hardware": hardware, "rows": rows})
     elif csv:

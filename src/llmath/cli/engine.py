@@ -147,17 +147,28 @@ def apply_engine_args(a: SimpleNamespace) -> None:
             raise typer.BadParameter(f"{flag} {mine} conflicts with the engine's {value}; drop one", param_hint=flag)
         setattr(a, key, value)
         taken.append(key)
-    if dep.spec_tokens:
+    if dep.spec_tokens and dep.spec_tokens != a.spec_tokens:
         a.spec_tokens = dep.spec_tokens
+        taken.append("spec_tokens")
     if dep.enforce_eager and not a.enforce_eager:
         a.enforce_eager = True
         taken.append("enforce_eager")
-    serving_only = ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "spec_method", "engine")
-    if a.concurrency is None and a.rate is None and (set(taken) & {*serving_only, "enforce_eager"}):
-        for key in set(taken) & set(serving_only):
-            setattr(a, key, None)
-        a.enforce_eager = a.enforce_eager and "enforce_eager" not in taken
+    static = a.concurrency is None and a.rate is None and not getattr(a, "emit", None)
+    if static and set(taken) & set(SERVING_DEFAULTS):
+        for key in set(taken) & set(SERVING_DEFAULTS):
+            setattr(a, key, SERVING_DEFAULTS[key])
         out.note("note: --engine-args: scheduler limits and speculation apply with --concurrency C or --rate R")
+
+
+SERVING_DEFAULTS = {  # what a static batch leaves at analyze's defaults
+    "max_num_seqs": None,
+    "max_num_batched_tokens": None,
+    "gpu_memory_utilization": None,
+    "spec_method": None,
+    "spec_tokens": 3,
+    "draft_model": None,
+    "enforce_eager": False,
+}
 
 
 def emit_analyze(a: SimpleNamespace) -> None:

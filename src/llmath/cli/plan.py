@@ -12,7 +12,7 @@ import typer
 from llmath import output as out
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt
-from llmath.cli.options import JsonOpt, ModelArg
+from llmath.cli.options import JsonOpt, ModelArg, ints
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
 PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]
@@ -42,7 +42,9 @@ def plan_cmd(
         float | None, typer.Option("--cost-per-gpu-hour", help="USD per GPU-hour: adds USD per million tokens.")
     ] = None,
     plot: Annotated[str | None, typer.Option("--plot", help="Write the Pareto front (PNG or SVG).")] = None,
-    top: Annotated[int, typer.Option("--top", help="Pareto rows to print (human output).")] = 20,
+    top: Annotated[
+        int, typer.Option("--top", help="Pareto rows to print (human output).", callback=ints(1, 10**6))
+    ] = 20,
     json_: JsonOpt = False,
     emit: EmitOpt = None,
 ):
@@ -66,10 +68,7 @@ def plan_cmd(
 
         pareto_plot(res, plot)
     if emit:
-        from llmath.cli.engine import emit_plan
-
-        emit_plan(res, emit, hardware, kv_dtype, json_)
-        return
+        return _emit(res, emit, hardware, kv_dtype, json_)
     if json_:
         out.emit_json(res)
         return
@@ -78,3 +77,9 @@ def plan_cmd(
     plan_human(res, top)
     if plot:
         out.note(f"wrote {plot}")
+
+
+def _emit(res: dict, engine: str, hardware: str, kv_dtype: str | None, as_json: bool) -> None:
+    from llmath.cli.engine import emit_plan
+
+    emit_plan(res, engine, hardware, kv_dtype, as_json)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.deploy import engines
+from llmath.deploy.arguments import checked
 from llmath.deploy.layout import make_layout
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
@@ -20,6 +21,7 @@ from llmath.deploy.serving import (
     ServingReport,
     active_overheads,
     check_fits,
+    draft_weight_bytes,
     memory,
     metrics_at,
     rate_to_concurrency,
@@ -39,6 +41,7 @@ from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
 
+@checked
 def serve(
     model: str | ModelSpec,
     hardware: str | Hardware,
@@ -79,12 +82,13 @@ def serve(
     ed = spec.is_encoder_decoder
     req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), ed)
     dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout, prompt if ed else 0)
-    mem = memory(dev, eng, req)
+    draft = draft_device(dev, speculation) if speculation else None
+    mem = memory(dev, eng, req, draft_weight_bytes(draft, speculation.method if speculation else ""))
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
     check_fits(mem, f"{where} with {eng.name}")
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
-    decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
+    decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     ss = steady_state(decoding, eng, req, [c], mem.max_resident)
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])

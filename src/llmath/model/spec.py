@@ -297,6 +297,7 @@ class ModelSpec:
     enc_proj: int = 0
     assistant: AssistantSpec | None = None  # a draft model on its target's cache (Gemma 4 assistants)
     vision: VisionSpec | None = None  # Llama 3.2 Vision's image encoder, for requests with images (spec_vision.py)
+    mtp_modules: int = 0  # multi-token-prediction modules the checkpoint carries (hf.MTP_KEYS): MTP speculation
 
     def __post_init__(self) -> None:
         if not self.layer_moe:

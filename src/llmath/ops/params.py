@@ -23,9 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from llmath.errors import ConfigError
 from llmath.model.dtypes import MODULES, Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
+
+MIN_STORED_BPP, MAX_STORED_BPP = 1 / 8, 8  # bytes per parameter a checkpoint can store: 1 bit … fp64
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,13 @@ def _bpe(spec: ModelSpec, p: Precision) -> tuple[tuple[str, float], ...]:
             out[m] = meas[m] / params[m]
     if "total" in meas:  # only the index's total: scale every module to it
         pred = sum(n * out[m] for m, n in params.items())
+        per_param = meas["total"] / max(sum(params.values()), 1)
+        if not MIN_STORED_BPP <= per_param <= MAX_STORED_BPP:
+            raise ConfigError(
+                f"{spec.name}: model.safetensors.index.json metadata.total_size={meas['total']:,} bytes is "
+                f"{per_param:.3g} bytes per parameter; a checkpoint stores {MIN_STORED_BPP:g} (1 bit) to "
+                f"{MAX_STORED_BPP:g} (fp64); fix the index"
+            )
         out = {m: b * meas["total"] / pred for m, b in out.items()}
     return tuple(out.items())
 
