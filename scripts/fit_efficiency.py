@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from llmath import hardware
-from llmath.hardware.efficiency_fit import COST, TILED_CLASSES, model_time
+from llmath.hardware.efficiency_fit import COST, TILED_CLASSES, model_time, tile_rows
 
 PACKAGE, VERSION = "aiconfigurator-core", "0.12.0"
 # aiconfigurator system name -> llmath hardware name, and the TensorRT-LLM table version used per system
@@ -38,6 +38,7 @@ SYSTEMS = {
     "gb200": ("gb200", "1.3.0rc20"),
     "a100_sxm": ("a100-sxm-80gb", "1.0.0"),
     "l40s": ("l40s", "1.3.0rc20"),
+    "rtx_pro_6000_server": ("rtx-pro-6000", "1.3.0rc20"),
 }
 DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
 # initial [c, log10 h1, p1, log10 h2, p2, mem, log10 hm, pm, t0 (µs)] per class
@@ -75,18 +76,18 @@ def split(df: pd.DataFrame, keys: list[str]) -> pd.Series:
     return df[keys].apply(tuple, axis=1).isin(set(held.apply(tuple, axis=1)))
 
 
-def fit_class(cls, feats, t, peak, bw):
+def fit_class(cls, feats, t, peak, bw, tile):
     x1, x2, xm, fl, by = feats
 
     def resid(theta):
-        return np.log(model_time(to_coef(theta), x1, x2, xm, fl, by, peak, bw, cls in TILED_CLASSES) / t)
+        return np.log(model_time(to_coef(theta), x1, x2, xm, fl, by, peak, bw, tile) / t)
 
     r = least_squares(resid, INIT[cls], bounds=(LO, HI), loss="soft_l1", f_scale=0.05, max_nfev=4000)
     return to_coef(r.x)
 
 
-def errors(cls, coef, feats, t, peak, bw) -> np.ndarray:
-    return model_time(coef, *feats, peak, bw, cls in TILED_CLASSES) / t - 1
+def errors(coef, feats, t, peak, bw, tile) -> np.ndarray:
+    return model_time(coef, *feats, peak, bw, tile) / t - 1
 
 
 def summary(err: np.ndarray) -> dict:
@@ -139,9 +140,11 @@ def run_fit(cls, df, feats_fn, keys, peak, bw, table, device=None, fmt=None):
     held = split(df, keys).to_numpy()
     t = df["latency"].to_numpy() * 1e-3
     feats = [np.asarray(f, dtype=float) for f in feats_fn(df)]
-    coef = fit_class(cls, [f[~held] for f in feats], t[~held], peak, bw)
-    e_fit = errors(cls, coef, [f[~held] for f in feats], t[~held], peak, bw)
-    e_held = errors(cls, coef, [f[held] for f in feats], t[held], peak, bw)
+    # the GEMM and MoE forms' tile floor: the measured device's tensor-core tile rows
+    tile = tile_rows(hardware.get(device).arch) if (cls in TILED_CLASSES and device) else 0
+    coef = fit_class(cls, [f[~held] for f in feats], t[~held], peak, bw, tile)
+    e_fit = errors(coef, [f[~held] for f in feats], t[~held], peak, bw, tile)
+    e_held = errors(coef, [f[held] for f in feats], t[held], peak, bw, tile)
     add_fixture(device, cls, fmt, df, held, table)
     return {
         "coef": [float(f"{v:.5g}") for v in coef],

@@ -208,7 +208,7 @@ def test_weight_gemm_compute_time_uses_the_fitted_fraction():
     # q_proj: 32 layers × 2·m·n·k with m = 2·256 token rows, n = k = 4096 (Llama-3-8B config.json)
     flops = 32 * 2 * 512 * 4096 * 4096
     coef = ef.data()["devices"]["h100-sxm"]["gemm"]["bf16"]["coef"]
-    eta = ef.fractions(coef, 512, 4096 * 4096, 1.0, tiled=True)[0]  # the GEMM form has the tile floor
+    eta = ef.fractions(coef, 512, 4096 * 4096, 1.0, tile=64)[0]  # the GEMM form's tile floor (Hopper: m64)
     c, _, _, h2, p2 = coef[:5]
     assert math.isclose(eta, c / (1 + (h2 / 4096**2) ** p2))  # 512 rows: 8 whole 64-row tiles, c · sat(n·k)
     assert math.isclose(comp[i], flops / (989.5e12 * eta), rel_tol=1e-9)

@@ -34,7 +34,9 @@ SPEC = ("--spec-method", "eagle", "--acceptance", "2")
         ((*SERVE, "-c", "8", "--memory-plot", "m.png"), r"--memory-plot m.png applies to a static batch"),
         ((*SERVE, "-c", "8", "--draft-model", "llama-3.2-1b"), r"--draft-model: speculative decoding only"),
         ((*SERVE, "-c", "8", *SPEC, "--draft-model", "llama-3.2-1b"), r"applies to method 'draft'"),
-        ((*SERVE, "--engine", "sglang"), r"--engine applies to serving: add --concurrency"),
+        # (--engine alone is valid for a static batch: it picks the kernels a declared quantised format runs in)
+        ((*SERVE, "--max-num-seqs", "4"), r"--max-num-seqs applies to serving: add --concurrency"),
+        ((*SERVE, "--engine", "foo"), r"engine='foo' is not one of vllm, sglang, trtllm, llama.cpp"),
         ((*SERVE, "--peak-tflops", "1e-300", "--bandwidth-gbs", "1", "--memory-gb", "80"), r"1e-300 must be a"),
         (("analyze", "whisper-large-v3", "-c", "8", "-p", "4000"), r"fixed audio window of 1500 positions"),
         (("plan", "whisper-large-v3", "-p", "4000"), r"fixed audio window of 1500 positions"),

@@ -367,11 +367,8 @@ def plan(
     """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring).
     ``exhaustive``: evaluate every configuration instead of pruning (:mod:`.plan_search`); same answer."""
     t0 = time.perf_counter()
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise WorkloadError(f"--gpus {gpus!r} must be an integer >= 1")
-    for name, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--cost-per-gpu-hour", cost_per_gpu_hour)):
-        if v is not None and not v > 0:
-            raise WorkloadError(f"{name} {v!r} must be > 0")
+    if gpus is None:  # @checked has checked every number (gpus, the targets, the cost) by its rule
+        raise WorkloadError("--gpus is required: the number of GPUs to plan for")
     spec = resolve(model)
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -381,12 +378,11 @@ def plan(
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    searches = []
-    for fmt in formats:
-        act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
-        p = Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
-        eff = efficiency(efficiency_mode, hw)
-        searches.append(_Search(spec, hw, p, eff, attention, engine, engine_overrides, req, targets, fmt))
+    eff = efficiency(efficiency_mode, hw)
+    searches = [
+        _Search(spec, hw, _format_precision(fmt, kv_dtype), eff, attention, engine, engine_overrides, req, targets, fmt)
+        for fmt in formats
+    ]
     cols: list = []
     rejected: list[dict[str, Any]] = []
     if exhaustive:
@@ -402,6 +398,13 @@ def plan(
         )
     best, front, notes = _select(_columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour) if n else _none_meets()
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
+
+
+def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
+    """A candidate weight format: 16/8-bit formats run their own activations, others bf16; the KV cache in the
+    activations' format unless ``kv_dtype`` is given (fp32 activations keep a bf16 cache)."""
+    act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
+    return Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
 
 
 def _pruned(searches: list[_Search], gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> tuple:

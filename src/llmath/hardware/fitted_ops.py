@@ -154,7 +154,7 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
         h, i, k, E = cols.moe
         r = cols.routed
         xm = ef.moe_cost(rows, h, i, k, E, _fmt(run_fmt) or "bf16")[2]
-        ec, em, _ = ef.fractions(moe, rows * k / E, float(h * i), xm, tiled=True)
+        ec, em, _ = ef.fractions(moe, rows * k / E, float(h * i), xm, eff.tile_rows)
         f[..., r] = mm[r] / (peaks[r] * ec)
         inv[..., cols.routed] = 1.0 / (bw * em)
     return f, inv

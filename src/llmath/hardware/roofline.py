@@ -204,7 +204,7 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
             for s in np.unique(sh) if sh.size and (sh != sh[0]).any() else sh[:1]:  # routed: top-k / E of the rows
                 sel = sh == s
                 x = np.maximum(r * s, 1.0)
-                vals[..., sel] = mm / ef.fractions(coef, x, nk[cols[sel]], 1.0, tiled=True)[0]
+                vals[..., sel] = mm / ef.fractions(coef, x, nk[cols[sel]], 1.0, eff.tile_rows)[0]
             return vals
 
         out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
