@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
+import select
+import subprocess
+import sys
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,66 +20,23 @@ from tests.helpers import run_cli
 TTFT, TPOT = 0.5, 0.1  # the stand-in's delays (s)
 
 
-def _handler(mode: str):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args):
-            pass
-
-        def _chunk(self, payload):
-            self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
-            self.wfile.flush()
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            n = body["max_tokens"]
-            assert body["stream"] is True and len(body["prompt"]) > 0
-            if mode == "error":
-                msg = b'{"error": "model not loaded"}'
-                self.send_response(500)
-                self.send_header("Content-Length", str(len(msg)))
-                self.end_headers()
-                self.wfile.write(msg)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            time.sleep({"stall": 3.0, "close": 0.05}.get(mode, TTFT))
-            try:
-                self._stream(mode, n)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (the stall case)
-
-        def _stream(self, mode: str, n: int):
-            for i in range(n):
-                if mode == "close" and i == 2:
-                    return  # the connection closes without [DONE]
-                if i:
-                    time.sleep(TPOT if mode == "ok" else 0.01)
-                self._chunk({"choices": [{"text": "tok"}]})
-            self._chunk({"choices": [], "usage": {"completion_tokens": n}})
-            self.wfile.write(b"data: [DONE]\n\n")
-
-    return Handler
-
-
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 256  # listen backlog: 32 clients connect at once (the default 5 resets some)
-    daemon_threads = True
-
-
 @contextmanager
 def standin(mode: str = "ok"):
-    server = _Server(("127.0.0.1", 0), _handler(mode))
-    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    t.start()
+    """The stand-in server (tests/standin_server.py) in its own process, so its threads do not share the
+    load generator's interpreter lock; stopped (by its process id) when the test leaves."""
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("standin_server.py")), mode, str(TTFT), str(TPOT)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "the stand-in server did not start within 30 s"
+        port = int(proc.stdout.readline())
+        yield f"http://127.0.0.1:{port}"
     finally:
-        server.shutdown()
-        server.server_close()
+        proc.terminate()
+        proc.wait(10)
 
 
 @pytest.mark.parametrize("concurrency", [1, 32])
