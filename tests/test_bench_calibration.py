@@ -40,25 +40,25 @@ def _report(ttft_s: float, tpot_s: float, hardware: str = "h100-sxm") -> dict:
 
 
 def test_calibrated_prediction_meets_the_measured_run():
-    # a server 14 ms to first token and 11 ms per output token at 16 in flight, 256 + 32 tokens
-    rep = _report(0.014, 0.011)
+    # a server 120 ms to first token and 16 ms per output token at 16 in flight, 256 + 32 tokens
+    rep = _report(0.120, 0.016)
     cal = calibrate(rep, saved_predictor(rep))
-    assert cal.predicted["ttft_s"] == pytest.approx(0.014, rel=0.03)
-    assert cal.predicted["tpot_s"] == pytest.approx(0.011, rel=0.03)
+    assert cal.predicted["ttft_s"] == pytest.approx(0.120, rel=0.03)
+    assert cal.predicted["tpot_s"] == pytest.approx(0.016, rel=0.03)
     assert 0 < cal.matmul[1] <= 1 and 0 < cal.bandwidth[1] <= 1
     lines = cal.lines("run.json")
     assert "matmul fraction" in lines[0] and "bandwidth fraction" in lines[0] and "TPOT" in lines[1]
 
 
 def test_slower_measurement_gives_smaller_fractions_than_a_faster_one():
-    slow, fast = _report(0.028, 0.022), _report(0.014, 0.011)
+    slow, fast = _report(0.240, 0.032), _report(0.120, 0.016)
     cs, cf = calibrate(slow, saved_predictor(slow)), calibrate(fast, saved_predictor(fast))
     assert cs.bandwidth[1] < cf.bandwidth[1] and cs.matmul[1] < cf.matmul[1]
 
 
 def test_analyze_calibration_states_what_it_changed(capsys, tmp_path):
     f = tmp_path / "run.json"
-    f.write_text(json.dumps(_report(0.014, 0.011)), encoding="utf-8")
+    f.write_text(json.dumps(_report(0.120, 0.016)), encoding="utf-8")
     args = ["analyze", "llama-3.1-8b", "-H", "h100-sxm", "-c", "64", "--prompt", "256", "--gen", "32", "--json"]
     code, out, err = run_cli(capsys, *args, "--calibration", str(f))
     assert code == 0, err

@@ -56,6 +56,14 @@ DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft."
 CalibrationOpt = o.text_option(
     "--calibration", "Serving: a 'llmath bench --save' report; its measured TTFT/TPOT set the efficiency."
 )
+ArrivalOpt = o.text_option(
+    "--arrival",
+    "Serving: closed (default with --concurrency: C requests started together, each replaced when it ends), "
+    "poisson (default with --rate) or offline (every request queued at once).",
+)
+PromptsPerClientOpt = o.number_option(
+    "--prompts-per-client", "Closed loop: requests each client sends (10).", o.floats(1, 1e9)
+)
 
 
 @app.command()
@@ -98,6 +106,8 @@ def analyze(
     engine_args: EngineArgsOpt = None,
     emit: EmitOpt = None,
     calibration: CalibrationOpt = None,
+    arrival: ArrivalOpt = None,
+    prompts_per_client: PromptsPerClientOpt = None,
     **shared,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
@@ -111,6 +121,9 @@ def analyze(
     _run(SimpleNamespace(**locals(), **shared))
 
 
+# --arrival offline without --concurrency: vLLM's offline benchmark default (benchmark_throughput --num-prompts 1000)
+OFFLINE_REQUESTS = 1000
+ARRIVALS = ("closed", "poisson", "offline")
 STATIC_ONLY = (  # (flag, attribute, default): what only a static batch uses
     ("--batch", "batch", 1),
     ("--prefix", "prefix", 0),
@@ -124,6 +137,8 @@ STATIC_ONLY = (  # (flag, attribute, default): what only a static batch uses
     ("--memory-plot", "memory_plot", None),
 )
 SERVING_ONLY = (  # --engine is not here: a static batch runs quantised formats in the engine's kernels
+    ("--arrival", "arrival", None),
+    ("--prompts-per-client", "prompts_per_client", None),
     ("--prefix-hit", "prefix_hit", 0.0),
     ("--max-num-batched-tokens", "max_num_batched_tokens", None),
     ("--max-num-seqs", "max_num_seqs", None),
@@ -166,8 +181,8 @@ def _refuse_unused(a: SimpleNamespace, serving: bool) -> None:
 
 
 def _run(a: SimpleNamespace) -> None:
-    """Serve when --concurrency or --rate is given, else analyse the static batch; --emit prints the engine
-    command of the deployment instead."""
+    """Serve when --concurrency or --rate is given (or --arrival offline), else analyse the static batch;
+    --emit prints the engine command of the deployment instead."""
     if a.engine_args:
         from llmath.cli.engine import apply_engine_args
 
@@ -177,6 +192,10 @@ def _run(a: SimpleNamespace) -> None:
 
         emit_analyze(a)
         return
+    if a.arrival is not None and a.arrival not in ARRIVALS:
+        raise typer.BadParameter(f"{a.arrival!r} must be one of {', '.join(ARRIVALS)}", param_hint="--arrival")
+    if a.arrival == "offline" and a.concurrency is None and a.rate is None:
+        a.concurrency = OFFLINE_REQUESTS
     serving = a.concurrency is not None or a.rate is not None
     _refuse_unused(a, serving)
     p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
@@ -209,6 +228,8 @@ def _serve(a: SimpleNamespace, p) -> None:
         cuda_graph_bytes=a.reserve_gb * 1e9 if a.reserve_gb else None,
         cuda_graphs=False if a.enforce_eager else None,
         speculation=o.speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
+        arrival=a.arrival,
+        **({"prompts_per_client": a.prompts_per_client} if a.prompts_per_client else {}),
     )
     if a.json_:
         out.emit_json(rep.to_dict())

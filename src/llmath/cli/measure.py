@@ -63,32 +63,23 @@ def validate(
     serving: Annotated[
         bool, typer.Option("--serving", help="With --published: the concurrency/offline rows, served by engines.")
     ] = False,
+    runs: Annotated[
+        str | None, typer.Option("--runs", help="A CSV of measured serving runs (serving_runs.csv's format).")
+    ] = None,
+    by: Annotated[
+        str, typer.Option("--by", help="With --runs: groupings (engine,system,model,concurrency,lengths,mode).")
+    ] = "engine,system,model,concurrency,lengths,mode",
 ):
     """Measured vs predicted: time a real model here, or compare with published measurements.
 
-    Examples: llmath validate --published ; llmath validate llama-3.2-1b --hardware cpu.json --device cpu
+    Examples: llmath validate --published ; llmath validate llama-3.2-1b --hardware cpu.json --device cpu ;
+    llmath validate --runs serving_runs.csv --by engine,system
     """
-    if published and serving:
-        from llmath.measure.serving_validation import validate_serving
-
-        rep = validate_serving()
-        if json_:
-            out.emit_json(rep)
-        else:
-            from llmath.output.serving import serving_validation_human
-
-            serving_validation_human(rep)
+    if runs is not None:
+        _validate_runs(runs, by, json_)
         return
     if published:
-        from llmath.measure.validate import validate_published
-
-        rep = validate_published()
-        if json_:
-            out.emit_json(rep)
-        else:
-            from llmath.output.validation import published_human
-
-            published_human(rep)
+        _validate_published(serving, json_)
         return
     if model is None:
         raise WorkloadError(
@@ -103,3 +94,49 @@ def validate(
         from llmath.output.validation import validation_human
 
         validation_human(rep)
+
+
+def _validate_runs(runs: str, by: str, json_: bool) -> None:
+    """``validate --runs``: every row of a measured-runs CSV predicted, errors by group."""
+    from pathlib import Path
+
+    from llmath.measure.serving_runs import KEYS, validate_runs
+
+    keys = tuple(k.strip() for k in by.split(",") if k.strip())
+    if bad := [k for k in keys if k not in KEYS]:
+        why = f"{','.join(bad)} is not a grouping; use any of {','.join(KEYS)}"
+        raise typer.BadParameter(why, param_hint="--by")
+    if not Path(runs).is_file():
+        why = f"{runs!r}: no such file; give a CSV in serving_runs.csv's format"
+        raise typer.BadParameter(why, param_hint="--runs")
+    rep = validate_runs(runs, keys)
+    if json_:
+        out.emit_json(rep)
+    else:
+        from llmath.output.validation import runs_human
+
+        runs_human(rep)
+
+
+def _validate_published(serving: bool, json_: bool) -> None:
+    """``validate --published [--serving]``: the published rows, static or served by engines."""
+    if serving:
+        from llmath.measure.serving_validation import validate_serving
+
+        rep = validate_serving()
+        if json_:
+            out.emit_json(rep)
+        else:
+            from llmath.output.serving import serving_validation_human
+
+            serving_validation_human(rep)
+        return
+    from llmath.measure.validate import validate_published
+
+    rep = validate_published()
+    if json_:
+        out.emit_json(rep)
+    else:
+        from llmath.output.validation import published_human
+
+        published_human(rep)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmath.deploy.serving import EngineConfig, Requests
+from llmath.deploy.serving import FIXED_POINT_PASSES, EngineConfig, Requests
 from llmath.deploy.step import Device, kv_bytes_per_sequence
 from llmath.hardware import Hardware
 from llmath.hardware.topology import topology
@@ -114,3 +114,94 @@ def disagg_grid(
         t_kv,
         pre.ttft_s,
     )
+
+
+def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Requests, name: str):
+    """(Device, engine preset, Memory) of one pool's replica layout ``pool`` (tp, pp, dp, ep, workers)."""
+    from llmath.deploy import engines
+    from llmath.deploy.layout import make_layout
+    from llmath.deploy.serving import check_fits, memory
+    from llmath.hardware.roofline import efficiency
+
+    lay = make_layout(spec, None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp"))
+    eng = engines.preset(engine, hw, tp=lay.tp)
+    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), "flash", eng.cuda_graphs, lay)
+    mem = memory(dev, eng, req)
+    check_fits(mem, f"{spec.name} {name} pool on {dev.gpus} × {hw.name}")
+    return dev, eng, mem
+
+
+def serve_disaggregated(
+    model,
+    hardware,
+    *,
+    prompt: int,
+    gen: int,
+    concurrency: float,
+    prefill: dict,
+    decode: dict,
+    engine: str = "trtllm",
+    precision=None,
+    efficiency_mode: str = "expected",
+    prompts_per_client: float = 10,
+) -> dict:
+    """A closed loop of ``concurrency`` requests on ``prefill["workers"]`` prefill replicas and
+    ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
+    describes: the requests split evenly over the decode pool's attention-DP ranks (TPOT = the decode step at
+    that batch plus the engine's per-iteration overhead); a request's TTFT = its prefill pass, batched with
+    the prompts arriving with it (as many as the budget and the requests per prefill rank allow), plus the
+    KV transfer. Returns ``ttft_s``, ``tpot_s``, ``throughput_tok_s`` and the pools' sizes."""
+    from llmath.deploy.serving import active_overheads
+    from llmath.errors import WorkloadError
+    from llmath.hardware import get as get_hardware
+    from llmath.hardware.execution import checkpoint_precision
+    from llmath.model.registry import resolve
+
+    if not concurrency >= 1:
+        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    spec = resolve(model)
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    p = checkpoint_precision(model, precision)[0]
+    req = Requests(prompt, gen)
+    pdev, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill")
+    ddev, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode")
+    x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
+    pre = _prefill_pass(pdev, peng, req, concurrency / (x * pdev.dp))
+    kv = float(kv_bytes_per_sequence(spec, prompt, p, "flash"))
+    t_kv = kv / link_bytes_per_s(hw, pdev.gpus, pdev.gpus + ddev.gpus)
+    ov_d = active_overheads(ddev, deng)
+    cap, share = dmem.max_resident, 1.0
+    for _ in range(FIXED_POINT_PASSES):  # the requests decoding: those not waiting for or in their prefill
+        B = max(min(share * concurrency / (y * ddev.dp), cap), 1.0)
+        tpot = float(ddev.iteration(B, req.decode_context).time_s)
+        tpot += ov_d.iteration_s(deng.cuda_graphs) + B * ov_d.per_token_s
+        ttft = _closed_prefill_wait(pre, req.decode_steps * tpot, prompts_per_client, peng.replacement_lag) + t_kv
+        share = req.decode_steps * tpot / (ttft + req.decode_steps * tpot)
+    e2e = ttft + req.decode_steps * tpot
+    return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "throughput_tok_s": concurrency * req.mean_gen / e2e,
+            "kv_transfer_s": t_kv, "prefill_pass_s": pre[0], "prefill_passes": pre[1], "decode_batch": B,
+            "gpus": x * pdev.gpus + y * ddev.gpus}  # fmt: skip
+
+
+def _prefill_pass(dev: Device, eng: EngineConfig, req: Requests, per_rank: float) -> tuple[float, float, float]:
+    """(time of one prefill pass, passes a wave of ``per_rank`` prompts takes, passes one prompt spans): the
+    prompts that arrive together packed into the budget K, each pass K tokens (or the wave's, if fewer)."""
+    from llmath.deploy.serving import active_overheads
+
+    K = float(eng.max_num_batched_tokens or req.new)
+    tokens = min(K, per_rank * req.new)
+    n = max(tokens / req.new, 1.0)
+    ov = active_overheads(dev, eng)
+    t = float(dev.iteration(0, 0, n, tokens / n, req.cached + (req.new - tokens / n) / 2).time_s)
+    t += ov.per_iteration_eager_s + ov.request_s(req.prompt) / n
+    return t, per_rank * req.new / tokens, max(1.0, req.new / K)
+
+
+def _closed_prefill_wait(pre: tuple[float, float, float], decode_s: float, m: float, lag: int) -> float:
+    """Mean TTFT on a prefill rank under the benchmark clients' closed loop (:mod:`.closed_loop`): the first
+    wave waits for the (n + 1)/2 passes ahead of it; later waves come back spread over the passes, each
+    prefilled as it arrives (after the ``lag`` passes already scheduled), unless a cycle's n passes outlast
+    the decode: then a request waits n·τ − decode time for the pool."""
+    t, n, own = pre
+    later = max(n * t - decode_s, own * t + (lag * t if n > 1 else 0.0))
+    return (1 - 1 / m) * later + (1 / m) * (n + 1) / 2 * t

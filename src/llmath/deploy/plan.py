@@ -3,7 +3,7 @@ front of tokens/s per GPU against tokens/s per user.
 
 Search space (each axis vectorised or a short loop): weight formats (``weights``), parallel layouts of a
 replica (``layouts``: TP/PP/EP; pins honoured), aggregated serving at every concurrency per replica from 1 to
-what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.serving.steady_state` call per
+what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.closed_loop.lockstep_state` call per
 layout), and with ``disagg=True`` disaggregated prefill/decode pools of every pair of layouts, rate-matched,
 over a grid of decode batches (:mod:`.disagg`). A configuration is feasible when it fits in memory (else
 it is listed under ``rejected`` with the reason) and meets ``ttft_s ≤ ttft_ms`` and ``tpot_s ≤ tpot_ms``.
@@ -28,6 +28,7 @@ import numpy as np
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
+from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, make_layout
 from llmath.deploy.plan_search import (
@@ -40,7 +41,7 @@ from llmath.deploy.plan_search import (
     meets,
     weights_leave_no_pool,
 )
-from llmath.deploy.serving import Requests, memory, refuse_uncached, steady_state
+from llmath.deploy.serving import Requests, memory, refuse_uncached
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
@@ -214,7 +215,7 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
     c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
     if front is not None and len(c) > SAMPLE:  # a sample first, then the stretches the front does not beat
         at = np.unique(np.linspace(0, len(c) - 1, SAMPLE).round().astype(int))
-        ss = steady_state(rep.device, eng, req, c[at], mem.max_resident)
+        ss = lockstep_state(rep.device, eng, req, c[at], mem.max_resident)
         ok = meets(ss.ttft_s, ss.tpot_s, **front[1])
         live = live_stretches(front[0], ss.throughput_tok_s * dp / (inst * rep.gpus), 1 / ss.tpot_s, ok)
         keep = np.zeros(len(c), dtype=bool)
@@ -223,9 +224,9 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
             keep[at[i] + 1 : at[i + 1]] = True
         c = c[keep]
         if len(c) > len(at):
-            ss = steady_state(rep.device, eng, req, c, mem.max_resident)
+            ss = lockstep_state(rep.device, eng, req, c, mem.max_resident)
     else:
-        ss = steady_state(rep.device, eng, req, c, mem.max_resident)
+        ss = lockstep_state(rep.device, eng, req, c, mem.max_resident)
     n = len(c)
     thr = ss.throughput_tok_s * dp
     _add(

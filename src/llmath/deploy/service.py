@@ -13,6 +13,7 @@ from typing import Any
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
+from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state
 from llmath.deploy.layout import make_layout
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
@@ -40,6 +41,8 @@ from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
+ARRIVALS = ("closed", "poisson", "offline")
+
 
 @checked
 def serve(
@@ -64,11 +67,16 @@ def serve(
     efficiency_mode: str = "expected",
     offline: bool = False,
     speculation: Speculation | None = None,
+    arrival: str | None = None,
+    prompts_per_client: float = PROMPTS_PER_CLIENT,
     **engine_overrides,
 ) -> ServingReport:
-    """Steady-state continuous batching (see :mod:`llmath.deploy.serving` for the model and its limits)."""
-    if (concurrency is None) == (rate is None):
-        raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
+    """Continuous batching under an arrival protocol: ``closed`` (the default with ``concurrency``: C requests
+    started together and replaced as they finish, as benchmark clients run them, :mod:`.closed_loop`),
+    ``poisson`` (the default with ``rate``: desynchronised arrivals, :mod:`llmath.deploy.serving`), ``offline``
+    (every request queued at once). See those modules for the models and their limits."""
+    arrival = _arrival(arrival, concurrency, rate, offline)
+    offline = offline or arrival == "offline"
     spec = resolve(model)
     refuse_uncached(spec)
     refuse_draft_only(spec)
@@ -89,23 +97,18 @@ def serve(
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
-    ss = steady_state(decoding, eng, req, [c], mem.max_resident)
-    m = metrics_at(ss, 0, dev.gpus, dev.dp)
-    m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
-    if rate is not None:
-        m["ttft_s"] += m["tpot_s"] / 2  # arrivals wait half an iteration on average for the next one
-        m["e2e_s"] += m["tpot_s"] / 2
+    ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, prompts_per_client)
     if ss.concurrency[0] > ss.resident[0]:
         notes.append(
             f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
             f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
         )
-    return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes)
+    return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 
-def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes) -> ServingReport:
+def _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival):
     work: dict[str, Any] = {"prompt": req.prompt, "gen": req.gen, "prefix_hit": req.prefix_hit}
-    work.update({"concurrency": c * dev.dp, "rate": rate})
+    work.update({"concurrency": c * dev.dp, "rate": rate, "arrival": arrival})
     if req.gen_dist:
         work.update({"gen_dist": [list(x) for x in req.gen_dist], "mean_gen": req.mean_gen})
     work.update({"weights": p.weights, "activations": p.activations, "kv_dtype": p.kv, "attention": attention})
@@ -137,6 +140,46 @@ def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int
     if concurrency / replicas < 1:
         raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
     return concurrency / replicas
+
+
+def _arrival(arrival: str | None, concurrency, rate, offline: bool) -> str:
+    """The arrival protocol: the one given, else offline / closed (with a concurrency) / poisson (a rate)."""
+    if (concurrency is None) == (rate is None):
+        raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
+    arrival = arrival or ("offline" if offline else "closed" if rate is None else "poisson")
+    if arrival not in ARRIVALS:
+        raise WorkloadError(f"arrival={arrival!r} must be one of {', '.join(ARRIVALS)}")
+    if (arrival == "poisson") != (rate is not None):
+        raise WorkloadError(f"arrival={arrival!r} needs " + ("--rate" if arrival == "poisson" else "--concurrency"))
+    return arrival
+
+
+def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompts_per_client: float):
+    """(the steady state, its metrics) at per-replica concurrency ``c`` under the arrival protocol."""
+    if arrival == "poisson":
+        ss = steady_state(decoding, eng, req, [c], max_resident)
+    else:
+        ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
+    dev = decoding.dev
+    m = metrics_at(ss, 0, dev.gpus, dev.dp)
+    m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
+    if arrival == "poisson":
+        wait = poisson_wait(ss, m, eng)
+        m["ttft_s"] += wait
+        m["e2e_s"] += wait
+    return ss, m
+
+
+def poisson_wait(ss, m: dict, eng) -> float:
+    """Random (Poisson) arrivals: half an iteration for the next iteration boundary, plus the wait for the
+    prefill budget of an M/D/1 queue whose utilisation ρ is the share of the iterations' token budget the
+    prompts take (X·P' of the K − d tokens the decoding requests leave) and whose service time is the prefill
+    itself: ρ / (2(1 − ρ)) of it (Pollaczek–Khinchine). It grows without bound as the rate nears the largest
+    one the deployment sustains, which :func:`llmath.deploy.serving.rate_to_concurrency` refuses, naming it."""
+    K = float(eng.max_num_batched_tokens or "inf")
+    free = max(K - float(ss.decode_batch[0]), 1.0)
+    rho = min(float(ss.prefill_tokens_per_iter[0]) / free, 0.99)
+    return m["tpot_s"] / 2 + rho / (2 * (1 - rho)) * float(ss.ttft_s[0])
 
 
 def _layout_text(layout) -> str:

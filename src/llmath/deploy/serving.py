@@ -36,15 +36,14 @@ concurrency with numpy, not an iteration-by-iteration simulation. Why:
   q = min(1, X·I_p·(B − 1)/B) (the others' prefills spread evenly over the iterations), so
   TPOT (mean) = q·τ_m + (1 − q)·τ_d with τ_m = ((I_p − 1)·τ_a + τ_b)/I_p, and the inter-token latency takes
   τ_a, τ_b, τ_d with those probabilities (p50/p90/p99); TTFT = queue wait + (I_p − 1)·τ_a + τ_b;
-* the clients are desynchronised (their requests start evenly spread over a lifetime). Identical requests
-  that all start at once stay in lockstep (waves of C prefills), which raises TTFT several-fold (5.6× at
-  C = 16 for llama-3-8b, 1024/256, in the simulation without staggering); the simulation staggers its
-  clients to match this model;
+* the clients are desynchronised (their requests start evenly spread over a lifetime): the Poisson arrivals
+  of :func:`llmath.deploy.service.serve` with a rate. Benchmark clients start their requests together and
+  stay in step: :mod:`.closed_loop` models that closed loop (the default with a concurrency);
 * decoding contexts are spread evenly over P … P + G − 2 (mean P + (G − 2)/2, exact for full attention);
   a prefill chunk of k tokens sits on average after h·P + (P' − k)/2 positions (exact for the pairs sum);
 * open loop (a request rate λ): the concurrency C whose throughput is λ (Little's law), plus half an
-  iteration of mean wait for the next iteration boundary; queueing from random (Poisson) arrivals beyond
-  that is not modelled, so TTFT near saturation is optimistic.
+  iteration of mean wait for the next iteration boundary and the M/D/1 wait for the prefill budget
+  (:func:`llmath.deploy.service.poisson_wait`); near saturation it is optimistic.
 
 Encoder-decoder models (``Requests.encoder_decoder``; iteration costs in :mod:`.step`): P is the source a
 request's encoder runs over, whole (an encoder is bidirectional: its prompt is never chunked, so it must fit
@@ -95,6 +94,12 @@ class EngineConfig:
     ``kv_admission``: ``reserve`` admits a request only with room for its final KV (TensorRT-LLM's
     GUARANTEED_NO_EVICT), ``on_demand`` allocates KV blocks as tokens arrive (vLLM's paged blocks, SGLang's
     pool with retraction), so the pool holds requests at their mean size over a lifetime, P + (G − 1)/2.
+    ``replacement_lag``: iterations already scheduled when a request sent in reply to a finished one
+    arrives (1: the next iteration is scheduled as soon as the last one's outputs are processed; 2 with an
+    overlap scheduler, which schedules iteration n + 2 before it sends iteration n's outputs).
+    ``mixed_prefill``: prefill chunks ride in the decoding requests' iterations (vLLM, TensorRT-LLM); False:
+    prefill-first, a batch of prompts runs alone while the decoding requests wait (SGLang without
+    ``--enable-mixed-chunk``; the closed loop of :mod:`.closed_loop` and the simulation model it).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -109,6 +114,8 @@ class EngineConfig:
     cuda_graph_bytes: float = 0.0
     kv_fraction_of_free: bool = False
     kv_admission: str = "on_demand"
+    replacement_lag: int = 1
+    mixed_prefill: bool = True
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
@@ -123,6 +130,8 @@ class EngineConfig:
             raise WorkloadError(f"kv_pool_tokens={self.kv_pool_tokens} must be >= 1")
         if self.kv_admission not in ("reserve", "on_demand"):
             raise WorkloadError(f"kv_admission={self.kv_admission!r} must be 'reserve' or 'on_demand'")
+        if self.replacement_lag not in (0, 1, 2):
+            raise WorkloadError(f"replacement_lag={self.replacement_lag} must be 0, 1 or 2 iterations")
         if self.cuda_graph_bytes < 0:
             raise WorkloadError(f"cuda_graph_bytes={self.cuda_graph_bytes} must be >= 0")
 

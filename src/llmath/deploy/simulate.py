@@ -29,6 +29,7 @@ class _Req:
     first_token: float = float("nan")
     last_token: float = float("nan")
     finished: float = float("nan")
+    client: int = 0
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def _schedule(running, waiting, req: Requests, eng: EngineConfig, max_resident: 
     K = eng.max_num_batched_tokens or 1 << 62
     chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None and not req.encoder_decoder
     decoders = [r for r in running if r.done_prompt == req.new]
-    budget = K - len(decoders)
+    budget = K - (len(decoders) if eng.mixed_prefill else 0)
     chunks = []
     for r in [r for r in running if r.done_prompt < req.new]:
         left = req.new - r.done_prompt
@@ -63,62 +64,153 @@ def _schedule(running, waiting, req: Requests, eng: EngineConfig, max_resident: 
         take = min(req.new, budget)
         chunks.append((r, take))
         budget -= take
+    if chunks and not eng.mixed_prefill:  # prefill-first: the prompts run alone, the decoders wait
+        return [], chunks
     return decoders, chunks
 
 
 def simulate(
-    dev: Device, eng: EngineConfig, req: Requests, concurrency: int, max_resident: int, iterations: int = 4000
+    dev: Device,
+    eng: EngineConfig,
+    req: Requests,
+    concurrency: int,
+    max_resident: int,
+    iterations: int = 4000,
+    arrival: str = "staggered",
+    prompts_per_client: int | None = None,
+    rate: float | None = None,
+    seed: int = 0,
 ) -> SimResult:
-    """Run ``iterations`` iterations of a closed loop with ``concurrency`` clients; statistics over the
-    requests that complete in the second half (the first half is warm-up)."""
-    now = 0.0
-    # clients start staggered over one request lifetime (in iterations), so the steady state is not a
-    # train of synchronised waves (identical requests all arriving at once stay in lockstep)
-    K = eng.max_num_batched_tokens or req.new
-    life = int(-(-req.new // K) + req.decode_steps)
+    """Run a closed loop of ``concurrency`` clients for at most ``iterations`` iterations.
+
+    ``arrival="staggered"``: the clients' first requests spread over one request lifetime, statistics over the
+    requests that arrive in the middle third (the desynchronised steady state). ``arrival="closed"``: every
+    client sends its first request at once and each of its ``prompts_per_client`` requests as soon as the
+    previous one finishes (vLLM ``bench serve --max-concurrency``, SGLang ``bench_serving``, AIPerf concurrency
+    mode); statistics over every request, as those clients report them; a follow-up request reaches the
+    scheduler ``eng.replacement_lag`` iterations later (at once when the engine is idle). ``"offline"``: one
+    such wave; ``"poisson"``: arrivals at ``rate`` requests/s."""
+    if arrival == "offline":  # every request queued at once, none sent after them: one wave
+        arrival, prompts_per_client = "closed", 1
+    if arrival == "poisson":
+        return _poisson(dev, eng, req, rate or 0.0, max_resident, iterations, seed)
+    if arrival not in ("staggered", "closed"):
+        raise ValueError(f"arrival={arrival!r} must be 'staggered', 'closed', 'offline' or 'poisson'")
     lengths = _lengths(req)
     ov = active_overheads(dev, eng)  # the engine's time outside the kernels, as the closed form adds it
     o_req = ov.request_s(req.prompt)
-    starts = sorted((i * life) // concurrency for i in range(concurrency))
+    lockstep = arrival == "closed"
+    starts = _first_requests(req, eng, concurrency, lockstep)
+    left = [prompts_per_client or 1 << 62] * concurrency  # requests each client still sends
     waiting: list[_Req] = []
     running: list[_Req] = []
     finished: list[_Req] = []
     itl: list[tuple[float, float]] = []
     tokens_out: list[tuple[float, int]] = []
+    pending: list[list] = []  # [iterations still to start before the request is seen, request]
+    now = 0.0
     for it in range(iterations):
-        while starts and starts[0] <= it:
-            starts.pop(0)
-            waiting.append(_Req(now - o_req, next(lengths)))
-        decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
-        ctx = np.mean([req.start + r.generated - 1 for r in decoders]) if decoders else 0.0
-        if chunks:
-            sizes = np.array([c for _, c in chunks], dtype=float)
-            prefixes = np.array([req.cached + r.done_prompt for r, _ in chunks], dtype=float)
-            t = dev.iteration(len(decoders), ctx, len(chunks), sizes.mean(), prefixes.mean()).time_s
-            t = t + ov.per_iteration_eager_s
-        else:
-            t = dev.iteration(len(decoders), ctx).time_s + ov.iteration_s(eng.cuda_graphs)
-        now += float(t) + len(decoders) * ov.per_token_s
-        emitted = 0
-        for r in decoders:
-            r.generated += 1
-            itl.append((now, now - r.last_token))
-            r.last_token = now
-            emitted += 1
-        for r, c in chunks:
-            r.done_prompt += c
-            if r.done_prompt == req.new:
-                r.generated, r.first_token, r.last_token = 1, now, now
-                if r.gen == 1:
-                    r.finished = now
-                emitted += 1
-        tokens_out.append((now, emitted))
-        for r in [r for r in running if r.generated >= r.gen]:
-            running.remove(r)
-            finished.append(r)
-            r.finished = now
-            waiting.append(_Req(now - o_req, next(lengths)))
+        for i in [i for i, s in enumerate(starts) if s is not None and s <= it]:
+            starts[i] = None
+            waiting.append(_Req(now - o_req, next(lengths), client=i))
+            left[i] -= 1
+        pending = _release(pending, waiting, idle=not (waiting or running))
+        if not (waiting or running):
+            break
+        now, done = _advance(dev, eng, req, ov, (running, waiting, finished), max_resident, now, itl, tokens_out)
+        for r in done:
+            if left[r.client] > 0:
+                nxt = _Req(now - o_req, next(lengths), client=r.client)
+                if lockstep and eng.replacement_lag:
+                    pending.append([eng.replacement_lag, nxt])  # the next iterations are already scheduled
+                else:
+                    waiting.append(nxt)
+                left[r.client] -= 1
+    if lockstep:
+        return _all_stats(finished, itl, tokens_out, now, iterations)
     return _stats(finished, itl, tokens_out, now, iterations)
+
+
+def _first_requests(req: Requests, eng: EngineConfig, concurrency: int, together: bool) -> list[int | None]:
+    """The iteration each client sends its first request at: all at 0, or staggered over one lifetime."""
+    life = int(-(-req.new // (eng.max_num_batched_tokens or req.new)) + req.decode_steps)
+    return [0 if together else (i * life) // concurrency for i in range(concurrency)]  # ascending
+
+
+def _release(pending: list, waiting: list, idle: bool) -> list:
+    """Move the follow-up requests whose lag has run out (all of them when the engine is idle) to the queue;
+    the others still pending, one iteration closer."""
+    waiting += [r for n, r in pending if n <= 0 or idle]
+    return [[n - 1, r] for n, r in pending if not (n <= 0 or idle)]
+
+
+def _poisson(dev, eng, req, rate: float, max_resident: int, iterations: int, seed: int) -> SimResult:
+    """Open loop: requests arrive at exponential gaps of mean 1/``rate`` (seeded) and join the queue at the
+    next iteration boundary; statistics over the requests that arrive in the middle third of the run."""
+    if not rate > 0:
+        raise ValueError(f"arrival='poisson' needs rate > 0 requests/s, not {rate!r}")
+    rng = np.random.default_rng(seed)
+    lengths = _lengths(req)
+    ov = active_overheads(dev, eng)
+    o_req = ov.request_s(req.prompt)
+    waiting: list[_Req] = []
+    running: list[_Req] = []
+    finished: list[_Req] = []
+    itl: list[tuple[float, float]] = []
+    tokens_out: list[tuple[float, int]] = []
+    now, nxt = 0.0, float(rng.exponential(1 / rate))
+    for _ in range(iterations):
+        while nxt <= now:
+            waiting.append(_Req(nxt - o_req, next(lengths)))
+            nxt += float(rng.exponential(1 / rate))
+        if not (waiting or running):
+            now = nxt  # idle until the next arrival
+            continue
+        now, _ = _advance(dev, eng, req, ov, (running, waiting, finished), max_resident, now, itl, tokens_out)
+    return _stats(finished, itl, tokens_out, now, iterations)
+
+
+def _advance(dev, eng, req, ov, queues, max_resident: int, now: float, itl: list, tokens_out: list):
+    """Schedule and run one iteration; (the time after it, the requests it finished)."""
+    running, waiting, finished = queues
+    decoders, chunks = _schedule(running, waiting, req, eng, max_resident)
+    t, emitted = _iterate(dev, eng, req, ov, decoders, chunks, now, itl)
+    now += t
+    tokens_out.append((now, emitted))
+    done = [r for r in running if r.generated >= r.gen]
+    for r in done:
+        running.remove(r)
+        finished.append(r)
+        r.finished = now
+    return now, done
+
+
+def _iterate(dev, eng, req, ov, decoders, chunks, now: float, itl: list) -> tuple[float, int]:
+    """Run one iteration: (its time, tokens it emitted); advances the requests."""
+    ctx = np.mean([req.start + r.generated - 1 for r in decoders]) if decoders else 0.0
+    if chunks:
+        sizes = np.array([c for _, c in chunks], dtype=float)
+        prefixes = np.array([req.cached + r.done_prompt for r, _ in chunks], dtype=float)
+        t = dev.iteration(len(decoders), ctx, len(chunks), sizes.mean(), prefixes.mean()).time_s
+        t = t + ov.per_iteration_eager_s
+    else:
+        t = dev.iteration(len(decoders), ctx).time_s + ov.iteration_s(eng.cuda_graphs)
+    t = float(t) + len(decoders) * ov.per_token_s
+    end = now + t
+    emitted = 0
+    for r in decoders:
+        r.generated += 1
+        itl.append((end, end - r.last_token))
+        r.last_token = end
+        emitted += 1
+    for r, c in chunks:
+        r.done_prompt += c
+        if r.done_prompt == req.new:
+            r.generated, r.first_token, r.last_token = 1, end, end
+            if r.gen == 1:
+                r.finished = end
+            emitted += 1
+    return t, emitted
 
 
 def _lengths(req: Requests):
@@ -146,3 +238,15 @@ def _stats(finished: list[_Req], itl: list, tokens_out: list, now: float, iterat
     out = sum(n for t, n in tokens_out if t >= half)
     p50, p99 = (float(np.percentile(late, q)) if late.size else 0.0 for q in (50, 99))
     return SimResult(float(ttft), float(tpot), float(e2e), out / (now - half), p50, p99, iterations)
+
+
+def _all_stats(finished: list[_Req], itl: list, tokens_out: list, now: float, iterations: int) -> SimResult:
+    """Every request's means as the benchmark clients define them: TTFT, e2e, and TPOT per request =
+    (e2e − TTFT) / (output − 1), then the mean over the requests with more than one output token."""
+    ttft = np.mean([r.first_token - r.arrival for r in finished])
+    e2e = np.mean([r.finished - r.arrival for r in finished])
+    per = [(r.finished - r.first_token) / (r.gen - 1) for r in finished if r.gen > 1]
+    gaps = np.array([d for _, d in itl])
+    out = sum(n for _, n in tokens_out)
+    p50, p99 = (float(np.percentile(gaps, q)) if gaps.size else 0.0 for q in (50, 99))
+    return SimResult(float(ttft), float(np.mean(per)) if per else 0.0, float(e2e), out / now, p50, p99, iterations)

@@ -206,3 +206,50 @@ def published_human(report: dict[str, Any]) -> None:
         c.print(t)
     for n in report.get("notes", []):
         c.print(f"note: {n}", highlight=False)
+
+
+_RUN_COLS = ("rows", "TTFT signed", "TTFT abs", "TTFT ≤25%", "TPOT signed", "TPOT abs", "TPOT ≤25%", "both ≤25%")
+
+
+def _run_cells(s: dict[str, Any]) -> list[str]:
+    if not s.get("n"):
+        return ["0"] + ["-"] * 7
+    return [
+        str(s["n"]),
+        _pct(s["ttft_signed_median"]),
+        _pct(s["ttft_abs_median"], False),
+        _pct(s["ttft_within_25"], False),
+        _pct(s["tpot_signed_median"]),
+        _pct(s["tpot_abs_median"], False),
+        _pct(s["tpot_within_25"], False),
+        _pct(s["both_within_25"], False),
+    ]
+
+
+def runs_markdown(report: dict[str, Any]) -> str:
+    """The summaries of ``llmath validate --runs`` as Markdown tables (median errors, fractions within 25%)."""
+    lines: list[str] = []
+    summ = report["summary"]
+    for mode in ("agg", "disagg"):
+        m = summ.get(mode)
+        if m is None:
+            continue
+        share = f"{m['computed_fraction']:.1%} computed"
+        lines += [f"### {mode}: {m['computed']} computed, {m['refused']} refused ({share})", ""]
+        for key, groups in [("all", {"all": m["overall"]}), *m["groups"].items()]:
+            lines += [f"| {key} | " + " | ".join(_RUN_COLS) + " |", "|---" * (len(_RUN_COLS) + 1) + "|"]
+            lines += [f"| {v} | " + " | ".join(_run_cells(s)) + " |" for v, s in groups.items()]
+            lines.append("")
+    reasons = summ.get("refusal_reasons") or {}
+    if reasons:
+        lines += ["### Refused rows", "", "| rows | reason |", "|---|---|"]
+        lines += [f"| {n} | {why.replace('|', '/')} |" for why, n in reasons.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def runs_human(report: dict[str, Any]) -> None:
+    """``llmath validate --runs``: the error summaries (signed and absolute medians; error = (pred − meas) / meas)."""
+    c = _console()
+    c.print("error = (predicted − measured) / measured; medians over the rows of each group")
+    c.print(runs_markdown(report), markup=False, highlight=False, soft_wrap=True)

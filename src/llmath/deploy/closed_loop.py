@@ -1,0 +1,122 @@
+"""The closed loop as benchmark clients run it: C requests started together, each replaced when it finishes.
+
+vLLM ``bench serve --max-concurrency C`` (``request_rate`` inf: every request is created at once and a
+semaphore of C lets them through), SGLang ``bench_serving --max-concurrency``, AIPerf / GenAI-Perf
+concurrency mode and the collectors of published serving tables all start C requests at the same moment and
+send a client's next request as soon as its previous one completes, ``prompts_per_client`` times over (the
+usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed lengths the requests stay in step:
+
+* **first wave**: the C prompts (B = min(C, B_max) admitted) queue together; the engine prefills them first
+  come first served at T_b = min(K_e, B·P') prompt tokens per iteration (K_e = K − decode tokens: the token
+  budget left by the requests already decoding), so the wave's prefill lasts n_w = B·P' / T_b iterations and
+  request j waits for all the prompts ahead of it: the wave's mean TTFT is (n_w + 1)/2 such iterations;
+* **after it**: requests finish in the order they started, so they come back in the same groups, one group
+  per iteration of the burst; each is prefilled as it arrives (one iteration when its prompt fits the budget,
+  ⌈P' / K_e⌉ otherwise), in an iteration that carries the whole group's prompt tokens — so the TTFT holds the
+  prefills of the requests that arrived with it, not just its own. When a cycle's prefill work (n_w
+  iterations) outlasts the G − 1 decode iterations, every iteration prefills and a request waits
+  n_w − (G − 1) iterations for budget (the token-budget-bound regime);
+* **TPOT** (per request (e2e − TTFT)/(G − 1), then the mean, as the clients compute it): of its G − 1 decode
+  iterations, the n_w − I_s other groups' burst iterations carry prefill chunks (τ_burst), the rest are pure
+  decode of all B requests (τ_d); a request does not decode in its own prefill iterations;
+* the benchmark's mean TTFT is the first wave's with weight 1/m and the following waves' with weight
+  1 − 1/m (m prompts per client); requests beyond B_max queue as :func:`~llmath.deploy.serving.steady_state`
+  states (the queue drains X requests per iteration).
+
+A mean-field account of an exact iteration simulation (:func:`llmath.deploy.simulate.simulate` with
+``arrival="closed"``): the tests bound the difference. Engines whose budget is unbounded (no chunking)
+prefill whole prompts; the prefill-only pass of a group then is one iteration of B·P' tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llmath.deploy.serving import (
+    Decoding,
+    EngineConfig,
+    Requests,
+    SteadyState,
+    _budget,
+    _overheads,
+    _quantile,
+)
+from llmath.deploy.step import Device
+from llmath.errors import WorkloadError
+
+# SemiAnalysis InferenceMAX's benchmark scripts (benchmarks/*.sh: ``--num-prompts $(( CONC * 10 ))
+# --max-concurrency $CONC --request-rate inf``, github.com/InferenceMAX/InferenceMAX) send ten prompts per
+# client; vLLM's own default (``--num-prompts 1000``) gives 1000 / C.
+PROMPTS_PER_CLIENT = 10
+
+
+def _burst(eng: EngineConfig, req: Requests, B: np.ndarray, w: float) -> tuple:
+    """The prefill burst of B requests in step: (group that finishes together, decoding requests in a burst
+    iteration, prompt tokens T_b per burst iteration, burst iterations n_w, iterations I_s one prompt spans,
+    chunks per burst iteration, their size, their mean cached prefix)."""
+    Pn, (K, chunked) = float(req.new), _budget(eng, req)
+    group = np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) if np.isfinite(K) else B
+    d_burst = np.maximum(B - group, 0.0) if eng.mixed_prefill else np.zeros_like(B)  # decoding meanwhile
+    K_e = np.maximum(K - d_burst * w, 1.0) if chunked else np.full_like(B, np.inf)
+    T_b = np.minimum(K_e, B * Pn) if chunked else np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) * Pn
+    n_w = B * Pn / T_b  # iterations of prefill work per cycle
+    I_s = np.maximum(1.0, np.ceil(Pn / K_e)) if chunked else np.ones_like(B)
+    n_c = np.maximum(T_b / Pn, 1.0)  # chunks in a burst iteration
+    chunk = T_b / n_c
+    return group, d_burst, T_b, n_w, I_s, n_c, chunk, req.cached + np.maximum(Pn - chunk, 0.0) / 2
+
+
+def lockstep_state(
+    dev: Device | Decoding,
+    eng: EngineConfig,
+    req: Requests,
+    concurrency,
+    max_resident: int,
+    prompts_per_client: float = PROMPTS_PER_CLIENT,
+    replace: bool = True,
+) -> SteadyState:
+    """The benchmark clients' closed loop at each concurrency (numpy array; module docstring).
+    ``replace=False``: offline, the C requests queued at once and none sent after them (one wave; a queued
+    request waits for the ones ahead of it: (C − B)² / (2C) requests' worth of completions on average)."""
+    dec = dev if isinstance(dev, Decoding) else Decoding(dev)
+    C = np.asarray(concurrency, dtype=float)
+    if np.any(C < 1):
+        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    if not prompts_per_client >= 1:
+        raise WorkloadError(f"prompts_per_client={prompts_per_client!r} must be >= 1")
+    steps = req.decode_steps / dec.tokens
+    B = np.minimum(C, max_resident)
+    mixed = eng.mixed_prefill
+    group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width)
+    ctx = req.decode_context
+    tau_b = dec.mixed(d_burst, ctx, n_c, chunk, pre)
+    d_first = np.minimum(group * (n_w - 1) / 3, B) if mixed else 0.0  # decoders in the first wave's prefills
+    tau_f = dec.mixed(d_first, ctx, n_c, chunk, pre)
+    tau_d = dec.step(B, ctx)
+    o_m, o_d, o_req = _overheads(dec, eng, req, B, d_burst)
+    tau_b, tau_f, tau_d = tau_b + o_m, tau_f + o_m, tau_d + o_d
+    # iterations per cycle; prefill-first batches stop the decoders, so they add to a request's lifetime
+    L = np.maximum(n_w, steps + I_s) if mixed else steps + n_w
+    tau_c = (np.minimum(n_w, L) * tau_b + (L - np.minimum(n_w, L)) * tau_d) / L  # the cycle's mean iteration
+    # a replacement arrives while the next iterations are already scheduled (none when the engine is idle:
+    # a single group finishes together); those iterations prefill the groups ahead of it, except for the
+    # first group of a burst, which arrives during a pure decode iteration
+    behind = np.maximum(n_w - 1, 0.0) / np.maximum(n_w, 1.0)
+    lag = eng.replacement_lag * np.clip(n_w - 1, 0.0, 1.0) * (behind * tau_b + (1 - behind) * tau_d)
+    wait = np.maximum(n_w - steps, I_s) if mixed else I_s  # iterations from admission to first token
+    seen = np.clip(n_w - I_s, 0.0, steps if mixed else np.inf)  # burst iterations during a request's decode
+    decode_iters = steps - seen if mixed else steps  # prefill-first: bursts pause the decoders
+    step_s = (seen * tau_b + decode_iters * tau_d) / np.maximum(steps, 1e-9)
+    m = float(prompts_per_client) if replace else 1.0
+    ttft = (1 - 1 / m) * (wait * tau_b + lag) + (1 / m) * (n_w + 1) / 2 * tau_f + o_req
+    queued = np.maximum(C - B, 0.0) if replace else np.maximum(C - B, 0.0) ** 2 / (2 * C)
+    ttft = ttft + queued * L / B * tau_c  # the queue drains B requests per cycle of L iterations
+    e2e = ttft + steps * step_s
+    a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
+    o_ttft = ((1 - 1 / m) * wait + (1 / m) * (n_w + 1) / 2) * o_m + o_req
+    o_tpot = (q * o_m + (1 - q) * o_d) / a
+    p50, p90, p99 = (_quantile(qq, q, 1.0, tau_b / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
+    # closed loop: Little's law (C in flight); offline: the engine's own rate, B requests per cycle
+    rps = C / e2e if replace else B / (L * tau_c)
+    return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,
+                       T_b, np.minimum(n_w / L, 1.0), tau_d, tau_b, o_ttft, o_tpot)  # fmt: skip

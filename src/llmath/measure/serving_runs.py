@@ -1,0 +1,262 @@
+"""Measured serving runs (a CSV in ``serving_runs.csv``'s format) predicted through the public API.
+
+Each row is one benchmark run: an engine serving a model on one replica layout (``agg``) or on prefill and
+decode pools (``disagg``), at a fixed concurrency with fixed prompt/output lengths, and the mean TTFT and TPOT
+the benchmark client measured. :func:`read_runs` maps a row to llmath's names, :func:`predict_run` computes it
+with :func:`llmath.deploy.service.serve` (or :func:`llmath.deploy.disagg.serve_disaggregated`), and
+:func:`validate_runs` returns every row's error and the summaries by engine, system, model, concurrency and
+lengths. How the columns are read (the collection's own conventions, from its ``sdk`` code):
+
+* ``system``: ``h100_sxm`` → ``h100-sxm``, ``h200_sxm`` → ``h200``, ``b200_sxm`` → ``b200``;
+* ``model_path``: the registry model of the same architecture (:data:`MODELS`; an Instruct or FP8 checkpoint
+  of a bundled base model is that model, its formats then come from the row's quant modes);
+* ``gemm_quant_mode`` / ``moe_quant_mode`` (the formats the engine ran): ``fp8`` → FP8 weights and
+  activations (W8A8), ``fp8_block`` → block-scaled FP8 weights, FP8 activations, ``nvfp4`` → NVFP4 weights
+  and activations (W4A4), empty → the checkpoint's own; the MoE mode sets the routed experts' format;
+* the KV cache: FP8 when the row's ``precision`` is ``fp8`` or ``fp4`` (the collection's rule: a quantised
+  checkpoint runs FP8 KV cache and FP8 attention, ``sdk/models/helpers.py`` ``_infer_quant_modes_from_raw_config``),
+  else the checkpoint's (bf16);
+* layout: TP = ``tp_size``, PP = ``pp_size``, attention-DP = ``attention_dp_size`` (empty or 0 = 1), EP =
+  ``moe_ep_size`` (0 = 1); the replica has TP × PP × DP GPUs. A layout whose ``tp_size`` (or
+  ``attention_dp_size``) equals ``moe_tp_size × moe_ep_size`` with ``moe_tp_size = moe_ep_size > 1`` (16–64
+  GPUs on one 8-GPU node, ids such as ``…_tp8_ep8_…`` stored as ``tp_size`` 64) is read as that field divided
+  by ``moe_ep_size``, with EP = ``moe_ep_size`` (and says so in the row's ``assumed``);
+* concurrency: ``silicon_concurrency`` in ``source_notes``, else ``batch_size × attention_dp_size``;
+* disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import warnings
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from llmath.errors import LLMathError, WorkloadError
+
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
+MODELS = {
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+    "nvidia/DeepSeek-R1-NVFP4": "deepseek-r1",  # the same architecture; its formats come from the quant modes
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",  # the Instruct tune of the same architecture
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+    "Qwen/Qwen3-32B": "qwen3-32b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",  # the FP8 checkpoint of the same architecture
+}
+QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
+KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int
+    pp: int
+    dp: int
+    ep: int
+    workers: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured run, in llmath's names."""
+
+    id: str
+    engine: str
+    system: str
+    model: str
+    source_model: str
+    mode: str
+    prompt: int
+    gen: int
+    concurrency: int
+    gemm: str
+    moe: str
+    precision: str
+    layout: Layout | None
+    prefill: Layout | None
+    decode: Layout | None
+    ttft_s: float
+    tpot_s: float
+    assumed: tuple[str, ...] = field(default=())
+
+    @property
+    def lengths(self) -> str:
+        return f"{self.prompt}/{self.gen}"
+
+
+def _int(v: str, default: int = 1) -> int:
+    v = (v or "").strip()
+    return max(int(float(v)), 1) if v and float(v) > 0 else default
+
+
+def _layout(r: dict[str, str], pre: str, assumed: list[str]) -> Layout:
+    tp, pp, dp = _int(r[f"{pre}tp_size"]), _int(r[f"{pre}pp_size"]), _int(r[f"{pre}attention_dp_size"])
+    mtp, mep = _int(r[f"{pre}moe_tp_size"]), _int(r[f"{pre}moe_ep_size"])
+    if mtp == mep > 1 and mtp * mep in (tp, dp):
+        which = "tp_size" if tp == mtp * mep else "attention_dp_size"
+        tp, dp = (tp // mep, dp) if which == "tp_size" else (tp, dp // mep)
+        assumed.append(f"{pre}{which} {mtp * mep} = moe_tp·moe_ep read as {mtp * mep // mep} GPUs with EP {mep}")
+    workers = _int(r.get(f"{pre}num_workers", ""))
+    return Layout(tp, pp, dp, mep, workers)
+
+
+def _concurrency(r: dict[str, str], lay: Layout | None) -> int:
+    m = re.search(r"silicon_concurrency=(\d+)", r.get("source_notes", ""))
+    if m:
+        return int(m.group(1))
+    if lay is not None:
+        return _int(r["batch_size"]) * lay.dp
+    n = _int(r.get("decode_batch_size", ""), 0) * _int(r["decode_attention_dp_size"]) * _int(r["decode_num_workers"])
+    if n < 1:
+        raise WorkloadError(f"row {r['id']}: no silicon_concurrency in source_notes and no decode_batch_size")
+    return n
+
+
+def read_runs(path: str | Path) -> list[dict[str, str]]:
+    """The CSV's rows as dicts (a missing file or column is a one-line error)."""
+    p = Path(path)
+    if not p.is_file():
+        raise WorkloadError(f"--runs {str(path)!r}: no such file; give a CSV in serving_runs.csv's format")
+    with p.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    need = {"id", "backend", "model_path", "system", "mode", "isl", "osl", "silicon_ttft_ms", "silicon_tpot_ms"}
+    if rows and (missing := need - set(rows[0])):
+        raise WorkloadError(f"--runs {str(path)!r}: columns {sorted(missing)} missing; see serving_runs.csv's header")
+    return rows
+
+
+def to_run(r: dict[str, str]) -> Run:
+    """A CSV row in llmath's names (a system or model without a mapping raises, naming it)."""
+    sysname, model = SYSTEMS.get(r["system"]), MODELS.get(r["model_path"])
+    if sysname is None:
+        raise WorkloadError(f"system {r['system']!r} has no llmath hardware mapping ({', '.join(SYSTEMS)})")
+    if model is None:
+        raise WorkloadError(f"model {r['model_path']!r} has no registry mapping")
+    assumed: list[str] = []
+    agg = r["mode"] == "agg"
+    lay = _layout(r, "", assumed) if agg else None
+    pre = None if agg else _layout(r, "prefill_", assumed)
+    dec = None if agg else _layout(r, "decode_", assumed)
+    return Run(
+        r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
+        _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
+        float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
+    )  # fmt: skip
+
+
+def precision(run: Run):
+    """The formats the run's engine executed (module docstring)."""
+    from llmath.model.checkpoint import precision_for
+
+    p = precision_for(run.model)
+    kv = "fp8" if run.precision in ("fp8", "fp4") else None
+    gemm, moe = QUANT.get(run.gemm), QUANT.get(run.moe)
+    if gemm is None and moe is None:
+        return p.override(kv=kv)
+    w, a = gemm or (p.weights, p.act_quant or p.activations)
+    p = p.override(weights=w, kv=kv)
+    mods = {"experts": moe[0]} if moe is not None and moe[0] != w else {}
+    act = a if gemm is not None else moe[1] if moe is not None else None
+    return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
+
+
+def predict_run(run: Run) -> dict[str, float]:
+    """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats, closed loop)."""
+    from llmath.deploy.disagg import serve_disaggregated
+    from llmath.deploy.service import serve
+
+    prec = precision(run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if run.layout is not None:
+            L = run.layout
+            rep = serve(run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency,
+                        engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, precision=prec)  # fmt: skip
+            return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
+        assert run.prefill is not None and run.decode is not None
+        P, D = run.prefill, run.decode
+        d = serve_disaggregated(
+            run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency, engine=run.engine,
+            prefill=dict(tp=P.tp, pp=P.pp, dp=P.dp, ep=P.ep, workers=P.workers),
+            decode=dict(tp=D.tp, pp=D.pp, dp=D.dp, ep=D.ep, workers=D.workers), precision=prec,
+        )  # fmt: skip
+        return {"ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"]}
+
+
+def _err(pred: float, meas: float) -> float:
+    return (pred - meas) / meas
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Signed and absolute median errors of TTFT and TPOT and the fraction within 25% (each, and both)."""
+    if not rows:
+        return {"n": 0}
+    out: dict[str, Any] = {"n": len(rows)}
+    for k in ("ttft", "tpot"):
+        e = [r[f"{k}_error"] for r in rows]
+        out[f"{k}_signed_median"] = median(e)
+        out[f"{k}_abs_median"] = median(abs(x) for x in e)
+        out[f"{k}_within_25"] = sum(abs(x) <= 0.25 for x in e) / len(e)
+    out["both_within_25"] = sum(abs(r["ttft_error"]) <= 0.25 and abs(r["tpot_error"]) <= 0.25 for r in rows) / len(rows)
+    return out
+
+
+def _group_key(r: dict[str, Any], key: str) -> str:
+    return str(r[key])
+
+
+def validate_runs(path: str | Path, by: tuple[str, ...] = KEYS) -> dict[str, Any]:
+    """Every row predicted; errors = (predicted − measured) / measured; summaries per mode and per ``by`` key
+    (and engine × system per mode)."""
+    bad = [k for k in by if k not in KEYS]
+    if bad:
+        raise WorkloadError(f"--by {','.join(bad)}: not a grouping; use any of {','.join(KEYS)}")
+    computed, refused = [], []
+    for raw in read_runs(path):
+        try:
+            run = to_run(raw)
+            pred = predict_run(run)
+        except LLMathError as e:
+            refused.append({"id": raw.get("id", "?"), "mode": raw.get("mode"), "reason": str(e)})
+            continue
+        row = {"id": run.id, "engine": run.engine, "system": run.system, "model": run.source_model,
+               "concurrency": run.concurrency, "lengths": run.lengths, "mode": run.mode,
+               "measured_ttft_s": run.ttft_s, "measured_tpot_s": run.tpot_s,
+               "predicted_ttft_s": pred["ttft_s"], "predicted_tpot_s": pred["tpot_s"],
+               "ttft_error": _err(pred["ttft_s"], run.ttft_s), "tpot_error": _err(pred["tpot_s"], run.tpot_s),
+               "assumed": list(run.assumed)}  # fmt: skip
+        computed.append(row)
+    return {"rows": computed, "refused": refused, "summary": summarise(computed, refused, by)}
+
+
+def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mode in sorted({r["mode"] for r in computed} | {r["mode"] for r in refused}):
+        rows = [r for r in computed if r["mode"] == mode]
+        n_ref = sum(r["mode"] == mode for r in refused)
+        m: dict[str, Any] = {"computed": len(rows), "refused": n_ref, "overall": summary(rows), "groups": {}}
+        m["computed_fraction"] = len(rows) / (len(rows) + n_ref) if rows or n_ref else 0.0
+        for key in [*[k for k in by if k != "mode"], "engine×system"]:
+            keys = key.split("×")
+            vals = sorted({tuple(str(r[k]) for k in keys) for r in rows}, key=_natural)
+            m["groups"][key] = {"×".join(v): summary([r for r in rows if tuple(str(r[k]) for k in keys) == v])
+                                for v in vals}  # fmt: skip
+        out[mode] = m
+    reasons: dict[str, int] = {}
+    for r in refused:
+        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
+    out["refusal_reasons"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+    return out
+
+
+def _natural(v: tuple[str, ...]) -> tuple:
+    return tuple((0, int(x), "") if x.isdigit() else (1, 0, x) for x in v)

@@ -1,0 +1,92 @@
+"""``llmath validate --runs``: how a measured-run row is read, and the command end to end on a small CSV."""
+
+import csv
+import json
+
+import pytest
+from helpers import run_cli
+
+from llmath.measure.serving_runs import precision, to_run, validate_runs
+
+HEADER = (
+    "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
+    "tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,prefill_num_workers,"
+    "prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,"
+    "decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,"
+    "decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms,source_notes"
+).split(",")
+
+
+def _row(**kw) -> dict:
+    r = dict.fromkeys(HEADER, "")
+    r.update(id="r", backend="trtllm", model_path="deepseek-ai/DeepSeek-R1", system="b200_sxm", precision="fp4",
+             mode="agg", isl="1024", osl="1024", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4", batch_size="8",
+             tp_size="8", pp_size="1", attention_dp_size="1", moe_tp_size="1", moe_ep_size="8",
+             silicon_ttft_ms="100", silicon_tpot_ms="10", source_notes="silicon_concurrency=8")  # fmt: skip
+    r.update({k: str(v) for k, v in kw.items()})
+    return r
+
+
+def test_mis_encoded_layout_is_divided_by_ep():
+    # the validation README: tp_size 64 = moe_tp 8 × moe_ep 8 on one 8-GPU node reads as 64 / 8 = 8 GPUs, EP 8
+    run = to_run(_row(tp_size=64, moe_tp_size=8, moe_ep_size=8))
+    assert (run.layout.tp, run.layout.dp, run.layout.ep, run.layout.gpus) == (8, 1, 8, 8)
+    assert run.assumed
+    run = to_run(_row(tp_size=1, attention_dp_size=16, moe_tp_size=4, moe_ep_size=4))  # 16 / 4 = 4 DP ranks
+    assert (run.layout.tp, run.layout.dp, run.layout.ep) == (1, 4, 4)
+    run = to_run(_row(tp_size=4, attention_dp_size=4, moe_tp_size=1, moe_ep_size=16))  # consistent: 16 GPUs
+    assert (run.layout.gpus, run.layout.ep, run.assumed) == (16, 16, ())
+
+
+def test_concurrency_from_notes_else_batch_times_dp():
+    assert to_run(_row(batch_size=64, attention_dp_size=4, source_notes="silicon_concurrency=256")).concurrency == 256
+    assert to_run(_row(batch_size=64, tp_size=1, attention_dp_size=4, source_notes="")).concurrency == 64 * 4
+
+
+def test_quant_modes_map_to_executed_formats():
+    # fp8 = FP8 weights and activations; nvfp4 = W4A4; quantised runs hold an FP8 KV cache (collection's rule)
+    p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-70B", precision="fp8", gemm_quant_mode="fp8",
+                              moe_quant_mode="fp8")))  # fmt: skip
+    assert (p.weights, p.act_quant, p.kv) == ("fp8", "fp8", "fp8")
+    p = precision(to_run(_row()))
+    assert (p.weights, p.act_quant, p.kv) == ("nvfp4", "nvfp4", "fp8")
+    # DeepSeek-R1 fp8 with block-scaled experts: the experts keep their own format
+    p = precision(to_run(_row(precision="fp8", gemm_quant_mode="fp8", moe_quant_mode="fp8_block")))
+    assert (p.weights, p.weight_format("experts")) == ("fp8", "fp8-block")
+    # empty modes: the checkpoint's own formats (Llama-3.1-8B: bf16 throughout)
+    p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-8B-Instruct", precision="", gemm_quant_mode="",
+                              moe_quant_mode="")))  # fmt: skip
+    assert (p.weights, p.kv) == ("bf16", "bf16")
+
+
+def test_unknown_system_is_refused_with_its_name(tmp_path):
+    f = tmp_path / "runs.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, HEADER)
+        w.writeheader()
+        w.writerow(_row(system="mi300x"))
+        w.writerow(_row(id="ok", model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
+                        gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1))  # fmt: skip
+    rep = validate_runs(f)
+    assert [r["id"] for r in rep["rows"]] == ["ok"]
+    assert "mi300x" in rep["refused"][0]["reason"]
+    assert rep["summary"]["agg"]["computed"] == 1 and rep["summary"]["agg"]["refused"] == 1
+
+
+def test_cli_json_and_usage_errors(capsys, tmp_path):
+    f = tmp_path / "runs.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, HEADER)
+        w.writeheader()
+        w.writerow(_row(model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
+                        gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1))  # fmt: skip
+    code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--json")
+    assert code == 0
+    row = json.loads(out)["rows"][0]
+    # error = (predicted − measured) / measured, measured 100 ms TTFT and 10 ms TPOT in the row
+    assert row["ttft_error"] == pytest.approx(row["predicted_ttft_s"] / 0.1 - 1)
+    assert row["tpot_error"] == pytest.approx(row["predicted_tpot_s"] / 0.01 - 1)
+    code, _, err = run_cli(capsys, "validate", "--runs", str(f), "--by", "colour")
+    assert code == 2 and "colour" in err
+    code, _, err = run_cli(capsys, "validate", "--runs", str(tmp_path / "none.csv"))
+    assert code == 2 and "none.csv" in err
