@@ -14,7 +14,7 @@ from typing import Any
 
 import llmath.cli.app as _app_module
 
-GROUPS = ("listing", "analyze", "compare", "measure", "serve", "plan")
+GROUPS = ("listing", "analyze", "compare", "measure", "serve", "plan", "bench")
 COMMANDS = {
     "models": "listing",
     "hardware": "listing",
@@ -29,6 +29,7 @@ COMMANDS = {
     "validate": "measure",
     "serve": "serve",
     "plan": "plan",
+    "bench": "bench",
 }  # command → the group module that registers it (a test checks it against the registered commands)
 
 del globals()["app"]  # the submodule's name: ``llmath.cli.app`` is the app itself (see __getattr__)

@@ -10,6 +10,7 @@ import typer
 from llmath import output as out
 from llmath.cli import options as o
 from llmath.cli.app import app
+from llmath.cli.engine import EmitOpt, EngineArgsOpt
 from llmath.errors import WorkloadError
 
 HardwareOpt = Annotated[
@@ -52,6 +53,9 @@ SpecMethodOpt = o.text_option("--spec-method", "Speculative decoding: draft | ea
 SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
 AcceptanceOpt = o.number_option("--acceptance", "Mean tokens a round yields (1 … k+1), as measured.")
 DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft.")
+CalibrationOpt = o.text_option(
+    "--calibration", "Serving: a 'llmath bench --save' report; its measured TTFT/TPOT set the efficiency."
+)
 ArrivalOpt = o.text_option(
     "--arrival",
     "Serving: closed (default with --concurrency: C requests started together, each replaced when it ends), "
@@ -99,6 +103,9 @@ def analyze(
     spec_tokens: SpecTokensOpt = 3,
     acceptance: AcceptanceOpt = None,
     draft_model: DraftOpt = None,
+    engine_args: EngineArgsOpt = None,
+    emit: EmitOpt = None,
+    calibration: CalibrationOpt = None,
     arrival: ArrivalOpt = None,
     prompts_per_client: PromptsPerClientOpt = None,
     **shared,
@@ -108,7 +115,8 @@ def analyze(
 
     Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json ;
     llmath analyze llama-3.1-70b -H h100-sxm --gpus 2 --weights fp8 ; llmath analyze deepseek-v3 -H h200 --gpus 8
-    --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm
+    --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm ;
+    llmath analyze -H h100-sxm -c 64 --engine-args "vllm serve meta-llama/Llama-3.1-70B -tp 8 --kv-cache-dtype fp8"
     """
     _run(SimpleNamespace(**locals(), **shared))
 
@@ -137,6 +145,7 @@ SERVING_ONLY = (  # --engine is not here: a static batch runs quantised formats 
     ("--gpu-memory-utilization", "gpu_memory_utilization", None),
     ("--gen-dist", "gen_dist", None),
     ("--enforce-eager", "enforce_eager", False),
+    ("--calibration", "calibration", None),
     ("--spec-method", "spec_method", None),
     ("--spec-tokens", "spec_tokens", 3),
     ("--acceptance", "acceptance", None),
@@ -172,7 +181,17 @@ def _refuse_unused(a: SimpleNamespace, serving: bool) -> None:
 
 
 def _run(a: SimpleNamespace) -> None:
-    """Serve when --concurrency or --rate is given (or --arrival offline), else analyse the static batch."""
+    """Serve when --concurrency or --rate is given (or --arrival offline), else analyse the static batch;
+    --emit prints the engine command of the deployment instead."""
+    if a.engine_args:
+        from llmath.cli.engine import apply_engine_args
+
+        apply_engine_args(a)
+    if a.emit:
+        from llmath.cli.engine import emit_analyze
+
+        emit_analyze(a)
+        return
     if a.arrival is not None and a.arrival not in ARRIVALS:
         raise typer.BadParameter(f"{a.arrival!r} must be one of {', '.join(ARRIVALS)}", param_hint="--arrival")
     if a.arrival == "offline" and a.concurrency is None and a.rate is None:
@@ -202,7 +221,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         gen_dist=o.gen_dist(a.gen_dist),
         precision=p,
         attention=a.attention.value,
-        efficiency_mode=a.efficiency.value,
+        efficiency_mode=_calibrated(a) if a.calibration else a.efficiency.value,
         max_num_batched_tokens=a.max_num_batched_tokens,
         max_num_seqs=a.max_num_seqs,
         gpu_memory_utilization=a.gpu_memory_utilization,
@@ -218,6 +237,23 @@ def _serve(a: SimpleNamespace, p) -> None:
         from llmath.output.serving import serving_human
 
         serving_human(rep.to_dict())
+
+
+def _calibrated(a: SimpleNamespace):
+    """The efficiency a saved ``llmath bench`` run calibrates (llmath.measure.bench_calibration); notes on stderr."""
+    from llmath.hardware import get
+    from llmath.measure.bench_calibration import calibrate, load, saved_predictor
+
+    report = load(a.calibration)
+    if get(report["prediction"]["hardware"]).name != get(a.hardware).name:
+        raise WorkloadError(
+            f"--calibration {a.calibration!r} was measured on {report['prediction']['hardware']}, not {a.hardware};"
+            " calibrate with a run on the same device"
+        )
+    cal = calibrate(report, saved_predictor(report))
+    for line in cal.lines(a.calibration):
+        out.note(f"note: {line}")
+    return cal.efficiency
 
 
 def _static(a: SimpleNamespace, p) -> None:

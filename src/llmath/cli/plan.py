@@ -11,6 +11,7 @@ import typer
 
 from llmath import output as out
 from llmath.cli.app import app
+from llmath.cli.engine import EmitOpt
 from llmath.cli.options import JsonOpt, ModelArg, ints
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
@@ -45,12 +46,14 @@ def plan_cmd(
         int, typer.Option("--top", help="Pareto rows to print (human output).", callback=ints(1, 10**6))
     ] = 20,
     json_: JsonOpt = False,
+    emit: EmitOpt = None,
 ):
     """Search GPU layouts, aggregated vs disaggregated serving and concurrency for the most output tokens/s per
     GPU under --ttft-ms/--tpot-ms (without targets: the maximum throughput); print the Pareto front.
 
     Examples: llmath plan llama-3-8b -H h100-sxm --gpus 8 --prompt 1024 --gen 256 --tpot-ms 30 ;
-    llmath plan qwen3-30b-a3b -H h200 --gpus 4 --weights bf16,fp8 --disagg --json
+    llmath plan qwen3-30b-a3b -H h200 --gpus 4 --weights bf16,fp8 --disagg --json ;
+    llmath plan llama-3.1-70b -H h100-sxm --gpus 8 --tpot-ms 50 --emit vllm
     """
     from llmath.deploy.plan import plan
 
@@ -64,6 +67,8 @@ def plan_cmd(
         from llmath.plots import pareto_plot
 
         pareto_plot(res, plot)
+    if emit:
+        return _emit(res, emit, hardware, kv_dtype, json_)
     if json_:
         out.emit_json(res)
         return
@@ -72,3 +77,9 @@ def plan_cmd(
     plan_human(res, top)
     if plot:
         out.note(f"wrote {plot}")
+
+
+def _emit(res: dict, engine: str, hardware: str, kv_dtype: str | None, as_json: bool) -> None:
+    from llmath.cli.engine import emit_plan
+
+    emit_plan(res, engine, hardware, kv_dtype, as_json)

@@ -209,6 +209,13 @@ def optional_text(name: str) -> Callable[[Any], Any]:
     return check
 
 
+def _is_efficiency(value: Any) -> bool:
+    """An :class:`~llmath.hardware.efficiency.Efficiency` given in place of a mode (a calibrated one)."""
+    from llmath.hardware.efficiency import Efficiency
+
+    return isinstance(value, Efficiency)
+
+
 RULES: dict[str, Callable[[Any], Any]] = {
     "model": model_arg,
     "prompt": lambda v: check_int("prompt", v, 1, MAX_TOKENS),
@@ -217,7 +224,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "gen_dist": gen_dist_arg,
     "precision": precision_arg,
     "attention": lambda v: choice("attention", v, ATTENTION),
-    "efficiency_mode": lambda v: choice("efficiency_mode", v, EFFICIENCY),
+    "efficiency_mode": lambda v: v if _is_efficiency(v) else choice("efficiency_mode", v, EFFICIENCY),
     "overlap": lambda v: choice("overlap", v, OVERLAP),
     "engine": lambda v: text("engine", v),
     "speculation": speculation_arg,
