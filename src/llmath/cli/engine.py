@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 from types import SimpleNamespace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from llmath import output as out
-from llmath.deploy.engine_args import EngineArgsError
+
+if TYPE_CHECKING:  # the library core loads only when a command uses it (tests/test_cli_lazy.py)
+    from llmath.deploy.engine_args import EngineArgsError
 
 
 def _engine_name(value: str | None) -> str | None:
@@ -65,7 +67,7 @@ def print_command(cmd, as_json: bool) -> None:
 
 def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_json: bool) -> None:
     """``plan --emit``: the best configuration as ``engine``'s command."""
-    from llmath.deploy.engine_args import emit, from_plan
+    from llmath.deploy.engine_args import EngineArgsError, emit, from_plan
     from llmath.hardware import get
     from llmath.model.registry import resolve
 
@@ -83,7 +85,7 @@ def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_jso
 def read_engine_args(text: str):
     """The :class:`~llmath.deploy.engine_read.EngineRead` of ``text`` (TensorRT-LLM's ``--config`` file read
     when it exists); unknown flags named in one warning line on stderr."""
-    from llmath.deploy.engine_args import yaml_subset
+    from llmath.deploy.engine_args import EngineArgsError, yaml_subset
     from llmath.deploy.engine_read import parse, split_command
 
     try:
@@ -110,6 +112,8 @@ def _trtllm_config(tokens: list[str], reader) -> dict | None:
     if path is None:
         return None
     if not os.path.isfile(path):
+        from llmath.deploy.engine_args import EngineArgsError
+
         raise EngineArgsError(f"--engine-args: the --config file {path!r} does not exist; give its path")
     with open(path, encoding="utf-8") as f:
         return reader(f.read(), path)
@@ -173,7 +177,7 @@ SERVING_DEFAULTS = {  # what a static batch leaves at analyze's defaults
 
 def emit_analyze(a: SimpleNamespace) -> None:
     """``analyze --emit``: the deployment analyze's arguments describe, as the engine's command."""
-    from llmath.deploy.engine_args import deployment_for, emit
+    from llmath.deploy.engine_args import EngineArgsError, deployment_for, emit
 
     try:
         spec, dep = deployment_for(
