@@ -78,7 +78,10 @@ def test_config_vintages_without_optional_keys(name):
     cfg.pop("tie_word_embeddings", None)
     if "torch_dtype" in cfg:
         cfg["dtype"] = cfg.pop("torch_dtype")
-    if cfg["model_type"] not in ("t5", "bart", "whisper"):  # their layer counts have aliases; keep them whole
+    # t5, bart, whisper: their layer counts have aliases; keep them whole. A hybrid_override_pattern (Nemotron-H)
+    # is the layer count itself (transformers 5.23 derives num_hidden_layers from it), so a shorter count would
+    # contradict it: keep those whole too.
+    if cfg["model_type"] not in ("t5", "bart", "whisper") and "hybrid_override_pattern" not in cfg:
         for k in ("num_hidden_layers", "n_layer", "num_layers"):
             if k in cfg:
                 cfg[k] = min(cfg[k], 4)

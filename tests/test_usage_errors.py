@@ -34,6 +34,7 @@ SPEC = ("--spec-method", "eagle", "--acceptance", "2")
         ((*SERVE, "-c", "8", "--memory-plot", "m.png"), r"--memory-plot m.png applies to a static batch"),
         ((*SERVE, "-c", "8", "--draft-model", "llama-3.2-1b"), r"--draft-model: speculative decoding only"),
         ((*SERVE, "-c", "8", *SPEC, "--draft-model", "llama-3.2-1b"), r"applies to method 'draft'"),
+        ((*SERVE, "--prefix-hit", "0.5"), r"--prefix-hit applies to serving: add --concurrency"),
         # (--engine alone is valid for a static batch: it picks the kernels a declared quantised format runs in)
         ((*SERVE, "--max-num-seqs", "4"), r"--max-num-seqs applies to serving: add --concurrency"),
         ((*SERVE, "--engine", "foo"), r"engine='foo' is not one of vllm, sglang, trtllm, llama.cpp"),
@@ -104,3 +105,48 @@ def test_accepted_values_are_the_values_used():
     """gpus=1 stays one GPU; a float concurrency that is finite is used as given (8.0 requests in flight)."""
     rep = _serve(concurrency=8.0, gpus=1)
     assert rep.gpus == 1 and rep.workload["concurrency"] == 8.0
+
+
+def test_layer_count_is_bounded_before_any_work(tmp_path, capsys):
+    import json
+    import time
+
+    from llmath.model import registry
+
+    cfg = dict(registry.config("llama-3.2-1b"), num_hidden_layers=2**31 - 1)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    t = time.monotonic()
+    code, _, err = run_cli(capsys, "params", str(tmp_path))
+    assert code == 1 and "'num_hidden_layers'=2147483647 must be a positive integer <= 4,096" in err, err
+    assert time.monotonic() - t < 2 and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args,pattern",
+    [
+        (("plan", "llama-3-8b", "--gpus", "1000000"), r"gpus=1000000 must be an integer in \[1, 65,536\]"),
+        (("plan", "llama-3-8b", "--gpus", "2147483648"), r"gpus=2147483648 must be an integer in \[1, 65,536\]"),
+        (("plan", "deepseek-v3", "-H", "h200", "--gpus", "4096", "--disagg", "--weights", "bf16,fp8,nvfp4"),
+         r"would evaluate [\d,]+ layer-stages .* over the limit of 100,000: .* or drop --disagg"),
+    ],
+)  # fmt: skip
+def test_oversized_plans_are_refused_fast(capsys, args, pattern):
+    import re
+    import time
+
+    t = time.monotonic()
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and re.search(pattern, err) and len(err.strip().splitlines()) == 1, err
+    assert time.monotonic() - t < 2
+
+
+def test_plan_size_counts_the_divisor_layouts():
+    from llmath.deploy.budget import plan_evaluations
+    from llmath.model.registry import resolve
+
+    free = dict.fromkeys(("tp", "pp", "ep", "dp"))
+    # llama-3-8b (dense, 32 layers) on 8 GPUs: tp in {1,2,4,8} × pp in {1,2,4,8} with tp·pp <= 8 = 10 layouts;
+    # × 32 layers × 2 stages = 640
+    assert plan_evaluations(resolve("llama-3-8b"), 8, free, 1, False) == 640
+    # with disagg: + prefill workers (pp = 1, dp = 1: 4) × single-stage workers (pp = 1: 4) = 16 pairs; 26 × 64
+    assert plan_evaluations(resolve("llama-3-8b"), 8, free, 1, True) == 26 * 64

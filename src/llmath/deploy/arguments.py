@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from llmath.deploy.budget import check_plan
 from llmath.errors import LayoutError, UsageError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
@@ -224,6 +225,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "kv_dtype": optional_text("kv_dtype"),
     "disagg": flag("disagg"),
     "offline": flag("offline"),
+    "exhaustive": flag("exhaustive"),
 }
 
 
@@ -266,6 +268,10 @@ def checked(fn: F) -> F:
         if extra:
             a[extra] = engine_settings(a[extra])
         conflicts(a)
+        if "disagg" in a:  # the planner: the size of its search, bounded before any work
+            a["gpus"] = check_int("gpus", a["gpus"], 1, MAX_DEGREE)
+            pins = {k: a[k] for k in ("tp", "pp", "ep", "dp")}
+            check_plan(resolve(a["model"]), a["gpus"], pins, len(a["weights"] or ["bf16"]), a["disagg"])
         return fn(*bound.args, **bound.kwargs)
 
     return call  # type: ignore[return-value]

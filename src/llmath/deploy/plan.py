@@ -367,9 +367,7 @@ def plan(
 ) -> PlanResult:
     """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring).
     ``exhaustive``: evaluate every configuration instead of pruning (:mod:`.plan_search`); same answer."""
-    t0 = time.perf_counter()
-    if gpus is None:  # @checked has checked every number (gpus, the targets, the cost) by its rule
-        raise WorkloadError("--gpus is required: the number of GPUs to plan for")
+    t0 = time.perf_counter()  # every argument is checked by @checked (llmath.deploy.arguments)
     spec = resolve(model)
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from llmath.errors import ConfigError, HardwareError, UnknownNameError
-from llmath.model.config_check import check_values, file_kind, parse_json, read_text_file
+from llmath.model.config_check import check_values, file_kind, local_paths, parse_json, read_text_file
 from llmath.model.registry import closest
 from llmath.validation import float_rule
 
@@ -275,7 +275,7 @@ def get(name: str) -> Hardware:
     if name in _table():
         return from_dict(_table()[name], name)
     p = Path(name)
-    if p.suffix in (".json", ".toml") or file_kind(p) != "missing":
+    if local_paths() and (p.suffix in (".json", ".toml") or file_kind(p) != "missing"):
         return load_file(p)
     close = closest(name.lower(), names() + sorted(aliases()))
     hint = f"; closest: {', '.join(close)}" if close else ""

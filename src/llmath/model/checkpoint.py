@@ -25,7 +25,7 @@ from typing import Any
 
 from llmath.errors import ConfigError
 from llmath.model import formats as fmt
-from llmath.model.config_check import file_kind, parse_json
+from llmath.model.config_check import file_kind, local_paths, parse_json
 from llmath.model.dtypes import MODULES, Precision
 from llmath.model.quant import checkpoint_reading, module_of
 from llmath.model.sidecar_check import check_index, check_safetensors_header, read_sidecar
@@ -194,12 +194,12 @@ def load(model: str) -> Checkpoint:
     if name is not None:
         return registry.checkpoint(name)
     p = Path(model)
-    kind = file_kind(p)
-    if p.suffix.lower() == ".gguf":
+    kind = file_kind(p) if local_paths() else "missing"
+    if p.suffix.lower() == ".gguf" and local_paths():
         if kind != "file":
             raise ConfigError(f"{str(p)[:200]}: no such GGUF file (a regular .gguf file is needed)")
         return load_gguf(p)
-    if p.suffix == ".json" or kind != "missing":
+    if local_paths() and (p.suffix == ".json" or kind != "missing"):
         return load_dir(p)
     from llmath.model import hub
 

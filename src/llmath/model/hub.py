@@ -20,7 +20,7 @@ from importlib import import_module
 from pathlib import Path
 
 from llmath.errors import ConfigError, HubError, UnknownNameError
-from llmath.model.config_check import file_kind
+from llmath.model.config_check import file_kind, local_paths
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 FILES = ("config.json", "hf_quant_config.json")
@@ -72,7 +72,7 @@ def _probe(hf, repo_id: str, revision: str | None) -> None:
 
 def looks_like_repo_id(s: str) -> bool:
     """``org/name`` with hub characters only (and not an existing path)."""
-    return bool(REPO_ID.match(s)) and ".." not in s and file_kind(s) == "missing"
+    return bool(REPO_ID.match(s)) and ".." not in s and (not local_paths() or file_kind(s) == "missing")
 
 
 def fetch(repo_id: str, revision: str | None = None) -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from llmath.errors import UnknownNameError
-from llmath.model.config_check import file_kind
+from llmath.model.config_check import file_kind, local_paths
 from llmath.model.hf import read_config, spec_from_config
 from llmath.model.spec import ModelSpec
 
@@ -156,7 +156,7 @@ def resolve(model: str | ModelSpec) -> ModelSpec:
     if name is not None:
         return spec(name)
     p = Path(model)
-    if p.suffix.lower() != ".gguf" and (p.suffix == ".json" or file_kind(p) != "missing"):
+    if local_paths() and p.suffix.lower() != ".gguf" and (p.suffix == ".json" or file_kind(p) != "missing"):
         cfg = read_config(p)
         stem = p.parent.name if p.name == "config.json" else (p.name if file_kind(p) == "dir" else p.stem)
         return spec_from_config(cfg, name=stem, source=str(p))

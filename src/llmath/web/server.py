@@ -13,23 +13,45 @@ neither in the reply nor in the server's log. JSON replies never hold NaN or Inf
 Protection for a loopback service: the ``Host`` header must be ``127.0.0.1`` or ``localhost`` (with the
 server's port if one is given), which defeats DNS rebinding; an ``Origin`` header, when sent, must be the
 page's own (``http://127.0.0.1:PORT`` or ``http://localhost:PORT``), so other web pages cannot drive it.
-Each connection has a ``TIMEOUT_S`` socket timeout (idle and slow clients are dropped); requests run on a
-pool of ``WORKERS`` threads with at most ``MAX_PENDING`` connections waiting (beyond: 503); the listen
-backlog is ``BACKLOG``.
+Slow clients cannot take it offline: one intake thread reads every connection's request (head and body)
+without blocking (:class:`_Intake`, a ``selectors`` loop), within a **total** deadline of ``TIMEOUT_S`` per
+request however the bytes trickle in (then 408, or a silent close if nothing came); only a complete request
+reaches the pool of ``WORKERS`` threads, so a worker never waits on a client. At most ``WORKERS +
+MAX_PENDING`` connections are held (beyond: an immediate 503), each buffering at most ``MAX_HEAD`` bytes of
+head and ``MAX_BODY`` of body, so memory is bounded. A request whose client has gone away while it
+waited for a worker is dropped unanswered and uncomputed; each computation is bounded by the library's
+cost bound (:mod:`llmath.deploy.budget`). The listen backlog is ``BACKLOG``.
+
+Every reply carries ``Content-Security-Policy`` (the page's one inline script by its SHA-256, styles inline,
+fetches to itself only, no frames, no form targets, no base URI) and ``X-Frame-Options: DENY``. Model and
+hardware names are never paths here: a request runs with :data:`llmath.model.config_check.LOCAL_PATHS`
+off, so a name such as ``a/b`` is a registry name or a hub id and nothing on this machine is ``stat``-ed.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
+import re
+import selectors
+import socket
+import socketserver
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlparse
 
 from llmath.errors import LLMathError
+from llmath.model.config_check import LOCAL_PATHS
 
 MAX_BODY = 4 << 20  # a config.json is a few kB; a safetensors index is the largest thing worth sending
-TIMEOUT_S = 10.0
+MAX_HEAD = 64 << 10  # request line and headers
+TIMEOUT_S = 10.0  # total seconds to receive a request's head and body
 WORKERS = 8
 MAX_PENDING = 64
 BACKLOG = 128
@@ -40,21 +62,53 @@ def page() -> bytes:
     return (resources.files("llmath") / "data" / "web" / "index.html").read_bytes()
 
 
+@lru_cache(maxsize=1)
+def security_policy() -> str:
+    """The Content-Security-Policy of every reply: the page's inline script allowed by its SHA-256 only."""
+    scripts = re.findall(rb"<script>(.*?)</script>", page(), flags=re.S)
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(s).digest()).decode()}'" for s in scripts)
+    return (
+        f"default-src 'none'; script-src {hashes or chr(39) + 'none' + chr(39)}; style-src 'unsafe-inline'; "
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
 class HTTPError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
+@dataclass
+class _Request:
+    """A connection and the bytes of its request as the intake read them."""
+
+    sock: socket.socket
+    deadline: float
+    data: bytearray = field(default_factory=bytearray)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "llmath"
-    timeout = TIMEOUT_S  # socket timeout per read/write: idle and slow clients are dropped
+    timeout = TIMEOUT_S  # socket timeout of the reply's writes
+
+    def setup(self) -> None:
+        """Read the request from the intake's buffer, write the reply to the socket."""
+        req: _Request = self.request
+        self.connection = req.sock
+        self.connection.settimeout(self.timeout)
+        self.rfile = io.BytesIO(bytes(req.data))
+        self.wfile = socketserver._SocketWriter(self.connection)  # type: ignore[attr-defined]
 
     def _send(self, status: int, body: bytes, ctype: str) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Security-Policy", security_policy())
+        self.send_header("X-Frame-Options", "DENY")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cache-Control", "no-store")
         self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
@@ -158,8 +212,119 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+def _complete(buf: bytearray) -> int | None:
+    """None while more bytes are needed; 0 once the request (head, and a POST's body) is whole; an HTTP status
+    when the head is too long."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        return 431 if len(buf) > MAX_HEAD else None
+    head = bytes(buf[:end]).lower()
+    if not head.startswith(b"post "):
+        return 0
+    m = re.search(rb"\r\ncontent-length:[ \t]*(\d{1,12})[ \t]*(?:\r\n|$)", head)
+    n = int(m.group(1)) if m else 0
+    return 0 if n > MAX_BODY or len(buf) >= end + 4 + n else None  # over the cap: the handler answers 413
+
+
+class _Intake(threading.Thread):
+    """Reads every connection's request without blocking; hands complete ones to the server's pool."""
+
+    def __init__(self, server: LoopbackServer) -> None:
+        super().__init__(name="llmath-web-intake", daemon=True)
+        self.server = server
+        self.selector = selectors.DefaultSelector()
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.wake_r.setblocking(False)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, None)
+        self.incoming: list[_Request] = []
+        self.lock = threading.Lock()
+        self.stopped = False
+
+    def add(self, req: _Request) -> None:
+        req.sock.setblocking(False)
+        with self.lock:
+            self.incoming.append(req)
+        self.wake_w.send(b"\0")
+
+    def run(self) -> None:
+        while not self.stopped:
+            for key, _ in self.selector.select(timeout=0.05):
+                if key.data is None:
+                    self._admit()
+                else:
+                    self._read(key.data)
+            self._expire()
+        for key in list(self.selector.get_map().values()):
+            if key.data is not None:
+                self._drop(key.data)
+
+    def _admit(self) -> None:
+        try:
+            self.wake_r.recv(4096)
+        except OSError:
+            pass
+        with self.lock:
+            new, self.incoming = self.incoming, []
+        for req in new:
+            self.selector.register(req.sock, selectors.EVENT_READ, req)
+
+    def _read(self, req: _Request) -> None:
+        try:
+            chunk = req.sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:  # the client closed before a whole request: nothing to answer
+            self._drop(req)
+            return
+        req.data += chunk
+        status = _complete(req.data)
+        if status is None:
+            return
+        self.selector.unregister(req.sock)
+        if status:
+            self._reply(req, status, "request headers too long")
+            return
+        req.sock.setblocking(True)
+        self.server.dispatch(req)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for key in list(self.selector.get_map().values()):
+            req = key.data
+            if req is not None and now > req.deadline:
+                self.selector.unregister(req.sock)
+                if req.data:
+                    self._reply(req, 408, f"the request did not arrive within {self.server.timeout_s:g} s")
+                else:
+                    self._drop(req)
+
+    def _reply(self, req: _Request, status: int, message: str) -> None:
+        body = b'{"error": "%s"}' % message.encode()
+        try:
+            req.sock.send(
+                b"HTTP/1.0 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close"
+                b"\r\n\r\n%s" % (status, BaseHTTPRequestHandler.responses[status][0].encode(), len(body), body)
+            )
+        except OSError:
+            pass
+        self._drop(req)
+
+    def _drop(self, req: _Request) -> None:
+        try:
+            self.selector.unregister(req.sock)
+        except (KeyError, ValueError):
+            pass
+        self.server.release(req)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.wake_w.send(b"\0")
+
+
 class LoopbackServer(HTTPServer):
-    """An HTTP server on 127.0.0.1 with a bounded worker pool, a bounded wait queue and a deep backlog."""
+    """An HTTP server on 127.0.0.1: a non-blocking intake, a bounded worker pool, bounded connections."""
 
     request_queue_size = BACKLOG
     allow_reuse_address = True
@@ -169,8 +334,11 @@ class LoopbackServer(HTTPServer):
     ) -> None:
         handler = type("Handler", (_Handler,), {"timeout": timeout_s})
         super().__init__(("127.0.0.1", port), handler)
+        self.timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llmath-web")
         self._slots = threading.BoundedSemaphore(workers + max_pending)
+        self._intake = _Intake(self)
+        self._intake.start()
 
     def process_request(self, request, client_address) -> None:
         if not self._slots.acquire(blocking=False):
@@ -184,27 +352,45 @@ class LoopbackServer(HTTPServer):
                 pass
             self.shutdown_request(request)
             return
-        try:
-            self._pool.submit(self._work, request, client_address)
-        except RuntimeError:  # pool shut down
-            self._slots.release()
-            self.shutdown_request(request)
+        self._intake.add(_Request(request, time.monotonic() + self.timeout_s))
 
-    def _work(self, request, client_address) -> None:
+    def dispatch(self, req: _Request) -> None:
         try:
-            self.finish_request(request, client_address)
+            self._pool.submit(self._work, req)
+        except RuntimeError:  # pool shut down
+            self.release(req)
+
+    def _work(self, req: _Request) -> None:
+        try:
+            if not _gone(req.sock):
+                LOCAL_PATHS.set(False)  # names are never paths on this machine
+                self.finish_request(req, req.sock.getpeername())
         except Exception:
             pass  # a client error (reset, timeout): no traceback in the log
         finally:
-            self.shutdown_request(request)
-            self._slots.release()
+            self.release(req)
+
+    def release(self, req: _Request) -> None:
+        self.shutdown_request(req.sock)
+        self._slots.release()
 
     def handle_error(self, request, client_address) -> None:
         pass
 
     def server_close(self) -> None:
+        self._intake.stop()
         super().server_close()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _gone(sock: socket.socket) -> bool:
+    """Whether the client closed its side while its request waited for a worker (then it is not computed)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
 
 
 def make_server(port: int = 8765, **limits) -> LoopbackServer:

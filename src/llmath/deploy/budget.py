@@ -1,0 +1,73 @@
+"""A cost bound before any work: the size of what a request would compute, checked against a stated limit.
+
+The unit is one **layer evaluation**: one decoder layer's operators costed once for one stage of one
+candidate deployment. A request computes about ``layers × stages × candidates`` of them, where:
+
+* ``layers``: the model's decoder (and encoder) layers — each spec holds one entry per layer, so a
+  config's layer count is bounded too (``MAX_LAYERS`` in :mod:`llmath.model.config_check`);
+* ``stages``: prefill and decode (2);
+* ``candidates``: 1 for ``analyze`` and ``serve``; for ``plan`` the layouts its search visits, counted
+  from the GPU count's divisors before any layout is built (an upper bound of what the search keeps):
+  TP ≤ 8 within a scale-up box, PP ≤ the layer count, attention-DP × EP for MoE models, each weight format,
+  and with ``disagg`` every (prefill, decode) pair of single-stage layouts.
+
+``MAX_LAYER_EVALUATIONS`` (10^5) admits every plan up to 16 GPUs with disaggregation and two formats for
+DeepSeek-V3 (61 layers, MoE: about 3·10^4); :func:`check_plan` refuses a larger request in one line, naming the
+count and how to shrink it (fewer GPUs, pinned degrees, fewer formats, no ``--disagg``), before any layout is
+built, so memory and minutes are never spent on it.
+"""
+
+from __future__ import annotations
+
+from llmath.errors import UsageError
+from llmath.model.spec import ModelSpec
+
+MAX_LAYER_EVALUATIONS = 10**5
+STAGES = 2
+MAX_TP = 8  # the planner's TP stays within one scale-up box (deploy/plan.py)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def plan_layouts(spec: ModelSpec, gpus: int, pins: dict[str, int | None]) -> tuple[int, int, int]:
+    """(layouts, single-stage layouts, single-stage single-replica layouts) the planner's search may visit
+    on ``gpus`` GPUs with ``pins``: an upper bound counted from divisors (O(divisors²), no layout built)."""
+    divs = _divisors(gpus)
+    tps = [d for d in divs if d <= MAX_TP] if pins.get("tp") is None else [pins["tp"] or 1]
+    pps = [d for d in divs if d <= spec.n_layers] if pins.get("pp") is None else [pins["pp"] or 1]
+    moe = spec.moe is not None
+    total = single = single_dp1 = 0
+    for tp in tps:
+        for pp in pps:
+            dps = [d for d in divs if tp * pp * d <= gpus] if moe else [1]
+            dps = dps if pins.get("dp") is None or not moe else [pins["dp"] or 1]
+            for dp in dps:
+                eps = 1 if pins.get("ep") is not None or not moe else len({1, tp * dp})
+                n = eps if tp * pp * dp <= gpus else 0
+                total += n
+                single += n if pp == 1 else 0
+                single_dp1 += n if pp == 1 and dp == 1 else 0
+    return total, single, single_dp1
+
+
+def plan_evaluations(spec: ModelSpec, gpus: int, pins: dict[str, int | None], formats: int, disagg: bool) -> int:
+    """Layer evaluations of a plan: layers × stages × (layouts + with ``disagg`` the pairs) × formats."""
+    total, single, single_dp1 = plan_layouts(spec, gpus, pins)
+    candidates = (total + (single_dp1 * single if disagg else 0)) * max(formats, 1)
+    return spec.n_layers * STAGES * candidates
+
+
+def check_plan(spec: ModelSpec, gpus: int, pins: dict[str, int | None], formats: int, disagg: bool) -> int:
+    """The plan's layer evaluations, or a :class:`~llmath.errors.UsageError` when they exceed the limit."""
+    n = plan_evaluations(spec, gpus, pins, formats, disagg)
+    if n > MAX_LAYER_EVALUATIONS:
+        raise UsageError(
+            f"plan of {spec.name} on {gpus:,} GPUs would evaluate {n:,} layer-stages (layers × stages × "
+            f"candidate layouts{' and pairs' if disagg else ''} × formats), over the limit of "
+            f"{MAX_LAYER_EVALUATIONS:,}: give fewer --gpus, pin --tp/--pp/--dp/--ep, fewer --weights formats"
+            + (" or drop --disagg" if disagg else "")
+        )
+    return n
