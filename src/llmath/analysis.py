@@ -40,6 +40,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.notes import context_notes, wrapper_notes
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
+from llmath.model.traits import traits
 from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, evaluate, table
 from llmath.ops import stages as ostages
 from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight_bytes_per_element
@@ -272,7 +273,7 @@ def memory_report(
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
 
     def need(ctx: int) -> float:  # encoder-decoder: ctx = the decoder's context, the source fixed at P
-        rows = ctx if spec.blt is not None else min(ctx, w.prompt)  # BLT reruns every byte at each step (ops/blt.py)
+        rows = ctx if traits(spec).reruns_context else min(ctx, w.prompt)  # reruns every position each step (BLT)
         return kv_cache_bytes(spec, B, ctx, p, ops=ops, src=src) + (
             act if src else float(activation_peak_bytes(spec, B, rows, w.attention, p, tab=tab))
         )
