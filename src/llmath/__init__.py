@@ -44,6 +44,7 @@ _EXPORTS = {
     "serve": "deploy.service",
     "plan": "deploy.plan",
     "Speculation": "deploy.speculative",
+    "ParallelConfig": "deploy.layout",
 }
 
 __all__ = [*_EXPORTS, "params"]

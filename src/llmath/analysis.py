@@ -27,7 +27,7 @@ from llmath.deploy.cost import (
     gpu_parts,
     rank_memory_parts,
 )
-from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
 from llmath.deploy.speculative import refuse_draft_only
 from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, execution
@@ -354,13 +354,14 @@ def analyze(
     ep: int | None = None,
     dp: int | None = None,
     overlap: str = "none",
+    parallel: ParallelConfig | None = None,
     decoder_prompt: int = 1,
     images: int = 0,
     **efficiency_overrides,
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
 
-    ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given): a parallel layout (:mod:`llmath.deploy.layout`);
+    ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given) or ``parallel``: a parallel layout (:mod:`llmath.deploy.layout`);
     ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
     and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
     layout and ``comm`` its collectives. Without them, one device, exactly as before. Encoder-decoder
@@ -369,6 +370,7 @@ def analyze(
     ``efficiency_overrides``: fields of :class:`~llmath.hardware.efficiency.Efficiency`; others are errors.
     """
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
+    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, gpus, tp, pp, ep, dp, overlap)
     spec = resolve(model)
     refuse_draft_only(spec)  # a Gemma 4 assistant runs only as a draft (deploy/speculative.py)
     batch, prompt, gen, prefix = _check_sizes(batch, prompt, gen, prefix)

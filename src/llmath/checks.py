@@ -30,6 +30,7 @@ ANALYZE_ARGS = (
     "ep",
     "dp",
     "overlap",
+    "parallel",
 )
 
 

@@ -62,6 +62,49 @@ class Layout:
         return d
 
 
+@dataclass(frozen=True)
+class ParallelConfig:
+    """The parallel config asked for, as the engines name it (vLLM ``ParallelConfig``: ``tensor_parallel_size``
+    = tp, ``pipeline_parallel_size`` = pp, ``data_parallel_size`` = dp, ``enable_expert_parallel`` = ep > 1):
+    the degrees given (None: :func:`make_layout` fills them for the model) and the overlap, validated here once.
+    ``analyze``, ``serve`` and ``plan`` take it as ``parallel=`` beside the same keywords spelled out;
+    :meth:`layout` fits it to a model (its heads, experts and stacks)."""
+
+    gpus: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    ep: int | None = None
+    dp: int | None = None
+    overlap: str = "none"
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "tp", "pp", "ep", "dp"):
+            _int(name, getattr(self, name))
+        if self.overlap not in OVERLAPS:
+            raise LayoutError(f"overlap={self.overlap!r} must be one of {', '.join(OVERLAPS)}")
+
+    def args(self) -> tuple[int | None, int | None, int | None, int | None, int | None, str]:
+        """(gpus, tp, pp, ep, dp, overlap)."""
+        return self.gpus, self.tp, self.pp, self.ep, self.dp, self.overlap
+
+    def layout(self, spec: ModelSpec) -> Layout:
+        return make_layout(spec, *self.args())
+
+
+def layout_args(parallel: ParallelConfig | None, gpus, tp, pp, ep, dp, overlap: str = "none") -> tuple:
+    """(gpus, tp, pp, ep, dp, overlap) of a call that takes ``parallel=`` beside the keywords spelled out: the
+    keywords when ``parallel`` is None, else its values (the layout given once: both is an error)."""
+    if parallel is None:
+        return gpus, tp, pp, ep, dp, overlap
+    if not isinstance(parallel, ParallelConfig):
+        raise LayoutError(f"parallel={parallel!r} must be a ParallelConfig(gpus=, tp=, pp=, ep=, dp=, overlap=)")
+    if any(v is not None for v in (gpus, tp, pp, ep, dp)) or overlap != "none":
+        raise LayoutError(
+            "give the layout once: parallel=ParallelConfig(...) or the gpus/tp/pp/ep/dp/overlap keywords, not both"
+        )
+    return parallel.args()
+
+
 def stage_layers(n_layers: int, pp: int) -> list[range]:
     """Layer indices of each pipeline stage: ⌊L/pp⌋ each, the remainder spread over the stages before the
     last one (vLLM ``vllm/distributed/utils.py: get_pp_indices``)."""

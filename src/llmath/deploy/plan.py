@@ -24,7 +24,7 @@ import numpy as np
 
 from llmath.deploy import engines
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
-from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
 from llmath.deploy.serving import Requests, memory, refuse_uncached, steady_state
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.step import Device
@@ -297,9 +297,14 @@ def plan(
     pp: int | None = None,
     ep: int | None = None,
     dp: int | None = None,
+    parallel: ParallelConfig | None = None,
     **engine_overrides,
 ) -> PlanResult:
-    """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring)."""
+    """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring); the degrees of
+    ``parallel`` (or the tp/pp/ep/dp keywords) pin the search, its ``gpus`` (when given) must be ``gpus``."""
+    given, tp, pp, ep, dp, overlap = layout_args(parallel, None, tp, pp, ep, dp)
+    if (given is not None and given != gpus) or overlap != "none":
+        raise WorkloadError(f"parallel={parallel!r}: plan searches on --gpus {gpus} without overlap; pin tp/pp/ep/dp")
     t0 = time.perf_counter()
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise WorkloadError(f"--gpus {gpus!r} must be an integer >= 1")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.deploy import engines
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, layout_args, make_layout
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
     Decoding,
@@ -53,6 +53,7 @@ def serve(
     ep: int | None = None,
     dp: int | None = None,
     overlap: str = "none",
+    parallel: ParallelConfig | None = None,
     prefix_hit: float = 0.0,
     gen_dist: tuple[tuple[int, float], ...] = (),
     precision: Precision | None = None,
@@ -62,7 +63,9 @@ def serve(
     speculation: Speculation | None = None,
     **engine_overrides,
 ) -> ServingReport:
-    """Steady-state continuous batching (see :mod:`llmath.deploy.serving` for the model and its limits)."""
+    """Steady-state continuous batching (see :mod:`llmath.deploy.serving` for the model and its limits); the
+    layout: ``parallel`` or the gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
+    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, gpus, tp, pp, ep, dp, overlap)
     if (concurrency is None) == (rate is None):
         raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
     spec = resolve(model)
