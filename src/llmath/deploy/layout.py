@@ -19,11 +19,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from llmath.deploy.shard_hyper import hyper_pp_problem, hyper_tp_problem
+from llmath.deploy.shard_hyper import hyper_tp_problem
 from llmath.deploy.shard_mixers import SHARDED, mixer_tp_problem
 from llmath.deploy.shard_shared import shared_tp_problem
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
+from llmath.model.traits import traits
 
 OVERLAPS = ("none", "tbo")
 
@@ -157,21 +158,24 @@ def _unsharded_problem(spec: ModelSpec, tp: int, pp: int, dp: int) -> str | None
     """Layers no TP or PP rule covers yet (at tp = pp = 1 every operator runs whole on each replica, so DP and
     EP still apply), or None."""
     gpus = "; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
-    if spec.recurrence is not None and pp > 1:  # HRM-Text: layer runs share weights
-        return f"its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), which " + (
-            "llmath cannot split into pipeline stages; use --pp 1"
-        )
     known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
     parts = {p for k in spec.layer_mixers for p in k.split("+")}
     if parts - known and tp * pp * dp > 1:
         return (
             f"layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no sharding rule yet" + gpus
         )
-    what = "Inkling's layers (two head sets, K/V and output convs, relative bias)" if spec.inkling else None
-    what = what or ("ZAYA's compressed convolutional attention layers" if spec.cca_kernels else None)
-    if what and (tp > 1 or pp > 1):
+    return None
+
+
+def trait_problem(spec: ModelSpec, tp: int, pp: int) -> str | None:
+    """Why the model's parallel traits (model/traits.py) refuse ``tp`` and ``pp``, as a whole message, or None."""
+    t = traits(spec)
+    if pp > 1 and t.no_pp:
+        return f"pp={pp}: {spec.name}'s {t.no_pp}; use --pp 1"
+    if (tp > 1 or pp > 1) and t.no_tp_pp:
         return (
-            f"{what} have no sharding rule for tensor or pipeline parallelism yet; use --tp 1 --pp 1 (--dp/--ep work)"
+            f"{spec.name}: {t.no_tp_pp} have no sharding rule for tensor or pipeline parallelism yet; analyse it "
+            "with tp=1 and pp=1 (--dp/--ep work)"
         )
     return None
 
@@ -248,15 +252,10 @@ def make_layout(
     n_layers = min(spec.n_layers, spec.encoder.n_layers) if spec.encoder is not None else spec.n_layers
     if pp > n_layers:
         raise LayoutError(f"pp={pp} exceeds the {n_layers} layers of {spec.name}'s stacks; use --pp <= {n_layers}")
+    if why := trait_problem(spec, tp, pp):
+        raise LayoutError(why)
     if why := _unsharded_problem(spec, tp, pp, dp):
         raise LayoutError(f"{spec.name}: {why}")
-    if pp > 1 and spec.shared_block is not None:
-        raise LayoutError(
-            f"pp={pp}: {spec.name}'s shared blocks are not pipeline-parallel in vLLM (Zamba2ForCausalLM does not "
-            "implement SupportsPP, vllm/model_executor/models/zamba2.py); use --pp 1"
-        )
-    if why := hyper_pp_problem(spec, pp):
-        raise LayoutError(why)
     why = _tp_problem(spec, tp)
     if why:
         raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * dp))

@@ -275,6 +275,15 @@ def _rows(cols: dict[str, np.ndarray], idx: np.ndarray, cost: float | None) -> l
     return out
 
 
+def _pins(parallel: ParallelConfig | None, gpus: int, tp, pp, ep, dp) -> dict[str, int | None]:
+    """The degrees the search keeps fixed: ``parallel``'s (whose ``gpus``, when given, must be ``gpus``, and which
+    asks no overlap) or the keywords."""
+    given, tp, pp, ep, dp, overlap = layout_args(parallel, None, tp, pp, ep, dp)
+    if (given is not None and given != gpus) or overlap != "none":
+        raise WorkloadError(f"parallel={parallel!r}: plan searches on --gpus {gpus} without overlap; pin tp/pp/ep/dp")
+    return {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
+
+
 def plan(
     model: str | ModelSpec,
     hardware: str | Hardware,
@@ -301,10 +310,8 @@ def plan(
     **engine_overrides,
 ) -> PlanResult:
     """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring); the degrees of
-    ``parallel`` (or the tp/pp/ep/dp keywords) pin the search, its ``gpus`` (when given) must be ``gpus``."""
-    given, tp, pp, ep, dp, overlap = layout_args(parallel, None, tp, pp, ep, dp)
-    if (given is not None and given != gpus) or overlap != "none":
-        raise WorkloadError(f"parallel={parallel!r}: plan searches on --gpus {gpus} without overlap; pin tp/pp/ep/dp")
+    ``parallel`` (or the tp/pp/ep/dp keywords) pin the search (:func:`_pins`)."""
+    pins = _pins(parallel, gpus, tp, pp, ep, dp)
     t0 = time.perf_counter()
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise WorkloadError(f"--gpus {gpus!r} must be an integer >= 1")
@@ -318,7 +325,6 @@ def plan(
     if disagg and spec.is_encoder_decoder:
         raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
-    pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
     cols: list = []
     rejected: list[dict[str, Any]] = []
     n = 0

@@ -56,7 +56,7 @@ from fractions import Fraction as Fr
 from functools import lru_cache
 
 from llmath.deploy.collectives import Collective
-from llmath.deploy.layout import Layout, stage_layers
+from llmath.deploy.layout import Layout, stage_layers, trait_problem
 from llmath.deploy.shard_mixers import SHARDED, mixer_factors, mixer_groups_per_rank, mixer_tp_problem
 from llmath.deploy.shard_shared import holder_params
 from llmath.errors import LayoutError
@@ -247,12 +247,10 @@ def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
 
 
 def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
-    """Layers no sharding rule covers yet: a one-line error naming what to do instead."""
-    if spec.prophet is not None and (layout.tp > 1 or layout.pp > 1):
-        raise LayoutError(
-            f"{spec.name}: ProphetNet's decoder runs (1 + streams)·T rows per layer, which llmath's tensor- and "
-            "pipeline-parallel collectives do not carry yet; analyse it with tp=1 and pp=1 (--dp replicas work)"
-        )
+    """Layers no sharding rule covers yet (the model's parallel traits, model/traits.py; its mixer's kind): a
+    one-line error naming what to do instead."""
+    if why := trait_problem(spec, layout.tp, layout.pp):
+        raise LayoutError(why)
     if layout.tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, layout.tp)):
         raise LayoutError(f"{spec.name}: {why}")
     known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
@@ -261,15 +259,10 @@ def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
-    if spec.codebooks > 1 or spec.text_encoder is not None:  # MusicGen: no serving engine's split to follow yet
+    if what := traits(spec).no_layout:
         raise LayoutError(
-            f"{spec.name}: {spec.codebooks} codebook tables and heads (MusicGen) have no sharding rule yet (no "
-            "serving engine's split to follow); analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
-        )
-    if spec.recurrence is not None and layout.pp > 1:  # HRM-Text: every stage would need both weight-shared stacks
-        raise LayoutError(
-            f"{spec.name}: its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), "
-            "which llmath cannot split into pipeline stages; use --pp 1"
+            f"{spec.name}: {what} have no sharding rule yet (no serving engine's split to follow); analyse it on "
+            "one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
 
 

@@ -47,18 +47,4 @@ def hyper_tp_problem(spec: ModelSpec, tp: int) -> str | None:
     return None
 
 
-def _streams(spec: ModelSpec) -> int:
-    """The residual streams of DeepSeek-V4's mHC (``mhc_streams``) or Qwen4-Exp's hyper-connections, else 0."""
-    return spec.mhc_streams or (spec.hyper.streams if spec.hyper is not None else 0)
-
-
-def hyper_pp_problem(spec: ModelSpec, pp: int) -> str | None:
-    if pp > 1 and _streams(spec):
-        return (
-            f"pp={pp}: {spec.name}'s hyper-connections carry {_streams(spec)} residual streams between "
-            "stages, which llmath does not model; use --pp 1"
-        )
-    return None
-
-
-__all__ = ["hyper_pp_problem", "hyper_tp_problem"]
+__all__ = ["hyper_tp_problem"]
