@@ -1,26 +1,94 @@
 """Planner speed: prints one JSON object (times on this machine).
 
-    python benchmarks/bench_plan.py
+    python benchmarks/bench_plan.py [--repeats 3] [--sizes 8,72,512,4096] [--exhaustive 8,64]
 
-plan_default_s        the default search: `llmath plan llama-3-8b -H h100-sxm --gpus 8 --prompt 1024 --gen 256`
-                      (library call, warm caches, median of 20)                      target well under 1 s
-plan_wide_s           a wider search: the same with --weights bf16,fp8,int8,int4 --disagg
-configs_per_s         configurations evaluated per second by the wide search             target >= 1e5
-*_cpu_s               the same in CPU seconds of this process (the development VM is shared: wall time
-                      there includes other processes' load)
-steady_state_per_s    concurrency points per second of one vectorised steady_state call (10^4 points)
+cluster_cpu_s       per GPU count: `llmath plan deepseek-v3 -H h200 --gpus N --prompt 1024 --gen 1024
+                    --tpot-ms 50 --disagg --weights bf16,fp8,nvfp4 --json` as a whole fresh process (imports,
+                    tables built from nothing, search), CPU seconds (user + system, the operating system's
+                    accounting of the finished child): min and median over the repeats
+                    targets: <= 1 s for 8 and 512 GPUs, <= 2 s for 4,096
+cluster_search_s    the same search as a library call in one process, warm (min, median)
+cluster_evaluated   configurations the search evaluated
+exhaustive          per GPU count: the exhaustive search's CPU seconds (library call, cold process) and the
+                    pruned one's in the same process, their ratio, and whether both found the same best
+default_cpu_s       the default search (`llama-3-8b -H h100-sxm --gpus 8 --prompt 1024 --gen 256`, library call,
+                    warm caches): CPU seconds, min and median of 20
+steady_state_per_s  concurrency points per second of one vectorised steady_state call (10^4 points)
+
+CPU seconds rather than wall time: the development VM is shared by other processes, whose load shows in
+wall time (and, less, in CPU time through the shared caches).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import resource
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
 
+PLAN = ["plan", "deepseek-v3", "-H", "h200", "--prompt", "1024", "--gen", "1024", "--tpot-ms", "50", "--disagg"]
+PLAN += ["--weights", "bf16,fp8,nvfp4", "--json"]
+KW = dict(prompt=1024, gen=1024, tpot_ms=50, disagg=True, weights=["bf16", "fp8", "nvfp4"])
 
-def main() -> None:
+_EXHAUSTIVE = """
+import json, time
+from llmath.deploy.plan import plan
+kw = json.loads({kw!r})
+t = time.process_time(); full = plan("deepseek-v3", "h200", gpus={gpus}, exhaustive=True, **kw)
+t_full = time.process_time() - t
+t = time.process_time(); pruned = plan("deepseek-v3", "h200", gpus={gpus}, **kw)
+t_pruned = time.process_time() - t
+print(json.dumps({{"exhaustive_cpu_s": t_full, "pruned_cpu_s": t_pruned, "ratio": t_full / t_pruned,
+                  "same_best": full.best == pruned.best, "same_pareto": full.pareto == pruned.pareto,
+                  "evaluated": [full.evaluated, pruned.evaluated]}}))
+"""
+
+
+def _child_cpu(cmd: list[str]) -> float:
+    """CPU seconds (user + system) of one run of ``cmd`` in a child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, capture_output=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _stats(xs: list[float]) -> dict[str, float]:
+    return {"min": min(xs), "median": statistics.median(xs)}
+
+
+def _cluster(sizes: list[int], repeats: int) -> dict:
+    from llmath.deploy.plan import plan
+
+    out: dict = {"cluster_cpu_s": {}, "cluster_search_s": {}, "cluster_evaluated": {}}
+    for g in sizes:
+        cmd = [sys.executable, "-m", "llmath", *PLAN[:2], "--gpus", str(g), *PLAN[2:]]
+        out["cluster_cpu_s"][g] = _stats([_child_cpu(cmd) for _ in range(repeats)])
+        plan("deepseek-v3", "h200", gpus=g, **KW)  # warm
+        ts = []
+        for _ in range(repeats):
+            t = time.process_time()
+            res = plan("deepseek-v3", "h200", gpus=g, **KW)
+            ts.append(time.process_time() - t)
+        out["cluster_search_s"][g] = _stats(ts)
+        out["cluster_evaluated"][g] = res.evaluated
+    return out
+
+
+def _exhaustive(sizes: list[int]) -> dict:
+    out = {}
+    for g in sizes:
+        code = _EXHAUSTIVE.format(kw=json.dumps(KW), gpus=g)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        out[g] = json.loads(r.stdout)
+    return out
+
+
+def _default_and_steady_state() -> dict:
     from llmath.deploy.engines import preset
     from llmath.deploy.plan import plan
     from llmath.deploy.serving import Requests, memory, steady_state
@@ -30,18 +98,12 @@ def main() -> None:
     from llmath.model.dtypes import Precision
     from llmath.model.registry import resolve
 
-    def timed(**kw):
-        plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256, **kw)  # warm the compiled tables
-        ts, cpu, n = [], [], 0
-        for _ in range(20):
-            t, c = time.perf_counter(), time.process_time()
-            n = plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256, **kw).evaluated
-            ts.append(time.perf_counter() - t)
-            cpu.append(time.process_time() - c)
-        return statistics.median(ts), statistics.median(cpu), n
-
-    default_s, default_cpu, _ = timed()
-    med, med_cpu, n = timed(weights=["bf16", "fp8", "int8", "int4"], disagg=True)
+    plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256)
+    cpu = []
+    for _ in range(20):
+        c = time.process_time()
+        plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256)
+        cpu.append(time.process_time() - c)
     hw = get("h100-sxm")
     dev = Device(resolve("llama-3-8b"), hw, Precision(), efficiency("expected", hw))
     eng, req = preset("vllm", hw), Requests(1024, 256)
@@ -50,24 +112,24 @@ def main() -> None:
     steady_state(dev, eng, req, c, mem.max_resident)
     ss = []
     for _ in range(5):
-        t = time.perf_counter()
+        t = time.process_time()
         steady_state(dev, eng, req, c, mem.max_resident)
-        ss.append(time.perf_counter() - t)
-    print(
-        json.dumps(
-            {
-                "plan_default_s": default_s,
-                "plan_default_cpu_s": default_cpu,
-                "plan_wide_s": med,
-                "plan_wide_cpu_s": med_cpu,
-                "configurations": n,
-                "configs_per_s": n / med,
-                "configs_per_cpu_s": n / med_cpu,
-                "steady_state_per_s": len(c) / statistics.median(ss),
-            },
-            indent=2,
-        )
-    )
+        ss.append(time.process_time() - t)
+    return {"default_cpu_s": _stats(cpu), "steady_state_per_s": len(c) / statistics.median(ss)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sizes", default="8,72,512,4096")
+    ap.add_argument("--exhaustive", default="8,64", help="GPU counts to compare with the exhaustive search")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    res = _cluster(sizes, args.repeats)
+    res["exhaustive"] = _exhaustive([int(s) for s in args.exhaustive.split(",") if s])
+    res.update(_default_and_steady_state())
+    res["targets_cpu_s"] = {8: 1.0, 512: 1.0, 4096: 2.0}
+    print(json.dumps(res, indent=2))
 
 
 if __name__ == "__main__":

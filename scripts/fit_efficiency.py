@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from llmath import hardware
-from llmath.hardware.efficiency_fit import COST, model_time
+from llmath.hardware.efficiency_fit import COST, TILED_CLASSES, model_time, tile_rows
 
 PACKAGE, VERSION = "aiconfigurator-core", "0.12.0"
 # aiconfigurator system name -> llmath hardware name, and the TensorRT-LLM table version used per system
@@ -38,6 +38,7 @@ SYSTEMS = {
     "gb200": ("gb200", "1.3.0rc20"),
     "a100_sxm": ("a100-sxm-80gb", "1.0.0"),
     "l40s": ("l40s", "1.3.0rc20"),
+    "rtx_pro_6000_server": ("rtx-pro-6000", "1.3.0rc20"),
 }
 DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
 # initial [c, log10 h1, p1, log10 h2, p2, mem, log10 hm, pm, t0 (µs)] per class
@@ -50,6 +51,13 @@ INIT = {
 LO = [0.01, -3, 0.2, -3, 0.2, 0.01, 0, 0.2, 0]
 HI = [1.0, 14, 4, 14, 4, 1.0, 13, 4, 200]
 HOLD_EVERY = 5
+GROUP_CLASSES = {
+    "gemm": ("gemm",),
+    "attention": ("attn_context", "attn_decode"),
+    "moe": ("moe",),
+    "comm": ("all_reduce", "all_gather", "custom_all_reduce"),
+}
+GROUPS = tuple(GROUP_CLASSES)
 
 
 def to_coef(theta):
@@ -68,18 +76,18 @@ def split(df: pd.DataFrame, keys: list[str]) -> pd.Series:
     return df[keys].apply(tuple, axis=1).isin(set(held.apply(tuple, axis=1)))
 
 
-def fit_class(cls, feats, t, peak, bw):
+def fit_class(cls, feats, t, peak, bw, tile):
     x1, x2, xm, fl, by = feats
 
     def resid(theta):
-        return np.log(model_time(to_coef(theta), x1, x2, xm, fl, by, peak, bw) / t)
+        return np.log(model_time(to_coef(theta), x1, x2, xm, fl, by, peak, bw, tile) / t)
 
     r = least_squares(resid, INIT[cls], bounds=(LO, HI), loss="soft_l1", f_scale=0.05, max_nfev=4000)
     return to_coef(r.x)
 
 
-def errors(coef, feats, t, peak, bw) -> np.ndarray:
-    return model_time(coef, *feats, peak, bw) / t - 1
+def errors(coef, feats, t, peak, bw, tile) -> np.ndarray:
+    return model_time(coef, *feats, peak, bw, tile) / t - 1
 
 
 def summary(err: np.ndarray) -> dict:
@@ -132,9 +140,11 @@ def run_fit(cls, df, feats_fn, keys, peak, bw, table, device=None, fmt=None):
     held = split(df, keys).to_numpy()
     t = df["latency"].to_numpy() * 1e-3
     feats = [np.asarray(f, dtype=float) for f in feats_fn(df)]
-    coef = fit_class(cls, [f[~held] for f in feats], t[~held], peak, bw)
-    e_fit = errors(coef, [f[~held] for f in feats], t[~held], peak, bw)
-    e_held = errors(coef, [f[held] for f in feats], t[held], peak, bw)
+    # the GEMM and MoE forms' tile floor: the measured device's tensor-core tile rows
+    tile = tile_rows(hardware.get(device).arch) if (cls in TILED_CLASSES and device) else 0
+    coef = fit_class(cls, [f[~held] for f in feats], t[~held], peak, bw, tile)
+    e_fit = errors(coef, [f[~held] for f in feats], t[~held], peak, bw, tile)
+    e_held = errors(coef, [f[held] for f in feats], t[held], peak, bw, tile)
     add_fixture(device, cls, fmt, df, held, table)
     return {
         "coef": [float(f"{v:.5g}") for v in coef],
@@ -305,16 +315,21 @@ def comm_fits(root, sysname, files):
     return {k: v for k, v in out.items() if v}
 
 
-def fit_system(root: Path, sysname: str, name: str, ver: str):
-    """(fits, table sha256s, fixture rows) of one system (run in a worker process)."""
+def fit_system(root: Path, sysname: str, name: str, ver: str, only: tuple[str, ...] = ()):
+    """(fits, table sha256s, fixture rows) of one system (run in a worker process); ``only``: the groups to
+    fit (``gemm``, ``attention``, ``moe``, ``comm``; empty: all)."""
     hw = hardware.get(name)
     FIXTURE.clear()  # a worker process fits several systems in turn
     files: dict[str, str] = {}
     dev = {"aiconfigurator_system": sysname}
-    dev["gemm"] = gemm_fits(root, sysname, ver, hw, files)
-    dev.update(attention_fits(root, sysname, ver, hw, files))
-    dev.update(moe_fits(root, sysname, ver, hw, files))
-    dev.update(comm_fits(root, sysname, files))
+    if not only or "gemm" in only:
+        dev["gemm"] = gemm_fits(root, sysname, ver, hw, files)
+    if not only or "attention" in only:
+        dev.update(attention_fits(root, sysname, ver, hw, files))
+    if not only or "moe" in only:
+        dev.update(moe_fits(root, sysname, ver, hw, files))
+    if not only or "comm" in only:
+        dev.update(comm_fits(root, sysname, files))
     held = {c: {f: v["held_out"] for f, v in x.items()} for c, x in dev.items() if isinstance(x, dict)}
     print(name, json.dumps(held), file=sys.stderr, flush=True)
     return dev, files, list(FIXTURE)
@@ -326,14 +341,22 @@ def main(argv=None) -> None:
     ap.add_argument("--out", type=Path, default=Path("src/llmath/data/efficiency_fit.json"))
     ap.add_argument("--fixture", type=Path, default=Path("tests/data/efficiency_kernels.json"))
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (one system each)")
+    ap.add_argument("--only", nargs="*", default=[], choices=GROUPS, help="refit these groups, keep the others")
     a = ap.parse_args(argv)
     root = a.unpacked / "aiconfigurator_core" / "systems" / "data"
+    only = tuple(a.only)
     with Pool(a.jobs) as pool:
-        results = pool.starmap(fit_system, [(root, s, name, ver) for s, (name, ver) in SYSTEMS.items()])
+        results = pool.starmap(fit_system, [(root, s, name, ver, only) for s, (name, ver) in SYSTEMS.items()])
+    old = json.loads(a.out.read_text()) if a.out.exists() else {}
     files = {k: v for _, f, _ in results for k, v in f.items()}
     devices = {name: dev for (name, *_), (dev, _, _) in zip(SYSTEMS.values(), results, strict=True)}
     FIXTURE[:] = [row for _, _, fx in results for row in fx]
-    old = json.loads(a.out.read_text()) if a.out.exists() else {}
+    if only:  # keep the other groups' fits, table hashes and fixture rows
+        files = {**old["provenance"]["files_sha256"], **files}
+        devices = {n: {**old["devices"].get(n, {}), **d} for n, d in devices.items()}
+        refit = {c for g in only for c in GROUP_CLASSES[g]}
+        kept = json.loads(a.fixture.read_text())["rows"] if a.fixture.exists() else []
+        FIXTURE[:] = [r for r in kept if r["class"] not in refit] + FIXTURE
     doc = {
         "provenance": {
             "package": PACKAGE,

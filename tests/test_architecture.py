@@ -57,7 +57,7 @@ def _modules() -> list[tuple[str, Path]]:
 
 def test_the_checks_see_the_package():
     names = {name for name, _ in _modules()}
-    # the layers of README: each has at least its anchor module here
+    # the layers of docs/architecture.md: each has at least its anchor module here
     assert {"ops/core.py", "model/hf.py", "hardware/roofline.py", "analysis.py", "measure/validate.py"} <= names
 
 

@@ -181,9 +181,9 @@ def test_layouts_and_continuous_batching_are_refused(tmp_path, capsys):
     path.write_text(json.dumps(default_config("blt", str(tmp_path))))
     common = (str(path), "-H", "h100-sxm", "--prompt", "256", "--gen", "4")
     code, _, err = run_cli(capsys, "analyze", *common, "--gpus", "2", "--tp", "2")
-    assert code == 1 and "no sharding rule yet" in err and "Traceback" not in err
+    assert code == 2 and "no sharding rule yet" in err and "Traceback" not in err
     code, _, err = run_cli(capsys, "analyze", *common, "--concurrency", "4")
-    assert code == 1 and "keeps no cache" in err
+    assert code == 2 and "keeps no cache" in err
     code, out, err = run_cli(capsys, "sweep", str(path), "-H", "h100-sxm", "--batch", "1:2:x2", "--prompt", "64",
                              "--gen", "2", "--json")  # fmt: skip
     assert code == 0, err

@@ -82,7 +82,7 @@ def test_analyze_json_keys(capsys):
     assert d["throughput_tok_s"] == pytest.approx(2 * 10 / d["e2e_s"])
 
 
-def test_ops_explain_reads_like_the_seed_table(capsys):
+def test_ops_explain_reads_like_the_gqa_einsum_table(capsys):
     code, out, _ = run(
         capsys, "ops", "llama-3-8b", "--stage", "decode", "--batch", "16", "--prompt", "4096", "--explain"
     )
@@ -101,19 +101,19 @@ def test_ops_json_flash_vs_eager(capsys):
 @pytest.mark.parametrize(
     "args,pattern,code",
     [
-        (["params", "llama-3-8"], r"unknown model 'llama-3-8'; closest: .*llama-3-8b", 1),
-        (["analyze", "llama-3-8b", "--hardware", "h100"], r"unknown hardware 'h100'; closest: .*h100", 1),
+        (["params", "llama-3-8"], r"unknown model 'llama-3-8'; closest: .*llama-3-8b", 2),
+        (["analyze", "llama-3-8b", "--hardware", "h100x"], r"unknown hardware 'h100x'; closest: h100, h100-sxm", 2),
         (["analyze", "llama-3-8b", "--batch", "0"], r"'--batch' / '-b': 0 must be an integer in \[1, ", 2),
         (["analyze", "llama-3-8b", "--dtype", "fp12"], r"'--dtype': .*'fp12' is not a known precision", 2),
-        (["analyze", "llama-3-8b", "--peak-tflops", "100"], r"needs all of --peak-tflops", 1),
+        (["analyze", "llama-3-8b", "--peak-tflops", "100"], r"needs all of --peak-tflops", 2),
         (["sweep", "llama-3-8b", "--batch", "1:x"], r"--batch='1:x' is not a list", 2),
-        (["ops", "t5-base", "--prefix", "4"], r"encoder-decoder model; its decoder prefill is --decoder-prompt", 1),
-        (["ops", "llama-3-8b", "--stage", "encoder"], r"decoder-only model", 1),
-        (["analyze", "bart-large", "--prefix", "4"], r"encoder-decoder model", 1),
+        (["ops", "t5-base", "--prefix", "4"], r"encoder-decoder model; its decoder prefill is --decoder-prompt", 2),
+        (["ops", "llama-3-8b", "--stage", "encoder"], r"decoder-only model", 2),
+        (["analyze", "bart-large", "--prefix", "4"], r"encoder-decoder model", 2),
     ],
 )
 def test_errors_are_one_line(capsys, args, pattern, code):
-    """Library errors exit 1; usage errors (a value breaking its option's rule) exit 2; one line each."""
+    """Usage errors (a value breaking its rule, an unknown name, a flag in the wrong mode) exit 2; one line each."""
     got, out, err = run(capsys, *args)
     assert got == code, err
     assert re.search(pattern, err), err
@@ -229,12 +229,12 @@ def test_plots_are_written(tmp_path, capsys, ext):
     code, _, _ = run(capsys, "sweep", "llama-3-8b", "--batch", "1:64:x4", "--plot", str(sw))
     assert code == 0 and sw.stat().st_size > 5000
     code, _, err = run(capsys, "analyze", "llama-3-8b", "--plot", str(tmp_path / "x.jpg"))
-    assert code == 1 and "must end in .png or .svg" in err
+    assert code == 2 and "must end in .png or .svg" in err
 
 
 def test_incompatible_flags(capsys):
     code, _, err = run(capsys, "ops", "llama-3-8b", "--stage", "prefill", "--context", "10")
-    assert code == 1 and "--context applies to --stage decode" in err
+    assert code == 2 and "--context applies to --stage decode" in err
 
 
 def test_gen_one_and_context_warnings(capsys):
@@ -243,8 +243,19 @@ def test_gen_one_and_context_warnings(capsys):
     # LLaMA-1 configs give the context limit as max_sequence_length=2048
     code, _, err = run(capsys, "ops", "llama-7b", "--stage", "decode", "--context", "4096")
     assert code == 0 and "max_position_embeddings=2048" in err
-    code, _, err = run(capsys, "seeds", "gpt2-xl", "--context", "4096", "--gen", "16")
+    code, _, err = run(capsys, "estimates", "gpt2-xl", "--context", "4096", "--gen", "16")
     assert code == 0 and "exceeds" in err
+
+
+def test_seeds_is_a_hidden_alias_of_estimates(capsys):
+    args = ("gpt2", "--context", "128", "--gen", "16", "--json")
+    code, est, _ = run(capsys, "estimates", *args)
+    code2, old, err = run(capsys, "seeds", *args)
+    assert code == code2 == 0 and old == est and "llmath estimates" in err
+    # GPT-2 small, one token attending 128 positions: 24*L*d^2 + 4*L*d*N = 24*12*768^2 + 4*12*768*128
+    assert json.loads(est)["per_token"][0]["estimate"] == 24 * 12 * 768**2 + 4 * 12 * 768 * 128 == 174_587_904
+    code, out, _ = run(capsys, "--help")
+    assert "estimates" in out and "seeds" not in out
 
 
 def test_custom_hardware_from_toml_and_flags(tmp_path, capsys):
@@ -294,7 +305,7 @@ def test_cli_reference_is_current():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert (ROOT / "docs" / "cli.md").read_text() == mod.render(), "run: python scripts/gen_cli_docs.py"
-    for cmd in ("analyze", "ops", "params", "sweep", "compare", "seeds", "calibrate", "validate", "serve"):
+    for cmd in ("analyze", "ops", "params", "sweep", "compare", "estimates", "calibrate", "validate", "serve"):
         assert f"## llmath {cmd}" in mod.render()
 
 
@@ -331,7 +342,16 @@ def test_each_layout_flag_changes_the_result(capsys):
 @pytest.mark.parametrize(
     "args,pattern",
     [
-        (["--gpus", "8", "--tp", "3"], r"tp·pp·dp = 3·1·2 = 6 must equal --gpus 8.*--tp 8"),
+        # dp is not given, so none is invented: 8 is no multiple of tp·pp = 3, and 3 does not split 64 heads
+        (
+            ["--gpus", "8", "--tp", "3"],
+            r"--gpus 8 with tp·pp = 3·1 = 3: 8 is not a multiple of 3 .*64 attention.*--tp 8",
+        ),  # noqa: E501
+        # tp·pp = 16 > 8: the layouts offered use all 8 GPUs (keeping pp 4: 8 / 4 = 2 GPUs per stage)
+        (
+            ["--gpus", "8", "--tp", "4", "--pp", "4"],
+            r"not a multiple of 16.*on 8 GPUs: --tp 1 --pp 4 --dp 2, --tp 2 --pp 4",
+        ),  # noqa: E501
         (["--tp", "5"], r"tp=5 must divide the 64 attention heads"),
         (["--tp", "2", "--ep", "2"], r"ep=2 applies to MoE models"),
         (["--pp", "81"], r"pp=81 exceeds the 80 layers"),
@@ -340,7 +360,7 @@ def test_each_layout_flag_changes_the_result(capsys):
 )
 def test_layout_errors_are_one_line(capsys, args, pattern):
     code, out, err = run(capsys, "analyze", "llama-3.1-70b", *args)
-    assert code == (2 if args == ["--tp", "0"] else 1) and not out
+    assert code == 2 and not out  # a layout the model or GPU count cannot run: a usage error
     assert len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
 
 

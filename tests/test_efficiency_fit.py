@@ -208,7 +208,9 @@ def test_weight_gemm_compute_time_uses_the_fitted_fraction():
     # q_proj: 32 layers × 2·m·n·k with m = 2·256 token rows, n = k = 4096 (Llama-3-8B config.json)
     flops = 32 * 2 * 512 * 4096 * 4096
     coef = ef.data()["devices"]["h100-sxm"]["gemm"]["bf16"]["coef"]
-    eta = ef.fractions(coef, 512, 4096 * 4096, 1.0)[0]
+    eta = ef.fractions(coef, 512, 4096 * 4096, 1.0, tile=64)[0]  # the GEMM form's tile floor (Hopper: m64)
+    c, _, _, h2, p2 = coef[:5]
+    assert math.isclose(eta, c / (1 + (h2 / 4096**2) ** p2))  # 512 rows: 8 whole 64-row tiles, c · sat(n·k)
     assert math.isclose(comp[i], flops / (989.5e12 * eta), rel_tol=1e-9)
     ideal = op_times(t.values(sc), t, hw, p, efficiency("ideal", hw), 2, 512, decode=False)[1]
     assert math.isclose(ideal[i], flops / 989.5e12, rel_tol=1e-9)  # ideal stays the datasheet roofline
@@ -234,3 +236,32 @@ def test_weight_only_quantised_decode_streams_the_narrow_weights():
     gemms = [o for o in int4.decode.ops if o.kind == "matmul" and o.name.endswith(("proj", "gate", "up", "down"))]
     assert gemms and all(o.bound == "memory" for o in gemms)
     assert int4.decode.time_s < 0.6 * bf16.decode.time_s
+
+
+def test_batch_one_decode_of_a_dense_8b_model_is_memory_bound_on_every_device():
+    """A dense 8B model at batch 1 does 2 FLOPs per weight read (about 1 FLOP per byte in bf16), far below the
+    ridge (peak / bandwidth) of every registry device, and the measured GEMM tables run such GEMMs (m ≤ 16,
+    n, k ≥ 4096) at 0.67–0.97 of the datasheet bandwidth on every measured system (scripts/small_m_bandwidth.py,
+    docs/efficiency.md): no device may predict it compute-bound, nor any of its weight GEMMs."""
+    import llmath
+
+    for name in hardware.names():
+        a = llmath.analyze("llama-3-8b", name, batch=1, prompt=512, gen=2)
+        assert a.decode.bound == "memory", name
+        gemms = [o for o in a.decode.ops if o.kind == "matmul" and o.name.endswith(("proj", "gate", "up", "down"))]
+        assert gemms and all(o.bound == "memory" for o in gemms), name
+
+
+def test_routed_expert_rows_come_from_every_data_parallel_replica():
+    """With attention data-parallel over dp replicas, a rank's experts receive the tokens of every replica:
+    one expert's GEMM sees B·T · dp · top-k / E rows (DeepSeek-V3 config.json: top-8 of 256 routed experts),
+    the rank table's ``moe_tokens`` = dp."""
+    from llmath.deploy import cost
+    from llmath.deploy.layout import make_layout
+    from llmath.hardware.roofline import _gemm_shapes
+    from llmath.model.registry import resolve
+
+    spec = resolve("deepseek-v3")
+    t = cost.rank_table(spec, "decode", "flash", make_layout(spec, None, None, None, 8, 8, "none"), 0)
+    i = [op.name for op in t.ops].index("moe.experts.gate")
+    assert t.moe_tokens == 8 and math.isclose(_gemm_shapes(t)[1][i], 8 / 256 * 8)

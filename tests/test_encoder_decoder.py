@@ -134,27 +134,28 @@ def test_analyze_runs_the_encoder_once_and_caches_cross_kv():
     assert d["workload"]["decoder_prompt"] == 1 and "prefill" in d and "decode" in d
 
 
-def test_seed003_encoder_intensities_on_transformer_base():
-    """Seed 003's prefill table for the encoder's operators, B = 1, S = 128, M = 512, 8 heads of D = 64, in
-    bf16 (2 B per element, 2 FLOPs per multiply-add, so the seed's multiply-adds per element carry over)."""
+def test_encoder_intensity_table_on_transformer_base():
+    """The FLOPS/MOPS prefill table of the encoder's operators (docs/estimates.md), B = 1, S = 128, M = 512, 8 heads
+    of D = 64, in bf16 (2 B per element, 2 FLOPs per multiply-add, so the table's multiply-adds per element carry
+    over)."""
     spec = registry.spec("transformer-base")
     from llmath.analysis import stage_report
 
     rep = stage_report(spec, "encoder", Scenario(1, 128), "eager", Precision())
     i = {r.name.split(".")[-1]: r.intensity for r in rep.ops if r.name.startswith("encoder.self_attn")}
     S, M, H = 128, 512, 8
-    # Q x K: seed MOPS 2BSM + BS^2H (read Q and K, write the S x S scores per head), FLOPs BS^2M
+    # Q x K: the table's MOPS 2BSM + BS^2H (read Q and K, write the S x S scores per head), FLOPs BS^2M
     assert i["scores"] == pytest.approx(S * S * M / (2 * S * M + S * S * H), rel=1e-12)
-    # W_Q with its bias: FLOPs 2*S*M*M + S*M (bias add), bytes 2*(M*M + M + 2*S*M); the seed's
+    # W_Q with its bias: FLOPs 2*S*M*M + S*M (bias add), bytes 2*(M*M + M + 2*S*M); the table's
     # 1/(2/M + 1/BS) drops the bias
     assert i["q_proj"] == pytest.approx((2 * S * M * M + S * M) / (2 * (M * M + M + 2 * S * M)), rel=1e-12)
 
 
-def test_seeds_on_transformer_base_count_per_stack():
-    """`llmath seeds transformer-base`: L = the 6 decoder layers per generated token, the encoder once."""
-    from llmath.seeds import seed_report
+def test_estimates_on_transformer_base_count_per_stack():
+    """`llmath estimates transformer-base`: L = the 6 decoder layers per generated token, the encoder once."""
+    from llmath.estimates import estimates_report
 
-    rep = seed_report(registry.spec("transformer-base"), [1], prompt=100, gen=64, batch=1)
+    rep = estimates_report(registry.spec("transformer-base"), [1], prompt=100, gen=64, batch=1)
     d, F = 512, 2048
     assert rep["L"] == 6 and rep["encoder"]["L"] == 6
     # encoder once over 100 source tokens: 6 x (4 projections + 2 products over 100 x 100 pairs + FFN)

@@ -98,7 +98,7 @@ def test_analyze_reserve_gb(capsys, value):
 
 @FUZZ
 @given(
-    cmd=st.sampled_from(["analyze", "ops", "params", "sweep", "seeds", "compare", "models", "bogus"]),
+    cmd=st.sampled_from(["analyze", "ops", "params", "sweep", "estimates", "seeds", "compare", "models", "bogus"]),
     opts=st.lists(
         st.tuples(
             st.sampled_from(

@@ -59,7 +59,7 @@ def test_params_of_a_hub_id_then_offline_from_the_cache(hub):
 
 def test_unknown_repo_and_offline_uncached_are_one_line(hub):
     _, env = hub
-    _one_line_error(_llmath(env, "params", "some-org/nothing-here"), 1, "no such repo")
+    _one_line_error(_llmath(env, "params", "some-org/nothing-here"), 2, "no such repo")  # an unknown name
     _one_line_error(_llmath(env | {"HF_HUB_OFFLINE": "1"}, "params", REPO), 1, "not in the HF cache")
 
 

@@ -16,7 +16,7 @@ def test_index_family_key_and_the_data_table_group_new_models(monkeypatch):
     monkeypatch.setattr(registry, "index", lambda: base | extra)
     real_spec = registry.spec
 
-    def spec(name):  # a bundled config standing in for a helper's new file, with the new model_type
+    def spec(name):  # a bundled config standing in for a user's new file, with the new model_type
         if name == "falcon-h1-7b":
             return dataclasses.replace(real_spec("falcon-7b"), model_type="falcon_h1")
         return real_spec(name)

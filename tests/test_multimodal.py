@@ -62,7 +62,7 @@ def _llmath_towers(spec) -> dict[str, int]:
     return {"projector": 0, **rep.towers, "language": rep.total - sum(rep.towers.values())}
 
 
-# Phi-4-multimodal's towers share one module (embed_tokens_extend): tests/test_odd_families.py splits them;
+# Phi-4-multimodal's towers share one module (embed_tokens_extend): tests/test_cpmant_phi4mm.py splits them;
 # Emu3's model needs a vocabulary map to be built: tests/test_towers.py gives it one; Gemma 3n's vision tower is
 # timm's, which is not installed: tests/test_gemma3n_towers.py proves it
 NOT_HERE = {"phi4_multimodal", "emu3", "gemma3n"}

@@ -1,4 +1,5 @@
-"""Tensor parallelism of the layers that used to be refused (deploy/shard_shared.py, deploy/shard_mixers.py).
+"""Tensor parallelism of shared blocks and recurrent / linear-attention mixers (deploy/shard_shared.py,
+deploy/shard_mixers.py).
 
 Sources: Zamba2's shared block as vLLM shards it (``vllm/model_executor/models/zamba2.py``: QKVParallelLinear q/k/v,
 RowParallelLinear o_proj and down, MergedColumnParallelLinear gate_up, Zamba2LoRA A ColumnParallelLinear with

@@ -68,7 +68,7 @@ def test_the_page_uses_the_checkpoints_formats(base):
     assert json.loads(body)["memory"]["weights_bytes"] > 3 * page  # bf16 everywhere: 16 bits vs ~4.25 for MXFP4
 
 
-# ---- the rules of issue 8, item 5 ------------------------------------------------------------------
+# ---- the page's input rules -------------------------------------------------------------------------
 
 
 def request(base, path, method="GET", headers=None, body=None):

@@ -162,3 +162,150 @@ def test_concurrency_shows_the_serving_figures(base, browser):
     _open(browser, f"{base}/?model=llama-3-8b&hardware=h100-sxm&concurrency=64&prompt=1024&gen=256")
     d = _api(base, "analyze", model="llama-3-8b", hardware="h100-sxm", concurrency=64, prompt=1024, gen=256)
     assert _text(browser, '[data-kpi="TPOT (mean)"]') == f"{d['serving']['tpot_s'] * 1e3:.2f} ms"
+
+
+# ---- what a user sees at a desk (1280×900) and on a phone (390×844) ------------------------------------------
+SIZES = [(1280, 900), (390, 844)]
+SERVING_Q = "model=llama-3-8b&hardware=h100-sxm&concurrency=64&prompt=1024&gen=256"
+PLAN_Q = "model=llama-3.1-8b&hardware=h100-sxm&gpus=8&prompt=1024&gen=256&tpot_ms=50&disagg=1&cost_per_gpu_hour=2"
+
+
+@pytest.fixture(params=SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def sized(request, browser):
+    w, h = request.param
+    browser.set_window_size(w, h)
+    inner = browser.execute_script("return window.innerWidth")
+    browser.set_window_size(2 * w - inner, h)  # the viewport itself w wide, whatever the window's frame takes
+    yield browser, w
+    browser.set_window_size(1400, 1000)
+
+
+def _shot(drv, name: str, width: int) -> None:
+    shots = os.environ.get("LLMATH_SCREENSHOTS")
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        drv.save_screenshot(str(Path(shots) / f"{name}-{width}.png"))
+
+
+def _no_overflow(drv) -> None:
+    """Nothing wider than the viewport: no sideways scrolling, the header's buttons inside it."""
+    assert drv.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+    assert drv.execute_script("return [...document.querySelectorAll('header > *')].every(e => "
+                              "e.getBoundingClientRect().right <= window.innerWidth + 0.5)")  # fmt: skip
+
+
+def _smallest_chart_text_px(drv) -> float:
+    return drv.execute_script(
+        "const t=[...document.querySelectorAll('#view svg text')].map(e=>e.getBoundingClientRect().height)"
+        ".filter(h=>h>0); return t.length ? Math.min(...t) : 0"
+    )
+
+
+@pytest.mark.parametrize("view", ["overview", "scaling", "plan"])
+def test_views_fit_the_viewport(base, sized, view):
+    drv, width = sized
+    q = PLAN_Q if view == "plan" else "model=llama-3-8b&hardware=h100-sxm"
+    _open(drv, f"{base}/?{q}&view={view}")
+    _shot(drv, view, width)
+    assert _text(drv, "#error") == ""
+    _no_overflow(drv)
+    # the results start in the first screenful (on a phone the controls follow them)
+    assert drv.execute_script("return document.querySelector('#view').getBoundingClientRect().top") < 300
+    if view != "overview":
+        assert _smallest_chart_text_px(drv) >= 9  # chart text readable: 11 px, drawn at the width shown
+
+
+def test_serving_view_shows_what_the_api_returns(base, sized):
+    drv, width = sized
+    _open(drv, f"{base}/?{SERVING_Q}")
+    _shot(drv, "serving", width)
+    _no_overflow(drv)
+    d = _api(base, "analyze", **dict(kv.split("=") for kv in SERVING_Q.split("&")))["serving"]
+
+    def metric(k: str) -> str:
+        return _text(drv, f'#serving-table tr[data-metric="{k}"] td:last-child')
+
+    # ms with two decimals, as the page formats them
+    for k, key in (
+        ("TTFT (mean)", "ttft_s"),
+        ("ITL p50", "itl_p50_s"),
+        ("ITL p90", "itl_p90_s"),
+        ("ITL p99", "itl_p99_s"),
+    ):
+        assert metric(k) == f"{d[key] * 1e3:.2f} ms"
+    assert metric("requests/s") == f"{d['requests_s']:.4g}"
+    assert (
+        metric("running / queued per replica")
+        == f"{round(d['running_per_replica'])} / {round(d['queued_per_replica'])}"
+    )
+    assert metric("KV pool per GPU").endswith(f"= {d['memory']['max_requests_by_kv']} requests of "
+                                              f"{d['memory']['kv_bytes_per_request'] / 1e6:.3g} MB")  # fmt: skip
+    # the KPI TTFT is the serving TTFT, and no static batch's prefill row contradicts it
+    assert _text(drv, '[data-kpi="TTFT"]') == f"{d['ttft_s'] * 1e3:.2f} ms"
+    assert not drv.find_elements("css selector", "tr[data-stage-row]")
+    legend = _text(drv, "#mem-legend")
+    assert "weights" in legend and "KV pool" in legend and drv.find_elements("css selector", "#mem-cap")
+
+
+def test_plan_view_shows_pools_cost_targets_and_legend(base, sized):
+    drv, width = sized
+    _open(drv, f"{base}/?{PLAN_Q}&view=plan")
+    _shot(drv, "plan-disagg", width)
+    d = _api(base, "plan", **dict(kv.split("=") for kv in PLAN_Q.split("&")))
+    assert drv.find_element("css selector", "#disagg").is_selected()  # the toggle restored from the URL
+    for mode in ("aggregated", "disaggregated"):
+        n = sum(r["mode"] == mode for r in d["pareto"])
+        assert len(drv.find_elements("css selector", f'svg circle.pt[data-mode="{mode}"]')) == n
+        assert (mode in _text(drv, "#plan-legend")) == (n > 0)
+    assert drv.find_elements("css selector", "svg line.target")  # TPOT ≤ 50 ms: the line at 1000 / 50 = 20 tok/s
+    assert "TPOT target" in _text(drv, "#plan-legend")
+    best, shown = d["best"], _text(drv, "#best")
+    assert f"$ {best['usd_per_million_tokens']:.3g}".replace(" ", "") in shown
+    if best["mode"] == "disaggregated":
+        assert f"prefill pool: {best['prefill_workers']} worker(s) × tp{best['prefill_tp']}" in shown
+
+
+def test_disaggregation_toggle_reaches_the_api(base, browser):
+    _open(browser, f"{base}/?model=llama-3.1-8b&hardware=h100-sxm&gpus=8&view=plan")
+    ready = browser.execute_script("return document.body.dataset.ready")
+    browser.find_element("css selector", "#disagg").click()
+    _wait_ready(browser, ready, timeout=60)
+    assert "disagg=1" in browser.current_url
+    d = _api(base, "plan", model="llama-3.1-8b", hardware="h100-sxm", gpus=8, disagg=1)
+    n = sum(r["mode"] == "disaggregated" for r in d["pareto"])
+    assert len(browser.find_elements("css selector", 'svg circle.pt[data-mode="disaggregated"]')) == n
+
+
+def test_errors_clear_stale_results_and_loading_shows(base, browser):
+    _open(browser, f"{base}/?model=llama-3-8b&hardware=h100-sxm")
+    assert browser.find_elements("css selector", "#kpis")
+    ready = browser.execute_script("return document.body.dataset.ready")
+    browser.execute_script(
+        "const m=document.querySelector('#model'); m.value='no-such-model';"
+        "m.dispatchEvent(new Event('input', {bubbles: true}))"
+    )
+    _wait_ready(browser, ready)
+    assert "no-such-model" in _text(browser, "#error")
+    assert not browser.find_elements("css selector", "#kpis")  # the previous model's numbers are gone
+    # a slow view (a plan of a 70B model over 8 GPUs, both modes) shows that it is computing
+    browser.get(f"{base}/?model=llama-3.1-70b&hardware=h100-sxm&gpus=8&disagg=1&view=plan")
+    seen, t0 = False, time.time()
+    while not seen and time.time() - t0 < 30:
+        seen = browser.execute_script(
+            "return document.body.dataset.busy === '1' && "
+            "document.querySelector('#status').textContent.startsWith('computing')"
+        )
+    assert seen
+
+
+def test_scaling_ticks_match_the_data(base, browser):
+    _open(browser, f"{base}/?model=llama-3-8b&hardware=h100-sxm&view=scaling")
+    ticks = [e.text for e in browser.find_elements("css selector", "svg text.xt")]
+    assert "512" in ticks and "1" in ticks and "1.00" not in ticks  # the sweep runs 1 … 512
+
+
+def test_memory_bar_has_a_legend_and_the_capacity(base, browser):
+    _open(browser, f"{base}/?model=llama-3-8b&hardware=h100-sxm")
+    legend = _text(browser, "#mem-legend")
+    assert "weights" in legend and "KV cache" in legend and "capacity" in legend
+    assert browser.find_elements("css selector", "#mem-cap")

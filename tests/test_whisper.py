@@ -90,7 +90,7 @@ def test_source_is_the_fixed_window(capsys):
     with pytest.raises(WorkloadError, match="1500"):
         llmath.analyze("whisper-large-v3", "h100-sxm", prompt=512)
     code, out, err = run_cli(capsys, "analyze", "whisper-large-v3", "--prompt", "512")
-    assert code == 1 and "1500" in err and len(err.strip().splitlines()) == 1  # an LLMathError: exit 1
+    assert code == 2 and "1500" in err and len(err.strip().splitlines()) == 1  # a usage error: exit 2
     a = llmath.analyze("whisper-large-v3", "h100-sxm", prompt=1500, gen=64)
     assert not [n for n in a.warnings if "exceeds" in n]  # 1500 source positions are not decoder positions
     assert a.generation["ttft_s"] > a.generation["encoder_s"] > 0

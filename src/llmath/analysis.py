@@ -30,7 +30,7 @@ from llmath.deploy.cost import (
 from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
 from llmath.deploy.speculative import refuse_draft_only
 from llmath.errors import HardwareError, LayoutError, WorkloadError
-from llmath.hardware import Hardware, execution
+from llmath.hardware import Hardware, execution, kernels
 from llmath.hardware import get as get_hardware
 from llmath.hardware.decode import decode_generation
 from llmath.hardware.efficiency import check_overrides
@@ -40,7 +40,6 @@ from llmath.model.dtypes import Precision
 from llmath.model.notes import context_notes, wrapper_notes
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-from llmath.model.traits import traits
 from llmath.ops import CLASSES, Attention, Op, Scenario, Stage, Table, Value, evaluate, table
 from llmath.ops import stages as ostages
 from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight_bytes_per_element
@@ -63,6 +62,7 @@ class Workload:
     precision: Precision = field(default_factory=Precision)
     decoder_prompt: int = 1  # encoder-decoder only: decoder tokens in its prefill (1 = the start token)
     images: int = 0  # images per request (Llama 3.2 Vision: its vision stage and cross-attention layers run)
+    engine: str = "vllm"  # whose kernels run a declared quantised format (llmath.hardware.kernels)
 
     def __post_init__(self) -> None:
         for f in ("batch", "prompt", "decoder_prompt", "gen", "prefix", "images"):
@@ -273,7 +273,7 @@ def memory_report(
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
 
     def need(ctx: int) -> float:  # encoder-decoder: ctx = the decoder's context, the source fixed at P
-        rows = ctx if traits(spec).reruns_context else min(ctx, w.prompt)  # reruns every position each step (BLT)
+        rows = ctx if spec.traits.reruns_context else min(ctx, w.prompt)  # reruns every position each step (BLT)
         return kv_cache_bytes(spec, B, ctx, p, ops=ops, src=src) + (
             act if src else float(activation_peak_bytes(spec, B, rows, w.attention, p, tab=tab))
         )
@@ -357,30 +357,32 @@ def analyze(
     parallel: ParallelConfig | None = None,
     decoder_prompt: int = 1,
     images: int = 0,
+    engine: str = "vllm",
     **efficiency_overrides,
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
 
     ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given) or ``parallel``: a parallel layout (:mod:`llmath.deploy.layout`);
-    ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
-    and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
-    layout and ``comm`` its collectives. Without them, one device, exactly as before. Encoder-decoder
-    models add the ``encoder`` pass (``decoder_prompt``: :mod:`llmath.ops.stages`); ``images`` per request
-    (Llama 3.2 Vision) add the ``vision`` pass and the cross-attention layers' work and cache (one device).
-    ``efficiency_overrides``: fields of :class:`~llmath.hardware.efficiency.Efficiency`; others are errors.
+    ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode`` and
+    ``memory`` describe one GPU of each pipeline stage (the busiest), ``parallel`` the layout and ``comm`` its
+    collectives; without them, one device. Encoder-decoder models add the ``encoder`` pass (``decoder_prompt``:
+    :mod:`llmath.ops.stages`); ``images`` per request (Llama 3.2 Vision) add the ``vision`` pass and the
+    cross-attention layers' work and cache (one device). ``engine``: whose kernels run a declared quantised
+    weight format (a checkpoint's, or one set by ``precision_for``), e.g. FP8 as W8A8 on fp8 tensor cores
+    (:mod:`llmath.hardware.kernels`). ``efficiency_overrides``: Efficiency fields only (hardware/efficiency.py).
     """
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
-    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, gpus, tp, pp, ep, dp, overlap)
     spec = resolve(model)
     refuse_draft_only(spec)  # a Gemma 4 assistant runs only as a draft (deploy/speculative.py)
     batch, prompt, gen, prefix = _check_sizes(batch, prompt, gen, prefix)
     reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)
-    gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
+    precision = kernels.engine_precision(precision, hardware, engine)  # the engine's kernel for declared formats
+    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, _check_degrees(gpus, tp, pp, ep, dp), overlap)
     decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
     images = check_int("images", images, 0, MAX_TOKENS)
-    w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt, images), hardware
+    w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt, images, engine), hardware
     if any(v is not None for v in (gpus, tp, pp, ep, dp)):
         if images:
             raise LayoutError(f"images={images}: image requests are modelled on one device; drop --gpus/--tp/--pp")
@@ -411,7 +413,7 @@ def _analyze_device(
     a = Analysis(spec.name, hw.name if hw else None, wd, params, pre, dec, kv, mem, warnings=notes,
                  encoder=rep.get("encoder"), vision=rep.get("vision"))  # fmt: skip
     a.training = training_flops(spec, batch, prompt)
-    a.precision = execution.precision_report(spec, w.precision, hw, attention)
+    a.precision = execution.precision_report(spec, w.precision, hw, attention, w.engine)
     if hw is not None and eff is not None and pre.time_s is not None:  # all three or none
         a.efficiency = asdict(eff)
         a.generation = generation_metrics(spec, hw, w, eff, pre.time_s + ((enc.time_s or 0.0) if enc else 0.0))
@@ -499,7 +501,7 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
     a = Analysis(spec.name, hw.name if hw else None, wd, param_report(spec), pre, dec, _kv_summary(spec, w), mem,
                  warnings=notes, encoder=enc)  # fmt: skip
     a.training = training_flops(spec, w.batch, w.prompt)
-    a.precision = execution.precision_report(spec, p, hw, attention)
+    a.precision = execution.precision_report(spec, p, hw, attention, w.engine)
     deployment = sum(float(st["per_gpu_bytes"]) for st in stages) * layout.tp * layout.dp
     a.parallel = layout.to_dict() | {"replica_batch": b, "stages": stages, "deployment_bytes": deployment}
     a.comm = {k: r.comm for k, r in rep.items()}

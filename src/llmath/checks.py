@@ -6,13 +6,12 @@ argument, the value and the rule (the rules themselves: :mod:`llmath.validation`
 
 from __future__ import annotations
 
-from llmath.errors import HardwareError, WorkloadError
+from llmath.deploy.arguments import degrees as degrees_arg
+from llmath.deploy.arguments import hardware_arg, precision_arg
 from llmath.hardware import Hardware
-from llmath.hardware import get as get_hardware
-from llmath.model.dtypes import BITS, Precision
+from llmath.model.dtypes import Precision
 from llmath.validation import MAX_BATCH, MAX_TOKENS, check_int, check_int_array
 
-MAX_DEGREE = 1 << 16  # GPUs / parallel degree: 65,536, beyond any deployment (keeps layout search bounded)
 ANALYZE_ARGS = (
     "model",
     "hardware",
@@ -31,6 +30,7 @@ ANALYZE_ARGS = (
     "dp",
     "overlap",
     "parallel",
+    "engine",
 )
 
 
@@ -50,28 +50,14 @@ def _check_sizes(batch, prompt, gen, prefix) -> tuple[int, int, int, int]:
 
 def _check_degrees(*degrees):
     """gpus, tp, pp, ep, dp: None or an int in [1, ``MAX_DEGREE``]."""
-    names = ("gpus", "tp", "pp", "ep", "dp")
-    return tuple(None if v is None else check_int(k, v, 1, MAX_DEGREE) for k, v in zip(names, degrees, strict=True))
+    return degrees_arg(*degrees)
 
 
 def _check_precision(precision) -> Precision | None:
     """A :class:`Precision`, or a dtype name meaning that dtype for weights, activations and KV cache;
     ``None`` stays ``None`` (the checkpoint's formats apply)."""
-    if precision is None:
-        return None
-    if isinstance(precision, str):
-        return Precision.uniform(precision)
-    if not isinstance(precision, Precision):
-        raise WorkloadError(f"precision={precision!r} must be a llmath.Precision or a dtype name ({', '.join(BITS)})")
-    return precision
+    return precision_arg(precision)
 
 
 def _check_hardware(hardware) -> Hardware | None:
-    if hardware is None or isinstance(hardware, Hardware):
-        return hardware
-    if isinstance(hardware, str):
-        return get_hardware(hardware)
-    raise HardwareError(
-        f"hardware={hardware!r} must be a registry name (see 'llmath hardware'), a JSON/TOML file path, "
-        "a llmath Hardware, or None"
-    )
+    return hardware_arg(hardware)

@@ -1,7 +1,8 @@
 """Errors that reach users. Each message names the value, the rule and what to do next.
 
-The CLI maps every :class:`LLMathError` to one line on stderr and exit code 1 (tracebacks only with
-``LLMATH_DEBUG=1``).
+The CLI maps every :class:`LLMathError` to one line on stderr (tracebacks only with ``LLMATH_DEBUG=1``):
+exit code 2 for a :class:`UsageError` (an argument that breaks its rule: the caller's to fix), 1 for the rest
+(a file or a spec that cannot be read or run).
 """
 
 from __future__ import annotations
@@ -19,14 +20,27 @@ class ConfigError(LLMathError, ValueError):
     """A config.json cannot be read or converted."""
 
 
-class UnknownNameError(LLMathError, KeyError):
+class UsageError(LLMathError, ValueError):
+    """An argument (option, keyword, workload, layout, name) breaks its rule: wrong type, not finite, out of
+    range, unknown, in conflict with another, or doing nothing in the chosen mode. The CLI exits with code 2."""
+
+
+class UnknownNameError(UsageError, KeyError):
     """An unknown registry name (model or hardware); the message lists the closest names."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.args[0] if self.args else ""
 
 
-class WorkloadError(LLMathError, ValueError):
+class HubError(LLMathError, KeyError):
+    """The hub cannot be reached, is offline without a cached copy, or answered an error: the environment's
+    problem, not the arguments' (exit code 1)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.args[0] if self.args else ""
+
+
+class WorkloadError(UsageError):
     """Nonsensical lengths, batch or flags."""
 
 
@@ -34,5 +48,5 @@ class HardwareError(LLMathError, ValueError):
     """A hardware spec is malformed, or lacks what was asked of it (e.g. a dtype)."""
 
 
-class LayoutError(LLMathError, ValueError):
+class LayoutError(UsageError):
     """A parallel layout (--gpus/--tp/--pp/--ep/--dp) the model or the GPU count cannot run."""

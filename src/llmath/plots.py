@@ -59,9 +59,7 @@ def roofline_plot(a, path: str) -> Path:
         size = 20 + 300 * np.asarray(ts) / max(ts)
         label = "prefill" if stage.stage == "prefill" else "decode step 0"
         ax.scatter(xs, ys, s=size, marker=marker, color=color, alpha=0.6, label=f"{label} (size = time)")
-        top = np.argsort(ts)[-4:]
-        for i in top:
-            ax.annotate(names[i], (xs[i], ys[i]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        _label_top(ax, xs, ys, names, ts, color, (0.62, 0.82) if stage.stage == "prefill" else (0.40, 0.45))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
@@ -76,8 +74,46 @@ def roofline_plot(a, path: str) -> Path:
     return p
 
 
-def sweep_plot(rows: list[dict], axes: dict[str, np.ndarray], path: str) -> Path:
-    """TTFT, TPOT and aggregate throughput against the swept axis (the first with several values)."""
+def _label_top(ax, xs, ys, names, ts, color, column: tuple[float, float], top: int = 5) -> None:
+    """Name the ``top`` operators by time in a column of labels starting at ``column`` (axes fraction), each
+    joined to its point by a leader line; operators at the same point (ffn.gate and ffn.up often coincide)
+    share one label, so no label overprints another."""
+    groups: dict[tuple[float, float], list[int]] = {}
+    for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+        groups.setdefault((round(float(np.log10(x)), 2), round(float(np.log10(y)), 2)), []).append(i)
+    ranked = sorted(groups.values(), key=lambda g: -sum(ts[i] for i in g))[:top]
+    ranked.sort(key=lambda g: -ys[g[0]])  # the highest point gets the highest label: leader lines do not cross
+    for k, g in enumerate(ranked):
+        text = ", ".join(names[i] for i in g[:3]) + (f" +{len(g) - 3}" if len(g) > 3 else "")
+        ax.annotate(
+            text,
+            (xs[g[0]], ys[g[0]]),
+            xytext=(column[0], column[1] - 0.05 * k),
+            textcoords="axes fraction",
+            fontsize=7,
+            color=color,
+            va="center",
+            arrowprops={"arrowstyle": "-", "color": color, "lw": 0.6, "alpha": 0.7},
+        )
+
+
+#: The swept axes' units, for the x label.
+AXIS_UNITS = {"batch": "batch (sequences)", "prompt": "prompt (tokens)", "gen": "generated tokens"}
+
+
+def _shade_no_fit(ax, xs: list, fits: list[bool], label: str | None) -> None:
+    """Shade each swept value that does not fit, half-way to its neighbours on the log axis."""
+    lx = np.log2(np.asarray(xs, dtype=float))
+    half = float(np.min(np.diff(lx))) / 2 if len(lx) > 1 else 0.5
+    for x, ok in zip(lx, fits, strict=True):
+        if not ok:
+            ax.axvspan(2 ** (x - half), 2 ** (x + half), color="red", alpha=0.15, hatch="//", lw=0, label=label)
+            label = None
+
+
+def sweep_plot(rows: list[dict], axes: dict[str, np.ndarray], path: str, title: str = "") -> Path:
+    """TTFT, TPOT and aggregate throughput against the swept axis (the first with several values); swept values
+    that do not fit in memory shaded."""
     p = _check_path(path)
     plt = _plt()
     swept = [k for k, v in axes.items() if len(v) > 1] or ["batch"]
@@ -94,17 +130,21 @@ def sweep_plot(rows: list[dict], axes: dict[str, np.ndarray], path: str) -> Path
         ax1.plot(xs, [r["ttft_s"] * 1e3 for r in rs], "o-", label="TTFT" + suffix)
         ax1.plot(xs, [r["tpot_s"] * 1e3 for r in rs], "s--", label="TPOT" + suffix)
         ax2.plot(xs, [r["throughput_tok_s"] for r in rs], "o-", label="throughput" + suffix)
-        nofit = [r[xk] for r in rs if not r["fits"]]
-        if nofit:
-            ax2.axvspan(min(nofit), max(nofit), color="red", alpha=0.08, label="does not fit in memory")
+        fits = [bool(r["fits"]) for r in rs]
+        if not all(fits):
+            for ax in (ax1, ax2):
+                _shade_no_fit(ax, xs, fits, "does not fit in memory" if ax is ax2 or not others else None)
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
-        ax.set_xlabel(xk)
+        ax.set_xlabel(AXIS_UNITS.get(xk, xk))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     ax1.set_yscale("log")
-    ax1.set_ylabel("ms")
+    ax1.set_ylabel("TTFT and TPOT (ms, log scale)")
+    ax1.set_title("latency")
     ax2.set_ylabel("output tokens/s (aggregate)")
+    ax2.set_title("throughput")
+    fig.suptitle(title or f"latency and throughput vs {xk}")
     fig.tight_layout()
     fig.savefig(p)
     plt.close(fig)
@@ -142,23 +182,33 @@ def memory_plot(spec, hw, batch: int, precision, path: str, attention: str = "fl
 
 
 def pareto_plot(result: dict, path: str) -> Path:
-    """``llmath plan``: every Pareto configuration as tokens/s per GPU against tokens/s per user, by mode,
-    with the chosen best configuration marked."""
+    """``llmath plan``: every Pareto configuration as tokens/s per GPU against tokens/s per user, by mode, each
+    run of one layout and format labelled where it starts, the targets drawn (TPOT as the line 1000 / TPOT
+    tokens/s per user; configurations over the TTFT target hollow) and the chosen best configuration marked."""
+    from llmath.output.serving import plan_layout
+
     p = _check_path(path)
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, ax = plt.subplots(figsize=(10, 6.5))
     rows = result["pareto"]
+    t = result.get("targets") or {}
     for mode, marker in (("aggregated", "o-"), ("disaggregated", "s--")):
-        pts = sorted((r["tok_s_per_user"], r["throughput_tok_s_per_gpu"]) for r in rows if r["mode"] == mode)
-        if pts:
-            xs, ys = zip(*pts, strict=True)
-            ax.plot(xs, ys, marker, ms=4, label=mode)
+        pts = sorted((r for r in rows if r["mode"] == mode), key=lambda r: r["tok_s_per_user"])
+        if not pts:
+            continue
+        xs, ys = [r["tok_s_per_user"] for r in pts], [r["throughput_tok_s_per_gpu"] for r in pts]
+        (line,) = ax.plot(xs, ys, marker, ms=4, label=mode)
+        over = [r for r in pts if t.get("ttft_ms") and r["ttft_s"] * 1e3 > t["ttft_ms"]]
+        if over:
+            ox, oy = [r["tok_s_per_user"] for r in over], [r["throughput_tok_s_per_gpu"] for r in over]
+            label = f"{mode}: TTFT over {t['ttft_ms']:g} ms"
+            ax.plot(ox, oy, marker[0], ms=7, mfc="white", color=line.get_color(), label=label)
+        _label_runs(ax, pts, plan_layout, line.get_color())
     b = result.get("best")
     if b:
         ax.plot([b["tok_s_per_user"]], [b["throughput_tok_s_per_gpu"]], "r*", ms=14, label="best under the targets")
-    t = result.get("targets") or {}
     if t.get("tpot_ms"):
-        ax.axvline(1e3 / t["tpot_ms"], color="grey", ls=":", label=f"TPOT ≤ {t['tpot_ms']} ms")
+        ax.axvline(1e3 / t["tpot_ms"], color="grey", ls=":", label=f"TPOT ≤ {t['tpot_ms']:g} ms (right of the line)")
     ax.set_xlabel("tokens/s per user (1 / TPOT)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.set_title(f"{result['model']} on {result['gpus']} × {result['hardware']}: Pareto front")
@@ -168,3 +218,21 @@ def pareto_plot(result: dict, path: str) -> Path:
     fig.savefig(p)
     plt.close(fig)
     return p
+
+
+def _label_runs(ax, pts: list[dict], layout, color) -> None:
+    """Label the first point of each run of one (format, layout) along the front, alternating above and below."""
+    prev = None
+    for k, r in enumerate(pts):
+        key = (r["weights"], layout(r))
+        if key == prev:
+            continue
+        prev = key
+        ax.annotate(
+            f"{key[0]} {key[1]}",
+            (r["tok_s_per_user"], r["throughput_tok_s_per_gpu"]),
+            xytext=(6, 10 if k % 2 == 0 else -14),
+            textcoords="offset points",
+            fontsize=7,
+            color=color,
+        )

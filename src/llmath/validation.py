@@ -74,13 +74,18 @@ def float_rule(value: Any, lo: float | None = None, hi: float | None = None, *, 
     return None
 
 
+def _num(x: float) -> str:
+    """1, 0.5, 16,777,216 (integral values below 1e16 with thousands separators), 1e+20."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
 def _range_text(lo, hi, lo_open) -> str:
     if lo is not None and hi is not None:
-        return f" in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        return f" in {'(' if lo_open else '['}{_num(lo)}, {_num(hi)}]"
     if lo is not None:
-        return f" {'>' if lo_open else '>='} {lo:g}"
+        return f" {'>' if lo_open else '>='} {_num(lo)}"
     if hi is not None:
-        return f" <= {hi:g}"
+        return f" <= {_num(hi)}"
     return ""
 
 

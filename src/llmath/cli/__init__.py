@@ -1,13 +1,58 @@
 """The command line: a thin typer app (:mod:`.app`: the app and the error mapping); one module a command group.
 
-Importing a command module registers its commands on the app, in the order ``--help`` lists them.
+Importing a command module registers its commands on the app, in the order ``--help`` lists them. A run
+imports only the group its command lives in (:data:`COMMANDS`; ``--help``, no command or an unknown one:
+every group), so a command pays neither for the others' imports nor for typer building their options.
+``llmath.cli.app`` read as an attribute is the app with every group registered.
 """
 
+from __future__ import annotations
+
+import sys
 from importlib import import_module
+from typing import Any
 
-from llmath.cli.app import app, main
+import llmath.cli.app as _app_module
 
-for _group in ("listing", "analyze", "compare", "measure", "serve", "plan"):
-    import_module(f"llmath.cli.{_group}")
+GROUPS = ("listing", "analyze", "compare", "measure", "serve", "plan")
+COMMANDS = {
+    "models": "listing",
+    "hardware": "listing",
+    "params": "listing",
+    "ops": "listing",
+    "analyze": "analyze",
+    "sweep": "compare",
+    "compare": "compare",
+    "estimates": "compare",
+    "seeds": "compare",
+    "calibrate": "measure",
+    "validate": "measure",
+    "serve": "serve",
+    "plan": "plan",
+}  # command → the group module that registers it (a test checks it against the registered commands)
 
-__all__ = ["app", "main"]
+del globals()["app"]  # the submodule's name: ``llmath.cli.app`` is the app itself (see __getattr__)
+
+
+def load(argv: list[str] | None = None) -> None:
+    """Register the groups a command line needs: its command's group, or every group (``argv`` None, help,
+    or a name not listed)."""
+    command = next((a for a in argv if not a.startswith("-")), None) if argv is not None else None
+    for group in [COMMANDS[command]] if command in COMMANDS else GROUPS:
+        import_module(f"llmath.cli.{group}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point (:func:`llmath.cli.app.main`), after registering the groups ``argv`` needs."""
+    load(sys.argv[1:] if argv is None else argv)
+    _app_module.main(argv)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        load()
+        return _app_module.app
+    raise AttributeError(f"module 'llmath.cli' has no attribute {name!r}")
+
+
+__all__ = ["COMMANDS", "GROUPS", "app", "load", "main"]

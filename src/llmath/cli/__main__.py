@@ -1,5 +1,5 @@
 """``python -m llmath.cli``: the same as the ``llmath`` command."""
 
-from llmath.cli.app import main
+from llmath.cli import main
 
 main()

@@ -25,9 +25,9 @@ OverheadOpt = o.number_option("--overhead-us", "Override the per-kernel overhead
 ReserveOpt = Annotated[
     float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).", callback=o.floats(0, 1e9))
 ]
-PeakOpt = o.number_option("--peak-tflops", "Custom device: dense peak TFLOP/s.", o.POSITIVE)
-BandwidthOpt = o.number_option("--bandwidth-gbs", "Custom device: GB/s.", o.POSITIVE)
-MemoryOpt = o.number_option("--memory-gb", "Custom device: GB.", o.POSITIVE)
+PeakOpt = o.number_option("--peak-tflops", "Custom device: dense peak TFLOP/s.", o.DEVICE_RATE)
+BandwidthOpt = o.number_option("--bandwidth-gbs", "Custom device: GB/s.", o.DEVICE_RATE)
+MemoryOpt = o.number_option("--memory-gb", "Custom device: GB.", o.DEVICE_RATE)
 TopOpt = Annotated[int, typer.Option("--top", help="Operators to list per stage.", callback=o.ints(0, 10**6))]
 PlotOpt = o.text_option("--plot", "Write the roofline chart (PNG or SVG).")
 MemoryPlotOpt = o.text_option("--memory-plot", "Write memory (weights, KV, activations) vs context.")
@@ -35,7 +35,9 @@ ConcurrencyOpt = Annotated[
     float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
 ]
 RateOpt = o.number_option("--rate", "Serve an open loop of this many requests/s.")
-EngineOpt = o.text_option("--engine", "vllm|sglang|trtllm|llama.cpp scheduler defaults (default vllm).")
+EngineOpt = o.text_option(
+    "--engine", "vllm|sglang|trtllm|llama.cpp: scheduler defaults and the kernels of quantised formats (default vllm)."
+)
 PrefixHitOpt = Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")]
 MaxTokensOpt = Annotated[
     int | None, typer.Option("--max-num-batched-tokens", help="Override the engine's token budget per iteration.")
@@ -101,19 +103,65 @@ def analyze(
     _run(SimpleNamespace(**locals(), **shared))
 
 
+STATIC_ONLY = (  # (flag, attribute, default): what only a static batch uses
+    ("--batch", "batch", 1),
+    ("--prefix", "prefix", 0),
+    ("--images", "images", 0),
+    ("--decoder-prompt", "decoder_prompt", 1),
+    ("--matmul-eff", "matmul_eff", None),
+    ("--memory-eff", "memory_eff", None),
+    ("--overhead-us", "overhead_us", None),
+    ("--top", "top", 8),
+    ("--plot", "plot", None),
+    ("--memory-plot", "memory_plot", None),
+)
+SERVING_ONLY = (  # --engine is not here: a static batch runs quantised formats in the engine's kernels
+    ("--prefix-hit", "prefix_hit", 0.0),
+    ("--max-num-batched-tokens", "max_num_batched_tokens", None),
+    ("--max-num-seqs", "max_num_seqs", None),
+    ("--gpu-memory-utilization", "gpu_memory_utilization", None),
+    ("--gen-dist", "gen_dist", None),
+    ("--enforce-eager", "enforce_eager", False),
+    ("--spec-method", "spec_method", None),
+    ("--spec-tokens", "spec_tokens", 3),
+    ("--acceptance", "acceptance", None),
+    ("--draft-model", "draft_model", None),
+)
+SERVING_HINT = {
+    "--batch": "the serving load is --concurrency C or --rate R",
+    "--prefix": "use --prefix-hit F, the cached fraction of each prompt",
+}
+
+
+def _given(a: SimpleNamespace, flags) -> list[str]:
+    return [flag for flag, k, default in flags if getattr(a, k) != default]
+
+
+def _refuse_unused(a: SimpleNamespace, serving: bool) -> None:
+    """A flag that does nothing in the chosen mode is a usage error, never silently ignored."""
+    if serving:
+        for flag in _given(a, STATIC_ONLY):
+            hint = SERVING_HINT.get(flag, "drop it, or drop --concurrency/--rate for a static batch")
+            value = getattr(a, flag[2:].replace("-", "_"))
+            raise WorkloadError(f"{flag} {value} applies to a static batch (--batch B); {hint}")
+        spec = _given(a, SERVING_ONLY[-3:])
+        if spec and a.spec_method is None:
+            raise WorkloadError(f"{', '.join(spec)}: speculative decoding only; add --spec-method draft|eagle|mtp")
+        return
+    unused = _given(a, SERVING_ONLY)
+    if unused:
+        raise WorkloadError(
+            f"{', '.join(unused)} appl{'ies' if len(unused) == 1 else 'y'} to serving: add --concurrency C or"
+            " --rate R (--batch B is a static batch)"
+        )
+
+
 def _run(a: SimpleNamespace) -> None:
     """Serve when --concurrency or --rate is given, else analyse the static batch."""
+    serving = a.concurrency is not None or a.rate is not None
+    _refuse_unused(a, serving)
     p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
-    serving_flags = (a.engine, a.max_num_batched_tokens, a.max_num_seqs, a.gpu_memory_utilization, a.spec_method)
-    unused = any(v is not None for v in serving_flags) or a.prefix_hit or a.enforce_eager or a.gen_dist
-    if a.concurrency is None and a.rate is None and unused:
-        raise WorkloadError(
-            "--engine, --prefix-hit, --max-num-*, --gpu-memory-utilization and --spec-* apply to serving: add"
-            " --concurrency C or --rate R (--batch B is a static batch)"
-        )
-    if a.concurrency is not None or a.rate is not None:
-        if a.images:
-            raise WorkloadError(f"--images {a.images} applies to a static batch (--batch B); drop --concurrency/--rate")
+    if serving:
         _serve(a, p)
     else:
         _static(a, p)
@@ -129,7 +177,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         gen=a.gen,
         concurrency=a.concurrency,
         rate=a.rate,
-        engine=a.engine or "vllm",
+        engine="vllm" if a.engine is None else a.engine,
         **o.layout_kwargs(a),
         prefix_hit=a.prefix_hit,
         gen_dist=o.gen_dist(a.gen_dist),
@@ -175,6 +223,7 @@ def _static(a: SimpleNamespace, p) -> None:
         reserve_bytes=a.reserve_gb * 1e9,
         decoder_prompt=a.decoder_prompt,
         images=a.images,
+        engine=a.engine or "vllm",
         matmul=a.matmul_eff,
         memory=a.memory_eff,
         overhead_s=ov,

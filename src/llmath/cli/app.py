@@ -1,8 +1,9 @@
 """The command line: thin wrappers over the library, one output layer (human tables, --json, --csv).
 
 Errors are mapped in one place, :func:`main`, to one line on stderr: a usage error (unknown option,
-a value that breaks its rule) names the option, the value and the rule, exit code 2; a library error
-(:class:`~llmath.errors.LLMathError`) exit code 1; anything else is a bug, reported as such, exit code 1.
+a value that breaks its rule: click's, or the library's :class:`~llmath.errors.UsageError`) names the
+option, the value and the rule, exit code 2; any other library error (:class:`~llmath.errors.LLMathError`: a
+file or spec that cannot be read or run) exit code 1; anything else is a bug, reported as such, exit code 1.
 ``LLMATH_DEBUG=1`` shows the traceback. Numeric options are checked by :mod:`llmath.validation` as they
 are parsed. Works with typer's vendored click (``typer._click``, typer >= 0.2x) and with older typers
 that use the ``click`` package; this module never imports ``click`` itself.
@@ -16,7 +17,7 @@ import warnings
 
 import typer
 
-from llmath.errors import LLMathError
+from llmath.errors import LLMathError, UsageError
 
 app = typer.Typer(
     add_completion=False,
@@ -24,6 +25,11 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Exact parameters, FLOPs, bytes, intensity and roofline latency of transformer LLMs, offline.",
 )
+
+
+@app.callback()
+def _group() -> None:
+    """Keeps the app a command group when a run registers only its own command (:mod:`llmath.cli`)."""
 
 
 def _click_module():
@@ -66,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
         if debug:
             raise
         print(f"error: {_one_line(e)}", file=sys.stderr)
-        sys.exit(1)
+        sys.exit(2 if isinstance(e, UsageError) else 1)
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except (typer.Abort, KeyboardInterrupt):

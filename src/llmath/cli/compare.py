@@ -1,7 +1,8 @@
-"""Grids and side-by-side: ``sweep``, ``compare`` and the seeds' derivations ``seeds``."""
+"""Grids and side-by-side: ``sweep``, ``compare``, and ``estimates`` (closed-form rules of thumb vs exact counts)."""
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import Annotated
 
@@ -49,7 +50,7 @@ def sweep(
     if plot:
         from llmath.plots import sweep_plot
 
-        sweep_plot(rows, axes, plot)
+        sweep_plot(rows, axes, plot, f"{model} on {hardware}: latency and throughput vs the swept axis")
     if json_:
         out.emit_json({"model": model, "hardware": hardware, "rows": rows})
     elif csv:
@@ -125,28 +126,40 @@ def _layout_text(par: dict) -> str:
     return f"tp{par['tp']} pp{par['pp']} dp{par['dp']} ep{par['ep']}"
 
 
+ContextOpt = Annotated[
+    str, typer.Option("--context", help="Contexts for per-token FLOPs (list or range).", callback=o.axis)
+]
+
+
 @app.command()
-def seeds(
+def estimates(
     model: o.ModelArg = "llama-7b",
-    context: Annotated[
-        str, typer.Option("--context", help="Contexts for per-token FLOPs (list or range).", callback=o.axis)
-    ] = "128,2048,32768",
+    context: ContextOpt = "128,2048,32768",
     prompt: o.PromptOpt = 512,
     gen: o.GenOpt = 4096,
     batch: o.BatchOpt = 1,
     json_: o.JsonOpt = False,
 ):
-    """The seeds' derivations on a real model: 24·L·d² + 4·L·d·N vs exact per-token FLOPs, the N = 6d
-    crossover, batch prefill vs token loop, and how arithmetic intensity moves over a generation.
+    """The closed-form rules of thumb against the exact counts of a real model: FLOPs per generated token
+    24·L·d² + 4·L·d·N, the N = 6d crossover, batch prefill vs a token loop, and how arithmetic intensity moves
+    over a generation (the parameter rules 12·L·d² … are in `llmath params`; derivations: docs/estimates.md).
 
-    Example: llmath seeds llama-7b --context 128,4096,65536
+    Example: llmath estimates llama-7b --context 128,4096,65536
     """
+    from llmath.estimates import estimates_report
     from llmath.model.registry import resolve
-    from llmath.seeds import seed_report
     from llmath.sweep import parse_axis
 
-    rep = seed_report(resolve(model), parse_axis("--context", context), prompt, gen, batch)
+    rep = estimates_report(resolve(model), parse_axis("--context", context), prompt, gen, batch)
     if json_:
         out.emit_json(rep)
     else:
-        out.seeds_human(rep)
+        out.estimates_human(rep)
+
+
+@app.command("seeds", hidden=True)
+@functools.wraps(estimates)
+def seeds(**kwargs):
+    """Deprecated name of `llmath estimates`: the same options, the same output, and a note on stderr."""
+    out.note("note: `llmath seeds` is a deprecated name of `llmath estimates` (the same output)")
+    estimates(**kwargs)

@@ -78,7 +78,7 @@ def hardware_cmd(json_: o.JsonOpt = False):
 
 @app.command()
 def params(model: o.ModelArg, json_: o.JsonOpt = False):
-    """Exact parameter counts by component, per layer, active per token, and the seeds' estimates.
+    """Exact parameter counts by component, per layer, active per token, and the closed-form estimates (12·L·d² …).
 
     Examples: llmath params llama-3-8b ; llmath params deepseek-v3 --json ; llmath params ./config.json
     """
@@ -130,10 +130,10 @@ def ops(
 
 def _ops(a: SimpleNamespace) -> None:
     from llmath.analysis import stage_report
+    from llmath.estimates import context_warnings
     from llmath.hardware import get
     from llmath.hardware.roofline import efficiency
     from llmath.model.registry import resolve
-    from llmath.seeds import context_warnings
 
     spec = resolve(a.model)
     p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)

@@ -107,8 +107,8 @@ def text_option(flag: str, help: str):
 TOKENS = ints(1, val.MAX_TOKENS)
 TOKENS0 = ints(0, val.MAX_TOKENS)
 DEGREE = ints(1, 1 << 16)
-POSITIVE = floats(0, 1e9, True)
 FRACTION = floats(0, 1, True)
+DEVICE_RATE = floats(1e-6, 1e9)  # TFLOP/s, GB/s, GB of a custom device (hardware.registry MIN_FLAG, MAX_FLAG)
 ModelArg = Annotated[
     str,
     typer.Argument(help="Registry name or hub id (see 'llmath models'), a hub id to fetch, a config.json or a .gguf."),

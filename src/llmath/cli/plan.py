@@ -11,7 +11,7 @@ import typer
 
 from llmath import output as out
 from llmath.cli.app import app
-from llmath.cli.options import JsonOpt, ModelArg
+from llmath.cli.options import JsonOpt, ModelArg, ints
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
 PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]
@@ -41,7 +41,9 @@ def plan_cmd(
         float | None, typer.Option("--cost-per-gpu-hour", help="USD per GPU-hour: adds USD per million tokens.")
     ] = None,
     plot: Annotated[str | None, typer.Option("--plot", help="Write the Pareto front (PNG or SVG).")] = None,
-    top: Annotated[int, typer.Option("--top", help="Pareto rows to print (human output).")] = 20,
+    top: Annotated[
+        int, typer.Option("--top", help="Pareto rows to print (human output).", callback=ints(1, 10**6))
+    ] = 20,
     json_: JsonOpt = False,
 ):
     """Search GPU layouts, aggregated vs disaggregated serving and concurrency for the most output tokens/s per

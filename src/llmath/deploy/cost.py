@@ -34,7 +34,7 @@ from llmath.ops import Scenario, Table, build_ops, compile_table
 from llmath.ops.core import Attention, Stage
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=8192)
 def rank_table(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout, index: int) -> Table:
     """The coefficient table of one rank of pipeline stage ``index`` (cached like :func:`llmath.ops.table`)."""
     plan = rank_plans(spec, stage, attention, layout)[index]

@@ -16,6 +16,7 @@ a stage ``tp · dp``; a group fits the scale-up domain when its span does.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -92,18 +93,27 @@ class ParallelConfig:
         return make_layout(spec, *self.args())
 
 
-def layout_args(parallel: ParallelConfig | None, gpus, tp, pp, ep, dp, overlap: str = "none") -> tuple:
-    """(gpus, tp, pp, ep, dp, overlap) of a call that takes ``parallel=`` beside the keywords spelled out: the
-    keywords when ``parallel`` is None, else its values (the layout given once: both is an error)."""
+def layout_args(parallel: ParallelConfig | None, degrees: tuple, overlap: str = "none") -> tuple:
+    """(gpus, tp, pp, ep, dp, overlap) of a call that takes ``parallel=`` beside the keywords spelled out (their
+    ``degrees`` (gpus, tp, pp, ep, dp) and ``overlap``): the keywords when ``parallel`` is None, else its values
+    (the layout given once: both is an error)."""
     if parallel is None:
-        return gpus, tp, pp, ep, dp, overlap
+        return (*degrees, overlap)
     if not isinstance(parallel, ParallelConfig):
         raise LayoutError(f"parallel={parallel!r} must be a ParallelConfig(gpus=, tp=, pp=, ep=, dp=, overlap=)")
-    if any(v is not None for v in (gpus, tp, pp, ep, dp)) or overlap != "none":
+    if any(v is not None for v in degrees) or overlap != "none":
         raise LayoutError(
             "give the layout once: parallel=ParallelConfig(...) or the gpus/tp/pp/ep/dp/overlap keywords, not both"
         )
     return parallel.args()
+
+
+def requested_layout(spec: ModelSpec, parallel: ParallelConfig | None, gpus, tp, pp, ep, dp, overlap) -> Layout | None:
+    """The layout a serving call asks for (``parallel`` or the keywords), or None for one GPU."""
+    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, (gpus, tp, pp, ep, dp), overlap)
+    if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
+        return make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+    return None
 
 
 def stage_layers(n_layers: int, pp: int) -> list[range]:
@@ -200,13 +210,33 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def _suggest(spec: ModelSpec, gpus: int) -> str:
-    ok = []
-    for tp in _divisors(gpus):
-        if _tp_problem(spec, tp) is None:
-            dp = gpus // tp
-            ok.append(f"--tp {tp}" + (f" --dp {dp}" if dp > 1 else ""))
-    return "; layouts that work on {} GPUs: {}".format(gpus, ", ".join(ok[-4:]) or "none with TP alone")
+def _suggest(spec: ModelSpec, gpus: int, pp: int = 1) -> str:
+    """Up to four layouts on exactly ``gpus`` GPUs whose TP splits the model: with the ``pp`` given (when it
+    divides ``gpus``), then with pp = 1."""
+    stages = [p for p in dict.fromkeys((pp, 1)) if gpus % p == 0]
+    ok: list[str] = []
+    for p in stages:
+        fits = [t for t in _divisors(gpus // p) if _tp_problem(spec, t) is None]
+        for t in fits[-(4 // len(stages)) :]:
+            d = gpus // (p * t)
+            ok.append(f"--tp {t}" + (f" --pp {p}" if p > 1 else "") + (f" --dp {d}" if d > 1 else ""))
+    return "; layouts that work on {} GPUs: {}".format(gpus, ", ".join(ok) or "none with TP alone")
+
+
+def _gpus_problem(spec: ModelSpec, gpus: int, tp: int | None, pp: int, dp: int | None) -> str:
+    """Why the degrees given cannot make ``gpus`` (a degree not given is named, never invented), TP's own rule,
+    and layouts that do."""
+    known = [(k, v) for k, v in (("tp", tp), ("pp", pp), ("dp", dp)) if v is not None]
+    names, vals = "·".join(k for k, _ in known), "·".join(str(v) for _, v in known)
+    prod = math.prod(v for _, v in known)
+    if len(known) == 3:
+        why = f"tp·pp·dp = {vals} = {prod} must equal --gpus {gpus}"
+    else:
+        free = "tp" if tp is None else "dp"
+        expr = f"{names} = {vals}" + (f" = {prod}" if len(known) > 1 else "")
+        why = f"--gpus {gpus} with {expr}: {gpus} is not a multiple of {prod} (no whole {free})"
+    tp_why = _tp_problem(spec, tp) if tp is not None else None
+    return why + (f"; {spec.name}: {tp_why}" if tp_why else "") + _suggest(spec, gpus, pp)
 
 
 def _default_ep(spec: ModelSpec, ranks: int) -> int:
@@ -239,15 +269,12 @@ def make_layout(
             chosen += f" attention, EP={ep} experts (vLLM --enable-expert-parallel)"
     pp, ep = pp or 1, ep or 1
     if gpus is not None:
-        if tp is None:
-            tp = max(gpus // (pp * (dp or 1)), 1)
-        elif dp is None:
-            dp = max(gpus // (pp * tp), 1)
-        dp = dp or 1
-        if tp * pp * dp != gpus:
-            raise LayoutError(
-                f"tp·pp·dp = {tp}·{pp}·{dp} = {tp * pp * dp} must equal --gpus {gpus}" + _suggest(spec, gpus // pp)
-            )
+        if tp is None and gpus % (pp * (dp or 1)) == 0:
+            tp, dp = gpus // (pp * (dp or 1)), dp or 1
+        elif tp is not None and dp is None and gpus % (pp * tp) == 0:
+            dp = gpus // (pp * tp)
+        if tp is None or dp is None or tp * pp * dp != gpus:
+            raise LayoutError(_gpus_problem(spec, gpus, tp, pp, dp))
     tp, dp = tp or 1, dp or 1
     n_layers = min(spec.n_layers, spec.encoder.n_layers) if spec.encoder is not None else spec.n_layers
     if pp > n_layers:
@@ -258,7 +285,7 @@ def make_layout(
         raise LayoutError(f"{spec.name}: {why}")
     why = _tp_problem(spec, tp)
     if why:
-        raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * dp))
+        raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * pp * dp, pp))
     why = _ep_problem(spec, tp, dp, ep)
     if why:
         good = [d for d in _divisors(tp * dp) if _ep_problem(spec, tp, dp, d) is None]

@@ -7,11 +7,15 @@ what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.serv
 layout), and with ``disagg=True`` disaggregated prefill/decode pools of every pair of layouts, rate-matched,
 over a grid of decode batches (:mod:`.disagg`). A configuration is feasible when it fits in memory (else
 it is listed under ``rejected`` with the reason) and meets ``ttft_s ≤ ttft_ms`` and ``tpot_s ≤ tpot_ms``.
+The search prunes what cannot win before evaluating it (:mod:`.plan_search`: a memory bound, pipeline
+dominance, a bound on disaggregated pools), so its cost follows the layouts that could win, not the GPUs;
+``exhaustive=True`` evaluates everything and finds the same ``best`` and ``pareto``.
 
 ``best``: the feasible configuration with the most output tokens/s per GPU (without targets: the maximum
-throughput, what MLPerf's Offline scenario measures). ``pareto``: the feasible configurations that no other
-beats on both tokens/s per GPU and tokens/s per user (1 / TPOT), fastest user first. With
-``cost_per_gpu_hour``, each row gets ``usd_per_million_tokens`` = cost / 3600 / (tokens/s per GPU) × 10⁶.
+throughput, what MLPerf's Offline scenario measures; of equals, the fastest per user). ``pareto``: the
+feasible configurations that no other beats on both tokens/s per GPU and tokens/s per user (1 / TPOT),
+fastest user first. With ``cost_per_gpu_hour``, each row gets ``usd_per_million_tokens`` = cost / 3600 /
+(tokens/s per GPU) × 10⁶.
 """
 
 from __future__ import annotations
@@ -23,8 +27,19 @@ from typing import Any
 import numpy as np
 
 from llmath.deploy import engines
+from llmath.deploy.arguments import checked
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
+from llmath.deploy.plan_search import (
+    DecodeCurve,
+    Frontier,
+    PairCell,
+    decode_batches,
+    families,
+    live_stretches,
+    meets,
+    weights_leave_no_pool,
+)
 from llmath.deploy.serving import Requests, memory, refuse_uncached, steady_state
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.step import Device
@@ -37,6 +52,7 @@ from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
 GRID = 1024  # concurrency points per replica layout (vectorised: more points cost little)
+SAMPLE = 24  # of them first evaluated by the pruned search (plan_search.live_stretches)
 COLUMNS = (
     "tp",
     "pp",
@@ -65,11 +81,10 @@ class Replica:
     device: Device
 
 
-def _candidate_layouts(spec: ModelSpec, gpus: int, pins: dict) -> list[Layout | None]:
-    """Layouts of at most ``gpus`` GPUs: TP within a scale-up box (≤ 8), PP, attention-DP × EP for MoE
-    models; pinned degrees fixed. ``None`` is one GPU without a layout."""
-    out: list[Layout | None] = []
-    seen = set()
+def _layout_keys(spec: ModelSpec, gpus: int, pins: dict) -> list[tuple[int, int, int, int]]:
+    """(tp, pp, dp, ep) of layouts of at most ``gpus`` GPUs: TP within a scale-up box (≤ 8), PP,
+    attention-DP × EP for MoE models; pinned degrees fixed. Not yet checked (:func:`_valid_layout`)."""
+    out: list[tuple[int, int, int, int]] = []
     divs = [d for d in range(1, gpus + 1) if gpus % d == 0]
     for tp in [d for d in divs if d <= 8] if pins["tp"] is None else [pins["tp"]]:
         for pp in divs if pins["pp"] is None else [pins["pp"]]:
@@ -77,18 +92,39 @@ def _candidate_layouts(spec: ModelSpec, gpus: int, pins: dict) -> list[Layout | 
             for dpa in dps if pins["dp"] is None or spec.moe is None else [pins["dp"]]:
                 eps = [1] if spec.moe is None else sorted({1, tp * dpa})
                 for ep in eps if pins["ep"] is None else [pins["ep"]]:
-                    if tp * pp * dpa > gpus:
-                        continue
-                    try:
-                        lay = make_layout(spec, None, tp, pp, ep, dpa)
-                        if not lay.trivial:  # every operator must have a rule under this layout
-                            rank_plans(spec, "decode", "flash", lay)
-                    except LLMathError:
-                        continue
-                    key = (lay.tp, lay.pp, lay.dp, lay.ep)
-                    if key not in seen:
-                        seen.add(key)
-                        out.append(None if lay.trivial else lay)
+                    if tp * pp * dpa <= gpus:
+                        out.append((tp, pp, dpa, ep))
+    return out
+
+
+_INVALID = "invalid"  # _valid_layout's answer when no rule covers a layout
+
+
+def _valid_layout(spec: ModelSpec, key: tuple[int, int, int, int], ranks: bool = True) -> Layout | None | str:
+    """The layout of ``key`` (``None``: one GPU without a layout), or ``_INVALID`` when no rule covers it;
+    with ``ranks``, every operator must also have a sharding rule under it."""
+    tp, pp, dpa, ep = key
+    try:
+        lay = make_layout(spec, None, tp, pp, ep, dpa)
+        if ranks and not lay.trivial:
+            rank_plans(spec, "decode", "flash", lay)
+    except LLMathError:
+        return _INVALID
+    return None if lay.trivial else lay
+
+
+def _candidate_layouts(spec: ModelSpec, gpus: int, pins: dict) -> list[Layout | None]:
+    """Every layout :func:`_layout_keys` lists that has a rule for each operator (``None``: one GPU)."""
+    out: list[Layout | None] = []
+    seen = set()
+    for key in _layout_keys(spec, gpus, pins):
+        lay = _valid_layout(spec, key)
+        if isinstance(lay, str):
+            continue
+        k = (lay.tp, lay.pp, lay.dp, lay.ep) if lay is not None else (1, 1, 1, 1)
+        if k not in seen:
+            seen.add(k)
+            out.append(lay)
     return out
 
 
@@ -99,18 +135,22 @@ def replicas(
     error naming the layouts that work. ``source``: an encoder-decoder model's source tokens per request."""
     lays = _candidate_layouts(spec, gpus, pins)
     if not lays:
-        pinned = " ".join(f"--{k} {v}" for k, v in pins.items() if v is not None)
-        raise WorkloadError(
-            f"{spec.name} on {gpus} GPUs: no layout satisfies {pinned or 'the search'}; " + str(_why(spec, gpus, pins))
-        )
-    out = []
-    for lay in lays:
-        dev = Device(spec, hw, p, eff, attention, cuda_graphs, lay, source)
-        if lay is None:
-            out.append(Replica(1, 1, 1, 1, 1, dev))
-        else:
-            out.append(Replica(lay.tp, lay.pp, lay.ep, lay.dp, lay.gpus, dev))
-    return out
+        raise _no_layout(spec, gpus, pins)
+    return [_replica(Device(spec, hw, p, eff, attention, cuda_graphs, lay, source)) for lay in lays]
+
+
+def _replica(dev: Device) -> Replica:
+    lay = dev.layout
+    if lay is None:
+        return Replica(1, 1, 1, 1, 1, dev)
+    return Replica(lay.tp, lay.pp, lay.ep, lay.dp, lay.gpus, dev)
+
+
+def _no_layout(spec: ModelSpec, gpus: int, pins: dict) -> WorkloadError:
+    pinned = " ".join(f"--{k} {v}" for k, v in pins.items() if v is not None)
+    return WorkloadError(
+        f"{spec.name} on {gpus} GPUs: no layout satisfies {pinned or 'the search'}; " + str(_why(spec, gpus, pins))
+    )
 
 
 def _why(spec: ModelSpec, gpus: int, pins: dict) -> str:
@@ -160,7 +200,10 @@ def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return keep
 
 
-def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list) -> int:
+def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list, front=None) -> int:
+    """The layout's rows over its concurrency grid. With a ``front`` (a :class:`.plan_search.Frontier` and the
+    targets), a sample of the grid first, then only the stretches between its points that the front does not
+    beat (:func:`.plan_search.live_stretches`)."""
     mem = memory(rep.device, eng, req)
     inst = gpus // rep.gpus  # engine instances side by side
     dp = inst * rep.dp  # attention replicas in all, each serving its share of the requests
@@ -169,7 +212,20 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
         rejected.append({**where, "reason": "does not fit" if not mem.fits else f"needs {rep.gpus} GPUs"})
         return 0
     c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
-    ss = steady_state(rep.device, eng, req, c, mem.max_resident)
+    if front is not None and len(c) > SAMPLE:  # a sample first, then the stretches the front does not beat
+        at = np.unique(np.linspace(0, len(c) - 1, SAMPLE).round().astype(int))
+        ss = steady_state(rep.device, eng, req, c[at], mem.max_resident)
+        ok = meets(ss.ttft_s, ss.tpot_s, **front[1])
+        live = live_stretches(front[0], ss.throughput_tok_s * dp / (inst * rep.gpus), 1 / ss.tpot_s, ok)
+        keep = np.zeros(len(c), dtype=bool)
+        keep[at] = True
+        for i in np.flatnonzero(live):
+            keep[at[i] + 1 : at[i + 1]] = True
+        c = c[keep]
+        if len(c) > len(at):
+            ss = steady_state(rep.device, eng, req, c, mem.max_resident)
+    else:
+        ss = steady_state(rep.device, eng, req, c, mem.max_resident)
     n = len(c)
     thr = ss.throughput_tok_s * dp
     _add(
@@ -196,19 +252,26 @@ def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fm
     mem_p = memory(pre.device, eng, req)
     mem_d = memory(dec.device, eng, req)
     if not (mem_p.fits and mem_d.fits) or pre.gpus + dec.gpus > gpus:
-        rejected.append(
-            {
-                "mode": "disaggregated",
-                "weights": fmt,
-                "prefill_tp": pre.tp,
-                "decode_tp": dec.tp,
-                "reason": "does not fit",
-            }
-        )
+        rejected.append(_unfit_pair(fmt, pre.tp, dec.tp))
         return 0
     pw = prefill_worker(pre.device, eng, req)
     link = link_bytes_per_s(pre.device.hw, pre.gpus, pre.gpus + dec.gpus)
     g = disagg_grid(pw, dec.device, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, link)
+    return _disagg_rows(g, pre, dec, req, gpus, fmt, cols)
+
+
+def _unfit_pair(fmt: str, prefill_tp: int, decode_tp: int) -> dict[str, Any]:
+    return {
+        "mode": "disaggregated",
+        "weights": fmt,
+        "prefill_tp": prefill_tp,
+        "decode_tp": decode_tp,
+        "reason": "does not fit",
+    }
+
+
+def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: str, cols) -> int:
+    """The rate-matched pools of grid ``g`` that fit ``gpus`` as rows; how many."""
     ok = g.gpus_used <= gpus
     n = int(ok.sum())
     thr = g.throughput_tok_s[ok]
@@ -276,14 +339,15 @@ def _rows(cols: dict[str, np.ndarray], idx: np.ndarray, cost: float | None) -> l
 
 
 def _pins(parallel: ParallelConfig | None, gpus: int, tp, pp, ep, dp) -> dict[str, int | None]:
-    """The degrees the search keeps fixed: ``parallel``'s (whose ``gpus``, when given, must be ``gpus``, and which
-    asks no overlap) or the keywords."""
-    given, tp, pp, ep, dp, overlap = layout_args(parallel, None, tp, pp, ep, dp)
+    """The degrees the search keeps fixed: ``parallel``'s (its ``gpus``, when given, equal to ``gpus``; no overlap)
+    or the keywords."""
+    given, tp, pp, ep, dp, overlap = layout_args(parallel, (None, tp, pp, ep, dp))
     if (given is not None and given != gpus) or overlap != "none":
         raise WorkloadError(f"parallel={parallel!r}: plan searches on --gpus {gpus} without overlap; pin tp/pp/ep/dp")
     return {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
 
 
+@checked
 def plan(
     model: str | ModelSpec,
     hardware: str | Hardware,
@@ -306,18 +370,16 @@ def plan(
     pp: int | None = None,
     ep: int | None = None,
     dp: int | None = None,
+    exhaustive: bool = False,
     parallel: ParallelConfig | None = None,
     **engine_overrides,
 ) -> PlanResult:
-    """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring); the degrees of
-    ``parallel`` (or the tp/pp/ep/dp keywords) pin the search (:func:`_pins`)."""
+    """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring), degrees pinned
+    by ``parallel`` or tp/pp/ep/dp. ``exhaustive``: every configuration, unpruned (:mod:`.plan_search`); same answer."""
     pins = _pins(parallel, gpus, tp, pp, ep, dp)
     t0 = time.perf_counter()
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise WorkloadError(f"--gpus {gpus!r} must be an integer >= 1")
-    for name, v in (("--ttft-ms", ttft_ms), ("--tpot-ms", tpot_ms), ("--cost-per-gpu-hour", cost_per_gpu_hour)):
-        if v is not None and not v > 0:
-            raise WorkloadError(f"{name} {v!r} must be > 0")
+    if gpus is None:  # @checked has checked every number (gpus, the targets, the cost) by its rule
+        raise WorkloadError("--gpus is required: the number of GPUs to plan for")
     spec = resolve(model)
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -325,24 +387,47 @@ def plan(
     if disagg and spec.is_encoder_decoder:
         raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
+    targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    eff = efficiency(efficiency_mode, hw)
+    searches = [
+        _Search(spec, hw, _format_precision(fmt, kv_dtype), eff, attention, engine, engine_overrides, req, targets, fmt)
+        for fmt in formats
+    ]
     cols: list = []
     rejected: list[dict[str, Any]] = []
-    n = 0
-    for fmt in formats:
-        act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
-        p = Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
-        search = _Search(spec, hw, p, efficiency(efficiency_mode, hw), attention, engine, engine_overrides, req)
-        n += search.run(fmt, gpus, pins, disagg, cols, rejected)
+    if exhaustive:
+        n, fitting = sum(s.run(gpus, pins, disagg, cols, rejected) for s in searches), 0
+    else:
+        n, fitting = _pruned(searches, gpus, pins, disagg, cols, rejected)
     rejected = _dedupe(rejected)
-    if not n:
+    if not n and not fitting:
         reasons = "; ".join(sorted({f"{r['mode']} {r['weights']}: {r['reason']}" for r in rejected}))
         raise WorkloadError(
             f"{spec.name} on {gpus} × {hw.name}: no configuration fits ({reasons}); add GPUs, use a smaller"
             " --weights format or a shorter prompt"
         )
-    targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    best, front, notes = _select(_columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour)
+    best, front, notes = _select(_columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour) if n else _none_meets()
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
+
+
+def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
+    """A candidate weight format: 16/8-bit formats run their own activations, others bf16; the KV cache in the
+    activations' format unless ``kv_dtype`` is given (fp32 activations keep a bf16 cache)."""
+    act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
+    return Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
+
+
+def _pruned(searches: list[_Search], gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> tuple:
+    """Every format's disaggregated pairs, then its aggregated layouts, against one front of what was found
+    (:mod:`.plan_search`; the pairs first: their bounds are cheap and their best points prune the most):
+    (configurations evaluated, fitting ones skipped as unable to win)."""
+    front = Frontier()
+    n = fitting = 0
+    if disagg:
+        for s in searches:
+            k, skipped = s.disagg_pruned(s.workers(gpus, pins, rejected), gpus, cols, rejected, front)
+            n, fitting = n + k, fitting + skipped
+    return n + sum(s.aggregated_pruned(gpus, pins, cols, rejected, front) for s in searches), fitting
 
 
 @dataclass(frozen=True)
@@ -357,26 +442,123 @@ class _Search:
     engine: str
     overrides: dict
     req: Requests
+    targets: dict
+    fmt: str
+    built: dict = field(default_factory=dict)  # layouts built by the pruned search, by (tp, pp, dp, ep)
 
-    def run(self, fmt: str, gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> int:
+    def _device(self, lay: Layout | None, cuda_graphs: bool) -> Device:
+        src = self.req.prompt if self.req.encoder_decoder else 0
+        return Device(self.spec, self.hw, self.p, self.eff, self.attention, cuda_graphs, lay, src)
+
+    def _share(self, rep_dp: int, rep_gpus: int, gpus: int, pins: dict) -> int:
+        """GPUs a layout's instances use: all of them, or the pinned total of replicas (dp / replicas per
+        instance instances); 0 when the pin cannot be met."""
+        if pins["dp"] is None:
+            return gpus
+        if pins["dp"] % rep_dp or (pins["dp"] // rep_dp) * rep_gpus > gpus:
+            return 0
+        return (pins["dp"] // rep_dp) * rep_gpus
+
+    def run(self, gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> int:
         eng = engines.preset(self.engine, self.hw, **self.overrides)
         src = self.req.prompt if self.req.encoder_decoder else 0
         reps = replicas(self.spec, self.hw, self.p, self.eff, self.attention, eng.cuda_graphs, gpus, pins, src)
         n = 0
         for rep in reps:
-            use = gpus
-            if pins["dp"] is not None:  # the pinned total of replicas: dp / (replicas per instance) instances
-                if pins["dp"] % rep.dp or (pins["dp"] // rep.dp) * rep.gpus > gpus:
-                    continue
-                use = (pins["dp"] // rep.dp) * rep.gpus
-            eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
-            n += _aggregated(rep, eng_r, self.req, use, fmt, cols, rejected)
+            use = self._share(rep.dp, rep.gpus, gpus, pins)
+            if use:
+                eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
+                n += _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected)
         if disagg:
             workers = [r for r in reps if r.pp == 1]
             for a in [r for r in workers if r.dp == 1]:  # prefill workers: tensor parallel only
                 for b in workers:
-                    n += _disaggregated(a, b, eng, self.req, gpus, fmt, cols, rejected)
+                    n += _disaggregated(a, b, eng, self.req, gpus, self.fmt, cols, rejected)
         return n
+
+    def _build(self, key: tuple[int, int, int, int], rejected: list) -> Replica | str | None:
+        """The replica of layout ``key`` (built once), ``_INVALID`` when no rule covers it, or None when
+        its memory bound rejects it (listed under ``rejected``)."""
+        if key in self.built:
+            return self.built[key]
+        eng = engines.preset(self.engine, self.hw, **self.overrides)
+        lay = _valid_layout(self.spec, key, ranks=False)
+        tp, pp, dpa, ep = key
+        out: Replica | str | None = _INVALID
+        if isinstance(lay, str):
+            pass
+        elif weights_leave_no_pool(self.spec, self.p, eng, self.hw.memory_bytes, tp * pp * dpa):
+            where = {"mode": "aggregated", "weights": self.fmt, "tp": tp, "pp": pp, "ep": ep, "dp": dpa}
+            rejected.append({**where, "reason": "does not fit"})
+            out = None
+        elif not isinstance(_valid_layout(self.spec, key), str):
+            out = _replica(self._device(lay, eng.cuda_graphs))
+        self.built[key] = out
+        return out
+
+    def workers(self, gpus: int, pins: dict, rejected: list) -> list[tuple[tuple[int, int, int, int], Replica | None]]:
+        """The one-stage layouts, disaggregation's workers (None: rejected by the memory bound)."""
+        keys = [k for k in _layout_keys(self.spec, gpus, pins) if k[1] == 1]
+        return [(k, r) for k in keys if not isinstance(r := self._build(k, rejected), str)]
+
+    def aggregated_pruned(self, gpus: int, pins: dict, cols: list, rejected: list, front: Frontier) -> int:
+        """The aggregated layouts that could win, each family's pipelines deepened only while memory bounds
+        it (:mod:`.plan_search`); the configurations evaluated."""
+        n, valid = 0, False
+        for fam in families(_layout_keys(self.spec, gpus, pins)):
+            for key in fam:
+                rep = self._build(key, rejected)
+                valid = valid or not isinstance(rep, str)
+                if not isinstance(rep, Replica) or not (use := self._share(rep.dp, rep.gpus, gpus, pins)):
+                    continue
+                eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
+                k = _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected, (front, self.targets))
+                n += k
+                if k:
+                    b = cols[-1][1]
+                    ok = meets(b["ttft_s"], b["tpot_s"], **self.targets)
+                    front.add(b["throughput_tok_s_per_gpu"][ok], b["tok_s_per_user"][ok])
+                    if not ok[-1]:  # the targets, not memory, bound this family: deeper pipelines cannot win
+                        break
+        if not valid:
+            raise _no_layout(self.spec, gpus, pins)
+        return n
+
+    def disagg_pruned(self, workers: list, gpus: int, cols: list, rejected: list, front: Frontier) -> tuple:
+        """The disaggregated pairs (prefill workers: TP only) whose bound could reach the front, evaluated
+        exactly; (configurations evaluated, fitting pairs skipped)."""
+        eng, req = engines.preset(self.engine, self.hw, **self.overrides), self.req
+        mem = {key: memory(rep.device, eng, req) for key, rep in workers if rep is not None}
+        fit = [(key, rep) for key, rep in workers if rep is not None and mem[key].fits]
+        fitting = {key for key, _ in fit}
+        for ka, kb in ((ka, kb) for ka, _ in workers if ka[2] == 1 for kb, _ in workers):
+            if ka not in fitting or kb not in fitting:
+                rejected.append(_unfit_pair(self.fmt, ka[0], kb[0]))
+        cells, curves = [], {}
+        for _, a in [w for w in fit if w[1].dp == 1]:  # prefill workers: tensor parallel only
+            pw = prefill_worker(a.device, eng, req)
+            for kb, b in fit:
+                if a.gpus + b.gpus > gpus:
+                    rejected.append(_unfit_pair(self.fmt, a.tp, b.tp))
+                    continue
+                if kb not in curves:
+                    curves[kb] = DecodeCurve(b.device, decode_batches(mem[kb].max_resident), req.decode_context)
+                cells.append(PairCell(a, b, pw, curves[kb], mem[kb].max_resident, req, gpus, self.targets))
+        n = skipped = 0
+        for cell in sorted(cells, key=lambda c: -c.top):  # the most promising first: the front prunes the rest
+            g = cell.grid(front)
+            if g is None:
+                skipped += 1
+                continue
+            n += _disagg_rows(g, cell.pre, cell.dec, req, gpus, self.fmt, cols)
+            b = cols[-1][1]
+            ok = meets(b["ttft_s"], b["tpot_s"], **self.targets)
+            front.add(b["throughput_tok_s_per_gpu"][ok], b["tok_s_per_user"][ok])
+        return n, skipped
+
+
+def _none_meets() -> tuple:
+    return None, [], ["no configuration meets the targets: best and pareto are empty; relax --ttft-ms/--tpot-ms"]
 
 
 def _select(arr: dict[str, np.ndarray], n: int, ttft_ms, tpot_ms, cost) -> tuple:
@@ -387,9 +569,11 @@ def _select(arr: dict[str, np.ndarray], n: int, ttft_ms, tpot_ms, cost) -> tuple
     if tpot_ms is not None:
         ok &= arr["tpot_s"] <= tpot_ms / 1e3
     if not ok.any():
-        return None, [], ["no configuration meets the targets: best and pareto are empty; relax --ttft-ms/--tpot-ms"]
+        return _none_meets()
     idx = np.flatnonzero(ok)
-    best = int(idx[np.argmax(arr["throughput_tok_s_per_gpu"][idx])])
+    thr = arr["throughput_tok_s_per_gpu"][idx]
+    tied = idx[thr == thr.max()]  # equal tokens/s per GPU (pools limited by the same prefill): the faster per user
+    best = int(tied[np.argmax(arr["tok_s_per_user"][tied])])
     front = idx[pareto_mask(arr["throughput_tok_s_per_gpu"][idx], arr["tok_s_per_user"][idx])]
     front = front[np.argsort(-arr["tok_s_per_user"][front])]
     return _rows(arr, np.array([best]), cost)[0], _rows(arr, front, cost), []

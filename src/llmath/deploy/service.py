@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.deploy import engines
-from llmath.deploy.layout import ParallelConfig, layout_args, make_layout
+from llmath.deploy.arguments import checked
+from llmath.deploy.layout import ParallelConfig, requested_layout
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
     Decoding,
@@ -20,6 +21,7 @@ from llmath.deploy.serving import (
     ServingReport,
     active_overheads,
     check_fits,
+    draft_weight_bytes,
     memory,
     metrics_at,
     rate_to_concurrency,
@@ -32,12 +34,14 @@ from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
+from llmath.hardware.kernels import engine_precision
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
 
+@checked
 def serve(
     model: str | ModelSpec,
     hardware: str | Hardware,
@@ -65,27 +69,26 @@ def serve(
 ) -> ServingReport:
     """Steady-state continuous batching (see :mod:`llmath.deploy.serving` for the model and its limits); the
     layout: ``parallel`` or the gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
-    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, gpus, tp, pp, ep, dp, overlap)
     if (concurrency is None) == (rate is None):
         raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
     spec = resolve(model)
     refuse_uncached(spec)
     refuse_draft_only(spec)
-    layout = None
-    if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
-        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+    layout = requested_layout(spec, parallel, gpus, tp, pp, ep, dp, overlap)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors
     eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)
+    p = engine_precision(p, hw, engine)  # a declared quantised format runs in the engine's kernel on hw
     ed = spec.is_encoder_decoder
     req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), ed)
     dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout, prompt if ed else 0)
-    mem = memory(dev, eng, req)
+    draft = draft_device(dev, speculation) if speculation else None
+    mem = memory(dev, eng, req, draft_weight_bytes(draft, speculation.method if speculation else ""))
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
     check_fits(mem, f"{where} with {eng.name}")
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
-    decoding = Decoding(dev, speculation, draft_device(dev, speculation)) if speculation else Decoding(dev)
+    decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     ss = steady_state(decoding, eng, req, [c], mem.max_resident)
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])

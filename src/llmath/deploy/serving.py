@@ -64,15 +64,18 @@ iteration (τ_a, τ_b, τ_d) and once per request to TTFT under ``expected`` eff
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from llmath.deploy.cost import rank_memory_parts
 from llmath.deploy.overheads import Overheads
 from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import Device, chunk_activation_bytes, cross_bytes_per_source, kv_bytes_per_sequence
 from llmath.errors import WorkloadError
 from llmath.model.traits import traits
+from llmath.ops.core import Attention
+from llmath.ops.params import weight_bytes, weight_bytes_of
 from llmath.ops.state import fixed_state_bytes
 
 FIXED_POINT_PASSES = 6
@@ -237,20 +240,21 @@ def refuse_uncached(spec) -> None:
         )
 
 
-def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
+def memory(dev: Device, eng: EngineConfig, req: Requests, draft_bytes: float = 0.0) -> Memory:
     """The engine's memory on each GPU: ``gpu_memory_utilization`` × capacity − its weights − one budget's
     activations − CUDA graphs = its KV pool; requests a replica admits = pool / KV one request counts there
     (``kv_admission``), the busiest pipeline stage deciding (each stage holds its layers' KV of every
     request of its replica; TP ranks hold their heads' share). A request's count includes its fixed-size
     state (encoder-decoder: the cross-attention cache; hybrids: the mixers' SSM and conv states, which vLLM's
-    hybrid KV-cache manager allocates per request beside the attention blocks)."""
+    hybrid KV-cache manager allocates per request beside the attention blocks). ``draft_bytes``: a speculative
+    draft's weights on each GPU (:func:`draft_weight_bytes`), held beside the target's."""
     p = dev.precision
     cap = dev.hw.memory_bytes
     tokens = eng.max_num_batched_tokens or req.new
     counted = req.kv_positions(eng.kv_admission == "reserve")
     out = []
-    for part in dev.parts:
-        w = part.params * p.weight_bytes
+    for part, w in zip(dev.parts, part_weight_bytes(dev), strict=True):
+        w += draft_bytes
         act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.encoder or part.prefill)
         cross = dev.source * cross_bytes_per_source(part.prefill, p)  # encoder-decoder: fixed per request
         cross += fixed_state_bytes(dev.spec, p, ops=part.decode.ops)  # SSM / conv states: fixed per request
@@ -269,6 +273,35 @@ def memory(dev: Device, eng: EngineConfig, req: Requests) -> Memory:
         fits = resident >= 1 and pool >= per_req  # one request must reach its last position
         out.append(Memory(cap, budget, w, act, eng.cuda_graph_bytes, pool, per_req, admitted, by_kv, resident, fits))
     return min(out, key=lambda m: (m.fits, m.max_resident))  # the busiest stage decides
+
+
+def part_weight_bytes(dev: Device) -> list[float]:
+    """Weight bytes on one GPU of each pipeline stage, as ``analyze`` counts them (each module in its own
+    format, :func:`llmath.ops.params.weight_bytes_of`, over the operators the GPU holds)."""
+    L = dev.layout
+    if L is None or L.trivial:
+        return [weight_bytes_of(dev.spec, dev.precision)]
+    parts = rank_memory_parts(dev.spec, cast(Attention, dev.attention), L)
+    # a wrapper's towers: on the first stage, split over its TP ranks (as analyze places them)
+    return [weight_bytes_of(dev.spec, dev.precision, ops, 1 / L.tp if pl.index == 0 else 0.0) for pl, ops, *_ in parts]
+
+
+def draft_weight_bytes(draft: Device | None, method: str) -> float:
+    """Weights a speculative draft adds on each GPU: a draft model's own (under its layout); an EAGLE head or
+    an MTP module, its decoder layer only: both reuse the target's embedding and LM head (EAGLE, Li et al.
+    2024, arXiv:2401.15077 §3; DeepSeek-V3's MTP modules share them, arXiv:2412.19437 §2.2)."""
+    if draft is None:
+        return 0.0
+    if method == "draft":
+        return part_weight_bytes(draft)[0]
+    shared = ("embedding", "lm_head")
+    L = draft.layout
+    if L is None or L.trivial:
+        by_module = weight_bytes(draft.spec, draft.precision)
+        return float(sum(b for m, b in by_module.items() if m not in shared))
+    held = rank_memory_parts(draft.spec, cast(Attention, draft.attention), L)[0][1]
+    ops = tuple(op for op in held if op.module not in shared)
+    return weight_bytes_of(draft.spec, draft.precision, ops)
 
 
 def check_fits(mem: Memory, where: str) -> None:

@@ -266,7 +266,7 @@ def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
         )
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)
 def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout) -> tuple[RankPlan, ...]:
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
     from llmath.deploy.comm import encdec_collectives, stage_collectives

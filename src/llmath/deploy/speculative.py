@@ -107,6 +107,12 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
         if why := draft_problem(d, target.spec):
             raise WorkloadError(why)
     else:
+        if spec_cfg.method == "mtp" and not target.spec.mtp_modules:
+            raise WorkloadError(
+                f"--spec-method mtp: {target.spec.name!r} has no multi-token-prediction module (its config sets none"
+                " of num_nextn_predict_layers / mtp_num_hidden_layers / num_mtp_modules); use --spec-method eagle"
+                " with an EAGLE head, or --spec-method draft --draft-model NAME"
+            )
         d = one_layer(target.spec)
     layout = None
     if target.layout is not None and target.layout.tp > 1:

@@ -43,7 +43,8 @@ class Efficiency:
     ``fit_overheads``: whether the fits' per-kernel times replace the overheads (off once an overhead is given).
     ``fp8_gemm_overhead_s``: per-kernel time of weight GEMMs that run in fp8: the fp8 GEMM fit's ``t0`` less the
     activation quantiser it measured (:func:`llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`; ``None``:
-    the general overheads); in prefill at least ``overhead_s``.
+    the general overheads); in prefill at least ``overhead_s``. ``tile_rows``: rows of the device's tensor-core
+    tile, the fitted GEMM and MoE models' compute floor (:func:`llmath.hardware.efficiency_fit.tile_rows`).
     """
 
     name: str = "expected"
@@ -67,6 +68,7 @@ class Efficiency:
     kernel_fits: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
     fit_overheads: bool = True
     fp8_gemm_overhead_s: float | None = None
+    tile_rows: int = 0  # rows of one tensor-core tile: the fitted GEMM and MoE models' floor (0: none)
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
@@ -190,6 +192,7 @@ def fitted(hw: Hardware) -> Efficiency | None:
         attention_overhead_s=attn[8] if attn else None,
         kernel_fits=tuple(kernel),
         fp8_gemm_overhead_s=fp8[0] if fp8 else None,
+        tile_rows=ef.tile_rows(hw.arch),
     )
 
 

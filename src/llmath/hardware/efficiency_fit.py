@@ -10,12 +10,16 @@ coefficients per measured device and format, ``[c, h1, p1, h2, p2, mem, hm, pm, 
 
 ``t0`` is the per-kernel overhead (launch and tail, in seconds). The features per class:
 
-* ``gemm``: x1 = m (token rows), x2 = n·k (weight size), xm = bytes. Below ``h1`` the compute time stops
-  falling with m (a tensor-core tile is padded): the small-m floor.
+* ``gemm``: x1 = m (token rows), x2 = n·k (weight size), xm = bytes. A kernel computes whole tiles of T rows
+  (:func:`tile_rows`, by architecture), so its compute fraction is at least the tile's share of real rows at
+  the large-GEMM fraction, ``c · sat(x2) · m / (T · ⌈m / T⌉)`` (:func:`tile_share`): at a few rows the kernel
+  (a GEMV or split-K GEMM) is bound by the bytes it streams, on every device.
 * ``attn_context`` (causal, flash): x1 = S (context), x2 = B·H·S (query rows × heads), xm = bytes.
 * ``attn_decode``: x1 = B·H (query rows), x2 = S + 1 (positions read), xm = bytes (mostly the KV cache);
   its compute term is at the vector (CUDA-core) peak, not the tensor peak (:func:`peak_for`).
-* ``moe`` (grouped expert GEMMs, gated): x1 = tokens per expert, x2 = hidden · inter, xm = bytes.
+* ``moe`` (grouped expert GEMMs, gated): x1 = tokens per expert, x2 = hidden · inter, xm = bytes; the same
+  tile floor as ``gemm`` (an expert's rows are padded to one tile): at a few tokens per expert the grouped
+  GEMM streams the weights of the experts hit.
 
 Collectives (``all_reduce``, ``all_gather``, ``custom_all_reduce``) are ``t = α + bytes / β`` per rank count.
 
@@ -40,6 +44,14 @@ COLLECTIVES = ("all_reduce", "all_gather", "custom_all_reduce")
 # formats the tables measure; fp16 runs at the bf16 tensor rate on every fitted device
 FORMAT_ALIASES = {"fp16": "bf16", "bf16": "bf16", "fp8": "fp8"}
 BYTES = {"bf16": 2, "fp8": 1}
+# Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
+# Level Matrix Multiply-Accumulate") and datacenter Blackwell's tcgen05.mma has M = 64 or 128 (PTX ISA,
+# "TensorCore 5th Generation"); Volta to Ada and consumer Blackwell (GeForce, RTX PRO, GB10) issue mma.sync of
+# 16 rows (PTX ISA, "Matrix shape": m16n8k16). A GEMM of m rows computes ⌈m / T⌉ tiles; fewer rows never take
+# longer than one tile.
+TILE_ROWS = {"hopper": 64, "blackwell": 64, "blackwell-ultra": 64}
+MMA_SYNC_ROWS = 16
+TILED_CLASSES = ("gemm", "moe")
 
 
 @lru_cache(maxsize=1)
@@ -54,15 +66,30 @@ def sat(x, h, p):
     return 1.0 / (1.0 + (h / np.maximum(x, 1e-30)) ** p)
 
 
-def fractions(coef, x1, x2, xm):
-    """(ηc, ηm, t0) of one coefficient vector at the features."""
+def tile_rows(arch: str) -> int:
+    """Rows of one tensor-core tile on an NVIDIA architecture (``TILE_ROWS``; mma.sync's 16 otherwise)."""
+    return TILE_ROWS.get(arch, MMA_SYNC_ROWS)
+
+
+def tile_share(rows, tile: int):
+    """m / (tile · ⌈m / tile⌉): the share of the computed tile rows that are real rows (1 at whole tiles)."""
+    r = np.maximum(np.asarray(rows, dtype=float), 1e-30)
+    return r / (tile * np.ceil(r / tile))
+
+
+def fractions(coef, x1, x2, xm, tile: int = 0):
+    """(ηc, ηm, t0) of one coefficient vector at the features; ``tile`` (rows; GEMM and MoE classes, x1 the
+    rows of one GEMM; 0: none): ηc is at least the large-GEMM fraction on the tile's real rows."""
     c, h1, p1, h2, p2, mem, hm, pm, t0 = coef
-    return c * sat(x1, h1, p1) * sat(x2, h2, p2), mem * sat(xm, hm, pm), t0
+    s1 = sat(x1, h1, p1)
+    if tile:
+        s1 = np.maximum(s1, tile_share(x1, tile))
+    return c * s1 * sat(x2, h2, p2), mem * sat(xm, hm, pm), t0
 
 
-def model_time(coef, x1, x2, xm, flops, bytes_, peak, bandwidth):
+def model_time(coef, x1, x2, xm, flops, bytes_, peak, bandwidth, tile: int = 0):
     """Kernel seconds of the model form (see the module docstring)."""
-    ec, em, t0 = fractions(coef, x1, x2, xm)
+    ec, em, t0 = fractions(coef, x1, x2, xm, tile)
     return t0 + np.maximum(np.asarray(flops) / (peak * ec), np.asarray(bytes_) / (bandwidth * em))
 
 
@@ -152,6 +179,13 @@ def resolve(device: str) -> Resolved:
     return Resolved(device, refs[a], f"nearest-arch: {refs[a]} ({a} for {arch})")
 
 
+def device_tile(device: str) -> int:
+    """Tile rows of a registry device's architecture (:func:`tile_rows`); 16 for a name not in the registry."""
+    from llmath.hardware.registry import get, names
+
+    return tile_rows(get(device).arch) if device in names() else MMA_SYNC_ROWS
+
+
 def coefficients(device: str, cls: str, fmt: str) -> tuple[list[float] | None, Resolved]:
     """The coefficient vector for ``cls`` in ``fmt`` on ``device`` (``None`` where no fit applies)."""
     if cls not in ROOFLINE_CLASSES:
@@ -184,7 +218,7 @@ def evaluate(device: str, cls: str, fmt: str, x1: float, x2: float, xm: float) -
         return None
     if min(x1, x2, xm) <= 0:
         raise WorkloadError(f"efficiency features ({x1}, {x2}, {xm}) must be > 0")
-    ec, em, t0 = fractions(coef, x1, x2, xm)
+    ec, em, t0 = fractions(coef, x1, x2, xm, device_tile(device) if cls in TILED_CLASSES else 0)
     return Fit(float(ec), float(em), float(t0), r.rule, r.measured_on or "")
 
 

@@ -111,9 +111,12 @@ def fallback_notes(spec: ModelSpec, attention: str, p: Precision, hw: Hardware |
     return notes(_tables(spec, attention), hw, p) if hw is not None else []
 
 
-def precision_report(spec: ModelSpec, p: Precision, hw: Hardware | None, attention: str) -> dict[str, Any]:
+def precision_report(
+    spec: ModelSpec, p: Precision, hw: Hardware | None, attention: str, engine: str = "vllm"
+) -> dict[str, Any]:
     """Formats per module with bytes per element and sources, and (with hardware) what each GEMM format
-    runs as on the device (the ``precision`` key of ``analyze --json``)."""
+    runs as on the device and the kernel class the default weights' GEMMs run in, with why (the ``precision``
+    key of ``analyze --json``)."""
     wb = weight_bytes(spec, p)
     bpe = weight_bytes_per_element(spec, p)
     d = p.to_dict()
@@ -127,4 +130,7 @@ def precision_report(spec: ModelSpec, p: Precision, hw: Hardware | None, attenti
         d["ssm_state"] = {"format": f, "bytes_per_element": p.bytes_per_element(f), "source": src}
     if hw is not None:
         d["compute"] = summary(_tables(spec, attention), hw, p)
+    from llmath.hardware.kernels import kernel_report
+
+    d["kernel"] = kernel_report(p, hw, engine)
     return d

@@ -31,6 +31,7 @@ from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency
 from llmath.hardware.execution import op_formats
+from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
 from llmath.ops import table as ops_table
@@ -153,7 +154,7 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
         h, i, k, E = cols.moe
         r = cols.routed
         xm = ef.moe_cost(rows, h, i, k, E, _fmt(run_fmt) or "bf16")[2]
-        ec, em, _ = ef.fractions(moe, rows * k / E, float(h * i), xm)
+        ec, em, _ = ef.fractions(moe, rows * k / E, float(h * i), xm, eff.tile_rows)
         f[..., r] = mm[r] / (peaks[r] * ec)
         inv[..., cols.routed] = 1.0 / (bw * em)
     return f, inv
@@ -161,9 +162,12 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
 
 @lru_cache(maxsize=256)
 def fp8_gemms(table: Table, p: Precision) -> np.ndarray:
-    """(n_ops,) mask of the weight GEMMs whose GEMM runs in fp8 under ``p`` (fp8 weights and activations)."""
+    """(n_ops,) mask of the weight GEMMs that run in fp8 under ``p`` (W8A8) or read fp8 weights into a 16-bit
+    GEMM (W8A16: the same fp8 weight stream; its per-kernel time is taken as the fp8 kernel's)."""
     fmts = op_formats(table, p)
-    out = table.is_weight_mm & np.array([f == "fp8" for f in fmts], dtype=bool)
+    weights = (fmt.get(p.weight_format(op.module)).compute for op in table.ops)
+    fp8 = [f == "fp8" or w == "fp8" for f, w in zip(fmts, weights, strict=True)]
+    out = table.is_weight_mm & np.array(fp8, dtype=bool)
     out.setflags(write=False)
     return out
 

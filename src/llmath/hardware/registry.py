@@ -23,12 +23,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from llmath.errors import ConfigError, HardwareError
+from llmath.errors import ConfigError, HardwareError, UnknownNameError
 from llmath.model.config_check import check_values, file_kind, parse_json, read_text_file
 from llmath.model.registry import closest
 from llmath.validation import float_rule
 
 MAX_RATE = 1e21  # FLOP/s, bytes/s or bytes: a zetta-scale ceiling far above any device; keeps products finite
+MIN_RATE = 1e3  # FLOP/s, bytes/s or bytes: a floor far below any device; keeps times finite (1 / 1e-300 is not)
+MIN_FLAG = 1e-6  # --peak-tflops / --bandwidth-gbs / --memory-gb: at least 10^-6 of their units (MIN_RATE above)
 MAX_FLAG = 1e9  # --peak-tflops / --bandwidth-gbs / --memory-gb: at most 10^9 of their units
 MAX_HARDWARE_FILE = 1 << 20
 
@@ -55,14 +57,14 @@ class Hardware:
     def __post_init__(self) -> None:
         for f in ("memory_bytes", "memory_bandwidth_bytes_per_s", "vector_flops_per_s"):
             v = getattr(self, f)
-            if (v is not None or f != "vector_flops_per_s") and float_rule(v, 0, MAX_RATE, lo_open=True):
-                raise HardwareError(f"hardware {self.name!r}: {f}={v!r} must be a finite positive number")
+            if (v is not None or f != "vector_flops_per_s") and float_rule(v, MIN_RATE, MAX_RATE):
+                raise HardwareError(f"hardware {self.name!r}: {f}={v!r} must be a finite number in [1e3, 1e21]")
         if not isinstance(self.peak_flops_per_s, dict) or not self.peak_flops_per_s:
             raise HardwareError(f"hardware {self.name!r}: peak_flops_per_s must map at least one dtype to FLOP/s")
         for k, v in self.peak_flops_per_s.items():
-            if float_rule(v, 0, MAX_RATE, lo_open=True):
+            if float_rule(v, MIN_RATE, MAX_RATE):
                 raise HardwareError(
-                    f"hardware {self.name!r}: peak_flops_per_s[{k!r}]={v!r} must be a finite positive number"
+                    f"hardware {self.name!r}: peak_flops_per_s[{k!r}]={v!r} must be a finite number in [1e3, 1e21]"
                 )
         if self.tdp_w is not None and not _positive(self.tdp_w):
             raise HardwareError(f"hardware {self.name!r}: tdp_w={self.tdp_w!r} must be a positive number or absent")
@@ -226,8 +228,8 @@ def _rates(d: dict[str, Any], key: str, where: str) -> dict[str, float]:
     for k, v in m.items():
         if v is None or (v == 0 and not isinstance(v, bool)):
             continue
-        if float_rule(v, 0, MAX_RATE, lo_open=True):
-            raise HardwareError(f"{where}: {key}[{k!r}]={v!r} must be a finite positive number")
+        if float_rule(v, MIN_RATE, MAX_RATE):
+            raise HardwareError(f"{where}: {key}[{k!r}]={v!r} must be a finite number in [1e3, 1e21] (0/null: absent)")
         out[k] = float(v)
     return out
 
@@ -252,7 +254,16 @@ def aliases() -> dict[str, str]:
 
 
 def raw(name: str) -> dict[str, Any]:
-    return dict(_table()[aliases().get(name, name)])
+    return dict(_table()[_registry_name(name)])
+
+
+def _registry_name(name: str) -> str:
+    """The bundled name ``name`` means, whatever its case (``H100-SXM``, ``h100``); else ``name`` unchanged (a
+    file path keeps its case)."""
+    key = name.strip().lower()
+    if key in _table() or key in aliases():
+        return aliases().get(key, key)
+    return name
 
 
 @lru_cache(maxsize=256)
@@ -260,15 +271,15 @@ def get(name: str) -> Hardware:
     """A bundled accelerator by name or alias, or a hardware file (JSON/TOML) path."""
     if not isinstance(name, str):
         raise HardwareError(f"hardware={name!r} must be a registry name (see 'llmath hardware') or a file path")
-    name = aliases().get(name, name)
+    name = _registry_name(name)
     if name in _table():
         return from_dict(_table()[name], name)
     p = Path(name)
     if p.suffix in (".json", ".toml") or file_kind(p) != "missing":
         return load_file(p)
-    close = closest(name, names() + sorted(aliases()))
+    close = closest(name.lower(), names() + sorted(aliases()))
     hint = f"; closest: {', '.join(close)}" if close else ""
-    raise HardwareError(
+    raise UnknownNameError(
         f"unknown hardware {name!r}{hint}. Run 'llmath hardware' for the {len(_table())} known accelerators, "
         "pass a JSON/TOML file, or give --peak-tflops/--bandwidth-gbs/--memory-gb"
     )
@@ -305,7 +316,7 @@ def custom(
 ) -> Hardware:
     """A device from flags: one dense peak (TFLOP/s) for ``dtype``, bandwidth (GB/s), memory (GB)."""
     for what, v in (("--peak-tflops", peak_tflops), ("--bandwidth-gbs", bandwidth_gbs), ("--memory-gb", memory_gb)):
-        why = float_rule(v, 0, MAX_FLAG, lo_open=True)
+        why = float_rule(v, MIN_FLAG, MAX_FLAG)
         if why:
             raise HardwareError(f"{what}={v!r} {why} for a custom device")
     return Hardware(

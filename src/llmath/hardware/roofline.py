@@ -3,7 +3,7 @@
 An operator's time is ``max(compute, memory) + kernels × overhead`` with
 ``compute = matmul FLOPs / (peak(dtype) · η_mm) + vector FLOPs / (vector peak · η_vec)`` and
 ``memory = bytes / (bandwidth · η_mem)``; it is compute-bound when the first term wins. ``ideal``
-efficiency is the pure roofline of the seeds (η = 1, no overhead); ``expected`` uses achievable fractions
+efficiency is the pure roofline (η = 1, no overhead); ``expected`` uses achievable fractions
 measured on real hardware (``data/efficiency.json``, justified in docs/hardware.md), all overridable.
 
 A decode step at context S costs, per operator, an affine function of u = min(S + 1, W) (the positions
@@ -34,10 +34,6 @@ I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # compute-bound enough that max(compute, memory) at the large-GEMM rates describes them. A calibrated
 # skinny_rows curve is used up to this cut as well.
 SKINNY_ROWS = 64
-# Rows of one tensor-core GEMM tile for weight-only quantised GEMMs: Hopper's wgmma instructions are m64
-# (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"); CUTLASS tiles are 64 or 128 rows.
-TILE_ROWS = 64
-LARGE_ROWS = 4096  # rows at which the fitted GEMM fractions are compute-identified (far above every ridge)
 
 
 def byte_weights_key(table: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
@@ -93,28 +89,41 @@ def _inv_variants(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> 
 @lru_cache(maxsize=512)
 def _gemm_shapes(table: Table) -> tuple[np.ndarray, np.ndarray]:
     """(n·k, rows share) of each op for the fitted GEMM model: its weight elements per run (per expert for
-    routed experts), and the share of the token rows one of its GEMMs sees (top-k / E for routed experts)."""
+    routed experts), and the share of the token rows one of its GEMMs sees: top-k / E for routed experts,
+    times the tokens the layer routes per token of the table (``moe_tokens``: with data-parallel attention,
+    an expert's rows come from every replica)."""
     nk = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
     share = np.ones(len(table.ops))
     moe = table.spec.moe
     if moe is not None:
         routed = np.array([any(t.mono == "U:moe" for t in op.terms("weight")) for op in table.ops], dtype=bool)
-        share[routed] = moe.top_k / moe.n_experts
+        share[routed] = moe.top_k / moe.n_experts * table.moe_tokens
         nk[routed] /= moe.n_experts  # a routed op's parameters are those of all its experts
     nk.setflags(write=False)
     share.setflags(write=False)
     return nk, share
 
 
+def stream_format(hw: Hardware, eff: Efficiency, p: Precision) -> str:
+    """The GEMM fit whose memory fraction the default weights stream at: the weights' own tensor format where
+    it has a fit (fp8 weights dequantised to a bf16 GEMM, W8A16, read the same fp8 bytes the measured fp8
+    kernel reads), else the format the GEMM runs in."""
+    own = fmt.get(p.weights).compute
+    return own if (own is not None and eff.gemm_coef(own) is not None) else run_format(hw, p)
+
+
 @lru_cache(maxsize=1024)
 def _fitted_inv(table: Table, hw: Hardware, eff: Efficiency, p: Precision, decode: bool) -> np.ndarray | None:
     """(n_ops,) seconds per byte with a fitted GEMM model: weight GEMMs at its memory fraction for their
-    weight bytes per run, the other ops as :func:`_base_inv`; ``None`` without a fit for ``p``'s format."""
-    coef = eff.gemm_coef(run_format(hw, p))
+    weight bytes per run (:func:`stream_format`), the other ops as :func:`_base_inv`; ``None`` without a fit
+    for ``p``'s format."""
+    coef = eff.gemm_coef(stream_format(hw, eff, p)) if eff.gemm_coef(run_format(hw, p)) is not None else None
     if coef is None:
         return None
-    nk, _ = _gemm_shapes(table)
-    em = ef.fractions(coef, 1.0, 1.0, nk * p.weight_bytes)[1]
+    # a kernel's weight stream: a routed op's experts run as one grouped GEMM per layer, which streams the
+    # weights of all of them (the MoE fit's memory feature is the whole expert layer's bytes as well)
+    stream = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
+    em = ef.fractions(coef, 1.0, 1.0, stream * p.weight_bytes)[1]
     out = np.where(table.is_weight_mm, 1.0 / (hw.memory_bandwidth_bytes_per_s * em), _base_inv(table, hw, eff, decode))
     out.setflags(write=False)
     return out
@@ -163,33 +172,31 @@ def rates(hw: Hardware, p: Precision, eff: Efficiency, table: Table) -> tuple[np
 
 @lru_cache(maxsize=1024)
 def _mm_rates(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
+    """Matmul FLOP/s per op. An fp8 GEMM without a measured fp8 GEMM table (the default fractions) runs at
+    least at the 16-bit rate it replaces: on a device whose fp8 and bf16 peaks are equal (Gaudi 3, TPU v5p)
+    the lower default fp8 fraction would otherwise make W8A8 slower than W8A16, which no measurement says."""
     fmts = op_executed(table, hw, p)
     out = op_peaks(table, hw, p) * np.array([eff.matmul_for(f) for f in fmts])
+    sixteen = [hw.peak_flops_per_s[f] * eff.matmul for f in ("bf16", "fp16") if f in hw.peak_flops_per_s]
+    if sixteen and eff.gemm_coef("fp8") is None:
+        out = np.where(np.array([f == "fp8" for f in fmts]), np.maximum(out, max(sixteen)), out)
     out.setflags(write=False)
     return out
 
 
-def mm_factor(
-    table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None, weight_only: bool = False
-) -> np.ndarray | None:
+def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None) -> np.ndarray | None:
     """(…, n_ops) factor on weight GEMMs' compute time at the ``matmul`` rate, 1 for the other ops; ``None``
     when there is none (the default efficiencies).
 
     With a fitted GEMM model for ``dtype``: η_matmul / ηc(rows, n·k) per op (the compute time becomes
-    FLOPs / (peak · ηc)); else 1 / η(rows) from a calibrated ``matmul_rows`` curve.
-
-    ``weight_only`` (weights narrower than the activations: W8A16, W4A16): the fit was measured with weights
-    in the compute format, and below the ridge its compute and weight-streaming terms cannot be told apart
-    (the fitted ηc follows the memory roof there). The dequantising kernel streams the narrow weights and
-    computes whole TILE_ROWS-row tiles at the large-GEMM fraction, so ηc is at least
-    ηc(LARGE_ROWS) · m / (TILE_ROWS · ⌈m / TILE_ROWS⌉)."""
+    FLOPs / (peak · ηc)), with the model's tile floor (:func:`llmath.hardware.efficiency_fit.fractions`): at a
+    few rows the GEMM (a GEMV or split-K kernel; weight-only formats' dequantising kernels alike) computes
+    one tile at the large-GEMM fraction and streams its weights, so its time is set by the bytes on every
+    device. Else 1 / η(rows) from a calibrated ``matmul_rows`` curve."""
     coef = eff.gemm_coef(dtype)
     if coef is not None:
         nk, share = _gemm_shapes(table)
         mm = eff.matmul_for(dtype or "")
-
-        def eta(x, cols):
-            return ef.fractions(coef, x, nk[cols], 1.0)[0]
 
         def ratio(rows, cols):  # (…, len(cols)); the rows' saturation once per share, not per column
             r = np.asarray(rows, dtype=float)[..., None]
@@ -198,10 +205,7 @@ def mm_factor(
             for s in np.unique(sh) if sh.size and (sh != sh[0]).any() else sh[:1]:  # routed: top-k / E of the rows
                 sel = sh == s
                 x = np.maximum(r * s, 1.0)
-                e = eta(x, cols[sel])
-                if weight_only:
-                    e = np.maximum(e, eta(LARGE_ROWS, cols[sel]) * x / (TILE_ROWS * np.ceil(x / TILE_ROWS)))
-                vals[..., sel] = mm / e
+                vals[..., sel] = mm / ef.fractions(coef, x, nk[cols[sel]], 1.0, eff.tile_rows)[0]
             return vals
 
         out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
@@ -218,13 +222,6 @@ def mm_factor(
         return np.where(r <= xs.max(), 1.0 / np.interp(np.log(np.maximum(r, 1)), np.log(xs), fr), 1.0)
 
     return _per_row_kind(table, inv_eta(tokens), inv_eta(batch), 1.0)
-
-
-@lru_cache(maxsize=1024)
-def _weight_only(p: Precision, hw: Hardware) -> bool:
-    """Quantised default weights whose GEMMs run in 16/32 bit on ``hw`` (W4A16, W8A16, fp8 on a device
-    without fp8): dequantised, not a low-precision tensor-core GEMM."""
-    return fmt.get(p.weights).quantised and run_format(hw, p) in ("bf16", "fp16", "fp32")
 
 
 def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None = None) -> np.ndarray:
@@ -244,7 +241,7 @@ def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, to
     rows of a prefill of S + 1 tokens."""
     if decode and context is not None and traits(table.spec).reruns_context:
         tokens, decode = batch * (context + 1), False
-    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), _weight_only(p, hw))
+    f = mm_factor(table, eff, batch, tokens, run_format(hw, p))
     inv = inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
     if not eff.kernel_fits:
         return f, inv

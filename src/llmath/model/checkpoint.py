@@ -17,7 +17,6 @@ A ``.gguf`` gives the config, every tensor's type and bytes (:mod:`.gguf`). Flag
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -26,9 +25,10 @@ from typing import Any
 
 from llmath.errors import ConfigError
 from llmath.model import formats as fmt
-from llmath.model.config_check import file_kind
+from llmath.model.config_check import file_kind, parse_json
 from llmath.model.dtypes import MODULES, Precision
 from llmath.model.quant import checkpoint_reading, module_of
+from llmath.model.sidecar_check import check_index, check_safetensors_header, read_sidecar
 from llmath.model.spec import ModelSpec
 
 SIDECAR = "hf_quant_config.json"
@@ -44,11 +44,8 @@ class Checkpoint:
     header_bytes: int | None = None  # weight bytes from tensor headers (exact), if read
 
 
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read JSON ({e}); fix or remove the file") from None
+def _index(path: Path) -> dict[str, Any]:
+    return check_index(read_sidecar(path), path)
 
 
 def safetensors_header(path: Path) -> dict[str, Any]:
@@ -65,9 +62,10 @@ def safetensors_header(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ConfigError(f"{path}: safetensors header is not JSON; the file is damaged") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: safetensors header is not UTF-8 JSON; the file is damaged") from None
+    return check_safetensors_header(parse_json(text, f"{path} (safetensors header)"), path)
 
 
 def tensor_bytes(headers) -> dict[str, int]:
@@ -88,7 +86,8 @@ def _header_precision(d: Path, p: Precision) -> tuple[Precision, int | None, lis
     files = sorted(d.glob("*.safetensors"))
     notes: list[str] = []
     idx = d / "model.safetensors.index.json"
-    listed = set((_json(idx).get("weight_map") or {}).values()) if idx.exists() else set()
+    index = _index(idx) if idx.exists() else {}
+    listed = set((index.get("weight_map") or {}).values())
     if listed and not listed <= {f.name for f in files}:  # a partial download: only the index's total is exact
         notes.append(f"safetensors: {len(listed - {f.name for f in files})} shard(s) absent; using the index total")
         files = []
@@ -100,7 +99,7 @@ def _header_precision(d: Path, p: Precision) -> tuple[Precision, int | None, lis
         src = dict(p.sources) | {m: "safetensors headers" for m in meas}
         return replace(p, measured_bytes=meas, sources=src), sum(meas.values()), notes
     if idx.exists():
-        total = (_json(idx).get("metadata") or {}).get("total_size")
+        total = (index.get("metadata") or {}).get("total_size")
         if isinstance(total, int) and total > 0:
             src = dict(p.sources) | {"total": "model.safetensors.index.json metadata.total_size"}
             return replace(p, measured_bytes={"total": total}, sources=src), total, notes
@@ -136,7 +135,7 @@ def _per_layer_exclusions(reading, spec: ModelSpec) -> None:
 
 
 def from_config(cfg: dict[str, Any], spec: ModelSpec, sidecar: dict | None, where: str) -> Checkpoint:
-    reading = checkpoint_reading(cfg, sidecar)
+    reading = checkpoint_reading(cfg, sidecar, where)
     if reading is None:
         return Checkpoint(spec, None, "")
     _per_layer_exclusions(reading, spec)
@@ -159,7 +158,7 @@ def load_dir(d: Path, name: str | None = None, source: str | None = None) -> Che
     stem = name or (folder.name if cfg_path.name == "config.json" else cfg_path.stem)
     spec = spec_from_config(cfg, name=stem, source=source or str(cfg_path))
     side = folder / SIDECAR
-    ck = from_config(cfg, spec, _json(side) if side.exists() else None, str(folder))
+    ck = from_config(cfg, spec, read_sidecar(side) if side.exists() else None, str(folder))
     p, hb, notes = _header_precision(folder, ck.precision or Precision())
     if hb is None:
         return ck

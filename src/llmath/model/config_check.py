@@ -147,7 +147,22 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if file_kind(p) == "dir":
         p = p / "config.json"
+    if p.suffix.lower() == ".toml":
+        raise ConfigError(
+            f"{p}: a model is read from a config.json (JSON) or a .gguf file, not TOML (TOML is for hardware files,"
+            " -H); convert it to JSON or pass the model's config.json"
+        )
     return parse_json(read_text_file(p), str(p))
+
+
+def fix_advice(where: str) -> str:
+    """What to do about a bad or missing field, in the words of the file it came from."""
+    w = str(where).lower()
+    if w.endswith(".gguf"):
+        return "the GGUF metadata lacks or garbles it; convert the model again (llama.cpp convert_hf_to_gguf.py)"
+    if w.endswith(".toml"):
+        return "fix the TOML file"
+    return "fix the config.json"
 
 
 # ---- the JSON -------------------------------------------------------------------------------------
@@ -195,12 +210,28 @@ def _depth(text: str) -> int:
     return deepest
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members; a key given twice is refused (json.loads keeps the last silently)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _DuplicateKey(key)
+    return out
+
+
 def parse_json(text: str, where: str = "config") -> Any:
-    """JSON text -> data, refusing deep nesting, NaN/Infinity literals and overflowing numbers."""
+    """JSON text -> data, refusing deep nesting, duplicate keys, NaN/Infinity literals and overflowing numbers."""
     if _depth(text) > MAX_DEPTH:
         raise ConfigError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels; a config.json is a flat object")
     try:
-        data = json.loads(text, parse_constant=_constant)
+        data = json.loads(text, parse_constant=_constant, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise ConfigError(f"{where}: key {str(e)[:120]!r} appears twice in one object; keep one") from None
     except json.JSONDecodeError as e:
         raise ConfigError(
             f"{where}: malformed JSON at line {e.lineno} column {e.colno} ({e.msg}); fix the file"
@@ -273,7 +304,7 @@ def _field(key: str, kind: str, v: Any, where: str) -> Any:
     if ok is None:
         shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
         hi = f" <= {MAX_SIZE:,}" if kind in (POS, NONNEG) else ""
-        raise ConfigError(f"{where}: field {key!r}={shown} must be {kind}{hi} (or null); fix the config.json")
+        raise ConfigError(f"{where}: field {key!r}={shown} must be {kind}{hi} (or null); {fix_advice(where)}")
     return ok
 
 
@@ -307,7 +338,7 @@ def _check_moe(cfg: Mapping[str, Any], model_type: str, where: str) -> None:
         raise ConfigError(f"{where}: a {model_type} (MoE) config needs {' or '.join(map(repr, keys))} (routed experts)")
     k = next((cfg[x] for x in ("num_experts_per_tok", "experts_per_token") if cfg.get(x) is not None), None)
     if k is not None and k > n:
-        raise ConfigError(f"{where}: num_experts_per_tok={k} exceeds the {n} routed experts; fix the config.json")
+        raise ConfigError(f"{where}: num_experts_per_tok={k} exceeds the {n} routed experts; {fix_advice(where)}")
 
 
 def check_config(

@@ -67,6 +67,8 @@ def ffn_shape(
         if mult is None:
             raise ConfigError(f"{where}: required field 'intermediate_size' (the FFN width) is missing or null")
         d_ff = mult * d
+    if isinstance(d_ff, list):  # per-layer widths are a family's own reading (Gemma 3n), not this one's
+        raise ConfigError(f"{where}: FFN width {keys[0]!r}={d_ff!r} must be one integer for this model type")
     return ffn, activation, int(d_ff)
 
 

@@ -7,25 +7,29 @@ from typing import Any
 
 from llmath.model import (
     families_assist,
+    families_beam,
     families_bigbird,
     families_blt,
+    families_compass,
+    families_cpmant,
     families_dense,
     families_dsv4,
     families_encdec,
     families_gemma3n,
+    families_hrm,
     families_idx,
     families_inkling,
     families_linear,
-    families_misc4,
     families_moe,
+    families_moshi,
     families_multimodal,
     families_musicgen,
     families_nas,
-    families_odd,
     families_prophetnet,
     families_qwen4,
     families_recurrent,
     families_ssm,
+    families_zaya,
     mixer_configs,
 )
 from llmath.model.family_facts import (
@@ -563,13 +567,17 @@ ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model
 # ones are checked against the config classes in tests/test_oracle_causal_lm.py).
 ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
 ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)
-ADAPTERS.update(families_misc4.ADAPTERS)  # Beam, ZAYA, HRM-Text, Cohere Compass (model/families_misc4.py)
+ADAPTERS.update(families_beam.ADAPTERS)  # Beam (model/families_beam.py)
+ADAPTERS.update(families_zaya.ADAPTERS)  # ZAYA1: compressed convolutional attention (model/families_zaya.py)
+ADAPTERS.update(families_hrm.ADAPTERS)  # HRM-Text: stacks run in cycles (model/families_hrm.py)
+ADAPTERS.update(families_compass.ADAPTERS)  # Cohere Compass's text decoder (model/families_compass.py)
 ADAPTERS.update(families_dsv4.ADAPTERS)  # DeepSeek-V4 (model/families_dsv4.py)
 ADAPTERS.update(families_gemma3n.ADAPTERS)  # Gemma 3n's language model (model/families_gemma3n.py)
 ADAPTERS.update(families_qwen4.ADAPTERS)  # Qwen4-Exp (model/families_qwen4.py)
 ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, MVP, Blenderbot, Pegasus, Marian
 ADAPTERS.update(families_inkling.ADAPTERS)  # Inkling, Inkling-2 (model/families_inkling.py)
-ADAPTERS.update(families_odd.ADAPTERS)  # CPM-Ant, Phi-4-multimodal, Moshi (model/families_odd.py)
+ADAPTERS.update(families_cpmant.ADAPTERS)  # CPM-Ant: a prompt prefix, relative positions (model/families_cpmant.py)
+ADAPTERS.update(families_moshi.ADAPTERS)  # Moshi's temporal transformer (model/families_moshi.py)
 ADAPTERS.update(families_nas.ADAPTERS)  # Nemotron-NAS: per-layer attention and FFN widths (families_nas.py)
 ADAPTERS.update(families_idx.ADAPTERS)  # indexed sparse attention: A.X K2, Dots 3 Note, MiniMax-M3 (families_idx.py)
 ADAPTERS.update(families_musicgen.ADAPTERS)  # MusicGen decoder and composite (model/families_musicgen.py)

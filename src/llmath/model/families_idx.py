@@ -1,4 +1,4 @@
-"""Adapter rows of the families with a sparse-attention indexer added in session 4 (merged into
+"""Adapter rows of the families with a sparse-attention indexer (merged into
 :mod:`llmath.model.families`' ``ADAPTERS`` by one line there): A.X K2 and Dots 3 Note (MLA + DeepSeek Sparse
 Attention), MiniMax-M3 (GQA + block-sparse attention). Each row states what its transformers 5.23 modeling
 file builds."""

@@ -116,6 +116,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         mixers=gemma4_layers,
         moe=dict(experts="num_experts", top_k="top_k_experts", d_ff="moe_intermediate_size", layers=_gemma4_moe_layers),
     ),
+    # Phi-4-multimodal: Phi-3's language model (fused qkv and gate_up, no biases) whose config also holds
+    # the vision and audio towers' configs (model/towers_phi4mm.py counts them)
+    "phi4_multimodal": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, towers=True),
 }
 ADAPTERS["gemma4_unified_text"] = dict(ADAPTERS["gemma4_text"], mixers=partial(gemma4_layers, ple=False))
 # Emu3's language model (modeling_emu3.py Emu3Attention / Emu3MLP / Emu3RMSNorm): Llama's layers exactly; the

@@ -6,7 +6,7 @@ no final norms), biased q/k/v/out and FFN linears, one token table shared by bot
 a learned position table of ``max_position_embeddings`` rows per stack (ProphetNetPositionalEmbeddings: no
 extra rows). ``ProphetNetForCausalLM`` (:func:`decoder_only`) is the decoder alone, with the token table and
 its cross-attention weights. The decoder is the n-stream decoder of :class:`~llmath.model.spec_prophet.ProphetSpec`
-(operators: :mod:`llmath.ops.prophet`). ``xlm-prophetnet`` is no longer a model_type of transformers 5.23
+(operators: :mod:`llmath.ops.prophet`). ``xlm-prophetnet`` is not a model_type of transformers 5.23
 (tests/test_prophetnet.py checks it), so there is no alias for it.
 """
 

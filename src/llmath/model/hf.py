@@ -19,7 +19,7 @@ from typing import Any, overload
 from llmath.errors import ConfigError, SpecError, WorkloadError
 from llmath.model import derive
 from llmath.model import formats as fmt
-from llmath.model.config_check import check_config, load_config_file
+from llmath.model.config_check import check_config, fix_advice, load_config_file
 from llmath.model.derive import fact
 from llmath.model.families import ADAPTERS
 from llmath.model.family_facts import (
@@ -55,7 +55,11 @@ def _key(cfg: Mapping[str, Any], keys: tuple[str, ...] | str, default: Any = _MI
     if default is _MISSING:
         raise ConfigError(
             f"{where}: required field {' / '.join(repr(k) for k in keys)} is missing or null; "
-            "add it to the config.json (see the model's hub page) or pass a complete config"
+            + (
+                fix_advice(where)
+                if where.lower().endswith(".gguf")
+                else "add it to the config.json (see the model's hub page) or pass a complete config"
+            )
         )
     return default
 
@@ -206,6 +210,17 @@ def _moe_layers(
     return (moe, layers) if any(layers) else (None, ())
 
 
+#: Config keys counting a checkpoint's multi-token-prediction modules, as vLLM's MTP drafts read them:
+#: num_nextn_predict_layers (vllm/model_executor/models/deepseek_mtp.py, glm4_moe_mtp.py, mimo_mtp.py),
+#: mtp_num_hidden_layers (qwen3_next_mtp.py), num_mtp_modules (MiniMax-M2's config.json).
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules")
+
+
+def mtp_modules(cfg: Mapping[str, Any]) -> int:
+    """The multi-token-prediction modules a config declares (0: none, so no MTP speculation)."""
+    return max((int(v) for k in MTP_KEYS if isinstance(v := cfg.get(k), int) and not isinstance(v, bool)), default=0)
+
+
 def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: str = "") -> ModelSpec:
     """Build a :class:`ModelSpec` from a parsed config.json mapping."""
     where = source or name or "config"
@@ -245,6 +260,8 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
             spec = replace(spec, **table["fields"](cfg, spec.n_layers))
         if spec.mixer is not None and (ssm := ssm_state_dtype(cfg, model_type)):
             spec = replace(spec, ssm_state_dtype=ssm)
+        if mtp := mtp_modules(cfg):
+            spec = replace(spec, mtp_modules=mtp)
     except SpecError as e:
         raise ConfigError(f"{where}: {e}") from None
     if not wrapper:

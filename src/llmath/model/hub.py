@@ -19,7 +19,7 @@ import re
 from importlib import import_module
 from pathlib import Path
 
-from llmath.errors import ConfigError, UnknownNameError
+from llmath.errors import ConfigError, HubError, UnknownNameError
 from llmath.model.config_check import file_kind
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
@@ -63,7 +63,7 @@ def _probe(hf, repo_id: str, revision: str | None) -> None:
                 raise  # an HTTP answer (HfHubHTTPError is an OSError too): mapped by fetch
             last = e
     tries = f"{retries + 1} {'try' if retries == 0 else 'tries'} of {timeout:g} s"
-    raise UnknownNameError(
+    raise HubError(
         f"model {repo_id!r}: cannot reach the hub at {endpoint} ({type(last).__name__}; {tries}; "
         "LLMATH_HUB_TIMEOUT / LLMATH_HUB_RETRIES to wait longer); check the network or HF_ENDPOINT, or download "
         "its config.json and pass the path"
@@ -98,18 +98,16 @@ def fetch(repo_id: str, revision: str | None = None) -> Path:
             "check the id, set HF_TOKEN, or pass a config.json path"
         ) from None
     except (hf_errors.LocalEntryNotFoundError, hf_errors.OfflineModeIsEnabled):  # before EntryNotFoundError
-        raise UnknownNameError(
+        raise HubError(
             f"model {repo_id!r} is not bundled, not in the HF cache, and the hub is unreachable or HF_HUB_OFFLINE "
             "is set; connect (or set HF_ENDPOINT to a mirror) once, or download its config.json and pass the path"
         ) from None
     except hf_errors.EntryNotFoundError:
         raise ConfigError(f"model {repo_id!r}: the repo has no config.json; pass a config.json or .gguf path") from None
     except hf_errors.HfHubHTTPError as e:
-        raise UnknownNameError(
-            f"model {repo_id!r}: the hub answered {e.__class__.__name__} ({e}); retry later"
-        ) from None
+        raise HubError(f"model {repo_id!r}: the hub answered {e.__class__.__name__} ({e}); retry later") from None
     except OSError as e:  # connection refused, DNS, ...
-        raise UnknownNameError(
+        raise HubError(
             f"model {repo_id!r}: cannot reach the hub ({e.__class__.__name__}); check the network or HF_ENDPOINT, "
             "or download its config.json and pass the path"
         ) from None
@@ -125,4 +123,4 @@ def _sidecar(hf, hf_errors, repo_id: str, revision: str | None) -> None:
         pass
     except hf_errors.HfHubHTTPError as e:
         if getattr(getattr(e, "response", None), "status_code", None) != 404:
-            raise UnknownNameError(f"model {repo_id!r}: fetching hf_quant_config.json failed ({e})") from None
+            raise HubError(f"model {repo_id!r}: fetching hf_quant_config.json failed ({e})") from None

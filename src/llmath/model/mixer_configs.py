@@ -141,6 +141,12 @@ def nemotron_h_types(cfg: Mapping[str, Any], where: str = "nemotron_h") -> list[
                 "- (MLP), E (MoE)"
             )
         types = [NEMOTRON_H_PATTERN[c] for c in pattern]
+        n = cfg.get("num_hidden_layers")
+        if n is not None and n != len(pattern):
+            raise ConfigError(
+                f"{where}: hybrid_override_pattern has {len(pattern)} layers but num_hidden_layers={n!r}; "
+                "give one pattern character per layer"
+            )
     bad = sorted({str(t) for t in types} - set(NEMOTRON_H_KINDS))
     if bad:
         raise ConfigError(f"{where}: layers_block_type has {bad}; each must be one of {sorted(NEMOTRON_H_KINDS)}")

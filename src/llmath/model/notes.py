@@ -9,13 +9,23 @@ from llmath.model.families_musicgen import codebook_notes
 from llmath.model.spec import ModelSpec
 
 
-def context_notes(spec: ModelSpec, end: int) -> list[str]:
+def context_message(spec: ModelSpec, end: int) -> str | None:
+    """Why ``end`` positions (0 … end − 1) pass the trained table, or None. A decode step at context S attends
+    S + 1 positions (S cached and its own new token: README conventions), so context S = max_position_embeddings
+    is one past the last position."""
     if not (spec.max_positions and end > spec.max_positions):
-        return []
-    msg = (
-        f"{spec.name}: context {end} exceeds the model's max_position_embeddings={spec.max_positions}; "
-        "the figures extrapolate the architecture past what it was trained for"
+        return None
+    return (
+        f"{spec.name}: {end} positions (a decode step at context {end - 1} attends its {end - 1} cached positions"
+        f" + its new token): that exceeds the model's max_position_embeddings={spec.max_positions} (positions 0 to"
+        f" {spec.max_positions - 1}); the figures extrapolate the architecture past what it was trained for"
     )
+
+
+def context_notes(spec: ModelSpec, end: int) -> list[str]:
+    msg = context_message(spec, end)
+    if msg is None:
+        return []
     warnings.warn(msg, stacklevel=4)
     return [msg]
 

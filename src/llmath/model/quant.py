@@ -31,6 +31,7 @@ from typing import Any
 
 from llmath.errors import ConfigError
 from llmath.model.dtypes import MODULES, Precision
+from llmath.model.sidecar_check import check_quant
 
 LINEAR_MODULES = ("attention", "ffn", "experts", "shared_experts", "router", "lm_head")
 _RULES = (  # (module, substrings) in order: the first match wins; a wrapper's towers before the layers' names
@@ -177,13 +178,13 @@ def _int_group(q, r: Reading, fmt: str) -> None:
 
 
 def _awq(q, r: Reading) -> None:
-    if int(q.get("bits", q.get("w_bit", 4))) != 4:
+    if int(q.get("bits") or q.get("w_bit") or 4) != 4:
         raise ConfigError(f"awq bits={q.get('bits')!r}: AWQ checkpoints are 4-bit; pass --weights")
     _int_group(q, r, "awq" if q.get("zero_point", True) else "int4")
 
 
 def _gptq(q, r: Reading) -> None:
-    bits = int(q.get("bits", 4))
+    bits = int(q.get("bits") or 4)
     if bits not in (4, 8):
         raise ConfigError(f"gptq bits={bits}: llmath models 4- and 8-bit GPTQ; pass --weights")
     _int_group(q, r, "gptq" if bits == 4 else "gptq-int8")
@@ -308,13 +309,19 @@ def read_quantization_config(q: Mapping[str, Any]) -> Reading:
     return r
 
 
-def checkpoint_reading(cfg: Mapping[str, Any], sidecar: Mapping[str, Any] | None = None) -> Reading | None:
-    """The formats a checkpoint states: ``hf_quant_config.json`` (ModelOpt) wins, then ``quantization_config``."""
-    if sidecar:
+def checkpoint_reading(
+    cfg: Mapping[str, Any], sidecar: Mapping[str, Any] | None = None, where: str = "."
+) -> Reading | None:
+    """The formats a checkpoint states: ``hf_quant_config.json`` (ModelOpt) wins, then ``quantization_config``
+    (each checked first: :func:`llmath.model.sidecar_check.check_quant`; ``where``: the checkpoint's folder)."""
+    if sidecar is not None:
+        check_quant(sidecar, f"{where}/hf_quant_config.json")
         return read_modelopt(sidecar.get("quantization", sidecar))
     q = cfg.get("quantization_config") if isinstance(cfg, Mapping) else None
-    if not q and isinstance(cfg, Mapping) and isinstance(cfg.get("text_config"), Mapping):
+    if q is None and isinstance(cfg, Mapping) and isinstance(cfg.get("text_config"), Mapping):
         q = cfg["text_config"].get("quantization_config")
+    if q is not None:
+        check_quant(q, f"{where}/config.json quantization_config")
     r = read_quantization_config(q) if q else None
     if r is not None and isinstance(cfg, Mapping) and cfg.get("expert_dtype") == "fp4":
         _fp4_experts(r)

@@ -9,13 +9,13 @@ row of the V × D table; a tied table is the LM head's weight, which every token
 gpt-oss's authors count (model card, arXiv:2508.10925, Table 1: 5.13B active for gpt-oss-120b, 3.61B for
 gpt-oss-20b).
 A multimodal wrapper's counted towers (vision encoder, projector: ``towers``) are in ``by_component`` and
-the total but not in the per-token counts (they run once per image, not per text token) nor in the seeds'
-estimates' errors (which describe the language model).
+the total but not in the per-token counts (they run once per image, not per text token) nor in the
+closed-form estimates' errors (which describe the language model).
 ``active_per_token_with_embedding`` keeps the whole table, the convention of e.g. Mistral's "12.9B
 active" for Mixtral-8x7B (mistral.ai/news/mixtral-of-experts).
-The seeds' estimates are reproduced beside the exact count with their error:
-``12Ld²`` (seeds 000/002/003/004), ``12Ld²+13Ld`` (seed 003/004: biases and two LayerNorms per layer,
-d_ff = 4d) and ``12Ld²+13Ld+Vd`` (seed 004: plus one embedding matrix).
+The closed-form rules of thumb are reported beside the exact count with their error (docs/estimates.md):
+``12Ld²`` (four d×d attention matrices and two d×4d FFN matrices per layer), ``12Ld²+13Ld`` (plus the
+biases and two LayerNorms per layer, d_ff = 4d) and ``12Ld²+13Ld+Vd`` (plus one embedding matrix).
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from llmath.errors import ConfigError
 from llmath.model.dtypes import MODULES, Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import build_ops
+
+MIN_STORED_BPP, MAX_STORED_BPP = 1 / 8, 8  # bytes per parameter a checkpoint can store: 1 bit … fp64
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,8 @@ class ParamReport:
         }
 
 
-def seed_estimates(spec: ModelSpec) -> dict[str, int]:
-    """The seeds' closed-form estimates (L = decoder layers + encoder layers, d = d_model, V = vocab)."""
+def closed_form_estimates(spec: ModelSpec) -> dict[str, int]:
+    """The closed-form parameter rules of thumb (L = decoder layers + encoder layers, d = d_model, V = vocab)."""
     L = spec.n_layers + (spec.encoder.n_layers if spec.encoder else 0)
     d, V = spec.d_model, spec.vocab_size
     return {
@@ -102,7 +105,7 @@ def param_report(spec: ModelSpec, attention: str = "flash") -> ParamReport:
     table_rows = 0 if spec.tie_embeddings else by_component.get("embedding.token", 0)
     read = spec.d_model * max(1, spec.codebooks)  # a token reads one row (MusicGen: one of each codebook's table)
     active = with_table - table_rows + (read if table_rows else 0) - _unread_ngram_rows(spec, by_component)
-    est = seed_estimates(spec)
+    est = closed_form_estimates(spec)
     return ParamReport(
         model=spec.name,
         total=total,
@@ -160,6 +163,13 @@ def _bpe(spec: ModelSpec, p: Precision) -> tuple[tuple[str, float], ...]:
             out[m] = meas[m] / params[m]
     if "total" in meas:  # only the index's total: scale every module to it
         pred = sum(n * out[m] for m, n in params.items())
+        per_param = meas["total"] / max(sum(params.values()), 1)
+        if not MIN_STORED_BPP <= per_param <= MAX_STORED_BPP:
+            raise ConfigError(
+                f"{spec.name}: model.safetensors.index.json metadata.total_size={meas['total']:,} bytes is "
+                f"{per_param:.3g} bytes per parameter; a checkpoint stores {MIN_STORED_BPP:g} (1 bit) to "
+                f"{MAX_STORED_BPP:g} (fp64); fix the index"
+            )
         out = {m: b * meas["total"] / pred for m, b in out.items()}
     return tuple(out.items())
 

@@ -37,10 +37,9 @@ def _g(v: float | None) -> str:
 
 
 def _console():
-    from rich.console import Console
+    from llmath.output.tables import console
 
-    c = Console()
-    return Console(soft_wrap=False, width=max(180, c.width) if not c.is_terminal else max(c.width, 120))
+    return console()
 
 
 def note(msg: str) -> None:
@@ -83,17 +82,33 @@ def emit_rows(rows: list[dict[str, Any]], as_json: bool, title: str, columns: li
     if as_json:
         emit_json({"rows": rows})
         return
-    from rich.table import Table
+    from llmath.output.tables import Col, print_table
 
     if len(rows) > MAX_TABLE_ROWS:  # a terminal table of 10^6 rows takes minutes and helps nobody
         note(f"showing the first {MAX_TABLE_ROWS:,} of {len(rows):,} rows; --csv or --json print them all")
         rows = rows[:MAX_TABLE_ROWS]
-    t = Table(title=title)
-    for c in columns:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*[_cell(r.get(c)) for c in columns])
-    _console().print(t)
+    # the rightmost columns go first; known keys get a short header and a unit ("ttft_s" -> "TTFT", "12.3 ms")
+    cols = [Col(HUMAN_KEYS.get(c, (c, None))[0], right=False, drop=i) for i, c in enumerate(columns)]
+    cells = [[_human_cell(c, r.get(c)) for c in columns] for r in rows]
+    print_table(_console(), title, cols, cells)
+
+
+#: --json keys shown under a short header and in their unit in human tables (their JSON stays as it is).
+HUMAN_KEYS: dict[str, tuple[str, Any]] = {
+    "ttft_s": ("TTFT", lambda v: ms(v)),
+    "tpot_s": ("TPOT", lambda v: ms(v)),
+    "e2e_s": ("end-to-end", lambda v: ms(v)),
+    "throughput_tok_s": ("tok/s", lambda v: si(v)),
+    "throughput_tok_s_per_gpu": ("tok/s/GPU", lambda v: si(v)),
+    "per_sequence_tok_s": ("tok/s/seq", lambda v: si(v)),
+    "kv_peak_bytes": ("KV peak", lambda v: gb(v)),
+    "memory_bytes": ("memory", lambda v: gb(v)),
+}
+
+
+def _human_cell(key: str, v) -> str:
+    fmt = HUMAN_KEYS.get(key, (key, None))[1]
+    return fmt(v) if fmt is not None and isinstance(v, (int, float)) and not isinstance(v, bool) else _cell(v)
 
 
 def _cell(v) -> str:
@@ -143,7 +158,7 @@ def params_human(rep) -> None:
             f"language model of a {rep.wrapper} wrapper: {', '.join(rep.towers_not_counted) or 'other towers'} "
             "not counted"
         )
-    t3 = Table(title="the seeds' estimates vs the exact count")
+    t3 = Table(title="closed-form estimates vs the exact count")
     t3.add_column("estimate")
     t3.add_column("value", justify="right")
     t3.add_column("error", justify="right")
@@ -154,14 +169,14 @@ def params_human(rep) -> None:
 
 def ops_human(spec, rep, scenario, attention: str, explain: bool) -> None:
     c = _console()
-    c.print(_ops_table(spec, rep, scenario, attention))
+    _ops_table(c, spec, rep, scenario, attention)
     if explain:
         _explain_ops(c, spec, rep, scenario, attention)
 
 
-def _ops_table(spec, rep, scenario, attention: str):
+def _ops_table(c, spec, rep, scenario, attention: str) -> None:
     """The per-operator table with its total row."""
-    from rich.table import Table
+    from llmath.output.tables import Col, print_table
 
     title = (
         f"{spec.name} {rep.stage}: B={scenario.B} T={scenario.T} S0={scenario.S0}"
@@ -169,31 +184,18 @@ def _ops_table(spec, rep, scenario, attention: str):
         + f", attention={attention} "
         "(FLOPs = 2 per multiply-add; bytes = compulsory traffic)"
     )
-    t = Table(title=title)
-    for col in (
-        "operator",
-        "layers",
-        "signature",
-        "×",
-        "matmul FLOPs",
-        "vector FLOPs",
-        "weights",
-        "act in",
-        "act out",
-        "KV read",
-        "KV write",
-        "intensity",
-    ):
-        t.add_column(col, justify="left" if col in ("operator", "layers", "signature") else "right")
+    cols = [Col("operator", right=False), Col("layers", right=False, drop=6), Col("signature", right=False, drop=10)]
+    cols += [Col("×", drop=4), Col("matmul FLOPs"), Col("vector FLOPs", drop=7), Col("weights", drop=2)]
+    cols += [Col("act in", drop=9), Col("act out", drop=8), Col("KV read", drop=3), Col("KV write", drop=5)]
+    cols += [Col("intensity", drop=1)]
     if rep.ops and rep.ops[0].time_s is not None:
-        t.add_column("time", justify="right")
-        t.add_column("bound")
-    _ops_rows(t, rep)
-    return t
+        cols += [Col("time"), Col("bound", right=False)]
+    print_table(c, title, cols, _ops_rows(rep))
 
 
-def _ops_rows(t, rep) -> None:
+def _ops_rows(rep) -> list[list[str]]:
     """One row per operator, then the total."""
+    rows = []
     for r in rep.ops:
         row = [
             r.name,
@@ -211,7 +213,7 @@ def _ops_rows(t, rep) -> None:
         ]
         if r.time_s is not None:
             row += [ms(r.time_s), r.bound]
-        t.add_row(*row)
+        rows.append(row)
     b = rep.bytes
     tot = [
         "[b]total[/b]",
@@ -229,7 +231,8 @@ def _ops_rows(t, rep) -> None:
     ]
     if rep.time_s is not None:
         tot += [ms(rep.time_s), rep.bound]
-    t.add_row(*tot)
+    rows.append(tot)
+    return rows
 
 
 def _explain_ops(c, spec, rep, scenario, attention: str) -> None:
@@ -307,7 +310,7 @@ def analysis_human(a, top: int = 8) -> None:
     _kv_lines(c, a)
     if a.parallel:
         _layout_lines(c, a)
-    c.print(_stage_table(a))
+    _stage_table(c, a)
     if a.parallel and a.comm and a.comm.get("decode") is not None:
         _comm_table(c, a)
     if a.generation:
@@ -369,32 +372,31 @@ def _kv_lines(c, a) -> None:
         )
 
 
-def _stage_table(a):
+def _stage_table(c, a) -> None:
     """One row per stage: FLOPs, bytes, intensity, time and bound (with a layout: the time's split)."""
-    from rich.table import Table
+    from llmath.output.tables import Col, print_table
 
-    t = Table(
-        title="stages" + (" (per GPU; with pp > 1 summed over one GPU of each pipeline stage)" if a.parallel else "")
-    )
-    for col in ("stage", "matmul FLOPs", "vector FLOPs", "bytes", "weights", "KV read", "intensity", "time", "bound"):
-        t.add_column(col, justify="left" if col == "stage" else "right")
+    title = "stages" + (" (per GPU; with pp > 1 summed over one GPU of each pipeline stage)" if a.parallel else "")
+    cols = [Col("stage", right=False), Col("matmul FLOPs", drop=2), Col("vector FLOPs", drop=7), Col("bytes")]
+    cols += [Col("weights", drop=5), Col("KV read", drop=6), Col("FLOP/B", drop=3), Col("time"), Col("bound")]
     if a.parallel:
-        for col in ("compute", "memory", "comm"):
-            t.add_column(col, justify="right")
-    for s, label in _stages(a):
-        t.add_row(
+        cols += [Col("compute", drop=8), Col("memory", drop=8), Col("comm", drop=4)]
+    rows = [
+        [
             label,
             si(s.flops["matmul"]),
             si(s.flops["vector"]),
             si(s.bytes["total"], "B"),
             si(s.bytes["weights"], "B"),
             si(s.bytes["kv_read"], "B"),
-            f"{s.intensity:.3g} FLOP/B",
+            f"{s.intensity:.3g}",
             ms(s.time_s),
             s.bound or "-",
             *((ms(s.compute_s), ms(s.memory_s), ms(s.comm_s)) if a.parallel else ()),
-        )
-    return t
+        ]
+        for s, label in _stages(a)
+    ]
+    print_table(c, title, cols, rows)
 
 
 def _generation_lines(c, a, top: int) -> None:
@@ -415,19 +417,18 @@ def _generation_lines(c, a, top: int) -> None:
         )
     )
     for s, label in _stages(a):
-        c.print(_top_table(s, label, top))
+        _top_table(c, s, label, top)
 
 
-def _top_table(s, label: str, top: int):
+def _top_table(c, s, label: str, top: int) -> None:
     """The ``top`` operators of stage ``s`` by time."""
-    from rich.table import Table
+    from llmath.output.tables import Col, print_table
 
     ranked = sorted(s.ops, key=lambda r: -(r.time_s or 0))[:top]
-    tt = Table(title=f"top operators, {label}")
-    for col in ("operator", "time", "share", "bound", "FLOPs", "bytes", "intensity"):
-        tt.add_column(col, justify="left" if col == "operator" else "right")
-    for r in ranked:
-        tt.add_row(
+    cols = [Col("operator", right=False), Col("time"), Col("share"), Col("bound")]
+    cols += [Col("FLOPs", drop=2), Col("bytes", drop=3), Col("FLOP/B", drop=1)]
+    rows = [
+        [
             r.name,
             ms(r.time_s),
             f"{r.time_s / s.time_s:.1%}",
@@ -435,8 +436,10 @@ def _top_table(s, label: str, top: int):
             si(r.flops + r.vflops),
             si(sum(r.bytes.values()), "B"),
             _g(r.intensity),
-        )
-    return tt
+        ]
+        for r in ranked
+    ]
+    print_table(c, f"top operators, {label}", cols, rows)
 
 
 def _closing_lines(c, a) -> None:
@@ -496,28 +499,26 @@ def _layout_lines(c, a) -> None:
 
 
 def _comm_table(c, a) -> None:
-    from rich.table import Table
+    from llmath.output.tables import Col, print_table
 
-    t = Table(title="communication per pass (per GPU)")
     passes = [
         (k, n) for k, n in (("encoder", "encoder"), ("prefill", "prefill"), ("decode", "decode-step")) if k in a.comm
     ]
-    t.add_column("collective", justify="left")
-    t.add_column("kind", justify="left")
-    for _, n in passes:
-        t.add_column(f"{n} bytes", justify="right")
-        t.add_column(f"{n} time", justify="right")
+    cols = [Col("collective", right=False), Col("kind", right=False, drop=1)]
+    for i, (_, n) in enumerate(passes):  # the earlier passes' columns go first when the table is too wide
+        cols += [Col(f"{n} bytes", drop=2 * (len(passes) - i)), Col(f"{n} time", drop=2 * (len(passes) - i) + 1)]
     per = [a.comm.get(k) or {} for k, _ in passes]
+    rows = []
     for name in dict.fromkeys(n for p in per for n in p):
         cells = [p.get(name, {}) for p in per]
         kind = next((x.get("kind") for x in cells if x), "")
-        t.add_row(name, kind, *(v for x in cells for v in (si(x.get("bytes"), "B"), ms(x.get("time_s")))))
-    c.print(t)
+        rows.append([name, kind, *(v for x in cells for v in (si(x.get("bytes"), "B"), ms(x.get("time_s"))))])
+    print_table(c, "communication per pass (per GPU)", cols, rows)
     if "decode_total_s" in a.comm:
         c.print(f"communication over all decode steps: {ms(a.comm['decode_total_s'])}")
 
 
-def seeds_human(rep: dict) -> None:
+def estimates_human(rep: dict) -> None:
     from rich.table import Table
 
     c = _console()
@@ -531,7 +532,7 @@ def seeds_human(rep: dict) -> None:
             f"sequence over the {rep['prompt']} source tokens (--prompt): {enc['matmul']:,} matmul FLOPs for "
             f"batch {rep['batch']}; every generated token cross-attends those {rep['prompt']} positions"
         )
-    t = Table(title="FLOPs per generated token: exact vs 24·L·d² + 4·L·d·N (seed 000)")
+    t = Table(title="FLOPs per generated token: exact vs the rule 24·L·d² + 4·L·d·N")
     for col in ("context N", "exact matmul", "exact layers only", "24Ld²+4LdN", "error vs layers", "attention share"):
         t.add_column(col, justify="right")
     for r in rep["per_token"]:
@@ -539,7 +540,7 @@ def seeds_human(rep: dict) -> None:
             f"{r['context']:,}",
             f"{r['exact']:,}",
             f"{r['exact_layers']:,}",
-            f"{r['seed']:,}",
+            f"{r['estimate']:,}",
             f"{r['error']:+.2%}",
             f"{r['attention_share']:.1%}",
         )
@@ -547,7 +548,7 @@ def seeds_human(rep: dict) -> None:
     x = rep["crossover"]
     c.print(
         f"attention FLOPs overtake the rest at context N = {x['exact']:,} (exact, this model) vs 6d = {x['six_d']:,} "
-        f"(seed 000; off by {x['error']:+.1%})"
+        f"(the 6d rule; off by {x['error']:+.1%})"
     )
     b = rep["prefill_vs_loop"]
     c.print(
@@ -556,7 +557,7 @@ def seeds_human(rep: dict) -> None:
         f"the batch form does {b['extra_fraction']:.2%} more; a causal "
         f"flash kernel does {b['batch_flash']:,}"
     )
-    t = Table(title=f"arithmetic intensity over a generation (B={rep['batch']}, P={rep['prompt']}; seed 003)")
+    t = Table(title=f"arithmetic intensity over a generation (B={rep['batch']}, P={rep['prompt']})")
     for col in ("step", "context", "proj (weight GEMMs)", "act-to-act (attention)", "whole step"):
         t.add_column(col, justify="right")
     for r in rep["intensity"]:

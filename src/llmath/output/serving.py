@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.output import _console, gb, ms, si
+from llmath.output.tables import Col, print_table
 
 
 def serving_human(d: dict[str, Any]) -> None:
     """One serving report: the engine, memory, and the latency/throughput metrics."""
-    from rich.table import Table
 
     c = _console()
     e, w, m, lay = d["engine"], d["workload"], d["memory"], d.get("layout") or {}
@@ -27,13 +27,10 @@ def serving_human(d: dict[str, Any]) -> None:
         f" {m['max_resident']} run at once per replica",
         highlight=False,
     )
-    t = Table(title="steady state")
-    t.add_column("metric")
-    t.add_column("value", justify="right")
     rows = [
         ("TTFT (mean)", ms(d["ttft_s"])),
         ("TPOT (mean)", ms(d["tpot_s"])),
-        ("ITL p50 / p90 / p99", f"{ms(d['itl_p50_s'])} / {ms(d['itl_p90_s'])} / {ms(d['itl_p99_s'])}"),
+        *((f"ITL {p}", ms(d[f"itl_{p}_s"])) for p in ("p50", "p90", "p99")),
         ("end-to-end", ms(d["e2e_s"])),
         ("output tokens/s (aggregate)", si(d["throughput_tok_s"], "tok/s")),
         ("output tokens/s per GPU", si(d["throughput_tok_s_per_gpu"], "tok/s")),
@@ -44,17 +41,13 @@ def serving_human(d: dict[str, Any]) -> None:
     if (o := d.get("overheads_s")) is not None:
         name = o.get("engine", "engine")
         rows.append((f"of which {name} overheads (TTFT / TPOT)", f"{ms(o['ttft'])} / {ms(o['tpot'])}"))
-    for k, v in rows:
-        t.add_row(k, v)
-    c.print(t)
+    print_table(c, "steady state", [Col("metric", right=False), Col("value")], [list(r) for r in rows])
     for n in d.get("notes", []):
         c.print(f"note: {n}", highlight=False)
 
 
 def plan_human(d: dict[str, Any], top: int = 20) -> None:
-    """The best configuration and the Pareto front of a plan."""
-    from rich.table import Table
-
+    """The best configuration and the Pareto front of a plan; a disaggregated row shows its two pools."""
     c = _console()
     t = d["targets"]
     goal = ", ".join(f"{k[:-3].upper()} ≤ {v:g} ms" for k, v in t.items() if v) or "no latency target (max throughput)"
@@ -62,35 +55,71 @@ def plan_human(d: dict[str, Any], top: int = 20) -> None:
     c.print(f"{d['evaluated']} configurations in {d['seconds'] * 1e3:.0f} ms", highlight=False)
     for n in d.get("notes", []):
         c.print(f"note: {n}", highlight=False)
-    if not d["best"]:
+    if not d["best"] or top < 1:
         return
-    cols = ["mode", "weights", "tp", "pp", "ep", "dp", "gpus_used", "concurrency", "ttft_s", "tpot_s"]
-    cols += ["throughput_tok_s", "throughput_tok_s_per_gpu", "tok_s_per_user"]
-    if "usd_per_million_tokens" in d["best"]:
-        cols.append("usd_per_million_tokens")
-    tab = Table(title=f"Pareto front ({len(d['pareto'])} configurations; * = best)")
-    for k in cols:
-        tab.add_column(k, justify="right")
-    rows = d["pareto"]
-    step = max(1, -(-len(rows) // top))
-    shown = rows[::step]
-    if d["best"] not in shown:
-        shown = sorted([*shown, d["best"]], key=lambda r: -r["tok_s_per_user"])
-    for r in shown:
-        cells = []
-        for k in cols:
-            v = r.get(k)
-            cells.append(ms(v) if k in ("ttft_s", "tpot_s") else f"{v:.4g}" if isinstance(v, float) else str(v))
-        star = "*" if r == d["best"] else ""
-        tab.add_row(*[cells[0] + star, *cells[1:]])
-    c.print(tab)
+    cols = [Col("mode", right=False), Col("weights", right=False, drop=4), Col("layout", right=False)]
+    cols += [Col("GPUs", drop=3), Col("concurrency", drop=6), Col("TTFT"), Col("TPOT"), Col("tok/s", drop=7)]
+    cols += [Col("tok/s/GPU"), Col("tok/s/user", drop=5)]
+    cost = "usd_per_million_tokens" in d["best"]
+    if cost:
+        cols.append(Col("$/Mtok", drop=2))
+    shown = pareto_rows_shown(d["pareto"], d["best"], top)
+    rows = [_plan_cells(r, r == d["best"], cost) for r in shown]
+    print_table(c, f"Pareto front ({len(d['pareto'])} configurations, {len(shown)} shown; * = best)", cols, rows)
+    if any(r["mode"] == "disaggregated" for r in shown):
+        c.print(
+            "disagg: P = the prefill pool, D = the decode pool, each workers × layout; GPUs prefill+decode;"
+            " concurrency = requests in flight (the decode pool's batch: --json decode_batch)",
+            highlight=False,
+        )
     b = d["best"]
     c.print(
-        f"best: {b['mode']}, {b['weights']}, tp={b['tp']} pp={b['pp']} ep={b['ep']} dp={b['dp']}, concurrency"
+        f"best: {b['mode']}, {b['weights']}, {plan_layout(b)} on {plan_gpus(b)} GPUs, concurrency"
         f" {b['concurrency']:.0f}: {si(b['throughput_tok_s_per_gpu'], 'tok/s')} per GPU, TTFT {ms(b['ttft_s'])},"
         f" TPOT {ms(b['tpot_s'])}",
         highlight=False,
     )
+
+
+def pareto_rows_shown(rows: list[dict], best: dict, top: int) -> list[dict]:
+    """``top`` rows spread evenly over the front (all of them when there are no more), the best included."""
+    n = len(rows)
+    if n <= top:
+        return list(rows)
+    idx = sorted({round(i * (n - 1) / (top - 1)) for i in range(top)} if top > 1 else {0})
+    shown = [rows[i] for i in idx]
+    if best in rows and best not in shown:  # the best replaces the shown row nearest to it on the front
+        j = rows.index(best)
+        k = min(range(len(idx)), key=lambda m: abs(idx[m] - j))
+        shown[k] = best
+    return shown
+
+
+def plan_layout(r: dict) -> str:
+    """'tp4 dp2' for an aggregated row; 'P 1×tp2, D 1×tp4' (prefill and decode pools) for a disaggregated one."""
+    one = " ".join(f"{k}{r[k]}" for k in ("tp", "pp", "ep", "dp") if r.get(k, 1) != 1 or k == "tp")
+    if r.get("mode") != "disaggregated":
+        return one
+    return f"P {r['prefill_workers']}×tp{r['prefill_tp']}, D {r['decode_workers']}×{one}"
+
+
+def plan_gpus(r: dict) -> str:
+    """GPUs used; a disaggregated row as prefill + decode."""
+    if r.get("mode") != "disaggregated":
+        return str(r["gpus_used"])
+    pre = r["prefill_workers"] * r["prefill_tp"]
+    return f"{pre}+{r['gpus_used'] - pre}"
+
+
+def _plan_cells(r: dict, best: bool, cost: bool) -> list[str]:
+    mode = ("disagg" if r["mode"] == "disaggregated" else "agg") + ("*" if best else "")  # whole requests in flight
+    cells = [mode, r["weights"], plan_layout(r), plan_gpus(r), f"{r['concurrency']:.0f}", ms(r["ttft_s"])]
+    cells += [ms(r["tpot_s"]), f"{r['throughput_tok_s']:,.0f}", f"{r['throughput_tok_s_per_gpu']:,.1f}"]
+    cells += [f"{r['tok_s_per_user']:.1f}"]
+    if cost:
+        v = r.get("usd_per_million_tokens")
+        cells.append("-" if v is None else f"{v:.3g}")
+    return cells
 
 
 def serving_validation_human(rep: dict[str, Any]) -> None:

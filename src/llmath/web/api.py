@@ -339,7 +339,7 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
         _model(params, config), _hardware(params) or "h100-sxm", gpus=kw.get("gpus", 8), prompt=kw.get("prompt", 512),
         gen=kw.get("gen", 128), ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
         weights=p.weights, engine=str(params.get("engine") or "vllm"), disagg=params.get("disagg") == "1",
-        attention=kw.get("attention", "flash"), **pins,
+        attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), **pins,
     ).to_dict()  # fmt: skip
 
 

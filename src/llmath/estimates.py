@@ -1,15 +1,17 @@
-"""The seeds' derivations, computed exactly on a real model from its operator lists.
+"""The closed-form rules of thumb for a decoder's FLOPs, computed exactly on a real model from its operator lists.
 
-* seed 000: FLOPs per generated token 24·L·d² + 4·L·d·N (projections + attention over N positions), and
-  the context N = 6d at which attention overtakes the projections; batch prefill (N² score pairs, masked
-  ones included) vs a token-by-token loop (N(N+1)/2 pairs);
-* seed 003: how the arithmetic intensity of the projection ("proj") and attention ("act-to-act")
-  operators moves over a generation as the KV cache grows.
+* FLOPs per generated token ≈ 24·L·d² + 4·L·d·N (projections + attention over N positions), and the context
+  N = 6d at which attention overtakes the projections; batch prefill (N² score pairs, masked ones included)
+  vs a token-by-token loop (N(N+1)/2 pairs);
+* how the arithmetic intensity of the projection ("proj") and attention ("act-to-act") operators moves over
+  a generation as the KV cache grows.
 
-"exact" always comes from the operator list; "layers only" drops the embedding and LM head, as the
-seeds do. Attention FLOPs per position use causal (flash) counting: query i attends i positions.
+(The parameter rules 12·L·d², 12·L·d² + 13·L·d and 12·L·d² + 13·L·d + V·d are
+:func:`llmath.ops.params.closed_form_estimates`.) "exact" always comes from the operator list; "layers only"
+drops the embedding and LM head, as the rules do. Attention FLOPs per position use causal (flash) counting:
+query i attends i positions. docs/estimates.md walks through every rule and where it errs.
 
-Encoder-decoder models (the seeds' own original Transformer): ``prompt`` is the source length, the encoder
+Encoder-decoder models (the original Transformer): ``prompt`` is the source length, the encoder
 runs once per sequence (reported apart), and the per-token figures are the decoder's: L = decoder layers,
 each generated token cross-attending the ``prompt`` cached source positions (counted as attention) and
 running no encoder layer; the generation starts from the decoder's start token (context 1).
@@ -21,6 +23,7 @@ import numpy as np
 
 from llmath.errors import WorkloadError
 from llmath.model.dtypes import Precision
+from llmath.model.notes import context_message
 from llmath.model.spec import ModelSpec
 from llmath.ops import Scenario, evaluate, table
 from llmath.validation import MAX_BATCH, MAX_POINTS, MAX_TOKENS, check_int
@@ -59,13 +62,14 @@ def per_token_flops(spec: ModelSpec, context: int, src: int = 0) -> dict:
     layers = _sum(costs, _layer_op)
     attn = _sum(costs, _is_attn)
     L, d = spec.n_layers, spec.d_model
-    seed = 24 * L * d * d + 4 * L * d * context
+    estimate = 24 * L * d * d + 4 * L * d * context
     return {
         "context": context,
         "exact": exact,
         "exact_layers": layers,
-        "seed": seed,
-        "error": (seed - layers) / layers,
+        "estimate": estimate,
+        "seed": estimate,  # a stable --json key of `llmath seeds`, the deprecated name of `llmath estimates`
+        "error": (estimate - layers) / layers,
         "attention_share": attn / exact,
     }
 
@@ -145,12 +149,9 @@ def intensity_over_generation(
 
 
 def context_warnings(spec: ModelSpec, longest: int) -> list[str]:
-    if spec.max_positions and longest > spec.max_positions:
-        return [
-            f"{spec.name}: context {longest} exceeds the model's max_position_embeddings={spec.max_positions}; "
-            "the figures extrapolate the architecture past what it was trained for"
-        ]
-    return []
+    """The note when ``longest`` positions pass the model's trained table (:func:`context_message`)."""
+    msg = context_message(spec, longest)
+    return [msg] if msg else []
 
 
 def encoder_pass(spec: ModelSpec, batch: int, prompt: int) -> dict | None:
@@ -161,7 +162,7 @@ def encoder_pass(spec: ModelSpec, batch: int, prompt: int) -> dict | None:
     return {"L": spec.encoder.n_layers, "tokens": batch * prompt, "matmul": _sum(costs, lambda o: True)}
 
 
-def seed_report(spec: ModelSpec, contexts, prompt: int, gen: int, batch: int) -> dict:
+def estimates_report(spec: ModelSpec, contexts, prompt: int, gen: int, batch: int) -> dict:
     """All of the above for one model. The token loop and the cumulative intensity evaluate every step at
     once (arrays of ``prompt`` and ``gen`` − 1 contexts), so both are capped at ``MAX_POINTS``."""
     batch = check_int("batch", batch, 1, MAX_BATCH)

@@ -1,13 +1,11 @@
-"""Adapter rows of decoders with a structure of their own (see :mod:`llmath.model.families`, which merges
-them): CPM-Ant, Phi-4-multimodal, Moshi. Each row follows what transformers 5.23 builds from the same config.json
-(tests/test_oracle_causal_lm.py proves parameters by component, eager FLOPs and cache bytes on meta)."""
+"""Adapter row of CPM-Ant (OpenBMB; merged into :mod:`llmath.model.families`' ``ADAPTERS`` by one line there),
+following what transformers 5.23 builds from the same config.json (tests/test_oracle_causal_lm.py proves
+parameters by component, eager FLOPs and cache bytes on meta)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias
 
 
 def _cpmant_fields(cfg: Mapping[str, Any], n_layers: int) -> dict[str, Any]:
@@ -43,21 +41,5 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_bias=False,
         ffn_keys=("dim_ff",),
         fields=_cpmant_fields,
-    ),
-    # Phi-4-multimodal: Phi-3's language model (fused qkv and gate_up, no biases) whose config also holds
-    # the vision and audio towers' configs (model/towers_phi4mm.py counts them)
-    "phi4_multimodal": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, towers=True),
-    # Moshi (Kyutai): MoshiForCausalLM is the temporal transformer with its text head only (modeling_moshi.py);
-    # the depth decoder over the audio codebooks and the Mimi codec (depth_decoder_config,
-    # audio_encoder_config) belong to MoshiForConditionalGeneration and are not built. Unbiased q/k/v/o,
-    # a gated FFN whose fc1 is gate and up fused (ffn_dim = 2 × the hidden width), a token table of
-    # vocab_size + 1 rows, every layer's cache a sliding window of sliding_window
-    "moshi": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
-        d_ff=lambda cfg: int(cfg["ffn_dim"]) // 2,
-        fields=lambda cfg, n: dict(extra_token_rows=1),
-        towers=True,  # the depth decoder and Mimi: named in towers_not_counted, with the report's note
     ),
 }

@@ -1,0 +1,98 @@
+"""The kernel class an engine runs a quantised weight format in on a device (``data/format_kernels.json``).
+
+A checkpoint or ``--weights`` states the weights' format; the engine and the device decide the GEMM's input
+format. vLLM, SGLang and TensorRT-LLM run FP8 weights as W8A8 where the tensor cores have fp8 (Ada, Hopper,
+Blackwell, MI300) and as FP8 Marlin W8A16 elsewhere; NVFP4 as W4A4 on Blackwell and FP4 Marlin W4A16 elsewhere;
+AWQ/GPTQ as Marlin W4A16; MXFP4 (gpt-oss) as MXFP4 × MXFP8 on datacenter Blackwell under SGLang and
+TensorRT-LLM, W4A16 under vLLM and on other devices. Each rule carries its source. An explicit activations
+format (``--activations``, ``--dtype``, a Precision built by the caller, a checkpoint's own ``act_quant``)
+is never changed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from llmath.errors import WorkloadError
+from llmath.hardware.execution import executed
+from llmath.hardware.registry import Hardware
+from llmath.model import formats as fmt
+from llmath.model.dtypes import Precision
+
+DEFAULT_ENGINE = "vllm"
+
+
+@lru_cache(maxsize=1)
+def data() -> dict:
+    return json.loads((resources.files("llmath") / "data" / "format_kernels.json").read_text())
+
+
+def check_engine(engine: str) -> str:
+    """``engine`` if it is one the rules know, else a usage error naming them."""
+    names = data()["engines"]
+    if not isinstance(engine, str) or engine not in names:
+        raise WorkloadError(f"engine={engine!r} is not one of {', '.join(names)}; e.g. --engine vllm")
+    return engine
+
+
+def _matches(rule: dict, weights: str, engine: str, hw: Hardware) -> bool:
+    return (
+        weights in rule["weights"]
+        and engine in rule["engines"]
+        and ("needs_peak" not in rule or rule["needs_peak"] in hw.peak_flops_per_s)
+        and ("vendors" not in rule or hw.vendor in rule["vendors"])
+        and ("archs" not in rule or hw.arch in rule["archs"])
+    )
+
+
+def rule_for(weights: str, engine: str, hw: Hardware) -> dict | None:
+    """The first rule of ``data/format_kernels.json`` for ``weights`` under ``engine`` on ``hw``."""
+    return next((r for r in data()["rules"] if _matches(r, weights, engine, hw)), None)
+
+
+def _implied(p: Precision) -> bool:
+    """Whether the GEMM-input format is left to the engine: the weights' format was declared (checkpoint or
+    flag) and neither the activations nor a GEMM-input format were."""
+    src = dict(p.sources)
+    return p.act_quant is None and "weights" in src and "activations" not in src
+
+
+def engine_precision(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> Precision:
+    """``p`` with the GEMM-input format ``engine`` runs its declared weights with on ``hw`` (see the module)."""
+    check_engine(engine)
+    if hw is None or not _implied(p):
+        return p
+    rule = rule_for(p.weights, engine, hw)
+    if rule is None or rule["activations"] is None:
+        return p
+    src = dict(p.sources) | {"act_quant": f"{engine} on {hw.name}: {rule['kernel']}"}
+    return replace(p, act_quant=rule["activations"], sources=src)
+
+
+def kernel_report(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> dict[str, Any]:
+    """The ``precision.kernel`` entry of ``analyze --json``: the default weights' GEMM class (W·A· bits of the
+    weights and of the format the GEMM runs in), the engine, and why (the rule and its source, a checkpoint's
+    stated GEMM inputs, a flag, or a device fallback)."""
+    asked = p.compute
+    runs = executed(hw, asked)[0] if hw is not None else asked
+    wbits = int(fmt.get(p.weights).bits)
+    out: dict[str, Any] = {"class": f"W{wbits}A{fmt.WIDTH[runs]}", "weights": p.weights, "runs_in": runs}
+    out["engine"] = engine
+    src = dict(p.sources)
+    rule = rule_for(p.weights, engine, hw) if hw is not None else None
+    if "act_quant" in src:
+        out["why"] = src["act_quant"]
+    elif "activations" in src:
+        out["why"] = f"activations {p.activations} ({src['activations']})"
+    elif rule is not None and _implied(p):
+        out["why"] = f"{engine} on {hw.name if hw else '?'}: {rule['kernel']}"
+    else:
+        out["why"] = "formats as given"
+    if runs != asked:
+        out["why"] += f"; {asked} GEMMs run in {runs} on {hw.name if hw else '?'} (no {asked} peak)"
+    out["source"] = rule["source"] if rule is not None else None
+    return out

@@ -1,0 +1,92 @@
+"""Tables that fit the terminal: the console takes the real width, and a table too wide for it drops its least
+important columns (named in a line under it) instead of wrapping values or truncating headers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+#: Width when stdout is not a terminal and COLUMNS is unset (a file, a pipe into grep): wide enough for every
+#: table's full set of columns, so saved output keeps them all.
+PIPED_WIDTH = 160
+#: Narrower than this, the COLUMNS value is taken as a mistake and ignored.
+MIN_WIDTH = 40
+
+
+def terminal_width() -> int:
+    """COLUMNS when set (as shells and ``rich`` honour it), else the terminal's size, else :data:`PIPED_WIDTH`."""
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) >= MIN_WIDTH:
+        return int(env)
+    if sys.stdout.isatty():
+        cols = shutil.get_terminal_size(fallback=(PIPED_WIDTH, 24)).columns
+        if cols >= MIN_WIDTH:
+            return cols
+    return PIPED_WIDTH
+
+
+def console():
+    """A rich console as wide as the terminal; text wraps at word boundaries within it."""
+    from rich.console import Console
+
+    return Console(soft_wrap=False, width=terminal_width())
+
+
+@dataclass(frozen=True)
+class Col:
+    """One column: its header, justification and how readily it goes when the table is too wide (the highest
+    ``drop`` goes first; 0 never goes)."""
+
+    header: str
+    right: bool = True
+    drop: int = 0
+
+
+def fit_table(title: str, cols: list[Col], rows: list[list[Any]], width: int):
+    """A ``rich`` table of ``rows`` keeping the columns that fit ``width``, and the headers of those dropped.
+
+    Columns are dropped in decreasing ``drop`` order (later columns first among equals) until the table's
+    natural width (every header and cell on one line) fits; cells never wrap. Columns with ``drop == 0`` stay
+    even when they alone exceed the width."""
+    keep = list(range(len(cols)))
+    order = sorted((i for i in keep if cols[i].drop > 0), key=lambda i: (-cols[i].drop, -i))
+    dropped: list[str] = []
+    table = _build(title, cols, rows, keep)
+    while _natural_width(table) > width and order:
+        i = order.pop(0)
+        keep.remove(i)
+        dropped.append(cols[i].header)
+        table = _build(title, cols, rows, keep)
+    return table, dropped
+
+
+def print_table(c, title: str, cols: list[Col], rows: list[list[Any]]) -> None:
+    """Print :func:`fit_table` on console ``c`` and name the columns it left out."""
+    table, dropped = fit_table(title, cols, rows, c.width)
+    c.print(table)
+    if dropped:
+        c.print(f"({', '.join(dropped)} left out to fit {c.width} columns; --json has them all)", highlight=False)
+
+
+def _build(title: str, cols: list[Col], rows: list[list[Any]], keep: list[int]):
+    from rich.table import Table
+
+    t = Table(title=title)
+    for i in keep:
+        n = len(cols[i].header)
+        t.add_column(cols[i].header, justify="right" if cols[i].right else "left", no_wrap=True, min_width=n)
+    for r in rows:
+        t.add_row(*(r[i] for i in keep))
+    return t
+
+
+def _natural_width(table) -> int:
+    """The width ``table`` takes with no cell wrapped (rich's own measurement at an unbounded width)."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    c = Console(width=100_000)
+    return Measurement.get(c, c.options, table).maximum

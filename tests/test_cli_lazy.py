@@ -1,0 +1,46 @@
+"""A command line imports only the command group it runs (llmath.cli.COMMANDS), and the map is complete."""
+
+import subprocess
+import sys
+
+from typer.main import get_command_name
+
+import llmath.cli as cli
+
+
+def test_every_registered_command_is_mapped_to_the_module_that_registers_it():
+    app = cli.app  # every group registered
+    registered = {
+        c.name or get_command_name(c.callback.__name__): c.callback.__module__.rsplit(".", 1)[1]
+        for c in app.registered_commands
+    }
+    assert registered == cli.COMMANDS
+    assert set(cli.COMMANDS.values()) == set(cli.GROUPS)
+
+
+def _modules_after(args: list[str]) -> set[str]:
+    code = (
+        "import sys, contextlib, io\n"
+        "from llmath.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({args!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(' '.join(m for m in sys.modules if m.startswith('llmath')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    return set(out.stdout.split())
+
+
+def test_analyze_imports_neither_the_other_groups_nor_the_planner():
+    mods = _modules_after(["analyze", "llama-3-8b", "-H", "h100-sxm", "--json"])
+    assert "llmath.cli.analyze" in mods
+    assert not mods & {"llmath.cli.plan", "llmath.cli.serve", "llmath.cli.measure", "llmath.cli.compare"}
+    assert not mods & {"llmath.deploy.plan", "llmath.web", "llmath.plots", "llmath.sweep"}
+
+
+def test_help_lists_every_command_without_importing_the_library_core():
+    mods = _modules_after(["--help"])
+    assert {f"llmath.cli.{g}" for g in cli.GROUPS} <= mods
+    assert not mods & {"llmath.analysis", "llmath.ops", "llmath.deploy"}

@@ -1,0 +1,84 @@
+"""Quantised formats run as the engine runs them on the device (llmath.hardware.kernels, data/format_kernels.json)."""
+
+from __future__ import annotations
+
+import pytest
+
+import llmath
+from llmath import hardware
+from llmath.errors import WorkloadError
+from llmath.hardware import kernels
+from llmath.model.checkpoint import precision_for
+from llmath.model.dtypes import Precision
+
+
+def _kernel(weights, device, engine="vllm", **flags):
+    p = precision_for("llama-3-8b", weights=weights, **flags)
+    a = llmath.analyze("llama-3-8b", device, batch=1, prompt=128, gen=2, precision=p, engine=engine)
+    return a.to_dict()["precision"]["kernel"]
+
+
+@pytest.mark.parametrize(
+    ("weights", "device", "engine", "cls"),
+    [
+        # vLLM docs, FP8 W8A8: W8A8 on compute capability >= 8.9 (Ada, Hopper, Blackwell) and MI300x;
+        # W8A16 (FP8 Marlin) below it (Ampere)
+        ("fp8", "h100-sxm", "vllm", "W8A8"),
+        ("fp8", "l40s", "sglang", "W8A8"),
+        ("fp8", "mi300x", "vllm", "W8A8"),
+        ("fp8", "a100-sxm-80gb", "vllm", "W8A16"),
+        # NVFP4: W4A4 on Blackwell's FP4 tensor cores, FP4 Marlin W4A16 on Hopper
+        ("nvfp4", "b200", "trtllm", "W4A4"),
+        ("nvfp4", "h100-sxm", "vllm", "W4A16"),
+        # AWQ / GPTQ: Marlin W4A16 everywhere
+        ("awq", "h100-sxm", "vllm", "W4A16"),
+        ("gptq", "rtx-4090", "sglang", "W4A16"),
+        # MXFP4 (gpt-oss): vLLM's default SM100 backend is MXFP4 x BF16; TensorRT-LLM's guide lists MXFP8
+        # activations on B200/GB200/B300/GB300 and BF16 on H200
+        ("mxfp4", "b200", "vllm", "W4A16"),
+        ("mxfp4", "b200", "trtllm", "W4A8"),
+        ("mxfp4", "h200", "trtllm", "W4A16"),
+    ],
+)
+def test_a_declared_weight_format_runs_in_the_engines_kernel_class(weights, device, engine, cls):
+    k = _kernel(weights, device, engine)
+    assert k["class"] == cls and k["engine"] == engine
+    assert k["source"] and engine in k["why"]
+
+
+def test_an_explicit_activations_format_is_kept():
+    # --activations bf16 overrides the engine's choice: fp8 weights stay W8A16 on an H100
+    k = _kernel("fp8", "h100-sxm", activations="bf16")
+    assert k["class"] == "W8A16" and "flag" in k["why"]
+    # a Precision built by the caller states exactly what runs
+    p = Precision(weights="fp8", activations="bf16")
+    assert kernels.engine_precision(p, hardware.get("h100-sxm")) is p
+    # a checkpoint's own GEMM-input format (ModelOpt NVFP4: W4A4) is kept; on Hopper it falls back to W4A16
+    p = Precision(weights="nvfp4", activations="bf16", act_quant="nvfp4", sources={"weights": "checkpoint"})
+    assert kernels.engine_precision(p, hardware.get("h100-sxm"), "trtllm") is p
+    assert kernels.kernel_report(p, hardware.get("h100-sxm"))["class"] == "W4A16"
+
+
+def test_llama_cpp_has_no_activation_rule():
+    assert _kernel("fp8", "h100-sxm", "llama.cpp")["class"] == "W8A16"
+
+
+def test_an_unknown_engine_is_a_usage_error():
+    with pytest.raises(WorkloadError, match="engine='foo' is not one of vllm"):
+        kernels.engine_precision(Precision(), hardware.get("h100-sxm"), "foo")
+
+
+def _fp8_devices():
+    return [n for n in hardware.names() if "fp8" in hardware.get(n).peak_flops_per_s]
+
+
+@pytest.mark.parametrize("device", _fp8_devices())
+def test_w8a8_is_never_slower_than_w8a16_on_a_device_with_fp8_tensor_cores(device):
+    """W8A8 reads the same fp8 weights as W8A16 and runs its GEMMs at a tensor rate at least the 16-bit one, so
+    it cannot be slower at the same shape: batch-1 and batch-32 decode, and prefill of 512 and 4096 tokens."""
+    w8a8, w8a16 = Precision(weights="fp8", activations="fp8"), Precision(weights="fp8", activations="bf16")
+    for batch, prompt in ((1, 512), (32, 512), (1, 4096)):
+        a = llmath.analyze("llama-3-8b", device, batch=batch, prompt=prompt, gen=2, precision=w8a8)
+        b = llmath.analyze("llama-3-8b", device, batch=batch, prompt=prompt, gen=2, precision=w8a16)
+        assert a.decode.time_s <= b.decode.time_s * (1 + 1e-9), (batch, prompt)
+        assert a.prefill.time_s <= b.prefill.time_s * (1 + 1e-9), (batch, prompt)
