@@ -379,6 +379,7 @@ def analyze(
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)
     precision = kernels.engine_precision(precision, hardware, engine)  # the engine's kernel for declared formats
+    hardware = kernels.engine_hardware(hardware, engine)  # the engine's 16-bit accumulate rate (llama.cpp: FP16)
     gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
     decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
     images = check_int("images", images, 0, MAX_TOKENS)
