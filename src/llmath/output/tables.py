@@ -29,10 +29,11 @@ def terminal_width() -> int:
 
 
 def console():
-    """A rich console as wide as the terminal; text wraps at word boundaries within it."""
+    """A rich console as wide as the terminal; on a terminal text wraps at word boundaries within it, into a
+    file or a pipe each line stays whole (for grep)."""
     from rich.console import Console
 
-    return Console(soft_wrap=False, width=terminal_width())
+    return Console(soft_wrap=not sys.stdout.isatty(), width=terminal_width())
 
 
 @dataclass(frozen=True)
