@@ -101,6 +101,11 @@ def engine_precision(p: Precision, hw: Hardware | None, engine: str = DEFAULT_EN
     return replace(p, act_quant=rule["activations"], sources=src)
 
 
+def as_run(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> tuple[Precision, Hardware | None]:
+    """``p`` and ``hw`` as ``engine`` runs them: :func:`engine_precision` and :func:`engine_hardware`."""
+    return engine_precision(p, hw, engine), engine_hardware(hw, engine)
+
+
 def kernel_report(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> dict[str, Any]:
     """The ``precision.kernel`` entry of ``analyze --json``: the default weights' GEMM class (W·A· bits of the
     weights and of the format the GEMM runs in), the engine, and why (the rule and its source, a checkpoint's
