@@ -131,5 +131,6 @@ def kernel_report(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGIN
     acc = accumulate_rule(hw, engine) if hw is not None else None
     if acc is not None and hw is not None:
         rate, src = acc["fp16_accumulate_flops_per_s"][hw.name]
-        out["accumulate"] = {"dtype": acc["dtype"], "kernel": acc["kernel"], "flops_per_s": rate, "source": src}
+        out["accumulate"] = {"dtype": acc["dtype"], "kernel": acc["kernel"], "kernel_source": acc["source"]}
+        out["accumulate"] |= {"flops_per_s": rate, "source": src}
     return out
