@@ -18,10 +18,11 @@ from helpers import registry_config
 
 from llmath.analysis import analyze
 from llmath.deploy.layout import make_layout
-from llmath.deploy.shard import REPLICATED, rank_plans
+from llmath.deploy.shard import rank_plans
 from llmath.errors import LayoutError
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, build_ops, evaluate
+from llmath.ops.split import Split
 
 DECODE = Scenario(1, 1, 40)  # one sequence, one new token
 
@@ -102,7 +103,7 @@ def test_mamba2_one_group_is_replicated_on_every_rank():
 
 
 def _replicated(op):
-    return op.name in REPLICATED or op.component == "residual" or (op.component == "norm" and op.name != "mixer.norm")
+    return op.split == Split.REPLICATED  # norms, residual adds, the router: whole on every rank
 
 
 @pytest.mark.parametrize("stage", ["prefill", "decode"])

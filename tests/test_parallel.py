@@ -13,10 +13,11 @@ import pytest
 import llmath
 from llmath.deploy.collectives import bus_factor, collective_time
 from llmath.deploy.layout import make_layout, stage_layers
-from llmath.deploy.shard import REPLICATED, rank_plans
+from llmath.deploy.shard import rank_plans
 from llmath.errors import LayoutError
 from llmath.model.registry import resolve
 from llmath.ops import Scenario, build_ops, evaluate
+from llmath.ops.split import Split
 
 
 def _flops(ops, sc, spec, mt=1):
@@ -24,7 +25,7 @@ def _flops(ops, sc, spec, mt=1):
 
 
 def _replicated(op, spec) -> bool:
-    return op.name in REPLICATED or (op.component == "norm" and op.name != "attn.qk_norm") or op.component == "residual"
+    return op.split == Split.REPLICATED  # norms, residual adds, position tables: whole on every rank
 
 
 @pytest.mark.parametrize("name,tp", [("llama-3.1-70b", 2), ("llama-3.1-70b", 8), ("qwen2.5-7b", 4), ("gpt2", 4)])

@@ -47,6 +47,7 @@ _EXPORTS = {
     "serve": "deploy.service",
     "plan": "deploy.plan",
     "Speculation": "deploy.speculative",
+    "ParallelConfig": "deploy.layout",
 }
 
 __all__ = [*_EXPORTS, "params"]

@@ -27,7 +27,7 @@ from llmath.deploy.cost import (
     gpu_parts,
     rank_memory_parts,
 )
-from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
 from llmath.deploy.speculative import refuse_draft_only
 from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, execution, kernels
@@ -273,7 +273,7 @@ def memory_report(
     max_batch = max(int(free // per_seq), 0) if per_seq > 0 else None
 
     def need(ctx: int) -> float:  # encoder-decoder: ctx = the decoder's context, the source fixed at P
-        rows = ctx if spec.blt is not None else min(ctx, w.prompt)  # BLT reruns every byte at each step (ops/blt.py)
+        rows = ctx if spec.traits.reruns_context else min(ctx, w.prompt)  # reruns every position each step (BLT)
         return kv_cache_bytes(spec, B, ctx, p, ops=ops, src=src) + (
             act if src else float(activation_peak_bytes(spec, B, rows, w.attention, p, tab=tab))
         )
@@ -354,6 +354,7 @@ def analyze(
     ep: int | None = None,
     dp: int | None = None,
     overlap: str = "none",
+    parallel: ParallelConfig | None = None,
     decoder_prompt: int = 1,
     images: int = 0,
     engine: str = "vllm",
@@ -361,15 +362,14 @@ def analyze(
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
 
-    ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given): a parallel layout (:mod:`llmath.deploy.layout`);
-    ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode``
-    and ``memory`` describe one GPU of each pipeline stage (memory: the busiest), ``parallel`` the
-    layout and ``comm`` its collectives. Without them, one device, exactly as before. Encoder-decoder
-    models add the ``encoder`` pass (``decoder_prompt``: :mod:`llmath.ops.stages`); ``images`` per request
-    (Llama 3.2 Vision) add the ``vision`` pass and the cross-attention layers' work and cache (one device).
-    ``engine``: whose kernels run a declared quantised weight format (a checkpoint's, or one set by
-    ``precision_for``), e.g. FP8 as W8A8 on fp8 tensor cores (:mod:`llmath.hardware.kernels`).
-    ``efficiency_overrides``: fields of :class:`~llmath.hardware.efficiency.Efficiency`; others are errors.
+    ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given) or ``parallel``: a parallel layout (:mod:`llmath.deploy.layout`);
+    ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode`` and
+    ``memory`` describe one GPU of each pipeline stage (the busiest), ``parallel`` the layout and ``comm`` its
+    collectives; without them, one device. Encoder-decoder models add the ``encoder`` pass (``decoder_prompt``:
+    :mod:`llmath.ops.stages`); ``images`` per request (Llama 3.2 Vision) add the ``vision`` pass and the
+    cross-attention layers' work and cache (one device). ``engine``: whose kernels run a declared quantised
+    weight format (a checkpoint's, or one set by ``precision_for``), e.g. FP8 as W8A8 on fp8 tensor cores
+    (:mod:`llmath.hardware.kernels`). ``efficiency_overrides``: Efficiency fields only (hardware/efficiency.py).
     """
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
@@ -379,7 +379,7 @@ def analyze(
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)
     precision = kernels.engine_precision(precision, hardware, engine)  # the engine's kernel for declared formats
-    gpus, tp, pp, ep, dp = _check_degrees(gpus, tp, pp, ep, dp)
+    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, _check_degrees(gpus, tp, pp, ep, dp), overlap)
     decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
     images = check_int("images", images, 0, MAX_TOKENS)
     w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt, images, engine), hardware

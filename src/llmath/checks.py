@@ -29,6 +29,7 @@ ANALYZE_ARGS = (
     "ep",
     "dp",
     "overlap",
+    "parallel",
     "engine",
 )
 

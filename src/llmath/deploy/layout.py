@@ -20,11 +20,12 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from llmath.deploy.shard_hyper import hyper_pp_problem, hyper_tp_problem
+from llmath.deploy.shard_hyper import hyper_tp_problem
 from llmath.deploy.shard_mixers import SHARDED, mixer_tp_problem
 from llmath.deploy.shard_shared import shared_tp_problem
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
+from llmath.model.traits import traits
 
 OVERLAPS = ("none", "tbo")
 
@@ -61,6 +62,58 @@ class Layout:
         d = asdict(self)
         d.update(gpus=self.gpus, expert_tp=self.expert_tp)
         return d
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """The parallel config asked for, as the engines name it (vLLM ``ParallelConfig``: ``tensor_parallel_size``
+    = tp, ``pipeline_parallel_size`` = pp, ``data_parallel_size`` = dp, ``enable_expert_parallel`` = ep > 1):
+    the degrees given (None: :func:`make_layout` fills them for the model) and the overlap, validated here once.
+    ``analyze``, ``serve`` and ``plan`` take it as ``parallel=`` beside the same keywords spelled out;
+    :meth:`layout` fits it to a model (its heads, experts and stacks)."""
+
+    gpus: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    ep: int | None = None
+    dp: int | None = None
+    overlap: str = "none"
+
+    def __post_init__(self) -> None:
+        for name in ("gpus", "tp", "pp", "ep", "dp"):
+            _int(name, getattr(self, name))
+        if self.overlap not in OVERLAPS:
+            raise LayoutError(f"overlap={self.overlap!r} must be one of {', '.join(OVERLAPS)}")
+
+    def args(self) -> tuple[int | None, int | None, int | None, int | None, int | None, str]:
+        """(gpus, tp, pp, ep, dp, overlap)."""
+        return self.gpus, self.tp, self.pp, self.ep, self.dp, self.overlap
+
+    def layout(self, spec: ModelSpec) -> Layout:
+        return make_layout(spec, *self.args())
+
+
+def layout_args(parallel: ParallelConfig | None, degrees: tuple, overlap: str = "none") -> tuple:
+    """(gpus, tp, pp, ep, dp, overlap) of a call that takes ``parallel=`` beside the keywords spelled out (their
+    ``degrees`` (gpus, tp, pp, ep, dp) and ``overlap``): the keywords when ``parallel`` is None, else its values
+    (the layout given once: both is an error)."""
+    if parallel is None:
+        return (*degrees, overlap)
+    if not isinstance(parallel, ParallelConfig):
+        raise LayoutError(f"parallel={parallel!r} must be a ParallelConfig(gpus=, tp=, pp=, ep=, dp=, overlap=)")
+    if any(v is not None for v in degrees) or overlap != "none":
+        raise LayoutError(
+            "give the layout once: parallel=ParallelConfig(...) or the gpus/tp/pp/ep/dp/overlap keywords, not both"
+        )
+    return parallel.args()
+
+
+def requested_layout(spec: ModelSpec, parallel: ParallelConfig | None, gpus, tp, pp, ep, dp, overlap) -> Layout | None:
+    """The layout a serving call asks for (``parallel`` or the keywords), or None for one GPU."""
+    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, (gpus, tp, pp, ep, dp), overlap)
+    if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
+        return make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+    return None
 
 
 def stage_layers(n_layers: int, pp: int) -> list[range]:
@@ -115,21 +168,24 @@ def _unsharded_problem(spec: ModelSpec, tp: int, pp: int, dp: int) -> str | None
     """Layers no TP or PP rule covers yet (at tp = pp = 1 every operator runs whole on each replica, so DP and
     EP still apply), or None."""
     gpus = "; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
-    if spec.recurrence is not None and pp > 1:  # HRM-Text: layer runs share weights
-        return f"its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), which " + (
-            "llmath cannot split into pipeline stages; use --pp 1"
-        )
     known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
     parts = {p for k in spec.layer_mixers for p in k.split("+")}
     if parts - known and tp * pp * dp > 1:
         return (
             f"layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no sharding rule yet" + gpus
         )
-    what = "Inkling's layers (two head sets, K/V and output convs, relative bias)" if spec.inkling else None
-    what = what or ("ZAYA's compressed convolutional attention layers" if spec.cca_kernels else None)
-    if what and (tp > 1 or pp > 1):
+    return None
+
+
+def trait_problem(spec: ModelSpec, tp: int, pp: int) -> str | None:
+    """Why the model's parallel traits (model/traits.py) refuse ``tp`` and ``pp``, as a whole message, or None."""
+    t = traits(spec)
+    if pp > 1 and t.no_pp:
+        return f"pp={pp}: {spec.name}'s {t.no_pp}; use --pp 1"
+    if (tp > 1 or pp > 1) and t.no_tp_pp:
         return (
-            f"{what} have no sharding rule for tensor or pipeline parallelism yet; use --tp 1 --pp 1 (--dp/--ep work)"
+            f"{spec.name}: {t.no_tp_pp} have no sharding rule for tensor or pipeline parallelism yet; analyse it "
+            "with tp=1 and pp=1 (--dp/--ep work)"
         )
     return None
 
@@ -223,15 +279,10 @@ def make_layout(
     n_layers = min(spec.n_layers, spec.encoder.n_layers) if spec.encoder is not None else spec.n_layers
     if pp > n_layers:
         raise LayoutError(f"pp={pp} exceeds the {n_layers} layers of {spec.name}'s stacks; use --pp <= {n_layers}")
+    if why := trait_problem(spec, tp, pp):
+        raise LayoutError(why)
     if why := _unsharded_problem(spec, tp, pp, dp):
         raise LayoutError(f"{spec.name}: {why}")
-    if pp > 1 and spec.shared_block is not None:
-        raise LayoutError(
-            f"pp={pp}: {spec.name}'s shared blocks are not pipeline-parallel in vLLM (Zamba2ForCausalLM does not "
-            "implement SupportsPP, vllm/model_executor/models/zamba2.py); use --pp 1"
-        )
-    if why := hyper_pp_problem(spec, pp):
-        raise LayoutError(why)
     why = _tp_problem(spec, tp)
     if why:
         raise LayoutError(f"{spec.name}: {why}" + _suggest(spec, tp * pp * dp, pp))

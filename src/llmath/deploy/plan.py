@@ -30,7 +30,7 @@ from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
-from llmath.deploy.layout import Layout, make_layout
+from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
 from llmath.deploy.plan_rows import add, columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import (
     DecodeCurve,
@@ -332,6 +332,15 @@ def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: s
     return n
 
 
+def _pins(parallel: ParallelConfig | None, gpus: int, tp, pp, ep, dp) -> dict[str, int | None]:
+    """The degrees the search keeps fixed: ``parallel``'s (its ``gpus``, when given, equal to ``gpus``; no overlap)
+    or the keywords."""
+    given, tp, pp, ep, dp, overlap = layout_args(parallel, (None, tp, pp, ep, dp))
+    if (given is not None and given != gpus) or overlap != "none":
+        raise WorkloadError(f"parallel={parallel!r}: plan searches on --gpus {gpus} without overlap; pin tp/pp/ep/dp")
+    return {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
+
+
 @checked
 def plan(
     model: str | ModelSpec,
@@ -356,10 +365,12 @@ def plan(
     ep: int | None = None,
     dp: int | None = None,
     exhaustive: bool = False,
+    parallel: ParallelConfig | None = None,
     **engine_overrides,
 ) -> PlanResult:
-    """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring).
-    ``exhaustive``: evaluate every configuration instead of pruning (:mod:`.plan_search`); same answer."""
+    """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring), degrees pinned
+    by ``parallel`` or tp/pp/ep/dp. ``exhaustive``: every configuration, unpruned (:mod:`.plan_search`); same answer."""
+    pins = _pins(parallel, gpus, tp, pp, ep, dp)
     t0 = time.perf_counter()  # every argument is checked by @checked (llmath.deploy.arguments)
     spec = resolve(model)
     refuse_uncached(spec)
@@ -368,7 +379,6 @@ def plan(
     if disagg and spec.is_encoder_decoder:
         raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
-    pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     eff = efficiency(efficiency_mode, hw)
     searches = [

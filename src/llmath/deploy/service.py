@@ -14,7 +14,7 @@ from typing import Any
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, requested_layout
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
     Decoding,
@@ -60,6 +60,7 @@ def serve(
     ep: int | None = None,
     dp: int | None = None,
     overlap: str = "none",
+    parallel: ParallelConfig | None = None,
     prefix_hit: float = 0.0,
     gen_dist: tuple[tuple[int, float], ...] = (),
     precision: Precision | None = None,
@@ -74,15 +75,14 @@ def serve(
     """Continuous batching under an arrival protocol: ``closed`` (the default with ``concurrency``: C requests
     started together and replaced as they finish, as benchmark clients run them, :mod:`.closed_loop`),
     ``poisson`` (the default with ``rate``: desynchronised arrivals, :mod:`llmath.deploy.serving`), ``offline``
-    (every request queued at once). See those modules for the models and their limits."""
+    (every request queued at once). See those modules for the models and their limits. The layout: ``parallel``
+    or the gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
     arrival = _arrival(arrival, concurrency, rate, offline)
     offline = offline or arrival == "offline"
     spec = resolve(model)
     refuse_uncached(spec)
     refuse_draft_only(spec)
-    layout = None
-    if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
-        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+    layout = requested_layout(spec, parallel, gpus, tp, pp, ep, dp, overlap)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors
     eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)

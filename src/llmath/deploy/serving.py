@@ -72,6 +72,7 @@ from llmath.deploy.overheads import Overheads
 from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import Device, chunk_activation_bytes, cross_bytes_per_source, kv_bytes_per_sequence
 from llmath.errors import WorkloadError
+from llmath.model.traits import traits
 from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
 from llmath.ops.state import fixed_state_bytes
@@ -239,13 +240,12 @@ class Memory:
 
 
 def refuse_uncached(spec) -> None:
-    """The Byte Latent Transformer keeps no cache (ops/blt.py: each new byte reruns the whole sequence): an
-    engine's continuous batching of cached decode steps does not describe it."""
-    if spec.blt is not None:
+    """A model that keeps no cache (the ``reruns_context`` trait, model/traits.py: each new position reruns the
+    whole sequence): an engine's continuous batching of cached decode steps does not describe it."""
+    if traits(spec).reruns_context:
         raise WorkloadError(
-            f"{spec.name}: continuous batching (--concurrency, --rate, llmath plan) is not modelled for the Byte "
-            "Latent Transformer, which keeps no cache (each new byte reruns the whole sequence); analyse it with "
-            "--batch instead"
+            f"{spec.name}: continuous batching (--concurrency, --rate, llmath plan) is not modelled for a model "
+            "that keeps no cache (each new position reruns the whole sequence); analyse it with --batch instead"
         )
 
 

@@ -2,7 +2,10 @@
 
 Nothing is recomputed: each operator's terms are multiplied by the fraction of it one rank runs, its
 parameters by the fraction one rank holds, and its count by the layers of the rank's pipeline stage;
-collectives are added as operators of their own (:mod:`.collectives`). With T = tp:
+collectives are added as operators of their own (:mod:`.collectives`). Every operator declares how it splits
+where it is built (its ``split`` trait, :mod:`llmath.ops.split`); this module applies one rule per trait
+(:data:`RULES`) and never asks which model or operator it is. The rules, and where each family's operators
+take them from, with T = tp:
 
 * **column-parallel** (q, q_b, gate, up; dense FFN and shared experts): output width / T; the input is
   read whole. **row-parallel** (o_proj, down): input width / T; the full-width partial output is written
@@ -47,122 +50,27 @@ collectives are added as operators of their own (:mod:`.collectives`). With T = 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction as Fr
 from functools import lru_cache
 
 from llmath.deploy.collectives import Collective
-from llmath.deploy.layout import Layout, stage_layers
-from llmath.deploy.shard_hyper import hyper_factors
-from llmath.deploy.shard_mixers import SHARDED, mixer_factors, mixer_groups_per_rank
-from llmath.deploy.shard_shared import REPLICATED as SHARED_REPLICATED
-from llmath.deploy.shard_shared import holder_params, shared_namesake
+from llmath.deploy.layout import Layout, stage_layers, trait_problem
+from llmath.deploy.shard_mixers import SHARDED, mixer_factors, mixer_groups_per_rank, mixer_tp_problem
+from llmath.deploy.shard_shared import holder_params
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
+from llmath.model.traits import traits
 from llmath.ops import build_ops
 from llmath.ops.assemble import layer_kind, mixer_layer_kind
 from llmath.ops.core import Attention, Op, Stage, Term
+from llmath.ops.split import MIXER_SPLITS, Split
 
 ONE = Fr(1)
-ALTUP_OPS = (
-    "projections", "rescale", "unembed_projections", "unembed_rescale", "mean", "router", "router_act",
-    "prediction_coefs", "predict", "correct_router_norm", "correct_router", "correct_router_act",
-    "correction_coefs", "correct", "output_scale",
-)  # fmt: skip
-FIRST_STAGE = {"altup.projections", "altup.rescale"}  # run on the embeddings, before the first layer
 Factor = Fr | Callable[[int, Term], Fr]  # one factor for a cost class, or one per (index, term)
-
-REPLICATED = {
-    "embed.positions",
-    "embed.scale",
-    "embed.norm",
-    "moe.router",
-    "moe.topk",
-    "moe.shared_gate",
-    "moe.output_bias",
-    "moe.score_bias",
-    # Nemotron-3's latent projections: ReplicatedLinear in vLLM and SGLang (nemotron_h.py NemotronHMoE
-    # fc1_latent_proj / fc2_latent_proj), run whole on every rank
-    "moe.latent_in",
-    "moe.latent_out",
-    "attn.router",
-    "attn.topk",
-    # the DSA lightning indexer is not tensor-parallel: every rank runs all of it (vLLM and SGLang
-    # deepseek_v2.py Indexer: wq_b, wk, weights_proj are ReplicatedLinear, "no tensor parallel, just replicated")
-    "attn.indexer.wq_b",
-    "attn.indexer.wk",
-    "attn.indexer.k_norm",
-    "attn.indexer.weights_proj",
-    "attn.indexer.scores",
-    "attn.indexer.weigh",
-    "attn.indexer.topk",
-    "attn.indexer.flash",
-    "attn.q_a_proj",
-    "attn.kv_a_proj",
-    # Gemma 4's per-layer embeddings (ops/per_layer.py): held and run whole on every rank (no collective),
-    # llmath's conservative rule until an engine's sharding of them is sourced
-    "per_layer.tokens",
-    "per_layer.tokens_scale",
-    "per_layer.model_projection",
-    "per_layer.projection_scale",
-    "per_layer.combine",
-    "per_layer.input_gate",
-    "per_layer.act_mul",
-    "per_layer.projection",
-    # Gemma 3n's AltUp and LAuReL (ops/altup.py), and Gemma 4's router scales and MoE sum beside the FFN: whole on
-    # every rank, the same conservative rule
-    *(f"altup.{n}" for n in ALTUP_OPS),
-    "laurel.left",
-    "laurel.right",
-    "laurel.combine",
-    "moe.router_scale",
-    "moe.expert_scale",
-    "moe.sum",
-    # Whisper's audio front end (ops/frontend.py): vLLM's WhisperEncoder keeps conv1, conv2 and the source
-    # position table as plain nn.Conv1d / nn.Embedding on every rank (vllm/model_executor/models/whisper.py)
-    "conv1",
-    "conv2",
-    "positions",
-    "embed.streams",  # ProphetNet's stream embeddings (ops/prophet.py): one GPU only, see _refuse_unsharded
-}
-COLUMN = {
-    "attn.relative_proj",
-    "attn.gate_proj",
-    "attn.q_proj",
-    "attn.q_b_proj",
-    "ffn.gate",
-    "ffn.up",
-    "moe.shared.gate",
-    "moe.shared.up",
-}
-KV = {"attn.k_proj", "attn.v_proj", "attn.v_from_k"}
-ROW = {"attn.o_proj", "ffn.down", "moe.shared.down"}
-HEADS = {
-    "attn.flash",
-    "attn.scores",
-    "attn.softmax",
-    "attn.context",
-    "attn.repeat_kv",
-    "attn.cache_append",
-    "attn.q_absorb",
-    "attn.v_absorb",
-    "attn.flash_mla",
-    "attn.kv_b_proj",
-    "attn.sinks",
-    "attn.out_gate",
-    # Qwen3-Next / Qwen3.5's sigmoid output gate: its projection rides in QKVParallelLinear (heads·(1 + gate),
-    # vllm/model_executor/models/qwen3_next.py Qwen3NextAttention), so the gate splits by query heads
-    "attn.gate",
-    "attn.relative_bias",
-    "ffn.act",
-    "ffn.gaussian_topk",  # over the gate's F/T columns of the rank (its mean and deviation then need all F:
-    # llmath charges no collective for those two scalars per token)
-    "moe.shared.act",
-}
-VOCAB = {"embed.tokens", "lm_head", "lm_head.softcap"}
-EXPERTS = {"moe.experts.gate", "moe.experts.up", "moe.experts.act", "moe.experts.down"}
+Factors = tuple[Fr, dict[str, Factor], Fr, Fr]  # default, per-class overrides, weight and bias parameters
+WHOLE: Factors = (ONE, {}, ONE, ONE)
 
 
 @dataclass(frozen=True)
@@ -195,75 +103,78 @@ def _scale(terms: tuple[Term, ...], f: Fr) -> tuple[Term, ...]:
     return tuple(out)
 
 
-def rule_name(name: str) -> str:
-    """The decoder-only namesake whose sharding rule an encoder-decoder operator follows:
-    ``encoder.self_attn.q_proj`` → ``attn.q_proj``, ``decoder.ffn.down`` → ``ffn.down``."""
-    stack, _, rest = name.partition(".")
-    if stack not in ("encoder", "decoder") or not rest:
-        return name
-    block, _, tail = rest.partition(".")
-    return f"attn.{tail}" if block in ("self_attn", "cross_attn") else rest
+def _kv_share(spec: ModelSpec, T: int) -> Fr:
+    """The share of the K/V heads (and their cache) a rank holds: K/T heads, one replicated head when K < T,
+    the whole latent under MLA."""
+    return ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), spec.n_kv_heads)
 
 
-# Mllama's skipped cross-attention layers (ops/vision_cross.py) shard like their self-attention namesakes
-# (vLLM mllama.py MllamaTextCrossAttention: ColumnParallelLinear q, QKVParallelLinear k/v, RowParallelLinear o)
-XATTN = {
-    "xattn.q_proj": "attn.q_proj",
-    "xattn.kv_proj": "attn.k_proj",
-    "xattn.o_proj": "attn.o_proj",
-    "xattn.ffn.gate": "ffn.gate",
-    "xattn.ffn.up": "ffn.up",
-    "xattn.ffn.down": "ffn.down",
-    "xattn.gates": "moe.router",
-    "xattn.attention": "attn.flash",  # with images: the products split by query heads
-}  # fmt: skip  (gates: replicated)
+def _kv_heads(spec: ModelSpec, L: Layout) -> Factors:
+    """K/V projections: the rank's share of the K/V heads; the input read whole."""
+    k = _kv_share(spec, L.tp)
+    return k, {"act_in": ONE}, k, k
 
 
-def _factors(op: Op, spec: ModelSpec, L: Layout) -> tuple[Fr, dict[str, Factor], Fr, Fr]:
-    """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``."""
-    name, T = rule_name(op.name), L.tp
-    name = XATTN.get(name, name)
-    name = re.sub(r"^attn\.(main|streams|streams_own)\.", "attn.", name)  # ProphetNet's streams: by heads
-    if name.startswith("shared.") and spec.shared_block is not None:  # Zamba2 (deploy/shard_shared.py)
-        name = shared_namesake(name)
-    rwkv_ffn = name.startswith("ffn.") and spec.mixer is not None and spec.mixer.kind == "rwkv"
-    if (name.startswith("mixer.") or rwkv_ffn) and name != "mixer.inner_norms" and spec.mixer is not None:
-        return mixer_factors(name, spec.mixer, T)
-    N, K = spec.n_heads, spec.n_kv_heads
-    hq = Fr(1, T)
-    hk = ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), K)
-    if name in SHARED_REPLICATED or name.startswith("recurrence."):  # HRM-Text's z_init, adds, stack norms: D wide
-        return ONE, {}, ONE, ONE
-    if (hyper := hyper_factors(name, spec, T)) is not None:  # DeepSeek-V4, HY-V4 (deploy/shard_hyper.py)
-        return hyper
-    if name in REPLICATED or (op.component == "norm" and name != "attn.qk_norm") or op.component == "residual":
-        return ONE, {}, ONE, ONE
-    if name == "embed.tokens" and spec.encoder is not None and spec.encoder.frontend:
-        return ONE, {}, ONE, ONE  # vLLM's WhisperDecoder: embed_tokens is a plain nn.Embedding (whisper.py)
-    if name in ("attn.qk_norm", "attn.rotary"):
-        f = Fr(N // T + 1, N + 1) if spec.mla is not None else Fr(N // T + kv_heads_per_rank(spec, T), N + K)
-        return f, {}, (ONE if spec.qk_norm == "head" else f), ONE
-    if name in COLUMN:
-        return hq, {"act_in": ONE}, hq, hq
-    if name in KV:
-        return hk, {"act_in": ONE}, hk, hk
-    if name in ROW:
-        return hq, {"act_out": ONE, "vflops": ONE}, hq, ONE
-    if name in HEADS:
-        return hq, {"kv_read": hk, "kv_write": hk}, hq, hq
-    if name in VOCAB:
-        f = Fr(-(-spec.vocab_size // T), spec.vocab_size)
-        return f, ({"act_out": ONE} if name == "embed.tokens" else {"act_in": ONE}), f, f
-    if name in EXPERTS:
-        tokens, w = Fr(L.dp, L.ep), Fr(1, L.ep * L.expert_tp)
-        side = {"moe.experts.gate": "act_in", "moe.experts.up": "act_in", "moe.experts.down": "act_out"}
-        over: dict[str, Factor] = {"weight": w}
-        if name in side:
-            over[side[name]] = tokens
-        return hq, over, w, w
-    if T == 1 and L.pp == 1 and not (name.startswith("moe.") and "router" not in name):  # tp = pp = 1: whole
-        return ONE, {}, ONE, ONE
-    raise LayoutError(f"operator {name!r} has no sharding rule; llmath cannot shard this model yet")
+def _qk_heads(spec: ModelSpec, L: Layout) -> Factors:
+    """q/k norms and rotary over the rank's query and K/V heads (MLA: its heads and the one shared rotary key);
+    per-head norm weights (width H) whole."""
+    N, K, T = spec.n_heads, spec.n_kv_heads, L.tp
+    f = Fr(N // T + 1, N + 1) if spec.mla is not None else Fr(N // T + kv_heads_per_rank(spec, T), N + K)
+    return f, {}, (ONE if spec.qk_norm == "head" else f), ONE
+
+
+def _vocab(spec: ModelSpec, L: Layout, whole: str) -> Factors:
+    """⌈V/T⌉ rows (embedding) or columns (LM head) per rank; the ``whole`` class read or written in full."""
+    f = Fr(-(-spec.vocab_size // L.tp), spec.vocab_size)
+    return f, {whole: ONE}, f, f
+
+
+def _experts(L: Layout, side: str) -> Factors:
+    """Routed experts: E/ep experts per rank group, each expert-TP-sharded; the rank routes dp/ep of the stage's
+    token-expert pairs, read (``side`` act_in) or written (act_out) whole-width."""
+    tokens, w = Fr(L.dp, L.ep), Fr(1, L.ep * L.expert_tp)
+    over: dict[str, Factor] = {"weight": w}
+    if side:
+        over[side] = tokens
+    return Fr(1, L.tp), over, w, w
+
+
+def _share(L: Layout, over: dict[str, Factor] | None = None, bias: Fr | None = None) -> Factors:
+    t = Fr(1, L.tp)
+    return t, over or {}, t, t if bias is None else bias
+
+
+# one rule per split trait (ops/split.py): (spec, layout) -> the factors of the operator's cost classes
+RULES: dict[str, Callable[[ModelSpec, Layout], Factors]] = {
+    Split.REPLICATED: lambda spec, L: WHOLE,
+    Split.HELD: lambda spec, L: WHOLE,
+    Split.COLUMN: lambda spec, L: _share(L, {"act_in": ONE}),
+    Split.ROW: lambda spec, L: _share(L, {"act_out": ONE, "vflops": ONE}, bias=ONE),
+    Split.SHARE: lambda spec, L: _share(L),
+    Split.KV_HEADS: lambda spec, L: _kv_heads(spec, L),
+    Split.HEADS: lambda spec, L: _share(L, {"kv_read": _kv_share(spec, L.tp), "kv_write": _kv_share(spec, L.tp)}),
+    Split.QK_HEADS: _qk_heads,
+    Split.VOCAB_ROWS: lambda spec, L: _vocab(spec, L, "act_out"),
+    Split.VOCAB_COLUMN: lambda spec, L: _vocab(spec, L, "act_in"),
+    Split.EXPERTS_COLUMN: lambda spec, L: _experts(L, "act_in"),
+    Split.EXPERTS_ROW: lambda spec, L: _experts(L, "act_out"),
+    Split.EXPERTS: lambda spec, L: _experts(L, ""),
+    Split.EMBEDDING_COLUMNS: lambda spec, L: _share(L, {"kv_write": ONE, "kv_read": ONE}),
+}
+
+
+def _factors(op: Op, spec: ModelSpec, L: Layout) -> Factors:
+    """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``, by its
+    declared split; an operator that declares none runs only whole (tp = pp = 1, and outside an MoE block,
+    whose operators follow the routed tokens)."""
+    if op.split in MIXER_SPLITS and spec.mixer is not None:
+        return mixer_factors(op.split, spec.mixer, L.tp)
+    rule = RULES.get(op.split)
+    if rule is not None:
+        return rule(spec, L)
+    if L.tp == 1 and L.pp == 1 and op.component != "moe":
+        return WHOLE
+    raise LayoutError(f"operator {op.name!r} has no sharding rule; llmath cannot shard this model yet")
 
 
 def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
@@ -274,8 +185,7 @@ def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
 
 
 def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
-    held = op.name.startswith(("shared.", "recurrence.")) and op.name.endswith(".weights")
-    if held and not op.costs:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
+    if op.split == Split.HELD:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
         kv = Fr(kv_heads_per_rank(spec, L.tp), spec.n_kv_heads)
         return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
     default, over, fw, fb = _factors(op, spec, L)
@@ -306,11 +216,11 @@ def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
 
 def _place(op: Op, counts: dict[str, int], first: bool, last: bool) -> int:
     """How many times ``op`` runs on a rank of the stage (0: not there)."""
-    if op.name.startswith("recurrence.") and op.name.endswith(".weights"):  # HRM-Text's held weights (pp = 1)
-        return op.count
+    if op.split == Split.HELD:  # weights held once (HRM-Text, Zamba2: pp = 1)
+        return op.count if last else 0
     if op.layer_kind:
         return counts.get(op.layer_kind, 0)
-    if op.component == "embedding" or op.name.endswith(".relative_bias") or op.name in FIRST_STAGE:
+    if op.component == "embedding" or op.first_stage:
         return op.count if first else 0
     return op.count if last else 0
 
@@ -337,27 +247,22 @@ def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
 
 
 def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
-    """Layers no sharding rule covers yet: a one-line error naming what to do instead."""
-    if spec.prophet is not None and (layout.tp > 1 or layout.pp > 1):
-        raise LayoutError(
-            f"{spec.name}: ProphetNet's decoder runs (1 + streams)·T rows per layer, which llmath's tensor- and "
-            "pipeline-parallel collectives do not carry yet; analyse it with tp=1 and pp=1 (--dp replicas work)"
-        )
+    """Layers no sharding rule covers yet (the model's parallel traits, model/traits.py; its mixer's kind): a
+    one-line error naming what to do instead."""
+    if why := trait_problem(spec, layout.tp, layout.pp):
+        raise LayoutError(why)
+    if layout.tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, layout.tp)):
+        raise LayoutError(f"{spec.name}: {why}")
     known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
     if any(p not in known for k in spec.layer_mixers for p in k.split("+")):
         raise LayoutError(
             f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
-    if spec.codebooks > 1 or spec.text_encoder is not None:  # MusicGen: no serving engine's split to follow yet
+    if what := traits(spec).no_layout:
         raise LayoutError(
-            f"{spec.name}: {spec.codebooks} codebook tables and heads (MusicGen) have no sharding rule yet (no "
-            "serving engine's split to follow); analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
-        )
-    if spec.recurrence is not None and layout.pp > 1:  # HRM-Text: every stage would need both weight-shared stacks
-        raise LayoutError(
-            f"{spec.name}: its layers are repeated runs of two weight-shared stacks (recurrence={spec.recurrence}), "
-            "which llmath cannot split into pipeline stages; use --pp 1"
+            f"{spec.name}: {what} have no sharding rule yet (no serving engine's split to follow); analyse it on "
+            "one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
 
 
@@ -368,11 +273,11 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
 
     _refuse_unsharded(spec, layout)
     base = build_ops(spec, stage, attention)
-    if spec.blt is not None:  # BLT (ops/blt.py): its stacks on one GPU per replica
+    if unsharded := traits(spec).unsharded:  # (model/traits.py) on one GPU per replica
         if layout.tp * layout.pp * layout.ep > 1:
             raise LayoutError(
-                f"{spec.name}: the Byte Latent Transformer's four stacks of their own widths have no sharding rule "
-                "yet; analyse it on one GPU per replica (drop --tp/--pp/--ep; --dp replicates it)"
+                f"{spec.name}: {unsharded} have no sharding rule yet; analyse it on one GPU per replica (drop "
+                "--tp/--pp/--ep; --dp replicates it)"
             )
         return (RankPlan(0, range(spec.n_layers), base, (), layout.dp),)
     plans = []
@@ -385,7 +290,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
             n = _place(op, counts, first, last)
             if n:
                 o = _shard(op, spec, layout, n)
-                if o.name == "lm_head" and spec.tie_embeddings and layout.pp > 1:
+                if o.split == Split.VOCAB_COLUMN and o.kind == "matmul" and spec.tie_embeddings and layout.pp > 1:
                     o = _tied_head(o, spec, layout)
                 ops.append(o)
         if spec.encoder is None:
@@ -396,4 +301,4 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
     return tuple(plans)
 
 
-__all__ = ["RankPlan", "kv_heads_per_rank", "mixer_groups_per_rank", "rank_plans", "rule_name"]
+__all__ = ["RULES", "RankPlan", "kv_heads_per_rank", "mixer_groups_per_rank", "rank_plans"]

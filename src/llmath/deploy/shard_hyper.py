@@ -1,5 +1,7 @@
-"""Tensor-parallel rules of DeepSeek-V4's compressed attention and of hyper-connections (ops/compressed.py,
-ops/hyper.py, ops/mhc.py), as vLLM shards DeepSeek-V4 (vllm-project/vllm):
+"""Tensor-parallel rules of DeepSeek-V4's compressed attention, of hyper-connections and of Qwen4-Exp's n-gram
+layers and QSA indexer: the sources of the split traits their operators declare (ops/compressed.py,
+ops/hyper.py, ops/mhc.py, ops/ngram.py, ops/qsa.py), and the divisibility checks of a layout. As vLLM shards
+DeepSeek-V4 (vllm-project/vllm):
 
 * ``vllm/model_executor/models/deepseek_v4.py`` (``DeepseekV4Attention``, ``DeepseekV4DecoderLayer``):
   ``fused_wqa_wkv`` (q_a and the one latent KV projection) a replicated ``MergedColumnParallelLinear``
@@ -31,33 +33,7 @@ hyper-connection models: the hidden state crossing stages is several residual st
 
 from __future__ import annotations
 
-from fractions import Fraction as Fr
-
 from llmath.model.spec import ModelSpec
-
-ONE = Fr(1)
-Factors = tuple[Fr, dict, Fr, Fr]
-REPLICATED_PREFIXES = ("attn.compressor.", "attn.indexer.")
-
-
-def hyper_factors(name: str, spec: ModelSpec, tp: int) -> Factors | None:
-    """The factors of ``name`` under the module doc's rules, or None where the general rules apply."""
-    t = Fr(1, tp)
-    if name.startswith("hyper.") and _streams(spec):
-        return ONE, {}, ONE, ONE
-    if name in ("ple.ngram_tables", "ple.lookup") and spec.ngram is not None:  # W/T columns of each row
-        return t, {"kv_write": ONE, "kv_read": ONE}, t, t
-    if (name.startswith("ple.") and spec.ngram is not None) or (name.startswith("attn.indexer.") and spec.qsa):
-        return ONE, {}, ONE, ONE  # Qwen4-Exp (module doc)
-    if spec.compressed is None:
-        return None
-    if name.startswith(REPLICATED_PREFIXES) or name == "attn.kv_proj":
-        return ONE, {}, ONE, ONE
-    if name in ("attn.q_b_norm", "attn.o_a_proj"):
-        return t, {}, t, t
-    if name == "attn.o_b_proj":  # RowParallelLinear: the full-width partial output, all-reduced
-        return t, {"act_out": ONE, "vflops": ONE}, t, ONE
-    return None
 
 
 def hyper_tp_problem(spec: ModelSpec, tp: int) -> str | None:
@@ -71,18 +47,4 @@ def hyper_tp_problem(spec: ModelSpec, tp: int) -> str | None:
     return None
 
 
-def _streams(spec: ModelSpec) -> int:
-    """The residual streams of DeepSeek-V4's mHC (``mhc_streams``) or Qwen4-Exp's hyper-connections, else 0."""
-    return spec.mhc_streams or (spec.hyper.streams if spec.hyper is not None else 0)
-
-
-def hyper_pp_problem(spec: ModelSpec, pp: int) -> str | None:
-    if pp > 1 and _streams(spec):
-        return (
-            f"pp={pp}: {spec.name}'s hyper-connections carry {_streams(spec)} residual streams between "
-            "stages, which llmath does not model; use --pp 1"
-        )
-    return None
-
-
-__all__ = ["hyper_factors", "hyper_pp_problem", "hyper_tp_problem"]
+__all__ = ["hyper_tp_problem"]

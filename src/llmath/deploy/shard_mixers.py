@@ -59,18 +59,12 @@ from fractions import Fraction as Fr
 from llmath.errors import LayoutError
 from llmath.model.spec import MixerSpec
 from llmath.ops.core import Term
+from llmath.ops.split import Split
 
 ONE = Fr(1)
 Factor = Fr | Callable[[int, Term], Fr]
 Factors = tuple[Fr, dict[str, Factor], Fr, Fr]  # default, per-class overrides, weight and bias params
 SHARDED = frozenset({"mamba", "mamba2", "gated_delta", "kda", "lightning", "shortconv", "rglru", "rwkv", "mlstm"})
-ROW = {"mixer.x_proj", "mixer.out_proj", "mixer.output", "ffn.value"}  # I/T inputs, a full-width partial output
-COLUMN = {
-    "mixer.in_proj", "mixer.qkv_proj", "mixer.b_proj", "mixer.f_b_proj", "mixer.g_b_proj", "mixer.output_gate",
-    "mixer.key_value_receptance", "mixer.qkvo", "mixer.if_gates", "ffn.key", "mixer.f_proj", "mixer.g_proj",
-}  # fmt: skip
-# KDA's low-rank gate down projections (ReplicatedLinear); RWKV's token shifts and channel-mix receptance and gate
-REPLICATED = {"mixer.f_a_proj", "mixer.g_a_proj", "mixer.time_shift", "ffn.time_shift", "ffn.receptance", "ffn.gate"}
 
 
 def mixer_tp_problem(m: MixerSpec, tp: int) -> str | None:
@@ -116,50 +110,39 @@ def mixer_groups_per_rank(m: MixerSpec, tp: int) -> int:
     return m.n_groups // tp if m.n_groups % tp == 0 else 1
 
 
-def mixer_factors(name: str, m: MixerSpec, T: int) -> Factors:
-    """The factors of the mixer operator ``name`` on one of ``T`` ranks (module doc)."""
+def mixer_factors(split: str, m: MixerSpec, T: int) -> Factors:
+    """The factors of a mixer operator of the named rule ``split`` (ops/split.py) on one of ``T`` ranks: Mamba's
+    scan, Mamba-2's in-projection, conv and scan, and the gated norm of Gated DeltaNet and KDA (module doc)."""
     if mixer_tp_problem(m, T) is not None and T > 1:
-        raise LayoutError(f"operator {name!r} ({m.kind} mixer) has no sharding rule; analyse it on one GPU")
+        raise LayoutError(f"a {m.kind} mixer operator ({split}) has no sharding rule; analyse it on one GPU")
+    if split == Split.GATED_NORM:  # per rank over I/T; weight (P) whole
+        return Fr(1, T), {"weight": ONE}, ONE, ONE
+    if split == Split.MAMBA_SCAN:
+        return _mamba_scan(m, T)
+    return _mamba2(split, m, T)
+
+
+def _mamba_scan(m: MixerSpec, T: int) -> Factors:
     t = Fr(1, T)
-    if name in ROW:
-        return t, {"act_out": ONE, "vflops": ONE}, t, ONE
-    if name == "mixer.dt_proj" or (name in COLUMN and m.kind not in ("mamba2",)):
-        return t, {"act_in": ONE}, t, t
-    if name in REPLICATED:
-        return ONE, {}, ONE, ONE
-    if m.kind == "mamba":
-        return _mamba(name, m, T)
-    if m.kind == "mamba2":
-        return _mamba2(name, m, T)
-    if name == "mixer.norm" and m.kind in ("gated_delta", "kda"):  # per rank over I/T; weight (P) whole
-        return t, {"weight": ONE}, ONE, ONE
-    return t, {}, t, t  # everything else splits with the rank's heads / channels
+    I, N = m.d_inner, m.d_state  # x, dt, z: I/T each; B and C (N each) whole on every rank
+    xz = Fr(3 * I // T + 2 * N, 3 * I + 2 * N)
+    return t, {"act_in": lambda i, _: xz if i == 0 else t}, t, t
 
 
-def _mamba(name: str, m: MixerSpec, T: int) -> Factors:
-    t = Fr(1, T)
-    if name == "mixer.scan":  # x, dt, z: I/T each; B and C (N each) whole on every rank
-        I, N = m.d_inner, m.d_state
-        xz = Fr(3 * I // T + 2 * N, 3 * I + 2 * N)
-        return t, {"act_in": lambda i, _: xz if i == 0 else t}, t, t
-    return t, {}, t, t
-
-
-def _mamba2(name: str, m: MixerSpec, T: int) -> Factors:
+def _mamba2(split: str, m: MixerSpec, T: int) -> Factors:
     t = Fr(1, T)
     I, H, N, G, g = m.d_inner, m.n_heads, m.d_state, m.n_groups, mixer_groups_per_rank(m, T)
-    if name in ("mixer.in_proj", "mixer.in_scale"):  # z, x (I/T each), B, C (g·N each), dt (H/T)
+    if split == Split.MAMBA2_IN_PROJ:  # z, x (I/T each), B, C (g·N each), dt (H/T)
         f = Fr(2 * I // T + 2 * g * N + H // T, 2 * I + 2 * G * N + H)
         return f, {"act_in": ONE}, f, f
-    if name == "mixer.conv":  # channels x, B, C: I/T + 2·g·N
+    if split == Split.MAMBA2_CONV:  # channels x, B, C: I/T + 2·g·N
         f = Fr(I // T + 2 * g * N, I + 2 * G * N)
         return f, {}, f, f
-    if name == "mixer.scan":  # heads split; the flash C·Bᵀ term is over g groups and H/T heads
-        cb = Fr(g * N + H * m.head_dim // T, G * N + H * m.head_dim)
-        over: dict[str, Factor] = {"act_in": Fr(I // T + 2 * g * N + H // T, I + 2 * G * N + H)}
-        over["flops"] = lambda _, term: cb if term.mono.startswith("X:") else t
-        return t, over, t, t
-    return t, {}, t, t  # the gated norm (per rank, over its I/T channels) or the gate
+    # the scan (Split.MAMBA2_SCAN): heads split; the flash C·Bᵀ term is over g groups and H/T heads
+    cb = Fr(g * N + H * m.head_dim // T, G * N + H * m.head_dim)
+    over: dict[str, Factor] = {"act_in": Fr(I // T + 2 * g * N + H // T, I + 2 * G * N + H)}
+    over["flops"] = lambda _, term: cb if term.mono.startswith("X:") else t
+    return t, over, t, t
 
 
 __all__ = ["SHARDED", "mixer_factors", "mixer_groups_per_rank", "mixer_tp_problem"]

@@ -10,8 +10,9 @@ it (``vllm/model_executor/models/zamba2.py``):
 * ``Zamba2HybridLayer.linear``: ``ReplicatedLinear`` (D x D whole on every rank); the concatenation, the
   two ``RMSNorm`` and the add into the Mamba layer's input: whole on every rank.
 
-The block's weights (held once per weight set by the ``shared.<component>.weights`` ops) split as the
-projection that uses them. Needs T | N heads, T | F and T | r (vLLM's divisibility asserts).
+The block's operators declare these splits (ops/shared_block.py); its weights (held once per weight set by the
+``shared.<component>.weights`` ops, split trait ``held``) split as the projection that uses them. Needs T | N
+heads, T | F and T | r (vLLM's divisibility asserts).
 vLLM implements Zamba2 only (no ``zamba.py``): Zamba (v1) stays refused.
 """
 
@@ -24,19 +25,6 @@ from llmath.model.spec import ModelSpec
 from llmath.ops.core import Op
 
 ONE = Fr(1)
-REPLICATED = frozenset({"shared.attn.concat", "shared.linear", "shared.add"})
-
-
-def shared_namesake(name: str) -> str:
-    """The decoder-only operator whose rule a shared-block operator follows (module doc): the adapters are
-    column-parallel like ``ffn.up``; ``shared.attn.q_proj`` → ``attn.q_proj``; ``shared.ffn.down`` →
-    ``ffn.down``; the replicated ops keep their names."""
-    if "_adapter." in name:
-        return "ffn.up"
-    for block in ("attn", "ffn"):
-        if name.startswith(f"shared.{block}.") and name not in REPLICATED:
-            return f"{block}.{name.removeprefix(f'shared.{block}.')}"
-    return name
 
 
 def shared_tp_problem(spec: ModelSpec, tp: int) -> str | None:
@@ -70,4 +58,4 @@ def holder_params(op: Op, spec: ModelSpec, tp: int, kv: Fr) -> tuple[tuple[str, 
     return tuple(out)
 
 
-__all__ = ["REPLICATED", "holder_params", "shared_namesake", "shared_tp_problem"]
+__all__ = ["holder_params", "shared_tp_problem"]

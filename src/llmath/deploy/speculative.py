@@ -37,6 +37,7 @@ from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
+from llmath.model.traits import draft_problem, traits
 
 METHODS = ("draft", "eagle", "mtp")
 
@@ -85,40 +86,12 @@ def one_layer(spec: ModelSpec) -> ModelSpec:
 
 def refuse_draft_only(spec: ModelSpec) -> None:
     """A Gemma 4 assistant has no prefill and no cache of its own: it runs only as a target's draft."""
-    if spec.assistant is not None:
+    if traits(spec).reads_target_cache:
         raise WorkloadError(
             f"{spec.name!r} ({spec.model_type}) is a draft model that runs on its target's cache, not on its own: "
             "analyse its target with --concurrency C --spec-method draft --draft-model <this config> --acceptance A"
             " (or `llmath ops` --stage decode for one draft step)"
         )
-
-
-def _kv_shape(spec: ModelSpec, window: int | None) -> tuple[int, int]:
-    """(K/V heads, head width) of the layers of ``window`` (Gemma 4's full layers have their own)."""
-    if window is None and spec.full_head_dim is not None:
-        return spec.full_kv_heads or spec.n_kv_heads, spec.full_head_dim
-    return spec.n_kv_heads, spec.head_dim
-
-
-def check_assistant(draft: ModelSpec, target: ModelSpec) -> None:
-    """An assistant reads the target's last hidden state and its K/V per attention kind: the target's width
-    must be its ``backbone_hidden_size``, and each kind it attends must be cached by the target in its shape."""
-    a = draft.assistant
-    if a is None:  # pragma: no cover - called for assistants only
-        return
-    if a.backbone_d != target.d_model:
-        raise WorkloadError(
-            f"assistant {draft.name!r} was trained on a target of width {a.backbone_d} (backbone_hidden_size), "
-            f"{target.name!r} has {target.d_model}: pick the assistant made for this target"
-        )
-    for w in sorted(set(draft.layer_windows), key=str):
-        own = [x for x, shared in zip(target.layer_windows, target.layer_kv_shared, strict=True) if not shared]
-        if w not in own or _kv_shape(draft, w) != _kv_shape(target, w):
-            kind = "full" if w is None else f"window {w}"
-            raise WorkloadError(
-                f"assistant {draft.name!r} reads the target's {kind} K/V as (heads, width) = {_kv_shape(draft, w)};"
-                f" {target.name!r} caches no such layer: pick the assistant made for this target"
-            )
 
 
 def draft_device(target: Device, spec_cfg: Speculation) -> Device:
@@ -131,8 +104,8 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
                 f"draft model {d.name!r} has vocabulary {d.vocab_size}, the target {target.spec.vocab_size}:"
                 " a draft must share the target's tokenizer"
             )
-        if d.assistant is not None:
-            check_assistant(d, target.spec)
+        if why := draft_problem(d, target.spec):
+            raise WorkloadError(why)
     else:
         if spec_cfg.method == "mtp" and not target.spec.mtp_modules:
             raise WorkloadError(
@@ -156,7 +129,7 @@ def round_time(target: Device, draft: Device, spec_cfg: Speculation, batch, cont
     k = spec_cfg.k
     b = np.asarray(batch, dtype=float)
     s = np.asarray(context, dtype=float)
-    if draft.spec.assistant is not None:  # every draft step reads the target's S cached positions
+    if traits(draft.spec).reads_target_cache:  # every draft step reads the target's S cached positions
         t_draft = draft.iteration(b, np.maximum(s - 1, 0)).time_s * k
     else:
         t_draft = draft.iteration(b, s + (k - 1) / 2).time_s * k

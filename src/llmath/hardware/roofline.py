@@ -25,6 +25,7 @@ from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  
 from llmath.hardware.execution import executed, op_executed, op_peaks
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
+from llmath.model.traits import traits
 from llmath.ops import CLASSES, Scenario, Table, one_hot
 from llmath.ops.table import byte_key, matmul_rows
 
@@ -235,9 +236,10 @@ def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None =
 
 
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
-    """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included. A BLT
-    decode step reruns all S + 1 bytes (ops/blt.py): its GEMMs have the rows of a prefill of S + 1 tokens."""
-    if decode and context is not None and table.spec.blt is not None:
+    """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included. A decode
+    step of a model that reruns its context (model/traits.py, BLT) runs all S + 1 positions: its GEMMs have the
+    rows of a prefill of S + 1 tokens."""
+    if decode and context is not None and traits(table.spec).reruns_context:
         tokens, decode = batch * (context + 1), False
     f = mm_factor(table, eff, batch, tokens, run_format(hw, p))
     inv = inv_bandwidth(table, hw, eff, batch, tokens, decode, p)

@@ -8,7 +8,7 @@ silently inherits a width. Validation raises :class:`SpecError` naming the field
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from llmath.errors import SpecError
 from llmath.model.spec_assistant import AssistantSpec
@@ -20,6 +20,9 @@ from llmath.model.spec_inkling import InklingSpec
 from llmath.model.spec_mixer import LINEAR_ATTENTION_KINDS, MixerSpec, SharedBlockSpec
 from llmath.model.spec_prophet import ProphetSpec
 from llmath.model.spec_vision import VisionSpec
+
+if TYPE_CHECKING:
+    from llmath.model.traits import Traits
 
 NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
@@ -543,6 +546,13 @@ class ModelSpec:
     def tower_total(self) -> int:
         """Parameters of a wrapper's counted towers (in the count and memory, not in the stages)."""
         return sum(n for _, n in self.tower_params)
+
+    @property
+    def traits(self) -> Traits:
+        """What the layers above ops/ ask instead of the family (model/traits.py: declared by the parts)."""
+        from llmath.model.traits import traits
+
+        return traits(self)
 
     @property
     def is_encoder_decoder(self) -> bool:

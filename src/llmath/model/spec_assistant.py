@@ -15,6 +15,7 @@ last seen token's) and read the same cache.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from llmath.errors import SpecError
 
@@ -25,9 +26,30 @@ class AssistantSpec:
     the ordered-embedding head (``use_ordered_embeddings``: a D × centroids projection picks the top-k
     centroids, and only their ``vocab / centroids`` tokens each get a logit); 0 / 0: the full LM head."""
 
+    # execution trait (model/traits.py): no prefill and no cache of its own, it runs on its target's cache
+    reads_target_cache: ClassVar[bool] = True
+
     backbone_d: int
     centroids: int = 0
     centroid_top_k: int = 0
+
+    def target_problem(self, draft: Any, target: Any) -> str | None:
+        """Why the assistant ``draft`` (a ModelSpec) cannot run on ``target``'s cache, or None: it reads the
+        target's last hidden state (width ``backbone_d``) and its K/V per attention kind, in the target's shape."""
+        if self.backbone_d != target.d_model:
+            return (
+                f"assistant {draft.name!r} was trained on a target of width {self.backbone_d} (backbone_hidden_size), "
+                f"{target.name!r} has {target.d_model}: pick the assistant made for this target"
+            )
+        for w in sorted(set(draft.layer_windows), key=str):
+            own = [x for x, shared in zip(target.layer_windows, target.layer_kv_shared, strict=True) if not shared]
+            if w not in own or _kv_shape(draft, w) != _kv_shape(target, w):
+                kind = "full" if w is None else f"window {w}"
+                return (
+                    f"assistant {draft.name!r} reads the target's {kind} K/V as (heads, width) = {_kv_shape(draft, w)};"
+                    f" {target.name!r} caches no such layer: pick the assistant made for this target"
+                )
+        return None
 
     def validate(self, name: str, vocab: int) -> None:
         if self.backbone_d <= 0:
@@ -43,3 +65,10 @@ class AssistantSpec:
     def head_rows(self, vocab: int) -> int:
         """Vocabulary rows the head scores per token: all, or top_k · vocab / centroids."""
         return self.centroid_top_k * (vocab // self.centroids) if self.centroids else vocab
+
+
+def _kv_shape(spec: Any, window: int | None) -> tuple[int, int]:
+    """(K/V heads, head width) of the layers of ``window`` (Gemma 4's full layers have their own)."""
+    if window is None and spec.full_head_dim is not None:
+        return spec.full_kv_heads or spec.n_kv_heads, spec.full_head_dim
+    return spec.n_kv_heads, spec.head_dim

@@ -17,6 +17,7 @@ patches (see :mod:`llmath.ops.blt`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from llmath.errors import SpecError
 
@@ -45,6 +46,10 @@ class BltStack:
 
 @dataclass(frozen=True)
 class BltSpec:
+    # execution traits (model/traits.py): no cache, every pass reruns every byte; no parallel rule for the stacks
+    reruns_context: ClassVar[bool] = True
+    unsharded: ClassVar[str] = "the Byte Latent Transformer's four stacks of their own widths"
+
     encoder: BltStack
     global_: BltStack
     decoder: BltStack

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from llmath.errors import SpecError
 from llmath.model.spec_hyper import _positive
@@ -28,6 +29,9 @@ class InklingSpec:
     attention residuals: each layer's attention input (3 queries on full layers) and FFN input, and the
     final norm's, attend the block states (one per ``block_size`` layers) and the running state.
     """
+
+    # parallel trait (model/traits.py): what no tensor- or pipeline-parallel rule covers
+    no_tp_pp: ClassVar[str] = "Inkling's layers (two head sets, K/V and output convs, relative bias)"
 
     window_heads: int
     window_kv_heads: int

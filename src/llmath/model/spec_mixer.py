@@ -5,7 +5,7 @@ linear-attention, recurrent, short-conv: :class:`MixerSpec`) and Zamba's shared 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from llmath.errors import SpecError
 from llmath.model.spec_hyper import _positive
@@ -119,6 +119,12 @@ class SharedBlockSpec:
     turn (Zamba2's ``num_mem_blocks``); Zamba2 gives each hybrid layer its own LoRA adapters of rank
     ``adapter_rank`` on the MLP's gate/up projection and (``attention_adapters``) on q, k and v.
     """
+
+    # parallel trait (model/traits.py): why pipeline stages are refused
+    no_pp: ClassVar[str] = (
+        "shared blocks are not pipeline-parallel in vLLM (Zamba2ForCausalLM does not implement SupportsPP, "
+        "vllm/model_executor/models/zamba2.py)"
+    )
 
     n_blocks: int
     d_in: int

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from llmath.errors import SpecError
 from llmath.model.spec_hyper import _positive
@@ -20,6 +21,10 @@ class ProphetSpec:
     ``streams``: the predicting streams the ``flash`` (serving) execution runs in a decode step and through the
     LM head: 1 by default, the stream whose logits ``generate`` reads; training computes all ``ngram`` (its loss
     reads every stream), and so does transformers' forward (the ``eager`` execution) whatever this says."""
+
+    # parallel trait (model/traits.py): its decoder runs (1 + streams)·T rows per layer, which llmath's tensor- and
+    # pipeline-parallel collectives do not carry yet
+    no_tp_pp: ClassVar[str] = "ProphetNet's decoder layers, of (1 + streams)·T rows each,"
 
     ngram: int
     buckets: int

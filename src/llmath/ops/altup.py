@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, Builder, Op, Site, Term
+from llmath.ops.split import Split
 
 TOPK_FLOPS = 6  # gaussian top-k per gate element (see the module docstring)
 
@@ -35,16 +36,17 @@ def altup_inputs(b: Builder) -> None:
     A, D = b.spec.altup_inputs, b.spec.d_model
     if not A:
         return
-    site = Site(b, A - 1, "", "altup", "altup", dict(A=A, D=D))
+    site = Site(b, A - 1, "", "altup", "altup", dict(A=A, D=D), Split.REPLICATED)
     site.linear("projections", "BTD,DD->BTD", D, D, bias=False, pkey="altup.projections")
     _rescale(b, "rescale")
+    b.ops[-2:] = [replace(op, first_stage=True) for op in b.ops[-2:]]  # on the embeddings, before the first layer
 
 
 def _rescale(b: Builder, name: str) -> None:
     """Copies 1..A−1 each scaled to the reference copy's RMS: its RMS (2·D), each copy's RMS and rescale (4·D)."""
     A, D = b.spec.altup_inputs, b.spec.d_model
     n = (4 * (A - 1) + 2) * D
-    Site(b, 1, "", "altup", "altup", dict(A=A, D=D)).op(
+    Site(b, 1, "", "altup", "altup", dict(A=A, D=D), Split.REPLICATED).op(
         name, "vector", "ABTD->ABTD", vflops=[(n, "BT", "(4·(A−1) + 2)·D")], act_in=[(A * D, "BT", "A·D")],
         act_out=[((A - 1) * D, "BT", "(A−1)·D")],
     )  # fmt: skip
@@ -55,10 +57,12 @@ def altup_outputs(b: Builder) -> None:
     A, D = b.spec.altup_inputs, b.spec.d_model
     if not A:
         return
-    site = Site(b, A - 1, "", "altup", "altup", dict(A=A, D=D))
+    site = Site(b, A - 1, "", "altup", "altup", dict(A=A, D=D), Split.REPLICATED)
     site.linear("unembed_projections", "BTD,DD->BTD", D, D, bias=False, pkey="altup.unembed_projections")
     _rescale(b, "unembed_rescale")
-    Site(b, 1, "", "altup", "altup", dict(A=A, D=D)).vector("mean", "ABTD->BTD", 1, A * D, "BT", "A·D")
+    Site(b, 1, "", "altup", "altup", dict(A=A, D=D), Split.REPLICATED).vector(
+        "mean", "ABTD->BTD", 1, A * D, "BT", "A·D"
+    )
 
 
 def _router(site: Site, own_weights: bool) -> None:
@@ -82,7 +86,7 @@ def altup_predict(b: Builder, count: int, lk: str) -> None:
     A, D = b.spec.altup_inputs, b.spec.d_model
     if not A:
         return
-    site = Site(b, count, lk, "altup", "altup", dict(A=A, D=D))
+    site = Site(b, count, lk, "altup", "altup", dict(A=A, D=D), Split.REPLICATED)
     _router(site, own_weights=True)
     site.linear("prediction_coefs", "BTA,AC->BTC", A, A * A, bias=False, pkey="altup.prediction_coefs",
                 sym_in="A", sym_out="A·A")  # fmt: skip
@@ -97,7 +101,7 @@ def altup_correct(b: Builder, count: int, lk: str) -> None:
     A, D = b.spec.altup_inputs, b.spec.d_model
     if not A:
         return
-    site = Site(b, count, lk, "altup", "altup", dict(A=A, D=D))
+    site = Site(b, count, lk, "altup", "altup", dict(A=A, D=D), Split.REPLICATED)
     _router(site, own_weights=False)
     site.linear("correction_coefs", "BTA,AA->BTA", A, A, bias=False, pkey="altup.correction_coefs", sym_in="A",
                 sym_out="A")  # fmt: skip
@@ -115,7 +119,7 @@ def laurel(b: Builder, count: int, lk: str) -> None:
     R, D = b.spec.laurel_rank, b.spec.d_model
     if not R:
         return
-    site = Site(b, count, lk, "laurel", "laurel", dict(D=D, R=R))
+    site = Site(b, count, lk, "laurel", "laurel", dict(D=D, R=R), Split.REPLICATED)
     site.linear("left", "BTD,DR->BTR", D, R, bias=False, pkey="laurel.left", sym_out="R")
     site.linear("right", "BTR,RD->BTD", R, D, bias=False, pkey="laurel.right", sym_in="R")
     site.norm("norm", D, pkey="norm.layers")
@@ -125,7 +129,7 @@ def laurel(b: Builder, count: int, lk: str) -> None:
 def gaussian_topk(b: Builder, count: int, lk: str, width: int) -> None:
     """A sparse layer's gate keeps what exceeds mean + σ·Φ⁻¹(sparsity) per token (``_gaussian_topk``)."""
     site = Site(b, count, lk, "ffn", "ffn", dict(F=width))
-    site.vector("gaussian_topk", "BTF->BTF", TOPK_FLOPS, width, "BT", "F")
+    site.vector("gaussian_topk", "BTF->BTF", TOPK_FLOPS, width, "BT", "F", split=Split.SHARE)
 
 
 _ONE_ROW = {"BT": "BL"}  # per token -> per logit row

@@ -22,6 +22,7 @@ from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, 
 from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
 from llmath.ops.qsa import indexer, sparse_window
+from llmath.ops.split import Split
 from llmath.ops.variants import DIFF_EXECUTIONS, alibi, dynamic_mask
 
 
@@ -64,7 +65,9 @@ class Attn:
 
 def q_proj(a: Attn) -> None:
     s = a.site.spec
-    a.site.linear("q_proj", "BTD,DNH->BTNH", a.D, a.N * a.H, bias=s.q_bias, pkey=f"{a.pk}.q", sym_out="N·H")
+    a.site.linear(
+        "q_proj", "BTD,DNH->BTNH", a.D, a.N * a.H, bias=s.q_bias, pkey=f"{a.pk}.q", sym_out="N·H", split=Split.COLUMN
+    )
     _experts(a, a.D * a.K * a.H)
 
 
@@ -96,11 +99,11 @@ def kv_proj(a: Attn) -> None:
     for which, bias, width in (("k", s.k_bias, a.H), ("v", s.v_bias, a.J))[: 1 if k_eq_v else 2]:
         a.site.linear(
             f"{which}_proj", sig, din, a.K * width, bias=bias, pkey=f"{a.pk}.{which}",
-            sym_out="K·H" if width == a.H else "K·J", out=out, rows=rows,
+            sym_out="K·H" if width == a.H else "K·J", out=out, rows=rows, split=Split.KV_HEADS
         )  # fmt: skip
     if k_eq_v:  # Gemma 4's attention_k_eq_v: V is the K projection's output (its own norm), cached beside K
         a.site.op("v_from_k", "memory", "BTKH->BTKH", act_in=[(a.K * a.H, "BT", "K·H")],
-                  kv_write=[(a.K * a.H, "BT", "K·H")])  # fmt: skip
+                  kv_write=[(a.K * a.H, "BT", "K·H")], split=Split.KV_HEADS)  # fmt: skip
 
 
 def shared_kv(a: Attn) -> bool:
@@ -134,6 +137,7 @@ def qk_norm(a: Attn) -> None:
     a.site.vector(
         "qk_norm", "BTNH->BTNH", NORM_FLOPS[s.norm], (N + K) * H, "BT", "(N+K)·H", component="norm",
         params=[("attention.qk_norm", per * (qw + kw))], weight=[(per * (qw + kw), "1", "q,k norm weights")],
+        split=Split.QK_HEADS
     )  # fmt: skip
 
 
@@ -147,7 +151,7 @@ def rotary(a: Attn) -> None:
         return
     r, K = s.rotary_dim or a.H, 0 if shared_kv(a) else a.K
     a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + K) * r, "BT", "(N+K)·R" if K else "N·R",
-                  sizes=dict(N=a.N, K=a.K, R=r))  # fmt: skip
+                  sizes=dict(N=a.N, K=a.K, R=r), split=Split.QK_HEADS)  # fmt: skip
 
 
 def sinks(a: Attn) -> None:
@@ -155,7 +159,13 @@ def sinks(a: Attn) -> None:
     s = a.site.spec
     if s.attn_sinks and not (s.window_sinks_only and a.site.b.window is None):
         a.site.op(
-            "sinks", "vector", "N", sizes=dict(N=a.N), params=[("attention.sinks", a.N)], weight=[(a.N, "1", "N")]
+            "sinks",
+            "vector",
+            "N",
+            sizes=dict(N=a.N),
+            params=[("attention.sinks", a.N)],
+            weight=[(a.N, "1", "N")],
+            split=Split.HEADS,
         )
 
 
@@ -167,8 +177,9 @@ def relative_bias(a: Attn) -> None:
     n = s.relative_buckets * a.N
     a.site.b.add(
         a.site.name("relative_bias"), "attention", "memory", "UN", dict(U=s.relative_buckets, N=a.N), 1,
-        [("attention.relative_bias", n)], "", weight=[(n, "1", "buckets·N")],
+        [("attention.relative_bias", n)], "", Split.HEADS, weight=[(n, "1", "buckets·N")],
     )  # fmt: skip
+    a.site.b.ops[-1] = replace(a.site.b.ops[-1], first_stage=True)  # read by the stack's first layer
 
 
 def cache_append(a: Attn) -> None:
@@ -178,7 +189,7 @@ def cache_append(a: Attn) -> None:
         return
     kh, sym = a.kv_width
     moved = [(kh, a.win.K, sym), (-kh, "BT", sym)]
-    a.site.op("cache_append", "memory", "BSKH,BTKH->B(S+T)KH", kv_read=moved, kv_write=moved)
+    a.site.op("cache_append", "memory", "BSKH,BTKH->B(S+T)KH", kv_read=moved, kv_write=moved, split=Split.HEADS)
 
 
 def repeat_kv(a: Attn) -> None:
@@ -187,7 +198,8 @@ def repeat_kv(a: Attn) -> None:
         kv, (kh, sym) = a.win.K, a.kv_width
         t = [(kh, kv, sym)]
         a.site.op("repeat_kv", "memory", "BSKH->BSKGH", kv_read=t if a.cached else [],
-                  act_in=[] if a.cached else t, act_out=[(kh * a.G, kv, sym.replace("K", "N"))])  # fmt: skip
+                  act_in=[] if a.cached else t, act_out=[(kh * a.G, kv, sym.replace("K", "N"))],
+                  split=Split.HEADS)  # fmt: skip
 
 
 def eager_products(a: Attn) -> None:
@@ -211,10 +223,10 @@ def eager_products(a: Attn) -> None:
     if not a.cached:  # an encoder's K/V are activations
         k_in, v_in, kk, kv = k_in + kk, v_in + kv, [], []
     a.site.op("scores", "matmul", "BTKGH,BSKH->BKGTS", flops=[(2 * N * H, e, "2·N·H")], act_out=[(N, e, "N")],
-              act_in=k_in, kv_read=kk)  # fmt: skip
-    a.site.vector("softmax", "BKGTS->BKGTS", a.softmax_flops, N, e, "N")
+              act_in=k_in, kv_read=kk, split=Split.HEADS)  # fmt: skip
+    a.site.vector("softmax", "BKGTS->BKGTS", a.softmax_flops, N, e, "N", split=Split.HEADS)
     a.site.op("context", "matmul", f"BKGTS,BSK{j}->BTKG{j}", flops=[(2 * N * J, e, f"2·N·{j}")],
-              act_out=[(N * J, "BT", f"N·{j}")], act_in=v_in, kv_read=kv)  # fmt: skip
+              act_out=[(N * J, "BT", f"N·{j}")], act_in=v_in, kv_read=kv, split=Split.HEADS)  # fmt: skip
 
 
 def flash(a: Attn) -> None:
@@ -236,7 +248,7 @@ def flash(a: Attn) -> None:
         vflops=[(a.softmax_flops * N, p, f"{a.softmax_flops}·N")],
         act_out=[(N * J, "BT", "N·H" if J == H else "N·J")],
         act_in=q if a.cached else q + kv,
-        kv_read=kv if a.cached else [],
+        kv_read=kv if a.cached else [], split=Split.HEADS
     )  # fmt: skip
 
 
@@ -251,13 +263,14 @@ def out_gate(a: Attn) -> None:
     width, sym = (a.N, "N") if s.attn_gate_per_head else (a.N * a.J, f"N·{j}")
     letters = sym.replace("·", "")
     a.site.linear("gate_proj", f"BTD,D{letters}->BT{letters}", a.D, width, bias=s.gate_proj_bias,
-                  pkey=f"{a.pk}.gate", sym_out=sym)  # fmt: skip
+                  pkey=f"{a.pk}.gate", sym_out=sym, split=Split.COLUMN)  # fmt: skip
     n, bias = a.N * a.J, s.attn_gate_bias  # Beam: + one bias per head, broadcast over its J gate values
     a.site.op(
         "out_gate", "vector", f"BTN{j},BT{sym.replace('·', '')}->BTN{j}",
         vflops=[((ACT_FLOPS + bias) * width + n, "BT", f"{ACT_FLOPS + bias}·{sym} + N·{j}")],
         act_in=[(n + width, "BT", f"N·{j} + {sym}")], act_out=[(n, "BT", f"N·{j}")],
         params=[("attention.gate_bias", a.N)] if bias else [], weight=[(a.N, "1", "N")] if bias else [],
+        split=Split.HEADS
     )  # fmt: skip
 
 
@@ -270,7 +283,7 @@ def o_proj(a: Attn) -> None:
     s = a.site.spec
     j = "H" if a.J == a.H else "J"
     a.site.linear("o_proj", f"BTN{j},N{j}D->BTD", a.N * a.J, a.D, bias=s.o_bias, pkey=f"{a.pk}.o", sym_in=f"N·{j}",
-                  sym_out="D")  # fmt: skip
+                  sym_out="D", split=Split.ROW)  # fmt: skip
     _experts(a, a.K * a.J * a.D)
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from llmath.model.spec import CompressedSpec
 from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
+from llmath.ops.split import Split
 
 
 def _c(site: Site) -> CompressedSpec:
@@ -51,15 +52,37 @@ def query_kv(site: Site) -> None:
     s, c = site.spec, _c(site)
     D, N, H, L = s.d_model, s.n_heads, s.head_dim, c.q_lora_rank
     sizes = dict(site.sizes, L=L)
-    site.linear("q_a_proj", "BTD,DL->BTL", D, L, bias=False, pkey="attention.q_a", sizes=sizes, sym_out="L")
+    site.linear(
+        "q_a_proj",
+        "BTD,DL->BTL",
+        D,
+        L,
+        bias=False,
+        pkey="attention.q_a",
+        sizes=sizes,
+        sym_out="L",
+        split=Split.REPLICATED,
+    )
     site.norm("q_a_norm", L, pkey="attention.q_a_norm", sym="L")
     site.linear("q_b_proj", "BTL,LNH->BTNH", L, N * H, bias=False, pkey="attention.q_b", sizes=sizes,
-                sym_in="L", sym_out="N·H")  # fmt: skip
-    site.vector("q_b_norm", "BTNH->BTNH", NORM_FLOPS["rms_noparam"], N * H, "BT", "N·H")
-    site.linear("kv_proj", "BTD,DH->BTH", D, H, bias=False, pkey="attention.kv", sym_out="H", out="kv_write")
+                sym_in="L", sym_out="N·H", split=Split.COLUMN)  # fmt: skip
+    site.vector("q_b_norm", "BTNH->BTNH", NORM_FLOPS["rms_noparam"], N * H, "BT", "N·H", split=Split.SHARE)
+    site.linear(
+        "kv_proj",
+        "BTD,DH->BTH",
+        D,
+        H,
+        bias=False,
+        pkey="attention.kv",
+        sym_out="H",
+        out="kv_write",
+        split=Split.REPLICATED,
+    )
     site.norm("kv_norm", H, pkey="attention.kv_norm", sym="H")
     R = _rotary_width(site)
-    site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (2 * N + 1) * R, "BT", "(2N+1)·R")  # q, kv, output
+    site.vector(
+        "rotary", "BTNR->BTNR", ROTARY_FLOPS, (2 * N + 1) * R, "BT", "(2N+1)·R", split=Split.QK_HEADS
+    )  # q, kv, output
 
 
 def _state(site: Site, name: str, m: int, width: int, c: int, overlap: bool) -> None:
@@ -68,7 +91,7 @@ def _state(site: Site, name: str, m: int, width: int, c: int, overlap: bool) -> 
     terms = [(width, f"zN:{m}", "H"), (2 * c * width, f"zM:{m}", f"2·{c}·H")]
     if overlap:
         terms.append((2 * m * width, f"zO:{m}", "2·m·H"))
-    site.op(f"{name}.state", "memory", "BH->BH", sizes=dict(site.sizes, m=m), kv_write=terms)
+    site.op(f"{name}.state", "memory", "BH->BH", sizes=dict(site.sizes, m=m), kv_write=terms, split=Split.REPLICATED)
 
 
 def compressor(site: Site, name: str, m: int, width: int, c: int, pkey: str) -> None:
@@ -78,16 +101,16 @@ def compressor(site: Site, name: str, m: int, width: int, c: int, pkey: str) -> 
     sizes = dict(site.sizes, C=cw, m=m)
     for proj in ("kv_proj", "gate_proj"):
         site.linear(f"{name}.{proj}", "BTD,DC->BTC", D, cw, bias=False, pkey=f"{pkey}.{proj}", sizes=sizes,
-                    sym_out="C")  # fmt: skip
+                    sym_out="C", split=Split.REPLICATED)  # fmt: skip
     site.op(
         f"{name}.pool", "vector", "BTC,mC->BTC", sizes=sizes, params=[(f"{pkey}.position_bias", m * cw)],
         vflops=[((SOFTMAX_FLOPS + 3) * cw, "BT", "8·C")], weight=[(m * cw, "1", "m·C")],
-        act_in=[(2 * cw, "BT", "2·C")], act_out=[(width, f"zN:{m}", "H")],
+        act_in=[(2 * cw, "BT", "2·C")], act_out=[(width, f"zN:{m}", "H")], split=Split.REPLICATED
     )  # fmt: skip
     site.op(
         f"{name}.kv_norm", "vector", "BH->BH", sizes=sizes, params=[(f"{pkey}.kv_norm", width)],
         vflops=[((NORM_FLOPS["rms"] + ROTARY_FLOPS) * width, f"zN:{m}", "7·H")], weight=[(width, "1", "H")],
-        act_in=[(width, f"zN:{m}", "H")], act_out=[(width, f"zN:{m}", "H")],
+        act_in=[(width, f"zN:{m}", "H")], act_out=[(width, f"zN:{m}", "H")], split=Split.REPLICATED
     )  # fmt: skip
     _state(site, name, m, width, c, overlap=c == 2)
 
@@ -100,13 +123,13 @@ def indexer(site: Site, m: int) -> None:
     compressor(site, "indexer", m, X, 2, "attention.indexer")
     sizes = dict(site.sizes, L=L, I=In, X=X)
     site.linear("indexer.q_b_proj", "BTL,LIX->BTIX", L, In * X, bias=False, pkey="attention.indexer.q_b",
-                sizes=sizes, sym_in="L", sym_out="I·X")  # fmt: skip
+                sizes=sizes, sym_in="L", sym_out="I·X", split=Split.REPLICATED)  # fmt: skip
     site.linear("indexer.weights_proj", "BTD,DI->BTI", D, In, bias=False, pkey="attention.indexer.weights",
-                sizes=sizes, sym_out="I")  # fmt: skip
+                sizes=sizes, sym_out="I", split=Split.REPLICATED)  # fmt: skip
     rect = f"zE:{m}" if site.b.attention == "eager" else f"zP:{m}"
     site.op("indexer.scores", "matmul", "BTIX,BSX->BTIS", sizes=sizes, flops=[(2 * In * X, rect, "2·I·X")],
             vflops=[(3 * In + ROUTER_FLOPS, rect, "3·I+5")], act_in=[(In * X + In, "BT", "I·(X+1)")],
-            kv_read=[(X, f"zK:{m}", "X")], act_out=[(k, "BT", "k")])  # fmt: skip
+            kv_read=[(X, f"zK:{m}", "X")], act_out=[(k, "BT", "k")], split=Split.REPLICATED)  # fmt: skip
 
 
 def products(site: Site, w: int | None, m: int, cap: int | None) -> None:
@@ -116,18 +139,20 @@ def products(site: Site, w: int | None, m: int, cap: int | None) -> None:
     if site.b.attention == "eager":
         e = [(2 * N * H, win.E, "2·N·H")] + ([(2 * N * H, f"zE:{m}", "2·N·H")] if m else [])
         site.op("scores", "matmul", "BTNH,BSH->BNTS", flops=e, act_in=[(N * H, "BT", "N·H")],
-                kv_read=_reads(H, win.K, m, None), act_out=[(N, mono, "N") for _, mono, _ in e])  # fmt: skip
+                kv_read=_reads(H, win.K, m, None), act_out=[(N, mono, "N") for _, mono, _ in e],
+                split=Split.HEADS)  # fmt: skip
         site.op("softmax", "vector", "BNTS->BNTS", vflops=[(SOFTMAX_FLOPS * N, mono, "5·N") for _, mono, _ in e],
-                act_in=[(N, mono, "N") for _, mono, _ in e], act_out=[(N, mono, "N") for _, mono, _ in e])  # fmt: skip
+                act_in=[(N, mono, "N") for _, mono, _ in e], act_out=[(N, mono, "N") for _, mono, _ in e],
+                split=Split.HEADS)  # fmt: skip
         site.op("context", "matmul", "BNTS,BSH->BTNH", flops=e, act_in=[(N, mono, "N") for _, mono, _ in e],
-                act_out=[(N * H, "BT", "N·H")])  # fmt: skip
+                act_out=[(N * H, "BT", "N·H")], split=Split.HEADS)  # fmt: skip
         return
     capped = f"zP:{m}:{cap}" if cap else f"zP:{m}"
     pairs = [(win.P, "")] + ([(capped, "")] if m else [])
     site.op("flash", "matmul", "BTNH,BSH->BTNH", flops=[(4 * N * H, p, "4·N·H") for p, _ in pairs],
             vflops=[(SOFTMAX_FLOPS * N, p, "5·N") for p, _ in pairs], act_in=[(N * H, "BT", "N·H")],
             kv_read=_reads(H, win.K, m, cap if site.b.stage == "decode" else None),
-            act_out=[(N * H, "BT", "N·H")])  # fmt: skip
+            act_out=[(N * H, "BT", "N·H")], split=Split.HEADS)  # fmt: skip
 
 
 def _reads(H: int, window_keys: str, m: int, cap: int | None) -> list[tuple[int, str, str]]:
@@ -140,12 +165,12 @@ def output(site: Site) -> None:
     """Sinks (one logit per head), o_a per group (g groups of N·H/g -> O) and o_b (g·O -> D)."""
     s, c = site.spec, _c(site)
     N, H, D, g, O = s.n_heads, s.head_dim, s.d_model, c.o_groups, c.o_lora_rank
-    site.op("sinks", "vector", "N->N", params=[("attention.sinks", N)], weight=[(N, "1", "N")])
+    site.op("sinks", "vector", "N->N", params=[("attention.sinks", N)], weight=[(N, "1", "N")], split=Split.HEADS)
     sizes = dict(site.sizes, g=g, O=O)
     site.linear("o_a_proj", "BTgJ,gJO->BTgO", N * H, O, bias=False, pkey="attention.o_a", sizes=sizes,
-                sym_in="N·H", sym_out="O")  # fmt: skip
+                sym_in="N·H", sym_out="O", split=Split.SHARE)  # fmt: skip
     site.linear("o_b_proj", "BTgO,gOD->BTD", g * O, D, bias=False, pkey="attention.o_b", sizes=sizes,
-                sym_in="g·O", sym_out="D")  # fmt: skip
+                sym_in="g·O", sym_out="D", split=Split.ROW)  # fmt: skip
 
 
 def compressed_attention(b: Builder, w: int | None, kind: str, count: int, lk: str) -> None:

@@ -51,6 +51,7 @@ import numpy as np
 
 from llmath.model.spec import ModelSpec
 from llmath.ops.bigbird_sizes import bigbird_monomial, bigbird_text
+from llmath.ops.split import Split
 
 Attention = Literal["eager", "flash"]
 Stage = Literal["prefill", "decode", "encoder", "vision"]
@@ -94,6 +95,8 @@ class Op:
     costs: tuple[tuple[str, tuple[Term, ...]], ...] = ()
     layer_kind: str = ""  # which layer group it belongs to ('' = not a layer op)
     window: int | None = None  # attention window of its layer (None: full or not an attention op)
+    split: str = Split.NONE  # how it splits across tensor-parallel ranks (ops/split.py), declared with it
+    first_stage: bool = False  # a non-layer op that runs before the first layer (pipeline stage 0, not the last)
 
     def terms(self, cls: str) -> tuple[Term, ...]:
         for c, t in self.costs:
@@ -408,7 +411,10 @@ class Builder:
     sparse: bool = False  # the layer group's FFN gate goes through Gemma 3n's gaussian top-k
     d_ff: int = 0  # the layer group's dense FFN width (0: the spec's d_ff)
 
-    def add(self, name, component, kind, signature, sizes, count, params=(), layer_kind="", **costs):
+    def add(self, name, component, kind, signature, sizes, count, params=(), layer_kind="", split="", **costs):
+        """One operator; ``split`` (ops/split.py): norms and residual adds default to replicated."""
+        if not split and component in ("norm", "residual"):
+            split = Split.REPLICATED
         cs = []
         for cls in CLASSES:
             terms = costs.get(cls)
@@ -426,6 +432,7 @@ class Builder:
                 tuple(c for c in cs if c[1]),
                 layer_kind,
                 self.window if layer_kind else None,
+                split,
             )
         )
 
@@ -449,6 +456,7 @@ class Builder:
         act_in=True,
         out="act_out",
         weight_read=None,
+        split="",
     ):
         sym_out = sym_out or sig.split("->")[1]
         params = [(f"{pkey}.weight", din * dout)]
@@ -465,6 +473,7 @@ class Builder:
             count,
             params,
             layer_kind,
+            split,
             flops=[(2 * din * dout, rows, f"2·{wsym}")],
             vflops=[(dout, rows, sym_out)] if bias else [],
             weight=wread,
@@ -472,7 +481,7 @@ class Builder:
             **{out: [(dout, rows, sym_out)]},
         )
 
-    def norm(self, name, width, *, count, pkey, layer_kind="", rows="BT", sym="D", component="norm"):
+    def norm(self, name, width, *, count, pkey, layer_kind="", rows="BT", sym="D", component="norm", split=""):
         s = self.spec
         per = 0 if s.norm in ("layer_noparam", "rms_noparam") else (2 if s.norm == "layer" and s.norm_bias else 1)
         self.add(
@@ -484,6 +493,7 @@ class Builder:
             count,
             [(pkey, per * width)],
             layer_kind,
+            split,
             vflops=[(NORM_FLOPS[s.norm] * width, rows, f"{NORM_FLOPS[s.norm]}·{sym}")],
             weight=[(per * width, "1", f"{per}·{sym}")],
             act_in=[(width, rows, sym)],
@@ -535,6 +545,7 @@ class Site:
     prefix: str
     component: str
     sizes: dict[str, int]
+    split: str = Split.NONE  # the split of its operators that declare none (ops/split.py)
 
     @property
     def spec(self) -> ModelSpec:
@@ -552,11 +563,12 @@ class Site:
         sizes: dict[str, int] | None = None,
         params: Iterable[tuple[str, int]] = (),
         component: str | None = None,
+        split: str = Split.NONE,
         **costs: list[TermSpec],
     ) -> None:
-        """One operator of this site (``sizes`` and ``component`` default to the site's)."""
-        sz = self.sizes if sizes is None else sizes
-        self.b.add(self.name(name), component or self.component, kind, sig, sz, self.count, params, self.lk, **costs)
+        """One operator of this site (``sizes``, ``component`` default to the site's; ``split``: ops/split.py)."""
+        sz, comp = self.sizes if sizes is None else sizes, component or self.component
+        self.b.add(self.name(name), comp, kind, sig, sz, self.count, params, self.lk, split or self.split, **costs)
 
     def vector(self, name: str, sig: str, per: int, width: int, rows: str, sym: str, **extra) -> None:
         """An elementwise operator: ``per`` FLOPs per element of ``width`` per ``rows``; reads and writes it once."""
@@ -572,13 +584,16 @@ class Site:
 
     def linear(self, name: str, sig: str, din: int, dout: int, *, bias: bool, pkey: str, **kw) -> None:
         """A linear layer of this site (see :meth:`Builder.linear`; ``sizes=`` overrides the site's)."""
-        sizes = kw.pop("sizes", self.sizes)
+        sizes, kw["split"] = kw.pop("sizes", self.sizes), kw.get("split") or self.split
         self.b.linear(
             self.name(name), self.component, sig, sizes, din, dout, bias=bias, count=self.count, pkey=pkey,
             layer_kind=self.lk, **kw,
         )  # fmt: skip
 
-    def norm(self, name: str, width: int, *, pkey: str, sym: str = "D", component: str = "norm") -> None:
+    def norm(
+        self, name: str, width: int, *, pkey: str, sym: str = "D", component: str = "norm", split: str = Split.NONE
+    ) -> None:
         self.b.norm(
-            self.name(name), width, count=self.count, pkey=pkey, layer_kind=self.lk, sym=sym, component=component
-        )
+            self.name(name), width, count=self.count, pkey=pkey, layer_kind=self.lk, sym=sym, component=component,
+            split=split or self.split,
+        )  # fmt: skip

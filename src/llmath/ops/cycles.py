@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmath.ops.core import NORM_FLOPS, Builder, Op
+from llmath.ops.split import Split
 
 
 def recurrence_weights(b: Builder, first: int) -> None:
@@ -36,12 +37,14 @@ def recurrence_weights(b: Builder, first: int) -> None:
             b.ops[i] = replace(op, params=())
     for component, params in held.items():
         b.ops.append(Op(f"recurrence.{component}.weights", component, "memory", "", (), 2 * s.n_layers // runs,
-                        tuple(params), layer_kind=f"{lk} (weights of the two stacks)", window=b.window))  # fmt: skip
+                        tuple(params), layer_kind=f"{lk} (weights of the two stacks)", window=b.window,
+                        split=Split.HELD))  # fmt: skip
     D = s.d_model
     b.add("recurrence.z_init", "recurrence", "memory", "D", dict(D=D), 1, [("recurrence.z_init", D)],
-          weight=[(D, "1", "D")])  # fmt: skip
+          weight=[(D, "1", "D")], split=Split.REPLICATED)  # fmt: skip
     b.add("recurrence.add", "recurrence", "vector", "BTD,BTD->BTD", dict(D=D), runs, (),
-          vflops=[(D, "BT", "D")], act_in=[(2 * D, "BT", "2·D")], act_out=[(D, "BT", "D")])  # fmt: skip
+          vflops=[(D, "BT", "D")], act_in=[(2 * D, "BT", "2·D")], act_out=[(D, "BT", "D")],
+          split=Split.REPLICATED)  # fmt: skip
     b.add("recurrence.stack_norm", "norm", "vector", "BTD->BTD", dict(D=D), runs, (),
           vflops=[(NORM_FLOPS["rms_noparam"] * D, "BT", f"{NORM_FLOPS['rms_noparam']}·D")],
           act_in=[(D, "BT", "D")], act_out=[(D, "BT", "D")])  # fmt: skip

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from llmath.ops.core import ACT_FLOPS, SOFTCAP_FLOPS, Builder, Site
+from llmath.ops.split import Split
 
 
 def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, token_table: bool = True) -> None:
     """The token lookup (MusicGen: one row from each of C codebook tables, summed: (C − 1)·D adds per token),
-    the position table, and the embedding's scale, affine and norm where the family has them."""
+    the position table, and the embedding's scale, affine and norm where the family has them. The token table
+    splits by vocabulary rows (vLLM ``VocabParallelEmbedding``) but Whisper's decoder table, a plain
+    ``nn.Embedding`` in vLLM's WhisperDecoder (vllm/model_executor/models/whisper.py): replicated."""
     s = b.spec
     D, V, C = s.d_model, s.vocab_size, max(1, s.codebooks)
     rows = V + s.extra_token_rows  # rows beyond the vocabulary (Mllama, CPM-Ant, Moshi, MusicGen's pad row)
@@ -22,6 +25,7 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
         vflops=[((C - 1) * D, "BT", "(C−1)·D")],
         weight=[(C * D, "BT", "C·D" if C > 1 else "D")],
         act_out=[(D, "BT", "D")],
+        split=Split.REPLICATED if s.encoder is not None and s.encoder.frontend else Split.VOCAB_ROWS,
     )
     if s.position == "learned" and own_positions and s.max_positions:  # the spec requires max_positions here
         position_table(b, f"{prefix}.positions", s.max_positions + s.position_table_offset)
@@ -52,9 +56,10 @@ def embedding(b: Builder, prefix: str = "embed", own_positions: bool = True, tok
             vflops=[(D, "BT", "D")],
             act_in=[(D, "BT", "D")],
             act_out=[(D, "BT", "D")],
+            split=Split.REPLICATED,
         )
     if s.embedding_norm:
-        b.norm(f"{prefix}.norm", D, count=1, pkey="embedding.norm", component="embedding")
+        b.norm(f"{prefix}.norm", D, count=1, pkey="embedding.norm", component="embedding", split=Split.REPLICATED)
 
 
 def _input_affine(b: Builder, prefix: str) -> None:
@@ -82,6 +87,7 @@ def position_table(b: Builder, name: str, rows: int) -> None:
         weight=[(D, "BT", "D")],
         act_in=[(D, "BT", "D")],
         act_out=[(D, "BT", "D")],
+        split=Split.REPLICATED,
     )
 
 
@@ -108,6 +114,7 @@ def lm_head(b: Builder) -> None:
         weight=[(D * V + (V if s.lm_head_bias else 0), "1", "D·V" if C == 1 else "C·D·V")],
         act_in=[(D, L, "D")],
         act_out=[(V, L, "V" if C == 1 else "C·V")],
+        split=Split.VOCAB_COLUMN,
     )
 
 
@@ -148,5 +155,5 @@ def head(b: Builder) -> None:
     lm_head(b)
     if s.final_softcap:
         Site(b, 1, "", "lm_head", "lm_head", dict(V=s.vocab_size)).vector(
-            "softcap", "BLV->BLV", SOFTCAP_FLOPS, s.vocab_size, _logit_rows(b), "V"
+            "softcap", "BLV->BLV", SOFTCAP_FLOPS, s.vocab_size, _logit_rows(b), "V", split=Split.VOCAB_COLUMN
         )

@@ -9,6 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmath.ops.core import ACT_FLOPS, Builder, Site
+from llmath.ops.split import Split
+
+# how a block's (up / gate, activation, down) split across tensor-parallel ranks: a dense FFN's are column-,
+# channel- and row-parallel (vLLM MergedColumnParallelLinear, RowParallelLinear); routed experts' spread over
+# the expert-parallel groups first (vLLM FusedMoE)
+DENSE_SPLITS = (Split.COLUMN, Split.SHARE, Split.ROW)
+EXPERT_SPLITS = (Split.EXPERTS_COLUMN, Split.EXPERTS, Split.EXPERTS_ROW)
 
 
 @dataclass(frozen=True)
@@ -24,8 +31,9 @@ class Ffn:
     pkey: str
     weight_read: str | None  # monomial of the weight bytes read (experts hit), None: all, once
     io: tuple[int, str]  # the width the block reads and writes, and its letter: (d_model, "D") but in a latent
+    splits: tuple[str, str, str] = DENSE_SPLITS  # (up / gate, activation, down): ops/split.py
 
-    def linear(self, name: str, din: int, dout: int, sig: str, si: str, so: str) -> None:
+    def linear(self, name: str, din: int, dout: int, sig: str, si: str, so: str, split: str) -> None:
         """``X[.., din] @ W[din, dout]`` for ``mult`` × rows tokens; parameters under ``pkey.name``."""
         bias, mult, rows = self.bias, self.mult, self.rows
         params = [(f"{self.pkey}.{name}.weight", din * dout)] + ([(f"{self.pkey}.{name}.bias", dout)] if bias else [])
@@ -37,12 +45,12 @@ class Ffn:
             vflops=[(dout * mult, rows, so)] if bias else [],
             weight=wr,
             act_in=[(din * mult, rows, si)],
-            act_out=[(dout * mult, rows, so)],
+            act_out=[(dout * mult, rows, so)], split=split,
         )  # fmt: skip
 
     def up(self, name: str) -> None:
         F, (d, D) = self.letter, self.io
-        self.linear(name, d, self.width, f"BT{D},{D}{F}->BT{F}", D, F)
+        self.linear(name, d, self.width, f"BT{D},{D}{F}->BT{F}", D, F, self.splits[0])
 
 
 def gated(f: Ffn) -> None:
@@ -52,7 +60,7 @@ def gated(f: Ffn) -> None:
     f.up("up")
     f.site.op(
         "act", "vector", f"BT{F}->BT{F}", vflops=[((ACT_FLOPS + 1) * n, f.rows, f"5·{F}")],
-        act_in=[(2 * n, f.rows, f"2·{F}")], act_out=[(n, f.rows, F)],
+        act_in=[(2 * n, f.rows, f"2·{F}")], act_out=[(n, f.rows, F)], split=f.splits[1],
     )  # fmt: skip
 
 
@@ -61,7 +69,7 @@ def mlp(f: Ffn) -> None:
     F, n = f.letter, f.site.spec.activation_params
     f.up("up")
     extra = dict(params=[(f"{f.pkey}.act", n)], weight=[(n, "1", f"{n}")]) if n else {}
-    f.site.vector("act", f"BT{F}->BT{F}", ACT_FLOPS, f.width * f.mult, f.rows, F, **extra)
+    f.site.vector("act", f"BT{F}->BT{F}", ACT_FLOPS, f.width * f.mult, f.rows, F, split=f.splits[1], **extra)
 
 
 def sub_norm(f: Ffn) -> None:
@@ -87,16 +95,19 @@ def ffn_block(
     letter: str = "F",
     mult: int = 1,
     io: tuple[int, str] | None = None,
+    experts: bool = False,
 ) -> None:
     """A dense or gated FFN of hidden ``width``, run by ``mult`` × rows tokens (top-k for experts), reading and
-    writing ``io`` = (width, letter): the model width D unless given (a latent MoE's L)."""
+    writing ``io`` = (width, letter): the model width D unless given (a latent MoE's L); ``experts``: routed
+    experts (their split traits: :data:`EXPERT_SPLITS`)."""
     s = b.spec
     d, D = io or (s.d_model, "D")
     site = Site(b, count, lk, prefix, component, {D: d, letter: width})
-    f = Ffn(site, width, letter, rows, mult, s.ffn_bias if bias is None else bias, pkey, weight_read, (d, D))
+    splits = EXPERT_SPLITS if experts else DENSE_SPLITS
+    f = Ffn(site, width, letter, rows, mult, s.ffn_bias if bias is None else bias, pkey, weight_read, (d, D), splits)
     KINDS[s.ffn](f)
     sub_norm(f)
-    f.linear("down", width, d, f"BT{letter},{letter}{D}->BT{D}", letter, D)
+    f.linear("down", width, d, f"BT{letter},{letter}{D}->BT{D}", letter, D, splits[2])
 
 
 def residual(b: Builder, name: str, count: int, lk: str, inputs: int = 2) -> None:

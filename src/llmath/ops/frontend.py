@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from llmath.ops.core import ACT_FLOPS, Builder
 from llmath.ops.embed import position_table
+from llmath.ops.split import Split
 
 
 def audio_frontend(b: Builder) -> None:
@@ -35,5 +36,6 @@ def audio_frontend(b: Builder) -> None:
             weight=[(3 * c_in * D + D, "1", "3·C·D")],
             act_in=[(2 * c_in, "BT", "2·C")],  # both convolutions read 2 frames per output position
             act_out=[(frames * D, "BT", f"{frames}·D")],
+            split=Split.REPLICATED,
         )
     position_table(b, "encoder.positions", e.source_positions)

@@ -20,6 +20,7 @@ from llmath.ops.ffn import ffn_block
 from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_block
 from llmath.ops.ngram import ngram_tables, ple_block
+from llmath.ops.split import Split
 
 LayerKind = Callable[..., str]  # ops.assemble.layer_kind
 
@@ -36,7 +37,7 @@ def gated_residual(b: Builder, count: int, lk: str, prefix: str, inject: bool = 
     mean over the streams -> D; with ``inject``, S·D -> S (/S, 2·sigmoid) injection weights."""
     h, D = _hyper(b), b.spec.d_model
     S, r, SD = h.streams, h.rank, h.streams * D
-    site = Site(b, count, lk, prefix, "hyper", dict(S=S, D=D, r=r))
+    site = Site(b, count, lk, prefix, "hyper", dict(S=S, D=D, r=r), Split.REPLICATED)
     site.norm("norm", SD, pkey="norm.hyper", sym="S·D")
     site.linear("down", "BTJ,Jr->BTr", SD, r, bias=False, pkey="hyper.down", sym_in="S·D", sym_out="r")
     site.vector("down_act", "BTr->BTr", ACT_FLOPS + 1, r, "BT", "r")
@@ -67,7 +68,7 @@ def hyper_layers(b: Builder, layer_kind: LayerKind) -> None:
     """Every decoder layer and the final stream mixer of a spec with hyper-connections."""
     s, S = b.spec, _hyper(b).streams
     ngram_tables(b)
-    Site(b, 1, "", "hyper", "hyper", dict(S=S, D=s.d_model)).op(
+    Site(b, 1, "", "hyper", "hyper", dict(S=S, D=s.d_model), Split.REPLICATED).op(
         "expand", "memory", "BTD->BTSD", act_in=[(s.d_model, "BT", "D")], act_out=[(S * s.d_model, "BT", "S·D")]
     )
     for (kind, moe, w), count in _groups(b).items():

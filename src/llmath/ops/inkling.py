@@ -36,6 +36,7 @@ from llmath.ops.attention import Attn, execution, kv_proj, o_proj, q_proj
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.ffn import ffn_block, residual
 from llmath.ops.moe import routed_experts, router
+from llmath.ops.split import Split
 
 Label = Callable[[ModelSpec, int | None, bool], str]
 
@@ -161,9 +162,11 @@ def moe(b: Builder, count: int, lk: str) -> None:
     site = Site(b, count, lk, "moe", "moe", dict(D=D, E=E))
     if ink.shared_sink:
         S = m.d_ff_shared // m.d_ff_expert
-        site.linear("router", "BTD,DE->BTE", D, E + S, bias=False, pkey="moe.router", sym_out="(E+S)")
+        site.linear(
+            "router", "BTD,DE->BTE", D, E + S, bias=False, pkey="moe.router", sym_out="(E+S)", split=Split.REPLICATED
+        )
         site.op("router_scale", "vector", "BTk->BTk", params=[("moe.router.scale", 1)], weight=[(1, "1", "1")],
-                vflops=[(5 * (E + S), "BT", "5·(E+S)")])  # fmt: skip
+                vflops=[(5 * (E + S), "BT", "5·(E+S)")], split=Split.REPLICATED)  # fmt: skip
         routed_experts(site)
         ffn_block(b, m.d_ff_shared, count, lk, "moe.shared", "moe.shared", "moe")
         return

@@ -18,6 +18,7 @@ the projections' 2·n·D·(2 + n)·n.
 from __future__ import annotations
 
 from llmath.ops.core import NORM_FLOPS, ROUTER_FLOPS, Builder, Site
+from llmath.ops.split import Split
 
 
 def _project(site: Site, n: int, D: int, out: int, pkey: str, extra: int) -> None:
@@ -40,7 +41,7 @@ def mhc_in(b: Builder, which: str, count: int, lk: str) -> None:
     s = b.spec
     n, D = s.mhc_streams, s.d_model
     out = (2 + n) * n if s.mhc_comb else 2 * n
-    site = Site(b, count, lk, f"hyper.{which}", "hyper", dict(n=n, D=D))
+    site = Site(b, count, lk, f"hyper.{which}", "hyper", dict(n=n, D=D), Split.REPLICATED)
     _project(site, n, D, out, "hyper.layers", out + (3 if s.mhc_comb else 2))
 
 
@@ -48,7 +49,7 @@ def mhc_out(b: Builder, which: str, count: int, lk: str) -> None:
     """After the block: mHC's combᵀ · streams (matmul, n × n by n × D per token; the independent HC adds the
     streams unmixed), then post ⊙ output added."""
     n, D = b.spec.mhc_streams, b.spec.d_model
-    site = Site(b, count, lk, f"hyper.{which}", "hyper", dict(n=n, D=D))
+    site = Site(b, count, lk, f"hyper.{which}", "hyper", dict(n=n, D=D), Split.REPLICATED)
     if b.spec.mhc_comb:
         site.op("comb", "matmul", "BTNM,BTMD->BTND", flops=[(2 * n * n * D, "BT", "2·n·n·D")],
                 act_in=[(n * n + n * D, "BT", "n·(n+D)")], act_out=[(n * D, "BT", "n·D")])  # fmt: skip
@@ -59,7 +60,7 @@ def mhc_out(b: Builder, which: str, count: int, lk: str) -> None:
 def mhc_embed(b: Builder) -> None:
     """The token embeddings copied into the n streams (B·T·n·D written)."""
     n, D = b.spec.mhc_streams, b.spec.d_model
-    Site(b, 1, "", "hyper.embed", "hyper", dict(n=n, D=D)).op(
+    Site(b, 1, "", "hyper.embed", "hyper", dict(n=n, D=D), Split.REPLICATED).op(
         "streams", "memory", "BTD->BTND", act_in=[(D, "BT", "D")], act_out=[(n * D, "BT", "n·D")]
     )
 
@@ -69,4 +70,4 @@ def mhc_head(b: Builder) -> None:
     n, D = b.spec.mhc_streams, b.spec.d_model
     if not n:
         return
-    _project(Site(b, 1, "", "hyper.head", "hyper", dict(n=n, D=D)), n, D, n, "hyper.head", n + 1)
+    _project(Site(b, 1, "", "hyper.head", "hyper", dict(n=n, D=D), Split.REPLICATED), n, D, n, "hyper.head", n + 1)

@@ -28,10 +28,12 @@ Executions:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from llmath.model.spec import MixerSpec
 from llmath.ops import linear_attn, recurrent
 from llmath.ops.core import ACT_FLOPS, Builder, Site
+from llmath.ops.mixer_splits import mixer_split
 
 # Vector FLOPs of the selective scan per (token, channel, state) element: exp(A·dt) (2), dt·B (1),
 # ·x (1), state·dA + dBx (2); per (token, channel): softplus(dt) 3, D skip 2, gate silu·y 5.
@@ -200,8 +202,11 @@ def mixer_block(b: Builder, count: int, lk: str) -> None:
             dict(R=m.dt_rank) if m.kind == "mamba" else dict(H=m.n_heads, P=m.head_dim, G=m.n_groups, Q=m.chunk_size)
         )
     site = Site(b, count, lk, "mixer", "mixer", sizes)
+    before = len(b.ops)
     for step in KINDS[m.kind]:
         step(site)
+    for i in range(before, len(b.ops)):  # each operator's tensor-parallel split (ops/mixer_splits.py)
+        b.ops[i] = replace(b.ops[i], split=mixer_split(m.kind, b.ops[i].name, b.ops[i].split))
 
 
 def transformers_extra_state(spec) -> int:

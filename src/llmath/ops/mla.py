@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from llmath.model.spec import MLASpec
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
+from llmath.ops.split import Split
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,20 @@ def q_path(a: Mla) -> None:
     s, site, Ql = a.site.spec, a.site, a.Ql
     if Ql is None:
         site.linear("q_proj", "BTD,DNQ->BTNQ", a.D, a.N * a.Hq, bias=False, pkey="attention.q",
-                    sizes=dict(site.sizes, Q=a.Hq), sym_out="N·(H+R)")  # fmt: skip
+                    sizes=dict(site.sizes, Q=a.Hq), sym_out="N·(H+R)", split=Split.COLUMN)  # fmt: skip
         return
     sizes = dict(site.sizes, L=Ql)
-    site.linear("q_a_proj", "BTD,DL->BTL", a.D, Ql, bias=s.q_bias, pkey="attention.mla.q_a", sizes=sizes, sym_out="L")
+    site.linear(
+        "q_a_proj",
+        "BTD,DL->BTL",
+        a.D,
+        Ql,
+        bias=s.q_bias,
+        pkey="attention.mla.q_a",
+        sizes=sizes,
+        sym_out="L",
+        split=Split.REPLICATED,
+    )
     site.norm("q_a_norm", Ql, pkey="attention.mla.q_a_norm", sym="L")
     if a.m.q_gate:  # A.X K2: the query and the output gate from [normed; raw] latent
         site.linear("q_gate_proj", "BTL,LNQ->BTNQ", 2 * Ql, a.N * (a.Hq + a.Hv), bias=False,
@@ -50,21 +61,21 @@ def q_path(a: Mla) -> None:
                     sym_out="N·(H+R+J)")  # fmt: skip
         return
     site.linear("q_b_proj", "BTL,LNQ->BTNQ", Ql, a.N * a.Hq, bias=False, pkey="attention.mla.q_b", sizes=sizes,
-                sym_in="L", sym_out="N·(H+R)")  # fmt: skip
+                sym_in="L", sym_out="N·(H+R)", split=Split.COLUMN)  # fmt: skip
 
 
 def kv_latent(a: Mla) -> None:
     """The compressed KV (C latent + R rotary key) written to the cache, and its norm."""
     s = a.site.spec
     a.site.linear("kv_a_proj", "BTD,DC->BTC", a.D, a.C + a.R, bias=s.k_bias, pkey="attention.mla.kv_a",
-                  sym_out="(C+R)", out="kv_write")  # fmt: skip
+                  sym_out="(C+R)", out="kv_write", split=Split.REPLICATED)  # fmt: skip
     a.site.norm("kv_a_norm", a.C, pkey="attention.mla.kv_a_norm", sym="C")
     if a.m.k_rope_norm:  # Dots 3 Note: k_rope_only_layernorm (modeling_dots3_note.py Dots3NoteTextAttention)
         a.site.norm("k_rope_norm", a.R, pkey="attention.mla.k_rope_norm", sym="R")
 
 
 def rotary(a: Mla) -> None:
-    a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + 1) * a.R, "BT", "(N+1)·R")
+    a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + 1) * a.R, "BT", "(N+1)·R", split=Split.QK_HEADS)
 
 
 def absorbed(a: Mla) -> None:
@@ -73,17 +84,18 @@ def absorbed(a: Mla) -> None:
     a.site.op(
         "q_absorb", "matmul", "BTNH,CNH->BTNC", params=[("attention.mla.kv_b.weight", C * N * Hn)],
         flops=[(2 * N * Hn * C, "BT", "2·N·H·C")], weight=[(C * N * Hn, "1", "C·N·H")],
-        act_in=[(N * Hn, "BT", "N·H")], act_out=[(N * C, "BT", "N·C")],
+        act_in=[(N * Hn, "BT", "N·H")], act_out=[(N * C, "BT", "N·C")], split=Split.HEADS
     )  # fmt: skip
     a.site.op(
         "flash_mla", "matmul", "BTNC,BSC->BTNC",
         flops=[(2 * N * (2 * C + R), P, "2·N·(2C+R)")], vflops=[(SOFTMAX_FLOPS * N, P, "5·N")],
         act_in=[(N * (C + R), "BT", "N·(C+R)")], kv_read=[(C + R, a.win.K, "(C+R)")], act_out=[(N * C, "BT", "N·C")],
+        split=Split.HEADS
     )  # fmt: skip
     a.site.op(
         "v_absorb", "matmul", "BTNC,CNJ->BTNJ", params=[("attention.mla.kv_b.weight", C * N * Hv)],
         flops=[(2 * N * C * Hv, "BT", "2·N·C·J")], weight=[(C * N * Hv, "1", "C·N·J")],
-        act_in=[(N * C, "BT", "N·C")], act_out=[(N * Hv, "BT", "N·J")],
+        act_in=[(N * C, "BT", "N·C")], act_out=[(N * Hv, "BT", "N·J")], split=Split.HEADS
     )  # fmt: skip
 
 
@@ -95,7 +107,7 @@ def kv_b_proj(a: Mla) -> None:
         "kv_b_proj", "matmul", "BSC,CNX->BSNX", sizes=dict(a.site.sizes, X=Hn + Hv),
         params=[("attention.mla.kv_b.weight", kvb)], flops=[(2 * kvb, kv, "2·C·N·(H+J)")],
         weight=[(kvb, "1", "C·N·(H+J)")], kv_read=[(a.C + a.R, kv, "(C+R)")],
-        act_out=[(N * (a.Hq + Hv), kv, "N·(H+R+J)")],
+        act_out=[(N * (a.Hq + Hv), kv, "N·(H+R+J)")], split=Split.HEADS
     )  # fmt: skip
 
 
@@ -104,12 +116,12 @@ def eager_products(a: Mla) -> None:
     N, Hq, Hv, kv, e = a.N, a.Hq, a.Hv, a.win.K, a.win.E
     a.site.op(
         "scores", "matmul", "BTNQ,BSNQ->BNTS", sizes=dict(a.site.sizes, Q=Hq), flops=[(2 * N * Hq, e, "2·N·(H+R)")],
-        act_in=[(N * Hq, "BT", "N·(H+R)"), (N * Hq, kv, "N·(H+R)")], act_out=[(N, e, "N")],
+        act_in=[(N * Hq, "BT", "N·(H+R)"), (N * Hq, kv, "N·(H+R)")], act_out=[(N, e, "N")], split=Split.HEADS
     )  # fmt: skip
-    a.site.vector("softmax", "BNTS->BNTS", SOFTMAX_FLOPS, N, e, "N")
+    a.site.vector("softmax", "BNTS->BNTS", SOFTMAX_FLOPS, N, e, "N", split=Split.HEADS)
     a.site.op(
         "context", "matmul", "BNTS,BSNJ->BTNJ", flops=[(2 * N * Hv, e, "2·N·J")],
-        act_in=[(N, e, "N"), (N * Hv, kv, "N·J")], act_out=[(N * Hv, "BT", "N·J")],
+        act_in=[(N, e, "N"), (N * Hv, kv, "N·J")], act_out=[(N * Hv, "BT", "N·J")], split=Split.HEADS
     )  # fmt: skip
 
 
@@ -120,6 +132,7 @@ def flash(a: Mla) -> None:
         "flash", "matmul", "BTNQ,BSNQ,BSNJ->BTNJ", sizes=dict(a.site.sizes, Q=Hq),
         flops=[(2 * N * (Hq + Hv), p, "2·N·(H+R+J)")], vflops=[(SOFTMAX_FLOPS * N, p, "5·N")],
         act_in=[(N * Hq, "BT", "N·(H+R)"), (N * (Hq + Hv), a.win.K, "N·(H+R+J)")], act_out=[(N * Hv, "BT", "N·J")],
+        split=Split.HEADS
     )  # fmt: skip
 
 
@@ -145,26 +158,28 @@ def indexer(a: Mla) -> None:
     site, In, X, L, D = a.site, m.index_heads, m.index_head_dim, a.Ql, a.D
     sizes = dict(site.sizes, I=In, X=X, L=L)
     site.linear("indexer.wq_b", "BTL,LIX->BTIX", L, In * X, bias=False, pkey="attention.indexer.wq_b", sizes=sizes,
-                sym_in="L", sym_out="I·X")  # fmt: skip
+                sym_in="L", sym_out="I·X", split=Split.REPLICATED)  # fmt: skip
     site.linear("indexer.wk", "BTD,DX->BTX", D, X, bias=False, pkey="attention.indexer.wk", sizes=sizes,
-                sym_out="X", out="kv_write")  # fmt: skip
+                sym_out="X", out="kv_write", split=Split.REPLICATED)  # fmt: skip
     site.vector("indexer.k_norm", "BTX->BTX", NORM_FLOPS["layer"], X, "BT", "X", sizes=sizes,
-                params=[("attention.indexer.k_norm", 2 * X)], weight=[(2 * X, "1", "2·X")])  # fmt: skip
+                params=[("attention.indexer.k_norm", 2 * X)], weight=[(2 * X, "1", "2·X")],
+                split=Split.REPLICATED)  # fmt: skip
     site.linear("indexer.weights_proj", "BTD,DI->BTI", D, In, bias=False, pkey="attention.indexer.weights",
-                sizes=sizes, sym_out="I")  # fmt: skip
+                sizes=sizes, sym_out="I", split=Split.REPLICATED)  # fmt: skip
     if site.b.attention == "eager":
         e = a.win.E
         site.op("indexer.scores", "matmul", "BTIX,BSX->BTIS", sizes=sizes, flops=[(2 * In * X, e, "2·I·X")],
-                act_in=[(In * X, "BT", "I·X")], kv_read=[(X, a.win.K, "X")], act_out=[(In, e, "I")])  # fmt: skip
+                act_in=[(In * X, "BT", "I·X")], kv_read=[(X, a.win.K, "X")], act_out=[(In, e, "I")],
+                split=Split.REPLICATED)  # fmt: skip
         site.op("indexer.weigh", "matmul", "BTI,BTIS->BTS", sizes=sizes, flops=[(2 * In, e, "2·I")],
-                act_in=[(In, e, "I")], act_out=[(1, e, "1")])  # fmt: skip
+                act_in=[(In, e, "I")], act_out=[(1, e, "1")], split=Split.REPLICATED)  # fmt: skip
         site.op("indexer.topk", "vector", "BTS->BTk", sizes=sizes, vflops=[(ROUTER_FLOPS, e, "5")],
-                act_in=[(1, e, "1")], act_out=[(m.index_topk, "BT", "k")])  # fmt: skip
+                act_in=[(1, e, "1")], act_out=[(m.index_topk, "BT", "k")], split=Split.REPLICATED)  # fmt: skip
         return
     p = a.win.P
     site.op("indexer.flash", "matmul", "BTIX,BSX->BTk", sizes=sizes, flops=[(2 * In * X + 2 * In, p, "2·I·(X+1)")],
             vflops=[(In + ROUTER_FLOPS, p, "I+5")], act_in=[(In * X + In, "BT", "I·(X+1)")],
-            kv_read=[(X, a.win.K, "X")], act_out=[(m.index_topk, "BT", "k")])  # fmt: skip
+            kv_read=[(X, a.win.K, "X")], act_out=[(m.index_topk, "BT", "k")], split=Split.REPLICATED)  # fmt: skip
 
 
 def core(a: Mla) -> None:
@@ -196,29 +211,37 @@ def output_gate(site: Site, n_heads: int, width: int) -> None:
         return
     g = n_heads * width if gate == "full" else n_heads
     site.linear("gate_proj", "BTD,DG->BTG", site.spec.d_model, g, bias=False, pkey="attention.gate",
-                sizes=dict(site.sizes, G=g), sym_out="N·H" if gate == "full" else "N")  # fmt: skip
-    site.vector("gate", "BTNH->BTNH", ACT_FLOPS + 1, n_heads * width, "BT", "N·H")
+                sizes=dict(site.sizes, G=g), sym_out="N·H" if gate == "full" else "N", split=Split.COLUMN)  # fmt: skip
+    site.vector("gate", "BTNH->BTNH", ACT_FLOPS + 1, n_heads * width, "BT", "N·H", split=Split.HEADS)
 
 
 def gate(a: Mla) -> None:
     """The output gate: its own projection (:func:`output_gate`), or (A.X K2's ``q_gate``) the gate half of
     q_gate_proj's output, sigmoid times the N·J attention output (modeling_axk2.py AXK2Attention)."""
     if a.m.q_gate:
-        a.site.vector("gate", "BTNJ->BTNJ", ACT_FLOPS + 1, a.N * a.Hv, "BT", "N·J")
+        a.site.vector("gate", "BTNJ->BTNJ", ACT_FLOPS + 1, a.N * a.Hv, "BT", "N·J", split=Split.HEADS)
         return
     output_gate(a.site, a.N, a.Hv)
 
 
 def o_proj(a: Mla) -> None:
     a.site.linear("o_proj", "BTNJ,NJD->BTD", a.N * a.Hv, a.D, bias=a.site.spec.o_bias, pkey="attention.o",
-                  sym_in="N·J", sym_out="D")  # fmt: skip
+                  sym_in="N·J", sym_out="D", split=Split.ROW)  # fmt: skip
 
 
 def sinks(a: Mla) -> None:
     """Learned per-head sink logits (HY-V4's MLA, as gpt-oss's attention)."""
     if a.site.spec.attn_sinks:
         N = a.N
-        a.site.op("sinks", "vector", "N", sizes=dict(N=N), params=[("attention.sinks", N)], weight=[(N, "1", "N")])
+        a.site.op(
+            "sinks",
+            "vector",
+            "N",
+            sizes=dict(N=N),
+            params=[("attention.sinks", N)],
+            weight=[(N, "1", "N")],
+            split=Split.HEADS,
+        )
 
 
 STEPS: tuple[Step, ...] = (q_path, kv_latent, rotary, indexer, core, sinks, gate, o_proj)

@@ -7,6 +7,7 @@ from dataclasses import replace
 from llmath.model.spec import ModelSpec, MoESpec
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROUTER_FLOPS, Builder, Op, Site, Term
 from llmath.ops.ffn import ffn_block
+from llmath.ops.split import Split
 
 
 def _moe(spec: ModelSpec) -> MoESpec:
@@ -24,14 +25,14 @@ def router(site: Site, pkey: str = "moe.router") -> None:
     if m.router_mlp and pkey == "moe.router":
         E = router_mlp(site)
     else:
-        site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey=pkey, sym_out="E")
+        site.linear("router", "BTD,DE->BTE", D, E, bias=m.router_bias, pkey=pkey, sym_out="E", split=Split.REPLICATED)
     if (
         m.router_score_bias and pkey == "moe.router"
     ):  # ERNIE-4.5 adds a learned per-expert bias to the scores before top-k
         site.op("score_bias", "vector", "BTE->BTE", sizes=dict(E=E), params=[("moe.router.score_bias", E)],
-                vflops=[(E, "BT", "E")], weight=[(E, "1", "E")])  # fmt: skip
+                vflops=[(E, "BT", "E")], weight=[(E, "1", "E")], split=Split.REPLICATED)  # fmt: skip
     site.op("topk", "vector", "BTE->BTk", sizes=dict(E=E), vflops=[(ROUTER_FLOPS * E, "BT", "5·E")],
-            act_in=[(E, "BT", "E")], act_out=[(2 * k, "BT", "2·k")])  # fmt: skip
+            act_in=[(E, "BT", "E")], act_out=[(2 * k, "BT", "2·k")], split=Split.REPLICATED)  # fmt: skip
 
 
 def router_mlp(site: Site) -> int:
@@ -42,14 +43,24 @@ def router_mlp(site: Site) -> int:
     m, D = _moe(site.spec), site.spec.d_model
     R, E = m.router_mlp, m.n_experts + 1
     sizes = dict(D=D, R=R, E=E)
-    site.linear("router_down", "BTD,DR->BTR", D, R, bias=True, pkey="moe.router.down", sym_out="R", sizes=sizes)
-    site.norm("router_norm", R, pkey="norm.router", sym="R")
+    site.linear(
+        "router_down",
+        "BTD,DR->BTR",
+        D,
+        R,
+        bias=True,
+        pkey="moe.router.down",
+        sym_out="R",
+        sizes=sizes,
+        split=Split.REPLICATED,
+    )
+    site.norm("router_norm", R, pkey="norm.router", sym="R", split=Split.REPLICATED)
     for fc in ("fc1", "fc2"):
         site.linear(f"router_{fc}", "BTR,RS->BTS", R, R, bias=True, pkey=f"moe.router.{fc}", sym_in="R",
-                    sym_out="R", sizes=sizes)  # fmt: skip
-        site.vector(f"router_{fc}_gelu", "BTR->BTR", ACT_FLOPS, R, "BT", "R", sizes=sizes)
+                    sym_out="R", sizes=sizes, split=Split.REPLICATED)  # fmt: skip
+        site.vector(f"router_{fc}_gelu", "BTR->BTR", ACT_FLOPS, R, "BT", "R", sizes=sizes, split=Split.REPLICATED)
     site.linear("router_out", "BTR,RE->BTE", R, E, bias=False, pkey="moe.router.out", sym_in="R", sym_out="(E+1)",
-                sizes=sizes)  # fmt: skip
+                sizes=sizes, split=Split.REPLICATED)  # fmt: skip
     return E
 
 
@@ -63,7 +74,7 @@ def router_state_carry(b: Builder) -> None:
     R = m.router_mlp
     b.add("moe.router_state", "moe", "vector", "BTR,R->BTR", dict(R=R), n, [("moe.router.state_scale", R)],
           vflops=[(2 * R, "BT", "2·R")], weight=[(R, "1", "R")], act_in=[(2 * R, "BT", "2·R")],
-          act_out=[(R, "BT", "R")])  # fmt: skip
+          act_out=[(R, "BT", "R")], split=Split.REPLICATED)  # fmt: skip
 
 
 _ZERO_KEYS = (".gate.weight", ".up.weight")  # LongCat-Flash allocates these for its zero experts too
@@ -93,7 +104,7 @@ def routed_experts(site: Site) -> None:
     before = len(b.ops)
     ffn_block(b, m.d_ff_expert, site.count, site.lk, "moe.experts", "moe.experts", "moe", bias=m.expert_bias,
               weight_read=None if every else "U:moe", mult=E if every else k,
-              io=(m.latent, "L") if m.latent else None)  # fmt: skip
+              io=(m.latent, "L") if m.latent else None, experts=True)  # fmt: skip
     for i in range(before, len(b.ops)):
         op = b.ops[i]
         zero = m.zero_experts if b.attention == "eager" else 0  # transformers allocates them; vLLM does not
@@ -112,10 +123,11 @@ def latent_projection(site: Site, name: str) -> None:
         return
     L, sizes = m.latent, dict(D=D, L=m.latent)
     if name == "latent_in":
-        site.linear(name, "BTD,DL->BTL", D, L, bias=site.spec.ffn_bias, pkey="moe.latent.in", sym_out="L", sizes=sizes)
+        site.linear(name, "BTD,DL->BTL", D, L, bias=site.spec.ffn_bias, pkey="moe.latent.in", sym_out="L", sizes=sizes,
+                    split=Split.REPLICATED)  # fmt: skip
     else:
         site.linear(name, "BTL,LD->BTD", L, D, bias=site.spec.ffn_bias, pkey="moe.latent.out", sym_in="L",
-                    sizes=sizes)  # fmt: skip
+                    sizes=sizes, split=Split.REPLICATED)  # fmt: skip
 
 
 def shared_experts(site: Site) -> None:
@@ -128,7 +140,7 @@ def shared_experts(site: Site) -> None:
     )
     if m.shared_gate:
         site.linear("shared_gate", "BTD,D1->BT1", D, 1, bias=False, pkey="moe.shared_gate", sizes=dict(D=D),
-                    sym_out="1")  # fmt: skip
+                    sym_out="1", split=Split.REPLICATED)  # fmt: skip
 
 
 def output_norm(site: Site) -> None:
@@ -138,7 +150,17 @@ def output_norm(site: Site) -> None:
     if m.output_norm:
         site.norm("output_norm", D, pkey="norm.layers")
     if m.output_bias:
-        site.vector("output_bias", "BTD->BTD", 1, D, "BT", "D", params=[("moe.bias", D)], weight=[(D, "1", "D")])
+        site.vector(
+            "output_bias",
+            "BTD->BTD",
+            1,
+            D,
+            "BT",
+            "D",
+            params=[("moe.bias", D)],
+            weight=[(D, "1", "D")],
+            split=Split.REPLICATED,
+        )
 
 
 def as_experts(op: Op, m: MoESpec, per_expert: int) -> Op:
@@ -166,11 +188,11 @@ def moe_beside_ffn(b: Builder, count: int, lk: str) -> None:
     site = Site(b, count, lk, "moe", "moe", dict(D=D, E=E))
     site.norm("ffn_out_norm", D, pkey="norm.layers")
     site.vector("router_scale", "BTD->BTD", 2 + NORM_FLOPS[s.norm], D, "BT", "D", params=[("moe.router.scale", D)],
-                weight=[(D, "1", "D")])  # fmt: skip
+                weight=[(D, "1", "D")], split=Split.REPLICATED)  # fmt: skip
     router(site)
     site.op("expert_scale", "vector", "E", sizes=dict(E=E), params=[("moe.router.expert_scale", E)],
-            vflops=[(_moe(s).top_k, "BT", "k")], weight=[(E, "1", "E")])  # fmt: skip
+            vflops=[(_moe(s).top_k, "BT", "k")], weight=[(E, "1", "E")], split=Split.REPLICATED)  # fmt: skip
     site.norm("in_norm", D, pkey="norm.layers")
     routed_experts(site)
     site.norm("out_norm", D, pkey="norm.layers")
-    site.vector("sum", "BTD,BTD->BTD", 1, D, "BT", "D")
+    site.vector("sum", "BTD,BTD->BTD", 1, D, "BT", "D", split=Split.REPLICATED)

@@ -21,6 +21,7 @@ cache's other tensors). The hashing is integer arithmetic: no FLOPs are counted 
 from __future__ import annotations
 
 from llmath.ops.core import ACT_FLOPS, Builder, Site
+from llmath.ops.split import Split
 
 
 def ngram_tables(b: Builder) -> None:
@@ -32,7 +33,14 @@ def ngram_tables(b: Builder) -> None:
     width = g.embed_dim // g.heads
     rows = sum(g.table_rows(i) for i in range(n_ple))
     b.add(
-        "ple.ngram_tables", "embedding", "memory", "RW", dict(R=rows, W=width), 1, [("embedding.ngram", rows * width)]
+        "ple.ngram_tables",
+        "embedding",
+        "memory",
+        "RW",
+        dict(R=rows, W=width),
+        1,
+        [("embedding.ngram", rows * width)],
+        split=Split.EMBEDDING_COLUMNS,
     )
 
 
@@ -43,11 +51,11 @@ def ple_block(b: Builder, count: int, lk: str) -> None:
         raise AssertionError(s.name)
     E, S, D, N, k = g.embed_dim, h.streams, s.d_model, g.ngram_size, g.conv_kernel
     SD, decode = S * D, b.stage == "decode"
-    site = Site(b, count, lk, "ple", "ple", dict(E=E, S=S, D=D))
+    site = Site(b, count, lk, "ple", "ple", dict(E=E, S=S, D=D), Split.REPLICATED)
     ids = [(N - 1, "B", "N−1")]
     site.op(
         "lookup", "memory", "BT,RW->BTE", component="embedding", weight=[(E, "BT", "E")], act_out=[(E, "BT", "E")],
-        kv_write=ids, kv_read=ids if decode else [],
+        kv_write=ids, kv_read=ids if decode else [], split=Split.EMBEDDING_COLUMNS
     )  # fmt: skip
     site.linear("key_proj", "BTE,ESD->BTSD", E, SD, bias=False, pkey="ple.key", sym_in="E", sym_out="S·D")
     site.linear("value_proj", "BTE,ED->BTD", E, D, bias=False, pkey="ple.value", sym_in="E", sym_out="D")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, Builder, Site
 from llmath.ops.ffn import residual
+from llmath.ops.split import Split
 
 
 def per_layer_inputs(b: Builder) -> None:
@@ -21,7 +22,7 @@ def per_layer_inputs(b: Builder) -> None:
     if not P:
         return
     LP = L * P
-    site = Site(b, 1, "", "per_layer", "per_layer", dict(U=U, L=L, P=P, D=D))
+    site = Site(b, 1, "", "per_layer", "per_layer", dict(U=U, L=L, P=P, D=D), Split.REPLICATED)
     site.op(
         "tokens", "memory", "BT,ULP->BTLP", component="embedding", params=[("embedding.per_layer", U * LP)],
         weight=[(LP, "BT", "L·P")], act_out=[(LP, "BT", "L·P")],
@@ -43,7 +44,7 @@ def per_layer_block(b: Builder, count: int, lk: str) -> None:
     P, D = s.per_layer_width, s.d_model
     if not P:
         return
-    site = Site(b, count, lk, "per_layer", "per_layer", dict(D=D, P=P))
+    site = Site(b, count, lk, "per_layer", "per_layer", dict(D=D, P=P), Split.REPLICATED)
     site.linear("input_gate", "BTD,DP->BTP", D, P, bias=False, pkey="per_layer.input_gate", sym_out="P")
     site.vector("act_mul", "BTP,BTP->BTP", ACT_FLOPS + 1, P, "BT", "P")
     site.linear("projection", "BTP,PD->BTD", P, D, bias=False, pkey="per_layer.projection", sym_in="P")

@@ -36,8 +36,12 @@ from llmath.ops.attention import Attn, attention_block, cache_append, eager_prod
 from llmath.ops.core import Builder, Op, Site, Term, Window
 from llmath.ops.embed import embedding, lm_head
 from llmath.ops.ffn import ffn_block, residual
+from llmath.ops.split import Split
 
 ROW_MONOS = ("BT", "BL", "XE")  # terms per query row (with "E:" score entries and "P:" pairs)
+
+
+CROSS_SPLITS = {"q": Split.COLUMN, "k": Split.KV_HEADS, "v": Split.KV_HEADS, "o": Split.ROW}
 
 
 def streams(b: Builder) -> tuple[int, int]:
@@ -96,6 +100,7 @@ def _inputs(b: Builder, m: int) -> None:
         "decoder.embed.streams", "embedding", "vector", "BT,GD,PD->BGTD", dict(G=n, P=s.max_positions or 0, D=D), 1,
         [("embedding.ngram", n * D)], vflops=[(m * D, "BT", _times(m, "D"))],
         weight=[(D, "BT", "D"), (m * D, "1", _times(m, "D"))], act_out=[(m * D, "BT", _times(m, "D"))],
+        split=Split.REPLICATED
     )  # fmt: skip
     b.ops.append(rows_times(norm, 1 + m))
 
@@ -133,16 +138,26 @@ def _relative_bias(b: Builder, a: Attn, m: int) -> None:
     U = p.buckets if p is not None else 0
     first = len(b.ops)
     a.site.linear("relative_proj", "BTD,DUN->BTUN", a.D, U * a.N, bias=True, pkey="attention.relative",
-                  sizes=dict(D=a.D, U=U, N=a.N), sym_out="U·N")  # fmt: skip
+                  sizes=dict(D=a.D, U=U, N=a.N), sym_out="U·N", split=Split.COLUMN)  # fmt: skip
     _scale_from(b, first, 1 + m)
     eager = b.attention == "eager"
     k = "E" if eager else "P"
     entries = [(a.N * (1 + m), f"{k}:full", f"{1 + m}·N"), (a.N * m, f"{k}:1", _times(m, "N"))]
     if eager:  # transformers gathers the bias into a tensor of the scores' shape, then adds it
-        a.site.op("relative_bias", "vector", "BNTS->BNTS", vflops=entries, act_in=entries, act_out=entries)
+        a.site.op(
+            "relative_bias", "vector", "BNTS->BNTS", vflops=entries, act_in=entries, act_out=entries, split=Split.HEADS
+        )
     else:  # fused into the attention kernel: it reads each row's U·N projected values, writes nothing
         rows = [(U * a.N * (1 + m), "BT", f"{1 + m}·U·N")]
-        a.site.op("relative_bias", "vector", "BNTS->BNTS", sizes=dict(U=U, N=a.N), vflops=entries, act_in=rows)
+        a.site.op(
+            "relative_bias",
+            "vector",
+            "BNTS->BNTS",
+            sizes=dict(U=U, N=a.N),
+            vflops=entries,
+            act_in=rows,
+            split=Split.HEADS,
+        )
 
 
 def _times(k: int, sym: str) -> str:
@@ -180,10 +195,10 @@ def _cross_attention(b: Builder, lk: str) -> None:
         attention_block(b, None, L, lk, prefix="decoder.cross_attn", cross=True)
         residual(b, "decoder.residual.cross_attn", L, lk)
     elif s.prophet is not None and s.prophet.cross_weights:
-        for w in ("q", "k", "v", "o"):  # weights only: named as their namesakes shard
+        for w, split in CROSS_SPLITS.items():  # weights only: split as their namesakes
             params = [(f"attention.cross.{w}.weight", D * D), (f"attention.cross.{w}.bias", D)]
             b.add(f"decoder.cross_attn.{w}_proj", "attention", "memory", "skipped (no encoder)", dict(D=D), L,
-                  params, lk)  # fmt: skip
+                  params, lk, split)  # fmt: skip
         b.add("decoder.cross_attn.norm", "norm", "memory", "skipped (no encoder)", dict(D=D), L,
               [("norm.layers", 2 * D)], lk)  # fmt: skip
 

@@ -25,6 +25,7 @@ as transformers does.
 from __future__ import annotations
 
 from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, Site, Window
+from llmath.ops.split import Split
 
 
 def indexer(site: Site, K: str, E: str) -> None:
@@ -39,18 +40,26 @@ def indexer(site: Site, K: str, E: str) -> None:
     sizes = dict(site.sizes, I=I, X=X, c=c)
     z = f"Z:{c}"
     site.linear("indexer.q_proj", "BTD,DIX->BTIX", D, I * X, bias=False, pkey="attention.indexer.q", sizes=sizes,
-                sym_out="I·X")  # fmt: skip
+                sym_out="I·X", split=Split.REPLICATED)  # fmt: skip
     site.linear("indexer.k_proj", "BTD,DX->BTX", D, X, bias=False, pkey="attention.indexer.k", sizes=sizes,
-                sym_out="X", out="kv_write")  # fmt: skip
+                sym_out="X", out="kv_write", split=Split.REPLICATED)  # fmt: skip
     rms = NORM_FLOPS["rms"]
     site.op(
         "indexer.q_norm_rotary", "vector", "BTIX->BTIX", sizes=sizes, component="norm",
         params=[("norm.indexer.q", X)], vflops=[(rms * I * X + ROTARY_FLOPS * I * R, "BT", f"{rms}·I·X + 3·I·R")],
-        weight=[(X, "1", "X")], act_in=[(I * X, "BT", "I·X")], act_out=[(I * X, "BT", "I·X")],
+        weight=[(X, "1", "X")], act_in=[(I * X, "BT", "I·X")], act_out=[(I * X, "BT", "I·X")], split=Split.REPLICATED
     )  # fmt: skip
     if b.attention == "eager":
         moved = [(X, K, "X"), (-X, "BT", "X")]  # DynamicCache appends the indexer keys by concatenation
-        site.op("indexer.cache_append", "memory", "BSX,BTX->B(S+T)X", sizes=sizes, kv_read=moved, kv_write=moved)
+        site.op(
+            "indexer.cache_append",
+            "memory",
+            "BSX,BTX->B(S+T)X",
+            sizes=sizes,
+            kv_read=moved,
+            kv_write=moved,
+            split=Split.REPLICATED,
+        )
     per = (c + rms) * X + ROTARY_FLOPS * R
     # eager: per query and complete block, gather c keys, mean, RMSNorm, rotary at the block start; flash:
     # each complete block once per pass
@@ -58,16 +67,16 @@ def indexer(site: Site, K: str, E: str) -> None:
     site.op(
         "indexer.pool", "vector", "BScX->BZX", sizes=sizes, component="norm", params=[("norm.indexer.k", X)],
         vflops=[(per, pooled, f"({c}+{rms})·X + 3·R")], weight=[(X, "1", "X")],
-        kv_read=[(c * X, pooled, "c·X")], act_out=[(X, pooled, "X")],
+        kv_read=[(c * X, pooled, "c·X")], act_out=[(X, pooled, "X")], split=Split.REPLICATED
     )  # fmt: skip
     site.op(
         "indexer.scores", "matmul", "BTIX,BTZX->BTZ", sizes=sizes, flops=[(2 * I * X, z, "2·I·X")],
         vflops=[(2 * I + ROUTER_FLOPS, z, "2·I + 5")], act_in=[(I * X, "BT", "I·X"), (X, z, "X")],
-        act_out=[(1, z, "1")],
+        act_out=[(1, z, "1")], split=Split.REPLICATED
     )  # fmt: skip
     if b.attention == "eager":  # the selection mask laid over the causal mask, one element per score
         site.op("indexer.mask", "vector", "BTS->BTS", sizes=sizes, vflops=[(1, E, "1")], act_in=[(1, E, "1")],
-                act_out=[(1, E, "1")])  # fmt: skip
+                act_out=[(1, E, "1")], split=Split.REPLICATED)  # fmt: skip
 
 
 def sparse_window(site: Site, win: Window) -> Window:

@@ -22,6 +22,7 @@ from llmath.model.spec import SharedBlockSpec
 from llmath.ops.attention import Attn, execution, kv_proj, o_proj, q_proj, rotary
 from llmath.ops.core import Builder, Op, Site, Window
 from llmath.ops.ffn import ffn_block
+from llmath.ops.split import Split
 
 
 def _sb(b: Builder) -> SharedBlockSpec:
@@ -36,16 +37,23 @@ def _adapter(site: Site, name: str, din: int, dout: int, sin: str, sout: str) ->
     weights are the hybrid layer's own (``<component>.adapters.<name>``)."""
     r, pk = _sb(site.b).adapter_rank, f"{site.component}.adapters.{name}"
     site.linear(f"{name}_adapter.down", f"BT{sin},{sin}r->BTr", din, r, bias=False, pkey=f"{pk}.down",
-                sym_in=sin, sym_out="r", sizes=dict(r=r, **{sin: din}))  # fmt: skip
+                sym_in=sin, sym_out="r", sizes=dict(r=r, **{sin: din}), split=Split.COLUMN)  # fmt: skip
     site.linear(f"{name}_adapter.up", f"BTr,r{sout}->BT{sout}", r, dout, bias=False, pkey=f"{pk}.up",
-                sym_in="r", sym_out=sout, sizes=dict(r=r, **{sout: dout}))  # fmt: skip
+                sym_in="r", sym_out=sout, sizes=dict(r=r, **{sout: dout}), split=Split.COLUMN)  # fmt: skip
 
 
 def _attention(b: Builder, count: int, lk: str) -> None:
     s, sb = b.spec, _sb(b)
     W, N, K, H = sb.d_in, s.n_heads, s.n_kv_heads, s.head_dim
     site = Site(b, count, lk, "shared.attn", "attention", dict(W=W, D=s.d_model, N=N, K=K, G=s.group_size, H=H))
-    site.op("concat", "memory", "BTD,BTD->BTW", act_in=[(2 * s.d_model, "BT", "2·D")], act_out=[(W, "BT", "W")])
+    site.op(
+        "concat",
+        "memory",
+        "BTD,BTD->BTW",
+        act_in=[(2 * s.d_model, "BT", "2·D")],
+        act_out=[(W, "BT", "W")],
+        split=Split.REPLICATED,
+    )
     b.norm("shared.norm.attn_in", W, count=count, pkey="norm.shared", layer_kind=lk, sym="W")
     a = Attn(site, Window.of(None), False, "attention.shared", W, N, K, s.group_size, H)
     q_proj(a)
@@ -78,7 +86,9 @@ def _own_weights(b: Builder, before: int, sets: int) -> None:
             held.setdefault(op.component, []).extend(own)
             b.ops[i] = replace(op, params=tuple(p for p in op.params if p not in own))
     for component, params in held.items():
-        b.ops.append(Op(f"shared.{component}.weights", component, "memory", "", (), sets, tuple(params)))
+        b.ops.append(
+            Op(f"shared.{component}.weights", component, "memory", "", (), sets, tuple(params), split=Split.HELD)
+        )
 
 
 def shared_block(b: Builder, count: int, lk: str) -> None:
@@ -90,6 +100,6 @@ def shared_block(b: Builder, count: int, lk: str) -> None:
     _mlp(b, count, lk)
     _own_weights(b, before, min(_sb(b).n_blocks, count))
     site = Site(b, count, lk, "shared", "ffn", dict(D=D))
-    site.linear("linear", "BTD,DE->BTE", D, D, bias=False, pkey="shared.linear", sym_out="D")
+    site.linear("linear", "BTD,DE->BTE", D, D, bias=False, pkey="shared.linear", sym_out="D", split=Split.REPLICATED)
     site.op("add", "vector", "BTD,BTD->BTD", vflops=[(D, "BT", "D")], act_in=[(2 * D, "BT", "2·D")],
-            act_out=[(D, "BT", "D")])  # fmt: skip
+            act_out=[(D, "BT", "D")], split=Split.REPLICATED)  # fmt: skip

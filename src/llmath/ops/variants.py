@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from llmath.model.spec import ModelSpec
 from llmath.ops.core import NORM_FLOPS, Builder, Site
+from llmath.ops.split import Split
 
 if TYPE_CHECKING:  # pragma: no cover
     from llmath.ops.attention import Attn
@@ -61,14 +62,14 @@ def diff_eager(a: Attn) -> None:
     twice over the full T × visible-keys rectangle (each written and read)."""
     N, K, H, keys, e = a.N, a.K, a.H, a.win.K, a.win.E
     a.site.op("repeat_kv", "memory", "BSKH->2·BSNH", kv_read=[(2 * K * H, keys, "2·K·H")],
-              act_out=[(4 * N * H, keys, "2 calls·2·N·H")])  # fmt: skip
+              act_out=[(4 * N * H, keys, "2 calls·2·N·H")], split=Split.HEADS)  # fmt: skip
     a.site.op("scores", "matmul", "BTNH,BSNH->BNTS", flops=[(4 * N * H, e, "2 calls·2·N·H")],
               act_in=[(2 * N * H, "BT", "2·N·H")] + [(2 * N * H, keys, "2·N·H")],
-              act_out=[(2 * N, e, "2·N")])  # fmt: skip
-    a.site.vector("softmax", "BNTS->BNTS", a.softmax_flops, 2 * N, e, "2·N")
+              act_out=[(2 * N, e, "2·N")], split=Split.HEADS)  # fmt: skip
+    a.site.vector("softmax", "BNTS->BNTS", a.softmax_flops, 2 * N, e, "2·N", split=Split.HEADS)
     a.site.op("context", "matmul", "BNTS,BSNH->BTNH", flops=[(4 * N * H, e, "2 calls·2·N·H")],
               act_in=[(2 * N, e, "2·N")] + [(2 * N * H, keys, "2·N·H")],
-              act_out=[(2 * N * H, "BT", "2·N·H")])  # fmt: skip
+              act_out=[(2 * N * H, "BT", "2·N·H")], split=Split.HEADS)  # fmt: skip
     _diff_combine(a)
 
 
@@ -80,7 +81,7 @@ def diff_flash(a: Attn) -> None:
         flops=[(6 * N * H, win.P, "2·N·H + 2·N·2H")],
         vflops=[(a.softmax_flops * N, win.P, f"{a.softmax_flops}·N")],
         act_in=[(N * H, "BT", "N·H")], kv_read=[(2 * a.K * H, win.K, "2·K·H")],
-        act_out=[(2 * N * H, "BT", "2·N·H")],
+        act_out=[(2 * N * H, "BT", "2·N·H")], split=Split.HEADS
     )  # fmt: skip
     _diff_combine(a)
 
