@@ -168,3 +168,6 @@ def test_item_breaks_fill_lines_and_keep_parentheses():
     pieces = [line[a:b].rstrip() for a, b in zip([0, *cuts], [*cuts, len(line)], strict=True)]
     assert pieces == ["formats: a bf16 (2 B/el; default),", "b fp8 (1 B/el; default);", "KV bf16 (default)"]
     assert item_breaks("short, line", 40) == []
+    # an indented line keeps its indent on continuations: "  where k=1," is 12 of 14 columns; "    m=2, n=3"
+    # (its own 2 spaces + 2) is 12 again, so one break, after the ", " that ends at offset 13
+    assert item_breaks("  where k=1, m=2, n=3", 14) == [13]

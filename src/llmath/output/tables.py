@@ -31,12 +31,13 @@ def terminal_width() -> int:
 #: Where a line of text may break on a terminal, the first tried first: between the items of a list, never inside
 #: an item ("TTFT 13.533 ms", "embedding bf16 (2 B/el; default)"), and only outside parentheses.
 ITEM_SEPARATORS = (" | ", "; ", ", ", " + ", " = ")
-#: A line continued on the next one starts with this indent.
+#: A line continued on the next one starts with this indent (beyond the line's own).
 CONTINUATION = "  "
 
 
 def item_breaks(line: str, width: int) -> list[int]:
-    """Offsets at which to break ``line`` so that each piece (continuations indented) fits ``width``.
+    """Offsets at which to break ``line`` so that each piece (continuations indented: :func:`continuation`)
+    fits ``width``.
 
     A piece ends just after a separator of :data:`ITEM_SEPARATORS` outside parentheses, as late as still fits;
     an item too long for the width breaks at a separator inside its parentheses, else is left whole (the
@@ -52,8 +53,13 @@ def item_breaks(line: str, width: int) -> list[int]:
         if end is None:
             break
         breaks.append(end)
-        start, room = end, width - len(CONTINUATION)
+        start, room = end, width - len(continuation(line))
     return breaks
+
+
+def continuation(line: str) -> str:
+    """The indent of ``line``'s continuations: its own leading spaces and :data:`CONTINUATION`."""
+    return line[: len(line) - len(line.lstrip(" "))] + CONTINUATION
 
 
 def _separator_ends(line: str, nested: bool) -> list[int]:
@@ -96,7 +102,7 @@ def _broken(text, width: int):
         parts = line.divide(item_breaks(line.plain, width))
         for i, part in enumerate(parts):
             part.rstrip()
-            pieces.append(Text(CONTINUATION) + part if i else part)
+            pieces.append(Text(continuation(line.plain)) + part if i else part)
     return Text("\n").join(pieces)
 
 
