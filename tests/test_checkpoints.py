@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import StandInHub, registry_config
+from helpers import StandInHub, registry_config, write_llama_gguf
 
 from llmath import analyze
 from llmath.errors import ConfigError, HubError, SpecError, UnknownNameError
@@ -353,20 +353,10 @@ def test_not_a_gguf_is_one_line(tmp_path):
 
 
 def _write_bad_gguf(path: Path, drop: str | None = None, **sizes: int) -> None:
-    """A one-tensor llama header with llama.cpp's size keys (gguf-py's writer), one left out or changed."""
-    import gguf
-
+    """A one-tensor llama header with llama.cpp's size keys, one left out or changed."""
     keys = {"block_count": 2, "embedding_length": 64, "feed_forward_length": 128, "attention.head_count": 4}
     keys |= {"attention.head_count_kv": 2, "context_length": 256} | {k.replace("__", "."): v for k, v in sizes.items()}
-    w = gguf.GGUFWriter(str(path), "llama")
-    for k, v in keys.items():
-        if k != drop:
-            w.add_uint32(f"llama.{k}", v)
-    w.add_tensor("token_embd.weight", np.zeros((8, 64), np.float16))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_llama_gguf(path, {k: v for k, v in keys.items() if k != drop})
 
 
 @pytest.mark.parametrize(
