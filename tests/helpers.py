@@ -262,3 +262,19 @@ class StandInHub:
                 pass
 
         return Handler
+
+
+def write_llama_gguf(path, keys: dict[str, int]) -> None:
+    """A GGUF llama header (gguf-py's writer) with ``llama.<key>`` = value as uint32 for each of ``keys`` and one
+    fp16 tensor, ``token_embd.weight`` (8 × 64)."""
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    for k, v in keys.items():
+        w.add_uint32(f"llama.{k}", v)
+    w.add_tensor("token_embd.weight", np.zeros((8, 64), np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()

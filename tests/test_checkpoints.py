@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import StandInHub, registry_config
+from helpers import StandInHub, registry_config, write_llama_gguf
 
 from llmath import analyze
-from llmath.errors import ConfigError, HubError, UnknownNameError
+from llmath.errors import ConfigError, HubError, SpecError, UnknownNameError
 from llmath.model import checkpoint, registry
 from llmath.model.quant import checkpoint_reading, module_of, read_quantization_config
 from llmath.ops.params import module_params, weight_bytes
@@ -350,6 +350,41 @@ def test_not_a_gguf_is_one_line(tmp_path):
     p.write_bytes(b"not gguf at all")
     with pytest.raises(ConfigError, match="not a readable GGUF file"):
         checkpoint.load(str(p))
+
+
+def _write_bad_gguf(path: Path, drop: str | None = None, **sizes: int) -> None:
+    """A one-tensor llama header with llama.cpp's size keys, one left out or changed."""
+    keys = {"block_count": 2, "embedding_length": 64, "feed_forward_length": 128, "attention.head_count": 4}
+    keys |= {"attention.head_count_kv": 2, "context_length": 256} | {k.replace("__", "."): v for k, v in sizes.items()}
+    write_llama_gguf(path, {k: v for k, v in keys.items() if k != drop})
+
+
+@pytest.mark.parametrize(
+    ("drop", "sizes", "named"),
+    [
+        ("block_count", {}, "'llama.block_count' is missing"),
+        ("embedding_length", {}, "'llama.embedding_length' is missing"),
+        ("attention.head_count", {}, "'llama.attention.head_count' is missing"),
+        ("feed_forward_length", {}, "'llama.feed_forward_length'"),
+        (None, {"block_count": 0}, "'llama.block_count'=0 must be a positive integer"),
+        (None, {"context_length": 0}, "'llama.context_length'=0"),
+        # 64 / 3 heads is no whole head size: the key that would give it is llama.attention.key_length
+        (None, {"attention__head_count": 3}, "no 'llama.attention.key_length' is given"),
+        # 4 query heads over 3 KV heads: no whole group
+        (None, {"attention__head_count_kv": 3}, "llama.attention.head_count=4 is not a multiple of"),
+    ],
+)
+def test_gguf_errors_name_gguf_keys(tmp_path, drop, sizes, named):
+    """A .gguf's bad or missing size is named by its GGUF key, not by the config.json field it becomes."""
+    pytest.importorskip("gguf")
+    path = tmp_path / "m.gguf"
+    _write_bad_gguf(path, drop, **sizes)
+    with pytest.raises((ConfigError, SpecError)) as e:
+        checkpoint.load(str(path))
+    msg = str(e.value)
+    assert named in msg, msg
+    hf_fields = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "head_dim")
+    assert not any(f in msg for f in (*hf_fields, "num_key_value_heads", "max_position_embeddings", "config"))
 
 
 # ---- hub ids not bundled: a loopback stand-in for the hub --------------------------------------------------

@@ -162,7 +162,10 @@ def test_bad_config_files(tmp_path, capsys):
 
 def test_context_beyond_positions_warns(capsys):
     code, _, err = run(capsys, "analyze", "gpt2", "--prompt", "1000", "--gen", "100")
-    assert code == 0 and "exceeds the model's max_position_embeddings=1024" in err
+    # prefill writes positions 0..999 and its first token; the 99 decode steps are at contexts 1000..1098,
+    # the last putting its new token at position 1098, past gpt2's table (1024 positions: 0..1023)
+    assert code == 0 and "position 1098 is past the model's position table (max_position_embeddings=1024" in err
+    assert "--context 1023" in err
 
 
 def test_each_workload_flag_changes_the_result(capsys):
@@ -244,7 +247,7 @@ def test_gen_one_and_context_warnings(capsys):
     code, _, err = run(capsys, "ops", "llama-7b", "--stage", "decode", "--context", "4096")
     assert code == 0 and "max_position_embeddings=2048" in err
     code, _, err = run(capsys, "estimates", "gpt2-xl", "--context", "4096", "--gen", "16")
-    assert code == 0 and "exceeds" in err
+    assert code == 0 and "is past the model's position table (max_position_embeddings=1024" in err
 
 
 def test_seeds_is_a_hidden_alias_of_estimates(capsys):

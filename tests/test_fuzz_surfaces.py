@@ -10,7 +10,7 @@ import math
 import struct
 
 import pytest
-from helpers import run_cli
+from helpers import run_cli, write_llama_gguf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -190,21 +190,12 @@ def test_bad_sidecars(tmp_path_factory, capsys, where, value, field):
     cut=st.one_of(st.none(), st.integers(0, 400)),
 )  # fmt: skip
 def test_gguf_headers(tmp_path_factory, capsys, key, value, cut):
-    gguf = pytest.importorskip("gguf")
-    import numpy as np
-
+    pytest.importorskip("gguf")
     path = tmp_path_factory.mktemp("gguf") / "m.gguf"
-    w = gguf.GGUFWriter(str(path), "llama")
     sizes = {"block_count": 2, "embedding_length": 64, "feed_forward_length": 128, "attention.head_count": 4,
              "attention.head_count_kv": 2, "context_length": 256}  # fmt: skip
     sizes[key] = value
-    for k, v in sizes.items():
-        w.add_uint32(f"llama.{k}", v)
-    w.add_tensor("token_embd.weight", np.zeros((8, 64), np.float16))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_llama_gguf(path, sizes)
     if cut is not None:
         path.write_bytes(path.read_bytes()[:cut])
     one_line_cli(capsys, "params", str(path), "--json")

@@ -119,3 +119,55 @@ def test_piped_output_keeps_every_column():
     )
     assert "left out" not in res.stdout
     assert "vector FLOPs" in res.stdout and "KV read" in res.stdout
+
+
+# A list's items are separated by these (outside or inside parentheses); a line may break only just after one.
+SEPARATOR = re.compile(r" \| |; |, | \+ | = ")
+BOX = tuple("│┃┏┡└┌├╭╰")
+
+
+def piped(args: list[str]) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    res = subprocess.run([sys.executable, "-m", "llmath", *args], capture_output=True, text=True, env=env, check=True)
+    return res.stdout
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "llama-3-8b", "-H", "h100-sxm"],
+        ["analyze", "llama-3-8b", "-H", "h100-sxm", "-c", "64"],
+        ["plan", "llama-3-8b", "-H", "h100-sxm", "--gpus", "8"],
+    ],
+    ids=["analyze", "serving", "plan"],
+)
+def test_text_lines_break_between_items(args, width):
+    """Every line of the whole output fits; a text line too long breaks only between items, so each item of
+    the one-line-per-item piped output is found whole on one line of the terminal's."""
+    text = run_in_pty(args, width)
+    assert_fits(text, width)
+    shown = [line.strip() for line in text.splitlines()]
+    for line in piped(args).splitlines():
+        if line.startswith(BOX) or "configurations in" in line:  # tables; the search's own run time
+            continue
+        for item in SEPARATOR.split(line.strip()):
+            if len(item) <= width - 2:
+                assert any(item in s for s in shown), f"{item!r} split over lines at {width} columns"
+    if width == 80:  # the lines this is about did not fit 80 columns whole
+        assert max(len(line) for line in piped(args).splitlines() if not line.startswith(BOX)) > 80
+
+
+def test_item_breaks_fill_lines_and_keep_parentheses():
+    from llmath.output.tables import item_breaks
+
+    line = "formats: a bf16 (2 B/el; default), b fp8 (1 B/el; default); KV bf16 (default)"
+    # 40 columns: "formats: a bf16 (2 B/el; default)," is 34 long and the next item would make it 59, so it breaks
+    # there (not inside "(2 B/el; default)"); the continuation has 38: 2 + 24 fits, 2 + 24 + 18 = 44 does not
+    cuts = item_breaks(line, 40)
+    pieces = [line[a:b].rstrip() for a, b in zip([0, *cuts], [*cuts, len(line)], strict=True)]
+    assert pieces == ["formats: a bf16 (2 B/el; default),", "b fp8 (1 B/el; default);", "KV bf16 (default)"]
+    assert item_breaks("short, line", 40) == []
+    # an indented line keeps its indent on continuations: "  where k=1," is 12 of 14 columns; "    m=2, n=3"
+    # (its own 2 spaces + 2) is 12 again, so one break, after the ", " that ends at offset 13
+    assert item_breaks("  where k=1, m=2, n=3", 14) == [13]

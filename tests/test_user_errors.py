@@ -57,7 +57,20 @@ def test_context_note_follows_the_position_convention():
     assert spec.max_positions == 4096
     assert context_message(spec, 4096) is None  # prompt 4096, gen 1 or a step at context 4095: positions 0..4095
     msg = context_message(spec, 4097)  # a step at context 4096 needs position 4096
-    assert msg is not None and "decode step at context 4096" in msg and "positions 0 to 4095" in msg
+    assert msg is not None and "position 4096 is past" in msg and "positions 0 to 4095" in msg
+    assert "4097" not in msg  # the position that does not fit, not a count of positions
+    assert "--context 4095" in msg  # the last step whose new token (position 4095) is in the table
+
+
+def test_context_4096_cli_names_the_position_and_the_context_that_fits(capsys):
+    from llmath.cli import main
+
+    # llama-2-7b: max_position_embeddings 4096 (positions 0..4095); a step at context 4096 writes position 4096
+    assert main(["ops", "llama-2-7b", "--stage", "decode", "--context", "4096"]) in (0, None)
+    err = capsys.readouterr().err
+    assert "position 4096 is past" in err and "--context 4095" in err and "4097" not in err
+    assert main(["ops", "llama-2-7b", "--stage", "decode", "--context", "4095"]) in (0, None)
+    assert "position table" not in capsys.readouterr().err
 
 
 def _gguf(fields: list[tuple[str, int, bytes]]) -> bytes:

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from llmath.errors import ConfigError
+from llmath.errors import ConfigError, SpecError
 from llmath.model import formats as fmt
 from llmath.model.config_check import file_kind, local_paths, parse_json
 from llmath.model.dtypes import MODULES, Precision
@@ -169,12 +169,16 @@ def load_dir(d: Path, name: str | None = None, source: str | None = None) -> Che
 
 
 def load_gguf(path: Path) -> Checkpoint:
-    from llmath.model.gguf import file_type_name, gguf_type_format, module_summary, read_gguf
+    from llmath.model.gguf import file_type_name, gguf_type_format, in_gguf_terms, module_summary, read_gguf
     from llmath.model.hf import spec_from_config
 
     cfg, tensors = read_gguf(path)
     ftype = cfg.pop("_gguf_file_type", None)
-    spec = spec_from_config(cfg, name=path.stem, source=str(path))
+    arch = cfg.pop("_gguf_architecture")
+    try:
+        spec = spec_from_config(cfg, name=path.stem, source=str(path))
+    except (ConfigError, SpecError) as e:  # its rules speak of config fields: name the GGUF keys read
+        raise type(e)(in_gguf_terms(str(e), arch)) from None
     total, dominant, _ = module_summary(tensors)
     meas = {m: b for m, b in total.items() if m in MODULES}
     mods = {m: gguf_type_format(t) for m, t in dominant.items() if m in MODULES}

@@ -135,7 +135,28 @@ def read_gguf(path: str | Path) -> tuple[dict[str, Any], list[tuple[str, str, in
     ftype = fields.get("general.file_type")
     if ftype is not None:
         cfg["_gguf_file_type"] = int(ftype.contents())
+    cfg["_gguf_architecture"] = arch
     return cfg, tensors
+
+
+#: The spec's own names of sizes read from GGUF keys (``n_heads=4`` in a spec rule's message).
+SPEC_NAMES = {"n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "n_layers": "num_hidden_layers"}
+
+
+def in_gguf_terms(message: str, arch: str) -> str:
+    """An error about the config fields a GGUF header was read into, reworded with the GGUF keys they came
+    from: ``'num_hidden_layers' / 'n_layer' / …`` -> ``'llama.block_count'``, ``n_heads=3`` ->
+    ``llama.attention.head_count=3``, "the config" -> "the GGUF metadata"."""
+    keys = KEYS | {"num_experts": "expert_count", "vocab_size": "vocab_size"}
+
+    def quoted(m: re.Match) -> str:
+        first = m.group(1)
+        return f"'{arch}.{keys[first]}'" if first in keys else m.group(0)
+
+    message = re.sub(r"'(\w+)'(?: / '\w+')*", quoted, message)
+    for spec_name, key in SPEC_NAMES.items():
+        message = re.sub(rf"\b{spec_name}=", f"{arch}.{KEYS[key]}=", message)
+    return message.replace("to the config", "to the GGUF metadata")
 
 
 def file_type_name(code: int | None) -> str | None:

@@ -11,14 +11,17 @@ from llmath.model.spec import ModelSpec
 
 def context_message(spec: ModelSpec, end: int) -> str | None:
     """Why ``end`` positions (0 … end − 1) pass the trained table, or None. A decode step at context S attends
-    S + 1 positions (S cached and its own new token: README conventions), so context S = max_position_embeddings
-    is one past the last position."""
-    if not (spec.max_positions and end > spec.max_positions):
+    S + 1 positions (S cached and its own new token at position S: README conventions), so context S =
+    max_position_embeddings needs the position one past the table's last, and context S − 1 is the last step
+    that fits."""
+    top = spec.max_positions
+    if not (top and end > top):
         return None
     return (
-        f"{spec.name}: {end} positions (a decode step at context {end - 1} attends its {end - 1} cached positions"
-        f" + its new token): that exceeds the model's max_position_embeddings={spec.max_positions} (positions 0 to"
-        f" {spec.max_positions - 1}); the figures extrapolate the architecture past what it was trained for"
+        f"{spec.name}: position {end - 1} is past the model's position table (max_position_embeddings={top}:"
+        f" positions 0 to {top - 1}); a decode step at context S puts its new token at position S, so the last"
+        f" step that fits is --context {top - 1} (with --prompt P --gen G: P + G − 1 ≤ {top}); past it the"
+        " figures extrapolate the architecture beyond what it was trained for"
     )
 
 
