@@ -15,16 +15,41 @@ candidate deployment. A request computes about ``layers × stages × candidates`
 DeepSeek-V3 (61 layers, MoE: about 3·10^4); :func:`check_plan` refuses a larger request in one line, naming the
 count and how to shrink it (fewer GPUs, pinned degrees, fewer formats, no ``--disagg``), before any layout is
 built, so memory and minutes are never spent on it.
+
+A computation that is admitted can still be abandoned: a caller sets :data:`ABANDON` (context-local) to a
+check that says whether its client has gone; long searches call :func:`poll` between candidates, which runs
+that check at most every ``POLL_S`` seconds and raises :class:`~llmath.errors.Abandoned` when it says so.
 """
 
 from __future__ import annotations
 
-from llmath.errors import UsageError
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+
+from llmath.errors import Abandoned, UsageError
 from llmath.model.spec import ModelSpec
 
 MAX_LAYER_EVALUATIONS = 10**5
 STAGES = 2
 MAX_TP = 8  # the planner's TP stays within one scale-up box (deploy/plan.py)
+POLL_S = 0.05  # seconds between two runs of the abandon check
+ABANDON: ContextVar[Callable[[], bool] | None] = ContextVar("llmath_abandon", default=None)
+_LAST_POLL: ContextVar[float] = ContextVar("llmath_last_poll", default=0.0)
+
+
+def poll() -> None:
+    """Raise :class:`~llmath.errors.Abandoned` when the context's :data:`ABANDON` check says the caller has
+    gone (checked at most every ``POLL_S`` seconds; nothing when no check is set)."""
+    check = ABANDON.get()
+    if check is None:
+        return
+    now = time.monotonic()
+    if now - _LAST_POLL.get() < POLL_S:
+        return
+    _LAST_POLL.set(now)
+    if check():
+        raise Abandoned("the caller went away; the computation was abandoned")
 
 
 def _divisors(n: int) -> list[int]:
