@@ -177,3 +177,17 @@ def test_a_plan_whose_client_left_frees_its_worker(serve, monkeypatch):
     n = len(built)
     time.sleep(0.3)
     assert len(built) == n  # and the abandoned plan builds nothing more
+
+
+def test_repeated_plans_leave_the_search_caches_empty(serve):
+    from llmath.deploy.budget import search_caches
+
+    caches = search_caches()
+    names = {f.__qualname__ for f in caches}
+    assert {"rank_table", "rank_plans"} <= names  # the per-layout tables and their rank plans are among them
+    port = serve(workers=2)
+    for model, gpus in [("llama-3-8b", 16), ("mixtral-8x7b", 16), ("llama-3-8b", 32)]:
+        status, _, body = get(port, f"/api/plan?model={model}&gpus={gpus}", timeout=60)
+        assert status == 200, body[:200]
+        # the stated bound between requests: once no request computes, every search cache is empty
+        assert [f.__qualname__ for f in caches if f.cache_info().currsize] == []

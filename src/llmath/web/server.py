@@ -41,14 +41,16 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlparse
 
-from llmath.deploy.budget import ABANDON
+from llmath.deploy.budget import ABANDON, release_search_caches
 from llmath.errors import Abandoned, LLMathError
 from llmath.model.config_check import LOCAL_PATHS
 
@@ -342,6 +344,7 @@ class LoopbackServer(HTTPServer):
         self.timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llmath-web")
         self._slots = threading.BoundedSemaphore(workers + max_pending)
+        self._computing, self._lock = 0, threading.Lock()
         self._intake = _Intake(self)
         self._intake.start()
 
@@ -370,11 +373,26 @@ class LoopbackServer(HTTPServer):
             if not _gone(req.sock):
                 LOCAL_PATHS.set(False)  # names are never paths on this machine
                 ABANDON.set(lambda: _gone(req.sock))  # a search stops when its client goes away
-                self.finish_request(req, req.sock.getpeername())
+                with self._counted():
+                    self.finish_request(req, req.sock.getpeername())
         except Exception:
             pass  # a client error (reset, timeout): no traceback in the log
         finally:
             self.release(req)
+
+    @contextmanager
+    def _counted(self) -> Iterator[None]:
+        """Count a running computation; the last one to end empties the search caches, so memory stays that
+        of the requests running, not of every request since start (:func:`release_search_caches`)."""
+        with self._lock:
+            self._computing += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._computing -= 1
+                if not self._computing:
+                    release_search_caches()
 
     def release(self, req: _Request) -> None:
         self.shutdown_request(req.sock)
