@@ -82,3 +82,35 @@ def test_w8a8_is_never_slower_than_w8a16_on_a_device_with_fp8_tensor_cores(devic
         b = llmath.analyze("llama-3-8b", device, batch=batch, prompt=prompt, gen=2, precision=w8a16)
         assert a.decode.time_s <= b.decode.time_s * (1 + 1e-9), (batch, prompt)
         assert a.prefill.time_s <= b.prefill.time_s * (1 + 1e-9), (batch, prompt)
+
+
+@pytest.mark.parametrize(
+    ("device", "tflops"),
+    [
+        # Ada whitepaper appendix: RTX 4090 FP16 tensor 330.3 dense with FP16 accumulate (165.2 with FP32)
+        ("rtx-4090", 330.3),
+        # GA102 whitepaper appendix A: RTX 3090 FP16 tensor 142 dense with FP16 accumulate (71 with FP32)
+        ("rtx-3090", 142.0),
+    ],
+)
+def test_llama_cpp_fp16_gemms_run_at_the_geforce_fp16_accumulate_rate(device, tflops):
+    hw = hardware.get(device)
+    assert kernels.engine_hardware(hw, "llama.cpp").peak_flops_per_s["fp16"] == pytest.approx(tflops * 1e12)
+    assert kernels.engine_hardware(hw, "vllm") is hw  # vLLM accumulates in FP32: the registry's rate
+    assert kernels.engine_hardware(hw, "llama.cpp").peak_flops_per_s["bf16"] == hw.peak_flops_per_s["bf16"]
+    p = precision_for("llama-3-8b", dtype="fp16")
+    fast, slow = (
+        llmath.analyze("llama-3-8b", device, batch=1, prompt=512, gen=1, precision=p, engine=e).prefill.time_s
+        for e in ("llama.cpp", "vllm")
+    )
+    assert fast < slow
+    rep = _kernel("fp16", device, engine="llama.cpp")
+    assert rep["accumulate"]["flops_per_s"] == pytest.approx(tflops * 1e12)
+    assert "COMPUTE_16F" in rep["accumulate"]["kernel"]
+
+
+@pytest.mark.parametrize("device", ["l40s", "rtx-4000-ada", "h100-pcie", "a100-sxm-80gb", "apple-m2-ultra-76c"])
+def test_parts_with_one_accumulate_rate_keep_their_peak_under_llama_cpp(device):
+    # professional and datacenter parts run FP16 tensor math at one rate whatever the accumulator (datasheets)
+    hw = hardware.get(device)
+    assert kernels.engine_hardware(hw, "llama.cpp") is hw

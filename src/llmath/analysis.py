@@ -378,7 +378,7 @@ def analyze(
     reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)
-    precision = kernels.engine_precision(precision, hardware, engine)  # the engine's kernel for declared formats
+    precision, hardware = kernels.as_run(precision, hardware, engine)  # the engine's kernels and accumulate rate
     gpus, tp, pp, ep, dp, overlap = layout_args(parallel, _check_degrees(gpus, tp, pp, ep, dp), overlap)
     decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
     images = check_int("images", images, 0, MAX_TOKENS)

@@ -7,6 +7,10 @@ AWQ/GPTQ as Marlin W4A16; MXFP4 (gpt-oss) as MXFP4 × MXFP8 on datacenter Blackw
 TensorRT-LLM, W4A16 under vLLM and on other devices. Each rule carries its source. An explicit activations
 format (``--activations``, ``--dtype``, a Precision built by the caller, a checkpoint's own ``act_quant``)
 is never changed.
+
+Engines also differ in how they accumulate 16-bit GEMMs: llama.cpp on NVIDIA accumulates in FP16, which
+GeForce parts run at twice the FP32-accumulate rate the registry lists (``accumulate`` in the JSON, each
+device's FP16-accumulate figure from its architecture whitepaper); :func:`engine_hardware` applies it.
 """
 
 from __future__ import annotations
@@ -54,6 +58,30 @@ def rule_for(weights: str, engine: str, hw: Hardware) -> dict | None:
     return next((r for r in data()["rules"] if _matches(r, weights, engine, hw)), None)
 
 
+def accumulate_rule(hw: Hardware, engine: str) -> dict | None:
+    """The ``accumulate`` rule giving ``engine`` another 16-bit tensor rate on ``hw``, or None."""
+    rules = data().get("accumulate", {}).get("rules", [])
+    return next(
+        (
+            r
+            for r in rules
+            if engine in r["engines"] and hw.vendor in r["vendors"] and hw.name in r["fp16_accumulate_flops_per_s"]
+        ),
+        None,
+    )
+
+
+def engine_hardware(hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> Hardware | None:
+    """``hw`` with the tensor rate ``engine``'s 16-bit GEMMs run at: the FP16-accumulate figure where the
+    engine accumulates in FP16 and the device runs that faster than FP32 accumulation (GeForce); else ``hw``."""
+    rule = accumulate_rule(hw, engine) if hw is not None else None
+    if hw is None or rule is None:
+        return hw
+    rate = float(rule["fp16_accumulate_flops_per_s"][hw.name][0])
+    peaks = dict(hw.peak_flops_per_s) | {rule["dtype"]: max(rate, hw.peak_flops_per_s.get(rule["dtype"], 0.0))}
+    return replace(hw, peak_flops_per_s=peaks)
+
+
 def _implied(p: Precision) -> bool:
     """Whether the GEMM-input format is left to the engine: the weights' format was declared (checkpoint or
     flag) and neither the activations nor a GEMM-input format were."""
@@ -71,6 +99,11 @@ def engine_precision(p: Precision, hw: Hardware | None, engine: str = DEFAULT_EN
         return p
     src = dict(p.sources) | {"act_quant": f"{engine} on {hw.name}: {rule['kernel']}"}
     return replace(p, act_quant=rule["activations"], sources=src)
+
+
+def as_run(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> tuple[Precision, Hardware | None]:
+    """``p`` and ``hw`` as ``engine`` runs them: :func:`engine_precision` and :func:`engine_hardware`."""
+    return engine_precision(p, hw, engine), engine_hardware(hw, engine)
 
 
 def kernel_report(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> dict[str, Any]:
@@ -95,4 +128,9 @@ def kernel_report(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGIN
     if runs != asked:
         out["why"] += f"; {asked} GEMMs run in {runs} on {hw.name if hw else '?'} (no {asked} peak)"
     out["source"] = rule["source"] if rule is not None else None
+    acc = accumulate_rule(hw, engine) if hw is not None else None
+    if acc is not None and hw is not None:
+        rate, src = acc["fp16_accumulate_flops_per_s"][hw.name]
+        out["accumulate"] = {"dtype": acc["dtype"], "kernel": acc["kernel"], "kernel_source": acc["source"]}
+        out["accumulate"] |= {"flops_per_s": rate, "source": src}
     return out
