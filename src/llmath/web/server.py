@@ -326,8 +326,13 @@ class _Intake(threading.Thread):
         self.server.release(req)
 
     def stop(self) -> None:
+        """End the loop, then close its selector and wake-up pair (none left for the garbage collector)."""
         self.stopped = True
         self.wake_w.send(b"\0")
+        self.join(timeout=1.0)
+        self.selector.close()
+        self.wake_r.close()
+        self.wake_w.close()
 
 
 class LoopbackServer(HTTPServer):
