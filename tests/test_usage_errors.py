@@ -150,3 +150,18 @@ def test_plan_size_counts_the_divisor_layouts():
     assert plan_evaluations(resolve("llama-3-8b"), 8, free, 1, False) == 640
     # with disagg: + prefill workers (pp = 1, dp = 1: 4) × single-stage workers (pp = 1: 4) = 16 pairs; 26 × 64
     assert plan_evaluations(resolve("llama-3-8b"), 8, free, 1, True) == 26 * 64
+
+
+def test_a_plan_stops_at_its_next_candidate_once_its_caller_has_gone():
+    from llmath.deploy.budget import ABANDON
+    from llmath.errors import Abandoned
+
+    asked = []
+    token = ABANDON.set(lambda: asked.append(1) or True)
+    try:
+        with pytest.raises(Abandoned):
+            llmath.plan("llama-3-8b", "h100-sxm", gpus=8, prompt=512, gen=128)
+    finally:
+        ABANDON.reset(token)
+    assert asked == [1]  # asked once, at the first candidate, and nothing after
+    assert llmath.plan("llama-3-8b", "h100-sxm", gpus=8, prompt=512, gen=128).best is not None  # no check: runs

@@ -152,3 +152,42 @@ def test_a_model_name_is_never_a_path_here(serve, tmp_path, monkeypatch):
     # the local folder a/b (a valid config) is not read: the name is a hub id, and the hub has no such repo
     assert status == 400 and "'a/b': no such repo on the hub" in json.loads(body)["error"]
     assert not [p for p in seen if p.startswith("a/b") or p.startswith(str(tmp_path / "a"))]
+
+
+def test_a_plan_whose_client_left_frees_its_worker(serve, monkeypatch):
+    from llmath.deploy import plan as plan_module
+
+    built = []
+    real = plan_module._replica
+
+    def slow_replica(dev):  # each layout takes 50 ms, as on a slow machine: 512 GPUs' layouts take seconds
+        built.append(1)
+        time.sleep(0.05)
+        return real(dev)
+
+    monkeypatch.setattr(plan_module, "_replica", slow_replica)
+    port = serve(workers=1)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(f"GET /api/plan?model=llama-3-70b&gpus=512 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        time.sleep(0.5)  # the one worker is building layouts
+    assert built  # the plan was computing when its client left
+    t0 = time.monotonic()
+    status, _, _ = get(port, "/api/models", timeout=5)
+    assert status == 200 and time.monotonic() - t0 < 1.0  # its worker was freed for the next client
+    n = len(built)
+    time.sleep(0.3)
+    assert len(built) == n  # and the abandoned plan builds nothing more
+
+
+def test_repeated_plans_leave_the_search_caches_empty(serve):
+    from llmath.deploy.budget import search_caches
+
+    caches = search_caches()
+    names = {f.__qualname__ for f in caches}
+    assert {"rank_table", "rank_plans"} <= names  # the per-layout tables and their rank plans are among them
+    port = serve(workers=2)
+    for model, gpus in [("llama-3-8b", 16), ("mixtral-8x7b", 16), ("llama-3-8b", 32)]:
+        status, _, body = get(port, f"/api/plan?model={model}&gpus={gpus}", timeout=60)
+        assert status == 200, body[:200]
+        # the stated bound between requests: once no request computes, every search cache is empty
+        assert [f.__qualname__ for f in caches if f.cache_info().currsize] == []

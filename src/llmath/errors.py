@@ -48,5 +48,9 @@ class HardwareError(LLMathError, ValueError):
     """A hardware spec is malformed, or lacks what was asked of it (e.g. a dtype)."""
 
 
+class Abandoned(LLMathError):
+    """The caller gave up on a computation (:func:`llmath.deploy.budget.poll`): nothing to answer."""
+
+
 class LayoutError(UsageError):
     """A parallel layout (--gpus/--tp/--pp/--ep/--dp) the model or the GPU count cannot run."""

@@ -15,16 +15,71 @@ candidate deployment. A request computes about ``layers × stages × candidates`
 DeepSeek-V3 (61 layers, MoE: about 3·10^4); :func:`check_plan` refuses a larger request in one line, naming the
 count and how to shrink it (fewer GPUs, pinned degrees, fewer formats, no ``--disagg``), before any layout is
 built, so memory and minutes are never spent on it.
+
+A computation that is admitted can still be abandoned: a caller sets :data:`ABANDON` (context-local) to a
+check that says whether its client has gone; long searches call :func:`poll` between candidates, which runs
+that check at most every ``POLL_S`` seconds and raises :class:`~llmath.errors.Abandoned` when it says so.
+
+A plan fills the caches keyed by its layouts' per-rank tables (``SEARCH_CACHES``; each an ``lru_cache`` of
+stated ``maxsize``): a long-lived process such as the page calls :func:`release_search_caches` when no
+computation is running, so its memory returns to that of one request instead of growing to every cache's
+``maxsize``.
 """
 
 from __future__ import annotations
 
-from llmath.errors import UsageError
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from importlib import import_module
+
+from llmath.errors import Abandoned, UsageError
 from llmath.model.spec import ModelSpec
 
 MAX_LAYER_EVALUATIONS = 10**5
 STAGES = 2
 MAX_TP = 8  # the planner's TP stays within one scale-up box (deploy/plan.py)
+POLL_S = 0.05  # seconds between two runs of the abandon check
+ABANDON: ContextVar[Callable[[], bool] | None] = ContextVar("llmath_abandon", default=None)
+_LAST_POLL: ContextVar[float] = ContextVar("llmath_last_poll", default=0.0)
+
+
+SEARCH_CACHES = (  # the modules whose lru_caches hold per-layout tables or what is computed from them
+    "llmath.ops.table",
+    "llmath.deploy.cost",
+    "llmath.deploy.shard",
+    "llmath.deploy.step",
+    "llmath.hardware.roofline",
+    "llmath.hardware.decode",
+    "llmath.hardware.fitted_ops",
+    "llmath.hardware.execution",
+)
+
+
+def search_caches() -> list:
+    """The ``lru_cache`` functions defined in the ``SEARCH_CACHES`` modules."""
+    mods = [import_module(m) for m in SEARCH_CACHES]
+    return [f for m in mods for f in vars(m).values() if hasattr(f, "cache_clear") and f.__module__ == m.__name__]
+
+
+def release_search_caches() -> None:
+    """Empty every cache :func:`search_caches` lists (the next request recomputes what it needs)."""
+    for f in search_caches():
+        f.cache_clear()
+
+
+def poll() -> None:
+    """Raise :class:`~llmath.errors.Abandoned` when the context's :data:`ABANDON` check says the caller has
+    gone (checked at most every ``POLL_S`` seconds; nothing when no check is set)."""
+    check = ABANDON.get()
+    if check is None:
+        return
+    now = time.monotonic()
+    if now - _LAST_POLL.get() < POLL_S:
+        return
+    _LAST_POLL.set(now)
+    if check():
+        raise Abandoned("the caller went away; the computation was abandoned")
 
 
 def _divisors(n: int) -> list[int]:

@@ -28,6 +28,7 @@ import numpy as np
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
+from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
@@ -129,6 +130,7 @@ def replicas(
 
 
 def _replica(dev: Device) -> Replica:
+    poll()  # building a layout is the search's unit of work: stop here when the caller has gone
     lay = dev.layout
     if lay is None:
         return Replica(1, 1, 1, 1, 1, dev)
@@ -269,6 +271,7 @@ def _refine(samples: list[_Sampled], front: Frontier, cols: list, targets: dict)
     (each one's points tighten the front for the next); how many."""
     n = 0
     for s in sorted(samples, key=lambda s: -s.top(front)):
+        poll()
         todo = np.zeros(len(s.c), dtype=bool)
         for i in np.flatnonzero(s.live(front)):
             todo[s.at[i] + 1 : s.at[i + 1]] = True
@@ -462,6 +465,7 @@ class _Search:
         reps = replicas(self.spec, self.hw, self.p, self.eff, self.attention, eng.cuda_graphs, gpus, pins, src)
         n = 0
         for rep in reps:
+            poll()
             use = self._share(rep.dp, rep.gpus, gpus, pins)
             if use:
                 eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
@@ -470,6 +474,7 @@ class _Search:
             workers = [r for r in reps if r.pp == 1]
             for a in [r for r in workers if r.dp == 1]:  # prefill workers: tensor parallel only
                 for b in workers:
+                    poll()
                     n += _disaggregated(a, b, eng, self.req, gpus, self.fmt, cols, rejected)
         return n
 
@@ -478,6 +483,7 @@ class _Search:
         its memory bound rejects it (listed under ``rejected``)."""
         if key in self.built:
             return self.built[key]
+        poll()
         eng = engines.preset(self.engine, self.hw, **self.overrides)
         lay = _valid_layout(self.spec, key, ranks=False)
         tp, pp, dpa, ep = key
@@ -543,6 +549,7 @@ class _Search:
                 cells.append(PairCell(a, b, pw, curves[kb], mem[kb].max_resident, req, gpus, self.targets))
         n = skipped = 0
         for cell in sorted(cells, key=lambda c: -c.top):  # the most promising first: the front prunes the rest
+            poll()
             g = cell.grid(front)
             if g is None:
                 skipped += 1

@@ -19,8 +19,10 @@ request however the bytes trickle in (then 408, or a silent close if nothing cam
 reaches the pool of ``WORKERS`` threads, so a worker never waits on a client. At most ``WORKERS +
 MAX_PENDING`` connections are held (beyond: an immediate 503), each buffering at most ``MAX_HEAD`` bytes of
 head and ``MAX_BODY`` of body, so memory is bounded. A request whose client has gone away while it
-waited for a worker is dropped unanswered and uncomputed; each computation is bounded by the library's
-cost bound (:mod:`llmath.deploy.budget`). The listen backlog is ``BACKLOG``.
+waited for a worker is dropped unanswered and uncomputed; one whose client goes away while it computes is
+abandoned at the search's next candidate (:data:`llmath.deploy.budget.ABANDON`, checked every
+``POLL_S`` = 0.05 s), which frees its worker; each computation is bounded by the library's cost bound
+(:mod:`llmath.deploy.budget`). The listen backlog is ``BACKLOG``.
 
 Every reply carries ``Content-Security-Policy`` (the page's one inline script by its SHA-256, styles inline,
 fetches to itself only, no frames, no form targets, no base URI) and ``X-Frame-Options: DENY``. Model and
@@ -39,14 +41,17 @@ import socket
 import socketserver
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from urllib.parse import parse_qs, urlparse
 
-from llmath.errors import LLMathError
+from llmath.deploy.budget import ABANDON, release_search_caches
+from llmath.errors import Abandoned, LLMathError
 from llmath.model.config_check import LOCAL_PATHS
 
 MAX_BODY = 4 << 20  # a config.json is a few kB; a safetensors index is the largest thing worth sending
@@ -188,6 +193,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._route(post)
         except HTTPError as e:
             self._json(e.status, {"error": str(e)})
+        except Abandoned:  # the client went away: nobody to answer
+            self.close_connection = True
         except LLMathError as e:
             self._json(400, {"error": str(e)})
         except ValueError as e:  # parse_qs: too many fields
@@ -319,8 +326,13 @@ class _Intake(threading.Thread):
         self.server.release(req)
 
     def stop(self) -> None:
+        """End the loop, then close its selector and wake-up pair (none left for the garbage collector)."""
         self.stopped = True
         self.wake_w.send(b"\0")
+        self.join(timeout=1.0)
+        self.selector.close()
+        self.wake_r.close()
+        self.wake_w.close()
 
 
 class LoopbackServer(HTTPServer):
@@ -337,6 +349,7 @@ class LoopbackServer(HTTPServer):
         self.timeout_s = timeout_s
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llmath-web")
         self._slots = threading.BoundedSemaphore(workers + max_pending)
+        self._computing, self._lock = 0, threading.Lock()
         self._intake = _Intake(self)
         self._intake.start()
 
@@ -364,11 +377,27 @@ class LoopbackServer(HTTPServer):
         try:
             if not _gone(req.sock):
                 LOCAL_PATHS.set(False)  # names are never paths on this machine
-                self.finish_request(req, req.sock.getpeername())
+                ABANDON.set(lambda: _gone(req.sock))  # a search stops when its client goes away
+                with self._counted():
+                    self.finish_request(req, req.sock.getpeername())
         except Exception:
             pass  # a client error (reset, timeout): no traceback in the log
         finally:
             self.release(req)
+
+    @contextmanager
+    def _counted(self) -> Iterator[None]:
+        """Count a running computation; the last one to end empties the search caches, so memory stays that
+        of the requests running, not of every request since start (:func:`release_search_caches`)."""
+        with self._lock:
+            self._computing += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._computing -= 1
+                if not self._computing:
+                    release_search_caches()
 
     def release(self, req: _Request) -> None:
         self.shutdown_request(req.sock)
@@ -384,12 +413,17 @@ class LoopbackServer(HTTPServer):
 
 
 def _gone(sock: socket.socket) -> bool:
-    """Whether the client closed its side while its request waited for a worker (then it is not computed)."""
+    """Whether the client closed its side (then its request is not computed, or no longer). Never waits: a
+    socket with a timeout would wait for data before ``recv``, so readiness is polled first."""
     try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(sock, selectors.EVENT_READ)
+            if not sel.select(0):
+                return False
         return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
     except (BlockingIOError, InterruptedError):
         return False
-    except OSError:
+    except (OSError, ValueError):  # ValueError: the socket is already closed
         return True
 
 
