@@ -8,20 +8,16 @@ text between the two markers below in docs/validation.md.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from doc_section import ROOT, RUNS_CSV, commit, replace_section
+
 from llmath.measure.runs_split import lowest_concurrency_split, repeat_spread
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
 BEGIN = "<!-- split-table:begin (scripts/validation_split.py) -->"
 END = "<!-- split-table:end -->"
-DEFAULT = next(
-    (p / "shared" / "validation" / "serving_runs.csv" for p in ROOT.parents if (p / "shared" / "validation").is_dir()),
-    ROOT / "serving_runs.csv",
-)
 
 
 def _pct(x: float) -> str:
@@ -50,14 +46,8 @@ def markdown(path: Path, rev: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    path = Path(argv[1] if len(argv) > 1 else os.environ.get("LLMATH_RUNS", DEFAULT))
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    text = DOC.read_text()
-    if BEGIN not in text or END not in text:
-        text += f"\n{BEGIN}\n{END}\n"
-    pre, rest = text.split(BEGIN, 1)
-    post = rest.split(END, 1)[1]
-    DOC.write_text(f"{pre}{BEGIN}\n{markdown(path, rev.strip())}{END}{post}")
+    path = Path(argv[1] if len(argv) > 1 else os.environ.get("LLMATH_RUNS", RUNS_CSV))
+    replace_section(DOC, BEGIN, END, markdown(path, commit()))
     return 0
 
 
