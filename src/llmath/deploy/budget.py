@@ -11,12 +11,13 @@ candidate deployment. A request computes about ``layers × stages × candidates`
   TP ≤ 8 within a scale-up box, PP ≤ the layer count, attention-DP × EP for MoE models, each weight format,
   and with ``disagg`` every (prefill, decode) pair of single-stage layouts.
 
-``MAX_LAYER_EVALUATIONS`` (10^6) is set against the pruned search's measured cost (:mod:`.plan_search` evaluates a
-small part of these candidates): DeepSeek-V3 with ``disagg`` and three formats counts 274,866 on 512 GPUs, 389,058
-on 4,096 and 999,546 on 65,496, each searched in 2.4–2.6 s of CPU on a shared 2-core machine, while a highly
-composite count such as 55,440 GPUs (26,484,492) took 74 s. :func:`check_plan` refuses a larger request in one
-line, naming the count and how to shrink it (fewer GPUs, pinned degrees, fewer formats, no ``disagg``), before
-any layout is built, so memory and minutes are never spent on it.
+``MAX_LAYER_EVALUATIONS`` (4·10^5) is set against the pruned search's measured cost (:mod:`.plan_search`
+evaluates a small part of these candidates): DeepSeek-V3 with ``disagg`` and three formats counts 274,866 on 512
+GPUs and 389,058 on 4,096, searched in 2.0 s of CPU or less, as were the largest counts under the limit
+(393,816 on 41,236 GPUs: 1.1 s); above it the cost grows past 2 s (999,546 on 65,496 GPUs: 2.6 s; 26,484,492 on
+the highly composite 55,440: 74 s), all on a shared 2-core machine. :func:`check_plan` refuses a larger request
+in one line, naming the count and how to shrink it (fewer GPUs, pinned degrees, fewer formats, no ``disagg``),
+before any layout is built, so memory and minutes are never spent on it.
 
 A computation that is admitted can still be abandoned: a caller sets :data:`ABANDON` (context-local) to a
 check that says whether its client has gone; long searches call :func:`poll` between candidates, which runs
@@ -38,7 +39,7 @@ from importlib import import_module
 from llmath.errors import Abandoned, UsageError
 from llmath.model.spec import ModelSpec
 
-MAX_LAYER_EVALUATIONS = 10**6
+MAX_LAYER_EVALUATIONS = 4 * 10**5
 STAGES = 2
 MAX_TP = 8  # the planner's TP stays within one scale-up box (deploy/plan.py)
 POLL_S = 0.05  # seconds between two runs of the abandon check
