@@ -10,9 +10,11 @@ from typing import Annotated
 import typer
 
 from llmath import output as out
+from llmath.cli.analyze import AcceptanceOpt, DraftOpt, SpecMethodOpt, SpecTokensOpt
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt
-from llmath.cli.options import JsonOpt, ModelArg, ints
+from llmath.cli.options import JsonOpt, ModelArg, ints, speculation
+from llmath.errors import WorkloadError
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
 PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]
@@ -45,6 +47,10 @@ def plan_cmd(
     top: Annotated[
         int, typer.Option("--top", help="Pareto rows to print (human output).", callback=ints(1, 10**6))
     ] = 20,
+    spec_method: SpecMethodOpt = None,
+    spec_tokens: SpecTokensOpt = 3,
+    acceptance: AcceptanceOpt = None,
+    draft_model: DraftOpt = None,
     json_: JsonOpt = False,
     emit: EmitOpt = None,
 ):
@@ -53,16 +59,32 @@ def plan_cmd(
 
     Examples: llmath plan llama-3-8b -H h100-sxm --gpus 8 --prompt 1024 --gen 256 --tpot-ms 30 ;
     llmath plan qwen3-30b-a3b -H h200 --gpus 4 --weights bf16,fp8 --disagg --json ;
-    llmath plan llama-3.1-70b -H h100-sxm --gpus 8 --tpot-ms 50 --emit vllm
+    llmath plan llama-3.1-70b -H h100-sxm --gpus 8 --tpot-ms 50 --emit vllm ;
+    llmath plan llama-3-8b --gpus 2 --tpot-ms 10 --spec-method eagle --acceptance 2.5 (speculating too)
     """
     from llmath.deploy.plan import plan
 
     fmts = [w.strip() for w in weights.split(",") if w.strip()]
     pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     kw = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
+    sd = _speculation(spec_method, spec_tokens, acceptance, draft_model)
     res = plan(
-        model, hardware, gpus=gpus, prompt=prompt, gen=gen, weights=fmts, cost_per_gpu_hour=cost, **pins, **kw
+        model,
+        hardware,
+        gpus=gpus,
+        prompt=prompt,
+        gen=gen,
+        weights=fmts,
+        cost_per_gpu_hour=cost,
+        speculation=sd,
+        **pins,
+        **kw,
     ).to_dict()
+    _show(res, plot, emit, hardware, kv_dtype, json_, top)
+
+
+def _show(res: dict, plot: str | None, emit: str | None, hardware: str, kv_dtype, json_: bool, top: int) -> None:
+    """The plan as a plot, an engine command, JSON or tables."""
     if plot:
         from llmath.plots import pareto_plot
 
@@ -77,6 +99,15 @@ def plan_cmd(
     plan_human(res, top)
     if plot:
         out.note(f"wrote {plot}")
+
+
+def _speculation(method: str | None, k: int, acceptance: float | None, draft: str | None):
+    """The speculation every aggregated layout is also planned with (None: none); its flags alone are an error."""
+    flags = (("--spec-tokens", k, 3), ("--acceptance", acceptance, None), ("--draft-model", draft, None))
+    given = [flag for flag, value, default in flags if value != default]
+    if method is None and given:
+        raise WorkloadError(f"{', '.join(given)}: speculative decoding only; add --spec-method draft|eagle|mtp")
+    return speculation(method, k, acceptance, draft)
 
 
 def _emit(res: dict, engine: str, hardware: str, kv_dtype: str | None, as_json: bool) -> None:

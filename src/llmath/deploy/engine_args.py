@@ -364,6 +364,7 @@ def from_plan(best: dict[str, Any], model: str, hw, engine: str, kv_dtype: str |
     eng = engines.preset(engine, hw, tp=int(best["tp"]))
     dp = int(best["dp"])
     weights = best.get("weights")
+    sd = best.get("speculation") or {}  # a speculating row: its method, k and draft model
     return Deployment(
         model=hub_id(model),
         tp=int(best["tp"]),
@@ -375,6 +376,9 @@ def from_plan(best: dict[str, Any], model: str, hw, engine: str, kv_dtype: str |
         max_num_seqs=per_replica(float(best["concurrency"]), dp),
         max_num_batched_tokens=eng.max_num_batched_tokens,
         gpu_memory_utilization=eng.gpu_memory_utilization,
+        spec_method=sd.get("method"),
+        spec_tokens=sd.get("k"),
+        draft_model=sd.get("draft_model"),
     )
 
 

@@ -11,6 +11,10 @@ The search prunes what cannot win before evaluating it (:mod:`.plan_search`: a m
 dominance, a bound on disaggregated pools), so its cost follows the layouts that could win, not the GPUs;
 ``exhaustive=True`` evaluates everything and finds the same ``best`` and ``pareto``.
 
+With ``speculation``, every aggregated layout is also evaluated decoding speculatively (the draft's weights
+on each GPU as :func:`.serving.draft_weight_bytes` counts them, rounds as :mod:`.speculative` times them) and
+both are rows (``speculation``: null or {method, k, acceptance}); disaggregated pools decode one token per step.
+
 ``best``: the feasible configuration with the most output tokens/s per GPU (without targets: the maximum
 throughput, what MLPerf's Offline scenario measures; of equals, the fastest per user). ``pareto``: the
 feasible configurations that no other beats on both tokens/s per GPU and tokens/s per user (1 / TPOT),
@@ -43,8 +47,9 @@ from llmath.deploy.plan_search import (
     meets,
     weights_leave_no_pool,
 )
-from llmath.deploy.serving import Requests, memory, refuse_uncached
+from llmath.deploy.serving import Decoding, Requests, draft_weight_bytes, memory, refuse_uncached
 from llmath.deploy.shard import rank_plans
+from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
 from llmath.hardware import Hardware
@@ -180,29 +185,41 @@ class PlanResult:
         }
 
 
-def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list) -> int:
-    """The layout's rows over its whole concurrency grid; how many."""
-    grid = _grid(rep, eng, req, gpus, fmt, rejected)
+def _decodings(rep: Replica, speculation: Speculation | None) -> list[tuple[Decoding, float]]:
+    """How the replica may decode, each with the draft weights it adds on each GPU: one token per
+    iteration, and with ``speculation`` its rounds (the draft as :func:`~.service.serve` places it)."""
+    out = [(Decoding(rep.device), 0.0)]
+    if speculation is not None:
+        draft = draft_device(rep.device, speculation)
+        out.append((Decoding(rep.device, speculation, draft), draft_weight_bytes(draft, speculation.method)))
+    return out
+
+
+def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list, dec, draft) -> int:
+    """The layout's rows over its whole concurrency grid, decoding as ``dec`` (``draft``: bytes per GPU); how many."""
+    grid = _grid(rep, eng, req, gpus, fmt, rejected, draft)
     if grid is None:
         return 0
     c, mem, dp, inst = grid
-    return _agg_rows(rep, fmt, dp, inst, c, lockstep_state(rep.device, eng, req, c, mem.max_resident), cols)
+    ss = lockstep_state(dec, eng, req, c, mem.max_resident)
+    return _agg_rows(rep, fmt, dp, inst, c, ss, cols, dec.spec is not None)
 
 
-def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list) -> tuple | None:
-    """(concurrency grid of one replica, its memory, attention replicas in all, instances), or None when the
-    layout does not fit (listed under ``rejected``)."""
-    mem = memory(rep.device, eng, req)
+def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list, draft: float = 0.0) -> tuple | None:
+    """(concurrency grid of one replica, its memory with ``draft`` bytes of draft weights per GPU, attention
+    replicas in all, instances), or None when the layout does not fit (listed under ``rejected``)."""
+    mem = memory(rep.device, eng, req, draft)
     inst = gpus // rep.gpus  # engine instances side by side
     where = {"mode": "aggregated", "weights": fmt, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "dp": rep.dp}
     if not mem.fits or inst < 1:
-        rejected.append({**where, "reason": "does not fit" if not mem.fits else f"needs {rep.gpus} GPUs"})
+        why = ("does not fit" + (" with the draft" if draft else "")) if not mem.fits else f"needs {rep.gpus} GPUs"
+        rejected.append({**where, "reason": why})
         return None
     c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
     return c, mem, inst * rep.dp, inst  # dp: attention replicas, each serving its share of the requests
 
 
-def _agg_rows(rep: Replica, fmt: str, dp: int, inst: int, c: np.ndarray, ss, cols: list) -> int:
+def _agg_rows(rep: Replica, fmt: str, dp: int, inst: int, c: np.ndarray, ss, cols: list, spec: bool) -> int:
     n = len(c)
     thr = ss.throughput_tok_s * dp
     add(
@@ -221,6 +238,7 @@ def _agg_rows(rep: Replica, fmt: str, dp: int, inst: int, c: np.ndarray, ss, col
         throughput_tok_s_per_gpu=thr / (inst * rep.gpus),
         tok_s_per_user=1 / ss.tpot_s,
         gpus_used=inst * rep.gpus,
+        speculation=float(spec),
     )
     return n
 
@@ -231,6 +249,7 @@ class _Sampled:
     left to :func:`_refine`."""
 
     rep: Replica
+    dec: Decoding
     eng: Any
     req: Requests
     fmt: str
@@ -252,18 +271,19 @@ class _Sampled:
         return float(np.maximum(self.thr[:-1], self.thr[1:])[live].max()) if live.any() else -np.inf
 
 
-def _sampled(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, targets) -> _Sampled | None:
-    """The layout at ``SAMPLE`` points of its grid, as rows (the rest when :func:`_refine` finds it live)."""
-    grid = _grid(rep, eng, req, gpus, fmt, rejected)
+def _sampled(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, targets, dec, draft) -> Any:
+    """The layout decoding as ``dec`` at ``SAMPLE`` points of its grid, as rows (the rest when :func:`_refine`
+    finds it live); None when it does not fit."""
+    grid = _grid(rep, eng, req, gpus, fmt, rejected, draft)
     if grid is None:
         return None
     c, mem, dp, inst = grid
     at = np.unique(np.linspace(0, len(c) - 1, min(SAMPLE, len(c))).round().astype(int))
-    ss = lockstep_state(rep.device, eng, req, c[at], mem.max_resident)
-    _agg_rows(rep, fmt, dp, inst, c[at], ss, cols)
+    ss = lockstep_state(dec, eng, req, c[at], mem.max_resident)
+    _agg_rows(rep, fmt, dp, inst, c[at], ss, cols, dec.spec is not None)
     ok = meets(ss.ttft_s, ss.tpot_s, **targets)
     thr = ss.throughput_tok_s * dp / (inst * rep.gpus)
-    return _Sampled(rep, eng, req, fmt, c, at, mem.max_resident, dp, inst, thr, 1 / ss.tpot_s, ok)
+    return _Sampled(rep, dec, eng, req, fmt, c, at, mem.max_resident, dp, inst, thr, 1 / ss.tpot_s, ok)
 
 
 def _refine(samples: list[_Sampled], front: Frontier, cols: list, targets: dict) -> int:
@@ -277,8 +297,8 @@ def _refine(samples: list[_Sampled], front: Frontier, cols: list, targets: dict)
             todo[s.at[i] + 1 : s.at[i + 1]] = True
         if not todo.any():
             continue
-        ss = lockstep_state(s.rep.device, s.eng, s.req, s.c[todo], s.max_resident)
-        n += _agg_rows(s.rep, s.fmt, s.dp, s.inst, s.c[todo], ss, cols)
+        ss = lockstep_state(s.dec, s.eng, s.req, s.c[todo], s.max_resident)
+        n += _agg_rows(s.rep, s.fmt, s.dp, s.inst, s.c[todo], ss, cols, s.dec.spec is not None)
         ok = meets(ss.ttft_s, ss.tpot_s, **targets)
         front.add((ss.throughput_tok_s * s.dp / (s.inst * s.rep.gpus))[ok], (1 / ss.tpot_s)[ok])
     return n
@@ -369,10 +389,12 @@ def plan(
     dp: int | None = None,
     exhaustive: bool = False,
     parallel: ParallelConfig | None = None,
+    speculation: Speculation | None = None,
     **engine_overrides,
 ) -> PlanResult:
     """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring), degrees pinned
-    by ``parallel`` or tp/pp/ep/dp. ``exhaustive``: every configuration, unpruned (:mod:`.plan_search`); same answer."""
+    by ``parallel`` or tp/pp/ep/dp. ``exhaustive``: every configuration, unpruned (:mod:`.plan_search`); same answer.
+    ``speculation``: also every aggregated layout decoding speculatively, as :func:`~.service.serve` takes it."""
     pins = _pins(parallel, gpus, tp, pp, ep, dp)
     t0 = time.perf_counter()  # every argument is checked by @checked (llmath.deploy.arguments)
     spec = resolve(model)
@@ -384,10 +406,8 @@ def plan(
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     eff = efficiency(efficiency_mode, hw)
-    searches = [
-        _Search(spec, hw, _format_precision(fmt, kv_dtype), eff, attention, engine, engine_overrides, req, targets, fmt)
-        for fmt in formats
-    ]
+    common = (eff, attention, engine, engine_overrides, req, targets)
+    searches = [_Search(spec, hw, _format_precision(fmt, kv_dtype), *common, fmt, speculation) for fmt in formats]
     cols: list = []
     rejected: list[dict[str, Any]] = []
     if exhaustive:
@@ -401,7 +421,9 @@ def plan(
             f"{spec.name} on {gpus} × {hw.name}: no configuration fits ({reasons}); add GPUs, use a smaller"
             " --weights format or a shorter prompt"
         )
-    best, front, notes = select(columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour) if n else none_meets()
+    best, front, notes = (
+        select(columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour, speculation) if n else none_meets()
+    )
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
 
 
@@ -444,6 +466,7 @@ class _Search:
     req: Requests
     targets: dict
     fmt: str
+    speculation: Speculation | None = None
     built: dict = field(default_factory=dict)  # layouts built by the pruned search, by (tp, pp, dp, ep)
 
     def _device(self, lay: Layout | None, cuda_graphs: bool) -> Device:
@@ -469,7 +492,8 @@ class _Search:
             use = self._share(rep.dp, rep.gpus, gpus, pins)
             if use:
                 eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
-                n += _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected)
+                for dec, draft in _decodings(rep, self.speculation):
+                    n += _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected, dec, draft)
         if disagg:
             workers = [r for r in reps if r.pp == 1]
             for a in [r for r in workers if r.dp == 1]:  # prefill workers: tensor parallel only
@@ -515,13 +539,15 @@ class _Search:
                 if not isinstance(rep, Replica) or not (use := self._share(rep.dp, rep.gpus, gpus, pins)):
                     continue
                 eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
-                sample = _sampled(rep, eng_r, self.req, use, self.fmt, cols, rejected, self.targets)
-                if sample is None:
-                    continue
-                n += len(sample.at)
-                samples.append(sample)
-                front.add(sample.thr[sample.ok], sample.user[sample.ok])
-                if not sample.ok[-1]:  # the targets, not memory, bound this family: deeper pipelines cannot win
+                bound = True  # each way of decoding: dominated by pipeline depth alone (plan_search)
+                for dec, draft in _decodings(rep, self.speculation):
+                    sample = _sampled(rep, eng_r, self.req, use, self.fmt, cols, rejected, self.targets, dec, draft)
+                    bound = bound and sample is not None and not sample.ok[-1]
+                    if sample is not None:
+                        n += len(sample.at)
+                        samples.append(sample)
+                        front.add(sample.thr[sample.ok], sample.user[sample.ok])
+                if bound:  # the targets, not memory, bound this family: deeper pipelines cannot win
                     break
         if not valid:
             raise _no_layout(self.spec, gpus, pins)

@@ -57,14 +57,21 @@ def columns(batches: list) -> dict[str, np.ndarray]:
     return {k: np.concatenate([b[k] if k in b else np.full(n, np.nan) for n, b in batches]) for k in keys}
 
 
-def rows(cols: dict[str, np.ndarray], idx: np.ndarray, cost: float | None) -> list[dict[str, Any]]:
-    """The configurations ``idx`` as plain dicts (one ``tolist`` per column, not per cell)."""
+def rows(cols: dict[str, np.ndarray], idx: np.ndarray, cost: float | None, spec: Any = None) -> list[dict]:
+    """The configurations ``idx`` as plain dicts (one ``tolist`` per column, not per cell); a row decoding
+    speculatively (column ``speculation`` = 1) carries ``spec``'s method, k, acceptance and draft model, the
+    others None."""
+    said = None
+    if spec is not None:
+        draft = getattr(spec.draft_model, "name", spec.draft_model)  # a ModelSpec by its name
+        said = {"method": spec.method, "k": spec.k, "acceptance": spec.acceptance, "draft_model": draft}
     sel = {k: v[idx].tolist() for k, v in cols.items()}
     ints = ("tp", "pp", "ep", "dp", "gpus_used")
     out = []
     for j in range(len(idx)):
         r: dict[str, Any] = {"mode": sel["mode"][j], "weights": sel["weights"][j]}
         r.update({k: (int(sel[k][j]) if k in ints else sel[k][j]) for k in COLUMNS})
+        r["speculation"] = said if "speculation" in sel and sel["speculation"][j] == 1 else None
         if r["mode"] == "disaggregated":
             r["prefill_workers"] = int(sel["prefill_workers"][j])
             r["prefill_tp"] = int(sel["prefill_tp"][j])
@@ -80,8 +87,9 @@ def none_meets() -> tuple:
     return None, [], ["no configuration meets the targets: best and pareto are empty; relax --ttft-ms/--tpot-ms"]
 
 
-def select(arr: dict[str, np.ndarray], n: int, ttft_ms, tpot_ms, cost) -> tuple:
-    """(best, Pareto front, notes) among the configurations meeting the targets."""
+def select(arr: dict[str, np.ndarray], n: int, ttft_ms, tpot_ms, cost, spec: Any = None) -> tuple:
+    """(best, Pareto front, notes) among the configurations meeting the targets (``spec``: the
+    :class:`~.speculative.Speculation` a speculating row decodes with, :func:`rows`)."""
     ok = np.ones(n, dtype=bool)
     if ttft_ms is not None:
         ok &= arr["ttft_s"] <= ttft_ms / 1e3
@@ -95,12 +103,12 @@ def select(arr: dict[str, np.ndarray], n: int, ttft_ms, tpot_ms, cost) -> tuple:
     best = int(tied[np.argmax(arr["tok_s_per_user"][tied])])
     front = idx[pareto_mask(arr["throughput_tok_s_per_gpu"][idx], arr["tok_s_per_user"][idx])]
     front = front[np.argsort(-arr["tok_s_per_user"][front], kind="stable")]
-    return rows(arr, np.array([best]), cost)[0], rows(arr, front, cost), []
+    return rows(arr, np.array([best]), cost, spec)[0], rows(arr, front, cost, spec), []
 
 
 def canonical(arr: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
     """``idx`` ordered by the configuration (mode, weights, layout, concurrency, pools), whatever order the
     search found them in: layouts that give identical numbers resolve the same way in any search."""
-    keys = ["concurrency", "decode_batch", "prefill_workers", "prefill_tp", "dp", "ep", "pp", "tp"]
+    keys = ["concurrency", "decode_batch", "prefill_workers", "prefill_tp", "dp", "ep", "pp", "tp", "speculation"]
     cols = [np.nan_to_num(arr[k][idx], nan=-1.0) for k in keys if k in arr]
     return idx[np.lexsort([*cols, arr["weights"][idx], arr["mode"][idx]])]

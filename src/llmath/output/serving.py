@@ -72,9 +72,17 @@ def plan_human(d: dict[str, Any], top: int = 20) -> None:
             " concurrency = requests in flight (the decode pool's batch: --json decode_batch)",
             highlight=False,
         )
+    sd = next((r["speculation"] for r in shown if r.get("speculation")), None)
+    if sd:
+        c.print(
+            f"+sd = speculative decoding ({sd['method']}, k={sd['k']}, acceptance {sd['acceptance']:g} tokens per"
+            " verify round); the other rows decode one token per step",
+            highlight=False,
+        )
     b = d["best"]
     c.print(
-        f"best: {b['mode']}, {b['weights']}, {plan_layout(b)} on {plan_gpus(b)} GPUs, concurrency"
+        f"best: {b['mode']}{', speculative' if b.get('speculation') else ''},"
+        f" {b['weights']}, {plan_layout(b)} on {plan_gpus(b)} GPUs, concurrency"
         f" {b['concurrency']:.0f}: {si(b['throughput_tok_s_per_gpu'], 'tok/s')} per GPU, TTFT {ms(b['ttft_s'])},"
         f" TPOT {ms(b['tpot_s'])}",
         highlight=False,
@@ -112,7 +120,8 @@ def plan_gpus(r: dict) -> str:
 
 
 def _plan_cells(r: dict, best: bool, cost: bool) -> list[str]:
-    mode = ("disagg" if r["mode"] == "disaggregated" else "agg") + ("*" if best else "")  # whole requests in flight
+    mode = ("disagg" if r["mode"] == "disaggregated" else "agg") + ("+sd" if r.get("speculation") else "")
+    mode += "*" if best else ""
     cells = [mode, r["weights"], plan_layout(r), plan_gpus(r), f"{r['concurrency']:.0f}", ms(r["ttft_s"])]
     cells += [ms(r["tpot_s"]), f"{r['throughput_tok_s']:,.0f}", f"{r['throughput_tok_s_per_gpu']:,.1f}"]
     cells += [f"{r['tok_s_per_user']:.1f}"]
