@@ -278,7 +278,8 @@ def checked(fn: F) -> F:
         if "disagg" in a:  # the planner: the size of its search, bounded before any work
             a["gpus"] = check_int("gpus", a["gpus"], 1, MAX_DEGREE)
             pins = {k: a[k] for k in ("tp", "pp", "ep", "dp")}
-            check_plan(resolve(a["model"]), a["gpus"], pins, len(a["weights"] or ["bf16"]), a["disagg"])
+            variants = len(a["weights"] or ["bf16"]) * (2 if a.get("speculation") else 1)  # each with and without
+            check_plan(resolve(a["model"]), a["gpus"], pins, variants, a["disagg"])
         return fn(*bound.args, **bound.kwargs)
 
     return call  # type: ignore[return-value]

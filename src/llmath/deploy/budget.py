@@ -8,8 +8,9 @@ candidate deployment. A request computes about ``layers × stages × candidates`
 * ``stages``: prefill and decode (2);
 * ``candidates``: 1 for ``analyze`` and ``serve``; for ``plan`` the layouts its search visits, counted
   from the GPU count's divisors before any layout is built (an upper bound of what the search keeps):
-  TP ≤ 8 within a scale-up box, PP ≤ the layer count, attention-DP × EP for MoE models, each weight format,
-  and with ``disagg`` every (prefill, decode) pair of single-stage layouts.
+  TP ≤ 8 within a scale-up box, PP ≤ the layer count, attention-DP × EP for MoE models, each weight format
+  (twice with speculative decoding: every candidate is searched with and without it), and with ``disagg``
+  every (prefill, decode) pair of single-stage layouts.
 
 ``MAX_LAYER_EVALUATIONS`` (4·10^5) is set against the pruned search's measured cost (:mod:`.plan_search`
 evaluates a small part of these candidates): DeepSeek-V3 with ``disagg`` and three formats counts 274,866 on 512
