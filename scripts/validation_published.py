@@ -22,18 +22,13 @@ def _value(metric: str, v: float) -> str:
     return f"{v:.0f} tok/s" if metric == "throughput_tok_s" else f"{1e3 * v:.1f} ms"
 
 
-def _gpus(r: dict) -> int:
-    tp = next((a for a in r["assumptions"] if a.endswith("tensor-parallel replica (TP=" + a[-2:-1] + ")")), None)
-    return int(tp.split()[0]) if tp else 1
-
-
 def markdown(rep: dict) -> str:
     lines = [f"Computed by `llmath validate --published --serving` at commit {commit()}.", "", HEAD]
     lines.append("|" + "---|" * HEAD.count(" | ") + "---|")
     for r in rep["rows"]:
         setup = r["setup"] + (f" {r['concurrency']:g}" if r.get("concurrency") else "")
         lines.append(
-            f"| {r['id']} | {r['engine']} | {setup} | {r['hardware']} × {_gpus(r)} | {r['model']}"
+            f"| {r['id']} | {r['engine']} | {setup} | {r['hardware']} × {r['gpus']} | {r['model']}"
             f" | {r['prompt']}/{r['gen']} | {r['metric']} | {_value(r['metric'], r['measured'])}"
             f" | {_value(r['metric'], r['predicted'])} | {100 * r['error']:+.1f}% | {r['running']:.0f} |"
         )

@@ -88,6 +88,7 @@ def _compute(r: dict[str, Any], model: str, engine: str, setup: str) -> dict[str
         "setup": setup,
         "model": r.get("model"),
         "hardware": r["hardware"],
+        "gpus": n_dev,
         "prompt": r["prompt"],
         "gen": r["gen"],
         "concurrency": r.get("concurrency"),
