@@ -9,8 +9,8 @@ Operators declare how they split (``ops/split.py``) and a family's spec part dec
   bundled models build, or to a dotted prefix of one (``"attn."``, ``"moe.experts."``): what a table of names
   matched against ``op.name`` is made of.
 
-What remains is listed in :data:`ALLOWED` with its reason; a new read or name fails here, and so does an
-allowance that no longer matches anything (remove it).
+Nothing remains: :data:`ALLOWED` (an exception with its reason) is empty; a new read or name fails here, and
+so would an allowance that no longer matches anything.
 """
 
 from __future__ import annotations
@@ -34,19 +34,10 @@ FAMILY_PARTS = frozenset(
     }
 )  # fmt: skip
 
-# (module, attribute or string): reads and names that remain above ops/, each with why
-ALLOWED = {
-    # divisibility checks of a layout, with the engine that imposes each
-    ("deploy/shard_hyper.py", "compressed"): "tp must divide DeepSeek-V4's output groups (vLLM wo_a)",
-    ("deploy/shard_hyper.py", "ngram"): "tp must divide Qwen4-Exp's n-gram row width",
-    ("deploy/shard_shared.py", "shared_block"): "tp must divide Zamba2's LoRA rank (vLLM Zamba2LoRA)",
-    # collectives are named per block (deploy/comm.py), not derived from the operators' row / reduce traits
-    ("deploy/comm.py", "shared_block"): "Zamba2's shared block: its all-reduces and the adapters' all-gather",
-    ("deploy/comm.py", "ngram"): "Qwen4-Exp's n-gram lookups: an all-gather of E per token",
-    # the fitted attention kernels describe dense causal attention; QSA's block-sparse kernel keeps the fractions
-    ("hardware/fitted_ops.py", "qsa"): "QSA's block-sparse attention is not the dense kernel the fit measured",
-    ("hardware/fitted_ops.py", "attn.flash"): "the fused attention operator the kernel fit measured",
-}
+# (module, attribute or string) -> why: a read or name that would remain above ops/, each with its reason; none
+# does (a family's layout rules and collectives are its spec part's traits, model/traits.py; the fitted attention
+# kernel is the operators' kernel trait, ops/kernel.py)
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _modules_above_ops() -> list[tuple[str, ast.Module]]:
@@ -105,7 +96,7 @@ def test_no_family_read_or_operator_name_above_ops(operator_names):
     assert not stale, f"allowances that match nothing any more (remove them): {stale}"
 
 
-def test_the_remaining_reads_are_few(operator_names):
-    """What remains above ops/ (the allowances), counted: 6 family reads and 1 operator name in 7 places."""
+def test_nothing_remains_above_ops(operator_names):
+    """No family read and no operator name above ops/, allowed or not."""
     found = _found(operator_names)
-    assert sum(found.values()) <= 7, sorted(found.items())
+    assert sum(found.values()) == 0, sorted(found.items())

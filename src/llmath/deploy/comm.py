@@ -12,6 +12,8 @@ Messages are in activation elements over the rank's replica scenario (monomial `
   group received (e × that) and reduce-scatters the partial outputs back; combines them (all-to-all, the
   same size); then, if T > 1, all-reduces B·T·D within the TP group (restores every token on every TP
   rank and sums the TP-sharded shared experts).
+* A family's own layers (Zamba2's shared block, Qwen4-Exp's n-gram layers): the collectives its spec part
+  declares (``tp_collectives``, model/part_traits.py), per layer of the kinds it names.
 * PP: a point-to-point send of the hidden state and the residual (2·D per token, as vLLM's
   ``IntermediateTensors`` carry them) from every stage but the last.
 * Encoder-decoder (:func:`encdec_collectives`): the TP all-reduces after every row-parallel block (the
@@ -29,6 +31,7 @@ from fractions import Fraction as Fr
 from llmath.deploy.collectives import Collective
 from llmath.deploy.layout import Layout
 from llmath.model.spec import ModelSpec
+from llmath.model.traits import layer_collectives
 from llmath.ops.core import Term
 
 
@@ -85,34 +88,18 @@ def _mixer(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Col
     return out
 
 
-def _shared(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
-    """Zamba2's hybrid layers (``shared+<kind>/...``, :mod:`llmath.deploy.shard_shared`): the shared block's
-    o_proj and down all-reduce D each; each LoRA adapter's A (``gather_output=True``) all-gathers its r
-    outputs per token: one for gate/up, three more (q, k, v) with attention adapters."""
-    sb = spec.shared_block
-    n = sum(c for lk, c in counts.items() if lk.startswith("shared+"))
-    if sb is None or not n:
-        return []
-    D = _msg(Fr(spec.d_model), "BT", "D")
-    out = [
-        Collective("shared.attn.all_reduce", "all_reduce", T, T, n, D, "tp", first=g0),
-        Collective("shared.ffn.all_reduce", "all_reduce", T, T, n, D, "tp", first=g0),
-    ]
-    adapters = (1 if sb.adapter_rank else 0) + (3 if sb.attention_adapters else 0)
-    if adapters:
-        r = _msg(Fr(sb.adapter_rank), "BT", "r")
-        out.append(Collective("shared.adapter.all_gather", "all_gather", T, T, n * adapters, r, "tp", first=g0))
+def _part_collectives(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
+    """What a family's layers add under TP, as its spec part declares it (``tp_collectives``,
+    model/part_traits.py): each collective once per layer of the kinds it names (Zamba2's shared block: its
+    o_proj and down all-reduces and the LoRA adapters' all-gathers; Qwen4-Exp's n-gram layers: the all-gather
+    of each token's E-wide lookup)."""
+    out = []
+    for c in layer_collectives(spec):
+        n = sum(v for lk, v in counts.items() if lk.startswith(c.layers))
+        if n:
+            msg = _msg(Fr(c.elements), "BT", c.label)
+            out.append(Collective(c.name, c.kind, T, T, n * c.per_layer, msg, "tp", first=g0))
     return out
-
-
-def _ple(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
-    """Qwen4-Exp's n-gram layers (``ple+<kind>/...``, :mod:`llmath.deploy.shard_hyper`): each rank looks up W/T
-    columns of its H rows, then all-gathers the E = H·W wide lookup of every token."""
-    g = spec.ngram
-    n = sum(c for lk, c in counts.items() if lk.startswith("ple+"))
-    if g is None or not n:
-        return []
-    return [Collective("ple.all_gather", "all_gather", T, T, n, _msg(Fr(g.embed_dim), "BT", "E"), "tp", first=g0)]
 
 
 def stage_collectives(
@@ -137,8 +124,7 @@ def stage_collectives(
         if attn_n:
             out.append(Collective("attn.all_reduce", "all_reduce", T, T, attn_n, hidden, "tp", first=g0))
         out += _mixer(spec, T, counts, g0)
-        out += _shared(spec, T, counts, g0)
-        out += _ple(spec, T, counts, g0)
+        out += _part_collectives(spec, T, counts, g0)
         if dense:
             out.append(Collective("ffn.all_reduce", "all_reduce", T, T, dense, hidden, "tp", first=g0))
     if moe:

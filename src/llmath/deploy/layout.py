@@ -20,12 +20,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from llmath.deploy.shard_hyper import hyper_tp_problem
 from llmath.deploy.shard_mixers import SHARDED, mixer_tp_problem
-from llmath.deploy.shard_shared import shared_tp_problem
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
-from llmath.model.traits import traits
+from llmath.model.traits import tp_problem, traits
 
 OVERLAPS = ("none", "tbo")
 
@@ -141,9 +139,7 @@ def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     """Why ``spec`` cannot run ``tp``-way tensor parallel (vLLM's divisibility rules), or None."""
     N, K = spec.n_heads, spec.n_kv_heads
     parts = {p for k in spec.layer_mixers for p in k.split("+")}
-    if "shared" in parts and (why := shared_tp_problem(spec, tp)):
-        return why
-    if tp > 1 and (why := hyper_tp_problem(spec, tp)):
+    if why := tp_problem(spec, tp):  # the rules a family's spec part states (model/traits.py)
         return why
     if tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, tp)):
         return why

@@ -27,7 +27,7 @@ take them from, with T = tp:
   attention in Falcon-H1's parallel layers), Gated DeltaNet, KDA, lightning attention and LFM2's short conv
   split by heads / inner channels, their in-projections column-parallel and out_proj row-parallel; the
   per-sequence state scales with the rank's channels. Recurrent kinds without a sourced rule: refused.
-* **DeepSeek-V4 / HY-V4** (:mod:`llmath.deploy.shard_hyper`, vLLM ``deepseek_v4.py``): heads and output
+* **DeepSeek-V4 / HY-V4** (vLLM ``deepseek_v4.py``; the sources: docs/parallel.md): heads and output
   groups split, the latent KV, compressors, indexer and hyper-connections replicated.
 * **HRM-Text** (no engine implements it; llmath's choice): every layer run shards as a decoder layer (heads
   and FFN split, two all-reduces per run); the two stacks' weights, held once, split as the projections that

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from llmath.ops.block_sparse import block_indexer, kept_keys
 from llmath.ops.cca import cca_conv, cca_kv, l2_qk_norm
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
+from llmath.ops.kernel import Kernel
 from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
 from llmath.ops.qsa import indexer, sparse_window
@@ -41,6 +42,13 @@ class Attn:
     H: int
     cached: bool = True  # K/V live in a cache (decoder self- and cross-attention), not an encoder's activations
     Hv: int = 0  # value head width J when it differs from H (MiMo-V2-Flash); 0: H
+
+    @property
+    def kernel(self) -> str:
+        """The layer's own self-attention runs the dense attention kernel (ops/kernel.py); a QSA model's
+        attention keeps only its selected blocks, so none of its attention does."""
+        dense = not self.cross and self.pk == "attention" and self.site.spec.qsa is None
+        return Kernel.DENSE_ATTENTION if dense else Kernel.NONE
 
     @property
     def J(self) -> int:
@@ -248,7 +256,7 @@ def flash(a: Attn) -> None:
         vflops=[(a.softmax_flops * N, p, f"{a.softmax_flops}·N")],
         act_out=[(N * J, "BT", "N·H" if J == H else "N·J")],
         act_in=q if a.cached else q + kv,
-        kv_read=kv if a.cached else [], split=Split.HEADS
+        kv_read=kv if a.cached else [], split=Split.HEADS, kernel=a.kernel
     )  # fmt: skip
 
 
