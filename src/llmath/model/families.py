@@ -256,6 +256,11 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_bias=False,
         norms_per_layer=4,
     ),
+    # GLM-4.1V's language model (transformers 5.23 modeling_glm4v.py Glm4vTextAttention): GLM-4's four norms, its
+    # q/k/v projections built with bias=True whatever the config's attention_bias says, o_proj without
+    "glm4v_text": dict(
+        LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False, norms_per_layer=4
+    ),
     "ernie4_5": dict(LLAMA_LIKE, **_attn_bias(_k("use_bias", False)), ffn_bias=_k("use_bias", False)),
     "exaone4": dict(
         LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="head", windows=_every(4, key="sliding_window_pattern")
