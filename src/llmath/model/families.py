@@ -289,7 +289,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_bias=False,
         parallel=_k("use_parallel_residual", False),
         norms_per_layer=lambda c: 1 if c.get("use_parallel_residual") else 2,
-        refuse={"qk_layernorm": "per-head q/k LayerNorms"},
+        qk_norm=lambda c: "per_head" if c.get("qk_layernorm") else "none",  # StableLM 2 12B
     ),
     "persimmon": dict(
         norm="layer",

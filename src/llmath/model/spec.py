@@ -28,7 +28,9 @@ NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
 PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "relative", "none"]
 AttentionKind = Literal["mha", "mla"]
-QKNorm = Literal["none", "head", "full", "l2"]  # l2: ZAYA's weightless L2 norm with a learned scale per K/V head
+# head: one norm of width H shared by the heads; full: one over all heads' width; per_head: a norm of width H per
+# head, each its own weight and no bias (StableLM 2); l2: ZAYA's weightless L2 norm with a learned scale per K/V head
+QKNorm = Literal["none", "head", "full", "per_head", "l2"]
 AttnGate = Literal["none", "head", "full"]
 
 

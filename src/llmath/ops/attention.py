@@ -132,7 +132,8 @@ def nope(a: Attn) -> bool:
 
 
 def qk_norm(a: Attn) -> None:
-    """Norms over the query and key heads (per head width, or over all heads' width)."""
+    """Norms over the query and key heads: of width H (one weight shared by the heads, or its own per head:
+    StableLM 2's ``StableLmLayerNormPerHead``, LayerNorms without bias), or over all heads' width."""
     s = a.site.spec
     if s.qk_norm == "none" or a.cross or (nope(a) and s.chunked_windows):
         return
@@ -141,7 +142,7 @@ def qk_norm(a: Attn) -> None:
         return
     N, K, H = a.N, 0 if shared_kv(a) else a.K, a.H
     qw, kw = (H, H if K else 0) if s.qk_norm == "head" else (N * H, K * H)
-    per = 2 if (s.norm == "layer" and s.norm_bias) else 1
+    per = 2 if (s.norm == "layer" and s.norm_bias and s.qk_norm != "per_head") else 1
     a.site.vector(
         "qk_norm", "BTNH->BTNH", NORM_FLOPS[s.norm], (N + K) * H, "BT", "(N+K)·H", component="norm",
         params=[("attention.qk_norm", per * (qw + kw))], weight=[(per * (qw + kw), "1", "q,k norm weights")],
