@@ -215,9 +215,12 @@ def with_options(**after: tuple):
     return wrap
 
 
-def layout_kwargs(a) -> dict:
-    """The deployment layout flags of a command's arguments ``a``, as the library's keywords."""
-    return dict(gpus=a.gpus, tp=a.tp, pp=a.pp, ep=a.ep, dp=a.dp, overlap=a.overlap)
+def parallel_config(a, overlap: str | None = None):
+    """The deployment layout flags of a command's arguments ``a`` as the one parallel config the library takes
+    (``parallel=``; validated once, :class:`llmath.deploy.layout.ParallelConfig`)."""
+    from llmath.deploy.layout import ParallelConfig
+
+    return ParallelConfig(a.gpus, a.tp, a.pp, a.ep, a.dp, overlap or getattr(a, "overlap", "none"))
 
 
 def precision(model, dtype: str | None, weights: str | None, activations: str | None, kv: str | None, group, ssm=None):

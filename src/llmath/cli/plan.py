@@ -5,6 +5,7 @@ Registered on the app by importing this module (``llmath.cli`` does); the search
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Annotated
 
 import typer
@@ -13,7 +14,7 @@ from llmath import output as out
 from llmath.cli.analyze import AcceptanceOpt, DraftOpt, SpecMethodOpt, SpecTokensOpt
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt
-from llmath.cli.options import JsonOpt, ModelArg, ints, speculation
+from llmath.cli.options import JsonOpt, ModelArg, ints, parallel_config, speculation
 from llmath.errors import WorkloadError
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
@@ -65,7 +66,9 @@ def plan_cmd(
     from llmath.deploy.plan import plan
 
     fmts = [w.strip() for w in weights.split(",") if w.strip()]
-    pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    # the degrees pinned (the GPUs searched on are --gpus), as the one parallel config the library takes
+    pinned = parallel_config(SimpleNamespace(gpus=None, tp=tp, pp=pp, ep=ep, dp=dp))
+    pins = {"parallel": pinned, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     kw = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
     sd = _speculation(spec_method, spec_tokens, acceptance, draft_model)
     res = plan(

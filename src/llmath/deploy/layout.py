@@ -67,8 +67,9 @@ class ParallelConfig:
     """The parallel config asked for, as the engines name it (vLLM ``ParallelConfig``: ``tensor_parallel_size``
     = tp, ``pipeline_parallel_size`` = pp, ``data_parallel_size`` = dp, ``enable_expert_parallel`` = ep > 1):
     the degrees given (None: :func:`make_layout` fills them for the model) and the overlap, validated here once.
-    ``analyze``, ``serve`` and ``plan`` take it as ``parallel=`` beside the same keywords spelled out;
-    :meth:`layout` fits it to a model (its heads, experts and stacks)."""
+    ``analyze``, ``serve`` and ``plan`` take it as ``parallel=`` beside the same keywords spelled out, and the
+    command line builds one from its flags and passes it down; :meth:`layout` fits it to a model (its heads,
+    experts and stacks)."""
 
     gpus: int | None = None
     tp: int | None = None
@@ -90,6 +91,12 @@ class ParallelConfig:
     def layout(self, spec: ModelSpec) -> Layout:
         return make_layout(spec, *self.args())
 
+    def requested(self, spec: ModelSpec) -> Layout | None:
+        """The layout fitted to ``spec`` when one is asked for (a degree given, or more than one GPU), else None."""
+        if any(v is not None for v in (self.tp, self.pp, self.ep, self.dp)) or (self.gpus or 1) > 1:
+            return self.layout(spec)
+        return None
+
 
 def layout_args(parallel: ParallelConfig | None, degrees: tuple, overlap: str = "none") -> tuple:
     """(gpus, tp, pp, ep, dp, overlap) of a call that takes ``parallel=`` beside the keywords spelled out (their
@@ -109,9 +116,7 @@ def layout_args(parallel: ParallelConfig | None, degrees: tuple, overlap: str = 
 def requested_layout(spec: ModelSpec, parallel: ParallelConfig | None, gpus, tp, pp, ep, dp, overlap) -> Layout | None:
     """The layout a serving call asks for (``parallel`` or the keywords), or None for one GPU."""
     gpus, tp, pp, ep, dp, overlap = layout_args(parallel, (gpus, tp, pp, ep, dp), overlap)
-    if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
-        return make_layout(spec, gpus, tp, pp, ep, dp, overlap)
-    return None
+    return ParallelConfig(gpus, tp, pp, ep, dp, overlap).requested(spec)
 
 
 def stage_layers(n_layers: int, pp: int) -> list[range]:
