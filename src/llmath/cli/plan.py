@@ -66,15 +66,13 @@ def plan_cmd(
     from llmath.deploy.plan import plan
 
     fmts = [w.strip() for w in weights.split(",") if w.strip()]
-    # the degrees pinned (the GPUs searched on are --gpus), as the one parallel config the library takes
-    pinned = parallel_config(SimpleNamespace(gpus=None, tp=tp, pp=pp, ep=ep, dp=dp))
-    pins = {"parallel": pinned, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    pinned = parallel_config(SimpleNamespace(gpus=None, tp=tp, pp=pp, ep=ep, dp=dp))  # the search's GPUs: --gpus
+    pins = {"parallel": pinned, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms, "gpus": gpus}
     kw = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
     sd = _speculation(spec_method, spec_tokens, acceptance, draft_model)
     res = plan(
         model,
         hardware,
-        gpus=gpus,
         prompt=prompt,
         gen=gen,
         weights=fmts,

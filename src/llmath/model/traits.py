@@ -25,7 +25,7 @@ Parts declare these as class attributes (or properties); the traits of a family'
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 
 from llmath.model.part_traits import LayerCollective
@@ -42,8 +42,9 @@ class Traits:
     no_layout: str = ""
 
 
-def _parts(spec: ModelSpec) -> list[object]:
-    return [v for f in fields(spec) if is_dataclass(v := getattr(spec, f.name)) and not isinstance(v, ModelSpec)]
+def _parts(spec: ModelSpec) -> tuple[object, ...]:
+    """The family parts ``spec`` carries (model/spec_parts.py): the parts that declare traits."""
+    return spec.parts.family
 
 
 @lru_cache(maxsize=512)
