@@ -10,6 +10,7 @@ decoded than the stated layout predicts).
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import defaultdict
 from statistics import median
@@ -31,6 +32,11 @@ def _bucket(c: int) -> str:
     while lo * 4 <= c:
         lo *= 4
     return f"{lo}–{lo * 4 - 1}"
+
+
+def _natural(x: str) -> tuple[int, str]:
+    head = re.match(r"\d+", x)
+    return (int(head.group()) if head else -1, x)
 
 
 def rows(path) -> list[dict]:
@@ -64,7 +70,7 @@ def main(argv: list[str]) -> None:
         groups[tuple(r[k] for k in by)].append(r)
     print(f"| {' | '.join(by)} | rows | TTFT signed | TPOT signed | measured / predicted TPOT |")
     print("|" + "---|" * (len(by) + 4))
-    for k in sorted(groups):
+    for k in sorted(groups, key=lambda k: tuple(_natural(x) for x in k)):
         g = groups[k]
         t, d, s = (median(r[x] for r in g) for x in ("ttft", "tpot", "speed"))
         print(f"| {' | '.join(k)} | {len(g)} | {100 * t:+.0f}% | {100 * d:+.0f}% | {s:.2f} |")
