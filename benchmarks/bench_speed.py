@@ -77,21 +77,32 @@ def _median_cpu(fn, repeats: int) -> tuple[float, float]:
     return statistics.median(ts), min(ts)
 
 
-def _child_cpu(cmd: list[str], env: dict[str, str]) -> float:
+def child_cpu(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    """CPU seconds (user + system) of one run of ``cmd`` in a child process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, capture_output=True, check=True, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _process(cmd: list[str], repeats: int = 7) -> tuple[float, float]:
-    """Median and minimum CPU seconds of ``cmd`` as a whole process, with bytecode cached (an installed
-    package's state): the warm-up run writes it, and warms the file cache."""
+def installed_env(cache: str) -> dict[str, str]:
+    """This environment, with bytecode written to and read from ``cache`` (as an installed package has it)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = cache
+    return env
+
+
+def process_cpu(cmd: list[str], repeats: int = 7) -> list[float]:
+    """CPU seconds of ``repeats`` whole-process runs of ``cmd`` with bytecode cached: a warm-up run writes it
+    (and warms the file cache)."""
     with tempfile.TemporaryDirectory(prefix="llmath-bench-pyc-") as cache:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = cache
+        env = installed_env(cache)
         subprocess.run(cmd, capture_output=True, check=True, env=env)
-        ts = [_child_cpu(cmd, env) for _ in range(repeats)]
+        return [child_cpu(cmd, env) for _ in range(repeats)]
+
+
+def _process(cmd: list[str], repeats: int = 7) -> tuple[float, float]:
+    ts = process_cpu(cmd, repeats)
     return statistics.median(ts), min(ts)
 
 
