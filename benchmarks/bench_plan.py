@@ -10,6 +10,7 @@ cluster_cpu_s       per GPU count: `llmath plan deepseek-v3 -H h200 --gpus N --p
                     targets: <= 1 s for 8 and 512 GPUs, <= 2 s for 4,096
 cluster_search_s    the same search as a library call in one process, warm (min, median)
 cluster_evaluated   configurations the search evaluated
+cluster_refused     GPU counts the plan refuses (over its cost limit), with its message
 exhaustive          per GPU count: the exhaustive search's CPU seconds (library call, cold process) and the
                     pruned one's in the same process, their ratio, and whether both found the same best
 default_cpu_s       the default search (`llama-3-8b -H h100-sxm --gpus 8 --prompt 1024 --gen 256`, library call,
@@ -56,12 +57,17 @@ def _stats(xs: list[float]) -> dict[str, float]:
 
 def _cluster(sizes: list[int], repeats: int) -> dict:
     from llmath.deploy.plan import plan
+    from llmath.errors import LLMathError
 
-    out: dict = {"cluster_cpu_s": {}, "cluster_search_s": {}, "cluster_evaluated": {}}
+    out: dict = {"cluster_cpu_s": {}, "cluster_search_s": {}, "cluster_evaluated": {}, "cluster_refused": {}}
     for g in sizes:
+        try:
+            plan("deepseek-v3", "h200", gpus=g, **KW)  # warm
+        except LLMathError as e:  # over the plan's cost limit: the CLI refuses it too (exit 2)
+            out["cluster_refused"][g] = str(e)
+            continue
         cmd = [sys.executable, "-m", "llmath", *PLAN[:2], "--gpus", str(g), *PLAN[2:]]
         out["cluster_cpu_s"][g] = _stats(process_cpu(cmd, repeats))
-        plan("deepseek-v3", "h200", gpus=g, **KW)  # warm
         ts = []
         for _ in range(repeats):
             t = time.process_time()
