@@ -86,7 +86,7 @@ def monomial_functions(monos: tuple[str, ...], moe: MoESpec | None = None) -> tu
     return tuple(out)
 
 
-_MEMO = 4096  # stage matrices kept per compiled scenario (one per batch, token count and decode context)
+_MEMO = 4096  # right-hand sides kept per compiled scenario (one per batch and prompt length)
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,30 +102,35 @@ class CompiledScenario:
     decode_monos: tuple[Monomial, ...]
     memo: dict = field(default_factory=dict, repr=False)
 
-    def _matrices(self, t: Table, B: int, T: int, S0: int, decode: bool) -> tuple[np.ndarray, np.ndarray, int]:
-        """(n_monos, 2·n_ops) compute and memory seconds per monomial side by side, the overheads, n_ops: the
-        right-hand sides of :func:`llmath.hardware.roofline.stage_times`' scalar path in one product."""
-        key = (decode, B, B * T, S0 if decode else None)
-        got = self.memo.get(key)
+    def _matrices(self, B: int, prompt: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The right-hand side of both passes' product: block-diagonal, (prefill monomials + decode monomials,
+        [prefill compute | prefill memory | decode compute | decode memory] seconds per op), built from
+        :func:`llmath.hardware.roofline.stage_times`' scalar-path matrices; and each pass's overheads."""
+        got = self.memo.get((B, prompt))
         if got is None:
-            comp, mem, ov = _stage_matrices(t, self.hw, self.p, self.eff, *key[1:3], decode, key[3])
-            got = (np.ascontiguousarray(np.concatenate([comp, mem], axis=1)), ov, comp.shape[1])
+            pre = _stage_matrices(self.prefill, self.hw, self.p, self.eff, B, B * prompt, False, None)
+            dec = _stage_matrices(self.decode, self.hw, self.p, self.eff, B, B, True, prompt)
+            (m1, n1), (m2, n2) = pre[0].shape, dec[0].shape
+            rhs = np.zeros((m1 + m2, 2 * (n1 + n2)))
+            rhs[:m1, :n1], rhs[:m1, n1 : 2 * n1] = pre[0], pre[1]
+            rhs[m1:, 2 * n1 : 2 * n1 + n2], rhs[m1:, 2 * n1 + n2 :] = dec[0], dec[1]
+            rhs.setflags(write=False)
+            got = (rhs, pre[2], dec[2])
             if len(self.memo) < _MEMO:
-                self.memo[key] = got
+                self.memo[(B, prompt)] = got
         return got
 
-    def _stage(self, t: Table, fns: tuple[Monomial, ...], B: int, T: int, S0: int, decode: bool) -> np.ndarray:
-        """Per-op seconds of one pass: max(compute, memory) + overhead."""
-        rhs, ov, n = self._matrices(t, B, T, S0, decode)
-        cm = np.array([f(B, T, S0) for f in fns], dtype=float) @ rhs
-        out = np.maximum(cm[:n], cm[n:])
-        out += ov
-        return out
-
     def times(self, batch: int, prompt: int, gen: int) -> tuple[np.ndarray, np.ndarray, DecodeSummary]:
-        """(prefill per-op seconds, first decode step per-op seconds, the generation's decode summary)."""
-        pre = self._stage(self.prefill, self.prefill_monos, batch, prompt, 0, False)
-        dec = self._stage(self.decode, self.decode_monos, batch, 1, prompt, True)
+        """(prefill per-op seconds, first decode step per-op seconds, the generation's decode summary): each
+        op's max(compute, memory) + overhead, both passes from one product."""
+        rhs, ov_pre, ov_dec = self._matrices(batch, prompt)
+        mv = [f(batch, prompt, 0) for f in self.prefill_monos] + [f(batch, 1, prompt) for f in self.decode_monos]
+        cm = np.array(mv, dtype=float) @ rhs
+        n1, n2 = len(ov_pre), len(ov_dec)
+        pre = np.maximum(cm[:n1], cm[n1 : 2 * n1])
+        pre += ov_pre
+        dec = np.maximum(cm[2 * n1 : 2 * n1 + n2], cm[2 * n1 + n2 :])
+        dec += ov_dec
         # decode_generation's scalar closed form: the plain monomials are never its stepwise ones
         d = _decode_scalar(self.decode, self.hw, self.p, self.eff, batch, float(prompt), float(gen), 0.0)
         return pre, dec, d
