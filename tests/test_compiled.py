@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from llmath import Precision
-from llmath.analysis import scenario
+from llmath.analysis import analyze, scenario
 from llmath.hardware import compiled as cp
 from llmath.hardware import get
 from llmath.hardware.decode import decode_generation
@@ -76,11 +76,15 @@ def test_stage_and_generation_times_equal_the_general_path():
 
 
 def test_scenario_takes_the_general_path_where_not_compiled():
-    # an encoder-decoder (T5) is not compiled; scenario() still answers, TTFT including the encoder pass
+    # an encoder-decoder (T5) is not compiled; scenario() answers as the exact per-op report does, TTFT
+    # including the encoder pass
     hw, p, eff = _device()
     spec = registry.spec("t5-base")
     assert cp.compiled(spec, "flash", hw, p, eff) is None
-    s = scenario(spec, hw, 2, 300, 50)
+    s = scenario("t5-base", "h100-sxm", 2, 300, 50)
+    a = analyze("t5-base", "h100-sxm", batch=2, prompt=300, gen=50)
+    assert s["ttft_s"] == pytest.approx(a.generation["ttft_s"], rel=1e-12)
+    assert s["tpot_s"] == pytest.approx(a.generation["tpot_s"], rel=1e-12)
     enc = stage_times(table(spec, "encoder"), Scenario(2, 300), hw, cp.spec_precision(spec), eff, False)[0]
     assert s["ttft_s"] > float(enc.sum()) > 0
 
@@ -92,3 +96,20 @@ def test_plain_sizes_defers_every_bad_value_to_the_workload_checks():
         assert not cp.plain_sizes(*bad)
     with pytest.raises(Exception, match="batch"):
         scenario("llama-3-8b", "h100-sxm", 0, 10, 10)
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b", "gemma-2-9b", "mixtral-8x7b"])
+def test_eager_attention_times_equal_the_general_path(name):
+    # eager attention's score matrices (E monomials), full and sliding-window, and MoE routing
+    hw, p, eff = _device()
+    spec = registry.spec(name)
+    c = cp.compiled(spec, "eager", hw, p, eff)
+    assert c is not None
+    for B, P, N in SIZES[2:]:
+        pre, dec, d = c.times(B, max(P, 1), max(N, 1))
+        ref_pre = stage_times(table(spec, "prefill", "eager"), Scenario(B, max(P, 1), 0), hw, p, eff, False)[0]
+        ref_dec = stage_times(table(spec, "decode", "eager"), Scenario(B, 1, max(P, 1)), hw, p, eff, True)[0]
+        ref_d = decode_generation(table(spec, "decode", "eager"), hw, p, eff, B, max(P, 1), max(N, 1), 0)
+        np.testing.assert_allclose(pre, ref_pre, rtol=1e-12)
+        np.testing.assert_allclose(dec, ref_dec, rtol=1e-12)
+        assert float(d.total_s) == pytest.approx(float(ref_d.total_s), rel=1e-12)
