@@ -14,7 +14,7 @@ the general path; tests/test_compiled.py checks the two paths agree on every mod
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import cast
 
@@ -86,9 +86,6 @@ def monomial_functions(monos: tuple[str, ...], moe: MoESpec | None = None) -> tu
     return tuple(out)
 
 
-_MEMO = 4096  # right-hand sides kept per compiled scenario (one per batch and prompt length)
-
-
 @dataclass(frozen=True, eq=False)
 class CompiledScenario:
     """A decoder-only model's prefill and decode tables on one device, with their monomial functions."""
@@ -100,30 +97,11 @@ class CompiledScenario:
     decode: Table
     prefill_monos: tuple[Monomial, ...]
     decode_monos: tuple[Monomial, ...]
-    memo: dict = field(default_factory=dict, repr=False)
-
-    def _matrices(self, B: int, prompt: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The right-hand side of both passes' product: block-diagonal, (prefill monomials + decode monomials,
-        [prefill compute | prefill memory | decode compute | decode memory] seconds per op), built from
-        :func:`llmath.hardware.roofline.stage_times`' scalar-path matrices; and each pass's overheads."""
-        got = self.memo.get((B, prompt))
-        if got is None:
-            pre = _stage_matrices(self.prefill, self.hw, self.p, self.eff, B, B * prompt, False, None)
-            dec = _stage_matrices(self.decode, self.hw, self.p, self.eff, B, B, True, prompt)
-            (m1, n1), (m2, n2) = pre[0].shape, dec[0].shape
-            rhs = np.zeros((m1 + m2, 2 * (n1 + n2)))
-            rhs[:m1, :n1], rhs[:m1, n1 : 2 * n1] = pre[0], pre[1]
-            rhs[m1:, 2 * n1 : 2 * n1 + n2], rhs[m1:, 2 * n1 + n2 :] = dec[0], dec[1]
-            rhs.setflags(write=False)
-            got = (rhs, pre[2], dec[2])
-            if len(self.memo) < _MEMO:
-                self.memo[(B, prompt)] = got
-        return got
 
     def times(self, batch: int, prompt: int, gen: int) -> tuple[np.ndarray, np.ndarray, DecodeSummary]:
         """(prefill per-op seconds, first decode step per-op seconds, the generation's decode summary): each
         op's max(compute, memory) + overhead, both passes from one product."""
-        rhs, ov_pre, ov_dec = self._matrices(batch, prompt)
+        rhs, ov_pre, ov_dec = _block_rhs(self, batch, prompt)
         mv = [f(batch, prompt, 0) for f in self.prefill_monos] + [f(batch, 1, prompt) for f in self.decode_monos]
         cm = np.array(mv, dtype=float) @ rhs
         n1, n2 = len(ov_pre), len(ov_dec)
@@ -134,6 +112,21 @@ class CompiledScenario:
         # decode_generation's scalar closed form: the plain monomials are never its stepwise ones
         d = _decode_scalar(self.decode, self.hw, self.p, self.eff, batch, float(prompt), float(gen), 0.0)
         return pre, dec, d
+
+
+@lru_cache(maxsize=1024)  # (batch, prompt length) pairs of all compiled scenarios: tens of kB each at most
+def _block_rhs(c: CompiledScenario, B: int, prompt: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The right-hand side of both passes' product: block-diagonal, (prefill monomials + decode monomials,
+    [prefill compute | prefill memory | decode compute | decode memory] seconds per op), built from
+    :func:`llmath.hardware.roofline.stage_times`' scalar-path matrices; and each pass's overheads."""
+    pre = _stage_matrices(c.prefill, c.hw, c.p, c.eff, B, B * prompt, False, None)
+    dec = _stage_matrices(c.decode, c.hw, c.p, c.eff, B, B, True, prompt)
+    (m1, n1), (m2, n2) = pre[0].shape, dec[0].shape
+    rhs = np.zeros((m1 + m2, 2 * (n1 + n2)))
+    rhs[:m1, :n1], rhs[:m1, n1 : 2 * n1] = pre[0], pre[1]
+    rhs[m1:, 2 * n1 : 2 * n1 + n2], rhs[m1:, 2 * n1 + n2 :] = dec[0], dec[1]
+    rhs.setflags(write=False)
+    return rhs, pre[2], dec[2]
 
 
 @lru_cache(maxsize=256)
