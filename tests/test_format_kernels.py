@@ -141,6 +141,39 @@ def test_mul_mat_rates_apply_only_where_measured():
     assert kernels.mul_mat_rate(hw, "vllm", "q4_0") is None
     assert kernels.mul_mat_rate(hardware.get("rtx-4090"), "llama.cpp", "q4_0") is None
     assert kernels.mul_mat_rate(hw, "llama.cpp", "fp16")[0] == pytest.approx(4.89e12)
+    assert kernels.mul_mat_rate(hardware.get("mi355x"), "llama.cpp", "q4_0") is None  # CDNA4: not measured
     for r in kernels.data()["mul_mat"]["rates"]:
         assert r["source"].startswith("https://") and r["n"] == 512
         assert all(hardware.get(d) for d in r["devices"])
+        assert "transfer" not in r or r["transfer"]["why"]
+
+
+def test_llama_cpp_prompt_gemms_on_mi300x_and_its_cdna3_sibling_run_at_the_measured_rate():
+    # test-backend-ops on MI300X, hipBLAS path: MUL_MAT f16 m=4096 n=512 k=14336, 812.32 us/run, 74.02 TFLOPS;
+    # q4_0 55.61 TFLOPS (https://github.com/ggml-org/llama.cpp/pull/14624). MI325X: the same gfx942 part and the
+    # same 1,307.4 TFLOPS dense FP16 peak (AMD datasheets), so the same fraction gives the same rate
+    for device in ("mi300x", "mi325x"):
+        op = _q_proj("q4_0", device, "llama.cpp")
+        assert op.compute_s == pytest.approx(op.flops / 55.61e12, rel=1e-9)
+        hw = hardware.get(device)
+        assert kernels.mul_mat_rate(hw, "llama.cpp", "fp16")[0] == pytest.approx(74.02e12 / 1307.4e12 * 1307.4e12)
+    assert "measured rate on mi325x" in _kernel_rule("mi325x") and "carried to mi325x (cdna3)" in _kernel_rule("mi325x")
+
+
+def _kernel_rule(device):
+    p = precision_for("llama-3.2-3b", dtype="fp16", weights="q4_0")
+    a = llmath.analyze("llama-3.2-3b", device, batch=1, prompt=512, gen=1, precision=p, engine="llama.cpp")
+    return a.to_dict()["efficiency"]["rule"]
+
+
+def test_a_measured_engine_rate_replaces_a_fitted_gemm_models_compute_fraction_only(monkeypatch):
+    # a device with a GEMM model fitted to TensorRT-LLM's kernels: an engine's own measured rate sets its weight
+    # GEMMs' compute time (FLOPs / rate), while the fitted memory fraction and per-kernel time stay
+    fitted = _q_proj("q4_0", "h100-sxm", "llama.cpp")
+    assert kernels.mul_mat_rate(hardware.get("h100-sxm"), "llama.cpp", "q4_0") is None
+    entry = {"engines": ["llama.cpp"], "devices": ["h100-sxm"], "n": 512, "tflops": {"q4_0": [100.0, "line"]}}
+    table = kernels.data() | {"mul_mat": {"rates": [entry | {"source": "https://example.org"}]}}
+    monkeypatch.setattr(kernels, "data", lambda: table)
+    op = _q_proj("q4_0", "h100-sxm", "llama.cpp")
+    assert op.compute_s == pytest.approx(op.flops / 100e12, rel=1e-9)
+    assert op.memory_s == pytest.approx(fitted.memory_s, rel=1e-9)

@@ -192,7 +192,12 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     FLOPs / (peak · ηc)), with the model's tile floor (:func:`llmath.hardware.efficiency_fit.fractions`): at a
     few rows the GEMM (a GEMV or split-K kernel; weight-only formats' dequantising kernels alike) computes
     one tile at the large-GEMM fraction and streams its weights, so its time is set by the bytes on every
-    device. Else 1 / η(rows) from a calibrated ``matmul_rows`` curve."""
+    device. Else 1 / η(rows) from a calibrated ``matmul_rows`` curve. An engine's measured rate
+    (``engine_matmul``) comes first: η_matmul / that fraction at every row count."""
+    if eff.engine_matmul is not None:
+        weight = np.logical_or(table.weight_token_rows, table.weight_logit_rows)
+        per_op = np.where(weight, eff.matmul_for(dtype or "") / eff.engine_matmul, 1.0)
+        return np.broadcast_to(per_op, np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + per_op.shape).copy()
     coef = eff.gemm_coef(dtype)
     if coef is not None:
         nk, share = _gemm_shapes(table)
