@@ -122,13 +122,13 @@ def _q_proj(weights, device, engine, **kw):
     return next(o for o in a.prefill.ops if o.name == "attn.q_proj")
 
 
-@pytest.mark.parametrize("weights", ["q4_0", "q4_k_m"])
-def test_llama_cpp_prompt_gemms_on_gfx1151_run_at_the_measured_mul_mat_rate(weights):
-    # test-backend-ops on a Radeon 8060S (gfx1151): MUL_MAT q4_0, m=4096 n=512 k=14336, 4.50 TFLOPS
-    # (https://github.com/ROCm/legacy-rocm-build/issues/4748); q4_k_m was not measured there and takes q4_0's
-    # rate (f32 5.63, f16 4.89, bf16 4.22, q4_0 4.50: the rate does not follow the type)
+@pytest.mark.parametrize(("weights", "tflops"), [("q4_0", 4.50), ("q4_k_m", 4.66), ("q5_k_m", 4.50)])
+def test_llama_cpp_prompt_gemms_on_gfx1151_run_at_the_measured_mul_mat_rate(weights, tflops):
+    # test-backend-ops on a Radeon 8060S (gfx1151), MUL_MAT m=4096 n=512 k=14336: q4_0 4.50 TFLOPS, q4_K 4.66
+    # (https://github.com/ROCm/legacy-rocm-build/issues/4748); q5_k_m's main type was not taken from there and
+    # takes q4_0's rate (f32 5.63, f16 4.89, bf16 4.22, q4_0 4.50, q4_K 4.66: the rate does not follow the type)
     op = _q_proj(weights, "strix-halo", "llama.cpp")
-    assert op.compute_s == pytest.approx(op.flops / 4.50e12, rel=1e-9)
+    assert op.compute_s == pytest.approx(op.flops / (tflops * 1e12), rel=1e-9)
     assert _q_proj(weights, "strix-halo", "vllm").compute_s < op.compute_s / 5  # other engines: the default model
     ideal = _q_proj(weights, "strix-halo", "llama.cpp", efficiency_mode="ideal")
     assert ideal.compute_s == pytest.approx(op.flops / 59.392e12, rel=1e-9)  # ideal: the datasheet roof
@@ -177,3 +177,19 @@ def test_a_measured_engine_rate_replaces_a_fitted_gemm_models_compute_fraction_o
     op = _q_proj("q4_0", "h100-sxm", "llama.cpp")
     assert op.compute_s == pytest.approx(op.flops / 100e12, rel=1e-9)
     assert op.memory_s == pytest.approx(fitted.memory_s, rel=1e-9)
+
+
+def test_llama_cpp_16_bit_decode_on_ga102_streams_at_the_measured_mat_vec_fraction():
+    # test-backend-ops with an RTX 3090 Ti (https://github.com/ggml-org/llama.cpp/pull/15131): MUL_MAT bf16
+    # m=4096 n=1 k=14336 at 0.96 TFLOPS: 117.44 MFLOP in 122.3 us for 117.51 MB (weights, f32 input and output),
+    # 960.6 GB/s of 1,008 GB/s = 0.953; the RTX 3090 (GA102, 936 GB/s) streams its weights at that fraction
+    def q_proj(weights, engine):
+        p = precision_for("llama-3-8b", dtype="fp16", weights=weights)
+        a = llmath.analyze("llama-3-8b", "rtx-3090", batch=1, prompt=1, gen=2, precision=p, engine=engine)
+        return next(o for o in a.decode.ops if o.name == "attn.q_proj")
+
+    op = q_proj("fp16", "llama.cpp")
+    assert op.memory_s == pytest.approx(sum(op.bytes.values()) / (0.953 * 936e9), rel=1e-9)
+    assert q_proj("fp16", "vllm").memory_s > op.memory_s * 1.2  # other engines: the fitted Ampere fraction
+    quantised = q_proj("q4_k_m", "llama.cpp")  # MMVQ, another kernel: not measured, the fit stays
+    assert quantised.memory_s > sum(quantised.bytes.values()) / (0.953 * 936e9) * 1.2

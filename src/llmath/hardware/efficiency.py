@@ -48,7 +48,9 @@ class Efficiency:
     ``engine_matmul``: fraction of the dense peak the engine's own matrix-multiplication op was measured to reach
     on this device (:func:`llmath.hardware.kernels.engine_efficiency`): weight GEMMs compute at it at every row
     count, in place of ``matmul_rows`` and the fitted GEMM model's compute fraction (whose memory fraction and
-    per-kernel time stay); ``None``: no such measurement.
+    per-kernel time stay); ``None``: no such measurement. ``engine_stream``: fraction of the bandwidth the
+    engine's own one-token mat-vec op was measured to stream weights at on this device or its sibling: weight
+    GEMMs' weight streams use it in place of the fitted or default memory fraction; ``None``: not measured.
     """
 
     name: str = "expected"
@@ -74,13 +76,14 @@ class Efficiency:
     fp8_gemm_overhead_s: float | None = None
     tile_rows: int = 0  # rows of one tensor-core tile: the fitted GEMM and MoE models' floor (0: none)
     engine_matmul: float | None = None
+    engine_stream: float | None = None
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v <= 1):
                 raise WorkloadError(f"efficiency {f}={v!r} must be a fraction in (0, 1]")
-        for f in ("matmul_fp8", "engine_matmul"):
+        for f in ("matmul_fp8", "engine_matmul", "engine_stream"):
             if getattr(self, f) is not None:
                 check_float(f"efficiency {f}", getattr(self, f), 0, 1, lo_open=True)
         for f in ("overhead_s", "decode_overhead_s", "attention_overhead_s", "fp8_gemm_overhead_s"):

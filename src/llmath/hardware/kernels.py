@@ -185,21 +185,36 @@ def mul_mat_rate(hw: Hardware, engine: str, weights: str, runs: str = "fp16") ->
     return share * mine.peak_flops_per_s[runs], how, r["source"]
 
 
+def mul_mat_stream(hw: Hardware, engine: str, weights: str) -> tuple[float, str, str] | None:
+    """(fraction of the bandwidth, measured line and how it applies, source) at which ``engine``'s one-token
+    mat-vec op streams ``weights`` on ``hw``, from ``mul_mat.streams`` in the JSON; ``None`` where not measured."""
+    for r in data().get("mul_mat", {}).get("streams", []):
+        if engine in r["engines"] and hw.name in r["devices"] and weights in r["formats"]:
+            return float(r["fraction"]), f"{r['line']} on {r['measured_on']}", r["source"]
+    return None
+
+
 def engine_efficiency(eff: Efficiency, hw: Hardware | None, p: Precision, engine: str = DEFAULT_ENGINE) -> Efficiency:
     """``eff`` with the weight GEMMs' compute rate ``engine``'s measured op reaches on ``hw`` or its
     architecture (:func:`mul_mat_rate`) as ``engine_matmul``, at every row count; a fitted GEMM model keeps its
     memory fraction and per-kernel time (it was fitted to another engine's kernels, whose compute rate the
-    measurement replaces); ``eff`` unchanged where none was measured or the mode is not ``expected``."""
+    measurement replaces); and, where the engine's one-token mat-vec op was measured (:func:`mul_mat_stream`),
+    the weight GEMMs' stream fraction as ``engine_stream``. ``eff`` unchanged where nothing was measured or the
+    mode is not ``expected``."""
     if hw is None or eff.name != "expected":
         return eff
     runs = executed(hw, p.compute)[0]
     got = mul_mat_rate(hw, engine, p.weights, runs) if runs in hw.peak_flops_per_s else None
-    if got is None:
-        return eff
-    rate, line, source = got
-    eta = min(1.0, rate / hw.peak_flops_per_s[runs])
-    rule = f"{eff.rule}; weight GEMMs at {engine}'s measured rate on {hw.name}: {line} ({source})"
-    return replace(eff, engine_matmul=eta, rule=rule)
+    if got is not None:
+        rate, line, source = got
+        rule = f"{eff.rule}; weight GEMMs at {engine}'s measured rate on {hw.name}: {line} ({source})"
+        eff = replace(eff, engine_matmul=min(1.0, rate / hw.peak_flops_per_s[runs]), rule=rule)
+    stream = mul_mat_stream(hw, engine, p.weights)
+    if stream is not None:
+        frac, line, source = stream
+        rule = f"{eff.rule}; weight streams at {engine}'s measured mat-vec fraction {frac:.3f}: {line} ({source})"
+        eff = replace(eff, engine_stream=frac, rule=rule)
+    return eff
 
 
 def run_efficiency(mode, hw: Hardware | None, p: Precision, engine: str, overrides: dict) -> Efficiency | None:

@@ -137,8 +137,17 @@ def inv_bandwidth(
     Weight GEMMs with few rows stream their weights like a GEMV and get the ``skinny`` fraction (or the
     calibrated ``skinny_rows`` curve, interpolated in log rows); their rows are the B·T tokens, or the B
     logit rows for the LM head. Decode attention reading the KV cache gets ``attention_decode``. With a
-    fitted GEMM model for ``p``'s format, weight GEMMs get its memory fraction at any rows instead.
+    fitted GEMM model for ``p``'s format, weight GEMMs get its memory fraction at any rows instead. An engine's
+    measured weight-stream fraction (``engine_stream``) comes first for weight GEMMs.
     """
+    out = _model_inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    if eff.engine_stream is None:
+        return out
+    return np.where(table.is_weight_mm, 1.0 / (hw.memory_bandwidth_bytes_per_s * eff.engine_stream), out)
+
+
+def _model_inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool, p) -> np.ndarray:
+    """:func:`inv_bandwidth` from the fitted or default fractions."""
     fit = _fitted_inv(table, hw, eff, p, decode) if (eff.gemm_fit and p is not None) else None
     if fit is not None:
         return fit
