@@ -179,6 +179,8 @@ def mul_mat_rate(hw: Hardware, engine: str, weights: str, runs: str = "fp16") ->
         return float(tflops) * 1e12, line, r["source"]
     measured = get_hardware(ref)
     mine, theirs = engine_hardware(hw, engine) or hw, engine_hardware(measured, engine) or measured
+    if runs not in theirs.peak_flops_per_s or runs not in mine.peak_flops_per_s:
+        return None
     share = float(tflops) * 1e12 / theirs.peak_flops_per_s[runs]
     arch = r["transfer"]["arch"]
     how = f"{line} on {ref}: {100 * share:.1f}% of its dense {runs} peak, carried to {hw.name} ({arch})"
