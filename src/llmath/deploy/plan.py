@@ -25,7 +25,7 @@ fastest user first. With ``cost_per_gpu_hour``, each row gets ``usd_per_million_
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -171,18 +171,7 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "hardware": self.hardware,
-            "gpus": self.gpus,
-            "targets": self.targets,
-            "best": self.best,
-            "pareto": self.pareto,
-            "evaluated": self.evaluated,
-            "seconds": self.seconds,
-            "rejected": self.rejected,
-            "notes": self.notes,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _decodings(rep: Replica, speculation: Speculation | None) -> list[tuple[Decoding, float]]:
