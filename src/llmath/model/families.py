@@ -61,6 +61,10 @@ _DEEPSEEK_V3 = dict(LLAMA_LIKE, ffn_bias=False, moe="deepseek", mla=True)  # att
 _OLMOE = dict(LLAMA_NO_BIAS, qk_norm="full", moe="mixtral")
 _GLM = dict(LLAMA_LIKE, **_attn_bias(_k("attention_bias", True), o=False), ffn_bias=False)
 _ERNIE = dict(LLAMA_LIKE, **_all_bias(_k("use_bias", False)))
+#: GPT-J's block: attention and MLP in parallel on one LayerNorm, partial rotary, a biased LM head
+_GPTJ_BLOCK = dict(
+    GPT_LIKE, position="rotary", parallel=True, norms_per_layer=1, lm_head_bias=True, activation="gelu_new"
+)
 _GRANITE_SHARED = moe_keys("num_local_experts", "intermediate_size", shared_width="shared_intermediate_size")
 
 ADAPTERS: dict[str, dict[str, Any]] = {
@@ -92,15 +96,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "olmo": dict(LLAMA_LIKE, norm="layer_noparam", ffn_bias=False),
     "olmo2": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="full"),
     "cohere": dict(COHERE_LIKE, qk_norm=lambda c: "full" if c.get("use_qk_norm") else "none"),
-    "phi": dict(
-        GPT_LIKE,
-        position="rotary",
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        qk_norm=lambda c: "full" if c.get("qk_layernorm") else "none",
-    ),
+    "phi": dict(_GPTJ_BLOCK, qk_norm=lambda c: "full" if c.get("qk_layernorm") else "none"),
     "starcoder2": dict(
         GPT_LIKE,
         position="rotary",
@@ -117,16 +113,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norms_per_layer=2,
         activation="gelu",
     ),
-    "gptj": dict(
-        GPT_LIKE,
-        position="rotary",
-        **_attn_bias(False),
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        ffn_default=4,
-    ),
+    "gptj": dict(_GPTJ_BLOCK, **_attn_bias(False), ffn_default=4),
     "opt": dict(
         GPT_LIKE,
         position="learned",

@@ -134,13 +134,18 @@ def _afmoe_types(cfg: Mapping[str, Any], n: int) -> list[str]:
     return ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n)]
 
 
+# DBRX's ffn_config keys (configuration_dbrx.py defaults) -> the keys of Mixtral's MoE, which its experts are
+_DBRX_FFN = {"ffn_hidden_size": ("intermediate_size", 3584), "moe_num_experts": ("num_local_experts", 4),
+             "moe_top_k": ("num_experts_per_tok", 1)}  # fmt: skip
+
+
 def _dbrx_flatten(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """DBRX keeps the K/V heads in ``attn_config`` and the expert sizes in ``ffn_config``: lift them to the
-    top level (the config class's defaults where a sub-config leaves them out: configuration_dbrx.py)."""
+    top level under Mixtral's names (the config class's defaults where a sub-config leaves them out)."""
     attn, ffn = cfg.get("attn_config") or {}, cfg.get("ffn_config") or {}
     out = dict(cfg, num_key_value_heads=attn.get("kv_n_heads", 1))
-    for key, default in (("ffn_hidden_size", 3584), ("moe_num_experts", 4), ("moe_top_k", 1)):
-        out[key] = ffn.get(key, default)
+    for key, (name, default) in _DBRX_FFN.items():
+        out[name] = ffn.get(key, default)
     return out
 
 
@@ -191,14 +196,7 @@ ADAPTERS.update(
         ),
         # DBRX (Databricks): LayerNorms without bias, one fused Wqkv (counted as q, k, v), 16 experts top-4
         # with no shared expert (modeling_dbrx.py)
-        "dbrx": dict(
-            LLAMA_NO_BIAS,
-            norm="layer",
-            norm_bias=False,
-            prepare=_dbrx_flatten,
-            ffn_keys=("ffn_hidden_size",),
-            moe=moe_keys("moe_num_experts", "ffn_hidden_size", top_k="moe_top_k"),
-        ),
+        "dbrx": dict(LLAMA_NO_BIAS, norm="layer", norm_bias=False, prepare=_dbrx_flatten, moe="mixtral"),
         # AFMoE (Arcee Trinity): per-head q/k norms, a sigmoid output gate on attention, four norms per layer,
         # the first num_dense_layers dense, then sigmoid-routed experts (learned expert_bias: a parameter in
         # transformers, requires_grad=False) plus num_shared_experts shared ones (modeling_afmoe.py)

@@ -308,38 +308,18 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
     tie = cfg.get("tie_word_embeddings")
     if tie is None:  # each transformers config class has its own default
         tie = model_type in TIED_BY_DEFAULT
-    return ModelSpec(
-        name=name,
-        model_type=model_type,
-        d_model=d,
-        vocab_size=vocab,
-        n_heads=n_heads,
-        n_kv_heads=n_kv,
-        head_dim=head_dim,
-        ffn=ffn,
-        norm=fact(table, cfg, "norm", "rms"),
-        position=position,
-        activation=activation,
-        attention="mla" if mla is not None else "mha",
-        mla=mla,
-        activation_params=int(table.get("activation_params", 0)),
-        moe=moe,
-        layer_moe=layer_moe,
-        layer_windows=_layer_windows(
-            cfg, table.get("windows", "all"), stacks["n_layers"], where, table.get("window_key", "sliding_window")
-        ),
-        norms_per_layer=norms,
-        max_positions=int(max_pos) if max_pos else None,
-        rotary_dim=derive.rotary_dim(cfg, position, head_dim, mla),
-        tie_embeddings=bool(tie),
-        parallel_block=parallel,
+    windows = table.get("windows", "all"), stacks["n_layers"], where, table.get("window_key", "sliding_window")
+    return ModelSpec(  # by concern: identity, widths, attention, FFN / MoE, norms and positions, the stacks
+        name=name, model_type=model_type, source=source, d_model=d, vocab_size=vocab, tie_embeddings=bool(tie),
+        n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, hf_cache_kv_heads=hf_cache_kv, mla=mla,
+        attention="mla" if mla is not None else "mha", layer_windows=_layer_windows(cfg, *windows),
         attn_softcap=cfg.get("attn_logit_softcapping") if softcap else None,
-        final_softcap=cfg.get("final_logit_softcapping") if softcap else None,
-        hf_cache_kv_heads=hf_cache_kv,
-        source=source,
-        **stacks,
-        **derive.flags(table, cfg),
-    )
+        ffn=ffn, activation=activation, activation_params=int(table.get("activation_params", 0)), moe=moe,
+        layer_moe=layer_moe, final_softcap=cfg.get("final_logit_softcapping") if softcap else None,
+        norm=fact(table, cfg, "norm", "rms"), norms_per_layer=norms, parallel_block=parallel, position=position,
+        max_positions=int(max_pos) if max_pos else None, rotary_dim=derive.rotary_dim(cfg, position, head_dim, mla),
+        **stacks, **derive.flags(table, cfg),
+    )  # fmt: skip
 
 
 # Nemotron-H's default when its config.json omits the key: "float32" in transformers 5.23's NemotronHConfig
