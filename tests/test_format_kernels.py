@@ -114,3 +114,33 @@ def test_parts_with_one_accumulate_rate_keep_their_peak_under_llama_cpp(device):
     # professional and datacenter parts run FP16 tensor math at one rate whatever the accumulator (datasheets)
     hw = hardware.get(device)
     assert kernels.engine_hardware(hw, "llama.cpp") is hw
+
+
+def _q_proj(weights, device, engine, **kw):
+    p = precision_for("llama-3.2-3b", dtype="fp16", weights=weights)
+    a = llmath.analyze("llama-3.2-3b", device, batch=1, prompt=512, gen=1, precision=p, engine=engine, **kw)
+    return next(o for o in a.prefill.ops if o.name == "attn.q_proj")
+
+
+@pytest.mark.parametrize("weights", ["q4_0", "q4_k_m"])
+def test_llama_cpp_prompt_gemms_on_gfx1151_run_at_the_measured_mul_mat_rate(weights):
+    # test-backend-ops on a Radeon 8060S (gfx1151): MUL_MAT q4_0, m=4096 n=512 k=14336, 4.50 TFLOPS
+    # (https://github.com/ROCm/legacy-rocm-build/issues/4748); q4_k_m was not measured there and takes q4_0's
+    # rate (f32 5.63, f16 4.89, bf16 4.22, q4_0 4.50: the rate does not follow the type)
+    op = _q_proj(weights, "strix-halo", "llama.cpp")
+    assert op.compute_s == pytest.approx(op.flops / 4.50e12, rel=1e-9)
+    assert _q_proj(weights, "strix-halo", "vllm").compute_s < op.compute_s / 5  # other engines: the default model
+    ideal = _q_proj(weights, "strix-halo", "llama.cpp", efficiency_mode="ideal")
+    assert ideal.compute_s == pytest.approx(op.flops / 59.392e12, rel=1e-9)  # ideal: the datasheet roof
+    given = _q_proj(weights, "strix-halo", "llama.cpp", matmul=0.5)  # a fraction given applies as given
+    assert given.compute_s == pytest.approx(op.flops / (0.5 * 59.392e12), rel=1e-9)
+
+
+def test_mul_mat_rates_apply_only_where_measured():
+    hw = hardware.get("strix-halo")
+    assert kernels.mul_mat_rate(hw, "vllm", "q4_0") is None
+    assert kernels.mul_mat_rate(hardware.get("rtx-4090"), "llama.cpp", "q4_0") is None
+    assert kernels.mul_mat_rate(hw, "llama.cpp", "fp16")[0] == pytest.approx(4.89e12)
+    for r in kernels.data()["mul_mat"]["rates"]:
+        assert r["source"].startswith("https://") and r["n"] == 512
+        assert all(hardware.get(d) for d in r["devices"])

@@ -399,7 +399,7 @@ def _analyze_device(
     """:func:`analyze` on one device (checked arguments)."""
     batch, prompt, prefix, attention, decoder_prompt = w.batch, w.prompt, w.prefix, w.attention, w.decoder_prompt
     gen = w.gen
-    eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
+    eff = kernels.run_efficiency(efficiency_mode, hw, w.precision, w.engine, efficiency_overrides)
     end = ostages.context_end(spec, prompt, prefix, decoder_prompt, gen)
     notes = read_notes + context_notes(spec, end) + wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
@@ -467,7 +467,7 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
     """:func:`analyze` on a layout: the single-device analysis for the deployment-level figures (params,
     KV cache of all sequences, training FLOPs), then one GPU per pipeline stage for time and memory."""
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    eff = efficiency(efficiency_mode, hw, **overrides) if hw is not None else None
+    eff = kernels.run_efficiency(efficiency_mode, hw, w.precision, w.engine, overrides)
     b, p, attention = layout.replica_batch(w.batch), w.precision, w.attention
     scens = ostages.stage_scenarios(spec, b, w.prompt, w.prefix, w.decoder_prompt)
     rep = {k: stage_report(spec, k, sc, attention, p, hw, eff, layout) for k, sc in scens.items()}

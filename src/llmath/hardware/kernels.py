@@ -8,6 +8,9 @@ TensorRT-LLM, W4A16 under vLLM and on other devices. Each rule carries its sourc
 format (``--activations``, ``--dtype``, a Precision built by the caller, a checkpoint's own ``act_quant``)
 is never changed.
 
+Where an engine's own matrix-multiplication op was timed on a device (``mul_mat`` in the JSON: llama.cpp's
+``test-backend-ops``), its weight GEMMs run at that measured rate there (:func:`engine_efficiency`).
+
 Engines also differ in how they accumulate 16-bit GEMMs: llama.cpp on NVIDIA accumulates in FP16, which
 GeForce parts run at twice the FP32-accumulate rate the registry lists (``accumulate`` in the JSON, each
 device's FP16-accumulate figure from its architecture whitepaper); :func:`engine_hardware` applies it.
@@ -22,6 +25,7 @@ from importlib import resources
 from typing import Any
 
 from llmath.errors import WorkloadError
+from llmath.hardware.efficiency import Efficiency, efficiency
 from llmath.hardware.execution import executed
 from llmath.hardware.registry import Hardware
 from llmath.model import formats as fmt
@@ -134,3 +138,45 @@ def kernel_report(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGIN
         out["accumulate"] = {"dtype": acc["dtype"], "kernel": acc["kernel"], "kernel_source": acc["source"]}
         out["accumulate"] |= {"flops_per_s": rate, "source": src}
     return out
+
+
+def mul_mat_rate(hw: Hardware, engine: str, weights: str) -> tuple[float, str, str] | None:
+    """(FLOP/s, measured line, source) of ``engine``'s matrix-multiplication op for ``weights`` on ``hw`` at a
+    prompt's token columns, from ``mul_mat`` in the JSON; a quantised format not measured there takes the rate
+    of the entry's ``other_quantised`` format. ``None`` where the device was not measured."""
+    for r in data().get("mul_mat", {}).get("rates", []):
+        if engine in r["engines"] and hw.name in r["devices"]:
+            rates = r["tflops"]
+            key = weights if weights in rates else None
+            if key is None and fmt.get(weights).compute is None and fmt.get(weights).bits < 16:
+                key = r.get("other_quantised")
+            if key is None:
+                return None
+            tflops, line = rates[key]
+            return float(tflops) * 1e12, line, r["source"]
+    return None
+
+
+def engine_efficiency(eff: Efficiency, hw: Hardware | None, p: Precision, engine: str = DEFAULT_ENGINE) -> Efficiency:
+    """``eff`` with the weight GEMMs' compute rate ``engine``'s measured op reaches on ``hw``
+    (:func:`mul_mat_rate`): their matmul fraction becomes that rate over the peak they run at, at every row
+    count (``matmul_rows``); ``eff`` unchanged where none was measured or a fitted GEMM model applies."""
+    got = mul_mat_rate(hw, engine, p.weights) if hw is not None else None
+    if got is None or hw is None or eff.gemm_fit or eff.name != "expected":
+        return eff
+    rate, line, source = got
+    runs = executed(hw, p.compute)[0]
+    eta = min(1.0, rate / (hw.peak_flops_per_s[runs] * eff.matmul_for(runs)))
+    rule = f"{eff.rule}; weight GEMMs at {engine}'s measured rate on {hw.name}: {line} ({source})"
+    return replace(eff, matmul_rows=((1, eta), (1 << 30, eta)), rule=rule)
+
+
+def run_efficiency(mode, hw: Hardware | None, p: Precision, engine: str, overrides: dict) -> Efficiency | None:
+    """The efficiency ``mode`` on ``hw`` with ``overrides``, and ``engine``'s measured GEMM rate there where the
+    mode is ``expected`` and no matmul fraction was given (:func:`engine_efficiency`); ``None`` without a device."""
+    if hw is None:
+        return None
+    eff = efficiency(mode, hw, **overrides)
+    if mode != "expected" or overrides.get("matmul") is not None:
+        return eff
+    return engine_efficiency(eff, hw, p, engine)
