@@ -5,7 +5,7 @@ Registered on the app by importing this module (``llmath.cli`` does); the search
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -63,8 +63,8 @@ def plan_cmd(
     from llmath.deploy.plan import plan
 
     fmts = [w.strip() for w in weights.split(",") if w.strip()]
-    pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    kw = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
+    pins: dict[str, Any] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    kw: dict[str, Any] = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
     kw.update(weights=fmts, cost_per_gpu_hour=cost, speculation=_speculation(**speculation_flags))
     res = plan(model, hardware, gpus=gpus, prompt=prompt, gen=gen, **pins, **kw).to_dict()
     _show(res, plot, emit, hardware, kv_dtype, json_, top)
