@@ -1,7 +1,8 @@
 """Facts shared by the adapter tables of :mod:`llmath.model.families`: how a family reads a yes/no fact
 from its config (``_k``), derives its sliding-window ``layer_types`` and MoE layers the way its transformers
-config class does, the Llama-like base row, and the per-model_type data (tied-embedding defaults of the
-config classes, encoders, aliases, architecture names)."""
+config class does, the MoE key tables several families share (:data:`MOE_KINDS`, :func:`moe_keys`), the base
+rows a row states its differences from (``LLAMA_LIKE``, ``QWEN3_LIKE``, ``GPT_LIKE``, ...), and the per-model_type
+data (tied-embedding defaults of the config classes, encoders, aliases, architecture names)."""
 
 from __future__ import annotations
 
