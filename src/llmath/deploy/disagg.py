@@ -16,11 +16,11 @@ from one to the other over the interconnect, and the two pools rate-matched.
 **Speculative decoding** (``speculation``, :mod:`.speculative`) runs in both pools, as the engines deploy it:
 TensorRT-LLM's disaggregated benchmark configuration gives the context (prefill) and the generation (decode)
 workers the same ``speculative_config`` (``decoding_type: MTP``; examples/disaggregated/slurm/benchmark/config.yaml
-at 03dd8e4d), its context phase runs each MTP module over the prompt's positions and writes their KV cache
-(``MTPWorker.forward``, tensorrt_llm/_torch/speculative/mtp.py); SGLang's prefill server drafts too and hands the
-draft state over with the KV cache (a target-only prefill to an EAGLE decode server is refused unless the decode
-server replays the prompt through the draft, python/sglang/srt/disaggregation/draft_bootstrap.py at fc6f5169).
-So, with a draft:
+at 03dd8e4d), and its context phase runs each MTP module over the prompt's positions and writes their KV
+cache (``MTPWorker.forward``, tensorrt_llm/_torch/speculative/mtp.py; one pass is counted: DeepSeek-R1 has one
+module). SGLang's prefill server drafts too and hands the draft state over with the KV cache (a target-only
+prefill in front of an EAGLE decode server is refused unless the decode server replays the prompt through
+the draft; python/sglang/srt/disaggregation/draft_bootstrap.py at fc6f5169). So, with a draft:
 
 * the **prefill worker** also runs the draft's prefill over the same prompt tokens (an EAGLE head or MTP module:
   one decoder layer of the target's shape; a draft model: its own prefill; a draft that reads the target's
