@@ -170,7 +170,7 @@ def disagg_grid(
         batches = np.unique(np.geomspace(1, max(max_decode_batch, 1), 128).round())
     B = np.asarray(batches, dtype=float)[:, None]
     ctx = req.decode_context
-    d = dec if hasattr(dec, "step") else Decoding(dec)  # a Device decodes one token per step
+    d = Decoding(dec) if isinstance(dec, Device) else dec  # a Device decodes one token per step
     tau = d.step(B, ctx) / d.tokens  # seconds per output token: a round over the tokens it yields
     steps = max(req.decode_steps, 1.0)
     r_d = B / (steps * tau)
