@@ -240,7 +240,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         concurrency=a.concurrency,
         rate=a.rate,
         engine="vllm" if a.engine is None else a.engine,
-        **o.layout_kwargs(a),
+        parallel=o.parallel_config(a),
         prefix_hit=a.prefix_hit,
         gen_dist=o.gen_dist(a.gen_dist),
         precision=p,
@@ -309,7 +309,7 @@ def _static(a: SimpleNamespace, p) -> None:
         memory=a.memory_eff,
         overhead_s=ov,
         decode_overhead_s=ov,
-        **o.layout_kwargs(a),
+        parallel=o.parallel_config(a),
     )
     _plots(a, rep, hw, p)
     if a.json_:

@@ -172,5 +172,7 @@ def _prediction_args(a: SimpleNamespace) -> dict:
         max_num_batched_tokens=ns.max_num_batched_tokens, gpu_memory_utilization=ns.gpu_memory_utilization,
         cuda_graphs=False if ns.enforce_eager else None,
     )  # fmt: skip
-    kwargs = {k: v for k, v in deployment.items() if k not in ("weights", "kv_dtype")}
+    layout = ("gpus", "tp", "pp", "ep", "dp", "overlap")
+    kwargs = {k: v for k, v in deployment.items() if k not in ("weights", "kv_dtype", *layout)}
+    kwargs["parallel"] = o.parallel_config(SimpleNamespace(**{k: deployment[k] for k in layout}))
     return dict(hardware=a.hardware, precision=p, deployment=deployment, **kwargs)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import inspect
 import typing
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from llmath import validation as val
 from llmath.errors import LLMathError, WorkloadError
+
+if TYPE_CHECKING:
+    from llmath.deploy.layout import ParallelConfig
 
 
 class Att(str, Enum):
@@ -201,9 +204,12 @@ def with_options(**after: tuple):
     return wrap
 
 
-def layout_kwargs(a) -> dict:
-    """The deployment layout flags of a command's arguments ``a``, as the library's keywords."""
-    return dict(gpus=a.gpus, tp=a.tp, pp=a.pp, ep=a.ep, dp=a.dp, overlap=a.overlap)
+def parallel_config(a, overlap: str | None = None) -> ParallelConfig:
+    """The deployment layout flags of a command's arguments ``a`` as the one parallel config the library takes
+    (``parallel=``; validated once, :class:`llmath.deploy.layout.ParallelConfig`)."""
+    from llmath.deploy.layout import ParallelConfig
+
+    return ParallelConfig(a.gpus, a.tp, a.pp, a.ep, a.dp, str(overlap or getattr(a, "overlap", None) or "none"))
 
 
 def precision(model, dtype: str | None, weights: str | None, activations: str | None, kv: str | None, group, ssm=None):
