@@ -9,12 +9,15 @@ from __future__ import annotations
 import inspect
 import typing
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from llmath import validation as val
 from llmath.errors import LLMathError, WorkloadError
+
+if TYPE_CHECKING:
+    from llmath.deploy.layout import ParallelConfig
 
 
 class Att(str, Enum):
@@ -176,21 +179,17 @@ OverlapOpt = Annotated[
 ]
 
 
-FORMAT_OPTIONS = (
-    ("dtype", DtypeOpt, None),
-    ("weights", WOpt, None),
-    ("activations", AOpt, None),
-    ("kv_dtype", KVOpt, None),
-    ("ssm_state_dtype", SSMOpt, None),
-    ("group_size", GroupOpt, None),
+def option_group(defaults: dict | None = None, **types) -> tuple:
+    """An option group for :func:`with_options`: ``name=type`` in order, each defaulting to None unless
+    ``defaults`` names its default."""
+    return tuple((name, kind, (defaults or {}).get(name)) for name, kind in types.items())
+
+
+FORMAT_OPTIONS = option_group(
+    dtype=DtypeOpt, weights=WOpt, activations=AOpt, kv_dtype=KVOpt, ssm_state_dtype=SSMOpt, group_size=GroupOpt
 )
-LAYOUT_OPTIONS = (
-    ("gpus", GpusOpt, None),
-    ("tp", TpOpt, None),
-    ("pp", PpOpt, None),
-    ("ep", EpOpt, None),
-    ("dp", DpOpt, None),
-    ("overlap", OverlapOpt, "none"),
+LAYOUT_OPTIONS = option_group(
+    {"overlap": "none"}, gpus=GpusOpt, tp=TpOpt, pp=PpOpt, ep=EpOpt, dp=DpOpt, overlap=OverlapOpt
 )
 
 
@@ -215,9 +214,12 @@ def with_options(**after: tuple):
     return wrap
 
 
-def layout_kwargs(a) -> dict:
-    """The deployment layout flags of a command's arguments ``a``, as the library's keywords."""
-    return dict(gpus=a.gpus, tp=a.tp, pp=a.pp, ep=a.ep, dp=a.dp, overlap=a.overlap)
+def parallel_config(a, overlap: str | None = None) -> ParallelConfig:
+    """The deployment layout flags of a command's arguments ``a`` as the one parallel config the library takes
+    (``parallel=``; validated once, :class:`llmath.deploy.layout.ParallelConfig`)."""
+    from llmath.deploy.layout import ParallelConfig
+
+    return ParallelConfig(a.gpus, a.tp, a.pp, a.ep, a.dp, str(overlap or getattr(a, "overlap", None) or "none"))
 
 
 def precision(model, dtype: str | None, weights: str | None, activations: str | None, kv: str | None, group, ssm=None):

@@ -111,30 +111,28 @@ def parse(text: str, config: dict[str, Any] | None = None) -> EngineRead:
     return read
 
 
-def _int(items: dict, flag: str, default: int | None = None) -> int | None:
+def _number(items: dict, flag: str, kind: type, default: Any = None) -> Any:
+    """The value of ``flag`` as a ``kind`` (int: >= 1; float: a fraction in (0, 1]), else ``default``."""
     v = items.get(flag)
     if v is None:
         return default
     try:
-        n = int(v)
+        x = kind(v)
     except ValueError:
-        raise EngineArgsError(f"--engine-args: {flag} {v!r} must be an integer") from None
-    if n < 1:
-        raise EngineArgsError(f"--engine-args: {flag} {n} must be >= 1")
-    return n
+        raise EngineArgsError(
+            f"--engine-args: {flag} {v!r} must be {'an integer' if kind is int else 'a number'}"
+        ) from None
+    if not (x >= 1 if kind is int else 0 < x <= 1):
+        raise EngineArgsError(f"--engine-args: {flag} {x} must be {'>= 1' if kind is int else 'in (0, 1]'}")
+    return x
+
+
+def _int(items: dict, flag: str, default: int | None = None) -> int | None:
+    return _number(items, flag, int, default)
 
 
 def _float(items: dict, flag: str) -> float | None:
-    v = items.get(flag)
-    if v is None:
-        return None
-    try:
-        x = float(v)
-    except ValueError:
-        raise EngineArgsError(f"--engine-args: {flag} {v!r} must be a number") from None
-    if not 0 < x <= 1:
-        raise EngineArgsError(f"--engine-args: {flag} {x} must be in (0, 1]")
-    return x
+    return _number(items, flag, float)
 
 
 def _lookup(engine: str, table: str, flag: str, value: str | None) -> str | None:

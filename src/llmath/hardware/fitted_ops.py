@@ -2,13 +2,14 @@
 
 Which operators a class's fit applies to, with the fit's own features (docs/efficiency.md, "In the roofline"):
 
-* **context attention** (prefill ``attn.flash`` of decoder-only, non-MLA, non-QSA models): compute at the dense peak of
+* **context attention** (prefill operators that declare the dense attention kernel, ops/kernel.py, in
+  decoder-only, non-MLA models): compute at the dense peak of
   the KV-cache format × ηc(S, B·H·S) with S = T, the new tokens per sequence; memory at ηm(bytes of the fit's
   cost function); per kernel the larger of the fit's ``t0`` and the eager-launch overhead. After a cached
   prefix of S0 positions the operator's FLOPs and bytes count it (T·S0 more pairs, the cached K/V read) at the
   fractions of the new tokens' shape: the source tables have no prefixed rows (their ``step`` column is 0
   throughout); docs/efficiency.md states the rule.
-* **decode attention** (decode ``attn.flash``): compute at the **vector** peak × ηc(B·H, u), u = min(S + 1, W)
+* **decode attention** (the same operators in decode): compute at the **vector** peak × ηc(B·H, u), u = min(S + 1, W)
   the positions read; memory at ηm(bytes); per kernel the fit's ``t0``. Both fractions depend on the
   context, so a generation's sum over steps is taken per context band (:func:`decode_attention_sum`).
 * **routed experts** (the weight GEMMs whose weights are the MoE experts): compute at the dense peak ×
@@ -40,15 +41,14 @@ from llmath.hardware.execution import op_formats
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
-
-ATTENTION_OP = "attn.flash"
+from llmath.ops.kernel import Kernel
 
 
 @dataclass(frozen=True)
 class Columns:
     """Operator columns the fits apply to, and the sizes that are their features."""
 
-    attn: np.ndarray  # attention columns (decoder-only, non-MLA ``attn.flash``)
+    attn: np.ndarray  # attention columns (the dense attention kernel's, decoder-only, non-MLA)
     windows: np.ndarray  # their windows (inf: full attention)
     heads: np.ndarray  # their query and KV heads (a rank's share on a parallel layout)
     kv_heads: np.ndarray
@@ -71,10 +71,10 @@ def _heads(op, d: int) -> tuple[float, float]:
 def columns(table: Table) -> Columns:
     spec = table.spec
     d = spec.head_dim
-    # the fits are dense kernels' (features: pairs, positions read); QSA's block-sparse attention keeps the
-    # scalar fractions
-    plain = spec.mla is None and spec.encoder is None and spec.qsa is None
-    attn = [i for i, op in enumerate(table.ops) if plain and op.name == ATTENTION_OP]
+    # the fits are the dense attention kernel's (features: pairs, positions read): the operators that declare
+    # it (ops/kernel.py) of a decoder-only, non-MLA model
+    plain = spec.mla is None and spec.encoder is None
+    attn = [i for i, op in enumerate(table.ops) if plain and op.kernel == Kernel.DENSE_ATTENTION]
     win = np.array([np.inf if table.ops[i].window is None else table.ops[i].window for i in attn], dtype=float)
     hk = np.array([_heads(table.ops[i], d) for i in attn], dtype=float).reshape(-1, 2)
     routed: list[int] = []
@@ -113,12 +113,12 @@ def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str) -> tup
     return eff.fit("moe", run_fmt)
 
 
-def rank_moe_bytes(tokens, cols: Columns, fmt: str):
+def rank_moe_bytes(tokens, cols: Columns, weights: str):
     """The MoE fit's memory feature for one rank's share of the expert layer: the weights of the experts hit
     and the routed activations (:func:`llmath.hardware.efficiency_fit.moe_cost`), times the share of every
     expert the rank holds (moe-TP splits each expert, EP holds a share of them: the same bytes per token)."""
     h, i, k, E = cols.moe
-    return ef.moe_cost(tokens, h, i, k, E, fmt)[2] * cols.share
+    return ef.moe_cost(tokens, h, i, k, E, weights)[2] * cols.share
 
 
 def _fmt(dtype: str) -> str | None:

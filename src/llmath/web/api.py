@@ -118,6 +118,11 @@ def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any
             kw[name] = str(params[name])
     if params.get("efficiency"):
         kw["efficiency_mode"] = str(params["efficiency"])
+    degrees = {k: kw.pop(k) for k in ("gpus", "tp", "pp", "ep", "dp") if k in kw}
+    if degrees:  # the layout, as the one parallel config the library takes
+        from llmath.deploy.layout import ParallelConfig
+
+        kw["parallel"] = ParallelConfig(**degrees)
     enc = _model(params, config).encoder
     if enc is not None and enc.source_positions:  # Whisper: the source is its fixed window, whatever the slider
         kw["prompt"] = enc.source_positions  # says (the page's encoder note prints the length used)
@@ -213,11 +218,11 @@ def _serve(params: Params, config: dict | None) -> dict[str, Any] | None:
     from llmath.deploy.service import serve
 
     kw = _analyze_kwargs(params, config)
-    layout = {k: kw[k] for k in ("gpus", "tp", "pp", "ep", "dp") if k in kw}
     return serve(
         _model(params, config), _hardware(params) or "h100-sxm", prompt=kw.get("prompt", 512), gen=kw.get("gen", 128),
         concurrency=c, engine=str(params.get("engine") or "vllm"), precision=kw["precision"],
-        attention=kw.get("attention", "flash"), efficiency_mode=kw.get("efficiency_mode", "expected"), **layout,
+        attention=kw.get("attention", "flash"), efficiency_mode=kw.get("efficiency_mode", "expected"),
+        parallel=kw.get("parallel"),
     ).to_dict()  # fmt: skip
 
 
@@ -333,13 +338,13 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
     from llmath.deploy.plan import plan as search
 
     kw = _analyze_kwargs(params, config)
-    pins = {k: kw[k] for k in ("tp", "pp", "ep", "dp") if k in kw}
-    p = kw["precision"]
+    par, p = kw.get("parallel"), kw["precision"]
+    gpus = par.gpus if par is not None and par.gpus is not None else 8
     return search(
-        _model(params, config), _hardware(params) or "h100-sxm", gpus=kw.get("gpus", 8), prompt=kw.get("prompt", 512),
+        _model(params, config), _hardware(params) or "h100-sxm", gpus=gpus, prompt=kw.get("prompt", 512),
         gen=kw.get("gen", 128), ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
         weights=p.weights, engine=str(params.get("engine") or "vllm"), disagg=params.get("disagg") == "1",
-        attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), **pins,
+        attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), parallel=par,
     ).to_dict()  # fmt: skip
 
 
