@@ -97,16 +97,6 @@ def _degree_option(flag: str, help: str):
     return Annotated[int | None, typer.Option(flag, help=help, callback=DEGREE)]
 
 
-def number_option(flag: str, help: str, callback=None):
-    """An optional real number (``callback`` checks its range)."""
-    return Annotated[float | None, typer.Option(flag, help=help, callback=callback)]
-
-
-def text_option(flag: str, help: str):
-    """An optional string."""
-    return Annotated[str | None, typer.Option(flag, help=help)]
-
-
 TOKENS = ints(1, val.MAX_TOKENS)
 TOKENS0 = ints(0, val.MAX_TOKENS)
 DEGREE = ints(1, 1 << 16)
@@ -264,7 +254,7 @@ def device(
 
     flags = (peak_tflops, bandwidth_gbs, memory_gb)
     if any(v is not None for v in flags):
-        if not all(v is not None for v in flags):
+        if peak_tflops is None or bandwidth_gbs is None or memory_gb is None:
             raise WorkloadError("a custom device needs all of --peak-tflops, --bandwidth-gbs and --memory-gb")
         return hardware.custom(peak_tflops, bandwidth_gbs, memory_gb, dtype=compute_dtype)
     return hardware.get(name) if name else None

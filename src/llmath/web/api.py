@@ -99,8 +99,10 @@ def _precision(params: Params, config: dict | None):
     from llmath.model.checkpoint import precision_for
 
     model = _model(params, config) if config is not None else _model_name(params)
-    pick = [str(params[k]) if params.get(k) else None for k in ("dtype", "weights", "activations", "kv_dtype")]
-    return precision_for(model, *pick)
+    pick = {k: str(params[k]) if params.get(k) else None for k in ("dtype", "weights", "activations", "kv_dtype")}
+    return precision_for(
+        model, dtype=pick["dtype"], weights=pick["weights"], activations=pick["activations"], kv=pick["kv_dtype"]
+    )
 
 
 def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any]:
