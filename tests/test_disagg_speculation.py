@@ -178,3 +178,20 @@ def test_cli_plan_disagg_with_speculation(capsys):
     assert {"prefill_workers", "prefill_tp", "decode_workers", "decode_batch"} <= set(d["best"])
     code, out, _ = run_cli(capsys, *args[:-1], "--spec-method", "eagle", "--acceptance", "2.5")
     assert code == 0 and "disagg+sd" in out
+
+
+@pytest.mark.parametrize(
+    "pool,rule",
+    [
+        ({"workers": 0}, r"prefill\['workers'\]=0 must be an integer >= 1"),
+        ({"tp": 2.5}, r"prefill\['tp'\]=2.5 must be an integer >= 1"),
+        ({"tensor_parallel": 2}, r"prefill\['tensor_parallel'\]: not a pool key"),
+        ([1, 2], r"prefill=\[1, 2\] must be a dict"),
+    ],
+)
+def test_a_pool_that_breaks_its_rule_is_refused(pool, rule):
+    from llmath.deploy.disagg import serve_disaggregated
+    from llmath.errors import LayoutError
+
+    with pytest.raises(LayoutError, match=rule):
+        serve_disaggregated("llama-3-8b", "h100-sxm", prompt=64, gen=8, concurrency=4, prefill=pool, decode={})

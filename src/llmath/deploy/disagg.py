@@ -53,6 +53,7 @@ from llmath.deploy.serving import (
 )
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device, kv_bytes_per_sequence
+from llmath.errors import LayoutError
 from llmath.hardware import Hardware
 from llmath.hardware.topology import topology
 from llmath.model.traits import traits
@@ -214,6 +215,22 @@ def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Reque
     return dec, eng, mem
 
 
+POOL_KEYS = ("workers", "tp", "pp", "ep", "dp")
+
+
+def checked_pool(name: str, pool: object) -> dict:
+    """``pool`` (a disaggregated pool's layout: some of :data:`POOL_KEYS`, each an int ≥ 1 or None) as given, or
+    a :class:`LayoutError` naming the key and the rule."""
+    if not isinstance(pool, dict):
+        raise LayoutError(f"{name}={pool!r} must be a dict of {', '.join(POOL_KEYS)}")
+    for key, value in pool.items():
+        if key not in POOL_KEYS:
+            raise LayoutError(f"{name}[{key!r}]: not a pool key; give {', '.join(POOL_KEYS)}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1):
+            raise LayoutError(f"{name}[{key!r}]={value!r} must be an integer >= 1 (or None for the default)")
+    return pool
+
+
 def serve_disaggregated(
     model,
     hardware,
@@ -247,6 +264,7 @@ def serve_disaggregated(
         raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
     if speculation is not None and not isinstance(speculation, Speculation):
         raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
+    prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
     spec = resolve(model)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]
