@@ -193,6 +193,19 @@ def _mm_rates(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.n
     return out
 
 
+@lru_cache(maxsize=1024)
+def _gemm_groups(table: Table, coef: tuple[float, ...]):
+    """For :func:`mm_factor`'s fitted GEMM model, per row kind (token rows, logit rows): (rows share, its ops,
+    their weight-size saturation sat(n·k; h2, p2)) per distinct share (routed experts see top-k / E)."""
+    nk, share = _gemm_shapes(table)
+    out = []
+    for mask in (table.weight_token_rows, table.weight_logit_rows):
+        cols = np.flatnonzero(mask)
+        sh = share[cols]
+        out.append(tuple((float(v), cols[sh == v], ef.sat(nk[cols[sh == v]], coef[3], coef[4])) for v in np.unique(sh)))
+    return tuple(out)
+
+
 def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None) -> np.ndarray | None:
     """(…, n_ops) factor on weight GEMMs' compute time at the ``matmul`` rate, 1 for the other ops; ``None``
     when there is none (the default efficiencies).
@@ -209,23 +222,16 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
         return np.broadcast_to(per_op, np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + per_op.shape).copy()
     coef = eff.gemm_coef(dtype)
     if coef is not None:
-        nk, share = _gemm_shapes(table)
-        mm = eff.matmul_for(dtype or "")
-
-        def ratio(rows, cols):  # (…, len(cols)); the rows' saturation once per share, not per column
-            r = np.asarray(rows, dtype=float)[..., None]
-            vals = np.empty(r.shape[:-1] + (len(cols),))
-            sh = share[cols]
-            for s in np.unique(sh) if sh.size and (sh != sh[0]).any() else sh[:1]:  # routed: top-k / E of the rows
-                sel = sh == s
-                x = np.maximum(r * s, 1.0)
-                vals[..., sel] = mm / ef.fractions(coef, x, nk[cols[sel]], 1.0, eff.tile_rows)[0]
-            return vals
-
+        mm, (c, h1, p1) = eff.matmul_for(dtype or ""), coef[:3]
         out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
-        for rows, mask in ((tokens, table.weight_token_rows), (batch, table.weight_logit_rows)):
-            cols = np.flatnonzero(mask)
-            out[..., cols] = ratio(rows, cols)
+        for rows, groups in zip((tokens, batch), _gemm_groups(table, coef), strict=True):
+            r = np.asarray(rows, dtype=float)[..., None]
+            for s, cols, s2 in groups:  # the rows' saturation once per share, not per column
+                x = np.maximum(r * s, 1.0)
+                s1 = ef.sat(x, h1, p1)
+                if eff.tile_rows:
+                    s1 = np.maximum(s1, ef.tile_share(x, eff.tile_rows))
+                out[..., cols] = mm / (c * s1 * s2)  # as efficiency_fit.fractions' ηc
         return out
     if not eff.matmul_rows:
         return None
