@@ -7,6 +7,7 @@ import numpy as np
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
 from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage
 from llmath.deploy.cost import rank_memory_parts
+from llmath.deploy.layout import ParallelConfig
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.decode import decode_total
@@ -170,11 +171,15 @@ def run_sweep(
     attention: str,
     precision: Precision,
     eff_mode: str,
-    layout: dict | None = None,
+    layout: ParallelConfig | dict | None = None,
 ) -> list[dict]:
-    """The grid of ``axes`` as rows. ``layout``: make_layout's keyword arguments (gpus, tp, pp, ep, dp, overlap)."""
+    """The grid of ``axes`` as rows. ``layout``: a :class:`ParallelConfig` (or make_layout's keyword arguments:
+    gpus, tp, pp, ep, dp, overlap)."""
     check_grid({k: len(axes[k]) for k in ("batch", "prompt", "gen")})
-    lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
+    if isinstance(layout, ParallelConfig):
+        lay: Layout | None = layout.layout(resolve(model))
+    else:
+        lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
     g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode, lay)
     cols = {}

@@ -21,39 +21,62 @@ PrefixOpt = Annotated[int, typer.Option("--prefix", help="Cached prefix before t
 EfficiencyOpt = Annotated[
     o.Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")
 ]
-MatmulEffOpt = o.number_option("--matmul-eff", "Override the matmul fraction of peak.", o.FRACTION)
-MemoryEffOpt = o.number_option("--memory-eff", "Override the bandwidth fraction.", o.FRACTION)
-OverheadOpt = o.number_option("--overhead-us", "Override the per-kernel overhead (µs).", o.floats(0, 1e6))
+MatmulEffOpt = Annotated[
+    float | None, typer.Option("--matmul-eff", help="Override the matmul fraction of peak.", callback=o.FRACTION)
+]
+MemoryEffOpt = Annotated[
+    float | None, typer.Option("--memory-eff", help="Override the bandwidth fraction.", callback=o.FRACTION)
+]
+OverheadOpt = Annotated[
+    float | None,
+    typer.Option("--overhead-us", help="Override the per-kernel overhead (µs).", callback=o.floats(0, 1e6)),
+]
 ReserveOpt = Annotated[
     float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).", callback=o.floats(0, 1e9))
 ]
-PeakOpt = o.number_option("--peak-tflops", "Custom device: dense peak TFLOP/s.", o.DEVICE_RATE)
-BandwidthOpt = o.number_option("--bandwidth-gbs", "Custom device: GB/s.", o.DEVICE_RATE)
-MemoryOpt = o.number_option("--memory-gb", "Custom device: GB.", o.DEVICE_RATE)
+PeakOpt = Annotated[
+    float | None, typer.Option("--peak-tflops", help="Custom device: dense peak TFLOP/s.", callback=o.DEVICE_RATE)
+]
+BandwidthOpt = Annotated[
+    float | None, typer.Option("--bandwidth-gbs", help="Custom device: GB/s.", callback=o.DEVICE_RATE)
+]
+MemoryOpt = Annotated[float | None, typer.Option("--memory-gb", help="Custom device: GB.", callback=o.DEVICE_RATE)]
 TopOpt = Annotated[int, typer.Option("--top", help="Operators to list per stage.", callback=o.ints(0, 10**6))]
-PlotOpt = o.text_option("--plot", "Write the roofline chart (PNG or SVG).")
-MemoryPlotOpt = o.text_option("--memory-plot", "Write memory (weights, KV, activations) vs context.")
+PlotOpt = Annotated[str | None, typer.Option("--plot", help="Write the roofline chart (PNG or SVG).")]
+MemoryPlotOpt = Annotated[
+    str | None, typer.Option("--memory-plot", help="Write memory (weights, KV, activations) vs context.")
+]
 ConcurrencyOpt = Annotated[
     float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
 ]
-RateOpt = o.number_option("--rate", "Serve an open loop of this many requests/s.")
-EngineOpt = o.text_option(
-    "--engine", "vllm|sglang|trtllm|llama.cpp: scheduler defaults and the kernels of quantised formats (default vllm)."
-)
+RateOpt = Annotated[float | None, typer.Option("--rate", help="Serve an open loop of this many requests/s.")]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        help="vllm|sglang|trtllm|llama.cpp: scheduler defaults and the kernels of quantised formats (default vllm).",
+    ),
+]
 PrefixHitOpt = Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")]
 MaxTokensOpt = Annotated[
     int | None, typer.Option("--max-num-batched-tokens", help="Override the engine's token budget per iteration.")
 ]
 MaxSeqsOpt = Annotated[int | None, typer.Option("--max-num-seqs", help="Override the engine's running-request cap.")]
-GpuMemOpt = o.number_option("--gpu-memory-utilization", "Override the engine's memory fraction.")
-GenDistOpt = o.text_option("--gen-dist", "Serving: output lengths 'G:weight,...' (e.g. 64:0.5,512:0.5).")
+GpuMemOpt = Annotated[
+    float | None, typer.Option("--gpu-memory-utilization", help="Override the engine's memory fraction.")
+]
+GenDistOpt = Annotated[
+    str | None, typer.Option("--gen-dist", help="Serving: output lengths 'G:weight,...' (e.g. 64:0.5,512:0.5).")
+]
 EagerOpt = Annotated[
     bool, typer.Option("--enforce-eager", help="Serving: no CUDA graphs (eager kernel launches in decode).")
 ]
-SpecMethodOpt = o.text_option("--spec-method", "Speculative decoding: draft | eagle | mtp.")
+SpecMethodOpt = Annotated[str | None, typer.Option("--spec-method", help="Speculative decoding: draft | eagle | mtp.")]
 SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
-AcceptanceOpt = o.number_option("--acceptance", "Mean tokens a round yields (1 … k+1), as measured.")
-DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft.")
+AcceptanceOpt = Annotated[
+    float | None, typer.Option("--acceptance", help="Mean tokens a round yields (1 … k+1), as measured.")
+]
+DraftOpt = Annotated[str | None, typer.Option("--draft-model", help="Draft model for --spec-method draft.")]
 SPECULATION_OPTIONS = o.option_group(
     {"spec_tokens": 3},
     spec_method=SpecMethodOpt,
@@ -61,17 +84,26 @@ SPECULATION_OPTIONS = o.option_group(
     acceptance=AcceptanceOpt,
     draft_model=DraftOpt,
 )
-CalibrationOpt = o.text_option(
-    "--calibration", "Serving: a 'llmath bench --save' report; its measured TTFT/TPOT set the efficiency."
-)
-ArrivalOpt = o.text_option(
-    "--arrival",
-    "Serving: closed (default with --concurrency: C requests started together, each replaced when it ends), "
-    "poisson (default with --rate) or offline (every request queued at once).",
-)
-PromptsPerClientOpt = o.number_option(
-    "--prompts-per-client", "Closed loop: requests each client sends (10).", o.floats(1, 1e9)
-)
+CalibrationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration", help="Serving: a 'llmath bench --save' report; its measured TTFT/TPOT set the efficiency."
+    ),
+]
+ArrivalOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--arrival",
+        help="Serving: closed (default with --concurrency: C requests started together, each replaced when it ends), "
+        "poisson (default with --rate) or offline (every request queued at once).",
+    ),
+]
+PromptsPerClientOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--prompts-per-client", help="Closed loop: requests each client sends (10).", callback=o.floats(1, 1e9)
+    ),
+]
 
 
 @app.command()
@@ -208,7 +240,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         concurrency=a.concurrency,
         rate=a.rate,
         engine="vllm" if a.engine is None else a.engine,
-        **o.layout_kwargs(a),
+        parallel=o.parallel_config(a),
         prefix_hit=a.prefix_hit,
         gen_dist=o.gen_dist(a.gen_dist),
         precision=p,
@@ -277,7 +309,7 @@ def _static(a: SimpleNamespace, p) -> None:
         memory=a.memory_eff,
         overhead_s=ov,
         decode_overhead_s=ov,
-        **o.layout_kwargs(a),
+        parallel=o.parallel_config(a),
     )
     _plots(a, rep, hw, p)
     if a.json_:
