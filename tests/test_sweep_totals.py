@@ -33,12 +33,18 @@ def _points(rng, n=300):
             rng.integers(1, 20_000, n).astype(float))  # fmt: skip
 
 
+def _models(hw_name: str, mode: str, seed: int):
+    """(device, efficiency, random generator, every registry model's spec)."""
+    hw = get(hw_name)
+    return hw, efficiency(mode, hw), np.random.default_rng(seed), [registry.spec(n) for n in registry.names()]
+
+
 @pytest.mark.parametrize(("hw_name", "mode", "p"), DEVICES)
 def test_prefill_total_equals_the_sum_of_op_times(hw_name, mode, p):
-    hw = get(hw_name)
-    eff, rng, checked = efficiency(mode, hw), np.random.default_rng(1), 0
-    for name in registry.names():
-        spec = registry.spec(name)
+    hw, eff, rng, specs = _models(hw_name, mode, 1)
+    checked = 0
+    for spec in specs:
+        name = spec.name
         if spec.is_encoder_decoder:  # the sweep times encoder-decoders by the general path
             continue
         t = table(spec, "prefill", "flash")
@@ -53,14 +59,15 @@ def test_prefill_total_equals_the_sum_of_op_times(hw_name, mode, p):
 
 @pytest.mark.parametrize(("hw_name", "mode", "p"), DEVICES)
 def test_decode_total_equals_the_generations_total(hw_name, mode, p):
-    hw = get(hw_name)
-    eff, rng, checked = efficiency(mode, hw), np.random.default_rng(2), 0
-    for name in registry.names():
-        spec = registry.spec(name)
+    hw, eff, rng, specs = _models(hw_name, mode, 2)
+    grouped = 0
+    for spec in specs:
+        name = spec.name
         t = table(spec, "decode", "flash")
         B, P, N = _points(rng)
         if any(m.startswith("z") or m in ("LL", "I", "BTI") for m in t.monos):  # stepwise: a loop per point
             B, P, N = B[:3], P[:3], N[:3]
+        grouped += len(B) > 64  # over 64 points the totals-only path groups the batches
         src = P if spec.is_encoder_decoder else 0.0
         P0 = np.ones_like(P) if spec.is_encoder_decoder else P
         want = decode_generation(t, hw, p, eff, B, P0, N, src).total_s
@@ -68,8 +75,7 @@ def test_decode_total_equals_the_generations_total(hw_name, mode, p):
         if spec.is_encoder_decoder:  # one source length for all points: the grouped path
             want = decode_generation(t, hw, p, eff, B, 1.0, N, 512.0).total_s
             assert _rel(decode_total(t, hw, p, eff, B, 1.0, N, 512.0), want) <= REL, name
-        checked += 1
-    assert checked == len(registry.names())
+    assert grouped >= 80
 
 
 @pytest.mark.parametrize("name", ["llama-3-8b", "gemma-2-9b", "mixtral-8x7b", "deepseek-v3", "t5-base"])
