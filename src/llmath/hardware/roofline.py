@@ -244,15 +244,20 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     return _per_row_kind(table, inv_eta(tokens), inv_eta(batch), 1.0)
 
 
+@lru_cache(maxsize=1024)
 def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None = None) -> np.ndarray:
     """(n_ops,) overhead seconds of each op per pass: its kernels × the per-kernel overhead (in decode, decode
-    attention's own where one was fitted; with ``p``, context attention's and MoE layers' fitted ones)."""
+    attention's own where one was fitted; with ``p``, context attention's and MoE layers' fitted ones).
+    Read-only, computed once per (table, efficiency, pass, precision): a serving search asks for it per
+    iteration."""
     ov = eff.decode_overhead_s if decode else eff.overhead_s
     if decode and eff.attention_overhead_s is not None:
         base = table.kernels * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
     else:
         base = table.kernels * ov
-    return base if p is None else fo.overheads(table, p, eff, decode, base)
+    out = base if p is None else fo.overheads(table, p, eff, decode, base)
+    out.setflags(write=False)
+    return out
 
 
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
