@@ -10,6 +10,7 @@ import typer
 
 from llmath import output as out
 from llmath.cli import options as o
+from llmath.cli.analyze_disagg import DISAGG_OPTIONS, POOL_FLAGS
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt, EngineArgsOpt
 from llmath.errors import WorkloadError
@@ -107,7 +108,12 @@ PromptsPerClientOpt = Annotated[
 
 
 @app.command()
-@o.with_options(attention=o.FORMAT_OPTIONS, memory_plot=o.LAYOUT_OPTIONS, enforce_eager=SPECULATION_OPTIONS)
+@o.with_options(
+    attention=o.FORMAT_OPTIONS,
+    memory_plot=o.LAYOUT_OPTIONS,
+    enforce_eager=SPECULATION_OPTIONS,
+    prompts_per_client=DISAGG_OPTIONS,
+)
 def analyze(
     model: o.ModelArg = "llama-3-8b",
     hardware: HardwareOpt = "h100-sxm",
@@ -152,7 +158,8 @@ def analyze(
     Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json ;
     llmath analyze llama-3.1-70b -H h100-sxm --gpus 2 --weights fp8 ; llmath analyze deepseek-v3 -H h200 --gpus 8
     --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm ;
-    llmath analyze -H h100-sxm -c 64 --engine-args "vllm serve meta-llama/Llama-3.1-70B -tp 8 --kv-cache-dtype fp8"
+    llmath analyze -H h100-sxm -c 64 --engine-args "vllm serve meta-llama/Llama-3.1-70B -tp 8 --kv-cache-dtype fp8" ;
+    llmath analyze llama-3.1-70b -H h100-sxm -c 64 --disagg --prefill-tp 4 --decode-tp 8 --engine sglang
     """
     _run(SimpleNamespace(**locals(), **shared))
 
@@ -207,10 +214,12 @@ def _refuse_unused(a: SimpleNamespace, serving: bool) -> None:
 def _run(a: SimpleNamespace) -> None:
     """Serve when --concurrency or --rate is given (or --arrival offline), else analyse the static batch;
     --emit prints the engine command of the deployment instead."""
-    if a.engine_args:
+    if a.engine_args and not a.disagg:
         from llmath.cli.engine import apply_engine_args
 
         apply_engine_args(a)
+    if a.disagg or _given(a, POOL_FLAGS):
+        return _disagg(a)
     if a.emit:
         from llmath.cli.engine import emit_analyze
 
@@ -227,6 +236,17 @@ def _run(a: SimpleNamespace) -> None:
         _serve(a, p)
     else:
         _static(a, p)
+
+
+def _disagg(a: SimpleNamespace) -> None:
+    """--disagg: the serving flags' checks, then those of the pools (llmath.cli.analyze_disagg)."""
+    from llmath.cli.analyze_disagg import refuse_unused, serve_disagg
+
+    refuse_unused(a, _given)
+    _refuse_unused(a, serving=True)
+    serve_disagg(
+        a, o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
+    )
 
 
 def _serve(a: SimpleNamespace, p) -> None:

@@ -235,7 +235,9 @@ def serve_disaggregated(
     that batch plus the engine's per-iteration overhead, with ``speculation`` a round and its overhead over
     the acceptance length); a request's TTFT = its prefill pass (and the draft's), batched with the prompts
     arriving with it (as many as the budget and the requests per prefill rank allow), plus the KV transfer
-    (and the draft's KV). Returns ``ttft_s``, ``tpot_s``, ``throughput_tok_s`` and the pools' sizes."""
+    (and the draft's KV). Returns ``ttft_s``, ``tpot_s``, ``throughput_tok_s`` (and per GPU), the pools' GPUs
+    (``prefill_gpus`` + ``decode_gpus`` = ``gpus``) and requests (``decode_requests`` decoding, the other
+    ``prefill_requests`` of the ``concurrency`` waiting for or in their prefill and KV transfer)."""
     from llmath.errors import WorkloadError
     from llmath.hardware import get as get_hardware
     from llmath.hardware.execution import checkpoint_precision
@@ -263,9 +265,13 @@ def serve_disaggregated(
         ttft = _closed_prefill_wait(pre, req.decode_steps * tpot, prompts_per_client, peng.replacement_lag) + t_kv
         share = req.decode_steps * tpot / (ttft + req.decode_steps * tpot)
     e2e = ttft + req.decode_steps * tpot
+    gpus, decoding = x * pdev.gpus + y * ddev.gpus, min(B * y * ddev.dp, concurrency)
     return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "throughput_tok_s": concurrency * req.mean_gen / e2e,
+            "throughput_tok_s_per_gpu": concurrency * req.mean_gen / e2e / gpus,
             "kv_transfer_s": t_kv, "prefill_pass_s": pre[0], "prefill_passes": pre[1], "decode_batch": B,
-            "gpus": x * pdev.gpus + y * ddev.gpus, "tokens_per_step": ddec.tokens}  # fmt: skip
+            "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
+            "prefill_requests": concurrency - decoding, "decode_requests": decoding,
+            "tokens_per_step": ddec.tokens}  # fmt: skip
 
 
 def _decode_tpot(dec: Decoding, eng: EngineConfig, batch: float, context: float) -> float:

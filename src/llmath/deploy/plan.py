@@ -12,7 +12,7 @@ dominance, a bound on disaggregated pools), so its cost follows the layouts that
 ``exhaustive=True`` evaluates everything and finds the same ``best`` and ``pareto``.
 
 With ``speculation``, every aggregated layout is also evaluated decoding speculatively (the draft's weights
-on each GPU as :func:`.serving.draft_weight_bytes` counts them, rounds as :mod:`.speculative` times them) and
+and KV cache on each GPU as :func:`.disagg.pool_memory` counts them, rounds as :mod:`.speculative` times them) and
 both are rows (``speculation``: null or {method, k, acceptance}); so is every disaggregated pair, its decode pool
 speculating and its prefill pool running the draft's prefill (:mod:`.disagg`), each pool holding the draft.
 
@@ -48,7 +48,7 @@ from llmath.deploy.plan_search import (
     meets,
     weights_leave_no_pool,
 )
-from llmath.deploy.serving import Decoding, Requests, draft_weight_bytes, memory, refuse_uncached
+from llmath.deploy.serving import Decoding, Requests, refuse_uncached
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device
@@ -175,19 +175,19 @@ class PlanResult:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _decodings(rep: Replica, speculation: Speculation | None) -> list[tuple[Decoding, float]]:
-    """How the replica may decode, each with the draft weights it adds on each GPU: one token per
-    iteration, and with ``speculation`` its rounds (the draft as :func:`~.service.serve` places it)."""
-    out = [(Decoding(rep.device), 0.0)]
+def _decodings(rep: Replica, speculation: Speculation | None) -> list[tuple[Decoding, str]]:
+    """How the replica may decode, each with its speculative method ("": none): one token per iteration, and
+    with ``speculation`` its rounds (the draft as :func:`~.service.serve` places it)."""
+    out = [(Decoding(rep.device), "")]
     if speculation is not None:
         draft = draft_device(rep.device, speculation)
-        out.append((Decoding(rep.device, speculation, draft), draft_weight_bytes(draft, speculation.method)))
+        out.append((Decoding(rep.device, speculation, draft), speculation.method))
     return out
 
 
 def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list, dec, draft) -> int:
-    """The layout's rows over its whole concurrency grid, decoding as ``dec`` (``draft``: bytes per GPU); how many."""
-    grid = _grid(rep, eng, req, gpus, fmt, rejected, draft)
+    """The layout's rows over its whole concurrency grid, decoding as ``dec`` (``draft``: its method); how many."""
+    grid = _grid(rep, eng, req, gpus, fmt, rejected, dec, draft)
     if grid is None:
         return 0
     c, mem, dp, inst = grid
@@ -195,10 +195,11 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
     return _agg_rows(rep, fmt, dp, inst, c, ss, cols, dec.spec is not None)
 
 
-def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list, draft: float = 0.0) -> tuple | None:
-    """(concurrency grid of one replica, its memory with ``draft`` bytes of draft weights per GPU, attention
-    replicas in all, instances), or None when the layout does not fit (listed under ``rejected``)."""
-    mem = memory(rep.device, eng, req, draft)
+def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list, dec, draft: str) -> tuple | None:
+    """(concurrency grid of one replica, its memory with ``dec``'s draft of method ``draft`` (its weights and
+    KV, :func:`.disagg.pool_memory`), attention replicas in all, instances), or None when the layout does not
+    fit (listed under ``rejected``)."""
+    mem = pool_memory(rep.device, eng, req, dec.draft, draft)
     inst = gpus // rep.gpus  # engine instances side by side
     where = {"mode": "aggregated", "weights": fmt, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "dp": rep.dp}
     if not mem.fits or inst < 1:
@@ -246,7 +247,7 @@ class _Sampled:
 def _sampled(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, targets, dec, draft) -> Any:
     """The layout decoding as ``dec`` at ``SAMPLE`` points of its grid, as rows (the rest when :func:`_refine`
     finds it live); None when it does not fit."""
-    grid = _grid(rep, eng, req, gpus, fmt, rejected, draft)
+    grid = _grid(rep, eng, req, gpus, fmt, rejected, dec, draft)
     if grid is None:
         return None
     c, mem, dp, inst = grid

@@ -46,6 +46,35 @@ def serving_human(d: dict[str, Any]) -> None:
         c.print(f"note: {n}", highlight=False)
 
 
+def disagg_human(d: dict[str, Any], model: str, hardware: str, engine: str, prefill: dict, decode: dict) -> None:
+    """One disaggregated serving result (``analyze --disagg``): the pools, then the latency/throughput metrics."""
+
+    def layout(p: dict) -> str:
+        degrees = {"tp": 1} | {k: v for k, v in p.items() if k != "workers" and (v != 1 or k == "tp")}
+        return f"{p.get('workers', 1)}×" + " ".join(
+            f"{k}{degrees[k]}" for k in ("tp", "pp", "ep", "dp") if k in degrees
+        )
+
+    c = _console()
+    c.print(
+        f"[b]{model}[/b] on {d['gpus']:.0f} × {hardware}, {engine}, disaggregated: prefill {layout(prefill)},"
+        f" decode {layout(decode)}",
+        highlight=False,
+    )
+    rows = [
+        ("TTFT (mean)", ms(d["ttft_s"])),
+        ("of which KV transfer", ms(d["kv_transfer_s"])),
+        ("TPOT (mean)", ms(d["tpot_s"])),
+        ("end-to-end", ms(d["e2e_s"])),
+        ("output tokens/s (aggregate)", si(d["throughput_tok_s"], "tok/s")),
+        ("output tokens/s per GPU", si(d["throughput_tok_s_per_gpu"], "tok/s")),
+        ("prefill pool: GPUs / requests", f"{d['prefill_gpus']:.0f} / {d['prefill_requests']:.1f}"),
+        ("decode pool: GPUs / requests", f"{d['decode_gpus']:.0f} / {d['decode_requests']:.1f}"),
+        ("decode batch per attention-DP rank", f"{d['decode_batch']:.1f}"),
+    ]
+    print_table(c, "steady state", [Col("metric", right=False), Col("value")], [list(r) for r in rows])
+
+
 def plan_human(d: dict[str, Any], top: int = 20) -> None:
     """The best configuration and the Pareto front of a plan; a disaggregated row shows its two pools."""
     c = _console()
