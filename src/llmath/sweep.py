@@ -10,8 +10,8 @@ from llmath.deploy.cost import rank_memory_parts
 from llmath.deploy.layout import ParallelConfig
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
-from llmath.hardware.decode import decode_generation
-from llmath.hardware.roofline import efficiency, monomial_times, stage_times
+from llmath.hardware.decode import decode_total
+from llmath.hardware.roofline import efficiency, prefill_total, stage_times
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
@@ -121,12 +121,12 @@ def _chunk_times(tabs, hw, p, eff, b, pr, n, mv=None):
     t_enc, t_pre, t_dec = tabs
     if t_enc is None:
         mv = t_pre.monomial_matrix(Scenario(b, pr, 0)) if mv is None else mv
-        ttft = monomial_times(t_pre, mv, hw, p, eff, b, b * pr, False)[0].sum(-1)
-        return ttft, decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
+        ttft = prefill_total(t_pre, mv, hw, p, eff, b, b * pr)
+        return ttft, decode_total(t_dec, hw, p, eff, b, pr, n)
     # an external encoder (TrOCR's image encoder) is another model's pass: its table holds no operators
     enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1) if t_enc.ops else 0.0
     ttft = enc + stage_times(t_pre, Scenario(b, 1, 0, src=pr), hw, p, eff, decode=False)[0].sum(-1)
-    return ttft, decode_generation(t_dec, hw, p, eff, b, 1, n, src=pr).total_s
+    return ttft, decode_total(t_dec, hw, p, eff, b, 1, n, src=pr)
 
 
 def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout) -> dict[str, np.ndarray]:

@@ -313,23 +313,40 @@ def band_count(u0, n, w) -> int:
     return max(int(np.ceil(np.log2(max(float(np.max(np.minimum(u0 + n, w))), 2.0)))), 1)
 
 
-def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov, band=None):
-    """(total, first, last) seconds of the attention columns over n steps with u_j = min(u0 + j, w), each
-    (…, nj). ``lines`` (nB, 6, nj) per distinct batch ``Bu``; ``idx`` (…) each element's batch; u0, n (…, 1).
-    ``band``: ``da.bands(lines, Bu, band_count(u0, n, w))``, when the caller has it."""
+def _rows(lines, Bu, idx):
+    """Each element's attention lines (6 × (…, nj)) and batch (…, 1), picked by ``idx``."""
+    return tuple(lines[:, i, :][idx] for i in range(6)), Bu[idx][..., None]
+
+
+def _below(da: DecodeAttention, lines, Bu, idx, u0, n, w, band):
+    """Σ over the n steps of the attention columns' step times, without overheads (…, nj), and the rows
+    (:func:`_rows`) when the windowed tail needed them (else ``None``)."""
     hi = np.minimum(u0 + n, w)  # raw positions below the window: [u0, hi)
     K = band_count(u0, n, w)
     band = da.bands(lines, Bu, K) if band is None else band
     g = _G(band, idx, np.stack(np.broadcast_arrays(np.maximum(hi, u0), u0 + 0 * hi)), K)  # G(hi), G(u0) at once
     below = np.where(hi > u0, g[0] - g[1], 0.0)
-    L = tuple(lines[:, i, :][idx] for i in range(6))
-    Bk = Bu[idx][..., None]
     tail = np.maximum(u0 + n - np.maximum(u0, w), 0)
-    if np.any(tail > 0):
-        below = below + tail * np.maximum(*da.cm(L, Bk, np.where(np.isinf(w), 1.0, w)))
+    if not np.any(tail > 0):
+        return below, None
+    L, Bk = _rows(lines, Bu, idx)
+    return below + tail * np.maximum(*da.cm(L, Bk, np.where(np.isinf(w), 1.0, w))), (L, Bk)
+
+
+def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov, band=None):
+    """(total, first, last) seconds of the attention columns over n steps with u_j = min(u0 + j, w), each
+    (…, nj). ``lines`` (nB, 6, nj) per distinct batch ``Bu``; ``idx`` (…) each element's batch; u0, n (…, 1).
+    ``band``: ``da.bands(lines, Bu, band_count(u0, n, w))``, when the caller has it."""
+    below, rows = _below(da, lines, Bu, idx, u0, n, w, band)
+    L, Bk = _rows(lines, Bu, idx) if rows is None else rows
     ends = np.stack(np.broadcast_arrays(np.minimum(u0, w), np.minimum(u0 + np.maximum(n - 1, 0), w)))
     t = np.maximum(*da.cm(L, Bk, ends)) + ov  # the first and the last step
     return below + n * ov, t[0], t[1]
+
+
+def decode_attention_total(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov, band=None):
+    """:func:`decode_attention_sum`'s total alone (no exact first and last step): what a sweep reports."""
+    return _below(da, lines, Bu, idx, u0, n, w, band)[0] + n * ov
 
 
 def scalar_step(da: DecodeAttention, L, B: float, i: int):
