@@ -89,18 +89,23 @@ def kv_heads_per_rank(spec: ModelSpec, tp: int) -> int:
     return max(spec.parts.attention.kv_heads // tp, 1)
 
 
+def _times(n: int, f: Fr) -> int | float:
+    """n·f exactly: an int where the division is exact, else the correctly rounded float of the quotient
+    (Python's int / int, as ``float(Fraction)`` computes it; no Fraction built)."""
+    num, den = n * f.numerator, f.denominator
+    q, r = divmod(num, den)
+    return q if r == 0 else num / den
+
+
 def _scale(terms: tuple[Term, ...], f: Fr) -> tuple[Term, ...]:
-    if f == ONE:
+    num, den = f.numerator, f.denominator
+    if num == den:  # f == 1 (a Fraction is kept in lowest terms)
         return terms
-    out = []
-    for t in terms:
-        sym = f"{t.sym}/{f.denominator}" if f.numerator == 1 else f"{t.sym}·{f}"
-        if isinstance(t.coef, int):
-            c = t.coef * f
-            out.append(Term(int(c) if c.denominator == 1 else float(c), t.mono, sym))
-        else:
-            out.append(Term(t.coef * float(f), t.mono, sym))
-    return tuple(out)
+    tail = f"/{den}" if num == 1 else f"·{f}"
+    ff = num / den
+    return tuple(
+        Term(_times(t.coef, f) if isinstance(t.coef, int) else t.coef * ff, t.mono, t.sym + tail) for t in terms
+    )
 
 
 def _kv_share(spec: ModelSpec, T: int) -> Fr:
@@ -193,13 +198,8 @@ def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
         return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
     default, over, fw, fb = _factors(op, spec, L)
     costs = tuple((cls, _scale_each(ts, over.get(cls, default))) for cls, ts in op.costs)
-    params = tuple((k, _param(n, fb if k.endswith(".bias") else fw)) for k, n in op.params)
+    params = tuple((k, _times(n, fb if k.endswith(".bias") else fw)) for k, n in op.params)
     return replace(op, costs=costs, params=params, count=count)
-
-
-def _param(n: int, f: Fr):
-    v = n * f
-    return int(v) if v.denominator == 1 else float(v)
 
 
 def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
