@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from llmath.ops.core import Term
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
 
 
+@lru_cache(maxsize=256)
 def bus_factor(kind: str, n: int) -> Fraction:
     """Bus bytes per message byte (NCCL PERFORMANCE.md): all-reduce 2(n−1)/n, all-gather / reduce-scatter
     / all-to-all (n−1)/n, point-to-point 1."""

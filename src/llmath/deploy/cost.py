@@ -154,6 +154,54 @@ def _fitted_all_reduce(device: str, n: int, nbytes):
     return np.minimum(ts[0], ts[1]) if len(ts) == 2 else (ts[0] if ts else None)
 
 
+@dataclass(frozen=True)
+class _CommRule:
+    """What :func:`comm_costs` reads of one collective on one topology, once: its message terms, link, bus
+    factor and which time rule applies (fitted all-reduce first, analytic within a domain, else crossing)."""
+
+    coll: Collective
+    terms: tuple[tuple[int | float, str], ...]
+    link: Any
+    within: bool
+    fitted: bool
+    bus: float
+
+
+_RULES: dict[tuple[int, int, str | None], tuple[tuple, Topology, tuple[str, ...], tuple[_CommRule, ...]]] = {}
+
+
+def _comm_rules(colls: tuple[Collective, ...], topo: Topology, device: str | None):
+    """(monomials, rules) of ``colls`` on ``topo``: built once per (collectives, topology, device) object;
+    the entry keeps both objects, so an id is never reused while it is cached."""
+    key = (id(colls), id(topo), device)
+    hit = _RULES.get(key)
+    if hit is not None and hit[0] is colls and hit[1] is topo:
+        return hit[2], hit[3]
+    rules = []
+    for c in colls:
+        within = c.within(topo.domain)
+        link = topo.scale_up if within else topo.scale_out
+        fitted = device is not None and c.kind == "all_reduce" and within
+        terms = tuple((t.coef, t.mono) for t in c.message)
+        rules.append(_CommRule(c, terms, link, within, fitted, float(bus_factor(c.kind, c.n))))
+    monos = tuple({t.mono for c in colls for t in c.message})
+    if len(_RULES) >= 4096:
+        _RULES.clear()
+    _RULES[key] = (colls, topo, monos, tuple(rules))
+    return monos, tuple(rules)
+
+
+def _one_time(r: _CommRule, nbytes, topo: Topology, device: str | None):
+    """Seconds of one run of the collective (:func:`comm_costs`' rule)."""
+    c = r.coll
+    fit = _fitted_all_reduce(device, c.n, nbytes) if r.fitted and device is not None else None
+    if fit is not None:
+        return fit
+    if r.within:
+        return collective_time(c.kind, c.n, nbytes, r.link.bytes_per_s, r.link.latency_s)
+    return crossing_time(c.kind, c.n, c.per_domain(topo.domain), nbytes, topo.scale_up, topo.scale_out)
+
+
 def comm_costs(
     colls: tuple[Collective, ...],
     scenario: Scenario,
@@ -168,25 +216,18 @@ def comm_costs(
     (:func:`fitted_device`) takes the fitted time (:func:`_fitted_all_reduce`); every other collective, and
     every collective without ``device``, the analytic latency + bus bytes / link bandwidth; one spanning
     several scale-up domains, :func:`llmath.deploy.collectives.crossing_time` (NCCL's rings over every NIC)."""
-    monos = scenario.monomials({t.mono for c in colls for t in c.message}, spec)
+    monos_used, rules = _comm_rules(colls, topo, device)
+    monos = scenario.monomials(monos_used, spec)
     out = []
-    for c in colls:
-        elems = sum(t.coef * monos[t.mono] for t in c.message)
+    for r in rules:
+        c = r.coll
+        elems = sum(coef * monos[m] for coef, m in r.terms)
         nbytes = elems * p.act_bytes  # float, or an array over a sweep
-        link = topo.scale_up if c.within(topo.domain) else topo.scale_out
-        fit = None
-        if device is not None and c.kind == "all_reduce" and c.within(topo.domain):
-            fit = _fitted_all_reduce(device, c.n, nbytes)
-        if fit is not None:
-            one = fit
-        elif c.within(topo.domain):
-            one = collective_time(c.kind, c.n, nbytes, link.bytes_per_s, link.latency_s)
-        else:
-            one = crossing_time(c.kind, c.n, c.per_domain(topo.domain), nbytes, topo.scale_up, topo.scale_out)
-        bus = float(bus_factor(c.kind, c.n)) * nbytes
+        one = _one_time(r, nbytes, topo, device)
+        bus = r.bus * nbytes
         if np.ndim(nbytes) == 0:
             nbytes, bus, one = float(nbytes), float(bus), float(one)
-        out.append(CommCost(c.name, c.kind, c.group, c.n, c.count, link.kind, nbytes, bus, one * c.count, c.overlap))
+        out.append(CommCost(c.name, c.kind, c.group, c.n, c.count, r.link.kind, nbytes, bus, one * c.count, c.overlap))
     return out
 
 

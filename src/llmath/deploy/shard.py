@@ -89,7 +89,7 @@ def kv_heads_per_rank(spec: ModelSpec, tp: int) -> int:
     return max(spec.parts.attention.kv_heads // tp, 1)
 
 
-def _times(n: int, f: Fr) -> int | float:
+def _times(n: int, f: Fr):  # an int, or a float share
     """n·f exactly: an int where the division is exact, else the correctly rounded float of the quotient
     (Python's int / int, as ``float(Fraction)`` computes it; no Fraction built)."""
     num, den = n * f.numerator, f.denominator
@@ -192,14 +192,27 @@ def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
     return tuple(_scale((t,), f(i, t))[0] for i, t in enumerate(terms))
 
 
+# a sharded operator depends only on the operator, its factors and its count: layouts that share them (the same
+# TP degree under other DP, EP or PP degrees) reuse it
+_SHARDED: dict[tuple, tuple[Op, Op]] = {}
+
+
 def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
     if op.split == Split.HELD:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
         kv = Fr(kv_heads_per_rank(spec, L.tp), spec.parts.attention.kv_heads)
         return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
     default, over, fw, fb = _factors(op, spec, L)
+    key = (id(op), default, tuple(over.items()), fw, fb, count)
+    hit = _SHARDED.get(key)
+    if hit is not None and hit[0] is op:
+        return hit[1]
     costs = tuple((cls, _scale_each(ts, over.get(cls, default))) for cls, ts in op.costs)
     params = tuple((k, _times(n, fb if k.endswith(".bias") else fw)) for k, n in op.params)
-    return replace(op, costs=costs, params=params, count=count)
+    out = replace(op, costs=costs, params=params, count=count)
+    if len(_SHARDED) >= 65536:
+        _SHARDED.clear()
+    _SHARDED[key] = (op, out)  # keeps ``op``: its id is not reused while cached
+    return out
 
 
 def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
