@@ -197,12 +197,17 @@ def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
 _SHARDED: dict[tuple, tuple[Op, Op]] = {}
 
 
+def _key(f: Factor) -> tuple[int, int] | Factor:
+    """A factor as a cache key: a fraction's (numerator, denominator), hashed faster than the Fraction."""
+    return (f.numerator, f.denominator) if isinstance(f, Fr) else f
+
+
 def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
     if op.split == Split.HELD:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
         kv = Fr(kv_heads_per_rank(spec, L.tp), spec.parts.attention.kv_heads)
         return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
     default, over, fw, fb = _factors(op, spec, L)
-    key = (id(op), default, tuple(over.items()), fw, fb, count)
+    key = (id(op), _key(default), tuple((k, _key(f)) for k, f in over.items()), _key(fw), _key(fb), count)
     hit = _SHARDED.get(key)
     if hit is not None and hit[0] is op:
         return hit[1]
