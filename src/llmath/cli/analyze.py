@@ -253,17 +253,12 @@ def _serve(a: SimpleNamespace, p) -> None:
     from llmath.deploy.service import serve
 
     rep = serve(
-        a.model,
-        o.device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute),
-        prompt=a.prompt,
-        gen=a.gen,
-        concurrency=a.concurrency,
+        **o.served_request(a, p),
         rate=a.rate,
         engine="vllm" if a.engine is None else a.engine,
         parallel=o.parallel_config(a),
         prefix_hit=a.prefix_hit,
         gen_dist=o.gen_dist(a.gen_dist),
-        precision=p,
         attention=a.attention.value,
         efficiency_mode=_calibrated(a) if a.calibration else a.efficiency.value,
         max_num_batched_tokens=a.max_num_batched_tokens,
@@ -271,9 +266,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         gpu_memory_utilization=a.gpu_memory_utilization,
         cuda_graph_bytes=a.reserve_gb * 1e9 if a.reserve_gb else None,
         cuda_graphs=False if a.enforce_eager else None,
-        speculation=o.speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
         arrival=a.arrival,
-        **({"prompts_per_client": a.prompts_per_client} if a.prompts_per_client else {}),
     )
     if a.json_:
         out.emit_json(rep.to_dict())

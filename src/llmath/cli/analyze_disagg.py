@@ -80,18 +80,11 @@ def serve_disagg(a: SimpleNamespace, p) -> None:
     from llmath.deploy.disagg import serve_disaggregated
 
     res = serve_disaggregated(
-        a.model,
-        o.device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute),
-        prompt=a.prompt,
-        gen=a.gen,
-        concurrency=a.concurrency,
+        **o.served_request(a, p),
         prefill=pool(a, "prefill"),
         decode=pool(a, "decode"),
-        precision=p,
         efficiency_mode=a.efficiency.value,
-        speculation=o.speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
         **({"engine": a.engine} if a.engine else {}),
-        **({"prompts_per_client": a.prompts_per_client} if a.prompts_per_client else {}),
     )
     if a.json_:
         out.emit_json(res)

@@ -243,6 +243,22 @@ def speculation(method: str | None, k: int, acceptance: float | None, draft: str
     return Speculation(method, k, acceptance, draft)
 
 
+def served_request(a, p) -> dict:
+    """The keywords a served analysis shares across modes (aggregated ``serve`` and ``serve_disaggregated``): the
+    model, the device from ``-H`` and the custom-device flags at precision ``p``, the workload and formats, the
+    speculation and how many prompts each client sends."""
+    return {
+        "model": a.model,
+        "hardware": device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute),
+        "prompt": a.prompt,
+        "gen": a.gen,
+        "concurrency": a.concurrency,
+        "precision": p,
+        "speculation": speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
+        **({"prompts_per_client": a.prompts_per_client} if a.prompts_per_client else {}),
+    }
+
+
 def device(
     name: str | None,
     peak_tflops: float | None,

@@ -274,28 +274,6 @@ def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, to
     return fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context, rts)
 
 
-def times(
-    flops,
-    vflops,
-    bytes_,
-    table: Table,
-    hw: Hardware,
-    p: Precision,
-    eff: Efficiency,
-    batch,
-    tokens,
-    decode: bool,
-    context=None,
-):
-    """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes; ``context``:
-    a decode step's S (its attention's fitted fractions depend on it)."""
-    mm_rate, vec_rate = rates(hw, p, eff, table)
-    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
-    compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
-    memory = bytes_ * inv
-    return np.maximum(compute, memory) + overheads(table, eff, decode, p), compute, memory
-
-
 def op_times(
     values: np.ndarray,
     table: Table,
@@ -307,11 +285,16 @@ def op_times(
     decode: bool,
     context=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(time, compute time, memory time, bytes) per op from evaluated class totals ``values``."""
+    """(time, compute time, memory time, bytes) per op from evaluated class totals ``values`` (matmul FLOPs,
+    vector FLOPs and the bytes they weigh to); ``context``: a decode step's S (its attention's fitted fractions
+    depend on it)."""
     bytes_ = (values * byte_weights(table, p)).sum(-1)
-    fl, vfl = values[..., I_FLOPS], values[..., I_VFLOPS]
-    t, c, m = times(fl, vfl, bytes_, table, hw, p, eff, batch, tokens, decode, context)
-    return t, c, m, bytes_
+    flops, vflops = values[..., I_FLOPS], values[..., I_VFLOPS]
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
+    compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
+    memory = bytes_ * inv
+    return np.maximum(compute, memory) + overheads(table, eff, decode, p), compute, memory, bytes_
 
 
 @lru_cache(maxsize=1024)

@@ -27,13 +27,9 @@ def serving_human(d: dict[str, Any]) -> None:
         f" {m['max_resident']} run at once per replica",
         highlight=False,
     )
+    itl = [(f"ITL {p}", ms(d[f"itl_{p}_s"])) for p in ("p50", "p90", "p99")]
     rows = [
-        ("TTFT (mean)", ms(d["ttft_s"])),
-        ("TPOT (mean)", ms(d["tpot_s"])),
-        *((f"ITL {p}", ms(d[f"itl_{p}_s"])) for p in ("p50", "p90", "p99")),
-        ("end-to-end", ms(d["e2e_s"])),
-        ("output tokens/s (aggregate)", si(d["throughput_tok_s"], "tok/s")),
-        ("output tokens/s per GPU", si(d["throughput_tok_s_per_gpu"], "tok/s")),
+        *_latency_rows(d, after_ttft=[], after_tpot=itl),
         ("tokens/s per user (1/TPOT)", si(d["tok_s_per_user"], "tok/s")),
         ("requests/s", f"{d['requests_s']:.4g}"),
         ("running / queued per replica", f"{d['running_per_replica']:.0f} / {d['queued_per_replica']:.0f}"),
@@ -44,6 +40,20 @@ def serving_human(d: dict[str, Any]) -> None:
     print_table(c, "steady state", [Col("metric", right=False), Col("value")], [list(r) for r in rows])
     for n in d.get("notes", []):
         c.print(f"note: {n}", highlight=False)
+
+
+def _latency_rows(d: dict[str, Any], after_ttft: list, after_tpot: list) -> list[tuple[str, str]]:
+    """The metric rows every serving table shows (TTFT, TPOT, end-to-end, throughput in all and per GPU), with a
+    mode's own rows after TTFT and after TPOT."""
+    return [
+        ("TTFT (mean)", ms(d["ttft_s"])),
+        *after_ttft,
+        ("TPOT (mean)", ms(d["tpot_s"])),
+        *after_tpot,
+        ("end-to-end", ms(d["e2e_s"])),
+        ("output tokens/s (aggregate)", si(d["throughput_tok_s"], "tok/s")),
+        ("output tokens/s per GPU", si(d["throughput_tok_s_per_gpu"], "tok/s")),
+    ]
 
 
 def disagg_human(d: dict[str, Any], model: str, hardware: str, engine: str, prefill: dict, decode: dict) -> None:
@@ -62,12 +72,7 @@ def disagg_human(d: dict[str, Any], model: str, hardware: str, engine: str, pref
         highlight=False,
     )
     rows = [
-        ("TTFT (mean)", ms(d["ttft_s"])),
-        ("of which KV transfer", ms(d["kv_transfer_s"])),
-        ("TPOT (mean)", ms(d["tpot_s"])),
-        ("end-to-end", ms(d["e2e_s"])),
-        ("output tokens/s (aggregate)", si(d["throughput_tok_s"], "tok/s")),
-        ("output tokens/s per GPU", si(d["throughput_tok_s_per_gpu"], "tok/s")),
+        *_latency_rows(d, after_ttft=[("of which KV transfer", ms(d["kv_transfer_s"]))], after_tpot=[]),
         ("prefill pool: GPUs / requests", f"{d['prefill_gpus']:.0f} / {d['prefill_requests']:.1f}"),
         ("decode pool: GPUs / requests", f"{d['decode_gpus']:.0f} / {d['decode_requests']:.1f}"),
         ("decode batch per attention-DP rank", f"{d['decode_batch']:.1f}"),
