@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,8 @@ from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
-from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, pool_decoding, pool_memory, prefill_worker
+from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, pool_decoding, prefill_worker
+from llmath.deploy.disagg import pool_memory as _pool_memory
 from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
 from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import (
@@ -62,6 +64,11 @@ from llmath.model.spec import ModelSpec
 
 GRID = 1024  # concurrency points per replica layout (vectorised: more points cost little)
 SAMPLE = 24  # of them first evaluated by the pruned search (plan_search.live_stretches)
+
+
+# a pool's memory once per (device, engine, requests, draft, method): a search asks again for the pools that are
+# both aggregated replicas and disaggregated workers
+pool_memory = lru_cache(maxsize=1024)(_pool_memory)
 
 
 @dataclass(frozen=True)
