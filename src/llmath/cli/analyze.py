@@ -59,7 +59,8 @@ CalibrationOpt = o.text_option(
 ArrivalOpt = o.text_option(
     "--arrival",
     "Serving: closed (default with --concurrency: C requests started together, each replaced when it ends), "
-    "poisson (default with --rate) or offline (every request queued at once).",
+    "staggered (C clients already out of step: requests spread over a lifetime), poisson (default with --rate) "
+    "or offline (every request queued at once).",
 )
 PromptsPerClientOpt = o.number_option(
     "--prompts-per-client", "Closed loop: requests each client sends (10).", o.floats(1, 1e9)
@@ -123,7 +124,7 @@ def analyze(
 
 # --arrival offline without --concurrency: vLLM's offline benchmark default (benchmark_throughput --num-prompts 1000)
 OFFLINE_REQUESTS = 1000
-ARRIVALS = ("closed", "poisson", "offline")
+ARRIVALS = ("closed", "staggered", "poisson", "offline")
 STATIC_ONLY = (  # (flag, attribute, default): what only a static batch uses
     ("--batch", "batch", 1),
     ("--prefix", "prefix", 0),

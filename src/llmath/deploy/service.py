@@ -41,7 +41,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
-ARRIVALS = ("closed", "poisson", "offline")
+ARRIVALS = ("closed", "staggered", "poisson", "offline")
 
 
 @checked
@@ -74,9 +74,12 @@ def serve(
 ) -> ServingReport:
     """Continuous batching under an arrival protocol: ``closed`` (the default with ``concurrency``: C requests
     started together and replaced as they finish, as benchmark clients run them, :mod:`.closed_loop`),
-    ``poisson`` (the default with ``rate``: desynchronised arrivals, :mod:`llmath.deploy.serving`), ``offline``
-    (every request queued at once). See those modules for the models and their limits. The layout: ``parallel``
-    or the gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
+    ``staggered`` (C clients whose requests are spread evenly over a request's lifetime, each replaced as it
+    finishes: the desynchronised closed loop of :func:`llmath.deploy.serving.steady_state`, what a closed loop
+    becomes once varied lengths or arrival jitter have broken the clients' step), ``poisson`` (the default with
+    ``rate``: desynchronised arrivals, :mod:`llmath.deploy.serving`), ``offline`` (every request queued at
+    once). See those modules for the models and their limits. The layout: ``parallel`` or the
+    gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
     arrival = _arrival(arrival, concurrency, rate, offline)
     offline = offline or arrival == "offline"
     spec = resolve(model)
@@ -150,14 +153,14 @@ def _arrival(arrival: str | None, concurrency, rate, offline: bool) -> str:
     arrival = arrival or ("offline" if offline else "closed" if rate is None else "poisson")
     if arrival not in ARRIVALS:
         raise WorkloadError(f"arrival={arrival!r} must be one of {', '.join(ARRIVALS)}")
-    if (arrival == "poisson") != (rate is not None):
+    if (arrival == "poisson") != (rate is not None):  # staggered, like closed, takes a concurrency
         raise WorkloadError(f"arrival={arrival!r} needs " + ("--rate" if arrival == "poisson" else "--concurrency"))
     return arrival
 
 
 def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompts_per_client: float):
     """(the steady state, its metrics) at per-replica concurrency ``c`` under the arrival protocol."""
-    if arrival == "poisson":
+    if arrival in ("poisson", "staggered"):
         ss = steady_state(decoding, eng, req, [c], max_resident)
     else:
         ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
