@@ -13,7 +13,7 @@ from typing import Any
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
-from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state
+from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, closed_state, lockstep_state, staggered_state
 from llmath.deploy.layout import ParallelConfig, requested_layout
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
@@ -73,12 +73,9 @@ def serve(
     **engine_overrides,
 ) -> ServingReport:
     """Continuous batching under an arrival protocol: ``closed`` (the default with ``concurrency``: C requests
-    started together and replaced as they finish, as benchmark clients run them, :mod:`.closed_loop`),
-    ``staggered`` (C clients whose requests are spread evenly over a request's lifetime, each replaced as it
-    finishes: the desynchronised closed loop of :func:`llmath.deploy.serving.steady_state`, what a closed loop
-    becomes once varied lengths or arrival jitter have broken the clients' step), ``poisson`` (the default with
-    ``rate``: desynchronised arrivals, :mod:`llmath.deploy.serving`), ``offline`` (every request queued at
-    once). See those modules for the models and their limits. The layout: ``parallel`` or the
+    started together and replaced as they finish, as benchmark clients run them), ``staggered`` (C clients
+    out of step), ``poisson`` (the default with ``rate``), ``offline`` (every request queued at once); see
+    :mod:`.closed_loop` and :mod:`.serving` for the models and their limits. The layout: ``parallel`` or the
     gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
     arrival = _arrival(arrival, concurrency, rate, offline)
     offline = offline or arrival == "offline"
@@ -160,10 +157,14 @@ def _arrival(arrival: str | None, concurrency, rate, offline: bool) -> str:
 
 def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompts_per_client: float):
     """(the steady state, its metrics) at per-replica concurrency ``c`` under the arrival protocol."""
-    if arrival in ("poisson", "staggered"):
+    if arrival == "poisson":
         ss = steady_state(decoding, eng, req, [c], max_resident)
+    elif arrival == "staggered":
+        ss = staggered_state(decoding, eng, req, [c], max_resident)
+    elif arrival == "closed":
+        ss = closed_state(decoding, eng, req, [c], max_resident, prompts_per_client)
     else:
-        ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
+        ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, False)
     dev = decoding.dev
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])

@@ -233,6 +233,7 @@ def validate_runs(path: str | Path, by: tuple[str, ...] = KEYS, arrival: str | N
             continue
         row = {"id": run.id, "engine": run.engine, "system": run.system, "model": run.source_model,
                "concurrency": run.concurrency, "lengths": run.lengths, "mode": run.mode,
+               "replica_concurrency": run.concurrency / run.layout.dp if run.layout else None,
                "measured_ttft_s": run.ttft_s, "measured_tpot_s": run.tpot_s,
                "predicted_ttft_s": pred["ttft_s"], "predicted_tpot_s": pred["tpot_s"],
                "ttft_error": _err(pred["ttft_s"], run.ttft_s), "tpot_error": _err(pred["tpot_s"], run.tpot_s),
