@@ -118,6 +118,20 @@ def test_sglang_attention_dp_counts_every_gpu_in_tp_size():
     assert (plain.deployment.tp, plain.deployment.dp, plain.deployment.gpus) == (2, 2, 4)
 
 
+def test_sglang_attention_dp_running_cap_is_the_servers():
+    # SGLang managers/tp_worker.py: each attention-DP scheduler runs --max-running-requests // --dp-size
+    dep = Deployment("deepseek-ai/DeepSeek-V3", tp=1, dp=8, ep=8, max_num_seqs=64)
+    argv = emit("sglang", dep, True).argv
+    assert argv[argv.index("--max-running-requests") + 1] == str(64 * 8)
+    head = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention"
+    assert parse(head + " --max-running-requests 512").deployment.max_num_seqs == 512 // 8
+    # without attention DP every --dp-size replica is its own server with the whole cap
+    plain = parse("python -m sglang.launch_server --model-path m/n --tp-size 2 --dp-size 2 --max-running-requests 9")
+    assert plain.deployment.max_num_seqs == 9
+    with pytest.raises(EngineArgsError, match="below --dp-size 8"):
+        parse(head + " --max-running-requests 4")
+
+
 def test_vllm_reads_aliases_equals_and_speculation():
     read = parse(
         "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 8 --max-num-seqs=256 --kv-cache-dtype fp8_e4m3 "

@@ -192,8 +192,10 @@ def test_more_bandwidth_is_never_slower():
 
 def test_two_batch_overlap_hides_all_to_all_only():
     spec = "mixtral-8x7b"
-    a = llmath.analyze(spec, "h100-sxm", batch=64, gpus=4, ep=4)
-    b = llmath.analyze(spec, "h100-sxm", batch=64, gpus=4, ep=4, overlap="tbo")
+    # attention-DP 4 x EP 4: the layout whose MoE dispatches and combines by all-to-all (attention-TP with EP
+    # holds every token on every rank and only all-reduces)
+    a = llmath.analyze(spec, "h100-sxm", batch=64, gpus=4, dp=4, ep=4)
+    b = llmath.analyze(spec, "h100-sxm", batch=64, gpus=4, dp=4, ep=4, overlap="tbo")
     assert b.prefill.comm_s == a.prefill.comm_s  # the same collectives run ...
     assert b.prefill.time_s < a.prefill.time_s  # ... but the all-to-all hides behind compute
     with pytest.raises(LayoutError, match="needs --ep > 1"):
@@ -257,6 +259,12 @@ def test_collectives_are_rows_of_the_stage_report():
                                                    "moe.combine": 4, "moe.all_reduce": 2, "lm_head.all_gather": 2}),
         # dp 4, ep 1 -> experts sharded over all 4 GPUs (expert-TP 4): gather every replica's tokens, scatter back
         ("mixtral-8x7b", dict(gpus=4, dp=4, ep=1), {"moe.all_gather": 4, "moe.reduce_scatter": 4}),
+        # attention-TP 8 with EP 8 (or EP 4 x expert-TP 2): every rank already holds every token, its experts'
+        # outputs are summed by the MoE all-reduce (vLLM use_all2all_kernels needs dp_size > 1)
+        ("deepseek-v3", dict(gpus=8, tp=8, ep=8), {"embed.all_reduce": 8, "attn.all_reduce": 8, "ffn.all_reduce": 8,
+                                                   "moe.all_reduce": 8, "lm_head.all_gather": 8}),
+        ("deepseek-v3", dict(gpus=8, tp=8, ep=4), {"embed.all_reduce": 8, "attn.all_reduce": 8, "ffn.all_reduce": 8,
+                                                   "moe.all_reduce": 8, "lm_head.all_gather": 8}),
     ],
 )  # fmt: skip
 def test_collectives_of_each_layout(name, kw, expected):

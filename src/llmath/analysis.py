@@ -30,11 +30,11 @@ from llmath.deploy.cost import (
 from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
 from llmath.deploy.speculative import refuse_draft_only
 from llmath.errors import HardwareError, LayoutError, WorkloadError
-from llmath.hardware import Hardware, execution, kernels
+from llmath.hardware import Hardware, compiled, execution, kernels
 from llmath.hardware import get as get_hardware
 from llmath.hardware.decode import decode_generation
 from llmath.hardware.efficiency import check_overrides
-from llmath.hardware.roofline import Efficiency, byte_weights, efficiency, op_times, stage_times
+from llmath.hardware.roofline import Efficiency, byte_weights, efficiency, op_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.notes import context_notes, wrapper_notes
@@ -399,7 +399,7 @@ def _analyze_device(
     """:func:`analyze` on one device (checked arguments)."""
     batch, prompt, prefix, attention, decoder_prompt = w.batch, w.prompt, w.prefix, w.attention, w.decoder_prompt
     gen = w.gen
-    eff = efficiency(efficiency_mode, hw, **efficiency_overrides) if hw is not None else None
+    eff = kernels.run_efficiency(efficiency_mode, hw, w.precision, w.engine, efficiency_overrides)
     end = ostages.context_end(spec, prompt, prefix, decoder_prompt, gen)
     notes = read_notes + context_notes(spec, end) + wrapper_notes(spec)
     notes += execution.fallback_notes(spec, w.attention, w.precision, hw)
@@ -467,7 +467,7 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
     """:func:`analyze` on a layout: the single-device analysis for the deployment-level figures (params,
     KV cache of all sequences, training FLOPs), then one GPU per pipeline stage for time and memory."""
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    eff = efficiency(efficiency_mode, hw, **overrides) if hw is not None else None
+    eff = kernels.run_efficiency(efficiency_mode, hw, w.precision, w.engine, overrides)
     b, p, attention = layout.replica_batch(w.batch), w.precision, w.attention
     scens = ostages.stage_scenarios(spec, b, w.prompt, w.prefix, w.decoder_prompt)
     rep = {k: stage_report(spec, k, sc, attention, p, hw, eff, layout) for k, sc in scens.items()}
@@ -577,16 +577,15 @@ def scenario(
     spec = resolve(model)
     if (hw := _check_hardware(hardware)) is None:
         raise HardwareError("scenario() needs a hardware (a registry name, a file, or a llmath Hardware)")
-    p = execution.checkpoint_precision(model, _check_precision(precision))[0]  # the checkpoint's unless given
-    w = Workload(batch, prompt, gen, 0, attention, p)
-    batch, prompt, gen = int(w.batch), int(w.prompt), int(w.gen)
-    eff = efficiency(efficiency_mode, hw)
-    sc = ostages.stage_scenarios(spec, batch, prompt)
-    t = {k: stage_times(table(spec, k, attention), v, hw, p, eff, k == "decode")[0] for k, v in sc.items()}
-    pre_t, dec_t = t["prefill"], t["decode"]
-    ctx0, src = ostages.decode_start(spec, prompt)
-    d = decode_generation(table(spec, "decode", attention), hw, p, eff, batch, ctx0, gen, src)
-    ttft = float(pre_t.sum()) + (float(t["encoder"].sum()) if "encoder" in t else 0.0)  # encoder-decoder: + encoder
+    if precision is None and isinstance(model, ModelSpec):
+        p = compiled.spec_precision(model)  # the checkpoint's, once per spec
+    else:
+        p = execution.checkpoint_precision(model, _check_precision(precision))[0]  # the checkpoint's unless given
+    if not compiled.plain_sizes(batch, prompt, gen, attention):
+        w = Workload(batch, prompt, gen, 0, attention, p)
+        batch, prompt, gen = int(w.batch), int(w.prompt), int(w.gen)
+    eff = compiled.device_efficiency(efficiency_mode, hw)
+    pre_t, dec_t, d, ttft = compiled.scenario_times(spec, attention, hw, p, eff, batch, prompt, gen)
     e2e = ttft + float(d.total_s)
     return {
         "params": param_report(spec).total,

@@ -8,6 +8,7 @@ every group), so a command pays neither for the others' imports nor for typer bu
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib import import_module
 from typing import Any
@@ -44,7 +45,12 @@ def load(argv: list[str] | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point (:func:`llmath.cli.app.main`), after registering the groups ``argv`` needs."""
+    """Entry point (:func:`llmath.cli.app.main`), after registering the groups ``argv`` needs.
+
+    OpenBLAS runs on the calling thread unless the environment says otherwise: a command's products are
+    small (the library splits large ones into single-thread blocks, :func:`llmath.ops.table.matmul_rows`),
+    and starting the BLAS thread pool would be a large part of a command's start-up (docs/speed.md)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read once, when numpy loads (in ``load``)
     load(sys.argv[1:] if argv is None else argv)
     _app_module.main(argv)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from types import SimpleNamespace
 from typing import Annotated
 
@@ -53,6 +54,13 @@ SpecMethodOpt = o.text_option("--spec-method", "Speculative decoding: draft | ea
 SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
 AcceptanceOpt = o.number_option("--acceptance", "Mean tokens a round yields (1 … k+1), as measured.")
 DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft.")
+SPECULATION_OPTIONS = o.option_group(
+    {"spec_tokens": 3},
+    spec_method=SpecMethodOpt,
+    spec_tokens=SpecTokensOpt,
+    acceptance=AcceptanceOpt,
+    draft_model=DraftOpt,
+)
 CalibrationOpt = o.text_option(
     "--calibration", "Serving: a 'llmath bench --save' report; its measured TTFT/TPOT set the efficiency."
 )
@@ -68,7 +76,7 @@ PromptsPerClientOpt = o.number_option(
 
 
 @app.command()
-@o.with_options(attention=o.FORMAT_OPTIONS, memory_plot=o.LAYOUT_OPTIONS)
+@o.with_options(attention=o.FORMAT_OPTIONS, memory_plot=o.LAYOUT_OPTIONS, enforce_eager=SPECULATION_OPTIONS)
 def analyze(
     model: o.ModelArg = "llama-3-8b",
     hardware: HardwareOpt = "h100-sxm",
@@ -100,10 +108,6 @@ def analyze(
     gpu_memory_utilization: GpuMemOpt = None,
     gen_dist: GenDistOpt = None,
     enforce_eager: EagerOpt = False,
-    spec_method: SpecMethodOpt = None,
-    spec_tokens: SpecTokensOpt = 3,
-    acceptance: AcceptanceOpt = None,
-    draft_model: DraftOpt = None,
     engine_args: EngineArgsOpt = None,
     emit: EmitOpt = None,
     calibration: CalibrationOpt = None,
@@ -125,32 +129,14 @@ def analyze(
 # --arrival offline without --concurrency: vLLM's offline benchmark default (benchmark_throughput --num-prompts 1000)
 OFFLINE_REQUESTS = 1000
 ARRIVALS = ("closed", "staggered", "poisson", "offline")
-STATIC_ONLY = (  # (flag, attribute, default): what only a static batch uses
-    ("--batch", "batch", 1),
-    ("--prefix", "prefix", 0),
-    ("--images", "images", 0),
-    ("--decoder-prompt", "decoder_prompt", 1),
-    ("--matmul-eff", "matmul_eff", None),
-    ("--memory-eff", "memory_eff", None),
-    ("--overhead-us", "overhead_us", None),
-    ("--top", "top", 8),
-    ("--plot", "plot", None),
-    ("--memory-plot", "memory_plot", None),
+# What only a static batch uses, and what only serving uses (--engine is not here: a static batch runs quantised
+# formats in the engine's kernels); a flag counts as given when it differs from analyze's default.
+STATIC_ONLY = (
+    "--batch --prefix --images --decoder-prompt --matmul-eff --memory-eff --overhead-us --top --plot --memory-plot"
 )
-SERVING_ONLY = (  # --engine is not here: a static batch runs quantised formats in the engine's kernels
-    ("--arrival", "arrival", None),
-    ("--prompts-per-client", "prompts_per_client", None),
-    ("--prefix-hit", "prefix_hit", 0.0),
-    ("--max-num-batched-tokens", "max_num_batched_tokens", None),
-    ("--max-num-seqs", "max_num_seqs", None),
-    ("--gpu-memory-utilization", "gpu_memory_utilization", None),
-    ("--gen-dist", "gen_dist", None),
-    ("--enforce-eager", "enforce_eager", False),
-    ("--calibration", "calibration", None),
-    ("--spec-method", "spec_method", None),
-    ("--spec-tokens", "spec_tokens", 3),
-    ("--acceptance", "acceptance", None),
-    ("--draft-model", "draft_model", None),
+SERVING_ONLY = (
+    "--arrival --prompts-per-client --prefix-hit --max-num-batched-tokens --max-num-seqs --gpu-memory-utilization "
+    "--gen-dist --enforce-eager --calibration --spec-method --spec-tokens --acceptance --draft-model"
 )
 SERVING_HINT = {
     "--batch": "the serving load is --concurrency C or --rate R",
@@ -158,8 +144,14 @@ SERVING_HINT = {
 }
 
 
-def _given(a: SimpleNamespace, flags) -> list[str]:
-    return [flag for flag, k, default in flags if getattr(a, k) != default]
+def _attribute(flag: str) -> str:
+    return flag[2:].replace("-", "_")
+
+
+def _given(a: SimpleNamespace, flags: str) -> list[str]:
+    """The ``flags`` (space-separated) whose value in ``a`` is not analyze's default."""
+    defaults = inspect.signature(analyze).parameters
+    return [f for f in flags.split() if getattr(a, _attribute(f)) != defaults[_attribute(f)].default]
 
 
 def _refuse_unused(a: SimpleNamespace, serving: bool) -> None:
@@ -167,9 +159,9 @@ def _refuse_unused(a: SimpleNamespace, serving: bool) -> None:
     if serving:
         for flag in _given(a, STATIC_ONLY):
             hint = SERVING_HINT.get(flag, "drop it, or drop --concurrency/--rate for a static batch")
-            value = getattr(a, flag[2:].replace("-", "_"))
+            value = getattr(a, _attribute(flag))
             raise WorkloadError(f"{flag} {value} applies to a static batch (--batch B); {hint}")
-        spec = _given(a, SERVING_ONLY[-3:])
+        spec = _given(a, "--spec-tokens --acceptance --draft-model")
         if spec and a.spec_method is None:
             raise WorkloadError(f"{', '.join(spec)}: speculative decoding only; add --spec-method draft|eagle|mtp")
         return

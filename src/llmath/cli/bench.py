@@ -138,30 +138,11 @@ def _prediction_args(a: SimpleNamespace) -> dict:
     """serve()'s arguments for the deployment the flags (or --engine-args) describe."""
     if not a.hardware:
         raise typer.BadParameter("the prediction needs the server's accelerator: add -H NAME", param_hint="-H")
-    ns = SimpleNamespace(
-        model=a.model,
-        gpus=a.gpus,
-        tp=a.tp,
-        pp=a.pp,
-        ep=a.ep,
-        dp=a.dp,
-        weights=a.weights,
-        kv_dtype=a.kv_dtype,
-        engine=a.engine,
-        engine_args=a.engine_args,
-        concurrency=float(a.concurrency),
-        rate=a.rate,
-        max_num_seqs=None,
-        max_num_batched_tokens=None,
-        gpu_memory_utilization=None,
-        spec_method=None,
-        spec_tokens=3,
-        draft_model=None,
-        enforce_eager=False,
-    )
-    if a.engine_args:
-        from llmath.cli.engine import apply_engine_args
+    from llmath.cli.engine import SERVING_DEFAULTS, apply_engine_args
 
+    given = ("model", "gpus", "tp", "pp", "ep", "dp", "weights", "kv_dtype", "engine", "engine_args", "rate")
+    ns = SimpleNamespace(**{k: getattr(a, k) for k in given}, concurrency=float(a.concurrency), **SERVING_DEFAULTS)
+    if a.engine_args:
         apply_engine_args(ns)
     else:
         from llmath.deploy.engine_args import registry_model

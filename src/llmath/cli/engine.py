@@ -20,9 +20,11 @@ if TYPE_CHECKING:  # the library core loads only when a command uses it (tests/t
 
 
 def _engine_name(value: str | None) -> str | None:
+    if value is None:  # the option's default: no need to load the engine writers
+        return None
     from llmath.deploy.engine_args import ENGINES
 
-    if value is not None and value not in ENGINES:
+    if value not in ENGINES:
         raise typer.BadParameter(f"{value!r} is not an engine llmath writes; use one of {', '.join(ENGINES)}")
     return value
 

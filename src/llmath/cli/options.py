@@ -176,21 +176,17 @@ OverlapOpt = Annotated[
 ]
 
 
-FORMAT_OPTIONS = (
-    ("dtype", DtypeOpt, None),
-    ("weights", WOpt, None),
-    ("activations", AOpt, None),
-    ("kv_dtype", KVOpt, None),
-    ("ssm_state_dtype", SSMOpt, None),
-    ("group_size", GroupOpt, None),
+def option_group(defaults: dict | None = None, **types) -> tuple:
+    """An option group for :func:`with_options`: ``name=type`` in order, each defaulting to None unless
+    ``defaults`` names its default."""
+    return tuple((name, kind, (defaults or {}).get(name)) for name, kind in types.items())
+
+
+FORMAT_OPTIONS = option_group(
+    dtype=DtypeOpt, weights=WOpt, activations=AOpt, kv_dtype=KVOpt, ssm_state_dtype=SSMOpt, group_size=GroupOpt
 )
-LAYOUT_OPTIONS = (
-    ("gpus", GpusOpt, None),
-    ("tp", TpOpt, None),
-    ("pp", PpOpt, None),
-    ("ep", EpOpt, None),
-    ("dp", DpOpt, None),
-    ("overlap", OverlapOpt, "none"),
+LAYOUT_OPTIONS = option_group(
+    {"overlap": "none"}, gpus=GpusOpt, tp=TpOpt, pp=PpOpt, ep=EpOpt, dp=DpOpt, overlap=OverlapOpt
 )
 
 

@@ -5,15 +5,15 @@ Registered on the app by importing this module (``llmath.cli`` does); the search
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from llmath import output as out
-from llmath.cli.analyze import AcceptanceOpt, DraftOpt, SpecMethodOpt, SpecTokensOpt
+from llmath.cli.analyze import SPECULATION_OPTIONS
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt
-from llmath.cli.options import JsonOpt, ModelArg, ints, speculation
+from llmath.cli.options import JsonOpt, ModelArg, ints, speculation, with_options
 from llmath.errors import WorkloadError
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
@@ -21,6 +21,7 @@ PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]
 
 
 @app.command("plan")
+@with_options(top=SPECULATION_OPTIONS)
 def plan_cmd(
     model: ModelArg,
     hardware: Annotated[str, typer.Option("--hardware", "-H", help="Accelerator name or hardware file.")] = "h100-sxm",
@@ -47,12 +48,9 @@ def plan_cmd(
     top: Annotated[
         int, typer.Option("--top", help="Pareto rows to print (human output).", callback=ints(1, 10**6))
     ] = 20,
-    spec_method: SpecMethodOpt = None,
-    spec_tokens: SpecTokensOpt = 3,
-    acceptance: AcceptanceOpt = None,
-    draft_model: DraftOpt = None,
     json_: JsonOpt = False,
     emit: EmitOpt = None,
+    **speculation_flags,
 ):
     """Search GPU layouts, aggregated vs disaggregated serving and concurrency for the most output tokens/s per
     GPU under --ttft-ms/--tpot-ms (without targets: the maximum throughput); print the Pareto front.
@@ -65,21 +63,10 @@ def plan_cmd(
     from llmath.deploy.plan import plan
 
     fmts = [w.strip() for w in weights.split(",") if w.strip()]
-    pins = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    kw = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
-    sd = _speculation(spec_method, spec_tokens, acceptance, draft_model)
-    res = plan(
-        model,
-        hardware,
-        gpus=gpus,
-        prompt=prompt,
-        gen=gen,
-        weights=fmts,
-        cost_per_gpu_hour=cost,
-        speculation=sd,
-        **pins,
-        **kw,
-    ).to_dict()
+    pins: dict[str, Any] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    kw: dict[str, Any] = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
+    kw.update(weights=fmts, cost_per_gpu_hour=cost, speculation=_speculation(**speculation_flags))
+    res = plan(model, hardware, gpus=gpus, prompt=prompt, gen=gen, **pins, **kw).to_dict()
     _show(res, plot, emit, hardware, kv_dtype, json_, top)
 
 
@@ -101,13 +88,17 @@ def _show(res: dict, plot: str | None, emit: str | None, hardware: str, kv_dtype
         out.note(f"wrote {plot}")
 
 
-def _speculation(method: str | None, k: int, acceptance: float | None, draft: str | None):
+def _speculation(spec_method: str | None, spec_tokens: int, acceptance: float | None, draft_model: str | None):
     """The speculation every aggregated layout is also planned with (None: none); its flags alone are an error."""
-    flags = (("--spec-tokens", k, 3), ("--acceptance", acceptance, None), ("--draft-model", draft, None))
+    flags = (
+        ("--spec-tokens", spec_tokens, 3),
+        ("--acceptance", acceptance, None),
+        ("--draft-model", draft_model, None),
+    )
     given = [flag for flag, value, default in flags if value != default]
-    if method is None and given:
+    if spec_method is None and given:
         raise WorkloadError(f"{', '.join(given)}: speculative decoding only; add --spec-method draft|eagle|mtp")
-    return speculation(method, k, acceptance, draft)
+    return speculation(spec_method, spec_tokens, acceptance, draft_model)
 
 
 def _emit(res: dict, engine: str, hardware: str, kv_dtype: str | None, as_json: bool) -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from llmath.errors import WorkloadError
 from llmath.ops.core import Term
 
@@ -46,6 +48,28 @@ def collective_time(kind: str, n: int, message_bytes, bytes_per_s: float, latenc
     return latency_s + float(bus_factor(kind, n)) * message_bytes / bytes_per_s
 
 
+def crossing_time(kind: str, n: int, per_domain: int, message_bytes, up, out):
+    """Seconds for one collective of ``n`` ranks spread over scale-up domains, ``per_domain`` of them in each,
+    every GPU with its own scale-out NIC (an HGX/DGX node: eight GPUs, eight NICs):
+
+    * ring collectives (all-reduce, all-gather, reduce-scatter): NCCL builds one ring per NIC and splits the
+      buffer over them, so the per_domain NICs of a domain carry its inter-domain hops together (NVIDIA/nccl
+      issue #601, sjeaugey: with NVLink inside the node "we can use NVLink to split the operations in N parts
+      then balance the traffic onto the N NICs"; issue #1277: a two-node HGX reaching 360 GB/s bus
+      bandwidth): bus bandwidth = min(scale-up, per_domain × scale-out);
+    * all-to-all: of a rank's message, the (n − per_domain)/n bound for other domains leaves on its own NIC
+      while the (per_domain − 1)/n for its domain goes over the scale-up fabric, in parallel;
+    * a point-to-point send: one NIC. Latency: the scale-out link's, once."""
+    if kind == "p2p" or per_domain <= 1:
+        return collective_time(kind, n, message_bytes, out.bytes_per_s, out.latency_s)
+    if kind == "all_to_all":
+        off, local = Fraction(n - per_domain, n), Fraction(per_domain - 1, n)
+        t = np.maximum(float(off) * message_bytes / out.bytes_per_s, float(local) * message_bytes / up.bytes_per_s)
+        return out.latency_s + t
+    bw = min(up.bytes_per_s, per_domain * out.bytes_per_s)
+    return collective_time(kind, n, message_bytes, bw, out.latency_s)
+
+
 @dataclass(frozen=True)
 class Collective:
     """One collective of a rank's pass, run ``count`` times (layers), over ``n`` ranks spanning ``span``
@@ -65,3 +89,10 @@ class Collective:
     def within(self, domain: int) -> bool:
         """Whether the span lies inside one scale-up domain of ``domain`` GPUs."""
         return self.first // domain == (self.first + self.span - 1) // domain
+
+    def per_domain(self, domain: int) -> int:
+        """Ranks of the group in the scale-up domain it has fewest in (its GPUs spread evenly over the span):
+        that domain's NICs carry its share of the traffic."""
+        last = self.first + self.span - 1
+        fewest = min(domain - self.first % domain, last % domain + 1, self.span)
+        return max(1, fewest * self.n // self.span)

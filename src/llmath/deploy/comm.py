@@ -6,8 +6,13 @@ Messages are in activation elements over the rank's replica scenario (monomial `
 * TP (T > 1): an all-reduce of B·T·D after every row-parallel block: attention's o_proj and the
   FFN's down projection (one per layer for parallel-block models, which sum both before reducing);
   one after the vocabulary-parallel embedding (stage 0); an all-gather of the B·V logits (last stage).
-* MoE layers: with ep = 1 and dp = 1 the experts are TP-sharded like a dense FFN (one all-reduce).
-  Otherwise each rank owns 1/T of its replica's tokens (B·T/T) and: dispatches them to their k experts
+* MoE layers: with dp = 1 (attention tensor-parallel) every rank of the TP group holds every token after
+  the attention's all-reduce, so the experts, TP-sharded (ep = 1) or split over ep groups of the same GPUs,
+  run on the tokens already there and the layer ends in one all-reduce over the group, like a dense FFN: no
+  all-to-all (vLLM ``FusedMoEParallelConfig.use_all2all_kernels`` = dp_size > 1 and use_ep; SGLang
+  ``ServerArgs.moe_a2a_backend`` = "none" by default; TensorRT-LLM's fused MoE ``enable_alltoall`` requires
+  ``mapping.enable_attention_dp``). With attention-DP (dp > 1) each rank owns 1/T of its replica's tokens
+  (B·T/T) and: dispatches them to their k experts
   (all-to-all over the ep expert groups, k·B·T·D/T elements sent); if e > 1 all-gathers what its expert
   group received (e × that) and reduce-scatters the partial outputs back; combines them (all-to-all, the
   same size); then, if T > 1, all-reduces B·T·D within the TP group (restores every token on every TP
@@ -38,7 +43,7 @@ def _msg(coef: Fr, mono: str, sym: str) -> tuple[Term, ...]:
 
 def _moe(spec: ModelSpec, L: Layout, n: int, first: int) -> list[Collective]:
     D, T, E, e = spec.d_model, L.tp, L.ep, L.expert_tp
-    if E == 1 and L.dp == 1:
+    if L.dp == 1:
         return (
             []
             if T == 1

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from llmath.deploy.collectives import Collective, bus_factor, collective_time
+from llmath.deploy.collectives import Collective, bus_factor, collective_time, crossing_time
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.hardware import Hardware
@@ -166,7 +166,8 @@ def comm_costs(
 
     Rule: an all-reduce within one scale-up domain over 2, 4 or 8 GPUs of a ``device`` with fitted kernels
     (:func:`fitted_device`) takes the fitted time (:func:`_fitted_all_reduce`); every other collective, and
-    every collective without ``device``, the analytic latency + bus bytes / link bandwidth."""
+    every collective without ``device``, the analytic latency + bus bytes / link bandwidth; one spanning
+    several scale-up domains, :func:`llmath.deploy.collectives.crossing_time` (NCCL's rings over every NIC)."""
     monos = scenario.monomials({t.mono for c in colls for t in c.message}, spec)
     out = []
     for c in colls:
@@ -176,7 +177,12 @@ def comm_costs(
         fit = None
         if device is not None and c.kind == "all_reduce" and c.within(topo.domain):
             fit = _fitted_all_reduce(device, c.n, nbytes)
-        one = collective_time(c.kind, c.n, nbytes, link.bytes_per_s, link.latency_s) if fit is None else fit
+        if fit is not None:
+            one = fit
+        elif c.within(topo.domain):
+            one = collective_time(c.kind, c.n, nbytes, link.bytes_per_s, link.latency_s)
+        else:
+            one = crossing_time(c.kind, c.n, c.per_domain(topo.domain), nbytes, topo.scale_up, topo.scale_out)
         bus = float(bus_factor(c.kind, c.n)) * nbytes
         if np.ndim(nbytes) == 0:
             nbytes, bus, one = float(nbytes), float(bus), float(one)

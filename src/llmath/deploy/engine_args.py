@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -248,6 +248,15 @@ def _emit_vllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
     return EngineCommand("vllm", argv)
 
 
+def _sglang_server_wide(dep: Deployment, attention_dp: bool) -> Deployment:
+    """``dep`` with its running-request cap as one SGLang server under attention DP takes it: the whole server's,
+    which each of the ``dp`` attention ranks divides by ``dp`` (``TpModelWorker`` in SGLang's
+    ``managers/tp_worker.py``); ``Deployment.max_num_seqs`` is per rank."""
+    if not attention_dp or dep.max_num_seqs is None:
+        return dep
+    return replace(dep, max_num_seqs=dep.max_num_seqs * dep.dp)
+
+
 def _emit_sglang(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
     attention_dp = moe and dep.dp > 1
     tp_size = dep.tp * dep.dp if attention_dp else dep.tp
@@ -260,7 +269,7 @@ def _emit_sglang(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         argv.append("--enable-dp-attention")
     if dep.ep > 1:
         argv += ["--ep-size", str(dep.ep)]
-    argv += _common("sglang", dep)
+    argv += _common("sglang", _sglang_server_wide(dep, attention_dp))
     if dep.spec_method:
         argv += ["--speculative-algorithm", d["values"]["spec_method"][dep.spec_method]]
         argv += ["--speculative-num-steps", str(dep.spec_tokens), "--speculative-eagle-topk", "1"]

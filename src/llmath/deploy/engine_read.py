@@ -111,30 +111,28 @@ def parse(text: str, config: dict[str, Any] | None = None) -> EngineRead:
     return read
 
 
-def _int(items: dict, flag: str, default: int | None = None) -> int | None:
+def _number(items: dict, flag: str, kind: type, default: Any = None) -> Any:
+    """The value of ``flag`` as a ``kind`` (int: >= 1; float: a fraction in (0, 1]), else ``default``."""
     v = items.get(flag)
     if v is None:
         return default
     try:
-        n = int(v)
+        x = kind(v)
     except ValueError:
-        raise EngineArgsError(f"--engine-args: {flag} {v!r} must be an integer") from None
-    if n < 1:
-        raise EngineArgsError(f"--engine-args: {flag} {n} must be >= 1")
-    return n
+        raise EngineArgsError(
+            f"--engine-args: {flag} {v!r} must be {'an integer' if kind is int else 'a number'}"
+        ) from None
+    if not (x >= 1 if kind is int else 0 < x <= 1):
+        raise EngineArgsError(f"--engine-args: {flag} {x} must be {'>= 1' if kind is int else 'in (0, 1]'}")
+    return x
+
+
+def _int(items: dict, flag: str, default: int | None = None) -> int | None:
+    return _number(items, flag, int, default)
 
 
 def _float(items: dict, flag: str) -> float | None:
-    v = items.get(flag)
-    if v is None:
-        return None
-    try:
-        x = float(v)
-    except ValueError:
-        raise EngineArgsError(f"--engine-args: {flag} {v!r} must be a number") from None
-    if not 0 < x <= 1:
-        raise EngineArgsError(f"--engine-args: {flag} {x} must be in (0, 1]")
-    return x
+    return _number(items, flag, float)
 
 
 def _lookup(engine: str, table: str, flag: str, value: str | None) -> str | None:
@@ -228,13 +226,24 @@ def _read_sglang(items: dict, positional: list[str], config) -> EngineRead:
         weights=_lookup("sglang", "weights", "--quantization", items.get("--quantization")),
         dtype=_lookup("sglang", "dtype", "--dtype", items.get("--dtype")),
         kv_dtype=_lookup("sglang", "kv_dtype", "--kv-cache-dtype", items.get("--kv-cache-dtype")),
-        max_num_seqs=_int(items, "--max-running-requests"),
+        max_num_seqs=_per_rank(_int(items, "--max-running-requests"), dp if attention_dp else 1),
         max_num_batched_tokens=None if chunk == "-1" else _int(items, "--chunked-prefill-size"),
         gpu_memory_utilization=_float(items, "--mem-fraction-static"),
         enforce_eager="--disable-cuda-graph" in items,
         **_sglang_spec(items),
     )
     return EngineRead("sglang", dep)
+
+
+def _per_rank(server_cap: int | None, ranks: int) -> int | None:
+    """SGLang's ``--max-running-requests`` is the server's; under attention DP each of its ``ranks`` schedulers
+    runs ``server_cap // ranks`` (``TpModelWorker`` in SGLang's ``managers/tp_worker.py``)."""
+    if server_cap is not None and server_cap < ranks:
+        raise EngineArgsError(
+            f"--engine-args: --max-running-requests {server_cap} is below --dp-size {ranks}: under"
+            " --enable-dp-attention each attention rank runs max-running-requests // dp-size; give at least the dp size"
+        )
+    return None if server_cap is None else server_cap // ranks
 
 
 SGLANG_METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle", "NEXTN": "mtp", "STANDALONE": "draft"}

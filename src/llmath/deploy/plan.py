@@ -25,7 +25,7 @@ fastest user first. With ``cost_per_gpu_hour``, each row gets ``usd_per_million_
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import closed_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
 from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
-from llmath.deploy.plan_rows import add, columns, dedupe, none_meets, pareto_mask, select
+from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import (
     DecodeCurve,
     Frontier,
@@ -171,18 +171,7 @@ class PlanResult:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "hardware": self.hardware,
-            "gpus": self.gpus,
-            "targets": self.targets,
-            "best": self.best,
-            "pareto": self.pareto,
-            "evaluated": self.evaluated,
-            "seconds": self.seconds,
-            "rejected": self.rejected,
-            "notes": self.notes,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _decodings(rep: Replica, speculation: Speculation | None) -> list[tuple[Decoding, float]]:
@@ -220,26 +209,8 @@ def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list,
 
 
 def _agg_rows(rep: Replica, fmt: str, dp: int, inst: int, c: np.ndarray, ss, cols: list, spec: bool) -> int:
-    n = len(c)
-    thr = ss.throughput_tok_s * dp
-    add(
-        cols,
-        n,
-        mode="aggregated",
-        weights=fmt,
-        tp=rep.tp,
-        pp=rep.pp,
-        ep=rep.ep,
-        dp=dp,
-        concurrency=c * dp,
-        ttft_s=ss.ttft_s,
-        tpot_s=ss.tpot_s,
-        throughput_tok_s=thr,
-        throughput_tok_s_per_gpu=thr / (inst * rep.gpus),
-        tok_s_per_user=1 / ss.tpot_s,
-        gpus_used=inst * rep.gpus,
-        speculation=float(spec),
-    )
+    n, layout, latency = len(c), ("aggregated", fmt, rep, dp), (c * dp, ss.ttft_s, ss.tpot_s)
+    add_served(cols, n, layout, latency, ss.throughput_tok_s * dp, inst * rep.gpus, speculation=float(spec))
     return n
 
 
@@ -330,28 +301,12 @@ def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: s
     """The rate-matched pools of grid ``g`` that fit ``gpus`` as rows; how many."""
     ok = g.gpus_used <= gpus
     n = int(ok.sum())
-    thr = g.throughput_tok_s[ok]
-    used = g.gpus_used[ok]
-    add(
-        cols,
-        n,
-        mode="disaggregated",
-        weights=fmt,
-        tp=dec.tp,
-        pp=dec.pp,
-        ep=dec.ep,
-        dp=g.decode_workers[ok],
-        concurrency=thr / req.mean_gen * (g.ttft_s[ok] + req.decode_steps * g.tpot_s[ok]),  # Little's law
-        ttft_s=g.ttft_s[ok],
-        tpot_s=g.tpot_s[ok],
-        throughput_tok_s=thr,
-        throughput_tok_s_per_gpu=thr / used,
-        tok_s_per_user=1 / g.tpot_s[ok],
-        gpus_used=used,
-        prefill_workers=g.prefill_workers[ok],
-        prefill_tp=pre.tp,
-        decode_batch=g.decode_batch[ok],
-    )
+    thr, ttft, tpot = g.throughput_tok_s[ok], g.ttft_s[ok], g.tpot_s[ok]
+    concurrency = thr / req.mean_gen * (ttft + req.decode_steps * tpot)  # Little's law
+    add_served(
+        cols, n, ("disaggregated", fmt, dec, g.decode_workers[ok]), (concurrency, ttft, tpot), thr, g.gpus_used[ok],
+        prefill_workers=g.prefill_workers[ok], prefill_tp=pre.tp, decode_batch=g.decode_batch[ok],
+    )  # fmt: skip
     return n
 
 

@@ -51,6 +51,16 @@ def add(cols: list, n: int, **kw) -> None:
     cols.append((n, {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in kw.items()}))
 
 
+def add_served(cols: list, n: int, layout: tuple, latency: tuple, thr: Any, gpus_used: Any, **more: Any) -> None:
+    """``n`` rows of one served layout: ``layout`` = (mode, weights, replica, dp: its replicas), ``latency`` =
+    (concurrency, TTFT, TPOT), ``thr`` tokens/s on ``gpus_used`` GPUs (per GPU: thr / GPUs; per user: 1 / TPOT)."""
+    mode, weights, rep, dp = layout
+    concurrency, ttft, tpot = latency
+    add(cols, n, mode=mode, weights=weights, tp=rep.tp, pp=rep.pp, ep=rep.ep, dp=dp, concurrency=concurrency,
+        ttft_s=ttft, tpot_s=tpot, throughput_tok_s=thr, throughput_tok_s_per_gpu=thr / gpus_used,
+        tok_s_per_user=1 / tpot, gpus_used=gpus_used, **more)  # fmt: skip
+
+
 def columns(batches: list) -> dict[str, np.ndarray]:
     """One array per column over every batch (columns a batch lacks, e.g. the disaggregated ones: NaN)."""
     keys = dict.fromkeys(k for _, b in batches for k in b)

@@ -45,6 +45,12 @@ class Efficiency:
     activation quantiser it measured (:func:`llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`; ``None``:
     the general overheads); in prefill at least ``overhead_s``. ``tile_rows``: rows of the device's tensor-core
     tile, the fitted GEMM and MoE models' compute floor (:func:`llmath.hardware.efficiency_fit.tile_rows`).
+    ``engine_matmul``: fraction of the dense peak the engine's own matrix-multiplication op was measured to reach
+    on this device (:func:`llmath.hardware.kernels.engine_efficiency`): weight GEMMs compute at it at every row
+    count, in place of ``matmul_rows`` and the fitted GEMM model's compute fraction (whose memory fraction and
+    per-kernel time stay); ``None``: no such measurement. ``engine_stream``: fraction of the bandwidth the
+    engine's own one-token mat-vec op was measured to stream weights at on this device or its sibling: weight
+    GEMMs' weight streams use it in place of the fitted or default memory fraction; ``None``: not measured.
     """
 
     name: str = "expected"
@@ -69,14 +75,17 @@ class Efficiency:
     fit_overheads: bool = True
     fp8_gemm_overhead_s: float | None = None
     tile_rows: int = 0  # rows of one tensor-core tile: the fitted GEMM and MoE models' floor (0: none)
+    engine_matmul: float | None = None
+    engine_stream: float | None = None
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int | float) or not (0 < v <= 1):
                 raise WorkloadError(f"efficiency {f}={v!r} must be a fraction in (0, 1]")
-        if self.matmul_fp8 is not None:
-            check_float("efficiency matmul_fp8", self.matmul_fp8, 0, 1, lo_open=True)
+        for f in ("matmul_fp8", "engine_matmul", "engine_stream"):
+            if getattr(self, f) is not None:
+                check_float(f"efficiency {f}", getattr(self, f), 0, 1, lo_open=True)
         for f in ("overhead_s", "decode_overhead_s", "attention_overhead_s", "fp8_gemm_overhead_s"):
             if f in ("overhead_s", "decode_overhead_s") or getattr(self, f) is not None:
                 check_float(f"kernel {f}", getattr(self, f), 0, 1.0)

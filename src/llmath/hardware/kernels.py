@@ -8,6 +8,11 @@ TensorRT-LLM, W4A16 under vLLM and on other devices. Each rule carries its sourc
 format (``--activations``, ``--dtype``, a Precision built by the caller, a checkpoint's own ``act_quant``)
 is never changed.
 
+Where an engine's own matrix-multiplication op was timed on a device (``mul_mat`` in the JSON: llama.cpp's
+``test-backend-ops``), its weight GEMMs run at that measured rate there, and on parts of the same architecture
+at the same fraction of their dense peak where the entry says the rate transfers (:func:`engine_efficiency`).
+The rate replaces the compute fraction of a fitted GEMM model too: those were fitted to other engines' kernels.
+
 Engines also differ in how they accumulate 16-bit GEMMs: llama.cpp on NVIDIA accumulates in FP16, which
 GeForce parts run at twice the FP32-accumulate rate the registry lists (``accumulate`` in the JSON, each
 device's FP16-accumulate figure from its architecture whitepaper); :func:`engine_hardware` applies it.
@@ -22,8 +27,10 @@ from importlib import resources
 from typing import Any
 
 from llmath.errors import WorkloadError
+from llmath.hardware.efficiency import Efficiency, efficiency
 from llmath.hardware.execution import executed
 from llmath.hardware.registry import Hardware
+from llmath.hardware.registry import get as get_hardware
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 
@@ -134,3 +141,90 @@ def kernel_report(p: Precision, hw: Hardware | None, engine: str = DEFAULT_ENGIN
         out["accumulate"] = {"dtype": acc["dtype"], "kernel": acc["kernel"], "kernel_source": acc["source"]}
         out["accumulate"] |= {"flops_per_s": rate, "source": src}
     return out
+
+
+def _mul_mat_entry(hw: Hardware, engine: str) -> tuple[dict, str] | None:
+    """(``mul_mat`` entry, device it was measured on) that applies to ``hw`` under ``engine``: one measured on
+    ``hw`` itself, else one whose ``transfer`` names ``hw``'s architecture (the same kernels, picked by the
+    same architecture check, on a sibling part of the vendor)."""
+    rates = [r for r in data().get("mul_mat", {}).get("rates", []) if engine in r["engines"]]
+    own = next((r for r in rates if hw.name in r["devices"]), None)
+    if own is not None:
+        return own, hw.name
+    for r in rates:
+        t = r.get("transfer")
+        if t is not None and hw.arch == t["arch"] and hw.vendor == get_hardware(r["devices"][0]).vendor:
+            return r, r["devices"][0]
+    return None
+
+
+def mul_mat_rate(hw: Hardware, engine: str, weights: str, runs: str = "fp16") -> tuple[float, str, str] | None:
+    """(FLOP/s, measured line and how it applies, source) of ``engine``'s matrix-multiplication op for
+    ``weights`` on ``hw`` at a prompt's token columns, from ``mul_mat`` in the JSON; a quantised format not
+    measured there takes the rate of the entry's ``other_quantised`` format. On a sibling of the measured part
+    (``transfer``) the rate is the same fraction of the dense ``runs`` peak, each part's as ``engine`` runs it
+    (:func:`engine_hardware`). ``None`` where neither the device nor its architecture was measured."""
+    got = _mul_mat_entry(hw, engine)
+    if got is None:
+        return None
+    r, ref = got
+    rates = r["tflops"]
+    key = weights if weights in rates else None
+    if key is None and fmt.get(weights).compute is None and fmt.get(weights).bits < 16:
+        key = r.get("other_quantised")
+    if key is None:
+        return None
+    tflops, line = rates[key]
+    if ref == hw.name:
+        return float(tflops) * 1e12, line, r["source"]
+    measured = get_hardware(ref)
+    mine, theirs = engine_hardware(hw, engine) or hw, engine_hardware(measured, engine) or measured
+    if runs not in theirs.peak_flops_per_s or runs not in mine.peak_flops_per_s:
+        return None
+    share = float(tflops) * 1e12 / theirs.peak_flops_per_s[runs]
+    arch = r["transfer"]["arch"]
+    how = f"{line} on {ref}: {100 * share:.1f}% of its dense {runs} peak, carried to {hw.name} ({arch})"
+    return share * mine.peak_flops_per_s[runs], how, r["source"]
+
+
+def mul_mat_stream(hw: Hardware, engine: str, weights: str) -> tuple[float, str, str] | None:
+    """(fraction of the bandwidth, measured line and how it applies, source) at which ``engine``'s one-token
+    mat-vec op streams ``weights`` on ``hw``, from ``mul_mat.streams`` in the JSON; ``None`` where not measured."""
+    for r in data().get("mul_mat", {}).get("streams", []):
+        if engine in r["engines"] and hw.name in r["devices"] and weights in r["formats"]:
+            return float(r["fraction"]), f"{r['line']} on {r['measured_on']}", r["source"]
+    return None
+
+
+def engine_efficiency(eff: Efficiency, hw: Hardware | None, p: Precision, engine: str = DEFAULT_ENGINE) -> Efficiency:
+    """``eff`` with the weight GEMMs' compute rate ``engine``'s measured op reaches on ``hw`` or its
+    architecture (:func:`mul_mat_rate`) as ``engine_matmul``, at every row count; a fitted GEMM model keeps its
+    memory fraction and per-kernel time (it was fitted to another engine's kernels, whose compute rate the
+    measurement replaces); and, where the engine's one-token mat-vec op was measured (:func:`mul_mat_stream`),
+    the weight GEMMs' stream fraction as ``engine_stream``. ``eff`` unchanged where nothing was measured or the
+    mode is not ``expected``."""
+    if hw is None or eff.name != "expected":
+        return eff
+    runs = executed(hw, p.compute)[0]
+    got = mul_mat_rate(hw, engine, p.weights, runs) if runs in hw.peak_flops_per_s else None
+    if got is not None:
+        rate, line, source = got
+        rule = f"{eff.rule}; weight GEMMs at {engine}'s measured rate on {hw.name}: {line} ({source})"
+        eff = replace(eff, engine_matmul=min(1.0, rate / hw.peak_flops_per_s[runs]), rule=rule)
+    stream = mul_mat_stream(hw, engine, p.weights)
+    if stream is not None:
+        frac, line, source = stream
+        rule = f"{eff.rule}; weight streams at {engine}'s measured mat-vec fraction {frac:.3f}: {line} ({source})"
+        eff = replace(eff, engine_stream=frac, rule=rule)
+    return eff
+
+
+def run_efficiency(mode, hw: Hardware | None, p: Precision, engine: str, overrides: dict) -> Efficiency | None:
+    """The efficiency ``mode`` on ``hw`` with ``overrides``, and ``engine``'s measured GEMM rate there where the
+    mode is ``expected`` and no matmul fraction was given (:func:`engine_efficiency`); ``None`` without a device."""
+    if hw is None:
+        return None
+    eff = efficiency(mode, hw, **overrides)
+    if mode != "expected" or overrides.get("matmul") is not None:
+        return eff
+    return engine_efficiency(eff, hw, p, engine)

@@ -94,19 +94,11 @@ class Hardware:
         return float(min(self.peak_flops_per_s.values()))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "display_name": self.display_name,
-            "memory_bytes": self.memory_bytes,
-            "memory_bandwidth_bytes_per_s": self.memory_bandwidth_bytes_per_s,
-            "peak_flops_per_s": dict(self.peak_flops_per_s),
-            "vector_flops_per_s": self.vector_peak,
-            "source": self.source,
-            "arch": self.arch,
-            "kind": self.kind,
-            "tdp_w": self.tdp_w,
-            "topology": {k: v.to_dict() for k, v in self.topology.items()},
-        }
+        names = ("name", "display_name", "memory_bytes", "memory_bandwidth_bytes_per_s")
+        out: dict[str, Any] = {k: getattr(self, k) for k in names}
+        out.update(peak_flops_per_s=dict(self.peak_flops_per_s), vector_flops_per_s=self.vector_peak)
+        out.update({k: getattr(self, k) for k in ("source", "arch", "kind", "tdp_w")})
+        return dict(out, topology={k: v.to_dict() for k, v in self.topology.items()})
 
 
 KINDS = ("gpu", "cpu", "tpu", "npu", "soc")

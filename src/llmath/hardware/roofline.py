@@ -137,8 +137,17 @@ def inv_bandwidth(
     Weight GEMMs with few rows stream their weights like a GEMV and get the ``skinny`` fraction (or the
     calibrated ``skinny_rows`` curve, interpolated in log rows); their rows are the B·T tokens, or the B
     logit rows for the LM head. Decode attention reading the KV cache gets ``attention_decode``. With a
-    fitted GEMM model for ``p``'s format, weight GEMMs get its memory fraction at any rows instead.
+    fitted GEMM model for ``p``'s format, weight GEMMs get its memory fraction at any rows instead. An engine's
+    measured weight-stream fraction (``engine_stream``) comes first for weight GEMMs.
     """
+    out = _model_inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
+    if eff.engine_stream is None:
+        return out
+    return np.where(table.is_weight_mm, 1.0 / (hw.memory_bandwidth_bytes_per_s * eff.engine_stream), out)
+
+
+def _model_inv_bandwidth(table: Table, hw: Hardware, eff: Efficiency, batch, tokens, decode: bool, p) -> np.ndarray:
+    """:func:`inv_bandwidth` from the fitted or default fractions."""
     fit = _fitted_inv(table, hw, eff, p, decode) if (eff.gemm_fit and p is not None) else None
     if fit is not None:
         return fit
@@ -192,7 +201,12 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     FLOPs / (peak · ηc)), with the model's tile floor (:func:`llmath.hardware.efficiency_fit.fractions`): at a
     few rows the GEMM (a GEMV or split-K kernel; weight-only formats' dequantising kernels alike) computes
     one tile at the large-GEMM fraction and streams its weights, so its time is set by the bytes on every
-    device. Else 1 / η(rows) from a calibrated ``matmul_rows`` curve."""
+    device. Else 1 / η(rows) from a calibrated ``matmul_rows`` curve. An engine's measured rate
+    (``engine_matmul``) comes first: η_matmul / that fraction at every row count."""
+    if eff.engine_matmul is not None:
+        weight = np.logical_or(table.weight_token_rows, table.weight_logit_rows)
+        per_op = np.where(weight, eff.matmul_for(dtype or "") / eff.engine_matmul, 1.0)
+        return np.broadcast_to(per_op, np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + per_op.shape).copy()
     coef = eff.gemm_coef(dtype)
     if coef is not None:
         nk, share = _gemm_shapes(table)

@@ -32,7 +32,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -239,16 +239,7 @@ class BenchReport:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "config": self.config,
-            "completed": self.completed,
-            "failed": self.failed,
-            "errors": self.errors,
-            "duration_s": self.duration_s,
-            "metrics": self.metrics,
-            "prediction": self.prediction,
-            "notes": self.notes,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _stats(values: list[float]) -> dict[str, float | None]:

@@ -3,8 +3,9 @@
 Each row is a batch-1 llama-bench test: ``tg`` generates N tokens from an empty context (its tokens/s is N over
 the N decode steps, so llmath's mean TPOT over a generation of N after a one-token prompt), ``pp`` processes a
 prompt of N tokens (N over llmath's prefill time). The engine is the row's (llama.cpp: no activation rule, so
-the weights' formats run as given, ``llmath.hardware.kernels``); efficiency ``expected``. The results validate:
-nothing here sets a coefficient.
+the weights' formats run as given, ``llmath.hardware.kernels``); efficiency ``expected``; attention ``eager``
+where the run materialised the scores (flash attention off or absent in its build), else ``flash``. The
+results validate: nothing here sets a coefficient.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def predict(row: dict) -> float:
     import llmath
 
     n = int(row["tokens"])
-    kw = {"batch": 1, "precision": _precision(row), "engine": row["engine"]}
+    kw = {"batch": 1, "precision": _precision(row), "engine": row["engine"], "attention": row.get("attention", "flash")}
     if row["test"] == "tg":
         a = llmath.analyze(row["model"], row["device"], prompt=1, gen=n, **kw)
         return 1.0 / float(a.generation["tpot_s"])

@@ -202,11 +202,7 @@ class Precision:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "weights": self.weights,
-            "activations": self.activations,
-            "kv": self.kv,
-            "act_quant": self.act_quant,
-            "group_size": self.group_size,
+            **{k: getattr(self, k) for k in ("weights", "activations", "kv", "act_quant", "group_size")},
             "modules": {m: self.weight_format(m) for m in MODULES},
             "module_bytes_per_element": {m: self.module_weight_bytes(m) for m in MODULES},
             "measured_bytes": dict(self.measured_bytes),

@@ -33,7 +33,17 @@ from llmath.model import (
     mixer_configs,
 )
 from llmath.model.family_facts import (
+    COHERE_LIKE,
+    GEMMA2_LIKE,
+    GEMMA3_LIKE,
+    GEMMA_LIKE,
+    GPT_LIKE,
     LLAMA_LIKE,
+    LLAMA_NO_BIAS,
+    LLAMA_QK_NORM,
+    QWEN2_LIKE,
+    QWEN3_LIKE,
+    _all_bias,
     _attn_bias,
     _ernie_moe_layers,
     _every,
@@ -43,7 +53,19 @@ from llmath.model.family_facts import (
     _llama4_types,
     _mlp_layer_types,
     _smollm3_types,
+    moe_keys,
 )
+
+# Bases shared by this table's rows (the shared ones across modules live in family_facts.py)
+_DEEPSEEK_V3 = dict(LLAMA_LIKE, ffn_bias=False, moe="deepseek", mla=True)  # attention_bias: q_a, kv_a, o
+_OLMOE = dict(LLAMA_NO_BIAS, qk_norm="full", moe="mixtral")
+_GLM = dict(LLAMA_LIKE, **_attn_bias(_k("attention_bias", True), o=False), ffn_bias=False)
+_ERNIE = dict(LLAMA_LIKE, **_all_bias(_k("use_bias", False)))
+#: GPT-J's block: attention and MLP in parallel on one LayerNorm, partial rotary, a biased LM head
+_GPTJ_BLOCK = dict(
+    GPT_LIKE, position="rotary", parallel=True, norms_per_layer=1, lm_head_bias=True, activation="gelu_new"
+)
+_GRANITE_SHARED = moe_keys("num_local_experts", "intermediate_size", shared_width="shared_intermediate_size")
 
 ADAPTERS: dict[str, dict[str, Any]] = {
     # state-space families (model/mixer_configs.py reads their widths and per-layer mixer kinds)
@@ -55,146 +77,58 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         LLAMA_LIKE,
         **_attn_bias(False),
         position="none",
-        moe=dict(
-            experts="num_experts",
-            top_k="num_experts_per_tok",
-            d_ff="intermediate_size",
-            layers=mixer_configs.jamba_moe_layers,
-        ),  # fmt: skip
+        moe=moe_keys("num_experts", "intermediate_size", layers=mixer_configs.jamba_moe_layers),
         mixers=mixer_configs.jamba,
     ),
     "bamba": dict(LLAMA_LIKE, **_attn_bias(_k("attention_bias", False)), mixers=mixer_configs.bamba),
     "llama": LLAMA_LIKE,
     "granite": LLAMA_LIKE,
-    "mistral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
-    "mixtral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="mixtral"),
-    "phi3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
-    "qwen2": dict(
-        LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False, windows="from_layer"
-    ),
-    "qwen2_moe": dict(
-        LLAMA_LIKE,
-        q_bias=_k("qkv_bias", True),
-        k_bias=_k("qkv_bias", True),
-        v_bias=_k("qkv_bias", True),
-        o_bias=False,
-        ffn_bias=False,
-        moe="qwen2_moe",
-        windows="from_layer",
-    ),
-    "qwen3": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", windows="from_layer"),
-    "qwen3_moe": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", moe="qwen3_moe", windows="from_layer"),
-    "gemma": dict(LLAMA_LIKE, ffn_bias=False, embedding_scale=True, activation="gelu_tanh"),
-    "gemma2": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        embedding_scale=True,
-        norms_per_layer=4,
-        activation="gelu_tanh",
-        softcap=True,
-        windows="alternate",
-    ),
-    "gemma3_text": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        embedding_scale=True,
-        norms_per_layer=4,
-        qk_norm="head",
-        activation="gelu_tanh",
-        softcap=True,
-        windows="every",
-    ),
+    "mistral": LLAMA_NO_BIAS,
+    "mixtral": dict(LLAMA_NO_BIAS, moe="mixtral"),
+    "phi3": LLAMA_NO_BIAS,
+    "qwen2": QWEN2_LIKE,
+    "qwen2_moe": dict(QWEN2_LIKE, **_attn_bias(_k("qkv_bias", True), o=False), moe="qwen2_moe"),
+    "qwen3": QWEN3_LIKE,
+    "qwen3_moe": dict(QWEN3_LIKE, moe="qwen3_moe"),
+    "gemma": GEMMA_LIKE,
+    "gemma2": dict(GEMMA2_LIKE, windows="alternate"),
+    "gemma3_text": dict(GEMMA3_LIKE, windows="every"),
     "olmo": dict(LLAMA_LIKE, norm="layer_noparam", ffn_bias=False),
     "olmo2": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="full"),
-    "cohere": dict(
-        LLAMA_LIKE,
-        norm="layer",
-        norm_bias=False,
-        parallel=True,
-        norms_per_layer=1,
-        ffn_bias=False,
-        qk_norm=lambda c: "full" if c.get("use_qk_norm") else "none",
-    ),
-    "phi": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(True),
-        ffn_bias=True,
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        qk_norm=lambda c: "full" if c.get("qk_layernorm") else "none",
-    ),
+    "cohere": dict(COHERE_LIKE, qk_norm=lambda c: "full" if c.get("use_qk_norm") else "none"),
+    "phi": dict(_GPTJ_BLOCK, qk_norm=lambda c: "full" if c.get("qk_layernorm") else "none"),
     "starcoder2": dict(
-        norm="layer",
-        ffn="mlp",
+        GPT_LIKE,
         position="rotary",
-        **_attn_bias(_k("use_bias", True)),
-        ffn_bias=_k("use_bias", True),
+        **_all_bias(_k("use_bias", True)),
         norms_per_layer=2,
         activation="gelu_tanh",
     ),
-    "gpt2": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=2,
-        activation="gelu_new",
-        ffn_default=4,
-    ),
+    "gpt2": dict(GPT_LIKE, position="learned", norms_per_layer=2, activation="gelu_new", ffn_default=4),
     "gpt_neox": dict(
-        norm="layer",
-        ffn="mlp",
+        GPT_LIKE,
         position="rotary",
         **_attn_bias(_k("attention_bias", True)),
-        ffn_bias=True,
         parallel=_k("use_parallel_residual", True),
         norms_per_layer=2,
         activation="gelu",
     ),
-    "gptj": dict(
-        norm="layer",
-        ffn="mlp",
-        position="rotary",
-        **_attn_bias(False),
-        ffn_bias=True,
-        parallel=True,
-        norms_per_layer=1,
-        lm_head_bias=True,
-        activation="gelu_new",
-        ffn_default=4,
-    ),
+    "gptj": dict(_GPTJ_BLOCK, **_attn_bias(False), ffn_default=4),
     "opt": dict(
-        norm="layer",
-        ffn="mlp",
+        GPT_LIKE,
         position="learned",
         position_offset=2,
-        **_attn_bias(_k("enable_bias", True)),
-        ffn_bias=_k("enable_bias", True),
+        **_all_bias(_k("enable_bias", True)),
         norms_per_layer=2,
         activation="relu",
         final_norm=_k("do_layer_norm_before", True),
     ),
     "bloom": dict(
-        norm="layer",
-        ffn="mlp",
-        position="alibi",
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=2,
-        embedding_norm=True,
-        activation="gelu_tanh",
-        ffn_default=4,
+        GPT_LIKE, position="alibi", norms_per_layer=2, embedding_norm=True, activation="gelu_tanh", ffn_default=4
     ),
     "falcon": dict(
-        norm="layer",
-        ffn="mlp",
-        **_attn_bias(_k("bias", False)),
-        ffn_bias=_k("bias", False),
+        GPT_LIKE,
+        **_all_bias(_k("bias", False)),
         parallel=_k("parallel_attn", True),
         norms_per_layer="falcon",
         activation="gelu",
@@ -202,22 +136,13 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         kv_heads=_falcon_kv_heads,
         position=lambda c: "alibi" if c.get("alibi") else "rotary",
     ),
-    "deepseek_v2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="deepseek", mla=True),
+    "deepseek_v2": dict(LLAMA_NO_BIAS, moe="deepseek", mla=True),
     # attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj biases (DeepseekV3Attention); none elsewhere
-    "deepseek_v3": dict(
-        LLAMA_LIKE, **_attn_bias(_k("attention_bias", False)), ffn_bias=False, moe="deepseek", mla=True
-    ),
+    "deepseek_v3": _DEEPSEEK_V3,
     # DeepSeek-V3.2: V3 plus the lightning indexer of DeepSeek Sparse Attention in every layer
-    "deepseek_v32": dict(
-        LLAMA_LIKE, **_attn_bias(_k("attention_bias", False)), ffn_bias=False, moe="deepseek", mla=True, dsa=True
-    ),
+    "deepseek_v32": dict(_DEEPSEEK_V3, dsa=True),
     "gpt_oss": dict(
-        LLAMA_LIKE,
-        **_attn_bias(True),
-        ffn_bias=False,
-        moe="gpt_oss",
-        attn_sinks=True,
-        windows="alternate",
+        LLAMA_LIKE, **_attn_bias(True), ffn_bias=False, moe="gpt_oss", attn_sinks=True, windows="alternate"
     ),
     # ---- dense families whose keys are Llama's (transformers builds internlm3 / iquestcoder as Llama)
     "internlm3": LLAMA_LIKE,
@@ -225,138 +150,65 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "helium": LLAMA_LIKE,
     "hyperclovax": dict(LLAMA_LIKE, norms_per_layer=lambda c: 4 if c.get("use_post_norm") else 2),
     "cwm": dict(LLAMA_LIKE, **_attn_bias(False), windows=_every(4, full_first=True)),
-    "ministral3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
+    "ministral3": LLAMA_NO_BIAS,
     "smollm3": dict(LLAMA_LIKE, windows=_smollm3_types),
     "arcee": dict(LLAMA_LIKE, ffn="mlp", activation="relu2"),
     "jais2": dict(LLAMA_LIKE, norm="layer", ffn="mlp", activation="relu2"),
-    "nanochat": dict(
-        LLAMA_LIKE, norm="rms_noparam", ffn="mlp", activation="relu2", **_attn_bias(_k("attention_bias", False))
-    ),
-    "seed_oss": dict(
-        LLAMA_LIKE,
-        q_bias=_k("attention_bias", True),
-        k_bias=_k("attention_bias", True),
-        v_bias=_k("attention_bias", True),
-        o_bias=_k("attention_out_bias", False),
-    ),
-    "glm": dict(
-        LLAMA_LIKE,
-        q_bias=_k("attention_bias", True),
-        k_bias=_k("attention_bias", True),
-        v_bias=_k("attention_bias", True),
-        o_bias=False,
-        ffn_bias=False,
-    ),
-    "glm4": dict(
-        LLAMA_LIKE,
-        q_bias=_k("attention_bias", True),
-        k_bias=_k("attention_bias", True),
-        v_bias=_k("attention_bias", True),
-        o_bias=False,
-        ffn_bias=False,
-        norms_per_layer=4,
-    ),
-    "ernie4_5": dict(LLAMA_LIKE, **_attn_bias(_k("use_bias", False)), ffn_bias=_k("use_bias", False)),
-    "exaone4": dict(
-        LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="head", windows=_every(4, key="sliding_window_pattern")
-    ),
-    "olmo3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", windows=_every(4)),
-    "cohere2": dict(
-        LLAMA_LIKE,
-        norm="layer",
-        norm_bias=False,
-        parallel=True,
-        norms_per_layer=1,
-        ffn_bias=False,
-        windows=_every(4, key="sliding_window_pattern"),
-    ),
-    "vaultgemma": dict(
-        LLAMA_LIKE, ffn_bias=False, embedding_scale=True, activation="gelu_tanh", softcap=True, windows="alternate"
-    ),
+    "nanochat": dict(LLAMA_LIKE, norm="rms_noparam", ffn="mlp", activation="relu2"),
+    "seed_oss": dict(LLAMA_LIKE, **_attn_bias(_k("attention_bias", True), o=_k("attention_out_bias", False))),
+    "glm": _GLM,
+    "glm4": dict(_GLM, norms_per_layer=4),
+    "ernie4_5": _ERNIE,
+    "exaone4": dict(LLAMA_NO_BIAS, qk_norm="head", windows=_every(4, key="sliding_window_pattern")),
+    "olmo3": dict(LLAMA_NO_BIAS, qk_norm="full", windows=_every(4)),
+    "cohere2": dict(COHERE_LIKE, windows=_every(4, key="sliding_window_pattern")),
+    "vaultgemma": dict(GEMMA_LIKE, softcap=True, windows="alternate"),
     "granite_swa": dict(LLAMA_LIKE, attn_sinks=True, windows=_every(4, full_first=True)),
     "stablelm": dict(
         LLAMA_LIKE,
         norm="layer",
-        q_bias=_k("use_qkv_bias", False),
-        k_bias=_k("use_qkv_bias", False),
-        v_bias=_k("use_qkv_bias", False),
-        o_bias=False,
+        **_attn_bias(_k("use_qkv_bias", False), o=False),
         ffn_bias=False,
         parallel=_k("use_parallel_residual", False),
         norms_per_layer=lambda c: 1 if c.get("use_parallel_residual") else 2,
         refuse={"qk_layernorm": "per-head q/k LayerNorms"},
     ),
     "persimmon": dict(
-        norm="layer",
-        ffn="mlp",
+        GPT_LIKE,
         position="rotary",
-        **_attn_bias(True),
-        ffn_bias=True,
         activation="relu2",
         qk_norm=lambda c: "head" if c.get("qk_layernorm", True) else "none",
     ),
-    "gpt_neo": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        q_bias=False,
-        k_bias=False,
-        v_bias=False,
-        o_bias=True,
-        ffn_bias=True,
-        activation="gelu_new",
-        ffn_default=4,
-        # The 'local' layers only mask to window_size: transformers caches and scores every position
-        # (modeling_gpt_neo.py builds the mask, the cache is a full DynamicCache), so llmath counts them
-        # as full-attention layers; the local layers' pairs beyond the window are over-counted under flash.
-    ),
+    # The 'local' layers only mask to window_size: transformers caches and scores every position
+    # (modeling_gpt_neo.py builds the mask, the cache is a full DynamicCache), so llmath counts them
+    # as full-attention layers; the local layers' pairs beyond the window are over-counted under flash.
+    "gpt_neo": dict(GPT_LIKE, position="learned", **_attn_bias(False, o=True), activation="gelu_new", ffn_default=4),
     "gpt_bigcode": dict(
-        norm="layer",
-        ffn="mlp",
+        GPT_LIKE,
         position="learned",
-        **_attn_bias(True),
-        ffn_bias=True,
         activation="gelu_tanh",
         ffn_default=4,
         kv_heads=lambda c, n: 1 if c.get("multi_query", True) else n,
     ),
     # ---- MoE families: keys per family, layers per family
-    "olmoe": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", moe="mixtral"),
-    "flex_olmo": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", moe="mixtral"),
-    "minimax_m2": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", moe="mixtral"),
+    "olmoe": _OLMOE,
+    "flex_olmo": _OLMOE,
+    "minimax_m2": _OLMOE,
     "granitemoe": dict(LLAMA_LIKE, ffn_bias=False, moe="mixtral"),
-    "granitemoeshared": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        moe=dict(
-            experts="num_local_experts",
-            top_k="num_experts_per_tok",
-            d_ff="intermediate_size",
-            shared_width="shared_intermediate_size",
-        ),
-    ),
+    "granitemoeshared": dict(LLAMA_LIKE, ffn_bias=False, moe=_GRANITE_SHARED),
     # Granite-4.0-H: granitemoeshared's layers with Mamba-2 mixers where layer_types says so; rotary only
     # with position_embedding_type "rope" (NoPE otherwise, as GraniteMoeHybridConfig defaults)
     "granitemoehybrid": dict(
         LLAMA_LIKE,
         ffn_bias=False,
-        moe=dict(
-            experts="num_local_experts",
-            top_k="num_experts_per_tok",
-            d_ff="intermediate_size",
-            shared_width="shared_intermediate_size",
-        ),
+        moe=_GRANITE_SHARED,
         position=lambda c: "rotary" if c.get("position_embedding_type") == "rope" else "none",
         mixers=mixer_configs.granite_hybrid,
     ),
     "phimoe": dict(LLAMA_LIKE, norm="layer", ffn_bias=False, moe="mixtral", lm_head_bias=_k("lm_head_bias", False)),
     "glm4_moe": dict(
-        LLAMA_LIKE,
-        q_bias=_k("attention_bias", False),
-        k_bias=_k("attention_bias", False),
-        v_bias=_k("attention_bias", False),
-        o_bias=False,
-        ffn_bias=False,
+        _GLM,
+        **_attn_bias(_k("attention_bias", False), o=False),
         qk_norm=lambda c: "head" if c.get("use_qk_norm") else "none",
         moe="deepseek",
         head_dim_floor=True,
@@ -365,138 +217,75 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         LLAMA_LIKE,
         ffn_bias=False,
         ffn_default=0,
-        moe=dict(
-            experts="n_routed_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            shared_count="n_shared_experts",
-        ),
+        moe=moe_keys("n_routed_experts", "moe_intermediate_size", shared_count="n_shared_experts"),
     ),
     "exaone_moe": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
+        LLAMA_NO_BIAS,
         qk_norm="head",
         windows=_every(4, key="sliding_window_pattern"),
-        moe=dict(
-            experts="num_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            shared_count="num_shared_experts",
-            layers=_mlp_layer_types,
+        moe=moe_keys(
+            "num_experts", "moe_intermediate_size", shared_count="num_shared_experts", layers=_mlp_layer_types
         ),
     ),
-    "mellum": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        qk_norm="head",
-        moe=dict(
-            experts="num_local_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            layers=_mlp_layer_types,
-        ),
-    ),
+    "mellum": dict(LLAMA_QK_NORM, moe=moe_keys("num_local_experts", "moe_intermediate_size", layers=_mlp_layer_types)),
     "granitemoe_swa": dict(
         LLAMA_LIKE, ffn_bias=False, moe="mixtral", attn_sinks=True, windows=_every(4, full_first=True)
     ),
     # ---- MLA families (DeepSeek's latent attention keys)
-    "minicpm3": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, mla=True),
-    "youtu": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, mla=True),
+    "minicpm3": dict(LLAMA_NO_BIAS, mla=True),
+    "youtu": dict(LLAMA_NO_BIAS, mla=True),
     "glm4_moe_lite": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
+        LLAMA_NO_BIAS,
         mla=True,
-        moe=dict(
-            experts="n_routed_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            shared_count="n_shared_experts",
-            layers=_mlp_layer_types,
+        moe=moe_keys(
+            "n_routed_experts", "moe_intermediate_size", shared_count="n_shared_experts", layers=_mlp_layer_types
         ),
     ),
     "ernie4_5_moe": dict(
-        LLAMA_LIKE,
-        **_attn_bias(_k("use_bias", False)),
-        ffn_bias=_k("use_bias", False),
-        moe=dict(
-            experts="moe_num_experts",
+        _ERNIE,
+        moe=moe_keys(
+            "moe_num_experts",
+            "moe_intermediate_size",
             top_k="moe_k",
-            d_ff="moe_intermediate_size",
             shared_count="moe_num_shared_experts",
             layers=_ernie_moe_layers,
             router_score_bias=True,
         ),
     ),
-    "ministral": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False),
-    "hunyuan_v1_dense": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head"),
+    "ministral": LLAMA_NO_BIAS,
+    "hunyuan_v1_dense": LLAMA_QK_NORM,
     "nemotron": dict(LLAMA_LIKE, norm="layer", ffn="mlp", activation="relu2"),
     # ---- GPT-era decoders
-    "openai-gpt": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        **_attn_bias(True),
-        ffn_bias=True,
-        activation="gelu",
-        ffn_default=4,
-        final_norm=False,  # post-LN blocks, no final norm (modeling_openai.py)
+    "openai-gpt": dict(  # post-LN blocks, no final norm (modeling_openai.py)
+        GPT_LIKE, position="learned", activation="gelu", ffn_default=4, final_norm=False
     ),
-    "xglm": dict(
-        norm="layer",
-        ffn="mlp",
-        position="sinusoidal",  # a buffer in transformers, not parameters
-        **_attn_bias(True),
-        ffn_bias=True,
+    "xglm": dict(  # sinusoidal positions: a buffer in transformers, not parameters
+        GPT_LIKE,
+        position="sinusoidal",
         activation="gelu",
         embedding_scale=lambda c: bool(c.get("scale_embedding", True)),
     ),
-    "ctrl": dict(
-        norm="layer",
-        ffn="mlp",
-        position="sinusoidal",
-        **_attn_bias(True),
-        ffn_bias=True,
-        activation="relu",
-        embedding_scale=True,
-        lm_head_bias=True,
-    ),
+    "ctrl": dict(GPT_LIKE, position="sinusoidal", activation="relu", embedding_scale=True, lm_head_bias=True),
     "apertus": dict(LLAMA_LIKE, ffn="mlp", activation="xielu", activation_params=2, qk_norm="head"),
     "bitnet": dict(LLAMA_LIKE, activation="relu2", sub_norms=True),
+    # every layer: the routed experts plus a shared MLP of the dense width (modeling_hunyuan_v1_moe.py)
     "hunyuan_v1_moe": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        qk_norm="head",
-        # every layer: the routed experts plus a shared MLP of the dense width (modeling_hunyuan_v1_moe.py)
-        moe=dict(experts="num_experts", top_k="moe_topk", d_ff="intermediate_size", shared_width="intermediate_size"),
+        LLAMA_QK_NORM,
+        moe=moe_keys("num_experts", "intermediate_size", top_k="moe_topk", shared_width="intermediate_size"),
     ),
     "hy_v3": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        qk_norm="head",
-        moe=dict(
-            experts="num_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            shared_count="num_shared_experts",
-            layers=_mlp_layer_types,
+        LLAMA_QK_NORM,
+        moe=moe_keys(
+            "num_experts", "moe_intermediate_size", shared_count="num_shared_experts", layers=_mlp_layer_types
         ),
     ),
     "kolibri1": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
+        LLAMA_NO_BIAS,
         ffn_default=0,
         qk_norm="head",
         norms_per_layer=4,
         windows=_every(5),
-        moe=dict(
-            experts="num_local_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            shared_width="shared_expert_intermediate_size",
-        ),
+        moe=moe_keys("num_local_experts", "moe_intermediate_size", shared_width="shared_expert_intermediate_size"),
     ),
     # Llama-4: dense layers (intermediate_size_mlp) interleaved with MoE layers (routed experts of
     # intermediate_size plus one shared expert of that width); rope layers chunked, NoPE layers full. The
@@ -508,10 +297,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         windows=_llama4_types,
         window_key="attention_chunk_size",
         chunked_windows=True,
-        moe=dict(
-            experts="num_local_experts",
-            top_k="num_experts_per_tok",
-            d_ff="intermediate_size",
+        moe=moe_keys(
+            "num_local_experts",
+            "intermediate_size",
             shared_width="intermediate_size",
             layers=_llama4_moe_layers,
             dense_eager=True,
@@ -522,35 +310,20 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         norm_bias=False,
         ffn="t5",
         position="relative",
-        **_attn_bias(False),
-        ffn_bias=False,
+        **_all_bias(False),
         norms_per_layer=3,
         encdec="t5",
     ),
     # The original Transformer (Vaswani et al. 2017): post-LN, no final stack norms, shared embeddings.
-    "transformer": dict(
-        norm="layer",
-        ffn="mlp",
-        position="sinusoidal",
-        **_attn_bias(True),
-        ffn_bias=True,
-        norms_per_layer=3,
-        encdec="transformer",
-        activation="relu",
-    ),
+    "transformer": dict(GPT_LIKE, position="sinusoidal", norms_per_layer=3, encdec="transformer", activation="relu"),
     "bart": families_encdec.BART_LIKE,  # BART and its descendants: model/families_encdec.py
     # Whisper (Radford et al. 2022): pre-LN stacks with final norms, k_proj without bias, the decoder's
     # learned table of max_target_positions rows; the encoder's audio front end: EncoderSpec.frontend.
     "whisper": dict(
-        norm="layer",
-        ffn="mlp",
+        GPT_LIKE,
+        k_bias=False,
         position="learned",
         positions_keys=("max_target_positions",),
-        q_bias=True,
-        k_bias=False,
-        v_bias=True,
-        o_bias=True,
-        ffn_bias=True,
         norms_per_layer=3,
         encdec="whisper",
         encoder_fields=families_encdec.external_whisper_encoder,

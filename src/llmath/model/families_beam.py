@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_LIKE, _mlp_layer_types
+from llmath.model.family_facts import LLAMA_QK_NORM, _dense_prefix, _mlp_types_else, moe_keys
 
 
 def _beam_types(cfg: Mapping[str, Any], n: int) -> list[str]:
@@ -38,9 +38,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # layers dense, then sigmoid-routed grouped experts whose e_score_correction_bias is a buffer, no shared
     # expert; final logit soft-capping (modeling_beam.py)
     "beam": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        qk_norm="head",
+        LLAMA_QK_NORM,
         attn_out_gate=True,
         attn_gate_bias=True,
         nope_full=True,
@@ -49,11 +47,6 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         softcap=True,
         prepare=_beam_prepare,
         windows=_beam_types,
-        moe=dict(
-            experts="num_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            layers=lambda c, n: _mlp_layer_types(c, n) if c.get("mlp_layer_types") else [i >= 3 for i in range(n)],
-        ),
+        moe=moe_keys("num_experts", "moe_intermediate_size", layers=_mlp_types_else(_dense_prefix(3))),
     ),
 }

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_LIKE
+from llmath.model.family_facts import COHERE_LIKE
 
 
 def _compass_prepare(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -39,14 +39,5 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # and the gated MLP on it), sliding layers with (multimodal) rotary, full layers without positions where
     # rope_parameters says so; logits times logit_scale (modeling_cohere_compass.py). Its vision tower (a
     # Qwen3-VL one) belongs to the cohere_compass wrapper
-    "cohere_compass_text": dict(
-        LLAMA_LIKE,
-        norm="layer",
-        norm_bias=False,
-        parallel=True,
-        norms_per_layer=1,
-        ffn_bias=False,
-        nope_full=_compass_nope,
-        prepare=_compass_prepare,
-    ),
+    "cohere_compass_text": dict(COHERE_LIKE, nope_full=_compass_nope, prepare=_compass_prepare),
 }

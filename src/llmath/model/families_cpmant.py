@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llmath.model.family_facts import _all_bias
+
 
 def _cpmant_fields(cfg: Mapping[str, Any], n_layers: int) -> dict[str, Any]:
     """CPM-Ant (modeling_cpmant.py): heads of ``dim_head``; ``prompt_length`` prompt positions prepended to
@@ -34,11 +36,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn="gated",
         activation="gelu",
         position="relative",
-        q_bias=False,
-        k_bias=False,
-        v_bias=False,
-        o_bias=False,
-        ffn_bias=False,
+        **_all_bias(False),
         ffn_keys=("dim_ff",),
         fields=_cpmant_fields,
     ),

@@ -14,7 +14,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _k
+from llmath.model.family_facts import (
+    GPT_LIKE,
+    LLAMA_LIKE,
+    LLAMA_QK_NORM,
+    _all_bias,
+    _attn_bias,
+    _k,
+    _qwen_moe_layers,
+    moe_keys,
+)
 
 
 def _mpt_widths(cfg: Mapping[str, Any]) -> dict[str, Any]:
@@ -33,48 +42,25 @@ def _neox_japanese_widths(cfg: Mapping[str, Any]) -> dict[str, Any]:
     return dict(cfg, intermediate_size=int(d * mult)) if d else dict(cfg)
 
 
-def _qwen_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
-    """MoE in every ``decoder_sparse_step``-th layer except ``mlp_only_layers`` (Qwen2-MoE's rule, Flint's too:
-    configuration_flint.py)."""
-    step, dense = int(cfg.get("decoder_sparse_step") or 1), set(cfg.get("mlp_only_layers") or [])
-    return [i not in dense and (i + 1) % step == 0 for i in range(n)]
-
-
 ADAPTERS: dict[str, dict[str, Any]] = {
     # MPT (MosaicML): ALiBi, no biases anywhere, LayerNorms without bias, GELU MLP, tied embeddings.
     # transformers builds neither the learned position table nor q/k LayerNorms (attn_config is not read
     # beyond the softmax scale and clip_qkv, which have no parameters).
     "mpt": dict(
-        norm="layer",
-        norm_bias=False,
-        ffn="mlp",
-        position="alibi",
-        **_attn_bias(False),
-        ffn_bias=False,
-        activation="gelu",
-        prepare=_mpt_widths,
+        GPT_LIKE, norm_bias=False, position="alibi", **_all_bias(False), activation="gelu", prepare=_mpt_widths
     ),
     # BioGPT (Microsoft): GPT-2-like pre-LN with biases, OPT-style learned positions (2 extra rows), token
     # embeddings scaled by sqrt(d) when scale_embedding (modeling_biogpt.py)
     "biogpt": dict(
-        norm="layer",
-        ffn="mlp",
-        position="learned",
-        position_offset=2,
-        **_attn_bias(True),
-        ffn_bias=True,
-        activation="gelu",
-        embedding_scale=_k("scale_embedding", True),
+        GPT_LIKE, position="learned", position_offset=2, activation="gelu", embedding_scale=_k("scale_embedding", True)
     ),
     # GPT-NeoX-Japanese (ABEJA): sequential pre-LN blocks, fused bias-free QKV, rotary over
     # partial_rotary_factor of each head, bias-free MLP of hidden_size · intermediate_multiple_size, and a
     # bias on the attention output of the last layer only (``dense_bias``)
     "gpt_neox_japanese": dict(
-        norm="layer",
-        ffn="mlp",
+        GPT_LIKE,
         position="rotary",
-        **_attn_bias(False),
-        ffn_bias=False,
+        **_all_bias(False),
         activation="gelu",
         last_o_bias=True,
         prepare=_neox_japanese_widths,
@@ -84,11 +70,8 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # encoder (vision_config) and a projection into the text width; the encoder and projection are counted as
     # towers (model/towers.py), the stages analyse the text decoder (the image tokens' prefix is not modelled)
     "git": dict(
-        norm="layer",
-        ffn="mlp",
+        GPT_LIKE,
         position="learned",
-        **_attn_bias(True),
-        ffn_bias=True,
         activation="gelu",
         embedding_norm=True,
         final_norm=False,
@@ -101,12 +84,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # optional embedding LayerNorm and sqrt(d) scale, no final norm, tied output projection. Analysed as an
     # encoder-decoder whose encoder is external: prompt = the image's patch positions, cross-attended
     "trocr": dict(
-        norm="layer",
-        ffn="mlp",
+        GPT_LIKE,
         position=lambda c: "learned" if c.get("use_learned_position_embeddings", True) else "sinusoidal",
         position_offset=2,
-        **_attn_bias(True),
-        ffn_bias=True,
         activation="gelu",
         norms_per_layer=3,
         embedding_norm=_k("layernorm_embedding", True),
@@ -118,15 +98,11 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # Flint: Llama-like attention with per-head q/k RMSNorms and learned sink logits, sliding and full layers
     # (layer_types), Qwen2-MoE-style sparse layers whose shared expert has no gate (modeling_flint.py)
     "flint": dict(
-        LLAMA_LIKE,
-        **_attn_bias(_k("attention_bias", False)),
-        ffn_bias=False,
-        qk_norm="head",
+        LLAMA_QK_NORM,
         attn_sinks=True,
-        moe=dict(
-            experts="num_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
+        moe=moe_keys(
+            "num_experts",
+            "moe_intermediate_size",
             shared_width="shared_expert_intermediate_size",
             layers=_qwen_moe_layers,
         ),

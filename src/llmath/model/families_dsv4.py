@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _mlp_layer_types
+from llmath.model.family_facts import LLAMA_NO_BIAS, _dense_prefix, _mlp_types_else, moe_keys
 from llmath.model.spec import CompressedSpec
 
 _KINDS = {"sliding_attention": "", "compressed_sparse_attention": "csa", "heavily_compressed_attention": "hca"}
@@ -81,20 +81,10 @@ def _dsv4_fields(cfg: Mapping[str, Any], n: int) -> dict[str, Any]:
     )
 
 
-_SHARED_ONE = dict(
-    experts="n_routed_experts", top_k="num_experts_per_tok", d_ff="moe_intermediate_size",
-    shared_width="moe_intermediate_size",
-)  # fmt: skip
+_SHARED_ONE = moe_keys("n_routed_experts", "moe_intermediate_size", shared_width="moe_intermediate_size")
 
 ADAPTERS: dict[str, dict[str, Any]] = {
-    "deepseek_v4": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
-        ffn_keys=("moe_intermediate_size",),
-        moe=_SHARED_ONE,
-        fields=_dsv4_fields,
-    ),  # fmt: skip
+    "deepseek_v4": dict(LLAMA_NO_BIAS, ffn_keys=("moe_intermediate_size",), moe=_SHARED_ONE, fields=_dsv4_fields),
 }
 
 
@@ -103,13 +93,6 @@ def _hy_indexer(cfg: Mapping[str, Any], n: int) -> list[bool]:
     from layer 1 run their own indexer, the others reuse the last top-k (configuration_hy_v4.py)."""
     types = cfg.get("indexer_types") or ["full" if i == 0 or (i - 1) % 4 == 0 else "shared" for i in range(n)]
     return [t != "shared" for t in types[:n]]
-
-
-def _hy_mlp(cfg: Mapping[str, Any], n: int) -> list[bool]:
-    """``mlp_layer_types`` ("dense" / "sparse"), else one dense layer, then MoE (configuration_hy_v4.py)."""
-    if cfg.get("mlp_layer_types") is None:
-        return [i >= 1 for i in range(n)]
-    return _mlp_layer_types(cfg, n)
 
 
 def _hy_fields(cfg: Mapping[str, Any], n: int) -> dict[str, Any]:
@@ -122,22 +105,20 @@ ADAPTERS.update(
         # HY-V4 (Tencent Hy4): GLM-5's MLA + DSA (shared top-k layers) with a learned sink per head, a sigmoid
         # output gate per channel (gate_proj D -> N·v_head_dim), DeepSeek-style MoE after one dense layer, and
         # independent hyper-connections of hc_mult streams (modeling_hy_v4.py HYV4Attention, HYV4HyperConnection)
+        # MoE layers: ``mlp_layer_types``, else one dense layer, then MoE (configuration_hy_v4.py)
         "hy_v4": dict(
-            LLAMA_LIKE,
-            **_attn_bias(False),
-            ffn_bias=False,
+            LLAMA_NO_BIAS,
             mla=True,
             dsa=True,
             attn_sinks=True,
             attn_gate="full",
             fields=_hy_fields,
-            moe=dict(
-                experts="n_routed_experts",
-                top_k="num_experts_per_tok",
-                d_ff="moe_intermediate_size",
+            moe=moe_keys(
+                "n_routed_experts",
+                "moe_intermediate_size",
                 shared_count="n_shared_experts",
-                layers=_hy_mlp,
+                layers=_mlp_types_else(_dense_prefix(1)),
             ),
-        ),  # fmt: skip
+        ),
     }
 )

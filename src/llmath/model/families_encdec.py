@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import _attn_bias, _k
+from llmath.model.family_facts import GPT_LIKE, _k
 
 
 def decoder_alone(cfg: Mapping[str, Any]) -> bool:
@@ -51,12 +51,9 @@ def external_whisper_encoder(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 BART_LIKE: dict[str, Any] = dict(
-    norm="layer",
-    ffn="mlp",
+    GPT_LIKE,
     position="learned",
     position_offset=2,
-    **_attn_bias(True),
-    ffn_bias=True,
     norms_per_layer=3,
     encdec="bart",
     activation="gelu",

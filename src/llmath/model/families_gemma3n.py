@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_LIKE
+from llmath.model.family_facts import GEMMA3_LIKE
 
 
 def kv_shared_layers(cfg: Mapping[str, Any], n_layers: int) -> tuple[bool, ...]:
@@ -75,16 +75,5 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # Gemma 3n's language model (modeling_gemma3n.py): Gemma 3's layer (four norms, q/k norms per head, a v norm
     # without weight, GELU-tanh gated FFN, embeddings × √D, final soft-capping) inside AltUp, with LAuReL beside
     # attention, per-layer embeddings, KV sharing (ops/altup.py, ops/per_layer.py, ops/attention.py)
-    "gemma3n_text": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        embedding_scale=True,
-        norms_per_layer=4,
-        qk_norm="head",
-        activation="gelu_tanh",
-        softcap=True,
-        windows=_types,
-        d_ff=_d_ff,
-        mixers=gemma3n_layers,
-    ),
+    "gemma3n_text": dict(GEMMA3_LIKE, windows=_types, d_ff=_d_ff, mixers=gemma3n_layers),
 }

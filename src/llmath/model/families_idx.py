@@ -10,7 +10,7 @@ from typing import Any
 
 from llmath.errors import ConfigError
 from llmath.model.families_moe import _deepseek_moe
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _mlp_layer_types
+from llmath.model.family_facts import LLAMA_LIKE, LLAMA_NO_BIAS, _mlp_layer_types, moe_keys
 from llmath.model.spec import BlockIndexSpec, MLASpec
 
 
@@ -181,13 +181,12 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         attn_gate="head",
         prepare=_dots3_prepare,
         fields=_dots3_fields,
-        moe=dict(
-            experts="n_routed_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
+        moe=moe_keys(
+            "n_routed_experts",
+            "moe_intermediate_size",
             shared_width="shared_experts_intermediate_size",
             shared_count="n_shared_experts",
-            layers=lambda c, n: _mlp_layer_types(c, n),
+            layers=_mlp_layer_types,
         ),
     ),
     # MiniMax-M3 (MiniMaxAI) language model: GQA with per-head (Gemma-style) q/k RMSNorms and partial rotary; on
@@ -195,19 +194,13 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # sigmoid-routed SwiGLU-OAI experts plus one shared expert (shared_intermediate_size), dense layers of
     # dense_intermediate_size; no bias (modeling_minimax_m3_vl.py MiniMaxM3VLAttention, MiniMaxM3VLSparseMoeBlock)
     "minimax_m3_vl_text": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
+        LLAMA_NO_BIAS,
         qk_norm="head",
         prepare=_m3_prepare,
         fields=_m3_fields,
         ffn_keys=("dense_intermediate_size",),
-        moe=dict(
-            experts="num_local_experts",
-            top_k="num_experts_per_tok",
-            d_ff="intermediate_size",
-            shared_width="shared_intermediate_size",
-            layers=lambda c, n: _mlp_layer_types(c, n),
+        moe=moe_keys(
+            "num_local_experts", "intermediate_size", shared_width="shared_intermediate_size", layers=_mlp_layer_types
         ),
     ),
 }

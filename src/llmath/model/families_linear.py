@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _mlp_layer_types
+from llmath.model.family_facts import LLAMA_NO_BIAS, LLAMA_QK_NORM, _dense_prefix, _mlp_types_else, moe_keys
 from llmath.model.spec import MixerSpec
 
 Getter = Callable[..., int]
@@ -87,12 +87,10 @@ def _dense_first(default: int) -> Callable[[Mapping[str, Any], int], list[bool]]
     default: 1 for Kimi-Linear, 2 for Ling hybrid)."""
 
     def layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
-        if cfg.get("mlp_layer_types"):
-            return _mlp_layer_types(cfg, n)
         first = cfg.get("first_k_dense_replace")
-        return [i >= (default if first is None else first) for i in range(n)]
+        return _dense_prefix(default if first is None else first)(cfg, n)
 
-    return layers
+    return _mlp_types_else(layers)
 
 
 def bailing_hybrid(cfg: Mapping[str, Any], get: Getter, n: int) -> Mixers:
@@ -118,11 +116,11 @@ def minimax(cfg: Mapping[str, Any], get: Getter, n: int) -> Mixers:
     return mixer, _kinds(cfg, n, "lightning", lambda i: i % 2 == 0)
 
 
-_QWEN_NEXT = dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", attn_gate="full", mixers=qwen3_next)
-_KDA_MOE = dict(
-    experts=("num_experts", "num_local_experts"),
+_QWEN_NEXT = dict(LLAMA_QK_NORM, attn_gate="full", mixers=qwen3_next)
+_KDA_MOE = moe_keys(
+    ("num_experts", "num_local_experts"),
+    "moe_intermediate_size",
     top_k=("num_experts_per_token", "num_experts_per_tok"),
-    d_ff="moe_intermediate_size",
     shared_count=("num_shared_experts", "n_shared_experts"),
 )
 
@@ -131,11 +129,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "qwen3_5_text": _QWEN_NEXT,
     # every Qwen3.5-MoE layer is sparse and the file has no dense width: the expert width stands in (unused)
     "qwen3_5_moe_text": dict(_QWEN_NEXT, moe="qwen2_moe", ffn_keys=("intermediate_size", "moe_intermediate_size")),
-    "olmo_hybrid": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="full", mixers=olmo_hybrid),
+    "olmo_hybrid": dict(LLAMA_NO_BIAS, qk_norm="full", mixers=olmo_hybrid),
     "kimi_linear": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
+        LLAMA_NO_BIAS,
         mla=True,
         position="none",
         moe=dict(_KDA_MOE, layers=_dense_first(1)),
@@ -150,13 +146,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         },
     ),  # fmt: skip
     "bailing_hybrid": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
-        mla=True,
-        attn_gate="head",
-        moe=dict(_KDA_MOE, layers=_dense_first(2)),
-        mixers=bailing_hybrid,
-    ),  # fmt: skip
-    "minimax": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, moe="mixtral", mixers=minimax),
+        LLAMA_NO_BIAS, mla=True, attn_gate="head", moe=dict(_KDA_MOE, layers=_dense_first(2)), mixers=bailing_hybrid
+    ),
+    "minimax": dict(LLAMA_NO_BIAS, moe="mixtral", mixers=minimax),
 }

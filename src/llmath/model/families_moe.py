@@ -7,7 +7,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _k, _mlp_layer_types
+from llmath.model.family_facts import (
+    COHERE_LIKE,
+    LLAMA_LIKE,
+    LLAMA_NO_BIAS,
+    _attn_bias,
+    _dense_prefix,
+    _mlp_types_else,
+    moe_keys,
+)
 
 
 def _dots1_types(cfg: Mapping[str, Any], n: int) -> list[str]:
@@ -24,23 +32,17 @@ def _dense_first(default_k: int):
     == 0 (configuration_axk1.py; configuration_glm_moe_dsa.py, whose hub files give moe_layer_freq 1)."""
 
     def layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
-        if cfg.get("mlp_layer_types") is not None:
-            return _mlp_layer_types(cfg, n)
         k = cfg.get("first_k_dense_replace")
         k, freq = default_k if k is None else int(k), cfg.get("moe_layer_freq")
         freq = freq if isinstance(freq, int) and freq > 0 else 1
         return [i >= k and i % freq == 0 for i in range(n)]
 
-    return layers
+    return _mlp_types_else(layers)
 
 
 def _deepseek_moe(default_k: int) -> dict[str, Any]:
-    return dict(
-        experts="n_routed_experts",
-        top_k="num_experts_per_tok",
-        d_ff="moe_intermediate_size",
-        shared_count="n_shared_experts",
-        layers=_dense_first(default_k),
+    return moe_keys(
+        "n_routed_experts", "moe_intermediate_size", shared_count="n_shared_experts", layers=_dense_first(default_k)
     )
 
 
@@ -50,13 +52,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "dots1": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", moe="deepseek", windows=_dots1_types),
     # A.X K1 (SK Telecom): DeepSeek-V3 (MLA + MoE) with an RMSNorm on each MoE block's output
     # (modeling_axk1.py AXK1MoE.post_mlp_layernorm)
-    "axk1": dict(
-        LLAMA_LIKE,
-        **_attn_bias(_k("attention_bias", False)),
-        ffn_bias=False,
-        mla=True,
-        moe=dict(_deepseek_moe(1), output_norm=True),
-    ),
+    "axk1": dict(LLAMA_LIKE, ffn_bias=False, mla=True, moe=dict(_deepseek_moe(1), output_norm=True)),
 }
 
 
@@ -86,12 +82,9 @@ def _cohere2_moe_types(cfg: Mapping[str, Any], n: int) -> list[str]:
     return ["sliding_attention" if x else "full_attention" for x in slide]
 
 
-def _cohere2_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
-    """``mlp_layer_types``, else dense for the first ``first_k_dense_replace`` layers."""
-    if cfg.get("mlp_layer_types") is not None:
-        return _mlp_layer_types(cfg, n)
-    k = int(cfg.get("first_k_dense_replace") or 0)
-    return [i >= k for i in range(n)]
+def _cohere2_dense_prefix(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """Dense for the first ``first_k_dense_replace`` layers."""
+    return _dense_prefix(int(cfg.get("first_k_dense_replace") or 0))(cfg, n)
 
 
 def _mimo_types(cfg: Mapping[str, Any], n: int) -> list[str]:
@@ -102,11 +95,9 @@ def _mimo_types(cfg: Mapping[str, Any], n: int) -> list[str]:
     return types
 
 
-def _mimo_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
-    """``mlp_layer_types``, else layer 0 dense and the rest MoE (the config class's derivation; the hub file's
-    ``moe_layer_freq`` flags must agree)."""
-    if cfg.get("mlp_layer_types") is not None:
-        return _mlp_layer_types(cfg, n)
+def _mimo_dense_first(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """Layer 0 dense and the rest MoE (the config class's derivation; the hub file's ``moe_layer_freq`` flags
+    must agree)."""
     layers = [i > 0 for i in range(n)]
     _mimo_agree(cfg, "moe_layer_freq", layers)
     return layers
@@ -143,13 +134,18 @@ def _afmoe_types(cfg: Mapping[str, Any], n: int) -> list[str]:
     return ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n)]
 
 
+# DBRX's ffn_config keys (configuration_dbrx.py defaults) -> the keys of Mixtral's MoE, which its experts are
+_DBRX_FFN = {"ffn_hidden_size": ("intermediate_size", 3584), "moe_num_experts": ("num_local_experts", 4),
+             "moe_top_k": ("num_experts_per_tok", 1)}  # fmt: skip
+
+
 def _dbrx_flatten(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """DBRX keeps the K/V heads in ``attn_config`` and the expert sizes in ``ffn_config``: lift them to the
-    top level (the config class's defaults where a sub-config leaves them out: configuration_dbrx.py)."""
+    top level under Mixtral's names (the config class's defaults where a sub-config leaves them out)."""
     attn, ffn = cfg.get("attn_config") or {}, cfg.get("ffn_config") or {}
     out = dict(cfg, num_key_value_heads=attn.get("kv_n_heads", 1))
-    for key, default in (("ffn_hidden_size", 3584), ("moe_num_experts", 4), ("moe_top_k", 1)):
-        out[key] = ffn.get(key, default)
+    for key, (name, default) in _DBRX_FFN.items():
+        out[name] = ffn.get(key, default)
     return out
 
 
@@ -179,12 +175,11 @@ ADAPTERS.update(
             attn_gate_per_head=lambda c: c.get("gating", True) is True or c.get("gating") == "per-head",
             prepare=_laguna_heads,
             windows=lambda c, n: ["full_attention"] * n,
-            moe=dict(
-                experts="num_experts",
-                top_k="num_experts_per_tok",
-                d_ff="moe_intermediate_size",
+            moe=moe_keys(
+                "num_experts",
+                "moe_intermediate_size",
                 shared_width="shared_expert_intermediate_size",
-                layers=lambda c, n: _mlp_layer_types(c, n) if c.get("mlp_layer_types") else [i > 0 for i in range(n)],
+                layers=_mlp_types_else(_dense_prefix(1)),
                 router_score_bias=True,
             ),
         ),
@@ -194,28 +189,14 @@ ADAPTERS.update(
         # after it (modeling_jetmoe.py JetMoeMoA, JetMoeMoE)
         "jetmoe": dict(
             LLAMA_LIKE,
-            q_bias=False,
-            k_bias=False,
-            v_bias=False,
-            o_bias=True,
+            **_attn_bias(False, o=True),
             ffn_bias=False,
             attn_experts=True,
-            moe=dict(
-                experts="num_local_experts", top_k="num_experts_per_tok", d_ff="intermediate_size", output_bias=True
-            ),
+            moe=moe_keys("num_local_experts", "intermediate_size", output_bias=True),
         ),
         # DBRX (Databricks): LayerNorms without bias, one fused Wqkv (counted as q, k, v), 16 experts top-4
         # with no shared expert (modeling_dbrx.py)
-        "dbrx": dict(
-            LLAMA_LIKE,
-            norm="layer",
-            norm_bias=False,
-            **_attn_bias(False),
-            ffn_bias=False,
-            prepare=_dbrx_flatten,
-            ffn_keys=("ffn_hidden_size",),
-            moe=dict(experts="moe_num_experts", top_k="moe_top_k", d_ff="ffn_hidden_size"),
-        ),
+        "dbrx": dict(LLAMA_NO_BIAS, norm="layer", norm_bias=False, prepare=_dbrx_flatten, moe="mixtral"),
         # AFMoE (Arcee Trinity): per-head q/k norms, a sigmoid output gate on attention, four norms per layer,
         # the first num_dense_layers dense, then sigmoid-routed experts (learned expert_bias: a parameter in
         # transformers, requires_grad=False) plus num_shared_experts shared ones (modeling_afmoe.py)
@@ -226,12 +207,11 @@ ADAPTERS.update(
             attn_out_gate=True,
             norms_per_layer=4,
             windows=_afmoe_types,
-            moe=dict(
-                experts="num_experts",
-                top_k="num_experts_per_tok",
-                d_ff="moe_intermediate_size",
+            moe=moe_keys(
+                "num_experts",
+                "moe_intermediate_size",
                 shared_count="num_shared_experts",
-                layers=lambda c, n: [i >= int(c.get("num_dense_layers") or 0) for i in range(n)],
+                layers=lambda c, n: _dense_prefix(int(c.get("num_dense_layers") or 0))(c, n),
                 router_score_bias=True,
             ),
         ),
@@ -245,41 +225,29 @@ ADAPTERS.update(
             window_sinks_only=True,
             windows=_mimo_types,
             fields=_mimo_fields,
-            moe=dict(
-                experts="n_routed_experts",
-                top_k="num_experts_per_tok",
-                d_ff="moe_intermediate_size",
-                layers=_mimo_moe_layers,
-            ),
+            moe=moe_keys("n_routed_experts", "moe_intermediate_size", layers=_mlp_types_else(_mimo_dense_first)),
         ),
         # Command A MoE (Cohere): Cohere2's parallel block (one norm: RMSNorm when rms_norm_eps is set, else a
         # LayerNorm without bias) with routed experts of intermediate_size, num_shared_experts shared ones
         # of that width (summed or averaged with the routed output), and dense prefix layers of
         # prefix_dense_intermediate_size (modeling_cohere2_moe.py)
         "cohere2_moe": dict(
-            LLAMA_LIKE,
+            COHERE_LIKE,
             norm=lambda c: "rms" if c.get("rms_norm_eps") is not None else "layer",
-            norm_bias=False,
-            parallel=True,
-            norms_per_layer=1,
-            ffn_bias=False,
             ffn_keys=("prefix_dense_intermediate_size",),
             ffn_default=0,
             windows=_cohere2_moe_types,
-            moe=dict(
-                experts="num_experts",
-                top_k="num_experts_per_tok",
-                d_ff="intermediate_size",
+            moe=moe_keys(
+                "num_experts",
+                "intermediate_size",
                 shared_count="num_shared_experts",
-                layers=_cohere2_moe_layers,
+                layers=_mlp_types_else(_cohere2_dense_prefix),
             ),
         ),
         # GLM-5 (zai-org): DeepSeek-V3.2's MLA + DSA + MoE; layers marked "shared" in indexer_types reuse the
         # previous indexer layer's top-k (modeling_glm_moe_dsa.py GlmMoeDsaAttention.skip_topk)
         "glm_moe_dsa": dict(
-            LLAMA_LIKE,
-            **_attn_bias(False),
-            ffn_bias=False,
+            LLAMA_NO_BIAS,
             mla=True,
             dsa=True,
             fields=lambda c, n: dict(layer_indexer=tuple(_glm_dsa_indexer(c, n))),
@@ -305,16 +273,14 @@ ADAPTERS.update(
         # e_score_correction_bias is a buffer (modeling_longcat_flash.py LongcatFlashDecoderLayer,
         # LongcatFlashTopkRouter, LongcatFlashExperts)
         "longcat_flash": dict(
-            LLAMA_LIKE,
-            **_attn_bias(False),
-            ffn_bias=False,
+            LLAMA_NO_BIAS,
             mla=True,
             prepare=_longcat_sublayers,
             ffn_keys=("ffn_hidden_size",),
-            moe=dict(
-                experts="n_routed_experts",
+            moe=moe_keys(
+                "n_routed_experts",
+                "expert_ffn_hidden_size",
                 top_k="moe_topk",
-                d_ff="expert_ffn_hidden_size",
                 shared_width="ffn_hidden_size",
                 zero_experts="zero_expert_num",
                 layers=lambda c, n: [i % 2 == 0 for i in range(n)],

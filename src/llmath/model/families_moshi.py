@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias
+from llmath.model.family_facts import LLAMA_NO_BIAS
 
 ADAPTERS: dict[str, dict[str, Any]] = {
     # Moshi (Kyutai): MoshiForCausalLM is the temporal transformer with its text head only (modeling_moshi.py);
@@ -15,9 +15,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # a gated FFN whose fc1 is gate and up fused (ffn_dim = 2 × the hidden width), a token table of
     # vocab_size + 1 rows, every layer's cache a sliding window of sliding_window
     "moshi": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
+        LLAMA_NO_BIAS,
         d_ff=lambda cfg: int(cfg["ffn_dim"]) // 2,
         fields=lambda cfg, n: dict(extra_token_rows=1),
         towers=True,  # the depth decoder and Mimi: named in towers_not_counted, with the report's note

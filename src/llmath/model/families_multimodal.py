@@ -9,12 +9,7 @@ from typing import Any
 
 from llmath.errors import ConfigError
 from llmath.model.families_gemma3n import kv_shared_layers
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias
-
-# Qwen2 / Qwen3 language models as the Qwen-VL wrappers build them (multimodal rotary positions: the same
-# weights and products as the text families' rows)
-_QWEN2 = dict(LLAMA_LIKE, q_bias=True, k_bias=True, v_bias=True, o_bias=False, ffn_bias=False, windows="from_layer")
-_QWEN3 = dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", windows="from_layer")
+from llmath.model.family_facts import GEMMA3_LIKE, LLAMA_LIKE, LLAMA_NO_BIAS, QWEN2_LIKE, QWEN3_LIKE, moe_keys
 
 
 def _full_layers(cfg: Mapping[str, Any], n_layers: int) -> set[int]:
@@ -84,41 +79,30 @@ def _gemma4_moe_layers(cfg: Mapping[str, Any], n_layers: int) -> list[bool]:
 
 
 ADAPTERS: dict[str, dict[str, Any]] = {
-    "qwen2_vl_text": _QWEN2,
-    "qwen2_5_vl_text": _QWEN2,
-    "qwen3_vl_text": _QWEN3,
-    "qwen3_vl_moe_text": dict(_QWEN3, moe="qwen3_moe"),
+    # Qwen2 / Qwen3 language models as the Qwen-VL wrappers build them (multimodal rotary positions: the same
+    # weights and products as the text families' rows)
+    "qwen2_vl_text": QWEN2_LIKE,
+    "qwen2_5_vl_text": QWEN2_LIKE,
+    "qwen3_vl_text": QWEN3_LIKE,
+    "qwen3_vl_moe_text": dict(QWEN3_LIKE, moe="qwen3_moe"),
     # Aria's language model: every layer a MoE of SiLU-gated experts of intermediate_size plus
     # moe_num_shared_experts shared experts fused into one FFN (modeling_aria.py AriaTextMoELayer)
     "aria_text": dict(
-        LLAMA_LIKE,
-        **_attn_bias(False),
-        ffn_bias=False,
-        moe=dict(
-            experts="moe_num_experts",
-            top_k="moe_topk",
-            d_ff="intermediate_size",
-            shared_count="moe_num_shared_experts",
-        ),
+        LLAMA_NO_BIAS,
+        moe=moe_keys("moe_num_experts", "intermediate_size", top_k="moe_topk", shared_count="moe_num_shared_experts"),
     ),
     # Gemma 4's language model (modeling_gemma4.py): Gemma 3's layer (four norms, q/k norms per head, GELU-tanh
     # gated FFN, embeddings × √D, 5:1 sliding) with wider full-attention heads and per-layer embeddings
     # (gemma4_layers); its v_norm has no weight; KV sharing, k = v and the MoE beside the FFN (_gemma4_sharing).
     "gemma4_text": dict(
-        LLAMA_LIKE,
-        ffn_bias=False,
-        embedding_scale=True,
-        norms_per_layer=4,
-        qk_norm="head",
-        activation="gelu_tanh",
-        softcap=True,
+        GEMMA3_LIKE,
         windows="every",
         mixers=gemma4_layers,
-        moe=dict(experts="num_experts", top_k="top_k_experts", d_ff="moe_intermediate_size", layers=_gemma4_moe_layers),
+        moe=moe_keys("num_experts", "moe_intermediate_size", top_k="top_k_experts", layers=_gemma4_moe_layers),
     ),
     # Phi-4-multimodal: Phi-3's language model (fused qkv and gate_up, no biases) whose config also holds
     # the vision and audio towers' configs (model/towers_phi4mm.py counts them)
-    "phi4_multimodal": dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, towers=True),
+    "phi4_multimodal": dict(LLAMA_NO_BIAS, towers=True),
 }
 ADAPTERS["gemma4_unified_text"] = dict(ADAPTERS["gemma4_text"], mixers=partial(gemma4_layers, ple=False))
 # Emu3's language model (modeling_emu3.py Emu3Attention / Emu3MLP / Emu3RMSNorm): Llama's layers exactly; the

@@ -36,16 +36,14 @@ from dataclasses import replace
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import _attn_bias, _k
+from llmath.model.family_facts import GPT_LIKE, _all_bias, _k
 from llmath.model.spec import EncoderSpec, ModelSpec
 from llmath.model.towers_encodec import encodec_params
 
 DECODER: dict[str, Any] = dict(
-    norm="layer",
-    ffn="mlp",
+    GPT_LIKE,
     position="sinusoidal",
-    **_attn_bias(False),
-    ffn_bias=False,
+    **_all_bias(False),
     activation="gelu",
     norms_per_layer=3,
     embedding_scale=_k("scale_embedding", False),

@@ -7,20 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.model import recurrent_configs as rc
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _k
+from llmath.model.family_facts import LLAMA_NO_BIAS, _attn_bias, _k, moe_keys
 
-_LFM2 = dict(LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, qk_norm="head", mixers=rc.lfm2)
+_LFM2 = dict(LLAMA_NO_BIAS, qk_norm="head", mixers=rc.lfm2)
 
 ADAPTERS: dict[str, dict[str, Any]] = {
     # LFM2: per-head q/k RMSNorms in the attention layers, a SwiGLU FFN of the derived width everywhere
     "lfm2": dict(_LFM2, d_ff=rc.lfm2_ffn_width),
     # LFM2-MoE: sigmoid-routed experts after num_dense_layers dense layers (expert_bias is a buffer)
-    "lfm2_moe": dict(
-        _LFM2,
-        moe=dict(
-            experts="num_experts", top_k="num_experts_per_tok", d_ff="moe_intermediate_size", layers=rc.lfm2_moe_layers
-        ),
-    ),  # fmt: skip
+    "lfm2_moe": dict(_LFM2, moe=moe_keys("num_experts", "moe_intermediate_size", layers=rc.lfm2_moe_layers)),
     # LFM3: LFM2's short convs (width conv_L_cache) among sliding- and full-attention layers (layer_types),
     # sandwich norms around mixer and FFN in every layer, a per-head sigmoid gate on the attention output;
     # the FFN width is intermediate_size as is. (Full-attention layers rotate half of each head: rotary

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.model import mixer_configs
-from llmath.model.family_facts import LLAMA_LIKE, _attn_bias, _k
+from llmath.model.family_facts import LLAMA_LIKE, LLAMA_NO_BIAS, _attn_bias, _k, moe_keys
 
 ADAPTERS: dict[str, dict[str, Any]] = {
     # Nemotron-H (NVIDIA, arXiv:2504.03624): squared-ReLU MLPs, NoPE attention, no biases but the file's;
@@ -23,10 +23,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         position="none",
         norms_per_layer=1,
         prepare=mixer_configs.nemotron_h_prepare,
-        moe=dict(
-            experts="n_routed_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
+        moe=moe_keys(
+            "n_routed_experts",
+            "moe_intermediate_size",
             shared_width="moe_shared_expert_intermediate_size",
             shared_bias="mlp_bias",
             layers=mixer_configs.nemotron_h_moe_layers,
@@ -35,17 +34,10 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         mixers=mixer_configs.nemotron_h,
     ),
     # Falcon-H1 (TII, arXiv:2507.22448): attention ∥ Mamba-2 then a gated MLP in every layer; µP multipliers
-    "falcon_h1": dict(
-        LLAMA_LIKE,
-        **_attn_bias(_k("attention_bias", False)),
-        ffn_bias=_k("mlp_bias", False),
-        mixers=mixer_configs.falcon_h1,
-    ),
+    "falcon_h1": dict(LLAMA_LIKE, mixers=mixer_configs.falcon_h1),
     # Zamba (Zyphra, arXiv:2405.16712) and Zamba2 (arXiv:2411.15242): Mamba layers; "hybrid" layers first run a
     # transformer block shared across them (ops/shared_block.py); no positions but Zamba2's optional rotary
-    "zamba": dict(
-        LLAMA_LIKE, **_attn_bias(False), ffn_bias=False, position="none", norms_per_layer=1, mixers=mixer_configs.zamba
-    ),
+    "zamba": dict(LLAMA_NO_BIAS, position="none", norms_per_layer=1, mixers=mixer_configs.zamba),
     "zamba2": dict(
         LLAMA_LIKE,
         **_attn_bias(False),

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_LIKE, _k
+from llmath.model.family_facts import LLAMA_LIKE, _k, moe_keys
 
 ZAYA_TYPES = {"hybrid": "full_attention", "hybrid_sliding": "sliding_attention"}
 
@@ -54,11 +54,6 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         prepare=_zaya_prepare,
         ffn_keys=("moe_intermediate_size",),
         fields=_zaya_fields,
-        moe=dict(
-            experts="num_experts",
-            top_k="num_experts_per_tok",
-            d_ff="moe_intermediate_size",
-            router_mlp="router_hidden_size",
-        ),
+        moe=moe_keys("num_experts", "moe_intermediate_size", router_mlp="router_hidden_size"),
     ),
 }

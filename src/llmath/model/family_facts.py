@@ -1,12 +1,15 @@
 """Facts shared by the adapter tables of :mod:`llmath.model.families`: how a family reads a yes/no fact
 from its config (``_k``), derives its sliding-window ``layer_types`` and MoE layers the way its transformers
-config class does, the Llama-like base row, and the per-model_type data (tied-embedding defaults of the
-config classes, encoders, aliases, architecture names)."""
+config class does, the MoE key tables several families share (:data:`MOE_KINDS`, :func:`moe_keys`), the base
+rows a row states its differences from (``LLAMA_LIKE``, ``QWEN3_LIKE``, ``GPT_LIKE``, ...), and the per-model_type
+data (tied-embedding defaults of the config classes, encoders, aliases, architecture names)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from llmath.errors import ConfigError
 
 # Values of a table row are constants, or ("key", default) to read a bool from the config, or a callable(cfg).
 
@@ -15,9 +18,24 @@ def _k(name: str, default: Any) -> tuple[str, Any]:
     return (name, default)
 
 
-def _attn_bias(value: Any) -> dict[str, Any]:
-    """The same bias fact for the q, k, v and o projections."""
-    return dict(q_bias=value, k_bias=value, v_bias=value, o_bias=value)
+_SAME = object()
+
+
+def _attn_bias(value: Any, o: Any = _SAME) -> dict[str, Any]:
+    """The same bias fact for the q, k and v projections, and for o unless ``o`` states its own."""
+    return dict(q_bias=value, k_bias=value, v_bias=value, o_bias=value if o is _SAME else o)
+
+
+def _all_bias(value: Any) -> dict[str, Any]:
+    """The same bias fact for every projection: q, k, v, o and the FFN's."""
+    return dict(_attn_bias(value), ffn_bias=value)
+
+
+def moe_keys(experts: Any, d_ff: str, top_k: Any = "num_experts_per_tok", **facts: Any) -> dict[str, Any]:
+    """A table's ``moe`` entry: the config keys of the routed expert count, each expert's width and the top-k
+    (``num_experts_per_tok`` unless the family names another), plus the optional ``facts`` that
+    :func:`llmath.model.hf._moe_from_keys` reads (``shared_width``, ``shared_count``, ``layers``, ...)."""
+    return dict(experts=experts, top_k=top_k, d_ff=d_ff, **facts)
 
 
 def _falcon_kv_heads(cfg: Mapping[str, Any], n_heads: int) -> int:
@@ -83,6 +101,73 @@ def _mlp_layer_types(cfg: Mapping[str, Any], n: int) -> list[bool]:
     return [t == "sparse" for t in types[:n]]
 
 
+LayerRule = Callable[[Mapping[str, Any], int], list[bool]]
+
+
+def _mlp_types_else(rule: LayerRule) -> LayerRule:
+    """MoE layers per the file's ``mlp_layer_types``, else as ``rule`` derives them (the config class's own
+    derivation when the file leaves the list out)."""
+
+    def layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+        return _mlp_layer_types(cfg, n) if cfg.get("mlp_layer_types") is not None else list(rule(cfg, n))
+
+    return layers
+
+
+def _dense_prefix(k: int) -> LayerRule:
+    """The first ``k`` layers dense, the rest MoE."""
+    return lambda cfg, n: [i >= k for i in range(n)]
+
+
+def _qwen_moe_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """MoE in every ``decoder_sparse_step``-th layer except ``mlp_only_layers`` (Qwen2-MoE's rule, Flint's too:
+    configuration_qwen2_moe.py, configuration_flint.py)."""
+    step, dense = int(cfg.get("decoder_sparse_step") or 1), set(cfg.get("mlp_only_layers") or [])
+    return [i not in dense and (i + 1) % step == 0 for i in range(n)]
+
+
+def _qwen_expert_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """Qwen2-MoE / Qwen3-MoE: :func:`_qwen_moe_layers`, and none when ``num_experts`` is 0."""
+    experts = cfg.get("num_experts", cfg.get("num_local_experts"))
+    return [x and experts != 0 for x in _qwen_moe_layers(cfg, n)]
+
+
+def _deepseek_layers(cfg: Mapping[str, Any], n: int) -> list[bool]:
+    """DeepSeek-V2/V3: MoE from layer ``first_k_dense_replace`` (default 0) on, every ``moe_layer_freq``-th
+    (default 1) (configuration_deepseek_v3.py)."""
+    first, freq = cfg.get("first_k_dense_replace") or 0, cfg.get("moe_layer_freq") or 1
+    if not isinstance(freq, int):
+        raise ConfigError(f"moe_layer_freq={freq!r} must be an integer for a DeepSeek MoE (every k-th layer MoE)")
+    return [i >= first and i % freq == 0 for i in range(n)]
+
+
+#: MoE key tables that several families share, named by the family that introduced them; a table's ``moe``
+#: is one of these names or its own :func:`moe_keys`.
+MOE_KINDS: dict[str, dict[str, Any]] = {
+    "mixtral": moe_keys(("num_local_experts", "num_experts"), "intermediate_size"),
+    # the shared expert behind a sigmoid gate (modeling_qwen2_moe.py shared_expert_gate)
+    "qwen2_moe": moe_keys(
+        ("num_experts", "num_local_experts"),
+        "moe_intermediate_size",
+        shared_width="shared_expert_intermediate_size",
+        shared_gate=True,
+        layers=_qwen_expert_layers,
+    ),
+    "qwen3_moe": moe_keys(("num_experts", "num_local_experts"), "moe_intermediate_size", layers=_qwen_expert_layers),
+    "deepseek": moe_keys(
+        "n_routed_experts", "moe_intermediate_size", shared_count="n_shared_experts", layers=_deepseek_layers
+    ),
+    # biased router and experts (modeling_gpt_oss.py GptOssTopKRouter, GptOssExperts)
+    "gpt_oss": moe_keys(
+        ("num_local_experts", "num_experts"),
+        "intermediate_size",
+        top_k=("num_experts_per_tok", "experts_per_token"),
+        router_bias=True,
+        expert_bias=True,
+    ),
+}
+
+
 LLAMA_LIKE = dict(
     norm="rms",
     ffn="gated",
@@ -91,6 +176,24 @@ LLAMA_LIKE = dict(
     ffn_bias=_k("mlp_bias", False),
     norms_per_layer=2,
 )
+# Base rows that several families share; a row states what differs from its base.
+#: Llama's block without any bias (Mistral, Phi-3, DeepSeek, OLMoE, ...)
+LLAMA_NO_BIAS = dict(LLAMA_LIKE, **_all_bias(False))
+#: Qwen2's block: biased q/k/v, sliding layers from max_window_layers (configuration_qwen2.py)
+QWEN2_LIKE = dict(LLAMA_LIKE, **_attn_bias(True, o=False), ffn_bias=False, windows="from_layer")
+#: Llama's block with per-head q/k RMSNorms and no FFN bias (Qwen3, Hunyuan, ...)
+LLAMA_QK_NORM = dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head")
+#: Qwen3's block: sliding layers from max_window_layers
+QWEN3_LIKE = dict(LLAMA_QK_NORM, windows="from_layer")
+#: Gemma's block: embeddings × √D, GELU-tanh gated FFN without bias
+GEMMA_LIKE = dict(LLAMA_LIKE, ffn_bias=False, embedding_scale=True, activation="gelu_tanh")
+#: Gemma 2's: four norms per layer (sandwich) and logit soft-capping; Gemma 3's adds per-head q/k norms
+GEMMA2_LIKE = dict(GEMMA_LIKE, norms_per_layer=4, softcap=True)
+GEMMA3_LIKE = dict(GEMMA2_LIKE, qk_norm="head")
+#: Cohere's parallel block: one LayerNorm without bias feeds attention and the gated MLP
+COHERE_LIKE = dict(LLAMA_LIKE, norm="layer", norm_bias=False, parallel=True, norms_per_layer=1, ffn_bias=False)
+#: GPT-2-era blocks: LayerNorms and a plain MLP, biases everywhere
+GPT_LIKE = dict(norm="layer", ffn="mlp", **_all_bias(True))
 
 
 TIED_BY_DEFAULT = {

@@ -26,6 +26,7 @@ from llmath.model.family_facts import (
     ARCHITECTURE_TYPES,
     ENCODERS,
     MODEL_TYPE_ALIASES,
+    MOE_KINDS,
     TIED_BY_DEFAULT,
     _all_layers,
 )
@@ -124,10 +125,11 @@ def _layer_windows(
 
 
 def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: str):
-    """A MoE described by the config keys a family uses (the table's ``moe`` dict): ``experts``,
-    ``top_k``, ``d_ff`` (each routed expert's width), optionally ``shared_width`` (the shared FFN's
-    width) or ``shared_count`` (shared experts of width ``d_ff``; with ``shared_width``: of that width),
-    ``zero_experts`` (identity experts), and ``layers`` (cfg, n) -> MoE flags."""
+    """A MoE described by the config keys a family uses (the table's ``moe``: its own dict or a name in
+    :data:`~llmath.model.family_facts.MOE_KINDS`): ``experts``, ``top_k``, ``d_ff`` (each routed expert's
+    width), optionally ``shared_width`` (the shared FFN's width) or ``shared_count`` (shared experts of width
+    ``d_ff``; with ``shared_width``: of that width), ``zero_experts`` (identity experts), ``shared_gate``
+    (a gated shared expert), ``router_bias`` / ``expert_bias``, and ``layers`` (cfg, n) -> MoE flags."""
     per = _int(cfg, t["d_ff"], where=where)
     shared = 0
     if "shared_width" in t:
@@ -140,6 +142,9 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         top_k=_int(cfg, t["top_k"], where=where),
         d_ff_expert=per,
         d_ff_shared=shared,
+        shared_gate=bool(t.get("shared_gate", False)) and shared > 0,
+        router_bias=bool(t.get("router_bias", False)),
+        expert_bias=bool(t.get("expert_bias", False)),
         router_score_bias=bool(t.get("router_score_bias", False)),
         dense_eager=bool(t.get("dense_eager", False)),
         output_norm=bool(t.get("output_norm", False)),
@@ -153,60 +158,15 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
     return moe, tuple(bool(x) for x in layers)
 
 
-def _moe(kind: Any, cfg: Mapping[str, Any], n_layers: int, where: str) -> tuple[MoESpec, tuple[bool, ...]]:
-    if isinstance(kind, Mapping):
-        return _moe_from_keys(kind, cfg, n_layers, where)
-    if kind == "mixtral":
-        moe = MoESpec(
-            n_experts=_int(cfg, ("num_local_experts", "num_experts"), where=where),
-            top_k=_int(cfg, "num_experts_per_tok", where=where),
-            d_ff_expert=_int(cfg, "intermediate_size", where=where),
-        )
-        return moe, (True,) * n_layers
-    if kind in ("qwen2_moe", "qwen3_moe"):
-        shared = _int(cfg, "shared_expert_intermediate_size", 0, where=where) if kind == "qwen2_moe" else 0
-        moe = MoESpec(
-            n_experts=_int(cfg, ("num_experts", "num_local_experts"), where=where),
-            top_k=_int(cfg, "num_experts_per_tok", where=where),
-            d_ff_expert=_int(cfg, "moe_intermediate_size", where=where),
-            d_ff_shared=shared,
-            shared_gate=kind == "qwen2_moe" and shared > 0,
-        )
-        step = _int(cfg, "decoder_sparse_step", 1, where=where)
-        dense = set(cfg.get("mlp_only_layers") or [])
-        layers = tuple(i not in dense and moe.n_experts > 0 and (i + 1) % step == 0 for i in range(n_layers))
-        return moe, layers
-    if kind == "deepseek":
-        per = _int(cfg, "moe_intermediate_size", where=where)
-        moe = MoESpec(
-            n_experts=_int(cfg, "n_routed_experts", where=where),
-            top_k=_int(cfg, "num_experts_per_tok", where=where),
-            d_ff_expert=per,
-            d_ff_shared=per * _int(cfg, "n_shared_experts", 0, where=where),
-        )
-        first = _int(cfg, "first_k_dense_replace", 0, where=where)
-        freq = _int(cfg, "moe_layer_freq", 1, where=where)
-        return moe, tuple(i >= first and i % freq == 0 for i in range(n_layers))
-    if kind == "gpt_oss":
-        moe = MoESpec(
-            n_experts=_int(cfg, ("num_local_experts", "num_experts"), where=where),
-            top_k=_int(cfg, ("num_experts_per_tok", "experts_per_token"), where=where),
-            d_ff_expert=_int(cfg, "intermediate_size", where=where),
-            router_bias=True,
-            expert_bias=True,
-        )
-        return moe, (True,) * n_layers
-    raise AssertionError(kind)
-
-
 def _moe_layers(
     table: Mapping[str, Any], cfg: Mapping[str, Any], n_layers: int, where: str
 ) -> tuple[MoESpec | None, tuple[bool, ...]]:
     """The family's MoE spec and which layers use it (none when no layer does)."""
     kind = table.get("moe")
-    if not kind or (isinstance(kind, Mapping) and "layers" in kind and not any(kind["layers"](cfg, n_layers))):
+    keys = MOE_KINDS[kind] if isinstance(kind, str) else kind
+    if not keys or ("layers" in keys and not any(keys["layers"](cfg, n_layers))):
         return None, ()  # no MoE layer (Nemotron-H without E): its expert keys are not needed
-    moe, layers = _moe(table["moe"], cfg, n_layers, where)
+    moe, layers = _moe_from_keys(keys, cfg, n_layers, where)
     return (moe, layers) if any(layers) else (None, ())
 
 
@@ -348,38 +308,18 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
     tie = cfg.get("tie_word_embeddings")
     if tie is None:  # each transformers config class has its own default
         tie = model_type in TIED_BY_DEFAULT
-    return ModelSpec(
-        name=name,
-        model_type=model_type,
-        d_model=d,
-        vocab_size=vocab,
-        n_heads=n_heads,
-        n_kv_heads=n_kv,
-        head_dim=head_dim,
-        ffn=ffn,
-        norm=fact(table, cfg, "norm", "rms"),
-        position=position,
-        activation=activation,
-        attention="mla" if mla is not None else "mha",
-        mla=mla,
-        activation_params=int(table.get("activation_params", 0)),
-        moe=moe,
-        layer_moe=layer_moe,
-        layer_windows=_layer_windows(
-            cfg, table.get("windows", "all"), stacks["n_layers"], where, table.get("window_key", "sliding_window")
-        ),
-        norms_per_layer=norms,
-        max_positions=int(max_pos) if max_pos else None,
-        rotary_dim=derive.rotary_dim(cfg, position, head_dim, mla),
-        tie_embeddings=bool(tie),
-        parallel_block=parallel,
+    windows = table.get("windows", "all"), stacks["n_layers"], where, table.get("window_key", "sliding_window")
+    return ModelSpec(  # by concern: identity, widths, attention, FFN / MoE, norms and positions, the stacks
+        name=name, model_type=model_type, source=source, d_model=d, vocab_size=vocab, tie_embeddings=bool(tie),
+        n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim, hf_cache_kv_heads=hf_cache_kv, mla=mla,
+        attention="mla" if mla is not None else "mha", layer_windows=_layer_windows(cfg, *windows),
         attn_softcap=cfg.get("attn_logit_softcapping") if softcap else None,
-        final_softcap=cfg.get("final_logit_softcapping") if softcap else None,
-        hf_cache_kv_heads=hf_cache_kv,
-        source=source,
-        **stacks,
-        **derive.flags(table, cfg),
-    )
+        ffn=ffn, activation=activation, activation_params=int(table.get("activation_params", 0)), moe=moe,
+        layer_moe=layer_moe, final_softcap=cfg.get("final_logit_softcapping") if softcap else None,
+        norm=fact(table, cfg, "norm", "rms"), norms_per_layer=norms, parallel_block=parallel, position=position,
+        max_positions=int(max_pos) if max_pos else None, rotary_dim=derive.rotary_dim(cfg, position, head_dim, mla),
+        **stacks, **derive.flags(table, cfg),
+    )  # fmt: skip
 
 
 # Nemotron-H's default when its config.json omits the key: "float32" in transformers 5.23's NemotronHConfig

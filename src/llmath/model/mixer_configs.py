@@ -16,67 +16,75 @@ Getter = Callable[..., int]
 def mamba(cfg: Mapping[str, Any], get: Getter, **common: Any) -> ModelSpec:
     """Mamba-1 (``mamba``, ``falcon_mamba``): every layer is norm, mixer, residual; no attention, no FFN.
 
-    ``time_step_rank="auto"`` is ceil(hidden_size / 16), as ``MambaConfig`` resolves it. The attention
-    fields are placeholders (1): no layer attends.
+    ``time_step_rank="auto"`` is ceil(hidden_size / 16), as ``MambaConfig`` resolves it.
     """
     d = get("hidden_size")
-    n = get("num_hidden_layers")
     rank = cfg.get("time_step_rank")
     mixer = MixerSpec(
         kind="mamba",
         d_inner=get("intermediate_size", int(cfg.get("expand", 2) * d)),
-        d_state=get("state_size"),
-        d_conv=get("conv_kernel"),
         dt_rank=math.ceil(d / 16) if rank in (None, "auto") else get("time_step_rank"),
-        conv_bias=bool(cfg.get("use_conv_bias", True)),
-        proj_bias=bool(cfg.get("use_bias", False)),
+        **_ssm_keys(cfg, get),
     )
-    return ModelSpec(
-        d_model=d, n_layers=n, vocab_size=get("vocab_size"), n_heads=1, n_kv_heads=1, head_dim=1, d_ff=0,
-        ffn="mlp", norm="rms", position="none", mixer=mixer, layer_mixers=("mamba",) * n, mixer_ffn=False,
-        norms_per_layer=1, **common,
-    )  # fmt: skip
+    return _ssm_only(get, mixer, **common)
 
 
 def mamba2(cfg: Mapping[str, Any], get: Getter, **common: Any) -> ModelSpec:
     """Mamba-2 (``mamba2``): every layer is norm, SSD mixer, residual; I = expand · hidden_size = H · P."""
-    d = get("hidden_size")
-    n = get("num_hidden_layers")
     mixer = MixerSpec(
         kind="mamba2",
-        d_inner=int(cfg.get("expand", 2) * d),
-        d_state=get("state_size"),
-        d_conv=get("conv_kernel"),
+        d_inner=int(cfg.get("expand", 2) * get("hidden_size")),
         n_heads=get("num_heads"),
         head_dim=get("head_dim"),
         n_groups=get("n_groups", 1),
         chunk_size=get("chunk_size", 256),
+        **_ssm_keys(cfg, get),
+    )
+    return _ssm_only(get, mixer, **common)
+
+
+def _ssm_keys(cfg: Mapping[str, Any], get: Getter) -> dict[str, Any]:
+    """The state, conv width and bias keys MambaConfig and Mamba2Config share."""
+    return dict(
+        d_state=get("state_size"),
+        d_conv=get("conv_kernel"),
         conv_bias=bool(cfg.get("use_conv_bias", True)),
         proj_bias=bool(cfg.get("use_bias", False)),
     )
+
+
+def _ssm_only(get: Getter, mixer: MixerSpec, **common: Any) -> ModelSpec:
+    """A model of ``mixer`` layers only (norm, mixer, residual); the attention fields are placeholders (1): no
+    layer attends."""
+    n = get("num_hidden_layers")
     return ModelSpec(
-        d_model=d, n_layers=n, vocab_size=get("vocab_size"), n_heads=1, n_kv_heads=1, head_dim=1, d_ff=0,
-        ffn="mlp", norm="rms", position="none", mixer=mixer, layer_mixers=("mamba2",) * n, mixer_ffn=False,
+        d_model=get("hidden_size"), n_layers=n, vocab_size=get("vocab_size"), n_heads=1, n_kv_heads=1, head_dim=1,
+        d_ff=0, ffn="mlp", norm="rms", position="none", mixer=mixer, layer_mixers=(mixer.kind,) * n, mixer_ffn=False,
         norms_per_layer=1, **common,
     )  # fmt: skip
 
 
-def mamba2_keys(prefix: str, cfg: Mapping[str, Any], get: Getter, d: int) -> MixerSpec:
-    """A Mamba-2 mixer read from a hybrid's ``{prefix}d_state``, ``{prefix}n_heads``, ... keys."""
+def mamba2_keys(
+    prefix: str, cfg: Mapping[str, Any], get: Getter, d: int, d_inner: int = 0, conv: int = 0, **fields: Any
+) -> MixerSpec:
+    """A Mamba-2 mixer read from a hybrid's ``{prefix}d_state``, ``{prefix}n_heads``, ... keys; ``d_inner``
+    where the family derives it otherwise (else expand · d), ``conv`` the conv width when the file has none (else
+    required), ``fields`` further MixerSpec fields."""
     heads = get(prefix + "n_heads")
     head_dim = get(prefix + "d_head") if cfg.get(prefix + "d_head") not in (None, "auto") else None
-    d_inner = int(cfg.get(prefix + "expand", 2) * d)
+    d_inner = d_inner or int(cfg.get(prefix + "expand", 2) * d)
     return MixerSpec(
         kind="mamba2",
         d_inner=d_inner,
         d_state=get(prefix + "d_state"),
-        d_conv=get(prefix + "d_conv"),
+        d_conv=get(prefix + "d_conv", conv) if conv else get(prefix + "d_conv"),
         n_heads=heads,
         head_dim=head_dim or d_inner // heads,
         n_groups=get(prefix + "n_groups", 1),
         chunk_size=get(prefix + "chunk_size", 256),
         conv_bias=bool(cfg.get(prefix + "conv_bias", True)),
         proj_bias=bool(cfg.get(prefix + "proj_bias", False)),
+        **fields,
     )
 
 
@@ -190,22 +198,15 @@ def falcon_h1(cfg: Mapping[str, Any], get: Getter, n: int) -> dict[str, Any]:
     out_proj biased by ``projectors_bias``; ``ssm_multipliers`` scale the in_proj channels (µP). The attention
     multipliers (embedding, key, attention in/out, MLP, lm_head) are scalars: no parameters, no matmul FLOPs."""
     d = get("hidden_size")
-    heads = get("mamba_n_heads")
     # FalconH1Config (5.23): mamba_d_ssm defaults to 1024 when absent; an explicit null means expand · hidden
     d_inner = int(cfg.get("mamba_expand", 2) * d) if "mamba_d_ssm" in cfg else 1024
-    d_inner = get("mamba_d_ssm", d_inner)
-    head = cfg.get("mamba_d_head")
-    mixer = MixerSpec(
-        kind="mamba2",
-        d_inner=d_inner,
-        d_state=get("mamba_d_state"),
-        d_conv=get("mamba_d_conv", 4),
-        n_heads=heads,
-        head_dim=d_inner // heads if head in (None, "auto") else get("mamba_d_head"),
-        n_groups=get("mamba_n_groups", 1),
-        chunk_size=get("mamba_chunk_size", 256),
-        conv_bias=bool(cfg.get("mamba_conv_bias", True)),
-        proj_bias=bool(cfg.get("mamba_proj_bias", False)),
+    mixer = mamba2_keys(
+        "mamba_",
+        cfg,
+        get,
+        d,
+        d_inner=get("mamba_d_ssm", d_inner),
+        conv=4,
         gated_norm=bool(cfg.get("mamba_rms_norm", False)),
         out_bias=bool(cfg.get("projectors_bias", False)),
         multipliers=tuple(float(x) for x in cfg.get("ssm_multipliers") or (1.0,) * 5),

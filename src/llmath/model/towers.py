@@ -98,6 +98,8 @@ def pixtral(v: Cfg) -> Counts:
 # SmolVLMVisionConfig, CLIPVisionConfig, PixtralVisionConfig) for keys a hub file leaves out.
 _SIGLIP = dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, image_size=224, patch_size=16)
 _IDEFICS3 = dict(hidden_size=1152, intermediate_size=3072, num_hidden_layers=12, image_size=224, patch_size=32)
+_PIXTRAL = dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16, image_size=1024,
+                patch_size=16)  # fmt: skip
 VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip_vision_model": _SIGLIP,
     "idefics3_vision": _IDEFICS3,
@@ -107,14 +109,7 @@ VISION_DEFAULTS: dict[str, dict[str, Any]] = {
     "siglip2_vision_model": dict(
         hidden_size=768, intermediate_size=3072, num_hidden_layers=12, patch_size=16, num_patches=256
     ),  # fmt: skip
-    "pixtral": dict(
-        hidden_size=1024,
-        intermediate_size=4096,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        image_size=1024,
-        patch_size=16,
-    ),
+    "pixtral": _PIXTRAL,
 }
 
 VISION: dict[str, Callable[[Cfg], Counts]] = {

@@ -17,17 +17,9 @@ Cfg = Mapping[str, Any]
 
 # Gemma4VisionConfig's defaults (transformers 5.23 configuration_gemma4.py)
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma4_vision": dict(
-        hidden_size=768,
-        intermediate_size=3072,
-        num_hidden_layers=16,
-        num_attention_heads=12,
-        num_key_value_heads=12,
-        head_dim=64,
-        patch_size=16,
-        position_embedding_size=10240,
-    )
-}
+    "gemma4_vision": dict(hidden_size=768, intermediate_size=3072, num_hidden_layers=16, num_attention_heads=12,
+                          num_key_value_heads=12, head_dim=64, patch_size=16, position_embedding_size=10240),
+}  # fmt: skip
 
 
 def gemma4_vision(v: Cfg) -> dict[str, int]:

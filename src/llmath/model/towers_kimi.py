@@ -22,16 +22,9 @@ Cfg = Mapping[str, Any]
 
 # Kimi_K25VisionConfig's defaults (transformers 5.23 configuration_kimi_k25.py)
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "kimi_k25_vision": dict(
-        patch_size=14,
-        pos_emb_height=64,
-        pos_emb_width=64,
-        num_hidden_layers=27,
-        hidden_size=1152,
-        intermediate_size=4304,
-        merge_kernel_size=[2, 2],
-    )
-}
+    "kimi_k25_vision": dict(patch_size=14, pos_emb_height=64, pos_emb_width=64, num_hidden_layers=27, hidden_size=1152,
+                            intermediate_size=4304, merge_kernel_size=[2, 2]),
+}  # fmt: skip
 # wrapper model_type -> the tower kind of its vision_config when the hub file states none
 UNTYPED = {"kimi_k25": "kimi_k25_vision"}
 

@@ -30,15 +30,8 @@ def minimax_m3_projector(cfg: Cfg, v: Cfg, dt: int) -> int:
 
 # MiniMaxM3VLVisionConfig's defaults (configuration_minimax_m3_vl.py), for keys a hub file leaves out
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "minimax_m3_vl_vision": dict(
-        hidden_size=1280,
-        intermediate_size=5120,
-        num_hidden_layers=32,
-        num_channels=3,
-        patch_size=14,
-        temporal_patch_size=2,
-        spatial_merge_size=2,
-    ),  # fmt: skip
-}
+    "minimax_m3_vl_vision": dict(hidden_size=1280, intermediate_size=5120, num_hidden_layers=32, num_channels=3,
+                                 patch_size=14, temporal_patch_size=2, spatial_merge_size=2),
+}  # fmt: skip
 VISION: dict[str, Callable[[Cfg], dict[str, int]]] = {"minimax_m3_vl_vision": minimax_m3_vision}
 PROJECTORS: dict[str, Callable[[Cfg, Cfg, int], int]] = {"minimax_m3_vl": minimax_m3_projector}

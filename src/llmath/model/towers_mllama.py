@@ -28,18 +28,11 @@ Cfg = Mapping[str, Any]
 # MllamaVisionConfig's defaults (transformers 5.23 configuration_mllama.py), for keys a file leaves out
 DEFAULTS: dict[str, dict[str, Any]] = {
     "mllama_vision_model": dict(
-        hidden_size=1280,
-        num_hidden_layers=32,
-        num_global_layers=8,
-        num_channels=3,
-        intermediate_size=5120,
-        vision_output_dim=7680,
-        image_size=448,
-        patch_size=14,
-        max_num_tiles=4,
+        hidden_size=1280, num_hidden_layers=32, num_global_layers=8, num_channels=3, intermediate_size=5120,
+        vision_output_dim=7680, image_size=448, patch_size=14, max_num_tiles=4,
         supported_aspect_ratios=[[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]],
-    )  # fmt: skip
-}
+    )
+}  # fmt: skip
 
 
 def _layer(D: int, F: int) -> int:

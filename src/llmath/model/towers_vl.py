@@ -114,6 +114,11 @@ def got_ocr2_projector(cfg: Cfg, vision: Cfg, dt: int) -> int:
 _QWEN = dict(patch_size=14, spatial_merge_size=2, temporal_patch_size=2)
 _QWEN3 = dict(_QWEN, depth=27, hidden_size=1152, intermediate_size=4304, patch_size=16, out_hidden_size=3584,
               num_position_embeddings=2304)  # fmt: skip
+_LLAMA4 = dict(hidden_size=768, num_hidden_layers=34, num_channels=3, intermediate_size=5632, image_size=448,
+               patch_size=14, projector_input_dim=4096, projector_output_dim=4096, vision_output_dim=7680)  # fmt: skip
+_GOT_OCR2 = dict(hidden_size=768, output_channels=256, num_hidden_layers=12, num_attention_heads=12, num_channels=3,
+                 image_size=1024, patch_size=16, window_size=14, mlp_dim=3072,
+                 global_attn_indexes=[2, 5, 8, 11])  # fmt: skip
 # Defaults of the transformers 5.23 vision config classes, for keys a hub file leaves out.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen2_vl_vision": dict(_QWEN, depth=32, embed_dim=1280, hidden_size=3584, mlp_ratio=4),
@@ -122,29 +127,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3_vl_moe_vision": _QWEN3,
     "cohere_compass_vision": _QWEN3,  # configuration_cohere_compass.py: the same defaults
     "qwen4_exp_vision": _QWEN3,  # Qwen4ExpVisionConfig: Qwen3.5-MoE's vision config, Qwen3-VL's defaults
-    "llama4_vision_model": dict(
-        hidden_size=768,
-        num_hidden_layers=34,
-        num_channels=3,
-        intermediate_size=5632,
-        image_size=448,
-        patch_size=14,
-        projector_input_dim=4096,
-        projector_output_dim=4096,
-        vision_output_dim=7680,
-    ),  # fmt: skip
-    "got_ocr2_vision": dict(
-        hidden_size=768,
-        output_channels=256,
-        num_hidden_layers=12,
-        num_attention_heads=12,
-        num_channels=3,
-        image_size=1024,
-        patch_size=16,
-        window_size=14,
-        mlp_dim=3072,
-        global_attn_indexes=[2, 5, 8, 11],
-    ),  # fmt: skip
+    "llama4_vision_model": _LLAMA4,
+    "got_ocr2_vision": _GOT_OCR2,
 }
 
 VISION: dict[str, Callable[[Cfg], Counts]] = {

@@ -33,13 +33,19 @@ TOPK_FLOPS = 6  # gaussian top-k per gate element (see the module docstring)
 
 def altup_inputs(b: Builder) -> None:
     """Copies 1..A−1 of the embeddings: A−1 projections D -> D, then each rescaled to the embeddings' RMS."""
+    if _projected_copies(b, "projections", "rescale"):
+        b.ops[-2:] = [replace(op, first_stage=True) for op in b.ops[-2:]]  # on the embeddings, before the first layer
+
+
+def _projected_copies(b: Builder, projections: str, rescale: str) -> bool:
+    """Copies 1..A−1 through their own D -> D projections, then rescaled (:func:`_rescale`); False without AltUp."""
     A, D = b.spec.altup_inputs, b.spec.d_model
     if not A:
-        return
+        return False
     site = Site(b, A - 1, "", "altup", "altup", dict(A=A, D=D), Split.REPLICATED)
-    site.linear("projections", "BTD,DD->BTD", D, D, bias=False, pkey="altup.projections")
-    _rescale(b, "rescale")
-    b.ops[-2:] = [replace(op, first_stage=True) for op in b.ops[-2:]]  # on the embeddings, before the first layer
+    site.linear(projections, "BTD,DD->BTD", D, D, bias=False, pkey=f"altup.{projections}")
+    _rescale(b, rescale)
+    return True
 
 
 def _rescale(b: Builder, name: str) -> None:
@@ -54,12 +60,9 @@ def _rescale(b: Builder, name: str) -> None:
 
 def altup_outputs(b: Builder) -> None:
     """Copies 1..A−1 through their unembed projections D -> D, rescaled to copy 0's RMS; the A copies averaged."""
-    A, D = b.spec.altup_inputs, b.spec.d_model
-    if not A:
+    if not _projected_copies(b, "unembed_projections", "unembed_rescale"):
         return
-    site = Site(b, A - 1, "", "altup", "altup", dict(A=A, D=D), Split.REPLICATED)
-    site.linear("unembed_projections", "BTD,DD->BTD", D, D, bias=False, pkey="altup.unembed_projections")
-    _rescale(b, "unembed_rescale")
+    A, D = b.spec.altup_inputs, b.spec.d_model
     Site(b, 1, "", "altup", "altup", dict(A=A, D=D), Split.REPLICATED).vector(
         "mean", "ABTD->BTD", 1, A * D, "BT", "A·D"
     )
@@ -81,13 +84,21 @@ def _router(site: Site, own_weights: bool) -> None:
     site.vector(f"{tag}router_act", "BTA->BTA", 1 + ACT_FLOPS, A, "BT", "A")  # × 1/D, tanh
 
 
-def altup_predict(b: Builder, count: int, lk: str) -> None:
-    """Every copy += the copies mixed by per-token coefficients (A -> A² from the router)."""
+def _routed_site(b: Builder, count: int, lk: str, own_weights: bool) -> Site | None:
+    """The layer's AltUp site with its router's operators (see :func:`_router`); None without AltUp."""
     A, D = b.spec.altup_inputs, b.spec.d_model
     if not A:
-        return
+        return None
     site = Site(b, count, lk, "altup", "altup", dict(A=A, D=D), Split.REPLICATED)
-    _router(site, own_weights=True)
+    _router(site, own_weights)
+    return site
+
+
+def altup_predict(b: Builder, count: int, lk: str) -> None:
+    """Every copy += the copies mixed by per-token coefficients (A -> A² from the router)."""
+    if (site := _routed_site(b, count, lk, own_weights=True)) is None:
+        return
+    A, D = b.spec.altup_inputs, b.spec.d_model
     site.linear("prediction_coefs", "BTA,AC->BTC", A, A * A, bias=False, pkey="altup.prediction_coefs",
                 sym_in="A", sym_out="A·A")  # fmt: skip
     site.op(
@@ -98,11 +109,9 @@ def altup_predict(b: Builder, count: int, lk: str) -> None:
 
 def altup_correct(b: Builder, count: int, lk: str) -> None:
     """Every copy += (coefficient + 1) · (layer output − copy 0); copy 0 × ``correct_output_scale``."""
-    A, D = b.spec.altup_inputs, b.spec.d_model
-    if not A:
+    if (site := _routed_site(b, count, lk, own_weights=False)) is None:
         return
-    site = Site(b, count, lk, "altup", "altup", dict(A=A, D=D), Split.REPLICATED)
-    _router(site, own_weights=False)
+    A, D = b.spec.altup_inputs, b.spec.d_model
     site.linear("correction_coefs", "BTA,AA->BTA", A, A, bias=False, pkey="altup.correction_coefs", sym_in="A",
                 sym_out="A")  # fmt: skip
     site.op(

@@ -37,18 +37,12 @@ from collections.abc import Callable
 
 from llmath.model.spec import MixerSpec
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, Site
+from llmath.ops.recurrent import mixer_of as _m
 
 PK = "attention.linear"
 # Elementwise FLOPs of one recurrent delta-rule step per state element (H·N·P): decay, the k-contraction
 # (multiply, add), the rank-1 update (multiply, add) and the q-contraction (multiply, add).
 RECURRENT_FLOPS = 7
-
-
-def _m(site: Site) -> MixerSpec:
-    m = site.spec.mixer
-    if m is None:  # pragma: no cover - mixer_block is only called for specs with a mixer
-        raise AssertionError(site.spec.name)
-    return m
 
 
 def in_proj(site: Site) -> None:

@@ -30,22 +30,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from llmath.model.spec import MixerSpec
 from llmath.ops import linear_attn, recurrent
 from llmath.ops.core import ACT_FLOPS, Builder, Site
 from llmath.ops.mixer_splits import mixer_split
+from llmath.ops.recurrent import mixer_of as _m
 
 # Vector FLOPs of the selective scan per (token, channel, state) element: exp(A·dt) (2), dt·B (1),
 # ·x (1), state·dA + dBx (2); per (token, channel): softplus(dt) 3, D skip 2, gate silu·y 5.
 SCAN_STATE_FLOPS = 6
 SCAN_CHANNEL_FLOPS = 3 + 2 + ACT_FLOPS + 1
-
-
-def _m(site: Site) -> MixerSpec:
-    m = site.spec.mixer
-    if m is None:  # pragma: no cover - mixer_block is only called for specs with a mixer
-        raise AssertionError(site.spec.name)
-    return m
 
 
 def in_proj(site: Site) -> None:

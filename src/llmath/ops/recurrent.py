@@ -20,7 +20,8 @@ from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, SOFTCAP_FLOPS, Site
 from llmath.ops.ffn import residual
 
 
-def _m(site: Site) -> MixerSpec:
+def mixer_of(site: Site) -> MixerSpec:
+    """The spec's mixer (mixer steps here, in ops/mixers.py and in ops/linear_attn.py run on a spec with one)."""
     m = site.spec.mixer
     if m is None:  # pragma: no cover - mixer steps are only called for specs with a mixer
         raise AssertionError(site.spec.name)
@@ -38,7 +39,7 @@ def _state(site: Site, elements: int, sym: str) -> dict:
 
 
 def sc_in_proj(site: Site) -> None:
-    m = _m(site)
+    m = mixer_of(site)
     site.linear("in_proj", "BTD,DI->BTI", site.spec.d_model, 3 * m.d_inner, bias=m.proj_bias, pkey="mixer.in_proj",
                 sym_out="3·I")  # fmt: skip
 
@@ -52,7 +53,7 @@ def sc_conv(site: Site) -> None:
     flash (vLLM's ``ShortConv`` layer on ``causal_conv1d_fn`` / ``causal_conv1d_update``,
     vllm/model_executor/layers/mamba/short_conv.py): the T outputs only; its state holds C − 1 inputs.
     """
-    m, eager, decode = _m(site), site.b.attention == "eager", site.b.stage == "decode"
+    m, eager, decode = mixer_of(site), site.b.attention == "eager", site.b.stage == "decode"
     I, C = m.d_inner, m.d_conv
     flops = [(2 * I * C, "BT", "2·I·C")]
     if eager:
@@ -68,7 +69,7 @@ def sc_conv(site: Site) -> None:
 
 
 def out_proj(site: Site) -> None:
-    m = _m(site)
+    m = mixer_of(site)
     site.linear("out_proj", "BTI,ID->BTD", m.d_inner, site.spec.d_model, bias=m.proj_bias, pkey="mixer.out_proj",
                 sym_in="I", sym_out="D")  # fmt: skip
 
@@ -78,7 +79,7 @@ def out_proj(site: Site) -> None:
 
 def rg_in_proj(site: Site) -> None:
     """``linear_y`` (the gate branch, GeLU) and ``linear_x`` (the recurrent branch), D -> I each, with biases."""
-    m = _m(site)
+    m = mixer_of(site)
     site.linear("in_proj", "BTD,DI->BTI", site.spec.d_model, 2 * m.d_inner, bias=True, pkey="mixer.in_proj",
                 sym_out="2·I")  # fmt: skip
     site.vector("gate_act", "BTI->BTI", ACT_FLOPS, m.d_inner, "BT", "I")
@@ -92,7 +93,7 @@ def rg_conv(site: Site) -> None:
     elementwise (vector FLOPs, no conv kernel). flash: the T outputs, as a conv kernel (Botev et al.
     2024, arXiv:2404.07839, RecurrentGemma's reference implementation keeps the same C − 1 inputs).
     """
-    m, eager, decode = _m(site), site.b.attention == "eager", site.b.stage == "decode"
+    m, eager, decode = mixer_of(site), site.b.attention == "eager", site.b.stage == "decode"
     I, C = m.d_inner, m.d_conv
     flops, vflops = [(2 * I * C, "BT", "2·I·C")], [(I, "BT", "I")]
     if eager and decode:
@@ -109,7 +110,7 @@ def rg_conv(site: Site) -> None:
 def rg_gates(site: Site) -> None:
     """The RG-LRU's input and recurrence gates: block-diagonal linears (H blocks of I/H × I/H, with
     biases) run as a batched matmul per block (``torch.baddbmm``), then sigmoids."""
-    m = _m(site)
+    m = mixer_of(site)
     I, H = m.d_inner, m.n_heads
     n = 2 * (I * I // H + I)
     site.op(
@@ -123,7 +124,7 @@ def rg_scan(site: Site) -> None:
     """The RG-LRU recurrence h = a ⊙ h + √(1 − a²) ⊙ (i ⊙ x) with a = exp(−8·r·softplus(Λ)) (De et al.
     2024, arXiv:2402.19427, section 2.4), then the product with the gate branch; state: I per sequence.
     Per token and channel: softplus 3, a and a² 4, the root 3, the input gate 1, the update 2, the gate 1."""
-    m = _m(site)
+    m = mixer_of(site)
     I = m.d_inner
     site.op(
         "scan", "vector", "BTI,BTI->BTI", params=[("mixer.recurrent_param", I)],
@@ -133,7 +134,7 @@ def rg_scan(site: Site) -> None:
 
 
 def rg_out_proj(site: Site) -> None:
-    m = _m(site)
+    m = mixer_of(site)
     site.linear("out_proj", "BTI,ID->BTD", m.d_inner, site.spec.d_model, bias=True, pkey="mixer.out_proj",
                 sym_in="I", sym_out="D")  # fmt: skip
 
@@ -155,7 +156,7 @@ def rwkv_shift(site: Site, n: int, pkey: str) -> None:
 def rwkv_time_mix(site: Site) -> None:
     """RWKV-4's time mix (Peng et al. 2023, arXiv:2305.13048, section 3): token shift, key, value and
     receptance D -> A, the WKV recurrence, σ(r) ⊙ wkv, output A -> D."""
-    m, D = _m(site), site.spec.d_model
+    m, D = mixer_of(site), site.spec.d_model
     rwkv_shift(site, 3, "mixer.time_mix")
     site.linear("key_value_receptance", "BTD,DA->BTA", D, 3 * m.d_inner, bias=False, pkey="mixer.kvr",
                 sym_out="3·I")  # fmt: skip
@@ -174,7 +175,7 @@ def rwkv_wkv(site: Site) -> None:
     BlinkDL/RWKV-LM): one thread per channel keeps the state in registers; k and v are read once, wkv
     written once. Per token and channel: 2 maxima, 4 exps, 6 multiply-adds, 1 divide, 2 adds; σ(r)·wkv 5.
     """
-    m, eager = _m(site), site.b.attention == "eager"
+    m, eager = mixer_of(site), site.b.attention == "eager"
     I = m.d_inner
     ins, outs = [(3 * I, "BT", "3·I")], [(I, "BT", "I")]
     if eager:
@@ -190,7 +191,7 @@ def rwkv_wkv(site: Site) -> None:
 def rwkv_channel_mix(site: Site) -> None:
     """RWKV-4's channel mix, after its own norm (``ln2``): token shift, key D -> F, relu², value F -> D,
     receptance D -> D, σ(r) ⊙ value. Its operators count as the FFN; the residual after it closes the layer."""
-    m, D = _m(site), site.spec.d_model
+    m, D = mixer_of(site), site.spec.d_model
     site.b.norm("norm.ffn_in", D, count=site.count, pkey="norm.layers", layer_kind=site.lk)
     ffn = Site(site.b, site.count, site.lk, "ffn", "ffn", site.sizes)
     rwkv_shift(ffn, 2, "ffn.time_mix")
@@ -207,7 +208,7 @@ def rwkv_channel_mix(site: Site) -> None:
 def ml_proj(site: Site) -> None:
     """q, k (K each), v and the output gate (I each) from D, and the input and forget gates (H each, with
     biases, soft-capped)."""
-    m, D = _m(site), site.spec.d_model
+    m, D = mixer_of(site), site.spec.d_model
     K, I, H = m.d_key, m.d_inner, m.n_heads
     site.linear("qkvo", "BTD,DI->BTI", D, 2 * K + 2 * I, bias=m.proj_bias, pkey="mixer.qkvo", sym_out="(2·K+2·I)")
     site.linear("if_gates", "BTD,DH->BTH", D, 2 * H, bias=True, pkey="mixer.if_gates", sym_out="2·H")
@@ -227,7 +228,7 @@ def ml_cell(site: Site) -> None:
     xLSTM-7b's config selects): per token the state update and q·C (4·K·I/H) and q·n (2·K), within each
     chunk the causal pairs only (2·(K + I) per pair); a decode step is the recurrent step.
     """
-    m, eager, decode = _m(site), site.b.attention == "eager", site.b.stage == "decode"
+    m, eager, decode = mixer_of(site), site.b.attention == "eager", site.b.stage == "decode"
     K, I, H, Q = m.d_key, m.d_inner, m.n_heads, m.chunk_size
     step = 4 * K * I // H + 2 * K
     if decode:
@@ -247,7 +248,7 @@ def ml_cell(site: Site) -> None:
 
 def ml_out(site: Site) -> None:
     """Per-head LayerNorm of h (weight over I), σ(o) ⊙ it, ``out_proj`` I -> D."""
-    m = _m(site)
+    m = mixer_of(site)
     I = m.d_inner
     w = I * (2 if m.proj_bias else 1)
     site.vector("norm", "BTI->BTI", NORM_FLOPS["layer"], I, "BT", "I", component="norm",
