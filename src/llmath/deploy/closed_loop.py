@@ -153,8 +153,10 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     e2e = ss.e2e_s + wait
     rps = C / e2e
     o_wait = wait / mean * (f * o_m + (1 - f) * o_d)
-    return replace(ss, concurrency=C, ttft_s=ss.ttft_s + wait, e2e_s=e2e, throughput_tok_s=rps * req.mean_gen,
-                   requests_s=rps, overhead_ttft_s=ss.overhead_ttft_s + o_wait)  # fmt: skip
+    # in flight per replica: the clients' requests the engine admits (its own batch is ``decode_batch``)
+    return replace(ss, concurrency=C, resident=np.minimum(C, max_resident), ttft_s=ss.ttft_s + wait, e2e_s=e2e,
+                   throughput_tok_s=rps * req.mean_gen, requests_s=rps,
+                   overhead_ttft_s=ss.overhead_ttft_s + o_wait)  # fmt: skip
 
 
 def closed_state(
