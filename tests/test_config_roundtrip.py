@@ -47,7 +47,8 @@ LM_OF_WRAPPER_ONLY = {
     "qwen3_vl_moe_text",
     "emu3_text_model",
     "mllama_text_model",
-}  # emu3, mllama: tests/test_oracle_aliases.py, tests/test_mllama.py
+    "glm4v_text",
+}  # emu3, mllama; glm4v_text: tests/test_glm4v_text.py: tests/test_oracle_aliases.py, tests/test_mllama.py
 # Gemma 4's draft models: transformers 5.23 builds neither (kv_sharing_modes raises when every layer shares K/V;
 # gemma4_assistant's defaults are refused too): tests/test_assist.py proves them with that property patched
 ASSISTANTS = {"gemma4_assistant", "gemma4_unified_assistant"}

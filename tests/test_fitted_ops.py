@@ -176,3 +176,46 @@ def test_tp_all_reduce_uses_the_fitted_alpha_beta_models():
     assert amd["comm"]["decode"]["attn.all_reduce"]["time_s"] == pytest.approx(
         amd_ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"], rel=1e-12
     )
+
+
+MOE_ROW = {"shape": {"hidden_size": 4096, "inter_size": 1536, "num_experts": 128, "topk": 8}}
+
+
+@pytest.mark.parametrize(
+    "tp, ep, dp, share, inter_share",
+    [
+        (4, 1, 1, 1 / 4, 1 / 4),  # moe-TP 4: every expert's gate/up/down split four ways
+        (4, 4, 1, 1 / 4, 1.0),  # EP 4: a quarter of the experts, each whole
+        (1, 8, 8, 1 / 8, 1.0),  # attention-DP 8 with EP 8: an eighth of the experts, the tokens of all 8 replicas
+    ],
+)
+def test_a_rank_holds_its_share_of_the_expert_layer(tp, ep, dp, share, inter_share):
+    from llmath.deploy.cost import rank_table
+    from llmath.deploy.layout import make_layout
+
+    spec = _moe_spec(MOE_ROW)
+    cols = fo.columns(rank_table(spec, "decode", "flash", make_layout(spec, None, tp, 1, ep, dp), 0))
+    assert len(cols.routed) == 3  # gate, up, down
+    assert cols.share == pytest.approx(share) and cols.inter_share == pytest.approx(inter_share)
+
+
+def test_rank_routed_experts_run_at_the_moe_fit_of_their_share():
+    # tp=4 (moe-TP 4) on an H100: each rank's grouped MoE kernel is the layer with inter / 4; the fit's features
+    # are x1 = tokens · top-k / E, x2 = hidden · inter / 4, xm = the whole layer's bytes / 4
+    from llmath.deploy.cost import rank_table
+    from llmath.deploy.layout import make_layout
+
+    hw = hardware.get("h100-sxm")
+    spec = _moe_spec(MOE_ROW)
+    t = rank_table(spec, "decode", "flash", make_layout(spec, None, 4, 1, 1, 1), 0)
+    e = efficiency("expected", hw)
+    B = 16
+    n = len(t.ops)
+    rts = (np.ones(n), np.full(n, 989.5e12), "bf16")  # matmul rate, dense bf16 peak (H100 SXM datasheet), format
+    f, inv = fo.apply(t, hw, P16, e, B, B, True, None, np.ones(n), None, rts)
+    coef = _coef("h100-sxm", "moe")
+    xm = ef.moe_cost(B, 4096, 1536, 8, 128, "bf16")[2] / 4
+    ec, em, _ = ef.fractions(coef, B * 8 / 128, 4096 * 1536 / 4, xm, ef.tile_rows("hopper"))
+    r = fo.columns(t).routed
+    assert inv[r] == pytest.approx(np.full(3, 1 / (3.35e12 * em)), rel=1e-9)  # H100 SXM: 3.35 TB/s
+    assert f[r] == pytest.approx(np.full(3, 1 / (989.5e12 * ec)), rel=1e-9)  # the rates passed in: 1 FLOP/s each

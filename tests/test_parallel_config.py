@@ -69,3 +69,35 @@ def test_plan_pins_the_config_degrees():
     assert {k: v for k, v in a.best.items() if k != "seconds"} == {k: v for k, v in b.best.items() if k != "seconds"}
     with pytest.raises(WorkloadError, match="give the GPUs once|without overlap"):
         plan("llama-3-8b", "h100-sxm", parallel=ParallelConfig(gpus=4), **kw)
+
+
+LAYOUT_KEYWORDS = {"gpus", "tp", "pp", "ep", "dp", "overlap"}
+
+
+@pytest.mark.parametrize(
+    "module, name, args",
+    [
+        ("llmath.analysis", "analyze", ["analyze", "llama-3-8b", "-H", "h100-sxm", "--tp", "2"]),
+        ("llmath.deploy.service", "serve", ["analyze", "llama-3-8b", "-H", "h100-sxm", "--tp", "2", "-c", "8"]),
+        ("llmath.deploy.plan", "plan", ["plan", "llama-3-8b", "-H", "h100-sxm", "--gpus", "2", "--tp", "2"]),
+    ],
+)
+def test_the_command_line_passes_one_config_down(monkeypatch, capsys, module, name, args):
+    """The flags become one ParallelConfig the library receives as ``parallel=`` (no degree spelled out; plan's
+    ``gpus`` is the budget it searches on, beside the degrees it pins)."""
+    import importlib
+
+    from helpers import run_cli
+
+    mod = importlib.import_module(module)
+    real, seen = getattr(mod, name), {}
+
+    def spy(*a, **kw):
+        seen.update(kw)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(mod, name, spy)
+    code, _, err = run_cli(capsys, *args, "--json")
+    assert code == 0, err
+    assert seen["parallel"] == ParallelConfig(tp=2)
+    assert not (LAYOUT_KEYWORDS - ({"gpus"} if name == "plan" else set())) & seen.keys()

@@ -221,6 +221,14 @@ def test_library_bad_arguments_raise_llmath_errors():
             call()
 
 
+def test_a_fraction_counts_only_when_whole():
+    from fractions import Fraction
+
+    with pytest.raises(LLMathError, match=r"batch=Fraction\(7, 2\) must be an integer"):
+        llmath.analyze("llama-3-8b", batch=Fraction(7, 2))  # not truncated to 3
+    assert llmath.analyze("llama-3-8b", batch=Fraction(6, 2)).workload["batch"] == 3
+
+
 def test_unknown_keyword_lists_accepted_names():
     with pytest.raises(LLMathError) as e:
         llmath.analyze("llama-3-8b", "h100-sxm", tensor_parallel=2)

@@ -7,10 +7,11 @@ import numpy as np
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
 from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage
 from llmath.deploy.cost import rank_memory_parts
+from llmath.deploy.layout import ParallelConfig
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
-from llmath.hardware.decode import decode_generation
-from llmath.hardware.roofline import efficiency, monomial_times, stage_times
+from llmath.hardware.decode import decode_total
+from llmath.hardware.roofline import efficiency, prefill_total, stage_times
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
@@ -120,12 +121,12 @@ def _chunk_times(tabs, hw, p, eff, b, pr, n, mv=None):
     t_enc, t_pre, t_dec = tabs
     if t_enc is None:
         mv = t_pre.monomial_matrix(Scenario(b, pr, 0)) if mv is None else mv
-        ttft = monomial_times(t_pre, mv, hw, p, eff, b, b * pr, False)[0].sum(-1)
-        return ttft, decode_generation(t_dec, hw, p, eff, b, pr, n).total_s
+        ttft = prefill_total(t_pre, mv, hw, p, eff, b, b * pr)
+        return ttft, decode_total(t_dec, hw, p, eff, b, pr, n)
     # an external encoder (TrOCR's image encoder) is another model's pass: its table holds no operators
     enc = stage_times(t_enc, Scenario(b, pr), hw, p, eff, decode=False)[0].sum(-1) if t_enc.ops else 0.0
     ttft = enc + stage_times(t_pre, Scenario(b, 1, 0, src=pr), hw, p, eff, decode=False)[0].sum(-1)
-    return ttft, decode_generation(t_dec, hw, p, eff, b, 1, n, src=pr).total_s
+    return ttft, decode_total(t_dec, hw, p, eff, b, 1, n, src=pr)
 
 
 def _layout_grid(spec, hw, batch, prompt, gen, attention, p, eff, layout: Layout) -> dict[str, np.ndarray]:
@@ -170,11 +171,15 @@ def run_sweep(
     attention: str,
     precision: Precision,
     eff_mode: str,
-    layout: dict | None = None,
+    layout: ParallelConfig | dict | None = None,
 ) -> list[dict]:
-    """The grid of ``axes`` as rows. ``layout``: make_layout's keyword arguments (gpus, tp, pp, ep, dp, overlap)."""
+    """The grid of ``axes`` as rows. ``layout``: a :class:`ParallelConfig` (or make_layout's keyword arguments:
+    gpus, tp, pp, ep, dp, overlap)."""
     check_grid({k: len(axes[k]) for k in ("batch", "prompt", "gen")})
-    lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
+    if isinstance(layout, ParallelConfig):
+        lay: Layout | None = layout.layout(resolve(model))
+    else:
+        lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
     g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode, lay)
     cols = {}

@@ -34,10 +34,11 @@ def int_rule(value: Any, lo: int | None = None, hi: int | None = None) -> str | 
     """Why ``value`` is not an integer in [lo, hi], or None when it is."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return "must be an integer"
-    if isinstance(value, float | np.floating):
-        if not math.isfinite(value) or not float(value).is_integer():
+    if not isinstance(value, numbers.Integral):  # a float, numpy float or Fraction: only a whole one
+        real = float(value)
+        if not math.isfinite(real) or not real.is_integer() or real != value:
             return "must be an integer"
-        value = int(value)
+        value = int(real)
     value = int(value)
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         if lo is not None and hi is not None:

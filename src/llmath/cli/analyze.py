@@ -10,6 +10,7 @@ import typer
 
 from llmath import output as out
 from llmath.cli import options as o
+from llmath.cli.analyze_disagg import DISAGG_OPTIONS, POOL_FLAGS
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt, EngineArgsOpt
 from llmath.errors import WorkloadError
@@ -21,39 +22,62 @@ PrefixOpt = Annotated[int, typer.Option("--prefix", help="Cached prefix before t
 EfficiencyOpt = Annotated[
     o.Eff, typer.Option("--efficiency", help="ideal: datasheet roofline; expected: measured fractions.")
 ]
-MatmulEffOpt = o.number_option("--matmul-eff", "Override the matmul fraction of peak.", o.FRACTION)
-MemoryEffOpt = o.number_option("--memory-eff", "Override the bandwidth fraction.", o.FRACTION)
-OverheadOpt = o.number_option("--overhead-us", "Override the per-kernel overhead (µs).", o.floats(0, 1e6))
+MatmulEffOpt = Annotated[
+    float | None, typer.Option("--matmul-eff", help="Override the matmul fraction of peak.", callback=o.FRACTION)
+]
+MemoryEffOpt = Annotated[
+    float | None, typer.Option("--memory-eff", help="Override the bandwidth fraction.", callback=o.FRACTION)
+]
+OverheadOpt = Annotated[
+    float | None,
+    typer.Option("--overhead-us", help="Override the per-kernel overhead (µs).", callback=o.floats(0, 1e6)),
+]
 ReserveOpt = Annotated[
     float, typer.Option("--reserve-gb", help="Memory kept for the runtime (GB).", callback=o.floats(0, 1e9))
 ]
-PeakOpt = o.number_option("--peak-tflops", "Custom device: dense peak TFLOP/s.", o.DEVICE_RATE)
-BandwidthOpt = o.number_option("--bandwidth-gbs", "Custom device: GB/s.", o.DEVICE_RATE)
-MemoryOpt = o.number_option("--memory-gb", "Custom device: GB.", o.DEVICE_RATE)
+PeakOpt = Annotated[
+    float | None, typer.Option("--peak-tflops", help="Custom device: dense peak TFLOP/s.", callback=o.DEVICE_RATE)
+]
+BandwidthOpt = Annotated[
+    float | None, typer.Option("--bandwidth-gbs", help="Custom device: GB/s.", callback=o.DEVICE_RATE)
+]
+MemoryOpt = Annotated[float | None, typer.Option("--memory-gb", help="Custom device: GB.", callback=o.DEVICE_RATE)]
 TopOpt = Annotated[int, typer.Option("--top", help="Operators to list per stage.", callback=o.ints(0, 10**6))]
-PlotOpt = o.text_option("--plot", "Write the roofline chart (PNG or SVG).")
-MemoryPlotOpt = o.text_option("--memory-plot", "Write memory (weights, KV, activations) vs context.")
+PlotOpt = Annotated[str | None, typer.Option("--plot", help="Write the roofline chart (PNG or SVG).")]
+MemoryPlotOpt = Annotated[
+    str | None, typer.Option("--memory-plot", help="Write memory (weights, KV, activations) vs context.")
+]
 ConcurrencyOpt = Annotated[
     float | None, typer.Option("--concurrency", "-c", help="Serve C concurrent requests (continuous batching).")
 ]
-RateOpt = o.number_option("--rate", "Serve an open loop of this many requests/s.")
-EngineOpt = o.text_option(
-    "--engine", "vllm|sglang|trtllm|llama.cpp: scheduler defaults and the kernels of quantised formats (default vllm)."
-)
+RateOpt = Annotated[float | None, typer.Option("--rate", help="Serve an open loop of this many requests/s.")]
+EngineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        help="vllm|sglang|trtllm|llama.cpp: scheduler defaults and the kernels of quantised formats (default vllm).",
+    ),
+]
 PrefixHitOpt = Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt in the prefix cache.")]
 MaxTokensOpt = Annotated[
     int | None, typer.Option("--max-num-batched-tokens", help="Override the engine's token budget per iteration.")
 ]
 MaxSeqsOpt = Annotated[int | None, typer.Option("--max-num-seqs", help="Override the engine's running-request cap.")]
-GpuMemOpt = o.number_option("--gpu-memory-utilization", "Override the engine's memory fraction.")
-GenDistOpt = o.text_option("--gen-dist", "Serving: output lengths 'G:weight,...' (e.g. 64:0.5,512:0.5).")
+GpuMemOpt = Annotated[
+    float | None, typer.Option("--gpu-memory-utilization", help="Override the engine's memory fraction.")
+]
+GenDistOpt = Annotated[
+    str | None, typer.Option("--gen-dist", help="Serving: output lengths 'G:weight,...' (e.g. 64:0.5,512:0.5).")
+]
 EagerOpt = Annotated[
     bool, typer.Option("--enforce-eager", help="Serving: no CUDA graphs (eager kernel launches in decode).")
 ]
-SpecMethodOpt = o.text_option("--spec-method", "Speculative decoding: draft | eagle | mtp.")
+SpecMethodOpt = Annotated[str | None, typer.Option("--spec-method", help="Speculative decoding: draft | eagle | mtp.")]
 SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
-AcceptanceOpt = o.number_option("--acceptance", "Mean tokens a round yields (1 … k+1), as measured.")
-DraftOpt = o.text_option("--draft-model", "Draft model for --spec-method draft.")
+AcceptanceOpt = Annotated[
+    float | None, typer.Option("--acceptance", help="Mean tokens a round yields (1 … k+1), as measured.")
+]
+DraftOpt = Annotated[str | None, typer.Option("--draft-model", help="Draft model for --spec-method draft.")]
 SPECULATION_OPTIONS = o.option_group(
     {"spec_tokens": 3},
     spec_method=SpecMethodOpt,
@@ -61,22 +85,36 @@ SPECULATION_OPTIONS = o.option_group(
     acceptance=AcceptanceOpt,
     draft_model=DraftOpt,
 )
-CalibrationOpt = o.text_option(
-    "--calibration", "Serving: a 'llmath bench --save' report; its measured TTFT/TPOT set the efficiency."
-)
-ArrivalOpt = o.text_option(
-    "--arrival",
-    "Serving: closed (default with --concurrency: C requests started together, each replaced when it ends), "
-    "staggered (C clients already out of step: requests spread over a lifetime), poisson (default with --rate) "
-    "or offline (every request queued at once).",
-)
-PromptsPerClientOpt = o.number_option(
-    "--prompts-per-client", "Closed loop: requests each client sends (10).", o.floats(1, 1e9)
-)
+CalibrationOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--calibration", help="Serving: a 'llmath bench --save' report; its measured TTFT/TPOT set the efficiency."
+    ),
+]
+ArrivalOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--arrival",
+        help="Serving: closed (default with --concurrency: C requests started together, each replaced when it ends), "
+        "staggered (C clients already out of step: requests spread over a lifetime), poisson (default with --rate) "
+        "or offline (every request queued at once).",
+    ),
+]
+PromptsPerClientOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--prompts-per-client", help="Closed loop: requests each client sends (10).", callback=o.floats(1, 1e9)
+    ),
+]
 
 
 @app.command()
-@o.with_options(attention=o.FORMAT_OPTIONS, memory_plot=o.LAYOUT_OPTIONS, enforce_eager=SPECULATION_OPTIONS)
+@o.with_options(
+    attention=o.FORMAT_OPTIONS,
+    memory_plot=o.LAYOUT_OPTIONS,
+    enforce_eager=SPECULATION_OPTIONS,
+    prompts_per_client=DISAGG_OPTIONS,
+)
 def analyze(
     model: o.ModelArg = "llama-3-8b",
     hardware: HardwareOpt = "h100-sxm",
@@ -121,7 +159,8 @@ def analyze(
     Examples: llmath analyze llama-3-8b --hardware h100-sxm ; llmath analyze mixtral-8x7b -H h200 -b 32 --json ;
     llmath analyze llama-3.1-70b -H h100-sxm --gpus 2 --weights fp8 ; llmath analyze deepseek-v3 -H h200 --gpus 8
     --ep 8 --dp 8 ; llmath analyze llama-3-8b -H h100-sxm --concurrency 64 --prompt 1024 --gen 256 --engine vllm ;
-    llmath analyze -H h100-sxm -c 64 --engine-args "vllm serve meta-llama/Llama-3.1-70B -tp 8 --kv-cache-dtype fp8"
+    llmath analyze -H h100-sxm -c 64 --engine-args "vllm serve meta-llama/Llama-3.1-70B -tp 8 --kv-cache-dtype fp8" ;
+    llmath analyze llama-3.1-70b -H h100-sxm -c 64 --disagg --prefill-tp 4 --decode-tp 8 --engine sglang
     """
     _run(SimpleNamespace(**locals(), **shared))
 
@@ -176,10 +215,12 @@ def _refuse_unused(a: SimpleNamespace, serving: bool) -> None:
 def _run(a: SimpleNamespace) -> None:
     """Serve when --concurrency or --rate is given (or --arrival offline), else analyse the static batch;
     --emit prints the engine command of the deployment instead."""
-    if a.engine_args:
+    if a.engine_args and not a.disagg:
         from llmath.cli.engine import apply_engine_args
 
         apply_engine_args(a)
+    if a.disagg or _given(a, POOL_FLAGS):
+        return _disagg(a)
     if a.emit:
         from llmath.cli.engine import emit_analyze
 
@@ -198,21 +239,27 @@ def _run(a: SimpleNamespace) -> None:
         _static(a, p)
 
 
+def _disagg(a: SimpleNamespace) -> None:
+    """--disagg: the serving flags' checks, then those of the pools (llmath.cli.analyze_disagg)."""
+    from llmath.cli.analyze_disagg import refuse_unused, serve_disagg
+
+    refuse_unused(a, _given)
+    _refuse_unused(a, serving=True)
+    serve_disagg(
+        a, o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)
+    )
+
+
 def _serve(a: SimpleNamespace, p) -> None:
     from llmath.deploy.service import serve
 
     rep = serve(
-        a.model,
-        o.device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute),
-        prompt=a.prompt,
-        gen=a.gen,
-        concurrency=a.concurrency,
+        **o.served_request(a, p),
         rate=a.rate,
         engine="vllm" if a.engine is None else a.engine,
-        **o.layout_kwargs(a),
+        parallel=o.parallel_config(a),
         prefix_hit=a.prefix_hit,
         gen_dist=o.gen_dist(a.gen_dist),
-        precision=p,
         attention=a.attention.value,
         efficiency_mode=_calibrated(a) if a.calibration else a.efficiency.value,
         max_num_batched_tokens=a.max_num_batched_tokens,
@@ -220,9 +267,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         gpu_memory_utilization=a.gpu_memory_utilization,
         cuda_graph_bytes=a.reserve_gb * 1e9 if a.reserve_gb else None,
         cuda_graphs=False if a.enforce_eager else None,
-        speculation=o.speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
         arrival=a.arrival,
-        **({"prompts_per_client": a.prompts_per_client} if a.prompts_per_client else {}),
     )
     if a.json_:
         out.emit_json(rep.to_dict())
@@ -278,7 +323,7 @@ def _static(a: SimpleNamespace, p) -> None:
         memory=a.memory_eff,
         overhead_s=ov,
         decode_overhead_s=ov,
-        **o.layout_kwargs(a),
+        parallel=o.parallel_config(a),
     )
     _plots(a, rep, hw, p)
     if a.json_:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from typing import Protocol, TypeGuard
 
 import typer
 
@@ -40,17 +41,32 @@ def _click_module():
     return getattr(typer, "_click", None) or getattr(typer_main, "_click", None) or getattr(typer_main, "click", None)
 
 
-def _one_line(text: str) -> str:
+class _ClickError(Protocol):
+    """What this module uses of a click exception (whichever click typer runs on)."""
+
+    exit_code: int
+
+    def format_message(self) -> str: ...
+
+    def show(self) -> None: ...
+
+
+def _is_click_error(e: BaseException) -> TypeGuard[_ClickError]:
+    """A click exception: an instance of the click's ``ClickException``, or one shaped like it."""
+    mod = _click_module()
+    base = getattr(mod, "ClickException", None) or getattr(getattr(mod, "exceptions", None), "ClickException", None)
+    is_click = isinstance(e, base) if isinstance(base, type) else False
+    return is_click or (hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int))
+
+
+def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
 def _usage_error(e: BaseException) -> int | None:
     """Print a click-style error (usage: exit 2; other click errors: their code) as one line; its exit code.
     None when ``e`` is not one."""
-    mod = _click_module()
-    base = getattr(mod, "ClickException", None) or getattr(getattr(mod, "exceptions", None), "ClickException", None)
-    is_click = isinstance(e, base) if isinstance(base, type) else False
-    if not is_click and not (hasattr(e, "format_message") and isinstance(getattr(e, "exit_code", None), int)):
+    if not _is_click_error(e):
         return None
     if type(e).__name__ == "NoArgsIsHelpError":  # bare 'llmath' or 'llmath COMMAND': the help text
         e.show()

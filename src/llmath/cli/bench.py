@@ -29,7 +29,12 @@ RequestsOpt = Annotated[
     typer.Option("--requests", help="Requests in all (default 4 × concurrency).", callback=o.ints(1, 10**7)),
 ]
 SECONDS = o.floats(0, 1e7, lo_open=True)
-RateOpt = o.number_option("--rate", "Poisson arrivals, requests/s (at most -c in flight).", o.floats(0, 1e9, True))
+RateOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--rate", help="Poisson arrivals, requests/s (at most -c in flight).", callback=o.floats(0, 1e9, True)
+    ),
+]
 TimeoutOpt = Annotated[
     float,
     typer.Option("--timeout", help="Seconds without data: a request stalled.", callback=SECONDS),
@@ -37,9 +42,13 @@ TimeoutOpt = Annotated[
 MaxSecondsOpt = Annotated[
     float, typer.Option("--max-seconds", help="Stop sending new requests after this many seconds.", callback=SECONDS)
 ]
-SaveOpt = o.text_option("--save", "Write the measured report (JSON) to this file.")
-HwOpt = o.text_option("--hardware", "Accelerator of the server: adds llmath's prediction (with -H).")
-EngineOpt = o.text_option("--engine", "vllm|sglang|trtllm|llama.cpp scheduler defaults for the prediction.")
+SaveOpt = Annotated[str | None, typer.Option("--save", help="Write the measured report (JSON) to this file.")]
+HwOpt = Annotated[
+    str | None, typer.Option("--hardware", help="Accelerator of the server: adds llmath's prediction (with -H).")
+]
+EngineOpt = Annotated[
+    str | None, typer.Option("--engine", help="vllm|sglang|trtllm|llama.cpp scheduler defaults for the prediction.")
+]
 
 
 @app.command("bench")
@@ -163,5 +172,7 @@ def _prediction_args(a: SimpleNamespace) -> dict:
         max_num_batched_tokens=ns.max_num_batched_tokens, gpu_memory_utilization=ns.gpu_memory_utilization,
         cuda_graphs=False if ns.enforce_eager else None,
     )  # fmt: skip
-    kwargs = {k: v for k, v in deployment.items() if k not in ("weights", "kv_dtype")}
+    layout = ("gpus", "tp", "pp", "ep", "dp", "overlap")
+    kwargs = {k: v for k, v in deployment.items() if k not in ("weights", "kv_dtype", *layout)}
+    kwargs["parallel"] = o.parallel_config(SimpleNamespace(**{k: deployment[k] for k in layout}))
     return dict(hardware=a.hardware, precision=p, deployment=deployment, **kwargs)

@@ -46,7 +46,7 @@ def sweep(
         "prompt": parse_axis("--prompt", prompt),
         "gen": parse_axis("--gen", gen),
     }
-    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value, o.layout_kwargs(a))
+    rows = run_sweep(model, hardware, axes, attention.value, p, efficiency.value, o.parallel_config(a))
     if plot:
         from llmath.plots import sweep_plot
 
@@ -106,7 +106,7 @@ def _compare_row(model: str, hw: str, a: SimpleNamespace) -> dict:
         attention=a.attention.value,
         precision=o.precision(model, a.dtype, None, None, None, None),
         efficiency_mode=a.efficiency.value,
-        **o.layout_kwargs(a),
+        parallel=o.parallel_config(a),
     )
     return {
         "model": r.model,

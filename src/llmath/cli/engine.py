@@ -179,6 +179,7 @@ SERVING_DEFAULTS = {  # what a static batch leaves at analyze's defaults
 
 def emit_analyze(a: SimpleNamespace) -> None:
     """``analyze --emit``: the deployment analyze's arguments describe, as the engine's command."""
+    from llmath.cli.options import parallel_config
     from llmath.deploy.engine_args import EngineArgsError, deployment_for, emit
 
     try:
@@ -186,7 +187,7 @@ def emit_analyze(a: SimpleNamespace) -> None:
             a.model,
             a.hardware,
             a.emit,
-            layout=dict(gpus=a.gpus, tp=a.tp, pp=a.pp, ep=a.ep, dp=a.dp),
+            layout=parallel_config(a, overlap="none"),
             weights=a.weights,  # a checkpoint's own format needs no flag: the engine reads its quantization_config
             kv_dtype=a.kv_dtype,
             concurrency=a.concurrency,

@@ -9,12 +9,15 @@ from __future__ import annotations
 import inspect
 import typing
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from llmath import validation as val
 from llmath.errors import LLMathError, WorkloadError
+
+if TYPE_CHECKING:
+    from llmath.deploy.layout import ParallelConfig
 
 
 class Att(str, Enum):
@@ -92,16 +95,6 @@ def _format_option(flag: str, role: str, help: str):
 def _degree_option(flag: str, help: str):
     """An optional parallel degree in [1, 2**16]."""
     return Annotated[int | None, typer.Option(flag, help=help, callback=DEGREE)]
-
-
-def number_option(flag: str, help: str, callback=None):
-    """An optional real number (``callback`` checks its range)."""
-    return Annotated[float | None, typer.Option(flag, help=help, callback=callback)]
-
-
-def text_option(flag: str, help: str):
-    """An optional string."""
-    return Annotated[str | None, typer.Option(flag, help=help)]
 
 
 TOKENS = ints(1, val.MAX_TOKENS)
@@ -211,9 +204,12 @@ def with_options(**after: tuple):
     return wrap
 
 
-def layout_kwargs(a) -> dict:
-    """The deployment layout flags of a command's arguments ``a``, as the library's keywords."""
-    return dict(gpus=a.gpus, tp=a.tp, pp=a.pp, ep=a.ep, dp=a.dp, overlap=a.overlap)
+def parallel_config(a, overlap: str | None = None) -> ParallelConfig:
+    """The deployment layout flags of a command's arguments ``a`` as the one parallel config the library takes
+    (``parallel=``; validated once, :class:`llmath.deploy.layout.ParallelConfig`)."""
+    from llmath.deploy.layout import ParallelConfig
+
+    return ParallelConfig(a.gpus, a.tp, a.pp, a.ep, a.dp, str(overlap or getattr(a, "overlap", None) or "none"))
 
 
 def precision(model, dtype: str | None, weights: str | None, activations: str | None, kv: str | None, group, ssm=None):
@@ -247,6 +243,22 @@ def speculation(method: str | None, k: int, acceptance: float | None, draft: str
     return Speculation(method, k, acceptance, draft)
 
 
+def served_request(a, p) -> dict:
+    """The keywords a served analysis shares across modes (aggregated ``serve`` and ``serve_disaggregated``): the
+    model, the device from ``-H`` and the custom-device flags at precision ``p``, the workload and formats, the
+    speculation and how many prompts each client sends."""
+    return {
+        "model": a.model,
+        "hardware": device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute),
+        "prompt": a.prompt,
+        "gen": a.gen,
+        "concurrency": a.concurrency,
+        "precision": p,
+        "speculation": speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
+        **({"prompts_per_client": a.prompts_per_client} if a.prompts_per_client else {}),
+    }
+
+
 def device(
     name: str | None,
     peak_tflops: float | None,
@@ -258,7 +270,7 @@ def device(
 
     flags = (peak_tflops, bandwidth_gbs, memory_gb)
     if any(v is not None for v in flags):
-        if not all(v is not None for v in flags):
+        if peak_tflops is None or bandwidth_gbs is None or memory_gb is None:
             raise WorkloadError("a custom device needs all of --peak-tflops, --bandwidth-gbs and --memory-gb")
         return hardware.custom(peak_tflops, bandwidth_gbs, memory_gb, dtype=compute_dtype)
     return hardware.get(name) if name else None

@@ -5,6 +5,7 @@ Registered on the app by importing this module (``llmath.cli`` does); the search
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
@@ -13,7 +14,7 @@ from llmath import output as out
 from llmath.cli.analyze import SPECULATION_OPTIONS
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt
-from llmath.cli.options import JsonOpt, ModelArg, ints, speculation, with_options
+from llmath.cli.options import JsonOpt, ModelArg, ints, parallel_config, speculation, with_options
 from llmath.errors import WorkloadError
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
@@ -63,7 +64,8 @@ def plan_cmd(
     from llmath.deploy.plan import plan
 
     fmts = [w.strip() for w in weights.split(",") if w.strip()]
-    pins: dict[str, Any] = {"tp": tp, "pp": pp, "ep": ep, "dp": dp, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
+    pinned = parallel_config(SimpleNamespace(gpus=None, tp=tp, pp=pp, ep=ep, dp=dp))  # the search's GPUs: --gpus
+    pins: dict[str, Any] = {"parallel": pinned, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     kw: dict[str, Any] = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
     kw.update(weights=fmts, cost_per_gpu_hour=cost, speculation=_speculation(**speculation_flags))
     res = plan(model, hardware, gpus=gpus, prompt=prompt, gen=gen, **pins, **kw).to_dict()

@@ -239,7 +239,13 @@ RULES: dict[str, Callable[[Any], Any]] = {
 def conflicts(a: dict[str, Any]) -> None:
     """Arguments that contradict each other or the model: two-batch overlap without a multi-GPU layout;
     a source length other than an encoder's fixed window (Whisper)."""
-    if a.get("overlap") == "tbo" and not any((a.get(k) or 1) > 1 for k in ("gpus", "tp", "pp", "ep", "dp")):
+    parallel = a.get("parallel")
+    given = (
+        parallel.args()
+        if parallel is not None
+        else tuple(a.get(k) for k in ("gpus", "tp", "pp", "ep", "dp", "overlap"))
+    )
+    if given[-1] == "tbo" and not any((v or 1) > 1 for v in given[:-1]):
         raise LayoutError("overlap='tbo' applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
     decode_start(resolve(a["model"]), a["prompt"])  # refuses a source that is not the encoder's window
 

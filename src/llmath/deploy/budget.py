@@ -9,7 +9,8 @@ candidate deployment. A request computes about ``layers × stages × candidates`
 * ``candidates``: 1 for ``analyze`` and ``serve``; for ``plan`` the layouts its search visits, counted
   from the GPU count's divisors before any layout is built (an upper bound of what the search keeps):
   TP ≤ 8 within a scale-up box, PP ≤ the layer count, attention-DP × EP for MoE models, each weight format
-  (twice with speculative decoding: every candidate is searched with and without it), and with ``disagg``
+  (twice with speculative decoding: every candidate, aggregated layout and disaggregated pair alike, is searched
+  with and without it), and with ``disagg``
   every (prefill, decode) pair of single-stage layouts.
 
 ``MAX_LAYER_EVALUATIONS`` (4·10^5) is set against the pruned search's measured cost (:mod:`.plan_search`

@@ -17,6 +17,8 @@ Messages are in activation elements over the rank's replica scenario (monomial `
   group received (e × that) and reduce-scatters the partial outputs back; combines them (all-to-all, the
   same size); then, if T > 1, all-reduces B·T·D within the TP group (restores every token on every TP
   rank and sums the TP-sharded shared experts).
+* A family's own layers (Zamba2's shared block, Qwen4-Exp's n-gram layers): the collectives its spec part
+  declares (``tp_collectives``, model/part_traits.py), per layer of the kinds it names.
 * PP: a point-to-point send of the hidden state and the residual (2·D per token, as vLLM's
   ``IntermediateTensors`` carry them) from every stage but the last.
 * Encoder-decoder (:func:`encdec_collectives`): the TP all-reduces after every row-parallel block (the
@@ -34,6 +36,7 @@ from fractions import Fraction as Fr
 from llmath.deploy.collectives import Collective
 from llmath.deploy.layout import Layout
 from llmath.model.spec import ModelSpec
+from llmath.model.traits import layer_collectives
 from llmath.ops.core import Term
 
 
@@ -42,14 +45,15 @@ def _msg(coef: Fr, mono: str, sym: str) -> tuple[Term, ...]:
 
 
 def _moe(spec: ModelSpec, L: Layout, n: int, first: int) -> list[Collective]:
-    D, T, E, e = spec.d_model, L.tp, L.ep, L.expert_tp
+    D, T, E, e = spec.parts.embeddings.d_model, L.tp, L.ep, L.expert_tp
     if L.dp == 1:
         return (
             []
             if T == 1
             else [Collective("moe.all_reduce", "all_reduce", T, T, n, _msg(Fr(D), "BT", "D"), "tp", first=first)]
         )
-    k = spec.moe.top_k if E > 1 and spec.moe is not None else 1
+    moe = spec.parts.ffn.moe
+    k = moe.top_k if E > 1 and moe is not None else 1
     share = Fr(k * D, T)  # elements this rank sends per replica token
     tbo = L.overlap == "tbo"
     out = []
@@ -72,59 +76,44 @@ def _mixer(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Col
     Falcon-H1): out_proj's all-reduce of D; Mamba's row-parallel x_proj all-reduces its R + 2·N outputs
     (vLLM ``MambaMixer``); Mamba-2's gated norm with one group (``Mixer2RMSNormGated``) and lightning
     attention's norm over I (``MiniMaxText01RMSNormTP``) all-reduce each token's sum of squares."""
-    m = spec.mixer
+    m, D = spec.parts.mixers.mixer, spec.parts.embeddings.d_model
     if m is None:
         return []
     n = sum(c for lk, c in counts.items() if m.kind in lk.split("/")[0].split("+") or lk.endswith(f"+{m.kind}"))
     if not n:
         return []
-    out = [Collective("mixer.all_reduce", "all_reduce", T, T, n, _msg(Fr(spec.d_model), "BT", "D"), "tp", first=g0)]
+    out = [Collective("mixer.all_reduce", "all_reduce", T, T, n, _msg(Fr(D), "BT", "D"), "tp", first=g0)]
     if m.kind == "mamba":
         xp = _msg(Fr(m.dt_rank + 2 * m.d_state), "BT", "R+2·N")
         out.append(Collective("mixer.x_proj.all_reduce", "all_reduce", T, T, n, xp, "tp", first=g0))
     elif m.kind == "rwkv":  # the channel mix's row-parallel value projection (deploy/shard_mixers.py)
-        hidden = _msg(Fr(spec.d_model), "BT", "D")
+        hidden = _msg(Fr(D), "BT", "D")
         out.append(Collective("ffn.all_reduce", "all_reduce", T, T, n, hidden, "tp", first=g0))
     elif (m.kind == "mamba2" and m.gated_norm and m.n_groups == 1) or m.kind == "lightning":
         out.append(Collective("mixer.norm.all_reduce", "all_reduce", T, T, n, _msg(Fr(1), "BT", "1"), "tp", first=g0))
     return out
 
 
-def _shared(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
-    """Zamba2's hybrid layers (``shared+<kind>/...``, :mod:`llmath.deploy.shard_shared`): the shared block's
-    o_proj and down all-reduce D each; each LoRA adapter's A (``gather_output=True``) all-gathers its r
-    outputs per token: one for gate/up, three more (q, k, v) with attention adapters."""
-    sb = spec.shared_block
-    n = sum(c for lk, c in counts.items() if lk.startswith("shared+"))
-    if sb is None or not n:
-        return []
-    D = _msg(Fr(spec.d_model), "BT", "D")
-    out = [
-        Collective("shared.attn.all_reduce", "all_reduce", T, T, n, D, "tp", first=g0),
-        Collective("shared.ffn.all_reduce", "all_reduce", T, T, n, D, "tp", first=g0),
-    ]
-    adapters = (1 if sb.adapter_rank else 0) + (3 if sb.attention_adapters else 0)
-    if adapters:
-        r = _msg(Fr(sb.adapter_rank), "BT", "r")
-        out.append(Collective("shared.adapter.all_gather", "all_gather", T, T, n * adapters, r, "tp", first=g0))
+def _part_collectives(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
+    """What a family's layers add under TP, as its spec part declares it (``tp_collectives``,
+    model/part_traits.py): each collective once per layer of the kinds it names (Zamba2's shared block: its
+    o_proj and down all-reduces and the LoRA adapters' all-gathers; Qwen4-Exp's n-gram layers: the all-gather
+    of each token's E-wide lookup)."""
+    out = []
+    for c in layer_collectives(spec):
+        n = sum(v for lk, v in counts.items() if lk.startswith(c.layers))
+        if n:
+            msg = _msg(Fr(c.elements), "BT", c.label)
+            out.append(Collective(c.name, c.kind, T, T, n * c.per_layer, msg, "tp", first=g0))
     return out
-
-
-def _ple(spec: ModelSpec, T: int, counts: dict[str, int], g0: int) -> list[Collective]:
-    """Qwen4-Exp's n-gram layers (``ple+<kind>/...``, :mod:`llmath.deploy.shard_hyper`): each rank looks up W/T
-    columns of its H rows, then all-gathers the E = H·W wide lookup of every token."""
-    g = spec.ngram
-    n = sum(c for lk, c in counts.items() if lk.startswith("ple+"))
-    if g is None or not n:
-        return []
-    return [Collective("ple.all_gather", "all_gather", T, T, n, _msg(Fr(g.embed_dim), "BT", "E"), "tp", first=g0)]
 
 
 def stage_collectives(
     spec: ModelSpec, L: Layout, counts: dict[str, int], s: int, first_stage: bool, last_stage: bool
 ) -> tuple[Collective, ...]:
     """The collectives of a rank of stage ``s`` whose layer kinds run ``counts`` times."""
-    D, T = spec.d_model, L.tp
+    emb, ffn, T = spec.parts.embeddings, spec.parts.ffn, L.tp
+    D = emb.d_model
     g0 = s * L.tp * L.dp  # first GPU of the stage (rank order: TP, DP, PP)
     hidden = _msg(Fr(D), "BT", "D")
     out: list[Collective] = []
@@ -133,23 +122,22 @@ def stage_collectives(
     dense = sum(c for lk, c in counts.items() if lk.startswith("dense"))
     moe = sum(c for lk, c in counts.items() if lk.startswith("moe"))
     only = sum(c for lk, c in counts.items() if lk.startswith("attention only"))  # Nemotron-H: no FFN
-    attn_n = 0 if spec.parallel_block else dense + moe + only
+    attn_n = 0 if ffn.parallel_block else dense + moe + only
     dense += sum(c for lk, c in counts.items() if lk.endswith("/dense"))  # mixer layers' (kind/ffn) FFNs
     moe += sum(c for lk, c in counts.items() if lk.endswith("/moe"))
-    if spec.moe_beside_ffn:  # Gemma 4: the dense FFN beside the MoE is row-parallel too
+    if ffn.beside_moe:  # Gemma 4: the dense FFN beside the MoE is row-parallel too
         dense += moe
     if T > 1:
         if attn_n:
             out.append(Collective("attn.all_reduce", "all_reduce", T, T, attn_n, hidden, "tp", first=g0))
         out += _mixer(spec, T, counts, g0)
-        out += _shared(spec, T, counts, g0)
-        out += _ple(spec, T, counts, g0)
+        out += _part_collectives(spec, T, counts, g0)
         if dense:
             out.append(Collective("ffn.all_reduce", "all_reduce", T, T, dense, hidden, "tp", first=g0))
     if moe:
         out += _moe(spec, L, moe, g0)
     if T > 1 and last_stage:
-        V = -(-spec.vocab_size // T) * T
+        V = -(-emb.vocab_size // T) * T
         out.append(Collective("lm_head.all_gather", "all_gather", T, T, 1, _msg(Fr(V), "BL", "V"), "tp", first=g0))
     if not last_stage:
         # stage s's GPU g sends to g + tp·dp: a span of tp·dp + 1 GPUs from g0
@@ -163,7 +151,8 @@ def encdec_collectives(
 ) -> tuple[Collective, ...]:
     """The collectives of a rank of stage ``s`` of an encoder-decoder model in the encoder pass
     (``encoder``) or a decoder pass; ``counts``: the stage's encoder and decoder layers (module doc)."""
-    D, T = spec.d_model, L.tp
+    emb, T = spec.parts.embeddings, L.tp
+    D = emb.d_model
     g0 = s * L.tp * L.dp
     hidden = _msg(Fr(D), "BT", "D")
     n = counts["encoder" if encoder else "decoder"]
@@ -177,7 +166,7 @@ def encdec_collectives(
             )
             out.append(Collective("ffn.all_reduce", "all_reduce", T, T, n, hidden, "tp", first=g0))
         if last_stage and not encoder:
-            V = -(-spec.vocab_size // T) * T
+            V = -(-emb.vocab_size // T) * T
             out.append(Collective("lm_head.all_gather", "all_gather", T, T, 1, _msg(Fr(V), "BL", "V"), "tp", first=g0))
     if not last_stage:
         out.append(Collective("pp.send", "p2p", 2, T * L.dp + 1, 1, hidden, "pp", first=g0))

@@ -13,20 +13,50 @@ from one to the other over the interconnect, and the two pools rate-matched.
 * **rate matching**: x prefill workers need y = ⌈x·r_p / r_d⌉ decode workers; the pair sustains x·r_p
   requests/s on x·g_p + y·g_d GPUs (the decode pool slightly over-provisioned, so its TPOT is an upper bound).
 
-Queueing in front of a fully loaded prefill pool is not modelled (TTFT is the service time). Everything is a
+**Speculative decoding** (``speculation``, :mod:`.speculative`) runs in both pools, as the engines deploy it:
+TensorRT-LLM's disaggregated benchmark configuration gives the context (prefill) and the generation (decode)
+workers the same ``speculative_config`` (``decoding_type: MTP``; examples/disaggregated/slurm/benchmark/config.yaml
+at 03dd8e4d), and its context phase runs each MTP module over the prompt's positions and writes their KV
+cache (``MTPWorker.forward``, tensorrt_llm/_torch/speculative/mtp.py; one pass is counted: DeepSeek-R1 has one
+module). SGLang's prefill server drafts too and hands the draft state over with the KV cache (a target-only
+prefill in front of an EAGLE decode server is refused unless the decode server replays the prompt through
+the draft; python/sglang/srt/disaggregation/draft_bootstrap.py at fc6f5169). So, with a draft:
+
+* the **prefill worker** also runs the draft's prefill over the same prompt tokens (an EAGLE head or MTP module:
+  one decoder layer of the target's shape; a draft model: its own prefill; a draft that reads the target's
+  cache, none), and holds the draft's weights and KV beside the target's;
+* the **KV transfer** carries the draft's KV of the prompt with the target's;
+* a **decode worker** runs speculative rounds (k draft steps and a verify pass of width k + 1,
+  :func:`.speculative.round_time`) of τ_r(B) each that yield the stated acceptance length a tokens per
+  sequence: TPOT = τ_r(B) / a, r_d = B·a / ((G − 1)·τ_r); its memory holds the draft's weights
+  (:func:`.serving.draft_weight_bytes`) and the draft's KV cache per request (:func:`pool_memory`).
+
+Without a draft every number is the one-token-per-step model above. Queueing in front of a fully loaded prefill
+pool is not modelled (TTFT is the service time). Everything is a
 numpy grid over (decode batch, x): one evaluation per layout pair, as the planner needs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from llmath.deploy.serving import FIXED_POINT_PASSES, EngineConfig, Requests
+from llmath.deploy.serving import (
+    FIXED_POINT_PASSES,
+    Decoding,
+    EngineConfig,
+    Memory,
+    Requests,
+    draft_weight_bytes,
+    memory,
+)
+from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device, kv_bytes_per_sequence
+from llmath.errors import LayoutError
 from llmath.hardware import Hardware
 from llmath.hardware.topology import topology
+from llmath.model.traits import traits
 
 
 def link_bytes_per_s(hw: Hardware, senders: int = 1, span: int = 2) -> float:
@@ -46,20 +76,67 @@ class PrefillWorker:
     prompts_per_iteration: float
 
 
-def prefill_worker(dev: Device, eng: EngineConfig, req: Requests) -> PrefillWorker:
-    """A worker that only prefills: whole prompts packed into the budget, or a long prompt in chunks."""
+def prefill_worker(dev: Device, eng: EngineConfig, req: Requests, draft: Device | None = None) -> PrefillWorker:
+    """A worker that only prefills: whole prompts packed into the budget, or a long prompt in chunks (with a
+    ``draft``, each pass also runs the draft's prefill over the same tokens, :func:`prefill_pass_s`)."""
     K = eng.max_num_batched_tokens or req.new
     Pn = req.new
     if Pn <= K:
         n = max(1, K // Pn)
-        t = float(dev.iteration(0, 0, n, Pn, req.cached).time_s)
+        t = float(prefill_pass_s(dev, draft, n, Pn, req.cached))
         return PrefillWorker(t, n / t, float(n))
     chunks = -(-Pn // K)
     rest = Pn - (chunks - 1) * K
-    full = dev.iteration(0, 0, 1, K, req.cached + (chunks - 2) * K / 2).time_s * (chunks - 1)
-    last = dev.iteration(0, 0, 1, rest, req.cached + (chunks - 1) * K).time_s
+    full = prefill_pass_s(dev, draft, 1, K, req.cached + (chunks - 2) * K / 2) * (chunks - 1)
+    last = prefill_pass_s(dev, draft, 1, rest, req.cached + (chunks - 1) * K)
     t = float(full + last)
     return PrefillWorker(t, 1.0 / t, 1.0 / chunks)
+
+
+def prefill_pass_s(dev: Device, draft: Device | None, n, chunk, prefix):
+    """Seconds of a prefill-only pass of ``n`` prompts' ``chunk`` tokens after ``prefix`` cached positions, plus
+    the draft's prefill of the same tokens where the draft keeps a cache of its own (module docstring)."""
+    t = dev.iteration(0, 0, n, chunk, prefix).time_s
+    if draft is not None and not traits(draft.spec).reads_target_cache:
+        t = t + draft.iteration(0, 0, n, chunk, prefix).time_s
+    return t
+
+
+def draft_kv_bytes(draft: Device | None, positions, per_gpu: bool = True) -> float:
+    """KV bytes a draft holds for one sequence of ``positions`` positions: on one GPU (its first rank's decode
+    operators, as :func:`.serving.memory` counts the target's), or in all (``per_gpu=False``, what a KV transfer
+    moves). An EAGLE head or MTP module: its one layer's; a draft model: its own; a draft that reads the
+    target's cache (a Gemma 4 assistant): none."""
+    if draft is None or traits(draft.spec).reads_target_cache:
+        return 0.0
+    tab = draft.parts[0].decode if per_gpu else None
+    return float(kv_bytes_per_sequence(draft.spec, positions, draft.precision, draft.attention, tab))
+
+
+def pool_memory(dev: Device, eng: EngineConfig, req: Requests, draft: Device | None = None, method: str = "") -> Memory:
+    """A pool's memory on each GPU (:func:`.serving.memory`) with a draft beside the target: its weights
+    (:func:`.serving.draft_weight_bytes`) and its KV cache per request added to what each request counts, so
+    the same KV pool admits fewer requests. Without a draft, :func:`.serving.memory` unchanged."""
+    mem = memory(dev, eng, req, draft_weight_bytes(draft, method))
+    if draft is None:
+        return mem
+    last = mem.kv_bytes_per_request + draft_kv_bytes(draft, req.start + req.max_gen - 1)
+    admitted = mem.kv_bytes_admitted + draft_kv_bytes(draft, req.kv_positions(eng.kv_admission == "reserve"))
+    by_kv = int(mem.kv_pool_bytes // admitted) if admitted > 0 else eng.max_num_seqs
+    resident = min(by_kv, eng.max_num_seqs)
+    fits = resident >= 1 and mem.kv_pool_bytes >= last
+    return replace(
+        mem, kv_bytes_per_request=last, kv_bytes_admitted=admitted, max_requests_by_kv=by_kv,
+        max_resident=resident, fits=fits,
+    )  # fmt: skip
+
+
+def pool_decoding(dev: Device, speculation: Speculation | None) -> Decoding:
+    """How a pool's replica decodes: one token per step, or speculative rounds with the draft placed on it
+    (:func:`.speculative.draft_device`)."""
+    if speculation is None:
+        return Decoding(dev)
+    return Decoding(dev, speculation, draft_device(dev, speculation))
 
 
 @dataclass(frozen=True)
@@ -79,7 +156,7 @@ class DisaggGrid:
 
 def disagg_grid(
     pre: PrefillWorker,
-    dec: Device,
+    dec: Device | Decoding,
     req: Requests,
     max_decode_batch: int,
     gpus: int,
@@ -88,18 +165,22 @@ def disagg_grid(
     kv_link_bytes_per_s: float,
     batches: np.ndarray | None = None,
 ) -> DisaggGrid:
-    """Every (decode batch B, x prefill workers) pair with y = ⌈x·r_p / r_d(B)⌉ decode workers on ≤ ``gpus``."""
+    """Every (decode batch B, x prefill workers) pair with y = ⌈x·r_p / r_d(B)⌉ decode workers on ≤ ``gpus``;
+    ``dec`` decodes one token per step (a Device) or as a :class:`~.serving.Decoding` (speculative rounds)."""
     if batches is None:
         batches = np.unique(np.geomspace(1, max(max_decode_batch, 1), 128).round())
     B = np.asarray(batches, dtype=float)[:, None]
     ctx = req.decode_context
-    tau = dec.iteration(B, ctx).time_s
+    d = Decoding(dec) if isinstance(dec, Device) else dec  # a Device decodes one token per step
+    tau = d.step(B, ctx) / d.tokens  # seconds per output token: a round over the tokens it yields
     steps = max(req.decode_steps, 1.0)
     r_d = B / (steps * tau)
     x = np.arange(1, max(gpus // g_prefill, 1) + 1, dtype=float)[None, :]
     y = np.ceil(x * pre.requests_s / r_d)
     used = x * g_prefill + y * g_decode
-    kv = float(kv_bytes_per_sequence(dec.spec, req.prompt, dec.precision, dec.attention))  # whole model's KV
+    t = d.dev
+    kv = float(kv_bytes_per_sequence(t.spec, req.prompt, t.precision, t.attention))  # whole model's KV
+    kv += draft_kv_bytes(d.draft, req.prompt, per_gpu=False)
     t_kv = kv / kv_link_bytes_per_s if kv_link_bytes_per_s > 0 else float("inf")
     rate = x * pre.requests_s
     shape = np.broadcast_shapes(B.shape, x.shape)
@@ -116,19 +197,38 @@ def disagg_grid(
     )
 
 
-def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Requests, name: str):
-    """(Device, engine preset, Memory) of one pool's replica layout ``pool`` (tp, pp, dp, ep, workers)."""
+def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Requests, name: str, speculation=None):
+    """(Decoding, engine preset, Memory) of one pool's replica layout ``pool`` (tp, pp, dp, ep, workers), with
+    ``speculation``'s draft placed on it and held in its memory (:func:`pool_memory`)."""
     from llmath.deploy import engines
     from llmath.deploy.layout import make_layout
-    from llmath.deploy.serving import check_fits, memory
+    from llmath.deploy.serving import check_fits
     from llmath.hardware.roofline import efficiency
 
     lay = make_layout(spec, None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp"))
     eng = engines.preset(engine, hw, tp=lay.tp)
     dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), "flash", eng.cuda_graphs, lay)
-    mem = memory(dev, eng, req)
-    check_fits(mem, f"{spec.name} {name} pool on {dev.gpus} × {hw.name}")
-    return dev, eng, mem
+    dec = pool_decoding(dev, speculation)
+    mem = pool_memory(dec.dev, eng, req, dec.draft, speculation.method if speculation else "")
+    with_draft = f" with its {speculation.method} draft" if speculation else ""
+    check_fits(mem, f"{spec.name} {name} pool on {dec.dev.gpus} × {hw.name}{with_draft}")
+    return dec, eng, mem
+
+
+POOL_KEYS = ("workers", "tp", "pp", "ep", "dp")
+
+
+def checked_pool(name: str, pool: object) -> dict:
+    """``pool`` (a disaggregated pool's layout: some of :data:`POOL_KEYS`, each an int ≥ 1 or None) as given, or
+    a :class:`LayoutError` naming the key and the rule."""
+    if not isinstance(pool, dict):
+        raise LayoutError(f"{name}={pool!r} must be a dict of {', '.join(POOL_KEYS)}")
+    for key, value in pool.items():
+        if key not in POOL_KEYS:
+            raise LayoutError(f"{name}[{key!r}]: not a pool key; give {', '.join(POOL_KEYS)}")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1):
+            raise LayoutError(f"{name}[{key!r}]={value!r} must be an integer >= 1 (or None for the default)")
+    return pool
 
 
 def serve_disaggregated(
@@ -144,14 +244,17 @@ def serve_disaggregated(
     precision=None,
     efficiency_mode: str = "expected",
     prompts_per_client: float = 10,
+    speculation: Speculation | None = None,
 ) -> dict:
     """A closed loop of ``concurrency`` requests on ``prefill["workers"]`` prefill replicas and
     ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
     describes: the requests split evenly over the decode pool's attention-DP ranks (TPOT = the decode step at
-    that batch plus the engine's per-iteration overhead); a request's TTFT = its prefill pass, batched with
-    the prompts arriving with it (as many as the budget and the requests per prefill rank allow), plus the
-    KV transfer. Returns ``ttft_s``, ``tpot_s``, ``throughput_tok_s`` and the pools' sizes."""
-    from llmath.deploy.serving import active_overheads
+    that batch plus the engine's per-iteration overhead, with ``speculation`` a round and its overhead over
+    the acceptance length); a request's TTFT = its prefill pass (and the draft's), batched with the prompts
+    arriving with it (as many as the budget and the requests per prefill rank allow), plus the KV transfer
+    (and the draft's KV). Returns ``ttft_s``, ``tpot_s``, ``throughput_tok_s`` (and per GPU), the pools' GPUs
+    (``prefill_gpus`` + ``decode_gpus`` = ``gpus``) and requests (``decode_requests`` decoding, the other
+    ``prefill_requests`` of the ``concurrency`` waiting for or in their prefill and KV transfer)."""
     from llmath.errors import WorkloadError
     from llmath.hardware import get as get_hardware
     from llmath.hardware.execution import checkpoint_precision
@@ -159,40 +262,57 @@ def serve_disaggregated(
 
     if not concurrency >= 1:
         raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    if speculation is not None and not isinstance(speculation, Speculation):
+        raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
+    prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
     spec = resolve(model)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]
     req = Requests(prompt, gen)
-    pdev, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill")
-    ddev, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode")
+    pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation)
+    ddec, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode", speculation)
+    pdev, ddev = pdec.dev, ddec.dev
     x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
-    pre = _prefill_pass(pdev, peng, req, concurrency / (x * pdev.dp))
-    kv = float(kv_bytes_per_sequence(spec, prompt, p, "flash"))
+    pre = _prefill_pass(pdec, peng, req, concurrency / (x * pdev.dp))
+    kv = float(kv_bytes_per_sequence(spec, prompt, p, "flash")) + draft_kv_bytes(pdec.draft, prompt, per_gpu=False)
     t_kv = kv / link_bytes_per_s(hw, pdev.gpus, pdev.gpus + ddev.gpus)
-    ov_d = active_overheads(ddev, deng)
     cap, share = dmem.max_resident, 1.0
     for _ in range(FIXED_POINT_PASSES):  # the requests decoding: those not waiting for or in their prefill
         B = max(min(share * concurrency / (y * ddev.dp), cap), 1.0)
-        tpot = float(ddev.iteration(B, req.decode_context).time_s)
-        tpot += ov_d.iteration_s(deng.cuda_graphs) + B * ov_d.per_token_s
+        tpot = _decode_tpot(ddec, deng, B, req.decode_context)
         ttft = _closed_prefill_wait(pre, req.decode_steps * tpot, prompts_per_client, peng.replacement_lag) + t_kv
         share = req.decode_steps * tpot / (ttft + req.decode_steps * tpot)
     e2e = ttft + req.decode_steps * tpot
+    gpus, decoding = x * pdev.gpus + y * ddev.gpus, min(B * y * ddev.dp, concurrency)
     return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "throughput_tok_s": concurrency * req.mean_gen / e2e,
+            "throughput_tok_s_per_gpu": concurrency * req.mean_gen / e2e / gpus,
             "kv_transfer_s": t_kv, "prefill_pass_s": pre[0], "prefill_passes": pre[1], "decode_batch": B,
-            "gpus": x * pdev.gpus + y * ddev.gpus}  # fmt: skip
+            "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
+            "prefill_requests": concurrency - decoding, "decode_requests": decoding,
+            "tokens_per_step": ddec.tokens}  # fmt: skip
 
 
-def _prefill_pass(dev: Device, eng: EngineConfig, req: Requests, per_rank: float) -> tuple[float, float, float]:
+def _decode_tpot(dec: Decoding, eng: EngineConfig, batch: float, context: float) -> float:
+    """Seconds per output token of a decode replica at ``batch`` sequences: its step (a speculative round) plus
+    the engine's per-iteration overhead, over the tokens a step yields (as the aggregated steady state counts)."""
+    from llmath.deploy.serving import active_overheads
+
+    ov = active_overheads(dec.dev, eng)
+    step = float(dec.step(batch, context)) + ov.iteration_s(eng.cuda_graphs) + batch * ov.per_token_s
+    return step / dec.tokens
+
+
+def _prefill_pass(dec: Decoding, eng: EngineConfig, req: Requests, per_rank: float) -> tuple[float, float, float]:
     """(time of one prefill pass, passes a wave of ``per_rank`` prompts takes, passes one prompt spans): the
-    prompts that arrive together packed into the budget K, each pass K tokens (or the wave's, if fewer)."""
+    prompts that arrive together packed into the budget K, each pass K tokens (or the wave's, if fewer), the
+    draft's prefill of them included (:func:`prefill_pass_s`)."""
     from llmath.deploy.serving import active_overheads
 
     K = float(eng.max_num_batched_tokens or req.new)
     tokens = min(K, per_rank * req.new)
     n = max(tokens / req.new, 1.0)
-    ov = active_overheads(dev, eng)
-    t = float(dev.iteration(0, 0, n, tokens / n, req.cached + (req.new - tokens / n) / 2).time_s)
+    ov = active_overheads(dec.dev, eng)
+    t = float(prefill_pass_s(dec.dev, dec.draft, n, tokens / n, req.cached + (req.new - tokens / n) / 2))
     t += ov.per_iteration_eager_s + ov.request_s(req.prompt) / n
     return t, per_rank * req.new / tokens, max(1.0, req.new / K)
 

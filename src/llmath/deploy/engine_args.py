@@ -29,9 +29,12 @@ import shlex
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmath.errors import WorkloadError
+
+if TYPE_CHECKING:
+    from llmath.deploy.layout import ParallelConfig
 
 ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -396,7 +399,7 @@ def deployment_for(
     hardware: str,
     engine: str,
     *,
-    layout: dict[str, int | None],
+    layout: ParallelConfig,
     weights: str | None = None,
     kv_dtype: str | None = None,
     concurrency: float | None = None,
@@ -406,18 +409,16 @@ def deployment_for(
     enforce_eager: bool = False,
     speculation: tuple[str | None, int, str | None] = (None, 0, None),
 ):
-    """(spec, the :class:`Deployment` of analyze's settings): the layout :func:`make_layout` fills, the
+    """(spec, the :class:`Deployment` of analyze's settings): the layout ``layout`` asks for, fitted to the model, the
     concurrency as the per-replica running cap unless ``max_num_seqs`` is given, the engine preset's budget
     and memory fraction on ``hardware`` unless given."""
     from llmath.deploy import engines
-    from llmath.deploy.layout import make_layout
     from llmath.hardware import get
     from llmath.model.registry import resolve
 
     engine_data(engine)
     spec = resolve(model)
-    given = any(v is not None for v in layout.values())
-    lay = make_layout(spec, layout["gpus"], layout["tp"], layout["pp"], layout["ep"], layout["dp"]) if given else None
+    lay = layout.requested(spec)
     tp, pp, dp, ep = (lay.tp, lay.pp, lay.dp, lay.ep) if lay else (1, 1, 1, 1)
     eng = engines.preset(engine, get(hardware), tp=tp)
     if max_num_seqs is None and concurrency is not None:

@@ -20,12 +20,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from llmath.deploy.shard_hyper import hyper_tp_problem
 from llmath.deploy.shard_mixers import SHARDED, mixer_tp_problem
-from llmath.deploy.shard_shared import shared_tp_problem
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
-from llmath.model.traits import traits
+from llmath.model.traits import tp_problem, traits
 
 OVERLAPS = ("none", "tbo")
 
@@ -69,8 +67,9 @@ class ParallelConfig:
     """The parallel config asked for, as the engines name it (vLLM ``ParallelConfig``: ``tensor_parallel_size``
     = tp, ``pipeline_parallel_size`` = pp, ``data_parallel_size`` = dp, ``enable_expert_parallel`` = ep > 1):
     the degrees given (None: :func:`make_layout` fills them for the model) and the overlap, validated here once.
-    ``analyze``, ``serve`` and ``plan`` take it as ``parallel=`` beside the same keywords spelled out;
-    :meth:`layout` fits it to a model (its heads, experts and stacks)."""
+    ``analyze``, ``serve`` and ``plan`` take it as ``parallel=`` beside the same keywords spelled out, and the
+    command line builds one from its flags and passes it down; :meth:`layout` fits it to a model (its heads,
+    experts and stacks)."""
 
     gpus: int | None = None
     tp: int | None = None
@@ -92,6 +91,12 @@ class ParallelConfig:
     def layout(self, spec: ModelSpec) -> Layout:
         return make_layout(spec, *self.args())
 
+    def requested(self, spec: ModelSpec) -> Layout | None:
+        """The layout fitted to ``spec`` when one is asked for (a degree given, or more than one GPU), else None."""
+        if any(v is not None for v in (self.tp, self.pp, self.ep, self.dp)) or (self.gpus or 1) > 1:
+            return self.layout(spec)
+        return None
+
 
 def layout_args(parallel: ParallelConfig | None, degrees: tuple, overlap: str = "none") -> tuple:
     """(gpus, tp, pp, ep, dp, overlap) of a call that takes ``parallel=`` beside the keywords spelled out (their
@@ -111,9 +116,7 @@ def layout_args(parallel: ParallelConfig | None, degrees: tuple, overlap: str = 
 def requested_layout(spec: ModelSpec, parallel: ParallelConfig | None, gpus, tp, pp, ep, dp, overlap) -> Layout | None:
     """The layout a serving call asks for (``parallel`` or the keywords), or None for one GPU."""
     gpus, tp, pp, ep, dp, overlap = layout_args(parallel, (gpus, tp, pp, ep, dp), overlap)
-    if any(v is not None for v in (tp, pp, ep, dp)) or (gpus or 1) > 1:
-        return make_layout(spec, gpus, tp, pp, ep, dp, overlap)
-    return None
+    return ParallelConfig(gpus, tp, pp, ep, dp, overlap).requested(spec)
 
 
 def stage_layers(n_layers: int, pp: int) -> list[range]:
@@ -139,28 +142,25 @@ def _int(name: str, v) -> int | None:
 
 def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
     """Why ``spec`` cannot run ``tp``-way tensor parallel (vLLM's divisibility rules), or None."""
-    N, K = spec.n_heads, spec.n_kv_heads
-    parts = {p for k in spec.layer_mixers for p in k.split("+")}
-    if "shared" in parts and (why := shared_tp_problem(spec, tp)):
+    a, ffn, mixers = spec.parts.attention, spec.parts.ffn, spec.parts.mixers
+    N, K = a.heads, a.kv_heads
+    if why := tp_problem(spec, tp):  # the rules a family's spec part states (model/traits.py)
         return why
-    if tp > 1 and (why := hyper_tp_problem(spec, tp)):
+    if tp > 1 and mixers.mixer is not None and (why := mixer_tp_problem(mixers.mixer, tp)):
         return why
-    if tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, tp)):
-        return why
-    if not parts & {"attention", "shared"}:  # a pure state-space model: no attention heads to split
+    if not mixers.components & {"attention", "shared"}:  # a pure state-space model: no attention heads to split
         N = K = tp
     if N % tp:
         return f"tp={tp} must divide the {N} attention heads"
-    if spec.mla is None and K % tp and tp % K:
+    if a.mla is None and K % tp and tp % K:
         return f"tp={tp} must divide the {K} KV heads or be a multiple of them (KV heads replicated)"
-    Kf = spec.full_kv_heads or K
+    Kf = a.full_kv_heads or K
     if Kf != K and (K % tp or Kf % tp):  # Gemma 4: one sharding rule for both; replication not modelled
         return f"tp={tp} must divide both the {K} and the full-attention layers' {Kf} KV heads"
-    widths = {spec.ffn_width(i) for i, m in enumerate(spec.layer_moe) if not m and spec.ffn_width(i)}
-    if any(f % tp for f in widths):
-        return f"tp={tp} must divide d_ff={next(f for f in sorted(widths) if f % tp)}"
-    if spec.moe is not None and spec.moe.d_ff_shared % tp:
-        return f"tp={tp} must divide the shared experts' width {spec.moe.d_ff_shared}"
+    if any(f % tp for f in ffn.dense_widths):
+        return f"tp={tp} must divide d_ff={next(f for f in sorted(ffn.dense_widths) if f % tp)}"
+    if ffn.moe is not None and ffn.moe.d_ff_shared % tp:
+        return f"tp={tp} must divide the shared experts' width {ffn.moe.d_ff_shared}"
     return None
 
 
@@ -169,11 +169,10 @@ def _unsharded_problem(spec: ModelSpec, tp: int, pp: int, dp: int) -> str | None
     EP still apply), or None."""
     gpus = "; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
     known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
-    parts = {p for k in spec.layer_mixers for p in k.split("+")}
-    if parts - known and tp * pp * dp > 1:
-        return (
-            f"layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no sharding rule yet" + gpus
-        )
+    mixers = spec.parts.mixers
+    if mixers.components - known and tp * pp * dp > 1:
+        kind = mixers.mixer.kind if mixers.mixer else "non-attention"
+        return f"layers with a {kind} mixer have no sharding rule yet" + gpus
     return None
 
 
@@ -191,18 +190,19 @@ def trait_problem(spec: ModelSpec, tp: int, pp: int) -> str | None:
 
 
 def _ep_problem(spec: ModelSpec, tp: int, dp: int, ep: int) -> str | None:
+    moe = spec.parts.ffn.moe
     if ep == 1:
         etp = tp * dp
-    elif spec.moe is None:
+    elif moe is None:
         return f"ep={ep} applies to MoE models; {spec.name} is dense (use --tp/--pp/--dp)"
     elif (tp * dp) % ep:
         return f"ep={ep} must divide tp·dp={tp * dp} (the GPUs a stage's MoE layers span)"
-    elif spec.moe.n_experts % ep:
-        return f"ep={ep} must divide the {spec.moe.n_experts} experts"
+    elif moe.n_experts % ep:
+        return f"ep={ep} must divide the {moe.n_experts} experts"
     else:
         etp = tp * dp // ep
-    if spec.moe is not None and spec.moe.d_ff_expert % etp:
-        return f"expert-TP = tp·dp/ep = {etp} must divide the expert width {spec.moe.d_ff_expert}"
+    if moe is not None and moe.d_ff_expert % etp:
+        return f"expert-TP = tp·dp/ep = {etp} must divide the expert width {moe.d_ff_expert}"
     return None
 
 
@@ -241,7 +241,8 @@ def _gpus_problem(spec: ModelSpec, gpus: int, tp: int | None, pp: int, dp: int |
 
 def _default_ep(spec: ModelSpec, ranks: int) -> int:
     """The largest expert-parallel degree ≤ ranks dividing both the experts and the ranks."""
-    n = spec.moe.n_experts if spec.moe is not None else 1
+    moe = spec.parts.ffn.moe
+    n = moe.n_experts if moe is not None else 1
     return max(d for d in _divisors(ranks) if n % d == 0)
 
 
@@ -264,7 +265,7 @@ def make_layout(
     if gpus is not None and tp is None and pp is None and dp is None:
         tp, pp, dp = gpus, 1, 1
         chosen = f"--gpus {gpus} alone: TP={gpus}"
-        if spec.moe is not None and ep is None:
+        if spec.parts.ffn.moe is not None and ep is None:
             ep = _default_ep(spec, gpus)
             chosen += f" attention, EP={ep} experts (vLLM --enable-expert-parallel)"
     pp, ep = pp or 1, ep or 1
@@ -276,7 +277,7 @@ def make_layout(
         if tp is None or dp is None or tp * pp * dp != gpus:
             raise LayoutError(_gpus_problem(spec, gpus, tp, pp, dp))
     tp, dp = tp or 1, dp or 1
-    n_layers = min(spec.n_layers, spec.encoder.n_layers) if spec.encoder is not None else spec.n_layers
+    n_layers = spec.parts.stack.pipeline_layers
     if pp > n_layers:
         raise LayoutError(f"pp={pp} exceeds the {n_layers} layers of {spec.name}'s stacks; use --pp <= {n_layers}")
     if why := trait_problem(spec, tp, pp):

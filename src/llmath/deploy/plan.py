@@ -12,8 +12,9 @@ dominance, a bound on disaggregated pools), so its cost follows the layouts that
 ``exhaustive=True`` evaluates everything and finds the same ``best`` and ``pareto``.
 
 With ``speculation``, every aggregated layout is also evaluated decoding speculatively (the draft's weights
-on each GPU as :func:`.serving.draft_weight_bytes` counts them, rounds as :mod:`.speculative` times them) and
-both are rows (``speculation``: null or {method, k, acceptance}); disaggregated pools decode one token per step.
+and KV cache on each GPU as :func:`.disagg.pool_memory` counts them, rounds as :mod:`.speculative` times them) and
+both are rows (``speculation``: null or {method, k, acceptance}); so is every disaggregated pair, its decode pool
+speculating and its prefill pool running the draft's prefill (:mod:`.disagg`), each pool holding the draft.
 
 ``best``: the feasible configuration with the most output tokens/s per GPU (without targets: the maximum
 throughput, what MLPerf's Offline scenario measures; of equals, the fastest per user). ``pareto``: the
@@ -34,7 +35,7 @@ from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import closed_state
-from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, prefill_worker
+from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, pool_decoding, pool_memory, prefill_worker
 from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
 from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import (
@@ -47,7 +48,7 @@ from llmath.deploy.plan_search import (
     meets,
     weights_leave_no_pool,
 )
-from llmath.deploy.serving import Decoding, Requests, draft_weight_bytes, memory, refuse_uncached
+from llmath.deploy.serving import Decoding, Requests, refuse_uncached
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device
@@ -174,19 +175,19 @@ class PlanResult:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _decodings(rep: Replica, speculation: Speculation | None) -> list[tuple[Decoding, float]]:
-    """How the replica may decode, each with the draft weights it adds on each GPU: one token per
-    iteration, and with ``speculation`` its rounds (the draft as :func:`~.service.serve` places it)."""
-    out = [(Decoding(rep.device), 0.0)]
+def _decodings(rep: Replica, speculation: Speculation | None) -> list[tuple[Decoding, str]]:
+    """How the replica may decode, each with its speculative method ("": none): one token per iteration, and
+    with ``speculation`` its rounds (the draft as :func:`~.service.serve` places it)."""
+    out = [(Decoding(rep.device), "")]
     if speculation is not None:
         draft = draft_device(rep.device, speculation)
-        out.append((Decoding(rep.device, speculation, draft), draft_weight_bytes(draft, speculation.method)))
+        out.append((Decoding(rep.device, speculation, draft), speculation.method))
     return out
 
 
 def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list, dec, draft) -> int:
-    """The layout's rows over its whole concurrency grid, decoding as ``dec`` (``draft``: bytes per GPU); how many."""
-    grid = _grid(rep, eng, req, gpus, fmt, rejected, draft)
+    """The layout's rows over its whole concurrency grid, decoding as ``dec`` (``draft``: its method); how many."""
+    grid = _grid(rep, eng, req, gpus, fmt, rejected, dec, draft)
     if grid is None:
         return 0
     c, mem, dp, inst = grid
@@ -194,10 +195,11 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
     return _agg_rows(rep, fmt, dp, inst, c, ss, cols, dec.spec is not None)
 
 
-def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list, draft: float = 0.0) -> tuple | None:
-    """(concurrency grid of one replica, its memory with ``draft`` bytes of draft weights per GPU, attention
-    replicas in all, instances), or None when the layout does not fit (listed under ``rejected``)."""
-    mem = memory(rep.device, eng, req, draft)
+def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list, dec, draft: str) -> tuple | None:
+    """(concurrency grid of one replica, its memory with ``dec``'s draft of method ``draft`` (its weights and
+    KV, :func:`.disagg.pool_memory`), attention replicas in all, instances), or None when the layout does not
+    fit (listed under ``rejected``)."""
+    mem = pool_memory(rep.device, eng, req, dec.draft, draft)
     inst = gpus // rep.gpus  # engine instances side by side
     where = {"mode": "aggregated", "weights": fmt, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "dp": rep.dp}
     if not mem.fits or inst < 1:
@@ -245,7 +247,7 @@ class _Sampled:
 def _sampled(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, targets, dec, draft) -> Any:
     """The layout decoding as ``dec`` at ``SAMPLE`` points of its grid, as rows (the rest when :func:`_refine`
     finds it live); None when it does not fit."""
-    grid = _grid(rep, eng, req, gpus, fmt, rejected, draft)
+    grid = _grid(rep, eng, req, gpus, fmt, rejected, dec, draft)
     if grid is None:
         return None
     c, mem, dp, inst = grid
@@ -275,29 +277,27 @@ def _refine(samples: list[_Sampled], front: Frontier, cols: list, targets: dict)
     return n
 
 
-def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected) -> int:
-    mem_p = memory(pre.device, eng, req)
-    mem_d = memory(dec.device, eng, req)
+def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, sd=None) -> int:
+    """The pair's rate-matched pools, both decoding as ``sd`` (a Speculation, or None: one token per step)."""
+    p_dec, d_dec = pool_decoding(pre.device, sd), pool_decoding(dec.device, sd)
+    method = sd.method if sd else ""
+    mem_p = pool_memory(pre.device, eng, req, p_dec.draft, method)
+    mem_d = pool_memory(dec.device, eng, req, d_dec.draft, method)
     if not (mem_p.fits and mem_d.fits) or pre.gpus + dec.gpus > gpus:
-        rejected.append(_unfit_pair(fmt, pre.tp, dec.tp))
+        rejected.append(_unfit_pair(fmt, pre.tp, dec.tp, sd))
         return 0
-    pw = prefill_worker(pre.device, eng, req)
+    pw = prefill_worker(pre.device, eng, req, p_dec.draft)
     link = link_bytes_per_s(pre.device.hw, pre.gpus, pre.gpus + dec.gpus)
-    g = disagg_grid(pw, dec.device, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, link)
-    return _disagg_rows(g, pre, dec, req, gpus, fmt, cols)
+    g = disagg_grid(pw, d_dec, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, link)
+    return _disagg_rows(g, pre, dec, req, gpus, fmt, cols, sd is not None)
 
 
-def _unfit_pair(fmt: str, prefill_tp: int, decode_tp: int) -> dict[str, Any]:
-    return {
-        "mode": "disaggregated",
-        "weights": fmt,
-        "prefill_tp": prefill_tp,
-        "decode_tp": decode_tp,
-        "reason": "does not fit",
-    }
+def _unfit_pair(fmt: str, prefill_tp: int, decode_tp: int, sd=None) -> dict[str, Any]:
+    why = "does not fit" + (" with the draft" if sd is not None else "")
+    return {"mode": "disaggregated", "weights": fmt, "prefill_tp": prefill_tp, "decode_tp": decode_tp, "reason": why}
 
 
-def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: str, cols) -> int:
+def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: str, cols, sd: bool = False) -> int:
     """The rate-matched pools of grid ``g`` that fit ``gpus`` as rows; how many."""
     ok = g.gpus_used <= gpus
     n = int(ok.sum())
@@ -306,6 +306,7 @@ def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: s
     add_served(
         cols, n, ("disaggregated", fmt, dec, g.decode_workers[ok]), (concurrency, ttft, tpot), thr, g.gpus_used[ok],
         prefill_workers=g.prefill_workers[ok], prefill_tp=pre.tp, decode_batch=g.decode_batch[ok],
+        speculation=float(sd),
     )  # fmt: skip
     return n
 
@@ -451,10 +452,11 @@ class _Search:
                     n += _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected, dec, draft)
         if disagg:
             workers = [r for r in reps if r.pp == 1]
-            for a in [r for r in workers if r.dp == 1]:  # prefill workers: tensor parallel only
-                for b in workers:
-                    poll()
-                    n += _disaggregated(a, b, eng, self.req, gpus, self.fmt, cols, rejected)
+            for sd in self._speculations():
+                for a in [r for r in workers if r.dp == 1]:  # prefill workers: tensor parallel only
+                    for b in workers:
+                        poll()
+                        n += _disaggregated(a, b, eng, self.req, gpus, self.fmt, cols, rejected, sd)
         return n
 
     def _build(self, key: tuple[int, int, int, int], rejected: list) -> Replica | str | None:
@@ -508,38 +510,48 @@ class _Search:
             raise _no_layout(self.spec, gpus, pins)
         return n, samples
 
+    def _speculations(self) -> list[Speculation | None]:
+        """How pools decode: one token per step, and with ``speculation`` speculatively too."""
+        return [None] if self.speculation is None else [None, self.speculation]
+
     def disagg_pruned(self, workers: list, gpus: int, cols: list, rejected: list, front: Frontier) -> tuple:
-        """The disaggregated pairs (prefill workers: TP only) whose bound could reach the front, evaluated
-        exactly; (configurations evaluated, fitting pairs skipped)."""
-        eng, req = engines.preset(self.engine, self.hw, **self.overrides), self.req
-        mem = {key: memory(rep.device, eng, req) for key, rep in workers if rep is not None}
-        fit = [(key, rep) for key, rep in workers if rep is not None and mem[key].fits]
-        fitting = {key for key, _ in fit}
-        for ka, kb in ((ka, kb) for ka, _ in workers if ka[2] == 1 for kb, _ in workers):
-            if ka not in fitting or kb not in fitting:
-                rejected.append(_unfit_pair(self.fmt, ka[0], kb[0]))
-        cells, curves = [], {}
-        for _, a in [w for w in fit if w[1].dp == 1]:  # prefill workers: tensor parallel only
-            pw = prefill_worker(a.device, eng, req)
-            for kb, b in fit:
-                if a.gpus + b.gpus > gpus:
-                    rejected.append(_unfit_pair(self.fmt, a.tp, b.tp))
-                    continue
-                if kb not in curves:
-                    curves[kb] = DecodeCurve(b.device, decode_batches(mem[kb].max_resident), req.decode_context)
-                cells.append(PairCell(a, b, pw, curves[kb], mem[kb].max_resident, req, gpus, self.targets))
+        """The disaggregated pairs (prefill workers: TP only), each way of decoding, whose bound could reach the
+        front, evaluated exactly; (configurations evaluated, fitting pairs skipped)."""
+        cells = [c for sd in self._speculations() for c in self._pair_cells(workers, gpus, rejected, sd)]
         n = skipped = 0
-        for cell in sorted(cells, key=lambda c: -c.top):  # the most promising first: the front prunes the rest
+        for cell, sd in sorted(cells, key=lambda c: -c[0].top):  # the most promising first: the front prunes the rest
             poll()
             g = cell.grid(front)
             if g is None:
                 skipped += 1
                 continue
-            n += _disagg_rows(g, cell.pre, cell.dec, req, gpus, self.fmt, cols)
+            n += _disagg_rows(g, cell.pre, cell.dec, self.req, gpus, self.fmt, cols, sd is not None)
             b = cols[-1][1]
             ok = meets(b["ttft_s"], b["tpot_s"], **self.targets)
             front.add(b["throughput_tok_s_per_gpu"][ok], b["tok_s_per_user"][ok])
         return n, skipped
+
+    def _pair_cells(self, workers: list, gpus: int, rejected: list, sd: Speculation | None) -> list:
+        """(PairCell, ``sd``) of every fitting pair, both pools decoding as ``sd`` (the draft in their memory)."""
+        eng, req, method = engines.preset(self.engine, self.hw, **self.overrides), self.req, sd.method if sd else ""
+        dec = {key: pool_decoding(rep.device, sd) for key, rep in workers if rep is not None}
+        mem = {key: pool_memory(d.dev, eng, req, d.draft, method) for key, d in dec.items()}
+        fit = [(key, rep) for key, rep in workers if rep is not None and mem[key].fits]
+        fitting = {key for key, _ in fit}
+        for ka, kb in ((ka, kb) for ka, _ in workers if ka[2] == 1 for kb, _ in workers):
+            if ka not in fitting or kb not in fitting:
+                rejected.append(_unfit_pair(self.fmt, ka[0], kb[0], sd))
+        cells, curves = [], {}
+        for ka, a in [w for w in fit if w[1].dp == 1]:  # prefill workers: tensor parallel only
+            pw = prefill_worker(a.device, eng, req, dec[ka].draft)
+            for kb, b in fit:
+                if a.gpus + b.gpus > gpus:
+                    rejected.append(_unfit_pair(self.fmt, a.tp, b.tp, sd))
+                    continue
+                if kb not in curves:
+                    curves[kb] = DecodeCurve(dec[kb], decode_batches(mem[kb].max_resident), req.decode_context)
+                cells.append((PairCell(a, b, pw, curves[kb], mem[kb].max_resident, req, gpus, self.targets), sd))
+        return cells
 
 
 __all__ = ["PlanResult", "Replica", "pareto_mask", "plan", "replicas"]

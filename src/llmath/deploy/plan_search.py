@@ -27,13 +27,12 @@ GPU do not depend on how many copies of it run side by side.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
 from llmath.deploy.plan_rows import pareto_mask
-from llmath.deploy.serving import EngineConfig
-from llmath.deploy.step import Device, StepCost
+from llmath.deploy.serving import Decoding, EngineConfig
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.params import param_report
@@ -91,29 +90,23 @@ class Frontier:
 
 
 class DecodeCurve:
-    """A decode worker's device whose pure-decode iterations over its batch grid are timed once: every pair
-    it joins (:func:`.disagg.disagg_grid` calls ``iteration(B, context)``) reads them back."""
+    """A decode worker's decoding (one token per step, or speculative rounds: :class:`~.serving.Decoding`) whose
+    pure-decode steps over its batch grid are timed once: every pair it joins (:func:`.disagg.disagg_grid`
+    calls ``step(B, context)``) reads them back."""
 
-    def __init__(self, dev: Device, batches: np.ndarray, context: float):
-        self.dev = dev
+    def __init__(self, decoding: Decoding, batches: np.ndarray, context: float):
+        self.decoding = decoding
+        self.dev, self.draft, self.tokens = decoding.dev, decoding.draft, decoding.tokens
         self.batches = np.asarray(batches, dtype=float)
         self.context = context
-        cost = dev.iteration(self.batches[:, None], context)
-        self.cost = StepCost(*(np.broadcast_to(x, (len(self.batches), 1))[:, 0] for x in _fields(cost)))
+        self.step_s = np.broadcast_to(decoding.step(self.batches[:, None], context), (len(self.batches), 1))[:, 0]
 
-    def __getattr__(self, name: str) -> Any:  # spec, precision, attention, …: the device's
-        return getattr(self.dev, name)
-
-    def iteration(self, n_decode, context, *rest) -> StepCost:
+    def step(self, n_decode, context) -> np.ndarray:
         b = np.asarray(n_decode, dtype=float)
         i = np.clip(np.searchsorted(self.batches, b), 0, len(self.batches) - 1)
-        if rest or context != self.context or not np.array_equal(self.batches[i], b):
-            return self.dev.iteration(n_decode, context, *rest)
-        return StepCost(*(x[i] for x in _fields(self.cost)))
-
-
-def _fields(c: StepCost) -> tuple:
-    return c.time_s, c.bytes, c.flops
+        if context != self.context or not np.array_equal(self.batches[i], b):
+            return self.decoding.step(n_decode, context)
+        return self.step_s[i]
 
 
 def disagg_bound(requests_s: float, g_prefill: int, r_decode: np.ndarray, g_decode: int, mean_gen: float):
@@ -133,7 +126,7 @@ class PairCell:
     def __init__(self, pre, dec, pw, curve: DecodeCurve, max_batch: int, req, gpus: int, targets: dict):
         self.pre, self.dec, self.pw, self.curve = pre, dec, pw, curve
         self.max_batch, self.req, self.gpus, self.targets = max_batch, req, gpus, targets
-        tau = curve.cost.time_s
+        tau = curve.step_s / curve.tokens  # seconds per output token (a round over the tokens it yields)
         r_d = curve.batches / (max(req.decode_steps, 1.0) * tau)
         self.bound = disagg_bound(pw.requests_s, pre.gpus, r_d, dec.gpus, req.mean_gen)
         one = pre.gpus + np.ceil(pw.requests_s / r_d) * dec.gpus  # one prefill worker and its decode pool
@@ -151,7 +144,7 @@ class PairCell:
             return None
         pre, dec = self.pre, self.dec
         link = link_bytes_per_s(pre.device.hw, pre.gpus, pre.gpus + dec.gpus)
-        args = (self.pw, cast(Device, self.curve), self.req, self.max_batch, self.gpus, pre.gpus, dec.gpus, link)
+        args = (self.pw, cast(Decoding, self.curve), self.req, self.max_batch, self.gpus, pre.gpus, dec.gpus, link)
         first = disagg_grid(*args, batches=self.curve.batches[todo][:1])
         if not meets(first.ttft_s.flat[0], 0.0, self.targets["ttft_ms"], None):
             return None

@@ -14,6 +14,7 @@ from typing import Any
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, closed_state, lockstep_state, staggered_state
+from llmath.deploy.disagg import pool_memory
 from llmath.deploy.layout import ParallelConfig, requested_layout
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
@@ -22,8 +23,6 @@ from llmath.deploy.serving import (
     ServingReport,
     active_overheads,
     check_fits,
-    draft_weight_bytes,
-    memory,
     metrics_at,
     rate_to_concurrency,
     refuse_uncached,
@@ -92,7 +91,7 @@ def serve(
     req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), ed)
     dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout, prompt if ed else 0)
     draft = draft_device(dev, speculation) if speculation else None
-    mem = memory(dev, eng, req, draft_weight_bytes(draft, speculation.method if speculation else ""))
+    mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
     check_fits(mem, f"{where} with {eng.name}")
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []

@@ -27,7 +27,7 @@ take them from, with T = tp:
   attention in Falcon-H1's parallel layers), Gated DeltaNet, KDA, lightning attention and LFM2's short conv
   split by heads / inner channels, their in-projections column-parallel and out_proj row-parallel; the
   per-sequence state scales with the rank's channels. Recurrent kinds without a sourced rule: refused.
-* **DeepSeek-V4 / HY-V4** (:mod:`llmath.deploy.shard_hyper`, vLLM ``deepseek_v4.py``): heads and output
+* **DeepSeek-V4 / HY-V4** (vLLM ``deepseek_v4.py``; the sources: docs/parallel.md): heads and output
   groups split, the latent KV, compressors, indexer and hyper-connections replicated.
 * **HRM-Text** (no engine implements it; llmath's choice): every layer run shards as a decoder layer (heads
   and FFN split, two all-reduces per run); the two stacks' weights, held once, split as the projections that
@@ -86,7 +86,7 @@ class RankPlan:
 
 def kv_heads_per_rank(spec: ModelSpec, tp: int) -> int:
     """K/T, or one (replicated) KV head when T exceeds K."""
-    return max(spec.n_kv_heads // tp, 1)
+    return max(spec.parts.attention.kv_heads // tp, 1)
 
 
 def _scale(terms: tuple[Term, ...], f: Fr) -> tuple[Term, ...]:
@@ -106,7 +106,8 @@ def _scale(terms: tuple[Term, ...], f: Fr) -> tuple[Term, ...]:
 def _kv_share(spec: ModelSpec, T: int) -> Fr:
     """The share of the K/V heads (and their cache) a rank holds: K/T heads, one replicated head when K < T,
     the whole latent under MLA."""
-    return ONE if spec.mla is not None else Fr(kv_heads_per_rank(spec, T), spec.n_kv_heads)
+    a = spec.parts.attention
+    return ONE if a.mla is not None else Fr(kv_heads_per_rank(spec, T), a.kv_heads)
 
 
 def _kv_heads(spec: ModelSpec, L: Layout) -> Factors:
@@ -118,14 +119,16 @@ def _kv_heads(spec: ModelSpec, L: Layout) -> Factors:
 def _qk_heads(spec: ModelSpec, L: Layout) -> Factors:
     """q/k norms and rotary over the rank's query and K/V heads (MLA: its heads and the one shared rotary key);
     per-head norm weights (width H) whole."""
-    N, K, T = spec.n_heads, spec.n_kv_heads, L.tp
-    f = Fr(N // T + 1, N + 1) if spec.mla is not None else Fr(N // T + kv_heads_per_rank(spec, T), N + K)
-    return f, {}, (ONE if spec.qk_norm == "head" else f), ONE
+    a, T = spec.parts.attention, L.tp
+    N, K = a.heads, a.kv_heads
+    f = Fr(N // T + 1, N + 1) if a.mla is not None else Fr(N // T + kv_heads_per_rank(spec, T), N + K)
+    return f, {}, (ONE if a.qk_norm == "head" else f), ONE
 
 
 def _vocab(spec: ModelSpec, L: Layout, whole: str) -> Factors:
     """⌈V/T⌉ rows (embedding) or columns (LM head) per rank; the ``whole`` class read or written in full."""
-    f = Fr(-(-spec.vocab_size // L.tp), spec.vocab_size)
+    V = spec.parts.embeddings.vocab_size
+    f = Fr(-(-V // L.tp), V)
     return f, {whole: ONE}, f, f
 
 
@@ -167,8 +170,8 @@ def _factors(op: Op, spec: ModelSpec, L: Layout) -> Factors:
     """(default factor, per-class overrides, weight-parameter factor, bias-parameter factor) of ``op``, by its
     declared split; an operator that declares none runs only whole (tp = pp = 1, and outside an MoE block,
     whose operators follow the routed tokens)."""
-    if op.split in MIXER_SPLITS and spec.mixer is not None:
-        return mixer_factors(op.split, spec.mixer, L.tp)
+    if op.split in MIXER_SPLITS and (m := spec.parts.mixers.mixer) is not None:
+        return mixer_factors(op.split, m, L.tp)
     rule = RULES.get(op.split)
     if rule is not None:
         return rule(spec, L)
@@ -186,7 +189,7 @@ def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
 
 def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
     if op.split == Split.HELD:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
-        kv = Fr(kv_heads_per_rank(spec, L.tp), spec.n_kv_heads)
+        kv = Fr(kv_heads_per_rank(spec, L.tp), spec.parts.attention.kv_heads)
         return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
     default, over, fw, fb = _factors(op, spec, L)
     costs = tuple((cls, _scale_each(ts, over.get(cls, default))) for cls, ts in op.costs)
@@ -227,22 +230,25 @@ def _place(op: Op, counts: dict[str, int], first: bool, last: bool) -> int:
 
 def _tied_head(op: Op, spec: ModelSpec, L: Layout) -> Op:
     """A tied LM head on a later stage than the embedding holds its own copy of the table."""
-    rows = -(-spec.vocab_size // L.tp)
-    return replace(op, params=(("lm_head.weight", rows * spec.d_model),) + op.params[1:])
+    emb = spec.parts.embeddings
+    rows = -(-emb.vocab_size // L.tp)
+    return replace(op, params=(("lm_head.weight", rows * emb.d_model),) + op.params[1:])
 
 
 def _stack_ranges(spec: ModelSpec, stage: Stage, pp: int) -> list[range]:
     """Each pipeline stage's layers of the stack this pass runs (the encoder's in the encoder pass)."""
-    n = spec.encoder.n_layers if stage == "encoder" and spec.encoder is not None else spec.n_layers
+    st = spec.parts.stack
+    n = st.encoder.n_layers if stage == "encoder" and st.encoder is not None else st.layers
     return stage_layers(n, pp)
 
 
 def _encdec_counts(spec: ModelSpec, pp: int, s: int) -> dict[str, int]:
     """Encoder and decoder layers on pipeline stage ``s``: each stack split on its own."""
-    assert spec.encoder is not None
+    st = spec.parts.stack
+    assert st.encoder is not None
     return {
-        "encoder": len(stage_layers(spec.encoder.n_layers, pp)[s]),
-        "decoder": len(stage_layers(spec.n_layers, pp)[s]),
+        "encoder": len(stage_layers(st.encoder.n_layers, pp)[s]),
+        "decoder": len(stage_layers(st.layers, pp)[s]),
     }
 
 
@@ -251,12 +257,13 @@ def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
     one-line error naming what to do instead."""
     if why := trait_problem(spec, layout.tp, layout.pp):
         raise LayoutError(why)
-    if layout.tp > 1 and spec.mixer is not None and (why := mixer_tp_problem(spec.mixer, layout.tp)):
+    mixers = spec.parts.mixers
+    if layout.tp > 1 and mixers.mixer is not None and (why := mixer_tp_problem(mixers.mixer, layout.tp)):
         raise LayoutError(f"{spec.name}: {why}")
     known = SHARDED | {"attention", "none", "xattn", "shared", "ple"}
-    if any(p not in known for k in spec.layer_mixers for p in k.split("+")):
+    if mixers.components - known:
         raise LayoutError(
-            f"{spec.name}: layers with a {spec.mixer.kind if spec.mixer else 'non-attention'} mixer have no "
+            f"{spec.name}: layers with a {mixers.mixer.kind if mixers.mixer else 'non-attention'} mixer have no "
             "sharding rule yet; analyse it on one GPU (drop --gpus/--tp/--pp/--ep/--dp)"
         )
     if what := traits(spec).no_layout:
@@ -279,21 +286,27 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
                 f"{spec.name}: {unsharded} have no sharding rule yet; analyse it on one GPU per replica (drop "
                 "--tp/--pp/--ep; --dp replicates it)"
             )
-        return (RankPlan(0, range(spec.n_layers), base, (), layout.dp),)
+        return (RankPlan(0, range(spec.parts.stack.layers), base, (), layout.dp),)
     plans = []
     ranges = _stack_ranges(spec, stage, layout.pp)
     for s, layers in enumerate(ranges):
         first, last = s == 0, s == len(ranges) - 1
-        counts = _stage_counts(spec, layers) if spec.encoder is None else _encdec_counts(spec, layout.pp, s)
+        encdec = spec.parts.stack.encoder is not None
+        counts = _encdec_counts(spec, layout.pp, s) if encdec else _stage_counts(spec, layers)
         ops = []
         for op in base:
             n = _place(op, counts, first, last)
             if n:
                 o = _shard(op, spec, layout, n)
-                if o.split == Split.VOCAB_COLUMN and o.kind == "matmul" and spec.tie_embeddings and layout.pp > 1:
+                if (
+                    o.split == Split.VOCAB_COLUMN
+                    and o.kind == "matmul"
+                    and spec.parts.embeddings.tied
+                    and layout.pp > 1
+                ):
                     o = _tied_head(o, spec, layout)
                 ops.append(o)
-        if spec.encoder is None:
+        if not encdec:
             colls = stage_collectives(spec, layout, counts, s, first, last)
         else:
             colls = encdec_collectives(spec, layout, counts, s, first, last, stage == "encoder")

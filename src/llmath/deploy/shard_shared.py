@@ -12,7 +12,9 @@ it (``vllm/model_executor/models/zamba2.py``):
 
 The block's operators declare these splits (ops/shared_block.py); its weights (held once per weight set by the
 ``shared.<component>.weights`` ops, split trait ``held``) split as the projection that uses them. Needs T | N
-heads, T | F and T | r (vLLM's divisibility asserts).
+heads, T | F and T | r (vLLM's divisibility asserts; the block's spec part states them:
+:meth:`~llmath.model.spec_mixer.SharedBlockSpec.tp_problem`, and its collectives,
+:meth:`~llmath.model.spec_mixer.SharedBlockSpec.tp_collectives`).
 vLLM implements Zamba2 only (no ``zamba.py``): Zamba (v1) stays refused.
 """
 
@@ -25,21 +27,6 @@ from llmath.model.spec import ModelSpec
 from llmath.ops.core import Op
 
 ONE = Fr(1)
-
-
-def shared_tp_problem(spec: ModelSpec, tp: int) -> str | None:
-    """Why vLLM would refuse ``tp``-way TP of the shared block (module doc), or None."""
-    sb = spec.shared_block
-    if sb is None or tp == 1:
-        return None
-    if spec.mixer is not None and spec.mixer.kind != "mamba2":
-        return (
-            f"tp={tp}: Zamba (v1)'s shared blocks have no engine sharding rule (vLLM implements Zamba2 only, "
-            "vllm/model_executor/models/zamba2.py); analyse it on one GPU"
-        )
-    if sb.adapter_rank % tp:
-        return f"tp={tp} must divide the shared block's LoRA rank {sb.adapter_rank} (vLLM Zamba2LoRA)"
-    return None
 
 
 def holder_params(op: Op, spec: ModelSpec, tp: int, kv: Fr) -> tuple[tuple[str, Any], ...]:
@@ -58,4 +45,4 @@ def holder_params(op: Op, spec: ModelSpec, tp: int, kv: Fr) -> tuple[tuple[str, 
     return tuple(out)
 
 
-__all__ = ["holder_params", "shared_tp_problem"]
+__all__ = ["holder_params"]

@@ -251,6 +251,17 @@ def _attention_bands(table: Table, hw: Hardware, p: Precision, eff: Efficiency, 
     return lines_, band
 
 
+def _attention_inputs(table: Table, hw: Hardware, p: Precision, eff: Efficiency, jf, Bu, u0, n):
+    """(lines, windows, bands) of the fitted decode-attention columns ``jf`` for the distinct batches ``Bu``."""
+    w = _windows(table)[jf]
+    K = fo.band_count(u0, n, w)
+    if Bu.size * jf.size * K <= _MEMO_ELEMENTS:  # a sweep's blocks share their batches: bands once for all
+        lines_, band = _attention_bands(table, hw, p, eff, Bu.tobytes(), K)
+    else:
+        lines_, band = _attention_bands.__wrapped__(table, hw, p, eff, Bu.tobytes(), K)
+    return lines_, w, band
+
+
 def _attention_generation(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf, u0, n, step, per_op, ov, groups=None
 ):
@@ -262,12 +273,7 @@ def _attention_generation(
     if da is None:
         return jf, (0.0, 0.0)
     Bu, idx = distinct(Bf[..., 0]) if groups is None else groups
-    w = _windows(table)[jf]
-    K = fo.band_count(u0, n, w)
-    if Bu.size * jf.size * K <= _MEMO_ELEMENTS:  # a sweep's blocks share their batches: bands once for all
-        lines_, band = _attention_bands(table, hw, p, eff, Bu.tobytes(), K)
-    else:
-        lines_, band = _attention_bands.__wrapped__(table, hw, p, eff, Bu.tobytes(), K)
+    lines_, w, band = _attention_inputs(table, hw, p, eff, jf, Bu, u0, n)
     idx = idx.reshape(Bf.shape[:-1])
     tot, tf, tl = fo.decode_attention_sum(da, lines_, Bu, idx, u0, n, w, ov[jf], band)
     per_op[..., jf] = tot
@@ -406,6 +412,37 @@ def decode_generation(table: Table, hw: Hardware, p: Precision, eff: Efficiency,
     first = base + extra[0] + (np.maximum(c0j + c1 * uf, m0j + m1 * uf) + ovj).sum(-1)
     last = base + extra[1] + (np.maximum(c0j + c1 * ul, m0j + m1 * ul) + ovj).sum(-1)
     return DecodeSummary(first, last, per_op.sum(-1), per_op, n[..., 0])
+
+
+def decode_total(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src=0):
+    """:func:`decode_generation`'s ``total_s`` alone, for arrays of sizes (a sweep): per point only the sums,
+    no exact first or last step and no per-op split; the context-independent step summed once per distinct
+    batch. Equal to ``decode_generation(...).total_s`` to rounding (the same terms, added in another order)."""
+    Bf, Pf, Nf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, P, N)))
+    stepwise = any(m.startswith("z") or m in ("LL", "I", "BTI") for m in table.monos)
+    if stepwise or np.ndim(src) != 0 or Bf.size <= _DISTINCT_MIN:
+        return decode_generation(table, hw, p, eff, B, P, N, src).total_s
+    Bu, idx = distinct(Bf)
+    if Bu.size * len(table.ops) <= _MEMO_ELEMENTS:
+        c0, m0, inv, ov, step, step_sum = _group_steps(table, hw, p, eff, Bu.tobytes(), float(src))
+    else:
+        c0, m0, inv, ov, step, step_sum = _steps(table, hw, p, eff, Bu[:, None], src)
+    n = np.maximum(Nf - 1, 0)[..., None]
+    u0 = Pf[..., None] + 1 + table.spec.prefix_positions
+    bw_key = byte_weights_key(table, p)
+    da, jf = _decode_attention(table, hw, p, eff)
+    j = np.setdiff1d(_slope_ops(table, bw_key), jf)
+    total = (step_sum - step[:, jf].sum(-1) - step[:, j].sum(-1))[idx] * n[..., 0]
+    if da is not None:
+        lines_, w, band = _attention_inputs(table, hw, p, eff, jf, Bu, u0, n)
+        total += fo.decode_attention_total(da, lines_, Bu, idx, u0, n, w, ov[jf], band).sum(-1)
+    if j.size:
+        k, kc = _decode_coefs(table, bw_key), _compute_coefs(table, bw_key, hw, p, eff)
+        invj = inv[:, j][idx] if inv.ndim > 1 else inv[j]
+        c1, m1 = kc[3, j] * Bf[..., None], k[3, 2, j] * Bf[..., None] * invj
+        sums = _slope_sums(c0[:, j][idx], m0[:, j][idx], c1, m1, _windows(table)[j], _chunks(table)[j], u0, n)[0]
+        total += (sums + n * ov[j]).sum(-1)
+    return total
 
 
 _STEP_BLOCK = 1 << 14  # decode steps evaluated per block by :func:`_decode_stepwise`

@@ -2,18 +2,25 @@
 
 Which operators a class's fit applies to, with the fit's own features (docs/efficiency.md, "In the roofline"):
 
-* **context attention** (prefill ``attn.flash`` of decoder-only, non-MLA, non-QSA models): compute at the dense peak of
+* **context attention** (prefill operators that declare the dense attention kernel, ops/kernel.py, in
+  decoder-only, non-MLA models): compute at the dense peak of
   the KV-cache format × ηc(S, B·H·S) with S = T, the new tokens per sequence; memory at ηm(bytes of the fit's
   cost function); per kernel the larger of the fit's ``t0`` and the eager-launch overhead. After a cached
   prefix of S0 positions the operator's FLOPs and bytes count it (T·S0 more pairs, the cached K/V read) at the
   fractions of the new tokens' shape: the source tables have no prefixed rows (their ``step`` column is 0
   throughout); docs/efficiency.md states the rule.
-* **decode attention** (decode ``attn.flash``): compute at the **vector** peak × ηc(B·H, u), u = min(S + 1, W)
+* **decode attention** (the same operators in decode): compute at the **vector** peak × ηc(B·H, u), u = min(S + 1, W)
   the positions read; memory at ηm(bytes); per kernel the fit's ``t0``. Both fractions depend on the
   context, so a generation's sum over steps is taken per context band (:func:`decode_attention_sum`).
 * **routed experts** (the weight GEMMs whose weights are the MoE experts): compute at the dense peak ×
   ηc(tokens per expert, hidden · inter), memory at ηm(bytes of the whole expert layer), and the fit's ``t0``
-  (one grouped MoE layer) shared equally by the layer's routed GEMMs.
+  (one grouped MoE layer) shared equally by the layer's routed GEMMs. On one rank of a parallel layout the
+  grouped kernel runs the rank's share s = 1 / (moe-TP × EP) of the layer (:func:`_expert_shares`): the same
+  tokens per expert (all the tokens the layer routes, every attention-DP replica's), hidden · inter / moe-TP
+  (moe-TP splits each expert's width, EP holds whole experts) and the layer's bytes × s. Checked against the
+  split rows of the same tables, which the fit never saw: ``scripts/moe_split_check.py`` (docs/decode_step.md).
+  Experts stored in another format than their GEMMs run in (4-bit weights dequantised to a 16-bit GEMM) are
+  not the measured kernel: they keep the GEMM fit.
 
 Formats: attention fits are keyed by the KV-cache format, the MoE fit by the compute format (fp16 uses bf16's).
 Columns without a fit for their format keep the GEMM fit and the scalar fractions.
@@ -34,34 +41,22 @@ from llmath.hardware.execution import op_formats
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
-from llmath.ops import table as ops_table
-
-ATTENTION_OP = "attn.flash"
+from llmath.ops.kernel import Kernel
 
 
 @dataclass(frozen=True)
 class Columns:
     """Operator columns the fits apply to, and the sizes that are their features."""
 
-    attn: np.ndarray  # attention columns (decoder-only, non-MLA ``attn.flash``)
+    attn: np.ndarray  # attention columns (the dense attention kernel's, decoder-only, non-MLA)
     windows: np.ndarray  # their windows (inf: full attention)
     heads: np.ndarray  # their query and KV heads (a rank's share on a parallel layout)
     kv_heads: np.ndarray
     head_dim: int
-    routed: np.ndarray  # routed expert GEMM columns (whole-model tables only)
+    routed: np.ndarray  # routed expert GEMM columns
     moe: tuple[int, int, int, int]  # (hidden, expert inter, top-k, experts); zeros without MoE
-
-
-def _single_device(table: Table) -> bool:
-    """Whether ``table`` is a whole model's (:func:`llmath.ops.table`), not one rank's share of a parallel
-    layout (whose experts are split: the MoE fit's features are the whole layer's)."""
-    spec = table.spec
-    for at in ("flash", "eager"):
-        for st in ("prefill", "decode"):
-            ref = ops_table(spec, st, at)
-            if table is ref or (table.moe_tokens == 1 and table.ops == ref.ops):
-                return True
-    return False
+    share: float = 1.0  # the share of every expert's weights the table's rank holds (1 / (moe-TP × EP))
+    inter_share: float = 1.0  # the share of each expert's intermediate width it computes (1 / moe-TP)
 
 
 def _heads(op, d: int) -> tuple[float, float]:
@@ -76,19 +71,54 @@ def _heads(op, d: int) -> tuple[float, float]:
 def columns(table: Table) -> Columns:
     spec = table.spec
     d = spec.head_dim
-    # the fits are dense kernels' (features: pairs, positions read); QSA's block-sparse attention keeps the
-    # scalar fractions
-    plain = spec.mla is None and spec.encoder is None and spec.qsa is None
-    attn = [i for i, op in enumerate(table.ops) if plain and op.name == ATTENTION_OP]
+    # the fits are the dense attention kernel's (features: pairs, positions read): the operators that declare
+    # it (ops/kernel.py) of a decoder-only, non-MLA model
+    plain = spec.mla is None and spec.encoder is None
+    attn = [i for i, op in enumerate(table.ops) if plain and op.kernel == Kernel.DENSE_ATTENTION]
     win = np.array([np.inf if table.ops[i].window is None else table.ops[i].window for i in attn], dtype=float)
     hk = np.array([_heads(table.ops[i], d) for i in attn], dtype=float).reshape(-1, 2)
-    routed = []
-    if spec.moe is not None and _single_device(table):
+    routed: list[int] = []
+    m = spec.moe
+    if m is not None:
         routed = [i for i, op in enumerate(table.ops) if table.is_weight_mm[i] and op.terms("weight")]
         routed = [i for i in routed if any(t.mono == "U:moe" for t in table.ops[i].terms("weight"))]
-    m = spec.moe
     moe = (spec.d_model, m.d_ff_expert, m.top_k, m.n_experts) if m is not None else (0, 0, 0, 0)
-    return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, np.array(routed, dtype=int), moe)
+    share, inter = _expert_shares(table, routed) if routed else (1.0, 1.0)
+    r = np.array(routed, dtype=int)
+    return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, r, moe, share, inter)
+
+
+def _expert_shares(table: Table, routed: list[int]) -> tuple[float, float]:
+    """(share of every expert's weights, share of each expert's intermediate width) one rank computes, from its
+    routed GEMMs' own terms: each reads hidden · inter weights per expert hit times the first share; the
+    gate/up GEMMs read top-k · hidden inputs per routed token (× the attention-DP replicas whose tokens the layer
+    routes) over the experts' share the rank holds, so their ratio is the expert-parallel share and what is
+    left is the moe-TP split of the intermediate width (the down GEMM's input, top-k · inter / moe-TP, is never
+    larger: an expert's inter is below hidden)."""
+    spec, m = table.spec, table.spec.moe
+    assert m is not None
+    per_hit = max(t.coef for i in routed for t in table.ops[i].terms("weight") if t.mono == "U:moe")
+    share = min(per_hit / (spec.d_model * m.d_ff_expert), 1.0)
+    rows_in = max(t.coef for i in routed for t in table.ops[i].terms("act_in") if t.mono == "BT")
+    ep_share = min(rows_in / (m.top_k * spec.d_model * table.moe_tokens), 1.0)
+    return share, min(share / ep_share, 1.0)
+
+
+def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str) -> tuple[float, ...] | None:
+    """The routed experts' fitted kernel model: the device's ``moe`` fit in the format their GEMMs run in, where
+    their weights are stored in that format too (a weight-only kernel dequantising 4-bit experts to a 16-bit
+    GEMM is not the kernel the fit measured); ``None`` otherwise."""
+    if not cols.routed.size or fmt.get(p.weight_format("experts")).compute != run_fmt:
+        return None
+    return eff.fit("moe", run_fmt)
+
+
+def rank_moe_bytes(tokens, cols: Columns, weights: str):
+    """The MoE fit's memory feature for one rank's share of the expert layer: the weights of the experts hit
+    and the routed activations (:func:`llmath.hardware.efficiency_fit.moe_cost`), times the share of every
+    expert the rank holds (moe-TP splits each expert, EP holds a share of them: the same bytes per token)."""
+    h, i, k, E = cols.moe
+    return ef.moe_cost(tokens, h, i, k, E, weights)[2] * cols.share
 
 
 def _fmt(dtype: str) -> str | None:
@@ -124,7 +154,7 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     do_attn = cols.attn.size and (context is not None or not decode)
     mixed = None if (decode or context is None) else np.asarray(context, dtype=bool)[..., None]
     ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
-    moe = eff.fit("moe", run_fmt) if cols.routed.size else None
+    moe = _moe_coef(cols, eff, p, run_fmt)
     if ctx is None and moe is None:
         return f, inv
     B = np.asarray(batch, dtype=float)[..., None]
@@ -153,10 +183,11 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     if moe is not None:
         h, i, k, E = cols.moe
         r = cols.routed
-        xm = ef.moe_cost(rows, h, i, k, E, _fmt(run_fmt) or "bf16")[2]
-        ec, em, _ = ef.fractions(moe, rows * k / E, float(h * i), xm, eff.tile_rows)
+        tok = rows * table.moe_tokens  # the tokens the layer routes: every attention-DP replica's
+        xm = rank_moe_bytes(tok, cols, _fmt(run_fmt) or "bf16")
+        ec, em, _ = ef.fractions(moe, tok * k / E, float(h * i) * cols.inter_share, xm, eff.tile_rows)
         f[..., r] = mm[r] / (peaks[r] * ec)
-        inv[..., cols.routed] = 1.0 / (bw * em)
+        inv[..., r] = 1.0 / (bw * em)
     return f, inv
 
 
@@ -183,7 +214,7 @@ def overheads(table: Table, p: Precision, eff: Efficiency, decode: bool, base: n
         return base
     cols = columns(table)
     ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
-    moe = eff.fit("moe", p.compute) if cols.routed.size else None
+    moe = _moe_coef(cols, eff, p, p.compute)
     fp8 = fp8_gemms(table, p) if eff.fp8_gemm_overhead_s is not None else None
     if ctx is None and moe is None and (fp8 is None or not fp8.any()):
         return base
@@ -282,23 +313,40 @@ def band_count(u0, n, w) -> int:
     return max(int(np.ceil(np.log2(max(float(np.max(np.minimum(u0 + n, w))), 2.0)))), 1)
 
 
-def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov, band=None):
-    """(total, first, last) seconds of the attention columns over n steps with u_j = min(u0 + j, w), each
-    (…, nj). ``lines`` (nB, 6, nj) per distinct batch ``Bu``; ``idx`` (…) each element's batch; u0, n (…, 1).
-    ``band``: ``da.bands(lines, Bu, band_count(u0, n, w))``, when the caller has it."""
+def _rows(lines, Bu, idx):
+    """Each element's attention lines (6 × (…, nj)) and batch (…, 1), picked by ``idx``."""
+    return tuple(lines[:, i, :][idx] for i in range(6)), Bu[idx][..., None]
+
+
+def _below(da: DecodeAttention, lines, Bu, idx, u0, n, w, band):
+    """Σ over the n steps of the attention columns' step times, without overheads (…, nj), and the rows
+    (:func:`_rows`) when the windowed tail needed them (else ``None``)."""
     hi = np.minimum(u0 + n, w)  # raw positions below the window: [u0, hi)
     K = band_count(u0, n, w)
     band = da.bands(lines, Bu, K) if band is None else band
     g = _G(band, idx, np.stack(np.broadcast_arrays(np.maximum(hi, u0), u0 + 0 * hi)), K)  # G(hi), G(u0) at once
     below = np.where(hi > u0, g[0] - g[1], 0.0)
-    L = tuple(lines[:, i, :][idx] for i in range(6))
-    Bk = Bu[idx][..., None]
     tail = np.maximum(u0 + n - np.maximum(u0, w), 0)
-    if np.any(tail > 0):
-        below = below + tail * np.maximum(*da.cm(L, Bk, np.where(np.isinf(w), 1.0, w)))
+    if not np.any(tail > 0):
+        return below, None
+    L, Bk = _rows(lines, Bu, idx)
+    return below + tail * np.maximum(*da.cm(L, Bk, np.where(np.isinf(w), 1.0, w))), (L, Bk)
+
+
+def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov, band=None):
+    """(total, first, last) seconds of the attention columns over n steps with u_j = min(u0 + j, w), each
+    (…, nj). ``lines`` (nB, 6, nj) per distinct batch ``Bu``; ``idx`` (…) each element's batch; u0, n (…, 1).
+    ``band``: ``da.bands(lines, Bu, band_count(u0, n, w))``, when the caller has it."""
+    below, rows = _below(da, lines, Bu, idx, u0, n, w, band)
+    L, Bk = _rows(lines, Bu, idx) if rows is None else rows
     ends = np.stack(np.broadcast_arrays(np.minimum(u0, w), np.minimum(u0 + np.maximum(n - 1, 0), w)))
     t = np.maximum(*da.cm(L, Bk, ends)) + ov  # the first and the last step
     return below + n * ov, t[0], t[1]
+
+
+def decode_attention_total(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov, band=None):
+    """:func:`decode_attention_sum`'s total alone (no exact first and last step): what a sweep reports."""
+    return _below(da, lines, Bu, idx, u0, n, w, band)[0] + n * ov
 
 
 def scalar_step(da: DecodeAttention, L, B: float, i: int):

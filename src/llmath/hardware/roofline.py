@@ -27,7 +27,7 @@ from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.model.traits import traits
 from llmath.ops import CLASSES, Scenario, Table, one_hot
-from llmath.ops.table import byte_key, matmul_rows
+from llmath.ops.table import _MNK_PER_CALL, byte_key, matmul_rows
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
@@ -193,6 +193,19 @@ def _mm_rates(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.n
     return out
 
 
+@lru_cache(maxsize=1024)
+def _gemm_groups(table: Table, coef: tuple[float, ...]):
+    """For :func:`mm_factor`'s fitted GEMM model, per row kind (token rows, logit rows): (rows share, its ops,
+    their weight-size saturation sat(n·k; h2, p2)) per distinct share (routed experts see top-k / E)."""
+    nk, share = _gemm_shapes(table)
+    out = []
+    for mask in (table.weight_token_rows, table.weight_logit_rows):
+        cols = np.flatnonzero(mask)
+        sh = share[cols]
+        out.append(tuple((float(v), cols[sh == v], ef.sat(nk[cols[sh == v]], coef[3], coef[4])) for v in np.unique(sh)))
+    return tuple(out)
+
+
 def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None) -> np.ndarray | None:
     """(…, n_ops) factor on weight GEMMs' compute time at the ``matmul`` rate, 1 for the other ops; ``None``
     when there is none (the default efficiencies).
@@ -209,23 +222,16 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
         return np.broadcast_to(per_op, np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + per_op.shape).copy()
     coef = eff.gemm_coef(dtype)
     if coef is not None:
-        nk, share = _gemm_shapes(table)
-        mm = eff.matmul_for(dtype or "")
-
-        def ratio(rows, cols):  # (…, len(cols)); the rows' saturation once per share, not per column
-            r = np.asarray(rows, dtype=float)[..., None]
-            vals = np.empty(r.shape[:-1] + (len(cols),))
-            sh = share[cols]
-            for s in np.unique(sh) if sh.size and (sh != sh[0]).any() else sh[:1]:  # routed: top-k / E of the rows
-                sel = sh == s
-                x = np.maximum(r * s, 1.0)
-                vals[..., sel] = mm / ef.fractions(coef, x, nk[cols[sel]], 1.0, eff.tile_rows)[0]
-            return vals
-
+        mm, (c, h1, p1) = eff.matmul_for(dtype or ""), coef[:3]
         out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
-        for rows, mask in ((tokens, table.weight_token_rows), (batch, table.weight_logit_rows)):
-            cols = np.flatnonzero(mask)
-            out[..., cols] = ratio(rows, cols)
+        for rows, groups in zip((tokens, batch), _gemm_groups(table, coef), strict=True):
+            r = np.asarray(rows, dtype=float)[..., None]
+            for s, cols, s2 in groups:  # the rows' saturation once per share, not per column
+                x = np.maximum(r * s, 1.0)
+                s1 = ef.sat(x, h1, p1)
+                if eff.tile_rows:
+                    s1 = np.maximum(s1, ef.tile_share(x, eff.tile_rows))
+                out[..., cols] = mm / (c * s1 * s2)  # as efficiency_fit.fractions' ηc
         return out
     if not eff.matmul_rows:
         return None
@@ -238,15 +244,20 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     return _per_row_kind(table, inv_eta(tokens), inv_eta(batch), 1.0)
 
 
+@lru_cache(maxsize=1024)
 def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None = None) -> np.ndarray:
     """(n_ops,) overhead seconds of each op per pass: its kernels × the per-kernel overhead (in decode, decode
-    attention's own where one was fitted; with ``p``, context attention's and MoE layers' fitted ones)."""
+    attention's own where one was fitted; with ``p``, context attention's and MoE layers' fitted ones).
+    Read-only, computed once per (table, efficiency, pass, precision): a serving search asks for it per
+    iteration."""
     ov = eff.decode_overhead_s if decode else eff.overhead_s
     if decode and eff.attention_overhead_s is not None:
         base = table.kernels * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
     else:
         base = table.kernels * ov
-    return base if p is None else fo.overheads(table, p, eff, decode, base)
+    out = base if p is None else fo.overheads(table, p, eff, decode, base)
+    out.setflags(write=False)
+    return out
 
 
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
@@ -263,28 +274,6 @@ def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, to
     return fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context, rts)
 
 
-def times(
-    flops,
-    vflops,
-    bytes_,
-    table: Table,
-    hw: Hardware,
-    p: Precision,
-    eff: Efficiency,
-    batch,
-    tokens,
-    decode: bool,
-    context=None,
-):
-    """(time, compute time, memory time) per op from its matmul FLOPs, vector FLOPs and bytes; ``context``:
-    a decode step's S (its attention's fitted fractions depend on it)."""
-    mm_rate, vec_rate = rates(hw, p, eff, table)
-    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
-    compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
-    memory = bytes_ * inv
-    return np.maximum(compute, memory) + overheads(table, eff, decode, p), compute, memory
-
-
 def op_times(
     values: np.ndarray,
     table: Table,
@@ -296,11 +285,16 @@ def op_times(
     decode: bool,
     context=None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(time, compute time, memory time, bytes) per op from evaluated class totals ``values``."""
+    """(time, compute time, memory time, bytes) per op from evaluated class totals ``values`` (matmul FLOPs,
+    vector FLOPs and the bytes they weigh to); ``context``: a decode step's S (its attention's fitted fractions
+    depend on it)."""
     bytes_ = (values * byte_weights(table, p)).sum(-1)
-    fl, vfl = values[..., I_FLOPS], values[..., I_VFLOPS]
-    t, c, m = times(fl, vfl, bytes_, table, hw, p, eff, batch, tokens, decode, context)
-    return t, c, m, bytes_
+    flops, vflops = values[..., I_FLOPS], values[..., I_VFLOPS]
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
+    compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
+    memory = bytes_ * inv
+    return np.maximum(compute, memory) + overheads(table, eff, decode, p), compute, memory, bytes_
 
 
 @lru_cache(maxsize=1024)
@@ -372,3 +366,63 @@ def monomial_times(
     if ov.any():
         t += ov
     return t, comp, mem
+
+
+@lru_cache(maxsize=256)
+def _total_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """For :func:`prefill_total`: (its right-hand side transposed, (1 + 2·s + 3·v, n_monos), the v varying ops,
+    s, Σ overheads).
+
+    An op outside the weight GEMMs, the attention over the KV cache and the fitted attention and MoE columns
+    has a compute factor of 1 and a fixed seconds per byte at every size (:func:`_fitted`): its compute and
+    memory seconds are fixed combinations of the monomials. Those of one monomial (residual adds, rotary,
+    activation functions, embeddings) take max(compute, memory) per monomial, all of them one row (the
+    first); the s others keep a compute and a memory row each; the v varying ops their matmul seconds,
+    vector seconds and bytes, as :func:`monomial_times`."""
+    cols = fo.columns(table)
+    vary = table.weight_token_rows | table.weight_logit_rows | table.is_weight_mm | table.is_kv_attention
+    vary[cols.attn] = True
+    vary[cols.routed] = True
+    mm_rate, vec_rate = rates(hw, p, eff, table)
+    fl, vfl = table.rhs(one_hot("flops")) / mm_rate, table.rhs(one_hot("vflops")) / vec_rate
+    by = table.rhs(byte_weights_key(table, p))
+    inv0 = np.broadcast_to(_fitted(table, hw, p, eff, 1.0, 1.0, False, None)[1], (len(table.ops),))
+    comp, mem = fl + vfl, by * inv0
+    single = np.count_nonzero((comp != 0) | (mem != 0), axis=0) <= 1
+    fold, plain = ~vary & single, ~vary & ~single
+    folded = np.maximum(comp[:, fold], mem[:, fold]).sum(axis=1, keepdims=True)  # costs are ≥ 0
+    parts = [folded, comp[:, plain], mem[:, plain], fl[:, vary], vfl[:, vary], by[:, vary]]
+    out = np.ascontiguousarray(np.concatenate(parts, axis=1).T)
+    out.setflags(write=False)
+    return out, np.flatnonzero(vary), int(plain.sum()), float(overheads(table, eff, False, p).sum())
+
+
+def _op_rows(a, ops: np.ndarray, lead: tuple) -> np.ndarray:
+    """The ``ops`` of an (…, n_ops) array as rows, (len(ops), points); of an (n_ops,) one, (len(ops), 1)."""
+    a = np.asarray(a)
+    if a.ndim == 1:
+        return a[ops][:, None]
+    return np.broadcast_to(a, lead + a.shape[-1:]).reshape(-1, a.shape[-1]).T[ops]
+
+
+def prefill_total(table: Table, mv: np.ndarray, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens):
+    """Σ over ops of :func:`monomial_times`' time of a prefill pass (…,), with the ops as rows (the points
+    contiguous) and no per-op arrays where an op's time does not need them (:func:`_total_rhs`): what a sweep
+    reports. Equal to ``monomial_times(...)[0].sum(-1)`` to rounding (the same terms in another order)."""
+    rhs, vary, s, ov = _total_rhs(table, hw, p, eff)
+    f, inv = _fitted(table, hw, p, eff, batch, tokens, False, None)
+    lead = mv.shape[:-1]
+    m = mv.reshape(-1, mv.shape[-1])
+    n = m.shape[0]
+    prod = np.empty((rhs.shape[0], n))
+    step = max(_MNK_PER_CALL // max(rhs.size, 1), 1)  # one thread per product (ops/table.py's matmul_rows)
+    for i in range(0, n, step):
+        prod[:, i : i + step] = rhs @ m[i : i + step].T
+    out = prod[0] + ov
+    if s:
+        out += np.maximum(prod[1 : 1 + s], prod[1 + s : 1 + 2 * s]).sum(0)
+    v, a = vary.size, 1 + 2 * s
+    fl, vfl, by = prod[a : a + v], prod[a + v : a + 2 * v], prod[a + 2 * v :]
+    comp = fl + vfl if f is None else fl * _op_rows(f, vary, lead) + vfl
+    out += np.maximum(comp, by * _op_rows(inv, vary, lead)).sum(0)
+    return out.reshape(lead)

@@ -36,6 +36,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from llmath.errors import HardwareError, LLMathError, WorkloadError
@@ -340,7 +341,7 @@ def _measure_gemms(m: _Bench) -> dict[str, float]:
         for s in m.z["gemm"]:
             a, b = m.rnd(s, s, dtype=torch_dtype(d)), m.rnd(s, s, dtype=torch_dtype(d))
             reps = m.z["rep"] if s == max(m.z["gemm"]) else m.z["rep_small"]
-            ts = m.time(lambda a=a, b=b: m.torch.mm(a, b), reps)
+            ts = m.time(partial(m.torch.mm, a, b), reps)
             fl = 2 * s**3
             rate = fl / _med(ts)
             rates.append(rate)

@@ -37,7 +37,7 @@ def to_coef(theta) -> list[float]:
     return [float(v) for v in (c, 10**l1, p1, 10**l2, p2, mem, 10**lm, pm, t0 * 1e-6)]
 
 
-def features(m, n, k, bytes_per_element: float):
+def features(m, n, k, bytes_per_element: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x1 = m, x2 = n·k, xm = bytes, FLOPs, bytes) of (m×k)·(k×n) GEMMs: both operands read once in the
     format, the output written in it (a calibration times one format end to end)."""
     m, n, k = (np.asarray(v, dtype=float) for v in (m, n, k))

@@ -53,23 +53,23 @@ def hf_config(cfg: Mapping[str, Any], n_layers: int | None = None):
     """A transformers config object from a config.json mapping (optionally with fewer layers)."""
     import transformers
 
-    cfg = copy.deepcopy(dict(cfg))
-    cfg.pop("auto_map", None)
-    cfg.pop("quantization_config", None)
-    model_type = cfg.pop("model_type")
+    kw: dict[str, Any] = copy.deepcopy(dict(cfg))
+    kw.pop("auto_map", None)
+    kw.pop("quantization_config", None)
+    model_type = kw.pop("model_type")
     if model_type not in transformers.models.auto.configuration_auto.CONFIG_MAPPING:
         # remote-code types llmath reads as a transformers class with the same keys (kimi_k2, mimo, RefinedWeb)
         model_type = MODEL_TYPE_ALIASES.get(model_type, model_type)
     if n_layers is not None:
-        _truncate(cfg, n_layers)
-        if isinstance(cfg.get("text_config"), dict):  # a wrapper: its language model's layers
-            _truncate(cfg["text_config"], n_layers)
-    cfg = {k: _floats(v) for k, v in cfg.items()}
+        _truncate(kw, n_layers)
+        if isinstance(kw.get("text_config"), dict):  # a wrapper: its language model's layers
+            _truncate(kw["text_config"], n_layers)
+    kw = {k: _floats(v) for k, v in kw.items()}
     if model_type == "xlstm":  # transformers 5.23 accepts only its native kernels, not the hub file's Triton ones
-        cfg.update({k: v for k, v in XLSTM_NATIVE.items() if k in cfg})
+        kw.update({k: v for k, v in XLSTM_NATIVE.items() if k in kw})
         if n_layers is not None:  # its blocks follow num_blocks, its cache num_hidden_layers: a copy sets both
-            cfg["num_blocks"] = cfg["num_hidden_layers"] = n_layers
-    config = transformers.AutoConfig.for_model(model_type, **cfg)
+            kw["num_blocks"] = kw["num_hidden_layers"] = n_layers
+    config = transformers.AutoConfig.for_model(model_type, **kw)
     return config
 
 

@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from llmath.errors import ConfigError, LLMathError, WorkloadError
 
@@ -103,7 +103,15 @@ def _skip_reason(r: Mapping[str, Any]) -> str | None:
     return next((reason for failed, reason in checks if failed), None)
 
 
-def _layout_for(r: Mapping[str, Any]) -> dict[str, int]:
+class _Layout(TypedDict, total=False):
+    """The layout keywords of :func:`llmath.analysis.analyze` a published row states."""
+
+    gpus: int
+    tp: int
+    ep: int
+
+
+def _layout_for(r: Mapping[str, Any]) -> _Layout:
     """The layout a multi-GPU row states ("TP=4", "tensor parallel 8" in its notes), else TP = n_devices;
     experts TP-sharded (ep = 1) as the engines of these rows ran them. One device: no layout."""
     n = int(r.get("n_devices") or 1)

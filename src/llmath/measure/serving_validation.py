@@ -115,7 +115,8 @@ def validate_serving(path: str | Path | None = None) -> dict[str, Any]:
         if setup is None:
             continue
         rid = r.get("id", "?")
-        model = SAME_ARCHITECTURE.get(r.get("model"), r.get("model"))
+        name = r.get("model")
+        model = SAME_ARCHITECTURE.get(name, name) if isinstance(name, str) else name
 
         def skip(reason, r=r, rid=rid):
             skipped.append({"id": rid, "framework": r.get("framework"), "model": r.get("model"), "reason": reason})

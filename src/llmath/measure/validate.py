@@ -22,6 +22,7 @@ import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any
 
 from llmath.errors import HardwareError, WorkloadError
@@ -195,12 +196,12 @@ def machine_drift(hw, device: str, dtype: str) -> dict[str, Any] | None:
     tdt = torch_dtype(dtype)
     a = torch.randn(g["m"], g["k"], device=device, dtype=tdt)
     b = torch.randn(g["k"], g["n"], device=device, dtype=tdt)
-    mm_now = 2 * g["m"] * g["n"] * g["k"] / _med(time_call(lambda a=a, b=b: torch.mm(a, b), device, 5, 1))
+    mm_now = 2 * g["m"] * g["n"] * g["k"] / _med(time_call(partial(torch.mm, a, b), device, 5, 1))
     del a, b
     c = raw["copy"]
     src = torch.ones(c["elements"], device=device, dtype=torch.float32)
     dst = torch.empty_like(src)
-    bw_now = c["bytes_moved"] / _med(time_call(lambda d=dst, s_=src: d.copy_(s_), device, 5, 1))
+    bw_now = c["bytes_moved"] / _med(time_call(partial(dst.copy_, src), device, 5, 1))
     del src, dst
     sync(device)
     return {

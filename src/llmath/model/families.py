@@ -158,6 +158,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     "seed_oss": dict(LLAMA_LIKE, **_attn_bias(_k("attention_bias", True), o=_k("attention_out_bias", False))),
     "glm": _GLM,
     "glm4": dict(_GLM, norms_per_layer=4),
+    # GLM-4.1V's language model (transformers 5.23 modeling_glm4v.py Glm4vTextAttention): GLM-4's four norms, its
+    # q/k/v projections built with bias=True whatever the config's attention_bias says, o_proj without
+    "glm4v_text": dict(_GLM, q_bias=True, k_bias=True, v_bias=True, norms_per_layer=4),
     "ernie4_5": _ERNIE,
     "exaone4": dict(LLAMA_NO_BIAS, qk_norm="head", windows=_every(4, key="sliding_window_pattern")),
     "olmo3": dict(LLAMA_NO_BIAS, qk_norm="full", windows=_every(4)),
@@ -171,7 +174,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         ffn_bias=False,
         parallel=_k("use_parallel_residual", False),
         norms_per_layer=lambda c: 1 if c.get("use_parallel_residual") else 2,
-        refuse={"qk_layernorm": "per-head q/k LayerNorms"},
+        qk_norm=lambda c: "per_head" if c.get("qk_layernorm") else "none",  # StableLM 2 12B
     ),
     "persimmon": dict(
         GPT_LIKE,

@@ -18,6 +18,7 @@ from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec, _positive
 from llmath.model.spec_index import BlockIndexSpec
 from llmath.model.spec_inkling import InklingSpec
 from llmath.model.spec_mixer import LINEAR_ATTENTION_KINDS, MixerSpec, SharedBlockSpec
+from llmath.model.spec_parts import SpecParts, compose
 from llmath.model.spec_prophet import ProphetSpec
 from llmath.model.spec_vision import VisionSpec
 
@@ -28,7 +29,8 @@ NormKind = Literal["layer", "rms", "layer_noparam", "rms_noparam"]
 FFNKind = Literal["mlp", "gated"]
 PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "relative", "none"]
 AttentionKind = Literal["mha", "mla"]
-QKNorm = Literal["none", "head", "full", "l2"]  # l2: ZAYA's weightless L2 norm with a learned scale per K/V head
+# head: one norm of width H shared by the heads; full: over all heads' width; per_head: one of width H per head, no
+QKNorm = Literal["none", "head", "full", "per_head", "l2"]  # bias (StableLM 2); l2: ZAYA's, a scale per K/V head
 AttnGate = Literal["none", "head", "full"]
 
 
@@ -553,6 +555,13 @@ class ModelSpec:
         from llmath.model.traits import traits
 
         return traits(self)
+
+    @property
+    def parts(self) -> SpecParts:
+        """The spec composed by concern, built once (model/spec_parts.py): what the layers above ops/ read."""
+        if "_parts" not in self.__dict__:
+            object.__setattr__(self, "_parts", compose(self))
+        return self.__dict__["_parts"]
 
     @property
     def is_encoder_decoder(self) -> bool:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llmath.errors import SpecError
+
+if TYPE_CHECKING:
+    from llmath.model.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,13 @@ class CompressedSpec:
     index_heads: int
     index_head_dim: int
     index_topk: int
+
+    def tp_problem(self, spec: ModelSpec, tp: int) -> str | None:
+        """vLLM's ``DeepseekV4Attention`` shards ``wo_a`` (a ``ColumnParallelLinear`` over the output groups) G/T
+        groups per rank, so T | G (docs/parallel.md)."""
+        if self.o_groups % tp:
+            return f"tp={tp} must divide the {self.o_groups} output groups (vLLM DeepseekV4Attention wo_a)"
+        return None
 
     def validate(self, name: str) -> None:
         for f in self.__dataclass_fields__:

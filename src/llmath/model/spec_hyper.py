@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from llmath.errors import SpecError
+from llmath.model.part_traits import LayerCollective
+
+if TYPE_CHECKING:
+    from llmath.model.spec import ModelSpec
 
 
 def _positive(name: str, fieldname: str, value: object) -> None:
@@ -80,6 +85,19 @@ class NGramSpec:
     def conv_state(self) -> int:
         """Positions the dilated conv keeps per channel: (kernel − 1)·dilation."""
         return (self.conv_kernel - 1) * self.ngram_size
+
+    def tp_problem(self, spec: ModelSpec, tp: int) -> str | None:
+        """Each rank holds W/T of every table row's W = embed_dim / heads columns (transformers' plan:
+        ``embedding_colwise``); llmath keeps the split exact, so T | W (docs/parallel.md)."""
+        w = self.embed_dim // self.heads
+        if w % tp:
+            return f"tp={tp} must divide the n-gram tables' row width {w} (llmath keeps the split exact)"
+        return None
+
+    def tp_collectives(self, spec: ModelSpec) -> tuple[LayerCollective, ...]:
+        """Each n-gram layer (``ple+<kind>``) under TP: each rank looks up W/T columns of its rows, then the
+        E = heads·W wide lookup of every token is all-gathered."""
+        return (LayerCollective("ple.all_gather", "all_gather", "ple+", self.embed_dim, "E"),)
 
     def table_rows(self, ple_index: int) -> int:
         """Rows of the ``ple_index``-th PLE layer's table (0-based among the PLE layers)."""

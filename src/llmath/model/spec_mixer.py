@@ -5,10 +5,14 @@ linear-attention, recurrent, short-conv: :class:`MixerSpec`) and Zamba's shared 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from llmath.errors import SpecError
+from llmath.model.part_traits import LayerCollective
 from llmath.model.spec_hyper import _positive
+
+if TYPE_CHECKING:
+    from llmath.model.spec import ModelSpec
 
 LINEAR_ATTENTION_KINDS = ("gated_delta", "kda", "lightning")  # ops/linear_attn.py
 
@@ -130,6 +134,35 @@ class SharedBlockSpec:
     d_in: int
     adapter_rank: int = 0
     attention_adapters: bool = False
+
+    def tp_problem(self, spec: ModelSpec, tp: int) -> str | None:
+        """Why vLLM would refuse ``tp``-way TP of the shared block, or None: vLLM implements Zamba2 only (no
+        ``zamba.py``), and ``Zamba2LoRA``'s column-parallel A needs T | r (deploy/shard_shared.py)."""
+        if not any(k.startswith("shared+") for k in spec.layer_mixers):
+            return None
+        if spec.mixer is not None and spec.mixer.kind != "mamba2":
+            return (
+                f"tp={tp}: Zamba (v1)'s shared blocks have no engine sharding rule (vLLM implements Zamba2 only, "
+                "vllm/model_executor/models/zamba2.py); analyse it on one GPU"
+            )
+        if self.adapter_rank % tp:
+            return f"tp={tp} must divide the shared block's LoRA rank {self.adapter_rank} (vLLM Zamba2LoRA)"
+        return None
+
+    def tp_collectives(self, spec: ModelSpec) -> tuple[LayerCollective, ...]:
+        """Each hybrid layer (``shared+<kind>``) under TP, as vLLM's ``zamba2.py`` runs it: the block's o_proj and
+        down all-reduce D each; each LoRA adapter's A (``gather_output=True``) all-gathers its r outputs per
+        token: one for gate/up, three more (q, k, v) with attention adapters."""
+        D = spec.d_model
+        out = [
+            LayerCollective("shared.attn.all_reduce", "all_reduce", "shared+", D, "D"),
+            LayerCollective("shared.ffn.all_reduce", "all_reduce", "shared+", D, "D"),
+        ]
+        adapters = (1 if self.adapter_rank else 0) + (3 if self.attention_adapters else 0)
+        if adapters:
+            r = self.adapter_rank
+            out.append(LayerCollective("shared.adapter.all_gather", "all_gather", "shared+", r, "r", adapters))
+        return tuple(out)
 
     def validate(self, name: str) -> None:
         _positive(name, "shared_block.n_blocks", self.n_blocks)

@@ -13,7 +13,11 @@ rule per trait, so a new family with the same behaviour declares the trait and t
   apply): its operators run on one GPU per replica (data parallelism still applies);
 * ``no_tp_pp``: what no tensor- or pipeline-parallel rule covers (data and expert parallelism still apply);
 * ``no_pp``: why the model cannot be split into pipeline stages;
-* ``no_layout``: what no parallel rule covers at all (one GPU only).
+* ``no_layout``: what no parallel rule covers at all (one GPU only);
+* ``tp_problem(spec, tp)`` (a part's method, :func:`tp_problem`): why the engine it follows refuses ``tp``-way
+  tensor parallelism (a divisibility rule), or None;
+* ``tp_collectives(spec)`` (a part's method, :func:`layer_collectives`): the collectives its layers add under
+  tensor parallelism (:class:`~llmath.model.part_traits.LayerCollective`).
 
 Parts declare these as class attributes (or properties); the traits of a family's scalar knobs (a field of
 :class:`~llmath.model.spec.ModelSpec` rather than a part) are stated here, in :func:`_knob_traits`.
@@ -21,9 +25,10 @@ Parts declare these as class attributes (or properties); the traits of a family'
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 
+from llmath.model.part_traits import LayerCollective
 from llmath.model.spec import ModelSpec
 
 
@@ -37,8 +42,9 @@ class Traits:
     no_layout: str = ""
 
 
-def _parts(spec: ModelSpec) -> list[object]:
-    return [v for f in fields(spec) if is_dataclass(v := getattr(spec, f.name)) and not isinstance(v, ModelSpec)]
+def _parts(spec: ModelSpec) -> tuple[object, ...]:
+    """The family parts ``spec`` carries (model/spec_parts.py): the parts that declare traits."""
+    return spec.parts.family
 
 
 @lru_cache(maxsize=512)
@@ -79,6 +85,23 @@ def _knob_traits(spec: ModelSpec) -> Traits:
     return Traits(no_tp_pp=no_tp_pp, no_pp=no_pp, no_layout=no_layout)
 
 
+def tp_problem(spec: ModelSpec, tp: int) -> str | None:
+    """Why a part of ``spec`` refuses ``tp``-way tensor parallelism (each part's ``tp_problem``: a divisibility
+    rule of the engine it follows), or None."""
+    if tp == 1:
+        return None
+    for p in _parts(spec):
+        check = getattr(p, "tp_problem", None)
+        if check is not None and (why := check(spec, tp)):
+            return str(why)
+    return None
+
+
+def layer_collectives(spec: ModelSpec) -> tuple[LayerCollective, ...]:
+    """The collectives the parts of ``spec`` add to their layers under tensor parallelism (model/part_traits.py)."""
+    return tuple(c for p in _parts(spec) if (f := getattr(p, "tp_collectives", None)) is not None for c in f(spec))
+
+
 def draft_problem(draft: ModelSpec, target: ModelSpec) -> str | None:
     """Why ``draft`` cannot run on ``target``'s cache (a part that reads it states its own rule), or None."""
     for p in _parts(draft):
@@ -88,4 +111,4 @@ def draft_problem(draft: ModelSpec, target: ModelSpec) -> str | None:
     return None
 
 
-__all__ = ["Traits", "draft_problem", "traits"]
+__all__ = ["LayerCollective", "Traits", "draft_problem", "layer_collectives", "tp_problem", "traits"]

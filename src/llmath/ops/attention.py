@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from llmath.ops.block_sparse import block_indexer, kept_keys
 from llmath.ops.cca import cca_conv, cca_kv, l2_qk_norm
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
+from llmath.ops.kernel import Kernel
 from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
 from llmath.ops.qsa import indexer, sparse_window
@@ -41,6 +42,13 @@ class Attn:
     H: int
     cached: bool = True  # K/V live in a cache (decoder self- and cross-attention), not an encoder's activations
     Hv: int = 0  # value head width J when it differs from H (MiMo-V2-Flash); 0: H
+
+    @property
+    def kernel(self) -> str:
+        """The layer's own self-attention runs the dense attention kernel (ops/kernel.py); a QSA model's
+        attention keeps only its selected blocks, so none of its attention does."""
+        dense = not self.cross and self.pk == "attention" and self.site.spec.qsa is None
+        return Kernel.DENSE_ATTENTION if dense else Kernel.NONE
 
     @property
     def J(self) -> int:
@@ -124,7 +132,8 @@ def nope(a: Attn) -> bool:
 
 
 def qk_norm(a: Attn) -> None:
-    """Norms over the query and key heads (per head width, or over all heads' width)."""
+    """Norms over the query and key heads: of width H (one weight shared by the heads, or its own per head:
+    StableLM 2's ``StableLmLayerNormPerHead``, LayerNorms without bias), or over all heads' width."""
     s = a.site.spec
     if s.qk_norm == "none" or a.cross or (nope(a) and s.chunked_windows):
         return
@@ -133,7 +142,7 @@ def qk_norm(a: Attn) -> None:
         return
     N, K, H = a.N, 0 if shared_kv(a) else a.K, a.H
     qw, kw = (H, H if K else 0) if s.qk_norm == "head" else (N * H, K * H)
-    per = 2 if (s.norm == "layer" and s.norm_bias) else 1
+    per = 2 if (s.norm == "layer" and s.norm_bias and s.qk_norm != "per_head") else 1
     a.site.vector(
         "qk_norm", "BTNH->BTNH", NORM_FLOPS[s.norm], (N + K) * H, "BT", "(N+K)·H", component="norm",
         params=[("attention.qk_norm", per * (qw + kw))], weight=[(per * (qw + kw), "1", "q,k norm weights")],
@@ -248,7 +257,7 @@ def flash(a: Attn) -> None:
         vflops=[(a.softmax_flops * N, p, f"{a.softmax_flops}·N")],
         act_out=[(N * J, "BT", "N·H" if J == H else "N·J")],
         act_in=q if a.cached else q + kv,
-        kv_read=kv if a.cached else [], split=Split.HEADS
+        kv_read=kv if a.cached else [], split=Split.HEADS, kernel=a.kernel
     )  # fmt: skip
 
 

@@ -36,6 +36,7 @@ from llmath.model.spec_blt import BltStack
 from llmath.ops.attention import attention_block
 from llmath.ops.core import SOFTMAX_FLOPS, Builder, Op, Term
 from llmath.ops.ffn import ffn_block, residual
+from llmath.ops.kernel import Kernel
 
 # a stack's per-token monomials -> (BLT monomial, scale); "q": its query rows, "k": its key rows
 _ROWS = {"BT": "q", "K:full": "k", "E:full": "qk", "P:full": "qk", "X": "k", "XE": "qk"}
@@ -84,6 +85,7 @@ def _adopt(b: Builder, sub: Builder, prefix: str, q: Fraction, k: Fraction, pkey
                 costs=() if weights_only else tuple((c, tuple(ts)) for c, ts in costs.items()),
                 layer_kind=f"{prefix}/{op.layer_kind}" if op.layer_kind else "",
                 window=None,
+                kernel=Kernel.NONE,  # explicit mask tensors, every entry computed: not the fused kernel (module doc)
             )
         )
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from llmath.model.spec import CompressedSpec
 from llmath.ops.core import NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
+from llmath.ops.kernel import Kernel
 from llmath.ops.split import Split
 
 
@@ -152,7 +153,7 @@ def products(site: Site, w: int | None, m: int, cap: int | None) -> None:
     site.op("flash", "matmul", "BTNH,BSH->BTNH", flops=[(4 * N * H, p, "4·N·H") for p, _ in pairs],
             vflops=[(SOFTMAX_FLOPS * N, p, "5·N") for p, _ in pairs], act_in=[(N * H, "BT", "N·H")],
             kv_read=_reads(H, win.K, m, cap if site.b.stage == "decode" else None),
-            act_out=[(N * H, "BT", "N·H")], split=Split.HEADS)  # fmt: skip
+            act_out=[(N * H, "BT", "N·H")], split=Split.HEADS, kernel=Kernel.DENSE_ATTENTION)  # fmt: skip
 
 
 def _reads(H: int, window_keys: str, m: int, cap: int | None) -> list[tuple[int, str, str]]:

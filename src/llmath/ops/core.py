@@ -51,6 +51,7 @@ import numpy as np
 
 from llmath.model.spec import ModelSpec
 from llmath.ops.bigbird_sizes import bigbird_monomial, bigbird_text
+from llmath.ops.kernel import Kernel
 from llmath.ops.split import Split
 
 Attention = Literal["eager", "flash"]
@@ -97,6 +98,7 @@ class Op:
     window: int | None = None  # attention window of its layer (None: full or not an attention op)
     split: str = Split.NONE  # how it splits across tensor-parallel ranks (ops/split.py), declared with it
     first_stage: bool = False  # a non-layer op that runs before the first layer (pipeline stage 0, not the last)
+    kernel: str = Kernel.NONE  # the fused kernel it runs (ops/kernel.py), declared with it
 
     def terms(self, cls: str) -> tuple[Term, ...]:
         for c, t in self.costs:
@@ -411,8 +413,11 @@ class Builder:
     sparse: bool = False  # the layer group's FFN gate goes through Gemma 3n's gaussian top-k
     d_ff: int = 0  # the layer group's dense FFN width (0: the spec's d_ff)
 
-    def add(self, name, component, kind, signature, sizes, count, params=(), layer_kind="", split="", **costs):
-        """One operator; ``split`` (ops/split.py): norms and residual adds default to replicated."""
+    def add(
+        self, name, component, kind, signature, sizes, count, params=(), layer_kind="", split="", kernel="", **costs
+    ):
+        """One operator; ``split`` (ops/split.py): norms and residual adds default to replicated; ``kernel``:
+        ops/kernel.py."""
         if not split and component in ("norm", "residual"):
             split = Split.REPLICATED
         cs = []
@@ -420,21 +425,11 @@ class Builder:
             terms = costs.get(cls)
             if terms:
                 cs.append((cls, tuple(Term(int(c), m, s) for c, m, s in terms if c)))
-        self.ops.append(
-            Op(
-                name,
-                component,
-                kind,
-                signature,
-                tuple(sizes.items()),
-                count,
-                tuple((k, int(n)) for k, n in params if n),
-                tuple(c for c in cs if c[1]),
-                layer_kind,
-                self.window if layer_kind else None,
-                split,
-            )
-        )
+        params = tuple((k, int(n)) for k, n in params if n)
+        window = self.window if layer_kind else None
+        op = Op(name, component, kind, signature, tuple(sizes.items()), count, params, tuple(c for c in cs if c[1]),
+                layer_kind, window, split, kernel=kernel)  # fmt: skip
+        self.ops.append(op)
 
     # a linear layer X[.., din] @ W[din, dout] (+ b) per token of monomial `rows`
     def linear(
@@ -564,11 +559,13 @@ class Site:
         params: Iterable[tuple[str, int]] = (),
         component: str | None = None,
         split: str = Split.NONE,
+        kernel: str = Kernel.NONE,
         **costs: list[TermSpec],
     ) -> None:
-        """One operator of this site (``sizes``, ``component`` default to the site's; ``split``: ops/split.py)."""
-        sz, comp = self.sizes if sizes is None else sizes, component or self.component
-        self.b.add(self.name(name), comp, kind, sig, sz, self.count, params, self.lk, split or self.split, **costs)
+        """One operator of this site (``sizes``, ``component`` default to the site's; ``split``: ops/split.py;
+        ``kernel``: ops/kernel.py)."""
+        sz, comp, split = self.sizes if sizes is None else sizes, component or self.component, split or self.split
+        self.b.add(self.name(name), comp, kind, sig, sz, self.count, params, self.lk, split, kernel, **costs)
 
     def vector(self, name: str, sig: str, per: int, width: int, rows: str, sym: str, **extra) -> None:
         """An elementwise operator: ``per`` FLOPs per element of ``width`` per ``rows``; reads and writes it once."""

@@ -81,7 +81,7 @@ def diff_flash(a: Attn) -> None:
         flops=[(6 * N * H, win.P, "2·N·H + 2·N·2H")],
         vflops=[(a.softmax_flops * N, win.P, f"{a.softmax_flops}·N")],
         act_in=[(N * H, "BT", "N·H")], kv_read=[(2 * a.K * H, win.K, "2·K·H")],
-        act_out=[(2 * N * H, "BT", "2·N·H")], split=Split.HEADS
+        act_out=[(2 * N * H, "BT", "2·N·H")], split=Split.HEADS, kernel=a.kernel
     )  # fmt: skip
     _diff_combine(a)
 

@@ -27,13 +27,9 @@ def serving_human(d: dict[str, Any]) -> None:
         f" {m['max_resident']} run at once per replica",
         highlight=False,
     )
+    itl = [(f"ITL {p}", ms(d[f"itl_{p}_s"])) for p in ("p50", "p90", "p99")]
     rows = [
-        ("TTFT (mean)", ms(d["ttft_s"])),
-        ("TPOT (mean)", ms(d["tpot_s"])),
-        *((f"ITL {p}", ms(d[f"itl_{p}_s"])) for p in ("p50", "p90", "p99")),
-        ("end-to-end", ms(d["e2e_s"])),
-        ("output tokens/s (aggregate)", si(d["throughput_tok_s"], "tok/s")),
-        ("output tokens/s per GPU", si(d["throughput_tok_s_per_gpu"], "tok/s")),
+        *_latency_rows(d, after_ttft=[], after_tpot=itl),
         ("tokens/s per user (1/TPOT)", si(d["tok_s_per_user"], "tok/s")),
         ("requests/s", f"{d['requests_s']:.4g}"),
         ("running / queued per replica", f"{d['running_per_replica']:.0f} / {d['queued_per_replica']:.0f}"),
@@ -44,6 +40,44 @@ def serving_human(d: dict[str, Any]) -> None:
     print_table(c, "steady state", [Col("metric", right=False), Col("value")], [list(r) for r in rows])
     for n in d.get("notes", []):
         c.print(f"note: {n}", highlight=False)
+
+
+def _latency_rows(d: dict[str, Any], after_ttft: list, after_tpot: list) -> list[tuple[str, str]]:
+    """The metric rows every serving table shows (TTFT, TPOT, end-to-end, throughput in all and per GPU), with a
+    mode's own rows after TTFT and after TPOT."""
+    return [
+        ("TTFT (mean)", ms(d["ttft_s"])),
+        *after_ttft,
+        ("TPOT (mean)", ms(d["tpot_s"])),
+        *after_tpot,
+        ("end-to-end", ms(d["e2e_s"])),
+        ("output tokens/s (aggregate)", si(d["throughput_tok_s"], "tok/s")),
+        ("output tokens/s per GPU", si(d["throughput_tok_s_per_gpu"], "tok/s")),
+    ]
+
+
+def disagg_human(d: dict[str, Any], model: str, hardware: str, engine: str, prefill: dict, decode: dict) -> None:
+    """One disaggregated serving result (``analyze --disagg``): the pools, then the latency/throughput metrics."""
+
+    def layout(p: dict) -> str:
+        degrees = {"tp": 1} | {k: v for k, v in p.items() if k != "workers" and (v != 1 or k == "tp")}
+        return f"{p.get('workers', 1)}×" + " ".join(
+            f"{k}{degrees[k]}" for k in ("tp", "pp", "ep", "dp") if k in degrees
+        )
+
+    c = _console()
+    c.print(
+        f"[b]{model}[/b] on {d['gpus']:.0f} × {hardware}, {engine}, disaggregated: prefill {layout(prefill)},"
+        f" decode {layout(decode)}",
+        highlight=False,
+    )
+    rows = [
+        *_latency_rows(d, after_ttft=[("of which KV transfer", ms(d["kv_transfer_s"]))], after_tpot=[]),
+        ("prefill pool: GPUs / requests", f"{d['prefill_gpus']:.0f} / {d['prefill_requests']:.1f}"),
+        ("decode pool: GPUs / requests", f"{d['decode_gpus']:.0f} / {d['decode_requests']:.1f}"),
+        ("decode batch per attention-DP rank", f"{d['decode_batch']:.1f}"),
+    ]
+    print_table(c, "steady state", [Col("metric", right=False), Col("value")], [list(r) for r in rows])
 
 
 def plan_human(d: dict[str, Any], top: int = 20) -> None:

@@ -99,8 +99,10 @@ def _precision(params: Params, config: dict | None):
     from llmath.model.checkpoint import precision_for
 
     model = _model(params, config) if config is not None else _model_name(params)
-    pick = [str(params[k]) if params.get(k) else None for k in ("dtype", "weights", "activations", "kv_dtype")]
-    return precision_for(model, *pick)
+    pick = {k: str(params[k]) if params.get(k) else None for k in ("dtype", "weights", "activations", "kv_dtype")}
+    return precision_for(
+        model, dtype=pick["dtype"], weights=pick["weights"], activations=pick["activations"], kv=pick["kv_dtype"]
+    )
 
 
 def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any]:
@@ -118,6 +120,11 @@ def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any
             kw[name] = str(params[name])
     if params.get("efficiency"):
         kw["efficiency_mode"] = str(params["efficiency"])
+    degrees = {k: kw.pop(k) for k in ("gpus", "tp", "pp", "ep", "dp") if k in kw}
+    if degrees:  # the layout, as the one parallel config the library takes
+        from llmath.deploy.layout import ParallelConfig
+
+        kw["parallel"] = ParallelConfig(**degrees)
     enc = _model(params, config).encoder
     if enc is not None and enc.source_positions:  # Whisper: the source is its fixed window, whatever the slider
         kw["prompt"] = enc.source_positions  # says (the page's encoder note prints the length used)
@@ -213,11 +220,11 @@ def _serve(params: Params, config: dict | None) -> dict[str, Any] | None:
     from llmath.deploy.service import serve
 
     kw = _analyze_kwargs(params, config)
-    layout = {k: kw[k] for k in ("gpus", "tp", "pp", "ep", "dp") if k in kw}
     return serve(
         _model(params, config), _hardware(params) or "h100-sxm", prompt=kw.get("prompt", 512), gen=kw.get("gen", 128),
         concurrency=c, engine=str(params.get("engine") or "vllm"), precision=kw["precision"],
-        attention=kw.get("attention", "flash"), efficiency_mode=kw.get("efficiency_mode", "expected"), **layout,
+        attention=kw.get("attention", "flash"), efficiency_mode=kw.get("efficiency_mode", "expected"),
+        parallel=kw.get("parallel"),
     ).to_dict()  # fmt: skip
 
 
@@ -333,13 +340,13 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
     from llmath.deploy.plan import plan as search
 
     kw = _analyze_kwargs(params, config)
-    pins = {k: kw[k] for k in ("tp", "pp", "ep", "dp") if k in kw}
-    p = kw["precision"]
+    par, p = kw.get("parallel"), kw["precision"]
+    gpus = par.gpus if par is not None and par.gpus is not None else 8
     return search(
-        _model(params, config), _hardware(params) or "h100-sxm", gpus=kw.get("gpus", 8), prompt=kw.get("prompt", 512),
+        _model(params, config), _hardware(params) or "h100-sxm", gpus=gpus, prompt=kw.get("prompt", 512),
         gen=kw.get("gen", 128), ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
         weights=p.weights, engine=str(params.get("engine") or "vllm"), disagg=params.get("disagg") == "1",
-        attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), **pins,
+        attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), parallel=par,
     ).to_dict()  # fmt: skip
 
 

@@ -96,6 +96,7 @@ class _Request:
 class _Handler(BaseHTTPRequestHandler):
     server_version = "llmath"
     timeout = TIMEOUT_S  # socket timeout of the reply's writes
+    server: LoopbackServer  # the only server that runs this handler
 
     def setup(self) -> None:
         """Read the request from the intake's buffer, write the reply to the socket."""
@@ -379,7 +380,9 @@ class LoopbackServer(HTTPServer):
                 LOCAL_PATHS.set(False)  # names are never paths on this machine
                 ABANDON.set(lambda: _gone(req.sock))  # a search stops when its client goes away
                 with self._counted():
-                    self.finish_request(req, req.sock.getpeername())
+                    # socketserver hands any request object to the handler (here _Handler.setup reads it);
+                    # typeshed types finish_request's request as a socket only
+                    self.finish_request(req, req.sock.getpeername())  # type: ignore[arg-type]
         except Exception:
             pass  # a client error (reset, timeout): no traceback in the log
         finally:
