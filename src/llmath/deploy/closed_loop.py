@@ -157,36 +157,3 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     return replace(ss, concurrency=C, resident=np.minimum(C, max_resident), ttft_s=ss.ttft_s + wait, e2e_s=e2e,
                    throughput_tok_s=rps * req.mean_gen, requests_s=rps,
                    overhead_ttft_s=ss.overhead_ttft_s + o_wait)  # fmt: skip
-
-
-def closed_state(
-    dev: Device | Decoding,
-    eng: EngineConfig,
-    req: Requests,
-    concurrency,
-    max_resident: int,
-    prompts_per_client: float = PROMPTS_PER_CLIENT,
-) -> SteadyState:
-    """The benchmark clients' closed loop: the first wave started together (:func:`lockstep_state` of one
-    prompt per client: the C prompts queue for the prefill budget) and, after it, the clients out of step
-    (:func:`staggered_state`), weighted 1/m and 1 − 1/m over the m prompts each client sends. The clients
-    fall out of step because nothing holds a group together once it has split: a group's replacements
-    reach the engine one by one (each is parsed and tokenised in turn by the server's front end) and
-    straddle iteration boundaries, a prompt that does not fit the budget left by the decoding requests
-    finishes its prefill an iteration later, and a request that starts one iteration later also finishes one
-    later, so the next cycle starts it apart again. Inter-token latency quantiles are the staggered state's."""
-    if not prompts_per_client >= 1:
-        raise WorkloadError(f"prompts_per_client={prompts_per_client!r} must be >= 1")
-    first = lockstep_state(dev, eng, req, concurrency, max_resident, 1.0, True)
-    later = staggered_state(dev, eng, req, concurrency, max_resident)
-    w = 1.0 / float(prompts_per_client)
-
-    def mix(a, b):
-        return w * np.asarray(a) + (1 - w) * np.asarray(b)
-
-    e2e = mix(first.e2e_s, later.e2e_s)
-    rps = later.concurrency / e2e
-    return replace(later, ttft_s=mix(first.ttft_s, later.ttft_s), tpot_s=mix(first.tpot_s, later.tpot_s), e2e_s=e2e,
-                   throughput_tok_s=rps * req.mean_gen, requests_s=rps,
-                   overhead_ttft_s=mix(first.overhead_ttft_s, later.overhead_ttft_s),
-                   overhead_tpot_s=mix(first.overhead_tpot_s, later.overhead_tpot_s))  # fmt: skip

@@ -3,7 +3,7 @@ front of tokens/s per GPU against tokens/s per user.
 
 Search space (each axis vectorised or a short loop): weight formats (``weights``), parallel layouts of a
 replica (``layouts``: TP/PP/EP; pins honoured), aggregated serving at every concurrency per replica from 1 to
-what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.closed_loop.closed_state` call per
+what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.closed_loop.lockstep_state` call per
 layout), and with ``disagg=True`` disaggregated prefill/decode pools of every pair of layouts, rate-matched,
 over a grid of decode batches (:mod:`.disagg`). A configuration is feasible when it fits in memory (else
 it is listed under ``rejected`` with the reason) and meets ``ttft_s ≤ ttft_ms`` and ``tpot_s ≤ tpot_ms``.
@@ -34,7 +34,7 @@ import numpy as np
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.budget import poll
-from llmath.deploy.closed_loop import closed_state
+from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, pool_decoding, pool_memory, prefill_worker
 from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
 from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
@@ -191,7 +191,7 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
     if grid is None:
         return 0
     c, mem, dp, inst = grid
-    ss = closed_state(dec, eng, req, c, mem.max_resident)
+    ss = lockstep_state(dec, eng, req, c, mem.max_resident)
     return _agg_rows(rep, fmt, dp, inst, c, ss, cols, dec.spec is not None)
 
 
@@ -252,7 +252,7 @@ def _sampled(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols, reject
         return None
     c, mem, dp, inst = grid
     at = np.unique(np.linspace(0, len(c) - 1, min(SAMPLE, len(c))).round().astype(int))
-    ss = closed_state(dec, eng, req, c[at], mem.max_resident)
+    ss = lockstep_state(dec, eng, req, c[at], mem.max_resident)
     _agg_rows(rep, fmt, dp, inst, c[at], ss, cols, dec.spec is not None)
     ok = meets(ss.ttft_s, ss.tpot_s, **targets)
     thr = ss.throughput_tok_s * dp / (inst * rep.gpus)
@@ -270,7 +270,7 @@ def _refine(samples: list[_Sampled], front: Frontier, cols: list, targets: dict)
             todo[s.at[i] + 1 : s.at[i + 1]] = True
         if not todo.any():
             continue
-        ss = closed_state(s.dec, s.eng, s.req, s.c[todo], s.max_resident)
+        ss = lockstep_state(s.dec, s.eng, s.req, s.c[todo], s.max_resident)
         n += _agg_rows(s.rep, s.fmt, s.dp, s.inst, s.c[todo], ss, cols, s.dec.spec is not None)
         ok = meets(ss.ttft_s, ss.tpot_s, **targets)
         front.add((ss.throughput_tok_s * s.dp / (s.inst * s.rep.gpus))[ok], (1 / ss.tpot_s)[ok])

@@ -13,7 +13,7 @@ from typing import Any
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
-from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, closed_state, lockstep_state, staggered_state
+from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.layout import ParallelConfig, requested_layout
 from llmath.deploy.overheads import breakdown
@@ -72,10 +72,10 @@ def serve(
     **engine_overrides,
 ) -> ServingReport:
     """Continuous batching under an arrival protocol: ``closed`` (the default with ``concurrency``: C requests
-    started together and replaced as they finish, as benchmark clients run them), ``staggered`` (C clients
-    out of step), ``poisson`` (the default with ``rate``), ``offline`` (every request queued at once); see
-    :mod:`.closed_loop` and :mod:`.serving` for the models and their limits. The layout: ``parallel`` or the
-    gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
+    started together and replaced as they finish, as benchmark clients run them: they stay in step),
+    ``staggered`` (C clients out of step), ``poisson`` (the default with ``rate``), ``offline`` (every request
+    queued at once); see :mod:`.closed_loop` and :mod:`.serving` for the models and their limits. The layout:
+    ``parallel`` or the gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
     arrival = _arrival(arrival, concurrency, rate, offline)
     offline = offline or arrival == "offline"
     spec = resolve(model)
@@ -160,10 +160,8 @@ def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompt
         ss = steady_state(decoding, eng, req, [c], max_resident)
     elif arrival == "staggered":
         ss = staggered_state(decoding, eng, req, [c], max_resident)
-    elif arrival == "closed":
-        ss = closed_state(decoding, eng, req, [c], max_resident, prompts_per_client)
     else:
-        ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, False)
+        ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
     dev = decoding.dev
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
