@@ -41,7 +41,7 @@ def test_one_group_agrees_with_the_simulation_within_2_percent(engine, conc):
     # the TTFT is the iteration that prefills all C prompts at once (operator table), plus the engine's
     # per-request and per-iteration terms: not one prompt's prefill
     ov = eng.overheads
-    one_pass = float(dev.iteration(0, 0, conc, 1024, 0).time_s) + ov.per_iteration_eager_s + ov.request_s(1024)
+    one_pass = float(dev.iteration(0, 0, conc, 1024, 0).time_s) + ov.per_iteration_eager_s + ov.served_request_s(1024)
     assert ss.ttft_s[0] == pytest.approx(one_pass, rel=1e-9)
 
 
@@ -59,14 +59,16 @@ def test_several_groups_agree_with_the_simulation(engine, prompt, budget, conc):
 
 def test_requests_started_together_wait_for_each_others_prefills():
     # the same 16 clients, started together (benchmark clients) or spread over a lifetime: in step, a
-    # request's prefill shares its iteration with the others of its group, so its TTFT is several times longer
+    # request's prefill shares its iteration with the others of its group, so its TTFT (beyond the engine's
+    # per-request front-end time, the same in both) is several times longer
     dev, eng, req, bmax = _case("vllm", 1024, 64, 8192)
+    o_req = eng.overheads.served_request_s(1024)
     together = simulate(dev, eng, req, 16, bmax, iterations=100_000, arrival="closed", prompts_per_client=10)
     spread = simulate(dev, eng, req, 16, bmax, iterations=3000)
-    assert together.ttft_s > 3 * spread.ttft_s
+    assert together.ttft_s - o_req > 3 * (spread.ttft_s - o_req)
     ss_closed = lockstep_state(dev, eng, req, [16], bmax)
     ss_spread = steady_state(dev, eng, req, [16], bmax)
-    assert ss_closed.ttft_s[0] > 3 * ss_spread.ttft_s[0]
+    assert ss_closed.ttft_s[0] - o_req > 3 * (ss_spread.ttft_s[0] - o_req)
 
 
 def test_poisson_is_finite_below_the_largest_rate_and_refused_above_it():
@@ -96,6 +98,9 @@ def test_cli_arrival(capsys):
     code, out, _ = run_cli(capsys, "analyze", "llama-3.2-1b", "-c", "8", "--prompt", "512", "--gen", "64",
                            "--arrival", "offline", "--json")  # fmt: skip
     assert code == 0 and json.loads(out)["workload"]["arrival"] == "offline"
+    code, out, _ = run_cli(capsys, "analyze", "llama-3.2-1b", "-c", "8", "--prompt", "512", "--gen", "64",
+                           "--arrival", "staggered", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["workload"]["arrival"] == "staggered"
     code, _, err = run_cli(capsys, "analyze", "llama-3.2-1b", "-c", "8", "--arrival", "burst")
     assert code == 2 and "burst" in err
     code, _, err = run_cli(capsys, "analyze", "llama-3.2-1b", "-c", "8", "--arrival", "poisson")
@@ -110,3 +115,32 @@ def test_poisson_agrees_with_the_simulation(rate, bound):
     sim = simulate(dev, eng, req, 1, bmax, iterations=6000, arrival="poisson", rate=rate)
     assert rep.metrics["ttft_s"] == pytest.approx(sim.ttft_s, rel=bound)
     assert rep.metrics["tpot_s"] == pytest.approx(sim.tpot_s, rel=bound)
+
+
+@pytest.mark.parametrize(
+    "model,engine,prompt,gen,conc,ttft_bound",
+    [
+        ("llama-3.1-8b", "vllm", 1024, 512, 64, 0.1),  # measured +5.3% TTFT, -0.1% TPOT, +0.0% throughput
+        ("llama-3.1-8b", "vllm", 1024, 256, 16, 0.1),  # +3.2%, -0.1%, +0.1%
+        ("llama-3.2-1b", "trtllm", 1024, 128, 16, 0.1),  # +8.2%, -0.3%, +0.1%
+    ],
+)
+def test_staggered_clients_agree_with_the_simulation(model, engine, prompt, gen, conc, ttft_bound):
+    # Bound stated in docs/serving.md: serve(arrival="staggered") against the iteration simulation whose clients'
+    # first requests are spread over one lifetime and whose follow-ups reach the scheduler the front-end time
+    # later (±50%, after the iterations already scheduled): TPOT and throughput within 2%; TTFT within 10%
+    # (the mean field's wait for an iteration boundary is longer than the simulation's, whose arrivals bunch
+    # into the iterations that carry prompts)
+    dev = Device(resolve(model), H100, Precision(), efficiency("expected", H100))
+    eng = engines.preset(engine, H100)
+    req = Requests(prompt, gen)
+    rep = serve(model, "h100-sxm", prompt=prompt, gen=gen, concurrency=conc, engine=engine, arrival="staggered")
+    sim = simulate(dev, eng, req, conc, memory(dev, eng, req).max_resident, iterations=4000, lag=True)
+    assert rep.workload["arrival"] == "staggered"
+    assert rep.metrics["ttft_s"] == pytest.approx(sim.ttft_s, rel=ttft_bound)
+    assert rep.metrics["tpot_s"] == pytest.approx(sim.tpot_s, rel=0.02)
+    assert rep.metrics["throughput_tok_s"] == pytest.approx(sim.throughput_tok_s, rel=0.02)
+    # out of step, a request's prefill runs beside the others' decoding: no queue of C prefills, so the
+    # TTFT is below the first wave's, whose C prompts queue together
+    first = serve(model, "h100-sxm", prompt=prompt, gen=gen, concurrency=conc, engine=engine, prompts_per_client=1)
+    assert rep.metrics["ttft_s"] < first.metrics["ttft_s"]

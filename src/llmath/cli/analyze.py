@@ -96,7 +96,8 @@ ArrivalOpt = Annotated[
     typer.Option(
         "--arrival",
         help="Serving: closed (default with --concurrency: C requests started together, each replaced when it ends), "
-        "poisson (default with --rate) or offline (every request queued at once).",
+        "staggered (C clients already out of step: requests spread over a lifetime), poisson (default with --rate) "
+        "or offline (every request queued at once).",
     ),
 ]
 PromptsPerClientOpt = Annotated[
@@ -166,7 +167,7 @@ def analyze(
 
 # --arrival offline without --concurrency: vLLM's offline benchmark default (benchmark_throughput --num-prompts 1000)
 OFFLINE_REQUESTS = 1000
-ARRIVALS = ("closed", "poisson", "offline")
+ARRIVALS = ("closed", "staggered", "poisson", "offline")
 # What only a static batch uses, and what only serving uses (--engine is not here: a static batch runs quantised
 # formats in the engine's kernels); a flag counts as given when it differs from analyze's default.
 STATIC_ONLY = (

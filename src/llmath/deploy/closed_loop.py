@@ -30,6 +30,8 @@ prefill whole prompts; the prefill-only pass of a group then is one iteration of
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from llmath.deploy.serving import (
@@ -40,6 +42,8 @@ from llmath.deploy.serving import (
     _budget,
     _overheads,
     _quantile,
+    active_overheads,
+    steady_state,
 )
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
@@ -48,6 +52,7 @@ from llmath.errors import WorkloadError
 # --max-concurrency $CONC --request-rate inf``, github.com/InferenceMAX/InferenceMAX) send ten prompts per
 # client; vLLM's own default (``--num-prompts 1000``) gives 1000 / C.
 PROMPTS_PER_CLIENT = 10
+STAGGERED_PASSES = 3  # fixed-point passes of the requests in the engine (o_req ≪ e2e: the first is close)
 
 
 def _burst(eng: EngineConfig, req: Requests, B: np.ndarray, w: float) -> tuple:
@@ -120,3 +125,35 @@ def lockstep_state(
     rps = C / e2e if replace else B / (L * tau_c)
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,
                        T_b, np.minimum(n_w / L, 1.0), tau_d, tau_b, o_ttft, o_tpot)  # fmt: skip
+
+
+def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int):
+    """C clients out of step, each request replaced as it finishes: the desynchronised steady state
+    (:func:`llmath.deploy.serving.steady_state`) plus the replacement's wait for an iteration boundary. It
+    is sent just after the iteration that finished its predecessor and reaches the scheduler the engine's
+    per-request front-end time o_req later: within the ``replacement_lag`` iterations already scheduled it
+    waits for them (lag·τ̄ − o_req); later, for the end of the iteration in flight (its mean residual,
+    length-biased: E[τ²] / 2E[τ] over the mixed and pure-decode iterations), unless the engine is idle: no
+    other request is in it, (o_req / e2e)^(C − 1). The requests in the front end or waiting for a boundary are
+    not in the batch: the steady state runs at C·(e2e − o_req) / (e2e + wait) requests in the engine (a few
+    fixed-point passes); throughput C·E[G] / e2e."""
+    dec = dev if isinstance(dev, Decoding) else Decoding(dev)
+    C = np.asarray(concurrency, dtype=float)
+    o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
+    inside, wait = C, 0.0
+    for _ in range(STAGGERED_PASSES):  # the requests in the front end or waiting for a boundary are not batched
+        ss = steady_state(dec, eng, req, inside, max_resident)
+        f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
+        mean = f * t_m + (1 - f) * t_d
+        wait = np.maximum(eng.replacement_lag * mean - o_req, (f * t_m**2 + (1 - f) * t_d**2) / (2 * mean))
+        busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
+        wait = wait * busy
+        inside = np.maximum(C * (ss.e2e_s - o_req) / (ss.e2e_s + wait), 1.0)
+    o_m, o_d, _ = _overheads(dec, eng, req, ss.resident, ss.decode_batch)
+    e2e = ss.e2e_s + wait
+    rps = C / e2e
+    o_wait = wait / mean * (f * o_m + (1 - f) * o_d)
+    # in flight per replica: the clients' requests the engine admits (its own batch is ``decode_batch``)
+    return replace(ss, concurrency=C, resident=np.minimum(C, max_resident), ttft_s=ss.ttft_s + wait, e2e_s=e2e,
+                   throughput_tok_s=rps * req.mean_gen, requests_s=rps,
+                   overhead_ttft_s=ss.overhead_ttft_s + o_wait)  # fmt: skip

@@ -13,12 +13,16 @@ the kernels, on the critical path unless it overlaps that work with the GPU:
   the batch.
 * ``per_prompt_token_s``: per prompt token, once per request before its prefill: tokenisation of the prompt
   text (servers that take text; engines benchmarked with token ids skip it).
+* ``front_end_s``: once per request sent to the engine's server (continuous-batching serving, not a static
+  batch): its HTTP handling, hand-off to the scheduler and first streamed chunk. The one term fitted to
+  end-to-end runs (the validation rules: its rows and leave-one-model-out error in ``docs/serving.md``).
 
 Kernel launches and CUDA-graph replays are *not* terms here: the roofline already charges every kernel its
 launch (the fitted per-kernel ``t0`` of CUDA-graph-timed kernels, or the eager ``overhead_s``).
 
 Every term carries its source (engine documentation, source code or published profiling), never a value chosen
-from end-to-end benchmark results; a term without a source is 0 (not modelled) and says so. The presets' values
+from end-to-end benchmark results except ``front_end_s``, whose source names the rows it was fitted to; a term
+without a source is 0 (not modelled) and says so. The presets' values
 live in ``data/engines.json`` (``overheads`` of each engine). Applied to a static generation (:func:`apply`;
 the serving steady state adds the same terms per iteration, :mod:`llmath.deploy.serving`):
 
@@ -34,7 +38,14 @@ from typing import Any
 
 from llmath.errors import WorkloadError
 
-TERMS = ("per_request_s", "per_iteration_s", "per_iteration_eager_s", "per_token_s", "per_prompt_token_s")
+TERMS = (
+    "per_request_s",
+    "per_iteration_s",
+    "per_iteration_eager_s",
+    "per_token_s",
+    "per_prompt_token_s",
+    "front_end_s",
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,7 @@ class Overheads:
     per_iteration_eager_s: float = 0.0
     per_token_s: float = 0.0
     per_prompt_token_s: float = 0.0
+    front_end_s: float = 0.0
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -64,6 +76,10 @@ class Overheads:
     def request_s(self, prompt: int) -> float:
         """Once per request of ``prompt`` tokens: ``per_request_s + prompt · per_prompt_token_s``."""
         return self.per_request_s + prompt * self.per_prompt_token_s
+
+    def served_request_s(self, prompt: int) -> float:
+        """Once per request sent to a server: :meth:`request_s` + ``front_end_s``."""
+        return self.request_s(prompt) + self.front_end_s
 
     @classmethod
     def from_dict(cls, name: str, d: dict[str, Any]) -> Overheads:

@@ -13,7 +13,7 @@ from typing import Any
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
-from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state
+from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.layout import ParallelConfig, requested_layout
 from llmath.deploy.overheads import breakdown
@@ -40,7 +40,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
-ARRIVALS = ("closed", "poisson", "offline")
+ARRIVALS = ("closed", "staggered", "poisson", "offline")
 
 
 @checked
@@ -72,10 +72,10 @@ def serve(
     **engine_overrides,
 ) -> ServingReport:
     """Continuous batching under an arrival protocol: ``closed`` (the default with ``concurrency``: C requests
-    started together and replaced as they finish, as benchmark clients run them, :mod:`.closed_loop`),
-    ``poisson`` (the default with ``rate``: desynchronised arrivals, :mod:`llmath.deploy.serving`), ``offline``
-    (every request queued at once). See those modules for the models and their limits. The layout: ``parallel``
-    or the gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
+    started together and replaced as they finish, as benchmark clients run them: they stay in step),
+    ``staggered`` (C clients out of step), ``poisson`` (the default with ``rate``), ``offline`` (every request
+    queued at once); see :mod:`.closed_loop` and :mod:`.serving` for the models and their limits. The layout:
+    ``parallel`` or the gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
     arrival = _arrival(arrival, concurrency, rate, offline)
     offline = offline or arrival == "offline"
     spec = resolve(model)
@@ -149,7 +149,7 @@ def _arrival(arrival: str | None, concurrency, rate, offline: bool) -> str:
     arrival = arrival or ("offline" if offline else "closed" if rate is None else "poisson")
     if arrival not in ARRIVALS:
         raise WorkloadError(f"arrival={arrival!r} must be one of {', '.join(ARRIVALS)}")
-    if (arrival == "poisson") != (rate is not None):
+    if (arrival == "poisson") != (rate is not None):  # staggered, like closed, takes a concurrency
         raise WorkloadError(f"arrival={arrival!r} needs " + ("--rate" if arrival == "poisson" else "--concurrency"))
     return arrival
 
@@ -158,6 +158,8 @@ def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompt
     """(the steady state, its metrics) at per-replica concurrency ``c`` under the arrival protocol."""
     if arrival == "poisson":
         ss = steady_state(decoding, eng, req, [c], max_resident)
+    elif arrival == "staggered":
+        ss = staggered_state(decoding, eng, req, [c], max_resident)
     else:
         ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
     dev = decoding.dev

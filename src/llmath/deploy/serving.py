@@ -457,11 +457,11 @@ def active_overheads(dev: Device, eng: EngineConfig) -> Overheads:
 def _overheads(dec: Decoding, eng: EngineConfig, req: Requests, B, d_m) -> tuple:
     """The engine's overheads (:mod:`.overheads`) per iteration and request, zero under ``ideal`` efficiency:
     (mixed iteration: the eager term + d_m·per_token; pure decode: the graph term + B·per_token; per request:
-    per_request + P·per_prompt_token)."""
+    per_request + P·per_prompt_token + front_end)."""
     ov = active_overheads(dec.dev, eng)
     o_m = ov.per_iteration_eager_s + d_m * ov.per_token_s
     o_d = ov.iteration_s(eng.cuda_graphs) + B * ov.per_token_s
-    return o_m, o_d, ov.request_s(req.prompt)
+    return o_m, o_d, ov.served_request_s(req.prompt)
 
 
 def _quantile(qq: float, q, Ip, tau_a, tau_b, tau_d):

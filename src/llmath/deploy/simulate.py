@@ -80,6 +80,8 @@ def simulate(
     prompts_per_client: int | None = None,
     rate: float | None = None,
     seed: int = 0,
+    lag: bool | None = None,
+    jitter: float | None = None,
 ) -> SimResult:
     """Run a closed loop of ``concurrency`` clients for at most ``iterations`` iterations.
 
@@ -89,17 +91,46 @@ def simulate(
     previous one finishes (vLLM ``bench serve --max-concurrency``, SGLang ``bench_serving``, AIPerf concurrency
     mode); statistics over every request, as those clients report them; a follow-up request reaches the
     scheduler ``eng.replacement_lag`` iterations later (at once when the engine is idle). ``"offline"``: one
-    such wave; ``"poisson"``: arrivals at ``rate`` requests/s."""
+    such wave; ``"poisson"``: arrivals at ``rate`` requests/s. ``lag``: whether a follow-up request waits for the
+    iterations already scheduled (default: in the closed loop only; ``True`` with ``"staggered"``: the clients'
+    closed loop once out of step, :func:`llmath.deploy.closed_loop.staggered_state`): a follow-up then reaches
+    the scheduler the engine's per-request front-end time o_req after it is sent, varying by ±``jitter``/2 of it
+    (seeded; default ±50%; ``jitter`` given: in any mode). Otherwise o_req counts in its TTFT without delaying
+    its admission (:func:`llmath.deploy.serving.steady_state`, :func:`llmath.deploy.closed_loop.lockstep_state`)."""
     if arrival == "offline":  # every request queued at once, none sent after them: one wave
         arrival, prompts_per_client = "closed", 1
     if arrival == "poisson":
         return _poisson(dev, eng, req, rate or 0.0, max_resident, iterations, seed)
     if arrival not in ("staggered", "closed"):
         raise ValueError(f"arrival={arrival!r} must be 'staggered', 'closed', 'offline' or 'poisson'")
+    lockstep = arrival == "closed"
+    lagged = lockstep if lag is None else lag
+    delayed = not (lockstep or not lagged) or jitter is not None  # the front end delays the admission
+    hand_off = _front_end(dev, eng, req, delayed, 1.0 if jitter is None else jitter, seed)
+    lag_iters = eng.replacement_lag if lagged else 0  # the next iterations are already scheduled
+    finished, itl, tokens_out, now = _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep,
+                                             prompts_per_client, lag_iters, hand_off)  # fmt: skip
+    if lockstep:
+        return _all_stats(finished, itl, tokens_out, now, iterations)
+    return _stats(finished, itl, tokens_out, now, iterations)
+
+
+def _front_end(dev, eng, req: Requests, delayed: bool, spread: float, seed: int):
+    """(time a follow-up sent at ``now`` is dated from, time it reaches the scheduler) as a function of
+    ``now``: delayed, the engine's front-end time o_req ±``spread``/2 of it (seeded) later; else o_req counts
+    in its TTFT (dated o_req earlier) without delaying it."""
+    o_req = active_overheads(dev, eng).served_request_s(req.prompt)
+    rng = np.random.default_rng(seed)
+    if not delayed:
+        return lambda now: (now - o_req, now)
+    return lambda now: (now, now + o_req * (1 + spread * (float(rng.random()) - 0.5)))
+
+
+def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prompts_per_client, lag, hand_off):
+    """The clients' loop: (finished requests, inter-token gaps, tokens out per iteration, end time)."""
     lengths = _lengths(req)
     ov = active_overheads(dev, eng)  # the engine's time outside the kernels, as the closed form adds it
-    o_req = ov.request_s(req.prompt)
-    lockstep = arrival == "closed"
+    o_req = ov.served_request_s(req.prompt)
     starts = _first_requests(req, eng, concurrency, lockstep)
     left = [prompts_per_client or 1 << 62] * concurrency  # requests each client still sends
     waiting: list[_Req] = []
@@ -107,28 +138,24 @@ def simulate(
     finished: list[_Req] = []
     itl: list[tuple[float, float]] = []
     tokens_out: list[tuple[float, int]] = []
-    pending: list[list] = []  # [iterations still to start before the request is seen, request]
+    # [iterations still to start before the request is seen, the time it reaches the scheduler, request]
+    pending: list[list] = []
     now = 0.0
     for it in range(iterations):
         for i in [i for i, s in enumerate(starts) if s is not None and s <= it]:
             starts[i] = None
             waiting.append(_Req(now - o_req, next(lengths), client=i))
             left[i] -= 1
-        pending = _release(pending, waiting, idle=not (waiting or running))
+        pending, now = _release(pending, waiting, now, idle=not (waiting or running))
         if not (waiting or running):
             break
         now, done = _advance(dev, eng, req, ov, (running, waiting, finished), max_resident, now, itl, tokens_out)
         for r in done:
-            if left[r.client] > 0:
-                nxt = _Req(now - o_req, next(lengths), client=r.client)
-                if lockstep and eng.replacement_lag:
-                    pending.append([eng.replacement_lag, nxt])  # the next iterations are already scheduled
-                else:
-                    waiting.append(nxt)
+            if left[r.client] > 0:  # sent at once
+                dated, ready = hand_off(now)
+                pending.append([lag, ready, _Req(dated, next(lengths), client=r.client)])
                 left[r.client] -= 1
-    if lockstep:
-        return _all_stats(finished, itl, tokens_out, now, iterations)
-    return _stats(finished, itl, tokens_out, now, iterations)
+    return finished, itl, tokens_out, now
 
 
 def _first_requests(req: Requests, eng: EngineConfig, concurrency: int, together: bool) -> list[int | None]:
@@ -137,11 +164,15 @@ def _first_requests(req: Requests, eng: EngineConfig, concurrency: int, together
     return [0 if together else (i * life) // concurrency for i in range(concurrency)]  # ascending
 
 
-def _release(pending: list, waiting: list, idle: bool) -> list:
-    """Move the follow-up requests whose lag has run out (all of them when the engine is idle) to the queue;
-    the others still pending, one iteration closer."""
-    waiting += [r for n, r in pending if n <= 0 or idle]
-    return [[n - 1, r] for n, r in pending if not (n <= 0 or idle)]
+def _release(pending: list, waiting: list, now: float, idle: bool) -> tuple[list, float]:
+    """Move the follow-up requests that have reached the scheduler and whose lag has run out (no lag when the
+    engine is idle; an idle engine waits for the first to arrive) to the queue; (the others still pending,
+    one iteration closer; the time)."""
+    if idle and pending:
+        now = max(now, min(t for _, t, _ in pending))
+    go = [(n <= 0 or idle) and t <= now for n, t, _ in pending]
+    waiting += [r for (_, _, r), g in zip(pending, go, strict=True) if g]
+    return [[n - 1, t, r] for (n, t, r), g in zip(pending, go, strict=True) if not g], now
 
 
 def _poisson(dev, eng, req, rate: float, max_resident: int, iterations: int, seed: int) -> SimResult:
@@ -152,7 +183,7 @@ def _poisson(dev, eng, req, rate: float, max_resident: int, iterations: int, see
     rng = np.random.default_rng(seed)
     lengths = _lengths(req)
     ov = active_overheads(dev, eng)
-    o_req = ov.request_s(req.prompt)
+    o_req = ov.served_request_s(req.prompt)
     waiting: list[_Req] = []
     running: list[_Req] = []
     finished: list[_Req] = []

@@ -169,8 +169,9 @@ def precision(run: Run):
     return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
 
 
-def predict_run(run: Run) -> dict[str, float]:
-    """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats, closed loop)."""
+def predict_run(run: Run, arrival: str | None = None) -> dict[str, float]:
+    """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats; the closed loop, or
+    the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`)."""
     from llmath.deploy.disagg import serve_disaggregated
     from llmath.deploy.service import serve
 
@@ -180,7 +181,8 @@ def predict_run(run: Run) -> dict[str, float]:
         if run.layout is not None:
             L = run.layout
             rep = serve(run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency,
-                        engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, precision=prec)  # fmt: skip
+                        engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, precision=prec,
+                        arrival=arrival)  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D = run.prefill, run.decode
@@ -214,9 +216,10 @@ def _group_key(r: dict[str, Any], key: str) -> str:
     return str(r[key])
 
 
-def validate_runs(path: str | Path, by: tuple[str, ...] = KEYS) -> dict[str, Any]:
+def validate_runs(path: str | Path, by: tuple[str, ...] = KEYS, arrival: str | None = None) -> dict[str, Any]:
     """Every row predicted; errors = (predicted − measured) / measured; summaries per mode and per ``by`` key
-    (and engine × system per mode)."""
+    (and engine × system per mode). ``arrival``: the protocol the aggregated rows are predicted under (the
+    benchmark clients' closed loop unless given)."""
     bad = [k for k in by if k not in KEYS]
     if bad:
         raise WorkloadError(f"--by {','.join(bad)}: not a grouping; use any of {','.join(KEYS)}")
@@ -224,12 +227,13 @@ def validate_runs(path: str | Path, by: tuple[str, ...] = KEYS) -> dict[str, Any
     for raw in read_runs(path):
         try:
             run = to_run(raw)
-            pred = predict_run(run)
+            pred = predict_run(run, arrival)
         except LLMathError as e:
             refused.append({"id": raw.get("id", "?"), "mode": raw.get("mode"), "reason": str(e)})
             continue
         row = {"id": run.id, "engine": run.engine, "system": run.system, "model": run.source_model,
                "concurrency": run.concurrency, "lengths": run.lengths, "mode": run.mode,
+               "replica_concurrency": run.concurrency / run.layout.dp if run.layout else None,
                "measured_ttft_s": run.ttft_s, "measured_tpot_s": run.tpot_s,
                "predicted_ttft_s": pred["ttft_s"], "predicted_tpot_s": pred["tpot_s"],
                "ttft_error": _err(pred["ttft_s"], run.ttft_s), "tpot_error": _err(pred["tpot_s"], run.tpot_s),
