@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import numpy as np
@@ -153,8 +153,10 @@ class Resolved:
     rule: str
 
 
+@cache
 def resolve(device: str) -> Resolved:
-    """The measured device whose fractions ``device`` uses, at ``device``'s own peaks.
+    """The measured device whose fractions ``device`` uses, at ``device``'s own peaks (once per name: the fits
+    are read once, :func:`data`).
 
     Rule, in order: (1) ``measured``: the device has fits. (2) ``same-arch``: another device of the same
     architecture (``arch`` table) has fits: the architecture's ``reference`` device. (3) ``nearest-arch``:
