@@ -11,7 +11,6 @@ written arithmetic.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -268,7 +267,6 @@ def test_serving_agrees_with_the_iteration_simulation():
 
     dev = _dev("bart-large", 600)
     eng = engines.preset("vllm", get("h100-sxm"), max_num_batched_tokens=2048)
-    eng = replace(eng, overheads=replace(eng.overheads, front_end_s=0.0))  # the steady state on its own
     req = Requests(600, 64, encoder_decoder=True)
     mem = memory(dev, eng, req)
     ss = steady_state(dev, eng, req, [24], mem.max_resident)

@@ -18,7 +18,7 @@ EAGLE = Speculation("eagle", 3, 2.5)
 
 def test_the_best_speculating_plan_has_serves_tpot_at_its_concurrency():
     # identity under test: a plan row at (layout, concurrency C) is serve()'s closed loop at the same layout, C
-    # and speculation (both run closed_loop.closed_state on the same Decoding, memory with the same draft bytes)
+    # and speculation (both run closed_loop.lockstep_state on the same Decoding, memory with the same draft bytes)
     r = plan("llama-3-8b", "h100-sxm", gpus=2, tp=2, prompt=1024, gen=256, tpot_ms=10, speculation=EAGLE)
     b = r.best
     assert b["speculation"] == {"method": "eagle", "k": 3, "acceptance": 2.5, "draft_model": None}

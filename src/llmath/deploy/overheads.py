@@ -14,15 +14,15 @@ the kernels, on the critical path unless it overlaps that work with the GPU:
 * ``per_prompt_token_s``: per prompt token, once per request before its prefill: tokenisation of the prompt
   text (servers that take text; engines benchmarked with token ids skip it).
 * ``front_end_s``: once per request sent to the engine's server (continuous-batching serving, not a static
-  batch): its HTTP handling, hand-off to the scheduler and first streamed chunk. The one term fitted to
-  end-to-end runs (the validation rules: its rows and leave-one-model-out error in ``docs/serving.md``).
+  batch): its HTTP handling, hand-off to the scheduler and first streamed chunk. 0 in every preset: no source
+  states it, and the value fitted to measured serving runs is refuted by the held-out published results
+  (``docs/serving.md``, "The server's front-end time").
 
 Kernel launches and CUDA-graph replays are *not* terms here: the roofline already charges every kernel its
 launch (the fitted per-kernel ``t0`` of CUDA-graph-timed kernels, or the eager ``overhead_s``).
 
 Every term carries its source (engine documentation, source code or published profiling), never a value chosen
-from end-to-end benchmark results except ``front_end_s``, whose source names the rows it was fitted to; a term
-without a source is 0 (not modelled) and says so. The presets' values
+from end-to-end benchmark results; a term without a source is 0 (not modelled) and says so. The presets' values
 live in ``data/engines.json`` (``overheads`` of each engine). Applied to a static generation (:func:`apply`;
 the serving steady state adds the same terms per iteration, :mod:`llmath.deploy.serving`):
 
