@@ -90,3 +90,42 @@ def test_cli_json_and_usage_errors(capsys, tmp_path):
     assert code == 2 and "colour" in err
     code, _, err = run_cli(capsys, "validate", "--runs", str(tmp_path / "none.csv"))
     assert code == 2 and "none.csv" in err
+
+
+def _disagg(concurrency: int, **kw) -> dict:
+    cols = dict(mode="disagg", tp_size="", attention_dp_size="", moe_tp_size="", moe_ep_size="",
+                prefill_tp_size=8, prefill_pp_size=1, prefill_attention_dp_size=1, prefill_moe_tp_size=1,
+                prefill_moe_ep_size=8, decode_tp_size=8, decode_pp_size=1, decode_attention_dp_size=1,
+                decode_moe_tp_size=1, decode_moe_ep_size=8,
+                source_notes=f"silicon_concurrency={concurrency}")  # fmt: skip
+    return _row(**(cols | kw))
+
+
+def test_unstated_decode_attention_dp_follows_the_engines_recipe():
+    # TensorRT-LLM's DeepSeek-R1 configuration database (data/engines.json, disaggregation): TP 8 with EP 8 runs
+    # attention-DP from concurrency 128 on 8 GPUs (16 per GPU) and not at 64 (8 per GPU)
+    dec = to_run(_disagg(128)).decode
+    assert (dec.tp, dec.dp, dec.ep, dec.gpus) == (1, 8, 8, 8)
+    assert to_run(_disagg(128)).assumed
+    dec = to_run(_disagg(127)).decode  # 127 / 8 = 15.9 requests per GPU: below 16
+    assert (dec.tp, dec.dp, dec.ep) == (8, 1, 8)
+    # two stated decode workers halve the requests per GPU: 256 / (2 × 8) = 16 turns it on, 248 / 16 = 15.5 does not
+    assert to_run(_disagg(256, decode_num_workers=2)).decode.dp == 8
+    assert to_run(_disagg(248, decode_num_workers=2)).decode.dp == 1
+    # the columns alone; a pool without expert parallelism; an engine whose preset states no such rule
+    assert to_run(_disagg(1024), recipe=False).decode.dp == 1
+    assert to_run(_disagg(1024, decode_moe_ep_size=1)).decode.dp == 1
+    assert to_run(_disagg(1024, backend="sglang")).decode.dp == 1
+    # an aggregated row is read as stated
+    assert to_run(_row(source_notes="silicon_concurrency=1024")).layout.dp == 1
+
+
+def test_recipe_default_changes_only_the_decode_pool_in_validation(tmp_path):
+    f = tmp_path / "runs.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, HEADER)
+        w.writeheader()
+        w.writerow(_disagg(256, id="d"))
+    on, off = validate_runs(f, recipe=True)["rows"][0], validate_runs(f, recipe=False)["rows"][0]
+    assert on["assumed"] and not off["assumed"]
+    assert on["predicted_tpot_s"] != off["predicted_tpot_s"]

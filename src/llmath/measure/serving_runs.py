@@ -22,7 +22,10 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   GPUs on one 8-GPU node, ids such as ``…_tp8_ep8_…`` stored as ``tp_size`` 64) is read as that field divided
   by ``moe_ep_size``, with EP = ``moe_ep_size`` (and says so in the row's ``assumed``);
 * concurrency: ``silicon_concurrency`` in ``source_notes``, else ``batch_size × attention_dp_size``;
-* disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1).
+* disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
+  where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
+  recipes run it (:func:`recipe_defaults`: attention-DP from the engine's requests per GPU, where the engine
+  states that rule), and the row's ``assumed`` says so; ``recipe=False`` reads the columns alone.
 """
 
 from __future__ import annotations
@@ -134,8 +137,10 @@ def read_runs(path: str | Path) -> list[dict[str, str]]:
     return rows
 
 
-def to_run(r: dict[str, str]) -> Run:
-    """A CSV row in llmath's names (a system or model without a mapping raises, naming it)."""
+def to_run(r: dict[str, str], recipe: bool = True) -> Run:
+    """A CSV row in llmath's names (a system or model without a mapping raises, naming it); a disaggregated row's
+    unstated decode settings as the engine's recipes set them (:func:`recipe_defaults`) unless ``recipe`` is
+    False."""
     sysname, model = SYSTEMS.get(r["system"]), MODELS.get(r["model_path"])
     if sysname is None:
         raise WorkloadError(f"system {r['system']!r} has no llmath hardware mapping ({', '.join(SYSTEMS)})")
@@ -146,11 +151,34 @@ def to_run(r: dict[str, str]) -> Run:
     lay = _layout(r, "", assumed) if agg else None
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
-    return Run(
+    run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
     )  # fmt: skip
+    return recipe_defaults(run) if recipe else run
+
+
+def recipe_defaults(run: Run) -> Run:
+    """The run with its decode pool as the engine's published recipes run it where the row leaves the setting
+    unstated: attention data-parallel over the pool's ranks (TensorRT-LLM's ``enable_attention_dp``: each rank
+    attends to its own requests, the experts stay split EP ways) when the pool splits its experts (EP > 1),
+    states no attention-DP and holds at least the engine's ``attention_dp_from_requests_per_gpu`` requests per
+    GPU (``data/engines.json``, ``disaggregation``; the concurrency over the pool's GPUs, its workers stated or
+    one). An engine that states no such rule, an aggregated row and a pool that states attention-DP are
+    returned as they are."""
+    from llmath.deploy.engines import disaggregation
+
+    D = run.decode
+    if D is None or D.ep <= 1 or D.dp > 1:
+        return run
+    threshold = disaggregation(run.engine, "attention_dp_from_requests_per_gpu")
+    per_gpu = run.concurrency / (D.gpus * D.workers)
+    if threshold is None or per_gpu < threshold:
+        return run
+    note = (f"decode attention-DP {D.tp} (unstated; {run.engine}'s recipes run it from {threshold:g} requests per"
+            f" GPU, {per_gpu:g} here)")  # fmt: skip
+    return replace(run, decode=replace(D, tp=1, dp=D.tp), assumed=(*run.assumed, note))
 
 
 def precision(run: Run):
@@ -169,9 +197,10 @@ def precision(run: Run):
     return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
 
 
-def predict_run(run: Run, arrival: str | None = None) -> dict[str, float]:
+def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[str, float]:
     """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats; the closed loop, or
-    the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`)."""
+    the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`), decoding
+    speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it)."""
     from llmath.deploy.disagg import serve_disaggregated
     from llmath.deploy.service import serve
 
@@ -182,7 +211,7 @@ def predict_run(run: Run, arrival: str | None = None) -> dict[str, float]:
             L = run.layout
             rep = serve(run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency,
                         engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, precision=prec,
-                        arrival=arrival)  # fmt: skip
+                        arrival=arrival, speculation=speculation)  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D = run.prefill, run.decode
@@ -190,6 +219,7 @@ def predict_run(run: Run, arrival: str | None = None) -> dict[str, float]:
             run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency, engine=run.engine,
             prefill=dict(tp=P.tp, pp=P.pp, dp=P.dp, ep=P.ep, workers=P.workers),
             decode=dict(tp=D.tp, pp=D.pp, dp=D.dp, ep=D.ep, workers=D.workers), precision=prec,
+            speculation=speculation,
         )  # fmt: skip
         return {"ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"]}
 
@@ -216,17 +246,20 @@ def _group_key(r: dict[str, Any], key: str) -> str:
     return str(r[key])
 
 
-def validate_runs(path: str | Path, by: tuple[str, ...] = KEYS, arrival: str | None = None) -> dict[str, Any]:
+def validate_runs(
+    path: str | Path, by: tuple[str, ...] = KEYS, arrival: str | None = None, recipe: bool = True
+) -> dict[str, Any]:
     """Every row predicted; errors = (predicted − measured) / measured; summaries per mode and per ``by`` key
     (and engine × system per mode). ``arrival``: the protocol the aggregated rows are predicted under (the
-    benchmark clients' closed loop unless given)."""
+    benchmark clients' closed loop unless given); ``recipe``: unstated decode settings as the engines' recipes
+    set them (:func:`recipe_defaults`), or the columns alone."""
     bad = [k for k in by if k not in KEYS]
     if bad:
         raise WorkloadError(f"--by {','.join(bad)}: not a grouping; use any of {','.join(KEYS)}")
     computed, refused = [], []
     for raw in read_runs(path):
         try:
-            run = to_run(raw)
+            run = to_run(raw, recipe)
             pred = predict_run(run, arrival)
         except LLMathError as e:
             refused.append({"id": raw.get("id", "?"), "mode": raw.get("mode"), "reason": str(e)})
