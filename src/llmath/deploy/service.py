@@ -13,7 +13,7 @@ from typing import Any
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
-from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state, staggered_state
+from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, drifting_state, in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.layout import ParallelConfig, requested_layout
 from llmath.deploy.overheads import breakdown
@@ -160,6 +160,8 @@ def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompt
         ss = steady_state(decoding, eng, req, [c], max_resident)
     elif arrival == "staggered":
         ss = staggered_state(decoding, eng, req, [c], max_resident)
+    elif arrival == "closed" and not in_step(req):  # output lengths that vary: out of step after the first wave
+        ss = drifting_state(decoding, eng, req, [c], max_resident, prompts_per_client)
     else:
         ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
     dev = decoding.dev
