@@ -86,6 +86,28 @@ def test_unknown_system_is_refused_with_its_name(tmp_path):
     assert rep["summary"]["agg"]["computed"] == 1 and rep["summary"]["agg"]["refused"] == 1
 
 
+def test_harness_lengths_predict_inferencex_rows_out_of_step(capsys, tmp_path):
+    # an InferenceX row (its provenance in source_notes) at 16 clients: with the lengths its client draws the
+    # follow-ups arrive out of step, so TTFT holds no group's prefills (below the lockstep loop), and it is
+    # serve() with outputs 819 … 1024 (nine evenly spaced) after the mean prompt, round((819 + 1024) / 2) = 922
+    from llmath.deploy.service import serve
+
+    f = tmp_path / "runs.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, HEADER)
+        w.writeheader()
+        w.writerow(_row(model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
+                        gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1,
+                        source_notes="model=Llama; silicon_concurrency=16; wip=False"))  # fmt: skip
+    fixed = validate_runs(f)["rows"][0]["predicted_ttft_s"]
+    drawn = validate_runs(f, harness_lengths=True)["rows"][0]["predicted_ttft_s"]
+    dist = tuple((int(g), 1.0) for g in (819, 845, 870, 896, 922, 947, 973, 998, 1024))
+    ref = serve("llama-3.1-8b", "h100-sxm", prompt=922, gen=1024, gen_dist=dist, concurrency=16, engine="trtllm")
+    assert drawn == pytest.approx(ref.metrics["ttft_s"], rel=1e-9) and drawn < fixed
+    code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--harness-lengths", "--json")
+    assert code == 0 and json.loads(out)["rows"][0]["predicted_ttft_s"] == pytest.approx(drawn, rel=1e-9)
+
+
 def test_cli_json_and_usage_errors(capsys, tmp_path):
     f = tmp_path / "runs.csv"
     with f.open("w", newline="") as fh:
