@@ -27,6 +27,19 @@ def _row(**kw) -> dict:
     return r
 
 
+def _csv(tmp_path, rows: list[dict]):
+    f = tmp_path / "runs.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, HEADER)
+        w.writeheader()
+        w.writerows(rows)
+    return f
+
+
+LLAMA_8B_H100 = dict(model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
+                     gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1)  # fmt: skip
+
+
 def test_mis_encoded_layout_is_divided_by_ep():
     # the validation README: tp_size 64 = moe_tp 8 × moe_ep 8 on one 8-GPU node reads as 64 / 8 = 8 GPUs, EP 8
     run = to_run(_row(tp_size=64, moe_tp_size=8, moe_ep_size=8))
@@ -73,13 +86,7 @@ def test_quant_modes_map_to_executed_formats():
 
 
 def test_unknown_system_is_refused_with_its_name(tmp_path):
-    f = tmp_path / "runs.csv"
-    with f.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, HEADER)
-        w.writeheader()
-        w.writerow(_row(system="mi300x"))
-        w.writerow(_row(id="ok", model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
-                        gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1))  # fmt: skip
+    f = _csv(tmp_path, [_row(system="mi300x"), _row(id="ok", **LLAMA_8B_H100)])
     rep = validate_runs(f)
     assert [r["id"] for r in rep["rows"]] == ["ok"]
     assert "mi300x" in rep["refused"][0]["reason"]
@@ -92,13 +99,7 @@ def test_harness_lengths_predict_inferencex_rows_out_of_step(capsys, tmp_path):
     # serve() with outputs 819 … 1024 (nine evenly spaced) after the mean prompt, round((819 + 1024) / 2) = 922
     from llmath.deploy.service import serve
 
-    f = tmp_path / "runs.csv"
-    with f.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, HEADER)
-        w.writeheader()
-        w.writerow(_row(model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
-                        gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1,
-                        source_notes="model=Llama; silicon_concurrency=16; wip=False"))  # fmt: skip
+    f = _csv(tmp_path, [_row(**LLAMA_8B_H100, source_notes="model=Llama; silicon_concurrency=16; wip=False")])
     fixed = validate_runs(f)["rows"][0]["predicted_ttft_s"]
     drawn = validate_runs(f, harness_lengths=True)["rows"][0]["predicted_ttft_s"]
     dist = tuple((int(g), 1.0) for g in (819, 845, 870, 896, 922, 947, 973, 998, 1024))
@@ -109,12 +110,7 @@ def test_harness_lengths_predict_inferencex_rows_out_of_step(capsys, tmp_path):
 
 
 def test_cli_json_and_usage_errors(capsys, tmp_path):
-    f = tmp_path / "runs.csv"
-    with f.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, HEADER)
-        w.writeheader()
-        w.writerow(_row(model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
-                        gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1))  # fmt: skip
+    f = _csv(tmp_path, [_row(**LLAMA_8B_H100)])
     code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--json")
     assert code == 0
     row = json.loads(out)["rows"][0]
