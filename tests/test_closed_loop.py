@@ -85,6 +85,7 @@ def test_serve_closed_loop_with_a_length_distribution_is_the_drifting_state():
     req = Requests(1024, 1, gen_dist=dist)
     ss = drifting_state(dev, eng, req, [16], memory(dev, eng, req).max_resident)
     assert rep.metrics["ttft_s"] == pytest.approx(float(ss.ttft_s[0]), rel=1e-9)
+    assert any("out of step" in n for n in rep.notes)
 
 
 def test_requests_started_together_wait_for_each_others_prefills():

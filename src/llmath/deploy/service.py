@@ -98,6 +98,8 @@ def serve(
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, prompts_per_client)
+    if arrival == "closed" and not in_step(req):
+        notes.append("output lengths vary: the clients' first wave runs in step, their follow-ups out of step")
     if ss.concurrency[0] > ss.resident[0]:
         notes.append(
             f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
