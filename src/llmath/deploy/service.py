@@ -98,13 +98,7 @@ def serve(
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, prompts_per_client)
-    if arrival == "closed" and not in_step(req):
-        notes.append("output lengths vary: the clients' first wave runs in step, their follow-ups out of step")
-    if ss.concurrency[0] > ss.resident[0]:
-        notes.append(
-            f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
-            f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
-        )
+    notes += _state_notes(ss, mem, eng, req, arrival)
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 
@@ -154,6 +148,19 @@ def _arrival(arrival: str | None, concurrency, rate, offline: bool) -> str:
     if (arrival == "poisson") != (rate is not None):  # staggered, like closed, takes a concurrency
         raise WorkloadError(f"arrival={arrival!r} needs " + ("--rate" if arrival == "poisson" else "--concurrency"))
     return arrival
+
+
+def _state_notes(ss, mem, eng, req, arrival: str) -> list[str]:
+    """What the state's numbers rest on: clients out of step after their first wave, a queue beyond B_max."""
+    notes = []
+    if arrival == "closed" and not in_step(req):
+        notes.append("output lengths vary: the clients' first wave runs in step, their follow-ups out of step")
+    if ss.concurrency[0] > ss.resident[0]:
+        notes.append(
+            f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
+            f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
+        )
+    return notes
 
 
 def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompts_per_client: float):
