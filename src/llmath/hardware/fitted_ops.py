@@ -107,10 +107,12 @@ def _expert_shares(table: Table, routed: list[int]) -> tuple[float, float]:
 def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str) -> tuple[float, ...] | None:
     """The routed experts' fitted kernel model: the device's ``moe`` fit in the format their GEMMs run in, where
     their weights are stored in that format too (a weight-only kernel dequantising 4-bit experts to a 16-bit
-    GEMM is not the kernel the fit measured); ``None`` otherwise."""
-    if not cols.routed.size or fmt.get(p.weight_format("experts")).compute != run_fmt:
+    GEMM is not the kernel the fit measured), the fit of their storage format where the tables time its own
+    kernel (block-scaled FP8, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`); ``None`` otherwise."""
+    stored = p.weight_format("experts")
+    if not cols.routed.size or fmt.get(stored).compute != run_fmt:
         return None
-    return eff.fit("moe", run_fmt)
+    return (eff.fit("moe", stored) if stored in ef.MOE_STORAGE else None) or eff.fit("moe", run_fmt)
 
 
 def rank_moe_bytes(tokens, cols: Columns, weights: str):
