@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from llmath import hardware
-from llmath.hardware.efficiency_fit import COST, MOE_STORAGE_RUNS, TILED_CLASSES, model_time, tile_rows
+from llmath.hardware.efficiency_fit import COST, MOE_STORAGE_RUNS, TILED_CLASSES, model_time, peak_for, tile_rows
 
 PACKAGE, VERSION = "aiconfigurator-core", "0.12.0"
 # aiconfigurator system name -> llmath hardware name, and the TensorRT-LLM table version used per system
@@ -47,6 +47,7 @@ INIT = {
     "attn_context": [0.6, 2.0, 1.0, 4.0, 1.0, 0.8, 6.0, 1.0, 5.0],
     "attn_decode": [0.3, 1.5, 1.0, 1.2, 1.0, 0.85, 7.0, 1.0, 5.0],
     "moe": [0.6, 1.2, 1.0, 6.0, 1.0, 0.8, 7.0, 1.0, 10.0],
+    "attn_mla_context": [0.6, 2.0, 1.0, 4.0, 1.0, 0.8, 6.0, 1.0, 5.0],
 }
 LO = [0.01, -3, 0.2, -3, 0.2, 0.01, 0, 0.2, 0]
 HI = [1.0, 14, 4, 14, 4, 1.0, 13, 4, 200]
@@ -55,6 +56,7 @@ GROUP_CLASSES = {
     "gemm": ("gemm",),
     "attention": ("attn_context", "attn_decode"),
     "moe": ("moe",),
+    "mla": ("attn_mla_context",),
     "comm": ("all_reduce", "all_gather", "custom_all_reduce"),
 }
 GROUPS = tuple(GROUP_CLASSES)
@@ -119,7 +121,7 @@ FIXTURE_PICKS = {
     ("h100-sxm", "attn_decode", "bf16"),
     ("h100-sxm", "moe", "bf16"),
     ("h200", "moe", "fp8_block"),
-    ("b200", "moe", "fp8_block"),
+    ("h200", "attn_mla_context", "fp8"),
     ("b200", "gemm", "bf16"),
     ("b200", "attn_decode", "bf16"),
     ("l40s", "gemm", "bf16"),
@@ -129,6 +131,7 @@ SHAPE_COLS = {
     "attn_context": ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim"],
     "attn_decode": ["batch_size", "step", "num_heads", "num_key_value_heads", "head_dim"],
     "moe": ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts"],
+    "attn_mla_context": ["batch_size", "isl", "num_heads"],
 }
 
 
@@ -235,6 +238,31 @@ def attention_fits(root, sysname, ver, hw, files):
             feats = lambda x, f=fmt, c=cls: attn_feats(x, f, c)  # noqa: E731
             out[cls][fmt] = run_fit(cls, d, feats, keys, peak, bw(hw), rel, hw.name, fmt)
     return {k: v for k, v in out.items() if v}
+
+
+# the context MLA table's per-head widths: DeepSeek-V3/R1's (qk_nope 128 + qk_rope 64, v_head_dim 128), the model
+# the package times it for (sdk/models/deepseek.py ContextMLA); num_heads is per rank, mla_dtype bf16 throughout
+MLA_DIMS = (192, 128)
+
+
+def mla_fits(root, sysname, ver, hw, files):
+    rel = f"{sysname}/mla/trtllm/{ver}/context_mla_perf.parquet"
+    if not (root / rel).exists():
+        return {}
+    df = pd.read_parquet(root / rel)
+    files[rel] = sha256(root / rel)
+    df = df[(df.step == 0) & (df.mla_dtype == "bfloat16")]
+    out = {}
+    for raw, fmt in DTYPES.items():  # keyed by the KV-cache format, as context attention
+        d = df[df.kv_cache_dtype == raw]
+        if fmt not in hw.peak_flops_per_s or len(d) < 50:
+            continue
+        d = median_rows(d, ["batch_size", "isl", "num_heads"])
+        feats = lambda x, f=fmt: COST["attn_mla_context"](x.batch_size, x.isl, x.num_heads, *MLA_DIMS, f, f)  # noqa: E731
+        cls = "attn_mla_context"
+        peak = peak_for(cls, hw, fmt)  # its products run in 16-bit whatever the KV cache's format
+        out[fmt] = run_fit(cls, d, feats, ["num_heads", "batch_size"], peak, bw(hw), rel, hw.name, fmt)
+    return {"attn_mla_context": out} if out else {}
 
 
 def attn_feats(x, fmt, cls):
@@ -359,6 +387,8 @@ def fit_system(root: Path, sysname: str, name: str, ver: str, only: tuple[str, .
         dev.update(attention_fits(root, sysname, ver, hw, files))
     if not only or "moe" in only:
         dev.update(moe_fits(root, sysname, ver, hw, files))
+    if not only or "mla" in only:
+        dev.update(mla_fits(root, sysname, ver, hw, files))
     if not only or "comm" in only:
         dev.update(comm_fits(root, sysname, files))
     held = {c: {f: v["held_out"] for f, v in x.items()} for c, x in dev.items() if isinstance(x, dict)}

@@ -136,6 +136,29 @@ def test_block_scaled_experts_are_slower_than_per_tensor_at_prefill_sizes():
         assert ef.kernel_time_on(hw, "moe", fmt=fmt, **shape) == pytest.approx(ms * 1e-3, rel=p90)
 
 
+@pytest.mark.parametrize("B", [1, 8])
+def test_mla_prefill_attention_runs_the_fitted_context_mla_kernel(B):
+    # DeepSeek-R1's prefill attention (config.json: 128 heads, qk_nope 128 + qk_rope 64, v_head_dim 128) declares
+    # the MLA context kernel: per layer it takes the fit's time for its shape (+ its softmax FLOPs at the vector
+    # rate), and that is TensorRT-LLM's measured kernel: aiconfigurator-core 0.12.0 h200_sxm
+    # mla/trtllm/1.3.0rc20 context_mla_perf.parquet, 128 heads, FP8 KV cache, 1024 tokens: 0.1752 ms for one
+    # sequence, 1.172 ms for 8 (medians of the table's repeats), within the fit's reported held-out p90
+    hw, T = hardware.get("h200"), 1024
+    t = table(llmath.resolve("deepseek-r1"), "prefill")
+    cols = fo.columns(t)
+    assert cols.mla.size and not cols.attn.size and cols.mla_dims == (128 + 64, 128)
+    assert np.all(cols.mla_heads == 128)
+    e = efficiency("expected", hw)
+    p = P16.override(kv="fp8")
+    tm = op_times(t.values(Scenario(B, T, 0)), t, hw, p, e, B, B * T, decode=False)[0]
+    per_layer = tm[cols.mla] / t.kernels[cols.mla]
+    fit = ef.kernel_time_on(hw, "attn_mla_context", batch=B, context=T, heads=128, qk_dim=192, v_dim=128,
+                            fmt="fp8", kv_fmt="fp8")  # fmt: skip
+    assert per_layer == pytest.approx(fit, rel=0.05)
+    p90 = ef.data()["devices"]["h200"]["attn_mla_context"]["fp8"]["held_out"]["p90_abs_err"]
+    assert fit == pytest.approx({1: 0.1752e-3, 8: 1.172e-3}[B], rel=p90)
+
+
 @pytest.mark.parametrize("device", ["h100-sxm", "a100-sxm-80gb", "l40s", "b200", "h100-pcie"])
 @pytest.mark.parametrize("model", ["llama-3-8b", "mixtral-8x7b", "gemma-2-9b"])
 def test_more_rows_never_slower_per_row(device, model):

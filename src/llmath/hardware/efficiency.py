@@ -180,7 +180,7 @@ def fitted(hw: Hardware) -> Efficiency | None:
     attn, r = ef.coefficients(hw.name, "attn_decode", "bf16")
     kernel = [
         (cls, f, tuple(c))
-        for cls in ("attn_context", "attn_decode", "moe")
+        for cls in ("attn_context", "attn_decode", "moe", "attn_mla_context")
         for f in ("bf16", "fp8", *(sorted(set(ef.MOE_STORAGE.values())) if cls == "moe" else ()))
         if (c := ef.coefficients(hw.name, cls, f)[0]) is not None
     ]

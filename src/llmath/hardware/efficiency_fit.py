@@ -39,7 +39,7 @@ import numpy as np
 
 from llmath.errors import UnknownNameError, WorkloadError
 
-ROOFLINE_CLASSES = ("gemm", "attn_context", "attn_decode", "moe")
+ROOFLINE_CLASSES = ("gemm", "attn_context", "attn_decode", "moe", "attn_mla_context")
 COLLECTIVES = ("all_reduce", "all_gather", "custom_all_reduce")
 # formats the tables measure; fp16 runs at the bf16 tensor rate on every fitted device
 FORMAT_ALIASES = {"fp16": "bf16", "bf16": "bf16", "fp8": "fp8"}
@@ -127,6 +127,16 @@ def attn_decode_cost(batch, context, heads, kv_heads, head_dim, kv_fmt: str):
     return B * H, u, bytes_, flops, bytes_
 
 
+def mla_context_cost(batch, context, heads, qk_dim, v_dim, fmt: str, kv_fmt: str):
+    """Multi-head latent attention's prefill over S new tokens, heads decompressed: S(S+1)/2 causal pairs × H ×
+    2·(qk + v) FLOPs per sequence; Q read in ``fmt`` and O written (16-bit), each head's K (qk) and V (v) read
+    once in ``kv_fmt``."""
+    B, S, H, q, v = (np.asarray(x, dtype=float) for x in (batch, context, heads, qk_dim, v_dim))
+    flops = B * H * S * (S + 1) * (q + v)
+    bytes_ = B * S * H * (q * BYTES[fmt] + v * 2) + B * S * H * (q + v) * BYTES[kv_fmt]
+    return S, B * H * S, bytes_, flops, bytes_
+
+
 def moe_cost(tokens, hidden, inter, topk, experts, fmt: str):
     """Gated expert MLPs (gate, up, down: 3·hidden·inter weights each) over T tokens routed to top-k of E
     experts uniformly: 6·T·k·hidden·inter FLOPs; weights of the E·(1 − (1 − 1/E)^(T·k)) experts hit, in
@@ -142,6 +152,7 @@ COST: dict[str, Callable[..., tuple]] = {
     "attn_context": attn_context_cost,
     "attn_decode": attn_decode_cost,
     "moe": moe_cost,
+    "attn_mla_context": mla_context_cost,
 }
 
 
@@ -247,7 +258,10 @@ def kernel_time(device: str, cls: str, peak: float, bandwidth: float, **shape) -
 
 def peak_for(cls: str, hw, fmt: str) -> float:
     """The peak a class's compute term is fitted against: the dense matmul peak of ``fmt``, except decode
-    attention, which runs on the CUDA cores (the vector peak)."""
+    attention, which runs on the CUDA cores (the vector peak), and MLA prefill attention, whose products run in
+    16-bit whatever the KV cache's format (every context MLA row: ``mla_dtype`` bfloat16)."""
+    if cls == "attn_mla_context":
+        return hw.peak("bf16")
     return hw.vector_peak if cls == "attn_decode" else hw.peak(FORMAT_ALIASES.get(fmt, MOE_STORAGE_RUNS.get(fmt, fmt)))
 
 
