@@ -205,13 +205,12 @@ def test_weight_gemm_compute_time_uses_the_fitted_fraction():
     sc = Scenario(2, 256, 0)
     _, comp, _, _ = op_times(t.values(sc), t, hw, p, efficiency("expected", hw), 2, 512, decode=False)
     i = [op.name for op in t.ops].index("attn.q_proj")
-    # q_proj: 32 layers × 2·m·n·k with m = 2·256 token rows, n = k = 4096 (Llama-3-8B config.json); it runs in
-    # the fused QKV GEMM of n = 32·128 + 2·8·128 = 6144 outputs, whose weight size n·k = 6144·4096 sets the fraction
+    # q_proj: 32 layers × 2·m·n·k with m = 2·256 token rows, n = k = 4096 (Llama-3-8B config.json)
     flops = 32 * 2 * 512 * 4096 * 4096
     coef = ef.data()["devices"]["h100-sxm"]["gemm"]["bf16"]["coef"]
-    eta = ef.fractions(coef, 512, 6144 * 4096, 1.0, tile=64)[0]  # the GEMM form's tile floor (Hopper: m64)
+    eta = ef.fractions(coef, 512, 4096 * 4096, 1.0, tile=64)[0]  # the GEMM form's tile floor (Hopper: m64)
     c, _, _, h2, p2 = coef[:5]
-    assert math.isclose(eta, c / (1 + (h2 / (6144 * 4096)) ** p2))  # 512 rows: 8 whole 64-row tiles, c · sat(n·k)
+    assert math.isclose(eta, c / (1 + (h2 / 4096**2) ** p2))  # 512 rows: 8 whole 64-row tiles, c · sat(n·k)
     assert math.isclose(comp[i], flops / (989.5e12 * eta), rel_tol=1e-9)
     ideal = op_times(t.values(sc), t, hw, p, efficiency("ideal", hw), 2, 512, decode=False)[1]
     assert math.isclose(ideal[i], flops / 989.5e12, rel_tol=1e-9)  # ideal stays the datasheet roofline

@@ -221,7 +221,7 @@ def overheads(table: Table, p: Precision, eff: Efficiency, decode: bool, base: n
     out = base.copy()
     if fp8 is not None and eff.fp8_gemm_overhead_s is not None:
         t = eff.fp8_gemm_overhead_s if decode else max(eff.overhead_s, eff.fp8_gemm_overhead_s)
-        out[fp8] = table.launches[fp8] * t
+        out[fp8] = table.kernels[fp8] * t
     if ctx is not None:
         out[cols.attn] = table.kernels[cols.attn] * max(eff.overhead_s, ctx[8])
     if moe is not None:

@@ -1,7 +1,6 @@
 """Roofline times per operator, and whole generations in closed form.
 
-An operator's time is ``max(compute, memory) + launches × overhead`` (launches: its count, shared by the ops
-of one fused GEMM, ops/kernel.py) with
+An operator's time is ``max(compute, memory) + kernels × overhead`` with
 ``compute = matmul FLOPs / (peak(dtype) · η_mm) + vector FLOPs / (vector peak · η_vec)`` and
 ``memory = bytes / (bandwidth · η_mem)``; it is compute-bound when the first term wins. ``ideal``
 efficiency is the pure roofline (η = 1, no overhead); ``expected`` uses achievable fractions
@@ -93,7 +92,7 @@ def _gemm_shapes(table: Table) -> tuple[np.ndarray, np.ndarray]:
     routed experts), and the share of the token rows one of its GEMMs sees: top-k / E for routed experts,
     times the tokens the layer routes per token of the table (``moe_tokens``: with data-parallel attention,
     an expert's rows come from every replica)."""
-    nk = np.array(table.gemm_weights)  # a fused GEMM's (ops/kernel.py): the q, k, v projections' together
+    nk = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
     share = np.ones(len(table.ops))
     moe = table.spec.moe
     if moe is not None:
@@ -122,9 +121,9 @@ def _fitted_inv(table: Table, hw: Hardware, eff: Efficiency, p: Precision, decod
     if coef is None:
         return None
     # a kernel's weight stream: a routed op's experts run as one grouped GEMM per layer, which streams the
-    # weights of all of them (the MoE fit's memory feature is the whole expert layer's bytes as well); the ops
-    # of one fused GEMM (ops/kernel.py) stream the fused weights together
-    em = ef.fractions(coef, 1.0, 1.0, table.gemm_weights * p.weight_bytes)[1]
+    # weights of all of them (the MoE fit's memory feature is the whole expert layer's bytes as well)
+    stream = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
+    em = ef.fractions(coef, 1.0, 1.0, stream * p.weight_bytes)[1]
     out = np.where(table.is_weight_mm, 1.0 / (hw.memory_bandwidth_bytes_per_s * em), _base_inv(table, hw, eff, decode))
     out.setflags(write=False)
     return out
@@ -247,15 +246,15 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
 
 @lru_cache(maxsize=1024)
 def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None = None) -> np.ndarray:
-    """(n_ops,) overhead seconds of each op per pass: its launches × the per-kernel overhead (in decode, decode
+    """(n_ops,) overhead seconds of each op per pass: its kernels × the per-kernel overhead (in decode, decode
     attention's own where one was fitted; with ``p``, context attention's and MoE layers' fitted ones).
     Read-only, computed once per (table, efficiency, pass, precision): a serving search asks for it per
     iteration."""
     ov = eff.decode_overhead_s if decode else eff.overhead_s
     if decode and eff.attention_overhead_s is not None:
-        base = table.launches * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
+        base = table.kernels * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
     else:
-        base = table.launches * ov
+        base = table.kernels * ov
     out = base if p is None else fo.overheads(table, p, eff, decode, base)
     out.setflags(write=False)
     return out

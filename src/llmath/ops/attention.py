@@ -74,16 +74,9 @@ class Attn:
 def q_proj(a: Attn) -> None:
     s = a.site.spec
     a.site.linear(
-        "q_proj", "BTD,DNH->BTNH", a.D, a.N * a.H, bias=s.q_bias, pkey=f"{a.pk}.q", sym_out="N·H", split=Split.COLUMN,
-        kernel=_qkv_kernel(a),
-    )  # fmt: skip
+        "q_proj", "BTD,DNH->BTNH", a.D, a.N * a.H, bias=s.q_bias, pkey=f"{a.pk}.q", sym_out="N·H", split=Split.COLUMN
+    )
     _experts(a, a.D * a.K * a.H)
-
-
-def _qkv_kernel(a: Attn) -> str:
-    """The fused QKV GEMM a self-attention's q, k and v projections run in when served (ops/kernel.py);
-    cross-attention's K/V read the encoder's positions, not the layer's input, so none there."""
-    return Kernel.NONE if a.cross else a.site.b.serving_kernel(Kernel.FUSED_QKV)
 
 
 def _experts(a: Attn, per_expert: int) -> None:
@@ -114,7 +107,7 @@ def kv_proj(a: Attn) -> None:
     for which, bias, width in (("k", s.k_bias, a.H), ("v", s.v_bias, a.J))[: 1 if k_eq_v else 2]:
         a.site.linear(
             f"{which}_proj", sig, din, a.K * width, bias=bias, pkey=f"{a.pk}.{which}",
-            sym_out="K·H" if width == a.H else "K·J", out=out, rows=rows, split=Split.KV_HEADS, kernel=_qkv_kernel(a),
+            sym_out="K·H" if width == a.H else "K·J", out=out, rows=rows, split=Split.KV_HEADS
         )  # fmt: skip
     if k_eq_v:  # Gemma 4's attention_k_eq_v: V is the K projection's output (its own norm), cached beside K
         a.site.op("v_from_k", "memory", "BTKH->BTKH", act_in=[(a.K * a.H, "BT", "K·H")],

@@ -452,7 +452,6 @@ class Builder:
         out="act_out",
         weight_read=None,
         split="",
-        kernel="",
     ):
         sym_out = sym_out or sig.split("->")[1]
         params = [(f"{pkey}.weight", din * dout)]
@@ -470,18 +469,12 @@ class Builder:
             params,
             layer_kind,
             split,
-            kernel,
             flops=[(2 * din * dout, rows, f"2·{wsym}")],
             vflops=[(dout, rows, sym_out)] if bias else [],
             weight=wread,
             act_in=[(din, rows, sym_in)] if act_in else [],
             **{out: [(dout, rows, sym_out)]},
         )
-
-    def serving_kernel(self, kernel: str) -> str:
-        """``kernel`` where the operators are built in the serving execution (``flash``); none in transformers'
-        ``eager`` one, whose modules run it unfused (ops/kernel.py)."""
-        return kernel if self.attention == "flash" else Kernel.NONE
 
     def norm(self, name, width, *, count, pkey, layer_kind="", rows="BT", sym="D", component="norm", split=""):
         s = self.spec

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmath.ops.core import ACT_FLOPS, Builder, Site
-from llmath.ops.kernel import Kernel
 from llmath.ops.split import Split
 
 # how a block's (up / gate, activation, down) split across tensor-parallel ranks: a dense FFN's are column-,
@@ -34,9 +33,8 @@ class Ffn:
     io: tuple[int, str]  # the width the block reads and writes, and its letter: (d_model, "D") but in a latent
     splits: tuple[str, str, str] = DENSE_SPLITS  # (up / gate, activation, down): ops/split.py
 
-    def linear(self, name: str, din: int, dout: int, sig: str, si: str, so: str, split: str, kernel: str = "") -> None:
-        """``X[.., din] @ W[din, dout]`` for ``mult`` × rows tokens; parameters under ``pkey.name``; ``kernel``:
-        ops/kernel.py."""
+    def linear(self, name: str, din: int, dout: int, sig: str, si: str, so: str, split: str) -> None:
+        """``X[.., din] @ W[din, dout]`` for ``mult`` × rows tokens; parameters under ``pkey.name``."""
         bias, mult, rows = self.bias, self.mult, self.rows
         params = [(f"{self.pkey}.{name}.weight", din * dout)] + ([(f"{self.pkey}.{name}.bias", dout)] if bias else [])
         nw = din * dout + (dout if bias else 0)
@@ -47,25 +45,19 @@ class Ffn:
             vflops=[(dout * mult, rows, so)] if bias else [],
             weight=wr,
             act_in=[(din * mult, rows, si)],
-            act_out=[(dout * mult, rows, so)], split=split, kernel=kernel,
+            act_out=[(dout * mult, rows, so)], split=split,
         )  # fmt: skip
 
-    def up(self, name: str, kernel: str = "") -> None:
+    def up(self, name: str) -> None:
         F, (d, D) = self.letter, self.io
-        self.linear(name, d, self.width, f"BT{D},{D}{F}->BT{F}", D, F, self.splits[0], kernel)
-
-
-def _gate_up_kernel(f: Ffn) -> str:
-    """The fused gate/up GEMM a dense gated FFN (shared experts included) runs in when served (ops/kernel.py);
-    routed experts run in the grouped MoE kernel instead."""
-    return Kernel.NONE if f.splits == EXPERT_SPLITS else f.site.b.serving_kernel(Kernel.FUSED_GATE_UP)
+        self.linear(name, d, self.width, f"BT{D},{D}{F}->BT{F}", D, F, self.splits[0])
 
 
 def gated(f: Ffn) -> None:
     """Gate and up projections, then act(gate) · up (ACT_FLOPS + 1 per element)."""
     F, n = f.letter, f.width * f.mult
-    f.up("gate", _gate_up_kernel(f))
-    f.up("up", _gate_up_kernel(f))
+    f.up("gate")
+    f.up("up")
     f.site.op(
         "act", "vector", f"BT{F}->BT{F}", vflops=[((ACT_FLOPS + 1) * n, f.rows, f"5·{F}")],
         act_in=[(2 * n, f.rows, f"2·{F}")], act_out=[(n, f.rows, F)], split=f.splits[1],

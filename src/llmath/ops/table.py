@@ -11,7 +11,6 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
 from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, Value, experts_hit, mono_text
-from llmath.ops.kernel import Kernel
 from llmath.ops.ssm_state import class_bytes
 
 
@@ -87,8 +86,6 @@ class Table:
     monos: tuple[str, ...]
     coef: np.ndarray
     kernels: np.ndarray  # kernel launches per pass for each op (its count)
-    launches: np.ndarray  # the launches timed per op: its count, shared by the ops of one fused GEMM (ops/kernel.py)
-    gemm_weights: np.ndarray  # weight elements per run of the GEMM each op runs in: its own, or its fused GEMM's
     is_weight_mm: np.ndarray  # weight GEMMs (bandwidth-bound like a GEMV when skinny)
     is_kv_attention: np.ndarray  # attention products reading the KV cache
     logit_rows: np.ndarray  # ops whose rows are the logit rows (B·L), not the B·T tokens
@@ -193,7 +190,6 @@ def compile_table(spec: ModelSpec, ops: tuple[Op, ...], moe_tokens: int = 1) -> 
             for t in terms:
                 coef[i, c, index[t.mono]] += t.coef * op.count
     kernels = np.array([op.count for op in ops], dtype=float)
-    launches, gemm_weights = fused_gemms(ops)
 
     def flags(pred) -> np.ndarray:  # bool even for an empty list (an external encoder's pass)
         return np.array([pred(op) for op in ops], dtype=bool)
@@ -203,27 +199,6 @@ def compile_table(spec: ModelSpec, ops: tuple[Op, ...], moe_tokens: int = 1) -> 
     logit_rows = flags(lambda op: any(t.mono == "BL" for t in op.terms("flops")))
     src_rows = flags(lambda op: any(t.mono == "X" for t in op.terms("flops")))  # cross K/V: B·src rows
     w_tok, w_log = is_weight_mm & ~logit_rows & ~src_rows, is_weight_mm & logit_rows
-    for a in (coef, kernels, launches, gemm_weights, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log):
+    for a in (coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log):
         a.setflags(write=False)
-    return Table(
-        spec, ops, monos, coef, kernels, launches, gemm_weights, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log,
-        moe_tokens,
-    )  # fmt: skip
-
-
-def fused_gemms(ops: tuple[Op, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """(launches, weight elements per run) of each op's GEMM. The weight GEMMs of one layer group and block (the
-    same layer kind, name prefix and count) that declare the same fused GEMM (ops/kernel.py), each reading all
-    its weights once per pass, run as one GEMM: each is charged an equal share of its launches and the fused
-    GEMM's weight elements. Every other op keeps its count and its own weights."""
-    launches = np.array([op.count for op in ops], dtype=float)
-    weights = np.array([max(op.n_params, 1) for op in ops], dtype=float)
-    groups: dict[tuple, list[int]] = {}
-    for i, op in enumerate(ops):
-        dense = op.kind == "matmul" and op.n_params > 0 and all(t.mono == "1" for t in op.terms("weight"))
-        if op.kernel in Kernel.FUSED_GEMMS and dense:
-            groups.setdefault((op.kernel, op.layer_kind, op.name.rpartition(".")[0], op.count), []).append(i)
-    for idx in groups.values():
-        launches[idx] /= len(idx)
-        weights[idx] = weights[idx].sum()
-    return launches, weights
+    return Table(spec, ops, monos, coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log, moe_tokens)
