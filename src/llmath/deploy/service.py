@@ -34,7 +34,7 @@ from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
-from llmath.hardware.kernels import engine_hardware, engine_precision
+from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -89,7 +89,8 @@ def serve(
     hw = engine_hardware(hw, engine) or hw  # the engine's accumulate rate on hw (llama.cpp's FP16 GEMMs on GeForce)
     ed = spec.is_encoder_decoder
     req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), ed)
-    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout, prompt if ed else 0)
+    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
+    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, prompt if ed else 0)
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
