@@ -22,6 +22,15 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   GPUs on one 8-GPU node, ids such as ``…_tp8_ep8_…`` stored as ``tp_size`` 64) is read as that field divided
   by ``moe_ep_size``, with EP = ``moe_ep_size`` (and says so in the row's ``assumed``);
 * concurrency: ``silicon_concurrency`` in ``source_notes``, else ``batch_size × attention_dp_size``;
+* the client's lengths: rows whose ``source_notes`` carry SemiAnalysis InferenceX's provenance (``wip=`` or
+  ``workflow_run_id=``; its models and its 1k/1k, 1k/8k, 8k/1k scenarios) were measured by its
+  ``utils/bench_serving/benchmark_serving.py`` with ``--random-range-ratio 0.8 --ignore-eos --num-prompts
+  10·C`` (``.github/workflows/benchmark-tmpl.yml``, ``benchmarks/benchmark_lib.sh``), whose
+  ``sample_random_requests`` draws each prompt and output length uniformly from [⌊0.8·L⌋, L]. With
+  ``harness_lengths`` they are predicted with that output-length distribution (nine evenly spaced lengths) and
+  the mean prompt, so the clients fall out of step after the first wave
+  (:func:`llmath.deploy.closed_loop.drifting_state`); otherwise, and for the other rows, with the fixed
+  lengths the columns state (docs/serving.md, "Which clients the measured runs used", says why both exist);
 * disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
   where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
   recipes run it (:func:`recipe_defaults`: attention-DP from the engine's requests per GPU, where the engine
@@ -38,6 +47,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+import numpy as np
+
 from llmath.errors import LLMathError, WorkloadError
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
@@ -53,6 +64,10 @@ MODELS = {
 }
 QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
 KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
+# InferenceX's benchmark client: lengths uniform in [⌊0.8·L⌋, L] (module docstring); rows marked by its provenance
+INFERENCEX_RANGE_RATIO = 0.8
+INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
+RANGE_POINTS = 9  # evenly spaced lengths standing for the uniform draw (its mean exactly, its spread closely)
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,12 @@ class Run:
     ttft_s: float
     tpot_s: float
     assumed: tuple[str, ...] = field(default=())
+    range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
+
+    def drawn(self, length: int) -> tuple[int, ...]:
+        """Evenly spaced lengths standing for the client's uniform draw from [⌊r·L⌋, L] (just L when fixed)."""
+        lo = int(self.range_ratio * length)
+        return tuple(sorted({int(round(x)) for x in np.linspace(lo, length, RANGE_POINTS)}))
 
     @property
     def lengths(self) -> str:
@@ -155,6 +176,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
+        INFERENCEX_RANGE_RATIO if INFERENCEX_NOTES.search(r.get("source_notes", "")) else 1.0,
     )  # fmt: skip
     return recipe_defaults(run) if recipe else run
 
@@ -209,9 +231,12 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
         warnings.simplefilter("ignore")
         if run.layout is not None:
             L = run.layout
-            rep = serve(run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency,
-                        engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, precision=prec,
-                        arrival=arrival, speculation=speculation)  # fmt: skip
+            prompts, gens = run.drawn(run.prompt), run.drawn(run.gen)
+            dist = tuple((g, 1.0) for g in gens) if len(gens) > 1 else ()
+            rep = serve(run.model, run.system, prompt=round(float(np.mean(prompts))), gen=run.gen,
+                        gen_dist=dist, concurrency=run.concurrency, engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp,
+                        ep=L.ep, precision=prec, arrival=arrival,
+                        speculation=speculation)  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D = run.prefill, run.decode
@@ -247,12 +272,17 @@ def _group_key(r: dict[str, Any], key: str) -> str:
 
 
 def validate_runs(
-    path: str | Path, by: tuple[str, ...] = KEYS, arrival: str | None = None, recipe: bool = True
+    path: str | Path,
+    by: tuple[str, ...] = KEYS,
+    arrival: str | None = None,
+    recipe: bool = True,
+    harness_lengths: bool = False,
 ) -> dict[str, Any]:
     """Every row predicted; errors = (predicted − measured) / measured; summaries per mode and per ``by`` key
     (and engine × system per mode). ``arrival``: the protocol the aggregated rows are predicted under (the
     benchmark clients' closed loop unless given); ``recipe``: unstated decode settings as the engines' recipes
-    set them (:func:`recipe_defaults`), or the columns alone."""
+    set them (:func:`recipe_defaults`), or the columns alone; ``harness_lengths``: the aggregated InferenceX
+    rows with the lengths its client draws (module docstring; off: the fixed lengths the columns state)."""
     bad = [k for k in by if k not in KEYS]
     if bad:
         raise WorkloadError(f"--by {','.join(bad)}: not a grouping; use any of {','.join(KEYS)}")
@@ -260,6 +290,7 @@ def validate_runs(
     for raw in read_runs(path):
         try:
             run = to_run(raw, recipe)
+            run = run if harness_lengths else replace(run, range_ratio=1.0)
             pred = predict_run(run, arrival)
         except LLMathError as e:
             refused.append({"id": raw.get("id", "?"), "mode": raw.get("mode"), "reason": str(e)})
