@@ -173,6 +173,7 @@ def predict_run(run: Run, arrival: str | None = None) -> dict[str, float]:
     """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats; the closed loop, or
     the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`)."""
     from llmath.deploy.disagg import serve_disaggregated
+    from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.service import serve
 
     prec = precision(run)
@@ -181,7 +182,7 @@ def predict_run(run: Run, arrival: str | None = None) -> dict[str, float]:
         if run.layout is not None:
             L = run.layout
             rep = serve(run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency,
-                        engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, precision=prec,
+                        engine=run.engine, parallel=ParallelConfig(tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep), precision=prec,
                         arrival=arrival)  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
