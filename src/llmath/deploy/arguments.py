@@ -272,8 +272,7 @@ def checked(fn: F) -> F:
         conflicts(a)
         if "disagg" in a:  # the planner: the size of its search, bounded before any work
             a["gpus"] = check_int("gpus", a["gpus"], 1, MAX_DEGREE)
-            par = a["parallel"] or ParallelConfig()
-            pins = {"tp": par.tp, "pp": par.pp, "ep": par.ep, "dp": par.dp}
+            pins = (a["parallel"] or ParallelConfig()).pinned()
             variants = len(a["weights"] or ["bf16"]) * (2 if a.get("speculation") else 1)  # each with and without
             check_plan(resolve(a["model"]), a["gpus"], pins, variants, a["disagg"])
         return fn(*bound.args, **bound.kwargs)

@@ -92,6 +92,10 @@ class ParallelConfig:
         """(gpus, tp, pp, ep, dp) as given."""
         return self.gpus, self.tp, self.pp, self.ep, self.dp
 
+    def pinned(self) -> dict[str, int | None]:
+        """tp, pp, ep, dp as given (None: free), as the planner pins them."""
+        return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "dp": self.dp}
+
     @property
     def given(self) -> bool:
         """Whether any degree is given."""

@@ -324,7 +324,7 @@ def _pins(parallel: ParallelConfig | None, gpus: int) -> dict[str, int | None]:
     par = parallel or ParallelConfig()
     if (par.gpus is not None and par.gpus != gpus) or par.overlap != "none":
         raise WorkloadError(f"parallel={parallel!r}: plan searches on --gpus {gpus} without overlap; pin tp/pp/ep/dp")
-    return {"tp": par.tp, "pp": par.pp, "ep": par.ep, "dp": par.dp}
+    return par.pinned()
 
 
 @checked
