@@ -70,6 +70,8 @@ def test_a_config_is_what_the_layout_takes():
         llmath.analyze("llama-3.1-8b", "h100-sxm", parallel={"tp": 2})
     with pytest.raises(LayoutError, match="must be a ParallelConfig"):
         serve("llama-3-8b", "h100-sxm", prompt=64, gen=8, concurrency=4, parallel={"tp": 2})
+    with pytest.raises(LayoutError, match="the layout is a ParallelConfig"):
+        make_layout(resolve("llama-3-8b"), 2)  # the old positional gpus
 
 
 def test_analyze_serve_and_plan_run_the_degrees_asked_for():

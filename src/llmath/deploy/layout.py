@@ -253,6 +253,8 @@ def make_layout(spec: ModelSpec, parallel: ParallelConfig | None = None) -> Layo
     ``--tensor-parallel-size N --enable-expert-parallel``). Otherwise TP, then DP, absorbs the GPUs the other
     degrees leave."""
     parallel = parallel or ParallelConfig()
+    if not isinstance(parallel, ParallelConfig):
+        raise LayoutError(f"make_layout(spec, {parallel!r}): the layout is a ParallelConfig(gpus=, tp=, pp=, ep=, dp=)")
     gpus, tp, pp, ep, dp = parallel.degrees()
     overlap = parallel.overlap
     chosen = "given"
