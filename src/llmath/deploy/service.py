@@ -2,9 +2,9 @@
 
 ``serve(...)`` resolves the model, hardware, precision and engine preset, checks the memory first (a
 configuration that does not fit raises before any number is computed), and returns a
-:class:`~llmath.deploy.serving.ServingReport`. ``gpus``/``tp``/``pp``/``ep``/``dp`` pick a parallel layout
-(:func:`llmath.deploy.make_layout`: ``gpus`` alone is TP over all of them, MoE experts spread EP ways); the
-requests are split evenly over its ``dp`` attention-DP replicas.
+:class:`~llmath.deploy.serving.ServingReport`. ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig`)
+picks a parallel layout (:func:`llmath.deploy.make_layout`: ``gpus`` alone is TP over all of them, MoE experts
+spread EP ways); the requests are split evenly over its ``dp`` attention-DP replicas.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
-from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state, staggered_state
+from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, drifting_state, in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
-from llmath.deploy.layout import ParallelConfig, requested_layout
+from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
     Decoding,
@@ -53,12 +53,6 @@ def serve(
     concurrency: float | None = None,
     rate: float | None = None,
     engine: str = "vllm",
-    gpus: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    ep: int | None = None,
-    dp: int | None = None,
-    overlap: str = "none",
     parallel: ParallelConfig | None = None,
     prefix_hit: float = 0.0,
     gen_dist: tuple[tuple[int, float], ...] = (),
@@ -75,13 +69,13 @@ def serve(
     started together and replaced as they finish, as benchmark clients run them: they stay in step),
     ``staggered`` (C clients out of step), ``poisson`` (the default with ``rate``), ``offline`` (every request
     queued at once); see :mod:`.closed_loop` and :mod:`.serving` for the models and their limits. The layout:
-    ``parallel`` or the gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
+    ``parallel`` (:class:`~llmath.deploy.layout.ParallelConfig`; None: one GPU)."""
     arrival = _arrival(arrival, concurrency, rate, offline)
     offline = offline or arrival == "offline"
     spec = resolve(model)
     refuse_uncached(spec)
     refuse_draft_only(spec)
-    layout = requested_layout(spec, parallel, gpus, tp, pp, ep, dp, overlap)
+    layout = parallel.requested(spec) if parallel is not None else None
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors
     eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)
@@ -98,11 +92,7 @@ def serve(
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, prompts_per_client)
-    if ss.concurrency[0] > ss.resident[0]:
-        notes.append(
-            f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
-            f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
-        )
+    notes += _state_notes(ss, mem, eng, req, arrival)
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 
@@ -154,12 +144,27 @@ def _arrival(arrival: str | None, concurrency, rate, offline: bool) -> str:
     return arrival
 
 
+def _state_notes(ss, mem, eng, req, arrival: str) -> list[str]:
+    """What the state's numbers rest on: clients out of step after their first wave, a queue beyond B_max."""
+    notes = []
+    if arrival == "closed" and not in_step(req):
+        notes.append("output lengths vary: the clients' first wave runs in step, their follow-ups out of step")
+    if ss.concurrency[0] > ss.resident[0]:
+        notes.append(
+            f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
+            f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
+        )
+    return notes
+
+
 def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompts_per_client: float):
     """(the steady state, its metrics) at per-replica concurrency ``c`` under the arrival protocol."""
     if arrival == "poisson":
         ss = steady_state(decoding, eng, req, [c], max_resident)
     elif arrival == "staggered":
         ss = staggered_state(decoding, eng, req, [c], max_resident)
+    elif arrival == "closed" and not in_step(req):  # output lengths that vary: out of step after the first wave
+        ss = drifting_state(decoding, eng, req, [c], max_resident, prompts_per_client)
     else:
         ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
     dev = decoding.dev
