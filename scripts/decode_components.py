@@ -26,7 +26,7 @@ from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.step import Device, _mono
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
-from llmath.hardware.kernels import engine_hardware, engine_precision
+from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision
 from llmath.hardware.roofline import efficiency, monomial_times
 from llmath.measure.serving_runs import precision, read_runs, to_run
 from llmath.model.registry import resolve
@@ -45,7 +45,8 @@ def device(run) -> Device:
     p = engine_precision(checkpoint_precision(run.model, precision(run))[0], hw, run.engine)
     eng = engines.preset(run.engine, hw, tp=layout.tp if layout else 1)
     hw = engine_hardware(hw, run.engine) or hw
-    return Device(spec, hw, p, efficiency("expected", hw), "flash", eng.cuda_graphs, layout)
+    eff = engine_fp4_gemm(efficiency("expected", hw), hw, run.engine)  # the engine's NVFP4 GEMMs, as serve does
+    return Device(spec, hw, p, eff, "flash", eng.cuda_graphs, layout)
 
 
 def llmath_step(dev: Device, B: int, S: int) -> list[tuple]:

@@ -57,6 +57,7 @@ from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
+from llmath.hardware.kernels import engine_fp4_gemm
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -365,7 +366,7 @@ def plan(
         raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    eff = efficiency(efficiency_mode, hw)
+    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
     common = (eff, attention, engine, engine_overrides, req, targets)
     searches = [_Search(spec, hw, _format_precision(fmt, kv_dtype), *common, fmt, speculation) for fmt in formats]
     cols: list = []
