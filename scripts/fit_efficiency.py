@@ -245,12 +245,19 @@ def attention_fits(root, sysname, ver, hw, files):
 MLA_DIMS = (192, 128)
 
 
+def read_table(root: Path, rel: str, files: dict):
+    """The table at ``rel`` under ``root`` with its sha256 recorded in ``files``; ``None`` where it is absent."""
+    if not (root / rel).exists():
+        return None
+    files[rel] = sha256(root / rel)
+    return pd.read_parquet(root / rel)
+
+
 def mla_fits(root, sysname, ver, hw, files):
     rel = f"{sysname}/mla/trtllm/{ver}/context_mla_perf.parquet"
-    if not (root / rel).exists():
+    df = read_table(root, rel, files)
+    if df is None:
         return {}
-    df = pd.read_parquet(root / rel)
-    files[rel] = sha256(root / rel)
     df = df[(df.step == 0) & (df.mla_dtype == "bfloat16")]
     out = {}
     for raw, fmt in DTYPES.items():  # keyed by the KV-cache format, as context attention
@@ -281,10 +288,9 @@ MEMORY_TERMS = (5, 6, 7, 8)  # mem, hm, pm, t0
 
 def moe_fits(root, sysname, ver, hw, files):
     rel = f"{sysname}/moe/trtllm/{ver}/moe_perf.parquet"
-    if not (root / rel).exists():
+    df = read_table(root, rel, files)
+    if df is None:
         return {}
-    df = pd.read_parquet(root / rel)
-    files[rel] = sha256(root / rel)
     df = df[(df.distribution == "balanced") & (df.moe_tp_size == 1) & (df.moe_ep_size == 1)]
     keys = ["hidden_size", "inter_size", "topk", "num_experts"]
     out = {}
