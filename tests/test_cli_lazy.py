@@ -61,3 +61,10 @@ def test_help_lists_every_command_without_importing_the_library_core():
     mods = _modules_after(["--help"])
     assert {f"llmath.cli.{g}" for g in cli.GROUPS} <= mods
     assert not mods & {"llmath.analysis", "llmath.ops", "llmath.deploy"}
+    assert not mods & {"numpy", *NEVER_ON_ANALYZE}
+
+
+def test_a_commands_help_imports_neither_numpy_nor_pydantic():
+    mods = _modules_after(["analyze", "--help"])
+    assert "llmath.cli.analyze" in mods
+    assert not mods & {"numpy", "llmath.analysis", *NEVER_ON_ANALYZE}
