@@ -14,7 +14,6 @@ from importlib import import_module
 from typing import Any
 
 import llmath.cli.app as _app_module
-from llmath.cli.classcache import cached_dataclass_methods
 
 GROUPS = ("listing", "analyze", "compare", "measure", "serve", "plan", "bench")
 COMMANDS = {
@@ -52,9 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     small (the library splits large ones into single-thread blocks, :func:`llmath.ops.table.matmul_rows`),
     and starting the BLAS thread pool would be a large part of a command's start-up (docs/speed.md)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read once, when numpy loads (in ``load``)
-    with cached_dataclass_methods():
-        load(sys.argv[1:] if argv is None else argv)
-        _app_module.main(argv)
+    load(sys.argv[1:] if argv is None else argv)
+    _app_module.main(argv)
 
 
 def __getattr__(name: str) -> Any:
