@@ -69,6 +69,18 @@ def test_inferencex_rows_draw_their_lengths_as_its_client_does():
     assert (fixed.range_ratio, fixed.drawn(1024)) == (1.0, (1024,))
 
 
+def test_generator_launched_sglang_rows_mix_prompt_chunks_into_decoding():
+    # aiconfigurator's generator turns on --enable-mixed-chunk for aggregated SGLang workers (its 0.5.6.post2
+    # template passes it); SGLang's own default (0.5.1.post1 rows) runs prefill batches first
+    kw = dict(backend="sglang", **LLAMA_8B_H100)
+    gen = to_run(_row(backend_version="0.5.6.post2", **kw))
+    assert dict(gen.engine_settings) == {"mixed_prefill": True} and any("launcher" in a for a in gen.assumed)
+    assert to_run(_row(backend_version="0.5.1.post1", **kw)).engine_settings == ()
+    ix = to_run(_row(backend_version="0.5.6.post2", source_notes="model=x; wip=False", **kw))
+    assert ix.engine_settings == ()  # InferenceX's own launch scripts, not the generator
+    assert to_run(_row(backend_version="0.5.6.post2", backend="vllm")).engine_settings == ()
+
+
 def test_quant_modes_map_to_executed_formats():
     # fp8 = FP8 weights and activations; nvfp4 = W4A4; quantised runs hold an FP8 KV cache (collection's rule)
     p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-70B", precision="fp8", gemm_quant_mode="fp8",

@@ -31,6 +31,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   the mean prompt, so the clients fall out of step after the first wave
   (:func:`llmath.deploy.closed_loop.drifting_state`); otherwise, and for the other rows, with the fixed
   lengths the columns state (docs/serving.md, "Which clients the measured runs used", says why both exist);
+* engine settings: the collection's other rows name no launcher, but aggregated SGLang 0.5.6.post2 rows run at
+  concurrencies equal to a configuration's batch size (20, 176, 352, 448, …), the benchmark mode of
+  aiconfigurator's generator, whose SGLang rule turns on ``--enable-mixed-chunk`` for aggregated workers:
+  :data:`GENERATOR_SETTINGS` (prompt chunks ride in the decoding iterations; the row's ``assumed`` says so).
+  The SGLang 0.5.1.post1 rows (16, 64, 128 clients) predate that template and run SGLang's defaults;
 * disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
   where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
   recipes run it (:func:`recipe_defaults`: attention-DP from the engine's requests per GPU, where the engine
@@ -68,6 +73,11 @@ KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
 INFERENCEX_RANGE_RATIO = 0.8
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
 RANGE_POINTS = 9  # evenly spaced lengths standing for the uniform draw (its mean exactly, its spread closely)
+# Engine settings the collection's own launcher gave aggregated workers, by engine and version (module docstring):
+# aiconfigurator's generator sets ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule
+# ``agg enable_mixed_chunk = true``; the flag's spelling fixed in ai-dynamo/aiconfigurator 07a37792, 2026-01-19),
+# and its SGLang 0.5.6.post2 template (c46a56b0, 2026-01-23, dynamo 0.8.0) passes it on.
+GENERATOR_SETTINGS = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,7 @@ class Run:
     tpot_s: float
     assumed: tuple[str, ...] = field(default=())
     range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
+    engine_settings: tuple[tuple[str, Any], ...] = ()  # what the run's launcher set (GENERATOR_SETTINGS)
 
     def drawn(self, length: int) -> tuple[int, ...]:
         """Evenly spaced lengths standing for the client's uniform draw from [⌊r·L⌋, L] (just L when fixed)."""
@@ -172,11 +183,14 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     lay = _layout(r, "", assumed) if agg else None
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
+    inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
+    settings = {} if inferencex or not agg else GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {})
+    assumed += [f"{k}={v} (the collection's launcher)" for k, v in settings.items()]
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
-        INFERENCEX_RANGE_RATIO if INFERENCEX_NOTES.search(r.get("source_notes", "")) else 1.0,
+        INFERENCEX_RANGE_RATIO if inferencex else 1.0, tuple(settings.items()),
     )  # fmt: skip
     return recipe_defaults(run) if recipe else run
 
@@ -237,7 +251,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
             rep = serve(run.model, run.system, prompt=round(float(np.mean(prompts))), gen=run.gen,
                         gen_dist=dist, concurrency=run.concurrency, engine=run.engine,
                         parallel=ParallelConfig(tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep), precision=prec, arrival=arrival,
-                        speculation=speculation)  # fmt: skip
+                        speculation=speculation, **dict(run.engine_settings))  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D = run.prefill, run.decode
