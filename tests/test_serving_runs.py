@@ -74,11 +74,19 @@ def test_generator_launched_sglang_rows_mix_prompt_chunks_into_decoding():
     # template passes it); SGLang's own default (0.5.1.post1 rows) runs prefill batches first
     kw = dict(backend="sglang", **LLAMA_8B_H100)
     gen = to_run(_row(backend_version="0.5.6.post2", **kw))
-    assert dict(gen.engine_settings) == {"mixed_prefill": True} and any("launcher" in a for a in gen.assumed)
+    assert dict(gen.engine_settings) == {"mixed_prefill": True}
     assert to_run(_row(backend_version="0.5.1.post1", **kw)).engine_settings == ()
     ix = to_run(_row(backend_version="0.5.6.post2", source_notes="model=x; wip=False", **kw))
     assert ix.engine_settings == ()  # InferenceX's own launch scripts, not the generator
-    assert to_run(_row(backend_version="0.5.6.post2", backend="vllm")).engine_settings == ()
+
+
+@pytest.mark.parametrize("backend", ["trtllm", "vllm"])
+def test_generator_launched_rows_take_its_token_budget(backend):
+    # the generator's aggregated max_num_tokens = batch size + ISL + 1500: 8 + 1024 + 1500 = 2532 tokens
+    run = to_run(_row(backend=backend, batch_size=8, isl=1024))
+    assert dict(run.engine_settings) == {"max_num_batched_tokens": 2532}
+    assert to_run(_row(backend=backend, source_notes="workflow_run_id=9")).engine_settings == ()  # InferenceX
+    assert to_run(_row(backend=backend, mode="disagg")).engine_settings == ()
 
 
 def test_quant_modes_map_to_executed_formats():

@@ -31,11 +31,13 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   the mean prompt, so the clients fall out of step after the first wave
   (:func:`llmath.deploy.closed_loop.drifting_state`); otherwise, and for the other rows, with the fixed
   lengths the columns state (docs/serving.md, "Which clients the measured runs used", says why both exist);
-* engine settings: the collection's other rows name no launcher, but aggregated SGLang 0.5.6.post2 rows run at
-  concurrencies equal to a configuration's batch size (20, 176, 352, 448, …), the benchmark mode of
-  aiconfigurator's generator, whose SGLang rule turns on ``--enable-mixed-chunk`` for aggregated workers:
-  :data:`GENERATOR_SETTINGS` (prompt chunks ride in the decoding iterations; the row's ``assumed`` says so).
-  The SGLang 0.5.1.post1 rows (16, 64, 128 clients) predate that template and run SGLang's defaults;
+* engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
+  are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
+  concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
+  configurations). The generator gives TensorRT-LLM and vLLM workers a token budget of ``batch_size`` + ISL + 1500
+  (about one prompt per iteration, where the engines' defaults take 8192 tokens), and SGLang workers
+  ``--enable-mixed-chunk`` through its 0.5.6.post2 template; the SGLang 0.5.1.post1 rows (16, 64, 128 clients)
+  predate the generator's SGLang support and run SGLang's defaults (prefill batches first);
 * disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
   where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
   recipes run it (:func:`recipe_defaults`: attention-DP from the engine's requests per GPU, where the engine
@@ -73,11 +75,23 @@ KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
 INFERENCEX_RANGE_RATIO = 0.8
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
 RANGE_POINTS = 9  # evenly spaced lengths standing for the uniform draw (its mean exactly, its spread closely)
-# Engine settings the collection's own launcher gave aggregated workers, by engine and version (module docstring):
-# aiconfigurator's generator sets ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule
-# ``agg enable_mixed_chunk = true``; the flag's spelling fixed in ai-dynamo/aiconfigurator 07a37792, 2026-01-19),
-# and its SGLang 0.5.6.post2 template (c46a56b0, 2026-01-23, dynamo 0.8.0) passes it on.
-GENERATOR_SETTINGS = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
+# Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
+# config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
+# enable_mixed_chunk = true``; the flag's spelling fixed in 07a37792, 2026-01-19), passed on by its SGLang 0.5.6.post2
+# template (c46a56b0, 2026-01-23, dynamo 0.8.0); and a token budget of the worker's batch size + ISL + 1500 for
+# aggregated TensorRT-LLM workers (``max_num_tokens``, cli/backends/trtllm.py before 84ee71eb, 2025-09-30, then
+# rule_plugin/trtllm.rule) and vLLM workers (``--max-num-batched-tokens`` from rule_plugin/vllm.rule, 2cecd659).
+GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
+GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
+GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's rules)
+
+
+def launcher_settings(r: dict[str, str]) -> dict[str, Any]:
+    """The engine settings the collection's launcher gave an aggregated row without InferenceX provenance."""
+    out = dict(GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {}))
+    if r["backend"] in GENERATOR_BUDGET_ENGINES:
+        out["max_num_batched_tokens"] = _int(r["batch_size"]) + int(r["isl"]) + GENERATOR_BUDGET_SLACK
+    return out
 
 
 @dataclass(frozen=True)
@@ -184,8 +198,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
     inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
-    settings = {} if inferencex or not agg else GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {})
-    assumed += [f"{k}={v} (the collection's launcher)" for k, v in settings.items()]
+    settings = {} if inferencex or not agg else launcher_settings(r)
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
