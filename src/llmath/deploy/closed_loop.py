@@ -94,10 +94,8 @@ def lockstep_state(
     mixed = eng.mixed_prefill
     group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width)
     ctx = req.decode_context
-    tau_b = dec.mixed(d_burst, ctx, n_c, chunk, pre)
     d_first = np.minimum(group * (n_w - 1) / 3, B) if mixed else 0.0  # decoders in the first wave's prefills
-    tau_f = dec.mixed(d_first, ctx, n_c, chunk, pre)
-    tau_d = dec.step(B, ctx)
+    tau_b, tau_f, tau_d = dec.mixed_and_step((d_burst, d_first), B, ctx, n_c, chunk, pre)
     o_m, o_d, o_req = _overheads(dec, eng, req, B, d_burst)
     tau_b, tau_f, tau_d = tau_b + o_m, tau_f + o_m, tau_d + o_d
     # iterations per cycle; prefill-first batches stop the decoders, so they add to a request's lifetime

@@ -383,6 +383,18 @@ class Decoding:
             return self.dev.iteration(d, ctx, n, c, pf).time_s
         return self.step(d, ctx) + self.dev.iteration(0, 0, n, c, pf).time_s
 
+    def mixed_and_step(self, ds: tuple, d_step, ctx, n, c, pf) -> list[np.ndarray]:
+        """``mixed(d, ctx, n, c, pf)`` for each ``d`` of ``ds``, then ``step(d_step, ctx)``: the same values,
+        stacked into one evaluation (under speculation the chunks' pass, the same for every ``d``, once)."""
+        *dd, d_step, n, c, pf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (*ds, d_step, n, c, pf)))
+        d = np.stack([*dd, d_step])
+        if self.spec is None:
+            zero = np.zeros_like(n)
+            stack = [np.stack([x] * len(dd) + [zero]) for x in (n, c, pf)]
+            return list(self.dev.iteration(d, ctx, *stack).time_s)
+        step, chunks = self.step(d, ctx), self.dev.iteration(0, 0, n, c, pf).time_s
+        return [*(s + chunks for s in step[:-1]), step[-1]]
+
 
 def steady_state(
     dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int
