@@ -41,7 +41,7 @@ from llmath.deploy.serving import (
     SteadyState,
     _budget,
     _overheads,
-    _quantile,
+    _quantiles,
     active_overheads,
     steady_state,
 )
@@ -118,7 +118,7 @@ def lockstep_state(
     a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
     o_ttft = ((1 - 1 / m) * wait + (1 / m) * (n_w + 1) / 2) * o_m + o_req
     o_tpot = (q * o_m + (1 - q) * o_d) / a
-    p50, p90, p99 = (_quantile(qq, q, 1.0, tau_b / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
+    p50, p90, p99 = _quantiles((0.5, 0.9, 0.99), q, 1.0, tau_b / a, tau_b / a, tau_d / a)
     # closed loop: Little's law (C in flight); offline: the engine's own rate, B requests per cycle
     rps = C / e2e if replace else B / (L * tau_c)
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,

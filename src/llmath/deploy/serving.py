@@ -441,7 +441,7 @@ def steady_state(
     a = dec.tokens
     o_ttft = wait_iters * (f * o_m + (1 - f) * o_d) + Ip * o_m + o_req  # the overheads' part of each, exactly
     o_tpot = (q * o_m + (1 - q) * o_d) / a
-    p50, p90, p99 = (_quantile(qq, q, Ip, tau_a / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
+    p50, p90, p99 = _quantiles((0.5, 0.9, 0.99), q, Ip, tau_a / a, tau_b / a, tau_d / a)
     d = B - X * Ip
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, C * req.mean_gen / e2e, C / e2e, d, X * Pn, f,
                        tau_d, tau_m, o_ttft, o_tpot)  # fmt: skip
@@ -476,14 +476,14 @@ def _overheads(dec: Decoding, eng: EngineConfig, req: Requests, B, d_m) -> tuple
     return o_m, o_d, ov.served_request_s(req.prompt)
 
 
-def _quantile(qq: float, q, Ip, tau_a, tau_b, tau_d):
-    """Quantile ``qq`` of the inter-token latency: τ_d (prob. 1 − q), τ_b (q / I_p), τ_a (the rest)."""
+def _quantiles(qs: tuple[float, ...], q, Ip, tau_a, tau_b, tau_d) -> list:
+    """Quantiles ``qs`` of the inter-token latency: τ_d (prob. 1 − q), τ_b (q / I_p), τ_a (the rest)."""
     vals = np.stack(np.broadcast_arrays(tau_d, tau_b, tau_a))
     probs = np.stack(np.broadcast_arrays(1 - q, q / Ip, q * (Ip - 1) / Ip))
     order = np.argsort(vals, axis=0)
     v, pr = np.take_along_axis(vals, order, 0), np.take_along_axis(probs, order, 0)
-    idx = np.argmax(np.cumsum(pr, axis=0) >= qq - 1e-12, axis=0)
-    return np.take_along_axis(v, idx[None], 0)[0]
+    cum = np.cumsum(pr, axis=0)
+    return [np.take_along_axis(v, np.argmax(cum >= qq - 1e-12, axis=0)[None], 0)[0] for qq in qs]
 
 
 def rate_to_concurrency(dev: Device, eng: EngineConfig, req: Requests, rate: float, max_resident: int) -> float:

@@ -35,7 +35,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from llmath.deploy.cost import comm_costs, fitted_device, rank_table
+from llmath.deploy.cost import comm_seconds, fitted_device, rank_table
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
@@ -80,7 +80,7 @@ class Part:
 class _Mixed:
     """The monomials of an iteration mixing decode sequences and prefill chunks (each a Scenario): the sum
     of the parts' monomials, the constant once. Duck-types :class:`~llmath.ops.Scenario` for the
-    collectives' message sizes (:func:`llmath.deploy.cost.comm_costs`)."""
+    collectives' message sizes (:func:`llmath.deploy.cost.comm_seconds`)."""
 
     def __init__(self, *parts: Scenario):
         self.parts = parts
@@ -192,9 +192,8 @@ class Device:
         """Exposed communication: the plain collectives + what overlapped ones leave uncovered."""
         if not colls:
             return np.zeros_like(ops_s)
-        cs = comm_costs(colls, scen, self.spec, self.precision, self.topology, fitted_device(self.hw, self.eff))
-        plain = sum(c.time_s for c in cs if not c.overlapped)
-        hidden = sum(c.time_s for c in cs if c.overlapped)
+        dev = fitted_device(self.hw, self.eff)
+        plain, hidden = comm_seconds(colls, scen, self.spec, self.precision, self.topology, dev)
         return plain + np.maximum(0.0, hidden - ops_s)
 
     def _with_comm(self, cost: StepCost, colls: tuple, scen) -> StepCost:
