@@ -202,12 +202,23 @@ def _key(f: Factor) -> tuple[int, int] | Factor:
     return (f.numerator, f.denominator) if isinstance(f, Fr) else f
 
 
-def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
+def _layout_factors(op: Op, spec: ModelSpec, L: Layout, memo: dict) -> tuple[Factors, tuple]:
+    """(:func:`_factors` of ``op``, their cache key), once per (split, whether the op is in an MoE block) of one
+    layout (``memo``: that layout's): the factors depend on nothing else of the operator."""
+    k = (op.split, op.component == "moe")
+    got = memo.get(k)
+    if got is None:
+        default, over, fw, fb = f = _factors(op, spec, L)
+        got = memo[k] = (f, (_key(default), tuple((c, _key(v)) for c, v in over.items()), _key(fw), _key(fb)))
+    return got
+
+
+def _shard(op: Op, spec: ModelSpec, L: Layout, count: int, memo: dict) -> Op:
     if op.split == Split.HELD:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
         kv = Fr(kv_heads_per_rank(spec, L.tp), spec.parts.attention.kv_heads)
         return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
-    default, over, fw, fb = _factors(op, spec, L)
-    key = (id(op), _key(default), tuple((k, _key(f)) for k, f in over.items()), _key(fw), _key(fb), count)
+    (default, over, fw, fb), fkey = _layout_factors(op, spec, L, memo)
+    key = (id(op), *fkey, count)
     hit = _SHARDED.get(key)
     if hit is not None and hit[0] is op:
         return hit[1]
@@ -305,7 +316,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
                 "--tp/--pp/--ep; --dp replicates it)"
             )
         return (RankPlan(0, range(spec.parts.stack.layers), base, (), layout.dp),)
-    plans = []
+    plans, memo = [], {}
     ranges = _stack_ranges(spec, stage, layout.pp)
     for s, layers in enumerate(ranges):
         first, last = s == 0, s == len(ranges) - 1
@@ -315,7 +326,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
         for op in base:
             n = _place(op, counts, first, last)
             if n:
-                o = _shard(op, spec, layout, n)
+                o = _shard(op, spec, layout, n, memo)
                 if (
                     o.split == Split.VOCAB_COLUMN
                     and o.kind == "matmul"

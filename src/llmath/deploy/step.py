@@ -70,7 +70,7 @@ class Part:
     encoder: Table | None = None  # encoder-decoder models: the encoder pass's table and collectives
     encoder_collectives: tuple = ()
 
-    @property
+    @cached_property  # asked per iteration (frozen: cached in the instance's __dict__)
     def shared(self) -> bool:
         """Whether one table serves both kinds of token (same operators; MLA's absorbed decode differs)."""
         a, b = self.prefill, self.decode
