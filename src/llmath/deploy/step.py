@@ -289,7 +289,11 @@ def _mono(t: Table, scen: Scenario) -> np.ndarray:
     """(…, n_monos) monomial values of ``scen`` for table ``t`` (one broadcast for all of them; the values
     are :meth:`Table.monomial_matrix`'s)."""
     vals = scen.monomials(t.monos, t.spec, t.moe_tokens)
-    return np.stack(np.broadcast_arrays(*(np.asarray(vals[m], dtype=float) for m in t.monos)), axis=-1)
+    cols = [vals[m] for m in t.monos]
+    out = np.empty(np.broadcast_shapes(*(np.shape(v) for v in cols)) + (len(cols),))
+    for i, v in enumerate(cols):  # each broadcast into its column
+        out[..., i] = v
+    return out
 
 
 @lru_cache(maxsize=512)
