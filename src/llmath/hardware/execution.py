@@ -80,9 +80,12 @@ def op_executed(table: Table, hw: Hardware, p: Precision) -> tuple[str, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1024)
 def op_peaks(table: Table, hw: Hardware, p: Precision) -> np.ndarray:
-    """(n_ops,) dense matmul peak FLOP/s each op runs at on ``hw``."""
-    return np.array([hw.peak_flops_per_s[f] for f in op_executed(table, hw, p)], dtype=float)
+    """(n_ops,) dense matmul peak FLOP/s each op runs at on ``hw`` (read-only: asked per serving iteration)."""
+    out = np.array([hw.peak_flops_per_s[f] for f in op_executed(table, hw, p)], dtype=float)
+    out.setflags(write=False)
+    return out
 
 
 def notes(tables: tuple[Table, ...], hw: Hardware, p: Precision) -> list[str]:
