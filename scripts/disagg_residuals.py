@@ -1,11 +1,13 @@
 """Residuals of the disaggregated rows of a runs CSV, grouped (run by hand, prints markdown).
 
-    python scripts/disagg_residuals.py [RUNS.csv] [--by engine,system,decode,lengths]
+    python scripts/disagg_residuals.py [RUNS.csv] [--by engine,system,decode,lengths] [--stated] [--spec mtp:1:1.85]
 
 Groups: any of ``model engine system precision decode prefill lengths concurrency`` (``decode`` / ``prefill``
 = the pool's layout ``tpT dpD epE ×workers``; ``concurrency`` in power-of-four buckets). Per group: rows,
 median signed TTFT and TPOT error, and the median measured / predicted TPOT (how much faster the runs
-decoded than the stated layout predicts).
+decoded than the stated layout predicts). ``--stated``: the columns alone, without the engines' recipe defaults
+for unstated decode settings (:func:`llmath.measure.serving_runs.recipe_defaults`); ``--spec METHOD:K:A``: both
+pools speculating (no column states it), METHOD ``mtp``/``eagle``, K draft tokens, acceptance length A.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from statistics import median
 
 from doc_section import RUNS_CSV
 
+from llmath.deploy.speculative import Speculation
 from llmath.errors import LLMathError
 from llmath.measure.serving_runs import Layout, predict_run, read_runs, to_run
 
@@ -39,14 +42,14 @@ def _natural(x: str) -> tuple[int, str]:
     return (int(head.group()) if head else -1, x)
 
 
-def rows(path) -> list[dict]:
+def rows(path, recipe: bool = True, spec: Speculation | None = None) -> list[dict]:
     out = []
     for raw in read_runs(path):
         if raw["mode"] != "disagg":
             continue
         try:
-            run = to_run(raw)
-            p = predict_run(run)
+            run = to_run(raw, recipe)
+            p = predict_run(run, speculation=spec)
         except LLMathError:
             continue
         out.append({"model": run.model, "engine": run.engine, "system": run.system, "precision": run.precision,
@@ -64,7 +67,15 @@ def main(argv: list[str]) -> None:
         argv = argv[:i] + argv[i + 2 :]
         if bad := [k for k in by if k not in KEYS]:
             sys.exit(f"--by {','.join(bad)}: not a grouping; use any of {','.join(KEYS)}")
-    data = rows(argv[0] if argv else RUNS_CSV)
+    recipe = "--stated" not in argv
+    argv = [a for a in argv if a != "--stated"]
+    spec = None
+    if "--spec" in argv:
+        i = argv.index("--spec")
+        method, k, a = argv[i + 1].split(":")
+        spec = Speculation(method, int(k), float(a))
+        argv = argv[:i] + argv[i + 2 :]
+    data = rows(argv[0] if argv else RUNS_CSV, recipe, spec)
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in data:
         groups[tuple(r[k] for k in by)].append(r)

@@ -1,10 +1,12 @@
 """Residuals of the measured serving runs, grouped as you need (an analysis aid beside `llmath validate`).
 
 Usage: python scripts/serving_residuals.py [--runs RUNS.csv] [--by engine,model,band] [--arrival closed|staggered]
-  [--mode agg|disagg]
+  [--mode agg|disagg] [--harness-lengths]
 Groups: any row key of :func:`llmath.measure.serving_runs.validate_runs` (engine, system, model, concurrency,
 lengths, mode) and ``band``: requests in flight per replica (<=4, 5-16, 17-64, >64). Prints, per group, the
 rows, the signed and absolute median TTFT and TPOT errors and the median measured and predicted TTFT (ms).
+``--harness-lengths``: the InferenceX rows with the lengths its client draws
+(:func:`llmath.measure.serving_runs.validate_runs`).
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--by", default="engine,band")
     p.add_argument("--arrival", default=None, choices=["closed", "staggered"])
     p.add_argument("--mode", default="agg", choices=["agg", "disagg"])
+    p.add_argument("--harness-lengths", action="store_true")
     a = p.parse_args(argv[1:])
-    rows = [r for r in validate_runs(a.runs, arrival=a.arrival)["rows"] if r["mode"] == a.mode]
+    out = validate_runs(a.runs, arrival=a.arrival, harness_lengths=a.harness_lengths)
+    rows = [r for r in out["rows"] if r["mode"] == a.mode]
     print("\n".join(table(rows, a.by.split(","))))
     return 0
 

@@ -1,20 +1,9 @@
 """The error split of measured runs: each series' lowest-concurrency row, and the spread of repeats."""
 
-import csv
-
 import pytest
-from test_serving_runs import HEADER, _row
+from test_serving_runs import _csv, _row
 
 from llmath.measure.runs_split import lowest_concurrency_split, lowest_rows, repeat_spread
-
-
-def _csv(tmp_path, rows):
-    f = tmp_path / "runs.csv"
-    with f.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, HEADER)
-        w.writeheader()
-        w.writerows(rows)
-    return f
 
 
 def test_lowest_row_of_each_series():

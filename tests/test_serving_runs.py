@@ -27,6 +27,19 @@ def _row(**kw) -> dict:
     return r
 
 
+def _csv(tmp_path, rows: list[dict]):
+    f = tmp_path / "runs.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, HEADER)
+        w.writeheader()
+        w.writerows(rows)
+    return f
+
+
+LLAMA_8B_H100 = dict(model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
+                     gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1)  # fmt: skip
+
+
 def test_mis_encoded_layout_is_divided_by_ep():
     # the validation README: tp_size 64 = moe_tp 8 × moe_ep 8 on one 8-GPU node reads as 64 / 8 = 8 GPUs, EP 8
     run = to_run(_row(tp_size=64, moe_tp_size=8, moe_ep_size=8))
@@ -41,6 +54,19 @@ def test_mis_encoded_layout_is_divided_by_ep():
 def test_concurrency_from_notes_else_batch_times_dp():
     assert to_run(_row(batch_size=64, attention_dp_size=4, source_notes="silicon_concurrency=256")).concurrency == 256
     assert to_run(_row(batch_size=64, tp_size=1, attention_dp_size=4, source_notes="")).concurrency == 64 * 4
+
+
+def test_inferencex_rows_draw_their_lengths_as_its_client_does():
+    # InferenceX's benchmark_serving.py (--random-range-ratio 0.8): lengths uniform in [int(0.8·L), L];
+    # 0.8 · 1024 = 819.2 -> 819; nine evenly spaced lengths 819 … 1024, mean (819 + 1024) / 2 = 921.5
+    run = to_run(_row(source_notes="model=DeepSeek-R1; silicon_concurrency=8; wip=False"))
+    assert run.range_ratio == 0.8
+    drawn = run.drawn(1024)
+    assert (drawn[0], drawn[-1], len(drawn)) == (819, 1024, 9)
+    assert sum(drawn) / len(drawn) == pytest.approx(921.5, abs=0.2)
+    assert to_run(_row(source_notes="db-dump/2026-04-27; config_id=7; workflow_run_id=9")).range_ratio == 0.8
+    fixed = to_run(_row())  # no InferenceX provenance: the fixed lengths the columns state
+    assert (fixed.range_ratio, fixed.drawn(1024)) == (1.0, (1024,))
 
 
 def test_quant_modes_map_to_executed_formats():
@@ -60,26 +86,31 @@ def test_quant_modes_map_to_executed_formats():
 
 
 def test_unknown_system_is_refused_with_its_name(tmp_path):
-    f = tmp_path / "runs.csv"
-    with f.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, HEADER)
-        w.writeheader()
-        w.writerow(_row(system="mi300x"))
-        w.writerow(_row(id="ok", model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
-                        gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1))  # fmt: skip
+    f = _csv(tmp_path, [_row(system="mi300x"), _row(id="ok", **LLAMA_8B_H100)])
     rep = validate_runs(f)
     assert [r["id"] for r in rep["rows"]] == ["ok"]
     assert "mi300x" in rep["refused"][0]["reason"]
     assert rep["summary"]["agg"]["computed"] == 1 and rep["summary"]["agg"]["refused"] == 1
 
 
+def test_harness_lengths_predict_inferencex_rows_out_of_step(capsys, tmp_path):
+    # an InferenceX row (its provenance in source_notes) at 16 clients: with the lengths its client draws the
+    # follow-ups arrive out of step, so TTFT holds no group's prefills (below the lockstep loop), and it is
+    # serve() with outputs 819 … 1024 (nine evenly spaced) after the mean prompt, round((819 + 1024) / 2) = 922
+    from llmath.deploy.service import serve
+
+    f = _csv(tmp_path, [_row(**LLAMA_8B_H100, source_notes="model=Llama; silicon_concurrency=16; wip=False")])
+    fixed = validate_runs(f)["rows"][0]["predicted_ttft_s"]
+    drawn = validate_runs(f, harness_lengths=True)["rows"][0]["predicted_ttft_s"]
+    dist = tuple((int(g), 1.0) for g in (819, 845, 870, 896, 922, 947, 973, 998, 1024))
+    ref = serve("llama-3.1-8b", "h100-sxm", prompt=922, gen=1024, gen_dist=dist, concurrency=16, engine="trtllm")
+    assert drawn == pytest.approx(ref.metrics["ttft_s"], rel=1e-9) and drawn < fixed
+    code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--harness-lengths", "--json")
+    assert code == 0 and json.loads(out)["rows"][0]["predicted_ttft_s"] == pytest.approx(drawn, rel=1e-9)
+
+
 def test_cli_json_and_usage_errors(capsys, tmp_path):
-    f = tmp_path / "runs.csv"
-    with f.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, HEADER)
-        w.writeheader()
-        w.writerow(_row(model_path="meta-llama/Llama-3.1-8B-Instruct", system="h100_sxm", precision="",
-                        gemm_quant_mode="", moe_quant_mode="", tp_size=1, moe_ep_size=1))  # fmt: skip
+    f = _csv(tmp_path, [_row(**LLAMA_8B_H100)])
     code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--json")
     assert code == 0
     row = json.loads(out)["rows"][0]
@@ -90,3 +121,42 @@ def test_cli_json_and_usage_errors(capsys, tmp_path):
     assert code == 2 and "colour" in err
     code, _, err = run_cli(capsys, "validate", "--runs", str(tmp_path / "none.csv"))
     assert code == 2 and "none.csv" in err
+
+
+def _disagg(concurrency: int, **kw) -> dict:
+    cols = dict(mode="disagg", tp_size="", attention_dp_size="", moe_tp_size="", moe_ep_size="",
+                prefill_tp_size=8, prefill_pp_size=1, prefill_attention_dp_size=1, prefill_moe_tp_size=1,
+                prefill_moe_ep_size=8, decode_tp_size=8, decode_pp_size=1, decode_attention_dp_size=1,
+                decode_moe_tp_size=1, decode_moe_ep_size=8,
+                source_notes=f"silicon_concurrency={concurrency}")  # fmt: skip
+    return _row(**(cols | kw))
+
+
+def test_unstated_decode_attention_dp_follows_the_engines_recipe():
+    # TensorRT-LLM's DeepSeek-R1 configuration database (data/engines.json, disaggregation): TP 8 with EP 8 runs
+    # attention-DP from concurrency 128 on 8 GPUs (16 per GPU) and not at 64 (8 per GPU)
+    dec = to_run(_disagg(128)).decode
+    assert (dec.tp, dec.dp, dec.ep, dec.gpus) == (1, 8, 8, 8)
+    assert to_run(_disagg(128)).assumed
+    dec = to_run(_disagg(127)).decode  # 127 / 8 = 15.9 requests per GPU: below 16
+    assert (dec.tp, dec.dp, dec.ep) == (8, 1, 8)
+    # two stated decode workers halve the requests per GPU: 256 / (2 × 8) = 16 turns it on, 248 / 16 = 15.5 does not
+    assert to_run(_disagg(256, decode_num_workers=2)).decode.dp == 8
+    assert to_run(_disagg(248, decode_num_workers=2)).decode.dp == 1
+    # the columns alone; a pool without expert parallelism; an engine whose preset states no such rule
+    assert to_run(_disagg(1024), recipe=False).decode.dp == 1
+    assert to_run(_disagg(1024, decode_moe_ep_size=1)).decode.dp == 1
+    assert to_run(_disagg(1024, backend="sglang")).decode.dp == 1
+    # an aggregated row is read as stated
+    assert to_run(_row(source_notes="silicon_concurrency=1024")).layout.dp == 1
+
+
+def test_recipe_default_changes_only_the_decode_pool_in_validation(tmp_path):
+    f = tmp_path / "runs.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, HEADER)
+        w.writeheader()
+        w.writerow(_disagg(256, id="d"))
+    on, off = validate_runs(f, recipe=True)["rows"][0], validate_runs(f, recipe=False)["rows"][0]
+    assert on["assumed"] and not off["assumed"]
+    assert on["predicted_tpot_s"] != off["predicted_tpot_s"]

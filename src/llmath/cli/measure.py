@@ -69,6 +69,13 @@ def validate(
     by: Annotated[
         str, typer.Option("--by", help="With --runs: groupings (engine,system,model,concurrency,lengths,mode).")
     ] = "engine,system,model,concurrency,lengths,mode",
+    harness_lengths: Annotated[
+        bool,
+        typer.Option(
+            "--harness-lengths",
+            help="With --runs: InferenceX rows with the lengths its client draws (uniform in [0.8·L, L]).",
+        ),
+    ] = False,
 ):
     """Measured vs predicted: time a real model here, or compare with published measurements.
 
@@ -76,7 +83,7 @@ def validate(
     llmath validate --runs serving_runs.csv --by engine,system
     """
     if runs is not None:
-        _validate_runs(runs, by, json_)
+        _validate_runs(runs, by, json_, harness_lengths)
         return
     if published:
         _validate_published(serving, json_)
@@ -96,7 +103,7 @@ def validate(
         validation_human(rep)
 
 
-def _validate_runs(runs: str, by: str, json_: bool) -> None:
+def _validate_runs(runs: str, by: str, json_: bool, harness_lengths: bool = False) -> None:
     """``validate --runs``: every row of a measured-runs CSV predicted, errors by group."""
     from pathlib import Path
 
@@ -109,7 +116,7 @@ def _validate_runs(runs: str, by: str, json_: bool) -> None:
     if not Path(runs).is_file():
         why = f"{runs!r}: no such file; give a CSV in serving_runs.csv's format"
         raise typer.BadParameter(why, param_hint="--runs")
-    rep = validate_runs(runs, keys)
+    rep = validate_runs(runs, keys, harness_lengths=harness_lengths)
     if json_:
         out.emit_json(rep)
     else:

@@ -23,6 +23,11 @@ usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed length
   1 − 1/m (m prompts per client); requests beyond B_max queue as :func:`~llmath.deploy.serving.steady_state`
   states (the queue drains X requests per iteration).
 
+When the output lengths vary (a length distribution: benchmark clients' ``--random-range-ratio`` draws them
+uniformly from [⌊r·G⌋, G]), the first wave still starts together, but its requests finish after different
+numbers of tokens and their follow-ups arrive out of step: :func:`drifting_state` weighs the first wave in
+lockstep (1/m) against the clients out of step (:func:`staggered_state`, 1 − 1/m).
+
 A mean-field account of an exact iteration simulation (:func:`llmath.deploy.simulate.simulate` with
 ``arrival="closed"``): the tests bound the difference. Engines whose budget is unbounded (no chunking)
 prefill whole prompts; the prefill-only pass of a group then is one iteration of B·P' tokens.
@@ -123,6 +128,40 @@ def lockstep_state(
     rps = C / e2e if replace else B / (L * tau_c)
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,
                        T_b, np.minimum(n_w / L, 1.0), tau_d, tau_b, o_ttft, o_tpot)  # fmt: skip
+
+
+def in_step(req: Requests) -> bool:
+    """Whether the clients' requests stay in step: every request has the same output length."""
+    return len({g for g, _ in req.gen_dist}) <= 1
+
+
+def drifting_state(
+    dev: Device | Decoding,
+    eng: EngineConfig,
+    req: Requests,
+    concurrency,
+    max_resident: int,
+    prompts_per_client: float = PROMPTS_PER_CLIENT,
+) -> SteadyState:
+    """The closed loop with output lengths that vary (module docstring): the C requests started together are
+    one wave in lockstep (:func:`lockstep_state` with one prompt per client); each finishes after its own
+    number of tokens, so the follow-ups arrive out of step (:func:`staggered_state`). The clients' means over
+    every request weigh the first wave 1/m and the rest 1 − 1/m (m prompts per client); throughput C·E[G]/e2e."""
+    if not prompts_per_client >= 1:
+        raise WorkloadError(f"prompts_per_client={prompts_per_client!r} must be >= 1")
+    first = lockstep_state(dev, eng, req, concurrency, max_resident, 1.0)
+    later = staggered_state(dev, eng, req, concurrency, max_resident)
+    w = 1.0 / float(prompts_per_client)
+
+    def mean(a, b):
+        return w * a + (1 - w) * b
+
+    e2e = mean(first.e2e_s, later.e2e_s)
+    rps = later.concurrency / e2e
+    return replace(later, ttft_s=mean(first.ttft_s, later.ttft_s), tpot_s=mean(first.tpot_s, later.tpot_s),
+                   e2e_s=e2e, throughput_tok_s=rps * req.mean_gen, requests_s=rps,
+                   overhead_ttft_s=mean(first.overhead_ttft_s, later.overhead_ttft_s),
+                   overhead_tpot_s=mean(first.overhead_tpot_s, later.overhead_tpot_s))  # fmt: skip
 
 
 def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int):

@@ -61,6 +61,13 @@ def _value(name: str, key: str, hw: Hardware | None, tp: int, offline: bool):
     return s["value"]
 
 
+def disaggregation(name: str, key: str) -> float | None:
+    """A value of the engine's ``disaggregation`` entry in ``data/engines.json`` (how its published recipes run a
+    disaggregated pool), or None where the engine states none."""
+    s = _data()[_check(name)].get("disaggregation", {}).get(key)
+    return None if s is None else s["value"]
+
+
 def overheads(name: str) -> Overheads:
     """The engine's per-request and per-iteration overhead terms (``overheads`` in ``data/engines.json``)."""
     return Overheads.from_dict(name, _data()[_check(name)].get("overheads", {}))

@@ -13,7 +13,7 @@ from typing import Any
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
-from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, lockstep_state, staggered_state
+from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, drifting_state, in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.layout import ParallelConfig, requested_layout
 from llmath.deploy.overheads import breakdown
@@ -98,11 +98,7 @@ def serve(
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, prompts_per_client)
-    if ss.concurrency[0] > ss.resident[0]:
-        notes.append(
-            f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
-            f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
-        )
+    notes += _state_notes(ss, mem, eng, req, arrival)
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 
@@ -154,12 +150,27 @@ def _arrival(arrival: str | None, concurrency, rate, offline: bool) -> str:
     return arrival
 
 
+def _state_notes(ss, mem, eng, req, arrival: str) -> list[str]:
+    """What the state's numbers rest on: clients out of step after their first wave, a queue beyond B_max."""
+    notes = []
+    if arrival == "closed" and not in_step(req):
+        notes.append("output lengths vary: the clients' first wave runs in step, their follow-ups out of step")
+    if ss.concurrency[0] > ss.resident[0]:
+        notes.append(
+            f"{ss.concurrency[0] - ss.resident[0]:.0f} requests per replica queue: at most {mem.max_resident}"
+            f" run at once (max_num_seqs={eng.max_num_seqs}, KV pool for {mem.max_requests_by_kv})"
+        )
+    return notes
+
+
 def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompts_per_client: float):
     """(the steady state, its metrics) at per-replica concurrency ``c`` under the arrival protocol."""
     if arrival == "poisson":
         ss = steady_state(decoding, eng, req, [c], max_resident)
     elif arrival == "staggered":
         ss = staggered_state(decoding, eng, req, [c], max_resident)
+    elif arrival == "closed" and not in_step(req):  # output lengths that vary: out of step after the first wave
+        ss = drifting_state(decoding, eng, req, [c], max_resident, prompts_per_client)
     else:
         ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
     dev = decoding.dev

@@ -22,7 +22,19 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   GPUs on one 8-GPU node, ids such as ``…_tp8_ep8_…`` stored as ``tp_size`` 64) is read as that field divided
   by ``moe_ep_size``, with EP = ``moe_ep_size`` (and says so in the row's ``assumed``);
 * concurrency: ``silicon_concurrency`` in ``source_notes``, else ``batch_size × attention_dp_size``;
-* disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1).
+* the client's lengths: rows whose ``source_notes`` carry SemiAnalysis InferenceX's provenance (``wip=`` or
+  ``workflow_run_id=``; its models and its 1k/1k, 1k/8k, 8k/1k scenarios) were measured by its
+  ``utils/bench_serving/benchmark_serving.py`` with ``--random-range-ratio 0.8 --ignore-eos --num-prompts
+  10·C`` (``.github/workflows/benchmark-tmpl.yml``, ``benchmarks/benchmark_lib.sh``), whose
+  ``sample_random_requests`` draws each prompt and output length uniformly from [⌊0.8·L⌋, L]. With
+  ``harness_lengths`` they are predicted with that output-length distribution (nine evenly spaced lengths) and
+  the mean prompt, so the clients fall out of step after the first wave
+  (:func:`llmath.deploy.closed_loop.drifting_state`); otherwise, and for the other rows, with the fixed
+  lengths the columns state (docs/serving.md, "Which clients the measured runs used", says why both exist);
+* disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
+  where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
+  recipes run it (:func:`recipe_defaults`: attention-DP from the engine's requests per GPU, where the engine
+  states that rule), and the row's ``assumed`` says so; ``recipe=False`` reads the columns alone.
 """
 
 from __future__ import annotations
@@ -34,6 +46,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import median
 from typing import Any
+
+import numpy as np
 
 from llmath.errors import LLMathError, WorkloadError
 
@@ -50,6 +64,10 @@ MODELS = {
 }
 QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
 KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
+# InferenceX's benchmark client: lengths uniform in [⌊0.8·L⌋, L] (module docstring); rows marked by its provenance
+INFERENCEX_RANGE_RATIO = 0.8
+INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
+RANGE_POINTS = 9  # evenly spaced lengths standing for the uniform draw (its mean exactly, its spread closely)
 
 
 @dataclass(frozen=True)
@@ -87,6 +105,12 @@ class Run:
     ttft_s: float
     tpot_s: float
     assumed: tuple[str, ...] = field(default=())
+    range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
+
+    def drawn(self, length: int) -> tuple[int, ...]:
+        """Evenly spaced lengths standing for the client's uniform draw from [⌊r·L⌋, L] (just L when fixed)."""
+        lo = int(self.range_ratio * length)
+        return tuple(sorted({int(round(x)) for x in np.linspace(lo, length, RANGE_POINTS)}))
 
     @property
     def lengths(self) -> str:
@@ -134,8 +158,10 @@ def read_runs(path: str | Path) -> list[dict[str, str]]:
     return rows
 
 
-def to_run(r: dict[str, str]) -> Run:
-    """A CSV row in llmath's names (a system or model without a mapping raises, naming it)."""
+def to_run(r: dict[str, str], recipe: bool = True) -> Run:
+    """A CSV row in llmath's names (a system or model without a mapping raises, naming it); a disaggregated row's
+    unstated decode settings as the engine's recipes set them (:func:`recipe_defaults`) unless ``recipe`` is
+    False."""
     sysname, model = SYSTEMS.get(r["system"]), MODELS.get(r["model_path"])
     if sysname is None:
         raise WorkloadError(f"system {r['system']!r} has no llmath hardware mapping ({', '.join(SYSTEMS)})")
@@ -146,11 +172,35 @@ def to_run(r: dict[str, str]) -> Run:
     lay = _layout(r, "", assumed) if agg else None
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
-    return Run(
+    run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
+        INFERENCEX_RANGE_RATIO if INFERENCEX_NOTES.search(r.get("source_notes", "")) else 1.0,
     )  # fmt: skip
+    return recipe_defaults(run) if recipe else run
+
+
+def recipe_defaults(run: Run) -> Run:
+    """The run with its decode pool as the engine's published recipes run it where the row leaves the setting
+    unstated: attention data-parallel over the pool's ranks (TensorRT-LLM's ``enable_attention_dp``: each rank
+    attends to its own requests, the experts stay split EP ways) when the pool splits its experts (EP > 1),
+    states no attention-DP and holds at least the engine's ``attention_dp_from_requests_per_gpu`` requests per
+    GPU (``data/engines.json``, ``disaggregation``; the concurrency over the pool's GPUs, its workers stated or
+    one). An engine that states no such rule, an aggregated row and a pool that states attention-DP are
+    returned as they are."""
+    from llmath.deploy.engines import disaggregation
+
+    D = run.decode
+    if D is None or D.ep <= 1 or D.dp > 1:
+        return run
+    threshold = disaggregation(run.engine, "attention_dp_from_requests_per_gpu")
+    per_gpu = run.concurrency / (D.gpus * D.workers)
+    if threshold is None or per_gpu < threshold:
+        return run
+    note = (f"decode attention-DP {D.tp} (unstated; {run.engine}'s recipes run it from {threshold:g} requests per"
+            f" GPU, {per_gpu:g} here)")  # fmt: skip
+    return replace(run, decode=replace(D, tp=1, dp=D.tp), assumed=(*run.assumed, note))
 
 
 def precision(run: Run):
@@ -169,9 +219,10 @@ def precision(run: Run):
     return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
 
 
-def predict_run(run: Run, arrival: str | None = None) -> dict[str, float]:
+def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[str, float]:
     """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats; the closed loop, or
-    the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`)."""
+    the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`), decoding
+    speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it)."""
     from llmath.deploy.disagg import serve_disaggregated
     from llmath.deploy.service import serve
 
@@ -180,9 +231,12 @@ def predict_run(run: Run, arrival: str | None = None) -> dict[str, float]:
         warnings.simplefilter("ignore")
         if run.layout is not None:
             L = run.layout
-            rep = serve(run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency,
-                        engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep, precision=prec,
-                        arrival=arrival)  # fmt: skip
+            prompts, gens = run.drawn(run.prompt), run.drawn(run.gen)
+            dist = tuple((g, 1.0) for g in gens) if len(gens) > 1 else ()
+            rep = serve(run.model, run.system, prompt=round(float(np.mean(prompts))), gen=run.gen,
+                        gen_dist=dist, concurrency=run.concurrency, engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp,
+                        ep=L.ep, precision=prec, arrival=arrival,
+                        speculation=speculation)  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D = run.prefill, run.decode
@@ -190,6 +244,7 @@ def predict_run(run: Run, arrival: str | None = None) -> dict[str, float]:
             run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency, engine=run.engine,
             prefill=dict(tp=P.tp, pp=P.pp, dp=P.dp, ep=P.ep, workers=P.workers),
             decode=dict(tp=D.tp, pp=D.pp, dp=D.dp, ep=D.ep, workers=D.workers), precision=prec,
+            speculation=speculation,
         )  # fmt: skip
         return {"ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"]}
 
@@ -216,17 +271,26 @@ def _group_key(r: dict[str, Any], key: str) -> str:
     return str(r[key])
 
 
-def validate_runs(path: str | Path, by: tuple[str, ...] = KEYS, arrival: str | None = None) -> dict[str, Any]:
+def validate_runs(
+    path: str | Path,
+    by: tuple[str, ...] = KEYS,
+    arrival: str | None = None,
+    recipe: bool = True,
+    harness_lengths: bool = False,
+) -> dict[str, Any]:
     """Every row predicted; errors = (predicted − measured) / measured; summaries per mode and per ``by`` key
     (and engine × system per mode). ``arrival``: the protocol the aggregated rows are predicted under (the
-    benchmark clients' closed loop unless given)."""
+    benchmark clients' closed loop unless given); ``recipe``: unstated decode settings as the engines' recipes
+    set them (:func:`recipe_defaults`), or the columns alone; ``harness_lengths``: the aggregated InferenceX
+    rows with the lengths its client draws (module docstring; off: the fixed lengths the columns state)."""
     bad = [k for k in by if k not in KEYS]
     if bad:
         raise WorkloadError(f"--by {','.join(bad)}: not a grouping; use any of {','.join(KEYS)}")
     computed, refused = [], []
     for raw in read_runs(path):
         try:
-            run = to_run(raw)
+            run = to_run(raw, recipe)
+            run = run if harness_lengths else replace(run, range_ratio=1.0)
             pred = predict_run(run, arrival)
         except LLMathError as e:
             refused.append({"id": raw.get("id", "?"), "mode": raw.get("mode"), "reason": str(e)})

@@ -1,0 +1,137 @@
+"""The disaggregated rows beside the benchmark configurations that ran them (by hand; prints markdown).
+
+    python scripts/disagg_recipe_join.py INFERENCEX_GIT_DIR [RUNS.csv] [--since 2026-01-10] [--until 2026-04-07]
+
+The DeepSeek-R1 disaggregated rows of ``serving_runs.csv`` come from SemiAnalysis' InferenceX sweeps (Dynamo with
+TensorRT-LLM or SGLang). Their search spaces are in that repository's ``.github/configs/nvidia-master.yaml``: for
+each framework, system, precision, lengths and concurrency, the prefill and decode pools' workers, TP, EP,
+attention-DP and speculation. The rows keep only each pool's TP and EP. This joins every row to the entries of
+every version of that file committed in the window (git directory of a clone or snapshot of
+SemiAnalysisAI/InferenceX); where all of them agree on one setting, that is what the run used. It prints:
+
+* how often llmath's recipe default (:func:`llmath.measure.serving_runs.recipe_defaults`) agrees with the
+  configurations' decode attention-DP, and how many rows' configurations use several decode workers;
+* for the rows with one configuration, the errors with the columns alone and with the configuration's pools
+  (workers, attention-DP, EP), by speculation and engine. Speculating runs are predicted without speculation
+  (their acceptance length is not recorded), so their TPOT error shows what speculation took off.
+
+Nothing here is fitted; no configuration file is stored in this repository.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import replace
+from statistics import median
+
+import yaml
+from doc_section import RUNS_CSV
+
+from llmath.errors import LLMathError
+from llmath.measure.serving_runs import Layout, predict_run, read_runs, to_run
+
+CONFIG = ".github/configs/nvidia-master.yaml"
+FRAMEWORKS = {"trtllm": "dynamo-trt", "sglang": "dynamo-sglang"}
+SYSTEMS = {"b200_sxm": "b200", "h200_sxm": "h200", "h100_sxm": "h100"}
+
+
+def _versions(git_dir: str, since: str, until: str) -> list[str]:
+    out = subprocess.run(["git", "-C", git_dir, "log", "--format=%H", f"--since={since}", f"--until={until}",
+                          "--", CONFIG], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return out.split()
+
+
+def _pool(p: dict) -> tuple:
+    return (p.get("num-worker") or 1, p.get("tp") or 1, p.get("ep") or 1, bool(p.get("dp-attn")))
+
+
+def configurations(git_dir: str, since: str, until: str) -> dict[tuple, set[tuple]]:
+    """(framework, system, precision, isl, osl, concurrency) → {(speculation, prefill pool, decode pool)}, each
+    pool (workers, tp, ep, attention-DP), over every committed version of the file in the window."""
+    out: dict[tuple, set[tuple]] = defaultdict(set)
+    for commit in _versions(git_dir, since, until):
+        text = subprocess.run(["git", "-C", git_dir, "show", f"{commit}:{CONFIG}"], capture_output=True, text=True)
+        for name, c in (yaml.safe_load(text.stdout) or {}).items():
+            if not (isinstance(c, dict) and c.get("disagg") and name.startswith("dsr1")):
+                continue
+            for seq in c.get("seq-len-configs", []):
+                for e in seq.get("search-space", []):
+                    key = (c.get("framework"), name.split("-")[2], c.get("precision"), seq["isl"], seq["osl"])
+                    setting = (e.get("spec-decoding", "none"), _pool(e.get("prefill", {})), _pool(e.get("decode", {})))
+                    for conc in e.get("conc-list") or []:
+                        out[(*key, conc)].add(setting)
+    return out
+
+
+def _layout(pool: tuple) -> Layout:
+    workers, tp, ep, adp = pool
+    return Layout(1 if adp else tp, 1, tp if adp else 1, ep, workers)
+
+
+def joined(path, configs: dict) -> list[dict]:
+    rows = []
+    for raw in read_runs(path):
+        if raw["mode"] != "disagg" or raw["backend"] not in FRAMEWORKS or raw["system"] not in SYSTEMS:
+            continue
+        conc = re.search(r"silicon_concurrency=(\d+)", raw.get("source_notes", ""))
+        key = (FRAMEWORKS[raw["backend"]], SYSTEMS[raw["system"]], raw["precision"], int(raw["isl"]),
+               int(raw["osl"]), int(conc.group(1)) if conc else -1)  # fmt: skip
+        found = configs.get(key, set())
+        try:
+            run, recipe = to_run(raw, recipe=False), to_run(raw)
+            row = {"run": run, "found": found, "recipe_adp": recipe.decode.dp > 1, "columns": predict_run(run)}
+            if len(found) == 1:
+                spec, pre, dec = next(iter(found))
+                row["spec"] = spec
+                row["config"] = predict_run(replace(run, prefill=_layout(pre), decode=_layout(dec)))
+        except LLMathError:
+            continue
+        rows.append(row)
+    return rows
+
+
+def _errors(rows: list[dict], which: str) -> str:
+    t = [r[which]["ttft_s"] / r["run"].ttft_s - 1 for r in rows]
+    d = [r[which]["tpot_s"] / r["run"].tpot_s - 1 for r in rows]
+    med = [100 * median(x) for x in (t, [abs(v) for v in t], d, [abs(v) for v in d])]
+    return "{:+.0f}% / {:.0f}% | {:+.0f}% / {:.0f}%".format(*med)
+
+
+def report(rows: list[dict]) -> None:
+    settled = [r for r in rows if len({s[2][3] for s in r["found"]}) == 1]
+    agree = sum(r["recipe_adp"] == next(iter(r["found"]))[2][3] for r in settled)
+    multi = sum(all(s[2][0] > 1 for s in r["found"]) for r in rows if r["found"])
+    print(
+        f"{len(rows)} rows; {sum(bool(r['found']) for r in rows)} with a configuration; decode attention-DP settled"
+        f" by them on {len(settled)}, the recipe default agrees on {agree}; several decode workers on {multi}\n"
+    )
+    print("| speculation | engine | rows | columns: TTFT | TPOT | configuration's pools: TTFT | TPOT |")
+    print("|---|---|---|---|---|---|---|")
+    one = [r for r in rows if "config" in r]
+    for spec in sorted({r["spec"] for r in one}):
+        for engine in sorted({r["run"].engine for r in one}):
+            g = [r for r in one if r["spec"] == spec and r["run"].engine == engine]
+            if g:
+                print(f"| {spec} | {engine} | {len(g)} | {_errors(g, 'columns')} | {_errors(g, 'config')} |")
+
+
+def main(argv: list[str]) -> int:
+    opts = {"--since": "2026-01-10", "--until": "2026-04-07"}
+    for k in opts:
+        if k in argv:
+            i = argv.index(k)
+            opts[k] = argv[i + 1]
+            argv = argv[:i] + argv[i + 2 :]
+    if not argv:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    configs = configurations(argv[0], opts["--since"], opts["--until"])
+    report(joined(argv[1] if len(argv) > 1 else RUNS_CSV, configs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
