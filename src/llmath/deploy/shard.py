@@ -316,7 +316,8 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
                 "--tp/--pp/--ep; --dp replicates it)"
             )
         return (RankPlan(0, range(spec.parts.stack.layers), base, (), layout.dp),)
-    plans, memo = [], {}
+    plans = []
+    memo: dict[tuple[str, bool], tuple[Factors, tuple]] = {}  # each split's factors under this layout
     ranges = _stack_ranges(spec, stage, layout.pp)
     for s, layers in enumerate(ranges):
         first, last = s == 0, s == len(ranges) - 1
