@@ -153,7 +153,7 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     res = _cluster(sizes, args.repeats)
     if args.against:
-        res["against"] = _against(sizes, args.against, args.repeats)
+        res["against"] = _against([g for g in sizes if g in res["cluster_cpu_s"]], args.against, args.repeats)
     res["exhaustive"] = _exhaustive([int(s) for s in args.exhaustive.split(",") if s])
     res.update(_default_and_steady_state())
     res["targets_cpu_s"] = {8: 1.0, 512: 1.0, 4096: 2.0}
