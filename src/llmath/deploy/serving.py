@@ -70,12 +70,17 @@ import numpy as np
 from llmath.deploy.cost import rank_memory_parts
 from llmath.deploy.overheads import Overheads
 from llmath.deploy.speculative import Speculation, round_time
-from llmath.deploy.step import Device, chunk_activation_bytes, cross_bytes_per_source, kv_bytes_per_sequence
+from llmath.deploy.step import (
+    Device,
+    chunk_activation_bytes,
+    cross_bytes_per_source,
+    fixed_state_per_sequence,
+    kv_bytes_per_sequence,
+)
 from llmath.errors import WorkloadError
 from llmath.model.traits import traits
 from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
-from llmath.ops.state import fixed_state_bytes
 
 FIXED_POINT_PASSES = 6
 
@@ -266,7 +271,7 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, draft_bytes: float = 0
         w += draft_bytes
         act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.encoder or part.prefill)
         cross = dev.source * cross_bytes_per_source(part.prefill, p)  # encoder-decoder: fixed per request
-        cross += fixed_state_bytes(dev.spec, p, ops=part.decode.ops)  # SSM / conv states: fixed per request
+        cross += fixed_state_per_sequence(part.decode, p)  # SSM / conv states: fixed per request
         per_req = float(kv_bytes_per_sequence(dev.spec, req.start + req.max_gen - 1, p, dev.attention, part.decode))
         per_req += cross
         admitted = float(kv_bytes_per_sequence(dev.spec, counted, p, dev.attention, part.decode)) + cross

@@ -46,6 +46,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import CLASSES, Scenario, Table, one_hot, table
 from llmath.ops.params import param_report
+from llmath.ops.state import fixed_state_bytes
 
 
 @dataclass(frozen=True)
@@ -335,6 +336,13 @@ def _kv_bytes(t: Table, positions, precision: Precision):
             held = positions if op.window is None else np.minimum(positions, op.window)
             total = total + per * np.asarray(held, dtype=float)
     return total * precision.kv_bytes
+
+
+@lru_cache(maxsize=4096)
+def fixed_state_per_sequence(decode: Table, precision: Precision) -> float:
+    """Fixed-size state bytes one sequence holds on a GPU (:func:`llmath.ops.state.fixed_state_bytes` of its decode
+    operators), once per (table, precision)."""
+    return fixed_state_bytes(decode.spec, precision, ops=decode.ops)
 
 
 def cross_bytes_per_source(prefill: Table, precision: Precision) -> float:
