@@ -22,11 +22,11 @@ import numpy as np
 
 from llmath.deploy import engines
 from llmath.deploy.cost import comm_costs, fitted_device
-from llmath.deploy.layout import requested_layout
+from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.step import Device, _mono
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
-from llmath.hardware.kernels import engine_hardware, engine_precision
+from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision
 from llmath.hardware.roofline import efficiency, monomial_times
 from llmath.measure.serving_runs import precision, read_runs, to_run
 from llmath.model.registry import resolve
@@ -40,12 +40,13 @@ DTYPES = {"bf16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4"}
 def device(run) -> Device:
     """The replica :func:`llmath.deploy.service.serve` builds for the run."""
     spec, L = resolve(run.model), run.layout
-    layout = requested_layout(spec, None, None, L.tp, L.pp, L.ep, L.dp, "none")
+    layout = ParallelConfig(None, L.tp, L.pp, L.ep, L.dp).requested(spec)
     hw = get_hardware(run.system)
     p = engine_precision(checkpoint_precision(run.model, precision(run))[0], hw, run.engine)
     eng = engines.preset(run.engine, hw, tp=layout.tp if layout else 1)
     hw = engine_hardware(hw, run.engine) or hw
-    return Device(spec, hw, p, efficiency("expected", hw), "flash", eng.cuda_graphs, layout)
+    eff = engine_fp4_gemm(efficiency("expected", hw), hw, run.engine)  # the engine's NVFP4 GEMMs, as serve does
+    return Device(spec, hw, p, eff, "flash", eng.cuda_graphs, layout)
 
 
 def llmath_step(dev: Device, B: int, S: int) -> list[tuple]:

@@ -374,6 +374,7 @@ def main(argv=None) -> None:
         **{k: old[k] for k in ("arch", "arch_reference", "arch_order", "arch_source") if k in old},
         "devices": devices,
         **({"fp8_quantize": old["fp8_quantize"]} if "fp8_quantize" in old else {}),  # scripts/fit_quantize.py
+        **({"fp4_gemm": old["fp4_gemm"]} if "fp4_gemm" in old else {}),  # scripts/fit_fp4_gemm.py
     }
     a.out.write_text(json.dumps(doc, indent=1) + "\n")
     fixture = {

@@ -53,11 +53,15 @@ def test_hrm_recurrence_is_data_and_the_layers_are_runs(tmp_path):
 
 def test_hrm_and_zaya_refuse_a_parallel_layout(tmp_path):
     from llmath.analysis import analyze
+    from llmath.deploy.layout import ParallelConfig
 
-    for mt, match, kw in (("hrm_text", "weight-shared stacks", {"pp": 2}), ("zaya", "no sharding rule", {"tp": 2})):
+    for mt, match, par in (
+        ("hrm_text", "weight-shared stacks", ParallelConfig(pp=2)),
+        ("zaya", "no sharding rule", ParallelConfig(tp=2)),
+    ):
         spec = spec_from_config(default_config(mt, str(tmp_path)), mt)
         with pytest.raises(LayoutError, match=match):
-            analyze(spec, batch=1, prompt=8, gen=2, **kw)
+            analyze(spec, batch=1, prompt=8, gen=2, parallel=par)
 
 
 def test_compass_wrapper_language_model_runs_as_llmath_counts(tmp_path):

@@ -16,7 +16,7 @@ from llmath.deploy.disagg import (
     prefill_worker,
     serve_disaggregated,
 )
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.plan import plan
 from llmath.deploy.serving import Decoding, Requests, memory
 from llmath.deploy.speculative import Speculation
@@ -37,7 +37,7 @@ LAYER_KV = 2 * 8 * 128 * 2
 
 def _device(mode="expected", tp=1):
     spec = resolve("llama-3-8b")
-    lay = make_layout(spec, None, tp) if tp > 1 else None
+    lay = make_layout(spec, ParallelConfig(None, tp)) if tp > 1 else None
     return Device(spec, H100, BF16, efficiency(mode, H100), "flash", True, lay)
 
 

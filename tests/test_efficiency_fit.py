@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from llmath import hardware
+from llmath.deploy.layout import ParallelConfig
 from llmath.errors import UnknownNameError, WorkloadError
 from llmath.hardware import efficiency_fit as ef
 
@@ -262,6 +263,6 @@ def test_routed_expert_rows_come_from_every_data_parallel_replica():
     from llmath.model.registry import resolve
 
     spec = resolve("deepseek-v3")
-    t = cost.rank_table(spec, "decode", "flash", make_layout(spec, None, None, None, 8, 8, "none"), 0)
+    t = cost.rank_table(spec, "decode", "flash", make_layout(spec, ParallelConfig(None, None, None, 8, 8, "none")), 0)
     i = [op.name for op in t.ops].index("moe.experts.gate")
     assert t.moe_tokens == 8 and math.isclose(_gemm_shapes(t)[1][i], 8 / 256 * 8)

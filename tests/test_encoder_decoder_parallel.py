@@ -19,6 +19,7 @@ from helpers import registry_config
 import llmath
 from llmath.deploy import make_layout, rank_plans
 from llmath.deploy.cost import rank_memory_parts
+from llmath.deploy.layout import ParallelConfig
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
 from llmath.model.registry import resolve
@@ -92,7 +93,7 @@ def test_rank_params_and_gemm_flops_equal_vllm_rules_on_transformers_modules(nam
     linears, hf_params = _rank_modules(model, tp, spec.vocab_size)
     if name == "flan-t5-base":  # transformers 5.23's T5Config ties always (test_oracle_params.py); the file
         hf_params += -(-spec.vocab_size // tp) * spec.d_model  # does not: llmath holds its own LM head shard
-    layout = make_layout(spec, tp=tp)
+    layout = make_layout(spec, ParallelConfig(tp=tp))
     ((_, ops, _, _),) = rank_memory_parts(spec, "flash", layout)  # encoder + decoder operators of one GPU
     assert sum(n * op.count for op in ops for _, n in op.params) == hf_params
     # weight GEMMs of one rank, 2 · rows · in · out each: the encoder's over B·P source tokens, the decoder
@@ -123,12 +124,12 @@ def test_t5_base_tp2_rank_params_by_hand():
     expected = embed + 12 * enc_layer + 12 * dec_layer + rel + 2 * 768  # + both final norms
     assert expected == 111_475_584
     spec = resolve("t5-base")
-    ((_, ops, _, _),) = rank_memory_parts(spec, "flash", make_layout(spec, tp=2))
+    ((_, ops, _, _),) = rank_memory_parts(spec, "flash", make_layout(spec, ParallelConfig(tp=2)))
     assert sum(n * op.count for op in ops for _, n in op.params) == expected
 
 
 def test_cross_kv_cache_per_gpu_by_hand():
-    a = llmath.analyze("t5-base", "h100-sxm", batch=8, prompt=512, gen=64, tp=2)
+    a = llmath.analyze("t5-base", "h100-sxm", batch=8, prompt=512, gen=64, parallel=ParallelConfig(tp=2))
     # per GPU: 6 of 12 KV heads of 64, K and V, 12 decoder layers, bf16 -> 2·12·6·64·2 = 18,432 B per position
     per = 2 * 12 * 6 * 64 * 2
     # self-attention: 8 sequences x (1 start token + 63 fed tokens); cross: 8 x 512 source positions, fixed
@@ -141,7 +142,7 @@ def test_cross_kv_cache_per_gpu_by_hand():
 def test_sum_over_ranks_of_sharded_flops_is_single_gpu(name, tp, stage):
     spec = resolve(name)
     sc = {"encoder": Scenario(3, 37), "prefill": Scenario(3, 2, 0, src=37), "decode": Scenario(3, 1, 9, src=37)}[stage]
-    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, tp=tp))
+    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, ParallelConfig(tp=tp)))
     repl = [o for o in plan.ops if o.component in ("norm", "residual") or o.name.endswith("embed.positions")]
     sharded = [o for o in plan.ops if o not in repl]
     # a vocabulary not divisible by tp is padded to ⌈V/tp⌉·tp rows: 2·D FLOPs per extra row per logit row
@@ -153,20 +154,23 @@ def test_sum_over_ranks_of_sharded_flops_is_single_gpu(name, tp, stage):
 def test_one_gpu_layout_equals_single_device_and_ttft_has_the_encoder():
     kw = dict(batch=4, prompt=300, gen=50)
     for name in ("t5-base", "bart-large", "transformer-base"):
-        a, b = llmath.analyze(name, "h100-sxm", **kw), llmath.analyze(name, "h100-sxm", gpus=1, **kw)
+        a, b = (
+            llmath.analyze(name, "h100-sxm", **kw),
+            llmath.analyze(name, "h100-sxm", parallel=ParallelConfig(gpus=1), **kw),
+        )
         for k in ("ttft_s", "tpot_s", "e2e_s", "encoder_s"):
             assert a.generation[k] == b.generation[k], (name, k)
         assert a.memory.total_bytes == b.memory.per_gpu_bytes
         # bf16 weights: 2 B per parameter of both stacks (the total is proven against transformers)
         assert a.memory.weights_bytes == 2 * a.params.total
-    a = llmath.analyze("bart-large", "h100-sxm", tp=2, **kw)
+    a = llmath.analyze("bart-large", "h100-sxm", parallel=ParallelConfig(tp=2), **kw)
     assert a.encoder is not None and a.encoder.comm  # the encoder pass's all-reduces
     assert a.generation["ttft_s"] == a.encoder.time_s + a.prefill.time_s == a.generation["encoder_s"] + a.prefill.time_s
 
 
 def test_tp2_collectives_per_pass():
     spec = resolve("transformer-base")
-    lay = make_layout(spec, tp=2)
+    lay = make_layout(spec, ParallelConfig(tp=2))
     (enc,) = rank_plans(spec, "encoder", "flash", lay)
     (dec,) = rank_plans(spec, "decode", "flash", lay)
     e = {c.name: c.count for c in enc.collectives}
@@ -179,7 +183,7 @@ def test_tp2_collectives_per_pass():
 
 def test_pp2_splits_each_stack_and_sends_the_encoder_output():
     spec = resolve("t5-base")
-    lay = make_layout(spec, pp=2)
+    lay = make_layout(spec, ParallelConfig(pp=2))
     enc = rank_plans(spec, "encoder", "flash", lay)
     pre = rank_plans(spec, "prefill", "flash", lay)
     assert [p.layers for p in enc] == [range(0, 6), range(6, 12)] == [p.layers for p in pre]
@@ -193,7 +197,7 @@ def test_pp2_splits_each_stack_and_sends_the_encoder_output():
         n * op.count for _, ops, _, _ in rank_memory_parts(spec, "flash", lay) for op in ops for _, n in op.params
     )
     assert held == 222_903_552 + 32128 * 768  # t5-base: 222,903,552 parameters (transformers' count)
-    a = llmath.analyze("t5-base", "h100-sxm", batch=2, prompt=256, gen=8, pp=2)
+    a = llmath.analyze("t5-base", "h100-sxm", batch=2, prompt=256, gen=8, parallel=ParallelConfig(pp=2))
     # the send to the other stage: 2 x 256 x 768 elements in bf16
     assert a.comm["encoder"]["pp.encoder_output"]["bytes"] == 2 * 256 * 768 * 2
 
@@ -202,10 +206,10 @@ def test_sweep_on_a_layout_agrees_with_analyze():
     from llmath.sweep import grid
 
     spec = resolve("bart-large")
-    lay = make_layout(spec, tp=2)
+    lay = make_layout(spec, ParallelConfig(tp=2))
     g = grid(spec, "h100-sxm", np.array([1, 8]), np.array([200, 200]), np.array([30, 30]), layout=lay)
     for i, b in enumerate((1, 8)):
-        a = llmath.analyze("bart-large", "h100-sxm", batch=b, prompt=200, gen=30, tp=2)
+        a = llmath.analyze("bart-large", "h100-sxm", batch=b, prompt=200, gen=30, parallel=ParallelConfig(tp=2))
         assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-12)
         assert g["e2e_s"][i] == pytest.approx(a.generation["e2e_s"], rel=1e-12)
         assert g["memory_bytes"][i] == pytest.approx(a.memory.per_gpu_bytes, rel=1e-12)
@@ -213,9 +217,9 @@ def test_sweep_on_a_layout_agrees_with_analyze():
 
 def test_layout_errors_name_both_stacks():
     with pytest.raises(llmath.LLMathError, match="layers of 'transformer-base'|6 layers"):
-        make_layout(resolve("transformer-base"), pp=7)
+        make_layout(resolve("transformer-base"), ParallelConfig(pp=7))
     with pytest.raises(llmath.LLMathError, match="tp=3 must divide the 8 attention heads"):
-        make_layout(resolve("transformer-base"), tp=3)
+        make_layout(resolve("transformer-base"), ParallelConfig(tp=3))
     assert Precision().kv_bytes == 2  # the bf16 default the by-hand figures above assume
 
 
@@ -238,8 +242,8 @@ def test_an_iteration_is_the_static_stages():
     dev = _dev("bart-large", 300)
     assert float(dev.iteration(4, 1).time_s) == pytest.approx(a.decode.time_s, rel=1e-12)
     assert float(dev.iteration(0, 0, 4, 300).time_s) == pytest.approx(a.generation["ttft_s"], rel=1e-12)
-    lay = make_layout(resolve("t5-base"), tp=2)
-    b = llmath.analyze("t5-base", "h100-sxm", batch=3, prompt=200, gen=20, tp=2)
+    lay = make_layout(resolve("t5-base"), ParallelConfig(tp=2))
+    b = llmath.analyze("t5-base", "h100-sxm", batch=3, prompt=200, gen=20, parallel=ParallelConfig(tp=2))
     dev2 = _dev("t5-base", 200, lay)
     assert float(dev2.iteration(3, 1).time_s) == pytest.approx(b.decode.time_s, rel=1e-12)
     assert float(dev2.iteration(0, 0, 3, 200).time_s) == pytest.approx(b.generation["ttft_s"], rel=1e-12)

@@ -12,6 +12,7 @@ import pytest
 
 import llmath
 from llmath import hardware
+from llmath.deploy.layout import ParallelConfig
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.decode import decode_generation
@@ -158,7 +159,7 @@ def test_user_overrides_turn_the_fits_off():
 
 
 def test_tp_all_reduce_uses_the_fitted_alpha_beta_models():
-    a = llmath.analyze("llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, tp=4).to_dict()
+    a = llmath.analyze("llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, parallel=ParallelConfig(tp=4)).to_dict()
     c = a["comm"]["decode"]["attn.all_reduce"]
     # Llama-3-70B (config.json): 80 layers, d_model 8192; a decode step all-reduces B·D = 8·8192 bf16
     # elements (131,072 bytes) after every attention block, 80 times
@@ -169,10 +170,14 @@ def test_tp_all_reduce_uses_the_fitted_alpha_beta_models():
     fitted = min(nccl[0] + one / nccl[1], custom[0] + one / custom[1])  # the faster kernel, as engines pick
     assert c["time_s"] == pytest.approx(80 * fitted, rel=1e-9)
     # ideal keeps the analytic model; so does a device without fits (MI300X: rule none)
-    ideal = llmath.analyze("llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, tp=4, efficiency_mode="ideal")
+    ideal = llmath.analyze(
+        "llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, parallel=ParallelConfig(tp=4), efficiency_mode="ideal"
+    )
     assert ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"] != pytest.approx(c["time_s"])
-    amd = llmath.analyze("llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, tp=4).to_dict()
-    amd_ideal = llmath.analyze("llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, tp=4, efficiency_mode="ideal")
+    amd = llmath.analyze("llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, parallel=ParallelConfig(tp=4)).to_dict()
+    amd_ideal = llmath.analyze(
+        "llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, parallel=ParallelConfig(tp=4), efficiency_mode="ideal"
+    )
     assert amd["comm"]["decode"]["attn.all_reduce"]["time_s"] == pytest.approx(
         amd_ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"], rel=1e-12
     )
@@ -194,7 +199,7 @@ def test_a_rank_holds_its_share_of_the_expert_layer(tp, ep, dp, share, inter_sha
     from llmath.deploy.layout import make_layout
 
     spec = _moe_spec(MOE_ROW)
-    cols = fo.columns(rank_table(spec, "decode", "flash", make_layout(spec, None, tp, 1, ep, dp), 0))
+    cols = fo.columns(rank_table(spec, "decode", "flash", make_layout(spec, ParallelConfig(None, tp, 1, ep, dp)), 0))
     assert len(cols.routed) == 3  # gate, up, down
     assert cols.share == pytest.approx(share) and cols.inter_share == pytest.approx(inter_share)
 
@@ -207,7 +212,7 @@ def test_rank_routed_experts_run_at_the_moe_fit_of_their_share():
 
     hw = hardware.get("h100-sxm")
     spec = _moe_spec(MOE_ROW)
-    t = rank_table(spec, "decode", "flash", make_layout(spec, None, 4, 1, 1, 1), 0)
+    t = rank_table(spec, "decode", "flash", make_layout(spec, ParallelConfig(None, 4, 1, 1, 1)), 0)
     e = efficiency("expected", hw)
     B = 16
     n = len(t.ops)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llmath
-from llmath import LLMathError
+from llmath import LLMathError, ParallelConfig
 from llmath.model import registry
 from llmath.output import to_json
 
@@ -239,7 +239,8 @@ ANY = st.one_of(
        value=ANY)  # fmt: skip
 def test_library_arguments(key, value):
     try:
-        a = llmath.analyze("llama-3.2-1b", "h100-sxm", **{"prompt": 64, "gen": 8, key: value})
+        kw = {"parallel": ParallelConfig(tp=value)} if key == "tp" else {key: value}
+        a = llmath.analyze("llama-3.2-1b", "h100-sxm", **{"prompt": 64, "gen": 8, **kw})
     except LLMathError:
         return
     assert key != "tensor_parallel"

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llmath
-from llmath import LLMathError
+from llmath import LLMathError, ParallelConfig
 from llmath.model import registry
 
 FUZZ = settings(
@@ -53,10 +53,13 @@ def one_line_cli(capsys, *args):
 # ---- the library ----------------------------------------------------------------------------------------
 
 
-def _result_or_llmath_error(entry, kw):
-    """``entry(model, hardware, **kw)`` returns a result whose numbers are finite, or raises an LLMathError."""
+def _result_or_llmath_error(entry, kw, layout=("gpus", "tp", "pp", "ep", "dp", "overlap")):
+    """``entry(model, hardware, **kw)`` returns a result whose numbers are finite, or raises an LLMathError
+    (the ``layout`` keys of ``kw`` given as one ParallelConfig)."""
     kw = {"model": SMALL, "hardware": "h100-sxm", **kw}
     try:
+        if par := {k: kw.pop(k) for k in layout if k in kw}:
+            kw["parallel"] = ParallelConfig(**par)
         res = entry(**kw)
     except LLMathError:
         return
@@ -81,7 +84,7 @@ PLAN_KEYS = ["gpus", "tp", "pp", "dp", "ep", "ttft_ms", "tpot_ms", "weights", "d
 @settings(FUZZ, max_examples=15)
 @given(changes=st.dictionaries(st.sampled_from(PLAN_KEYS), ODD, max_size=2))
 def test_plan_keywords(changes):
-    _result_or_llmath_error(llmath.plan, {"gpus": 2, "prompt": 64, "gen": 8, **changes})
+    _result_or_llmath_error(llmath.plan, {"gpus": 2, "prompt": 64, "gen": 8, **changes}, ("tp", "pp", "ep", "dp"))
 
 
 # ---- the CLI's serving and plan options ------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from llmath.deploy.layout import ParallelConfig
 from llmath.errors import ConfigError
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
@@ -63,9 +64,9 @@ def test_tensor_parallel_needs_both_kv_head_counts_divisible():
     over = {str(i): {"num_key_value_heads": 2} for i in (5, 11, 17, 23, 29)}
     spec = spec_from_config(dict(BASE, per_layer_config=over))
     assert (spec.n_kv_heads, spec.full_kv_heads) == (4, 2)
-    assert make_layout(spec, tp=2).tp == 2  # 2 divides 4 and 2
+    assert make_layout(spec, ParallelConfig(tp=2)).tp == 2  # 2 divides 4 and 2
     with pytest.raises(LayoutError, match="full-attention layers' 2 KV heads"):
-        make_layout(spec, tp=4)  # the full layers would replicate their 2 KV heads: not modelled
+        make_layout(spec, ParallelConfig(tp=4))  # the full layers would replicate their 2 KV heads: not modelled
 
 
 def test_analyze_runs_tensor_parallel(capsys, tmp_path):

@@ -19,7 +19,7 @@ from causal_lm_types import default_config
 from helpers import registry_config
 
 from llmath.analysis import analyze
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import LayoutError
 from llmath.model.hf import spec_from_config
@@ -34,7 +34,7 @@ def _spec(name, **over):
 
 
 def _plan(spec, tp, stage="decode"):
-    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, tp=tp))
+    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, ParallelConfig(tp=tp)))
     return plan
 
 
@@ -186,13 +186,13 @@ def test_mixer_sum_over_ranks_is_single_gpu(name, tp, over, stage):
 def test_tp_without_a_rule_is_refused(name, tp, why):
     spec = _spec(name)
     with pytest.raises(LayoutError, match=why):
-        make_layout(spec, tp=tp)
+        make_layout(spec, ParallelConfig(tp=tp))
 
 
 def test_analyze_runs_qwen3_next_on_two_gpus():
     spec = _spec("qwen3_next")
     one = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4)
-    two = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4, gpus=2, tp=2)
+    two = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4, parallel=ParallelConfig(gpus=2, tp=2))
     assert two.memory.per_gpu_bytes < one.memory.total_bytes
     # one decode step, batch 4, bf16: the mixer's all-reduce moves B·D = 4·2048 elements of 2 bytes per layer
     assert two.comm["decode"]["mixer.all_reduce"]["bytes"] == 36 * 4 * 2048 * 2

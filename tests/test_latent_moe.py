@@ -6,7 +6,7 @@ the hub config and the tensor-parallel rule, ReplicatedLinear in vLLM and SGLang
 
 from __future__ import annotations
 
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.model import registry
 from llmath.ops import build_ops
@@ -34,7 +34,7 @@ def test_super_reads_its_latent_and_expert_widths():
 def test_latent_projections_are_whole_on_every_rank():
     spec = registry.spec(SUPER)
     whole = build_ops(spec, "decode", "flash")
-    (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, tp=4))
+    (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, ParallelConfig(tp=4)))
     for name in ("moe.latent_in", "moe.latent_out"):
         assert _per_layer(plan.ops, name) == _per_layer(whole, name)
     # the routed experts are split over the 4 ranks (expert tensor parallelism)

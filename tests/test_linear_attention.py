@@ -11,6 +11,7 @@ import pytest
 from causal_lm_types import default_config
 
 from llmath.analysis import analyze, kv_cache_bytes
+from llmath.deploy.layout import ParallelConfig
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, build_ops, evaluate
@@ -139,7 +140,7 @@ def test_layouts_refuse_tp_that_does_not_split_the_linear_attention_heads(qwen3_
     from llmath.errors import LayoutError
 
     with pytest.raises(LayoutError, match="must divide the Gated DeltaNet mixer's 16 key heads"):
-        analyze(qwen3_next, "h100-sxm", batch=8, prompt=64, gen=8, gpus=32, tp=32)
+        analyze(qwen3_next, "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=32, tp=32))
 
 
 def test_analysis_reports_fixed_state_and_kv_growth(qwen3_next):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from llmath.analysis import analyze
+from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.service import serve
 from llmath.deploy.serving import draft_weight_bytes
 from llmath.deploy.speculative import Speculation, draft_device
@@ -35,15 +36,15 @@ def test_serving_weights_equal_analyze_weights_for_every_format(fmt):
 @pytest.mark.parametrize(
     "model,fmt,layout",
     [
-        ("llama-3.1-70b", "fp8", {"gpus": 2}),  # fp8 layers, bf16 embedding and LM head, split over 2 GPUs
-        ("qwen3-30b-a3b", "q4_k_m", {}),  # a GGUF mix: each tensor kind in its own type
-        ("llama-3.1-70b", "bf16", {"tp": 2, "pp": 2}),  # the busiest pipeline stage holds the LM head
+        ("llama-3.1-70b", "fp8", ParallelConfig(gpus=2)),  # fp8 layers, bf16 embedding and LM head, split over 2 GPUs
+        ("qwen3-30b-a3b", "q4_k_m", None),  # a GGUF mix: each tensor kind in its own type
+        ("llama-3.1-70b", "bf16", ParallelConfig(tp=2, pp=2)),  # the busiest pipeline stage holds the LM head
     ],
 )
 def test_serving_weights_equal_analyze_weights_per_gpu(model, fmt, layout):
     p = precision_for(model, None, fmt, None, None, None, None)
-    a = analyze(model, "h100-sxm", precision=p, prompt=128, gen=16, **layout)
-    s = serve(model, "h100-sxm", prompt=128, gen=16, concurrency=4, precision=p, **layout).to_dict()
+    a = analyze(model, "h100-sxm", precision=p, prompt=128, gen=16, parallel=layout)
+    s = serve(model, "h100-sxm", prompt=128, gen=16, concurrency=4, precision=p, parallel=layout).to_dict()
     per_gpu = [st["weights_bytes"] for st in a.parallel["stages"]] if a.parallel else [a.memory.weights_bytes]
     # serving reports the busiest pipeline stage: its weights are that stage's in analyze
     assert any(s["memory"]["weights_bytes"] == pytest.approx(w, rel=1e-12) for w in per_gpu)
@@ -54,11 +55,11 @@ def test_serving_weights_equal_analyze_weights_per_gpu(model, fmt, layout):
 def test_a_draft_model_adds_its_own_weights_per_gpu():
     # llama-3.2-1b beside llama-3.1-70b on 4 GPUs: the draft shares tp = 4, so each GPU holds what analyze puts
     # on one GPU of llama-3.2-1b at --gpus 4; the KV pool shrinks by exactly that much
-    kw = {"prompt": 512, "gen": 128, "concurrency": 8, "gpus": 4}
+    kw = {"prompt": 512, "gen": 128, "concurrency": 8, "parallel": ParallelConfig(gpus=4)}
     base = serve("llama-3.1-70b", "h100-sxm", **kw).to_dict()["memory"]
     spec_cfg = Speculation("draft", 4, 3.0, "llama-3.2-1b")
     with_draft = serve("llama-3.1-70b", "h100-sxm", speculation=spec_cfg, **kw).to_dict()["memory"]
-    draft = analyze("llama-3.2-1b", "h100-sxm", gpus=4).memory.weights_bytes
+    draft = analyze("llama-3.2-1b", "h100-sxm", parallel=ParallelConfig(gpus=4)).memory.weights_bytes
     assert with_draft["weights_bytes"] - base["weights_bytes"] == pytest.approx(draft, rel=1e-12)
     assert base["kv_pool_bytes"] - with_draft["kv_pool_bytes"] == pytest.approx(draft, rel=1e-9)
 

@@ -17,7 +17,7 @@ from causal_lm_types import default_config
 from helpers import registry_config
 
 from llmath.analysis import analyze
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import LayoutError
 from llmath.model.hf import spec_from_config
@@ -28,7 +28,7 @@ DECODE = Scenario(1, 1, 40)  # one sequence, one new token
 
 
 def _plan(spec, tp, stage="decode"):
-    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, tp=tp))
+    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, ParallelConfig(tp=tp)))
     return plan
 
 
@@ -137,11 +137,11 @@ def test_nemotron_h_sum_over_ranks_is_single_gpu(stage):
 def test_tp_that_vllm_refuses_is_refused(model, over, tp, why):
     spec = spec_from_config(dict(default_config(model), **over), model)
     with pytest.raises(LayoutError, match=why):
-        make_layout(spec, tp=tp)
+        make_layout(spec, ParallelConfig(tp=tp))
 
 
 def test_analyze_runs_a_mamba2_model_on_two_gpus():
     spec = spec_from_config(default_config("mamba2"), "mamba2")
     one = analyze(spec, "h100-sxm", batch=8, prompt=64, gen=8)
-    two = analyze(spec, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=2)
+    two = analyze(spec, "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=2, tp=2))
     assert two.memory.per_gpu_bytes < one.memory.total_bytes

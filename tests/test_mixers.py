@@ -7,6 +7,7 @@ import pytest
 from causal_lm_types import default_config
 
 from llmath.analysis import analyze, kv_cache_bytes
+from llmath.deploy.layout import ParallelConfig
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, build_ops, evaluate
@@ -62,7 +63,7 @@ def test_eager_convolves_the_padding_flash_does_not(mamba):
 def test_data_parallel_mixer_layers_hold_the_whole_model_per_gpu(mamba):
     """dp = 2 (tp = 1): each GPU holds every mixer weight, as on one GPU (its mixer ops are unsharded)."""
     one = analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8)
-    two = analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, gpus=2, tp=1, dp=2)
+    two = analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=2, tp=1, dp=2))
     assert two.memory.weights_bytes == one.memory.weights_bytes
 
 

@@ -12,6 +12,7 @@ from helpers import hf_groups, llmath_groups, matmul_flops
 
 import llmath
 from llmath.analysis import kv_cache_bytes
+from llmath.deploy.layout import ParallelConfig
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario
@@ -74,11 +75,14 @@ def test_layouts_hold_every_weight_and_say_what_is_skipped(tmp_path):
     pytest.importorskip("transformers")
     spec = spec_from_config(_config(tmp_path), "mllama")
     one = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4)
-    pp = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, pp=2)
+    pp = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, parallel=ParallelConfig(pp=2))
     # every weight is on some GPU: the towers on the first pipeline stage (with the embedding)
     assert sum(s["params"] for s in pp.parallel["stages"]) == one.params.total
     assert any("cross-attention layers" in w and "skipped" in w for w in one.warnings)
-    assert any("cross-attention layers" in w for w in llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, tp=2).warnings)
+    assert any(
+        "cross-attention layers" in w
+        for w in llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, parallel=ParallelConfig(tp=2)).warnings
+    )
 
 
 def test_wrapper_towers_are_split_over_the_first_stage_tp_ranks():
@@ -88,9 +92,9 @@ def test_wrapper_towers_are_split_over_the_first_stage_tp_ranks():
 
     spec = resolve("qwen2.5-vl-7b-instruct")
     towers = sum(n for _, n in spec.tower_params)
-    ((_, ops, _, _),) = rank_memory_parts(spec, "flash", make_layout(spec, tp=2))
+    ((_, ops, _, _),) = rank_memory_parts(spec, "flash", make_layout(spec, ParallelConfig(tp=2)))
     lm = sum(n * op.count for op in ops for _, n in op.params)
-    a = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, tp=2)
+    a = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, parallel=ParallelConfig(tp=2))
     # bf16: 2 B per parameter of the rank's language-model shard and of half the vision tower and merger
     # (vLLM's default mm_encoder_tp_mode "weights" splits the encoder over the TP ranks)
     assert a.memory.weights_bytes == 2 * (lm + towers / 2)

@@ -11,6 +11,7 @@ import json
 import pytest
 from helpers import matmul_flops
 
+from llmath.deploy.layout import ParallelConfig
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, build_ops, evaluate
 
@@ -100,7 +101,7 @@ def test_analyze_with_images_adds_the_vision_pass_and_the_cross_cache(tiny, tmp_
     assert two.generation["ttft_s"] == pytest.approx(two.vision.time_s + two.prefill.time_s)
     assert two.prefill.flops["matmul"] > text.prefill.flops["matmul"]  # the cross layer runs
     with pytest.raises(LayoutError, match="one device"):
-        llmath.analyze(spec, "h100-sxm", prompt=P, gen=4, images=1, tp=2)
+        llmath.analyze(spec, "h100-sxm", prompt=P, gen=4, images=1, parallel=ParallelConfig(tp=2))
     with pytest.raises(WorkloadError, match="has no image encoder"):
         llmath.analyze("llama-3-8b", "h100-sxm", prompt=P, gen=4, images=1)
     path = tmp_path / "mllama.json"

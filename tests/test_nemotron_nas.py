@@ -11,6 +11,7 @@ import math
 import pytest
 
 from llmath.analysis import analyze, kv_cache_bytes
+from llmath.deploy.layout import ParallelConfig
 from llmath.errors import ConfigError
 from llmath.model import registry
 from llmath.model.dtypes import Precision
@@ -70,8 +71,8 @@ def test_each_layers_ffn_runs_at_its_own_width():
 
 
 def test_pipeline_stages_split_the_layers_exactly():
-    whole = analyze(NAME, "h100-sxm", gpus=1)
-    split = analyze(NAME, "h100-sxm", gpus=2, tp=1, pp=2)
+    whole = analyze(NAME, "h100-sxm", parallel=ParallelConfig(gpus=1))
+    split = analyze(NAME, "h100-sxm", parallel=ParallelConfig(gpus=2, tp=1, pp=2))
     assert split.memory.weights_bytes < whole.memory.weights_bytes
     cfg, stages = registry.config(NAME), split.parallel["stages"]
     d, V, N, blocks = cfg["hidden_size"], cfg["vocab_size"], cfg["num_attention_heads"], cfg["block_configs"]

@@ -16,6 +16,7 @@ import pytest
 from helpers import registry_config
 
 from llmath.deploy import make_layout, rank_plans
+from llmath.deploy.layout import ParallelConfig
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, evaluate
 
@@ -63,7 +64,7 @@ def test_tp_rank_params_and_gemm_flops_equal_transformers_plan(name, tp):
     spec = spec_from_config(cfg, name).with_layers(2)
     model = oracle.build_meta(oracle.hf_config(cfg, n_layers=2))
     linears, hf_params = _rank_linears(model, tp)
-    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, tp=tp))
+    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, ParallelConfig(tp=tp)))
     params = sum(n * op.count for op in plan.ops for _, n in op.params)
     embed = next(op for op in plan.ops if op.name == "embed.tokens")
     # transformers keeps the whole V x D embedding on each rank; llmath (vLLM) holds V/tp rows of it

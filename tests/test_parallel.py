@@ -12,7 +12,7 @@ import pytest
 
 import llmath
 from llmath.deploy.collectives import bus_factor, collective_time
-from llmath.deploy.layout import make_layout, stage_layers
+from llmath.deploy.layout import ParallelConfig, make_layout, stage_layers
 from llmath.deploy.shard import rank_plans
 from llmath.errors import LayoutError
 from llmath.model.registry import resolve
@@ -34,7 +34,7 @@ def test_sum_over_ranks_of_sharded_flops_is_single_gpu(name, tp, stage):
     spec = resolve(name)
     sc = Scenario(3, 17 if stage == "prefill" else 1, 0 if stage == "prefill" else 40)
     one = _flops(build_ops(spec, stage, "flash"), sc, spec)
-    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, tp=tp))
+    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, ParallelConfig(tp=tp)))
     # every rank runs the same (symmetric) ops; replicated ops run on all tp ranks
     sharded = [o for o in plan.ops if not _replicated(o, spec)]
     repl = [o for o in plan.ops if _replicated(o, spec)]
@@ -54,7 +54,7 @@ def test_tp1_layout_equals_single_device_exactly():
     kw = dict(batch=4, prompt=300, gen=50, precision=llmath.Precision())
     for name in ("llama-3.1-8b", "mixtral-8x7b", "deepseek-v2-lite", "gemma-2-2b"):
         a = llmath.analyze(name, "h100-sxm", **kw)
-        b = llmath.analyze(name, "h100-sxm", gpus=1, **kw)
+        b = llmath.analyze(name, "h100-sxm", parallel=ParallelConfig(gpus=1), **kw)
         for k in ("ttft_s", "tpot_s", "e2e_s", "throughput_tok_s"):
             assert a.generation[k] == b.generation[k], (name, k)
         assert a.prefill.flops == b.prefill.flops and a.decode.bytes == b.decode.bytes
@@ -69,7 +69,7 @@ def test_tp2_per_rank_shapes_by_hand():
     per_layer = 8192 * 4096 + 2 * 8192 * 512 + 4096 * 8192 + 3 * 8192 * 14336 + 2 * 8192
     expected = 80 * per_layer + 2 * 64128 * 8192 + 8192
     spec = resolve("llama-3.1-70b")
-    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, gpus=2))
+    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, ParallelConfig(gpus=2)))
     assert sum(n * op.count for op in plan.ops for _, n in op.params) == expected
 
 
@@ -95,13 +95,13 @@ def test_stage_layers_as_vllm():
 def test_invalid_layouts_say_what_works():
     spec = resolve("llama-3.1-70b")
     with pytest.raises(LayoutError, match="tp=3 must divide the 64 attention heads.*--tp"):
-        make_layout(spec, tp=3)
+        make_layout(spec, ParallelConfig(tp=3))
     with pytest.raises(LayoutError, match="must equal --gpus 8"):
-        make_layout(spec, gpus=8, tp=4, dp=4)
+        make_layout(spec, ParallelConfig(gpus=8, tp=4, dp=4))
     with pytest.raises(LayoutError, match="ep=2 applies to MoE"):
-        make_layout(spec, tp=2, ep=2)
+        make_layout(spec, ParallelConfig(tp=2, ep=2))
     with pytest.raises(LayoutError, match="ep values that work"):
-        make_layout(resolve("mixtral-8x7b"), tp=4, dp=4, ep=16)
+        make_layout(resolve("mixtral-8x7b"), ParallelConfig(tp=4, dp=4, ep=16))
 
 
 def test_per_gpu_stage_grid_equals_scalar_points():
@@ -112,7 +112,7 @@ def test_per_gpu_stage_grid_equals_scalar_points():
     from llmath.hardware.roofline import efficiency
 
     spec, hw = resolve("mixtral-8x7b"), get("h100-sxm")
-    lay, eff = make_layout(spec, tp=2, ep=2, overlap="tbo"), efficiency("expected", hw)
+    lay, eff = make_layout(spec, ParallelConfig(tp=2, ep=2, overlap="tbo")), efficiency("expected", hw)
     grid = per_gpu_stage(spec, lay, "decode", Scenario(np.array([1, 8, 64]), 1, 1024), hw, llmath.Precision(), eff)
     for i, b in enumerate((1, 8, 64)):
         one = per_gpu_stage(spec, lay, "decode", Scenario(b, 1, 1024), hw, llmath.Precision(), eff)
@@ -131,7 +131,7 @@ def test_mla_tp8_rank_shapes_by_hand():
     # q_b 1536 x 16·(128+64), kv_b 512 x 16·(128+128), o 16·128 x 7168 split by heads (128/8 = 16).
     by_hand = 7168 * 1536 + 1536 + 7168 * 576 + 512 + 1536 * 16 * 192 + 512 * 16 * 256 + 16 * 128 * 7168
     spec = resolve("deepseek-v3")
-    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, tp=8, ep=1))
+    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, ParallelConfig(tp=8, ep=1)))
     assert _layer_params(plan, "moe", "attention") == by_hand
     # the latent cache is replicated: each rank holds (512 + 64) per position per layer, like one device
     from llmath.analysis import kv_elements_per_position
@@ -143,11 +143,11 @@ def test_experts_ep8_dp8_rank_shapes_by_hand():
     # DeepSeek-V3, ep=8 over tp·dp = 1·8 GPUs: 256/8 = 32 routed experts per GPU, each whole (expert-TP 1):
     # gate, up 7168 x 2048 and down 2048 x 7168 -> 32 · 3 · 7168 · 2048 per MoE layer; shared expert whole (tp=1)
     spec = resolve("deepseek-v3")
-    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, gpus=8, ep=8, dp=8))
+    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, ParallelConfig(gpus=8, ep=8, dp=8)))
     assert _layer_params(plan, "moe", "moe.experts") == 32 * 3 * 7168 * 2048
     assert _layer_params(plan, "moe", "moe.shared") == 3 * 7168 * 2048
     # expert-TP 2 (tp=2, dp=4, ep=4): 64 experts per GPU, each half as wide
-    (plan2,) = rank_plans(spec, "prefill", "flash", make_layout(spec, gpus=8, tp=2, ep=4))
+    (plan2,) = rank_plans(spec, "prefill", "flash", make_layout(spec, ParallelConfig(gpus=8, tp=2, ep=4)))
     assert _layer_params(plan2, "moe", "moe.experts") == 64 * 3 * 7168 * 1024
 
 
@@ -158,13 +158,13 @@ def test_gqa_kv_heads_replicated_when_fewer_than_ranks():
 
     spec = resolve("llama-3.1-70b")
     for tp, heads in ((16, 1), (4, 2)):
-        (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, tp=tp))
+        (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, ParallelConfig(tp=tp)))
         assert kv_elements_per_position(spec, ops=plan.ops) == {None: 2 * heads * 128 * 80}
 
 
 def test_pipeline_stages_hold_their_layers_and_the_ends():
     spec = resolve("llama-3.1-8b")  # 32 layers, untied
-    plans = rank_plans(spec, "prefill", "flash", make_layout(spec, pp=4))
+    plans = rank_plans(spec, "prefill", "flash", make_layout(spec, ParallelConfig(pp=4)))
     assert [len(p.layers) for p in plans] == [8, 8, 8, 8]
     names = [{o.name for o in p.ops} for p in plans]
     assert "embed.tokens" in names[0] and "embed.tokens" not in names[3]
@@ -182,11 +182,14 @@ def test_more_bandwidth_is_never_slower():
     hw = get("h100-sxm")
     fast = replace(hw, topology={k: replace(v, bytes_per_s=4 * v.bytes_per_s) for k, v in hw.topology.items()})
     hbm = replace(hw, memory_bandwidth_bytes_per_s=2 * hw.memory_bandwidth_bytes_per_s)
-    for name, kw in (("llama-3.1-70b", dict(gpus=8, pp=2)), ("mixtral-8x7b", dict(gpus=4, dp=2, ep=4))):
+    for name, par in (
+        ("llama-3.1-70b", ParallelConfig(gpus=8, pp=2)),
+        ("mixtral-8x7b", ParallelConfig(gpus=4, dp=2, ep=4)),
+    ):
         for b in (1, 16, 128):
-            base = llmath.analyze(name, hw, batch=b, prompt=256, gen=16, **kw).generation
+            base = llmath.analyze(name, hw, batch=b, prompt=256, gen=16, parallel=par).generation
             for other in (fast, hbm):
-                g = llmath.analyze(name, other, batch=b, prompt=256, gen=16, **kw).generation
+                g = llmath.analyze(name, other, batch=b, prompt=256, gen=16, parallel=par).generation
                 assert g["ttft_s"] < base["ttft_s"] and g["tpot_s"] < base["tpot_s"]
 
 
@@ -194,14 +197,14 @@ def test_two_batch_overlap_hides_all_to_all_only():
     spec = "mixtral-8x7b"
     # attention-DP 4 x EP 4: the layout whose MoE dispatches and combines by all-to-all (attention-TP with EP
     # holds every token on every rank and only all-reduces)
-    a = llmath.analyze(spec, "h100-sxm", batch=64, gpus=4, dp=4, ep=4)
-    b = llmath.analyze(spec, "h100-sxm", batch=64, gpus=4, dp=4, ep=4, overlap="tbo")
+    a = llmath.analyze(spec, "h100-sxm", batch=64, parallel=ParallelConfig(gpus=4, dp=4, ep=4))
+    b = llmath.analyze(spec, "h100-sxm", batch=64, parallel=ParallelConfig(gpus=4, dp=4, ep=4, overlap="tbo"))
     assert b.prefill.comm_s == a.prefill.comm_s  # the same collectives run ...
     assert b.prefill.time_s < a.prefill.time_s  # ... but the all-to-all hides behind compute
     with pytest.raises(LayoutError, match="needs --ep > 1"):
-        make_layout(resolve(spec), tp=2, overlap="tbo")
+        make_layout(resolve(spec), ParallelConfig(tp=2, overlap="tbo"))
     with pytest.raises(LayoutError, match="applies to multi-GPU layouts"):
-        llmath.analyze(spec, "h100-sxm", overlap="tbo")
+        llmath.analyze(spec, "h100-sxm", parallel=ParallelConfig(overlap="tbo"))
 
 
 def test_topology_read_from_the_registry_or_derived():
@@ -221,20 +224,20 @@ def test_topology_read_from_the_registry_or_derived():
     t = topology(bare)
     assert (t.scale_up.bytes_per_s, t.domain, t.scale_out.bytes_per_s) == (450e9, 8, 64e9) and t.derived
     with pytest.raises(HardwareError, match="lists no interconnect"):
-        llmath.analyze("llama-3.1-8b", custom(100, 1000, 80), tp=2)
+        llmath.analyze("llama-3.1-8b", custom(100, 1000, 80), parallel=ParallelConfig(tp=2))
 
 
 def test_a_group_beyond_the_scale_up_domain_uses_scale_out():
     # Llama-3.1-405B at tp 8 x pp 2 on H100 boxes of 8: the stage-to-stage send crosses boxes
     spec = resolve("llama-3.1-405b")
-    plans = rank_plans(spec, "decode", "flash", make_layout(spec, tp=8, pp=2))
+    plans = rank_plans(spec, "decode", "flash", make_layout(spec, ParallelConfig(tp=8, pp=2)))
     send = next(c for c in plans[0].collectives if c.kind == "p2p")
     tp_ar = next(c for c in plans[0].collectives if c.name == "attn.all_reduce")
     assert not send.within(8) and tp_ar.within(8) and send.within(16)
 
 
 def test_collectives_are_rows_of_the_stage_report():
-    a = llmath.analyze("llama-3.1-70b", "h100-sxm", batch=4, gpus=4)
+    a = llmath.analyze("llama-3.1-70b", "h100-sxm", batch=4, parallel=ParallelConfig(gpus=4))
     rows = [r for r in a.decode.ops if r.kind == "collective"]
     assert {r.name for r in rows} == set(a.comm["decode"])
     assert sum(r.time_s for r in rows) == pytest.approx(a.decode.comm_s)
@@ -269,14 +272,14 @@ def test_collectives_are_rows_of_the_stage_report():
 )  # fmt: skip
 def test_collectives_of_each_layout(name, kw, expected):
     spec = resolve(name)
-    (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, **kw))
+    (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, ParallelConfig(**kw)))
     assert {c.name: c.n for c in plan.collectives} == expected
 
 
 def test_all_to_all_message_by_hand():
     # DeepSeek-V3 at ep 8, dp 8 (tp 1): each GPU sends its B·T tokens to their k = 8 experts, D = 7168 wide,
     # in each of the 58 MoE layers: 8 · 7168 = 57,344 elements per token per layer; bf16 -> 2 bytes
-    a = llmath.analyze("deepseek-v3", "h200", batch=16, prompt=64, gen=2, gpus=8, ep=8, dp=8)
+    a = llmath.analyze("deepseek-v3", "h200", batch=16, prompt=64, gen=2, parallel=ParallelConfig(gpus=8, ep=8, dp=8))
     B, T = 16 // 8, 64
     assert a.comm["prefill"]["moe.dispatch"]["bytes"] == B * T * 8 * 7168 * 2 * 58
     # bus bytes: (n-1)/n of the message for an all-to-all (NCCL PERFORMANCE.md)

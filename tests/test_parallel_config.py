@@ -1,8 +1,8 @@
 """One parallel config (``ParallelConfig``) for analyze, serve and plan, validated in one place.
 
-Anchors: the same layout spelled out as keywords (the path the rest of the suite proves) and
-:func:`~llmath.deploy.layout.make_layout`; the config must give exactly what they give, and refuse what they
-refuse with the same rule.
+Anchors: the degrees asked for, and the rule of :func:`~llmath.deploy.layout.make_layout` written out (vLLM
+``--tensor-parallel-size N --enable-expert-parallel``); bad degrees are refused where the config is made, and
+the layout spelled out as keywords is refused with the config to pass instead.
 """
 
 from __future__ import annotations
@@ -20,54 +20,69 @@ from llmath.model.registry import resolve
 def test_it_is_exported_and_fits_a_model_as_make_layout_does():
     spec = resolve("mixtral-8x7b")
     assert llmath.ParallelConfig is ParallelConfig
-    # gpus alone on an MoE model: TP = 8 attention, EP = 8 experts (vLLM --enable-expert-parallel)
-    assert ParallelConfig(gpus=8).layout(spec) == make_layout(spec, gpus=8)
-    assert ParallelConfig(tp=2, pp=2, overlap="none").layout(spec) == make_layout(spec, tp=2, pp=2)
+    # gpus alone on an MoE model: TP = 8 attention, EP = 8 experts (vLLM --enable-expert-parallel; 8 experts)
+    lay = ParallelConfig(gpus=8).layout(spec)
+    assert (lay.tp, lay.pp, lay.dp, lay.ep) == (8, 1, 1, 8)
+    assert lay == make_layout(spec, ParallelConfig(gpus=8))
+    lay = make_layout(spec, ParallelConfig(tp=2, pp=2))
+    assert (lay.tp, lay.pp, lay.dp, lay.ep, lay.gpus) == (2, 2, 1, 1, 4)
 
 
 @pytest.mark.parametrize(
     "kw, rule",
     [
-        (dict(tp=0), "--tp=0 must be a positive integer"),
-        (dict(gpus=2.5), "--gpus=2.5 must be a positive integer"),
-        (dict(dp=True), "--dp=True must be a positive integer"),
+        (dict(tp=0), "tp=0 must be an integer in [1, 65,536]"),
+        (dict(gpus=2.5), "gpus=2.5 must be an integer"),
+        (dict(dp=True), "dp=True must be an integer"),
+        (dict(pp=2**16 + 1), "pp=65537 must be an integer in [1, 65,536]"),  # 65,536 GPUs: MAX_DEGREE
         (dict(overlap="both"), "overlap='both' must be one of none, tbo"),
+        (dict(overlap="tbo"), "overlap='tbo' applies to multi-GPU layouts"),
     ],
 )
 def test_bad_degrees_are_refused_where_the_config_is_made(kw, rule):
-    with pytest.raises(LayoutError, match=rule.replace("(", r"\(").replace(".", r"\.")):
+    with pytest.raises(LayoutError, match=rule.replace("(", r"\(").replace(".", r"\.").replace("[", r"\[")):
         ParallelConfig(**kw)
 
 
-def test_analyze_takes_the_config_as_it_takes_the_keywords():
-    kw = dict(batch=4, prompt=256, gen=32)
-    a = llmath.analyze("llama-3.1-8b", "h100-sxm", parallel=ParallelConfig(tp=2, pp=2), **kw)
-    b = llmath.analyze("llama-3.1-8b", "h100-sxm", tp=2, pp=2, **kw)
-    assert a.generation == b.generation and a.parallel == b.parallel
-    assert a.memory.per_gpu_bytes == b.memory.per_gpu_bytes
+def test_a_whole_number_is_kept_as_an_int():
+    par = ParallelConfig(tp=2.0)
+    assert par.tp == 2 and type(par.tp) is int
 
 
-def test_the_layout_is_given_once():
-    with pytest.raises(LayoutError, match="give the layout once"):
-        llmath.analyze("llama-3.1-8b", "h100-sxm", tp=2, parallel=ParallelConfig(tp=2))
+@pytest.mark.parametrize(
+    "call, kwargs, said",
+    [
+        (lambda **kw: llmath.analyze("llama-3.1-8b", "h100-sxm", **kw), {"tp": 8}, "tp=8"),
+        (lambda **kw: serve("llama-3-8b", "h100-sxm", prompt=64, gen=8, concurrency=4, **kw), {"tp": 2, "pp": 2},
+         "tp=2, pp=2"),
+        (lambda **kw: plan("llama-3-8b", "h100-sxm", gpus=2, prompt=64, gen=8, **kw), {"dp": 2}, "dp=2"),
+        (lambda **kw: llmath.analyze("mixtral-8x7b", "h100-sxm", **kw), {"gpus": 4, "overlap": "tbo"},
+         "gpus=4, overlap='tbo'"),
+    ],
+)  # fmt: skip
+def test_the_layout_keywords_are_refused_naming_the_config(call, kwargs, said):
+    with pytest.raises(LayoutError, match=rf"^{said}: pass the layout as parallel=ParallelConfig\({said}\)$"):
+        call(**kwargs)
+
+
+def test_a_config_is_what_the_layout_takes():
     with pytest.raises(LayoutError, match="must be a ParallelConfig"):
         llmath.analyze("llama-3.1-8b", "h100-sxm", parallel={"tp": 2})
+    with pytest.raises(LayoutError, match="must be a ParallelConfig"):
+        serve("llama-3-8b", "h100-sxm", prompt=64, gen=8, concurrency=4, parallel={"tp": 2})
+    with pytest.raises(LayoutError, match="the layout is a ParallelConfig"):
+        make_layout(resolve("llama-3-8b"), 2)  # the old positional gpus
 
 
-def test_serve_takes_the_config_as_it_takes_the_keywords():
-    kw = dict(prompt=512, gen=64, concurrency=8)
-    a = serve("llama-3-8b", "h100-sxm", parallel=ParallelConfig(tp=2), **kw)
-    b = serve("llama-3-8b", "h100-sxm", tp=2, **kw)
-    assert a.metrics == b.metrics and a.layout == b.layout and a.gpus == b.gpus == 2
-
-
-def test_plan_pins_the_config_degrees():
+def test_analyze_serve_and_plan_run_the_degrees_asked_for():
+    a = llmath.analyze("llama-3.1-8b", "h100-sxm", batch=4, prompt=256, gen=32, parallel=ParallelConfig(tp=2, pp=2))
+    assert (a.parallel["tp"], a.parallel["pp"], a.parallel["gpus"]) == (2, 2, 4)
+    s = serve("llama-3-8b", "h100-sxm", prompt=512, gen=64, concurrency=8, parallel=ParallelConfig(tp=2))
+    assert s.layout["tp"] == 2 and s.gpus == 2
     kw = dict(gpus=2, prompt=512, gen=64)
-    a = plan("llama-3-8b", "h100-sxm", parallel=ParallelConfig(tp=2), **kw)
-    b = plan("llama-3-8b", "h100-sxm", tp=2, **kw)
-    assert a.best is not None and b.best is not None
-    assert {k: v for k, v in a.best.items() if k != "seconds"} == {k: v for k, v in b.best.items() if k != "seconds"}
-    with pytest.raises(WorkloadError, match="give the GPUs once|without overlap"):
+    p = plan("llama-3-8b", "h100-sxm", parallel=ParallelConfig(tp=2), **kw)
+    assert p.best is not None and p.best["tp"] == 2
+    with pytest.raises(WorkloadError, match="without overlap"):
         plan("llama-3-8b", "h100-sxm", parallel=ParallelConfig(gpus=4), **kw)
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from llmath.cli import main
 from llmath.deploy.disagg import link_bytes_per_s, prefill_worker
 from llmath.deploy.engines import preset
+from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.plan import pareto_mask, plan
 from llmath.deploy.serving import Requests
 from llmath.deploy.speculative import Speculation, draft_device, one_layer, round_time
@@ -125,7 +126,7 @@ def test_cli_plan_json_keys(capsys):
 def test_pinning_an_impossible_layout_is_an_error():
     # llama-3-8b has 32 attention heads: tp=3 cannot divide them
     with pytest.raises(WorkloadError, match="tp=3 must divide the 32 attention heads"):
-        plan("llama-3-8b", "h100-sxm", gpus=3, prompt=512, gen=64, tp=3)
+        plan("llama-3-8b", "h100-sxm", gpus=3, prompt=512, gen=64, parallel=ParallelConfig(tp=3))
 
 
 def test_layouts_are_searched_and_pins_honoured():
@@ -135,9 +136,9 @@ def test_layouts_are_searched_and_pins_honoured():
     assert {"mode": "aggregated", "weights": "bf16", "tp": 1, "pp": 1, "ep": 1, "dp": 1} in [
         {k: x[k] for k in ("mode", "weights", "tp", "pp", "ep", "dp")} for x in r.rejected
     ]
-    pinned = plan("llama-3-70b", "h100-sxm", gpus=4, prompt=1024, gen=128, tp=4)
+    pinned = plan("llama-3-70b", "h100-sxm", gpus=4, prompt=1024, gen=128, parallel=ParallelConfig(tp=4))
     assert all(x["tp"] == 4 for x in pinned.pareto)
-    two = plan("llama-3-8b", "h100-sxm", gpus=8, prompt=512, gen=64, tp=1, dp=2)
+    two = plan("llama-3-8b", "h100-sxm", gpus=8, prompt=512, gen=64, parallel=ParallelConfig(tp=1, dp=2))
     assert all(x["dp"] == 2 and x["gpus_used"] == 2 for x in two.pareto)
 
 

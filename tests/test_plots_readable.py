@@ -16,6 +16,7 @@ from matplotlib.text import Text  # noqa: E402
 
 from llmath import plots  # noqa: E402
 from llmath.analysis import analyze  # noqa: E402
+from llmath.deploy.layout import ParallelConfig  # noqa: E402
 from llmath.deploy.plan import plan  # noqa: E402
 from llmath.sweep import parse_axis, run_sweep  # noqa: E402
 
@@ -35,7 +36,7 @@ def test_sweep_plot_title_units_and_visible_no_fit(tmp_path, kept_figure):
     # (80 layers × 8 KV heads × 128 × 2 × 2 B) = 730 GB does not fit; batch 1 does
     axes = {"batch": parse_axis("--batch", "1,8,64,512"), "prompt": parse_axis("--prompt", "4096"),
             "gen": parse_axis("--gen", "256")}  # fmt: skip
-    rows = run_sweep("llama-3.1-70b", "h100-sxm", axes, "flash", None, "expected", {"gpus": 2})
+    rows = run_sweep("llama-3.1-70b", "h100-sxm", axes, "flash", None, "expected", ParallelConfig(gpus=2))
     assert rows[0]["fits"] and not rows[-1]["fits"]
     plots.sweep_plot(rows, axes, str(tmp_path / "s.png"), "llama-3.1-70b on h100-sxm")
     fig = kept_figure()

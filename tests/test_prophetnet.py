@@ -19,6 +19,7 @@ import pytest
 from helpers import hf_groups, llmath_groups, matmul_flops, run_cli, saved_config
 
 from llmath.analysis import kv_cache_bytes
+from llmath.deploy.layout import ParallelConfig
 from llmath.errors import ConfigError
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
@@ -277,7 +278,9 @@ def test_one_gpu_layout_and_sweep_agree_with_analyze(causal, tmp_path):
         assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
         assert g["kv_peak_bytes"][i] == a.kv_cache["peak_bytes"]
     with pytest.raises(LayoutError, match="tp=1 and pp=1"):
-        make_layout(spec, tp=2) and rank_memory_parts(spec, "flash", make_layout(spec, tp=2))
+        make_layout(spec, ParallelConfig(tp=2)) and rank_memory_parts(
+            spec, "flash", make_layout(spec, ParallelConfig(tp=2))
+        )
 
 
 def test_xlm_prophetnet_is_gone_from_transformers_5_23(tmp_path):

@@ -10,7 +10,7 @@ from causal_lm_types import default_config
 from helpers import hf_groups, llmath_groups
 
 from llmath.analysis import kv_cache_bytes
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
@@ -74,6 +74,6 @@ def test_each_rank_holds_its_heads_norms(config):
     # tp = 4: a rank runs 32/4 = 8 query and 8 K/V heads, so it holds (8 + 8)·80 = 1280 of each layer's 5120
     # norm weights (a norm shared by the heads, qk_norm="head", would stay whole on every rank)
     spec = spec_from_config(config, "stablelm")
-    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, tp=4))
+    (plan,) = rank_plans(spec, "prefill", "flash", make_layout(spec, ParallelConfig(tp=4)))
     (op,) = [o for o in plan.ops if o.name == "attn.qk_norm"]
     assert op.n_params == 1280

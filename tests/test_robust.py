@@ -13,6 +13,7 @@ from helpers import run_cli
 
 import llmath
 from llmath import LLMathError
+from llmath.deploy.layout import ParallelConfig
 from llmath.model import registry
 from llmath.validation import MAX_POINTS, parse_range
 
@@ -202,8 +203,8 @@ def test_library_bad_arguments_raise_llmath_errors():
         lambda: llmath.params(3.5),
         lambda: llmath.analyze("llama-3-8b", precision=5),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", tensor_parallel=2),
-        lambda: llmath.analyze("llama-3-8b", "h100-sxm", tp=0),
-        lambda: llmath.analyze("llama-3-8b", "h100-sxm", tp=2.5),
+        lambda: llmath.analyze("llama-3-8b", "h100-sxm", parallel=ParallelConfig(tp=0)),
+        lambda: llmath.analyze("llama-3-8b", "h100-sxm", parallel=ParallelConfig(tp=2.5)),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", reserve_bytes=-1e12),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", reserve_bytes=float("nan")),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", batch=2.5),

@@ -10,6 +10,7 @@ import pytest
 from llmath.analysis import analyze
 from llmath.cli import main
 from llmath.deploy import engines
+from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import apply
 from llmath.deploy.service import serve
 from llmath.deploy.serving import Requests, memory, steady_state
@@ -122,7 +123,7 @@ def test_open_loop_rate_is_sustained():
 
 def test_data_parallel_gpus_split_the_requests():
     one = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=32)
-    two = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=64, gpus=2, dp=2)
+    two = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=64, parallel=ParallelConfig(gpus=2, dp=2))
     assert two.metrics["throughput_tok_s"] == pytest.approx(2 * one.metrics["throughput_tok_s"])
     assert two.metrics["throughput_tok_s_per_gpu"] == pytest.approx(one.metrics["throughput_tok_s_per_gpu"])
 
@@ -190,7 +191,7 @@ def test_a_layout_replica_times_what_the_parallel_module_times():
     spec = resolve("llama-3-70b")
     p = Precision("fp8", "fp8", "fp8")
     eff = efficiency("expected", H100)
-    for lay in (make_layout(spec, tp=2), make_layout(spec, tp=2, pp=2)):
+    for lay in (make_layout(spec, ParallelConfig(tp=2)), make_layout(spec, ParallelConfig(tp=2, pp=2))):
         dev = Device(spec, H100, p, eff, layout=lay)
         ref = per_gpu_stage(spec, lay, "decode", Scenario(16, 1, 1000), H100, p, eff).time_s
         assert float(dev.iteration(16, 1000).time_s) == pytest.approx(ref, rel=1e-9)
@@ -200,7 +201,7 @@ def test_a_layout_replica_times_what_the_parallel_module_times():
 
 def test_tensor_parallel_serving_fits_a_model_one_gpu_cannot_hold():
     # llama-3-70b bf16: 70.6e9 parameters × 2 bytes = 141 GB; TP=2 holds about half of it per H100
-    r = serve("llama-3-70b", "h100-sxm", prompt=1024, gen=128, concurrency=16, tp=2)
+    r = serve("llama-3-70b", "h100-sxm", prompt=1024, gen=128, concurrency=16, parallel=ParallelConfig(tp=2))
     assert r.memory.weights_bytes < 0.52 * 141.1e9
     assert r.gpus == 2
     assert r.metrics["throughput_tok_s_per_gpu"] == pytest.approx(r.metrics["throughput_tok_s"] / 2)

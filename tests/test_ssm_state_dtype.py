@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from llmath.analysis import analyze
 from llmath.cli import app
+from llmath.deploy.layout import ParallelConfig
 from llmath.errors import ConfigError
 from llmath.model.checkpoint import precision_for
 from llmath.model.dtypes import Precision
@@ -108,7 +109,7 @@ def test_cli_flag_and_json_key():
 
 def test_per_rank_state_under_tp_keeps_the_ssm_format():
     one = analyze(NEMO, "h100-sxm", batch=2, prompt=100, gen=4)
-    two = analyze(NEMO, "h100-sxm", batch=2, prompt=100, gen=4, gpus=2, tp=2)
+    two = analyze(NEMO, "h100-sxm", batch=2, prompt=100, gen=4, parallel=ParallelConfig(gpus=2, tp=2))
     # TP 2 splits the Mamba-2 heads, groups and the 8 KV heads in half: each GPU holds half of every state,
     # the SSM half still in fp32; the end context is 100 + 4 − 1 = 103 positions of 4 attention layers' K/V:
     # 2·(24·(1,048,576·4 + 30,720·2) + 103·4·2·8·128·2) / 2 = 103,825,408 per GPU

@@ -20,7 +20,7 @@ import pytest
 from causal_lm_types import default_config
 
 from llmath.analysis import analyze
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import LayoutError
 from llmath.model.hf import spec_from_config
@@ -34,7 +34,7 @@ def _spec(name, **over):
 
 
 def _plan(spec, tp, stage="decode"):
-    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, tp=tp))
+    (plan,) = rank_plans(spec, stage, "flash", make_layout(spec, ParallelConfig(tp=tp)))
     return plan
 
 
@@ -107,13 +107,13 @@ def rank_colls(spec, tp):
 )
 def test_refused_layouts(name, kw, why):
     with pytest.raises(LayoutError, match=why):
-        make_layout(_spec(name), **kw)
+        make_layout(_spec(name), ParallelConfig(**kw))
 
 
 def test_analyze_zamba2_on_two_gpus():
     spec = _spec("zamba2")
     one = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4)
-    two = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4, gpus=2, tp=2)
+    two = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4, parallel=ParallelConfig(gpus=2, tp=2))
     assert two.memory.per_gpu_bytes < one.memory.total_bytes
     # decode step, batch 4, bf16: the adapter all-gather output is B·r = 4·128 elements of 2 bytes, 9 layers
     assert two.comm["decode"]["shared.adapter.all_gather"]["bytes"] == 9 * 4 * 128 * 2
@@ -203,7 +203,7 @@ def test_recurrent_sum_over_ranks_is_single_gpu(name, tp, stage, sc):
 )
 def test_recurrent_tp_divisibility(name, tp, why):
     with pytest.raises(LayoutError, match=why):
-        make_layout(_spec(name), tp=tp)
+        make_layout(_spec(name), ParallelConfig(tp=tp))
 
 
 def _first_layer_params(ops, prefix):
@@ -243,12 +243,12 @@ def test_deepseek_v4_per_rank_at_tp2():
 @pytest.mark.parametrize("name", ["deepseek_v4", "hy_v4"])
 def test_hyper_connection_models_refuse_pp(name):
     with pytest.raises(LayoutError, match="residual streams between stages"):
-        make_layout(_spec(name), tp=1, pp=2)
+        make_layout(_spec(name), ParallelConfig(tp=1, pp=2))
 
 
 def test_deepseek_v4_output_groups_bound_tp():
     with pytest.raises(LayoutError, match="divide the 8 output groups"):
-        make_layout(_spec("deepseek_v4"), tp=16)
+        make_layout(_spec("deepseek_v4"), ParallelConfig(tp=16))
 
 
 def test_hy_v4_attention_equal_transformers_plan():
@@ -332,7 +332,7 @@ def test_qwen4_exp_equal_transformers_plan():
 
 def test_qwen4_exp_ngram_width_bounds_tp():
     with pytest.raises(LayoutError, match="divide the n-gram tables' row width 128"):
-        make_layout(_spec("qwen4_exp_text"), tp=256)
+        make_layout(_spec("qwen4_exp_text"), ParallelConfig(tp=256))
 
 
 def test_full_rank_kda_per_rank_at_tp2():
@@ -363,13 +363,13 @@ def test_full_rank_kda_per_rank_at_tp2():
 def test_layouts_without_rules_are_refused_when_made(name, kw, why):
     """Refused by make_layout, so `llmath plan` skips them instead of failing on the whole search."""
     with pytest.raises(LayoutError, match=why):
-        make_layout(_spec(name), **kw)
+        make_layout(_spec(name), ParallelConfig(**kw))
 
 
 def test_zaya_runs_expert_parallel_replicas():
     """At tp = 1 nothing is split: a ZAYA rank runs every non-expert operator whole, its experts spread 2 ways."""
     spec = _spec("zaya")
-    (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, tp=1, dp=2, ep=2))
+    (plan,) = rank_plans(spec, "decode", "flash", make_layout(spec, ParallelConfig(tp=1, dp=2, ep=2)))
     one = {c.op.name: c for c in evaluate(build_ops(spec, "decode", "flash"), DECODE, spec)}
     for c in evaluate(plan.ops, DECODE, spec):
         if not c.op.name.startswith("moe.experts."):

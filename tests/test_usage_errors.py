@@ -7,6 +7,7 @@ from helpers import run_cli
 
 import llmath
 from llmath import UsageError
+from llmath.deploy.layout import ParallelConfig
 
 SERVE = ("analyze", "llama-3-8b", "-H", "h100-sxm")
 SPEC = ("--spec-method", "eagle", "--acceptance", "2")
@@ -77,8 +78,8 @@ def _plan(**kw):
         (lambda: _serve(concurrency=1, precision=3), r"precision=3 must be a llmath.Precision"),
         (lambda: _serve(concurrency="8"), r"concurrency='8' must be a finite number"),
         (lambda: _serve(concurrency=8, rate=1), r"exactly one of concurrency"),
-        (lambda: _serve(concurrency=1, gpus=0), r"gpus=0 must be an integer in \[1, "),
-        (lambda: _serve(concurrency=1, gpus=-4), r"gpus=-4 must be an integer in \[1, "),
+        (lambda: _serve(concurrency=1, parallel=ParallelConfig(gpus=0)), r"gpus=0 must be an integer in \[1, "),
+        (lambda: _serve(concurrency=1, parallel=ParallelConfig(gpus=-4)), r"gpus=-4 must be an integer in \[1, "),
         (lambda: _serve(concurrency=1, max_num_seqs="8"), r"max_num_seqs='8' must be an integer"),
         (lambda: _serve(concurrency=1, gpu_memory_utilization=float("nan")), r"gpu_memory_utilization=nan"),
         (lambda: _serve(concurrency=1, gen_dist=[(64,)]), r"must be a \(length, weight\) pair"),
@@ -86,14 +87,17 @@ def _plan(**kw):
         (lambda: _serve(concurrency=1, bogus=1), r"unknown engine setting"),
         (lambda: _serve(), r"exactly one of concurrency"),
         (lambda: _serve(concurrency=1, prompt=None), r"prompt=None must be an integer"),
-        (lambda: _plan(dp="2"), r"dp='2' must be an integer"),
+        (lambda: _plan(parallel=ParallelConfig(dp="2")), r"dp='2' must be an integer"),
         (lambda: _plan(gpus=True), r"gpus=True must be an integer"),
         (lambda: _plan(weights=[]), r"weights=\[\] must name one or more"),
         (lambda: _plan(ttft_ms=float("nan")), r"ttft_ms=nan must be a finite number"),
         (lambda: _plan(disagg="yes"), r"disagg='yes' must be True or False"),
         (lambda: llmath.plan("llama-3-8b", "h100-sxm", 2), r"plan\(\): .*; see help"),
         (lambda: llmath.analyze("llama-3-8b", "h100-sxm", precision="foo"), r"'foo' is not a known precision"),
-        (lambda: llmath.analyze("llama-3-8b", "h100-sxm", gpus=0), r"gpus=0 must be an integer"),
+        (
+            lambda: llmath.analyze("llama-3-8b", "h100-sxm", parallel=ParallelConfig(gpus=0)),
+            r"gpus=0 must be an integer",
+        ),
     ],
 )
 def test_library_raises_usage_errors(call, pattern):
@@ -103,7 +107,7 @@ def test_library_raises_usage_errors(call, pattern):
 
 def test_accepted_values_are_the_values_used():
     """gpus=1 stays one GPU; a float concurrency that is finite is used as given (8.0 requests in flight)."""
-    rep = _serve(concurrency=8.0, gpus=1)
+    rep = _serve(concurrency=8.0, parallel=ParallelConfig(gpus=1))
     assert rep.gpus == 1 and rep.workload["concurrency"] == 8.0
 
 

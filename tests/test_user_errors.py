@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.errors import ConfigError, LayoutError, UnknownNameError
 from llmath.hardware import get
 from llmath.hardware.registry import _data
@@ -34,7 +34,7 @@ def test_unknown_device_suggests_the_alias_first():
 def test_tp_that_does_not_divide_gpus_invents_no_dp():
     # llama-3.1-70b: 64 query heads, 8 KV heads (its config.json); tp = 3 divides neither 8 GPUs nor 64 heads
     with pytest.raises(LayoutError) as e:
-        make_layout(resolve("llama-3.1-70b"), gpus=8, tp=3)
+        make_layout(resolve("llama-3.1-70b"), ParallelConfig(gpus=8, tp=3))
     msg = str(e.value)
     assert "3·1·2" not in msg and "= 6" not in msg  # no dp = 8 // 3 = 2 made up
     assert "8 is not a multiple of 3" in msg and "64 attention heads" in msg
@@ -45,10 +45,10 @@ def test_tp_that_does_not_divide_gpus_invents_no_dp():
 def test_layouts_offered_are_for_the_gpus_given():
     # tp·pp = 4·4 = 16 > 8 GPUs; keeping pp = 4 leaves 8 / 4 = 2 GPUs a stage (tp 1 dp 2, tp 2), then pp = 1
     with pytest.raises(LayoutError, match=r"layouts that work on 8 GPUs: --tp 1 --pp 4 --dp 2, --tp 2 --pp 4,"):
-        make_layout(resolve("llama-3.1-70b"), gpus=8, tp=4, pp=4)
+        make_layout(resolve("llama-3.1-70b"), ParallelConfig(gpus=8, tp=4, pp=4))
     # pp = 3 does not divide 6 GPUs: the free tp is named, not set to 6 // 3 = 2
     with pytest.raises(LayoutError, match=r"--gpus 8 with pp = 3: 8 is not a multiple of 3 \(no whole tp\)"):
-        make_layout(resolve("llama-3.1-70b"), gpus=8, pp=3)
+        make_layout(resolve("llama-3.1-70b"), ParallelConfig(gpus=8, pp=3))
 
 
 def test_context_note_follows_the_position_convention():

@@ -15,6 +15,7 @@ import llmath
 from llmath.analysis import kv_cache_bytes
 from llmath.deploy import make_layout
 from llmath.deploy.cost import rank_memory_parts
+from llmath.deploy.layout import ParallelConfig
 from llmath.errors import WorkloadError
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
@@ -82,7 +83,7 @@ def test_tp2_rank_params_follow_vllm_by_hand():
     enc_layer, dec_layer = attn + ffn + 2 * 2 * d, 2 * attn + ffn + 3 * 2 * d
     expected = whole + 32 * enc_layer + 32 * dec_layer + 2 * 2 * d  # + both final LayerNorms
     spec = resolve("whisper-large-v3")
-    ((_, ops, _, _),) = rank_memory_parts(spec, "flash", make_layout(spec, tp=2))
+    ((_, ops, _, _),) = rank_memory_parts(spec, "flash", make_layout(spec, ParallelConfig(tp=2)))
     assert sum(n * op.count for op in ops for _, n in op.params) == expected
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-from llmath.checks import ANALYZE_ARGS, _check_degrees, _check_hardware, _check_len, _check_precision, _check_sizes
+from llmath.checks import ANALYZE_ARGS, _check_hardware, _check_len, _check_parallel, _check_precision, _check_sizes
 from llmath.deploy.cost import (
     PassCost,
     StageCost,
@@ -27,7 +27,7 @@ from llmath.deploy.cost import (
     gpu_parts,
     rank_memory_parts,
 )
-from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
+from llmath.deploy.layout import Layout, ParallelConfig, make_layout
 from llmath.deploy.speculative import refuse_draft_only
 from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, compiled, execution, kernels
@@ -348,12 +348,6 @@ def analyze(
     precision: Precision | None = None,
     efficiency_mode: str | Efficiency = "expected",
     reserve_bytes: float = 0.0,
-    gpus: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    ep: int | None = None,
-    dp: int | None = None,
-    overlap: str = "none",
     parallel: ParallelConfig | None = None,
     decoder_prompt: int = 1,
     images: int = 0,
@@ -362,7 +356,7 @@ def analyze(
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
 
-    ``gpus``/``tp``/``pp``/``ep``/``dp`` (any given) or ``parallel``: a parallel layout (:mod:`llmath.deploy.layout`);
+    ``parallel``: a parallel layout (:class:`~llmath.deploy.layout.ParallelConfig`, any degree given);
     ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode`` and
     ``memory`` describe one GPU of each pipeline stage (the busiest), ``parallel`` the layout and ``comm`` its
     collectives; without them, one device. Encoder-decoder models add the ``encoder`` pass (``decoder_prompt``:
@@ -371,6 +365,7 @@ def analyze(
     weight format (a checkpoint's, or one set by ``precision_for``), e.g. FP8 as W8A8 on fp8 tensor cores
     (:mod:`llmath.hardware.kernels`). ``efficiency_overrides``: Efficiency fields only (hardware/efficiency.py).
     """
+    parallel = _check_parallel(parallel, efficiency_overrides)
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
     refuse_draft_only(spec)  # a Gemma 4 assistant runs only as a draft (deploy/speculative.py)
@@ -379,17 +374,14 @@ def analyze(
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)
     precision, hardware = kernels.as_run(precision, hardware, engine)  # the engine's kernels and accumulate rate
-    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, _check_degrees(gpus, tp, pp, ep, dp), overlap)
     decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
     images = check_int("images", images, 0, MAX_TOKENS)
     w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt, images, engine), hardware
-    if any(v is not None for v in (gpus, tp, pp, ep, dp)):
+    if parallel is not None and parallel.given:
         if images:
             raise LayoutError(f"images={images}: image requests are modelled on one device; drop --gpus/--tp/--pp")
-        layout = make_layout(spec, gpus, tp, pp, ep, dp, overlap)
+        layout = make_layout(spec, parallel)
         return _analyze_layout(spec, hw, layout, w, efficiency_mode, reserve_bytes, efficiency_overrides)
-    if overlap != "none":
-        raise LayoutError(f"overlap={overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
     return _analyze_device(spec, hw, w, efficiency_mode, efficiency_overrides, reserve_bytes, read_notes)
 
 

@@ -6,13 +6,13 @@ argument, the value and the rule (the rules themselves: :mod:`llmath.validation`
 
 from __future__ import annotations
 
-from llmath.deploy.arguments import degrees as degrees_arg
-from llmath.deploy.arguments import hardware_arg, precision_arg
+from llmath.deploy.arguments import hardware_arg, parallel_arg, precision_arg
+from llmath.deploy.layout import ParallelConfig, refuse_layout_keywords
 from llmath.hardware import Hardware
 from llmath.model.dtypes import Precision
 from llmath.validation import MAX_BATCH, MAX_TOKENS, check_int, check_int_array
 
-ANALYZE_ARGS = (
+ANALYZE_ARGS = (  # analyze()'s own arguments, as its error for an unknown keyword lists them
     "model",
     "hardware",
     "batch",
@@ -23,13 +23,9 @@ ANALYZE_ARGS = (
     "precision",
     "efficiency_mode",
     "reserve_bytes",
-    "gpus",
-    "tp",
-    "pp",
-    "ep",
-    "dp",
-    "overlap",
-    "parallel",
+    "parallel=ParallelConfig(gpus, tp, pp, ep, dp, overlap)",
+    "decoder_prompt",
+    "images",
     "engine",
 )
 
@@ -48,9 +44,10 @@ def _check_sizes(batch, prompt, gen, prefix) -> tuple[int, int, int, int]:
     )
 
 
-def _check_degrees(*degrees):
-    """gpus, tp, pp, ep, dp: None or an int in [1, ``MAX_DEGREE``]."""
-    return degrees_arg(*degrees)
+def _check_parallel(parallel, extra: dict) -> ParallelConfig | None:
+    """The layout: None or a :class:`ParallelConfig`; the layout keywords spelled out among ``extra`` refused."""
+    refuse_layout_keywords(extra)
+    return parallel_arg(parallel)
 
 
 def _check_precision(precision) -> Precision | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmath.analysis import activation_peak_bytes, kv_cache_bytes
-from llmath.deploy import Layout, decode_totals, make_layout, per_gpu_stage
+from llmath.deploy import Layout, decode_totals, per_gpu_stage
 from llmath.deploy.cost import rank_memory_parts
 from llmath.deploy.layout import ParallelConfig
 from llmath.hardware import Hardware
@@ -171,15 +171,11 @@ def run_sweep(
     attention: str,
     precision: Precision,
     eff_mode: str,
-    layout: ParallelConfig | dict | None = None,
+    parallel: ParallelConfig | None = None,
 ) -> list[dict]:
-    """The grid of ``axes`` as rows. ``layout``: a :class:`ParallelConfig` (or make_layout's keyword arguments:
-    gpus, tp, pp, ep, dp, overlap)."""
+    """The grid of ``axes`` as rows on the layout ``parallel`` fits to the model (None: one device)."""
     check_grid({k: len(axes[k]) for k in ("batch", "prompt", "gen")})
-    if isinstance(layout, ParallelConfig):
-        lay: Layout | None = layout.layout(resolve(model))
-    else:
-        lay = make_layout(resolve(model), **layout) if layout and any(v is not None for v in layout.values()) else None
+    lay = parallel.layout(resolve(model)) if parallel is not None else None
     Bg, Pg, Ng = np.meshgrid(axes["batch"], axes["prompt"], axes["gen"], indexing="ij")
     g = grid(model, hardware, Bg.ravel(), Pg.ravel(), Ng.ravel(), attention, precision, eff_mode, lay)
     cols = {}

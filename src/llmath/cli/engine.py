@@ -187,7 +187,7 @@ def emit_analyze(a: SimpleNamespace) -> None:
             a.model,
             a.hardware,
             a.emit,
-            layout=parallel_config(a, overlap="none"),
+            parallel=parallel_config(a, overlap="none"),
             weights=a.weights,  # a checkpoint's own format needs no flag: the engine reads its quantization_config
             kv_dtype=a.kv_dtype,
             concurrency=a.concurrency,

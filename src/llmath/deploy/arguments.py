@@ -14,7 +14,9 @@ and exits with code 2. Rules beyond :mod:`llmath.validation`'s integers and fini
 * latency targets in (0, ``MAX_TARGET_MS``] ms and costs in (0, ``MAX_COST``] USD per GPU-hour, finite;
 * engine overrides are typed like the engine's own settings (token and sequence caps integers, the memory
   fraction in (0, 1]);
-* names with a fixed set of values (attention, efficiency mode, overlap) are one of them.
+* names with a fixed set of values (attention, efficiency mode) are one of them;
+* the layout is one :class:`~llmath.deploy.layout.ParallelConfig` (``parallel=``, its degrees validated where
+  it is made) or None; the layout keywords spelled out (``tp=8``) are refused, naming the config to pass.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from llmath.deploy.budget import check_plan
+from llmath.deploy.layout import MAX_DEGREE, ParallelConfig, refuse_layout_keywords
 from llmath.errors import LayoutError, UsageError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
@@ -35,7 +38,6 @@ from llmath.model.spec import ModelSpec
 from llmath.ops.stages import decode_start
 from llmath.validation import MAX_BATCH, MAX_TOKENS, check_float, check_int
 
-MAX_DEGREE = 1 << 16  # GPUs / parallel degree: 65,536, beyond any deployment (keeps layout search bounded)
 MAX_RATE = 1e9  # requests/s: far beyond any deployment, keeps Little's law products finite
 MAX_TARGET_MS = 1e9  # a latency target of about 11.6 days: anything larger is no target
 MAX_COST = 1e6  # USD per GPU-hour
@@ -43,7 +45,6 @@ MAX_SPEC_TOKENS = 64  # draft tokens per verify round: 8x the widest published E
 MAX_GEN_DIST = 10_000  # (length, weight) pairs in an output-length distribution
 ATTENTION = ("eager", "flash")
 EFFICIENCY = ("ideal", "expected")
-OVERLAP = ("none", "tbo")
 ENGINE_SETTINGS: dict[str, tuple[str, Any, Any]] = {  # name -> (kind, lo, hi)
     "max_num_batched_tokens": ("int", 1, MAX_TOKENS),
     "max_num_seqs": ("int", 1, MAX_BATCH),
@@ -91,11 +92,11 @@ def precision_arg(precision: Any) -> Precision | None:
     raise UsageError(f"precision={precision!r} must be a llmath.Precision or a dtype name ({', '.join(BITS)})")
 
 
-def degrees(gpus: Any = None, tp: Any = None, pp: Any = None, ep: Any = None, dp: Any = None) -> tuple:
-    """gpus, tp, pp, ep, dp: each None or an integer in [1, ``MAX_DEGREE``]."""
-    names = ("gpus", "tp", "pp", "ep", "dp")
-    vals = (gpus, tp, pp, ep, dp)
-    return tuple(None if v is None else check_int(k, v, 1, MAX_DEGREE) for k, v in zip(names, vals, strict=True))
+def parallel_arg(parallel: Any) -> ParallelConfig | None:
+    """None (one GPU) or a :class:`~llmath.deploy.layout.ParallelConfig` (its degrees validated when it was made)."""
+    if parallel is None or isinstance(parallel, ParallelConfig):
+        return parallel
+    raise LayoutError(f"parallel={parallel!r} must be a ParallelConfig(gpus=, tp=, pp=, ep=, dp=, overlap=) or None")
 
 
 def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -225,7 +226,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "precision": precision_arg,
     "attention": lambda v: choice("attention", v, ATTENTION),
     "efficiency_mode": lambda v: v if _is_efficiency(v) else choice("efficiency_mode", v, EFFICIENCY),
-    "overlap": lambda v: choice("overlap", v, OVERLAP),
+    "parallel": parallel_arg,
     "engine": lambda v: text("engine", v),
     "speculation": speculation_arg,
     "weights": formats_arg,
@@ -237,16 +238,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
 
 
 def conflicts(a: dict[str, Any]) -> None:
-    """Arguments that contradict each other or the model: two-batch overlap without a multi-GPU layout;
-    a source length other than an encoder's fixed window (Whisper)."""
-    parallel = a.get("parallel")
-    given = (
-        parallel.args()
-        if parallel is not None
-        else tuple(a.get(k) for k in ("gpus", "tp", "pp", "ep", "dp", "overlap"))
-    )
-    if given[-1] == "tbo" and not any((v or 1) > 1 for v in given[:-1]):
-        raise LayoutError("overlap='tbo' applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
+    """Arguments that contradict the model: a source length other than an encoder's fixed window (Whisper)."""
     decode_start(resolve(a["model"]), a["prompt"])  # refuses a source that is not the encoder's window
 
 
@@ -254,7 +246,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def checked(fn: F) -> F:
-    """Check every argument of an entry point by its name (``RULES``, :func:`degrees`, :func:`loop`,
+    """Check every argument of an entry point by its name (``RULES``, :func:`loop`,
     :func:`targets`, :func:`engine_settings`) before the call; the function receives the checked values."""
     sig = inspect.signature(fn)
 
@@ -270,20 +262,17 @@ def checked(fn: F) -> F:
             if k in a:
                 a[k] = rule(a[k])
         a["hardware"] = hardware_arg(a["hardware"], required=True)
-        deg = ("gpus", "tp", "pp", "ep", "dp")
-        for k, v in zip(deg, degrees(*(a.get(k) for k in deg)), strict=True):
-            if k in a:
-                a[k] = v
         if "concurrency" in a:
             a["concurrency"], a["rate"] = loop(a["concurrency"], a["rate"])
         a.update(targets(**{k: a[k] for k in ("ttft_ms", "tpot_ms", "cost_per_gpu_hour") if k in a}))
         extra = next((k for k, p in sig.parameters.items() if p.kind is p.VAR_KEYWORD), None)
         if extra:
+            refuse_layout_keywords(a[extra])
             a[extra] = engine_settings(a[extra])
         conflicts(a)
         if "disagg" in a:  # the planner: the size of its search, bounded before any work
             a["gpus"] = check_int("gpus", a["gpus"], 1, MAX_DEGREE)
-            pins = {k: a[k] for k in ("tp", "pp", "ep", "dp")}
+            pins = (a["parallel"] or ParallelConfig()).pinned()
             variants = len(a["weights"] or ["bf16"]) * (2 if a.get("speculation") else 1)  # each with and without
             check_plan(resolve(a["model"]), a["gpus"], pins, variants, a["disagg"])
         return fn(*bound.args, **bound.kwargs)

@@ -201,13 +201,16 @@ def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Reque
     """(Decoding, engine preset, Memory) of one pool's replica layout ``pool`` (tp, pp, dp, ep, workers), with
     ``speculation``'s draft placed on it and held in its memory (:func:`pool_memory`)."""
     from llmath.deploy import engines
-    from llmath.deploy.layout import make_layout
+    from llmath.deploy.layout import ParallelConfig, make_layout
     from llmath.deploy.serving import check_fits
+    from llmath.hardware.kernels import engine_fp4_gemm
     from llmath.hardware.roofline import efficiency
 
-    lay = make_layout(spec, None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp"))
+    lay = make_layout(spec, ParallelConfig(None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp")))
     eng = engines.preset(engine, hw, tp=lay.tp)
-    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), "flash", eng.cuda_graphs, lay)
+    dev = Device(
+        spec, hw, p, engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine), "flash", eng.cuda_graphs, lay
+    )
     dec = pool_decoding(dev, speculation)
     mem = pool_memory(dec.dev, eng, req, dec.draft, speculation.method if speculation else "")
     with_draft = f" with its {speculation.method} draft" if speculation else ""

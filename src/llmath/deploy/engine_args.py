@@ -399,7 +399,7 @@ def deployment_for(
     hardware: str,
     engine: str,
     *,
-    layout: ParallelConfig,
+    parallel: ParallelConfig,
     weights: str | None = None,
     kv_dtype: str | None = None,
     concurrency: float | None = None,
@@ -409,7 +409,7 @@ def deployment_for(
     enforce_eager: bool = False,
     speculation: tuple[str | None, int, str | None] = (None, 0, None),
 ):
-    """(spec, the :class:`Deployment` of analyze's settings): the layout ``layout`` asks for, fitted to the model, the
+    """(spec, the :class:`Deployment` of analyze's settings): the layout ``parallel`` asks for, fitted to the model, the
     concurrency as the per-replica running cap unless ``max_num_seqs`` is given, the engine preset's budget
     and memory fraction on ``hardware`` unless given."""
     from llmath.deploy import engines
@@ -418,7 +418,7 @@ def deployment_for(
 
     engine_data(engine)
     spec = resolve(model)
-    lay = layout.requested(spec)
+    lay = parallel.requested(spec)
     tp, pp, dp, ep = (lay.tp, lay.pp, lay.dp, lay.ep) if lay else (1, 1, 1, 1)
     eng = engines.preset(engine, get(hardware), tp=tp)
     if max_num_seqs is None and concurrency is not None:

@@ -24,8 +24,11 @@ from llmath.deploy.shard_mixers import SHARDED, mixer_tp_problem
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
 from llmath.model.traits import tp_problem, traits
+from llmath.validation import int_rule
 
 OVERLAPS = ("none", "tbo")
+DEGREES = ("gpus", "tp", "pp", "ep", "dp")
+MAX_DEGREE = 1 << 16  # GPUs / parallel degree: 65,536, beyond any deployment (keeps layout search bounded)
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,8 @@ class ParallelConfig:
     """The parallel config asked for, as the engines name it (vLLM ``ParallelConfig``: ``tensor_parallel_size``
     = tp, ``pipeline_parallel_size`` = pp, ``data_parallel_size`` = dp, ``enable_expert_parallel`` = ep > 1):
     the degrees given (None: :func:`make_layout` fills them for the model) and the overlap, validated here once.
-    ``analyze``, ``serve`` and ``plan`` take it as ``parallel=`` beside the same keywords spelled out, and the
-    command line builds one from its flags and passes it down; :meth:`layout` fits it to a model (its heads,
-    experts and stacks)."""
+    It is the one way ``analyze``, ``serve``, ``plan``, the command line and the page take a layout
+    (``parallel=``); :meth:`layout` fits it to a model (its heads, experts and stacks)."""
 
     gpus: int | None = None
     tp: int | None = None
@@ -79,17 +81,28 @@ class ParallelConfig:
     overlap: str = "none"
 
     def __post_init__(self) -> None:
-        for name in ("gpus", "tp", "pp", "ep", "dp"):
-            _int(name, getattr(self, name))
+        for name in DEGREES:
+            object.__setattr__(self, name, _degree(name, getattr(self, name)))
         if self.overlap not in OVERLAPS:
             raise LayoutError(f"overlap={self.overlap!r} must be one of {', '.join(OVERLAPS)}")
+        if self.overlap != "none" and not any((v or 1) > 1 for v in self.degrees()):
+            raise LayoutError(f"overlap={self.overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
 
-    def args(self) -> tuple[int | None, int | None, int | None, int | None, int | None, str]:
-        """(gpus, tp, pp, ep, dp, overlap)."""
-        return self.gpus, self.tp, self.pp, self.ep, self.dp, self.overlap
+    def degrees(self) -> tuple[int | None, ...]:
+        """(gpus, tp, pp, ep, dp) as given."""
+        return self.gpus, self.tp, self.pp, self.ep, self.dp
+
+    def pinned(self) -> dict[str, int | None]:
+        """tp, pp, ep, dp as given (None: free), as the planner pins them."""
+        return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "dp": self.dp}
+
+    @property
+    def given(self) -> bool:
+        """Whether any degree is given."""
+        return any(v is not None for v in self.degrees())
 
     def layout(self, spec: ModelSpec) -> Layout:
-        return make_layout(spec, *self.args())
+        return make_layout(spec, self)
 
     def requested(self, spec: ModelSpec) -> Layout | None:
         """The layout fitted to ``spec`` when one is asked for (a degree given, or more than one GPU), else None."""
@@ -98,25 +111,12 @@ class ParallelConfig:
         return None
 
 
-def layout_args(parallel: ParallelConfig | None, degrees: tuple, overlap: str = "none") -> tuple:
-    """(gpus, tp, pp, ep, dp, overlap) of a call that takes ``parallel=`` beside the keywords spelled out (their
-    ``degrees`` (gpus, tp, pp, ep, dp) and ``overlap``): the keywords when ``parallel`` is None, else its values
-    (the layout given once: both is an error)."""
-    if parallel is None:
-        return (*degrees, overlap)
-    if not isinstance(parallel, ParallelConfig):
-        raise LayoutError(f"parallel={parallel!r} must be a ParallelConfig(gpus=, tp=, pp=, ep=, dp=, overlap=)")
-    if any(v is not None for v in degrees) or overlap != "none":
-        raise LayoutError(
-            "give the layout once: parallel=ParallelConfig(...) or the gpus/tp/pp/ep/dp/overlap keywords, not both"
-        )
-    return parallel.args()
-
-
-def requested_layout(spec: ModelSpec, parallel: ParallelConfig | None, gpus, tp, pp, ep, dp, overlap) -> Layout | None:
-    """The layout a serving call asks for (``parallel`` or the keywords), or None for one GPU."""
-    gpus, tp, pp, ep, dp, overlap = layout_args(parallel, (gpus, tp, pp, ep, dp), overlap)
-    return ParallelConfig(gpus, tp, pp, ep, dp, overlap).requested(spec)
+def refuse_layout_keywords(kwargs: dict[str, Any]) -> None:
+    """The layout spelled out as keywords (``tp=8``) is refused with the one way to give it."""
+    given = {k: kwargs[k] for k in (*DEGREES, "overlap") if k in kwargs}
+    if given:
+        kw = ", ".join(f"{k}={v!r}" for k, v in given.items())
+        raise LayoutError(f"{kw}: pass the layout as parallel=ParallelConfig({kw})")
 
 
 def stage_layers(n_layers: int, pp: int) -> list[range]:
@@ -132,12 +132,13 @@ def stage_layers(n_layers: int, pp: int) -> list[range]:
     return out
 
 
-def _int(name: str, v) -> int | None:
+def _degree(name: str, v) -> int | None:
+    """None, or a whole number of GPUs in [1, ``MAX_DEGREE``] as an int."""
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise LayoutError(f"--{name}={v!r} must be a positive integer")
-    return v
+    if why := int_rule(v, 1, MAX_DEGREE):
+        raise LayoutError(f"{name}={v!r} {why}")
+    return int(v)
 
 
 def _tp_problem(spec: ModelSpec, tp: int) -> str | None:
@@ -246,21 +247,16 @@ def _default_ep(spec: ModelSpec, ranks: int) -> int:
     return max(d for d in _divisors(ranks) if n % d == 0)
 
 
-def make_layout(
-    spec: ModelSpec,
-    gpus: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    ep: int | None = None,
-    dp: int | None = None,
-    overlap: str = "none",
-) -> Layout:
-    """Validate a layout, filling what is not given. ``gpus`` alone: a dense model runs TP = gpus; an MoE
-    model runs TP = gpus attention with its experts spread EP = gpus ways (vLLM ``--tensor-parallel-size N
-    --enable-expert-parallel``). Otherwise TP, then DP, absorbs the GPUs the other degrees leave."""
-    gpus, tp, pp, ep, dp = (_int(n, v) for n, v in (("gpus", gpus), ("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp)))
-    if overlap not in OVERLAPS:
-        raise LayoutError(f"overlap={overlap!r} must be one of {', '.join(OVERLAPS)}")
+def make_layout(spec: ModelSpec, parallel: ParallelConfig | None = None) -> Layout:
+    """Fit ``parallel`` (None: one GPU) to ``spec``, filling what is not given. ``gpus`` alone: a dense model
+    runs TP = gpus; an MoE model runs TP = gpus attention with its experts spread EP = gpus ways (vLLM
+    ``--tensor-parallel-size N --enable-expert-parallel``). Otherwise TP, then DP, absorbs the GPUs the other
+    degrees leave."""
+    parallel = parallel or ParallelConfig()
+    if not isinstance(parallel, ParallelConfig):
+        raise LayoutError(f"make_layout(spec, {parallel!r}): the layout is a ParallelConfig(gpus=, tp=, pp=, ep=, dp=)")
+    gpus, tp, pp, ep, dp = parallel.degrees()
+    overlap = parallel.overlap
     chosen = "given"
     if gpus is not None and tp is None and pp is None and dp is None:
         tp, pp, dp = gpus, 1, 1

@@ -38,7 +38,7 @@ from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, pool_decoding, prefill_worker
 from llmath.deploy.disagg import pool_memory as _pool_memory
-from llmath.deploy.layout import Layout, ParallelConfig, layout_args, make_layout
+from llmath.deploy.layout import Layout, ParallelConfig, make_layout
 from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import (
     DecodeCurve,
@@ -57,6 +57,7 @@ from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
+from llmath.hardware.kernels import engine_fp4_gemm
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -108,7 +109,7 @@ def _valid_layout(spec: ModelSpec, key: tuple[int, int, int, int], ranks: bool =
     with ``ranks``, every operator must also have a sharding rule under it (:func:`_ranks_ok`)."""
     tp, pp, dpa, ep = key
     try:
-        lay = make_layout(spec, None, tp, pp, ep, dpa)
+        lay = make_layout(spec, ParallelConfig(None, tp, pp, ep, dpa))
     except LLMathError:
         return _INVALID
     out = None if lay.trivial else lay
@@ -168,7 +169,7 @@ def _no_layout(spec: ModelSpec, gpus: int, pins: dict) -> WorkloadError:
 
 def _why(spec: ModelSpec, gpus: int, pins: dict) -> str:
     try:
-        make_layout(spec, None, pins["tp"], pins["pp"], pins["ep"], pins["dp"])
+        make_layout(spec, ParallelConfig(None, pins["tp"], pins["pp"], pins["ep"], pins["dp"]))
     except LLMathError as e:
         return str(e)
     return f"the pinned layout needs more than {gpus} GPUs"
@@ -327,13 +328,13 @@ def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: s
     return n
 
 
-def _pins(parallel: ParallelConfig | None, gpus: int, tp, pp, ep, dp) -> dict[str, int | None]:
-    """The degrees the search keeps fixed: ``parallel``'s (its ``gpus``, when given, equal to ``gpus``; no overlap)
-    or the keywords."""
-    given, tp, pp, ep, dp, overlap = layout_args(parallel, (None, tp, pp, ep, dp))
-    if (given is not None and given != gpus) or overlap != "none":
+def _pins(parallel: ParallelConfig | None, gpus: int) -> dict[str, int | None]:
+    """The degrees the search keeps fixed: ``parallel``'s (its ``gpus``, when given, equal to ``gpus``; no
+    overlap)."""
+    par = parallel or ParallelConfig()
+    if (par.gpus is not None and par.gpus != gpus) or par.overlap != "none":
         raise WorkloadError(f"parallel={parallel!r}: plan searches on --gpus {gpus} without overlap; pin tp/pp/ep/dp")
-    return {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
+    return par.pinned()
 
 
 @checked
@@ -355,19 +356,16 @@ def plan(
     kv_dtype: str | None = None,
     attention: str = "flash",
     efficiency_mode: str = "expected",
-    tp: int | None = None,
-    pp: int | None = None,
-    ep: int | None = None,
-    dp: int | None = None,
     exhaustive: bool = False,
     parallel: ParallelConfig | None = None,
     speculation: Speculation | None = None,
     **engine_overrides,
 ) -> PlanResult:
     """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring), degrees pinned
-    by ``parallel`` or tp/pp/ep/dp. ``exhaustive``: every configuration, unpruned (:mod:`.plan_search`); same answer.
-    ``speculation``: also every aggregated layout decoding speculatively, as :func:`~.service.serve` takes it."""
-    pins = _pins(parallel, gpus, tp, pp, ep, dp)
+    by ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig` of tp/pp/ep/dp). ``exhaustive``: every
+    configuration, unpruned (:mod:`.plan_search`); same answer. ``speculation``: also every aggregated layout
+    decoding speculatively, as :func:`~.service.serve` takes it."""
+    pins = _pins(parallel, gpus)
     t0 = time.perf_counter()  # every argument is checked by @checked (llmath.deploy.arguments)
     spec = resolve(model)
     refuse_uncached(spec)
@@ -377,7 +375,7 @@ def plan(
         raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    eff = efficiency(efficiency_mode, hw)
+    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
     common = (eff, attention, engine, engine_overrides, req, targets)
     searches = [_Search(spec, hw, _format_precision(fmt, kv_dtype), *common, fmt, speculation) for fmt in formats]
     cols: list = []

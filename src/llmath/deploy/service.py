@@ -2,9 +2,9 @@
 
 ``serve(...)`` resolves the model, hardware, precision and engine preset, checks the memory first (a
 configuration that does not fit raises before any number is computed), and returns a
-:class:`~llmath.deploy.serving.ServingReport`. ``gpus``/``tp``/``pp``/``ep``/``dp`` pick a parallel layout
-(:func:`llmath.deploy.make_layout`: ``gpus`` alone is TP over all of them, MoE experts spread EP ways); the
-requests are split evenly over its ``dp`` attention-DP replicas.
+:class:`~llmath.deploy.serving.ServingReport`. ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig`)
+picks a parallel layout (:func:`llmath.deploy.make_layout`: ``gpus`` alone is TP over all of them, MoE experts
+spread EP ways); the requests are split evenly over its ``dp`` attention-DP replicas.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, drifting_state, in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
-from llmath.deploy.layout import ParallelConfig, requested_layout
+from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
     Decoding,
@@ -34,7 +34,7 @@ from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
-from llmath.hardware.kernels import engine_hardware, engine_precision
+from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -53,12 +53,6 @@ def serve(
     concurrency: float | None = None,
     rate: float | None = None,
     engine: str = "vllm",
-    gpus: int | None = None,
-    tp: int | None = None,
-    pp: int | None = None,
-    ep: int | None = None,
-    dp: int | None = None,
-    overlap: str = "none",
     parallel: ParallelConfig | None = None,
     prefix_hit: float = 0.0,
     gen_dist: tuple[tuple[int, float], ...] = (),
@@ -75,21 +69,21 @@ def serve(
     started together and replaced as they finish, as benchmark clients run them: they stay in step),
     ``staggered`` (C clients out of step), ``poisson`` (the default with ``rate``), ``offline`` (every request
     queued at once); see :mod:`.closed_loop` and :mod:`.serving` for the models and their limits. The layout:
-    ``parallel`` or the gpus/tp/pp/ep/dp/overlap keywords (:class:`~llmath.deploy.layout.ParallelConfig`)."""
+    ``parallel`` (:class:`~llmath.deploy.layout.ParallelConfig`; None: one GPU)."""
     arrival = _arrival(arrival, concurrency, rate, offline)
     offline = offline or arrival == "offline"
     spec = resolve(model)
     refuse_uncached(spec)
     refuse_draft_only(spec)
-    layout = requested_layout(spec, parallel, gpus, tp, pp, ep, dp, overlap)
+    layout = parallel.requested(spec) if parallel is not None else None
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors
     eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)
     p = engine_precision(p, hw, engine)  # a declared quantised format runs in the engine's kernel on hw
     hw = engine_hardware(hw, engine) or hw  # the engine's accumulate rate on hw (llama.cpp's FP16 GEMMs on GeForce)
-    ed = spec.is_encoder_decoder
-    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), ed)
-    dev = Device(spec, hw, p, efficiency(efficiency_mode, hw), attention, eng.cuda_graphs, layout, prompt if ed else 0)
+    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), spec.is_encoder_decoder)
+    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
+    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, prompt if req.encoder_decoder else 0)
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

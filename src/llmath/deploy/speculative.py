@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from llmath.deploy.layout import make_layout
+from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
 from llmath.model.registry import resolve
@@ -117,7 +117,7 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
     layout = None
     if target.layout is not None and target.layout.tp > 1:
         try:  # the draft shares the target's tensor parallelism where its shape allows
-            layout = make_layout(d, tp=target.layout.tp)
+            layout = make_layout(d, ParallelConfig(tp=target.layout.tp))
         except LLMathError:
             layout = None
     return Device(d, target.hw, target.precision, target.eff, target.attention, target.cuda_graphs, layout)

@@ -124,7 +124,7 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
     x = np.array([1.0, float(B), U, 0.0, float(B) * src])
     c0 = x @ kc
     m0 = (x @ k[:, 2]) * inv
-    ov = overheads(table, eff, True, p)
+    ov = overheads(table, eff, True, p, hw)
     step = np.maximum(c0, m0) + ov
     step.setflags(write=False)
     w = _windows(table)
@@ -342,7 +342,7 @@ def _step_parts(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf: n
     X = np.concatenate(np.broadcast_arrays(np.ones_like(Bf), Bf, U, np.zeros_like(Bf), Xs), axis=-1)  # (…, 5)
     f, inv = _fitted(table, hw, p, eff, Bf[..., 0], Bf[..., 0], True, None)
     c0 = X @ kc if f is None else (X @ k[:, 0]) / mm_rate * f + (X @ k[:, 1]) / vec_rate
-    return c0, (X @ k[:, 2]) * inv, inv, overheads(table, eff, True, p)
+    return c0, (X @ k[:, 2]) * inv, inv, overheads(table, eff, True, p, hw)
 
 
 def _steps(table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf: np.ndarray, src):
@@ -471,7 +471,7 @@ def _step_times(table: Table, hw: Hardware, p: Precision, eff: Efficiency, b: fl
     memory = (vals * byte_weights(table, p)[j]).sum(-1) * np.broadcast_to(
         inv, np.broadcast_shapes(np.shape(inv), (n_ops,))
     )[..., j]
-    return np.maximum(compute, memory) + overheads(table, eff, True, p)[j]
+    return np.maximum(compute, memory) + overheads(table, eff, True, p, hw)[j]
 
 
 def _decode_stepwise(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P, N, src) -> DecodeSummary:

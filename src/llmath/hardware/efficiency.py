@@ -51,6 +51,10 @@ class Efficiency:
     per-kernel time stay); ``None``: no such measurement. ``engine_stream``: fraction of the bandwidth the
     engine's own one-token mat-vec op was measured to stream weights at on this device or its sibling: weight
     GEMMs' weight streams use it in place of the fitted or default memory fraction; ``None``: not measured.
+    ``fp4_gemm``: (per-kernel seconds, fraction of the bandwidth, reduction elements per second) of the engine's
+    NVFP4 weight GEMMs (:func:`llmath.hardware.efficiency_fit.fp4_gemm`): weight GEMMs that run in fp4 take
+    ``t0 + max(k / rate, bytes / (bandwidth · mem))`` at a few rows (:func:`llmath.hardware.fitted_ops.apply_fp4`);
+    ``None``: the general fractions and overheads.
     """
 
     name: str = "expected"
@@ -77,6 +81,7 @@ class Efficiency:
     tile_rows: int = 0  # rows of one tensor-core tile: the fitted GEMM and MoE models' floor (0: none)
     engine_matmul: float | None = None
     engine_stream: float | None = None
+    fp4_gemm: tuple[float, float, float] | None = None  # (t0 s, memory fraction, k-loop elements/s): NVFP4 GEMMs
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
@@ -202,6 +207,7 @@ def fitted(hw: Hardware) -> Efficiency | None:
         kernel_fits=tuple(kernel),
         fp8_gemm_overhead_s=fp8[0] if fp8 else None,
         tile_rows=ef.tile_rows(hw.arch),
+        fp4_gemm=ef.fp4_gemm(hw.name) if executed(hw, "fp4")[0] == "fp4" else None,
     )
 
 

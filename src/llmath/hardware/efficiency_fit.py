@@ -298,3 +298,17 @@ def fp8_static_gemm_overhead(device: str) -> tuple[float, float] | None:
         return None
     quant = float(q["compute_scale_s"]) + float(q["static_quantize_s"])
     return max(float(dev["fp8"]["coef"][8]) - quant, float(dev["bf16"]["coef"][8])), quant
+
+
+DEFAULT_FP4_ENGINE = "vllm"  # llmath's default engine (llmath.hardware.kernels.DEFAULT_ENGINE)
+
+
+def fp4_gemm(device: str, engine: str = DEFAULT_FP4_ENGINE) -> tuple[float, float, float] | None:
+    """(per-kernel seconds, fraction of the bandwidth, reduction elements per second) of ``engine``'s NVFP4
+    weight GEMM on ``device`` (its measured device, rule of :func:`resolve`), fitted to the engine's own
+    per-kernel table by ``scripts/fit_fp4_gemm.py``: ``t = t0 + max(k / rate, bytes / (bandwidth · mem))`` over
+    the rows of at most 64 tokens. ``None`` where the device has no NVFP4 tables, the engine has no table, or its
+    table does not time what the engine serves with (the entry's ``why``: TensorRT-LLM's untuned tactic)."""
+    r = resolve(device)
+    e = data().get("fp4_gemm", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine)
+    return (float(e["t0_s"]), float(e["mem"]), float(e["kloop_per_s"])) if e and e["applied"] else None

@@ -37,7 +37,7 @@ import numpy as np
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency
-from llmath.hardware.execution import op_formats
+from llmath.hardware.execution import op_executed, op_formats
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
@@ -192,6 +192,41 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
 
 
 @lru_cache(maxsize=256)
+def fp4_gemms(table: Table, hw: Hardware, p: Precision) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mask, k, n·k) of the weight GEMMs that run in fp4 on ``hw`` (W4A4: NVFP4 weights and activations), routed
+    experts aside (their grouped kernel is another): each one's reduction width k (input elements per row) and
+    weight elements."""
+    routed = set(columns(table).routed.tolist())
+    fmts = op_executed(table, hw, p)
+    mask = np.array([bool(table.is_weight_mm[i]) and f == "fp4" and i not in routed for i, f in enumerate(fmts)])
+    k = np.array([max([t.coef for t in op.terms("act_in")] or [1]) for op in table.ops], dtype=float)
+    nk = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
+    for a in (mask, k, nk):
+        a.setflags(write=False)
+    return mask, k, nk
+
+
+def apply_fp4(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, f, inv, mm):
+    """(compute factor, seconds per byte) with the engine's NVFP4 GEMM model on the fp4 weight GEMMs
+    (``eff.fp4_gemm`` = (t0, mem, k-loop rate), :func:`llmath.hardware.efficiency_fit.fp4_gemm`): each streams its
+    weights at ``mem`` of the bandwidth, and computes no faster than one output tile walks the reduction width k,
+    k / rate per kernel: a factor mm·k / (2·rows·n·k·rate) on the op's FLOPs at the matmul rate ``mm`` (rows: its
+    token or logit rows). ``f``/``inv`` as :func:`apply` takes them."""
+    assert eff.fp4_gemm is not None
+    mask, k, nk = fp4_gemms(table, hw, p)
+    if not mask.any():
+        return f, inv
+    _, mem, rate = eff.fp4_gemm
+    rows = np.where(table.weight_logit_rows, np.asarray(batch, dtype=float)[..., None],
+                    np.asarray(tokens, dtype=float)[..., None])  # fmt: skip
+    kloop = mm * k / (2 * np.maximum(rows, 1.0) * nk * rate)
+    f = np.ones(kloop.shape) if f is None else np.broadcast_to(f, np.broadcast_shapes(f.shape, kloop.shape))
+    f = np.where(mask, np.maximum(f, kloop), f)
+    inv = np.where(mask, 1.0 / (hw.memory_bandwidth_bytes_per_s * mem), inv)
+    return f, inv
+
+
+@lru_cache(maxsize=256)
 def fp8_gemms(table: Table, p: Precision) -> np.ndarray:
     """(n_ops,) mask of the weight GEMMs that run in fp8 under ``p`` (W8A8) or read fp8 weights into a 16-bit
     GEMM (W8A16: the same fp8 weight stream; its per-kernel time is taken as the fp8 kernel's)."""
@@ -203,7 +238,9 @@ def fp8_gemms(table: Table, p: Precision) -> np.ndarray:
     return out
 
 
-def overheads(table: Table, p: Precision, eff: Efficiency, decode: bool, base: np.ndarray) -> np.ndarray:
+def overheads(
+    table: Table, p: Precision, eff: Efficiency, decode: bool, base: np.ndarray, hw: Hardware | None = None
+) -> np.ndarray:
     """(n_ops,) per-pass overheads with the fits' per-kernel times: context attention the larger of its
     ``t0`` and the eager launch; a MoE layer's ``t0`` shared by its routed GEMMs (decode: as fitted,
     prefill: at least the eager launch each); weight GEMMs running in fp8 the fp8 GEMM fit's ``t0`` less the
@@ -216,12 +253,16 @@ def overheads(table: Table, p: Precision, eff: Efficiency, decode: bool, base: n
     ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
     moe = _moe_coef(cols, eff, p, p.compute)
     fp8 = fp8_gemms(table, p) if eff.fp8_gemm_overhead_s is not None else None
-    if ctx is None and moe is None and (fp8 is None or not fp8.any()):
+    fp4 = fp4_gemms(table, hw, p)[0] if (eff.fp4_gemm is not None and hw is not None) else None
+    if ctx is None and moe is None and (fp8 is None or not fp8.any()) and (fp4 is None or not fp4.any()):
         return base
     out = base.copy()
     if fp8 is not None and eff.fp8_gemm_overhead_s is not None:
         t = eff.fp8_gemm_overhead_s if decode else max(eff.overhead_s, eff.fp8_gemm_overhead_s)
         out[fp8] = table.kernels[fp8] * t
+    if fp4 is not None and eff.fp4_gemm is not None:
+        t = eff.fp4_gemm[0] if decode else max(eff.overhead_s, eff.fp4_gemm[0])
+        out[fp4] = table.kernels[fp4] * t
     if ctx is not None:
         out[cols.attn] = table.kernels[cols.attn] * max(eff.overhead_s, ctx[8])
     if moe is not None:

@@ -27,6 +27,7 @@ from importlib import resources
 from typing import Any
 
 from llmath.errors import WorkloadError
+from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency, efficiency
 from llmath.hardware.execution import executed
 from llmath.hardware.registry import Hardware
@@ -219,12 +220,21 @@ def engine_efficiency(eff: Efficiency, hw: Hardware | None, p: Precision, engine
     return eff
 
 
+def engine_fp4_gemm(eff: Efficiency, hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> Efficiency:
+    """``eff`` with ``engine``'s own NVFP4 GEMM model on ``hw`` (:func:`llmath.hardware.efficiency_fit.fp4_gemm`,
+    fitted to that engine's per-kernel table) where ``eff`` has one (a fitted device that runs fp4); none (the
+    general fractions) for an engine whose table does not time what it serves with."""
+    if hw is None or eff.fp4_gemm is None:
+        return eff
+    return replace(eff, fp4_gemm=ef.fp4_gemm(hw.name, engine))
+
+
 def run_efficiency(mode, hw: Hardware | None, p: Precision, engine: str, overrides: dict) -> Efficiency | None:
     """The efficiency ``mode`` on ``hw`` with ``overrides``, and ``engine``'s measured GEMM rate there where the
     mode is ``expected`` and no matmul fraction was given (:func:`engine_efficiency`); ``None`` without a device."""
     if hw is None:
         return None
-    eff = efficiency(mode, hw, **overrides)
+    eff = engine_fp4_gemm(efficiency(mode, hw, **overrides), hw, engine)
     if mode != "expected" or overrides.get("matmul") is not None:
         return eff
     return engine_efficiency(eff, hw, p, engine)

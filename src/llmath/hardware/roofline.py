@@ -246,7 +246,9 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
 
 
 @lru_cache(maxsize=1024)
-def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None = None) -> np.ndarray:
+def overheads(
+    table: Table, eff: Efficiency, decode: bool, p: Precision | None = None, hw: Hardware | None = None
+) -> np.ndarray:
     """(n_ops,) overhead seconds of each op per pass: its kernels × the per-kernel overhead (in decode, decode
     attention's own where one was fitted; with ``p``, context attention's and MoE layers' fitted ones).
     Read-only, computed once per (table, efficiency, pass, precision): a serving search asks for it per
@@ -256,7 +258,7 @@ def overheads(table: Table, eff: Efficiency, decode: bool, p: Precision | None =
         base = table.kernels * np.where(table.is_kv_attention, eff.attention_overhead_s, ov)
     else:
         base = table.kernels * ov
-    out = base if p is None else fo.overheads(table, p, eff, decode, base)
+    out = base if p is None else fo.overheads(table, p, eff, decode, base, hw)
     out.setflags(write=False)
     return out
 
@@ -269,10 +271,12 @@ def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, to
         tokens, decode = batch * (context + 1), False
     f = mm_factor(table, eff, batch, tokens, run_format(hw, p))
     inv = inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
-    if not eff.kernel_fits:
-        return f, inv
-    rts = (rates(hw, p, eff, table)[0], op_peaks(table, hw, p), run_format(hw, p))
-    return fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context, rts)
+    if eff.kernel_fits:
+        rts = (rates(hw, p, eff, table)[0], op_peaks(table, hw, p), run_format(hw, p))
+        f, inv = fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context, rts)
+    if eff.fp4_gemm is not None:
+        f, inv = fo.apply_fp4(table, hw, p, eff, batch, tokens, f, inv, rates(hw, p, eff, table)[0])
+    return f, inv
 
 
 def op_times(
@@ -295,7 +299,7 @@ def op_times(
     f, inv = _fitted(table, hw, p, eff, batch, tokens, decode, context)
     compute = (flops / mm_rate if f is None else flops / mm_rate * f) + vflops / vec_rate
     memory = bytes_ * inv
-    return np.maximum(compute, memory) + overheads(table, eff, decode, p), compute, memory, bytes_
+    return np.maximum(compute, memory) + overheads(table, eff, decode, p, hw), compute, memory, bytes_
 
 
 @lru_cache(maxsize=1024)
@@ -330,7 +334,7 @@ def _stage_matrices(
         mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = table.rhs(one_hot("flops")) / mm_rate * f + table.rhs(one_hot("vflops")) / vec_rate
     mem = table.rhs(byte_weights_key(table, p)) * inv
-    ov = overheads(table, eff, decode, p)
+    ov = overheads(table, eff, decode, p, hw)
     return comp, mem, ov
 
 
@@ -363,7 +367,7 @@ def monomial_times(
         comp += vfl  # in place: the block's temporaries are the sweep's cost
     mem = bytes_ * inv
     t = np.maximum(comp, mem)
-    ov = overheads(table, eff, decode, p)
+    ov = overheads(table, eff, decode, p, hw)
     if ov.any():
         t += ov
     return t, comp, mem
@@ -395,7 +399,7 @@ def _total_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> tup
     parts = [folded, comp[:, plain], mem[:, plain], fl[:, vary], vfl[:, vary], by[:, vary]]
     out = np.ascontiguousarray(np.concatenate(parts, axis=1).T)
     out.setflags(write=False)
-    return out, np.flatnonzero(vary), int(plain.sum()), float(overheads(table, eff, False, p).sum())
+    return out, np.flatnonzero(vary), int(plain.sum()), float(overheads(table, eff, False, p, hw).sum())
 
 
 def _op_rows(a, ops: np.ndarray, lead: tuple) -> np.ndarray:

@@ -99,6 +99,7 @@ def calibrate(report: dict[str, Any], predict) -> Calibration:
 def saved_predictor(report: dict[str, Any]):
     """``predict(efficiency)`` for :func:`calibrate`: llmath's prediction of the saved run, its deployment as
     ``llmath bench`` recorded it (the flags, resolved again)."""
+    from llmath.deploy.layout import DEGREES, ParallelConfig
     from llmath.deploy.service import serve
     from llmath.model.checkpoint import precision_for
 
@@ -106,9 +107,11 @@ def saved_predictor(report: dict[str, Any]):
     model, hw = dep.pop("model"), report["prediction"]["hardware"]
     p = precision_for(model, None, dep.pop("weights"), None, dep.pop("kv_dtype"), None)
     load = {"rate": cfg["rate"]} if cfg.get("rate") else {"concurrency": float(cfg["concurrency"])}
+    par = ParallelConfig(**{k: dep.pop(k) for k in (*DEGREES, "overlap") if k in dep})  # the flags recorded
 
     def predict(eff) -> dict[str, float]:
-        rep = serve(model, hw, prompt=cfg["prompt"], gen=cfg["gen"], precision=p, efficiency_mode=eff, **load, **dep)
+        rep = serve(model, hw, prompt=cfg["prompt"], gen=cfg["gen"], precision=p, efficiency_mode=eff, parallel=par,
+                    **load, **dep)  # fmt: skip
         return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
 
     return predict

@@ -104,7 +104,7 @@ def _skip_reason(r: Mapping[str, Any]) -> str | None:
 
 
 class _Layout(TypedDict, total=False):
-    """The layout keywords of :func:`llmath.analysis.analyze` a published row states."""
+    """The degrees of the :class:`~llmath.deploy.layout.ParallelConfig` a published row states."""
 
     gpus: int
     tp: int
@@ -126,6 +126,7 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
     import warnings
 
     from llmath.analysis import analyze
+    from llmath.deploy.layout import ParallelConfig
 
     prec, assumed = _precision_for(r)
     with warnings.catch_warnings():
@@ -138,7 +139,7 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
             gen=int(r["gen"]),
             attention="flash",
             precision=prec,
-            **_layout_for(r),
+            parallel=ParallelConfig(**_layout_for(r)),
         )
     gen_m, engine = _with_overheads(r, a.generation)
     key = _METRIC_KEY[r["metric"]]

@@ -224,6 +224,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
     the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`), decoding
     speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it)."""
     from llmath.deploy.disagg import serve_disaggregated
+    from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.service import serve
 
     prec = precision(run)
@@ -234,8 +235,8 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
             prompts, gens = run.drawn(run.prompt), run.drawn(run.gen)
             dist = tuple((g, 1.0) for g in gens) if len(gens) > 1 else ()
             rep = serve(run.model, run.system, prompt=round(float(np.mean(prompts))), gen=run.gen,
-                        gen_dist=dist, concurrency=run.concurrency, engine=run.engine, tp=L.tp, pp=L.pp, dp=L.dp,
-                        ep=L.ep, precision=prec, arrival=arrival,
+                        gen_dist=dist, concurrency=run.concurrency, engine=run.engine,
+                        parallel=ParallelConfig(tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep), precision=prec, arrival=arrival,
                         speculation=speculation)  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None

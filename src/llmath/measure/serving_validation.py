@@ -55,6 +55,7 @@ def _setup(r: dict[str, Any]) -> str | None:
 
 def _compute(r: dict[str, Any], model: str, engine: str, setup: str) -> dict[str, Any]:
     """One published row, predicted: the serving report's metric against the measured value."""
+    from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.service import serve
     from llmath.measure.published import _precision_for
 
@@ -73,7 +74,7 @@ def _compute(r: dict[str, Any], model: str, engine: str, setup: str) -> dict[str
             engine=engine,
             precision=prec,
             offline=setup == "offline",
-            tp=n_dev if n_dev > 1 else None,
+            parallel=ParallelConfig(tp=n_dev if n_dev > 1 else None),
             **kw,
         )
     pred, meas = float(rep.metrics[r["metric"]]), float(r["value"])
