@@ -1,4 +1,5 @@
-"""A command line imports only the command group it runs (llmath.cli.COMMANDS), and the map is complete."""
+"""A command line imports only the command group it runs (llmath.cli.COMMANDS), and the map is complete; a command
+imports only the libraries it runs (docs/speed.md: the CLI's start-up)."""
 
 import subprocess
 import sys
@@ -27,7 +28,7 @@ def _modules_after(args: list[str]) -> set[str]:
         f"        main({args!r})\n"
         "    except SystemExit:\n"
         "        pass\n"
-        "print(' '.join(m for m in sys.modules if m.startswith('llmath')))\n"
+        "print(' '.join(sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     return set(out.stdout.split())
@@ -40,7 +41,30 @@ def test_analyze_imports_neither_the_other_groups_nor_the_planner():
     assert not mods & {"llmath.deploy.plan", "llmath.web", "llmath.plots", "llmath.sweep"}
 
 
+NEVER_ON_ANALYZE = {"pydantic", "pydantic_core", "typer._adapters", "matplotlib", "torch", "transformers", "rich"}
+
+
+def test_analyze_json_imports_no_validation_plotting_or_oracle_library():
+    mods = _modules_after(["analyze", "llama-3-8b", "-H", "h100-sxm", "--json"])
+    assert "llmath.analysis" in mods
+    assert not mods & NEVER_ON_ANALYZE
+
+
+def test_a_bad_option_value_still_gets_typers_message():
+    code = "from llmath.cli import main\nmain(['analyze', 'llama-3-8b', '-H', 'h100-sxm', '--batch', 'x'])\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "Invalid value for '--batch'" in out.stderr and "valid integer" in out.stderr
+
+
 def test_help_lists_every_command_without_importing_the_library_core():
     mods = _modules_after(["--help"])
     assert {f"llmath.cli.{g}" for g in cli.GROUPS} <= mods
     assert not mods & {"llmath.analysis", "llmath.ops", "llmath.deploy"}
+    assert not mods & {"numpy", *NEVER_ON_ANALYZE}
+
+
+def test_a_commands_help_imports_neither_numpy_nor_pydantic():
+    mods = _modules_after(["analyze", "--help"])
+    assert "llmath.cli.analyze" in mods
+    assert not mods & {"numpy", "llmath.analysis", *NEVER_ON_ANALYZE}

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from typing import Any
-
-import numpy as np
 
 from llmath.errors import WorkloadError
 
@@ -103,6 +102,8 @@ def check_int_array(name: str, value: Any, lo: int, hi: int) -> Any:
     """A scalar int (kept exact) or an integer array with every element in [lo, hi]."""
     if type(value) is int:
         return check_int(name, value, lo, hi)
+    import numpy as np  # here: the CLI's start-up loads numpy only where arrays are used (docs/speed.md)
+
     if np.ndim(value) == 0:
         return check_int(name, value.item() if isinstance(value, np.generic) else value, lo, hi)
     arr = np.asarray(value)
@@ -181,10 +182,16 @@ def check_grid(sizes: dict[str, int]) -> None:
 
 def finite_or_none(x: Any) -> Any:
     """Replace NaN/±Infinity floats by None, recursively (JSON has no non-finite numbers)."""
-    if isinstance(x, float | np.floating):
+    if isinstance(x, float) or is_numpy(x, "floating"):
         return float(x) if math.isfinite(x) else None
     if isinstance(x, dict):
         return {k: finite_or_none(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
         return [finite_or_none(v) for v in x]
     return x
+
+
+def is_numpy(x: Any, kind: str) -> bool:
+    """``x`` is an instance of ``numpy.<kind>``; without importing numpy (none of its values exist before)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, getattr(np, kind))

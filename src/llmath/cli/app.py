@@ -17,10 +17,28 @@ import warnings
 from typing import Protocol, TypeGuard
 
 import typer
+import typer.core
 
+from llmath.cli import coerce
 from llmath.errors import LLMathError, UsageError
 
+
+class _Group(typer.core.TyperGroup):
+    """typer's command group, whose commands coerce their plain option values without pydantic
+    (:mod:`llmath.cli.coerce`)."""
+
+    def get_params(self, ctx):
+        coerce.install(self, ctx)
+        return super().get_params(ctx)
+
+    def get_command(self, ctx, cmd_name: str):
+        command = super().get_command(ctx, cmd_name)
+        coerce.install(command, ctx)
+        return command
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,

@@ -203,7 +203,8 @@ def _gemm_groups(table: Table, coef: tuple[float, ...]):
     for mask in (table.weight_token_rows, table.weight_logit_rows):
         cols = np.flatnonzero(mask)
         sh = share[cols]
-        out.append(tuple((float(v), cols[sh == v], ef.sat(nk[cols[sh == v]], coef[3], coef[4])) for v in np.unique(sh)))
+        shares = sorted(set(sh.tolist()))  # np.unique's values; np.unique would import numpy.ma (10 ms a process)
+        out.append(tuple((v, cols[sh == v], ef.sat(nk[cols[sh == v]], coef[3], coef[4])) for v in shares))
     return tuple(out)
 
 

@@ -7,17 +7,15 @@ import json
 import sys
 from typing import Any
 
-import numpy as np
-
-from llmath.validation import finite_or_none
+from llmath.validation import finite_or_none, is_numpy
 
 MAX_TABLE_ROWS = 2000
 
 
 def _default(o):
-    if isinstance(o, np.generic):
+    if is_numpy(o, "generic"):
         return o.item()
-    if isinstance(o, np.ndarray):
+    if is_numpy(o, "ndarray"):
         return o.tolist()
     return str(o)
 
@@ -52,7 +50,7 @@ def rows_csv(rows: list[dict[str, Any]]) -> None:
     w = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]))
     w.writeheader()
     for r in rows:
-        w.writerow({k: _default(v) if isinstance(v, np.generic) else v for k, v in r.items()})
+        w.writerow({k: _default(v) if is_numpy(v, "generic") else v for k, v in r.items()})
 
 
 def si(v: float | None, unit: str = "", digits: int = 3) -> str:
