@@ -232,8 +232,15 @@ def _shard(op: Op, spec: ModelSpec, L: Layout, count: int, memo: dict) -> Op:
 
 
 def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
+    """Layers of each layer kind among ``layers``, in the order they first appear."""
+    return dict(_kind_counts(spec, layers.start, layers.stop))
+
+
+@lru_cache(maxsize=4096)
+def _kind_counts(spec: ModelSpec, start: int, stop: int) -> tuple[tuple[str, int], ...]:
+    """:func:`_stage_counts` once per (spec, layer range): every layout with that stage asks again."""
     out: dict[str, int] = {}
-    for i in layers:
+    for i in range(start, stop):
         kind, moe = spec.layer_mixers[i], spec.layer_moe[i]
         if kind.startswith("attention"):
             lk = layer_kind(
@@ -243,7 +250,7 @@ def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
         else:
             lk = mixer_layer_kind(spec, i)
         out[lk] = out.get(lk, 0) + 1
-    return out
+    return tuple(out.items())
 
 
 def _place(op: Op, counts: dict[str, int], first: bool, last: bool) -> int:
