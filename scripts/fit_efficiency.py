@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from llmath import hardware
-from llmath.hardware.efficiency_fit import COST, TILED_CLASSES, model_time, tile_rows
+from llmath.hardware.efficiency_fit import COST, MOE_STORAGE_RUNS, TILED_CLASSES, model_time, peak_for, tile_rows
 
 PACKAGE, VERSION = "aiconfigurator-core", "0.12.0"
 # aiconfigurator system name -> llmath hardware name, and the TensorRT-LLM table version used per system
@@ -47,6 +47,7 @@ INIT = {
     "attn_context": [0.6, 2.0, 1.0, 4.0, 1.0, 0.8, 6.0, 1.0, 5.0],
     "attn_decode": [0.3, 1.5, 1.0, 1.2, 1.0, 0.85, 7.0, 1.0, 5.0],
     "moe": [0.6, 1.2, 1.0, 6.0, 1.0, 0.8, 7.0, 1.0, 10.0],
+    "attn_mla_context": [0.6, 2.0, 1.0, 4.0, 1.0, 0.8, 6.0, 1.0, 5.0],
 }
 LO = [0.01, -3, 0.2, -3, 0.2, 0.01, 0, 0.2, 0]
 HI = [1.0, 14, 4, 14, 4, 1.0, 13, 4, 200]
@@ -55,6 +56,7 @@ GROUP_CLASSES = {
     "gemm": ("gemm",),
     "attention": ("attn_context", "attn_decode"),
     "moe": ("moe",),
+    "mla": ("attn_mla_context",),
     "comm": ("all_reduce", "all_gather", "custom_all_reduce"),
 }
 GROUPS = tuple(GROUP_CLASSES)
@@ -76,14 +78,29 @@ def split(df: pd.DataFrame, keys: list[str]) -> pd.Series:
     return df[keys].apply(tuple, axis=1).isin(set(held.apply(tuple, axis=1)))
 
 
-def fit_class(cls, feats, t, peak, bw, tile):
+def from_coef(coef):
+    c, h1, p1, h2, p2, mem, hm, pm, t0 = coef
+    return [c, np.log10(h1), p1, np.log10(h2), p2, mem, np.log10(hm), pm, t0 * 1e6]
+
+
+def fit_class(cls, feats, t, peak, bw, tile, fixed=None):
+    """Least-squares coefficients; ``fixed``: {index: value} of parameters (fit space) held, not fitted."""
     x1, x2, xm, fl, by = feats
+    fixed = fixed or {}
+    free = [i for i in range(len(LO)) if i not in fixed]
 
-    def resid(theta):
-        return np.log(model_time(to_coef(theta), x1, x2, xm, fl, by, peak, bw, tile) / t)
+    def full(th):
+        theta = np.array(INIT[cls], dtype=float)
+        theta[free] = th
+        theta[list(fixed)] = list(fixed.values())
+        return theta
 
-    r = least_squares(resid, INIT[cls], bounds=(LO, HI), loss="soft_l1", f_scale=0.05, max_nfev=4000)
-    return to_coef(r.x)
+    def resid(th):
+        return np.log(model_time(to_coef(full(th)), x1, x2, xm, fl, by, peak, bw, tile) / t)
+
+    x0, lo, hi = ([v[i] for i in free] for v in (INIT[cls], LO, HI))
+    r = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05, max_nfev=4000)
+    return to_coef(full(r.x))
 
 
 def errors(coef, feats, t, peak, bw, tile) -> np.ndarray:
@@ -103,6 +120,8 @@ FIXTURE_PICKS = {
     ("h100-sxm", "attn_context", "bf16"),
     ("h100-sxm", "attn_decode", "bf16"),
     ("h100-sxm", "moe", "bf16"),
+    ("h200", "moe", "fp8_block"),
+    ("h200", "attn_mla_context", "fp8"),
     ("b200", "gemm", "bf16"),
     ("b200", "attn_decode", "bf16"),
     ("l40s", "gemm", "bf16"),
@@ -112,6 +131,7 @@ SHAPE_COLS = {
     "attn_context": ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim"],
     "attn_decode": ["batch_size", "step", "num_heads", "num_key_value_heads", "head_dim"],
     "moe": ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts"],
+    "attn_mla_context": ["batch_size", "isl", "num_heads"],
 }
 
 
@@ -135,14 +155,14 @@ def add_fixture(device, cls, fmt, df, held, table):
         )
 
 
-def run_fit(cls, df, feats_fn, keys, peak, bw, table, device=None, fmt=None):
+def run_fit(cls, df, feats_fn, keys, peak, bw, table, device=None, fmt=None, fixed=None):
     df = df.reset_index(drop=True)
     held = split(df, keys).to_numpy()
     t = df["latency"].to_numpy() * 1e-3
     feats = [np.asarray(f, dtype=float) for f in feats_fn(df)]
     # the GEMM and MoE forms' tile floor: the measured device's tensor-core tile rows
     tile = tile_rows(hardware.get(device).arch) if (cls in TILED_CLASSES and device) else 0
-    coef = fit_class(cls, [f[~held] for f in feats], t[~held], peak, bw, tile)
+    coef = fit_class(cls, [f[~held] for f in feats], t[~held], peak, bw, tile, fixed)
     e_fit = errors(coef, [f[~held] for f in feats], t[~held], peak, bw, tile)
     e_held = errors(coef, [f[held] for f in feats], t[held], peak, bw, tile)
     add_fixture(device, cls, fmt, df, held, table)
@@ -220,6 +240,38 @@ def attention_fits(root, sysname, ver, hw, files):
     return {k: v for k, v in out.items() if v}
 
 
+# the context MLA table's per-head widths: DeepSeek-V3/R1's (qk_nope 128 + qk_rope 64, v_head_dim 128), the model
+# the package times it for (sdk/models/deepseek.py ContextMLA); num_heads is per rank, mla_dtype bf16 throughout
+MLA_DIMS = (192, 128)
+
+
+def read_table(root: Path, rel: str, files: dict):
+    """The table at ``rel`` under ``root`` with its sha256 recorded in ``files``; ``None`` where it is absent."""
+    if not (root / rel).exists():
+        return None
+    files[rel] = sha256(root / rel)
+    return pd.read_parquet(root / rel)
+
+
+def mla_fits(root, sysname, ver, hw, files):
+    rel = f"{sysname}/mla/trtllm/{ver}/context_mla_perf.parquet"
+    df = read_table(root, rel, files)
+    if df is None:
+        return {}
+    df = df[(df.step == 0) & (df.mla_dtype == "bfloat16")]
+    out = {}
+    for raw, fmt in DTYPES.items():  # keyed by the KV-cache format, as context attention
+        d = df[df.kv_cache_dtype == raw]
+        if fmt not in hw.peak_flops_per_s or len(d) < 50:
+            continue
+        d = median_rows(d, ["batch_size", "isl", "num_heads"])
+        feats = lambda x, f=fmt: COST["attn_mla_context"](x.batch_size, x.isl, x.num_heads, *MLA_DIMS, f, f)  # noqa: E731
+        cls = "attn_mla_context"
+        peak = peak_for(cls, hw, fmt)  # its products run in 16-bit whatever the KV cache's format
+        out[fmt] = run_fit(cls, d, feats, ["num_heads", "batch_size"], peak, bw(hw), rel, hw.name, fmt)
+    return {"attn_mla_context": out} if out else {}
+
+
 def attn_feats(x, fmt, cls):
     h, k, d = x.num_heads, x.num_key_value_heads, x.head_dim
     if cls == "attn_context":
@@ -227,33 +279,46 @@ def attn_feats(x, fmt, cls):
     return COST[cls](x.batch_size, x.step, h, k, d, fmt)
 
 
+# MoE tables also fitted per experts' storage format where it runs another grouped kernel (MOE_STORAGE_RUNS:
+# block-scaled FP8, one scale per 128 x 128 block, as DeepSeek-V3/R1, Qwen3 and MiniMax FP8 checkpoints store it).
+# Its compute terms only: the weight stream and per-kernel time are the per-tensor FP8 fit's (the tables time
+# both kernels within 5% at 1-128 tokens on split layers; the block scales cost in the mainloop, at prefill sizes)
+MEMORY_TERMS = (5, 6, 7, 8)  # mem, hm, pm, t0
+
+
 def moe_fits(root, sysname, ver, hw, files):
     rel = f"{sysname}/moe/trtllm/{ver}/moe_perf.parquet"
-    if not (root / rel).exists():
+    df = read_table(root, rel, files)
+    if df is None:
         return {}
-    df = pd.read_parquet(root / rel)
-    files[rel] = sha256(root / rel)
-    src = "moe_torch_flow_cutlass" if (df.kernel_source == "moe_torch_flow_cutlass").any() else "moe_torch_flow"
-    df = df[(df.kernel_source == src) & (df.distribution == "balanced") & (df.moe_tp_size == 1) & (df.moe_ep_size == 1)]
+    df = df[(df.distribution == "balanced") & (df.moe_tp_size == 1) & (df.moe_ep_size == 1)]
     keys = ["hidden_size", "inter_size", "topk", "num_experts"]
     out = {}
-    for raw, fmt in DTYPES.items():
-        if fmt not in hw.peak_flops_per_s:
-            continue
+    kinds = {raw: (fmt, fmt) for raw, fmt in DTYPES.items()} | {k: (k, f) for k, f in MOE_STORAGE_RUNS.items()}
+    for raw, (key, fmt) in kinds.items():
         d = df[df.moe_dtype == raw]
+        # the gated CUTLASS grouped GEMM where measured (A100: the plain torch flow; block-scaled FP8 on
+        # Blackwell: DeepGEMM, TensorRT-LLM's kernel for it there)
+        srcs = [s for s in ("moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm") if (d.kernel_source == s).any()]
+        if fmt not in hw.peak_flops_per_s or not srcs:
+            continue
+        d = d[d.kernel_source == srcs[0]]
         if len(d) < 50:
             continue
         d = median_rows(d, ["num_tokens", *keys])
-        out[fmt] = run_fit(
+        base = out.get(fmt) if key != fmt else None
+        fixed = {i: from_coef(base["coef"])[i] for i in MEMORY_TERMS} if base else None
+        out[key] = run_fit(
             "moe",
             d,
             lambda x, f=fmt: COST["moe"](x.num_tokens, x.hidden_size, x.inter_size, x.topk, x.num_experts, f),
             keys,
             hw.peak(fmt),
             bw(hw),
-            f"{rel} ({src}, balanced, tp=ep=1)",
+            f"{rel} ({srcs[0]}, balanced, tp=ep=1)",
             hw.name,
-            fmt,
+            key,
+            fixed,
         )
     return {"moe": out} if out else {}
 
@@ -328,6 +393,8 @@ def fit_system(root: Path, sysname: str, name: str, ver: str, only: tuple[str, .
         dev.update(attention_fits(root, sysname, ver, hw, files))
     if not only or "moe" in only:
         dev.update(moe_fits(root, sysname, ver, hw, files))
+    if not only or "mla" in only:
+        dev.update(mla_fits(root, sysname, ver, hw, files))
     if not only or "comm" in only:
         dev.update(comm_fits(root, sysname, files))
     held = {c: {f: v["held_out"] for f, v in x.items()} for c, x in dev.items() if isinstance(x, dict)}

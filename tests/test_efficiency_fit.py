@@ -25,7 +25,7 @@ ROWS = FIXTURE["rows"]
 
 def _fmts(cls, fmt):
     """The shape arguments' formats the fit used for a row of ``cls`` measured in ``fmt``."""
-    if cls == "attn_context":
+    if cls in ("attn_context", "attn_mla_context"):
         return {"fmt": fmt, "kv_fmt": fmt}
     if cls == "attn_decode":
         return {"kv_fmt": fmt}
@@ -40,6 +40,9 @@ def _shape(row):
         names = ("tokens", "hidden", "inter", "topk", "experts")
         keys = ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts")
         args = {a: s[k] for a, k in zip(names, keys, strict=True)}
+    elif cls == "attn_mla_context":
+        # the context MLA table times DeepSeek-V3/R1's heads: qk_nope 128 + qk_rope 64, v_head_dim 128 (config.json)
+        args = {"batch": s["batch_size"], "context": s["isl"], "heads": s["num_heads"], "qk_dim": 192, "v_dim": 128}
     else:
         ctx = s["isl"] if cls == "attn_context" else s["step"]
         args = {"batch": s["batch_size"], "context": ctx, "heads": s["num_heads"]}

@@ -5,6 +5,7 @@ and the properties the roofline must keep (fractions in (0, 1], more rows never 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -87,7 +88,7 @@ def _moe_spec(row):
     return spec_from_config(cfg, name="moe-fixture")
 
 
-@pytest.mark.parametrize("row", [r for r in FIXTURE if r["class"] == "moe"], ids=lambda r: str(r["shape"]))
+@pytest.mark.parametrize("row", [r for r in FIXTURE if r["class"] == "moe" and r["format"] == "bf16"], ids=str)
 def test_routed_experts_reproduce_a_measured_moe_kernel(row):
     # one MoE layer of the fixture's shape (a held-out row of aiconfigurator-core's moe_perf table): the three
     # routed expert GEMMs of llmath's prefill must add up to the measured grouped-MoE kernel within the fit's
@@ -104,6 +105,59 @@ def test_routed_experts_reproduce_a_measured_moe_kernel(row):
     pred = tm[routed].sum() - 3 * max(e.overhead_s, t0 / 3) + t0
     p90 = ef.data()["devices"][row["device"]]["moe"]["bf16"]["held_out"]["p90_abs_err"]
     assert abs(pred / (row["latency_ms"] * 1e-3) - 1) <= p90 + 0.05
+
+
+@pytest.mark.parametrize("row", [r for r in FIXTURE if r["format"] == "fp8_block"], ids=str)
+def test_block_scaled_experts_reproduce_a_measured_block_scaled_moe_kernel(row):
+    # experts stored as block-scaled FP8 (one scale per 128 × 128 block) and run W8A8: their routed GEMMs are
+    # timed by the fit of that kernel (TensorRT-LLM's block-scaled grouped GEMM: CUTLASS on H200, DeepGEMM on
+    # B200), and add up to a held-out measured row of it within its reported held-out p90 (+ the experts-hit gap)
+    hw = hardware.get(row["device"])
+    t = table(_moe_spec(row), "prefill")
+    n = row["shape"]["num_tokens"]
+    e = efficiency("expected", hw)
+    p = replace(P16.override(weights="fp8-block"), act_quant="fp8")
+    assert e.fit("moe", "fp8-block") == tuple(_coef(row["device"], "moe", "fp8_block"))
+    tm, _, _, _ = op_times(t.values(Scenario(1, n, 0)), t, hw, p, e, 1, n, decode=False)
+    routed = fo.columns(t).routed
+    t0 = _coef(row["device"], "moe", "fp8_block")[8]
+    pred = tm[routed].sum() - 3 * max(e.overhead_s, t0 / 3) + t0
+    p90 = ef.data()["devices"][row["device"]]["moe"]["fp8_block"]["held_out"]["p90_abs_err"]
+    assert abs(pred / (row["latency_ms"] * 1e-3) - 1) <= p90 + 0.05
+
+
+def test_block_scaled_experts_are_slower_than_per_tensor_at_prefill_sizes():
+    # aiconfigurator-core 0.12.0, h200_sxm moe/trtllm/1.3.0rc20 moe_perf.parquet, moe_torch_flow_cutlass,
+    # balanced, tp = ep = 1, 8192 tokens, hidden 6144, inter 2048, top-8 of 256: fp8 4.559 ms, fp8_block
+    # 8.828 ms (medians of the table's repeats); each fit within its reported held-out p90
+    hw = hardware.get("h200")
+    shape = dict(tokens=8192, hidden=6144, inter=2048, topk=8, experts=256)
+    for fmt, ms in (("fp8", 4.559), ("fp8_block", 8.828)):
+        p90 = ef.data()["devices"]["h200"]["moe"][fmt]["held_out"]["p90_abs_err"]
+        assert ef.kernel_time_on(hw, "moe", fmt=fmt, **shape) == pytest.approx(ms * 1e-3, rel=p90)
+
+
+@pytest.mark.parametrize("B", [1, 8])
+def test_mla_prefill_attention_runs_the_fitted_context_mla_kernel(B):
+    # DeepSeek-R1's prefill attention (config.json: 128 heads, qk_nope 128 + qk_rope 64, v_head_dim 128) declares
+    # the MLA context kernel: per layer it takes the fit's time for its shape (+ its softmax FLOPs at the vector
+    # rate), and that is TensorRT-LLM's measured kernel: aiconfigurator-core 0.12.0 h200_sxm
+    # mla/trtllm/1.3.0rc20 context_mla_perf.parquet, 128 heads, FP8 KV cache, 1024 tokens: 0.1752 ms for one
+    # sequence, 1.172 ms for 8 (medians of the table's repeats), within the fit's reported held-out p90
+    hw, T = hardware.get("h200"), 1024
+    t = table(llmath.resolve("deepseek-r1"), "prefill")
+    cols = fo.columns(t)
+    assert cols.mla.size and not cols.attn.size and cols.mla_dims == (128 + 64, 128)
+    assert np.all(cols.mla_heads == 128)
+    e = efficiency("expected", hw)
+    p = P16.override(kv="fp8")
+    tm = op_times(t.values(Scenario(B, T, 0)), t, hw, p, e, B, B * T, decode=False)[0]
+    per_layer = tm[cols.mla] / t.kernels[cols.mla]
+    fit = ef.kernel_time_on(hw, "attn_mla_context", batch=B, context=T, heads=128, qk_dim=192, v_dim=128,
+                            fmt="fp8", kv_fmt="fp8")  # fmt: skip
+    assert per_layer == pytest.approx(fit, rel=0.05)
+    p90 = ef.data()["devices"]["h200"]["attn_mla_context"]["fp8"]["held_out"]["p90_abs_err"]
+    assert fit == pytest.approx({1: 0.1752e-3, 8: 1.172e-3}[B], rel=p90)
 
 
 @pytest.mark.parametrize("device", ["h100-sxm", "a100-sxm-80gb", "l40s", "b200", "h100-pcie"])

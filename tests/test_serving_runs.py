@@ -69,6 +69,22 @@ def test_inferencex_rows_draw_their_lengths_as_its_client_does():
     assert (fixed.range_ratio, fixed.drawn(1024)) == (1.0, (1024,))
 
 
+def test_inferencex_trtllm_deepseek_rows_run_the_budget_its_launch_script_sets():
+    # InferenceX benchmarks/dsr1_*_trt_slurm.sh: --max_num_tokens = (CONC + ISL + 64 + 63) / 64 * 64, floored at
+    # 8192 from 64af5a77 (2026-01-21) on. CONC 8, ISL 1024: 8 + 1024 + 64 = 1096 -> 18 · 64 = 1152
+    notes = "model=DeepSeek-R1; silicon_concurrency=8; measured={}T00:00:00.000Z; wip=False"
+    assert to_run(_row(source_notes=notes.format("2025-12-01"))).max_num_tokens == 1152
+    assert to_run(_row(source_notes=notes.format("2026-02-01"))).max_num_tokens == 8192
+    # ISL 8192, CONC 64: 64 + 8192 + 64 = 8320 = 130 · 64, above the floor
+    row = _row(isl=8192, source_notes=notes.format("2026-02-01").replace("=8;", "=64;"))
+    assert to_run(row).max_num_tokens == 8320
+    # other engines, models and collections keep the engine preset's budget
+    assert to_run(_row(backend="vllm", source_notes=notes.format("2025-12-01"))).max_num_tokens is None
+    assert to_run(_row(source_notes="silicon_concurrency=8")).max_num_tokens is None
+    other = _row(model_path="openai/gpt-oss-120b", source_notes=notes.format("2025-12-01"))
+    assert to_run(other).max_num_tokens is None
+
+
 def test_quant_modes_map_to_executed_formats():
     # fp8 = FP8 weights and activations; nvfp4 = W4A4; quantised runs hold an FP8 KV cache (collection's rule)
     p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-70B", precision="fp8", gemm_quant_mode="fp8",

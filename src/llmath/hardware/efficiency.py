@@ -112,8 +112,9 @@ class Efficiency:
         return next((c for f, c in self.gemm_fit if f == key), None)
 
     def fit(self, cls: str, dtype: str | None) -> tuple[float, ...] | None:
-        """The fitted coefficients of ``cls`` (``attn_context``, ``attn_decode``, ``moe``) in ``dtype``."""
-        key = ef.FORMAT_ALIASES.get(dtype or "")
+        """The fitted coefficients of ``cls`` (``attn_context``, ``attn_decode``, ``moe``) in ``dtype`` (``moe``
+        also by the experts' storage format, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`)."""
+        key = ef.FORMAT_ALIASES.get(dtype or "") or ef.MOE_STORAGE.get(dtype or "")
         return next((c for k, f, c in self.kernel_fits if k == cls and f == key), None)
 
 
@@ -184,8 +185,8 @@ def fitted(hw: Hardware) -> Efficiency | None:
     attn, r = ef.coefficients(hw.name, "attn_decode", "bf16")
     kernel = [
         (cls, f, tuple(c))
-        for cls in ("attn_context", "attn_decode", "moe")
-        for f in ("bf16", "fp8")
+        for cls in ("attn_context", "attn_decode", "moe", "attn_mla_context")
+        for f in ("bf16", "fp8", *(sorted(set(ef.MOE_STORAGE.values())) if cls == "moe" else ()))
         if (c := ef.coefficients(hw.name, cls, f)[0]) is not None
     ]
     d = _defaults()

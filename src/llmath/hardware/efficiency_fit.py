@@ -39,10 +39,14 @@ import numpy as np
 
 from llmath.errors import UnknownNameError, WorkloadError
 
-ROOFLINE_CLASSES = ("gemm", "attn_context", "attn_decode", "moe")
+ROOFLINE_CLASSES = ("gemm", "attn_context", "attn_decode", "moe", "attn_mla_context")
 COLLECTIVES = ("all_reduce", "all_gather", "custom_all_reduce")
 # formats the tables measure; fp16 runs at the bf16 tensor rate on every fitted device
 FORMAT_ALIASES = {"fp16": "bf16", "bf16": "bf16", "fp8": "fp8"}
+# experts stored in a format whose grouped kernel the tables time apart (``moe`` fits keyed by it): block-scaled
+# FP8 (one scale per 128 × 128 block) runs other kernels than per-tensor FP8, slower at prefill sizes
+MOE_STORAGE = {"fp8-block": "fp8_block", "fp8_block": "fp8_block"}
+MOE_STORAGE_RUNS = {"fp8_block": "fp8"}  # the format such a kernel computes and streams its weights in
 BYTES = {"bf16": 2, "fp8": 1}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
 # Level Matrix Multiply-Accumulate") and datacenter Blackwell's tcgen05.mma has M = 64 or 128 (PTX ISA,
@@ -123,6 +127,16 @@ def attn_decode_cost(batch, context, heads, kv_heads, head_dim, kv_fmt: str):
     return B * H, u, bytes_, flops, bytes_
 
 
+def mla_context_cost(batch, context, heads, qk_dim, v_dim, fmt: str, kv_fmt: str):
+    """Multi-head latent attention's prefill over S new tokens, heads decompressed: S(S+1)/2 causal pairs × H ×
+    2·(qk + v) FLOPs per sequence; Q read in ``fmt`` and O written (16-bit), each head's K (qk) and V (v) read
+    once in ``kv_fmt``."""
+    B, S, H, q, v = (np.asarray(x, dtype=float) for x in (batch, context, heads, qk_dim, v_dim))
+    flops = B * H * S * (S + 1) * (q + v)
+    bytes_ = B * S * H * (q * BYTES[fmt] + v * 2) + B * S * H * (q + v) * BYTES[kv_fmt]
+    return S, B * H * S, bytes_, flops, bytes_
+
+
 def moe_cost(tokens, hidden, inter, topk, experts, fmt: str):
     """Gated expert MLPs (gate, up, down: 3·hidden·inter weights each) over T tokens routed to top-k of E
     experts uniformly: 6·T·k·hidden·inter FLOPs; weights of the E·(1 − (1 − 1/E)^(T·k)) experts hit, in
@@ -138,6 +152,7 @@ COST: dict[str, Callable[..., tuple]] = {
     "attn_context": attn_context_cost,
     "attn_decode": attn_decode_cost,
     "moe": moe_cost,
+    "attn_mla_context": mla_context_cost,
 }
 
 
@@ -193,7 +208,7 @@ def coefficients(device: str, cls: str, fmt: str) -> tuple[list[float] | None, R
     if cls not in ROOFLINE_CLASSES:
         raise UnknownNameError(f"efficiency class {cls!r} is not one of {', '.join(ROOFLINE_CLASSES)}")
     r = resolve(device)
-    f = FORMAT_ALIASES.get(fmt)
+    f = FORMAT_ALIASES.get(fmt) or (MOE_STORAGE.get(fmt) if cls == "moe" else None)
     if r.measured_on is None or f is None:
         return None, r
     entry = data()["devices"][r.measured_on].get(cls, {}).get(f)
@@ -232,8 +247,10 @@ def fit_format(cls: str, shape: dict) -> str:
 def kernel_time(device: str, cls: str, peak: float, bandwidth: float, **shape) -> float | None:
     """Predicted seconds of one kernel of ``cls`` with ``shape`` (the arguments of its ``*_cost``
     function, formats included) at ``peak`` FLOP/s and ``bandwidth`` bytes/s (``device``'s datasheet)."""
-    x1, x2, xm, flops, bytes_ = COST[cls](**shape)
-    fit = evaluate(device, cls, fit_format(cls, shape), float(x1), float(x2), float(xm))
+    key = fit_format(cls, shape)
+    runs = {**shape, "fmt": MOE_STORAGE_RUNS.get(key, key)} if cls == "moe" else shape
+    x1, x2, xm, flops, bytes_ = COST[cls](**runs)
+    fit = evaluate(device, cls, key, float(x1), float(x2), float(xm))
     if fit is None:
         return None
     return fit.overhead_s + max(float(flops) / (peak * fit.compute), float(bytes_) / (bandwidth * fit.memory))
@@ -241,8 +258,11 @@ def kernel_time(device: str, cls: str, peak: float, bandwidth: float, **shape) -
 
 def peak_for(cls: str, hw, fmt: str) -> float:
     """The peak a class's compute term is fitted against: the dense matmul peak of ``fmt``, except decode
-    attention, which runs on the CUDA cores (the vector peak)."""
-    return hw.vector_peak if cls == "attn_decode" else hw.peak(FORMAT_ALIASES.get(fmt, fmt))
+    attention, which runs on the CUDA cores (the vector peak), and MLA prefill attention, whose products run in
+    16-bit whatever the KV cache's format (every context MLA row: ``mla_dtype`` bfloat16)."""
+    if cls == "attn_mla_context":
+        return hw.peak("bf16")
+    return hw.vector_peak if cls == "attn_decode" else hw.peak(FORMAT_ALIASES.get(fmt, MOE_STORAGE_RUNS.get(fmt, fmt)))
 
 
 def kernel_time_on(hw, cls: str, **shape) -> float | None:

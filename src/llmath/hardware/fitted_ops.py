@@ -29,7 +29,7 @@ Columns without a fit for their format keep the GEMM fit and the scalar fraction
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -57,6 +57,9 @@ class Columns:
     moe: tuple[int, int, int, int]  # (hidden, expert inter, top-k, experts); zeros without MoE
     share: float = 1.0  # the share of every expert's weights the table's rank holds (1 / (moe-TP × EP))
     inter_share: float = 1.0  # the share of each expert's intermediate width it computes (1 / moe-TP)
+    mla: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # MLA prefill attention (MLA_CONTEXT)
+    mla_heads: np.ndarray = field(default_factory=lambda: np.zeros(0))  # their heads (a rank's share)
+    mla_dims: tuple[int, int] = (0, 0)  # (qk_nope + qk_rope, v_head_dim) per head
 
 
 def _heads(op, d: int) -> tuple[float, float]:
@@ -85,7 +88,29 @@ def columns(table: Table) -> Columns:
     moe = (spec.d_model, m.d_ff_expert, m.top_k, m.n_experts) if m is not None else (0, 0, 0, 0)
     share, inter = _expert_shares(table, routed) if routed else (1.0, 1.0)
     r = np.array(routed, dtype=int)
-    return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, r, moe, share, inter)
+    mla, mh, dims = _mla_columns(table)
+    return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, r, moe, share, inter, mla, mh, dims)
+
+
+def _mla_columns(table: Table) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+    """MLA's prefill attention columns (decoder-only), their heads from their own terms (2·(qk + v) FLOPs per
+    head per visible pair; on a layout, the rank's share) and the per-head widths."""
+    m = table.spec.mla
+    if m is None or table.spec.encoder is not None:
+        return np.zeros(0, dtype=int), np.zeros(0), (0, 0)
+    q, v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
+    cols = [i for i, op in enumerate(table.ops) if op.kernel == Kernel.MLA_CONTEXT]
+    fl = [sum(t.coef for t in table.ops[i].terms("flops") if t.mono.startswith("P:")) for i in cols]
+    return np.array(cols, dtype=int), np.array(fl, dtype=float) / (2 * (q + v)), (q, v)
+
+
+def _mla_fractions(coef, cols: Columns, p: Precision, B, T):
+    """(ηc, ηm) of MLA prefill attention: B sequences of T new tokens, each column's heads."""
+    kv = _fmt(p.kv) or "bf16"
+    q, v = cols.mla_dims
+    xm = ef.mla_context_cost(B, T, cols.mla_heads, q, v, kv, kv)[2]
+    ec, em, _ = ef.fractions(coef, T, B * cols.mla_heads * T, xm)
+    return ec, em
 
 
 def _expert_shares(table: Table, routed: list[int]) -> tuple[float, float]:
@@ -107,10 +132,12 @@ def _expert_shares(table: Table, routed: list[int]) -> tuple[float, float]:
 def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str) -> tuple[float, ...] | None:
     """The routed experts' fitted kernel model: the device's ``moe`` fit in the format their GEMMs run in, where
     their weights are stored in that format too (a weight-only kernel dequantising 4-bit experts to a 16-bit
-    GEMM is not the kernel the fit measured); ``None`` otherwise."""
-    if not cols.routed.size or fmt.get(p.weight_format("experts")).compute != run_fmt:
+    GEMM is not the kernel the fit measured), the fit of their storage format where the tables time its own
+    kernel (block-scaled FP8, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`); ``None`` otherwise."""
+    stored = p.weight_format("experts")
+    if not cols.routed.size or fmt.get(stored).compute != run_fmt:
         return None
-    return eff.fit("moe", run_fmt)
+    return (eff.fit("moe", stored) if stored in ef.MOE_STORAGE else None) or eff.fit("moe", run_fmt)
 
 
 def rank_moe_bytes(tokens, cols: Columns, weights: str):
@@ -155,7 +182,8 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     mixed = None if (decode or context is None) else np.asarray(context, dtype=bool)[..., None]
     ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
     moe = _moe_coef(cols, eff, p, run_fmt)
-    if ctx is None and moe is None:
+    mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
+    if ctx is None and moe is None and mla is None:
         return f, inv
     B = np.asarray(batch, dtype=float)[..., None]
     rows = np.asarray(tokens, dtype=float)[..., None]
@@ -180,6 +208,13 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
             if mixed is not None:
                 fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
             f[..., j], inv[..., j] = fa, ia
+    if mla is not None:
+        j = cols.mla
+        ec, em = _mla_fractions(mla, cols, p, B, rows / B)
+        fa, ia = mm[j] / (ef.peak_for("attn_mla_context", hw, p.kv) * ec), 1.0 / (bw * em)
+        if mixed is not None:
+            fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
+        f[..., j], inv[..., j] = fa, ia
     if moe is not None:
         h, i, k, E = cols.moe
         r = cols.routed
@@ -251,10 +286,17 @@ def overheads(
         return base
     cols = columns(table)
     ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
+    mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
     moe = _moe_coef(cols, eff, p, p.compute)
     fp8 = fp8_gemms(table, p) if eff.fp8_gemm_overhead_s is not None else None
     fp4 = fp4_gemms(table, hw, p)[0] if (eff.fp4_gemm is not None and hw is not None) else None
-    if ctx is None and moe is None and (fp8 is None or not fp8.any()) and (fp4 is None or not fp4.any()):
+    if (
+        ctx is None
+        and mla is None
+        and moe is None
+        and (fp8 is None or not fp8.any())
+        and (fp4 is None or not fp4.any())
+    ):
         return base
     out = base.copy()
     if fp8 is not None and eff.fp8_gemm_overhead_s is not None:
@@ -265,6 +307,8 @@ def overheads(
         out[fp4] = table.kernels[fp4] * t
     if ctx is not None:
         out[cols.attn] = table.kernels[cols.attn] * max(eff.overhead_s, ctx[8])
+    if mla is not None:
+        out[cols.mla] = table.kernels[cols.mla] * max(eff.overhead_s, mla[8])
     if moe is not None:
         t0 = moe[8] / cols.routed.size
         out[cols.routed] = table.kernels[cols.routed] * (max(eff.overhead_s, t0) if not decode else t0)

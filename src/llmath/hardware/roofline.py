@@ -379,7 +379,7 @@ def _total_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> tup
     """For :func:`prefill_total`: (its right-hand side transposed, (1 + 2·s + 3·v, n_monos), the v varying ops,
     s, Σ overheads).
 
-    An op outside the weight GEMMs, the attention over the KV cache and the fitted attention and MoE columns
+    An op outside the weight GEMMs, the attention over the KV cache and the fitted attention, MLA and MoE columns
     has a compute factor of 1 and a fixed seconds per byte at every size (:func:`_fitted`): its compute and
     memory seconds are fixed combinations of the monomials. Those of one monomial (residual adds, rotary,
     activation functions, embeddings) take max(compute, memory) per monomial, all of them one row (the
@@ -388,6 +388,7 @@ def _total_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> tup
     cols = fo.columns(table)
     vary = table.weight_token_rows | table.weight_logit_rows | table.is_weight_mm | table.is_kv_attention
     vary[cols.attn] = True
+    vary[cols.mla] = True
     vary[cols.routed] = True
     mm_rate, vec_rate = rates(hw, p, eff, table)
     fl, vfl = table.rhs(one_hot("flops")) / mm_rate, table.rhs(one_hot("vflops")) / vec_rate

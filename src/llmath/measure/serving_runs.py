@@ -31,6 +31,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   the mean prompt, so the clients fall out of step after the first wave
   (:func:`llmath.deploy.closed_loop.drifting_state`); otherwise, and for the other rows, with the fixed
   lengths the columns state (docs/serving.md, "Which clients the measured runs used", says why both exist);
+* the engine's token budget: InferenceX's TensorRT-LLM DeepSeek-R1 launch scripts
+  (``benchmarks/dsr1_fp8_h200_trt_slurm.sh``, ``dsr1_fp8_b200_trt_slurm.sh``, ``dsr1_fp4_b200_trt_slurm.sh``)
+  pass ``--max_num_tokens`` ⌈(CONC + ISL + 64) / 64⌉ · 64, and from SemiAnalysisAI/InferenceX 64af5a77
+  (2026-01-21) at least 8192: its aggregated rows run that budget by their ``measured=`` date
+  (:data:`INFERENCEX_TRT_BUDGET`); other rows the engine preset's;
 * disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
   where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
   recipes run it (:func:`recipe_defaults`: attention-DP from the engine's requests per GPU, where the engine
@@ -68,6 +73,18 @@ KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
 INFERENCEX_RANGE_RATIO = 0.8
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
 RANGE_POINTS = 9  # evenly spaced lengths standing for the uniform draw (its mean exactly, its spread closely)
+# InferenceX's TensorRT-LLM launch scripts for a model (by the row's model_path): the token budget they pass as
+# ``--max_num_tokens``, ⌈(CONC + ISL + 64) / 64⌉ · 64 (CONC the benchmark's concurrency, ISL the prompt's upper
+# bound), and from the date the floor of 8192 was added, the floor (module docstring)
+INFERENCEX_TRT_BUDGET: dict[str, dict[str, Any]] = {
+    "deepseek-ai/DeepSeek-R1": {
+        "scripts": "benchmarks/dsr1_fp8_h200_trt_slurm.sh, dsr1_fp8_b200_trt_slurm.sh, dsr1_fp4_b200_trt_slurm.sh",
+        "floor": 8192,
+        "floor_from": "2026-01-22",  # SemiAnalysisAI/InferenceX 64af5a77 (#258), merged 2026-01-21 23:05 UTC
+        "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/64af5a771b8a14915d907e0dc8abb2af40d9eaf0/"
+        "benchmarks/dsr1_fp8_h200_trt_slurm.sh (MAX_NUM_TOKENS)",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -106,6 +123,7 @@ class Run:
     tpot_s: float
     assumed: tuple[str, ...] = field(default=())
     range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
+    max_num_tokens: int | None = None  # the engine's token budget where the harness's launch script sets it
 
     def drawn(self, length: int) -> tuple[int, ...]:
         """Evenly spaced lengths standing for the client's uniform draw from [⌊r·L⌋, L] (just L when fixed)."""
@@ -177,8 +195,23 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
         INFERENCEX_RANGE_RATIO if INFERENCEX_NOTES.search(r.get("source_notes", "")) else 1.0,
+        harness_budget(r, _concurrency(r, lay)) if agg else None,
     )  # fmt: skip
     return recipe_defaults(run) if recipe else run
+
+
+def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
+    """The ``--max_num_tokens`` InferenceX's TensorRT-LLM launch script for the row's model passed
+    (:data:`INFERENCEX_TRT_BUDGET`), for its aggregated TensorRT-LLM rows with its provenance; ``None`` elsewhere
+    (the engine preset's budget)."""
+    rule, notes = INFERENCEX_TRT_BUDGET.get(r["model_path"]), r.get("source_notes", "")
+    if rule is None or r["backend"] != "trtllm" or not INFERENCEX_NOTES.search(notes):
+        return None
+    budget = -(-(concurrency + int(r["isl"]) + 64) // 64) * 64
+    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
+    if measured is None or measured.group(1) >= rule["floor_from"]:
+        budget = max(budget, rule["floor"])
+    return budget
 
 
 def recipe_defaults(run: Run) -> Run:
@@ -237,7 +270,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
             rep = serve(run.model, run.system, prompt=round(float(np.mean(prompts))), gen=run.gen,
                         gen_dist=dist, concurrency=run.concurrency, engine=run.engine,
                         parallel=ParallelConfig(tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep), precision=prec, arrival=arrival,
-                        speculation=speculation)  # fmt: skip
+                        speculation=speculation, max_num_batched_tokens=run.max_num_tokens)  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D = run.prefill, run.decode

@@ -1,5 +1,5 @@
-"""Adapter rows of the MoE and sparse-attention families added after :mod:`llmath.model.families` (merged
-into its ``ADAPTERS`` by one line there). Each row states what its transformers 5.23 modeling file builds."""
+"""Adapter rows of MoE and sparse-attention families (merged into :mod:`llmath.model.families`' ``ADAPTERS`` by
+one line there). Each row states what its transformers 5.23 modeling file builds."""
 
 from __future__ import annotations
 

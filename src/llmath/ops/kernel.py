@@ -8,6 +8,9 @@ operator names. With no trait (the default) an operator keeps the generic roofli
   self-attention (FlashAttention / FlashInfer): what the attention kernel fit measured. A block-sparse
   selection that keeps the whole model's pairs sparse (Qwen4-Exp's QSA), cross-attention and MLA's
   absorbed attention do not declare it.
+* ``MLA_CONTEXT``: multi-head latent attention's prefill kernel over the decompressed heads (causal pairs,
+  queries and keys of qk_nope + qk_rope, values of v_head_dim per head; TensorRT-LLM's context MLA,
+  FlashInfer/FlashAttention MLA prefill): what the MLA context fit measured.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ class Kernel:
 
     NONE = ""
     DENSE_ATTENTION = "dense_attention"
+    MLA_CONTEXT = "mla_context"
 
 
 __all__ = ["Kernel"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from llmath.model.spec import MLASpec
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
+from llmath.ops.kernel import Kernel
 from llmath.ops.split import Split
 
 
@@ -132,7 +133,7 @@ def flash(a: Mla) -> None:
         "flash", "matmul", "BTNQ,BSNQ,BSNJ->BTNJ", sizes=dict(a.site.sizes, Q=Hq),
         flops=[(2 * N * (Hq + Hv), p, "2·N·(H+R+J)")], vflops=[(SOFTMAX_FLOPS * N, p, "5·N")],
         act_in=[(N * Hq, "BT", "N·(H+R)"), (N * (Hq + Hv), a.win.K, "N·(H+R+J)")], act_out=[(N * Hv, "BT", "N·J")],
-        split=Split.HEADS
+        split=Split.HEADS, kernel=Kernel.MLA_CONTEXT
     )  # fmt: skip
 
 
