@@ -203,9 +203,10 @@ class Device:
     def _part(self, part: Part, d, s, nc, c, pf, tokens, rows, has_prefill) -> StepCost:
         if part.encoder is not None:
             return self._encdec_part(part, d, s, nc, c, has_prefill)
-        dec_s, pre_s = Scenario(d, 1, s), Scenario(nc, c, pf)
-        mixed = _Mixed(dec_s, pre_s)
+        dec_s = Scenario(d, 1, s)
         if part.shared:
+            pre_s = Scenario(nc, c, pf)
+            mixed = _Mixed(dec_s, pre_s)
             t = part.prefill
             mv = self._fix(t, _mono(t, dec_s) + _mono(t, pre_s), tokens)
             out = []
@@ -224,8 +225,13 @@ class Device:
         dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
         if not has_prefill.any():
             return dec
-        pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
-        pre = self._with_comm(pre, part.prefill_collectives, pre_s)
+
+        def prefill(nc, c, pf) -> StepCost:
+            pre_s = Scenario(nc, c, pf)
+            pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
+            return self._with_comm(pre, part.prefill_collectives, pre_s)
+
+        pre = _on_rows(has_prefill, prefill, nc, c, pf)
         return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))
 
     def _encdec_part(self, part: Part, d, s, nc, c, has_prefill) -> StepCost:
@@ -240,13 +246,18 @@ class Device:
         dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
         if not has_prefill.any():
             return dec
-        enc_s, pre_s = Scenario(nc, c), Scenario(nc, 1, 0, src=c)
-        enc = self._with_comm(
-            self._time(et, self._fix(et, _mono(et, enc_s), nc * c), nc, nc * c, False), part.encoder_collectives, enc_s
-        )
-        pre = self._with_comm(
-            self._time(pt, self._fix(pt, _mono(pt, pre_s), nc), nc, nc, False), part.prefill_collectives, pre_s
-        )
+
+        def encoder(nc, c) -> StepCost:
+            enc_s = Scenario(nc, c)
+            enc = self._time(et, self._fix(et, _mono(et, enc_s), nc * c), nc, nc * c, False)
+            return self._with_comm(enc, part.encoder_collectives, enc_s)
+
+        def prefill(nc, c) -> StepCost:
+            pre_s = Scenario(nc, 1, 0, src=c)
+            pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc), nc, nc, False)
+            return self._with_comm(pre, part.prefill_collectives, pre_s)
+
+        enc, pre = _on_rows(has_prefill, encoder, nc, c), _on_rows(has_prefill, prefill, nc, c)
         both = zip(_parts(dec), _parts(enc), _parts(pre), strict=True)
         return StepCost(*(np.where(has_prefill, a + b + e, a) for a, b, e in both))
 
@@ -276,6 +287,20 @@ class Device:
             cost = self._time(t, self._fix(t, _mono(t, scen), b * w), b, b * w, True, s)
             out.append(self._with_comm(cost, part.decode_collectives, scen))
         return _total(out)
+
+
+def _on_rows(mask: np.ndarray, fn, *arrays: np.ndarray) -> StepCost:
+    """``fn(*arrays)`` on the rows ``mask`` selects, zeros on the others (all selected: ``fn`` as given): a pass
+    of prefill chunks is evaluated only where an iteration has them (a pass of no tokens has no batch)."""
+    if mask.all():
+        return fn(*arrays)
+    cost = fn(*(a[mask] for a in arrays))
+    out = []
+    for x in _parts(cost):
+        full = np.zeros(mask.shape)
+        full[mask] = x
+        out.append(full)
+    return StepCost(*out)
 
 
 def _total(costs: list[StepCost]) -> StepCost:
