@@ -53,7 +53,7 @@ from llmath.deploy.serving import (
     SteadyState,
     _budget,
     _overheads,
-    _quantile,
+    _quantiles,
     active_overheads,
     steady_state,
 )
@@ -106,10 +106,8 @@ def lockstep_state(
     mixed = eng.mixed_prefill
     group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width)
     ctx = req.decode_context
-    tau_b = dec.mixed(d_burst, ctx, n_c, chunk, pre)
     d_first = np.minimum(group * (n_w - 1) / 3, B) if mixed else 0.0  # decoders in the first wave's prefills
-    tau_f = dec.mixed(d_first, ctx, n_c, chunk, pre)
-    tau_d = dec.step(B, ctx)
+    tau_b, tau_f, tau_d = dec.mixed_and_step((d_burst, d_first), B, ctx, n_c, chunk, pre)
     o_m, o_d, o_req = _overheads(dec, eng, req, B, d_burst)
     tau_b, tau_f, tau_d = tau_b + o_m, tau_f + o_m, tau_d + o_d
     # iterations per cycle; prefill-first batches stop the decoders, so they add to a request's lifetime
@@ -133,7 +131,7 @@ def lockstep_state(
     a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
     o_ttft = ((1 - 1 / m) * wait + (1 / m) * (n_w + 1) / 2) * o_m + o_req
     o_tpot = (q * o_m + (1 - q) * o_d) / a
-    p50, p90, p99 = (_quantile(qq, q, 1.0, tau_b / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
+    p50, p90, p99 = _quantiles((0.5, 0.9, 0.99), q, 1.0, tau_b / a, tau_b / a, tau_d / a)
     # closed loop: Little's law (C in flight); offline: the engine's own rate, B requests per cycle
     rps = C / e2e if replace else B / (L * tau_c)
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,
