@@ -33,9 +33,11 @@ import time
 import numpy as np
 from bench_speed import process_cpu  # whole processes with bytecode cached, as installed
 
+from llmath import Workload
+
 PLAN = ["plan", "deepseek-v3", "-H", "h200", "--prompt", "1024", "--gen", "1024", "--tpot-ms", "50", "--disagg"]
 PLAN += ["--weights", "bf16,fp8,nvfp4", "--json"]
-KW = dict(prompt=1024, gen=1024, tpot_ms=50, disagg=True, weights=["bf16", "fp8", "nvfp4"])
+KW = dict(workload=Workload(prompt=1024, gen=1024), tpot_ms=50, disagg=True, weights=["bf16", "fp8", "nvfp4"])
 
 _EXHAUSTIVE = """
 import json, time
@@ -97,11 +99,11 @@ def _default_and_steady_state() -> dict:
     from llmath.model.dtypes import Precision
     from llmath.model.registry import resolve
 
-    plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256)
+    plan("llama-3-8b", "h100-sxm", gpus=8, workload=Workload(prompt=1024, gen=256))
     cpu = []
     for _ in range(20):
         c = time.process_time()
-        plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256)
+        plan("llama-3-8b", "h100-sxm", gpus=8, workload=Workload(prompt=1024, gen=256))
         cpu.append(time.process_time() - c)
     hw = get("h100-sxm")
     dev = Device(resolve("llama-3-8b"), hw, Precision(), efficiency("expected", hw))

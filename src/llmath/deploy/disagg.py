@@ -53,6 +53,7 @@ from llmath.deploy.serving import (
 )
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device, kv_bytes_per_sequence
+from llmath.deploy.workload import STATIC_ONLY, Workload, workload_arg
 from llmath.errors import LayoutError
 from llmath.hardware import Hardware
 from llmath.hardware.topology import topology
@@ -238,18 +239,17 @@ def serve_disaggregated(
     model,
     hardware,
     *,
-    prompt: int,
-    gen: int,
-    concurrency: float,
+    workload: Workload | None = None,
     prefill: dict,
     decode: dict,
     engine: str = "trtllm",
     precision=None,
     efficiency_mode: str = "expected",
-    prompts_per_client: float = 10,
     speculation: Speculation | None = None,
+    **keywords,
 ) -> dict:
-    """A closed loop of ``concurrency`` requests on ``prefill["workers"]`` prefill replicas and
+    """A closed loop of ``concurrency`` requests (``workload``: a :class:`~llmath.deploy.workload.Workload` of
+    ``prompt``, ``gen``, ``concurrency`` and ``prompts_per_client``) on ``prefill["workers"]`` prefill replicas and
     ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
     describes: the requests split evenly over the decode pool's attention-DP ranks (TPOT = the decode step at
     that batch plus the engine's per-iteration overhead, with ``speculation`` a round and its overhead over
@@ -263,8 +263,13 @@ def serve_disaggregated(
     from llmath.hardware.execution import checkpoint_precision
     from llmath.model.registry import resolve
 
-    if not concurrency >= 1:
-        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    w = workload_arg(workload, keywords, "llmath.serve_disaggregated", required=True)
+    if keywords:
+        raise WorkloadError(f"serve_disaggregated(): no argument {next(iter(keywords))!r}")
+    w.refuse("serve_disaggregated()", (*STATIC_ONLY, "prefix_hit", "gen_dist", "rate", "arrival"))
+    if w.concurrency is None:
+        raise WorkloadError("serve_disaggregated() runs a closed loop: give Workload(concurrency=C)")
+    prompt, gen, concurrency, prompts_per_client = w.prompt, w.gen, w.concurrency, w.prompts_per_client
     if speculation is not None and not isinstance(speculation, Speculation):
         raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
     prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
