@@ -102,25 +102,37 @@ def test_requests_started_together_wait_for_each_others_prefills():
 
 
 def test_poisson_is_finite_below_the_largest_rate_and_refused_above_it():
-    kw = dict(prompt=1024, gen=256, engine="vllm")
+    kw = dict(engine="vllm")
     ttft = [
-        serve("llama-3.2-1b", "h100-sxm", workload=Workload(rate=r), **kw).metrics["ttft_s"] for r in (5.0, 20.0, 40.0)
+        serve("llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, rate=r), **kw).metrics["ttft_s"]
+        for r in (5.0, 20.0, 40.0)
     ]
     assert all(np.isfinite(ttft)) and ttft[0] < ttft[1] < ttft[2]  # the prefill queue grows with the rate
     with pytest.raises(WorkloadError, match=r"exceeds what this deployment sustains \([0-9.]+ requests/s"):
-        serve("llama-3.2-1b", "h100-sxm", workload=Workload(rate=1e6), **kw)
+        serve("llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, rate=1e6), **kw)
 
 
 def test_offline_runs_one_wave_at_the_engines_rate():
-    kw = dict(prompt=1024, gen=256, engine="trtllm")  # the same preset offline and online
-    rep = serve("llama-3.2-1b", "h100-sxm", workload=Workload(concurrency=500, arrival="offline"), **kw)
-    one = serve("llama-3.2-1b", "h100-sxm", workload=Workload(concurrency=500, prompts_per_client=1), **kw)
+    kw = dict(engine="trtllm")  # the same preset offline and online
+    rep = serve(
+        "llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, concurrency=500, arrival="offline"), **kw
+    )
+    one = serve(
+        "llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, concurrency=500, prompts_per_client=1), **kw
+    )
     assert rep.workload["arrival"] == "offline" and one.workload["arrival"] == "closed"
     # all admitted at once (500 <= 2048 running requests): offline is the closed loop's first wave
     assert rep.metrics["ttft_s"] == pytest.approx(one.metrics["ttft_s"], rel=1e-9)
     # beyond what runs at once, an offline request waits for half the queue, a closed loop's for all of it
-    rep = serve("llama-3.2-1b", "h100-sxm", workload=Workload(concurrency=5000, arrival="offline"), **kw)
-    one = serve("llama-3.2-1b", "h100-sxm", workload=Workload(concurrency=5000, prompts_per_client=1), **kw)
+    rep = serve(
+        "llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, concurrency=5000, arrival="offline"), **kw
+    )
+    one = serve(
+        "llama-3.2-1b",
+        "h100-sxm",
+        workload=Workload(prompt=1024, gen=256, concurrency=5000, prompts_per_client=1),
+        **kw,
+    )
     assert rep.metrics["running_per_replica"] < 5000
     assert rep.metrics["ttft_s"] < one.metrics["ttft_s"]
     assert np.isfinite(rep.metrics["throughput_tok_s"]) and rep.metrics["throughput_tok_s"] > 0

@@ -14,8 +14,8 @@ from llmath.model.registry import resolve
 
 CASES = [
     # 8 GPUs: a dense model, two formats, aggregated and disaggregated, both targets
-    ("llama-3.1-70b", "h100-sxm", dict(workload=Workload(prompt=2048, gen=256), gpus=8, ttft_ms=2000, tpot_ms=40, disagg=True,
-                                       weights=["bf16", "fp8"])),
+    ("llama-3.1-70b", "h100-sxm", dict(workload=Workload(prompt=2048, gen=256), gpus=8, ttft_ms=2000, tpot_ms=40,
+                                       disagg=True, weights=["bf16", "fp8"])),
     # 64 GPUs: an MoE model (attention-DP × EP layouts), a TPOT target, disaggregated
     ("qwen3-30b-a3b", "h100-sxm", dict(workload=Workload(prompt=1024, gen=512), gpus=64, tpot_ms=30, disagg=True,
                                        weights="fp8")),

@@ -377,7 +377,7 @@ def analyze(
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
     refuse_draft_only(spec)  # a Gemma 4 assistant runs only as a draft (deploy/speculative.py)
-    batch, prompt, gen, prefix = cast(int, workload.batch), workload.prompt, workload.gen, workload.prefix
+    batch, prompt, gen, prefix = workload.batch, workload.prompt, workload.gen, workload.prefix
     reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)

@@ -11,8 +11,8 @@ and vision requests add ``decoder_prompt`` and ``images`` (static batch only; :m
 
 The load is one of three kinds, never two:
 
-* a static ``batch`` of B sequences that start together and run to the end (``analyze``; the default, B = 1,
-  when no other load is given);
+* a static ``batch`` of B sequences that start together and run to the end (``analyze``; the default load,
+  B = 1, which a concurrency or a rate replaces: ``batch`` stays 1 and unused beside them);
 * ``concurrency`` C: a closed loop of C clients, each sending its next request when one returns
   (``arrival`` ``closed``, the default, ``staggered`` or ``offline``: every request queued at once);
 * ``rate`` R requests/s: an open loop (``arrival`` ``poisson``, the default and only one).
@@ -49,7 +49,7 @@ class Workload:
     prefix: int = 0
     prefix_hit: float = 0.0
     gen_dist: tuple[tuple[int, float], ...] = ()
-    batch: int | None = None
+    batch: int = 1
     concurrency: float | None = None
     rate: float | None = None
     arrival: str | None = None
@@ -68,7 +68,8 @@ class Workload:
         put(self, "images", check_int("images", self.images, 0, MAX_TOKENS))
         ppc = check_float("prompts_per_client", self.prompts_per_client, 0, MAX_PROMPTS_PER_CLIENT, lo_open=True)
         put(self, "prompts_per_client", ppc)
-        loads = [k for k in ("batch", "concurrency", "rate") if getattr(self, k) is not None]
+        put(self, "batch", check_int("batch", self.batch, 1, MAX_BATCH))
+        loads = [k for k in ("concurrency", "rate") if getattr(self, k) is not None] + ["batch"] * (self.batch != 1)
         if len(loads) > 1:
             given = ", ".join(f"{k}={getattr(self, k)!r}" for k in loads)
             raise WorkloadError(
@@ -78,8 +79,6 @@ class Workload:
             put(self, "concurrency", check_float("concurrency", self.concurrency, 1, MAX_BATCH))
         elif self.rate is not None:
             put(self, "rate", check_float("rate", self.rate, 0, MAX_RATE, lo_open=True))
-        else:
-            put(self, "batch", check_int("batch", 1 if self.batch is None else self.batch, 1, MAX_BATCH))
         put(self, "arrival", self._arrival())
 
     def _arrival(self) -> str | None:
@@ -106,8 +105,8 @@ class Workload:
         return self.arrival == "offline"
 
     def given(self) -> dict[str, Any]:
-        """The fields that differ from the defaults of the same kind of load (a static batch of 1 and the
-        load's default arrival count as not given), and the concurrency or rate."""
+        """The fields that differ from the defaults of the same kind of load (the load's default arrival
+        counts as not given), and the concurrency or rate."""
         base = Workload(concurrency=self.concurrency, rate=self.rate)
         out = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(base, f.name)}
         return out | {k: getattr(self, k) for k in ("concurrency", "rate") if getattr(self, k) is not None}
@@ -141,7 +140,7 @@ def workload_arg(workload: Any, extra: dict[str, Any], entry: str, required: boo
 
 def refuse_workload_keywords(kwargs: dict[str, Any]) -> None:
     """The workload spelled out as keywords (``prompt=64``) is refused with the one way to give it."""
-    given = {k: kwargs[k] for k in WORKLOAD_FIELDS if k in kwargs}
+    given = {k: v for k, v in kwargs.items() if k in WORKLOAD_FIELDS}
     if "offline" in kwargs:  # the offline load is an arrival protocol
         given["arrival"] = "offline" if kwargs["offline"] else None
     if given:
