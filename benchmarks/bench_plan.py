@@ -1,6 +1,6 @@
 """Planner speed: prints one JSON object (times on this machine).
 
-    python benchmarks/bench_plan.py [--repeats 3] [--sizes 8,72,512,4096] [--exhaustive 8,64]
+    python benchmarks/bench_plan.py [--repeats 3] [--sizes 8,72,512,4096] [--exhaustive 8,64] [--against SRC]
 
 cluster_cpu_s       per GPU count: `llmath plan deepseek-v3 -H h200 --gpus N --prompt 1024 --gen 1024
                     --tpot-ms 50 --disagg --weights bf16,fp8,nvfp4 --json` as a whole fresh process (imports,
@@ -16,6 +16,11 @@ exhaustive          per GPU count: the exhaustive search's CPU seconds (library 
 default_cpu_s       the default search (`llama-3-8b -H h100-sxm --gpus 8 --prompt 1024 --gen 256`, library call,
                     warm caches): CPU seconds, min and median of 20
 steady_state_per_s  concurrency points per second of one vectorised steady_state call (10^4 points)
+against             with ``--against SRC`` (another source tree's ``src``, e.g. an older commit's): per GPU count,
+                    the whole-process CPU seconds of the same command with this tree and with that one, run
+                    alternately (min, median each), and the ratio of their medians: on a shared machine the
+                    load moves both alike
+load_average        the machine's 1-minute load average when the benchmark started and when it ended
 
 CPU seconds rather than wall time: the development VM is shared by other processes, whose load shows in
 wall time (and, less, in CPU time through the shared caches).
@@ -25,27 +30,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
-from bench_speed import process_cpu  # whole processes with bytecode cached, as installed
+from bench_speed import child_cpu, installed_env, process_cpu  # whole processes with bytecode cached, as installed
 
 from llmath import Workload
 
 PLAN = ["plan", "deepseek-v3", "-H", "h200", "--prompt", "1024", "--gen", "1024", "--tpot-ms", "50", "--disagg"]
 PLAN += ["--weights", "bf16,fp8,nvfp4", "--json"]
-KW = dict(workload=Workload(prompt=1024, gen=1024), tpot_ms=50, disagg=True, weights=["bf16", "fp8", "nvfp4"])
+WORK = dict(prompt=1024, gen=1024)  # the request, as the Workload the planner takes
+KW = dict(tpot_ms=50, disagg=True, weights=["bf16", "fp8", "nvfp4"])
 
 _EXHAUSTIVE = """
 import json, time
 from llmath.deploy.plan import plan
+from llmath.deploy.workload import Workload
 kw = json.loads({kw!r})
-t = time.process_time(); full = plan("deepseek-v3", "h200", gpus={gpus}, exhaustive=True, **kw)
+work = Workload(**json.loads({work!r}))
+t = time.process_time(); full = plan("deepseek-v3", "h200", gpus={gpus}, workload=work, exhaustive=True, **kw)
 t_full = time.process_time() - t
-t = time.process_time(); pruned = plan("deepseek-v3", "h200", gpus={gpus}, **kw)
+t = time.process_time(); pruned = plan("deepseek-v3", "h200", gpus={gpus}, workload=work, **kw)
 t_pruned = time.process_time() - t
 print(json.dumps({{"exhaustive_cpu_s": t_full, "pruned_cpu_s": t_pruned, "ratio": t_full / t_pruned,
                   "same_best": full.best == pruned.best, "same_pareto": full.pareto == pruned.pareto,
@@ -64,7 +74,7 @@ def _cluster(sizes: list[int], repeats: int) -> dict:
     out: dict = {"cluster_cpu_s": {}, "cluster_search_s": {}, "cluster_evaluated": {}, "cluster_refused": {}}
     for g in sizes:
         try:
-            plan("deepseek-v3", "h200", gpus=g, **KW)  # warm
+            plan("deepseek-v3", "h200", gpus=g, workload=Workload(**WORK), **KW)  # warm
         except LLMathError as e:  # over the plan's cost limit: the CLI refuses it too (exit 2)
             out["cluster_refused"][g] = str(e)
             continue
@@ -73,17 +83,35 @@ def _cluster(sizes: list[int], repeats: int) -> dict:
         ts = []
         for _ in range(repeats):
             t = time.process_time()
-            res = plan("deepseek-v3", "h200", gpus=g, **KW)
+            res = plan("deepseek-v3", "h200", gpus=g, workload=Workload(**WORK), **KW)
             ts.append(time.process_time() - t)
         out["cluster_search_s"][g] = _stats(ts)
         out["cluster_evaluated"][g] = res.evaluated
     return out
 
 
+def _against(sizes: list[int], src: str, repeats: int) -> dict:
+    """Per GPU count: the CLI command as a whole process with this tree and with the source tree ``src``,
+    alternately, each with its own bytecode cache (written by a warm-up run)."""
+    out = {}
+    for g in sizes:
+        cmd = [sys.executable, "-m", "llmath", *PLAN[:2], "--gpus", str(g), *PLAN[2:]]
+        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+            ours, theirs = installed_env(a), {**installed_env(b), "PYTHONPATH": src}
+            for env in (ours, theirs):
+                subprocess.run(cmd, capture_output=True, check=True, env=env)
+            xs, ys = [], []
+            for _ in range(repeats):
+                xs.append(child_cpu(cmd, ours))
+                ys.append(child_cpu(cmd, theirs))
+        out[g] = {"this": _stats(xs), "against": _stats(ys), "ratio": statistics.median(ys) / statistics.median(xs)}
+    return out
+
+
 def _exhaustive(sizes: list[int]) -> dict:
     out = {}
     for g in sizes:
-        code = _EXHAUSTIVE.format(kw=json.dumps(KW), gpus=g)
+        code = _EXHAUSTIVE.format(kw=json.dumps(KW), work=json.dumps(WORK), gpus=g)
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         out[g] = json.loads(r.stdout)
     return out
@@ -124,12 +152,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sizes", default="8,72,512,4096")
     ap.add_argument("--exhaustive", default="8,64", help="GPU counts to compare with the exhaustive search")
+    ap.add_argument("--against", help="another source tree's src/ to time alternately with this one")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    load = [os.getloadavg()[0]]
     res = _cluster(sizes, args.repeats)
+    if args.against:
+        res["against"] = _against([g for g in sizes if g in res["cluster_cpu_s"]], args.against, args.repeats)
     res["exhaustive"] = _exhaustive([int(s) for s in args.exhaustive.split(",") if s])
     res.update(_default_and_steady_state())
     res["targets_cpu_s"] = {8: 1.0, 512: 1.0, 4096: 2.0}
+    res["load_average"] = [*load, os.getloadavg()[0]]
     print(json.dumps(res, indent=2))
 
 

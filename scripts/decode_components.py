@@ -1,7 +1,7 @@
 """One decode step of a measured serving run, per operator: llmath's time beside the engine's kernel tables (by hand).
 
     pip install pandas pyarrow                  # in a separate venv; not llmath dependencies
-    PYTHONPATH=src python scripts/decode_components.py RUN_ID [/work/eff-data/unpacked] [--runs serving_runs.csv]
+    PYTHONPATH=src python scripts/decode_components.py RUN_ID [eff-data/unpacked] [--runs serving_runs.csv]
 
 RUN_ID is an aggregated row of ``serving_runs.csv``. The step is that row's replica layout decoding its
 per-replica concurrency at the mean context (prompt + gen / 2), one rank of each pipeline stage, as
@@ -32,7 +32,7 @@ from llmath.measure.serving_runs import precision, read_runs, to_run
 from llmath.model.registry import resolve
 from llmath.ops import Scenario
 
-RUNS = "/work/shared/validation/serving_runs.csv"
+RUNS = "serving_runs.csv"
 SYSTEMS = {"h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm"}
 DTYPES = {"bf16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4"}
 

@@ -1,9 +1,9 @@
 """Fit llmath's kernel efficiency models to aiconfigurator-core's per-kernel measurements (run by hand).
 
-    pip download --no-deps aiconfigurator-core==0.12.0 -d /work/eff-data
-    unzip /work/eff-data/aiconfigurator_core-0.12.0-*.whl -d /work/eff-data/unpacked
+    pip download --no-deps aiconfigurator-core==0.12.0 -d eff-data
+    unzip eff-data/aiconfigurator_core-0.12.0-*.whl -d eff-data/unpacked
     pip install pandas pyarrow scipy            # in a separate venv; not llmath dependencies
-    PYTHONPATH=src python scripts/fit_efficiency.py /work/eff-data/unpacked [--fixture tests/data/...]
+    PYTHONPATH=src python scripts/fit_efficiency.py eff-data/unpacked [--fixture tests/data/...]
 
 Reads only per-kernel tables (GEMM, context/generation attention, MoE, NCCL and custom all-reduce; latency in
 milliseconds, CUDA-graph timed by the package's collectors), never its end-to-end or serving results.

@@ -1,6 +1,6 @@
 """Fit the NVFP4 weight-GEMM kernel model of each engine to aiconfigurator-core's per-kernel GEMM tables.
 
-    PYTHONPATH=src /work/eff-data/venv/bin/python scripts/fit_fp4_gemm.py /work/eff-data/unpacked
+    PYTHONPATH=src eff-data/venv/bin/python scripts/fit_fp4_gemm.py eff-data/unpacked
 
 Why: at decode sizes an NVFP4 GEMM (``gemm_dtype = nvfp4``) is neither a 16-bit GEMM with a quarter of the bytes
 nor bound by its weights alone. Over the rows with m <= 64 tokens its time is a fixed per-kernel time (launch and

@@ -1,6 +1,6 @@
 """Add the FP8 activation-quantisation kernel floors of aiconfigurator-core to ``data/efficiency_fit.json``.
 
-    PYTHONPATH=src /work/eff-data/venv/bin/python scripts/fit_quantize.py /work/eff-data/unpacked
+    PYTHONPATH=src eff-data/venv/bin/python scripts/fit_quantize.py eff-data/unpacked
 
 Why: the package's FP8 GEMM table (``gemm_dtype = fp8``) times TensorRT-LLM's ``Linear`` with
 ``QuantAlgo.FP8`` and **no static input scale loaded** (aiconfigurator ``collector/trtllm/collect_gemm.py``),

@@ -2,7 +2,7 @@
 rank's share of a split layer, as :func:`llmath.hardware.fitted_ops.apply` applies it (run by hand).
 
     pip install pandas pyarrow                  # in a separate venv; not llmath dependencies
-    PYTHONPATH=src python scripts/moe_split_check.py /work/eff-data/unpacked
+    PYTHONPATH=src python scripts/moe_split_check.py eff-data/unpacked
 
 For each device and format with a ``moe`` fit, the same table and kernel the fit came from
 (aiconfigurator-core 0.12.0, TensorRT-LLM ``moe_torch_flow_cutlass``, balanced routing), rows with

@@ -1,6 +1,6 @@
 """Achieved memory bandwidth of weight GEMMs at few token rows in aiconfigurator-core's per-kernel tables.
 
-    PYTHONPATH=src python scripts/small_m_bandwidth.py /work/eff-data/unpacked
+    PYTHONPATH=src python scripts/small_m_bandwidth.py eff-data/unpacked
 
 For every system with TensorRT-LLM GEMM tables (``torch_flow`` kernels), the median over weights with n, k ≥ 4096
 of bytes / latency / datasheet bandwidth, per band of rows m. Bytes: A and B in the format, C in 16 bit

@@ -58,6 +58,23 @@ def test_several_groups_agree_with_the_simulation(engine, prompt, budget, conc):
     assert ss.tpot_s[0] == pytest.approx(sim.tpot_s, rel=0.15)
 
 
+@pytest.mark.parametrize("prompt,gen,budget,conc", [(1024, 64, 8192, 64), (2048, 64, 2048, 16), (4096, 128, 8192, 64)])
+def test_prefill_first_waves_stay_whole_as_in_the_simulation(prompt, gen, budget, conc):
+    # SGLang's prefill batches run ahead of decoding (no --enable-mixed-chunk): with several batches of prompts
+    # per cycle, the iteration simulation keeps every wave whole (module docstring; docs/serving.md states 2%)
+    dev, eng, req, bmax = _case("sglang", prompt, gen, budget)
+    assert not eng.mixed_prefill
+    ss = lockstep_state(dev, eng, req, [conc], bmax)
+    sim = simulate(dev, eng, req, conc, bmax, iterations=100_000, arrival="closed", prompts_per_client=10)
+    assert ss.ttft_s[0] == pytest.approx(sim.ttft_s, rel=0.02)
+    assert ss.tpot_s[0] == pytest.approx(sim.tpot_s, rel=0.02)
+    # n_w = conc·prompt / budget prefill batches per wave: a request waits for (n_w + 1)/2 of them on average,
+    # so the TTFT grows with the batches, about n_w/2 + 1/2 prefill-only iterations (not one, as in a group)
+    n_w = conc * prompt / budget
+    one_batch = float(dev.iteration(0, 0, budget // prompt, prompt, 0).time_s)
+    assert ss.ttft_s[0] > (n_w + 1) / 2 * one_batch
+
+
 @pytest.mark.parametrize("engine", ["vllm", "trtllm", "sglang"])
 @pytest.mark.parametrize("conc", [4, 64])
 def test_varying_output_lengths_fall_out_of_step_as_in_the_simulation(engine, conc):

@@ -7,7 +7,7 @@ import pytest
 from helpers import run_cli
 
 from llmath import Workload
-from llmath.measure.serving_runs import precision, to_run, validate_runs
+from llmath.measure.serving_runs import harness_budget, precision, to_run, validate_runs
 
 HEADER = (
     "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
@@ -70,20 +70,47 @@ def test_inferencex_rows_draw_their_lengths_as_its_client_does():
     assert (fixed.range_ratio, fixed.drawn(1024)) == (1.0, (1024,))
 
 
+def _budget(run):
+    return dict(run.engine_settings).get("max_num_batched_tokens")
+
+
 def test_inferencex_trtllm_deepseek_rows_run_the_budget_its_launch_script_sets():
     # InferenceX benchmarks/dsr1_*_trt_slurm.sh: --max_num_tokens = (CONC + ISL + 64 + 63) / 64 * 64, floored at
     # 8192 from 64af5a77 (2026-01-21) on. CONC 8, ISL 1024: 8 + 1024 + 64 = 1096 -> 18 · 64 = 1152
     notes = "model=DeepSeek-R1; silicon_concurrency=8; measured={}T00:00:00.000Z; wip=False"
-    assert to_run(_row(source_notes=notes.format("2025-12-01"))).max_num_tokens == 1152
-    assert to_run(_row(source_notes=notes.format("2026-02-01"))).max_num_tokens == 8192
+    assert _budget(to_run(_row(source_notes=notes.format("2025-12-01")))) == 1152
+    assert _budget(to_run(_row(source_notes=notes.format("2026-02-01")))) == 8192
     # ISL 8192, CONC 64: 64 + 8192 + 64 = 8320 = 130 · 64, above the floor
     row = _row(isl=8192, source_notes=notes.format("2026-02-01").replace("=8;", "=64;"))
-    assert to_run(row).max_num_tokens == 8320
+    assert _budget(to_run(row)) == 8320
     # other engines, models and collections keep the engine preset's budget
-    assert to_run(_row(backend="vllm", source_notes=notes.format("2025-12-01"))).max_num_tokens is None
-    assert to_run(_row(source_notes="silicon_concurrency=8")).max_num_tokens is None
+    assert _budget(to_run(_row(backend="vllm", source_notes=notes.format("2025-12-01")))) is None
+    # a row without InferenceX provenance is not run by its scripts (the generator's budget applies instead)
+    assert harness_budget(_row(source_notes="silicon_concurrency=8"), 8) is None
     other = _row(model_path="openai/gpt-oss-120b", source_notes=notes.format("2025-12-01"))
-    assert to_run(other).max_num_tokens is None
+    assert _budget(to_run(other)) is None
+
+
+def test_generator_launched_sglang_rows_mix_prompt_chunks_into_decoding():
+    # aiconfigurator's generator turns on --enable-mixed-chunk for aggregated SGLang workers (its 0.5.6.post2
+    # template passes it); SGLang's own default (0.5.1.post1 rows) runs prefill batches first
+    kw = dict(backend="sglang", **LLAMA_8B_H100)
+    gen = to_run(_row(backend_version="0.5.6.post2", **kw))
+    assert dict(gen.engine_settings) == {"mixed_prefill": True}
+    assert to_run(_row(backend_version="0.5.1.post1", **kw)).engine_settings == ()
+    ix = to_run(_row(backend_version="0.5.6.post2", source_notes="model=x; wip=False", **kw))
+    assert ix.engine_settings == ()  # InferenceX's own launch scripts, not the generator
+
+
+@pytest.mark.parametrize("backend", ["trtllm", "vllm"])
+def test_generator_launched_rows_take_its_token_budget(backend):
+    # the generator's aggregated max_num_tokens = batch size + ISL + 1500: 8 + 1024 + 1500 = 2532 tokens
+    run = to_run(_row(backend=backend, batch_size=8, isl=1024))
+    assert dict(run.engine_settings) == {"max_num_batched_tokens": 2532}
+    # InferenceX rows run its own launch scripts, not the generator (a model its scripts set no budget for)
+    ix = _row(backend=backend, model_path="openai/gpt-oss-120b", source_notes="workflow_run_id=9")
+    assert to_run(ix).engine_settings == ()
+    assert to_run(_row(backend=backend, mode="disagg")).engine_settings == ()
 
 
 def test_quant_modes_map_to_executed_formats():

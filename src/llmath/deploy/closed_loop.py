@@ -28,6 +28,13 @@ uniformly from [⌊r·G⌋, G]), the first wave still starts together, but its r
 numbers of tokens and their follow-ups arrive out of step: :func:`drifting_state` weighs the first wave in
 lockstep (1/m) against the clients out of step (:func:`staggered_state`, 1 − 1/m).
 
+An engine that runs prefill batches first (SGLang without ``--enable-mixed-chunk``: a waiting prompt is
+prefilled before the running requests decode again) keeps no groups apart: no request decodes while another
+waits for its prefill, so the C requests started together start decoding in the same iteration, finish in the
+same iteration and come back together, into an idle engine. Every wave is then the first: request k of it
+has its first token after k of the n_w prefill batches ((n_w + 1)/2 on average) and decodes after all of them,
+so its TPOT carries the (n_w − 1)/2 batches after its own, and the decoding iterations carry no prefill.
+
 A mean-field account of an exact iteration simulation (:func:`llmath.deploy.simulate.simulate` with
 ``arrival="closed"``): the tests bound the difference. Engines whose budget is unbounded (no chunking)
 prefill whole prompts; the prefill-only pass of a group then is one iteration of B·P' tokens.
@@ -46,7 +53,7 @@ from llmath.deploy.serving import (
     SteadyState,
     _budget,
     _overheads,
-    _quantile,
+    _quantiles,
     active_overheads,
     steady_state,
 )
@@ -96,10 +103,8 @@ def lockstep_state(
     mixed = eng.mixed_prefill
     group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width)
     ctx = req.decode_context
-    tau_b = dec.mixed(d_burst, ctx, n_c, chunk, pre)
     d_first = np.minimum(group * (n_w - 1) / 3, B) if mixed else 0.0  # decoders in the first wave's prefills
-    tau_f = dec.mixed(d_first, ctx, n_c, chunk, pre)
-    tau_d = dec.step(B, ctx)
+    tau_b, tau_f, tau_d = dec.mixed_and_step((d_burst, d_first), B, ctx, n_c, chunk, pre)
     o_m, o_d, o_req = _overheads(dec, eng, req, B, d_burst)
     tau_b, tau_f, tau_d = tau_b + o_m, tau_f + o_m, tau_d + o_d
     # iterations per cycle; prefill-first batches stop the decoders, so they add to a request's lifetime
@@ -109,9 +114,10 @@ def lockstep_state(
     # a single group finishes together); those iterations prefill the groups ahead of it, except for the
     # first group of a burst, which arrives during a pure decode iteration
     behind = np.maximum(n_w - 1, 0.0) / np.maximum(n_w, 1.0)
-    lag = eng.replacement_lag * np.clip(n_w - 1, 0.0, 1.0) * (behind * tau_b + (1 - behind) * tau_d)
-    wait = np.maximum(n_w - steps, I_s) if mixed else I_s  # iterations from admission to first token
-    seen = np.clip(n_w - I_s, 0.0, steps if mixed else np.inf)  # burst iterations during a request's decode
+    lag = eng.replacement_lag * np.clip(n_w - 1, 0.0, 1.0) * (behind * tau_b + (1 - behind) * tau_d) * mixed
+    # prefill-first: nobody decodes while a prompt waits, so every wave comes back whole (module docstring)
+    wait = np.maximum(n_w - steps, I_s) if mixed else (n_w + 1) / 2  # iterations from admission to first token
+    seen = np.clip(n_w - I_s, 0.0, steps) if mixed else (n_w - 1) / 2  # prefill iterations after it
     decode_iters = steps - seen if mixed else steps  # prefill-first: bursts pause the decoders
     step_s = (seen * tau_b + decode_iters * tau_d) / np.maximum(steps, 1e-9)
     m = float(prompts_per_client) if replace else 1.0
@@ -122,7 +128,7 @@ def lockstep_state(
     a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
     o_ttft = ((1 - 1 / m) * wait + (1 / m) * (n_w + 1) / 2) * o_m + o_req
     o_tpot = (q * o_m + (1 - q) * o_d) / a
-    p50, p90, p99 = (_quantile(qq, q, 1.0, tau_b / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
+    p50, p90, p99 = _quantiles((0.5, 0.9, 0.99), q, 1.0, tau_b / a, tau_b / a, tau_d / a)
     # closed loop: Little's law (C in flight); offline: the engine's own rate, B requests per cycle
     rps = C / e2e if replace else B / (L * tau_c)
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,

@@ -144,27 +144,28 @@ def fitted_device(hw: Hardware, eff: Efficiency) -> str | None:
     return hw.name if eff.gemm_fit and eff.rule.startswith("fitted kernels") else None
 
 
-def _fitted_all_reduce(device: str, n: int, nbytes):
-    """Seconds of one all-reduce of ``nbytes`` over ``n`` GPUs of one scale-up domain from the fitted
-    α + bytes/β models (aiconfigurator-core's NCCL and TensorRT-LLM custom all-reduce tables, docs/efficiency.md):
-    the faster of the two, as the engines pick (TensorRT-LLM's AUTO all-reduce strategy and vLLM's custom
-    all-reduce use the custom kernel where it is faster, NCCL otherwise); ``None`` without a fit for ``n``."""
-    fits = (ef.collective_time(device, op, n, nbytes) for op in ("all_reduce", "custom_all_reduce"))
-    ts = [f[0] for f in fits if f is not None]
-    return np.minimum(ts[0], ts[1]) if len(ts) == 2 else (ts[0] if ts else None)
+def _fitted_all_reduce(device: str, n: int) -> tuple[tuple[float, float], ...]:
+    """(α, β) of each fitted all-reduce kernel over ``n`` GPUs of one scale-up domain (aiconfigurator-core's NCCL
+    and TensorRT-LLM custom all-reduce tables, docs/efficiency.md): one all-reduce of S bytes takes the faster
+    α + S/β of them, as the engines pick (TensorRT-LLM's AUTO all-reduce strategy and vLLM's custom all-reduce
+    use the custom kernel where it is faster, NCCL otherwise); empty without a fit for ``n``."""
+    fits = (ef.collective_coef(device, op, n) for op in ("all_reduce", "custom_all_reduce"))
+    return tuple(f for f in fits if f is not None)
 
 
 @dataclass(frozen=True)
 class _CommRule:
     """What :func:`comm_costs` reads of one collective on one topology, once: its message terms, link, bus
-    factor and which time rule applies (fitted all-reduce first, analytic within a domain, else crossing)."""
+    factor and which time rule applies (fitted all-reduce first, analytic within a domain, else crossing);
+    ``key``: what its time depends on besides the scenario (collectives with equal keys take equal times)."""
 
     coll: Collective
     terms: tuple[tuple[int | float, str], ...]
     link: Any
     within: bool
-    fitted: bool
+    fit: tuple[tuple[float, float], ...]
     bus: float
+    key: tuple
 
 
 _RULES: dict[tuple[int, int, str | None], tuple[tuple, Topology, tuple[str, ...], tuple[_CommRule, ...]]] = {}
@@ -182,8 +183,10 @@ def _comm_rules(colls: tuple[Collective, ...], topo: Topology, device: str | Non
         within = c.within(topo.domain)
         link = topo.scale_up if within else topo.scale_out
         fitted = device is not None and c.kind == "all_reduce" and within
+        fit = _fitted_all_reduce(device, c.n) if fitted and device is not None else ()
         terms = tuple((t.coef, t.mono) for t in c.message)
-        rules.append(_CommRule(c, terms, link, within, fitted, float(bus_factor(c.kind, c.n))))
+        how = (c.kind, c.n, within, fit, link.kind, c.per_domain(topo.domain))
+        rules.append(_CommRule(c, terms, link, within, fit, float(bus_factor(c.kind, c.n)), (terms, *how)))
     monos = tuple({t.mono for c in colls for t in c.message})
     if len(_RULES) >= 4096:
         _RULES.clear()
@@ -191,15 +194,31 @@ def _comm_rules(colls: tuple[Collective, ...], topo: Topology, device: str | Non
     return monos, tuple(rules)
 
 
-def _one_time(r: _CommRule, nbytes, topo: Topology, device: str | None):
+def _one_time(r: _CommRule, nbytes, topo: Topology):
     """Seconds of one run of the collective (:func:`comm_costs`' rule)."""
     c = r.coll
-    fit = _fitted_all_reduce(device, c.n, nbytes) if r.fitted and device is not None else None
-    if fit is not None:
-        return fit
+    if r.fit:
+        ts = [alpha + nbytes / beta for alpha, beta in r.fit]
+        return np.minimum(ts[0], ts[1]) if len(ts) == 2 else ts[0]
     if r.within:
         return collective_time(c.kind, c.n, nbytes, r.link.bytes_per_s, r.link.latency_s)
     return crossing_time(c.kind, c.n, c.per_domain(topo.domain), nbytes, topo.scale_up, topo.scale_out)
+
+
+def _rule_times(colls: tuple[Collective, ...], scenario: Scenario, spec: ModelSpec, p: Precision, topo, device):
+    """(rule, message bytes, seconds of one run) of each collective, each distinct message and time computed once."""
+    monos_used, rules = _comm_rules(colls, topo, device)
+    monos = scenario.monomials(monos_used, spec)
+    sizes: dict[tuple, Any] = {}
+    times: dict[tuple, Any] = {}
+    out = []
+    for r in rules:
+        if r.terms not in sizes:
+            sizes[r.terms] = sum(coef * monos[m] for coef, m in r.terms) * p.act_bytes  # float, or an array
+        if r.key not in times:
+            times[r.key] = _one_time(r, sizes[r.terms], topo)
+        out.append((r, sizes[r.terms], times[r.key]))
+    return out
 
 
 def comm_costs(
@@ -216,19 +235,25 @@ def comm_costs(
     (:func:`fitted_device`) takes the fitted time (:func:`_fitted_all_reduce`); every other collective, and
     every collective without ``device``, the analytic latency + bus bytes / link bandwidth; one spanning
     several scale-up domains, :func:`llmath.deploy.collectives.crossing_time` (NCCL's rings over every NIC)."""
-    monos_used, rules = _comm_rules(colls, topo, device)
-    monos = scenario.monomials(monos_used, spec)
     out = []
-    for r in rules:
+    for r, nbytes, one in _rule_times(colls, scenario, spec, p, topo, device):
         c = r.coll
-        elems = sum(coef * monos[m] for coef, m in r.terms)
-        nbytes = elems * p.act_bytes  # float, or an array over a sweep
-        one = _one_time(r, nbytes, topo, device)
         bus = r.bus * nbytes
         if np.ndim(nbytes) == 0:
             nbytes, bus, one = float(nbytes), float(bus), float(one)
         out.append(CommCost(c.name, c.kind, c.group, c.n, c.count, r.link.kind, nbytes, bus, one * c.count, c.overlap))
     return out
+
+
+def comm_seconds(colls: tuple[Collective, ...], scenario: Scenario, spec: ModelSpec, p: Precision, topo, device):
+    """(Σ plain, Σ overlapped) seconds of :func:`comm_costs`' collectives, the same sums without the records."""
+    plain = hidden = 0
+    for r, _, one in _rule_times(colls, scenario, spec, p, topo, device):
+        if r.coll.overlap:
+            hidden = hidden + one * r.coll.count
+        else:
+            plain = plain + one * r.coll.count
+    return plain, hidden
 
 
 def per_gpu_stage(

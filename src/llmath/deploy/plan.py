@@ -107,15 +107,24 @@ _INVALID = "invalid"  # _valid_layout's answer when no rule covers a layout
 
 def _valid_layout(spec: ModelSpec, key: tuple[int, int, int, int], ranks: bool = True) -> Layout | None | str:
     """The layout of ``key`` (``None``: one GPU without a layout), or ``_INVALID`` when no rule covers it;
-    with ``ranks``, every operator must also have a sharding rule under it."""
+    with ``ranks``, every operator must also have a sharding rule under it (:func:`_ranks_ok`)."""
     tp, pp, dpa, ep = key
     try:
         lay = make_layout(spec, ParallelConfig(None, tp, pp, ep, dpa))
-        if ranks and not lay.trivial:
-            rank_plans(spec, "decode", "flash", lay)
     except LLMathError:
         return _INVALID
-    return None if lay.trivial else lay
+    out = None if lay.trivial else lay
+    return out if not ranks or _ranks_ok(spec, out) else _INVALID
+
+
+def _ranks_ok(spec: ModelSpec, lay: Layout | None) -> bool:
+    """Whether every operator has a sharding rule under ``lay`` (one GPU: always)."""
+    try:
+        if lay is not None:
+            rank_plans(spec, "decode", "flash", lay)
+    except LLMathError:
+        return False
+    return True
 
 
 def _candidate_layouts(spec: ModelSpec, gpus: int, pins: dict) -> list[Layout | None]:
@@ -430,6 +439,13 @@ class _Search:
     fmt: str
     speculation: Speculation | None = None
     built: dict = field(default_factory=dict)  # layouts built by the pruned search, by (tp, pp, dp, ep)
+    engines_by_tp: dict = field(default_factory=dict)  # the engine's settings, read once per TP degree
+
+    def _engine(self, tp: int = 1):
+        """The engine's settings at tensor-parallel size ``tp`` (:func:`.engines.preset`, once per search)."""
+        if tp not in self.engines_by_tp:
+            self.engines_by_tp[tp] = engines.preset(self.engine, self.hw, tp=tp, **self.overrides)
+        return self.engines_by_tp[tp]
 
     def _device(self, lay: Layout | None, cuda_graphs: bool) -> Device:
         src = self.req.prompt if self.req.encoder_decoder else 0
@@ -445,7 +461,7 @@ class _Search:
         return (pins["dp"] // rep_dp) * rep_gpus
 
     def run(self, gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> int:
-        eng = engines.preset(self.engine, self.hw, **self.overrides)
+        eng = self._engine()
         src = self.req.prompt if self.req.encoder_decoder else 0
         reps = replicas(self.spec, self.hw, self.p, self.eff, self.attention, eng.cuda_graphs, gpus, pins, src)
         n = 0
@@ -453,7 +469,7 @@ class _Search:
             poll()
             use = self._share(rep.dp, rep.gpus, gpus, pins)
             if use:
-                eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
+                eng_r = self._engine(rep.tp)
                 for dec, draft in _decodings(rep, self.speculation):
                     n += _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected, dec, draft)
         if disagg:
@@ -471,7 +487,7 @@ class _Search:
         if key in self.built:
             return self.built[key]
         poll()
-        eng = engines.preset(self.engine, self.hw, **self.overrides)
+        eng = self._engine()
         lay = _valid_layout(self.spec, key, ranks=False)
         tp, pp, dpa, ep = key
         out: Replica | str | None = _INVALID
@@ -481,7 +497,7 @@ class _Search:
             where = {"mode": "aggregated", "weights": self.fmt, "tp": tp, "pp": pp, "ep": ep, "dp": dpa}
             rejected.append({**where, "reason": "does not fit"})
             out = None
-        elif not isinstance(_valid_layout(self.spec, key), str):
+        elif _ranks_ok(self.spec, lay):
             out = _replica(self._device(lay, eng.cuda_graphs))
         self.built[key] = out
         return out
@@ -501,7 +517,7 @@ class _Search:
                 valid = valid or not isinstance(rep, str)
                 if not isinstance(rep, Replica) or not (use := self._share(rep.dp, rep.gpus, gpus, pins)):
                     continue
-                eng_r = engines.preset(self.engine, self.hw, tp=rep.tp, **self.overrides)
+                eng_r = self._engine(rep.tp)
                 bound = True  # each way of decoding: dominated by pipeline depth alone (plan_search)
                 for dec, draft in _decodings(rep, self.speculation):
                     sample = _sampled(rep, eng_r, self.req, use, self.fmt, cols, rejected, self.targets, dec, draft)
@@ -539,7 +555,7 @@ class _Search:
 
     def _pair_cells(self, workers: list, gpus: int, rejected: list, sd: Speculation | None) -> list:
         """(PairCell, ``sd``) of every fitting pair, both pools decoding as ``sd`` (the draft in their memory)."""
-        eng, req, method = engines.preset(self.engine, self.hw, **self.overrides), self.req, sd.method if sd else ""
+        eng, req, method = self._engine(), self.req, sd.method if sd else ""
         dec = {key: pool_decoding(rep.device, sd) for key, rep in workers if rep is not None}
         mem = {key: pool_memory(d.dev, eng, req, d.draft, method) for key, d in dec.items()}
         fit = [(key, rep) for key, rep in workers if rep is not None and mem[key].fits]

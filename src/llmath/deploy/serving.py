@@ -70,12 +70,17 @@ import numpy as np
 from llmath.deploy.cost import rank_memory_parts
 from llmath.deploy.overheads import Overheads
 from llmath.deploy.speculative import Speculation, round_time
-from llmath.deploy.step import Device, chunk_activation_bytes, cross_bytes_per_source, kv_bytes_per_sequence
+from llmath.deploy.step import (
+    Device,
+    chunk_activation_bytes,
+    cross_bytes_per_source,
+    fixed_state_per_sequence,
+    kv_bytes_per_sequence,
+)
 from llmath.errors import WorkloadError
 from llmath.model.traits import traits
 from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
-from llmath.ops.state import fixed_state_bytes
 
 FIXED_POINT_PASSES = 6
 
@@ -266,7 +271,7 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, draft_bytes: float = 0
         w += draft_bytes
         act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.encoder or part.prefill)
         cross = dev.source * cross_bytes_per_source(part.prefill, p)  # encoder-decoder: fixed per request
-        cross += fixed_state_bytes(dev.spec, p, ops=part.decode.ops)  # SSM / conv states: fixed per request
+        cross += fixed_state_per_sequence(part.decode, p)  # SSM / conv states: fixed per request
         per_req = float(kv_bytes_per_sequence(dev.spec, req.start + req.max_gen - 1, p, dev.attention, part.decode))
         per_req += cross
         admitted = float(kv_bytes_per_sequence(dev.spec, counted, p, dev.attention, part.decode)) + cross
@@ -383,6 +388,18 @@ class Decoding:
             return self.dev.iteration(d, ctx, n, c, pf).time_s
         return self.step(d, ctx) + self.dev.iteration(0, 0, n, c, pf).time_s
 
+    def mixed_and_step(self, ds: tuple, d_step, ctx, n, c, pf) -> list[np.ndarray]:
+        """``mixed(d, ctx, n, c, pf)`` for each ``d`` of ``ds``, then ``step(d_step, ctx)``: the same values,
+        stacked into one evaluation (under speculation the chunks' pass, the same for every ``d``, once)."""
+        *dd, d_step, n, c, pf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (*ds, d_step, n, c, pf)))
+        d = np.stack([*dd, d_step])
+        if self.spec is None:
+            zero = np.zeros_like(n)
+            stack = [np.stack([x] * len(dd) + [zero]) for x in (n, c, pf)]
+            return list(self.dev.iteration(d, ctx, *stack).time_s)
+        step, chunks = self.step(d, ctx), self.dev.iteration(0, 0, n, c, pf).time_s
+        return [*(s + chunks for s in step[:-1]), step[-1]]
+
 
 def steady_state(
     dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int
@@ -429,7 +446,7 @@ def steady_state(
     a = dec.tokens
     o_ttft = wait_iters * (f * o_m + (1 - f) * o_d) + Ip * o_m + o_req  # the overheads' part of each, exactly
     o_tpot = (q * o_m + (1 - q) * o_d) / a
-    p50, p90, p99 = (_quantile(qq, q, Ip, tau_a / a, tau_b / a, tau_d / a) for qq in (0.5, 0.9, 0.99))
+    p50, p90, p99 = _quantiles((0.5, 0.9, 0.99), q, Ip, tau_a / a, tau_b / a, tau_d / a)
     d = B - X * Ip
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, C * req.mean_gen / e2e, C / e2e, d, X * Pn, f,
                        tau_d, tau_m, o_ttft, o_tpot)  # fmt: skip
@@ -464,14 +481,14 @@ def _overheads(dec: Decoding, eng: EngineConfig, req: Requests, B, d_m) -> tuple
     return o_m, o_d, ov.served_request_s(req.prompt)
 
 
-def _quantile(qq: float, q, Ip, tau_a, tau_b, tau_d):
-    """Quantile ``qq`` of the inter-token latency: τ_d (prob. 1 − q), τ_b (q / I_p), τ_a (the rest)."""
+def _quantiles(qs: tuple[float, ...], q, Ip, tau_a, tau_b, tau_d) -> list:
+    """Quantiles ``qs`` of the inter-token latency: τ_d (prob. 1 − q), τ_b (q / I_p), τ_a (the rest)."""
     vals = np.stack(np.broadcast_arrays(tau_d, tau_b, tau_a))
     probs = np.stack(np.broadcast_arrays(1 - q, q / Ip, q * (Ip - 1) / Ip))
     order = np.argsort(vals, axis=0)
     v, pr = np.take_along_axis(vals, order, 0), np.take_along_axis(probs, order, 0)
-    idx = np.argmax(np.cumsum(pr, axis=0) >= qq - 1e-12, axis=0)
-    return np.take_along_axis(v, idx[None], 0)[0]
+    cum = np.cumsum(pr, axis=0)
+    return [np.take_along_axis(v, np.argmax(cum >= qq - 1e-12, axis=0)[None], 0)[0] for qq in qs]
 
 
 def rate_to_concurrency(dev: Device, eng: EngineConfig, req: Requests, rate: float, max_resident: int) -> float:

@@ -202,12 +202,23 @@ def _key(f: Factor) -> tuple[int, int] | Factor:
     return (f.numerator, f.denominator) if isinstance(f, Fr) else f
 
 
-def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
+def _layout_factors(op: Op, spec: ModelSpec, L: Layout, memo: dict) -> tuple[Factors, tuple]:
+    """(:func:`_factors` of ``op``, their cache key), once per (split, whether the op is in an MoE block) of one
+    layout (``memo``: that layout's): the factors depend on nothing else of the operator."""
+    k = (op.split, op.component == "moe")
+    got = memo.get(k)
+    if got is None:
+        default, over, fw, fb = f = _factors(op, spec, L)
+        got = memo[k] = (f, (_key(default), tuple((c, _key(v)) for c, v in over.items()), _key(fw), _key(fb)))
+    return got
+
+
+def _shard(op: Op, spec: ModelSpec, L: Layout, count: int, memo: dict) -> Op:
     if op.split == Split.HELD:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
         kv = Fr(kv_heads_per_rank(spec, L.tp), spec.parts.attention.kv_heads)
         return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
-    default, over, fw, fb = _factors(op, spec, L)
-    key = (id(op), _key(default), tuple((k, _key(f)) for k, f in over.items()), _key(fw), _key(fb), count)
+    (default, over, fw, fb), fkey = _layout_factors(op, spec, L, memo)
+    key = (id(op), *fkey, count)
     hit = _SHARDED.get(key)
     if hit is not None and hit[0] is op:
         return hit[1]
@@ -221,8 +232,15 @@ def _shard(op: Op, spec: ModelSpec, L: Layout, count: int) -> Op:
 
 
 def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
+    """Layers of each layer kind among ``layers``, in the order they first appear."""
+    return dict(_kind_counts(spec, layers.start, layers.stop))
+
+
+@lru_cache(maxsize=4096)
+def _kind_counts(spec: ModelSpec, start: int, stop: int) -> tuple[tuple[str, int], ...]:
+    """:func:`_stage_counts` once per (spec, layer range): every layout with that stage asks again."""
     out: dict[str, int] = {}
-    for i in layers:
+    for i in range(start, stop):
         kind, moe = spec.layer_mixers[i], spec.layer_moe[i]
         if kind.startswith("attention"):
             lk = layer_kind(
@@ -232,7 +250,7 @@ def _stage_counts(spec: ModelSpec, layers: range) -> dict[str, int]:
         else:
             lk = mixer_layer_kind(spec, i)
         out[lk] = out.get(lk, 0) + 1
-    return out
+    return tuple(out.items())
 
 
 def _place(op: Op, counts: dict[str, int], first: bool, last: bool) -> int:
@@ -306,6 +324,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
             )
         return (RankPlan(0, range(spec.parts.stack.layers), base, (), layout.dp),)
     plans = []
+    memo: dict[tuple[str, bool], tuple[Factors, tuple]] = {}  # each split's factors under this layout
     ranges = _stack_ranges(spec, stage, layout.pp)
     for s, layers in enumerate(ranges):
         first, last = s == 0, s == len(ranges) - 1
@@ -315,7 +334,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
         for op in base:
             n = _place(op, counts, first, last)
             if n:
-                o = _shard(op, spec, layout, n)
+                o = _shard(op, spec, layout, n, memo)
                 if (
                     o.split == Split.VOCAB_COLUMN
                     and o.kind == "matmul"

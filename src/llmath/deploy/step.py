@@ -35,7 +35,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from llmath.deploy.cost import comm_costs, fitted_device, rank_table
+from llmath.deploy.cost import comm_seconds, fitted_device, rank_table
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
@@ -46,6 +46,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import CLASSES, Scenario, Table, one_hot, table
 from llmath.ops.params import param_report
+from llmath.ops.state import fixed_state_bytes
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Part:
     encoder: Table | None = None  # encoder-decoder models: the encoder pass's table and collectives
     encoder_collectives: tuple = ()
 
-    @property
+    @cached_property  # asked per iteration (frozen: cached in the instance's __dict__)
     def shared(self) -> bool:
         """Whether one table serves both kinds of token (same operators; MLA's absorbed decode differs)."""
         a, b = self.prefill, self.decode
@@ -80,7 +81,7 @@ class Part:
 class _Mixed:
     """The monomials of an iteration mixing decode sequences and prefill chunks (each a Scenario): the sum
     of the parts' monomials, the constant once. Duck-types :class:`~llmath.ops.Scenario` for the
-    collectives' message sizes (:func:`llmath.deploy.cost.comm_costs`)."""
+    collectives' message sizes (:func:`llmath.deploy.cost.comm_seconds`)."""
 
     def __init__(self, *parts: Scenario):
         self.parts = parts
@@ -192,9 +193,8 @@ class Device:
         """Exposed communication: the plain collectives + what overlapped ones leave uncovered."""
         if not colls:
             return np.zeros_like(ops_s)
-        cs = comm_costs(colls, scen, self.spec, self.precision, self.topology, fitted_device(self.hw, self.eff))
-        plain = sum(c.time_s for c in cs if not c.overlapped)
-        hidden = sum(c.time_s for c in cs if c.overlapped)
+        dev = fitted_device(self.hw, self.eff)
+        plain, hidden = comm_seconds(colls, scen, self.spec, self.precision, self.topology, dev)
         return plain + np.maximum(0.0, hidden - ops_s)
 
     def _with_comm(self, cost: StepCost, colls: tuple, scen) -> StepCost:
@@ -203,9 +203,10 @@ class Device:
     def _part(self, part: Part, d, s, nc, c, pf, tokens, rows, has_prefill) -> StepCost:
         if part.encoder is not None:
             return self._encdec_part(part, d, s, nc, c, has_prefill)
-        dec_s, pre_s = Scenario(d, 1, s), Scenario(nc, c, pf)
-        mixed = _Mixed(dec_s, pre_s)
+        dec_s = Scenario(d, 1, s)
         if part.shared:
+            pre_s = Scenario(nc, c, pf)
+            mixed = _Mixed(dec_s, pre_s)
             t = part.prefill
             mv = self._fix(t, _mono(t, dec_s) + _mono(t, pre_s), tokens)
             out = []
@@ -224,8 +225,13 @@ class Device:
         dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
         if not has_prefill.any():
             return dec
-        pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
-        pre = self._with_comm(pre, part.prefill_collectives, pre_s)
+
+        def prefill(nc, c, pf) -> StepCost:
+            pre_s = Scenario(nc, c, pf)
+            pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
+            return self._with_comm(pre, part.prefill_collectives, pre_s)
+
+        pre = _on_rows(has_prefill, prefill, nc, c, pf)
         return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))
 
     def _encdec_part(self, part: Part, d, s, nc, c, has_prefill) -> StepCost:
@@ -240,13 +246,18 @@ class Device:
         dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
         if not has_prefill.any():
             return dec
-        enc_s, pre_s = Scenario(nc, c), Scenario(nc, 1, 0, src=c)
-        enc = self._with_comm(
-            self._time(et, self._fix(et, _mono(et, enc_s), nc * c), nc, nc * c, False), part.encoder_collectives, enc_s
-        )
-        pre = self._with_comm(
-            self._time(pt, self._fix(pt, _mono(pt, pre_s), nc), nc, nc, False), part.prefill_collectives, pre_s
-        )
+
+        def encoder(nc, c) -> StepCost:
+            enc_s = Scenario(nc, c)
+            enc = self._time(et, self._fix(et, _mono(et, enc_s), nc * c), nc, nc * c, False)
+            return self._with_comm(enc, part.encoder_collectives, enc_s)
+
+        def prefill(nc, c) -> StepCost:
+            pre_s = Scenario(nc, 1, 0, src=c)
+            pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc), nc, nc, False)
+            return self._with_comm(pre, part.prefill_collectives, pre_s)
+
+        enc, pre = _on_rows(has_prefill, encoder, nc, c), _on_rows(has_prefill, prefill, nc, c)
         both = zip(_parts(dec), _parts(enc), _parts(pre), strict=True)
         return StepCost(*(np.where(has_prefill, a + b + e, a) for a, b, e in both))
 
@@ -278,6 +289,20 @@ class Device:
         return _total(out)
 
 
+def _on_rows(mask: np.ndarray, fn, *arrays: np.ndarray) -> StepCost:
+    """``fn(*arrays)`` on the rows ``mask`` selects, zeros on the others (all selected: ``fn`` as given): a pass
+    of prefill chunks is evaluated only where an iteration has them (a pass of no tokens has no batch)."""
+    if mask.all():
+        return fn(*arrays)
+    cost = fn(*(a[mask] for a in arrays))
+    out = []
+    for x in _parts(cost):
+        full = np.zeros(mask.shape)
+        full[mask] = x
+        out.append(full)
+    return StepCost(*out)
+
+
 def _total(costs: list[StepCost]) -> StepCost:
     """The pipeline stages of one pass, one after the other: their times, bytes and FLOPs add."""
     t, b, f = costs[0].time_s, costs[0].bytes, costs[0].flops
@@ -290,7 +315,11 @@ def _mono(t: Table, scen: Scenario) -> np.ndarray:
     """(…, n_monos) monomial values of ``scen`` for table ``t`` (one broadcast for all of them; the values
     are :meth:`Table.monomial_matrix`'s)."""
     vals = scen.monomials(t.monos, t.spec, t.moe_tokens)
-    return np.stack(np.broadcast_arrays(*(np.asarray(vals[m], dtype=float) for m in t.monos)), axis=-1)
+    cols = [vals[m] for m in t.monos]
+    out = np.empty(np.broadcast_shapes(*(np.shape(v) for v in cols)) + (len(cols),))
+    for i, v in enumerate(cols):  # each broadcast into its column
+        out[..., i] = v
+    return out
 
 
 @lru_cache(maxsize=512)
@@ -332,6 +361,13 @@ def _kv_bytes(t: Table, positions, precision: Precision):
             held = positions if op.window is None else np.minimum(positions, op.window)
             total = total + per * np.asarray(held, dtype=float)
     return total * precision.kv_bytes
+
+
+@lru_cache(maxsize=4096)
+def fixed_state_per_sequence(decode: Table, precision: Precision) -> float:
+    """Fixed-size state bytes one sequence holds on a GPU (:func:`llmath.ops.state.fixed_state_bytes` of its decode
+    operators), once per (table, precision)."""
+    return fixed_state_bytes(decode.spec, precision, ops=decode.ops)
 
 
 def cross_bytes_per_source(prefill: Table, precision: Precision) -> float:

@@ -274,6 +274,15 @@ def kernel_time_on(hw, cls: str, **shape) -> float | None:
 def collective_time(device: str, op: str, ranks: int, bytes_: float) -> tuple[float, str] | None:
     """(seconds, rule) of a collective of ``bytes_`` per rank over ``ranks`` GPUs: α + bytes / β of the
     measured rank count (``None`` where the device, by its rule, or the rank count has no fit)."""
+    coef = collective_coef(device, op, ranks)
+    if coef is None:
+        return None
+    alpha, beta = coef
+    return alpha + bytes_ / beta, resolve(device).rule
+
+
+def collective_coef(device: str, op: str, ranks: int) -> tuple[float, float] | None:
+    """(α s, β bytes/s) of :func:`collective_time`'s fit (``None`` where it has none)."""
     if op not in COLLECTIVES:
         raise UnknownNameError(f"collective {op!r} is not one of {', '.join(COLLECTIVES)}")
     r = resolve(device)
@@ -283,7 +292,7 @@ def collective_time(device: str, op: str, ranks: int, bytes_: float) -> tuple[fl
     if entry is None:
         return None
     alpha, beta = entry["coef"]
-    return alpha + bytes_ / beta, r.rule
+    return alpha, beta
 
 
 def fp8_static_gemm_overhead(device: str) -> tuple[float, float] | None:

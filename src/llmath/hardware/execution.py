@@ -58,7 +58,14 @@ def _is_weight_gemm(op) -> bool:
 @lru_cache(maxsize=1024)
 def op_formats(table: Table, p: Precision) -> tuple[str, ...]:
     """The format each op's matmul FLOPs ask for: weight GEMMs by their module, attention products KV × act."""
-    return tuple(p.module_compute(op.module if _is_weight_gemm(op) else None) for op in table.ops)
+    memo: dict[str | None, str] = {}  # per module: a table's ops share a few
+    out = []
+    for op in table.ops:
+        m = op.module if _is_weight_gemm(op) else None
+        if m not in memo:
+            memo[m] = p.module_compute(m)
+        out.append(memo[m])
+    return tuple(out)
 
 
 @lru_cache(maxsize=1024)
@@ -73,9 +80,12 @@ def op_executed(table: Table, hw: Hardware, p: Precision) -> tuple[str, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1024)
 def op_peaks(table: Table, hw: Hardware, p: Precision) -> np.ndarray:
-    """(n_ops,) dense matmul peak FLOP/s each op runs at on ``hw``."""
-    return np.array([hw.peak_flops_per_s[f] for f in op_executed(table, hw, p)], dtype=float)
+    """(n_ops,) dense matmul peak FLOP/s each op runs at on ``hw`` (read-only: asked per serving iteration)."""
+    out = np.array([hw.peak_flops_per_s[f] for f in op_executed(table, hw, p)], dtype=float)
+    out.setflags(write=False)
+    return out
 
 
 def notes(tables: tuple[Table, ...], hw: Hardware, p: Precision) -> list[str]:

@@ -266,8 +266,8 @@ def fp8_gemms(table: Table, p: Precision) -> np.ndarray:
     """(n_ops,) mask of the weight GEMMs that run in fp8 under ``p`` (W8A8) or read fp8 weights into a 16-bit
     GEMM (W8A16: the same fp8 weight stream; its per-kernel time is taken as the fp8 kernel's)."""
     fmts = op_formats(table, p)
-    weights = (fmt.get(p.weight_format(op.module)).compute for op in table.ops)
-    fp8 = [f == "fp8" or w == "fp8" for f, w in zip(fmts, weights, strict=True)]
+    computes = {m: fmt.get(p.weight_format(m)).compute for m in {op.module for op in table.ops}}
+    fp8 = [f == "fp8" or computes[op.module] == "fp8" for f, op in zip(fmts, table.ops, strict=True)]
     out = table.is_weight_mm & np.array(fp8, dtype=bool)
     out.setflags(write=False)
     return out

@@ -185,7 +185,8 @@ def _mm_rates(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.n
     least at the 16-bit rate it replaces: on a device whose fp8 and bf16 peaks are equal (Gaudi 3, TPU v5p)
     the lower default fp8 fraction would otherwise make W8A8 slower than W8A16, which no measurement says."""
     fmts = op_executed(table, hw, p)
-    out = op_peaks(table, hw, p) * np.array([eff.matmul_for(f) for f in fmts])
+    eta = {f: eff.matmul_for(f) for f in set(fmts)}  # per format: a table's ops run in a few
+    out = op_peaks(table, hw, p) * np.array([eta[f] for f in fmts])
     sixteen = [hw.peak_flops_per_s[f] * eff.matmul for f in ("bf16", "fp16") if f in hw.peak_flops_per_s]
     if sixteen and eff.gemm_coef("fp8") is None:
         out = np.where(np.array([f == "fp8" for f in fmts]), np.maximum(out, max(sixteen)), out)

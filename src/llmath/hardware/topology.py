@@ -23,6 +23,7 @@ give none. All of this is written into the result's ``topology.derived`` so a re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from llmath.errors import HardwareError
@@ -132,8 +133,11 @@ def _derived(hw) -> Topology:
     return Topology(up, domain, Link("network", out_bw, lat["scale_out"]), tuple(notes))
 
 
+@lru_cache(maxsize=256)
 def topology(hw) -> Topology:
-    """The device's :class:`Topology`: its ``topology`` field, or one derived from its interconnect figures."""
+    """The device's :class:`Topology`: its ``topology`` field, or one derived from its interconnect figures.
+    One object per device (hardware is hashed by identity): the collectives' rules are read once per topology
+    object (:func:`llmath.deploy.cost.comm_costs`)."""
     t = getattr(hw, "topology", None)
     if isinstance(t, Topology):
         return t

@@ -35,7 +35,14 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   (``benchmarks/dsr1_fp8_h200_trt_slurm.sh``, ``dsr1_fp8_b200_trt_slurm.sh``, ``dsr1_fp4_b200_trt_slurm.sh``)
   pass ``--max_num_tokens`` ⌈(CONC + ISL + 64) / 64⌉ · 64, and from SemiAnalysisAI/InferenceX 64af5a77
   (2026-01-21) at least 8192: its aggregated rows run that budget by their ``measured=`` date
-  (:data:`INFERENCEX_TRT_BUDGET`); other rows the engine preset's;
+  (:data:`INFERENCEX_TRT_BUDGET`), carried in the run's ``engine_settings`` as ``max_num_batched_tokens``;
+* engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
+  are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
+  concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
+  configurations). The generator gives TensorRT-LLM and vLLM workers a token budget of ``batch_size`` + ISL + 1500
+  (about one prompt per iteration, where the engines' defaults take 8192 tokens), and SGLang workers
+  ``--enable-mixed-chunk`` through its 0.5.6.post2 template; the SGLang 0.5.1.post1 rows (16, 64, 128 clients)
+  predate the generator's SGLang support and run SGLang's defaults (prefill batches first);
 * disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
   where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
   recipes run it (:func:`recipe_defaults`: attention-DP from the engine's requests per GPU, where the engine
@@ -85,6 +92,23 @@ INFERENCEX_TRT_BUDGET: dict[str, dict[str, Any]] = {
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh (MAX_NUM_TOKENS)",
     },
 }
+# Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
+# config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
+# enable_mixed_chunk = true``; the flag's spelling fixed in 07a37792, 2026-01-19), passed on by its SGLang 0.5.6.post2
+# template (c46a56b0, 2026-01-23, dynamo 0.8.0); and a token budget of the worker's batch size + ISL + 1500 for
+# aggregated TensorRT-LLM workers (``max_num_tokens``, cli/backends/trtllm.py before 84ee71eb, 2025-09-30, then
+# rule_plugin/trtllm.rule) and vLLM workers (``--max-num-batched-tokens`` from rule_plugin/vllm.rule, 2cecd659).
+GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
+GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
+GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's rules)
+
+
+def launcher_settings(r: dict[str, str]) -> dict[str, Any]:
+    """The engine settings the collection's launcher gave an aggregated row without InferenceX provenance."""
+    out = dict(GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {}))
+    if r["backend"] in GENERATOR_BUDGET_ENGINES:
+        out["max_num_batched_tokens"] = _int(r["batch_size"]) + int(r["isl"]) + GENERATOR_BUDGET_SLACK
+    return out
 
 
 @dataclass(frozen=True)
@@ -123,7 +147,7 @@ class Run:
     tpot_s: float
     assumed: tuple[str, ...] = field(default=())
     range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
-    max_num_tokens: int | None = None  # the engine's token budget where the harness's launch script sets it
+    engine_settings: tuple[tuple[str, Any], ...] = ()  # what the run's launcher set (GENERATOR_SETTINGS)
 
     def drawn(self, length: int) -> tuple[int, ...]:
         """Evenly spaced lengths standing for the client's uniform draw from [⌊r·L⌋, L] (just L when fixed)."""
@@ -190,12 +214,16 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     lay = _layout(r, "", assumed) if agg else None
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
+    inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
+    settings = {} if inferencex or not agg else launcher_settings(r)
+    budget = harness_budget(r, _concurrency(r, lay)) if agg else None
+    if budget is not None:
+        settings["max_num_batched_tokens"] = budget
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
-        INFERENCEX_RANGE_RATIO if INFERENCEX_NOTES.search(r.get("source_notes", "")) else 1.0,
-        harness_budget(r, _concurrency(r, lay)) if agg else None,
+        INFERENCEX_RANGE_RATIO if inferencex else 1.0, tuple(settings.items()),
     )  # fmt: skip
     return recipe_defaults(run) if recipe else run
 
@@ -272,7 +300,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
                             concurrency=run.concurrency, arrival=arrival)  # fmt: skip
             rep = serve(run.model, run.system, workload=work, engine=run.engine,
                         parallel=ParallelConfig(tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep), precision=prec,
-                        speculation=speculation, max_num_batched_tokens=run.max_num_tokens)  # fmt: skip
+                        speculation=speculation, **dict(run.engine_settings))  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D = run.prefill, run.decode

@@ -107,6 +107,13 @@ class Precision:
     def uniform(cls, dtype: str, **kw) -> Precision:
         return cls(weights=dtype, activations=dtype, kv=dtype, **kw)
 
+    def __hash__(self) -> int:  # keys the roofline's caches, looked up per serving iteration: hashed once
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f) for f in self.__dataclass_fields__))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     def bytes_per_element(self, dtype: str) -> float:
         return fmt.bytes_per_element(dtype, self.group_size, self.scale_bytes)
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal
 
 import numpy as np
@@ -106,11 +106,11 @@ class Op:
                 return t
         return ()
 
-    @property
+    @cached_property  # read per table an operator joins (frozen: cached in the instance's __dict__)
     def n_params(self) -> int:
         return sum(n for _, n in self.params)
 
-    @property
+    @cached_property
     def module(self) -> str:
         """The checkpoint module owning the op's weights (the unit a quantisation format applies to):
         embedding, attention, ffn, experts, shared_experts, router, lm_head or norm."""

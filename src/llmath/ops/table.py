@@ -163,10 +163,14 @@ def byte_key(t: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
 
     per = p.per_class
     by_module = weight_bytes_per_element(t.spec, p)
-    rows = []
+    rows, seen = [], {}  # a row per (module, whether the op holds the SSM state): ops share a few
     for op in t.ops:
         b = class_bytes(op, t.spec, p, per)  # the SSM state's own format (llmath.ops.ssm_state)
-        rows.append(tuple(by_module.get(op.module, per["weight"]) if c == "weight" else b.get(c, 0.0) for c in CLASSES))
+        key = (op.module, b is per)
+        if key not in seen:
+            w = by_module.get(op.module, per["weight"])
+            seen[key] = tuple(w if c == "weight" else b.get(c, 0.0) for c in CLASSES)
+        rows.append(seen[key])
     return tuple(rows)
 
 
@@ -179,25 +183,47 @@ def table(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = "fla
     return compile_table(spec, build_ops(spec, stage, attention))
 
 
+@dataclass(frozen=True)
+class _OpEntry:
+    """What :func:`compile_table` reads of one operator: its (class index, monomial, coefficient × count) terms
+    and its flags (weight GEMM, KV attention, logit rows, cross-attention source rows)."""
+
+    terms: tuple[tuple[int, str, int | float], ...]
+    flags: tuple[bool, bool, bool, bool]
+
+
+_ENTRIES: dict[int, tuple[Op, _OpEntry]] = {}
+
+
+def _op_entry(op: Op) -> _OpEntry:
+    """The operator's entry, read once per operator object (sharded operators are shared by the layouts that
+    give them the same factors); the cache keeps ``op``, so its id is not reused while cached."""
+    hit = _ENTRIES.get(id(op))
+    if hit is not None and hit[0] is op:
+        return hit[1]
+    terms = tuple((CLASSES.index(cls), t.mono, t.coef * op.count) for cls, ts in op.costs for t in ts)
+    mm, kv_read, flops = op.kind == "matmul", bool(op.terms("kv_read")), op.terms("flops")
+    weight = op.n_params > 0
+    logit, src = any(t.mono == "BL" for t in flops), any(t.mono == "X" for t in flops)  # cross K/V: B·src rows
+    out = _OpEntry(terms, (mm and weight, mm and not weight and kv_read, logit, src))
+    if len(_ENTRIES) >= 65536:
+        _ENTRIES.clear()
+    _ENTRIES[id(op)] = (op, out)
+    return out
+
+
 def compile_table(spec: ModelSpec, ops: tuple[Op, ...], moe_tokens: int = 1) -> Table:
     """The coefficient table of any operator list of ``spec`` (one device's, or one rank's of a layout)."""
-    monos = tuple(sorted({t.mono for op in ops for _, ts in op.costs for t in ts}))
+    entries = [_op_entry(op) for op in ops]
+    monos = tuple(sorted({m for e in entries for _, m, _ in e.terms}))
     index = {m: i for i, m in enumerate(monos)}
     coef = np.zeros((len(ops), len(CLASSES), len(monos)))
-    for i, op in enumerate(ops):
-        for cls, terms in op.costs:
-            c = CLASSES.index(cls)
-            for t in terms:
-                coef[i, c, index[t.mono]] += t.coef * op.count
+    for i, e in enumerate(entries):
+        for c, m, v in e.terms:
+            coef[i, c, index[m]] += v
     kernels = np.array([op.count for op in ops], dtype=float)
-
-    def flags(pred) -> np.ndarray:  # bool even for an empty list (an external encoder's pass)
-        return np.array([pred(op) for op in ops], dtype=bool)
-
-    is_weight_mm = flags(lambda op: op.kind == "matmul" and op.n_params > 0)
-    is_kv_attn = flags(lambda op: op.kind == "matmul" and op.n_params == 0 and bool(op.terms("kv_read")))
-    logit_rows = flags(lambda op: any(t.mono == "BL" for t in op.terms("flops")))
-    src_rows = flags(lambda op: any(t.mono == "X" for t in op.terms("flops")))  # cross K/V: B·src rows
+    flags = np.array([e.flags for e in entries], dtype=bool).reshape(len(ops), 4)  # bool even for no ops
+    is_weight_mm, is_kv_attn, logit_rows, src_rows = (np.ascontiguousarray(flags[:, j]) for j in range(4))
     w_tok, w_log = is_weight_mm & ~logit_rows & ~src_rows, is_weight_mm & logit_rows
     for a in (coef, kernels, is_weight_mm, is_kv_attn, logit_rows, w_tok, w_log):
         a.setflags(write=False)
