@@ -141,19 +141,19 @@ def lockstep_state(
                        T_b, np.minimum(n_w / L, 1.0), tau_d, tau_b, o_ttft, o_tpot)  # fmt: skip
 
 
-EXACT_POSITIONS = 512  # burst iterations summed one by one; beyond, the arithmetic mean of the floor
+EXACT_POSITIONS = 32  # burst iterations summed one by one; beyond, the arithmetic mean of the floor
 
 
 def _before(m, B, Pn: float, T_b):
     """E[min(k − 1, m)] over the B requests of a burst, k the burst iteration that ends a request's prompt:
     request j (0-based, first come first served) ends it in iteration ⌈(j + 1)·P' / T_b⌉, so ⌊i·T_b / P'⌋ of
     them have by the end of iteration i and E[min(k − 1, m)] = Σ_{i=1..m} (1 − min(B, ⌊i·T_b / P'⌋) / B)."""
-    a = T_b / Pn
-    m = np.broadcast_to(np.asarray(m, dtype=float), np.shape(a))
-    top = int(min(np.max(m, initial=0.0), EXACT_POSITIONS))
-    i = np.arange(1, top + 1, dtype=float).reshape((-1,) + (1,) * np.ndim(a))
-    done = np.minimum(B, np.floor(i * a + 1e-9))
-    exact = np.where(i <= m, 1 - done / B, 0.0).sum(axis=0)
+    a, most = T_b / Pn, float(m.max())
+    top = int(min(most, EXACT_POSITIONS))
+    i = np.arange(1.0, top + 1.0).reshape((-1,) + (1,) * m.ndim)
+    exact = ((i <= m) * (1 - np.minimum(B, np.floor(i * a + 1e-9)) / B)).sum(axis=0)
+    if most <= top:
+        return exact
     n = np.maximum(np.floor(np.minimum(m, (B + 0.5) / a)) - top, 0.0)  # the rest, ⌊x⌋ ≈ x − 1/2
     return exact + n * (1 + 0.5 / B) - a / B * n * (2 * top + n + 1) / 2
 
@@ -179,23 +179,25 @@ def _mixed_cycle(eng: EngineConfig, req: Requests, B, steps, T_b, n_w, I_s, taus
     last = 1 - np.minimum(B, np.floor((n_b - 1) * T_b / Pn + 1e-9)) / B  # share ending in the last iteration
     r = n_w - (n_b - 1)  # the last iteration's prompt tokens, in full iterations
     part_b, part_f = tau_d + r * (tau_b - tau_d), tau_d + r * (tau_f - tau_d)
-    k_mean = 1 + _before(n_b - 1, B, Pn, T_b)
+    # E[k] and the burst iterations ahead of it in its wait, E[min(k − 1, lag + I_s − 1)]
+    k_mean, S = _before(np.stack((n_b - 1, lag + I_s - 1)), B, Pn, T_b)
+    k_mean = 1 + k_mean
     first = (k_mean - last) * tau_f + last * part_f  # the burst iterations up to a request's own
     whole = n_b - np.ceil(Pn / T_b - 1e-9) <= lag
-    S = _before(lag + I_s - 1, B, Pn, T_b)  # burst iterations ahead of it in its wait
     own = (1 - last) * tau_b + last * part_b
     later = np.where(whole, first, S * tau_b + (lag + I_s - 1 - S) * tau_d + own)
-    seen_s = np.where(whole, (n_b - 1) * tau_f + part_f - first, (n_b - 2 - S) * tau_b + part_b + tau_b - own)
+    seen_s = np.where(whole, (n_b - 1) * tau_f + part_f - first, (n_b - 1 - S) * tau_b + part_b - own)
     seen = np.where(whole, n_b - k_mean, n_b - 1 - S)
     wait = np.where(whole, k_mean, lag + I_s)
-    bound = n_b > steps + lag + I_s  # token-budget-bound: the old steady account
-    wait_old = np.maximum(n_w - steps, I_s)
-    later = np.where(bound, wait_old * tau_b, later)  # the follow-up's lag is spent in the queue
-    seen = np.minimum(np.where(bound, np.clip(n_w - I_s, 0.0, steps), seen), steps)
-    seen_s = np.where(bound, seen * tau_b, seen_s)
-    step_s = (seen_s + (steps - seen) * tau_d) / np.maximum(steps, 1e-9)
-    wait = (1 - 1 / m) * np.where(bound, wait_old, wait) + (1 / m) * k_mean
-    return (1 - 1 / m) * later + (1 / m) * first, wait, step_s, seen
+    bound = n_b > steps + lag + I_s  # token-budget-bound: every iteration prefills
+    if bound.any():  # the follow-up's lag is spent in the queue; it decodes in prefilling iterations only
+        wait = np.where(bound, np.maximum(n_w - steps, I_s), wait)
+        later = np.where(bound, wait * tau_b, later)
+        seen = np.where(bound, np.clip(n_w - I_s, 0.0, steps), seen)
+        seen_s = np.where(bound, seen * tau_b, seen_s)
+    seen = np.minimum(seen, steps)
+    step_s = (seen_s + (steps - seen) * tau_d) / max(steps, 1e-9)
+    return (1 - 1 / m) * later + (1 / m) * first, (1 - 1 / m) * wait + (1 / m) * k_mean, step_s, seen
 
 
 def in_step(req: Requests) -> bool:
