@@ -2,13 +2,14 @@
 simulation running the same protocol, and the arrival protocols through ``serve`` and the CLI."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from helpers import run_cli
 
 from llmath.deploy import engines
-from llmath.deploy.closed_loop import drifting_state, lockstep_state
+from llmath.deploy.closed_loop import drifting_state, lockstep_state, staggered_state
 from llmath.deploy.service import serve
 from llmath.deploy.serving import Requests, memory, steady_state
 from llmath.deploy.simulate import simulate
@@ -103,6 +104,26 @@ def test_serve_closed_loop_with_a_length_distribution_is_the_drifting_state():
     ss = drifting_state(dev, eng, req, [16], memory(dev, eng, req).max_resident)
     assert rep.metrics["ttft_s"] == pytest.approx(float(ss.ttft_s[0]), rel=1e-9)
     assert any("out of step" in n for n in rep.notes)
+
+
+def test_a_scheduler_that_polls_every_n_iterations_delays_the_replacements_by_half_of_n():
+    # SGLang --scheduler-recv-interval N: a request arriving while the others decode waits for the next poll,
+    # N decode iterations apart, so (N/2)·τ on average where it waited for the iteration in flight (τ/2) before.
+    # 1024/1024, 32 clients out of step: about one iteration in 1000 prefills, so the polls are N apart.
+    dev, eng, _, _ = _case("sglang", 1024, 1024, 8192)
+    req = Requests(1024, 1, gen_dist=((820, 1.0), (1024, 1.0)))
+    bmax = memory(dev, eng, req).max_resident
+    base = staggered_state(dev, eng, req, [32], bmax)
+    polled = staggered_state(dev, replace(eng, recv_interval=30), req, [32], bmax)
+    tau = float(base.step_decode_s[0])
+    assert float(polled.ttft_s[0] - base.ttft_s[0]) == pytest.approx((30 / 2 - 1 / 2) * tau, rel=0.15)
+    assert float(polled.tpot_s[0]) == pytest.approx(float(base.tpot_s[0]), rel=0.02)
+    # lockstep waves come back into an idle engine, whose idle loop polls at once: no change there
+    fixed = Requests(1024, 1024)
+    same = lockstep_state(dev, replace(eng, recv_interval=30), fixed, [32], bmax)
+    assert float(same.ttft_s[0]) == float(lockstep_state(dev, eng, fixed, [32], bmax).ttft_s[0])
+    with pytest.raises(WorkloadError, match="recv_interval=0"):
+        replace(eng, recv_interval=0)
 
 
 def test_requests_started_together_wait_for_each_others_prefills():

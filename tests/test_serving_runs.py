@@ -6,7 +6,7 @@ import json
 import pytest
 from helpers import run_cli
 
-from llmath.measure.serving_runs import harness_budget, precision, to_run, validate_runs
+from llmath.measure.serving_runs import harness_budget, harness_recv_interval, precision, to_run, validate_runs
 
 HEADER = (
     "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
@@ -88,6 +88,24 @@ def test_inferencex_trtllm_deepseek_rows_run_the_budget_its_launch_script_sets()
     assert harness_budget(_row(source_notes="silicon_concurrency=8"), 8) is None
     other = _row(model_path="openai/gpt-oss-120b", source_notes=notes.format("2025-12-01"))
     assert _budget(to_run(other)) is None
+
+
+def test_inferencex_sglang_b200_deepseek_rows_poll_as_its_launch_scripts_set():
+    # InferenceX benchmarks/single_node/dsr1_fp{8,4}_b200.sh: SCHEDULER_RECV_INTERVAL=30 if CONC >= 16 else 10;
+    # dsr1_fp8_b200.sh's TP 4 branch: 10; the H200 script passes no --scheduler-recv-interval (SGLang's default 1)
+    notes = "model=DeepSeek-R1; silicon_concurrency={}; measured=2026-03-01T00:00:00.000Z; wip=False"
+
+    def recv(c, **kw):
+        row = _row(**{"backend": "sglang", "source_notes": notes.format(c), **kw})
+        return dict(to_run(row).engine_settings).get("recv_interval")
+
+    assert (recv(8), recv(16), recv(64)) == (10, 30, 30)
+    assert recv(64, precision="fp8", tp_size=4) == 10
+    assert recv(64, system="h200_sxm") is None
+    assert recv(64, backend_version="0.5.9", source_notes="silicon_concurrency=64") is None  # not InferenceX
+    assert harness_recv_interval(_row(source_notes=notes.format(64)), 64) is None  # TensorRT-LLM
+    before = _row(backend="sglang", source_notes=notes.format(64).replace("2026-03-01", "2025-09-01"))
+    assert harness_recv_interval(before, 64) is None  # before 6be2c699 (2025-09-23) the scripts set none
 
 
 def test_generator_launched_sglang_rows_mix_prompt_chunks_into_decoding():

@@ -178,10 +178,11 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     is sent just after the iteration that finished its predecessor and reaches the scheduler the engine's
     per-request front-end time o_req later: within the ``replacement_lag`` iterations already scheduled it
     waits for them (lag·τ̄ − o_req); later, for the end of the iteration in flight (its mean residual,
-    length-biased: E[τ²] / 2E[τ] over the mixed and pure-decode iterations), unless the engine is idle: no
-    other request is in it, (o_req / e2e)^(C − 1). The requests in the front end or waiting for a boundary are
-    not in the batch: the steady state runs at C·(e2e − o_req) / (e2e + wait) requests in the engine (a few
-    fixed-point passes); throughput C·E[G] / e2e."""
+    length-biased: E[τ²] / 2E[τ] over the mixed and pure-decode iterations), or for the scheduler's next poll
+    when it takes requests in only every ``recv_interval`` iterations (:func:`_poll_wait`), unless the engine
+    is idle: no other request is in it, (o_req / e2e)^(C − 1). The requests in the front end or waiting for a
+    boundary are not in the batch: the steady state runs at C·(e2e − o_req) / (e2e + wait) requests in the engine
+    (a few fixed-point passes); throughput C·E[G] / e2e."""
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     C = np.asarray(concurrency, dtype=float)
     o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
@@ -191,6 +192,7 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
         f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
         mean = f * t_m + (1 - f) * t_d
         wait = np.maximum(eng.replacement_lag * mean - o_req, (f * t_m**2 + (1 - f) * t_d**2) / (2 * mean))
+        wait = np.maximum(wait, _poll_wait(eng.recv_interval, f, mean))
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
         wait = wait * busy
         inside = np.maximum(C * (ss.e2e_s - o_req) / (ss.e2e_s + wait), 1.0)
@@ -202,3 +204,14 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     return replace(ss, concurrency=C, resident=np.minimum(C, max_resident), ttft_s=ss.ttft_s + wait, e2e_s=e2e,
                    throughput_tok_s=rps * req.mean_gen, requests_s=rps,
                    overhead_ttft_s=ss.overhead_ttft_s + o_wait)  # fmt: skip
+
+
+def _poll_wait(interval: int, prefill_share, mean_step):
+    """Mean wait of a request for the scheduler's next poll when it takes requests in only every ``interval``
+    decode iterations (SGLang's ``SchedulerRecvSkipper``: an iteration that prefills ends the interval at once):
+    polls come every min(interval, 1 / share of prefilling iterations) iterations, and a request arriving at a
+    uniform moment waits half of that. 0 when the scheduler takes requests in at every iteration."""
+    if interval <= 1:
+        return 0.0
+    period = np.minimum(float(interval), 1.0 / np.maximum(prefill_share, 1.0 / interval))
+    return period * mean_step / 2

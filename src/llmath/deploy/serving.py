@@ -106,6 +106,9 @@ class EngineConfig:
     ``mixed_prefill``: prefill chunks ride in the decoding requests' iterations (vLLM, TensorRT-LLM); False:
     prefill-first, a batch of prompts runs alone while the decoding requests wait (SGLang without
     ``--enable-mixed-chunk``; the closed loop of :mod:`.closed_loop` and the simulation model it).
+    ``recv_interval``: the scheduler takes new requests in only every this many decode iterations (an iteration
+    that prefills counts as the whole interval; SGLang's ``--scheduler-recv-interval``, default 1): a request
+    that arrives while the others decode waits for the next poll (the staggered loop of :mod:`.closed_loop`).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -122,6 +125,7 @@ class EngineConfig:
     kv_admission: str = "on_demand"
     replacement_lag: int = 1
     mixed_prefill: bool = True
+    recv_interval: int = 1
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
@@ -138,6 +142,8 @@ class EngineConfig:
             raise WorkloadError(f"kv_admission={self.kv_admission!r} must be 'reserve' or 'on_demand'")
         if self.replacement_lag not in (0, 1, 2):
             raise WorkloadError(f"replacement_lag={self.replacement_lag} must be 0, 1 or 2 iterations")
+        if not (isinstance(self.recv_interval, int) and self.recv_interval >= 1):
+            raise WorkloadError(f"recv_interval={self.recv_interval!r} must be a whole number of iterations >= 1")
         if self.cuda_graph_bytes < 0:
             raise WorkloadError(f"cuda_graph_bytes={self.cuda_graph_bytes} must be >= 0")
 

@@ -36,6 +36,10 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   pass ``--max_num_tokens`` ⌈(CONC + ISL + 64) / 64⌉ · 64, and from SemiAnalysisAI/InferenceX 64af5a77
   (2026-01-21) at least 8192: its aggregated rows run that budget by their ``measured=`` date
   (:data:`INFERENCEX_TRT_BUDGET`), carried in the run's ``engine_settings`` as ``max_num_batched_tokens``;
+* the scheduler's polling: InferenceX's SGLang DeepSeek-R1 B200 launch scripts (``dsr1_fp8_b200.sh``,
+  ``dsr1_fp4_b200.sh``) pass ``--scheduler-recv-interval`` 30 from 16 clients, 10 below (10 for FP8 at TP 4), so
+  the scheduler takes new requests in only every that many decode iterations: ``recv_interval`` in the run's
+  ``engine_settings`` (:data:`INFERENCEX_SGLANG_RECV`);
 * engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
   concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
@@ -91,6 +95,16 @@ INFERENCEX_TRT_BUDGET: dict[str, dict[str, Any]] = {
         "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/64af5a771b8a14915d907e0dc8abb2af40d9eaf0/"
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh (MAX_NUM_TOKENS)",
     },
+}
+# InferenceX's SGLang launch scripts for DeepSeek-R1 on B200 (FP8 and FP4; from 6be2c699, 2025-09-23, through the
+# rows' dates) pass ``--scheduler-recv-interval`` 30 when CONC >= 16, else 10, and 10 for FP8 at TP 4 (module
+# docstring); the H200 script passes none (SGLang's default, 1)
+INFERENCEX_SGLANG_RECV: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1",
+    "system": "b200_sxm",
+    "from": "2025-09-23",
+    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/5e2c705d3cbd30f1afa43fd57960f2dc4a19439e/"
+    "benchmarks/single_node/dsr1_fp8_b200.sh and dsr1_fp4_b200.sh (SCHEDULER_RECV_INTERVAL)",
 }
 # Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
 # config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
@@ -219,6 +233,9 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     budget = harness_budget(r, _concurrency(r, lay)) if agg else None
     if budget is not None:
         settings["max_num_batched_tokens"] = budget
+    recv = harness_recv_interval(r, _concurrency(r, lay)) if agg else None
+    if recv is not None:
+        settings["recv_interval"] = recv
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
@@ -240,6 +257,20 @@ def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
     if measured is None or measured.group(1) >= rule["floor_from"]:
         budget = max(budget, rule["floor"])
     return budget
+
+
+def harness_recv_interval(r: dict[str, str], concurrency: int) -> int | None:
+    """The ``--scheduler-recv-interval`` InferenceX's SGLang DeepSeek-R1 B200 launch scripts passed
+    (:data:`INFERENCEX_SGLANG_RECV`) for its aggregated SGLang rows with its provenance; ``None`` elsewhere."""
+    rule, notes = INFERENCEX_SGLANG_RECV, r.get("source_notes", "")
+    if (r["backend"], r["model_path"], r["system"]) != ("sglang", rule["model"], rule["system"]):
+        return None
+    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
+    if not INFERENCEX_NOTES.search(notes) or (measured is not None and measured.group(1) < rule["from"]):
+        return None
+    if r["precision"] == "fp8" and _int(r["tp_size"]) == 4:
+        return 10
+    return 30 if concurrency >= 16 else 10
 
 
 def recipe_defaults(run: Run) -> Run:
