@@ -40,17 +40,22 @@ import time
 import numpy as np
 from bench_speed import child_cpu, installed_env, process_cpu  # whole processes with bytecode cached, as installed
 
+from llmath import Workload
+
 PLAN = ["plan", "deepseek-v3", "-H", "h200", "--prompt", "1024", "--gen", "1024", "--tpot-ms", "50", "--disagg"]
 PLAN += ["--weights", "bf16,fp8,nvfp4", "--json"]
-KW = dict(prompt=1024, gen=1024, tpot_ms=50, disagg=True, weights=["bf16", "fp8", "nvfp4"])
+WORK = dict(prompt=1024, gen=1024)  # the request, as the Workload the planner takes
+KW = dict(tpot_ms=50, disagg=True, weights=["bf16", "fp8", "nvfp4"])
 
 _EXHAUSTIVE = """
 import json, time
 from llmath.deploy.plan import plan
+from llmath.deploy.workload import Workload
 kw = json.loads({kw!r})
-t = time.process_time(); full = plan("deepseek-v3", "h200", gpus={gpus}, exhaustive=True, **kw)
+work = Workload(**json.loads({work!r}))
+t = time.process_time(); full = plan("deepseek-v3", "h200", gpus={gpus}, workload=work, exhaustive=True, **kw)
 t_full = time.process_time() - t
-t = time.process_time(); pruned = plan("deepseek-v3", "h200", gpus={gpus}, **kw)
+t = time.process_time(); pruned = plan("deepseek-v3", "h200", gpus={gpus}, workload=work, **kw)
 t_pruned = time.process_time() - t
 print(json.dumps({{"exhaustive_cpu_s": t_full, "pruned_cpu_s": t_pruned, "ratio": t_full / t_pruned,
                   "same_best": full.best == pruned.best, "same_pareto": full.pareto == pruned.pareto,
@@ -69,7 +74,7 @@ def _cluster(sizes: list[int], repeats: int) -> dict:
     out: dict = {"cluster_cpu_s": {}, "cluster_search_s": {}, "cluster_evaluated": {}, "cluster_refused": {}}
     for g in sizes:
         try:
-            plan("deepseek-v3", "h200", gpus=g, **KW)  # warm
+            plan("deepseek-v3", "h200", gpus=g, workload=Workload(**WORK), **KW)  # warm
         except LLMathError as e:  # over the plan's cost limit: the CLI refuses it too (exit 2)
             out["cluster_refused"][g] = str(e)
             continue
@@ -78,7 +83,7 @@ def _cluster(sizes: list[int], repeats: int) -> dict:
         ts = []
         for _ in range(repeats):
             t = time.process_time()
-            res = plan("deepseek-v3", "h200", gpus=g, **KW)
+            res = plan("deepseek-v3", "h200", gpus=g, workload=Workload(**WORK), **KW)
             ts.append(time.process_time() - t)
         out["cluster_search_s"][g] = _stats(ts)
         out["cluster_evaluated"][g] = res.evaluated
@@ -106,7 +111,7 @@ def _against(sizes: list[int], src: str, repeats: int) -> dict:
 def _exhaustive(sizes: list[int]) -> dict:
     out = {}
     for g in sizes:
-        code = _EXHAUSTIVE.format(kw=json.dumps(KW), gpus=g)
+        code = _EXHAUSTIVE.format(kw=json.dumps(KW), work=json.dumps(WORK), gpus=g)
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         out[g] = json.loads(r.stdout)
     return out
@@ -122,11 +127,11 @@ def _default_and_steady_state() -> dict:
     from llmath.model.dtypes import Precision
     from llmath.model.registry import resolve
 
-    plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256)
+    plan("llama-3-8b", "h100-sxm", gpus=8, workload=Workload(prompt=1024, gen=256))
     cpu = []
     for _ in range(20):
         c = time.process_time()
-        plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256)
+        plan("llama-3-8b", "h100-sxm", gpus=8, workload=Workload(prompt=1024, gen=256))
         cpu.append(time.process_time() - c)
     hw = get("h100-sxm")
     dev = Device(resolve("llama-3-8b"), hw, Precision(), efficiency("expected", hw))

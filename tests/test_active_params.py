@@ -1,5 +1,6 @@
 """Active parameters per token against the figures the model authors publish."""
 
+from llmath import Workload
 from llmath.model import registry
 from llmath.ops.params import param_report
 
@@ -27,7 +28,7 @@ def test_sliding_window_kv_growth():
     from llmath.analysis import analyze, kv_cache_bytes
     from llmath.model.dtypes import Precision
 
-    kv = analyze("gpt-oss-20b", batch=1, prompt=1000, gen=2).kv_cache
+    kv = analyze("gpt-oss-20b", workload=Workload(batch=1, prompt=1000, gen=2)).kv_cache
     assert kv["bytes_per_token"] == 24 * 2048
     assert kv["growth_bytes_per_token"] == 12 * 2048
     assert kv["window_bytes"] == 12 * 2048 * 128

@@ -30,6 +30,7 @@ from llmath.ops.params import param_report
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
+from llmath import Workload
 from llmath.measure import oracle  # noqa: E402
 
 
@@ -206,8 +207,10 @@ def test_assistant_drafts_for_its_target_end_to_end(tmp_path, capsys):
     assert round_time(dev, d, s, 8, 2000) == pytest.approx(
         3 * d.iteration(8, 1999).time_s + dev.verify(8, 4, 2000).time_s
     )
-    with_draft = serve(target, "h100-sxm", concurrency=8, prompt=1024, gen=128, speculation=s).metrics
-    plain = serve(target, "h100-sxm", concurrency=8, prompt=1024, gen=128).metrics
+    with_draft = serve(
+        target, "h100-sxm", workload=Workload(concurrency=8, prompt=1024, gen=128), speculation=s
+    ).metrics
+    plain = serve(target, "h100-sxm", workload=Workload(concurrency=8, prompt=1024, gen=128)).metrics
     assert with_draft["tpot_s"] < plain["tpot_s"]  # 2.5 tokens a round for a 4-layer draft's cost
     code, out, err = run_cli(capsys, "analyze", target, "-H", "h100-sxm", "--concurrency", "8", "--prompt", "1024",
                              "--gen", "128", "--spec-method", "draft", "--draft-model", assistant,
@@ -227,5 +230,8 @@ def test_assistant_runs_only_as_the_draft_of_its_own_target(tmp_path):
         analyze(assistant, "h100-sxm")
     with pytest.raises(WorkloadError, match="trained on a target of width 1536 .* has 2304"):
         serve(
-            target, "h100-sxm", concurrency=8, prompt=1024, gen=128, speculation=Speculation("draft", 3, 2.5, assistant)
+            target,
+            "h100-sxm",
+            workload=Workload(concurrency=8, prompt=1024, gen=128),
+            speculation=Speculation("draft", 3, 2.5, assistant),
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from causal_lm_types import default_config
 
+from llmath import Workload
 from llmath.errors import ConfigError, LayoutError
 from llmath.model.hf import spec_from_config
 from llmath.ops.params import param_report
@@ -61,7 +62,7 @@ def test_hrm_and_zaya_refuse_a_parallel_layout(tmp_path):
     ):
         spec = spec_from_config(default_config(mt, str(tmp_path)), mt)
         with pytest.raises(LayoutError, match=match):
-            analyze(spec, batch=1, prompt=8, gen=2, parallel=par)
+            analyze(spec, workload=Workload(batch=1, prompt=8, gen=2), parallel=par)
 
 
 def test_compass_wrapper_language_model_runs_as_llmath_counts(tmp_path):

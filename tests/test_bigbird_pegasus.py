@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from helpers import decoder_alone_costs, hf_groups, llmath_groups, matmul_flops, run_cli, saved_config
 
+from llmath import Workload
 from llmath.analysis import kv_cache_bytes
 from llmath.errors import ConfigError
 from llmath.model.dtypes import Precision
@@ -129,7 +130,7 @@ def test_analyze_runs_stage_by_stage(tmp_path, capsys):
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps(_config(tmp_path)))
-    a = llmath.analyze(str(path), "h100-sxm", batch=1, prompt=4096, gen=32)
+    a = llmath.analyze(str(path), "h100-sxm", workload=Workload(batch=1, prompt=4096, gen=32))
     spec = spec_from_config(json.loads(path.read_text()), "x")
     assert a.generation["ttft_s"] > a.generation["encoder_s"] > 0
     d = a.to_dict(with_ops=False)
@@ -206,7 +207,7 @@ def test_sweep_agrees_with_analyze_across_the_full_attention_threshold(tmp_path)
     prompts = np.array([704, 705, 4000])
     g = grid(str(path), "h100-sxm", np.array([2, 2, 2]), prompts, np.array([8, 8, 8]))
     for i, p in enumerate(prompts):
-        a = llmath.analyze(str(path), "h100-sxm", batch=2, prompt=int(p), gen=8)
+        a = llmath.analyze(str(path), "h100-sxm", workload=Workload(batch=2, prompt=int(p), gen=8))
         assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
         assert g["e2e_s"][i] == pytest.approx(a.generation["e2e_s"], rel=1e-9)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from helpers import StandInHub, registry_config, write_llama_gguf
 
-from llmath import analyze
+from llmath import Workload, analyze
 from llmath.errors import ConfigError, HubError, SpecError, UnknownNameError
 from llmath.model import checkpoint, registry
 from llmath.model.quant import checkpoint_reading, module_of, read_quantization_config
@@ -132,7 +132,7 @@ def test_qwen3_32b_fp8_weights_are_fp8():
     linear = L * (2 * D * 8192 + 2 * D * 1024 + 3 * D * 25600)
     norms = L * (2 * D + 2 * 128) + D  # input/post norms, q/k norms (head_dim 128), final norm
     expected = linear * (1 + 4 / 16384) + 2 * V * D * 2 + norms * 2
-    a = analyze("Qwen/Qwen3-32B-FP8", "h100-sxm", gen=4)
+    a = analyze("Qwen/Qwen3-32B-FP8", "h100-sxm", workload=Workload(gen=4))
     assert a.memory.weights_bytes == pytest.approx(expected, rel=1e-12)
     assert a.precision["modules"]["ffn"] == "fp8-block"
     assert a.precision["compute"] == {"bf16": "bf16", "fp8": "fp8"}
@@ -140,7 +140,7 @@ def test_qwen3_32b_fp8_weights_are_fp8():
 
 def test_gpt_oss_120b_experts_in_mxfp4():
     # experts: 36 layers x 128 experts x (gate_up 2880x5760 + down 2880x2880) at 17 bytes per 32; the rest bf16
-    a = analyze("openai/gpt-oss-120b", "b200", gen=4)
+    a = analyze("openai/gpt-oss-120b", "b200", workload=Workload(gen=4))
     spec = registry.spec("gpt-oss-120b")
     n_exp = module_params(spec)["experts"]
     assert n_exp >= 36 * 128 * 3 * 2880 * 2880  # weights (+ biases)
@@ -477,7 +477,7 @@ def test_sweep_grid_equals_the_report_for_a_quantised_checkpoint():
     # the vectorised grid and the exact report evaluate the same per-module bytes and per-op peaks
     from llmath.sweep import grid
 
-    a = analyze("qwen3-32b-fp8", "h100-sxm", batch=4, prompt=300, gen=50)
+    a = analyze("qwen3-32b-fp8", "h100-sxm", workload=Workload(batch=4, prompt=300, gen=50))
     g = grid("qwen3-32b-fp8", "h100-sxm", np.array([4]), np.array([300]), np.array([50]))
     assert g["ttft_s"][0] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
     assert g["tpot_s"][0] == pytest.approx(a.generation["tpot_s"], rel=1e-9)
@@ -586,7 +586,7 @@ def test_reading_notes_reach_the_report(tmp_path):
     _tiny_llama(tmp_path)
     side = {"quantization": {"quant_algo": "FP8", "exclude_modules": ["lm_head", "model.layers.1.self_attn*"]}}
     (tmp_path / "hf_quant_config.json").write_text(json.dumps(side))
-    a = analyze(str(tmp_path), "h100-sxm", prompt=64, gen=2)
+    a = analyze(str(tmp_path), "h100-sxm", workload=Workload(prompt=64, gen=2))
     assert any("model.layers.1.self_attn*" in w for w in a.warnings)
     assert a.precision["modules"]["attention"] == "fp8" and a.precision["modules"]["lm_head"] == "bf16"
 

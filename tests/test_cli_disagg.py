@@ -6,6 +6,7 @@ import re
 import pytest
 from helpers import run_cli
 
+from llmath import Workload
 from llmath.deploy.disagg import serve_disaggregated
 from llmath.deploy.speculative import Speculation
 from llmath.model.checkpoint import precision_for
@@ -26,7 +27,7 @@ def test_json_is_the_library_result_with_the_same_arguments(capsys):
         "--spec-method", "eagle", "--spec-tokens", "3", "--acceptance", "2.5",
     )  # fmt: skip
     lib = serve_disaggregated(
-        "llama-3-8b", "h100-sxm", prompt=2048, gen=128, concurrency=24,
+        "llama-3-8b", "h100-sxm", workload=Workload(prompt=2048, gen=128, concurrency=24),
         prefill={"workers": 2, "tp": 1}, decode={"tp": 2}, engine="sglang",
         precision=precision_for("llama-3-8b", weights="fp8", kv="fp8"), speculation=Speculation("eagle", 3, 2.5),
     )  # fmt: skip
@@ -37,7 +38,9 @@ def test_json_is_the_library_result_with_the_same_arguments(capsys):
 
 def test_default_engine_is_the_library_default(capsys):
     cli = _json(capsys, "llama-3-8b", "-c", "8", "--disagg")
-    lib = serve_disaggregated("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=8, prefill={}, decode={})
+    lib = serve_disaggregated(
+        "llama-3-8b", "h100-sxm", workload=Workload(prompt=512, gen=128, concurrency=8), prefill={}, decode={}
+    )
     assert cli == json.loads(json.dumps(lib))
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from helpers import run_cli
 
+from llmath import Workload
 from llmath.deploy import engines
 from llmath.deploy.closed_loop import drifting_state, lockstep_state, staggered_state
 from llmath.deploy.service import serve
@@ -98,7 +99,7 @@ def test_varying_output_lengths_fall_out_of_step_as_in_the_simulation(engine, co
 
 def test_serve_closed_loop_with_a_length_distribution_is_the_drifting_state():
     dist = ((204, 1.0), (230, 1.0), (256, 1.0))
-    rep = serve("llama-3.2-1b", "h100-sxm", prompt=1024, gen=1, gen_dist=dist, concurrency=16)
+    rep = serve("llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=1, gen_dist=dist, concurrency=16))
     dev, eng, _, _ = _case("vllm", 1024, 256, 8192)
     req = Requests(1024, 1, gen_dist=dist)
     ss = drifting_state(dev, eng, req, [16], memory(dev, eng, req).max_resident)
@@ -139,23 +140,37 @@ def test_requests_started_together_wait_for_each_others_prefills():
 
 
 def test_poisson_is_finite_below_the_largest_rate_and_refused_above_it():
-    kw = dict(prompt=1024, gen=256, engine="vllm")
-    ttft = [serve("llama-3.2-1b", "h100-sxm", rate=r, **kw).metrics["ttft_s"] for r in (5.0, 20.0, 40.0)]
+    kw = dict(engine="vllm")
+    ttft = [
+        serve("llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, rate=r), **kw).metrics["ttft_s"]
+        for r in (5.0, 20.0, 40.0)
+    ]
     assert all(np.isfinite(ttft)) and ttft[0] < ttft[1] < ttft[2]  # the prefill queue grows with the rate
     with pytest.raises(WorkloadError, match=r"exceeds what this deployment sustains \([0-9.]+ requests/s"):
-        serve("llama-3.2-1b", "h100-sxm", rate=1e6, **kw)
+        serve("llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, rate=1e6), **kw)
 
 
 def test_offline_runs_one_wave_at_the_engines_rate():
-    kw = dict(prompt=1024, gen=256, engine="trtllm")  # the same preset offline and online
-    rep = serve("llama-3.2-1b", "h100-sxm", concurrency=500, arrival="offline", **kw)
-    one = serve("llama-3.2-1b", "h100-sxm", concurrency=500, prompts_per_client=1, **kw)
+    kw = dict(engine="trtllm")  # the same preset offline and online
+    rep = serve(
+        "llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, concurrency=500, arrival="offline"), **kw
+    )
+    one = serve(
+        "llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, concurrency=500, prompts_per_client=1), **kw
+    )
     assert rep.workload["arrival"] == "offline" and one.workload["arrival"] == "closed"
     # all admitted at once (500 <= 2048 running requests): offline is the closed loop's first wave
     assert rep.metrics["ttft_s"] == pytest.approx(one.metrics["ttft_s"], rel=1e-9)
     # beyond what runs at once, an offline request waits for half the queue, a closed loop's for all of it
-    rep = serve("llama-3.2-1b", "h100-sxm", concurrency=5000, arrival="offline", **kw)
-    one = serve("llama-3.2-1b", "h100-sxm", concurrency=5000, prompts_per_client=1, **kw)
+    rep = serve(
+        "llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, concurrency=5000, arrival="offline"), **kw
+    )
+    one = serve(
+        "llama-3.2-1b",
+        "h100-sxm",
+        workload=Workload(prompt=1024, gen=256, concurrency=5000, prompts_per_client=1),
+        **kw,
+    )
     assert rep.metrics["running_per_replica"] < 5000
     assert rep.metrics["ttft_s"] < one.metrics["ttft_s"]
     assert np.isfinite(rep.metrics["throughput_tok_s"]) and rep.metrics["throughput_tok_s"] > 0
@@ -178,7 +193,9 @@ def test_cli_arrival(capsys):
 def test_poisson_agrees_with_the_simulation(rate, bound):
     # Bound stated in docs/serving.md: within 5% at light load, 25% at half the largest rate (218/s here)
     dev, eng, req, bmax = _case("vllm", 1024, 64, 8192)
-    rep = serve("llama-3.2-1b", "h100-sxm", prompt=1024, gen=64, rate=rate, max_num_batched_tokens=8192)
+    rep = serve(
+        "llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=64, rate=rate), max_num_batched_tokens=8192
+    )
     sim = simulate(dev, eng, req, 1, bmax, iterations=6000, arrival="poisson", rate=rate)
     assert rep.metrics["ttft_s"] == pytest.approx(sim.ttft_s, rel=bound)
     assert rep.metrics["tpot_s"] == pytest.approx(sim.tpot_s, rel=bound)
@@ -201,7 +218,12 @@ def test_staggered_clients_agree_with_the_simulation(model, engine, prompt, gen,
     dev = Device(resolve(model), H100, Precision(), efficiency("expected", H100))
     eng = engines.preset(engine, H100)
     req = Requests(prompt, gen)
-    rep = serve(model, "h100-sxm", prompt=prompt, gen=gen, concurrency=conc, engine=engine, arrival="staggered")
+    rep = serve(
+        model,
+        "h100-sxm",
+        workload=Workload(prompt=prompt, gen=gen, concurrency=conc, arrival="staggered"),
+        engine=engine,
+    )
     sim = simulate(dev, eng, req, conc, memory(dev, eng, req).max_resident, iterations=4000, lag=True)
     assert rep.workload["arrival"] == "staggered"
     assert rep.metrics["ttft_s"] == pytest.approx(sim.ttft_s, rel=ttft_bound)
@@ -209,5 +231,10 @@ def test_staggered_clients_agree_with_the_simulation(model, engine, prompt, gen,
     assert rep.metrics["throughput_tok_s"] == pytest.approx(sim.throughput_tok_s, rel=0.02)
     # out of step, a request's prefill runs beside the others' decoding: no queue of C prefills, so the
     # TTFT is below the first wave's, whose C prompts queue together
-    first = serve(model, "h100-sxm", prompt=prompt, gen=gen, concurrency=conc, engine=engine, prompts_per_client=1)
+    first = serve(
+        model,
+        "h100-sxm",
+        workload=Workload(prompt=prompt, gen=gen, concurrency=conc, prompts_per_client=1),
+        engine=engine,
+    )
     assert rep.metrics["ttft_s"] < first.metrics["ttft_s"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from llmath import Workload
 from llmath.deploy.collectives import Collective, collective_time, crossing_time
 from llmath.deploy.layout import ParallelConfig
 from llmath.hardware.topology import Link
@@ -45,7 +46,7 @@ def test_ranks_per_domain_of_a_span():
 def test_tp16_all_reduce_on_two_h100_boxes_is_nic_bound():
     import llmath
 
-    a = llmath.analyze("llama-3.1-70b", "h100-sxm", batch=8, parallel=ParallelConfig(gpus=16, tp=16))
+    a = llmath.analyze("llama-3.1-70b", "h100-sxm", workload=Workload(batch=8), parallel=ParallelConfig(gpus=16, tp=16))
     ar = a.comm["decode"]["attn.all_reduce"]["time_s"]
     # B·D = 8 · 8192 activations × 2 bytes, 80 layers; 25.2 us NCCL scale-out latency each
     one = 8 * 8192 * 2

@@ -8,7 +8,7 @@ same tables, for every registry model the compiled path covers and many sizes.
 import numpy as np
 import pytest
 
-from llmath import Precision
+from llmath import Precision, Workload
 from llmath.analysis import analyze, scenario
 from llmath.hardware import compiled as cp
 from llmath.hardware import get
@@ -82,7 +82,7 @@ def test_scenario_takes_the_general_path_where_not_compiled():
     spec = registry.spec("t5-base")
     assert cp.compiled(spec, "flash", hw, p, eff) is None
     s = scenario("t5-base", "h100-sxm", 2, 300, 50)
-    a = analyze("t5-base", "h100-sxm", batch=2, prompt=300, gen=50)
+    a = analyze("t5-base", "h100-sxm", workload=Workload(batch=2, prompt=300, gen=50))
     assert s["ttft_s"] == pytest.approx(a.generation["ttft_s"], rel=1e-12)
     assert s["tpot_s"] == pytest.approx(a.generation["tpot_s"], rel=1e-12)
     enc = stage_times(table(spec, "encoder"), Scenario(2, 300), hw, cp.spec_precision(spec), eff, False)[0]

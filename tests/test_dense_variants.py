@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from helpers import decoder_alone_costs, registry_config
 
+from llmath import Workload
 from llmath.errors import ConfigError
 from llmath.model import registry
 from llmath.model.hf import spec_from_config
@@ -114,7 +115,7 @@ def test_git_text_decoder_equals_transformers(tmp_path):
     cfg = default_config("git", str(tmp_path))
     spec = spec_from_config(cfg, "git")
     _flops_and_cache_equal(cfg, spec)
-    a = analyze(spec, batch=1, prompt=8, gen=2)
+    a = analyze(spec, workload=Workload(batch=1, prompt=8, gen=2))
     assert a.to_dict()["components_not_in_stages"] == ["vision", "projector"]
     assert any("language model (the text decoder) only" in w for w in a.warnings)
 
@@ -158,7 +159,7 @@ def test_trocr_analysis_says_the_encoder_is_another_model(tmp_path):
     from llmath.analysis import analyze
 
     spec = spec_from_config(default_config("trocr", str(tmp_path)), "trocr")
-    d = analyze(spec, batch=1, prompt=577, gen=4).to_dict()
+    d = analyze(spec, workload=Workload(batch=1, prompt=577, gen=4)).to_dict()
     assert "encoder" not in d
     assert any("whose encoder is the image encoder of a VisionEncoderDecoderModel" in w for w in d["warnings"])
 

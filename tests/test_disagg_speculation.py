@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from helpers import run_cli
 
+from llmath import Workload
 from llmath.deploy import engines
 from llmath.deploy.disagg import (
     disagg_grid,
@@ -107,7 +108,7 @@ def test_the_drafts_weights_and_kv_are_held_in_the_pool():
 
 def test_serve_disaggregated_tpot_is_the_decode_round_over_the_acceptance_length():
     # ideal efficiency has no engine overheads: TPOT = the decode pool's round at its batch B / a exactly
-    kw = {"prompt": 1024, "gen": 128, "concurrency": 32, "prefill": {"tp": 1}, "decode": {"tp": 2}}
+    kw = {"workload": Workload(prompt=1024, gen=128, concurrency=32), "prefill": {"tp": 1}, "decode": {"tp": 2}}
     kw |= {"engine": "vllm", "precision": BF16, "efficiency_mode": "ideal"}
     r = serve_disaggregated("llama-3-8b", "h100-sxm", speculation=EAGLE, **kw)
     dev = _device("ideal", tp=2)
@@ -126,7 +127,7 @@ def test_serve_disaggregated_tpot_is_the_decode_round_over_the_acceptance_length
 def test_mtp_in_both_pools_of_deepseek():
     # DeepSeek-R1's MTP module: one MLA layer of the target's shape beside its 61, so the KV the prefill pool sends
     # is 62/61 of the target's (each layer the same 512 + 64 latent and rope widths per token)
-    kw = {"prompt": 1024, "gen": 256, "concurrency": 64, "prefill": {"tp": 8}, "decode": {"tp": 8}}
+    kw = {"workload": Workload(prompt=1024, gen=256, concurrency=64), "prefill": {"tp": 8}, "decode": {"tp": 8}}
     plain = serve_disaggregated("deepseek-r1", "h200", **kw)
     mtp = serve_disaggregated("deepseek-r1", "h200", speculation=Speculation("mtp", 3, 2.5), **kw)
     assert mtp["kv_transfer_s"] / plain["kv_transfer_s"] == pytest.approx(62 / 61, rel=1e-12)
@@ -135,7 +136,7 @@ def test_mtp_in_both_pools_of_deepseek():
 
 
 def test_bad_speculation_is_refused_in_one_line():
-    kw = {"prompt": 512, "gen": 64, "concurrency": 8, "prefill": {"tp": 1}, "decode": {"tp": 1}}
+    kw = {"workload": Workload(prompt=512, gen=64, concurrency=8), "prefill": {"tp": 1}, "decode": {"tp": 1}}
     with pytest.raises(WorkloadError, match="must be a llmath.Speculation"):
         serve_disaggregated("llama-3-8b", "h100-sxm", speculation="eagle", **kw)
     with pytest.raises(WorkloadError, match="no multi-token-prediction module"):
@@ -143,7 +144,7 @@ def test_bad_speculation_is_refused_in_one_line():
 
 
 def test_plan_disagg_searches_speculating_pools():
-    kw = {"gpus": 4, "prompt": 1024, "gen": 256, "tpot_ms": 10, "disagg": True}
+    kw = {"workload": Workload(prompt=1024, gen=256), "gpus": 4, "tpot_ms": 10, "disagg": True}
     r = plan("llama-3-8b", "h100-sxm", speculation=EAGLE, **kw)
     rows = [r.best, *r.pareto]
     said = {"method": "eagle", "k": 3, "acceptance": 2.5, "draft_model": None}
@@ -163,7 +164,7 @@ def test_plan_disagg_searches_speculating_pools():
 def test_acceptance_one_leaves_the_disaggregated_plan_unchanged():
     # a round of 3 draft steps and a verify of width 4 yielding one token costs more than one decode step, and
     # the draft takes memory: the plan without speculation wins everywhere
-    kw = {"gpus": 4, "prompt": 1024, "gen": 256, "tpot_ms": 20, "disagg": True}
+    kw = {"workload": Workload(prompt=1024, gen=256), "gpus": 4, "tpot_ms": 20, "disagg": True}
     r = plan("llama-3-8b", "h100-sxm", speculation=Speculation("eagle", 3, 1.0), **kw)
     plain = plan("llama-3-8b", "h100-sxm", **kw)
     assert r.best == plain.best and r.pareto == plain.pareto
@@ -194,4 +195,6 @@ def test_a_pool_that_breaks_its_rule_is_refused(pool, rule):
     from llmath.errors import LayoutError
 
     with pytest.raises(LayoutError, match=rule):
-        serve_disaggregated("llama-3-8b", "h100-sxm", prompt=64, gen=8, concurrency=4, prefill=pool, decode={})
+        serve_disaggregated(
+            "llama-3-8b", "h100-sxm", workload=Workload(prompt=64, gen=8, concurrency=4), prefill=pool, decode={}
+        )

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmath import hardware
+from llmath import Workload, hardware
 from llmath.deploy.layout import ParallelConfig
 from llmath.errors import UnknownNameError, WorkloadError
 from llmath.hardware import efficiency_fit as ef
@@ -223,7 +223,7 @@ def test_weight_gemm_compute_time_uses_the_fitted_fraction():
 def test_analyze_reports_the_rule():
     import llmath
 
-    d = llmath.analyze("llama-3-8b", "a100-pcie-80gb", batch=1, prompt=128, gen=4).to_dict()
+    d = llmath.analyze("llama-3-8b", "a100-pcie-80gb", workload=Workload(batch=1, prompt=128, gen=4)).to_dict()
     assert d["efficiency"]["rule"] == "fitted kernels (same-arch: a100-sxm-80gb (ampere))"
     assert d["efficiency"]["name"] == "expected"  # existing key kept
 
@@ -235,8 +235,10 @@ def test_weight_only_quantised_decode_streams_the_narrow_weights():
     import llmath
     from llmath.model.dtypes import Precision
 
-    bf16 = llmath.analyze("llama-3-8b", "h100-sxm", batch=1, prompt=512, gen=2)
-    int4 = llmath.analyze("llama-3-8b", "h100-sxm", batch=1, prompt=512, gen=2, precision=Precision("int4"))
+    bf16 = llmath.analyze("llama-3-8b", "h100-sxm", workload=Workload(batch=1, prompt=512, gen=2))
+    int4 = llmath.analyze(
+        "llama-3-8b", "h100-sxm", workload=Workload(batch=1, prompt=512, gen=2), precision=Precision("int4")
+    )
     gemms = [o for o in int4.decode.ops if o.kind == "matmul" and o.name.endswith(("proj", "gate", "up", "down"))]
     assert gemms and all(o.bound == "memory" for o in gemms)
     assert int4.decode.time_s < 0.6 * bf16.decode.time_s
@@ -250,7 +252,7 @@ def test_batch_one_decode_of_a_dense_8b_model_is_memory_bound_on_every_device():
     import llmath
 
     for name in hardware.names():
-        a = llmath.analyze("llama-3-8b", name, batch=1, prompt=512, gen=2)
+        a = llmath.analyze("llama-3-8b", name, workload=Workload(batch=1, prompt=512, gen=2))
         assert a.decode.bound == "memory", name
         gemms = [o for o in a.decode.ops if o.kind == "matmul" and o.name.endswith(("proj", "gate", "up", "down"))]
         assert gemms and all(o.bound == "memory" for o in gemms), name

@@ -12,6 +12,7 @@ the source positions, fixed). The decode step runs as ``generate`` runs it: ``en
 import pytest
 from helpers import registry_config
 
+from llmath import Workload
 from llmath.analysis import kv_cache_bytes
 from llmath.errors import WorkloadError
 from llmath.model import registry
@@ -117,7 +118,7 @@ def test_encoder_stage_is_refused_for_decoder_only_models():
 def test_analyze_runs_the_encoder_once_and_caches_cross_kv():
     import llmath
 
-    a = llmath.analyze("transformer-base", "h100-sxm", batch=4, prompt=100, gen=50)
+    a = llmath.analyze("transformer-base", "h100-sxm", workload=Workload(batch=4, prompt=100, gen=50))
     kv = a.kv_cache
     # bf16 K and V of 6 decoder layers x 512 wide: 2 * 6 * 512 * 2 B = 12,288 B per position
     assert kv["bytes_per_token"] == kv["cross_bytes_per_source_token"] == 12_288
@@ -173,7 +174,7 @@ def test_sweep_agrees_with_analyze_on_encoder_decoder():
 
     g = grid("bart-large", "h100-sxm", np.array([1, 8]), np.array([200, 200]), np.array([30, 30]))
     for i, b in enumerate((1, 8)):
-        a = llmath.analyze("bart-large", "h100-sxm", batch=b, prompt=200, gen=30)
+        a = llmath.analyze("bart-large", "h100-sxm", workload=Workload(batch=b, prompt=200, gen=30))
         assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
         assert g["e2e_s"][i] == pytest.approx(a.generation["e2e_s"], rel=1e-9)
         assert g["kv_peak_bytes"][i] == a.kv_cache["peak_bytes"]

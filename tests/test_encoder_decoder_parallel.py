@@ -17,6 +17,7 @@ import pytest
 from helpers import registry_config
 
 import llmath
+from llmath import Workload
 from llmath.deploy import make_layout, rank_plans
 from llmath.deploy.cost import rank_memory_parts
 from llmath.deploy.layout import ParallelConfig
@@ -129,7 +130,9 @@ def test_t5_base_tp2_rank_params_by_hand():
 
 
 def test_cross_kv_cache_per_gpu_by_hand():
-    a = llmath.analyze("t5-base", "h100-sxm", batch=8, prompt=512, gen=64, parallel=ParallelConfig(tp=2))
+    a = llmath.analyze(
+        "t5-base", "h100-sxm", workload=Workload(batch=8, prompt=512, gen=64), parallel=ParallelConfig(tp=2)
+    )
     # per GPU: 6 of 12 KV heads of 64, K and V, 12 decoder layers, bf16 -> 2·12·6·64·2 = 18,432 B per position
     per = 2 * 12 * 6 * 64 * 2
     # self-attention: 8 sequences x (1 start token + 63 fed tokens); cross: 8 x 512 source positions, fixed
@@ -152,7 +155,7 @@ def test_sum_over_ranks_of_sharded_flops_is_single_gpu(name, tp, stage):
 
 
 def test_one_gpu_layout_equals_single_device_and_ttft_has_the_encoder():
-    kw = dict(batch=4, prompt=300, gen=50)
+    kw = dict(workload=Workload(batch=4, prompt=300, gen=50))
     for name in ("t5-base", "bart-large", "transformer-base"):
         a, b = (
             llmath.analyze(name, "h100-sxm", **kw),
@@ -197,7 +200,9 @@ def test_pp2_splits_each_stack_and_sends_the_encoder_output():
         n * op.count for _, ops, _, _ in rank_memory_parts(spec, "flash", lay) for op in ops for _, n in op.params
     )
     assert held == 222_903_552 + 32128 * 768  # t5-base: 222,903,552 parameters (transformers' count)
-    a = llmath.analyze("t5-base", "h100-sxm", batch=2, prompt=256, gen=8, parallel=ParallelConfig(pp=2))
+    a = llmath.analyze(
+        "t5-base", "h100-sxm", workload=Workload(batch=2, prompt=256, gen=8), parallel=ParallelConfig(pp=2)
+    )
     # the send to the other stage: 2 x 256 x 768 elements in bf16
     assert a.comm["encoder"]["pp.encoder_output"]["bytes"] == 2 * 256 * 768 * 2
 
@@ -209,7 +214,9 @@ def test_sweep_on_a_layout_agrees_with_analyze():
     lay = make_layout(spec, ParallelConfig(tp=2))
     g = grid(spec, "h100-sxm", np.array([1, 8]), np.array([200, 200]), np.array([30, 30]), layout=lay)
     for i, b in enumerate((1, 8)):
-        a = llmath.analyze("bart-large", "h100-sxm", batch=b, prompt=200, gen=30, parallel=ParallelConfig(tp=2))
+        a = llmath.analyze(
+            "bart-large", "h100-sxm", workload=Workload(batch=b, prompt=200, gen=30), parallel=ParallelConfig(tp=2)
+        )
         assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-12)
         assert g["e2e_s"][i] == pytest.approx(a.generation["e2e_s"], rel=1e-12)
         assert g["memory_bytes"][i] == pytest.approx(a.memory.per_gpu_bytes, rel=1e-12)
@@ -238,12 +245,14 @@ def _dev(name, source, layout=None):
 def test_an_iteration_is_the_static_stages():
     # a pure decode iteration of B requests at decoder context S = the analysed decode step; one iteration
     # prefilling B whole requests = the encoder pass + the decoder prefill of their start tokens (TTFT)
-    a = llmath.analyze("bart-large", "h100-sxm", batch=4, prompt=300, gen=50)
+    a = llmath.analyze("bart-large", "h100-sxm", workload=Workload(batch=4, prompt=300, gen=50))
     dev = _dev("bart-large", 300)
     assert float(dev.iteration(4, 1).time_s) == pytest.approx(a.decode.time_s, rel=1e-12)
     assert float(dev.iteration(0, 0, 4, 300).time_s) == pytest.approx(a.generation["ttft_s"], rel=1e-12)
     lay = make_layout(resolve("t5-base"), ParallelConfig(tp=2))
-    b = llmath.analyze("t5-base", "h100-sxm", batch=3, prompt=200, gen=20, parallel=ParallelConfig(tp=2))
+    b = llmath.analyze(
+        "t5-base", "h100-sxm", workload=Workload(batch=3, prompt=200, gen=20), parallel=ParallelConfig(tp=2)
+    )
     dev2 = _dev("t5-base", 200, lay)
     assert float(dev2.iteration(3, 1).time_s) == pytest.approx(b.decode.time_s, rel=1e-12)
     assert float(dev2.iteration(0, 0, 3, 200).time_s) == pytest.approx(b.generation["ttft_s"], rel=1e-12)
@@ -283,8 +292,8 @@ def test_serving_agrees_with_the_iteration_simulation():
 def test_single_request_serving_is_the_static_generation():
     from llmath.deploy.service import serve
 
-    r = serve("t5-base", "h100-sxm", prompt=512, gen=64, concurrency=1, efficiency_mode="ideal")
-    a = llmath.analyze("t5-base", "h100-sxm", batch=1, prompt=512, gen=64, efficiency_mode="ideal")
+    r = serve("t5-base", "h100-sxm", workload=Workload(prompt=512, gen=64, concurrency=1), efficiency_mode="ideal")
+    a = llmath.analyze("t5-base", "h100-sxm", workload=Workload(batch=1, prompt=512, gen=64), efficiency_mode="ideal")
     assert r.metrics["ttft_s"] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
     # ideal: a decode step is affine in the context, so the step at the mean context is the mean step
     assert r.metrics["tpot_s"] == pytest.approx(a.generation["tpot_s"], rel=1e-9)
@@ -294,11 +303,11 @@ def test_plan_searches_encoder_decoder_layouts_and_refuses_what_it_cannot_model(
     from llmath.deploy.plan import plan
     from llmath.deploy.service import serve
 
-    res = plan("bart-large", "h100-sxm", gpus=2, prompt=512, gen=64)
+    res = plan("bart-large", "h100-sxm", gpus=2, workload=Workload(prompt=512, gen=64))
     assert res.best is not None and {r["tp"] for r in res.pareto} <= {1, 2}
     with pytest.raises(llmath.LLMathError, match="encoder-decoder"):
-        plan("bart-large", "h100-sxm", gpus=2, prompt=512, gen=64, disagg=True)
+        plan("bart-large", "h100-sxm", gpus=2, workload=Workload(prompt=512, gen=64), disagg=True)
     with pytest.raises(llmath.LLMathError, match="never chunked"):
-        serve("t5-base", "h100-sxm", prompt=4096, gen=8, concurrency=2, max_num_batched_tokens=2048)
+        serve("t5-base", "h100-sxm", workload=Workload(prompt=4096, gen=8, concurrency=2), max_num_batched_tokens=2048)
     with pytest.raises(llmath.LLMathError, match="prefix_hit"):
-        serve("t5-base", "h100-sxm", prompt=512, gen=8, concurrency=2, prefix_hit=0.5)
+        serve("t5-base", "h100-sxm", workload=Workload(prompt=512, gen=8, concurrency=2, prefix_hit=0.5))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import llmath
-from llmath import hardware
+from llmath import Workload, hardware
 from llmath.deploy.layout import ParallelConfig
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware import fitted_ops as fo
@@ -213,7 +213,9 @@ def test_user_overrides_turn_the_fits_off():
 
 
 def test_tp_all_reduce_uses_the_fitted_alpha_beta_models():
-    a = llmath.analyze("llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, parallel=ParallelConfig(tp=4)).to_dict()
+    a = llmath.analyze(
+        "llama-3-70b", "h100-sxm", workload=Workload(batch=8, prompt=1024, gen=4), parallel=ParallelConfig(tp=4)
+    ).to_dict()
     c = a["comm"]["decode"]["attn.all_reduce"]
     # Llama-3-70B (config.json): 80 layers, d_model 8192; a decode step all-reduces B·D = 8·8192 bf16
     # elements (131,072 bytes) after every attention block, 80 times
@@ -225,12 +227,22 @@ def test_tp_all_reduce_uses_the_fitted_alpha_beta_models():
     assert c["time_s"] == pytest.approx(80 * fitted, rel=1e-9)
     # ideal keeps the analytic model; so does a device without fits (MI300X: rule none)
     ideal = llmath.analyze(
-        "llama-3-70b", "h100-sxm", batch=8, prompt=1024, gen=4, parallel=ParallelConfig(tp=4), efficiency_mode="ideal"
+        "llama-3-70b",
+        "h100-sxm",
+        workload=Workload(batch=8, prompt=1024, gen=4),
+        parallel=ParallelConfig(tp=4),
+        efficiency_mode="ideal",
     )
     assert ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"] != pytest.approx(c["time_s"])
-    amd = llmath.analyze("llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, parallel=ParallelConfig(tp=4)).to_dict()
+    amd = llmath.analyze(
+        "llama-3-70b", "mi300x", workload=Workload(batch=8, prompt=1024, gen=4), parallel=ParallelConfig(tp=4)
+    ).to_dict()
     amd_ideal = llmath.analyze(
-        "llama-3-70b", "mi300x", batch=8, prompt=1024, gen=4, parallel=ParallelConfig(tp=4), efficiency_mode="ideal"
+        "llama-3-70b",
+        "mi300x",
+        workload=Workload(batch=8, prompt=1024, gen=4),
+        parallel=ParallelConfig(tp=4),
+        efficiency_mode="ideal",
     )
     assert amd["comm"]["decode"]["attn.all_reduce"]["time_s"] == pytest.approx(
         amd_ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"], rel=1e-12

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import llmath
-from llmath import hardware
+from llmath import Workload, hardware
 from llmath.errors import WorkloadError
 from llmath.hardware import kernels
 from llmath.model.checkpoint import precision_for
@@ -14,7 +14,7 @@ from llmath.model.dtypes import Precision
 
 def _kernel(weights, device, engine="vllm", **flags):
     p = precision_for("llama-3-8b", weights=weights, **flags)
-    a = llmath.analyze("llama-3-8b", device, batch=1, prompt=128, gen=2, precision=p, engine=engine)
+    a = llmath.analyze("llama-3-8b", device, workload=Workload(batch=1, prompt=128, gen=2), precision=p, engine=engine)
     return a.to_dict()["precision"]["kernel"]
 
 
@@ -78,8 +78,8 @@ def test_w8a8_is_never_slower_than_w8a16_on_a_device_with_fp8_tensor_cores(devic
     it cannot be slower at the same shape: batch-1 and batch-32 decode, and prefill of 512 and 4096 tokens."""
     w8a8, w8a16 = Precision(weights="fp8", activations="fp8"), Precision(weights="fp8", activations="bf16")
     for batch, prompt in ((1, 512), (32, 512), (1, 4096)):
-        a = llmath.analyze("llama-3-8b", device, batch=batch, prompt=prompt, gen=2, precision=w8a8)
-        b = llmath.analyze("llama-3-8b", device, batch=batch, prompt=prompt, gen=2, precision=w8a16)
+        a = llmath.analyze("llama-3-8b", device, workload=Workload(batch=batch, prompt=prompt, gen=2), precision=w8a8)
+        b = llmath.analyze("llama-3-8b", device, workload=Workload(batch=batch, prompt=prompt, gen=2), precision=w8a16)
         assert a.decode.time_s <= b.decode.time_s * (1 + 1e-9), (batch, prompt)
         assert a.prefill.time_s <= b.prefill.time_s * (1 + 1e-9), (batch, prompt)
 
@@ -100,7 +100,9 @@ def test_llama_cpp_fp16_gemms_run_at_the_geforce_fp16_accumulate_rate(device, tf
     assert kernels.engine_hardware(hw, "llama.cpp").peak_flops_per_s["bf16"] == hw.peak_flops_per_s["bf16"]
     p = precision_for("llama-3-8b", dtype="fp16")
     fast, slow = (
-        llmath.analyze("llama-3-8b", device, batch=1, prompt=512, gen=1, precision=p, engine=e).prefill.time_s
+        llmath.analyze(
+            "llama-3-8b", device, workload=Workload(batch=1, prompt=512, gen=1), precision=p, engine=e
+        ).prefill.time_s
         for e in ("llama.cpp", "vllm")
     )
     assert fast < slow
@@ -118,7 +120,9 @@ def test_parts_with_one_accumulate_rate_keep_their_peak_under_llama_cpp(device):
 
 def _q_proj(weights, device, engine, **kw):
     p = precision_for("llama-3.2-3b", dtype="fp16", weights=weights)
-    a = llmath.analyze("llama-3.2-3b", device, batch=1, prompt=512, gen=1, precision=p, engine=engine, **kw)
+    a = llmath.analyze(
+        "llama-3.2-3b", device, workload=Workload(batch=1, prompt=512, gen=1), precision=p, engine=engine, **kw
+    )
     return next(o for o in a.prefill.ops if o.name == "attn.q_proj")
 
 
@@ -162,7 +166,9 @@ def test_llama_cpp_prompt_gemms_on_mi300x_and_its_cdna3_sibling_run_at_the_measu
 
 def _kernel_rule(device):
     p = precision_for("llama-3.2-3b", dtype="fp16", weights="q4_0")
-    a = llmath.analyze("llama-3.2-3b", device, batch=1, prompt=512, gen=1, precision=p, engine="llama.cpp")
+    a = llmath.analyze(
+        "llama-3.2-3b", device, workload=Workload(batch=1, prompt=512, gen=1), precision=p, engine="llama.cpp"
+    )
     return a.to_dict()["efficiency"]["rule"]
 
 
@@ -185,7 +191,9 @@ def test_llama_cpp_16_bit_decode_on_ga102_streams_at_the_measured_mat_vec_fracti
     # 960.6 GB/s of 1,008 GB/s = 0.953; the RTX 3090 (GA102, 936 GB/s) streams its weights at that fraction
     def q_proj(weights, engine):
         p = precision_for("llama-3-8b", dtype="fp16", weights=weights)
-        a = llmath.analyze("llama-3-8b", "rtx-3090", batch=1, prompt=1, gen=2, precision=p, engine=engine)
+        a = llmath.analyze(
+            "llama-3-8b", "rtx-3090", workload=Workload(batch=1, prompt=1, gen=2), precision=p, engine=engine
+        )
         return next(o for o in a.decode.ops if o.name == "attn.q_proj")
 
     op = q_proj("fp16", "llama.cpp")

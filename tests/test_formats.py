@@ -2,7 +2,7 @@
 
 import pytest
 
-from llmath import Precision, analyze
+from llmath import Precision, Workload, analyze
 from llmath.errors import WorkloadError
 from llmath.hardware import get
 from llmath.hardware.execution import executed
@@ -97,8 +97,8 @@ def test_int4_keeps_embedding_and_lm_head_in_16_bit():
     assert p.weight_format("embedding") == "bf16" and p.weight_format("lm_head") == "bf16"
     # quantising them too (modules=...) is an explicit choice, and it is faster: fewer bytes per token
     allq = Precision(weights="int4", modules={"embedding": "int4", "lm_head": "int4"})
-    a = analyze("llama-3-8b", "h100-sxm", precision=p, gen=16)
-    b = analyze("llama-3-8b", "h100-sxm", precision=allq, gen=16)
+    a = analyze("llama-3-8b", "h100-sxm", precision=p, workload=Workload(gen=16))
+    b = analyze("llama-3-8b", "h100-sxm", precision=allq, workload=Workload(gen=16))
     assert a.generation["tpot_s"] > b.generation["tpot_s"]
     assert a.memory.weights_bytes == pytest.approx(expected, rel=1e-12)
 
@@ -147,7 +147,7 @@ def test_devices_run_what_they_have(hw, asked, runs):
 
 
 def test_apple_bf16_default_is_not_an_error():
-    a = analyze("llama-3.2-1b", "apple-m3-max", gen=4)
+    a = analyze("llama-3.2-1b", "apple-m3-max", workload=Workload(gen=4))
     assert a.precision["compute"] == {"bf16": "fp16"}
     assert any("no bf16 peak" in w for w in a.warnings)
 
@@ -155,8 +155,8 @@ def test_apple_bf16_default_is_not_an_error():
 def test_nvfp4_w4a4_uses_the_fp4_peak_on_b200_only():
     # NVFP4 W4A4 prefill: on B200 the weight GEMMs run at the fp4 peak, on H100 at bf16 (fallback)
     p = Precision(weights="nvfp4", activations="bf16", act_quant="nvfp4")
-    b = analyze("llama-3-8b", "b200", precision=p, prompt=4096, gen=2, efficiency_mode="ideal")
-    h = analyze("llama-3-8b", "h100-sxm", precision=p, prompt=4096, gen=2, efficiency_mode="ideal")
+    b = analyze("llama-3-8b", "b200", precision=p, workload=Workload(prompt=4096, gen=2), efficiency_mode="ideal")
+    h = analyze("llama-3-8b", "h100-sxm", precision=p, workload=Workload(prompt=4096, gen=2), efficiency_mode="ideal")
     assert b.precision["compute"] == {"bf16": "bf16", "fp4": "fp4"}
     assert h.precision["compute"] == {"bf16": "bf16", "fp4": "bf16"}
     # q_proj's compute time = its FLOPs / the peak it runs at

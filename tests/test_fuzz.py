@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import llmath
-from llmath import LLMathError, ParallelConfig
+from llmath import LLMathError, ParallelConfig, Workload
 from llmath.model import registry
 from llmath.output import to_json
 
@@ -239,8 +239,10 @@ ANY = st.one_of(
        value=ANY)  # fmt: skip
 def test_library_arguments(key, value):
     try:
-        kw = {"parallel": ParallelConfig(tp=value)} if key == "tp" else {key: value}
-        a = llmath.analyze("llama-3.2-1b", "h100-sxm", **{"prompt": 64, "gen": 8, **kw})
+        sizes = ("batch", "prompt", "gen", "prefix")
+        kw = {"parallel": ParallelConfig(tp=value)} if key == "tp" else {} if key in sizes else {key: value}
+        work = Workload(**{"prompt": 64, "gen": 8, **({key: value} if key in sizes else {})})
+        a = llmath.analyze("llama-3.2-1b", "h100-sxm", workload=work, **kw)
     except LLMathError:
         return
     assert key != "tensor_parallel"

@@ -18,6 +18,7 @@ import pytest
 from causal_lm_types import default_config
 from helpers import registry_config
 
+from llmath import Workload
 from llmath.analysis import analyze
 from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.shard import rank_plans
@@ -191,8 +192,8 @@ def test_tp_without_a_rule_is_refused(name, tp, why):
 
 def test_analyze_runs_qwen3_next_on_two_gpus():
     spec = _spec("qwen3_next")
-    one = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4)
-    two = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4, parallel=ParallelConfig(gpus=2, tp=2))
+    one = analyze(spec, "h100-sxm", workload=Workload(batch=4, prompt=64, gen=4))
+    two = analyze(spec, "h100-sxm", workload=Workload(batch=4, prompt=64, gen=4), parallel=ParallelConfig(gpus=2, tp=2))
     assert two.memory.per_gpu_bytes < one.memory.total_bytes
     # one decode step, batch 4, bf16: the mixer's all-reduce moves B·D = 4·2048 elements of 2 bytes per layer
     assert two.comm["decode"]["mixer.all_reduce"]["bytes"] == 36 * 4 * 2048 * 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from causal_lm_types import default_config
 
+from llmath import Workload
 from llmath.analysis import analyze, kv_cache_bytes
 from llmath.deploy.layout import ParallelConfig
 from llmath.model.dtypes import Precision
@@ -140,11 +141,16 @@ def test_layouts_refuse_tp_that_does_not_split_the_linear_attention_heads(qwen3_
     from llmath.errors import LayoutError
 
     with pytest.raises(LayoutError, match="must divide the Gated DeltaNet mixer's 16 key heads"):
-        analyze(qwen3_next, "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=32, tp=32))
+        analyze(
+            qwen3_next,
+            "h100-sxm",
+            workload=Workload(batch=8, prompt=64, gen=8),
+            parallel=ParallelConfig(gpus=32, tp=32),
+        )
 
 
 def test_analysis_reports_fixed_state_and_kv_growth(qwen3_next):
-    a = analyze(qwen3_next, None, batch=2, prompt=128, gen=8).to_dict()
+    a = analyze(qwen3_next, None, workload=Workload(batch=2, prompt=128, gen=8)).to_dict()
     assert a["state"]["fixed_bytes_per_sequence"] == 2 * 19_759_104
     assert a["state"]["kv_growth_bytes_per_token"] == 2 * 12_288
 

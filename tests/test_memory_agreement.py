@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from llmath import Workload
 from llmath.analysis import analyze
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.service import serve
@@ -24,8 +25,8 @@ from llmath.ops.params import module_params, weight_bytes_per_element
 @pytest.mark.parametrize("fmt", formats.names("weights"), ids=str)
 def test_serving_weights_equal_analyze_weights_for_every_format(fmt):
     p = precision_for("llama-3.1-8b", None, fmt, None, None, None, None)
-    a = analyze("llama-3.1-8b", "h100-sxm", precision=p, prompt=128, gen=16)
-    s = serve("llama-3.1-8b", "h100-sxm", prompt=128, gen=16, concurrency=4, precision=p)
+    a = analyze("llama-3.1-8b", "h100-sxm", precision=p, workload=Workload(prompt=128, gen=16))
+    s = serve("llama-3.1-8b", "h100-sxm", workload=Workload(prompt=128, gen=16, concurrency=4), precision=p)
     assert s.to_dict()["memory"]["weights_bytes"] == pytest.approx(a.memory.weights_bytes, rel=1e-12)
     # and both are each module's parameters × that module's bytes per element, summed
     spec = resolve("llama-3.1-8b")
@@ -43,8 +44,10 @@ def test_serving_weights_equal_analyze_weights_for_every_format(fmt):
 )
 def test_serving_weights_equal_analyze_weights_per_gpu(model, fmt, layout):
     p = precision_for(model, None, fmt, None, None, None, None)
-    a = analyze(model, "h100-sxm", precision=p, prompt=128, gen=16, parallel=layout)
-    s = serve(model, "h100-sxm", prompt=128, gen=16, concurrency=4, precision=p, parallel=layout).to_dict()
+    a = analyze(model, "h100-sxm", precision=p, workload=Workload(prompt=128, gen=16), parallel=layout)
+    s = serve(
+        model, "h100-sxm", workload=Workload(prompt=128, gen=16, concurrency=4), precision=p, parallel=layout
+    ).to_dict()
     per_gpu = [st["weights_bytes"] for st in a.parallel["stages"]] if a.parallel else [a.memory.weights_bytes]
     # serving reports the busiest pipeline stage: its weights are that stage's in analyze
     assert any(s["memory"]["weights_bytes"] == pytest.approx(w, rel=1e-12) for w in per_gpu)
@@ -55,7 +58,7 @@ def test_serving_weights_equal_analyze_weights_per_gpu(model, fmt, layout):
 def test_a_draft_model_adds_its_own_weights_per_gpu():
     # llama-3.2-1b beside llama-3.1-70b on 4 GPUs: the draft shares tp = 4, so each GPU holds what analyze puts
     # on one GPU of llama-3.2-1b at --gpus 4; the KV pool shrinks by exactly that much
-    kw = {"prompt": 512, "gen": 128, "concurrency": 8, "parallel": ParallelConfig(gpus=4)}
+    kw = {"workload": Workload(prompt=512, gen=128, concurrency=8), "parallel": ParallelConfig(gpus=4)}
     base = serve("llama-3.1-70b", "h100-sxm", **kw).to_dict()["memory"]
     spec_cfg = Speculation("draft", 4, 3.0, "llama-3.2-1b")
     with_draft = serve("llama-3.1-70b", "h100-sxm", speculation=spec_cfg, **kw).to_dict()["memory"]
@@ -84,4 +87,9 @@ def test_mtp_needs_an_mtp_module():
     assert resolve("qwen3.5-397b-a17b").mtp_modules == 1  # config.json mtp_num_hidden_layers = 1
     assert resolve("llama-3.1-8b").mtp_modules == 0
     with pytest.raises(WorkloadError, match="has no multi-token-prediction module"):
-        serve("llama-3.1-8b", "h100-sxm", prompt=128, gen=16, concurrency=4, speculation=Speculation("mtp", 1, 1.5))
+        serve(
+            "llama-3.1-8b",
+            "h100-sxm",
+            workload=Workload(prompt=128, gen=16, concurrency=4),
+            speculation=Speculation("mtp", 1, 1.5),
+        )

@@ -16,6 +16,7 @@ import pytest
 from causal_lm_types import default_config
 from helpers import registry_config
 
+from llmath import Workload
 from llmath.analysis import analyze
 from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.shard import rank_plans
@@ -142,6 +143,6 @@ def test_tp_that_vllm_refuses_is_refused(model, over, tp, why):
 
 def test_analyze_runs_a_mamba2_model_on_two_gpus():
     spec = spec_from_config(default_config("mamba2"), "mamba2")
-    one = analyze(spec, "h100-sxm", batch=8, prompt=64, gen=8)
-    two = analyze(spec, "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=2, tp=2))
+    one = analyze(spec, "h100-sxm", workload=Workload(batch=8, prompt=64, gen=8))
+    two = analyze(spec, "h100-sxm", workload=Workload(batch=8, prompt=64, gen=8), parallel=ParallelConfig(gpus=2, tp=2))
     assert two.memory.per_gpu_bytes < one.memory.total_bytes

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from causal_lm_types import default_config
 
+from llmath import Workload
 from llmath.analysis import analyze, kv_cache_bytes
 from llmath.deploy.layout import ParallelConfig
 from llmath.model.dtypes import Precision
@@ -28,7 +29,7 @@ def test_fixed_state_is_conv_window_plus_ssm_state(mamba):
     # 32 · ((4 − 1)·1536 + 1536·16) = 32 · 29,184 = 933,888 elements, 1,867,776 bytes in bf16
     assert fixed_state_elements(mamba) == 933_888
     assert kv_cache_bytes(mamba, 1, 10, Precision()) == kv_cache_bytes(mamba, 1, 100_000, Precision()) == 1_867_776
-    a = analyze(mamba, None, batch=3, prompt=64, gen=8).to_dict()
+    a = analyze(mamba, None, workload=Workload(batch=3, prompt=64, gen=8)).to_dict()
     assert a["state"]["fixed_bytes_per_sequence"] == 1_867_776 and a["state"]["kv_bytes_per_token"] == 0
     assert a["kv_cache"]["bytes"] == a["memory"]["kv_cache_bytes"] == 3 * 1_867_776
 
@@ -62,8 +63,10 @@ def test_eager_convolves_the_padding_flash_does_not(mamba):
 
 def test_data_parallel_mixer_layers_hold_the_whole_model_per_gpu(mamba):
     """dp = 2 (tp = 1): each GPU holds every mixer weight, as on one GPU (its mixer ops are unsharded)."""
-    one = analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8)
-    two = analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=2, tp=1, dp=2))
+    one = analyze(mamba, "h100-sxm", workload=Workload(batch=8, prompt=64, gen=8))
+    two = analyze(
+        mamba, "h100-sxm", workload=Workload(batch=8, prompt=64, gen=8), parallel=ParallelConfig(gpus=2, tp=1, dp=2)
+    )
     assert two.memory.weights_bytes == one.memory.weights_bytes
 
 

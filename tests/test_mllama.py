@@ -11,6 +11,7 @@ from causal_lm_types import default_config
 from helpers import hf_groups, llmath_groups, matmul_flops
 
 import llmath
+from llmath import Workload
 from llmath.analysis import kv_cache_bytes
 from llmath.deploy.layout import ParallelConfig
 from llmath.model.dtypes import Precision
@@ -74,14 +75,16 @@ def test_text_only_flops_and_cache_equal_transformers(built):
 def test_layouts_hold_every_weight_and_say_what_is_skipped(tmp_path):
     pytest.importorskip("transformers")
     spec = spec_from_config(_config(tmp_path), "mllama")
-    one = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4)
-    pp = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, parallel=ParallelConfig(pp=2))
+    one = llmath.analyze(spec, "h100-sxm", workload=Workload(prompt=64, gen=4))
+    pp = llmath.analyze(spec, "h100-sxm", workload=Workload(prompt=64, gen=4), parallel=ParallelConfig(pp=2))
     # every weight is on some GPU: the towers on the first pipeline stage (with the embedding)
     assert sum(s["params"] for s in pp.parallel["stages"]) == one.params.total
     assert any("cross-attention layers" in w and "skipped" in w for w in one.warnings)
     assert any(
         "cross-attention layers" in w
-        for w in llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, parallel=ParallelConfig(tp=2)).warnings
+        for w in llmath.analyze(
+            spec, "h100-sxm", workload=Workload(prompt=64, gen=4), parallel=ParallelConfig(tp=2)
+        ).warnings
     )
 
 
@@ -94,7 +97,7 @@ def test_wrapper_towers_are_split_over_the_first_stage_tp_ranks():
     towers = sum(n for _, n in spec.tower_params)
     ((_, ops, _, _),) = rank_memory_parts(spec, "flash", make_layout(spec, ParallelConfig(tp=2)))
     lm = sum(n * op.count for op in ops for _, n in op.params)
-    a = llmath.analyze(spec, "h100-sxm", prompt=64, gen=4, parallel=ParallelConfig(tp=2))
+    a = llmath.analyze(spec, "h100-sxm", workload=Workload(prompt=64, gen=4), parallel=ParallelConfig(tp=2))
     # bf16: 2 B per parameter of the rank's language-model shard and of half the vision tower and merger
     # (vLLM's default mm_encoder_tp_mode "weights" splits the encoder over the TP ranks)
     assert a.memory.weights_bytes == 2 * (lm + towers / 2)

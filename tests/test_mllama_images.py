@@ -11,6 +11,7 @@ import json
 import pytest
 from helpers import matmul_flops
 
+from llmath import Workload
 from llmath.deploy.layout import ParallelConfig
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, build_ops, evaluate
@@ -94,16 +95,16 @@ def test_analyze_with_images_adds_the_vision_pass_and_the_cross_cache(tiny, tmp_
     from llmath.errors import LayoutError, WorkloadError
 
     _, spec = tiny
-    text, two = (llmath.analyze(spec, "h100-sxm", prompt=P, gen=4, images=i) for i in (0, 2))
+    text, two = (llmath.analyze(spec, "h100-sxm", workload=Workload(prompt=P, gen=4, images=i)) for i in (0, 2))
     assert text.vision is None and "cross_bytes" not in text.kv_cache
     # 2 images x 10 vision tokens; the cross layer's K and V of 2 heads x 16 in bf16: 20 x 2 x 2 x 16 x 2 B
     assert two.kv_cache["source_positions"] == 20 and two.kv_cache["cross_bytes"] == 20 * 2 * 2 * 16 * 2
     assert two.generation["ttft_s"] == pytest.approx(two.vision.time_s + two.prefill.time_s)
     assert two.prefill.flops["matmul"] > text.prefill.flops["matmul"]  # the cross layer runs
     with pytest.raises(LayoutError, match="one device"):
-        llmath.analyze(spec, "h100-sxm", prompt=P, gen=4, images=1, parallel=ParallelConfig(tp=2))
+        llmath.analyze(spec, "h100-sxm", workload=Workload(prompt=P, gen=4, images=1), parallel=ParallelConfig(tp=2))
     with pytest.raises(WorkloadError, match="has no image encoder"):
-        llmath.analyze("llama-3-8b", "h100-sxm", prompt=P, gen=4, images=1)
+        llmath.analyze("llama-3-8b", "h100-sxm", workload=Workload(prompt=P, gen=4, images=1))
     path = tmp_path / "mllama.json"
     model, _ = tiny
     model.config.to_json_file(path, use_diff=False)

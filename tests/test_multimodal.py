@@ -16,6 +16,7 @@ from llmath.ops.params import param_report
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
+from llmath import Workload
 from llmath.measure import oracle  # noqa: E402
 
 VISION = r"(vision_tower|vision_model|vision_embed_tokens|image_tower|video_tower|vision_encoder|visual)\."
@@ -137,7 +138,10 @@ def test_stages_are_the_language_model_and_say_so(tmp_path):
     cfg = default_config("paligemma", str(tmp_path))
     spec = spec_from_config(cfg, "paligemma")
     lm = spec_from_config(cfg["text_config"], "paligemma")
-    a, b = analyze(spec, batch=1, prompt=8, gen=2), analyze(lm, batch=1, prompt=8, gen=2)
+    a, b = (
+        analyze(spec, workload=Workload(batch=1, prompt=8, gen=2)),
+        analyze(lm, workload=Workload(batch=1, prompt=8, gen=2)),
+    )
     assert a.prefill.flops == b.prefill.flops and a.decode.flops == b.decode.flops
     d = a.to_dict()
     assert d["components_not_in_stages"] == ["vision", "projector"]

@@ -16,6 +16,7 @@ import json
 import pytest
 from helpers import hf_groups, llmath_groups, matmul_flops, run_cli, saved_config
 
+from llmath import Workload
 from llmath.analysis import analyze, kv_cache_bytes
 from llmath.errors import ConfigError
 from llmath.model.dtypes import Precision
@@ -117,7 +118,7 @@ def test_projection_runs_every_step_in_eager_once_in_flash(composite):
 
 def test_analyze_runs_stage_by_stage(composite, capsys):
     _, spec, _, _ = composite
-    d = analyze(spec, batch=2, prompt=16, gen=8).to_dict()
+    d = analyze(spec, workload=Workload(batch=2, prompt=16, gen=8)).to_dict()
     assert d["encoder"]["flops"]["matmul"] > 0 and d["kv_cache"]["cross_bytes"] > 0
     assert d["params"]["towers"] == {"audio": 14_851_810}  # EncodecConfig's defaults, on meta: test above
     assert d["components_not_in_stages"] == ["audio"]
@@ -209,7 +210,7 @@ def test_melody_composite_equals_transformers(tmp_path):
     )
     dec = cfg["decoder"]
     _assert_decoder_passes(spec, _melody_passes(model, dec["num_codebooks"], dec["hidden_size"]))
-    d = analyze(spec, batch=1, prompt=235 + 16, gen=8).to_dict()
+    d = analyze(spec, workload=Workload(batch=1, prompt=235 + 16, gen=8)).to_dict()
     assert d["components_not_in_stages"] == [
         "text_encoder",
         "enc_to_dec_proj",

@@ -12,6 +12,7 @@ from llmath.ops.params import param_report
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
+from llmath import Workload
 from llmath.measure import oracle  # noqa: E402
 
 
@@ -65,7 +66,7 @@ def test_wrapper_counts_its_language_model_and_says_so(mt, tmp_path):
     lm = sum(p.numel() for n, p in model.named_parameters() if not any(t in n for t in tower))
     assert param_report(spec).total == lm
     assert spec.wrapper == mt and spec.towers_not_counted
-    a = analyze(spec, batch=1, prompt=8, gen=2)
+    a = analyze(spec, workload=Workload(batch=1, prompt=8, gen=2))
     assert a.to_dict()["components_not_in_stages"] == list(spec.towers_not_counted)
     assert any("not counted" in w for w in a.warnings)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import llmath
+from llmath import Workload
 from llmath.deploy.overheads import TERMS, Overheads, apply
 from llmath.errors import WorkloadError
 
@@ -35,7 +36,7 @@ def test_overheads_add_to_ttft_and_tpot():
 
 
 def test_overheads_apply_to_an_analysis():
-    a = llmath.analyze("llama-3-8b", "h100-sxm", batch=1, prompt=128, gen=16).generation
+    a = llmath.analyze("llama-3-8b", "h100-sxm", workload=Workload(batch=1, prompt=128, gen=16)).generation
     out = apply(a, Overheads.from_dict("stand-in", STAND_IN), batch=1, gen=16)
     assert out["ttft_s"] - a["ttft_s"] == pytest.approx(2.4e-3)
     assert out["tpot_s"] - a["tpot_s"] == pytest.approx(51e-6)
@@ -72,7 +73,7 @@ def test_every_preset_loads_its_sourced_terms():
 def _serve(engine="vllm", mode="expected", **kw):
     from llmath.deploy.service import serve
 
-    args = dict(prompt=1024, gen=256, concurrency=1, max_num_batched_tokens=2048) | kw
+    args = dict(workload=Workload(prompt=1024, gen=256, concurrency=1), max_num_batched_tokens=2048) | kw
     return serve("llama-3-8b", "h100-sxm", engine=engine, efficiency_mode=mode, **args).metrics
 
 

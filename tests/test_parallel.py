@@ -11,6 +11,7 @@ from fractions import Fraction
 import pytest
 
 import llmath
+from llmath import Workload
 from llmath.deploy.collectives import bus_factor, collective_time
 from llmath.deploy.layout import ParallelConfig, make_layout, stage_layers
 from llmath.deploy.shard import rank_plans
@@ -51,7 +52,7 @@ def test_sum_over_ranks_of_sharded_flops_is_single_gpu(name, tp, stage):
 
 
 def test_tp1_layout_equals_single_device_exactly():
-    kw = dict(batch=4, prompt=300, gen=50, precision=llmath.Precision())
+    kw = dict(workload=Workload(batch=4, prompt=300, gen=50), precision=llmath.Precision())
     for name in ("llama-3.1-8b", "mixtral-8x7b", "deepseek-v2-lite", "gemma-2-2b"):
         a = llmath.analyze(name, "h100-sxm", **kw)
         b = llmath.analyze(name, "h100-sxm", parallel=ParallelConfig(gpus=1), **kw)
@@ -187,9 +188,9 @@ def test_more_bandwidth_is_never_slower():
         ("mixtral-8x7b", ParallelConfig(gpus=4, dp=2, ep=4)),
     ):
         for b in (1, 16, 128):
-            base = llmath.analyze(name, hw, batch=b, prompt=256, gen=16, parallel=par).generation
+            base = llmath.analyze(name, hw, workload=Workload(batch=b, prompt=256, gen=16), parallel=par).generation
             for other in (fast, hbm):
-                g = llmath.analyze(name, other, batch=b, prompt=256, gen=16, parallel=par).generation
+                g = llmath.analyze(name, other, workload=Workload(batch=b, prompt=256, gen=16), parallel=par).generation
                 assert g["ttft_s"] < base["ttft_s"] and g["tpot_s"] < base["tpot_s"]
 
 
@@ -197,8 +198,10 @@ def test_two_batch_overlap_hides_all_to_all_only():
     spec = "mixtral-8x7b"
     # attention-DP 4 x EP 4: the layout whose MoE dispatches and combines by all-to-all (attention-TP with EP
     # holds every token on every rank and only all-reduces)
-    a = llmath.analyze(spec, "h100-sxm", batch=64, parallel=ParallelConfig(gpus=4, dp=4, ep=4))
-    b = llmath.analyze(spec, "h100-sxm", batch=64, parallel=ParallelConfig(gpus=4, dp=4, ep=4, overlap="tbo"))
+    a = llmath.analyze(spec, "h100-sxm", workload=Workload(batch=64), parallel=ParallelConfig(gpus=4, dp=4, ep=4))
+    b = llmath.analyze(
+        spec, "h100-sxm", workload=Workload(batch=64), parallel=ParallelConfig(gpus=4, dp=4, ep=4, overlap="tbo")
+    )
     assert b.prefill.comm_s == a.prefill.comm_s  # the same collectives run ...
     assert b.prefill.time_s < a.prefill.time_s  # ... but the all-to-all hides behind compute
     with pytest.raises(LayoutError, match="needs --ep > 1"):
@@ -237,7 +240,7 @@ def test_a_group_beyond_the_scale_up_domain_uses_scale_out():
 
 
 def test_collectives_are_rows_of_the_stage_report():
-    a = llmath.analyze("llama-3.1-70b", "h100-sxm", batch=4, parallel=ParallelConfig(gpus=4))
+    a = llmath.analyze("llama-3.1-70b", "h100-sxm", workload=Workload(batch=4), parallel=ParallelConfig(gpus=4))
     rows = [r for r in a.decode.ops if r.kind == "collective"]
     assert {r.name for r in rows} == set(a.comm["decode"])
     assert sum(r.time_s for r in rows) == pytest.approx(a.decode.comm_s)
@@ -279,7 +282,12 @@ def test_collectives_of_each_layout(name, kw, expected):
 def test_all_to_all_message_by_hand():
     # DeepSeek-V3 at ep 8, dp 8 (tp 1): each GPU sends its B·T tokens to their k = 8 experts, D = 7168 wide,
     # in each of the 58 MoE layers: 8 · 7168 = 57,344 elements per token per layer; bf16 -> 2 bytes
-    a = llmath.analyze("deepseek-v3", "h200", batch=16, prompt=64, gen=2, parallel=ParallelConfig(gpus=8, ep=8, dp=8))
+    a = llmath.analyze(
+        "deepseek-v3",
+        "h200",
+        workload=Workload(batch=16, prompt=64, gen=2),
+        parallel=ParallelConfig(gpus=8, ep=8, dp=8),
+    )
     B, T = 16 // 8, 64
     assert a.comm["prefill"]["moe.dispatch"]["bytes"] == B * T * 8 * 7168 * 2 * 58
     # bus bytes: (n-1)/n of the message for an all-to-all (NCCL PERFORMANCE.md)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 import llmath
+from llmath import Workload
 from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.plan import plan
 from llmath.deploy.service import serve
@@ -53,9 +54,10 @@ def test_a_whole_number_is_kept_as_an_int():
     "call, kwargs, said",
     [
         (lambda **kw: llmath.analyze("llama-3.1-8b", "h100-sxm", **kw), {"tp": 8}, "tp=8"),
-        (lambda **kw: serve("llama-3-8b", "h100-sxm", prompt=64, gen=8, concurrency=4, **kw), {"tp": 2, "pp": 2},
-         "tp=2, pp=2"),
-        (lambda **kw: plan("llama-3-8b", "h100-sxm", gpus=2, prompt=64, gen=8, **kw), {"dp": 2}, "dp=2"),
+        (lambda **kw: serve("llama-3-8b", "h100-sxm", workload=Workload(prompt=64, gen=8, concurrency=4), **kw),
+         {"tp": 2, "pp": 2}, "tp=2, pp=2"),
+        (lambda **kw: plan("llama-3-8b", "h100-sxm", gpus=2, workload=Workload(prompt=64, gen=8), **kw), {"dp": 2},
+         "dp=2"),
         (lambda **kw: llmath.analyze("mixtral-8x7b", "h100-sxm", **kw), {"gpus": 4, "overlap": "tbo"},
          "gpus=4, overlap='tbo'"),
     ],
@@ -69,17 +71,21 @@ def test_a_config_is_what_the_layout_takes():
     with pytest.raises(LayoutError, match="must be a ParallelConfig"):
         llmath.analyze("llama-3.1-8b", "h100-sxm", parallel={"tp": 2})
     with pytest.raises(LayoutError, match="must be a ParallelConfig"):
-        serve("llama-3-8b", "h100-sxm", prompt=64, gen=8, concurrency=4, parallel={"tp": 2})
+        serve("llama-3-8b", "h100-sxm", workload=Workload(prompt=64, gen=8, concurrency=4), parallel={"tp": 2})
     with pytest.raises(LayoutError, match="the layout is a ParallelConfig"):
         make_layout(resolve("llama-3-8b"), 2)  # the old positional gpus
 
 
 def test_analyze_serve_and_plan_run_the_degrees_asked_for():
-    a = llmath.analyze("llama-3.1-8b", "h100-sxm", batch=4, prompt=256, gen=32, parallel=ParallelConfig(tp=2, pp=2))
+    a = llmath.analyze(
+        "llama-3.1-8b", "h100-sxm", workload=Workload(batch=4, prompt=256, gen=32), parallel=ParallelConfig(tp=2, pp=2)
+    )
     assert (a.parallel["tp"], a.parallel["pp"], a.parallel["gpus"]) == (2, 2, 4)
-    s = serve("llama-3-8b", "h100-sxm", prompt=512, gen=64, concurrency=8, parallel=ParallelConfig(tp=2))
+    s = serve(
+        "llama-3-8b", "h100-sxm", workload=Workload(prompt=512, gen=64, concurrency=8), parallel=ParallelConfig(tp=2)
+    )
     assert s.layout["tp"] == 2 and s.gpus == 2
-    kw = dict(gpus=2, prompt=512, gen=64)
+    kw = dict(workload=Workload(prompt=512, gen=64), gpus=2)
     p = plan("llama-3-8b", "h100-sxm", parallel=ParallelConfig(tp=2), **kw)
     assert p.best is not None and p.best["tp"] == 2
     with pytest.raises(WorkloadError, match="without overlap"):

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llmath import Workload
 from llmath.cli import main
 from llmath.deploy.disagg import link_bytes_per_s, prefill_worker
 from llmath.deploy.engines import preset
@@ -39,7 +40,9 @@ def test_pareto_mask_keeps_exactly_the_non_dominated(points):
 
 
 def test_plan_front_is_non_dominated_and_meets_the_targets():
-    r = plan("llama-3-8b", "h100-sxm", gpus=4, prompt=1024, gen=256, ttft_ms=100, tpot_ms=25, disagg=True)
+    r = plan(
+        "llama-3-8b", "h100-sxm", gpus=4, workload=Workload(prompt=1024, gen=256), ttft_ms=100, tpot_ms=25, disagg=True
+    )
     front = r.pareto
     assert front and r.best is not None
     for p in front:
@@ -58,25 +61,25 @@ def test_plan_front_is_non_dominated_and_meets_the_targets():
 
 
 def test_without_targets_the_best_is_the_maximum_throughput():
-    free = plan("llama-3-8b", "h100-sxm", gpus=2, prompt=512, gen=128)
-    tight = plan("llama-3-8b", "h100-sxm", gpus=2, prompt=512, gen=128, tpot_ms=10)
+    free = plan("llama-3-8b", "h100-sxm", gpus=2, workload=Workload(prompt=512, gen=128))
+    tight = plan("llama-3-8b", "h100-sxm", gpus=2, workload=Workload(prompt=512, gen=128), tpot_ms=10)
     assert free.best["throughput_tok_s_per_gpu"] > tight.best["throughput_tok_s_per_gpu"]
     assert tight.best["tpot_s"] <= 0.010
     assert free.best["throughput_tok_s"] == pytest.approx(2 * free.best["throughput_tok_s_per_gpu"])
 
 
 def test_impossible_targets_leave_best_empty_with_a_note():
-    r = plan("llama-3-8b", "h100-sxm", gpus=1, prompt=512, gen=128, tpot_ms=0.01)
+    r = plan("llama-3-8b", "h100-sxm", gpus=1, workload=Workload(prompt=512, gen=128), tpot_ms=0.01)
     assert r.best is None and r.pareto == [] and r.notes
 
 
 def test_a_model_that_does_not_fit_says_so():
     with pytest.raises(WorkloadError, match="no configuration fits"):
-        plan("llama-3-70b", "h100-sxm", gpus=1, prompt=1024, gen=128)
+        plan("llama-3-70b", "h100-sxm", gpus=1, workload=Workload(prompt=1024, gen=128))
 
 
 def test_cost_per_million_tokens():
-    r = plan("llama-3-8b", "h100-sxm", gpus=1, prompt=512, gen=128, cost_per_gpu_hour=3.6)
+    r = plan("llama-3-8b", "h100-sxm", gpus=1, workload=Workload(prompt=512, gen=128), cost_per_gpu_hour=3.6)
     b = r.best
     # $3.6 per GPU-hour = $0.001 per GPU-second; per million tokens: 0.001 / (tokens/s per GPU) × 1e6
     assert b["usd_per_million_tokens"] == pytest.approx(1e3 / b["throughput_tok_s_per_gpu"])
@@ -126,19 +129,23 @@ def test_cli_plan_json_keys(capsys):
 def test_pinning_an_impossible_layout_is_an_error():
     # llama-3-8b has 32 attention heads: tp=3 cannot divide them
     with pytest.raises(WorkloadError, match="tp=3 must divide the 32 attention heads"):
-        plan("llama-3-8b", "h100-sxm", gpus=3, prompt=512, gen=64, parallel=ParallelConfig(tp=3))
+        plan("llama-3-8b", "h100-sxm", gpus=3, workload=Workload(prompt=512, gen=64), parallel=ParallelConfig(tp=3))
 
 
 def test_layouts_are_searched_and_pins_honoured():
     # llama-3-70b in bf16 (141 GB) needs at least two H100s: the plan finds TP layouts, and a pin holds
-    r = plan("llama-3-70b", "h100-sxm", gpus=4, prompt=1024, gen=128)
+    r = plan("llama-3-70b", "h100-sxm", gpus=4, workload=Workload(prompt=1024, gen=128))
     assert r.best["tp"] * r.best["pp"] >= 2
     assert {"mode": "aggregated", "weights": "bf16", "tp": 1, "pp": 1, "ep": 1, "dp": 1} in [
         {k: x[k] for k in ("mode", "weights", "tp", "pp", "ep", "dp")} for x in r.rejected
     ]
-    pinned = plan("llama-3-70b", "h100-sxm", gpus=4, prompt=1024, gen=128, parallel=ParallelConfig(tp=4))
+    pinned = plan(
+        "llama-3-70b", "h100-sxm", gpus=4, workload=Workload(prompt=1024, gen=128), parallel=ParallelConfig(tp=4)
+    )
     assert all(x["tp"] == 4 for x in pinned.pareto)
-    two = plan("llama-3-8b", "h100-sxm", gpus=8, prompt=512, gen=64, parallel=ParallelConfig(tp=1, dp=2))
+    two = plan(
+        "llama-3-8b", "h100-sxm", gpus=8, workload=Workload(prompt=512, gen=64), parallel=ParallelConfig(tp=1, dp=2)
+    )
     assert all(x["dp"] == 2 and x["gpus_used"] == 2 for x in two.pareto)
 
 

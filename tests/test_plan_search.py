@@ -4,6 +4,7 @@ oracle: the same serving model, nothing skipped), and its pruning rules hold on 
 import numpy as np
 import pytest
 
+from llmath import Workload
 from llmath.deploy.engines import preset
 from llmath.deploy.plan import plan
 from llmath.deploy.plan_search import Frontier, disagg_bound, families, weights_leave_no_pool
@@ -13,10 +14,11 @@ from llmath.model.registry import resolve
 
 CASES = [
     # 8 GPUs: a dense model, two formats, aggregated and disaggregated, both targets
-    ("llama-3.1-70b", "h100-sxm", dict(gpus=8, prompt=2048, gen=256, ttft_ms=2000, tpot_ms=40, disagg=True,
-                                        weights=["bf16", "fp8"])),
+    ("llama-3.1-70b", "h100-sxm", dict(workload=Workload(prompt=2048, gen=256), gpus=8, ttft_ms=2000, tpot_ms=40,
+                                       disagg=True, weights=["bf16", "fp8"])),
     # 64 GPUs: an MoE model (attention-DP × EP layouts), a TPOT target, disaggregated
-    ("qwen3-30b-a3b", "h100-sxm", dict(gpus=64, prompt=1024, gen=512, tpot_ms=30, disagg=True, weights="fp8")),
+    ("qwen3-30b-a3b", "h100-sxm", dict(workload=Workload(prompt=1024, gen=512), gpus=64, tpot_ms=30, disagg=True,
+                                       weights="fp8")),
 ]  # fmt: skip
 
 
@@ -31,13 +33,21 @@ def test_the_pruned_search_finds_the_exhaustive_best_and_front(model, hw, kw):
 
 
 def test_without_targets_the_pruned_search_still_finds_the_exhaustive_best():
-    kw = dict(gpus=8, prompt=1024, gen=256, disagg=True, weights=["bf16", "fp8"])
+    kw = dict(workload=Workload(prompt=1024, gen=256), gpus=8, disagg=True, weights=["bf16", "fp8"])
     assert plan("llama-3-8b", "h100-sxm", **kw).best == plan("llama-3-8b", "h100-sxm", exhaustive=True, **kw).best
 
 
 def test_the_best_of_equal_throughputs_is_the_fastest_per_user():
     # disaggregated pools limited by the same prefill pool tie on tokens/s per GPU: the best is on the front
-    res = plan("qwen3-30b-a3b", "h100-sxm", gpus=64, prompt=1024, gen=512, tpot_ms=30, disagg=True, weights="fp8")
+    res = plan(
+        "qwen3-30b-a3b",
+        "h100-sxm",
+        gpus=64,
+        workload=Workload(prompt=1024, gen=512),
+        tpot_ms=30,
+        disagg=True,
+        weights="fp8",
+    )
     best = res.best
     assert best is not None
     assert any(r == best for r in res.pareto)

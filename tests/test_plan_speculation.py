@@ -6,6 +6,7 @@ import json
 import pytest
 from helpers import run_cli
 
+from llmath import Workload
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.plan import plan
 from llmath.deploy.service import serve
@@ -25,8 +26,7 @@ def test_the_best_speculating_plan_has_serves_tpot_at_its_concurrency():
         "h100-sxm",
         gpus=2,
         parallel=ParallelConfig(tp=2),
-        prompt=1024,
-        gen=256,
+        workload=Workload(prompt=1024, gen=256),
         tpot_ms=10,
         speculation=EAGLE,
     )
@@ -35,16 +35,21 @@ def test_the_best_speculating_plan_has_serves_tpot_at_its_concurrency():
     rep = serve(
         "llama-3-8b",
         "h100-sxm",
-        prompt=1024,
-        gen=256,
-        concurrency=b["concurrency"],
+        workload=Workload(prompt=1024, gen=256, concurrency=b["concurrency"]),
         parallel=ParallelConfig(gpus=2, tp=2),
         speculation=EAGLE,
     )
     assert rep.metrics["tpot_s"] == pytest.approx(b["tpot_s"], rel=1e-9)
     assert rep.metrics["ttft_s"] == pytest.approx(b["ttft_s"], rel=1e-9)
     # speculating at 2.5 tokens a round holds more requests per GPU under a 10 ms TPOT than decoding one at a time
-    plain = plan("llama-3-8b", "h100-sxm", gpus=2, parallel=ParallelConfig(tp=2), prompt=1024, gen=256, tpot_ms=10)
+    plain = plan(
+        "llama-3-8b",
+        "h100-sxm",
+        gpus=2,
+        parallel=ParallelConfig(tp=2),
+        workload=Workload(prompt=1024, gen=256),
+        tpot_ms=10,
+    )
     assert plain.best["speculation"] is None
     assert b["throughput_tok_s_per_gpu"] > plain.best["throughput_tok_s_per_gpu"]
 
@@ -54,7 +59,7 @@ def test_the_draft_weights_are_counted_in_memory():
     # q, o 4096·4096 each, k, v 4096·(8·128) each, gate/up/down 3·4096·14336, two RMSNorms 2·4096 = 218,120,192
     # parameters (+ at most one more 4096-wide norm), 2 bytes each in bf16 on one GPU
     layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
-    kw = {"prompt": 1024, "gen": 256, "concurrency": 8, "precision": BF16}
+    kw = {"workload": Workload(prompt=1024, gen=256, concurrency=8), "precision": BF16}
     with_draft = serve("llama-3-8b", "h100-sxm", speculation=EAGLE, **kw).memory
     without = serve("llama-3-8b", "h100-sxm", **kw).memory
     assert with_draft.weights_bytes - without.weights_bytes == pytest.approx(2 * layer, rel=1e-4)
@@ -62,7 +67,7 @@ def test_the_draft_weights_are_counted_in_memory():
     # Llama-3.1-8B draft (another 16.06 GB), so every row decodes one token at a time and the misfit is listed
     small = custom(989, 3350, 24)
     draft = Speculation("draft", 3, 2.5, "llama-3.1-8b")
-    r = plan("llama-3-8b", small, gpus=1, prompt=1024, gen=256, speculation=draft)
+    r = plan("llama-3-8b", small, gpus=1, workload=Workload(prompt=1024, gen=256), speculation=draft)
     assert r.best is not None and all(p["speculation"] is None for p in r.pareto)
     assert any(x["reason"] == "does not fit with the draft" for x in r.rejected)
 
@@ -70,7 +75,7 @@ def test_the_draft_weights_are_counted_in_memory():
 def test_acceptance_one_never_wins():
     # at acceptance 1 a round (3 draft steps + a verify of width 4) yields one token, as one decode step does,
     # at a higher cost and with the draft's weights taking KV memory: the non-speculative plan is kept
-    kw = {"gpus": 2, "prompt": 1024, "gen": 256, "tpot_ms": 20}
+    kw = {"workload": Workload(prompt=1024, gen=256), "gpus": 2, "tpot_ms": 20}
     r = plan("llama-3-8b", "h100-sxm", speculation=Speculation("eagle", 3, 1.0), **kw)
     plain = plan("llama-3-8b", "h100-sxm", **kw)
     assert all(p["speculation"] is None for p in r.pareto)
@@ -78,7 +83,7 @@ def test_acceptance_one_never_wins():
 
 
 def test_the_pruned_search_finds_the_exhaustive_answer_with_speculation():
-    kw = {"gpus": 2, "prompt": 512, "gen": 128, "tpot_ms": 8, "speculation": EAGLE}
+    kw = {"workload": Workload(prompt=512, gen=128), "gpus": 2, "tpot_ms": 8, "speculation": EAGLE}
     fast = plan("llama-3-8b", "h100-sxm", **kw)
     full = plan("llama-3-8b", "h100-sxm", exhaustive=True, **kw)
     assert fast.best == full.best and fast.pareto == full.pareto

@@ -14,7 +14,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from llmath import plots  # noqa: E402
+from llmath import (
+    Workload,
+    plots,  # noqa: E402
+)
 from llmath.analysis import analyze  # noqa: E402
 from llmath.deploy.layout import ParallelConfig  # noqa: E402
 from llmath.deploy.plan import plan  # noqa: E402
@@ -68,7 +71,7 @@ def test_roofline_labels_do_not_overprint(tmp_path, kept_figure):
 
 
 def test_pareto_points_labelled_and_tpot_target_drawn(tmp_path, kept_figure):
-    res = plan("llama-3.1-70b", "h100-sxm", gpus=8, prompt=1024, gen=256, tpot_ms=50.0).to_dict()
+    res = plan("llama-3.1-70b", "h100-sxm", gpus=8, workload=Workload(prompt=1024, gen=256), tpot_ms=50.0).to_dict()
     plots.pareto_plot(res, str(tmp_path / "p.png"))
     ax = kept_figure().axes[0]
     texts = [t.get_text() for t in ax.texts]

@@ -18,6 +18,7 @@ import json
 import pytest
 from helpers import hf_groups, llmath_groups, matmul_flops, run_cli, saved_config
 
+from llmath import Workload
 from llmath.analysis import kv_cache_bytes
 from llmath.deploy.layout import ParallelConfig
 from llmath.errors import ConfigError
@@ -274,7 +275,7 @@ def test_one_gpu_layout_and_sweep_agree_with_analyze(causal, tmp_path):
     assert sum(n * op.count for op in ops for _, n in op.params) == param_report(spec).total
     g = grid(str(path), "h100-sxm", np.array([1, 4]), np.array([64, 64]), np.array([8, 8]))
     for i, b in enumerate((1, 4)):
-        a = llmath.analyze(str(path), "h100-sxm", batch=b, prompt=64, gen=8)
+        a = llmath.analyze(str(path), "h100-sxm", workload=Workload(batch=b, prompt=64, gen=8))
         assert g["ttft_s"][i] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
         assert g["kv_peak_bytes"][i] == a.kv_cache["peak_bytes"]
     with pytest.raises(LayoutError, match="tp=1 and pp=1"):

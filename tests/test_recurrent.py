@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from helpers import registry_config
 
+from llmath import Workload
 from llmath.analysis import analyze, kv_cache_bytes
 from llmath.deploy.layout import ParallelConfig
 from llmath.errors import LayoutError
@@ -114,14 +115,20 @@ def test_recurrentgemma_shards_by_channels():
     # RG-LRU has no engine implementation: llmath splits its channels and gate blocks (deploy/shard_mixers.py,
     # tests/test_tp_rules.py); a tp not dividing the 16 gate blocks is refused
     two = analyze(
-        _spec("recurrentgemma-9b"), "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=2, tp=2)
+        _spec("recurrentgemma-9b"),
+        "h100-sxm",
+        workload=Workload(batch=8, prompt=64, gen=8),
+        parallel=ParallelConfig(gpus=2, tp=2),
     )
     # 38 layers cycling (recurrent, recurrent, attention): 26 RG-LRU layers, each all-reducing B·D = 8·4096
     # bf16 elements after its out_proj in a decode step
     assert two.comm["decode"]["mixer.all_reduce"]["bytes"] == 26 * 8 * 4096 * 2
     with pytest.raises(LayoutError, match="divide the RG-LRU mixer's 16 heads"):
         analyze(
-            _spec("recurrentgemma-9b"), "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=32, tp=32)
+            _spec("recurrentgemma-9b"),
+            "h100-sxm",
+            workload=Workload(batch=8, prompt=64, gen=8),
+            parallel=ParallelConfig(gpus=32, tp=32),
         )
 
 

@@ -12,7 +12,7 @@ import pytest
 from helpers import run_cli
 
 import llmath
-from llmath import LLMathError
+from llmath import LLMathError, Workload
 from llmath.deploy.layout import ParallelConfig
 from llmath.model import registry
 from llmath.validation import MAX_POINTS, parse_range
@@ -207,9 +207,9 @@ def test_library_bad_arguments_raise_llmath_errors():
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", parallel=ParallelConfig(tp=2.5)),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", reserve_bytes=-1e12),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", reserve_bytes=float("nan")),
-        lambda: llmath.analyze("llama-3-8b", "h100-sxm", batch=2.5),
-        lambda: llmath.analyze("llama-3-8b", "h100-sxm", batch=True),
-        lambda: llmath.analyze("llama-3-8b", "h100-sxm", prompt=10**30),
+        lambda: llmath.analyze("llama-3-8b", "h100-sxm", workload=Workload(batch=2.5)),
+        lambda: llmath.analyze("llama-3-8b", "h100-sxm", workload=Workload(batch=True)),
+        lambda: llmath.analyze("llama-3-8b", "h100-sxm", workload=Workload(prompt=10**30)),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", overhead_s=float("nan")),
         lambda: llmath.analyze("llama-3-8b", "h100-sxm", matmul=float("nan")),
         lambda: llmath.analyze("llama-3-8b", 42),
@@ -226,8 +226,8 @@ def test_a_fraction_counts_only_when_whole():
     from fractions import Fraction
 
     with pytest.raises(LLMathError, match=r"batch=Fraction\(7, 2\) must be an integer"):
-        llmath.analyze("llama-3-8b", batch=Fraction(7, 2))  # not truncated to 3
-    assert llmath.analyze("llama-3-8b", batch=Fraction(6, 2)).workload["batch"] == 3
+        llmath.analyze("llama-3-8b", workload=Workload(batch=Fraction(7, 2)))  # not truncated to 3
+    assert llmath.analyze("llama-3-8b", workload=Workload(batch=Fraction(6, 2))).workload["batch"] == 3
 
 
 def test_unknown_keyword_lists_accepted_names():

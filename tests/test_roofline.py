@@ -7,7 +7,7 @@ from importlib import resources
 import numpy as np
 import pytest
 
-from llmath import Precision, analyze
+from llmath import Precision, Workload, analyze
 from llmath.hardware import Hardware, get, names
 from llmath.hardware.decode import decode_generation
 from llmath.hardware.roofline import IDEAL, efficiency, op_times
@@ -16,7 +16,7 @@ from llmath.ops import Scenario, table
 
 
 def test_ideal_decode_is_bytes_over_bandwidth():
-    a = analyze("llama-2-7b", "h100-sxm", batch=1, prompt=128, gen=2, efficiency_mode="ideal")
+    a = analyze("llama-2-7b", "h100-sxm", workload=Workload(batch=1, prompt=128, gen=2), efficiency_mode="ideal")
     # batch-1 decode is memory-bound: time = bytes / 3.35e12 B/s (H100 SXM datasheet bandwidth)
     assert a.decode.bound == "memory"
     assert a.decode.time_s == pytest.approx(a.decode.bytes["total"] / 3.35e12, rel=1e-12)
@@ -28,7 +28,7 @@ def test_ideal_decode_is_bytes_over_bandwidth():
 
 
 def test_ideal_large_prefill_is_flops_over_peak():
-    a = analyze("llama-2-7b", "h100-sxm", batch=16, prompt=2048, gen=2, efficiency_mode="ideal")
+    a = analyze("llama-2-7b", "h100-sxm", workload=Workload(batch=16, prompt=2048, gen=2), efficiency_mode="ideal")
     assert a.prefill.bound == "compute"
     # 989.5e12 dense bf16 FLOP/s (H100 SXM datasheet: 1979 with sparsity, halved)
     gemm_ops = [r for r in a.prefill.ops if r.kind == "matmul" and r.bound == "compute"]
@@ -60,8 +60,8 @@ def _hw(bw):
 
 @pytest.mark.parametrize("mode", ["ideal", "expected"])
 def test_more_bandwidth_never_slower(mode):
-    slow = analyze("qwen3-8b", _hw(1e12), batch=4, prompt=256, gen=64, efficiency_mode=mode)
-    fast = analyze("qwen3-8b", _hw(2e12), batch=4, prompt=256, gen=64, efficiency_mode=mode)
+    slow = analyze("qwen3-8b", _hw(1e12), workload=Workload(batch=4, prompt=256, gen=64), efficiency_mode=mode)
+    fast = analyze("qwen3-8b", _hw(2e12), workload=Workload(batch=4, prompt=256, gen=64), efficiency_mode=mode)
     assert fast.generation["e2e_s"] <= slow.generation["e2e_s"]
     assert fast.generation["tpot_s"] < slow.generation["tpot_s"]
 
@@ -69,10 +69,10 @@ def test_more_bandwidth_never_slower(mode):
 def test_batch_never_lowers_ideal_throughput_and_tpot_grows_with_context():
     prev = 0.0
     for b in (1, 2, 4, 8, 16, 32, 64, 128):
-        a = analyze("llama-3-8b", "h100-sxm", batch=b, prompt=512, gen=128, efficiency_mode="ideal")
+        a = analyze("llama-3-8b", "h100-sxm", workload=Workload(batch=b, prompt=512, gen=128), efficiency_mode="ideal")
         assert a.generation["throughput_tok_s"] >= prev
         prev = a.generation["throughput_tok_s"]
-    a = analyze("llama-3-8b", "h100-sxm", batch=8, prompt=512, gen=4096, efficiency_mode="ideal")
+    a = analyze("llama-3-8b", "h100-sxm", workload=Workload(batch=8, prompt=512, gen=4096), efficiency_mode="ideal")
     assert a.generation["tpot_last_s"] > a.generation["tpot_first_s"]
 
 
@@ -88,7 +88,7 @@ def test_format_missing_falls_back_and_says_so():
 
 
 def test_model_that_does_not_fit_is_reported_not_raised():
-    a = analyze("llama-3.1-405b", "h100-sxm", batch=1, prompt=128, gen=16)
+    a = analyze("llama-3.1-405b", "h100-sxm", workload=Workload(batch=1, prompt=128, gen=16))
     assert a.memory.fits is False
     # 405,853,388,800 params * 2 bytes = 811.7 GB on an 80 GB device
     assert a.memory.over_by_bytes > 405_853_388_800 * 2 - 80e9
@@ -147,7 +147,7 @@ def test_fast_scenario_path_equals_the_report():
     from llmath.analysis import scenario
 
     for name in ("llama-3-8b", "mixtral-8x7b", "gpt-oss-20b", "deepseek-v2-lite"):
-        a = analyze(name, "h100-sxm", batch=8, prompt=700, gen=300)
+        a = analyze(name, "h100-sxm", workload=Workload(batch=8, prompt=700, gen=300))
         f = scenario(name, "h100-sxm", 8, 700, 300)
         assert f["ttft_s"] == pytest.approx(a.generation["ttft_s"], rel=1e-12)
         assert f["tpot_s"] == pytest.approx(a.generation["tpot_s"], rel=1e-12)

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from llmath import Workload
 from llmath.analysis import analyze
 from llmath.cli import main
 from llmath.deploy import engines
@@ -33,8 +34,10 @@ def test_single_request_without_chunking_is_the_static_generation():
     # C = 1 and a budget above the prompt (no chunking): TTFT = the prefill of one prompt, TPOT = the mean
     # decode step at batch 1 over contexts P … P+G−2, e2e = TTFT + (G−1)·TPOT: the static batch-1 generation.
     # Under ``expected`` both carry vLLM's overhead terms the same way (deploy.overheads.apply on the static one).
-    r = serve("llama-3-8b", "h100-sxm", prompt=1024, gen=256, concurrency=1, max_num_batched_tokens=2048)
-    a0 = analyze("llama-3-8b", "h100-sxm", batch=1, prompt=1024, gen=256)
+    r = serve(
+        "llama-3-8b", "h100-sxm", workload=Workload(prompt=1024, gen=256, concurrency=1), max_num_batched_tokens=2048
+    )
+    a0 = analyze("llama-3-8b", "h100-sxm", workload=Workload(batch=1, prompt=1024, gen=256))
     a = SimpleNamespace(generation=apply(a0.generation, engines.overheads("vllm"), 1, 256, prompt=1024))
     assert r.metrics["ttft_s"] == pytest.approx(a.generation["ttft_s"], rel=1e-9)
     # serving times the step at the mean context; the static generation sums the steps per context band. Exact
@@ -42,9 +45,9 @@ def test_single_request_without_chunking_is_the_static_generation():
     # (expected: attention is ~5% of this step, and its fraction varies by a few % over 1024 … 1279 positions)
     assert r.metrics["tpot_s"] == pytest.approx(a.generation["tpot_s"], rel=1e-3)
     assert r.metrics["e2e_s"] == pytest.approx(a.generation["ttft_s"] + 255 * a.generation["tpot_s"], rel=1e-3)
-    ri = serve("llama-3-8b", "h100-sxm", prompt=1024, gen=256, concurrency=1, max_num_batched_tokens=2048,
-               efficiency_mode="ideal")  # fmt: skip
-    ai = analyze("llama-3-8b", "h100-sxm", batch=1, prompt=1024, gen=256, efficiency_mode="ideal")
+    ri = serve("llama-3-8b", "h100-sxm", workload=Workload(prompt=1024, gen=256, concurrency=1),
+               max_num_batched_tokens=2048, efficiency_mode="ideal")  # fmt: skip
+    ai = analyze("llama-3-8b", "h100-sxm", workload=Workload(batch=1, prompt=1024, gen=256), efficiency_mode="ideal")
     assert ri.metrics["tpot_s"] == pytest.approx(ai.generation["tpot_s"], rel=1e-9)
     assert r.metrics["tok_s_per_user"] == pytest.approx(1 / r.metrics["tpot_s"])
 
@@ -72,7 +75,7 @@ def test_kv_pool_caps_the_running_requests():
 
 
 def test_max_num_seqs_caps_the_running_requests():
-    r = serve("llama-3-8b", "h100-sxm", prompt=128, gen=128, concurrency=100, max_num_seqs=16)
+    r = serve("llama-3-8b", "h100-sxm", workload=Workload(prompt=128, gen=128, concurrency=100), max_num_seqs=16)
     assert r.metrics["running_per_replica"] == 16
     assert r.metrics["queued_per_replica"] == 84
 
@@ -109,21 +112,26 @@ def test_throughput_grows_and_latency_worsens_with_concurrency():
 
 
 def test_prefix_hits_shorten_the_prefill():
-    a = serve("llama-3-8b", "h100-sxm", prompt=4096, gen=64, concurrency=1)
-    b = serve("llama-3-8b", "h100-sxm", prompt=4096, gen=64, concurrency=1, prefix_hit=0.75)
+    a = serve("llama-3-8b", "h100-sxm", workload=Workload(prompt=4096, gen=64, concurrency=1))
+    b = serve("llama-3-8b", "h100-sxm", workload=Workload(prompt=4096, gen=64, concurrency=1, prefix_hit=0.75))
     assert b.metrics["ttft_s"] < 0.5 * a.metrics["ttft_s"]
 
 
 def test_open_loop_rate_is_sustained():
-    r = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, rate=4.0)
+    r = serve("llama-3-8b", "h100-sxm", workload=Workload(prompt=512, gen=128, rate=4.0))
     assert r.metrics["requests_s"] == pytest.approx(4.0, rel=0.02)
     with pytest.raises(WorkloadError, match="exceeds what this deployment sustains"):
-        serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, rate=1e6)
+        serve("llama-3-8b", "h100-sxm", workload=Workload(prompt=512, gen=128, rate=1e6))
 
 
 def test_data_parallel_gpus_split_the_requests():
-    one = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=32)
-    two = serve("llama-3-8b", "h100-sxm", prompt=512, gen=128, concurrency=64, parallel=ParallelConfig(gpus=2, dp=2))
+    one = serve("llama-3-8b", "h100-sxm", workload=Workload(prompt=512, gen=128, concurrency=32))
+    two = serve(
+        "llama-3-8b",
+        "h100-sxm",
+        workload=Workload(prompt=512, gen=128, concurrency=64),
+        parallel=ParallelConfig(gpus=2, dp=2),
+    )
     assert two.metrics["throughput_tok_s"] == pytest.approx(2 * one.metrics["throughput_tok_s"])
     assert two.metrics["throughput_tok_s_per_gpu"] == pytest.approx(one.metrics["throughput_tok_s_per_gpu"])
 
@@ -131,7 +139,7 @@ def test_data_parallel_gpus_split_the_requests():
 def test_does_not_fit_says_so_first():
     # llama-3-70b in bf16 is ~141 GB of weights: more than one 80 GB H100
     with pytest.raises(WorkloadError, match="does not fit"):
-        serve("llama-3-70b", "h100-sxm", prompt=1024, gen=128, concurrency=8)
+        serve("llama-3-70b", "h100-sxm", workload=Workload(prompt=1024, gen=128, concurrency=8))
 
 
 def test_engine_presets_carry_sources_and_the_engines_rules():
@@ -201,7 +209,12 @@ def test_a_layout_replica_times_what_the_parallel_module_times():
 
 def test_tensor_parallel_serving_fits_a_model_one_gpu_cannot_hold():
     # llama-3-70b bf16: 70.6e9 parameters × 2 bytes = 141 GB; TP=2 holds about half of it per H100
-    r = serve("llama-3-70b", "h100-sxm", prompt=1024, gen=128, concurrency=16, parallel=ParallelConfig(tp=2))
+    r = serve(
+        "llama-3-70b",
+        "h100-sxm",
+        workload=Workload(prompt=1024, gen=128, concurrency=16),
+        parallel=ParallelConfig(tp=2),
+    )
     assert r.memory.weights_bytes < 0.52 * 141.1e9
     assert r.gpus == 2
     assert r.metrics["throughput_tok_s_per_gpu"] == pytest.approx(r.metrics["throughput_tok_s"] / 2)
@@ -210,15 +223,21 @@ def test_tensor_parallel_serving_fits_a_model_one_gpu_cannot_hold():
 def test_speculation_with_nothing_accepted_costs_more_and_good_acceptance_pays():
     from llmath.deploy.speculative import Speculation
 
-    base = serve("llama-3.1-8b", "h100-sxm", prompt=1024, gen=256, concurrency=4).metrics["tpot_s"]
+    base = serve("llama-3.1-8b", "h100-sxm", workload=Workload(prompt=1024, gen=256, concurrency=4)).metrics["tpot_s"]
     # acceptance 1: every round yields one token but pays a draft step and a verify of width 2 (≥ a decode step)
     none = serve(
-        "llama-3.1-8b", "h100-sxm", prompt=1024, gen=256, concurrency=4, speculation=Speculation("eagle", 1, 1.0)
+        "llama-3.1-8b",
+        "h100-sxm",
+        workload=Workload(prompt=1024, gen=256, concurrency=4),
+        speculation=Speculation("eagle", 1, 1.0),
     )
     assert none.metrics["tpot_s"] > base
     # at batch 4 the verify of width 4 is weight-bound like a decode step: 2.6 tokens per round pay off
     good = serve(
-        "llama-3.1-8b", "h100-sxm", prompt=1024, gen=256, concurrency=4, speculation=Speculation("eagle", 3, 2.6)
+        "llama-3.1-8b",
+        "h100-sxm",
+        workload=Workload(prompt=1024, gen=256, concurrency=4),
+        speculation=Speculation("eagle", 3, 2.6),
     )
     assert good.metrics["tpot_s"] < 0.6 * base
 
@@ -237,7 +256,7 @@ def test_mla_model_serves_with_its_absorbed_decode():
     assert float(dev.iteration(8, 500).time_s) == pytest.approx(dec, rel=1e-9)
     assert float(dev.iteration(0, 0, 1, 512, 0).time_s) == pytest.approx(pre, rel=1e-9)
     assert float(dev.iteration(8, 500, 1, 512, 0).time_s) == pytest.approx(dec + pre, rel=1e-9)
-    r = serve("deepseek-v2-lite", "h100-sxm", prompt=512, gen=128, concurrency=16)
+    r = serve("deepseek-v2-lite", "h100-sxm", workload=Workload(prompt=512, gen=128, concurrency=16))
     assert r.metrics["ttft_s"] > 0 and r.metrics["tpot_s"] > 0
 
 

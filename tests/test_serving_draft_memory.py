@@ -3,6 +3,7 @@ the disaggregated pools count it (llmath.deploy.disagg.pool_memory)."""
 
 import pytest
 
+from llmath import Workload
 from llmath.deploy.service import serve
 from llmath.deploy.speculative import Speculation
 from llmath.model.dtypes import Precision
@@ -14,7 +15,7 @@ LAYER_KV = 2 * 8 * 128 * 2
 
 
 def _memory(speculation=None):
-    kw = {"prompt": 64, "gen": 8, "concurrency": 4, "precision": BF16, "speculation": speculation}
+    kw = {"workload": Workload(prompt=64, gen=8, concurrency=4), "precision": BF16, "speculation": speculation}
     return serve("llama-3-8b", "h100-sxm", **kw).memory
 
 

@@ -6,6 +6,7 @@ import json
 import pytest
 from helpers import run_cli
 
+from llmath import Workload
 from llmath.measure.serving_runs import harness_budget, harness_recv_interval, precision, to_run, validate_runs
 
 HEADER = (
@@ -164,7 +165,12 @@ def test_harness_lengths_predict_inferencex_rows_out_of_step(capsys, tmp_path):
     fixed = validate_runs(f)["rows"][0]["predicted_ttft_s"]
     drawn = validate_runs(f, harness_lengths=True)["rows"][0]["predicted_ttft_s"]
     dist = tuple((int(g), 1.0) for g in (819, 845, 870, 896, 922, 947, 973, 998, 1024))
-    ref = serve("llama-3.1-8b", "h100-sxm", prompt=922, gen=1024, gen_dist=dist, concurrency=16, engine="trtllm")
+    ref = serve(
+        "llama-3.1-8b",
+        "h100-sxm",
+        workload=Workload(prompt=922, gen=1024, gen_dist=dist, concurrency=16),
+        engine="trtllm",
+    )
     assert drawn == pytest.approx(ref.metrics["ttft_s"], rel=1e-9) and drawn < fixed
     code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--harness-lengths", "--json")
     assert code == 0 and json.loads(out)["rows"][0]["predicted_ttft_s"] == pytest.approx(drawn, rel=1e-9)

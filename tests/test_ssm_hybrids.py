@@ -10,6 +10,7 @@ import pytest
 from causal_lm_types import default_config
 from helpers import registry_config
 
+from llmath import Workload
 from llmath.deploy.layout import ParallelConfig
 from llmath.errors import ConfigError
 from llmath.model.hf import spec_from_config
@@ -82,5 +83,7 @@ def test_tensor_parallel_refusal_speaks_of_the_mixer_not_placeholder_heads():
     mamba = spec_from_config(default_config("mamba"), "mamba")
     assert mamba.mixer is not None and mamba.mixer.d_inner == 1536 and mamba.n_heads == 1
     with pytest.raises(LayoutError, match="tp=5 must divide the Mamba mixer's 1536 inner channels"):
-        analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=5, tp=5))
-    analyze(mamba, "h100-sxm", batch=8, prompt=64, gen=8, parallel=ParallelConfig(gpus=2, tp=2))  # 1536 / 2: accepted
+        analyze(mamba, "h100-sxm", workload=Workload(batch=8, prompt=64, gen=8), parallel=ParallelConfig(gpus=5, tp=5))
+    analyze(
+        mamba, "h100-sxm", workload=Workload(batch=8, prompt=64, gen=8), parallel=ParallelConfig(gpus=2, tp=2)
+    )  # 1536 / 2: accepted

@@ -19,6 +19,7 @@ import pytest
 from helpers import registry_config
 from typer.testing import CliRunner
 
+from llmath import Workload
 from llmath.analysis import analyze
 from llmath.cli import app
 from llmath.deploy.layout import ParallelConfig
@@ -46,7 +47,7 @@ def test_nemotron_h_defaults_to_fp32_as_transformers_and_vllm():
 
 
 def test_state_bytes_take_the_ssm_format_and_the_conv_window_the_kv_format():
-    a = analyze(NEMO, None, batch=1, prompt=16, gen=2).to_dict()
+    a = analyze(NEMO, None, workload=Workload(batch=1, prompt=16, gen=2)).to_dict()
     # fp32 SSM (4 bytes), bf16 conv window (2 bytes): 24·(1,048,576·4 + 30,720·2) = 102,137,856
     assert a["state"]["fixed_bytes_per_sequence"] == LAYERS * (SSM * 4 + CONV * 2) == 102_137_856
     assert a["precision"]["ssm_state"] == {
@@ -54,17 +55,22 @@ def test_state_bytes_take_the_ssm_format_and_the_conv_window_the_kv_format():
         "bytes_per_element": 4.0,
         "source": "config mamba_ssm_cache_dtype",
     }
-    b = analyze(NEMO, None, batch=1, prompt=16, gen=2, precision=Precision(ssm="bf16")).to_dict()
+    b = analyze(NEMO, None, workload=Workload(batch=1, prompt=16, gen=2), precision=Precision(ssm="bf16")).to_dict()
     # the flag wins: 24·(1,048,576·2 + 30,720·2) = 51,806,208
     assert b["state"]["fixed_bytes_per_sequence"] == LAYERS * (SSM + CONV) * 2 == 51_806_208
     # "auto" in the config: the state follows the KV cache (fp8: 1 byte): 24·(1,048,576 + 30,720)
-    c = analyze(_nemo(mamba_ssm_cache_dtype="auto"), None, batch=1, prompt=16, gen=2, precision=Precision(kv="fp8"))
+    c = analyze(
+        _nemo(mamba_ssm_cache_dtype="auto"),
+        None,
+        workload=Workload(batch=1, prompt=16, gen=2),
+        precision=Precision(kv="fp8"),
+    )
     assert c.to_dict()["state"]["fixed_bytes_per_sequence"] == LAYERS * (SSM + CONV)
 
 
 def test_memory_and_decode_bytes_follow_the_ssm_format():
-    fp32 = analyze(NEMO, "h100-sxm", batch=2, prompt=100, gen=4)
-    bf16 = analyze(NEMO, "h100-sxm", batch=2, prompt=100, gen=4, precision=Precision(ssm="bf16"))
+    fp32 = analyze(NEMO, "h100-sxm", workload=Workload(batch=2, prompt=100, gen=4))
+    bf16 = analyze(NEMO, "h100-sxm", workload=Workload(batch=2, prompt=100, gen=4), precision=Precision(ssm="bf16"))
     # two sequences' SSM states, 2 bytes more per element: 2·24·1,048,576·2 = 100,663,296
     diff = 2 * LAYERS * SSM * 2
     assert fp32.memory.kv_cache_bytes - bf16.memory.kv_cache_bytes == diff == 100_663_296
@@ -82,10 +88,10 @@ def test_only_mamba_and_gated_deltanet_states_take_it():
     kimi = spec_from_config(dict(default_config("kimi_linear"), mamba_ssm_cache_dtype="float32"), "kimi_linear")
     p = Precision()
     # Qwen3-Next: 36 Gated DeltaNet layers of H·N·P = 32·128·128 in fp32, conv 3·8,192 in bf16
-    a = analyze(qn, None, batch=1, prompt=16, gen=2, precision=p).to_dict()
+    a = analyze(qn, None, workload=Workload(batch=1, prompt=16, gen=2), precision=p).to_dict()
     assert a["state"]["fixed_bytes_per_sequence"] == 36 * (32 * 128 * 128 * 4 + 3 * 8192 * 2)
     # KDA keeps one dtype (vLLM kda_state_dtype): 27 layers, 21 KDA: 32·128·128 + 3·12,288 in bf16
-    k = analyze(kimi, None, batch=1, prompt=16, gen=2, precision=p).to_dict()
+    k = analyze(kimi, None, workload=Workload(batch=1, prompt=16, gen=2), precision=p).to_dict()
     assert k["state"]["fixed_bytes_per_sequence"] == 21 * (32 * 128 * 128 + 3 * 12_288) * 2
     assert k["precision"]["ssm_state"] is None
 
@@ -108,8 +114,10 @@ def test_cli_flag_and_json_key():
 
 
 def test_per_rank_state_under_tp_keeps_the_ssm_format():
-    one = analyze(NEMO, "h100-sxm", batch=2, prompt=100, gen=4)
-    two = analyze(NEMO, "h100-sxm", batch=2, prompt=100, gen=4, parallel=ParallelConfig(gpus=2, tp=2))
+    one = analyze(NEMO, "h100-sxm", workload=Workload(batch=2, prompt=100, gen=4))
+    two = analyze(
+        NEMO, "h100-sxm", workload=Workload(batch=2, prompt=100, gen=4), parallel=ParallelConfig(gpus=2, tp=2)
+    )
     # TP 2 splits the Mamba-2 heads, groups and the 8 KV heads in half: each GPU holds half of every state,
     # the SSM half still in fp32; the end context is 100 + 4 − 1 = 103 positions of 4 attention layers' K/V:
     # 2·(24·(1,048,576·4 + 30,720·2) + 103·4·2·8·128·2) / 2 = 103,825,408 per GPU

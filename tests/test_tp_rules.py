@@ -19,6 +19,7 @@ from __future__ import annotations
 import pytest
 from causal_lm_types import default_config
 
+from llmath import Workload
 from llmath.analysis import analyze
 from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.shard import rank_plans
@@ -112,8 +113,8 @@ def test_refused_layouts(name, kw, why):
 
 def test_analyze_zamba2_on_two_gpus():
     spec = _spec("zamba2")
-    one = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4)
-    two = analyze(spec, "h100-sxm", batch=4, prompt=64, gen=4, parallel=ParallelConfig(gpus=2, tp=2))
+    one = analyze(spec, "h100-sxm", workload=Workload(batch=4, prompt=64, gen=4))
+    two = analyze(spec, "h100-sxm", workload=Workload(batch=4, prompt=64, gen=4), parallel=ParallelConfig(gpus=2, tp=2))
     assert two.memory.per_gpu_bytes < one.memory.total_bytes
     # decode step, batch 4, bf16: the adapter all-gather output is B·r = 4·128 elements of 2 bytes, 9 layers
     assert two.comm["decode"]["shared.adapter.all_gather"]["bytes"] == 9 * 4 * 128 * 2
@@ -388,5 +389,5 @@ def test_plan_searches_the_new_tensor_parallel_layouts():
         assert 2 in tps, name
     for name in ("inkling_text", "zaya"):
         assert all(lay is None or lay.tp == 1 for lay in _candidate_layouts(_spec(name), 4, free)), name
-    r = plan(_spec("rwkv"), "h100-sxm", gpus=4, prompt=256, gen=32)
+    r = plan(_spec("rwkv"), "h100-sxm", gpus=4, workload=Workload(prompt=256, gen=32))
     assert r.pareto and r.best is not None

@@ -6,8 +6,9 @@ import pytest
 from helpers import run_cli
 
 import llmath
-from llmath import UsageError
+from llmath import UsageError, Workload
 from llmath.deploy.layout import ParallelConfig
+from llmath.deploy.workload import WORKLOAD_FIELDS
 
 SERVE = ("analyze", "llama-3-8b", "-H", "h100-sxm")
 SPEC = ("--spec-method", "eagle", "--acceptance", "2")
@@ -59,12 +60,17 @@ def test_cli_usage_errors_exit_2_in_one_line(capsys, args, pattern):
     assert len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
 
 
+def _workload(kw: dict) -> Workload:
+    """A 64-token prompt, 8 tokens out, with the workload fields of ``kw`` (taken out of it)."""
+    return Workload(**{"prompt": 64, "gen": 8, **{k: kw.pop(k) for k in WORKLOAD_FIELDS if k in kw}})
+
+
 def _serve(**kw):
-    return llmath.serve(**{"model": "llama-3-8b", "hardware": "h100-sxm", "prompt": 64, "gen": 8, **kw})
+    return llmath.serve(**{"model": "llama-3-8b", "hardware": "h100-sxm", "workload": _workload(kw), **kw})
 
 
 def _plan(**kw):
-    return llmath.plan(**{"model": "llama-3-8b", "hardware": "h100-sxm", "gpus": 2, "prompt": 64, "gen": 8, **kw})
+    return llmath.plan(**{"model": "llama-3-8b", "hardware": "h100-sxm", "gpus": 2, "workload": _workload(kw), **kw})
 
 
 @pytest.mark.parametrize(
@@ -166,8 +172,10 @@ def test_a_plan_stops_at_its_next_candidate_once_its_caller_has_gone():
     token = ABANDON.set(lambda: asked.append(1) or True)
     try:
         with pytest.raises(Abandoned):
-            llmath.plan("llama-3-8b", "h100-sxm", gpus=8, prompt=512, gen=128)
+            llmath.plan("llama-3-8b", "h100-sxm", gpus=8, workload=Workload(prompt=512, gen=128))
     finally:
         ABANDON.reset(token)
     assert asked == [1]  # asked once, at the first candidate, and nothing after
-    assert llmath.plan("llama-3-8b", "h100-sxm", gpus=8, prompt=512, gen=128).best is not None  # no check: runs
+    assert (
+        llmath.plan("llama-3-8b", "h100-sxm", gpus=8, workload=Workload(prompt=512, gen=128)).best is not None
+    )  # no check: runs

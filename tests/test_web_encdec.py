@@ -8,6 +8,7 @@ import pytest
 from test_web_browser import _api, _open, _text, base, browser  # noqa: F401 - fixtures
 
 import llmath
+from llmath import Workload
 from llmath.model import registry
 from llmath.web import api
 
@@ -21,7 +22,7 @@ def test_meta_lists_encoder_decoder_models():
 
 def test_analyze_view_has_the_encoder_stage_and_matches_the_library():
     d = api.analyze_view({"model": "t5-base", "hardware": "h100-sxm", "batch": "4", "prompt": "256", "gen": "32"})
-    a = llmath.analyze("t5-base", "h100-sxm", batch=4, prompt=256, gen=32)
+    a = llmath.analyze("t5-base", "h100-sxm", workload=Workload(batch=4, prompt=256, gen=32))
     assert d["encoder"]["time_s"] == a.encoder.time_s and d["ttft_s"] == a.generation["ttft_s"]
     assert set(d["split"]) == {"encoder", "prefill", "decode"}
     # the split of each stage adds up to the stage's time

@@ -12,6 +12,7 @@ import pytest
 from helpers import hf_groups, llmath_groups, matmul_flops, run_cli, saved_config
 
 import llmath
+from llmath import Workload
 from llmath.analysis import kv_cache_bytes
 from llmath.deploy import make_layout
 from llmath.deploy.cost import rank_memory_parts
@@ -89,10 +90,10 @@ def test_tp2_rank_params_follow_vllm_by_hand():
 
 def test_source_is_the_fixed_window(capsys):
     with pytest.raises(WorkloadError, match="1500"):
-        llmath.analyze("whisper-large-v3", "h100-sxm", prompt=512)
+        llmath.analyze("whisper-large-v3", "h100-sxm", workload=Workload(prompt=512))
     code, out, err = run_cli(capsys, "analyze", "whisper-large-v3", "--prompt", "512")
     assert code == 2 and "1500" in err and len(err.strip().splitlines()) == 1  # a usage error: exit 2
-    a = llmath.analyze("whisper-large-v3", "h100-sxm", prompt=1500, gen=64)
+    a = llmath.analyze("whisper-large-v3", "h100-sxm", workload=Workload(prompt=1500, gen=64))
     assert not [n for n in a.warnings if "exceeds" in n]  # 1500 source positions are not decoder positions
     assert a.generation["ttft_s"] > a.generation["encoder_s"] > 0
 

@@ -2,9 +2,10 @@
 
     import llmath
     llmath.params("llama-3-8b").total            # 8,030,261,248
-    llmath.analyze("llama-3-8b", "h100-sxm", batch=8, prompt=2048, gen=256).generation["tpot_s"]
-    llmath.serve("llama-3-8b", "h100-sxm", concurrency=64, prompt=1024, gen=256).metrics["ttft_s"]
-    llmath.plan("llama-3-8b", "h100-sxm", gpus=8, prompt=1024, gen=256, tpot_ms=30).best
+    from llmath import Workload
+    llmath.analyze("llama-3-8b", "h100-sxm", workload=Workload(batch=8, prompt=2048, gen=256)).generation["tpot_s"]
+    llmath.serve("llama-3-8b", "h100-sxm", workload=Workload(concurrency=64, prompt=1024, gen=256)).metrics["ttft_s"]
+    llmath.plan("llama-3-8b", "h100-sxm", gpus=8, workload=Workload(prompt=1024, gen=256), tpot_ms=30).best
 
 The library returns data and never prints. Conventions are stated in :mod:`llmath.ops`.
 Submodules load on first use (PEP 562), so ``import llmath`` stays cheap for scripts and the CLI.
@@ -48,6 +49,7 @@ _EXPORTS = {
     "plan": "deploy.plan",
     "Speculation": "deploy.speculative",
     "ParallelConfig": "deploy.layout",
+    "Workload": "deploy.workload",
 }
 
 __all__ = [*_EXPORTS, "params"]

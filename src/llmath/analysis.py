@@ -17,7 +17,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-from llmath.checks import ANALYZE_ARGS, _check_hardware, _check_len, _check_parallel, _check_precision, _check_sizes
+from llmath.checks import (
+    ANALYZE_ARGS,
+    _check_hardware,
+    _check_len,
+    _check_parallel,
+    _check_precision,
+    _check_workload,
+)
 from llmath.deploy.cost import (
     PassCost,
     StageCost,
@@ -29,6 +36,7 @@ from llmath.deploy.cost import (
 )
 from llmath.deploy.layout import Layout, ParallelConfig, make_layout
 from llmath.deploy.speculative import refuse_draft_only
+from llmath.deploy.workload import Workload
 from llmath.errors import HardwareError, LayoutError, WorkloadError
 from llmath.hardware import Hardware, compiled, execution, kernels
 from llmath.hardware import get as get_hardware
@@ -46,14 +54,16 @@ from llmath.ops.params import ParamReport, param_report, weight_bytes_of, weight
 from llmath.ops.ssm_state import class_bytes
 from llmath.ops.stages import activation_peak_bytes, training_flops  # noqa: F401 - public here too
 from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth, longest_context, state_summary
-from llmath.validation import MAX_TOKENS, check_float, check_int
+from llmath.validation import check_float
 
 BYTE_CLASSES = ("weight", "act_in", "act_out", "kv_read", "kv_write")
 DEFAULT_PRECISION = Precision()
 
 
 @dataclass(frozen=True)
-class Workload:
+class Run:
+    """The checked inputs of one :func:`analyze` run: the workload's sizes and how it runs."""
+
     batch: int = 1
     prompt: int = 512
     gen: int = 128
@@ -244,7 +254,7 @@ class MemoryReport:
 def memory_report(
     spec: ModelSpec,
     params: ParamReport,
-    w: Workload,
+    w: Run,
     hw: Hardware | None,
     reserve_bytes: float,
     rank: tuple[tuple[Op, ...], Table, Table | None] | None = None,
@@ -340,22 +350,19 @@ def analyze(
     model: str | ModelSpec,
     hardware: str | Hardware | None = None,
     *,
-    batch: int = 1,
-    prompt: int = 512,
-    gen: int = 128,
-    prefix: int = 0,
+    workload: Workload | None = None,
     attention: str = "flash",
     precision: Precision | None = None,
     efficiency_mode: str | Efficiency = "expected",
     reserve_bytes: float = 0.0,
     parallel: ParallelConfig | None = None,
-    decoder_prompt: int = 1,
-    images: int = 0,
     engine: str = "vllm",
     **efficiency_overrides,
 ) -> Analysis:
     """Params, prefill, decode step 0, KV cache, memory and (with hardware) TTFT/TPOT/throughput.
 
+    ``workload``: a static batch (:class:`~llmath.deploy.workload.Workload` of ``batch``, ``prompt``, ``gen``,
+    ``prefix``, ``decoder_prompt``, ``images``; None: one 512-token prompt, 128 tokens generated).
     ``parallel``: a parallel layout (:class:`~llmath.deploy.layout.ParallelConfig`, any degree given);
     ``batch`` is then the total over the deployment, split over the dp replicas; ``prefill``/``decode`` and
     ``memory`` describe one GPU of each pipeline stage (the busiest), ``parallel`` the layout and ``comm`` its
@@ -366,17 +373,17 @@ def analyze(
     (:mod:`llmath.hardware.kernels`). ``efficiency_overrides``: Efficiency fields only (hardware/efficiency.py).
     """
     parallel = _check_parallel(parallel, efficiency_overrides)
+    workload = _check_workload(workload, efficiency_overrides)
     check_overrides(efficiency_overrides, "analyze()", ANALYZE_ARGS)
     spec = resolve(model)
     refuse_draft_only(spec)  # a Gemma 4 assistant runs only as a draft (deploy/speculative.py)
-    batch, prompt, gen, prefix = _check_sizes(batch, prompt, gen, prefix)
+    batch, prompt, gen, prefix = workload.batch, workload.prompt, workload.gen, workload.prefix
     reserve_bytes = check_float("reserve_bytes", reserve_bytes, 0, 1e18)
     precision, read_notes = execution.checkpoint_precision(model, _check_precision(precision))
     hardware = _check_hardware(hardware)
     precision, hardware = kernels.as_run(precision, hardware, engine)  # the engine's kernels and accumulate rate
-    decoder_prompt = check_int("decoder_prompt", decoder_prompt, 1, MAX_TOKENS)
-    images = check_int("images", images, 0, MAX_TOKENS)
-    w, hw = Workload(batch, prompt, gen, prefix, attention, precision, decoder_prompt, images, engine), hardware
+    decoder_prompt, images = workload.decoder_prompt, workload.images
+    w, hw = Run(batch, prompt, gen, prefix, attention, precision, decoder_prompt, images, engine), hardware
     if parallel is not None and parallel.given:
         if images:
             raise LayoutError(f"images={images}: image requests are modelled on one device; drop --gpus/--tp/--pp")
@@ -386,7 +393,7 @@ def analyze(
 
 
 def _analyze_device(
-    spec: ModelSpec, hw: Hardware | None, w: Workload, efficiency_mode, efficiency_overrides, reserve_bytes, read_notes
+    spec: ModelSpec, hw: Hardware | None, w: Run, efficiency_mode, efficiency_overrides, reserve_bytes, read_notes
 ) -> Analysis:
     """:func:`analyze` on one device (checked arguments)."""
     batch, prompt, prefix, attention, decoder_prompt = w.batch, w.prompt, w.prefix, w.attention, w.decoder_prompt
@@ -414,7 +421,7 @@ def _analyze_device(
     return a
 
 
-def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
+def _kv_summary(spec: ModelSpec, w: Run) -> dict[str, Any]:
     """Per-sequence state after the prefill, at the end of the generation, and per position. ``bytes`` and
     ``peak_bytes`` hold all of it (the KV cache and the mixers' fixed-size state, ``fixed_bytes_per_sequence``
     per sequence); ``bytes_per_token`` is the KV cache's first positions' rate (encoder-decoder: the
@@ -438,7 +445,7 @@ def _kv_summary(spec: ModelSpec, w: Workload) -> dict[str, Any]:
     return out
 
 
-def _workload_dict(w: Workload, encoder_decoder: bool = False) -> dict[str, Any]:
+def _workload_dict(w: Run, encoder_decoder: bool = False) -> dict[str, Any]:
     p = w.precision
     extra = {"decoder_prompt": w.decoder_prompt} if encoder_decoder else {}
     extra |= {"images": w.images} if w.images else {}
@@ -455,7 +462,7 @@ def _workload_dict(w: Workload, encoder_decoder: bool = False) -> dict[str, Any]
     }
 
 
-def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode, reserve_bytes, overrides) -> Analysis:
+def _analyze_layout(spec, hardware, layout: Layout, w: Run, efficiency_mode, reserve_bytes, overrides) -> Analysis:
     """:func:`analyze` on a layout: the single-device analysis for the deployment-level figures (params,
     KV cache of all sequences, training FLOPs), then one GPU per pipeline stage for time and memory."""
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
@@ -505,7 +512,7 @@ def _analyze_layout(spec, hardware, layout: Layout, w: Workload, efficiency_mode
     return a
 
 
-def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre, dec, enc) -> dict:
+def _layout_generation(spec, hw, w: Run, eff, layout: Layout, pre, dec, enc) -> dict:
     """TTFT (encoder-decoder: + the encoder pass), TPOT, throughput of the deployment: one replica's pass
     through the pipeline stages."""
     b = layout.replica_batch(w.batch)
@@ -518,7 +525,7 @@ def _layout_generation(spec, hw, w: Workload, eff, layout: Layout, pre, dec, enc
     return out | {"_decode_comm_s": d["comm_s"]} | ({"encoder_s": enc.time_s} if enc is not None else {})
 
 
-def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficiency, ttft: float) -> dict[str, Any]:
+def generation_metrics(spec: ModelSpec, hw: Hardware, w: Run, eff: Efficiency, ttft: float) -> dict[str, Any]:
     t = table(spec, "decode", w.attention)
     scens = ostages.stage_scenarios(spec, w.batch, w.prompt, w.prefix, w.decoder_prompt, w.images)
     ctx0, src = ostages.decode_start(spec, w.prompt, w.prefix, w.decoder_prompt, w.images)
@@ -530,7 +537,7 @@ def generation_metrics(spec: ModelSpec, hw: Hardware, w: Workload, eff: Efficien
                     dbytes0)  # fmt: skip
 
 
-def _serving(w: Workload, hw: Hardware, gpus: int, ttft, dec_total, first, last, steps, pre_flops, dbytes0) -> dict:
+def _serving(w: Run, hw: Hardware, gpus: int, ttft, dec_total, first, last, steps, pre_flops, dbytes0) -> dict:
     """Serving metrics of a generation from its prefill time and decode-step sums (one GPU's path)."""
     e2e = ttft + dec_total
     tpot = dec_total / steps if steps else 0.0
@@ -574,7 +581,7 @@ def scenario(
     else:
         p = execution.checkpoint_precision(model, _check_precision(precision))[0]  # the checkpoint's unless given
     if not compiled.plain_sizes(batch, prompt, gen, attention):
-        w = Workload(batch, prompt, gen, 0, attention, p)
+        w = Run(batch, prompt, gen, 0, attention, p)
         batch, prompt, gen = int(w.batch), int(w.prompt), int(w.gen)
     eff = compiled.device_efficiency(efficiency_mode, hw)
     pre_t, dec_t, d, ttft = compiled.scenario_times(spec, attention, hw, p, eff, batch, prompt, gen)

@@ -8,40 +8,41 @@ from __future__ import annotations
 
 from llmath.deploy.arguments import hardware_arg, parallel_arg, precision_arg
 from llmath.deploy.layout import ParallelConfig, refuse_layout_keywords
+from llmath.deploy.workload import SERVING_ONLY, Workload, workload_arg
 from llmath.hardware import Hardware
 from llmath.model.dtypes import Precision
-from llmath.validation import MAX_BATCH, MAX_TOKENS, check_int, check_int_array
+from llmath.validation import MAX_BATCH, MAX_TOKENS, check_int_array
 
 ANALYZE_ARGS = (  # analyze()'s own arguments, as its error for an unknown keyword lists them
     "model",
     "hardware",
-    "batch",
-    "prompt",
-    "gen",
-    "prefix",
+    "workload=Workload(batch, prompt, gen, prefix, decoder_prompt, images)",
     "attention",
     "precision",
     "efficiency_mode",
     "reserve_bytes",
     "parallel=ParallelConfig(gpus, tp, pp, ep, dp, overlap)",
-    "decoder_prompt",
-    "images",
     "engine",
 )
+
+
+ANALYZE_HINTS = {
+    "concurrency": "analyze() runs a static batch (Workload(batch=B)); serve() runs a concurrency or a rate",
+    "rate": "analyze() runs a static batch (Workload(batch=B)); serve() runs a concurrency or a rate",
+    "prefix_hit": "give the cached tokens before the prompt as Workload(prefix=N)",
+}
 
 
 def _check_len(name: str, v, minimum: int = 1) -> None:
     check_int_array(name, v, minimum, MAX_BATCH if name == "batch" else MAX_TOKENS)
 
 
-def _check_sizes(batch, prompt, gen, prefix) -> tuple[int, int, int, int]:
-    """Exact ints in range (``llmath.validation``): batch, prompt, gen >= 1, prefix >= 0."""
-    return (
-        check_int("batch", batch, 1, MAX_BATCH),
-        check_int("prompt", prompt, 1, MAX_TOKENS),
-        check_int("gen", gen, 1, MAX_TOKENS),
-        check_int("prefix", prefix, 0, MAX_TOKENS),
-    )
+def _check_workload(workload, extra: dict) -> Workload:
+    """The workload: None (the default) or a static-batch :class:`Workload`; the workload keywords spelled
+    out among ``extra`` refused, and the serving fields refused."""
+    w = workload_arg(workload, extra, "llmath.analyze")
+    w.refuse("analyze()", SERVING_ONLY, ANALYZE_HINTS)
+    return w
 
 
 def _check_parallel(parallel, extra: dict) -> ParallelConfig | None:

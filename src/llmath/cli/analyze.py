@@ -255,11 +255,8 @@ def _serve(a: SimpleNamespace, p) -> None:
 
     rep = serve(
         **o.served_request(a, p),
-        rate=a.rate,
         engine="vllm" if a.engine is None else a.engine,
         parallel=o.parallel_config(a),
-        prefix_hit=a.prefix_hit,
-        gen_dist=o.gen_dist(a.gen_dist),
         attention=a.attention.value,
         efficiency_mode=_calibrated(a) if a.calibration else a.efficiency.value,
         max_num_batched_tokens=a.max_num_batched_tokens,
@@ -267,7 +264,6 @@ def _serve(a: SimpleNamespace, p) -> None:
         gpu_memory_utilization=a.gpu_memory_utilization,
         cuda_graph_bytes=a.reserve_gb * 1e9 if a.reserve_gb else None,
         cuda_graphs=False if a.enforce_eager else None,
-        arrival=a.arrival,
     )
     if a.json_:
         out.emit_json(rep.to_dict())
@@ -308,16 +304,11 @@ def _static(a: SimpleNamespace, p) -> None:
     rep = run(
         a.model,
         hw,
-        batch=a.batch,
-        prompt=a.prompt,
-        gen=a.gen,
-        prefix=a.prefix,
+        workload=o.static_workload(a),
         attention=a.attention.value,
         precision=p,
         efficiency_mode=a.efficiency.value,
         reserve_bytes=a.reserve_gb * 1e9,
-        decoder_prompt=a.decoder_prompt,
-        images=a.images,
         engine=a.engine or "vllm",
         matmul=a.matmul_eff,
         memory=a.memory_eff,

@@ -96,13 +96,12 @@ def compare(
 def _compare_row(model: str, hw: str, a: SimpleNamespace) -> dict:
     """One row of ``compare``: ``model`` on accelerator ``hw`` with the command's workload ``a``."""
     from llmath.analysis import analyze as run
+    from llmath.deploy.workload import Workload
 
     r = run(
         model,
         hw,
-        batch=a.batch,
-        prompt=a.prompt,
-        gen=a.gen,
+        workload=Workload(batch=a.batch, prompt=a.prompt, gen=a.gen),
         attention=a.attention.value,
         precision=o.precision(model, a.dtype, None, None, None, None),
         efficiency_mode=a.efficiency.value,

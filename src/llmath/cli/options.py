@@ -246,17 +246,35 @@ def speculation(method: str | None, k: int, acceptance: float | None, draft: str
 def served_request(a, p) -> dict:
     """The keywords a served analysis shares across modes (aggregated ``serve`` and ``serve_disaggregated``): the
     model, the device from ``-H`` and the custom-device flags at precision ``p``, the workload and formats, the
-    speculation and how many prompts each client sends."""
+    speculation."""
     return {
         "model": a.model,
         "hardware": device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute),
-        "prompt": a.prompt,
-        "gen": a.gen,
-        "concurrency": a.concurrency,
+        "workload": served_workload(a),
         "precision": p,
         "speculation": speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
-        **({"prompts_per_client": a.prompts_per_client} if a.prompts_per_client else {}),
     }
+
+
+def served_workload(a):
+    """The serving :class:`~llmath.deploy.workload.Workload` of the flags: --prompt, --gen, the load
+    (--concurrency or --rate, --arrival), --prefix-hit, --gen-dist and --prompts-per-client."""
+    from llmath.deploy.workload import Workload
+
+    return Workload(
+        prompt=a.prompt, gen=a.gen, concurrency=a.concurrency, rate=a.rate, arrival=a.arrival,
+        prefix_hit=a.prefix_hit, gen_dist=gen_dist(a.gen_dist),
+        **({"prompts_per_client": a.prompts_per_client} if a.prompts_per_client else {}),
+    )  # fmt: skip
+
+
+def static_workload(a):
+    """The static-batch :class:`~llmath.deploy.workload.Workload` of the flags: --batch, --prompt, --gen,
+    --prefix, --decoder-prompt and --images."""
+    from llmath.deploy.workload import Workload
+
+    return Workload(batch=a.batch, prompt=a.prompt, gen=a.gen, prefix=a.prefix, decoder_prompt=a.decoder_prompt,
+                    images=a.images)  # fmt: skip
 
 
 def device(

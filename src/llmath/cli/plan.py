@@ -62,13 +62,15 @@ def plan_cmd(
     llmath plan llama-3-8b --gpus 2 --tpot-ms 10 --spec-method eagle --acceptance 2.5 (speculating too)
     """
     from llmath.deploy.plan import plan
+    from llmath.deploy.workload import Workload
 
     fmts = [w.strip() for w in weights.split(",") if w.strip()]
     pinned = parallel_config(SimpleNamespace(gpus=None, tp=tp, pp=pp, ep=ep, dp=dp))  # the search's GPUs: --gpus
     pins: dict[str, Any] = {"parallel": pinned, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    kw: dict[str, Any] = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine, "prefix_hit": prefix_hit}
+    kw: dict[str, Any] = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine}
     kw.update(weights=fmts, cost_per_gpu_hour=cost, speculation=_speculation(**speculation_flags))
-    res = plan(model, hardware, gpus=gpus, prompt=prompt, gen=gen, **pins, **kw).to_dict()
+    work = Workload(prompt=prompt, gen=gen, prefix_hit=prefix_hit)
+    res = plan(model, hardware, gpus=gpus, workload=work, **pins, **kw).to_dict()
     _show(res, plot, emit, hardware, kv_dtype, json_, top)
 
 

@@ -7,10 +7,9 @@ and exits with code 2. Rules beyond :mod:`llmath.validation`'s integers and fini
 
 * ``model`` is a non-empty name or path, or a :class:`~llmath.model.spec.ModelSpec`; ``hardware`` a registry
   name or file, or a :class:`~llmath.hardware.Hardware` (the serving and planning entry points need one);
-* ``concurrency`` (closed loop) and ``rate`` (requests/s, open loop) are finite, exactly one of them given;
-  ``concurrency`` in [1, ``MAX_BATCH``], ``rate`` in (0, ``MAX_RATE``];
-* ``gen_dist`` holds at most ``MAX_GEN_DIST`` pairs (length: an integer in [1, ``MAX_TOKENS``], weight: finite
-  and > 0);
+* the workload is one :class:`~llmath.deploy.workload.Workload` (``workload=``, its fields validated where it is
+  made); the fields an entry point does not use are refused, and the workload keywords spelled out
+  (``prompt=64``) are refused, naming the Workload to pass;
 * latency targets in (0, ``MAX_TARGET_MS``] ms and costs in (0, ``MAX_COST``] USD per GPU-hour, finite;
 * engine overrides are typed like the engine's own settings (token and sequence caps integers, the memory
   fraction in (0, 1]);
@@ -29,6 +28,7 @@ from typing import Any, TypeVar
 
 from llmath.deploy.budget import check_plan
 from llmath.deploy.layout import MAX_DEGREE, ParallelConfig, refuse_layout_keywords
+from llmath.deploy.workload import STATIC_ONLY, Workload, workload_arg
 from llmath.errors import LayoutError, UsageError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
@@ -38,11 +38,9 @@ from llmath.model.spec import ModelSpec
 from llmath.ops.stages import decode_start
 from llmath.validation import MAX_BATCH, MAX_TOKENS, check_float, check_int
 
-MAX_RATE = 1e9  # requests/s: far beyond any deployment, keeps Little's law products finite
 MAX_TARGET_MS = 1e9  # a latency target of about 11.6 days: anything larger is no target
 MAX_COST = 1e6  # USD per GPU-hour
 MAX_SPEC_TOKENS = 64  # draft tokens per verify round: 8x the widest published EAGLE/MTP settings (k <= 8)
-MAX_GEN_DIST = 10_000  # (length, weight) pairs in an output-length distribution
 ATTENTION = ("eager", "flash")
 EFFICIENCY = ("ideal", "expected")
 ENGINE_SETTINGS: dict[str, tuple[str, Any, Any]] = {  # name -> (kind, lo, hi)
@@ -105,30 +103,14 @@ def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     raise UsageError(f"{name}={value!r} must be one of {', '.join(allowed)}")
 
 
-def loop(concurrency: Any, rate: Any) -> tuple[float | None, float | None]:
-    """Exactly one of a closed-loop concurrency in [1, MAX_BATCH] or an open-loop rate in (0, MAX_RATE]."""
-    if (concurrency is None) == (rate is None):
+def workload_for(entry: str, workload: Any, extra: dict[str, Any]) -> Workload:
+    """``entry``'s workload: a :class:`Workload` (never keywords), with only the fields ``entry`` uses; a
+    serving entry point's has a concurrency or a rate."""
+    w = workload_arg(workload, extra, f"llmath.{entry}", required=True)
+    w.refuse(f"{entry}()", *ENTRY_UNUSED[entry])
+    if entry != "plan" and w.static:
         raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
-    if concurrency is not None:
-        return check_float("concurrency", concurrency, 1, MAX_BATCH), None
-    return None, check_float("rate", rate, 0, MAX_RATE, lo_open=True)
-
-
-def gen_dist_arg(gen_dist: Any) -> tuple[tuple[int, float], ...]:
-    """((length, weight), ...): lengths integers in [1, MAX_TOKENS], weights finite and > 0."""
-    try:
-        pairs = tuple(tuple(x) for x in (gen_dist or ()))
-    except TypeError:
-        raise WorkloadError(f"gen_dist={gen_dist!r} must be a sequence of (length, weight) pairs") from None
-    if len(pairs) > MAX_GEN_DIST:
-        raise WorkloadError(f"gen_dist: {len(pairs):,} pairs exceed the limit of {MAX_GEN_DIST:,}")
-    out = []
-    for pair in pairs:
-        if len(pair) != 2:
-            raise WorkloadError(f"gen_dist entry {pair!r} must be a (length, weight) pair, e.g. (64, 0.5)")
-        length = check_int("gen_dist length", pair[0], 1, MAX_TOKENS)
-        out.append((length, check_float("gen_dist weight", pair[1], 0, 1e12, lo_open=True)))
-    return tuple(out)
+    return w
 
 
 def engine_settings(overrides: dict[str, Any]) -> dict[str, Any]:
@@ -219,10 +201,6 @@ def _is_efficiency(value: Any) -> bool:
 
 RULES: dict[str, Callable[[Any], Any]] = {
     "model": model_arg,
-    "prompt": lambda v: check_int("prompt", v, 1, MAX_TOKENS),
-    "gen": lambda v: check_int("gen", v, 1, MAX_TOKENS),
-    "prefix_hit": lambda v: check_float("prefix_hit", v, 0, 1),
-    "gen_dist": gen_dist_arg,
     "precision": precision_arg,
     "attention": lambda v: choice("attention", v, ATTENTION),
     "efficiency_mode": lambda v: v if _is_efficiency(v) else choice("efficiency_mode", v, EFFICIENCY),
@@ -232,21 +210,31 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "weights": formats_arg,
     "kv_dtype": optional_text("kv_dtype"),
     "disagg": flag("disagg"),
-    "offline": flag("offline"),
     "exhaustive": flag("exhaustive"),
 }
 
 
 def conflicts(a: dict[str, Any]) -> None:
     """Arguments that contradict the model: a source length other than an encoder's fixed window (Whisper)."""
-    decode_start(resolve(a["model"]), a["prompt"])  # refuses a source that is not the encoder's window
+    decode_start(resolve(a["model"]), a["workload"].prompt)  # refuses a source that is not the encoder's window
+
+
+SERVING_HINTS = {
+    "batch": "the serving load is concurrency= or rate=",
+    "prefix": "give prefix_hit, the cached fraction of each prompt",
+}
+PLAN_HINTS = {k: "plan searches every concurrency; drop it" for k in ("batch", "concurrency", "rate", "arrival")}
+ENTRY_UNUSED: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {  # entry point -> (fields refused, hints)
+    "serve": (STATIC_ONLY, SERVING_HINTS),
+    "plan": ((*STATIC_ONLY, "concurrency", "rate", "arrival", "prompts_per_client"), PLAN_HINTS | SERVING_HINTS),
+}
 
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def checked(fn: F) -> F:
-    """Check every argument of an entry point by its name (``RULES``, :func:`loop`,
+    """Check every argument of an entry point by its name (``RULES``, :func:`workload_for`,
     :func:`targets`, :func:`engine_settings`) before the call; the function receives the checked values."""
     sig = inspect.signature(fn)
 
@@ -262,10 +250,9 @@ def checked(fn: F) -> F:
             if k in a:
                 a[k] = rule(a[k])
         a["hardware"] = hardware_arg(a["hardware"], required=True)
-        if "concurrency" in a:
-            a["concurrency"], a["rate"] = loop(a["concurrency"], a["rate"])
-        a.update(targets(**{k: a[k] for k in ("ttft_ms", "tpot_ms", "cost_per_gpu_hour") if k in a}))
         extra = next((k for k, p in sig.parameters.items() if p.kind is p.VAR_KEYWORD), None)
+        a["workload"] = workload_for(fn.__name__, a["workload"], a[extra] if extra else {})
+        a.update(targets(**{k: a[k] for k in ("ttft_ms", "tpot_ms", "cost_per_gpu_hour") if k in a}))
         if extra:
             refuse_layout_keywords(a[extra])
             a[extra] = engine_settings(a[extra])

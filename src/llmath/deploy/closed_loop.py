@@ -58,12 +58,9 @@ from llmath.deploy.serving import (
     steady_state,
 )
 from llmath.deploy.step import Device
+from llmath.deploy.workload import PROMPTS_PER_CLIENT
 from llmath.errors import WorkloadError
 
-# SemiAnalysis InferenceMAX's benchmark scripts (benchmarks/*.sh: ``--num-prompts $(( CONC * 10 ))
-# --max-concurrency $CONC --request-rate inf``, github.com/InferenceMAX/InferenceMAX) send ten prompts per
-# client; vLLM's own default (``--num-prompts 1000``) gives 1000 / C.
-PROMPTS_PER_CLIENT = 10
 STAGGERED_PASSES = 3  # fixed-point passes of the requests in the engine (o_req ≪ e2e: the first is close)
 
 

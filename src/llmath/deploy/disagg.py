@@ -39,6 +39,7 @@ numpy grid over (decode batch, x): one evaluation per layout pair, as the planne
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 
@@ -53,6 +54,7 @@ from llmath.deploy.serving import (
 )
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device, kv_bytes_per_sequence
+from llmath.deploy.workload import STATIC_ONLY, Workload, workload_arg
 from llmath.errors import LayoutError
 from llmath.hardware import Hardware
 from llmath.hardware.topology import topology
@@ -238,19 +240,18 @@ def serve_disaggregated(
     model,
     hardware,
     *,
-    prompt: int,
-    gen: int,
-    concurrency: float,
+    workload: Workload | None = None,
     prefill: dict,
     decode: dict,
     engine: str = "trtllm",
     precision=None,
     efficiency_mode: str = "expected",
-    prompts_per_client: float = 10,
     speculation: Speculation | None = None,
+    **keywords,
 ) -> dict:
-    """A closed loop of ``concurrency`` requests on ``prefill["workers"]`` prefill replicas and
-    ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
+    """A closed loop of ``concurrency`` requests (``workload``: a :class:`~llmath.deploy.workload.Workload` of
+    ``prompt``, ``gen``, ``concurrency``, ``prompts_per_client``) on ``prefill["workers"]`` prefill replicas
+    and ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
     describes: the requests split evenly over the decode pool's attention-DP ranks (TPOT = the decode step at
     that batch plus the engine's per-iteration overhead, with ``speculation`` a round and its overhead over
     the acceptance length); a request's TTFT = its prefill pass (and the draft's), batched with the prompts
@@ -263,15 +264,15 @@ def serve_disaggregated(
     from llmath.hardware.execution import checkpoint_precision
     from llmath.model.registry import resolve
 
-    if not concurrency >= 1:
-        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    w = _closed_loop(workload, keywords)
+    prompt, concurrency, prompts_per_client = w.prompt, cast(float, w.concurrency), w.prompts_per_client
     if speculation is not None and not isinstance(speculation, Speculation):
         raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
     prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
     spec = resolve(model)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]
-    req = Requests(prompt, gen)
+    req = Requests(prompt, w.gen)
     pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation)
     ddec, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode", speculation)
     pdev, ddev = pdec.dev, ddec.dev
@@ -293,6 +294,19 @@ def serve_disaggregated(
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
             "tokens_per_step": ddec.tokens}  # fmt: skip
+
+
+def _closed_loop(workload, keywords: dict) -> Workload:
+    """:func:`serve_disaggregated`'s workload: a closed loop (a concurrency) of fixed-length requests."""
+    from llmath.errors import WorkloadError
+
+    w = workload_arg(workload, keywords, "llmath.serve_disaggregated", required=True)
+    if keywords:
+        raise WorkloadError(f"serve_disaggregated(): no argument {next(iter(keywords))!r}")
+    w.refuse("serve_disaggregated()", (*STATIC_ONLY, "prefix_hit", "gen_dist", "rate", "arrival"))
+    if w.concurrency is None:
+        raise WorkloadError("serve_disaggregated() runs a closed loop: give Workload(concurrency=C)")
+    return w
 
 
 def _decode_tpot(dec: Decoding, eng: EngineConfig, batch: float, context: float) -> float:

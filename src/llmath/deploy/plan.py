@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -54,6 +54,7 @@ from llmath.deploy.serving import Decoding, Requests, refuse_uncached
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device
+from llmath.deploy.workload import Workload
 from llmath.errors import LLMathError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
@@ -343,16 +344,13 @@ def plan(
     hardware: str | Hardware,
     *,
     gpus: int,
-    prompt: int,
-    gen: int,
+    workload: Workload | None = None,
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
     weights: str | list[str] | None = None,
     disagg: bool = False,
     engine: str = "vllm",
     cost_per_gpu_hour: float | None = None,
-    prefix_hit: float = 0.0,
-    gen_dist: tuple[tuple[int, float], ...] = (),
     kv_dtype: str | None = None,
     attention: str = "flash",
     efficiency_mode: str = "expected",
@@ -361,7 +359,9 @@ def plan(
     speculation: Speculation | None = None,
     **engine_overrides,
 ) -> PlanResult:
-    """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` (see the module docstring), degrees pinned
+    """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` serving ``workload``'s requests (a
+    :class:`~llmath.deploy.workload.Workload` of ``prompt``, ``gen``, ``prefix_hit``, ``gen_dist``: the load is
+    what the search varies) (see the module docstring), degrees pinned
     by ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig` of tp/pp/ep/dp). ``exhaustive``: every
     configuration, unpruned (:mod:`.plan_search`); same answer. ``speculation``: also every aggregated layout
     decoding speculatively, as :func:`~.service.serve` takes it."""
@@ -370,7 +370,8 @@ def plan(
     spec = resolve(model)
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), spec.is_encoder_decoder)
+    w = cast(Workload, workload)  # checked by @checked: the request shape only
+    req = Requests(w.prompt, w.gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
     if disagg and spec.is_encoder_decoder:
         raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])

@@ -9,11 +9,11 @@ spread EP ways); the requests are split evenly over its ``dp`` attention-DP repl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
-from llmath.deploy.closed_loop import PROMPTS_PER_CLIENT, drifting_state, in_step, lockstep_state, staggered_state
+from llmath.deploy.closed_loop import drifting_state, in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
@@ -30,6 +30,7 @@ from llmath.deploy.serving import (
 )
 from llmath.deploy.speculative import Speculation, draft_device, refuse_draft_only
 from llmath.deploy.step import Device
+from llmath.deploy.workload import Workload
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
@@ -40,48 +41,39 @@ from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
 
-ARRIVALS = ("closed", "staggered", "poisson", "offline")
-
 
 @checked
 def serve(
     model: str | ModelSpec,
     hardware: str | Hardware,
     *,
-    prompt: int,
-    gen: int,
-    concurrency: float | None = None,
-    rate: float | None = None,
+    workload: Workload | None = None,
     engine: str = "vllm",
     parallel: ParallelConfig | None = None,
-    prefix_hit: float = 0.0,
-    gen_dist: tuple[tuple[int, float], ...] = (),
     precision: Precision | None = None,
     attention: str = "flash",
     efficiency_mode: str = "expected",
-    offline: bool = False,
     speculation: Speculation | None = None,
-    arrival: str | None = None,
-    prompts_per_client: float = PROMPTS_PER_CLIENT,
     **engine_overrides,
 ) -> ServingReport:
-    """Continuous batching under an arrival protocol: ``closed`` (the default with ``concurrency``: C requests
+    """Continuous batching of ``workload`` (a :class:`~llmath.deploy.workload.Workload` with a concurrency or a
+    rate) under its arrival protocol: ``closed`` (the default with ``concurrency``: C requests
     started together and replaced as they finish, as benchmark clients run them: they stay in step),
     ``staggered`` (C clients out of step), ``poisson`` (the default with ``rate``), ``offline`` (every request
     queued at once); see :mod:`.closed_loop` and :mod:`.serving` for the models and their limits. The layout:
     ``parallel`` (:class:`~llmath.deploy.layout.ParallelConfig`; None: one GPU)."""
-    arrival = _arrival(arrival, concurrency, rate, offline)
-    offline = offline or arrival == "offline"
+    w = cast(Workload, workload)  # checked by @checked: a serving load
+    prompt, gen, concurrency, rate, arrival = w.prompt, w.gen, w.concurrency, w.rate, cast(str, w.arrival)
     spec = resolve(model)
     refuse_uncached(spec)
     refuse_draft_only(spec)
     layout = parallel.requested(spec) if parallel is not None else None
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors
-    eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=offline, **engine_overrides)
+    eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=w.offline, **engine_overrides)
     p = engine_precision(p, hw, engine)  # a declared quantised format runs in the engine's kernel on hw
     hw = engine_hardware(hw, engine) or hw  # the engine's accumulate rate on hw (llama.cpp's FP16 GEMMs on GeForce)
-    req = Requests(prompt, gen, prefix_hit, tuple(gen_dist), spec.is_encoder_decoder)
+    req = Requests(prompt, gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
     dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, prompt if req.encoder_decoder else 0)
     draft = draft_device(dev, speculation) if speculation else None
@@ -91,7 +83,7 @@ def serve(
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
-    ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, prompts_per_client)
+    ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client)
     notes += _state_notes(ss, mem, eng, req, arrival)
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
@@ -125,23 +117,9 @@ def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int
         c = rate_to_concurrency(dev, eng, req, rate / replicas, max_resident)
         notes.append(f"open loop: {rate:g} requests/s sustained at {c * replicas:.1f} concurrent requests")
         return c
-    if not concurrency >= 1:
-        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
     if concurrency / replicas < 1:
         raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
     return concurrency / replicas
-
-
-def _arrival(arrival: str | None, concurrency, rate, offline: bool) -> str:
-    """The arrival protocol: the one given, else offline / closed (with a concurrency) / poisson (a rate)."""
-    if (concurrency is None) == (rate is None):
-        raise WorkloadError("give exactly one of concurrency (closed loop) or rate (requests/s, open loop)")
-    arrival = arrival or ("offline" if offline else "closed" if rate is None else "poisson")
-    if arrival not in ARRIVALS:
-        raise WorkloadError(f"arrival={arrival!r} must be one of {', '.join(ARRIVALS)}")
-    if (arrival == "poisson") != (rate is not None):  # staggered, like closed, takes a concurrency
-        raise WorkloadError(f"arrival={arrival!r} needs " + ("--rate" if arrival == "poisson" else "--concurrency"))
-    return arrival
 
 
 def _state_notes(ss, mem, eng, req, arrival: str) -> list[str]:

@@ -294,9 +294,11 @@ def predict(cfg: BenchConfig, hardware, model: str, deployment: dict | None = No
     the deployment ``serve_kwargs`` describe (:func:`llmath.deploy.service.serve`); ``deployment``: the
     flags that gave them, kept in the prediction so a saved report can calibrate it."""
     from llmath.deploy.service import serve
+    from llmath.deploy.workload import Workload
 
     conc = None if cfg.rate is not None else float(cfg.concurrency)
-    served = serve(model, hardware, prompt=cfg.prompt, gen=cfg.gen, concurrency=conc, rate=cfg.rate, **serve_kwargs)
+    work = Workload(prompt=cfg.prompt, gen=cfg.gen, concurrency=conc, rate=cfg.rate)
+    served = serve(model, hardware, workload=work, **serve_kwargs)
     rep = served.to_dict()
     keys = ("ttft_s", "tpot_s", "itl_p50_s", "itl_p90_s", "itl_p99_s", "e2e_s", "throughput_tok_s", "requests_s")
     pred = {k: rep.get(k) for k in keys}

@@ -101,17 +101,18 @@ def saved_predictor(report: dict[str, Any]):
     ``llmath bench`` recorded it (the flags, resolved again)."""
     from llmath.deploy.layout import DEGREES, ParallelConfig
     from llmath.deploy.service import serve
+    from llmath.deploy.workload import Workload
     from llmath.model.checkpoint import precision_for
 
     cfg, dep = report["config"], dict(report["prediction"]["deployment"])
     model, hw = dep.pop("model"), report["prediction"]["hardware"]
     p = precision_for(model, None, dep.pop("weights"), None, dep.pop("kv_dtype"), None)
     load = {"rate": cfg["rate"]} if cfg.get("rate") else {"concurrency": float(cfg["concurrency"])}
+    work = Workload(prompt=cfg["prompt"], gen=cfg["gen"], **load)
     par = ParallelConfig(**{k: dep.pop(k) for k in (*DEGREES, "overlap") if k in dep})  # the flags recorded
 
     def predict(eff) -> dict[str, float]:
-        rep = serve(model, hw, prompt=cfg["prompt"], gen=cfg["gen"], precision=p, efficiency_mode=eff, parallel=par,
-                    **load, **dep)  # fmt: skip
+        rep = serve(model, hw, workload=work, precision=p, efficiency_mode=eff, parallel=par, **dep)
         return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
 
     return predict

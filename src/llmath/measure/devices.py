@@ -48,11 +48,11 @@ def predict(row: dict) -> float:
     import llmath
 
     n = int(row["tokens"])
-    kw = {"batch": 1, "precision": _precision(row), "engine": row["engine"], "attention": row.get("attention", "flash")}
+    kw = {"precision": _precision(row), "engine": row["engine"], "attention": row.get("attention", "flash")}
     if row["test"] == "tg":
-        a = llmath.analyze(row["model"], row["device"], prompt=1, gen=n, **kw)
+        a = llmath.analyze(row["model"], row["device"], workload=llmath.Workload(prompt=1, gen=n), **kw)
         return 1.0 / float(a.generation["tpot_s"])
-    t = llmath.analyze(row["model"], row["device"], prompt=n, gen=1, **kw).prefill.time_s
+    t = llmath.analyze(row["model"], row["device"], workload=llmath.Workload(prompt=n, gen=1), **kw).prefill.time_s
     assert t is not None  # a registry device always gives a time
     return n / t
 

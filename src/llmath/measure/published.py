@@ -127,6 +127,7 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
 
     from llmath.analysis import analyze
     from llmath.deploy.layout import ParallelConfig
+    from llmath.deploy.workload import Workload
 
     prec, assumed = _precision_for(r)
     with warnings.catch_warnings():
@@ -134,9 +135,7 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
         a = analyze(
             r["model"],
             r["hardware"],
-            batch=int(r["batch"]),
-            prompt=int(r["prompt"]),
-            gen=int(r["gen"]),
+            workload=Workload(batch=int(r["batch"]), prompt=int(r["prompt"]), gen=int(r["gen"])),
             attention="flash",
             precision=prec,
             parallel=ParallelConfig(**_layout_for(r)),

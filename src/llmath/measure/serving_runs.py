@@ -318,6 +318,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
     from llmath.deploy.disagg import serve_disaggregated
     from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.service import serve
+    from llmath.deploy.workload import Workload
 
     prec = precision(run)
     with warnings.catch_warnings():
@@ -326,15 +327,17 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
             L = run.layout
             prompts, gens = run.drawn(run.prompt), run.drawn(run.gen)
             dist = tuple((g, 1.0) for g in gens) if len(gens) > 1 else ()
-            rep = serve(run.model, run.system, prompt=round(float(np.mean(prompts))), gen=run.gen,
-                        gen_dist=dist, concurrency=run.concurrency, engine=run.engine,
-                        parallel=ParallelConfig(tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep), precision=prec, arrival=arrival,
+            work = Workload(prompt=round(float(np.mean(prompts))), gen=run.gen, gen_dist=dist,
+                            concurrency=run.concurrency, arrival=arrival)  # fmt: skip
+            rep = serve(run.model, run.system, workload=work, engine=run.engine,
+                        parallel=ParallelConfig(tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep), precision=prec,
                         speculation=speculation, **dict(run.engine_settings))  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D = run.prefill, run.decode
         d = serve_disaggregated(
-            run.model, run.system, prompt=run.prompt, gen=run.gen, concurrency=run.concurrency, engine=run.engine,
+            run.model, run.system, workload=Workload(prompt=run.prompt, gen=run.gen, concurrency=run.concurrency),
+            engine=run.engine,
             prefill=dict(tp=P.tp, pp=P.pp, dp=P.dp, ep=P.ep, workers=P.workers),
             decode=dict(tp=D.tp, pp=D.pp, dp=D.dp, ep=D.ep, workers=D.workers), precision=prec,
             speculation=speculation,

@@ -57,25 +57,25 @@ def _compute(r: dict[str, Any], model: str, engine: str, setup: str) -> dict[str
     """One published row, predicted: the serving report's metric against the measured value."""
     from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.service import serve
+    from llmath.deploy.workload import Workload
     from llmath.measure.published import _precision_for
 
     n_dev = int(r.get("n_devices") or 1)
     prec, assumed = _precision_for(r)
-    kw: dict[str, Any] = {"concurrency": OFFLINE_CONCURRENCY if setup == "offline" else r.get("concurrency")}
+    load: dict[str, Any] = {"concurrency": OFFLINE_CONCURRENCY if setup == "offline" else r.get("concurrency")}
     if setup == "rate":
-        kw = {"rate": r["request_rate"]}
+        load = {"rate": r["request_rate"]}
+    if setup == "offline":
+        load["arrival"] = "offline"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rep = serve(
             model,
             r["hardware"],
-            prompt=int(r["prompt"]),
-            gen=int(r["gen"]),
+            workload=Workload(prompt=int(r["prompt"]), gen=int(r["gen"]), **load),
             engine=engine,
             precision=prec,
-            offline=setup == "offline",
             parallel=ParallelConfig(tp=n_dev if n_dev > 1 else None),
-            **kw,
         )
     pred, meas = float(rep.metrics[r["metric"]]), float(r["value"])
     if n_dev > 1:

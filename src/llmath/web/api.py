@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from llmath.errors import LLMathError, UnknownNameError, WorkloadError
@@ -28,6 +29,7 @@ Params = dict[str, str]
 
 _INTS = ("batch", "prompt", "gen", "prefix", "gpus", "tp", "pp", "ep", "dp", "decoder_prompt")
 _STRS = ("attention",)
+_WORKLOAD = ("batch", "prompt", "gen", "prefix", "decoder_prompt")  # the fields of the page's Workload
 _SERVING = ("concurrency", "engine")  # continuous batching (llmath.deploy.service.serve)
 _MAX_POINTS = 32
 _MAX_PAIRS = 12
@@ -108,6 +110,7 @@ def _precision(params: Params, config: dict | None):
 def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any]:
     """Keyword arguments for :func:`llmath.analysis.analyze` from the request; unknown ones are refused."""
     from llmath.analysis import analyze
+    from llmath.deploy.workload import Workload
 
     accepted = inspect.signature(analyze).parameters
     kw: dict[str, Any] = {"precision": _precision(params, config)}
@@ -128,6 +131,7 @@ def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any
     enc = _model(params, config).encoder
     if enc is not None and enc.source_positions:  # Whisper: the source is its fixed window, whatever the slider
         kw["prompt"] = enc.source_positions  # says (the page's encoder note prints the length used)
+    kw["workload"] = Workload(**{k: kw.pop(k) for k in _WORKLOAD if k in kw})  # the static batch the page asks for
     missing = sorted(k for k in kw if k not in accepted)
     if missing:
         raise WorkloadError(f"this llmath has no {', '.join(missing)} option for analyze; leave it empty")
@@ -147,7 +151,7 @@ def _run(params: Params, config: dict | None, **override) -> dict[str, Any]:
     if "concurrency" in override:  # a serving sweep point
         return analyze_view(params | {k: str(v) for k, v in override.items()}, config)
     kw = _analyze_kwargs(params, config)
-    kw.update(override)
+    kw["workload"] = replace(kw["workload"], **override)  # a sweep point: batch, prompt or gen
     return analyze(_model(params, config), _hardware(params), **kw).to_dict()
 
 
@@ -218,11 +222,13 @@ def _serve(params: Params, config: dict | None) -> dict[str, Any] | None:
     if c is None:
         return None
     from llmath.deploy.service import serve
+    from llmath.deploy.workload import Workload
 
     kw = _analyze_kwargs(params, config)
+    work = Workload(prompt=kw["workload"].prompt, gen=kw["workload"].gen, concurrency=c)
     return serve(
-        _model(params, config), _hardware(params) or "h100-sxm", prompt=kw.get("prompt", 512), gen=kw.get("gen", 128),
-        concurrency=c, engine=str(params.get("engine") or "vllm"), precision=kw["precision"],
+        _model(params, config), _hardware(params) or "h100-sxm", workload=work,
+        engine=str(params.get("engine") or "vllm"), precision=kw["precision"],
         attention=kw.get("attention", "flash"), efficiency_mode=kw.get("efficiency_mode", "expected"),
         parallel=kw.get("parallel"),
     ).to_dict()  # fmt: skip
@@ -298,8 +304,8 @@ def explain(params: Params, config: dict | None = None) -> dict[str, Any]:
     spec = _model(params, config)
     stage = str(params.get("stage") or "prefill")
     kw = _analyze_kwargs(params, config)
-    B, P, prefix = kw.get("batch", 1), kw.get("prompt", 512), kw.get("prefix", 0)
-    scens = stage_scenarios(spec, B, P, prefix, kw.get("decoder_prompt", 1))
+    w = kw["workload"]
+    scens = stage_scenarios(spec, w.batch, w.prompt, w.prefix, w.decoder_prompt)
     if stage not in scens:
         raise WorkloadError(f"stage={stage!r} must be one of {', '.join(scens)} for {spec.name}")
     scen = scens[stage]
@@ -338,13 +344,15 @@ def _float(params: Params, name: str) -> float | None:
 def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
     """The planner (``llmath plan``): best configuration and Pareto front under the TTFT/TPOT targets."""
     from llmath.deploy.plan import plan as search
+    from llmath.deploy.workload import Workload
 
     kw = _analyze_kwargs(params, config)
     par, p = kw.get("parallel"), kw["precision"]
     gpus = par.gpus if par is not None and par.gpus is not None else 8
+    work = Workload(prompt=kw["workload"].prompt, gen=kw["workload"].gen)
     return search(
-        _model(params, config), _hardware(params) or "h100-sxm", gpus=gpus, prompt=kw.get("prompt", 512),
-        gen=kw.get("gen", 128), ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
+        _model(params, config), _hardware(params) or "h100-sxm", gpus=gpus, workload=work,
+        ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
         weights=p.weights, engine=str(params.get("engine") or "vllm"), disagg=params.get("disagg") == "1",
         attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), parallel=par,
     ).to_dict()  # fmt: skip
