@@ -38,7 +38,20 @@ from llmath.ops.core import Attention, Stage
 def rank_table(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout, index: int) -> Table:
     """The coefficient table of one rank of pipeline stage ``index`` (cached like :func:`llmath.ops.table`)."""
     plan = rank_plans(spec, stage, attention, layout)[index]
-    return compile_table(spec, plan.ops, plan.moe_tokens)
+    key = (id(spec), id(plan.ops), plan.moe_tokens)
+    hit = _TABLES.get(key)
+    if hit is not None and hit[0] is plan.ops and hit[1] is spec:
+        return hit[2]
+    out = compile_table(spec, plan.ops, plan.moe_tokens)
+    if len(_TABLES) >= 8192:
+        _TABLES.clear()
+    _TABLES[key] = (plan.ops, spec, out)  # keeps the operators and spec: their ids are not reused while cached
+    return out
+
+
+# a table depends only on the spec, the operators and the MoE tokens: layouts whose stage has the same operator
+# tuple (deploy/shard.py gives such stages one) share one table, and with it every cache keyed by the table
+_TABLES: dict[tuple, tuple[tuple, ModelSpec, Table]] = {}
 
 
 def gpu_parts(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout | None) -> list[tuple]:

@@ -48,7 +48,14 @@ def dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def add(cols: list, n: int, **kw) -> None:
-    cols.append((n, {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in kw.items()}))
+    cols.append((n, {k: _column(np.asarray(v), n) for k, v in kw.items()}))
+
+
+def _column(a: np.ndarray, n: int) -> np.ndarray:
+    """``a`` as ``n`` rows: itself when it has them, a scalar repeated (its own dtype) otherwise."""
+    if a.shape == (n,):
+        return a
+    return np.full(n, a) if a.ndim == 0 else np.broadcast_to(a, (n,))
 
 
 def add_served(cols: list, n: int, layout: tuple, latency: tuple, thr: Any, gpus_used: Any, **more: Any) -> None:

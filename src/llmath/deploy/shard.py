@@ -309,6 +309,60 @@ def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
         )
 
 
+def _sharded_stage(base: tuple[Op, ...], spec: ModelSpec, L: Layout, counts, first: bool, last: bool, memo) -> tuple:
+    """One pipeline stage's sharded operators, built operator by operator."""
+    ops = []
+    for op in base:
+        n = _place(op, counts, first, last)
+        if n:
+            o = _shard(op, spec, L, n, memo)
+            if o.split == Split.VOCAB_COLUMN and o.kind == "matmul" and spec.parts.embeddings.tied and L.pp > 1:
+                o = _tied_head(o, spec, L)
+            ops.append(o)
+    return tuple(ops)
+
+
+# a stage's operators depend only on the single-device operators, the stage's layer counts and ends, the TP
+# degree (held and tied-head operators), whether it pipelines, and each split's factors: layouts that share
+# them (other DP or EP degrees with the same factors) reuse one tuple, and with it one table (deploy/cost.py)
+_STAGES: dict[tuple, tuple[tuple[Op, ...], tuple[Op, ...]]] = {}
+
+
+_SPLITS: dict[int, tuple[tuple[Op, ...], tuple[Op, ...]]] = {}
+
+
+def _split_ops(base: tuple[Op, ...]) -> tuple[Op, ...]:
+    """One operator per distinct (split, whether in an MoE block) of ``base``, in order of first appearance."""
+    hit = _SPLITS.get(id(base))
+    if hit is not None and hit[0] is base:
+        return hit[1]
+    seen: dict[tuple[str, bool], Op] = {}
+    for op in base:
+        if op.split != Split.HELD:
+            seen.setdefault((op.split, op.component == "moe"), op)
+    if len(_SPLITS) >= 256:
+        _SPLITS.clear()
+    _SPLITS[id(base)] = (base, tuple(seen.values()))
+    return _SPLITS[id(base)][1]
+
+
+def _stage_ops(base: tuple[Op, ...], spec: ModelSpec, L: Layout, counts, first: bool, last: bool, memo) -> tuple:
+    """:func:`_sharded_stage`, once per (base, counts, ends, TP degree, pipelining, factors of every split)."""
+    try:
+        fkeys = tuple(_layout_factors(op, spec, L, memo)[1] for op in _split_ops(base))
+    except LayoutError:  # an operator without a rule: refused where the stage reaches it, as built
+        return _sharded_stage(base, spec, L, counts, first, last, memo)
+    key = (id(base), tuple(counts.items()), first, last, L.tp, L.pp > 1, fkeys)
+    hit = _STAGES.get(key)
+    if hit is not None and hit[0] is base:
+        return hit[1]
+    out = _sharded_stage(base, spec, L, counts, first, last, memo)
+    if len(_STAGES) >= 4096:
+        _STAGES.clear()
+    _STAGES[key] = (base, out)  # keeps ``base``: its id is not reused while cached
+    return out
+
+
 @lru_cache(maxsize=4096)
 def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout) -> tuple[RankPlan, ...]:
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
@@ -330,19 +384,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
         first, last = s == 0, s == len(ranges) - 1
         encdec = spec.parts.stack.encoder is not None
         counts = _encdec_counts(spec, layout.pp, s) if encdec else _stage_counts(spec, layers)
-        ops = []
-        for op in base:
-            n = _place(op, counts, first, last)
-            if n:
-                o = _shard(op, spec, layout, n, memo)
-                if (
-                    o.split == Split.VOCAB_COLUMN
-                    and o.kind == "matmul"
-                    and spec.parts.embeddings.tied
-                    and layout.pp > 1
-                ):
-                    o = _tied_head(o, spec, layout)
-                ops.append(o)
+        ops = _stage_ops(base, spec, layout, counts, first, last, memo)
         if not encdec:
             colls = stage_collectives(spec, layout, counts, s, first, last)
         else:

@@ -27,7 +27,7 @@ from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.model.traits import traits
 from llmath.ops import CLASSES, Scenario, Table, one_hot
-from llmath.ops.table import _MNK_PER_CALL, byte_key, matmul_rows
+from llmath.ops.table import _MNK_PER_CALL, by_kinds, byte_key, matmul_rows
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
@@ -181,6 +181,11 @@ def rates(hw: Hardware, p: Precision, eff: Efficiency, table: Table) -> tuple[np
 
 @lru_cache(maxsize=1024)
 def _mm_rates(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
+    """:func:`_mm_rates_of`, shared by the tables whose ops are alike (:func:`llmath.ops.table.by_kinds`)."""
+    return by_kinds(_mm_rates_of, table, hw, p, eff)
+
+
+def _mm_rates_of(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.ndarray:
     """Matmul FLOP/s per op. An fp8 GEMM without a measured fp8 GEMM table (the default fractions) runs at
     least at the 16-bit rate it replaces: on a device whose fp8 and bf16 peaks are equal (Gaudi 3, TPU v5p)
     the lower default fp8 fraction would otherwise make W8A8 slower than W8A16, which no measurement says."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -157,8 +159,35 @@ def _rhs(t: Table, weights: tuple[float, ...]) -> np.ndarray:
 
 
 @lru_cache(maxsize=1024)
+def op_kinds(t: Table) -> tuple[tuple[str, str, str, bool], ...]:
+    """Each op's name, component, kind and whether it has weight terms: all that the per-format reads of a table
+    ask of its ops (bytes per element by module, the format each GEMM runs in). Sharding keeps all four, so
+    the tables of layouts whose stages place the same operators share those reads (:func:`by_kinds`)."""
+    return tuple((op.name, op.component, op.kind, bool(op.terms("weight"))) for op in t.ops)
+
+
+_BY_KINDS: dict[tuple, Any] = {}
+
+
+def by_kinds(read: Callable, t: Table, *args: Any) -> Any:
+    """``read(t, *args)`` once per (read, spec, :func:`op_kinds`, args): for a read of ``t`` that depends on
+    nothing else of its ops."""
+    key = (read, t.spec, op_kinds(t), args)
+    hit = _BY_KINDS.get(key)
+    if hit is None:
+        if len(_BY_KINDS) >= 4096:
+            _BY_KINDS.clear()
+        hit = _BY_KINDS[key] = read(t, *args)
+    return hit
+
+
+@lru_cache(maxsize=1024)
 def byte_key(t: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
     """Hashable (n_ops, n_classes) bytes per element of ``p`` for the ops of ``t`` (see :meth:`Table.byte_matrix`)."""
+    return by_kinds(_byte_key, t, p)
+
+
+def _byte_key(t: Table, p: Precision) -> tuple[tuple[float, ...], ...]:
     from llmath.ops.params import weight_bytes_per_element
 
     per = p.per_class
