@@ -8,17 +8,21 @@ usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed length
 
 * **first wave**: the C prompts (B = min(C, B_max) admitted) queue together; the engine prefills them first
   come first served at T_b = min(K_e, B·P') prompt tokens per iteration (K_e = K − decode tokens: the token
-  budget left by the requests already decoding), so the wave's prefill lasts n_w = B·P' / T_b iterations and
-  request j waits for all the prompts ahead of it: the wave's mean TTFT is (n_w + 1)/2 such iterations;
-* **after it**: requests finish in the order they started, so they come back in the same groups, one group
-  per iteration of the burst; each is prefilled as it arrives (one iteration when its prompt fits the budget,
-  ⌈P' / K_e⌉ otherwise), in an iteration that carries the whole group's prompt tokens — so the TTFT holds the
-  prefills of the requests that arrived with it, not just its own. When a cycle's prefill work (n_w
-  iterations) outlasts the G − 1 decode iterations, every iteration prefills and a request waits
-  n_w − (G − 1) iterations for budget (the token-budget-bound regime);
-* **TPOT** (per request (e2e − TTFT)/(G − 1), then the mean, as the clients compute it): of its G − 1 decode
-  iterations, the n_w − I_s other groups' burst iterations carry prefill chunks (τ_burst), the rest are pure
-  decode of all B requests (τ_d); a request does not decode in its own prefill iterations;
+  budget left by the requests already decoding), so the wave's prefill lasts n_b = ⌈n_w⌉ iterations,
+  n_w = B·P' / T_b, the last carrying the remainder; request j ends its prompt in burst iteration
+  k = ⌈(j + 1)·P' / T_b⌉ and its TTFT is the burst iterations up to k;
+* **after it**: requests finish in the order they started, k + G − 1 iterations after their burst started,
+  and a follow-up joins after the ``replacement_lag`` iterations already scheduled: the cycle is
+  G − 1 + lag + I_s iterations (I_s = ⌈P' / K_e⌉ iterations per prompt) and a request waits for the lag + I_s
+  iterations up to its own, min(k − 1, lag + I_s − 1) of them the burst's iterations ahead of it, the rest
+  the previous cycle's decoding. When the last prompt of a burst ends within lag iterations of the first
+  group's, every request has finished before the first follow-up is scheduled: the engine idles and takes
+  the wave back whole, so every wave is the first. When the cycle's prompt and decode tokens outlast a
+  lifetime of K-token iterations, every iteration prefills and a request waits n_w − (G − 1) iterations for
+  budget (the token-budget-bound regime, K·(G − 1) / (P' + (G − 1)·w) requests decoding in each);
+* **TPOT** (per request (e2e − TTFT)/(G − 1), then the mean, as the clients compute it): a request decodes
+  through every burst iteration outside its wait (τ_burst; the partial last one by its tokens), the rest are
+  pure decode of all B requests (τ_d); a request does not decode in its own prefill iterations;
 * the benchmark's mean TTFT is the first wave's with weight 1/m and the following waves' with weight
   1 − 1/m (m prompts per client); requests beyond B_max queue as :func:`~llmath.deploy.serving.steady_state`
   states (the queue drains X requests per iteration).
@@ -64,15 +68,20 @@ from llmath.errors import WorkloadError
 STAGGERED_PASSES = 3  # fixed-point passes of the requests in the engine (o_req ≪ e2e: the first is close)
 
 
-def _burst(eng: EngineConfig, req: Requests, B: np.ndarray, w: float) -> tuple:
+def _burst(eng: EngineConfig, req: Requests, B: np.ndarray, w: float, steps: float) -> tuple:
     """The prefill burst of B requests in step: (group that finishes together, decoding requests in a burst
     iteration, prompt tokens T_b per burst iteration, burst iterations n_w, iterations I_s one prompt spans,
-    chunks per burst iteration, their size, their mean cached prefix)."""
+    chunks per burst iteration, their size, their mean cached prefix). When the cycle's prompt and decode
+    tokens, B·(P' + (G − 1)·w), outlast a lifetime of K-token iterations (token-budget-bound: every
+    iteration prefills, the prompts queue for budget), a request decodes (G − 1) of the B·(P' + (G − 1)·w) / K
+    iterations of its cycle, so K·(G − 1) / (P' + (G − 1)·w) requests decode in each."""
     Pn, (K, chunked) = float(req.new), _budget(eng, req)
     group = np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) if np.isfinite(K) else B
     d_burst = np.maximum(B - group, 0.0) if eng.mixed_prefill else np.zeros_like(B)  # decoding meanwhile
+    bound = B * (Pn + steps * w) > K * (steps + eng.replacement_lag + np.ceil(Pn / K))
+    d_burst = np.where(bound & chunked, np.minimum(d_burst, K * steps / (Pn + steps * w)), d_burst)
     K_e = np.maximum(K - d_burst * w, 1.0) if chunked else np.full_like(B, np.inf)
-    T_b = np.minimum(K_e, B * Pn) if chunked else np.minimum(B, np.maximum(np.floor(K / Pn), 1.0)) * Pn
+    T_b = np.minimum(K_e, B * Pn) if chunked else group * Pn
     n_w = B * Pn / T_b  # iterations of prefill work per cycle
     I_s = np.maximum(1.0, np.ceil(Pn / K_e)) if chunked else np.ones_like(B)
     n_c = np.maximum(T_b / Pn, 1.0)  # chunks in a burst iteration
@@ -101,7 +110,7 @@ def lockstep_state(
     steps = req.decode_steps / dec.tokens
     B = np.minimum(C, max_resident)
     mixed = eng.mixed_prefill
-    group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width)
+    group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width, steps)
     ctx = req.decode_context
     d_first = np.minimum(group * (n_w - 1) / 3, B) if mixed else 0.0  # decoders in the first wave's prefills
     tau_b, tau_f, tau_d = dec.mixed_and_step((d_burst, d_first), B, ctx, n_c, chunk, pre)
@@ -110,29 +119,85 @@ def lockstep_state(
     # iterations per cycle; prefill-first batches stop the decoders, so they add to a request's lifetime
     L = np.maximum(n_w, steps + I_s) if mixed else steps + n_w
     tau_c = (np.minimum(n_w, L) * tau_b + (L - np.minimum(n_w, L)) * tau_d) / L  # the cycle's mean iteration
-    # a replacement arrives while the next iterations are already scheduled (none when the engine is idle:
-    # a single group finishes together); those iterations prefill the groups ahead of it, except for the
-    # first group of a burst, which arrives during a pure decode iteration
-    behind = np.maximum(n_w - 1, 0.0) / np.maximum(n_w, 1.0)
-    lag = eng.replacement_lag * np.clip(n_w - 1, 0.0, 1.0) * (behind * tau_b + (1 - behind) * tau_d) * mixed
-    # prefill-first: nobody decodes while a prompt waits, so every wave comes back whole (module docstring)
-    wait = np.maximum(n_w - steps, I_s) if mixed else (n_w + 1) / 2  # iterations from admission to first token
-    seen = np.clip(n_w - I_s, 0.0, steps) if mixed else (n_w - 1) / 2  # prefill iterations after it
-    decode_iters = steps - seen if mixed else steps  # prefill-first: bursts pause the decoders
-    step_s = (seen * tau_b + decode_iters * tau_d) / np.maximum(steps, 1e-9)
     m = float(prompts_per_client) if replace else 1.0
-    ttft = (1 - 1 / m) * (wait * tau_b + lag) + (1 / m) * (n_w + 1) / 2 * tau_f + o_req
+    if mixed:
+        wait_s, wait, step_s, seen = _mixed_cycle(eng, req, B, steps, T_b, n_w, I_s, (tau_b, tau_f, tau_d), m)
+    else:  # prefill-first: nobody decodes while a prompt waits, so every wave comes back whole (module docstring)
+        wait = (n_w + 1) / 2  # batches from admission to first token
+        seen = (n_w - 1) / 2  # the batches after its own pause its decoding
+        step_s = (seen * tau_b + steps * tau_d) / np.maximum(steps, 1e-9)
+        wait_s = (1 - 1 / m) * wait * tau_b + (1 / m) * wait * tau_f
+    ttft = wait_s + o_req
     queued = np.maximum(C - B, 0.0) if replace else np.maximum(C - B, 0.0) ** 2 / (2 * C)
     ttft = ttft + queued * L / B * tau_c  # the queue drains B requests per cycle of L iterations
     e2e = ttft + steps * step_s
     a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
-    o_ttft = ((1 - 1 / m) * wait + (1 / m) * (n_w + 1) / 2) * o_m + o_req
+    o_ttft = wait * o_m + o_req
     o_tpot = (q * o_m + (1 - q) * o_d) / a
     p50, p90, p99 = _quantiles((0.5, 0.9, 0.99), q, 1.0, tau_b / a, tau_b / a, tau_d / a)
     # closed loop: Little's law (C in flight); offline: the engine's own rate, B requests per cycle
     rps = C / e2e if replace else B / (L * tau_c)
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,
                        T_b, np.minimum(n_w / L, 1.0), tau_d, tau_b, o_ttft, o_tpot)  # fmt: skip
+
+
+EXACT_POSITIONS = 32  # burst iterations summed one by one; beyond, the arithmetic mean of the floor
+
+
+def _before(m, B, Pn: float, T_b):
+    """E[min(k − 1, m)] over the B requests of a burst, k the burst iteration that ends a request's prompt:
+    request j (0-based, first come first served) ends it in iteration ⌈(j + 1)·P' / T_b⌉, so ⌊i·T_b / P'⌋ of
+    them have by the end of iteration i and E[min(k − 1, m)] = Σ_{i=1..m} (1 − min(B, ⌊i·T_b / P'⌋) / B)."""
+    a, most = T_b / Pn, float(m.max())
+    top = int(min(most, EXACT_POSITIONS))
+    i = np.arange(1.0, top + 1.0).reshape((-1,) + (1,) * m.ndim)
+    exact = ((i <= m) * (1 - np.minimum(B, np.floor(i * a + 1e-9)) / B)).sum(axis=0)
+    if most <= top:
+        return exact
+    n = np.maximum(np.floor(np.minimum(m, (B + 0.5) / a)) - top, 0.0)  # the rest, ⌊x⌋ ≈ x − 1/2
+    return exact + n * (1 + 0.5 / B) - a / B * n * (2 * top + n + 1) / 2
+
+
+def _mixed_cycle(eng: EngineConfig, req: Requests, B, steps, T_b, n_w, I_s, taus: tuple, m: float) -> tuple:
+    """Mixed prefill in lockstep (module docstring): (mean TTFT wait, in iterations, the mean decode
+    iteration, the prefill iterations a request decodes through) over the clients' waves.
+
+    A burst of B·P' prompt tokens takes n_b = ⌈n_w⌉ iterations, the last carrying the remainder
+    (n_w − n_b + 1)·T_b (its time interpolated between τ_d and τ_b by its tokens); request j ends its prompt
+    in iteration k = ⌈(j + 1)·P' / T_b⌉ (:func:`_before`). Its follow-up is sent when it finishes, k + G − 1
+    iterations later, and the ``replacement_lag`` iterations already scheduled then pass before it is
+    admitted: the cycle is G − 1 + lag + I_s iterations and a request waits for the lag + I_s iterations up to
+    its own, min(k − 1, lag + I_s − 1) of them the burst's (full) iterations ahead of it, the rest the
+    previous cycle's decode; it decodes through every other burst iteration. When the burst's last prompt ends
+    within lag iterations of the first (n_b − ⌈P'/T_b⌉ ≤ lag) every request has finished before the first
+    follow-up is scheduled: the engine idles and takes the wave back whole, so every wave is the first
+    (request k waits for the k burst iterations up to its own and decodes through the n_b − k after it).
+    A burst longer than the cycle is token-budget-bound: every iteration prefills."""
+    tau_b, tau_f, tau_d = taus
+    lag, Pn = float(eng.replacement_lag), float(req.new)
+    n_b = np.maximum(np.ceil(n_w - 1e-9), 1.0)
+    last = 1 - np.minimum(B, np.floor((n_b - 1) * T_b / Pn + 1e-9)) / B  # share ending in the last iteration
+    r = n_w - (n_b - 1)  # the last iteration's prompt tokens, in full iterations
+    part_b, part_f = tau_d + r * (tau_b - tau_d), tau_d + r * (tau_f - tau_d)
+    # E[k] and the burst iterations ahead of it in its wait, E[min(k − 1, lag + I_s − 1)]
+    k_mean, S = _before(np.stack((n_b - 1, lag + I_s - 1)), B, Pn, T_b)
+    k_mean = 1 + k_mean
+    first = (k_mean - last) * tau_f + last * part_f  # the burst iterations up to a request's own
+    whole = n_b - np.ceil(Pn / T_b - 1e-9) <= lag
+    own = (1 - last) * tau_b + last * part_b
+    later = np.where(whole, first, S * tau_b + (lag + I_s - 1 - S) * tau_d + own)
+    seen_s = np.where(whole, (n_b - 1) * tau_f + part_f - first, (n_b - 1 - S) * tau_b + part_b - own)
+    seen = np.where(whole, n_b - k_mean, n_b - 1 - S)
+    wait = np.where(whole, k_mean, lag + I_s)
+    bound = n_b > steps + lag + I_s  # token-budget-bound: every iteration prefills
+    if bound.any():  # the follow-up's lag is spent in the queue; it decodes in prefilling iterations only
+        wait = np.where(bound, np.maximum(n_w - steps, I_s), wait)
+        later = np.where(bound, wait * tau_b, later)
+        seen = np.where(bound, np.clip(n_w - I_s, 0.0, steps), seen)
+        seen_s = np.where(bound, seen * tau_b, seen_s)
+    seen = np.minimum(seen, steps)
+    step_s = (seen_s + (steps - seen) * tau_d) / max(steps, 1e-9)
+    return (1 - 1 / m) * later + (1 / m) * first, (1 - 1 / m) * wait + (1 / m) * k_mean, step_s, seen
 
 
 def in_step(req: Requests) -> bool:
