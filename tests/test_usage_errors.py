@@ -139,7 +139,7 @@ def test_layer_count_is_bounded_before_any_work(tmp_path, capsys):
         # 55,440 = 2^4·3^2·5·7·11 GPUs has 120 divisors: its layouts and disaggregated pairs are far more than
         # those of 4,096 = 2^12 (13 divisors), which the pruned search answers
         (("plan", "deepseek-v3", "-H", "h200", "--gpus", "55440", "--disagg", "--weights", "bf16,fp8,nvfp4"),
-         r"would evaluate [\d,]+ layer-stages .* over the limit of 400,000: .* or drop --disagg"),
+         r"would evaluate [\d,]+ layer-stages .* over the limit of [\d,]+: .* or drop --disagg"),
     ],
 )  # fmt: skip
 def test_oversized_plans_are_refused_fast(capsys, args, pattern):

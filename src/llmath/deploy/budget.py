@@ -13,13 +13,15 @@ candidate deployment. A request computes about ``layers × stages × candidates`
   with and without it), and with ``disagg``
   every (prefill, decode) pair of single-stage layouts.
 
-``MAX_LAYER_EVALUATIONS`` (4·10^5) is set against the pruned search's measured cost (:mod:`.plan_search`
-evaluates a small part of these candidates): DeepSeek-V3 with ``disagg`` and three formats counts 274,866 on 512
-GPUs and 389,058 on 4,096, searched in 2.0 s of CPU or less, as were the largest counts under the limit
-(393,816 on 41,236 GPUs: 1.1 s); above it the cost grows past 2 s (999,546 on 65,496 GPUs: 2.6 s; 26,484,492 on
-the highly composite 55,440: 74 s), all on a shared 2-core machine. :func:`check_plan` refuses a larger request
-in one line, naming the count and how to shrink it (fewer GPUs, pinned degrees, fewer formats, no ``disagg``),
-before any layout is built, so memory and minutes are never spent on it.
+``MAX_LAYER_EVALUATIONS`` (2·10^6) is set against the pruned search's measured cost (:mod:`.plan_search`
+evaluates a small part of these candidates). DeepSeek-V3 with ``disagg`` and three formats, CPU seconds of
+the whole ``llmath plan`` on a shared 2-core machine (load 1–2): 72 GPUs (an NVL72 rack; 635,376 counted) 1.0 s,
+144 (896,700) 0.9 s, 512 (274,866) 1.0 s, 576 (1,495,110) 1.3 s, 4,096 (389,058) 1.4 s, 8,008 (1,987,746) 1.3 s,
+13,640 (1,996,164) 1.5 s, 65,496 (999,546) 2.0 s; above the limit the count and the cost grow together: 720
+GPUs (3,137,352) 1.8 s, 2,520 (7,509,954) 5.0 s, the highly composite 55,440 (26,484,492) 74 s.
+:func:`check_plan` refuses a larger request in one line, naming the count and how to shrink it (fewer GPUs,
+pinned degrees, fewer formats, no ``disagg``), before any layout is built, so memory and minutes are never
+spent on it.
 
 A computation that is admitted can still be abandoned: a caller sets :data:`ABANDON` (context-local) to a
 check that says whether its client has gone; long searches call :func:`poll` between candidates, which runs
@@ -41,7 +43,7 @@ from importlib import import_module
 from llmath.errors import Abandoned, UsageError
 from llmath.model.spec import ModelSpec
 
-MAX_LAYER_EVALUATIONS = 4 * 10**5
+MAX_LAYER_EVALUATIONS = 2 * 10**6
 STAGES = 2
 MAX_TP = 8  # the planner's TP stays within one scale-up box (deploy/plan.py)
 POLL_S = 0.05  # seconds between two runs of the abandon check
