@@ -287,8 +287,9 @@ def test_errors_clear_stale_results_and_loading_shows(base, browser):
     _wait_ready(browser, ready)
     assert "no-such-model" in _text(browser, "#error")
     assert not browser.find_elements("css selector", "#kpis")  # the previous model's numbers are gone
-    # a slow view (a plan of a 70B model over 8 GPUs, both modes) shows that it is computing
-    browser.get(f"{base}/?model=llama-3.1-70b&hardware=h100-sxm&gpus=8&disagg=1&view=plan")
+    # a slow view (a plan of DeepSeek-V3 over 64 GPUs, both modes: about a second of search) shows that it is
+    # computing once it has run longer than the page's 80 ms grace
+    browser.get(f"{base}/?model=deepseek-v3&hardware=h200&gpus=64&disagg=1&view=plan")
     seen, t0 = False, time.time()
     while not seen and time.time() - t0 < 30:
         seen = browser.execute_script(
