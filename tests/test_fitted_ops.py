@@ -226,24 +226,11 @@ def test_tp_all_reduce_uses_the_fitted_alpha_beta_models():
     fitted = min(nccl[0] + one / nccl[1], custom[0] + one / custom[1])  # the faster kernel, as engines pick
     assert c["time_s"] == pytest.approx(80 * fitted, rel=1e-9)
     # ideal keeps the analytic model; so does a device without fits (MI300X: rule none)
-    ideal = llmath.analyze(
-        "llama-3-70b",
-        "h100-sxm",
-        workload=Workload(batch=8, prompt=1024, gen=4),
-        parallel=ParallelConfig(tp=4),
-        efficiency_mode="ideal",
-    )
+    run = dict(workload=Workload(batch=8, prompt=1024, gen=4), parallel=ParallelConfig(tp=4))
+    ideal = llmath.analyze("llama-3-70b", "h100-sxm", **run, efficiency_mode="ideal")
     assert ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"] != pytest.approx(c["time_s"])
-    amd = llmath.analyze(
-        "llama-3-70b", "mi300x", workload=Workload(batch=8, prompt=1024, gen=4), parallel=ParallelConfig(tp=4)
-    ).to_dict()
-    amd_ideal = llmath.analyze(
-        "llama-3-70b",
-        "mi300x",
-        workload=Workload(batch=8, prompt=1024, gen=4),
-        parallel=ParallelConfig(tp=4),
-        efficiency_mode="ideal",
-    )
+    amd = llmath.analyze("llama-3-70b", "mi300x", **run).to_dict()
+    amd_ideal = llmath.analyze("llama-3-70b", "mi300x", **run, efficiency_mode="ideal")
     assert amd["comm"]["decode"]["attn.all_reduce"]["time_s"] == pytest.approx(
         amd_ideal.to_dict()["comm"]["decode"]["attn.all_reduce"]["time_s"], rel=1e-12
     )

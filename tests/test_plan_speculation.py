@@ -21,15 +21,9 @@ EAGLE = Speculation("eagle", 3, 2.5)
 def test_the_best_speculating_plan_has_serves_tpot_at_its_concurrency():
     # identity under test: a plan row at (layout, concurrency C) is serve()'s closed loop at the same layout, C
     # and speculation (both run closed_loop.lockstep_state on the same Decoding, memory with the same draft bytes)
-    r = plan(
-        "llama-3-8b",
-        "h100-sxm",
-        gpus=2,
-        parallel=ParallelConfig(tp=2),
-        workload=Workload(prompt=1024, gen=256),
-        tpot_ms=10,
-        speculation=EAGLE,
-    )
+    # the same search with and without speculation
+    search = dict(gpus=2, parallel=ParallelConfig(tp=2), workload=Workload(prompt=1024, gen=256), tpot_ms=10)
+    r = plan("llama-3-8b", "h100-sxm", **search, speculation=EAGLE)
     b = r.best
     assert b["speculation"] == {"method": "eagle", "k": 3, "acceptance": 2.5, "draft_model": None}
     rep = serve(
@@ -42,14 +36,7 @@ def test_the_best_speculating_plan_has_serves_tpot_at_its_concurrency():
     assert rep.metrics["tpot_s"] == pytest.approx(b["tpot_s"], rel=1e-9)
     assert rep.metrics["ttft_s"] == pytest.approx(b["ttft_s"], rel=1e-9)
     # speculating at 2.5 tokens a round holds more requests per GPU under a 10 ms TPOT than decoding one at a time
-    plain = plan(
-        "llama-3-8b",
-        "h100-sxm",
-        gpus=2,
-        parallel=ParallelConfig(tp=2),
-        workload=Workload(prompt=1024, gen=256),
-        tpot_ms=10,
-    )
+    plain = plan("llama-3-8b", "h100-sxm", **search)
     assert plain.best["speculation"] is None
     assert b["throughput_tok_s_per_gpu"] > plain.best["throughput_tok_s_per_gpu"]
 
