@@ -167,7 +167,6 @@ def analyze(
 
 # --arrival offline without --concurrency: vLLM's offline benchmark default (benchmark_throughput --num-prompts 1000)
 OFFLINE_REQUESTS = 1000
-ARRIVALS = ("closed", "staggered", "poisson", "offline")
 # What only a static batch uses, and what only serving uses (--engine is not here: a static batch runs quantised
 # formats in the engine's kernels); a flag counts as given when it differs from analyze's default.
 STATIC_ONLY = (
@@ -226,6 +225,8 @@ def _run(a: SimpleNamespace) -> None:
 
         emit_analyze(a)
         return
+    from llmath.deploy.workload import ARRIVALS  # the command imports the deployment layer anyway
+
     if a.arrival is not None and a.arrival not in ARRIVALS:
         raise typer.BadParameter(f"{a.arrival!r} must be one of {', '.join(ARRIVALS)}", param_hint="--arrival")
     if a.arrival == "offline" and a.concurrency is None and a.rate is None:
