@@ -40,11 +40,16 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   ``dsr1_fp4_b200.sh``) pass ``--scheduler-recv-interval`` 30 from 16 clients, 10 below (10 for FP8 at TP 4), so
   the scheduler takes new requests in only every that many decode iterations: ``recv_interval`` in the run's
   ``engine_settings`` (:data:`INFERENCEX_SGLANG_RECV`);
+* TensorRT-LLM's KV cache share: InferenceX's TensorRT-LLM launch scripts write ``free_gpu_memory_fraction``
+  0.85 (gpt-oss-120b), 0.75 (DeepSeek-R1 on H200) and 0.8 (DeepSeek-R1 on B200; 0.7 and 0.75 in two FP8 cases from
+  2026-01-29), carried as ``gpu_memory_utilization`` (:data:`INFERENCEX_TRT_KV_FRACTION`); its GUARANTEED_NO_EVICT
+  admission fills that pool with each request's prompt and output to the end;
 * engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
   concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
   configurations). The generator gives TensorRT-LLM and vLLM workers a token budget of ``batch_size`` + ISL + 1500
-  (about one prompt per iteration, where the engines' defaults take 8192 tokens), and SGLang workers
+  (about one prompt per iteration, where the engines' defaults take 8192 tokens), TensorRT-LLM workers a KV
+  cache share of 0.80 of the memory weights and buffers leave (:data:`GENERATOR_TRT_KV_FRACTION`), and SGLang workers
   ``--enable-mixed-chunk`` through its 0.5.6.post2 template; the SGLang 0.5.1.post1 rows (16, 64, 128 clients)
   predate the generator's SGLang support and run SGLang's defaults (prefill batches first);
 * disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
@@ -106,6 +111,35 @@ INFERENCEX_SGLANG_RECV: dict[str, Any] = {
     "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/5e2c705d3cbd30f1afa43fd57960f2dc4a19439e/"
     "benchmarks/single_node/dsr1_fp8_b200.sh and dsr1_fp4_b200.sh (SCHEDULER_RECV_INTERVAL)",
 }
+# The share of the memory weights and buffers leave that TensorRT-LLM gave its KV cache
+# (``kv_cache_config.free_gpu_memory_fraction``; llmath's ``gpu_memory_utilization`` with ``kv_fraction_of_free``),
+# which its GUARANTEED_NO_EVICT admission fills with each request's prompt and output to the end. The collection's
+# generator: ``default(0.80)`` in every TensorRT-LLM template (ai-dynamo/aiconfigurator
+# generator/config/backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2 at 71a2b033, the 1.2.0rc6.post1 and
+# 1.3.0rc1 templates at 954fb2d6; cli/templates/trtllm/dynamo/extra_engine_args.1.0.0rc3.yaml.j2 at 96102834).
+GENERATOR_TRT_KV_FRACTION = 0.80
+# InferenceX's TensorRT-LLM launch scripts, by model and system ("*": any): the ``free_gpu_memory_fraction`` they
+# write, and from ``from`` the DeepSeek-R1 FP8 B200 script's cases ((ISL, OSL), least CONC, TP or None, fraction).
+INFERENCEX_TRT_KV_FRACTION: dict[tuple[str, str], dict[str, Any]] = {
+    ("openai/gpt-oss-120b", "*"): {
+        "value": 0.85,
+        "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh and gptoss_fp4_h200_trt_slurm.sh "
+        "at 64af5a771b8a14915d907e0dc8abb2af40d9eaf0 (kv_cache_config free_gpu_memory_fraction: 0.85)",
+    },
+    ("deepseek-ai/DeepSeek-R1", "h200_sxm"): {
+        "value": 0.75,
+        "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_h200_trt_slurm.sh at 64af5a77 and "
+        "dsr1_fp8_h200_trt.sh at 06de7c28 (free_gpu_memory_fraction: 0.75)",
+    },
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm"): {
+        "value": 0.8,
+        "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_trt_slurm.sh, dsr1_fp4_b200_trt_slurm.sh at "
+        "64af5a77 (free_gpu_memory_fraction: 0.8); dsr1_fp8_b200_trt.sh from ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f "
+        "(2026-01-29, KV_CACHE_FREE_MEM_FRACTION: 0.7 at 1024/8192 from 256 clients, 0.75 at 8192/1024 on TP 4)",
+        "fp8_cases": ((1024, 8192, 256, None, 0.7), (8192, 1024, 0, 4, 0.75)),
+        "from": "2026-01-29",
+    },
+}
 # Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
 # config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
 # enable_mixed_chunk = true``; the flag's spelling fixed in 07a37792, 2026-01-19), passed on by its SGLang 0.5.6.post2
@@ -122,6 +156,8 @@ def launcher_settings(r: dict[str, str]) -> dict[str, Any]:
     out = dict(GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {}))
     if r["backend"] in GENERATOR_BUDGET_ENGINES:
         out["max_num_batched_tokens"] = _int(r["batch_size"]) + int(r["isl"]) + GENERATOR_BUDGET_SLACK
+    if r["backend"] == "trtllm":
+        out["gpu_memory_utilization"] = GENERATOR_TRT_KV_FRACTION
     return out
 
 
@@ -236,6 +272,9 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     recv = harness_recv_interval(r, _concurrency(r, lay)) if agg else None
     if recv is not None:
         settings["recv_interval"] = recv
+    kv_share = harness_kv_fraction(r, _concurrency(r, lay)) if agg else None
+    if kv_share is not None:
+        settings["gpu_memory_utilization"] = kv_share
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
@@ -271,6 +310,23 @@ def harness_recv_interval(r: dict[str, str], concurrency: int) -> int | None:
     if r["precision"] == "fp8" and _int(r["tp_size"]) == 4:
         return 10
     return 30 if concurrency >= 16 else 10
+
+
+def harness_kv_fraction(r: dict[str, str], concurrency: int) -> float | None:
+    """The KV share (``free_gpu_memory_fraction``) InferenceX's TensorRT-LLM launch script for the row's model and
+    system wrote (:data:`INFERENCEX_TRT_KV_FRACTION`), for its aggregated TensorRT-LLM rows; ``None`` elsewhere."""
+    notes = r.get("source_notes", "")
+    rule = INFERENCEX_TRT_KV_FRACTION.get((r["model_path"], r["system"]))
+    rule = rule or INFERENCEX_TRT_KV_FRACTION.get((r["model_path"], "*"))
+    if rule is None or r["backend"] != "trtllm" or not INFERENCEX_NOTES.search(notes):
+        return None
+    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
+    if r["precision"] == "fp8" and measured is not None and measured.group(1) >= rule.get("from", "9999"):
+        lengths, tp_size = (int(r["isl"]), int(r["osl"])), _int(r["tp_size"])
+        for isl, osl, least, tp, value in rule["fp8_cases"]:
+            if lengths == (isl, osl) and concurrency >= least and tp in (None, tp_size):
+                return value
+    return rule["value"]
 
 
 def recipe_defaults(run: Run) -> Run:
