@@ -44,6 +44,9 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   0.85 (gpt-oss-120b), 0.75 (DeepSeek-R1 on H200) and 0.8 (DeepSeek-R1 on B200; 0.7 and 0.75 in two FP8 cases from
   2026-01-29), carried as ``gpu_memory_utilization`` (:data:`INFERENCEX_TRT_KV_FRACTION`); its GUARANTEED_NO_EVICT
   admission fills that pool with each request's prompt and output to the end;
+* TensorRT-LLM's batch waiting: InferenceX's DeepSeek-R1 FP8 B200 script from 2026-01-29 holds prompts for up to 40
+  iterations or until they and the decoding tokens reach 0.8 × the token budget, at 1024/1024 from 64 clients
+  (:data:`INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP);
 * engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
   concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
@@ -140,6 +143,15 @@ INFERENCEX_TRT_KV_FRACTION: dict[tuple[str, str], dict[str, Any]] = {
         "from": "2026-01-29",
     },
 }
+# InferenceX's TensorRT-LLM DeepSeek-R1 FP8 B200 script from ec7bafaae (2026-01-29) turns on TensorRT-LLM's batch
+# waiting (DELAY_BATCHING: ``batch_wait_timeout_iters: 40``, ``batch_wait_max_tokens_ratio: 0.8``) at 1024/1024 from
+# 64 clients; TensorRT-LLM applies it only without attention-DP (``PyExecutor._waiting_requests``)
+INFERENCEX_TRT_BATCH_WAIT: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp8", "lengths": (1024, 1024),
+    "from_clients": 64, "from": "2026-01-29", "settings": {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8},
+    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f/"
+    "benchmarks/dsr1_fp8_b200_trt.sh (DELAY_BATCHING)",
+}  # fmt: skip
 # Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
 # config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
 # enable_mixed_chunk = true``; the flag's spelling fixed in 07a37792, 2026-01-19), passed on by its SGLang 0.5.6.post2
@@ -275,6 +287,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     kv_share = harness_kv_fraction(r, _concurrency(r, lay)) if agg else None
     if kv_share is not None:
         settings["gpu_memory_utilization"] = kv_share
+    settings.update(harness_batch_wait(r, _concurrency(r, lay)) if agg else {})
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
@@ -327,6 +340,23 @@ def harness_kv_fraction(r: dict[str, str], concurrency: int) -> float | None:
             if lengths == (isl, osl) and concurrency >= least and tp in (None, tp_size):
                 return value
     return rule["value"]
+
+
+def harness_batch_wait(r: dict[str, str], concurrency: int) -> dict[str, Any]:
+    """TensorRT-LLM's batch waiting as InferenceX's launch script set it for the row (:data:`INFERENCEX_TRT_BATCH_WAIT`:
+    its aggregated DeepSeek-R1 FP8 B200 rows at 1024/1024 from 64 clients, measured from 2026-01-29, without
+    attention-DP); empty elsewhere."""
+    rule, notes = INFERENCEX_TRT_BATCH_WAIT, r.get("source_notes", "")
+    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
+    row = (r["backend"], r["model_path"], r["system"], r["precision"], (int(r["isl"]), int(r["osl"])))
+    if (
+        row != ("trtllm", rule["model"], rule["system"], rule["precision"], rule["lengths"])
+        or _int(r["attention_dp_size"]) > 1
+    ):
+        return {}
+    if not INFERENCEX_NOTES.search(notes) or measured is None or measured.group(1) < rule["from"]:
+        return {}
+    return dict(rule["settings"]) if concurrency >= rule["from_clients"] else {}
 
 
 def recipe_defaults(run: Run) -> Run:
