@@ -1,18 +1,19 @@
-"""TensorRT-LLM's batch waiting (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``) in the staggered
-closed loop, and the InferenceX rows its launch script turned it on for."""
+"""TensorRT-LLM's holds on new prompts in the staggered closed loop: batch waiting (``batch_wait_timeout_iters``,
+``batch_wait_max_tokens_ratio``) and attention-DP balancing (``attention_dp_config``), and the InferenceX rows its
+launch scripts turned them on for."""
 
 from dataclasses import replace
 
 import pytest
 
 from llmath.deploy import engines
-from llmath.deploy.closed_loop import _batch_wait_iterations, lockstep_state, staggered_state
+from llmath.deploy.closed_loop import _adp_balance_iterations, _batch_wait_iterations, lockstep_state, staggered_state
 from llmath.deploy.serving import Requests, memory
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
 from llmath.hardware import get
 from llmath.hardware.roofline import efficiency
-from llmath.measure.serving_runs import harness_batch_wait, to_run
+from llmath.measure.serving_runs import harness_adp_balance, harness_batch_wait, to_run
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 
@@ -81,3 +82,35 @@ def test_inferencex_deepseek_fp8_b200_rows_wait_as_the_script_set():
     early = _row(source_notes="model=x; silicon_concurrency=64; measured=2026-01-20T00:00:00.000Z; wip=False")
     assert harness_batch_wait(early, 64) == {}
     assert harness_batch_wait(_row(source_notes="silicon_concurrency=64"), 64) == {}  # not InferenceX
+
+
+def test_attention_dp_balancing_holds_prompts_until_every_rank_has_one():
+    eng = replace(engines.preset("trtllm", H100), adp_balance=True, adp_batching_wait_iters=0, adp_timeout_iters=60)
+    # 8 ranks, 0.035 arrivals per rank and iteration: 0.28 over the ranks; 8 arrivals (one per rank) take
+    # 7 / 0.28 = 25 iterations (< 60): the first waits 25, n = 1 + 0.28 x 25 = 8, mean 25 x (1 + 7/2) / 8 = 14.0625
+    assert float(_adp_balance_iterations(eng, 8, 0.035)) == pytest.approx(14.0625)
+    # TensorRT-LLM's defaults (timeout 50, then 10 iterations of batching wait), 4 ranks at 0.05: X = 0.2, the
+    # group of 4 forms in 3 / 0.2 = 15 iterations, mean 15 x (1 + 3/2) / 4 = 9.375, then all 4 wait 10 more and
+    # the 0.2 x 10 = 2 arriving during those wait 5 on average: (4 x 19.375 + 2 x 5) / 6 = 14.5833
+    default = replace(engines.preset("trtllm", H100), adp_balance=True)
+    assert float(_adp_balance_iterations(default, 4, 0.05)) == pytest.approx(87.5 / 6)
+    # slow arrivals: the 60-iteration timeout ends the wait (8 arrivals would take 7 / 0.08 = 87.5)
+    assert float(_adp_balance_iterations(eng, 8, 0.01)) == pytest.approx(60 * (1 + 4.8 / 2) / 5.8)
+    assert _adp_balance_iterations(eng, 1, 0.035) == 0.0  # one rank: nothing to balance
+    assert _adp_balance_iterations(engines.preset("trtllm", H100), 8, 0.035) == 0.0  # TensorRT-LLM's default: off
+    with pytest.raises(WorkloadError, match="adp_timeout_iters"):
+        replace(eng, adp_timeout_iters=-1)
+
+
+def test_inferencex_attention_dp_rows_balance_as_their_scripts_set():
+    # gptoss_fp4_b200_trt_slurm.sh: attention_dp_config enable_balance: true (TensorRT-LLM's other defaults);
+    # dsr1_*_trt_slurm.sh: batching_wait_iters: 0, enable_balance: true, timeout_iters: 60
+    adp = _row(tp_size=1, attention_dp_size=8, moe_ep_size=8)
+    assert dict(to_run(adp).engine_settings)["adp_timeout_iters"] == 60
+    assert harness_adp_balance(adp, to_run(adp).layout) == {
+        "adp_balance": True, "adp_batching_wait_iters": 0, "adp_timeout_iters": 60}  # fmt: skip
+    gpt = _row(model_path="openai/gpt-oss-120b", precision="fp4", tp_size=1, attention_dp_size=4, moe_ep_size=4)
+    assert harness_adp_balance(gpt, to_run(gpt).layout) == {"adp_balance": True}
+    assert harness_adp_balance(_row(), to_run(_row()).layout) == {}  # TP 8, no attention-DP
+    launcher = _row(tp_size=1, attention_dp_size=8, moe_ep_size=8, source_notes="silicon_concurrency=64")
+    assert harness_adp_balance(launcher, to_run(launcher).layout) == {}  # not InferenceX

@@ -47,6 +47,8 @@ lengths. How the columns are read (the collection's own conventions, from its ``
 * TensorRT-LLM's batch waiting: InferenceX's DeepSeek-R1 FP8 B200 script from 2026-01-29 holds prompts for up to 40
   iterations or until they and the decoding tokens reach 0.8 × the token budget, at 1024/1024 from 64 clients
   (:data:`INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP);
+* TensorRT-LLM's attention-DP balancing: InferenceX's gpt-oss-120b and DeepSeek-R1 scripts turn it on wherever they
+  run attention-DP (:data:`INFERENCEX_TRT_ADP_BALANCE`);
 * engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
   concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
@@ -152,6 +154,21 @@ INFERENCEX_TRT_BATCH_WAIT: dict[str, Any] = {
     "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f/"
     "benchmarks/dsr1_fp8_b200_trt.sh (DELAY_BATCHING)",
 }  # fmt: skip
+# InferenceX's TensorRT-LLM launch scripts turn on attention-DP balancing (``attention_dp_config: enable_balance:
+# true``) wherever they run attention-DP: gpt-oss-120b with TensorRT-LLM's other defaults (from 28e5a01e, 2025-09-19),
+# DeepSeek-R1 with ``batching_wait_iters: 0``, ``timeout_iters: 60`` (from ec90f3fe, 2025-09-18); before the rows
+INFERENCEX_TRT_ADP_BALANCE: dict[str, dict[str, Any]] = {
+    "openai/gpt-oss-120b": {
+        "settings": {"adp_balance": True},
+        "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh at "
+        "64af5a771b8a14915d907e0dc8abb2af40d9eaf0",
+    },
+    "deepseek-ai/DeepSeek-R1": {
+        "settings": {"adp_balance": True, "adp_batching_wait_iters": 0, "adp_timeout_iters": 60},
+        "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_h200_trt_slurm.sh, dsr1_fp8_b200_trt_slurm.sh, "
+        "dsr1_fp4_b200_trt_slurm.sh at 64af5a77; dsr1_*_trt.sh at 06de7c28",
+    },
+}
 # Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
 # config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
 # enable_mixed_chunk = true``; the flag's spelling fixed in 07a37792, 2026-01-19), passed on by its SGLang 0.5.6.post2
@@ -288,6 +305,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     if kv_share is not None:
         settings["gpu_memory_utilization"] = kv_share
     settings.update(harness_batch_wait(r, _concurrency(r, lay)) if agg else {})
+    settings.update(harness_adp_balance(r, lay))
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
@@ -357,6 +375,15 @@ def harness_batch_wait(r: dict[str, str], concurrency: int) -> dict[str, Any]:
     if not INFERENCEX_NOTES.search(notes) or measured is None or measured.group(1) < rule["from"]:
         return {}
     return dict(rule["settings"]) if concurrency >= rule["from_clients"] else {}
+
+
+def harness_adp_balance(r: dict[str, str], lay: Layout | None) -> dict[str, Any]:
+    """TensorRT-LLM's attention-DP balancing as InferenceX's launch scripts set it (:data:`INFERENCEX_TRT_ADP_BALANCE`)
+    for its aggregated TensorRT-LLM rows that run attention-DP; empty elsewhere."""
+    rule = INFERENCEX_TRT_ADP_BALANCE.get(r["model_path"])
+    if rule is None or r["backend"] != "trtllm" or lay is None or lay.dp <= 1:
+        return {}
+    return dict(rule["settings"]) if INFERENCEX_NOTES.search(r.get("source_notes", "")) else {}
 
 
 def recipe_defaults(run: Run) -> Run:
