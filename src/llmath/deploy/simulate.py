@@ -89,14 +89,14 @@ def simulate(
     requests that arrive in the middle third (the desynchronised steady state). ``arrival="closed"``: every
     client sends its first request at once and each of its ``prompts_per_client`` requests as soon as the
     previous one finishes (vLLM ``bench serve --max-concurrency``, SGLang ``bench_serving``, AIPerf concurrency
-    mode); statistics over every request, as those clients report them; a follow-up request reaches the
-    scheduler ``eng.replacement_lag`` iterations later (at once when the engine is idle). ``"offline"``: one
-    such wave; ``"poisson"``: arrivals at ``rate`` requests/s. ``lag``: whether a follow-up request waits for the
-    iterations already scheduled (default: in the closed loop only; ``True`` with ``"staggered"``: the clients'
-    closed loop once out of step, :func:`llmath.deploy.closed_loop.staggered_state`): a follow-up then reaches
-    the scheduler the engine's per-request front-end time o_req after it is sent, varying by ±``jitter``/2 of it
-    (seeded; default ±50%; ``jitter`` given: in any mode). Otherwise o_req counts in its TTFT without delaying
-    its admission (:func:`llmath.deploy.serving.steady_state`, :func:`llmath.deploy.closed_loop.lockstep_state`)."""
+    mode); statistics over every request, as those clients report them. ``"offline"``: one such wave;
+    ``"poisson"``: arrivals at ``rate`` requests/s. Every request reaches the scheduler the engine's front-end
+    time o_req after its client sends it, and its TTFT runs from the send (docs/serving.md, "The front-end time:
+    one convention"); ``lag``: whether a follow-up request also waits for the ``eng.replacement_lag`` iterations
+    already scheduled when it is sent (default: in the closed loop only; none when the engine is idle; ``True``
+    with ``"staggered"``: the clients' closed loop once out of step,
+    :func:`llmath.deploy.closed_loop.staggered_state`, whose front-end times then vary by ±``jitter``/2 of
+    o_req, seeded, default ±50%, so that the clients stay out of step; ``jitter`` given: in any mode)."""
     if arrival == "offline":  # every request queued at once, none sent after them: one wave
         arrival, prompts_per_client = "closed", 1
     if arrival == "poisson":
@@ -105,8 +105,8 @@ def simulate(
         raise ValueError(f"arrival={arrival!r} must be 'staggered', 'closed', 'offline' or 'poisson'")
     lockstep = arrival == "closed"
     lagged = lockstep if lag is None else lag
-    delayed = not (lockstep or not lagged) or jitter is not None  # the front end delays the admission
-    hand_off = _front_end(dev, eng, req, delayed, 1.0 if jitter is None else jitter, seed)
+    spread = jitter if jitter is not None else (1.0 if lagged and not lockstep else 0.0)
+    hand_off = _front_end(dev, eng, req, spread, seed)
     lag_iters = eng.replacement_lag if lagged else 0  # the next iterations are already scheduled
     finished, itl, tokens_out, now = _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep,
                                              prompts_per_client, lag_iters, hand_off)  # fmt: skip
@@ -115,22 +115,21 @@ def simulate(
     return _stats(finished, itl, tokens_out, now, iterations)
 
 
-def _front_end(dev, eng, req: Requests, delayed: bool, spread: float, seed: int):
-    """(time a follow-up sent at ``now`` is dated from, time it reaches the scheduler) as a function of
-    ``now``: delayed, the engine's front-end time o_req ±``spread``/2 of it (seeded) later; else o_req counts
-    in its TTFT (dated o_req earlier) without delaying it."""
+def _front_end(dev, eng, req: Requests, spread: float, seed: int):
+    """The time a request sent at ``now`` reaches the scheduler, as a function of ``now``: the engine's
+    front-end time o_req later (docs/serving.md, "The front-end time: one convention"), ±``spread``/2 of it
+    (seeded)."""
     o_req = active_overheads(dev, eng).served_request_s(req.prompt)
     rng = np.random.default_rng(seed)
-    if not delayed:
-        return lambda now: (now - o_req, now)
-    return lambda now: (now, now + o_req * (1 + spread * (float(rng.random()) - 0.5)))
+    if spread == 0:
+        return lambda now: now + o_req
+    return lambda now: now + o_req * (1 + spread * (float(rng.random()) - 0.5))
 
 
 def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prompts_per_client, lag, hand_off):
     """The clients' loop: (finished requests, inter-token gaps, tokens out per iteration, end time)."""
     lengths = _lengths(req)
     ov = active_overheads(dev, eng)  # the engine's time outside the kernels, as the closed form adds it
-    o_req = ov.served_request_s(req.prompt)
     starts = _first_requests(req, eng, concurrency, lockstep)
     left = [prompts_per_client or 1 << 62] * concurrency  # requests each client still sends
     waiting: list[_Req] = []
@@ -144,7 +143,7 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prom
     for it in range(iterations):
         for i in [i for i, s in enumerate(starts) if s is not None and s <= it]:
             starts[i] = None
-            waiting.append(_Req(now - o_req, next(lengths), client=i))
+            pending.append([0, hand_off(now), _Req(now, next(lengths), client=i)])
             left[i] -= 1
         pending, now = _release(pending, waiting, now, idle=not (waiting or running))
         if not (waiting or running):
@@ -152,8 +151,7 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prom
         now, done = _advance(dev, eng, req, ov, (running, waiting, finished), max_resident, now, itl, tokens_out)
         for r in done:
             if left[r.client] > 0:  # sent at once
-                dated, ready = hand_off(now)
-                pending.append([lag, ready, _Req(dated, next(lengths), client=r.client)])
+                pending.append([lag, hand_off(now), _Req(now, next(lengths), client=r.client)])
                 left[r.client] -= 1
     return finished, itl, tokens_out, now
 
