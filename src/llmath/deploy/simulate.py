@@ -96,7 +96,8 @@ def simulate(
     already scheduled when it is sent (default: in the closed loop only; none when the engine is idle; ``True``
     with ``"staggered"``: the clients' closed loop once out of step,
     :func:`llmath.deploy.closed_loop.staggered_state`, whose front-end times then vary by ±``jitter``/2 of
-    o_req, seeded, default ±50%, so that the clients stay out of step; ``jitter`` given: in any mode)."""
+    o_req, seeded, default ±50%, so that the clients stay out of step; ``jitter`` given: in any mode; neither:
+    the desynchronised steady state, a follow-up reaching the scheduler at an iteration boundary)."""
     if arrival == "offline":  # every request queued at once, none sent after them: one wave
         arrival, prompts_per_client = "closed", 1
     if arrival == "poisson":
@@ -106,7 +107,7 @@ def simulate(
     lockstep = arrival == "closed"
     lagged = lockstep if lag is None else lag
     spread = jitter if jitter is not None else (1.0 if lagged and not lockstep else 0.0)
-    hand_off = _front_end(dev, eng, req, spread, seed)
+    hand_off = _front_end(dev, eng, req, spread, seed, at_boundary=not lagged and jitter is None)
     lag_iters = eng.replacement_lag if lagged else 0  # the next iterations are already scheduled
     finished, itl, tokens_out, now = _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep,
                                              prompts_per_client, lag_iters, hand_off)  # fmt: skip
@@ -115,15 +116,19 @@ def simulate(
     return _stats(finished, itl, tokens_out, now, iterations)
 
 
-def _front_end(dev, eng, req: Requests, spread: float, seed: int):
-    """The time a request sent at ``now`` reaches the scheduler, as a function of ``now``: the engine's
-    front-end time o_req later (docs/serving.md, "The front-end time: one convention"), ±``spread``/2 of it
-    (seeded)."""
+def _front_end(dev, eng, req: Requests, spread: float, seed: int, at_boundary: bool = False):
+    """(time a request is sent, time it reaches the scheduler) as a function of the time ``now`` it could
+    first be scheduled: it reaches the scheduler the engine's front-end time o_req after it is sent
+    (docs/serving.md, "Closed forms against the simulation"), ±``spread``/2 of it (seeded). ``at_boundary``:
+    the desynchronised steady state's reading, a follow-up sent o_req before ``now`` so that it reaches the
+    scheduler at the iteration boundary (:func:`llmath.deploy.serving.steady_state`)."""
     o_req = active_overheads(dev, eng).served_request_s(req.prompt)
     rng = np.random.default_rng(seed)
+    if at_boundary:
+        return lambda now: (now - o_req, now)
     if spread == 0:
-        return lambda now: now + o_req
-    return lambda now: now + o_req * (1 + spread * (float(rng.random()) - 0.5))
+        return lambda now: (now, now + o_req)
+    return lambda now: (now, now + o_req * (1 + spread * (float(rng.random()) - 0.5)))
 
 
 def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prompts_per_client, lag, hand_off):
@@ -143,7 +148,8 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prom
     for it in range(iterations):
         for i in [i for i, s in enumerate(starts) if s is not None and s <= it]:
             starts[i] = None
-            pending.append([0, hand_off(now), _Req(now, next(lengths), client=i)])
+            sent, ready = hand_off(now)
+            pending.append([0, ready, _Req(sent, next(lengths), client=i)])
             left[i] -= 1
         pending, now = _release(pending, waiting, now, idle=not (waiting or running))
         if not (waiting or running):
@@ -151,7 +157,8 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prom
         now, done = _advance(dev, eng, req, ov, (running, waiting, finished), max_resident, now, itl, tokens_out)
         for r in done:
             if left[r.client] > 0:  # sent at once
-                pending.append([lag, hand_off(now), _Req(now, next(lengths), client=r.client)])
+                sent, ready = hand_off(now)
+                pending.append([lag, ready, _Req(sent, next(lengths), client=r.client)])
                 left[r.client] -= 1
     return finished, itl, tokens_out, now
 
