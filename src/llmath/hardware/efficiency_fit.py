@@ -343,3 +343,14 @@ def fp4_gemm(device: str, engine: str = DEFAULT_FP4_ENGINE) -> tuple[float, floa
     r = resolve(device)
     e = data().get("fp4_gemm", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine)
     return (float(e["t0_s"]), float(e["mem"]), float(e["kloop_per_s"])) if e and e["applied"] else None
+
+
+def engine_attn_decode(device: str, engine: str, kv_fmt: str) -> list[float] | None:
+    """``engine``'s own ``attn_decode`` coefficients over a ``kv_fmt`` KV cache on ``device`` (its measured
+    device, rule of :func:`resolve`), fitted to that engine's decode-attention table by
+    ``scripts/fit_engine_attention.py`` (vLLM's and SGLang's FlashAttention-3 over an fp8 cache on Hopper);
+    ``None`` where there is none (the TensorRT-LLM fit applies)."""
+    r = resolve(device)
+    e = data().get("engine_attn_decode", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine, {})
+    entry = e.get(FORMAT_ALIASES.get(kv_fmt, kv_fmt))
+    return entry["coef"] if entry else None

@@ -228,24 +228,29 @@ def engine_fp4_gemm(eff: Efficiency, hw: Hardware | None, engine: str = DEFAULT_
     (:data:`llmath.hardware.efficiency_fit.MOE_WEIGHT_ONLY_ENGINES`)."""
     if hw is None:
         return eff
-    eff = _engine_weight_only_moe(eff, hw, engine)
+    eff = _engine_kernels(eff, hw, engine)
     if eff.fp4_gemm is None:
         return eff
     return replace(eff, fp4_gemm=ef.fp4_gemm(hw.name, engine))
 
 
-def _engine_weight_only_moe(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
+def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
     """``eff`` with the ``moe`` fits of the weight-only kernels ``engine`` serves with on ``hw``, where ``eff``
-    carries fitted MoE models (not ``ideal``, a calibrated profile or a given matmul fraction)."""
-    if not any(cls == "moe" for cls, _, _ in eff.kernel_fits):
-        return eff
-    have = {(cls, f) for cls, f, _ in eff.kernel_fits}
-    add = tuple(
-        ("moe", f, tuple(c))
-        for f, engines in ef.MOE_WEIGHT_ONLY_ENGINES.items()
-        if engine in engines and ("moe", f) not in have and (c := ef.coefficients(hw.name, "moe", f)[0]) is not None
-    )
-    return replace(eff, kernel_fits=eff.kernel_fits + add) if add else eff
+    carries fitted MoE models (not ``ideal``, a calibrated profile or a given matmul fraction); and with
+    ``engine``'s own fp8-KV decode-attention fit in place of TensorRT-LLM's where one was fitted
+    (:func:`llmath.hardware.efficiency_fit.engine_attn_decode`)."""
+    fits = eff.kernel_fits
+    own = ef.engine_attn_decode(hw.name, engine, "fp8")
+    if own is not None and any(k[:2] == ("attn_decode", "fp8") for k in fits):
+        fits = tuple(("attn_decode", "fp8", tuple(own)) if k[:2] == ("attn_decode", "fp8") else k for k in fits)
+    if any(cls == "moe" for cls, _, _ in fits):
+        have = {(cls, f) for cls, f, _ in fits}
+        fits += tuple(
+            ("moe", f, tuple(c))
+            for f, engines in ef.MOE_WEIGHT_ONLY_ENGINES.items()
+            if engine in engines and ("moe", f) not in have and (c := ef.coefficients(hw.name, "moe", f)[0]) is not None
+        )
+    return replace(eff, kernel_fits=fits) if fits != eff.kernel_fits else eff
 
 
 def run_efficiency(mode, hw: Hardware | None, p: Precision, engine: str, overrides: dict) -> Efficiency | None:
