@@ -337,7 +337,9 @@ def moe_fits(root, sysname, ver, hw, files):
 # 4-bit experts dequantised into a bf16 grouped GEMM (MOE_WEIGHT_ONLY; Hopper: GPT-OSS's MXFP4 path, kernel
 # ``moe_torch_flow``), fitted like the other MoE classes on the unsplit (moe_tp = ep = 1) rows. Its tables hold
 # one or two expert shapes there (gpt-oss's, 32 or 128 experts), so every 5th distinct token count is held out.
-# The kernel has a floor of ~70 µs per layer (H200, 1 token: 79 µs), which the per-kernel time starts from.
+# The kernel has a floor per layer that no split lowers (H200, 1 token: 79 µs unsplit, 71-75 µs at EP 2-128):
+# its per-kernel time t0 is held at that floor, the median time of the 1-token rows over every split, and the
+# other terms are fitted.
 WEIGHT_ONLY_INIT = [0.6, 1.2, 1.0, 6.0, 1.0, 0.7, 7.0, 1.0, 60.0]
 
 
@@ -349,6 +351,7 @@ def weight_only_moe_fits(root, sysname, ver, hw, files):
         if df is None or runs not in hw.peak_flops_per_s or "fp4" in hw.peak_flops_per_s:
             continue
         d = df[(df.moe_dtype == key) & (df.distribution == "balanced") & (df.kernel_source == "moe_torch_flow")]
+        floor_us = float(d[(d.moe_tp_size == 1) & (d.num_tokens == 1)].latency.median()) * 1e3
         d = d[(d.moe_tp_size == 1) & (d.moe_ep_size == 1)]
         if len(d) < 20:
             continue
@@ -369,6 +372,7 @@ def weight_only_moe_fits(root, sysname, ver, hw, files):
             f"{rel} (moe_torch_flow, balanced, tp=ep=1)",
             hw.name,
             key,
+            fixed={8: floor_us},
             init=WEIGHT_ONLY_INIT,
         )
     return out

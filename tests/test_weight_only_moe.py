@@ -13,7 +13,8 @@ from llmath import hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.kernels import engine_fp4_gemm
-from llmath.hardware.roofline import efficiency, op_times
+from llmath.hardware.roofline import efficiency, op_times, overheads
+from llmath.model import registry
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, table
@@ -100,3 +101,17 @@ def test_fp4_experts_on_blackwell_do_not_take_the_weight_only_fit():
     assert not fo.weight_only_fp4("nvfp4", "fp4")
     assert fo.weight_only_fp4("mxfp4", "bf16") and fo.weight_only_fp4("nvfp4", "bf16")
     assert not fo.weight_only_fp4("fp8", "bf16") and not fo.weight_only_fp4("int4", "bf16")
+
+
+def test_a_moe_layers_per_kernel_time_is_shared_by_its_routed_gemms_in_every_layer_kind():
+    # gpt-oss-120b alternates sliding-window and full-attention layers, so its decode table holds each routed GEMM
+    # (gate, up, down) twice, each op standing for 18 of the 36 layers (config.json: num_hidden_layers 36,
+    # layer_types alternating): the routed GEMMs' per-kernel times add up to one fitted t0 per MoE layer, 36 × t0
+    hw = hardware.get("h200")
+    t = table(registry.spec("gpt-oss-120b"), "decode")
+    p = Precision.uniform("bf16").override(weights="mxfp4")
+    e = engine_fp4_gemm(efficiency("expected", hw), hw, "trtllm")
+    routed = fo.columns(t).routed
+    assert len(routed) == 6 and int(t.kernels[routed].sum()) == 3 * 36
+    ov = overheads(t, e, True, p, hw)
+    assert ov[routed].sum() == pytest.approx(36 * _entry("h200")["coef"][8], rel=1e-9)

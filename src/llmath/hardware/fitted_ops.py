@@ -325,7 +325,9 @@ def overheads(
     if mla is not None:
         out[cols.mla] = table.kernels[cols.mla] * max(eff.overhead_s, mla[8])
     if moe is not None:
-        t0 = moe[8] / cols.routed.size
+        # one grouped kernel per MoE layer: its t0 shared by that layer's routed GEMMs (gate, up, down), however
+        # many layer kinds the table repeats them in (gpt-oss: sliding and full-attention layers)
+        t0 = moe[8] / len({table.ops[i].name for i in cols.routed})
         out[cols.routed] = table.kernels[cols.routed] * (max(eff.overhead_s, t0) if not decode else t0)
     out.setflags(write=False)
     return out
