@@ -7,7 +7,14 @@ import pytest
 from helpers import run_cli
 
 from llmath import Workload
-from llmath.measure.serving_runs import harness_budget, harness_recv_interval, precision, to_run, validate_runs
+from llmath.measure.serving_runs import (
+    harness_budget,
+    harness_recv_interval,
+    harness_warmed,
+    precision,
+    to_run,
+    validate_runs,
+)
 
 HEADER = (
     "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
@@ -107,6 +114,21 @@ def test_inferencex_sglang_b200_deepseek_rows_poll_as_its_launch_scripts_set():
     assert harness_recv_interval(_row(source_notes=notes.format(64)), 64) is None  # TensorRT-LLM
     before = _row(backend="sglang", source_notes=notes.format(64).replace("2026-03-01", "2025-09-01"))
     assert harness_recv_interval(before, 64) is None  # before 6be2c699 (2025-09-23) the scripts set none
+
+
+def test_inferencex_rows_before_the_clients_warm_up_say_so():
+    # SemiAnalysisAI/InferenceX d053ae24e (2026-01-21 17:53 UTC) added --num-warmups $((2 * max_concurrency)) to
+    # run_benchmark_serving; a run measured on 2025-11-02 had none, one measured on 2026-03-25 had 2·CONC
+    notes = "model=DeepSeek-R1; silicon_concurrency=8; measured={}T00:00:00.000Z; wip=False"
+    cold = to_run(_row(backend="sglang", source_notes=notes.format("2025-11-02")))
+    warm = to_run(_row(backend="sglang", source_notes=notes.format("2026-03-25")))
+    assert any("no warm-up" in a for a in cold.assumed)
+    assert not any("no warm-up" in a for a in warm.assumed)
+    assert not harness_warmed(_row(source_notes=notes.format("2026-01-21")))  # the commit came late that day
+    assert harness_warmed(_row(source_notes=notes.format("2026-01-22")))
+    own = to_run(_row(source_notes="silicon_concurrency=8; measured=2025-11-02T00:00:00.000Z"))  # not InferenceX
+    assert not any("no warm-up" in a for a in own.assumed)
+    assert cold.ttft_s == warm.ttft_s == 0.1  # a note, not a changed number: silicon_ttft_ms 100
 
 
 def test_generator_launched_sglang_rows_mix_prompt_chunks_into_decoding():

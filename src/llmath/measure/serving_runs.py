@@ -40,6 +40,10 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   ``dsr1_fp4_b200.sh``) pass ``--scheduler-recv-interval`` 30 from 16 clients, 10 below (10 for FP8 at TP 4), so
   the scheduler takes new requests in only every that many decode iterations: ``recv_interval`` in the run's
   ``engine_settings`` (:data:`INFERENCEX_SGLANG_RECV`);
+* the client's warm-up: from d053ae24e (2026-01-21) InferenceX's ``run_benchmark_serving`` sends 2·CONC warm-up
+  requests before the measured ones; its rows measured earlier say in ``assumed`` that the first wave met a cold
+  server (:func:`harness_warmed`; not modelled: docs/serving.md, "The first-token delay on the SGLang and vLLM
+  InferenceX rows");
 * engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
   concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
@@ -84,6 +88,14 @@ KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
 INFERENCEX_RANGE_RATIO = 0.8
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
 RANGE_POINTS = 9  # evenly spaced lengths standing for the uniform draw (its mean exactly, its spread closely)
+# InferenceX's client sends 2·CONC warm-up requests before the measured ones from d053ae24e (2026-01-21 17:53 UTC,
+# ``run_benchmark_serving`` passes ``--num-warmups``); before, it passed none, so the measured first wave met a
+# server that had served one test prompt: rows measured earlier say so in ``assumed`` (not modelled)
+INFERENCEX_WARMUP: dict[str, str] = {
+    "from": "2026-01-22",
+    "source": "https://github.com/SemiAnalysisAI/InferenceX/commit/d053ae24ea30500c88dd740ac6213b8fe1d9c9f5 "
+    "(benchmarks/benchmark_lib.sh: --num-warmups $((2 * max_concurrency)))",
+}
 # InferenceX's TensorRT-LLM launch scripts for a model (by the row's model_path): the token budget they pass as
 # ``--max_num_tokens``, ⌈(CONC + ISL + 64) / 64⌉ · 64 (CONC the benchmark's concurrency, ISL the prompt's upper
 # bound), and from the date the floor of 8192 was added, the floor (module docstring)
@@ -229,6 +241,9 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
     inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
+    if inferencex and not harness_warmed(r):
+        assumed.append(f"client sent no warm-up requests (InferenceX before {INFERENCEX_WARMUP['from']}): the first"
+                       " wave met a cold server, not modelled")  # fmt: skip
     settings = {} if inferencex or not agg else launcher_settings(r)
     budget = harness_budget(r, _concurrency(r, lay)) if agg else None
     if budget is not None:
@@ -257,6 +272,13 @@ def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
     if measured is None or measured.group(1) >= rule["floor_from"]:
         budget = max(budget, rule["floor"])
     return budget
+
+
+def harness_warmed(r: dict[str, str]) -> bool:
+    """Whether InferenceX's client sent warm-up requests before the row's measured ones
+    (:data:`INFERENCEX_WARMUP`, by the row's ``measured=`` date; a row without a date is taken as warmed)."""
+    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
+    return measured is None or measured.group(1) >= INFERENCEX_WARMUP["from"]
 
 
 def harness_recv_interval(r: dict[str, str], concurrency: int) -> int | None:
