@@ -15,11 +15,18 @@ SemiAnalysisAI/InferenceX); where all of them agree on one setting, that is what
   (workers, attention-DP, EP), by speculation and engine. Speculating runs are predicted without speculation
   (their acceptance length is not recorded), so their TPOT error shows what speculation took off.
 
-Nothing here is fitted; no configuration file is stored in this repository.
+With ``--write PATH`` it writes instead the table :mod:`llmath.measure.disagg_recipes` reads
+(``src/llmath/data/inferencex_disagg.json``): every DeepSeek-R1 disaggregated entry on the systems llmath maps
+(B200, H200, H100), with the versions of the file that list it, the pools, the speculation and its draft tokens
+(``mtpN`` in the entry's ``CONFIG_FILE`` name) and the decode workers' ``max_batch_size``
+(``DECODE_MAX_BATCH_SIZE=N``, or ``batchN`` in the ``CONFIG_FILE`` name: srt-slurm's recipe names).
+
+Nothing here is fitted.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -118,8 +125,75 @@ def report(rows: list[dict]) -> None:
                 print(f"| {spec} | {engine} | {len(g)} | {_errors(g, 'columns')} | {_errors(g, 'config')} |")
 
 
+def _dated_versions(git_dir: str, since: str, until: str) -> list[list[str]]:
+    fmt = ["--format=%H %cI", f"--since={since}", f"--until={until}", "--", CONFIG]
+    out = subprocess.run(["git", "-C", git_dir, "log", *fmt], capture_output=True, text=True, check=True).stdout
+    return [line.split() for line in out.splitlines() if line.strip()][::-1]
+
+
+def _settings_number(settings: str, *patterns: str) -> int | None:
+    for pattern in patterns:
+        if m := re.search(pattern, settings):
+            return int(m.group(1))
+    return None
+
+
+def _entry(c: dict, name: str, seq: dict, e: dict) -> dict | None:
+    system = name.split("-")[2]
+    if "prefill" not in e or "decode" not in e or system not in SYSTEMS.values():
+        return None
+    extra = " ".join(str(s) for pool in ("prefill", "decode") for s in e[pool].get("additional-settings") or [])
+    spec = e.get("spec-decoding", "none")
+    return {
+        "framework": c.get("framework"), "system": system, "precision": c.get("precision"), "isl": seq["isl"],
+        "osl": seq["osl"], "image": c.get("image"), "speculation": spec,
+        "draft_tokens": _settings_number(extra, r"_mtp(\d+)") if spec == "mtp" else None,
+        "decode_max_batch": _settings_number(extra, r"DECODE_MAX_BATCH_SIZE=(\d+)", r"_batch(\d+)_"),
+        "prefill": list(_pool(e["prefill"])), "decode": list(_pool(e["decode"])),
+    }  # fmt: skip
+
+
+def _ranges(indices: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def write_table(git_dir: str, since: str, until: str, path: str) -> None:
+    """The table of every DeepSeek-R1 disaggregated entry (module docstring), each with the index ranges of the
+    file's versions (oldest first) that list it."""
+    versions = _dated_versions(git_dir, since, until)
+    seen: dict[str, tuple[dict, list[int]]] = {}
+    for i, (commit, _) in enumerate(versions):
+        text = subprocess.run(["git", "-C", git_dir, "show", f"{commit}:{CONFIG}"], capture_output=True, text=True)
+        for name, c in (yaml.safe_load(text.stdout) or {}).items():
+            if not (isinstance(c, dict) and c.get("disagg") and name.startswith("dsr1")):
+                continue
+            for seq in c.get("seq-len-configs", []):
+                for e in seq.get("search-space", []):
+                    if (entry := _entry(c, name, seq, e)) is None:
+                        continue
+                    for conc in e.get("conc-list") or []:
+                        row = {**entry, "concurrency": conc}
+                        seen.setdefault(json.dumps(row, sort_keys=True), (row, []))[1].append(i)
+    table = {
+        "source": "https://github.com/SemiAnalysisAI/InferenceX " + CONFIG + " (Apache-2.0), every version committed"
+        f" from {since} to {until}; written by scripts/disagg_recipe_join.py --write",
+        "versions": versions,
+        "entries": [{**row, "versions": _ranges(idx)} for row, idx in seen.values()],
+    }  # fmt: skip
+    lines = [f'  "{k}": [\n' + ",\n".join("    " + json.dumps(v, sort_keys=True) for v in vs) + "\n  ]"
+             for k, vs in table.items() if isinstance(vs, list)]  # fmt: skip
+    with open(path, "w") as f:
+        f.write('{\n  "source": ' + json.dumps(table["source"]) + ",\n" + ",\n".join(lines) + "\n}\n")
+
+
 def main(argv: list[str]) -> int:
-    opts = {"--since": "2026-01-10", "--until": "2026-04-07"}
+    opts = {"--since": "2025-12-01", "--until": "2026-04-07", "--write": ""}
     for k in opts:
         if k in argv:
             i = argv.index(k)
@@ -128,6 +202,9 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
+    if opts["--write"]:
+        write_table(argv[0], opts["--since"], opts["--until"], opts["--write"])
+        return 0
     configs = configurations(argv[0], opts["--since"], opts["--until"])
     report(joined(argv[1] if len(argv) > 1 else RUNS_CSV, configs))
     return 0

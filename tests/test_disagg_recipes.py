@@ -1,0 +1,104 @@
+"""Disaggregated runs as their benchmark configurations ran them: the recipe's pools, decode slots and MTP, and
+the closed loop's wait for a decode slot."""
+
+import csv
+
+import pytest
+
+from llmath import Workload
+from llmath.deploy.disagg import decode_slot_wait, serve_disaggregated
+from llmath.errors import LayoutError
+from llmath.measure.disagg_recipes import COLUMNS, SPEC_OPEN, mtp_speculation, recipe_for
+from llmath.measure.serving_runs import Layout, to_run, validate_runs
+
+HEADER = (
+    "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
+    "tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,prefill_num_workers,"
+    "prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,"
+    "decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,"
+    "decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms,source_notes"
+).split(",")
+# A row as serving_runs.csv stores SemiAnalysis InferenceX's TensorRT-LLM DeepSeek-R1 run on H100 at 6 clients
+H100_NOTES = (
+    "model=DeepSeek-R1; silicon_concurrency=6; measured=2026-02-08T01:24:15Z; wip=False; "
+    "image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post3"
+)
+
+
+def _h100_row(**kw) -> dict:
+    r = dict.fromkeys(HEADER, "")
+    r.update(id="h100", backend="trtllm", backend_version="0.8.1.post3", model_path="deepseek-ai/DeepSeek-R1",
+             system="h100_sxm", precision="fp8", mode="disagg", isl="1024", osl="1024", gemm_quant_mode="fp8",
+             moe_quant_mode="fp8", prefill_tp_size="16", prefill_pp_size="1", prefill_attention_dp_size="1",
+             prefill_moe_tp_size="1", prefill_moe_ep_size="16", decode_tp_size="16", decode_pp_size="1",
+             decode_attention_dp_size="1", decode_moe_tp_size="1", decode_moe_ep_size="16",
+             silicon_ttft_ms="12345", silicon_tpot_ms="14", source_notes=H100_NOTES)  # fmt: skip
+    r.update({k: str(v) for k, v in kw.items()})
+    return r
+
+
+def test_slot_wait_is_littles_law_on_the_decode_slots():
+    # 6 clients, 3 slots each held 7 s: the pool finishes 3 / 7 requests/s, a client's cycle is 6 / (3 / 7) = 14 s,
+    # of which 7 s decode: 7 s before the first token
+    assert decode_slot_wait(6, 3, 7.0) == pytest.approx(7.0)
+    # 924 clients on 768 slots held 55.8 s: (924 / 768 − 1) · 55.8 = 0.203125 · 55.8 = 11.334 s
+    assert decode_slot_wait(924, 768, 55.8) == pytest.approx(11.334375)
+    assert decode_slot_wait(64, 64, 9.0) == 0.0  # every request has a slot
+    assert decode_slot_wait(8, 64, 9.0) == 0.0
+
+
+def test_decode_max_batch_makes_the_extra_clients_wait_for_a_slot():
+    w = Workload(prompt=1024, gen=1024, concurrency=6)
+    pools = dict(prefill={"tp": 8}, decode={"tp": 8, "workers": 3})
+    free = serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, engine="trtllm", **pools)
+    capped = serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, engine="trtllm", decode_max_batch=1, **pools)
+    # 3 workers of one slot each: the 6 clients decode 3 at a time, so each waits (6 / 3 − 1) = 1 whole decode
+    # of its 1023 steps before its first token (the decode batch is 1 either way: 6 / 3 workers = 2 > 1 slot)
+    assert capped["decode_batch"] == 1
+    assert capped["ttft_s"] == pytest.approx(1023 * capped["tpot_s"], rel=1e-9)
+    assert free["ttft_s"] < 0.1 * capped["ttft_s"]
+    with pytest.raises(LayoutError, match="decode_max_batch=0"):
+        serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, decode_max_batch=0, **pools)
+
+
+def test_mtp_acceptance_is_the_chain_of_per_token_acceptances():
+    # DeepSeek-V3 report: 85% of second tokens accepted; 3 drafts: 1 + 0.85 + 0.7225 + 0.614125 = 3.186625
+    spec = mtp_speculation(3)
+    assert (spec.method, spec.k, spec.acceptance) == ("mtp", 3, pytest.approx(3.186625))
+    assert mtp_speculation(1).acceptance == pytest.approx(1.85)
+
+
+def test_the_h100_run_at_six_clients_finds_its_configuration():
+    # InferenceX .github/configs/nvidia-master.yaml at 66d6a351 (2026-02-07 20:24 -05:00, the last version before
+    # the row's 2026-02-08T01:24:15Z), dsr1-fp8-h100-dynamo-trt, 1024/1024, conc 6: an "mtp" entry (recipe
+    # ctx1_gen3_tep16_batch1_eplb0_mtp3) and an stp one (ctx1_gen3_tep16_batch1_eplb0_mtp0), both 1 prefill worker
+    # TP 16 EP 16 with attention-DP and 3 decode workers TP 16 EP 16 without, decode batch 1
+    found = recipe_for(_h100_row(), 6)
+    assert (found.prefill, found.decode, found.decode_max_batch) == ((1, 16, 16, True), (3, 16, 16, False), 1)
+    assert (found.group, found.draft_tokens) == (SPEC_OPEN, None)  # with and without MTP: left open
+    run = to_run(_h100_row())
+    assert run.prefill == Layout(1, 1, 16, 16, 1)  # attention-DP over the 16 GPUs
+    assert run.decode == Layout(16, 1, 1, 16, 3)
+    assert dict(run.engine_settings) == {"decode_max_batch": 1}
+    assert to_run(_h100_row(), recipe=False).decode == Layout(16, 1, 1, 16, 1)  # the columns: one worker
+
+
+def test_rows_without_a_configuration_keep_their_columns():
+    assert recipe_for(_h100_row(source_notes="silicon_concurrency=6"), 6).group == COLUMNS  # no date, no image
+    assert recipe_for(_h100_row(), 7).group == COLUMNS  # no entry at 7 clients
+
+
+def test_validation_groups_disaggregated_rows_by_what_their_recipe_settles(tmp_path):
+    f = tmp_path / "runs.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, HEADER)
+        w.writeheader()
+        w.writerow(_h100_row())
+        w.writerow(_h100_row(id="bare", source_notes="silicon_concurrency=6"))
+    rep = validate_runs(f, by=("engine",))
+    assert {r["id"]: r["recipe"] for r in rep["rows"]} == {"h100": SPEC_OPEN, "bare": COLUMNS}
+    groups = rep["summary"]["disagg"]["groups"]["recipe"]
+    assert (groups[SPEC_OPEN]["n"], groups[COLUMNS]["n"]) == (1, 1)
+    # the recipe's 3 single-slot decode workers make 3 of the 6 clients wait a whole decode (1023 steps)
+    h100 = next(r for r in rep["rows"] if r["id"] == "h100")
+    assert h100["predicted_ttft_s"] >= 1023 * h100["predicted_tpot_s"]
