@@ -153,6 +153,22 @@ def _entry(c: dict, name: str, seq: dict, e: dict) -> dict | None:
     }  # fmt: skip
 
 
+def _benchmark_concurrencies(e: dict) -> list[int]:
+    """The concurrencies the entry's benchmark ran. A recipe named ``c{N}_ctx{P}_gen{D}_…`` (srt-slurm's H200
+    TensorRT-LLM recipes) runs N clients per decode worker, N·D in all (its ``benchmark.concurrencies``: e.g.
+    recipes/trtllm/h200/1k1k/mtp/c128_ctx1_gen7_dep8_batch128_eplb0_mtp3.yaml "896",
+    1k1k/stp/c16_ctx1_gen9_tep8_batch256_eplb0_mtp0.yaml "144", 8k1k/stp/c256_ctx5_gen3_dep8_batch256_eplb0_mtp0.yaml
+    "768", ishandhanani/srt-slurm at 4893f83e), where the entry's ``conc-list`` holds N; otherwise its
+    ``conc-list``."""
+    extra = " ".join(
+        str(s) for s in e["decode"].get("additional-settings") or e["prefill"].get("additional-settings") or []
+    )
+    m = re.search(r"/c(\d+)_ctx\d+_gen(\d+)_", extra)
+    if m:
+        return [int(m.group(1)) * int(m.group(2))]
+    return list(e.get("conc-list") or [])
+
+
 def _ranges(indices: list[int]) -> list[list[int]]:
     out: list[list[int]] = []
     for i in sorted(set(indices)):
@@ -177,7 +193,7 @@ def write_table(git_dir: str, since: str, until: str, path: str) -> None:
                 for e in seq.get("search-space", []):
                     if (entry := _entry(c, name, seq, e)) is None:
                         continue
-                    for conc in e.get("conc-list") or []:
+                    for conc in _benchmark_concurrencies(e):
                         row = {**entry, "concurrency": conc}
                         seen.setdefault(json.dumps(row, sort_keys=True), (row, []))[1].append(i)
     table = {
