@@ -8,7 +8,7 @@ import pytest
 from llmath import Workload
 from llmath.deploy.disagg import decode_slot_wait, serve_disaggregated
 from llmath.errors import LayoutError
-from llmath.measure.disagg_recipes import COLUMNS, SPEC_OPEN, mtp_speculation, recipe_for
+from llmath.measure.disagg_recipes import COLUMNS, POOLS_MTP, SPEC_OPEN, mtp_speculation, recipe_for
 from llmath.measure.serving_runs import Layout, to_run, validate_runs
 
 HEADER = (
@@ -102,3 +102,23 @@ def test_validation_groups_disaggregated_rows_by_what_their_recipe_settles(tmp_p
     # the recipe's 3 single-slot decode workers make 3 of the 6 clients wait a whole decode (1023 steps)
     h100 = next(r for r in rep["rows"] if r["id"] == "h100")
     assert h100["predicted_ttft_s"] >= 1023 * h100["predicted_tpot_s"]
+
+
+def test_an_h200_recipe_runs_its_clients_per_decode_worker():
+    # InferenceX nvidia-master.yaml at f316a0ef (2026-03-23 13:00:03Z), dsr1-fp8-h200-dynamo-trt 1024/1024: the
+    # "mtp" entry with conc-list [128] names recipes/trtllm/h200/1k1k/mtp/c128_ctx1_gen7_dep8_batch128_eplb0_mtp3,
+    # whose benchmark runs 128 · 7 = 896 clients (srt-slurm 4893f83e: concurrencies "896"); prefill 1 worker TP 8
+    # EP 8 with attention-DP, decode 7 workers TP 8 EP 8 with attention-DP, batch 128, 3 MTP drafts
+    notes = (
+        "model=DeepSeek-R1; silicon_concurrency=896; measured=2026-03-23T13:00:07Z; wip=False; "
+        "image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1"
+    )
+    row = _h100_row(system="h200_sxm", backend_version="0.8.1.post1", source_notes=notes, prefill_tp_size=8,
+                    prefill_moe_ep_size=8, decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 896)
+    assert (found.group, found.draft_tokens, found.decode_max_batch) == (POOLS_MTP, 3, 128)
+    assert (found.prefill, found.decode) == ((1, 8, 8, True), (7, 8, 8, True))
+    # 7 workers × 8 attention-DP ranks × 128 = 7168 slots ≥ 896 clients: no slot wait; MTP with 3 drafts decodes
+    run = to_run(row)
+    assert dict(run.engine_settings) == {"decode_max_batch": 128, "draft_tokens": 3}
+    assert run.decode == Layout(1, 1, 8, 8, 7)
