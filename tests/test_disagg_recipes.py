@@ -8,7 +8,7 @@ import pytest
 from llmath import Workload
 from llmath.deploy.disagg import decode_slot_wait, serve_disaggregated
 from llmath.errors import LayoutError
-from llmath.measure.disagg_recipes import COLUMNS, POOLS_MTP, SPEC_OPEN, mtp_speculation, recipe_for
+from llmath.measure.disagg_recipes import COLUMNS, POOLS, POOLS_MTP, POOLS_OPEN, SPEC_OPEN, mtp_speculation, recipe_for
 from llmath.measure.serving_runs import Layout, to_run, validate_runs
 
 HEADER = (
@@ -122,3 +122,20 @@ def test_an_h200_recipe_runs_its_clients_per_decode_worker():
     run = to_run(row)
     assert dict(run.engine_settings) == {"decode_max_batch": 128, "draft_tokens": 3}
     assert run.decode == Layout(1, 1, 8, 8, 7)
+
+
+def test_the_columns_pick_among_configurations_with_different_pools():
+    # InferenceX nvidia-master.yaml at 0aae52d4 (2026-02-06 09:21 -08:00), dsr1-fp8-h200-dynamo-sglang 1024/1024
+    # lists 128 clients in three searches without MTP: 1 prefill + 1 decode worker of TP 8 (EP 1), 1 + 9 of TP 8
+    # (EP 1), and 1 + 6 with TP 8, EP 8 and attention-DP; a row stating EP 8 in both pools is the third
+    notes = (
+        "model=DeepSeek-R1; silicon_concurrency=128; measured=2026-02-07T00:00:00.000Z; wip=False; "
+        "image=lmsysorg/sglang:v0.5.8.post1-cu130"
+    )
+    row = _h100_row(backend="sglang", system="h200_sxm", source_notes=notes, prefill_tp_size=8,
+                    prefill_moe_ep_size=8, decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 128)
+    assert (found.group, found.draft_tokens) == (POOLS, 0)
+    assert (found.prefill, found.decode) == ((1, 8, 8, True), (6, 8, 8, True))
+    # stating EP 1 leaves two (1 or 9 decode workers): not settled
+    assert recipe_for({**row, "prefill_moe_ep_size": "1", "decode_moe_ep_size": "1"}, 128).group == POOLS_OPEN

@@ -9,7 +9,8 @@ decode workers' ``max_batch_size`` (``DECODE_MAX_BATCH_SIZE=N`` or ``batchN`` in
 only each pool's TP and EP. ``data/inferencex_disagg.json`` holds those entries (written from the repository by
 ``scripts/disagg_recipe_join.py --write``), and :func:`recipe_for` finds a row's: the entries of the file's
 version in effect when the row was measured (the last committed before its ``measured=`` time), with the row's
-image where one matches. What they settle is a setting of the run, carried in ``Run.engine_settings``; what
+image where one matches; where they list several pools, those the row's columns state (each pool's GPUs and
+EP) where any do. What they settle is a setting of the run, carried in ``Run.engine_settings``; what
 they leave open (several entries that differ in pools or speculation, or none) is said in the row's ``recipe``
 group, never filled in.
 """
@@ -84,6 +85,18 @@ def _entries(r: dict[str, str], concurrency: int) -> list[dict[str, Any]]:
     return same or found
 
 
+def _states(r: dict[str, str], e: dict[str, Any]) -> bool:
+    """Whether the row's columns state the entry's pools: each pool's GPUs (``tp_size`` × ``attention_dp_size``,
+    read as :func:`llmath.measure.serving_runs.to_run` reads them) and its expert parallelism."""
+    from llmath.measure.serving_runs import _layout
+
+    for pool in ("prefill", "decode"):
+        lay = _layout(r, f"{pool}_", [])
+        if (lay.tp * lay.dp, lay.ep) != (e[pool][1], e[pool][2]):
+            return False
+    return True
+
+
 def _one(values: list) -> Any:
     return values[0] if len({json.dumps(v) for v in values}) == 1 else None
 
@@ -94,6 +107,8 @@ def recipe_for(r: dict[str, str], concurrency: int) -> Recipe:
     found = _entries(r, concurrency)
     if not found:
         return Recipe(COLUMNS)
+    if _one([(e["prefill"], e["decode"]) for e in found]) is None:
+        found = [e for e in found if _states(r, e)] or found
     prefill, decode = _one([e["prefill"] for e in found]), _one([e["decode"] for e in found])
     if prefill is None or decode is None:
         return Recipe(POOLS_OPEN)
