@@ -80,6 +80,7 @@ MODELS = {
 }
 QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
 KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
+DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
 # InferenceX's benchmark client: lengths uniform in [⌊0.8·L⌋, L] (module docstring); rows marked by its provenance
 INFERENCEX_RANGE_RATIO = 0.8
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
@@ -398,7 +399,7 @@ def _group_key(r: dict[str, Any], key: str) -> str:
 
 def validate_runs(
     path: str | Path,
-    by: tuple[str, ...] = KEYS,
+    by: tuple[str, ...] = DEFAULT_BY,
     arrival: str | None = None,
     recipe: bool = True,
     harness_lengths: bool = False,
@@ -438,8 +439,8 @@ def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) ->
         n_ref = sum(r["mode"] == mode for r in refused)
         m: dict[str, Any] = {"computed": len(rows), "refused": n_ref, "overall": summary(rows), "groups": {}}
         m["computed_fraction"] = len(rows) / (len(rows) + n_ref) if rows or n_ref else 0.0
-        always = ["recipe"] if mode == "disagg" and "recipe" not in by else []  # what decides a row's time
-        for key in [*[k for k in by if k != "mode"], *always, "engine×system"]:
+        keys = [k for k in by if k != "mode" and k != "recipe"]
+        for key in [*keys, *(["recipe"] if mode == "disagg" else []), "engine×system"]:  # recipe: what decides a row
             keys = key.split("×")
             vals = sorted({tuple(str(r[k]) for k in keys) for r in rows}, key=_natural)
             m["groups"][key] = {"×".join(v): summary([r for r in rows if tuple(str(r[k]) for k in keys) == v])
