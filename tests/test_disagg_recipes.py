@@ -37,6 +37,15 @@ def _h100_row(**kw) -> dict:
     return r
 
 
+def _write(tmp_path, *rows: dict):
+    f = tmp_path / "runs.csv"
+    with f.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, HEADER)
+        w.writeheader()
+        w.writerows(rows)
+    return f
+
+
 def test_slot_wait_is_littles_law_on_the_decode_slots():
     # 6 clients, 3 slots each held 7 s: the pool finishes 3 / 7 requests/s, a client's cycle is 6 / (3 / 7) = 14 s,
     # of which 7 s decode: 7 s before the first token
@@ -92,12 +101,7 @@ def test_rows_without_a_configuration_keep_their_columns():
 
 
 def test_validation_groups_disaggregated_rows_by_what_their_recipe_settles(tmp_path):
-    f = tmp_path / "runs.csv"
-    with f.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, HEADER)
-        w.writeheader()
-        w.writerow(_h100_row())
-        w.writerow(_h100_row(id="bare", source_notes="silicon_concurrency=6"))
+    f = _write(tmp_path, _h100_row(), _h100_row(id="bare", source_notes="silicon_concurrency=6"))
     rep = validate_runs(f, by=("engine",))
     assert {r["id"]: r["recipe"] for r in rep["rows"]} == {"h100": SPEC_OPEN, "bare": COLUMNS}
     groups = rep["summary"]["disagg"]["groups"]["recipe"]
@@ -142,3 +146,22 @@ def test_the_columns_pick_among_configurations_with_different_pools():
     assert (found.prefill, found.decode) == ((1, 8, 8, True), (6, 8, 8, True))
     # stating EP 1 leaves two (1 or 9 decode workers): not settled
     assert recipe_for({**row, "prefill_moe_ep_size": "1", "decode_moe_ep_size": "1"}, 128).group == POOLS_OPEN
+
+
+def test_a_run_before_its_entry_was_merged_takes_the_entry_as_merged(tmp_path):
+    # InferenceX efe2f531 (2026-01-29 15:52:13Z, "DSR1 FP4 B200 Dynamo TRT (#588)") adds dsr1-fp4-b200-dynamo-trt;
+    # 1024/1024 at 1214 clients: MTP (recipe ctx1_gen2_dep8_batch64_eplb0_mtp2), 1 prefill worker TP 4 EP 4 with
+    # attention-DP, 2 decode workers TP 8 EP 8 with attention-DP, batch 64. A row stamped 2026-01-29T00:00Z
+    # predates it: no version before lists the entry, so the merged one is the run's
+    notes = (
+        "model=DeepSeek-R1; silicon_concurrency=1214; measured=2026-01-29T00:00:00.000Z; wip=False; "
+        "image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1"
+    )
+    row = _h100_row(system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4",
+                    backend_version="0.8.1.post1", source_notes=notes)  # fmt: skip
+    found = recipe_for(row, 1214)
+    assert (found.group, found.draft_tokens, found.decode_max_batch) == (POOLS_MTP, 2, 64)
+    assert (found.prefill, found.decode) == ((1, 4, 4, True), (2, 8, 8, True))
+    # 2 workers × 8 ranks × 64 = 1024 slots for 1214 clients: (1214 / 1024 − 1) = 18.6% of a decode is waited
+    pred = validate_runs(_write(tmp_path, row), by=("engine",))["rows"][0]
+    assert pred["predicted_ttft_s"] >= (1214 / 1024 - 1) * 1023 * pred["predicted_tpot_s"]

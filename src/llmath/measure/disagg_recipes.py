@@ -8,8 +8,9 @@ EP and attention-DP, the speculation (MTP with N draft tokens: ``mtpN`` in the s
 decode workers' ``max_batch_size`` (``DECODE_MAX_BATCH_SIZE=N`` or ``batchN`` in the recipe's name). The rows keep
 only each pool's TP and EP. ``data/inferencex_disagg.json`` holds those entries (written from the repository by
 ``scripts/disagg_recipe_join.py --write``), and :func:`recipe_for` finds a row's: the entries of the file's
-version in effect when the row was measured (the last committed before its ``measured=`` time), with the row's
-image where one matches; where they list several pools, those the row's columns state (each pool's GPUs and
+version in effect when the row was measured (the last committed before its ``measured=`` time; where that lists
+none, the first later one that does: runs measured on a pull request before it was merged), with the row's image
+where one matches; where they list several pools, those the row's columns state (each pool's GPUs and
 EP) where any do. What they settle is a setting of the run, carried in ``Run.engine_settings``; what
 they leave open (several entries that differ in pools or speculation, or none) is said in the row's ``recipe``
 group, never filled in.
@@ -72,17 +73,23 @@ def _version_at(when: datetime) -> int | None:
 
 
 def _entries(r: dict[str, str], concurrency: int) -> list[dict[str, Any]]:
-    """The row's entries in the version in effect when it was measured, those of its image where any match."""
+    """The row's entries in the version in effect when it was measured, or, where that lists none, in the first
+    later version that does (a run measured on a pull request before the entry was merged); those of its image
+    where any match."""
     when = _measured(r.get("source_notes", ""))
     version = None if when is None else _version_at(when)
     if version is None or r["backend"] not in FRAMEWORKS or r["system"] not in SYSTEMS:
         return []
     key = (FRAMEWORKS[r["backend"]], SYSTEMS[r["system"]], r["precision"], int(r["isl"]), int(r["osl"]), concurrency)
-    found = [
+    listed = [
         e for e in _table()["entries"]
         if (e["framework"], e["system"], e["precision"], e["isl"], e["osl"], e["concurrency"]) == key
-        and any(a <= version <= b for a, b in e["versions"])
     ]  # fmt: skip
+    later = [a for e in listed for a, b in e["versions"] if b >= version]
+    if not later:
+        return []
+    first = max(version, min(later))
+    found = [e for e in listed if any(a <= first <= b for a, b in e["versions"])]
     image = re.search(r"image=([^;]+)", r.get("source_notes", ""))
     same = [e for e in found if image is not None and e["image"] == image.group(1).strip()]
     return same or found
