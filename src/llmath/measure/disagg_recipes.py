@@ -13,7 +13,12 @@ none, the first later one that does: runs measured on a pull request before it w
 where one matches; where they list several pools, those the row's columns state (each pool's GPUs and
 EP) where any do. What they settle is a setting of the run, carried in ``Run.engine_settings``; what
 they leave open (several entries that differ in pools or speculation, or none) is said in the row's ``recipe``
-group, never filled in.
+group, never filled in. The collection's own disaggregated runs (aiconfigurator's evaluation pipeline, without
+``silicon_concurrency``) were benchmarked at several concurrencies each, fractions of the decode workers'
+``max_batch_size`` (``aiconfigurator/eval/pipeline.py`` ``_auto_concurrency_values`` at 612e5b10, aiperf at
+``--concurrency`` C with 10·C requests after 2·C warm-up ones, ``genai_perf_runner.py``), and their row does not
+say which: they are predicted at ``decode_batch_size`` × attention-DP × workers and grouped as
+``concurrency unrecorded``.
 """
 
 from __future__ import annotations
@@ -37,8 +42,8 @@ SYSTEMS = {"b200_sxm": "b200", "h200_sxm": "h200", "h100_sxm": "h100"}
 MTP_FIRST_ACCEPTED = 0.85
 MTP_LATER_ACCEPTED = 0.63
 # The row's ``recipe`` group (:func:`recipe_for`)
-COLUMNS, POOLS, POOLS_MTP, SPEC_OPEN, POOLS_OPEN = (
-    "columns", "pools", "pools + MTP", "pools, speculation unsettled", "pools unsettled",
+COLUMNS, POOLS, POOLS_MTP, SPEC_OPEN, POOLS_OPEN, CONCURRENCY_OPEN = (
+    "columns", "pools", "pools + MTP", "pools, speculation unsettled", "pools unsettled", "concurrency unrecorded",
 )  # fmt: skip
 
 
@@ -114,6 +119,8 @@ def _one(values: list) -> Any:
 def recipe_for(r: dict[str, str], concurrency: int) -> Recipe:
     """What the InferenceX entries of a disaggregated CSV row (at the client's ``concurrency``) settle
     (module docstring); ``columns`` when there are none."""
+    if "silicon_concurrency=" not in r.get("source_notes", ""):
+        return Recipe(CONCURRENCY_OPEN)
     found = _entries(r, concurrency)
     if not found:
         return Recipe(COLUMNS)
