@@ -8,7 +8,16 @@ import pytest
 from llmath import Workload
 from llmath.deploy.disagg import decode_slot_wait, serve_disaggregated
 from llmath.errors import LayoutError
-from llmath.measure.disagg_recipes import CONCURRENCY_OPEN, COLUMNS, POOLS, POOLS_MTP, POOLS_OPEN, SPEC_OPEN, mtp_speculation, recipe_for
+from llmath.measure.disagg_recipes import (
+    COLUMNS,
+    CONCURRENCY_OPEN,
+    POOLS,
+    POOLS_MTP,
+    POOLS_OPEN,
+    SPEC_OPEN,
+    mtp_speculation,
+    recipe_for,
+)
 from llmath.measure.serving_runs import Layout, to_run, validate_runs
 
 HEADER = (
@@ -99,7 +108,7 @@ def test_rows_without_a_configuration_keep_their_columns():
     assert recipe_for(_h100_row(source_notes="silicon_concurrency=6"), 6).group == COLUMNS  # no date, no image
     assert recipe_for(_h100_row(), 7).group == COLUMNS  # no entry at 7 clients
     # aiconfigurator's own runs: benchmarked at several concurrencies, the row records none
-    own = _h100_row(source_notes="gtl_job_id=1; measured=2026-01-23; image=nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.8.0")
+    own = _h100_row(source_notes="gtl_job_id=1; measured=2026-01-23; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0")
     assert recipe_for(own, 6).group == CONCURRENCY_OPEN
 
 
