@@ -60,17 +60,23 @@ def configurations(git_dir: str, since: str, until: str) -> dict[tuple, set[tupl
     pool (workers, tp, ep, attention-DP), over every committed version of the file in the window."""
     out: dict[tuple, set[tuple]] = defaultdict(set)
     for commit in _versions(git_dir, since, until):
-        text = subprocess.run(["git", "-C", git_dir, "show", f"{commit}:{CONFIG}"], capture_output=True, text=True)
-        for name, c in (yaml.safe_load(text.stdout) or {}).items():
-            if not (isinstance(c, dict) and c.get("disagg") and name.startswith("dsr1")):
-                continue
+        for c, name, seq, e in _search_spaces(git_dir, commit):
+            key = (c.get("framework"), name.split("-")[2], c.get("precision"), seq["isl"], seq["osl"])
+            setting = (e.get("spec-decoding", "none"), _pool(e.get("prefill", {})), _pool(e.get("decode", {})))
+            for conc in e.get("conc-list") or []:
+                out[(*key, conc)].add(setting)
+    return out
+
+
+def _search_spaces(git_dir: str, commit: str):
+    """(configuration, its name, sequence-length entry, search-space entry) of every DeepSeek-R1 disaggregated
+    configuration in the file at ``commit``."""
+    text = subprocess.run(["git", "-C", git_dir, "show", f"{commit}:{CONFIG}"], capture_output=True, text=True)
+    for name, c in (yaml.safe_load(text.stdout) or {}).items():
+        if isinstance(c, dict) and c.get("disagg") and name.startswith("dsr1"):
             for seq in c.get("seq-len-configs", []):
                 for e in seq.get("search-space", []):
-                    key = (c.get("framework"), name.split("-")[2], c.get("precision"), seq["isl"], seq["osl"])
-                    setting = (e.get("spec-decoding", "none"), _pool(e.get("prefill", {})), _pool(e.get("decode", {})))
-                    for conc in e.get("conc-list") or []:
-                        out[(*key, conc)].add(setting)
-    return out
+                    yield c, name, seq, e
 
 
 def _layout(pool: tuple) -> Layout:
@@ -185,17 +191,12 @@ def write_table(git_dir: str, since: str, until: str, path: str) -> None:
     versions = _dated_versions(git_dir, since, until)
     seen: dict[str, tuple[dict, list[int]]] = {}
     for i, (commit, _) in enumerate(versions):
-        text = subprocess.run(["git", "-C", git_dir, "show", f"{commit}:{CONFIG}"], capture_output=True, text=True)
-        for name, c in (yaml.safe_load(text.stdout) or {}).items():
-            if not (isinstance(c, dict) and c.get("disagg") and name.startswith("dsr1")):
+        for c, name, seq, e in _search_spaces(git_dir, commit):
+            if (entry := _entry(c, name, seq, e)) is None:
                 continue
-            for seq in c.get("seq-len-configs", []):
-                for e in seq.get("search-space", []):
-                    if (entry := _entry(c, name, seq, e)) is None:
-                        continue
-                    for conc in _benchmark_concurrencies(e):
-                        row = {**entry, "concurrency": conc}
-                        seen.setdefault(json.dumps(row, sort_keys=True), (row, []))[1].append(i)
+            for conc in _benchmark_concurrencies(e):
+                row = {**entry, "concurrency": conc}
+                seen.setdefault(json.dumps(row, sort_keys=True), (row, []))[1].append(i)
     table = {
         "source": "https://github.com/SemiAnalysisAI/InferenceX " + CONFIG + " (Apache-2.0), every version committed"
         f" from {since} to {until}; written by scripts/disagg_recipe_join.py --write",

@@ -1,9 +1,8 @@
 """Disaggregated runs as their benchmark configurations ran them: the recipe's pools, decode slots and MTP, and
 the closed loop's wait for a decode slot."""
 
-import csv
-
 import pytest
+from test_serving_runs import HEADER, _csv
 
 from llmath import Workload
 from llmath.deploy.disagg import decode_slot_wait, serve_disaggregated
@@ -20,13 +19,6 @@ from llmath.measure.disagg_recipes import (
 )
 from llmath.measure.serving_runs import Layout, to_run, validate_runs
 
-HEADER = (
-    "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
-    "tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,prefill_num_workers,"
-    "prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,"
-    "decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,"
-    "decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms,source_notes"
-).split(",")
 # A row as serving_runs.csv stores SemiAnalysis InferenceX's TensorRT-LLM DeepSeek-R1 run on H100 at 6 clients
 H100_NOTES = (
     "model=DeepSeek-R1; silicon_concurrency=6; measured=2026-02-08T01:24:15Z; wip=False; "
@@ -46,13 +38,10 @@ def _h100_row(**kw) -> dict:
     return r
 
 
-def _write(tmp_path, *rows: dict):
-    f = tmp_path / "runs.csv"
-    with f.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, HEADER)
-        w.writeheader()
-        w.writerows(rows)
-    return f
+def _inferencex(concurrency: int, measured: str, image: str, **kw) -> dict:
+    """An InferenceX row's provenance as serving_runs.csv stores it, on the H100 row's columns unless given."""
+    notes = f"model=DeepSeek-R1; silicon_concurrency={concurrency}; measured={measured}; wip=False; image={image}"
+    return _h100_row(source_notes=notes, **kw)
 
 
 def test_slot_wait_is_littles_law_on_the_decode_slots():
@@ -113,7 +102,7 @@ def test_rows_without_a_configuration_keep_their_columns():
 
 
 def test_validation_groups_disaggregated_rows_by_what_their_recipe_settles(tmp_path):
-    f = _write(tmp_path, _h100_row(), _h100_row(id="bare", source_notes="silicon_concurrency=6"))
+    f = _csv(tmp_path, [_h100_row(), _h100_row(id="bare", source_notes="silicon_concurrency=6")])
     rep = validate_runs(f, by=("engine",))
     assert {r["id"]: r["recipe"] for r in rep["rows"]} == {"h100": SPEC_OPEN, "bare": COLUMNS}
     groups = rep["summary"]["disagg"]["groups"]["recipe"]
@@ -128,12 +117,9 @@ def test_an_h200_recipe_runs_its_clients_per_decode_worker():
     # "mtp" entry with conc-list [128] names recipes/trtllm/h200/1k1k/mtp/c128_ctx1_gen7_dep8_batch128_eplb0_mtp3,
     # whose benchmark runs 128 · 7 = 896 clients (srt-slurm 4893f83e: concurrencies "896"); prefill 1 worker TP 8
     # EP 8 with attention-DP, decode 7 workers TP 8 EP 8 with attention-DP, batch 128, 3 MTP drafts
-    notes = (
-        "model=DeepSeek-R1; silicon_concurrency=896; measured=2026-03-23T13:00:07Z; wip=False; "
-        "image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1"
-    )
-    row = _h100_row(system="h200_sxm", backend_version="0.8.1.post1", source_notes=notes, prefill_tp_size=8,
-                    prefill_moe_ep_size=8, decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
+    row = _inferencex(896, "2026-03-23T13:00:07Z", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1",
+                      system="h200_sxm", backend_version="0.8.1.post1", prefill_tp_size=8, prefill_moe_ep_size=8,
+                      decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
     found = recipe_for(row, 896)
     assert (found.group, found.draft_tokens, found.decode_max_batch) == (POOLS_MTP, 3, 128)
     assert (found.prefill, found.decode) == ((1, 8, 8, True), (7, 8, 8, True))
@@ -147,12 +133,9 @@ def test_the_columns_pick_among_configurations_with_different_pools():
     # InferenceX nvidia-master.yaml at 0aae52d4 (2026-02-06 09:21 -08:00), dsr1-fp8-h200-dynamo-sglang 1024/1024
     # lists 128 clients in three searches without MTP: 1 prefill + 1 decode worker of TP 8 (EP 1), 1 + 9 of TP 8
     # (EP 1), and 1 + 6 with TP 8, EP 8 and attention-DP; a row stating EP 8 in both pools is the third
-    notes = (
-        "model=DeepSeek-R1; silicon_concurrency=128; measured=2026-02-07T00:00:00.000Z; wip=False; "
-        "image=lmsysorg/sglang:v0.5.8.post1-cu130"
-    )
-    row = _h100_row(backend="sglang", system="h200_sxm", source_notes=notes, prefill_tp_size=8,
-                    prefill_moe_ep_size=8, decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
+    row = _inferencex(128, "2026-02-07T00:00:00.000Z", "lmsysorg/sglang:v0.5.8.post1-cu130", backend="sglang",
+                      system="h200_sxm", prefill_tp_size=8, prefill_moe_ep_size=8, decode_tp_size=8,
+                      decode_moe_ep_size=8)  # fmt: skip
     found = recipe_for(row, 128)
     assert (found.group, found.draft_tokens) == (POOLS, 0)
     assert (found.prefill, found.decode) == ((1, 8, 8, True), (6, 8, 8, True))
@@ -165,15 +148,12 @@ def test_a_run_before_its_entry_was_merged_takes_the_entry_as_merged(tmp_path):
     # 1024/1024 at 1214 clients: MTP (recipe ctx1_gen2_dep8_batch64_eplb0_mtp2), 1 prefill worker TP 4 EP 4 with
     # attention-DP, 2 decode workers TP 8 EP 8 with attention-DP, batch 64. A row stamped 2026-01-29T00:00Z
     # predates it: no version before lists the entry, so the merged one is the run's
-    notes = (
-        "model=DeepSeek-R1; silicon_concurrency=1214; measured=2026-01-29T00:00:00.000Z; wip=False; "
-        "image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1"
-    )
-    row = _h100_row(system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4",
-                    backend_version="0.8.1.post1", source_notes=notes)  # fmt: skip
+    row = _inferencex(1214, "2026-01-29T00:00:00.000Z", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1",
+                      system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4",
+                      backend_version="0.8.1.post1")  # fmt: skip
     found = recipe_for(row, 1214)
     assert (found.group, found.draft_tokens, found.decode_max_batch) == (POOLS_MTP, 2, 64)
     assert (found.prefill, found.decode) == ((1, 4, 4, True), (2, 8, 8, True))
     # 2 workers × 8 ranks × 64 = 1024 slots for 1214 clients: (1214 / 1024 − 1) = 18.6% of a decode is waited
-    pred = validate_runs(_write(tmp_path, row), by=("engine",))["rows"][0]
+    pred = validate_runs(_csv(tmp_path, [row]), by=("engine",))["rows"][0]
     assert pred["predicted_ttft_s"] >= (1214 / 1024 - 1) * 1023 * pred["predicted_tpot_s"]
