@@ -1,6 +1,7 @@
 """The disaggregated rows beside the benchmark configurations that ran them (by hand; prints markdown).
 
-    python scripts/disagg_recipe_join.py INFERENCEX_GIT_DIR [RUNS.csv] [--since 2026-01-10] [--until 2026-04-07]
+    python scripts/disagg_recipe_join.py INFERENCEX_GIT_DIR [RUNS.csv] [--since 2025-12-01] [--until 2026-04-07]
+                                         [--write src/llmath/data/inferencex_disagg.json]
 
 The DeepSeek-R1 disaggregated rows of ``serving_runs.csv`` come from SemiAnalysis' InferenceX sweeps (Dynamo with
 TensorRT-LLM or SGLang). Their search spaces are in that repository's ``.github/configs/nvidia-master.yaml``: for
