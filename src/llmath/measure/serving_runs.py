@@ -83,7 +83,8 @@ MODELS = {
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",  # the FP8 checkpoint of the same architecture
 }
 QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
-KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
+KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
+DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
 # InferenceX's benchmark client: lengths uniform in [⌊0.8·L⌋, L] (module docstring); rows marked by its provenance
 INFERENCEX_RANGE_RATIO = 0.8
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
@@ -174,6 +175,7 @@ class Run:
     assumed: tuple[str, ...] = field(default=())
     range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
     engine_settings: tuple[tuple[str, Any], ...] = ()  # what the run's launcher set (GENERATOR_SETTINGS)
+    recipe: str = ""  # a disaggregated row: what its benchmark configuration settles (disagg_recipes.recipe_for)
 
     def drawn(self, length: int) -> tuple[int, ...]:
         """Evenly spaced lengths standing for the client's uniform draw from [⌊r·L⌋, L] (just L when fixed)."""
@@ -257,7 +259,31 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
         INFERENCEX_RANGE_RATIO if inferencex else 1.0, tuple(settings.items()),
     )  # fmt: skip
-    return recipe_defaults(run) if recipe else run
+    return with_recipe(run, r) if recipe else run
+
+
+def with_recipe(run: Run, r: dict[str, str]) -> Run:
+    """A disaggregated run with the pools, decode ``max_batch_size`` and MTP draft tokens its benchmark
+    configuration settles (:func:`llmath.measure.disagg_recipes.recipe_for`, in ``engine_settings``), else its
+    columns with :func:`recipe_defaults`; ``recipe`` names which. An aggregated run is returned as it is."""
+    from llmath.measure.disagg_recipes import recipe_for
+
+    if run.mode == "agg":
+        return run
+    found = recipe_for(r, run.concurrency)
+    if found.prefill is None or found.decode is None:
+        return replace(recipe_defaults(run), recipe=found.group)
+    settings = {"decode_max_batch": found.decode_max_batch, "draft_tokens": found.draft_tokens}
+    kept = tuple((k, v) for k, v in settings.items() if v is not None)
+    pre, dec = _recipe_layout(found.prefill), _recipe_layout(found.decode)
+    return replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=kept)
+
+
+def _recipe_layout(pool: tuple[int, int, int, bool]) -> Layout:
+    """A recipe's pool (workers, tp, ep, attention-DP) as a replica layout: with attention-DP its ``tp`` GPUs
+    attend data-parallel (TensorRT-LLM's ``enable_attention_dp``, SGLang's ``--enable-dp-attention``)."""
+    workers, tp, ep, adp = pool
+    return Layout(1 if adp else tp, 1, tp if adp else 1, ep, workers)
 
 
 def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
@@ -356,13 +382,17 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
                         speculation=speculation, **dict(run.engine_settings))  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
-        P, D = run.prefill, run.decode
+        P, D, settings = run.prefill, run.decode, dict(run.engine_settings)
+        if speculation is None and settings.get("draft_tokens"):
+            from llmath.measure.disagg_recipes import mtp_speculation
+
+            speculation = mtp_speculation(settings["draft_tokens"])
         d = serve_disaggregated(
             run.model, run.system, workload=Workload(prompt=run.prompt, gen=run.gen, concurrency=run.concurrency),
             engine=run.engine,
             prefill=dict(tp=P.tp, pp=P.pp, dp=P.dp, ep=P.ep, workers=P.workers),
             decode=dict(tp=D.tp, pp=D.pp, dp=D.dp, ep=D.ep, workers=D.workers), precision=prec,
-            speculation=speculation,
+            speculation=speculation, decode_max_batch=settings.get("decode_max_batch"),
         )  # fmt: skip
         return {"ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"]}
 
@@ -391,7 +421,7 @@ def _group_key(r: dict[str, Any], key: str) -> str:
 
 def validate_runs(
     path: str | Path,
-    by: tuple[str, ...] = KEYS,
+    by: tuple[str, ...] = DEFAULT_BY,
     arrival: str | None = None,
     recipe: bool = True,
     harness_lengths: bool = False,
@@ -419,7 +449,7 @@ def validate_runs(
                "measured_ttft_s": run.ttft_s, "measured_tpot_s": run.tpot_s,
                "predicted_ttft_s": pred["ttft_s"], "predicted_tpot_s": pred["tpot_s"],
                "ttft_error": _err(pred["ttft_s"], run.ttft_s), "tpot_error": _err(pred["tpot_s"], run.tpot_s),
-               "assumed": list(run.assumed)}  # fmt: skip
+               "recipe": run.recipe or "-", "assumed": list(run.assumed)}  # fmt: skip
         computed.append(row)
     return {"rows": computed, "refused": refused, "summary": summarise(computed, refused, by)}
 
@@ -431,7 +461,8 @@ def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) ->
         n_ref = sum(r["mode"] == mode for r in refused)
         m: dict[str, Any] = {"computed": len(rows), "refused": n_ref, "overall": summary(rows), "groups": {}}
         m["computed_fraction"] = len(rows) / (len(rows) + n_ref) if rows or n_ref else 0.0
-        for key in [*[k for k in by if k != "mode"], "engine×system"]:
+        keys = [k for k in by if k != "mode" and k != "recipe"]
+        for key in [*keys, *(["recipe"] if mode == "disagg" else []), "engine×system"]:  # recipe: what decides a row
             keys = key.split("×")
             vals = sorted({tuple(str(r[k]) for k in keys) for r in rows}, key=_natural)
             m["groups"][key] = {"×".join(v): summary([r for r in rows if tuple(str(r[k]) for k in keys) == v])
