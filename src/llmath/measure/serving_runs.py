@@ -40,6 +40,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   ``dsr1_fp4_b200.sh``) pass ``--scheduler-recv-interval`` 30 from 16 clients, 10 below (10 for FP8 at TP 4), so
   the scheduler takes new requests in only every that many decode iterations: ``recv_interval`` in the run's
   ``engine_settings`` (:data:`INFERENCEX_SGLANG_RECV`);
+* speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)
+  and launch scripts, which set MTP with 3 draft tokens (1 under attention-DP): those rows are predicted with that
+  ``Speculation`` at the published MTP acceptance (:func:`.disagg_recipes.mtp_speculation`,
+  :func:`harness_speculation`; docs/serving.md, "Speculative decoding on the InferenceX TensorRT-LLM DeepSeek-R1
+  rows");
 * the client's warm-up: from d053ae24e (2026-01-21) InferenceX's ``run_benchmark_serving`` sends 2·CONC warm-up
   requests before the measured ones; its rows measured earlier say in ``assumed`` that the first wave met a cold
   server (:func:`harness_warmed`; not modelled: docs/serving.md, "The first-token delay on the SGLang and vLLM
@@ -119,6 +124,20 @@ INFERENCEX_SGLANG_RECV: dict[str, Any] = {
     "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/5e2c705d3cbd30f1afa43fd57960f2dc4a19439e/"
     "benchmarks/single_node/dsr1_fp8_b200.sh and dsr1_fp4_b200.sh (SCHEDULER_RECV_INTERVAL)",
 }
+# InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations (``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp4-b200-trt-mtp`` in
+# .github/configs/nvidia-master.yaml from 5d517074c, 2026-02-05, and 0aae52d4c, 2026-02-06) run image 1.2.0rc6.post3,
+# the plain ``-trt`` ones 1.2.0rc6.post2; their scripts (benchmarks/dsr1_fp8_b200_trt_mtp.sh, dsr1_fp4_b200_trt_mtp.sh)
+# set ``speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}``, 1 with attention-DP, and leave
+# TensorRT-LLM's defaults (``MTPDecodingConfig``: strict acceptance, MTP-Eagle: the model's one MTP module run k
+# times), at the one MTP acceptance convention of the measured rows (:func:`.disagg_recipes.mtp_speculation`)
+INFERENCEX_TRT_MTP: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1",
+    "image": "tensorrt-llm/release:1.2.0rc6.post3",
+    "k": 3,
+    "k_attention_dp": 1,
+    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/0aae52d4ced7f27fc8c1a8dcb9a500a376683eca/"
+    "benchmarks/dsr1_fp4_b200_trt_mtp.sh (MTP), .github/configs/nvidia-master.yaml (image); 5d517074c for FP8",
+}
 # Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
 # config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
 # enable_mixed_chunk = true``; the flag's spelling fixed in 07a37792, 2026-01-19), passed on by its SGLang 0.5.6.post2
@@ -175,6 +194,7 @@ class Run:
     assumed: tuple[str, ...] = field(default=())
     range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
     engine_settings: tuple[tuple[str, Any], ...] = ()  # what the run's launcher set (GENERATOR_SETTINGS)
+    speculation: Any = None  # the Speculation the run's launcher configured (INFERENCEX_TRT_MTP), or None
     recipe: str = ""  # a disaggregated row: what its benchmark configuration settles (disagg_recipes.recipe_for)
 
     def drawn(self, length: int) -> tuple[int, ...]:
@@ -253,11 +273,15 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     recv = harness_recv_interval(r, _concurrency(r, lay)) if agg else None
     if recv is not None:
         settings["recv_interval"] = recv
+    spec = harness_speculation(r, lay) if agg else None
+    if spec is not None:
+        assumed.append(f"MTP k={spec.k} (InferenceX -trt-mtp launcher), acceptance {spec.acceptance:.2f} tokens per"
+                       " round as TensorRT-LLM published on real prompts; on random tokens unmeasured")  # fmt: skip
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
-        INFERENCEX_RANGE_RATIO if inferencex else 1.0, tuple(settings.items()),
+        INFERENCEX_RANGE_RATIO if inferencex else 1.0, tuple(settings.items()), spec,
     )  # fmt: skip
     return with_recipe(run, r) if recipe else run
 
@@ -298,6 +322,22 @@ def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
     if measured is None or measured.group(1) >= rule["floor_from"]:
         budget = max(budget, rule["floor"])
     return budget
+
+
+def harness_speculation(r: dict[str, str], lay: Layout | None):
+    """The speculation InferenceX's TensorRT-LLM DeepSeek-R1 MTP launch scripts configured
+    (:data:`INFERENCEX_TRT_MTP`): its rows are those whose image is the ``-trt-mtp`` configurations' own; k draft
+    tokens, 1 with attention-DP, at the published acceptance length for that k. ``None`` elsewhere."""
+    from llmath.measure.disagg_recipes import mtp_speculation
+
+    rule, notes = INFERENCEX_TRT_MTP, r.get("source_notes", "")
+    if (r["backend"], r["model_path"]) != ("trtllm", rule["model"]) or not INFERENCEX_NOTES.search(notes):
+        return None
+    image = re.search(r"(^|; )image=(\S+)", notes)
+    if image is None or not image.group(2).endswith(rule["image"]):
+        return None
+    k = rule["k_attention_dp"] if lay is not None and lay.dp > 1 else rule["k"]
+    return mtp_speculation(k)
 
 
 def harness_warmed(r: dict[str, str]) -> bool:
@@ -362,13 +402,15 @@ def precision(run: Run):
 def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[str, float]:
     """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats; the closed loop, or
     the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`), decoding
-    speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it)."""
+    speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it;
+    else the run's own, :func:`harness_speculation`)."""
     from llmath.deploy.disagg import serve_disaggregated
     from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.service import serve
     from llmath.deploy.workload import Workload
 
     prec = precision(run)
+    speculation = speculation if speculation is not None else run.speculation
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if run.layout is not None:
@@ -449,9 +491,14 @@ def validate_runs(
                "measured_ttft_s": run.ttft_s, "measured_tpot_s": run.tpot_s,
                "predicted_ttft_s": pred["ttft_s"], "predicted_tpot_s": pred["tpot_s"],
                "ttft_error": _err(pred["ttft_s"], run.ttft_s), "tpot_error": _err(pred["tpot_s"], run.tpot_s),
-               "recipe": run.recipe or "-", "assumed": list(run.assumed)}  # fmt: skip
+               "recipe": run.recipe or "-", "assumed": list(run.assumed),
+               "speculation": _speculation_json(run.speculation)}  # fmt: skip
         computed.append(row)
     return {"rows": computed, "refused": refused, "summary": summarise(computed, refused, by)}
+
+
+def _speculation_json(spec) -> dict[str, Any] | None:
+    return None if spec is None else {"method": spec.method, "k": spec.k, "acceptance": spec.acceptance}
 
 
 def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) -> dict[str, Any]:
