@@ -13,7 +13,8 @@ from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
 from llmath.hardware import get
 from llmath.hardware.roofline import efficiency
-from llmath.measure.serving_runs import harness_adp_balance, harness_batch_wait, to_run
+from llmath.measure.serving_runs import to_run
+from llmath.measure.trt_launchers import adp_balance, batch_wait
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 
@@ -73,15 +74,15 @@ def _row(**kw) -> dict:
 def test_inferencex_deepseek_fp8_b200_rows_wait_as_the_script_set():
     # benchmarks/dsr1_fp8_b200_trt.sh from ec7bafaae (2026-01-29): DELAY_BATCHING at 1024/1024 from CONC 64 writes
     # batch_wait_timeout_iters: 40, batch_wait_max_tokens_ratio: 0.8
-    assert harness_batch_wait(_row(), 64) == {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8}
+    assert batch_wait(_row(), 64, True) == {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8}
     assert dict(to_run(_row()).engine_settings)["batch_wait_iters"] == 40
-    assert harness_batch_wait(_row(), 32) == {}  # below 64 clients
-    assert harness_batch_wait(_row(attention_dp_size=8), 64) == {}  # TensorRT-LLM skips it with attention-DP
-    assert harness_batch_wait(_row(precision="fp4"), 64) == {}  # the FP4 script sets none
-    assert harness_batch_wait(_row(osl=8192), 64) == {}
+    assert batch_wait(_row(), 32, True) == {}  # below 64 clients
+    assert batch_wait(_row(attention_dp_size=8), 64, True) == {}  # TensorRT-LLM skips it with attention-DP
+    assert batch_wait(_row(precision="fp4"), 64, True) == {}  # the FP4 script sets none
+    assert batch_wait(_row(osl=8192), 64, True) == {}
     early = _row(source_notes="model=x; silicon_concurrency=64; measured=2026-01-20T00:00:00.000Z; wip=False")
-    assert harness_batch_wait(early, 64) == {}
-    assert harness_batch_wait(_row(source_notes="silicon_concurrency=64"), 64) == {}  # not InferenceX
+    assert batch_wait(early, 64, True) == {}
+    assert "batch_wait_iters" not in dict(to_run(_row(source_notes="silicon_concurrency=64")).engine_settings)
 
 
 def test_attention_dp_balancing_holds_prompts_until_every_rank_has_one():
@@ -107,10 +108,10 @@ def test_inferencex_attention_dp_rows_balance_as_their_scripts_set():
     # dsr1_*_trt_slurm.sh: batching_wait_iters: 0, enable_balance: true, timeout_iters: 60
     adp = _row(tp_size=1, attention_dp_size=8, moe_ep_size=8)
     assert dict(to_run(adp).engine_settings)["adp_timeout_iters"] == 60
-    assert harness_adp_balance(adp, to_run(adp).layout) == {
+    assert adp_balance(adp, to_run(adp).layout.dp, True) == {
         "adp_balance": True, "adp_batching_wait_iters": 0, "adp_timeout_iters": 60}  # fmt: skip
     gpt = _row(model_path="openai/gpt-oss-120b", precision="fp4", tp_size=1, attention_dp_size=4, moe_ep_size=4)
-    assert harness_adp_balance(gpt, to_run(gpt).layout) == {"adp_balance": True}
-    assert harness_adp_balance(_row(), to_run(_row()).layout) == {}  # TP 8, no attention-DP
+    assert adp_balance(gpt, to_run(gpt).layout.dp, True) == {"adp_balance": True}
+    assert adp_balance(_row(), to_run(_row()).layout.dp, True) == {}  # TP 8, no attention-DP
     launcher = _row(tp_size=1, attention_dp_size=8, moe_ep_size=8, source_notes="silicon_concurrency=64")
-    assert harness_adp_balance(launcher, to_run(launcher).layout) == {}  # not InferenceX
+    assert "adp_balance" not in dict(to_run(launcher).engine_settings)  # not InferenceX: its generator's settings

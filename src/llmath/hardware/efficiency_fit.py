@@ -53,8 +53,8 @@ MOE_STORAGE_RUNS = {"fp8_block": "fp8"}  # the format such a kernel computes and
 # streaming MXFP4 weights: 32 e2m1 values + one e8m0 scale = 17 bytes per 32 (OCP MX v1.0)
 MOE_WEIGHT_ONLY = {"w4a16_mxfp4": "bf16"}
 # the engines that serve with that kernel: TensorRT-LLM's PyTorch flow (the tables' ``moe_torch_flow``). vLLM on
-# Hopper runs gpt-oss's MXFP4 experts with Marlin (InferenceX's H200 vLLM launcher), a kernel no table times
-# at these shapes: it keeps the GEMM models
+# Hopper runs gpt-oss's MXFP4 experts with Marlin (InferenceX's H100 and H200 vLLM launchers), which the tables
+# time only at another expert shape: it keeps the GEMM models (docs/efficiency.md, scripts/marlin_mxfp4_check.py)
 MOE_WEIGHT_ONLY_ENGINES = {"w4a16_mxfp4": ("trtllm",)}
 BYTES = {"bf16": 2, "fp8": 1, "w4a16_mxfp4": 17 / 32}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup

@@ -42,21 +42,30 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   ``engine_settings`` (:data:`INFERENCEX_SGLANG_RECV`);
 * TensorRT-LLM's KV cache share: InferenceX's TensorRT-LLM launch scripts write ``free_gpu_memory_fraction``
   0.85 (gpt-oss-120b), 0.75 (DeepSeek-R1 on H200) and 0.8 (DeepSeek-R1 on B200; 0.7 and 0.75 in two FP8 cases from
-  2026-01-29), carried as ``gpu_memory_utilization`` (:data:`INFERENCEX_TRT_KV_FRACTION`); its GUARANTEED_NO_EVICT
-  admission fills that pool with each request's prompt and output to the end;
+  2026-01-29), carried as ``gpu_memory_utilization`` (:data:`.trt_launchers.INFERENCEX_TRT_KV_FRACTION`); its
+  GUARANTEED_NO_EVICT admission fills that pool with each request's prompt and output to the end;
 * TensorRT-LLM's batch waiting: InferenceX's DeepSeek-R1 FP8 B200 script from 2026-01-29 holds prompts for up to 40
   iterations or until they and the decoding tokens reach 0.8 × the token budget, at 1024/1024 from 64 clients
-  (:data:`INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP);
+  (:data:`.trt_launchers.INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP);
 * TensorRT-LLM's attention-DP balancing: InferenceX's gpt-oss-120b and DeepSeek-R1 scripts turn it on wherever they
-  run attention-DP (:data:`INFERENCEX_TRT_ADP_BALANCE`);
+  run attention-DP (:data:`.trt_launchers.INFERENCEX_TRT_ADP_BALANCE`);
+* speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)
+  and launch scripts, which set MTP with 3 draft tokens (1 under attention-DP): those rows are predicted with that
+  ``Speculation`` at the published MTP acceptance (:func:`.disagg_recipes.mtp_speculation`,
+  :func:`harness_speculation`; docs/serving.md, "Speculative decoding on the InferenceX TensorRT-LLM DeepSeek-R1
+  rows");
+* the client's warm-up: from d053ae24e (2026-01-21) InferenceX's ``run_benchmark_serving`` sends 2·CONC warm-up
+  requests before the measured ones; its rows measured earlier say in ``assumed`` that the first wave met a cold
+  server (:func:`harness_warmed`; not modelled: docs/serving.md, "The first-token delay on the SGLang and vLLM
+  InferenceX rows");
 * engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
   concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
   configurations). The generator gives TensorRT-LLM and vLLM workers a token budget of ``batch_size`` + ISL + 1500
   (about one prompt per iteration, where the engines' defaults take 8192 tokens), TensorRT-LLM workers a KV
-  cache share of 0.80 of the memory weights and buffers leave (:data:`GENERATOR_TRT_KV_FRACTION`), and SGLang workers
-  ``--enable-mixed-chunk`` through its 0.5.6.post2 template; the SGLang 0.5.1.post1 rows (16, 64, 128 clients)
-  predate the generator's SGLang support and run SGLang's defaults (prefill batches first);
+  cache share of 0.80 of the memory weights and buffers leave (:data:`.trt_launchers.GENERATOR_TRT_KV_FRACTION`),
+  and SGLang workers ``--enable-mixed-chunk`` through its 0.5.6.post2 template; the SGLang 0.5.1.post1 rows (16, 64,
+  128 clients) predate the generator's SGLang support and run SGLang's defaults (prefill batches first);
 * disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
   where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
   recipes run it (:func:`recipe_defaults`: attention-DP from the engine's requests per GPU, where the engine
@@ -76,6 +85,7 @@ from typing import Any
 import numpy as np
 
 from llmath.errors import LLMathError, WorkloadError
+from llmath.measure.trt_launchers import GENERATOR_TRT_KV_FRACTION, launcher_trt_settings
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
 MODELS = {
@@ -89,11 +99,20 @@ MODELS = {
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",  # the FP8 checkpoint of the same architecture
 }
 QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
-KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
+KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
+DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
 # InferenceX's benchmark client: lengths uniform in [⌊0.8·L⌋, L] (module docstring); rows marked by its provenance
 INFERENCEX_RANGE_RATIO = 0.8
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
 RANGE_POINTS = 9  # evenly spaced lengths standing for the uniform draw (its mean exactly, its spread closely)
+# InferenceX's client sends 2·CONC warm-up requests before the measured ones from d053ae24e (2026-01-21 17:53 UTC,
+# ``run_benchmark_serving`` passes ``--num-warmups``); before, it passed none, so the measured first wave met a
+# server that had served one test prompt: rows measured earlier say so in ``assumed`` (not modelled)
+INFERENCEX_WARMUP: dict[str, str] = {
+    "from": "2026-01-22",
+    "source": "https://github.com/SemiAnalysisAI/InferenceX/commit/d053ae24ea30500c88dd740ac6213b8fe1d9c9f5 "
+    "(benchmarks/benchmark_lib.sh: --num-warmups $((2 * max_concurrency)))",
+}
 # InferenceX's TensorRT-LLM launch scripts for a model (by the row's model_path): the token budget they pass as
 # ``--max_num_tokens``, ⌈(CONC + ISL + 64) / 64⌉ · 64 (CONC the benchmark's concurrency, ISL the prompt's upper
 # bound), and from the date the floor of 8192 was added, the floor (module docstring)
@@ -116,58 +135,19 @@ INFERENCEX_SGLANG_RECV: dict[str, Any] = {
     "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/5e2c705d3cbd30f1afa43fd57960f2dc4a19439e/"
     "benchmarks/single_node/dsr1_fp8_b200.sh and dsr1_fp4_b200.sh (SCHEDULER_RECV_INTERVAL)",
 }
-# The share of the memory weights and buffers leave that TensorRT-LLM gave its KV cache
-# (``kv_cache_config.free_gpu_memory_fraction``; llmath's ``gpu_memory_utilization`` with ``kv_fraction_of_free``),
-# which its GUARANTEED_NO_EVICT admission fills with each request's prompt and output to the end. The collection's
-# generator: ``default(0.80)`` in every TensorRT-LLM template (ai-dynamo/aiconfigurator
-# generator/config/backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2 at 71a2b033, the 1.2.0rc6.post1 and
-# 1.3.0rc1 templates at 954fb2d6; cli/templates/trtllm/dynamo/extra_engine_args.1.0.0rc3.yaml.j2 at 96102834).
-GENERATOR_TRT_KV_FRACTION = 0.80
-# InferenceX's TensorRT-LLM launch scripts, by model and system ("*": any): the ``free_gpu_memory_fraction`` they
-# write, and from ``from`` the DeepSeek-R1 FP8 B200 script's cases ((ISL, OSL), least CONC, TP or None, fraction).
-INFERENCEX_TRT_KV_FRACTION: dict[tuple[str, str], dict[str, Any]] = {
-    ("openai/gpt-oss-120b", "*"): {
-        "value": 0.85,
-        "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh and gptoss_fp4_h200_trt_slurm.sh "
-        "at 64af5a771b8a14915d907e0dc8abb2af40d9eaf0 (kv_cache_config free_gpu_memory_fraction: 0.85)",
-    },
-    ("deepseek-ai/DeepSeek-R1", "h200_sxm"): {
-        "value": 0.75,
-        "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_h200_trt_slurm.sh at 64af5a77 and "
-        "dsr1_fp8_h200_trt.sh at 06de7c28 (free_gpu_memory_fraction: 0.75)",
-    },
-    ("deepseek-ai/DeepSeek-R1", "b200_sxm"): {
-        "value": 0.8,
-        "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_trt_slurm.sh, dsr1_fp4_b200_trt_slurm.sh at "
-        "64af5a77 (free_gpu_memory_fraction: 0.8); dsr1_fp8_b200_trt.sh from ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f "
-        "(2026-01-29, KV_CACHE_FREE_MEM_FRACTION: 0.7 at 1024/8192 from 256 clients, 0.75 at 8192/1024 on TP 4)",
-        "fp8_cases": ((1024, 8192, 256, None, 0.7), (8192, 1024, 0, 4, 0.75)),
-        "from": "2026-01-29",
-    },
-}
-# InferenceX's TensorRT-LLM DeepSeek-R1 FP8 B200 script from ec7bafaae (2026-01-29) turns on TensorRT-LLM's batch
-# waiting (DELAY_BATCHING: ``batch_wait_timeout_iters: 40``, ``batch_wait_max_tokens_ratio: 0.8``) at 1024/1024 from
-# 64 clients; TensorRT-LLM applies it only without attention-DP (``PyExecutor._waiting_requests``)
-INFERENCEX_TRT_BATCH_WAIT: dict[str, Any] = {
-    "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp8", "lengths": (1024, 1024),
-    "from_clients": 64, "from": "2026-01-29", "settings": {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8},
-    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f/"
-    "benchmarks/dsr1_fp8_b200_trt.sh (DELAY_BATCHING)",
-}  # fmt: skip
-# InferenceX's TensorRT-LLM launch scripts turn on attention-DP balancing (``attention_dp_config: enable_balance:
-# true``) wherever they run attention-DP: gpt-oss-120b with TensorRT-LLM's other defaults (from 28e5a01e, 2025-09-19),
-# DeepSeek-R1 with ``batching_wait_iters: 0``, ``timeout_iters: 60`` (from ec90f3fe, 2025-09-18); before the rows
-INFERENCEX_TRT_ADP_BALANCE: dict[str, dict[str, Any]] = {
-    "openai/gpt-oss-120b": {
-        "settings": {"adp_balance": True},
-        "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh at "
-        "64af5a771b8a14915d907e0dc8abb2af40d9eaf0",
-    },
-    "deepseek-ai/DeepSeek-R1": {
-        "settings": {"adp_balance": True, "adp_batching_wait_iters": 0, "adp_timeout_iters": 60},
-        "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_h200_trt_slurm.sh, dsr1_fp8_b200_trt_slurm.sh, "
-        "dsr1_fp4_b200_trt_slurm.sh at 64af5a77; dsr1_*_trt.sh at 06de7c28",
-    },
+# InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations (``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp4-b200-trt-mtp`` in
+# .github/configs/nvidia-master.yaml from 5d517074c, 2026-02-05, and 0aae52d4c, 2026-02-06) run image 1.2.0rc6.post3,
+# the plain ``-trt`` ones 1.2.0rc6.post2; their scripts (benchmarks/dsr1_fp8_b200_trt_mtp.sh, dsr1_fp4_b200_trt_mtp.sh)
+# set ``speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}``, 1 with attention-DP, and leave
+# TensorRT-LLM's defaults (``MTPDecodingConfig``: strict acceptance, MTP-Eagle: the model's one MTP module run k
+# times), at the one MTP acceptance convention of the measured rows (:func:`.disagg_recipes.mtp_speculation`)
+INFERENCEX_TRT_MTP: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1",
+    "image": "tensorrt-llm/release:1.2.0rc6.post3",
+    "k": 3,
+    "k_attention_dp": 1,
+    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/0aae52d4ced7f27fc8c1a8dcb9a500a376683eca/"
+    "benchmarks/dsr1_fp4_b200_trt_mtp.sh (MTP), .github/configs/nvidia-master.yaml (image); 5d517074c for FP8",
 }
 # Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
 # config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
@@ -227,6 +207,8 @@ class Run:
     assumed: tuple[str, ...] = field(default=())
     range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
     engine_settings: tuple[tuple[str, Any], ...] = ()  # what the run's launcher set (GENERATOR_SETTINGS)
+    speculation: Any = None  # the Speculation the run's launcher configured (INFERENCEX_TRT_MTP), or None
+    recipe: str = ""  # a disaggregated row: what its benchmark configuration settles (disagg_recipes.recipe_for)
 
     def drawn(self, length: int) -> tuple[int, ...]:
         """Evenly spaced lengths standing for the client's uniform draw from [⌊r·L⌋, L] (just L when fixed)."""
@@ -294,6 +276,9 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
     inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
+    if inferencex and not harness_warmed(r):
+        assumed.append(f"client sent no warm-up requests (InferenceX before {INFERENCEX_WARMUP['from']}): the first"
+                       " wave met a cold server, not modelled")  # fmt: skip
     settings = {} if inferencex or not agg else launcher_settings(r)
     budget = harness_budget(r, _concurrency(r, lay)) if agg else None
     if budget is not None:
@@ -301,18 +286,43 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     recv = harness_recv_interval(r, _concurrency(r, lay)) if agg else None
     if recv is not None:
         settings["recv_interval"] = recv
-    kv_share = harness_kv_fraction(r, _concurrency(r, lay)) if agg else None
-    if kv_share is not None:
-        settings["gpu_memory_utilization"] = kv_share
-    settings.update(harness_batch_wait(r, _concurrency(r, lay)) if agg else {})
-    settings.update(harness_adp_balance(r, lay))
+    if agg and lay is not None:
+        settings.update(launcher_trt_settings(r, _concurrency(r, lay), lay.dp, inferencex))
+    spec = harness_speculation(r, lay) if agg else None
+    if spec is not None:
+        assumed.append(f"MTP k={spec.k} (InferenceX -trt-mtp launcher), acceptance {spec.acceptance:.2f} tokens per"
+                       " round as TensorRT-LLM published on real prompts; on random tokens unmeasured")  # fmt: skip
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
-        INFERENCEX_RANGE_RATIO if inferencex else 1.0, tuple(settings.items()),
+        INFERENCEX_RANGE_RATIO if inferencex else 1.0, tuple(settings.items()), spec,
     )  # fmt: skip
-    return recipe_defaults(run) if recipe else run
+    return with_recipe(run, r) if recipe else run
+
+
+def with_recipe(run: Run, r: dict[str, str]) -> Run:
+    """A disaggregated run with the pools, decode ``max_batch_size`` and MTP draft tokens its benchmark
+    configuration settles (:func:`llmath.measure.disagg_recipes.recipe_for`, in ``engine_settings``), else its
+    columns with :func:`recipe_defaults`; ``recipe`` names which. An aggregated run is returned as it is."""
+    from llmath.measure.disagg_recipes import recipe_for
+
+    if run.mode == "agg":
+        return run
+    found = recipe_for(r, run.concurrency)
+    if found.prefill is None or found.decode is None:
+        return replace(recipe_defaults(run), recipe=found.group)
+    settings = {"decode_max_batch": found.decode_max_batch, "draft_tokens": found.draft_tokens}
+    kept = tuple((k, v) for k, v in settings.items() if v is not None)
+    pre, dec = _recipe_layout(found.prefill), _recipe_layout(found.decode)
+    return replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=kept)
+
+
+def _recipe_layout(pool: tuple[int, int, int, bool]) -> Layout:
+    """A recipe's pool (workers, tp, ep, attention-DP) as a replica layout: with attention-DP its ``tp`` GPUs
+    attend data-parallel (TensorRT-LLM's ``enable_attention_dp``, SGLang's ``--enable-dp-attention``)."""
+    workers, tp, ep, adp = pool
+    return Layout(1 if adp else tp, 1, tp if adp else 1, ep, workers)
 
 
 def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
@@ -329,6 +339,29 @@ def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
     return budget
 
 
+def harness_speculation(r: dict[str, str], lay: Layout | None):
+    """The speculation InferenceX's TensorRT-LLM DeepSeek-R1 MTP launch scripts configured
+    (:data:`INFERENCEX_TRT_MTP`): its rows are those whose image is the ``-trt-mtp`` configurations' own; k draft
+    tokens, 1 with attention-DP, at the published acceptance length for that k. ``None`` elsewhere."""
+    from llmath.measure.disagg_recipes import mtp_speculation
+
+    rule, notes = INFERENCEX_TRT_MTP, r.get("source_notes", "")
+    if (r["backend"], r["model_path"]) != ("trtllm", rule["model"]) or not INFERENCEX_NOTES.search(notes):
+        return None
+    image = re.search(r"(^|; )image=(\S+)", notes)
+    if image is None or not image.group(2).endswith(rule["image"]):
+        return None
+    k = rule["k_attention_dp"] if lay is not None and lay.dp > 1 else rule["k"]
+    return mtp_speculation(k)
+
+
+def harness_warmed(r: dict[str, str]) -> bool:
+    """Whether InferenceX's client sent warm-up requests before the row's measured ones
+    (:data:`INFERENCEX_WARMUP`, by the row's ``measured=`` date; a row without a date is taken as warmed)."""
+    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
+    return measured is None or measured.group(1) >= INFERENCEX_WARMUP["from"]
+
+
 def harness_recv_interval(r: dict[str, str], concurrency: int) -> int | None:
     """The ``--scheduler-recv-interval`` InferenceX's SGLang DeepSeek-R1 B200 launch scripts passed
     (:data:`INFERENCEX_SGLANG_RECV`) for its aggregated SGLang rows with its provenance; ``None`` elsewhere."""
@@ -341,49 +374,6 @@ def harness_recv_interval(r: dict[str, str], concurrency: int) -> int | None:
     if r["precision"] == "fp8" and _int(r["tp_size"]) == 4:
         return 10
     return 30 if concurrency >= 16 else 10
-
-
-def harness_kv_fraction(r: dict[str, str], concurrency: int) -> float | None:
-    """The KV share (``free_gpu_memory_fraction``) InferenceX's TensorRT-LLM launch script for the row's model and
-    system wrote (:data:`INFERENCEX_TRT_KV_FRACTION`), for its aggregated TensorRT-LLM rows; ``None`` elsewhere."""
-    notes = r.get("source_notes", "")
-    rule = INFERENCEX_TRT_KV_FRACTION.get((r["model_path"], r["system"]))
-    rule = rule or INFERENCEX_TRT_KV_FRACTION.get((r["model_path"], "*"))
-    if rule is None or r["backend"] != "trtllm" or not INFERENCEX_NOTES.search(notes):
-        return None
-    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
-    if r["precision"] == "fp8" and measured is not None and measured.group(1) >= rule.get("from", "9999"):
-        lengths, tp_size = (int(r["isl"]), int(r["osl"])), _int(r["tp_size"])
-        for isl, osl, least, tp, value in rule["fp8_cases"]:
-            if lengths == (isl, osl) and concurrency >= least and tp in (None, tp_size):
-                return value
-    return rule["value"]
-
-
-def harness_batch_wait(r: dict[str, str], concurrency: int) -> dict[str, Any]:
-    """TensorRT-LLM's batch waiting as InferenceX's launch script set it for the row (:data:`INFERENCEX_TRT_BATCH_WAIT`:
-    its aggregated DeepSeek-R1 FP8 B200 rows at 1024/1024 from 64 clients, measured from 2026-01-29, without
-    attention-DP); empty elsewhere."""
-    rule, notes = INFERENCEX_TRT_BATCH_WAIT, r.get("source_notes", "")
-    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
-    row = (r["backend"], r["model_path"], r["system"], r["precision"], (int(r["isl"]), int(r["osl"])))
-    if (
-        row != ("trtllm", rule["model"], rule["system"], rule["precision"], rule["lengths"])
-        or _int(r["attention_dp_size"]) > 1
-    ):
-        return {}
-    if not INFERENCEX_NOTES.search(notes) or measured is None or measured.group(1) < rule["from"]:
-        return {}
-    return dict(rule["settings"]) if concurrency >= rule["from_clients"] else {}
-
-
-def harness_adp_balance(r: dict[str, str], lay: Layout | None) -> dict[str, Any]:
-    """TensorRT-LLM's attention-DP balancing as InferenceX's launch scripts set it (:data:`INFERENCEX_TRT_ADP_BALANCE`)
-    for its aggregated TensorRT-LLM rows that run attention-DP; empty elsewhere."""
-    rule = INFERENCEX_TRT_ADP_BALANCE.get(r["model_path"])
-    if rule is None or r["backend"] != "trtllm" or lay is None or lay.dp <= 1:
-        return {}
-    return dict(rule["settings"]) if INFERENCEX_NOTES.search(r.get("source_notes", "")) else {}
 
 
 def recipe_defaults(run: Run) -> Run:
@@ -427,13 +417,15 @@ def precision(run: Run):
 def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[str, float]:
     """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats; the closed loop, or
     the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`), decoding
-    speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it)."""
+    speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it;
+    else the run's own, :func:`harness_speculation`)."""
     from llmath.deploy.disagg import serve_disaggregated
     from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.service import serve
     from llmath.deploy.workload import Workload
 
     prec = precision(run)
+    speculation = speculation if speculation is not None else run.speculation
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if run.layout is not None:
@@ -447,13 +439,17 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
                         speculation=speculation, **dict(run.engine_settings))  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
-        P, D = run.prefill, run.decode
+        P, D, settings = run.prefill, run.decode, dict(run.engine_settings)
+        if speculation is None and settings.get("draft_tokens"):
+            from llmath.measure.disagg_recipes import mtp_speculation
+
+            speculation = mtp_speculation(settings["draft_tokens"])
         d = serve_disaggregated(
             run.model, run.system, workload=Workload(prompt=run.prompt, gen=run.gen, concurrency=run.concurrency),
             engine=run.engine,
             prefill=dict(tp=P.tp, pp=P.pp, dp=P.dp, ep=P.ep, workers=P.workers),
             decode=dict(tp=D.tp, pp=D.pp, dp=D.dp, ep=D.ep, workers=D.workers), precision=prec,
-            speculation=speculation,
+            speculation=speculation, decode_max_batch=settings.get("decode_max_batch"),
         )  # fmt: skip
         return {"ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"]}
 
@@ -482,7 +478,7 @@ def _group_key(r: dict[str, Any], key: str) -> str:
 
 def validate_runs(
     path: str | Path,
-    by: tuple[str, ...] = KEYS,
+    by: tuple[str, ...] = DEFAULT_BY,
     arrival: str | None = None,
     recipe: bool = True,
     harness_lengths: bool = False,
@@ -510,9 +506,14 @@ def validate_runs(
                "measured_ttft_s": run.ttft_s, "measured_tpot_s": run.tpot_s,
                "predicted_ttft_s": pred["ttft_s"], "predicted_tpot_s": pred["tpot_s"],
                "ttft_error": _err(pred["ttft_s"], run.ttft_s), "tpot_error": _err(pred["tpot_s"], run.tpot_s),
-               "assumed": list(run.assumed)}  # fmt: skip
+               "recipe": run.recipe or "-", "assumed": list(run.assumed),
+               "speculation": _speculation_json(run.speculation)}  # fmt: skip
         computed.append(row)
     return {"rows": computed, "refused": refused, "summary": summarise(computed, refused, by)}
+
+
+def _speculation_json(spec) -> dict[str, Any] | None:
+    return None if spec is None else {"method": spec.method, "k": spec.k, "acceptance": spec.acceptance}
 
 
 def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) -> dict[str, Any]:
@@ -522,7 +523,8 @@ def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) ->
         n_ref = sum(r["mode"] == mode for r in refused)
         m: dict[str, Any] = {"computed": len(rows), "refused": n_ref, "overall": summary(rows), "groups": {}}
         m["computed_fraction"] = len(rows) / (len(rows) + n_ref) if rows or n_ref else 0.0
-        for key in [*[k for k in by if k != "mode"], "engine×system"]:
+        keys = [k for k in by if k != "mode" and k != "recipe"]
+        for key in [*keys, *(["recipe"] if mode == "disagg" else []), "engine×system"]:  # recipe: what decides a row
             keys = key.split("×")
             vals = sorted({tuple(str(r[k]) for k in keys) for r in rows}, key=_natural)
             m["groups"][key] = {"×".join(v): summary([r for r in rows if tuple(str(r[k]) for k in keys) == v])
