@@ -48,6 +48,7 @@ from llmath.deploy.plan_search import (
     families,
     live_stretches,
     meets,
+    sorted_unique,
     weights_leave_no_pool,
 )
 from llmath.deploy.serving import Decoding, Requests, refuse_uncached
@@ -224,7 +225,7 @@ def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list,
         why = ("does not fit" + (" with the draft" if draft else "")) if not mem.fits else f"needs {rep.gpus} GPUs"
         rejected.append({**where, "reason": why})
         return None
-    c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
+    c = sorted_unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
     return c, mem, inst * rep.dp, inst  # dp: attention replicas, each serving its share of the requests
 
 
@@ -269,7 +270,7 @@ def _sampled(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols, reject
     if grid is None:
         return None
     c, mem, dp, inst = grid
-    at = np.unique(np.linspace(0, len(c) - 1, min(SAMPLE, len(c))).round().astype(int))
+    at = sorted_unique(np.linspace(0, len(c) - 1, min(SAMPLE, len(c))).round().astype(int))
     ss = lockstep_state(dec, eng, req, c[at], mem.max_resident)
     _agg_rows(rep, fmt, dp, inst, c[at], ss, cols, dec.spec is not None)
     ok = meets(ss.ttft_s, ss.tpot_s, **targets)

@@ -41,6 +41,7 @@ from llmath.hardware.execution import op_executed, op_formats
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
+from llmath.ops.table import by_kinds
 from llmath.ops.kernel import Kernel
 
 
@@ -264,7 +265,12 @@ def apply_fp4(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, 
 @lru_cache(maxsize=256)
 def fp8_gemms(table: Table, p: Precision) -> np.ndarray:
     """(n_ops,) mask of the weight GEMMs that run in fp8 under ``p`` (W8A8) or read fp8 weights into a 16-bit
-    GEMM (W8A16: the same fp8 weight stream; its per-kernel time is taken as the fp8 kernel's)."""
+    GEMM (W8A16: the same fp8 weight stream; its per-kernel time is taken as the fp8 kernel's). Shared by the
+    tables whose ops are alike and whose weight GEMMs are the same (:func:`llmath.ops.table.by_kinds`)."""
+    return by_kinds(_fp8_gemms, table, p, table.is_weight_mm.tobytes())
+
+
+def _fp8_gemms(table: Table, p: Precision, _weight_gemms: bytes) -> np.ndarray:
     fmts = op_formats(table, p)
     computes = {m: fmt.get(p.weight_format(m)).compute for m in {op.module for op in table.ops}}
     fp8 = [f == "fp8" or computes[op.module] == "fp8" for f, op in zip(fmts, table.ops, strict=True)]
