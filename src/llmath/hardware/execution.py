@@ -22,8 +22,8 @@ from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import Attention, Table, table
 from llmath.ops.params import weight_bytes, weight_bytes_per_element
-from llmath.ops.table import by_kinds
 from llmath.ops.ssm_state import SSM_STATE_OPS, ssm_state_format
+from llmath.ops.table import by_kinds
 
 FALLBACK = {
     "fp4": ("bf16", "fp16", "fp32"),

@@ -41,8 +41,8 @@ from llmath.hardware.execution import op_executed, op_formats
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
-from llmath.ops.table import by_kinds
 from llmath.ops.kernel import Kernel
+from llmath.ops.table import by_kinds
 
 
 @dataclass(frozen=True)
