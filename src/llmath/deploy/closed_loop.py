@@ -35,9 +35,14 @@ lockstep (1/m) against the clients out of step (:func:`staggered_state`, 1 − 1
 An engine that runs prefill batches first (SGLang without ``--enable-mixed-chunk``: a waiting prompt is
 prefilled before the running requests decode again) keeps no groups apart: no request decodes while another
 waits for its prefill, so the C requests started together start decoding in the same iteration, finish in the
-same iteration and come back together, into an idle engine. Every wave is then the first: request k of it
-has its first token after k of the n_w prefill batches ((n_w + 1)/2 on average) and decodes after all of them,
-so its TPOT carries the (n_w − 1)/2 batches after its own, and the decoding iterations carry no prefill.
+same iteration and come back together, into an idle engine. Every wave is then the first: request j of it
+has its first token at the end of batch k = ⌈(j + 1)·P' / T_b⌉ of the n_b = ⌈n_w⌉ prefill batches (a prompt
+chunked over several batches ends in its last) and decodes after all of them, so its TPOT carries the n_b − k
+batches after its own, and the decoding iterations carry no prefill.
+
+Every request reaches the scheduler the front-end time o_req after its client sends it, and its TTFT runs
+from the send (docs/serving.md, "Closed forms against the simulation"): a wave sent into an idle engine
+waits o_req; a follow-up sent while the engine runs joins after max(lag, ⌈o_req / τ_d⌉) iterations.
 
 A mean-field account of an exact iteration simulation (:func:`llmath.deploy.simulate.simulate` with
 ``arrival="closed"``): the tests bound the difference. Engines whose budget is unbounded (no chunking)
@@ -99,8 +104,8 @@ def lockstep_state(
     replace: bool = True,
 ) -> SteadyState:
     """The benchmark clients' closed loop at each concurrency (numpy array; module docstring).
-    ``replace=False``: offline, the C requests queued at once and none sent after them (one wave; a queued
-    request waits for the ones ahead of it: (C − B)² / (2C) requests' worth of completions on average)."""
+    ``replace=False``: offline, the C requests queued at once and none sent after them (one wave; the queued
+    ones wait for the cycles ahead of them, :func:`_queued_cycles`)."""
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     C = np.asarray(concurrency, dtype=float)
     if np.any(C < 1):
@@ -112,7 +117,7 @@ def lockstep_state(
     mixed = eng.mixed_prefill
     group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width, steps)
     ctx = req.decode_context
-    d_first = np.minimum(group * (n_w - 1) / 3, B) if mixed else 0.0  # decoders in the first wave's prefills
+    d_first = _first_decoders(B, float(req.new), T_b, n_w) if mixed else 0.0
     tau_b, tau_f, tau_d = dec.mixed_and_step((d_burst, d_first), B, ctx, n_c, chunk, pre)
     o_m, o_d, o_req = _overheads(dec, eng, req, B, d_burst)
     tau_b, tau_f, tau_d = tau_b + o_m, tau_f + o_m, tau_d + o_d
@@ -120,16 +125,16 @@ def lockstep_state(
     L = np.maximum(n_w, steps + I_s) if mixed else steps + n_w
     tau_c = (np.minimum(n_w, L) * tau_b + (L - np.minimum(n_w, L)) * tau_d) / L  # the cycle's mean iteration
     m = float(prompts_per_client) if replace else 1.0
-    if mixed:
-        wait_s, wait, step_s, seen = _mixed_cycle(eng, req, B, steps, T_b, n_w, I_s, (tau_b, tau_f, tau_d), m)
+    if mixed:  # a follow-up joins the first iteration after the lag and after its front end (docs/serving.md)
+        lag = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau_d - 1e-9))
+        cycle = _mixed_cycle(lag, req, B, steps, T_b, n_w, I_s, (tau_b, tau_f, tau_d), m, o_req)
+        ttft, wait, step_s, seen = cycle
     else:  # prefill-first: nobody decodes while a prompt waits, so every wave comes back whole (module docstring)
-        wait = (n_w + 1) / 2  # batches from admission to first token
-        seen = (n_w - 1) / 2  # the batches after its own pause its decoding
-        step_s = (seen * tau_b + steps * tau_d) / np.maximum(steps, 1e-9)
-        wait_s = (1 - 1 / m) * wait * tau_b + (1 / m) * wait * tau_f
-    ttft = wait_s + o_req
-    queued = np.maximum(C - B, 0.0) if replace else np.maximum(C - B, 0.0) ** 2 / (2 * C)
-    ttft = ttft + queued * L / B * tau_c  # the queue drains B requests per cycle of L iterations
+        k_mean, first, whole_s = _burst_positions(B, float(req.new), T_b, n_w, tau_b, np.zeros_like(tau_b))
+        wait, seen = k_mean, np.maximum(np.ceil(n_w - 1e-9), 1.0) - k_mean  # batches up to its own; after it
+        step_s = (whole_s - first + steps * tau_d) / np.maximum(steps, 1e-9)
+        ttft = first + o_req  # every wave, the first included, comes into an idle engine
+    ttft = ttft + _queued_cycles(C, B, m) * L * tau_c  # the queue drains B requests per cycle of L iterations
     e2e = ttft + steps * step_s
     a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
     o_ttft = wait * o_m + o_req
@@ -139,6 +144,16 @@ def lockstep_state(
     rps = C / e2e if replace else B / (L * tau_c)
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,
                        T_b, np.minimum(n_w / L, 1.0), tau_d, tau_b, o_ttft, o_tpot)  # fmt: skip
+
+
+def _queued_cycles(C, B, m: float):
+    """Mean cycles a request queues for a free place when C > B requests are in flight, first come first
+    served over the clients' C·m requests: request r (0-based) is admitted in cycle ⌊r / B⌋; the first C are
+    sent at once (Σ ⌊r / B⌋ = B·q(q − 1)/2 + s·q over them, C = q·B + s), every later one when request r − C
+    finishes, ⌊r / B⌋ − ⌊(r − C) / B⌋ − 1 cycles before its own, C / B − 1 on average."""
+    q = np.floor(C / B + 1e-9)
+    first = B * q * (q - 1) / 2 + (C - q * B) * q
+    return (first + (m - 1) * C * (C / B - 1)) / (m * C)
 
 
 EXACT_POSITIONS = 32  # burst iterations summed one by one; beyond, the arithmetic mean of the floor
@@ -158,35 +173,61 @@ def _before(m, B, Pn: float, T_b):
     return exact + n * (1 + 0.5 / B) - a / B * n * (2 * top + n + 1) / 2
 
 
-def _mixed_cycle(eng: EngineConfig, req: Requests, B, steps, T_b, n_w, I_s, taus: tuple, m: float) -> tuple:
-    """Mixed prefill in lockstep (module docstring): (mean TTFT wait, in iterations, the mean decode
-    iteration, the prefill iterations a request decodes through) over the clients' waves.
+def _first_decoders(B, Pn: float, T_b, n_w):
+    """Mean decoding requests in the first wave's burst iterations, each weighted by the requests still waiting
+    for it: D_i = ⌊(i − 1)·T_b / P'⌋ requests have ended their prompt before burst iteration i and the other
+    B − D_i wait through it, so Σ D_i·(B − D_i) / Σ (B − D_i) over the ⌈n_w⌉ iterations (one by one up to
+    :data:`EXACT_POSITIONS`, beyond as D ≈ (i − 1)·T_b / P' − 1/2 integrated)."""
+    a, n_b = T_b / Pn, np.maximum(np.ceil(n_w - 1e-9), 1.0)
+    top = int(min(float(np.max(n_b)), EXACT_POSITIONS))
+    i = np.arange(1.0, top + 1.0).reshape((-1,) + (1,) * np.ndim(n_b))
+    D = np.minimum(B, np.floor((i - 1) * a + 1e-9)) * (i <= n_b)
+    W = (B - D) * (i <= n_b)
+    w, wd = W.sum(axis=0), (D * W).sum(axis=0)
+    y0, y1 = (np.clip((x - 1) * a - 0.5, 0.0, B) for x in (top + 0.5, np.maximum(n_b + 0.5, top + 0.5)))
+    w = w + (B * (y1 - y0) - (y1**2 - y0**2) / 2) / a
+    wd = wd + (B * (y1**2 - y0**2) / 2 - (y1**3 - y0**3) / 3) / a
+    return np.minimum(wd / np.maximum(w, 1e-9), B)
 
-    A burst of B·P' prompt tokens takes n_b = ⌈n_w⌉ iterations, the last carrying the remainder
-    (n_w − n_b + 1)·T_b (its time interpolated between τ_d and τ_b by its tokens); request j ends its prompt
-    in iteration k = ⌈(j + 1)·P' / T_b⌉ (:func:`_before`). Its follow-up is sent when it finishes, k + G − 1
-    iterations later, and the ``replacement_lag`` iterations already scheduled then pass before it is
-    admitted: the cycle is G − 1 + lag + I_s iterations and a request waits for the lag + I_s iterations up to
-    its own, min(k − 1, lag + I_s − 1) of them the burst's (full) iterations ahead of it, the rest the
-    previous cycle's decode; it decodes through every other burst iteration. When the burst's last prompt ends
-    within lag iterations of the first (n_b − ⌈P'/T_b⌉ ≤ lag) every request has finished before the first
-    follow-up is scheduled: the engine idles and takes the wave back whole, so every wave is the first
-    (request k waits for the k burst iterations up to its own and decodes through the n_b − k after it).
-    A burst longer than the cycle is token-budget-bound: every iteration prefills."""
-    tau_b, tau_f, tau_d = taus
-    lag, Pn = float(eng.replacement_lag), float(req.new)
+
+def _burst_positions(B, Pn: float, T_b, n_w, tau_x, tau_base) -> tuple:
+    """A burst of B·P' prompt tokens in n_b = ⌈n_w⌉ iterations of T_b tokens at τ_x each, the last carrying the
+    remainder (n_w − n_b + 1)·T_b, its time interpolated between ``tau_base`` and τ_x by its tokens; request j
+    ends its prompt in iteration k = ⌈(j + 1)·P' / T_b⌉ (:func:`_before`): (E[k], the mean time of the burst
+    iterations up to a request's own, the burst's time)."""
     n_b = np.maximum(np.ceil(n_w - 1e-9), 1.0)
     last = 1 - np.minimum(B, np.floor((n_b - 1) * T_b / Pn + 1e-9)) / B  # share ending in the last iteration
-    r = n_w - (n_b - 1)  # the last iteration's prompt tokens, in full iterations
-    part_b, part_f = tau_d + r * (tau_b - tau_d), tau_d + r * (tau_f - tau_d)
-    # E[k] and the burst iterations ahead of it in its wait, E[min(k − 1, lag + I_s − 1)]
-    k_mean, S = _before(np.stack((n_b - 1, lag + I_s - 1)), B, Pn, T_b)
-    k_mean = 1 + k_mean
-    first = (k_mean - last) * tau_f + last * part_f  # the burst iterations up to a request's own
-    whole = n_b - np.ceil(Pn / T_b - 1e-9) <= lag
+    part = tau_base + (n_w - (n_b - 1)) * (tau_x - tau_base)
+    k_mean = 1 + _before(n_b - 1, B, Pn, T_b)
+    return k_mean, (k_mean - last) * tau_x + last * part, (n_b - 1) * tau_x + part
+
+
+def _mixed_cycle(lag, req: Requests, B, steps, T_b, n_w, I_s, taus: tuple, m: float, o_req) -> tuple:
+    """Mixed prefill in lockstep (module docstring): (mean TTFT, the mean TTFT wait in iterations, the mean
+    decode iteration, the prefill iterations a request decodes through) over the clients' waves.
+
+    A burst of B·P' prompt tokens takes n_b = ⌈n_w⌉ iterations (:func:`_burst_positions`). Request j's
+    follow-up is sent when it finishes, k + G − 1 iterations after the burst began, and joins the first
+    iteration after the ``lag`` iterations already scheduled and after its front-end time o_req
+    (lag = max(replacement_lag, ⌈o_req / τ_d⌉): the front end runs while the engine iterates): the cycle is
+    G − 1 + lag + I_s iterations and a request waits for the lag + I_s iterations up to its own,
+    min(k − 1, lag + I_s − 1) of them the burst's (full) iterations ahead of it, the rest the previous cycle's
+    decode; it decodes through every other burst iteration. When the burst's last prompt ends within lag
+    iterations of the first (n_b − ⌈P'/T_b⌉ ≤ lag) every request has finished before the first follow-up is
+    scheduled: the engine idles and takes the wave back whole, o_req after it is sent, so every wave is the
+    first (request k waits for the k burst iterations up to its own and decodes through the n_b − k after it).
+    A burst longer than the cycle is token-budget-bound: every iteration prefills."""
+    tau_b, tau_f, tau_d = taus
+    Pn = float(req.new)
+    n_b = np.maximum(np.ceil(n_w - 1e-9), 1.0)
+    k_mean, first, whole_f = _burst_positions(B, Pn, T_b, n_w, tau_f, tau_d)
+    S = _before(lag + I_s - 1, B, Pn, T_b)  # the burst iterations ahead of a request in its wait
+    last = 1 - np.minimum(B, np.floor((n_b - 1) * T_b / Pn + 1e-9)) / B
+    part_b = tau_d + (n_w - (n_b - 1)) * (tau_b - tau_d)
     own = (1 - last) * tau_b + last * part_b
-    later = np.where(whole, first, S * tau_b + (lag + I_s - 1 - S) * tau_d + own)
-    seen_s = np.where(whole, (n_b - 1) * tau_f + part_f - first, (n_b - 1 - S) * tau_b + part_b - own)
+    whole = n_b - np.ceil(Pn / T_b - 1e-9) <= lag
+    later = np.where(whole, first + o_req, S * tau_b + (lag + I_s - 1 - S) * tau_d + own)
+    seen_s = np.where(whole, whole_f - first, (n_b - 1 - S) * tau_b + part_b - own)
     seen = np.where(whole, n_b - k_mean, n_b - 1 - S)
     wait = np.where(whole, k_mean, lag + I_s)
     bound = n_b > steps + lag + I_s  # token-budget-bound: every iteration prefills
@@ -196,8 +237,13 @@ def _mixed_cycle(eng: EngineConfig, req: Requests, B, steps, T_b, n_w, I_s, taus
         seen = np.where(bound, np.clip(n_w - I_s, 0.0, steps), seen)
         seen_s = np.where(bound, seen * tau_b, seen_s)
     seen = np.minimum(seen, steps)
+    seen_1 = np.minimum(n_b - k_mean, steps)  # the first wave decodes through the burst after its own
+    seen_1s = np.where(seen_1 < n_b - k_mean, seen_1 * tau_f, whole_f - first)
     step_s = (seen_s + (steps - seen) * tau_d) / max(steps, 1e-9)
-    return (1 - 1 / m) * later + (1 / m) * first, (1 - 1 / m) * wait + (1 / m) * k_mean, step_s, seen
+    step_1 = (seen_1s + (steps - seen_1) * tau_d) / max(steps, 1e-9)
+    ttft = (1 - 1 / m) * later + (1 / m) * (first + o_req)
+    w = 1 / m
+    return ttft, (1 - w) * wait + w * k_mean, (1 - w) * step_s + w * step_1, (1 - w) * seen + w * seen_1
 
 
 def in_step(req: Requests) -> bool:

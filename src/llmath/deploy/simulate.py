@@ -89,14 +89,15 @@ def simulate(
     requests that arrive in the middle third (the desynchronised steady state). ``arrival="closed"``: every
     client sends its first request at once and each of its ``prompts_per_client`` requests as soon as the
     previous one finishes (vLLM ``bench serve --max-concurrency``, SGLang ``bench_serving``, AIPerf concurrency
-    mode); statistics over every request, as those clients report them; a follow-up request reaches the
-    scheduler ``eng.replacement_lag`` iterations later (at once when the engine is idle). ``"offline"``: one
-    such wave; ``"poisson"``: arrivals at ``rate`` requests/s. ``lag``: whether a follow-up request waits for the
-    iterations already scheduled (default: in the closed loop only; ``True`` with ``"staggered"``: the clients'
-    closed loop once out of step, :func:`llmath.deploy.closed_loop.staggered_state`): a follow-up then reaches
-    the scheduler the engine's per-request front-end time o_req after it is sent, varying by ±``jitter``/2 of it
-    (seeded; default ±50%; ``jitter`` given: in any mode). Otherwise o_req counts in its TTFT without delaying
-    its admission (:func:`llmath.deploy.serving.steady_state`, :func:`llmath.deploy.closed_loop.lockstep_state`)."""
+    mode); statistics over every request, as those clients report them. ``"offline"``: one such wave;
+    ``"poisson"``: arrivals at ``rate`` requests/s. Every request reaches the scheduler the engine's front-end
+    time o_req after its client sends it, and its TTFT runs from the send (docs/serving.md, "The front-end time:
+    one convention"); ``lag``: whether a follow-up request also waits for the ``eng.replacement_lag`` iterations
+    already scheduled when it is sent (default: in the closed loop only; none when the engine is idle; ``True``
+    with ``"staggered"``: the clients' closed loop once out of step,
+    :func:`llmath.deploy.closed_loop.staggered_state`, whose front-end times then vary by ±``jitter``/2 of
+    o_req, seeded, default ±50%, so that the clients stay out of step; ``jitter`` given: in any mode; neither:
+    the desynchronised steady state, a follow-up reaching the scheduler at an iteration boundary)."""
     if arrival == "offline":  # every request queued at once, none sent after them: one wave
         arrival, prompts_per_client = "closed", 1
     if arrival == "poisson":
@@ -105,8 +106,8 @@ def simulate(
         raise ValueError(f"arrival={arrival!r} must be 'staggered', 'closed', 'offline' or 'poisson'")
     lockstep = arrival == "closed"
     lagged = lockstep if lag is None else lag
-    delayed = not (lockstep or not lagged) or jitter is not None  # the front end delays the admission
-    hand_off = _front_end(dev, eng, req, delayed, 1.0 if jitter is None else jitter, seed)
+    spread = jitter if jitter is not None else (1.0 if lagged and not lockstep else 0.0)
+    hand_off = _front_end(dev, eng, req, spread, seed, at_boundary=not lagged and jitter is None)
     lag_iters = eng.replacement_lag if lagged else 0  # the next iterations are already scheduled
     finished, itl, tokens_out, now = _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep,
                                              prompts_per_client, lag_iters, hand_off)  # fmt: skip
@@ -115,14 +116,18 @@ def simulate(
     return _stats(finished, itl, tokens_out, now, iterations)
 
 
-def _front_end(dev, eng, req: Requests, delayed: bool, spread: float, seed: int):
-    """(time a follow-up sent at ``now`` is dated from, time it reaches the scheduler) as a function of
-    ``now``: delayed, the engine's front-end time o_req ±``spread``/2 of it (seeded) later; else o_req counts
-    in its TTFT (dated o_req earlier) without delaying it."""
+def _front_end(dev, eng, req: Requests, spread: float, seed: int, at_boundary: bool = False):
+    """(time a request is sent, time it reaches the scheduler) as a function of the time ``now`` it could
+    first be scheduled: it reaches the scheduler the engine's front-end time o_req after it is sent
+    (docs/serving.md, "Closed forms against the simulation"), ±``spread``/2 of it (seeded). ``at_boundary``:
+    the desynchronised steady state's reading, a follow-up sent o_req before ``now`` so that it reaches the
+    scheduler at the iteration boundary (:func:`llmath.deploy.serving.steady_state`)."""
     o_req = active_overheads(dev, eng).served_request_s(req.prompt)
     rng = np.random.default_rng(seed)
-    if not delayed:
+    if at_boundary:
         return lambda now: (now - o_req, now)
+    if spread == 0:
+        return lambda now: (now, now + o_req)
     return lambda now: (now, now + o_req * (1 + spread * (float(rng.random()) - 0.5)))
 
 
@@ -130,7 +135,6 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prom
     """The clients' loop: (finished requests, inter-token gaps, tokens out per iteration, end time)."""
     lengths = _lengths(req)
     ov = active_overheads(dev, eng)  # the engine's time outside the kernels, as the closed form adds it
-    o_req = ov.served_request_s(req.prompt)
     starts = _first_requests(req, eng, concurrency, lockstep)
     left = [prompts_per_client or 1 << 62] * concurrency  # requests each client still sends
     waiting: list[_Req] = []
@@ -144,7 +148,8 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prom
     for it in range(iterations):
         for i in [i for i, s in enumerate(starts) if s is not None and s <= it]:
             starts[i] = None
-            waiting.append(_Req(now - o_req, next(lengths), client=i))
+            sent, ready = hand_off(now)
+            pending.append([0, ready, _Req(sent, next(lengths), client=i)])
             left[i] -= 1
         pending, now = _release(pending, waiting, now, idle=not (waiting or running))
         if not (waiting or running):
@@ -152,8 +157,8 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prom
         now, done = _advance(dev, eng, req, ov, (running, waiting, finished), max_resident, now, itl, tokens_out)
         for r in done:
             if left[r.client] > 0:  # sent at once
-                dated, ready = hand_off(now)
-                pending.append([lag, ready, _Req(dated, next(lengths), client=r.client)])
+                sent, ready = hand_off(now)
+                pending.append([lag, ready, _Req(sent, next(lengths), client=r.client)])
                 left[r.client] -= 1
     return finished, itl, tokens_out, now
 
