@@ -42,7 +42,7 @@ from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
 from llmath.ops.kernel import Kernel
-from llmath.ops.table import by_kinds
+from llmath.ops.table import by_kinds, op_weights
 
 
 @dataclass(frozen=True)
@@ -84,8 +84,7 @@ def columns(table: Table) -> Columns:
     routed: list[int] = []
     m = spec.moe
     if m is not None:
-        routed = [i for i, op in enumerate(table.ops) if table.is_weight_mm[i] and op.terms("weight")]
-        routed = [i for i in routed if any(t.mono == "U:moe" for t in table.ops[i].terms("weight"))]
+        routed = np.flatnonzero(table.is_weight_mm & op_weights(table)[1]).tolist()
     moe = (spec.d_model, m.d_ff_expert, m.top_k, m.n_experts) if m is not None else (0, 0, 0, 0)
     share, inter = _expert_shares(table, routed) if routed else (1.0, 1.0)
     r = np.array(routed, dtype=int)
@@ -236,7 +235,7 @@ def fp4_gemms(table: Table, hw: Hardware, p: Precision) -> tuple[np.ndarray, np.
     fmts = op_executed(table, hw, p)
     mask = np.array([bool(table.is_weight_mm[i]) and f == "fp4" and i not in routed for i, f in enumerate(fmts)])
     k = np.array([max([t.coef for t in op.terms("act_in")] or [1]) for op in table.ops], dtype=float)
-    nk = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
+    nk = op_weights(table)[0]
     for a in (mask, k, nk):
         a.setflags(write=False)
     return mask, k, nk
