@@ -347,7 +347,7 @@ class _Search:
     built: dict = field(default_factory=dict)  # layouts built by the pruned search, by (tp, pp, dp, ep)
     engines_by_tp: dict = field(default_factory=dict)  # the engine's settings, read once per TP degree
 
-    def _engine(self, tp: int = 1):
+    def engine_at(self, tp: int = 1):
         """The engine's settings at tensor-parallel size ``tp`` (:func:`.engines.preset`, once per search)."""
         if tp not in self.engines_by_tp:
             self.engines_by_tp[tp] = engines.preset(self.engine, self.hw, tp=tp, **self.overrides)
@@ -367,7 +367,7 @@ class _Search:
         return (pins["dp"] // rep_dp) * rep_gpus
 
     def run(self, gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> int:
-        eng = self._engine()
+        eng = self.engine_at()
         src = self.req.prompt if self.req.encoder_decoder else 0
         reps = replicas(self.spec, self.hw, self.p, self.eff, self.attention, eng.cuda_graphs, gpus, pins, src)
         n = 0
@@ -375,7 +375,7 @@ class _Search:
             poll()
             use = self._share(rep.dp, rep.gpus, gpus, pins)
             if use:
-                eng_r = self._engine(rep.tp)
+                eng_r = self.engine_at(rep.tp)
                 for dec, draft in _decodings(rep, self.speculation):
                     n += _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected, dec, draft)
         if disagg:
@@ -393,7 +393,7 @@ class _Search:
         if key in self.built:
             return self.built[key]
         poll()
-        eng = self._engine()
+        eng = self.engine_at()
         lay = _valid_layout(self.spec, key, ranks=False)
         tp, pp, dpa, ep = key
         out: Replica | str | None = _INVALID
@@ -465,7 +465,7 @@ class _Search:
 
     def _pair_cells(self, workers: list, gpus: int, rejected: list, sd: Speculation | None) -> list:
         """(PairCell, ``sd``) of every fitting pair, both pools decoding as ``sd`` (the draft in their memory)."""
-        eng, req, method = self._engine(), self.req, sd.method if sd else ""
+        eng, req, method = self.engine_at(), self.req, sd.method if sd else ""
         dec = {key: pool_decoding(rep.device, sd) for key, rep in workers if rep is not None}
         mem = {key: pool_memory(d.dev, eng, req, d.draft, method) for key, d in dec.items()}
         fit = [(key, rep) for key, rep in workers if rep is not None and mem[key].fits]

@@ -111,7 +111,7 @@ def sample_round(picked: list[tuple[Family, Replica, int]], search: Any, front: 
     families whose next pipeline depth could still win (the targets did not bound this one)."""
     todo = []
     for fam, rep, use in picked:
-        eng = search._engine(rep.tp)
+        eng = search.engine_at(rep.tp)
         for dec, draft in search.decodings(rep):
             g = grid(rep, eng, search.req, use, search.fmt, fam.rejected, dec, draft)
             todo.append((fam, rep, eng, dec, None if g is None else (*g, _sample(len(g[0])))))
