@@ -54,38 +54,41 @@ def _room(K: float, chunked: bool, D, w: float, Pn: float, total):
     return np.maximum(np.floor(np.maximum(K - D * w, 0.0) / Pn), 1.0) * Pn
 
 
-def _tail(S, B, Pn: float, cached: float, K: float, chunked: bool, w: float, decoders):
-    """The iterations beyond :data:`EXACT_ITERATIONS`: a flow of full iterations at the mean budget, then the
-    remainder; (full iterations, their tokens, the remainder's start)."""
+def _tail(S, B, Pn: float, K: float, chunked: bool, w: float, decoders):
+    """The iterations beyond :data:`EXACT_ITERATIONS`: a flow of full iterations with ``decoders`` at the mean
+    budget, then the remainder; (full iterations, their tokens, the remainder's start)."""
     total = B * Pn
     left = np.maximum(total - S, 0.0)
-    D = decoders if decoders is not None else (np.floor(S / Pn + 1e-9) + B) / 2
-    T = np.minimum(_room(K, chunked, D, w, Pn, total), np.maximum(left, 1.0))
+    T = np.minimum(_room(K, chunked, decoders, w, Pn, total), np.maximum(left, 1.0))
     full = np.maximum(np.ceil(left / T - 1e-9) - 1.0, 0.0) * (left > 0)
     return full, T, total - (left - full * T)
 
 
-def wave_kinds(B, Pn: float, cached: float, K: float, chunked: bool, w: float, decoders=None) -> tuple:
+def wave_kinds(B, Pn: float, cached: float, K: float, chunked: bool, w: float, decoders=None, life=np.inf) -> tuple:
     """The burst of B prompts in step as three :class:`Kind` (module docstring): (before any prompt has ended,
     full, the last). ``decoders``: a later wave's flow of decoders in every full iteration (its budget stays
-    K − D·w); ``None``: the first wave, whose decoders are the prompts ended before each iteration."""
+    K − D·w); ``None``: the first wave, whose decoders are the prompts ended before each iteration and less
+    than ``life`` iterations ago (a request decodes ``life`` iterations after its prompt, then leaves)."""
     B = np.asarray(B, dtype=float)
     total, S = B * Pn, np.zeros_like(B)
-    starts, tokens = [], []
-    for _ in range(EXACT_ITERATIONS):  # the layout, iteration by iteration
+    starts, tokens, ended = [], [], []
+    for i in range(EXACT_ITERATIONS):  # the layout, iteration by iteration
         left = total - S
         if not (left > 1e-9).any():
             break
-        D = np.minimum(B, np.floor(S / Pn + 1e-9)) if decoders is None else decoders
+        ended.append(np.minimum(B, np.floor(S / Pn + 1e-9)))
+        gone = ended[i - int(life)] if i >= life else 0.0
+        D = ended[i] - gone if decoders is None else decoders
         T = np.minimum(_room(K, chunked, D, w, Pn, total), np.maximum(left, 0.0))
         starts.append(S)
+        tokens.append(D)
         tokens.append(T)
         S = S + T
-    S_i, T_i = np.stack(starts), np.stack(tokens)
+    S_i, D_i, T_i = np.stack(starts), np.stack(tokens[::2]), np.stack(tokens[1::2])
     live, last = T_i > 1e-9, (S_i + T_i >= total - 1e-9) & (T_i > 1e-9)
     n, pf, before, by = _layout(S_i, S_i + T_i, Pn, cached)
     D0 = np.minimum(B, before)
-    D = D0 if decoders is None else np.where(last, B - n, np.minimum(decoders, B - n))
+    D = D_i if decoders is None else np.where(last, B - n, np.minimum(decoders, B - n))
     head = live & ~last & (D < 0.5) & (decoders is None)
     ended = (np.minimum(by, B) - D0) * live / B  # share of the requests whose prompt this iteration ends
     acc, seen = {}, {}
@@ -93,9 +96,11 @@ def wave_kinds(B, Pn: float, cached: float, K: float, chunked: bool, w: float, d
         seen[k] = m.sum(axis=0)
         upto = (ended * np.cumsum(m, axis=0)).sum(axis=0)  # requests ended here count every one so far
         acc[k] = [seen[k], upto, *((m * v).sum(axis=0) for v in (D, n, T_i, pf))]
-    full, T, start = _tail(S, B, Pn, cached, K, chunked, w, decoders)
+    if decoders is None:  # the first wave's tail: the prompts ended, those still decoding at most
+        decoders_tail = np.minimum((np.floor(S / Pn + 1e-9) + B) / 2, life * K / Pn)
+    full, T, start = _tail(S, B, Pn, K, chunked, w, decoders_tail if decoders is None else decoders)
     if np.any(S < total - 1e-9):
-        _add_tail(acc, seen, (S, full, T, start), B, Pn, cached, decoders)
+        _add_tail(acc, seen, (S, full, T, start), B, Pn, cached, decoders_tail if decoders is None else decoders)
     return tuple(_kind(acc[k]) for k in ("head", "full", "last"))
 
 
@@ -104,7 +109,7 @@ def _add_tail(acc: dict, seen: dict, tail: tuple, B, Pn: float, cached: float, d
     S, full, T, start = tail
     more = S < B * Pn - 1e-9
     n = T / Pn + 1.0  # a full iteration in the flow touches T / P' + 1 prompts, the first after P'/2 on average
-    D = (np.floor(S / Pn + 1e-9) + B) / 2 if decoders is None else np.minimum(decoders, B - n)
+    D = np.minimum(decoders, B - n)
     f = acc["full"]
     for j, v in enumerate((full, 0.0, full * D, full * n, full * T, full * (cached + Pn / 2 / n))):
         f[j] = f[j] + v

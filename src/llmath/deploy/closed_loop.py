@@ -265,7 +265,7 @@ def _first_wave(dec: Decoding, eng: EngineConfig, req: Requests, B) -> tuple:
     iterations after the first prompt's end (B − D of them decode); a wave that comes back whole waits
     through it."""
     Pn, (K, chunked) = float(req.new), _budget(eng, req)
-    kinds = wave_kinds(B, Pn, float(req.cached), K, chunked, dec.width)
+    kinds = wave_kinds(B, Pn, float(req.cached), K, chunked, dec.width, life=req.decode_steps / dec.tokens)
     _, full, last = kinds
     d_tail = B - (full.count * full.decoders + last.count * last.decoders) / np.maximum(full.count + last.count, 1e-9)
     d = np.stack(np.broadcast_arrays(B, np.maximum(d_tail, 1.0)))
