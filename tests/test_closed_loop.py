@@ -53,7 +53,7 @@ def test_one_group_agrees_with_the_simulation_within_2_percent(engine, conc):
 )
 def test_several_groups_agree_with_the_simulation(engine, prompt, budget, conc):
     # Bound stated in docs/serving.md: with several groups per cycle the closed form is within 12% on TTFT and
-    # 3% on TPOT of the simulation here (measured: TTFT -9.3 … +10.4%, TPOT -2.4 … +1.5%: the later waves' groups
+    # 3% on TPOT of the simulation here (measured: TTFT -9.3 … +10.4%, TPOT -2.4 … +0.8%: the later waves' groups
     # split and merge from cycle to cycle, the closed form keeps the first wave's). (3000, 2048, 128) is
     # token-budget-bound: 128·(3000 + 63) prompt and decode tokens per cycle > 2048·(63 + lag + 2)
     dev, eng, req, bmax = _case(engine, prompt, 64, budget)
