@@ -84,7 +84,11 @@ def table_time(root: Path, run, dev: Device, op, B: int, S: int) -> float | None
         df = _table(root, run.system, "comm", run.engine, "custom_allreduce_perf.parquet")
         if df is None or op.kind != "all_reduce" or op.n not in set(df.num_gpus):
             return None
-        d = _nearest(df[(df.num_gpus == op.n) & df.backend.str.contains("graph")], "message_size", op.message_bytes)
+        d = _nearest(
+            df[(df.num_gpus == op.n) & (df.backend.str.contains("graph") if "backend" in df else df.num_gpus > 0)],
+            "message_size",
+            op.message_bytes / 2,  # the tables' message_size is in bf16 elements
+        )
         return float(d.latency.median()) * 1e-3 * op.count
     if op.name.startswith("moe.experts.") and op.name != "moe.experts.act" and spec.moe is not None:
         if op.name != "moe.experts.gate":

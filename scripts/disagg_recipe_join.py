@@ -1,6 +1,7 @@
 """The disaggregated rows beside the benchmark configurations that ran them (by hand; prints markdown).
 
-    python scripts/disagg_recipe_join.py INFERENCEX_GIT_DIR [RUNS.csv] [--since 2026-01-10] [--until 2026-04-07]
+    python scripts/disagg_recipe_join.py INFERENCEX_GIT_DIR [RUNS.csv] [--since 2025-12-01] [--until 2026-04-07]
+                                         [--write src/llmath/data/inferencex_disagg.json]
 
 The DeepSeek-R1 disaggregated rows of ``serving_runs.csv`` come from SemiAnalysis' InferenceX sweeps (Dynamo with
 TensorRT-LLM or SGLang). Their search spaces are in that repository's ``.github/configs/nvidia-master.yaml``: for
@@ -15,11 +16,18 @@ SemiAnalysisAI/InferenceX); where all of them agree on one setting, that is what
   (workers, attention-DP, EP), by speculation and engine. Speculating runs are predicted without speculation
   (their acceptance length is not recorded), so their TPOT error shows what speculation took off.
 
-Nothing here is fitted; no configuration file is stored in this repository.
+With ``--write PATH`` it writes instead the table :mod:`llmath.measure.disagg_recipes` reads
+(``src/llmath/data/inferencex_disagg.json``): every DeepSeek-R1 disaggregated entry on the systems llmath maps
+(B200, H200, H100), with the versions of the file that list it, the pools, the speculation and its draft tokens
+(``mtpN`` in the entry's ``CONFIG_FILE`` name) and the decode workers' ``max_batch_size``
+(``DECODE_MAX_BATCH_SIZE=N``, or ``batchN`` in the ``CONFIG_FILE`` name: srt-slurm's recipe names).
+
+Nothing here is fitted.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -53,17 +61,23 @@ def configurations(git_dir: str, since: str, until: str) -> dict[tuple, set[tupl
     pool (workers, tp, ep, attention-DP), over every committed version of the file in the window."""
     out: dict[tuple, set[tuple]] = defaultdict(set)
     for commit in _versions(git_dir, since, until):
-        text = subprocess.run(["git", "-C", git_dir, "show", f"{commit}:{CONFIG}"], capture_output=True, text=True)
-        for name, c in (yaml.safe_load(text.stdout) or {}).items():
-            if not (isinstance(c, dict) and c.get("disagg") and name.startswith("dsr1")):
-                continue
+        for c, name, seq, e in _search_spaces(git_dir, commit):
+            key = (c.get("framework"), name.split("-")[2], c.get("precision"), seq["isl"], seq["osl"])
+            setting = (e.get("spec-decoding", "none"), _pool(e.get("prefill", {})), _pool(e.get("decode", {})))
+            for conc in e.get("conc-list") or []:
+                out[(*key, conc)].add(setting)
+    return out
+
+
+def _search_spaces(git_dir: str, commit: str):
+    """(configuration, its name, sequence-length entry, search-space entry) of every DeepSeek-R1 disaggregated
+    configuration in the file at ``commit``."""
+    text = subprocess.run(["git", "-C", git_dir, "show", f"{commit}:{CONFIG}"], capture_output=True, text=True)
+    for name, c in (yaml.safe_load(text.stdout) or {}).items():
+        if isinstance(c, dict) and c.get("disagg") and name.startswith("dsr1"):
             for seq in c.get("seq-len-configs", []):
                 for e in seq.get("search-space", []):
-                    key = (c.get("framework"), name.split("-")[2], c.get("precision"), seq["isl"], seq["osl"])
-                    setting = (e.get("spec-decoding", "none"), _pool(e.get("prefill", {})), _pool(e.get("decode", {})))
-                    for conc in e.get("conc-list") or []:
-                        out[(*key, conc)].add(setting)
-    return out
+                    yield c, name, seq, e
 
 
 def _layout(pool: tuple) -> Layout:
@@ -118,8 +132,86 @@ def report(rows: list[dict]) -> None:
                 print(f"| {spec} | {engine} | {len(g)} | {_errors(g, 'columns')} | {_errors(g, 'config')} |")
 
 
+def _dated_versions(git_dir: str, since: str, until: str) -> list[list[str]]:
+    fmt = ["--format=%H %cI", f"--since={since}", f"--until={until}", "--", CONFIG]
+    out = subprocess.run(["git", "-C", git_dir, "log", *fmt], capture_output=True, text=True, check=True).stdout
+    return [line.split() for line in out.splitlines() if line.strip()][::-1]
+
+
+def _settings_number(settings: str, *patterns: str) -> int | None:
+    for pattern in patterns:
+        if m := re.search(pattern, settings):
+            return int(m.group(1))
+    return None
+
+
+def _entry(c: dict, name: str, seq: dict, e: dict) -> dict | None:
+    system = name.split("-")[2]
+    if "prefill" not in e or "decode" not in e or system not in SYSTEMS.values():
+        return None
+    extra = " ".join(str(s) for pool in ("prefill", "decode") for s in e[pool].get("additional-settings") or [])
+    spec = e.get("spec-decoding", "none")
+    return {
+        "framework": c.get("framework"), "system": system, "precision": c.get("precision"), "isl": seq["isl"],
+        "osl": seq["osl"], "image": c.get("image"), "speculation": spec,
+        "draft_tokens": _settings_number(extra, r"_mtp(\d+)") if spec == "mtp" else None,
+        "decode_max_batch": _settings_number(extra, r"DECODE_MAX_BATCH_SIZE=(\d+)", r"_batch(\d+)_"),
+        "prefill": list(_pool(e["prefill"])), "decode": list(_pool(e["decode"])),
+    }  # fmt: skip
+
+
+def _benchmark_concurrencies(e: dict) -> list[int]:
+    """The concurrencies the entry's benchmark ran. A recipe named ``c{N}_ctx{P}_gen{D}_…`` (srt-slurm's H200
+    TensorRT-LLM recipes) runs N clients per decode worker, N·D in all (its ``benchmark.concurrencies``: e.g.
+    recipes/trtllm/h200/1k1k/mtp/c128_ctx1_gen7_dep8_batch128_eplb0_mtp3.yaml "896",
+    1k1k/stp/c16_ctx1_gen9_tep8_batch256_eplb0_mtp0.yaml "144", 8k1k/stp/c256_ctx5_gen3_dep8_batch256_eplb0_mtp0.yaml
+    "768", ishandhanani/srt-slurm at 4893f83e), where the entry's ``conc-list`` holds N; otherwise its
+    ``conc-list``."""
+    extra = " ".join(
+        str(s) for s in e["decode"].get("additional-settings") or e["prefill"].get("additional-settings") or []
+    )
+    m = re.search(r"/c(\d+)_ctx\d+_gen(\d+)_", extra)
+    if m:
+        return [int(m.group(1)) * int(m.group(2))]
+    return list(e.get("conc-list") or [])
+
+
+def _ranges(indices: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+def write_table(git_dir: str, since: str, until: str, path: str) -> None:
+    """The table of every DeepSeek-R1 disaggregated entry (module docstring), each with the index ranges of the
+    file's versions (oldest first) that list it."""
+    versions = _dated_versions(git_dir, since, until)
+    seen: dict[str, tuple[dict, list[int]]] = {}
+    for i, (commit, _) in enumerate(versions):
+        for c, name, seq, e in _search_spaces(git_dir, commit):
+            if (entry := _entry(c, name, seq, e)) is None:
+                continue
+            for conc in _benchmark_concurrencies(e):
+                row = {**entry, "concurrency": conc}
+                seen.setdefault(json.dumps(row, sort_keys=True), (row, []))[1].append(i)
+    table = {
+        "source": "https://github.com/SemiAnalysisAI/InferenceX " + CONFIG + " (Apache-2.0), every version committed"
+        f" from {since} to {until}; written by scripts/disagg_recipe_join.py --write",
+        "versions": versions,
+        "entries": [{**row, "versions": _ranges(idx)} for row, idx in seen.values()],
+    }  # fmt: skip
+    lines = [f'  "{k}": [\n' + ",\n".join("    " + json.dumps(v, sort_keys=True) for v in vs) + "\n  ]"
+             for k, vs in table.items() if isinstance(vs, list)]  # fmt: skip
+    with open(path, "w") as f:
+        f.write('{\n  "source": ' + json.dumps(table["source"]) + ",\n" + ",\n".join(lines) + "\n}\n")
+
+
 def main(argv: list[str]) -> int:
-    opts = {"--since": "2026-01-10", "--until": "2026-04-07"}
+    opts = {"--since": "2025-12-01", "--until": "2026-04-07", "--write": ""}
     for k in opts:
         if k in argv:
             i = argv.index(k)
@@ -128,6 +220,9 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
+    if opts["--write"]:
+        write_table(argv[0], opts["--since"], opts["--until"], opts["--write"])
+        return 0
     configs = configurations(argv[0], opts["--since"], opts["--until"])
     report(joined(argv[1] if len(argv) > 1 else RUNS_CSV, configs))
     return 0

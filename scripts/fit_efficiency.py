@@ -27,7 +27,15 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from llmath import hardware
-from llmath.hardware.efficiency_fit import COST, MOE_STORAGE_RUNS, TILED_CLASSES, model_time, peak_for, tile_rows
+from llmath.hardware.efficiency_fit import (
+    COST,
+    MOE_STORAGE_RUNS,
+    MOE_WEIGHT_ONLY,
+    TILED_CLASSES,
+    model_time,
+    peak_for,
+    tile_rows,
+)
 
 PACKAGE, VERSION = "aiconfigurator-core", "0.12.0"
 # aiconfigurator system name -> llmath hardware name, and the TensorRT-LLM table version used per system
@@ -83,14 +91,16 @@ def from_coef(coef):
     return [c, np.log10(h1), p1, np.log10(h2), p2, mem, np.log10(hm), pm, t0 * 1e6]
 
 
-def fit_class(cls, feats, t, peak, bw, tile, fixed=None):
-    """Least-squares coefficients; ``fixed``: {index: value} of parameters (fit space) held, not fitted."""
+def fit_class(cls, feats, t, peak, bw, tile, fixed=None, init=None):
+    """Least-squares coefficients; ``fixed``: {index: value} of parameters (fit space) held, not fitted;
+    ``init``: the starting point (fit space; default ``INIT[cls]``)."""
     x1, x2, xm, fl, by = feats
     fixed = fixed or {}
     free = [i for i in range(len(LO)) if i not in fixed]
+    start = INIT[cls] if init is None else init
 
     def full(th):
-        theta = np.array(INIT[cls], dtype=float)
+        theta = np.array(start, dtype=float)
         theta[free] = th
         theta[list(fixed)] = list(fixed.values())
         return theta
@@ -98,7 +108,7 @@ def fit_class(cls, feats, t, peak, bw, tile, fixed=None):
     def resid(th):
         return np.log(model_time(to_coef(full(th)), x1, x2, xm, fl, by, peak, bw, tile) / t)
 
-    x0, lo, hi = ([v[i] for i in free] for v in (INIT[cls], LO, HI))
+    x0, lo, hi = ([v[i] for i in free] for v in (start, LO, HI))
     r = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.05, max_nfev=4000)
     return to_coef(full(r.x))
 
@@ -155,14 +165,14 @@ def add_fixture(device, cls, fmt, df, held, table):
         )
 
 
-def run_fit(cls, df, feats_fn, keys, peak, bw, table, device=None, fmt=None, fixed=None):
+def run_fit(cls, df, feats_fn, keys, peak, bw, table, device=None, fmt=None, fixed=None, init=None):
     df = df.reset_index(drop=True)
     held = split(df, keys).to_numpy()
     t = df["latency"].to_numpy() * 1e-3
     feats = [np.asarray(f, dtype=float) for f in feats_fn(df)]
     # the GEMM and MoE forms' tile floor: the measured device's tensor-core tile rows
     tile = tile_rows(hardware.get(device).arch) if (cls in TILED_CLASSES and device) else 0
-    coef = fit_class(cls, [f[~held] for f in feats], t[~held], peak, bw, tile, fixed)
+    coef = fit_class(cls, [f[~held] for f in feats], t[~held], peak, bw, tile, fixed, init)
     e_fit = errors(coef, [f[~held] for f in feats], t[~held], peak, bw, tile)
     e_held = errors(coef, [f[held] for f in feats], t[held], peak, bw, tile)
     add_fixture(device, cls, fmt, df, held, table)
@@ -320,7 +330,52 @@ def moe_fits(root, sysname, ver, hw, files):
             key,
             fixed,
         )
+    out |= weight_only_moe_fits(root, sysname, ver, hw, files)
     return {"moe": out} if out else {}
+
+
+# 4-bit experts dequantised into a bf16 grouped GEMM (MOE_WEIGHT_ONLY; Hopper: GPT-OSS's MXFP4 path, kernel
+# ``moe_torch_flow``), fitted like the other MoE classes on the unsplit (moe_tp = ep = 1) rows. Its tables hold
+# one or two expert shapes there (gpt-oss's, 32 or 128 experts), so every 5th distinct token count is held out.
+# The kernel has a floor per layer that no split lowers (H200, 1 token: 79 µs unsplit, 71-75 µs at EP 2-128):
+# its per-kernel time t0 is held at that floor, the median time of the 1-token rows over every split, and the
+# other terms are fitted.
+WEIGHT_ONLY_INIT = [0.6, 1.2, 1.0, 6.0, 1.0, 0.7, 7.0, 1.0, 60.0]
+
+
+def weight_only_moe_fits(root, sysname, ver, hw, files):
+    rel = f"{sysname}/moe/trtllm/{ver}/moe_perf.parquet"
+    df = read_table(root, rel, files)
+    out = {}
+    for key, runs in MOE_WEIGHT_ONLY.items():
+        if df is None or runs not in hw.peak_flops_per_s or "fp4" in hw.peak_flops_per_s:
+            continue
+        d = df[(df.moe_dtype == key) & (df.distribution == "balanced") & (df.kernel_source == "moe_torch_flow")]
+        floor_us = float(d[(d.moe_tp_size == 1) & (d.num_tokens == 1)].latency.median()) * 1e3
+        d = d[(d.moe_tp_size == 1) & (d.moe_ep_size == 1)]
+        if len(d) < 20:
+            continue
+        d = median_rows(d, ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts"])
+
+        def feats(x, k=key):
+            # the tables' balanced routing spreads the T·k routed tokens evenly: min(E, T·k) experts hit (H200,
+            # E = 32, 8-64 tokens of top-4: 201-207 µs, flat once every expert is hit)
+            return COST["moe"](x.num_tokens, x.hidden_size, x.inter_size, x.topk, x.num_experts, k, balanced=True)
+
+        out[key] = run_fit(
+            "moe",
+            d,
+            feats,
+            ["num_tokens"],
+            hw.peak(runs),
+            bw(hw),
+            f"{rel} (moe_torch_flow, balanced, tp=ep=1)",
+            hw.name,
+            key,
+            fixed={8: floor_us},
+            init=WEIGHT_ONLY_INIT,
+        )
+    return out
 
 
 def alpha_beta(sizes, t):
@@ -442,6 +497,7 @@ def main(argv=None) -> None:
         "devices": devices,
         **({"fp8_quantize": old["fp8_quantize"]} if "fp8_quantize" in old else {}),  # scripts/fit_quantize.py
         **({"fp4_gemm": old["fp4_gemm"]} if "fp4_gemm" in old else {}),  # scripts/fit_fp4_gemm.py
+        **({"engine_attn_decode": old["engine_attn_decode"]} if "engine_attn_decode" in old else {}),
     }
     a.out.write_text(json.dumps(doc, indent=1) + "\n")
     fixture = {

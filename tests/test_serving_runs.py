@@ -2,12 +2,22 @@
 
 import csv
 import json
+from dataclasses import replace
 
 import pytest
 from helpers import run_cli
 
 from llmath import Workload
-from llmath.measure.serving_runs import harness_budget, harness_recv_interval, precision, to_run, validate_runs
+from llmath.measure.serving_runs import (
+    harness_budget,
+    harness_recv_interval,
+    harness_speculation,
+    harness_warmed,
+    precision,
+    predict_run,
+    to_run,
+    validate_runs,
+)
 
 HEADER = (
     "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
@@ -91,6 +101,42 @@ def test_inferencex_trtllm_deepseek_rows_run_the_budget_its_launch_script_sets()
     assert _budget(to_run(other)) is None
 
 
+def test_inferencex_trtllm_mtp_rows_speculate_as_their_launch_scripts_set():
+    # SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml at 5d517074c (FP8) and 0aae52d4c (FP4): the
+    # dsr1-*-b200-trt-mtp configurations run image 1.2.0rc6.post3, plain dsr1-*-b200-trt 1.2.0rc6.post2; their
+    # benchmarks/dsr1_fp{8,4}_b200_trt_mtp.sh set num_nextn_predict_layers MTP=3, MTP=1 when DP_ATTENTION=true.
+    # Acceptance lengths: TensorRT-LLM tech blog 1, table "Autoregressive MTP Layers" (DeepSeek-R1, 8 B200,
+    # strict acceptance): MTP 1 -> 1.92, MTP 3 -> 2.82 tokens per round (the chain in disagg_recipes to 0.001)
+    notes = "model=DeepSeek-R1; silicon_concurrency=32; measured=2026-02-06T17:21:58Z; wip=False; image={}"
+    post3, post2 = (
+        "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post3",
+        "nvcr.io#nvidia/tensorrt-llm/release:1.2.0rc6.post2",
+    )
+    tp8 = to_run(_row(batch_size=32, source_notes=notes.format(post3)))
+    assert (tp8.speculation.method, tp8.speculation.k) == ("mtp", 3)
+    assert tp8.speculation.acceptance == pytest.approx(2.82, abs=0.001)
+    assert any("MTP k=3" in a for a in tp8.assumed)
+    dep8 = to_run(_row(batch_size=4, tp_size=1, attention_dp_size=8, source_notes=notes.format(post3)))
+    assert (dep8.speculation.k, dep8.speculation.acceptance) == (1, pytest.approx(1.92))
+    assert to_run(_row(source_notes=notes.format(post2))).speculation is None  # the plain -trt configurations
+    assert harness_speculation(_row(source_notes="silicon_concurrency=8; image=" + post3), None) is None  # no wip=
+    assert to_run(_row(backend="sglang", source_notes=notes.format(post3))).speculation is None
+    # wiring: the row is predicted as an explicit serve() call with the same Speculation, and differs from one
+    # without (TPOT = round time / acceptance, docs/serving.md)
+    from llmath.deploy.layout import ParallelConfig
+    from llmath.deploy.service import serve
+
+    run = replace(tp8, range_ratio=1.0)
+    got = predict_run(run)
+    work = Workload(prompt=1024, gen=1024, concurrency=32)
+    rep = serve("deepseek-r1", "b200", workload=work, engine="trtllm", parallel=ParallelConfig(tp=8, ep=8),
+                precision=precision(run), speculation=tp8.speculation, **dict(run.engine_settings))  # fmt: skip
+    assert got["tpot_s"] == pytest.approx(rep.metrics["tpot_s"], rel=1e-9)
+    assert got["ttft_s"] == pytest.approx(rep.metrics["ttft_s"], rel=1e-9)
+    plain = predict_run(replace(run, speculation=None))
+    assert got["tpot_s"] < plain["tpot_s"]
+
+
 def test_inferencex_sglang_b200_deepseek_rows_poll_as_its_launch_scripts_set():
     # InferenceX benchmarks/single_node/dsr1_fp{8,4}_b200.sh: SCHEDULER_RECV_INTERVAL=30 if CONC >= 16 else 10;
     # dsr1_fp8_b200.sh's TP 4 branch: 10; the H200 script passes no --scheduler-recv-interval (SGLang's default 1)
@@ -107,6 +153,21 @@ def test_inferencex_sglang_b200_deepseek_rows_poll_as_its_launch_scripts_set():
     assert harness_recv_interval(_row(source_notes=notes.format(64)), 64) is None  # TensorRT-LLM
     before = _row(backend="sglang", source_notes=notes.format(64).replace("2026-03-01", "2025-09-01"))
     assert harness_recv_interval(before, 64) is None  # before 6be2c699 (2025-09-23) the scripts set none
+
+
+def test_inferencex_rows_before_the_clients_warm_up_say_so():
+    # SemiAnalysisAI/InferenceX d053ae24e (2026-01-21 17:53 UTC) added --num-warmups $((2 * max_concurrency)) to
+    # run_benchmark_serving; a run measured on 2025-11-02 had none, one measured on 2026-03-25 had 2·CONC
+    notes = "model=DeepSeek-R1; silicon_concurrency=8; measured={}T00:00:00.000Z; wip=False"
+    cold = to_run(_row(backend="sglang", source_notes=notes.format("2025-11-02")))
+    warm = to_run(_row(backend="sglang", source_notes=notes.format("2026-03-25")))
+    assert any("no warm-up" in a for a in cold.assumed)
+    assert not any("no warm-up" in a for a in warm.assumed)
+    assert not harness_warmed(_row(source_notes=notes.format("2026-01-21")))  # the commit came late that day
+    assert harness_warmed(_row(source_notes=notes.format("2026-01-22")))
+    own = to_run(_row(source_notes="silicon_concurrency=8; measured=2025-11-02T00:00:00.000Z"))  # not InferenceX
+    assert not any("no warm-up" in a for a in own.assumed)
+    assert cold.ttft_s == warm.ttft_s == 0.1  # a note, not a changed number: silicon_ttft_ms 100
 
 
 def test_generator_launched_sglang_rows_mix_prompt_chunks_into_decoding():

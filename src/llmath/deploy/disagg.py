@@ -31,9 +31,12 @@ the draft; python/sglang/srt/disaggregation/draft_bootstrap.py at fc6f5169). So,
   sequence: TPOT = τ_r(B) / a, r_d = B·a / ((G − 1)·τ_r); its memory holds the draft's weights
   (:func:`.serving.draft_weight_bytes`) and the draft's KV cache per request (:func:`pool_memory`).
 
-Without a draft every number is the one-token-per-step model above. Queueing in front of a fully loaded prefill
-pool is not modelled (TTFT is the service time). Everything is a
-numpy grid over (decode batch, x): one evaluation per layout pair, as the planner needs.
+Without a draft every number is the one-token-per-step model above. The planner's grid (:func:`disagg_grid`) is
+rate-matched, so nothing queues there (TTFT is the service time); everything in it is a numpy grid over (decode
+batch, x): one evaluation per layout pair. :func:`serve_disaggregated` serves given pools under the benchmark
+clients' closed loop: the wait on the prefill ranks, and, when the clients outnumber the decode pool's slots
+(the engine's ``max_batch_size`` per rank, or what its KV pool admits), the wait for a slot
+(:func:`decode_slot_wait`).
 """
 
 from __future__ import annotations
@@ -247,6 +250,7 @@ def serve_disaggregated(
     precision=None,
     efficiency_mode: str = "expected",
     speculation: Speculation | None = None,
+    decode_max_batch: int | None = None,
     **keywords,
 ) -> dict:
     """A closed loop of ``concurrency`` requests (``workload``: a :class:`~llmath.deploy.workload.Workload` of
@@ -258,7 +262,11 @@ def serve_disaggregated(
     arriving with it (as many as the budget and the requests per prefill rank allow), plus the KV transfer
     (and the draft's KV). Returns ``ttft_s``, ``tpot_s``, ``throughput_tok_s`` (and per GPU), the pools' GPUs
     (``prefill_gpus`` + ``decode_gpus`` = ``gpus``) and requests (``decode_requests`` decoding, the other
-    ``prefill_requests`` of the ``concurrency`` waiting for or in their prefill and KV transfer)."""
+    ``prefill_requests`` of the ``concurrency`` waiting for or in their prefill, KV transfer or a decode slot).
+
+    ``decode_max_batch``: the requests one decode rank admits (the engine's ``max_batch_size``; default: what its
+    KV pool and ``max_num_seqs`` admit). When the concurrency exceeds the decode pool's slots, the others wait
+    for one: :func:`decode_slot_wait`."""
     from llmath.errors import WorkloadError
     from llmath.hardware import get as get_hardware
     from llmath.hardware.execution import checkpoint_precision
@@ -280,12 +288,9 @@ def serve_disaggregated(
     pre = _prefill_pass(pdec, peng, req, concurrency / (x * pdev.dp))
     kv = float(kv_bytes_per_sequence(spec, prompt, p, "flash")) + draft_kv_bytes(pdec.draft, prompt, per_gpu=False)
     t_kv = kv / link_bytes_per_s(hw, pdev.gpus, pdev.gpus + ddev.gpus)
-    cap, share = dmem.max_resident, 1.0
-    for _ in range(FIXED_POINT_PASSES):  # the requests decoding: those not waiting for or in their prefill
-        B = max(min(share * concurrency / (y * ddev.dp), cap), 1.0)
-        tpot = _decode_tpot(ddec, deng, B, req.decode_context)
-        ttft = _closed_prefill_wait(pre, req.decode_steps * tpot, prompts_per_client, peng.replacement_lag) + t_kv
-        share = req.decode_steps * tpot / (ttft + req.decode_steps * tpot)
+    cap = _decode_cap(dmem.max_resident, decode_max_batch)
+    ranks, lag = y * ddev.dp, peng.replacement_lag
+    ttft, tpot, B = _closed_loop_times(pre, ddec, deng, req, concurrency, ranks, cap, t_kv, prompts_per_client, lag)
     e2e = ttft + req.decode_steps * tpot
     gpus, decoding = x * pdev.gpus + y * ddev.gpus, min(B * y * ddev.dp, concurrency)
     return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "throughput_tok_s": concurrency * req.mean_gen / e2e,
@@ -294,6 +299,36 @@ def serve_disaggregated(
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
             "tokens_per_step": ddec.tokens}  # fmt: skip
+
+
+def _closed_loop_times(pre, ddec, deng, req: Requests, c: float, ranks: int, cap: int, t_kv: float, m: float, lag):
+    """(TTFT, TPOT, decode batch per rank) of ``c`` clients on ``ranks`` decode ranks of ``cap`` slots each: the
+    requests decoding are those not waiting for or in their prefill (a fixed point), and a request's TTFT is its
+    wait on the prefill rank and its KV transfer, or its wait for a decode slot where that is longer."""
+    share = 1.0
+    for _ in range(FIXED_POINT_PASSES):
+        B = max(min(share * c / ranks, cap), 1.0)
+        tpot = _decode_tpot(ddec, deng, B, req.decode_context)
+        ttft = _closed_prefill_wait(pre, req.decode_steps * tpot, m, lag) + t_kv
+        share = req.decode_steps * tpot / (ttft + req.decode_steps * tpot)
+    return max(ttft, decode_slot_wait(c, cap * ranks, req.decode_steps * tpot)), tpot, B
+
+
+def _decode_cap(resident: int, max_batch: int | None) -> int:
+    """Requests one decode rank holds: what its memory admits, at most the engine's ``max_batch``."""
+    if max_batch is None:
+        return resident
+    if isinstance(max_batch, bool) or not isinstance(max_batch, int | np.integer) or max_batch < 1:
+        raise LayoutError(f"decode_max_batch={max_batch!r} must be an integer >= 1 (or None for what memory admits)")
+    return min(resident, int(max_batch))
+
+
+def decode_slot_wait(concurrency: float, slots: float, decode_s: float) -> float:
+    """Mean time a closed loop's request waits for a decode slot when its ``concurrency`` exceeds the pool's
+    ``slots`` (each held for the ``decode_s`` of one request's decode): the pool then finishes slots / decode_s
+    requests per second, each client's cycle is concurrency / that rate (Little's law), and what of it is not
+    decoding is spent before the first token: (C / slots − 1) · decode_s; 0 when every request has a slot."""
+    return max(concurrency / max(slots, 1.0) - 1.0, 0.0) * decode_s
 
 
 def _closed_loop(workload, keywords: dict) -> Workload:

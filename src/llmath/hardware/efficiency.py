@@ -186,7 +186,12 @@ def fitted(hw: Hardware) -> Efficiency | None:
     kernel = [
         (cls, f, tuple(c))
         for cls in ("attn_context", "attn_decode", "moe", "attn_mla_context")
-        for f in ("bf16", "fp8", *(sorted(set(ef.MOE_STORAGE.values())) if cls == "moe" else ()))
+        # the weight-only MoE kernels are engine-specific: added per engine (kernels.engine_fp4_gemm)
+        for f in (
+            "bf16",
+            "fp8",
+            *(sorted(set(ef.MOE_STORAGE.values()) - set(ef.MOE_WEIGHT_ONLY)) if cls == "moe" else ()),
+        )
         if (c := ef.coefficients(hw.name, cls, f)[0]) is not None
     ]
     d = _defaults()

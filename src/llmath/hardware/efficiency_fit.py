@@ -45,9 +45,18 @@ COLLECTIVES = ("all_reduce", "all_gather", "custom_all_reduce")
 FORMAT_ALIASES = {"fp16": "bf16", "bf16": "bf16", "fp8": "fp8"}
 # experts stored in a format whose grouped kernel the tables time apart (``moe`` fits keyed by it): block-scaled
 # FP8 (one scale per 128 × 128 block) runs other kernels than per-tensor FP8, slower at prefill sizes
-MOE_STORAGE = {"fp8-block": "fp8_block", "fp8_block": "fp8_block"}
+MOE_STORAGE = {"fp8-block": "fp8_block", "fp8_block": "fp8_block", "w4a16_mxfp4": "w4a16_mxfp4"}
 MOE_STORAGE_RUNS = {"fp8_block": "fp8"}  # the format such a kernel computes and streams its weights in
-BYTES = {"bf16": 2, "fp8": 1}
+# 4-bit float experts (MXFP4, NVFP4) dequantised into a 16-bit grouped GEMM where the device has no fp4 peak
+# (Hopper): the weight-only kernel the tables time as ``w4a16_mxfp4`` (aiconfigurator-core ``sdk/common.py``:
+# "native data format for gpt oss", GPT-OSS's triton_kernels MXFP4 path), computing at the bf16 peak and
+# streaming MXFP4 weights: 32 e2m1 values + one e8m0 scale = 17 bytes per 32 (OCP MX v1.0)
+MOE_WEIGHT_ONLY = {"w4a16_mxfp4": "bf16"}
+# the engines that serve with that kernel: TensorRT-LLM's PyTorch flow (the tables' ``moe_torch_flow``). vLLM on
+# Hopper runs gpt-oss's MXFP4 experts with Marlin (InferenceX's H100 and H200 vLLM launchers), which the tables
+# time only at another expert shape: it keeps the GEMM models (docs/efficiency.md, scripts/marlin_mxfp4_check.py)
+MOE_WEIGHT_ONLY_ENGINES = {"w4a16_mxfp4": ("trtllm",)}
+BYTES = {"bf16": 2, "fp8": 1, "w4a16_mxfp4": 17 / 32}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
 # Level Matrix Multiply-Accumulate") and datacenter Blackwell's tcgen05.mma has M = 64 or 128 (PTX ISA,
 # "TensorCore 5th Generation"); Volta to Ada and consumer Blackwell (GeForce, RTX PRO, GB10) issue mma.sync of
@@ -137,12 +146,13 @@ def mla_context_cost(batch, context, heads, qk_dim, v_dim, fmt: str, kv_fmt: str
     return S, B * H * S, bytes_, flops, bytes_
 
 
-def moe_cost(tokens, hidden, inter, topk, experts, fmt: str):
+def moe_cost(tokens, hidden, inter, topk, experts, fmt: str, balanced: bool = False):
     """Gated expert MLPs (gate, up, down: 3·hidden·inter weights each) over T tokens routed to top-k of E
-    experts uniformly: 6·T·k·hidden·inter FLOPs; weights of the E·(1 − (1 − 1/E)^(T·k)) experts hit, in
+    experts uniformly: 6·T·k·hidden·inter FLOPs; weights of the E·(1 − (1 − 1/E)^(T·k)) experts hit (random
+    routing's expectation; ``balanced``: min(E, T·k), the T·k routed tokens spread evenly over the experts), in
     ``fmt``; the T·k routed activations read and written in 16-bit (in, intermediate, out)."""
     T, h, i, k, E = (np.asarray(v, dtype=float) for v in (tokens, hidden, inter, topk, experts))
-    hit = E * (1 - (1 - 1 / E) ** (T * k))
+    hit = np.minimum(E, T * k) if balanced else E * (1 - (1 - 1 / E) ** (T * k))
     bytes_ = hit * 3 * h * i * BYTES[fmt] + T * k * (2 * h + 2 * i) * 2
     return T * k / E, h * i, bytes_, 6 * T * k * h * i, bytes_
 
@@ -262,7 +272,8 @@ def peak_for(cls: str, hw, fmt: str) -> float:
     16-bit whatever the KV cache's format (every context MLA row: ``mla_dtype`` bfloat16)."""
     if cls == "attn_mla_context":
         return hw.peak("bf16")
-    return hw.vector_peak if cls == "attn_decode" else hw.peak(FORMAT_ALIASES.get(fmt, MOE_STORAGE_RUNS.get(fmt, fmt)))
+    runs = MOE_STORAGE_RUNS.get(fmt) or MOE_WEIGHT_ONLY.get(fmt, fmt)
+    return hw.vector_peak if cls == "attn_decode" else hw.peak(FORMAT_ALIASES.get(fmt, runs))
 
 
 def kernel_time_on(hw, cls: str, **shape) -> float | None:
@@ -332,3 +343,14 @@ def fp4_gemm(device: str, engine: str = DEFAULT_FP4_ENGINE) -> tuple[float, floa
     r = resolve(device)
     e = data().get("fp4_gemm", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine)
     return (float(e["t0_s"]), float(e["mem"]), float(e["kloop_per_s"])) if e and e["applied"] else None
+
+
+def engine_attn_decode(device: str, engine: str, kv_fmt: str) -> list[float] | None:
+    """``engine``'s own ``attn_decode`` coefficients over a ``kv_fmt`` KV cache on ``device`` (its measured
+    device, rule of :func:`resolve`), fitted to that engine's decode-attention table by
+    ``scripts/fit_engine_attention.py`` (vLLM's and SGLang's FlashAttention-3 over an fp8 cache on Hopper);
+    ``None`` where there is none (the TensorRT-LLM fit applies)."""
+    r = resolve(device)
+    e = data().get("engine_attn_decode", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine, {})
+    entry = e.get(FORMAT_ALIASES.get(kv_fmt, kv_fmt))
+    return entry["coef"] if entry else None

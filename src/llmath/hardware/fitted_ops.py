@@ -37,7 +37,7 @@ import numpy as np
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency
-from llmath.hardware.execution import op_executed, op_formats
+from llmath.hardware.execution import executed, op_executed, op_formats
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
@@ -145,9 +145,24 @@ def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str) -> tup
     GEMM is not the kernel the fit measured), the fit of their storage format where the tables time its own
     kernel (block-scaled FP8, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`); ``None`` otherwise."""
     stored = p.weight_format("experts")
-    if not cols.routed.size or fmt.get(stored).compute != run_fmt:
+    if not cols.routed.size:
+        return None
+    if weight_only_fp4(stored, run_fmt):
+        return eff.fit("moe", "w4a16_mxfp4")
+    if fmt.get(stored).compute != run_fmt:
         return None
     return (eff.fit("moe", stored) if stored in ef.MOE_STORAGE else None) or eff.fit("moe", run_fmt)
+
+
+def weight_only_fp4(stored: str, run_fmt: str) -> bool:
+    """Experts stored in a 4-bit float format (MXFP4, NVFP4) whose GEMMs run in 16-bit (no fp4 peak): the
+    weight-only grouped kernel of :data:`llmath.hardware.efficiency_fit.MOE_WEIGHT_ONLY`."""
+    return fmt.get(stored).family == "fp4" and run_fmt in ("bf16", "fp16")
+
+
+def _moe_bytes_key(p: Precision, run_fmt: str) -> str:
+    """The format the MoE fit's memory feature counts the experts' weights in."""
+    return "w4a16_mxfp4" if weight_only_fp4(p.weight_format("experts"), run_fmt) else (_fmt(run_fmt) or "bf16")
 
 
 def rank_moe_bytes(tokens, cols: Columns, weights: str):
@@ -229,7 +244,7 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
         h, i, k, E = cols.moe
         r = cols.routed
         tok = rows * table.moe_tokens  # the tokens the layer routes: every attention-DP replica's
-        xm = rank_moe_bytes(tok, cols, _fmt(run_fmt) or "bf16")
+        xm = rank_moe_bytes(tok, cols, _moe_bytes_key(p, run_fmt))
         ec, em, _ = ef.fractions(moe, tok * k / E, float(h * i) * cols.inter_share, xm, eff.tile_rows)
         f[..., r] = mm[r] / (peaks[r] * ec)
         inv[..., r] = 1.0 / (bw * em)
@@ -297,7 +312,7 @@ def overheads(
     cols = columns(table)
     ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
     mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
-    moe = _moe_coef(cols, eff, p, p.compute)
+    moe = _moe_coef(cols, eff, p, executed(hw, p.compute)[0] if hw is not None else p.compute)
     fp8 = fp8_gemms(table, p) if eff.fp8_gemm_overhead_s is not None else None
     fp4 = fp4_gemms(table, hw, p)[0] if (eff.fp4_gemm is not None and hw is not None) else None
     if (
@@ -320,7 +335,9 @@ def overheads(
     if mla is not None:
         out[cols.mla] = table.kernels[cols.mla] * max(eff.overhead_s, mla[8])
     if moe is not None:
-        t0 = moe[8] / cols.routed.size
+        # one grouped kernel per MoE layer: its t0 shared by that layer's routed GEMMs (gate, up, down), however
+        # many layer kinds the table repeats them in (gpt-oss: sliding and full-attention layers)
+        t0 = moe[8] / len({table.ops[i].name for i in cols.routed})
         out[cols.routed] = table.kernels[cols.routed] * (max(eff.overhead_s, t0) if not decode else t0)
     out.setflags(write=False)
     return out

@@ -223,10 +223,34 @@ def engine_efficiency(eff: Efficiency, hw: Hardware | None, p: Precision, engine
 def engine_fp4_gemm(eff: Efficiency, hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> Efficiency:
     """``eff`` with ``engine``'s own NVFP4 GEMM model on ``hw`` (:func:`llmath.hardware.efficiency_fit.fp4_gemm`,
     fitted to that engine's per-kernel table) where ``eff`` has one (a fitted device that runs fp4); none (the
-    general fractions) for an engine whose table does not time what it serves with."""
-    if hw is None or eff.fp4_gemm is None:
+    general fractions) for an engine whose table does not time what it serves with; and, where ``eff`` has the
+    fitted MoE models, the weight-only 4-bit MoE kernel's fit for the engines that run it
+    (:data:`llmath.hardware.efficiency_fit.MOE_WEIGHT_ONLY_ENGINES`)."""
+    if hw is None:
+        return eff
+    eff = _engine_kernels(eff, hw, engine)
+    if eff.fp4_gemm is None:
         return eff
     return replace(eff, fp4_gemm=ef.fp4_gemm(hw.name, engine))
+
+
+def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
+    """``eff`` with the ``moe`` fits of the weight-only kernels ``engine`` serves with on ``hw``, where ``eff``
+    carries fitted MoE models (not ``ideal``, a calibrated profile or a given matmul fraction); and with
+    ``engine``'s own fp8-KV decode-attention fit in place of TensorRT-LLM's where one was fitted
+    (:func:`llmath.hardware.efficiency_fit.engine_attn_decode`)."""
+    fits = eff.kernel_fits
+    own = ef.engine_attn_decode(hw.name, engine, "fp8")
+    if own is not None and any(k[:2] == ("attn_decode", "fp8") for k in fits):
+        fits = tuple(("attn_decode", "fp8", tuple(own)) if k[:2] == ("attn_decode", "fp8") else k for k in fits)
+    if any(cls == "moe" for cls, _, _ in fits):
+        have = {(cls, f) for cls, f, _ in fits}
+        fits += tuple(
+            ("moe", f, tuple(c))
+            for f, engines in ef.MOE_WEIGHT_ONLY_ENGINES.items()
+            if engine in engines and ("moe", f) not in have and (c := ef.coefficients(hw.name, "moe", f)[0]) is not None
+        )
+    return replace(eff, kernel_fits=fits) if fits != eff.kernel_fits else eff
 
 
 def run_efficiency(mode, hw: Hardware | None, p: Precision, engine: str, overrides: dict) -> Efficiency | None:

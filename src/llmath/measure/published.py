@@ -128,8 +128,11 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
     from llmath.analysis import analyze
     from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.workload import Workload
+    from llmath.hardware.kernels import DEFAULT_ENGINE
+    from llmath.measure.serving_validation import engine_for
 
     prec, assumed = _precision_for(r)
+    engine = engine_for(str(r.get("framework") or ""))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = analyze(
@@ -139,6 +142,7 @@ def _predict(r: Mapping[str, Any]) -> dict[str, Any]:
             attention="flash",
             precision=prec,
             parallel=ParallelConfig(**_layout_for(r)),
+            engine=engine or DEFAULT_ENGINE,  # the row's engine's kernels
         )
     gen_m, engine = _with_overheads(r, a.generation)
     key = _METRIC_KEY[r["metric"]]

@@ -40,6 +40,15 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   ``dsr1_fp4_b200.sh``) pass ``--scheduler-recv-interval`` 30 from 16 clients, 10 below (10 for FP8 at TP 4), so
   the scheduler takes new requests in only every that many decode iterations: ``recv_interval`` in the run's
   ``engine_settings`` (:data:`INFERENCEX_SGLANG_RECV`);
+* speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)
+  and launch scripts, which set MTP with 3 draft tokens (1 under attention-DP): those rows are predicted with that
+  ``Speculation`` at the published MTP acceptance (:func:`.disagg_recipes.mtp_speculation`,
+  :func:`harness_speculation`; docs/serving.md, "Speculative decoding on the InferenceX TensorRT-LLM DeepSeek-R1
+  rows");
+* the client's warm-up: from d053ae24e (2026-01-21) InferenceX's ``run_benchmark_serving`` sends 2·CONC warm-up
+  requests before the measured ones; its rows measured earlier say in ``assumed`` that the first wave met a cold
+  server (:func:`harness_warmed`; not modelled: docs/serving.md, "The first-token delay on the SGLang and vLLM
+  InferenceX rows");
 * engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
   concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
@@ -79,11 +88,20 @@ MODELS = {
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",  # the FP8 checkpoint of the same architecture
 }
 QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
-KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode")
+KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
+DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
 # InferenceX's benchmark client: lengths uniform in [⌊0.8·L⌋, L] (module docstring); rows marked by its provenance
 INFERENCEX_RANGE_RATIO = 0.8
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
 RANGE_POINTS = 9  # evenly spaced lengths standing for the uniform draw (its mean exactly, its spread closely)
+# InferenceX's client sends 2·CONC warm-up requests before the measured ones from d053ae24e (2026-01-21 17:53 UTC,
+# ``run_benchmark_serving`` passes ``--num-warmups``); before, it passed none, so the measured first wave met a
+# server that had served one test prompt: rows measured earlier say so in ``assumed`` (not modelled)
+INFERENCEX_WARMUP: dict[str, str] = {
+    "from": "2026-01-22",
+    "source": "https://github.com/SemiAnalysisAI/InferenceX/commit/d053ae24ea30500c88dd740ac6213b8fe1d9c9f5 "
+    "(benchmarks/benchmark_lib.sh: --num-warmups $((2 * max_concurrency)))",
+}
 # InferenceX's TensorRT-LLM launch scripts for a model (by the row's model_path): the token budget they pass as
 # ``--max_num_tokens``, ⌈(CONC + ISL + 64) / 64⌉ · 64 (CONC the benchmark's concurrency, ISL the prompt's upper
 # bound), and from the date the floor of 8192 was added, the floor (module docstring)
@@ -105,6 +123,20 @@ INFERENCEX_SGLANG_RECV: dict[str, Any] = {
     "from": "2025-09-23",
     "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/5e2c705d3cbd30f1afa43fd57960f2dc4a19439e/"
     "benchmarks/single_node/dsr1_fp8_b200.sh and dsr1_fp4_b200.sh (SCHEDULER_RECV_INTERVAL)",
+}
+# InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations (``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp4-b200-trt-mtp`` in
+# .github/configs/nvidia-master.yaml from 5d517074c, 2026-02-05, and 0aae52d4c, 2026-02-06) run image 1.2.0rc6.post3,
+# the plain ``-trt`` ones 1.2.0rc6.post2; their scripts (benchmarks/dsr1_fp8_b200_trt_mtp.sh, dsr1_fp4_b200_trt_mtp.sh)
+# set ``speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}``, 1 with attention-DP, and leave
+# TensorRT-LLM's defaults (``MTPDecodingConfig``: strict acceptance, MTP-Eagle: the model's one MTP module run k
+# times), at the one MTP acceptance convention of the measured rows (:func:`.disagg_recipes.mtp_speculation`)
+INFERENCEX_TRT_MTP: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1",
+    "image": "tensorrt-llm/release:1.2.0rc6.post3",
+    "k": 3,
+    "k_attention_dp": 1,
+    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/0aae52d4ced7f27fc8c1a8dcb9a500a376683eca/"
+    "benchmarks/dsr1_fp4_b200_trt_mtp.sh (MTP), .github/configs/nvidia-master.yaml (image); 5d517074c for FP8",
 }
 # Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
 # config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
@@ -162,6 +194,8 @@ class Run:
     assumed: tuple[str, ...] = field(default=())
     range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
     engine_settings: tuple[tuple[str, Any], ...] = ()  # what the run's launcher set (GENERATOR_SETTINGS)
+    speculation: Any = None  # the Speculation the run's launcher configured (INFERENCEX_TRT_MTP), or None
+    recipe: str = ""  # a disaggregated row: what its benchmark configuration settles (disagg_recipes.recipe_for)
 
     def drawn(self, length: int) -> tuple[int, ...]:
         """Evenly spaced lengths standing for the client's uniform draw from [⌊r·L⌋, L] (just L when fixed)."""
@@ -229,6 +263,9 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
     inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
+    if inferencex and not harness_warmed(r):
+        assumed.append(f"client sent no warm-up requests (InferenceX before {INFERENCEX_WARMUP['from']}): the first"
+                       " wave met a cold server, not modelled")  # fmt: skip
     settings = {} if inferencex or not agg else launcher_settings(r)
     budget = harness_budget(r, _concurrency(r, lay)) if agg else None
     if budget is not None:
@@ -236,13 +273,41 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     recv = harness_recv_interval(r, _concurrency(r, lay)) if agg else None
     if recv is not None:
         settings["recv_interval"] = recv
+    spec = harness_speculation(r, lay) if agg else None
+    if spec is not None:
+        assumed.append(f"MTP k={spec.k} (InferenceX -trt-mtp launcher), acceptance {spec.acceptance:.2f} tokens per"
+                       " round as TensorRT-LLM published on real prompts; on random tokens unmeasured")  # fmt: skip
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
         float(r["silicon_ttft_ms"]) / 1e3, float(r["silicon_tpot_ms"]) / 1e3, tuple(assumed),
-        INFERENCEX_RANGE_RATIO if inferencex else 1.0, tuple(settings.items()),
+        INFERENCEX_RANGE_RATIO if inferencex else 1.0, tuple(settings.items()), spec,
     )  # fmt: skip
-    return recipe_defaults(run) if recipe else run
+    return with_recipe(run, r) if recipe else run
+
+
+def with_recipe(run: Run, r: dict[str, str]) -> Run:
+    """A disaggregated run with the pools, decode ``max_batch_size`` and MTP draft tokens its benchmark
+    configuration settles (:func:`llmath.measure.disagg_recipes.recipe_for`, in ``engine_settings``), else its
+    columns with :func:`recipe_defaults`; ``recipe`` names which. An aggregated run is returned as it is."""
+    from llmath.measure.disagg_recipes import recipe_for
+
+    if run.mode == "agg":
+        return run
+    found = recipe_for(r, run.concurrency)
+    if found.prefill is None or found.decode is None:
+        return replace(recipe_defaults(run), recipe=found.group)
+    settings = {"decode_max_batch": found.decode_max_batch, "draft_tokens": found.draft_tokens}
+    kept = tuple((k, v) for k, v in settings.items() if v is not None)
+    pre, dec = _recipe_layout(found.prefill), _recipe_layout(found.decode)
+    return replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=kept)
+
+
+def _recipe_layout(pool: tuple[int, int, int, bool]) -> Layout:
+    """A recipe's pool (workers, tp, ep, attention-DP) as a replica layout: with attention-DP its ``tp`` GPUs
+    attend data-parallel (TensorRT-LLM's ``enable_attention_dp``, SGLang's ``--enable-dp-attention``)."""
+    workers, tp, ep, adp = pool
+    return Layout(1 if adp else tp, 1, tp if adp else 1, ep, workers)
 
 
 def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
@@ -257,6 +322,29 @@ def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
     if measured is None or measured.group(1) >= rule["floor_from"]:
         budget = max(budget, rule["floor"])
     return budget
+
+
+def harness_speculation(r: dict[str, str], lay: Layout | None):
+    """The speculation InferenceX's TensorRT-LLM DeepSeek-R1 MTP launch scripts configured
+    (:data:`INFERENCEX_TRT_MTP`): its rows are those whose image is the ``-trt-mtp`` configurations' own; k draft
+    tokens, 1 with attention-DP, at the published acceptance length for that k. ``None`` elsewhere."""
+    from llmath.measure.disagg_recipes import mtp_speculation
+
+    rule, notes = INFERENCEX_TRT_MTP, r.get("source_notes", "")
+    if (r["backend"], r["model_path"]) != ("trtllm", rule["model"]) or not INFERENCEX_NOTES.search(notes):
+        return None
+    image = re.search(r"(^|; )image=(\S+)", notes)
+    if image is None or not image.group(2).endswith(rule["image"]):
+        return None
+    k = rule["k_attention_dp"] if lay is not None and lay.dp > 1 else rule["k"]
+    return mtp_speculation(k)
+
+
+def harness_warmed(r: dict[str, str]) -> bool:
+    """Whether InferenceX's client sent warm-up requests before the row's measured ones
+    (:data:`INFERENCEX_WARMUP`, by the row's ``measured=`` date; a row without a date is taken as warmed)."""
+    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
+    return measured is None or measured.group(1) >= INFERENCEX_WARMUP["from"]
 
 
 def harness_recv_interval(r: dict[str, str], concurrency: int) -> int | None:
@@ -314,13 +402,15 @@ def precision(run: Run):
 def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[str, float]:
     """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats; the closed loop, or
     the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`), decoding
-    speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it)."""
+    speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it;
+    else the run's own, :func:`harness_speculation`)."""
     from llmath.deploy.disagg import serve_disaggregated
     from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.service import serve
     from llmath.deploy.workload import Workload
 
     prec = precision(run)
+    speculation = speculation if speculation is not None else run.speculation
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if run.layout is not None:
@@ -334,13 +424,17 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
                         speculation=speculation, **dict(run.engine_settings))  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
-        P, D = run.prefill, run.decode
+        P, D, settings = run.prefill, run.decode, dict(run.engine_settings)
+        if speculation is None and settings.get("draft_tokens"):
+            from llmath.measure.disagg_recipes import mtp_speculation
+
+            speculation = mtp_speculation(settings["draft_tokens"])
         d = serve_disaggregated(
             run.model, run.system, workload=Workload(prompt=run.prompt, gen=run.gen, concurrency=run.concurrency),
             engine=run.engine,
             prefill=dict(tp=P.tp, pp=P.pp, dp=P.dp, ep=P.ep, workers=P.workers),
             decode=dict(tp=D.tp, pp=D.pp, dp=D.dp, ep=D.ep, workers=D.workers), precision=prec,
-            speculation=speculation,
+            speculation=speculation, decode_max_batch=settings.get("decode_max_batch"),
         )  # fmt: skip
         return {"ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"]}
 
@@ -369,7 +463,7 @@ def _group_key(r: dict[str, Any], key: str) -> str:
 
 def validate_runs(
     path: str | Path,
-    by: tuple[str, ...] = KEYS,
+    by: tuple[str, ...] = DEFAULT_BY,
     arrival: str | None = None,
     recipe: bool = True,
     harness_lengths: bool = False,
@@ -397,9 +491,14 @@ def validate_runs(
                "measured_ttft_s": run.ttft_s, "measured_tpot_s": run.tpot_s,
                "predicted_ttft_s": pred["ttft_s"], "predicted_tpot_s": pred["tpot_s"],
                "ttft_error": _err(pred["ttft_s"], run.ttft_s), "tpot_error": _err(pred["tpot_s"], run.tpot_s),
-               "assumed": list(run.assumed)}  # fmt: skip
+               "recipe": run.recipe or "-", "assumed": list(run.assumed),
+               "speculation": _speculation_json(run.speculation)}  # fmt: skip
         computed.append(row)
     return {"rows": computed, "refused": refused, "summary": summarise(computed, refused, by)}
+
+
+def _speculation_json(spec) -> dict[str, Any] | None:
+    return None if spec is None else {"method": spec.method, "k": spec.k, "acceptance": spec.acceptance}
 
 
 def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) -> dict[str, Any]:
@@ -409,7 +508,8 @@ def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) ->
         n_ref = sum(r["mode"] == mode for r in refused)
         m: dict[str, Any] = {"computed": len(rows), "refused": n_ref, "overall": summary(rows), "groups": {}}
         m["computed_fraction"] = len(rows) / (len(rows) + n_ref) if rows or n_ref else 0.0
-        for key in [*[k for k in by if k != "mode"], "engine×system"]:
+        keys = [k for k in by if k != "mode" and k != "recipe"]
+        for key in [*keys, *(["recipe"] if mode == "disagg" else []), "engine×system"]:  # recipe: what decides a row
             keys = key.split("×")
             vals = sorted({tuple(str(r[k]) for k in keys) for r in rows}, key=_natural)
             m["groups"][key] = {"×".join(v): summary([r for r in rows if tuple(str(r[k]) for k in keys) == v])

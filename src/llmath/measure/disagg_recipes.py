@@ -1,0 +1,154 @@
+"""The benchmark configurations that ran the measured disaggregated rows, where their recipes record them.
+
+The DeepSeek-R1 disaggregated rows of ``serving_runs.csv`` carry SemiAnalysis InferenceX's provenance (Dynamo
+with TensorRT-LLM or SGLang, ``image=`` and ``measured=`` in ``source_notes``). Its search spaces
+(``.github/configs/nvidia-master.yaml``, every version committed while the rows were measured) list, per
+framework, system, precision, lengths and concurrency, the pools that ran: prefill and decode workers, their TP,
+EP and attention-DP, the speculation (MTP with N draft tokens: ``mtpN`` in the srt-slurm recipe's name) and the
+decode workers' ``max_batch_size`` (``DECODE_MAX_BATCH_SIZE=N`` or ``batchN`` in the recipe's name). The rows keep
+only each pool's TP and EP. ``data/inferencex_disagg.json`` holds those entries (written from the repository by
+``scripts/disagg_recipe_join.py --write``), and :func:`recipe_for` finds a row's: the entries of the file's
+version in effect when the row was measured (the last committed before its ``measured=`` time; where that lists
+none, the first later one that does: runs measured on a pull request before it was merged), with the row's image
+where one matches; where they list several pools, those the row's columns state (each pool's GPUs and
+EP) where any do. What they settle is a setting of the run, carried in ``Run.engine_settings``; what
+they leave open (several entries that differ in pools or speculation, or none) is said in the row's ``recipe``
+group, never filled in. The collection's own disaggregated runs (aiconfigurator's evaluation pipeline, without
+``silicon_concurrency``) were benchmarked at several concurrencies each, fractions of the decode workers'
+``max_batch_size`` (``aiconfigurator/eval/pipeline.py`` ``_auto_concurrency_values`` at 612e5b10, aiperf at
+``--concurrency`` C with 10·C requests after 2·C warm-up ones, ``genai_perf_runner.py``), and their row does not
+say which: they are predicted at ``decode_batch_size`` × attention-DP × workers and grouped as
+``concurrency unrecorded``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+FRAMEWORKS = {"trtllm": "dynamo-trt", "sglang": "dynamo-sglang"}
+SYSTEMS = {"b200_sxm": "b200", "h200_sxm": "h200", "h100_sxm": "h100"}
+# How many of DeepSeek-R1's MTP draft tokens are accepted, one convention for every measured row: the first with
+# probability p, each later one (the model's single MTP module run again on its own draft, TensorRT-LLM's MTP-Eagle
+# and SGLang's EAGLE-style MTP) with q. TensorRT-LLM tech blog 1 ("Pushing Latency Boundaries", table
+# "Autoregressive MTP Layers": DeepSeek-R1 on 8 B200, ISL/OSL 1k/2k, strict acceptance) measures 1.92 tokens per
+# round with 1 draft and 2.82 with 3: p = 0.92, and 1 + 0.92·(1 + q + q²) = 2.82 gives q = 0.608. Checks from other
+# sources: the DeepSeek-V3 technical report (arXiv:2412.19437, §5.4.3) gives 85–90% for the second token (p); the
+# nebius/MTP-DeepSeek-V3-0324 model card measures 3.20 for the original module with 7 drafts (this chain: 3.28).
+# No run records its acceptance; InferenceX's random-token prompts are measured nowhere (docs/serving.md).
+MTP_FIRST_ACCEPTED = 0.92
+MTP_LATER_ACCEPTED = 0.608
+MTP_ACCEPTANCE_SOURCE = (
+    "https://nvidia.github.io/TensorRT-LLM/blogs/tech_blog/"
+    "blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-R1_Performance_on_NVIDIA_B200_GPUs.html"
+)
+# The row's ``recipe`` group (:func:`recipe_for`)
+COLUMNS, POOLS, POOLS_MTP, SPEC_OPEN, POOLS_OPEN, CONCURRENCY_OPEN = (
+    "columns", "pools", "pools + MTP", "pools, speculation unsettled", "pools unsettled", "concurrency unrecorded",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a row's recipe entries settle: the group label, the pools (workers, tp, ep, attention-DP) where they
+    agree, the decode ``max_batch_size`` and the MTP draft tokens where they agree (0: no speculation)."""
+
+    group: str
+    prefill: tuple[int, int, int, bool] | None = None
+    decode: tuple[int, int, int, bool] | None = None
+    decode_max_batch: int | None = None
+    draft_tokens: int | None = None
+
+
+@lru_cache(maxsize=1)
+def _table() -> dict[str, Any]:
+    return json.loads((resources.files("llmath") / "data" / "inferencex_disagg.json").read_text())
+
+
+def _measured(notes: str) -> datetime | None:
+    m = re.search(r"measured=([^;\s]+)", notes)
+    if m is None:
+        return None
+    text = m.group(1).replace("Z", "+00:00")
+    return datetime.fromisoformat(text if "T" in text else text + "T23:59:59+00:00")
+
+
+def _version_at(when: datetime) -> int | None:
+    dated = [i for i, (_, d) in enumerate(_table()["versions"]) if datetime.fromisoformat(d) <= when]
+    return max(dated) if dated else None
+
+
+def _entries(r: dict[str, str], concurrency: int) -> list[dict[str, Any]]:
+    """The row's entries in the version in effect when it was measured, or, where that lists none, in the first
+    later version that does (a run measured on a pull request before the entry was merged); those of its image
+    where any match."""
+    when = _measured(r.get("source_notes", ""))
+    version = None if when is None else _version_at(when)
+    if version is None or r["backend"] not in FRAMEWORKS or r["system"] not in SYSTEMS:
+        return []
+    key = (FRAMEWORKS[r["backend"]], SYSTEMS[r["system"]], r["precision"], int(r["isl"]), int(r["osl"]), concurrency)
+    listed = [
+        e for e in _table()["entries"]
+        if (e["framework"], e["system"], e["precision"], e["isl"], e["osl"], e["concurrency"]) == key
+    ]  # fmt: skip
+    later = [a for e in listed for a, b in e["versions"] if b >= version]
+    if not later:
+        return []
+    first = max(version, min(later))
+    found = [e for e in listed if any(a <= first <= b for a, b in e["versions"])]
+    image = re.search(r"image=([^;]+)", r.get("source_notes", ""))
+    same = [e for e in found if image is not None and e["image"] == image.group(1).strip()]
+    return same or found
+
+
+def _states(r: dict[str, str], e: dict[str, Any]) -> bool:
+    """Whether the row's columns state the entry's pools: each pool's GPUs (``tp_size`` × ``attention_dp_size``,
+    read as :func:`llmath.measure.serving_runs.to_run` reads them) and its expert parallelism."""
+    from llmath.measure.serving_runs import _layout
+
+    for pool in ("prefill", "decode"):
+        lay = _layout(r, f"{pool}_", [])
+        if (lay.tp * lay.dp, lay.ep) != (e[pool][1], e[pool][2]):
+            return False
+    return True
+
+
+def _one(values: list) -> Any:
+    return values[0] if len({json.dumps(v) for v in values}) == 1 else None
+
+
+def recipe_for(r: dict[str, str], concurrency: int) -> Recipe:
+    """What the InferenceX entries of a disaggregated CSV row (at the client's ``concurrency``) settle
+    (module docstring); ``columns`` when there are none."""
+    if "silicon_concurrency=" not in r.get("source_notes", ""):
+        return Recipe(CONCURRENCY_OPEN)
+    found = _entries(r, concurrency)
+    if not found:
+        return Recipe(COLUMNS)
+    if _one([(e["prefill"], e["decode"]) for e in found]) is None:
+        found = [e for e in found if _states(r, e)] or found
+    prefill, decode = _one([e["prefill"] for e in found]), _one([e["decode"] for e in found])
+    if prefill is None or decode is None:
+        return Recipe(POOLS_OPEN)
+    batch = _one([e["decode_max_batch"] for e in found])
+    pools = dict(prefill=tuple(prefill), decode=tuple(decode), decode_max_batch=batch)
+    speculation = _one([(e["speculation"], e["draft_tokens"]) for e in found])
+    if speculation == ("none", None):
+        return Recipe(POOLS, draft_tokens=0, **pools)
+    if speculation is None or speculation[1] is None:
+        return Recipe(SPEC_OPEN, **pools)
+    return Recipe(POOLS_MTP, draft_tokens=int(speculation[1]), **pools)
+
+
+def mtp_speculation(draft_tokens: int):
+    """MTP with ``draft_tokens`` drafts per round, a round yielding 1 + p·(1 + q + … + q^(k−1)) tokens
+    (p = :data:`MTP_FIRST_ACCEPTED`, q = :data:`MTP_LATER_ACCEPTED`)."""
+    from llmath.deploy.speculative import Speculation
+
+    k, p, q = int(draft_tokens), MTP_FIRST_ACCEPTED, MTP_LATER_ACCEPTED
+    return Speculation("mtp", k, 1 + p * sum(q**i for i in range(k)))

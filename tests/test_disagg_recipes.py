@@ -1,0 +1,161 @@
+"""Disaggregated runs as their benchmark configurations ran them: the recipe's pools, decode slots and MTP, and
+the closed loop's wait for a decode slot."""
+
+import pytest
+from test_serving_runs import HEADER, _csv
+
+from llmath import Workload
+from llmath.deploy.disagg import decode_slot_wait, serve_disaggregated
+from llmath.errors import LayoutError
+from llmath.measure.disagg_recipes import (
+    COLUMNS,
+    CONCURRENCY_OPEN,
+    POOLS,
+    POOLS_MTP,
+    POOLS_OPEN,
+    SPEC_OPEN,
+    mtp_speculation,
+    recipe_for,
+)
+from llmath.measure.serving_runs import Layout, to_run, validate_runs
+
+# A row as serving_runs.csv stores SemiAnalysis InferenceX's TensorRT-LLM DeepSeek-R1 run on H100 at 6 clients
+H100_NOTES = (
+    "model=DeepSeek-R1; silicon_concurrency=6; measured=2026-02-08T01:24:15Z; wip=False; "
+    "image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post3"
+)
+
+
+def _h100_row(**kw) -> dict:
+    r = dict.fromkeys(HEADER, "")
+    r.update(id="h100", backend="trtllm", backend_version="0.8.1.post3", model_path="deepseek-ai/DeepSeek-R1",
+             system="h100_sxm", precision="fp8", mode="disagg", isl="1024", osl="1024", gemm_quant_mode="fp8",
+             moe_quant_mode="fp8", prefill_tp_size="16", prefill_pp_size="1", prefill_attention_dp_size="1",
+             prefill_moe_tp_size="1", prefill_moe_ep_size="16", decode_tp_size="16", decode_pp_size="1",
+             decode_attention_dp_size="1", decode_moe_tp_size="1", decode_moe_ep_size="16",
+             silicon_ttft_ms="12345", silicon_tpot_ms="14", source_notes=H100_NOTES)  # fmt: skip
+    r.update({k: str(v) for k, v in kw.items()})
+    return r
+
+
+def _inferencex(concurrency: int, measured: str, image: str, **kw) -> dict:
+    """An InferenceX row's provenance as serving_runs.csv stores it, on the H100 row's columns unless given."""
+    notes = f"model=DeepSeek-R1; silicon_concurrency={concurrency}; measured={measured}; wip=False; image={image}"
+    return _h100_row(source_notes=notes, **kw)
+
+
+def test_slot_wait_is_littles_law_on_the_decode_slots():
+    # 6 clients, 3 slots each held 7 s: the pool finishes 3 / 7 requests/s, a client's cycle is 6 / (3 / 7) = 14 s,
+    # of which 7 s decode: 7 s before the first token
+    assert decode_slot_wait(6, 3, 7.0) == pytest.approx(7.0)
+    # 924 clients on 768 slots held 55.8 s: (924 / 768 − 1) · 55.8 = 0.203125 · 55.8 = 11.334 s
+    assert decode_slot_wait(924, 768, 55.8) == pytest.approx(11.334375)
+    assert decode_slot_wait(64, 64, 9.0) == 0.0  # every request has a slot
+    assert decode_slot_wait(8, 64, 9.0) == 0.0
+
+
+def test_decode_max_batch_makes_the_extra_clients_wait_for_a_slot():
+    w = Workload(prompt=1024, gen=1024, concurrency=6)
+    pools = dict(prefill={"tp": 8}, decode={"tp": 8, "workers": 3})
+    free = serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, engine="trtllm", **pools)
+    capped = serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, engine="trtllm", decode_max_batch=1, **pools)
+    # 3 workers of one slot each: the 6 clients decode 3 at a time, so each waits (6 / 3 − 1) = 1 whole decode
+    # of its 1023 steps before its first token (the decode batch is 1 either way: 6 / 3 workers = 2 > 1 slot)
+    assert capped["decode_batch"] == 1
+    assert capped["ttft_s"] == pytest.approx(1023 * capped["tpot_s"], rel=1e-9)
+    assert free["ttft_s"] < 0.1 * capped["ttft_s"]
+    with pytest.raises(LayoutError, match="decode_max_batch=0"):
+        serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, decode_max_batch=0, **pools)
+
+
+def test_mtp_acceptance_is_the_chain_of_per_token_acceptances():
+    # TensorRT-LLM tech blog 1, table "Autoregressive MTP Layers" (DeepSeek-R1, 8 B200, strict acceptance):
+    # 1 draft -> 1.92 tokens per round, 3 drafts -> 2.82. The chain 1 + p·(1 + q + … + q^(k−1)) with p = 0.92
+    # and q = 0.608: 1 + 0.92 = 1.92; 1 + 0.92 · (1 + 0.608 + 0.369664) = 1 + 0.92 · 1.977664 = 2.819451
+    spec = mtp_speculation(3)
+    assert (spec.method, spec.k, spec.acceptance) == ("mtp", 3, pytest.approx(2.82, abs=0.001))
+    assert mtp_speculation(1).acceptance == pytest.approx(1.92)
+    # the DeepSeek-V3 report's 85–90% second-token acceptance holds p = 0.92 to within 2–8%; the nebius model
+    # card's 3.20 for 7 drafts: 1 + 0.92 · (1 − 0.608^7) / (1 − 0.608) = 1 + 0.92 · 2.4763 = 3.278, within 3%
+    assert mtp_speculation(7).acceptance == pytest.approx(3.20, rel=0.03)
+
+
+def test_the_h100_run_at_six_clients_finds_its_configuration():
+    # InferenceX .github/configs/nvidia-master.yaml at 66d6a351 (2026-02-07 20:24 -05:00, the last version before
+    # the row's 2026-02-08T01:24:15Z), dsr1-fp8-h100-dynamo-trt, 1024/1024, conc 6: an "mtp" entry (recipe
+    # ctx1_gen3_tep16_batch1_eplb0_mtp3) and an stp one (ctx1_gen3_tep16_batch1_eplb0_mtp0), both 1 prefill worker
+    # TP 16 EP 16 with attention-DP and 3 decode workers TP 16 EP 16 without, decode batch 1
+    found = recipe_for(_h100_row(), 6)
+    assert (found.prefill, found.decode, found.decode_max_batch) == ((1, 16, 16, True), (3, 16, 16, False), 1)
+    assert (found.group, found.draft_tokens) == (SPEC_OPEN, None)  # with and without MTP: left open
+    run = to_run(_h100_row())
+    assert run.prefill == Layout(1, 1, 16, 16, 1)  # attention-DP over the 16 GPUs
+    assert run.decode == Layout(16, 1, 1, 16, 3)
+    assert dict(run.engine_settings) == {"decode_max_batch": 1}
+    assert to_run(_h100_row(), recipe=False).decode == Layout(16, 1, 1, 16, 1)  # the columns: one worker
+
+
+def test_rows_without_a_configuration_keep_their_columns():
+    assert recipe_for(_h100_row(source_notes="silicon_concurrency=6"), 6).group == COLUMNS  # no date, no image
+    assert recipe_for(_h100_row(), 7).group == COLUMNS  # no entry at 7 clients
+    # aiconfigurator's own runs: benchmarked at several concurrencies, the row records none
+    own = _h100_row(source_notes="gtl_job_id=1; measured=2026-01-23; image=nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.8.0")
+    assert recipe_for(own, 6).group == CONCURRENCY_OPEN
+
+
+def test_validation_groups_disaggregated_rows_by_what_their_recipe_settles(tmp_path):
+    f = _csv(tmp_path, [_h100_row(), _h100_row(id="bare", source_notes="silicon_concurrency=6")])
+    rep = validate_runs(f, by=("engine",))
+    assert {r["id"]: r["recipe"] for r in rep["rows"]} == {"h100": SPEC_OPEN, "bare": COLUMNS}
+    groups = rep["summary"]["disagg"]["groups"]["recipe"]
+    assert (groups[SPEC_OPEN]["n"], groups[COLUMNS]["n"]) == (1, 1)
+    # the recipe's 3 single-slot decode workers make 3 of the 6 clients wait a whole decode (1023 steps)
+    h100 = next(r for r in rep["rows"] if r["id"] == "h100")
+    assert h100["predicted_ttft_s"] >= 1023 * h100["predicted_tpot_s"]
+
+
+def test_an_h200_recipe_runs_its_clients_per_decode_worker():
+    # InferenceX nvidia-master.yaml at f316a0ef (2026-03-23 13:00:03Z), dsr1-fp8-h200-dynamo-trt 1024/1024: the
+    # "mtp" entry with conc-list [128] names recipes/trtllm/h200/1k1k/mtp/c128_ctx1_gen7_dep8_batch128_eplb0_mtp3,
+    # whose benchmark runs 128 · 7 = 896 clients (srt-slurm 4893f83e: concurrencies "896"); prefill 1 worker TP 8
+    # EP 8 with attention-DP, decode 7 workers TP 8 EP 8 with attention-DP, batch 128, 3 MTP drafts
+    row = _inferencex(896, "2026-03-23T13:00:07Z", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1",
+                      system="h200_sxm", backend_version="0.8.1.post1", prefill_tp_size=8, prefill_moe_ep_size=8,
+                      decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 896)
+    assert (found.group, found.draft_tokens, found.decode_max_batch) == (POOLS_MTP, 3, 128)
+    assert (found.prefill, found.decode) == ((1, 8, 8, True), (7, 8, 8, True))
+    # 7 workers × 8 attention-DP ranks × 128 = 7168 slots ≥ 896 clients: no slot wait; MTP with 3 drafts decodes
+    run = to_run(row)
+    assert dict(run.engine_settings) == {"decode_max_batch": 128, "draft_tokens": 3}
+    assert run.decode == Layout(1, 1, 8, 8, 7)
+
+
+def test_the_columns_pick_among_configurations_with_different_pools():
+    # InferenceX nvidia-master.yaml at 0aae52d4 (2026-02-06 09:21 -08:00), dsr1-fp8-h200-dynamo-sglang 1024/1024
+    # lists 128 clients in three searches without MTP: 1 prefill + 1 decode worker of TP 8 (EP 1), 1 + 9 of TP 8
+    # (EP 1), and 1 + 6 with TP 8, EP 8 and attention-DP; a row stating EP 8 in both pools is the third
+    row = _inferencex(128, "2026-02-07T00:00:00.000Z", "lmsysorg/sglang:v0.5.8.post1-cu130", backend="sglang",
+                      system="h200_sxm", prefill_tp_size=8, prefill_moe_ep_size=8, decode_tp_size=8,
+                      decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 128)
+    assert (found.group, found.draft_tokens) == (POOLS, 0)
+    assert (found.prefill, found.decode) == ((1, 8, 8, True), (6, 8, 8, True))
+    # stating EP 1 leaves two (1 or 9 decode workers): not settled
+    assert recipe_for({**row, "prefill_moe_ep_size": "1", "decode_moe_ep_size": "1"}, 128).group == POOLS_OPEN
+
+
+def test_a_run_before_its_entry_was_merged_takes_the_entry_as_merged(tmp_path):
+    # InferenceX efe2f531 (2026-01-29 15:52:13Z, "DSR1 FP4 B200 Dynamo TRT (#588)") adds dsr1-fp4-b200-dynamo-trt;
+    # 1024/1024 at 1214 clients: MTP (recipe ctx1_gen2_dep8_batch64_eplb0_mtp2), 1 prefill worker TP 4 EP 4 with
+    # attention-DP, 2 decode workers TP 8 EP 8 with attention-DP, batch 64. A row stamped 2026-01-29T00:00Z
+    # predates it: no version before lists the entry, so the merged one is the run's
+    row = _inferencex(1214, "2026-01-29T00:00:00.000Z", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post1",
+                      system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4",
+                      backend_version="0.8.1.post1")  # fmt: skip
+    found = recipe_for(row, 1214)
+    assert (found.group, found.draft_tokens, found.decode_max_batch) == (POOLS_MTP, 2, 64)
+    assert (found.prefill, found.decode) == ((1, 4, 4, True), (2, 8, 8, True))
+    # 2 workers × 8 ranks × 64 = 1024 slots for 1214 clients: (1214 / 1024 − 1) = 18.6% of a decode is waited
+    pred = validate_runs(_csv(tmp_path, [row]), by=("engine",))["rows"][0]
+    assert pred["predicted_ttft_s"] >= (1214 / 1024 - 1) * 1023 * pred["predicted_tpot_s"]
