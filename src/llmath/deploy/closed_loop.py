@@ -306,23 +306,103 @@ def drifting_state(
 ) -> SteadyState:
     """The closed loop with output lengths that vary (module docstring): the C requests started together are
     one wave in lockstep (:func:`lockstep_state` with one prompt per client); each finishes after its own
-    number of tokens, so the follow-ups arrive out of step (:func:`staggered_state`). The clients' means over
-    every request weigh the first wave 1/m and the rest 1 − 1/m (m prompts per client); throughput C·E[G]/e2e."""
+    number of tokens, so the follow-ups arrive out of step (:func:`staggered_state`), but bunched: a client's
+    n-th request is sent after its n previous lifetimes, so wave n arrives spread over the first burst and
+    n output lengths (:func:`_wave_arrivals`), not over the whole cycle. The clients' means over every
+    request weigh each wave 1/m (m prompts per client); throughput C·E[G]/e2e."""
     if not prompts_per_client >= 1:
         raise WorkloadError(f"prompts_per_client={prompts_per_client!r} must be >= 1")
-    first = lockstep_state(dev, eng, req, concurrency, max_resident, 1.0)
-    later = staggered_state(dev, eng, req, concurrency, max_resident)
-    w = 1.0 / float(prompts_per_client)
+    dec = dev if isinstance(dev, Decoding) else Decoding(dev)
+    C = np.asarray(concurrency, dtype=float)
+    first = lockstep_state(dec, eng, req, C, max_resident, 1.0)
+    uniform = staggered_state(dec, eng, req, C, max_resident)
+    m = float(prompts_per_client)
+    n = np.arange(1.0, min(np.ceil(m - 1e-9), MAX_WAVES + 1.0))  # the later waves
+    if not n.size:
+        return first
+    share = np.minimum(1.0, m - n)
+    share[-1] += m - 1 - share.sum()  # waves beyond MAX_WAVES as the last
+    B = np.minimum(C, max_resident)
+    # the first wave's prompts end over its burst's iterations; prefill-first, its requests decode together
+    n_w = _burst(eng, req, B, dec.width, req.decode_steps / dec.tokens)[3]
+    starts = np.maximum(np.ceil(n_w - 1e-9), 1.0) if eng.mixed_prefill else np.ones_like(B)
+    P = _collisions(req, dec.tokens, n, starts)
+    wave_ttft, per_prompt = _clump(dec, eng, req, (C, B), 1 + (C - 1) * P, uniform)  # c prompts sent together
+    # a decoder waits through the prefill of every other request once per cycle; the first wave's only through
+    # the follow-ups of those that finished before it, the last wave's only through its later senders
+    steps = max(req.decode_steps / dec.tokens, 1e-9)
+    cycle = (B - 1) * per_prompt / steps
+    half = (1 - P) / 2 * cycle
+    mid = uniform.tpot_s if eng.mixed_prefill else uniform.step_decode_s / dec.tokens + cycle / dec.tokens
+    last = np.arange(n.size) == n.size - 1
+    wave_tpot = np.where(last[:, None], mid - (cycle - half) / dec.tokens, mid)
+    first_tpot = first.tpot_s + half[0] / dec.tokens
+    ttft = (first.ttft_s + (share[:, None] * wave_ttft).sum(axis=0)) / m
+    tpot = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0)) / m
+    decode = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0)) * req.decode_steps / m
+    e2e = ttft + decode
+    rps = C / e2e
+    return replace(uniform, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, throughput_tok_s=rps * req.mean_gen,
+                   requests_s=rps, overhead_ttft_s=(first.overhead_ttft_s + (m - 1) * uniform.overhead_ttft_s) / m,
+                   overhead_tpot_s=(first.overhead_tpot_s + (m - 1) * uniform.overhead_tpot_s) / m)  # fmt: skip
 
-    def mean(a, b):
-        return w * a + (1 - w) * b
 
-    e2e = mean(first.e2e_s, later.e2e_s)
-    rps = later.concurrency / e2e
-    return replace(later, ttft_s=mean(first.ttft_s, later.ttft_s), tpot_s=mean(first.tpot_s, later.tpot_s),
-                   e2e_s=e2e, throughput_tok_s=rps * req.mean_gen, requests_s=rps,
-                   overhead_ttft_s=mean(first.overhead_ttft_s, later.overhead_ttft_s),
-                   overhead_tpot_s=mean(first.overhead_tpot_s, later.overhead_tpot_s))  # fmt: skip
+MAX_WAVES = 32  # later waves laid out one by one; the rest as the last (its sends spread as √n)
+
+
+def _collisions(req: Requests, tokens: float, n, starts):
+    """Probability that two clients send their n-th requests (n: a vector of waves) at the same iteration
+    boundary: a client's n-th request is sent after its first prompt's end (uniform over ``starts`` burst
+    iterations; one when the wave starts decoding together) and n lifetimes of G_i − 1 decode iterations,
+    i.i.d. over the lengths' distribution, so the iteration counts of two clients are equal with probability
+    Σ_t q_n(t)², q_n the distribution of the sum; by Parseval, (1/N)·Σ_k |ĝ(k)|^(2n)·|û(k)|² over N points
+    beyond the sum's range (û: the uniform start's Dirichlet kernel), for every concurrency at once."""
+    g, p = req.lengths
+    pmf = np.bincount(np.round((g - g.min()) / tokens).astype(int), weights=p)
+    u = np.atleast_1d(np.asarray(starts, dtype=float)).ravel()[:, None]
+    var = float(np.arange(len(pmf)) ** 2 @ pmf - (np.arange(len(pmf)) @ pmf) ** 2)
+    exact = n <= max(COLLISION_POINTS // (len(pmf) + 1), 1)  # beyond: the local limit, 1 / √(4π·σ²)
+    size = int(2 ** np.ceil(np.log2(n[exact].max(initial=0.0) * (len(pmf) - 1) + u.max() + 2)))
+    k = 2 * np.pi * np.arange(size) / size
+    half = np.sin(k / 2)
+    safe = np.where(half > 1e-12, half, 1.0)
+    dirichlet = np.where(half > 1e-12, np.sin(u * k / 2) / (u * safe), 1.0) ** 2  # |û(k)|², one row per C
+    power = np.abs(np.fft.fft(pmf, size)) ** 2  # |ĝ(k)|²
+    near = power[None, :] ** n[exact][:, None] @ dirichlet.T / size
+    far = 1 / np.sqrt(4 * np.pi * (n[~exact][:, None] * var + (u[:, 0] ** 2 - 1) / 12))
+    return np.concatenate([near, np.minimum(far, 1.0)]).reshape((len(n), *np.shape(starts)))
+
+
+COLLISION_POINTS = 1 << 15  # the largest sum's range laid out exactly
+
+
+def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together, uniform: SteadyState) -> tuple:
+    """(TTFT, the decoders' time per prompt) of a request sent with ``together`` − 1 others at the same
+    iteration boundary (the end of the iteration that finished their predecessors): it reaches the scheduler
+    o_req later and, unless the engine is idle ((o_req / e2e)^(C − 1), :func:`staggered_state`), joins after
+    max(lag, ⌈o_req / τ̄⌉) iterations of the steady state's mean τ̄ (already scheduled); the c prompts are
+    prefilled first come first served in iterations of the budget the decoders leave (prefill-first: the
+    whole budget, no decoder), request j of them ending in iteration ⌈(j + 1)·P' / K_e⌉ (:func:`_before`),
+    each iteration carrying its share of the c chunks. The decoders lose those iterations' time (prefill-first)
+    or their excess over a decode iteration (mixed), 1/c of it per prompt."""
+    C, B = CB
+    Pn, (K, chunked) = float(req.new), _budget(eng, req)
+    f = uniform.mixed_fraction
+    tau = f * uniform.step_mixed_s + (1 - f) * uniform.step_decode_s
+    o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
+    idle = (o_req / uniform.e2e_s) ** (C - 1)
+    waited = (1 - idle) * np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau - 1e-9)) * tau + idle * o_req
+    c = np.minimum(together, B)
+    d = np.maximum(B - c, 0.0) if eng.mixed_prefill else np.zeros_like(c)
+    K_e = np.maximum(K - d * dec.width, 1.0) if chunked else np.full_like(c, np.inf)
+    T = np.minimum(K_e, c * Pn) if chunked else np.maximum(np.floor(np.minimum(K_e, c * Pn) / Pn), 1.0) * Pn
+    n_it = np.maximum(np.ceil(c * Pn / T - 1e-9), 1.0)
+    k_mean = 1 + _before(n_it - 1, c, Pn, T)
+    chunks = np.maximum(T / Pn, 1.0)
+    tau_c = dec.mixed(d, req.decode_context, chunks, T / chunks, req.cached + np.maximum(Pn - T / chunks, 0) / 2)
+    tau_c = tau_c + _overheads(dec, eng, req, B, d)[0]
+    lost = tau_c - uniform.step_decode_s if eng.mixed_prefill else tau_c
+    return waited + k_mean * tau_c, c * Pn / T * lost / c
 
 
 def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int):
