@@ -326,8 +326,11 @@ def drifting_state(
     # the first wave's prompts end over its burst's iterations; prefill-first, its requests decode together
     n_w = _burst(eng, req, B, dec.width, req.decode_steps / dec.tokens)[3]
     starts = np.maximum(np.ceil(n_w - 1e-9), 1.0) if eng.mixed_prefill else np.ones_like(B)
-    P = _collisions(req, dec.tokens, n, starts)
-    wave_ttft, per_prompt = _clump(dec, eng, req, (C, B), 1 + (C - 1) * P, uniform)  # c prompts sent together
+    Pn, (K, chunked) = float(req.new), _budget(eng, req)
+    apart = int(min(np.ceil(Pn / max(K - float(np.max(B)) * dec.width, 1.0)), MAX_APART)) if chunked else 1
+    R = _collisions(req, dec.tokens, n, starts, max(apart, 1))
+    P = R[..., 0]
+    wave_ttft, per_prompt = _clump(dec, eng, req, (C, B), (1 + (C - 1) * P, (C - 1) * R[..., 1:]), uniform)
     # a decoder waits through the prefill of every other request once per cycle; the first wave's only through
     # the follow-ups of those that finished before it, the last wave's only through its later senders
     steps = max(req.decode_steps / dec.tokens, 1e-9)
@@ -337,6 +340,10 @@ def drifting_state(
     last = np.arange(n.size) == n.size - 1
     wave_tpot = np.where(last[:, None], mid - (cycle - half) / dec.tokens, mid)
     first_tpot = first.tpot_s + half[0] / dec.tokens
+    # beyond B_max the C − B requests queue for a slot: each holds one for its TTFT and decoding, so the
+    # engine serves B per such lifetime and a request queues (C − B) / B of them (Little's law)
+    held = wave_ttft + wave_tpot * req.decode_steps
+    wave_ttft = wave_ttft + np.maximum(C - B, 0.0) / B * held
     ttft = (first.ttft_s + (share[:, None] * wave_ttft).sum(axis=0)) / m
     tpot = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0)) / m
     decode = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0)) * req.decode_steps / m
@@ -350,42 +357,51 @@ def drifting_state(
 MAX_WAVES = 32  # later waves laid out one by one; the rest as the last (its sends spread as √n)
 
 
-def _collisions(req: Requests, tokens: float, n, starts):
-    """Probability that two clients send their n-th requests (n: a vector of waves) at the same iteration
-    boundary: a client's n-th request is sent after its first prompt's end (uniform over ``starts`` burst
-    iterations; one when the wave starts decoding together) and n lifetimes of G_i − 1 decode iterations,
-    i.i.d. over the lengths' distribution, so the iteration counts of two clients are equal with probability
-    Σ_t q_n(t)², q_n the distribution of the sum; by Parseval, (1/N)·Σ_k |ĝ(k)|^(2n)·|û(k)|² over N points
-    beyond the sum's range (û: the uniform start's Dirichlet kernel), for every concurrency at once."""
+def _collisions(req: Requests, tokens: float, n, starts, apart: int = 1):
+    """Probability that two clients send their n-th requests (n: a vector of waves) δ = 0 … ``apart`` − 1
+    iterations apart, one after the other: a client's n-th request is sent after its first prompt's end
+    (uniform over ``starts`` burst iterations; one when the wave starts decoding together) and n lifetimes of
+    G_i − 1 decode iterations, i.i.d. over the lengths' distribution (benchmark clients draw each request's
+    length apart), so two clients' counts differ by δ with probability Σ_t q_n(t)·q_n(t + δ), q_n the
+    distribution of the sum; by Parseval, (1/N)·Σ_k |ĝ(k)|^(2n)·|û(k)|²·cos(kδ) over N points beyond the
+    sum's range (û: the uniform start's Dirichlet kernel), for every concurrency at once: (waves, C, δ)."""
     g, p = req.lengths
     pmf = np.bincount(np.round((g - g.min()) / tokens).astype(int), weights=p)
     u = np.atleast_1d(np.asarray(starts, dtype=float)).ravel()[:, None]
     var = float(np.arange(len(pmf)) ** 2 @ pmf - (np.arange(len(pmf)) @ pmf) ** 2)
-    exact = n <= max(COLLISION_POINTS // (len(pmf) + 1), 1)  # beyond: the local limit, 1 / √(4π·σ²)
-    size = int(2 ** np.ceil(np.log2(n[exact].max(initial=0.0) * (len(pmf) - 1) + u.max() + 2)))
+    exact = n <= max(COLLISION_POINTS // (len(pmf) + 1), 1)  # beyond: the local limit, normal
+    size = int(2 ** np.ceil(np.log2(n[exact].max(initial=0.0) * (len(pmf) - 1) + u.max() + apart + 1)))
     k = 2 * np.pi * np.arange(size) / size
     half = np.sin(k / 2)
     safe = np.where(half > 1e-12, half, 1.0)
     dirichlet = np.where(half > 1e-12, np.sin(u * k / 2) / (u * safe), 1.0) ** 2  # |û(k)|², one row per C
     power = np.abs(np.fft.fft(pmf, size)) ** 2  # |ĝ(k)|²
-    near = power[None, :] ** n[exact][:, None] @ dirichlet.T / size
-    far = 1 / np.sqrt(4 * np.pi * (n[~exact][:, None] * var + (u[:, 0] ** 2 - 1) / 12))
-    return np.concatenate([near, np.minimum(far, 1.0)]).reshape((len(n), *np.shape(starts)))
+    delta = np.arange(float(apart))
+    shift = np.cos(k[:, None] * delta[None, :]) / size
+    near = [(dirichlet * power**w) @ shift for w in n[exact]]
+    var_n = 2 * (n[~exact][:, None, None] * var + (u[None, :, :] ** 2 - 1) / 12)  # of the difference
+    far = np.exp(-(delta**2) / (2 * var_n)) / np.sqrt(2 * np.pi * var_n)
+    out = np.concatenate([np.reshape(near, (-1, len(u), apart)), np.minimum(far, 1.0)])
+    return out.reshape((len(n), *np.shape(starts), apart))
 
 
 COLLISION_POINTS = 1 << 15  # the largest sum's range laid out exactly
+MAX_APART = 64  # iterations of one prompt's prefill over which the earlier senders' chunks are counted
 
 
 def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together, uniform: SteadyState) -> tuple:
-    """(TTFT, the decoders' time per prompt) of a request sent with ``together`` − 1 others at the same
-    iteration boundary (the end of the iteration that finished their predecessors): it reaches the scheduler
-    o_req later and, unless the engine is idle ((o_req / e2e)^(C − 1), :func:`staggered_state`), joins after
-    max(lag, ⌈o_req / τ̄⌉) iterations of the steady state's mean τ̄ (already scheduled); the c prompts are
-    prefilled first come first served in iterations of the budget the decoders leave (prefill-first: the
-    whole budget, no decoder), request j of them ending in iteration ⌈(j + 1)·P' / K_e⌉ (:func:`_before`),
-    each iteration carrying its share of the c chunks. The decoders lose those iterations' time (prefill-first)
-    or their excess over a decode iteration (mixed), 1/c of it per prompt."""
+    """(TTFT, the decoders' time per prompt) of a request sent at the end of the iteration that finished its
+    predecessor, ``together`` = (c, the others sent δ = 1, 2, … iterations before it): c − 1 others are sent at
+    the same boundary. It reaches the scheduler o_req later and, unless the engine is idle
+    ((o_req / e2e)^(C − 1), :func:`staggered_state`), joins after max(lag, ⌈o_req / τ̄⌉) iterations of the
+    steady state's mean τ̄ (already scheduled); the prompts sent δ iterations before it have δ·K_e tokens
+    done and it waits for the rest; the c prompts are prefilled first come first served in iterations of the
+    budget the decoders leave (prefill-first: the whole budget, no decoder), request j of them ending in
+    iteration ⌈(j + 1)·P' / K_e⌉ (:func:`_before`), each iteration carrying its share of the c chunks. The
+    decoders lose those iterations' time (prefill-first) or their excess over a decode iteration (mixed),
+    1/c of it per prompt."""
     C, B = CB
+    together, earlier = together
     Pn, (K, chunked) = float(req.new), _budget(eng, req)
     f = uniform.mixed_fraction
     tau = f * uniform.step_mixed_s + (1 - f) * uniform.step_decode_s
@@ -402,7 +418,10 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     tau_c = dec.mixed(d, req.decode_context, chunks, T / chunks, req.cached + np.maximum(Pn - T / chunks, 0) / 2)
     tau_c = tau_c + _overheads(dec, eng, req, B, d)[0]
     lost = tau_c - uniform.step_decode_s if eng.mixed_prefill else tau_c
-    return waited + k_mean * tau_c, c * Pn / T * lost / c
+    # the prompts sent δ iterations earlier have δ·K_e tokens done when it joins; it waits for the rest
+    done = np.arange(1.0, earlier.shape[-1] + 1.0) * K_e[..., None] if chunked else np.inf
+    ahead = (earlier * np.maximum(Pn - done, 0.0)).sum(axis=-1) / K_e if chunked else 0.0
+    return waited + (k_mean + ahead) * tau_c, c * Pn / T * lost / c
 
 
 def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int):
