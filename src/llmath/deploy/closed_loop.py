@@ -33,8 +33,10 @@ usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed length
 
 When the output lengths vary (a length distribution: benchmark clients' ``--random-range-ratio`` draws them
 uniformly from [⌊r·G⌋, G]), the first wave still starts together, but its requests finish after different
-numbers of tokens and their follow-ups arrive out of step: :func:`drifting_state` weighs the first wave in
-lockstep (1/m) against the clients out of step (:func:`staggered_state`, 1 − 1/m).
+numbers of tokens and their follow-ups arrive out of step, but bunched: wave n is sent after n drawn lengths,
+and the clients whose sums coincide send in the same iteration. :func:`drifting_state` weighs the first wave
+in lockstep and each later wave (its clumps' prefill, the earlier senders' backlog, the queue beyond B_max)
+1/m each; the decoding is the steady state's (:func:`staggered_state`).
 
 An engine that runs prefill batches first (SGLang without ``--enable-mixed-chunk``: a waiting prompt is
 prefilled before the running requests decode again) keeps no groups apart: no request decodes while another
@@ -307,9 +309,10 @@ def drifting_state(
     """The closed loop with output lengths that vary (module docstring): the C requests started together are
     one wave in lockstep (:func:`lockstep_state` with one prompt per client); each finishes after its own
     number of tokens, so the follow-ups arrive out of step (:func:`staggered_state`), but bunched: a client's
-    n-th request is sent after its n previous lifetimes, so wave n arrives spread over the first burst and
-    n output lengths (:func:`_wave_arrivals`), not over the whole cycle. The clients' means over every
-    request weigh each wave 1/m (m prompts per client); throughput C·E[G]/e2e."""
+    n-th request is sent after its first prompt's end and n drawn lengths, so clients whose sums coincide send
+    together (:func:`_collisions`) and a request waits for its clump's prefill and the earlier senders' rest
+    (:func:`_clump`). The clients' means over every request weigh each wave 1/m (m prompts per client);
+    throughput C·E[G]/e2e."""
     if not prompts_per_client >= 1:
         raise WorkloadError(f"prompts_per_client={prompts_per_client!r} must be >= 1")
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
@@ -331,23 +334,14 @@ def drifting_state(
     R = _collisions(req, dec.tokens, n, starts, max(apart, 1))
     P = R[..., 0]
     wave_ttft, per_prompt = _clump(dec, eng, req, (C, B), (1 + (C - 1) * P, (C - 1) * R[..., 1:]), uniform)
-    # a decoder waits through the prefill of every other request once per cycle; the first wave's only through
-    # the follow-ups of those that finished before it, the last wave's only through its later senders
-    steps = max(req.decode_steps / dec.tokens, 1e-9)
-    cycle = (B - 1) * per_prompt / steps
-    half = (1 - P) / 2 * cycle
-    mid = uniform.tpot_s if eng.mixed_prefill else uniform.step_decode_s / dec.tokens + cycle / dec.tokens
-    last = np.arange(n.size) == n.size - 1
-    wave_tpot = np.where(last[:, None], mid - (cycle - half) / dec.tokens, mid)
-    first_tpot = first.tpot_s + half[0] / dec.tokens
+    first_tpot, wave_tpot, tail = _wave_decoding(dec, eng, req, (B, P, per_prompt), first, uniform)
     # beyond B_max the C − B requests queue for a slot: each holds one for its TTFT and decoding, so the
     # engine serves B per such lifetime and a request queues (C − B) / B of them (Little's law)
     held = wave_ttft + wave_tpot * req.decode_steps
     wave_ttft = wave_ttft + np.maximum(C - B, 0.0) / B * held
     ttft = (first.ttft_s + (share[:, None] * wave_ttft).sum(axis=0)) / m
-    tpot = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0)) / m
-    decode = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0)) * req.decode_steps / m
-    e2e = ttft + decode
+    tpot = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0) - tail) / m
+    e2e = ttft + tpot * req.decode_steps
     rps = C / e2e
     return replace(uniform, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, throughput_tok_s=rps * req.mean_gen,
                    requests_s=rps, overhead_ttft_s=(first.overhead_ttft_s + (m - 1) * uniform.overhead_ttft_s) / m,
@@ -355,6 +349,20 @@ def drifting_state(
 
 
 MAX_WAVES = 32  # later waves laid out one by one; the rest as the last (its sends spread as √n)
+
+
+def _wave_decoding(dec: Decoding, eng: EngineConfig, req: Requests, clumps: tuple, first, uniform) -> tuple:
+    """(the first wave's TPOT, a later wave's, what the last wave lacks): a decoder waits through the prefill
+    of every other request once per cycle, bunched or not, so a later wave decodes as the steady state
+    (prefill-first: a pure decode step plus the B − 1 others' prefill iterations, ``per_prompt`` each, over
+    G − 1 steps, where the steady state prices a prefill as a mixed iteration); the first wave decodes through
+    the follow-ups of the clients that finished before it and the last wave through its later senders only,
+    (1 − P) / 2 of the others each, P the probability that two send together."""
+    B, P, per_prompt = clumps
+    cycle = (B - 1) * per_prompt / max(req.decode_steps / dec.tokens, 1e-9) / dec.tokens
+    half = (1 - P) / 2 * cycle
+    mid = uniform.tpot_s if eng.mixed_prefill else uniform.step_decode_s / dec.tokens + cycle
+    return first.tpot_s + half[0], np.broadcast_to(mid, P.shape), (cycle - half)[-1]
 
 
 def _collisions(req: Requests, tokens: float, n, starts, apart: int = 1):
