@@ -136,6 +136,17 @@ def test_varying_output_lengths_fall_out_of_step_as_in_the_simulation(model, eng
     assert ss.e2e_s[0] == pytest.approx(sim.e2e_s, rel=0.03)
 
 
+def test_drifting_state_is_vectorised_over_concurrency():
+    # one evaluation over several concurrencies gives each one's own state (the collisions' range and the
+    # earlier senders' window are laid out for the largest)
+    dev, eng, req, bmax = _drawn("llama-3.2-1b", "vllm", 8192, 2048)
+    many = drifting_state(dev, eng, req, [1, 3, 16, 64, 300], bmax)
+    for i, c in enumerate([1, 3, 16, 64, 300]):
+        one = drifting_state(dev, eng, req, c, bmax)
+        assert np.ndim(one.ttft_s) == 0
+        assert (many.ttft_s[i], many.tpot_s[i]) == pytest.approx((float(one.ttft_s), float(one.tpot_s)), rel=1e-9)
+
+
 def test_varying_output_lengths_wait_less_than_requests_in_step():
     # out of step, a request no longer waits for the whole group's prefills: below the lockstep loop at the
     # same mean length (the simulation with fixed lengths keeps them in step)

@@ -57,7 +57,7 @@ prefill whole prompts; the prefill-only pass of a group then is one iteration of
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import numpy as np
 
@@ -317,6 +317,9 @@ def drifting_state(
         raise WorkloadError(f"prompts_per_client={prompts_per_client!r} must be >= 1")
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     C = np.asarray(concurrency, dtype=float)
+    if C.ndim == 0:  # one concurrency: the same state, each field a scalar
+        ss = drifting_state(dec, eng, req, C[None], max_resident, prompts_per_client)
+        return replace(ss, **{f.name: np.asarray(getattr(ss, f.name))[0] for f in fields(ss)})
     first = lockstep_state(dec, eng, req, C, max_resident, 1.0)
     uniform = staggered_state(dec, eng, req, C, max_resident)
     m = float(prompts_per_client)
@@ -333,7 +336,7 @@ def drifting_state(
     apart = int(min(np.ceil(Pn / max(K - float(np.max(B)) * dec.width, 1.0)), MAX_APART)) if chunked else 1
     R = _collisions(req, dec.tokens, n, starts, max(apart, 1))
     P = R[..., 0]
-    wave_ttft, per_prompt = _clump(dec, eng, req, (C, B), (1 + (C - 1) * P, (C - 1) * R[..., 1:]), uniform)
+    wave_ttft, per_prompt = _clump(dec, eng, req, (C, B), (1 + (C - 1) * P, (C - 1)[..., None] * R[..., 1:]), uniform)
     first_tpot, wave_tpot, tail = _wave_decoding(dec, eng, req, (B, P, per_prompt), first, uniform)
     # beyond B_max the C − B requests queue for a slot: each holds one for its TTFT and decoding, so the
     # engine serves B per such lifetime and a request queues (C − B) / B of them (Little's law)
