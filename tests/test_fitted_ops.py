@@ -277,3 +277,29 @@ def test_rank_routed_experts_run_at_the_moe_fit_of_their_share():
     r = fo.columns(t).routed
     assert inv[r] == pytest.approx(np.full(3, 1 / (3.35e12 * em)), rel=1e-9)  # H100 SXM: 3.35 TB/s
     assert f[r] == pytest.approx(np.full(3, 1 / (989.5e12 * ec)), rel=1e-9)  # the rates passed in: 1 FLOP/s each
+
+
+def test_expert_parallel_routed_experts_wait_for_the_busiest_rank():
+    # EP 4 on an H100, 16 tokens × top-8 of 128 experts: each rank's routed GEMMs compute at the moe fit's ηc
+    # times the uniform routing's busiest rank, 1 + z4·√((4 − 1)/(16·8)), z4 = Φ⁻¹((4 − 0.375)/4.25) = 1.0494;
+    # their weight stream is the mean rank's (xm = the layer's bytes / 4)
+    from statistics import NormalDist
+
+    from llmath.deploy.cost import rank_table
+    from llmath.deploy.layout import make_layout
+
+    hw = hardware.get("h100-sxm")
+    spec = _moe_spec(MOE_ROW)
+    t = rank_table(spec, "decode", "flash", make_layout(spec, ParallelConfig(None, 4, 1, 4, 1)), 0)
+    e = efficiency("expected", hw)
+    B = 16
+    n = len(t.ops)
+    rts = (np.ones(n), np.full(n, 989.5e12), "bf16")
+    f, inv = fo.apply(t, hw, P16, e, B, B, True, None, np.ones(n), None, rts)
+    coef = _coef("h100-sxm", "moe")
+    xm = ef.moe_cost(B, 4096, 1536, 8, 128, "bf16")[2] / 4
+    ec, em, _ = ef.fractions(coef, B * 8 / 128, 4096 * 1536, xm, ef.tile_rows("hopper"))
+    busiest = 1 + NormalDist().inv_cdf(3.625 / 4.25) * (3 / 128) ** 0.5
+    r = fo.columns(t).routed
+    assert inv[r] == pytest.approx(np.full(3, 1 / (3.35e12 * em)), rel=1e-9)
+    assert f[r] == pytest.approx(np.full(3, busiest / (989.5e12 * ec)), rel=1e-9)
