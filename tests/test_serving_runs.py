@@ -185,11 +185,52 @@ def test_generator_launched_sglang_rows_mix_prompt_chunks_into_decoding():
 def test_generator_launched_rows_take_its_token_budget(backend):
     # the generator's aggregated max_num_tokens = batch size + ISL + 1500: 8 + 1024 + 1500 = 2532 tokens
     run = to_run(_row(backend=backend, batch_size=8, isl=1024))
-    assert dict(run.engine_settings) == {"max_num_batched_tokens": 2532}
+    assert dict(run.engine_settings)["max_num_batched_tokens"] == 2532
     # InferenceX rows run its own launch scripts, not the generator (a model its scripts set no budget for)
     ix = _row(backend=backend, model_path="openai/gpt-oss-120b", source_notes="workflow_run_id=9")
-    assert to_run(ix).engine_settings == ()
+    assert "max_num_batched_tokens" not in dict(to_run(ix).engine_settings)
     assert to_run(_row(backend=backend, mode="disagg")).engine_settings == ()
+
+
+def _kv_share(**kw):
+    return dict(to_run(_row(**kw)).engine_settings).get("gpu_memory_utilization")
+
+
+def test_trtllm_rows_take_the_kv_share_their_launcher_wrote():
+    # aiconfigurator's generator templates: kv_cache_config.free_gpu_memory_fraction default(0.80)
+    assert _kv_share(**LLAMA_8B_H100) == 0.80
+    assert _kv_share(backend="vllm", **LLAMA_8B_H100) is None  # vLLM's own gpu_memory_utilization preset
+    # InferenceX: gptoss_fp4_*_trt_slurm.sh 0.85; dsr1_fp8_h200_trt_slurm.sh 0.75; dsr1_fp*_b200_trt*.sh 0.8
+    ix = "model=x; silicon_concurrency={c}; measured={d}T00:00:00.000Z; wip=False"
+    early, late = ix.format(c=256, d="2026-01-10"), ix.format(c=256, d="2026-02-10")
+    assert _kv_share(model_path="openai/gpt-oss-120b", system="h200_sxm", source_notes=early) == 0.85
+    assert _kv_share(system="h200_sxm", precision="fp8", source_notes=early) == 0.75
+    assert _kv_share(source_notes=early) == 0.8
+    # dsr1_fp8_b200_trt.sh from ec7bafaae (2026-01-29): 0.7 at 1024/8192 from CONC 256, 0.75 at 8192/1024 on TP 4
+    fp8 = dict(precision="fp8", gemm_quant_mode="fp8_block", moe_quant_mode="fp8_block")
+    assert _kv_share(osl=8192, source_notes=late, **fp8) == 0.7
+    assert _kv_share(osl=8192, source_notes=early, **fp8) == 0.8
+    assert _kv_share(osl=8192, source_notes=late.replace("=256;", "=128;"), **fp8) == 0.8
+    assert _kv_share(isl=8192, tp_size=4, source_notes=late, **fp8) == 0.75
+    assert _kv_share(isl=8192, tp_size=8, source_notes=late, **fp8) == 0.8
+    assert _kv_share(osl=8192, source_notes=late) == 0.8  # the FP4 script keeps 0.8
+
+
+def test_llama_8b_generator_rows_are_not_kv_bound():
+    # TensorRT-LLM reserves each request's prompt + output (GUARANTEED_NO_EVICT). Llama-3.1-8B bf16 KV per token:
+    # 32 layers x (K, V) x 8 KV heads x 128 dims x 2 bytes = 131,072 B; the final KV of a 1024/512 request holds
+    # 1024 + 512 - 1 tokens (the last token is never written). Pool at the generator's 0.80: at least
+    # 0.8 x (80e9 - 16.1e9 weights - 1e9 buffers) = 50.3e9 B, so 50.3e9 / (131072 x 2559) = 150 requests of the
+    # largest rows' 2048/512 fit, above their 128 clients: no Llama-8B row of the collection queues for KV.
+    from llmath.deploy.service import serve
+
+    run = to_run(_row(isl=2048, osl=512, batch_size=128, source_notes="silicon_concurrency=128", **LLAMA_8B_H100))
+    rep = serve(run.model, run.system, workload=Workload(prompt=2048, gen=512, concurrency=128), engine="trtllm",
+                **dict(run.engine_settings))  # fmt: skip
+    assert rep.memory.kv_bytes_per_request == 131072 * (2048 + 512 - 1)
+    assert rep.memory.max_requests_by_kv >= 150
+    one = serve(run.model, run.system, workload=Workload(prompt=1024, gen=512, concurrency=8), engine="trtllm")
+    assert one.memory.kv_bytes_per_request == 131072 * (1024 + 512 - 1)
 
 
 def test_quant_modes_map_to_executed_formats():

@@ -287,7 +287,9 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     per-request front-end time o_req later: within the ``replacement_lag`` iterations already scheduled it
     waits for them (lag·τ̄ − o_req); later, for the end of the iteration in flight (its mean residual,
     length-biased: E[τ²] / 2E[τ] over the mixed and pure-decode iterations), or for the scheduler's next poll
-    when it takes requests in only every ``recv_interval`` iterations (:func:`_poll_wait`), unless the engine
+    when it takes requests in only every ``recv_interval`` iterations (:func:`_poll_wait`), then for as long as
+    TensorRT-LLM's batch waiting or attention-DP balancing holds its prompt (:func:`_batch_wait_iterations`,
+    :func:`_adp_balance_iterations`; off by default), unless the engine
     is idle: no other request is in it, (o_req / e2e)^(C − 1). The requests in the front end or waiting for a
     boundary are not in the batch: the steady state runs at C·(e2e − o_req) / (e2e + wait) requests in the engine
     (a few fixed-point passes); throughput C·E[G] / e2e."""
@@ -301,6 +303,8 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
         mean = f * t_m + (1 - f) * t_d
         wait = np.maximum(eng.replacement_lag * mean - o_req, (f * t_m**2 + (1 - f) * t_d**2) / (2 * mean))
         wait = np.maximum(wait, _poll_wait(eng.recv_interval, f, mean))
+        wait = wait + _batch_wait_iterations(eng, req, ss.decode_batch, ss.requests_s * mean) * mean
+        wait = wait + _adp_balance_iterations(eng, dec.dev.dp, ss.requests_s * mean) * mean
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
         wait = wait * busy
         inside = np.maximum(C * (ss.e2e_s - o_req) / (ss.e2e_s + wait), 1.0)
@@ -323,3 +327,39 @@ def _poll_wait(interval: int, prefill_share, mean_step):
         return 0.0
     period = np.minimum(float(interval), 1.0 / np.maximum(prefill_share, 1.0 / interval))
     return period * mean_step / 2
+
+
+def _batch_wait_iterations(eng: EngineConfig, req: Requests, decoding, arrivals_per_iteration):
+    """Mean iterations a prompt is held by TensorRT-LLM's batch waiting (``PyExecutor._waiting_requests``): while
+    requests decode, the scheduled prompts wait until their tokens and the d decoding tokens reach
+    r·K (``batch_wait_max_tokens_ratio`` × ``max_num_tokens``) or the wait has lasted W iterations
+    (``batch_wait_timeout_iters``); with either at 0 nobody waits. n* = ⌈(r·K − d) / P⌉ prompts release a group;
+    its first waits A = min((n* − 1) / X, W) iterations for the others to arrive (X per iteration), which arrive
+    evenly over A: the group's mean is A·(1 + (n − 1)/2) / n with n = 1 + X·A. 0 where one prompt suffices."""
+    W, r, K = eng.batch_wait_iters, eng.batch_wait_tokens_ratio, eng.max_num_batched_tokens
+    if W <= 0 or r <= 0 or K is None:
+        return 0.0
+    needed = np.ceil(np.maximum(r * K - np.asarray(decoding, dtype=float), 0.0) / req.prompt)
+    return _group_wait(needed, np.asarray(arrivals_per_iteration, dtype=float), float(W))[0]
+
+
+def _group_wait(needed, X, cap: float) -> tuple:
+    """(mean iterations, size) of a held group: the first waits A = min((needed − 1) / X, cap) for the others,
+    which arrive evenly over A: A·(1 + (n − 1)/2) / n with n = 1 + X·A."""
+    A = np.minimum(np.maximum(needed - 1, 0.0) / np.maximum(X, 1e-12), cap)
+    n = 1 + X * A
+    return A * (1 + (n - 1) / 2) / n, n
+
+
+def _adp_balance_iterations(eng: EngineConfig, ranks: int, arrivals_per_rank_iteration):
+    """Mean iterations a prompt is held by TensorRT-LLM's attention-DP balancing (``attention_dp_config``
+    ``enable_balance``; ``PyExecutor._balance_adp_requests``): with requests decoding, the scheduled prompts wait
+    until every one of the D ranks has one (new requests go to the least loaded rank, so D arrivals, D·X per
+    iteration over the ranks) or for ``timeout_iters``, then ``batching_wait_iters`` B more; the D·X·B that arrive
+    during those B wait B/2 on average. 0 without balancing or on one rank."""
+    if not eng.adp_balance or ranks <= 1:
+        return 0.0
+    X = ranks * np.asarray(arrivals_per_rank_iteration, dtype=float)
+    first, n = _group_wait(float(ranks), X, float(eng.adp_timeout_iters))
+    B = float(eng.adp_batching_wait_iters)
+    return (n * (first + B) + X * B * B / 2) / (n + X * B)

@@ -27,18 +27,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
 from typing import Any, cast
-
-import numpy as np
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, pool_decoding, prefill_worker
-from llmath.deploy.disagg import pool_memory as _pool_memory
 from llmath.deploy.layout import Layout, ParallelConfig, make_layout
+from llmath.deploy.plan_aggregated import Family, Sampled, agg_rows, grid, pool_memory, refine, sample_round
 from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import (
     DecodeCurve,
@@ -46,7 +43,6 @@ from llmath.deploy.plan_search import (
     PairCell,
     decode_batches,
     families,
-    live_stretches,
     meets,
     weights_leave_no_pool,
 )
@@ -63,14 +59,6 @@ from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
-
-GRID = 1024  # concurrency points per replica layout (vectorised: more points cost little)
-SAMPLE = 24  # of them first evaluated by the pruned search (plan_search.live_stretches)
-
-
-# a pool's memory once per (device, engine, requests, draft, method): a search asks again for the pools that are
-# both aggregated replicas and disaggregated workers
-pool_memory = lru_cache(maxsize=1024)(_pool_memory)
 
 
 @dataclass(frozen=True)
@@ -205,94 +193,12 @@ def _decodings(rep: Replica, speculation: Speculation | None) -> list[tuple[Deco
 
 def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: list, rejected: list, dec, draft) -> int:
     """The layout's rows over its whole concurrency grid, decoding as ``dec`` (``draft``: its method); how many."""
-    grid = _grid(rep, eng, req, gpus, fmt, rejected, dec, draft)
-    if grid is None:
+    g = grid(rep, eng, req, gpus, fmt, rejected, dec, draft)
+    if g is None:
         return 0
-    c, mem, dp, inst = grid
+    c, mem, dp, inst = g
     ss = lockstep_state(dec, eng, req, c, mem.max_resident)
-    return _agg_rows(rep, fmt, dp, inst, c, ss, cols, dec.spec is not None)
-
-
-def _grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list, dec, draft: str) -> tuple | None:
-    """(concurrency grid of one replica, its memory with ``dec``'s draft of method ``draft`` (its weights and
-    KV, :func:`.disagg.pool_memory`), attention replicas in all, instances), or None when the layout does not
-    fit (listed under ``rejected``)."""
-    mem = pool_memory(rep.device, eng, req, dec.draft, draft)
-    inst = gpus // rep.gpus  # engine instances side by side
-    where = {"mode": "aggregated", "weights": fmt, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "dp": rep.dp}
-    if not mem.fits or inst < 1:
-        why = ("does not fit" + (" with the draft" if draft else "")) if not mem.fits else f"needs {rep.gpus} GPUs"
-        rejected.append({**where, "reason": why})
-        return None
-    c = np.unique(np.round(np.geomspace(1, mem.max_resident, GRID)))
-    return c, mem, inst * rep.dp, inst  # dp: attention replicas, each serving its share of the requests
-
-
-def _agg_rows(rep: Replica, fmt: str, dp: int, inst: int, c: np.ndarray, ss, cols: list, spec: bool) -> int:
-    n, layout, latency = len(c), ("aggregated", fmt, rep, dp), (c * dp, ss.ttft_s, ss.tpot_s)
-    add_served(cols, n, layout, latency, ss.throughput_tok_s * dp, inst * rep.gpus, speculation=float(spec))
-    return n
-
-
-@dataclass
-class _Sampled:
-    """An aggregated layout evaluated at a sample of its concurrency grid ``c`` (indices ``at``), the rest
-    left to :func:`_refine`."""
-
-    rep: Replica
-    dec: Decoding
-    eng: Any
-    req: Requests
-    fmt: str
-    c: np.ndarray
-    at: np.ndarray
-    max_resident: int
-    dp: int
-    inst: int
-    thr: np.ndarray  # tokens/s per GPU at the samples
-    user: np.ndarray
-    ok: np.ndarray  # the samples meeting the targets
-
-    def live(self, front: Frontier) -> np.ndarray:
-        return live_stretches(front, self.thr, self.user, self.ok)
-
-    def top(self, front: Frontier) -> float:
-        """The most tokens/s per GPU a live stretch may hold (−inf: none live)."""
-        live = self.live(front)
-        return float(np.maximum(self.thr[:-1], self.thr[1:])[live].max()) if live.any() else -np.inf
-
-
-def _sampled(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, targets, dec, draft) -> Any:
-    """The layout decoding as ``dec`` at ``SAMPLE`` points of its grid, as rows (the rest when :func:`_refine`
-    finds it live); None when it does not fit."""
-    grid = _grid(rep, eng, req, gpus, fmt, rejected, dec, draft)
-    if grid is None:
-        return None
-    c, mem, dp, inst = grid
-    at = np.unique(np.linspace(0, len(c) - 1, min(SAMPLE, len(c))).round().astype(int))
-    ss = lockstep_state(dec, eng, req, c[at], mem.max_resident)
-    _agg_rows(rep, fmt, dp, inst, c[at], ss, cols, dec.spec is not None)
-    ok = meets(ss.ttft_s, ss.tpot_s, **targets)
-    thr = ss.throughput_tok_s * dp / (inst * rep.gpus)
-    return _Sampled(rep, dec, eng, req, fmt, c, at, mem.max_resident, dp, inst, thr, 1 / ss.tpot_s, ok)
-
-
-def _refine(samples: list[_Sampled], front: Frontier, cols: list, targets: dict) -> int:
-    """The concurrencies between samples that the front does not beat, the most promising layout first
-    (each one's points tighten the front for the next); how many."""
-    n = 0
-    for s in sorted(samples, key=lambda s: -s.top(front)):
-        poll()
-        todo = np.zeros(len(s.c), dtype=bool)
-        for i in np.flatnonzero(s.live(front)):
-            todo[s.at[i] + 1 : s.at[i + 1]] = True
-        if not todo.any():
-            continue
-        ss = lockstep_state(s.dec, s.eng, s.req, s.c[todo], s.max_resident)
-        n += _agg_rows(s.rep, s.fmt, s.dp, s.inst, s.c[todo], ss, cols, s.dec.spec is not None)
-        ok = meets(ss.ttft_s, ss.tpot_s, **targets)
-        front.add((ss.throughput_tok_s * s.dp / (s.inst * s.rep.gpus))[ok], (1 / ss.tpot_s)[ok])
-    return n
+    return agg_rows(rep, fmt, dp, inst, c, ss, cols, dec.spec is not None)
 
 
 def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, sd=None) -> int:
@@ -416,11 +322,11 @@ def _pruned(searches: list[_Search], gpus: int, pins: dict, disagg: bool, cols: 
         for s in searches:
             k, skipped = s.disagg_pruned(s.workers(gpus, pins, rejected), gpus, cols, rejected, front)
             n, fitting = n + k, fitting + skipped
-    samples: list[_Sampled] = []
+    samples: list[Sampled] = []
     for s in searches:
         k, sampled = s.aggregated_pruned(gpus, pins, cols, rejected, front)
         n, samples = n + k, samples + sampled
-    return n + _refine(samples, front, cols, searches[0].targets), fitting
+    return n + refine(samples, front, cols, searches[0].targets), fitting
 
 
 @dataclass(frozen=True)
@@ -441,7 +347,7 @@ class _Search:
     built: dict = field(default_factory=dict)  # layouts built by the pruned search, by (tp, pp, dp, ep)
     engines_by_tp: dict = field(default_factory=dict)  # the engine's settings, read once per TP degree
 
-    def _engine(self, tp: int = 1):
+    def engine_at(self, tp: int = 1):
         """The engine's settings at tensor-parallel size ``tp`` (:func:`.engines.preset`, once per search)."""
         if tp not in self.engines_by_tp:
             self.engines_by_tp[tp] = engines.preset(self.engine, self.hw, tp=tp, **self.overrides)
@@ -461,7 +367,7 @@ class _Search:
         return (pins["dp"] // rep_dp) * rep_gpus
 
     def run(self, gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> int:
-        eng = self._engine()
+        eng = self.engine_at()
         src = self.req.prompt if self.req.encoder_decoder else 0
         reps = replicas(self.spec, self.hw, self.p, self.eff, self.attention, eng.cuda_graphs, gpus, pins, src)
         n = 0
@@ -469,7 +375,7 @@ class _Search:
             poll()
             use = self._share(rep.dp, rep.gpus, gpus, pins)
             if use:
-                eng_r = self._engine(rep.tp)
+                eng_r = self.engine_at(rep.tp)
                 for dec, draft in _decodings(rep, self.speculation):
                     n += _aggregated(rep, eng_r, self.req, use, self.fmt, cols, rejected, dec, draft)
         if disagg:
@@ -487,7 +393,7 @@ class _Search:
         if key in self.built:
             return self.built[key]
         poll()
-        eng = self._engine()
+        eng = self.engine_at()
         lay = _valid_layout(self.spec, key, ranks=False)
         tp, pp, dpa, ep = key
         out: Replica | str | None = _INVALID
@@ -507,30 +413,34 @@ class _Search:
         keys = [k for k in _layout_keys(self.spec, gpus, pins) if k[1] == 1]
         return [(k, r) for k in keys if not isinstance(r := self._build(k, rejected), str)]
 
+    def decodings(self, rep: Replica) -> list[tuple[Decoding, str]]:
+        """How the replica may decode, each with its speculative method (:func:`_decodings`)."""
+        return _decodings(rep, self.speculation)
+
+    def _next(self, fam: Family, gpus: int, pins: dict) -> tuple[Family, Replica, int] | None:
+        """The family's next layout that builds and has GPUs to run on (its rejections noted), or None."""
+        while fam.at < len(fam.keys):
+            rep = self._build(fam.keys[fam.at], fam.rejected)
+            fam.at += 1
+            fam.valid = fam.valid or not isinstance(rep, str)
+            if isinstance(rep, Replica) and (use := self._share(rep.dp, rep.gpus, gpus, pins)):
+                return fam, rep, use
+        return None
+
     def aggregated_pruned(self, gpus: int, pins: dict, cols: list, rejected: list, front: Frontier) -> tuple:
-        """The aggregated layouts that could win, each sampled (:func:`_sampled`), each family's pipelines
-        deepened only while memory bounds it (:mod:`.plan_search`); (configurations evaluated, the samples)."""
-        n, valid, samples = 0, False, []
-        for fam in families(_layout_keys(self.spec, gpus, pins)):
-            for key in fam:
-                rep = self._build(key, rejected)
-                valid = valid or not isinstance(rep, str)
-                if not isinstance(rep, Replica) or not (use := self._share(rep.dp, rep.gpus, gpus, pins)):
-                    continue
-                eng_r = self._engine(rep.tp)
-                bound = True  # each way of decoding: dominated by pipeline depth alone (plan_search)
-                for dec, draft in _decodings(rep, self.speculation):
-                    sample = _sampled(rep, eng_r, self.req, use, self.fmt, cols, rejected, self.targets, dec, draft)
-                    bound = bound and sample is not None and not sample.ok[-1]
-                    if sample is not None:
-                        n += len(sample.at)
-                        samples.append(sample)
-                        front.add(sample.thr[sample.ok], sample.user[sample.ok])
-                if bound:  # the targets, not memory, bound this family: deeper pipelines cannot win
-                    break
-        if not valid:
+        """The aggregated layouts that could win, each sampled, each family's pipelines deepened only while
+        memory bounds it (:mod:`.plan_search`), the families side by side (:func:`.plan_aggregated.sample_round`);
+        (configurations evaluated, the samples)."""
+        fams = [Family(keys) for keys in families(_layout_keys(self.spec, gpus, pins))]
+        live = fams
+        while live:
+            live = sample_round([p for f in live if (p := self._next(f, gpus, pins)) is not None], self, front)
+        if not any(f.valid for f in fams):
             raise _no_layout(self.spec, gpus, pins)
-        return n, samples
+        for f in fams:
+            rejected.extend(f.rejected)
+            cols.extend(f.cols)
+        return sum(f.n for f in fams), [s for f in fams for s in f.samples]
 
     def _speculations(self) -> list[Speculation | None]:
         """How pools decode: one token per step, and with ``speculation`` speculatively too."""
@@ -555,7 +465,7 @@ class _Search:
 
     def _pair_cells(self, workers: list, gpus: int, rejected: list, sd: Speculation | None) -> list:
         """(PairCell, ``sd``) of every fitting pair, both pools decoding as ``sd`` (the draft in their memory)."""
-        eng, req, method = self._engine(), self.req, sd.method if sd else ""
+        eng, req, method = self.engine_at(), self.req, sd.method if sd else ""
         dec = {key: pool_decoding(rep.device, sd) for key, rep in workers if rep is not None}
         mem = {key: pool_memory(d.dev, eng, req, d.draft, method) for key, d in dec.items()}
         fit = [(key, rep) for key, rep in workers if rep is not None and mem[key].fits]

@@ -109,6 +109,11 @@ class EngineConfig:
     ``recv_interval``: the scheduler takes new requests in only every this many decode iterations (an iteration
     that prefills counts as the whole interval; SGLang's ``--scheduler-recv-interval``, default 1): a request
     that arrives while the others decode waits for the next poll (the staggered loop of :mod:`.closed_loop`).
+    ``batch_wait_iters`` / ``batch_wait_tokens_ratio``: TensorRT-LLM's batch waiting (``batch_wait_timeout_iters``,
+    ``batch_wait_max_tokens_ratio``; both 0, off, by default): while others decode, prompts are held until they and
+    the decoding tokens reach the ratio × the token budget, or for that many iterations (the staggered loop).
+    ``adp_balance`` / ``adp_timeout_iters`` / ``adp_batching_wait_iters``: TensorRT-LLM's attention-DP balancing
+    (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -126,6 +131,11 @@ class EngineConfig:
     replacement_lag: int = 1
     mixed_prefill: bool = True
     recv_interval: int = 1
+    batch_wait_iters: int = 0
+    batch_wait_tokens_ratio: float = 0.0
+    adp_balance: bool = False
+    adp_timeout_iters: int = 50
+    adp_batching_wait_iters: int = 10
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
@@ -144,6 +154,12 @@ class EngineConfig:
             raise WorkloadError(f"replacement_lag={self.replacement_lag} must be 0, 1 or 2 iterations")
         if not (isinstance(self.recv_interval, int) and self.recv_interval >= 1):
             raise WorkloadError(f"recv_interval={self.recv_interval!r} must be a whole number of iterations >= 1")
+        if not (isinstance(self.batch_wait_iters, int) and self.batch_wait_iters >= 0):
+            raise WorkloadError(f"batch_wait_iters={self.batch_wait_iters!r} must be a whole number of iterations >= 0")
+        if min(self.adp_timeout_iters, self.adp_batching_wait_iters) < 0:
+            raise WorkloadError("adp_timeout_iters and adp_batching_wait_iters must be >= 0 iterations")
+        if not 0 <= self.batch_wait_tokens_ratio <= 1:
+            raise WorkloadError(f"batch_wait_tokens_ratio={self.batch_wait_tokens_ratio!r} must be in [0, 1]")
         if self.cuda_graph_bytes < 0:
             raise WorkloadError(f"cuda_graph_bytes={self.cuda_graph_bytes} must be >= 0")
 

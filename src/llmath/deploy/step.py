@@ -386,6 +386,12 @@ def chunk_activation_bytes(
     """Live activations of one forward pass over ``tokens`` tokens: the widest operator's inputs + outputs,
     plus the residual stream (the same view of the operator list as the static report's activation peak)."""
     t = table(spec, "prefill", attention) if tab is None else tab
+    return float(_activation_elements(t, tokens) * precision.act_bytes)
+
+
+@lru_cache(maxsize=1024)
+def _activation_elements(t: Table, tokens: int) -> np.ndarray:
+    """:func:`chunk_activation_bytes` in elements, once per (table, tokens): every weight format asks again."""
     act = tuple(float(c in ("act_in", "act_out")) for c in CLASSES)
     per_op = (_mono(t, Scenario(1, np.asarray(tokens, dtype=float), 0)) @ t.rhs(act)) / t.kernels
-    return float((per_op.max(-1) + tokens * spec.d_model) * precision.act_bytes)
+    return per_op.max(-1) + tokens * t.spec.d_model

@@ -23,6 +23,7 @@ from llmath.model.spec import ModelSpec
 from llmath.ops import Attention, Table, table
 from llmath.ops.params import weight_bytes, weight_bytes_per_element
 from llmath.ops.ssm_state import SSM_STATE_OPS, ssm_state_format
+from llmath.ops.table import by_kinds
 
 FALLBACK = {
     "fp4": ("bf16", "fp16", "fp32"),
@@ -57,7 +58,13 @@ def _is_weight_gemm(op) -> bool:
 
 @lru_cache(maxsize=1024)
 def op_formats(table: Table, p: Precision) -> tuple[str, ...]:
-    """The format each op's matmul FLOPs ask for: weight GEMMs by their module, attention products KV × act."""
+    """The format each op's matmul FLOPs ask for: weight GEMMs by their module, attention products KV × act.
+    Shared by the tables whose ops are alike (:func:`llmath.ops.table.by_kinds`: the module and whether an op is
+    a weight GEMM follow from its name, component, kind and weight terms)."""
+    return cast(tuple[str, ...], by_kinds(_op_formats, table, p))
+
+
+def _op_formats(table: Table, p: Precision) -> tuple[str, ...]:
     memo: dict[str | None, str] = {}  # per module: a table's ops share a few
     out = []
     for op in table.ops:
@@ -70,7 +77,11 @@ def op_formats(table: Table, p: Precision) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1024)
 def op_executed(table: Table, hw: Hardware, p: Precision) -> tuple[str, ...]:
-    """The format each op's matmul FLOPs run in on ``hw`` (after fallbacks)."""
+    """The format each op's matmul FLOPs run in on ``hw`` (after fallbacks), shared as :func:`op_formats` is."""
+    return cast(tuple[str, ...], by_kinds(_op_executed, table, hw, p))
+
+
+def _op_executed(table: Table, hw: Hardware, p: Precision) -> tuple[str, ...]:
     memo: dict[str, str] = {}
     out = []
     for f in op_formats(table, p):
@@ -82,7 +93,12 @@ def op_executed(table: Table, hw: Hardware, p: Precision) -> tuple[str, ...]:
 
 @lru_cache(maxsize=1024)
 def op_peaks(table: Table, hw: Hardware, p: Precision) -> np.ndarray:
-    """(n_ops,) dense matmul peak FLOP/s each op runs at on ``hw`` (read-only: asked per serving iteration)."""
+    """(n_ops,) dense matmul peak FLOP/s each op runs at on ``hw`` (read-only: asked per serving iteration),
+    shared as :func:`op_formats` is."""
+    return cast(np.ndarray, by_kinds(_op_peaks, table, hw, p))
+
+
+def _op_peaks(table: Table, hw: Hardware, p: Precision) -> np.ndarray:
     out = np.array([hw.peak_flops_per_s[f] for f in op_executed(table, hw, p)], dtype=float)
     out.setflags(write=False)
     return out

@@ -45,6 +45,7 @@ from llmath.model.dtypes import Precision
 from llmath.ops import Table
 from llmath.ops.kernel import Kernel
 from llmath.ops.routing import busiest_rank_factor
+from llmath.ops.table import by_kinds, op_weights
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,7 @@ def columns(table: Table) -> Columns:
     routed: list[int] = []
     m = spec.moe
     if m is not None:
-        routed = [i for i, op in enumerate(table.ops) if table.is_weight_mm[i] and op.terms("weight")]
-        routed = [i for i in routed if any(t.mono == "U:moe" for t in table.ops[i].terms("weight"))]
+        routed = np.flatnonzero(table.is_weight_mm & op_weights(table)[1]).tolist()
     moe = (spec.d_model, m.d_ff_expert, m.top_k, m.n_experts) if m is not None else (0, 0, 0, 0)
     share, inter = _expert_shares(table, routed) if routed else (1.0, 1.0)
     r = np.array(routed, dtype=int)
@@ -254,7 +254,7 @@ def fp4_gemms(table: Table, hw: Hardware, p: Precision) -> tuple[np.ndarray, np.
     fmts = op_executed(table, hw, p)
     mask = np.array([bool(table.is_weight_mm[i]) and f == "fp4" and i not in routed for i, f in enumerate(fmts)])
     k = np.array([max([t.coef for t in op.terms("act_in")] or [1]) for op in table.ops], dtype=float)
-    nk = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
+    nk = op_weights(table)[0]
     for a in (mask, k, nk):
         a.setflags(write=False)
     return mask, k, nk
@@ -283,7 +283,12 @@ def apply_fp4(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, 
 @lru_cache(maxsize=256)
 def fp8_gemms(table: Table, p: Precision) -> np.ndarray:
     """(n_ops,) mask of the weight GEMMs that run in fp8 under ``p`` (W8A8) or read fp8 weights into a 16-bit
-    GEMM (W8A16: the same fp8 weight stream; its per-kernel time is taken as the fp8 kernel's)."""
+    GEMM (W8A16: the same fp8 weight stream; its per-kernel time is taken as the fp8 kernel's). Shared by the
+    tables whose ops are alike and whose weight GEMMs are the same (:func:`llmath.ops.table.by_kinds`)."""
+    return by_kinds(_fp8_gemms, table, p, table.is_weight_mm.tobytes())
+
+
+def _fp8_gemms(table: Table, p: Precision, _weight_gemms: bytes) -> np.ndarray:
     fmts = op_formats(table, p)
     computes = {m: fmt.get(p.weight_format(m)).compute for m in {op.module for op in table.ops}}
     fp8 = [f == "fp8" or computes[op.module] == "fp8" for f, op in zip(fmts, table.ops, strict=True)]

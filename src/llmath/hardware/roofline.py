@@ -27,7 +27,7 @@ from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.model.traits import traits
 from llmath.ops import CLASSES, Scenario, Table, one_hot
-from llmath.ops.table import _MNK_PER_CALL, by_kinds, byte_key, matmul_rows
+from llmath.ops.table import _MNK_PER_CALL, by_kinds, byte_key, matmul_rows, op_weights
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
@@ -92,11 +92,11 @@ def _gemm_shapes(table: Table) -> tuple[np.ndarray, np.ndarray]:
     routed experts), and the share of the token rows one of its GEMMs sees: top-k / E for routed experts,
     times the tokens the layer routes per token of the table (``moe_tokens``: with data-parallel attention,
     an expert's rows come from every replica)."""
-    nk = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
+    elements, routed = op_weights(table)
+    nk = elements.copy()
     share = np.ones(len(table.ops))
     moe = table.spec.moe
     if moe is not None:
-        routed = np.array([any(t.mono == "U:moe" for t in op.terms("weight")) for op in table.ops], dtype=bool)
         share[routed] = moe.top_k / moe.n_experts * table.moe_tokens
         nk[routed] /= moe.n_experts  # a routed op's parameters are those of all its experts
     nk.setflags(write=False)
@@ -122,7 +122,7 @@ def _fitted_inv(table: Table, hw: Hardware, eff: Efficiency, p: Precision, decod
         return None
     # a kernel's weight stream: a routed op's experts run as one grouped GEMM per layer, which streams the
     # weights of all of them (the MoE fit's memory feature is the whole expert layer's bytes as well)
-    stream = np.array([max(op.n_params, 1) for op in table.ops], dtype=float)
+    stream = op_weights(table)[0]
     em = ef.fractions(coef, 1.0, 1.0, stream * p.weight_bytes)[1]
     out = np.where(table.is_weight_mm, 1.0 / (hw.memory_bandwidth_bytes_per_s * em), _base_inv(table, hw, eff, decode))
     out.setflags(write=False)

@@ -40,6 +40,15 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   ``dsr1_fp4_b200.sh``) pass ``--scheduler-recv-interval`` 30 from 16 clients, 10 below (10 for FP8 at TP 4), so
   the scheduler takes new requests in only every that many decode iterations: ``recv_interval`` in the run's
   ``engine_settings`` (:data:`INFERENCEX_SGLANG_RECV`);
+* TensorRT-LLM's KV cache share: InferenceX's TensorRT-LLM launch scripts write ``free_gpu_memory_fraction``
+  0.85 (gpt-oss-120b), 0.75 (DeepSeek-R1 on H200) and 0.8 (DeepSeek-R1 on B200; 0.7 and 0.75 in two FP8 cases from
+  2026-01-29), carried as ``gpu_memory_utilization`` (:data:`.trt_launchers.INFERENCEX_TRT_KV_FRACTION`); its
+  GUARANTEED_NO_EVICT admission fills that pool with each request's prompt and output to the end;
+* TensorRT-LLM's batch waiting: InferenceX's DeepSeek-R1 FP8 B200 script from 2026-01-29 holds prompts for up to 40
+  iterations or until they and the decoding tokens reach 0.8 × the token budget, at 1024/1024 from 64 clients
+  (:data:`.trt_launchers.INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP);
+* TensorRT-LLM's attention-DP balancing: InferenceX's gpt-oss-120b and DeepSeek-R1 scripts turn it on wherever they
+  run attention-DP (:data:`.trt_launchers.INFERENCEX_TRT_ADP_BALANCE`);
 * speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)
   and launch scripts, which set MTP with 3 draft tokens (1 under attention-DP): those rows are predicted with that
   ``Speculation`` at the published MTP acceptance (:func:`.disagg_recipes.mtp_speculation`,
@@ -53,9 +62,10 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
   concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
   configurations). The generator gives TensorRT-LLM and vLLM workers a token budget of ``batch_size`` + ISL + 1500
-  (about one prompt per iteration, where the engines' defaults take 8192 tokens), and SGLang workers
-  ``--enable-mixed-chunk`` through its 0.5.6.post2 template; the SGLang 0.5.1.post1 rows (16, 64, 128 clients)
-  predate the generator's SGLang support and run SGLang's defaults (prefill batches first);
+  (about one prompt per iteration, where the engines' defaults take 8192 tokens), TensorRT-LLM workers a KV
+  cache share of 0.80 of the memory weights and buffers leave (:data:`.trt_launchers.GENERATOR_TRT_KV_FRACTION`),
+  and SGLang workers ``--enable-mixed-chunk`` through its 0.5.6.post2 template; the SGLang 0.5.1.post1 rows (16, 64,
+  128 clients) predate the generator's SGLang support and run SGLang's defaults (prefill batches first);
 * disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
   where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
   recipes run it (:func:`recipe_defaults`: attention-DP from the engine's requests per GPU, where the engine
@@ -75,6 +85,7 @@ from typing import Any
 import numpy as np
 
 from llmath.errors import LLMathError, WorkloadError
+from llmath.measure.trt_launchers import GENERATOR_TRT_KV_FRACTION, launcher_trt_settings
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
 MODELS = {
@@ -154,6 +165,8 @@ def launcher_settings(r: dict[str, str]) -> dict[str, Any]:
     out = dict(GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {}))
     if r["backend"] in GENERATOR_BUDGET_ENGINES:
         out["max_num_batched_tokens"] = _int(r["batch_size"]) + int(r["isl"]) + GENERATOR_BUDGET_SLACK
+    if r["backend"] == "trtllm":
+        out["gpu_memory_utilization"] = GENERATOR_TRT_KV_FRACTION
     return out
 
 
@@ -273,6 +286,8 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     recv = harness_recv_interval(r, _concurrency(r, lay)) if agg else None
     if recv is not None:
         settings["recv_interval"] = recv
+    if agg and lay is not None:
+        settings.update(launcher_trt_settings(r, _concurrency(r, lay), lay.dp, inferencex))
     spec = harness_speculation(r, lay) if agg else None
     if spec is not None:
         assumed.append(f"MTP k={spec.k} (InferenceX -trt-mtp launcher), acceptance {spec.acceptance:.2f} tokens per"

@@ -241,6 +241,29 @@ def _op_entry(op: Op) -> _OpEntry:
     return out
 
 
+_WEIGHTS: dict[int, tuple[Op, int, bool]] = {}
+
+
+@lru_cache(maxsize=1024)
+def op_weights(t: Table) -> tuple[np.ndarray, np.ndarray]:
+    """(weight elements of each op, at least 1, as floats; whether its weights are routed experts': a ``U:moe``
+    weight term), read-only: what the fitted GEMM and MoE models read of the ops, once per table and each
+    operator once (sharded operators are shared by the tables of the layouts that give them the same factors)."""
+    facts = []
+    for op in t.ops:
+        hit = _WEIGHTS.get(id(op))
+        if hit is None or hit[0] is not op:
+            if len(_WEIGHTS) >= 65536:
+                _WEIGHTS.clear()
+            hit = _WEIGHTS[id(op)] = (op, max(op.n_params, 1), any(x.mono == "U:moe" for x in op.terms("weight")))
+        facts.append(hit[1:])
+    elements = np.array([n for n, _ in facts], dtype=float)
+    routed = np.array([r for _, r in facts], dtype=bool)
+    for a in (elements, routed):
+        a.setflags(write=False)
+    return elements, routed
+
+
 def compile_table(spec: ModelSpec, ops: tuple[Op, ...], moe_tokens: int = 1) -> Table:
     """The coefficient table of any operator list of ``spec`` (one device's, or one rank's of a layout)."""
     entries = [_op_entry(op) for op in ops]

@@ -1,0 +1,119 @@
+"""TensorRT-LLM settings the launchers of the measured serving runs wrote (docs/serving.md, "TensorRT-LLM: KV
+admission, batch waiting and the launchers' settings"): the KV cache share aiconfigurator's generator and InferenceX's
+launch scripts gave the engine, and the holds on new prompts (batch waiting, attention-DP balancing) InferenceX's
+scripts turned on. :mod:`llmath.measure.serving_runs` puts them in a run's ``engine_settings``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# The share of the memory weights and buffers leave that TensorRT-LLM gave its KV cache
+# (``kv_cache_config.free_gpu_memory_fraction``; llmath's ``gpu_memory_utilization`` with ``kv_fraction_of_free``),
+# which its GUARANTEED_NO_EVICT admission fills with each request's prompt and output to the end. The collection's
+# generator: ``default(0.80)`` in every TensorRT-LLM template (ai-dynamo/aiconfigurator
+# generator/config/backend_templates/trtllm/extra_engine_args.1.0.0rc3.yaml.j2 at 71a2b033, the 1.2.0rc6.post1 and
+# 1.3.0rc1 templates at 954fb2d6; cli/templates/trtllm/dynamo/extra_engine_args.1.0.0rc3.yaml.j2 at 96102834).
+GENERATOR_TRT_KV_FRACTION = 0.80
+# InferenceX's TensorRT-LLM launch scripts, by model and system ("*": any): the ``free_gpu_memory_fraction`` they
+# write, and from ``from`` the DeepSeek-R1 FP8 B200 script's cases ((ISL, OSL), least CONC, TP or None, fraction).
+INFERENCEX_TRT_KV_FRACTION: dict[tuple[str, str], dict[str, Any]] = {
+    ("openai/gpt-oss-120b", "*"): {
+        "value": 0.85,
+        "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh and gptoss_fp4_h200_trt_slurm.sh "
+        "at 64af5a771b8a14915d907e0dc8abb2af40d9eaf0 (kv_cache_config free_gpu_memory_fraction: 0.85)",
+    },
+    ("deepseek-ai/DeepSeek-R1", "h200_sxm"): {
+        "value": 0.75,
+        "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_h200_trt_slurm.sh at 64af5a77 and "
+        "dsr1_fp8_h200_trt.sh at 06de7c28 (free_gpu_memory_fraction: 0.75)",
+    },
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm"): {
+        "value": 0.8,
+        "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_trt_slurm.sh, dsr1_fp4_b200_trt_slurm.sh at "
+        "64af5a77 (free_gpu_memory_fraction: 0.8); dsr1_fp8_b200_trt.sh from ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f "
+        "(2026-01-29, KV_CACHE_FREE_MEM_FRACTION: 0.7 at 1024/8192 from 256 clients, 0.75 at 8192/1024 on TP 4)",
+        "fp8_cases": ((1024, 8192, 256, None, 0.7), (8192, 1024, 0, 4, 0.75)),
+        "from": "2026-01-29",
+    },
+}
+# InferenceX's TensorRT-LLM DeepSeek-R1 FP8 B200 script from ec7bafaae (2026-01-29) turns on TensorRT-LLM's batch
+# waiting (DELAY_BATCHING: ``batch_wait_timeout_iters: 40``, ``batch_wait_max_tokens_ratio: 0.8``) at 1024/1024 from
+# 64 clients; TensorRT-LLM applies it only without attention-DP (``PyExecutor._waiting_requests``)
+INFERENCEX_TRT_BATCH_WAIT: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp8", "lengths": (1024, 1024),
+    "from_clients": 64, "from": "2026-01-29", "settings": {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8},
+    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f/"
+    "benchmarks/dsr1_fp8_b200_trt.sh (DELAY_BATCHING)",
+}  # fmt: skip
+# InferenceX's TensorRT-LLM launch scripts turn on attention-DP balancing (``attention_dp_config: enable_balance:
+# true``) wherever they run attention-DP: gpt-oss-120b with TensorRT-LLM's other defaults (from 28e5a01e, 2025-09-19),
+# DeepSeek-R1 with ``batching_wait_iters: 0``, ``timeout_iters: 60`` (from ec90f3fe, 2025-09-18); before the rows
+INFERENCEX_TRT_ADP_BALANCE: dict[str, dict[str, Any]] = {
+    "openai/gpt-oss-120b": {
+        "settings": {"adp_balance": True},
+        "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh at "
+        "64af5a771b8a14915d907e0dc8abb2af40d9eaf0",
+    },
+    "deepseek-ai/DeepSeek-R1": {
+        "settings": {"adp_balance": True, "adp_batching_wait_iters": 0, "adp_timeout_iters": 60},
+        "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_h200_trt_slurm.sh, dsr1_fp8_b200_trt_slurm.sh, "
+        "dsr1_fp4_b200_trt_slurm.sh at 64af5a77; dsr1_*_trt.sh at 06de7c28",
+    },
+}
+
+
+def _whole(v: str) -> int:
+    """A layout field as a count (empty or 0: 1, as :mod:`.serving_runs` reads it)."""
+    v = (v or "").strip()
+    return max(int(float(v)), 1) if v and float(v) > 0 else 1
+
+
+def launcher_trt_settings(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -> dict[str, Any]:
+    """Every setting of this module an aggregated TensorRT-LLM row of InferenceX's launch scripts ran with."""
+    share = kv_fraction(r, concurrency, inferencex)
+    out: dict[str, Any] = {} if share is None else {"gpu_memory_utilization": share}
+    return {**out, **batch_wait(r, concurrency, inferencex), **adp_balance(r, dp, inferencex)}
+
+
+def kv_fraction(r: dict[str, str], concurrency: int, inferencex: bool) -> float | None:
+    """The KV share (``free_gpu_memory_fraction``) InferenceX's TensorRT-LLM launch script for the row's model and
+    system wrote (:data:`INFERENCEX_TRT_KV_FRACTION`), for its aggregated TensorRT-LLM rows; ``None`` elsewhere."""
+    notes = r.get("source_notes", "")
+    rule = INFERENCEX_TRT_KV_FRACTION.get((r["model_path"], r["system"]))
+    rule = rule or INFERENCEX_TRT_KV_FRACTION.get((r["model_path"], "*"))
+    if rule is None or r["backend"] != "trtllm" or not inferencex:
+        return None
+    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
+    if r["precision"] == "fp8" and measured is not None and measured.group(1) >= rule.get("from", "9999"):
+        lengths, tp_size = (int(r["isl"]), int(r["osl"])), _whole(r["tp_size"])
+        for isl, osl, least, tp, value in rule["fp8_cases"]:
+            if lengths == (isl, osl) and concurrency >= least and tp in (None, tp_size):
+                return value
+    return rule["value"]
+
+
+def batch_wait(r: dict[str, str], concurrency: int, inferencex: bool) -> dict[str, Any]:
+    """TensorRT-LLM's batch waiting as InferenceX's launch script set it for the row (:data:`INFERENCEX_TRT_BATCH_WAIT`:
+    its aggregated DeepSeek-R1 FP8 B200 rows at 1024/1024 from 64 clients, measured from 2026-01-29, without
+    attention-DP); empty elsewhere."""
+    rule, notes = INFERENCEX_TRT_BATCH_WAIT, r.get("source_notes", "")
+    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
+    row = (r["backend"], r["model_path"], r["system"], r["precision"], (int(r["isl"]), int(r["osl"])))
+    if (
+        row != ("trtllm", rule["model"], rule["system"], rule["precision"], rule["lengths"])
+        or _whole(r["attention_dp_size"]) > 1
+    ):
+        return {}
+    if not inferencex or measured is None or measured.group(1) < rule["from"]:
+        return {}
+    return dict(rule["settings"]) if concurrency >= rule["from_clients"] else {}
+
+
+def adp_balance(r: dict[str, str], dp: int, inferencex: bool) -> dict[str, Any]:
+    """TensorRT-LLM's attention-DP balancing as InferenceX's launch scripts set it (:data:`INFERENCEX_TRT_ADP_BALANCE`)
+    for its aggregated TensorRT-LLM rows that run attention-DP; empty elsewhere."""
+    rule = INFERENCEX_TRT_ADP_BALANCE.get(r["model_path"])
+    if rule is None or r["backend"] != "trtllm" or dp <= 1 or not inferencex:
+        return {}
+    return dict(rule["settings"])

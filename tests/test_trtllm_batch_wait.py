@@ -1,0 +1,117 @@
+"""TensorRT-LLM's holds on new prompts in the staggered closed loop: batch waiting (``batch_wait_timeout_iters``,
+``batch_wait_max_tokens_ratio``) and attention-DP balancing (``attention_dp_config``), and the InferenceX rows its
+launch scripts turned them on for."""
+
+from dataclasses import replace
+
+import pytest
+
+from llmath.deploy import engines
+from llmath.deploy.closed_loop import _adp_balance_iterations, _batch_wait_iterations, lockstep_state, staggered_state
+from llmath.deploy.serving import Requests, memory
+from llmath.deploy.step import Device
+from llmath.errors import WorkloadError
+from llmath.hardware import get
+from llmath.hardware.roofline import efficiency
+from llmath.measure.serving_runs import to_run
+from llmath.measure.trt_launchers import adp_balance, batch_wait
+from llmath.model.dtypes import Precision
+from llmath.model.registry import resolve
+
+H100 = get("h100-sxm")
+WAIT = dict(batch_wait_iters=40, batch_wait_tokens_ratio=0.8, max_num_batched_tokens=8192)
+
+
+def test_held_prompts_wait_for_the_token_threshold_or_the_timeout():
+    eng = replace(engines.preset("trtllm", H100), **WAIT)
+    req = Requests(1024, 1024)
+    # threshold 0.8 x 8192 = 6553.6 tokens; 64 decoding tokens leave 6489.6: n* = ceil(6489.6 / 1024) = 7 prompts.
+    # One arrival per 10 iterations: 6 more take 60 > 40 iterations, so the first waits 40, n = 1 + 0.1 x 40 = 5
+    # held prompts, their mean wait 40 x (1 + 4/2) / 5 = 24 iterations.
+    assert float(_batch_wait_iterations(eng, req, 64, 0.1)) == pytest.approx(24.0)
+    # one arrival per iteration: the 6 others arrive in 6 iterations, n = 7, mean 6 x (1 + 6/2) / 7 = 24/7
+    assert float(_batch_wait_iterations(eng, req, 64, 1.0)) == pytest.approx(24 / 7)
+    # the decoding tokens alone reach the threshold: nobody waits; either setting at 0 turns it off
+    assert float(_batch_wait_iterations(eng, req, 7000, 0.1)) == 0.0
+    assert _batch_wait_iterations(replace(eng, batch_wait_iters=0), req, 64, 0.1) == 0.0
+    assert _batch_wait_iterations(replace(eng, batch_wait_tokens_ratio=0.0), req, 64, 0.1) == 0.0
+    assert engines.preset("trtllm", H100).batch_wait_iters == 0  # TensorRT-LLM's default: off
+
+
+def test_batch_waiting_delays_out_of_step_replacements_not_lockstep_waves():
+    dev = Device(resolve("llama-3.2-1b"), H100, Precision(), efficiency("expected", H100))
+    eng = engines.preset("trtllm", H100, max_num_batched_tokens=8192)
+    req = Requests(1024, 1, gen_dist=((820, 1.0), (1024, 1.0)))
+    bmax = memory(dev, eng, req).max_resident
+    base = staggered_state(dev, eng, req, [32], bmax)
+    held = staggered_state(dev, replace(eng, **WAIT), req, [32], bmax)
+    # 32 clients, ~920-token lifetimes: about 32 / 920 = 0.035 arrivals per iteration, so the 40-iteration
+    # timeout ends each wait (n* = ceil((6553.6 - 31) / 1024) = 7 needs 6 / 0.035 = 170 iterations): a group of
+    # 1 + 0.035 x 40 = 2.4 prompts waits 40 x (1 + 1.4/2) / 2.4 = 28 iterations on average
+    tau = float(base.step_decode_s[0])
+    assert float(held.ttft_s[0] - base.ttft_s[0]) == pytest.approx(28 * tau, rel=0.15)
+    assert float(held.tpot_s[0]) == pytest.approx(float(base.tpot_s[0]), rel=0.03)
+    # a lockstep wave comes back into an idle engine (no generation requests): TensorRT-LLM does not hold it
+    fixed = Requests(1024, 1024)
+    same = lockstep_state(dev, replace(eng, **WAIT), fixed, [32], bmax)
+    assert float(same.ttft_s[0]) == float(lockstep_state(dev, eng, fixed, [32], bmax).ttft_s[0])
+    with pytest.raises(WorkloadError, match="batch_wait_tokens_ratio=1.5"):
+        replace(eng, batch_wait_tokens_ratio=1.5)
+    with pytest.raises(WorkloadError, match="batch_wait_iters=-1"):
+        replace(eng, batch_wait_iters=-1)
+
+
+def _row(**kw) -> dict:
+    r = dict(id="r", backend="trtllm", backend_version="", model_path="deepseek-ai/DeepSeek-R1", system="b200_sxm",
+             precision="fp8", mode="agg", isl="1024", osl="1024", gemm_quant_mode="fp8_block",
+             moe_quant_mode="fp8_block", batch_size="64", tp_size="8", pp_size="1", attention_dp_size="",
+             moe_tp_size="1", moe_ep_size="1", silicon_ttft_ms="500", silicon_tpot_ms="20",
+             source_notes="model=x; silicon_concurrency=64; measured=2026-03-25T00:00:00.000Z; wip=False")  # fmt: skip
+    r.update({k: str(v) for k, v in kw.items()})
+    return r
+
+
+def test_inferencex_deepseek_fp8_b200_rows_wait_as_the_script_set():
+    # benchmarks/dsr1_fp8_b200_trt.sh from ec7bafaae (2026-01-29): DELAY_BATCHING at 1024/1024 from CONC 64 writes
+    # batch_wait_timeout_iters: 40, batch_wait_max_tokens_ratio: 0.8
+    assert batch_wait(_row(), 64, True) == {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8}
+    assert dict(to_run(_row()).engine_settings)["batch_wait_iters"] == 40
+    assert batch_wait(_row(), 32, True) == {}  # below 64 clients
+    assert batch_wait(_row(attention_dp_size=8), 64, True) == {}  # TensorRT-LLM skips it with attention-DP
+    assert batch_wait(_row(precision="fp4"), 64, True) == {}  # the FP4 script sets none
+    assert batch_wait(_row(osl=8192), 64, True) == {}
+    early = _row(source_notes="model=x; silicon_concurrency=64; measured=2026-01-20T00:00:00.000Z; wip=False")
+    assert batch_wait(early, 64, True) == {}
+    assert "batch_wait_iters" not in dict(to_run(_row(source_notes="silicon_concurrency=64")).engine_settings)
+
+
+def test_attention_dp_balancing_holds_prompts_until_every_rank_has_one():
+    eng = replace(engines.preset("trtllm", H100), adp_balance=True, adp_batching_wait_iters=0, adp_timeout_iters=60)
+    # 8 ranks, 0.035 arrivals per rank and iteration: 0.28 over the ranks; 8 arrivals (one per rank) take
+    # 7 / 0.28 = 25 iterations (< 60): the first waits 25, n = 1 + 0.28 x 25 = 8, mean 25 x (1 + 7/2) / 8 = 14.0625
+    assert float(_adp_balance_iterations(eng, 8, 0.035)) == pytest.approx(14.0625)
+    # TensorRT-LLM's defaults (timeout 50, then 10 iterations of batching wait), 4 ranks at 0.05: X = 0.2, the
+    # group of 4 forms in 3 / 0.2 = 15 iterations, mean 15 x (1 + 3/2) / 4 = 9.375, then all 4 wait 10 more and
+    # the 0.2 x 10 = 2 arriving during those wait 5 on average: (4 x 19.375 + 2 x 5) / 6 = 14.5833
+    default = replace(engines.preset("trtllm", H100), adp_balance=True)
+    assert float(_adp_balance_iterations(default, 4, 0.05)) == pytest.approx(87.5 / 6)
+    # slow arrivals: the 60-iteration timeout ends the wait (8 arrivals would take 7 / 0.08 = 87.5)
+    assert float(_adp_balance_iterations(eng, 8, 0.01)) == pytest.approx(60 * (1 + 4.8 / 2) / 5.8)
+    assert _adp_balance_iterations(eng, 1, 0.035) == 0.0  # one rank: nothing to balance
+    assert _adp_balance_iterations(engines.preset("trtllm", H100), 8, 0.035) == 0.0  # TensorRT-LLM's default: off
+    with pytest.raises(WorkloadError, match="adp_timeout_iters"):
+        replace(eng, adp_timeout_iters=-1)
+
+
+def test_inferencex_attention_dp_rows_balance_as_their_scripts_set():
+    # gptoss_fp4_b200_trt_slurm.sh: attention_dp_config enable_balance: true (TensorRT-LLM's other defaults);
+    # dsr1_*_trt_slurm.sh: batching_wait_iters: 0, enable_balance: true, timeout_iters: 60
+    adp = _row(tp_size=1, attention_dp_size=8, moe_ep_size=8)
+    assert dict(to_run(adp).engine_settings)["adp_timeout_iters"] == 60
+    assert adp_balance(adp, to_run(adp).layout.dp, True) == {
+        "adp_balance": True, "adp_batching_wait_iters": 0, "adp_timeout_iters": 60}  # fmt: skip
+    gpt = _row(model_path="openai/gpt-oss-120b", precision="fp4", tp_size=1, attention_dp_size=4, moe_ep_size=4)
+    assert adp_balance(gpt, to_run(gpt).layout.dp, True) == {"adp_balance": True}
+    assert adp_balance(_row(), to_run(_row()).layout.dp, True) == {}  # TP 8, no attention-DP
+    launcher = _row(tp_size=1, attention_dp_size=8, moe_ep_size=8, source_notes="silicon_concurrency=64")
+    assert "adp_balance" not in dict(to_run(launcher).engine_settings)  # not InferenceX: its generator's settings
