@@ -12,7 +12,7 @@ from llmath import Workload
 from llmath.deploy import engines
 from llmath.deploy.closed_loop import drifting_state, lockstep_state, staggered_state
 from llmath.deploy.service import serve
-from llmath.deploy.serving import Requests, memory, steady_state
+from llmath.deploy.serving import Requests, active_overheads, memory, steady_state
 from llmath.deploy.simulate import simulate
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
@@ -53,27 +53,34 @@ def test_one_group_agrees_with_the_simulation_within_2_percent(engine, conc):
 )
 def test_several_groups_agree_with_the_simulation(engine, prompt, budget, conc):
     # Bound stated in docs/serving.md: with several groups per cycle the closed form is within 12% on TTFT and
-    # 4% on TPOT of the simulation here (measured: TTFT -9 … +11%, TPOT -2 … +4%). (3000, 2048, 128) is
+    # 3% on TPOT of the simulation here (measured: TTFT -9.3 … +10.4%, TPOT -2.4 … +0.8%: the later waves' groups
+    # split and merge from cycle to cycle, the closed form keeps the first wave's). (3000, 2048, 128) is
     # token-budget-bound: 128·(3000 + 63) prompt and decode tokens per cycle > 2048·(63 + lag + 2)
     dev, eng, req, bmax = _case(engine, prompt, 64, budget)
     ss = lockstep_state(dev, eng, req, [conc], bmax)
     sim = simulate(dev, eng, req, conc, bmax, iterations=100_000, arrival="closed", prompts_per_client=10)
     assert ss.ttft_s[0] == pytest.approx(sim.ttft_s, rel=0.12)
-    assert ss.tpot_s[0] == pytest.approx(sim.tpot_s, rel=0.04)
+    assert ss.tpot_s[0] == pytest.approx(sim.tpot_s, rel=0.03)
 
 
 def test_a_burst_within_the_lag_comes_back_whole():
     # TensorRT-LLM (2 iterations already scheduled when a follow-up is sent), 16 prompts of 1024 in an 8192
-    # budget: the last prompt ends 2 iterations after the first group's, before the first follow-up is
-    # scheduled, so the engine idles and takes the wave back whole: every wave is the first (the simulation
-    # agrees within 4%); a request's TTFT then holds the burst iterations up to its own, and no lag
+    # budget: 8 prompts end in burst iteration 1, 7 in iteration 2 (8192 − 8 decoders' tokens) and the last in 3,
+    # 2 iterations after the first group's, before the first follow-up is scheduled, so the engine idles and
+    # takes the wave back whole: every wave is the first, except that a follow-up is sent when its request ends
+    # and waits for the wave's tail, the pure decode iterations of the requests behind it: E[k] = (8·1 + 7·2 +
+    # 1·3)/16 = 25/16, so 3 − 25/16 = 23/16 iterations of 1 … 16 decoders on average, in 9 of the 10 waves
     dev, eng, req, bmax = _case("trtllm", 1024, 64, 8192)
     assert eng.replacement_lag == 2
     closed = lockstep_state(dev, eng, req, [16], bmax)
     first = lockstep_state(dev, eng, req, [16], bmax, prompts_per_client=1.0)
-    assert closed.ttft_s[0] == pytest.approx(first.ttft_s[0], rel=1e-9)
+    ov = active_overheads(dev, eng)
+    lo, hi = (float(dev.iteration(d, req.decode_context).time_s) + ov.iteration_s(eng.cuda_graphs) + d * ov.per_token_s
+              for d in (1, 16))  # fmt: skip
+    gap = closed.ttft_s[0] - first.ttft_s[0]
+    assert 0.9 * 23 / 16 * lo < gap < 0.9 * 23 / 16 * hi
     sim = simulate(dev, eng, req, 16, bmax, iterations=100_000, arrival="closed", prompts_per_client=10)
-    assert closed.ttft_s[0] == pytest.approx(sim.ttft_s, rel=0.05)
+    assert closed.ttft_s[0] == pytest.approx(sim.ttft_s, rel=0.02)
     assert closed.tpot_s[0] == pytest.approx(sim.tpot_s, rel=0.02)
 
 

@@ -328,3 +328,15 @@ def test_output_length_mixture_agrees_with_the_simulation():
     sim = simulate(dev, eng, req, 32, mem.max_resident, iterations=2000)
     for k in ("ttft_s", "tpot_s", "e2e_s", "throughput_tok_s"):
         assert getattr(ss, k)[0] == pytest.approx(getattr(sim, k), rel=0.05), k
+
+
+@pytest.mark.parametrize("model", ["llama-3.2-1b", "llama-3-8b"])
+def test_a_mixed_iteration_never_gets_cheaper_for_one_more_decoder(model):
+    # a decoder adds one token to every GEMM and its own KV read to attention: the work only grows, and the
+    # two kinds of attention (the chunk's over its prefix, the decoders' over their caches) are timed apart
+    dev = Device(resolve(model), H100, Precision(), efficiency("expected", H100))
+    for prefix in (0, 4096):
+        t = [float(dev.iteration(d, 8700, 1, 2048, prefix).time_s) for d in (0, 1, 2, 8, 64, 256)]
+        assert all(b >= a for a, b in zip(t, t[1:], strict=False)), t
+        # and one mixed pass costs no more than the decode and prefill passes run one after the other
+        assert t[-1] <= float(dev.iteration(256, 8700).time_s) + t[0]

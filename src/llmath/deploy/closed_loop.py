@@ -7,22 +7,26 @@ send a client's next request as soon as its previous one completes, ``prompts_pe
 usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed lengths the requests stay in step:
 
 * **first wave**: the C prompts (B = min(C, B_max) admitted) queue together; the engine prefills them first
-  come first served at T_b = min(K_e, B·P') prompt tokens per iteration (K_e = K − decode tokens: the token
-  budget left by the requests already decoding), so the wave's prefill lasts n_b = ⌈n_w⌉ iterations,
-  n_w = B·P' / T_b, the last carrying the remainder; request j ends its prompt in burst iteration
-  k = ⌈(j + 1)·P' / T_b⌉ and its TTFT is the burst iterations up to k;
+  come first served, each iteration taking the budget its decoders leave (K − D_i·w, D_i the prompts ended
+  before it); request j ends its prompt in burst iteration k and its TTFT is the burst iterations up to k.
+  The burst is laid out iteration by iteration (:mod:`llmath.deploy.burst`) and timed in three kinds, each
+  at its own decoders and chunks: before any prompt has ended (no decoder), full, and the remainder;
 * **after it**: requests finish in the order they started, k + G − 1 iterations after their burst started,
   and a follow-up joins after the ``replacement_lag`` iterations already scheduled: the cycle is
-  G − 1 + lag + I_s iterations (I_s = ⌈P' / K_e⌉ iterations per prompt) and a request waits for the lag + I_s
-  iterations up to its own, min(k − 1, lag + I_s − 1) of them the burst's iterations ahead of it, the rest
-  the previous cycle's decoding. When the last prompt of a burst ends within lag iterations of the first
-  group's, every request has finished before the first follow-up is scheduled: the engine idles and takes
-  the wave back whole, so every wave is the first. When the cycle's prompt and decode tokens outlast a
-  lifetime of K-token iterations, every iteration prefills and a request waits n_w − (G − 1) iterations for
-  budget (the token-budget-bound regime, K·(G − 1) / (P' + (G − 1)·w) requests decoding in each);
+  G − 1 + lag + I_s iterations (I_s = ⌈P' / K_e⌉ iterations per prompt, K_e = K − D·w) and a request waits
+  for the lag + I_s iterations up to its own, min(k − 1, lag + I_s − 1) of them the burst's iterations ahead
+  of it, the rest the previous cycle's decoding. A later wave's burst is a flow: its requests come back as
+  fast as the burst ends prompts, so lag·a of them are away and the a + 1 the iteration touches prefill
+  (a = T_b / P'): D = B − 1 − a·(1 + lag) decode in it (:func:`llmath.deploy.burst.flow_decoders`). When the
+  last prompt of a burst ends within lag iterations of the first, every request has finished before the
+  first follow-up is scheduled: the engine idles and takes the wave back whole, so every wave is the first,
+  a follow-up having waited for the wave's tail (the requests behind its own still decoding). When the
+  cycle's prompt and decode tokens outlast a lifetime of K-token iterations, every iteration prefills and a
+  request waits n_w − (G − 1) iterations for budget (the token-budget-bound regime, K·(G − 1) /
+  (P' + (G − 1)·w) requests decoding in each);
 * **TPOT** (per request (e2e − TTFT)/(G − 1), then the mean, as the clients compute it): a request decodes
-  through every burst iteration outside its wait (τ_burst; the partial last one by its tokens), the rest are
-  pure decode of all B requests (τ_d); a request does not decode in its own prefill iterations;
+  through every burst iteration outside its wait (the full ones and the remainder, each at its own cost),
+  the rest are pure decode of all B requests (τ_d); a request does not decode in its own prefill iterations;
 * the benchmark's mean TTFT is the first wave's with weight 1/m and the following waves' with weight
   1 − 1/m (m prompts per client); requests beyond B_max queue as :func:`~llmath.deploy.serving.steady_state`
   states (the queue drains X requests per iteration).
@@ -55,6 +59,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from llmath.deploy.burst import flow_decoders, wave_kinds
 from llmath.deploy.serving import (
     Decoding,
     EngineConfig,
@@ -117,17 +122,24 @@ def lockstep_state(
     mixed = eng.mixed_prefill
     group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width, steps)
     ctx = req.decode_context
-    d_first = _first_decoders(B, float(req.new), T_b, n_w) if mixed else 0.0
-    tau_b, tau_f, tau_d = dec.mixed_and_step((d_burst, d_first), B, ctx, n_c, chunk, pre)
     o_m, o_d, o_req = _overheads(dec, eng, req, B, d_burst)
-    tau_b, tau_f, tau_d = tau_b + o_m, tau_f + o_m, tau_d + o_d
+    if mixed:  # the burst iterations by kind, each at its own decoders and chunks (module llmath.deploy.burst)
+        first, tau_d, tau_t = _first_wave(dec, eng, req, B)
+        # a follow-up joins the first iteration after the lag and after its front end (docs/serving.md); the
+        # first of a wave ends in the decode iterations, and those behind it queue that long (burst::flow_decoders)
+        lag = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau_d - 1e-9))
+        d_burst, T_b, n_w, I_s = _flow(eng, req, B, dec.width, (lag, C - B), d_burst)
+        o_m = _overheads(dec, eng, req, B, d_burst)[0]
+        first_wave, (tau_b, part_b) = _wave_times(dec, eng, req, B, first, d_burst)
+    else:
+        tau_b, tau_d = dec.mixed_and_step((d_burst,), B, ctx, n_c, chunk, pre)
+        tau_b, tau_d = tau_b + o_m, tau_d + o_d
     # iterations per cycle; prefill-first batches stop the decoders, so they add to a request's lifetime
     L = np.maximum(n_w, steps + I_s) if mixed else steps + n_w
     tau_c = (np.minimum(n_w, L) * tau_b + (L - np.minimum(n_w, L)) * tau_d) / L  # the cycle's mean iteration
     m = float(prompts_per_client) if replace else 1.0
-    if mixed:  # a follow-up joins the first iteration after the lag and after its front end (docs/serving.md)
-        lag = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau_d - 1e-9))
-        cycle = _mixed_cycle(lag, req, B, steps, T_b, n_w, I_s, (tau_b, tau_f, tau_d), m, o_req)
+    if mixed:
+        cycle = _mixed_cycle(lag, req, B, steps, T_b, n_w, I_s, (tau_b, part_b, tau_d), (*first_wave, tau_t), m, o_req)
         ttft, wait, step_s, seen = cycle
     else:  # prefill-first: nobody decodes while a prompt waits, so every wave comes back whole (module docstring)
         k_mean, first, whole_s = _burst_positions(B, float(req.new), T_b, n_w, tau_b, np.zeros_like(tau_b))
@@ -173,23 +185,6 @@ def _before(m, B, Pn: float, T_b):
     return exact + n * (1 + 0.5 / B) - a / B * n * (2 * top + n + 1) / 2
 
 
-def _first_decoders(B, Pn: float, T_b, n_w):
-    """Mean decoding requests in the first wave's burst iterations, each weighted by the requests still waiting
-    for it: D_i = ⌊(i − 1)·T_b / P'⌋ requests have ended their prompt before burst iteration i and the other
-    B − D_i wait through it, so Σ D_i·(B − D_i) / Σ (B − D_i) over the ⌈n_w⌉ iterations (one by one up to
-    :data:`EXACT_POSITIONS`, beyond as D ≈ (i − 1)·T_b / P' − 1/2 integrated)."""
-    a, n_b = T_b / Pn, np.maximum(np.ceil(n_w - 1e-9), 1.0)
-    top = int(min(float(np.max(n_b)), EXACT_POSITIONS))
-    i = np.arange(1.0, top + 1.0).reshape((-1,) + (1,) * np.ndim(n_b))
-    D = np.minimum(B, np.floor((i - 1) * a + 1e-9)) * (i <= n_b)
-    W = (B - D) * (i <= n_b)
-    w, wd = W.sum(axis=0), (D * W).sum(axis=0)
-    y0, y1 = (np.clip((x - 1) * a - 0.5, 0.0, B) for x in (top + 0.5, np.maximum(n_b + 0.5, top + 0.5)))
-    w = w + (B * (y1 - y0) - (y1**2 - y0**2) / 2) / a
-    wd = wd + (B * (y1**2 - y0**2) / 2 - (y1**3 - y0**3) / 3) / a
-    return np.minimum(wd / np.maximum(w, 1e-9), B)
-
-
 def _burst_positions(B, Pn: float, T_b, n_w, tau_x, tau_base) -> tuple:
     """A burst of B·P' prompt tokens in n_b = ⌈n_w⌉ iterations of T_b tokens at τ_x each, the last carrying the
     remainder (n_w − n_b + 1)·T_b, its time interpolated between ``tau_base`` and τ_x by its tokens; request j
@@ -202,33 +197,37 @@ def _burst_positions(B, Pn: float, T_b, n_w, tau_x, tau_base) -> tuple:
     return k_mean, (k_mean - last) * tau_x + last * part, (n_b - 1) * tau_x + part
 
 
-def _mixed_cycle(lag, req: Requests, B, steps, T_b, n_w, I_s, taus: tuple, m: float, o_req) -> tuple:
+def _mixed_cycle(lag, req: Requests, B, steps, T_b, n_w, I_s, taus: tuple, first_wave: tuple, m: float, o_req):
     """Mixed prefill in lockstep (module docstring): (mean TTFT, the mean TTFT wait in iterations, the mean
     decode iteration, the prefill iterations a request decodes through) over the clients' waves.
 
-    A burst of B·P' prompt tokens takes n_b = ⌈n_w⌉ iterations (:func:`_burst_positions`). Request j's
+    A later wave's burst of B·P' prompt tokens takes n_b = ⌈n_w⌉ iterations, full ones at τ_b and the
+    remainder at its own cost; the first wave's (``first_wave``) is laid out by kind (:func:`_wave_times`):
+    E[k], the mean burst time up to a request's own iteration, the whole burst, its iterations, those up to the
+    first prompt's end, and the tail iteration after a request's end. Request j's
     follow-up is sent when it finishes, k + G − 1 iterations after the burst began, and joins the first
     iteration after the ``lag`` iterations already scheduled and after its front-end time o_req
     (lag = max(replacement_lag, ⌈o_req / τ_d⌉): the front end runs while the engine iterates): the cycle is
     G − 1 + lag + I_s iterations and a request waits for the lag + I_s iterations up to its own,
     min(k − 1, lag + I_s − 1) of them the burst's (full) iterations ahead of it, the rest the previous cycle's
-    decode; it decodes through every other burst iteration. When the burst's last prompt ends within lag
-    iterations of the first (n_b − ⌈P'/T_b⌉ ≤ lag) every request has finished before the first follow-up is
-    scheduled: the engine idles and takes the wave back whole, o_req after it is sent, so every wave is the
-    first (request k waits for the k burst iterations up to its own and decodes through the n_b − k after it).
+    decode; it decodes through every other burst iteration. When the first wave's last prompt ends within lag
+    iterations of its first every request has finished before the first follow-up is scheduled: the engine
+    idles and takes the wave back whole, so every wave is the first (request k waits for the k burst
+    iterations up to its own and decodes through the n_b − k after it), its follow-up sent at its end and
+    taken back after the n_b − k tail iterations of the requests behind it, and not before o_req.
     A burst longer than the cycle is token-budget-bound: every iteration prefills."""
-    tau_b, tau_f, tau_d = taus
+    tau_b, part_b, tau_d = taus
     Pn = float(req.new)
     n_b = np.maximum(np.ceil(n_w - 1e-9), 1.0)
-    k_mean, first, whole_f = _burst_positions(B, Pn, T_b, n_w, tau_f, tau_d)
+    k_mean, first, whole_f, n_b1, to_first, tau_t = first_wave  # to_first: iterations up to the first prompt's end
     S = _before(lag + I_s - 1, B, Pn, T_b)  # the burst iterations ahead of a request in its wait
     last = 1 - np.minimum(B, np.floor((n_b - 1) * T_b / Pn + 1e-9)) / B
-    part_b = tau_d + (n_w - (n_b - 1)) * (tau_b - tau_d)
     own = (1 - last) * tau_b + last * part_b
-    whole = n_b - np.ceil(Pn / T_b - 1e-9) <= lag
-    later = np.where(whole, first + o_req, S * tau_b + (lag + I_s - 1 - S) * tau_d + own)
+    whole = n_b1 - to_first <= lag
+    back = (n_b1 - k_mean) * tau_t + np.maximum(o_req - (n_b1 - to_first) * tau_t, 0.0)  # sent to taken back
+    later = np.where(whole, first + back, S * tau_b + (lag + I_s - 1 - S) * tau_d + own)
     seen_s = np.where(whole, whole_f - first, (n_b - 1 - S) * tau_b + part_b - own)
-    seen = np.where(whole, n_b - k_mean, n_b - 1 - S)
+    seen = np.where(whole, n_b1 - k_mean, n_b - 1 - S)
     wait = np.where(whole, k_mean, lag + I_s)
     bound = n_b > steps + lag + I_s  # token-budget-bound: every iteration prefills
     if bound.any():  # the follow-up's lag is spent in the queue; it decodes in prefilling iterations only
@@ -237,13 +236,59 @@ def _mixed_cycle(lag, req: Requests, B, steps, T_b, n_w, I_s, taus: tuple, m: fl
         seen = np.where(bound, np.clip(n_w - I_s, 0.0, steps), seen)
         seen_s = np.where(bound, seen * tau_b, seen_s)
     seen = np.minimum(seen, steps)
-    seen_1 = np.minimum(n_b - k_mean, steps)  # the first wave decodes through the burst after its own
-    seen_1s = np.where(seen_1 < n_b - k_mean, seen_1 * tau_f, whole_f - first)
+    seen_1 = np.minimum(n_b1 - k_mean, steps)  # the first wave decodes through the burst after its own
+    after = (whole_f - first) / np.maximum(n_b1 - k_mean, 1e-9)
+    seen_1s = np.where(seen_1 < n_b1 - k_mean, seen_1 * after, whole_f - first)
     step_s = (seen_s + (steps - seen) * tau_d) / max(steps, 1e-9)
     step_1 = (seen_1s + (steps - seen_1) * tau_d) / max(steps, 1e-9)
     ttft = (1 - 1 / m) * later + (1 / m) * (first + o_req)
     w = 1 / m
     return ttft, (1 - w) * wait + w * k_mean, (1 - w) * step_s + w * step_1, (1 - w) * seen + w * seen_1
+
+
+def _flow(eng: EngineConfig, req: Requests, B, w: float, away: tuple, cap) -> tuple:
+    """A later wave's burst as a flow (:func:`llmath.deploy.burst.flow_decoders`, ``away``: the lag and the
+    requests queued): (decoders in a full burst iteration, prompt tokens T_b in it, burst iterations
+    n_w = B·P' / T_b, iterations I_s one prompt spans)."""
+    Pn, (K, chunked) = float(req.new), _budget(eng, req)
+    D = flow_decoders(B, Pn, K, chunked, w, away[0], cap, queued=away[1])
+    if not chunked:  # whole prompts: those that fit beside the decoders, one at least
+        T_b = np.minimum(np.maximum(np.floor((K - D * w) / Pn), 1.0), B) * Pn if np.isfinite(K) else B * Pn
+        return D, T_b, B * Pn / T_b, np.ones_like(T_b)
+    T_b = np.minimum(np.maximum(K - D * w, 1.0), B * Pn)
+    return D, T_b, B * Pn / T_b, np.maximum(1.0, np.ceil(Pn / np.maximum(K - D * w, 1.0)))
+
+
+def _first_wave(dec: Decoding, eng: EngineConfig, req: Requests, B) -> tuple:
+    """The first wave's burst by kind (:func:`llmath.deploy.burst.wave_kinds`), the pure decode iteration and
+    the wave's tail iteration: after a request ends, the requests behind it decode alone, mirroring the burst's
+    iterations after the first prompt's end (B − D of them decode); a wave that comes back whole waits
+    through it."""
+    Pn, (K, chunked) = float(req.new), _budget(eng, req)
+    kinds = wave_kinds(B, Pn, float(req.cached), K, chunked, dec.width, life=req.decode_steps / dec.tokens)
+    _, full, last = kinds
+    d_tail = B - (full.count * full.decoders + last.count * last.decoders) / np.maximum(full.count + last.count, 1e-9)
+    d = np.stack(np.broadcast_arrays(B, np.maximum(d_tail, 1.0)))
+    tau_d, tau_t = dec.step(d, req.decode_context) + _overheads(dec, eng, req, d, 0.0)[1]
+    return kinds, tau_d, tau_t
+
+
+def _wave_times(dec: Decoding, eng: EngineConfig, req: Requests, B, first: tuple, d_flow) -> tuple:
+    """The burst iterations timed by kind, each at its mean decoders and chunks with its decoders' per-token
+    overhead, in one evaluation: (the first wave's (E[k], mean time up to a request's own iteration, the whole
+    burst, its iterations, those up to the first prompt's end), a later wave's (full iteration, last
+    iteration) with ``d_flow`` decoders in a full one)."""
+    Pn, (K, chunked) = float(req.new), _budget(eng, req)
+    kinds = (*first, *wave_kinds(B, Pn, float(req.cached), K, chunked, dec.width, d_flow)[1:])
+    d, n, c, pf = (np.stack(np.broadcast_arrays(*(getattr(k, f) for k in kinds))) for f in _LAYOUT)
+    tau = dec.mixed(d, req.decode_context, n, c, pf) + _overheads(dec, eng, req, B, d)[0]
+    upto, whole = (sum(getattr(k, f) * t for k, t in zip(first, tau[:3], strict=True)) for f in ("upto", "count"))
+    head, _, last = first
+    to_first = head.count + (last.decoders < 0.5)  # the iterations up to the first prompt's end (D = 0 in them)
+    return (sum(k.upto for k in first), upto, whole, sum(k.count for k in first), to_first), (tau[3], tau[4])
+
+
+_LAYOUT = ("decoders", "chunks", "size", "prefix")
 
 
 def in_step(req: Requests) -> bool:

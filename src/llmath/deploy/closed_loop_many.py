@@ -7,10 +7,11 @@ they read of the engine, the requests and the decoding only scalars that the rep
 :func:`lockstep_states` therefore concatenates the replicas' concurrency grids that share those scalars
 (same engine settings, requests, way of decoding and efficiency) into one axis and calls
 :func:`~.closed_loop.lockstep_state` itself once over it: its iteration times come from each replica's own
-:meth:`~.serving.Decoding.mixed_and_step` on its own slice (:class:`_Stacked`), its ``max_resident`` is
-each point's replica's. The numbers are the formulas' own, element for element (tests/test_closed_loop_many.py
-compares them with one call per replica); the one reduction over the points, the number of burst positions
-summed one by one (``closed_loop._before``), only adds zero terms to the replicas that need fewer.
+:meth:`~.serving.Decoding.step`, ``mixed`` and ``mixed_and_step`` on its own slice (:class:`_Stacked`),
+its ``max_resident`` is each point's replica's. The numbers are the formulas' own, element for element
+(tests/test_closed_loop_many.py compares them with one call per replica); the one reduction over the points,
+the number of burst positions summed one by one (``closed_loop._before``), only adds zero terms to the replicas
+that need fewer.
 """
 
 from __future__ import annotations
@@ -31,6 +32,23 @@ class _Stacked(Decoding):
 
     members: tuple[Decoding, ...] = ()
     bounds: tuple[int, ...] = ()
+
+    def step(self, d, ctx) -> np.ndarray:
+        """Each replica's own :meth:`~.serving.Decoding.step` on its points (the last axis), concatenated."""
+        return self._each("step", d, ctx)
+
+    def mixed(self, d, ctx, n, c, pf) -> np.ndarray:
+        """Each replica's own :meth:`~.serving.Decoding.mixed` on its points (the last axis), concatenated."""
+        return self._each("mixed", d, ctx, n, c, pf)
+
+    def _each(self, method: str, *args) -> np.ndarray:
+        points = self.bounds[-1]
+        shape = np.broadcast_shapes(*(np.shape(x) for x in args))
+        shape = (*shape[:-1], points) if shape and shape[-1] in (1, points) else (*shape, points)
+        full = [np.broadcast_to(np.asarray(x, dtype=float), shape) for x in args]
+        spans = zip(self.bounds[:-1], self.bounds[1:], strict=True)
+        outs = [getattr(m, method)(*(x[..., a:b] for x in full)) for m, (a, b) in zip(self.members, spans, strict=True)]
+        return np.concatenate(outs, axis=-1)
 
     def mixed_and_step(self, ds: tuple, d_step, ctx, n, c, pf) -> list[np.ndarray]:
         """Each replica's own :meth:`~.serving.Decoding.mixed_and_step` on its slice, concatenated."""

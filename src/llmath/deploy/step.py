@@ -40,6 +40,7 @@ from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
+from llmath.hardware.fitted_ops import attention_columns
 from llmath.hardware.roofline import Efficiency, byte_weights_key, monomial_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
@@ -186,8 +187,31 @@ class Device:
         in prefill, the mask of passes mixing decode tokens in (their attention keeps the scalar fractions)."""
         eff = self.decode_eff if decode else self.eff
         tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode, context)
+        return StepCost(tm.sum(-1), *self._totals(t, mv))
+
+    def _mixed_time(self, t: Table, mv: np.ndarray, rows, tokens, shape: tuple) -> StepCost:
+        """A pass of ``d`` decoders at context ``s`` and ``nc`` chunks of ``c`` tokens after ``pf`` cached ones:
+        every op over all the tokens at once, but attention in two parts, the chunks' at the fitted prefill
+        attention and the decoders' at the fitted decode attention (each part reads its own KV, so no single
+        fitted shape is both); an iteration never gets cheaper for carrying one more decoder."""
+        d, s, nc, c, pf = shape
+        hw, p = self.hw, self.precision
+        tm = monomial_times(t, mv, hw, p, self.eff, rows, tokens, False, d > 0)[0]
+        j = attention_columns(t)
+        if not j.size or not (d > 0).any():
+            return StepCost(tm.sum(-1), *self._totals(t, mv))
+        has = nc * c > 0
+        n1, c1, d1 = np.where(has, nc, 1.0), np.where(has, c, 1.0), np.maximum(d, 1.0)
+        pre_mv = self._fix(t, _mono(t, Scenario(n1, c1, pf)), n1 * c1)
+        dec_mv = self._fix(t, _mono(t, Scenario(d1, 1, s)), d1)
+        pre = monomial_times(t, pre_mv, hw, p, self.eff, n1, n1 * c1, False)[0][..., j]
+        dec = monomial_times(t, dec_mv, hw, p, self.decode_eff, d1, d1, True, s)[0][..., j]
+        tm[..., j] = np.where((d > 0)[..., None], pre + dec, tm[..., j])
+        return StepCost(tm.sum(-1), *self._totals(t, mv))
+
+    def _totals(self, t: Table, mv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         totals = mv @ _totals(t, byte_weights_key(t, self.precision))  # [bytes, FLOPs] of the whole pass
-        return StepCost(tm.sum(-1), totals[..., 0], totals[..., 1])
+        return totals[..., 0], totals[..., 1]
 
     def _comm(self, colls: tuple, scen, ops_s: np.ndarray) -> np.ndarray:
         """Exposed communication: the plain collectives + what overlapped ones leave uncovered."""
@@ -214,7 +238,7 @@ class Device:
                 dec_only = self._time(t, mv, rows, tokens, True, s)
                 out.append(self._with_comm(dec_only, part.decode_collectives, mixed))
             if has_prefill.any():
-                pre = self._time(t, mv, rows, tokens, False, d > 0)  # mixed: attention at the scalar fractions
+                pre = self._mixed_time(t, mv, rows, tokens, (d, s, nc, c, pf))
                 out.append(self._with_comm(pre, part.prefill_collectives, mixed))
             if len(out) == 1:
                 return out[0]

@@ -95,6 +95,16 @@ def columns(table: Table) -> Columns:
     return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, r, moe, share, inter, mla, mh, dims)
 
 
+@lru_cache(maxsize=256)
+def attention_columns(table: Table) -> np.ndarray:
+    """The ops whose attention has a fitted kernel model (dense attention and MLA's prefill attention): the
+    columns a pass mixing decoders and prefill chunks times in two parts."""
+    cols = columns(table)
+    out = np.concatenate([cols.attn, cols.mla])
+    out.setflags(write=False)
+    return out
+
+
 def _mla_columns(table: Table) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
     """MLA's prefill attention columns (decoder-only), their heads from their own terms (2·(qk + v) FLOPs per
     head per visible pair; on a layout, the rank's share) and the per-head widths."""
