@@ -396,7 +396,7 @@ def _collisions(req: Requests, tokens: float, n, starts, apart: int = 1):
     return out.reshape((len(n), *np.shape(starts), apart))
 
 
-COLLISION_POINTS = 1 << 15  # the largest sum's range laid out exactly
+COLLISION_POINTS = 1 << 13  # the largest sum's range laid out exactly
 MAX_APART = 64  # iterations of one prompt's prefill over which the earlier senders' chunks are counted
 
 
@@ -421,7 +421,7 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     waited = (1 - idle) * np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau - 1e-9)) * tau + idle * o_req
     c = np.minimum(together, B)
     d = np.maximum(B - c, 0.0) if eng.mixed_prefill else np.zeros_like(c)
-    K_e = np.maximum(K - d * dec.width, 1.0) if chunked else np.full_like(c, np.inf)
+    K_e = np.maximum(K - d * dec.width, 1.0 if chunked else Pn)  # whole prompts: one at least
     T = np.minimum(K_e, c * Pn) if chunked else np.maximum(np.floor(np.minimum(K_e, c * Pn) / Pn), 1.0) * Pn
     n_it = np.maximum(np.ceil(c * Pn / T - 1e-9), 1.0)
     k_mean = 1 + _before(n_it - 1, c, Pn, T)
