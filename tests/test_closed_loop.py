@@ -180,6 +180,11 @@ def test_a_scheduler_that_polls_every_n_iterations_delays_the_replacements_by_ha
     tau = float(base.step_decode_s[0])
     assert float(polled.ttft_s[0] - base.ttft_s[0]) == pytest.approx((30 / 2 - 1 / 2) * tau, rel=0.15)
     assert float(polled.tpot_s[0]) == pytest.approx(float(base.tpot_s[0]), rel=0.02)
+    # the drawn-lengths loop (each wave after the first out of step, m = 10 prompts per client) keeps that wait
+    # on its 9 later waves: about 9/10 of the same (N/2 − 1/2)·τ, the first wave starting together (no wait)
+    drift, drift_polled = (drifting_state(dev, e, req, [32], bmax) for e in (eng, replace(eng, recv_interval=30)))
+    gained = float(drift_polled.ttft_s[0] - drift.ttft_s[0])
+    assert gained == pytest.approx(0.9 * (30 / 2 - 1 / 2) * tau, rel=0.25)
     # lockstep waves come back into an idle engine, whose idle loop polls at once: no change there
     fixed = Requests(1024, 1024)
     same = lockstep_state(dev, replace(eng, recv_interval=30), fixed, [32], bmax)

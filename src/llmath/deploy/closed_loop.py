@@ -418,7 +418,11 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     tau = f * uniform.step_mixed_s + (1 - f) * uniform.step_decode_s
     o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
     idle = (o_req / uniform.e2e_s) ** (C - 1)
-    waited = (1 - idle) * np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau - 1e-9)) * tau + idle * o_req
+    joined = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau - 1e-9)) * tau
+    waited = (1 - idle) * (
+        np.maximum(joined, o_req + _poll_wait(eng.recv_interval, f, tau)) + _held(dec, eng, req, uniform, tau)
+    )
+    waited = waited + idle * o_req
     c = np.minimum(together, B)
     d = np.maximum(B - c, 0.0) if eng.mixed_prefill else np.zeros_like(c)
     K_e = np.maximum(K - d * dec.width, 1.0 if chunked else Pn)  # whole prompts: one at least
@@ -433,6 +437,17 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     done = np.arange(1.0, earlier.shape[-1] + 1.0) * K_e[..., None] if chunked else np.inf
     ahead = (earlier * np.maximum(Pn - done, 0.0)).sum(axis=-1) / K_e if chunked else 0.0
     return waited + (k_mean + ahead) * tau_c, c * Pn / T * lost / c
+
+
+def _held(dec: Decoding, eng: EngineConfig, req: Requests, ss: SteadyState, mean_step):
+    """Mean time a scheduled prompt is held before it prefills: TensorRT-LLM's batch waiting and attention-DP
+    balancing (:func:`_batch_wait_iterations`, :func:`_adp_balance_iterations`; 0 where the engine has neither),
+    at the state ``ss``'s decoding batch and arrivals per iteration of ``mean_step``."""
+    arrivals = ss.requests_s * mean_step
+    held = _batch_wait_iterations(eng, req, ss.decode_batch, arrivals) + _adp_balance_iterations(
+        eng, dec.dev.dp, arrivals
+    )
+    return held * mean_step
 
 
 def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int):
@@ -457,9 +472,7 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
         f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
         mean = f * t_m + (1 - f) * t_d
         wait = np.maximum(eng.replacement_lag * mean - o_req, (f * t_m**2 + (1 - f) * t_d**2) / (2 * mean))
-        wait = np.maximum(wait, _poll_wait(eng.recv_interval, f, mean))
-        wait = wait + _batch_wait_iterations(eng, req, ss.decode_batch, ss.requests_s * mean) * mean
-        wait = wait + _adp_balance_iterations(eng, dec.dev.dp, ss.requests_s * mean) * mean
+        wait = np.maximum(wait, _poll_wait(eng.recv_interval, f, mean)) + _held(dec, eng, req, ss, mean)
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
         wait = wait * busy
         inside = np.maximum(C * (ss.e2e_s - o_req) / (ss.e2e_s + wait), 1.0)
