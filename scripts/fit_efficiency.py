@@ -294,6 +294,14 @@ def attn_feats(x, fmt, cls):
 # Its compute terms only: the weight stream and per-kernel time are the per-tensor FP8 fit's (the tables time
 # both kernels within 5% at 1-128 tokens on split layers; the block scales cost in the mainloop, at prefill sizes)
 MEMORY_TERMS = (5, 6, 7, 8)  # mem, hm, pm, t0
+# The MoE tables time each shape under three routings. Fitted on the ``balanced`` rows (the gated kernels with
+# the experts hit of independent uniform picks, moe_cost's default; the weight-only kernel with min(E, T·k));
+# ``--moe-routing power_law``: on the ``power_law_1.01`` rows aiconfigurator assumes for DeepSeek-style layers
+# (sdk/config.py, sdk/models/deepseek.py), with that routing's experts hit (llmath.ops.routing). Measured both
+# ways, the power-law fit is not applied: docs/efficiency.md, "MoE routing".
+MOE_ROWS = {"power_law": "power_law_1.01", "balanced": "balanced"}
+MOE_FEATURE = {"power_law": "power_law", "balanced": None}  # the gated fits' experts-hit routing
+MOE_ROUTING = ["balanced"]  # set from the command line
 
 
 def moe_fits(root, sysname, ver, hw, files):
@@ -301,7 +309,8 @@ def moe_fits(root, sysname, ver, hw, files):
     df = read_table(root, rel, files)
     if df is None:
         return {}
-    df = df[(df.distribution == "balanced") & (df.moe_tp_size == 1) & (df.moe_ep_size == 1)]
+    routing = MOE_ROUTING[0]
+    df = df[(df.distribution == MOE_ROWS[routing]) & (df.moe_tp_size == 1) & (df.moe_ep_size == 1)]
     keys = ["hidden_size", "inter_size", "topk", "num_experts"]
     out = {}
     kinds = {raw: (fmt, fmt) for raw, fmt in DTYPES.items()} | {k: (k, f) for k, f in MOE_STORAGE_RUNS.items()}
@@ -321,11 +330,13 @@ def moe_fits(root, sysname, ver, hw, files):
         out[key] = run_fit(
             "moe",
             d,
-            lambda x, f=fmt: COST["moe"](x.num_tokens, x.hidden_size, x.inter_size, x.topk, x.num_experts, f),
+            lambda x, f=fmt, r=MOE_FEATURE[routing]: COST["moe"](
+                x.num_tokens, x.hidden_size, x.inter_size, x.topk, x.num_experts, f, r
+            ),
             keys,
             hw.peak(fmt),
             bw(hw),
-            f"{rel} ({srcs[0]}, balanced, tp=ep=1)",
+            f"{rel} ({srcs[0]}, {MOE_ROWS[routing]}, tp=ep=1)",
             hw.name,
             key,
             fixed,
@@ -350,17 +361,18 @@ def weight_only_moe_fits(root, sysname, ver, hw, files):
     for key, runs in MOE_WEIGHT_ONLY.items():
         if df is None or runs not in hw.peak_flops_per_s or "fp4" in hw.peak_flops_per_s:
             continue
-        d = df[(df.moe_dtype == key) & (df.distribution == "balanced") & (df.kernel_source == "moe_torch_flow")]
+        routing = MOE_ROUTING[0]
+        d = df[(df.moe_dtype == key) & (df.distribution == MOE_ROWS[routing]) & (df.kernel_source == "moe_torch_flow")]
         floor_us = float(d[(d.moe_tp_size == 1) & (d.num_tokens == 1)].latency.median()) * 1e3
         d = d[(d.moe_tp_size == 1) & (d.moe_ep_size == 1)]
         if len(d) < 20:
             continue
         d = median_rows(d, ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts"])
 
-        def feats(x, k=key):
-            # the tables' balanced routing spreads the T·k routed tokens evenly: min(E, T·k) experts hit (H200,
-            # E = 32, 8-64 tokens of top-4: 201-207 µs, flat once every expert is hit)
-            return COST["moe"](x.num_tokens, x.hidden_size, x.inter_size, x.topk, x.num_experts, k, balanced=True)
+        def feats(x, k=key, r=routing):
+            # the rows' routing gives the experts hit (balanced: min(E, T·k); H200, E = 32, 8-64 tokens of top-4:
+            # 201-207 µs, flat once every expert is hit)
+            return COST["moe"](x.num_tokens, x.hidden_size, x.inter_size, x.topk, x.num_experts, k, r)
 
         out[key] = run_fit(
             "moe",
@@ -369,7 +381,7 @@ def weight_only_moe_fits(root, sysname, ver, hw, files):
             ["num_tokens"],
             hw.peak(runs),
             bw(hw),
-            f"{rel} (moe_torch_flow, balanced, tp=ep=1)",
+            f"{rel} (moe_torch_flow, {MOE_ROWS[routing]}, tp=ep=1)",
             hw.name,
             key,
             fixed={8: floor_us},
@@ -464,7 +476,9 @@ def main(argv=None) -> None:
     ap.add_argument("--fixture", type=Path, default=Path("tests/data/efficiency_kernels.json"))
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (one system each)")
     ap.add_argument("--only", nargs="*", default=[], choices=GROUPS, help="refit these groups, keep the others")
+    ap.add_argument("--moe-routing", choices=sorted(MOE_ROWS), default="balanced", help="the MoE rows fitted")
     a = ap.parse_args(argv)
+    MOE_ROUTING[0] = a.moe_routing  # read by the forked workers
     root = a.unpacked / "aiconfigurator_core" / "systems" / "data"
     only = tuple(a.only)
     with Pool(a.jobs) as pool:

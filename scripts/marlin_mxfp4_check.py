@@ -48,7 +48,8 @@ TOKENS = (1024, 8192)
 
 def features(x):
     """The ``moe`` cost of one rank's layer: moe-TP splits each expert's intermediate width, all experts held."""
-    return COST["moe"](x.num_tokens, x.hidden_size, x.inter_size / x.moe_tp_size, x.topk, x.num_experts, KEY, True)
+    tp_inter = x.inter_size / x.moe_tp_size
+    return COST["moe"](x.num_tokens, x.hidden_size, tp_inter, x.topk, x.num_experts, KEY, "balanced")
 
 
 def fit_engine(root: Path, sysname: str, name: str, engine: str) -> dict | None:
@@ -90,7 +91,7 @@ def gpt_oss_row(root: Path, sysname: str, table: str, kernel: str, tokens: int, 
 
 def gpt_oss_line(root: Path, sysname: str, name: str, coef, tokens: int, tp: int) -> str:
     hw = get_hardware(name)
-    x = COST["moe"](tokens, 2880, 2880 / tp, 4, 128, KEY, True)
+    x = COST["moe"](tokens, 2880, 2880 / tp, 4, 128, KEY, "balanced")
     fit = float(model_time(coef, *x, hw.peak("bf16"), hw.memory_bandwidth_bytes_per_s, 64)) * 1e3
     others = [f"{label} {gpt_oss_row(root, sysname, t, k, tokens, tp) or float('nan'):.3f}" for label, t, k in OTHERS]
     return f"  gpt-oss layer, {tokens} tokens, moe-TP {tp}: Marlin fit {fit:.3f} ms; measured " + ", ".join(others)

@@ -101,25 +101,61 @@ def test_prefill_first_waves_stay_whole_as_in_the_simulation(prompt, gen, budget
     assert ss.ttft_s[0] > (n_w + 1) / 2 * one_batch
 
 
-@pytest.mark.parametrize("engine", ["vllm", "trtllm", "sglang"])
-@pytest.mark.parametrize("conc", [4, 64])
-def test_varying_output_lengths_fall_out_of_step_as_in_the_simulation(engine, conc):
-    # outputs uniform in [int(0.8·256), 256] = 204 … 256 (a benchmark's --random-range-ratio 0.8): the first
-    # wave starts together, its follow-ups come back out of step. Bounds stated in docs/serving.md: TTFT within
-    # 25%, TPOT and e2e within 10% of the iteration simulation (measured: TTFT -0 … -23%, TPOT/e2e -7 … +1%)
-    dev, eng, _, _ = _case(engine, 1024, 256, 8192)
-    req = Requests(1024, 1, gen_dist=tuple((int(g), 1.0) for g in np.linspace(204, 256, 9).round()))
-    bmax = memory(dev, eng, req).max_resident
+def _drawn(model: str, engine: str, prompt: int, budget: int):
+    # outputs uniform over 9 lengths in [int(0.8·256), 256] = 204 … 256 (a benchmark's --random-range-ratio 0.8)
+    dev = Device(resolve(model), H100, Precision(), efficiency("expected", H100))
+    eng = engines.preset(engine, H100, max_num_batched_tokens=budget, chunked_prefill=True)
+    req = Requests(prompt, 1, gen_dist=tuple((int(g), 1.0) for g in np.linspace(204, 256, 9).round()))
+    return dev, eng, req, memory(dev, eng, req).max_resident
+
+
+@pytest.mark.parametrize(
+    "model,engine,prompt,budget,conc,ttft_bound",
+    [
+        # the follow-ups come back in clumps of the clients whose summed lengths coincide
+        ("llama-3.2-1b", "vllm", 1024, 8192, 64, 0.02),  # measured -0.5% TTFT, +0.3% TPOT
+        ("llama-3.2-1b", "sglang", 1024, 8192, 64, 0.02),  # +0.9%, +0.5% (prefill-first: whole waves of 7)
+        ("llama-3.2-1b", "sglang", 1024, 8192, 256, 0.02),  # +0.4%, +1.2%
+        ("llama-3.2-1b", "trtllm", 1024, 2048, 256, 0.02),  # +1.1%, +1.4%
+        ("qwen3-30b-a3b", "vllm", 1024, 8192, 64, 0.02),  # -0.8%, +0.5%
+        ("qwen3-30b-a3b", "vllm", 1024, 8192, 256, 0.02),  # +1.6%, +0.1% (C > B_max: the queue)
+        ("llama-3.2-1b", "trtllm", 1024, 16384, 1, 0.02),  # 0.0%, 0.0% (one client: an idle engine)
+        # a chunked 8k prompt behind the earlier senders' chunks; the backlog's own queueing is not counted
+        ("qwen3-30b-a3b", "trtllm", 8192, 2048, 16, 0.05),  # -3.1%, +2.5%
+        ("llama-3.2-1b", "vllm", 8192, 2048, 16, 0.06),  # -4.8%, +2.4%
+    ],
+)
+def test_varying_output_lengths_fall_out_of_step_as_in_the_simulation(model, engine, prompt, budget, conc, ttft_bound):
+    # docs/serving.md, "Closed forms against the simulation": the first wave starts together, the clients'
+    # n-th requests are sent after n drawn lengths; ten prompts per client, as the benchmark recipe sends them
+    dev, eng, req, bmax = _drawn(model, engine, prompt, budget)
     ss = drifting_state(dev, eng, req, [conc], bmax)
     sim = simulate(dev, eng, req, conc, bmax, iterations=100_000, arrival="closed", prompts_per_client=10)
-    assert ss.ttft_s[0] == pytest.approx(sim.ttft_s, rel=0.25)
-    assert ss.tpot_s[0] == pytest.approx(sim.tpot_s, rel=0.10)
-    assert ss.e2e_s[0] == pytest.approx(sim.e2e_s, rel=0.10)
+    assert ss.ttft_s[0] == pytest.approx(sim.ttft_s, rel=ttft_bound)
+    assert ss.tpot_s[0] == pytest.approx(sim.tpot_s, rel=0.03)
+    assert ss.e2e_s[0] == pytest.approx(sim.e2e_s, rel=0.03)
+
+
+def test_drifting_state_is_vectorised_over_concurrency():
+    # one evaluation over several concurrencies gives each one's own state (the collisions' range and the
+    # earlier senders' window are laid out for the largest)
+    dev, eng, req, bmax = _drawn("llama-3.2-1b", "vllm", 8192, 2048)
+    many = drifting_state(dev, eng, req, [1, 3, 16, 64, 300], bmax)
+    for i, c in enumerate([1, 3, 16, 64, 300]):
+        one = drifting_state(dev, eng, req, c, bmax)
+        assert np.ndim(one.ttft_s) == 0
+        assert (many.ttft_s[i], many.tpot_s[i]) == pytest.approx((float(one.ttft_s), float(one.tpot_s)), rel=1e-9)
+
+
+def test_varying_output_lengths_wait_less_than_requests_in_step():
     # out of step, a request no longer waits for the whole group's prefills: below the lockstep loop at the
     # same mean length (the simulation with fixed lengths keeps them in step)
+    dev, eng, req, bmax = _drawn("llama-3.2-1b", "vllm", 1024, 8192)
     fixed = Requests(1024, 230)
-    lock = simulate(dev, eng, fixed, conc, bmax, iterations=100_000, arrival="closed", prompts_per_client=10)
-    assert sim.ttft_s < lock.ttft_s and ss.ttft_s[0] < lockstep_state(dev, eng, fixed, [conc], bmax).ttft_s[0]
+    sim = simulate(dev, eng, req, 64, bmax, iterations=100_000, arrival="closed", prompts_per_client=10)
+    lock = simulate(dev, eng, fixed, 64, bmax, iterations=100_000, arrival="closed", prompts_per_client=10)
+    ss = drifting_state(dev, eng, req, [64], bmax)
+    assert sim.ttft_s < lock.ttft_s and ss.ttft_s[0] < lockstep_state(dev, eng, fixed, [64], bmax).ttft_s[0]
 
 
 def test_serve_closed_loop_with_a_length_distribution_is_the_drifting_state():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -257,15 +258,27 @@ def test_a_rank_holds_its_share_of_the_expert_layer(tp, ep, dp, share, inter_sha
     assert cols.share == pytest.approx(share) and cols.inter_share == pytest.approx(inter_share)
 
 
-def test_rank_routed_experts_run_at_the_moe_fit_of_their_share():
-    # tp=4 (moe-TP 4) on an H100: each rank's grouped MoE kernel is the layer with inter / 4; the fit's features
-    # are x1 = tokens · top-k / E, x2 = hidden · inter / 4, xm = the whole layer's bytes / 4
+# EP 4, 16 tokens × top-8 of 128 experts: the uniform routing's busiest rank 1 + z4·√((4 − 1)/(16·8)), with
+# z4 = Φ⁻¹((4 − 0.375)/4.25), Blom's expected maximum of 4 standard normals
+EP4_BUSIEST = 1 + NormalDist().inv_cdf(3.625 / 4.25) * (3 / 128) ** 0.5
+
+
+@pytest.mark.parametrize(
+    "ep, inter_split, busiest",
+    [
+        (1, 4, 1.0),  # tp=4, moe-TP 4: each rank's grouped kernel is the layer with inter / 4
+        (4, 1, EP4_BUSIEST),  # tp=4, EP 4: a quarter of the experts, each whole; the layer waits for the busiest
+    ],
+)
+def test_rank_routed_experts_run_at_the_moe_fit_of_their_share(ep, inter_split, busiest):
+    # on an H100, 16 decode tokens: the fit's features are x1 = tokens · top-k / E, x2 = hidden · inter / moe-TP,
+    # xm = the whole layer's bytes / 4 (the rank's share); compute × the busiest-rank factor, the stream not
     from llmath.deploy.cost import rank_table
     from llmath.deploy.layout import make_layout
 
     hw = hardware.get("h100-sxm")
     spec = _moe_spec(MOE_ROW)
-    t = rank_table(spec, "decode", "flash", make_layout(spec, ParallelConfig(None, 4, 1, 1, 1)), 0)
+    t = rank_table(spec, "decode", "flash", make_layout(spec, ParallelConfig(None, 4, 1, ep, 1)), 0)
     e = efficiency("expected", hw)
     B = 16
     n = len(t.ops)
@@ -273,7 +286,7 @@ def test_rank_routed_experts_run_at_the_moe_fit_of_their_share():
     f, inv = fo.apply(t, hw, P16, e, B, B, True, None, np.ones(n), None, rts)
     coef = _coef("h100-sxm", "moe")
     xm = ef.moe_cost(B, 4096, 1536, 8, 128, "bf16")[2] / 4
-    ec, em, _ = ef.fractions(coef, B * 8 / 128, 4096 * 1536 / 4, xm, ef.tile_rows("hopper"))
+    ec, em, _ = ef.fractions(coef, B * 8 / 128, 4096 * 1536 / inter_split, xm, ef.tile_rows("hopper"))
     r = fo.columns(t).routed
     assert inv[r] == pytest.approx(np.full(3, 1 / (3.35e12 * em)), rel=1e-9)  # H100 SXM: 3.35 TB/s
-    assert f[r] == pytest.approx(np.full(3, 1 / (989.5e12 * ec)), rel=1e-9)  # the rates passed in: 1 FLOP/s each
+    assert f[r] == pytest.approx(np.full(3, busiest / (989.5e12 * ec)), rel=1e-9)  # the rates passed in: 1 FLOP/s

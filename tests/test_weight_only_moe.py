@@ -40,7 +40,7 @@ def test_weight_only_moe_fit_reproduces_its_table(device, experts, tokens, ms):
     # the fit's form at the table's own routing (balanced: min(E, T·k) experts hit), at the bf16 peak: within
     # the fit's reported held-out p90 of the measured time
     hw = hardware.get(device)
-    x1, x2, xm, fl, by = ef.moe_cost(tokens, 2880, 2880, 4, experts, "w4a16_mxfp4", balanced=True)
+    x1, x2, xm, fl, by = ef.moe_cost(tokens, 2880, 2880, 4, experts, "w4a16_mxfp4", routing="balanced")
     t = ef.model_time(
         _entry(device)["coef"], x1, x2, xm, fl, by, hw.peak("bf16"), hw.memory_bandwidth_bytes_per_s,
         ef.device_tile(device),

@@ -38,6 +38,7 @@ from importlib import resources
 import numpy as np
 
 from llmath.errors import UnknownNameError, WorkloadError
+from llmath.ops.routing import experts_hit
 
 ROOFLINE_CLASSES = ("gemm", "attn_context", "attn_decode", "moe", "attn_mla_context")
 COLLECTIVES = ("all_reduce", "all_gather", "custom_all_reduce")
@@ -146,15 +147,28 @@ def mla_context_cost(batch, context, heads, qk_dim, v_dim, fmt: str, kv_fmt: str
     return S, B * H * S, bytes_, flops, bytes_
 
 
-def moe_cost(tokens, hidden, inter, topk, experts, fmt: str, balanced: bool = False):
+def moe_cost(tokens, hidden, inter, topk, experts, fmt: str, routing: str | None = None):
     """Gated expert MLPs (gate, up, down: 3·hidden·inter weights each) over T tokens routed to top-k of E
-    experts uniformly: 6·T·k·hidden·inter FLOPs; weights of the E·(1 − (1 − 1/E)^(T·k)) experts hit (random
-    routing's expectation; ``balanced``: min(E, T·k), the T·k routed tokens spread evenly over the experts), in
-    ``fmt``; the T·k routed activations read and written in 16-bit (in, intermediate, out)."""
+    experts: 6·T·k·hidden·inter FLOPs; weights of the experts hit, in ``fmt``; the T·k routed activations read
+    and written in 16-bit (in, intermediate, out). Experts hit: E·(1 − (1 − 1/E)^(T·k)) (the T·k routed picks
+    independent and uniform: the form the shipped ``moe`` fits use), or under ``routing`` one of
+    :data:`llmath.ops.routing.ROUTINGS` (``balanced``: min(E, T·k); ``power_law``: aiconfigurator's skewed rows)."""
     T, h, i, k, E = (np.asarray(v, dtype=float) for v in (tokens, hidden, inter, topk, experts))
-    hit = np.minimum(E, T * k) if balanced else E * (1 - (1 - 1 / E) ** (T * k))
+    hit = E * (1 - (1 - 1 / E) ** (T * k)) if routing is None else _experts_hit(T, k, E, routing)
     bytes_ = hit * 3 * h * i * BYTES[fmt] + T * k * (2 * h + 2 * i) * 2
     return T * k / E, h * i, bytes_, 6 * T * k * h * i, bytes_
+
+
+def _experts_hit(T, k, E, routing: str):
+    """:func:`llmath.ops.routing.experts_hit` over arrays of (top-k, experts) too (a table's rows)."""
+    if k.ndim == 0 and E.ndim == 0:
+        return experts_hit(T, int(E), int(k), routing)
+    T, k, E = np.broadcast_arrays(T, k, E)
+    hit = np.empty(T.shape)
+    for kk, ee in {(int(a), int(b)) for a, b in zip(k.ravel(), E.ravel(), strict=True)}:
+        sel = (k == kk) & (E == ee)
+        hit[sel] = experts_hit(T[sel], ee, kk, routing)
+    return hit
 
 
 COST: dict[str, Callable[..., tuple]] = {

@@ -19,6 +19,8 @@ Which operators a class's fit applies to, with the fit's own features (docs/effi
   tokens per expert (all the tokens the layer routes, every attention-DP replica's), hidden · inter / moe-TP
   (moe-TP splits each expert's width, EP holds whole experts) and the layer's bytes × s. Checked against the
   split rows of the same tables, which the fit never saw: ``scripts/moe_split_check.py`` (docs/decode_step.md).
+  Under EP the layer waits for its busiest rank: compute × the routing's busiest-rank factor
+  (:func:`llmath.ops.routing.busiest_rank_factor`).
   Experts stored in another format than their GEMMs run in (4-bit weights dequantised to a 16-bit GEMM) are
   not the measured kernel: they keep the GEMM fit.
 
@@ -42,6 +44,7 @@ from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
 from llmath.ops.kernel import Kernel
+from llmath.ops.routing import busiest_rank_factor
 from llmath.ops.table import by_kinds, op_weights
 
 
@@ -246,7 +249,8 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
         tok = rows * table.moe_tokens  # the tokens the layer routes: every attention-DP replica's
         xm = rank_moe_bytes(tok, cols, _moe_bytes_key(p, run_fmt))
         ec, em, _ = ef.fractions(moe, tok * k / E, float(h * i) * cols.inter_share, xm, eff.tile_rows)
-        f[..., r] = mm[r] / (peaks[r] * ec)
+        busiest = busiest_rank_factor(tok, E, k, round(cols.inter_share / cols.share))  # 1 without EP
+        f[..., r] = mm[r] / (peaks[r] * ec) * busiest
         inv[..., r] = 1.0 / (bw * em)
     return f, inv
 

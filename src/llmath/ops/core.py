@@ -31,8 +31,8 @@ Conventions (stated once, here):
 * **Causal pairs.** Query i (1-based, after S0) attends min(S0 + i, W) keys; pairs = Σ over the T new
   queries. Eager materialises T × (min(S0, W − 1) + T) scores, as transformers' sliding cache keeps W − 1.
 * **MoE.** Each token runs its top-k routed experts plus the shared ones; the router is a matmul. Expert
-  weights read = the expected number of distinct experts hit by B·T tokens under uniform routing,
-  E·(1 − (1 − k/E)^(B·T)), so MoE weight bytes are expectations (floats).
+  weights read = the distinct experts B·T tokens hit under the routing convention of :mod:`llmath.ops.routing`
+  (uniform by default: E·(1 − (1 − k/E)^(B·T)), an expectation, so MoE weight bytes are floats).
 
 Each operator's costs are sums of coefficient × monomial terms, where the coefficient depends on the
 model only and the monomial on the scenario (``BT`` = B·T tokens, ``P:w`` = B × causal pairs for window
@@ -52,6 +52,7 @@ import numpy as np
 from llmath.model.spec import ModelSpec
 from llmath.ops.bigbird_sizes import bigbird_monomial, bigbird_text
 from llmath.ops.kernel import Kernel
+from llmath.ops.routing import experts_hit
 from llmath.ops.split import Split
 
 Attention = Literal["eager", "flash"]
@@ -300,11 +301,6 @@ def _selected_prefix(n: Value, budget: int, c: int) -> Value:
 def qsa_pairs(T: Value, S0: Value, budget: int, c: int) -> Value:
     """(query, key) pairs of QSA's sparse attention per sequence over the T new queries."""
     return _selected_prefix(S0 + T, budget, c) - _selected_prefix(S0, budget, c)
-
-
-def experts_hit(tokens: Value, n_experts: int, top_k: int) -> np.ndarray:
-    """Expected distinct experts among ``n_experts`` hit by ``tokens`` tokens routing top-k uniformly."""
-    return n_experts * (1.0 - (1.0 - top_k / n_experts) ** np.asarray(tokens, dtype=float))
 
 
 def _compressed(m: str, B: Value, T: Value, S0: Value) -> Value:
