@@ -54,6 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction as Fr
 from functools import lru_cache
+from itertools import count as numbers
 
 from llmath.deploy.collectives import Collective
 from llmath.deploy.layout import Layout, stage_layers, trait_problem
@@ -202,14 +203,26 @@ def _key(f: Factor) -> tuple[int, int] | Factor:
     return (f.numerator, f.denominator) if isinstance(f, Fr) else f
 
 
-def _layout_factors(op: Op, spec: ModelSpec, L: Layout, memo: dict) -> tuple[Factors, tuple]:
-    """(:func:`_factors` of ``op``, their cache key), once per (split, whether the op is in an MoE block) of one
-    layout (``memo``: that layout's): the factors depend on nothing else of the operator."""
+# a factor set's cache key (:func:`_layout_factors`) → a number of its own, never given to another: the caches
+# keyed by it hash one int instead of nested tuples
+_FACTOR_IDS: dict[tuple, int] = {}
+_NEXT_ID = numbers()
+
+
+def _layout_factors(op: Op, spec: ModelSpec, L: Layout, memo: dict) -> tuple[Factors, int]:
+    """(:func:`_factors` of ``op``, the number of their cache key), once per (split, whether the op is in an MoE
+    block) of one layout (``memo``: that layout's): the factors depend on nothing else of the operator."""
     k = (op.split, op.component == "moe")
     got = memo.get(k)
     if got is None:
         default, over, fw, fb = f = _factors(op, spec, L)
-        got = memo[k] = (f, (_key(default), tuple((c, _key(v)) for c, v in over.items()), _key(fw), _key(fb)))
+        fkey = (_key(default), tuple((c, _key(v)) for c, v in over.items()), _key(fw), _key(fb))
+        if len(_FACTOR_IDS) >= 65536:
+            _FACTOR_IDS.clear()  # a key seen again gets a new number: only a cache miss
+        fid = _FACTOR_IDS.get(fkey)
+        if fid is None:
+            fid = _FACTOR_IDS[fkey] = next(_NEXT_ID)
+        got = memo[k] = (f, fid)
     return got
 
 
@@ -217,8 +230,8 @@ def _shard(op: Op, spec: ModelSpec, L: Layout, count: int, memo: dict) -> Op:
     if op.split == Split.HELD:  # Zamba2's shared block, HRM-Text's stacks: weights held once, split as used
         kv = Fr(kv_heads_per_rank(spec, L.tp), spec.parts.attention.kv_heads)
         return replace(op, params=holder_params(op, spec, L.tp, kv), count=count)
-    (default, over, fw, fb), fkey = _layout_factors(op, spec, L, memo)
-    key = (id(op), *fkey, count)
+    (default, over, fw, fb), fid = _layout_factors(op, spec, L, memo)
+    key = (id(op), fid, count)
     hit = _SHARDED.get(key)
     if hit is not None and hit[0] is op:
         return hit[1]
@@ -363,6 +376,23 @@ def _stage_ops(base: tuple[Op, ...], spec: ModelSpec, L: Layout, counts, first: 
     return out
 
 
+# each split's factors depend only on the spec, the TP, DP and EP degrees (:data:`RULES`) and whether the layout
+# pipelines (an operator without a rule runs only whole): both passes of a layout, and the layouts of other
+# pipeline depths, share them
+_FACTORS: dict[tuple, dict[tuple[str, bool], tuple[Factors, int]]] = {}
+
+
+def _factor_memo(spec: ModelSpec, L: Layout) -> dict[tuple[str, bool], tuple[Factors, int]]:
+    """The memo of :func:`_layout_factors` for ``spec`` under ``L``'s TP, DP and EP degrees and pipelining."""
+    key = (spec, L.tp, L.dp, L.ep, L.pp > 1)
+    memo = _FACTORS.get(key)
+    if memo is None:
+        if len(_FACTORS) >= 4096:
+            _FACTORS.clear()
+        memo = _FACTORS[key] = {}
+    return memo
+
+
 @lru_cache(maxsize=4096)
 def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layout) -> tuple[RankPlan, ...]:
     """One :class:`RankPlan` per pipeline stage (every GPU of a stage runs the same, by symmetry)."""
@@ -378,7 +408,7 @@ def rank_plans(spec: ModelSpec, stage: Stage, attention: Attention, layout: Layo
             )
         return (RankPlan(0, range(spec.parts.stack.layers), base, (), layout.dp),)
     plans = []
-    memo: dict[tuple[str, bool], tuple[Factors, tuple]] = {}  # each split's factors under this layout
+    memo = _factor_memo(spec, layout)  # each split's factors under this layout
     ranges = _stack_ranges(spec, stage, layout.pp)
     for s, layers in enumerate(ranges):
         first, last = s == 0, s == len(ranges) - 1

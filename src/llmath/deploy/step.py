@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -204,8 +205,9 @@ class Device:
         n1, c1, d1 = np.where(has, nc, 1.0), np.where(has, c, 1.0), np.maximum(d, 1.0)
         pre_mv = self._fix(t, _mono(t, Scenario(n1, c1, pf)), n1 * c1)
         dec_mv = self._fix(t, _mono(t, Scenario(d1, 1, s)), d1)
-        pre = monomial_times(t, pre_mv, hw, p, self.eff, n1, n1 * c1, False)[0][..., j]
-        dec = monomial_times(t, dec_mv, hw, p, self.decode_eff, d1, d1, True, s)[0][..., j]
+        at = _attention_table(t)  # the two parts time only the attention columns
+        pre = monomial_times(at, pre_mv, hw, p, self.eff, n1, n1 * c1, False)[0]
+        dec = monomial_times(at, dec_mv, hw, p, self.decode_eff, d1, d1, True, s)[0]
         tm[..., j] = np.where((d > 0)[..., None], pre + dec, tm[..., j])
         return StepCost(tm.sum(-1), *self._totals(t, mv))
 
@@ -353,6 +355,22 @@ def _totals(t: Table, bw_key: tuple[float, ...]) -> np.ndarray:
     out = np.ascontiguousarray(np.stack([t.rhs(bw_key).sum(1), flops.sum(1)], axis=1))
     out.setflags(write=False)
     return out
+
+
+@lru_cache(maxsize=512)
+def _attention_table(t: Table) -> Table:
+    """The table of ``t``'s :func:`~llmath.hardware.fitted_ops.attention_columns` alone, with all of ``t``'s
+    monomials: every per-op read of the roofline (its rates, bytes, fitted fractions and overheads) is the op's
+    own, so its times are those columns of ``t``'s, from the same monomial values."""
+    j = attention_columns(t)
+    per_op: dict[str, Any] = {}
+    for name in ("coef", "kernels", "is_weight_mm", "is_kv_attention", "logit_rows", *_WEIGHT_ROWS):
+        per_op[name] = np.ascontiguousarray(getattr(t, name)[j])
+        per_op[name].setflags(write=False)
+    return replace(t, ops=tuple(t.ops[i] for i in j), **per_op)
+
+
+_WEIGHT_ROWS = ("weight_token_rows", "weight_logit_rows")
 
 
 def _parts(s: StepCost) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

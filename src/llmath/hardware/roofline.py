@@ -201,15 +201,17 @@ def _mm_rates_of(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> n
 
 @lru_cache(maxsize=1024)
 def _gemm_groups(table: Table, coef: tuple[float, ...]):
-    """For :func:`mm_factor`'s fitted GEMM model, per row kind (token rows, logit rows): (rows share, its ops,
-    their weight-size saturation sat(n·k; h2, p2)) per distinct share (routed experts see top-k / E)."""
+    """For :func:`mm_factor`'s fitted GEMM model, per row kind (token rows, logit rows): its distinct rows
+    shares (routed experts see top-k / E) as an array, and per share its ops and their weight-size saturation
+    sat(n·k; h2, p2)."""
     nk, share = _gemm_shapes(table)
     out = []
     for mask in (table.weight_token_rows, table.weight_logit_rows):
         cols = np.flatnonzero(mask)
         sh = share[cols]
         shares = sorted(set(sh.tolist()))  # np.unique's values; np.unique would import numpy.ma (10 ms a process)
-        out.append(tuple((v, cols[sh == v], ef.sat(nk[cols[sh == v]], coef[3], coef[4])) for v in shares))
+        groups = tuple((cols[sh == v], ef.sat(nk[cols[sh == v]], coef[3], coef[4])) for v in shares)
+        out.append((np.array(shares, dtype=float), groups))
     return tuple(out)
 
 
@@ -231,14 +233,15 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     if coef is not None:
         mm, (c, h1, p1) = eff.matmul_for(dtype or ""), coef[:3]
         out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
-        for rows, groups in zip((tokens, batch), _gemm_groups(table, coef), strict=True):
-            r = np.asarray(rows, dtype=float)[..., None]
-            for s, cols, s2 in groups:  # the rows' saturation once per share, not per column
-                x = np.maximum(r * s, 1.0)
-                s1 = ef.sat(x, h1, p1)
-                if eff.tile_rows:
-                    s1 = np.maximum(s1, ef.tile_share(x, eff.tile_rows))
-                out[..., cols] = mm / (c * s1 * s2)  # as efficiency_fit.fractions' ηc
+        for rows, (shares, groups) in zip((tokens, batch), _gemm_groups(table, coef), strict=True):
+            if not groups:
+                continue
+            x = np.maximum(np.asarray(rows, dtype=float)[..., None] * shares, 1.0)  # every share's rows at once
+            s1 = ef.sat(x, h1, p1)
+            if eff.tile_rows:
+                s1 = np.maximum(s1, ef.tile_share(x, eff.tile_rows))
+            for j, (cols, s2) in enumerate(groups):  # the rows' saturation once per share, not per column
+                out[..., cols] = mm / (c * s1[..., j : j + 1] * s2)  # as efficiency_fit.fractions' ηc
         return out
     if not eff.matmul_rows:
         return None

@@ -163,7 +163,7 @@ def op_kinds(t: Table) -> tuple[tuple[str, str, str, bool], ...]:
     """Each op's name, component, kind and whether it has weight terms: all that the per-format reads of a table
     ask of its ops (bytes per element by module, the format each GEMM runs in). Sharding keeps all four, so
     the tables of layouts whose stages place the same operators share those reads (:func:`by_kinds`)."""
-    return tuple((op.name, op.component, op.kind, bool(op.terms("weight"))) for op in t.ops)
+    return tuple(_op_entry(op).kinds for op in t.ops)
 
 
 _BY_KINDS: dict[tuple, Any] = {}
@@ -214,11 +214,14 @@ def table(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = "fla
 
 @dataclass(frozen=True)
 class _OpEntry:
-    """What :func:`compile_table` reads of one operator: its (class index, monomial, coefficient × count) terms
-    and its flags (weight GEMM, KV attention, logit rows, cross-attention source rows)."""
+    """What :func:`compile_table` reads of one operator: its (class index, monomial, coefficient × count) terms,
+    their monomials, its flags (weight GEMM, KV attention, logit rows, cross-attention source rows) and what
+    :func:`op_kinds` reads of it."""
 
     terms: tuple[tuple[int, str, int | float], ...]
     flags: tuple[bool, bool, bool, bool]
+    monos: frozenset[str]
+    kinds: tuple[str, str, str, bool]
 
 
 _ENTRIES: dict[int, tuple[Op, _OpEntry]] = {}
@@ -234,7 +237,9 @@ def _op_entry(op: Op) -> _OpEntry:
     mm, kv_read, flops = op.kind == "matmul", bool(op.terms("kv_read")), op.terms("flops")
     weight = op.n_params > 0
     logit, src = any(t.mono == "BL" for t in flops), any(t.mono == "X" for t in flops)  # cross K/V: B·src rows
-    out = _OpEntry(terms, (mm and weight, mm and not weight and kv_read, logit, src))
+    kinds = (op.name, op.component, op.kind, bool(op.terms("weight")))
+    flags = (mm and weight, mm and not weight and kv_read, logit, src)
+    out = _OpEntry(terms, flags, frozenset(t[1] for t in terms), kinds)
     if len(_ENTRIES) >= 65536:
         _ENTRIES.clear()
     _ENTRIES[id(op)] = (op, out)
@@ -267,12 +272,13 @@ def op_weights(t: Table) -> tuple[np.ndarray, np.ndarray]:
 def compile_table(spec: ModelSpec, ops: tuple[Op, ...], moe_tokens: int = 1) -> Table:
     """The coefficient table of any operator list of ``spec`` (one device's, or one rank's of a layout)."""
     entries = [_op_entry(op) for op in ops]
-    monos = tuple(sorted({m for e in entries for _, m, _ in e.terms}))
+    monos = tuple(sorted(frozenset().union(*(e.monos for e in entries))))
     index = {m: i for i, m in enumerate(monos)}
-    coef = np.zeros((len(ops), len(CLASSES), len(monos)))
-    for i, e in enumerate(entries):
-        for c, m, v in e.terms:
-            coef[i, c, index[m]] += v
+    n_c, n_m = len(CLASSES), len(monos)
+    at = [(i * n_c + c) * n_m + index[m] for i, e in enumerate(entries) for c, m, _ in e.terms]
+    values = np.array([v for e in entries for _, _, v in e.terms], dtype=float)
+    # each cell the sum of its terms in order, from 0 (as adding them one by one)
+    coef = np.bincount(np.array(at, dtype=np.intp), values, len(ops) * n_c * n_m).reshape(len(ops), n_c, n_m)
     kernels = np.array([op.count for op in ops], dtype=float)
     flags = np.array([e.flags for e in entries], dtype=bool).reshape(len(ops), 4)  # bool even for no ops
     is_weight_mm, is_kv_attn, logit_rows, src_rows = (np.ascontiguousarray(flags[:, j]) for j in range(4))
