@@ -188,7 +188,7 @@ class Device:
         in prefill, the mask of passes mixing decode tokens in (their attention keeps the scalar fractions)."""
         eff = self.decode_eff if decode else self.eff
         tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode, context)
-        return StepCost(tm.sum(-1), *self._totals(t, mv))
+        return StepCost(tm.sum(-1), *self._pass_totals(t, mv))
 
     def _mixed_time(self, t: Table, mv: np.ndarray, rows, tokens, shape: tuple) -> StepCost:
         """A pass of ``d`` decoders at context ``s`` and ``nc`` chunks of ``c`` tokens after ``pf`` cached ones:
@@ -200,7 +200,7 @@ class Device:
         tm = monomial_times(t, mv, hw, p, self.eff, rows, tokens, False, d > 0)[0]
         j = attention_columns(t)
         if not j.size or not (d > 0).any():
-            return StepCost(tm.sum(-1), *self._totals(t, mv))
+            return StepCost(tm.sum(-1), *self._pass_totals(t, mv))
         has = nc * c > 0
         n1, c1, d1 = np.where(has, nc, 1.0), np.where(has, c, 1.0), np.maximum(d, 1.0)
         pre_mv = self._fix(t, _mono(t, Scenario(n1, c1, pf)), n1 * c1)
@@ -209,10 +209,11 @@ class Device:
         pre = monomial_times(at, pre_mv, hw, p, self.eff, n1, n1 * c1, False)[0]
         dec = monomial_times(at, dec_mv, hw, p, self.decode_eff, d1, d1, True, s)[0]
         tm[..., j] = np.where((d > 0)[..., None], pre + dec, tm[..., j])
-        return StepCost(tm.sum(-1), *self._totals(t, mv))
+        return StepCost(tm.sum(-1), *self._pass_totals(t, mv))
 
-    def _totals(self, t: Table, mv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        totals = mv @ _totals(t, byte_weights_key(t, self.precision))  # [bytes, FLOPs] of the whole pass
+    def _pass_totals(self, t: Table, mv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes and FLOPs of the whole pass of monomial values ``mv`` (:func:`_totals` per monomial)."""
+        totals = mv @ _totals(t, byte_weights_key(t, self.precision))
         return totals[..., 0], totals[..., 1]
 
     def _comm(self, colls: tuple, scen, ops_s: np.ndarray) -> np.ndarray:
