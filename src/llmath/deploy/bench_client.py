@@ -35,10 +35,13 @@ class BenchClient:
         """The lengths drawn for a stated length L: [⌊r·L⌋, L] (at least 1)."""
         return max(int(self.range_ratio * length), 1), int(length)
 
-    def draw(self, length: int, n: int, rng: np.random.Generator) -> np.ndarray:
-        """``n`` lengths drawn as the client draws them (uniform integers over :meth:`span`)."""
+    def draw(self, length: int, n: int, rng: np.random.RandomState) -> np.ndarray:
+        """``n`` lengths drawn as the client draws them: ``rng.randint(⌊r·L⌋, L + 1, size=n)``. The clients
+        seed numpy's global generator (``np.random.seed(args.seed)``, ``--seed`` 0 by default) and draw the
+        prompts' lengths, then the outputs', so ``np.random.RandomState(0)`` drawn in that order repeats a run's
+        own lengths."""
         lo, hi = self.span(length)
-        return rng.integers(lo, hi + 1, size=n)
+        return rng.randint(lo, hi + 1, size=n)
 
     def lengths(self, length: int) -> tuple[tuple[int, float], ...]:
         """The drawn lengths' distribution, every integer of :meth:`span` at equal weight."""

@@ -102,7 +102,8 @@ def simulate(
     o_req, seeded, default ±50%, so that the clients stay out of step; ``jitter`` given: in any mode; neither:
     the desynchronised steady state, a follow-up reaching the scheduler at an iteration boundary). ``client``
     (:class:`llmath.deploy.bench_client.BenchClient`, closed loop): its requests as it makes them, every
-    prompt and output length drawn apart (seeded by ``seed``; the output lengths over the range of
+    prompt and output length drawn apart (numpy's legacy generator seeded by ``seed``, prompts first, as the
+    client draws them: seed 0 repeats its own run's lengths; the output lengths over the range of
     ``req``'s), its slots sharing one list of C·``prompts_per_client`` where it says so; without it the
     prompts are P and the outputs an evenly mixed sequence of ``req``'s lengths (:func:`_lengths`)."""
     if arrival == "offline":  # every request queued at once, none sent after them: one wave
@@ -158,9 +159,10 @@ def _source(req: Requests, concurrency: int, prompts_per_client: int | None, cli
         return mixed
     if prompts_per_client is None:
         raise ValueError("a benchmark client's run needs prompts_per_client (its list is C·m requests)")
-    rng = np.random.default_rng(seed)
+    rng = np.random.RandomState(seed)  # the client's own generator and order: seed 0 repeats its run's lengths
     n = concurrency * m
-    gens, prompts = client.draw(req.max_gen, n, rng), client.draw(req.prompt, n, rng)
+    prompts = client.draw(req.prompt, n, rng)
+    gens = client.draw(req.max_gen, n, rng)
     drawn = list(zip(gens.tolist(), np.maximum(prompts - req.cached, 1).tolist(), strict=True))
     order = iter(drawn)
 
