@@ -21,7 +21,10 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   ``attention_dp_size``) equals ``moe_tp_size × moe_ep_size`` with ``moe_tp_size = moe_ep_size > 1`` (16–64
   GPUs on one 8-GPU node, ids such as ``…_tp8_ep8_…`` stored as ``tp_size`` 64) is read as that field divided
   by ``moe_ep_size``, with EP = ``moe_ep_size`` (and says so in the row's ``assumed``);
-* concurrency: ``silicon_concurrency`` in ``source_notes``, else ``batch_size × attention_dp_size``;
+* concurrency: ``silicon_concurrency`` in ``source_notes``, else ``batch_size × attention_dp_size``; an aggregated
+  row that leaves ``attention_dp_size`` empty while its ``silicon_concurrency`` is k × ``batch_size`` runs k
+  attention-DP ranks over its ``tp_size`` GPUs (the collection's convention,
+  :func:`.collection_harness.stated_attention_dp`);
 * the client's lengths: rows whose ``source_notes`` carry SemiAnalysis InferenceX's provenance (``wip=`` or
   ``workflow_run_id=``; its models and its 1k/1k, 1k/8k, 8k/1k scenarios) were measured by its
   ``utils/bench_serving/benchmark_serving.py`` with ``--random-range-ratio 0.8 --ignore-eos --num-prompts
@@ -85,6 +88,7 @@ from typing import Any
 import numpy as np
 
 from llmath.errors import LLMathError, WorkloadError
+from llmath.measure.collection_harness import stated_attention_dp
 from llmath.measure.trt_launchers import GENERATOR_TRT_KV_FRACTION, launcher_trt_settings
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
@@ -272,7 +276,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
         raise WorkloadError(f"model {r['model_path']!r} has no registry mapping")
     assumed: list[str] = []
     agg = r["mode"] == "agg"
-    lay = _layout(r, "", assumed) if agg else None
+    lay = stated_attention_dp(r, _layout(r, "", assumed), assumed) if agg else None
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
     inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
