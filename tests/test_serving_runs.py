@@ -195,7 +195,7 @@ def test_generator_launched_sglang_rows_mix_prompt_chunks_into_decoding():
     # template passes it); SGLang's own default (0.5.1.post1 rows) runs prefill batches first
     kw = dict(backend="sglang", **LLAMA_8B_H100)
     gen = to_run(_row(backend_version="0.5.6.post2", **kw))
-    assert dict(gen.engine_settings) == {"mixed_prefill": True}
+    assert dict(gen.engine_settings) == {"mixed_prefill": True, "max_num_seqs": 8}
     assert to_run(_row(backend_version="0.5.1.post1", **kw)).engine_settings == ()
     ix = to_run(_row(backend_version="0.5.6.post2", source_notes="model=x; wip=False", **kw))
     assert ix.engine_settings == ()  # InferenceX's own launch scripts, not the generator
@@ -206,6 +206,8 @@ def test_generator_launched_rows_take_its_token_budget(backend):
     # the generator's aggregated max_num_tokens = batch size + ISL + 1500: 8 + 1024 + 1500 = 2532 tokens
     run = to_run(_row(backend=backend, batch_size=8, isl=1024))
     assert dict(run.engine_settings)["max_num_batched_tokens"] == 2532
+    # and a request cap of its batch size (max_batch_size / --max-num-seqs = bs = the row's 8 clients)
+    assert dict(run.engine_settings)["max_num_seqs"] == 8
     # InferenceX rows run its own launch scripts, not the generator (a model its scripts set no budget for)
     ix = _row(backend=backend, model_path="openai/gpt-oss-120b", source_notes="workflow_run_id=9")
     assert "max_num_batched_tokens" not in dict(to_run(ix).engine_settings)
