@@ -14,7 +14,7 @@ from llmath.errors import WorkloadError
 from llmath.hardware import get
 from llmath.hardware.roofline import efficiency
 from llmath.measure.serving_runs import to_run
-from llmath.measure.trt_launchers import adp_balance, batch_wait
+from llmath.measure.trt_launchers import INFERENCEX_TRT_BATCH_WAIT, adp_balance, batch_wait, token_budget
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 
@@ -83,6 +83,49 @@ def test_inferencex_deepseek_fp8_b200_rows_wait_as_the_script_set():
     early = _row(source_notes="model=x; silicon_concurrency=64; measured=2026-01-20T00:00:00.000Z; wip=False")
     assert batch_wait(early, 64, True) == {}
     assert "batch_wait_iters" not in dict(to_run(_row(source_notes="silicon_concurrency=64")).engine_settings)
+
+
+def _llama(**kw) -> dict:
+    notes = "model=Llama-3.1-70B; silicon_concurrency=4; measured=2025-10-29T00:00:00.000Z; wip=False"
+    base = dict(model_path="meta-llama/Llama-3.1-70B", gemm_quant_mode="fp8", moe_quant_mode="", tp_size=2,
+                moe_ep_size=1, batch_size=4, source_notes=notes)  # fmt: skip
+    return _row(**{**base, **kw})
+
+
+def test_inferencex_llama_70b_rows_wait_and_budget_as_the_scripts_set():
+    # benchmarks/70b_{fp8,fp4}_b200_trt_slurm.sh, 70b_fp8_h200_trt_slurm.sh at 9596d23d: at ISL = OSL = 1024 with
+    # TP < 8, batch_wait_max_tokens_ratio: 0.9, batch_wait_timeout_iters: 20; --max_num_tokens 16384 everywhere
+    wait = {"batch_wait_iters": 20, "batch_wait_tokens_ratio": 0.9}
+    for system, precision in (("b200_sxm", "fp8"), ("b200_sxm", "fp4"), ("h200_sxm", "fp8")):
+        assert batch_wait(_llama(system=system, precision=precision), 4, True) == wait
+    settings = dict(to_run(_llama()).engine_settings)
+    assert settings["batch_wait_iters"] == 20 and settings["max_num_batched_tokens"] == 16384
+    assert batch_wait(_llama(tp_size=8), 4, True) == {}  # TP 8: the scripts' other branch
+    assert batch_wait(_llama(osl=8192), 4, True) == {}
+    assert token_budget(_llama(osl=8192), True) == {"max_num_batched_tokens": 16384}
+    assert token_budget(_llama(), False) == {}  # not an InferenceX row
+    gpt = _row(model_path="openai/gpt-oss-120b", precision="fp4")  # MAX_NUM_TOKENS=20000 in both gpt-oss scripts
+    assert token_budget(gpt, True) == {"max_num_batched_tokens": 20000}
+    assert token_budget(_row(), True) == {}  # DeepSeek-R1: computed from CONC and ISL (INFERENCEX_TRT_BUDGET)
+    for rule in INFERENCEX_TRT_BATCH_WAIT:  # every rule names the script it was read from
+        assert rule["source"]["repo"] == "SemiAnalysisAI/InferenceX" and len(rule["source"]["commit"]) == 40
+
+
+def test_llama_batch_wait_holds_a_low_concurrency_prompt_about_twenty_iterations():
+    eng = replace(engines.preset("trtllm", H100), batch_wait_iters=20, batch_wait_tokens_ratio=0.9,
+                  max_num_batched_tokens=16384)  # fmt: skip
+    # threshold 0.9 x 16384 = 14745.6 tokens; 4 decoding tokens leave 14741.6: n* = ceil(14741.6 / 1024) = 15.
+    # 4 clients, ~1044-iteration lifetimes: X = 4 / 1044 arrivals per iteration; 14 more would take 3654 > 20
+    # iterations, so the first waits 20, n = 1 + 20 X = 1.0766, mean 20 x (1 + 0.0766 / 2) / 1.0766 = 19.29
+    X = 4 / 1044
+    n = 1 + 20 * X
+    assert float(_batch_wait_iterations(eng, Requests(1024, 1024), 4, X)) == pytest.approx(20 * (1 + (n - 1) / 2) / n)
+    assert float(_batch_wait_iterations(eng, Requests(1024, 1024), 4, X)) == pytest.approx(19.29, abs=0.01)
+    # InferenceX's Llama-3.1-70B rows: measured TTFT at 1k/1k minus 1k/8k (same prompts) over the measured TPOT,
+    # TP 1, 2, 4 at 4 clients (serving_runs.csv, FP8 B200): (383.1 - 103.6) / 14.6 = 19.1,
+    # (255.7 - 71.9) / 9.7 = 18.9, (192.2 - 57.9) / 6.6 = 20.3 iterations
+    for excess in ((383.1 - 103.6) / 14.6, (255.7 - 71.9) / 9.7, (192.2 - 57.9) / 6.6):
+        assert excess == pytest.approx(19.29, rel=0.1)
 
 
 def test_attention_dp_balancing_holds_prompts_until_every_rank_has_one():

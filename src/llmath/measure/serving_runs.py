@@ -45,8 +45,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   2026-01-29), carried as ``gpu_memory_utilization`` (:data:`.trt_launchers.INFERENCEX_TRT_KV_FRACTION`); its
   GUARANTEED_NO_EVICT admission fills that pool with each request's prompt and output to the end;
 * TensorRT-LLM's batch waiting: InferenceX's DeepSeek-R1 FP8 B200 script from 2026-01-29 holds prompts for up to 40
-  iterations or until they and the decoding tokens reach 0.8 × the token budget, at 1024/1024 from 64 clients
-  (:data:`.trt_launchers.INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP);
+  iterations or until they and the decoding tokens reach 0.8 × the token budget, at 1024/1024 from 64 clients; its
+  Llama-3.1-70B scripts for up to 20 iterations or 0.9 × the budget at 1024/1024 with TP < 8
+  (:data:`.trt_launchers.INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP); their constant
+  ``--max_num_tokens`` (16384 for Llama-3.1-70B, 20000 for gpt-oss-120b) is the run's ``max_num_batched_tokens``
+  (:data:`.trt_launchers.INFERENCEX_TRT_MAX_NUM_TOKENS`);
 * TensorRT-LLM's attention-DP balancing: InferenceX's gpt-oss-120b and DeepSeek-R1 scripts turn it on wherever they
   run attention-DP (:data:`.trt_launchers.INFERENCEX_TRT_ADP_BALANCE`);
 * speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)
