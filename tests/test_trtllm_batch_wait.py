@@ -71,17 +71,23 @@ def _row(**kw) -> dict:
     return r
 
 
+def _dsr1(image: str = "1.2.0rc6.post2", measured: str = "2026-01-29", **kw) -> dict:
+    notes = f"model=x; silicon_concurrency=64; measured={measured}T00:00:00Z; wip=False; image=nvcr.io/nvidia/"
+    return _row(source_notes=notes + f"tensorrt-llm/release:{image}", **kw)
+
+
 def test_inferencex_deepseek_fp8_b200_rows_wait_as_the_script_set():
     # benchmarks/dsr1_fp8_b200_trt.sh from ec7bafaae (2026-01-29): DELAY_BATCHING at 1024/1024 from CONC 64 writes
-    # batch_wait_timeout_iters: 40, batch_wait_max_tokens_ratio: 0.8
-    assert batch_wait(_row(), 64, True) == {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8}
-    assert dict(to_run(_row()).engine_settings)["batch_wait_iters"] == 40
-    assert batch_wait(_row(), 32, True) == {}  # below 64 clients
-    assert batch_wait(_row(attention_dp_size=8), 64, True) == {}  # TensorRT-LLM skips it with attention-DP
-    assert batch_wait(_row(precision="fp4"), 64, True) == {}  # the FP4 script sets none
-    assert batch_wait(_row(osl=8192), 64, True) == {}
-    early = _row(source_notes="model=x; silicon_concurrency=64; measured=2026-01-20T00:00:00.000Z; wip=False")
-    assert batch_wait(early, 64, True) == {}
+    # batch_wait_timeout_iters: 40, batch_wait_max_tokens_ratio: 0.8; that configuration's image is 1.2.0rc6.post2
+    assert batch_wait(_dsr1(), 64, True) == {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8}
+    assert dict(to_run(_dsr1()).engine_settings)["batch_wait_iters"] == 40
+    assert batch_wait(_dsr1(), 32, True) == {}  # below 64 clients
+    assert batch_wait(_dsr1(attention_dp_size=8), 64, True) == {}  # TensorRT-LLM skips it with attention-DP
+    assert batch_wait(_dsr1(precision="fp4"), 64, True) == {}  # the FP4 script sets none
+    assert batch_wait(_dsr1(osl=8192), 64, True) == {}
+    assert batch_wait(_dsr1(measured="2026-01-20"), 64, True) == {}
+    # the MTP configuration (image 1.2.0rc6.post3, dsr1_fp8_b200_trt_mtp.sh at 5d517074c) sets no batch waiting
+    assert batch_wait(_dsr1(image="1.2.0rc6.post3", measured="2026-02-05"), 64, True) == {}
     assert "batch_wait_iters" not in dict(to_run(_row(source_notes="silicon_concurrency=64")).engine_settings)
 
 
@@ -102,13 +108,30 @@ def test_inferencex_llama_70b_rows_wait_and_budget_as_the_scripts_set():
     assert settings["batch_wait_iters"] == 20 and settings["max_num_batched_tokens"] == 16384
     assert batch_wait(_llama(tp_size=8), 4, True) == {}  # TP 8: the scripts' other branch
     assert batch_wait(_llama(osl=8192), 4, True) == {}
-    assert token_budget(_llama(osl=8192), True) == {"max_num_batched_tokens": 16384}
-    assert token_budget(_llama(), False) == {}  # not an InferenceX row
+    assert token_budget(_llama(osl=8192), 4, 1, True) == {"max_num_batched_tokens": 16384}
+    assert token_budget(_llama(), 4, 1, False) == {}  # not an InferenceX row
     gpt = _row(model_path="openai/gpt-oss-120b", precision="fp4")  # MAX_NUM_TOKENS=20000 in both gpt-oss scripts
-    assert token_budget(gpt, True) == {"max_num_batched_tokens": 20000}
-    assert token_budget(_row(), True) == {}  # DeepSeek-R1: computed from CONC and ISL (INFERENCEX_TRT_BUDGET)
+    assert token_budget(gpt, 64, 1, True) == {"max_num_batched_tokens": 20000}
+    assert token_budget(_row(), 64, 1, True) == {}  # DeepSeek-R1: computed from CONC and ISL (INFERENCEX_TRT_BUDGET)
     for rule in INFERENCEX_TRT_BATCH_WAIT:  # every rule names the script it was read from
         assert rule["source"]["repo"] == "SemiAnalysisAI/InferenceX" and len(rule["source"]["commit"]) == 40
+
+
+def test_inferencex_deepseek_mtp_rows_run_the_mtp_scripts_token_budget():
+    # dsr1_fp8_b200_trt_mtp.sh (5d517074c), dsr1_fp4_b200_trt_mtp.sh (0aae52d4c): MAX_NUM_TOKENS =
+    # ((MTP+1)*MAX_BATCH_SIZE+ISL+64+63)/64*64, MTP 3 and MAX_BATCH_SIZE = CONC without attention-DP:
+    # 64 clients at 1k: (4 x 64 + 1024 + 127) // 64 = 1407 // 64 = 21 -> 1344 tokens (no 8192 floor)
+    mtp = _dsr1(image="1.2.0rc6.post3", measured="2026-02-05")
+    assert token_budget(mtp, 64, 1, True) == {"max_num_batched_tokens": 1344}
+    assert dict(to_run(mtp).engine_settings)["max_num_batched_tokens"] == 1344
+    # attention-DP: MTP 1, FP8 MAX_BATCH_SIZE = CONC / 8 = 32 at 256 clients: (2 x 32 + 1024 + 127) // 64 = 18 -> 1152
+    adp = _dsr1(image="1.2.0rc6.post3", measured="2026-02-05", tp_size=1, attention_dp_size=8, moe_ep_size=8)
+    assert token_budget(adp, 256, 8, True) == {"max_num_batched_tokens": 1152}
+    # FP4 divides by 4: 64 at 256 clients, (2 x 64 + 1024 + 127) // 64 = 19 -> 1216
+    assert token_budget({**adp, "precision": "fp4"}, 256, 8, True) == {"max_num_batched_tokens": 1216}
+    # 8k prompts at 4 clients: (4 x 4 + 8192 + 127) // 64 = 130 -> 8320
+    assert token_budget({**mtp, "isl": "8192"}, 4, 1, True) == {"max_num_batched_tokens": 8320}
+    assert token_budget(_dsr1(), 64, 1, True) == {}  # non-MTP image: the CONC + ISL budget of serving_runs
 
 
 def test_llama_batch_wait_holds_a_low_concurrency_prompt_about_twenty_iterations():

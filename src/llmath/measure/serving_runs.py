@@ -49,7 +49,8 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   Llama-3.1-70B scripts for up to 20 iterations or 0.9 × the budget at 1024/1024 with TP < 8
   (:data:`.trt_launchers.INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP); their constant
   ``--max_num_tokens`` (16384 for Llama-3.1-70B, 20000 for gpt-oss-120b) is the run's ``max_num_batched_tokens``
-  (:data:`.trt_launchers.INFERENCEX_TRT_MAX_NUM_TOKENS`);
+  (:data:`.trt_launchers.INFERENCEX_TRT_MAX_NUM_TOKENS`), and the DeepSeek-R1 MTP scripts' budget, sized for the
+  draft tokens without the 8192 floor, that of the MTP rows (:data:`.trt_launchers.INFERENCEX_TRT_MTP_BUDGET`);
 * TensorRT-LLM's attention-DP balancing: InferenceX's gpt-oss-120b and DeepSeek-R1 scripts turn it on wherever they
   run attention-DP (:data:`.trt_launchers.INFERENCEX_TRT_ADP_BALANCE`);
 * speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)

@@ -1,7 +1,8 @@
 """TensorRT-LLM settings the launchers of the measured serving runs wrote (docs/serving.md, "TensorRT-LLM: KV
 admission, batch waiting and the launchers' settings"): the KV cache share aiconfigurator's generator and InferenceX's
 launch scripts gave the engine, the holds on new prompts (batch waiting, attention-DP balancing) InferenceX's
-scripts turned on, and the constant token budgets they passed. :mod:`llmath.measure.serving_runs` puts them in a run's ``engine_settings``."""
+scripts turned on, and the token budgets they passed. :mod:`llmath.measure.serving_runs` puts them in a run's
+``engine_settings``."""
 
 from __future__ import annotations
 
@@ -40,12 +41,14 @@ INFERENCEX_TRT_KV_FRACTION: dict[tuple[str, str], dict[str, Any]] = {
 INFERENCEX = "SemiAnalysisAI/InferenceX"
 # TensorRT-LLM's batch waiting (``batch_wait_timeout_iters`` W, ``batch_wait_max_tokens_ratio`` r) as InferenceX's
 # launch scripts wrote it, one rule a script family: the (system, precision) pairs it ran, the lengths (ISL, OSL),
-# TP below ``tp_below`` (None: any), from ``from_clients`` clients, for rows measured from ``from``. TensorRT-LLM
-# applies it only without attention-DP (``PyExecutor._waiting_requests``), so no rule holds attention-DP rows.
+# TP below ``tp_below`` (None: any), from ``from_clients`` clients, for rows measured from ``from`` (and, where the
+# script's configuration had its own engine image, with that ``image``: the DeepSeek-R1 FP8 B200 MTP configuration,
+# image 1.2.0rc6.post3, ran dsr1_fp8_b200_trt_mtp.sh, which sets no batch waiting). TensorRT-LLM applies it only
+# without attention-DP (``PyExecutor._waiting_requests``), so no rule holds attention-DP rows.
 INFERENCEX_TRT_BATCH_WAIT: tuple[dict[str, Any], ...] = (
     {
         "model": "deepseek-ai/DeepSeek-R1", "cases": (("b200_sxm", "fp8"),), "lengths": (1024, 1024),
-        "tp_below": None, "from_clients": 64, "from": "2026-01-29",
+        "tp_below": None, "from_clients": 64, "from": "2026-01-29", "image": "tensorrt-llm/release:1.2.0rc6.post2",
         "settings": {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8},
         "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt.sh",
                    "commit": "ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f",
@@ -85,6 +88,18 @@ INFERENCEX_TRT_MAX_NUM_TOKENS: tuple[dict[str, Any], ...] = (
                               "551d81e9, 2025-09-15, H200)"},
     },
 )  # fmt: skip
+# InferenceX's TensorRT-LLM DeepSeek-R1 B200 MTP scripts (their configurations' own image) size the token budget for
+# the draft tokens, without the non-MTP scripts' 8192 floor: ``--max_num_tokens`` ⌈((k + 1)·B + ISL + 64) / 64⌉·64,
+# k = 3 draft tokens (1 with attention-DP) and B = ``--max_batch_size``: CONC, or with attention-DP CONC / 8 (FP8)
+# or CONC / 4 (FP4) once CONC reaches that divisor
+INFERENCEX_TRT_MTP_BUDGET: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1", "image": "tensorrt-llm/release:1.2.0rc6.post3", "from": "2026-02-05",
+    "draft": 3, "draft_attention_dp": 1, "attention_dp_batch_divisor": {"fp8": 8, "fp4": 4},
+    "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt_mtp.sh, dsr1_fp4_b200_trt_mtp.sh",
+               "commit": "5d517074c1221aaf0cfe66813029c1314a80c8ca (FP8), "
+                         "0aae52d4ced7f27fc8c1a8dcb9a500a376683eca (FP4)",
+               "setting": "MAX_BATCH_SIZE, MTP, MAX_NUM_TOKENS=$(( ((MTP+1)*MAX_BATCH_SIZE+ISL+64+63)/64*64 ))"},
+}  # fmt: skip
 # InferenceX's TensorRT-LLM launch scripts turn on attention-DP balancing (``attention_dp_config: enable_balance:
 # true``) wherever they run attention-DP: gpt-oss-120b with TensorRT-LLM's other defaults (from 28e5a01e, 2025-09-19),
 # DeepSeek-R1 with ``batching_wait_iters: 0``, ``timeout_iters: 60`` (from ec90f3fe, 2025-09-18); before the rows
@@ -112,7 +127,7 @@ def launcher_trt_settings(r: dict[str, str], concurrency: int, dp: int, inferenc
     """Every setting of this module an aggregated TensorRT-LLM row of InferenceX's launch scripts ran with."""
     share = kv_fraction(r, concurrency, inferencex)
     out: dict[str, Any] = {} if share is None else {"gpu_memory_utilization": share}
-    out.update(token_budget(r, inferencex))
+    out.update(token_budget(r, concurrency, dp, inferencex))
     return {**out, **batch_wait(r, concurrency, inferencex), **adp_balance(r, dp, inferencex)}
 
 
@@ -139,6 +154,12 @@ def _measured(r: dict[str, str]) -> str | None:
     return None if found is None else found.group(1)
 
 
+def _image(r: dict[str, str]) -> str:
+    """The row's ``image=`` (its engine container), or ''."""
+    found = re.search(r"(^|; )image=(\S+)", r.get("source_notes", ""))
+    return "" if found is None else found.group(2)
+
+
 def batch_wait(r: dict[str, str], concurrency: int, inferencex: bool) -> dict[str, Any]:
     """TensorRT-LLM's batch waiting as InferenceX's launch script set it for the row: the first rule of
     :data:`INFERENCEX_TRT_BATCH_WAIT` whose model, system and precision, lengths, TP, clients and date it matches,
@@ -150,17 +171,25 @@ def batch_wait(r: dict[str, str], concurrency: int, inferencex: bool) -> dict[st
     for rule in INFERENCEX_TRT_BATCH_WAIT:
         if r["model_path"] != rule["model"] or case not in rule["cases"] or lengths != rule["lengths"]:
             continue
-        if measured >= rule["from"] and concurrency >= rule["from_clients"] and tp < (rule["tp_below"] or tp + 1):
+        if measured < rule["from"] or concurrency < rule["from_clients"] or tp >= (rule["tp_below"] or tp + 1):
+            continue
+        if _image(r).endswith(rule.get("image", "")):
             return dict(rule["settings"])
     return {}
 
 
-def token_budget(r: dict[str, str], inferencex: bool) -> dict[str, Any]:
-    """The constant ``--max_num_tokens`` InferenceX's TensorRT-LLM launch script for the row's model passed
-    (:data:`INFERENCEX_TRT_MAX_NUM_TOKENS`), as ``max_num_batched_tokens``; empty elsewhere."""
-    measured = _measured(r)
+def token_budget(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -> dict[str, Any]:
+    """The ``--max_num_tokens`` InferenceX's TensorRT-LLM launch script for the row passed, as
+    ``max_num_batched_tokens``: its model's constant (:data:`INFERENCEX_TRT_MAX_NUM_TOKENS`), or the DeepSeek-R1 MTP
+    scripts' (:data:`INFERENCEX_TRT_MTP_BUDGET`, with ``dp`` attention-DP ranks); empty elsewhere."""
+    measured, mtp = _measured(r), INFERENCEX_TRT_MTP_BUDGET
     if r["backend"] != "trtllm" or not inferencex or measured is None:
         return {}
+    if r["model_path"] == mtp["model"] and measured >= mtp["from"] and _image(r).endswith(mtp["image"]):
+        divisor = mtp["attention_dp_batch_divisor"][r["precision"]] if dp > 1 else 1
+        batch = concurrency // divisor if concurrency >= divisor else concurrency
+        draft = mtp["draft_attention_dp"] if dp > 1 else mtp["draft"]
+        return {"max_num_batched_tokens": ((draft + 1) * batch + int(r["isl"]) + 64 + 63) // 64 * 64}
     for rule in INFERENCEX_TRT_MAX_NUM_TOKENS:
         if r["model_path"] == rule["model"] and measured >= rule["from"]:
             return {"max_num_batched_tokens": rule["value"]}
