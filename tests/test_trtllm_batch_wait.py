@@ -181,3 +181,26 @@ def test_inferencex_attention_dp_rows_balance_as_their_scripts_set():
     assert adp_balance(_row(), to_run(_row()).layout.dp, True) == {}  # TP 8, no attention-DP
     launcher = _row(tp_size=1, attention_dp_size=8, moe_ep_size=8, source_notes="silicon_concurrency=64")
     assert "adp_balance" not in dict(to_run(launcher).engine_settings)  # not InferenceX: its generator's settings
+
+
+def test_inferencex_deepseek_rows_of_the_mtp_sweep_run_mtp():
+    # SemiAnalysisAI/InferenceX bf3456727 (#392, merged 2026-01-14 22:26 UTC): its perf-changelog entry names only
+    # dsr1-fp4-b200-trt-mtp, dsr1-fp8-b200-trt-mtp, dsr1-fp8-h200-trt-mtp (image 1.1.0rc2.post2), whose sweep the rows
+    # measured that day are; dsr1_fp8_h200_trt_mtp_slurm.sh: MTP=3 (1 with DP_ATTENTION), MAX_BATCH_SIZE=CONC
+    # (CONC/TP with it), MAX_NUM_TOKENS=((MTP+1)*MAX_BATCH_SIZE+ISL+64+63)/64*64
+    notes = "model=DeepSeek-R1; silicon_concurrency={}; measured={}; wip=False; image=nvcr.io#nvidia/tensorrt-llm/"
+    notes += "release:1.1.0rc2.post2"
+    plain = _row(system="h200_sxm", batch_size=4, source_notes=notes.format(4, "2026-01-14T22:26:21Z"))
+    run = to_run(plain)
+    assert run.speculation is not None and run.speculation.k == 3
+    # (4 x 4 + 1024 + 127) // 64 = 1167 // 64 = 18 -> 1152 tokens
+    assert dict(run.engine_settings)["max_num_batched_tokens"] == 1152
+    adp = _row(system="h200_sxm", tp_size=1, attention_dp_size=8, moe_ep_size=8, batch_size=16,
+               source_notes=notes.format(128, "2026-01-14T00:00:00.000Z"))  # fmt: skip
+    run = to_run(adp)
+    assert run.speculation is not None and run.speculation.k == 1
+    # CONC / TP = 128 / 8 = 16, MTP 1: (2 x 16 + 1024 + 127) // 64 = 1183 // 64 = 18 -> 1152 tokens
+    assert dict(run.engine_settings)["max_num_batched_tokens"] == 1152
+    # the full sweep of 2026-01-28 (e28c038f8) ran the plain configurations too: no MTP assumed
+    later = _row(system="h200_sxm", batch_size=4, source_notes=notes.format(64, "2026-01-28T06:18:44Z"))
+    assert to_run(later).speculation is None

@@ -88,18 +88,36 @@ INFERENCEX_TRT_MAX_NUM_TOKENS: tuple[dict[str, Any], ...] = (
                               "551d81e9, 2025-09-15, H200)"},
     },
 )  # fmt: skip
-# InferenceX's TensorRT-LLM DeepSeek-R1 B200 MTP scripts (their configurations' own image) size the token budget for
-# the draft tokens, without the non-MTP scripts' 8192 floor: ``--max_num_tokens`` ⌈((k + 1)·B + ISL + 64) / 64⌉·64,
-# k = 3 draft tokens (1 with attention-DP) and B = ``--max_batch_size``: CONC, or with attention-DP CONC / 8 (FP8)
-# or CONC / 4 (FP4) once CONC reaches that divisor
-INFERENCEX_TRT_MTP_BUDGET: dict[str, Any] = {
-    "model": "deepseek-ai/DeepSeek-R1", "image": "tensorrt-llm/release:1.2.0rc6.post3", "from": "2026-02-05",
-    "draft": 3, "draft_attention_dp": 1, "attention_dp_batch_divisor": {"fp8": 8, "fp4": 4},
-    "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt_mtp.sh, dsr1_fp4_b200_trt_mtp.sh",
-               "commit": "5d517074c1221aaf0cfe66813029c1314a80c8ca (FP8), "
-                         "0aae52d4ced7f27fc8c1a8dcb9a500a376683eca (FP4)",
-               "setting": "MAX_BATCH_SIZE, MTP, MAX_NUM_TOKENS=$(( ((MTP+1)*MAX_BATCH_SIZE+ISL+64+63)/64*64 ))"},
-}  # fmt: skip
+# InferenceX's TensorRT-LLM DeepSeek-R1 rows its MTP configurations (``dsr1-*-trt-mtp``) measured, one rule a sweep:
+# those of their own image (1.2.0rc6.post3, 2026-02-05 on), and those of the sweep that added them (#392, merged
+# 2026-01-14 22:26 UTC; its perf-changelog entry names only the three ``-trt-mtp`` keys, whose image,
+# 1.1.0rc2.post2, the plain configurations ran too: the rows measured that day, 22:26:21Z and their 00:00 copies).
+# Their scripts size the token budget for the draft tokens, without the non-MTP scripts' 8192 floor:
+# ``--max_num_tokens`` ⌈((k + 1)·B + ISL + 64) / 64⌉·64, k = 3 draft tokens (1 with attention-DP) and
+# B = ``--max_batch_size``: CONC, or with attention-DP CONC divided by ``attention_dp_batch_divisor`` (by precision,
+# once CONC reaches it; None: by the ranks, the scripts' TP)
+INFERENCEX_TRT_MTP_RUNS: tuple[dict[str, Any], ...] = (
+    {
+        "image": "tensorrt-llm/release:1.2.0rc6.post3", "from": "2026-02-05",
+        "attention_dp_batch_divisor": {"fp8": 8, "fp4": 4},
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt_mtp.sh, dsr1_fp4_b200_trt_mtp.sh",
+                   "commit": "5d517074c1221aaf0cfe66813029c1314a80c8ca (FP8), "
+                             "0aae52d4ced7f27fc8c1a8dcb9a500a376683eca (FP4)",
+                   "setting": "MAX_BATCH_SIZE, MTP, MAX_NUM_TOKENS=$(( ((MTP+1)*MAX_BATCH_SIZE+ISL+64+63)/64*64 ))"},
+    },
+    {
+        "measured_on": "2026-01-14", "attention_dp_batch_divisor": None,
+        "source": {"repo": INFERENCEX,
+                   "path": "perf-changelog.yaml; benchmarks/dsr1_fp8_h200_trt_mtp_slurm.sh, "
+                           "dsr1_fp8_b200_trt_mtp_slurm.sh, dsr1_fp4_b200_trt_mtp_slurm.sh",
+                   "commit": "bf3456727ff55fdd70fbdc8fcbb8eaf2c70606a3",
+                   "setting": "config-keys dsr1-fp4-b200-trt-mtp, dsr1-fp8-b200-trt-mtp, dsr1-fp8-h200-trt-mtp; "
+                              "MAX_BATCH_SIZE=$((CONC/TP)) with DP_ATTENTION, MTP=1 there, else 3"},
+    },
+)  # fmt: skip
+MTP_DRAFT_TOKENS = {"plain": 3, "attention_dp": 1}  # the MTP scripts' MTP=3, MTP=1 when DP_ATTENTION=true
+
+
 # InferenceX's TensorRT-LLM launch scripts turn on attention-DP balancing (``attention_dp_config: enable_balance:
 # true``) wherever they run attention-DP: gpt-oss-120b with TensorRT-LLM's other defaults (from 28e5a01e, 2025-09-19),
 # DeepSeek-R1 with ``batching_wait_iters: 0``, ``timeout_iters: 60`` (from ec90f3fe, 2025-09-18); before the rows
@@ -178,17 +196,32 @@ def batch_wait(r: dict[str, str], concurrency: int, inferencex: bool) -> dict[st
     return {}
 
 
+def mtp_run(r: dict[str, str], inferencex: bool) -> dict[str, Any] | None:
+    """The rule of :data:`INFERENCEX_TRT_MTP_RUNS` an aggregated InferenceX TensorRT-LLM DeepSeek-R1 row was measured
+    under (by its image or its date), or None: the row ran a plain configuration, or is not InferenceX's."""
+    measured, image = _measured(r), _image(r)
+    if (r["backend"], r["model_path"]) != ("trtllm", "deepseek-ai/DeepSeek-R1") or measured is None or not inferencex:
+        return None
+    for rule in INFERENCEX_TRT_MTP_RUNS:
+        if "image" in rule and image.endswith(rule["image"]) and measured >= rule["from"]:
+            return rule
+        if measured == rule.get("measured_on"):
+            return rule
+    return None
+
+
 def token_budget(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -> dict[str, Any]:
     """The ``--max_num_tokens`` InferenceX's TensorRT-LLM launch script for the row passed, as
     ``max_num_batched_tokens``: its model's constant (:data:`INFERENCEX_TRT_MAX_NUM_TOKENS`), or the DeepSeek-R1 MTP
-    scripts' (:data:`INFERENCEX_TRT_MTP_BUDGET`, with ``dp`` attention-DP ranks); empty elsewhere."""
-    measured, mtp = _measured(r), INFERENCEX_TRT_MTP_BUDGET
+    scripts' (:data:`INFERENCEX_TRT_MTP_RUNS`, with ``dp`` attention-DP ranks); empty elsewhere."""
+    measured, mtp = _measured(r), mtp_run(r, inferencex)
     if r["backend"] != "trtllm" or not inferencex or measured is None:
         return {}
-    if r["model_path"] == mtp["model"] and measured >= mtp["from"] and _image(r).endswith(mtp["image"]):
-        divisor = mtp["attention_dp_batch_divisor"][r["precision"]] if dp > 1 else 1
+    if mtp is not None:
+        divisors = mtp["attention_dp_batch_divisor"]
+        divisor = (dp if divisors is None else divisors[r["precision"]]) if dp > 1 else 1
         batch = concurrency // divisor if concurrency >= divisor else concurrency
-        draft = mtp["draft_attention_dp"] if dp > 1 else mtp["draft"]
+        draft = MTP_DRAFT_TOKENS["attention_dp" if dp > 1 else "plain"]
         return {"max_num_batched_tokens": ((draft + 1) * batch + int(r["isl"]) + 64 + 63) // 64 * 64}
     for rule in INFERENCEX_TRT_MAX_NUM_TOKENS:
         if r["model_path"] == rule["model"] and measured >= rule["from"]:
