@@ -178,6 +178,8 @@ def test_inferencex_attention_dp_rows_balance_as_their_scripts_set():
         "adp_balance": True, "adp_batching_wait_iters": 0, "adp_timeout_iters": 60}  # fmt: skip
     gpt = _row(model_path="openai/gpt-oss-120b", precision="fp4", tp_size=1, attention_dp_size=4, moe_ep_size=4)
     assert adp_balance(gpt, to_run(gpt).layout.dp, True) == {"adp_balance": True}
+    # gptoss_fp4_h200_trt_slurm.sh (f6a9d0b6) and gptoss_fp4_h200_trt.sh (d8cc8977) write no attention_dp_config
+    assert adp_balance({**gpt, "system": "h200_sxm"}, to_run(gpt).layout.dp, True) == {}
     assert adp_balance(_row(), to_run(_row()).layout.dp, True) == {}  # TP 8, no attention-DP
     launcher = _row(tp_size=1, attention_dp_size=8, moe_ep_size=8, source_notes="silicon_concurrency=64")
     assert "adp_balance" not in dict(to_run(launcher).engine_settings)  # not InferenceX: its generator's settings

@@ -124,8 +124,10 @@ MTP_DRAFT_TOKENS = {"plain": 3, "attention_dp": 1}  # the MTP scripts' MTP=3, MT
 INFERENCEX_TRT_ADP_BALANCE: dict[str, dict[str, Any]] = {
     "openai/gpt-oss-120b": {
         "settings": {"adp_balance": True},
+        "systems": ("b200_sxm",),  # the H200 scripts write no attention_dp_config (gptoss_fp4_h200_trt*.sh)
         "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh at "
-        "64af5a771b8a14915d907e0dc8abb2af40d9eaf0",
+        "64af5a771b8a14915d907e0dc8abb2af40d9eaf0; gptoss_fp4_h200_trt_slurm.sh at f6a9d0b6, gptoss_fp4_h200_trt.sh "
+        "at d8cc8977 (no attention_dp_config)",
     },
     "deepseek-ai/DeepSeek-R1": {
         "settings": {"adp_balance": True, "adp_batching_wait_iters": 0, "adp_timeout_iters": 60},
@@ -234,5 +236,7 @@ def adp_balance(r: dict[str, str], dp: int, inferencex: bool) -> dict[str, Any]:
     for its aggregated TensorRT-LLM rows that run attention-DP; empty elsewhere."""
     rule = INFERENCEX_TRT_ADP_BALANCE.get(r["model_path"])
     if rule is None or r["backend"] != "trtllm" or dp <= 1 or not inferencex:
+        return {}
+    if r["system"] not in rule.get("systems", (r["system"],)):
         return {}
     return dict(rule["settings"])
