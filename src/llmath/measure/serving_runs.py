@@ -95,7 +95,12 @@ import numpy as np
 
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
-from llmath.measure.trt_launchers import GENERATOR_TRT_KV_FRACTION, launcher_trt_settings, mtp_run
+from llmath.measure.trt_launchers import (
+    GENERATOR_TRT_KV_FRACTION,
+    MTP_DRAFT_TOKENS,
+    launcher_trt_settings,
+    mtp_run,
+)
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
 MODELS = {
@@ -155,8 +160,8 @@ INFERENCEX_SGLANG_RECV: dict[str, Any] = {
 # (:func:`.disagg_recipes.mtp_speculation`)
 INFERENCEX_TRT_MTP: dict[str, Any] = {
     "model": "deepseek-ai/DeepSeek-R1",
-    "k": 3,
-    "k_attention_dp": 1,
+    "k": MTP_DRAFT_TOKENS["plain"],
+    "k_attention_dp": MTP_DRAFT_TOKENS["attention_dp"],
     "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/0aae52d4ced7f27fc8c1a8dcb9a500a376683eca/"
     "benchmarks/dsr1_fp4_b200_trt_mtp.sh (MTP), .github/configs/nvidia-master.yaml (image); 5d517074c for FP8",
 }
