@@ -117,8 +117,9 @@ def test_inferencex_trtllm_deepseek_rows_run_the_budget_its_launch_script_sets()
     assert _budget(to_run(_row(backend="vllm", source_notes=notes.format("2025-12-01")))) is None
     # a row without InferenceX provenance is not run by its scripts (the generator's budget applies instead)
     assert harness_budget(_row(source_notes="silicon_concurrency=8"), 8) is None
+    # gpt-oss-120b's scripts pass a constant instead (gptoss_fp4_{b200,h200}_trt_slurm.sh: MAX_NUM_TOKENS=20000)
     other = _row(model_path="openai/gpt-oss-120b", source_notes=notes.format("2025-12-01"))
-    assert _budget(to_run(other)) is None
+    assert _budget(to_run(other)) == 20000
 
 
 def test_inferencex_trtllm_mtp_rows_speculate_as_their_launch_scripts_set():
