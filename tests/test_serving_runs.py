@@ -272,6 +272,20 @@ def test_quant_modes_map_to_executed_formats():
     assert (p.weights, p.kv) == ("bf16", "bf16")
 
 
+def test_quant_modes_leave_the_modules_the_checkpoint_keeps_unquantised():
+    # openai/gpt-oss-120b config.json: quantization_config {quant_method: mxfp4, modules_to_not_convert:
+    # ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}: the engines
+    # load those in bf16 whatever the row's GEMM mode (vLLM's Mxfp4Config quantises only the MoE layers)
+    for mode in ("nvfp4", "fp8"):
+        p = precision(to_run(_row(model_path="openai/gpt-oss-120b", gemm_quant_mode=mode, moe_quant_mode=mode,
+                                  moe_ep_size="1")))  # fmt: skip
+        assert [p.weight_format(m) for m in ("attention", "router", "embedding", "lm_head")] == ["bf16"] * 4
+        assert (p.weights, p.weight_format("experts")) == (mode, mode)
+    # a checkpoint without such a list takes the row's mode everywhere (Llama-3.1-70B: attention in fp8)
+    p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-70B", gemm_quant_mode="fp8", moe_quant_mode="fp8")))
+    assert p.weight_format("attention") == "fp8"
+
+
 def test_unknown_system_is_refused_with_its_name(tmp_path):
     f = _csv(tmp_path, [_row(system="mi300x"), _row(id="ok", **LLAMA_8B_H100)])
     rep = validate_runs(f)

@@ -12,7 +12,9 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   of a bundled base model is that model, its formats then come from the row's quant modes);
 * ``gemm_quant_mode`` / ``moe_quant_mode`` (the formats the engine ran): ``fp8`` → FP8 weights and
   activations (W8A8), ``fp8_block`` → block-scaled FP8 weights, FP8 activations, ``nvfp4`` → NVFP4 weights
-  and activations (W4A4), empty → the checkpoint's own; the MoE mode sets the routed experts' format;
+  and activations (W4A4), empty → the checkpoint's own; the MoE mode sets the routed experts' format; the
+  modules the checkpoint's ``modules_to_not_convert`` leaves unquantised keep its format (gpt-oss: attention,
+  router, embeddings and LM head in bf16, as every engine loads them);
 * the KV cache: FP8 when the row's ``precision`` is ``fp8`` or ``fp4`` (the collection's rule: a quantised
   checkpoint runs FP8 KV cache and FP8 attention, ``sdk/models/helpers.py`` ``_infer_quant_modes_from_raw_config``),
   else the checkpoint's (bf16);
@@ -423,6 +425,11 @@ def recipe_defaults(run: Run) -> Run:
     return replace(run, decode=replace(D, tp=1, dp=D.tp), assumed=(*run.assumed, note))
 
 
+# the checkpoint's own list of modules its quantisation leaves unconverted (vLLM and TensorRT-LLM load them
+# unquantised whatever the run's GEMM mode: llmath.model.quant)
+KEPT_UNQUANTISED = "quantization_config.modules_to_not_convert"
+
+
 def precision(run: Run):
     """The formats the run's engine executed (module docstring)."""
     from llmath.model.checkpoint import precision_for
@@ -433,8 +440,9 @@ def precision(run: Run):
     if gemm is None and moe is None:
         return p.override(kv=kv)
     w, a = gemm or (p.weights, p.act_quant or p.activations)
+    kept = {m: p.weight_format(m) for m, src in p.sources if src == KEPT_UNQUANTISED}
     p = p.override(weights=w, kv=kv)
-    mods = {"experts": moe[0]} if moe is not None and moe[0] != w else {}
+    mods = {**({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
     act = a if gemm is not None else moe[1] if moe is not None else None
     return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
 
