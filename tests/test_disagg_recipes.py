@@ -175,3 +175,15 @@ def test_the_decode_server_answers_after_its_first_steps():
         assert r["first_token_decode_s"] == pytest.approx(steps * r["tpot_s"], rel=1e-12)
     vllm = serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, engine="vllm", **pools)
     assert vllm["first_token_decode_s"] == 0.0  # no decode-loop count stated for vLLM
+
+
+def test_sglang_mtp_entries_draft_as_their_recipes():
+    # InferenceX dsr1-fp8-b200-dynamo-sglang-mtp 1024/1024 lists 8 clients only under MTP (1 prefill + 3 decode
+    # workers of TP 8, EP 8), naming recipes/b200-fp8/1k1k/mtp/low-latency-tep8-1p3d.yaml, which decodes with
+    # EAGLE, speculative-num-steps 2, topk 1, num-draft-tokens 3: a chain of 2 drafts
+    row = _inferencex(8, "2026-03-18T21:01:05Z", "lmsysorg/sglang:v0.5.8.post1-cu130-amd64", backend="sglang",
+                      system="b200_sxm", prefill_tp_size=8, prefill_moe_ep_size=8, decode_tp_size=8,
+                      decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 8)
+    assert (found.group, found.draft_tokens) == (POOLS_MTP, 2)
+    assert (found.prefill, found.decode) == ((1, 8, 8, False), (3, 8, 8, False))
