@@ -187,3 +187,14 @@ def test_sglang_mtp_entries_draft_as_their_recipes():
     found = recipe_for(row, 8)
     assert (found.group, found.draft_tokens) == (POOLS_MTP, 2)
     assert (found.prefill, found.decode) == ((1, 8, 8, False), (3, 8, 8, False))
+
+
+def test_a_recipe_file_overrides_its_names_batch():
+    # ishandhanani/srt-slurm recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen3_tp8_batch1024_eplb0_mtp0_4.yaml (its copy at
+    # qiching/srt-slurm 5063eb43) sets trtllm_config.decode.max_batch_size: 1 despite "batch1024" in its name: 3
+    # decode workers of one slot for 4 clients, so a client waits (4 / 3 − 1) = 1/3 of a 1023-step decode
+    row = _inferencex(4, "2026-03-18T00:00:00.000Z", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2",
+                      system="b200_sxm", backend_version="0.8.1.post2", prefill_tp_size=8, prefill_moe_ep_size=8,
+                      decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 4)
+    assert (found.group, found.decode_max_batch, found.decode) == (POOLS, 1, (3, 8, 1, False))
