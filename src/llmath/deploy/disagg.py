@@ -7,7 +7,8 @@ from one to the other over the interconnect, and the two pools rate-matched.
 * the **KV transfer** moves the KV cache of the P prompt positions once per request, each prefill GPU its
   shard over its own link (scale-up when both workers fit one scale-up domain, else scale-out; per
   direction); its time adds to TTFT (not overlapped with the prefill, an upper bound: engines stream layer
-  by layer);
+  by layer), and so do the decode server's steps until it answers the request (:func:`first_token_decode_s`:
+  its executor's loop, TensorRT-LLM 2.5 steps, SGLang 1.5; ``data/engines.json``);
 * a **decode worker** holds B sequences decoding (at most what its KV pool admits and ``max_num_seqs``), one
   token each per step of time τ_d(B), so it finishes r_d = B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
 * **rate matching**: x prefill workers need y = ⌈x·r_p / r_d⌉ decode workers; the pair sustains x·r_p
