@@ -287,22 +287,28 @@ def serve_disaggregated(
     pdev, ddev = pdec.dev, ddec.dev
     x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
     pre = _prefill_pass(pdec, peng, req, concurrency / (x * pdev.dp))
-    kv = float(kv_bytes_per_sequence(spec, prompt, p, "flash")) + draft_kv_bytes(pdec.draft, prompt, per_gpu=False)
-    t_kv = kv / link_bytes_per_s(hw, pdev.gpus, pdev.gpus + ddev.gpus)
-    cap = _decode_cap(dmem.max_resident, decode_max_batch)
-    ranks, lag, first = y * ddev.dp, peng.replacement_lag, first_token_decode_steps(engine)
-    ttft, tpot, B = _closed_loop_times(
-        pre, ddec, deng, req, concurrency, ranks, cap, (t_kv, first), prompts_per_client, lag
-    )
+    t_kv = kv_transfer_s(pdec, prompt, hw, ddev.gpus)
+    cap, handoff = _decode_cap(dmem.max_resident, decode_max_batch), (t_kv, first_token_decode_steps(engine))
+    ranks, lag = y * ddev.dp, peng.replacement_lag
+    ttft, tpot, B = _closed_loop_times(pre, ddec, deng, req, concurrency, ranks, cap, handoff, prompts_per_client, lag)
     e2e = ttft + req.decode_steps * tpot
     gpus, decoding = x * pdev.gpus + y * ddev.gpus, min(B * y * ddev.dp, concurrency)
     return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "throughput_tok_s": concurrency * req.mean_gen / e2e,
             "throughput_tok_s_per_gpu": concurrency * req.mean_gen / e2e / gpus,
-            "kv_transfer_s": t_kv, "first_token_decode_s": first_token_decode_s(first, tpot, ddec.tokens),
+            "kv_transfer_s": t_kv, "first_token_decode_s": first_token_decode_s(handoff[1], tpot, ddec.tokens),
             "prefill_pass_s": pre[0], "prefill_passes": pre[1], "decode_batch": B,
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
             "tokens_per_step": ddec.tokens}  # fmt: skip
+
+
+def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, decode_gpus: int) -> float:
+    """Seconds to send one prompt's KV cache (the target's, and its draft's) from a prefill replica of ``pdec`` to a
+    decode replica of ``decode_gpus`` GPUs, each prefill GPU its shard over its own link (:func:`link_bytes_per_s`)."""
+    dev = pdec.dev
+    kv = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, "flash"))
+    kv += draft_kv_bytes(pdec.draft, prompt, per_gpu=False)
+    return kv / link_bytes_per_s(hw, dev.gpus, dev.gpus + decode_gpus)
 
 
 def _closed_loop_times(pre, ddec, deng, req: Requests, c: float, ranks: int, cap: int, handoff, m: float, lag):
