@@ -1,0 +1,74 @@
+"""InferenceX's SGLang DeepSeek-R1 launch scripts read into a run's engine settings (measure.sglang_launchers)."""
+
+import math
+
+import pytest
+from test_serving_runs import _row
+
+from llmath.errors import LLMathError
+from llmath.measure.serving_runs import predict_run, to_run
+from llmath.measure.sglang_launchers import launcher_sglang_settings, script_flags
+
+NOTES = "model=DeepSeek-R1; silicon_concurrency={}; measured=2026-03-25T16:34:14Z; wip=False"
+
+
+def _sglang(c: int, **kw) -> dict:
+    return _row(**{"backend": "sglang", "source_notes": NOTES.format(c), "batch_size": str(c), **kw})
+
+
+def test_fp8_b200_tp8_as_its_script_sets():
+    # SemiAnalysisAI/InferenceX 12ba0ae07 benchmarks/single_node/dsr1_fp8_b200.sh, TP 8 branch:
+    # MAX_RUNNING_REQUESTS=128, MEM_FRAC_STATIC=0.82, CHUNKED_PREFILL_SIZE=MAX_PREFILL_TOKENS=32768,
+    # SCHEDULER_RECV_INTERVAL=30 when CONC >= 16 else 10
+    row = _sglang(64, precision="fp8", gemm_quant_mode="fp8_block", moe_quant_mode="fp8_block", moe_ep_size="1")
+    assert launcher_sglang_settings(row, 64, True) == {
+        "max_num_batched_tokens": 32768, "max_num_seqs": 128, "gpu_memory_utilization": 0.82, "recv_interval": 30,
+    }  # fmt: skip
+    assert launcher_sglang_settings(row, 8, True)["recv_interval"] == 10
+    assert dict(to_run(row).engine_settings)["max_num_seqs"] == 128  # the hook in serving_runs.to_run
+
+
+def test_fp8_b200_tp4_branch():
+    # the same script's TP 4 branch (8192/1024 only): 32 requests, 0.95 of memory, 8192-token prefill, interval 10
+    row = _sglang(8, precision="fp8", tp_size="4", isl="8192", moe_ep_size="1")
+    assert launcher_sglang_settings(row, 8, True) == {
+        "max_num_batched_tokens": 8192, "max_num_seqs": 32, "gpu_memory_utilization": 0.95, "recv_interval": 10,
+    }  # fmt: skip
+
+
+def test_fp4_b200_takes_sglang_default_max_prefill_tokens():
+    # dsr1_fp4_b200.sh passes --chunked-prefill-size 16384 and no --max-prefill-tokens (SGLang 0.5.9's default
+    # 16384): a prefill batch takes min(16384, 16384) new tokens; 256 requests, 0.85 of memory
+    s = launcher_sglang_settings(_sglang(4), 4, True)
+    assert (s["max_num_batched_tokens"], s["max_num_seqs"], s["gpu_memory_utilization"]) == (16384, 256, 0.85)
+    assert s["recv_interval"] == 10
+
+
+def test_h200_branches_by_lengths_and_polls_every_iteration():
+    # dsr1_fp8_h200.sh: 512 requests at 1024/1024, 256 otherwise; 32768-token prefill, 0.82; no recv interval
+    h200 = {"system": "h200_sxm", "precision": "fp8", "moe_ep_size": "1"}
+    one_k = launcher_sglang_settings(_sglang(32, **h200), 32, True)
+    eight_k = launcher_sglang_settings(_sglang(32, isl="8192", **h200), 32, True)
+    assert one_k == {"max_num_batched_tokens": 32768, "max_num_seqs": 512, "gpu_memory_utilization": 0.82}
+    assert eight_k["max_num_seqs"] == 256 and "recv_interval" not in eight_k
+
+
+def test_rows_no_script_ran_get_nothing():
+    fp8 = {"precision": "fp8", "moe_ep_size": "1"}
+    assert launcher_sglang_settings(_sglang(256, **fp8), 256, True) == {}  # above the script's 128-request cap
+    assert launcher_sglang_settings(_sglang(8), 8, False) == {}  # not an InferenceX row
+    assert script_flags(_sglang(8, backend="trtllm")) is None
+    assert script_flags(_sglang(8, source_notes=NOTES.format(8).replace("2026-03-25", "2025-09-01"))) is None
+
+
+def test_tp4_fp8_fits_only_with_its_memory_share():
+    # DeepSeek-R1's 671e9 FP8 weights on 4 GPUs are >= 167.7 GB per GPU; B200 holds 180 GB (DGX B200: 1,440 GB
+    # over 8): SGLang's default share for TP 4 (0.85 · 180 = 153 GB) cannot hold them, the script's 0.95 (171 GB)
+    # can, so the run is predicted with it and refused without it
+    row = _sglang(8, precision="fp8", tp_size="4", isl="8192", gemm_quant_mode="fp8_block",
+                  moe_quant_mode="fp8_block", moe_ep_size="1")  # fmt: skip
+    run = to_run(row)
+    assert math.isfinite(predict_run(run)["ttft_s"])
+    bare = to_run(_row(**{**row, "source_notes": "silicon_concurrency=8"}))
+    with pytest.raises(LLMathError, match="does not fit"):
+        predict_run(bare)
