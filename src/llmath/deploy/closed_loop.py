@@ -420,7 +420,7 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     idle = (o_req / uniform.e2e_s) ** (C - 1)
     joined = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau - 1e-9)) * tau
     waited = (1 - idle) * (
-        np.maximum(joined, o_req + _poll_wait(eng.recv_interval, f, tau)) + _held(dec, eng, req, uniform, tau)
+        np.maximum(joined, o_req + _poll_wait(eng.recv_interval, uniform)) + _held(dec, eng, req, uniform, tau)
     )
     waited = waited + idle * o_req
     c = np.minimum(together, B)
@@ -472,7 +472,7 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
         f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
         mean = f * t_m + (1 - f) * t_d
         wait = np.maximum(eng.replacement_lag * mean - o_req, (f * t_m**2 + (1 - f) * t_d**2) / (2 * mean))
-        wait = np.maximum(wait, _poll_wait(eng.recv_interval, f, mean)) + _held(dec, eng, req, ss, mean)
+        wait = np.maximum(wait, _poll_wait(eng.recv_interval, ss)) + _held(dec, eng, req, ss, mean)
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
         wait = wait * busy
         inside = np.maximum(C * (ss.e2e_s - o_req) / (ss.e2e_s + wait), 1.0)
@@ -486,15 +486,20 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
                    overhead_ttft_s=ss.overhead_ttft_s + o_wait)  # fmt: skip
 
 
-def _poll_wait(interval: int, prefill_share, mean_step):
-    """Mean wait of a request for the scheduler's next poll when it takes requests in only every ``interval``
-    decode iterations (SGLang's ``SchedulerRecvSkipper``: an iteration that prefills ends the interval at once):
-    polls come every min(interval, 1 / share of prefilling iterations) iterations, and a request arriving at a
-    uniform moment waits half of that. 0 when the scheduler takes requests in at every iteration."""
+def _poll_wait(interval: int, ss: SteadyState):
+    """Mean wait of a request for the scheduler's next poll when it takes requests in only after ``interval``
+    decode iterations or after any iteration that prefills (SGLang's ``SchedulerRecvSkipper``), at the state
+    ``ss``'s decode step τ_d, prefill iteration τ_p and arrivals λ per second: a prompt is prefilled only once a
+    poll took it in, so the polls come in cycles of a window of W = interval·τ_d decode iterations, then, when
+    the window's poll found a request (1 − e^(−λW)), a chain of prefill iterations, each followed by a poll that
+    finds another with probability 1 − e^(−λτ_p) (e^(λτ_p) iterations on average). A request arriving at a
+    uniform moment waits W/2 in a window, τ_p/2 in a prefill: weighted by their time shares. 0 when the scheduler
+    takes requests in at every iteration."""
     if interval <= 1:
         return 0.0
-    period = np.minimum(float(interval), 1.0 / np.maximum(prefill_share, 1.0 / interval))
-    return period * mean_step / 2
+    window, prefill, rate = interval * ss.step_decode_s, ss.step_mixed_s, ss.requests_s
+    chain = -np.expm1(-rate * window) * np.exp(np.minimum(rate * prefill, 50.0)) * prefill
+    return (window * window / 2 + chain * prefill / 2) / (window + chain)
 
 
 def _batch_wait_iterations(eng: EngineConfig, req: Requests, decoding, arrivals_per_iteration):

@@ -41,10 +41,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   pass ``--max_num_tokens`` ⌈(CONC + ISL + 64) / 64⌉ · 64, and from SemiAnalysisAI/InferenceX 64af5a77
   (2026-01-21) at least 8192: its aggregated rows run that budget by their ``measured=`` date
   (:data:`INFERENCEX_TRT_BUDGET`), carried in the run's ``engine_settings`` as ``max_num_batched_tokens``;
-* the scheduler's polling: InferenceX's SGLang DeepSeek-R1 B200 launch scripts (``dsr1_fp8_b200.sh``,
-  ``dsr1_fp4_b200.sh``) pass ``--scheduler-recv-interval`` 30 from 16 clients, 10 below (10 for FP8 at TP 4), so
-  the scheduler takes new requests in only every that many decode iterations: ``recv_interval`` in the run's
-  ``engine_settings`` (:data:`INFERENCEX_SGLANG_RECV`);
+* SGLang's launch settings: InferenceX's SGLang DeepSeek-R1 scripts (``dsr1_fp8_b200.sh``, ``dsr1_fp4_b200.sh``,
+  ``dsr1_fp8_h200.sh``) pass ``--scheduler-recv-interval`` (B200: 30 from 16 clients, 10 below, 10 for FP8 at
+  TP 4), the prefill budget, the sequence cap and the memory share: ``recv_interval``, ``max_num_batched_tokens``,
+  ``max_num_seqs``, ``gpu_memory_utilization`` in the run's ``engine_settings``
+  (:func:`.sglang_launchers.launcher_sglang_settings`);
 * TensorRT-LLM's KV cache share: InferenceX's TensorRT-LLM launch scripts write ``free_gpu_memory_fraction``
   0.85 (gpt-oss-120b), 0.75 (DeepSeek-R1 on H200) and 0.8 (DeepSeek-R1 on B200; 0.7 and 0.75 in two FP8 cases from
   2026-01-29), carried as ``gpu_memory_utilization`` (:data:`.trt_launchers.INFERENCEX_TRT_KV_FRACTION`); its
@@ -97,6 +98,7 @@ import numpy as np
 
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
+from llmath.measure.sglang_launchers import launcher_sglang_settings
 from llmath.measure.trt_launchers import (
     GENERATOR_TRT_KV_FRACTION,
     MTP_DRAFT_TOKENS,
@@ -141,16 +143,6 @@ INFERENCEX_TRT_BUDGET: dict[str, dict[str, Any]] = {
         "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/64af5a771b8a14915d907e0dc8abb2af40d9eaf0/"
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh (MAX_NUM_TOKENS)",
     },
-}
-# InferenceX's SGLang launch scripts for DeepSeek-R1 on B200 (FP8 and FP4; from 6be2c699, 2025-09-23, through the
-# rows' dates) pass ``--scheduler-recv-interval`` 30 when CONC >= 16, else 10, and 10 for FP8 at TP 4 (module
-# docstring); the H200 script passes none (SGLang's default, 1)
-INFERENCEX_SGLANG_RECV: dict[str, Any] = {
-    "model": "deepseek-ai/DeepSeek-R1",
-    "system": "b200_sxm",
-    "from": "2025-09-23",
-    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/5e2c705d3cbd30f1afa43fd57960f2dc4a19439e/"
-    "benchmarks/single_node/dsr1_fp8_b200.sh and dsr1_fp4_b200.sh (SCHEDULER_RECV_INTERVAL)",
 }
 # InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations (``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp4-b200-trt-mtp`` in
 # .github/configs/nvidia-master.yaml from 5d517074c, 2026-02-05, and 0aae52d4c, 2026-02-06) run image 1.2.0rc6.post3,
@@ -307,11 +299,9 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     budget = harness_budget(r, _concurrency(r, lay)) if agg else None
     if budget is not None:
         settings["max_num_batched_tokens"] = budget
-    recv = harness_recv_interval(r, _concurrency(r, lay)) if agg else None
-    if recv is not None:
-        settings["recv_interval"] = recv
     if agg and lay is not None:
         settings.update(launcher_trt_settings(r, _concurrency(r, lay), lay.dp, inferencex))
+        settings.update(launcher_sglang_settings(r, _concurrency(r, lay), inferencex))
     spec = harness_speculation(r, lay) if agg else None
     if spec is not None:
         assumed.append(f"MTP k={spec.k} (InferenceX -trt-mtp launcher), acceptance {spec.acceptance:.2f} tokens per"
@@ -384,20 +374,6 @@ def harness_warmed(r: dict[str, str]) -> bool:
     (:data:`INFERENCEX_WARMUP`, by the row's ``measured=`` date; a row without a date is taken as warmed)."""
     measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
     return measured is None or measured.group(1) >= INFERENCEX_WARMUP["from"]
-
-
-def harness_recv_interval(r: dict[str, str], concurrency: int) -> int | None:
-    """The ``--scheduler-recv-interval`` InferenceX's SGLang DeepSeek-R1 B200 launch scripts passed
-    (:data:`INFERENCEX_SGLANG_RECV`) for its aggregated SGLang rows with its provenance; ``None`` elsewhere."""
-    rule, notes = INFERENCEX_SGLANG_RECV, r.get("source_notes", "")
-    if (r["backend"], r["model_path"], r["system"]) != ("sglang", rule["model"], rule["system"]):
-        return None
-    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
-    if not INFERENCEX_NOTES.search(notes) or (measured is not None and measured.group(1) < rule["from"]):
-        return None
-    if r["precision"] == "fp8" and _int(r["tp_size"]) == 4:
-        return 10
-    return 30 if concurrency >= 16 else 10
 
 
 def recipe_defaults(run: Run) -> Run:
