@@ -410,17 +410,22 @@ class Decoding:
             return self.dev.iteration(d, ctx, n, c, pf).time_s
         return self.step(d, ctx) + self.dev.iteration(0, 0, n, c, pf).time_s
 
-    def mixed_and_step(self, ds: tuple, d_step, ctx, n, c, pf) -> list[np.ndarray]:
-        """``mixed(d, ctx, n, c, pf)`` for each ``d`` of ``ds``, then ``step(d_step, ctx)``: the same values,
-        stacked into one evaluation (under speculation the chunks' pass, the same for every ``d``, once)."""
-        *dd, d_step, n, c, pf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (*ds, d_step, n, c, pf)))
-        d = np.stack([*dd, d_step])
-        if self.spec is None:
-            zero = np.zeros_like(n)
-            stack = [np.stack([x] * len(dd) + [zero]) for x in (n, c, pf)]
-            return list(self.dev.iteration(d, ctx, *stack).time_s)
-        step, chunks = self.step(d, ctx), self.dev.iteration(0, 0, n, c, pf).time_s
-        return [*(s + chunks for s in step[:-1]), step[-1]]
+    def mixed_and_step(self, d, d_step, ctx, n, c, pf) -> tuple[np.ndarray, np.ndarray]:
+        """``mixed(d, ctx, n, c, pf)`` and ``step(d_step, ctx)``, the kinds of each along the leading axis: the
+        same values, stacked into one evaluation (under speculation one round over both, the chunks' pass apart)."""
+        d, n, c, pf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (d, n, c, pf)))
+        d_step = np.broadcast_to(np.asarray(d_step, dtype=float), (len(d_step), *d.shape[1:]))
+        rows, k = np.concatenate([d, d_step]), len(d)
+        if self.spec is not None:
+            both = self.step(rows, ctx)
+            return both[:k] + self.dev.iteration(0, 0, n, c, pf).time_s, both[k:]
+        pad = np.zeros_like(d_step)
+        t = self.dev.iteration(rows, ctx, *(np.concatenate([x, pad]) for x in (n, c, pf))).time_s
+        return t[:k], t[k:]
+
+    def select(self, mask) -> Decoding:
+        """The decoding of the points ``mask`` selects: this one (its evaluations are element-wise)."""
+        return self
 
 
 def steady_state(
