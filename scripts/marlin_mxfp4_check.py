@@ -1,6 +1,6 @@
-"""Check: vLLM's weight-only MXFP4 MoE kernel on Hopper (Marlin), fitted to its per-kernel table, at gpt-oss's shape.
+"""Fit: vLLM's weight-only MXFP4 MoE kernel on Hopper (Marlin), fitted to its per-kernel table, at gpt-oss's shape.
 
-    PYTHONPATH=src:scripts eff-data/venv/bin/python scripts/marlin_mxfp4_check.py eff-data/unpacked
+    PYTHONPATH=src:scripts eff-data/venv/bin/python scripts/marlin_mxfp4_check.py eff-data/unpacked [--write]
 
 Why: on Hopper (no fp4 tensor cores) vLLM runs MXFP4 experts as a weight-only kernel. Its backend choice
 (vllm-project/vllm ``vllm/model_executor/layers/quantization/mxfp4.py`` ``get_mxfp4_backend`` at commit
@@ -19,13 +19,17 @@ The ``moe`` form of ``llmath.hardware.efficiency_fit`` is fitted per device to t
 weights (17 bytes per 32), the experts hit counted as the balanced routing spreads them (min(E, T·k)); every
 5th distinct token count is held out. Prints the fit, its held-out error, and its time for one gpt-oss-120b MoE
 layer (hidden 2880, inter 2880 / moe-TP, 128 experts, top-4) beside the tables' own gpt-oss-shaped rows of the
-other weight-only kernels (vLLM's triton_kernels backend, TensorRT-LLM's ``moe_torch_flow``). Writes nothing: the
-fit is not applied (docs/efficiency.md, "vLLM's MXFP4 experts on Hopper"). Per-kernel tables only.
+other weight-only kernels (vLLM's triton_kernels backend, TensorRT-LLM's ``moe_torch_flow``). With ``--write`` it
+stores each device's fit in ``src/llmath/data/efficiency_fit.json`` under ``engine_moe_kernel`` (kernel ``marlin``,
+format ``w4a16_mxfp4``), which llmath applies where a launcher picks Marlin (docs/efficiency.md, "vLLM's MXFP4 experts
+on Hopper"). Per-kernel tables only.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import hashlib
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -97,8 +101,29 @@ def gpt_oss_line(root: Path, sysname: str, name: str, coef, tokens: int, tp: int
     return f"  gpt-oss layer, {tokens} tokens, moe-TP {tp}: Marlin fit {fit:.3f} ms; measured " + ", ".join(others)
 
 
+OUT = Path("src/llmath/data/efficiency_fit.json")
+
+
+def write_fits(fits: dict[str, dict], out: Path = OUT) -> None:
+    """Store the fits under ``engine_moe_kernel`` in ``out``, keeping everything else."""
+    doc = json.loads(out.read_text())
+    doc["engine_moe_kernel"] = {
+        "package": "aiconfigurator-core 0.12.0",
+        "form": "moe of llmath.hardware.efficiency_fit, compute at the bf16 peak, MXFP4 weight bytes",
+        "rule": "vLLM 0.24.0 moe_perf, the Marlin MXFP4 kernel, balanced routing, EP 1, moe-TP 1-16; median of "
+        "repeats per (tokens, moe-TP); every 5th distinct token count held out (scripts/marlin_mxfp4_check.py)",
+        "devices": {name: {"marlin": {KEY: fit}} for name, fit in fits.items()},
+    }
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+
+
 def main(argv=None) -> None:
-    root = Path((argv or sys.argv[1:])[0]) / "aiconfigurator_core" / "systems" / "data"
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("unpacked", type=Path, help="the unzipped aiconfigurator-core wheel")
+    ap.add_argument("--write", action="store_true", help=f"store the fits in {OUT}")
+    a = ap.parse_args(argv)
+    root = a.unpacked / "aiconfigurator_core" / "systems" / "data"
+    fits: dict[str, dict] = {}
     for sysname, name in SYSTEMS.items():
         for engine in ENGINES:
             got = fit_engine(root, sysname, name, engine)
@@ -111,6 +136,10 @@ def main(argv=None) -> None:
             for tokens in TOKENS:
                 for tp in (1, 8):
                     print(gpt_oss_line(root, sysname, name, got["coef"], tokens, tp))
+            path = root / sysname / "moe" / engine / ENGINES[engine][0] / "moe_perf.parquet"
+            fits[name] = {**got, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    if a.write:
+        write_fits(fits)
 
 
 if __name__ == "__main__":

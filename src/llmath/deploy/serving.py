@@ -85,6 +85,10 @@ from llmath.ops.params import weight_bytes, weight_bytes_of
 FIXED_POINT_PASSES = 6
 
 
+# grouped-expert kernels a launcher can pick by name (EngineConfig.moe_kernel; "": the engine's default)
+MOE_KERNELS = ("", "marlin")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Scheduler and memory settings of a serving engine (names as vLLM spells them).
@@ -114,6 +118,9 @@ class EngineConfig:
     the decoding tokens reach the ratio × the token budget, or for that many iterations (the staggered loop).
     ``adp_balance`` / ``adp_timeout_iters`` / ``adp_batching_wait_iters``: TensorRT-LLM's attention-DP balancing
     (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
+    ``moe_kernel``: the grouped-expert kernel a launcher picked where the engine has several for the experts' format
+    (``marlin``: vLLM's Marlin MoE, which ``VLLM_MXFP4_USE_MARLIN=1`` selects for MXFP4 experts on Hopper; empty:
+    the engine's default as llmath models it; :func:`llmath.hardware.kernels.launcher_moe_kernel`).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -136,12 +143,16 @@ class EngineConfig:
     adp_balance: bool = False
     adp_timeout_iters: int = 50
     adp_batching_wait_iters: int = 10
+    moe_kernel: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
     def __post_init__(self) -> None:
         if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
             raise WorkloadError(f"max_num_batched_tokens={self.max_num_batched_tokens} must be >= 1 (or unset)")
+        if self.moe_kernel not in MOE_KERNELS:
+            raise WorkloadError(f"moe_kernel={self.moe_kernel!r} is not a known grouped-expert kernel; use one of "
+                                f"{', '.join(repr(k) for k in MOE_KERNELS)}")  # fmt: skip
         if self.max_num_seqs < 1:
             raise WorkloadError(f"max_num_seqs={self.max_num_seqs} must be >= 1")
         if not 0 < self.gpu_memory_utilization <= 1:

@@ -359,6 +359,17 @@ def fp4_gemm(device: str, engine: str = DEFAULT_FP4_ENGINE) -> tuple[float, floa
     return (float(e["t0_s"]), float(e["mem"]), float(e["kloop_per_s"])) if e and e["applied"] else None
 
 
+def engine_moe_kernel(device: str, kernel: str, fmt: str) -> list[float] | None:
+    """The ``moe`` coefficients of the grouped-expert ``kernel`` an engine's launcher picked (``marlin``: vLLM's
+    Marlin MoE under ``VLLM_MXFP4_USE_MARLIN``) over ``fmt`` experts on ``device`` (its measured device, rule of
+    :func:`resolve`), fitted to that kernel's per-kernel table by ``scripts/marlin_mxfp4_check.py``; ``None``
+    where no table times it."""
+    r = resolve(device)
+    e = data().get("engine_moe_kernel", {}).get("devices", {}).get(r.measured_on or "", {}).get(kernel, {})
+    entry = e.get(fmt)
+    return entry["coef"] if entry else None
+
+
 def engine_attn_decode(device: str, engine: str, kv_fmt: str) -> list[float] | None:
     """``engine``'s own ``attn_decode`` coefficients over a ``kv_fmt`` KV cache on ``device`` (its measured
     device, rule of :func:`resolve`), fitted to that engine's decode-attention table by

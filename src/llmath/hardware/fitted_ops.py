@@ -142,16 +142,19 @@ def _expert_shares(table: Table, routed: list[int]) -> tuple[float, float]:
     return share, min(share / ep_share, 1.0)
 
 
-def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str) -> tuple[float, ...] | None:
+def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str, decode: bool) -> tuple[float, ...] | None:
     """The routed experts' fitted kernel model: the device's ``moe`` fit in the format their GEMMs run in, where
     their weights are stored in that format too (a weight-only kernel dequantising 4-bit experts to a 16-bit
     GEMM is not the kernel the fit measured), the fit of their storage format where the tables time its own
-    kernel (block-scaled FP8, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`); ``None`` otherwise."""
+    kernel (block-scaled FP8, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`); ``None`` otherwise. A prefill
+    pass of 4-bit experts takes the weight-only kernel a launcher picked (``moe_prefill``,
+    :func:`llmath.hardware.kernels.launcher_moe_kernel`) where there is one."""
     stored = p.weight_format("experts")
     if not cols.routed.size:
         return None
     if weight_only_fp4(stored, run_fmt):
-        return eff.fit("moe", "w4a16_mxfp4")
+        own = None if decode else eff.fit("moe_prefill", "w4a16_mxfp4")
+        return own or eff.fit("moe", "w4a16_mxfp4")
     if fmt.get(stored).compute != run_fmt:
         return None
     return (eff.fit("moe", stored) if stored in ef.MOE_STORAGE else None) or eff.fit("moe", run_fmt)
@@ -209,7 +212,7 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     do_attn = cols.attn.size and (context is not None or not decode)
     mixed = None if (decode or context is None) else np.asarray(context, dtype=bool)[..., None]
     ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
-    moe = _moe_coef(cols, eff, p, run_fmt)
+    moe = _moe_coef(cols, eff, p, run_fmt, decode)
     mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
     if ctx is None and moe is None and mla is None:
         return f, inv
@@ -321,7 +324,7 @@ def overheads(
     cols = columns(table)
     ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
     mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
-    moe = _moe_coef(cols, eff, p, executed(hw, p.compute)[0] if hw is not None else p.compute)
+    moe = _moe_coef(cols, eff, p, executed(hw, p.compute)[0] if hw is not None else p.compute, decode)
     fp8 = fp8_gemms(table, p) if eff.fp8_gemm_overhead_s is not None else None
     fp4 = fp4_gemms(table, hw, p)[0] if (eff.fp4_gemm is not None and hw is not None) else None
     if (
