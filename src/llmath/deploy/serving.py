@@ -86,7 +86,7 @@ FIXED_POINT_PASSES = 6
 
 
 # grouped-expert kernels a launcher can pick by name (EngineConfig.moe_kernel; "": the engine's default)
-MOE_KERNELS = ("", "marlin")
+MOE_KERNELS = ("", "marlin", "flashinfer_mxfp8")
 
 
 @dataclass(frozen=True)
@@ -119,8 +119,9 @@ class EngineConfig:
     ``adp_balance`` / ``adp_timeout_iters`` / ``adp_batching_wait_iters``: TensorRT-LLM's attention-DP balancing
     (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
     ``moe_kernel``: the grouped-expert kernel a launcher picked where the engine has several for the experts' format
-    (``marlin``: vLLM's Marlin MoE, which ``VLLM_MXFP4_USE_MARLIN=1`` selects for MXFP4 experts on Hopper; empty:
-    the engine's default as llmath models it; :func:`llmath.hardware.kernels.launcher_moe_kernel`).
+    (``marlin``: vLLM's Marlin MoE, which ``VLLM_MXFP4_USE_MARLIN=1`` selects for MXFP4 experts on Hopper;
+    ``flashinfer_mxfp8``: FlashInfer's MXFP4 × MXFP8 MoE, ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` on Blackwell;
+    empty: the engine's default as llmath models it; :func:`llmath.hardware.kernels.launcher_moe_kernel`).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """

@@ -152,12 +152,24 @@ def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str, decode
     stored = p.weight_format("experts")
     if not cols.routed.size:
         return None
+    launched = launcher_moe(cols, eff, p, decode)
+    if launched is not None:
+        return launched[0]
     if weight_only_fp4(stored, run_fmt):
-        own = None if decode else eff.fit("moe_prefill", "w4a16_mxfp4")
-        return own or eff.fit("moe", "w4a16_mxfp4")
+        return eff.fit("moe", "w4a16_mxfp4")
     if fmt.get(stored).compute != run_fmt:
         return None
     return (eff.fit("moe", stored) if stored in ef.MOE_STORAGE else None) or eff.fit("moe", run_fmt)
+
+
+def launcher_moe(cols: Columns, eff: Efficiency, p: Precision, decode: bool) -> tuple[tuple[float, ...], str] | None:
+    """(coefficients, format key) of the grouped-expert kernel a launcher picked for a prefill pass of 4-bit float
+    experts (class ``moe_prefill``, :func:`llmath.hardware.kernels.launcher_moe_kernel`): its fit computes at the
+    peak of :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS` and streams MXFP4 weights. ``None`` in decode,
+    without routed experts, for other formats or where no launcher picked a kernel."""
+    if decode or not cols.routed.size or fmt.get(p.weight_format("experts")).family != "fp4":
+        return None
+    return next(((c, k) for k in ef.LAUNCHER_MOE_RUNS if (c := eff.fit("moe_prefill", k)) is not None), None)
 
 
 def weight_only_fp4(stored: str, run_fmt: str) -> bool:
@@ -250,10 +262,13 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
         h, i, k, E = cols.moe
         r = cols.routed
         tok = rows * table.moe_tokens  # the tokens the layer routes: every attention-DP replica's
-        xm = rank_moe_bytes(tok, cols, _moe_bytes_key(p, run_fmt))
+        launched = launcher_moe(cols, eff, p, decode)
+        key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt)
+        peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else peaks[r]
+        xm = rank_moe_bytes(tok, cols, key)
         ec, em, _ = ef.fractions(moe, tok * k / E, float(h * i) * cols.inter_share, xm, eff.tile_rows)
         busiest = busiest_rank_factor(tok, E, k, round(cols.inter_share / cols.share))  # 1 without EP
-        f[..., r] = mm[r] / (peaks[r] * ec) * busiest
+        f[..., r] = mm[r] / (peak * ec) * busiest
         inv[..., r] = 1.0 / (bw * em)
     return f, inv
 

@@ -20,15 +20,26 @@ SCRIPTS = "https://github.com/SemiAnalysisAI/InferenceX/blob"
 # on SM90 without FlashInfer's opt-in flags, Marlin when VLLM_MXFP4_USE_MARLIN is set, else triton_kernels'
 # matmul_ogs. InferenceX's gpt-oss H100 and H200 launchers export VLLM_MXFP4_USE_MARLIN=1 from 4e52ed4c6
 # (2026-01-02 22:24 UTC, with the v0.13.0 image) through the v0.18.0 rows (79a42e20, 2026-03-27).
+# The gpt-oss B200 launchers export VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 from 5e92867f4 (2025-09-24) through the
+# rows' dates: FlashInfer's TensorRT-LLM-generated MoE with MXFP8 activations (SM100_FI_MXFP4_MXFP8_TRTLLM).
 INFERENCEX_VLLM_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
-    ("openai/gpt-oss-120b", system): {
-        "kernel": "marlin",
-        "from": "2026-01-03",
-        "env": "VLLM_MXFP4_USE_MARLIN=1",
-        "source": f"{SCRIPTS}/4e52ed4c6/benchmarks/gptoss_fp4_{gpu}_slurm.sh; "
-        f"{SCRIPTS}/79a42e20a8559784641ca2279994c75c0608dc39/benchmarks/single_node/gptoss_fp4_{gpu}.sh",
-    }
-    for system, gpu in (("h100_sxm", "h100"), ("h200_sxm", "h200"))
+    **{
+        ("openai/gpt-oss-120b", system): {
+            "kernel": "marlin",
+            "from": "2026-01-03",
+            "env": "VLLM_MXFP4_USE_MARLIN=1",
+            "source": f"{SCRIPTS}/4e52ed4c6/benchmarks/gptoss_fp4_{gpu}_slurm.sh; "
+            f"{SCRIPTS}/79a42e20a8559784641ca2279994c75c0608dc39/benchmarks/single_node/gptoss_fp4_{gpu}.sh",
+        }
+        for system, gpu in (("h100_sxm", "h100"), ("h200_sxm", "h200"))
+    },
+    ("openai/gpt-oss-120b", "b200_sxm"): {
+        "kernel": "flashinfer_mxfp8",
+        "from": "2025-09-24",
+        "env": "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1",
+        "source": f"{SCRIPTS}/9596d23d74e9e1e4f4bcdb27572c87cafb746a02/benchmarks/gptoss_fp4_b200_docker.sh; "
+        f"{SCRIPTS}/79a42e20a8559784641ca2279994c75c0608dc39/benchmarks/single_node/gptoss_fp4_b200.sh",
+    },
 }
 # The token budget (--max-num-batched-tokens) where a launcher sets one other than vLLM's large-GPU default of 8192:
 # the MiniMax-M2.5 B200 launchers pass "$((ISL * 2))" (ISL the scenario's prompt length): the FP8 one from bddbf403
