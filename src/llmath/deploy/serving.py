@@ -78,15 +78,12 @@ from llmath.deploy.step import (
     kv_bytes_per_sequence,
 )
 from llmath.errors import WorkloadError
+from llmath.hardware.efficiency_fit import LAUNCHER_MOE_KERNELS
 from llmath.model.traits import traits
 from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
 
 FIXED_POINT_PASSES = 6
-
-
-# grouped-expert kernels a launcher can pick by name (EngineConfig.moe_kernel; "": the engine's default)
-MOE_KERNELS = ("", "marlin", "flashinfer_mxfp8")
 
 
 @dataclass(frozen=True)
@@ -118,10 +115,7 @@ class EngineConfig:
     the decoding tokens reach the ratio × the token budget, or for that many iterations (the staggered loop).
     ``adp_balance`` / ``adp_timeout_iters`` / ``adp_batching_wait_iters``: TensorRT-LLM's attention-DP balancing
     (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
-    ``moe_kernel``: the grouped-expert kernel a launcher picked where the engine has several for the experts' format
-    (``marlin``: vLLM's Marlin MoE, which ``VLLM_MXFP4_USE_MARLIN=1`` selects for MXFP4 experts on Hopper;
-    ``flashinfer_mxfp8``: FlashInfer's MXFP4 × MXFP8 MoE, ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` on Blackwell;
-    empty: the engine's default as llmath models it; :func:`llmath.hardware.kernels.launcher_moe_kernel`).
+    ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -151,9 +145,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
             raise WorkloadError(f"max_num_batched_tokens={self.max_num_batched_tokens} must be >= 1 (or unset)")
-        if self.moe_kernel not in MOE_KERNELS:
-            raise WorkloadError(f"moe_kernel={self.moe_kernel!r} is not a known grouped-expert kernel; use one of "
-                                f"{', '.join(repr(k) for k in MOE_KERNELS)}")  # fmt: skip
+        if self.moe_kernel and self.moe_kernel not in LAUNCHER_MOE_KERNELS:
+            raise WorkloadError(f"moe_kernel={self.moe_kernel!r}: not a known MoE kernel; use {LAUNCHER_MOE_KERNELS}")
         if self.max_num_seqs < 1:
             raise WorkloadError(f"max_num_seqs={self.max_num_seqs} must be >= 1")
         if not 0 < self.gpu_memory_utilization <= 1:

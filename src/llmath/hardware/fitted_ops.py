@@ -259,18 +259,26 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
             fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
         f[..., j], inv[..., j] = fa, ia
     if moe is not None:
-        h, i, k, E = cols.moe
-        r = cols.routed
-        tok = rows * table.moe_tokens  # the tokens the layer routes: every attention-DP replica's
-        launched = launcher_moe(cols, eff, p, decode)
-        key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt)
-        peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else peaks[r]
-        xm = rank_moe_bytes(tok, cols, key)
-        ec, em, _ = ef.fractions(moe, tok * k / E, float(h * i) * cols.inter_share, xm, eff.tile_rows)
-        busiest = busiest_rank_factor(tok, E, k, round(cols.inter_share / cols.share))  # 1 without EP
-        f[..., r] = mm[r] / (peak * ec) * busiest
-        inv[..., r] = 1.0 / (bw * em)
+        _apply_moe(cols, hw, p, eff, moe, rows * table.moe_tokens, decode, f, inv, (mm, peaks, run_fmt))
     return f, inv
+
+
+def _apply_moe(cols: Columns, hw: Hardware, p: Precision, eff: Efficiency, moe, tok, decode: bool, f, inv,
+               rts) -> None:  # fmt: skip
+    """Set the routed experts' columns of ``f`` and ``inv`` (:func:`apply`) from the MoE fit ``moe`` at ``tok``
+    tokens routed per layer (every attention-DP replica's), at the peak of the format the kernel computes in (a
+    launcher's kernel: :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS`; else the op's executed format)."""
+    mm, peaks, run_fmt = rts
+    h, i, k, E = cols.moe
+    r = cols.routed
+    launched = launcher_moe(cols, eff, p, decode)
+    key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt)
+    peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else peaks[r]
+    xm = rank_moe_bytes(tok, cols, key)
+    ec, em, _ = ef.fractions(moe, tok * k / E, float(h * i) * cols.inter_share, xm, eff.tile_rows)
+    busiest = busiest_rank_factor(tok, E, k, round(cols.inter_share / cols.share))  # 1 without EP
+    f[..., r] = mm[r] / (peak * ec) * busiest
+    inv[..., r] = 1.0 / (hw.memory_bandwidth_bytes_per_s * em)
 
 
 @lru_cache(maxsize=256)
