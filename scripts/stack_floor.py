@@ -8,9 +8,10 @@ InferenceX provenance, ``wip=`` / ``workflow_run_id=``: the engine's own OpenAI 
 ``launcher`` (the rows that state nothing but their concurrency: aiconfigurator's automation, whose templates
 serve every engine behind Dynamo's frontend; docs/serving.md, "The serving stack of the collection's own runs").
 
-Usage: python scripts/stack_floor.py [--runs RUNS.csv] [--max-clients N] [--harness-lengths] [--by-gen]
+Usage: python scripts/stack_floor.py [--runs RUNS.csv] [--max-clients N] [--harness-lengths] [--by-gen] [--lifetime]
 ``--by-gen``: the launcher rows at each configuration's lowest concurrency, by output length, with the floor as a
-share of the request's measured end-to-end time.
+share of the request's measured end-to-end time. ``--lifetime``: every launcher row's measured − predicted TTFT as a
+share of its request's measured lifetime (TTFT + (G − 1)·TPOT), medians by engine, model, TP and clients.
 """
 
 from __future__ import annotations
@@ -107,12 +108,33 @@ def by_gen(rows: list[dict], limit: float) -> list[str]:
     return out
 
 
+def lifetime_share(rows: list[dict]) -> list[str]:
+    """Medians of (measured − predicted TTFT) / measured lifetime over the launcher rows, by engine × model × TP
+    (columns: the clients per replica); a mean TTFT holding k whole lifetimes in 10·C requests shows k / (10·C)."""
+    groups: dict[tuple, dict[float, list[float]]] = {}
+    for r in rows:
+        if r["stack"] != "launcher":
+            continue
+        life = r["measured_ttft_s"] + (int(r["lengths"].split("/")[1]) - 1) * r["measured_tpot_s"]
+        key = (r["engine"], r["version"], r["model"], r["config"].split("/")[0])
+        groups.setdefault(key, {}).setdefault(clients(r), []).append(gap(r) / life)
+    cols = sorted({c for g in groups.values() for c in g})
+    out = ["| engine | version | model | TP | " + " | ".join(f"{c:g}" for c in cols) + " |",
+           "|---|---|---|---|" + "---|" * len(cols)]  # fmt: skip
+    for key in sorted(groups):
+        g = groups[key]
+        cells = [f"{median(g[c]):+.1%}" if c in g else "" for c in cols]
+        out.append(f"| {' | '.join(key)} | " + " | ".join(cells) + " |")
+    return out
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", default=os.environ.get("LLMATH_RUNS", RUNS_CSV))
     p.add_argument("--max-clients", type=float, default=4.0)
     p.add_argument("--harness-lengths", action="store_true")
     p.add_argument("--by-gen", action="store_true")
+    p.add_argument("--lifetime", action="store_true")
     a = p.parse_args(argv[1:])
     raw = {r["id"]: r for r in read_runs(a.runs)}
     rows = [r for r in validate_runs(a.runs, harness_lengths=a.harness_lengths)["rows"] if r["mode"] == "agg"]
@@ -120,6 +142,10 @@ def main(argv: list[str]) -> int:
         w = raw[r["id"]]
         r["stack"] = stack_of(w["source_notes"])
         r["config"] = "/".join(w[k] for k in ("tp_size", "pp_size", "attention_dp_size", "moe_ep_size"))
+        r["version"] = w["backend_version"]
+    if a.lifetime:
+        print("\n".join(lifetime_share(rows)))
+        return 0
     if a.by_gen:
         print("\n".join(by_gen(rows, a.max_clients)))
         return 0

@@ -67,6 +67,26 @@ def test_concurrency_from_notes_else_batch_times_dp():
     assert to_run(_row(batch_size=64, tp_size=1, attention_dp_size=4, source_notes="")).concurrency == 64 * 4
 
 
+def test_unstated_attention_dp_is_read_from_the_concurrency():
+    # aiconfigurator's sdk: concurrency = batch_size x pp_size x attention_dp_size; its generator runs MoE
+    # TensorRT-LLM workers attention-DP over the whole tp_size = moe_tp x moe_ep world. 224 = 56 x 4 ranks on tp 4:
+    # TP 4 / 4 = 1, DP 4, EP 4 (4 GPUs)
+    gtl = "gtl_job_id=1; silicon_concurrency={c}; image=nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.9.0"
+    run = to_run(_row(tp_size=4, attention_dp_size="", moe_ep_size=4, batch_size=56, source_notes=gtl.format(c=224)))
+    assert (run.layout.tp, run.layout.dp, run.layout.ep, run.layout.gpus, run.concurrency) == (1, 4, 4, 4, 224)
+    assert any(a.startswith("attention-DP 4") for a in run.assumed)
+    # 320 = 80 x 4 ranks on tp 4 = moe_tp 2 x moe_ep 2: four ranks need four GPUs, so not the 2-GPU mis-encoding
+    oss = dict(model_path="openai/gpt-oss-120b", system="h100_sxm", precision="fp8", gemm_quant_mode="fp8",
+               moe_quant_mode="fp8", tp_size=4, attention_dp_size="", moe_tp_size=2, moe_ep_size=2)  # fmt: skip
+    run = to_run(_row(batch_size=80, source_notes=gtl.format(c=320), **oss))
+    assert (run.layout.tp, run.layout.dp, run.layout.ep, run.layout.gpus) == (1, 4, 2, 4)
+    assert not any(a.startswith("tp_size") for a in run.assumed)
+    # concurrency = batch size: one rank (TP 4); 30 = 10 x 3 ranks does not divide tp 4: the columns as they are
+    assert (to_run(_row(tp_size=4, moe_ep_size=4, batch_size=56, source_notes="silicon_concurrency=56")).layout.dp) == 1
+    odd = to_run(_row(tp_size=4, attention_dp_size="", moe_ep_size=4, batch_size=10, source_notes=gtl.format(c=30)))
+    assert (odd.layout.tp, odd.layout.dp) == (4, 1)
+
+
 def test_inferencex_rows_draw_their_lengths_as_its_client_does():
     # InferenceX's benchmark_serving.py (--random-range-ratio 0.8): lengths uniform in [int(0.8·L), L];
     # 0.8 · 1024 = 819.2 -> 819; nine evenly spaced lengths 819 … 1024, mean (819 + 1024) / 2 = 921.5
@@ -175,7 +195,7 @@ def test_generator_launched_sglang_rows_mix_prompt_chunks_into_decoding():
     # template passes it); SGLang's own default (0.5.1.post1 rows) runs prefill batches first
     kw = dict(backend="sglang", **LLAMA_8B_H100)
     gen = to_run(_row(backend_version="0.5.6.post2", **kw))
-    assert dict(gen.engine_settings) == {"mixed_prefill": True}
+    assert dict(gen.engine_settings) == {"mixed_prefill": True, "max_num_seqs": 8}
     assert to_run(_row(backend_version="0.5.1.post1", **kw)).engine_settings == ()
     ix = to_run(_row(backend_version="0.5.6.post2", source_notes="model=x; wip=False", **kw))
     assert ix.engine_settings == ()  # InferenceX's own launch scripts, not the generator
@@ -186,6 +206,8 @@ def test_generator_launched_rows_take_its_token_budget(backend):
     # the generator's aggregated max_num_tokens = batch size + ISL + 1500: 8 + 1024 + 1500 = 2532 tokens
     run = to_run(_row(backend=backend, batch_size=8, isl=1024))
     assert dict(run.engine_settings)["max_num_batched_tokens"] == 2532
+    # and a request cap of its batch size (max_batch_size / --max-num-seqs = bs = the row's 8 clients)
+    assert dict(run.engine_settings)["max_num_seqs"] == 8
     # InferenceX rows run its own launch scripts, not the generator (a model its scripts set no budget for)
     ix = _row(backend=backend, model_path="openai/gpt-oss-120b", source_notes="workflow_run_id=9")
     assert "max_num_batched_tokens" not in dict(to_run(ix).engine_settings)

@@ -22,7 +22,10 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   ``attention_dp_size``) equals ``moe_tp_size × moe_ep_size`` with ``moe_tp_size = moe_ep_size > 1`` (16–64
   GPUs on one 8-GPU node, ids such as ``…_tp8_ep8_…`` stored as ``tp_size`` 64) is read as that field divided
   by ``moe_ep_size``, with EP = ``moe_ep_size`` (and says so in the row's ``assumed``);
-* concurrency: ``silicon_concurrency`` in ``source_notes``, else ``batch_size × attention_dp_size``;
+* concurrency: ``silicon_concurrency`` in ``source_notes``, else ``batch_size × attention_dp_size``; an aggregated
+  row that leaves ``attention_dp_size`` empty while its ``silicon_concurrency`` is k × ``batch_size`` runs k
+  attention-DP ranks over its ``tp_size`` GPUs (the collection's convention,
+  :func:`.collection_harness.stated_attention_dp`);
 * the client's lengths: rows whose ``source_notes`` carry SemiAnalysis InferenceX's provenance (``wip=`` or
   ``workflow_run_id=``; its models and its 1k/1k, 1k/8k, 8k/1k scenarios) were measured by its
   ``utils/bench_serving/benchmark_serving.py`` with ``--random-range-ratio 0.8 --ignore-eos --num-prompts
@@ -70,7 +73,9 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   configurations). The generator gives TensorRT-LLM and vLLM workers a token budget of ``batch_size`` + ISL + 1500
   (about one prompt per iteration, where the engines' defaults take 8192 tokens), TensorRT-LLM workers a KV
   cache share of 0.80 of the memory weights and buffers leave (:data:`.trt_launchers.GENERATOR_TRT_KV_FRACTION`),
-  and SGLang workers ``--enable-mixed-chunk`` through its 0.5.6.post2 template; the SGLang 0.5.1.post1 rows (16, 64,
+  SGLang workers ``--enable-mixed-chunk`` through its 0.5.6.post2 template, and each worker it launched a cap of its
+  ``batch_size`` (``max_num_seqs``; equal to the row's concurrency per attention-DP rank, so no request waits for
+  a slot); the SGLang 0.5.1.post1 rows (16, 64,
   128 clients) predate the generator's SGLang support and run SGLang's defaults (prefill batches first);
 * disaggregated rows: ``prefill_*`` / ``decode_*`` layouts the same way, ``*_num_workers`` replicas (empty = 1);
   where a decode pool splits its experts (EP > 1) and states no attention-DP, it runs as the engine's published
@@ -91,6 +96,7 @@ from typing import Any
 import numpy as np
 
 from llmath.errors import LLMathError, WorkloadError
+from llmath.measure.collection_harness import stated_attention_dp
 from llmath.measure.trt_launchers import GENERATOR_TRT_KV_FRACTION, launcher_trt_settings
 from llmath.measure.vllm_launchers import launcher_vllm_settings
 
@@ -161,7 +167,11 @@ INFERENCEX_TRT_MTP: dict[str, Any] = {
 # enable_mixed_chunk = true``; the flag's spelling fixed in 07a37792, 2026-01-19), passed on by its SGLang 0.5.6.post2
 # template (c46a56b0, 2026-01-23, dynamo 0.8.0); and a token budget of the worker's batch size + ISL + 1500 for
 # aggregated TensorRT-LLM workers (``max_num_tokens``, cli/backends/trtllm.py before 84ee71eb, 2025-09-30, then
-# rule_plugin/trtllm.rule) and vLLM workers (``--max-num-batched-tokens`` from rule_plugin/vllm.rule, 2cecd659).
+# rule_plugin/trtllm.rule) and vLLM workers (``--max-num-batched-tokens`` from rule_plugin/vllm.rule, 2cecd659); a
+# request cap of the worker's batch size: ``max_batch_size: {{ bs }}`` (cli/templates/trtllm/dynamo/
+# extra_engine_args.1.0.0rc3.yaml.j2 at fade9583c), ``agg_decode max_batch_size = max_batch_size`` passed as
+# ``--max-running-requests`` / ``--max-num-seqs`` (rule_plugin/sglang.rule, vllm.rule and their templates at c46a56b0;
+# raised to at least 512 for deployments only from 71bb3d00e, 2026-01-30).
 GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
 FORMAT_SETTINGS = ("kv_cache_dtype",)  # launcher settings that set the run's formats, not its engine's
 GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
@@ -171,6 +181,8 @@ GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's 
 def launcher_settings(r: dict[str, str]) -> dict[str, Any]:
     """The engine settings the collection's launcher gave an aggregated row without InferenceX provenance."""
     out = dict(GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {}))
+    if r["backend"] != "sglang" or (r["backend"], r["backend_version"]) in GENERATOR_SETTINGS:
+        out["max_num_seqs"] = _int(r["batch_size"])  # not the SGLang rows older than its generator support
     if r["backend"] in GENERATOR_BUDGET_ENGINES:
         out["max_num_batched_tokens"] = _int(r["batch_size"]) + int(r["isl"]) + GENERATOR_BUDGET_SLACK
     if r["backend"] == "trtllm":
@@ -280,7 +292,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
         raise WorkloadError(f"model {r['model_path']!r} has no registry mapping")
     assumed: list[str] = []
     agg = r["mode"] == "agg"
-    lay = _layout(r, "", assumed) if agg else None
+    lay = stated_attention_dp(r, _layout(r, "", assumed), assumed) if agg else None
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
     inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))

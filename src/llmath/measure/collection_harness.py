@@ -1,0 +1,57 @@
+"""How aiconfigurator's own collection ran its aggregated rows (``serving_runs.csv`` rows whose ``source_notes``
+carry no InferenceX provenance): the layout its configurations state in ``batch_size`` and ``silicon_concurrency``.
+
+aiconfigurator's sdk counts a configuration's requests in flight as ``b × pp_size × attention_dp_size``, ``b``
+the requests of one attention-DP rank (``sdk/backends/base_backend.py``: "correct output_throughput and
+concurrency for attention dp (global batch)", ``concurrency = b * scale_factor``), and the collection keeps ``b``
+as ``batch_size`` and that count as ``silicon_concurrency`` (the validation README). Its generator runs the
+TensorRT-LLM workers of mixture-of-experts models with attention-DP wherever the configuration has more than one
+DP rank, over the whole world of ``moe_tp × moe_ep`` GPUs (ai-dynamo/aiconfigurator
+``src/aiconfigurator/generator/rule_plugin/trtllm.rule``: ``enable_attention_dp = ((data_parallel_size or 1) >
+1) and ModelConfig.is_moe``; ``tensor_parallel_size = moe_tensor_parallel_size * moe_expert_parallel_size``).
+Some rows (the GTL jobs') leave ``attention_dp_size`` empty and store that world in ``tp_size``; their
+``silicon_concurrency`` is then ``batch_size`` × the DP ranks, and :func:`stated_attention_dp` reads the layout
+from it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmath.measure.serving_runs import Layout
+
+ADP_FROM_CONCURRENCY: dict[str, Any] = {
+    "rule": "attention-DP ranks = silicon_concurrency / (batch_size × pp_size) where attention_dp_size is unstated",
+    "source": "aiconfigurator-core 0.12.0 sdk/backends/base_backend.py (concurrency = b × pp_size × "
+    "attention_dp_size); ai-dynamo/aiconfigurator src/aiconfigurator/generator/rule_plugin/trtllm.rule "
+    "(enable_attention_dp, tensor_parallel_size = moe_tp × moe_ep)",
+}
+
+
+def _positive(v: str) -> int:
+    v = (v or "").strip()
+    return int(float(v)) if v and float(v) > 0 else 0
+
+
+def stated_attention_dp(r: dict[str, str], lay: Layout, assumed: list[str]) -> Layout:
+    """The aggregated layout with the attention-DP ranks its ``silicon_concurrency`` states
+    (:data:`ADP_FROM_CONCURRENCY`): where ``attention_dp_size`` is empty (or 1) and the concurrency is k > 1 times
+    ``batch_size`` × ``pp_size``, k dividing ``tp_size``, the replica's ``tp_size`` GPUs attend k-way
+    data-parallel (TP ``tp_size / k``, EP ``moe_ep_size``); k ranks need k GPUs, so a ``tp_size`` equal to
+    ``moe_tp × moe_ep`` is then the world those ranks run on, not a mis-encoding. The row's ``assumed`` says so.
+    Any other row is returned as it is."""
+    m = re.search(r"silicon_concurrency=(\d+)", r.get("source_notes", ""))
+    per_rank, tp = _positive(r.get("batch_size", "")) * lay.pp, _positive(r.get("tp_size", ""))
+    if m is None or per_rank < 1 or tp < 1 or _positive(r.get("attention_dp_size", "")) > 1:
+        return lay
+    conc = int(m.group(1))
+    k = conc // per_rank
+    if k < 2 or k * per_rank != conc or tp % k:
+        return lay
+    assumed[:] = [a for a in assumed if not a.startswith("tp_size ")]
+    assumed.append(f"attention-DP {k}: silicon_concurrency {conc} = batch_size {per_rank // lay.pp} × {k} DP ranks"
+                   f" × pp {lay.pp} (attention_dp_size unstated)")  # fmt: skip
+    return replace(lay, tp=tp // k, dp=k, ep=max(_positive(r.get("moe_ep_size", "")), 1))
