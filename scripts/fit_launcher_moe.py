@@ -16,6 +16,10 @@ mxfp4.py`` (``select_mxfp4_moe_backend``, 001eda31e3d0); environment variables p
   (``vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular``) at two shapes (hidden 4096, inter
   2048, 256 experts, top-6; hidden 7168, inter 3072, 384 experts, top-6; moe-TP 1-32); SGLang 0.5.14's B200 table
   times the same FlashInfer kernel at gpt-oss's shape (``sglang_flashinfer_trtllm_moe``), a check across shapes.
+* ``triton_fp8_block`` (B200, ``VLLM_USE_FLASHINFER_MOE_FP8=0`` with ``VLLM_MOE_USE_DEEP_GEMM=0``: InferenceX's
+  MiniMax-M2.5 FP8 B200 launcher from f342df18e to bddbf403): vLLM's Triton fused MoE over block-scaled FP8
+  experts. vLLM 0.19.0's B200 table times its fused MoE (``vllm_fused_moe``, ``fp8_block``) at eleven expert shapes,
+  MiniMax-M2.5's (hidden 3072, inter 1536, 256 experts, top-8) among them, moe-TP 1-32.
 
 The ``moe`` form of ``llmath.hardware.efficiency_fit`` is fitted per device and kernel to the ``balanced``,
 ``moe_ep_size = 1`` rows (one row per (tokens, moe-TP, shape), the median of repeats), compute at the peak of the
@@ -56,6 +60,13 @@ KERNELS = {
         "key": "w4a8_mxfp4_mxfp8",
         "peak": "fp8",
     },
+    "triton_fp8_block": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "vllm/0.19.0",
+        "kernel": "vllm_fused_moe",
+        "key": "fp8_block",
+        "peak": "fp8",
+    },
 }
 # gpt-oss-shaped rows of other kernels: (label, table under <system>/moe/, kernel_source, format key)
 OTHERS = {
@@ -66,6 +77,10 @@ OTHERS = {
     "flashinfer_mxfp8": (
         ("sglang flashinfer (same kernel)", "sglang/0.5.14", "sglang_flashinfer_trtllm_moe", "w4a8_mxfp4_mxfp8"),
         ("trtllm", "trtllm/1.3.0rc20", "moe_torch_flow", "w4a8_mxfp4_mxfp8"),
+    ),
+    "triton_fp8_block": (
+        ("itself", "vllm/0.19.0", "vllm_fused_moe", "fp8_block"),
+        ("trtllm", "trtllm/1.3.0rc20", "moe_torch_flow", "fp8_block"),
     ),
 }
 TOKENS = (1024, 8192)
@@ -104,27 +119,34 @@ def fit_kernel(root: Path, sysname: str, name: str, kernel: str) -> dict | None:
     )
 
 
-def gpt_oss_row(root: Path, sysname: str, table: str, source: str, key: str, tokens: int, tp: int) -> float | None:
-    """Measured ms of one gpt-oss-shaped MoE layer (128 experts, balanced, EP 1) in a table, if it has one."""
+# the model whose layer each kernel is checked at: (name, hidden, inter, experts, top-k)
+CHECK = {"triton_fp8_block": ("MiniMax-M2.5", 3072, 1536, 256, 8)}
+GPT_OSS = ("gpt-oss", 2880, 2880, 128, 4)
+
+
+def layer_row(root: Path, sysname: str, table: str, source: str, key: str, shape, tokens: int, tp: int) -> float | None:
+    """Measured ms of one MoE layer of ``shape`` (balanced, EP 1) in a table, if it has one."""
     path = root / sysname / "moe" / table / "moe_perf.parquet"
     if not path.exists():
         return None
     df = pd.read_parquet(path)
+    _, h, i, e, k = shape
     d = df[(df.moe_dtype == key) & (df.kernel_source == source) & (df.distribution == "balanced")]
-    d = d[(d.num_experts == 128) & (d.hidden_size == 2880) & (d.moe_ep_size == 1)]
+    d = d[(d.num_experts == e) & (d.hidden_size == h) & (d.inter_size == i) & (d.topk == k) & (d.moe_ep_size == 1)]
     d = d[(d.num_tokens == tokens) & (d.moe_tp_size == tp)]
     return float(d.latency.median()) if len(d) else None
 
 
-def gpt_oss_line(root: Path, sysname: str, name: str, kernel: str, coef, tokens: int, tp: int) -> str:
+def layer_line(root: Path, sysname: str, name: str, kernel: str, coef, tokens: int, tp: int) -> str:
     hw, k = get_hardware(name), KERNELS[kernel]
-    x = COST["moe"](tokens, 2880, 2880 / tp, 4, 128, k["key"], "balanced")
+    shape = CHECK.get(kernel, GPT_OSS)
+    x = COST["moe"](tokens, shape[1], shape[2] / tp, shape[4], shape[3], k["key"], "balanced")
     fit = float(model_time(coef, *x, hw.peak(k["peak"]), hw.memory_bandwidth_bytes_per_s, 64)) * 1e3
     others = [
-        f"{label} {gpt_oss_row(root, sysname, t, src, key, tokens, tp) or float('nan'):.3f}"
+        f"{label} {layer_row(root, sysname, t, src, key, shape, tokens, tp) or float('nan'):.3f}"
         for label, t, src, key in OTHERS[kernel]
     ]
-    return f"  gpt-oss layer, {tokens} tokens, moe-TP {tp}: {kernel} fit {fit:.3f} ms; measured " + ", ".join(others)
+    return f"  {shape[0]} layer, {tokens} tokens, moe-TP {tp}: {kernel} fit {fit:.3f} ms; measured " + ", ".join(others)
 
 
 OUT = Path("src/llmath/data/efficiency_fit.json")
@@ -165,7 +187,7 @@ def main(argv=None) -> None:
             )
             for tokens in TOKENS:
                 for tp in (1, 8):
-                    print(gpt_oss_line(root, sysname, name, kernel, got["coef"], tokens, tp))
+                    print(layer_line(root, sysname, name, kernel, got["coef"], tokens, tp))
             path = root / sysname / "moe" / k["table"] / "moe_perf.parquet"
             fits.setdefault(name, {})[kernel] = {**got, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
     if a.write:

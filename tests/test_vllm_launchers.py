@@ -5,8 +5,8 @@ Expected settings are read off the scripts (SemiAnalysisAI/InferenceX, commits n
 ``<system>/moe/vllm/0.24.0/moe_perf.parquet``, ``distribution = balanced``, ``moe_ep_size = 1``: Marlin
 (``kernel_source = vllm_compressedtensorsw4a4mxfp4moe_marlin_marlinexperts_situ_as_silu``) at Kimi-K3's expert
 shape (hidden 3584, inter 3072, 896 experts, top-16) and FlashInfer's MXFP4 × MXFP8 MoE (``kernel_source =
-vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular``, ``moe_tp_size = 1``); latency in ms
-(parquet row in brackets).
+vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular``, ``moe_tp_size = 1``); vLLM 0.19.0's for
+its Triton block-FP8 MoE; latency in ms (parquet row in brackets).
 """
 
 from __future__ import annotations
@@ -46,6 +46,17 @@ def test_gpt_oss_hopper_launchers_pick_marlin_from_the_commit_that_exports_it():
     for day in ("2025-11-02", "2026-02-25"):
         got = _settings(system="b200_sxm", source_notes=IX.format(d=day), **GPT_OSS)["moe_kernel"]
         assert got == "flashinfer_mxfp8"
+
+
+def test_minimax_fp8_b200_launcher_leaves_the_triton_moe_until_its_upgrade():
+    # minimaxm2.5_fp8_b200.sh from f342df18e (2026-03-11): VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0;
+    # bddbf403 (2026-04-03) drops both; the NVFP4 launcher never set them
+    assert _settings(system="b200_sxm", source_notes=IX.format(d="2026-03-11"), **MINIMAX)["moe_kernel"] == (
+        "triton_fp8_block"
+    )
+    assert "moe_kernel" not in _settings(system="b200_sxm", source_notes=IX.format(d="2026-04-22"), **MINIMAX)
+    nvfp4 = {**MINIMAX, "precision": "fp4", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}
+    assert "moe_kernel" not in _settings(system="b200_sxm", source_notes=IX.format(d="2026-03-28"), **nvfp4)
 
 
 def test_minimax_b200_launchers_pass_twice_the_prompt_as_budget():
@@ -97,6 +108,9 @@ KERNELS = [
     ("h100-sxm", "marlin", "w4a16_mxfp4", "bf16", (3584, 3072, 896, 16), 8192, 8, 7.279024),  # row 47138
     ("b200", "flashinfer_mxfp8", "w4a8_mxfp4_mxfp8", "fp8", (4096, 2048, 256, 6), 8192, 1, 1.530821),  # row 58477
     ("b200", "flashinfer_mxfp8", "w4a8_mxfp4_mxfp8", "fp8", (7168, 3072, 384, 6), 8192, 1, 4.288309),  # row 59624
+    # vLLM 0.19.0's B200 table, kernel_source vllm_fused_moe, moe_dtype fp8_block, MiniMax-M2.5's expert shape
+    ("b200", "triton_fp8_block", "fp8_block", "fp8", (3072, 1536, 256, 8), 8192, 1, 4.344272),  # row 3752
+    ("b200", "triton_fp8_block", "fp8_block", "fp8", (3072, 1536, 256, 8), 8192, 4, 1.540000),  # row 22551
 ]
 
 
@@ -178,3 +192,17 @@ def test_flashinfer_mxfp8_prefill_experts_compute_at_the_fp8_peak():
     x = ef.moe_cost(1024, 2880, 2880, 4, 128, "w4a8_mxfp4_mxfp8", routing="balanced")
     layer = float(ef.model_time(c, *x, hw.peak("fp8"), hw.memory_bandwidth_bytes_per_s, 64))
     assert float(tm[fo.columns(t).routed].sum()) == pytest.approx(36 * layer, rel=0.03)
+
+
+def test_triton_block_fp8_takes_fp8_experts_and_not_fp4_ones():
+    # the kernel's fit keys the fp8 family's experts (MiniMax-M2.5's block-scaled FP8 checkpoint, read as fp8) and
+    # leaves 4-bit experts to the kernels of their own family
+    hw = hardware.get("b200")
+    e = launcher_moe_kernel(engine_fp4_gemm(efficiency("expected", hw), hw, "vllm"), hw, "triton_fp8_block")
+    t = table(registry.spec("gpt-oss-120b"), "prefill")
+    cols = fo.columns(t)
+    fp8 = Precision.uniform("bf16").override(weights="fp8", act_quant="fp8")
+    fp4 = Precision.uniform("bf16").override(weights="mxfp4", act_quant="nvfp4")
+    assert fo.launcher_moe(cols, e, fp8, False)[1] == "fp8_block"
+    assert fo.launcher_moe(cols, e, fp8, True) is None  # decode keeps its model
+    assert fo.launcher_moe(cols, e, fp4, False) is None

@@ -60,12 +60,16 @@ MOE_WEIGHT_ONLY = {"w4a16_mxfp4": "bf16"}
 MOE_WEIGHT_ONLY_ENGINES = {"w4a16_mxfp4": ("trtllm",)}
 # grouped-expert kernels a launcher picks, by the format key their tables time them under, and the format their MMA
 # runs in (its peak): MXFP4 weights dequantised into bf16 (vLLM's Marlin), MXFP4 weights × MXFP8 activations
-# (FlashInfer's TensorRT-LLM-generated MoE: tcgen05 kind::mxf8f6f4, the fp8 rate; PTX ISA, "TensorCore 5th Generation")
-LAUNCHER_MOE_RUNS = {"w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8"}
+# (FlashInfer's TensorRT-LLM-generated MoE: tcgen05 kind::mxf8f6f4, the fp8 rate)
+# (PTX ISA, "TensorCore 5th Generation"), block-scaled FP8 (vLLM's Triton fused MoE: FP8 MMA); and the family of the
+# experts' stored format each applies to
+LAUNCHER_MOE_RUNS = {"w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8", "fp8_block": "fp8"}
+LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_block": "fp8"}
 # the kernels by name (EngineConfig.moe_kernel): vLLM's Marlin MoE (VLLM_MXFP4_USE_MARLIN=1 on Hopper), FlashInfer's
-# MXFP4 × MXFP8 MoE (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 on Blackwell); their fits: engine_moe_kernel
-LAUNCHER_MOE_KERNELS = ("marlin", "flashinfer_mxfp8")
-BYTES = {"bf16": 2, "fp8": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32}
+# MXFP4 × MXFP8 MoE (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 on Blackwell), vLLM's Triton block-FP8 MoE (what
+# VLLM_USE_FLASHINFER_MOE_FP8=0 with VLLM_MOE_USE_DEEP_GEMM=0 leaves); their fits: engine_moe_kernel
+LAUNCHER_MOE_KERNELS = ("marlin", "flashinfer_mxfp8", "triton_fp8_block")
+BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
 # Level Matrix Multiply-Accumulate") and datacenter Blackwell's tcgen05.mma has M = 64 or 128 (PTX ISA,
 # "TensorCore 5th Generation"); Volta to Ada and consumer Blackwell (GeForce, RTX PRO, GB10) issue mma.sync of

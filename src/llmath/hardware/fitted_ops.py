@@ -163,13 +163,16 @@ def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str, decode
 
 
 def launcher_moe(cols: Columns, eff: Efficiency, p: Precision, decode: bool) -> tuple[tuple[float, ...], str] | None:
-    """(coefficients, format key) of the grouped-expert kernel a launcher picked for a prefill pass of 4-bit float
-    experts (class ``moe_prefill``, :func:`llmath.hardware.kernels.launcher_moe_kernel`): its fit computes at the
-    peak of :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS` and streams MXFP4 weights. ``None`` in decode,
-    without routed experts, for other formats or where no launcher picked a kernel."""
-    if decode or not cols.routed.size or fmt.get(p.weight_format("experts")).family != "fp4":
+    """(coefficients, format key) of the grouped-expert kernel a launcher picked for a prefill pass (class
+    ``moe_prefill``, :func:`llmath.hardware.kernels.launcher_moe_kernel`) of experts stored in the format family it
+    takes (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_STORED`): its fit computes at the peak of
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS`. ``None`` in decode, without routed experts, for other
+    formats or where no launcher picked a kernel."""
+    if decode or not cols.routed.size:
         return None
-    return next(((c, k) for k in ef.LAUNCHER_MOE_RUNS if (c := eff.fit("moe_prefill", k)) is not None), None)
+    family = fmt.get(p.weight_format("experts")).family
+    keys = [k for k, f in ef.LAUNCHER_MOE_STORED.items() if f == family]
+    return next(((c, k) for k in keys if (c := eff.fit("moe_prefill", k)) is not None), None)
 
 
 def weight_only_fp4(stored: str, run_fmt: str) -> bool:

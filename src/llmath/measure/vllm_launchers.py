@@ -33,6 +33,17 @@ INFERENCEX_VLLM_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
         }
         for system, gpu in (("h100_sxm", "h100"), ("h200_sxm", "h200"))
     },
+    ("MiniMaxAI/MiniMax-M2.5", "b200_sxm"): {
+        "kernel": "triton_fp8_block",
+        "from": "2026-03-11",
+        "until": "2026-04-03",
+        "precision": "fp8",
+        "env": "VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0",
+        "source": f"{SCRIPTS}/64c20b6b5ba068ab4e3741c73fa1b3c71311aa55/benchmarks/single_node/minimaxm2.5_fp8_b200.sh "
+        "(from f342df18e, 2026-03-11, until bddbf403 of 2026-04-03); vllm-project/vllm vllm/model_executor/layers/"
+        "fused_moe/oracle/fp8.py select_fp8_moe_backend: FlashInfer and DeepGEMM removed by the variables, vLLM's "
+        "CUTLASS not offered (Fp8MoEMethod passes allow_vllm_cutlass=False): TritonExperts",
+    },
     ("openai/gpt-oss-120b", "b200_sxm"): {
         "kernel": "flashinfer_mxfp8",
         "from": "2025-09-24",
@@ -108,9 +119,12 @@ def launcher_vllm_settings(r: dict[str, str], inferencex: bool) -> dict[str, Any
 
 
 def moe_kernel(r: dict[str, str]) -> dict[str, Any]:
-    """``moe_kernel`` as the row's launcher picked it (:data:`INFERENCEX_VLLM_MOE_KERNEL`), from its date."""
+    """``moe_kernel`` as the row's launcher picked it (:data:`INFERENCEX_VLLM_MOE_KERNEL`), from its date (until the
+    rule's ``until``, for its ``precision`` where it names one)."""
     rule, day = INFERENCEX_VLLM_MOE_KERNEL.get((r["model_path"], r["system"])), _measured(r)
-    return {"moe_kernel": rule["kernel"]} if rule and day and day >= rule["from"] else {}
+    if rule is None or day is None or day < rule["from"] or day >= rule.get("until", "9999"):
+        return {}
+    return {"moe_kernel": rule["kernel"]} if rule.get("precision", r["precision"]) == r["precision"] else {}
 
 
 def token_budget(r: dict[str, str]) -> dict[str, Any]:
