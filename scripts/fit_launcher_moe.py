@@ -1,4 +1,4 @@
-"""Fit: the MXFP4 grouped-expert kernels InferenceX's vLLM launchers pick, each to vLLM's own per-kernel table.
+"""Fit: the grouped-expert kernels InferenceX's vLLM launchers pick, each to vLLM's own per-kernel table.
 
     PYTHONPATH=src:scripts eff-data/venv/bin/python scripts/fit_launcher_moe.py eff-data/unpacked [--write]
 
@@ -23,11 +23,12 @@ mxfp4.py`` (``select_mxfp4_moe_backend``, 001eda31e3d0); environment variables p
 
 The ``moe`` form of ``llmath.hardware.efficiency_fit`` is fitted per device and kernel to the ``balanced``,
 ``moe_ep_size = 1`` rows (one row per (tokens, moe-TP, shape), the median of repeats), compute at the peak of the
-format the kernel's MMA runs in, MXFP4 weights (17 bytes per 32), the experts hit as the balanced routing spreads
-them (min(E, T·k)); every 5th distinct token count is held out. Prints each fit, its held-out error and its time for
-one gpt-oss-120b MoE layer (hidden 2880, inter 2880 / moe-TP, 128 experts, top-4) beside other tables' gpt-oss-shaped
-rows. With ``--write`` it stores the fits in ``src/llmath/data/efficiency_fit.json`` under ``engine_moe_kernel``,
-which llmath applies to prefill passes where a launcher picks the kernel (docs/efficiency.md, "MXFP4 experts as
+format the kernel's MMA runs in, MXFP4 weights (17 bytes per 32; FP8 1 byte), the experts hit as the balanced
+routing spreads them (min(E, T·k)); every 5th distinct token count is held out. Prints each fit, its held-out error
+and its time for one MoE layer of the model its launcher serves (gpt-oss-120b: hidden 2880, inter 2880 / moe-TP, 128
+experts, top-4; MiniMax-M2.5 for the Triton kernel) beside other tables' rows at that shape. With ``--write`` it
+stores the fits in ``src/llmath/data/efficiency_fit.json`` under ``engine_moe_kernel``,
+which llmath applies to prefill passes where a launcher picks the kernel (docs/efficiency.md, "MoE kernels as
 InferenceX's vLLM launchers pick them"). Per-kernel tables only.
 """
 
@@ -158,9 +159,10 @@ def write_fits(fits: dict[str, dict[str, dict]], out: Path = OUT) -> None:
     doc["engine_moe_kernel"] = {
         "package": "aiconfigurator-core 0.12.0",
         "form": "moe of llmath.hardware.efficiency_fit; compute at the peak of the format the kernel's MMA runs in "
-        "(bf16 for w4a16_mxfp4, fp8 for w4a8_mxfp4_mxfp8), MXFP4 weight bytes",
-        "rule": "vLLM 0.24.0 moe_perf, the kernel's own rows, balanced routing, EP 1, every moe-TP split; median of "
-        "repeats per (tokens, moe-TP, shape); every 5th distinct token count held out (scripts/fit_launcher_moe.py)",
+        "(bf16 for w4a16_mxfp4, fp8 for w4a8_mxfp4_mxfp8 and fp8_block), MXFP4 or FP8 weight bytes",
+        "rule": "vLLM moe_perf (0.24.0; 0.19.0 for triton_fp8_block), the kernel's own rows, balanced routing, EP 1, "
+        "every moe-TP split; median of repeats per (tokens, moe-TP, shape); every 5th distinct token count held out "
+        "(scripts/fit_launcher_moe.py)",
         "devices": {
             name: {kernel: {KERNELS[kernel]["key"]: fit} for kernel, fit in by_kernel.items()}
             for name, by_kernel in fits.items()

@@ -254,14 +254,13 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
 
 
 def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str) -> Efficiency:
-    """``eff`` with the grouped-expert ``kernel`` a launcher picked (``EngineConfig.moe_kernel``: ``marlin``, vLLM's
-    Marlin MoE; ``flashinfer_mxfp8``, FlashInfer's MXFP4 × MXFP8 MoE) for the prefill passes' routed 4-bit experts
-    (class ``moe_prefill``), for each format whose per-kernel
-    table times that kernel on ``hw`` (:func:`llmath.hardware.efficiency_fit.engine_moe_kernel`), where ``eff``
-    carries fitted MoE models; ``eff`` unchanged for an empty ``kernel``, no device, or no such table. Decode keeps
-    the engine's default model: the tables time these kernels at other expert shapes, whose per-layer time and
-    small-batch memory terms do not carry over (docs/efficiency.md, "MXFP4 experts as InferenceX's vLLM launchers
-    pick them")."""
+    """``eff`` with the grouped-expert ``kernel`` a launcher picked (``EngineConfig.moe_kernel``, one of
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`) for the prefill passes' routed experts (class
+    ``moe_prefill``), for each format whose per-kernel table times that kernel on ``hw``
+    (:func:`llmath.hardware.efficiency_fit.engine_moe_kernel`), where ``eff`` carries fitted MoE models; ``eff``
+    unchanged for an empty ``kernel``, no device, or no such table. Decode keeps the engine's default model: the
+    tables time these kernels at other expert shapes, whose per-layer time and small-batch memory terms do not carry
+    over (docs/efficiency.md, "MoE kernels as InferenceX's vLLM launchers pick them")."""
     if not kernel or hw is None or not any(cls == "moe" for cls, _, _ in eff.kernel_fits):
         return eff
     got = {f: tuple(c) for f in ef.LAUNCHER_MOE_RUNS if (c := ef.engine_moe_kernel(hw.name, kernel, f)) is not None}
