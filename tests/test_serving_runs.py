@@ -117,8 +117,9 @@ def test_inferencex_trtllm_deepseek_rows_run_the_budget_its_launch_script_sets()
     assert _budget(to_run(_row(backend="vllm", source_notes=notes.format("2025-12-01")))) is None
     # a row without InferenceX provenance is not run by its scripts (the generator's budget applies instead)
     assert harness_budget(_row(source_notes="silicon_concurrency=8"), 8) is None
+    # gpt-oss-120b's scripts pass a constant instead (gptoss_fp4_{b200,h200}_trt_slurm.sh: MAX_NUM_TOKENS=20000)
     other = _row(model_path="openai/gpt-oss-120b", source_notes=notes.format("2025-12-01"))
-    assert _budget(to_run(other)) is None
+    assert _budget(to_run(other)) == 20000
 
 
 def test_inferencex_trtllm_mtp_rows_speculate_as_their_launch_scripts_set():
@@ -269,6 +270,20 @@ def test_quant_modes_map_to_executed_formats():
     p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-8B-Instruct", precision="", gemm_quant_mode="",
                               moe_quant_mode="")))  # fmt: skip
     assert (p.weights, p.kv) == ("bf16", "bf16")
+
+
+def test_quant_modes_leave_the_modules_the_checkpoint_keeps_unquantised():
+    # openai/gpt-oss-120b config.json: quantization_config {quant_method: mxfp4, modules_to_not_convert:
+    # ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}: the engines
+    # load those in bf16 whatever the row's GEMM mode (vLLM's Mxfp4Config quantises only the MoE layers)
+    for mode in ("nvfp4", "fp8"):
+        p = precision(to_run(_row(model_path="openai/gpt-oss-120b", gemm_quant_mode=mode, moe_quant_mode=mode,
+                                  moe_ep_size="1")))  # fmt: skip
+        assert [p.weight_format(m) for m in ("attention", "router", "embedding", "lm_head")] == ["bf16"] * 4
+        assert (p.weights, p.weight_format("experts")) == (mode, mode)
+    # a checkpoint without such a list takes the row's mode everywhere (Llama-3.1-70B: attention in fp8)
+    p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-70B", gemm_quant_mode="fp8", moe_quant_mode="fp8")))
+    assert p.weight_format("attention") == "fp8"
 
 
 def test_unknown_system_is_refused_with_its_name(tmp_path):

@@ -54,7 +54,10 @@ class Efficiency:
     ``fp4_gemm``: (per-kernel seconds, fraction of the bandwidth, reduction elements per second) of the engine's
     NVFP4 weight GEMMs (:func:`llmath.hardware.efficiency_fit.fp4_gemm`): weight GEMMs that run in fp4 take
     ``t0 + max(k / rate, bytes / (bandwidth · mem))`` at a few rows (:func:`llmath.hardware.fitted_ops.apply_fp4`);
-    ``None``: the general fractions and overheads.
+    ``None``: the general fractions and overheads. ``fp8_decode_gemm``: the GEMM-form coefficients of FP8 weight
+    GEMMs in decode steps (:func:`llmath.hardware.efficiency_fit.fp8_decode_gemm`, fitted without the
+    activation quantiser at up to 64 rows): their memory fraction and per-kernel time there; ``None``: the fp8 GEMM
+    fit's, with ``fp8_gemm_overhead_s``.
     """
 
     name: str = "expected"
@@ -82,6 +85,7 @@ class Efficiency:
     engine_matmul: float | None = None
     engine_stream: float | None = None
     fp4_gemm: tuple[float, float, float] | None = None  # (t0 s, memory fraction, k-loop elements/s): NVFP4 GEMMs
+    fp8_decode_gemm: tuple[float, ...] | None = None  # GEMM-form coefficients of FP8 weight GEMMs in decode steps
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
@@ -212,6 +216,7 @@ def fitted(hw: Hardware) -> Efficiency | None:
         attention_overhead_s=attn[8] if attn else None,
         kernel_fits=tuple(kernel),
         fp8_gemm_overhead_s=fp8[0] if fp8 else None,
+        fp8_decode_gemm=tuple(c) if (fp8 and (c := ef.fp8_decode_gemm(hw.name))) else None,
         tile_rows=ef.tile_rows(hw.arch),
         fp4_gemm=ef.fp4_gemm(hw.name) if executed(hw, "fp4")[0] == "fp4" else None,
     )

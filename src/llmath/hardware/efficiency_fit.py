@@ -357,6 +357,15 @@ def fp8_static_gemm_overhead(device: str) -> tuple[float, float] | None:
     return max(float(dev["fp8"]["coef"][8]) - quant, float(dev["bf16"]["coef"][8])), quant
 
 
+def fp8_decode_gemm(device: str) -> list[float] | None:
+    """GEMM-form coefficients of an FP8 weight GEMM in a decode step on ``device`` (its measured device, rule of
+    :func:`resolve`): fitted by ``scripts/fit_decode_gemm.py`` to the fp8 GEMM rows of at most 64 tokens less the
+    activation quantiser each row's kernel ran (the package times both at the same m, k), i.e. the kernel an engine
+    runs on an input quantised upstream. ``None`` where the device's tables have no such fit."""
+    e = data().get("fp8_decode_gemm", {}).get("devices", {}).get(resolve(device).measured_on or "")
+    return [float(v) for v in e["coef"]] if e else None
+
+
 DEFAULT_FP4_ENGINE = "vllm"  # llmath's default engine (llmath.hardware.kernels.DEFAULT_ENGINE)
 
 

@@ -343,7 +343,8 @@ def overheads(
     ``t0`` and the eager launch; a MoE layer's ``t0`` shared by its routed GEMMs (decode: as fitted,
     prefill: at least the eager launch each); weight GEMMs running in fp8 the fp8 GEMM fit's ``t0`` less the
     activation quantiser it measured (``eff.fp8_gemm_overhead_s``: static scale, quantiser fused upstream, see
-    :func:`llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`; prefill: at least the eager launch).
+    :func:`llmath.hardware.efficiency_fit.fp8_static_gemm_overhead`; prefill: at least the eager launch; decode:
+    the ``t0`` of ``eff.fp8_decode_gemm`` where the device has that fit).
     ``base`` is the roofline's (decode attention's included)."""
     if not eff.fit_overheads:
         return base
@@ -364,6 +365,8 @@ def overheads(
     out = base.copy()
     if fp8 is not None and eff.fp8_gemm_overhead_s is not None:
         t = eff.fp8_gemm_overhead_s if decode else max(eff.overhead_s, eff.fp8_gemm_overhead_s)
+        if decode and eff.fp8_decode_gemm is not None:
+            t = eff.fp8_decode_gemm[8]
         out[fp8] = table.kernels[fp8] * t
     if fp4 is not None and eff.fp4_gemm is not None:
         t = eff.fp4_gemm[0] if decode else max(eff.overhead_s, eff.fp4_gemm[0])

@@ -115,8 +115,8 @@ def stream_format(hw: Hardware, eff: Efficiency, p: Precision) -> str:
 @lru_cache(maxsize=1024)
 def _fitted_inv(table: Table, hw: Hardware, eff: Efficiency, p: Precision, decode: bool) -> np.ndarray | None:
     """(n_ops,) seconds per byte with a fitted GEMM model: weight GEMMs at its memory fraction for their
-    weight bytes per run (:func:`stream_format`), the other ops as :func:`_base_inv`; ``None`` without a fit
-    for ``p``'s format."""
+    weight bytes per run (:func:`stream_format`; in decode, FP8 weight GEMMs at ``eff.fp8_decode_gemm``'s, one
+    byte per weight), the other ops as :func:`_base_inv`; ``None`` without a fit for ``p``'s format."""
     coef = eff.gemm_coef(stream_format(hw, eff, p)) if eff.gemm_coef(run_format(hw, p)) is not None else None
     if coef is None:
         return None
@@ -124,6 +124,8 @@ def _fitted_inv(table: Table, hw: Hardware, eff: Efficiency, p: Precision, decod
     # weights of all of them (the MoE fit's memory feature is the whole expert layer's bytes as well)
     stream = op_weights(table)[0]
     em = ef.fractions(coef, 1.0, 1.0, stream * p.weight_bytes)[1]
+    if decode and eff.fp8_decode_gemm is not None:  # FP8 weight GEMMs of a decode step: their own fit
+        em = np.where(fo.fp8_gemms(table, p), ef.fractions(eff.fp8_decode_gemm, 1.0, 1.0, stream)[1], em)
     out = np.where(table.is_weight_mm, 1.0 / (hw.memory_bandwidth_bytes_per_s * em), _base_inv(table, hw, eff, decode))
     out.setflags(write=False)
     return out

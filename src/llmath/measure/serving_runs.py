@@ -12,7 +12,9 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   of a bundled base model is that model, its formats then come from the row's quant modes);
 * ``gemm_quant_mode`` / ``moe_quant_mode`` (the formats the engine ran): ``fp8`` → FP8 weights and
   activations (W8A8), ``fp8_block`` → block-scaled FP8 weights, FP8 activations, ``nvfp4`` → NVFP4 weights
-  and activations (W4A4), empty → the checkpoint's own; the MoE mode sets the routed experts' format;
+  and activations (W4A4), empty → the checkpoint's own; the MoE mode sets the routed experts' format; the
+  modules the checkpoint's ``modules_to_not_convert`` leaves unquantised keep its format (gpt-oss: attention,
+  router, embeddings and LM head in bf16, as every engine loads them);
 * the KV cache: FP8 when the row's ``precision`` is ``fp8`` or ``fp4`` (the collection's rule: a quantised
   checkpoint runs FP8 KV cache and FP8 attention, ``sdk/models/helpers.py`` ``_infer_quant_modes_from_raw_config``),
   else the checkpoint's (bf16), and the checkpoint's where an InferenceX vLLM launcher left vLLM's ``auto``
@@ -49,8 +51,12 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   2026-01-29), carried as ``gpu_memory_utilization`` (:data:`.trt_launchers.INFERENCEX_TRT_KV_FRACTION`); its
   GUARANTEED_NO_EVICT admission fills that pool with each request's prompt and output to the end;
 * TensorRT-LLM's batch waiting: InferenceX's DeepSeek-R1 FP8 B200 script from 2026-01-29 holds prompts for up to 40
-  iterations or until they and the decoding tokens reach 0.8 × the token budget, at 1024/1024 from 64 clients
-  (:data:`.trt_launchers.INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP);
+  iterations or until they and the decoding tokens reach 0.8 × the token budget, at 1024/1024 from 64 clients; its
+  Llama-3.1-70B scripts for up to 20 iterations or 0.9 × the budget at 1024/1024 with TP < 8
+  (:data:`.trt_launchers.INFERENCEX_TRT_BATCH_WAIT`; TensorRT-LLM skips it with attention-DP); their constant
+  ``--max_num_tokens`` (16384 for Llama-3.1-70B, 20000 for gpt-oss-120b) is the run's ``max_num_batched_tokens``
+  (:data:`.trt_launchers.INFERENCEX_TRT_MAX_NUM_TOKENS`), and the DeepSeek-R1 MTP scripts' budget, sized for the
+  draft tokens without the 8192 floor, that of the MTP rows (:data:`.trt_launchers.INFERENCEX_TRT_MTP_RUNS`);
 * TensorRT-LLM's attention-DP balancing: InferenceX's gpt-oss-120b and DeepSeek-R1 scripts turn it on wherever they
   run attention-DP (:data:`.trt_launchers.INFERENCEX_TRT_ADP_BALANCE`);
 * vLLM's launch settings: InferenceX's vLLM launch scripts pick Marlin for gpt-oss's MXFP4 experts on H100 and H200
@@ -97,7 +103,12 @@ import numpy as np
 
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
-from llmath.measure.trt_launchers import GENERATOR_TRT_KV_FRACTION, launcher_trt_settings
+from llmath.measure.trt_launchers import (
+    GENERATOR_TRT_KV_FRACTION,
+    MTP_DRAFT_TOKENS,
+    launcher_trt_settings,
+    mtp_run,
+)
 from llmath.measure.vllm_launchers import launcher_vllm_settings
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
@@ -150,15 +161,16 @@ INFERENCEX_SGLANG_RECV: dict[str, Any] = {
 }
 # InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations (``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp4-b200-trt-mtp`` in
 # .github/configs/nvidia-master.yaml from 5d517074c, 2026-02-05, and 0aae52d4c, 2026-02-06) run image 1.2.0rc6.post3,
-# the plain ``-trt`` ones 1.2.0rc6.post2; their scripts (benchmarks/dsr1_fp8_b200_trt_mtp.sh, dsr1_fp4_b200_trt_mtp.sh)
-# set ``speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}``, 1 with attention-DP, and leave
-# TensorRT-LLM's defaults (``MTPDecodingConfig``: strict acceptance, MTP-Eagle: the model's one MTP module run k
-# times), at the one MTP acceptance convention of the measured rows (:func:`.disagg_recipes.mtp_speculation`)
+# the plain ``-trt`` ones 1.2.0rc6.post2; with the sweep that added them (2026-01-14, ``dsr1-fp8-h200-trt-mtp`` too),
+# the rows :func:`.trt_launchers.mtp_run` names; their scripts (benchmarks/dsr1_fp8_b200_trt_mtp.sh,
+# dsr1_fp4_b200_trt_mtp.sh) set ``speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}``, 1 with
+# attention-DP, and leave TensorRT-LLM's defaults (``MTPDecodingConfig``: strict acceptance, MTP-Eagle: the model's
+# one MTP module run k times), at the one MTP acceptance convention of the measured rows
+# (:func:`.disagg_recipes.mtp_speculation`)
 INFERENCEX_TRT_MTP: dict[str, Any] = {
     "model": "deepseek-ai/DeepSeek-R1",
-    "image": "tensorrt-llm/release:1.2.0rc6.post3",
-    "k": 3,
-    "k_attention_dp": 1,
+    "k": MTP_DRAFT_TOKENS["plain"],
+    "k_attention_dp": MTP_DRAFT_TOKENS["attention_dp"],
     "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/0aae52d4ced7f27fc8c1a8dcb9a500a376683eca/"
     "benchmarks/dsr1_fp4_b200_trt_mtp.sh (MTP), .github/configs/nvidia-master.yaml (image); 5d517074c for FP8",
 }
@@ -362,15 +374,15 @@ def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
 
 def harness_speculation(r: dict[str, str], lay: Layout | None):
     """The speculation InferenceX's TensorRT-LLM DeepSeek-R1 MTP launch scripts configured
-    (:data:`INFERENCEX_TRT_MTP`): its rows are those whose image is the ``-trt-mtp`` configurations' own; k draft
-    tokens, 1 with attention-DP, at the published acceptance length for that k. ``None`` elsewhere."""
+    (:data:`INFERENCEX_TRT_MTP`): its rows are those the ``-trt-mtp`` configurations measured
+    (:func:`.trt_launchers.mtp_run`); k draft tokens, 1 with attention-DP, at the published acceptance length for
+    that k. ``None`` elsewhere."""
     from llmath.measure.disagg_recipes import mtp_speculation
 
     rule, notes = INFERENCEX_TRT_MTP, r.get("source_notes", "")
     if (r["backend"], r["model_path"]) != ("trtllm", rule["model"]) or not INFERENCEX_NOTES.search(notes):
         return None
-    image = re.search(r"(^|; )image=(\S+)", notes)
-    if image is None or not image.group(2).endswith(rule["image"]):
+    if mtp_run(r, True) is None:
         return None
     k = rule["k_attention_dp"] if lay is not None and lay.dp > 1 else rule["k"]
     return mtp_speculation(k)
@@ -419,6 +431,11 @@ def recipe_defaults(run: Run) -> Run:
     return replace(run, decode=replace(D, tp=1, dp=D.tp), assumed=(*run.assumed, note))
 
 
+# the checkpoint's own list of modules its quantisation leaves unconverted (vLLM and TensorRT-LLM load them
+# unquantised whatever the run's GEMM mode: llmath.model.quant)
+KEPT_UNQUANTISED = "quantization_config.modules_to_not_convert"
+
+
 def precision(run: Run):
     """The formats the run's engine executed (module docstring)."""
     from llmath.model.checkpoint import precision_for
@@ -430,8 +447,9 @@ def precision(run: Run):
     if gemm is None and moe is None:
         return p.override(kv=kv)
     w, a = gemm or (p.weights, p.act_quant or p.activations)
+    kept = {m: p.weight_format(m) for m, src in p.sources if src == KEPT_UNQUANTISED}
     p = p.override(weights=w, kv=kv)
-    mods = {"experts": moe[0]} if moe is not None and moe[0] != w else {}
+    mods = {**({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
     act = a if gemm is not None else moe[1] if moe is not None else None
     return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
 

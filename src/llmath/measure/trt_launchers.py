@@ -1,7 +1,8 @@
 """TensorRT-LLM settings the launchers of the measured serving runs wrote (docs/serving.md, "TensorRT-LLM: KV
 admission, batch waiting and the launchers' settings"): the KV cache share aiconfigurator's generator and InferenceX's
-launch scripts gave the engine, and the holds on new prompts (batch waiting, attention-DP balancing) InferenceX's
-scripts turned on. :mod:`llmath.measure.serving_runs` puts them in a run's ``engine_settings``."""
+launch scripts gave the engine, the holds on new prompts (batch waiting, attention-DP balancing) InferenceX's
+scripts turned on, and the token budgets they passed. :mod:`llmath.measure.serving_runs` puts them in a run's
+``engine_settings``."""
 
 from __future__ import annotations
 
@@ -37,23 +38,96 @@ INFERENCEX_TRT_KV_FRACTION: dict[tuple[str, str], dict[str, Any]] = {
         "from": "2026-01-29",
     },
 }
-# InferenceX's TensorRT-LLM DeepSeek-R1 FP8 B200 script from ec7bafaae (2026-01-29) turns on TensorRT-LLM's batch
-# waiting (DELAY_BATCHING: ``batch_wait_timeout_iters: 40``, ``batch_wait_max_tokens_ratio: 0.8``) at 1024/1024 from
-# 64 clients; TensorRT-LLM applies it only without attention-DP (``PyExecutor._waiting_requests``)
-INFERENCEX_TRT_BATCH_WAIT: dict[str, Any] = {
-    "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp8", "lengths": (1024, 1024),
-    "from_clients": 64, "from": "2026-01-29", "settings": {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8},
-    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f/"
-    "benchmarks/dsr1_fp8_b200_trt.sh (DELAY_BATCHING)",
-}  # fmt: skip
+INFERENCEX = "SemiAnalysisAI/InferenceX"
+# TensorRT-LLM's batch waiting (``batch_wait_timeout_iters`` W, ``batch_wait_max_tokens_ratio`` r) as InferenceX's
+# launch scripts wrote it, one rule a script family: the (system, precision) pairs it ran, the lengths (ISL, OSL),
+# TP below ``tp_below`` (None: any), from ``from_clients`` clients, for rows measured from ``from`` (and, where the
+# script's configuration had its own engine image, with that ``image``: the DeepSeek-R1 FP8 B200 MTP configuration,
+# image 1.2.0rc6.post3, ran dsr1_fp8_b200_trt_mtp.sh, which sets no batch waiting). TensorRT-LLM applies it only
+# without attention-DP (``PyExecutor._waiting_requests``), so no rule holds attention-DP rows.
+INFERENCEX_TRT_BATCH_WAIT: tuple[dict[str, Any], ...] = (
+    {
+        "model": "deepseek-ai/DeepSeek-R1", "cases": (("b200_sxm", "fp8"),), "lengths": (1024, 1024),
+        "tp_below": None, "from_clients": 64, "from": "2026-01-29", "image": "tensorrt-llm/release:1.2.0rc6.post2",
+        "settings": {"batch_wait_iters": 40, "batch_wait_tokens_ratio": 0.8},
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt.sh",
+                   "commit": "ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f",
+                   "setting": "DELAY_BATCHING at ISL = OSL = 1024 from CONC 64: batch_wait_timeout_iters: 40, "
+                              "batch_wait_max_tokens_ratio: 0.8"},
+    },
+    {
+        "model": "meta-llama/Llama-3.1-70B", "cases": (("b200_sxm", "fp8"), ("b200_sxm", "fp4"), ("h200_sxm", "fp8")),
+        "lengths": (1024, 1024), "tp_below": 8, "from_clients": 0, "from": "2025-09-18",
+        "settings": {"batch_wait_iters": 20, "batch_wait_tokens_ratio": 0.9},
+        "source": {"repo": INFERENCEX,
+                   "path": "benchmarks/70b_fp8_b200_trt_slurm.sh, 70b_fp4_b200_trt_slurm.sh, 70b_fp8_h200_trt_slurm.sh",
+                   "commit": "9596d23d74e9e1e4f4bcdb27572c87cafb746a02",
+                   "setting": "ISL = OSL = 1024 and TP < 8: batch_wait_max_tokens_ratio: 0.9, "
+                              "batch_wait_timeout_iters: 20 (since 1b563c85858422089749ae1411a3301c2f86c862, "
+                              "2025-09-18)"},
+    },
+)  # fmt: skip
+# The ``--max_num_tokens`` InferenceX's TensorRT-LLM launch scripts pass where it is a constant (TensorRT-LLM's
+# token budget per iteration; llmath's ``max_num_batched_tokens``, 8192 in the preset): by model, for rows measured
+# from ``from``. DeepSeek-R1's scripts compute theirs from CONC and ISL (``serving_runs.INFERENCEX_TRT_BUDGET``).
+INFERENCEX_TRT_MAX_NUM_TOKENS: tuple[dict[str, Any], ...] = (
+    {
+        "model": "meta-llama/Llama-3.1-70B", "value": 16384, "from": "2025-09-18",
+        "source": {"repo": INFERENCEX,
+                   "path": "benchmarks/70b_fp8_b200_trt_slurm.sh, 70b_fp4_b200_trt_slurm.sh, 70b_fp8_h200_trt_slurm.sh",
+                   "commit": "9596d23d74e9e1e4f4bcdb27572c87cafb746a02",
+                   "setting": "trtllm-serve --max_num_tokens 16384 (since 1b563c85, 2025-09-18)"},
+    },
+    {
+        "model": "openai/gpt-oss-120b", "value": 20000, "from": "2025-09-19",
+        "source": {"repo": INFERENCEX,
+                   "path": "benchmarks/gptoss_fp4_b200_trt_slurm.sh, gptoss_fp4_h200_trt_slurm.sh (to 2026-01-21); "
+                           "benchmarks/gptoss_fp4_b200_trt.sh, gptoss_fp4_h200_trt.sh (from b0c4ed21, 2026-01-22)",
+                   "commit": "ec912828040791e8ba9b1133a1de51ac63a6f513",
+                   "setting": "MAX_NUM_TOKENS=20000 / --max_num_tokens 20000 (since 28e5a01e, 2025-09-19, B200; "
+                              "551d81e9, 2025-09-15, H200)"},
+    },
+)  # fmt: skip
+# InferenceX's TensorRT-LLM DeepSeek-R1 rows its MTP configurations (``dsr1-*-trt-mtp``) measured, one rule a sweep:
+# those of their own image (1.2.0rc6.post3, 2026-02-05 on), and those of the sweep that added them (#392, merged
+# 2026-01-14 22:26 UTC; its perf-changelog entry names only the three ``-trt-mtp`` keys, whose image,
+# 1.1.0rc2.post2, the plain configurations ran too: the rows measured that day, 22:26:21Z and their 00:00 copies).
+# Their scripts size the token budget for the draft tokens, without the non-MTP scripts' 8192 floor:
+# ``--max_num_tokens`` ⌈((k + 1)·B + ISL + 64) / 64⌉·64, k = 3 draft tokens (1 with attention-DP) and
+# B = ``--max_batch_size``: CONC, or with attention-DP CONC divided by ``attention_dp_batch_divisor`` (by precision,
+# once CONC reaches it; None: by the ranks, the scripts' TP)
+INFERENCEX_TRT_MTP_RUNS: tuple[dict[str, Any], ...] = (
+    {
+        "image": "tensorrt-llm/release:1.2.0rc6.post3", "from": "2026-02-05",
+        "attention_dp_batch_divisor": {"fp8": 8, "fp4": 4},
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt_mtp.sh, dsr1_fp4_b200_trt_mtp.sh",
+                   "commit": "5d517074c1221aaf0cfe66813029c1314a80c8ca (FP8), "
+                             "0aae52d4ced7f27fc8c1a8dcb9a500a376683eca (FP4)",
+                   "setting": "MAX_BATCH_SIZE, MTP, MAX_NUM_TOKENS=$(( ((MTP+1)*MAX_BATCH_SIZE+ISL+64+63)/64*64 ))"},
+    },
+    {
+        "measured_on": "2026-01-14", "attention_dp_batch_divisor": None,
+        "source": {"repo": INFERENCEX,
+                   "path": "perf-changelog.yaml; benchmarks/dsr1_fp8_h200_trt_mtp_slurm.sh, "
+                           "dsr1_fp8_b200_trt_mtp_slurm.sh, dsr1_fp4_b200_trt_mtp_slurm.sh",
+                   "commit": "bf3456727ff55fdd70fbdc8fcbb8eaf2c70606a3",
+                   "setting": "config-keys dsr1-fp4-b200-trt-mtp, dsr1-fp8-b200-trt-mtp, dsr1-fp8-h200-trt-mtp; "
+                              "MAX_BATCH_SIZE=$((CONC/TP)) with DP_ATTENTION, MTP=1 there, else 3"},
+    },
+)  # fmt: skip
+MTP_DRAFT_TOKENS = {"plain": 3, "attention_dp": 1}  # the MTP scripts' MTP=3, MTP=1 when DP_ATTENTION=true
+
+
 # InferenceX's TensorRT-LLM launch scripts turn on attention-DP balancing (``attention_dp_config: enable_balance:
 # true``) wherever they run attention-DP: gpt-oss-120b with TensorRT-LLM's other defaults (from 28e5a01e, 2025-09-19),
 # DeepSeek-R1 with ``batching_wait_iters: 0``, ``timeout_iters: 60`` (from ec90f3fe, 2025-09-18); before the rows
 INFERENCEX_TRT_ADP_BALANCE: dict[str, dict[str, Any]] = {
     "openai/gpt-oss-120b": {
         "settings": {"adp_balance": True},
+        "systems": ("b200_sxm",),  # the H200 scripts write no attention_dp_config (gptoss_fp4_h200_trt*.sh)
         "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh at "
-        "64af5a771b8a14915d907e0dc8abb2af40d9eaf0",
+        "64af5a771b8a14915d907e0dc8abb2af40d9eaf0; gptoss_fp4_h200_trt_slurm.sh at f6a9d0b6, gptoss_fp4_h200_trt.sh "
+        "at d8cc8977 (no attention_dp_config)",
     },
     "deepseek-ai/DeepSeek-R1": {
         "settings": {"adp_balance": True, "adp_batching_wait_iters": 0, "adp_timeout_iters": 60},
@@ -73,6 +147,7 @@ def launcher_trt_settings(r: dict[str, str], concurrency: int, dp: int, inferenc
     """Every setting of this module an aggregated TensorRT-LLM row of InferenceX's launch scripts ran with."""
     share = kv_fraction(r, concurrency, inferencex)
     out: dict[str, Any] = {} if share is None else {"gpu_memory_utilization": share}
+    out.update(token_budget(r, concurrency, dp, inferencex))
     return {**out, **batch_wait(r, concurrency, inferencex), **adp_balance(r, dp, inferencex)}
 
 
@@ -93,21 +168,67 @@ def kv_fraction(r: dict[str, str], concurrency: int, inferencex: bool) -> float 
     return rule["value"]
 
 
+def _measured(r: dict[str, str]) -> str | None:
+    """The row's ``measured=`` date (YYYY-MM-DD), or None."""
+    found = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
+    return None if found is None else found.group(1)
+
+
+def _image(r: dict[str, str]) -> str:
+    """The row's ``image=`` (its engine container), or ''."""
+    found = re.search(r"(^|; )image=(\S+)", r.get("source_notes", ""))
+    return "" if found is None else found.group(2)
+
+
 def batch_wait(r: dict[str, str], concurrency: int, inferencex: bool) -> dict[str, Any]:
-    """TensorRT-LLM's batch waiting as InferenceX's launch script set it for the row (:data:`INFERENCEX_TRT_BATCH_WAIT`:
-    its aggregated DeepSeek-R1 FP8 B200 rows at 1024/1024 from 64 clients, measured from 2026-01-29, without
-    attention-DP); empty elsewhere."""
-    rule, notes = INFERENCEX_TRT_BATCH_WAIT, r.get("source_notes", "")
-    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
-    row = (r["backend"], r["model_path"], r["system"], r["precision"], (int(r["isl"]), int(r["osl"])))
-    if (
-        row != ("trtllm", rule["model"], rule["system"], rule["precision"], rule["lengths"])
-        or _whole(r["attention_dp_size"]) > 1
-    ):
+    """TensorRT-LLM's batch waiting as InferenceX's launch script set it for the row: the first rule of
+    :data:`INFERENCEX_TRT_BATCH_WAIT` whose model, system and precision, lengths, TP, clients and date it matches,
+    without attention-DP (TensorRT-LLM skips batch waiting there); empty elsewhere."""
+    measured, tp = _measured(r), _whole(r["tp_size"])
+    if r["backend"] != "trtllm" or not inferencex or measured is None or _whole(r["attention_dp_size"]) > 1:
         return {}
-    if not inferencex or measured is None or measured.group(1) < rule["from"]:
+    lengths, case = (int(r["isl"]), int(r["osl"])), (r["system"], r["precision"])
+    for rule in INFERENCEX_TRT_BATCH_WAIT:
+        if r["model_path"] != rule["model"] or case not in rule["cases"] or lengths != rule["lengths"]:
+            continue
+        if measured < rule["from"] or concurrency < rule["from_clients"] or tp >= (rule["tp_below"] or tp + 1):
+            continue
+        if _image(r).endswith(rule.get("image", "")):
+            return dict(rule["settings"])
+    return {}
+
+
+def mtp_run(r: dict[str, str], inferencex: bool) -> dict[str, Any] | None:
+    """The rule of :data:`INFERENCEX_TRT_MTP_RUNS` an aggregated InferenceX TensorRT-LLM DeepSeek-R1 row was measured
+    under (by its image or its date), or None: the row ran a plain configuration, or is not InferenceX's."""
+    measured, image = _measured(r), _image(r)
+    if (r["backend"], r["model_path"]) != ("trtllm", "deepseek-ai/DeepSeek-R1") or measured is None or not inferencex:
+        return None
+    for rule in INFERENCEX_TRT_MTP_RUNS:
+        if "image" in rule and image.endswith(rule["image"]) and measured >= rule["from"]:
+            return rule
+        if measured == rule.get("measured_on"):
+            return rule
+    return None
+
+
+def token_budget(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -> dict[str, Any]:
+    """The ``--max_num_tokens`` InferenceX's TensorRT-LLM launch script for the row passed, as
+    ``max_num_batched_tokens``: its model's constant (:data:`INFERENCEX_TRT_MAX_NUM_TOKENS`), or the DeepSeek-R1 MTP
+    scripts' (:data:`INFERENCEX_TRT_MTP_RUNS`, with ``dp`` attention-DP ranks); empty elsewhere."""
+    measured, mtp = _measured(r), mtp_run(r, inferencex)
+    if r["backend"] != "trtllm" or not inferencex or measured is None:
         return {}
-    return dict(rule["settings"]) if concurrency >= rule["from_clients"] else {}
+    if mtp is not None:
+        divisors = mtp["attention_dp_batch_divisor"]
+        divisor = (dp if divisors is None else divisors[r["precision"]]) if dp > 1 else 1
+        batch = concurrency // divisor if concurrency >= divisor else concurrency
+        draft = MTP_DRAFT_TOKENS["attention_dp" if dp > 1 else "plain"]
+        return {"max_num_batched_tokens": ((draft + 1) * batch + int(r["isl"]) + 64 + 63) // 64 * 64}
+    for rule in INFERENCEX_TRT_MAX_NUM_TOKENS:
+        if r["model_path"] == rule["model"] and measured >= rule["from"]:
+            return {"max_num_batched_tokens": rule["value"]}
+    return {}
 
 
 def adp_balance(r: dict[str, str], dp: int, inferencex: bool) -> dict[str, Any]:
@@ -115,5 +236,7 @@ def adp_balance(r: dict[str, str], dp: int, inferencex: bool) -> dict[str, Any]:
     for its aggregated TensorRT-LLM rows that run attention-DP; empty elsewhere."""
     rule = INFERENCEX_TRT_ADP_BALANCE.get(r["model_path"])
     if rule is None or r["backend"] != "trtllm" or dp <= 1 or not inferencex:
+        return {}
+    if r["system"] not in rule.get("systems", (r["system"],)):
         return {}
     return dict(rule["settings"])
