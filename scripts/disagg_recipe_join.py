@@ -20,7 +20,8 @@ With ``--write PATH`` it writes instead the table :mod:`llmath.measure.disagg_re
 (``src/llmath/data/inferencex_disagg.json``): every DeepSeek-R1 disaggregated entry on the systems llmath maps
 (B200, H200, H100), with the versions of the file that list it, the pools, the speculation and its draft tokens
 (``mtpN`` in the entry's ``CONFIG_FILE`` name) and the decode workers' ``max_batch_size``
-(``DECODE_MAX_BATCH_SIZE=N``, or ``batchN`` in the ``CONFIG_FILE`` name: srt-slurm's recipe names).
+(``DECODE_MAX_BATCH_SIZE=N``, or ``batchN`` in the ``CONFIG_FILE`` name: srt-slurm's recipe names; the recipe
+file's own value where the name misstates it, ``RECIPE_DECODE_MAX_BATCH``).
 
 Nothing here is fitted.
 """
@@ -145,6 +146,25 @@ def _settings_number(settings: str, *patterns: str) -> int | None:
     return None
 
 
+# Recipes whose name's ``batchN`` is not the decode workers' ``max_batch_size`` their file sets (the file is what the
+# engine ran): ishandhanani/srt-slurm at fe2cd90552d38cee128edc32f26fc0003c22f21d for _128 (trtllm_config.decode
+# max_batch_size 48), its copy qiching/srt-slurm at 5063eb432640574bd93410ae2697591a7d15f57c for _4 (1) and _32 (12)
+RECIPE_DECODE_MAX_BATCH = {
+    "recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen3_tp8_batch1024_eplb0_mtp0_4.yaml": 1,
+    "recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen3_tp8_batch1024_eplb0_mtp0_32.yaml": 12,
+    "recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen3_tp8_batch1024_eplb0_mtp0_128.yaml": 48,
+}
+
+
+def _decode_max_batch(settings: str) -> int | None:
+    """The decode workers' ``max_batch_size``: the recipe file's where :data:`RECIPE_DECODE_MAX_BATCH` reads it,
+    else ``DECODE_MAX_BATCH_SIZE=N`` or ``batchN`` in the recipe's name."""
+    for recipe, batch in RECIPE_DECODE_MAX_BATCH.items():
+        if recipe in settings:
+            return batch
+    return _settings_number(settings, r"DECODE_MAX_BATCH_SIZE=(\d+)", r"_batch(\d+)_")
+
+
 def _entry(c: dict, name: str, seq: dict, e: dict) -> dict | None:
     system = name.split("-")[2]
     if "prefill" not in e or "decode" not in e or system not in SYSTEMS.values():
@@ -155,7 +175,7 @@ def _entry(c: dict, name: str, seq: dict, e: dict) -> dict | None:
         "framework": c.get("framework"), "system": system, "precision": c.get("precision"), "isl": seq["isl"],
         "osl": seq["osl"], "image": c.get("image"), "speculation": spec,
         "draft_tokens": _settings_number(extra, r"_mtp(\d+)") if spec == "mtp" else None,
-        "decode_max_batch": _settings_number(extra, r"DECODE_MAX_BATCH_SIZE=(\d+)", r"_batch(\d+)_"),
+        "decode_max_batch": _decode_max_batch(extra),
         "prefill": list(_pool(e["prefill"])), "decode": list(_pool(e["decode"])),
     }  # fmt: skip
 

@@ -3,6 +3,7 @@ simulation running the same protocol, and the arrival protocols through ``serve`
 
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -344,3 +345,39 @@ def test_lockstep_agrees_with_the_simulation_within_2_percent_over_the_validated
     sim = simulate(dev, eng, req, conc, bmax, iterations=100_000, arrival="closed", prompts_per_client=3)
     assert ss.ttft_s[0] == pytest.approx(sim.ttft_s, rel=0.02)
     assert ss.tpot_s[0] == pytest.approx(sim.tpot_s, rel=0.02)
+
+
+def _skipper_wait_simulated(interval, tau_d, tau_p, rate, arrivals=100_000, seed=0):
+    """Mean wait for a poll of Poisson arrivals at SGLang's SchedulerRecvSkipper, event by event: after a poll
+    that takes requests in, one prefill iteration (τ_p) and a poll at once (its weight 1000 fills any interval);
+    after an empty poll, ``interval`` decode iterations (τ_d each, weight 1) before the next."""
+    t_arr = np.cumsum(np.random.default_rng(seed).exponential(1 / rate, arrivals))
+    waits, t, i = [], 0.0, 0
+    while i < arrivals:
+        j = int(np.searchsorted(t_arr, t, side="right"))  # the poll at t takes arrivals i … j − 1 in
+        waits.append(t - t_arr[i:j])
+        t, i = t + (tau_p if j > i else interval * tau_d), j
+    return float(np.concatenate(waits).mean())
+
+
+@pytest.mark.parametrize("rate", [0.5, 6.0, 40.0])
+def test_the_polling_wait_follows_the_skippers_cycles(rate):
+    # interval 30, τ_d = 20 ms, τ_p = 50 ms. By hand at λ = 6/s: W = 0.6 s, λW = 3.6, λτ_p = 0.3,
+    # chain = (1 − e^−3.6)·e^0.3·0.05 = 0.972676 · 1.349859 · 0.05 = 0.0656494 s,
+    # wait = (0.6²/2 + 0.0656494 · 0.025) / (0.6 + 0.0656494) = 0.1816412 / 0.6656494 = 0.272878 s
+    from llmath.deploy.closed_loop import _poll_wait
+
+    ss = SimpleNamespace(step_decode_s=0.02, step_mixed_s=0.05, requests_s=rate)
+    wait = float(_poll_wait(30, ss))
+    if rate == 6.0:
+        assert wait == pytest.approx(0.272878, rel=1e-5)
+    assert wait == pytest.approx(_skipper_wait_simulated(30, 0.02, 0.05, rate), rel=0.03)
+    assert _poll_wait(1, ss) == 0.0  # SGLang's default polls at every iteration
+
+
+def test_the_polling_wait_is_half_the_window_when_arrivals_are_rare():
+    # λ → 0: every poll but the one after a window's arrival is empty, so an arrival waits W/2 = 30 · 20 ms / 2
+    from llmath.deploy.closed_loop import _poll_wait
+
+    ss = SimpleNamespace(step_decode_s=0.02, step_mixed_s=0.05, requests_s=1e-6)
+    assert float(_poll_wait(30, ss)) == pytest.approx(0.3, rel=1e-4)

@@ -5,7 +5,7 @@ import pytest
 from test_serving_runs import HEADER, _csv
 
 from llmath import Workload
-from llmath.deploy.disagg import decode_slot_wait, serve_disaggregated
+from llmath.deploy.disagg import decode_slot_wait, first_token_decode_s, serve_disaggregated
 from llmath.errors import LayoutError
 from llmath.measure.disagg_recipes import (
     COLUMNS,
@@ -60,9 +60,11 @@ def test_decode_max_batch_makes_the_extra_clients_wait_for_a_slot():
     free = serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, engine="trtllm", **pools)
     capped = serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, engine="trtllm", decode_max_batch=1, **pools)
     # 3 workers of one slot each: the 6 clients decode 3 at a time, so each waits (6 / 3 − 1) = 1 whole decode
-    # of its 1023 steps before its first token (the decode batch is 1 either way: 6 / 3 workers = 2 > 1 slot)
+    # of its 1023 steps before its first token (the decode batch is 1 either way: 6 / 3 workers = 2 > 1 slot), and
+    # then TensorRT-LLM's generation server answers after 2.5 more steps (half a step to its next fetch, the step
+    # that starts the KV receive, the first generation step: PyExecutor's loop)
     assert capped["decode_batch"] == 1
-    assert capped["ttft_s"] == pytest.approx(1023 * capped["tpot_s"], rel=1e-9)
+    assert capped["ttft_s"] == pytest.approx((1023 + 2.5) * capped["tpot_s"], rel=1e-9)
     assert free["ttft_s"] < 0.1 * capped["ttft_s"]
     with pytest.raises(LayoutError, match="decode_max_batch=0"):
         serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, decode_max_batch=0, **pools)
@@ -159,3 +161,40 @@ def test_a_run_before_its_entry_was_merged_takes_the_entry_as_merged(tmp_path):
     # 2 workers × 8 ranks × 64 = 1024 slots for 1214 clients: (1214 / 1024 − 1) = 18.6% of a decode is waited
     pred = validate_runs(_csv(tmp_path, [row]), by=("engine",))["rows"][0]
     assert pred["predicted_ttft_s"] >= (1214 / 1024 - 1) * 1023 * pred["predicted_tpot_s"]
+
+
+def test_the_decode_server_answers_after_its_first_steps():
+    # a step of a speculative round yields its acceptance length: 1.5 steps of 4 ms TPOT at 2.5 tokens a round are
+    # 1.5 · 4 · 2.5 = 15 ms; one token a step: 2.5 steps of 10 ms = 25 ms
+    assert first_token_decode_s(1.5, 0.004, 2.5) == pytest.approx(0.015)
+    assert first_token_decode_s(2.5, 0.010, 1.0) == pytest.approx(0.025)
+    w = Workload(prompt=1024, gen=256, concurrency=4)
+    pools = dict(prefill={"tp": 8}, decode={"tp": 8})
+    for engine, steps in (("trtllm", 2.5), ("sglang", 1.5)):  # their decode loops (data/engines.json)
+        r = serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, engine=engine, **pools)
+        assert r["first_token_decode_s"] == pytest.approx(steps * r["tpot_s"], rel=1e-12)
+    vllm = serve_disaggregated("llama-3.1-8b", "h100-sxm", workload=w, engine="vllm", **pools)
+    assert vllm["first_token_decode_s"] == 0.0  # no decode-loop count stated for vLLM
+
+
+def test_sglang_mtp_entries_draft_as_their_recipes():
+    # InferenceX dsr1-fp8-b200-dynamo-sglang-mtp 1024/1024 lists 8 clients only under MTP (1 prefill + 3 decode
+    # workers of TP 8, EP 8), naming recipes/b200-fp8/1k1k/mtp/low-latency-tep8-1p3d.yaml, which decodes with
+    # EAGLE, speculative-num-steps 2, topk 1, num-draft-tokens 3: a chain of 2 drafts
+    row = _inferencex(8, "2026-03-18T21:01:05Z", "lmsysorg/sglang:v0.5.8.post1-cu130-amd64", backend="sglang",
+                      system="b200_sxm", prefill_tp_size=8, prefill_moe_ep_size=8, decode_tp_size=8,
+                      decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 8)
+    assert (found.group, found.draft_tokens) == (POOLS_MTP, 2)
+    assert (found.prefill, found.decode) == ((1, 8, 8, False), (3, 8, 8, False))
+
+
+def test_a_recipe_file_overrides_its_names_batch():
+    # ishandhanani/srt-slurm recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen3_tp8_batch1024_eplb0_mtp0_4.yaml (its copy at
+    # qiching/srt-slurm 5063eb43) sets trtllm_config.decode.max_batch_size: 1 despite "batch1024" in its name: 3
+    # decode workers of one slot for 4 clients, so a client waits (4 / 3 − 1) = 1/3 of a 1023-step decode
+    row = _inferencex(4, "2026-03-18T00:00:00.000Z", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2",
+                      system="b200_sxm", backend_version="0.8.1.post2", prefill_tp_size=8, prefill_moe_ep_size=8,
+                      decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 4)
+    assert (found.group, found.decode_max_batch, found.decode) == (POOLS, 1, (3, 8, 1, False))

@@ -10,7 +10,6 @@ from helpers import run_cli
 from llmath import Workload
 from llmath.measure.serving_runs import (
     harness_budget,
-    harness_recv_interval,
     harness_speculation,
     harness_warmed,
     precision,
@@ -18,6 +17,7 @@ from llmath.measure.serving_runs import (
     to_run,
     validate_runs,
 )
+from llmath.measure.sglang_launchers import recv_interval as harness_recv_interval
 
 HEADER = (
     "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
@@ -160,7 +160,7 @@ def test_inferencex_trtllm_mtp_rows_speculate_as_their_launch_scripts_set():
 
 def test_inferencex_sglang_b200_deepseek_rows_poll_as_its_launch_scripts_set():
     # InferenceX benchmarks/single_node/dsr1_fp{8,4}_b200.sh: SCHEDULER_RECV_INTERVAL=30 if CONC >= 16 else 10;
-    # dsr1_fp8_b200.sh's TP 4 branch: 10; the H200 script passes no --scheduler-recv-interval (SGLang's default 1)
+    # dsr1_fp8_b200.sh's TP 4 case: 10; the H200 script passes no --scheduler-recv-interval (SGLang's default 1)
     notes = "model=DeepSeek-R1; silicon_concurrency={}; measured=2026-03-01T00:00:00.000Z; wip=False"
 
     def recv(c, **kw):
@@ -168,7 +168,7 @@ def test_inferencex_sglang_b200_deepseek_rows_poll_as_its_launch_scripts_set():
         return dict(to_run(row).engine_settings).get("recv_interval")
 
     assert (recv(8), recv(16), recv(64)) == (10, 30, 30)
-    assert recv(64, precision="fp8", tp_size=4) == 10
+    assert recv(32, precision="fp8", tp_size=4) == 10  # the TP 4 case admits 32 (MAX_RUNNING_REQUESTS=32)
     assert recv(64, system="h200_sxm") is None
     assert recv(64, backend_version="0.5.9", source_notes="silicon_concurrency=64") is None  # not InferenceX
     assert harness_recv_interval(_row(source_notes=notes.format(64)), 64) is None  # TensorRT-LLM

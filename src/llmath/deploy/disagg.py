@@ -7,7 +7,8 @@ from one to the other over the interconnect, and the two pools rate-matched.
 * the **KV transfer** moves the KV cache of the P prompt positions once per request, each prefill GPU its
   shard over its own link (scale-up when both workers fit one scale-up domain, else scale-out; per
   direction); its time adds to TTFT (not overlapped with the prefill, an upper bound: engines stream layer
-  by layer);
+  by layer), and so do the decode server's steps until it answers the request (:func:`first_token_decode_s`:
+  its executor's loop, TensorRT-LLM 2.5 steps, SGLang 1.5; ``data/engines.json``);
 * a **decode worker** holds B sequences decoding (at most what its KV pool admits and ``max_num_seqs``), one
   token each per step of time τ_d(B), so it finishes r_d = B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
 * **rate matching**: x prefill workers need y = ⌈x·r_p / r_d⌉ decode workers; the pair sustains x·r_p
@@ -286,32 +287,61 @@ def serve_disaggregated(
     pdev, ddev = pdec.dev, ddec.dev
     x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
     pre = _prefill_pass(pdec, peng, req, concurrency / (x * pdev.dp))
-    kv = float(kv_bytes_per_sequence(spec, prompt, p, "flash")) + draft_kv_bytes(pdec.draft, prompt, per_gpu=False)
-    t_kv = kv / link_bytes_per_s(hw, pdev.gpus, pdev.gpus + ddev.gpus)
-    cap = _decode_cap(dmem.max_resident, decode_max_batch)
+    t_kv = kv_transfer_s(pdec, prompt, hw, ddev.gpus)
+    cap, handoff = _decode_cap(dmem.max_resident, decode_max_batch), (t_kv, first_token_decode_steps(engine))
     ranks, lag = y * ddev.dp, peng.replacement_lag
-    ttft, tpot, B = _closed_loop_times(pre, ddec, deng, req, concurrency, ranks, cap, t_kv, prompts_per_client, lag)
+    ttft, tpot, B = _closed_loop_times(pre, ddec, deng, req, concurrency, ranks, cap, handoff, prompts_per_client, lag)
     e2e = ttft + req.decode_steps * tpot
     gpus, decoding = x * pdev.gpus + y * ddev.gpus, min(B * y * ddev.dp, concurrency)
     return {"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e, "throughput_tok_s": concurrency * req.mean_gen / e2e,
             "throughput_tok_s_per_gpu": concurrency * req.mean_gen / e2e / gpus,
-            "kv_transfer_s": t_kv, "prefill_pass_s": pre[0], "prefill_passes": pre[1], "decode_batch": B,
+            "kv_transfer_s": t_kv, "first_token_decode_s": first_token_decode_s(handoff[1], tpot, ddec.tokens),
+            "prefill_pass_s": pre[0], "prefill_passes": pre[1], "decode_batch": B,
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
             "tokens_per_step": ddec.tokens}  # fmt: skip
 
 
-def _closed_loop_times(pre, ddec, deng, req: Requests, c: float, ranks: int, cap: int, t_kv: float, m: float, lag):
+def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, decode_gpus: int) -> float:
+    """Seconds to send one prompt's KV cache (the target's, and its draft's) from a prefill replica of ``pdec`` to a
+    decode replica of ``decode_gpus`` GPUs, each prefill GPU its shard over its own link (:func:`link_bytes_per_s`)."""
+    dev = pdec.dev
+    kv = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, "flash"))
+    kv += draft_kv_bytes(pdec.draft, prompt, per_gpu=False)
+    return kv / link_bytes_per_s(hw, dev.gpus, dev.gpus + decode_gpus)
+
+
+def _closed_loop_times(pre, ddec, deng, req: Requests, c: float, ranks: int, cap: int, handoff, m: float, lag):
     """(TTFT, TPOT, decode batch per rank) of ``c`` clients on ``ranks`` decode ranks of ``cap`` slots each: the
     requests decoding are those not waiting for or in their prefill (a fixed point), and a request's TTFT is its
-    wait on the prefill rank and its KV transfer, or its wait for a decode slot where that is longer."""
+    wait on the prefill rank and its KV transfer, or its wait for a decode slot where that is longer, and then
+    the decode server's steps until it answers (``handoff``: the KV transfer's seconds and those steps,
+    :func:`first_token_decode_s`)."""
+    t_kv, first = handoff
     share = 1.0
     for _ in range(FIXED_POINT_PASSES):
         B = max(min(share * c / ranks, cap), 1.0)
         tpot = _decode_tpot(ddec, deng, B, req.decode_context)
-        ttft = _closed_prefill_wait(pre, req.decode_steps * tpot, m, lag) + t_kv
+        answer = first_token_decode_s(first, tpot, ddec.tokens)
+        ttft = _closed_prefill_wait(pre, req.decode_steps * tpot, m, lag) + t_kv + answer
         share = req.decode_steps * tpot / (ttft + req.decode_steps * tpot)
-    return max(ttft, decode_slot_wait(c, cap * ranks, req.decode_steps * tpot)), tpot, B
+    slot = decode_slot_wait(c, cap * ranks, req.decode_steps * tpot) + answer
+    return max(ttft, slot), tpot, B
+
+
+def first_token_decode_steps(engine: str) -> float:
+    """Decode steps between a request's KV cache reaching the decode server and the server answering it
+    (``data/engines.json``, ``disaggregation.first_token_decode_steps``: TensorRT-LLM 2.5, SGLang 1.5, from
+    their executor loops); 0 for an engine that states none."""
+    from llmath.deploy.engines import disaggregation
+
+    return float(disaggregation(engine, "first_token_decode_steps") or 0.0)
+
+
+def first_token_decode_s(steps: float, tpot_s: float, tokens_per_step: float) -> float:
+    """Seconds of ``steps`` decode steps (a speculative round yields ``tokens_per_step`` tokens, so a step is
+    TPOT × tokens per step): the decode server's part of a disaggregated TTFT."""
+    return steps * tpot_s * tokens_per_step
 
 
 def _decode_cap(resident: int, max_batch: int | None) -> int:

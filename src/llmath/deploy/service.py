@@ -35,7 +35,7 @@ from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
-from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision
+from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision, launcher_moe_kernel
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -75,6 +75,7 @@ def serve(
     hw = engine_hardware(hw, engine) or hw  # the engine's accumulate rate on hw (llama.cpp's FP16 GEMMs on GeForce)
     req = Requests(prompt, gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
+    eff = launcher_moe_kernel(eff, hw, eng.moe_kernel)  # a grouped-expert kernel the launcher picked
     dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, prompt if req.encoder_decoder else 0)
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV

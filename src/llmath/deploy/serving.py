@@ -78,6 +78,7 @@ from llmath.deploy.step import (
     kv_bytes_per_sequence,
 )
 from llmath.errors import WorkloadError
+from llmath.hardware.efficiency_fit import LAUNCHER_MOE_KERNELS
 from llmath.model.traits import traits
 from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
@@ -114,6 +115,7 @@ class EngineConfig:
     the decoding tokens reach the ratio × the token budget, or for that many iterations (the staggered loop).
     ``adp_balance`` / ``adp_timeout_iters`` / ``adp_batching_wait_iters``: TensorRT-LLM's attention-DP balancing
     (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
+    ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -136,12 +138,15 @@ class EngineConfig:
     adp_balance: bool = False
     adp_timeout_iters: int = 50
     adp_batching_wait_iters: int = 10
+    moe_kernel: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
     def __post_init__(self) -> None:
         if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
             raise WorkloadError(f"max_num_batched_tokens={self.max_num_batched_tokens} must be >= 1 (or unset)")
+        if self.moe_kernel and self.moe_kernel not in LAUNCHER_MOE_KERNELS:
+            raise WorkloadError(f"moe_kernel={self.moe_kernel!r}: not a known MoE kernel; use {LAUNCHER_MOE_KERNELS}")
         if self.max_num_seqs < 1:
             raise WorkloadError(f"max_num_seqs={self.max_num_seqs} must be >= 1")
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -410,17 +415,22 @@ class Decoding:
             return self.dev.iteration(d, ctx, n, c, pf).time_s
         return self.step(d, ctx) + self.dev.iteration(0, 0, n, c, pf).time_s
 
-    def mixed_and_step(self, ds: tuple, d_step, ctx, n, c, pf) -> list[np.ndarray]:
-        """``mixed(d, ctx, n, c, pf)`` for each ``d`` of ``ds``, then ``step(d_step, ctx)``: the same values,
-        stacked into one evaluation (under speculation the chunks' pass, the same for every ``d``, once)."""
-        *dd, d_step, n, c, pf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (*ds, d_step, n, c, pf)))
-        d = np.stack([*dd, d_step])
-        if self.spec is None:
-            zero = np.zeros_like(n)
-            stack = [np.stack([x] * len(dd) + [zero]) for x in (n, c, pf)]
-            return list(self.dev.iteration(d, ctx, *stack).time_s)
-        step, chunks = self.step(d, ctx), self.dev.iteration(0, 0, n, c, pf).time_s
-        return [*(s + chunks for s in step[:-1]), step[-1]]
+    def mixed_and_step(self, d, d_step, ctx, n, c, pf) -> tuple[np.ndarray, np.ndarray]:
+        """``mixed(d, ctx, n, c, pf)`` and ``step(d_step, ctx)``, the kinds of each along the leading axis: the
+        same values, stacked into one evaluation (under speculation one round over both, the chunks' pass apart)."""
+        d, n, c, pf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (d, n, c, pf)))
+        d_step = np.broadcast_to(np.asarray(d_step, dtype=float), (len(d_step), *d.shape[1:]))
+        rows, k = np.concatenate([d, d_step]), len(d)
+        if self.spec is not None:
+            both = self.step(rows, ctx)
+            return both[:k] + self.dev.iteration(0, 0, n, c, pf).time_s, both[k:]
+        pad = np.zeros_like(d_step)
+        t = self.dev.iteration(rows, ctx, *(np.concatenate([x, pad]) for x in (n, c, pf))).time_s
+        return t[:k], t[k:]
+
+    def select(self, mask) -> Decoding:
+        """The decoding of the points ``mask`` selects: this one (its evaluations are element-wise)."""
+        return self
 
 
 def steady_state(

@@ -47,6 +47,13 @@ MTP_ACCEPTANCE_SOURCE = (
     "https://nvidia.github.io/TensorRT-LLM/blogs/tech_blog/"
     "blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-R1_Performance_on_NVIDIA_B200_GPUs.html"
 )
+# The draft tokens of InferenceX's SGLang MTP configurations, whose entries name no count: every srt-slurm recipe
+# they run decodes with ``speculative-algorithm: EAGLE``, ``speculative-num-steps: 2``, ``speculative-eagle-topk: 1``,
+# ``speculative-num-draft-tokens: 3`` (a chain of 2 drafts verified with the last token): e.g.
+# recipes/b200-fp8/1k1k/mtp/low-latency-tep8-1p1d.yaml and max-tpt-dep8-1p5d.yaml, b200-fp4/1k1k/mtp/
+# low-latency-dep4-1p-tep8-5d.yaml and max-tpt-dep4-1p-dep8-1d.yaml, h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml,
+# h200/1k1k/bs256-1p6d-dep-mtp.yaml (srt-slurm as the InferenceX master file's CONFIG_FILE names them)
+SGLANG_MTP_DRAFT_TOKENS = 2
 # The row's ``recipe`` group (:func:`recipe_for`)
 COLUMNS, POOLS, POOLS_MTP, SPEC_OPEN, POOLS_OPEN, CONCURRENCY_OPEN = (
     "columns", "pools", "pools + MTP", "pools, speculation unsettled", "pools unsettled", "concurrency unrecorded",
@@ -137,12 +144,20 @@ def recipe_for(r: dict[str, str], concurrency: int) -> Recipe:
         return Recipe(POOLS_OPEN)
     batch = _one([e["decode_max_batch"] for e in found])
     pools = dict(prefill=tuple(prefill), decode=tuple(decode), decode_max_batch=batch)
-    speculation = _one([(e["speculation"], e["draft_tokens"]) for e in found])
+    speculation = _one([_speculation(e) for e in found])
     if speculation == ("none", None):
         return Recipe(POOLS, draft_tokens=0, **pools)
     if speculation is None or speculation[1] is None:
         return Recipe(SPEC_OPEN, **pools)
     return Recipe(POOLS_MTP, draft_tokens=int(speculation[1]), **pools)
+
+
+def _speculation(e: dict[str, Any]) -> tuple[str, int | None]:
+    """An entry's (speculation, draft tokens); an SGLang MTP entry's count is its recipes'
+    (:data:`SGLANG_MTP_DRAFT_TOKENS`)."""
+    if e["speculation"] == "mtp" and e["draft_tokens"] is None and e["framework"] == FRAMEWORKS["sglang"]:
+        return "mtp", SGLANG_MTP_DRAFT_TOKENS
+    return e["speculation"], e["draft_tokens"]
 
 
 def mtp_speculation(draft_tokens: int):

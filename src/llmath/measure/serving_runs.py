@@ -17,7 +17,8 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   router, embeddings and LM head in bf16, as every engine loads them);
 * the KV cache: FP8 when the row's ``precision`` is ``fp8`` or ``fp4`` (the collection's rule: a quantised
   checkpoint runs FP8 KV cache and FP8 attention, ``sdk/models/helpers.py`` ``_infer_quant_modes_from_raw_config``),
-  else the checkpoint's (bf16);
+  else the checkpoint's (bf16), and the checkpoint's where an InferenceX vLLM launcher left vLLM's ``auto``
+  (``kv_cache_dtype`` in the run's ``engine_settings``, :data:`.vllm_launchers.INFERENCEX_VLLM_KV_AUTO`);
 * layout: TP = ``tp_size``, PP = ``pp_size``, attention-DP = ``attention_dp_size`` (empty or 0 = 1), EP =
   ``moe_ep_size`` (0 = 1); the replica has TP × PP × DP GPUs. A layout whose ``tp_size`` (or
   ``attention_dp_size``) equals ``moe_tp_size × moe_ep_size`` with ``moe_tp_size = moe_ep_size > 1`` (16–64
@@ -43,10 +44,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   pass ``--max_num_tokens`` ⌈(CONC + ISL + 64) / 64⌉ · 64, and from SemiAnalysisAI/InferenceX 64af5a77
   (2026-01-21) at least 8192: its aggregated rows run that budget by their ``measured=`` date
   (:data:`INFERENCEX_TRT_BUDGET`), carried in the run's ``engine_settings`` as ``max_num_batched_tokens``;
-* the scheduler's polling: InferenceX's SGLang DeepSeek-R1 B200 launch scripts (``dsr1_fp8_b200.sh``,
-  ``dsr1_fp4_b200.sh``) pass ``--scheduler-recv-interval`` 30 from 16 clients, 10 below (10 for FP8 at TP 4), so
-  the scheduler takes new requests in only every that many decode iterations: ``recv_interval`` in the run's
-  ``engine_settings`` (:data:`INFERENCEX_SGLANG_RECV`);
+* SGLang's launch settings: InferenceX's SGLang DeepSeek-R1 scripts (``dsr1_fp8_b200.sh``, ``dsr1_fp4_b200.sh``,
+  ``dsr1_fp8_h200.sh``) pass ``--scheduler-recv-interval`` (B200: 30 from 16 clients, 10 below, 10 for FP8 at
+  TP 4), the prefill budget, the sequence cap and the memory share: ``recv_interval``, ``max_num_batched_tokens``,
+  ``max_num_seqs``, ``gpu_memory_utilization`` in the run's ``engine_settings``
+  (:func:`.sglang_launchers.launcher_sglang_settings`);
 * TensorRT-LLM's KV cache share: InferenceX's TensorRT-LLM launch scripts write ``free_gpu_memory_fraction``
   0.85 (gpt-oss-120b), 0.75 (DeepSeek-R1 on H200) and 0.8 (DeepSeek-R1 on B200; 0.7 and 0.75 in two FP8 cases from
   2026-01-29), carried as ``gpu_memory_utilization`` (:data:`.trt_launchers.INFERENCEX_TRT_KV_FRACTION`); its
@@ -60,6 +62,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   draft tokens without the 8192 floor, that of the MTP rows (:data:`.trt_launchers.INFERENCEX_TRT_MTP_RUNS`);
 * TensorRT-LLM's attention-DP balancing: InferenceX's gpt-oss-120b and DeepSeek-R1 scripts turn it on wherever they
   run attention-DP (:data:`.trt_launchers.INFERENCEX_TRT_ADP_BALANCE`);
+* vLLM's launch settings: InferenceX's vLLM launch scripts pick Marlin for gpt-oss's MXFP4 experts on H100 and H200
+  (``VLLM_MXFP4_USE_MARLIN=1`` from 2026-01-03), a token budget of 2 · ISL for MiniMax-M2.5 on B200 and running
+  sequence caps below vLLM's default, and leave some KV caches at the model's dtype, carried as ``moe_kernel``,
+  ``max_num_batched_tokens``, ``max_num_seqs`` and ``kv_cache_dtype``
+  (:func:`.vllm_launchers.launcher_vllm_settings`);
 * speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)
   and launch scripts, which set MTP with 3 draft tokens (1 under attention-DP): those rows are predicted with that
   ``Speculation`` at the published MTP acceptance (:func:`.disagg_recipes.mtp_speculation`,
@@ -100,12 +107,14 @@ import numpy as np
 from llmath.deploy.bench_client import INFERENCEX, BenchClient
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
+from llmath.measure.sglang_launchers import launcher_sglang_settings
 from llmath.measure.trt_launchers import (
     GENERATOR_TRT_KV_FRACTION,
     MTP_DRAFT_TOKENS,
     launcher_trt_settings,
     mtp_run,
 )
+from llmath.measure.vllm_launchers import launcher_vllm_settings
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
 MODELS = {
@@ -145,16 +154,6 @@ INFERENCEX_TRT_BUDGET: dict[str, dict[str, Any]] = {
         "benchmarks/dsr1_fp8_h200_trt_slurm.sh (MAX_NUM_TOKENS)",
     },
 }
-# InferenceX's SGLang launch scripts for DeepSeek-R1 on B200 (FP8 and FP4; from 6be2c699, 2025-09-23, through the
-# rows' dates) pass ``--scheduler-recv-interval`` 30 when CONC >= 16, else 10, and 10 for FP8 at TP 4 (module
-# docstring); the H200 script passes none (SGLang's default, 1)
-INFERENCEX_SGLANG_RECV: dict[str, Any] = {
-    "model": "deepseek-ai/DeepSeek-R1",
-    "system": "b200_sxm",
-    "from": "2025-09-23",
-    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/5e2c705d3cbd30f1afa43fd57960f2dc4a19439e/"
-    "benchmarks/single_node/dsr1_fp8_b200.sh and dsr1_fp4_b200.sh (SCHEDULER_RECV_INTERVAL)",
-}
 # InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations (``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp4-b200-trt-mtp`` in
 # .github/configs/nvidia-master.yaml from 5d517074c, 2026-02-05, and 0aae52d4c, 2026-02-06) run image 1.2.0rc6.post3,
 # the plain ``-trt`` ones 1.2.0rc6.post2; with the sweep that added them (2026-01-14, ``dsr1-fp8-h200-trt-mtp`` too),
@@ -181,6 +180,7 @@ INFERENCEX_TRT_MTP: dict[str, Any] = {
 # ``--max-running-requests`` / ``--max-num-seqs`` (rule_plugin/sglang.rule, vllm.rule and their templates at c46a56b0;
 # raised to at least 512 for deployments only from 71bb3d00e, 2026-01-30).
 GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
+FORMAT_SETTINGS = ("kv_cache_dtype",)  # launcher settings that set the run's formats, not its engine's
 GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
 GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's rules)
 
@@ -310,11 +310,10 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     budget = harness_budget(r, _concurrency(r, lay)) if agg else None
     if budget is not None:
         settings["max_num_batched_tokens"] = budget
-    recv = harness_recv_interval(r, _concurrency(r, lay)) if agg else None
-    if recv is not None:
-        settings["recv_interval"] = recv
     if agg and lay is not None:
         settings.update(launcher_trt_settings(r, _concurrency(r, lay), lay.dp, inferencex))
+        settings.update(launcher_sglang_settings(r, _concurrency(r, lay), inferencex))
+        settings.update(launcher_vllm_settings(r, inferencex))
     spec = harness_speculation(r, lay) if agg else None
     if spec is not None:
         assumed.append(f"MTP k={spec.k} (InferenceX -trt-mtp launcher), acceptance {spec.acceptance:.2f} tokens per"
@@ -389,20 +388,6 @@ def harness_warmed(r: dict[str, str]) -> bool:
     return measured is None or measured.group(1) >= INFERENCEX_WARMUP["from"]
 
 
-def harness_recv_interval(r: dict[str, str], concurrency: int) -> int | None:
-    """The ``--scheduler-recv-interval`` InferenceX's SGLang DeepSeek-R1 B200 launch scripts passed
-    (:data:`INFERENCEX_SGLANG_RECV`) for its aggregated SGLang rows with its provenance; ``None`` elsewhere."""
-    rule, notes = INFERENCEX_SGLANG_RECV, r.get("source_notes", "")
-    if (r["backend"], r["model_path"], r["system"]) != ("sglang", rule["model"], rule["system"]):
-        return None
-    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
-    if not INFERENCEX_NOTES.search(notes) or (measured is not None and measured.group(1) < rule["from"]):
-        return None
-    if r["precision"] == "fp8" and _int(r["tp_size"]) == 4:
-        return 10
-    return 30 if concurrency >= 16 else 10
-
-
 def recipe_defaults(run: Run) -> Run:
     """The run with its decode pool as the engine's published recipes run it where the row leaves the setting
     unstated: attention data-parallel over the pool's ranks (TensorRT-LLM's ``enable_attention_dp``: each rank
@@ -435,7 +420,8 @@ def precision(run: Run):
     from llmath.model.checkpoint import precision_for
 
     p = precision_for(run.model)
-    kv = "fp8" if run.precision in ("fp8", "fp4") else None
+    auto = dict(run.engine_settings).get("kv_cache_dtype") == "auto"  # the launcher left the model's dtype
+    kv = "fp8" if run.precision in ("fp8", "fp4") and not auto else None
     gemm, moe = QUANT.get(run.gemm), QUANT.get(run.moe)
     if gemm is None and moe is None:
         return p.override(kv=kv)
@@ -445,6 +431,12 @@ def precision(run: Run):
     mods = {**({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
     act = a if gemm is not None else moe[1] if moe is not None else None
     return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
+
+
+def engine_settings(run: Run) -> dict[str, Any]:
+    """The run's settings of the engine (:class:`llmath.deploy.serving.EngineConfig`), without those that set its
+    formats (``kv_cache_dtype``, read by :func:`precision`)."""
+    return {k: v for k, v in run.engine_settings if k not in FORMAT_SETTINGS}
 
 
 def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[str, float]:
@@ -469,7 +461,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
                             concurrency=run.concurrency, arrival=arrival)  # fmt: skip
             rep = serve(run.model, run.system, workload=work, engine=run.engine,
                         parallel=ParallelConfig(tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep), precision=prec,
-                        speculation=speculation, **dict(run.engine_settings))  # fmt: skip
+                        speculation=speculation, **engine_settings(run))  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D, settings = run.prefill, run.decode, dict(run.engine_settings)

@@ -72,7 +72,14 @@ def disagg_human(d: dict[str, Any], model: str, hardware: str, engine: str, pref
         highlight=False,
     )
     rows = [
-        *_latency_rows(d, after_ttft=[("of which KV transfer", ms(d["kv_transfer_s"]))], after_tpot=[]),
+        *_latency_rows(
+            d,
+            after_ttft=[
+                ("of which KV transfer", ms(d["kv_transfer_s"])),
+                ("of which the decode server's first steps", ms(d["first_token_decode_s"])),
+            ],
+            after_tpot=[],
+        ),
         ("prefill pool: GPUs / requests", f"{d['prefill_gpus']:.0f} / {d['prefill_requests']:.1f}"),
         ("decode pool: GPUs / requests", f"{d['decode_gpus']:.0f} / {d['decode_requests']:.1f}"),
         ("decode batch per attention-DP rank", f"{d['decode_batch']:.1f}"),
