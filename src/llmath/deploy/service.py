@@ -2,7 +2,7 @@
 
 ``serve(...)`` resolves the model, hardware, precision and engine preset, checks the memory first (a
 configuration that does not fit raises before any number is computed), and returns a
-:class:`~llmath.deploy.serving.ServingReport`. ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig`)
+:class:`~llmath.deploy.serving_report.ServingReport`. ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig`)
 picks a parallel layout (:func:`llmath.deploy.make_layout`: ``gpus`` alone is TP over all of them, MoE experts
 spread EP ways); the requests are split evenly over its ``dp`` attention-DP replicas.
 """
@@ -20,14 +20,13 @@ from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
     Decoding,
     Requests,
-    ServingReport,
     active_overheads,
     check_fits,
-    metrics_at,
     rate_to_concurrency,
     refuse_uncached,
     steady_state,
 )
+from llmath.deploy.serving_report import ServingReport, metrics_at
 from llmath.deploy.speculative import Speculation, draft_device, refuse_draft_only
 from llmath.deploy.step import Device
 from llmath.deploy.workload import Workload

@@ -62,8 +62,8 @@ iteration (τ_a, τ_b, τ_d) and once per request to TTFT under ``expected`` eff
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -540,66 +540,3 @@ def rate_to_concurrency(dev: Device, eng: EngineConfig, req: Requests, rate: flo
         return float(grid[0] * rate / rps[0])
     x0, x1, y0, y1 = grid[i - 1], grid[i], rps[i - 1], rps[i]
     return float(x0 + (rate - y0) * (x1 - x0) / (y1 - y0)) if y1 > y0 else float(x1)
-
-
-# ---- the report ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ServingReport:
-    model: str
-    hardware: str
-    engine: dict[str, Any]
-    workload: dict[str, Any]
-    gpus: int
-    replicas: int
-    memory: Memory
-    metrics: dict[str, Any]
-    notes: list[str] = field(default_factory=list)
-    layout: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {
-            "model": self.model,
-            "hardware": self.hardware,
-            "mode": "continuous_batching",
-            "engine": self.engine,
-            "workload": self.workload,
-            "gpus": self.gpus,
-            "replicas": self.replicas,
-            "layout": self.layout,
-            "memory": asdict(self.memory),
-            "notes": self.notes,
-        }
-        d.update(self.metrics)
-        return d
-
-
-def metrics_at(ss: SteadyState, i: int, gpus: int, replicas: int) -> dict[str, Any]:
-    """The scalar metrics of grid point ``i``, scaled to ``replicas`` data-parallel copies on ``gpus`` GPUs."""
-    thr = float(ss.throughput_tok_s[i]) * replicas
-    return {
-        "ttft_s": float(ss.ttft_s[i]),
-        "tpot_s": float(ss.tpot_s[i]),
-        "itl_p50_s": float(ss.itl_p50_s[i]),
-        "itl_p90_s": float(ss.itl_p90_s[i]),
-        "itl_p99_s": float(ss.itl_p99_s[i]),
-        "e2e_s": float(ss.e2e_s[i]),
-        "throughput_tok_s": thr,
-        "throughput_tok_s_per_gpu": thr / gpus,
-        "tok_s_per_user": 1.0 / float(ss.tpot_s[i]),
-        "requests_s": float(ss.requests_s[i]) * replicas,
-        "concurrency_per_replica": float(ss.concurrency[i]),
-        "running_per_replica": float(ss.resident[i]),
-        "queued_per_replica": float(ss.concurrency[i] - ss.resident[i]),
-        "decode_batch": float(ss.decode_batch[i]),
-        "prefill_tokens_per_iteration": float(ss.prefill_tokens_per_iter[i]),
-        "mixed_iteration_fraction": float(ss.mixed_fraction[i]),
-        "decode_step_s": float(ss.step_decode_s[i]),
-        "mixed_step_s": float(ss.step_mixed_s[i]),
-        "overheads_s": {"ttft": _at(ss.overhead_ttft_s, i), "tpot": _at(ss.overhead_tpot_s, i)},
-    }
-
-
-def _at(x, i: int) -> float:
-    return float(np.asarray(x).reshape(-1)[i]) if np.ndim(x) else float(x)
