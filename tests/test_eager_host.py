@@ -2,10 +2,14 @@
 
 import pytest
 
+from llmath import Workload
 from llmath.deploy import engines
+from llmath.deploy.layout import ParallelConfig
+from llmath.deploy.service import serve
 from llmath.deploy.step import Device
 from llmath.hardware import get
 from llmath.hardware.roofline import eager_host_s, efficiency
+from llmath.measure.serving_runs import pytorch_backend_settings
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.ops.table import table
@@ -64,3 +68,35 @@ def test_engine_presets_carry_the_host_time_with_its_source():
     assert sg.eager_host_per_kernel_s == pytest.approx(82.6e-3 / DSR1_KERNELS, rel=1e-3)
     assert "12160" in sg.sources["eager_host_per_kernel_s"]
     assert engines.overheads("vllm").eager_host_per_kernel_s == 0.0  # piecewise graphs cover its prefill
+
+
+def test_only_engines_that_prefill_eagerly_get_the_floor_by_default():
+    # SGLang: no piecewise prefill graph unless --enable-piecewise-cuda-graph; the TensorRT-LLM preset is its
+    # TensorRT engine backend (built engines); vLLM replays piecewise graphs
+    assert engines.preset("sglang").eager_prefill
+    assert not engines.preset("trtllm").eager_prefill
+    assert not engines.preset("vllm").eager_prefill
+
+
+def test_trtllm_pytorch_backend_rows_prefill_eagerly():
+    ix = {"backend": "trtllm", "backend_version": "0.8.1.post1"}
+    assert pytorch_backend_settings(ix, inferencex=True) == {"eager_prefill": True}  # trtllm-serve, PyTorch options
+    assert pytorch_backend_settings({"backend": "trtllm", "backend_version": "1.0.0rc3"}, False) == {
+        "eager_prefill": True
+    }  # the PyTorch backend is the default from 1.0
+    assert pytorch_backend_settings({"backend": "trtllm", "backend_version": "0.19.0"}, False) == {}
+    assert pytorch_backend_settings({"backend": "sglang", "backend_version": "0.5.9"}, True) == {}
+
+
+def test_serving_ttft_rises_by_the_floor_at_one_short_request():
+    # one request of 64 tokens on Llama-3.1-70B (2 x H100, FP8): the GPU prefill is a few tens of ms and the
+    # eager floor 1,123 kernels x 59.5 us = 66.8 ms (TensorRT-LLM's PyTorch backend, eager_prefill=True)
+    w = Workload(prompt=64, gen=16, concurrency=1)
+    par = ParallelConfig(tp=2)
+    graph = serve("llama-3.1-70b", "H100", workload=w, parallel=par, engine="trtllm", precision="fp8")
+    eager = serve("llama-3.1-70b", "H100", workload=w, parallel=par, engine="trtllm", precision="fp8", eager_prefill=True)
+    floor = LLAMA70_KERNELS * engines.overheads("trtllm").eager_host_per_kernel_s
+    assert floor == pytest.approx(0.0668, rel=1e-2)
+    assert graph.metrics["ttft_s"] < floor
+    # one request alone: its TTFT is its prefill pass (TensorRT-LLM's per-request overhead terms are 0)
+    assert eager.metrics["ttft_s"] == pytest.approx(floor)
