@@ -93,8 +93,8 @@ def test_serving_ttft_rises_by_the_floor_at_one_short_request():
     # eager floor 1,123 kernels x 59.5 us = 66.8 ms (TensorRT-LLM's PyTorch backend, eager_prefill=True)
     w = Workload(prompt=64, gen=16, concurrency=1)
     par = ParallelConfig(tp=2)
-    graph = serve("llama-3.1-70b", "H100", workload=w, parallel=par, engine="trtllm", precision="fp8")
-    eager = serve("llama-3.1-70b", "H100", workload=w, parallel=par, engine="trtllm", precision="fp8", eager_prefill=True)
+    kw = {"workload": w, "parallel": par, "engine": "trtllm", "precision": "fp8"}
+    graph, eager = serve("llama-3.1-70b", "H100", **kw), serve("llama-3.1-70b", "H100", **kw, eager_prefill=True)
     floor = LLAMA70_KERNELS * engines.overheads("trtllm").eager_host_per_kernel_s
     assert floor == pytest.approx(0.0668, rel=1e-2)
     assert graph.metrics["ttft_s"] < floor
