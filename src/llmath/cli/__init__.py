@@ -34,7 +34,7 @@ COMMANDS = {
     "bench": "bench",
 }  # command → the group module that registers it (a test checks it against the registered commands)
 
-GC_FIRST_GENERATION = 50_000  # allocations between two collections of the youngest generation
+GC_FIRST_GENERATION = 500_000  # allocations between two collections of the youngest generation
 
 del globals()["app"]  # the submodule's name: ``llmath.cli.app`` is the app itself (see __getattr__)
 
@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
 
     A command is one short process that makes many small arrays and tuples, which reference counting frees;
     the cyclic collector's first generation runs every :data:`GC_FIRST_GENERATION` allocations instead of
-    Python's 700 (the planner on 512 GPUs: the same peak memory, about 0.05–0.1 s less CPU; docs/speed.md)."""
+    Python's 700: a plan, even on 4,096 GPUs, keeps fewer new containers than that and so never collects
+    (its CPU and peak memory under other thresholds: docs/speed.md)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read once, when numpy loads (in ``load``)
     gc.set_threshold(GC_FIRST_GENERATION, *gc.get_threshold()[1:])
     load(sys.argv[1:] if argv is None else argv)

@@ -126,15 +126,11 @@ def lockstep_state(
     ctx = req.decode_context
     o_m, o_d, o_req = _overheads(dec, eng, req, B, d_burst)
     if mixed:  # the burst iterations by kind, each at its own decoders and chunks (module llmath.deploy.burst)
-        first, tau_d, tau_t = _first_wave(dec, eng, req, B)
-        # a follow-up joins the first iteration after the lag and after its front end (docs/serving.md); the
-        # first of a wave ends in the decode iterations, and those behind it queue that long (burst::flow_decoders)
-        lag = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau_d - 1e-9))
-        d_burst, T_b, n_w, I_s = _flow(eng, req, B, dec.width, (lag, C - B), d_burst)
+        waves = _waves(dec, eng, req, (C, B), d_burst, o_req)
+        lag, (d_burst, T_b, n_w, I_s), first_wave, (tau_b, part_b), (tau_d, tau_t) = waves
         o_m = _overheads(dec, eng, req, B, d_burst)[0]
-        first_wave, (tau_b, part_b) = _wave_times(dec, eng, req, B, first, d_burst)
     else:
-        tau_b, tau_d = dec.mixed_and_step((d_burst,), B, ctx, n_c, chunk, pre)
+        (tau_b,), (tau_d,) = dec.mixed_and_step(d_burst[None], B[None], ctx, n_c[None], chunk[None], pre[None])
         tau_b, tau_d = tau_b + o_m, tau_d + o_d
     # iterations per cycle; prefill-first batches stop the decoders, so they add to a request's lifetime
     L = np.maximum(n_w, steps + I_s) if mixed else steps + n_w
@@ -261,33 +257,49 @@ def _flow(eng: EngineConfig, req: Requests, B, w: float, away: tuple, cap) -> tu
     return D, T_b, B * Pn / T_b, np.maximum(1.0, np.ceil(Pn / np.maximum(K - D * w, 1.0)))
 
 
-def _first_wave(dec: Decoding, eng: EngineConfig, req: Requests, B) -> tuple:
-    """The first wave's burst by kind (:func:`llmath.deploy.burst.wave_kinds`), the pure decode iteration and
-    the wave's tail iteration: after a request ends, the requests behind it decode alone, mirroring the burst's
-    iterations after the first prompt's end (B − D of them decode); a wave that comes back whole waits
-    through it."""
-    Pn, (K, chunked) = float(req.new), _budget(eng, req)
-    kinds = wave_kinds(B, Pn, float(req.cached), K, chunked, dec.width, life=req.decode_steps / dec.tokens)
-    _, full, last = kinds
+def _waves(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, cap, o_req) -> tuple:
+    """The bursts by kind (:func:`llmath.deploy.burst.wave_kinds`), each at its own decoders and chunks with its
+    decoders' per-token overhead, the pure decode iteration and the wave's tail, in one evaluation: (the lag, a
+    later wave's flow (:func:`_flow`), the first wave's times (:func:`_wave_times`), a later wave's (full
+    iteration, last iteration), (τ_d, τ_t)). A follow-up joins the first iteration after the lag and after its
+    front end, lag = max(replacement_lag, ⌈o_req / τ_d⌉) (docs/serving.md); the first of a wave ends in the
+    decode iterations and those behind it queue that long, so a later wave's decoders (``cap`` at most) follow
+    from τ_d: they are laid out at the replacement lag, and re-timed where the front end's lag moves them."""
+    (C, B), Pn, (K, chunked), w = CB, float(req.new), _budget(eng, req), dec.width
+    first = wave_kinds(B, Pn, float(req.cached), K, chunked, w, life=req.decode_steps / dec.tokens)
+    guess = _flow(eng, req, B, w, (float(eng.replacement_lag), C - B), cap)
+    kinds = (*first, *wave_kinds(B, Pn, float(req.cached), K, chunked, w, guess[0])[1:])
+    _, full, last = first
     d_tail = B - (full.count * full.decoders + last.count * last.decoders) / np.maximum(full.count + last.count, 1e-9)
     d = np.stack(np.broadcast_arrays(B, np.maximum(d_tail, 1.0)))
-    tau_d, tau_t = dec.step(d, req.decode_context) + _overheads(dec, eng, req, d, 0.0)[1]
-    return kinds, tau_d, tau_t
+    d_k, n_k, c_k, pf_k = _stacked(kinds)
+    tau, tau_s = dec.mixed_and_step(d_k, d, req.decode_context, n_k, c_k, pf_k)
+    tau_d, tau_t = tau_s + _overheads(dec, eng, req, d, 0.0)[1]
+    lag = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau_d - 1e-9))
+    flow = _flow(eng, req, B, w, (lag, C - B), cap)
+    moved = np.broadcast_to(flow[0] != guess[0], np.shape(B))
+    if moved.any():  # the front end outlasts the lag: those points' later wave, laid out and timed again
+        later = wave_kinds(B, Pn, float(req.cached), K, chunked, w, flow[0])[1:]
+        d_l, n_l, c_l, pf_l = (x[..., moved] for x in _stacked(later))
+        tau = tau.copy()
+        tau[3:][..., moved] = dec.select(moved).mixed(d_l, req.decode_context, n_l, c_l, pf_l)
+        kinds = (*first, *later)
+    tau = tau + _overheads(dec, eng, req, B, _stacked(kinds)[0])[0]
+    return lag, flow, _wave_times(first, tau), (tau[3], tau[4]), (tau_d, tau_t)
 
 
-def _wave_times(dec: Decoding, eng: EngineConfig, req: Requests, B, first: tuple, d_flow) -> tuple:
-    """The burst iterations timed by kind, each at its mean decoders and chunks with its decoders' per-token
-    overhead, in one evaluation: (the first wave's (E[k], mean time up to a request's own iteration, the whole
-    burst, its iterations, those up to the first prompt's end), a later wave's (full iteration, last
-    iteration) with ``d_flow`` decoders in a full one)."""
-    Pn, (K, chunked) = float(req.new), _budget(eng, req)
-    kinds = (*first, *wave_kinds(B, Pn, float(req.cached), K, chunked, dec.width, d_flow)[1:])
-    d, n, c, pf = (np.stack(np.broadcast_arrays(*(getattr(k, f) for k in kinds))) for f in _LAYOUT)
-    tau = dec.mixed(d, req.decode_context, n, c, pf) + _overheads(dec, eng, req, B, d)[0]
+def _stacked(kinds: tuple) -> tuple:
+    """The kinds' mean decoders, chunks, chunk sizes and prefixes, each stacked along a leading axis."""
+    return tuple(np.stack(np.broadcast_arrays(*(getattr(k, f) for k in kinds))) for f in _LAYOUT)
+
+
+def _wave_times(first: tuple, tau) -> tuple:
+    """The first wave's burst (``first``, its kinds timed in ``tau[:3]``): (E[k], the mean time up to a
+    request's own iteration, the whole burst, its iterations, those up to the first prompt's end)."""
     upto, whole = (sum(getattr(k, f) * t for k, t in zip(first, tau[:3], strict=True)) for f in ("upto", "count"))
     head, _, last = first
     to_first = head.count + (last.decoders < 0.5)  # the iterations up to the first prompt's end (D = 0 in them)
-    return (sum(k.upto for k in first), upto, whole, sum(k.count for k in first), to_first), (tau[3], tau[4])
+    return sum(k.upto for k in first), upto, whole, sum(k.count for k in first), to_first
 
 
 _LAYOUT = ("decoders", "chunks", "size", "prefix")

@@ -50,15 +50,21 @@ class _Stacked(Decoding):
         outs = [getattr(m, method)(*(x[..., a:b] for x in full)) for m, (a, b) in zip(self.members, spans, strict=True)]
         return np.concatenate(outs, axis=-1)
 
-    def mixed_and_step(self, ds: tuple, d_step, ctx, n, c, pf) -> list[np.ndarray]:
-        """Each replica's own :meth:`~.serving.Decoding.mixed_and_step` on its slice, concatenated."""
-        *dd, d_step, n, c, pf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (*ds, d_step, n, c, pf)))
-        spans = list(zip(self.bounds[:-1], self.bounds[1:], strict=True))
-        outs = [
-            m.mixed_and_step(tuple(x[a:b] for x in dd), d_step[a:b], ctx, n[a:b], c[a:b], pf[a:b])
-            for m, (a, b) in zip(self.members, spans, strict=True)
-        ]
-        return [np.concatenate([o[i] for o in outs]) for i in range(len(dd) + 1)]
+    def mixed_and_step(self, d, d_step, ctx, n, c, pf) -> tuple[np.ndarray, np.ndarray]:
+        """Each replica's own :meth:`~.serving.Decoding.mixed_and_step` on its points (the last axis), concatenated."""
+        d, n, c, pf = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (d, n, c, pf)))
+        d_step = np.broadcast_to(np.asarray(d_step, dtype=float), (len(d_step), *d.shape[1:]))
+        spans = zip(self.bounds[:-1], self.bounds[1:], strict=True)
+        outs = [m.mixed_and_step(d[..., a:b], d_step[..., a:b], ctx, n[..., a:b], c[..., a:b], pf[..., a:b])
+                for m, (a, b) in zip(self.members, spans, strict=True)]  # fmt: skip
+        return np.concatenate([o[0] for o in outs], axis=-1), np.concatenate([o[1] for o in outs], axis=-1)
+
+    def select(self, mask) -> Decoding:
+        """The replicas of the points ``mask`` selects, each with those points."""
+        counts = [int(np.count_nonzero(mask[a:b])) for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
+        members = tuple(m for m, n in zip(self.members, counts, strict=True) if n)
+        bounds = tuple(np.cumsum([0] + [n for n in counts if n]).tolist())
+        return replace(self, members=members, bounds=bounds)
 
 
 def _key(dec: Decoding, eng: EngineConfig) -> tuple:

@@ -225,9 +225,10 @@ def _rule_times(colls: tuple[Collective, ...], scenario: Scenario, spec: ModelSp
     sizes: dict[tuple, Any] = {}
     times: dict[tuple, Any] = {}
     out = []
+    act = p.act_bytes  # a property that reads the format's registry: once per pass
     for r in rules:
         if r.terms not in sizes:
-            sizes[r.terms] = sum(coef * monos[m] for coef, m in r.terms) * p.act_bytes  # float, or an array
+            sizes[r.terms] = sum(coef * monos[m] for coef, m in r.terms) * act  # float, or an array
         if r.key not in times:
             times[r.key] = _one_time(r, sizes[r.terms], topo)
         out.append((r, sizes[r.terms], times[r.key]))

@@ -142,19 +142,37 @@ def _expert_shares(table: Table, routed: list[int]) -> tuple[float, float]:
     return share, min(share / ep_share, 1.0)
 
 
-def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str) -> tuple[float, ...] | None:
+def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str, decode: bool) -> tuple[float, ...] | None:
     """The routed experts' fitted kernel model: the device's ``moe`` fit in the format their GEMMs run in, where
     their weights are stored in that format too (a weight-only kernel dequantising 4-bit experts to a 16-bit
     GEMM is not the kernel the fit measured), the fit of their storage format where the tables time its own
-    kernel (block-scaled FP8, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`); ``None`` otherwise."""
+    kernel (block-scaled FP8, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`); ``None`` otherwise. A prefill
+    pass of 4-bit experts takes the weight-only kernel a launcher picked (``moe_prefill``,
+    :func:`llmath.hardware.kernels.launcher_moe_kernel`) where there is one."""
     stored = p.weight_format("experts")
     if not cols.routed.size:
         return None
+    launched = launcher_moe(cols, eff, p, decode)
+    if launched is not None:
+        return launched[0]
     if weight_only_fp4(stored, run_fmt):
         return eff.fit("moe", "w4a16_mxfp4")
     if fmt.get(stored).compute != run_fmt:
         return None
     return (eff.fit("moe", stored) if stored in ef.MOE_STORAGE else None) or eff.fit("moe", run_fmt)
+
+
+def launcher_moe(cols: Columns, eff: Efficiency, p: Precision, decode: bool) -> tuple[tuple[float, ...], str] | None:
+    """(coefficients, format key) of the grouped-expert kernel a launcher picked for a prefill pass (class
+    ``moe_prefill``, :func:`llmath.hardware.kernels.launcher_moe_kernel`) of experts stored in the format family it
+    takes (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_STORED`): its fit computes at the peak of
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS`. ``None`` in decode, without routed experts, for other
+    formats or where no launcher picked a kernel."""
+    if decode or not cols.routed.size:
+        return None
+    family = fmt.get(p.weight_format("experts")).family
+    keys = [k for k, f in ef.LAUNCHER_MOE_STORED.items() if f == family]
+    return next(((c, k) for k in keys if (c := eff.fit("moe_prefill", k)) is not None), None)
 
 
 def weight_only_fp4(stored: str, run_fmt: str) -> bool:
@@ -209,7 +227,7 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     do_attn = cols.attn.size and (context is not None or not decode)
     mixed = None if (decode or context is None) else np.asarray(context, dtype=bool)[..., None]
     ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
-    moe = _moe_coef(cols, eff, p, run_fmt)
+    moe = _moe_coef(cols, eff, p, run_fmt, decode)
     mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
     if ctx is None and moe is None and mla is None:
         return f, inv
@@ -244,15 +262,26 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
             fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
         f[..., j], inv[..., j] = fa, ia
     if moe is not None:
-        h, i, k, E = cols.moe
-        r = cols.routed
-        tok = rows * table.moe_tokens  # the tokens the layer routes: every attention-DP replica's
-        xm = rank_moe_bytes(tok, cols, _moe_bytes_key(p, run_fmt))
-        ec, em, _ = ef.fractions(moe, tok * k / E, float(h * i) * cols.inter_share, xm, eff.tile_rows)
-        busiest = busiest_rank_factor(tok, E, k, round(cols.inter_share / cols.share))  # 1 without EP
-        f[..., r] = mm[r] / (peaks[r] * ec) * busiest
-        inv[..., r] = 1.0 / (bw * em)
+        _apply_moe(cols, hw, p, eff, moe, rows * table.moe_tokens, decode, f, inv, (mm, peaks, run_fmt))
     return f, inv
+
+
+def _apply_moe(cols: Columns, hw: Hardware, p: Precision, eff: Efficiency, moe, tok, decode: bool, f, inv,
+               rts) -> None:  # fmt: skip
+    """Set the routed experts' columns of ``f`` and ``inv`` (:func:`apply`) from the MoE fit ``moe`` at ``tok``
+    tokens routed per layer (every attention-DP replica's), at the peak of the format the kernel computes in (a
+    launcher's kernel: :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS`; else the op's executed format)."""
+    mm, peaks, run_fmt = rts
+    h, i, k, E = cols.moe
+    r = cols.routed
+    launched = launcher_moe(cols, eff, p, decode)
+    key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt)
+    peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else peaks[r]
+    xm = rank_moe_bytes(tok, cols, key)
+    ec, em, _ = ef.fractions(moe, tok * k / E, float(h * i) * cols.inter_share, xm, eff.tile_rows)
+    busiest = busiest_rank_factor(tok, E, k, round(cols.inter_share / cols.share))  # 1 without EP
+    f[..., r] = mm[r] / (peak * ec) * busiest
+    inv[..., r] = 1.0 / (hw.memory_bandwidth_bytes_per_s * em)
 
 
 @lru_cache(maxsize=256)
@@ -322,7 +351,7 @@ def overheads(
     cols = columns(table)
     ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
     mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
-    moe = _moe_coef(cols, eff, p, executed(hw, p.compute)[0] if hw is not None else p.compute)
+    moe = _moe_coef(cols, eff, p, executed(hw, p.compute)[0] if hw is not None else p.compute, decode)
     fp8 = fp8_gemms(table, p) if eff.fp8_gemm_overhead_s is not None else None
     fp4 = fp4_gemms(table, hw, p)[0] if (eff.fp4_gemm is not None and hw is not None) else None
     if (

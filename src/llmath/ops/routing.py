@@ -54,7 +54,10 @@ def expert_loads(tokens: int, n_experts: int, top_k: int, alpha: float = POWER_L
 
 
 EXACT_TOKENS = 1024  # token counts evaluated one by one; above, log-spaced and interpolated (smooth there)
-GRID = np.unique(np.concatenate([np.arange(EXACT_TOKENS + 1), np.geomspace(EXACT_TOKENS, 1e8, 160).round()]))
+# the distinct counts, ascending (np.unique's values; np.unique would import numpy.ma, 10 ms a process)
+GRID = np.array(
+    sorted(set(np.concatenate([np.arange(EXACT_TOKENS + 1), np.geomspace(EXACT_TOKENS, 1e8, 160).round()]).tolist()))
+)
 
 
 @lru_cache(maxsize=256)
