@@ -246,11 +246,11 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     B = np.asarray(batch, dtype=float)[..., None]
     rows = np.asarray(tokens, dtype=float)[..., None]
     S = np.asarray(context if (ctx is not None and context is not None) else 0, dtype=float)[..., None]
-    shape = np.broadcast_shapes(B.shape[:-1], rows.shape[:-1], S.shape[:-1]) + (len(table.ops),)
+    shape = np.broadcast(B, rows, S).shape[:-1] + (len(table.ops),)
     if f is None or f.shape != shape or not f.flags.writeable:  # mm_factor's own array is reused
-        f = np.array(np.broadcast_to(1.0 if f is None else f, shape))
+        f = _filled(shape, 1.0 if f is None else f)
     if inv.shape != shape or not inv.flags.writeable:
-        inv = np.array(np.broadcast_to(inv, shape))
+        inv = _filled(shape, inv)
     bw = hw.memory_bandwidth_bytes_per_s
     if ctx is not None:
         j = cols.attn
@@ -275,6 +275,13 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
         f[..., r] = mm[r] / (peaks[r] * ec) * busiest_rank_factor(tok, E, k, fit.moe_ranks)  # 1 without EP
         inv[..., r] = 1.0 / (bw * em)
     return f, inv
+
+
+def _filled(shape: tuple[int, ...], value) -> np.ndarray:
+    """A new array of ``shape`` holding ``value`` broadcast (np.broadcast_to's copy, without its Python layers)."""
+    out = np.empty(shape)
+    out[...] = value
+    return out
 
 
 def _set(f, inv, j, fa, ia, mixed) -> None:

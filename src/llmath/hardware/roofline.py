@@ -238,8 +238,7 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     coef = eff.gemm_coef(dtype)
     if coef is not None:
         mm, (c, h1, p1) = eff.matmul_for(dtype or ""), coef[:3]
-        lead = np.broadcast_shapes(np.shape(tokens), np.shape(batch))
-        out = np.ones(lead + (len(table.ops),))
+        out = np.ones(np.broadcast(tokens, batch).shape + (len(table.ops),))
         logits, shares, cols, idx, s2 = _gemm_groups(table, coef)
         if not cols.size:
             return out
