@@ -164,7 +164,8 @@ def mla_context_cost(batch, context, heads, qk_dim, v_dim, fmt: str, kv_fmt: str
 
 def mla_context_bytes(B, S, H, q, v, fmt: str, kv_fmt: str):
     """:func:`mla_context_cost`'s bytes alone (its memory feature): the same arithmetic, float arrays or numbers."""
-    return B * S * H * (q * BYTES[fmt] + v * 2) + B * S * H * (q + v) * BYTES[kv_fmt]
+    bsh = B * S * H
+    return bsh * (q * BYTES[fmt] + v * 2) + bsh * (q + v) * BYTES[kv_fmt]
 
 
 def moe_cost(tokens, hidden, inter, topk, experts, fmt: str, routing: str | None = None):
@@ -181,8 +182,9 @@ def moe_cost(tokens, hidden, inter, topk, experts, fmt: str, routing: str | None
 def moe_bytes(T, h, i, k, E, fmt: str, routing: str | None = None):
     """:func:`moe_cost`'s bytes alone (its memory feature): ``T`` a float array, the sizes float arrays or
     numbers (the same arithmetic)."""
-    hit = E * (1 - (1 - 1 / E) ** (T * k)) if routing is None else _experts_hit(T, k, E, routing)
-    return hit * 3 * h * i * BYTES[fmt] + T * k * (2 * h + 2 * i) * 2
+    picks = T * k
+    hit = E * (1 - (1 - 1 / E) ** picks) if routing is None else _experts_hit(T, k, E, routing)
+    return hit * 3 * h * i * BYTES[fmt] + picks * (2 * h + 2 * i) * 2
 
 
 def _experts_hit(T, k, E, routing: str):
