@@ -207,7 +207,10 @@ def _gemm_groups(table: Table, coef: tuple[float, ...]):
     rows share: routed experts see top-k / E): whether each group is of logit rows, its share, and the weight
     GEMMs (token rows' first), each with its group's index and its weight-size saturation sat(n·k; h2, p2)."""
     nk, share = _gemm_shapes(table)
-    logits, shares, cols, idx = [], [], [], []
+    logits: list[bool] = []
+    shares: list[float] = []
+    cols: list[np.ndarray] = []
+    idx: list[np.ndarray] = []
     for is_logit, mask in ((False, table.weight_token_rows), (True, table.weight_logit_rows)):
         ops = np.flatnonzero(mask)
         sh = share[ops]
