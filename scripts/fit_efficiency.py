@@ -513,6 +513,7 @@ def main(argv=None) -> None:
         **({"fp4_gemm": old["fp4_gemm"]} if "fp4_gemm" in old else {}),  # scripts/fit_fp4_gemm.py
         **({"engine_attn_decode": old["engine_attn_decode"]} if "engine_attn_decode" in old else {}),
         **({"fp8_decode_gemm": old["fp8_decode_gemm"]} if "fp8_decode_gemm" in old else {}),  # fit_decode_gemm.py
+        **({"engine_moe_kernel": old["engine_moe_kernel"]} if "engine_moe_kernel" in old else {}),  # fit_launcher_moe
     }
     a.out.write_text(json.dumps(doc, indent=1) + "\n")
     fixture = {

@@ -91,7 +91,7 @@ def test_other_engines_keep_the_gemm_models_for_mxfp4_experts():
     assert e.fit("moe", "w4a16_mxfp4") is None
     t = table(_gpt_oss_layer(), "decode")
     p = Precision.uniform("bf16").override(weights="mxfp4")
-    assert fo._moe_coef(fo.columns(t), e, p, "bf16") is None
+    assert fo._moe_coef(fo.columns(t), e, p, "bf16", False) is None
 
 
 def test_fp4_experts_on_blackwell_do_not_take_the_weight_only_fit():

@@ -2,7 +2,7 @@
 
 ``serve(...)`` resolves the model, hardware, precision and engine preset, checks the memory first (a
 configuration that does not fit raises before any number is computed), and returns a
-:class:`~llmath.deploy.serving.ServingReport`. ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig`)
+:class:`~llmath.deploy.serving_report.ServingReport`. ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig`)
 picks a parallel layout (:func:`llmath.deploy.make_layout`: ``gpus`` alone is TP over all of them, MoE experts
 spread EP ways); the requests are split evenly over its ``dp`` attention-DP replicas.
 """
@@ -20,14 +20,13 @@ from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
     Decoding,
     Requests,
-    ServingReport,
     active_overheads,
     check_fits,
-    metrics_at,
     rate_to_concurrency,
     refuse_uncached,
     steady_state,
 )
+from llmath.deploy.serving_report import ServingReport, metrics_at
 from llmath.deploy.speculative import Speculation, draft_device, refuse_draft_only
 from llmath.deploy.step import Device
 from llmath.deploy.workload import Workload
@@ -35,7 +34,7 @@ from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
-from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision
+from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision, launcher_moe_kernel
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -75,6 +74,7 @@ def serve(
     hw = engine_hardware(hw, engine) or hw  # the engine's accumulate rate on hw (llama.cpp's FP16 GEMMs on GeForce)
     req = Requests(prompt, gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
+    eff = launcher_moe_kernel(eff, hw, eng.moe_kernel)  # a grouped-expert kernel the launcher picked
     dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, prompt if req.encoder_decoder else 0)
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV

@@ -62,8 +62,8 @@ iteration (τ_a, τ_b, τ_d) and once per request to TTFT under ``expected`` eff
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -78,6 +78,7 @@ from llmath.deploy.step import (
     kv_bytes_per_sequence,
 )
 from llmath.errors import WorkloadError
+from llmath.hardware.efficiency_fit import LAUNCHER_MOE_KERNELS
 from llmath.model.traits import traits
 from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
@@ -114,6 +115,7 @@ class EngineConfig:
     the decoding tokens reach the ratio × the token budget, or for that many iterations (the staggered loop).
     ``adp_balance`` / ``adp_timeout_iters`` / ``adp_batching_wait_iters``: TensorRT-LLM's attention-DP balancing
     (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
+    ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -136,12 +138,15 @@ class EngineConfig:
     adp_balance: bool = False
     adp_timeout_iters: int = 50
     adp_batching_wait_iters: int = 10
+    moe_kernel: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
     def __post_init__(self) -> None:
         if self.max_num_batched_tokens is not None and self.max_num_batched_tokens < 1:
             raise WorkloadError(f"max_num_batched_tokens={self.max_num_batched_tokens} must be >= 1 (or unset)")
+        if self.moe_kernel and self.moe_kernel not in LAUNCHER_MOE_KERNELS:
+            raise WorkloadError(f"moe_kernel={self.moe_kernel!r}: not a known MoE kernel; use {LAUNCHER_MOE_KERNELS}")
         if self.max_num_seqs < 1:
             raise WorkloadError(f"max_num_seqs={self.max_num_seqs} must be >= 1")
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -535,66 +540,3 @@ def rate_to_concurrency(dev: Device, eng: EngineConfig, req: Requests, rate: flo
         return float(grid[0] * rate / rps[0])
     x0, x1, y0, y1 = grid[i - 1], grid[i], rps[i - 1], rps[i]
     return float(x0 + (rate - y0) * (x1 - x0) / (y1 - y0)) if y1 > y0 else float(x1)
-
-
-# ---- the report ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ServingReport:
-    model: str
-    hardware: str
-    engine: dict[str, Any]
-    workload: dict[str, Any]
-    gpus: int
-    replicas: int
-    memory: Memory
-    metrics: dict[str, Any]
-    notes: list[str] = field(default_factory=list)
-    layout: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {
-            "model": self.model,
-            "hardware": self.hardware,
-            "mode": "continuous_batching",
-            "engine": self.engine,
-            "workload": self.workload,
-            "gpus": self.gpus,
-            "replicas": self.replicas,
-            "layout": self.layout,
-            "memory": asdict(self.memory),
-            "notes": self.notes,
-        }
-        d.update(self.metrics)
-        return d
-
-
-def metrics_at(ss: SteadyState, i: int, gpus: int, replicas: int) -> dict[str, Any]:
-    """The scalar metrics of grid point ``i``, scaled to ``replicas`` data-parallel copies on ``gpus`` GPUs."""
-    thr = float(ss.throughput_tok_s[i]) * replicas
-    return {
-        "ttft_s": float(ss.ttft_s[i]),
-        "tpot_s": float(ss.tpot_s[i]),
-        "itl_p50_s": float(ss.itl_p50_s[i]),
-        "itl_p90_s": float(ss.itl_p90_s[i]),
-        "itl_p99_s": float(ss.itl_p99_s[i]),
-        "e2e_s": float(ss.e2e_s[i]),
-        "throughput_tok_s": thr,
-        "throughput_tok_s_per_gpu": thr / gpus,
-        "tok_s_per_user": 1.0 / float(ss.tpot_s[i]),
-        "requests_s": float(ss.requests_s[i]) * replicas,
-        "concurrency_per_replica": float(ss.concurrency[i]),
-        "running_per_replica": float(ss.resident[i]),
-        "queued_per_replica": float(ss.concurrency[i] - ss.resident[i]),
-        "decode_batch": float(ss.decode_batch[i]),
-        "prefill_tokens_per_iteration": float(ss.prefill_tokens_per_iter[i]),
-        "mixed_iteration_fraction": float(ss.mixed_fraction[i]),
-        "decode_step_s": float(ss.step_decode_s[i]),
-        "mixed_step_s": float(ss.step_mixed_s[i]),
-        "overheads_s": {"ttft": _at(ss.overhead_ttft_s, i), "tpot": _at(ss.overhead_tpot_s, i)},
-    }
-
-
-def _at(x, i: int) -> float:
-    return float(np.asarray(x).reshape(-1)[i]) if np.ndim(x) else float(x)

@@ -46,7 +46,8 @@ COLLECTIVES = ("all_reduce", "all_gather", "custom_all_reduce")
 FORMAT_ALIASES = {"fp16": "bf16", "bf16": "bf16", "fp8": "fp8"}
 # experts stored in a format whose grouped kernel the tables time apart (``moe`` fits keyed by it): block-scaled
 # FP8 (one scale per 128 × 128 block) runs other kernels than per-tensor FP8, slower at prefill sizes
-MOE_STORAGE = {"fp8-block": "fp8_block", "fp8_block": "fp8_block", "w4a16_mxfp4": "w4a16_mxfp4"}
+MOE_STORAGE = {"fp8-block": "fp8_block", "fp8_block": "fp8_block", "w4a16_mxfp4": "w4a16_mxfp4",
+               "w4a8_mxfp4_mxfp8": "w4a8_mxfp4_mxfp8"}  # fmt: skip
 MOE_STORAGE_RUNS = {"fp8_block": "fp8"}  # the format such a kernel computes and streams its weights in
 # 4-bit float experts (MXFP4, NVFP4) dequantised into a 16-bit grouped GEMM where the device has no fp4 peak
 # (Hopper): the weight-only kernel the tables time as ``w4a16_mxfp4`` (aiconfigurator-core ``sdk/common.py``:
@@ -55,9 +56,20 @@ MOE_STORAGE_RUNS = {"fp8_block": "fp8"}  # the format such a kernel computes and
 MOE_WEIGHT_ONLY = {"w4a16_mxfp4": "bf16"}
 # the engines that serve with that kernel: TensorRT-LLM's PyTorch flow (the tables' ``moe_torch_flow``). vLLM on
 # Hopper runs gpt-oss's MXFP4 experts with Marlin (InferenceX's H100 and H200 vLLM launchers), which the tables
-# time only at another expert shape: it keeps the GEMM models (docs/efficiency.md, scripts/marlin_mxfp4_check.py)
+# time only at another expert shape: its decode keeps the GEMM models (docs/efficiency.md, scripts/fit_launcher_moe.py)
 MOE_WEIGHT_ONLY_ENGINES = {"w4a16_mxfp4": ("trtllm",)}
-BYTES = {"bf16": 2, "fp8": 1, "w4a16_mxfp4": 17 / 32}
+# grouped-expert kernels a launcher picks, by the format key their tables time them under, and the format their MMA
+# runs in (its peak): MXFP4 weights dequantised into bf16 (vLLM's Marlin), MXFP4 weights × MXFP8 activations
+# (FlashInfer's TensorRT-LLM-generated MoE: tcgen05 kind::mxf8f6f4, the fp8 rate)
+# (PTX ISA, "TensorCore 5th Generation"), block-scaled FP8 (vLLM's Triton fused MoE: FP8 MMA); and the family of the
+# experts' stored format each applies to
+LAUNCHER_MOE_RUNS = {"w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8", "fp8_block": "fp8"}
+LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_block": "fp8"}
+# the kernels by name (EngineConfig.moe_kernel): vLLM's Marlin MoE (VLLM_MXFP4_USE_MARLIN=1 on Hopper), FlashInfer's
+# MXFP4 × MXFP8 MoE (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 on Blackwell), vLLM's Triton block-FP8 MoE (what
+# VLLM_USE_FLASHINFER_MOE_FP8=0 with VLLM_MOE_USE_DEEP_GEMM=0 leaves); their fits: engine_moe_kernel
+LAUNCHER_MOE_KERNELS = ("marlin", "flashinfer_mxfp8", "triton_fp8_block")
+BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
 # Level Matrix Multiply-Accumulate") and datacenter Blackwell's tcgen05.mma has M = 64 or 128 (PTX ISA,
 # "TensorCore 5th Generation"); Volta to Ada and consumer Blackwell (GeForce, RTX PRO, GB10) issue mma.sync of
@@ -394,6 +406,17 @@ def fp4_gemm(device: str, engine: str = DEFAULT_FP4_ENGINE) -> tuple[float, floa
     r = resolve(device)
     e = data().get("fp4_gemm", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine)
     return (float(e["t0_s"]), float(e["mem"]), float(e["kloop_per_s"])) if e and e["applied"] else None
+
+
+def engine_moe_kernel(device: str, kernel: str, fmt: str) -> list[float] | None:
+    """The ``moe`` coefficients of the grouped-expert ``kernel`` an engine's launcher picked (``marlin``: vLLM's
+    Marlin MoE under ``VLLM_MXFP4_USE_MARLIN``) over ``fmt`` experts on ``device`` (its measured device, rule of
+    :func:`resolve`), fitted to that kernel's per-kernel table by ``scripts/fit_launcher_moe.py``; ``None``
+    where no table times it."""
+    r = resolve(device)
+    e = data().get("engine_moe_kernel", {}).get("devices", {}).get(r.measured_on or "", {}).get(kernel, {})
+    entry = e.get(fmt)
+    return entry["coef"] if entry else None
 
 
 def engine_attn_decode(device: str, engine: str, kv_fmt: str) -> list[float] | None:

@@ -142,19 +142,37 @@ def _expert_shares(table: Table, routed: list[int]) -> tuple[float, float]:
     return share, min(share / ep_share, 1.0)
 
 
-def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str) -> tuple[float, ...] | None:
+def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str, decode: bool) -> tuple[float, ...] | None:
     """The routed experts' fitted kernel model: the device's ``moe`` fit in the format their GEMMs run in, where
     their weights are stored in that format too (a weight-only kernel dequantising 4-bit experts to a 16-bit
     GEMM is not the kernel the fit measured), the fit of their storage format where the tables time its own
-    kernel (block-scaled FP8, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`); ``None`` otherwise."""
+    kernel (block-scaled FP8, :data:`llmath.hardware.efficiency_fit.MOE_STORAGE`); ``None`` otherwise. A prefill
+    pass of 4-bit experts takes the weight-only kernel a launcher picked (``moe_prefill``,
+    :func:`llmath.hardware.kernels.launcher_moe_kernel`) where there is one."""
     stored = p.weight_format("experts")
     if not cols.routed.size:
         return None
+    launched = launcher_moe(cols, eff, p, decode)
+    if launched is not None:
+        return launched[0]
     if weight_only_fp4(stored, run_fmt):
         return eff.fit("moe", "w4a16_mxfp4")
     if fmt.get(stored).compute != run_fmt:
         return None
     return (eff.fit("moe", stored) if stored in ef.MOE_STORAGE else None) or eff.fit("moe", run_fmt)
+
+
+def launcher_moe(cols: Columns, eff: Efficiency, p: Precision, decode: bool) -> tuple[tuple[float, ...], str] | None:
+    """(coefficients, format key) of the grouped-expert kernel a launcher picked for a prefill pass (class
+    ``moe_prefill``, :func:`llmath.hardware.kernels.launcher_moe_kernel`) of experts stored in the format family it
+    takes (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_STORED`): its fit computes at the peak of
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS`. ``None`` in decode, without routed experts, for other
+    formats or where no launcher picked a kernel."""
+    if decode or not cols.routed.size:
+        return None
+    family = fmt.get(p.weight_format("experts")).family
+    keys = [k for k, f in ef.LAUNCHER_MOE_STORED.items() if f == family]
+    return next(((c, k) for k in keys if (c := eff.fit("moe_prefill", k)) is not None), None)
 
 
 def weight_only_fp4(stored: str, run_fmt: str) -> bool:
@@ -204,6 +222,7 @@ class Fits:
     mla: tuple[float, ...] | None  # MLA prefill attention's
     moe: tuple[float, ...] | None  # the routed experts'
     moe_bytes: str  # the format the MoE fit's memory feature counts the experts' weights in
+    moe_peak: float | None  # the peak a launcher's MoE kernel computes at (None: each routed op's own)
     moe_s2: float  # the MoE fit's second saturation, sat(hidden · inter × inter share; h2, p2): fixed per table
     moe_ranks: int  # expert-parallel ranks the layer's busiest rank is the busiest of (1 without EP)
     mla_peak: float  # the peak MLA prefill attention's fit is against
@@ -215,15 +234,18 @@ def fits(table: Table, hw: Hardware, p: Precision, eff: Efficiency, decode: bool
     cols = columns(table)
     do_attn = cols.attn.size and (with_context or not decode)
     ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
-    moe = _moe_coef(cols, eff, p, run_fmt)
+    moe = _moe_coef(cols, eff, p, run_fmt, decode)
     mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
     if ctx is None and moe is None and mla is None:
         return None
     h, i, _, _ = cols.moe
     s2 = ef.sat(float(h * i) * cols.inter_share, moe[3], moe[4]) if moe is not None else 1.0
     ranks = round(cols.inter_share / cols.share)
+    launched = launcher_moe(cols, eff, p, decode)
+    key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt)
+    moe_peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else None
     peak = ef.peak_for("attn_mla_context", hw, p.kv) if mla is not None else 0.0
-    return Fits(cols, ctx, mla, moe, _moe_bytes_key(p, run_fmt), s2, ranks, peak)
+    return Fits(cols, ctx, mla, moe, key, moe_peak, s2, ranks, peak)
 
 
 def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, f, inv, context,
@@ -267,14 +289,24 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
         ec, em = _mla_fractions(fit.mla, cols, p, B, rows / B)
         _set(f, inv, cols.mla, mm[cols.mla] / (fit.mla_peak * ec), 1.0 / (bw * em), mixed)
     if fit.moe is not None:
-        _, _, k, E = cols.moe
-        r = cols.routed
-        tok = rows * table.moe_tokens  # the tokens the layer routes: every attention-DP replica's
-        xm = rank_moe_bytes(tok, cols, fit.moe_bytes)
-        ec, em, _ = ef.fractions_at(fit.moe, tok * k / E, fit.moe_s2, xm, eff.tile_rows)
-        f[..., r] = mm[r] / (peaks[r] * ec) * busiest_rank_factor(tok, E, k, fit.moe_ranks)  # 1 without EP
-        inv[..., r] = 1.0 / (bw * em)
+        _apply_moe(fit, rows * table.moe_tokens, eff.tile_rows, bw, f, inv, (mm, peaks))
     return f, inv
+
+
+def _apply_moe(fit: Fits, tok, tile: int, bw: float, f, inv, rates) -> None:
+    """Set the routed experts' columns of ``f`` and ``inv`` (:func:`apply`) from the MoE fit at ``tok`` tokens
+    routed per layer (every attention-DP replica's), at the peak of the format the kernel computes in (a
+    launcher's kernel: :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS`; else the op's executed format);
+    ``rates``: the roofline's matmul rate and each op's dense peak."""
+    mm, peaks = rates
+    cols = fit.cols
+    _, _, k, E = cols.moe
+    r = cols.routed
+    peak = peaks[r] if fit.moe_peak is None else fit.moe_peak
+    xm = rank_moe_bytes(tok, cols, fit.moe_bytes)
+    ec, em, _ = ef.fractions_at(fit.moe, tok * k / E, fit.moe_s2, xm, tile)
+    f[..., r] = mm[r] / (peak * ec) * busiest_rank_factor(tok, E, k, fit.moe_ranks)  # 1 without EP
+    inv[..., r] = 1.0 / (bw * em)
 
 
 def _filled(shape: tuple[int, ...], value) -> np.ndarray:
@@ -358,7 +390,7 @@ def overheads(
     cols = columns(table)
     ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
     mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
-    moe = _moe_coef(cols, eff, p, executed(hw, p.compute)[0] if hw is not None else p.compute)
+    moe = _moe_coef(cols, eff, p, executed(hw, p.compute)[0] if hw is not None else p.compute, decode)
     fp8 = fp8_gemms(table, p) if eff.fp8_gemm_overhead_s is not None else None
     fp4 = fp4_gemms(table, hw, p)[0] if (eff.fp4_gemm is not None and hw is not None) else None
     if (

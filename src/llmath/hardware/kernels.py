@@ -253,6 +253,23 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
     return replace(eff, kernel_fits=fits) if fits != eff.kernel_fits else eff
 
 
+def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str) -> Efficiency:
+    """``eff`` with the grouped-expert ``kernel`` a launcher picked (``EngineConfig.moe_kernel``, one of
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`) for the prefill passes' routed experts (class
+    ``moe_prefill``), for each format whose per-kernel table times that kernel on ``hw``
+    (:func:`llmath.hardware.efficiency_fit.engine_moe_kernel`), where ``eff`` carries fitted MoE models; ``eff``
+    unchanged for an empty ``kernel``, no device, or no such table. Decode keeps the engine's default model: the
+    tables time these kernels at other expert shapes, whose per-layer time and small-batch memory terms do not carry
+    over (docs/efficiency.md, "MoE kernels as InferenceX's vLLM launchers pick them")."""
+    if not kernel or hw is None or not any(cls == "moe" for cls, _, _ in eff.kernel_fits):
+        return eff
+    got = {f: tuple(c) for f in ef.LAUNCHER_MOE_RUNS if (c := ef.engine_moe_kernel(hw.name, kernel, f)) is not None}
+    if not got:
+        return eff
+    kept = tuple(k for k in eff.kernel_fits if not (k[0] == "moe_prefill" and k[1] in got))
+    return replace(eff, kernel_fits=kept + tuple(("moe_prefill", f, c) for f, c in got.items()))
+
+
 def run_efficiency(mode, hw: Hardware | None, p: Precision, engine: str, overrides: dict) -> Efficiency | None:
     """The efficiency ``mode`` on ``hw`` with ``overrides``, and ``engine``'s measured GEMM rate there where the
     mode is ``expected`` and no matmul fraction was given (:func:`engine_efficiency`); ``None`` without a device."""

@@ -17,7 +17,8 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   router, embeddings and LM head in bf16, as every engine loads them);
 * the KV cache: FP8 when the row's ``precision`` is ``fp8`` or ``fp4`` (the collection's rule: a quantised
   checkpoint runs FP8 KV cache and FP8 attention, ``sdk/models/helpers.py`` ``_infer_quant_modes_from_raw_config``),
-  else the checkpoint's (bf16);
+  else the checkpoint's (bf16), and the checkpoint's where an InferenceX vLLM launcher left vLLM's ``auto``
+  (``kv_cache_dtype`` in the run's ``engine_settings``, :data:`.vllm_launchers.INFERENCEX_VLLM_KV_AUTO`);
 * layout: TP = ``tp_size``, PP = ``pp_size``, attention-DP = ``attention_dp_size`` (empty or 0 = 1), EP =
   ``moe_ep_size`` (0 = 1); the replica has TP × PP × DP GPUs. A layout whose ``tp_size`` (or
   ``attention_dp_size``) equals ``moe_tp_size × moe_ep_size`` with ``moe_tp_size = moe_ep_size > 1`` (16–64
@@ -59,6 +60,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   draft tokens without the 8192 floor, that of the MTP rows (:data:`.trt_launchers.INFERENCEX_TRT_MTP_RUNS`);
 * TensorRT-LLM's attention-DP balancing: InferenceX's gpt-oss-120b and DeepSeek-R1 scripts turn it on wherever they
   run attention-DP (:data:`.trt_launchers.INFERENCEX_TRT_ADP_BALANCE`);
+* vLLM's launch settings: InferenceX's vLLM launch scripts pick Marlin for gpt-oss's MXFP4 experts on H100 and H200
+  (``VLLM_MXFP4_USE_MARLIN=1`` from 2026-01-03), a token budget of 2 · ISL for MiniMax-M2.5 on B200 and running
+  sequence caps below vLLM's default, and leave some KV caches at the model's dtype, carried as ``moe_kernel``,
+  ``max_num_batched_tokens``, ``max_num_seqs`` and ``kv_cache_dtype``
+  (:func:`.vllm_launchers.launcher_vllm_settings`);
 * speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)
   and launch scripts, which set MTP with 3 draft tokens (1 under attention-DP): those rows are predicted with that
   ``Speculation`` at the published MTP acceptance (:func:`.disagg_recipes.mtp_speculation`,
@@ -105,6 +111,7 @@ from llmath.measure.trt_launchers import (
     launcher_trt_settings,
     mtp_run,
 )
+from llmath.measure.vllm_launchers import launcher_vllm_settings
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
 MODELS = {
@@ -170,6 +177,7 @@ INFERENCEX_TRT_MTP: dict[str, Any] = {
 # ``--max-running-requests`` / ``--max-num-seqs`` (rule_plugin/sglang.rule, vllm.rule and their templates at c46a56b0;
 # raised to at least 512 for deployments only from 71bb3d00e, 2026-01-30).
 GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
+FORMAT_SETTINGS = ("kv_cache_dtype",)  # launcher settings that set the run's formats, not its engine's
 GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
 GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's rules)
 
@@ -302,6 +310,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     if agg and lay is not None:
         settings.update(launcher_trt_settings(r, _concurrency(r, lay), lay.dp, inferencex))
         settings.update(launcher_sglang_settings(r, _concurrency(r, lay), inferencex))
+        settings.update(launcher_vllm_settings(r, inferencex))
     spec = harness_speculation(r, lay) if agg else None
     if spec is not None:
         assumed.append(f"MTP k={spec.k} (InferenceX -trt-mtp launcher), acceptance {spec.acceptance:.2f} tokens per"
@@ -408,7 +417,8 @@ def precision(run: Run):
     from llmath.model.checkpoint import precision_for
 
     p = precision_for(run.model)
-    kv = "fp8" if run.precision in ("fp8", "fp4") else None
+    auto = dict(run.engine_settings).get("kv_cache_dtype") == "auto"  # the launcher left the model's dtype
+    kv = "fp8" if run.precision in ("fp8", "fp4") and not auto else None
     gemm, moe = QUANT.get(run.gemm), QUANT.get(run.moe)
     if gemm is None and moe is None:
         return p.override(kv=kv)
@@ -418,6 +428,12 @@ def precision(run: Run):
     mods = {**({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
     act = a if gemm is not None else moe[1] if moe is not None else None
     return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
+
+
+def engine_settings(run: Run) -> dict[str, Any]:
+    """The run's settings of the engine (:class:`llmath.deploy.serving.EngineConfig`), without those that set its
+    formats (``kv_cache_dtype``, read by :func:`precision`)."""
+    return {k: v for k, v in run.engine_settings if k not in FORMAT_SETTINGS}
 
 
 def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[str, float]:
@@ -442,7 +458,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
                             concurrency=run.concurrency, arrival=arrival)  # fmt: skip
             rep = serve(run.model, run.system, workload=work, engine=run.engine,
                         parallel=ParallelConfig(tp=L.tp, pp=L.pp, dp=L.dp, ep=L.ep), precision=prec,
-                        speculation=speculation, **dict(run.engine_settings))  # fmt: skip
+                        speculation=speculation, **engine_settings(run))  # fmt: skip
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D, settings = run.prefill, run.decode, dict(run.engine_settings)

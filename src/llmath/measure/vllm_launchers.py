@@ -1,0 +1,153 @@
+"""vLLM settings the InferenceX launchers of the measured serving runs wrote (docs/serving.md, "vLLM: the InferenceX
+launchers' settings"): the grouped-expert kernel an environment variable picks, the token budget, the running
+sequence cap and the KV cache's format. :mod:`llmath.measure.serving_runs` puts them in an aggregated vLLM row's
+``engine_settings``.
+
+Every rule is keyed by the row's ``model_path`` and ``system`` and applies by the row's ``measured=`` date (the first
+date whose rows ran the commit that set it, through the rows' last date); a row without a date takes none. Settings
+the launchers wrote that llmath's defaults already model, or that it does not model, are listed in docs/serving.md
+with their sources."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SCRIPTS = "https://github.com/SemiAnalysisAI/InferenceX/blob"
+# The MoE kernel a launcher's environment picks. vLLM chooses its MXFP4 MoE backend in
+# vllm/model_executor/layers/quantization/mxfp4.py (get_mxfp4_backend, vllm-project/vllm 007d50058a06) and, after
+# the backend refactor, vllm/model_executor/layers/fused_moe/oracle/mxfp4.py (select_mxfp4_moe_backend, 001eda31e3d0):
+# on SM90 without FlashInfer's opt-in flags, Marlin when VLLM_MXFP4_USE_MARLIN is set, else triton_kernels'
+# matmul_ogs. InferenceX's gpt-oss H100 and H200 launchers export VLLM_MXFP4_USE_MARLIN=1 from 4e52ed4c6
+# (2026-01-02 22:24 UTC, with the v0.13.0 image) through the v0.18.0 rows (79a42e20, 2026-03-27).
+# The gpt-oss B200 launchers export VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 from 5e92867f4 (2025-09-24) through the
+# rows' dates: FlashInfer's TensorRT-LLM-generated MoE with MXFP8 activations (SM100_FI_MXFP4_MXFP8_TRTLLM).
+INFERENCEX_VLLM_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
+    **{
+        ("openai/gpt-oss-120b", system): {
+            "kernel": "marlin",
+            "from": "2026-01-03",
+            "env": "VLLM_MXFP4_USE_MARLIN=1",
+            "source": f"{SCRIPTS}/4e52ed4c6/benchmarks/gptoss_fp4_{gpu}_slurm.sh; "
+            f"{SCRIPTS}/79a42e20a8559784641ca2279994c75c0608dc39/benchmarks/single_node/gptoss_fp4_{gpu}.sh",
+        }
+        for system, gpu in (("h100_sxm", "h100"), ("h200_sxm", "h200"))
+    },
+    ("MiniMaxAI/MiniMax-M2.5", "b200_sxm"): {
+        "kernel": "triton_fp8_block",
+        "from": "2026-03-11",
+        "until": "2026-04-03",
+        "precision": "fp8",
+        "env": "VLLM_USE_FLASHINFER_MOE_FP8=0, VLLM_MOE_USE_DEEP_GEMM=0",
+        "source": f"{SCRIPTS}/64c20b6b5ba068ab4e3741c73fa1b3c71311aa55/benchmarks/single_node/minimaxm2.5_fp8_b200.sh "
+        "(from f342df18e, 2026-03-11, until bddbf403 of 2026-04-03); vllm-project/vllm vllm/model_executor/layers/"
+        "fused_moe/oracle/fp8.py select_fp8_moe_backend: FlashInfer and DeepGEMM removed by the variables, vLLM's "
+        "CUTLASS not offered (Fp8MoEMethod passes allow_vllm_cutlass=False): TritonExperts",
+    },
+    ("openai/gpt-oss-120b", "b200_sxm"): {
+        "kernel": "flashinfer_mxfp8",
+        "from": "2025-09-24",
+        "env": "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1",
+        "source": f"{SCRIPTS}/9596d23d74e9e1e4f4bcdb27572c87cafb746a02/benchmarks/gptoss_fp4_b200_docker.sh; "
+        f"{SCRIPTS}/79a42e20a8559784641ca2279994c75c0608dc39/benchmarks/single_node/gptoss_fp4_b200.sh",
+    },
+}
+# The token budget (--max-num-batched-tokens) where a launcher sets one other than vLLM's large-GPU default of 8192:
+# the MiniMax-M2.5 B200 launchers pass "$((ISL * 2))" (ISL the scenario's prompt length): the FP8 one from bddbf403
+# (2026-04-03, with the v0.19.0 image that every FP8 row from that day ran, the pull request's own runs included;
+# the v0.17.0 rows before ran vLLM's default), the NVFP4 one from its first version (79bd988e9, the pull request
+# whose nightly image the 2026-04-03 NVFP4 rows ran). The gpt-oss and Llama-3.1-70B launchers pass 8192, the default.
+INFERENCEX_VLLM_BUDGET: dict[tuple[str, str], dict[str, Any]] = {
+    ("MiniMaxAI/MiniMax-M2.5", "b200_sxm"): {
+        "prompts": 2,
+        "from": {"fp8": "2026-04-03", "fp4": "2026-04-01"},
+        "source": f"{SCRIPTS}/bddbf4031771240060101d349900c51e0beb934e/benchmarks/single_node/minimaxm2.5_fp8_b200.sh, "
+        f"{SCRIPTS}/79bd988e9/benchmarks/single_node/minimaxm2.5_fp4_b200.sh (--max-num-batched-tokens $((ISL * 2)))",
+    },
+}
+# The running-sequence cap (--max-num-seqs) where a launcher sets a number below vLLM's large-GPU default of 1024
+# ("CONC": the benchmark's concurrency, which never binds a closed loop of that many clients).
+INFERENCEX_VLLM_MAX_SEQS: dict[tuple[str, str], dict[str, Any]] = {
+    ("openai/gpt-oss-120b", "b200_sxm"): {
+        "value": 512,
+        "source": f"{SCRIPTS}/79a42e20a8559784641ca2279994c75c0608dc39/benchmarks/single_node/gptoss_fp4_b200.sh",
+    },
+    ("meta-llama/Llama-3.1-70B", "b200_sxm"): {
+        "value": 512,
+        "source": f"{SCRIPTS}/9596d23d74e9e1e4f4bcdb27572c87cafb746a02/benchmarks/70b_fp8_b200_docker.sh, "
+        "70b_fp4_b200_docker.sh",
+    },
+    ("MiniMaxAI/MiniMax-M2.5", "h100_sxm"): {
+        "value": 256,
+        "source": f"{SCRIPTS}/79a42e20a8559784641ca2279994c75c0608dc39/benchmarks/single_node/minimaxm2.5_fp8_h100.sh",
+    },
+}
+
+# The KV cache's format where a launcher leaves ``--kv-cache-dtype`` at vLLM's ``auto`` (the model's dtype, bf16)
+# although the row's precision column would give an fp8 cache (serving_runs' rule for fp8 and fp4 rows): every
+# gpt-oss H100 and H200 and MiniMax-M2.5 H100 and H200 launcher through the rows' dates; the gpt-oss B200 launcher
+# before 25506e87c (2025-12-05) and the MiniMax-M2.5 FP8 B200 one before bddbf403 (2026-04-03), which pass fp8 from
+# then on. ``until``: the first date that passes fp8 (None: none of the rows' dates).
+KV_AUTO_SOURCE = (
+    f"{SCRIPTS}/9596d23d74e9e1e4f4bcdb27572c87cafb746a02/benchmarks/gptoss_fp4_h100_slurm.sh, "
+    f"gptoss_fp4_h200_slurm.sh, gptoss_fp4_b200_docker.sh; {SCRIPTS}/626932a110a2348591e314eddb782f7a0dee104c/"
+    "benchmarks/single_node/gptoss_fp4_h100.sh, gptoss_fp4_h200.sh, minimaxm2.5_fp8_h100.sh, minimaxm2.5_fp8_h200.sh "
+    f"(no --kv-cache-dtype); {SCRIPTS}/25506e87c/benchmarks/gptoss_fp4_b200_docker.sh and "
+    f"{SCRIPTS}/bddbf4031771240060101d349900c51e0beb934e/benchmarks/single_node/minimaxm2.5_fp8_b200.sh (fp8 from then)"
+)
+INFERENCEX_VLLM_KV_AUTO: dict[tuple[str, str], dict[str, Any]] = {
+    ("openai/gpt-oss-120b", "h100_sxm"): {"until": None, "source": KV_AUTO_SOURCE},
+    ("openai/gpt-oss-120b", "h200_sxm"): {"until": None, "source": KV_AUTO_SOURCE},
+    ("openai/gpt-oss-120b", "b200_sxm"): {"until": "2025-12-05", "source": KV_AUTO_SOURCE},
+    ("MiniMaxAI/MiniMax-M2.5", "h100_sxm"): {"until": None, "source": KV_AUTO_SOURCE},
+    ("MiniMaxAI/MiniMax-M2.5", "h200_sxm"): {"until": None, "source": KV_AUTO_SOURCE},
+    ("MiniMaxAI/MiniMax-M2.5", "b200_sxm"): {"until": "2026-04-03", "precision": "fp8", "source": KV_AUTO_SOURCE},
+}
+
+
+def _measured(r: dict[str, str]) -> str | None:
+    m = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
+    return m.group(1) if m else None
+
+
+def launcher_vllm_settings(r: dict[str, str], inferencex: bool) -> dict[str, Any]:
+    """Every setting of this module an aggregated vLLM row of InferenceX's launch scripts ran with; empty for
+    other rows."""
+    if r["backend"] != "vllm" or r["mode"] != "agg" or not inferencex:
+        return {}
+    return {**moe_kernel(r), **token_budget(r), **max_seqs(r), **kv_cache(r)}
+
+
+def moe_kernel(r: dict[str, str]) -> dict[str, Any]:
+    """``moe_kernel`` as the row's launcher picked it (:data:`INFERENCEX_VLLM_MOE_KERNEL`), from its date (until the
+    rule's ``until``, for its ``precision`` where it names one)."""
+    rule, day = INFERENCEX_VLLM_MOE_KERNEL.get((r["model_path"], r["system"])), _measured(r)
+    if rule is None or day is None or day < rule["from"] or day >= rule.get("until", "9999"):
+        return {}
+    return {"moe_kernel": rule["kernel"]} if rule.get("precision", r["precision"]) == r["precision"] else {}
+
+
+def token_budget(r: dict[str, str]) -> dict[str, Any]:
+    """``max_num_batched_tokens`` as the row's launcher set it (:data:`INFERENCEX_VLLM_BUDGET`), from its date for
+    the row's precision."""
+    rule, day = INFERENCEX_VLLM_BUDGET.get((r["model_path"], r["system"])), _measured(r)
+    since = rule["from"].get(r["precision"]) if rule else None
+    if rule is None or since is None or day is None or day < since:
+        return {}
+    return {"max_num_batched_tokens": rule["prompts"] * int(r["isl"])}
+
+
+def max_seqs(r: dict[str, str]) -> dict[str, Any]:
+    """``max_num_seqs`` as the row's launcher set it (:data:`INFERENCEX_VLLM_MAX_SEQS`)."""
+    rule = INFERENCEX_VLLM_MAX_SEQS.get((r["model_path"], r["system"]))
+    return {"max_num_seqs": rule["value"]} if rule else {}
+
+
+def kv_cache(r: dict[str, str]) -> dict[str, Any]:
+    """``kv_cache_dtype: auto`` where the row's launcher left vLLM's default (:data:`INFERENCEX_VLLM_KV_AUTO`): its
+    KV cache is the model's dtype, not the fp8 cache the precision column gives
+    (:func:`llmath.measure.serving_runs.precision` reads it)."""
+    rule, day = INFERENCEX_VLLM_KV_AUTO.get((r["model_path"], r["system"])), _measured(r)
+    if rule is None or rule.get("precision", r["precision"]) != r["precision"] or day is None:
+        return {}
+    return {"kv_cache_dtype": "auto"} if rule["until"] is None or day < rule["until"] else {}
