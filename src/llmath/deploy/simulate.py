@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llmath.deploy.bench_client import BenchClient
 from llmath.deploy.serving import EngineConfig, Requests, active_overheads
 from llmath.deploy.step import Device
 
@@ -30,6 +31,7 @@ class _Req:
     last_token: float = float("nan")
     finished: float = float("nan")
     client: int = 0
+    new: int = 0  # its prompt tokens to prefill (0: the stream's P')
 
 
 @dataclass(frozen=True)
@@ -47,21 +49,21 @@ def _schedule(running, waiting, req: Requests, eng: EngineConfig, max_resident: 
     """(decoders, [(request, chunk tokens)]) of the next iteration; admits waiting requests."""
     K = eng.max_num_batched_tokens or 1 << 62
     chunked = eng.chunked_prefill and eng.max_num_batched_tokens is not None and not req.encoder_decoder
-    decoders = [r for r in running if r.done_prompt == req.new]
+    decoders = [r for r in running if r.done_prompt == r.new]
     budget = K - (len(decoders) if eng.mixed_prefill else 0)
     chunks = []
-    for r in [r for r in running if r.done_prompt < req.new]:
-        left = req.new - r.done_prompt
+    for r in [r for r in running if r.done_prompt < r.new]:
+        left = r.new - r.done_prompt
         take = min(left, budget) if chunked else (left if left <= budget else 0)
         if take > 0:
             chunks.append((r, take))
             budget -= take
     while waiting and len(running) < max_resident and budget > 0:
-        if not chunked and req.new > budget:
+        if not chunked and waiting[0].new > budget:
             break
         r = waiting.pop(0)
         running.append(r)
-        take = min(req.new, budget)
+        take = min(r.new, budget)
         chunks.append((r, take))
         budget -= take
     if chunks and not eng.mixed_prefill:  # prefill-first: the prompts run alone, the decoders wait
@@ -82,6 +84,7 @@ def simulate(
     seed: int = 0,
     lag: bool | None = None,
     jitter: float | None = None,
+    client: BenchClient | None = None,
 ) -> SimResult:
     """Run a closed loop of ``concurrency`` clients for at most ``iterations`` iterations.
 
@@ -97,7 +100,12 @@ def simulate(
     with ``"staggered"``: the clients' closed loop once out of step,
     :func:`llmath.deploy.closed_loop.staggered_state`, whose front-end times then vary by ±``jitter``/2 of
     o_req, seeded, default ±50%, so that the clients stay out of step; ``jitter`` given: in any mode; neither:
-    the desynchronised steady state, a follow-up reaching the scheduler at an iteration boundary)."""
+    the desynchronised steady state, a follow-up reaching the scheduler at an iteration boundary). ``client``
+    (:class:`llmath.deploy.bench_client.BenchClient`, closed loop): its requests as it makes them, every
+    prompt and output length drawn apart (numpy's legacy generator seeded by ``seed``, prompts first, as the
+    client draws them: seed 0 repeats its own run's lengths; the output lengths over the range of
+    ``req``'s), its slots sharing one list of C·``prompts_per_client`` where it says so; without it the
+    prompts are P and the outputs an evenly mixed sequence of ``req``'s lengths (:func:`_lengths`)."""
     if arrival == "offline":  # every request queued at once, none sent after them: one wave
         arrival, prompts_per_client = "closed", 1
     if arrival == "poisson":
@@ -109,8 +117,9 @@ def simulate(
     spread = jitter if jitter is not None else (1.0 if lagged and not lockstep else 0.0)
     hand_off = _front_end(dev, eng, req, spread, seed, at_boundary=not lagged and jitter is None)
     lag_iters = eng.replacement_lag if lagged else 0  # the next iterations are already scheduled
+    source = _source(req, concurrency, prompts_per_client, client if lockstep else None, seed)
     finished, itl, tokens_out, now = _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep,
-                                             prompts_per_client, lag_iters, hand_off)  # fmt: skip
+                                             source, lag_iters, hand_off)  # fmt: skip
     if lockstep:
         return _all_stats(finished, itl, tokens_out, now, iterations)
     return _stats(finished, itl, tokens_out, now, iterations)
@@ -131,12 +140,47 @@ def _front_end(dev, eng, req: Requests, spread: float, seed: int, at_boundary: b
     return lambda now: (now, now + o_req * (1 + spread * (float(rng.random()) - 0.5)))
 
 
-def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prompts_per_client, lag, hand_off):
+def _source(req: Requests, concurrency: int, prompts_per_client: int | None, client, seed: int):
+    """The clients' requests: a function of the client (slot) asking for its next one, giving
+    (output length, prompt tokens to prefill) or None when it sends no more (module docstring of
+    :mod:`llmath.deploy.bench_client`; without a ``client``, m per client, the prompts P', the outputs
+    :func:`_lengths`)."""
+    m = prompts_per_client or 1 << 62
+    left = [m] * concurrency  # requests each client still sends
+    if client is None:
+        lengths = _lengths(req)
+
+        def mixed(i: int):
+            if left[i] <= 0:
+                return None
+            left[i] -= 1
+            return next(lengths), req.new
+
+        return mixed
+    if prompts_per_client is None:
+        raise ValueError("a benchmark client's run needs prompts_per_client (its list is C·m requests)")
+    rng = np.random.RandomState(seed)  # the client's own generator and order: seed 0 repeats its run's lengths
+    n = concurrency * m
+    prompts = client.draw(req.prompt, n, rng)
+    gens = client.draw(req.max_gen, n, rng)
+    drawn = list(zip(gens.tolist(), np.maximum(prompts - req.cached, 1).tolist(), strict=True))
+    order = iter(drawn)
+
+    def listed(i: int):
+        if client.shared_list:
+            return next(order, None)
+        if left[i] <= 0:
+            return None
+        left[i] -= 1
+        return drawn[i * m + left[i]]
+
+    return listed
+
+
+def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, source, lag, hand_off):
     """The clients' loop: (finished requests, inter-token gaps, tokens out per iteration, end time)."""
-    lengths = _lengths(req)
     ov = active_overheads(dev, eng)  # the engine's time outside the kernels, as the closed form adds it
     starts = _first_requests(req, eng, concurrency, lockstep)
-    left = [prompts_per_client or 1 << 62] * concurrency  # requests each client still sends
     waiting: list[_Req] = []
     running: list[_Req] = []
     finished: list[_Req] = []
@@ -148,18 +192,18 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, prom
     for it in range(iterations):
         for i in [i for i, s in enumerate(starts) if s is not None and s <= it]:
             starts[i] = None
+            g, p = source(i)
             sent, ready = hand_off(now)
-            pending.append([0, ready, _Req(sent, next(lengths), client=i)])
-            left[i] -= 1
+            pending.append([0, ready, _Req(sent, g, client=i, new=p)])
         pending, now = _release(pending, waiting, now, idle=not (waiting or running))
         if not (waiting or running):
             break
         now, done = _advance(dev, eng, req, ov, (running, waiting, finished), max_resident, now, itl, tokens_out)
         for r in done:
-            if left[r.client] > 0:  # sent at once
+            nxt = source(r.client)
+            if nxt is not None:  # sent at once
                 sent, ready = hand_off(now)
-                pending.append([lag, ready, _Req(sent, next(lengths), client=r.client)])
-                left[r.client] -= 1
+                pending.append([lag, ready, _Req(sent, nxt[0], client=r.client, new=nxt[1])])
     return finished, itl, tokens_out, now
 
 
@@ -197,7 +241,7 @@ def _poisson(dev, eng, req, rate: float, max_resident: int, iterations: int, see
     now, nxt = 0.0, float(rng.exponential(1 / rate))
     for _ in range(iterations):
         while nxt <= now:
-            waiting.append(_Req(nxt - o_req, next(lengths)))
+            waiting.append(_Req(nxt - o_req, next(lengths), new=req.new))
             nxt += float(rng.exponential(1 / rate))
         if not (waiting or running):
             now = nxt  # idle until the next arrival
@@ -223,7 +267,7 @@ def _advance(dev, eng, req, ov, queues, max_resident: int, now: float, itl: list
 
 def _iterate(dev, eng, req, ov, decoders, chunks, now: float, itl: list) -> tuple[float, int]:
     """Run one iteration: (its time, tokens it emitted); advances the requests."""
-    ctx = np.mean([req.start + r.generated - 1 for r in decoders]) if decoders else 0.0
+    ctx = np.mean([req.start - req.new + r.new + r.generated - 1 for r in decoders]) if decoders else 0.0
     if chunks:
         sizes = np.array([c for _, c in chunks], dtype=float)
         prefixes = np.array([req.cached + r.done_prompt for r, _ in chunks], dtype=float)
@@ -241,7 +285,7 @@ def _iterate(dev, eng, req, ov, decoders, chunks, now: float, itl: list) -> tupl
         emitted += 1
     for r, c in chunks:
         r.done_prompt += c
-        if r.done_prompt == req.new:
+        if r.done_prompt == r.new:
             r.generated, r.first_token, r.last_token = 1, end, end
             if r.gen == 1:
                 r.finished = end

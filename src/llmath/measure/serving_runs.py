@@ -32,9 +32,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   ``workflow_run_id=``; its models and its 1k/1k, 1k/8k, 8k/1k scenarios) were measured by its
   ``utils/bench_serving/benchmark_serving.py`` with ``--random-range-ratio 0.8 --ignore-eos --num-prompts
   10·C`` (``.github/workflows/benchmark-tmpl.yml``, ``benchmarks/benchmark_lib.sh``), whose
-  ``sample_random_requests`` draws each prompt and output length uniformly from [⌊0.8·L⌋, L]. With
-  ``harness_lengths`` they are predicted with that output-length distribution (nine evenly spaced lengths) and
-  the mean prompt, so the clients fall out of step after the first wave
+  ``sample_random_requests`` draws each prompt and output length uniformly from the integers of [⌊0.8·L⌋, L]
+  (:data:`llmath.deploy.bench_client.INFERENCEX`). With ``harness_lengths`` they are predicted with that
+  output-length distribution (every integer of the range: a coarser grid of lengths makes the clients' sends
+  coincide more often than the client's draws do) and the mean prompt, so the clients fall out of step after
+  the first wave
   (:func:`llmath.deploy.closed_loop.drifting_state`); otherwise, and for the other rows, with the fixed
   lengths the columns state (docs/serving.md, "Which clients the measured runs used", says why both exist);
 * the engine's token budget: InferenceX's TensorRT-LLM DeepSeek-R1 launch scripts
@@ -102,6 +104,7 @@ from typing import Any
 
 import numpy as np
 
+from llmath.deploy.bench_client import INFERENCEX, BenchClient
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
 from llmath.measure.sglang_launchers import launcher_sglang_settings
@@ -127,10 +130,10 @@ MODELS = {
 QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
 KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
 DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
-# InferenceX's benchmark client: lengths uniform in [⌊0.8·L⌋, L] (module docstring); rows marked by its provenance
-INFERENCEX_RANGE_RATIO = 0.8
+# InferenceX's benchmark client: lengths uniform integers in [⌊0.8·L⌋, L] (module docstring,
+# :data:`llmath.deploy.bench_client.INFERENCEX`); rows marked by its provenance
+INFERENCEX_RANGE_RATIO = INFERENCEX.range_ratio
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
-RANGE_POINTS = 9  # evenly spaced lengths standing for the uniform draw (its mean exactly, its spread closely)
 # InferenceX's client sends 2·CONC warm-up requests before the measured ones from d053ae24e (2026-01-21 17:53 UTC,
 # ``run_benchmark_serving`` passes ``--num-warmups``); before, it passed none, so the measured first wave met a
 # server that had served one test prompt: rows measured earlier say so in ``assumed`` (not modelled)
@@ -235,9 +238,9 @@ class Run:
     recipe: str = ""  # a disaggregated row: what its benchmark configuration settles (disagg_recipes.recipe_for)
 
     def drawn(self, length: int) -> tuple[int, ...]:
-        """Evenly spaced lengths standing for the client's uniform draw from [⌊r·L⌋, L] (just L when fixed)."""
-        lo = int(self.range_ratio * length)
-        return tuple(sorted({int(round(x)) for x in np.linspace(lo, length, RANGE_POINTS)}))
+        """The lengths the client draws for a stated length L, equally likely: every integer of [⌊r·L⌋, L]
+        (:meth:`llmath.deploy.bench_client.BenchClient.lengths`; just L when fixed)."""
+        return tuple(g for g, _ in BenchClient("run", self.range_ratio).lengths(length))
 
     @property
     def lengths(self) -> str:
