@@ -1,12 +1,12 @@
 """Residuals of the measured serving runs, grouped as you need (an analysis aid beside `llmath validate`).
 
 Usage: python scripts/serving_residuals.py [--runs RUNS.csv] [--by engine,model,band] [--arrival closed|staggered]
-  [--mode agg|disagg] [--harness-lengths]
+  [--mode agg|disagg] [--no-harness-lengths]
 Groups: any row key of :func:`llmath.measure.serving_runs.validate_runs` (engine, system, model, concurrency,
 lengths, mode) and ``band``: requests in flight per replica (<=4, 5-16, 17-64, >64). Prints, per group, the
 rows, the signed and absolute median TTFT and TPOT errors and the median measured and predicted TTFT (ms).
-``--harness-lengths``: the InferenceX rows with the lengths its client draws
-(:func:`llmath.measure.serving_runs.validate_runs`).
+``--no-harness-lengths``: the InferenceX rows with the fixed lengths the columns state instead of the lengths
+its client draws (:func:`llmath.measure.serving_runs.validate_runs`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--by", default="engine,band")
     p.add_argument("--arrival", default=None, choices=["closed", "staggered"])
     p.add_argument("--mode", default="agg", choices=["agg", "disagg"])
-    p.add_argument("--harness-lengths", action="store_true")
+    p.add_argument("--harness-lengths", action=argparse.BooleanOptionalAction, default=True)
     a = p.parse_args(argv[1:])
     out = validate_runs(a.runs, arrival=a.arrival, harness_lengths=a.harness_lengths)
     rows = [r for r in out["rows"] if r["mode"] == a.mode]

@@ -8,7 +8,7 @@ InferenceX provenance, ``wip=`` / ``workflow_run_id=``: the engine's own OpenAI 
 ``launcher`` (the rows that state nothing but their concurrency: aiconfigurator's automation, whose templates
 serve every engine behind Dynamo's frontend; docs/serving.md, "The serving stack of the collection's own runs").
 
-Usage: python scripts/stack_floor.py [--runs RUNS.csv] [--max-clients N] [--harness-lengths] [--by-gen] [--lifetime]
+Usage: python scripts/stack_floor.py [--runs RUNS.csv] [--max-clients N] [--no-harness-lengths] [--by-gen] [--lifetime]
 ``--by-gen``: the launcher rows at each configuration's lowest concurrency, by output length, with the floor as a
 share of the request's measured end-to-end time. ``--lifetime``: every launcher row's measured − predicted TTFT as a
 share of its request's measured lifetime (TTFT + (G − 1)·TPOT), medians by engine, model, TP and clients.
@@ -132,7 +132,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", default=os.environ.get("LLMATH_RUNS", RUNS_CSV))
     p.add_argument("--max-clients", type=float, default=4.0)
-    p.add_argument("--harness-lengths", action="store_true")
+    p.add_argument("--harness-lengths", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--by-gen", action="store_true")
     p.add_argument("--lifetime", action="store_true")
     a = p.parse_args(argv[1:])

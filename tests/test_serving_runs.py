@@ -302,8 +302,8 @@ def test_harness_lengths_predict_inferencex_rows_out_of_step(capsys, tmp_path):
     from llmath.deploy.service import serve
 
     f = _csv(tmp_path, [_row(**LLAMA_8B_H100, source_notes="model=Llama; silicon_concurrency=16; wip=False")])
-    fixed = validate_runs(f)["rows"][0]["predicted_ttft_s"]
-    drawn = validate_runs(f, harness_lengths=True)["rows"][0]["predicted_ttft_s"]
+    fixed = validate_runs(f, harness_lengths=False)["rows"][0]["predicted_ttft_s"]
+    drawn = validate_runs(f)["rows"][0]["predicted_ttft_s"]
     dist = tuple((g, 1.0) for g in range(819, 1025))
     ref = serve(
         "llama-3.1-8b",
@@ -314,6 +314,8 @@ def test_harness_lengths_predict_inferencex_rows_out_of_step(capsys, tmp_path):
     assert drawn == pytest.approx(ref.metrics["ttft_s"], rel=1e-9) and drawn < fixed
     code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--harness-lengths", "--json")
     assert code == 0 and json.loads(out)["rows"][0]["predicted_ttft_s"] == pytest.approx(drawn, rel=1e-9)
+    code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--fixed-lengths", "--json")
+    assert code == 0 and json.loads(out)["rows"][0]["predicted_ttft_s"] == pytest.approx(fixed, rel=1e-9)
 
 
 def test_cli_json_and_usage_errors(capsys, tmp_path):

@@ -72,10 +72,11 @@ def validate(
     harness_lengths: Annotated[
         bool,
         typer.Option(
-            "--harness-lengths",
-            help="With --runs: InferenceX rows with the lengths its client draws (uniform in [0.8·L, L]).",
+            "--harness-lengths/--fixed-lengths",
+            help="With --runs: InferenceX rows with the lengths its client draws (uniform in [0.8·L, L], its"
+            " clients out of step; the default), or with the fixed lengths the columns state.",
         ),
-    ] = False,
+    ] = True,
 ):
     """Measured vs predicted: time a real model here, or compare with published measurements.
 
@@ -103,7 +104,7 @@ def validate(
         validation_human(rep)
 
 
-def _validate_runs(runs: str, by: str, json_: bool, harness_lengths: bool = False) -> None:
+def _validate_runs(runs: str, by: str, json_: bool, harness_lengths: bool = True) -> None:
     """``validate --runs``: every row of a measured-runs CSV predicted, errors by group."""
     from pathlib import Path
 

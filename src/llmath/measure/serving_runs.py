@@ -506,13 +506,14 @@ def validate_runs(
     by: tuple[str, ...] = DEFAULT_BY,
     arrival: str | None = None,
     recipe: bool = True,
-    harness_lengths: bool = False,
+    harness_lengths: bool = True,
 ) -> dict[str, Any]:
     """Every row predicted; errors = (predicted − measured) / measured; summaries per mode and per ``by`` key
     (and engine × system per mode). ``arrival``: the protocol the aggregated rows are predicted under (the
     benchmark clients' closed loop unless given); ``recipe``: unstated decode settings as the engines' recipes
     set them (:func:`recipe_defaults`), or the columns alone; ``harness_lengths``: the aggregated InferenceX
-    rows with the lengths its client draws (module docstring; off: the fixed lengths the columns state)."""
+    rows with the lengths its client draws (module docstring; the default), or (False) the fixed lengths the
+    columns state."""
     bad = [k for k in by if k not in KEYS]
     if bad:
         raise WorkloadError(f"--by {','.join(bad)}: not a grouping; use any of {','.join(KEYS)}")
