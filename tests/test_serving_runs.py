@@ -310,6 +310,7 @@ def test_harness_lengths_predict_inferencex_rows_out_of_step(capsys, tmp_path):
         "h100-sxm",
         workload=Workload(prompt=922, gen=1024, gen_dist=dist, concurrency=16),
         engine="trtllm",
+        eager_prefill=True,  # an InferenceX TensorRT-LLM row: trtllm-serve's PyTorch backend
     )
     assert drawn == pytest.approx(ref.metrics["ttft_s"], rel=1e-9) and drawn < fixed
     code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--harness-lengths", "--json")

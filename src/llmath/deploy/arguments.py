@@ -52,6 +52,7 @@ ENGINE_SETTINGS: dict[str, tuple[str, Any, Any]] = {  # name -> (kind, lo, hi)
     "cuda_graphs": ("bool", None, None),
     "chunked_prefill": ("bool", None, None),
     "kv_fraction_of_free": ("bool", None, None),
+    "eager_prefill": ("bool", None, None),
 }
 
 

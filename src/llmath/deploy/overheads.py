@@ -13,6 +13,9 @@ the kernels, on the critical path unless it overlaps that work with the GPU:
   the batch.
 * ``per_prompt_token_s``: per prompt token, once per request before its prefill: tokenisation of the prompt
   text (servers that take text; engines benchmarked with token ids skip it).
+* ``eager_host_per_kernel_s``: per kernel of a pass the engine launches from Python op by op (not replayed
+  from a CUDA graph): the host's dispatch and launch work. Not added to the GPU time: such a pass takes the
+  longer of the two (:func:`llmath.hardware.roofline.eager_host_s`, applied by :class:`llmath.deploy.Device`).
 * ``front_end_s``: once per request sent to the engine's server (continuous-batching serving, not a static
   batch): its HTTP handling, hand-off to the scheduler and first streamed chunk. 0 in every preset: no source
   states it, and the value fitted to measured serving runs is refuted by the held-out published results
@@ -45,6 +48,7 @@ TERMS = (
     "per_token_s",
     "per_prompt_token_s",
     "front_end_s",
+    "eager_host_per_kernel_s",
 )
 
 
@@ -59,6 +63,7 @@ class Overheads:
     per_token_s: float = 0.0
     per_prompt_token_s: float = 0.0
     front_end_s: float = 0.0
+    eager_host_per_kernel_s: float = 0.0
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

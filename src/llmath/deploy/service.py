@@ -75,7 +75,9 @@ def serve(
     req = Requests(prompt, gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
     eff = launcher_moe_kernel(eff, hw, eng.moe_kernel)  # a grouped-expert kernel the launcher picked
-    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, prompt if req.encoder_decoder else 0)
+    src = prompt if req.encoder_decoder else 0
+    host = eng.overheads.eager_host_per_kernel_s if eng.eager_prefill else 0.0
+    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host)
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

@@ -115,6 +115,8 @@ class EngineConfig:
     the decoding tokens reach the ratio × the token budget, or for that many iterations (the staggered loop).
     ``adp_balance`` / ``adp_timeout_iters`` / ``adp_batching_wait_iters``: TensorRT-LLM's attention-DP balancing
     (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
+    ``eager_prefill``: every pass that prefills is launched op by op from Python (no CUDA graph): it takes the
+    longer of its GPU time and its kernels × ``overheads.eager_host_per_kernel_s`` (:class:`.step.Device`).
     ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
@@ -138,6 +140,7 @@ class EngineConfig:
     adp_balance: bool = False
     adp_timeout_iters: int = 50
     adp_batching_wait_iters: int = 10
+    eager_prefill: bool = False
     moe_kernel: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)

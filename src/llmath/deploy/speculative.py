@@ -120,7 +120,8 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
             layout = make_layout(d, ParallelConfig(tp=target.layout.tp))
         except LLMathError:
             layout = None
-    return Device(d, target.hw, target.precision, target.eff, target.attention, target.cuda_graphs, layout)
+    args = (target.hw, target.precision, target.eff, target.attention, target.cuda_graphs, layout)
+    return Device(d, *args, eager_host_s=target.eager_host_s)
 
 
 def round_time(target: Device, draft: Device, spec_cfg: Speculation, batch, context) -> np.ndarray:

@@ -42,7 +42,7 @@ from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware.fitted_ops import attention_columns
-from llmath.hardware.roofline import Efficiency, byte_weights_key, monomial_times
+from llmath.hardware.roofline import Efficiency, byte_weights_key, eager_host_s, monomial_times
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
@@ -103,6 +103,9 @@ class Device:
     collectives (:func:`llmath.deploy.cost.comm_costs`, on the device's topology), and the iteration takes
     Σ over stages of (operator times + exposed communication), as :func:`llmath.deploy.per_gpu_stage`
     times a pass. ``cuda_graphs=False`` charges decode iterations the eager per-kernel overhead.
+    ``eager_host_s``: the engine's host seconds per kernel of a pass launched eagerly (every pass that prefills;
+    decode passes too with ``cuda_graphs=False``); such a pass takes the longer of its GPU time and its
+    kernels × ``eager_host_s`` (:func:`llmath.hardware.roofline.eager_host_s`; 0: no host floor).
     ``source``: encoder-decoder models only (required there), the source tokens of every request (module doc).
     """
 
@@ -114,6 +117,7 @@ class Device:
     cuda_graphs: bool = True
     layout: Layout | None = None
     source: int = 0
+    eager_host_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.spec.is_encoder_decoder and self.source < 1:
@@ -227,6 +231,12 @@ class Device:
     def _with_comm(self, cost: StepCost, colls: tuple, scen) -> StepCost:
         return StepCost(cost.time_s + self._comm(colls, scen, cost.time_s), cost.bytes, cost.flops)
 
+    def _host_bound(self, cost: StepCost, t: Table, eager: bool = True) -> StepCost:
+        """``cost`` of a pass over ``t`` floored at the host's launch time where the pass runs eagerly."""
+        if not (eager and self.eager_host_s):
+            return cost
+        return StepCost(np.maximum(cost.time_s, eager_host_s(t, self.eager_host_s)), cost.bytes, cost.flops)
+
     def _part(self, part: Part, d, s, nc, c, pf, tokens, rows, has_prefill) -> StepCost:
         if part.encoder is not None:
             return self._encdec_part(part, d, s, nc, c, has_prefill)
@@ -238,17 +248,17 @@ class Device:
             mv = self._fix(t, _mono(t, dec_s) + _mono(t, pre_s), tokens)
             out = []
             if (~has_prefill).any():
-                dec_only = self._time(t, mv, rows, tokens, True, s)
-                out.append(self._with_comm(dec_only, part.decode_collectives, mixed))
+                dec_only = self._with_comm(self._time(t, mv, rows, tokens, True, s), part.decode_collectives, mixed)
+                out.append(self._host_bound(dec_only, t, not self.cuda_graphs))
             if has_prefill.any():
                 pre = self._mixed_time(t, mv, rows, tokens, (d, s, nc, c, pf))
-                out.append(self._with_comm(pre, part.prefill_collectives, mixed))
+                out.append(self._host_bound(self._with_comm(pre, part.prefill_collectives, mixed), t))
             if len(out) == 1:
                 return out[0]
             return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(out[1]), _parts(out[0]), strict=True)))
         dt, pt = part.decode, part.prefill
         dec = self._time(dt, self._fix(dt, _mono(dt, dec_s), d), d, d, True, s)
-        dec = self._with_comm(dec, part.decode_collectives, dec_s)
+        dec = self._host_bound(self._with_comm(dec, part.decode_collectives, dec_s), dt, not self.cuda_graphs)
         dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
         if not has_prefill.any():
             return dec
@@ -256,7 +266,7 @@ class Device:
         def prefill(nc, c, pf) -> StepCost:
             pre_s = Scenario(nc, c, pf)
             pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
-            return self._with_comm(pre, part.prefill_collectives, pre_s)
+            return self._host_bound(self._with_comm(pre, part.prefill_collectives, pre_s), pt)
 
         pre = _on_rows(has_prefill, prefill, nc, c, pf)
         return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))

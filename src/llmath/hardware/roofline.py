@@ -281,6 +281,13 @@ def overheads(
     return out
 
 
+def eager_host_s(table: Table, per_kernel_s: float) -> float:
+    """Host seconds of one pass launched op by op from Python (no CUDA graph): its kernels × the engine's host
+    time per eager kernel. The pass takes ``max(GPU time, this)``: the host enqueues ahead of the GPU until the
+    GPU's work is shorter than the host's dispatch, then the GPU waits on every launch."""
+    return float(table.kernels.sum()) * per_kernel_s
+
+
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
     """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included. A decode
     step of a model that reruns its context (model/traits.py, BLT) runs all S + 1 positions: its GEMMs have the

@@ -313,6 +313,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     if agg and lay is not None:
         settings.update(launcher_trt_settings(r, _concurrency(r, lay), lay.dp, inferencex))
         settings.update(launcher_sglang_settings(r, _concurrency(r, lay), inferencex))
+        settings.update(pytorch_backend_settings(r, inferencex))
         settings.update(launcher_vllm_settings(r, inferencex))
     spec = harness_speculation(r, lay) if agg else None
     if spec is not None:
@@ -386,6 +387,18 @@ def harness_warmed(r: dict[str, str]) -> bool:
     (:data:`INFERENCEX_WARMUP`, by the row's ``measured=`` date; a row without a date is taken as warmed)."""
     measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
     return measured is None or measured.group(1) >= INFERENCEX_WARMUP["from"]
+
+
+def pytorch_backend_settings(r: dict[str, str], inferencex: bool) -> dict[str, bool]:
+    """A TensorRT-LLM row served by its PyTorch backend runs every prefill pass eagerly (``eager_prefill``): the
+    InferenceX rows (their launchers start ``trtllm-serve`` with PyTorch-backend options, ``cuda_graph_config``,
+    ``moe_config``) and rows of version 1.0 or later (the PyTorch backend is the default there; ``data/engines.json``,
+    ``trtllm`` ``eager_prefill``). The launchers' opt-in piecewise prefill graph (DeepSeek-R1 B200 at some
+    concurrencies) is not read."""
+    if r.get("backend") != "trtllm":
+        return {}
+    major = re.match(r"(\d+)\.", r.get("backend_version", ""))
+    return {"eager_prefill": True} if inferencex or (major is not None and int(major.group(1)) >= 1) else {}
 
 
 def recipe_defaults(run: Run) -> Run:
