@@ -88,8 +88,13 @@ def data() -> dict:
 
 def sat(x, h, p):
     """1 / (1 + (h / x)^p): 0 → 1 as x grows past h."""
-    x = np.asarray(x, dtype=float)
-    return 1.0 / (1.0 + (h / np.maximum(x, 1e-30)) ** p)
+    return sat_positive(np.maximum(np.asarray(x, dtype=float), 1e-30), h, p)
+
+
+def sat_positive(x: np.ndarray, h, p):
+    """:func:`sat` of a float array already ≥ 1e-30 (rows, at least one): the same values, two array passes
+    fewer (the roofline asks per serving iteration)."""
+    return 1.0 / (1.0 + (h / x) ** p)
 
 
 def tile_rows(arch: str) -> int:
@@ -99,18 +104,28 @@ def tile_rows(arch: str) -> int:
 
 def tile_share(rows, tile: int):
     """m / (tile · ⌈m / tile⌉): the share of the computed tile rows that are real rows (1 at whole tiles)."""
-    r = np.maximum(np.asarray(rows, dtype=float), 1e-30)
+    return tile_share_positive(np.maximum(np.asarray(rows, dtype=float), 1e-30), tile)
+
+
+def tile_share_positive(r: np.ndarray, tile: int):
+    """:func:`tile_share` of a float array already ≥ 1e-30."""
     return r / (tile * np.ceil(r / tile))
 
 
 def fractions(coef, x1, x2, xm, tile: int = 0):
     """(ηc, ηm, t0) of one coefficient vector at the features; ``tile`` (rows; GEMM and MoE classes, x1 the
     rows of one GEMM; 0: none): ηc is at least the large-GEMM fraction on the tile's real rows."""
-    c, h1, p1, h2, p2, mem, hm, pm, t0 = coef
+    return fractions_at(coef, x1, sat(x2, coef[3], coef[4]), xm, tile)
+
+
+def fractions_at(coef, x1, s2, xm, tile: int = 0):
+    """:func:`fractions` with the second feature's saturation ``s2`` = sat(x2; h2, p2) given (a caller whose x2
+    is fixed computes it once)."""
+    c, h1, p1, _, _, mem, hm, pm, t0 = coef
     s1 = sat(x1, h1, p1)
     if tile:
         s1 = np.maximum(s1, tile_share(x1, tile))
-    return c * s1 * sat(x2, h2, p2), mem * sat(xm, hm, pm), t0
+    return c * s1 * s2, mem * sat(xm, hm, pm), t0
 
 
 def model_time(coef, x1, x2, xm, flops, bytes_, peak, bandwidth, tile: int = 0):
@@ -155,8 +170,14 @@ def mla_context_cost(batch, context, heads, qk_dim, v_dim, fmt: str, kv_fmt: str
     once in ``kv_fmt``."""
     B, S, H, q, v = (np.asarray(x, dtype=float) for x in (batch, context, heads, qk_dim, v_dim))
     flops = B * H * S * (S + 1) * (q + v)
-    bytes_ = B * S * H * (q * BYTES[fmt] + v * 2) + B * S * H * (q + v) * BYTES[kv_fmt]
+    bytes_ = mla_context_bytes(B, S, H, q, v, fmt, kv_fmt)
     return S, B * H * S, bytes_, flops, bytes_
+
+
+def mla_context_bytes(B, S, H, q, v, fmt: str, kv_fmt: str):
+    """:func:`mla_context_cost`'s bytes alone (its memory feature): the same arithmetic, float arrays or numbers."""
+    bsh = B * S * H
+    return bsh * (q * BYTES[fmt] + v * 2) + bsh * (q + v) * BYTES[kv_fmt]
 
 
 def moe_cost(tokens, hidden, inter, topk, experts, fmt: str, routing: str | None = None):
@@ -166,9 +187,16 @@ def moe_cost(tokens, hidden, inter, topk, experts, fmt: str, routing: str | None
     independent and uniform: the form the shipped ``moe`` fits use), or under ``routing`` one of
     :data:`llmath.ops.routing.ROUTINGS` (``balanced``: min(E, T·k); ``power_law``: aiconfigurator's skewed rows)."""
     T, h, i, k, E = (np.asarray(v, dtype=float) for v in (tokens, hidden, inter, topk, experts))
-    hit = E * (1 - (1 - 1 / E) ** (T * k)) if routing is None else _experts_hit(T, k, E, routing)
-    bytes_ = hit * 3 * h * i * BYTES[fmt] + T * k * (2 * h + 2 * i) * 2
+    bytes_ = moe_bytes(T, h, i, k, E, fmt, routing)
     return T * k / E, h * i, bytes_, 6 * T * k * h * i, bytes_
+
+
+def moe_bytes(T, h, i, k, E, fmt: str, routing: str | None = None):
+    """:func:`moe_cost`'s bytes alone (its memory feature): ``T`` a float array, the sizes float arrays or
+    numbers (the same arithmetic)."""
+    picks = T * k
+    hit = E * (1 - (1 - 1 / E) ** picks) if routing is None else _experts_hit(T, k, E, routing)
+    return hit * 3 * h * i * BYTES[fmt] + picks * (2 * h + 2 * i) * 2
 
 
 def _experts_hit(T, k, E, routing: str):

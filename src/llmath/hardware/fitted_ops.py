@@ -121,7 +121,7 @@ def _mla_fractions(coef, cols: Columns, p: Precision, B, T):
     """(ηc, ηm) of MLA prefill attention: B sequences of T new tokens, each column's heads."""
     kv = _fmt(p.kv) or "bf16"
     q, v = cols.mla_dims
-    xm = ef.mla_context_cost(B, T, cols.mla_heads, q, v, kv, kv)[2]
+    xm = ef.mla_context_bytes(B, T, cols.mla_heads, q, v, kv, kv)  # mla_context_cost's, B and T float arrays
     ec, em, _ = ef.fractions(coef, T, B * cols.mla_heads * T, xm)
     return ec, em
 
@@ -191,7 +191,7 @@ def rank_moe_bytes(tokens, cols: Columns, weights: str):
     and the routed activations (:func:`llmath.hardware.efficiency_fit.moe_cost`), times the share of every
     expert the rank holds (moe-TP splits each expert, EP holds a share of them: the same bytes per token)."""
     h, i, k, E = cols.moe
-    return ef.moe_cost(tokens, h, i, k, E, weights)[2] * cols.share
+    return ef.moe_bytes(np.asarray(tokens, dtype=float), h, i, k, E, weights) * cols.share
 
 
 def _fmt(dtype: str) -> str | None:
@@ -211,6 +211,43 @@ def _decode_fractions(coef, cols: Columns, p: Precision, B, u, heads=None, kv_he
     return ec, em
 
 
+@dataclass(frozen=True)
+class Fits:
+    """The fitted kernel models :func:`apply` sets on one table's pass, with what they read that the sizes do not
+    change: resolved once per (table, device, precision, efficiency, pass, whether a context is given, format
+    the GEMMs run in) instead of once per serving iteration."""
+
+    cols: Columns
+    ctx: tuple[float, ...] | None  # the dense attention fit (decode or context)
+    mla: tuple[float, ...] | None  # MLA prefill attention's
+    moe: tuple[float, ...] | None  # the routed experts'
+    moe_bytes: str  # the format the MoE fit's memory feature counts the experts' weights in
+    moe_peak: float | None  # the peak a launcher's MoE kernel computes at (None: each routed op's own)
+    moe_s2: float  # the MoE fit's second saturation, sat(hidden · inter × inter share; h2, p2): fixed per table
+    moe_ranks: int  # expert-parallel ranks the layer's busiest rank is the busiest of (1 without EP)
+    mla_peak: float  # the peak MLA prefill attention's fit is against
+
+
+@lru_cache(maxsize=1024)
+def fits(table: Table, hw: Hardware, p: Precision, eff: Efficiency, decode: bool, with_context: bool, run_fmt: str):
+    """The :class:`Fits` of a pass (``None``: no fitted column applies)."""
+    cols = columns(table)
+    do_attn = cols.attn.size and (with_context or not decode)
+    ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
+    moe = _moe_coef(cols, eff, p, run_fmt, decode)
+    mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
+    if ctx is None and moe is None and mla is None:
+        return None
+    h, i, _, _ = cols.moe
+    s2 = ef.sat(float(h * i) * cols.inter_share, moe[3], moe[4]) if moe is not None else 1.0
+    ranks = round(cols.inter_share / cols.share)
+    launched = launcher_moe(cols, eff, p, decode)
+    key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt)
+    moe_peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else None
+    peak = ef.peak_for("attn_mla_context", hw, p.kv) if mla is not None else 0.0
+    return Fits(cols, ctx, mla, moe, key, moe_peak, s2, ranks, peak)
+
+
 def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, f, inv, context,
           rts):  # fmt: skip
     """(compute factor, seconds per byte), each (…, n_ops), with the fitted attention and MoE columns set.
@@ -223,22 +260,19 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     ``rts``: (the roofline's matmul rate per op, each op's dense peak in the format it executes in, the
     format weight GEMMs run in): ``f`` is relative to the first, the fitted fractions apply to the second."""
     mm, peaks, run_fmt = rts
-    cols = columns(table)
-    do_attn = cols.attn.size and (context is not None or not decode)
-    mixed = None if (decode or context is None) else np.asarray(context, dtype=bool)[..., None]
-    ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
-    moe = _moe_coef(cols, eff, p, run_fmt, decode)
-    mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
-    if ctx is None and moe is None and mla is None:
+    fit = fits(table, hw, p, eff, decode, context is not None, run_fmt)
+    if fit is None:
         return f, inv
+    cols, ctx = fit.cols, fit.ctx
+    mixed = None if (decode or context is None) else np.asarray(context, dtype=bool)[..., None]
     B = np.asarray(batch, dtype=float)[..., None]
     rows = np.asarray(tokens, dtype=float)[..., None]
     S = np.asarray(context if (ctx is not None and context is not None) else 0, dtype=float)[..., None]
-    shape = np.broadcast_shapes(B.shape[:-1], rows.shape[:-1], S.shape[:-1]) + (len(table.ops),)
+    shape = np.broadcast(B, rows, S).shape[:-1] + (len(table.ops),)
     if f is None or f.shape != shape or not f.flags.writeable:  # mm_factor's own array is reused
-        f = np.array(np.broadcast_to(1.0 if f is None else f, shape))
+        f = _filled(shape, 1.0 if f is None else f)
     if inv.shape != shape or not inv.flags.writeable:
-        inv = np.array(np.broadcast_to(inv, shape))
+        inv = _filled(shape, inv)
     bw = hw.memory_bandwidth_bytes_per_s
     if ctx is not None:
         j = cols.attn
@@ -250,38 +284,43 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
             kv = _fmt(p.kv) or "bf16"
             xm = ef.attn_context_cost(B, T, cols.heads, cols.kv_heads, cols.head_dim, kv, kv)[2]
             ec, em, _ = ef.fractions(ctx, T, B * cols.heads * T, xm)
-            fa, ia = mm[j] / (peaks[j] * ec), 1.0 / (bw * em)
-            if mixed is not None:
-                fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
-            f[..., j], inv[..., j] = fa, ia
-    if mla is not None:
-        j = cols.mla
-        ec, em = _mla_fractions(mla, cols, p, B, rows / B)
-        fa, ia = mm[j] / (ef.peak_for("attn_mla_context", hw, p.kv) * ec), 1.0 / (bw * em)
-        if mixed is not None:
-            fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
-        f[..., j], inv[..., j] = fa, ia
-    if moe is not None:
-        _apply_moe(cols, hw, p, eff, moe, rows * table.moe_tokens, decode, f, inv, (mm, peaks, run_fmt))
+            _set(f, inv, j, mm[j] / (peaks[j] * ec), 1.0 / (bw * em), mixed)
+    if fit.mla is not None:
+        ec, em = _mla_fractions(fit.mla, cols, p, B, rows / B)
+        _set(f, inv, cols.mla, mm[cols.mla] / (fit.mla_peak * ec), 1.0 / (bw * em), mixed)
+    if fit.moe is not None:
+        _apply_moe(fit, rows * table.moe_tokens, eff.tile_rows, bw, f, inv, (mm, peaks))
     return f, inv
 
 
-def _apply_moe(cols: Columns, hw: Hardware, p: Precision, eff: Efficiency, moe, tok, decode: bool, f, inv,
-               rts) -> None:  # fmt: skip
-    """Set the routed experts' columns of ``f`` and ``inv`` (:func:`apply`) from the MoE fit ``moe`` at ``tok``
-    tokens routed per layer (every attention-DP replica's), at the peak of the format the kernel computes in (a
-    launcher's kernel: :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS`; else the op's executed format)."""
-    mm, peaks, run_fmt = rts
-    h, i, k, E = cols.moe
+def _apply_moe(fit: Fits, tok, tile: int, bw: float, f, inv, rates) -> None:
+    """Set the routed experts' columns of ``f`` and ``inv`` (:func:`apply`) from the MoE fit at ``tok`` tokens
+    routed per layer (every attention-DP replica's), at the peak of the format the kernel computes in (a
+    launcher's kernel: :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_RUNS`; else the op's executed format);
+    ``rates``: the roofline's matmul rate and each op's dense peak."""
+    mm, peaks = rates
+    cols = fit.cols
+    _, _, k, E = cols.moe
     r = cols.routed
-    launched = launcher_moe(cols, eff, p, decode)
-    key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt)
-    peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else peaks[r]
-    xm = rank_moe_bytes(tok, cols, key)
-    ec, em, _ = ef.fractions(moe, tok * k / E, float(h * i) * cols.inter_share, xm, eff.tile_rows)
-    busiest = busiest_rank_factor(tok, E, k, round(cols.inter_share / cols.share))  # 1 without EP
-    f[..., r] = mm[r] / (peak * ec) * busiest
-    inv[..., r] = 1.0 / (hw.memory_bandwidth_bytes_per_s * em)
+    peak = peaks[r] if fit.moe_peak is None else fit.moe_peak
+    xm = rank_moe_bytes(tok, cols, fit.moe_bytes)
+    ec, em, _ = ef.fractions_at(fit.moe, tok * k / E, fit.moe_s2, xm, tile)
+    f[..., r] = mm[r] / (peak * ec) * busiest_rank_factor(tok, E, k, fit.moe_ranks)  # 1 without EP
+    inv[..., r] = 1.0 / (bw * em)
+
+
+def _filled(shape: tuple[int, ...], value) -> np.ndarray:
+    """A new array of ``shape`` holding ``value`` broadcast (np.broadcast_to's copy, without its Python layers)."""
+    out = np.empty(shape)
+    out[...] = value
+    return out
+
+
+def _set(f, inv, j, fa, ia, mixed) -> None:
+    """Columns ``j`` of ``f`` and ``inv`` set to ``fa`` and ``ia``, but in the ``mixed`` passes (which keep theirs)."""
+    if mixed is not None:
+        fa, ia = np.where(mixed, f[..., j], fa), np.where(mixed, inv[..., j], ia)
+    f[..., j], inv[..., j] = fa, ia
 
 
 @lru_cache(maxsize=256)

@@ -203,18 +203,25 @@ def _mm_rates_of(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> n
 
 @lru_cache(maxsize=1024)
 def _gemm_groups(table: Table, coef: tuple[float, ...]):
-    """For :func:`mm_factor`'s fitted GEMM model, per row kind (token rows, logit rows): its distinct rows
-    shares (routed experts see top-k / E) as an array, and per share its ops and their weight-size saturation
-    sat(n·k; h2, p2)."""
+    """For :func:`mm_factor`'s fitted GEMM model, one group per (row kind: token rows or logit rows, distinct
+    rows share: routed experts see top-k / E): whether each group is of logit rows, its share, and the weight
+    GEMMs (token rows' first), each with its group's index and its weight-size saturation sat(n·k; h2, p2)."""
     nk, share = _gemm_shapes(table)
-    out = []
-    for mask in (table.weight_token_rows, table.weight_logit_rows):
-        cols = np.flatnonzero(mask)
-        sh = share[cols]
-        shares = sorted(set(sh.tolist()))  # np.unique's values; np.unique would import numpy.ma (10 ms a process)
-        groups = tuple((cols[sh == v], ef.sat(nk[cols[sh == v]], coef[3], coef[4])) for v in shares)
-        out.append((np.array(shares, dtype=float), groups))
-    return tuple(out)
+    logits: list[bool] = []
+    shares: list[float] = []
+    cols: list[np.ndarray] = []
+    idx: list[np.ndarray] = []
+    for is_logit, mask in ((False, table.weight_token_rows), (True, table.weight_logit_rows)):
+        ops = np.flatnonzero(mask)
+        sh = share[ops]
+        for v in sorted(set(sh.tolist())):  # np.unique's values; np.unique would import numpy.ma (10 ms a process)
+            cols.append(ops[sh == v])
+            idx.append(np.full(cols[-1].size, len(idx)))
+            logits.append(is_logit)
+            shares.append(v)
+    c = np.concatenate(cols) if cols else np.zeros(0, dtype=np.intp)
+    i = np.concatenate(idx) if idx else np.zeros(0, dtype=np.intp)
+    return np.array(logits, dtype=bool), np.array(shares, dtype=float), c, i, ef.sat(nk[c], coef[3], coef[4])
 
 
 def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None) -> np.ndarray | None:
@@ -234,16 +241,16 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     coef = eff.gemm_coef(dtype)
     if coef is not None:
         mm, (c, h1, p1) = eff.matmul_for(dtype or ""), coef[:3]
-        out = np.ones(np.broadcast_shapes(np.shape(tokens), np.shape(batch)) + (len(table.ops),))
-        for rows, (shares, groups) in zip((tokens, batch), _gemm_groups(table, coef), strict=True):
-            if not groups:
-                continue
-            x = np.maximum(np.asarray(rows, dtype=float)[..., None] * shares, 1.0)  # every share's rows at once
-            s1 = ef.sat(x, h1, p1)
-            if eff.tile_rows:
-                s1 = np.maximum(s1, ef.tile_share(x, eff.tile_rows))
-            for j, (cols, s2) in enumerate(groups):  # the rows' saturation once per share, not per column
-                out[..., cols] = mm / (c * s1[..., j : j + 1] * s2)  # as efficiency_fit.fractions' ηc
+        out = np.ones(np.broadcast(tokens, batch).shape + (len(table.ops),))
+        logits, shares, cols, idx, s2 = _gemm_groups(table, coef)
+        if not cols.size:
+            return out
+        rows = np.where(logits, np.asarray(batch, dtype=float)[..., None], np.asarray(tokens, dtype=float)[..., None])
+        x = np.maximum(rows * shares, 1.0)  # every (row kind, share)'s rows at once
+        s1 = ef.sat_positive(x, h1, p1)  # x ≥ 1: sat's and tile_share's floor is no-op
+        if eff.tile_rows:
+            s1 = np.maximum(s1, ef.tile_share_positive(x, eff.tile_rows))
+        out[..., cols] = mm / (c * s1[..., idx] * s2)  # as efficiency_fit.fractions' ηc; the rows' saturation per share
         return out
     if not eff.matmul_rows:
         return None

@@ -19,6 +19,7 @@ Each part is a frozen view built once per spec; the numbers are the spec's own f
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, is_dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -53,9 +54,10 @@ class MixerPart:
     mixer: MixerSpec | None
     layer_kinds: tuple[str, ...]  # ModelSpec.layer_mixers: "attention", a mixer kind, "attention+<kind>", ...
 
-    @property
+    @cached_property
     def components(self) -> frozenset[str]:
-        """What the layers run, each ``+``-joined kind split (``shared+mamba2`` -> shared, mamba2)."""
+        """What the layers run, each ``+``-joined kind split (``shared+mamba2`` -> shared, mamba2); once per part
+        (a planner asks per layout)."""
         return frozenset(p for k in self.layer_kinds for p in k.split("+"))
 
 
