@@ -206,3 +206,36 @@ def test_triton_block_fp8_takes_fp8_experts_and_not_fp4_ones():
     assert fo.launcher_moe(cols, e, fp8, False)[1] == "fp8_block"
     assert fo.launcher_moe(cols, e, fp8, True) is None  # decode keeps its model
     assert fo.launcher_moe(cols, e, fp4, False) is None
+
+
+LLAMA_B200 = dict(backend="vllm", model_path="meta-llama/Llama-3.1-70B", system="b200_sxm", precision="fp8",
+                  gemm_quant_mode="fp8", moe_quant_mode="fp8", tp_size=8, moe_ep_size=1)  # fmt: skip
+
+
+def test_llama_b200_launchers_capture_decode_graphs_only():
+    # 70b_fp8_b200_docker.sh (from 425f74d51, 2025-09-12) and 70b_fp4_b200_docker.sh: cudagraph_mode
+    # FULL_DECODE_ONLY, splitting_ops [] -> every pass holding a prefill token runs without a graph
+    assert _settings(source_notes=IX.format(d="2025-10-29"), **LLAMA_B200)["eager_prefill"] is True
+    assert "eager_prefill" not in _settings(source_notes=IX.format(d="2025-09-01"), **LLAMA_B200)
+    # the H200 launcher leaves vLLM's default (piecewise graphs), gpt-oss B200 sets FULL_AND_PIECEWISE / 2048
+    h200 = {**LLAMA_B200, "system": "h200_sxm"}
+    assert "eager_prefill" not in _settings(source_notes=IX.format(d="2025-10-29"), **h200)
+    assert "eager_prefill" not in _settings(system="b200_sxm", source_notes=IX.format(d="2026-02-25"), **GPT_OSS)
+
+
+def test_a_decode_only_graph_row_floors_its_prefill_at_the_host_launches():
+    run = to_run(_row(source_notes=IX.format(d="2025-10-29"), **LLAMA_B200))
+    assert dict(run.engine_settings)["eager_prefill"] is True
+    # one 64-token request on Llama-3.1-70B (8 x B200, FP8): the GPU prefill is a few ms; the host floor is
+    # 80 layers x 14 + 3 = 1,123 kernels x 59.5 us = 66.8 ms, and the request's TTFT is that one pass
+    # (vLLM's per-request terms: 64 prompt tokens x 2.2 us tokenising, 0.62 ms for the eager iteration)
+    from llmath import Workload
+    from llmath.deploy.layout import ParallelConfig
+    from llmath.deploy.service import serve
+
+    kw = {"workload": Workload(prompt=64, gen=16, concurrency=1), "parallel": ParallelConfig(tp=8),
+          "engine": "vllm", "precision": "fp8"}  # fmt: skip
+    graph, eager = serve("llama-3.1-70b", "B200", **kw), serve("llama-3.1-70b", "B200", **kw, eager_prefill=True)
+    per_request = 64 * 2.2e-6 + 0.62e-3
+    assert graph.metrics["ttft_s"] < 0.03
+    assert eager.metrics["ttft_s"] == pytest.approx(1123 * 5.95e-5 + per_request, rel=1e-3)

@@ -1,7 +1,7 @@
 """vLLM settings the InferenceX launchers of the measured serving runs wrote (docs/serving.md, "vLLM: the InferenceX
 launchers' settings"): the grouped-expert kernel an environment variable picks, the token budget, the running
-sequence cap and the KV cache's format. :mod:`llmath.measure.serving_runs` puts them in an aggregated vLLM row's
-``engine_settings``.
+sequence cap, the KV cache's format and whether prefill passes run without a CUDA graph.
+:mod:`llmath.measure.serving_runs` puts them in an aggregated vLLM row's ``engine_settings``.
 
 Every rule is keyed by the row's ``model_path`` and ``system`` and applies by the row's ``measured=`` date (the first
 date whose rows ran the commit that set it, through the rows' last date); a row without a date takes none. Settings
@@ -104,6 +104,21 @@ INFERENCEX_VLLM_KV_AUTO: dict[tuple[str, str], dict[str, Any]] = {
     ("MiniMaxAI/MiniMax-M2.5", "b200_sxm"): {"until": "2026-04-03", "precision": "fp8", "source": KV_AUTO_SOURCE},
 }
 
+# Prefill passes launched without a CUDA graph (``eager_prefill``): the Llama-3.1-70B B200 launchers (FP8 from
+# 425f74d51, 2025-09-12; FP4 from 27f29acbe, 2025-09-21; through the rows' 2025-10-29) pass a compilation config with
+# "cudagraph_mode": "FULL_DECODE_ONLY" and "splitting_ops": []. vLLM (vllm/config/compilation.py, CUDAGraphMode)
+# then captures one full graph per decode-only batch size and runs every pass that holds a prefill token, mixed
+# ones included, as the compiled model without replay: its kernels are launched one by one from the host. The other
+# vLLM launchers leave vLLM's default mode or set PIECEWISE or FULL_AND_PIECEWISE: mixed passes up to the capture
+# size (2048 where set) replay piecewise graphs (docs/serving.md, "vLLM passes without a CUDA graph").
+INFERENCEX_VLLM_EAGER_PREFILL: dict[tuple[str, str], dict[str, Any]] = {
+    ("meta-llama/Llama-3.1-70B", "b200_sxm"): {
+        "from": "2025-09-12",
+        "source": f"{SCRIPTS}/9596d23d74e9e1e4f4bcdb27572c87cafb746a02/benchmarks/70b_fp8_b200_docker.sh, "
+        "70b_fp4_b200_docker.sh (compilation-config cudagraph_mode FULL_DECODE_ONLY, splitting_ops [])",
+    },
+}
+
 
 def _measured(r: dict[str, str]) -> str | None:
     m = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
@@ -115,7 +130,7 @@ def launcher_vllm_settings(r: dict[str, str], inferencex: bool) -> dict[str, Any
     other rows."""
     if r["backend"] != "vllm" or r["mode"] != "agg" or not inferencex:
         return {}
-    return {**moe_kernel(r), **token_budget(r), **max_seqs(r), **kv_cache(r)}
+    return {**moe_kernel(r), **token_budget(r), **max_seqs(r), **kv_cache(r), **eager_prefill(r)}
 
 
 def moe_kernel(r: dict[str, str]) -> dict[str, Any]:
@@ -151,3 +166,10 @@ def kv_cache(r: dict[str, str]) -> dict[str, Any]:
     if rule is None or rule.get("precision", r["precision"]) != r["precision"] or day is None:
         return {}
     return {"kv_cache_dtype": "auto"} if rule["until"] is None or day < rule["until"] else {}
+
+
+def eager_prefill(r: dict[str, str]) -> dict[str, Any]:
+    """``eager_prefill`` where the row's launcher captured graphs for decode-only batches alone
+    (:data:`INFERENCEX_VLLM_EAGER_PREFILL`), from the rule's date."""
+    rule, day = INFERENCEX_VLLM_EAGER_PREFILL.get((r["model_path"], r["system"])), _measured(r)
+    return {"eager_prefill": True} if rule is not None and day is not None and day >= rule["from"] else {}
