@@ -4,7 +4,7 @@ imports only the libraries it runs (docs/speed.md: the CLI's start-up)."""
 import subprocess
 import sys
 
-from typer.main import get_command_name
+from typer.main import get_command, get_command_name
 
 import llmath.cli as cli
 
@@ -39,6 +39,20 @@ def test_analyze_imports_neither_the_other_groups_nor_the_planner():
     assert "llmath.cli.analyze" in mods
     assert not mods & {"llmath.cli.plan", "llmath.cli.serve", "llmath.cli.measure", "llmath.cli.compare"}
     assert not mods & {"llmath.deploy.plan", "llmath.web", "llmath.plots", "llmath.sweep"}
+
+
+def test_plan_imports_no_other_command_group():
+    # typer builds the options of every registered command before running one: the planner's start-up pays
+    # for its own group only; its speculative-decoding options are the ones analyze offers
+    code = "import sys, llmath.cli as c\nc.load(['plan'])\nprint(' '.join(sys.modules))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    mods = set(out.stdout.split())
+    assert "llmath.cli.plan" in mods
+    assert not mods & {f"llmath.cli.{g}" for g in cli.GROUPS if g != "plan"}
+    commands = get_command(cli.app).commands  # every group registered
+    for name in ("plan", "analyze"):
+        opts = {o for p in commands[name].params for o in p.opts}
+        assert {"--spec-method", "--spec-tokens", "--acceptance", "--draft-model"} <= opts
 
 
 NEVER_ON_ANALYZE = {"pydantic", "pydantic_core", "typer._adapters", "matplotlib", "torch", "transformers", "rich"}

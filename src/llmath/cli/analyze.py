@@ -13,6 +13,7 @@ from llmath.cli import options as o
 from llmath.cli.analyze_disagg import DISAGG_OPTIONS, POOL_FLAGS
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt, EngineArgsOpt
+from llmath.cli.options import SPECULATION_OPTIONS
 from llmath.errors import WorkloadError
 
 HardwareOpt = Annotated[
@@ -72,19 +73,6 @@ GenDistOpt = Annotated[
 EagerOpt = Annotated[
     bool, typer.Option("--enforce-eager", help="Serving: no CUDA graphs (eager kernel launches in decode).")
 ]
-SpecMethodOpt = Annotated[str | None, typer.Option("--spec-method", help="Speculative decoding: draft | eagle | mtp.")]
-SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
-AcceptanceOpt = Annotated[
-    float | None, typer.Option("--acceptance", help="Mean tokens a round yields (1 … k+1), as measured.")
-]
-DraftOpt = Annotated[str | None, typer.Option("--draft-model", help="Draft model for --spec-method draft.")]
-SPECULATION_OPTIONS = o.option_group(
-    {"spec_tokens": 3},
-    spec_method=SpecMethodOpt,
-    spec_tokens=SpecTokensOpt,
-    acceptance=AcceptanceOpt,
-    draft_model=DraftOpt,
-)
 CalibrationOpt = Annotated[
     str | None,
     typer.Option(

@@ -292,3 +292,19 @@ def device(
             raise WorkloadError("a custom device needs all of --peak-tflops, --bandwidth-gbs and --memory-gb")
         return hardware.custom(peak_tflops, bandwidth_gbs, memory_gb, dtype=compute_dtype)
     return hardware.get(name) if name else None
+
+
+# speculative decoding's options, shared by analyze and plan (plan imports no other command's module)
+SpecMethodOpt = Annotated[str | None, typer.Option("--spec-method", help="Speculative decoding: draft | eagle | mtp.")]
+SpecTokensOpt = Annotated[int, typer.Option("--spec-tokens", help="Draft tokens k per verify round.")]
+AcceptanceOpt = Annotated[
+    float | None, typer.Option("--acceptance", help="Mean tokens a round yields (1 … k+1), as measured.")
+]
+DraftOpt = Annotated[str | None, typer.Option("--draft-model", help="Draft model for --spec-method draft.")]
+SPECULATION_OPTIONS = option_group(
+    {"spec_tokens": 3},
+    spec_method=SpecMethodOpt,
+    spec_tokens=SpecTokensOpt,
+    acceptance=AcceptanceOpt,
+    draft_model=DraftOpt,
+)

@@ -11,10 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from llmath import output as out
-from llmath.cli.analyze import SPECULATION_OPTIONS
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt
-from llmath.cli.options import JsonOpt, ModelArg, ints, parallel_config, speculation, with_options
+from llmath.cli.options import SPECULATION_OPTIONS, JsonOpt, ModelArg, ints, parallel_config, speculation, with_options
 from llmath.errors import WorkloadError
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from llmath.validation import finite_or_none, is_numpy
+from llmath.validation import is_numpy
 
 MAX_TABLE_ROWS = 2000
 
@@ -22,8 +22,15 @@ def _default(o):
 
 def to_json(obj: Any, indent: int | None = 2) -> str:
     """Strict JSON: NumPy values converted, NaN/±Infinity written as ``null`` (JSON has no such numbers;
-    e.g. the intensity of an operator that moves no bytes is 0/0)."""
-    return json.dumps(finite_or_none(json.loads(json.dumps(obj, default=_default))), indent=indent, allow_nan=False)
+    e.g. the intensity of an operator that moves no bytes is 0/0): the parser reads them as ``None``, as
+    :func:`llmath.validation.finite_or_none` would make them, without a second walk of the object."""
+    text = json.dumps(obj, default=_default)
+    return json.dumps(json.loads(text, parse_constant=_non_finite), indent=indent, allow_nan=False)
+
+
+def _non_finite(constant: str) -> None:
+    """What ``NaN``, ``Infinity`` and ``-Infinity`` become in strict JSON."""
+    return None
 
 
 def emit_json(obj: Any) -> None:
