@@ -98,7 +98,7 @@ INFERENCEX_TRT_MAX_NUM_TOKENS: tuple[dict[str, Any], ...] = (
 # once CONC reaches it; None: by the ranks, the scripts' TP)
 INFERENCEX_TRT_MTP_RUNS: tuple[dict[str, Any], ...] = (
     {
-        "image": "tensorrt-llm/release:1.2.0rc6.post3", "from": "2026-02-05",
+        "model": "deepseek-ai/DeepSeek-R1", "image": "tensorrt-llm/release:1.2.0rc6.post3", "from": "2026-02-05",
         "attention_dp_batch_divisor": {"fp8": 8, "fp4": 4},
         "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt_mtp.sh, dsr1_fp4_b200_trt_mtp.sh",
                    "commit": "5d517074c1221aaf0cfe66813029c1314a80c8ca (FP8), "
@@ -106,7 +106,7 @@ INFERENCEX_TRT_MTP_RUNS: tuple[dict[str, Any], ...] = (
                    "setting": "MAX_BATCH_SIZE, MTP, MAX_NUM_TOKENS=$(( ((MTP+1)*MAX_BATCH_SIZE+ISL+64+63)/64*64 ))"},
     },
     {
-        "measured_on": "2026-01-14", "attention_dp_batch_divisor": None,
+        "model": "deepseek-ai/DeepSeek-R1", "measured_on": "2026-01-14", "attention_dp_batch_divisor": None,
         "source": {"repo": INFERENCEX,
                    "path": "perf-changelog.yaml; benchmarks/dsr1_fp8_h200_trt_mtp_slurm.sh, "
                            "dsr1_fp8_b200_trt_mtp_slurm.sh, dsr1_fp4_b200_trt_mtp_slurm.sh",
@@ -199,12 +199,14 @@ def batch_wait(r: dict[str, str], concurrency: int, inferencex: bool) -> dict[st
 
 
 def mtp_run(r: dict[str, str], inferencex: bool) -> dict[str, Any] | None:
-    """The rule of :data:`INFERENCEX_TRT_MTP_RUNS` an aggregated InferenceX TensorRT-LLM DeepSeek-R1 row was measured
-    under (by its image or its date), or None: the row ran a plain configuration, or is not InferenceX's."""
+    """The rule of :data:`INFERENCEX_TRT_MTP_RUNS` an aggregated InferenceX TensorRT-LLM row of the rule's model was
+    measured under (by its image or its date), or None: the row ran a plain configuration, or is not InferenceX's."""
     measured, image = _measured(r), _image(r)
-    if (r["backend"], r["model_path"]) != ("trtllm", "deepseek-ai/DeepSeek-R1") or measured is None or not inferencex:
+    if r["backend"] != "trtllm" or measured is None or not inferencex:
         return None
     for rule in INFERENCEX_TRT_MTP_RUNS:
+        if r["model_path"] != rule["model"]:
+            continue
         if "image" in rule and image.endswith(rule["image"]) and measured >= rule["from"]:
             return rule
         if measured == rule.get("measured_on"):
