@@ -77,7 +77,7 @@ def serve(
     eff = launcher_moe_kernel(eff, hw, eng.moe_kernel)  # a grouped-expert kernel the launcher picked
     src = prompt if req.encoder_decoder else 0
     host = eng.overheads.eager_host_per_kernel_s if eng.eager_prefill else 0.0
-    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host)
+    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, eng.eager_host_unit)
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

@@ -79,6 +79,7 @@ from llmath.deploy.step import (
 )
 from llmath.errors import WorkloadError
 from llmath.hardware.efficiency_fit import LAUNCHER_MOE_KERNELS
+from llmath.hardware.roofline import EAGER_HOST_UNITS
 from llmath.model.traits import traits
 from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
@@ -116,7 +117,9 @@ class EngineConfig:
     ``adp_balance`` / ``adp_timeout_iters`` / ``adp_batching_wait_iters``: TensorRT-LLM's attention-DP balancing
     (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
     ``eager_prefill``: every pass that prefills is launched op by op from Python (no CUDA graph): it takes the
-    longer of its GPU time and its kernels × ``overheads.eager_host_per_kernel_s`` (:class:`.step.Device`).
+    longer of its GPU time and its kernels × ``overheads.eager_host_per_kernel_s`` (:class:`.step.Device`),
+    ``eager_host_unit`` saying what that time is per: ``launch`` (the module code's launches, ops/launches.py) or
+    ``operator`` (a listed operator).
     ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
@@ -141,6 +144,7 @@ class EngineConfig:
     adp_timeout_iters: int = 50
     adp_batching_wait_iters: int = 10
     eager_prefill: bool = False
+    eager_host_unit: str = "launch"
     moe_kernel: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
@@ -170,6 +174,8 @@ class EngineConfig:
             raise WorkloadError(f"batch_wait_tokens_ratio={self.batch_wait_tokens_ratio!r} must be in [0, 1]")
         if self.cuda_graph_bytes < 0:
             raise WorkloadError(f"cuda_graph_bytes={self.cuda_graph_bytes} must be >= 0")
+        if self.eager_host_unit not in EAGER_HOST_UNITS:
+            raise WorkloadError(f"eager_host_unit={self.eager_host_unit!r} must be one of {EAGER_HOST_UNITS}")
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,8 @@ class Device:
     times a pass. ``cuda_graphs=False`` charges decode iterations the eager per-kernel overhead.
     ``eager_host_s``: the engine's host seconds per kernel of a pass launched eagerly (every pass that prefills;
     decode passes too with ``cuda_graphs=False``); such a pass takes the longer of its GPU time and its
-    kernels × ``eager_host_s`` (:func:`llmath.hardware.roofline.eager_host_s`; 0: no host floor).
+    kernels × ``eager_host_s`` (:func:`llmath.hardware.roofline.eager_host_s`; 0: no host floor), counted per
+    ``eager_host_unit`` (``launch``: the engines' module-code launches; ``operator``: listed operators).
     ``source``: encoder-decoder models only (required there), the source tokens of every request (module doc).
     """
 
@@ -118,6 +119,7 @@ class Device:
     layout: Layout | None = None
     source: int = 0
     eager_host_s: float = 0.0
+    eager_host_unit: str = "launch"
 
     def __post_init__(self) -> None:
         if self.spec.is_encoder_decoder and self.source < 1:
@@ -235,7 +237,8 @@ class Device:
         """``cost`` of a pass over ``t`` floored at the host's launch time where the pass runs eagerly."""
         if not (eager and self.eager_host_s):
             return cost
-        return StepCost(np.maximum(cost.time_s, eager_host_s(t, self.eager_host_s)), cost.bytes, cost.flops)
+        host = eager_host_s(t, self.eager_host_s, self.eager_host_unit)
+        return StepCost(np.maximum(cost.time_s, host), cost.bytes, cost.flops)
 
     def _part(self, part: Part, d, s, nc, c, pf, tokens, rows, has_prefill) -> StepCost:
         if part.encoder is not None:
