@@ -1,6 +1,7 @@
 """vLLM settings the InferenceX launchers of the measured serving runs wrote (docs/serving.md, "vLLM: the InferenceX
 launchers' settings"): the grouped-expert kernel an environment variable picks, the token budget, the running
-sequence cap, the KV cache's format and whether prefill passes run without a CUDA graph.
+sequence cap, the KV cache's format, whether prefill passes run without a CUDA graph and the largest pass that
+replays one.
 :mod:`llmath.measure.serving_runs` puts them in an aggregated vLLM row's ``engine_settings``.
 
 Every rule is keyed by the row's ``model_path`` and ``system`` and applies by the row's ``measured=`` date (the first
