@@ -1,4 +1,5 @@
-"""vLLM passes above the largest CUDA-graph capture size run without a graph and take the host floor.
+"""vLLM passes above the largest CUDA-graph capture size run without a graph and take the host floor; the InferenceX
+launchers ran async scheduling (two steps in flight).
 
 vLLM's rule (vllm-project/vllm 002284db4c87, vllm/config/compilation.py, ``max_cudagraph_capture_size``): "If not
 specified, max_cudagraph_capture_size is set to min(max_num_seqs*2, 512) by default"; a batch of more scheduled
@@ -109,3 +110,17 @@ def test_launchers_capture_sizes():
     for conc, size in ((4, 8), (64, 128), (512, 512)):
         got = _settings(system="h100_sxm", source_notes=IX.format(c=conc, d="2025-10-29"), **llama)
         assert got["cuda_graph_max_tokens"] == size
+
+
+def test_every_dated_inferencex_vllm_row_runs_async_scheduling():
+    # async-scheduling: true in the 2025 Llama-3.1-70B and gpt-oss-120b scripts (9596d23d); vLLM's default from
+    # v0.14.0 for the later images (InferenceX d2c2acb19): a follow-up joins step n + 3, two steps already scheduled
+    for model, system, day in (("meta-llama/Llama-3.1-70B", "h100_sxm", "2025-10-29"),
+                               ("openai/gpt-oss-120b", "b200_sxm", "2026-02-25"),
+                               ("MiniMaxAI/MiniMax-M2.5", "h200_sxm", "2026-03-27")):  # fmt: skip
+        got = _settings(model_path=model, system=system, source_notes=IX.format(c=4, d=day), tp_size=8)
+        assert got["replacement_lag"] == 2
+    # a row without a measured date takes no launcher setting
+    assert "replacement_lag" not in _settings(model_path="openai/gpt-oss-120b", system="b200_sxm", source_notes="x")
+    # vLLM's own preset keeps one step in flight (its synchronous EngineCore.step)
+    assert engines.preset("vllm", get("H200")).replacement_lag == 1

@@ -150,6 +150,21 @@ INFERENCEX_VLLM_GRAPH_TOKENS: dict[tuple[str, str], dict[str, Any]] = {
 }
 VLLM_GRAPH_CAP = 512  # the default capture size's cap (data/engines.json vllm cuda_graph_max_tokens)
 
+# Async scheduling (``replacement_lag`` 2) on every row: the Llama-3.1-70B and gpt-oss-120b launchers pass
+# ``async-scheduling: true`` (9596d23d, the 2025 rows) until d2c2acb19 (2026-02-25) drops the flag from the gpt-oss ones
+# as the default "since v0.14.0" with the v0.15.1 image; the MiniMax-M2.5 launchers (from 2026-03, v0.16.0 and later
+# images) pass neither it nor --no-async-scheduling. vLLM then keeps two steps in flight (EngineCore's batch queue of
+# max_concurrent_batches = 2, vllm/v1/engine/core.py step_with_batch_queue): step n + 1 is scheduled before step n's
+# outputs are processed, and step n + 2 right after, so a follow-up request sent on step n's output joins step n + 3.
+ASYNC_SOURCE = (
+    f"{SCRIPTS}/9596d23d74e9e1e4f4bcdb27572c87cafb746a02/benchmarks/70b_fp8_h100_docker.sh, 70b_fp8_h200_slurm.sh, "
+    "70b_fp8_b200_docker.sh, 70b_fp4_b200_docker.sh, gptoss_fp4_h100_slurm.sh, gptoss_fp4_h200_slurm.sh, "
+    f"gptoss_fp4_b200_docker.sh (async-scheduling: true); {SCRIPTS}/d2c2acb19f0509f8ef0b72f3368f581d6ebe1079 "
+    "('Remove deprecated async-scheduling flag (default since v0.14.0)'); vllm-project/vllm vllm/config/vllm.py "
+    "(async_scheduling None resolves to True unless an incompatible option is set), vllm/v1/engine/core.py "
+    "(step_with_batch_queue)"
+)
+
 
 def _measured(r: dict[str, str]) -> str | None:
     m = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
@@ -161,7 +176,15 @@ def launcher_vllm_settings(r: dict[str, str], inferencex: bool) -> dict[str, Any
     other rows."""
     if r["backend"] != "vllm" or r["mode"] != "agg" or not inferencex:
         return {}
-    return {**moe_kernel(r), **token_budget(r), **max_seqs(r), **kv_cache(r), **eager_prefill(r), **graph_tokens(r)}
+    return {
+        **moe_kernel(r),
+        **token_budget(r),
+        **max_seqs(r),
+        **kv_cache(r),
+        **eager_prefill(r),
+        **graph_tokens(r),
+        **async_scheduling(r),
+    }
 
 
 def moe_kernel(r: dict[str, str]) -> dict[str, Any]:
@@ -219,3 +242,9 @@ def graph_tokens(r: dict[str, str]) -> dict[str, Any]:
         m = re.search(r"silicon_concurrency=(\d+)", r.get("source_notes", ""))
         value = min(2 * int(m.group(1) if m else r["batch_size"]), VLLM_GRAPH_CAP)
     return {"cuda_graph_max_tokens": value, "cuda_graph_tokens_per_seq": 0}
+
+
+def async_scheduling(r: dict[str, str]) -> dict[str, Any]:
+    """``replacement_lag`` 2 for a dated row: every InferenceX vLLM launcher ran vLLM's async scheduling, by its flag or
+    by the image's default (:data:`ASYNC_SOURCE`)."""
+    return {"replacement_lag": 2} if _measured(r) is not None else {}
