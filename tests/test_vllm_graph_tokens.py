@@ -51,9 +51,9 @@ def test_vllm_default_capture_size_is_twice_the_sequence_cap_at_most_512():
         engines.preset("vllm", h200, cuda_graph_max_tokens=-1)
 
 
-def _device(graph: int, host_s: float = 1e-3) -> Device:
+def _device(graph: int, host_s: float = 1e-3, cuda_graphs: bool = True) -> Device:
     hw = get("H100")
-    return Device(resolve("llama-3.1-70b"), hw, Precision(), efficiency("expected", hw), "flash", True, None, 0,
+    return Device(resolve("llama-3.1-70b"), hw, Precision(), efficiency("expected", hw), "flash", cuda_graphs, None, 0,
                   host_s, graph)  # fmt: skip
 
 
@@ -69,6 +69,13 @@ def test_only_passes_above_the_capture_size_take_the_host_floor():
     # decode-only passes: 4 sequences replay a graph; 600 (above 512) do not
     assert float(dev.iteration(4, 1024).time_s) < 0.5
     assert float(dev.iteration(600, 1024).time_s) == pytest.approx(LLAMA70_KERNELS * 1e-3)
+
+
+def test_without_cuda_graphs_every_pass_is_eager_whatever_its_size():
+    # enforce-eager: no graph at any size, so a 16-token prefill and a 4-sequence decode step take the floor too
+    dev = _device(512, cuda_graphs=False)
+    assert float(dev.iteration(0, 0, 1, 16).time_s) == pytest.approx(LLAMA70_KERNELS * 1e-3)
+    assert float(dev.iteration(4, 1024).time_s) == pytest.approx(LLAMA70_KERNELS * 1e-3)
 
 
 def test_without_a_capture_size_every_prefill_pass_is_eager():

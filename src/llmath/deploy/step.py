@@ -244,10 +244,10 @@ class Device:
         return StepCost(np.where(eager, floored, cost.time_s), cost.bytes, cost.flops)
 
     def _eager(self, tokens: np.ndarray, prefill: bool) -> bool | np.ndarray:
-        """Whether a pass of ``tokens`` (holding a prefill token or not) runs without a CUDA graph: above
-        ``graph_tokens``; at or below it, a decode-only pass where ``cuda_graphs`` is off, and a pass that prefills
-        where no ``graph_tokens`` is set (every prefill pass eager)."""
-        below = (not self.graph_tokens) if prefill else (not self.cuda_graphs)
+        """Whether a pass of ``tokens`` (holding a prefill token or not) runs without a CUDA graph: every pass where
+        ``cuda_graphs`` is off; else one above ``graph_tokens``, and at or below it a pass that prefills where no
+        ``graph_tokens`` is set (every prefill pass eager)."""
+        below = not self.cuda_graphs or (prefill and not self.graph_tokens)
         return np.logical_or(below, tokens > self.graph_tokens) if self.graph_tokens else below
 
     def _part(self, part: Part, d, s, nc, c, pf, tokens, rows, has_prefill) -> StepCost:
