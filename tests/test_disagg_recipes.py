@@ -229,3 +229,19 @@ def test_the_dynamo_context_servers_of_tensorrt_llm_rows_run_eagerly():
     assert dict(to_run(_h100_row(), recipe=False).engine_settings) == {"eager_prefill": True}
     sglang = to_run(_h100_row(backend="sglang", backend_version="0.5.8"), recipe=False)
     assert "eager_prefill" not in dict(sglang.engine_settings)  # SGLang's preset already runs its prefill eagerly
+
+
+def test_entries_that_differ_settle_the_layout_they_agree_on():
+    # InferenceX nvidia-master.yaml at 593fb431 (2026-03-18 21:01:02Z, the last version before the row's
+    # 21:01:05Z), DeepSeek-R1 FP8 B200 Dynamo-SGLang 1024/1024 at 1024 clients: 1 prefill + 5 decode workers
+    # (max-tpt-dep8-1p5d), with MTP 2 + 5 (max-tpt-dep8-2p5d) and 1 + 2 (max-tpt-dep8-1p2d); every pool TP 8, EP 8
+    # with attention-DP. The worker counts differ (the fewest: 1 prefill, 2 decode), the layouts do not
+    row = _inferencex(1024, "2026-03-18T21:01:05Z", "lmsysorg/sglang:v0.5.8.post1-cu130-amd64", backend="sglang",
+                      system="b200_sxm", prefill_tp_size=8, prefill_moe_ep_size=8, decode_tp_size=8,
+                      decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 1024)
+    assert (found.group, found.prefill, found.decode) == (POOLS_OPEN, (1, 8, 8, True), (2, 8, 8, True))
+    assert (found.decode_max_batch, found.draft_tokens) == (None, None)  # no agreed slots, no speculation
+    run = to_run(row)
+    assert (run.prefill, run.decode) == (Layout(1, 1, 8, 8, 1), Layout(1, 1, 8, 8, 2))  # attention-DP over 8 GPUs
+    assert to_run(row, recipe=False).decode == Layout(8, 1, 1, 8, 1)  # the columns: one TP 8 pool

@@ -332,24 +332,30 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
 
 def with_recipe(run: Run, r: dict[str, str]) -> Run:
     """A disaggregated run with the pools, decode ``max_batch_size`` and MTP draft tokens its benchmark
-    configuration settles (:func:`llmath.measure.disagg_recipes.recipe_for`, in ``engine_settings``), else its
-    columns with :func:`recipe_defaults`; ``recipe`` names which. An aggregated run is returned as it is."""
+    configuration settles (:func:`llmath.measure.disagg_recipes.recipe_for`, in ``engine_settings``; where its
+    entries differ, each pool whose layout they agree on), else its columns (a decode pool's with
+    :func:`recipe_defaults`); ``recipe`` names which. An aggregated run is returned as it is."""
     from llmath.measure.disagg_recipes import recipe_for
 
     if run.mode == "agg":
         return run
     found = recipe_for(r, run.concurrency)
-    if found.prefill is None or found.decode is None:
+    if found.prefill is None and found.decode is None:
         return replace(recipe_defaults(run), recipe=found.group)
     settings = {"decode_max_batch": found.decode_max_batch, "draft_tokens": found.draft_tokens}
     kept = tuple((k, v) for k, v in settings.items() if v is not None)
-    pre, dec = _recipe_layout(found.prefill), _recipe_layout(found.decode)
-    return replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=(*run.engine_settings, *kept))
+    assert run.prefill is not None and run.decode is not None
+    pre, dec = _recipe_layout(found.prefill, run.prefill), _recipe_layout(found.decode, run.decode)
+    run = replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=(*run.engine_settings, *kept))
+    return run if found.decode is not None else recipe_defaults(run)
 
 
-def _recipe_layout(pool: tuple[int, int, int, bool]) -> Layout:
+def _recipe_layout(pool: tuple[int, int, int, bool] | None, stated: Layout) -> Layout:
     """A recipe's pool (workers, tp, ep, attention-DP) as a replica layout: with attention-DP its ``tp`` GPUs
-    attend data-parallel (TensorRT-LLM's ``enable_attention_dp``, SGLang's ``--enable-dp-attention``)."""
+    attend data-parallel (TensorRT-LLM's ``enable_attention_dp``, SGLang's ``--enable-dp-attention``); the
+    ``stated`` layout where the recipe settles none."""
+    if pool is None:
+        return stated
     workers, tp, ep, adp = pool
     return Layout(1 if adp else tp, 1, tp if adp else 1, ep, workers)
 
