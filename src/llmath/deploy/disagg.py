@@ -243,21 +243,10 @@ def checked_pool(name: str, pool: object) -> dict:
     return pool
 
 
-def serve_disaggregated(
-    model,
-    hardware,
-    *,
-    workload: Workload | None = None,
-    prefill: dict,
-    decode: dict,
-    engine: str = "trtllm",
-    precision=None,
-    efficiency_mode: str = "expected",
-    speculation: Speculation | None = None,
-    decode_max_batch: int | None = None,
-    eager_prefill: bool | None = None,
-    **keywords,
-) -> dict:
+def serve_disaggregated(model, hardware, *, workload: Workload | None = None, prefill: dict, decode: dict,
+                        engine: str = "trtllm", precision=None, efficiency_mode: str = "expected",
+                        speculation: Speculation | None = None, decode_max_batch: int | None = None,
+                        eager_prefill: bool | None = None, **keywords) -> dict:  # fmt: skip
     """A closed loop of ``concurrency`` requests (``workload``: a :class:`~llmath.deploy.workload.Workload` of
     ``prompt``, ``gen``, ``concurrency``, ``prompts_per_client``) on ``prefill["workers"]`` prefill replicas
     and ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
