@@ -281,11 +281,17 @@ def overheads(
     return out
 
 
-def eager_host_s(table: Table, per_kernel_s: float) -> float:
-    """Host seconds of one pass launched op by op from Python (no CUDA graph): its kernels × the engine's host
-    time per eager kernel. The pass takes ``max(GPU time, this)``: the host enqueues ahead of the GPU until the
-    GPU's work is shorter than the host's dispatch, then the GPU waits on every launch."""
-    return float(table.kernels.sum()) * per_kernel_s
+EAGER_HOST_UNITS = ("launch", "operator")
+
+
+def eager_host_s(table: Table, per_kernel_s: float, unit: str = "launch") -> float:
+    """Host seconds of one pass launched op by op from Python (no CUDA graph): the engine's host time per
+    ``unit`` × the pass's count of them: ``launch``, the kernels the engines' module code launches for it
+    (:attr:`llmath.ops.Table.launches`: fused projections one launch, a routed-expert layer's token sort and
+    reduction more, ops/launches.py); ``operator``, its listed operators. The pass takes ``max(GPU time, this)``:
+    the host enqueues ahead of the GPU until the GPU's work is shorter than the host's dispatch, then the GPU
+    waits on every launch."""
+    return (table.launches if unit == "launch" else float(table.kernels.sum())) * per_kernel_s
 
 
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
