@@ -8,6 +8,7 @@ import pytest
 
 from llmath import hardware
 from llmath.hardware.gemm_runs import gemm_runs
+from llmath.hardware.kernels import engine_fp4_gemm
 from llmath.hardware.roofline import efficiency, stage_times
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -55,7 +56,7 @@ def test_a_fused_qkv_decode_kernel_against_the_kernel_table():
     t = table(resolve("llama-3.1-70b"), "decode")
     names = [op.name for op in t.ops]
     qkv = [names.index(n) for n in ("attn.q_proj", "attn.k_proj", "attn.v_proj")]
-    eff = efficiency("expected", H200)
+    eff = engine_fp4_gemm(efficiency("expected", H200), H200, "trtllm")
     got = stage_times(t, Scenario(8, 1, 1000), H200, FP8, eff, decode=True)[0][qkv].sum() / 80  # 80 layers
     assert got == pytest.approx(fused, rel=0.05)
     plain = replace(eff, fused_gemms=False)
@@ -65,14 +66,18 @@ def test_a_fused_qkv_decode_kernel_against_the_kernel_table():
 
 def test_prefill_passes_keep_one_kernel_per_projection():
     t = table(resolve("llama-3.1-70b"), "prefill")
-    eff = efficiency("expected", H200)
+    eff = engine_fp4_gemm(efficiency("expected", H200), H200, "vllm")
     plain = replace(eff, fused_gemms=False)
     a = stage_times(t, Scenario(1, 1024, 0), H200, FP8, eff, decode=False)[0]
     b = stage_times(t, Scenario(1, 1024, 0), H200, FP8, plain, decode=False)[0]
     assert np.array_equal(a, b)
 
 
-def test_only_fitted_devices_fuse():
-    assert efficiency("expected", H200).fused_gemms
-    assert not efficiency("expected", hardware.get("mi300x")).fused_gemms  # defaults: no fitted GEMM model
+def test_fitted_devices_fuse_but_under_llama_cpp():
+    assert efficiency("expected", H200).fused_gemms  # as llmath's default engine (vLLM) runs them
+    for engine in ("vllm", "sglang", "trtllm"):
+        assert engine_fp4_gemm(efficiency("expected", H200), H200, engine).fused_gemms
+    # llama.cpp multiplies by wq, wk and wv one at a time (src/llama-model.cpp)
+    assert not engine_fp4_gemm(efficiency("expected", H200), H200, "llama.cpp").fused_gemms
+    assert not efficiency("expected", hardware.get("mi300x")).fused_gemms  # the defaults: no fitted GEMM model
     assert not efficiency("ideal").fused_gemms

@@ -59,7 +59,8 @@ class Efficiency:
     activation quantiser at up to 64 rows): their memory fraction and per-kernel time there; ``None``: the fp8 GEMM
     fit's, with ``fp8_gemm_overhead_s``. ``fused_gemms``: in decode passes, projections reading the same activation
     run as one GEMM, as the serving engines load them (:mod:`llmath.hardware.gemm_runs`): the fitted fractions at
-    the run's weight size, one per-kernel time per run (set with the fitted kernels).
+    the run's weight size, one per-kernel time per run (on with the fitted kernels, off for an engine that runs
+    them one by one: :func:`llmath.hardware.kernels.engine_fp4_gemm`).
     """
 
     name: str = "expected"
@@ -222,7 +223,7 @@ def fitted(hw: Hardware) -> Efficiency | None:
         fp8_decode_gemm=tuple(c) if (fp8 and (c := ef.fp8_decode_gemm(hw.name))) else None,
         tile_rows=ef.tile_rows(hw.arch),
         fp4_gemm=ef.fp4_gemm(hw.name) if executed(hw, "fp4")[0] == "fp4" else None,
-        fused_gemms=True,
+        fused_gemms=True,  # as llmath's default engine runs them (kernels.FUSED_PROJECTION_ENGINES)
     )
 
 
