@@ -10,8 +10,7 @@ after the Python call, synchronised after every run. Its tables (aiconfigurator-
 batch and local heads. With one prompt of up to 512 tokens the time does not move with the tokens (B200: 0.53 ms
 from 1 to 1,024 tokens at 16 heads; it grows only from 2,048): the module is bound by the host's launches, not
 by the GPU's work. The median of those rows (batch 1, 1-512 tokens, every head count, backend and version the
-system has) over the kernels llmath lists for that module (the ``attn.*`` entries of one DeepSeek-V3 prefill
-layer, :func:`listed_attention_kernels`) is the host time per listed kernel, ``eager_host_per_kernel_s``.
+system has) over the kernels SGLang launches for that module (:func:`attention_launches`) is the host time per launch, ``eager_host_per_kernel_s``.
 
 Prints, per system, the rows, the median module time, the ratio of the 512-token to the 1-token time (the
 flatness) and the host time per kernel, as SGLang's ``eager_host_per_kernel_s.by_device`` in
@@ -34,11 +33,13 @@ SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "b300
 FLAT_TOKENS = 512  # the longest prompt taken: the module's time there is within a few % of one token's
 
 
-def listed_attention_kernels() -> int:
-    """Kernels llmath lists for one DeepSeek-V3 attention module (its prefill table's ``attn.*`` entries of one
-    layer: the projections, the two latent norms, the rotary embedding and the attention kernel)."""
+def attention_launches() -> float:
+    """Kernels SGLang launches for one DeepSeek-V3 attention module: the ``launches`` of its prefill table's
+    ``attn.*`` entries of one layer (the projections, the two latent norms, the rotary embedding and the attention
+    kernel; the compressed KV projection runs inside the query down-projection's launch, ops/launches.py)."""
     t = ops.table(registry.spec("deepseek-v3"), "prefill")
-    return len({getattr(o, "name", str(o)) for o in t.ops if getattr(o, "name", str(o)).startswith("attn.")})
+    per_name = {o.name: o.launches for o in t.ops if o.name.startswith("attn.")}
+    return float(sum(per_name.values()))
 
 
 def module_rows(root: Path, system: str) -> pd.DataFrame:
@@ -53,7 +54,7 @@ def module_rows(root: Path, system: str) -> pd.DataFrame:
 
 def fit(root: Path) -> dict[str, dict[str, float]]:
     """Per llmath device: rows used, median module ms, 512-token / 1-token ratio, host seconds per kernel."""
-    kernels = listed_attention_kernels()
+    kernels = attention_launches()
     out = {}
     for system, name in SYSTEMS.items():
         d = module_rows(root, system)
@@ -71,7 +72,7 @@ def main() -> None:
     ap.add_argument("root", type=Path, help="aiconfigurator-core's systems/data directory or the unpacked wheel")
     args = ap.parse_args()
     root = args.root if (args.root / "b200_sxm").is_dir() else args.root / "aiconfigurator_core" / "systems" / "data"
-    print(f"listed kernels per attention module: {listed_attention_kernels()}")
+    print(f"kernels launched per attention module: {attention_launches():g}")
     for name, r in fit(root).items():
         print(f"{name:9} {r['rows']:4d} rows  module {r['module_ms']:.3f} ms  512/1 tokens {r['flatness']:.2f}  "
               f"{r['per_kernel_s'] * 1e6:.1f} us per kernel")  # fmt: skip
