@@ -10,7 +10,8 @@ after the Python call, synchronised after every run. Its tables (aiconfigurator-
 batch and local heads. With one prompt of up to 512 tokens the time does not move with the tokens (B200: 0.53 ms
 from 1 to 1,024 tokens at 16 heads; it grows only from 2,048): the module is bound by the host's launches, not
 by the GPU's work. The median of those rows (batch 1, 1-512 tokens, every head count, backend and version the
-system has) over the kernels SGLang launches for that module (:func:`attention_launches`) is the host time per launch, ``eager_host_per_kernel_s``.
+system has) over the kernels SGLang launches for that module (:func:`attention_launches`) is the host time per
+launch, ``eager_host_per_kernel_s``.
 
 Prints, per system, the rows, the median module time, the ratio of the 512-token to the 1-token time (the
 flatness) and the host time per kernel, as SGLang's ``eager_host_per_kernel_s.by_device`` in

@@ -202,8 +202,9 @@ def test_a_recipe_file_overrides_its_names_batch():
 
 def test_a_prefill_server_launched_eagerly_takes_its_kernels_host_time():
     # an eager DeepSeek-V3 extend of a few new tokens is the host's launches (the GPU work of 16 tokens is a
-    # fraction of it): the 1,260 kernels SGLang launches for it × SGLang's host time per launch on H200 (aiconfigurator's
-    # eager timing of SGLang's DeepSeek-V3 attention module on H200, 0.609 ms over its 8 launches) = 95.9 ms;
+    # fraction of it): the 1,260 kernels SGLang launches for it × SGLang's host time per launch on H200
+    # (aiconfigurator's eager timing of SGLang's DeepSeek-V3 attention module on H200, 0.609 ms over its 8
+    # launches) = 95.9 ms;
     # SGLang's prefill server runs its extend passes without a graph (its preset's eager_prefill)
     w = Workload(prompt=16, gen=64, concurrency=1)
     pools = dict(prefill={"tp": 8}, decode={"tp": 8})
