@@ -180,7 +180,8 @@ INFERENCEX_TRT_MTP: dict[str, Any] = {
 # ``--max-running-requests`` / ``--max-num-seqs`` (rule_plugin/sglang.rule, vllm.rule and their templates at c46a56b0;
 # raised to at least 512 for deployments only from 71bb3d00e, 2026-01-30).
 GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
-FORMAT_SETTINGS = ("kv_cache_dtype",)  # launcher settings that set the run's formats, not its engine's
+# launcher settings that set the run's formats, not its engine's
+FORMAT_SETTINGS = ("kv_cache_dtype", "checkpoint_formats")
 GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
 GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's rules)
 
@@ -435,7 +436,8 @@ def precision(run: Run):
     p = precision_for(run.model)
     auto = dict(run.engine_settings).get("kv_cache_dtype") == "auto"  # the launcher left the model's dtype
     kv = "fp8" if run.precision in ("fp8", "fp4") and not auto else None
-    gemm, moe = QUANT.get(run.gemm), QUANT.get(run.moe)
+    own = dict(run.engine_settings).get("checkpoint_formats")  # the engine reads the checkpoint's (trt_launchers)
+    gemm, moe = (None, None) if own else (QUANT.get(run.gemm), QUANT.get(run.moe))
     if gemm is None and moe is None:
         return p.override(kv=kv)
     w, a = gemm or (p.weights, p.act_quant or p.activations)

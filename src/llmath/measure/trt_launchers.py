@@ -136,6 +136,34 @@ INFERENCEX_TRT_ADP_BALANCE: dict[str, dict[str, Any]] = {
     },
 }
 
+# The formats TensorRT-LLM runs a checkpoint in on Hopper (sm90), whatever precision label a row carries: it reads the
+# checkpoint's own ``quantization_config``. DeepSeek-R1's FP8 checkpoint is block-scaled (``weight_block_size``
+# [128, 128]), which TensorRT-LLM loads as ``QuantAlgo.FP8_BLOCK_SCALES`` (its CUTLASS MoE backend, the InferenceX
+# H200 scripts' ``moe_config.backend``, times it in aiconfigurator's ``moe_torch_flow_cutlass`` fp8_block table);
+# gpt-oss-120b's MXFP4 experts run ``QuantAlgo.W4A16_MXFP4`` below sm100 (``ModelConfig.get_mxfp4_quant_algo``:
+# MXFP8 activations only from sm100, unless ``OVERRIDE_QUANT_ALGO`` is set, which no such launcher sets). The row's
+# label (``fp8``: per-tensor W8A8; ``fp4``: NVFP4 W4A4) is replaced by the checkpoint's formats
+# (:func:`llmath.measure.serving_runs.precision`, the ``checkpoint_formats`` setting).
+TRT_CHECKPOINT_FORMATS: dict[str, dict[str, Any]] = {
+    "deepseek-ai/DeepSeek-R1": {
+        "labels": ("fp8",), "systems": ("h100_sxm", "h200_sxm"), "runs": "FP8_BLOCK_SCALES",
+        "source": "deepseek-ai/DeepSeek-R1-0528 config.json quantization_config (quant_method fp8, weight_block_size "
+                  "[128, 128]); NVIDIA/TensorRT-LLM tensorrt_llm/_torch/model_config.py (the checkpoint's quantization "
+                  "config as QuantAlgo.FP8_BLOCK_SCALES, whose kv_b_proj/k_b_proj it excludes for the TRTLLM MoE "
+                  "backend; through the code index); SemiAnalysisAI/InferenceX "
+                  "benchmarks/dsr1_fp8_h200_trt_slurm.sh at e06929c701a09f1f354150682e3c96afab8ebe22 and "
+                  "dsr1_fp8_h200_trt.sh at d8cc8977 (MOE_BACKEND=CUTLASS, model deepseek-ai/DeepSeek-R1-0528)",
+    },
+    "openai/gpt-oss-120b": {
+        "labels": ("fp8", "fp4"), "systems": ("h100_sxm", "h200_sxm"), "runs": "W4A16_MXFP4",
+        "source": "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/model_config.py ModelConfig.get_mxfp4_quant_algo "
+                  "(W4A8_MXFP4_MXFP8 only at get_sm_version() >= 100, else W4A16_MXFP4, unless OVERRIDE_QUANT_ALGO; "
+                  "through the code index) and examples/models/core/gpt_oss/README.md (Hopper: bf16 activations, "
+                  "mxfp4 weights); SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_h200_trt_slurm.sh at "
+                  "e06929c701a09f1f354150682e3c96afab8ebe22 (no OVERRIDE_QUANT_ALGO)",
+    },
+}  # fmt: skip
+
 
 def _whole(v: str) -> int:
     """A layout field as a count (empty or 0: 1, as :mod:`.serving_runs` reads it)."""
@@ -148,7 +176,18 @@ def launcher_trt_settings(r: dict[str, str], concurrency: int, dp: int, inferenc
     share = kv_fraction(r, concurrency, inferencex)
     out: dict[str, Any] = {} if share is None else {"gpu_memory_utilization": share}
     out.update(token_budget(r, concurrency, dp, inferencex))
+    out.update(checkpoint_formats(r))
     return {**out, **batch_wait(r, concurrency, inferencex), **adp_balance(r, dp, inferencex)}
+
+
+def checkpoint_formats(r: dict[str, str]) -> dict[str, Any]:
+    """``{"checkpoint_formats": True}`` for an aggregated TensorRT-LLM row whose model, precision label and system
+    a rule of :data:`TRT_CHECKPOINT_FORMATS` names (the engine runs the checkpoint's own formats there); empty
+    elsewhere."""
+    rule = TRT_CHECKPOINT_FORMATS.get(r["model_path"])
+    if rule is None or r["backend"] != "trtllm" or r["system"] not in rule["systems"]:
+        return {}
+    return {"checkpoint_formats": True} if r["precision"] in rule["labels"] else {}
 
 
 def kv_fraction(r: dict[str, str], concurrency: int, inferencex: bool) -> float | None:

@@ -1,0 +1,53 @@
+"""The formats TensorRT-LLM runs DeepSeek-R1's and gpt-oss-120b's checkpoints in on Hopper, whatever precision label
+a measured row carries (``measure.trt_launchers.TRT_CHECKPOINT_FORMATS``)."""
+
+from llmath.measure.serving_runs import engine_settings, precision, to_run
+from llmath.measure.trt_launchers import checkpoint_formats
+
+
+def _row(**kw) -> dict:
+    r = dict(id="r", backend="trtllm", backend_version="", model_path="deepseek-ai/DeepSeek-R1", system="h200_sxm",
+             precision="fp8", mode="agg", isl="1024", osl="1024", gemm_quant_mode="fp8", moe_quant_mode="fp8",
+             batch_size="4", tp_size="8", pp_size="1", attention_dp_size="", moe_tp_size="1", moe_ep_size="8",
+             silicon_ttft_ms="300", silicon_tpot_ms="14",
+             source_notes="model=x; silicon_concurrency=4; measured=2026-01-28T00:00:00Z; wip=False")  # fmt: skip
+    r.update({k: str(v) for k, v in kw.items()})
+    return r
+
+
+def _gptoss(**kw) -> dict:
+    base = dict(model_path="openai/gpt-oss-120b", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4",
+                tp_size=1, moe_ep_size=1)  # fmt: skip
+    return _row(**{**base, **kw})
+
+
+def test_deepseek_r1_fp8_on_hopper_runs_its_block_scaled_checkpoint():
+    # deepseek-ai/DeepSeek-R1(-0528) config.json: quantization_config quant_method fp8, weight_block_size [128, 128]:
+    # block-scaled FP8 weights (FP8_BLOCK_SCALES in TensorRT-LLM), not the label's per-tensor W8A8
+    run = to_run(_row())
+    p = precision(run)
+    assert p.weights == "fp8-block" and p.act_quant == "fp8" and p.kv == "fp8"
+    assert "checkpoint_formats" not in engine_settings(run)  # a format setting, not an engine one
+    assert precision(to_run(_row(system="h100_sxm"))).weights == "fp8-block"
+
+
+def test_gpt_oss_on_hopper_runs_weight_only_mxfp4_experts():
+    # TensorRT-LLM ModelConfig.get_mxfp4_quant_algo: below sm100 W4A16_MXFP4 (MXFP4 experts, bf16 activations);
+    # the checkpoint's modules_to_not_convert keep attention, router, embeddings and LM head in bf16
+    for system, label in (("h200_sxm", "fp4"), ("h100_sxm", "fp8")):
+        p = precision(to_run(_gptoss(system=system, precision=label, gemm_quant_mode=label, moe_quant_mode=label)))
+        assert p.weight_format("experts") == "mxfp4"
+        assert p.act_quant is None and p.activations == "bf16"
+        assert p.weight_format("attention") == "bf16"
+
+
+def test_the_rule_leaves_other_engines_systems_and_labels_alone():
+    assert checkpoint_formats(_row(system="b200_sxm")) == {}  # Blackwell: not this rule
+    assert checkpoint_formats(_gptoss(system="b200_sxm")) == {}  # sm100: W4A8_MXFP4_MXFP8, another format
+    assert checkpoint_formats(_row(backend="vllm")) == {}
+    assert checkpoint_formats(_row(precision="fp4")) == {}  # an NVFP4 checkpoint of DeepSeek-R1 is another model
+    assert checkpoint_formats(_row(model_path="meta-llama/Llama-3.1-70B")) == {}
+    p = precision(to_run(_row(system="b200_sxm")))
+    assert p.weights == "fp8" and p.act_quant == "fp8"  # the label's W8A8 reading stays there
+    # the rule applies to rows of any launcher: TensorRT-LLM, not the script, picks the format from the checkpoint
+    assert checkpoint_formats(_row(source_notes="silicon_concurrency=4")) == {"checkpoint_formats": True}
