@@ -67,8 +67,9 @@ LAUNCHER_MOE_RUNS = {"w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8", "fp8_bloc
 LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_block": "fp8"}
 # the kernels by name (EngineConfig.moe_kernel): vLLM's Marlin MoE (VLLM_MXFP4_USE_MARLIN=1 on Hopper), FlashInfer's
 # MXFP4 × MXFP8 MoE (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 on Blackwell), vLLM's Triton block-FP8 MoE (what
-# VLLM_USE_FLASHINFER_MOE_FP8=0 with VLLM_MOE_USE_DEEP_GEMM=0 leaves); their fits: engine_moe_kernel
-LAUNCHER_MOE_KERNELS = ("marlin", "flashinfer_mxfp8", "triton_fp8_block")
+# VLLM_USE_FLASHINFER_MOE_FP8=0 with VLLM_MOE_USE_DEEP_GEMM=0 leaves), TensorRT-LLM's TRTLLM-gen MoE over MXFP4
+# experts with MXFP8 activations (moe_config.backend TRTLLM on sm100: W4A8_MXFP4_MXFP8); their fits: engine_moe_kernel
+LAUNCHER_MOE_KERNELS = ("marlin", "flashinfer_mxfp8", "triton_fp8_block", "trtllm_gen_mxfp8")
 BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
 # Level Matrix Multiply-Accumulate") and datacenter Blackwell's tcgen05.mma has M = 64 or 128 (PTX ISA,

@@ -164,6 +164,20 @@ TRT_CHECKPOINT_FORMATS: dict[str, dict[str, Any]] = {
     },
 }  # fmt: skip
 
+# The grouped-expert kernel InferenceX's TensorRT-LLM scripts picked (``moe_config.backend``), where a per-kernel table
+# times it (llmath's ``moe_kernel``, applied to prefill passes): gpt-oss-120b on B200 runs MOE_BACKEND="TRTLLM" in
+# every script in force on its rows, which TensorRT-LLM runs over MXFP4 experts with MXFP8 activations from sm100
+# (``ModelConfig.get_mxfp4_quant_algo``: W4A8_MXFP4_MXFP8; the scripts set no OVERRIDE_QUANT_ALGO)
+INFERENCEX_TRT_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
+    ("openai/gpt-oss-120b", "b200_sxm"): {
+        "kernel": "trtllm_gen_mxfp8",
+        "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh at e06929c7, 97f253b5, 06667a51, "
+                  "359900b4, a075f2e7 and benchmarks/gptoss_fp4_b200_trt.sh at d7dbd045 (the commits in force from "
+                  "2025-11-02 to 2026-02-05: MOE_BACKEND=\"TRTLLM\", no OVERRIDE_QUANT_ALGO); NVIDIA/TensorRT-LLM "
+                  "tensorrt_llm/_torch/model_config.py ModelConfig.get_mxfp4_quant_algo",
+    },
+}  # fmt: skip
+
 
 def _whole(v: str) -> int:
     """A layout field as a count (empty or 0: 1, as :mod:`.serving_runs` reads it)."""
@@ -177,7 +191,15 @@ def launcher_trt_settings(r: dict[str, str], concurrency: int, dp: int, inferenc
     out: dict[str, Any] = {} if share is None else {"gpu_memory_utilization": share}
     out.update(token_budget(r, concurrency, dp, inferencex))
     out.update(checkpoint_formats(r))
+    out.update(moe_kernel(r, inferencex))
     return {**out, **batch_wait(r, concurrency, inferencex), **adp_balance(r, dp, inferencex)}
+
+
+def moe_kernel(r: dict[str, str], inferencex: bool) -> dict[str, Any]:
+    """``moe_kernel`` as InferenceX's TensorRT-LLM script for the row's model and system picked it
+    (:data:`INFERENCEX_TRT_MOE_KERNEL`), for its TensorRT-LLM rows; empty elsewhere."""
+    rule = INFERENCEX_TRT_MOE_KERNEL.get((r["model_path"], r["system"]))
+    return {"moe_kernel": rule["kernel"]} if rule is not None and r["backend"] == "trtllm" and inferencex else {}
 
 
 def checkpoint_formats(r: dict[str, str]) -> dict[str, Any]:

@@ -1,8 +1,15 @@
 """The formats TensorRT-LLM runs DeepSeek-R1's and gpt-oss-120b's checkpoints in on Hopper, whatever precision label
-a measured row carries (``measure.trt_launchers.TRT_CHECKPOINT_FORMATS``)."""
+a measured row carries (``measure.trt_launchers.TRT_CHECKPOINT_FORMATS``), and the grouped-expert kernel its
+launchers picked on Blackwell (``INFERENCEX_TRT_MOE_KERNEL``)."""
 
+import pytest
+
+from llmath import hardware
+from llmath.hardware import efficiency_fit as ef
+from llmath.hardware.kernels import launcher_moe_kernel
+from llmath.hardware.roofline import efficiency
 from llmath.measure.serving_runs import engine_settings, precision, to_run
-from llmath.measure.trt_launchers import checkpoint_formats
+from llmath.measure.trt_launchers import checkpoint_formats, moe_kernel
 
 
 def _row(**kw) -> dict:
@@ -51,3 +58,31 @@ def test_the_rule_leaves_other_engines_systems_and_labels_alone():
     assert p.weights == "fp8" and p.act_quant == "fp8"  # the label's W8A8 reading stays there
     # the rule applies to rows of any launcher: TensorRT-LLM, not the script, picks the format from the checkpoint
     assert checkpoint_formats(_row(source_notes="silicon_concurrency=4")) == {"checkpoint_formats": True}
+
+
+def test_gpt_oss_b200_rows_prefill_with_tensorrt_llms_mxfp8_moe_kernel():
+    # every InferenceX gpt-oss B200 TensorRT-LLM script sets MOE_BACKEND="TRTLLM"; TensorRT-LLM runs it as
+    # W4A8_MXFP4_MXFP8 from sm100 (ModelConfig.get_mxfp4_quant_algo)
+    row = _gptoss(system="b200_sxm")
+    assert moe_kernel(row, True) == {"moe_kernel": "trtllm_gen_mxfp8"}
+    assert engine_settings(to_run(row))["moe_kernel"] == "trtllm_gen_mxfp8"
+    assert moe_kernel(row, False) == {}  # another launcher: not read
+    assert moe_kernel(_gptoss(), True) == {}  # H200: the TRITON backend, W4A16 (above)
+    assert moe_kernel(_row(system="b200_sxm"), True) == {}
+
+
+# aiconfigurator-core 0.12.0, b200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet, kernel_source moe_torch_flow,
+# w4a8_mxfp4_mxfp8, gpt-oss-120b's experts (hidden 2880, inter 2880, 128 experts, top-4), balanced, moe-TP = EP = 1
+@pytest.mark.parametrize("tokens, ms", [(1024, 0.311872), (8192, 0.884320)])  # rows 31257, 31263
+def test_trtllm_gen_mxfp8_fit_reproduces_its_table_at_gpt_oss_shape(tokens, ms):
+    hw = hardware.get("b200")
+    entry = ef.data()["engine_moe_kernel"]["devices"]["b200"]["trtllm_gen_mxfp8"]["w4a8_mxfp4_mxfp8"]
+    x = ef.moe_cost(tokens, 2880, 2880, 4, 128, "w4a8_mxfp4_mxfp8", routing="balanced")
+    t = ef.model_time(entry["coef"], *x, hw.peak("fp8"), hw.memory_bandwidth_bytes_per_s, ef.device_tile("b200"))
+    assert float(t) == pytest.approx(ms * 1e-3, rel=entry["held_out"]["p90_abs_err"])
+    # picked, it replaces the prefill experts' model on B200 and nowhere else
+    base = efficiency("expected", hw)
+    got = launcher_moe_kernel(base, hw, "trtllm_gen_mxfp8")
+    assert got.fit("moe_prefill", "w4a8_mxfp4_mxfp8") == tuple(entry["coef"])
+    h200 = hardware.get("h200")
+    assert launcher_moe_kernel(efficiency("expected", h200), h200, "trtllm_gen_mxfp8") == efficiency("expected", h200)
