@@ -72,6 +72,13 @@ KERNELS = {
         "key": "w4a8_mxfp4_mxfp8",
         "peak": "fp8",
     },
+    "trtllm_cutlass_nvfp4": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "trtllm/1.3.0rc20",
+        "kernel": "moe_torch_flow_cutlass",
+        "key": "nvfp4",
+        "peak": "fp4",
+    },
     "triton_fp8_block": {
         "systems": {"b200_sxm": "b200"},
         "table": "vllm/0.19.0",
@@ -98,6 +105,10 @@ OTHERS = {
             "vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular",
             "w4a8_mxfp4_mxfp8",
         ),
+    ),
+    "trtllm_cutlass_nvfp4": (
+        ("itself", "trtllm/1.3.0rc20", "moe_torch_flow_cutlass", "nvfp4"),
+        ("min-latency path", "trtllm/1.3.0rc20", "moe_torch_flow_min_latency", "nvfp4"),
     ),
     "triton_fp8_block": (
         ("itself", "vllm/0.19.0", "vllm_fused_moe", "fp8_block"),
@@ -141,7 +152,10 @@ def fit_kernel(root: Path, sysname: str, name: str, kernel: str) -> dict | None:
 
 
 # the model whose layer each kernel is checked at: (name, hidden, inter, experts, top-k)
-CHECK = {"triton_fp8_block": ("MiniMax-M2.5", 3072, 1536, 256, 8)}
+CHECK = {
+    "triton_fp8_block": ("MiniMax-M2.5", 3072, 1536, 256, 8),
+    "trtllm_cutlass_nvfp4": ("DeepSeek-R1", 7168, 2048, 256, 8),
+}
 GPT_OSS = ("gpt-oss", 2880, 2880, 128, 4)
 
 

@@ -64,11 +64,11 @@ def test_gpt_oss_b200_rows_prefill_with_tensorrt_llms_mxfp8_moe_kernel():
     # every InferenceX gpt-oss B200 TensorRT-LLM script sets MOE_BACKEND="TRTLLM"; TensorRT-LLM runs it as
     # W4A8_MXFP4_MXFP8 from sm100 (ModelConfig.get_mxfp4_quant_algo)
     row = _gptoss(system="b200_sxm")
-    assert moe_kernel(row, True) == {"moe_kernel": "trtllm_gen_mxfp8"}
+    assert moe_kernel(row, 4, 1, True) == {"moe_kernel": "trtllm_gen_mxfp8"}
     assert engine_settings(to_run(row))["moe_kernel"] == "trtllm_gen_mxfp8"
-    assert moe_kernel(row, False) == {}  # another launcher: not read
-    assert moe_kernel(_gptoss(), True) == {}  # H200: the TRITON backend, W4A16 (above)
-    assert moe_kernel(_row(system="b200_sxm"), True) == {}
+    assert moe_kernel(row, 4, 1, False) == {}  # another launcher: not read
+    assert moe_kernel(_gptoss(), 4, 1, True) == {}  # H200: the TRITON backend, W4A16 (above)
+    assert moe_kernel(_row(system="b200_sxm"), 4, 1, True) == {}
 
 
 # aiconfigurator-core 0.12.0, b200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet, kernel_source moe_torch_flow,
@@ -86,3 +86,36 @@ def test_trtllm_gen_mxfp8_fit_reproduces_its_table_at_gpt_oss_shape(tokens, ms):
     assert got.fit("moe_prefill", "w4a8_mxfp4_mxfp8") == tuple(entry["coef"])
     h200 = hardware.get("h200")
     assert launcher_moe_kernel(efficiency("expected", h200), h200, "trtllm_gen_mxfp8") == efficiency("expected", h200)
+
+
+# the same table, kernel_source moe_torch_flow_cutlass, nvfp4, DeepSeek-R1's experts (hidden 7168, inter 2048, 256
+# experts, top-8), balanced, EP 1: (tokens, moe-TP, ms)
+@pytest.mark.parametrize(
+    "tokens, tp, ms", [(1024, 1, 1.180176), (8192, 1, 2.622027), (1024, 8, 0.404832), (8192, 8, 1.454064)]
+)  # rows 190881, 190887, 99237, 99250
+def test_trtllm_cutlass_nvfp4_fit_reproduces_its_table_at_deepseek_shape(tokens, tp, ms):
+    hw = hardware.get("b200")
+    entry = ef.data()["engine_moe_kernel"]["devices"]["b200"]["trtllm_cutlass_nvfp4"]["nvfp4"]
+    x = ef.moe_cost(tokens, 7168, 2048 / tp, 8, 256, "nvfp4", routing="balanced")
+    t = ef.model_time(entry["coef"], *x, hw.peak("fp4"), hw.memory_bandwidth_bytes_per_s, ef.device_tile("b200"))
+    assert ef.BYTES["nvfp4"] == 9 / 16  # 16 e2m1 values (8 bytes) + one e4m3 scale per 16
+    assert float(t) == pytest.approx(ms * 1e-3, rel=entry["held_out"]["p90_abs_err"])
+
+
+def _dsr1_fp4(measured: str, **kw) -> dict:
+    notes = f"model=x; silicon_concurrency=4; measured={measured}T00:00:00Z; wip=False"
+    base = dict(system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4", source_notes=notes)
+    return _row(**{**base, **kw})
+
+
+def test_deepseek_fp4_b200_rows_take_cutlass_where_the_scripts_picked_it():
+    cutlass = {"moe_kernel": "trtllm_cutlass_nvfp4"}
+    # dsr1_fp4_b200_trt_slurm.sh at e06929c7 / f6a9d0b6: CUTLASS from CONC 256 at 1k/1k and 1k/8k, above 32 at 8k/1k
+    assert moe_kernel(_dsr1_fp4("2025-12-15"), 256, 1, True) == cutlass
+    assert moe_kernel(_dsr1_fp4("2025-12-15"), 128, 1, True) == {}
+    assert moe_kernel(_dsr1_fp4("2025-11-02", isl=8192), 64, 1, True) == cutlass
+    assert moe_kernel(_dsr1_fp4("2025-11-02", isl=8192), 32, 1, True) == {}
+    # dsr1_fp4_b200_trt.sh at daa8239f7 (2026-02-03): CUTLASS when DP_ATTENTION is true, TRTLLM otherwise
+    assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 8, True) == cutlass
+    assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 1, True) == {}
+    assert moe_kernel(_dsr1_fp4("2026-02-03", precision="fp8"), 256, 8, True) == {}  # the FP8 scripts: not this

@@ -177,6 +177,19 @@ INFERENCEX_TRT_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
                   "tensorrt_llm/_torch/model_config.py ModelConfig.get_mxfp4_quant_algo",
     },
 }  # fmt: skip
+# DeepSeek-R1 FP4 on B200: the scripts pick MOE_BACKEND="CUTLASS" (NVFP4 experts, W4A4) in some cases, TRTLLM
+# otherwise (whose NVFP4 kernel no per-kernel table times at DeepSeek's expert shape: those rows keep the default
+# model). The plain scripts to 2026-01-28 from a number of clients by lengths; the MTP scripts (from 2026-01-14) and
+# the plain ones from 2026-02-03 wherever the row runs attention-DP
+INFERENCEX_TRT_CUTLASS_NVFP4: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp4", "kernel": "trtllm_cutlass_nvfp4",
+    "by_clients_until": "2026-01-28", "from_clients": {(1024, 1024): 256, (1024, 8192): 256, (8192, 1024): 33},
+    "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp4_b200_trt_slurm.sh at e06929c7, f6a9d0b6 and 008b91a9d "
+              "(CUTLASS from CONC 256 at 1k/1k and 1k/8k, above 32 at 8k/1k, TP 4 and 8); "
+              "dsr1_fp4_b200_trt_mtp_slurm.sh at 008b91a9d, dsr1_fp4_b200_trt.sh at daa8239f7 and ec9128280, "
+              "dsr1_fp4_b200_trt_mtp.sh at ec9128280 "
+              "(CUTLASS when DP_ATTENTION is true)",
+}  # fmt: skip
 
 
 def _whole(v: str) -> int:
@@ -191,15 +204,27 @@ def launcher_trt_settings(r: dict[str, str], concurrency: int, dp: int, inferenc
     out: dict[str, Any] = {} if share is None else {"gpu_memory_utilization": share}
     out.update(token_budget(r, concurrency, dp, inferencex))
     out.update(checkpoint_formats(r))
-    out.update(moe_kernel(r, inferencex))
+    out.update(moe_kernel(r, concurrency, dp, inferencex))
     return {**out, **batch_wait(r, concurrency, inferencex), **adp_balance(r, dp, inferencex)}
 
 
-def moe_kernel(r: dict[str, str], inferencex: bool) -> dict[str, Any]:
-    """``moe_kernel`` as InferenceX's TensorRT-LLM script for the row's model and system picked it
-    (:data:`INFERENCEX_TRT_MOE_KERNEL`), for its TensorRT-LLM rows; empty elsewhere."""
+def moe_kernel(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -> dict[str, Any]:
+    """``moe_kernel`` as InferenceX's TensorRT-LLM script for the row picked it (:data:`INFERENCEX_TRT_MOE_KERNEL`;
+    :data:`INFERENCEX_TRT_CUTLASS_NVFP4` by its date, lengths, clients and ``dp`` attention-DP ranks), for its
+    TensorRT-LLM rows; empty elsewhere."""
+    if r["backend"] != "trtllm" or not inferencex:
+        return {}
     rule = INFERENCEX_TRT_MOE_KERNEL.get((r["model_path"], r["system"]))
-    return {"moe_kernel": rule["kernel"]} if rule is not None and r["backend"] == "trtllm" and inferencex else {}
+    if rule is not None:
+        return {"moe_kernel": rule["kernel"]}
+    c = INFERENCEX_TRT_CUTLASS_NVFP4
+    measured = _measured(r)
+    if (r["model_path"], r["system"], r["precision"]) != (c["model"], c["system"], c["precision"]) or not measured:
+        return {}
+    if mtp_run(r, inferencex) is None and measured <= c["by_clients_until"]:
+        least = c["from_clients"].get((int(r["isl"]), int(r["osl"])))
+        return {"moe_kernel": c["kernel"]} if least is not None and concurrency >= least else {}
+    return {"moe_kernel": c["kernel"]} if dp > 1 else {}
 
 
 def checkpoint_formats(r: dict[str, str]) -> dict[str, Any]:
