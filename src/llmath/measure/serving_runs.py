@@ -14,7 +14,8 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   activations (W8A8), ``fp8_block`` → block-scaled FP8 weights, FP8 activations, ``nvfp4`` → NVFP4 weights
   and activations (W4A4), empty → the checkpoint's own; the MoE mode sets the routed experts' format; the
   modules the checkpoint's ``modules_to_not_convert`` leaves unquantised keep its format (gpt-oss: attention,
-  router, embeddings and LM head in bf16, as every engine loads them);
+  router, embeddings and LM head in bf16, as every engine loads them); TensorRT-LLM rows a rule of
+  :data:`.trt_launchers.TRT_CHECKPOINT_FORMATS` names run the checkpoint's own formats whatever the label;
 * the KV cache: FP8 when the row's ``precision`` is ``fp8`` or ``fp4`` (the collection's rule: a quantised
   checkpoint runs FP8 KV cache and FP8 attention, ``sdk/models/helpers.py`` ``_infer_quant_modes_from_raw_config``),
   else the checkpoint's (bf16), and the checkpoint's where an InferenceX vLLM launcher left vLLM's ``auto``
