@@ -9,7 +9,7 @@ from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.kernels import launcher_moe_kernel
 from llmath.hardware.roofline import efficiency
 from llmath.measure.serving_runs import engine_settings, precision, to_run
-from llmath.measure.trt_launchers import checkpoint_formats, moe_kernel
+from llmath.measure.trt_launchers import checkpoint_formats, moe_kernel, piecewise_prefill
 
 
 def _row(**kw) -> dict:
@@ -119,3 +119,41 @@ def test_deepseek_fp4_b200_rows_take_cutlass_where_the_scripts_picked_it():
     assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 8, True) == cutlass
     assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 1, True) == {}
     assert moe_kernel(_dsr1_fp4("2026-02-03", precision="fp8"), 256, 8, True) == {}  # the FP8 scripts: not this
+
+
+def _dsr1_b200(precision: str, image: str, measured: str, **kw) -> dict:
+    notes = (f"model=x; silicon_concurrency=4; measured={measured}T00:00:00Z; wip=False; "
+             f"image=nvcr.io#nvidia/tensorrt-llm/release:{image}")  # fmt: skip
+    base = dict(system="b200_sxm", precision=precision, source_notes=notes)
+    return _row(**{**base, **kw})
+
+
+def test_deepseek_b200_rows_with_the_piecewise_prefill_graph_run_no_eager_prefill():
+    off = {"eager_prefill": False}
+    # dsr1_fp8_b200_trt.sh at ec7bafaae (image 1.2.0rc6.post2): PIECEWISE_CUDA_GRAPHS from CONC 64 at 1k/1k and 8k/1k,
+    # at 1k/8k from 128 below 256 (256 runs the DEEPGEMM branch instead)
+    fp8 = _dsr1_b200("fp8", "1.2.0rc6.post2", "2026-01-29")
+    assert piecewise_prefill(fp8, 64, 8, 1, 1, True) == off
+    assert piecewise_prefill(fp8, 32, 8, 1, 1, True) == {}
+    assert piecewise_prefill(_dsr1_b200("fp8", "1.2.0rc6.post2", "2026-01-29", osl=8192), 256, 8, 8, 8, True) == {}
+    # dsr1_fp4_b200_trt.sh at 6eecc0e66: 1k/1k with TP 8 and EP_SIZE 8 only
+    fp4 = _dsr1_b200("fp4", "1.2.0rc6.post2", "2026-02-03")
+    assert piecewise_prefill(fp4, 4, 8, 8, 1, True) == off
+    assert piecewise_prefill(fp4, 4, 8, 1, 1, True) == {}
+    # dsr1_fp8_b200_trt_mtp.sh at 5d517074c (1.2.0rc6.post3): on above 4 clients at 1k/1k, off with attention-DP
+    mtp = _dsr1_b200("fp8", "1.2.0rc6.post3", "2026-02-05")
+    assert piecewise_prefill(mtp, 8, 8, 1, 1, True) == off
+    assert piecewise_prefill(mtp, 4, 8, 1, 1, True) == {}
+    assert piecewise_prefill(mtp, 256, 8, 8, 8, True) == {}
+    # dsr1_fp4_b200_trt_mtp.sh at 0aae52d4c: 1k/1k at 32 and 64 clients, 128 without attention-DP
+    mtp4 = _dsr1_b200("fp4", "1.2.0rc6.post3", "2026-02-06")
+    assert piecewise_prefill(mtp4, 64, 8, 8, 1, True) == off
+    assert piecewise_prefill(mtp4, 128, 8, 8, 8, True) == {}
+    assert piecewise_prefill(mtp4, 16, 8, 8, 1, True) == {}
+    # earlier images, other systems, other launchers: the PyTorch backend's eager prefill stays
+    assert piecewise_prefill(_dsr1_b200("fp8", "1.1.0rc2.post2", "2026-01-14"), 64, 8, 1, 1, True) == {}
+    assert piecewise_prefill(fp8, 64, 8, 1, 1, False) == {}
+    assert dict(to_run(fp8).engine_settings)["eager_prefill"] is True  # 4 clients: no graph
+    assert dict(to_run(_dsr1_b200("fp8", "1.2.0rc6.post2", "2026-01-29", batch_size=64,
+                                  source_notes=fp8["source_notes"].replace("concurrency=4", "concurrency=64")))
+                .engine_settings)["eager_prefill"] is False  # fmt: skip

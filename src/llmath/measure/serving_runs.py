@@ -114,6 +114,7 @@ from llmath.measure.trt_launchers import (
     MTP_DRAFT_TOKENS,
     launcher_trt_settings,
     mtp_run,
+    piecewise_prefill,
 )
 from llmath.measure.vllm_launchers import launcher_vllm_settings
 
@@ -316,6 +317,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
         settings.update(launcher_trt_settings(r, _concurrency(r, lay), lay.dp, inferencex))
         settings.update(launcher_sglang_settings(r, _concurrency(r, lay), inferencex))
         settings.update(pytorch_backend_settings(r, inferencex))
+        settings.update(piecewise_prefill(r, _concurrency(r, lay), lay.gpus, lay.ep, lay.dp, inferencex))
         settings.update(launcher_vllm_settings(r, inferencex))
     spec = harness_speculation(r, lay) if agg else None
     if spec is not None:
@@ -396,7 +398,7 @@ def pytorch_backend_settings(r: dict[str, str], inferencex: bool) -> dict[str, b
     InferenceX rows (their launchers start ``trtllm-serve`` with PyTorch-backend options, ``cuda_graph_config``,
     ``moe_config``) and rows of version 1.0 or later (the PyTorch backend is the default there; ``data/engines.json``,
     ``trtllm`` ``eager_prefill``). The launchers' opt-in piecewise prefill graph (DeepSeek-R1 B200 at some
-    concurrencies) is not read."""
+    concurrencies) turns it off again (:func:`.trt_launchers.piecewise_prefill`)."""
     if r.get("backend") != "trtllm":
         return {}
     major = re.match(r"(\d+)\.", r.get("backend_version", ""))

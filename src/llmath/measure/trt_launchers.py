@@ -190,6 +190,45 @@ INFERENCEX_TRT_CUTLASS_NVFP4: dict[str, Any] = {
               "dsr1_fp4_b200_trt_mtp.sh at ec9128280 "
               "(CUTLASS when DP_ATTENTION is true)",
 }  # fmt: skip
+# Where InferenceX's DeepSeek-R1 B200 scripts turn on TensorRT-LLM's piecewise CUDA graph for context passes
+# (``torch_compile_config: enable_piecewise_cuda_graph: true``, ``capture_num_tokens`` 1 … 128 and 256-token steps to
+# ``max_num_tokens``): the non-attention parts of a prefill replay from graphs, so the pass is not launched op by op
+# (llmath's ``eager_prefill`` off; the attention that stays eager is not counted). One rule a script and image; a
+# row matches a case (ISL, OSL, least clients, most clients or None, only without attention-DP) and ``gpus_ep``
+# (the script's TP and EP_SIZE) where given
+INFERENCEX_TRT_PIECEWISE_PREFILL: tuple[dict[str, Any], ...] = (
+    {
+        "precision": "fp8", "image": "1.2.0rc6.post2", "from": "2026-01-29",
+        "cases": ((1024, 1024, 64, None, False), (1024, 8192, 128, 255, False), (8192, 1024, 64, None, False)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt.sh",
+                   "commit": "ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f",
+                   "setting": "PIECEWISE_CUDA_GRAPHS=true at 1k/1k and 8k/1k from CONC 64, at 1k/8k from 128 "
+                              "below 256"},
+    },
+    {
+        "precision": "fp4", "image": "1.2.0rc6.post2", "from": "2026-02-03", "gpus_ep": (8, 8),
+        "cases": ((1024, 1024, 1, None, False),),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp4_b200_trt.sh",
+                   "commit": "6eecc0e66 (unchanged to ec9128280)",
+                   "setting": "PIECEWISE_CUDA_GRAPHS=true at 1k/1k with TP 8 and EP_SIZE 8"},
+    },
+    {
+        "precision": "fp8", "image": "1.2.0rc6.post3", "from": "2026-02-05",
+        "cases": ((1024, 1024, 5, None, True), (1024, 8192, 9, None, True), (8192, 1024, 17, None, True)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt_mtp.sh",
+                   "commit": "5d517074c1221aaf0cfe66813029c1314a80c8ca",
+                   "setting": "PIECEWISE_CUDA_GRAPHS=true but with DP_ATTENTION, CONC <= 4 at 1k/1k, <= 8 at 1k/8k, "
+                              "<= 16 at 8k/1k"},
+    },
+    {
+        "precision": "fp4", "image": "1.2.0rc6.post3", "from": "2026-02-06",
+        "cases": ((1024, 1024, 32, 64, False), (1024, 1024, 128, 128, True), (1024, 8192, 64, 64, False)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp4_b200_trt_mtp.sh",
+                   "commit": "0aae52d4ced7f27fc8c1a8dcb9a500a376683eca",
+                   "setting": "PIECEWISE_CUDA_GRAPHS=true at 1k/1k for CONC 32 and 64 and for 128 without "
+                              "DP_ATTENTION, at 1k/8k for CONC 64"},
+    },
+)  # fmt: skip
 
 
 def _whole(v: str) -> int:
@@ -328,3 +367,26 @@ def adp_balance(r: dict[str, str], dp: int, inferencex: bool) -> dict[str, Any]:
     if r["system"] not in rule.get("systems", (r["system"],)):
         return {}
     return dict(rule["settings"])
+
+
+def piecewise_prefill(r: dict[str, str], concurrency: int, gpus: int, ep: int, dp: int, inferencex: bool) -> dict:
+    """``{"eager_prefill": False}`` for an InferenceX DeepSeek-R1 B200 TensorRT-LLM row whose script turned the
+    piecewise CUDA graph on (:data:`INFERENCEX_TRT_PIECEWISE_PREFILL`: its precision, image and date, then a case of
+    its lengths, clients, ``dp`` attention-DP ranks and, where the rule names them, ``gpus`` and ``ep``); empty
+    elsewhere."""
+    measured = _measured(r)
+    if r["backend"] != "trtllm" or not inferencex or measured is None or r["system"] != "b200_sxm":
+        return {}
+    if r["model_path"] != "deepseek-ai/DeepSeek-R1":
+        return {}
+    lengths = (int(r["isl"]), int(r["osl"]))
+    for rule in INFERENCEX_TRT_PIECEWISE_PREFILL:
+        if r["precision"] != rule["precision"] or measured < rule["from"] or not _image(r).endswith(rule["image"]):
+            continue
+        if rule.get("gpus_ep", (gpus, ep)) != (gpus, ep):
+            return {}
+        for isl, osl, least, most, without_adp in rule["cases"]:
+            if lengths == (isl, osl) and least <= concurrency <= (most or concurrency) and not (without_adp and dp > 1):
+                return {"eager_prefill": False}
+        return {}
+    return {}
