@@ -5,6 +5,8 @@ launchers picked on Blackwell (``INFERENCEX_TRT_MOE_KERNEL``)."""
 import pytest
 
 from llmath import hardware
+from llmath.deploy import engines
+from llmath.errors import WorkloadError
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.kernels import launcher_moe_kernel
 from llmath.hardware.roofline import efficiency
@@ -157,3 +159,16 @@ def test_deepseek_b200_rows_with_the_piecewise_prefill_graph_run_no_eager_prefil
     assert dict(to_run(_dsr1_b200("fp8", "1.2.0rc6.post2", "2026-01-29", batch_size=64,
                                   source_notes=fp8["source_notes"].replace("concurrency=4", "concurrency=64")))
                 .engine_settings)["eager_prefill"] is False  # fmt: skip
+
+
+def test_inferencex_trtllm_rows_tokenize_their_text_prompts_in_the_server():
+    # InferenceX's client posts text (utils/bench_serving); trtllm-serve's DefaultInputProcessor encodes it with the
+    # Hugging Face tokenizer before scheduling: 2.2 µs per token, the vLLM and SGLang presets' rate
+    run = to_run(_gptoss(system="b200_sxm"))
+    assert engine_settings(run)["prompt_token_s"] == 2.2e-6
+    assert "prompt_token_s" not in engine_settings(to_run(_gptoss(system="b200_sxm", source_notes="x=1")))
+    eng = engines.preset("trtllm", prompt_token_s=2.2e-6)
+    assert eng.overheads.request_s(8192) == pytest.approx(8192 * 2.2e-6)  # 18.0 ms for an 8k prompt
+    assert engines.preset("trtllm").overheads.per_prompt_token_s == 0.0  # trtllm-bench passes token ids
+    with pytest.raises(WorkloadError, match="prompt_token_s=0.5"):
+        engines.preset("trtllm", prompt_token_s=0.5)

@@ -118,6 +118,9 @@ class EngineConfig:
     ``eager_prefill``: every pass that prefills is launched op by op from Python (no CUDA graph): it takes the
     longer of its GPU time and its kernels × ``overheads.eager_host_per_kernel_s`` (:class:`.step.Device`).
     ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
+    ``prompt_token_s``: the server's tokenisation per prompt token where a launcher sends text to an engine whose
+    preset takes token ids (TensorRT-LLM's ``trtllm-serve``); it sets ``overheads.per_prompt_token_s`` (None: the
+    preset's).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -142,6 +145,7 @@ class EngineConfig:
     adp_batching_wait_iters: int = 10
     eager_prefill: bool = False
     moe_kernel: str = ""
+    prompt_token_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
@@ -152,6 +156,8 @@ class EngineConfig:
             raise WorkloadError(f"moe_kernel={self.moe_kernel!r}: not a known MoE kernel; use {LAUNCHER_MOE_KERNELS}")
         if self.max_num_seqs < 1:
             raise WorkloadError(f"max_num_seqs={self.max_num_seqs} must be >= 1")
+        if self.prompt_token_s is not None and not 0 <= self.prompt_token_s < 1e-3:
+            raise WorkloadError(f"prompt_token_s={self.prompt_token_s!r} must be seconds per token in [0, 1e-3)")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise WorkloadError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         if self.kv_pool_tokens is not None and self.kv_pool_tokens < 1:

@@ -190,6 +190,13 @@ INFERENCEX_TRT_CUTLASS_NVFP4: dict[str, Any] = {
               "dsr1_fp4_b200_trt_mtp.sh at ec9128280 "
               "(CUTLASS when DP_ATTENTION is true)",
 }  # fmt: skip
+# InferenceX's client sends text prompts (utils/bench_serving/benchmark_serving.py ``sample_random_requests`` decodes
+# the drawn token ids; backend_request_func.py posts ``prompt``), which ``trtllm-serve`` tokenizes before it schedules
+# the request: its completion handler passes the text to ``LLM.generate_async``, whose ``DefaultInputProcessor``
+# calls the Hugging Face tokenizer's ``encode`` (NVIDIA/TensorRT-LLM tensorrt_llm/serve/openai_server.py,
+# tensorrt_llm/inputs/registry.py). The time per token is the vLLM and SGLang presets' (data/engines.json
+# ``per_prompt_token_s``: the same Hugging Face tokenizers, 2.2 µs per prompt token on one core)
+INFERENCEX_TRT_PROMPT_TOKEN_S = 2.2e-6
 # Where InferenceX's DeepSeek-R1 B200 scripts turn on TensorRT-LLM's piecewise CUDA graph for context passes
 # (``torch_compile_config: enable_piecewise_cuda_graph: true``, ``capture_num_tokens`` 1 … 128 and 256-token steps to
 # ``max_num_tokens``): the non-attention parts of a prefill replay from graphs, so the pass is not launched op by op
@@ -244,6 +251,8 @@ def launcher_trt_settings(r: dict[str, str], concurrency: int, dp: int, inferenc
     out.update(token_budget(r, concurrency, dp, inferencex))
     out.update(checkpoint_formats(r))
     out.update(moe_kernel(r, concurrency, dp, inferencex))
+    if r["backend"] == "trtllm" and inferencex:
+        out["prompt_token_s"] = INFERENCEX_TRT_PROMPT_TOKEN_S
     return {**out, **batch_wait(r, concurrency, inferencex), **adp_balance(r, dp, inferencex)}
 
 
