@@ -79,6 +79,13 @@ KERNELS = {
         "key": "nvfp4",
         "peak": "fp4",
     },
+    "trtllm_deepgemm_fp8_block": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "trtllm/1.3.0rc20",
+        "kernel": "deepgemm",
+        "key": "fp8_block",
+        "peak": "fp8",
+    },
     "triton_fp8_block": {
         "systems": {"b200_sxm": "b200"},
         "table": "vllm/0.19.0",
@@ -110,6 +117,7 @@ OTHERS = {
         ("itself", "trtllm/1.3.0rc20", "moe_torch_flow_cutlass", "nvfp4"),
         ("min-latency path", "trtllm/1.3.0rc20", "moe_torch_flow_min_latency", "nvfp4"),
     ),
+    "trtllm_deepgemm_fp8_block": (("itself", "trtllm/1.3.0rc20", "deepgemm", "fp8_block"),),
     "triton_fp8_block": (
         ("itself", "vllm/0.19.0", "vllm_fused_moe", "fp8_block"),
         ("trtllm", "trtllm/1.3.0rc20", "moe_torch_flow", "fp8_block"),
@@ -155,6 +163,7 @@ def fit_kernel(root: Path, sysname: str, name: str, kernel: str) -> dict | None:
 CHECK = {
     "triton_fp8_block": ("MiniMax-M2.5", 3072, 1536, 256, 8),
     "trtllm_cutlass_nvfp4": ("DeepSeek-R1", 7168, 2048, 256, 8),
+    "trtllm_deepgemm_fp8_block": ("DeepSeek-R1", 7168, 2048, 256, 8),
 }
 GPT_OSS = ("gpt-oss", 2880, 2880, 128, 4)
 

@@ -71,7 +71,10 @@ LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_blo
 # VLLM_USE_FLASHINFER_MOE_FP8=0 with VLLM_MOE_USE_DEEP_GEMM=0 leaves), TensorRT-LLM's TRTLLM-gen MoE over MXFP4
 # experts with MXFP8 activations (moe_config.backend TRTLLM on sm100: W4A8_MXFP4_MXFP8), its CUTLASS MoE over NVFP4
 # experts (moe_config.backend CUTLASS, W4A4 NVFP4); their fits: engine_moe_kernel
-LAUNCHER_MOE_KERNELS = ("marlin", "flashinfer_mxfp8", "triton_fp8_block", "trtllm_gen_mxfp8", "trtllm_cutlass_nvfp4")
+LAUNCHER_MOE_KERNELS = (
+    "marlin", "flashinfer_mxfp8", "triton_fp8_block", "trtllm_gen_mxfp8", "trtllm_cutlass_nvfp4",
+    "trtllm_deepgemm_fp8_block",
+)  # fmt: skip
 # NVFP4: 16 e2m1 values + one e4m3 scale = 9 bytes per 16 (NVIDIA's NVFP4, docs/formats.md)
 BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32, "nvfp4": 9 / 16}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup

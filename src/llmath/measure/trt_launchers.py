@@ -190,6 +190,17 @@ INFERENCEX_TRT_CUTLASS_NVFP4: dict[str, Any] = {
               "dsr1_fp4_b200_trt_mtp.sh at ec9128280 "
               "(CUTLASS when DP_ATTENTION is true)",
 }  # fmt: skip
+# DeepSeek-R1 FP8 on B200: MOE_BACKEND="DEEPGEMM" (block-scaled FP8 experts) in every script to 2026-01-28; from
+# 2026-01-29 the plain script at 1k/8k from 256 clients and the MTP script (image 1.2.0rc6.post3) with attention-DP,
+# TRTLLM otherwise (whose block-FP8 kernel no per-kernel table times at DeepSeek's expert shape)
+INFERENCEX_TRT_DEEPGEMM_FP8: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp8", "kernel": "trtllm_deepgemm_fp8_block",
+    "always_until": "2026-01-28", "plain_from_clients": {(1024, 8192): 256}, "mtp_image": "1.2.0rc6.post3",
+    "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_trt_slurm.sh at f6a9d0b6 and 008b91a9d, "
+              "dsr1_fp8_b200_trt_mtp_slurm.sh at 008b91a9d (MOE_BACKEND=\"DEEPGEMM\"); dsr1_fp8_b200_trt.sh at "
+              "ec7bafaae (DEEPGEMM at 1k/8k from CONC 256); dsr1_fp8_b200_trt_mtp.sh at 5d517074c (DEEPGEMM with "
+              "DP_ATTENTION)",
+}  # fmt: skip
 # InferenceX's client sends text prompts (utils/bench_serving/benchmark_serving.py ``sample_random_requests`` decodes
 # the drawn token ids; backend_request_func.py posts ``prompt``), which ``trtllm-serve`` tokenizes before it schedules
 # the request: its completion handler passes the text to ``LLM.generate_async``, whose ``DefaultInputProcessor``
@@ -265,14 +276,29 @@ def moe_kernel(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -
     rule = INFERENCEX_TRT_MOE_KERNEL.get((r["model_path"], r["system"]))
     if rule is not None:
         return {"moe_kernel": rule["kernel"]}
-    c = INFERENCEX_TRT_CUTLASS_NVFP4
     measured = _measured(r)
+    if measured and _deepgemm_fp8(r, measured, concurrency, dp):
+        return {"moe_kernel": INFERENCEX_TRT_DEEPGEMM_FP8["kernel"]}
+    c = INFERENCEX_TRT_CUTLASS_NVFP4
     if (r["model_path"], r["system"], r["precision"]) != (c["model"], c["system"], c["precision"]) or not measured:
         return {}
     if mtp_run(r, inferencex) is None and measured <= c["by_clients_until"]:
         least = c["from_clients"].get((int(r["isl"]), int(r["osl"])))
         return {"moe_kernel": c["kernel"]} if least is not None and concurrency >= least else {}
     return {"moe_kernel": c["kernel"]} if dp > 1 else {}
+
+
+def _deepgemm_fp8(r: dict[str, str], measured: str, concurrency: int, dp: int) -> bool:
+    """Whether the row's script ran DeepGEMM's MoE (:data:`INFERENCEX_TRT_DEEPGEMM_FP8`)."""
+    g = INFERENCEX_TRT_DEEPGEMM_FP8
+    if (r["model_path"], r["system"], r["precision"]) != (g["model"], g["system"], g["precision"]):
+        return False
+    if measured <= g["always_until"]:
+        return True
+    if _image(r).endswith(g["mtp_image"]):
+        return dp > 1
+    least = g["plain_from_clients"].get((int(r["isl"]), int(r["osl"])))
+    return least is not None and concurrency >= least
 
 
 def checkpoint_formats(r: dict[str, str]) -> dict[str, Any]:
