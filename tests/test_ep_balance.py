@@ -82,3 +82,15 @@ def test_tensor_parallel_experts_are_not_slowed(monkeypatch):
     tp = dev.iteration(256, 1500).time_s
     _balanced(monkeypatch)
     assert dev.iteration(256, 1500).time_s == tp
+
+
+def test_report_names_the_busiest_rank_on_expert_parallel_layouts_only():
+    from llmath.deploy.ep_balance import busiest_rank_note
+
+    spec = resolve("deepseek-ai/DeepSeek-R1")
+    ep8 = ParallelConfig(tp=1, dp=8, ep=8).requested(spec)
+    tp8 = ParallelConfig(tp=8).requested(spec)
+    # 64 sequences per replica, 8 replicas' tokens, top-8 of 256 experts: 64·8·8/256 = 16 pairs per expert
+    (note,) = busiest_rank_note(spec, ep8, "h200", "fp8-block", 64.0)
+    assert "16.0 token-expert pairs" in note
+    assert busiest_rank_note(spec, tp8, "h200", "fp8-block", 64.0) == []

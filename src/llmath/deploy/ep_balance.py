@@ -79,3 +79,18 @@ def at_busiest_rank(tm: np.ndarray, t, layout, device: str, fmt: str, tokens) ->
     out = np.array(tm, dtype=float, copy=True)
     out[..., j] = out[..., j] * f[..., None]
     return out
+
+
+def busiest_rank_note(spec, layout, device: str, fmt: str, decode_batch: float) -> list[str]:
+    """A report's note on the busiest EP rank at a decode batch of ``decode_batch`` sequences per replica (one
+    token each, every attention-DP replica's tokens routed together); none without expert parallelism."""
+    moe = spec.parts.ffn.moe
+    if layout is None or layout.ep <= 1 or moe is None:
+        return []
+    pairs = decode_batch * layout.dp * moe.top_k / moe.n_experts
+    f = float(busiest_rank_factor(device, fmt, layout.ep, pairs))
+    return [
+        f"expert parallelism over {layout.ep} ranks: the routed experts run at the busiest rank's pace, "
+        f"x{f:.2f} of balanced routing at {pairs:.1f} token-expert pairs per expert in a decode step "
+        "(power-law routing, data/ep_imbalance.json)"
+    ]
