@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from llmath.hardware import efficiency_fit as ef
+from llmath.ops.split import EXPERT_SPLITS
 
 MIN_PER_EXPERT = 8.0  # token-expert pairs per expert from which the fit applies (scripts/fit_ep_imbalance.py)
 
@@ -61,8 +62,9 @@ def busiest_rank_factor(device: str, fmt: str, ep: int, pairs_per_expert) -> np.
 
 @lru_cache(maxsize=512)
 def expert_columns(t) -> np.ndarray:
-    """Indices of table ``t``'s routed-expert operators (``moe.experts.*``), the ones expert parallelism splits."""
-    return np.array([i for i, o in enumerate(t.ops) if o.name.startswith("moe.experts.")], dtype=int)
+    """Indices of table ``t``'s routed-expert operators: those whose split trait expert parallelism applies to
+    (:data:`llmath.ops.split.EXPERT_SPLITS`)."""
+    return np.array([i for i, o in enumerate(t.ops) if o.split in EXPERT_SPLITS], dtype=int)
 
 
 def at_busiest_rank(tm: np.ndarray, t, layout, device: str, fmt: str, tokens) -> np.ndarray:
