@@ -201,22 +201,25 @@ def test_a_recipe_file_overrides_its_names_batch():
 
 
 def test_a_prefill_server_launched_eagerly_takes_its_kernels_host_time():
-    # sgl-project/sglang pull request #12160: an eager DeepSeek-V3 extend of a few new tokens costs 82.6 ms of host
-    # launches (the GPU work of 16 tokens is a fraction of it); SGLang's prefill server runs its extend passes
-    # without a graph (its preset's eager_prefill)
+    # an eager DeepSeek-V3 extend of a few new tokens is the host's launches (the GPU work of 16 tokens is a
+    # fraction of it): the 1,260 kernels SGLang launches for it × SGLang's host time per launch on H200
+    # (aiconfigurator's eager timing of SGLang's DeepSeek-V3 attention module on H200, 0.609 ms over its 8
+    # launches) = 95.9 ms;
+    # SGLang's prefill server runs its extend passes without a graph (its preset's eager_prefill)
     w = Workload(prompt=16, gen=64, concurrency=1)
     pools = dict(prefill={"tp": 8}, decode={"tp": 8})
     sglang = serve_disaggregated("deepseek-v3", "h200", workload=w, engine="sglang", **pools)
-    assert sglang["prefill_pass_s"] == pytest.approx(0.0826, rel=0.01)
+    assert sglang["prefill_pass_s"] == pytest.approx(1260 * 0.609e-3 / 8, rel=0.01)
     graphed = serve_disaggregated("deepseek-v3", "h200", workload=w, engine="sglang", eager_prefill=False, **pools)
     assert graphed["prefill_pass_s"] < 0.5 * sglang["prefill_pass_s"]
     assert graphed["ttft_s"] < sglang["ttft_s"]
-    # Llama-3-8B's prefill launches 32 layers × 14 kernels (2 norms, q/k/v/o projections, rotary, attention, 2
-    # residual adds, gate, up, activation, down) + embedding, final norm and LM head = 451, at TensorRT-LLM's
-    # 59.5 us each (data/engines.json) = 26.83 ms; its preset (the TensorRT engine backend) has no such floor
+    # Llama-3-8B's prefill lists 32 layers × 14 operators; the module code launches 9 of them per layer (norm, one
+    # QKV GEMM, rotary, attention, o, norm, one gate-up GEMM, activation, down: the residual adds run inside the
+    # RMSNorms) + embedding, final norm and LM head = 291, at TensorRT-LLM's 65.6 us each (data/engines.json) =
+    # 19.09 ms; its preset (the TensorRT engine backend) has no such floor
     small = dict(prefill={"tp": 1}, decode={"tp": 1})
     eager = serve_disaggregated("llama-3-8b", "h100-sxm", workload=w, engine="trtllm", eager_prefill=True, **small)
-    assert eager["prefill_pass_s"] == pytest.approx(451 * 59.5e-6, rel=1e-6)
+    assert eager["prefill_pass_s"] == pytest.approx((32 * 9 + 3) * 65.6e-6, rel=1e-6)
     preset = serve_disaggregated("llama-3-8b", "h100-sxm", workload=w, engine="trtllm", **small)
     assert preset["prefill_pass_s"] < 0.5 * eager["prefill_pass_s"]
     with pytest.raises(LayoutError, match="eager_prefill='yes' must be True, False or None"):
