@@ -66,7 +66,7 @@ class HostStep:
 
 def engine_host_step(eng: EngineConfig, eff: Efficiency) -> HostStep | None:
     """``eng``'s host time per step (its ``overheads`` terms, its ``overlap_scheduler``), or None where it has
-    none or under ``ideal`` efficiency (no engine overheads there, as :func:`llmath.deploy.serving.active_overheads`)."""
+    none or under ``ideal`` efficiency (no engine overheads there: :func:`llmath.deploy.serving.active_overheads`)."""
     ov = eng.overheads
     host = HostStep(ov.host_step_s, ov.host_step_per_request_s, eng.overlap_scheduler)
     return host if host.active and eff.name != "ideal" else None
