@@ -64,7 +64,7 @@ def test_serving_takes_the_host_floor_from_the_engines_terms(monkeypatch):
     base = serve("llama-3.2-1b", "h100-sxm", workload=work, engine="trtllm").metrics
     pre = engines.overheads("trtllm")
     ov = replace(pre, host_step_per_request_s=200e-6, sources={**pre.sources, "host_step_per_request_s": "a test"})
-    monkeypatch.setattr(engines, "overheads", lambda name: ov)  # the preset with a per-request host term
+    monkeypatch.setattr(engines, "overheads", lambda name, hw=None: ov)  # the preset with a per-request host term
     floored = serve("llama-3.2-1b", "h100-sxm", workload=work, engine="trtllm").metrics
     # 128 resident requests × 200 µs = 25.6 ms per decode step, far above a 1B model's GPU step on an H100
     assert base["tpot_s"] < 25.6e-3 <= floored["tpot_s"] * 1.0001
