@@ -15,6 +15,7 @@ from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import drifting_state, in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
+from llmath.deploy.ep_balance import busiest_rank_note
 from llmath.deploy.host_step import engine_host_step
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
@@ -81,7 +82,7 @@ def serve(
     graph = 0 if eng.eager_prefill else graph_tokens(eng)  # passes above it run eagerly; eager_prefill: all
     host = eng.overheads.eager_host_per_kernel_s if eng.eager_prefill or graph else 0.0
     dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph, eng.eager_host_unit,
-                 engine_host_step(eng, eff))  # fmt: skip
+                 host_step=engine_host_step(eng, eff))  # fmt: skip
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
@@ -91,6 +92,7 @@ def serve(
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client)
     notes += _state_notes(ss, mem, eng, req, arrival)
+    notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]))
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 

@@ -128,6 +128,9 @@ class EngineConfig:
     (TensorRT-LLM's overlap scheduler), so its host time per step (``overheads.host_step_s`` and
     ``host_step_per_request_s``) is hidden up to the GPU's time rather than added to it (:mod:`.host_step`).
     ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
+    ``prompt_token_s``: the server's tokenisation per prompt token where a launcher sends text to an engine whose
+    preset takes token ids (TensorRT-LLM's ``trtllm-serve``); it sets ``overheads.per_prompt_token_s`` (None: the
+    preset's).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -156,6 +159,7 @@ class EngineConfig:
     eager_host_unit: str = "launch"
     moe_kernel: str = ""
     overlap_scheduler: bool = True
+    prompt_token_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
@@ -166,6 +170,8 @@ class EngineConfig:
             raise WorkloadError(f"moe_kernel={self.moe_kernel!r}: not a known MoE kernel; use {LAUNCHER_MOE_KERNELS}")
         if self.max_num_seqs < 1:
             raise WorkloadError(f"max_num_seqs={self.max_num_seqs} must be >= 1")
+        if self.prompt_token_s is not None and not 0 <= self.prompt_token_s < 1e-3:
+            raise WorkloadError(f"prompt_token_s={self.prompt_token_s!r} must be seconds per token in [0, 1e-3)")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise WorkloadError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         if self.kv_pool_tokens is not None and self.kv_pool_tokens < 1:
