@@ -19,6 +19,10 @@ the kernels, on the critical path unless it overlaps that work with the GPU:
 * ``piecewise_host_per_layer_s``: per attention call of a pass that prefills and replays piecewise CUDA graphs
   (vLLM): the eager attention call and the graph replay around it. Such a pass takes the longer of its GPU time
   and this × its attention calls (:func:`llmath.hardware.roofline.piecewise_host_s`).
+* ``host_step_s`` / ``host_step_per_request_s``: the host's work per step, a constant and a part per request the
+  step carries (scheduling, input preparation, sampling bookkeeping, responses): not added, the step lasts the
+  longer of its GPU time and that time under an overlap scheduler, the sum without one
+  (:mod:`llmath.deploy.host_step`, applied by :class:`llmath.deploy.Device`).
 * ``front_end_s``: once per request sent to the engine's server (continuous-batching serving, not a static
   batch): its HTTP handling, hand-off to the scheduler and first streamed chunk. 0 in every preset: no source
   states it, and the value fitted to measured serving runs is refuted by the held-out published results
@@ -53,6 +57,8 @@ TERMS = (
     "front_end_s",
     "eager_host_per_kernel_s",
     "piecewise_host_per_layer_s",
+    "host_step_s",
+    "host_step_per_request_s",
 )
 
 
@@ -69,6 +75,8 @@ class Overheads:
     front_end_s: float = 0.0
     eager_host_per_kernel_s: float = 0.0
     piecewise_host_per_layer_s: float = 0.0
+    host_step_s: float = 0.0
+    host_step_per_request_s: float = 0.0
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
