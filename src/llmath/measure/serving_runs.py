@@ -12,7 +12,9 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   of a bundled base model is that model, its formats then come from the row's quant modes);
 * ``gemm_quant_mode`` / ``moe_quant_mode`` (the formats the engine ran): ``fp8`` → FP8 weights and
   activations (W8A8), ``fp8_block`` → block-scaled FP8 weights, FP8 activations, ``nvfp4`` → NVFP4 weights
-  and activations (W4A4), empty → the checkpoint's own; the MoE mode sets the routed experts' format; the
+  and activations (W4A4), empty → the checkpoint's own; ``fp8`` reads as block-scaled FP8 where the bundled
+  checkpoint's config.json stores those weights so (``quantization_config.weight_block_size``: DeepSeek-R1,
+  MiniMax-M2.5); the MoE mode sets the routed experts' format; the
   modules the checkpoint's ``modules_to_not_convert`` leaves unquantised keep its format (gpt-oss: attention,
   router, embeddings and LM head in bf16, as every engine loads them);
 * the KV cache: FP8 when the row's ``precision`` is ``fp8`` or ``fp4`` (the collection's rule: a quantised
@@ -127,7 +129,8 @@ MODELS = {
     "Qwen/Qwen3-32B": "qwen3-32b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",  # the FP8 checkpoint of the same architecture
 }
-QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
+BLOCK_FP8 = "fp8-block"
+QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": (BLOCK_FP8, "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
 KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
 DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
 # InferenceX's benchmark client: lengths uniform integers in [⌊0.8·L⌋, L] (module docstring,
@@ -438,6 +441,13 @@ def recipe_defaults(run: Run) -> Run:
 KEPT_UNQUANTISED = "quantization_config.modules_to_not_convert"
 
 
+def _as_stored(quant: tuple[str, str] | None, stored: str) -> tuple[str, str] | None:
+    """A row's FP8 mode as the checkpoint stores those weights: ``fp8`` reads as block-scaled FP8 where the
+    model's bundled config.json quantises them in 128 × 128 blocks (``quantization_config.weight_block_size``:
+    DeepSeek-R1, MiniMax-M2.5; the engines load such weights block-scaled whatever the collection's label)."""
+    return (BLOCK_FP8, quant[1]) if quant is not None and quant[0] == "fp8" and stored == BLOCK_FP8 else quant
+
+
 def precision(run: Run):
     """The formats the run's engine executed (module docstring)."""
     from llmath.model.checkpoint import precision_for
@@ -445,7 +455,7 @@ def precision(run: Run):
     p = precision_for(run.model)
     auto = dict(run.engine_settings).get("kv_cache_dtype") == "auto"  # the launcher left the model's dtype
     kv = "fp8" if run.precision in ("fp8", "fp4") and not auto else None
-    gemm, moe = QUANT.get(run.gemm), QUANT.get(run.moe)
+    gemm, moe = _as_stored(QUANT.get(run.gemm), p.weights), _as_stored(QUANT.get(run.moe), p.weight_format("experts"))
     if gemm is None and moe is None:
         return p.override(kv=kv)
     w, a = gemm or (p.weights, p.act_quant or p.activations)

@@ -148,7 +148,39 @@ def launcher_trt_settings(r: dict[str, str], concurrency: int, dp: int, inferenc
     share = kv_fraction(r, concurrency, inferencex)
     out: dict[str, Any] = {} if share is None else {"gpu_memory_utilization": share}
     out.update(token_budget(r, concurrency, dp, inferencex))
-    return {**out, **batch_wait(r, concurrency, inferencex), **adp_balance(r, dp, inferencex)}
+    return {
+        **out,
+        **batch_wait(r, concurrency, inferencex),
+        **adp_balance(r, dp, inferencex),
+        **moe_backend(r, concurrency, dp, inferencex),
+    }
+
+
+# The MoE backend InferenceX's DeepSeek-R1 FP8 B200 scripts write (``moe_config.backend``) where it is not
+# TensorRT-LLM's DEEPGEMM default of earlier versions: ``TRTLLM`` (the TensorRT-LLM-generated block-scale MoE) in
+# benchmarks/dsr1_fp8_b200_trt.sh from ec7bafaae (2026-01-29; DEEPGEMM kept at ISL 1024, OSL 8192 from CONC 256) and
+# benchmarks/dsr1_fp8_b200_trt_mtp.sh from 5d517074c (2026-02-05; DEEPGEMM kept with attention-DP).
+INFERENCEX_TRT_MOE_BACKEND: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp8", "kernel": "trtllm_gen_fp8_block",
+    "from": "2026-01-29", "mtp_from": "2026-02-05", "deepgemm_lengths": (1024, 8192), "deepgemm_from_clients": 256,
+    "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_trt.sh at ec7bafaae, dsr1_fp8_b200_trt_mtp.sh at "
+    "5d517074c, benchmarks/single_node/ at 79a42e20 (MOE_BACKEND=\"TRTLLM\")",
+}  # fmt: skip
+
+
+def moe_backend(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -> dict[str, Any]:
+    """``moe_kernel`` for an InferenceX DeepSeek-R1 FP8 B200 row its script ran on the TRTLLM MoE backend
+    (:data:`INFERENCEX_TRT_MOE_BACKEND`); empty elsewhere."""
+    rule, measured = INFERENCEX_TRT_MOE_BACKEND, _measured(r)
+    case = (r["model_path"], r["system"], r["precision"])
+    if not inferencex or measured is None or case != (rule["model"], rule["system"], rule["precision"]):
+        return {}
+    if mtp_run(r, inferencex) is not None:
+        return {"moe_kernel": rule["kernel"]} if measured >= rule["mtp_from"] and dp <= 1 else {}
+    deepgemm = (int(r["isl"]), int(r["osl"])) == rule["deepgemm_lengths"] and concurrency >= rule[
+        "deepgemm_from_clients"
+    ]
+    return {} if measured < rule["from"] or deepgemm else {"moe_kernel": rule["kernel"]}
 
 
 def kv_fraction(r: dict[str, str], concurrency: int, inferencex: bool) -> float | None:
