@@ -68,9 +68,19 @@ def disaggregation(name: str, key: str) -> float | None:
     return None if s is None else s["value"]
 
 
-def overheads(name: str) -> Overheads:
-    """The engine's per-request and per-iteration overhead terms (``overheads`` in ``data/engines.json``)."""
-    return Overheads.from_dict(name, _data()[_check(name)].get("overheads", {}))
+def overheads(name: str, hw: Hardware | None = None) -> Overheads:
+    """The engine's per-request and per-iteration overhead terms (``overheads`` in ``data/engines.json``); on
+    ``hw``, a term's ``by_device`` value for that device where the entry has one (a host time measured on it)."""
+    terms = _data()[_check(name)].get("overheads", {})
+    if hw is not None:
+        terms = {k: _on_device(v, hw.name) for k, v in terms.items()}
+    return Overheads.from_dict(name, terms)
+
+
+def _on_device(term, device: str):
+    """An overhead entry with its ``by_device`` value for ``device`` as its value (the entry as it is without)."""
+    by_device = term.get("by_device", {}) if isinstance(term, dict) else {}
+    return {**term, "value": by_device[device]} if device in by_device else term
 
 
 def preset(name: str, hw: Hardware | None = None, tp: int = 1, offline: bool = False, **overrides) -> EngineConfig:
@@ -83,7 +93,7 @@ def preset(name: str, hw: Hardware | None = None, tp: int = 1, offline: bool = F
     if vals.get("max_num_seqs") is None:
         vals["max_num_seqs"] = 1 << 20  # no fixed cap: the KV pool limits the resident requests
     sources = {k: s["source"] for k, s in _data()[name]["settings"].items()}
-    eng = EngineConfig(name=name, sources=sources, overheads=overheads(name), **vals)
+    eng = EngineConfig(name=name, sources=sources, overheads=overheads(name, hw), **vals)
     unknown = set(overrides) - set(keys)
     if unknown:
         raise WorkloadError(f"unknown engine setting(s) {sorted(unknown)}; settable: {', '.join(keys)}")

@@ -109,7 +109,7 @@ import numpy as np
 from llmath.deploy.bench_client import INFERENCEX, BenchClient
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
-from llmath.measure.sglang_launchers import launcher_sglang_settings
+from llmath.measure.sglang_launchers import first_wave_chunked, launcher_sglang_settings
 from llmath.measure.trt_launchers import (
     GENERATOR_TRT_KV_FRACTION,
     MTP_DRAFT_TOKENS,
@@ -309,6 +309,9 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     if inferencex and not harness_warmed(r):
         assumed.append(f"client sent no warm-up requests (InferenceX before {INFERENCEX_WARMUP['from']}): the first"
                        " wave met a cold server, not modelled")  # fmt: skip
+        if agg and lay is not None and first_wave_chunked(r, _concurrency(r, lay), _drawn_mean(int(r["isl"]))):
+            assumed.append("the first wave's prompts exceed one prefill batch of the SGLang script: its chunked "
+                           "prefill ran the extend-with-prefix path cold (such runs measure seconds)")  # fmt: skip
     settings = {} if inferencex or not agg else launcher_settings(r)
     budget = harness_budget(r, _concurrency(r, lay)) if agg else None
     if budget is not None:
@@ -391,6 +394,11 @@ def harness_speculation(r: dict[str, str], lay: Layout | None):
         return None
     k = rule["k_attention_dp"] if lay is not None and lay.dp > 1 else rule["k"]
     return mtp_speculation(k)
+
+
+def _drawn_mean(length: int) -> float:
+    """The mean of the lengths InferenceX's client draws for an upper bound L: integers uniform in [⌊0.8·L⌋, L]."""
+    return (int(INFERENCEX_RANGE_RATIO * length) + length) / 2
 
 
 def harness_warmed(r: dict[str, str]) -> bool:
