@@ -7,7 +7,7 @@ from llmath import hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import efficiency
 from llmath.hardware.kernels import engine_fp4_gemm, launcher_moe_kernel
-from llmath.measure.trt_launchers import moe_backend
+from llmath.measure.trt_launchers import moe_kernel
 
 # (device, engine, table file under aiconfigurator-core 0.12.0 systems/data/, kernel_source, (hidden, inter,
 # experts, top-k), tokens, moe-TP, measured ms, row): moe_dtype fp8_block, balanced, moe_ep_size 1
@@ -102,10 +102,10 @@ def _trt_row(measured: str, isl: int = 1024, osl: int = 1024, **kw) -> dict[str,
 def test_trtllm_moe_backend_as_inferencex_dsr1_fp8_b200_script_writes_it():
     # benchmarks/dsr1_fp8_b200_trt.sh: MOE_BACKEND="DEEPGEMM" until ec7bafaae (2026-01-29), then "TRTLLM" except
     # ISL 1024 / OSL 8192 from CONC 256 (DEEPGEMM)
-    assert moe_backend(_trt_row("2026-02-05"), 64, 1, True) == {"moe_kernel": "trtllm_gen_fp8_block"}
-    assert moe_backend(_trt_row("2026-02-05", 1024, 8192), 128, 1, True) == {"moe_kernel": "trtllm_gen_fp8_block"}
-    assert moe_backend(_trt_row("2026-02-05", 1024, 8192), 256, 1, True) == {}
-    assert moe_backend(_trt_row("2026-01-14"), 64, 1, True) == {}
-    assert moe_backend(_trt_row("2026-02-05"), 64, 1, False) == {}  # not InferenceX's
-    assert moe_backend(_trt_row("2026-02-05", system="h200_sxm"), 64, 1, True) == {}  # H200: CUTLASS
-    assert moe_backend(_trt_row("2026-02-05", precision="fp4"), 64, 1, True) == {}
+    gen, deepgemm = {"moe_kernel": "trtllm_gen_fp8_block"}, {"moe_kernel": "trtllm_deepgemm_fp8_block"}
+    assert moe_kernel(_trt_row("2026-02-05"), 64, 1, True) == gen
+    assert moe_kernel(_trt_row("2026-02-05", 1024, 8192), 128, 1, True) == gen
+    assert moe_kernel(_trt_row("2026-02-05", 1024, 8192), 256, 1, True) == deepgemm
+    assert moe_kernel(_trt_row("2026-01-14"), 64, 1, True) == deepgemm
+    assert moe_kernel(_trt_row("2026-02-05"), 64, 1, False) == {}  # not InferenceX's
+    assert moe_kernel(_trt_row("2026-02-05", system="h200_sxm"), 64, 1, True) == {}  # H200: CUTLASS

@@ -98,4 +98,12 @@ def preset(name: str, hw: Hardware | None = None, tp: int = 1, offline: bool = F
     if unknown:
         raise WorkloadError(f"unknown engine setting(s) {sorted(unknown)}; settable: {', '.join(keys)}")
     over = {k: v for k, v in overrides.items() if v is not None}
-    return replace(eng, **over) if over else eng
+    eng = replace(eng, **over) if over else eng
+    return _with_prompt_tokenisation(eng) if eng.prompt_token_s is not None else eng
+
+
+def _with_prompt_tokenisation(eng: EngineConfig) -> EngineConfig:
+    """``eng`` with its ``prompt_token_s`` as the overheads' ``per_prompt_token_s`` (a launcher's text prompts)."""
+    ov = eng.overheads
+    src = {**ov.sources, "per_prompt_token_s": "the launcher's text prompts (EngineConfig.prompt_token_s)"}
+    return replace(eng, overheads=replace(ov, per_prompt_token_s=float(eng.prompt_token_s or 0.0), sources=src))

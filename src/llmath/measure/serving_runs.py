@@ -16,7 +16,8 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   checkpoint's config.json stores those weights so (``quantization_config.weight_block_size``: DeepSeek-R1,
   MiniMax-M2.5); the MoE mode sets the routed experts' format; the
   modules the checkpoint's ``modules_to_not_convert`` leaves unquantised keep its format (gpt-oss: attention,
-  router, embeddings and LM head in bf16, as every engine loads them);
+  router, embeddings and LM head in bf16, as every engine loads them); TensorRT-LLM rows a rule of
+  :data:`.trt_launchers.TRT_CHECKPOINT_FORMATS` names run the checkpoint's own formats whatever the label;
 * the KV cache: FP8 when the row's ``precision`` is ``fp8`` or ``fp4`` (the collection's rule: a quantised
   checkpoint runs FP8 KV cache and FP8 attention, ``sdk/models/helpers.py`` ``_infer_quant_modes_from_raw_config``),
   else the checkpoint's (bf16), and the checkpoint's where an InferenceX vLLM launcher left vLLM's ``auto``
@@ -109,12 +110,14 @@ import numpy as np
 from llmath.deploy.bench_client import INFERENCEX, BenchClient
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
+from llmath.measure.run_formats import precision
 from llmath.measure.sglang_launchers import first_wave_chunked, launcher_sglang_settings
 from llmath.measure.trt_launchers import (
     GENERATOR_TRT_KV_FRACTION,
     MTP_DRAFT_TOKENS,
     launcher_trt_settings,
     mtp_run,
+    piecewise_prefill,
 )
 from llmath.measure.vllm_launchers import launcher_vllm_settings
 
@@ -129,8 +132,6 @@ MODELS = {
     "Qwen/Qwen3-32B": "qwen3-32b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",  # the FP8 checkpoint of the same architecture
 }
-BLOCK_FP8 = "fp8-block"
-QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": (BLOCK_FP8, "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
 KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
 DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
 # InferenceX's benchmark client: lengths uniform integers in [⌊0.8·L⌋, L] (module docstring,
@@ -183,7 +184,8 @@ INFERENCEX_TRT_MTP: dict[str, Any] = {
 # ``--max-running-requests`` / ``--max-num-seqs`` (rule_plugin/sglang.rule, vllm.rule and their templates at c46a56b0;
 # raised to at least 512 for deployments only from 71bb3d00e, 2026-01-30).
 GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
-FORMAT_SETTINGS = ("kv_cache_dtype",)  # launcher settings that set the run's formats, not its engine's
+# launcher settings that set the run's formats, not its engine's
+FORMAT_SETTINGS = ("kv_cache_dtype", "checkpoint_formats")
 GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
 GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's rules)
 
@@ -320,6 +322,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
         settings.update(launcher_trt_settings(r, _concurrency(r, lay), lay.dp, inferencex))
         settings.update(launcher_sglang_settings(r, _concurrency(r, lay), inferencex))
         settings.update(pytorch_backend_settings(r, inferencex))
+        settings.update(piecewise_prefill(r, _concurrency(r, lay), lay.gpus, lay.ep, lay.dp, inferencex))
         settings.update(launcher_vllm_settings(r, inferencex))
     if not agg:  # the prefill servers' passes (the decode servers replay graphs; deploy.disagg.prefill_eager)
         settings.update(pytorch_backend_settings(r, inferencex))
@@ -415,7 +418,7 @@ def pytorch_backend_settings(r: dict[str, str], inferencex: bool) -> dict[str, b
     ishandhanani/srt-slurm ``recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen1_dep8_batch512_eplb0_mtp0_4096.yaml`` at
     fe2cd905) and rows of version 1.0 or later (the PyTorch backend is the default there; ``data/engines.json``,
     ``trtllm`` ``eager_prefill``). The aggregated launchers' opt-in piecewise prefill graph (DeepSeek-R1 B200 at
-    some concurrencies) is not read."""
+    some concurrencies) turns it off again (:func:`.trt_launchers.piecewise_prefill`)."""
     if r.get("backend") != "trtllm":
         return {}
     major = re.match(r"(\d+)\.", r.get("backend_version", ""))
@@ -444,39 +447,9 @@ def recipe_defaults(run: Run) -> Run:
     return replace(run, decode=replace(D, tp=1, dp=D.tp), assumed=(*run.assumed, note))
 
 
-# the checkpoint's own list of modules its quantisation leaves unconverted (vLLM and TensorRT-LLM load them
-# unquantised whatever the run's GEMM mode: llmath.model.quant)
-KEPT_UNQUANTISED = "quantization_config.modules_to_not_convert"
-
-
-def _as_stored(quant: tuple[str, str] | None, stored: str) -> tuple[str, str] | None:
-    """A row's FP8 mode as the checkpoint stores those weights: ``fp8`` reads as block-scaled FP8 where the
-    model's bundled config.json quantises them in 128 × 128 blocks (``quantization_config.weight_block_size``:
-    DeepSeek-R1, MiniMax-M2.5; the engines load such weights block-scaled whatever the collection's label)."""
-    return (BLOCK_FP8, quant[1]) if quant is not None and quant[0] == "fp8" and stored == BLOCK_FP8 else quant
-
-
-def precision(run: Run):
-    """The formats the run's engine executed (module docstring)."""
-    from llmath.model.checkpoint import precision_for
-
-    p = precision_for(run.model)
-    auto = dict(run.engine_settings).get("kv_cache_dtype") == "auto"  # the launcher left the model's dtype
-    kv = "fp8" if run.precision in ("fp8", "fp4") and not auto else None
-    gemm, moe = _as_stored(QUANT.get(run.gemm), p.weights), _as_stored(QUANT.get(run.moe), p.weight_format("experts"))
-    if gemm is None and moe is None:
-        return p.override(kv=kv)
-    w, a = gemm or (p.weights, p.act_quant or p.activations)
-    kept = {m: p.weight_format(m) for m, src in p.sources if src == KEPT_UNQUANTISED}
-    p = p.override(weights=w, kv=kv)
-    mods = {**({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
-    act = a if gemm is not None else moe[1] if moe is not None else None
-    return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
-
-
 def engine_settings(run: Run) -> dict[str, Any]:
     """The run's settings of the engine (:class:`llmath.deploy.serving.EngineConfig`), without those that set its
-    formats (``kv_cache_dtype``, read by :func:`precision`)."""
+    formats (``kv_cache_dtype``, read by :func:`.run_formats.precision`)."""
     return {k: v for k, v in run.engine_settings if k not in FORMAT_SETTINGS}
 
 
