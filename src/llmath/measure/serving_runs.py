@@ -461,10 +461,10 @@ def precision(run: Run):
     gemm, moe = (None, None) if own else (QUANT.get(run.gemm), QUANT.get(run.moe))
     if gemm is None and moe is None:
         return p.override(kv=kv)
-    w, a = gemm or (p.weights, p.act_quant or p.activations)
+    w, a = gemm or (p.weights, p.act_quant or p.activations)  # w: a bundled published checkpoint's formats (index.json)
     kept = {m: p.weight_format(m) for m, src in p.sources if src == KEPT_UNQUANTISED}
-    p = p.override(weights=w, kv=kv)
-    mods = {**({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
+    p = precision_for(run.model, weights=w).override(kv=kv)
+    mods = {**dict(p.modules), **({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
     act = a if gemm is not None else moe[1] if moe is not None else None
     return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
 
