@@ -264,9 +264,14 @@ def test_quant_modes_map_to_executed_formats():
     assert (p.weights, p.act_quant, p.kv) == ("fp8", "fp8", "fp8")
     p = precision(to_run(_row()))
     assert (p.weights, p.act_quant, p.kv) == ("nvfp4", "nvfp4", "fp8")
-    # DeepSeek-R1 fp8 with block-scaled experts: the experts keep their own format
+    # DeepSeek-R1's fp8 label over a block-scaled checkpoint (deepseek-ai/DeepSeek-R1 config.json:
+    # quantization_config {quant_method: fp8, weight_block_size: [128, 128]}): block-scaled FP8 weights throughout
     p = precision(to_run(_row(precision="fp8", gemm_quant_mode="fp8", moe_quant_mode="fp8_block")))
-    assert (p.weights, p.weight_format("experts")) == ("fp8", "fp8-block")
+    assert (p.weights, p.weight_format("experts"), p.act_quant) == ("fp8-block", "fp8-block", "fp8")
+    # MiniMaxAI/MiniMax-M2.5 config.json: the same weight_block_size [128, 128]; lm_head in modules_to_not_convert
+    p = precision(to_run(_row(model_path="MiniMaxAI/MiniMax-M2.5", backend="vllm", precision="fp8",
+                              gemm_quant_mode="fp8", moe_quant_mode="fp8")))  # fmt: skip
+    assert (p.weights, p.weight_format("experts"), p.weight_format("lm_head")) == ("fp8-block", "fp8-block", "bf16")
     # empty modes: the checkpoint's own formats (Llama-3.1-8B: bf16 throughout)
     p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-8B-Instruct", precision="", gemm_quant_mode="",
                               moe_quant_mode="")))  # fmt: skip
