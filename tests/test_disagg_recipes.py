@@ -93,7 +93,7 @@ def test_the_h100_run_at_six_clients_finds_its_configuration():
     run = to_run(_h100_row())
     assert run.prefill == Layout(1, 1, 16, 16, 1)  # attention-DP over the 16 GPUs
     assert run.decode == Layout(16, 1, 1, 16, 3)
-    assert dict(run.engine_settings) == {"decode_max_batch": 1}
+    assert dict(run.engine_settings) == {"eager_prefill": True, "decode_max_batch": 1}
     assert to_run(_h100_row(), recipe=False).decode == Layout(16, 1, 1, 16, 1)  # the columns: one worker
 
 
@@ -129,7 +129,7 @@ def test_an_h200_recipe_runs_its_clients_per_decode_worker():
     assert (found.prefill, found.decode) == ((1, 8, 8, True), (7, 8, 8, True))
     # 7 workers × 8 attention-DP ranks × 128 = 7168 slots ≥ 896 clients: no slot wait; MTP with 3 drafts decodes
     run = to_run(row)
-    assert dict(run.engine_settings) == {"decode_max_batch": 128, "draft_tokens": 3}
+    assert dict(run.engine_settings) == {"eager_prefill": True, "decode_max_batch": 128, "draft_tokens": 3}
     assert run.decode == Layout(1, 1, 8, 8, 7)
 
 
@@ -198,3 +198,50 @@ def test_a_recipe_file_overrides_its_names_batch():
                       decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
     found = recipe_for(row, 4)
     assert (found.group, found.decode_max_batch, found.decode) == (POOLS, 1, (3, 8, 1, False))
+
+
+def test_a_prefill_server_launched_eagerly_takes_its_kernels_host_time():
+    # sgl-project/sglang pull request #12160: an eager DeepSeek-V3 extend of a few new tokens costs 82.6 ms of host
+    # launches (the GPU work of 16 tokens is a fraction of it); SGLang's prefill server runs its extend passes
+    # without a graph (its preset's eager_prefill)
+    w = Workload(prompt=16, gen=64, concurrency=1)
+    pools = dict(prefill={"tp": 8}, decode={"tp": 8})
+    sglang = serve_disaggregated("deepseek-v3", "h200", workload=w, engine="sglang", **pools)
+    assert sglang["prefill_pass_s"] == pytest.approx(0.0826, rel=0.01)
+    graphed = serve_disaggregated("deepseek-v3", "h200", workload=w, engine="sglang", eager_prefill=False, **pools)
+    assert graphed["prefill_pass_s"] < 0.5 * sglang["prefill_pass_s"]
+    assert graphed["ttft_s"] < sglang["ttft_s"]
+    # Llama-3-8B's prefill launches 32 layers × 14 kernels (2 norms, q/k/v/o projections, rotary, attention, 2
+    # residual adds, gate, up, activation, down) + embedding, final norm and LM head = 451, at TensorRT-LLM's
+    # 59.5 us each (data/engines.json) = 26.83 ms; its preset (the TensorRT engine backend) has no such floor
+    small = dict(prefill={"tp": 1}, decode={"tp": 1})
+    eager = serve_disaggregated("llama-3-8b", "h100-sxm", workload=w, engine="trtllm", eager_prefill=True, **small)
+    assert eager["prefill_pass_s"] == pytest.approx(451 * 59.5e-6, rel=1e-6)
+    preset = serve_disaggregated("llama-3-8b", "h100-sxm", workload=w, engine="trtllm", **small)
+    assert preset["prefill_pass_s"] < 0.5 * eager["prefill_pass_s"]
+    with pytest.raises(LayoutError, match="eager_prefill='yes' must be True, False or None"):
+        serve_disaggregated("llama-3-8b", "h100-sxm", workload=w, engine="trtllm", eager_prefill="yes", **small)
+
+
+def test_the_dynamo_context_servers_of_tensorrt_llm_rows_run_eagerly():
+    # Dynamo's TensorRT-LLM workers run the PyTorch backend, their context servers with cuda_graph_config: null
+    # (ishandhanani/srt-slurm recipes/trtllm/*/ctx*.yaml at fe2cd905): a TensorRT-LLM row's prefill pool is eager
+    assert dict(to_run(_h100_row(), recipe=False).engine_settings) == {"eager_prefill": True}
+    sglang = to_run(_h100_row(backend="sglang", backend_version="0.5.8"), recipe=False)
+    assert "eager_prefill" not in dict(sglang.engine_settings)  # SGLang's preset already runs its prefill eagerly
+
+
+def test_entries_that_differ_settle_the_layout_they_agree_on():
+    # InferenceX nvidia-master.yaml at 593fb431 (2026-03-18 21:01:02Z, the last version before the row's
+    # 21:01:05Z), DeepSeek-R1 FP8 B200 Dynamo-SGLang 1024/1024 at 1024 clients: 1 prefill + 5 decode workers
+    # (max-tpt-dep8-1p5d), with MTP 2 + 5 (max-tpt-dep8-2p5d) and 1 + 2 (max-tpt-dep8-1p2d); every pool TP 8, EP 8
+    # with attention-DP. The worker counts differ (the fewest: 1 prefill, 2 decode), the layouts do not
+    row = _inferencex(1024, "2026-03-18T21:01:05Z", "lmsysorg/sglang:v0.5.8.post1-cu130-amd64", backend="sglang",
+                      system="b200_sxm", prefill_tp_size=8, prefill_moe_ep_size=8, decode_tp_size=8,
+                      decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 1024)
+    assert (found.group, found.prefill, found.decode) == (POOLS_OPEN, (1, 8, 8, True), (2, 8, 8, True))
+    assert (found.decode_max_batch, found.draft_tokens) == (None, None)  # no agreed slots, no speculation
+    run = to_run(row)
+    assert (run.prefill, run.decode) == (Layout(1, 1, 8, 8, 1), Layout(1, 1, 8, 8, 2))  # attention-DP over 8 GPUs
+    assert to_run(row, recipe=False).decode == Layout(8, 1, 1, 8, 1)  # the columns: one TP 8 pool

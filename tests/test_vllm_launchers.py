@@ -83,7 +83,10 @@ def test_running_sequence_caps_and_kv_caches_as_the_launchers_set_them():
     # the Llama-3.1-70B launchers all pass kv-cache-dtype fp8
     llama = dict(backend="vllm", model_path="meta-llama/Llama-3.1-70B", precision="fp8", gemm_quant_mode="fp8",
                  moe_quant_mode="fp8", tp_size=2, moe_ep_size=1)  # fmt: skip
-    assert _settings(system="h200_sxm", source_notes=IX.format(d="2025-10-29"), **llama) == {}
+    # (their other settings: the capture size --max-num-seqs $CONC gives, min(2 × 4, 512) = 8 at 4 clients, and
+    # async-scheduling: true, two steps in flight)
+    got = _settings(system="h200_sxm", source_notes=IX.format(d="2025-10-29"), **llama)
+    assert got == {"cuda_graph_max_tokens": 8, "cuda_graph_tokens_per_seq": 0, "replacement_lag": 2}
 
 
 def test_only_inferencex_vllm_rows_take_the_settings():

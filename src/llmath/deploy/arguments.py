@@ -53,6 +53,8 @@ ENGINE_SETTINGS: dict[str, tuple[str, Any, Any]] = {  # name -> (kind, lo, hi)
     "chunked_prefill": ("bool", None, None),
     "kv_fraction_of_free": ("bool", None, None),
     "eager_prefill": ("bool", None, None),
+    "cuda_graph_max_tokens": ("int", 0, MAX_TOKENS),
+    "cuda_graph_tokens_per_seq": ("int", 0, MAX_TOKENS),
 }
 
 

@@ -203,9 +203,12 @@ def disagg_grid(
     )
 
 
-def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Requests, name: str, speculation=None):
+def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Requests, name: str, speculation=None,
+          eager: bool = False):  # fmt: skip
     """(Decoding, engine preset, Memory) of one pool's replica layout ``pool`` (tp, pp, dp, ep, workers), with
-    ``speculation``'s draft placed on it and held in its memory (:func:`pool_memory`)."""
+    ``speculation``'s draft placed on it and held in its memory (:func:`pool_memory`); ``eager``: its passes are
+    launched without a CUDA graph, each at least its kernels × the engine's ``eager_host_per_kernel_s``
+    (:func:`llmath.hardware.roofline.eager_host_s`)."""
     from llmath.deploy import engines
     from llmath.deploy.layout import ParallelConfig, make_layout
     from llmath.deploy.serving import check_fits
@@ -214,9 +217,9 @@ def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Reque
 
     lay = make_layout(spec, ParallelConfig(None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp")))
     eng = engines.preset(engine, hw, tp=lay.tp)
-    dev = Device(
-        spec, hw, p, engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine), "flash", eng.cuda_graphs, lay
-    )
+    host = eng.overheads.eager_host_per_kernel_s if eager else 0.0
+    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)
+    dev = Device(spec, hw, p, eff, "flash", eng.cuda_graphs, lay, eager_host_s=host)
     dec = pool_decoding(dev, speculation)
     mem = pool_memory(dec.dev, eng, req, dec.draft, speculation.method if speculation else "")
     with_draft = f" with its {speculation.method} draft" if speculation else ""
@@ -240,20 +243,10 @@ def checked_pool(name: str, pool: object) -> dict:
     return pool
 
 
-def serve_disaggregated(
-    model,
-    hardware,
-    *,
-    workload: Workload | None = None,
-    prefill: dict,
-    decode: dict,
-    engine: str = "trtllm",
-    precision=None,
-    efficiency_mode: str = "expected",
-    speculation: Speculation | None = None,
-    decode_max_batch: int | None = None,
-    **keywords,
-) -> dict:
+def serve_disaggregated(model, hardware, *, workload: Workload | None = None, prefill: dict, decode: dict,
+                        engine: str = "trtllm", precision=None, efficiency_mode: str = "expected",
+                        speculation: Speculation | None = None, decode_max_batch: int | None = None,
+                        eager_prefill: bool | None = None, **keywords) -> dict:  # fmt: skip
     """A closed loop of ``concurrency`` requests (``workload``: a :class:`~llmath.deploy.workload.Workload` of
     ``prompt``, ``gen``, ``concurrency``, ``prompts_per_client``) on ``prefill["workers"]`` prefill replicas
     and ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
@@ -267,7 +260,11 @@ def serve_disaggregated(
 
     ``decode_max_batch``: the requests one decode rank admits (the engine's ``max_batch_size``; default: what its
     KV pool and ``max_num_seqs`` admit). When the concurrency exceeds the decode pool's slots, the others wait
-    for one: :func:`decode_slot_wait`."""
+    for one: :func:`decode_slot_wait`.
+
+    ``eager_prefill``: whether the prefill servers launch their passes without a CUDA graph (each pass then takes
+    at least its kernels × the engine's host time per kernel, :func:`prefill_eager`); None: the engine preset's
+    ``eager_prefill``. The decode servers replay their graphs."""
     from llmath.errors import WorkloadError
     from llmath.hardware import get as get_hardware
     from llmath.hardware.execution import checkpoint_precision
@@ -282,7 +279,8 @@ def serve_disaggregated(
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]
     req = Requests(prompt, w.gen)
-    pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation)
+    eager = prefill_eager(engine, hw, eager_prefill)
+    pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation, eager)
     ddec, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode", speculation)
     pdev, ddev = pdec.dev, ddec.dev
     x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
@@ -300,6 +298,20 @@ def serve_disaggregated(
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
             "tokens_per_step": ddec.tokens}  # fmt: skip
+
+
+def prefill_eager(engine: str, hw: Hardware, eager_prefill: bool | None) -> bool:
+    """Whether a disaggregated prefill server runs its passes eagerly: as given, else the engine preset's
+    ``eager_prefill`` (``data/engines.json``: SGLang's prefill forward runs without a graph unless its piecewise
+    graph is enabled; the TensorRT-LLM preset describes the engine backend, whose runs state it,
+    :func:`llmath.measure.serving_runs.pytorch_backend_settings`)."""
+    from llmath.deploy import engines
+
+    if eager_prefill is not None:
+        if not isinstance(eager_prefill, bool):
+            raise LayoutError(f"eager_prefill={eager_prefill!r} must be True, False or None (the engine's preset)")
+        return eager_prefill
+    return bool(engines.preset(engine, hw).eager_prefill)
 
 
 def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, decode_gpus: int) -> float:

@@ -22,6 +22,7 @@ from llmath.deploy.serving import (
     Requests,
     active_overheads,
     check_fits,
+    graph_tokens,
     rate_to_concurrency,
     refuse_uncached,
     steady_state,
@@ -76,8 +77,9 @@ def serve(
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
     eff = launcher_moe_kernel(eff, hw, eng.moe_kernel)  # a grouped-expert kernel the launcher picked
     src = prompt if req.encoder_decoder else 0
-    host = eng.overheads.eager_host_per_kernel_s if eng.eager_prefill else 0.0
-    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host)
+    graph = 0 if eng.eager_prefill else graph_tokens(eng)  # passes above it run eagerly; eager_prefill: all
+    host = eng.overheads.eager_host_per_kernel_s if eng.eager_prefill or graph else 0.0
+    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph)
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

@@ -117,6 +117,10 @@ class EngineConfig:
     (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
     ``eager_prefill``: every pass that prefills is launched op by op from Python (no CUDA graph): it takes the
     longer of its GPU time and its kernels × ``overheads.eager_host_per_kernel_s`` (:class:`.step.Device`).
+    ``cuda_graph_max_tokens`` / ``cuda_graph_tokens_per_seq``: the largest pass (scheduled tokens) replayed from a
+    CUDA graph, prefill passes included, is ``min(cuda_graph_tokens_per_seq × max_num_seqs, cuda_graph_max_tokens)``
+    where the per-sequence factor is set, else ``cuda_graph_max_tokens`` (0: no limit); a larger pass runs without a
+    graph and takes the host floor of ``eager_prefill`` (:func:`graph_tokens`; vLLM's ``max_cudagraph_capture_size``).
     ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
@@ -141,6 +145,8 @@ class EngineConfig:
     adp_timeout_iters: int = 50
     adp_batching_wait_iters: int = 10
     eager_prefill: bool = False
+    cuda_graph_max_tokens: int = 0
+    cuda_graph_tokens_per_seq: int = 0
     moe_kernel: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
@@ -170,6 +176,16 @@ class EngineConfig:
             raise WorkloadError(f"batch_wait_tokens_ratio={self.batch_wait_tokens_ratio!r} must be in [0, 1]")
         if self.cuda_graph_bytes < 0:
             raise WorkloadError(f"cuda_graph_bytes={self.cuda_graph_bytes} must be >= 0")
+        if min(self.cuda_graph_max_tokens, self.cuda_graph_tokens_per_seq) < 0:
+            raise WorkloadError("cuda_graph_max_tokens and cuda_graph_tokens_per_seq must be >= 0 (0: no limit)")
+
+
+def graph_tokens(eng: EngineConfig) -> int:
+    """The largest pass, in scheduled tokens, ``eng`` replays from a CUDA graph (0: no limit): vLLM's default
+    ``max_cudagraph_capture_size`` is ``min(2 × max_num_seqs, 512)``, a launcher's value replaces it."""
+    if eng.cuda_graph_tokens_per_seq:
+        return min(eng.cuda_graph_tokens_per_seq * eng.max_num_seqs, eng.cuda_graph_max_tokens)
+    return eng.cuda_graph_max_tokens
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,7 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
         except LLMathError:
             layout = None
     args = (target.hw, target.precision, target.eff, target.attention, target.cuda_graphs, layout)
-    return Device(d, *args, eager_host_s=target.eager_host_s)
+    return Device(d, *args, eager_host_s=target.eager_host_s, graph_tokens=target.graph_tokens)
 
 
 def round_time(target: Device, draft: Device, spec_cfg: Speculation, batch, context) -> np.ndarray:

@@ -107,6 +107,9 @@ class Device:
     ``eager_host_s``: the engine's host seconds per kernel of a pass launched eagerly (every pass that prefills;
     decode passes too with ``cuda_graphs=False``); such a pass takes the longer of its GPU time and its
     kernels × ``eager_host_s`` (:func:`llmath.hardware.roofline.eager_host_s`; 0: no host floor).
+    ``graph_tokens``: the largest pass, in tokens, replayed from a CUDA graph, prefill passes included (vLLM's
+    ``max_cudagraph_capture_size``): a pass of more tokens runs eagerly and one of at most as many does not; 0: no
+    such limit, and every pass that prefills runs eagerly where ``eager_host_s`` is set.
     ``source``: encoder-decoder models only (required there), the source tokens of every request (module doc).
     """
 
@@ -119,6 +122,7 @@ class Device:
     layout: Layout | None = None
     source: int = 0
     eager_host_s: float = 0.0
+    graph_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.spec.is_encoder_decoder and self.source < 1:
@@ -232,11 +236,20 @@ class Device:
     def _with_comm(self, cost: StepCost, colls: tuple, scen) -> StepCost:
         return StepCost(cost.time_s + self._comm(colls, scen, cost.time_s), cost.bytes, cost.flops)
 
-    def _host_bound(self, cost: StepCost, t: Table, eager: bool = True) -> StepCost:
-        """``cost`` of a pass over ``t`` floored at the host's launch time where the pass runs eagerly."""
-        if not (eager and self.eager_host_s):
+    def _host_bound(self, cost: StepCost, t: Table, eager: bool | np.ndarray = True) -> StepCost:
+        """``cost`` of a pass over ``t`` floored at the host's launch time where the pass runs eagerly (``eager``:
+        one flag, or one per row)."""
+        if not (self.eager_host_s and np.any(eager)):
             return cost
-        return StepCost(np.maximum(cost.time_s, eager_host_s(t, self.eager_host_s)), cost.bytes, cost.flops)
+        floored = np.maximum(cost.time_s, eager_host_s(t, self.eager_host_s))
+        return StepCost(np.where(eager, floored, cost.time_s), cost.bytes, cost.flops)
+
+    def _eager(self, tokens: np.ndarray, prefill: bool) -> bool | np.ndarray:
+        """Whether a pass of ``tokens`` (holding a prefill token or not) runs without a CUDA graph: every pass where
+        ``cuda_graphs`` is off; else one above ``graph_tokens``, and at or below it a pass that prefills where no
+        ``graph_tokens`` is set (every prefill pass eager)."""
+        below = not self.cuda_graphs or (prefill and not self.graph_tokens)
+        return np.logical_or(below, tokens > self.graph_tokens) if self.graph_tokens else below
 
     def _part(self, part: Part, d, s, nc, c, pf, tokens, rows, has_prefill) -> StepCost:
         if part.encoder is not None:
@@ -250,26 +263,32 @@ class Device:
             out = []
             if (~has_prefill).any():
                 dec_only = self._with_comm(self._time(t, mv, rows, tokens, True, s), part.decode_collectives, mixed)
-                out.append(self._host_bound(dec_only, t, not self.cuda_graphs))
+                out.append(self._host_bound(dec_only, t, self._eager(tokens, False)))
             if has_prefill.any():
                 pre = self._mixed_time(t, mv, rows, tokens, (d, s, nc, c, pf))
-                out.append(self._host_bound(self._with_comm(pre, part.prefill_collectives, mixed), t))
+                out.append(
+                    self._host_bound(
+                        self._with_comm(pre, part.prefill_collectives, mixed), t, self._eager(tokens, True)
+                    )
+                )
             if len(out) == 1:
                 return out[0]
             return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(out[1]), _parts(out[0]), strict=True)))
         dt, pt = part.decode, part.prefill
         dec = self._time(dt, self._fix(dt, _mono(dt, dec_s), d), d, d, True, s)
-        dec = self._host_bound(self._with_comm(dec, part.decode_collectives, dec_s), dt, not self.cuda_graphs)
+        dec = self._host_bound(self._with_comm(dec, part.decode_collectives, dec_s), dt, self._eager(tokens, False))
         dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
         if not has_prefill.any():
             return dec
 
-        def prefill(nc, c, pf) -> StepCost:
+        def prefill(nc, c, pf, tokens) -> StepCost:
             pre_s = Scenario(nc, c, pf)
             pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
-            return self._host_bound(self._with_comm(pre, part.prefill_collectives, pre_s), pt)
+            return self._host_bound(
+                self._with_comm(pre, part.prefill_collectives, pre_s), pt, self._eager(tokens, True)
+            )
 
-        pre = _on_rows(has_prefill, prefill, nc, c, pf)
+        pre = _on_rows(has_prefill, prefill, nc, c, pf, tokens)
         return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))
 
     def _encdec_part(self, part: Part, d, s, nc, c, has_prefill) -> StepCost:

@@ -13,12 +13,13 @@ none, the first later one that does: runs measured on a pull request before it w
 where one matches; where they list several pools, those the row's columns state (each pool's GPUs and
 EP) where any do. What they settle is a setting of the run, carried in ``Run.engine_settings``; what
 they leave open (several entries that differ in pools or speculation, or none) is said in the row's ``recipe``
-group, never filled in. The collection's own disaggregated runs (aiconfigurator's evaluation pipeline, without
-``silicon_concurrency``) were benchmarked at several concurrencies each, fractions of the decode workers'
-``max_batch_size`` (``aiconfigurator/eval/pipeline.py`` ``_auto_concurrency_values`` at 612e5b10, aiperf at
-``--concurrency`` C with 10·C requests after 2·C warm-up ones, ``genai_perf_runner.py``), and their row does not
-say which: they are predicted at ``decode_batch_size`` × attention-DP × workers and grouped as
-``concurrency unrecorded``.
+group, never filled in beyond what every entry has: where the pools differ, each pool whose layout (TP, EP,
+attention-DP) they agree on runs that layout with the fewest workers they list. The collection's own
+disaggregated runs (aiconfigurator's evaluation pipeline, without ``silicon_concurrency``) were benchmarked at
+several concurrencies each, fractions of the decode workers' ``max_batch_size`` (``aiconfigurator/eval/pipeline.py``
+``_auto_concurrency_values`` at 612e5b10, aiperf at ``--concurrency`` C with 10·C requests after 2·C warm-up ones,
+``genai_perf_runner.py``), and their row does not say which: they are predicted at ``decode_batch_size`` ×
+attention-DP × workers and grouped as ``concurrency unrecorded``.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ COLUMNS, POOLS, POOLS_MTP, SPEC_OPEN, POOLS_OPEN, CONCURRENCY_OPEN = (
 @dataclass(frozen=True)
 class Recipe:
     """What a row's recipe entries settle: the group label, the pools (workers, tp, ep, attention-DP) where they
-    agree, the decode ``max_batch_size`` and the MTP draft tokens where they agree (0: no speculation)."""
+    agree (``pools unsettled``: their layouts where those agree, :func:`_agreed_layouts`), the decode
+    ``max_batch_size`` and the MTP draft tokens where they agree (0: no speculation)."""
 
     group: str
     prefill: tuple[int, int, int, bool] | None = None
@@ -141,7 +143,7 @@ def recipe_for(r: dict[str, str], concurrency: int) -> Recipe:
         found = [e for e in found if _states(r, e)] or found
     prefill, decode = _one([e["prefill"] for e in found]), _one([e["decode"] for e in found])
     if prefill is None or decode is None:
-        return Recipe(POOLS_OPEN)
+        return _agreed_layouts(found)
     batch = _one([e["decode_max_batch"] for e in found])
     pools = dict(prefill=tuple(prefill), decode=tuple(decode), decode_max_batch=batch)
     speculation = _one([_speculation(e) for e in found])
@@ -150,6 +152,20 @@ def recipe_for(r: dict[str, str], concurrency: int) -> Recipe:
     if speculation is None or speculation[1] is None:
         return Recipe(SPEC_OPEN, **pools)
     return Recipe(POOLS_MTP, draft_tokens=int(speculation[1]), **pools)
+
+
+def _agreed_layouts(found: list[dict[str, Any]]) -> Recipe:
+    """``pools unsettled``: entries whose pools differ. Each pool whose layout (TP, EP, attention-DP) they all list
+    runs it with the fewest workers any of them lists (every listed configuration has at least those), a pool
+    whose layouts differ is left to the row's columns (``None``); the decode ``max_batch_size`` only where the
+    decode pools agree whole (the slots are workers × ranks × batch). No speculation: predicted without."""
+    pools: dict[str, tuple | None] = {}
+    for pool in ("prefill", "decode"):
+        layout = _one([e[pool][1:] for e in found])
+        pools[pool] = None if layout is None else (min(e[pool][0] for e in found), *layout)
+    whole_decode = _one([e["decode"] for e in found]) is not None
+    batch = _one([e["decode_max_batch"] for e in found]) if whole_decode else None
+    return Recipe(POOLS_OPEN, pools["prefill"], pools["decode"], batch)
 
 
 def _speculation(e: dict[str, Any]) -> tuple[str, int | None]:

@@ -315,6 +315,8 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
         settings.update(launcher_sglang_settings(r, _concurrency(r, lay), inferencex))
         settings.update(pytorch_backend_settings(r, inferencex))
         settings.update(launcher_vllm_settings(r, inferencex))
+    if not agg:  # the prefill servers' passes (the decode servers replay graphs; deploy.disagg.prefill_eager)
+        settings.update(pytorch_backend_settings(r, inferencex))
     spec = harness_speculation(r, lay) if agg else None
     if spec is not None:
         assumed.append(f"MTP k={spec.k} (InferenceX -trt-mtp launcher), acceptance {spec.acceptance:.2f} tokens per"
@@ -330,24 +332,30 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
 
 def with_recipe(run: Run, r: dict[str, str]) -> Run:
     """A disaggregated run with the pools, decode ``max_batch_size`` and MTP draft tokens its benchmark
-    configuration settles (:func:`llmath.measure.disagg_recipes.recipe_for`, in ``engine_settings``), else its
-    columns with :func:`recipe_defaults`; ``recipe`` names which. An aggregated run is returned as it is."""
+    configuration settles (:func:`llmath.measure.disagg_recipes.recipe_for`, in ``engine_settings``; where its
+    entries differ, each pool whose layout they agree on), else its columns (a decode pool's with
+    :func:`recipe_defaults`); ``recipe`` names which. An aggregated run is returned as it is."""
     from llmath.measure.disagg_recipes import recipe_for
 
     if run.mode == "agg":
         return run
     found = recipe_for(r, run.concurrency)
-    if found.prefill is None or found.decode is None:
+    if found.prefill is None and found.decode is None:
         return replace(recipe_defaults(run), recipe=found.group)
     settings = {"decode_max_batch": found.decode_max_batch, "draft_tokens": found.draft_tokens}
     kept = tuple((k, v) for k, v in settings.items() if v is not None)
-    pre, dec = _recipe_layout(found.prefill), _recipe_layout(found.decode)
-    return replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=kept)
+    assert run.prefill is not None and run.decode is not None
+    pre, dec = _recipe_layout(found.prefill, run.prefill), _recipe_layout(found.decode, run.decode)
+    run = replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=(*run.engine_settings, *kept))
+    return run if found.decode is not None else recipe_defaults(run)
 
 
-def _recipe_layout(pool: tuple[int, int, int, bool]) -> Layout:
+def _recipe_layout(pool: tuple[int, int, int, bool] | None, stated: Layout) -> Layout:
     """A recipe's pool (workers, tp, ep, attention-DP) as a replica layout: with attention-DP its ``tp`` GPUs
-    attend data-parallel (TensorRT-LLM's ``enable_attention_dp``, SGLang's ``--enable-dp-attention``)."""
+    attend data-parallel (TensorRT-LLM's ``enable_attention_dp``, SGLang's ``--enable-dp-attention``); the
+    ``stated`` layout where the recipe settles none."""
+    if pool is None:
+        return stated
     workers, tp, ep, adp = pool
     return Layout(1 if adp else tp, 1, tp if adp else 1, ep, workers)
 
@@ -392,9 +400,11 @@ def harness_warmed(r: dict[str, str]) -> bool:
 def pytorch_backend_settings(r: dict[str, str], inferencex: bool) -> dict[str, bool]:
     """A TensorRT-LLM row served by its PyTorch backend runs every prefill pass eagerly (``eager_prefill``): the
     InferenceX rows (their launchers start ``trtllm-serve`` with PyTorch-backend options, ``cuda_graph_config``,
-    ``moe_config``) and rows of version 1.0 or later (the PyTorch backend is the default there; ``data/engines.json``,
-    ``trtllm`` ``eager_prefill``). The launchers' opt-in piecewise prefill graph (DeepSeek-R1 B200 at some
-    concurrencies) is not read."""
+    ``moe_config``; the disaggregated ones' Dynamo context servers with ``cuda_graph_config: null``, e.g.
+    ishandhanani/srt-slurm ``recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen1_dep8_batch512_eplb0_mtp0_4096.yaml`` at
+    fe2cd905) and rows of version 1.0 or later (the PyTorch backend is the default there; ``data/engines.json``,
+    ``trtllm`` ``eager_prefill``). The aggregated launchers' opt-in piecewise prefill graph (DeepSeek-R1 B200 at
+    some concurrencies) is not read."""
     if r.get("backend") != "trtllm":
         return {}
     major = re.match(r"(\d+)\.", r.get("backend_version", ""))
@@ -488,6 +498,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
             prefill=dict(tp=P.tp, pp=P.pp, dp=P.dp, ep=P.ep, workers=P.workers),
             decode=dict(tp=D.tp, pp=D.pp, dp=D.dp, ep=D.ep, workers=D.workers), precision=prec,
             speculation=speculation, decode_max_batch=settings.get("decode_max_batch"),
+            eager_prefill=settings.get("eager_prefill"),
         )  # fmt: skip
         return {"ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"]}
 

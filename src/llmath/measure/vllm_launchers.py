@@ -1,6 +1,7 @@
 """vLLM settings the InferenceX launchers of the measured serving runs wrote (docs/serving.md, "vLLM: the InferenceX
 launchers' settings"): the grouped-expert kernel an environment variable picks, the token budget, the running
-sequence cap, the KV cache's format and whether prefill passes run without a CUDA graph.
+sequence cap, the KV cache's format, whether prefill passes run without a CUDA graph and the largest pass that
+replays one.
 :mod:`llmath.measure.serving_runs` puts them in an aggregated vLLM row's ``engine_settings``.
 
 Every rule is keyed by the row's ``model_path`` and ``system`` and applies by the row's ``measured=`` date (the first
@@ -119,6 +120,51 @@ INFERENCEX_VLLM_EAGER_PREFILL: dict[tuple[str, str], dict[str, Any]] = {
     },
 }
 
+# The largest pass replayed from a CUDA graph (vLLM's max_cudagraph_capture_size; ``cuda_graph_max_tokens``), where
+# the launcher sets it or sets the running-sequence cap it defaults from: min(2 × max_num_seqs, 512) unless given
+# (vllm-project/vllm 002284db4c87 vllm/config/compilation.py). The gpt-oss launchers pass 2048 (``cuda-graph-sizes``
+# in the 2025 scripts, ``max-cudagraph-capture-size`` from 2026), the MiniMax-M2.5 B200 ones 2048 from the dates of
+# their token budget (FP8 from bddbf403, 2026-04-03; NVFP4 from its first version); the Llama-3.1-70B H100 and H200
+# ones pass ``--max-num-seqs $CONC`` and no size: 2 × CONC ("conc"). The MiniMax-M2.5 H100 (256 sequences), H200
+# and earlier B200 launchers leave vLLM's rule at its cap of 512 (the preset's value).
+GRAPH_SOURCE = (
+    f"{SCRIPTS}/9596d23d74e9e1e4f4bcdb27572c87cafb746a02/benchmarks/gptoss_fp4_h100_slurm.sh, "
+    "gptoss_fp4_h200_slurm.sh, gptoss_fp4_b200_docker.sh (cuda-graph-sizes: 2048), 70b_fp8_h100_docker.sh, "
+    "70b_fp8_h200_slurm.sh (--max-num-seqs "
+    f"$CONC); {SCRIPTS}/79a42e20a8559784641ca2279994c75c0608dc39/benchmarks/single_node/gptoss_fp4_*.sh "
+    f"(max-cudagraph-capture-size: 2048); {SCRIPTS}/bddbf4031771240060101d349900c51e0beb934e/benchmarks/single_node/"
+    f"minimaxm2.5_fp8_b200.sh, {SCRIPTS}/79bd988e9/benchmarks/single_node/minimaxm2.5_fp4_b200.sh "
+    "(--max-cudagraph-capture-size 2048)"
+)
+INFERENCEX_VLLM_GRAPH_TOKENS: dict[tuple[str, str], dict[str, Any]] = {
+    **{
+        ("openai/gpt-oss-120b", s): {"value": 2048, "source": GRAPH_SOURCE}
+        for s in ("h100_sxm", "h200_sxm", "b200_sxm")
+    },
+    ("MiniMaxAI/MiniMax-M2.5", "b200_sxm"): {
+        "value": 2048,
+        "from": INFERENCEX_VLLM_BUDGET[("MiniMaxAI/MiniMax-M2.5", "b200_sxm")]["from"],
+        "source": GRAPH_SOURCE,
+    },
+    **{("meta-llama/Llama-3.1-70B", s): {"value": "conc", "source": GRAPH_SOURCE} for s in ("h100_sxm", "h200_sxm")},
+}
+VLLM_GRAPH_CAP = 512  # the default capture size's cap (data/engines.json vllm cuda_graph_max_tokens)
+
+# Async scheduling (``replacement_lag`` 2) on every row: the Llama-3.1-70B and gpt-oss-120b launchers pass
+# ``async-scheduling: true`` (9596d23d, the 2025 rows) until d2c2acb19 (2026-02-25) drops the flag from the gpt-oss ones
+# as the default "since v0.14.0" with the v0.15.1 image; the MiniMax-M2.5 launchers (from 2026-03, v0.16.0 and later
+# images) pass neither it nor --no-async-scheduling. vLLM then keeps two steps in flight (EngineCore's batch queue of
+# max_concurrent_batches = 2, vllm/v1/engine/core.py step_with_batch_queue): step n + 1 is scheduled before step n's
+# outputs are processed, and step n + 2 right after, so a follow-up request sent on step n's output joins step n + 3.
+ASYNC_SOURCE = (
+    f"{SCRIPTS}/9596d23d74e9e1e4f4bcdb27572c87cafb746a02/benchmarks/70b_fp8_h100_docker.sh, 70b_fp8_h200_slurm.sh, "
+    "70b_fp8_b200_docker.sh, 70b_fp4_b200_docker.sh, gptoss_fp4_h100_slurm.sh, gptoss_fp4_h200_slurm.sh, "
+    f"gptoss_fp4_b200_docker.sh (async-scheduling: true); {SCRIPTS}/d2c2acb19f0509f8ef0b72f3368f581d6ebe1079 "
+    "('Remove deprecated async-scheduling flag (default since v0.14.0)'); vllm-project/vllm vllm/config/vllm.py "
+    "(async_scheduling None resolves to True unless an incompatible option is set), vllm/v1/engine/core.py "
+    "(step_with_batch_queue)"
+)
+
 
 def _measured(r: dict[str, str]) -> str | None:
     m = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
@@ -130,7 +176,15 @@ def launcher_vllm_settings(r: dict[str, str], inferencex: bool) -> dict[str, Any
     other rows."""
     if r["backend"] != "vllm" or r["mode"] != "agg" or not inferencex:
         return {}
-    return {**moe_kernel(r), **token_budget(r), **max_seqs(r), **kv_cache(r), **eager_prefill(r)}
+    return {
+        **moe_kernel(r),
+        **token_budget(r),
+        **max_seqs(r),
+        **kv_cache(r),
+        **eager_prefill(r),
+        **graph_tokens(r),
+        **async_scheduling(r),
+    }
 
 
 def moe_kernel(r: dict[str, str]) -> dict[str, Any]:
@@ -173,3 +227,24 @@ def eager_prefill(r: dict[str, str]) -> dict[str, Any]:
     (:data:`INFERENCEX_VLLM_EAGER_PREFILL`), from the rule's date."""
     rule, day = INFERENCEX_VLLM_EAGER_PREFILL.get((r["model_path"], r["system"])), _measured(r)
     return {"eager_prefill": True} if rule is not None and day is not None and day >= rule["from"] else {}
+
+
+def graph_tokens(r: dict[str, str]) -> dict[str, Any]:
+    """``cuda_graph_max_tokens`` as the row's launcher set it (:data:`INFERENCEX_VLLM_GRAPH_TOKENS`): its value, or
+    for ``--max-num-seqs $CONC`` vLLM's default min(2 × CONC, 512) (CONC the row's ``silicon_concurrency``, else its
+    ``batch_size``); from the rule's date for the row's precision where it names dates."""
+    rule, day = INFERENCEX_VLLM_GRAPH_TOKENS.get((r["model_path"], r["system"])), _measured(r)
+    since = rule.get("from", {}).get(r["precision"], "9999") if rule and "from" in rule else ""
+    if rule is None or day is None or day < since:
+        return {}
+    value = rule["value"]
+    if value == "conc":
+        m = re.search(r"silicon_concurrency=(\d+)", r.get("source_notes", ""))
+        value = min(2 * int(m.group(1) if m else r["batch_size"]), VLLM_GRAPH_CAP)
+    return {"cuda_graph_max_tokens": value, "cuda_graph_tokens_per_seq": 0}
+
+
+def async_scheduling(r: dict[str, str]) -> dict[str, Any]:
+    """``replacement_lag`` 2 for a dated row: every InferenceX vLLM launcher ran vLLM's async scheduling, by its flag or
+    by the image's default (:data:`ASYNC_SOURCE`)."""
+    return {"replacement_lag": 2} if _measured(r) is not None else {}
