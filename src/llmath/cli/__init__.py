@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     Python's 700: a plan, even on 4,096 GPUs, keeps fewer new containers than that and so never collects
     (its CPU and peak memory under other thresholds: docs/speed.md). At exit the objects it made are frozen
     (``gc.freeze``): the interpreter's last collection then skips them, where it would otherwise walk every
-    container the command left (the 512-GPU plan's about 3% of its instructions) only for the process to
+    container the command left (2.5% of the 512-GPU plan's instructions, docs/speed.md) only for the process to
     end."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # read once, when numpy loads (in ``load``)
     gc.set_threshold(GC_FIRST_GENERATION, *gc.get_threshold()[1:])

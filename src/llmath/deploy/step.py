@@ -427,7 +427,7 @@ def _kv_scalar(t: Table, positions, precision: Precision) -> float:
 
 
 def _kv_bytes(t: Table, positions, precision: Precision):
-    total = 0.0
+    total: float | np.ndarray = 0.0  # an array for an array of positions
     for per, window in _kv_writers(t):
         held = positions if window is None else np.minimum(positions, window)
         total = total + per * np.asarray(held, dtype=float)
