@@ -79,7 +79,7 @@ def serve(
     src = prompt if req.encoder_decoder else 0
     graph = 0 if eng.eager_prefill else graph_tokens(eng)  # passes above it run eagerly; eager_prefill: all
     host = eng.overheads.eager_host_per_kernel_s if eng.eager_prefill or graph else 0.0
-    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph)
+    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph, eng.eager_host_unit)
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

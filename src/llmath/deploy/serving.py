@@ -79,6 +79,7 @@ from llmath.deploy.step import (
 )
 from llmath.errors import WorkloadError
 from llmath.hardware.efficiency_fit import LAUNCHER_MOE_KERNELS
+from llmath.hardware.roofline import EAGER_HOST_UNITS
 from llmath.model.traits import traits
 from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
@@ -116,7 +117,9 @@ class EngineConfig:
     ``adp_balance`` / ``adp_timeout_iters`` / ``adp_batching_wait_iters``: TensorRT-LLM's attention-DP balancing
     (``attention_dp_config``): prompts wait until every attention-DP rank has one, then that many iterations more.
     ``eager_prefill``: every pass that prefills is launched op by op from Python (no CUDA graph): it takes the
-    longer of its GPU time and its kernels × ``overheads.eager_host_per_kernel_s`` (:class:`.step.Device`).
+    longer of its GPU time and its kernels × ``overheads.eager_host_per_kernel_s`` (:class:`.step.Device`),
+    ``eager_host_unit`` saying what that time is per: ``launch`` (the module code's launches, ops/launches.py) or
+    ``operator`` (a listed operator).
     ``cuda_graph_max_tokens`` / ``cuda_graph_tokens_per_seq``: the largest pass (scheduled tokens) replayed from a
     CUDA graph, prefill passes included, is ``min(cuda_graph_tokens_per_seq × max_num_seqs, cuda_graph_max_tokens)``
     where the per-sequence factor is set, else ``cuda_graph_max_tokens`` (0: no limit); a larger pass runs without a
@@ -147,6 +150,7 @@ class EngineConfig:
     eager_prefill: bool = False
     cuda_graph_max_tokens: int = 0
     cuda_graph_tokens_per_seq: int = 0
+    eager_host_unit: str = "launch"
     moe_kernel: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
@@ -176,6 +180,8 @@ class EngineConfig:
             raise WorkloadError(f"batch_wait_tokens_ratio={self.batch_wait_tokens_ratio!r} must be in [0, 1]")
         if self.cuda_graph_bytes < 0:
             raise WorkloadError(f"cuda_graph_bytes={self.cuda_graph_bytes} must be >= 0")
+        if self.eager_host_unit not in EAGER_HOST_UNITS:
+            raise WorkloadError(f"eager_host_unit={self.eager_host_unit!r} must be one of {EAGER_HOST_UNITS}")
         if min(self.cuda_graph_max_tokens, self.cuda_graph_tokens_per_seq) < 0:
             raise WorkloadError("cuda_graph_max_tokens and cuda_graph_tokens_per_seq must be >= 0 (0: no limit)")
 

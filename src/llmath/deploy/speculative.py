@@ -121,7 +121,13 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
         except LLMathError:
             layout = None
     args = (target.hw, target.precision, target.eff, target.attention, target.cuda_graphs, layout)
-    return Device(d, *args, eager_host_s=target.eager_host_s, graph_tokens=target.graph_tokens)
+    return Device(
+        d,
+        *args,
+        eager_host_s=target.eager_host_s,
+        graph_tokens=target.graph_tokens,
+        eager_host_unit=target.eager_host_unit,
+    )
 
 
 def round_time(target: Device, draft: Device, spec_cfg: Speculation, batch, context) -> np.ndarray:

@@ -106,7 +106,8 @@ class Device:
     times a pass. ``cuda_graphs=False`` charges decode iterations the eager per-kernel overhead.
     ``eager_host_s``: the engine's host seconds per kernel of a pass launched eagerly (every pass that prefills;
     decode passes too with ``cuda_graphs=False``); such a pass takes the longer of its GPU time and its
-    kernels × ``eager_host_s`` (:func:`llmath.hardware.roofline.eager_host_s`; 0: no host floor).
+    kernels × ``eager_host_s`` (:func:`llmath.hardware.roofline.eager_host_s`; 0: no host floor), counted per
+    ``eager_host_unit`` (``launch``: the engines' module-code launches; ``operator``: listed operators).
     ``graph_tokens``: the largest pass, in tokens, replayed from a CUDA graph, prefill passes included (vLLM's
     ``max_cudagraph_capture_size``): a pass of more tokens runs eagerly and one of at most as many does not; 0: no
     such limit, and every pass that prefills runs eagerly where ``eager_host_s`` is set.
@@ -123,6 +124,7 @@ class Device:
     source: int = 0
     eager_host_s: float = 0.0
     graph_tokens: int = 0
+    eager_host_unit: str = "launch"
 
     def __post_init__(self) -> None:
         if self.spec.is_encoder_decoder and self.source < 1:
@@ -241,7 +243,7 @@ class Device:
         one flag, or one per row)."""
         if not (self.eager_host_s and np.any(eager)):
             return cost
-        floored = np.maximum(cost.time_s, eager_host_s(t, self.eager_host_s))
+        floored = np.maximum(cost.time_s, eager_host_s(t, self.eager_host_s, self.eager_host_unit))
         return StepCost(np.where(eager, floored, cost.time_s), cost.bytes, cost.flops)
 
     def _eager(self, tokens: np.ndarray, prefill: bool) -> bool | np.ndarray:

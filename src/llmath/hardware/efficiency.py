@@ -57,7 +57,10 @@ class Efficiency:
     ``None``: the general fractions and overheads. ``fp8_decode_gemm``: the GEMM-form coefficients of FP8 weight
     GEMMs in decode steps (:func:`llmath.hardware.efficiency_fit.fp8_decode_gemm`, fitted without the
     activation quantiser at up to 64 rows): their memory fraction and per-kernel time there; ``None``: the fp8 GEMM
-    fit's, with ``fp8_gemm_overhead_s``.
+    fit's, with ``fp8_gemm_overhead_s``. ``fused_gemms``: in decode passes, projections reading the same activation
+    run as one GEMM, as the serving engines load them (:mod:`llmath.hardware.gemm_runs`): the fitted fractions at
+    the run's weight size, one per-kernel time per run (on with the fitted kernels, off for an engine that runs
+    them one by one: :func:`llmath.hardware.kernels.engine_fp4_gemm`).
     """
 
     name: str = "expected"
@@ -86,6 +89,7 @@ class Efficiency:
     engine_stream: float | None = None
     fp4_gemm: tuple[float, float, float] | None = None  # (t0 s, memory fraction, k-loop elements/s): NVFP4 GEMMs
     fp8_decode_gemm: tuple[float, ...] | None = None  # GEMM-form coefficients of FP8 weight GEMMs in decode steps
+    fused_gemms: bool = False  # projections reading the same activation run as one GEMM (hardware/gemm_runs.py)
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):
@@ -219,6 +223,7 @@ def fitted(hw: Hardware) -> Efficiency | None:
         fp8_decode_gemm=tuple(c) if (fp8 and (c := ef.fp8_decode_gemm(hw.name))) else None,
         tile_rows=ef.tile_rows(hw.arch),
         fp4_gemm=ef.fp4_gemm(hw.name) if executed(hw, "fp4")[0] == "fp4" else None,
+        fused_gemms=True,  # as llmath's default engine runs them (kernels.FUSED_PROJECTION_ENGINES)
     )
 
 

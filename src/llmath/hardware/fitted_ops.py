@@ -40,6 +40,7 @@ from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency
 from llmath.hardware.execution import executed, op_executed, op_formats
+from llmath.hardware.gemm_runs import gemm_runs
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
@@ -338,16 +339,21 @@ def fp4_gemms(table: Table, hw: Hardware, p: Precision) -> tuple[np.ndarray, np.
     return mask, k, nk
 
 
-def apply_fp4(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, f, inv, mm):
+def apply_fp4(
+    table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, f, inv, mm, decode: bool = False
+):
     """(compute factor, seconds per byte) with the engine's NVFP4 GEMM model on the fp4 weight GEMMs
     (``eff.fp4_gemm`` = (t0, mem, k-loop rate), :func:`llmath.hardware.efficiency_fit.fp4_gemm`): each streams its
     weights at ``mem`` of the bandwidth, and computes no faster than one output tile walks the reduction width k,
     k / rate per kernel: a factor mm·k / (2·rows·n·k·rate) on the op's FLOPs at the matmul rate ``mm`` (rows: its
-    token or logit rows). ``f``/``inv`` as :func:`apply` takes them."""
+    token or logit rows); in a decode pass of ``eff.fused_gemms``, once per run of fused GEMMs (n·k the run's,
+    :mod:`llmath.hardware.gemm_runs`). ``f``/``inv`` as :func:`apply` takes them."""
     assert eff.fp4_gemm is not None
     mask, k, nk = fp4_gemms(table, hw, p)
     if not mask.any():
         return f, inv
+    if eff.fused_gemms and decode:  # one k loop per run of fused GEMMs (hardware/gemm_runs.py)
+        nk = gemm_runs(table)[0]
     _, mem, rate = eff.fp4_gemm
     rows = np.where(table.weight_logit_rows, np.asarray(batch, dtype=float)[..., None],
                     np.asarray(tokens, dtype=float)[..., None])  # fmt: skip

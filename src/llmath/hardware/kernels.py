@@ -220,15 +220,27 @@ def engine_efficiency(eff: Efficiency, hw: Hardware | None, p: Precision, engine
     return eff
 
 
+# Engines that load a layer's q, k, v projections, and a gated FFN's gate and up, as one weight matrix each and run
+# them as one GEMM (docs/efficiency.md, "Fused projections in decode steps"): vLLM ``QKVParallelLinear`` /
+# ``MergedColumnParallelLinear``, SGLang the same, TensorRT-LLM ``WeightMode.FUSED_QKV_LINEAR`` /
+# ``FUSED_GATE_UP_LINEAR``. llama.cpp multiplies by ``wq``, ``wk`` and ``wv`` one at a time (``src/llama-model.cpp``,
+# ``build_lora_mm(model.layers[il].wq, cur)`` ...): not fused.
+FUSED_PROJECTION_ENGINES = ("vllm", "sglang", "trtllm")
+
+
 def engine_fp4_gemm(eff: Efficiency, hw: Hardware | None, engine: str = DEFAULT_ENGINE) -> Efficiency:
     """``eff`` with ``engine``'s own NVFP4 GEMM model on ``hw`` (:func:`llmath.hardware.efficiency_fit.fp4_gemm`,
     fitted to that engine's per-kernel table) where ``eff`` has one (a fitted device that runs fp4); none (the
-    general fractions) for an engine whose table does not time what it serves with; and, where ``eff`` has the
+    general fractions) for an engine whose table does not time what it serves with; without the decode passes'
+    fused projections (``fused_gemms``) for an engine outside :data:`FUSED_PROJECTION_ENGINES`; and, where ``eff``
+    has the
     fitted MoE models, the weight-only 4-bit MoE kernel's fit for the engines that run it
     (:data:`llmath.hardware.efficiency_fit.MOE_WEIGHT_ONLY_ENGINES`)."""
     if hw is None:
         return eff
     eff = _engine_kernels(eff, hw, engine)
+    if eff.fused_gemms and engine not in FUSED_PROJECTION_ENGINES:
+        eff = replace(eff, fused_gemms=False)
     if eff.fp4_gemm is None:
         return eff
     return replace(eff, fp4_gemm=ef.fp4_gemm(hw.name, engine))

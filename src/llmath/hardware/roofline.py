@@ -23,6 +23,7 @@ from llmath.hardware import efficiency_fit as ef
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
 from llmath.hardware.execution import executed, op_executed, op_peaks
+from llmath.hardware.gemm_runs import gemm_runs
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.model.traits import traits
@@ -87,13 +88,13 @@ def _inv_variants(table: Table, hw: Hardware, eff: Efficiency, decode: bool) -> 
 
 
 @lru_cache(maxsize=512)
-def _gemm_shapes(table: Table) -> tuple[np.ndarray, np.ndarray]:
+def _gemm_shapes(table: Table, fused: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(n·k, rows share) of each op for the fitted GEMM model: its weight elements per run (per expert for
     routed experts), and the share of the token rows one of its GEMMs sees: top-k / E for routed experts,
     times the tokens the layer routes per token of the table (``moe_tokens``: with data-parallel attention,
     an expert's rows come from every replica)."""
     elements, routed = op_weights(table)
-    nk = elements.copy()
+    nk = (gemm_runs(table)[0] if fused else elements).copy()
     share = np.ones(len(table.ops))
     moe = table.spec.moe
     if moe is not None:
@@ -122,7 +123,8 @@ def _fitted_inv(table: Table, hw: Hardware, eff: Efficiency, p: Precision, decod
         return None
     # a kernel's weight stream: a routed op's experts run as one grouped GEMM per layer, which streams the
     # weights of all of them (the MoE fit's memory feature is the whole expert layer's bytes as well)
-    stream = op_weights(table)[0]
+    # (in decode, a run of fused GEMMs streams the run's weights: hardware/gemm_runs.py)
+    stream = gemm_runs(table)[0] if (eff.fused_gemms and decode) else op_weights(table)[0]
     em = ef.fractions(coef, 1.0, 1.0, stream * p.weight_bytes)[1]
     if decode and eff.fp8_decode_gemm is not None:  # FP8 weight GEMMs of a decode step: their own fit
         em = np.where(fo.fp8_gemms(table, p), ef.fractions(eff.fp8_decode_gemm, 1.0, 1.0, stream)[1], em)
@@ -202,11 +204,11 @@ def _mm_rates_of(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> n
 
 
 @lru_cache(maxsize=1024)
-def _gemm_groups(table: Table, coef: tuple[float, ...]):
+def _gemm_groups(table: Table, coef: tuple[float, ...], fused: bool = False):
     """For :func:`mm_factor`'s fitted GEMM model, one group per (row kind: token rows or logit rows, distinct
     rows share: routed experts see top-k / E): whether each group is of logit rows, its share, and the weight
     GEMMs (token rows' first), each with its group's index and its weight-size saturation sat(n·k; h2, p2)."""
-    nk, share = _gemm_shapes(table)
+    nk, share = _gemm_shapes(table, fused)
     logits: list[bool] = []
     shares: list[float] = []
     cols: list[np.ndarray] = []
@@ -224,7 +226,9 @@ def _gemm_groups(table: Table, coef: tuple[float, ...]):
     return np.array(logits, dtype=bool), np.array(shares, dtype=float), c, i, ef.sat(nk[c], coef[3], coef[4])
 
 
-def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None) -> np.ndarray | None:
+def mm_factor(
+    table: Table, eff: Efficiency, batch, tokens, dtype: str | None = None, fused: bool = False
+) -> np.ndarray | None:
     """(…, n_ops) factor on weight GEMMs' compute time at the ``matmul`` rate, 1 for the other ops; ``None``
     when there is none (the default efficiencies).
 
@@ -233,7 +237,8 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     few rows the GEMM (a GEMV or split-K kernel; weight-only formats' dequantising kernels alike) computes
     one tile at the large-GEMM fraction and streams its weights, so its time is set by the bytes on every
     device. Else 1 / η(rows) from a calibrated ``matmul_rows`` curve. An engine's measured rate
-    (``engine_matmul``) comes first: η_matmul / that fraction at every row count."""
+    (``engine_matmul``) comes first: η_matmul / that fraction at every row count. ``fused``: each GEMM's n·k is
+    that of its run of fused GEMMs (:mod:`llmath.hardware.gemm_runs`; decode passes of ``eff.fused_gemms``)."""
     if eff.engine_matmul is not None:
         weight = np.logical_or(table.weight_token_rows, table.weight_logit_rows)
         per_op = np.where(weight, eff.matmul_for(dtype or "") / eff.engine_matmul, 1.0)
@@ -242,7 +247,7 @@ def mm_factor(table: Table, eff: Efficiency, batch, tokens, dtype: str | None = 
     if coef is not None:
         mm, (c, h1, p1) = eff.matmul_for(dtype or ""), coef[:3]
         out = np.ones(np.broadcast(tokens, batch).shape + (len(table.ops),))
-        logits, shares, cols, idx, s2 = _gemm_groups(table, coef)
+        logits, shares, cols, idx, s2 = _gemm_groups(table, coef, fused)
         if not cols.size:
             return out
         rows = np.where(logits, np.asarray(batch, dtype=float)[..., None], np.asarray(tokens, dtype=float)[..., None])
@@ -277,15 +282,23 @@ def overheads(
     else:
         base = table.kernels * ov
     out = base if p is None else fo.overheads(table, p, eff, decode, base, hw)
+    if eff.fused_gemms and decode:
+        out = out * gemm_runs(table)[1]  # one per-kernel time per run of fused GEMMs (hardware/gemm_runs.py)
     out.setflags(write=False)
     return out
 
 
-def eager_host_s(table: Table, per_kernel_s: float) -> float:
-    """Host seconds of one pass launched op by op from Python (no CUDA graph): its kernels × the engine's host
-    time per eager kernel. The pass takes ``max(GPU time, this)``: the host enqueues ahead of the GPU until the
-    GPU's work is shorter than the host's dispatch, then the GPU waits on every launch."""
-    return float(table.kernels.sum()) * per_kernel_s
+EAGER_HOST_UNITS = ("launch", "operator")
+
+
+def eager_host_s(table: Table, per_kernel_s: float, unit: str = "launch") -> float:
+    """Host seconds of one pass launched op by op from Python (no CUDA graph): the engine's host time per
+    ``unit`` × the pass's count of them: ``launch``, the kernels the engines' module code launches for it
+    (:attr:`llmath.ops.Table.launches`: fused projections one launch, a routed-expert layer's token sort and
+    reduction more, ops/launches.py); ``operator``, its listed operators. The pass takes ``max(GPU time, this)``:
+    the host enqueues ahead of the GPU until the GPU's work is shorter than the host's dispatch, then the GPU
+    waits on every launch."""
+    return (table.launches if unit == "launch" else float(table.kernels.sum())) * per_kernel_s
 
 
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
@@ -294,13 +307,13 @@ def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, to
     rows of a prefill of S + 1 tokens."""
     if decode and context is not None and traits(table.spec).reruns_context:
         tokens, decode = batch * (context + 1), False
-    f = mm_factor(table, eff, batch, tokens, run_format(hw, p))
+    f = mm_factor(table, eff, batch, tokens, run_format(hw, p), eff.fused_gemms and decode)
     inv = inv_bandwidth(table, hw, eff, batch, tokens, decode, p)
     if eff.kernel_fits:
         rts = (rates(hw, p, eff, table)[0], op_peaks(table, hw, p), run_format(hw, p))
         f, inv = fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context, rts)
     if eff.fp4_gemm is not None:
-        f, inv = fo.apply_fp4(table, hw, p, eff, batch, tokens, f, inv, rates(hw, p, eff, table)[0])
+        f, inv = fo.apply_fp4(table, hw, p, eff, batch, tokens, f, inv, rates(hw, p, eff, table)[0], decode)
     return f, inv
 
 

@@ -20,6 +20,7 @@ from llmath.ops.block_sparse import block_indexer, kept_keys
 from llmath.ops.cca import cca_conv, cca_kv, l2_qk_norm
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, SOFTCAP_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.kernel import Kernel
+from llmath.ops.launches import launched
 from llmath.ops.mla import mla_block, output_gate
 from llmath.ops.moe import as_experts, router
 from llmath.ops.qsa import indexer, sparse_window
@@ -109,6 +110,8 @@ def kv_proj(a: Attn) -> None:
             f"{which}_proj", sig, din, a.K * width, bias=bias, pkey=f"{a.pk}.{which}",
             sym_out="K·H" if width == a.H else "K·J", out=out, rows=rows, split=Split.KV_HEADS
         )  # fmt: skip
+        if not a.cross:
+            launched(a.site.b, "kv_proj_with_q")
     if k_eq_v:  # Gemma 4's attention_k_eq_v: V is the K projection's output (its own norm), cached beside K
         a.site.op("v_from_k", "memory", "BTKH->BTKH", act_in=[(a.K * a.H, "BT", "K·H")],
                   kv_write=[(a.K * a.H, "BT", "K·H")], split=Split.KV_HEADS)  # fmt: skip

@@ -100,6 +100,7 @@ class Op:
     split: str = Split.NONE  # how it splits across tensor-parallel ranks (ops/split.py), declared with it
     first_stage: bool = False  # a non-layer op that runs before the first layer (pipeline stage 0, not the last)
     kernel: str = Kernel.NONE  # the fused kernel it runs (ops/kernel.py), declared with it
+    launches: float = 1.0  # kernels a serving engine launches for one run (ops/launches.py), declared with it
 
     def terms(self, cls: str) -> tuple[Term, ...]:
         for c, t in self.costs:

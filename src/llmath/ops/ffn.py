@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmath.ops.core import ACT_FLOPS, Builder, Site
+from llmath.ops.launches import launched
 from llmath.ops.split import Split
 
 # how a block's (up / gate, activation, down) split across tensor-parallel ranks: a dense FFN's are column-,
@@ -58,6 +59,7 @@ def gated(f: Ffn) -> None:
     F, n = f.letter, f.width * f.mult
     f.up("gate")
     f.up("up")
+    launched(f.site.b, "up_with_gate")
     f.site.op(
         "act", "vector", f"BT{F}->BT{F}", vflops=[((ACT_FLOPS + 1) * n, f.rows, f"5·{F}")],
         act_in=[(2 * n, f.rows, f"2·{F}")], act_out=[(n, f.rows, F)], split=f.splits[1],
@@ -108,6 +110,8 @@ def ffn_block(
     KINDS[s.ffn](f)
     sub_norm(f)
     f.linear("down", width, d, f"BT{letter},{letter}{D}->BT{D}", letter, D, splits[2])
+    if experts:
+        launched(b, "expert_down_with_reduce")
 
 
 def residual(b: Builder, name: str, count: int, lk: str, inputs: int = 2) -> None:
@@ -125,3 +129,5 @@ def residual(b: Builder, name: str, count: int, lk: str, inputs: int = 2) -> Non
         params=[("residual.scale", D)] if scaled else [], weight=[(D, "1", "D")] if scaled else [],
         act_in=[(inputs * D, "BT", f"{inputs}·D")], act_out=[(D, "BT", "D")],
     )  # fmt: skip
+    if b.spec.norm == "rms":
+        launched(b, "residual_in_rmsnorm")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from llmath.model.spec import MLASpec
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.kernel import Kernel
+from llmath.ops.launches import launched
 from llmath.ops.split import Split
 
 
@@ -70,6 +71,8 @@ def kv_latent(a: Mla) -> None:
     s = a.site.spec
     a.site.linear("kv_a_proj", "BTD,DC->BTC", a.D, a.C + a.R, bias=s.k_bias, pkey="attention.mla.kv_a",
                   sym_out="(C+R)", out="kv_write", split=Split.REPLICATED)  # fmt: skip
+    if a.Ql is not None:
+        launched(a.site.b, "kv_a_with_q_a")
     a.site.norm("kv_a_norm", a.C, pkey="attention.mla.kv_a_norm", sym="C")
     if a.m.k_rope_norm:  # Dots 3 Note: k_rope_only_layernorm (modeling_dots3_note.py Dots3NoteTextAttention)
         a.site.norm("k_rope_norm", a.R, pkey="attention.mla.k_rope_norm", sym="R")

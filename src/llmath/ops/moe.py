@@ -7,6 +7,7 @@ from dataclasses import replace
 from llmath.model.spec import ModelSpec, MoESpec
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROUTER_FLOPS, Builder, Op, Site, Term
 from llmath.ops.ffn import ffn_block
+from llmath.ops.launches import launched
 from llmath.ops.split import Split
 
 
@@ -33,6 +34,7 @@ def router(site: Site, pkey: str = "moe.router") -> None:
                 vflops=[(E, "BT", "E")], weight=[(E, "1", "E")], split=Split.REPLICATED)  # fmt: skip
     site.op("topk", "vector", "BTE->BTk", sizes=dict(E=E), vflops=[(ROUTER_FLOPS * E, "BT", "5·E")],
             act_in=[(E, "BT", "E")], act_out=[(2 * k, "BT", "2·k")], split=Split.REPLICATED)  # fmt: skip
+    launched(site.b, "topk_with_token_sort")
 
 
 def router_mlp(site: Site) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import count
 from typing import Any
 
@@ -95,6 +95,12 @@ class Table:
     weight_token_rows: np.ndarray  # weight GEMMs over the B·T tokens (not cross-attention K/V: B·src rows)
     weight_logit_rows: np.ndarray  # weight GEMMs over the logit rows (the LM head)
     moe_tokens: int = 1  # tokens an MoE layer routes per scenario token (attention-DP degree; 1 on one device)
+
+    @cached_property
+    def launches(self) -> float:
+        """Kernels a serving engine launches for one pass: each op's count × its launches per run
+        (:attr:`~llmath.ops.core.Op.launches`, ops/launches.py)."""
+        return float(sum(op.count * op.launches for op in self.ops))
 
     def experts_hit(self, batch_tokens):
         """Expected distinct experts hit by the MoE layer's tokens (``batch_tokens`` × ``moe_tokens``)."""
