@@ -1,4 +1,4 @@
-"""Fit: the grouped-expert kernels InferenceX's vLLM launchers pick, each to vLLM's own per-kernel table.
+"""Fit: the grouped-expert kernels InferenceX's launchers pick, each to its engine's own per-kernel table.
 
     PYTHONPATH=src:scripts eff-data/venv/bin/python scripts/fit_launcher_moe.py eff-data/unpacked [--write]
 
@@ -16,6 +16,10 @@ mxfp4.py`` (``select_mxfp4_moe_backend``, 001eda31e3d0); environment variables p
   (``vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular``) at two shapes (hidden 4096, inter
   2048, 256 experts, top-6; hidden 7168, inter 3072, 384 experts, top-6; moe-TP 1-32); SGLang 0.5.14's B200 table
   times the same FlashInfer kernel at gpt-oss's shape (``sglang_flashinfer_trtllm_moe``), a check across shapes.
+* ``trtllm_gen_mxfp8`` (datacenter Blackwell, TensorRT-LLM's ``moe_config.backend: TRTLLM``: every InferenceX
+  gpt-oss B200 TensorRT-LLM script): ``ModelConfig.get_mxfp4_quant_algo`` runs MXFP4 experts as W4A8_MXFP4_MXFP8 from
+  sm100 (NVIDIA/TensorRT-LLM ``tensorrt_llm/_torch/model_config.py``). TensorRT-LLM 1.3.0rc20's B200 table times it
+  (``moe_torch_flow``, ``w4a8_mxfp4_mxfp8``) at gpt-oss's shape (32 and 128 experts) and two others, moe-TP 1 only.
 * ``triton_fp8_block`` (B200, ``VLLM_USE_FLASHINFER_MOE_FP8=0`` with ``VLLM_MOE_USE_DEEP_GEMM=0``: InferenceX's
   MiniMax-M2.5 FP8 B200 launcher from f342df18e to bddbf403): vLLM's Triton fused MoE over block-scaled FP8
   experts. vLLM 0.19.0's B200 table times its fused MoE (``vllm_fused_moe``, ``fp8_block``) at eleven expert shapes,
@@ -61,6 +65,27 @@ KERNELS = {
         "key": "w4a8_mxfp4_mxfp8",
         "peak": "fp8",
     },
+    "trtllm_gen_mxfp8": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "trtllm/1.3.0rc20",
+        "kernel": "moe_torch_flow",
+        "key": "w4a8_mxfp4_mxfp8",
+        "peak": "fp8",
+    },
+    "trtllm_cutlass_nvfp4": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "trtllm/1.3.0rc20",
+        "kernel": "moe_torch_flow_cutlass",
+        "key": "nvfp4",
+        "peak": "fp4",
+    },
+    "trtllm_deepgemm_fp8_block": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "trtllm/1.3.0rc20",
+        "kernel": "deepgemm",
+        "key": "fp8_block",
+        "peak": "fp8",
+    },
     "triton_fp8_block": {
         "systems": {"b200_sxm": "b200"},
         "table": "vllm/0.19.0",
@@ -79,6 +104,20 @@ OTHERS = {
         ("sglang flashinfer (same kernel)", "sglang/0.5.14", "sglang_flashinfer_trtllm_moe", "w4a8_mxfp4_mxfp8"),
         ("trtllm", "trtllm/1.3.0rc20", "moe_torch_flow", "w4a8_mxfp4_mxfp8"),
     ),
+    "trtllm_gen_mxfp8": (
+        ("itself", "trtllm/1.3.0rc20", "moe_torch_flow", "w4a8_mxfp4_mxfp8"),
+        (
+            "vllm flashinfer (same kernel family)",
+            "vllm/0.24.0",
+            "vllm_mxfp4moe_flashinfer_trtllm_mxfp4_mxfp8_trtllmmxfp4expertsmodular",
+            "w4a8_mxfp4_mxfp8",
+        ),
+    ),
+    "trtllm_cutlass_nvfp4": (
+        ("itself", "trtllm/1.3.0rc20", "moe_torch_flow_cutlass", "nvfp4"),
+        ("min-latency path", "trtllm/1.3.0rc20", "moe_torch_flow_min_latency", "nvfp4"),
+    ),
+    "trtllm_deepgemm_fp8_block": (("itself", "trtllm/1.3.0rc20", "deepgemm", "fp8_block"),),
     "triton_fp8_block": (
         ("itself", "vllm/0.19.0", "vllm_fused_moe", "fp8_block"),
         ("trtllm", "trtllm/1.3.0rc20", "moe_torch_flow", "fp8_block"),
@@ -121,7 +160,11 @@ def fit_kernel(root: Path, sysname: str, name: str, kernel: str) -> dict | None:
 
 
 # the model whose layer each kernel is checked at: (name, hidden, inter, experts, top-k)
-CHECK = {"triton_fp8_block": ("MiniMax-M2.5", 3072, 1536, 256, 8)}
+CHECK = {
+    "triton_fp8_block": ("MiniMax-M2.5", 3072, 1536, 256, 8),
+    "trtllm_cutlass_nvfp4": ("DeepSeek-R1", 7168, 2048, 256, 8),
+    "trtllm_deepgemm_fp8_block": ("DeepSeek-R1", 7168, 2048, 256, 8),
+}
 GPT_OSS = ("gpt-oss", 2880, 2880, 128, 4)
 
 
@@ -160,9 +203,9 @@ def write_fits(fits: dict[str, dict[str, dict]], out: Path = OUT) -> None:
         "package": "aiconfigurator-core 0.12.0",
         "form": "moe of llmath.hardware.efficiency_fit; compute at the peak of the format the kernel's MMA runs in "
         "(bf16 for w4a16_mxfp4, fp8 for w4a8_mxfp4_mxfp8 and fp8_block), MXFP4 or FP8 weight bytes",
-        "rule": "vLLM moe_perf (0.24.0; 0.19.0 for triton_fp8_block), the kernel's own rows, balanced routing, EP 1, "
-        "every moe-TP split; median of repeats per (tokens, moe-TP, shape); every 5th distinct token count held out "
-        "(scripts/fit_launcher_moe.py)",
+        "rule": "vLLM moe_perf (0.24.0; 0.19.0 for triton_fp8_block; TensorRT-LLM 1.3.0rc20 for trtllm_gen_mxfp8), "
+        "the kernel's own rows, balanced routing, EP 1, every moe-TP split; median of repeats per (tokens, moe-TP, "
+        "shape); every 5th distinct token count held out (scripts/fit_launcher_moe.py)",
         "devices": {
             name: {kernel: {KERNELS[kernel]["key"]: fit} for kernel, fit in by_kernel.items()}
             for name, by_kernel in fits.items()

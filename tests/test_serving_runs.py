@@ -311,6 +311,7 @@ def test_harness_lengths_predict_inferencex_rows_out_of_step(capsys, tmp_path):
         workload=Workload(prompt=922, gen=1024, gen_dist=dist, concurrency=16),
         engine="trtllm",
         eager_prefill=True,  # an InferenceX TensorRT-LLM row: trtllm-serve's PyTorch backend
+        prompt_token_s=2.2e-6,  # which tokenizes the client's text prompts (Hugging Face tokenizers, 2.2 µs a token)
     )
     assert drawn == pytest.approx(ref.metrics["ttft_s"], rel=1e-9) and drawn < fixed
     code, out, _ = run_cli(capsys, "validate", "--runs", str(f), "--harness-lengths", "--json")

@@ -94,3 +94,60 @@ def test_rows_of_the_mtp_configuration_run_its_script():
     settings = launcher_sglang_settings(row(256), 256, True)
     assert (settings["max_num_seqs"], settings["max_num_batched_tokens"], settings["recv_interval"]) == (512, 16384, 30)
     assert launcher_sglang_settings(row(64), 64, True)["max_num_seqs"] == 128  # the plain script's cap
+
+
+def test_every_flag_of_every_script_is_modelled_or_has_its_reason():
+    # each flag the scripts pass is either one llmath models or one NOT_MODELLED says why it is not
+    from llmath.measure.sglang_launchers import (
+        INFERENCEX_SGLANG_MTP,
+        INFERENCEX_SGLANG_SCRIPTS,
+        MODELLED,
+        NOT_MODELLED,
+        SPECULATION_FLAGS,
+    )
+
+    known = set(MODELLED) | set(NOT_MODELLED) | set(SPECULATION_FLAGS)
+    cases = [INFERENCEX_SGLANG_MTP["flags"]]
+    for script in INFERENCEX_SGLANG_SCRIPTS.values():
+        cases += [script["flags"], *script.get("tp", {}).values(), *script.get("lengths", {}).values()]
+    for flags in cases:
+        assert set(flags) <= known, set(flags) - known
+    assert all(NOT_MODELLED[k].strip() for k in NOT_MODELLED)
+
+
+COLD = NOTES.replace("2026-03-25", "2025-11-10")  # before the client's warm-ups (InferenceX d053ae24e, 2026-01-21)
+
+
+@pytest.mark.parametrize(
+    ("precision", "isl", "clients", "chunked"),
+    [
+        # FP4 script: --chunked-prefill-size 16384, SGLang's default --max-prefill-tokens 16384; the client draws
+        # prompts uniformly in [⌊0.8·L⌋, L]: 1k prompts average (819 + 1024) / 2 = 921.5 tokens, 8k (6553 + 8192) / 2
+        ("fp4", 1024, 16, False),  # 16 · 921.5 = 14,744 ≤ 16,384
+        ("fp4", 1024, 32, True),  # 32 · 921.5 = 29,488 > 16,384
+        ("fp4", 8192, 4, True),  # 4 · 7,372.5 = 29,490 > 16,384
+        # FP8 script, TP 8: --chunked-prefill-size = --max-prefill-tokens = 32768
+        ("fp8", 1024, 32, False),  # 29,488 ≤ 32,768
+        ("fp8", 1024, 64, True),  # 58,976 > 32,768
+        ("fp8", 8192, 4, False),  # 29,490 ≤ 32,768
+        ("fp8", 8192, 8, True),  # 58,980 > 32,768
+    ],
+)
+def test_first_wave_beyond_one_prefill_batch(precision, isl, clients, chunked):
+    from llmath.measure.sglang_launchers import first_wave_chunked
+
+    fp8 = {"gemm_quant_mode": "fp8_block", "moe_quant_mode": "fp8_block", "moe_ep_size": "1"}
+    kw = {"precision": precision, "isl": str(isl), **(fp8 if precision == "fp8" else {})}
+    mean = (int(0.8 * isl) + isl) / 2
+    assert first_wave_chunked(_sglang(clients, **kw), clients, mean) is chunked
+    cold = to_run(_sglang(clients, **{**kw, "source_notes": COLD.format(clients)}))
+    warm = to_run(_sglang(clients, **kw))
+    assert any("extend-with-prefix" in a for a in cold.assumed) is chunked
+    assert not any("extend-with-prefix" in a for a in warm.assumed)  # the warm-up ran that path first
+
+
+def test_first_wave_of_rows_no_script_ran():
+    from llmath.measure.sglang_launchers import first_wave_chunked
+
+    assert not first_wave_chunked(_sglang(64, backend="trtllm"), 64, 921.5)
+    assert not first_wave_chunked(_sglang(64, system="h100_sxm"), 64, 921.5)

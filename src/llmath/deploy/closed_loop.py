@@ -432,7 +432,8 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     idle = (o_req / uniform.e2e_s) ** (C - 1)
     joined = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau - 1e-9)) * tau
     waited = (1 - idle) * (
-        np.maximum(joined, o_req + _poll_wait(eng.recv_interval, uniform)) + _held(dec, eng, req, uniform, tau)
+        np.maximum(joined, o_req + _poll_wait(eng.recv_interval, uniform, not eng.mixed_prefill))
+        + _held(dec, eng, req, uniform, tau)
     )
     waited = waited + idle * o_req
     c = np.minimum(together, B)
@@ -484,7 +485,8 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
         f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
         mean = f * t_m + (1 - f) * t_d
         wait = np.maximum(eng.replacement_lag * mean - o_req, (f * t_m**2 + (1 - f) * t_d**2) / (2 * mean))
-        wait = np.maximum(wait, _poll_wait(eng.recv_interval, ss)) + _held(dec, eng, req, ss, mean)
+        polled = _poll_wait(eng.recv_interval, ss, not eng.mixed_prefill)
+        wait = np.maximum(wait, polled) + _held(dec, eng, req, ss, mean)
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
         wait = wait * busy
         inside = np.maximum(C * (ss.e2e_s - o_req) / (ss.e2e_s + wait), 1.0)
@@ -498,7 +500,7 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
                    overhead_ttft_s=ss.overhead_ttft_s + o_wait)  # fmt: skip
 
 
-def _poll_wait(interval: int, ss: SteadyState):
+def _poll_wait(interval: int, ss: SteadyState, prefill_first: bool = False):
     """Mean wait of a request for the scheduler's next poll when it takes requests in only after ``interval``
     decode iterations or after any iteration that prefills (SGLang's ``SchedulerRecvSkipper``), at the state
     ``ss``'s decode step τ_d, prefill iteration τ_p and arrivals λ per second: a prompt is prefilled only once a
@@ -506,9 +508,17 @@ def _poll_wait(interval: int, ss: SteadyState):
     the window's poll found a request (1 − e^(−λW)), a chain of prefill iterations, each followed by a poll that
     finds another with probability 1 − e^(−λτ_p) (e^(λτ_p) iterations on average). A request arriving at a
     uniform moment waits W/2 in a window, τ_p/2 in a prefill: weighted by their time shares. 0 when the scheduler
-    takes requests in at every iteration."""
+    takes requests in at every iteration.
+
+    ``prefill_first``: the clients of a closed loop send a request only when another finishes, and a prefill-first
+    engine finishes none in an iteration that prefills (its decoders wait), so every request arrives at the end of
+    one of a window's decode iterations, j = 1 … interval uniformly, and waits the interval − j left: (interval −
+    1)/2 · τ_d whatever the load, where the time shares above would let the prefill chains absorb arrivals that
+    never come in them."""
     if interval <= 1:
         return 0.0
+    if prefill_first:
+        return (interval - 1) / 2 * ss.step_decode_s
     window, prefill, rate = interval * ss.step_decode_s, ss.step_mixed_s, ss.requests_s
     chain = -np.expm1(-rate * window) * np.exp(np.minimum(rate * prefill, 50.0)) * prefill
     return (window * window / 2 + chain * prefill / 2) / (window + chain)

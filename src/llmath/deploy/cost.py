@@ -14,13 +14,14 @@ dispatch/combine runs under the other's compute, as SGLang/DeepSeek serve); TP a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from llmath.deploy.collectives import Collective, bus_factor, collective_time, crossing_time
+from llmath.deploy.ep_balance import at_busiest_rank
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.hardware import Hardware
@@ -287,6 +288,8 @@ def per_gpu_stage(
     for plan in rank_plans(spec, stage, attention, layout):
         t = rank_table(spec, stage, attention, layout, plan.index)
         ti, c, m = stage_times(t, scenario, hw, precision, eff, stage == "decode")
+        tokens = np.asarray(scenario.B, dtype=float) * np.asarray(scenario.T, dtype=float)
+        ti = at_busiest_rank(ti, t, layout, hw.name, precision.weight_format("experts"), tokens)
         comm = comm_costs(plan.collectives, scenario, spec, precision, topo, fitted_device(hw, eff))
         span = (plan.layers.start, plan.layers.stop)
         cs, ms, ts = c.sum(-1), m.sum(-1), ti.sum(-1)
@@ -294,6 +297,19 @@ def per_gpu_stage(
             cs, ms, ts = float(cs), float(ms), float(ts)
         out.append(StageCost(plan.index, span, ti, cs, ms, ts, comm))
     return PassCost(out)
+
+
+def _at_busiest_rank(d, t: Table, layout: Layout, device: str, fmt: str, batch, n):
+    """A generation's decode summary ``d`` with the routed experts at the busiest EP rank's pace
+    (:func:`llmath.deploy.ep_balance.at_busiest_rank`): their time does not grow with the context, so each
+    step gets 1/n of the extra."""
+    per_op = at_busiest_rank(d.per_op_total_s, t, layout, device, fmt, batch)
+    extra = (per_op - d.per_op_total_s).sum(-1)
+    if not np.any(extra):
+        return d
+    step = np.divide(extra, n, out=np.zeros(np.shape(n * extra)), where=n > 0)
+    first, last = d.first_s + step, d.last_s + step
+    return replace(d, first_s=first, last_s=last, total_s=d.total_s + extra, per_op_total_s=per_op)
 
 
 def decode_totals(
@@ -319,6 +335,7 @@ def decode_totals(
     for plan in rank_plans(spec, "decode", attention, layout):
         t = rank_table(spec, "decode", attention, layout, plan.index)
         d = decode_generation(t, hw, precision, eff, batch, context, gen, src)
+        d = _at_busiest_rank(d, t, layout, hw.name, precision.weight_format("experts"), batch, n)
         comm = comm_costs(plan.collectives, step, spec, precision, topo, fitted_device(hw, eff))
         plain = sum(c.time_s for c in comm if not c.overlapped)
         hidden = sum(c.time_s for c in comm if c.overlapped)

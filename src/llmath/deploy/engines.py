@@ -68,9 +68,19 @@ def disaggregation(name: str, key: str) -> float | None:
     return None if s is None else s["value"]
 
 
-def overheads(name: str) -> Overheads:
-    """The engine's per-request and per-iteration overhead terms (``overheads`` in ``data/engines.json``)."""
-    return Overheads.from_dict(name, _data()[_check(name)].get("overheads", {}))
+def overheads(name: str, hw: Hardware | None = None) -> Overheads:
+    """The engine's per-request and per-iteration overhead terms (``overheads`` in ``data/engines.json``); on
+    ``hw``, a term's ``by_device`` value for that device where the entry has one (a host time measured on it)."""
+    terms = _data()[_check(name)].get("overheads", {})
+    if hw is not None:
+        terms = {k: _on_device(v, hw.name) for k, v in terms.items()}
+    return Overheads.from_dict(name, terms)
+
+
+def _on_device(term, device: str):
+    """An overhead entry with its ``by_device`` value for ``device`` as its value (the entry as it is without)."""
+    by_device = term.get("by_device", {}) if isinstance(term, dict) else {}
+    return {**term, "value": by_device[device]} if device in by_device else term
 
 
 def preset(name: str, hw: Hardware | None = None, tp: int = 1, offline: bool = False, **overrides) -> EngineConfig:
@@ -83,9 +93,17 @@ def preset(name: str, hw: Hardware | None = None, tp: int = 1, offline: bool = F
     if vals.get("max_num_seqs") is None:
         vals["max_num_seqs"] = 1 << 20  # no fixed cap: the KV pool limits the resident requests
     sources = {k: s["source"] for k, s in _data()[name]["settings"].items()}
-    eng = EngineConfig(name=name, sources=sources, overheads=overheads(name), **vals)
+    eng = EngineConfig(name=name, sources=sources, overheads=overheads(name, hw), **vals)
     unknown = set(overrides) - set(keys)
     if unknown:
         raise WorkloadError(f"unknown engine setting(s) {sorted(unknown)}; settable: {', '.join(keys)}")
     over = {k: v for k, v in overrides.items() if v is not None}
-    return replace(eng, **over) if over else eng
+    eng = replace(eng, **over) if over else eng
+    return _with_prompt_tokenisation(eng) if eng.prompt_token_s is not None else eng
+
+
+def _with_prompt_tokenisation(eng: EngineConfig) -> EngineConfig:
+    """``eng`` with its ``prompt_token_s`` as the overheads' ``per_prompt_token_s`` (a launcher's text prompts)."""
+    ov = eng.overheads
+    src = {**ov.sources, "per_prompt_token_s": "the launcher's text prompts (EngineConfig.prompt_token_s)"}
+    return replace(eng, overheads=replace(ov, per_prompt_token_s=float(eng.prompt_token_s or 0.0), sources=src))

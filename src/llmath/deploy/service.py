@@ -15,6 +15,7 @@ from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import drifting_state, in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
+from llmath.deploy.ep_balance import busiest_rank_note
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
@@ -89,6 +90,7 @@ def serve(
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client)
     notes += _state_notes(ss, mem, eng, req, arrival)
+    notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]))
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 

@@ -125,6 +125,9 @@ class EngineConfig:
     where the per-sequence factor is set, else ``cuda_graph_max_tokens`` (0: no limit); a larger pass runs without a
     graph and takes the host floor of ``eager_prefill`` (:func:`graph_tokens`; vLLM's ``max_cudagraph_capture_size``).
     ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
+    ``prompt_token_s``: the server's tokenisation per prompt token where a launcher sends text to an engine whose
+    preset takes token ids (TensorRT-LLM's ``trtllm-serve``); it sets ``overheads.per_prompt_token_s`` (None: the
+    preset's).
     ``overheads``: the engine's time outside the kernels (:mod:`llmath.deploy.overheads`), added to every
     iteration and request under ``expected`` efficiency (not ``ideal``).
     """
@@ -152,6 +155,7 @@ class EngineConfig:
     cuda_graph_tokens_per_seq: int = 0
     eager_host_unit: str = "launch"
     moe_kernel: str = ""
+    prompt_token_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)
 
@@ -162,6 +166,8 @@ class EngineConfig:
             raise WorkloadError(f"moe_kernel={self.moe_kernel!r}: not a known MoE kernel; use {LAUNCHER_MOE_KERNELS}")
         if self.max_num_seqs < 1:
             raise WorkloadError(f"max_num_seqs={self.max_num_seqs} must be >= 1")
+        if self.prompt_token_s is not None and not 0 <= self.prompt_token_s < 1e-3:
+            raise WorkloadError(f"prompt_token_s={self.prompt_token_s!r} must be seconds per token in [0, 1e-3)")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise WorkloadError(f"gpu_memory_utilization={self.gpu_memory_utilization} must be in (0, 1]")
         if self.kv_pool_tokens is not None and self.kv_pool_tokens < 1:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from llmath.deploy.cost import comm_seconds, fitted_device, rank_table
+from llmath.deploy.ep_balance import at_busiest_rank
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
@@ -199,7 +200,12 @@ class Device:
         in prefill, the mask of passes mixing decode tokens in (their attention keeps the scalar fractions)."""
         eff = self.decode_eff if decode else self.eff
         tm, _, _ = monomial_times(t, mv, self.hw, self.precision, eff, rows, tokens, decode, context)
-        return StepCost(tm.sum(-1), *self._pass_totals(t, mv))
+        return StepCost(self._busiest_rank(t, tm, tokens).sum(-1), *self._pass_totals(t, mv))
+
+    def _busiest_rank(self, t: Table, tm: np.ndarray, tokens) -> np.ndarray:
+        """Per-op times ``tm`` with the routed experts' at the busiest expert-parallel rank's pace
+        (:func:`llmath.deploy.ep_balance.at_busiest_rank`; unchanged without expert parallelism)."""
+        return at_busiest_rank(tm, t, self.layout, self.hw.name, self.precision.weight_format("experts"), tokens)
 
     def _mixed_time(self, t: Table, mv: np.ndarray, rows, tokens, shape: tuple) -> StepCost:
         """A pass of ``d`` decoders at context ``s`` and ``nc`` chunks of ``c`` tokens after ``pf`` cached ones:
@@ -210,6 +216,7 @@ class Device:
         hw, p = self.hw, self.precision
         tm = monomial_times(t, mv, hw, p, self.eff, rows, tokens, False, d > 0)[0]
         j = attention_columns(t)
+        tm = self._busiest_rank(t, tm, tokens)
         if not j.size or not (d > 0).any():
             return StepCost(tm.sum(-1), *self._pass_totals(t, mv))
         has = nc * c > 0

@@ -46,8 +46,9 @@ COLLECTIVES = ("all_reduce", "all_gather", "custom_all_reduce")
 FORMAT_ALIASES = {"fp16": "bf16", "bf16": "bf16", "fp8": "fp8"}
 # experts stored in a format whose grouped kernel the tables time apart (``moe`` fits keyed by it): block-scaled
 # FP8 (one scale per 128 × 128 block) runs other kernels than per-tensor FP8, slower at prefill sizes
+# (NVFP4: no device-wide fit; the key of TensorRT-LLM's CUTLASS kernel, engine_moe_kernel)
 MOE_STORAGE = {"fp8-block": "fp8_block", "fp8_block": "fp8_block", "w4a16_mxfp4": "w4a16_mxfp4",
-               "w4a8_mxfp4_mxfp8": "w4a8_mxfp4_mxfp8"}  # fmt: skip
+               "w4a8_mxfp4_mxfp8": "w4a8_mxfp4_mxfp8", "nvfp4": "nvfp4"}  # fmt: skip
 MOE_STORAGE_RUNS = {"fp8_block": "fp8"}  # the format such a kernel computes and streams its weights in
 # 4-bit float experts (MXFP4, NVFP4) dequantised into a 16-bit grouped GEMM where the device has no fp4 peak
 # (Hopper): the weight-only kernel the tables time as ``w4a16_mxfp4`` (aiconfigurator-core ``sdk/common.py``:
@@ -63,13 +64,19 @@ MOE_WEIGHT_ONLY_ENGINES = {"w4a16_mxfp4": ("trtllm",)}
 # (FlashInfer's TensorRT-LLM-generated MoE: tcgen05 kind::mxf8f6f4, the fp8 rate)
 # (PTX ISA, "TensorCore 5th Generation"), block-scaled FP8 (vLLM's Triton fused MoE: FP8 MMA); and the family of the
 # experts' stored format each applies to
-LAUNCHER_MOE_RUNS = {"w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8", "fp8_block": "fp8"}
-LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_block": "fp8"}
+LAUNCHER_MOE_RUNS = {"w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_block": "fp8", "nvfp4": "fp4"}
 # the kernels by name (EngineConfig.moe_kernel): vLLM's Marlin MoE (VLLM_MXFP4_USE_MARLIN=1 on Hopper), FlashInfer's
 # MXFP4 × MXFP8 MoE (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 on Blackwell), vLLM's Triton block-FP8 MoE (what
-# VLLM_USE_FLASHINFER_MOE_FP8=0 with VLLM_MOE_USE_DEEP_GEMM=0 leaves); their fits: engine_moe_kernel
-LAUNCHER_MOE_KERNELS = ("marlin", "flashinfer_mxfp8", "triton_fp8_block")
-BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32}
+# VLLM_USE_FLASHINFER_MOE_FP8=0 with VLLM_MOE_USE_DEEP_GEMM=0 leaves), TensorRT-LLM's TRTLLM-gen MoE over MXFP4
+# experts with MXFP8 activations (moe_config.backend TRTLLM on sm100: W4A8_MXFP4_MXFP8), its CUTLASS MoE over NVFP4
+# experts (moe_config.backend CUTLASS, W4A4 NVFP4); their fits: engine_moe_kernel
+LAUNCHER_MOE_KERNELS = (
+    "marlin", "flashinfer_mxfp8", "triton_fp8_block", "trtllm_gen_mxfp8", "trtllm_cutlass_nvfp4",
+    "trtllm_deepgemm_fp8_block",
+)  # fmt: skip
+# NVFP4: 16 e2m1 values + one e4m3 scale = 9 bytes per 16 (NVIDIA's NVFP4, docs/formats.md)
+BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32, "nvfp4": 9 / 16}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
 # Level Matrix Multiply-Accumulate") and datacenter Blackwell's tcgen05.mma has M = 64 or 128 (PTX ISA,
 # "TensorCore 5th Generation"); Volta to Ada and consumer Blackwell (GeForce, RTX PRO, GB10) issue mma.sync of

@@ -14,7 +14,8 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   activations (W8A8), ``fp8_block`` → block-scaled FP8 weights, FP8 activations, ``nvfp4`` → NVFP4 weights
   and activations (W4A4), empty → the checkpoint's own; the MoE mode sets the routed experts' format; the
   modules the checkpoint's ``modules_to_not_convert`` leaves unquantised keep its format (gpt-oss: attention,
-  router, embeddings and LM head in bf16, as every engine loads them);
+  router, embeddings and LM head in bf16, as every engine loads them); TensorRT-LLM rows a rule of
+  :data:`.trt_launchers.TRT_CHECKPOINT_FORMATS` names run the checkpoint's own formats whatever the label;
 * the KV cache: FP8 when the row's ``precision`` is ``fp8`` or ``fp4`` (the collection's rule: a quantised
   checkpoint runs FP8 KV cache and FP8 attention, ``sdk/models/helpers.py`` ``_infer_quant_modes_from_raw_config``),
   else the checkpoint's (bf16), and the checkpoint's where an InferenceX vLLM launcher left vLLM's ``auto``
@@ -107,12 +108,13 @@ import numpy as np
 from llmath.deploy.bench_client import INFERENCEX, BenchClient
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
-from llmath.measure.sglang_launchers import launcher_sglang_settings
+from llmath.measure.sglang_launchers import first_wave_chunked, launcher_sglang_settings
 from llmath.measure.trt_launchers import (
     GENERATOR_TRT_KV_FRACTION,
     MTP_DRAFT_TOKENS,
     launcher_trt_settings,
     mtp_run,
+    piecewise_prefill,
 )
 from llmath.measure.vllm_launchers import launcher_vllm_settings
 
@@ -180,7 +182,8 @@ INFERENCEX_TRT_MTP: dict[str, Any] = {
 # ``--max-running-requests`` / ``--max-num-seqs`` (rule_plugin/sglang.rule, vllm.rule and their templates at c46a56b0;
 # raised to at least 512 for deployments only from 71bb3d00e, 2026-01-30).
 GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
-FORMAT_SETTINGS = ("kv_cache_dtype",)  # launcher settings that set the run's formats, not its engine's
+# launcher settings that set the run's formats, not its engine's
+FORMAT_SETTINGS = ("kv_cache_dtype", "checkpoint_formats")
 GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
 GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's rules)
 
@@ -306,6 +309,9 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     if inferencex and not harness_warmed(r):
         assumed.append(f"client sent no warm-up requests (InferenceX before {INFERENCEX_WARMUP['from']}): the first"
                        " wave met a cold server, not modelled")  # fmt: skip
+        if agg and lay is not None and first_wave_chunked(r, _concurrency(r, lay), _drawn_mean(int(r["isl"]))):
+            assumed.append("the first wave's prompts exceed one prefill batch of the SGLang script: its chunked "
+                           "prefill ran the extend-with-prefix path cold (such runs measure seconds)")  # fmt: skip
     settings = {} if inferencex or not agg else launcher_settings(r)
     budget = harness_budget(r, _concurrency(r, lay)) if agg else None
     if budget is not None:
@@ -314,6 +320,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
         settings.update(launcher_trt_settings(r, _concurrency(r, lay), lay.dp, inferencex))
         settings.update(launcher_sglang_settings(r, _concurrency(r, lay), inferencex))
         settings.update(pytorch_backend_settings(r, inferencex))
+        settings.update(piecewise_prefill(r, _concurrency(r, lay), lay.gpus, lay.ep, lay.dp, inferencex))
         settings.update(launcher_vllm_settings(r, inferencex))
     if not agg:  # the prefill servers' passes (the decode servers replay graphs; deploy.disagg.prefill_eager)
         settings.update(pytorch_backend_settings(r, inferencex))
@@ -390,6 +397,11 @@ def harness_speculation(r: dict[str, str], lay: Layout | None):
     return mtp_speculation(k)
 
 
+def _drawn_mean(length: int) -> float:
+    """The mean of the lengths InferenceX's client draws for an upper bound L: integers uniform in [⌊0.8·L⌋, L]."""
+    return (int(INFERENCEX_RANGE_RATIO * length) + length) / 2
+
+
 def harness_warmed(r: dict[str, str]) -> bool:
     """Whether InferenceX's client sent warm-up requests before the row's measured ones
     (:data:`INFERENCEX_WARMUP`, by the row's ``measured=`` date; a row without a date is taken as warmed)."""
@@ -404,7 +416,7 @@ def pytorch_backend_settings(r: dict[str, str], inferencex: bool) -> dict[str, b
     ishandhanani/srt-slurm ``recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen1_dep8_batch512_eplb0_mtp0_4096.yaml`` at
     fe2cd905) and rows of version 1.0 or later (the PyTorch backend is the default there; ``data/engines.json``,
     ``trtllm`` ``eager_prefill``). The aggregated launchers' opt-in piecewise prefill graph (DeepSeek-R1 B200 at
-    some concurrencies) is not read."""
+    some concurrencies) turns it off again (:func:`.trt_launchers.piecewise_prefill`)."""
     if r.get("backend") != "trtllm":
         return {}
     major = re.match(r"(\d+)\.", r.get("backend_version", ""))
@@ -445,7 +457,8 @@ def precision(run: Run):
     p = precision_for(run.model)
     auto = dict(run.engine_settings).get("kv_cache_dtype") == "auto"  # the launcher left the model's dtype
     kv = "fp8" if run.precision in ("fp8", "fp4") and not auto else None
-    gemm, moe = QUANT.get(run.gemm), QUANT.get(run.moe)
+    own = dict(run.engine_settings).get("checkpoint_formats")  # the engine reads the checkpoint's (trt_launchers)
+    gemm, moe = (None, None) if own else (QUANT.get(run.gemm), QUANT.get(run.moe))
     if gemm is None and moe is None:
         return p.override(kv=kv)
     w, a = gemm or (p.weights, p.act_quant or p.activations)

@@ -20,6 +20,7 @@ INFERENCEX_SGLANG_SCRIPTS: dict[tuple[str, str, str], dict[str, Any]] = {
                   "chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "recv": (16, 30, 10),
                   "stream_interval": 30, "attention_backend": "trtllm_mla", "moe_runner_backend": "flashinfer_trtllm",
                   "quantization": "fp8", "kv_cache_dtype": "fp8_e4m3", "disable_radix_cache": True,
+                  "enable_flashinfer_allreduce_fusion": True,
                   "env": {"SGL_ENABLE_JIT_DEEPGEMM": "false", "SGLANG_ENABLE_FLASHINFER_GEMM": "true"}},
         "tp": {4: {"max_running_requests": 32, "cuda_graph_max_bs": 32, "mem_fraction_static": 0.95,
                    "chunked_prefill_size": 8192, "max_prefill_tokens": 8192, "recv": (0, 10, 10)}},
@@ -31,14 +32,14 @@ INFERENCEX_SGLANG_SCRIPTS: dict[tuple[str, str, str], dict[str, Any]] = {
                   "chunked_prefill_size": 16384, "recv": (16, 30, 10), "stream_interval": 10,
                   "attention_backend": "trtllm_mla", "moe_runner_backend": "flashinfer_trtllm",
                   "quantization": "modelopt_fp4", "kv_cache_dtype": "fp8_e4m3", "disable_radix_cache": True,
-                  "enable_symm_mem": True},
+                  "enable_symm_mem": True, "enable_flashinfer_allreduce_fusion": True},
         "source": _REPO + "single_node/dsr1_fp4_b200.sh (dsr1_fp4_b200_docker.sh / _slurm.sh before b0c4ed21; "
         "--enable-ep-moe and --enable-flashinfer-trtllm-moe, the same settings, before d8fe8f73, 2025-11-10)",
     },
     ("deepseek-ai/DeepSeek-R1", "h200_sxm", "fp8"): {
         "flags": {"max_running_requests": 256, "cuda_graph_max_bs": 256, "mem_fraction_static": 0.82,
                   "chunked_prefill_size": 32768, "max_prefill_tokens": 32768, "stream_interval": 10,
-                  "attention_backend": "flashinfer", "disable_radix_cache": True},
+                  "attention_backend": "flashinfer", "disable_radix_cache": True, "decode_log_interval": 1},
         "lengths": {(1024, 1024): {"max_running_requests": 512, "cuda_graph_max_bs": 512}},
         "source": _REPO + "single_node/dsr1_fp8_h200.sh (dsr1_fp8_h200_slurm.sh before b0c4ed21)",
     },
@@ -59,7 +60,10 @@ INFERENCEX_SGLANG_MTP: dict[str, Any] = {
     "flags": {"max_running_requests": 512, "cuda_graph_max_bs": 512, "mem_fraction_static": 0.82,
               "chunked_prefill_size": 16384, "max_prefill_tokens": 16384, "recv": (16, 30, 10), "stream_interval": 30,
               "speculative_algorithm": "EAGLE", "speculative_num_steps": 2, "speculative_num_draft_tokens": 3,
-              "speculative_eagle_topk": 1},
+              "speculative_eagle_topk": 1, "attention_backend": "trtllm_mla", "moe_runner_backend": "flashinfer_trtllm",
+              "fp8_gemm_backend": "flashinfer_trtllm", "quantization": "fp8", "kv_cache_dtype": "fp8_e4m3",
+              "disable_radix_cache": True, "enable_flashinfer_allreduce_fusion": True,
+              "env": {"SGLANG_ENABLE_JIT_DEEPGEMM": "false", "SGLANG_ENABLE_SPEC_V2": "1"}},
     "source": _REPO + "single_node/dsr1_fp8_b200_mtp.sh; .github/configs/nvidia-master.yaml (dsr1-fp8-b200-sglang, "
     "dsr1-fp8-b200-sglang-mtp) at 12ba0ae07",
 }  # fmt: skip
@@ -79,9 +83,27 @@ NOT_MODELLED: dict[str, str] = {
     "moe_runner_backend": "flashinfer_trtllm: FlashInfer's TensorRT-LLM MoE; llmath's MoE fit is TensorRT-LLM's own "
     "kernel table, the same kernel family (docs/efficiency.md)",
     "env": "SGL_ENABLE_JIT_DEEPGEMM=false, SGLANG_ENABLE_FLASHINFER_GEMM=true: the dense FP8 GEMMs run FlashInfer's "
-    "kernels instead of DeepGEMM; llmath's GEMM fit is per device and format",
+    "kernels instead of DeepGEMM; llmath's GEMM fit is per device and format. SGLANG_ENABLE_SPEC_V2=1 (MTP): "
+    "speculation inside the overlap scheduler, speculation itself not applied",
     "enable_symm_mem": "symmetric-memory all-reduce; llmath's all-reduce is the collective table's",
+    "enable_flashinfer_allreduce_fusion": "FlashInfer's all-reduce fused with the following residual add and "
+    "RMSNorm: one kernel fewer per layer; llmath's all-reduce is the collective table's and its norms are not "
+    "fused away",
+    "decode_log_interval": "the H200 script logs every decode iteration (default 40): host work the overlap "
+    "scheduler runs while the GPU computes the next batch; no source times it",
+    "quantization": "the formats the row's precision columns state (fp8_block, nvfp4), read by serving_runs.precision",
+    "kv_cache_dtype": "fp8_e4m3 where passed; llmath gives every FP8 and FP4 row an fp8 cache "
+    "(serving_runs.precision). The H200 script passes none, which SGLang reads as the model's dtype for "
+    "DeepSeek-R1's fp8 checkpoint, a bf16 cache (model_executor/model_runner.py configure_kv_cache_dtype; "
+    "Fp8Config has no kv_cache_quant_algo); not applied: docs/serving.md, 'SGLang: the rows' own signatures'",
+    "fp8_gemm_backend": "the MTP script's dense FP8 GEMMs on FlashInfer's TensorRT-LLM kernels; per device and format",
+    "speculative_algorithm": "the MTP configuration's EAGLE drafts (with speculative_num_steps, "
+    "speculative_num_draft_tokens, speculative_eagle_topk): not applied, the published acceptance puts TPOT far "
+    "below the rows' (module comment of INFERENCEX_SGLANG_MTP)",
 }
+# flags llmath models (:func:`launcher_sglang_settings`); every other flag of a script has its reason in NOT_MODELLED
+MODELLED = ("max_running_requests", "chunked_prefill_size", "max_prefill_tokens", "mem_fraction_static", "recv")
+SPECULATION_FLAGS = ("speculative_num_steps", "speculative_num_draft_tokens", "speculative_eagle_topk")
 
 
 def script_flags(r: dict[str, str], concurrency: int) -> dict[str, Any] | None:
@@ -133,13 +155,28 @@ def launcher_sglang_settings(r: dict[str, str], concurrency: int, inferencex: bo
     if flags is None or concurrency > flags["max_running_requests"]:
         return {}
     out: dict[str, Any] = {
-        "max_num_batched_tokens": min(flags["chunked_prefill_size"],
-                                      flags.get("max_prefill_tokens", SGLANG_MAX_PREFILL_TOKENS_DEFAULT)),
+        "max_num_batched_tokens": prefill_budget(flags),
         "max_num_seqs": flags["max_running_requests"],
         "gpu_memory_utilization": flags["mem_fraction_static"],
     }  # fmt: skip
     recv = recv_interval(r, concurrency)
     return out if recv is None else {**out, "recv_interval": recv}
+
+
+def prefill_budget(flags: dict[str, Any]) -> int:
+    """New tokens one prefill batch takes under a script's flags: SGLang's ``PrefillAdder`` stops at the smaller of
+    ``--chunked-prefill-size`` and ``--max-prefill-tokens`` (default :data:`SGLANG_MAX_PREFILL_TOKENS_DEFAULT`)."""
+    return min(flags["chunked_prefill_size"], flags.get("max_prefill_tokens", SGLANG_MAX_PREFILL_TOKENS_DEFAULT))
+
+
+def first_wave_chunked(r: dict[str, str], concurrency: int, mean_prompt: float) -> bool:
+    """Whether the first wave of an InferenceX SGLang row (``concurrency`` prompts of ``mean_prompt`` tokens, all
+    sent at once) exceeds one prefill batch of its script (:func:`prefill_budget`): the prompt that straddles the
+    budget is then prefilled in chunks, the later one with the earlier as its cached prefix, the extend-with-prefix
+    path (``forward_normal_chunked_kv`` of ``models/deepseek_v2.py`` with prefix lengths > 0) that a server fed only
+    whole prompts has not run. False for a row no script of :data:`INFERENCEX_SGLANG_SCRIPTS` ran."""
+    flags = script_flags(r, concurrency)
+    return flags is not None and concurrency * mean_prompt > prefill_budget(flags)
 
 
 def recv_interval(r: dict[str, str], concurrency: int) -> int | None:

@@ -136,6 +136,118 @@ INFERENCEX_TRT_ADP_BALANCE: dict[str, dict[str, Any]] = {
     },
 }
 
+# The formats TensorRT-LLM runs a checkpoint in on Hopper (sm90), whatever precision label a row carries: it reads the
+# checkpoint's own ``quantization_config``. DeepSeek-R1's FP8 checkpoint is block-scaled (``weight_block_size``
+# [128, 128]), which TensorRT-LLM loads as ``QuantAlgo.FP8_BLOCK_SCALES`` (its CUTLASS MoE backend, the InferenceX
+# H200 scripts' ``moe_config.backend``, times it in aiconfigurator's ``moe_torch_flow_cutlass`` fp8_block table);
+# gpt-oss-120b's MXFP4 experts run ``QuantAlgo.W4A16_MXFP4`` below sm100 (``ModelConfig.get_mxfp4_quant_algo``:
+# MXFP8 activations only from sm100, unless ``OVERRIDE_QUANT_ALGO`` is set, which no such launcher sets). The row's
+# label (``fp8``: per-tensor W8A8; ``fp4``: NVFP4 W4A4) is replaced by the checkpoint's formats
+# (:func:`llmath.measure.serving_runs.precision`, the ``checkpoint_formats`` setting).
+TRT_CHECKPOINT_FORMATS: dict[str, dict[str, Any]] = {
+    "deepseek-ai/DeepSeek-R1": {
+        "labels": ("fp8",), "systems": ("h100_sxm", "h200_sxm"), "runs": "FP8_BLOCK_SCALES",
+        "source": "deepseek-ai/DeepSeek-R1-0528 config.json quantization_config (quant_method fp8, weight_block_size "
+                  "[128, 128]); NVIDIA/TensorRT-LLM tensorrt_llm/_torch/model_config.py (the checkpoint's quantization "
+                  "config as QuantAlgo.FP8_BLOCK_SCALES, whose kv_b_proj/k_b_proj it excludes for the TRTLLM MoE "
+                  "backend; through the code index); SemiAnalysisAI/InferenceX "
+                  "benchmarks/dsr1_fp8_h200_trt_slurm.sh at e06929c701a09f1f354150682e3c96afab8ebe22 and "
+                  "dsr1_fp8_h200_trt.sh at d8cc8977 (MOE_BACKEND=CUTLASS, model deepseek-ai/DeepSeek-R1-0528)",
+    },
+    "openai/gpt-oss-120b": {
+        "labels": ("fp8", "fp4"), "systems": ("h100_sxm", "h200_sxm"), "runs": "W4A16_MXFP4",
+        "source": "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/model_config.py ModelConfig.get_mxfp4_quant_algo "
+                  "(W4A8_MXFP4_MXFP8 only at get_sm_version() >= 100, else W4A16_MXFP4, unless OVERRIDE_QUANT_ALGO; "
+                  "through the code index) and examples/models/core/gpt_oss/README.md (Hopper: bf16 activations, "
+                  "mxfp4 weights); SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_h200_trt_slurm.sh at "
+                  "e06929c701a09f1f354150682e3c96afab8ebe22 (no OVERRIDE_QUANT_ALGO)",
+    },
+}  # fmt: skip
+
+# The grouped-expert kernel InferenceX's TensorRT-LLM scripts picked (``moe_config.backend``), where a per-kernel table
+# times it (llmath's ``moe_kernel``, applied to prefill passes): gpt-oss-120b on B200 runs MOE_BACKEND="TRTLLM" in
+# every script in force on its rows, which TensorRT-LLM runs over MXFP4 experts with MXFP8 activations from sm100
+# (``ModelConfig.get_mxfp4_quant_algo``: W4A8_MXFP4_MXFP8; the scripts set no OVERRIDE_QUANT_ALGO)
+INFERENCEX_TRT_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
+    ("openai/gpt-oss-120b", "b200_sxm"): {
+        "kernel": "trtllm_gen_mxfp8",
+        "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_b200_trt_slurm.sh at e06929c7, 97f253b5, 06667a51, "
+                  "359900b4, a075f2e7 and benchmarks/gptoss_fp4_b200_trt.sh at d7dbd045 (the commits in force from "
+                  "2025-11-02 to 2026-02-05: MOE_BACKEND=\"TRTLLM\", no OVERRIDE_QUANT_ALGO); NVIDIA/TensorRT-LLM "
+                  "tensorrt_llm/_torch/model_config.py ModelConfig.get_mxfp4_quant_algo",
+    },
+}  # fmt: skip
+# DeepSeek-R1 FP4 on B200: the scripts pick MOE_BACKEND="CUTLASS" (NVFP4 experts, W4A4) in some cases, TRTLLM
+# otherwise (whose NVFP4 kernel no per-kernel table times at DeepSeek's expert shape: those rows keep the default
+# model). The plain scripts to 2026-01-28 from a number of clients by lengths; the MTP scripts (from 2026-01-14) and
+# the plain ones from 2026-02-03 wherever the row runs attention-DP
+INFERENCEX_TRT_CUTLASS_NVFP4: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp4", "kernel": "trtllm_cutlass_nvfp4",
+    "by_clients_until": "2026-01-28", "from_clients": {(1024, 1024): 256, (1024, 8192): 256, (8192, 1024): 33},
+    "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp4_b200_trt_slurm.sh at e06929c7, f6a9d0b6 and 008b91a9d "
+              "(CUTLASS from CONC 256 at 1k/1k and 1k/8k, above 32 at 8k/1k, TP 4 and 8); "
+              "dsr1_fp4_b200_trt_mtp_slurm.sh at 008b91a9d, dsr1_fp4_b200_trt.sh at daa8239f7 and ec9128280, "
+              "dsr1_fp4_b200_trt_mtp.sh at ec9128280 "
+              "(CUTLASS when DP_ATTENTION is true)",
+}  # fmt: skip
+# DeepSeek-R1 FP8 on B200: MOE_BACKEND="DEEPGEMM" (block-scaled FP8 experts) in every script to 2026-01-28; from
+# 2026-01-29 the plain script at 1k/8k from 256 clients and the MTP script (image 1.2.0rc6.post3) with attention-DP,
+# TRTLLM otherwise (whose block-FP8 kernel no per-kernel table times at DeepSeek's expert shape)
+INFERENCEX_TRT_DEEPGEMM_FP8: dict[str, Any] = {
+    "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp8", "kernel": "trtllm_deepgemm_fp8_block",
+    "always_until": "2026-01-28", "plain_from_clients": {(1024, 8192): 256}, "mtp_image": "1.2.0rc6.post3",
+    "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp8_b200_trt_slurm.sh at f6a9d0b6 and 008b91a9d, "
+              "dsr1_fp8_b200_trt_mtp_slurm.sh at 008b91a9d (MOE_BACKEND=\"DEEPGEMM\"); dsr1_fp8_b200_trt.sh at "
+              "ec7bafaae (DEEPGEMM at 1k/8k from CONC 256); dsr1_fp8_b200_trt_mtp.sh at 5d517074c (DEEPGEMM with "
+              "DP_ATTENTION)",
+}  # fmt: skip
+# InferenceX's client sends text prompts (utils/bench_serving/benchmark_serving.py ``sample_random_requests`` decodes
+# the drawn token ids; backend_request_func.py posts ``prompt``), which ``trtllm-serve`` tokenizes before it schedules
+# the request: its completion handler passes the text to ``LLM.generate_async``, whose ``DefaultInputProcessor``
+# calls the Hugging Face tokenizer's ``encode`` (NVIDIA/TensorRT-LLM tensorrt_llm/serve/openai_server.py,
+# tensorrt_llm/inputs/registry.py). The time per token is the vLLM and SGLang presets' (data/engines.json
+# ``per_prompt_token_s``: the same Hugging Face tokenizers, 2.2 µs per prompt token on one core)
+INFERENCEX_TRT_PROMPT_TOKEN_S = 2.2e-6
+# Where InferenceX's DeepSeek-R1 B200 scripts turn on TensorRT-LLM's piecewise CUDA graph for context passes
+# (``torch_compile_config: enable_piecewise_cuda_graph: true``, ``capture_num_tokens`` 1 … 128 and 256-token steps to
+# ``max_num_tokens``): the non-attention parts of a prefill replay from graphs, so the pass is not launched op by op
+# (llmath's ``eager_prefill`` off; the attention that stays eager is not counted). One rule a script and image; a
+# row matches a case (ISL, OSL, least clients, most clients or None, only without attention-DP) and ``gpus_ep``
+# (the script's TP and EP_SIZE) where given
+INFERENCEX_TRT_PIECEWISE_PREFILL: tuple[dict[str, Any], ...] = (
+    {
+        "precision": "fp8", "image": "1.2.0rc6.post2", "from": "2026-01-29",
+        "cases": ((1024, 1024, 64, None, False), (1024, 8192, 128, 255, False), (8192, 1024, 64, None, False)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt.sh",
+                   "commit": "ec7bafaae743babbb160a1c7ee9c2a82feaf3f5f",
+                   "setting": "PIECEWISE_CUDA_GRAPHS=true at 1k/1k and 8k/1k from CONC 64, at 1k/8k from 128 "
+                              "below 256"},
+    },
+    {
+        "precision": "fp4", "image": "1.2.0rc6.post2", "from": "2026-02-03", "gpus_ep": (8, 8),
+        "cases": ((1024, 1024, 1, None, False),),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp4_b200_trt.sh",
+                   "commit": "6eecc0e66 (unchanged to ec9128280)",
+                   "setting": "PIECEWISE_CUDA_GRAPHS=true at 1k/1k with TP 8 and EP_SIZE 8"},
+    },
+    {
+        "precision": "fp8", "image": "1.2.0rc6.post3", "from": "2026-02-05",
+        "cases": ((1024, 1024, 5, None, True), (1024, 8192, 9, None, True), (8192, 1024, 17, None, True)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt_mtp.sh",
+                   "commit": "5d517074c1221aaf0cfe66813029c1314a80c8ca",
+                   "setting": "PIECEWISE_CUDA_GRAPHS=true but with DP_ATTENTION, CONC <= 4 at 1k/1k, <= 8 at 1k/8k, "
+                              "<= 16 at 8k/1k"},
+    },
+    {
+        "precision": "fp4", "image": "1.2.0rc6.post3", "from": "2026-02-06",
+        "cases": ((1024, 1024, 32, 64, False), (1024, 1024, 128, 128, True), (1024, 8192, 64, 64, False)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp4_b200_trt_mtp.sh",
+                   "commit": "0aae52d4ced7f27fc8c1a8dcb9a500a376683eca",
+                   "setting": "PIECEWISE_CUDA_GRAPHS=true at 1k/1k for CONC 32 and 64 and for 128 without "
+                              "DP_ATTENTION, at 1k/8k for CONC 64"},
+    },
+)  # fmt: skip
+
 
 def _whole(v: str) -> int:
     """A layout field as a count (empty or 0: 1, as :mod:`.serving_runs` reads it)."""
@@ -148,7 +260,55 @@ def launcher_trt_settings(r: dict[str, str], concurrency: int, dp: int, inferenc
     share = kv_fraction(r, concurrency, inferencex)
     out: dict[str, Any] = {} if share is None else {"gpu_memory_utilization": share}
     out.update(token_budget(r, concurrency, dp, inferencex))
+    out.update(checkpoint_formats(r))
+    out.update(moe_kernel(r, concurrency, dp, inferencex))
+    if r["backend"] == "trtllm" and inferencex:
+        out["prompt_token_s"] = INFERENCEX_TRT_PROMPT_TOKEN_S
     return {**out, **batch_wait(r, concurrency, inferencex), **adp_balance(r, dp, inferencex)}
+
+
+def moe_kernel(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -> dict[str, Any]:
+    """``moe_kernel`` as InferenceX's TensorRT-LLM script for the row picked it (:data:`INFERENCEX_TRT_MOE_KERNEL`;
+    :data:`INFERENCEX_TRT_CUTLASS_NVFP4` by its date, lengths, clients and ``dp`` attention-DP ranks), for its
+    TensorRT-LLM rows; empty elsewhere."""
+    if r["backend"] != "trtllm" or not inferencex:
+        return {}
+    rule = INFERENCEX_TRT_MOE_KERNEL.get((r["model_path"], r["system"]))
+    if rule is not None:
+        return {"moe_kernel": rule["kernel"]}
+    measured = _measured(r)
+    if measured and _deepgemm_fp8(r, measured, concurrency, dp):
+        return {"moe_kernel": INFERENCEX_TRT_DEEPGEMM_FP8["kernel"]}
+    c = INFERENCEX_TRT_CUTLASS_NVFP4
+    if (r["model_path"], r["system"], r["precision"]) != (c["model"], c["system"], c["precision"]) or not measured:
+        return {}
+    if mtp_run(r, inferencex) is None and measured <= c["by_clients_until"]:
+        least = c["from_clients"].get((int(r["isl"]), int(r["osl"])))
+        return {"moe_kernel": c["kernel"]} if least is not None and concurrency >= least else {}
+    return {"moe_kernel": c["kernel"]} if dp > 1 else {}
+
+
+def _deepgemm_fp8(r: dict[str, str], measured: str, concurrency: int, dp: int) -> bool:
+    """Whether the row's script ran DeepGEMM's MoE (:data:`INFERENCEX_TRT_DEEPGEMM_FP8`)."""
+    g = INFERENCEX_TRT_DEEPGEMM_FP8
+    if (r["model_path"], r["system"], r["precision"]) != (g["model"], g["system"], g["precision"]):
+        return False
+    if measured <= g["always_until"]:
+        return True
+    if _image(r).endswith(g["mtp_image"]):
+        return dp > 1
+    least = g["plain_from_clients"].get((int(r["isl"]), int(r["osl"])))
+    return least is not None and concurrency >= least
+
+
+def checkpoint_formats(r: dict[str, str]) -> dict[str, Any]:
+    """``{"checkpoint_formats": True}`` for an aggregated TensorRT-LLM row whose model, precision label and system
+    a rule of :data:`TRT_CHECKPOINT_FORMATS` names (the engine runs the checkpoint's own formats there); empty
+    elsewhere."""
+    rule = TRT_CHECKPOINT_FORMATS.get(r["model_path"])
+    if rule is None or r["backend"] != "trtllm" or r["system"] not in rule["systems"]:
+        return {}
+    return {"checkpoint_formats": True} if r["precision"] in rule["labels"] else {}
 
 
 def kv_fraction(r: dict[str, str], concurrency: int, inferencex: bool) -> float | None:
@@ -242,3 +402,26 @@ def adp_balance(r: dict[str, str], dp: int, inferencex: bool) -> dict[str, Any]:
     if r["system"] not in rule.get("systems", (r["system"],)):
         return {}
     return dict(rule["settings"])
+
+
+def piecewise_prefill(r: dict[str, str], concurrency: int, gpus: int, ep: int, dp: int, inferencex: bool) -> dict:
+    """``{"eager_prefill": False}`` for an InferenceX DeepSeek-R1 B200 TensorRT-LLM row whose script turned the
+    piecewise CUDA graph on (:data:`INFERENCEX_TRT_PIECEWISE_PREFILL`: its precision, image and date, then a case of
+    its lengths, clients, ``dp`` attention-DP ranks and, where the rule names them, ``gpus`` and ``ep``); empty
+    elsewhere."""
+    measured = _measured(r)
+    if r["backend"] != "trtllm" or not inferencex or measured is None or r["system"] != "b200_sxm":
+        return {}
+    if r["model_path"] != "deepseek-ai/DeepSeek-R1":
+        return {}
+    lengths = (int(r["isl"]), int(r["osl"]))
+    for rule in INFERENCEX_TRT_PIECEWISE_PREFILL:
+        if r["precision"] != rule["precision"] or measured < rule["from"] or not _image(r).endswith(rule["image"]):
+            continue
+        if rule.get("gpus_ep", (gpus, ep)) != (gpus, ep):
+            return {}
+        for isl, osl, least, most, without_adp in rule["cases"]:
+            if lengths == (isl, osl) and least <= concurrency <= (most or concurrency) and not (without_adp and dp > 1):
+                return {"eager_prefill": False}
+        return {}
+    return {}

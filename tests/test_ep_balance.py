@@ -1,0 +1,96 @@
+"""The busiest expert-parallel rank's slowdown (deploy/ep_balance.py) and where the step applies it."""
+
+import numpy as np
+import pytest
+
+from llmath.deploy import ep_balance
+from llmath.deploy.cost import per_gpu_stage
+from llmath.deploy.ep_balance import busiest_rank_factor
+from llmath.deploy.layout import ParallelConfig
+from llmath.deploy.step import Device
+from llmath.hardware import get
+from llmath.hardware.roofline import efficiency
+from llmath.model.checkpoint import precision_for
+from llmath.model.registry import resolve
+from llmath.ops import Scenario
+
+# aiconfigurator-core 0.12.0, systems/data/h200_sxm/moe/trtllm/1.3.0rc20/moe_perf.parquet, kernel
+# moe_torch_flow_cutlass, fp8_block, hidden 7168, inter 2048, 256 experts, top-8 (DeepSeek-R1's experts), moe-TP 1,
+# EP 8, median latency over repeats: 2048 tokens 0.7640 ms power_law_1.01 vs 0.5259 ms balanced (ratio 1.453);
+# 4096 tokens 1.1681 vs 0.7258 ms (1.609). t = tokens · 8 / 256 token-expert pairs per expert.
+H200_DEEPSEEK_EP8 = {2048 * 8 / 256: 0.7640 / 0.5259, 4096 * 8 / 256: 1.1681 / 0.7258}
+
+
+@pytest.mark.parametrize("t, ratio", sorted(H200_DEEPSEEK_EP8.items()))
+def test_factor_close_to_the_kernel_tables_ratio(t, ratio):
+    # one slope per (device, format, EP) over every expert shape: within 15% of DeepSeek-R1's own rows
+    assert busiest_rank_factor("h200", "fp8-block", 8, t) == pytest.approx(ratio, rel=0.15)
+
+
+def test_factor_is_one_where_balanced_and_busiest_read_the_same_experts():
+    # below 8 token-expert pairs per expert the form applies no slowdown (its stated floor)
+    assert busiest_rank_factor("h200", "fp8-block", 8, [0.5, 4.0, 8.0]).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_factor_is_one_without_expert_parallelism_or_a_fit():
+    assert busiest_rank_factor("h200", "fp8-block", 1, 64.0) == 1.0  # one EP rank is the busiest
+    assert busiest_rank_factor("h200", "mxfp4", 8, 64.0) == 1.0  # no table of that format on H200
+    assert busiest_rank_factor("h200", "fp8-block", 3, 64.0) == 1.0  # no EP 3 rows
+
+
+def test_factor_grows_by_the_same_step_per_doubling():
+    # 1 + c·log2(t/8): t = 16 adds c, t = 32 adds 2c, t = 64 adds 3c
+    f = busiest_rank_factor("b200", "nvfp4", 8, np.array([16.0, 32.0, 64.0])) - 1.0
+    assert f[0] > 0
+    assert f[1] == pytest.approx(2 * f[0]) and f[2] == pytest.approx(3 * f[0])
+
+
+def _device(tp: int, dp: int, ep: int) -> Device:
+    spec, hw = resolve("deepseek-ai/DeepSeek-R1"), get("h200")
+    layout = ParallelConfig(tp=tp, dp=dp, ep=ep).requested(spec)
+    return Device(spec, hw, precision_for("deepseek-ai/DeepSeek-R1"), efficiency("expected", hw), layout=layout)
+
+
+def _balanced(monkeypatch):
+    monkeypatch.setattr(ep_balance, "busiest_rank_factor", lambda d, f, ep, t: np.ones_like(np.asarray(t, float)))
+
+
+def test_attention_dp_step_adds_the_slowdown_to_the_routed_experts_only(monkeypatch):
+    dev = _device(1, 8, 8)
+    # 64 decoders per rank, 8 ranks' tokens routed, top-8 over 256 experts: 64·8·8/256 = 16 pairs per expert
+    f = busiest_rank_factor("h200", "fp8-block", 8, 64 * 8 * 8 / 256)
+    assert f > 1.0
+    busy = dev.iteration(64, 1500).time_s
+    _balanced(monkeypatch)
+    balanced = dev.iteration(64, 1500).time_s
+    st = per_gpu_stage(dev.spec, dev.layout, "decode", Scenario(64.0, 1.0, 1500.0), dev.hw, dev.precision, dev.eff)
+    experts = ep_balance.expert_columns(dev.decode_table)
+    assert experts.size == 4  # gate, up, act and down of the routed experts
+    experts_s = float(np.asarray(st.stages[0].op_time_s)[experts].sum())
+    assert busy - balanced == pytest.approx((f - 1.0) * experts_s, rel=1e-6)
+
+
+def test_eight_pairs_per_expert_is_the_balanced_step(monkeypatch):
+    dev = _device(1, 8, 8)
+    busy = dev.iteration(32, 1500).time_s  # 32·8·8/256 = 8 pairs per expert: the form's floor
+    _balanced(monkeypatch)
+    assert dev.iteration(32, 1500).time_s == pytest.approx(busy)
+
+
+def test_tensor_parallel_experts_are_not_slowed(monkeypatch):
+    dev = _device(8, 1, 1)  # every rank holds 1/8 of every expert: each carries the same routed tokens
+    tp = dev.iteration(256, 1500).time_s
+    _balanced(monkeypatch)
+    assert dev.iteration(256, 1500).time_s == tp
+
+
+def test_report_names_the_busiest_rank_on_expert_parallel_layouts_only():
+    from llmath.deploy.ep_balance import busiest_rank_note
+
+    spec = resolve("deepseek-ai/DeepSeek-R1")
+    ep8 = ParallelConfig(tp=1, dp=8, ep=8).requested(spec)
+    tp8 = ParallelConfig(tp=8).requested(spec)
+    # 64 sequences per replica, 8 replicas' tokens, top-8 of 256 experts: 64·8·8/256 = 16 pairs per expert
+    (note,) = busiest_rank_note(spec, ep8, "h200", "fp8-block", 64.0)
+    assert "16.0 token-expert pairs" in note
+    assert busiest_rank_note(spec, tp8, "h200", "fp8-block", 64.0) == []
