@@ -43,6 +43,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from fit_efficiency import WEIGHT_ONLY_INIT, median_rows, run_fit
 
@@ -93,6 +94,40 @@ KERNELS = {
         "key": "fp8_block",
         "peak": "fp8",
     },
+    # each engine's own block-FP8 MoE where no launcher variable picks another (ENGINE_FP8_BLOCK_MOE of
+    # llmath.hardware.efficiency_fit): rows only where the stated experts' weights could stream (PHYSICAL)
+    "trtllm_gen_fp8_block": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "vllm/0.24.0",
+        "kernel": "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+        "key": "fp8_block",
+        "peak": "fp8",
+        "physical": True,
+    },
+    "vllm_triton_fp8_block": {
+        "systems": {"h100_sxm": "h100-sxm", "h200_sxm": "h200"},
+        "table": "vllm/0.24.0",
+        "kernel": "vllm_fp8moe_triton_tritonexperts",
+        "key": "fp8_block",
+        "peak": "fp8",
+        "physical": True,
+    },
+    "sglang_flashinfer_fp8_block": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "sglang/0.5.14",
+        "kernel": "sglang_flashinfer_trtllm_moe",
+        "key": "fp8_block",
+        "peak": "fp8",
+        "physical": True,
+    },
+    "sglang_triton_fp8_block": {
+        "systems": {"h100_sxm": "h100-sxm", "h200_sxm": "h200"},
+        "table": "sglang/0.5.14",
+        "kernel": "sglang_fused_moe_triton",
+        "key": "fp8_block",
+        "peak": "fp8",
+        "physical": True,
+    },
 }
 # gpt-oss-shaped rows of other kernels: (label, table under <system>/moe/, kernel_source, format key)
 OTHERS = {
@@ -123,6 +158,8 @@ OTHERS = {
         ("trtllm", "trtllm/1.3.0rc20", "moe_torch_flow", "fp8_block"),
     ),
 }
+for _k, _v in KERNELS.items():
+    OTHERS.setdefault(_k, (("itself", _v["table"], _v["kernel"], _v["key"]),))
 TOKENS = (1024, 8192)
 
 
@@ -130,6 +167,15 @@ def features(x, key: str):
     """The ``moe`` cost of one rank's layer: moe-TP splits each expert's intermediate width, all experts held."""
     tp_inter = x.inter_size / x.moe_tp_size
     return COST["moe"](x.num_tokens, x.hidden_size, tp_inter, x.topk, x.num_experts, key, "balanced")
+
+
+def streamable(df, bandwidth: float):
+    """Rows whose balanced routing's experts (min(E, tokens · top-k), each 3 · hidden · inter / moe-TP FP8 bytes)
+    could stream in the measured time at the device's memory bandwidth: a faster row hit fewer experts than it
+    states (SGLang's and vLLM's B200 FlashInfer rows at DeepSeek-R1's shape reach 1.2-1.7 x the bandwidth)."""
+    hit = np.minimum(df.num_experts, df.num_tokens * df.topk)
+    weights = hit * 3.0 * df.hidden_size * df.inter_size / df.moe_tp_size
+    return weights / (df.latency * 1e-3) <= bandwidth
 
 
 def fit_kernel(root: Path, sysname: str, name: str, kernel: str) -> dict | None:
@@ -143,6 +189,8 @@ def fit_kernel(root: Path, sysname: str, name: str, kernel: str) -> dict | None:
     if len(df) < 50:
         return None
     hw = get_hardware(name)
+    if k.get("physical"):
+        df = df[streamable(df, hw.memory_bandwidth_bytes_per_s)]
     d = median_rows(df, ["num_tokens", "moe_tp_size", "hidden_size", "inter_size", "topk", "num_experts"])
     rel = str(path.relative_to(root))
     return run_fit(
@@ -160,10 +208,12 @@ def fit_kernel(root: Path, sysname: str, name: str, kernel: str) -> dict | None:
 
 
 # the model whose layer each kernel is checked at: (name, hidden, inter, experts, top-k)
+MINIMAX = ("MiniMax-M2.5", 3072, 1536, 256, 8)
+DEEPSEEK = ("DeepSeek-R1", 7168, 2048, 256, 8)
 CHECK = {
-    "triton_fp8_block": ("MiniMax-M2.5", 3072, 1536, 256, 8),
-    "trtllm_cutlass_nvfp4": ("DeepSeek-R1", 7168, 2048, 256, 8),
-    "trtllm_deepgemm_fp8_block": ("DeepSeek-R1", 7168, 2048, 256, 8),
+    **{k: MINIMAX for k in KERNELS if KERNELS[k]["key"] == "fp8_block"},
+    "trtllm_cutlass_nvfp4": DEEPSEEK,
+    "trtllm_deepgemm_fp8_block": DEEPSEEK,
 }
 GPT_OSS = ("gpt-oss", 2880, 2880, 128, 4)
 
@@ -203,8 +253,10 @@ def write_fits(fits: dict[str, dict[str, dict]], out: Path = OUT) -> None:
         "package": "aiconfigurator-core 0.12.0",
         "form": "moe of llmath.hardware.efficiency_fit; compute at the peak of the format the kernel's MMA runs in "
         "(bf16 for w4a16_mxfp4, fp8 for w4a8_mxfp4_mxfp8 and fp8_block), MXFP4 or FP8 weight bytes",
-        "rule": "vLLM moe_perf (0.24.0; 0.19.0 for triton_fp8_block; TensorRT-LLM 1.3.0rc20 for trtllm_gen_mxfp8), "
-        "the kernel's own rows, balanced routing, EP 1, every moe-TP split; median of repeats per (tokens, moe-TP, "
+        "rule": "vLLM moe_perf (0.24.0; 0.19.0 for triton_fp8_block; TensorRT-LLM 1.3.0rc20 for trtllm_*), SGLang "
+        "moe_perf 0.5.14 (sglang_*), the kernel's own rows, balanced routing, EP 1, every moe-TP split; the engines' "
+        "own block-FP8 kernels only on rows whose stated experts could stream at the memory bandwidth; median of "
+        "repeats per (tokens, moe-TP, "
         "shape); every 5th distinct token count held out (scripts/fit_launcher_moe.py)",
         "devices": {
             name: {kernel: {KERNELS[kernel]["key"]: fit} for kernel, fit in by_kernel.items()}

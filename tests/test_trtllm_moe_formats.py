@@ -57,7 +57,8 @@ def test_the_rule_leaves_other_engines_systems_and_labels_alone():
     assert checkpoint_formats(_row(precision="fp4")) == {}  # an NVFP4 checkpoint of DeepSeek-R1 is another model
     assert checkpoint_formats(_row(model_path="meta-llama/Llama-3.1-70B")) == {}
     p = precision(to_run(_row(system="b200_sxm")))
-    assert p.weights == "fp8" and p.act_quant == "fp8"  # the label's W8A8 reading stays there
+    # the label's FP8 over the checkpoint's 128 × 128 blocks (deepseek-ai/DeepSeek-R1 config.json weight_block_size)
+    assert p.weights == "fp8-block" and p.act_quant == "fp8"
     # the rule applies to rows of any launcher: TensorRT-LLM, not the script, picks the format from the checkpoint
     assert checkpoint_formats(_row(source_notes="silicon_concurrency=4")) == {"checkpoint_formats": True}
 
@@ -121,7 +122,8 @@ def test_deepseek_fp4_b200_rows_take_cutlass_where_the_scripts_picked_it():
     # dsr1_fp4_b200_trt.sh at daa8239f7 (2026-02-03): CUTLASS when DP_ATTENTION is true, TRTLLM otherwise
     assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 8, True) == cutlass
     assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 1, True) == {}
-    assert moe_kernel(_dsr1_fp4("2026-02-03", precision="fp8"), 256, 8, True) == {}  # the FP8 scripts: not this
+    # the FP8 scripts: not this rule (dsr1_fp8_b200_trt.sh at ec7bafaae: TRTLLM at 1k/1k)
+    assert moe_kernel(_dsr1_fp4("2026-02-03", precision="fp8"), 256, 8, True) == {"moe_kernel": "trtllm_gen_fp8_block"}
 
 
 def _dsr1_b200(precision: str, image: str, measured: str, **kw) -> dict:
@@ -193,8 +195,8 @@ def test_deepseek_fp8_b200_rows_take_deepgemm_where_the_scripts_picked_it():
     # dsr1_fp8_b200_trt.sh at ec7bafaae: at 1k/8k from 256 clients only
     plain = _dsr1_b200("fp8", "1.2.0rc6.post2", "2026-01-29", osl=8192)
     assert moe_kernel(plain, 256, 8, True) == deepgemm
-    assert moe_kernel(plain, 128, 1, True) == {}
+    assert moe_kernel(plain, 128, 1, True) == {"moe_kernel": "trtllm_gen_fp8_block"}  # TRTLLM below 256
     # dsr1_fp8_b200_trt_mtp.sh at 5d517074c: with attention-DP only
     mtp = _dsr1_b200("fp8", "1.2.0rc6.post3", "2026-02-05")
     assert moe_kernel(mtp, 256, 8, True) == deepgemm
-    assert moe_kernel(mtp, 64, 1, True) == {}
+    assert moe_kernel(mtp, 64, 1, True) == {"moe_kernel": "trtllm_gen_fp8_block"}  # TRTLLM without attention-DP

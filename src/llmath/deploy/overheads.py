@@ -16,6 +16,10 @@ the kernels, on the critical path unless it overlaps that work with the GPU:
 * ``eager_host_per_kernel_s``: per kernel of a pass the engine launches from Python op by op (not replayed
   from a CUDA graph): the host's dispatch and launch work. Not added to the GPU time: such a pass takes the
   longer of the two (:func:`llmath.hardware.roofline.eager_host_s`, applied by :class:`llmath.deploy.Device`).
+* ``host_step_s`` / ``host_step_per_request_s``: the host's work per step, a constant and a part per request the
+  step carries (scheduling, input preparation, sampling bookkeeping, responses): not added, the step lasts the
+  longer of its GPU time and that time under an overlap scheduler, the sum without one
+  (:mod:`llmath.deploy.host_step`, applied by :class:`llmath.deploy.Device`).
 * ``front_end_s``: once per request sent to the engine's server (continuous-batching serving, not a static
   batch): its HTTP handling, hand-off to the scheduler and first streamed chunk. 0 in every preset: no source
   states it, and the value fitted to measured serving runs is refuted by the held-out published results
@@ -49,6 +53,8 @@ TERMS = (
     "per_prompt_token_s",
     "front_end_s",
     "eager_host_per_kernel_s",
+    "host_step_s",
+    "host_step_per_request_s",
 )
 
 
@@ -64,6 +70,8 @@ class Overheads:
     per_prompt_token_s: float = 0.0
     front_end_s: float = 0.0
     eager_host_per_kernel_s: float = 0.0
+    host_step_s: float = 0.0
+    host_step_per_request_s: float = 0.0
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

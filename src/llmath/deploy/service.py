@@ -16,6 +16,7 @@ from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import drifting_state, in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.ep_balance import busiest_rank_note
+from llmath.deploy.host_step import engine_host_step
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.serving import (
@@ -80,7 +81,8 @@ def serve(
     src = prompt if req.encoder_decoder else 0
     graph = 0 if eng.eager_prefill else graph_tokens(eng)  # passes above it run eagerly; eager_prefill: all
     host = eng.overheads.eager_host_per_kernel_s if eng.eager_prefill or graph else 0.0
-    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph, eng.eager_host_unit)
+    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph, eng.eager_host_unit,
+                 host_step=engine_host_step(eng, eff))  # fmt: skip
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

@@ -124,6 +124,9 @@ class EngineConfig:
     CUDA graph, prefill passes included, is ``min(cuda_graph_tokens_per_seq × max_num_seqs, cuda_graph_max_tokens)``
     where the per-sequence factor is set, else ``cuda_graph_max_tokens`` (0: no limit); a larger pass runs without a
     graph and takes the host floor of ``eager_prefill`` (:func:`graph_tokens`; vLLM's ``max_cudagraph_capture_size``).
+    ``overlap_scheduler``: the engine launches a step's GPU work before processing the previous step's results
+    (TensorRT-LLM's overlap scheduler), so its host time per step (``overheads.host_step_s`` and
+    ``host_step_per_request_s``) is hidden up to the GPU's time rather than added to it (:mod:`.host_step`).
     ``moe_kernel``: a launcher's MoE kernel (:data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; "": default).
     ``prompt_token_s``: the server's tokenisation per prompt token where a launcher sends text to an engine whose
     preset takes token ids (TensorRT-LLM's ``trtllm-serve``); it sets ``overheads.per_prompt_token_s`` (None: the
@@ -155,6 +158,7 @@ class EngineConfig:
     cuda_graph_tokens_per_seq: int = 0
     eager_host_unit: str = "launch"
     moe_kernel: str = ""
+    overlap_scheduler: bool = True
     prompt_token_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     overheads: Overheads = field(default_factory=Overheads)

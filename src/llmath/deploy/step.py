@@ -38,6 +38,7 @@ import numpy as np
 
 from llmath.deploy.cost import comm_seconds, fitted_device, rank_table
 from llmath.deploy.ep_balance import at_busiest_rank
+from llmath.deploy.host_step import HostStep
 from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
@@ -113,6 +114,8 @@ class Device:
     ``max_cudagraph_capture_size``): a pass of more tokens runs eagerly and one of at most as many does not; 0: no
     such limit, and every pass that prefills runs eagerly where ``eager_host_s`` is set.
     ``source``: encoder-decoder models only (required there), the source tokens of every request (module doc).
+    ``host_step``: the engine's host time per step (:mod:`llmath.deploy.host_step`): an :meth:`iteration` lasts the
+    longer of its GPU time and the host's (or their sum without an overlap scheduler); None: no host term.
     """
 
     spec: ModelSpec
@@ -126,6 +129,7 @@ class Device:
     eager_host_s: float = 0.0
     graph_tokens: int = 0
     eager_host_unit: str = "launch"
+    host_step: HostStep | None = None
 
     def __post_init__(self) -> None:
         if self.spec.is_encoder_decoder and self.source < 1:
@@ -337,7 +341,10 @@ class Device:
         rows = d + nc  # logit rows: one per decoding sequence and one per chunk (its last position)
         has_prefill = (nc * c) > 0
         costs = [self._part(p, d, s, nc, c, pf, tokens, rows, has_prefill) for p in self.parts]
-        return _total(costs)
+        cost = _total(costs)
+        if self.host_step is None or not self.host_step.active:
+            return cost
+        return StepCost(self.host_step.step_s(cost.time_s, rows), cost.bytes, cost.flops)
 
     def verify(self, n_seqs, width, context) -> StepCost:
         """A speculative verify pass: ``n_seqs`` sequences each feeding ``width`` tokens after ``context``

@@ -70,11 +70,26 @@ LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_blo
 # MXFP4 × MXFP8 MoE (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 on Blackwell), vLLM's Triton block-FP8 MoE (what
 # VLLM_USE_FLASHINFER_MOE_FP8=0 with VLLM_MOE_USE_DEEP_GEMM=0 leaves), TensorRT-LLM's TRTLLM-gen MoE over MXFP4
 # experts with MXFP8 activations (moe_config.backend TRTLLM on sm100: W4A8_MXFP4_MXFP8), its CUTLASS MoE over NVFP4
-# experts (moe_config.backend CUTLASS, W4A4 NVFP4); their fits: engine_moe_kernel
+# experts (moe_config.backend CUTLASS, W4A4 NVFP4), its DeepGEMM MoE over block-FP8 experts (backend DEEPGEMM) and
+# its TensorRT-LLM-generated block-scale MoE (backend TRTLLM on B200, the kernel FlashInfer wraps as
+# trtllm_fp8_block_scale_moe, timed in vLLM's B200 table: TensorRT-LLM's own times only DEEPGEMM there); their fits:
+# engine_moe_kernel
 LAUNCHER_MOE_KERNELS = (
     "marlin", "flashinfer_mxfp8", "triton_fp8_block", "trtllm_gen_mxfp8", "trtllm_cutlass_nvfp4",
-    "trtllm_deepgemm_fp8_block",
+    "trtllm_deepgemm_fp8_block", "trtllm_gen_fp8_block",
 )  # fmt: skip
+# launcher kernels whose tables time the served models' own expert shapes (MiniMax-M2.5's in vLLM's Triton table;
+# the TensorRT-LLM-generated kernel at eleven shapes): they time decode passes too, not only prefill
+LAUNCHER_MOE_DECODE = ("triton_fp8_block", "trtllm_gen_fp8_block")
+# each engine's own grouped block-FP8 MoE kernel, by the engine-default kernel its per-kernel tables time (the
+# kernels the aiconfigurator-core 0.12.0 collectors ran each engine's FP8 MoE layer with: vLLM 0.24.0 FlashInfer's
+# TensorRT-LLM MoE on B200 and its Triton experts on Hopper, SGLang 0.5.14 FlashInfer's TensorRT-LLM MoE on B200
+# and its Triton fused MoE on Hopper); an engine or device without one keeps the ``moe`` ``fp8_block`` fit
+# (TensorRT-LLM's DeepGEMM on B200, its CUTLASS MoE on Hopper). Fits: engine_moe_kernel (scripts/fit_launcher_moe.py)
+ENGINE_FP8_BLOCK_MOE = {
+    "vllm": ("trtllm_gen_fp8_block", "vllm_triton_fp8_block"),
+    "sglang": ("sglang_flashinfer_fp8_block", "sglang_triton_fp8_block"),
+}
 # NVFP4: 16 e2m1 values + one e4m3 scale = 9 bytes per 16 (NVIDIA's NVFP4, docs/formats.md)
 BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32, "nvfp4": 9 / 16}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
@@ -424,6 +439,13 @@ def engine_moe_kernel(device: str, kernel: str, fmt: str) -> list[float] | None:
     e = data().get("engine_moe_kernel", {}).get("devices", {}).get(r.measured_on or "", {}).get(kernel, {})
     entry = e.get(fmt)
     return entry["coef"] if entry else None
+
+
+def engine_fp8_block_moe(device: str, engine: str) -> list[float] | None:
+    """``engine``'s own block-FP8 MoE coefficients on ``device`` (:data:`ENGINE_FP8_BLOCK_MOE`, the first of its
+    kernels fitted there); ``None`` where there is none (the ``moe`` ``fp8_block`` fit applies)."""
+    kernels = ENGINE_FP8_BLOCK_MOE.get(engine, ())
+    return next((c for k in kernels if (c := engine_moe_kernel(device, k, "fp8_block")) is not None), None)
 
 
 def engine_attn_decode(device: str, engine: str, kv_fmt: str) -> list[float] | None:

@@ -247,15 +247,16 @@ def engine_fp4_gemm(eff: Efficiency, hw: Hardware | None, engine: str = DEFAULT_
 
 
 def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
-    """``eff`` with the ``moe`` fits of the weight-only kernels ``engine`` serves with on ``hw``, where ``eff``
-    carries fitted MoE models (not ``ideal``, a calibrated profile or a given matmul fraction); and with
-    ``engine``'s own fp8-KV decode-attention fit in place of TensorRT-LLM's where one was fitted
-    (:func:`llmath.hardware.efficiency_fit.engine_attn_decode`)."""
+    """``eff`` with the ``moe`` fits of the weight-only kernels ``engine`` serves with on ``hw`` and of its own
+    block-FP8 MoE kernel (:func:`_engine_fp8_block_moe`), where ``eff`` carries fitted MoE models (not ``ideal``, a
+    calibrated profile or a given matmul fraction); and with ``engine``'s own fp8-KV decode-attention fit in place of
+    TensorRT-LLM's where one was fitted (:func:`llmath.hardware.efficiency_fit.engine_attn_decode`)."""
     fits = eff.kernel_fits
     own = ef.engine_attn_decode(hw.name, engine, "fp8")
     if own is not None and any(k[:2] == ("attn_decode", "fp8") for k in fits):
         fits = tuple(("attn_decode", "fp8", tuple(own)) if k[:2] == ("attn_decode", "fp8") else k for k in fits)
     if any(cls == "moe" for cls, _, _ in fits):
+        fits = _engine_fp8_block_moe(fits, hw, engine)
         have = {(cls, f) for cls, f, _ in fits}
         fits += tuple(
             ("moe", f, tuple(c))
@@ -265,21 +266,33 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
     return replace(eff, kernel_fits=fits) if fits != eff.kernel_fits else eff
 
 
+def _engine_fp8_block_moe(fits: tuple, hw: Hardware, engine: str) -> tuple:
+    """``fits`` with ``engine``'s own block-FP8 MoE kernel's ``moe`` fit on ``hw`` in place of the device's
+    (:func:`llmath.hardware.efficiency_fit.engine_fp8_block_moe`), in prefill and decode alike."""
+    own = ef.engine_fp8_block_moe(hw.name, engine)
+    if own is None:
+        return fits
+    kept = tuple(k for k in fits if k[:2] != ("moe", "fp8_block"))
+    return kept + (("moe", "fp8_block", tuple(own)),)
+
+
 def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str) -> Efficiency:
     """``eff`` with the grouped-expert ``kernel`` a launcher picked (``EngineConfig.moe_kernel``, one of
     :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`) for the prefill passes' routed experts (class
     ``moe_prefill``), for each format whose per-kernel table times that kernel on ``hw``
     (:func:`llmath.hardware.efficiency_fit.engine_moe_kernel`), where ``eff`` carries fitted MoE models; ``eff``
-    unchanged for an empty ``kernel``, no device, or no such table. Decode keeps the engine's default model: the
+    unchanged for an empty ``kernel``, no device, or no such table. Decode keeps the engine's default model (the
     tables time these kernels at other expert shapes, whose per-layer time and small-batch memory terms do not carry
-    over (docs/efficiency.md, "MoE kernels as InferenceX's vLLM launchers pick them")."""
+    over: docs/efficiency.md, "MoE kernels as InferenceX's vLLM launchers pick them"), except for the kernels of
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_DECODE`, whose fits replace the ``moe`` one too."""
     if not kernel or hw is None or not any(cls == "moe" for cls, _, _ in eff.kernel_fits):
         return eff
     got = {f: tuple(c) for f in ef.LAUNCHER_MOE_RUNS if (c := ef.engine_moe_kernel(hw.name, kernel, f)) is not None}
     if not got:
         return eff
-    kept = tuple(k for k in eff.kernel_fits if not (k[0] == "moe_prefill" and k[1] in got))
-    return replace(eff, kernel_fits=kept + tuple(("moe_prefill", f, c) for f, c in got.items()))
+    classes = ("moe_prefill", "moe") if kernel in ef.LAUNCHER_MOE_DECODE else ("moe_prefill",)
+    kept = tuple(k for k in eff.kernel_fits if not (k[0] in classes and k[1] in got))
+    return replace(eff, kernel_fits=kept + tuple((c, f, fit) for c in classes for f, fit in got.items()))
 
 
 def run_efficiency(mode, hw: Hardware | None, p: Precision, engine: str, overrides: dict) -> Efficiency | None:

@@ -12,7 +12,9 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   of a bundled base model is that model, its formats then come from the row's quant modes);
 * ``gemm_quant_mode`` / ``moe_quant_mode`` (the formats the engine ran): ``fp8`` → FP8 weights and
   activations (W8A8), ``fp8_block`` → block-scaled FP8 weights, FP8 activations, ``nvfp4`` → NVFP4 weights
-  and activations (W4A4), empty → the checkpoint's own; the MoE mode sets the routed experts' format; the
+  and activations (W4A4), empty → the checkpoint's own; ``fp8`` reads as block-scaled FP8 where the bundled
+  checkpoint's config.json stores those weights so (``quantization_config.weight_block_size``: DeepSeek-R1,
+  MiniMax-M2.5); the MoE mode sets the routed experts' format; the
   modules the checkpoint's ``modules_to_not_convert`` leaves unquantised keep its format (gpt-oss: attention,
   router, embeddings and LM head in bf16, as every engine loads them); TensorRT-LLM rows a rule of
   :data:`.trt_launchers.TRT_CHECKPOINT_FORMATS` names run the checkpoint's own formats whatever the label;
@@ -108,6 +110,7 @@ import numpy as np
 from llmath.deploy.bench_client import INFERENCEX, BenchClient
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
+from llmath.measure.run_formats import precision
 from llmath.measure.sglang_launchers import first_wave_chunked, launcher_sglang_settings
 from llmath.measure.trt_launchers import (
     GENERATOR_TRT_KV_FRACTION,
@@ -129,7 +132,6 @@ MODELS = {
     "Qwen/Qwen3-32B": "qwen3-32b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",  # the FP8 checkpoint of the same architecture
 }
-QUANT = {"fp8": ("fp8", "fp8"), "fp8_block": ("fp8-block", "fp8"), "nvfp4": ("nvfp4", "nvfp4")}
 KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
 DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
 # InferenceX's benchmark client: lengths uniform integers in [⌊0.8·L⌋, L] (module docstring,
@@ -445,33 +447,9 @@ def recipe_defaults(run: Run) -> Run:
     return replace(run, decode=replace(D, tp=1, dp=D.tp), assumed=(*run.assumed, note))
 
 
-# the checkpoint's own list of modules its quantisation leaves unconverted (vLLM and TensorRT-LLM load them
-# unquantised whatever the run's GEMM mode: llmath.model.quant)
-KEPT_UNQUANTISED = "quantization_config.modules_to_not_convert"
-
-
-def precision(run: Run):
-    """The formats the run's engine executed (module docstring)."""
-    from llmath.model.checkpoint import precision_for
-
-    p = precision_for(run.model)
-    auto = dict(run.engine_settings).get("kv_cache_dtype") == "auto"  # the launcher left the model's dtype
-    kv = "fp8" if run.precision in ("fp8", "fp4") and not auto else None
-    own = dict(run.engine_settings).get("checkpoint_formats")  # the engine reads the checkpoint's (trt_launchers)
-    gemm, moe = (None, None) if own else (QUANT.get(run.gemm), QUANT.get(run.moe))
-    if gemm is None and moe is None:
-        return p.override(kv=kv)
-    w, a = gemm or (p.weights, p.act_quant or p.activations)
-    kept = {m: p.weight_format(m) for m, src in p.sources if src == KEPT_UNQUANTISED}
-    p = p.override(weights=w, kv=kv)
-    mods = {**({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
-    act = a if gemm is not None else moe[1] if moe is not None else None
-    return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))
-
-
 def engine_settings(run: Run) -> dict[str, Any]:
     """The run's settings of the engine (:class:`llmath.deploy.serving.EngineConfig`), without those that set its
-    formats (``kv_cache_dtype``, read by :func:`precision`)."""
+    formats (``kv_cache_dtype``, read by :func:`.run_formats.precision`)."""
     return {k: v for k, v in run.engine_settings if k not in FORMAT_SETTINGS}
 
 

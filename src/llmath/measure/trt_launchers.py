@@ -201,6 +201,9 @@ INFERENCEX_TRT_DEEPGEMM_FP8: dict[str, Any] = {
               "ec7bafaae (DEEPGEMM at 1k/8k from CONC 256); dsr1_fp8_b200_trt_mtp.sh at 5d517074c (DEEPGEMM with "
               "DP_ATTENTION)",
 }  # fmt: skip
+# The rest of those scripts' rows from ec7bafaae (2026-01-29) write MOE_BACKEND="TRTLLM": TensorRT-LLM's
+# TensorRT-LLM-generated block-scale MoE (llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS)
+TRTLLM_GEN_FP8_BLOCK = "trtllm_gen_fp8_block"
 # InferenceX's client sends text prompts (utils/bench_serving/benchmark_serving.py ``sample_random_requests`` decodes
 # the drawn token ids; backend_request_func.py posts ``prompt``), which ``trtllm-serve`` tokenizes before it schedules
 # the request: its completion handler passes the text to ``LLM.generate_async``, whose ``DefaultInputProcessor``
@@ -279,6 +282,8 @@ def moe_kernel(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -
     measured = _measured(r)
     if measured and _deepgemm_fp8(r, measured, concurrency, dp):
         return {"moe_kernel": INFERENCEX_TRT_DEEPGEMM_FP8["kernel"]}
+    if measured and _trtllm_gen_fp8(r, measured):
+        return {"moe_kernel": TRTLLM_GEN_FP8_BLOCK}
     c = INFERENCEX_TRT_CUTLASS_NVFP4
     if (r["model_path"], r["system"], r["precision"]) != (c["model"], c["system"], c["precision"]) or not measured:
         return {}
@@ -286,6 +291,15 @@ def moe_kernel(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -
         least = c["from_clients"].get((int(r["isl"]), int(r["osl"])))
         return {"moe_kernel": c["kernel"]} if least is not None and concurrency >= least else {}
     return {"moe_kernel": c["kernel"]} if dp > 1 else {}
+
+
+def _trtllm_gen_fp8(r: dict[str, str], measured: str) -> bool:
+    """Whether the row's script ran the TRTLLM MoE backend (:data:`TRTLLM_GEN_FP8_BLOCK`; the DeepGEMM cases
+    checked first)."""
+    g = INFERENCEX_TRT_DEEPGEMM_FP8
+    return (r["model_path"], r["system"], r["precision"]) == (g["model"], g["system"], g["precision"]) and (
+        measured > g["always_until"]
+    )
 
 
 def _deepgemm_fp8(r: dict[str, str], measured: str, concurrency: int, dp: int) -> bool:
