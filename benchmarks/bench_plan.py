@@ -1,6 +1,7 @@
 """Planner speed: prints one JSON object (times on this machine).
 
     python benchmarks/bench_plan.py [--repeats 3] [--sizes 8,72,512,4096] [--exhaustive 8,64] [--against SRC]
+                                    [--instructions 512]
 
 cluster_cpu_s       per GPU count: `llmath plan deepseek-v3 -H h200 --gpus N --prompt 1024 --gen 1024
                     --tpot-ms 50 --disagg --weights bf16,fp8,nvfp4 --json` as a whole fresh process (imports,
@@ -20,6 +21,11 @@ against             with ``--against SRC`` (another source tree's ``src``, e.g. 
                     the whole-process CPU seconds of the same command with this tree and with that one, run
                     alternately (min, median each), and the ratio of their medians: on a shared machine the
                     load moves both alike
+instructions        with ``--instructions N,...``: per GPU count, the instructions the whole process executes
+                    (valgrind's callgrind; hash seed fixed, bytecode cached), with ``--against`` that tree's too
+                    and their ratio: unlike CPU seconds, the count does not move with the machine's load, so it
+                    compares trees whose difference is smaller than the load's noise (about 90 s per run at
+                    512 GPUs)
 load_average        the machine's 1-minute load average when the benchmark started and when it ended
 
 CPU seconds rather than wall time: the development VM is shared by other processes, whose load shows in
@@ -108,6 +114,28 @@ def _against(sizes: list[int], src: str, repeats: int) -> dict:
     return out
 
 
+def _instructions(g: int, src: str | None) -> int:
+    """Instructions of the CLI command on ``g`` GPUs as a whole process (``src``: another tree's), under
+    callgrind: the hash seed fixed (sets' orders), bytecode written by a first run as installed."""
+    cmd = [sys.executable, "-m", "llmath", *PLAN[:2], "--gpus", str(g), *PLAN[2:]]
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
+        env = {**installed_env(cache), "PYTHONHASHSEED": "0", **({"PYTHONPATH": src} if src else {})}
+        subprocess.run(cmd, capture_output=True, check=True, env=env)
+        grind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.out"]
+        r = subprocess.run([*grind, *cmd], capture_output=True, text=True, check=True, env=env)
+    return int(r.stderr.split("Collected :")[1].split()[0])
+
+
+def _instruction_counts(sizes: list[int], src: str | None) -> dict:
+    out: dict = {}
+    for g in sizes:
+        out[g] = {"this": _instructions(g, None)}
+        if src:
+            out[g]["against"] = _instructions(g, src)
+            out[g]["ratio"] = out[g]["against"] / out[g]["this"]
+    return out
+
+
 def _exhaustive(sizes: list[int]) -> dict:
     out = {}
     for g in sizes:
@@ -153,12 +181,15 @@ def main() -> None:
     ap.add_argument("--sizes", default="8,72,512,4096")
     ap.add_argument("--exhaustive", default="8,64", help="GPU counts to compare with the exhaustive search")
     ap.add_argument("--against", help="another source tree's src/ to time alternately with this one")
+    ap.add_argument("--instructions", default="", help="GPU counts to count instructions of (callgrind)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     load = [os.getloadavg()[0]]
     res = _cluster(sizes, args.repeats)
     if args.against:
         res["against"] = _against([g for g in sizes if g in res["cluster_cpu_s"]], args.against, args.repeats)
+    if args.instructions:
+        res["instructions"] = _instruction_counts([int(s) for s in args.instructions.split(",")], args.against)
     res["exhaustive"] = _exhaustive([int(s) for s in args.exhaustive.split(",") if s])
     res.update(_default_and_steady_state())
     res["targets_cpu_s"] = {8: 1.0, 512: 1.0, 4096: 2.0}

@@ -3,8 +3,8 @@
 Registered on the app by importing this module (``llmath.cli`` does); the search is :func:`llmath.deploy.plan.plan`.
 """
 
-from __future__ import annotations
-
+# no ``from __future__ import annotations``: typer reads the options' annotations as objects instead of
+# compiling each string when it builds the command (docs/speed.md)
 from types import SimpleNamespace
 from typing import Annotated, Any
 

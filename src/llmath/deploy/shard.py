@@ -194,7 +194,8 @@ def _scale_each(terms: tuple[Term, ...], f: Factor) -> tuple[Term, ...]:
 
 
 # a sharded operator depends only on the operator, its factors and its count: layouts that share them (the same
-# TP degree under other DP, EP or PP degrees) reuse it
+# TP degree under other DP, EP or PP degrees) reuse it, and stages of other layer counts reuse its scaled costs
+# and parameters (keyed by (operator, factors) alone)
 _SHARDED: dict[tuple, tuple[Op, Op]] = {}
 
 
@@ -235,11 +236,16 @@ def _shard(op: Op, spec: ModelSpec, L: Layout, count: int, memo: dict) -> Op:
     hit = _SHARDED.get(key)
     if hit is not None and hit[0] is op:
         return hit[1]
-    costs = tuple((cls, _scale_each(ts, over.get(cls, default))) for cls, ts in op.costs)
-    params = tuple((k, _times(n, fb if k.endswith(".bias") else fw)) for k, n in op.params)
-    out = replace(op, costs=costs, params=params, count=count)
     if len(_SHARDED) >= 65536:
         _SHARDED.clear()
+    shaped = _SHARDED.get(key[:2])  # the operator under these factors at another count: only the count differs
+    if shaped is not None and shaped[0] is op:
+        out = replace(shaped[1], count=count)
+    else:
+        costs = tuple((cls, _scale_each(ts, over.get(cls, default))) for cls, ts in op.costs)
+        params = tuple((k, _times(n, fb if k.endswith(".bias") else fw)) for k, n in op.params)
+        out = replace(op, costs=costs, params=params, count=count)
+        _SHARDED[key[:2]] = (op, out)
     _SHARDED[key] = (op, out)  # keeps ``op``: its id is not reused while cached
     return out
 
@@ -325,14 +331,30 @@ def _refuse_unsharded(spec: ModelSpec, layout: Layout) -> None:
 def _sharded_stage(base: tuple[Op, ...], spec: ModelSpec, L: Layout, counts, first: bool, last: bool, memo) -> tuple:
     """One pipeline stage's sharded operators, built operator by operator."""
     ops = []
-    for op in base:
-        n = _place(op, counts, first, last)
-        if n:
-            o = _shard(op, spec, L, n, memo)
-            if o.split == Split.VOCAB_COLUMN and o.kind == "matmul" and spec.parts.embeddings.tied and L.pp > 1:
-                o = _tied_head(o, spec, L)
-            ops.append(o)
+    tied = spec.parts.embeddings.tied and L.pp > 1
+    for op, n in _placed(base, counts, first, last):
+        o = _shard(op, spec, L, n, memo)
+        if tied and o.split == Split.VOCAB_COLUMN and o.kind == "matmul":
+            o = _tied_head(o, spec, L)
+        ops.append(o)
     return tuple(ops)
+
+
+_PLACED: dict[tuple, tuple[tuple[Op, ...], tuple[tuple[Op, int], ...]]] = {}
+
+
+def _placed(base: tuple[Op, ...], counts: dict[str, int], first: bool, last: bool) -> tuple[tuple[Op, int], ...]:
+    """(operator, runs on a rank of the stage) of each operator of ``base`` the stage runs (:func:`_place`), once
+    per (base, layer counts, ends): every TP, DP and EP degree of a pipeline depth asks again."""
+    key = (id(base), tuple(counts.items()), first, last)
+    hit = _PLACED.get(key)
+    if hit is not None and hit[0] is base:
+        return hit[1]
+    out = tuple((op, n) for op in base if (n := _place(op, counts, first, last)))
+    if len(_PLACED) >= 4096:
+        _PLACED.clear()
+    _PLACED[key] = (base, out)  # keeps ``base``: its id is not reused while cached
+    return out
 
 
 # a stage's operators depend only on the single-device operators, the stage's layer counts and ends, the TP

@@ -44,13 +44,14 @@ from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware.fitted_ops import attention_columns
-from llmath.hardware.roofline import Efficiency, byte_weights_key, eager_host_s, monomial_times, piecewise_host_s
+from llmath.hardware.roofline import Efficiency, eager_host_s, monomial_times, piecewise_host_s
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops import CLASSES, Scenario, Table, one_hot, table
 from llmath.ops.params import param_report
 from llmath.ops.state import fixed_state_bytes
+from llmath.ops.table import byte_rhs
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ class Device:
 
     def _pass_totals(self, t: Table, mv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bytes and FLOPs of the whole pass of monomial values ``mv`` (:func:`_totals` per monomial)."""
-        totals = mv @ _totals(t, byte_weights_key(t, self.precision))
+        totals = mv @ _totals(t, self.precision)
         return totals[..., 0], totals[..., 1]
 
     def _comm(self, colls: tuple, scen, ops_s: np.ndarray) -> np.ndarray:
@@ -407,11 +408,12 @@ def _mono(t: Table, scen: Scenario) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=512)
-def _totals(t: Table, bw_key: tuple[float, ...]) -> np.ndarray:
-    """(n_monos, 2): bytes and FLOPs (matmul + vector) of the whole pass per monomial."""
+@lru_cache(maxsize=1024)
+def _totals(t: Table, p: Precision) -> np.ndarray:
+    """(n_monos, 2): bytes and FLOPs (matmul + vector) of the whole pass per monomial, under ``p``'s bytes per
+    element (keyed by the precision, whose hash is kept, rather than by the bytes' long tuple)."""
     flops = t.rhs(one_hot("flops")) + t.rhs(one_hot("vflops"))
-    out = np.ascontiguousarray(np.stack([t.rhs(bw_key).sum(1), flops.sum(1)], axis=1))
+    out = np.ascontiguousarray(np.stack([byte_rhs(t, p).sum(1), flops.sum(1)], axis=1))
     out.setflags(write=False)
     return out
 
@@ -454,14 +456,19 @@ def _kv_scalar(t: Table, positions, precision: Precision) -> float:
 
 
 def _kv_bytes(t: Table, positions, precision: Precision):
-    ci, mi = CLASSES.index("kv_write"), t.monos.index("BT")
-    total = 0.0
-    for o, op in enumerate(t.ops):
-        per = t.coef[o, ci, mi]
-        if per:
-            held = positions if op.window is None else np.minimum(positions, op.window)
-            total = total + per * np.asarray(held, dtype=float)
+    total: float | np.ndarray = 0.0  # an array for an array of positions
+    for per, window in _kv_writers(t):
+        held = positions if window is None else np.minimum(positions, window)
+        total = total + per * np.asarray(held, dtype=float)
     return total * precision.kv_bytes
+
+
+@lru_cache(maxsize=4096)
+def _kv_writers(t: Table) -> tuple[tuple[float, int | None], ...]:
+    """(KV elements written per ``B·T`` row, attention window) of each op of ``t`` that writes the KV cache, in
+    order: once per table (every weight format and context length asks again)."""
+    ci, mi = CLASSES.index("kv_write"), t.monos.index("BT")
+    return tuple((t.coef[o, ci, mi], op.window) for o, op in enumerate(t.ops) if t.coef[o, ci, mi])
 
 
 @lru_cache(maxsize=4096)

@@ -28,7 +28,7 @@ from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.model.traits import traits
 from llmath.ops import CLASSES, Scenario, Table, one_hot
-from llmath.ops.table import _MNK_PER_CALL, by_kinds, byte_key, matmul_rows, op_weights
+from llmath.ops.table import _MNK_PER_CALL, by_kinds, byte_key, byte_rhs, matmul_rows, op_weights
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
 # Weight GEMMs with at most this many token rows stream weights like a GEMV (decode); above it they are
@@ -364,7 +364,7 @@ def _time_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> np.n
     (one product per block of a sweep)."""
     mm_rate, vec_rate = rates(hw, p, eff, table)
     fl, vfl = table.rhs(one_hot("flops")) / mm_rate, table.rhs(one_hot("vflops")) / vec_rate
-    out = np.ascontiguousarray(np.concatenate([fl, vfl, table.rhs(byte_weights_key(table, p))], axis=1))
+    out = np.ascontiguousarray(np.concatenate([fl, vfl, byte_rhs(table, p)], axis=1))
     out.setflags(write=False)
     return out
 
@@ -380,7 +380,7 @@ def _stage_matrices(
     else:
         mm_rate, vec_rate = rates(hw, p, eff, table)
         comp = table.rhs(one_hot("flops")) / mm_rate * f + table.rhs(one_hot("vflops")) / vec_rate
-    mem = table.rhs(byte_weights_key(table, p)) * inv
+    mem = byte_rhs(table, p) * inv
     ov = overheads(table, eff, decode, p, hw)
     return comp, mem, ov
 
@@ -438,7 +438,7 @@ def _total_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> tup
     vary[cols.routed] = True
     mm_rate, vec_rate = rates(hw, p, eff, table)
     fl, vfl = table.rhs(one_hot("flops")) / mm_rate, table.rhs(one_hot("vflops")) / vec_rate
-    by = table.rhs(byte_weights_key(table, p))
+    by = byte_rhs(table, p)
     inv0 = np.broadcast_to(_fitted(table, hw, p, eff, 1.0, 1.0, False, None)[1], (len(table.ops),))
     comp, mem = fl + vfl, by * inv0
     single = np.count_nonzero((comp != 0) | (mem != 0), axis=0) <= 1

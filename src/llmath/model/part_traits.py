@@ -7,7 +7,8 @@ per token, run once per layer of the kinds it names. Kept apart from :mod:`llmat
 spec parts, which :mod:`llmath.model.spec` imports, can import it.
 """
 
-from __future__ import annotations
+# no ``from __future__ import annotations``: the NamedTuple's field types are read as objects, not compiled
+# from strings on every import (docs/speed.md)
 
 from typing import NamedTuple
 

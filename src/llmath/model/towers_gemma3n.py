@@ -17,7 +17,8 @@ Components: ``vision.embeddings`` (timm's ``conv_stem``), ``vision.layers`` (``b
 (``subsample_conv_projection``), ``audio.layers`` (``conformer``) and ``projector`` (both embedders).
 """
 
-from __future__ import annotations
+# no ``from __future__ import annotations``: the NamedTuples' field types are read as objects, not compiled
+# from strings on every import (docs/speed.md)
 
 from collections.abc import Mapping
 from typing import Any, NamedTuple

@@ -209,6 +209,6 @@ def weight_bytes_of(spec: ModelSpec, p: Precision, ops=None, tower_share: float 
     ``tower_share`` of a wrapper's counted towers that GPU holds) at ``p``."""
     if ops is None:
         return float(sum(weight_bytes(spec, p).values()))
-    bpe = weight_bytes_per_element(spec, p)
-    towers = sum(n * bpe.get(k.split(".")[0], p.weight_bytes) for k, n in spec.tower_params) * tower_share
-    return float(sum(n * op.count * bpe.get(op.module, p.weight_bytes) for op in ops for _, n in op.params) + towers)
+    bpe, wb = weight_bytes_per_element(spec, p), p.weight_bytes  # the default format's, read once
+    towers = sum(n * bpe.get(k.split(".")[0], wb) for k, n in spec.tower_params) * tower_share
+    return float(sum(n * op.count * bpe.get(op.module, wb) for op in ops for _, n in op.params) + towers)

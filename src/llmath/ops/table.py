@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from itertools import count
 from typing import Any
 
 import numpy as np
@@ -159,9 +160,35 @@ def matmul_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=1024)
 def _rhs(t: Table, weights: tuple[float, ...]) -> np.ndarray:
-    out = np.ascontiguousarray(t.class_matrix(np.asarray(weights, dtype=float)).T)
+    return _class_rhs(t, weights)
+
+
+@lru_cache(maxsize=1024)
+def byte_rhs(t: Table, p: Precision) -> np.ndarray:
+    """:meth:`Table.rhs` of ``p``'s bytes per element (:func:`byte_key`), cached by the precision (whose hash is
+    kept) instead of by the bytes' tuple, a float per op and class, which a lookup would hash again."""
+    return _class_rhs(t, byte_key(t, p))
+
+
+def _class_rhs(t: Table, weights: tuple) -> np.ndarray:
+    picked = _picked(weights)
+    if picked is not None and np.isfinite(t.coef).all():
+        m = t.coef[:, picked[0], :] if len(picked) == 1 else t.coef[:, picked[0], :] + t.coef[:, picked[1], :]
+        out = np.ascontiguousarray(m.T)
+    else:
+        out = np.ascontiguousarray(t.class_matrix(np.asarray(weights, dtype=float)).T)
     out.setflags(write=False)
     return out
+
+
+def _picked(weights: tuple) -> tuple[int, ...] | None:
+    """The classes a per-class weights tuple of ones and zeros selects, when it selects one or two (``None``
+    otherwise): the class matrix is then their coefficients' sum, exactly (finite coefficients: the other
+    classes' products are zeros; two terms add in either order alike), without the general contraction."""
+    if any(isinstance(w, tuple) or w not in (0.0, 1.0) for w in weights):
+        return None
+    picked = tuple(c for c, w in enumerate(weights) if w == 1.0)
+    return picked if 1 <= len(picked) <= 2 else None
 
 
 @lru_cache(maxsize=1024)
@@ -173,12 +200,27 @@ def op_kinds(t: Table) -> tuple[tuple[str, str, str, bool], ...]:
 
 
 _BY_KINDS: dict[tuple, Any] = {}
+_KIND_IDS: dict[tuple, int] = {}  # an :func:`op_kinds` tuple → a number of its own, never given to another
+_NEXT_KIND_ID = count()
+
+
+@lru_cache(maxsize=1024)
+def _kinds_id(t: Table) -> int:
+    """The number of ``t``'s :func:`op_kinds`, once per table: the caches keyed by it hash one int instead of
+    a tuple of every op's names."""
+    kinds = op_kinds(t)
+    got = _KIND_IDS.get(kinds)
+    if got is None:
+        if len(_KIND_IDS) >= 65536:
+            _KIND_IDS.clear()  # a tuple seen again gets a new number: only a cache miss
+        got = _KIND_IDS[kinds] = next(_NEXT_KIND_ID)
+    return got
 
 
 def by_kinds(read: Callable, t: Table, *args: Any) -> Any:
     """``read(t, *args)`` once per (read, spec, :func:`op_kinds`, args): for a read of ``t`` that depends on
     nothing else of its ops."""
-    key = (read, t.spec, op_kinds(t), args)
+    key = (read, t.spec, _kinds_id(t), args)
     hit = _BY_KINDS.get(key)
     if hit is None:
         if len(_BY_KINDS) >= 4096:
