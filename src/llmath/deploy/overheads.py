@@ -16,6 +16,9 @@ the kernels, on the critical path unless it overlaps that work with the GPU:
 * ``eager_host_per_kernel_s``: per kernel of a pass the engine launches from Python op by op (not replayed
   from a CUDA graph): the host's dispatch and launch work. Not added to the GPU time: such a pass takes the
   longer of the two (:func:`llmath.hardware.roofline.eager_host_s`, applied by :class:`llmath.deploy.Device`).
+* ``piecewise_host_per_layer_s``: per attention call of a pass that prefills and replays piecewise CUDA graphs
+  (vLLM): the eager attention call and the graph replay around it. Such a pass takes the longer of its GPU time
+  and this × its attention calls (:func:`llmath.hardware.roofline.piecewise_host_s`).
 * ``host_step_s`` / ``host_step_per_request_s``: the host's work per step, a constant and a part per request the
   step carries (scheduling, input preparation, sampling bookkeeping, responses): not added, the step lasts the
   longer of its GPU time and that time under an overlap scheduler, the sum without one
@@ -53,6 +56,7 @@ TERMS = (
     "per_prompt_token_s",
     "front_end_s",
     "eager_host_per_kernel_s",
+    "piecewise_host_per_layer_s",
     "host_step_s",
     "host_step_per_request_s",
 )
@@ -70,6 +74,7 @@ class Overheads:
     per_prompt_token_s: float = 0.0
     front_end_s: float = 0.0
     eager_host_per_kernel_s: float = 0.0
+    piecewise_host_per_layer_s: float = 0.0
     host_step_s: float = 0.0
     host_step_per_request_s: float = 0.0
     sources: dict[str, str] = field(default_factory=dict, compare=False)

@@ -24,6 +24,7 @@ from llmath.deploy.serving import (
     Requests,
     active_overheads,
     check_fits,
+    eager_host_time,
     graph_tokens,
     rate_to_concurrency,
     refuse_uncached,
@@ -80,9 +81,10 @@ def serve(
     eff = launcher_moe_kernel(eff, hw, eng.moe_kernel)  # a grouped-expert kernel the launcher picked
     src = prompt if req.encoder_decoder else 0
     graph = 0 if eng.eager_prefill else graph_tokens(eng)  # passes above it run eagerly; eager_prefill: all
-    host = eng.overheads.eager_host_per_kernel_s if eng.eager_prefill or graph else 0.0
+    host = eager_host_time(eng, graph)
+    piecewise = eng.overheads.piecewise_host_per_layer_s if eng.cuda_graphs and not eng.eager_prefill else 0.0
     dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph, eng.eager_host_unit,
-                 host_step=engine_host_step(eng, eff))  # fmt: skip
+                 host_step=engine_host_step(eng, eff), piecewise_host_s=piecewise)  # fmt: skip
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

@@ -120,6 +120,9 @@ class EngineConfig:
     longer of its GPU time and its kernels × ``overheads.eager_host_per_kernel_s`` (:class:`.step.Device`),
     ``eager_host_unit`` saying what that time is per: ``launch`` (the module code's launches, ops/launches.py) or
     ``operator`` (a listed operator).
+    ``flat_graph_host_factor``: the host time per launch of an ``eager_prefill`` pass over the engine's value for a
+    pass that runs its compiled graph split at attention without replay (vLLM's ``FULL_DECODE_ONLY`` with
+    ``splitting_ops: []`` runs one flattened graph; 1: the same).
     ``cuda_graph_max_tokens`` / ``cuda_graph_tokens_per_seq``: the largest pass (scheduled tokens) replayed from a
     CUDA graph, prefill passes included, is ``min(cuda_graph_tokens_per_seq × max_num_seqs, cuda_graph_max_tokens)``
     where the per-sequence factor is set, else ``cuda_graph_max_tokens`` (0: no limit); a larger pass runs without a
@@ -157,6 +160,7 @@ class EngineConfig:
     cuda_graph_max_tokens: int = 0
     cuda_graph_tokens_per_seq: int = 0
     eager_host_unit: str = "launch"
+    flat_graph_host_factor: float = 1.0
     moe_kernel: str = ""
     overlap_scheduler: bool = True
     prompt_token_s: float | None = None
@@ -192,6 +196,8 @@ class EngineConfig:
             raise WorkloadError(f"cuda_graph_bytes={self.cuda_graph_bytes} must be >= 0")
         if self.eager_host_unit not in EAGER_HOST_UNITS:
             raise WorkloadError(f"eager_host_unit={self.eager_host_unit!r} must be one of {EAGER_HOST_UNITS}")
+        if not 1 <= self.flat_graph_host_factor <= 10:
+            raise WorkloadError(f"flat_graph_host_factor={self.flat_graph_host_factor!r} must be in [1, 10]")
         if min(self.cuda_graph_max_tokens, self.cuda_graph_tokens_per_seq) < 0:
             raise WorkloadError("cuda_graph_max_tokens and cuda_graph_tokens_per_seq must be >= 0 (0: no limit)")
 
@@ -202,6 +208,15 @@ def graph_tokens(eng: EngineConfig) -> int:
     if eng.cuda_graph_tokens_per_seq:
         return min(eng.cuda_graph_tokens_per_seq * eng.max_num_seqs, eng.cuda_graph_max_tokens)
     return eng.cuda_graph_max_tokens
+
+
+def eager_host_time(eng: EngineConfig, graph: int) -> float:
+    """The engine's host seconds per launch of a pass without a CUDA graph (0 where none runs so): with
+    ``eager_prefill``, × ``flat_graph_host_factor`` (the flattened compiled graph); else the passes above the
+    largest capture size ``graph`` run the split one."""
+    if eng.eager_prefill:
+        return eng.overheads.eager_host_per_kernel_s * eng.flat_graph_host_factor
+    return eng.overheads.eager_host_per_kernel_s if graph else 0.0
 
 
 @dataclass(frozen=True)

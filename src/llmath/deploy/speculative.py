@@ -127,6 +127,7 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
         eager_host_s=target.eager_host_s,
         graph_tokens=target.graph_tokens,
         eager_host_unit=target.eager_host_unit,
+        piecewise_host_s=target.piecewise_host_s,
     )
 
 

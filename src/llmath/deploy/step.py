@@ -44,7 +44,7 @@ from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware.fitted_ops import attention_columns
-from llmath.hardware.roofline import Efficiency, eager_host_s, monomial_times
+from llmath.hardware.roofline import Efficiency, eager_host_s, monomial_times, piecewise_host_s
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
@@ -113,6 +113,10 @@ class Device:
     ``graph_tokens``: the largest pass, in tokens, replayed from a CUDA graph, prefill passes included (vLLM's
     ``max_cudagraph_capture_size``): a pass of more tokens runs eagerly and one of at most as many does not; 0: no
     such limit, and every pass that prefills runs eagerly where ``eager_host_s`` is set.
+    ``piecewise_host_s``: the engine's host seconds per attention call of a pass that prefills and replays
+    piecewise CUDA graphs (vLLM's default ``cudagraph_mode``: attention runs eagerly between graph pieces); such a
+    pass takes the longer of its GPU time and its attention calls × ``piecewise_host_s``
+    (:func:`llmath.hardware.roofline.piecewise_host_s`; 0: no such floor).
     ``source``: encoder-decoder models only (required there), the source tokens of every request (module doc).
     ``host_step``: the engine's host time per step (:mod:`llmath.deploy.host_step`): an :meth:`iteration` lasts the
     longer of its GPU time and the host's (or their sum without an overlap scheduler); None: no host term.
@@ -130,6 +134,7 @@ class Device:
     graph_tokens: int = 0
     eager_host_unit: str = "launch"
     host_step: HostStep | None = None
+    piecewise_host_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.spec.is_encoder_decoder and self.source < 1:
@@ -257,6 +262,16 @@ class Device:
         floored = np.maximum(cost.time_s, eager_host_s(t, self.eager_host_s, self.eager_host_unit))
         return StepCost(np.where(eager, floored, cost.time_s), cost.bytes, cost.flops)
 
+    def _piecewise_bound(self, cost: StepCost, t: Table, tokens: np.ndarray) -> StepCost:
+        """``cost`` of a pass that prefills over ``t`` floored at the host time of its eager attention calls where it
+        replays piecewise CUDA graphs: with graphs on, at most ``graph_tokens`` tokens (any count where none is
+        set), and not every prefill eager (``eager_host_s`` without ``graph_tokens``)."""
+        if not (self.piecewise_host_s and self.cuda_graphs) or (self.eager_host_s and not self.graph_tokens):
+            return cost
+        piecewise = tokens <= self.graph_tokens if self.graph_tokens else np.ones_like(tokens, dtype=bool)
+        floored = np.maximum(cost.time_s, piecewise_host_s(t, self.piecewise_host_s))
+        return StepCost(np.where(piecewise, floored, cost.time_s), cost.bytes, cost.flops)
+
     def _eager(self, tokens: np.ndarray, prefill: bool) -> bool | np.ndarray:
         """Whether a pass of ``tokens`` (holding a prefill token or not) runs without a CUDA graph: every pass where
         ``cuda_graphs`` is off; else one above ``graph_tokens``, and at or below it a pass that prefills where no
@@ -279,11 +294,10 @@ class Device:
                 out.append(self._host_bound(dec_only, t, self._eager(tokens, False)))
             if has_prefill.any():
                 pre = self._mixed_time(t, mv, rows, tokens, (d, s, nc, c, pf))
-                out.append(
-                    self._host_bound(
-                        self._with_comm(pre, part.prefill_collectives, mixed), t, self._eager(tokens, True)
-                    )
+                pre = self._host_bound(
+                    self._with_comm(pre, part.prefill_collectives, mixed), t, self._eager(tokens, True)
                 )
+                out.append(self._piecewise_bound(pre, t, tokens))
             if len(out) == 1:
                 return out[0]
             return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(out[1]), _parts(out[0]), strict=True)))
@@ -297,9 +311,8 @@ class Device:
         def prefill(nc, c, pf, tokens) -> StepCost:
             pre_s = Scenario(nc, c, pf)
             pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
-            return self._host_bound(
-                self._with_comm(pre, part.prefill_collectives, pre_s), pt, self._eager(tokens, True)
-            )
+            pre = self._host_bound(self._with_comm(pre, part.prefill_collectives, pre_s), pt, self._eager(tokens, True))
+            return self._piecewise_bound(pre, pt, tokens)
 
         pre = _on_rows(has_prefill, prefill, nc, c, pf, tokens)
         return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))

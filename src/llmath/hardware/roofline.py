@@ -301,6 +301,15 @@ def eager_host_s(table: Table, per_kernel_s: float, unit: str = "launch") -> flo
     return (table.launches if unit == "launch" else float(table.kernels.sum())) * per_kernel_s
 
 
+def piecewise_host_s(table: Table, per_call_s: float) -> float:
+    """Host seconds of one pass that replays piecewise CUDA graphs (vLLM's ``PIECEWISE`` runtime mode): the graph
+    is split at each attention call, which runs eagerly between two replays; ``per_call_s`` is the host time of
+    one such call with its replay, × the pass's attention calls (the table's KV-attention operators, one per
+    layer). The pass takes ``max(GPU time, this)``: replays and eager launches are enqueued without a wait, so
+    the host runs ahead of the GPU until its own time is the longer."""
+    return float(table.kernels[table.is_kv_attention].sum()) * per_call_s
+
+
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
     """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included. A decode
     step of a model that reruns its context (model/traits.py, BLT) runs all S + 1 positions: its GEMMs have the
