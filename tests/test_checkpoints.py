@@ -597,3 +597,52 @@ def test_web_api_takes_a_hub_id(fake_hub):
 
     d = api.analyze_view({"model": "acme/tiny-awq", "hardware": "h100-sxm"})
     assert d["precision"]["weights"] == "awq" and d["params"]["total"] > 0
+
+
+# DeepSeek-R1's MLA projections from its config.json (hidden_size 7168, q_lora_rank 1536, num_attention_heads 128,
+# qk_nope_head_dim 128, qk_rope_head_dim 64, kv_lora_rank 512, v_head_dim 128), 61 layers:
+Q_A, Q_B = 7168 * 1536, 1536 * 128 * (128 + 64)  # 11,010,048 and 37,748,736
+KV_A, KV_B = 7168 * (512 + 64), 512 * 128 * (128 + 128)  # 4,128,768 and 16,777,216
+O = 128 * 128 * 7168  # 117,440,512
+NVFP4 = 9 / 16  # 16 e2m1 values (8 bytes) + one fp8 scale (1 byte) per 16 weights
+
+
+def test_deepseek_r1_nvfp4_keeps_the_mla_projections_its_exclude_list_names():
+    # the bundled sidecar of nvidia/DeepSeek-R1-0528-FP4-V2 (ModelOpt NVFP4) excludes lm_head and every layer's
+    # q_a/q_b/kv_a/kv_b projections: those stay bf16 (2 bytes), o_proj (the model card's wo) is NVFP4
+    p = checkpoint.precision_for("deepseek-r1", weights="nvfp4")
+    spec = registry.spec("deepseek-r1")
+    wb, n = weight_bytes(spec, p), module_params(spec)
+    per_layer = (Q_A + Q_B + KV_A + KV_B) * 2 + O * NVFP4  # 139,329,536 + 66,060,288 = 205,389,824 bytes
+    assert wb["attention"] == pytest.approx(61 * per_layer, rel=1e-12)
+    assert wb["lm_head"] == n["lm_head"] * 2
+    assert wb["experts"] == pytest.approx(n["experts"] * NVFP4, rel=1e-12)
+    assert (p.weights, p.act_quant, p.kv) == ("nvfp4", "nvfp4", "fp8")
+    assert p.weight_format("attention") == "nvfp4"  # the module's GEMMs keep the checkpoint's format
+    assert "kept 16-bit" in p.weight_source("attention")
+    # without the published checkpoint (a model the registry bundles none for) --weights nvfp4 reads all of it NVFP4
+    llama = checkpoint.precision_for("llama-3.1-70b", weights="nvfp4")
+    assert not llama.projections and llama.weight_format("attention") == "nvfp4"
+
+
+def test_projections_named_in_only_some_layers_are_counted_quantised_with_a_note():
+    models = Path(checkpoint.__file__).parents[1] / "data" / "models"
+    side = json.loads((models / "deepseek-r1-0528-fp4-v2.hf_quant_config.json").read_text())
+    side["quantization"]["exclude_modules"].remove("model.layers.7.self_attn.kv_b_proj")
+    ck = checkpoint.from_config(registry.config("deepseek-r1"), registry.spec("deepseek-r1"), side, "x")
+    assert dict(ck.precision.projections) == {p: "bf16" for p in ("attn.q_a_proj", "attn.q_b_proj", "attn.kv_a_proj")}
+    assert any("attn.kv_b_proj kept unquantised in 60 of 61 layers" in note for note in ck.notes)
+    per_layer = (Q_A + Q_B + KV_A) * 2 + (KV_B + O) * NVFP4
+    assert weight_bytes(ck.spec, ck.precision)["attention"] == pytest.approx(61 * per_layer, rel=1e-12)
+
+
+def test_minimax_m25_nvfp4_keeps_attention_and_router_whole():
+    # nvidia/MiniMax-M2.5-NVFP4's hf_quant_config.json: lm_head, every layer's self_attn* and block_sparse_moe.gate
+    # excluded. Attention per layer (hidden 3072, 48 query heads, 8 KV heads, head_dim 128): q and o 3072 x 6144,
+    # k and v 3072 x 1024 = 2 x 18,874,368 + 2 x 3,145,728 = 44,040,192 parameters, in bf16, 62 layers
+    p = checkpoint.precision_for("minimax-m2.5", weights="nvfp4")
+    spec = registry.spec("minimax-m2.5")
+    wb, n = weight_bytes(spec, p), module_params(spec)
+    assert wb["attention"] == 62 * 44_040_192 * 2
+    assert wb["router"] == n["router"] * 2 and wb["lm_head"] == n["lm_head"] * 2
+    assert wb["experts"] == pytest.approx(n["experts"] * NVFP4, rel=1e-12)

@@ -18,6 +18,7 @@ from llmath.measure.serving_runs import (
     validate_runs,
 )
 from llmath.measure.sglang_launchers import recv_interval as harness_recv_interval
+from llmath.model import registry
 
 HEADER = (
     "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
@@ -289,6 +290,22 @@ def test_quant_modes_leave_the_modules_the_checkpoint_keeps_unquantised():
     # a checkpoint without such a list takes the row's mode everywhere (Llama-3.1-70B: attention in fp8)
     p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-70B", gemm_quant_mode="fp8", moe_quant_mode="fp8")))
     assert p.weight_format("attention") == "fp8"
+
+
+def test_fp4_rows_run_the_published_nvfp4_checkpoints_module_formats():
+    # InferenceX's FP4 DeepSeek-R1 rows load nvidia/DeepSeek-R1-0528-FP4-V2, whose exclude list keeps the MLA
+    # down/up projections (q_a, q_b, kv_a, kv_b) and lm_head bf16, o_proj NVFP4: per layer 69,664,768 parameters at 2
+    # bytes and 117,440,512 at 9/16 byte = 205,389,824 bytes over 187,105,280 parameters
+    from llmath.ops.params import weight_bytes_per_element
+
+    run = to_run(_row())
+    p = precision(run)
+    assert (p.weights, p.act_quant, p.kv, p.weight_format("lm_head")) == ("nvfp4", "nvfp4", "fp8", "bf16")
+    bpe = weight_bytes_per_element(registry.spec("deepseek-r1"), p)["attention"]
+    assert bpe == pytest.approx(205_389_824 / 187_105_280, rel=1e-12)
+    # Llama-3.1-70B's FP4 rows: no published checkpoint bundled, every linear module NVFP4
+    p = precision(to_run(_row(model_path="meta-llama/Llama-3.1-70B", moe_ep_size="1")))
+    assert not p.projections and p.weight_format("attention") == "nvfp4"
 
 
 def test_unknown_system_is_refused_with_its_name(tmp_path):

@@ -1,5 +1,7 @@
 """The formats a measured serving run's engine executed (:mod:`llmath.measure.serving_runs`, module docstring:
-``gemm_quant_mode`` / ``moe_quant_mode``, the KV cache, the modules the checkpoint keeps unquantised)."""
+``gemm_quant_mode`` / ``moe_quant_mode``, the KV cache, the modules the checkpoint keeps unquantised). A model whose
+published checkpoint in the GEMM mode's format the registry bundles (``checkpoints`` in ``data/models/index.json``:
+the NVFP4 checkpoints InferenceX's FP4 scripts load) runs that checkpoint's per-module formats and KV format."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def precision(run: Any):
         return p.override(kv=kv)
     w, a = gemm or (p.weights, p.act_quant or p.activations)
     kept = {m: p.weight_format(m) for m, src in p.sources if src == KEPT_UNQUANTISED}
-    p = p.override(weights=w, kv=kv)
-    mods = {**({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
+    p = precision_for(run.model, weights=w).override(kv=kv)  # a bundled published checkpoint in w: its formats
+    mods = {**dict(p.modules), **({"experts": moe[0]} if moe is not None and moe[0] != w else {}), **kept}
     act = a if gemm is not None else moe[1] if moe is not None else None
     return replace(p, act_quant=act, modules=tuple(sorted(mods.items())))

@@ -27,7 +27,7 @@ from llmath.errors import ConfigError, SpecError
 from llmath.model import formats as fmt
 from llmath.model.config_check import file_kind, local_paths, parse_json
 from llmath.model.dtypes import MODULES, Precision
-from llmath.model.quant import checkpoint_reading, module_of
+from llmath.model.quant import checkpoint_reading, layer_index, module_of, projection_op
 from llmath.model.sidecar_check import check_index, check_safetensors_header, read_sidecar
 from llmath.model.spec import ModelSpec
 
@@ -123,7 +123,9 @@ def _per_layer_exclusions(reading, spec: ModelSpec) -> None:
     name it in every layer that holds it, the module stays 16-bit; otherwise it is counted quantised, noted."""
     for m, (idx, where, names) in reading.layers.items():
         have = _layers_with(spec, m)
-        if have and have <= idx:
+        if have and all(projection_op(n) for n in names):  # named projection by projection
+            _kept_projections(reading, m, have, where, names)
+        elif have and have <= idx:
             reading.modules[m] = "bf16"
             reading.sources[m] = f"{where} (the {m} of all {len(have)} layers that hold it)"
         else:
@@ -134,6 +136,24 @@ def _per_layer_exclusions(reading, spec: ModelSpec) -> None:
             )
 
 
+def _kept_projections(reading, module: str, have: set[int], where: str, names: list[str]) -> None:
+    """Entries naming a module's projections layer by layer (``model.layers.7.self_attn.q_a_proj``): a projection
+    named in every layer that holds the module keeps the 16-bit format (:attr:`Precision.projections`); the rest
+    of the module keeps the checkpoint's format; one named in only some layers is counted quantised, noted."""
+    by_op: dict[str, set[int]] = {}
+    for n in names:
+        by_op.setdefault(str(projection_op(n)), set()).add(layer_index(n) or 0)
+    kept = sorted(op for op, idx in by_op.items() if have <= idx)
+    for op in kept:
+        reading.projections[op] = "bf16"
+    if kept:
+        reading.sources[module] = f"{where} ({', '.join(kept)} of all {len(have)} layers kept 16-bit)"
+    for op in sorted(set(by_op) - set(kept)):
+        reading.notes.append(
+            f"{where}: {op} kept unquantised in {len(by_op[op] & have)} of {len(have)} layers; counted as quantised"
+        )
+
+
 def from_config(cfg: dict[str, Any], spec: ModelSpec, sidecar: dict | None, where: str) -> Checkpoint:
     reading = checkpoint_reading(cfg, sidecar, where)
     if reading is None:
@@ -142,6 +162,7 @@ def from_config(cfg: dict[str, Any], spec: ModelSpec, sidecar: dict | None, wher
     act16 = "fp16" if str(cfg.get("torch_dtype") or cfg.get("dtype")) == "float16" else "bf16"
     mods = {m: (act16 if f in ("bf16", "fp16") else f) for m, f in reading.modules.items()}
     reading.modules = mods
+    reading.projections = {o: (act16 if f in ("bf16", "fp16") else f) for o, f in reading.projections.items()}
     reading.activations = reading.activations or act16
     p = reading.precision(Precision.uniform(act16))
     origin = f"{where}/{SIDECAR}" if sidecar else f"{where} quantization_config"
@@ -236,8 +257,21 @@ def precision_for(
         )
     else:
         base = stated or _default_precision()
+    published = _published(model, weights) if dtype is None else None
+    if published is not None:  # the model's published checkpoint in that format: its per-module formats
+        base, weights = published, None
     p = base.override(weights=weights, activations=activations, kv=kv, group_size=group_size, ssm=ssm)
     return expand_mix(spec, p)
+
+
+def _published(model: str | ModelSpec, weights: str | None) -> Precision | None:
+    """The formats of a registry model's published checkpoint in ``weights`` (index.json ``checkpoints``)."""
+    from llmath.model import registry
+
+    if weights is None or not isinstance(model, str) or (name := registry.lookup(model)) is None:
+        return None
+    ck = registry.format_checkpoint(name, fmt.canonical(weights, "weights"))
+    return ck.precision if ck is not None else None
 
 
 @lru_cache(maxsize=1)

@@ -80,6 +80,10 @@ class Precision:
     # the Mamba / Gated DeltaNet SSM state's format (vLLM ``--mamba-ssm-cache-dtype``); None: the config's
     # ``mamba_ssm_cache_dtype`` (ModelSpec.ssm_state_dtype), else the KV cache's (llmath.ops.ssm_state)
     ssm: str | None = None
+    # {operator name: format} for the projections a checkpoint keeps in another format than their module's (ModelOpt's
+    # exclude_modules naming ``self_attn.q_a_proj`` in every layer): the module's bytes per element weigh them by their
+    # parameters (:func:`llmath.ops.params.weight_bytes_per_element`); its GEMMs keep the module's format
+    projections: Any = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "weights", check_dtype(self.weights, "weights dtype"))
@@ -100,6 +104,8 @@ class Precision:
                 raise WorkloadError(f"measured_bytes: {k!r} is not a module or 'total'")
             _positive(v)
         object.__setattr__(self, "measured_bytes", tuple(sorted((k, int(v)) for k, v in meas)))
+        proj = self.projections.items() if isinstance(self.projections, dict) else self.projections
+        object.__setattr__(self, "projections", tuple(sorted((str(k), check_dtype(v)) for k, v in proj)))
         src = self.sources.items() if isinstance(self.sources, dict) else self.sources
         object.__setattr__(self, "sources", tuple(sorted((str(k), str(v)) for k, v in src)))
 
@@ -201,7 +207,7 @@ class Precision:
             if k in given:
                 src[k] = "flag"
         if "weights" in given:
-            given.update(modules=(), module_bytes=(), measured_bytes=(), act_quant=None)
+            given.update(modules=(), module_bytes=(), measured_bytes=(), act_quant=None, projections=())
             src = {k: v for k, v in src.items() if k not in MODULES}
         if "activations" in given:
             given["act_quant"] = None

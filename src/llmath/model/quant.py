@@ -61,7 +61,20 @@ def module_of(name: str) -> str | None:
     return None
 
 
-def _layer_index(name: str) -> int | None:
+# a checkpoint's projection names -> llmath's operators (llmath.ops: attention's projections)
+PROJECTION_OPS = {
+    "q_a_proj": "attn.q_a_proj", "q_b_proj": "attn.q_b_proj", "kv_a_proj_with_mqa": "attn.kv_a_proj",
+    "kv_b_proj": "attn.kv_b_proj", "q_proj": "attn.q_proj", "k_proj": "attn.k_proj", "v_proj": "attn.v_proj",
+    "o_proj": "attn.o_proj",
+}  # fmt: skip
+
+
+def projection_op(name: str) -> str | None:
+    """The llmath operator a module name's last part names (``...self_attn.kv_b_proj`` -> ``attn.kv_b_proj``)."""
+    return PROJECTION_OPS.get(str(name).rstrip("*").rsplit(".", 1)[-1])
+
+
+def layer_index(name: str) -> int | None:
     m = re.search(r"(?:layers?|blk|h)\.(\d+)\.", name)
     return int(m.group(1)) if m else None
 
@@ -81,6 +94,7 @@ class Reading:
     # entries naming one layer's module (model.layers.30.self_attn*): module -> (layer indices, where listed,
     # the entries); resolved against the model's layers by :func:`llmath.model.checkpoint.from_config`
     layers: dict[str, tuple[set[int], str, list[str]]] = field(default_factory=dict)
+    projections: dict[str, str] = field(default_factory=dict)  # operator -> format (Precision.projections)
 
     def precision(self, base: Precision | None = None) -> Precision:
         base = base or Precision()
@@ -93,6 +107,7 @@ class Reading:
             modules=self.modules,
             act_quant=self.act_quant,
             sources=self.sources,
+            projections=self.projections,
         )
 
 
@@ -101,7 +116,7 @@ def _keep16(r: Reading, names, where: str, base16: str = "bf16") -> None:
         m = module_of(str(n))
         if m is None:
             r.notes.append(f"{where}: {n!r} names no module llmath models; ignored")
-        elif (i := _layer_index(str(n))) is not None:
+        elif (i := layer_index(str(n))) is not None:
             idx, _, names = r.layers.setdefault(m, (set(), where, []))
             idx.add(i)
             names.append(str(n))

@@ -71,6 +71,19 @@ def checkpoint(name: str):
     return from_config(config(name), spec(name), sidecar(name), f"registry {name}")
 
 
+@lru_cache(maxsize=64)
+def format_checkpoint(name: str, weights: str):
+    """The :class:`~llmath.model.checkpoint.Checkpoint` of the model's published checkpoint in ``weights``
+    (``checkpoints.<weights>`` of its index entry: the bundled sidecar of that checkpoint), or None."""
+    from llmath.model.checkpoint import from_config
+
+    entry = (index().get(name, {}).get("checkpoints") or {}).get(weights)
+    if entry is None:
+        return None
+    side = json.loads((_dir() / entry["sidecar"]).read_text())
+    return from_config(config(name), spec(name), side, entry["repo"])
+
+
 def config(name: str) -> dict[str, Any]:
     """The config.json snapshot of a registry model (a fresh dict)."""
     if name not in index():

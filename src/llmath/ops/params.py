@@ -153,10 +153,28 @@ def module_params(spec: ModelSpec) -> dict[str, int]:
     return out
 
 
+def _projection_bpe(spec: ModelSpec, p: Precision, bpe: dict[str, float]) -> dict[str, float]:
+    """Bytes per element of each module some of whose projections a checkpoint keeps in another format
+    (:attr:`Precision.projections`): those projections' bytes plus the rest's at the module's, over its parameters."""
+    kept = dict(p.projections)
+    if not kept:
+        return {}
+    ops = [op for op in build_ops(spec, "prefill", "flash") if op.params]
+    mods = {op.module for op in ops if op.name in kept}
+    n = {m: 0 for m in mods}
+    b = {m: 0.0 for m in mods}
+    for op in (op for op in ops if op.module in mods):
+        each = p.bytes_per_element(kept[op.name]) if op.name in kept else bpe[op.module]
+        n[op.module] += op.n_params * op.count
+        b[op.module] += op.n_params * op.count * each
+    return {m: b[m] / n[m] for m in mods}
+
+
 @lru_cache(maxsize=1024)
 def _bpe(spec: ModelSpec, p: Precision) -> tuple[tuple[str, float], ...]:
     params = module_params(spec)
     out = {m: p.module_weight_bytes(m) for m in (*MODULES, *params)}  # other components: the default format
+    out |= _projection_bpe(spec, p, out)
     meas = dict(p.measured_bytes)
     for m in MODULES:
         if meas.get(m) and params.get(m):
