@@ -258,6 +258,10 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
     (``prefill_gpus`` + ``decode_gpus`` = ``gpus``) and requests (``decode_requests`` decoding, the other
     ``prefill_requests`` of the ``concurrency`` waiting for or in their prefill, KV transfer or a decode slot).
 
+    A client's next request joins the prefill server's pass after those already scheduled
+    (:func:`context_replacement_lag`: one for TensorRT-LLM's context servers, which run without the overlap
+    scheduler).
+
     ``decode_max_batch``: the requests one decode rank admits (the engine's ``max_batch_size``; default: what its
     KV pool and ``max_num_seqs`` admit). When the concurrency exceeds the decode pool's slots, the others wait
     for one: :func:`decode_slot_wait`.
@@ -287,7 +291,7 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
     pre = _prefill_pass(pdec, peng, req, concurrency / (x * pdev.dp))
     t_kv = kv_transfer_s(pdec, prompt, hw, ddev.gpus)
     cap, handoff = _decode_cap(dmem.max_resident, decode_max_batch), (t_kv, first_token_decode_steps(engine))
-    ranks, lag = y * ddev.dp, peng.replacement_lag
+    ranks, lag = y * ddev.dp, context_replacement_lag(engine, peng.replacement_lag)
     ttft, tpot, B = _closed_loop_times(pre, ddec, deng, req, concurrency, ranks, cap, handoff, prompts_per_client, lag)
     e2e = ttft + req.decode_steps * tpot
     gpus, decoding = x * pdev.gpus + y * ddev.gpus, min(B * y * ddev.dp, concurrency)
@@ -312,6 +316,18 @@ def prefill_eager(engine: str, hw: Hardware, eager_prefill: bool | None) -> bool
             raise LayoutError(f"eager_prefill={eager_prefill!r} must be True, False or None (the engine's preset)")
         return eager_prefill
     return bool(engines.preset(engine, hw).eager_prefill)
+
+
+def context_replacement_lag(engine: str, preset_lag: int) -> int:
+    """Passes already scheduled on a prefill server when a client's next request reaches it (the closed loop's
+    ``lag``, :func:`_closed_prefill_wait`): the engine's ``disaggregation.context_replacement_lag`` where its
+    published recipes run the context servers otherwise than its preset (``data/engines.json``: TensorRT-LLM's
+    context servers disable the overlap scheduler, so a request arriving during a pass joins the next one), else
+    ``preset_lag`` (the preset's ``replacement_lag``)."""
+    from llmath.deploy.engines import disaggregation
+
+    stated = disaggregation(engine, "context_replacement_lag")
+    return preset_lag if stated is None else int(stated)
 
 
 def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, decode_gpus: int) -> float:
