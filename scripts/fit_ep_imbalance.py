@@ -17,15 +17,18 @@ the two, at equal kernel, shape, tokens and EP size, is that rank's slowdown.
 
 Rows: ``moe_perf.parquet`` of each system's TensorRT-LLM version that llmath's MoE fits read (scripts/fit_efficiency.py
 ``SYSTEMS``), moe-TP 1, EP > 1, the kernel llmath's ``moe`` fit of that format reads (CUTLASS, the plain torch flow,
-DeepGEMM for block-scaled FP8; NVFP4 on CUTLASS), every expert shape; the median of repeats per row. Only rows
-with at least 8 token-expert pairs per expert on average (t = N·k/E >= 8), where both routings hit every expert of
-a rank: below it the balanced rows hit more distinct experts than the power-law ones, which is the number of
-experts read, not the busiest rank (llmath counts the experts hit apart). Form, per (device, expert format, EP):
-
-    slowdown = 1 + c · log2(t / 8)        (t >= 8; 1 below; c >= 0)
-
-c by least squares; every 5th distinct token count is held out and the median |error| of the slowdown on the
-held-out rows written beside it. Per-kernel tables only, never end-to-end results.
+DeepGEMM for block-scaled FP8; NVFP4 on CUTLASS), every expert shape of at least 64 experts; the median of repeats
+per row. The few-expert shapes (8 and 16 experts: one or two per rank at EP 8) are left out: with so few experts
+per rank the hottest expert alone sets the busiest rank and their ratio climbs to 3–4 at thousands of pairs per
+expert, a different regime from the fine-grained MoEs (64–512 experts) whose ratio levels off at about 1.4–1.7.
+Only rows with at least 8 token-expert pairs per expert on average (t = N·k/E >= 8), where both routings hit every
+expert of a rank: below it the balanced rows hit more distinct experts than the power-law ones, which is the number
+of experts read, not the busiest rank (llmath counts the experts hit apart). Form, per (device, expert format, EP):
+a lookup of the median ratio over the rows in each octave of t (log2(t/8) rounded: t = 8, 16, 32, …), no lower
+than 1, interpolated linearly in log2 t between octaves, held at the last octave's value beyond the measured range,
+1 below t = 8. The ratio levels off with t (the power law fixes the busiest rank's share of the pairs), so no form
+that grows with t fits the large-t rows. Every 5th distinct token count is held out of the medians and the median
+|error| of the slowdown on the held-out rows written beside it. Per-kernel tables only, never end-to-end results.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ FORMATS = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": 
 KERNELS = ("moe_torch_flow_cutlass", "moe_torch_flow", "deepgemm")
 ROUTINGS = ("balanced", "power_law_1.01")
 MIN_PER_EXPERT = 8.0
+MIN_EXPERTS = 64  # shapes with fewer experts are left out (the docstring says why)
 HOLD_EVERY = 5
 OUT = Path(__file__).resolve().parents[1] / "src" / "llmath" / "data" / "ep_imbalance.json"
 
@@ -53,7 +57,7 @@ def ratios(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (format, EP, shape, tokens): power-law over balanced median latency, t = N·k/E."""
     keys = ["moe_dtype", "moe_ep_size", "hidden_size", "inter_size", "topk", "num_experts", "num_tokens"]
     d = df[(df.moe_tp_size == 1) & (df.moe_ep_size > 1) & df.distribution.isin(ROUTINGS)]
-    d = d[d.moe_dtype.isin(FORMATS)]
+    d = d[d.moe_dtype.isin(FORMATS) & (d.num_experts >= MIN_EXPERTS)]
     out = []
     for _, g in d.groupby("moe_dtype"):
         src = next((s for s in KERNELS if (g.kernel_source == s).any()), None)
@@ -68,15 +72,28 @@ def ratios(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out) if out else pd.DataFrame()
 
 
+def octave_medians(g: pd.DataFrame) -> tuple[list[float], list[float]]:
+    """The lookup's knots: (t, median ratio) per octave of t, t = 8·2^round(log2(t/8))."""
+    octave = np.round(np.log2(g.t.to_numpy() / MIN_PER_EXPERT))
+    med = g.ratio.groupby(octave).median()
+    # below 1 the power-law rows read fewer distinct experts than the balanced ones, which llmath counts apart
+    return [MIN_PER_EXPERT * 2.0**o for o in med.index], [round(max(float(r), 1.0), 4) for r in med]
+
+
+def lookup(t: np.ndarray, knots_t: list[float], knots_ratio: list[float]) -> np.ndarray:
+    """The slowdown at t: interpolated in log2 t, held beyond the knots (the same as ``deploy/ep_balance.py``)."""
+    return np.interp(np.log2(t), np.log2(knots_t), knots_ratio)
+
+
 def fit_group(g: pd.DataFrame) -> dict:
-    x, y = np.log2(g.t.to_numpy() / MIN_PER_EXPERT), g.ratio.to_numpy() - 1.0
     tokens = sorted(g.num_tokens.unique())
     held = g.num_tokens.isin(tokens[HOLD_EVERY - 1 :: HOLD_EVERY]).to_numpy()
     fit = ~held if (~held).sum() >= 2 else np.ones_like(held)
-    c = max(float(x[fit] @ y[fit] / max(x[fit] @ x[fit], 1e-12)), 0.0)
-    err = np.abs((1 + c * x) / (1 + y) - 1)
+    kt, kr = octave_medians(g[fit])
+    err = np.abs(lookup(g.t.to_numpy(), kt, kr) / g.ratio.to_numpy() - 1)
     return {
-        "c": round(c, 5),
+        "t": kt,
+        "ratio": kr,
         "rows_fit": int(fit.sum()),
         "rows_held_out": int(held.sum()),
         "fit": {"median_abs_err": round(float(np.median(err[fit])), 4)},
@@ -103,15 +120,16 @@ def main() -> None:
         for (raw, ep), g in r.groupby(["moe_dtype", "moe_ep_size"]):
             entry = fit_group(g) | {"table": f"{rel} ({g.kernel.iloc[0]})"}
             devices.setdefault(device, {}).setdefault(FORMATS[raw], {})[str(int(ep))] = entry
-            print(device, FORMATS[raw], int(ep), entry["c"], entry["held_out"], entry["ratio_range"])
+            print(device, FORMATS[raw], int(ep), entry["ratio"], entry["fit"], entry["held_out"])
     doc = {
         "provenance": {
             "package": PACKAGE, "version": VERSION, "license": "Apache-2.0",
             "source": f"https://pypi.org/project/{PACKAGE}/{VERSION}/",
             "tables": "systems/data/<system>/moe/trtllm/<version>/moe_perf.parquet (latency in ms)",
             "files_sha256": files, "script": "scripts/fit_ep_imbalance.py",
-            "form": "slowdown of the busiest EP rank = 1 + c·log2(t/8), t = N·k/E token-expert pairs per expert "
-                    "(>= 8; 1 below), c >= 0, per device, expert format and EP size",
+            "form": "slowdown of the busiest EP rank: the median ratio per octave of t = N·k/E token-expert pairs "
+                    "per expert (knots t, ratio), interpolated in log2 t, held beyond the last knot, 1 below t = 8; "
+                    "per device, expert format and EP size, from shapes of >= 64 experts",
             "rows": "power_law_1.01 / balanced median latency at equal kernel, shape, tokens and EP size, moe-TP 1",
         },
         "devices": devices,

@@ -9,14 +9,15 @@ those of *balanced* routing (``data/efficiency_fit.json``: ``balanced`` rows); r
 hot EP ranks, stable over hundreds of iterations, the reason for its EP load balancer, which the InferenceX
 recipes leave off, ``eplb0``).
 
-:func:`busiest_rank_factor` is the busiest rank's slowdown, ``1 + c·log2(t / 8)`` at t = N·k/E token-expert
-pairs per expert (1 below 8 pairs, where both routings read every expert and llmath counts the experts read
-apart), fitted per device, expert format and EP size to aiconfigurator-core's TensorRT-LLM MoE tables, which time
-the same kernels under power-law routing of exponent 1.01 (the distribution its DeepSeek model assumes) with the
-most loaded rank's experts on the timed rank, against balanced routing (``scripts/fit_ep_imbalance.py``;
-``data/ep_imbalance.json`` holds each fit's rows and held-out error). Where a device, format or EP size has no
-fit the factor is 1 (nothing assumed); a device whose kernel fits are inherited
-(:func:`llmath.hardware.efficiency_fit.resolve`) reads the device it inherits from.
+:func:`busiest_rank_factor` is the busiest rank's slowdown at t = N·k/E token-expert pairs per expert: a lookup of
+the tables' median ratio per octave of t (knots ``t``, ``ratio``), interpolated in log2 t and held at the last knot
+beyond the measured range, since the ratio levels off with t (1 below 8 pairs, where both routings read every expert
+and llmath counts the experts read apart), per device, expert format and EP size, from aiconfigurator-core's
+TensorRT-LLM MoE tables (shapes of at least 64 experts), which time the same kernels under power-law routing of
+exponent 1.01 (the distribution its DeepSeek model assumes) with the most loaded rank's experts on the timed rank,
+against balanced routing (``scripts/fit_ep_imbalance.py``; ``data/ep_imbalance.json`` holds each fit's rows and
+held-out error). Where a device, format or EP size has no fit the factor is 1 (nothing assumed); a device whose
+kernel fits are inherited (:func:`llmath.hardware.efficiency_fit.resolve`) reads the device it inherits from.
 """
 
 from __future__ import annotations
@@ -40,24 +41,26 @@ def _data() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=256)
-def slope(device: str, fmt: str, ep: int) -> float:
-    """c of the busiest rank's slowdown for ``device`` (its measured device), experts in ``fmt``, ``ep`` ranks;
-    0 where there is no fit."""
+def knots(device: str, fmt: str, ep: int) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """The lookup's (t, ratio) knots for ``device`` (its measured device), experts in ``fmt``, ``ep`` ranks; None
+    where there is no fit."""
     if ep <= 1:
-        return 0.0
+        return None
     measured = ef.resolve(device).measured_on
     entry = _data()["devices"].get(measured or "", {}).get(fmt, {}).get(str(int(ep)))
-    return 0.0 if entry is None else float(entry["c"])
+    return None if entry is None else (tuple(entry["t"]), tuple(entry["ratio"]))
 
 
 def busiest_rank_factor(device: str, fmt: str, ep: int, pairs_per_expert) -> np.ndarray:
     """The busiest EP rank's routed-experts time over a balanced rank's at ``pairs_per_expert`` = N·k/E (arrays
-    broadcast): 1 + c·log2(t / 8) from 8 pairs on, 1 below and where there is no fit."""
+    broadcast): the fit's ratio interpolated in log2 t, held beyond its knots; 1 below 8 pairs and where there is
+    no fit."""
     t = np.asarray(pairs_per_expert, dtype=float)
-    c = slope(device, fmt, ep)
-    if c == 0.0:
+    k = knots(device, fmt, ep)
+    if k is None:
         return np.ones_like(t)
-    return 1.0 + c * np.log2(np.maximum(t, MIN_PER_EXPERT) / MIN_PER_EXPERT)
+    f = np.interp(np.log2(np.maximum(t, MIN_PER_EXPERT)), np.log2(k[0]), k[1])
+    return np.where(t < MIN_PER_EXPERT, 1.0, f)
 
 
 @lru_cache(maxsize=512)
