@@ -219,6 +219,7 @@ INFERENCEX_TRT_PROMPT_TOKEN_S = 2.2e-6
 # (the script's TP and EP_SIZE) where given
 INFERENCEX_TRT_PIECEWISE_PREFILL: tuple[dict[str, Any], ...] = (
     {
+        "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm",
         "precision": "fp8", "image": "1.2.0rc6.post2", "from": "2026-01-29",
         "cases": ((1024, 1024, 64, None, False), (1024, 8192, 128, 255, False), (8192, 1024, 64, None, False)),
         "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt.sh",
@@ -227,6 +228,7 @@ INFERENCEX_TRT_PIECEWISE_PREFILL: tuple[dict[str, Any], ...] = (
                               "below 256"},
     },
     {
+        "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm",
         "precision": "fp4", "image": "1.2.0rc6.post2", "from": "2026-02-03", "gpus_ep": (8, 8),
         "cases": ((1024, 1024, 1, None, False),),
         "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp4_b200_trt.sh",
@@ -234,6 +236,7 @@ INFERENCEX_TRT_PIECEWISE_PREFILL: tuple[dict[str, Any], ...] = (
                    "setting": "PIECEWISE_CUDA_GRAPHS=true at 1k/1k with TP 8 and EP_SIZE 8"},
     },
     {
+        "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm",
         "precision": "fp8", "image": "1.2.0rc6.post3", "from": "2026-02-05",
         "cases": ((1024, 1024, 5, None, True), (1024, 8192, 9, None, True), (8192, 1024, 17, None, True)),
         "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt_mtp.sh",
@@ -242,6 +245,7 @@ INFERENCEX_TRT_PIECEWISE_PREFILL: tuple[dict[str, Any], ...] = (
                               "<= 16 at 8k/1k"},
     },
     {
+        "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm",
         "precision": "fp4", "image": "1.2.0rc6.post3", "from": "2026-02-06",
         "cases": ((1024, 1024, 32, 64, False), (1024, 1024, 128, 128, True), (1024, 8192, 64, 64, False)),
         "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp4_b200_trt_mtp.sh",
@@ -419,18 +423,18 @@ def adp_balance(r: dict[str, str], dp: int, inferencex: bool) -> dict[str, Any]:
 
 
 def piecewise_prefill(r: dict[str, str], concurrency: int, gpus: int, ep: int, dp: int, inferencex: bool) -> dict:
-    """``{"eager_prefill": False}`` for an InferenceX DeepSeek-R1 B200 TensorRT-LLM row whose script turned the
-    piecewise CUDA graph on (:data:`INFERENCEX_TRT_PIECEWISE_PREFILL`: its precision, image and date, then a case of
+    """``{"eager_prefill": False}`` for an InferenceX TensorRT-LLM row whose script turned the piecewise CUDA graph
+    on (:data:`INFERENCEX_TRT_PIECEWISE_PREFILL`: its model, system, precision, image and date, then a case of
     its lengths, clients, ``dp`` attention-DP ranks and, where the rule names them, ``gpus`` and ``ep``); empty
     elsewhere."""
     measured = _measured(r)
-    if r["backend"] != "trtllm" or not inferencex or measured is None or r["system"] != "b200_sxm":
-        return {}
-    if r["model_path"] != "deepseek-ai/DeepSeek-R1":
+    if r["backend"] != "trtllm" or not inferencex or measured is None:
         return {}
     lengths = (int(r["isl"]), int(r["osl"]))
     for rule in INFERENCEX_TRT_PIECEWISE_PREFILL:
-        if r["precision"] != rule["precision"] or measured < rule["from"] or not _image(r).endswith(rule["image"]):
+        if (r["model_path"], r["system"], r["precision"]) != (rule["model"], rule["system"], rule["precision"]):
+            continue
+        if measured < rule["from"] or not _image(r).endswith(rule["image"]):
             continue
         if rule.get("gpus_ep", (gpus, ep)) != (gpus, ep):
             return {}
