@@ -17,6 +17,7 @@ from llmath.measure.disagg_recipes import (
     SPEC_OPEN,
     mtp_speculation,
     recipe_for,
+    timed_copies,
 )
 from llmath.measure.serving_runs import Layout, to_run, validate_runs
 
@@ -282,3 +283,30 @@ def test_the_disaggregated_client_is_sa_bench_as_srt_slurm_runs_it():
     assert (lengths[0][0], lengths[-1][0], len(lengths)) == (819, 1024, 206)
     assert (SA_BENCH.warmups_per_slot, SA_BENCH.shared_list, SA_BENCH.chat_template) == (2.0, True, True)
     assert not INFERENCEX.chat_template  # the plain InferenceX launch scripts send the raw tokens
+
+
+def _sglang_h100_c1(measured: str, ttft: str = "211.09139260370284") -> dict:
+    # serving_runs.csv's SGLang H100 run at one client (1024/1024): TP 16 prefill and decode pools
+    image = "lmsysorg/sglang:v0.5.8-cu130"
+    notes = f"model=DeepSeek-R1; silicon_concurrency=1; measured={measured}; wip=False; image={image}"
+    return _h100_row(backend="sglang", backend_version="0.5.8", moe_quant_mode="fp8_block", prefill_moe_ep_size=1,
+                     decode_moe_ep_size=1, prefill_moe_tp_size=16, decode_moe_tp_size=16, silicon_ttft_ms=ttft,
+                     silicon_tpot_ms="9.13351670107167", source_notes=notes)  # fmt: skip
+
+
+def test_a_run_stamped_with_its_day_takes_its_timed_copys_time():
+    timed = _sglang_h100_c1("2026-02-13T03:10:06Z")
+    day = _sglang_h100_c1("2026-02-13T00:00:00.000Z")
+    other = _sglang_h100_c1("2026-02-13T00:00:00.000Z", ttft="405.2")  # another run the same day: no timed copy
+    elsewhere = _sglang_h100_c1("2026-02-14T00:00:00.000Z")  # the same values a day later: not that run's copy
+    out = timed_copies([timed, day, other, elsewhere])
+    assert "measured=2026-02-13T03:10:06Z;" in out[1]["source_notes"]
+    assert [o["source_notes"] for o in (out[0], out[2], out[3])] == [
+        r["source_notes"] for r in (timed, other, elsewhere)
+    ]
+    # InferenceX's master file changed at 2026-02-12 22:10 −05:00 (03:10 UTC on the 13th): the version before lists
+    # the plain SGLang H100 configurations at one client, that one only their MTP ones (2 drafts). The day alone
+    # read the plain one; with its copy's time both copies read the same run
+    assert recipe_for(day, 1).group == POOLS
+    assert (recipe_for(out[1], 1).group, recipe_for(out[1], 1).draft_tokens) == (POOLS_MTP, 2)
+    assert recipe_for(timed, 1).group == POOLS_MTP

@@ -69,6 +69,9 @@ ACCEPTANCE_BY_PROMPTS: dict[bool, tuple[float, float] | None] = {
 # low-latency-dep4-1p-tep8-5d.yaml and max-tpt-dep4-1p-dep8-1d.yaml, h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml,
 # h200/1k1k/bs256-1p6d-dep-mtp.yaml (srt-slurm as the InferenceX master file's CONFIG_FILE names them)
 SGLANG_MTP_DRAFT_TOKENS = 2
+# The 2026-04-06 collection stamps a run with its day alone; the earlier collection holds some of the same runs
+# with their time (:func:`timed_copies`)
+DAY_ONLY = re.compile(r"measured=(\d{4}-\d\d-\d\d)T00:00:00\.000Z")
 # The row's ``recipe`` group (:func:`recipe_for`)
 COLUMNS, POOLS, POOLS_MTP, SPEC_OPEN, POOLS_OPEN, CONCURRENCY_OPEN = (
     "columns", "pools", "pools + MTP", "pools, speculation unsettled", "pools unsettled", "concurrency unrecorded",
@@ -206,3 +209,34 @@ def mtp_speculation(draft_tokens: int, client: BenchClient = SA_BENCH):
         )
     k, (p, q) = int(draft_tokens), chain
     return Speculation("mtp", k, 1 + p * sum(q**i for i in range(k)))
+
+
+def _identity(r: dict[str, str]) -> tuple:
+    """What one measured run shows in every copy of it: its engine, system, model, precision, lengths, both pools'
+    columns, its client's concurrency and its measured TTFT and TPOT (to 9 significant digits: the copies differ
+    in the last digit of their decimal form)."""
+    conc = re.search(r"silicon_concurrency=(\d+)", r.get("source_notes", ""))
+    pools = tuple(r.get(k, "") for k in sorted(r) if k.startswith(("prefill_", "decode_")))
+    measured = tuple(f"{float(r[k]):.9g}" for k in ("silicon_ttft_ms", "silicon_tpot_ms"))
+    key = ("backend", "system", "model_path", "precision", "mode", "isl", "osl")
+    return (*(r[k] for k in key), conc.group(1) if conc else "", pools, measured)
+
+
+def timed_copies(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``rows`` with each disaggregated run stamped with its day alone (:data:`DAY_ONLY`) given the time of its copy
+    in the collection that timed it, where exactly one timed copy of the same day exists (:func:`_identity`): the
+    configuration in effect changed during some of those days, and the day alone reads the one in force at its
+    start. Every other row is returned as it is."""
+    timed: dict[tuple, set[str]] = {}
+    for r in rows:
+        m = re.search(r"measured=([^;\s]+)", r.get("source_notes", ""))
+        if r.get("mode") == "disagg" and m is not None and DAY_ONLY.search(r["source_notes"]) is None:
+            timed.setdefault(_identity(r), set()).add(m.group(1))
+    out = []
+    for r in rows:
+        day = DAY_ONLY.search(r.get("source_notes", "")) if r.get("mode") == "disagg" else None
+        times = {t for t in timed.get(_identity(r), set()) if t.startswith(day.group(1))} if day else set()
+        if len(times) == 1:
+            r = {**r, "source_notes": DAY_ONLY.sub(f"measured={times.pop()}", r["source_notes"])}
+        out.append(r)
+    return out

@@ -532,8 +532,10 @@ def validate_runs(
     bad = [k for k in by if k not in KEYS]
     if bad:
         raise WorkloadError(f"--by {','.join(bad)}: not a grouping; use any of {','.join(KEYS)}")
+    from llmath.measure.disagg_recipes import timed_copies
+
     computed, refused = [], []
-    for raw in read_runs(path):
+    for raw in timed_copies(read_runs(path)):
         try:
             run = to_run(raw, recipe)
             run = run if harness_lengths else replace(run, range_ratio=1.0)
