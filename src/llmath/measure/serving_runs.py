@@ -119,7 +119,7 @@ from llmath.measure.trt_launchers import (
     mtp_run,
     piecewise_prefill,
 )
-from llmath.measure.vllm_launchers import launcher_vllm_settings
+from llmath.measure.vllm_launchers import launcher_vllm_settings, stated_layout
 
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200"}
 MODELS = {
@@ -305,6 +305,9 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     assumed: list[str] = []
     agg = r["mode"] == "agg"
     lay = stated_attention_dp(r, _layout(r, "", assumed), assumed) if agg else None
+    if lay is not None and (read := stated_layout(r, lay.tp, lay.dp, lay.ep)) is not None:
+        lay = replace(lay, tp=read[0], dp=read[1], ep=read[2])
+        assumed.append(read[3])
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
     inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
