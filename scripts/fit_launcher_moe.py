@@ -94,6 +94,16 @@ KERNELS = {
         "key": "fp8_block",
         "peak": "fp8",
     },
+    # vLLM's own NVFP4 MoE on B200 (ENGINE_NVFP4_MOE of llmath.hardware.efficiency_fit): FlashInfer's
+    # TensorRT-LLM-generated kernel, first in vLLM's NVFP4 MoE oracle, timed by vLLM 0.24.0's collector (0.19.0's
+    # rows of it at MiniMax-M2.5's shape within 3%)
+    "vllm_flashinfer_nvfp4": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "vllm/0.24.0",
+        "kernel": "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_trtllmnvfp4expertsmonolithic",
+        "key": "nvfp4",
+        "peak": "fp4",
+    },
     # each engine's own block-FP8 MoE where no launcher variable picks another (ENGINE_FP8_BLOCK_MOE of
     # llmath.hardware.efficiency_fit): rows only where the stated experts' weights could stream (PHYSICAL)
     "trtllm_gen_fp8_block": {
@@ -153,6 +163,10 @@ OTHERS = {
         ("min-latency path", "trtllm/1.3.0rc20", "moe_torch_flow_min_latency", "nvfp4"),
     ),
     "trtllm_deepgemm_fp8_block": (("itself", "trtllm/1.3.0rc20", "deepgemm", "fp8_block"),),
+    "vllm_flashinfer_nvfp4": (
+        ("itself", "vllm/0.24.0", KERNELS["vllm_flashinfer_nvfp4"]["kernel"], "nvfp4"),
+        ("vLLM 0.19.0 (same kernel)", "vllm/0.19.0", "vllm_flashinfer_trtllm_moe_fp4", "nvfp4"),
+    ),
     "triton_fp8_block": (
         ("itself", "vllm/0.19.0", "vllm_fused_moe", "fp8_block"),
         ("trtllm", "trtllm/1.3.0rc20", "moe_torch_flow", "fp8_block"),
@@ -214,6 +228,7 @@ CHECK = {
     **{k: MINIMAX for k in KERNELS if KERNELS[k]["key"] == "fp8_block"},
     "trtllm_cutlass_nvfp4": DEEPSEEK,
     "trtllm_deepgemm_fp8_block": DEEPSEEK,
+    "vllm_flashinfer_nvfp4": MINIMAX,
 }
 GPT_OSS = ("gpt-oss", 2880, 2880, 128, 4)
 
@@ -252,8 +267,10 @@ def write_fits(fits: dict[str, dict[str, dict]], out: Path = OUT) -> None:
     doc["engine_moe_kernel"] = {
         "package": "aiconfigurator-core 0.12.0",
         "form": "moe of llmath.hardware.efficiency_fit; compute at the peak of the format the kernel's MMA runs in "
-        "(bf16 for w4a16_mxfp4, fp8 for w4a8_mxfp4_mxfp8 and fp8_block), MXFP4 or FP8 weight bytes",
-        "rule": "vLLM moe_perf (0.24.0; 0.19.0 for triton_fp8_block; TensorRT-LLM 1.3.0rc20 for trtllm_*), SGLang "
+        "(bf16 for w4a16_mxfp4, fp8 for w4a8_mxfp4_mxfp8 and fp8_block, fp4 for nvfp4), MXFP4, NVFP4 or FP8 weight "
+        "bytes",
+        "rule": "vLLM moe_perf (0.24.0, its FlashInfer NVFP4 kernel's monolithic rows for vllm_flashinfer_nvfp4; "
+        "0.19.0 for triton_fp8_block; TensorRT-LLM 1.3.0rc20 for trtllm_*), SGLang "
         "moe_perf 0.5.14 (sglang_*), the kernel's own rows, balanced routing, EP 1, every moe-TP split; the engines' "
         "own block-FP8 kernels only on rows whose stated experts could stream at the memory bandwidth; median of "
         "repeats per (tokens, moe-TP, "

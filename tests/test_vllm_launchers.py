@@ -244,3 +244,36 @@ def test_a_decode_only_graph_row_floors_its_prefill_at_the_host_launches():
     per_request = 64 * 2.2e-6 + 0.62e-3
     assert graph.metrics["ttft_s"] < 0.03
     assert eager.metrics["ttft_s"] == pytest.approx(723 * 6.5e-5 * 2 + per_request, rel=1e-3)
+
+
+def _layout(**kw) -> tuple[int, int, int, int]:
+    L = to_run(_row(**kw)).layout
+    return L.tp, L.dp, L.ep, L.gpus
+
+
+def test_rows_stating_tp_squared_experts_run_the_entrys_gpus():
+    # InferenceX's minimaxm2.5-fp8-h100-vllm entry { tp: 4, ep: 4 } (nvidia-master.yaml at 626932a1, 2026-03-28):
+    # `vllm serve --tensor-parallel-size=4 --enable-expert-parallel`, 4 GPUs, EP 4; the file states it as
+    # attention_dp_size 4, moe_ep_size 16
+    h100 = dict(MINIMAX, system="h100_sxm", attention_dp_size=4, moe_ep_size=16, batch_size=32,
+                source_notes=IX.format(d="2026-03-28").replace("=4;", "=32;"))  # fmt: skip
+    assert _layout(**h100) == (4, 1, 4, 4)
+    assert any("read as 4 GPUs: TP 4, EP 4" in a for a in to_run(_row(**h100)).assumed)
+    # its twin, stated as the entry reads, is left as it is
+    assert _layout(**dict(h100, attention_dp_size=1, moe_ep_size=4)) == (4, 1, 4, 4)
+
+
+def test_the_fp4_b200_dp_attn_entry_runs_attention_data_parallel():
+    # minimaxm2.5-fp4-b200-vllm from 13962fcfa (2026-04-21): { tp: 2, ep: 2, dp-attn: true } from 256 to 1024
+    # clients at 1k/1k, `--tensor-parallel-size=1 --data-parallel-size=2 --enable-expert-parallel`: 2 GPUs;
+    # { tp: 2, ep: 2 } at 128 clients; before it, dp-attn only at 512 clients
+    fp4 = dict(MINIMAX, system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4",
+               tp_size=2, attention_dp_size=2, moe_ep_size=4, batch_size=128)  # fmt: skip
+    notes = "db-dump/2026-04-27; silicon_concurrency={c}; measured={d}T00:00:00.000Z"
+    assert _layout(**fp4, source_notes=notes.format(c=512, d="2026-04-22")) == (1, 2, 2, 2)
+    assert _layout(**fp4, source_notes=notes.format(c=256, d="2026-04-22")) == (1, 2, 2, 2)
+    assert _layout(**fp4, source_notes=notes.format(c=128, d="2026-04-22")) == (2, 1, 2, 2)
+    assert _layout(**fp4, source_notes=notes.format(c=256, d="2026-04-08")) == (2, 1, 2, 2)
+    assert _layout(**dict(fp4, isl=8192), source_notes=notes.format(c=256, d="2026-04-22")) == (2, 1, 2, 2)
+    # another engine's row of the same shape keeps its columns
+    assert _layout(**dict(fp4, backend="sglang"), source_notes=notes.format(c=512, d="2026-04-22"))[3] == 4

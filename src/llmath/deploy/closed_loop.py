@@ -79,6 +79,7 @@ from llmath.deploy.workload import PROMPTS_PER_CLIENT
 from llmath.errors import WorkloadError
 
 STAGGERED_PASSES = 3  # fixed-point passes of the requests in the engine (o_req ≪ e2e: the first is close)
+WINDOW_PASSES = 3  # fixed-point passes of a polling window's arrivals and the time it spends prefilling
 
 
 def _burst(eng: EngineConfig, req: Requests, B: np.ndarray, w: float, steps: float) -> tuple:
@@ -421,7 +422,8 @@ MAX_APART = 64  # iterations of one prompt's prefill over which the earlier send
 def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together, uniform: SteadyState) -> tuple:
     """(TTFT, the decoders' time per prompt) of a request sent at the end of the iteration that finished its
     predecessor, ``together`` = (c, the others sent δ = 1, 2, … iterations before it): c − 1 others are sent at
-    the same boundary. It reaches the scheduler o_req later and, unless the engine is idle
+    the same boundary (an engine that polls every N iterations prefills those sent over its window together, at
+    least :func:`_window_arrivals` of them). It reaches the scheduler o_req later and, unless the engine is idle
     ((o_req / e2e)^(C − 1), :func:`staggered_state`), joins after max(lag, ⌈o_req / τ̄⌉) iterations of the
     steady state's mean τ̄ (already scheduled); the prompts sent δ iterations before it have δ·K_e tokens
     done and it waits for the rest; the c prompts are prefilled first come first served in iterations of the
@@ -442,7 +444,7 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
         + _held(dec, eng, req, uniform, tau)
     )
     waited = waited + idle * o_req
-    c = np.minimum(together, B)
+    c = np.minimum(np.maximum(together, _window_arrivals(eng, uniform)), B)
     d = np.maximum(B - c, 0.0) if eng.mixed_prefill else np.zeros_like(c)
     K_e = np.maximum(K - d * dec.width, 1.0 if chunked else Pn)  # whole prompts: one at least
     T = np.minimum(K_e, c * Pn) if chunked else np.maximum(np.floor(np.minimum(K_e, c * Pn) / Pn), 1.0) * Pn
@@ -456,6 +458,24 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     done = np.arange(1.0, earlier.shape[-1] + 1.0) * K_e[..., None] if chunked else np.inf
     ahead = (earlier * np.maximum(Pn - done, 0.0)).sum(axis=-1) / K_e if chunked else 0.0
     return waited + (k_mean + ahead) * tau_c, c * Pn / T * lost / c
+
+
+def _window_arrivals(eng: EngineConfig, ss: SteadyState):
+    """Mean size of the prefill batch a request is in where a prefill-first engine polls only every
+    ``recv_interval`` decode iterations (SGLang's ``SchedulerRecvSkipper``; ``get_new_batch_prefill`` admits every
+    waiting request, within the budget, in one batch): the request and the m others sent over its window of
+    N decode iterations. Requests are sent only while the engine decodes, so over a window of N·τ_d they come at
+    λ / (1 − u), u the share of time spent prefilling: a batch of τ_p each time a window's poll finds a request,
+    λ·(1 − e^(−m)) / m batches a second (m Poisson in a window); a few fixed-point passes. 1 where the engine
+    polls every iteration or mixes prompts into decoding."""
+    if eng.recv_interval <= 1 or eng.mixed_prefill:
+        return 1.0
+    rate, window = ss.requests_s, eng.recv_interval * ss.step_decode_s
+    m = rate * window
+    for _ in range(WINDOW_PASSES):
+        batches = rate * np.where(m > 1e-9, -np.expm1(-m) / np.maximum(m, 1e-9), 1.0)
+        m = rate * window / (1.0 - np.minimum(batches * ss.step_mixed_s, 0.9))
+    return 1.0 + m
 
 
 def _held(dec: Decoding, eng: EngineConfig, req: Requests, ss: SteadyState, mean_step):

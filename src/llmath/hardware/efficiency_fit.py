@@ -90,6 +90,11 @@ ENGINE_FP8_BLOCK_MOE = {
     "vllm": ("trtllm_gen_fp8_block", "vllm_triton_fp8_block"),
     "sglang": ("sglang_flashinfer_fp8_block", "sglang_triton_fp8_block"),
 }
+# each engine's own grouped NVFP4 MoE kernel where its per-kernel tables time it: vLLM's NVFP4 MoE oracle
+# (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py, select_nvfp4_moe_backend, vllm-project/vllm edd45a17c7e3
+# and 01362014633d) tries FlashInfer's TensorRT-LLM-generated MoE first (its monolithic kernel before the modular
+# one), which vLLM 0.24.0's and 0.19.0's B200 tables time; fits: engine_moe_kernel (scripts/fit_launcher_moe.py)
+ENGINE_NVFP4_MOE = {"vllm": ("vllm_flashinfer_nvfp4",)}
 # NVFP4: 16 e2m1 values + one e4m3 scale = 9 bytes per 16 (NVIDIA's NVFP4, docs/formats.md)
 BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32, "nvfp4": 9 / 16}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
@@ -439,6 +444,13 @@ def engine_moe_kernel(device: str, kernel: str, fmt: str) -> list[float] | None:
     e = data().get("engine_moe_kernel", {}).get("devices", {}).get(r.measured_on or "", {}).get(kernel, {})
     entry = e.get(fmt)
     return entry["coef"] if entry else None
+
+
+def engine_nvfp4_moe(device: str, engine: str) -> list[float] | None:
+    """``engine``'s own NVFP4 MoE coefficients on ``device`` (:data:`ENGINE_NVFP4_MOE`); ``None`` where there is
+    none (the experts keep the GEMM models)."""
+    kernels = ENGINE_NVFP4_MOE.get(engine, ())
+    return next((c for k in kernels if (c := engine_moe_kernel(device, k, "nvfp4")) is not None), None)
 
 
 def engine_fp8_block_moe(device: str, engine: str) -> list[float] | None:

@@ -182,9 +182,15 @@ def weight_only_fp4(stored: str, run_fmt: str) -> bool:
     return fmt.get(stored).family == "fp4" and run_fmt in ("bf16", "fp16")
 
 
-def _moe_bytes_key(p: Precision, run_fmt: str) -> str:
-    """The format the MoE fit's memory feature counts the experts' weights in."""
-    return "w4a16_mxfp4" if weight_only_fp4(p.weight_format("experts"), run_fmt) else (_fmt(run_fmt) or "bf16")
+def _moe_bytes_key(p: Precision, run_fmt: str, eff: Efficiency) -> str:
+    """The format the MoE fit's memory feature counts the experts' weights in: NVFP4 where an engine's own NVFP4
+    kernel's fit applies (:data:`llmath.hardware.efficiency_fit.ENGINE_NVFP4_MOE`)."""
+    stored = p.weight_format("experts")
+    if weight_only_fp4(stored, run_fmt):
+        return "w4a16_mxfp4"
+    if ef.MOE_STORAGE.get(stored) == "nvfp4" and fmt.get(stored).compute == run_fmt and eff.fit("moe", "nvfp4"):
+        return "nvfp4"
+    return _fmt(run_fmt) or "bf16"
 
 
 def rank_moe_bytes(tokens, cols: Columns, weights: str):
@@ -243,7 +249,7 @@ def fits(table: Table, hw: Hardware, p: Precision, eff: Efficiency, decode: bool
     s2 = ef.sat(float(h * i) * cols.inter_share, moe[3], moe[4]) if moe is not None else 1.0
     ranks = round(cols.inter_share / cols.share)
     launched = launcher_moe(cols, eff, p, decode)
-    key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt)
+    key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt, eff)
     moe_peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else None
     peak = ef.peak_for("attn_mla_context", hw, p.kv) if mla is not None else 0.0
     return Fits(cols, ctx, mla, moe, key, moe_peak, s2, ranks, peak)

@@ -257,6 +257,7 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
         fits = tuple(("attn_decode", "fp8", tuple(own)) if k[:2] == ("attn_decode", "fp8") else k for k in fits)
     if any(cls == "moe" for cls, _, _ in fits):
         fits = _engine_fp8_block_moe(fits, hw, engine)
+        fits = _engine_nvfp4_moe(fits, hw, engine)
         have = {(cls, f) for cls, f, _ in fits}
         fits += tuple(
             ("moe", f, tuple(c))
@@ -276,6 +277,16 @@ def _engine_fp8_block_moe(fits: tuple, hw: Hardware, engine: str) -> tuple:
     return kept + (("moe", "fp8_block", tuple(own)),)
 
 
+def _engine_nvfp4_moe(fits: tuple, hw: Hardware, engine: str) -> tuple:
+    """``fits`` with ``engine``'s own NVFP4 MoE kernel's ``moe`` fit on ``hw``
+    (:func:`llmath.hardware.efficiency_fit.engine_nvfp4_moe`), in prefill and decode alike: its tables time the
+    kernel at the served models' expert shapes."""
+    own = ef.engine_nvfp4_moe(hw.name, engine)
+    if own is None:
+        return fits
+    return tuple(k for k in fits if k[:2] != ("moe", "nvfp4")) + (("moe", "nvfp4", tuple(own)),)
+
+
 def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str) -> Efficiency:
     """``eff`` with the grouped-expert ``kernel`` a launcher picked (``EngineConfig.moe_kernel``, one of
     :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`) for the prefill passes' routed experts (class
@@ -284,7 +295,9 @@ def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str) -> Ef
     unchanged for an empty ``kernel``, no device, or no such table. Decode keeps the engine's default model (the
     tables time these kernels at other expert shapes, whose per-layer time and small-batch memory terms do not carry
     over: docs/efficiency.md, "MoE kernels as InferenceX's vLLM launchers pick them"), except for the kernels of
-    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_DECODE`, whose fits replace the ``moe`` one too."""
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_DECODE`, whose fits replace the ``moe`` one too. A kernel
+    over 4-bit float experts (MXFP4) drops the engine's own NVFP4 MoE fit (:func:`_engine_nvfp4_moe`): the
+    launcher's kernel runs every pass, so decode keeps the GEMM models there."""
     if not kernel or hw is None or not any(cls == "moe" for cls, _, _ in eff.kernel_fits):
         return eff
     got = {f: tuple(c) for f in ef.LAUNCHER_MOE_RUNS if (c := ef.engine_moe_kernel(hw.name, kernel, f)) is not None}
@@ -292,6 +305,8 @@ def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str) -> Ef
         return eff
     classes = ("moe_prefill", "moe") if kernel in ef.LAUNCHER_MOE_DECODE else ("moe_prefill",)
     kept = tuple(k for k in eff.kernel_fits if not (k[0] in classes and k[1] in got))
+    if any(ef.LAUNCHER_MOE_STORED[f] == "fp4" for f in got):  # 4-bit experts: the engine's NVFP4 kernel does not run
+        kept = tuple(k for k in kept if k[:2] != ("moe", "nvfp4"))
     return replace(eff, kernel_fits=kept + tuple((c, f, fit) for c in classes for f, fit in got.items()))
 
 

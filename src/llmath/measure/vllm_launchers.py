@@ -1,7 +1,7 @@
 """vLLM settings the InferenceX launchers of the measured serving runs wrote (docs/serving.md, "vLLM: the InferenceX
 launchers' settings"): the grouped-expert kernel an environment variable picks, the token budget, the running
 sequence cap, the KV cache's format, whether prefill passes run without a CUDA graph and the largest pass that
-replays one.
+replays one; and the GPUs of rows whose columns state TP T, attention-DP T and EP T · T (:func:`stated_layout`).
 :mod:`llmath.measure.serving_runs` puts them in an aggregated vLLM row's ``engine_settings``.
 
 Every rule is keyed by the row's ``model_path`` and ``system`` and applies by the row's ``measured=`` date (the first
@@ -166,6 +166,48 @@ ASYNC_SOURCE = (
     "(async_scheduling None resolves to True unless an incompatible option is set), vllm/v1/engine/core.py "
     "(step_with_batch_queue)"
 )
+
+# The layout of rows whose columns state ``attention_dp_size`` = ``tp_size`` = T and ``moe_ep_size`` = T · T (2/2/4,
+# 4/4/16): InferenceX's search-space entries ``{ tp: T, ep: T }`` (``.github/configs/nvidia-master.yaml``), with or
+# without ``dp-attn: true``, which the file writes that way. The launchers run T GPUs either way
+# (``benchmarks/single_node/minimaxm2.5_fp8_b200.sh`` at 8c3eb5b86e06: ``--tensor-parallel-size=$TP`` and
+# ``--enable-expert-parallel`` where EP_SIZE > 1; ``minimaxm2.5_fp4_b200.sh``: ``--tensor-parallel-size=1
+# --data-parallel-size=$TP --enable-expert-parallel`` where DP_ATTENTION is true), and vLLM's expert-parallel group
+# is TP × DP = T ranks. The MiniMax-M2.5 FP8 B200 and H100 rows so stated measure what their twins stated as TP T,
+# EP T measure at every concurrency (B200 2026-04-03, 2 GPUs, 4 to 256 clients: 74/72, 83/79, 99/99, 132/137,
+# 192/192, 297/298, 529/538 ms). Attention runs data-parallel only where the row's entry sets dp-attn:
+# ``{ "isl", "from", "until", "conc" }`` ranges on the row's date, ISL and concurrency (else TP T).
+STATED_TP_SQUARED_SOURCE = (
+    f"{SCRIPTS}/8c3eb5b86e065ad3db33e25de61019c08505e4fd/.github/configs/nvidia-master.yaml (minimaxm2.5-*-vllm "
+    f"search spaces); {SCRIPTS}/13962fcfa/.github/configs/nvidia-master.yaml (the FP4 B200 dp-attn entry from 256 "
+    "clients at 1k/1k, 512 before); benchmarks/single_node/minimaxm2.5_fp8_b200.sh, minimaxm2.5_fp4_b200.sh, "
+    "minimaxm2.5_fp8_h100.sh (their parallel arguments)"
+)
+INFERENCEX_VLLM_DP_ATTENTION: dict[tuple[str, str, str], tuple[dict[str, Any], ...]] = {
+    ("MiniMaxAI/MiniMax-M2.5", "b200_sxm", "fp4"): (
+        {"isl": 1024, "from": "2026-04-01", "until": "2026-04-22", "conc": (512, 512)},
+        {"isl": 1024, "from": "2026-04-22", "until": "9999", "conc": (256, 1024)},
+    ),
+}
+
+
+def stated_layout(r: dict[str, str], tp: int, dp: int, ep: int) -> tuple[int, int, int, str] | None:
+    """(TP, attention-DP, EP, note) of an aggregated vLLM row whose columns state TP T, attention-DP T and EP T · T
+    (:data:`INFERENCEX_VLLM_DP_ATTENTION`): T GPUs, EP T, attention data-parallel T where the row's dp-attn entry
+    covers it, else TP T; ``None`` for any other row."""
+    if r["backend"] != "vllm" or r["mode"] != "agg" or tp < 2 or dp != tp or ep != tp * dp:
+        return None
+    day, m = _measured(r), re.search(r"silicon_concurrency=(\d+)", r.get("source_notes", ""))
+    conc = int(m.group(1)) if m else int(r["batch_size"]) * dp
+    rules = INFERENCEX_VLLM_DP_ATTENTION.get((r["model_path"], r["system"], r["precision"]), ())
+    attn_dp = day is not None and any(
+        int(r["isl"]) == u["isl"] and u["from"] <= day < u["until"] and u["conc"][0] <= conc <= u["conc"][1]
+        for u in rules
+    )
+    what = f"attention-DP {tp} (TP 1)" if attn_dp else f"TP {tp}"
+    note = (f"attention_dp_size {dp}, moe_ep_size {ep} read as {tp} GPUs: {what}, EP {tp} (InferenceX entry tp {tp},"
+            f" ep {tp})")  # fmt: skip
+    return (1, tp, tp, note) if attn_dp else (tp, 1, tp, note)
 
 
 def _measured(r: dict[str, str]) -> str | None:
