@@ -28,8 +28,8 @@ usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed length
   through every burst iteration outside its wait (the full ones and the remainder, each at its own cost),
   the rest are pure decode of all B requests (τ_d); a request does not decode in its own prefill iterations;
 * the benchmark's mean TTFT is the first wave's with weight 1/m and the following waves' with weight
-  1 − 1/m (m prompts per client); requests beyond B_max queue as :func:`~llmath.deploy.serving.steady_state`
-  states (the queue drains X requests per iteration).
+  1 − 1/m (m prompts per client); requests beyond B_max wait in the engine's queue, a freed place taking its
+  head at once (:mod:`llmath.deploy.capped_loop`; prefill-first engines: :func:`_queued_cycles`).
 
 When the output lengths vary (a length distribution: benchmark clients' ``--random-range-ratio`` draws them
 uniformly from [⌊r·G⌋, G]), the first wave still starts together, but its requests finish after different
