@@ -28,8 +28,8 @@ usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed length
   through every burst iteration outside its wait (the full ones and the remainder, each at its own cost),
   the rest are pure decode of all B requests (τ_d); a request does not decode in its own prefill iterations;
 * the benchmark's mean TTFT is the first wave's with weight 1/m and the following waves' with weight
-  1 − 1/m (m prompts per client); requests beyond B_max queue as :func:`~llmath.deploy.serving.steady_state`
-  states (the queue drains X requests per iteration).
+  1 − 1/m (m prompts per client); requests beyond B_max wait in the engine's queue, a freed place taking its
+  head at once (:mod:`llmath.deploy.capped_loop`; prefill-first engines: :func:`_queued_cycles`).
 
 When the output lengths vary (a length distribution: benchmark clients' ``--random-range-ratio`` draws them
 uniformly from [⌊r·G⌋, G]), the first wave still starts together, but its requests finish after different
@@ -62,6 +62,7 @@ from dataclasses import fields, replace
 import numpy as np
 
 from llmath.deploy.burst import flow_decoders, wave_kinds
+from llmath.deploy.capped_loop import deep_queue
 from llmath.deploy.serving import (
     Decoding,
     EngineConfig,
@@ -138,14 +139,18 @@ def lockstep_state(
     tau_c = (np.minimum(n_w, L) * tau_b + (L - np.minimum(n_w, L)) * tau_d) / L  # the cycle's mean iteration
     m = float(prompts_per_client) if replace else 1.0
     if mixed:
-        cycle = _mixed_cycle(lag, req, B, steps, T_b, n_w, I_s, (tau_b, part_b, tau_d), (*first_wave, tau_t), m, o_req)
-        ttft, wait, step_s, seen = cycle
+        cycle_args = (lag, req, B, steps, T_b, n_w, I_s, (tau_b, part_b, tau_d), (*first_wave, tau_t))
+        ttft, wait, step_s, seen = _mixed_cycle(*cycle_args, m, o_req)
+        # beyond the cap the queue refills every place the moment it frees (module llmath.deploy.capped_loop)
+        wave_1 = _mixed_cycle(*cycle_args, 1.0, o_req)[::2]  # the first wave's (TTFT, decode iteration)
+        queued = deep_queue((C, B, m), req, steps, (n_w, T_b, I_s, L), (tau_b, part_b, tau_d), wave_1)
+        ttft, step_s = np.where(C > B, queued[0], ttft), np.where(C > B, queued[1], step_s)
     else:  # prefill-first: nobody decodes while a prompt waits, so every wave comes back whole (module docstring)
         k_mean, first, whole_s = _burst_positions(B, float(req.new), T_b, n_w, tau_b, np.zeros_like(tau_b))
         wait, seen = k_mean, np.maximum(np.ceil(n_w - 1e-9), 1.0) - k_mean  # batches up to its own; after it
         step_s = (whole_s - first + steps * tau_d) / np.maximum(steps, 1e-9)
-        ttft = first + o_req  # every wave, the first included, comes into an idle engine
-    ttft = ttft + _queued_cycles(C, B, m) * L * tau_c  # the queue drains B requests per cycle of L iterations
+        # every wave, the first included, comes into an idle engine; the queue drains B per cycle of L iterations
+        ttft = first + o_req + _queued_cycles(C, B, m) * L * tau_c
     e2e = ttft + steps * step_s
     a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
     o_ttft = wait * o_m + o_req
