@@ -118,6 +118,7 @@ from llmath.measure.trt_launchers import (
     launcher_trt_settings,
     mtp_run,
     piecewise_prefill,
+    with_script_layout,
 )
 from llmath.measure.vllm_launchers import launcher_vllm_settings
 
@@ -305,9 +306,10 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     assumed: list[str] = []
     agg = r["mode"] == "agg"
     lay = stated_attention_dp(r, _layout(r, "", assumed), assumed) if agg else None
+    inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
+    lay = with_script_layout(r, lay, _concurrency(r, lay), inferencex, assumed) if lay is not None else None
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
-    inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
     if inferencex and not harness_warmed(r):
         assumed.append(f"client sent no warm-up requests (InferenceX before {INFERENCEX_WARMUP['from']}): the first"
                        " wave met a cold server, not modelled")  # fmt: skip
