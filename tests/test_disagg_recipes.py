@@ -5,8 +5,9 @@ import pytest
 from test_serving_runs import HEADER, _csv
 
 from llmath import Workload
+from llmath.deploy.bench_client import INFERENCEX, INFERENCEX_MTP, SA_BENCH
 from llmath.deploy.disagg import decode_slot_wait, first_token_decode_s, serve_disaggregated
-from llmath.errors import LayoutError
+from llmath.errors import LayoutError, WorkloadError
 from llmath.measure.disagg_recipes import (
     COLUMNS,
     CONCURRENCY_OPEN,
@@ -16,6 +17,7 @@ from llmath.measure.disagg_recipes import (
     SPEC_OPEN,
     mtp_speculation,
     recipe_for,
+    timed_copies,
 )
 from llmath.measure.serving_runs import Layout, to_run, validate_runs
 
@@ -248,3 +250,63 @@ def test_entries_that_differ_settle_the_layout_they_agree_on():
     run = to_run(row)
     assert (run.prefill, run.decode) == (Layout(1, 1, 8, 8, 1), Layout(1, 1, 8, 8, 2))  # attention-DP over 8 GPUs
     assert to_run(row, recipe=False).decode == Layout(8, 1, 1, 8, 1)  # the columns: one TP 8 pool
+
+
+def test_mtp_acceptance_follows_the_prompts_the_client_sends():
+    # srt-slurm's sa-bench (ishandhanani/srt-slurm 2ef1b6db, scripts/sa-bench/bench.sh) passes --use-chat-template,
+    # so its random tokens accept as real prompts do (InferenceX pull request #649: about 2.50 tokens a round on
+    # chat-templated random tokens and on MT-Bench alike): TensorRT-LLM's published 2.82 with 3 drafts
+    assert mtp_speculation(3, SA_BENCH).acceptance == pytest.approx(2.82, abs=0.001)
+    assert mtp_speculation(3, INFERENCEX_MTP).acceptance == pytest.approx(2.82, abs=0.001)
+    # InferenceX's plain launch scripts send raw random tokens, which a draft accepts more of (about 3.55 in #649)
+    # at no published value per draft count: refused, naming the rule and what to pass instead
+    with pytest.raises(WorkloadError, match="raw random tokens.*chat_template=True"):
+        mtp_speculation(3, INFERENCEX)
+
+
+def test_a_disaggregated_mtp_row_carries_its_speculation():
+    # the SGLang B200 row at 8 clients (an MTP-only entry, 2 drafts): the run decodes speculatively at the chain's
+    # 1 + 0.92 · (1 + 0.608) = 2.479 tokens a round, and validation reports it per row
+    row = _inferencex(8, "2026-03-18T21:01:05Z", "lmsysorg/sglang:v0.5.8.post1-cu130-amd64", backend="sglang",
+                      system="b200_sxm", prefill_tp_size=8, prefill_moe_ep_size=8, decode_tp_size=8,
+                      decode_moe_ep_size=8)  # fmt: skip
+    run = to_run(row)
+    assert (run.speculation.method, run.speculation.k) == ("mtp", 2)
+    assert run.speculation.acceptance == pytest.approx(1 + 0.92 * 1.608)
+    assert to_run(_h100_row()).speculation is None  # with and without MTP listed: left open
+
+
+def test_the_disaggregated_client_is_sa_bench_as_srt_slurm_runs_it():
+    # bench.sh at 2ef1b6db: --random-range-ratio 0.8 (lengths uniform integers in [⌊0.8·L⌋, L]: 819…1024 for
+    # 1024), --num-warmups 2·C awaited before the run, one semaphore of C over the requests, --use-chat-template
+    lengths = SA_BENCH.lengths(1024)
+    assert (lengths[0][0], lengths[-1][0], len(lengths)) == (819, 1024, 206)
+    assert (SA_BENCH.warmups_per_slot, SA_BENCH.shared_list, SA_BENCH.chat_template) == (2.0, True, True)
+    assert not INFERENCEX.chat_template  # the plain InferenceX launch scripts send the raw tokens
+
+
+def _sglang_h100_c1(measured: str, ttft: str = "211.09139260370284") -> dict:
+    # serving_runs.csv's SGLang H100 run at one client (1024/1024): TP 16 prefill and decode pools
+    image = "lmsysorg/sglang:v0.5.8-cu130"
+    notes = f"model=DeepSeek-R1; silicon_concurrency=1; measured={measured}; wip=False; image={image}"
+    return _h100_row(backend="sglang", backend_version="0.5.8", moe_quant_mode="fp8_block", prefill_moe_ep_size=1,
+                     decode_moe_ep_size=1, prefill_moe_tp_size=16, decode_moe_tp_size=16, silicon_ttft_ms=ttft,
+                     silicon_tpot_ms="9.13351670107167", source_notes=notes)  # fmt: skip
+
+
+def test_a_run_stamped_with_its_day_takes_its_timed_copys_time():
+    timed = _sglang_h100_c1("2026-02-13T03:10:06Z")
+    day = _sglang_h100_c1("2026-02-13T00:00:00.000Z")
+    other = _sglang_h100_c1("2026-02-13T00:00:00.000Z", ttft="405.2")  # another run the same day: no timed copy
+    elsewhere = _sglang_h100_c1("2026-02-14T00:00:00.000Z")  # the same values a day later: not that run's copy
+    out = timed_copies([timed, day, other, elsewhere])
+    assert "measured=2026-02-13T03:10:06Z;" in out[1]["source_notes"]
+    assert [o["source_notes"] for o in (out[0], out[2], out[3])] == [
+        r["source_notes"] for r in (timed, other, elsewhere)
+    ]
+    # InferenceX's master file changed at 2026-02-12 22:10 −05:00 (03:10 UTC on the 13th): the version before lists
+    # the plain SGLang H100 configurations at one client, that one only their MTP ones (2 drafts). The day alone
+    # read the plain one; with its copy's time both copies read the same run
+    assert recipe_for(day, 1).group == POOLS
+    assert (recipe_for(out[1], 1).group, recipe_for(out[1], 1).draft_tokens) == (POOLS_MTP, 2)
+    assert recipe_for(timed, 1).group == POOLS_MTP

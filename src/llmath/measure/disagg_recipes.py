@@ -32,6 +32,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from llmath.deploy.bench_client import SA_BENCH, BenchClient
+
 FRAMEWORKS = {"trtllm": "dynamo-trt", "sglang": "dynamo-sglang"}
 SYSTEMS = {"b200_sxm": "b200", "h200_sxm": "h200", "h100_sxm": "h100"}
 # How many of DeepSeek-R1's MTP draft tokens are accepted, one convention for every measured row: the first with
@@ -41,13 +43,25 @@ SYSTEMS = {"b200_sxm": "b200", "h200_sxm": "h200", "h100_sxm": "h100"}
 # round with 1 draft and 2.82 with 3: p = 0.92, and 1 + 0.92·(1 + q + q²) = 2.82 gives q = 0.608. Checks from other
 # sources: the DeepSeek-V3 technical report (arXiv:2412.19437, §5.4.3) gives 85–90% for the second token (p); the
 # nebius/MTP-DeepSeek-V3-0324 model card measures 3.20 for the original module with 7 drafts (this chain: 3.28).
-# No run records its acceptance; InferenceX's random-token prompts are measured nowhere (docs/serving.md).
+# The acceptance is a property of the prompts the client sends (:data:`ACCEPTANCE_BY_PROMPTS`): these values hold
+# for real prompts and for random tokens wrapped in the chat template, which accept alike (SemiAnalysis InferenceX
+# pull request #649, merged as dab13cea0 on 2026-02-06: DeepSeek-R1 MTP on random tokens in the chat template
+# accepts about 2.50 tokens per round, as on MT-Bench's real prompts, and about 3.55 without the template, "MTP
+# acceptance rates are artificially high" in its perf-changelog.yaml entry); every measured MTP row's client wraps
+# them (:data:`llmath.deploy.bench_client.SA_BENCH`, and InferenceX's ``-mtp`` launch scripts pass
+# ``--use-chat-template``). Raw random tokens have no published acceptance per draft count.
 MTP_FIRST_ACCEPTED = 0.92
 MTP_LATER_ACCEPTED = 0.608
 MTP_ACCEPTANCE_SOURCE = (
     "https://nvidia.github.io/TensorRT-LLM/blogs/tech_blog/"
     "blog1_Pushing_Latency_Boundaries_Optimizing_DeepSeek-R1_Performance_on_NVIDIA_B200_GPUs.html"
 )
+CHAT_TEMPLATE_ACCEPTANCE_SOURCE = "https://github.com/SemiAnalysisAI/InferenceX/pull/649"
+# (first, later) per-draft acceptance by the prompts the client sends: True = chat template (or real prompts)
+ACCEPTANCE_BY_PROMPTS: dict[bool, tuple[float, float] | None] = {
+    True: (MTP_FIRST_ACCEPTED, MTP_LATER_ACCEPTED),
+    False: None,  # raw random tokens: inflated (about 3.55 tokens per round in #649), nothing per draft count
+}
 # The draft tokens of InferenceX's SGLang MTP configurations, whose entries name no count: every srt-slurm recipe
 # they run decodes with ``speculative-algorithm: EAGLE``, ``speculative-num-steps: 2``, ``speculative-eagle-topk: 1``,
 # ``speculative-num-draft-tokens: 3`` (a chain of 2 drafts verified with the last token): e.g.
@@ -55,6 +69,9 @@ MTP_ACCEPTANCE_SOURCE = (
 # low-latency-dep4-1p-tep8-5d.yaml and max-tpt-dep4-1p-dep8-1d.yaml, h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml,
 # h200/1k1k/bs256-1p6d-dep-mtp.yaml (srt-slurm as the InferenceX master file's CONFIG_FILE names them)
 SGLANG_MTP_DRAFT_TOKENS = 2
+# The 2026-04-06 collection stamps a run with its day alone; the earlier collection holds some of the same runs
+# with their time (:func:`timed_copies`)
+DAY_ONLY = re.compile(r"measured=(\d{4}-\d\d-\d\d)T00:00:00\.000Z")
 # The row's ``recipe`` group (:func:`recipe_for`)
 COLUMNS, POOLS, POOLS_MTP, SPEC_OPEN, POOLS_OPEN, CONCURRENCY_OPEN = (
     "columns", "pools", "pools + MTP", "pools, speculation unsettled", "pools unsettled", "concurrency unrecorded",
@@ -176,10 +193,50 @@ def _speculation(e: dict[str, Any]) -> tuple[str, int | None]:
     return e["speculation"], e["draft_tokens"]
 
 
-def mtp_speculation(draft_tokens: int):
-    """MTP with ``draft_tokens`` drafts per round, a round yielding 1 + p·(1 + q + … + q^(k−1)) tokens
-    (p = :data:`MTP_FIRST_ACCEPTED`, q = :data:`MTP_LATER_ACCEPTED`)."""
+def mtp_speculation(draft_tokens: int, client: BenchClient = SA_BENCH):
+    """MTP with ``draft_tokens`` drafts per round on the prompts ``client`` sends, a round yielding
+    1 + p·(1 + q + … + q^(k−1)) tokens (p = :data:`MTP_FIRST_ACCEPTED`, q = :data:`MTP_LATER_ACCEPTED`, for
+    prompts in the chat template: :data:`ACCEPTANCE_BY_PROMPTS`); a client of raw random tokens is refused."""
     from llmath.deploy.speculative import Speculation
+    from llmath.errors import WorkloadError
 
-    k, p, q = int(draft_tokens), MTP_FIRST_ACCEPTED, MTP_LATER_ACCEPTED
+    chain = ACCEPTANCE_BY_PROMPTS[bool(client.chat_template)]
+    if chain is None:
+        raise WorkloadError(
+            f"client {client.name!r} sends raw random tokens: MTP accepts more of them than of real prompts "
+            f"({CHAT_TEMPLATE_ACCEPTANCE_SOURCE}) and no acceptance per draft count is published; give a "
+            "Speculation with the measured acceptance, or a client with chat_template=True"
+        )
+    k, (p, q) = int(draft_tokens), chain
     return Speculation("mtp", k, 1 + p * sum(q**i for i in range(k)))
+
+
+def _identity(r: dict[str, str]) -> tuple:
+    """What one measured run shows in every copy of it: its engine, system, model, precision, lengths, both pools'
+    columns, its client's concurrency and its measured TTFT and TPOT (to 9 significant digits: the copies differ
+    in the last digit of their decimal form)."""
+    conc = re.search(r"silicon_concurrency=(\d+)", r.get("source_notes", ""))
+    pools = tuple(r.get(k, "") for k in sorted(r) if k.startswith(("prefill_", "decode_")))
+    measured = tuple(f"{float(r[k]):.9g}" for k in ("silicon_ttft_ms", "silicon_tpot_ms"))
+    key = ("backend", "system", "model_path", "precision", "mode", "isl", "osl")
+    return (*(r[k] for k in key), conc.group(1) if conc else "", pools, measured)
+
+
+def timed_copies(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``rows`` with each disaggregated run stamped with its day alone (:data:`DAY_ONLY`) given the time of its copy
+    in the collection that timed it, where exactly one timed copy of the same day exists (:func:`_identity`): the
+    configuration in effect changed during some of those days, and the day alone reads the one in force at its
+    start. Every other row is returned as it is."""
+    timed: dict[tuple, set[str]] = {}
+    for r in rows:
+        m = re.search(r"measured=([^;\s]+)", r.get("source_notes", ""))
+        if r.get("mode") == "disagg" and m is not None and DAY_ONLY.search(r["source_notes"]) is None:
+            timed.setdefault(_identity(r), set()).add(m.group(1))
+    out = []
+    for r in rows:
+        day = DAY_ONLY.search(r.get("source_notes", "")) if r.get("mode") == "disagg" else None
+        times = {t for t in timed.get(_identity(r), set()) if t.startswith(day.group(1))} if day else set()
+        if len(times) == 1:
+            r = {**r, "source_notes": DAY_ONLY.sub(f"measured={times.pop()}", r["source_notes"])}
+        out.append(r)
+    return out

@@ -107,7 +107,7 @@ from typing import Any
 
 import numpy as np
 
-from llmath.deploy.bench_client import INFERENCEX, BenchClient
+from llmath.deploy.bench_client import INFERENCEX, INFERENCEX_MTP, BenchClient
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import stated_attention_dp
 from llmath.measure.run_formats import precision
@@ -331,7 +331,8 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     spec = harness_speculation(r, lay) if agg else None
     if spec is not None:
         assumed.append(f"MTP k={spec.k} (InferenceX -trt-mtp launcher), acceptance {spec.acceptance:.2f} tokens per"
-                       " round as TensorRT-LLM published on real prompts; on random tokens unmeasured")  # fmt: skip
+                       " round as TensorRT-LLM published on real prompts, which random tokens in the chat template"
+                       " (the launcher's --use-chat-template) match")  # fmt: skip
     run = Run(
         r["id"], r["backend"], sysname, model, r["model_path"], r["mode"], int(r["isl"]), int(r["osl"]),
         _concurrency(r, lay), r["gemm_quant_mode"], r["moe_quant_mode"], r["precision"], lay, pre, dec,
@@ -346,7 +347,8 @@ def with_recipe(run: Run, r: dict[str, str]) -> Run:
     configuration settles (:func:`llmath.measure.disagg_recipes.recipe_for`, in ``engine_settings``; where its
     entries differ, each pool whose layout they agree on), else its columns (a decode pool's with
     :func:`recipe_defaults`); ``recipe`` names which. An aggregated run is returned as it is."""
-    from llmath.measure.disagg_recipes import recipe_for
+    from llmath.deploy.bench_client import SA_BENCH
+    from llmath.measure.disagg_recipes import mtp_speculation, recipe_for
 
     if run.mode == "agg":
         return run
@@ -357,7 +359,9 @@ def with_recipe(run: Run, r: dict[str, str]) -> Run:
     kept = tuple((k, v) for k, v in settings.items() if v is not None)
     assert run.prefill is not None and run.decode is not None
     pre, dec = _recipe_layout(found.prefill, run.prefill), _recipe_layout(found.decode, run.decode)
-    run = replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=(*run.engine_settings, *kept))
+    spec = mtp_speculation(found.draft_tokens, SA_BENCH) if found.draft_tokens else None
+    run = replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=(*run.engine_settings, *kept),
+                  speculation=spec)  # fmt: skip
     return run if found.decode is not None else recipe_defaults(run)
 
 
@@ -398,7 +402,7 @@ def harness_speculation(r: dict[str, str], lay: Layout | None):
     if mtp_run(r, True) is None:
         return None
     k = rule["k_attention_dp"] if lay is not None and lay.dp > 1 else rule["k"]
-    return mtp_speculation(k)
+    return mtp_speculation(k, INFERENCEX_MTP)
 
 
 def _drawn_mean(length: int) -> float:
@@ -481,10 +485,6 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
             return {"ttft_s": rep.metrics["ttft_s"], "tpot_s": rep.metrics["tpot_s"]}
         assert run.prefill is not None and run.decode is not None
         P, D, settings = run.prefill, run.decode, dict(run.engine_settings)
-        if speculation is None and settings.get("draft_tokens"):
-            from llmath.measure.disagg_recipes import mtp_speculation
-
-            speculation = mtp_speculation(settings["draft_tokens"])
         d = serve_disaggregated(
             run.model, run.system, workload=Workload(prompt=run.prompt, gen=run.gen, concurrency=run.concurrency),
             engine=run.engine,
@@ -534,8 +534,10 @@ def validate_runs(
     bad = [k for k in by if k not in KEYS]
     if bad:
         raise WorkloadError(f"--by {','.join(bad)}: not a grouping; use any of {','.join(KEYS)}")
+    from llmath.measure.disagg_recipes import timed_copies
+
     computed, refused = [], []
-    for raw in read_runs(path):
+    for raw in timed_copies(read_runs(path)):
         try:
             run = to_run(raw, recipe)
             run = run if harness_lengths else replace(run, range_ratio=1.0)
