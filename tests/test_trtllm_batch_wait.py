@@ -4,10 +4,17 @@ launch scripts turned them on for."""
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from llmath.deploy import engines
-from llmath.deploy.closed_loop import _adp_balance_iterations, _batch_wait_iterations, lockstep_state, staggered_state
+from llmath.deploy.closed_loop import (
+    _adp_balance_iterations,
+    _arrivals_to_cover_ranks,
+    _batch_wait_iterations,
+    lockstep_state,
+    staggered_state,
+)
 from llmath.deploy.serving import Requests, memory
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
@@ -153,15 +160,18 @@ def test_llama_batch_wait_holds_a_low_concurrency_prompt_about_twenty_iterations
 
 def test_attention_dp_balancing_holds_prompts_until_every_rank_has_one():
     eng = replace(engines.preset("trtllm", H100), adp_balance=True, adp_batching_wait_iters=0, adp_timeout_iters=60)
-    # 8 ranks, 0.035 arrivals per rank and iteration: 0.28 over the ranks; 8 arrivals (one per rank) take
-    # 7 / 0.28 = 25 iterations (< 60): the first waits 25, n = 1 + 0.28 x 25 = 8, mean 25 x (1 + 7/2) / 8 = 14.0625
-    assert float(_adp_balance_iterations(eng, 8, 0.035)) == pytest.approx(14.0625)
+    # 8 ranks, 0.1 arrivals per rank and iteration: 0.8 over the ranks. Each arrival lands on the rank whose request
+    # finished, a random one, so after the first the other 7 ranks fill as a coupon collector's: 8 x (1 + 1/2 + ... +
+    # 1/7) = 8 x 363/140 = 20.742857 arrivals, 25.928571 iterations (< 60): the first waits that, n = 1 + 20.742857
+    # = 21.742857, mean 25.928571 x (1 + 20.742857/2) / 21.742857 = 13.56054
+    assert float(_adp_balance_iterations(eng, 8, 0.1)) == pytest.approx(13.56054, rel=1e-5)
     # TensorRT-LLM's defaults (timeout 50, then 10 iterations of batching wait), 4 ranks at 0.05: X = 0.2, the
-    # group of 4 forms in 3 / 0.2 = 15 iterations, mean 15 x (1 + 3/2) / 4 = 9.375, then all 4 wait 10 more and
-    # the 0.2 x 10 = 2 arriving during those wait 5 on average: (4 x 19.375 + 2 x 5) / 6 = 14.5833
+    # other 3 ranks fill after 4 x 11/6 = 7.3333 arrivals, 36.6667 iterations; n = 8.3333, the group's mean
+    # 36.6667 x (1 + 7.3333/2) / 8.3333 = 20.5333; all of them wait 10 more and the 0.2 x 10 = 2 arriving during
+    # those wait 5 on average: (8.3333 x 30.5333 + 2 x 5) / 10.3333 = 25.59140
     default = replace(engines.preset("trtllm", H100), adp_balance=True)
-    assert float(_adp_balance_iterations(default, 4, 0.05)) == pytest.approx(87.5 / 6)
-    # slow arrivals: the 60-iteration timeout ends the wait (8 arrivals would take 7 / 0.08 = 87.5)
+    assert float(_adp_balance_iterations(default, 4, 0.05)) == pytest.approx(25.59140, rel=1e-5)
+    # slow arrivals: the 60-iteration timeout ends the wait (20.74 arrivals would take 20.74 / 0.08 = 259)
     assert float(_adp_balance_iterations(eng, 8, 0.01)) == pytest.approx(60 * (1 + 4.8 / 2) / 5.8)
     assert _adp_balance_iterations(eng, 1, 0.035) == 0.0  # one rank: nothing to balance
     assert _adp_balance_iterations(engines.preset("trtllm", H100), 8, 0.035) == 0.0  # TensorRT-LLM's default: off
@@ -206,3 +216,19 @@ def test_inferencex_deepseek_rows_of_the_mtp_sweep_run_mtp():
     # the full sweep of 2026-01-28 (e28c038f8) ran the plain configurations too: no MTP assumed
     later = _row(system="h200_sxm", batch_size=4, source_notes=notes.format(64, "2026-01-28T06:18:44Z"))
     assert to_run(later).speculation is None
+
+
+def test_arrivals_until_every_attention_dp_rank_holds_a_prompt():
+    # closed forms: 1 + D x (1 + 1/2 + ... + 1/(D - 1))
+    assert _arrivals_to_cover_ranks(2) == pytest.approx(3.0)
+    assert _arrivals_to_cover_ranks(4) == pytest.approx(1 + 4 * 11 / 6)
+    # against drawing ranks at random until each of 8 has been hit
+    rng = np.random.default_rng(0)
+    counts = []
+    for _ in range(20000):
+        seen, k = set(), 0
+        while len(seen) < 8:
+            seen.add(int(rng.integers(8)))
+            k += 1
+        counts.append(k)
+    assert _arrivals_to_cover_ranks(8) == pytest.approx(float(np.mean(counts)), rel=0.01)

@@ -571,15 +571,24 @@ def _group_wait(needed, X, cap: float) -> tuple:
     return A * (1 + (n - 1) / 2) / n, n
 
 
+def _arrivals_to_cover_ranks(ranks: int) -> float:
+    """Expected arrivals until each of the D attention-DP ranks holds a prompt, the first included: TensorRT-LLM
+    gives a new request to a rank below the expected count of active requests, the fewest tokens first
+    (``ExecutorRequestQueue._balance_requests_across_ranks``), which in a full closed loop is the rank whose request
+    just finished; finishes fall on the ranks at random, so after the first the others come as a coupon collector's,
+    D·(1 + 1/2 + … + 1/(D − 1)) arrivals."""
+    return 1.0 + ranks * sum(1.0 / i for i in range(1, int(ranks)))
+
+
 def _adp_balance_iterations(eng: EngineConfig, ranks: int, arrivals_per_rank_iteration):
     """Mean iterations a prompt is held by TensorRT-LLM's attention-DP balancing (``attention_dp_config``
     ``enable_balance``; ``PyExecutor._balance_adp_requests``): with requests decoding, the scheduled prompts wait
-    until every one of the D ranks has one (new requests go to the least loaded rank, so D arrivals, D·X per
-    iteration over the ranks) or for ``timeout_iters``, then ``batching_wait_iters`` B more; the D·X·B that arrive
-    during those B wait B/2 on average. 0 without balancing or on one rank."""
+    until every one of the D ranks has one (:func:`_arrivals_to_cover_ranks` arrivals, D·X per iteration over the
+    ranks) or for ``timeout_iters``, then ``batching_wait_iters`` B more; the D·X·B that arrive during those B wait
+    B/2 on average. 0 without balancing or on one rank."""
     if not eng.adp_balance or ranks <= 1:
         return 0.0
     X = ranks * np.asarray(arrivals_per_rank_iteration, dtype=float)
-    first, n = _group_wait(float(ranks), X, float(eng.adp_timeout_iters))
+    first, n = _group_wait(_arrivals_to_cover_ranks(ranks), X, float(eng.adp_timeout_iters))
     B = float(eng.adp_batching_wait_iters)
     return (n * (first + B) + X * B * B / 2) / (n + X * B)

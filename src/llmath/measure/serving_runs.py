@@ -118,6 +118,7 @@ from llmath.measure.trt_launchers import (
     launcher_trt_settings,
     mtp_run,
     piecewise_prefill,
+    with_script_layout,
 )
 from llmath.measure.vllm_launchers import launcher_vllm_settings, stated_layout
 
@@ -308,9 +309,10 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     if lay is not None and (read := stated_layout(r, lay.tp, lay.dp, lay.ep)) is not None:
         lay = replace(lay, tp=read[0], dp=read[1], ep=read[2])
         assumed.append(read[3])
+    inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
+    lay = with_script_layout(r, lay, _concurrency(r, lay), inferencex, assumed) if lay is not None else None
     pre = None if agg else _layout(r, "prefill_", assumed)
     dec = None if agg else _layout(r, "decode_", assumed)
-    inferencex = bool(INFERENCEX_NOTES.search(r.get("source_notes", "")))
     if inferencex and not harness_warmed(r):
         assumed.append(f"client sent no warm-up requests (InferenceX before {INFERENCEX_WARMUP['from']}): the first"
                        " wave met a cold server, not modelled")  # fmt: skip

@@ -7,6 +7,7 @@ scripts turned on, and the token budgets they passed. :mod:`llmath.measure.servi
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 # The share of the memory weights and buffers leave that TensorRT-LLM gave its KV cache
@@ -255,6 +256,57 @@ INFERENCEX_TRT_PIECEWISE_PREFILL: tuple[dict[str, Any], ...] = (
     },
 )  # fmt: skip
 
+# The expert parallelism and attention-DP InferenceX's TensorRT-LLM launch scripts chose themselves, from ISL, OSL,
+# CONC and TP, until 17d5e204f (2025-11-03) passed them from the configuration instead (``EP_SIZE``, ``DP_ATTENTION``
+# in the environment): the rows measured in that window state the configuration's ``moe_ep_size`` 1 and no
+# attention-DP. One rule a script: its model, system, precision and the dates it was in force (``from`` its last
+# change before 17d5e204f); each case (TP or None, (ISL, OSL), least CONC for EP = TP, least CONC for attention-DP
+# or None). With attention-DP the script's TP ranks attend data-parallel (``enable_attention_dp``) with EP = TP
+INFERENCEX_TRT_SCRIPT_LAYOUT: tuple[dict[str, Any], ...] = (
+    {
+        "model": "deepseek-ai/DeepSeek-R1", "system": "h200_sxm", "precision": "fp8",
+        "from": "2025-10-29", "until": "2025-11-02",
+        "cases": ((None, (1024, 1024), 0, 65), (None, (1024, 8192), 0, 65), (None, (8192, 1024), 0, 33)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_h200_trt_slurm.sh",
+                   "commit": "e06929c701a09f1f354150682e3c96afab8ebe22 (unchanged since 9596d23d, 2025-10-29)",
+                   "setting": "EP_SIZE=\"$TP\"; DP_ATTENTION=true for CONC > 64 at 1k/1k and 1k/8k, > 32 at 8k/1k"},
+    },
+    {
+        "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp8",
+        "from": "2025-10-29", "until": "2025-11-02",
+        "cases": ((None, (1024, 1024), 0, 33), (None, (1024, 8192), 0, 65), (None, (8192, 1024), 0, 65)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp8_b200_trt_slurm.sh",
+                   "commit": "e06929c701a09f1f354150682e3c96afab8ebe22 (unchanged since 9596d23d, 2025-10-29)",
+                   "setting": "EP_SIZE=\"$TP\"; DP_ATTENTION=true for CONC > 32 at 1k/1k, > 64 at 1k/8k and 8k/1k"},
+    },
+    {
+        "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp4",
+        "from": "2025-10-29", "until": "2025-11-02",
+        "cases": ((4, (1024, 1024), 33, 256), (4, (1024, 8192), 33, 256), (4, (8192, 1024), 33, 33),
+                  (8, (1024, 1024), 9, 256), (8, (1024, 8192), 17, 256), (8, (8192, 1024), 33, 33)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/dsr1_fp4_b200_trt_slurm.sh",
+                   "commit": "e06929c701a09f1f354150682e3c96afab8ebe22 (unchanged since 9596d23d, 2025-10-29)",
+                   "setting": "EP_SIZE=\"1\", =\"$TP\" on TP 4 for CONC > 32, on TP 8 for CONC > 8 (1k/1k), > 16 "
+                              "(1k/8k), > 32 (8k/1k); DP_ATTENTION=true for CONC >= 256 at 1k prompts, > 32 at 8k/1k"},
+    },
+    {
+        "model": "openai/gpt-oss-120b", "system": "b200_sxm", "precision": "fp4",
+        "from": "2025-10-20", "until": "2025-11-02",
+        "cases": ((None, (1024, 1024), 256, 256), (None, (1024, 8192), 256, 256), (None, (8192, 1024), 256, 256)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/gptoss_fp4_b200_trt_slurm.sh",
+                   "commit": "e06929c701a09f1f354150682e3c96afab8ebe22 (unchanged since ac1998a5, 2025-10-20)",
+                   "setting": "EP_SIZE=\"1\"; EP_SIZE=\"$TP\" and DP_ATTENTION=true for CONC >= 256"},
+    },
+    {
+        "model": "openai/gpt-oss-120b", "system": "h200_sxm", "precision": "fp4",
+        "from": "2025-10-29", "until": "2025-11-02",
+        "cases": ((None, (1024, 1024), 0, None), (None, (1024, 8192), 0, None), (None, (8192, 1024), 0, None)),
+        "source": {"repo": INFERENCEX, "path": "benchmarks/gptoss_fp4_h200_trt_slurm.sh",
+                   "commit": "e06929c701a09f1f354150682e3c96afab8ebe22 (unchanged since 9596d23d, 2025-10-29)",
+                   "setting": "trtllm-serve --ep_size=$TP; enable_attention_dp: false"},
+    },
+)  # fmt: skip
+
 
 def _whole(v: str) -> int:
     """A layout field as a count (empty or 0: 1, as :mod:`.serving_runs` reads it)."""
@@ -443,3 +495,37 @@ def piecewise_prefill(r: dict[str, str], concurrency: int, gpus: int, ep: int, d
                 return {"eager_prefill": False}
         return {}
     return {}
+
+
+def script_layout(r: dict[str, str], concurrency: int, inferencex: bool) -> tuple[int, int] | None:
+    """(EP, attention-DP ranks) InferenceX's TensorRT-LLM launch script chose for the row
+    (:data:`INFERENCEX_TRT_SCRIPT_LAYOUT`: its model, system, precision and date, then the case of its TP, lengths and
+    ``concurrency``), the script's TP being the row's ``tp_size``; None where no rule holds the row."""
+    measured = _measured(r)
+    if r["backend"] != "trtllm" or not inferencex or measured is None:
+        return None
+    tp, lengths = _whole(r["tp_size"]), (int(r["isl"]), int(r["osl"]))
+    for rule in INFERENCEX_TRT_SCRIPT_LAYOUT:
+        if (r["model_path"], r["system"], r["precision"]) != (rule["model"], rule["system"], rule["precision"]):
+            continue
+        if not rule["from"] <= measured <= rule["until"]:
+            continue
+        for case_tp, case_lengths, ep_from, adp_from in rule["cases"]:
+            if case_lengths == lengths and case_tp in (None, tp):
+                ep = tp if concurrency >= ep_from else 1
+                return ep, tp if adp_from is not None and concurrency >= adp_from else 1
+    return None
+
+
+def with_script_layout(r: dict[str, str], lay: Any, concurrency: int, inferencex: bool, assumed: list[str]) -> Any:
+    """The aggregated layout ``lay`` (``tp``, ``dp``, ``ep``) with the EP and attention-DP InferenceX's TensorRT-LLM
+    launch script chose itself (:func:`script_layout`) in place of the stated ones (EP 1, no attention-DP), the
+    script's TP ranks attending data-parallel where it turned attention-DP on; ``assumed`` says so. Any other row's
+    layout is returned as it is."""
+    chosen = script_layout(r, concurrency, inferencex)
+    if chosen is None or lay.dp > 1 or lay.ep > 1 or chosen == (lay.ep, lay.dp):
+        return lay
+    ep, dp = chosen
+    adp = f" and attention-DP {dp}" if dp > 1 else ""
+    assumed.append(f"EP {ep}{adp} as InferenceX's launch script chose them from ISL, OSL and CONC (stated: EP 1)")
+    return replace(lay, tp=lay.tp // dp, dp=dp, ep=ep)
