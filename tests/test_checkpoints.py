@@ -138,6 +138,26 @@ def test_qwen3_32b_fp8_weights_are_fp8():
     assert a.precision["compute"] == {"bf16": "bf16", "fp8": "fp8"}
 
 
+def test_qwen3_235b_fp8_checkpoint_is_block_fp8():
+    # the hub config.json of Qwen/Qwen3-235B-A22B-FP8: quant_method fp8, weight_block_size [128, 128], dynamic
+    # activations; lm_head, every layer's mlp.gate (the router) and the norms in modules_to_not_convert.
+    # 94 layers x (q, o: 4096x8192; k, v: 4096x512; 128 experts x gate, up, down 4096x1536) in fp8 with one fp32
+    # scale per 128x128 block; router 4096x128, embedding and LM head (151936 x 4096 each), norms in bf16
+    assert registry.resolve("Qwen/Qwen3-235B-A22B-FP8").name == "qwen3-235b-a22b-fp8"
+    p = registry.checkpoint("qwen3-235b-a22b-fp8").precision
+    assert (p.weights, p.act_quant) == ("fp8-block", "fp8")
+    fm = {m: p.weight_format(m) for m in ("attention", "experts", "router", "embedding", "lm_head")}
+    assert fm == {"attention": "fp8-block", "experts": "fp8-block", "router": "bf16", "embedding": "bf16",
+                  "lm_head": "bf16"}  # fmt: skip
+    D, L, V = 4096, 94, 151936
+    linear = L * (2 * D * 8192 + 2 * D * 512 + 128 * 3 * D * 1536)
+    router, norms = L * D * 128, L * (2 * D + 2 * 128) + D
+    assert linear + router + norms + 2 * V * D == 235_093_634_560  # the same weights as Qwen/Qwen3-235B-A22B
+    wb = weight_bytes(registry.spec("qwen3-235b-a22b-fp8"), p)
+    expected = linear * (1 + 4 / 16384) + (router + norms + 2 * V * D) * 2
+    assert sum(wb.values()) == pytest.approx(expected, rel=1e-12)
+
+
 def test_gpt_oss_120b_experts_in_mxfp4():
     # experts: 36 layers x 128 experts x (gate_up 2880x5760 + down 2880x2880) at 17 bytes per 32; the rest bf16
     a = analyze("openai/gpt-oss-120b", "b200", workload=Workload(gen=4))
