@@ -17,6 +17,10 @@ Messages are in activation elements over the rank's replica scenario (monomial `
   group received (e × that) and reduce-scatters the partial outputs back; combines them (all-to-all, the
   same size); then, if T > 1, all-reduces B·T·D within the TP group (restores every token on every TP
   rank and sums the TP-sharded shared experts).
+* q/k norms over all heads (``ModelSpec.qk_norm_spans_heads``, MiniMax-M2) under TP: each rank holds some heads,
+  so every attention layer all-reduces each token's q and k mean squares, 2 values (vLLM
+  ``MiniMaxText01RMSNormTP.forward_qk``: ``torch.cat([q_var, k_var])``, one ``tensor_model_parallel_all_reduce``;
+  vllm/model_executor/layers/mamba/linear_attn.py, called from models/minimax_m2.py).
 * A family's own layers (Zamba2's shared block, Qwen4-Exp's n-gram layers): the collectives its spec part
   declares (``tp_collectives``, model/part_traits.py), per layer of the kinds it names.
 * PP: a point-to-point send of the hidden state and the residual (2·D per token, as vLLM's
@@ -130,6 +134,9 @@ def stage_collectives(
     if T > 1:
         if attn_n:
             out.append(Collective("attn.all_reduce", "all_reduce", T, T, attn_n, hidden, "tp", first=g0))
+        if spec.qk_norm_spans_heads and (n_attn := dense + moe + only):
+            qk = _msg(Fr(2), "BT", "2")
+            out.append(Collective("attn.qk_norm.all_reduce", "all_reduce", T, T, n_attn, qk, "tp", first=g0))
         out += _mixer(spec, T, counts, g0)
         out += _part_collectives(spec, T, counts, g0)
         if dense:

@@ -188,6 +188,7 @@ _FLAGS = {
     "v_bias": (False, True),
     "o_bias": (False, True),
     "attn_sinks": (False, False),
+    "qk_norm_spans_heads": (False, False),
     "window_sinks_only": (False, False),
     "attn_out_gate": (False, False),
     "attn_gate_per_head": (False, True),

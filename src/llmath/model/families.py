@@ -196,7 +196,9 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # ---- MoE families: keys per family, layers per family
     "olmoe": _OLMOE,
     "flex_olmo": _OLMOE,
-    "minimax_m2": _OLMOE,
+    # MiniMaxM2Attention: q_norm = MiniMaxM2RMSNorm(head_dim · num_attention_heads) over the flattened q (k likewise;
+    # transformers models/minimax_m2/modeling_minimax_m2.py)
+    "minimax_m2": dict(_OLMOE, qk_norm_spans_heads=True),
     "granitemoe": dict(LLAMA_LIKE, ffn_bias=False, moe="mixtral"),
     "granitemoeshared": dict(LLAMA_LIKE, ffn_bias=False, moe=_GRANITE_SHARED),
     # Granite-4.0-H: granitemoeshared's layers with Mamba-2 mixers where layer_types says so; rotary only
