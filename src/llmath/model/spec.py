@@ -174,9 +174,7 @@ class ModelSpec:
     v_bias: bool = False
     o_bias: bool = False
     qk_norm: QKNorm = "none"
-    # the q and k norms run over all heads at once (MiniMax-M2: RMSNorm(N·H) on the flattened q, RMSNorm(K·H) on k),
-    # so a tensor-parallel rank, holding some heads, needs every rank's sums of squares (deploy/comm.py)
-    qk_norm_spans_heads: bool = False
+    qk_norm_spans_heads: bool = False  # q, k normed over all heads at once (MiniMax-M2): TP ranks share, deploy/comm
     attn_gate: AttnGate = "none"  # sigmoid output gate: per channel (Qwen3-Next, in q_proj) or per head (Ling)
     attn_sinks: bool = False  # gpt-oss: one learned logit per head
     attn_experts: bool = False  # JetMoE MoA: q/o projections are experts (the MoE's count and top-k; N = top-k·K)
