@@ -78,3 +78,62 @@ def test_a_poll_prefills_the_requests_of_its_whole_window_together(clients, inte
     # an engine that polls every iteration, or mixes prompts into decoding, takes each request in as it comes
     every, mixed = (SimpleNamespace(recv_interval=n, mixed_prefill=m) for n, m in ((1, False), (30, True)))
     assert _window_arrivals(every, ss) == _window_arrivals(mixed, ss) == 1.0
+
+
+def _overlap_loop_poll_wait(clients, interval, tau_d, tau_p, gen=(160, 200), per_client=20, o_rt=0.004, seed=1):
+    """(mean wait from a request's arrival at the scheduler to the poll that takes it in, mean output length) of
+    ``clients`` in a closed loop, in SGLang's overlap loop (python/sglang/srt/managers/scheduler.py at 0.5.8.post1
+    and 0.5.9, ``event_loop_overlap``): each pass polls through the skipper at its top (``recv_requests``), then
+    schedules (``get_next_batch_to_run``: every waiting request in one prefill batch, else a decode of every running
+    request, the last prefill's included), launches it behind the batch on the GPU, and only then processes the
+    previous batch, waiting for its end: so a pass's top comes as the batch before the one in flight ends, and a
+    request finished by a decode is answered at that decode's end and comes back ``o_rt`` later."""
+    rnd = random.Random(seed)
+    t, gpu_free, count, last, prev = 0.0, 0.0, 0, None, None
+    pending, running, waiting, waits, lengths = [0.0] * clients, {}, [], [], []
+    sent, done, ident = clients, 0, 0
+    while done < clients * per_client:
+        count += 1000 if last == "prefill" else 1
+        if count >= interval:
+            count, taken = 0, [a for a in pending if a <= t]
+            pending = [a for a in pending if a > t]
+            waits, waiting = waits + [t - a for a in taken], waiting + taken
+        if waiting:  # prefill-first; its requests decode from the next batch on
+            batch, end = "prefill", max(gpu_free, t) + tau_p
+            for _ in waiting:
+                ident, running[ident] = ident + 1, rnd.randint(*gen) - 1
+                lengths.append(running[ident] + 1)
+            waiting, finished = [], 0
+        elif running:
+            batch, end = "decode", max(gpu_free, t) + tau_d
+            running = {r: n - 1 for r, n in running.items()}
+            finished, running = sum(n == 0 for n in running.values()), {r: n for r, n in running.items() if n > 0}
+        else:
+            batch, end, finished = None, gpu_free, 0
+        gpu_free, last = end, batch
+        if prev is not None:  # the previous batch's results, once it has ended
+            t, (p_end, p_finished) = max(t, prev[0]), prev
+            for _ in range(p_finished):
+                done += 1
+                if sent < clients * per_client:
+                    sent, pending = sent + 1, [*pending, p_end + o_rt]
+        prev = (end, finished) if batch else None
+        if batch is None and prev is None and pending:  # an idle loop spins until a request has come
+            t = max(t, min(pending))
+    return mean(waits[clients:]), mean(lengths)
+
+
+@pytest.mark.parametrize(("clients", "interval"), [(4, 10), (16, 30), (64, 30), (128, 30)])
+def test_the_overlap_loop_keeps_a_half_window_wait_for_drawn_lengths(clients, interval):
+    # Output lengths drawn over [160, 200] (a range ratio of 0.8, as InferenceX's client draws them), so the steps
+    # at which the requests finish fall at every place in a window of N = 30 decode iterations. The skipper counts
+    # 1 per decode pass and 1000 per prefill (python/sglang/srt/environ.py at 0.5.9:
+    # SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DECODE 1, _WEIGHT_DEFAULT 1000) and restarts at every poll, so the
+    # polls fall every N decode passes and a request waits (N − 1)/2 · τ_d = 145 ms (τ_d = 10 ms), not the whole
+    # window's (N − 1) · τ_d = 290 ms. The poll after a prefill comes as the prefill starts on the GPU, so the
+    # requests answered by the decode launched before it come back during it and wait τ_p + N·τ_d: about one
+    # arrival in N + 1 decode passes, + (80 + 100 − 45) / 11 ≈ 12 ms at N = 10, + (80 + 300 − 145) / 31 ≈ 8 ms at 30
+    wait, length = _overlap_loop_poll_wait(clients, interval, 0.01, 0.08)
+    ss = SimpleNamespace(step_decode_s=0.01, step_mixed_s=0.08, requests_s=clients / (length * 0.01))
+    assert float(_poll_wait(interval, ss, prefill_first=True)) == pytest.approx(wait, rel=0.2)
+    assert wait < 0.75 * (interval - 1) * 0.01
