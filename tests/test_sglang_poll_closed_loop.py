@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from llmath.deploy.closed_loop import _poll_wait, _window_arrivals
+from llmath.deploy.closed_loop import _after_poll, _poll_wait, _window_arrivals
 
 
 def _closed_loop_poll_wait(clients, interval, tau_d, tau_p, gen=(80, 100), per_client=20, seed=1):
@@ -78,3 +78,79 @@ def test_a_poll_prefills_the_requests_of_its_whole_window_together(clients, inte
     # an engine that polls every iteration, or mixes prompts into decoding, takes each request in as it comes
     every, mixed = (SimpleNamespace(recv_interval=n, mixed_prefill=m) for n, m in ((1, False), (30, True)))
     assert _window_arrivals(every, ss) == _window_arrivals(mixed, ss) == 1.0
+
+
+def _overlap_loop_poll_wait(clients, interval, tau_d, tau_p, gen=(160, 200), per_client=20, o_rt=0.004, seed=1):
+    """(mean wait from a request's arrival at the scheduler to the poll that takes it in, to its prefill's start on
+    the GPU, mean output length) of
+    ``clients`` in a closed loop, in SGLang's overlap loop (python/sglang/srt/managers/scheduler.py at 0.5.8.post1
+    and 0.5.9, ``event_loop_overlap``): each pass polls through the skipper at its top (``recv_requests``), then
+    schedules (``get_next_batch_to_run``: every waiting request in one prefill batch, else a decode of every running
+    request, the last prefill's included), launches it behind the batch on the GPU, and only then processes the
+    previous batch, waiting for its end: so a pass's top comes as the batch before the one in flight ends, and a
+    request finished by a decode is answered at that decode's end and comes back ``o_rt`` later."""
+    rnd = random.Random(seed)
+    t, gpu_free, count, last, prev = 0.0, 0.0, 0, None, None
+    pending, running, waiting, waits, lengths, starts = [0.0] * clients, {}, [], [], [], []
+    sent, done, ident = clients, 0, 0
+    while done < clients * per_client:
+        count += 1000 if last == "prefill" else 1
+        if count >= interval:
+            count, taken = 0, [a for a in pending if a <= t]
+            pending = [a for a in pending if a > t]
+            waits, waiting = waits + [t - a for a in taken], waiting + taken
+        if waiting:  # prefill-first; its requests decode from the next batch on
+            batch, end = "prefill", max(gpu_free, t) + tau_p
+            starts += [end - tau_p - a for a in waiting]
+            for _ in waiting:
+                ident, running[ident] = ident + 1, rnd.randint(*gen) - 1
+                lengths.append(running[ident] + 1)
+            waiting, finished = [], 0
+        elif running:
+            batch, end = "decode", max(gpu_free, t) + tau_d
+            running = {r: n - 1 for r, n in running.items()}
+            finished, running = sum(n == 0 for n in running.values()), {r: n for r, n in running.items() if n > 0}
+        else:
+            batch, end, finished = None, gpu_free, 0
+        gpu_free, last = end, batch
+        if prev is not None:  # the previous batch's results, once it has ended
+            t, (p_end, p_finished) = max(t, prev[0]), prev
+            for _ in range(p_finished):
+                done += 1
+                if sent < clients * per_client:
+                    sent, pending = sent + 1, [*pending, p_end + o_rt]
+        prev = (end, finished) if batch else None
+        if batch is None and prev is None and pending:  # an idle loop spins until a request has come
+            t = max(t, min(pending))
+    return mean(waits[clients:]), mean(starts[clients:]), mean(lengths)
+
+
+@pytest.mark.parametrize(("clients", "interval"), [(4, 10), (16, 30), (64, 30), (128, 30)])
+def test_the_overlap_loop_keeps_a_half_window_wait_for_drawn_lengths(clients, interval):
+    # Output lengths drawn over [160, 200] (a range ratio of 0.8, as InferenceX's client draws them), so the steps
+    # at which the requests finish fall at every place in a window of N = 30 decode iterations. The skipper counts
+    # 1 per decode pass and 1000 per prefill (python/sglang/srt/environ.py at 0.5.9:
+    # SGLANG_SCHEDULER_RECV_SKIPPER_WEIGHT_DECODE 1, _WEIGHT_DEFAULT 1000) and restarts at every poll, so the
+    # polls fall every N decode passes and a request waits about (N − 1)/2 · τ_d = 145 ms (τ_d = 10 ms), not the
+    # whole window's (N − 1) · τ_d = 290 ms: polled m = 1 … N decode ends after the one that finished its
+    # predecessor, less o_rt, (N + 1)/2 · τ_d − 4 ms = 51 ms at N = 10, 151 ms at N = 30 (where a window with a
+    # prefill holds N − 1 decode ends: less at high load)
+    wait, _, length = _overlap_loop_poll_wait(clients, interval, 0.01, 0.08)
+    ss = SimpleNamespace(step_decode_s=0.01, step_mixed_s=0.08, requests_s=clients / (length * 0.01))
+    assert float(_poll_wait(interval, ss, prefill_first=True)) == pytest.approx(wait, rel=0.2)
+    assert wait < 0.75 * (interval - 1) * 0.01
+
+
+@pytest.mark.parametrize(("clients", "interval"), [(4, 10), (16, 30), (64, 30), (128, 30)])
+def test_the_overlap_loop_prefills_a_polled_request_behind_the_pass_in_flight(clients, interval):
+    # A poll comes at a pass's top, as the batch before the one in flight ends; the prompt it takes in runs after
+    # that one (τ_d = 10 ms). From the decode that finished its predecessor, a follow-up is polled m = 1 … N
+    # decode ends later (uniformly) and prefilled one more later: (N + 3)/2 · τ_d, less the o_rt = 4 ms before it
+    # arrives, = the replacement lag's 2·τ_d − o_rt (engines.json, SGLang) plus the poll's (N − 1)/2 · τ_d:
+    # 61 ms at N = 10, 161 ms at N = 30; the longer of the two alone (45, 145 ms) misses the pass in flight
+    _, start, length = _overlap_loop_poll_wait(clients, interval, 0.01, 0.08)
+    ss = SimpleNamespace(step_decode_s=0.01, step_mixed_s=0.08, requests_s=clients / (length * 0.01))
+    polling = SimpleNamespace(recv_interval=interval, mixed_prefill=False)
+    assert float(_after_poll(2 * 0.01 - 0.004, 0.004, polling, ss)) == pytest.approx(start, rel=0.1)
+    every = SimpleNamespace(recv_interval=1, mixed_prefill=False)  # polls at every pass: the lag alone
+    assert float(_after_poll(2 * 0.01 - 0.004, 0.004, every, ss)) == pytest.approx(0.016)

@@ -424,12 +424,12 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     the same boundary (an engine that polls every N iterations prefills those sent over its window together, at
     least :func:`_window_arrivals` of them). It reaches the scheduler o_req later and, unless the engine is idle
     ((o_req / e2e)^(C − 1), :func:`staggered_state`), joins after max(lag, ⌈o_req / τ̄⌉) iterations of the
-    steady state's mean τ̄ (already scheduled); the prompts sent δ iterations before it have δ·K_e tokens
-    done and it waits for the rest; the c prompts are prefilled first come first served in iterations of the
-    budget the decoders leave (prefill-first: the whole budget, no decoder), request j of them ending in
-    iteration ⌈(j + 1)·P' / K_e⌉ (:func:`_before`), each iteration carrying its share of the c chunks. The
-    decoders lose those iterations' time (prefill-first) or their excess over a decode iteration (mixed),
-    1/c of it per prompt."""
+    steady state's mean τ̄ (already scheduled; a poll's wait: :func:`_after_poll`); the prompts sent δ iterations
+    before it have δ·K_e tokens done and it waits for the rest; the c prompts are prefilled first come first
+    served in iterations of the budget the decoders leave (prefill-first: the whole budget, no decoder), request j
+    of them ending in iteration ⌈(j + 1)·P' / K_e⌉ (:func:`_before`), each iteration carrying its share of the c
+    chunks. The decoders lose those iterations' time (prefill-first) or their excess over a decode iteration
+    (mixed), 1/c of it per prompt."""
     C, B = CB
     together, earlier = together
     Pn, (K, chunked) = float(req.new), _budget(eng, req)
@@ -438,10 +438,7 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
     idle = (o_req / uniform.e2e_s) ** (C - 1)
     joined = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau - 1e-9)) * tau
-    waited = (1 - idle) * (
-        np.maximum(joined, o_req + _poll_wait(eng.recv_interval, uniform, not eng.mixed_prefill))
-        + _held(dec, eng, req, uniform, tau)
-    )
+    waited = (1 - idle) * (_after_poll(joined, o_req, eng, uniform) + _held(dec, eng, req, uniform, tau))
     waited = waited + idle * o_req
     c = np.minimum(np.maximum(together, _window_arrivals(eng, uniform)), B)
     d = np.maximum(B - c, 0.0) if eng.mixed_prefill else np.zeros_like(c)
@@ -494,13 +491,12 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     is sent just after the iteration that finished its predecessor and reaches the scheduler the engine's
     per-request front-end time o_req later: within the ``replacement_lag`` iterations already scheduled it
     waits for them (lag·τ̄ − o_req); later, for the end of the iteration in flight (its mean residual,
-    length-biased: E[τ²] / 2E[τ] over the mixed and pure-decode iterations), or for the scheduler's next poll
-    when it takes requests in only every ``recv_interval`` iterations (:func:`_poll_wait`), then for as long as
+    length-biased: E[τ²] / 2E[τ] over the mixed and pure-decode iterations), with the scheduler's next poll
+    when it takes requests in only every ``recv_interval`` iterations (:func:`_after_poll`), then for as long as
     TensorRT-LLM's batch waiting or attention-DP balancing holds its prompt (:func:`_batch_wait_iterations`,
-    :func:`_adp_balance_iterations`; off by default), unless the engine
-    is idle: no other request is in it, (o_req / e2e)^(C − 1). The requests in the front end or waiting for a
-    boundary are not in the batch: the steady state runs at C·(e2e − o_req) / (e2e + wait) requests in the engine
-    (a few fixed-point passes); throughput C·E[G] / e2e."""
+    :func:`_adp_balance_iterations`; off by default), unless the engine is idle: no other request is in it,
+    (o_req / e2e)^(C − 1). The requests in the front end or waiting for a boundary are not in the batch: the steady
+    state runs at C·(e2e − o_req) / (e2e + wait) requests in the engine (fixed-point passes); throughput C·G / e2e."""
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     C = np.asarray(concurrency, dtype=float)
     o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
@@ -510,8 +506,7 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
         f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
         mean = f * t_m + (1 - f) * t_d
         wait = np.maximum(eng.replacement_lag * mean - o_req, (f * t_m**2 + (1 - f) * t_d**2) / (2 * mean))
-        polled = _poll_wait(eng.recv_interval, ss, not eng.mixed_prefill)
-        wait = np.maximum(wait, polled) + _held(dec, eng, req, ss, mean)
+        wait = _after_poll(wait, 0.0, eng, ss) + _held(dec, eng, req, ss, mean)
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
         wait = wait * busy
         inside = np.maximum(C * (ss.e2e_s - o_req) / (ss.e2e_s + wait), 1.0)
@@ -525,6 +520,18 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
                    overhead_ttft_s=ss.overhead_ttft_s + o_wait)  # fmt: skip
 
 
+def _after_poll(lagged, o_req, eng: EngineConfig, ss: SteadyState):
+    """A request's wait for the engine's ``replacement_lag`` passes (``lagged``: from the send when ``o_req`` is
+    its front-end time, else from its arrival) and for a poll (:func:`_poll_wait`): a prefill-first engine polling
+    every N passes takes requests in at a pass's top and prefills them behind the pass in flight (SGLang's
+    ``event_loop_overlap``: ``recv_requests``, the launch, the previous batch's results), so the two add up;
+    otherwise the longer."""
+    polled = _poll_wait(eng.recv_interval, ss, not eng.mixed_prefill)
+    if eng.recv_interval > 1 and not eng.mixed_prefill:
+        return lagged + polled
+    return np.maximum(lagged, o_req + polled)
+
+
 def _poll_wait(interval: int, ss: SteadyState, prefill_first: bool = False):
     """Mean wait of a request for the scheduler's next poll when it takes requests in only after ``interval``
     decode iterations or after any iteration that prefills (SGLang's ``SchedulerRecvSkipper``), at the state
@@ -535,11 +542,10 @@ def _poll_wait(interval: int, ss: SteadyState, prefill_first: bool = False):
     uniform moment waits W/2 in a window, τ_p/2 in a prefill: weighted by their time shares. 0 when the scheduler
     takes requests in at every iteration.
 
-    ``prefill_first``: the clients of a closed loop send a request only when another finishes, and a prefill-first
-    engine finishes none in an iteration that prefills (its decoders wait), so every request arrives at the end of
-    one of a window's decode iterations, j = 1 … interval uniformly, and waits the interval − j left: (interval −
-    1)/2 · τ_d whatever the load, where the time shares above would let the prefill chains absorb arrivals that
-    never come in them."""
+    ``prefill_first``: a closed loop's clients send a request only when another finishes, and a prefill-first engine
+    finishes none in a prefill, so every request arrives at the end of one of a window's decode iterations, j = 1 …
+    interval uniformly, and waits the interval − j left: (interval − 1)/2 · τ_d at any load (the time shares above
+    would let the prefill chains absorb arrivals that never come in them)."""
     if interval <= 1:
         return 0.0
     if prefill_first:
