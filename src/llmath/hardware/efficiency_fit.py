@@ -446,6 +446,15 @@ def engine_moe_kernel(device: str, kernel: str, fmt: str) -> list[float] | None:
     return entry["coef"] if entry else None
 
 
+def moe_ep_token(device: str, fmt: str) -> float | None:
+    """Seconds per token of the layer one expert-parallel rank of the ``fmt`` MoE kernel spends beyond its share on
+    ``device`` (its measured device, rule of :func:`resolve`), fitted by ``scripts/fit_moe_ep_token.py``
+    (:mod:`llmath.hardware.moe_ep_token`); ``None`` where no table times the kernel under EP."""
+    r = resolve(device)
+    e = data().get("moe_ep_token", {}).get("devices", {}).get(r.measured_on or "", {}).get(fmt)
+    return float(e["s_per_token"]) if e else None
+
+
 def engine_nvfp4_moe(device: str, engine: str) -> list[float] | None:
     """``engine``'s own NVFP4 MoE coefficients on ``device`` (:data:`ENGINE_NVFP4_MOE`); ``None`` where there is
     none (the experts keep the GEMM models)."""

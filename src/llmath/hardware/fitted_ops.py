@@ -41,6 +41,7 @@ from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency
 from llmath.hardware.execution import executed, op_executed, op_formats
 from llmath.hardware.gemm_runs import gemm_runs
+from llmath.hardware.moe_ep_token import ep_token_factor, rank_flops_per_token
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
@@ -233,6 +234,7 @@ class Fits:
     moe_s2: float  # the MoE fit's second saturation, sat(hidden · inter × inter share; h2, p2): fixed per table
     moe_ranks: int  # expert-parallel ranks the layer's busiest rank is the busiest of (1 without EP)
     mla_peak: float  # the peak MLA prefill attention's fit is against
+    moe_ep_token: float = 0.0  # s per token of the layer a rank spends under EP (hardware.moe_ep_token; 0: none)
 
 
 @lru_cache(maxsize=1024)
@@ -252,7 +254,8 @@ def fits(table: Table, hw: Hardware, p: Precision, eff: Efficiency, decode: bool
     key = launched[1] if launched is not None else _moe_bytes_key(p, run_fmt, eff)
     moe_peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else None
     peak = ef.peak_for("attn_mla_context", hw, p.kv) if mla is not None else 0.0
-    return Fits(cols, ctx, mla, moe, key, moe_peak, s2, ranks, peak)
+    ept = eff.fit("moe_ep_token", key) if (moe is not None and launched is None) else None
+    return Fits(cols, ctx, mla, moe, key, moe_peak, s2, ranks, peak, ept[0] if ept else 0.0)
 
 
 def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, f, inv, context,
@@ -312,7 +315,9 @@ def _apply_moe(fit: Fits, tok, tile: int, bw: float, f, inv, rates) -> None:
     peak = peaks[r] if fit.moe_peak is None else fit.moe_peak
     xm = rank_moe_bytes(tok, cols, fit.moe_bytes)
     ec, em, _ = ef.fractions_at(fit.moe, tok * k / E, fit.moe_s2, xm, tile)
-    f[..., r] = mm[r] / (peak * ec) * busiest_rank_factor(tok, E, k, fit.moe_ranks)  # 1 without EP
+    busy = busiest_rank_factor(tok, E, k, fit.moe_ranks)  # 1 without EP
+    per_token = rank_flops_per_token(cols.moe[0], cols.moe[1], k, cols.share)
+    f[..., r] = mm[r] / (peak * ec) * busy * ep_token_factor(fit.moe_ep_token, fit.moe_ranks, per_token, peak, ec, busy)
     inv[..., r] = 1.0 / (bw * em)
 
 
