@@ -1,11 +1,25 @@
 """Shared test helpers (the tests directory is on sys.path under pytest's default import mode)."""
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 from llmath.model import registry
 
 MODELS_DIR = Path(registry.__file__).parents[1] / "data" / "models"
+SCRIPTS_DIR = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def script_module(name: str):
+    """``scripts/<name>.py`` imported as a module (the scripts directory goes on sys.path: scripts import their
+    siblings, such as doc_section)."""
+    if str(SCRIPTS_DIR) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS_DIR))
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS_DIR / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def registry_config(name: str) -> dict:

@@ -3,23 +3,18 @@ written out here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import script_module
 from test_serving_runs import HEADER, _csv
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    sys.path.insert(0, str(ROOT / "scripts"))  # the script imports its sibling doc_section
-    spec = importlib.util.spec_from_file_location("completion_wait", ROOT / "scripts" / "completion_wait.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("completion_wait")
 
 
 def _row(conc: int, gen: int, tpot: float, measured: float, predicted: float, **kw) -> dict:

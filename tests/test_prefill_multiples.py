@@ -3,22 +3,17 @@ medians it prints, checked against arithmetic written out here."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import script_module
 from test_serving_runs import HEADER, _csv
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    sys.path.insert(0, str(ROOT / "scripts"))  # the script imports its sibling doc_section
-    spec = importlib.util.spec_from_file_location("prefill_multiples", ROOT / "scripts" / "prefill_multiples.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("prefill_multiples")
 
 
 def _row(**kw) -> dict:

@@ -3,21 +3,16 @@ output rate, the first token's share of a lifetime), checked against arithmetic 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from helpers import script_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script():
-    sys.path.insert(0, str(ROOT / "scripts"))  # the script imports its sibling doc_section
-    spec = importlib.util.spec_from_file_location("sglang_signatures", ROOT / "scripts" / "sglang_signatures.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("sglang_signatures")
 
 
 def test_signature_by_hand():
