@@ -70,6 +70,16 @@ def test_minimax_b200_launchers_pass_twice_the_prompt_as_budget():
     assert "max_num_batched_tokens" not in _settings(system="h200_sxm", source_notes=late, **MINIMAX)
 
 
+def test_minimax_nvfp4_rows_of_the_nightly_script_run_vllms_default_budget_and_capture_size():
+    # minimaxm2.5_fp4_b200.sh at 08bcde8f1 (2026-04-02, the nightly image of the 2026-04-03 rows) passes neither
+    # --max-num-batched-tokens nor --max-cudagraph-capture-size; a9c199207 (2026-04-07) adds $((ISL * 2)) and 2048
+    nvfp4 = {**MINIMAX, "precision": "fp4", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}
+    nightly = _settings(system="b200_sxm", isl=1024, source_notes=IX.format(d="2026-04-03"), **nvfp4)
+    assert "max_num_batched_tokens" not in nightly and "cuda_graph_max_tokens" not in nightly
+    later = _settings(system="b200_sxm", isl=1024, source_notes=IX.format(d="2026-04-08"), **nvfp4)
+    assert later["max_num_batched_tokens"] == 2 * 1024 and later["cuda_graph_max_tokens"] == 2048
+
+
 def test_running_sequence_caps_and_kv_caches_as_the_launchers_set_them():
     day = IX.format(d="2026-03-27")
     # --max-num-seqs 512 (gptoss_fp4_b200.sh), 256 (minimaxm2.5_fp8_h100.sh); $CONC elsewhere: no cap set

@@ -56,14 +56,18 @@ INFERENCEX_VLLM_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
 # The token budget (--max-num-batched-tokens) where a launcher sets one other than vLLM's large-GPU default of 8192:
 # the MiniMax-M2.5 B200 launchers pass "$((ISL * 2))" (ISL the scenario's prompt length): the FP8 one from bddbf403
 # (2026-04-03, with the v0.19.0 image that every FP8 row from that day ran, the pull request's own runs included;
-# the v0.17.0 rows before ran vLLM's default), the NVFP4 one from its first version (79bd988e9, the pull request
-# whose nightly image the 2026-04-03 NVFP4 rows ran). The gpt-oss and Llama-3.1-70B launchers pass 8192, the default.
+# the v0.17.0 rows before ran vLLM's default), the NVFP4 one from a9c199207 (2026-04-07, the commit of pull request
+# #996 that adds it and --max-cudagraph-capture-size 2048). The 2026-04-03 NVFP4 rows ran that pull request's
+# 08bcde8f1 (2026-04-02, the vLLM nightly image named in their notes), which passes neither: vLLM's defaults, the
+# 8192 budget and a capture size of min(2 × 1024, 512). The gpt-oss and Llama-3.1-70B launchers pass 8192.
 INFERENCEX_VLLM_BUDGET: dict[tuple[str, str], dict[str, Any]] = {
     ("MiniMaxAI/MiniMax-M2.5", "b200_sxm"): {
         "prompts": 2,
-        "from": {"fp8": "2026-04-03", "fp4": "2026-04-01"},
+        "from": {"fp8": "2026-04-03", "fp4": "2026-04-07"},
         "source": f"{SCRIPTS}/bddbf4031771240060101d349900c51e0beb934e/benchmarks/single_node/minimaxm2.5_fp8_b200.sh, "
-        f"{SCRIPTS}/79bd988e9/benchmarks/single_node/minimaxm2.5_fp4_b200.sh (--max-num-batched-tokens $((ISL * 2)))",
+        f"{SCRIPTS}/a9c199207c0b033834db0fd6b3337fedac37492c/benchmarks/single_node/minimaxm2.5_fp4_b200.sh "
+        "(--max-num-batched-tokens $((ISL * 2))); absent from "
+        f"{SCRIPTS}/08bcde8f103e56b47769943e3c5ce67047b0b601/benchmarks/single_node/minimaxm2.5_fp4_b200.sh",
     },
 }
 # The running-sequence cap (--max-num-seqs) where a launcher sets a number below vLLM's large-GPU default of 1024
@@ -126,7 +130,7 @@ INFERENCEX_VLLM_EAGER_PREFILL: dict[tuple[str, str], dict[str, Any]] = {
 # the launcher sets it or sets the running-sequence cap it defaults from: min(2 × max_num_seqs, 512) unless given
 # (vllm-project/vllm 002284db4c87 vllm/config/compilation.py). The gpt-oss launchers pass 2048 (``cuda-graph-sizes``
 # in the 2025 scripts, ``max-cudagraph-capture-size`` from 2026), the MiniMax-M2.5 B200 ones 2048 from the dates of
-# their token budget (FP8 from bddbf403, 2026-04-03; NVFP4 from its first version); the Llama-3.1-70B H100 and H200
+# their token budget (FP8 from bddbf403, 2026-04-03; NVFP4 from a9c199207, 2026-04-07); the Llama-3.1-70B H100 and H200
 # ones pass ``--max-num-seqs $CONC`` and no size: 2 × CONC ("conc"). The MiniMax-M2.5 H100 (256 sequences), H200
 # and earlier B200 launchers leave vLLM's rule at its cap of 512 (the preset's value).
 GRAPH_SOURCE = (
@@ -135,8 +139,8 @@ GRAPH_SOURCE = (
     "70b_fp8_h200_slurm.sh (--max-num-seqs "
     f"$CONC); {SCRIPTS}/79a42e20a8559784641ca2279994c75c0608dc39/benchmarks/single_node/gptoss_fp4_*.sh "
     f"(max-cudagraph-capture-size: 2048); {SCRIPTS}/bddbf4031771240060101d349900c51e0beb934e/benchmarks/single_node/"
-    f"minimaxm2.5_fp8_b200.sh, {SCRIPTS}/79bd988e9/benchmarks/single_node/minimaxm2.5_fp4_b200.sh "
-    "(--max-cudagraph-capture-size 2048)"
+    f"minimaxm2.5_fp8_b200.sh, {SCRIPTS}/a9c199207c0b033834db0fd6b3337fedac37492c/benchmarks/single_node/"
+    "minimaxm2.5_fp4_b200.sh (--max-cudagraph-capture-size 2048)"
 )
 INFERENCEX_VLLM_GRAPH_TOKENS: dict[tuple[str, str], dict[str, Any]] = {
     **{
