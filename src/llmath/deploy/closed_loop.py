@@ -63,6 +63,7 @@ import numpy as np
 
 from llmath.deploy.burst import flow_decoders, wave_kinds
 from llmath.deploy.capped_loop import deep_queue
+from llmath.deploy.replacement import joined_passes, staggered_wait
 from llmath.deploy.serving import (
     Decoding,
     EngineConfig,
@@ -281,7 +282,7 @@ def _waves(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, cap, o_re
     d_k, n_k, c_k, pf_k = _stacked(kinds)
     tau, tau_s = dec.mixed_and_step(d_k, d, req.decode_context, n_k, c_k, pf_k)
     tau_d, tau_t = tau_s + _overheads(dec, eng, req, d, 0.0)[1]
-    lag = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau_d - 1e-9))
+    lag = joined_passes(eng, o_req, tau_d)
     flow = _flow(eng, req, B, w, (lag, C - B), cap)
     moved = np.broadcast_to(flow[0] != guess[0], np.shape(B))
     if moved.any():  # the front end outlasts the lag: those points' later wave, laid out and timed again
@@ -437,7 +438,7 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     tau = f * uniform.step_mixed_s + (1 - f) * uniform.step_decode_s
     o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
     idle = (o_req / uniform.e2e_s) ** (C - 1)
-    joined = np.maximum(float(eng.replacement_lag), np.ceil(o_req / tau - 1e-9)) * tau
+    joined = joined_passes(eng, o_req, tau) * tau
     waited = (1 - idle) * (_after_poll(joined, o_req, eng, uniform) + _held(dec, eng, req, uniform, tau))
     waited = waited + idle * o_req
     c = np.minimum(np.maximum(together, _window_arrivals(eng, uniform)), B)
@@ -489,9 +490,8 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     """C clients out of step, each request replaced as it finishes: the desynchronised steady state
     (:func:`llmath.deploy.serving.steady_state`) plus the replacement's wait for an iteration boundary. It
     is sent just after the iteration that finished its predecessor and reaches the scheduler the engine's
-    per-request front-end time o_req later: within the ``replacement_lag`` iterations already scheduled it
-    waits for them (lag·τ̄ − o_req); later, for the end of the iteration in flight (its mean residual,
-    length-biased: E[τ²] / 2E[τ] over the mixed and pure-decode iterations), with the scheduler's next poll
+    per-request front-end time o_req later, and waits for the iteration that takes it in (:func:`staggered_wait`,
+    over the mixed and pure-decode iterations), with the scheduler's next poll
     when it takes requests in only every ``recv_interval`` iterations (:func:`_after_poll`), then for as long as
     TensorRT-LLM's batch waiting or attention-DP balancing holds its prompt (:func:`_batch_wait_iterations`,
     :func:`_adp_balance_iterations`; off by default), unless the engine is idle: no other request is in it,
@@ -505,7 +505,7 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
         ss = steady_state(dec, eng, req, inside, max_resident)
         f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
         mean = f * t_m + (1 - f) * t_d
-        wait = np.maximum(eng.replacement_lag * mean - o_req, (f * t_m**2 + (1 - f) * t_d**2) / (2 * mean))
+        wait = staggered_wait(eng, o_req, mean, f * t_m**2 + (1 - f) * t_d**2)
         wait = _after_poll(wait, 0.0, eng, ss) + _held(dec, eng, req, ss, mean)
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
         wait = wait * busy

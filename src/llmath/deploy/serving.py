@@ -105,6 +105,9 @@ class EngineConfig:
     ``replacement_lag``: iterations already scheduled when a request sent in reply to a finished one
     arrives (1: the next iteration is scheduled as soon as the last one's outputs are processed; 2 with an
     overlap scheduler, which schedules iteration n + 2 before it sends iteration n's outputs).
+    ``lag_from_arrival``: the engine takes requests in only at a pass's top and keeps ``replacement_lag`` − 1
+    passes queued behind the one in flight (vLLM's batch queue), so a request whose front end outlasts a pass
+    waits for those too: ⌈o_req / τ⌉ + lag − 1 passes from its send rather than max(lag, ⌈o_req / τ⌉).
     ``mixed_prefill``: prefill chunks ride in the decoding requests' iterations (vLLM, TensorRT-LLM); False:
     prefill-first, a batch of prompts runs alone while the decoding requests wait (SGLang without
     ``--enable-mixed-chunk``; the closed loop of :mod:`.closed_loop` and the simulation model it).
@@ -149,6 +152,7 @@ class EngineConfig:
     kv_fraction_of_free: bool = False
     kv_admission: str = "on_demand"
     replacement_lag: int = 1
+    lag_from_arrival: bool = False
     mixed_prefill: bool = True
     recv_interval: int = 1
     batch_wait_iters: int = 0

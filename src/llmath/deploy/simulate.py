@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmath.deploy.bench_client import BenchClient
+from llmath.deploy.replacement import queued_passes
 from llmath.deploy.serving import EngineConfig, Requests, active_overheads
 from llmath.deploy.step import Device
 
@@ -186,15 +187,17 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, sour
     finished: list[_Req] = []
     itl: list[tuple[float, float]] = []
     tokens_out: list[tuple[float, int]] = []
-    # [iterations still to start before the request is seen, the time it reaches the scheduler, request]
+    # [iterations still to start before the request is seen, the time it reaches the scheduler, request,
+    # pass tops still to pass once it is there (1: none; vLLM's batch queue: the lag, :func:`_release`)]
     pending: list[list] = []
+    queued = 1 + (queued_passes(eng) if lag > 0 else 0)
     now = 0.0
     for it in range(iterations):
         for i in [i for i, s in enumerate(starts) if s is not None and s <= it]:
             starts[i] = None
             g, p = source(i)
             sent, ready = hand_off(now)
-            pending.append([0, ready, _Req(sent, g, client=i, new=p)])
+            pending.append([0, ready, _Req(sent, g, client=i, new=p), queued])
         pending, now = _release(pending, waiting, now, idle=not (waiting or running))
         if not (waiting or running):
             break
@@ -203,7 +206,7 @@ def _closed(dev, eng, req, concurrency, max_resident, iterations, lockstep, sour
             nxt = source(r.client)
             if nxt is not None:  # sent at once
                 sent, ready = hand_off(now)
-                pending.append([lag, ready, _Req(sent, nxt[0], client=r.client, new=nxt[1])])
+                pending.append([lag, ready, _Req(sent, nxt[0], client=r.client, new=nxt[1]), queued])
     return finished, itl, tokens_out, now
 
 
@@ -215,13 +218,16 @@ def _first_requests(req: Requests, eng: EngineConfig, concurrency: int, together
 
 def _release(pending: list, waiting: list, now: float, idle: bool) -> tuple[list, float]:
     """Move the follow-up requests that have reached the scheduler and whose lag has run out (no lag when the
-    engine is idle; an idle engine waits for the first to arrive) to the queue; (the others still pending,
+    engine is idle; an idle engine waits for the first to arrive) to the queue, where the engine takes a request
+    in at a pass's top behind the passes already queued, only after that many tops since its arrival (the
+    entry's last element, ``lag_from_arrival``); (the others still pending,
     one iteration closer; the time)."""
     if idle and pending:
-        now = max(now, min(t for _, t, _ in pending))
-    go = [(n <= 0 or idle) and t <= now for n, t, _ in pending]
-    waiting += [r for (_, _, r), g in zip(pending, go, strict=True) if g]
-    return [[n - 1, t, r] for (n, t, r), g in zip(pending, go, strict=True) if not g], now
+        now = max(now, min(t for _, t, _, _ in pending))
+    go = [(n <= 0 and q <= 1 or idle) and t <= now for n, t, _, q in pending]
+    waiting += [r for (_, _, r, _), g in zip(pending, go, strict=True) if g]
+    kept = [[n - 1, t, r, q - (t <= now)] for (n, t, r, q), g in zip(pending, go, strict=True) if not g]
+    return kept, now
 
 
 def _poisson(dev, eng, req, rate: float, max_resident: int, iterations: int, seed: int) -> SimResult:
