@@ -1,6 +1,6 @@
 """When a request sent in reply to a finished one is taken in: the passes already scheduled
 (``replacement_lag``) and the front end's time o_req (docs/serving.md, "The front-end time: one convention",
-"vLLM's batch queue")."""
+"vLLM's batch queue", "The overlap loops of TensorRT-LLM and SGLang")."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 def queued_passes(eng: EngineConfig) -> int:
     """Passes already queued behind the one in flight when a request reaches the scheduler: ``replacement_lag``
     − 1 where the engine takes requests in only at a pass's top, once the oldest pass's outputs are out, and
-    keeps that many more passes scheduled (``lag_from_arrival``: vLLM's batch queue with async scheduling), else
+    keeps that many more passes scheduled (``lag_from_arrival``: vLLM's batch queue with async scheduling,
+    TensorRT-LLM's and SGLang's overlap loops), else
     none (the lag counts from the send, overlapping the front end)."""
     return eng.replacement_lag - 1 if eng.lag_from_arrival else 0
 

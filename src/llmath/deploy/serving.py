@@ -106,8 +106,9 @@ class EngineConfig:
     arrives (1: the next iteration is scheduled as soon as the last one's outputs are processed; 2 with an
     overlap scheduler, which schedules iteration n + 2 before it sends iteration n's outputs).
     ``lag_from_arrival``: the engine takes requests in only at a pass's top and keeps ``replacement_lag`` − 1
-    passes queued behind the one in flight (vLLM's batch queue), so a request whose front end outlasts a pass
-    waits for those too: ⌈o_req / τ⌉ + lag − 1 passes from its send rather than max(lag, ⌈o_req / τ⌉).
+    passes queued behind the one in flight (vLLM's batch queue, TensorRT-LLM's and SGLang's overlap loops), so
+    a request whose front end outlasts a pass waits for those too: ⌈o_req / τ⌉ + lag − 1 passes from its send
+    rather than max(lag, ⌈o_req / τ⌉).
     ``mixed_prefill``: prefill chunks ride in the decoding requests' iterations (vLLM, TensorRT-LLM); False:
     prefill-first, a batch of prompts runs alone while the decoding requests wait (SGLang without
     ``--enable-mixed-chunk``; the closed loop of :mod:`.closed_loop` and the simulation model it).
