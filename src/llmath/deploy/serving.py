@@ -79,7 +79,6 @@ from llmath.deploy.step import (
 )
 from llmath.errors import WorkloadError
 from llmath.hardware.efficiency_fit import LAUNCHER_MOE_KERNELS
-from llmath.hardware.registry import Hardware
 from llmath.hardware.roofline import EAGER_HOST_UNITS
 from llmath.model.traits import traits
 from llmath.ops.core import Attention
@@ -100,9 +99,8 @@ class EngineConfig:
     ``cuda_graphs``: decode iterations replay graphs (per-kernel overhead of a graph launch);
     ``kv_fraction_of_free``: the fraction applies to the memory left after weights and buffers (TensorRT-LLM's
     ``free_gpu_memory_fraction``) rather than to the whole device (vLLM's ``gpu_memory_utilization``);
-    ``memory_from_driver``: the engine takes its share of the capacity the driver reports
-    (``Hardware.reported_memory_bytes``, where the registry has it) rather than of the vendor's label (SGLang sizes
-    ``--mem-fraction-static`` from ``torch.cuda.mem_get_info`` at start-up);
+    ``memory_from_driver``: the share is of the capacity the driver reports (``Hardware.reported_memory_bytes``,
+    where stated), not of the vendor's label (SGLang reads ``torch.cuda.mem_get_info`` at start-up);
     ``kv_admission``: ``reserve`` admits a request only with room for its final KV (TensorRT-LLM's
     GUARANTEED_NO_EVICT), ``on_demand`` allocates KV blocks as tokens arrive (vLLM's paged blocks, SGLang's
     pool with retraction), so the pool holds requests at their mean size over a lifetime, P + (G − 1)/2.
@@ -350,7 +348,7 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, draft_bytes: float = 0
     hybrid KV-cache manager allocates per request beside the attention blocks). ``draft_bytes``: a speculative
     draft's weights on each GPU (:func:`draft_weight_bytes`), held beside the target's."""
     p = dev.precision
-    cap = device_capacity(dev.hw, eng)
+    cap = float((eng.memory_from_driver and dev.hw.reported_memory_bytes) or dev.hw.memory_bytes)  # driver, else label
     tokens = eng.max_num_batched_tokens or req.new
     counted = req.kv_positions(eng.kv_admission == "reserve")
     out = []
@@ -374,13 +372,6 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, draft_bytes: float = 0
         fits = resident >= 1 and pool >= per_req  # one request must reach its last position
         out.append(Memory(cap, budget, w, act, eng.cuda_graph_bytes, pool, per_req, admitted, by_kv, resident, fits))
     return min(out, key=lambda m: (m.fits, m.max_resident))  # the busiest stage decides
-
-
-def device_capacity(hw: Hardware, eng: EngineConfig) -> float:
-    """The memory ``eng`` takes its share of on ``hw``: the driver's figure for an engine that reads it
-    (``memory_from_driver``) where the registry states one, else the vendor's label."""
-    reported = hw.reported_memory_bytes
-    return float(reported) if eng.memory_from_driver and reported is not None else float(hw.memory_bytes)
 
 
 def part_weight_bytes(dev: Device) -> list[float]:
