@@ -150,6 +150,10 @@ def test_reported_memory_is_the_drivers_mib_and_optional():
     # nvidia-smi on a B200: 183359MiB (Modal's GPU Glossary, "What is nvidia-smi?") = 183,359 × 2^20 bytes
     assert get("b200").reported_memory_bytes == 183_359 * 2**20
     assert get("h100-sxm").reported_memory_bytes is None  # not stated: engines keep the label
+    # what an engine takes its share of: the driver's figure only when it reads the driver and one is stated
+    assert get("b200").capacity(from_driver=True) == 183_359 * 2**20
+    assert get("b200").capacity() == 180e9  # NVIDIA's label (DGX B200 datasheet: 1,440 GB over 8 GPUs)
+    assert get("h100-sxm").capacity(from_driver=True) == 80e9
     with pytest.raises(HardwareError, match="'x': reported_memory_bytes=-1.0 must be a finite number"):
         from_dict({**BASE, "reported_memory_bytes": -1.0})
 

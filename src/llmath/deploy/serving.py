@@ -348,7 +348,7 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, draft_bytes: float = 0
     hybrid KV-cache manager allocates per request beside the attention blocks). ``draft_bytes``: a speculative
     draft's weights on each GPU (:func:`draft_weight_bytes`), held beside the target's."""
     p = dev.precision
-    cap = float((eng.memory_from_driver and dev.hw.reported_memory_bytes) or dev.hw.memory_bytes)  # driver, else label
+    cap = dev.hw.capacity(eng.memory_from_driver)
     tokens = eng.max_num_batched_tokens or req.new
     counted = req.kv_positions(eng.kv_admission == "reserve")
     out = []

@@ -86,6 +86,12 @@ class Hardware:
             )
         return float(v)
 
+    def capacity(self, from_driver: bool = False) -> float:
+        """Memory bytes an engine takes its share of: the driver's figure where ``from_driver`` and stated,
+        else the vendor's label."""
+        reported = self.reported_memory_bytes if from_driver else None
+        return float(reported if reported is not None else self.memory_bytes)
+
     @property
     def vector_peak(self) -> float:
         """Peak for vector ops: the published vector/fp32 figure; else the slowest listed peak."""
