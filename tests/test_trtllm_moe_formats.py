@@ -106,6 +106,28 @@ def test_trtllm_cutlass_nvfp4_fit_reproduces_its_table_at_deepseek_shape(tokens,
     assert float(t) == pytest.approx(ms * 1e-3, rel=entry["held_out"]["p90_abs_err"])
 
 
+# the same table at decode sizes, moe-TP 8, EP 1, balanced: (kernel, kernel_source's format, tokens, ms)
+@pytest.mark.parametrize(
+    "kernel, fmt, peak, tokens, ms",
+    [
+        ("trtllm_cutlass_nvfp4", "nvfp4", "fp4", 16, 0.186112),  # row 99218 (moe_torch_flow_cutlass)
+        ("trtllm_cutlass_nvfp4", "nvfp4", "fp4", 64, 0.302997),  # row 99223
+        ("trtllm_deepgemm_fp8_block", "fp8_block", "fp8", 16, 0.261424),  # row 171930 (deepgemm)
+        ("trtllm_deepgemm_fp8_block", "fp8_block", "fp8", 64, 0.424517),  # row 171934
+    ],
+)
+def test_deepseek_launcher_kernels_time_decode_passes_at_their_own_shape(kernel, fmt, peak, tokens, ms):
+    # their tables time DeepSeek-R1's own experts down to decode token counts: the fit holds there and replaces the
+    # decode passes' model (class moe) as well as the prefill one's
+    hw = hardware.get("b200")
+    entry = ef.data()["engine_moe_kernel"]["devices"]["b200"][kernel][fmt]
+    x = ef.moe_cost(tokens, 7168, 2048 / 8, 8, 256, fmt, routing="balanced")
+    t = ef.model_time(entry["coef"], *x, hw.peak(peak), hw.memory_bandwidth_bytes_per_s, ef.device_tile("b200"))
+    assert float(t) == pytest.approx(ms * 1e-3, rel=entry["held_out"]["p90_abs_err"])
+    got = launcher_moe_kernel(efficiency("expected", hw), hw, kernel)
+    assert got.fit("moe", fmt) == got.fit("moe_prefill", fmt) == tuple(entry["coef"])
+
+
 def _dsr1_fp4(measured: str, **kw) -> dict:
     notes = f"model=x; silicon_concurrency=4; measured={measured}T00:00:00Z; wip=False"
     base = dict(system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4", source_notes=notes)

@@ -79,8 +79,9 @@ LAUNCHER_MOE_KERNELS = (
     "trtllm_deepgemm_fp8_block", "trtllm_gen_fp8_block",
 )  # fmt: skip
 # launcher kernels whose tables time the served models' own expert shapes (MiniMax-M2.5's in vLLM's Triton table;
-# the TensorRT-LLM-generated kernel at eleven shapes): they time decode passes too, not only prefill
-LAUNCHER_MOE_DECODE = ("triton_fp8_block", "trtllm_gen_fp8_block")
+# the TensorRT-LLM-generated kernel at eleven shapes; DeepSeek-R1's in TensorRT-LLM's CUTLASS NVFP4 and DeepGEMM
+# block-FP8 tables): they time decode passes too, not only prefill
+LAUNCHER_MOE_DECODE = ("triton_fp8_block", "trtllm_gen_fp8_block", "trtllm_cutlass_nvfp4", "trtllm_deepgemm_fp8_block")
 # each engine's own grouped block-FP8 MoE kernel, by the engine-default kernel its per-kernel tables time (the
 # kernels the aiconfigurator-core 0.12.0 collectors ran each engine's FP8 MoE layer with: vLLM 0.24.0 FlashInfer's
 # TensorRT-LLM MoE on B200 and its Triton experts on Hopper, SGLang 0.5.14 FlashInfer's TensorRT-LLM MoE on B200

@@ -166,7 +166,8 @@ TRT_CHECKPOINT_FORMATS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 # The grouped-expert kernel InferenceX's TensorRT-LLM scripts picked (``moe_config.backend``), where a per-kernel table
-# times it (llmath's ``moe_kernel``, applied to prefill passes): gpt-oss-120b on B200 runs MOE_BACKEND="TRTLLM" in
+# times it (llmath's ``moe_kernel``: prefill passes, and decode passes too for the kernels of
+# ``efficiency_fit.LAUNCHER_MOE_DECODE``): gpt-oss-120b on B200 runs MOE_BACKEND="TRTLLM" in
 # every script in force on its rows, which TensorRT-LLM runs over MXFP4 experts with MXFP8 activations from sm100
 # (``ModelConfig.get_mxfp4_quant_algo``: W4A8_MXFP4_MXFP8; the scripts set no OVERRIDE_QUANT_ALGO)
 INFERENCEX_TRT_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
