@@ -204,21 +204,22 @@ def disagg_grid(
 
 
 def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Requests, name: str, speculation=None,
-          eager: bool = False):  # fmt: skip
+          eager: bool = False, moe_kernel: str = ""):  # fmt: skip
     """(Decoding, engine preset, Memory) of one pool's replica layout ``pool`` (tp, pp, dp, ep, workers), with
     ``speculation``'s draft placed on it and held in its memory (:func:`pool_memory`); ``eager``: its passes are
     launched without a CUDA graph, each at least its kernels × the engine's ``eager_host_per_kernel_s``
-    (:func:`llmath.hardware.roofline.eager_host_s`)."""
+    (:func:`llmath.hardware.roofline.eager_host_s`); ``moe_kernel``: the grouped-expert kernel its servers were
+    configured with (:func:`llmath.hardware.kernels.launcher_moe_kernel`; "": the engine's default)."""
     from llmath.deploy import engines
     from llmath.deploy.layout import ParallelConfig, make_layout
     from llmath.deploy.serving import check_fits
-    from llmath.hardware.kernels import engine_fp4_gemm
+    from llmath.hardware.kernels import engine_fp4_gemm, launcher_moe_kernel
     from llmath.hardware.roofline import efficiency
 
     lay = make_layout(spec, ParallelConfig(None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp")))
     eng = engines.preset(engine, hw, tp=lay.tp)
     host = eng.overheads.eager_host_per_kernel_s if eager else 0.0
-    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)
+    eff = launcher_moe_kernel(engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine), hw, moe_kernel)
     dev = Device(spec, hw, p, eff, "flash", eng.cuda_graphs, lay, eager_host_s=host)
     dec = pool_decoding(dev, speculation)
     mem = pool_memory(dec.dev, eng, req, dec.draft, speculation.method if speculation else "")
@@ -246,7 +247,8 @@ def checked_pool(name: str, pool: object) -> dict:
 def serve_disaggregated(model, hardware, *, workload: Workload | None = None, prefill: dict, decode: dict,
                         engine: str = "trtllm", precision=None, efficiency_mode: str = "expected",
                         speculation: Speculation | None = None, decode_max_batch: int | None = None,
-                        eager_prefill: bool | None = None, **keywords) -> dict:  # fmt: skip
+                        eager_prefill: bool | None = None, moe_kernels: dict | None = None,
+                        **keywords) -> dict:  # fmt: skip
     """A closed loop of ``concurrency`` requests (``workload``: a :class:`~llmath.deploy.workload.Workload` of
     ``prompt``, ``gen``, ``concurrency``, ``prompts_per_client``) on ``prefill["workers"]`` prefill replicas
     and ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
@@ -268,7 +270,12 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
 
     ``eager_prefill``: whether the prefill servers launch their passes without a CUDA graph (each pass then takes
     at least its kernels × the engine's host time per kernel, :func:`prefill_eager`); None: the engine preset's
-    ``eager_prefill``. The decode servers replay their graphs."""
+    ``eager_prefill``. The decode servers replay their graphs.
+
+    ``moe_kernels``: the grouped-expert kernel each pool's servers run (``{"prefill": K, "decode": K}``, either
+    key optional; K one of :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`), as a deployment's
+    per-pool configuration sets it (TensorRT-LLM's ``moe_config.backend``); an absent pool runs the engine's
+    default."""
     from llmath.errors import WorkloadError
     from llmath.hardware import get as get_hardware
     from llmath.hardware.execution import checkpoint_precision
@@ -283,9 +290,11 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]
     req = Requests(prompt, w.gen)
-    eager = prefill_eager(engine, hw, eager_prefill)
-    pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation, eager)
-    ddec, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode", speculation)
+    eager, kernels = prefill_eager(engine, hw, eager_prefill), checked_moe_kernels(moe_kernels)
+    pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation, eager,
+                          kernels.get("prefill", ""))  # fmt: skip
+    ddec, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode", speculation,
+                             moe_kernel=kernels.get("decode", ""))  # fmt: skip
     pdev, ddev = pdec.dev, ddec.dev
     x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
     pre = _prefill_pass(pdec, peng, req, concurrency / (x * pdev.dp))
@@ -302,6 +311,23 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
             "tokens_per_step": ddec.tokens}  # fmt: skip
+
+
+def checked_moe_kernels(moe_kernels: object) -> dict:
+    """``moe_kernels`` (:func:`serve_disaggregated`) as given (None: {}), or a :class:`LayoutError` naming the key
+    or kernel and the rule."""
+    from llmath.hardware.efficiency_fit import LAUNCHER_MOE_KERNELS
+
+    if moe_kernels is None:
+        return {}
+    if not isinstance(moe_kernels, dict):
+        raise LayoutError(f"moe_kernels={moe_kernels!r} must be a dict of 'prefill' and/or 'decode' to a kernel name")
+    for pool, kernel in moe_kernels.items():
+        if pool not in ("prefill", "decode"):
+            raise LayoutError(f"moe_kernels[{pool!r}]: not a pool; give 'prefill' and/or 'decode'")
+        if kernel and kernel not in LAUNCHER_MOE_KERNELS:
+            raise LayoutError(f"moe_kernels[{pool!r}]={kernel!r}: not a known MoE kernel; use {LAUNCHER_MOE_KERNELS}")
+    return moe_kernels
 
 
 def prefill_eager(engine: str, hw: Hardware, eager_prefill: bool | None) -> bool:

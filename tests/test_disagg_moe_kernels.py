@@ -1,0 +1,56 @@
+"""Each disaggregated pool runs the grouped-expert kernel its servers were configured with."""
+
+import pytest
+from test_disagg_recipes import _inferencex
+
+from llmath import Workload
+from llmath.deploy.disagg import serve_disaggregated
+from llmath.deploy.layout import ParallelConfig
+from llmath.deploy.service import serve
+from llmath.errors import LayoutError
+from llmath.measure.serving_runs import to_run
+
+B200_FP8_IMAGE = "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2"
+
+
+def test_the_b200_fp8_recipes_moe_backend_follows_the_pools_expert_split():
+    # ishandhanani/srt-slurm at fe2cd905, recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen3_tp8_batch1024_eplb0_mtp0_*.yaml:
+    # the context servers (attention-DP, moe_expert_parallel_size 8) set moe_config.backend DEEPGEMM, the generation
+    # servers (TP 8, moe_expert_parallel_size 1) TRTLLM
+    row = _inferencex(4, "2026-03-18T00:00:00.000Z", B200_FP8_IMAGE, system="b200_sxm", backend_version="0.8.1.post2",
+                      prefill_tp_size=8, prefill_moe_ep_size=8, decode_tp_size=8, decode_moe_ep_size=8)  # fmt: skip
+    settings = dict(to_run(row).engine_settings)
+    assert settings["prefill_moe_kernel"] == "trtllm_deepgemm_fp8_block"
+    assert settings["decode_moe_kernel"] == "trtllm_gen_fp8_block"
+
+
+def test_other_pools_keep_the_engines_kernel():
+    # the H100 recipes' servers run CUTLASS (the engine's Hopper default): no kernel is set
+    h100 = _inferencex(6, "2026-02-08T01:24:15Z", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post3")
+    assert not any(k.endswith("moe_kernel") for k, _ in to_run(h100).engine_settings)
+
+
+def test_a_decode_pools_kernel_times_its_step_as_the_aggregated_server_does():
+    # one client on TP 8: the decode pool's step is the aggregated server's decode step at batch 1, with the same
+    # grouped-expert kernel in both
+    w = Workload(prompt=1024, gen=1024, concurrency=1)
+    kernel = "trtllm_gen_fp8_block"
+    pools = dict(prefill={"tp": 8}, decode={"tp": 8})
+    plain = serve_disaggregated("deepseek-r1", "b200", workload=w, engine="trtllm", **pools)
+    own = serve_disaggregated("deepseek-r1", "b200", workload=w, engine="trtllm", moe_kernels={"decode": kernel},
+                              **pools)  # fmt: skip
+    agg = serve("deepseek-r1", "b200", workload=w, engine="trtllm", parallel=ParallelConfig(tp=8), moe_kernel=kernel)
+    assert own["tpot_s"] == pytest.approx(agg.metrics["tpot_s"], rel=1e-6)
+    assert own["tpot_s"] != pytest.approx(plain["tpot_s"], rel=1e-3)
+    assert own["prefill_pass_s"] == pytest.approx(plain["prefill_pass_s"], rel=1e-12)  # the prefill pool's default
+
+
+def test_unknown_moe_kernels_are_refused():
+    w = Workload(prompt=1024, gen=1024, concurrency=1)
+    pools = dict(prefill={"tp": 8}, decode={"tp": 8})
+    with pytest.raises(LayoutError, match="moe_kernels\\['decode'\\]='nope'"):
+        serve_disaggregated("deepseek-r1", "b200", workload=w, moe_kernels={"decode": "nope"}, **pools)
+    with pytest.raises(LayoutError, match="not a pool"):
+        serve_disaggregated("deepseek-r1", "b200", workload=w, moe_kernels={"middle": "marlin"}, **pools)
+    with pytest.raises(LayoutError, match="must be a dict"):
+        serve_disaggregated("deepseek-r1", "b200", workload=w, moe_kernels="marlin", **pools)
