@@ -298,7 +298,7 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
     pdev, ddev = pdec.dev, ddec.dev
     x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
     pre = _prefill_pass(pdec, peng, req, concurrency / (x * pdev.dp))
-    t_kv = kv_transfer_s(pdec, prompt, hw, ddev.gpus)
+    t_kv = kv_transfer_s(pdec, prompt, hw, ddev)
     cap, handoff = _decode_cap(dmem.max_resident, decode_max_batch), (t_kv, first_token_decode_steps(engine))
     ranks, lag = y * ddev.dp, context_replacement_lag(engine, peng.replacement_lag)
     ttft, tpot, B = _closed_loop_times(pre, ddec, deng, req, concurrency, ranks, cap, handoff, prompts_per_client, lag)
@@ -356,13 +356,33 @@ def context_replacement_lag(engine: str, preset_lag: int) -> int:
     return preset_lag if stated is None else int(stated)
 
 
-def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, decode_gpus: int) -> float:
-    """Seconds to send one prompt's KV cache (the target's, and its draft's) from a prefill replica of ``pdec`` to a
-    decode replica of ``decode_gpus`` GPUs, each prefill GPU its shard over its own link (:func:`link_bytes_per_s`)."""
+def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, ddev: Device) -> float:
+    """Seconds to send one prompt's KV cache (the target's, and its draft's) from a prefill replica of ``pdec`` to
+    a decode replica ``ddev``, each GPU over its own link (:func:`link_bytes_per_s`): every attention rank of the
+    decode replica that serves the request receives what its cache holds of it (:func:`kv_receivers`; a draft's
+    KV in the same share), from the prefill replica's attention ranks that hold it (one with attention-DP), so the
+    transfer takes the longer of the senders' share of all the bytes and one receiver's bytes, each over one
+    link."""
     dev = pdec.dev
-    kv = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, "flash"))
-    kv += draft_kv_bytes(pdec.draft, prompt, per_gpu=False)
-    return kv / link_bytes_per_s(hw, dev.gpus, dev.gpus + decode_gpus)
+    receivers, per_receiver = kv_receivers(ddev, prompt)
+    whole = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, "flash"))
+    per_receiver *= 1.0 + draft_kv_bytes(pdec.draft, prompt, per_gpu=False) / whole  # the draft's, alike
+    senders = max(dev.gpus // max(dev.dp, 1), 1)  # one attention-DP rank holds a request's prompt
+    link = link_bytes_per_s(hw, 1, dev.gpus + ddev.gpus)
+    return max(receivers * per_receiver / senders, per_receiver) / link
+
+
+def kv_receivers(ddev: Device, prompt: int) -> tuple[int, float]:
+    """(decode ranks that hold one request's KV cache, the bytes each holds of a ``prompt``-token prompt): the
+    attention ranks of one attention-DP replica (with attention-DP one rank holds the request), each its own
+    rank's share (:func:`.step.kv_bytes_per_sequence` on its decode table: a head shard, or the whole latent
+    cache of a multi-head latent attention, which every tensor-parallel rank holds)."""
+    ranks = max(ddev.gpus // max(ddev.dp, 1), 1)
+    held = sum(
+        float(kv_bytes_per_sequence(ddev.spec, prompt, ddev.precision, "flash", part.decode)) for part in ddev.parts
+    )
+    stages = len(ddev.parts)
+    return ranks, held / stages
 
 
 def _closed_loop_times(pre, ddec, deng, req: Requests, c: float, ranks: int, cap: int, handoff, m: float, lag):

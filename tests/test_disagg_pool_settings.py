@@ -1,4 +1,5 @@
-"""Each disaggregated pool runs the grouped-expert kernel its servers were configured with."""
+"""Each disaggregated pool as its servers run it: the grouped-expert kernel they were configured with, and the KV cache
+each decode rank receives."""
 
 import pytest
 from test_disagg_recipes import _inferencex
@@ -54,3 +55,23 @@ def test_unknown_moe_kernels_are_refused():
         serve_disaggregated("deepseek-r1", "b200", workload=w, moe_kernels={"middle": "marlin"}, **pools)
     with pytest.raises(LayoutError, match="must be a dict"):
         serve_disaggregated("deepseek-r1", "b200", workload=w, moe_kernels="marlin", **pools)
+
+
+def test_the_kv_transfer_sends_each_decode_rank_what_its_cache_holds():
+    # DeepSeek-R1's MLA caches 512 + 64 = 576 values per token and layer, over 61 layers, in BF16 (the checkpoint's
+    # KV format): 1024 · 61 · 576 · 2 = 71,958,528 bytes a prompt. Every tensor-parallel decode rank holds the whole
+    # latent cache; an attention-DP rank holds its own requests'. B200 boxes are 8 GPUs, so 16 GPUs reach each other
+    # over the scale-out network: one 400 Gb/s NIC a GPU, 50 GB/s
+    w = Workload(prompt=1024, gen=1024, concurrency=1)
+    whole = 1024 * 61 * 576 * 2
+
+    def kv(prefill, decode):
+        return serve_disaggregated("deepseek-r1", "b200", workload=w, engine="trtllm", prefill=prefill,
+                                   decode=decode)["kv_transfer_s"]  # fmt: skip
+
+    # one attention-DP prefill rank holds the prompt and sends it to each of the 8 TP decode ranks
+    assert kv({"dp": 8, "ep": 8}, {"tp": 8}) == pytest.approx(8 * whole / 50e9, rel=1e-9)
+    # 8 TP prefill ranks each send an eighth to each of 8 receivers: one receiver's whole cache over its link
+    assert kv({"tp": 8}, {"tp": 8}) == pytest.approx(whole / 50e9, rel=1e-9)
+    # to an attention-DP decode pool: one rank receives it
+    assert kv({"dp": 8, "ep": 8}, {"dp": 8, "ep": 8}) == pytest.approx(whole / 50e9, rel=1e-9)
