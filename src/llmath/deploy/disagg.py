@@ -4,9 +4,11 @@ from one to the other over the interconnect, and the two pools rate-matched.
 * a **prefill worker** runs prefill-only iterations: ⌊K / P'⌋ whole prompts per iteration (K its token budget),
   or one prompt in ⌈P' / K⌉ chunks; it finishes r_p = prompts / (time of their iterations) requests/s and its
   TTFT share is the time of the iterations one prompt spends (it yields the first token);
-* the **KV transfer** moves the KV cache of the P prompt positions once per request, each prefill GPU its
-  shard over its own link (scale-up when both workers fit one scale-up domain, else scale-out; per
-  direction); its time adds to TTFT (not overlapped with the prefill, an upper bound: engines stream layer
+* the **KV transfer** moves the KV cache of the P prompt positions once per request over the GPUs' own links
+  (scale-up when both workers fit one scale-up domain, else scale-out; per direction): in the planner's grid each
+  prefill GPU its shard; in :func:`serve_disaggregated` each decode rank receives what its cache holds (the
+  whole latent cache of a multi-head latent attention on every tensor-parallel rank) from the prefill ranks
+  that hold the prompt (one with attention-DP), :func:`kv_transfer_s`; its time adds to TTFT (not overlapped with the prefill, an upper bound: engines stream layer
   by layer), and so do the decode server's steps until it answers the request (:func:`first_token_decode_s`:
   its executor's loop, TensorRT-LLM 2.5 steps, SGLang 1.5; ``data/engines.json``);
 * a **decode worker** holds B sequences decoding (at most what its KV pool admits and ``max_num_seqs``), one
