@@ -4,7 +4,7 @@ each decode rank receives."""
 import pytest
 from test_disagg_recipes import _inferencex
 
-from llmath import Workload
+from llmath import Precision, Workload
 from llmath.deploy.disagg import serve_disaggregated
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.service import serve
@@ -75,3 +75,18 @@ def test_the_kv_transfer_sends_each_decode_rank_what_its_cache_holds():
     assert kv({"tp": 8}, {"tp": 8}) == pytest.approx(whole / 50e9, rel=1e-9)
     # to an attention-DP decode pool: one rank receives it
     assert kv({"dp": 8, "ep": 8}, {"dp": 8, "ep": 8}) == pytest.approx(whole / 50e9, rel=1e-9)
+
+
+def test_a_decode_pools_kernel_times_its_decode_steps():
+    # the FP4 recipes' attention-DP generation servers set moe_config.backend CUTLASS (connorcarpenter15/srt-slurm
+    # 5a156f6b recipes/trtllm/b200-fp4/1k1k/stp/ctx1_gen5_dep8_batch32_eplb0_mtp0.yaml), which TensorRT-LLM's B200
+    # table times at DeepSeek-R1's shape, EP 8, at 0.282 ms for 256 tokens against 0.153 ms for the TRTLLM-generated
+    # kernel (1.84×; aiconfigurator-core 0.12.0 b200_sxm/moe/trtllm/1.3.0rc20): its decode step is slower, by less
+    # than that ratio (the experts are part of the step), and the prefill pool does not move
+    p = Precision(weights="nvfp4", act_quant="nvfp4", kv="fp8")
+    w = Workload(prompt=1024, gen=1024, concurrency=2048)
+    kw = dict(workload=w, engine="trtllm", prefill={"dp": 4, "ep": 4}, decode={"dp": 8, "ep": 8}, precision=p)
+    plain = serve_disaggregated("deepseek-r1", "b200", **kw)
+    cutlass = serve_disaggregated("deepseek-r1", "b200", moe_kernels={"decode": "trtllm_cutlass_nvfp4"}, **kw)
+    assert 1.0 < cutlass["tpot_s"] / plain["tpot_s"] < 1.84
+    assert cutlass["prefill_pass_s"] == plain["prefill_pass_s"]

@@ -8,9 +8,10 @@ from one to the other over the interconnect, and the two pools rate-matched.
   (scale-up when both workers fit one scale-up domain, else scale-out; per direction): in the planner's grid each
   prefill GPU its shard; in :func:`serve_disaggregated` each decode rank receives what its cache holds (the
   whole latent cache of a multi-head latent attention on every tensor-parallel rank) from the prefill ranks
-  that hold the prompt (one with attention-DP), :func:`kv_transfer_s`; its time adds to TTFT (not overlapped with the prefill, an upper bound: engines stream layer
-  by layer), and so do the decode server's steps until it answers the request (:func:`first_token_decode_s`:
-  its executor's loop, TensorRT-LLM 2.5 steps, SGLang 1.5; ``data/engines.json``);
+  that hold the prompt (one with attention-DP), :func:`kv_transfer_s`; its time adds to TTFT (not overlapped
+  with the prefill, an upper bound: engines stream layer by layer), and so do the decode server's steps until
+  it answers the request (:func:`first_token_decode_s`: its executor's loop, TensorRT-LLM 2.5 steps, SGLang 1.5;
+  ``data/engines.json``);
 * a **decode worker** holds B sequences decoding (at most what its KV pool admits and ``max_num_seqs``), one
   token each per step of time τ_d(B), so it finishes r_d = B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
 * **rate matching**: x prefill workers need y = ⌈x·r_p / r_d⌉ decode workers; the pair sustains x·r_p
@@ -211,7 +212,8 @@ def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Reque
     ``speculation``'s draft placed on it and held in its memory (:func:`pool_memory`); ``eager``: its passes are
     launched without a CUDA graph, each at least its kernels × the engine's ``eager_host_per_kernel_s``
     (:func:`llmath.hardware.roofline.eager_host_s`); ``moe_kernel``: the grouped-expert kernel its servers were
-    configured with (:func:`llmath.hardware.kernels.launcher_moe_kernel`; "": the engine's default)."""
+    configured with, timing its prefill and decode passes (:func:`llmath.hardware.kernels.launcher_moe_kernel`;
+    "": the engine's default)."""
     from llmath.deploy import engines
     from llmath.deploy.layout import ParallelConfig, make_layout
     from llmath.deploy.serving import check_fits
@@ -221,7 +223,8 @@ def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Reque
     lay = make_layout(spec, ParallelConfig(None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp")))
     eng = engines.preset(engine, hw, tp=lay.tp)
     host = eng.overheads.eager_host_per_kernel_s if eager else 0.0
-    eff = launcher_moe_kernel(engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine), hw, moe_kernel)
+    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)
+    eff = launcher_moe_kernel(eff, hw, moe_kernel, decode=True)  # the pool's servers run it in every pass
     dev = Device(spec, hw, p, eff, "flash", eng.cuda_graphs, lay, eager_host_s=host)
     dec = pool_decoding(dev, speculation)
     mem = pool_memory(dec.dev, eng, req, dec.draft, speculation.method if speculation else "")
