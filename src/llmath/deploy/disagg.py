@@ -277,23 +277,16 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
     at least its kernels × the engine's host time per kernel, :func:`prefill_eager`); None: the engine preset's
     ``eager_prefill``. The decode servers replay their graphs.
 
-    ``moe_kernels``: the grouped-expert kernel each pool's servers run (``{"prefill": K, "decode": K}``, either
-    key optional; K one of :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`), as a deployment's
-    per-pool configuration sets it (TensorRT-LLM's ``moe_config.backend``); an absent pool runs the engine's
-    default."""
+    ``moe_kernels``: each pool's grouped-expert kernel (``{"prefill": K, "decode": K}``, K one of
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; TensorRT-LLM's ``moe_config.backend``)."""
     from llmath.errors import WorkloadError
-    from llmath.hardware import get as get_hardware
-    from llmath.hardware.execution import checkpoint_precision
-    from llmath.model.registry import resolve
 
     w = _closed_loop(workload, keywords)
     prompt, concurrency, prompts_per_client = w.prompt, cast(float, w.concurrency), w.prompts_per_client
     if speculation is not None and not isinstance(speculation, Speculation):
         raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
     prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
-    spec = resolve(model)
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    p = checkpoint_precision(model, precision)[0]
+    spec, hw, p = _resolved(model, hardware, precision)
     req = Requests(prompt, w.gen)
     eager, kernels = prefill_eager(engine, hw, eager_prefill), checked_moe_kernels(moe_kernels)
     pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation, eager,
@@ -316,6 +309,17 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
             "tokens_per_step": ddec.tokens}  # fmt: skip
+
+
+def _resolved(model, hardware, precision):
+    """(ModelSpec, Hardware, Precision) of :func:`serve_disaggregated`'s arguments: the checkpoint's formats unless
+    ``precision`` is given."""
+    from llmath.hardware import get as get_hardware
+    from llmath.hardware.execution import checkpoint_precision
+    from llmath.model.registry import resolve
+
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    return resolve(model), hw, checkpoint_precision(model, precision)[0]
 
 
 def checked_moe_kernels(moe_kernels: object) -> dict:
