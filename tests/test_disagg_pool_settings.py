@@ -8,7 +8,7 @@ from llmath import Precision, Workload
 from llmath.deploy.disagg import serve_disaggregated
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.service import serve
-from llmath.errors import LayoutError
+from llmath.errors import LayoutError, UsageError
 from llmath.measure.serving_runs import to_run
 
 B200_FP8_IMAGE = "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post2"
@@ -90,3 +90,15 @@ def test_a_decode_pools_kernel_times_its_decode_steps():
     cutlass = serve_disaggregated("deepseek-r1", "b200", moe_kernels={"decode": "trtllm_cutlass_nvfp4"}, **kw)
     assert 1.0 < cutlass["tpot_s"] / plain["tpot_s"] < 1.84
     assert cutlass["prefill_pass_s"] == plain["prefill_pass_s"]
+
+
+def test_a_dtype_name_as_precision_means_that_dtype_everywhere():
+    # llmath.serve takes precision="fp8" as Precision.uniform("fp8") (weights, activations and KV cache in FP8);
+    # the disaggregated entry point takes it the same way, and refuses a name that is not a dtype in one line.
+    args = dict(workload=Workload(prompt=1024, gen=128, concurrency=8), prefill=dict(tp=1), decode=dict(tp=1))
+    by_name = serve_disaggregated("llama-3.1-8b", "h100-sxm", precision="fp8", **args)
+    explicit = serve_disaggregated("llama-3.1-8b", "h100-sxm", precision=Precision.uniform("fp8"), **args)
+    assert (by_name["ttft_s"], by_name["tpot_s"]) == (explicit["ttft_s"], explicit["tpot_s"])
+    with pytest.raises(UsageError, match="fp9") as bad:
+        serve_disaggregated("llama-3.1-8b", "h100-sxm", precision="fp9", **args)
+    assert "\n" not in str(bad.value)

@@ -313,13 +313,15 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
 
 def _resolved(model, hardware, precision):
     """(ModelSpec, Hardware, Precision) of :func:`serve_disaggregated`'s arguments: the checkpoint's formats unless
-    ``precision`` is given."""
+    ``precision`` is given (a :class:`~llmath.model.dtypes.Precision` or a dtype name, as :func:`llmath.serve`
+    takes it)."""
+    from llmath.deploy.arguments import precision_arg
     from llmath.hardware import get as get_hardware
     from llmath.hardware.execution import checkpoint_precision
     from llmath.model.registry import resolve
 
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    return resolve(model), hw, checkpoint_precision(model, precision)[0]
+    return resolve(model), hw, checkpoint_precision(model, precision_arg(precision))[0]
 
 
 def checked_moe_kernels(moe_kernels: object) -> dict:
