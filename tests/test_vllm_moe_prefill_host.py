@@ -6,7 +6,7 @@ import pytest
 from llmath.deploy import engines
 from llmath.deploy.step import Device
 from llmath.hardware import get
-from llmath.hardware.roofline import efficiency, routed_expert_layers
+from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.ops.table import table
@@ -23,9 +23,9 @@ def _device(model: str, moe_s: float) -> Device:
 
 
 def test_routed_expert_layers_are_the_models_moe_layers():
-    assert routed_expert_layers(table(resolve("gpt-oss-120b"), "prefill")) == GPT_OSS_MOE_LAYERS
-    assert routed_expert_layers(table(resolve("deepseek-v3"), "prefill")) == DSV3_MOE_LAYERS
-    assert routed_expert_layers(table(resolve("llama-3.1-70b"), "prefill")) == 0
+    assert table(resolve("gpt-oss-120b"), "prefill").routed_expert_layers == GPT_OSS_MOE_LAYERS
+    assert table(resolve("deepseek-v3"), "prefill").routed_expert_layers == DSV3_MOE_LAYERS
+    assert table(resolve("llama-3.1-70b"), "prefill").routed_expert_layers == 0
 
 
 def test_a_pass_that_prefills_gains_the_term_per_moe_layer_a_decode_step_does_not():

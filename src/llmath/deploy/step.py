@@ -44,13 +44,7 @@ from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware.fitted_ops import attention_columns
-from llmath.hardware.roofline import (
-    Efficiency,
-    eager_host_s,
-    monomial_times,
-    piecewise_host_s,
-    routed_expert_layers,
-)
+from llmath.hardware.roofline import Efficiency, eager_host_s, monomial_times, piecewise_host_s
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
@@ -287,7 +281,7 @@ class Device:
         cost = self._piecewise_bound(cost, t, tokens)
         if not self.moe_prefill_host_s:
             return cost
-        return StepCost(cost.time_s + routed_expert_layers(t) * self.moe_prefill_host_s, cost.bytes, cost.flops)
+        return StepCost(cost.time_s + t.routed_expert_layers * self.moe_prefill_host_s, cost.bytes, cost.flops)
 
     def _eager(self, tokens: np.ndarray, prefill: bool) -> bool | np.ndarray:
         """Whether a pass of ``tokens`` (holding a prefill token or not) runs without a CUDA graph: every pass where

@@ -310,12 +310,6 @@ def piecewise_host_s(table: Table, per_call_s: float) -> float:
     return float(table.kernels[table.is_kv_attention].sum()) * per_call_s
 
 
-def routed_expert_layers(table: Table) -> float:
-    """Routed-expert (MoE) layers a pass over ``table`` runs: its router's top-k operators (``moe.topk``, one per
-    MoE layer: :func:`llmath.ops.moe.router`), × their counts; 0 for a dense model."""
-    return float(sum(n for op, n in zip(table.ops, table.kernels, strict=True) if op.name == "moe.topk"))
-
-
 def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, context):
     """(compute factor or None, seconds per byte) per op, the fitted attention and MoE columns included. A decode
     step of a model that reruns its context (model/traits.py, BLT) runs all S + 1 positions: its GEMMs have the
