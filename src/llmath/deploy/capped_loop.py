@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmath.deploy.serving import Requests
+from llmath.deploy.overheads import Overheads
+from llmath.deploy.replacement import joined_passes
+from llmath.deploy.serving import EngineConfig, Requests, SteadyState
 
 
 def deep_queue(CBm: tuple, req: Requests, steps, burst: tuple, taus: tuple, wave_1: tuple) -> tuple:
@@ -90,3 +92,22 @@ def queued_cycles(C, B, m: float):
     q = np.floor(C / B + 1e-9)
     first = B * q * (q - 1) / 2 + (C - q * B) * q
     return (first + (m - 1) * C * (C / B - 1)) / (m * C)
+
+
+def queue_wait(CB: tuple, held, transit):
+    """Mean wait for a place when C > B requests are in flight out of step (output lengths that vary): a
+    client's request spends ``transit`` from its send to where the engine could take it in (its front end and
+    the replacement lag), W_q in the queue and H = ``held`` − ``transit`` in its place (``held``: its TTFT
+    without a queue and its decoding). The B places are busy while requests queue, so B = X·H, and the C
+    clients go round at X = C / (transit + W_q + H) (Little's law): W_q = (C − B)/B·H − transit, none when
+    that is negative (places then idle while the follow-ups are on their way)."""
+    C, B = CB
+    return np.maximum((C - B) / B * (held - transit) - transit, 0.0)
+
+
+def transit_s(eng: EngineConfig, ov: Overheads, req: Requests, ss: SteadyState):
+    """A follow-up's time from its send to the pass that could take it in: the passes it joins after
+    (:func:`llmath.deploy.replacement.joined_passes`), each of the steady state's mean iteration."""
+    f = ss.mixed_fraction
+    mean = f * ss.step_mixed_s + (1 - f) * ss.step_decode_s
+    return joined_passes(eng, ov.served_request_s(req.prompt), ss.step_decode_s) * mean

@@ -63,7 +63,7 @@ from dataclasses import fields, replace
 import numpy as np
 
 from llmath.deploy.burst import flow_decoders, wave_kinds
-from llmath.deploy.capped_loop import cycle_time, deep_queue, queued_cycles
+from llmath.deploy.capped_loop import cycle_time, deep_queue, queue_wait, queued_cycles, transit_s
 from llmath.deploy.replacement import joined_passes, staggered_wait
 from llmath.deploy.serving import (
     Decoding,
@@ -352,10 +352,9 @@ def drifting_state(
     P = R[..., 0]
     wave_ttft, per_prompt = _clump(dec, eng, req, (C, B), (1 + (C - 1) * P, (C - 1)[..., None] * R[..., 1:]), uniform)
     first_tpot, wave_tpot, tail = _wave_decoding(dec, eng, req, (B, P, per_prompt), first, uniform)
-    # beyond B_max the C − B requests queue for a slot: each holds one for its TTFT and decoding, so the
-    # engine serves B per such lifetime and a request queues (C − B) / B of them (Little's law)
+    # beyond B_max the C − B requests queue for a place (Little's law: llmath.deploy.capped_loop.queue_wait)
     held = wave_ttft + wave_tpot * req.decode_steps
-    wave_ttft = wave_ttft + np.maximum(C - B, 0.0) / B * held
+    wave_ttft = wave_ttft + queue_wait((C, B), held, transit_s(eng, active_overheads(dec.dev, eng), req, uniform))
     ttft = (first.ttft_s + (share[:, None] * wave_ttft).sum(axis=0)) / m
     tpot = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0) - tail) / m
     e2e = ttft + tpot * req.decode_steps

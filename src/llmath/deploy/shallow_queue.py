@@ -41,6 +41,8 @@ from llmath.deploy.serving import Decoding, EngineConfig, Requests, _budget, act
 EPS = 1e-9
 MAX_LAG = 64  # iterations a follow-up's front end is followed through at most
 MAX_ROUNDS = 64  # prompts per client followed one by one
+LAYOUT_PASSES = 4  # layouts of a block's prompts beside the decoders of their iterations, at most
+SHALLOW = 3  # the recurrence below SHALLOW·B clients; beyond, the deep queue's cycles (llmath.deploy.capped_loop)
 
 
 def shallow_capped(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, lag, means: tuple, waves: tuple):
@@ -56,7 +58,7 @@ def shallow_capped(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, 
     span = o_req + waves[0] + steps * waves[2] + (np.ceil(C / B - 1e-9) - 1) * waves[1]
     ttft, step_s, span = (np.array(np.broadcast_to(x, np.shape(C)), dtype=float) for x in (ttft, step_s, span))
     lags = np.broadcast_to(lag, np.shape(C))
-    for i in np.flatnonzero((C > B) & (C < 2 * B)):
+    for i in np.flatnonzero((C > B) & (C < SHALLOW * B)):
         one = np.zeros(np.shape(C), dtype=bool)
         one[i] = True
         ttft[i], step_s[i], span[i] = _point(dec.select(one), eng, req, (int(C[i]), int(B[i]), m), int(lags[i]), o_req)
@@ -72,13 +74,13 @@ def _point(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, lag: int
     whole = int(round(steps))
     rounds = min(max(int(round(m)), 1), MAX_ROUNDS)
     n = C * rounds
-    u = _prompt_iterations(eng, req, B, n, dec.width)
+    share = lambda D: _budget_share(eng, req, B, dec.width, D)  # noqa: E731
     if eng.mixed_prefill:
-        s, e, p, f = _mixed_admissions(C, B, n, whole, lag, u)
+        s, e, p, f = _mixed_admissions((C, B, n), whole, lag, share)
         kinds = _mixed_iterations(s, e, p, f, float(req.new))
     else:
         joins = (eng.replacement_lag, queued_passes(eng), o_req, *_typical_passes(dec, eng, req, B))
-        p, f, kinds = _prefill_first_admissions(C, B, n, whole, joins, u, float(req.new))
+        p, f, kinds = _prefill_first_admissions(C, B, n, whole, joins, share(np.zeros(n)), float(req.new))
     end = o_req + np.cumsum(_iteration_times(dec, eng, req, *kinds))
     ttft = end[p] - np.concatenate([np.zeros(C), end[f[: n - C]]])
     decode = end[f] - end[p]
@@ -99,21 +101,16 @@ def _typical_passes(dec: Decoding, eng: EngineConfig, req: Requests, B: int) -> 
     return float(pass_s[0]) + ov.per_iteration_eager_s, float(step_s[0]) + ov.iteration_s(eng.cuda_graphs)
 
 
-def _prompt_iterations(eng: EngineConfig, req: Requests, B: int, n: int, w: float) -> np.ndarray:
-    """u_k, the iterations of budget request k's prompt takes: chunked, P' / (K − D·w) with the D requests
-    decoding beside it; whole prompts 1/g, the g = ⌊(K − D·w) / P'⌋ that fit (one at least). The first wave's
-    j-th prompt runs in iteration ⌊j / q⌋ (q = K / P' prompts per iteration, ⌊K / P'⌋ whole ones) beside the
-    q·⌊j / q⌋ whose prompts ended before it; a later one beside the B − 1 others. Prefill-first engines give
-    the prompts the whole budget (D = 0)."""
+def _budget_share(eng: EngineConfig, req: Requests, B: int, w: float, D) -> np.ndarray:
+    """u, the iterations of budget a prompt takes beside D decoding requests: chunked, P' / (K − D·w); whole
+    prompts 1/g, the g = ⌊(K − D·w) / P'⌋ that fit (one at least, B at most); a prefill-first engine gives the
+    prompts the whole budget (D = 0)."""
     Pn, (K, chunked) = float(req.new), _budget(eng, req)
-    k = np.arange(n, dtype=float)
-    q = max(K / Pn if chunked else np.floor(K / Pn), 1.0) if np.isfinite(K) else float(B)
-    first = np.minimum(k, np.floor(np.floor(k / q + EPS) * q + EPS))
-    D = np.where(k < B, first, B - 1.0) * w if eng.mixed_prefill else np.zeros(n)
-    room = np.maximum(K - D, 1.0)
+    D = np.asarray(D, dtype=float)
+    room = np.maximum(K - D * w, 1.0) if eng.mixed_prefill else np.full(D.shape, K)
     if chunked:
         return Pn / room
-    return 1.0 / np.clip(np.floor(room / Pn), 1.0, B) if np.isfinite(K) else np.full(n, 1.0 / B)
+    return 1.0 / np.clip(np.floor(room / Pn), 1.0, B) if np.isfinite(K) else np.full(D.shape, 1.0 / B)
 
 
 def _chain(a: np.ndarray, u: np.ndarray, before: float) -> np.ndarray:
@@ -123,23 +120,36 @@ def _chain(a: np.ndarray, u: np.ndarray, before: float) -> np.ndarray:
     return U + np.maximum(before, np.maximum.accumulate(a - (U - u)))
 
 
-def _mixed_admissions(C: int, B: int, n: int, steps: int, lag: int, u: np.ndarray) -> tuple:
+def _mixed_admissions(CBn: tuple, steps: int, lag: int, share) -> tuple:
     """The recurrence of a mixed-prefill engine (module docstring), one block of B requests at a time (each
     depends on the blocks before it only, C > B): (prompt starts s, prompt ends e in iterations, the
-    iteration p_k its prompt ends in, the iteration f_k it ends in)."""
-    e, f = np.zeros(n), np.zeros(n, dtype=np.int64)
-    p = np.zeros(n, dtype=np.int64)
-    a = np.zeros(n)
+    iteration p_k its prompt ends in, the iteration f_k it ends in). A prompt's budget (``share`` of the
+    decoders) is the one left beside the requests decoding in the iteration it starts in: those of the blocks
+    before (p_j < i ≤ f_j, both ascending in j) and the block's own whose prompts ended before it, found in
+    ``LAYOUT_PASSES`` passes over the block."""
+    C, B, n = CBn
+    e, a = np.zeros(n), np.zeros(n)
+    p, f = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     for j in range(0, n, B):
         k = np.arange(j, min(j + B, n))
         freed = np.where(k >= B, f[np.maximum(k - B, 0)] + 1.0, 0.0)
         back = np.where(k >= C, f[np.maximum(k - C, 0)] + 1.0 + lag, 0.0)
         a[k] = np.maximum(freed, back)
-        e[k] = _chain(a[k], u[k], e[j - 1] if j else 0.0)
+        u = share(np.zeros(len(k)))
+        for _ in range(LAYOUT_PASSES):
+            e[k] = _chain(a[k], u, e[j - 1] if j else 0.0)
+            p[k] = np.ceil(e[k] - EPS).astype(np.int64) - 1
+            i = np.floor(e[k] - u + EPS).astype(np.int64)
+            own = np.searchsorted(p[k], i, side="left") - np.searchsorted(p[k] + steps, i, side="left")
+            D = np.searchsorted(p[:j], i, side="left") - np.searchsorted(f[:j], i, side="left") + own
+            u, before = share(D), u
+            if np.array_equal(u, before):
+                break
+        e[k] = _chain(a[k], u, e[j - 1] if j else 0.0)
         p[k] = np.ceil(e[k] - EPS).astype(np.int64) - 1
         f[k] = p[k] + steps
-    s = e - u
-    return s, e, p, f
+        a[k] = e[k] - u  # the prompt's start
+    return a, e, p, f
 
 
 def _mixed_iterations(s, e, p, f, Pn: float) -> tuple:
