@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from collections import defaultdict
-from statistics import median
+from statistics import median, quantiles
 
 from doc_section import RUNS_CSV
 
@@ -38,6 +38,20 @@ def spacings(rows: list[dict]) -> dict[tuple[str, str, int], float]:
         ex, spacing, _ = excess(r)
         groups[(r["engine"], r["model"], int(r["concurrency"]))].append(ex / spacing)
     return {k: median(v) for k, v in sorted(groups.items())}
+
+
+def spacing_quartiles(rows: list[dict]) -> dict[tuple[str, str], tuple[int, float, float, float]]:
+    """(rows, lower quartile, median, upper quartile) of (measured − predicted TTFT) / (G·TPOT / C) by engine and
+    model, over all clients."""
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in rows:
+        ex, spacing, _ = excess(r)
+        groups[(r["engine"], r["model"])].append(ex / spacing)
+    out = {}
+    for key, vals in sorted(groups.items()):
+        q = quantiles(vals, n=4, method="inclusive") if len(vals) > 1 else [vals[0]] * 3
+        out[key] = (len(vals), q[0], q[1], q[2])
+    return out
 
 
 def share_fit(rows: list[dict]) -> tuple[float, float]:
@@ -106,6 +120,8 @@ def main(argv: list[str]) -> int:
     print("| engine | model | clients | spacings (median) |\n| --- | --- | --- | --- |")
     for (eng, model, conc), k in spacings(rows).items():
         print(f"| {eng} | {model} | {conc} | {k:.2f} |")
+    for (eng, model), (n, q1, q2, q3) in spacing_quartiles(rows).items():
+        print(f"{eng} {model} over all clients: {n} rows, spacings median {q2:.2f}, quartiles {q1:.2f} … {q3:.2f}")
     for model in sorted({r["model"] for r in rows if r["engine"] == "trtllm"}):
         sel = [r for r in rows if r["engine"] == "trtllm" and r["model"] == model]
         fa, fb = share_fit(sel)

@@ -104,6 +104,16 @@ KERNELS = {
         "key": "nvfp4",
         "peak": "fp4",
     },
+    # TensorRT-LLM's TRTLLM MoE backend over NVFP4 experts (TRTLLMGenFusedMoE: the TensorRT-LLM-generated
+    # block-scale kernels), which FlashInfer ships as trtllm_fp4_block_scale_moe; TensorRT-LLM's own table times only
+    # its CUTLASS NVFP4 MoE, vLLM 0.19.0's times FlashInfer's at DeepSeek-R1's expert shape among ten
+    "trtllm_gen_nvfp4": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "vllm/0.19.0",
+        "kernel": "vllm_flashinfer_trtllm_moe_fp4",
+        "key": "nvfp4",
+        "peak": "fp4",
+    },
     # each engine's own block-FP8 MoE where no launcher variable picks another (ENGINE_FP8_BLOCK_MOE of
     # llmath.hardware.efficiency_fit): rows only where the stated experts' weights could stream (PHYSICAL)
     "trtllm_gen_fp8_block": {
@@ -228,6 +238,7 @@ CHECK = {
     **{k: MINIMAX for k in KERNELS if KERNELS[k]["key"] == "fp8_block"},
     "trtllm_cutlass_nvfp4": DEEPSEEK,
     "trtllm_deepgemm_fp8_block": DEEPSEEK,
+    "trtllm_gen_nvfp4": DEEPSEEK,
     "vllm_flashinfer_nvfp4": MINIMAX,
 }
 GPT_OSS = ("gpt-oss", 2880, 2880, 128, 4)
@@ -270,7 +281,7 @@ def write_fits(fits: dict[str, dict[str, dict]], out: Path = OUT) -> None:
         "(bf16 for w4a16_mxfp4, fp8 for w4a8_mxfp4_mxfp8 and fp8_block, fp4 for nvfp4), MXFP4, NVFP4 or FP8 weight "
         "bytes",
         "rule": "vLLM moe_perf (0.24.0, its FlashInfer NVFP4 kernel's monolithic rows for vllm_flashinfer_nvfp4; "
-        "0.19.0 for triton_fp8_block; TensorRT-LLM 1.3.0rc20 for trtllm_*), SGLang "
+        "0.19.0 for triton_fp8_block and trtllm_gen_nvfp4; TensorRT-LLM 1.3.0rc20 for the other trtllm_*), SGLang "
         "moe_perf 0.5.14 (sglang_*), the kernel's own rows, balanced routing, EP 1, every moe-TP split; the engines' "
         "own block-FP8 kernels only on rows whose stated experts could stream at the memory bandwidth; median of "
         "repeats per (tokens, moe-TP, "

@@ -75,3 +75,15 @@ def test_collection_rows_keep_the_collections_own_aggregated_rows(tmp_path):
             _row(8, 128, 0.01, 0.3, None, id="own")]  # fmt: skip
     out.write_text(json.dumps({"rows": rows}))
     assert [r["id"] for r in cw.collection_rows(str(out), str(runs))] == ["own"]
+
+
+def test_spacing_quartiles_pool_every_client_count_of_an_engine_and_model():
+    cw = _script()
+    # spacings 1, 0.5, 1.5 (as above) and 0: sorted 0, 0.5, 1, 1.5; inclusive quartiles 0.375, 0.75, 1.125
+    rows = [
+        _row(8, 128, 0.01, 0.2 + 0.16, 0.2),
+        _row(8, 256, 0.01, 0.2 + 0.16, 0.2),
+        _row(8, 512, 0.01, 0.2 + 0.96, 0.2),
+        _row(16, 128, 0.01, 0.1, 0.1),
+    ]
+    assert cw.spacing_quartiles(rows)[("trtllm", "m")] == pytest.approx((4, 0.375, 0.75, 1.125))

@@ -48,6 +48,8 @@ def test_every_number_has_a_source(a):
         assert _covered(src, dtype, "peak_flops_per_s"), dtype
     if a.get("tdp_w") is not None:
         assert _covered(src, "tdp_w"), "tdp_w"
+    if a.get("reported_memory_bytes") is not None:
+        assert _covered(src, "reported_memory_bytes"), "reported_memory_bytes"
     links = a["topology"]
     assert "scale_up" in links
     assert _covered(src, "topology") or all(src.get(f"topology.{k}") for k in links), "topology"
@@ -142,6 +144,18 @@ def test_bad_topology_is_a_clear_error(topology, match):
 def test_bad_tdp_or_kind_is_a_clear_error(field, value):
     with pytest.raises(HardwareError, match=f"'x': {field}="):
         from_dict({**BASE, field: value})
+
+
+def test_reported_memory_is_the_drivers_mib_and_optional():
+    # nvidia-smi on a B200: 183359MiB (Modal's GPU Glossary, "What is nvidia-smi?") = 183,359 × 2^20 bytes
+    assert get("b200").reported_memory_bytes == 183_359 * 2**20
+    assert get("h100-sxm").reported_memory_bytes is None  # not stated: engines keep the label
+    # what an engine takes its share of: the driver's figure only when it reads the driver and one is stated
+    assert get("b200").capacity(from_driver=True) == 183_359 * 2**20
+    assert get("b200").capacity() == 180e9  # NVIDIA's label (DGX B200 datasheet: 1,440 GB over 8 GPUs)
+    assert get("h100-sxm").capacity(from_driver=True) == 80e9
+    with pytest.raises(HardwareError, match="'x': reported_memory_bytes=-1.0 must be a finite number"):
+        from_dict({**BASE, "reported_memory_bytes": -1.0})
 
 
 def test_custom_file_topology_is_optional_and_round_trips(tmp_path):

@@ -31,6 +31,22 @@ def _device(model="llama-3-8b", hw=H100):
     return Device(resolve(model), hw, Precision(), efficiency("expected", hw))
 
 
+def test_sglang_takes_its_share_of_the_memory_the_driver_reports():
+    # nvidia-smi reports 183,359 MiB on a B200 (Modal's GPU Glossary, "What is nvidia-smi?") = 183,359 × 2^20 =
+    # 192,265,846,784 bytes, against NVIDIA's 180 GB label. SGLang sizes --mem-fraction-static from
+    # torch.cuda.mem_get_info (model_runner_kv_cache_mixin.profile_max_num_token, sglang 0.5.9): its pool is
+    # 0.9 × 192,265,846,784 − weights − activations; vLLM's stays 0.9 × 180e9 − the same.
+    b200 = get("b200")
+    dev, req = _device(hw=b200), Requests(1024, 256)
+    weights = 8_030_261_248 * 2  # llama-3-8b parameters × bf16
+    sgl = memory(dev, engines.preset("sglang", b200, gpu_memory_utilization=0.9), req)
+    vll = memory(dev, engines.preset("vllm", b200, gpu_memory_utilization=0.9), req)
+    assert sgl.kv_pool_bytes == pytest.approx(0.9 * 183_359 * 2**20 - weights - sgl.activation_bytes)
+    assert vll.kv_pool_bytes == pytest.approx(0.9 * 180e9 - weights - vll.activation_bytes)
+    # a device the registry gives no driver figure keeps its label for SGLang too
+    assert memory(_device(), engines.preset("sglang", H100, gpu_memory_utilization=0.9), req).capacity_bytes == 80e9
+
+
 def test_single_request_without_chunking_is_the_static_generation():
     # C = 1 and a budget above the prompt (no chunking): TTFT = the prefill of one prompt, TPOT = the mean
     # decode step at batch 1 over contexts P … P+G−2, e2e = TTFT + (G−1)·TPOT: the static batch-1 generation.

@@ -62,9 +62,9 @@ def test_rows_no_script_ran_get_nothing():
 
 
 def test_tp4_fp8_fits_only_with_its_memory_share():
-    # DeepSeek-R1's 671e9 FP8 weights on 4 GPUs are >= 167.7 GB per GPU; B200 holds 180 GB (DGX B200: 1,440 GB
-    # over 8): SGLang's default share for TP 4 (0.85 · 180 = 153 GB) cannot hold them, the script's 0.95 (171 GB)
-    # can, so the run is predicted with it and refused without it
+    # DeepSeek-R1's 671e9 FP8 weights on 4 GPUs are >= 167.7 GB per GPU; SGLang takes its share of what a B200
+    # reports (nvidia-smi: 183,359 MiB = 192.27 GB): its default share for TP 4 (0.85 · 192.27 = 163.4 GB) cannot
+    # hold them, the script's 0.95 (182.7 GB) can, so the run is predicted with it and refused without it
     row = _sglang(8, precision="fp8", tp_size="4", isl="8192", gemm_quant_mode="fp8_block",
                   moe_quant_mode="fp8_block", moe_ep_size="1")  # fmt: skip
     run = to_run(row)

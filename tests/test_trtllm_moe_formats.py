@@ -106,6 +106,33 @@ def test_trtllm_cutlass_nvfp4_fit_reproduces_its_table_at_deepseek_shape(tokens,
     assert float(t) == pytest.approx(ms * 1e-3, rel=entry["held_out"]["p90_abs_err"])
 
 
+# the kernels' tables at decode sizes, DeepSeek-R1's experts, moe-TP 8, EP 1, balanced: (kernel, format, peak, tokens,
+# ms)
+@pytest.mark.parametrize(
+    "kernel, fmt, peak, tokens, ms",
+    [
+        ("trtllm_cutlass_nvfp4", "nvfp4", "fp4", 16, 0.186112),  # row 99218 (moe_torch_flow_cutlass)
+        ("trtllm_cutlass_nvfp4", "nvfp4", "fp4", 64, 0.302997),  # row 99223
+        ("trtllm_deepgemm_fp8_block", "fp8_block", "fp8", 16, 0.261424),  # row 171930 (deepgemm)
+        ("trtllm_deepgemm_fp8_block", "fp8_block", "fp8", 64, 0.424517),  # row 171934
+        # TensorRT-LLM's TRTLLM backend over NVFP4 experts, timed through FlashInfer in vLLM 0.19.0's B200 table
+        # (vllm_flashinfer_trtllm_moe_fp4)
+        ("trtllm_gen_nvfp4", "nvfp4", "fp4", 16, 0.089125),  # row 26266
+        ("trtllm_gen_nvfp4", "nvfp4", "fp4", 64, 0.154203),  # row 26269
+    ],
+)
+def test_deepseek_launcher_kernels_time_decode_passes_at_their_own_shape(kernel, fmt, peak, tokens, ms):
+    # their tables time DeepSeek-R1's own experts down to decode token counts: the fit holds there and replaces the
+    # decode passes' model (class moe) as well as the prefill one's
+    hw = hardware.get("b200")
+    entry = ef.data()["engine_moe_kernel"]["devices"]["b200"][kernel][fmt]
+    x = ef.moe_cost(tokens, 7168, 2048 / 8, 8, 256, fmt, routing="balanced")
+    t = ef.model_time(entry["coef"], *x, hw.peak(peak), hw.memory_bandwidth_bytes_per_s, ef.device_tile("b200"))
+    assert float(t) == pytest.approx(ms * 1e-3, rel=entry["held_out"]["p90_abs_err"])
+    got = launcher_moe_kernel(efficiency("expected", hw), hw, kernel)
+    assert got.fit("moe", fmt) == got.fit("moe_prefill", fmt) == tuple(entry["coef"])
+
+
 def _dsr1_fp4(measured: str, **kw) -> dict:
     notes = f"model=x; silicon_concurrency=4; measured={measured}T00:00:00Z; wip=False"
     base = dict(system="b200_sxm", precision="fp4", gemm_quant_mode="nvfp4", moe_quant_mode="nvfp4", source_notes=notes)
@@ -113,15 +140,18 @@ def _dsr1_fp4(measured: str, **kw) -> dict:
 
 
 def test_deepseek_fp4_b200_rows_take_cutlass_where_the_scripts_picked_it():
-    cutlass = {"moe_kernel": "trtllm_cutlass_nvfp4"}
-    # dsr1_fp4_b200_trt_slurm.sh at e06929c7 / f6a9d0b6: CUTLASS from CONC 256 at 1k/1k and 1k/8k, above 32 at 8k/1k
+    cutlass, trtllm = {"moe_kernel": "trtllm_cutlass_nvfp4"}, {"moe_kernel": "trtllm_gen_nvfp4"}
+    # dsr1_fp4_b200_trt_slurm.sh at e06929c7 / f6a9d0b6: CUTLASS from CONC 256 at 1k/1k and 1k/8k, above 32 at 8k/1k,
+    # MOE_BACKEND="TRTLLM" below
     assert moe_kernel(_dsr1_fp4("2025-12-15"), 256, 1, True) == cutlass
-    assert moe_kernel(_dsr1_fp4("2025-12-15"), 128, 1, True) == {}
+    assert moe_kernel(_dsr1_fp4("2025-12-15"), 128, 1, True) == trtllm
     assert moe_kernel(_dsr1_fp4("2025-11-02", isl=8192), 64, 1, True) == cutlass
-    assert moe_kernel(_dsr1_fp4("2025-11-02", isl=8192), 32, 1, True) == {}
+    assert moe_kernel(_dsr1_fp4("2025-11-02", isl=8192), 32, 1, True) == trtllm
     # dsr1_fp4_b200_trt.sh at daa8239f7 (2026-02-03): CUTLASS when DP_ATTENTION is true, TRTLLM otherwise
     assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 8, True) == cutlass
-    assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 1, True) == {}
+    assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 1, True) == trtllm
+    # outside InferenceX's launchers: no rule
+    assert moe_kernel(_dsr1_fp4("2026-02-03"), 256, 1, False) == {}
     # the FP8 scripts: not this rule (dsr1_fp8_b200_trt.sh at ec7bafaae: TRTLLM at 1k/1k)
     assert moe_kernel(_dsr1_fp4("2026-02-03", precision="fp8"), 256, 8, True) == {"moe_kernel": "trtllm_gen_fp8_block"}
 

@@ -399,7 +399,7 @@ class _Search:
         out: Replica | str | None = _INVALID
         if isinstance(lay, str):
             pass
-        elif weights_leave_no_pool(self.spec, self.p, eng, self.hw.memory_bytes, tp * pp * dpa):
+        elif weights_leave_no_pool(self.spec, self.p, eng, self.hw.capacity(eng.memory_from_driver), tp * pp * dpa):
             where = {"mode": "aggregated", "weights": self.fmt, "tp": tp, "pp": pp, "ep": ep, "dp": dpa}
             rejected.append({**where, "reason": "does not fit"})
             out = None

@@ -99,6 +99,8 @@ class EngineConfig:
     ``cuda_graphs``: decode iterations replay graphs (per-kernel overhead of a graph launch);
     ``kv_fraction_of_free``: the fraction applies to the memory left after weights and buffers (TensorRT-LLM's
     ``free_gpu_memory_fraction``) rather than to the whole device (vLLM's ``gpu_memory_utilization``);
+    ``memory_from_driver``: the share is of the capacity the driver reports (``Hardware.reported_memory_bytes``,
+    where stated), not of the vendor's label (SGLang reads ``torch.cuda.mem_get_info`` at start-up);
     ``kv_admission``: ``reserve`` admits a request only with room for its final KV (TensorRT-LLM's
     GUARANTEED_NO_EVICT), ``on_demand`` allocates KV blocks as tokens arrive (vLLM's paged blocks, SGLang's
     pool with retraction), so the pool holds requests at their mean size over a lifetime, P + (G − 1)/2.
@@ -151,6 +153,7 @@ class EngineConfig:
     cuda_graphs: bool = True
     cuda_graph_bytes: float = 0.0
     kv_fraction_of_free: bool = False
+    memory_from_driver: bool = False
     kv_admission: str = "on_demand"
     replacement_lag: int = 1
     lag_from_arrival: bool = False
@@ -345,7 +348,7 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, draft_bytes: float = 0
     hybrid KV-cache manager allocates per request beside the attention blocks). ``draft_bytes``: a speculative
     draft's weights on each GPU (:func:`draft_weight_bytes`), held beside the target's."""
     p = dev.precision
-    cap = dev.hw.memory_bytes
+    cap = dev.hw.capacity(eng.memory_from_driver)
     tokens = eng.max_num_batched_tokens or req.new
     counted = req.kv_positions(eng.kv_admission == "reserve")
     out = []

@@ -72,15 +72,19 @@ LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_blo
 # experts with MXFP8 activations (moe_config.backend TRTLLM on sm100: W4A8_MXFP4_MXFP8), its CUTLASS MoE over NVFP4
 # experts (moe_config.backend CUTLASS, W4A4 NVFP4), its DeepGEMM MoE over block-FP8 experts (backend DEEPGEMM) and
 # its TensorRT-LLM-generated block-scale MoE (backend TRTLLM on B200, the kernel FlashInfer wraps as
-# trtllm_fp8_block_scale_moe, timed in vLLM's B200 table: TensorRT-LLM's own times only DEEPGEMM there); their fits:
-# engine_moe_kernel
+# trtllm_fp8_block_scale_moe, timed in vLLM's B200 table: TensorRT-LLM's own times only DEEPGEMM there) and the same
+# backend over NVFP4 experts (FlashInfer's trtllm_fp4_block_scale_moe, timed in vLLM 0.19.0's B200 table: TensorRT-LLM's
+# own times only its CUTLASS NVFP4 MoE); their fits: engine_moe_kernel
 LAUNCHER_MOE_KERNELS = (
     "marlin", "flashinfer_mxfp8", "triton_fp8_block", "trtllm_gen_mxfp8", "trtllm_cutlass_nvfp4",
-    "trtllm_deepgemm_fp8_block", "trtllm_gen_fp8_block",
+    "trtllm_deepgemm_fp8_block", "trtllm_gen_fp8_block", "trtllm_gen_nvfp4",
 )  # fmt: skip
 # launcher kernels whose tables time the served models' own expert shapes (MiniMax-M2.5's in vLLM's Triton table;
-# the TensorRT-LLM-generated kernel at eleven shapes): they time decode passes too, not only prefill
-LAUNCHER_MOE_DECODE = ("triton_fp8_block", "trtllm_gen_fp8_block")
+# the TensorRT-LLM-generated kernels at ten and eleven shapes; DeepSeek-R1's in TensorRT-LLM's CUTLASS NVFP4 and
+# DeepGEMM block-FP8 tables): they time decode passes too, not only prefill
+LAUNCHER_MOE_DECODE = (
+    "triton_fp8_block", "trtllm_gen_fp8_block", "trtllm_cutlass_nvfp4", "trtllm_deepgemm_fp8_block", "trtllm_gen_nvfp4",
+)  # fmt: skip
 # each engine's own grouped block-FP8 MoE kernel, by the engine-default kernel its per-kernel tables time (the
 # kernels the aiconfigurator-core 0.12.0 collectors ran each engine's FP8 MoE layer with: vLLM 0.24.0 FlashInfer's
 # TensorRT-LLM MoE on B200 and its Triton experts on Hopper, SGLang 0.5.14 FlashInfer's TensorRT-LLM MoE on B200

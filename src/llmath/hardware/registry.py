@@ -53,11 +53,13 @@ class Hardware:
     kind: str = ""  # one of KINDS ("" = not stated)
     tdp_w: float | None = None
     topology: dict[str, Link] = field(default_factory=dict)  # "scale_up" / "scale_out" / "pcie"
+    reported_memory_bytes: float | None = None  # what the driver reports (nvidia-smi's total), where stated
 
     def __post_init__(self) -> None:
-        for f in ("memory_bytes", "memory_bandwidth_bytes_per_s", "vector_flops_per_s"):
+        for f in ("memory_bytes", "memory_bandwidth_bytes_per_s", "vector_flops_per_s", "reported_memory_bytes"):
             v = getattr(self, f)
-            if (v is not None or f != "vector_flops_per_s") and float_rule(v, MIN_RATE, MAX_RATE):
+            optional = f in ("vector_flops_per_s", "reported_memory_bytes")
+            if (v is not None or not optional) and float_rule(v, MIN_RATE, MAX_RATE):
                 raise HardwareError(f"hardware {self.name!r}: {f}={v!r} must be a finite number in [1e3, 1e21]")
         if not isinstance(self.peak_flops_per_s, dict) or not self.peak_flops_per_s:
             raise HardwareError(f"hardware {self.name!r}: peak_flops_per_s must map at least one dtype to FLOP/s")
@@ -83,6 +85,12 @@ class Hardware:
                 "--dtype/--activations, or give --peak-tflops for a custom device"
             )
         return float(v)
+
+    def capacity(self, from_driver: bool = False) -> float:
+        """Memory bytes an engine takes its share of: the driver's figure where ``from_driver`` and stated,
+        else the vendor's label."""
+        reported = self.reported_memory_bytes if from_driver else None
+        return float(reported if reported is not None else self.memory_bytes)
 
     @property
     def vector_peak(self) -> float:
@@ -185,6 +193,7 @@ _FIELDS = {
     "kind",
     "tdp_w",
     "topology",
+    "reported_memory_bytes",
 }
 
 

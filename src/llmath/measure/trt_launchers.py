@@ -166,7 +166,8 @@ TRT_CHECKPOINT_FORMATS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 # The grouped-expert kernel InferenceX's TensorRT-LLM scripts picked (``moe_config.backend``), where a per-kernel table
-# times it (llmath's ``moe_kernel``, applied to prefill passes): gpt-oss-120b on B200 runs MOE_BACKEND="TRTLLM" in
+# times it (llmath's ``moe_kernel``: prefill passes, and decode passes too for the kernels of
+# ``efficiency_fit.LAUNCHER_MOE_DECODE``): gpt-oss-120b on B200 runs MOE_BACKEND="TRTLLM" in
 # every script in force on its rows, which TensorRT-LLM runs over MXFP4 experts with MXFP8 activations from sm100
 # (``ModelConfig.get_mxfp4_quant_algo``: W4A8_MXFP4_MXFP8; the scripts set no OVERRIDE_QUANT_ALGO)
 INFERENCEX_TRT_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
@@ -179,17 +180,19 @@ INFERENCEX_TRT_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
     },
 }  # fmt: skip
 # DeepSeek-R1 FP4 on B200: the scripts pick MOE_BACKEND="CUTLASS" (NVFP4 experts, W4A4) in some cases, TRTLLM
-# otherwise (whose NVFP4 kernel no per-kernel table times at DeepSeek's expert shape: those rows keep the default
-# model). The plain scripts to 2026-01-28 from a number of clients by lengths; the MTP scripts (from 2026-01-14) and
-# the plain ones from 2026-02-03 wherever the row runs attention-DP
+# otherwise (``trtllm_kernel``: TensorRT-LLM's TRTLLMGenFusedMoE, whose NVFP4 kernel vLLM 0.19.0's B200 table times
+# through FlashInfer). The plain scripts to 2026-01-28 from a number of clients by lengths; the MTP scripts (from
+# 2026-01-14) and the plain ones from 2026-02-03 wherever the row runs attention-DP
 INFERENCEX_TRT_CUTLASS_NVFP4: dict[str, Any] = {
     "model": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp4", "kernel": "trtllm_cutlass_nvfp4",
+    "trtllm_kernel": "trtllm_gen_nvfp4",
     "by_clients_until": "2026-01-28", "from_clients": {(1024, 1024): 256, (1024, 8192): 256, (8192, 1024): 33},
     "source": "SemiAnalysisAI/InferenceX benchmarks/dsr1_fp4_b200_trt_slurm.sh at e06929c7, f6a9d0b6 and 008b91a9d "
               "(CUTLASS from CONC 256 at 1k/1k and 1k/8k, above 32 at 8k/1k, TP 4 and 8); "
               "dsr1_fp4_b200_trt_mtp_slurm.sh at 008b91a9d, dsr1_fp4_b200_trt.sh at daa8239f7 and ec9128280, "
               "dsr1_fp4_b200_trt_mtp.sh at ec9128280 "
-              "(CUTLASS when DP_ATTENTION is true)",
+              "(CUTLASS when DP_ATTENTION is true); MOE_BACKEND=\"TRTLLM\" otherwise in the same scripts, and in "
+              "dsr1_fp4_b200_trt_mtp_slurm.sh at bf3456727 and dsr1_fp4_b200_trt_mtp.sh at 0aae52d4c",
 }  # fmt: skip
 # DeepSeek-R1 FP8 on B200: MOE_BACKEND="DEEPGEMM" (block-scaled FP8 experts) in every script to 2026-01-28; from
 # 2026-01-29 the plain script at 1k/8k from 256 clients and the MTP script (image 1.2.0rc6.post3) with attention-DP,
@@ -345,8 +348,10 @@ def moe_kernel(r: dict[str, str], concurrency: int, dp: int, inferencex: bool) -
         return {}
     if mtp_run(r, inferencex) is None and measured <= c["by_clients_until"]:
         least = c["from_clients"].get((int(r["isl"]), int(r["osl"])))
-        return {"moe_kernel": c["kernel"]} if least is not None and concurrency >= least else {}
-    return {"moe_kernel": c["kernel"]} if dp > 1 else {}
+        cutlass = least is not None and concurrency >= least
+    else:
+        cutlass = dp > 1
+    return {"moe_kernel": c["kernel"] if cutlass else c["trtllm_kernel"]}
 
 
 def _trtllm_gen_fp8(r: dict[str, str], measured: str) -> bool:
