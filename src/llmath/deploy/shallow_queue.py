@@ -32,6 +32,7 @@ request, as the benchmark clients report them.
 from __future__ import annotations
 
 from bisect import bisect_right
+from functools import partial
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from llmath.deploy.serving import Decoding, EngineConfig, Requests, _budget, act
 EPS = 1e-9
 MAX_LAG = 64  # iterations a follow-up's front end is followed through at most
 MAX_ROUNDS = 64  # prompts per client followed one by one
+MAX_REQUESTS = 100_000  # requests followed at one concurrency (fewer rounds beyond; the deep queue beyond that)
 LAYOUT_PASSES = 4  # layouts of a block's prompts beside the decoders of their iterations, at most
 SHALLOW = 3  # the recurrence below SHALLOW·B clients; beyond, the deep queue's cycles (llmath.deploy.capped_loop)
 
@@ -58,7 +60,7 @@ def shallow_capped(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, 
     span = o_req + waves[0] + steps * waves[2] + (np.ceil(C / B - 1e-9) - 1) * waves[1]
     ttft, step_s, span = (np.array(np.broadcast_to(x, np.shape(C)), dtype=float) for x in (ttft, step_s, span))
     lags = np.broadcast_to(lag, np.shape(C))
-    for i in np.flatnonzero((C > B) & (C < SHALLOW * B)):
+    for i in np.flatnonzero((C > B) & (C < SHALLOW * B) & (C <= MAX_REQUESTS)):
         one = np.zeros(np.shape(C), dtype=bool)
         one[i] = True
         ttft[i], step_s[i], span[i] = _point(dec.select(one), eng, req, (int(C[i]), int(B[i]), m), int(lags[i]), o_req)
@@ -67,14 +69,14 @@ def shallow_capped(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, 
 
 def _point(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, lag: int, o_req: float) -> tuple:
     """One concurrency's (mean TTFT, mean decode iteration, the time the last request ends). Beyond
-    ``MAX_ROUNDS`` prompts per client the loop is followed that far and the last round's requests stand for
-    the rounds after it (the transient is over by then)."""
+    ``MAX_ROUNDS`` prompts per client (or ``MAX_REQUESTS`` requests) the loop is followed that far and the last
+    round's requests stand for the rounds after it (the transient is over after about B / (C − B) rounds)."""
     C, B, m = CBm
     steps = req.decode_steps / dec.tokens
     whole = int(round(steps))
-    rounds = min(max(int(round(m)), 1), MAX_ROUNDS)
+    rounds = min(max(int(round(m)), 1), MAX_ROUNDS, max(MAX_REQUESTS // C, 1))
     n = C * rounds
-    share = lambda D: _budget_share(eng, req, B, dec.width, D)  # noqa: E731
+    share = partial(_budget_share, eng, req, B, dec.width)
     if eng.mixed_prefill:
         s, e, p, f = _mixed_admissions((C, B, n), whole, lag, share)
         kinds = _mixed_iterations(s, e, p, f, float(req.new))
