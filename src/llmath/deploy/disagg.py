@@ -4,11 +4,14 @@ from one to the other over the interconnect, and the two pools rate-matched.
 * a **prefill worker** runs prefill-only iterations: ⌊K / P'⌋ whole prompts per iteration (K its token budget),
   or one prompt in ⌈P' / K⌉ chunks; it finishes r_p = prompts / (time of their iterations) requests/s and its
   TTFT share is the time of the iterations one prompt spends (it yields the first token);
-* the **KV transfer** moves the KV cache of the P prompt positions once per request, each prefill GPU its
-  shard over its own link (scale-up when both workers fit one scale-up domain, else scale-out; per
-  direction); its time adds to TTFT (not overlapped with the prefill, an upper bound: engines stream layer
-  by layer), and so do the decode server's steps until it answers the request (:func:`first_token_decode_s`:
-  its executor's loop, TensorRT-LLM 2.5 steps, SGLang 1.5; ``data/engines.json``);
+* the **KV transfer** moves the KV cache of the P prompt positions once per request over the GPUs' own links
+  (scale-up when both workers fit one scale-up domain, else scale-out; per direction): in the planner's grid each
+  prefill GPU its shard; in :func:`serve_disaggregated` each decode rank receives what its cache holds (the
+  whole latent cache of a multi-head latent attention on every tensor-parallel rank) from the prefill ranks
+  that hold the prompt (one with attention-DP), :func:`kv_transfer_s`; its time adds to TTFT (not overlapped
+  with the prefill, an upper bound: engines stream layer by layer), and so do the decode server's steps until
+  it answers the request (:func:`first_token_decode_s`: its executor's loop, TensorRT-LLM 2.5 steps, SGLang 1.5;
+  ``data/engines.json``);
 * a **decode worker** holds B sequences decoding (at most what its KV pool admits and ``max_num_seqs``), one
   token each per step of time τ_d(B), so it finishes r_d = B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
 * **rate matching**: x prefill workers need y = ⌈x·r_p / r_d⌉ decode workers; the pair sustains x·r_p
@@ -204,21 +207,24 @@ def disagg_grid(
 
 
 def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Requests, name: str, speculation=None,
-          eager: bool = False):  # fmt: skip
+          eager: bool = False, moe_kernel: str = ""):  # fmt: skip
     """(Decoding, engine preset, Memory) of one pool's replica layout ``pool`` (tp, pp, dp, ep, workers), with
     ``speculation``'s draft placed on it and held in its memory (:func:`pool_memory`); ``eager``: its passes are
     launched without a CUDA graph, each at least its kernels × the engine's ``eager_host_per_kernel_s``
-    (:func:`llmath.hardware.roofline.eager_host_s`)."""
+    (:func:`llmath.hardware.roofline.eager_host_s`); ``moe_kernel``: the grouped-expert kernel its servers were
+    configured with, timing its prefill and decode passes (:func:`llmath.hardware.kernels.launcher_moe_kernel`;
+    "": the engine's default)."""
     from llmath.deploy import engines
     from llmath.deploy.layout import ParallelConfig, make_layout
     from llmath.deploy.serving import check_fits
-    from llmath.hardware.kernels import engine_fp4_gemm
+    from llmath.hardware.kernels import engine_fp4_gemm, launcher_moe_kernel
     from llmath.hardware.roofline import efficiency
 
     lay = make_layout(spec, ParallelConfig(None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp")))
     eng = engines.preset(engine, hw, tp=lay.tp)
     host = eng.overheads.eager_host_per_kernel_s if eager else 0.0
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)
+    eff = launcher_moe_kernel(eff, hw, moe_kernel, decode=True)  # the pool's servers run it in every pass
     dev = Device(spec, hw, p, eff, "flash", eng.cuda_graphs, lay, eager_host_s=host)
     dec = pool_decoding(dev, speculation)
     mem = pool_memory(dec.dev, eng, req, dec.draft, speculation.method if speculation else "")
@@ -246,7 +252,8 @@ def checked_pool(name: str, pool: object) -> dict:
 def serve_disaggregated(model, hardware, *, workload: Workload | None = None, prefill: dict, decode: dict,
                         engine: str = "trtllm", precision=None, efficiency_mode: str = "expected",
                         speculation: Speculation | None = None, decode_max_batch: int | None = None,
-                        eager_prefill: bool | None = None, **keywords) -> dict:  # fmt: skip
+                        eager_prefill: bool | None = None, moe_kernels: dict | None = None,
+                        **keywords) -> dict:  # fmt: skip
     """A closed loop of ``concurrency`` requests (``workload``: a :class:`~llmath.deploy.workload.Workload` of
     ``prompt``, ``gen``, ``concurrency``, ``prompts_per_client``) on ``prefill["workers"]`` prefill replicas
     and ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
@@ -268,28 +275,28 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
 
     ``eager_prefill``: whether the prefill servers launch their passes without a CUDA graph (each pass then takes
     at least its kernels × the engine's host time per kernel, :func:`prefill_eager`); None: the engine preset's
-    ``eager_prefill``. The decode servers replay their graphs."""
+    ``eager_prefill``. The decode servers replay their graphs.
+
+    ``moe_kernels``: each pool's grouped-expert kernel (``{"prefill": K, "decode": K}``, K one of
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; TensorRT-LLM's ``moe_config.backend``)."""
     from llmath.errors import WorkloadError
-    from llmath.hardware import get as get_hardware
-    from llmath.hardware.execution import checkpoint_precision
-    from llmath.model.registry import resolve
 
     w = _closed_loop(workload, keywords)
     prompt, concurrency, prompts_per_client = w.prompt, cast(float, w.concurrency), w.prompts_per_client
     if speculation is not None and not isinstance(speculation, Speculation):
         raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
     prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
-    spec = resolve(model)
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    p = checkpoint_precision(model, precision)[0]
+    spec, hw, p = _resolved(model, hardware, precision)
     req = Requests(prompt, w.gen)
-    eager = prefill_eager(engine, hw, eager_prefill)
-    pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation, eager)
-    ddec, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode", speculation)
+    eager, kernels = prefill_eager(engine, hw, eager_prefill), checked_moe_kernels(moe_kernels)
+    pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation, eager,
+                          kernels.get("prefill", ""))  # fmt: skip
+    ddec, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode", speculation,
+                             moe_kernel=kernels.get("decode", ""))  # fmt: skip
     pdev, ddev = pdec.dev, ddec.dev
     x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
     pre = _prefill_pass(pdec, peng, req, concurrency / (x * pdev.dp))
-    t_kv = kv_transfer_s(pdec, prompt, hw, ddev.gpus)
+    t_kv = kv_transfer_s(pdec, prompt, hw, ddev)
     cap, handoff = _decode_cap(dmem.max_resident, decode_max_batch), (t_kv, first_token_decode_steps(engine))
     ranks, lag = y * ddev.dp, context_replacement_lag(engine, peng.replacement_lag)
     ttft, tpot, B = _closed_loop_times(pre, ddec, deng, req, concurrency, ranks, cap, handoff, prompts_per_client, lag)
@@ -302,6 +309,36 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
             "tokens_per_step": ddec.tokens}  # fmt: skip
+
+
+def _resolved(model, hardware, precision):
+    """(ModelSpec, Hardware, Precision) of :func:`serve_disaggregated`'s arguments: the checkpoint's formats unless
+    ``precision`` is given (a :class:`~llmath.model.dtypes.Precision` or a dtype name, as :func:`llmath.serve`
+    takes it)."""
+    from llmath.deploy.arguments import precision_arg
+    from llmath.hardware import get as get_hardware
+    from llmath.hardware.execution import checkpoint_precision
+    from llmath.model.registry import resolve
+
+    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
+    return resolve(model), hw, checkpoint_precision(model, precision_arg(precision))[0]
+
+
+def checked_moe_kernels(moe_kernels: object) -> dict:
+    """``moe_kernels`` (:func:`serve_disaggregated`) as given (None: {}), or a :class:`LayoutError` naming the key
+    or kernel and the rule."""
+    from llmath.hardware.efficiency_fit import LAUNCHER_MOE_KERNELS
+
+    if moe_kernels is None:
+        return {}
+    if not isinstance(moe_kernels, dict):
+        raise LayoutError(f"moe_kernels={moe_kernels!r} must be a dict of 'prefill' and/or 'decode' to a kernel name")
+    for pool, kernel in moe_kernels.items():
+        if pool not in ("prefill", "decode"):
+            raise LayoutError(f"moe_kernels[{pool!r}]: not a pool; give 'prefill' and/or 'decode'")
+        if kernel and kernel not in LAUNCHER_MOE_KERNELS:
+            raise LayoutError(f"moe_kernels[{pool!r}]={kernel!r}: not a known MoE kernel; use {LAUNCHER_MOE_KERNELS}")
+    return moe_kernels
 
 
 def prefill_eager(engine: str, hw: Hardware, eager_prefill: bool | None) -> bool:
@@ -330,13 +367,33 @@ def context_replacement_lag(engine: str, preset_lag: int) -> int:
     return preset_lag if stated is None else int(stated)
 
 
-def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, decode_gpus: int) -> float:
-    """Seconds to send one prompt's KV cache (the target's, and its draft's) from a prefill replica of ``pdec`` to a
-    decode replica of ``decode_gpus`` GPUs, each prefill GPU its shard over its own link (:func:`link_bytes_per_s`)."""
+def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, ddev: Device) -> float:
+    """Seconds to send one prompt's KV cache (the target's, and its draft's) from a prefill replica of ``pdec`` to
+    a decode replica ``ddev``, each GPU over its own link (:func:`link_bytes_per_s`): every attention rank of the
+    decode replica that serves the request receives what its cache holds of it (:func:`kv_receivers`; a draft's
+    KV in the same share), from the prefill replica's attention ranks that hold it (one with attention-DP), so the
+    transfer takes the longer of the senders' share of all the bytes and one receiver's bytes, each over one
+    link."""
     dev = pdec.dev
-    kv = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, "flash"))
-    kv += draft_kv_bytes(pdec.draft, prompt, per_gpu=False)
-    return kv / link_bytes_per_s(hw, dev.gpus, dev.gpus + decode_gpus)
+    receivers, per_receiver = kv_receivers(ddev, prompt)
+    whole = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, "flash"))
+    per_receiver *= 1.0 + draft_kv_bytes(pdec.draft, prompt, per_gpu=False) / whole  # the draft's, alike
+    senders = max(dev.gpus // max(dev.dp, 1), 1)  # one attention-DP rank holds a request's prompt
+    link = link_bytes_per_s(hw, 1, dev.gpus + ddev.gpus)
+    return max(receivers * per_receiver / senders, per_receiver) / link
+
+
+def kv_receivers(ddev: Device, prompt: int) -> tuple[int, float]:
+    """(decode ranks that hold one request's KV cache, the bytes each holds of a ``prompt``-token prompt): the
+    attention ranks of one attention-DP replica (with attention-DP one rank holds the request), each its own
+    rank's share (:func:`.step.kv_bytes_per_sequence` on its decode table: a head shard, or the whole latent
+    cache of a multi-head latent attention, which every tensor-parallel rank holds)."""
+    ranks = max(ddev.gpus // max(ddev.dp, 1), 1)
+    held = sum(
+        float(kv_bytes_per_sequence(ddev.spec, prompt, ddev.precision, "flash", part.decode)) for part in ddev.parts
+    )
+    stages = len(ddev.parts)
+    return ranks, held / stages
 
 
 def _closed_loop_times(pre, ddec, deng, req: Requests, c: float, ranks: int, cap: int, handoff, m: float, lag):

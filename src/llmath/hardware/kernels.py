@@ -293,7 +293,7 @@ def _engine_nvfp4_moe(fits: tuple, hw: Hardware, engine: str) -> tuple:
     return tuple(k for k in fits if k[:2] != ("moe", "nvfp4")) + (("moe", "nvfp4", tuple(own)),)
 
 
-def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str) -> Efficiency:
+def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str, decode: bool = False) -> Efficiency:
     """``eff`` with the grouped-expert ``kernel`` a launcher picked (``EngineConfig.moe_kernel``, one of
     :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`) for the prefill passes' routed experts (class
     ``moe_prefill``), for each format whose per-kernel table times that kernel on ``hw``
@@ -303,13 +303,15 @@ def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str) -> Ef
     over: docs/efficiency.md, "MoE kernels as InferenceX's vLLM launchers pick them"), except for the kernels of
     :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_DECODE`, whose fits replace the ``moe`` one too. A kernel
     over 4-bit float experts (MXFP4) drops the engine's own NVFP4 MoE fit (:func:`_engine_nvfp4_moe`): the
-    launcher's kernel runs every pass, so decode keeps the GEMM models there."""
+    launcher's kernel runs every pass, so decode keeps the GEMM models there. ``decode``: the kernel's fit times the
+    decode passes as well, whatever the kernel (a server configured with it runs it in every pass, and its table
+    times the served model's expert shape)."""
     if not kernel or hw is None or not any(cls == "moe" for cls, _, _ in eff.kernel_fits):
         return eff
     got = {f: tuple(c) for f in ef.LAUNCHER_MOE_RUNS if (c := ef.engine_moe_kernel(hw.name, kernel, f)) is not None}
     if not got:
         return eff
-    classes = ("moe_prefill", "moe") if kernel in ef.LAUNCHER_MOE_DECODE else ("moe_prefill",)
+    classes = ("moe_prefill", "moe") if decode or kernel in ef.LAUNCHER_MOE_DECODE else ("moe_prefill",)
     kept = tuple(k for k in eff.kernel_fits if not (k[0] in classes and k[1] in got))
     if any(ef.LAUNCHER_MOE_STORED[f] == "fp4" for f in got):  # 4-bit experts: the engine's NVFP4 kernel does not run
         kept = tuple(k for k in kept if k[:2] != ("moe", "nvfp4"))

@@ -69,6 +69,23 @@ ACCEPTANCE_BY_PROMPTS: dict[bool, tuple[float, float] | None] = {
 # low-latency-dep4-1p-tep8-5d.yaml and max-tpt-dep4-1p-dep8-1d.yaml, h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml,
 # h200/1k1k/bs256-1p6d-dep-mtp.yaml (srt-slurm as the InferenceX master file's CONFIG_FILE names them)
 SGLANG_MTP_DRAFT_TOKENS = 2
+# The grouped-expert kernel each pool of InferenceX's TensorRT-LLM DeepSeek-R1 B200 recipes runs
+# (``trtllm_config.{prefill,decode}.moe_config.backend``), by (system, precision): FP8 runs TRTLLM (TensorRT-LLM's
+# TensorRT-LLM-generated block-scale MoE) on a pool whose experts are tensor-parallel (``moe_expert_parallel_size:
+# 1``) and DEEPGEMM on one that splits them (EP 8): ishandhanani/srt-slurm at fe2cd905
+# ``recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen3_tp8_batch1024_eplb0_mtp0_128.yaml`` (prefill EP 8 DEEPGEMM, decode EP 1
+# TRTLLM), ``…/1k1k/mtp/ctx1_gen8_tp8_batch8_eplb0_mtp3_64.yaml`` (the same), ``…/1k1k/stp/
+# ctx1_gen5_dep8_batch48_eplb0_mtp0_1920.yaml`` (decode EP 8 DEEPGEMM), and at e71238b3 ``recipes/trtllm/b200-fp8/8k1k/
+# stp/ctx1_gen4_tp8_batch32_eplb0_mtp0_128.yaml`` (prefill and decode EP 1 TRTLLM). FP4 runs CUTLASS on a decode pool
+# with attention-DP and TRTLLM (the engine's default NVFP4 kernel here) elsewhere: connorcarpenter15/srt-slurm at
+# 5a156f6b ``recipes/trtllm/b200-fp4/1k1k/stp/ctx1_gen5_tep8_batch32_eplb0_mtp0.yaml`` (decode TP 8 EP 8 TRTLLM, prefill
+# attention-DP TRTLLM), ``…/1k1k/stp/ctx1_gen5_dep8_batch32_eplb0_mtp0.yaml`` and ``…/8k1k/mtp/
+# ctx5_gen1_dep8_batch192_eplb0_mtp1.yaml`` (decode attention-DP CUTLASS, prefill TRTLLM). Kernel names:
+# :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS` ("": the engine's default)
+RECIPE_TRT_MOE_KERNELS: dict[tuple[str, str], dict[str, str]] = {
+    ("b200_sxm", "fp8"): {"ep1": "trtllm_gen_fp8_block", "ep": "trtllm_deepgemm_fp8_block"},
+    ("b200_sxm", "fp4"): {"decode_adp": "trtllm_cutlass_nvfp4"},
+}
 # The 2026-04-06 collection stamps a run with its day alone; the earlier collection holds some of the same runs
 # with their time (:func:`timed_copies`)
 DAY_ONLY = re.compile(r"measured=(\d{4}-\d\d-\d\d)T00:00:00\.000Z")
@@ -239,4 +256,20 @@ def timed_copies(rows: list[dict[str, str]]) -> list[dict[str, str]]:
         if len(times) == 1:
             r = {**r, "source_notes": DAY_ONLY.sub(f"measured={times.pop()}", r["source_notes"])}
         out.append(r)
+    return out
+
+
+def recipe_moe_kernels(r: dict[str, str], prefill: Any, decode: Any) -> dict[str, str]:
+    """The grouped-expert kernel each pool of an InferenceX TensorRT-LLM disaggregated row runs
+    (:data:`RECIPE_TRT_MOE_KERNELS`), given the pools' replica layouts (``ep``, ``dp``: attention-DP ranks):
+    ``{"prefill": K, "decode": K}`` where the recipes set another kernel than the engine's default; {} elsewhere."""
+    rule = RECIPE_TRT_MOE_KERNELS.get((r.get("system", ""), r.get("precision", "")))
+    if r.get("backend") != "trtllm" or rule is None or "silicon_concurrency=" not in r.get("source_notes", ""):
+        return {}
+    out = {}
+    for name, pool in (("prefill", prefill), ("decode", decode)):
+        kernel = rule.get("ep1" if pool.ep == 1 else "ep", "")
+        kernel = rule.get("decode_adp", kernel) if name == "decode" and pool.dp > 1 else kernel
+        if kernel:
+            out[name] = kernel
     return out

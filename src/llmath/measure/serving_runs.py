@@ -357,7 +357,7 @@ def with_recipe(run: Run, r: dict[str, str]) -> Run:
         return run
     found = recipe_for(r, run.concurrency)
     if found.prefill is None and found.decode is None:
-        return replace(recipe_defaults(run), recipe=found.group)
+        return with_moe_kernels(replace(recipe_defaults(run), recipe=found.group), r)
     settings = {"decode_max_batch": found.decode_max_batch, "draft_tokens": found.draft_tokens}
     kept = tuple((k, v) for k, v in settings.items() if v is not None)
     assert run.prefill is not None and run.decode is not None
@@ -365,7 +365,16 @@ def with_recipe(run: Run, r: dict[str, str]) -> Run:
     spec = mtp_speculation(found.draft_tokens, SA_BENCH) if found.draft_tokens else None
     run = replace(run, prefill=pre, decode=dec, recipe=found.group, engine_settings=(*run.engine_settings, *kept),
                   speculation=spec)  # fmt: skip
-    return run if found.decode is not None else recipe_defaults(run)
+    return with_moe_kernels(run if found.decode is not None else recipe_defaults(run), r)
+
+
+def with_moe_kernels(run: Run, r: dict[str, str]) -> Run:
+    """The run with its pools' grouped-expert kernels (``prefill_moe_kernel``, ``decode_moe_kernel``) as their
+    recipes set them (:func:`llmath.measure.disagg_recipes.recipe_moe_kernels`)."""
+    from llmath.measure.disagg_recipes import recipe_moe_kernels
+
+    kept = tuple((f"{pool}_moe_kernel", k) for pool, k in recipe_moe_kernels(r, run.prefill, run.decode).items())
+    return replace(run, engine_settings=(*run.engine_settings, *kept))
 
 
 def _recipe_layout(pool: tuple[int, int, int, bool] | None, stated: Layout) -> Layout:
@@ -495,6 +504,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
             decode=dict(tp=D.tp, pp=D.pp, dp=D.dp, ep=D.ep, workers=D.workers), precision=prec,
             speculation=speculation, decode_max_batch=settings.get("decode_max_batch"),
             eager_prefill=settings.get("eager_prefill"),
+            moe_kernels={p: k for p in ("prefill", "decode") if (k := settings.get(f"{p}_moe_kernel"))},
         )  # fmt: skip
         return {"ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"]}
 
