@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmath.deploy.serving import Requests
+from llmath.deploy.overheads import Overheads
+from llmath.deploy.replacement import joined_passes
+from llmath.deploy.serving import EngineConfig, Requests, SteadyState
 
 
 def deep_queue(CBm: tuple, req: Requests, steps, burst: tuple, taus: tuple, wave_1: tuple) -> tuple:
@@ -35,7 +37,7 @@ def deep_queue(CBm: tuple, req: Requests, steps, burst: tuple, taus: tuple, wave
     n_b = np.maximum(np.ceil(n_w - 1e-9), 1.0)
     last = 1 - np.minimum(B, np.floor((n_b - 1) * T_b / float(req.new) + 1e-9)) / B  # ending in the remainder
     own = (I_s - 1) * tau_b + (1 - last) * tau_b + last * part_b
-    cycle_s = (n_b - 1) * tau_b + part_b + np.maximum(L - n_b, 0.0) * tau_d
+    cycle_s = cycle_time(n_w, L, taus)
     step_q = (cycle_s - own) / np.maximum(steps, 1e-9)
     # a first-wave request decodes through the prefills of the queued requests admitted before it ends
     later_1 = _admitted_before(B, C - B, np.maximum(np.floor(T_b / float(req.new) + 1e-9), 1.0))
@@ -44,6 +46,14 @@ def deep_queue(CBm: tuple, req: Requests, steps, burst: tuple, taus: tuple, wave
     n, n_last = m * C, np.minimum(B, m * C - B)
     step_s = (B * first_1 + n_last * step_1 + (n - B - n_last) * step_q) / n
     return _binding_ttft((C, B, m), cycle_s, (ttft_1, ttft_1 + steps * first_1), own), step_s
+
+
+def cycle_time(n_w, L, taus: tuple):
+    """A place's cycle when the queue refills it at once: the burst's n_b = ⌈n_w⌉ iterations (full ones at τ_b,
+    the remainder at its own cost) and pure decode (τ_d) up to L iterations."""
+    tau_b, part_b, tau_d = taus
+    n_b = np.maximum(np.ceil(n_w - 1e-9), 1.0)
+    return (n_b - 1) * tau_b + part_b + np.maximum(L - n_b, 0.0) * tau_d
 
 
 def _admitted_before(B, queued, g):
@@ -72,3 +82,32 @@ def _binding_ttft(CBm: tuple, cycle_s, wave_1: tuple, admitted_s):
     first = (B * ttft_1 + (C - B) * (end_1 - cycle_s + admitted_s) + cycles * cycle_s) / C
     later = (C / B - 1) * cycle_s + admitted_s
     return first / m + (1 - 1 / m) * later
+
+
+def queued_cycles(C, B, m: float):
+    """Mean cycles a request queues for a free place when C > B requests are in flight, first come first
+    served over the clients' C·m requests: request r (0-based) is admitted in cycle ⌊r / B⌋; the first C are
+    sent at once (Σ ⌊r / B⌋ = B·q(q − 1)/2 + s·q over them, C = q·B + s), every later one when request r − C
+    finishes, ⌊r / B⌋ − ⌊(r − C) / B⌋ − 1 cycles before its own, C / B − 1 on average."""
+    q = np.floor(C / B + 1e-9)
+    first = B * q * (q - 1) / 2 + (C - q * B) * q
+    return (first + (m - 1) * C * (C / B - 1)) / (m * C)
+
+
+def queue_wait(CB: tuple, held, transit):
+    """Mean wait for a place when C > B requests are in flight out of step (output lengths that vary): a
+    client's request spends ``transit`` from its send to where the engine could take it in (its front end and
+    the replacement lag), W_q in the queue and H = ``held`` − ``transit`` in its place (``held``: its TTFT
+    without a queue and its decoding). The B places are busy while requests queue, so B = X·H, and the C
+    clients go round at X = C / (transit + W_q + H) (Little's law): W_q = (C − B)/B·H − transit, none when
+    that is negative (places then idle while the follow-ups are on their way)."""
+    C, B = CB
+    return np.maximum((C - B) / B * (held - transit) - transit, 0.0)
+
+
+def transit_s(eng: EngineConfig, ov: Overheads, req: Requests, ss: SteadyState):
+    """A follow-up's time from its send to the pass that could take it in: the passes it joins after
+    (:func:`llmath.deploy.replacement.joined_passes`), each of the steady state's mean iteration."""
+    f = ss.mixed_fraction
+    mean = f * ss.step_mixed_s + (1 - f) * ss.step_decode_s
+    return joined_passes(eng, ov.served_request_s(req.prompt), ss.step_decode_s) * mean

@@ -29,7 +29,8 @@ usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed length
   the rest are pure decode of all B requests (τ_d); a request does not decode in its own prefill iterations;
 * the benchmark's mean TTFT is the first wave's with weight 1/m and the following waves' with weight
   1 − 1/m (m prompts per client); requests beyond B_max wait in the engine's queue, a freed place taking its
-  head at once (:mod:`llmath.deploy.capped_loop`; prefill-first engines: :func:`_queued_cycles`).
+  head at once (C ≥ 2B: :mod:`llmath.deploy.capped_loop`; B < C < 2B, where the groups that end together
+  split apart from cycle to cycle: the admission recurrence of :mod:`llmath.deploy.shallow_queue`).
 
 When the output lengths vary (a length distribution: benchmark clients' ``--random-range-ratio`` draws them
 uniformly from [⌊r·G⌋, G]), the first wave still starts together, but its requests finish after different
@@ -62,7 +63,7 @@ from dataclasses import fields, replace
 import numpy as np
 
 from llmath.deploy.burst import flow_decoders, wave_kinds
-from llmath.deploy.capped_loop import deep_queue
+from llmath.deploy.capped_loop import cycle_time, deep_queue, queue_wait, queued_cycles, transit_s
 from llmath.deploy.replacement import joined_passes, staggered_wait
 from llmath.deploy.serving import (
     Decoding,
@@ -75,6 +76,7 @@ from llmath.deploy.serving import (
     active_overheads,
     steady_state,
 )
+from llmath.deploy.shallow_queue import shallow_capped
 from llmath.deploy.step import Device
 from llmath.deploy.workload import PROMPTS_PER_CLIENT
 from llmath.errors import WorkloadError
@@ -115,7 +117,7 @@ def lockstep_state(
 ) -> SteadyState:
     """The benchmark clients' closed loop at each concurrency (numpy array; module docstring).
     ``replace=False``: offline, the C requests queued at once and none sent after them (one wave; the queued
-    ones wait for the cycles ahead of them, :func:`_queued_cycles`)."""
+    ones wait for the cycles ahead of them, :func:`~llmath.deploy.capped_loop.queued_cycles`)."""
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     C = np.asarray(concurrency, dtype=float)
     if np.any(C < 1):
@@ -146,31 +148,24 @@ def lockstep_state(
         wave_1 = _mixed_cycle(*cycle_args, 1.0, o_req)[::2]  # the first wave's (TTFT, decode iteration)
         queued = deep_queue((C, B, m), req, steps, (n_w, T_b, I_s, L), (tau_b, part_b, tau_d), wave_1)
         ttft, step_s = np.where(C > B, queued[0], ttft), np.where(C > B, queued[1], step_s)
+        cycle_s, whole_1 = cycle_time(n_w, L, (tau_b, part_b, tau_d)), first_wave[2]
     else:  # prefill-first: nobody decodes while a prompt waits, so every wave comes back whole (module docstring)
         k_mean, first, whole_s = _burst_positions(B, float(req.new), T_b, n_w, tau_b, np.zeros_like(tau_b))
         wait, seen = k_mean, np.maximum(np.ceil(n_w - 1e-9), 1.0) - k_mean  # batches up to its own; after it
         step_s = (whole_s - first + steps * tau_d) / np.maximum(steps, 1e-9)
         # every wave, the first included, comes into an idle engine; the queue drains B per cycle of L iterations
-        ttft = first + o_req + _queued_cycles(C, B, m) * L * tau_c
+        ttft = first + o_req + queued_cycles(C, B, m) * L * tau_c
+        lag, cycle_s, whole_1 = joined_passes(eng, o_req, tau_d), L * tau_c, whole_s
+    # between B and 2B clients the queue's transient (module llmath.deploy.shallow_queue); offline, the span
+    ttft, step_s, span = shallow_capped(dec, eng, req, (C, B, m), lag, (ttft, step_s), (whole_1, cycle_s, tau_d))
     e2e = ttft + steps * step_s
     a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
     o_ttft = wait * o_m + o_req
     o_tpot = (q * o_m + (1 - q) * o_d) / a
     p50, p90, p99 = _quantiles((0.5, 0.9, 0.99), q, 1.0, tau_b / a, tau_b / a, tau_d / a)
-    # closed loop: Little's law (C in flight); offline: the engine's own rate, B requests per cycle
-    rps = C / e2e if replace else B / (L * tau_c)
+    rps = C / e2e if replace else C / span  # Little's law (C in flight); offline: C by the time the last ends
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, rps * req.mean_gen, rps, B - group,
                        T_b, np.minimum(n_w / L, 1.0), tau_d, tau_b, o_ttft, o_tpot)  # fmt: skip
-
-
-def _queued_cycles(C, B, m: float):
-    """Mean cycles a request queues for a free place when C > B requests are in flight, first come first
-    served over the clients' C·m requests: request r (0-based) is admitted in cycle ⌊r / B⌋; the first C are
-    sent at once (Σ ⌊r / B⌋ = B·q(q − 1)/2 + s·q over them, C = q·B + s), every later one when request r − C
-    finishes, ⌊r / B⌋ − ⌊(r − C) / B⌋ − 1 cycles before its own, C / B − 1 on average."""
-    q = np.floor(C / B + 1e-9)
-    first = B * q * (q - 1) / 2 + (C - q * B) * q
-    return (first + (m - 1) * C * (C / B - 1)) / (m * C)
 
 
 EXACT_POSITIONS = 32  # burst iterations summed one by one; beyond, the arithmetic mean of the floor
@@ -357,10 +352,9 @@ def drifting_state(
     P = R[..., 0]
     wave_ttft, per_prompt = _clump(dec, eng, req, (C, B), (1 + (C - 1) * P, (C - 1)[..., None] * R[..., 1:]), uniform)
     first_tpot, wave_tpot, tail = _wave_decoding(dec, eng, req, (B, P, per_prompt), first, uniform)
-    # beyond B_max the C − B requests queue for a slot: each holds one for its TTFT and decoding, so the
-    # engine serves B per such lifetime and a request queues (C − B) / B of them (Little's law)
+    # beyond B_max the C − B requests queue for a place (Little's law: llmath.deploy.capped_loop.queue_wait)
     held = wave_ttft + wave_tpot * req.decode_steps
-    wave_ttft = wave_ttft + np.maximum(C - B, 0.0) / B * held
+    wave_ttft = wave_ttft + queue_wait((C, B), held, transit_s(eng, active_overheads(dec.dev, eng), req, uniform))
     ttft = (first.ttft_s + (share[:, None] * wave_ttft).sum(axis=0)) / m
     tpot = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0) - tail) / m
     e2e = ttft + tpot * req.decode_steps
