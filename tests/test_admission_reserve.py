@@ -3,7 +3,7 @@
 import pytest
 
 from llmath.deploy import engines
-from llmath.deploy.admission_reserve import admitted_positions, reserved_tokens
+from llmath.deploy.admission_reserve import admitted_positions, disaggregated, reserved_tokens
 from llmath.deploy.serving import Requests, memory
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
@@ -57,3 +57,11 @@ def test_sglang_preset_holds_back_its_floor_ratio_and_others_none():
 def test_a_reserve_out_of_range_is_refused_in_one_line(ratio, clip):
     with pytest.raises(WorkloadError, match="new_token_reserve"):
         engines.preset("sglang", H100, new_token_reserve=ratio, new_token_reserve_clip=clip)
+
+
+def test_a_disaggregated_pool_admits_without_the_reserve():
+    # SGLang's decode server admits through DecodePreallocQueue (disaggregation/decode.py, sglang 0.5.9), not
+    # PrefillAdder: its pool counts each request at its KV alone, P + (G − 1)/2 = 1,000 + 1,500 = 2,500 positions.
+    sgl = engines.preset("sglang", H100)
+    assert admitted_positions(disaggregated(sgl), Requests(1000, 3001)) == 2500.0
+    assert admitted_positions(sgl, Requests(1000, 3001)) > 2500.0

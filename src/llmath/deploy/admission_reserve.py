@@ -23,6 +23,7 @@ not counted.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -60,3 +61,11 @@ def admitted_positions(eng: EngineConfig, req: Requests) -> float:
         return held
     g, w = req.lengths
     return held + float((g * w) @ reserved_tokens(g, eng.new_token_reserve, eng.new_token_reserve_clip) / (g @ w))
+
+
+def disaggregated(eng: EngineConfig) -> EngineConfig:
+    """``eng`` as a disaggregated pool's server admits: without the new-token reserve. SGLang's decode server takes
+    its requests through ``DecodePreallocQueue`` (``disaggregation/decode.py``, sglang 0.5.9), which allocates
+    each request's KV before the transfer against the pool less ``SGLANG_NUM_RESERVED_DECODE_TOKENS`` per request,
+    not through ``PrefillAdder``; its prefill server releases a request once its KV is sent."""
+    return replace(eng, new_token_reserve=0.0) if eng.new_token_reserve else eng
