@@ -19,6 +19,9 @@ the kernels, on the critical path unless it overlaps that work with the GPU:
 * ``piecewise_host_per_layer_s``: per attention call of a pass that prefills and replays piecewise CUDA graphs
   (vLLM): the eager attention call and the graph replay around it. Such a pass takes the longer of its GPU time
   and this × its attention calls (:func:`llmath.hardware.roofline.piecewise_host_s`).
+* ``moe_prefill_host_per_layer_s``: per routed-expert layer of a pass that prefills, added to the pass's time
+  (not overlapped with it): the first-token excess of vLLM's MoE passes that prefill, fitted to the measured rows
+  (``docs/serving.md``, "vLLM MoE passes that prefill: a time per routed-expert layer").
 * ``host_step_s`` / ``host_step_per_request_s``: the host's work per step, a constant and a part per request the
   step carries (scheduling, input preparation, sampling bookkeeping, responses): not added, the step lasts the
   longer of its GPU time and that time under an overlap scheduler, the sum without one
@@ -57,6 +60,7 @@ TERMS = (
     "front_end_s",
     "eager_host_per_kernel_s",
     "piecewise_host_per_layer_s",
+    "moe_prefill_host_per_layer_s",
     "host_step_s",
     "host_step_per_request_s",
 )
@@ -75,6 +79,7 @@ class Overheads:
     front_end_s: float = 0.0
     eager_host_per_kernel_s: float = 0.0
     piecewise_host_per_layer_s: float = 0.0
+    moe_prefill_host_per_layer_s: float = 0.0
     host_step_s: float = 0.0
     host_step_per_request_s: float = 0.0
     sources: dict[str, str] = field(default_factory=dict, compare=False)

@@ -84,7 +84,8 @@ def serve(
     host = eager_host_time(eng, graph)
     piecewise = eng.overheads.piecewise_host_per_layer_s if eng.cuda_graphs and not eng.eager_prefill else 0.0
     dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph, eng.eager_host_unit,
-                 host_step=engine_host_step(eng, eff), piecewise_host_s=piecewise)  # fmt: skip
+                 host_step=engine_host_step(eng, eff), piecewise_host_s=piecewise,
+                 moe_prefill_host_s=eng.overheads.moe_prefill_host_per_layer_s)  # fmt: skip
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

@@ -117,6 +117,8 @@ class Device:
     piecewise CUDA graphs (vLLM's default ``cudagraph_mode``: attention runs eagerly between graph pieces); such a
     pass takes the longer of its GPU time and its attention calls × ``piecewise_host_s``
     (:func:`llmath.hardware.roofline.piecewise_host_s`; 0: no such floor).
+    ``moe_prefill_host_s``: the engine's seconds per routed-expert layer of a pass that prefills, added to the
+    pass's time (vLLM's ``moe_prefill_host_per_layer_s``, a term fitted to measured rows; 0: none).
     ``source``: encoder-decoder models only (required there), the source tokens of every request (module doc).
     ``host_step``: the engine's host time per step (:mod:`llmath.deploy.host_step`): an :meth:`iteration` lasts the
     longer of its GPU time and the host's (or their sum without an overlap scheduler); None: no host term.
@@ -135,6 +137,7 @@ class Device:
     eager_host_unit: str = "launch"
     host_step: HostStep | None = None
     piecewise_host_s: float = 0.0
+    moe_prefill_host_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.spec.is_encoder_decoder and self.source < 1:
@@ -272,6 +275,14 @@ class Device:
         floored = np.maximum(cost.time_s, piecewise_host_s(t, self.piecewise_host_s))
         return StepCost(np.where(piecewise, floored, cost.time_s), cost.bytes, cost.flops)
 
+    def _prefill_host(self, cost: StepCost, t: Table, tokens: np.ndarray) -> StepCost:
+        """``cost`` of a pass that prefills over ``t``: the piecewise floor (:meth:`_piecewise_bound`), then
+        ``moe_prefill_host_s`` × the routed-expert layers ``t`` runs added."""
+        cost = self._piecewise_bound(cost, t, tokens)
+        if not self.moe_prefill_host_s:
+            return cost
+        return StepCost(cost.time_s + t.routed_expert_layers * self.moe_prefill_host_s, cost.bytes, cost.flops)
+
     def _eager(self, tokens: np.ndarray, prefill: bool) -> bool | np.ndarray:
         """Whether a pass of ``tokens`` (holding a prefill token or not) runs without a CUDA graph: every pass where
         ``cuda_graphs`` is off; else one above ``graph_tokens``, and at or below it a pass that prefills where no
@@ -297,7 +308,7 @@ class Device:
                 pre = self._host_bound(
                     self._with_comm(pre, part.prefill_collectives, mixed), t, self._eager(tokens, True)
                 )
-                out.append(self._piecewise_bound(pre, t, tokens))
+                out.append(self._prefill_host(pre, t, tokens))
             if len(out) == 1:
                 return out[0]
             return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(out[1]), _parts(out[0]), strict=True)))
@@ -312,7 +323,7 @@ class Device:
             pre_s = Scenario(nc, c, pf)
             pre = self._time(pt, self._fix(pt, _mono(pt, pre_s), nc * c), nc, nc * c, decode=False)
             pre = self._host_bound(self._with_comm(pre, part.prefill_collectives, pre_s), pt, self._eager(tokens, True))
-            return self._piecewise_bound(pre, pt, tokens)
+            return self._prefill_host(pre, pt, tokens)
 
         pre = _on_rows(has_prefill, prefill, nc, c, pf, tokens)
         return StepCost(*(np.where(has_prefill, a + b, a) for a, b in zip(_parts(dec), _parts(pre), strict=True)))

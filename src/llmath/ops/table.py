@@ -102,6 +102,12 @@ class Table:
         (:attr:`~llmath.ops.core.Op.launches`, ops/launches.py)."""
         return float(sum(op.count * op.launches for op in self.ops))
 
+    @cached_property
+    def routed_expert_layers(self) -> float:
+        """Routed-expert (MoE) layers a pass over the table runs: its router's top-k operators (``moe.topk``, one
+        per MoE layer: :func:`llmath.ops.moe.router`) × their counts; 0 for a dense model."""
+        return float(sum(op.count for op in self.ops if op.name == "moe.topk"))
+
     def experts_hit(self, batch_tokens):
         """Expected distinct experts hit by the MoE layer's tokens (``batch_tokens`` × ``moe_tokens``)."""
         m = self.spec.moe
