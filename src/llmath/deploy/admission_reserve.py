@@ -6,8 +6,8 @@ running requests' remaining output. SGLang does (sglang 0.5.9, ``managers/schedu
 running requests of ``_get_running_request_total_token_offset`` = min(max_new_tokens − tokens out,
 ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``) × ``new_token_ratio``; a prompt is refused (``NO_TOKEN``) when it does
 not fit what is left, on both admission paths (``add_one_req``, and ``add_one_req_ignore_eos`` with
-``ignore_eos`` and the radix cache off, whose own per-request check then counts each running request's whole
-remaining output, tokens it already holds freed in order of tokens left). ``managers/scheduler.py`` lowers
+``ignore_eos`` and the radix cache off, whose further check walks the running requests in order of tokens left,
+counting each one's whole remaining output and freeing its tokens as it finishes). ``managers/scheduler.py`` lowers
 ``new_token_ratio`` after every decode step from 0.7 (``SGLANG_INIT_NEW_TOKEN_RATIO``) to 0.7 × 0.14 = 0.098
 (``SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR``) over 600 steps (``SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS``) and raises it only
 when it retracts requests, so a closed loop that runs thousands of steps without a retraction admits at 0.098.
