@@ -50,6 +50,7 @@ from typing import cast
 
 import numpy as np
 
+from llmath.deploy.admission_reserve import disaggregated
 from llmath.deploy.serving import (
     FIXED_POINT_PASSES,
     Decoding,
@@ -221,7 +222,7 @@ def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Reque
     from llmath.hardware.roofline import efficiency
 
     lay = make_layout(spec, ParallelConfig(None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp")))
-    eng = engines.preset(engine, hw, tp=lay.tp)
+    eng = disaggregated(engines.preset(engine, hw, tp=lay.tp))  # admission without the new-token reserve
     host = eng.overheads.eager_host_per_kernel_s if eager else 0.0
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)
     eff = launcher_moe_kernel(eff, hw, moe_kernel, decode=True)  # the pool's servers run it in every pass

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, cast
 
 from llmath.deploy import engines
+from llmath.deploy.admission_reserve import disaggregated
 from llmath.deploy.arguments import checked
 from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
@@ -204,7 +205,7 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
 def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, sd=None) -> int:
     """The pair's rate-matched pools, both decoding as ``sd`` (a Speculation, or None: one token per step)."""
     p_dec, d_dec = pool_decoding(pre.device, sd), pool_decoding(dec.device, sd)
-    method = sd.method if sd else ""
+    method, eng = sd.method if sd else "", disaggregated(eng)
     mem_p = pool_memory(pre.device, eng, req, p_dec.draft, method)
     mem_d = pool_memory(dec.device, eng, req, d_dec.draft, method)
     if not (mem_p.fits and mem_d.fits) or pre.gpus + dec.gpus > gpus:
@@ -465,7 +466,7 @@ class _Search:
 
     def _pair_cells(self, workers: list, gpus: int, rejected: list, sd: Speculation | None) -> list:
         """(PairCell, ``sd``) of every fitting pair, both pools decoding as ``sd`` (the draft in their memory)."""
-        eng, req, method = self.engine_at(), self.req, sd.method if sd else ""
+        eng, req, method = disaggregated(self.engine_at()), self.req, sd.method if sd else ""
         dec = {key: pool_decoding(rep.device, sd) for key, rep in workers if rep is not None}
         mem = {key: pool_memory(d.dev, eng, req, d.draft, method) for key, d in dec.items()}
         fit = [(key, rep) for key, rep in workers if rep is not None and mem[key].fits]

@@ -21,7 +21,8 @@ concurrency with numpy, not an iteration-by-iteration simulation. Why:
 * the engine holds at most ``B_max = min(max_num_seqs, KV pool / KV bytes a request counts)`` requests: its
   final KV at P + G − 1 positions where admission reserves it (TensorRT-LLM's GUARANTEED_NO_EVICT), its mean
   over a lifetime (P + (G − 1)/2 positions) where blocks are allocated on demand (vLLM, SGLang; preemption
-  when the pool runs dry is not modelled); the others queue (closed loop: C − B_max requests wait);
+  when the pool runs dry is not modelled), plus the share of its remaining output the engine's admission holds
+  back (SGLang's ``new_token_ratio``, :mod:`.admission_reserve`); the others queue (C − B_max requests wait);
 * each iteration schedules every decoding request (one token each) and fills the rest of the token budget K
   (``max_num_batched_tokens``) with prefill chunks, first come first served (vLLM V1, SGLang and TensorRT-LLM
   with chunked context all do so); without chunking, a prompt is prefilled whole in one iteration;
@@ -67,7 +68,10 @@ from typing import cast
 
 import numpy as np
 
+from llmath.deploy.admission_reserve import admitted_positions, check_reserve
 from llmath.deploy.cost import rank_memory_parts
+from llmath.deploy.graph_passes import eager_host_time as eager_host_time
+from llmath.deploy.graph_passes import graph_tokens as graph_tokens
 from llmath.deploy.overheads import Overheads
 from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import (
@@ -104,6 +108,8 @@ class EngineConfig:
     ``kv_admission``: ``reserve`` admits a request only with room for its final KV (TensorRT-LLM's
     GUARANTEED_NO_EVICT), ``on_demand`` allocates KV blocks as tokens arrive (vLLM's paged blocks, SGLang's
     pool with retraction), so the pool holds requests at their mean size over a lifetime, P + (G − 1)/2.
+    ``new_token_reserve`` / ``new_token_reserve_clip``: admission also holds back this fraction of each running
+    request's remaining output, clipped to that many tokens (SGLang's ``new_token_ratio``; :mod:`.admission_reserve`).
     ``replacement_lag``: iterations already scheduled when a request sent in reply to a finished one
     arrives (1: the next iteration is scheduled as soon as the last one's outputs are processed; 2 with an
     overlap scheduler, which schedules iteration n + 2 before it sends iteration n's outputs).
@@ -155,6 +161,8 @@ class EngineConfig:
     kv_fraction_of_free: bool = False
     memory_from_driver: bool = False
     kv_admission: str = "on_demand"
+    new_token_reserve: float = 0.0
+    new_token_reserve_clip: int = 0
     replacement_lag: int = 1
     lag_from_arrival: bool = False
     mixed_prefill: bool = True
@@ -190,6 +198,7 @@ class EngineConfig:
             raise WorkloadError(f"kv_pool_tokens={self.kv_pool_tokens} must be >= 1")
         if self.kv_admission not in ("reserve", "on_demand"):
             raise WorkloadError(f"kv_admission={self.kv_admission!r} must be 'reserve' or 'on_demand'")
+        check_reserve(self.new_token_reserve, self.new_token_reserve_clip)
         if self.replacement_lag not in (0, 1, 2):
             raise WorkloadError(f"replacement_lag={self.replacement_lag} must be 0, 1 or 2 iterations")
         if not (isinstance(self.recv_interval, int) and self.recv_interval >= 1):
@@ -208,23 +217,6 @@ class EngineConfig:
             raise WorkloadError(f"flat_graph_host_factor={self.flat_graph_host_factor!r} must be in [1, 10]")
         if min(self.cuda_graph_max_tokens, self.cuda_graph_tokens_per_seq) < 0:
             raise WorkloadError("cuda_graph_max_tokens and cuda_graph_tokens_per_seq must be >= 0 (0: no limit)")
-
-
-def graph_tokens(eng: EngineConfig) -> int:
-    """The largest pass, in scheduled tokens, ``eng`` replays from a CUDA graph (0: no limit): vLLM's default
-    ``max_cudagraph_capture_size`` is ``min(2 × max_num_seqs, 512)``, a launcher's value replaces it."""
-    if eng.cuda_graph_tokens_per_seq:
-        return min(eng.cuda_graph_tokens_per_seq * eng.max_num_seqs, eng.cuda_graph_max_tokens)
-    return eng.cuda_graph_max_tokens
-
-
-def eager_host_time(eng: EngineConfig, graph: int) -> float:
-    """The engine's host seconds per launch of a pass without a CUDA graph (0 where none runs so): with
-    ``eager_prefill``, × ``flat_graph_host_factor`` (the flattened compiled graph); else the passes above the
-    largest capture size ``graph`` run the split one."""
-    if eng.eager_prefill:
-        return eng.overheads.eager_host_per_kernel_s * eng.flat_graph_host_factor
-    return eng.overheads.eager_host_per_kernel_s if graph else 0.0
 
 
 @dataclass(frozen=True)
@@ -350,7 +342,7 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, draft_bytes: float = 0
     p = dev.precision
     cap = dev.hw.capacity(eng.memory_from_driver)
     tokens = eng.max_num_batched_tokens or req.new
-    counted = req.kv_positions(eng.kv_admission == "reserve")
+    counted = admitted_positions(eng, req)
     out = []
     for part, w in zip(dev.parts, part_weight_bytes(dev), strict=True):
         w += draft_bytes
