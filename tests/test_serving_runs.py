@@ -88,6 +88,24 @@ def test_unstated_attention_dp_is_read_from_the_concurrency():
     assert (odd.layout.tp, odd.layout.dp) == (4, 1)
 
 
+def test_unstated_attention_dp_is_read_from_the_moe_width():
+    # aiconfigurator's sdk (config.py, resolve_moe_parallelism): tp_size x attention_dp_size = moe_tp x moe_ep for
+    # MoE models. tp 1 with moe_tp 2 (attention_dp_size empty): 2 / 1 = 2 ranks of TP 1 on 2 GPUs; tp 2 with
+    # moe_tp 4: 4 / 2 = 2 ranks of TP 2 on 4 GPUs
+    qwen = dict(backend="vllm", model_path="Qwen/Qwen3-235B-A22B-FP8", system="h200_sxm", precision="fp8",
+                gemm_quant_mode="fp8", moe_quant_mode="fp8", attention_dp_size="", moe_ep_size=1, batch_size=9,
+                source_notes="silicon_concurrency=9")  # fmt: skip
+    run = to_run(_row(tp_size=1, moe_tp_size=2, **qwen))
+    assert (run.layout.tp, run.layout.dp, run.layout.ep, run.layout.gpus, run.concurrency) == (1, 2, 1, 2, 9)
+    assert any(a.startswith("attention-DP 2: moe_tp_size") for a in run.assumed)
+    run = to_run(_row(tp_size=2, moe_tp_size=4, **qwen))
+    assert (run.layout.tp, run.layout.dp, run.layout.gpus) == (2, 2, 4)
+    # the width matched by tp_size alone (moe_tp 2 on tp 2): one rank
+    assert to_run(_row(tp_size=2, moe_tp_size=2, **qwen)).layout.dp == 1
+    # tp_size 64 = moe_tp 8 x moe_ep 8, read as 8 GPUs with EP 8: not 8 more DP ranks
+    assert to_run(_row(tp_size=64, moe_tp_size=8, moe_ep_size=8)).layout.dp == 1
+
+
 def test_inferencex_rows_draw_their_lengths_as_its_client_does():
     # InferenceX's benchmark_serving.py (--random-range-ratio 0.8): np.random.randint(int(0.8·L), L + 1);
     # 0.8 · 1024 = 819.2 -> 819; every integer 819 … 1024 (206 of them), mean (819 + 1024) / 2 = 921.5

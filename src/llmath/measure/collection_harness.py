@@ -12,6 +12,12 @@ DP rank, over the whole world of ``moe_tp × moe_ep`` GPUs (ai-dynamo/aiconfigur
 Some rows (the GTL jobs') leave ``attention_dp_size`` empty and store that world in ``tp_size``; their
 ``silicon_concurrency`` is then ``batch_size`` × the DP ranks, and :func:`stated_attention_dp` reads the layout
 from it.
+
+The sdk also holds every MoE configuration to one width: ``tp_size × attention_dp_size = moe_tp_size × moe_ep_size``
+(``sdk/config.py``, ``resolve_moe_parallelism``: "For MoE models, the attention width must match the expert
+width"). The collection's vLLM Qwen3-235B-A22B-FP8 H200 rows state ``tp_size`` 1 or 2 with ``moe_tp_size`` 2 or 4
+and leave ``attention_dp_size`` empty; :func:`moe_width_attention_dp` reads their attention-DP ranks from that
+width (vLLM ``--data-parallel-size``, whose MoE layers then shard the experts over all TP × DP ranks).
 """
 
 from __future__ import annotations
@@ -31,6 +37,15 @@ ADP_FROM_CONCURRENCY: dict[str, Any] = {
 }
 
 
+MOE_WIDTH_ADP: dict[str, Any] = {
+    "rule": "attention-DP ranks = moe_tp_size × moe_ep_size / tp_size where attention_dp_size is unstated",
+    "source": "aiconfigurator-core 0.12.0 sdk/config.py (ModelConfig.resolve_moe_parallelism: tp_size × "
+    "attention_dp_size × cp_size == moe_tp_size × moe_ep_size for MoE models); vllm-project/vllm "
+    "vllm/model_executor/layers/fused_moe/config.py (FusedMoEParallelConfig.make: without expert parallelism the "
+    "experts are tensor-parallel over the TP × DP ranks)",
+}
+
+
 def _positive(v: str) -> int:
     v = (v or "").strip()
     return int(float(v)) if v and float(v) > 0 else 0
@@ -46,12 +61,29 @@ def stated_attention_dp(r: dict[str, str], lay: Layout, assumed: list[str]) -> L
     m = re.search(r"silicon_concurrency=(\d+)", r.get("source_notes", ""))
     per_rank, tp = _positive(r.get("batch_size", "")) * lay.pp, _positive(r.get("tp_size", ""))
     if m is None or per_rank < 1 or tp < 1 or _positive(r.get("attention_dp_size", "")) > 1:
-        return lay
+        return moe_width_attention_dp(r, lay, assumed)
     conc = int(m.group(1))
     k = conc // per_rank
     if k < 2 or k * per_rank != conc or tp % k:
-        return lay
+        return moe_width_attention_dp(r, lay, assumed)
     assumed[:] = [a for a in assumed if not a.startswith("tp_size ")]
     assumed.append(f"attention-DP {k}: silicon_concurrency {conc} = batch_size {per_rank // lay.pp} × {k} DP ranks"
                    f" × pp {lay.pp} (attention_dp_size unstated)")  # fmt: skip
     return replace(lay, tp=tp // k, dp=k, ep=max(_positive(r.get("moe_ep_size", "")), 1))
+
+
+def moe_width_attention_dp(r: dict[str, str], lay: Layout, assumed: list[str]) -> Layout:
+    """The aggregated layout with the attention-DP ranks the MoE width states (:data:`MOE_WIDTH_ADP`): where
+    ``attention_dp_size`` is empty (or 1) and ``moe_tp_size × moe_ep_size`` is k > 1 times the layout's TP, the
+    replica runs k attention-DP ranks of that TP on ``moe_tp × moe_ep`` GPUs (EP ``moe_ep_size``); the row's
+    ``assumed`` says so. Any other row is returned as it is."""
+    mtp, mep = _positive(r.get("moe_tp_size", "")), max(_positive(r.get("moe_ep_size", "")), 1)
+    width, stated_tp = mtp * mep, _positive(r.get("tp_size", ""))
+    if lay.dp > 1 or _positive(r.get("attention_dp_size", "")) > 1 or lay.tp != stated_tp:  # read otherwise
+        return lay
+    if width <= lay.tp or width % lay.tp:
+        return lay
+    k = width // lay.tp
+    assumed.append(f"attention-DP {k}: moe_tp_size × moe_ep_size {width} = tp_size {lay.tp} × {k} DP ranks"
+                   " (attention_dp_size unstated)")  # fmt: skip
+    return replace(lay, dp=k, ep=mep)
