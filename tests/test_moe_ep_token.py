@@ -13,11 +13,13 @@ import pytest
 
 from llmath import hardware
 from llmath.analysis import stage_report
+from llmath.deploy.cost import rank_table
 from llmath.deploy.layout import Layout
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.execution import checkpoint_precision
+from llmath.hardware.fitted_ops import columns
 from llmath.hardware.kernels import run_efficiency
-from llmath.hardware.moe_ep_token import ep_token_factor, rank_flops_per_token
+from llmath.hardware.moe_ep_token import ep_token_factor
 from llmath.model import registry
 from llmath.ops import Scenario
 
@@ -46,8 +48,10 @@ def test_factor_adds_the_per_token_time_to_the_compute_time():
     assert float(ep_token_factor(1e-7, 4, 1e9, 1e15, 0.5, 1.5)) == pytest.approx(1.025)
     assert ep_token_factor(1e-7, 1, 1e9, 1e15, 0.5, 1.0) == 1.0
     assert ep_token_factor(0.0, 8, 1e9, 1e15, 0.5, 1.0) == 1.0
-    # gpt-oss-120b at EP 8: 6 · 4 · 2880 · 2880 / 8 = 24,883,200 FLOPs per token of the layer
-    assert rank_flops_per_token(2880, 2880, 4, 1 / 8) == 24_883_200
+    # gpt-oss-120b at EP 8, read from a rank's routed GEMMs: 6 · 4 · 2880 · 2880 / 8 = 24,883,200 FLOPs per token
+    # of the layer
+    rank = rank_table(registry.resolve("openai/gpt-oss-120b"), "prefill", "flash", Layout(tp=8, ep=8), 0)
+    assert columns(rank).routed_flops == 24_883_200
 
 
 def _experts_ms_per_layer(tokens: int, ep: int, engine: str = "trtllm", drop_term: bool = False) -> float:

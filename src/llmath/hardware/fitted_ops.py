@@ -41,7 +41,7 @@ from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency
 from llmath.hardware.execution import executed, op_executed, op_formats
 from llmath.hardware.gemm_runs import gemm_runs
-from llmath.hardware.moe_ep_token import ep_token_factor, rank_flops_per_token
+from llmath.hardware.moe_ep_token import ep_token_factor, routed_flops_per_token
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
@@ -66,6 +66,7 @@ class Columns:
     mla: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # MLA prefill attention (MLA_CONTEXT)
     mla_heads: np.ndarray = field(default_factory=lambda: np.zeros(0))  # their heads (a rank's share)
     mla_dims: tuple[int, int] = (0, 0)  # (qk_nope + qk_rope, v_head_dim) per head
+    routed_flops: float = 0.0  # the rank's routed-expert FLOPs per routed token of one MoE layer (its own terms)
 
 
 def _heads(op, d: int) -> tuple[float, float]:
@@ -94,7 +95,9 @@ def columns(table: Table) -> Columns:
     share, inter = _expert_shares(table, routed) if routed else (1.0, 1.0)
     r = np.array(routed, dtype=int)
     mla, mh, dims = _mla_columns(table)
-    return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, r, moe, share, inter, mla, mh, dims)
+    per_layer = routed_flops_per_token(table, routed)
+    return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, r, moe, share, inter, mla, mh, dims,
+                   per_layer)  # fmt: skip
 
 
 @lru_cache(maxsize=256)
@@ -316,8 +319,8 @@ def _apply_moe(fit: Fits, tok, tile: int, bw: float, f, inv, rates) -> None:
     xm = rank_moe_bytes(tok, cols, fit.moe_bytes)
     ec, em, _ = ef.fractions_at(fit.moe, tok * k / E, fit.moe_s2, xm, tile)
     busy = busiest_rank_factor(tok, E, k, fit.moe_ranks)  # 1 without EP
-    per_token = rank_flops_per_token(cols.moe[0], cols.moe[1], k, cols.share)
-    f[..., r] = mm[r] / (peak * ec) * busy * ep_token_factor(fit.moe_ep_token, fit.moe_ranks, per_token, peak, ec, busy)
+    factor = ep_token_factor(fit.moe_ep_token, fit.moe_ranks, cols.routed_flops, peak, ec, busy)
+    f[..., r] = mm[r] / (peak * ec) * busy * factor
     inv[..., r] = 1.0 / (bw * em)
 
 

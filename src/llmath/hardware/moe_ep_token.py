@@ -14,20 +14,30 @@ reads (``w4a16_mxfp4``), only for the engines that run that kernel.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from llmath.ops import Table
 
 
 def ep_token_factor(s_per_token: float, ranks: int, rank_flops_per_token: float, peak, ec, busiest):
     """(compute time + s · T · (1 − 1/ranks)) / compute time of one rank's routed experts, whose compute time is
-    T · ``rank_flops_per_token`` / (``peak`` · ``ec``) × ``busiest`` (the fitted MoE model's, T cancels): 1 at one
-    rank or without a fitted ``s_per_token``."""
+    T · ``rank_flops_per_token`` / (``peak`` · ``ec``) × ``busiest`` (the fitted MoE model's, T cancels; the FLOPs
+    from the routed GEMMs' own terms, :func:`routed_flops_per_token`): 1 at one rank or
+    without a fitted ``s_per_token``."""
     if ranks <= 1 or s_per_token <= 0.0 or rank_flops_per_token <= 0.0:
         return 1.0
     per_token = rank_flops_per_token / (np.asarray(peak) * np.asarray(ec)) * np.asarray(busiest)
     return 1.0 + s_per_token * (1.0 - 1.0 / ranks) / per_token
 
 
-def rank_flops_per_token(hidden: int, inter: int, top_k: int, share: float) -> float:
-    """A rank's routed-expert FLOPs per token of the layer: the gate, up and down GEMMs (2 · hidden · inter each) of
-    each of top-k picks, times the share of every expert's weights the rank holds."""
-    return 6.0 * top_k * hidden * inter * share
+def routed_flops_per_token(table: Table, routed: list[int]) -> float:
+    """The rank's routed-expert FLOPs per routed token of one MoE layer, from the ``routed`` GEMMs' own terms (their
+    per-token coefficients × counts, over the table's routed-expert layers); 0 without routed experts."""
+    layers = table.routed_expert_layers
+    if not routed or not layers:
+        return 0.0
+    total = sum(t.coef * table.ops[i].count for i in routed for t in table.ops[i].terms("flops") if t.mono == "BT")
+    return float(total) / layers
