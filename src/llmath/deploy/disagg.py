@@ -379,7 +379,7 @@ def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, ddev: Device) -> fl
     receivers, per_receiver = kv_receivers(ddev, prompt)
     whole = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, "flash"))
     per_receiver *= 1.0 + draft_kv_bytes(pdec.draft, prompt, per_gpu=False) / whole  # the draft's, alike
-    senders = max(dev.gpus // max(dev.dp, 1), 1)  # one attention-DP rank holds a request's prompt
+    senders = dev.replica_gpus  # one attention-DP replica holds a request's prompt
     link = link_bytes_per_s(hw, 1, dev.gpus + ddev.gpus)
     return max(receivers * per_receiver / senders, per_receiver) / link
 
@@ -389,7 +389,7 @@ def kv_receivers(ddev: Device, prompt: int) -> tuple[int, float]:
     attention ranks of one attention-DP replica (with attention-DP one rank holds the request), each its own
     rank's share (:func:`.step.kv_bytes_per_sequence` on its decode table: a head shard, or the whole latent
     cache of a multi-head latent attention, which every tensor-parallel rank holds)."""
-    ranks = max(ddev.gpus // max(ddev.dp, 1), 1)
+    ranks = ddev.replica_gpus
     held = sum(
         float(kv_bytes_per_sequence(ddev.spec, prompt, ddev.precision, "flash", part.decode)) for part in ddev.parts
     )

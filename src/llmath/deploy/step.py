@@ -157,6 +157,11 @@ class Device:
         """Attention-DP replicas inside the layout (each serves its own requests)."""
         return self.layout.dp if self.layout is not None else 1
 
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs of one attention-DP replica: the attention ranks that hold one request's KV cache."""
+        return max(self.gpus // max(self.dp, 1), 1)
+
     @cached_property
     def parts(self) -> tuple[Part, ...]:
         s, a, L = self.spec, self.attention, self.layout
