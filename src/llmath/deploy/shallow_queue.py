@@ -37,7 +37,7 @@ from functools import partial
 import numpy as np
 
 from llmath.deploy.replacement import queued_passes
-from llmath.deploy.serving import Decoding, EngineConfig, Requests, _budget, active_overheads
+from llmath.deploy.serving import Decoding, EngineConfig, Requests, _budget, _overheads, active_overheads
 
 EPS = 1e-9
 MAX_LAG = 64  # iterations a follow-up's front end is followed through at most
@@ -261,19 +261,18 @@ def _iteration_times(dec: Decoding, eng: EngineConfig, req: Requests, D, N, T, S
     chunks' mean size and mean prefix (the cached tokens and ``S``, the tokens done before them, over N);
     without, the decode step of its decoders; with the engine's overheads as the simulation adds
     them (eager term and per token for a mixed pass, the graph term for a decode step); an empty one 0."""
-    ov = active_overheads(dec.dev, eng)
     ctx = req.decode_context
     pre = N > 0.5
     d = np.where(pre & prefill_first, 0.0, D)
+    o_m, o_d, _ = _overheads(dec, eng, req, D, d)  # per mixed and per decode-only iteration
     t = np.zeros(len(D))
     c = np.where(pre, T / np.maximum(N, 1.0), 0.0)
     if pre.any():
         prefix = req.cached + S[pre] / N[pre]
         mixed = dec.mixed(d[pre][:, None], ctx, N[pre][:, None], c[pre][:, None], prefix[:, None])
-        t[pre] = np.asarray(mixed)[:, 0] + ov.per_iteration_eager_s + d[pre] * ov.per_token_s
+        t[pre] = np.asarray(mixed)[:, 0] + o_m[pre]
     dec_only = ~pre & (D > 0.5)
     if dec_only.any():
         levels, inv = np.unique(D[dec_only], return_inverse=True)
-        step = np.asarray(dec.step(levels[:, None], ctx))[:, 0] + ov.iteration_s(eng.cuda_graphs)
-        t[dec_only] = step[inv] + D[dec_only] * ov.per_token_s
+        t[dec_only] = np.asarray(dec.step(levels[:, None], ctx))[:, 0][inv] + o_d[dec_only]
     return t
