@@ -132,6 +132,36 @@ def test_sglang_attention_dp_running_cap_is_the_servers():
         parse(head + " --max-running-requests 4")
 
 
+def test_sglang_mixed_chunk_is_read_emitted_and_served(capsys):
+    # SGLang server_arguments.md: --enable-mixed-chunk mixes prefill and decode in a batch; without it
+    # (ServerArgs.enable_mixed_chunk = False) a prefill batch runs on its own, ahead of decoding
+    head = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B"
+    assert parse(head).deployment.mixed_prefill is None
+    dep = parse(head + " --enable-mixed-chunk").deployment
+    assert dep.mixed_prefill is True
+    assert parse(emit("sglang", dep, False).shell()).deployment == dep
+    serving = ("-H", "h100-sxm", "-c", "16", "--prompt", "1024", "--gen", "64", "--json")
+    code, out, _ = run_cli(capsys, "analyze", "--engine-args", head + " --enable-mixed-chunk", *serving)
+    assert code == 0 and json.loads(out)["engine"]["mixed_prefill"] is True
+    code, out, _ = run_cli(capsys, "analyze", "llama-3.1-8b", "--engine", "sglang", *serving)
+    assert code == 0 and json.loads(out)["engine"]["mixed_prefill"] is False
+    code, out, _ = run_cli(capsys, "analyze", "llama-3.1-8b", "--engine", "vllm", "--prefill-first", *serving)
+    assert code == 0 and json.loads(out)["engine"]["mixed_prefill"] is False
+    mixed = head + " --enable-mixed-chunk"
+    code, _, err = run_cli(capsys, "analyze", "--engine-args", mixed, "--prefill-first", *serving)
+    assert code == 2 and "conflicts" in err
+    code, _, err = run_cli(capsys, "analyze", "llama-3.1-8b", "--mixed-prefill")
+    assert code == 2 and "applies to serving" in err
+
+
+def test_prefill_first_has_no_flag_on_engines_that_always_mix():
+    # vLLM's V1 scheduler and TensorRT-LLM's in-flight batching put prefill chunks in the decoding iterations
+    dep = Deployment("meta-llama/Llama-3.1-8B", mixed_prefill=False)
+    for engine in ("vllm", "trtllm"):
+        cmd = emit(engine, dep, False)
+        assert any("prefill-first has no flag" in n for n in cmd.notes), cmd.notes
+
+
 def test_vllm_reads_aliases_equals_and_speculation():
     read = parse(
         "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 8 --max-num-seqs=256 --kv-cache-dtype fp8_e4m3 "

@@ -73,6 +73,14 @@ GenDistOpt = Annotated[
 EagerOpt = Annotated[
     bool, typer.Option("--enforce-eager", help="Serving: no CUDA graphs (eager kernel launches in decode).")
 ]
+MixedOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--mixed-prefill/--prefill-first",
+        help="Serving: prefill chunks ride in the decoding requests' iterations (vLLM, TensorRT-LLM, SGLang with"
+        " --enable-mixed-chunk) or run alone ahead of them (SGLang's default). Default: the engine's.",
+    ),
+]
 CalibrationOpt = Annotated[
     str | None,
     typer.Option(
@@ -134,6 +142,7 @@ def analyze(
     gpu_memory_utilization: GpuMemOpt = None,
     gen_dist: GenDistOpt = None,
     enforce_eager: EagerOpt = False,
+    mixed_prefill: MixedOpt = None,
     engine_args: EngineArgsOpt = None,
     emit: EmitOpt = None,
     calibration: CalibrationOpt = None,
@@ -162,7 +171,7 @@ STATIC_ONLY = (
 )
 SERVING_ONLY = (
     "--arrival --prompts-per-client --prefix-hit --max-num-batched-tokens --max-num-seqs --gpu-memory-utilization "
-    "--gen-dist --enforce-eager --calibration --spec-method --spec-tokens --acceptance --draft-model"
+    "--gen-dist --enforce-eager --mixed-prefill --calibration --spec-method --spec-tokens --acceptance --draft-model"
 )
 SERVING_HINT = {
     "--batch": "the serving load is --concurrency C or --rate R",
@@ -253,6 +262,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         gpu_memory_utilization=a.gpu_memory_utilization,
         cuda_graph_bytes=a.reserve_gb * 1e9 if a.reserve_gb else None,
         cuda_graphs=False if a.enforce_eager else None,
+        mixed_prefill=a.mixed_prefill,
     )
     if a.json_:
         out.emit_json(rep.to_dict())

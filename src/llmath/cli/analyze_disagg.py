@@ -50,7 +50,7 @@ POOL_FLAGS = " ".join(f"--{pool}-{key}" for pool in POOLS for key in POOL_KEYS)
 # serve_disaggregated keeps at the engine's preset (--arrival is closed, --attention flash).
 NOT_DISAGG = (
     "--gpus --tp --pp --ep --dp --overlap --rate --arrival --prefix-hit --max-num-batched-tokens --max-num-seqs "
-    "--gpu-memory-utilization --gen-dist --enforce-eager --calibration --attention --reserve-gb"
+    "--gpu-memory-utilization --gen-dist --enforce-eager --mixed-prefill --calibration --attention --reserve-gb"
 )
 NOT_DISAGG_HINT = {
     "--gpus --tp --pp --ep --dp": "give each pool's layout with --prefill-*/--decode-* (workers, tp, pp, ep, dp)",

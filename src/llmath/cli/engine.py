@@ -139,6 +139,7 @@ def apply_engine_args(a: SimpleNamespace) -> None:
         "gpu_memory_utilization": dep.gpu_memory_utilization,
         "spec_method": dep.spec_method,
         "draft_model": dep.draft_model,
+        "mixed_prefill": dep.mixed_prefill,
         "engine": read.engine,
     }
     if dep.weights is None and dep.dtype:
@@ -174,6 +175,7 @@ SERVING_DEFAULTS = {  # what a static batch leaves at analyze's defaults
     "spec_tokens": 3,
     "draft_model": None,
     "enforce_eager": False,
+    "mixed_prefill": None,
 }
 
 
@@ -196,6 +198,7 @@ def emit_analyze(a: SimpleNamespace) -> None:
             gpu_memory_utilization=a.gpu_memory_utilization,
             enforce_eager=a.enforce_eager,
             speculation=(a.spec_method, a.spec_tokens, a.draft_model),
+            mixed_prefill=a.mixed_prefill,
         )
         cmd = emit(a.emit, dep, spec.moe is not None)
     except EngineArgsError as e:

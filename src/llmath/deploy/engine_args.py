@@ -85,6 +85,7 @@ class Deployment:
     spec_method: str | None = None  # draft | eagle | mtp
     spec_tokens: int | None = None
     draft_model: str | None = None
+    mixed_prefill: bool | None = None  # prefill chunks ride in decode iterations; None: the engine's default
 
     @property
     def gpus(self) -> int:
@@ -228,6 +229,14 @@ def _common(engine: str, dep: Deployment) -> list[str]:
     return out
 
 
+def _prefill_first_note(engine: str, dep: Deployment) -> list[str]:
+    """vLLM and TensorRT-LLM always put prefill chunks in the decoding requests' iterations: no flag runs them
+    first (``data/engines.json``, their ``mixed_prefill`` sources)."""
+    if dep.mixed_prefill is False:
+        return [f"{engine} runs prefill chunks alongside decoding; prefill-first has no flag: left out"]
+    return []
+
+
 def _emit_vllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
     argv = [*d["command"], dep.model, "--tensor-parallel-size", str(dep.tp)]
     if dep.pp > 1:
@@ -248,7 +257,7 @@ def _emit_vllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         if dep.draft_model:
             spec["model"] = dep.draft_model
         argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    return EngineCommand("vllm", argv)
+    return EngineCommand("vllm", argv, notes=_prefill_first_note("vLLM", dep))
 
 
 def _sglang_server_wide(dep: Deployment, attention_dp: bool) -> Deployment:
@@ -279,6 +288,8 @@ def _emit_sglang(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         argv += ["--speculative-num-draft-tokens", str((dep.spec_tokens or 0) + 1)]
         if dep.draft_model:
             argv += ["--speculative-draft-model-path", dep.draft_model]
+    if dep.mixed_prefill:
+        argv.append(flag("sglang", "mixed_prefill"))
     return EngineCommand("sglang", argv)
 
 
@@ -313,6 +324,7 @@ def _emit_trtllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         argv += ["--config", cmd.config_file]
     if dep.enforce_eager:
         cmd.notes.append("TensorRT-LLM: eager decode is not a serve flag; left out")
+    cmd.notes += _prefill_first_note("TensorRT-LLM", dep)
     if dep.weights and dep.weights not in ("bf16", "fp16", "fp32"):
         cmd.notes.append(f"TensorRT-LLM reads the weight format from the checkpoint: serve a {dep.weights} checkpoint")
     if instances > 1:
@@ -408,6 +420,7 @@ def deployment_for(
     gpu_memory_utilization: float | None = None,
     enforce_eager: bool = False,
     speculation: tuple[str | None, int, str | None] = (None, 0, None),
+    mixed_prefill: bool | None = None,
 ):
     """(spec, the :class:`Deployment` of analyze's settings): the layout ``parallel`` asks for, fitted to the model, the
     concurrency as the per-replica running cap unless ``max_num_seqs`` is given, the engine preset's budget
@@ -439,5 +452,6 @@ def deployment_for(
         spec_method=method,
         spec_tokens=k if method else None,
         draft_model=draft if method else None,
+        mixed_prefill=mixed_prefill,
     )
     return spec, dep

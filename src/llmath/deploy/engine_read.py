@@ -230,6 +230,7 @@ def _read_sglang(items: dict, positional: list[str], config) -> EngineRead:
         max_num_batched_tokens=None if chunk == "-1" else _int(items, "--chunked-prefill-size"),
         gpu_memory_utilization=_float(items, "--mem-fraction-static"),
         enforce_eager="--disable-cuda-graph" in items,
+        mixed_prefill=True if "--enable-mixed-chunk" in items else None,
         **_sglang_spec(items),
     )
     return EngineRead("sglang", dep)
