@@ -6,12 +6,13 @@ tensor-parallel over fewer than 8 GPUs (docs/serving.md, "vLLM 0.12.0's DeepGEMM
 counts of each expert's tokens, ``DeepGemmExperts.apply`` sizes the permuted activations by
 ``compute_aligned_M``: M·k routed rows plus ``align − 1`` rows of padding for each of the rank's E_local
 experts, rounded up to ``align`` (``vllm/model_executor/layers/fused_moe/deep_gemm_utils.py`` in the vllm 0.12.0
-wheel; ``align`` = 128, DeepGEMM's ``get_mk_alignment_for_contiguous_layout``). The kernel schedules every
-128-row block of that buffer: its TMA warp loads the A and B tiles of padding blocks too (their expert index −1
-read as 0), only the math warps skip them (deepseek-ai/DeepGEMM ea9c5d9270226c5dd7a577c212e9ea385f6ef048,
-``sm90_fp8_gemm_1d2d.cuh`` and ``scheduler.cuh``, ``is_computation_valid``). Each routed GEMM of a pass is
-therefore timed as a dense GEMM of the padded rows (the fitted GEMM model at m = padded rows), its weights'
-stream as the MoE fit reads it.
+wheel; ``align`` = 128, DeepGEMM's ``get_mk_alignment_for_contiguous_layout``). ``deepgemm_moe_permute`` (same
+file) fills the expert index of every row with zeros before scattering the routed rows (``torch.zeros`` when host
+counts are absent), so the padding blocks read as expert 0's and DeepGEMM's SM90 kernel computes every 128-row
+block of the buffer (it skips only blocks whose index is negative: deepseek-ai/DeepGEMM
+ea9c5d9270226c5dd7a577c212e9ea385f6ef048, ``scheduler.cuh``, ``is_computation_valid``). Each routed GEMM of a
+pass is therefore timed as a dense GEMM of the padded rows (the fitted GEMM model at m = padded rows), its
+weights' stream as the MoE fit reads it.
 """
 
 from __future__ import annotations
