@@ -9,6 +9,14 @@ from llmath.model import registry
 
 MODELS_DIR = Path(registry.__file__).parents[1] / "data" / "models"
 SCRIPTS_DIR = Path(__file__).resolve().parents[1] / "scripts"
+# serving_runs.csv's header (../shared/validation/README.md)
+SERVING_RUNS_HEADER = (
+    "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
+    "tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,prefill_num_workers,"
+    "prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,"
+    "decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,"
+    "decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms,source_notes"
+)
 
 
 def script_module(name: str):

@@ -5,7 +5,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from helpers import run_cli
+from helpers import SERVING_RUNS_HEADER, run_cli
 
 from llmath import Workload
 from llmath.measure.serving_runs import (
@@ -20,13 +20,7 @@ from llmath.measure.serving_runs import (
 from llmath.measure.sglang_launchers import recv_interval as harness_recv_interval
 from llmath.model import registry
 
-HEADER = (
-    "id,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,"
-    "tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,prefill_num_workers,"
-    "prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,"
-    "decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,"
-    "decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms,source_notes"
-).split(",")
+HEADER = SERVING_RUNS_HEADER.split(",")
 
 
 def _row(**kw) -> dict:

@@ -90,6 +90,7 @@ class Efficiency:
     fp4_gemm: tuple[float, float, float] | None = None  # (t0 s, memory fraction, k-loop elements/s): NVFP4 GEMMs
     fp8_decode_gemm: tuple[float, ...] | None = None  # GEMM-form coefficients of FP8 weight GEMMs in decode steps
     fused_gemms: bool = False  # projections reading the same activation run as one GEMM (hardware/gemm_runs.py)
+    moe_aligned_rows: int = 0  # a grouped MoE kernel padding every local expert to this many rows (aligned_moe.py)
 
     def __post_init__(self) -> None:
         for f in ("matmul", "vector", "memory", "skinny", "attention_decode"):

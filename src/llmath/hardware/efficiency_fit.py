@@ -77,8 +77,12 @@ LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_blo
 # own times only its CUTLASS NVFP4 MoE); their fits: engine_moe_kernel
 LAUNCHER_MOE_KERNELS = (
     "marlin", "flashinfer_mxfp8", "triton_fp8_block", "trtllm_gen_mxfp8", "trtllm_cutlass_nvfp4",
-    "trtllm_deepgemm_fp8_block", "trtllm_gen_fp8_block", "trtllm_gen_nvfp4",
+    "trtllm_deepgemm_fp8_block", "trtllm_gen_fp8_block", "trtllm_gen_nvfp4", "vllm_deepgemm_fp8_block",
 )  # fmt: skip
+# kernels that pad each local expert to a row alignment whatever the routing, by that alignment
+# (hardware/aligned_moe.py): vLLM 0.12.0's DeepGEMM contiguous MoE (128, DeepGEMM's
+# get_mk_alignment_for_contiguous_layout)
+ALIGNED_MOE_KERNELS = {"vllm_deepgemm_fp8_block": 128}
 # launcher kernels whose tables time the served models' own expert shapes (MiniMax-M2.5's in vLLM's Triton table;
 # the TensorRT-LLM-generated kernels at ten and eleven shapes; DeepSeek-R1's in TensorRT-LLM's CUTLASS NVFP4 and
 # DeepGEMM block-FP8 tables): they time decode passes too, not only prefill

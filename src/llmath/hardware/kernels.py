@@ -308,6 +308,8 @@ def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str, decod
     times the served model's expert shape)."""
     if not kernel or hw is None or not any(cls == "moe" for cls, _, _ in eff.kernel_fits):
         return eff
+    if kernel in ef.ALIGNED_MOE_KERNELS:  # every pass, timed by the GEMM model at padded rows (hardware/aligned_moe.py)
+        return replace(eff, moe_aligned_rows=ef.ALIGNED_MOE_KERNELS[kernel])
     got = {f: tuple(c) for f in ef.LAUNCHER_MOE_RUNS if (c := ef.engine_moe_kernel(hw.name, kernel, f)) is not None}
     if not got:
         return eff

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from llmath.hardware import Hardware
+from llmath.hardware import Hardware, aligned_moe
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
@@ -321,6 +321,7 @@ def _fitted(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, to
     if eff.kernel_fits:
         rts = (rates(hw, p, eff, table)[0], op_peaks(table, hw, p), run_format(hw, p))
         f, inv = fo.apply(table, hw, p, eff, batch, tokens, decode, f, inv, context, rts)
+        f = aligned_moe.apply(table, eff, tokens, f, rts)
     if eff.fp4_gemm is not None:
         f, inv = fo.apply_fp4(table, hw, p, eff, batch, tokens, f, inv, rates(hw, p, eff, table)[0], decode)
     return f, inv

@@ -87,3 +87,29 @@ def moe_width_attention_dp(r: dict[str, str], lay: Layout, assumed: list[str]) -
     assumed.append(f"attention-DP {k}: moe_tp_size × moe_ep_size {width} = tp_size {lay.tp} × {k} DP ranks"
                    " (attention_dp_size unstated)")  # fmt: skip
     return replace(lay, dp=k, ep=mep)
+
+
+# The grouped-expert kernel vLLM 0.12.0 runs block-FP8 experts with on Hopper under the collection's launcher
+# (docs/serving.md, "vLLM 0.12.0's DeepGEMM MoE on Hopper"): ``get_fp8_moe_backend`` picks DeepGEMM for block
+# quantisation when the MoE layer's TP (TP × DP without expert parallelism) is below 8 and DeepGEMM is installed,
+# and ``fused_experts`` takes it at every batch size because ``is_deep_gemm_e8m0_used()`` holds on Hopper
+# (``VLLM_USE_DEEP_GEMM_E8M0`` defaults to 1), bypassing the M ≥ 128 shape check (vllm 0.12.0 wheel,
+# ``model_executor/layers/quantization/fp8.py``, ``fused_moe/fused_moe.py``, ``utils/deep_gemm.py``, ``envs.py``).
+# The generator's vLLM template sets none of those variables (``backend_templates/vllm/run.sh.j2``); Dynamo's vLLM
+# runtime images install DeepGEMM with vLLM (ai-dynamo/dynamo ``container/deps/vllm/install_vllm.sh``).
+# Block-FP8 checkpoints: their hub config.json ``quantization_config.weight_block_size`` [128, 128].
+VLLM_DEEPGEMM_MOE: dict[str, Any] = {
+    "engine": "vllm", "versions": ("0.12.0",), "systems": ("h100_sxm", "h200_sxm"), "max_moe_tp": 7,
+    "checkpoints": ("Qwen/Qwen3-235B-A22B-FP8",), "kernel": "vllm_deepgemm_fp8_block",
+}  # fmt: skip
+
+
+def generator_moe_kernel(r: dict[str, str]) -> dict[str, Any]:
+    """``{"moe_kernel": …}`` where the row's engine ran :data:`VLLM_DEEPGEMM_MOE`'s kernel (its MoE width
+    ``moe_tp_size × moe_ep_size`` below 8), else ``{}``."""
+    g = VLLM_DEEPGEMM_MOE
+    if r["backend"] != g["engine"] or r["backend_version"] not in g["versions"] or r["system"] not in g["systems"]:
+        return {}
+    width = _positive(r.get("moe_tp_size", "")) * max(_positive(r.get("moe_ep_size", "")), 1)
+    ok = r["model_path"] in g["checkpoints"] and 0 < width <= g["max_moe_tp"]
+    return {"moe_kernel": g["kernel"]} if ok else {}

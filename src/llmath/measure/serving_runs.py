@@ -109,7 +109,7 @@ import numpy as np
 
 from llmath.deploy.bench_client import INFERENCEX, INFERENCEX_MTP, BenchClient
 from llmath.errors import LLMathError, WorkloadError
-from llmath.measure.collection_harness import stated_attention_dp
+from llmath.measure.collection_harness import generator_moe_kernel, stated_attention_dp
 from llmath.measure.run_formats import precision
 from llmath.measure.sglang_launchers import first_wave_chunked, launcher_sglang_settings
 from llmath.measure.trt_launchers import (
@@ -193,7 +193,7 @@ GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's 
 
 def launcher_settings(r: dict[str, str]) -> dict[str, Any]:
     """The engine settings the collection's launcher gave an aggregated row without InferenceX provenance."""
-    out = dict(GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {}))
+    out = dict(GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {}), **generator_moe_kernel(r))
     if r["backend"] != "sglang" or (r["backend"], r["backend_version"]) in GENERATOR_SETTINGS:
         out["max_num_seqs"] = _int(r["batch_size"])  # not the SGLang rows older than its generator support
     if r["backend"] in GENERATOR_BUDGET_ENGINES:
