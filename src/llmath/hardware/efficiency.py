@@ -51,9 +51,10 @@ class Efficiency:
     per-kernel time stay); ``None``: no such measurement. ``engine_stream``: fraction of the bandwidth the
     engine's own one-token mat-vec op was measured to stream weights at on this device or its sibling: weight
     GEMMs' weight streams use it in place of the fitted or default memory fraction; ``None``: not measured.
-    ``fp4_gemm``: (per-kernel seconds, fraction of the bandwidth, reduction elements per second) of the engine's
-    NVFP4 weight GEMMs (:func:`llmath.hardware.efficiency_fit.fp4_gemm`): weight GEMMs that run in fp4 take
-    ``t0 + max(k / rate, bytes / (bandwidth · mem))`` at a few rows (:func:`llmath.hardware.fitted_ops.apply_fp4`);
+    ``fp4_gemm``: (per-kernel seconds, fraction of the bandwidth, reduction elements per second, large-GEMM share
+    of the dense FP4 peak) of the engine's NVFP4 weight GEMMs (:func:`llmath.hardware.efficiency_fit.fp4_gemm`):
+    weight GEMMs that run in fp4 take ``t0 + max(k / rate, bytes / (bandwidth · mem))`` at a few rows and compute
+    at that share where the 16-bit fit's ``c`` would be (:func:`llmath.hardware.fitted_ops.apply_fp4`);
     ``None``: the general fractions and overheads. ``fp8_decode_gemm``: the GEMM-form coefficients of FP8 weight
     GEMMs in decode steps (:func:`llmath.hardware.efficiency_fit.fp8_decode_gemm`, fitted without the
     activation quantiser at up to 64 rows): their memory fraction and per-kernel time there; ``None``: the fp8 GEMM
@@ -87,7 +88,7 @@ class Efficiency:
     tile_rows: int = 0  # rows of one tensor-core tile: the fitted GEMM and MoE models' floor (0: none)
     engine_matmul: float | None = None
     engine_stream: float | None = None
-    fp4_gemm: tuple[float, float, float] | None = None  # (t0 s, memory fraction, k-loop elements/s): NVFP4 GEMMs
+    fp4_gemm: tuple[float, float, float, float] | None = None  # (t0 s, memory share, k-loop /s, compute share)
     fp8_decode_gemm: tuple[float, ...] | None = None  # GEMM-form coefficients of FP8 weight GEMMs in decode steps
     fused_gemms: bool = False  # projections reading the same activation run as one GEMM (hardware/gemm_runs.py)
     moe_aligned_rows: int = 0  # a grouped MoE kernel padding every local expert to this many rows (aligned_moe.py)

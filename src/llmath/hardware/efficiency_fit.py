@@ -432,15 +432,18 @@ def fp8_decode_gemm(device: str) -> list[float] | None:
 DEFAULT_FP4_ENGINE = "vllm"  # llmath's default engine (llmath.hardware.kernels.DEFAULT_ENGINE)
 
 
-def fp4_gemm(device: str, engine: str = DEFAULT_FP4_ENGINE) -> tuple[float, float, float] | None:
-    """(per-kernel seconds, fraction of the bandwidth, reduction elements per second) of ``engine``'s NVFP4
-    weight GEMM on ``device`` (its measured device, rule of :func:`resolve`), fitted to the engine's own
-    per-kernel table by ``scripts/fit_fp4_gemm.py``: ``t = t0 + max(k / rate, bytes / (bandwidth · mem))`` over
-    the rows of at most 64 tokens. ``None`` where the device has no NVFP4 tables, the engine has no table, or its
-    table does not time what the engine serves with (the entry's ``why``: TensorRT-LLM's untuned tactic)."""
+def fp4_gemm(device: str, engine: str = DEFAULT_FP4_ENGINE) -> tuple[float, float, float, float] | None:
+    """(per-kernel seconds, fraction of the bandwidth, reduction elements per second, large-GEMM share of the
+    dense FP4 peak) of ``engine``'s NVFP4 weight GEMM on ``device`` (its measured device, rule of
+    :func:`resolve`), fitted to the engine's own per-kernel table by ``scripts/fit_fp4_gemm.py``:
+    ``t = t0 + max(k / rate, bytes / (bandwidth · mem))`` over the rows of at most 64 tokens, the share over the
+    larger ones. ``None`` where the device has no NVFP4 tables, the engine has no table, or its table does not
+    time what the engine serves with (the entry's ``why``: TensorRT-LLM's untuned tactic)."""
     r = resolve(device)
     e = data().get("fp4_gemm", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine)
-    return (float(e["t0_s"]), float(e["mem"]), float(e["kloop_per_s"])) if e and e["applied"] else None
+    if not (e and e["applied"]):
+        return None
+    return float(e["t0_s"]), float(e["mem"]), float(e["kloop_per_s"]), float(e["compute"])
 
 
 def engine_moe_kernel(device: str, kernel: str, fmt: str) -> list[float] | None:

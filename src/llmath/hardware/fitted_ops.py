@@ -357,10 +357,12 @@ def apply_fp4(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, f, inv, mm, decode: bool = False
 ):
     """(compute factor, seconds per byte) with the engine's NVFP4 GEMM model on the fp4 weight GEMMs
-    (``eff.fp4_gemm`` = (t0, mem, k-loop rate), :func:`llmath.hardware.efficiency_fit.fp4_gemm`): each streams its
-    weights at ``mem`` of the bandwidth, and computes no faster than one output tile walks the reduction width k,
-    k / rate per kernel: a factor mm·k / (2·rows·n·k·rate) on the op's FLOPs at the matmul rate ``mm`` (rows: its
-    token or logit rows); in a decode pass of ``eff.fused_gemms``, once per run of fused GEMMs (n·k the run's,
+    (``eff.fp4_gemm`` = (t0, mem, k-loop rate, compute share), :func:`llmath.hardware.efficiency_fit.fp4_gemm`):
+    each streams its weights at ``mem`` of the bandwidth, computes at the kernel's own share of the dense FP4 peak
+    where the GEMM fit's large-GEMM fraction ``c`` would be (a factor c / share on the fit's compute time), and
+    no faster than one output tile walks the reduction width k, k / rate per kernel: a factor
+    mm·k / (2·rows·n·k·rate) on the op's FLOPs at the matmul rate ``mm`` (rows: its token or logit rows); in a
+    decode pass of ``eff.fused_gemms``, once per run of fused GEMMs (n·k the run's,
     :mod:`llmath.hardware.gemm_runs`). ``f``/``inv`` as :func:`apply` takes them."""
     assert eff.fp4_gemm is not None
     mask, k, nk = fp4_gemms(table, hw, p)
@@ -368,12 +370,13 @@ def apply_fp4(
         return f, inv
     if eff.fused_gemms and decode:  # one k loop per run of fused GEMMs (hardware/gemm_runs.py)
         nk = gemm_runs(table)[0]
-    _, mem, rate = eff.fp4_gemm
+    _, mem, rate, share = eff.fp4_gemm
+    coef = eff.gemm_coef("fp4")
     rows = np.where(table.weight_logit_rows, np.asarray(batch, dtype=float)[..., None],
                     np.asarray(tokens, dtype=float)[..., None])  # fmt: skip
     kloop = mm * k / (2 * np.maximum(rows, 1.0) * nk * rate)
     f = np.ones(kloop.shape) if f is None else np.broadcast_to(f, np.broadcast_shapes(f.shape, kloop.shape))
-    f = np.where(mask, np.maximum(f, kloop), f)
+    f = np.where(mask, np.maximum(f * (coef[0] if coef else eff.matmul) / share, kloop), f)
     inv = np.where(mask, 1.0 / (hw.memory_bandwidth_bytes_per_s * mem), inv)
     return f, inv
 
