@@ -9,7 +9,7 @@ one scale-up domain as the faster of two fitted lines α + S/β (NCCL's ``all_re
 inside its table's measured sizes, by the log-log interpolation of the table's own points (``message_size`` is
 elements of bf16 / half, as ``scripts/fit_efficiency.py`` reads it); outside them the fitted line stays. It
 prints, as JSON, the aggregated and disaggregated summaries of ``validate --runs FILE`` (default reading) and the
-held-out ``validate --published`` and ``--published --serving`` overall errors. docs/serving.md, "The
+held-out ``validate --published`` and ``--published --serving`` overall errors. docs/serving-runs.md, "The
 collection's TensorRT-LLM Qwen3-32B H100 rows", reports what it gives.
 """
 

@@ -1,7 +1,7 @@
 """The collection's aggregated rows in units of a completion: how much of a closed loop's spacing between two
 completions (G·TPOT / C, G output tokens, C clients) each row's measured TTFT holds beyond llmath's, and, for the
 TensorRT-LLM Llama-3.1-8B rows at TP 1, the iteration-level simulation run with C and with C − 1 request slots
-(docs/serving.md, "The collection's Llama-3.1-8B rows: what was checked").
+(docs/serving-runs.md, "The collection's Llama-3.1-8B rows: what was checked").
 
 Usage: python scripts/completion_wait.py VALIDATE.json [--simulate] [--runs RUNS.csv]
 (VALIDATE.json from ``llmath validate --runs RUNS.csv --json``.)

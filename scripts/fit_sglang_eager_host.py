@@ -15,7 +15,7 @@ launch, ``eager_host_per_kernel_s``.
 
 Prints, per system, the rows, the median module time, the ratio of the 512-token to the 1-token time (the
 flatness) and the host time per kernel, as SGLang's ``eager_host_per_kernel_s.by_device`` in
-``src/llmath/data/engines.json`` carries it (docs/serving.md, "SGLang: the eager host time per kernel by
+``src/llmath/data/engines.json`` carries it (docs/serving-runs.md, "SGLang: the host time per eager kernel by
 device"). Module-level kernel timings only; no serving measurement enters.
 """
 

@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python scripts/fit_vllm_moe_prefill.py ../shared/validation/serving_runs.csv [--values 0,100,350]
 
-The term (``data/engines.json``, vLLM's ``overheads``; docs/serving.md, "vLLM MoE passes that prefill") adds a time
+The term (``data/engines.json``, vLLM's ``overheads``; docs/serving-runs.md, "vLLM MoE passes that prefill") adds a time
 per routed-expert layer to every pass that prefills. This script predicts the aggregated vLLM rows of the file
 whose model has routed experts (``Table.routed_expert_layers`` > 0) with each candidate value in µs (this process
 only: the loaded engine table is edited in memory, the file is not), and prints as JSON, per value, the median

@@ -1,6 +1,6 @@
 """The collection's own aggregated rows in units of one prompt's pass: each row's measured and predicted TTFT
 divided by llmath's TTFT for its prompt alone (one client, the row's layout, formats and engine settings), medians
-by engine, model, clients and prompt length, as ``measured / predicted`` (docs/serving.md, "The Qwen3 rows in
+by engine, model, clients and prompt length, as ``measured / predicted`` (docs/serving-runs.md, "The Qwen3 rows in
 units of one prompt's pass"). The division takes the kernels out, so what is left is how many passes a request
 waits and how many prompts share them.
 

@@ -13,7 +13,8 @@ For every aggregated SGLang row of ``serving_runs.csv``, grouped by model, syste
 * ``life`` = TTFT / (TTFT + (G − 1) · TPOT), G the column's output length: a wait behind whole requests is a
   fixed share of the lifetime, a queue of prefills is not.
 
-docs/serving.md ("SGLang: the rows' signatures and the mechanisms checked") quotes its tables.
+docs/serving-runs.md ("SGLang: the host time per eager kernel by device, ..., and the rows' own signatures") quotes its
+tables.
 """
 
 from __future__ import annotations

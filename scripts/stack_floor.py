@@ -6,7 +6,7 @@ Stacks (read from ``source_notes``, the only column that tells them apart): ``dy
 ``nvcr.io/nvidia/ai-dynamo/…-runtime``: the one statement of the stack in the file), ``inferencex`` (SemiAnalysis
 InferenceX provenance, ``wip=`` / ``workflow_run_id=``: the engine's own OpenAI server, its image where named) and
 ``launcher`` (the rows that state nothing but their concurrency: aiconfigurator's automation, whose templates
-serve every engine behind Dynamo's frontend; docs/serving.md, "The serving stack of the collection's own runs").
+serve every engine behind Dynamo's frontend; docs/serving-runs.md, "The serving stack of the collection's own runs").
 
 Usage: python scripts/stack_floor.py [--runs RUNS.csv] [--max-clients N] [--no-harness-lengths] [--by-gen] [--lifetime]
 ``--by-gen``: the launcher rows at each configuration's lowest concurrency, by output length, with the floor as a

@@ -3,7 +3,7 @@ rate a closed loop of C clients measured, C·G / (TTFT + (G − 1)·TPOT), per e
 with ``--validate``, what one completion spacing added to every predicted TTFT would do per engine and model; with
 ``--simulate``, a two-stage closed loop (a batching engine and one serial stage that every streamed token and every
 new request passes through, first come first served) against the rows at 128 clients
-(docs/serving.md, "The collection's rows at many clients: a ceiling inside the TensorRT-LLM worker").
+(docs/serving-runs.md, "The collection's rows at many clients: a ceiling inside the TensorRT-LLM worker").
 
 Usage: python scripts/worker_ceiling.py [--runs RUNS.csv] [--validate VALIDATE.json] [--simulate]
 (VALIDATE.json from ``llmath validate --runs RUNS.csv --json``.)
@@ -123,8 +123,8 @@ def two_stage(conc: int, gen: int, step_s: float, prefill_s: float, token_s: flo
 
 
 # (label, clients, G, decode step = llmath's predicted TPOT of the row (s), a step with prompts = the model's eager
-# floor (s; docs/serving.md, "The eager floor per launch": 19.1 ms Llama-3.1-8B, 42.2 ms Qwen3-32B), measured TTFT ms
-# / TPOT ms): TensorRT-LLM 1.0.0rc3 H100 rows of the collection, from serving_runs.csv and `validate --runs`
+# floor (s; docs/serving-runs.md, "The eager floor per launch": 19.1 ms Llama-3.1-8B, 42.2 ms Qwen3-32B), measured
+# TTFT ms / TPOT ms): TensorRT-LLM 1.0.0rc3 H100 rows of the collection, from serving_runs.csv and `validate --runs`
 SIMULATED = (("Llama-3.1-8B TP 8 1024/512", 128, 512, 0.0059, 0.0191, "2020 / 10.2"),
              ("Llama-3.1-8B TP 8 1024/256", 64, 256, 0.0050, 0.0191, "854 / 7.4"),
              ("Llama-3.1-8B TP 4 2048/512", 128, 512, 0.0120, 0.0219, "2034 / 10.9"),

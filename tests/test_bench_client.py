@@ -61,7 +61,7 @@ def _small(engine: str):
     ],
 )
 def test_drifting_loop_with_the_clients_lengths_follows_its_simulated_run(engine, conc, nine_points):
-    # docs/serving.md, "InferenceX's client as it runs": the simulation draws every prompt and output length
+    # docs/serving-runs.md, "InferenceX's client as it runs": the simulation draws every prompt and output length
     # apart (seeds 0–2 of its own generator), its slots share the list of 10·C; the closed form takes the mean prompt
     # (819 + 1024)/2 ≈ 922 and every output length of 204 … 256. Seeds alone move the simulated TTFT 1–2%.
     dev, eng = _small(engine)

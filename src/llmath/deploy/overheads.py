@@ -21,7 +21,7 @@ the kernels, on the critical path unless it overlaps that work with the GPU:
   and this × its attention calls (:func:`llmath.hardware.roofline.piecewise_host_s`).
 * ``moe_prefill_host_per_layer_s``: per routed-expert layer of a pass that prefills, added to the pass's time
   (not overlapped with it): the first-token excess of vLLM's MoE passes that prefill, fitted to the measured rows
-  (``docs/serving.md``, "vLLM MoE passes that prefill: a time per routed-expert layer").
+  (``docs/serving-runs.md``, "vLLM MoE passes that prefill: a time per routed-expert layer").
 * ``host_step_s`` / ``host_step_per_request_s``: the host's work per step, a constant and a part per request the
   step carries (scheduling, input preparation, sampling bookkeeping, responses): not added, the step lasts the
   longer of its GPU time and that time under an overlap scheduler, the sum without one
@@ -29,7 +29,7 @@ the kernels, on the critical path unless it overlaps that work with the GPU:
 * ``front_end_s``: once per request sent to the engine's server (continuous-batching serving, not a static
   batch): its HTTP handling, hand-off to the scheduler and first streamed chunk. 0 in every preset: no source
   states it, and the value fitted to measured serving runs is refuted by the held-out published results
-  (``docs/serving.md``, "The server's front-end time").
+  (``docs/serving-runs.md``, "The server's front-end time").
 
 Kernel launches and CUDA-graph replays are *not* terms here: the roofline already charges every kernel its
 launch (the fitted per-kernel ``t0`` of CUDA-graph-timed kernels, or the eager ``overhead_s``).

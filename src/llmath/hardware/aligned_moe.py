@@ -2,7 +2,7 @@
 
 vLLM 0.12.0 runs block-scaled FP8 experts on Hopper with DeepGEMM's contiguous grouped GEMM
 (``m_grouped_fp8_gemm_nt_contiguous``) at every batch size, decode included, when the MoE layer is
-tensor-parallel over fewer than 8 GPUs (docs/serving.md, "vLLM 0.12.0's DeepGEMM MoE on Hopper"). Without host
+tensor-parallel over fewer than 8 GPUs (docs/serving-runs.md, "vLLM 0.12.0's DeepGEMM MoE on Hopper"). Without host
 counts of each expert's tokens, ``DeepGemmExperts.apply`` sizes the permuted activations by
 ``compute_aligned_M``: M·k routed rows plus ``align − 1`` rows of padding for each of the rank's E_local
 experts, rounded up to ``align`` (``vllm/model_executor/layers/fused_moe/deep_gemm_utils.py`` in the vllm 0.12.0

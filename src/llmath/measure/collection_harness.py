@@ -90,7 +90,7 @@ def moe_width_attention_dp(r: dict[str, str], lay: Layout, assumed: list[str]) -
 
 
 # The grouped-expert kernel vLLM 0.12.0 runs block-FP8 experts with on Hopper under the collection's launcher
-# (docs/serving.md, "vLLM 0.12.0's DeepGEMM MoE on Hopper"): ``get_fp8_moe_backend`` picks DeepGEMM for block
+# (docs/serving-runs.md, "vLLM 0.12.0's DeepGEMM MoE on Hopper"): ``get_fp8_moe_backend`` picks DeepGEMM for block
 # quantisation when the MoE layer's TP (TP × DP without expert parallelism) is below 8 and DeepGEMM is installed,
 # and ``fused_experts`` takes it at every batch size because ``is_deep_gemm_e8m0_used()`` holds on Hopper
 # (``VLLM_USE_DEEP_GEMM_E8M0`` defaults to 1), bypassing the M ≥ 128 shape check (vllm 0.12.0 wheel,

@@ -41,7 +41,7 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   coincide more often than the client's draws do) and the mean prompt, so the clients fall out of step after
   the first wave
   (:func:`llmath.deploy.closed_loop.drifting_state`); otherwise, and for the other rows, with the fixed
-  lengths the columns state (docs/serving.md, "Which clients the measured runs used", says why both exist);
+  lengths the columns state (docs/serving-runs.md, "Which clients the measured runs used", says why both exist);
 * the engine's token budget: InferenceX's TensorRT-LLM DeepSeek-R1 launch scripts
   (``benchmarks/dsr1_fp8_h200_trt_slurm.sh``, ``dsr1_fp8_b200_trt_slurm.sh``, ``dsr1_fp4_b200_trt_slurm.sh``)
   pass ``--max_num_tokens`` ⌈(CONC + ISL + 64) / 64⌉ · 64, and from SemiAnalysisAI/InferenceX 64af5a77
@@ -73,11 +73,11 @@ lengths. How the columns are read (the collection's own conventions, from its ``
 * speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)
   and launch scripts, which set MTP with 3 draft tokens (1 under attention-DP): those rows are predicted with that
   ``Speculation`` at the published MTP acceptance (:func:`.disagg_recipes.mtp_speculation`,
-  :func:`harness_speculation`; docs/serving.md, "Speculative decoding on the InferenceX TensorRT-LLM DeepSeek-R1
+  :func:`harness_speculation`; docs/serving-runs.md, "Speculative decoding on the InferenceX TensorRT-LLM DeepSeek-R1
   rows");
 * the client's warm-up: from d053ae24e (2026-01-21) InferenceX's ``run_benchmark_serving`` sends 2·CONC warm-up
   requests before the measured ones; its rows measured earlier say in ``assumed`` that the first wave met a cold
-  server (:func:`harness_warmed`; not modelled: docs/serving.md, "The first-token delay on the SGLang and vLLM
+  server (:func:`harness_warmed`; not modelled: docs/serving-runs.md, "The first-token delay on the SGLang and vLLM
   InferenceX rows");
 * engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its

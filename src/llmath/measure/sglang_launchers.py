@@ -1,4 +1,4 @@
-"""SGLang settings the launch scripts of InferenceX's aggregated DeepSeek-R1 runs passed (docs/serving.md, "SGLang:
+"""SGLang settings the launch scripts of InferenceX's aggregated DeepSeek-R1 runs passed (docs/serving-runs.md, "SGLang:
 the InferenceX launchers' settings"): every flag of ``sglang.launch_server`` that moves timing, by script, as the
 scripts stood from SemiAnalysisAI/InferenceX 6be2c699 (2025-09-23) through 12ba0ae07 (2026-03-25), the dates of the
 rows (the values did not change in between; FP8 on B200 gained its TP 4 case in 1d29967c, 2026-01-13).

@@ -1,4 +1,4 @@
-"""TensorRT-LLM settings the launchers of the measured serving runs wrote (docs/serving.md, "TensorRT-LLM: KV
+"""TensorRT-LLM settings the launchers of the measured serving runs wrote (docs/serving-runs.md, "TensorRT-LLM: KV
 admission, batch waiting and the launchers' settings"): the KV cache share aiconfigurator's generator and InferenceX's
 launch scripts gave the engine, the holds on new prompts (batch waiting, attention-DP balancing) InferenceX's
 scripts turned on, and the token budgets they passed. :mod:`llmath.measure.serving_runs` puts them in a run's

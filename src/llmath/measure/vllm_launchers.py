@@ -1,5 +1,5 @@
-"""vLLM settings the InferenceX launchers of the measured serving runs wrote (docs/serving.md, "vLLM: the InferenceX
-launchers' settings"): the grouped-expert kernel an environment variable picks, the token budget, the running
+"""vLLM settings the InferenceX launchers of the measured serving runs wrote (docs/serving-runs.md, "vLLM: the
+InferenceX launchers' settings"): the grouped-expert kernel an environment variable picks, the token budget, the running
 sequence cap, the KV cache's format, whether prefill passes run without a CUDA graph and the largest pass that
 replays one; and the GPUs of rows whose columns state TP T, attention-DP T and EP T · T (:func:`stated_layout`).
 :mod:`llmath.measure.serving_runs` puts them in an aggregated vLLM row's ``engine_settings``.
@@ -115,9 +115,9 @@ INFERENCEX_VLLM_KV_AUTO: dict[tuple[str, str], dict[str, Any]] = {
 # then captures one full graph per decode-only batch size and runs every pass that holds a prefill token, mixed
 # ones included, as the compiled model without replay: its kernels are launched one by one from the host. The other
 # vLLM launchers leave vLLM's default mode or set PIECEWISE or FULL_AND_PIECEWISE: mixed passes up to the capture
-# size (2048 where set) replay piecewise graphs (docs/serving.md, "vLLM passes without a CUDA graph"). With
+# size (2048 where set) replay piecewise graphs (docs/serving-runs.md, "vLLM passes without a CUDA graph"). With
 # "splitting_ops": [] the compiled graph is one flattened graph, whose host time per launch is vLLM's
-# flat_graph_host_factor × its split graph's (docs/serving.md, "vLLM's own host times").
+# flat_graph_host_factor × its split graph's (docs/serving-runs.md, "vLLM's own host times").
 INFERENCEX_VLLM_EAGER_PREFILL: dict[tuple[str, str], dict[str, Any]] = {
     ("meta-llama/Llama-3.1-70B", "b200_sxm"): {
         "from": "2025-09-12",
