@@ -14,7 +14,7 @@ import llmath
 from llmath import hardware
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.aligned_moe import aligned_rows
-from llmath.hardware.fitted_ops import columns
+from llmath.hardware.fitted_columns import columns
 from llmath.hardware.kernels import launcher_moe_kernel
 from llmath.hardware.roofline import efficiency, op_times, run_format
 from llmath.measure.collection_harness import generator_moe_kernel

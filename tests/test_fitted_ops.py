@@ -15,7 +15,9 @@ import pytest
 import llmath
 from llmath import Workload, hardware
 from llmath.deploy.layout import ParallelConfig
+from llmath.hardware import decode_attention_sum as das
 from llmath.hardware import efficiency_fit as ef
+from llmath.hardware import fitted_columns as fc
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.decode import decode_generation
 from llmath.hardware.roofline import efficiency, op_times, stage_times
@@ -99,7 +101,7 @@ def test_routed_experts_reproduce_a_measured_moe_kernel(row):
     n = row["shape"]["num_tokens"]
     e = efficiency("expected", hw)
     tm, _, _, _ = op_times(t.values(Scenario(1, n, 0)), t, hw, P16, e, 1, n, decode=False)
-    routed = fo.columns(t).routed
+    routed = fc.columns(t).routed
     assert len(routed) == 3  # gate, up, down
     # in prefill each routed GEMM pays at least the eager launch; the fit's t0 is one grouped kernel
     t0 = _coef(row["device"], "moe")[8]
@@ -120,7 +122,7 @@ def test_block_scaled_experts_reproduce_a_measured_block_scaled_moe_kernel(row):
     p = replace(P16.override(weights="fp8-block"), act_quant="fp8")
     assert e.fit("moe", "fp8-block") == tuple(_coef(row["device"], "moe", "fp8_block"))
     tm, _, _, _ = op_times(t.values(Scenario(1, n, 0)), t, hw, p, e, 1, n, decode=False)
-    routed = fo.columns(t).routed
+    routed = fc.columns(t).routed
     t0 = _coef(row["device"], "moe", "fp8_block")[8]
     pred = tm[routed].sum() - 3 * max(e.overhead_s, t0 / 3) + t0
     p90 = ef.data()["devices"][row["device"]]["moe"]["fp8_block"]["held_out"]["p90_abs_err"]
@@ -147,7 +149,7 @@ def test_mla_prefill_attention_runs_the_fitted_context_mla_kernel(B):
     # sequence, 1.172 ms for 8 (medians of the table's repeats), within the fit's reported held-out p90
     hw, T = hardware.get("h200"), 1024
     t = table(llmath.resolve("deepseek-r1"), "prefill")
-    cols = fo.columns(t)
+    cols = fc.columns(t)
     assert cols.mla.size and not cols.attn.size and cols.mla_dims == (128 + 64, 128)
     assert np.all(cols.mla_heads == 128)
     e = efficiency("expected", hw)
@@ -195,10 +197,10 @@ def test_decode_band_sum_matches_step_by_step(device):
 
 def test_line_sums_split_where_the_lines_cross():
     # Σ_{u=1}^{9} max(u, 10 − u): 9 + 8 + 7 + 6 + 5 + 6 + 7 + 8 + 9 = 65
-    assert fo._lsum1(0.0, 1.0, 10.0, -1.0, 1.0, 10.0) == 65
-    assert float(fo._lsum(np.array(0.0), 1.0, 10.0, -1.0, 1.0, 10.0)) == 65
+    assert das._lsum1(0.0, 1.0, 10.0, -1.0, 1.0, 10.0) == 65
+    assert float(das._lsum(np.array(0.0), 1.0, 10.0, -1.0, 1.0, 10.0)) == 65
     # parallel lines: the larger all the way, Σ_{u=0}^{3} (2 + u) = 14
-    assert fo._lsum1(2.0, 1.0, 1.0, 1.0, 0.0, 4.0) == 14
+    assert das._lsum1(2.0, 1.0, 1.0, 1.0, 0.0, 4.0) == 14
 
 
 def test_user_overrides_turn_the_fits_off():
@@ -253,7 +255,7 @@ def test_a_rank_holds_its_share_of_the_expert_layer(tp, ep, dp, share, inter_sha
     from llmath.deploy.layout import make_layout
 
     spec = _moe_spec(MOE_ROW)
-    cols = fo.columns(rank_table(spec, "decode", "flash", make_layout(spec, ParallelConfig(None, tp, 1, ep, dp)), 0))
+    cols = fc.columns(rank_table(spec, "decode", "flash", make_layout(spec, ParallelConfig(None, tp, 1, ep, dp)), 0))
     assert len(cols.routed) == 3  # gate, up, down
     assert cols.share == pytest.approx(share) and cols.inter_share == pytest.approx(inter_share)
 
@@ -287,6 +289,6 @@ def test_rank_routed_experts_run_at_the_moe_fit_of_their_share(ep, inter_split, 
     coef = _coef("h100-sxm", "moe")
     xm = ef.moe_cost(B, 4096, 1536, 8, 128, "bf16")[2] / 4
     ec, em, _ = ef.fractions(coef, B * 8 / 128, 4096 * 1536 / inter_split, xm, ef.tile_rows("hopper"))
-    r = fo.columns(t).routed
+    r = fc.columns(t).routed
     assert inv[r] == pytest.approx(np.full(3, 1 / (3.35e12 * em)), rel=1e-9)  # H100 SXM: 3.35 TB/s
     assert f[r] == pytest.approx(np.full(3, busiest / (989.5e12 * ec)), rel=1e-9)  # the rates passed in: 1 FLOP/s

@@ -17,7 +17,7 @@ from llmath.deploy.cost import rank_table
 from llmath.deploy.layout import Layout
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.execution import checkpoint_precision
-from llmath.hardware.fitted_ops import columns
+from llmath.hardware.fitted_columns import columns
 from llmath.hardware.kernels import run_efficiency
 from llmath.hardware.moe_ep_token import ep_token_factor
 from llmath.model import registry

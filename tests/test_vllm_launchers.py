@@ -18,6 +18,7 @@ from llmath import hardware
 from llmath.deploy import engines
 from llmath.errors import WorkloadError
 from llmath.hardware import efficiency_fit as ef
+from llmath.hardware import fitted_columns as fc
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.kernels import engine_fp4_gemm, launcher_moe_kernel
 from llmath.hardware.roofline import efficiency, op_times
@@ -174,7 +175,7 @@ def _routed_time(decode: bool, kernel: str) -> float:
     e = launcher_moe_kernel(engine_fp4_gemm(efficiency("expected", hw), hw, "vllm"), hw, kernel)
     sc = Scenario(1, 1, 1024) if decode else Scenario(1, 1024, 0)
     tm, _, _, _ = op_times(t.values(sc), t, hw, p, e, 1, 1024 if not decode else 1, decode=decode)
-    return float(tm[fo.columns(t).routed].sum())
+    return float(tm[fc.columns(t).routed].sum())
 
 
 def test_marlin_times_the_prefill_experts_and_leaves_decode():
@@ -204,7 +205,7 @@ def test_flashinfer_mxfp8_prefill_experts_compute_at_the_fp8_peak():
     c = ef.engine_moe_kernel("b200", "flashinfer_mxfp8", "w4a8_mxfp4_mxfp8")
     x = ef.moe_cost(1024, 2880, 2880, 4, 128, "w4a8_mxfp4_mxfp8", routing="balanced")
     layer = float(ef.model_time(c, *x, hw.peak("fp8"), hw.memory_bandwidth_bytes_per_s, 64))
-    assert float(tm[fo.columns(t).routed].sum()) == pytest.approx(36 * layer, rel=0.03)
+    assert float(tm[fc.columns(t).routed].sum()) == pytest.approx(36 * layer, rel=0.03)
 
 
 def test_triton_block_fp8_takes_fp8_experts_and_not_fp4_ones():
@@ -213,7 +214,7 @@ def test_triton_block_fp8_takes_fp8_experts_and_not_fp4_ones():
     hw = hardware.get("b200")
     e = launcher_moe_kernel(engine_fp4_gemm(efficiency("expected", hw), hw, "vllm"), hw, "triton_fp8_block")
     t = table(registry.spec("gpt-oss-120b"), "prefill")
-    cols = fo.columns(t)
+    cols = fc.columns(t)
     fp8 = Precision.uniform("bf16").override(weights="fp8", act_quant="fp8")
     fp4 = Precision.uniform("bf16").override(weights="mxfp4", act_quant="nvfp4")
     assert fo.launcher_moe(cols, e, fp8, False)[1] == "fp8_block"

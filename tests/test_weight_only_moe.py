@@ -11,6 +11,7 @@ import pytest
 
 from llmath import hardware
 from llmath.hardware import efficiency_fit as ef
+from llmath.hardware import fitted_columns as fc
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.kernels import engine_fp4_gemm
 from llmath.hardware.roofline import efficiency, op_times, overheads
@@ -79,7 +80,7 @@ def test_tensorrt_llm_routed_mxfp4_experts_on_h200_take_the_measured_kernel_floo
     e = engine_fp4_gemm(efficiency("expected", hw), hw, "trtllm")
     assert e.fit("moe", "w4a16_mxfp4") == tuple(_entry("h200")["coef"])
     tm, _, _, _ = op_times(t.values(Scenario(1, 1, 1024)), t, hw, p, e, 1, 1, decode=True)
-    routed = fo.columns(t).routed
+    routed = fc.columns(t).routed
     assert len(routed) == 3
     assert tm[routed].sum() == pytest.approx(0.078741e-3, rel=_entry("h200")["held_out"]["p90_abs_err"])
 
@@ -91,7 +92,7 @@ def test_other_engines_keep_the_gemm_models_for_mxfp4_experts():
     assert e.fit("moe", "w4a16_mxfp4") is None
     t = table(_gpt_oss_layer(), "decode")
     p = Precision.uniform("bf16").override(weights="mxfp4")
-    assert fo._moe_coef(fo.columns(t), e, p, "bf16", False) is None
+    assert fo._moe_coef(fc.columns(t), e, p, "bf16", False) is None
 
 
 def test_fp4_experts_on_blackwell_do_not_take_the_weight_only_fit():
@@ -111,7 +112,7 @@ def test_a_moe_layers_per_kernel_time_is_shared_by_its_routed_gemms_in_every_lay
     t = table(registry.spec("gpt-oss-120b"), "decode")
     p = Precision.uniform("bf16").override(weights="mxfp4")
     e = engine_fp4_gemm(efficiency("expected", hw), hw, "trtllm")
-    routed = fo.columns(t).routed
+    routed = fc.columns(t).routed
     assert len(routed) == 6 and int(t.kernels[routed].sum()) == 3 * 36
     ov = overheads(t, e, True, p, hw)
     assert ov[routed].sum() == pytest.approx(36 * _entry("h200")["coef"][8], rel=1e-9)

@@ -59,6 +59,7 @@ SEARCH_CACHES = (  # the modules whose lru_caches hold per-layout tables or what
     "llmath.hardware.roofline",
     "llmath.hardware.decode",
     "llmath.hardware.fitted_ops",
+    "llmath.hardware.fitted_columns",
     "llmath.hardware.execution",
 )
 

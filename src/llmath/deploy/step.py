@@ -43,7 +43,7 @@ from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
-from llmath.hardware.fitted_ops import attention_columns
+from llmath.hardware.fitted_columns import attention_columns
 from llmath.hardware.roofline import Efficiency, eager_host_s, monomial_times, piecewise_host_s
 from llmath.hardware.topology import topology
 from llmath.model.dtypes import Precision
@@ -436,7 +436,7 @@ def _totals(t: Table, p: Precision) -> np.ndarray:
 
 @lru_cache(maxsize=512)
 def _attention_table(t: Table) -> Table:
-    """The table of ``t``'s :func:`~llmath.hardware.fitted_ops.attention_columns` alone, with all of ``t``'s
+    """The table of ``t``'s :func:`~llmath.hardware.fitted_columns.attention_columns` alone, with all of ``t``'s
     monomials: every per-op read of the roofline (its rates, bytes, fitted fractions and overheads) is the op's
     own, so its times are those columns of ``t``'s, from the same monomial values."""
     j = attention_columns(t)

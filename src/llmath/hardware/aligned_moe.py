@@ -21,7 +21,7 @@ import numpy as np
 
 from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.efficiency import Efficiency
-from llmath.hardware.fitted_ops import columns
+from llmath.hardware.fitted_columns import columns
 from llmath.ops import Table
 
 

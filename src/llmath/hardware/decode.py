@@ -13,7 +13,8 @@ from functools import lru_cache
 import numpy as np
 
 from llmath.hardware import Hardware
-from llmath.hardware import fitted_ops as fo
+from llmath.hardware import decode_attention_sum as das
+from llmath.hardware import fitted_columns as fc
 from llmath.hardware.efficiency import Efficiency
 from llmath.hardware.roofline import (
     I_FLOPS,
@@ -135,7 +136,8 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
         band = [[a.tolist() for a in arr[0]] for arr in da.bands(lines_, np.array([float(B)]), 48)]
         for i, o in enumerate(jf):
             L = tuple(float(v) for v in lines_[0, :, i])
-            banded.append((int(o), [b[i] for b in band], fo.scalar_step(da, L, float(B), i), float(w[o]), float(ov[o])))
+            step_t = das.scalar_step(da, L, float(B), i)
+            banded.append((int(o), [b[i] for b in band], step_t, float(w[o]), float(ov[o])))
     ch = _chunks(table)
     lines = tuple(
         (
@@ -156,14 +158,14 @@ def _decode_static(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B:
 
 def _decode_attention(table: Table, hw: Hardware, p: Precision, eff: Efficiency):
     """(the fitted decode-attention model, its columns) or (None, empty) where no fit applies."""
-    cols = fo.columns(table)
+    cols = fc.columns(table)
     coef = eff.fit("attn_decode", p.kv) if cols.attn.size else None
     if coef is None or _chunks(table)[cols.attn].any():  # chunked layers (Llama-4): the line sums below
         coef = None
     if coef is None:
         return None, cols.attn[:0]
     rts = (hw.vector_peak, rates(hw, p, eff, table)[1], hw.memory_bandwidth_bytes_per_s)
-    return fo.DecodeAttention(coef, cols, p, rts), cols.attn
+    return das.DecodeAttention(coef, cols, p, rts), cols.attn
 
 
 def _attention_lines(k: np.ndarray, Bu: np.ndarray, Xu: np.ndarray, jf: np.ndarray) -> np.ndarray:
@@ -214,7 +216,7 @@ def _decode_scalar(
     per_op = step * n
     total, first, last = step_sum * n, step_sum, step_sum
     for o, band, step_t, w, ov in banded:
-        t, tf, tl = fo.decode_attention_scalar(band, step_t, u0, n, w, ov)
+        t, tf, tl = das.decode_attention_scalar(band, step_t, u0, n, w, ov)
         total += t - per_op[o]
         per_op[o] = t
         first += tf - step[o]
@@ -237,7 +239,7 @@ _MEMO_ELEMENTS = 1 << 16  # per-batch constants up to this size are memoised (a 
 @lru_cache(maxsize=8)
 def _attention_bands(table: Table, hw: Hardware, p: Precision, eff: Efficiency, bu: bytes, K: int):
     """(lines (nB, 6, nj), bands) of the fitted decode-attention columns for the distinct batches ``bu``
-    (float64 bytes) and K context bands (:meth:`llmath.hardware.fitted_ops.DecodeAttention.bands`)."""
+    (float64 bytes) and K context bands (:meth:`llmath.hardware.decode_attention_sum.DecodeAttention.bands`)."""
     da, jf = _decode_attention(table, hw, p, eff)
     assert da is not None
     Bu = np.frombuffer(bu)
@@ -254,7 +256,7 @@ def _attention_bands(table: Table, hw: Hardware, p: Precision, eff: Efficiency, 
 def _attention_inputs(table: Table, hw: Hardware, p: Precision, eff: Efficiency, jf, Bu, u0, n):
     """(lines, windows, bands) of the fitted decode-attention columns ``jf`` for the distinct batches ``Bu``."""
     w = _windows(table)[jf]
-    K = fo.band_count(u0, n, w)
+    K = das.band_count(u0, n, w)
     if Bu.size * jf.size * K <= _MEMO_ELEMENTS:  # a sweep's blocks share their batches: bands once for all
         lines_, band = _attention_bands(table, hw, p, eff, Bu.tobytes(), K)
     else:
@@ -266,7 +268,7 @@ def _attention_generation(
     table: Table, hw: Hardware, p: Precision, eff: Efficiency, Bf, u0, n, step, per_op, ov, groups=None
 ):
     """The fitted decode-attention columns of a vectorised generation, summed per context band
-    (:func:`llmath.hardware.fitted_ops.decode_attention_sum`): sets their ``per_op`` totals and returns
+    (:func:`llmath.hardware.decode_attention_sum.decode_attention_sum`): sets their ``per_op`` totals and returns
     (their columns, (first-step, last-step) corrections to the context-independent ``step``). ``groups``:
     :func:`distinct` of the batches, when the caller has it."""
     da, jf = _decode_attention(table, hw, p, eff)
@@ -275,7 +277,7 @@ def _attention_generation(
     Bu, idx = distinct(Bf[..., 0]) if groups is None else groups
     lines_, w, band = _attention_inputs(table, hw, p, eff, jf, Bu, u0, n)
     idx = idx.reshape(Bf.shape[:-1])
-    tot, tf, tl = fo.decode_attention_sum(da, lines_, Bu, idx, u0, n, w, ov[jf], band)
+    tot, tf, tl = das.decode_attention_sum(da, lines_, Bu, idx, u0, n, w, ov[jf], band)
     per_op[..., jf] = tot
     return jf, ((tf - step[..., jf]).sum(-1), (tl - step[..., jf]).sum(-1))
 
@@ -435,7 +437,7 @@ def decode_total(table: Table, hw: Hardware, p: Precision, eff: Efficiency, B, P
     total = (step_sum - step[:, jf].sum(-1) - step[:, j].sum(-1))[idx] * n[..., 0]
     if da is not None:
         lines_, w, band = _attention_inputs(table, hw, p, eff, jf, Bu, u0, n)
-        total += fo.decode_attention_total(da, lines_, Bu, idx, u0, n, w, ov[jf], band).sum(-1)
+        total += das.decode_attention_total(da, lines_, Bu, idx, u0, n, w, ov[jf], band).sum(-1)
     if j.size:
         k, kc = _decode_coefs(table, bw_key), _compute_coefs(table, bw_key, hw, p, eff)
         invj = inv[:, j][idx] if inv.ndim > 1 else inv[j]

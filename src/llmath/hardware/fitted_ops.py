@@ -11,13 +11,14 @@ Which operators a class's fit applies to, with the fit's own features (docs/effi
   throughout); docs/efficiency.md states the rule.
 * **decode attention** (the same operators in decode): compute at the **vector** peak × ηc(B·H, u), u = min(S + 1, W)
   the positions read; memory at ηm(bytes); per kernel the fit's ``t0``. Both fractions depend on the
-  context, so a generation's sum over steps is taken per context band (:func:`decode_attention_sum`).
+  context, so a generation's sum over steps is taken per context band (:mod:`llmath.hardware.decode_attention_sum`).
 * **routed experts** (the weight GEMMs whose weights are the MoE experts): compute at the dense peak ×
   ηc(tokens per expert, hidden · inter), memory at ηm(bytes of the whole expert layer), and the fit's ``t0``
   (one grouped MoE layer) shared equally by the layer's routed GEMMs. On one rank of a parallel layout the
-  grouped kernel runs the rank's share s = 1 / (moe-TP × EP) of the layer (:func:`_expert_shares`): the same
-  tokens per expert (all the tokens the layer routes, every attention-DP replica's), hidden · inter / moe-TP
-  (moe-TP splits each expert's width, EP holds whole experts) and the layer's bytes × s. Checked against the
+  grouped kernel runs the rank's share s = 1 / (moe-TP × EP) of the layer
+  (:func:`llmath.hardware.fitted_columns._expert_shares`): the same tokens per expert (all the tokens the layer
+  routes, every attention-DP replica's), hidden · inter / moe-TP (moe-TP splits each expert's width, EP holds
+  whole experts) and the layer's bytes × s. Checked against the
   split rows of the same tables, which the fit never saw: ``scripts/moe_split_check.py`` (docs/decode_step.md).
   Under EP the layer waits for its busiest rank: compute × the routing's busiest-rank factor
   (:func:`llmath.ops.routing.busiest_rank_factor`).
@@ -25,126 +26,39 @@ Which operators a class's fit applies to, with the fit's own features (docs/effi
   not the measured kernel: they keep the GEMM fit.
 
 Formats: attention fits are keyed by the KV-cache format, the MoE fit by the compute format (fp16 uses bf16's).
-Columns without a fit for their format keep the GEMM fit and the scalar fractions.
+Columns without a fit for their format keep the GEMM fit and the scalar fractions. Which operators are the
+columns, with their features, is :mod:`llmath.hardware.fitted_columns`.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
+from llmath.hardware.decode_attention_sum import decode_fractions
 from llmath.hardware.efficiency import Efficiency
 from llmath.hardware.execution import executed, op_executed, op_formats
+from llmath.hardware.fitted_columns import Columns, columns, fit_format
 from llmath.hardware.gemm_runs import gemm_runs
-from llmath.hardware.moe_ep_token import ep_token_factor, routed_flops_per_token
+from llmath.hardware.moe_ep_token import ep_token_factor
 from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.ops import Table
-from llmath.ops.kernel import Kernel
 from llmath.ops.routing import busiest_rank_factor
 from llmath.ops.table import by_kinds, op_weights
 
 
-@dataclass(frozen=True)
-class Columns:
-    """Operator columns the fits apply to, and the sizes that are their features."""
-
-    attn: np.ndarray  # attention columns (the dense attention kernel's, decoder-only, non-MLA)
-    windows: np.ndarray  # their windows (inf: full attention)
-    heads: np.ndarray  # their query and KV heads (a rank's share on a parallel layout)
-    kv_heads: np.ndarray
-    head_dim: int
-    routed: np.ndarray  # routed expert GEMM columns
-    moe: tuple[int, int, int, int]  # (hidden, expert inter, top-k, experts); zeros without MoE
-    share: float = 1.0  # the share of every expert's weights the table's rank holds (1 / (moe-TP × EP))
-    inter_share: float = 1.0  # the share of each expert's intermediate width it computes (1 / moe-TP)
-    mla: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # MLA prefill attention (MLA_CONTEXT)
-    mla_heads: np.ndarray = field(default_factory=lambda: np.zeros(0))  # their heads (a rank's share)
-    mla_dims: tuple[int, int] = (0, 0)  # (qk_nope + qk_rope, v_head_dim) per head
-    routed_flops: float = 0.0  # the rank's routed-expert FLOPs per routed token of one MoE layer (its own terms)
-
-
-def _heads(op, d: int) -> tuple[float, float]:
-    """(query heads, KV heads) of an attention op from its own terms: 4·H·d FLOPs per visible pair (QK and
-    PV), 2·K·d elements of K/V read per position; on a layout, the rank's share."""
-    fl = sum(t.coef for t in op.terms("flops") if t.mono.startswith("P:"))
-    kv = sum(t.coef for t in op.terms("kv_read") if t.mono.startswith("K:"))
-    return fl / (4 * d), kv / (2 * d)
-
-
-@lru_cache(maxsize=512)
-def columns(table: Table) -> Columns:
-    spec = table.spec
-    d = spec.head_dim
-    # the fits are the dense attention kernel's (features: pairs, positions read): the operators that declare
-    # it (ops/kernel.py) of a decoder-only, non-MLA model
-    plain = spec.mla is None and spec.encoder is None
-    attn = [i for i, op in enumerate(table.ops) if plain and op.kernel == Kernel.DENSE_ATTENTION]
-    win = np.array([np.inf if table.ops[i].window is None else table.ops[i].window for i in attn], dtype=float)
-    hk = np.array([_heads(table.ops[i], d) for i in attn], dtype=float).reshape(-1, 2)
-    routed: list[int] = []
-    m = spec.moe
-    if m is not None:
-        routed = np.flatnonzero(table.is_weight_mm & op_weights(table)[1]).tolist()
-    moe = (spec.d_model, m.d_ff_expert, m.top_k, m.n_experts) if m is not None else (0, 0, 0, 0)
-    share, inter = _expert_shares(table, routed) if routed else (1.0, 1.0)
-    r = np.array(routed, dtype=int)
-    mla, mh, dims = _mla_columns(table)
-    per_layer = routed_flops_per_token(table, routed)
-    return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, r, moe, share, inter, mla, mh, dims,
-                   per_layer)  # fmt: skip
-
-
-@lru_cache(maxsize=256)
-def attention_columns(table: Table) -> np.ndarray:
-    """The ops whose attention has a fitted kernel model (dense attention and MLA's prefill attention): the
-    columns a pass mixing decoders and prefill chunks times in two parts."""
-    cols = columns(table)
-    out = np.concatenate([cols.attn, cols.mla])
-    out.setflags(write=False)
-    return out
-
-
-def _mla_columns(table: Table) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
-    """MLA's prefill attention columns (decoder-only), their heads from their own terms (2·(qk + v) FLOPs per
-    head per visible pair; on a layout, the rank's share) and the per-head widths."""
-    m = table.spec.mla
-    if m is None or table.spec.encoder is not None:
-        return np.zeros(0, dtype=int), np.zeros(0), (0, 0)
-    q, v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
-    cols = [i for i, op in enumerate(table.ops) if op.kernel == Kernel.MLA_CONTEXT]
-    fl = [sum(t.coef for t in table.ops[i].terms("flops") if t.mono.startswith("P:")) for i in cols]
-    return np.array(cols, dtype=int), np.array(fl, dtype=float) / (2 * (q + v)), (q, v)
-
-
 def _mla_fractions(coef, cols: Columns, p: Precision, B, T):
     """(ηc, ηm) of MLA prefill attention: B sequences of T new tokens, each column's heads."""
-    kv = _fmt(p.kv) or "bf16"
+    kv = fit_format(p.kv) or "bf16"
     q, v = cols.mla_dims
     xm = ef.mla_context_bytes(B, T, cols.mla_heads, q, v, kv, kv)  # mla_context_cost's, B and T float arrays
     ec, em, _ = ef.fractions(coef, T, B * cols.mla_heads * T, xm)
     return ec, em
-
-
-def _expert_shares(table: Table, routed: list[int]) -> tuple[float, float]:
-    """(share of every expert's weights, share of each expert's intermediate width) one rank computes, from its
-    routed GEMMs' own terms: each reads hidden · inter weights per expert hit times the first share; the
-    gate/up GEMMs read top-k · hidden inputs per routed token (× the attention-DP replicas whose tokens the layer
-    routes) over the experts' share the rank holds, so their ratio is the expert-parallel share and what is
-    left is the moe-TP split of the intermediate width (the down GEMM's input, top-k · inter / moe-TP, is never
-    larger: an expert's inter is below hidden)."""
-    spec, m = table.spec, table.spec.moe
-    assert m is not None
-    per_hit = max(t.coef for i in routed for t in table.ops[i].terms("weight") if t.mono == "U:moe")
-    share = min(per_hit / (spec.d_model * m.d_ff_expert), 1.0)
-    rows_in = max(t.coef for i in routed for t in table.ops[i].terms("act_in") if t.mono == "BT")
-    ep_share = min(rows_in / (m.top_k * spec.d_model * table.moe_tokens), 1.0)
-    return share, min(share / ep_share, 1.0)
 
 
 def _moe_coef(cols: Columns, eff: Efficiency, p: Precision, run_fmt: str, decode: bool) -> tuple[float, ...] | None:
@@ -194,7 +108,7 @@ def _moe_bytes_key(p: Precision, run_fmt: str, eff: Efficiency) -> str:
         return "w4a16_mxfp4"
     if ef.MOE_STORAGE.get(stored) == "nvfp4" and fmt.get(stored).compute == run_fmt and eff.fit("moe", "nvfp4"):
         return "nvfp4"
-    return _fmt(run_fmt) or "bf16"
+    return fit_format(run_fmt) or "bf16"
 
 
 def rank_moe_bytes(tokens, cols: Columns, weights: str):
@@ -203,23 +117,6 @@ def rank_moe_bytes(tokens, cols: Columns, weights: str):
     expert the rank holds (moe-TP splits each expert, EP holds a share of them: the same bytes per token)."""
     h, i, k, E = cols.moe
     return ef.moe_bytes(np.asarray(tokens, dtype=float), h, i, k, E, weights) * cols.share
-
-
-def _fmt(dtype: str) -> str | None:
-    return ef.FORMAT_ALIASES.get(dtype)
-
-
-def decode_attention_coef(eff: Efficiency, p: Precision) -> tuple[float, ...] | None:
-    return eff.fit("attn_decode", p.kv)
-
-
-def _decode_fractions(coef, cols: Columns, p: Precision, B, u, heads=None, kv_heads=None):
-    """(ηc, ηm) of decode attention at batch B and u positions read (arrays broadcast over the columns)."""
-    H = cols.heads if heads is None else heads
-    K = cols.kv_heads if kv_heads is None else kv_heads
-    xm = ef.attn_decode_cost(B, u - 1, H, K, cols.head_dim, _fmt(p.kv) or "bf16")[2]
-    ec, em, _ = ef.fractions(coef, B * H, u, xm)
-    return ec, em
 
 
 @dataclass(frozen=True)
@@ -290,11 +187,11 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
     if ctx is not None:
         j = cols.attn
         if decode:
-            ec, em = _decode_fractions(ctx, cols, p, B, np.minimum(S + 1, cols.windows))
+            ec, em = decode_fractions(ctx, cols, p, B, np.minimum(S + 1, cols.windows))
             f[..., j], inv[..., j] = mm[j] / (hw.vector_peak * ec), 1.0 / (bw * em)
         else:
             T = rows / B
-            kv = _fmt(p.kv) or "bf16"
+            kv = fit_format(p.kv) or "bf16"
             xm = ef.attn_context_cost(B, T, cols.heads, cols.kv_heads, cols.head_dim, kv, kv)[2]
             ec, em, _ = ef.fractions(ctx, T, B * cols.heads * T, xm)
             _set(f, inv, j, mm[j] / (peaks[j] * ec), 1.0 / (bw * em), mixed)
@@ -444,157 +341,3 @@ def overheads(
         out[cols.routed] = table.kernels[cols.routed] * (max(eff.overhead_s, t0) if not decode else t0)
     out.setflags(write=False)
     return out
-
-
-# ---- decode attention over a generation: band-wise closed form ---------------------------------------
-#
-# Decode attention's step time at u positions is t(u) = max(c(u), m(u)) with c(u) = FLOPs(u) / (vector peak ·
-# ηc(B·H, u)) and m(u) = bytes(u) / (bandwidth · ηm(bytes(u))): FLOPs and bytes are affine in u, the fractions
-# are not, so the affine closed form of the roofline (one split where the bound flips) does not apply as is.
-# Per context band [2^k, 2^(k+1)) c and m are replaced by their secants through the band's edges (exact at
-# every power of two; a secant of u ↦ u / sat(u) over a factor-2 band is within 1.5% of it for exponents
-# ≥ 0.5), and each band is summed in closed form, split where its two secants cross. G(v), the sum over
-# u < v, is a cumulative table over whole bands plus one partial band, so a generation costs two lookups
-# whatever its length; the first and last steps use the exact t(u).
-
-
-def _tri(L0, L1, lo, hi):
-    """Σ over integers u in [lo, hi) of L0 + L1·u."""
-    n = hi - lo
-    return L0 * n + L1 * n * (lo + hi - 1) / 2
-
-
-def _lsum(c0, c1, m0, m1, a, x):
-    """Σ over integers u in [a, x) of max(c0 + c1·u, m0 + m1·u), split where the lines cross (arrays)."""
-    dc = c1 - m1
-    us = np.divide(m0 - c0, dc, out=np.full(np.broadcast_shapes(np.shape(dc), np.shape(c0)), np.inf), where=dc != 0)
-    s = np.clip(np.ceil(us), a, x)
-    lo_c, hi_c, lo_m, hi_m = _tri(c0, c1, a, s), _tri(c0, c1, s, x), _tri(m0, m1, a, s), _tri(m0, m1, s, x)
-    out = np.where(dc > 0, lo_m + hi_c, lo_c + hi_m)
-    return np.where(dc == 0, np.maximum(lo_c + hi_c, lo_m + hi_m), out)
-
-
-def _lsum1(c0: float, c1: float, m0: float, m1: float, a: float, x: float) -> float:
-    """Scalar :func:`_lsum`."""
-    dc = c1 - m1
-    if dc == 0:
-        return max(_tri(c0, c1, a, x), _tri(m0, m1, a, x))
-    s = min(max(float(math.ceil((m0 - c0) / dc)), a), x)
-    if dc > 0:
-        return _tri(m0, m1, a, s) + _tri(c0, c1, s, x)
-    return _tri(c0, c1, a, s) + _tri(m0, m1, s, x)
-
-
-@dataclass(frozen=True)
-class DecodeAttention:
-    """Decode attention's (compute, memory) step time at u: ``coef`` its fit, ``rates`` (vector peak, vector
-    rate, bandwidth). Lines are 6-tuples (FLOPs, vector FLOPs, bytes as a + b·u: F0, F1, V0, V1, M0, M1)."""
-
-    coef: tuple[float, ...]
-    cols: Columns
-    p: Precision
-    rates: tuple[float, float, float]
-
-    def cm(self, L, B, u, heads=None, kv_heads=None):
-        ec, em = _decode_fractions(self.coef, self.cols, self.p, B, u, heads, kv_heads)
-        vpk, vec, bw = self.rates
-        F0, F1, V0, V1, M0, M1 = L
-        return (F0 + F1 * u) / (vpk * ec) + (V0 + V1 * u) / vec, (M0 + M1 * u) / (bw * em)
-
-    def bands(self, lines, Bu, K: int):
-        """Per band k < K: secant lines (c0, c1, m0, m1), (nB, nj, K), and G(2^k), (nB, nj, K + 1)."""
-        e = 2.0 ** np.arange(K + 1)
-        H, K_ = self.cols.heads[:, None], self.cols.kv_heads[:, None]
-        c, m = self.cm(tuple(lines[:, i, :, None] for i in range(6)), Bu[:, None, None], e, H, K_)
-        c1, m1 = np.diff(c, axis=-1) / e[:-1], np.diff(m, axis=-1) / e[:-1]
-        c0, m0 = c[..., :-1] - c1 * e[:-1], m[..., :-1] - m1 * e[:-1]
-        full = _lsum(c0, c1, m0, m1, e[:-1], e[1:])
-        G = np.concatenate([np.zeros(full.shape[:-1] + (1,)), np.cumsum(full, axis=-1)], axis=-1)
-        return c0, c1, m0, m1, G
-
-
-def _G(band, idx, v, K: int):
-    """G(v) = Σ_{u<v} of the banded step time, v ≥ 1, (…, nj); ``idx`` (…) picks each element's batch."""
-    k = np.clip(np.floor(np.log2(v)), 0, K - 1).astype(np.intp)
-    nj = band[0].shape[1]
-    flat = (idx[..., None] * nj + np.arange(nj)) * K + k  # into the (nB, nj, K) tables
-    c0, c1, m0, m1 = (a.reshape(-1)[flat] for a in band[:4])
-    G = band[4][..., :K].reshape(-1)[flat]
-    return G + _lsum(c0, c1, m0, m1, np.exp2(k), v)
-
-
-def band_count(u0, n, w) -> int:
-    """Context bands [2^k, 2^(k+1)) a generation's sum needs: those below its largest position read."""
-    return max(int(np.ceil(np.log2(max(float(np.max(np.minimum(u0 + n, w))), 2.0)))), 1)
-
-
-def _rows(lines, Bu, idx):
-    """Each element's attention lines (6 × (…, nj)) and batch (…, 1), picked by ``idx``."""
-    return tuple(lines[:, i, :][idx] for i in range(6)), Bu[idx][..., None]
-
-
-def _below(da: DecodeAttention, lines, Bu, idx, u0, n, w, band):
-    """Σ over the n steps of the attention columns' step times, without overheads (…, nj), and the rows
-    (:func:`_rows`) when the windowed tail needed them (else ``None``)."""
-    hi = np.minimum(u0 + n, w)  # raw positions below the window: [u0, hi)
-    K = band_count(u0, n, w)
-    band = da.bands(lines, Bu, K) if band is None else band
-    g = _G(band, idx, np.stack(np.broadcast_arrays(np.maximum(hi, u0), u0 + 0 * hi)), K)  # G(hi), G(u0) at once
-    below = np.where(hi > u0, g[0] - g[1], 0.0)
-    tail = np.maximum(u0 + n - np.maximum(u0, w), 0)
-    if not np.any(tail > 0):
-        return below, None
-    L, Bk = _rows(lines, Bu, idx)
-    return below + tail * np.maximum(*da.cm(L, Bk, np.where(np.isinf(w), 1.0, w))), (L, Bk)
-
-
-def decode_attention_sum(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov, band=None):
-    """(total, first, last) seconds of the attention columns over n steps with u_j = min(u0 + j, w), each
-    (…, nj). ``lines`` (nB, 6, nj) per distinct batch ``Bu``; ``idx`` (…) each element's batch; u0, n (…, 1).
-    ``band``: ``da.bands(lines, Bu, band_count(u0, n, w))``, when the caller has it."""
-    below, rows = _below(da, lines, Bu, idx, u0, n, w, band)
-    L, Bk = _rows(lines, Bu, idx) if rows is None else rows
-    ends = np.stack(np.broadcast_arrays(np.minimum(u0, w), np.minimum(u0 + np.maximum(n - 1, 0), w)))
-    t = np.maximum(*da.cm(L, Bk, ends)) + ov  # the first and the last step
-    return below + n * ov, t[0], t[1]
-
-
-def decode_attention_total(da: DecodeAttention, lines, Bu, idx, u0, n, w, ov, band=None):
-    """:func:`decode_attention_sum`'s total alone (no exact first and last step): what a sweep reports."""
-    return _below(da, lines, Bu, idx, u0, n, w, band)[0] + n * ov
-
-
-def scalar_step(da: DecodeAttention, L, B: float, i: int):
-    """A pure-Python t(u) of attention column ``i`` at batch B: :meth:`DecodeAttention.cm`'s max, with every
-    constant of the batch folded in (the scalar path is timed per scenario)."""
-    c, h1, p1, h2, p2, mem, hm, pm, _ = da.coef
-    vpk, vec, bw = da.rates
-    F0, F1, V0, V1, M0, M1 = L
-    H, d = float(da.cols.heads[i]), da.cols.head_dim
-    kvb = 2 * float(da.cols.kv_heads[i]) * d * ef.BYTES[_fmt(da.p.kv) or "bf16"] * B  # xm = kvb·u + qo
-    qo = 4 * H * d * B
-    c1 = c / (1 + (h1 / (B * H)) ** p1)
-
-    def t(u: float) -> float:  # xm: efficiency_fit.attn_decode_cost
-        ec = c1 / (1 + (h2 / u) ** p2)
-        em = mem / (1 + (hm / (kvb * u + qo)) ** pm)
-        return max((F0 + F1 * u) / (vpk * ec) + (V0 + V1 * u) / vec, (M0 + M1 * u) / (bw * em))
-
-    return t
-
-
-def decode_attention_scalar(band, t, u0: float, n: float, w: float, ov: float):
-    """Scalar :func:`decode_attention_sum` for one column: ``band`` its (c0, c1, m0, m1, G) lists, ``t`` its
-    exact step time (:func:`scalar_step`)."""
-    K = len(band[0])
-
-    def G(v: float) -> float:
-        k = min(max(math.frexp(v)[1] - 1, 0), K - 1)  # floor(log2 v) for v ≥ 1
-        return band[4][k] + _lsum1(band[0][k], band[1][k], band[2][k], band[3][k], 2.0**k, v)
-
-    hi = min(u0 + n, w)
-    total = G(hi) - G(u0) if hi > u0 else 0.0
-    tail = max(u0 + n - max(u0, w), 0.0)
-    if tail > 0:
-        total += tail * t(w)
-    return total + n * ov, t(min(u0, w)) + ov, t(min(u0 + max(n - 1, 0.0), w)) + ov

@@ -20,6 +20,7 @@ import numpy as np
 
 from llmath.hardware import Hardware, aligned_moe
 from llmath.hardware import efficiency_fit as ef
+from llmath.hardware import fitted_columns as fc
 from llmath.hardware import fitted_ops as fo
 from llmath.hardware.efficiency import IDEAL, Efficiency, efficiency, expected  # noqa: F401 (re-exported)
 from llmath.hardware.execution import executed, op_executed, op_peaks
@@ -432,7 +433,7 @@ def _total_rhs(table: Table, hw: Hardware, p: Precision, eff: Efficiency) -> tup
     activation functions, embeddings) take max(compute, memory) per monomial, all of them one row (the
     first); the s others keep a compute and a memory row each; the v varying ops their matmul seconds,
     vector seconds and bytes, as :func:`monomial_times`."""
-    cols = fo.columns(table)
+    cols = fc.columns(table)
     vary = table.weight_token_rows | table.weight_logit_rows | table.is_weight_mm | table.is_kv_attention
     vary[cols.attn] = True
     vary[cols.mla] = True
