@@ -5,7 +5,7 @@ Usage: python scripts/first_token_split.py [--runs RUNS.csv] [--engines sglang,v
 For the aggregated rows with SemiAnalysis InferenceX's provenance (its client draws every length from
 [0.8·L, L]), at most ``--max-clients`` requests in flight per replica, grouped by engine, model, system, TP,
 prompt length and whether the client warmed the server up first
-(:func:`llmath.measure.serving_runs.harness_warmed`): the median measured TTFT, the drifting loop's
+(:func:`llmath.measure.inferencex_harness.harness_warmed`): the median measured TTFT, the drifting loop's
 (``validate --runs --harness-lengths``), one request's alone (concurrency 1: its prefill and the engine's
 per-request terms), and the measured time above that single request, in ms and as a ratio. An excess that
 falls with TP and grows with the prompt is GPU work in the prefill; one that does neither is per request.
@@ -22,7 +22,8 @@ from statistics import median
 from doc_section import RUNS_CSV
 
 from llmath.errors import LLMathError
-from llmath.measure.serving_runs import INFERENCEX_NOTES, harness_warmed, predict_run, read_runs, to_run
+from llmath.measure.inferencex_harness import INFERENCEX_NOTES, harness_warmed
+from llmath.measure.serving_runs import predict_run, read_runs, to_run
 
 
 def rows(path: str, engines: set[str], max_clients: int) -> list[dict]:

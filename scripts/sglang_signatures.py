@@ -25,7 +25,8 @@ from statistics import median
 
 from doc_section import RUNS_CSV
 
-from llmath.measure.serving_runs import INFERENCEX_NOTES, harness_warmed, read_runs, to_run
+from llmath.measure.inferencex_harness import INFERENCEX_NOTES, harness_warmed
+from llmath.measure.serving_runs import read_runs, to_run
 
 CLIENT_BINS = ((8, "≤ 8"), (32, "≤ 32"), (128, "≤ 128"), (10**9, "> 128"))
 

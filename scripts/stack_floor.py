@@ -23,7 +23,8 @@ from statistics import median
 
 from doc_section import RUNS_CSV
 
-from llmath.measure.serving_runs import INFERENCEX_NOTES, read_runs, validate_runs
+from llmath.measure.inferencex_harness import INFERENCEX_NOTES
+from llmath.measure.serving_runs import read_runs, validate_runs
 
 
 def stack_of(notes: str) -> str:

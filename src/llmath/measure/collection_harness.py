@@ -18,6 +18,9 @@ The sdk also holds every MoE configuration to one width: ``tp_size × attention_
 width"). The collection's vLLM Qwen3-235B-A22B-FP8 H200 rows state ``tp_size`` 1 or 2 with ``moe_tp_size`` 2 or 4
 and leave ``attention_dp_size`` empty; :func:`moe_width_attention_dp` reads their attention-DP ranks from that
 width (vLLM ``--data-parallel-size``, whose MoE layers then shard the experts over all TP × DP ranks).
+
+The engine settings its generator gave those workers (token budget, request cap, KV cache share, SGLang's mixed
+chunks, vLLM's grouped-expert kernel) are :func:`launcher_settings`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from llmath.measure.trt_launchers import GENERATOR_TRT_KV_FRACTION
 
 if TYPE_CHECKING:
     from llmath.measure.serving_runs import Layout
@@ -113,3 +118,32 @@ def generator_moe_kernel(r: dict[str, str]) -> dict[str, Any]:
     width = _positive(r.get("moe_tp_size", "")) * max(_positive(r.get("moe_ep_size", "")), 1)
     ok = r["model_path"] in g["checkpoints"] and 0 < width <= g["max_moe_tp"]
     return {"moe_kernel": g["kernel"]} if ok else {}
+
+
+# Engine settings the collection's own launcher gave aggregated workers (llmath.measure.serving_runs' docstring),
+# ai-dynamo/aiconfigurator's
+# config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
+# enable_mixed_chunk = true``; the flag's spelling fixed in 07a37792, 2026-01-19), passed on by its SGLang 0.5.6.post2
+# template (c46a56b0, 2026-01-23, dynamo 0.8.0); and a token budget of the worker's batch size + ISL + 1500 for
+# aggregated TensorRT-LLM workers (``max_num_tokens``, cli/backends/trtllm.py before 84ee71eb, 2025-09-30, then
+# rule_plugin/trtllm.rule) and vLLM workers (``--max-num-batched-tokens`` from rule_plugin/vllm.rule, 2cecd659); a
+# request cap of the worker's batch size: ``max_batch_size: {{ bs }}`` (cli/templates/trtllm/dynamo/
+# extra_engine_args.1.0.0rc3.yaml.j2 at fade9583c), ``agg_decode max_batch_size = max_batch_size`` passed as
+# ``--max-running-requests`` / ``--max-num-seqs`` (rule_plugin/sglang.rule, vllm.rule and their templates at c46a56b0;
+# raised to at least 512 for deployments only from 71bb3d00e, 2026-01-30).
+GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
+GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
+GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's rules)
+
+
+def launcher_settings(r: dict[str, str]) -> dict[str, Any]:
+    """The engine settings the collection's launcher gave an aggregated row without InferenceX provenance."""
+    out = dict(GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {}), **generator_moe_kernel(r))
+    if r["backend"] != "sglang" or (r["backend"], r["backend_version"]) in GENERATOR_SETTINGS:
+        # not the SGLang rows older than its generator support
+        out["max_num_seqs"] = max(_positive(r["batch_size"]), 1)
+    if r["backend"] in GENERATOR_BUDGET_ENGINES:
+        out["max_num_batched_tokens"] = max(_positive(r["batch_size"]), 1) + int(r["isl"]) + GENERATOR_BUDGET_SLACK
+    if r["backend"] == "trtllm":
+        out["gpu_memory_utilization"] = GENERATOR_TRT_KV_FRACTION
+    return out

@@ -46,7 +46,8 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   (``benchmarks/dsr1_fp8_h200_trt_slurm.sh``, ``dsr1_fp8_b200_trt_slurm.sh``, ``dsr1_fp4_b200_trt_slurm.sh``)
   pass ``--max_num_tokens`` ⌈(CONC + ISL + 64) / 64⌉ · 64, and from SemiAnalysisAI/InferenceX 64af5a77
   (2026-01-21) at least 8192: its aggregated rows run that budget by their ``measured=`` date
-  (:data:`INFERENCEX_TRT_BUDGET`), carried in the run's ``engine_settings`` as ``max_num_batched_tokens``;
+  (:data:`.inferencex_harness.INFERENCEX_TRT_BUDGET`), carried in the run's ``engine_settings`` as
+  ``max_num_batched_tokens``;
 * SGLang's launch settings: InferenceX's SGLang DeepSeek-R1 scripts (``dsr1_fp8_b200.sh``, ``dsr1_fp4_b200.sh``,
   ``dsr1_fp8_h200.sh``) pass ``--scheduler-recv-interval`` (B200: 30 from 16 clients, 10 below, 10 for FP8 at
   TP 4), the prefill budget, the sequence cap and the memory share: ``recv_interval``, ``max_num_batched_tokens``,
@@ -73,13 +74,14 @@ lengths. How the columns are read (the collection's own conventions, from its ``
 * speculation: InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations ran their own image (``1.2.0rc6.post3``)
   and launch scripts, which set MTP with 3 draft tokens (1 under attention-DP): those rows are predicted with that
   ``Speculation`` at the published MTP acceptance (:func:`.disagg_recipes.mtp_speculation`,
-  :func:`harness_speculation`; docs/serving-runs.md, "Speculative decoding on the InferenceX TensorRT-LLM DeepSeek-R1
-  rows");
+  :func:`.inferencex_harness.harness_speculation`; docs/serving-runs.md, "Speculative decoding on the InferenceX
+  TensorRT-LLM DeepSeek-R1 rows");
 * the client's warm-up: from d053ae24e (2026-01-21) InferenceX's ``run_benchmark_serving`` sends 2·CONC warm-up
   requests before the measured ones; its rows measured earlier say in ``assumed`` that the first wave met a cold
-  server (:func:`harness_warmed`; not modelled: docs/serving-runs.md, "The first-token delay on the SGLang and vLLM
-  InferenceX rows");
-* engine settings (:func:`launcher_settings`, the run's ``engine_settings``): the collection's other aggregated rows
+  server (:func:`.inferencex_harness.harness_warmed`; not modelled: docs/serving-runs.md, "The first-token delay
+  on the SGLang and vLLM InferenceX rows");
+* engine settings (:func:`.collection_harness.launcher_settings`, the run's ``engine_settings``):
+  the collection's other aggregated rows
   are aiconfigurator's own runs of configurations its generator wrote (every row's ``batch_size`` is its
   concurrency; SGLang 0.5.6.post2 runs at 20, 176, 352, 448, … clients, the batch sizes of generated
   configurations). The generator gives TensorRT-LLM and vLLM workers a token budget of ``batch_size`` + ISL + 1500
@@ -102,21 +104,27 @@ import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 import numpy as np
 
-from llmath.deploy.bench_client import INFERENCEX, INFERENCEX_MTP, BenchClient
+from llmath.deploy.bench_client import BenchClient
 from llmath.errors import LLMathError, WorkloadError
-from llmath.measure.collection_harness import generator_moe_kernel, stated_attention_dp
+from llmath.measure.collection_harness import launcher_settings, stated_attention_dp
+from llmath.measure.inferencex_harness import (
+    INFERENCEX_NOTES,
+    INFERENCEX_RANGE_RATIO,
+    INFERENCEX_WARMUP,
+    drawn_mean,
+    harness_budget,
+    harness_speculation,
+    harness_warmed,
+)
 from llmath.measure.run_formats import precision
+from llmath.measure.runs_summary import relative_error, summarise
 from llmath.measure.sglang_launchers import first_wave_chunked, launcher_sglang_settings
 from llmath.measure.trt_launchers import (
-    GENERATOR_TRT_KV_FRACTION,
-    MTP_DRAFT_TOKENS,
     launcher_trt_settings,
-    mtp_run,
     piecewise_prefill,
     with_script_layout,
 )
@@ -135,72 +143,8 @@ MODELS = {
 }
 KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
 DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
-# InferenceX's benchmark client: lengths uniform integers in [⌊0.8·L⌋, L] (module docstring,
-# :data:`llmath.deploy.bench_client.INFERENCEX`); rows marked by its provenance
-INFERENCEX_RANGE_RATIO = INFERENCEX.range_ratio
-INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")
-# InferenceX's client sends 2·CONC warm-up requests before the measured ones from d053ae24e (2026-01-21 17:53 UTC,
-# ``run_benchmark_serving`` passes ``--num-warmups``); before, it passed none, so the measured first wave met a
-# server that had served one test prompt: rows measured earlier say so in ``assumed`` (not modelled)
-INFERENCEX_WARMUP: dict[str, str] = {
-    "from": "2026-01-22",
-    "source": "https://github.com/SemiAnalysisAI/InferenceX/commit/d053ae24ea30500c88dd740ac6213b8fe1d9c9f5 "
-    "(benchmarks/benchmark_lib.sh: --num-warmups $((2 * max_concurrency)))",
-}
-# InferenceX's TensorRT-LLM launch scripts for a model (by the row's model_path): the token budget they pass as
-# ``--max_num_tokens``, ⌈(CONC + ISL + 64) / 64⌉ · 64 (CONC the benchmark's concurrency, ISL the prompt's upper
-# bound), and from the date the floor of 8192 was added, the floor (module docstring)
-INFERENCEX_TRT_BUDGET: dict[str, dict[str, Any]] = {
-    "deepseek-ai/DeepSeek-R1": {
-        "scripts": "benchmarks/dsr1_fp8_h200_trt_slurm.sh, dsr1_fp8_b200_trt_slurm.sh, dsr1_fp4_b200_trt_slurm.sh",
-        "floor": 8192,
-        "floor_from": "2026-01-22",  # SemiAnalysisAI/InferenceX 64af5a77 (#258), merged 2026-01-21 23:05 UTC
-        "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/64af5a771b8a14915d907e0dc8abb2af40d9eaf0/"
-        "benchmarks/dsr1_fp8_h200_trt_slurm.sh (MAX_NUM_TOKENS)",
-    },
-}
-# InferenceX's TensorRT-LLM DeepSeek-R1 MTP configurations (``dsr1-fp8-b200-trt-mtp``, ``dsr1-fp4-b200-trt-mtp`` in
-# .github/configs/nvidia-master.yaml from 5d517074c, 2026-02-05, and 0aae52d4c, 2026-02-06) run image 1.2.0rc6.post3,
-# the plain ``-trt`` ones 1.2.0rc6.post2; with the sweep that added them (2026-01-14, ``dsr1-fp8-h200-trt-mtp`` too),
-# the rows :func:`.trt_launchers.mtp_run` names; their scripts (benchmarks/dsr1_fp8_b200_trt_mtp.sh,
-# dsr1_fp4_b200_trt_mtp.sh) set ``speculative_config: {decoding_type: MTP, num_nextn_predict_layers: 3}``, 1 with
-# attention-DP, and leave TensorRT-LLM's defaults (``MTPDecodingConfig``: strict acceptance, MTP-Eagle: the model's
-# one MTP module run k times), at the one MTP acceptance convention of the measured rows
-# (:func:`.disagg_recipes.mtp_speculation`)
-INFERENCEX_TRT_MTP: dict[str, Any] = {
-    "model": "deepseek-ai/DeepSeek-R1",
-    "k": MTP_DRAFT_TOKENS["plain"],
-    "k_attention_dp": MTP_DRAFT_TOKENS["attention_dp"],
-    "source": "https://github.com/SemiAnalysisAI/InferenceX/blob/0aae52d4ced7f27fc8c1a8dcb9a500a376683eca/"
-    "benchmarks/dsr1_fp4_b200_trt_mtp.sh (MTP), .github/configs/nvidia-master.yaml (image); 5d517074c for FP8",
-}
-# Engine settings the collection's own launcher gave aggregated workers (module docstring), ai-dynamo/aiconfigurator's
-# config generator: ``--enable-mixed-chunk`` for aggregated SGLang workers (rule_plugin/sglang.rule ``agg
-# enable_mixed_chunk = true``; the flag's spelling fixed in 07a37792, 2026-01-19), passed on by its SGLang 0.5.6.post2
-# template (c46a56b0, 2026-01-23, dynamo 0.8.0); and a token budget of the worker's batch size + ISL + 1500 for
-# aggregated TensorRT-LLM workers (``max_num_tokens``, cli/backends/trtllm.py before 84ee71eb, 2025-09-30, then
-# rule_plugin/trtllm.rule) and vLLM workers (``--max-num-batched-tokens`` from rule_plugin/vllm.rule, 2cecd659); a
-# request cap of the worker's batch size: ``max_batch_size: {{ bs }}`` (cli/templates/trtllm/dynamo/
-# extra_engine_args.1.0.0rc3.yaml.j2 at fade9583c), ``agg_decode max_batch_size = max_batch_size`` passed as
-# ``--max-running-requests`` / ``--max-num-seqs`` (rule_plugin/sglang.rule, vllm.rule and their templates at c46a56b0;
-# raised to at least 512 for deployments only from 71bb3d00e, 2026-01-30).
-GENERATOR_SETTINGS: dict[tuple[str, str], dict[str, Any]] = {("sglang", "0.5.6.post2"): {"mixed_prefill": True}}
 # launcher settings that set the run's formats, not its engine's
 FORMAT_SETTINGS = ("kv_cache_dtype", "checkpoint_formats")
-GENERATOR_BUDGET_ENGINES = ("trtllm", "vllm")
-GENERATOR_BUDGET_SLACK = 1500  # tokens above batch size + ISL (the generator's rules)
-
-
-def launcher_settings(r: dict[str, str]) -> dict[str, Any]:
-    """The engine settings the collection's launcher gave an aggregated row without InferenceX provenance."""
-    out = dict(GENERATOR_SETTINGS.get((r["backend"], r["backend_version"]), {}), **generator_moe_kernel(r))
-    if r["backend"] != "sglang" or (r["backend"], r["backend_version"]) in GENERATOR_SETTINGS:
-        out["max_num_seqs"] = _int(r["batch_size"])  # not the SGLang rows older than its generator support
-    if r["backend"] in GENERATOR_BUDGET_ENGINES:
-        out["max_num_batched_tokens"] = _int(r["batch_size"]) + int(r["isl"]) + GENERATOR_BUDGET_SLACK
-    if r["backend"] == "trtllm":
-        out["gpu_memory_utilization"] = GENERATOR_TRT_KV_FRACTION
-    return out
 
 
 @dataclass(frozen=True)
@@ -239,7 +183,7 @@ class Run:
     tpot_s: float
     assumed: tuple[str, ...] = field(default=())
     range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
-    engine_settings: tuple[tuple[str, Any], ...] = ()  # what the run's launcher set (GENERATOR_SETTINGS)
+    engine_settings: tuple[tuple[str, Any], ...] = ()  # what the run's launcher set (launcher_settings)
     speculation: Any = None  # the Speculation the run's launcher configured (INFERENCEX_TRT_MTP), or None
     recipe: str = ""  # a disaggregated row: what its benchmark configuration settles (disagg_recipes.recipe_for)
 
@@ -316,7 +260,7 @@ def to_run(r: dict[str, str], recipe: bool = True) -> Run:
     if inferencex and not harness_warmed(r):
         assumed.append(f"client sent no warm-up requests (InferenceX before {INFERENCEX_WARMUP['from']}): the first"
                        " wave met a cold server, not modelled")  # fmt: skip
-        if agg and lay is not None and first_wave_chunked(r, _concurrency(r, lay), _drawn_mean(int(r["isl"]))):
+        if agg and lay is not None and first_wave_chunked(r, _concurrency(r, lay), drawn_mean(int(r["isl"]))):
             assumed.append("the first wave's prompts exceed one prefill batch of the SGLang script: its chunked "
                            "prefill ran the extend-with-prefix path cold (such runs measure seconds)")  # fmt: skip
     settings = {} if inferencex or not agg else launcher_settings(r)
@@ -387,48 +331,6 @@ def _recipe_layout(pool: tuple[int, int, int, bool] | None, stated: Layout) -> L
     return Layout(1 if adp else tp, 1, tp if adp else 1, ep, workers)
 
 
-def harness_budget(r: dict[str, str], concurrency: int) -> int | None:
-    """The ``--max_num_tokens`` InferenceX's TensorRT-LLM launch script for the row's model passed
-    (:data:`INFERENCEX_TRT_BUDGET`), for its aggregated TensorRT-LLM rows with its provenance; ``None`` elsewhere
-    (the engine preset's budget)."""
-    rule, notes = INFERENCEX_TRT_BUDGET.get(r["model_path"]), r.get("source_notes", "")
-    if rule is None or r["backend"] != "trtllm" or not INFERENCEX_NOTES.search(notes):
-        return None
-    budget = -(-(concurrency + int(r["isl"]) + 64) // 64) * 64
-    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", notes)
-    if measured is None or measured.group(1) >= rule["floor_from"]:
-        budget = max(budget, rule["floor"])
-    return budget
-
-
-def harness_speculation(r: dict[str, str], lay: Layout | None):
-    """The speculation InferenceX's TensorRT-LLM DeepSeek-R1 MTP launch scripts configured
-    (:data:`INFERENCEX_TRT_MTP`): its rows are those the ``-trt-mtp`` configurations measured
-    (:func:`.trt_launchers.mtp_run`); k draft tokens, 1 with attention-DP, at the published acceptance length for
-    that k. ``None`` elsewhere."""
-    from llmath.measure.disagg_recipes import mtp_speculation
-
-    rule, notes = INFERENCEX_TRT_MTP, r.get("source_notes", "")
-    if (r["backend"], r["model_path"]) != ("trtllm", rule["model"]) or not INFERENCEX_NOTES.search(notes):
-        return None
-    if mtp_run(r, True) is None:
-        return None
-    k = rule["k_attention_dp"] if lay is not None and lay.dp > 1 else rule["k"]
-    return mtp_speculation(k, INFERENCEX_MTP)
-
-
-def _drawn_mean(length: int) -> float:
-    """The mean of the lengths InferenceX's client draws for an upper bound L: integers uniform in [⌊0.8·L⌋, L]."""
-    return (int(INFERENCEX_RANGE_RATIO * length) + length) / 2
-
-
-def harness_warmed(r: dict[str, str]) -> bool:
-    """Whether InferenceX's client sent warm-up requests before the row's measured ones
-    (:data:`INFERENCEX_WARMUP`, by the row's ``measured=`` date; a row without a date is taken as warmed)."""
-    measured = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("source_notes", ""))
-    return measured is None or measured.group(1) >= INFERENCEX_WARMUP["from"]
-
-
 def pytorch_backend_settings(r: dict[str, str], inferencex: bool) -> dict[str, bool]:
     """A TensorRT-LLM row served by its PyTorch backend runs every prefill pass eagerly (``eager_prefill``): the
     InferenceX rows (their launchers start ``trtllm-serve`` with PyTorch-backend options, ``cuda_graph_config``,
@@ -475,7 +377,7 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
     """TTFT and TPOT (seconds) llmath predicts for the run (its layout, engine, formats; the closed loop, or
     the aggregated rows under another ``arrival`` protocol of :func:`llmath.deploy.service.serve`), decoding
     speculatively with ``speculation`` (a :class:`llmath.deploy.speculative.Speculation`; no column states it;
-    else the run's own, :func:`harness_speculation`)."""
+    else the run's own, :func:`.inferencex_harness.harness_speculation`)."""
     from llmath.deploy.disagg import serve_disaggregated
     from llmath.deploy.layout import ParallelConfig
     from llmath.deploy.service import serve
@@ -507,28 +409,6 @@ def predict_run(run: Run, arrival: str | None = None, speculation=None) -> dict[
             moe_kernels={p: k for p in ("prefill", "decode") if (k := settings.get(f"{p}_moe_kernel"))},
         )  # fmt: skip
         return {"ttft_s": d["ttft_s"], "tpot_s": d["tpot_s"]}
-
-
-def _err(pred: float, meas: float) -> float:
-    return (pred - meas) / meas
-
-
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Signed and absolute median errors of TTFT and TPOT and the fraction within 25% (each, and both)."""
-    if not rows:
-        return {"n": 0}
-    out: dict[str, Any] = {"n": len(rows)}
-    for k in ("ttft", "tpot"):
-        e = [r[f"{k}_error"] for r in rows]
-        out[f"{k}_signed_median"] = median(e)
-        out[f"{k}_abs_median"] = median(abs(x) for x in e)
-        out[f"{k}_within_25"] = sum(abs(x) <= 0.25 for x in e) / len(e)
-    out["both_within_25"] = sum(abs(r["ttft_error"]) <= 0.25 and abs(r["tpot_error"]) <= 0.25 for r in rows) / len(rows)
-    return out
-
-
-def _group_key(r: dict[str, Any], key: str) -> str:
-    return str(r[key])
 
 
 def validate_runs(
@@ -563,7 +443,8 @@ def validate_runs(
                "replica_concurrency": run.concurrency / run.layout.dp if run.layout else None,
                "measured_ttft_s": run.ttft_s, "measured_tpot_s": run.tpot_s,
                "predicted_ttft_s": pred["ttft_s"], "predicted_tpot_s": pred["tpot_s"],
-               "ttft_error": _err(pred["ttft_s"], run.ttft_s), "tpot_error": _err(pred["tpot_s"], run.tpot_s),
+               "ttft_error": relative_error(pred["ttft_s"], run.ttft_s),
+               "tpot_error": relative_error(pred["tpot_s"], run.tpot_s),
                "recipe": run.recipe or "-", "assumed": list(run.assumed),
                "speculation": _speculation_json(run.speculation)}  # fmt: skip
         computed.append(row)
@@ -572,28 +453,3 @@ def validate_runs(
 
 def _speculation_json(spec) -> dict[str, Any] | None:
     return None if spec is None else {"method": spec.method, "k": spec.k, "acceptance": spec.acceptance}
-
-
-def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for mode in sorted({r["mode"] for r in computed} | {r["mode"] for r in refused}):
-        rows = [r for r in computed if r["mode"] == mode]
-        n_ref = sum(r["mode"] == mode for r in refused)
-        m: dict[str, Any] = {"computed": len(rows), "refused": n_ref, "overall": summary(rows), "groups": {}}
-        m["computed_fraction"] = len(rows) / (len(rows) + n_ref) if rows or n_ref else 0.0
-        keys = [k for k in by if k != "mode" and k != "recipe"]
-        for key in [*keys, *(["recipe"] if mode == "disagg" else []), "engine×system"]:  # recipe: what decides a row
-            keys = key.split("×")
-            vals = sorted({tuple(str(r[k]) for k in keys) for r in rows}, key=_natural)
-            m["groups"][key] = {"×".join(v): summary([r for r in rows if tuple(str(r[k]) for k in keys) == v])
-                                for v in vals}  # fmt: skip
-        out[mode] = m
-    reasons: dict[str, int] = {}
-    for r in refused:
-        reasons[r["reason"]] = reasons.get(r["reason"], 0) + 1
-    out["refusal_reasons"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
-    return out
-
-
-def _natural(v: tuple[str, ...]) -> tuple:
-    return tuple((0, int(x), "") if x.isdigit() else (1, 0, x) for x in v)

@@ -70,7 +70,7 @@ INFERENCEX_TRT_BATCH_WAIT: tuple[dict[str, Any], ...] = (
 )  # fmt: skip
 # The ``--max_num_tokens`` InferenceX's TensorRT-LLM launch scripts pass where it is a constant (TensorRT-LLM's
 # token budget per iteration; llmath's ``max_num_batched_tokens``, 8192 in the preset): by model, for rows measured
-# from ``from``. DeepSeek-R1's scripts compute theirs from CONC and ISL (``serving_runs.INFERENCEX_TRT_BUDGET``).
+# from ``from``. DeepSeek-R1's scripts compute theirs from CONC and ISL (``inferencex_harness.INFERENCEX_TRT_BUDGET``).
 INFERENCEX_TRT_MAX_NUM_TOKENS: tuple[dict[str, Any], ...] = (
     {
         "model": "meta-llama/Llama-3.1-70B", "value": 16384, "from": "2025-09-18",
