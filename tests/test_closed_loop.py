@@ -11,7 +11,8 @@ from helpers import run_cli
 
 from llmath import Workload
 from llmath.deploy import engines
-from llmath.deploy.closed_loop import drifting_state, lockstep_state, staggered_state
+from llmath.deploy.closed_loop import lockstep_state, staggered_state
+from llmath.deploy.drifting_loop import drifting_state
 from llmath.deploy.service import serve
 from llmath.deploy.serving import Requests, active_overheads, memory, steady_state
 from llmath.deploy.simulate import simulate
@@ -369,19 +370,19 @@ def test_the_polling_wait_follows_the_skippers_cycles(rate):
     # interval 30, τ_d = 20 ms, τ_p = 50 ms. By hand at λ = 6/s: W = 0.6 s, λW = 3.6, λτ_p = 0.3,
     # chain = (1 − e^−3.6)·e^0.3·0.05 = 0.972676 · 1.349859 · 0.05 = 0.0656494 s,
     # wait = (0.6²/2 + 0.0656494 · 0.025) / (0.6 + 0.0656494) = 0.1816412 / 0.6656494 = 0.272878 s
-    from llmath.deploy.closed_loop import _poll_wait
+    from llmath.deploy.admission_holds import poll_wait
 
     ss = SimpleNamespace(step_decode_s=0.02, step_mixed_s=0.05, requests_s=rate)
-    wait = float(_poll_wait(30, ss))
+    wait = float(poll_wait(30, ss))
     if rate == 6.0:
         assert wait == pytest.approx(0.272878, rel=1e-5)
     assert wait == pytest.approx(_skipper_wait_simulated(30, 0.02, 0.05, rate), rel=0.03)
-    assert _poll_wait(1, ss) == 0.0  # SGLang's default polls at every iteration
+    assert poll_wait(1, ss) == 0.0  # SGLang's default polls at every iteration
 
 
 def test_the_polling_wait_is_half_the_window_when_arrivals_are_rare():
     # λ → 0: every poll but the one after a window's arrival is empty, so an arrival waits W/2 = 30 · 20 ms / 2
-    from llmath.deploy.closed_loop import _poll_wait
+    from llmath.deploy.admission_holds import poll_wait
 
     ss = SimpleNamespace(step_decode_s=0.02, step_mixed_s=0.05, requests_s=1e-6)
-    assert float(_poll_wait(30, ss)) == pytest.approx(0.3, rel=1e-4)
+    assert float(poll_wait(30, ss)) == pytest.approx(0.3, rel=1e-4)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from llmath.deploy import engines
-from llmath.deploy.closed_loop import drifting_state, lockstep_state
+from llmath.deploy.closed_loop import lockstep_state
+from llmath.deploy.drifting_loop import drifting_state
 from llmath.deploy.serving import Requests
 from llmath.deploy.simulate import simulate
 from llmath.deploy.step import Device

@@ -98,7 +98,7 @@ def test_a_later_wave_is_timed_at_the_lag_its_front_end_sets():
     C = np.unique(np.round(np.geomspace(1, top, 24)))
     eng = _front_end(eng0, dec, req, C)
     B, w, ctx = np.minimum(C, top), dec.width, req.decode_context
-    d_burst, o_req = cl._burst(eng, req, B, w, req.decode_steps)[1], _overheads(dec, eng, req, B, 0.0)[2]
+    d_burst, o_req = cl.prefill_burst(eng, req, B, w, req.decode_steps)[1], _overheads(dec, eng, req, B, 0.0)[2]
     lag, flow, _, later, (tau_d, _) = cl._waves(dec, eng, req, (C, B), d_burst, o_req)
     want_d = dec.step(B, ctx) + _overheads(dec, eng, req, B, 0.0)[1]
     want_lag = np.maximum(float(eng.replacement_lag), np.ceil(o_req / want_d - 1e-9))

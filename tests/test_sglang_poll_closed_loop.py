@@ -1,6 +1,6 @@
 """SGLang's SchedulerRecvSkipper under a closed loop of clients: the poll wait of a prefill-first engine
-(deploy.closed_loop._poll_wait with prefill_first) and the requests one poll prefills together
-(deploy.closed_loop._window_arrivals) against an event-by-event run of the clients and the skipper."""
+(deploy.closed_loop.poll_wait with prefill_first) and the requests one poll prefills together
+(deploy.closed_loop.window_arrivals) against an event-by-event run of the clients and the skipper."""
 
 import random
 from statistics import mean
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from llmath.deploy.closed_loop import _after_poll, _poll_wait, _window_arrivals
+from llmath.deploy.admission_holds import after_poll, poll_wait, window_arrivals
 
 
 def _closed_loop_poll_wait(clients, interval, tau_d, tau_p, gen=(80, 100), per_client=20, seed=1):
@@ -53,8 +53,8 @@ def test_a_closed_loop_waits_for_the_rest_of_a_window_of_decode_iterations(clien
     # uniformly, and wait N − j iterations: (N − 1)/2 · τ_d = 45 ms at N = 10, 145 ms at N = 30, at any load
     wait, rate, _ = _closed_loop_poll_wait(clients, interval, 0.01, 0.08)
     ss = SimpleNamespace(step_decode_s=0.01, step_mixed_s=0.08, requests_s=rate)
-    assert float(_poll_wait(interval, ss, prefill_first=True)) == pytest.approx((interval - 1) / 2 * 0.01)
-    assert float(_poll_wait(interval, ss, prefill_first=True)) == pytest.approx(wait, rel=0.12)
+    assert float(poll_wait(interval, ss, prefill_first=True)) == pytest.approx((interval - 1) / 2 * 0.01)
+    assert float(poll_wait(interval, ss, prefill_first=True)) == pytest.approx(wait, rel=0.12)
 
 
 def test_the_time_share_form_misses_a_closed_loop_at_high_load():
@@ -62,7 +62,7 @@ def test_the_time_share_form_misses_a_closed_loop_at_high_load():
     # arrivals in prefill chains (τ_p / 2 = 40 ms); the closed loop sends none there and waits ~145 ms
     wait, rate, _ = _closed_loop_poll_wait(128, 30, 0.01, 0.08)
     ss = SimpleNamespace(step_decode_s=0.01, step_mixed_s=0.08, requests_s=rate)
-    assert float(_poll_wait(30, ss)) < 0.5 * wait
+    assert float(poll_wait(30, ss)) < 0.5 * wait
 
 
 @pytest.mark.parametrize(("clients", "interval"), [(4, 10), (16, 30), (64, 30), (128, 30)])
@@ -74,10 +74,10 @@ def test_a_poll_prefills_the_requests_of_its_whole_window_together(clients, inte
     wait, rate, batch = _closed_loop_poll_wait(clients, interval, 0.01, 0.08)
     ss = SimpleNamespace(step_decode_s=0.01, step_mixed_s=0.08, requests_s=rate)
     polling = SimpleNamespace(recv_interval=interval, mixed_prefill=False)
-    assert float(_window_arrivals(polling, ss)) == pytest.approx(batch, rel=0.15)
+    assert float(window_arrivals(polling, ss)) == pytest.approx(batch, rel=0.15)
     # an engine that polls every iteration, or mixes prompts into decoding, takes each request in as it comes
     every, mixed = (SimpleNamespace(recv_interval=n, mixed_prefill=m) for n, m in ((1, False), (30, True)))
-    assert _window_arrivals(every, ss) == _window_arrivals(mixed, ss) == 1.0
+    assert window_arrivals(every, ss) == window_arrivals(mixed, ss) == 1.0
 
 
 def _overlap_loop_poll_wait(clients, interval, tau_d, tau_p, gen=(160, 200), per_client=20, o_rt=0.004, seed=1):
@@ -137,7 +137,7 @@ def test_the_overlap_loop_keeps_a_half_window_wait_for_drawn_lengths(clients, in
     # prefill holds N − 1 decode ends: less at high load)
     wait, _, length = _overlap_loop_poll_wait(clients, interval, 0.01, 0.08)
     ss = SimpleNamespace(step_decode_s=0.01, step_mixed_s=0.08, requests_s=clients / (length * 0.01))
-    assert float(_poll_wait(interval, ss, prefill_first=True)) == pytest.approx(wait, rel=0.2)
+    assert float(poll_wait(interval, ss, prefill_first=True)) == pytest.approx(wait, rel=0.2)
     assert wait < 0.75 * (interval - 1) * 0.01
 
 
@@ -151,6 +151,6 @@ def test_the_overlap_loop_prefills_a_polled_request_behind_the_pass_in_flight(cl
     _, start, length = _overlap_loop_poll_wait(clients, interval, 0.01, 0.08)
     ss = SimpleNamespace(step_decode_s=0.01, step_mixed_s=0.08, requests_s=clients / (length * 0.01))
     polling = SimpleNamespace(recv_interval=interval, mixed_prefill=False)
-    assert float(_after_poll(2 * 0.01 - 0.004, 0.004, polling, ss)) == pytest.approx(start, rel=0.1)
+    assert float(after_poll(2 * 0.01 - 0.004, 0.004, polling, ss)) == pytest.approx(start, rel=0.1)
     every = SimpleNamespace(recv_interval=1, mixed_prefill=False)  # polls at every pass: the lag alone
-    assert float(_after_poll(2 * 0.01 - 0.004, 0.004, every, ss)) == pytest.approx(0.016)
+    assert float(after_poll(2 * 0.01 - 0.004, 0.004, every, ss)) == pytest.approx(0.016)

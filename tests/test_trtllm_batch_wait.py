@@ -8,13 +8,8 @@ import numpy as np
 import pytest
 
 from llmath.deploy import engines
-from llmath.deploy.closed_loop import (
-    _adp_balance_iterations,
-    _arrivals_to_cover_ranks,
-    _batch_wait_iterations,
-    lockstep_state,
-    staggered_state,
-)
+from llmath.deploy.admission_holds import adp_balance_iterations, arrivals_to_cover_ranks, batch_wait_iterations
+from llmath.deploy.closed_loop import lockstep_state, staggered_state
 from llmath.deploy.serving import Requests, memory
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
@@ -35,13 +30,13 @@ def test_held_prompts_wait_for_the_token_threshold_or_the_timeout():
     # threshold 0.8 x 8192 = 6553.6 tokens; 64 decoding tokens leave 6489.6: n* = ceil(6489.6 / 1024) = 7 prompts.
     # One arrival per 10 iterations: 6 more take 60 > 40 iterations, so the first waits 40, n = 1 + 0.1 x 40 = 5
     # held prompts, their mean wait 40 x (1 + 4/2) / 5 = 24 iterations.
-    assert float(_batch_wait_iterations(eng, req, 64, 0.1)) == pytest.approx(24.0)
+    assert float(batch_wait_iterations(eng, req, 64, 0.1)) == pytest.approx(24.0)
     # one arrival per iteration: the 6 others arrive in 6 iterations, n = 7, mean 6 x (1 + 6/2) / 7 = 24/7
-    assert float(_batch_wait_iterations(eng, req, 64, 1.0)) == pytest.approx(24 / 7)
+    assert float(batch_wait_iterations(eng, req, 64, 1.0)) == pytest.approx(24 / 7)
     # the decoding tokens alone reach the threshold: nobody waits; either setting at 0 turns it off
-    assert float(_batch_wait_iterations(eng, req, 7000, 0.1)) == 0.0
-    assert _batch_wait_iterations(replace(eng, batch_wait_iters=0), req, 64, 0.1) == 0.0
-    assert _batch_wait_iterations(replace(eng, batch_wait_tokens_ratio=0.0), req, 64, 0.1) == 0.0
+    assert float(batch_wait_iterations(eng, req, 7000, 0.1)) == 0.0
+    assert batch_wait_iterations(replace(eng, batch_wait_iters=0), req, 64, 0.1) == 0.0
+    assert batch_wait_iterations(replace(eng, batch_wait_tokens_ratio=0.0), req, 64, 0.1) == 0.0
     assert engines.preset("trtllm", H100).batch_wait_iters == 0  # TensorRT-LLM's default: off
 
 
@@ -149,8 +144,8 @@ def test_llama_batch_wait_holds_a_low_concurrency_prompt_about_twenty_iterations
     # iterations, so the first waits 20, n = 1 + 20 X = 1.0766, mean 20 x (1 + 0.0766 / 2) / 1.0766 = 19.29
     X = 4 / 1044
     n = 1 + 20 * X
-    assert float(_batch_wait_iterations(eng, Requests(1024, 1024), 4, X)) == pytest.approx(20 * (1 + (n - 1) / 2) / n)
-    assert float(_batch_wait_iterations(eng, Requests(1024, 1024), 4, X)) == pytest.approx(19.29, abs=0.01)
+    assert float(batch_wait_iterations(eng, Requests(1024, 1024), 4, X)) == pytest.approx(20 * (1 + (n - 1) / 2) / n)
+    assert float(batch_wait_iterations(eng, Requests(1024, 1024), 4, X)) == pytest.approx(19.29, abs=0.01)
     # InferenceX's Llama-3.1-70B rows: measured TTFT at 1k/1k minus 1k/8k (same prompts) over the measured TPOT,
     # TP 1, 2, 4 at 4 clients (serving_runs.csv, FP8 B200): (383.1 - 103.6) / 14.6 = 19.1,
     # (255.7 - 71.9) / 9.7 = 18.9, (192.2 - 57.9) / 6.6 = 20.3 iterations
@@ -164,17 +159,17 @@ def test_attention_dp_balancing_holds_prompts_until_every_rank_has_one():
     # finished, a random one, so after the first the other 7 ranks fill as a coupon collector's: 8 x (1 + 1/2 + ... +
     # 1/7) = 8 x 363/140 = 20.742857 arrivals, 25.928571 iterations (< 60): the first waits that, n = 1 + 20.742857
     # = 21.742857, mean 25.928571 x (1 + 20.742857/2) / 21.742857 = 13.56054
-    assert float(_adp_balance_iterations(eng, 8, 0.1)) == pytest.approx(13.56054, rel=1e-5)
+    assert float(adp_balance_iterations(eng, 8, 0.1)) == pytest.approx(13.56054, rel=1e-5)
     # TensorRT-LLM's defaults (timeout 50, then 10 iterations of batching wait), 4 ranks at 0.05: X = 0.2, the
     # other 3 ranks fill after 4 x 11/6 = 7.3333 arrivals, 36.6667 iterations; n = 8.3333, the group's mean
     # 36.6667 x (1 + 7.3333/2) / 8.3333 = 20.5333; all of them wait 10 more and the 0.2 x 10 = 2 arriving during
     # those wait 5 on average: (8.3333 x 30.5333 + 2 x 5) / 10.3333 = 25.59140
     default = replace(engines.preset("trtllm", H100), adp_balance=True)
-    assert float(_adp_balance_iterations(default, 4, 0.05)) == pytest.approx(25.59140, rel=1e-5)
+    assert float(adp_balance_iterations(default, 4, 0.05)) == pytest.approx(25.59140, rel=1e-5)
     # slow arrivals: the 60-iteration timeout ends the wait (20.74 arrivals would take 20.74 / 0.08 = 259)
-    assert float(_adp_balance_iterations(eng, 8, 0.01)) == pytest.approx(60 * (1 + 4.8 / 2) / 5.8)
-    assert _adp_balance_iterations(eng, 1, 0.035) == 0.0  # one rank: nothing to balance
-    assert _adp_balance_iterations(engines.preset("trtllm", H100), 8, 0.035) == 0.0  # TensorRT-LLM's default: off
+    assert float(adp_balance_iterations(eng, 8, 0.01)) == pytest.approx(60 * (1 + 4.8 / 2) / 5.8)
+    assert adp_balance_iterations(eng, 1, 0.035) == 0.0  # one rank: nothing to balance
+    assert adp_balance_iterations(engines.preset("trtllm", H100), 8, 0.035) == 0.0  # TensorRT-LLM's default: off
     with pytest.raises(WorkloadError, match="adp_timeout_iters"):
         replace(eng, adp_timeout_iters=-1)
 
@@ -220,8 +215,8 @@ def test_inferencex_deepseek_rows_of_the_mtp_sweep_run_mtp():
 
 def test_arrivals_until_every_attention_dp_rank_holds_a_prompt():
     # closed forms: 1 + D x (1 + 1/2 + ... + 1/(D - 1))
-    assert _arrivals_to_cover_ranks(2) == pytest.approx(3.0)
-    assert _arrivals_to_cover_ranks(4) == pytest.approx(1 + 4 * 11 / 6)
+    assert arrivals_to_cover_ranks(2) == pytest.approx(3.0)
+    assert arrivals_to_cover_ranks(4) == pytest.approx(1 + 4 * 11 / 6)
     # against drawing ranks at random until each of 8 has been hit
     rng = np.random.default_rng(0)
     counts = []
@@ -231,4 +226,4 @@ def test_arrivals_until_every_attention_dp_rank_holds_a_prompt():
             seen.add(int(rng.integers(8)))
             k += 1
         counts.append(k)
-    assert _arrivals_to_cover_ranks(8) == pytest.approx(float(np.mean(counts)), rel=0.01)
+    assert arrivals_to_cover_ranks(8) == pytest.approx(float(np.mean(counts)), rel=0.01)

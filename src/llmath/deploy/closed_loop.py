@@ -34,10 +34,7 @@ usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed length
 
 When the output lengths vary (a length distribution: benchmark clients' ``--random-range-ratio`` draws them
 uniformly from [⌊r·G⌋, G]), the first wave still starts together, but its requests finish after different
-numbers of tokens and their follow-ups arrive out of step, but bunched: wave n is sent after n drawn lengths,
-and the clients whose sums coincide send in the same iteration. :func:`drifting_state` weighs the first wave
-in lockstep and each later wave (its clumps' prefill, the earlier senders' backlog, the queue beyond B_max)
-1/m each; the decoding is the steady state's (:func:`staggered_state`).
+numbers of tokens and their follow-ups arrive out of step, but bunched: :mod:`llmath.deploy.drifting_loop`.
 
 An engine that runs prefill batches first (SGLang without ``--enable-mixed-chunk``: a waiting prompt is
 prefilled before the running requests decode again) keeps no groups apart: no request decodes while another
@@ -58,12 +55,13 @@ prefill whole prompts; the prefill-only pass of a group then is one iteration of
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import numpy as np
 
+from llmath.deploy.admission_holds import after_poll, hold_s
 from llmath.deploy.burst import flow_decoders, wave_kinds
-from llmath.deploy.capped_loop import cycle_time, deep_queue, queue_wait, queued_cycles, transit_s
+from llmath.deploy.capped_loop import cycle_time, deep_queue, queued_cycles
 from llmath.deploy.replacement import joined_passes, staggered_wait
 from llmath.deploy.serving import (
     Decoding,
@@ -82,10 +80,9 @@ from llmath.deploy.workload import PROMPTS_PER_CLIENT
 from llmath.errors import WorkloadError
 
 STAGGERED_PASSES = 3  # fixed-point passes of the requests in the engine (o_req ≪ e2e: the first is close)
-WINDOW_PASSES = 3  # fixed-point passes of a polling window's arrivals and the time it spends prefilling
 
 
-def _burst(eng: EngineConfig, req: Requests, B: np.ndarray, w: float, steps: float) -> tuple:
+def prefill_burst(eng: EngineConfig, req: Requests, B: np.ndarray, w: float, steps: float) -> tuple:
     """The prefill burst of B requests in step: (group that finishes together, decoding requests in a burst
     iteration, prompt tokens T_b per burst iteration, burst iterations n_w, iterations I_s one prompt spans,
     chunks per burst iteration, their size, their mean cached prefix). When the cycle's prompt and decode
@@ -127,7 +124,7 @@ def lockstep_state(
     steps = req.decode_steps / dec.tokens
     B = np.minimum(C, max_resident)
     mixed = eng.mixed_prefill
-    group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = _burst(eng, req, B, dec.width, steps)
+    group, d_burst, T_b, n_w, I_s, n_c, chunk, pre = prefill_burst(eng, req, B, dec.width, steps)
     ctx = req.decode_context
     o_m, o_d, o_req = _overheads(dec, eng, req, B, d_burst)
     if mixed:  # the burst iterations by kind, each at its own decoders and chunks (module llmath.deploy.burst)
@@ -171,7 +168,7 @@ def lockstep_state(
 EXACT_POSITIONS = 32  # burst iterations summed one by one; beyond, the arithmetic mean of the floor
 
 
-def _before(m, B, Pn: float, T_b):
+def iterations_ahead(m, B, Pn: float, T_b):
     """E[min(k − 1, m)] over the B requests of a burst, k the burst iteration that ends a request's prompt:
     request j (0-based, first come first served) ends it in iteration ⌈(j + 1)·P' / T_b⌉, so ⌊i·T_b / P'⌋ of
     them have by the end of iteration i and E[min(k − 1, m)] = Σ_{i=1..m} (1 − min(B, ⌊i·T_b / P'⌋) / B)."""
@@ -188,12 +185,12 @@ def _before(m, B, Pn: float, T_b):
 def _burst_positions(B, Pn: float, T_b, n_w, tau_x, tau_base) -> tuple:
     """A burst of B·P' prompt tokens in n_b = ⌈n_w⌉ iterations of T_b tokens at τ_x each, the last carrying the
     remainder (n_w − n_b + 1)·T_b, its time interpolated between ``tau_base`` and τ_x by its tokens; request j
-    ends its prompt in iteration k = ⌈(j + 1)·P' / T_b⌉ (:func:`_before`): (E[k], the mean time of the burst
+    ends its prompt in iteration k = ⌈(j + 1)·P' / T_b⌉ (:func:`iterations_ahead`): (E[k], the mean time of the burst
     iterations up to a request's own, the burst's time)."""
     n_b = np.maximum(np.ceil(n_w - 1e-9), 1.0)
     last = 1 - np.minimum(B, np.floor((n_b - 1) * T_b / Pn + 1e-9)) / B  # share ending in the last iteration
     part = tau_base + (n_w - (n_b - 1)) * (tau_x - tau_base)
-    k_mean = 1 + _before(n_b - 1, B, Pn, T_b)
+    k_mean = 1 + iterations_ahead(n_b - 1, B, Pn, T_b)
     return k_mean, (k_mean - last) * tau_x + last * part, (n_b - 1) * tau_x + part
 
 
@@ -220,7 +217,7 @@ def _mixed_cycle(lag, req: Requests, B, steps, T_b, n_w, I_s, taus: tuple, first
     Pn = float(req.new)
     n_b = np.maximum(np.ceil(n_w - 1e-9), 1.0)
     k_mean, first, whole_f, n_b1, to_first, tau_t = first_wave  # to_first: iterations up to the first prompt's end
-    S = _before(lag + I_s - 1, B, Pn, T_b)  # the burst iterations ahead of a request in its wait
+    S = iterations_ahead(lag + I_s - 1, B, Pn, T_b)  # the burst iterations ahead of a request in its wait
     last = 1 - np.minimum(B, np.floor((n_b - 1) * T_b / Pn + 1e-9)) / B
     own = (1 - last) * tau_b + last * part_b
     whole = n_b1 - to_first <= lag
@@ -312,185 +309,17 @@ def in_step(req: Requests) -> bool:
     return len({g for g, _ in req.gen_dist}) <= 1
 
 
-def drifting_state(
-    dev: Device | Decoding,
-    eng: EngineConfig,
-    req: Requests,
-    concurrency,
-    max_resident: int,
-    prompts_per_client: float = PROMPTS_PER_CLIENT,
-) -> SteadyState:
-    """The closed loop with output lengths that vary (module docstring): the C requests started together are
-    one wave in lockstep (:func:`lockstep_state` with one prompt per client); each finishes after its own
-    number of tokens, so the follow-ups arrive out of step (:func:`staggered_state`), but bunched: a client's
-    n-th request is sent after its first prompt's end and n drawn lengths, so clients whose sums coincide send
-    together (:func:`_collisions`) and a request waits for its clump's prefill and the earlier senders' rest
-    (:func:`_clump`). The clients' means over every request weigh each wave 1/m (m prompts per client);
-    throughput C·E[G]/e2e."""
-    if not prompts_per_client >= 1:
-        raise WorkloadError(f"prompts_per_client={prompts_per_client!r} must be >= 1")
-    dec = dev if isinstance(dev, Decoding) else Decoding(dev)
-    C = np.asarray(concurrency, dtype=float)
-    if C.ndim == 0:  # one concurrency: the same state, each field a scalar
-        ss = drifting_state(dec, eng, req, C[None], max_resident, prompts_per_client)
-        return replace(ss, **{f.name: np.asarray(getattr(ss, f.name))[0] for f in fields(ss)})
-    first = lockstep_state(dec, eng, req, C, max_resident, 1.0)
-    uniform = staggered_state(dec, eng, req, C, max_resident)
-    m = float(prompts_per_client)
-    n = np.arange(1.0, min(np.ceil(m - 1e-9), MAX_WAVES + 1.0))  # the later waves
-    if not n.size:
-        return first
-    share = np.minimum(1.0, m - n)
-    share[-1] += m - 1 - share.sum()  # waves beyond MAX_WAVES as the last
-    B = np.minimum(C, max_resident)
-    # the first wave's prompts end over its burst's iterations; prefill-first, its requests decode together
-    n_w = _burst(eng, req, B, dec.width, req.decode_steps / dec.tokens)[3]
-    starts = np.maximum(np.ceil(n_w - 1e-9), 1.0) if eng.mixed_prefill else np.ones_like(B)
-    Pn, (K, chunked) = float(req.new), _budget(eng, req)
-    apart = int(min(np.ceil(Pn / max(K - float(np.max(B)) * dec.width, 1.0)), MAX_APART)) if chunked else 1
-    R = _collisions(req, dec.tokens, n, starts, max(apart, 1))
-    P = R[..., 0]
-    wave_ttft, per_prompt = _clump(dec, eng, req, (C, B), (1 + (C - 1) * P, (C - 1)[..., None] * R[..., 1:]), uniform)
-    first_tpot, wave_tpot, tail = _wave_decoding(dec, eng, req, (B, P, per_prompt), first, uniform)
-    # beyond B_max the C − B requests queue for a place (Little's law: llmath.deploy.capped_loop.queue_wait)
-    held = wave_ttft + wave_tpot * req.decode_steps
-    wave_ttft = wave_ttft + queue_wait((C, B), held, transit_s(eng, active_overheads(dec.dev, eng), req, uniform))
-    ttft = (first.ttft_s + (share[:, None] * wave_ttft).sum(axis=0)) / m
-    tpot = (first_tpot + (share[:, None] * wave_tpot).sum(axis=0) - tail) / m
-    e2e = ttft + tpot * req.decode_steps
-    rps = C / e2e
-    return replace(uniform, ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, throughput_tok_s=rps * req.mean_gen,
-                   requests_s=rps, overhead_ttft_s=(first.overhead_ttft_s + (m - 1) * uniform.overhead_ttft_s) / m,
-                   overhead_tpot_s=(first.overhead_tpot_s + (m - 1) * uniform.overhead_tpot_s) / m)  # fmt: skip
-
-
-MAX_WAVES = 32  # later waves laid out one by one; the rest as the last (its sends spread as √n)
-
-
-def _wave_decoding(dec: Decoding, eng: EngineConfig, req: Requests, clumps: tuple, first, uniform) -> tuple:
-    """(the first wave's TPOT, a later wave's, what the last wave lacks): a decoder waits through the prefill
-    of every other request once per cycle, bunched or not, so a later wave decodes as the steady state
-    (prefill-first: a pure decode step plus the B − 1 others' prefill iterations, ``per_prompt`` each, over
-    G − 1 steps, where the steady state prices a prefill as a mixed iteration); the first wave decodes through
-    the follow-ups of the clients that finished before it and the last wave through its later senders only,
-    (1 − P) / 2 of the others each, P the probability that two send together."""
-    B, P, per_prompt = clumps
-    cycle = (B - 1) * per_prompt / max(req.decode_steps / dec.tokens, 1e-9) / dec.tokens
-    half = (1 - P) / 2 * cycle
-    mid = uniform.tpot_s if eng.mixed_prefill else uniform.step_decode_s / dec.tokens + cycle
-    return first.tpot_s + half[0], np.broadcast_to(mid, P.shape), (cycle - half)[-1]
-
-
-def _collisions(req: Requests, tokens: float, n, starts, apart: int = 1):
-    """Probability that two clients send their n-th requests (n: a vector of waves) δ = 0 … ``apart`` − 1
-    iterations apart, one after the other: a client's n-th request is sent after its first prompt's end
-    (uniform over ``starts`` burst iterations; one when the wave starts decoding together) and n lifetimes of
-    G_i − 1 decode iterations, i.i.d. over the lengths' distribution (benchmark clients draw each request's
-    length apart), so two clients' counts differ by δ with probability Σ_t q_n(t)·q_n(t + δ), q_n the
-    distribution of the sum; by Parseval, (1/N)·Σ_k |ĝ(k)|^(2n)·|û(k)|²·cos(kδ) over N points beyond the
-    sum's range (û: the uniform start's Dirichlet kernel), for every concurrency at once: (waves, C, δ)."""
-    g, p = req.lengths
-    pmf = np.bincount(np.round((g - g.min()) / tokens).astype(int), weights=p)
-    u = np.atleast_1d(np.asarray(starts, dtype=float)).ravel()[:, None]
-    var = float(np.arange(len(pmf)) ** 2 @ pmf - (np.arange(len(pmf)) @ pmf) ** 2)
-    exact = n <= max(COLLISION_POINTS // (len(pmf) + 1), 1)  # beyond: the local limit, normal
-    size = int(2 ** np.ceil(np.log2(n[exact].max(initial=0.0) * (len(pmf) - 1) + u.max() + apart + 1)))
-    k = 2 * np.pi * np.arange(size) / size
-    half = np.sin(k / 2)
-    safe = np.where(half > 1e-12, half, 1.0)
-    dirichlet = np.where(half > 1e-12, np.sin(u * k / 2) / (u * safe), 1.0) ** 2  # |û(k)|², one row per C
-    power = np.abs(np.fft.fft(pmf, size)) ** 2  # |ĝ(k)|²
-    delta = np.arange(float(apart))
-    shift = np.cos(k[:, None] * delta[None, :]) / size
-    near = [(dirichlet * power**w) @ shift for w in n[exact]]
-    var_n = 2 * (n[~exact][:, None, None] * var + (u[None, :, :] ** 2 - 1) / 12)  # of the difference
-    far = np.exp(-(delta**2) / (2 * var_n)) / np.sqrt(2 * np.pi * var_n)
-    out = np.concatenate([np.reshape(near, (-1, len(u), apart)), np.minimum(far, 1.0)])
-    return out.reshape((len(n), *np.shape(starts), apart))
-
-
-COLLISION_POINTS = 1 << 13  # the largest sum's range laid out exactly
-MAX_APART = 64  # iterations of one prompt's prefill over which the earlier senders' chunks are counted
-
-
-def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together, uniform: SteadyState) -> tuple:
-    """(TTFT, the decoders' time per prompt) of a request sent at the end of the iteration that finished its
-    predecessor, ``together`` = (c, the others sent δ = 1, 2, … iterations before it): c − 1 others are sent at
-    the same boundary (an engine that polls every N iterations prefills those sent over its window together, at
-    least :func:`_window_arrivals` of them). It reaches the scheduler o_req later and, unless the engine is idle
-    ((o_req / e2e)^(C − 1), :func:`staggered_state`), joins after max(lag, ⌈o_req / τ̄⌉) iterations of the
-    steady state's mean τ̄ (already scheduled; a poll's wait: :func:`_after_poll`); the prompts sent δ iterations
-    before it have δ·K_e tokens done and it waits for the rest; the c prompts are prefilled first come first
-    served in iterations of the budget the decoders leave (prefill-first: the whole budget, no decoder), request j
-    of them ending in iteration ⌈(j + 1)·P' / K_e⌉ (:func:`_before`), each iteration carrying its share of the c
-    chunks. The decoders lose those iterations' time (prefill-first) or their excess over a decode iteration
-    (mixed), 1/c of it per prompt."""
-    C, B = CB
-    together, earlier = together
-    Pn, (K, chunked) = float(req.new), _budget(eng, req)
-    f = uniform.mixed_fraction
-    tau = f * uniform.step_mixed_s + (1 - f) * uniform.step_decode_s
-    o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
-    idle = (o_req / uniform.e2e_s) ** (C - 1)
-    joined = joined_passes(eng, o_req, tau) * tau
-    waited = (1 - idle) * (_after_poll(joined, o_req, eng, uniform) + _held(dec, eng, req, uniform, tau))
-    waited = waited + idle * o_req
-    c = np.minimum(np.maximum(together, _window_arrivals(eng, uniform)), B)
-    d = np.maximum(B - c, 0.0) if eng.mixed_prefill else np.zeros_like(c)
-    K_e = np.maximum(K - d * dec.width, 1.0 if chunked else Pn)  # whole prompts: one at least
-    T = np.minimum(K_e, c * Pn) if chunked else np.maximum(np.floor(np.minimum(K_e, c * Pn) / Pn), 1.0) * Pn
-    n_it = np.maximum(np.ceil(c * Pn / T - 1e-9), 1.0)
-    k_mean = 1 + _before(n_it - 1, c, Pn, T)
-    chunks = np.maximum(T / Pn, 1.0)
-    tau_c = dec.mixed(d, req.decode_context, chunks, T / chunks, req.cached + np.maximum(Pn - T / chunks, 0) / 2)
-    tau_c = tau_c + _overheads(dec, eng, req, B, d)[0]
-    lost = tau_c - uniform.step_decode_s if eng.mixed_prefill else tau_c
-    # the prompts sent δ iterations earlier have δ·K_e tokens done when it joins; it waits for the rest
-    done = np.arange(1.0, earlier.shape[-1] + 1.0) * K_e[..., None] if chunked else np.inf
-    ahead = (earlier * np.maximum(Pn - done, 0.0)).sum(axis=-1) / K_e if chunked else 0.0
-    return waited + (k_mean + ahead) * tau_c, c * Pn / T * lost / c
-
-
-def _window_arrivals(eng: EngineConfig, ss: SteadyState):
-    """Mean size of the prefill batch a request is in where a prefill-first engine polls only every
-    ``recv_interval`` decode iterations (SGLang's ``SchedulerRecvSkipper``; ``get_new_batch_prefill`` admits every
-    waiting request, within the budget, in one batch): the request and the m others sent over its window of
-    N decode iterations. Requests are sent only while the engine decodes, so over a window of N·τ_d they come at
-    λ / (1 − u), u the share of time spent prefilling: a batch of τ_p each time a window's poll finds a request,
-    λ·(1 − e^(−m)) / m batches a second (m Poisson in a window); a few fixed-point passes. 1 where the engine
-    polls every iteration or mixes prompts into decoding."""
-    if eng.recv_interval <= 1 or eng.mixed_prefill:
-        return 1.0
-    rate, window = ss.requests_s, eng.recv_interval * ss.step_decode_s
-    m = rate * window
-    for _ in range(WINDOW_PASSES):
-        batches = rate * np.where(m > 1e-9, -np.expm1(-m) / np.maximum(m, 1e-9), 1.0)
-        m = rate * window / (1.0 - np.minimum(batches * ss.step_mixed_s, 0.9))
-    return 1.0 + m
-
-
-def _held(dec: Decoding, eng: EngineConfig, req: Requests, ss: SteadyState, mean_step):
-    """Mean time a scheduled prompt is held before it prefills: TensorRT-LLM's batch waiting and attention-DP
-    balancing (:func:`_batch_wait_iterations`, :func:`_adp_balance_iterations`; 0 where the engine has neither),
-    at the state ``ss``'s decoding batch and arrivals per iteration of ``mean_step``."""
-    arrivals = ss.requests_s * mean_step
-    held = _batch_wait_iterations(eng, req, ss.decode_batch, arrivals) + _adp_balance_iterations(
-        eng, dec.dev.dp, arrivals
-    )
-    return held * mean_step
-
-
 def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int):
     """C clients out of step, each request replaced as it finishes: the desynchronised steady state
-    (:func:`llmath.deploy.serving.steady_state`) plus the replacement's wait for an iteration boundary. It
-    is sent just after the iteration that finished its predecessor and reaches the scheduler the engine's
-    per-request front-end time o_req later, and waits for the iteration that takes it in (:func:`staggered_wait`,
-    over the mixed and pure-decode iterations), with the scheduler's next poll
-    when it takes requests in only every ``recv_interval`` iterations (:func:`_after_poll`), then for as long as
-    TensorRT-LLM's batch waiting or attention-DP balancing holds its prompt (:func:`_batch_wait_iterations`,
-    :func:`_adp_balance_iterations`; off by default), unless the engine is idle: no other request is in it,
-    (o_req / e2e)^(C − 1). The requests in the front end or waiting for a boundary are not in the batch: the steady
-    state runs at C·(e2e − o_req) / (e2e + wait) requests in the engine (fixed-point passes); throughput C·G / e2e."""
+    (:func:`llmath.deploy.serving.steady_state`) plus the replacement's wait for an iteration boundary. It is sent just
+    after the iteration that finished its predecessor and reaches the scheduler the engine's per-request front-end time
+    o_req later, and waits for the iteration that takes it in (:func:`staggered_wait`, over the mixed and pure-decode
+    iterations), with the scheduler's next poll when it takes requests in only every ``recv_interval`` iterations
+    (:func:`.admission_holds.after_poll`), then for as long as TensorRT-LLM's batch waiting or attention-DP balancing
+    holds its prompt (:func:`.admission_holds.batch_wait_iterations`, :func:`.admission_holds.adp_balance_iterations`;
+    off by default), unless the engine is idle: no other request is in it, (o_req / e2e)^(C − 1). The requests in the
+    front end or waiting for a boundary are not in the batch: the steady state runs at C·(e2e − o_req) / (e2e + wait)
+    requests in the engine (fixed-point passes); throughput C·G / e2e."""
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     C = np.asarray(concurrency, dtype=float)
     o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
@@ -500,7 +329,7 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
         f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
         mean = f * t_m + (1 - f) * t_d
         wait = staggered_wait(eng, o_req, mean, f * t_m**2 + (1 - f) * t_d**2)
-        wait = _after_poll(wait, 0.0, eng, ss) + _held(dec, eng, req, ss, mean)
+        wait = after_poll(wait, 0.0, eng, ss) + hold_s(dec, eng, req, ss, mean)
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
         wait = wait * busy
         inside = np.maximum(C * (ss.e2e_s - o_req) / (ss.e2e_s + wait), 1.0)
@@ -512,83 +341,3 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     return replace(ss, concurrency=C, resident=np.minimum(C, max_resident), ttft_s=ss.ttft_s + wait, e2e_s=e2e,
                    throughput_tok_s=rps * req.mean_gen, requests_s=rps,
                    overhead_ttft_s=ss.overhead_ttft_s + o_wait)  # fmt: skip
-
-
-def _after_poll(lagged, o_req, eng: EngineConfig, ss: SteadyState):
-    """A request's wait for the engine's ``replacement_lag`` passes (``lagged``: from the send when ``o_req`` is
-    its front-end time, else from its arrival) and for a poll (:func:`_poll_wait`): a prefill-first engine polling
-    every N passes takes requests in at a pass's top and prefills them behind the pass in flight (SGLang's
-    ``event_loop_overlap``: ``recv_requests``, the launch, the previous batch's results), so the two add up;
-    otherwise the longer."""
-    polled = _poll_wait(eng.recv_interval, ss, not eng.mixed_prefill)
-    if eng.recv_interval > 1 and not eng.mixed_prefill:
-        return lagged + polled
-    return np.maximum(lagged, o_req + polled)
-
-
-def _poll_wait(interval: int, ss: SteadyState, prefill_first: bool = False):
-    """Mean wait of a request for the scheduler's next poll when it takes requests in only after ``interval``
-    decode iterations or after any iteration that prefills (SGLang's ``SchedulerRecvSkipper``), at the state
-    ``ss``'s decode step τ_d, prefill iteration τ_p and arrivals λ per second: a prompt is prefilled only once a
-    poll took it in, so the polls come in cycles of a window of W = interval·τ_d decode iterations, then, when
-    the window's poll found a request (1 − e^(−λW)), a chain of prefill iterations, each followed by a poll that
-    finds another with probability 1 − e^(−λτ_p) (e^(λτ_p) iterations on average). A request arriving at a
-    uniform moment waits W/2 in a window, τ_p/2 in a prefill: weighted by their time shares. 0 when the scheduler
-    takes requests in at every iteration.
-
-    ``prefill_first``: a closed loop's clients send a request only when another finishes, and a prefill-first engine
-    finishes none in a prefill, so every request arrives at the end of one of a window's decode iterations, j = 1 …
-    interval uniformly, and waits the interval − j left: (interval − 1)/2 · τ_d at any load (the time shares above
-    would let the prefill chains absorb arrivals that never come in them)."""
-    if interval <= 1:
-        return 0.0
-    if prefill_first:
-        return (interval - 1) / 2 * ss.step_decode_s
-    window, prefill, rate = interval * ss.step_decode_s, ss.step_mixed_s, ss.requests_s
-    chain = -np.expm1(-rate * window) * np.exp(np.minimum(rate * prefill, 50.0)) * prefill
-    return (window * window / 2 + chain * prefill / 2) / (window + chain)
-
-
-def _batch_wait_iterations(eng: EngineConfig, req: Requests, decoding, arrivals_per_iteration):
-    """Mean iterations a prompt is held by TensorRT-LLM's batch waiting (``PyExecutor._waiting_requests``): while
-    requests decode, the scheduled prompts wait until their tokens and the d decoding tokens reach
-    r·K (``batch_wait_max_tokens_ratio`` × ``max_num_tokens``) or the wait has lasted W iterations
-    (``batch_wait_timeout_iters``); with either at 0 nobody waits. n* = ⌈(r·K − d) / P⌉ prompts release a group;
-    its first waits A = min((n* − 1) / X, W) iterations for the others to arrive (X per iteration), which arrive
-    evenly over A: the group's mean is A·(1 + (n − 1)/2) / n with n = 1 + X·A. 0 where one prompt suffices."""
-    W, r, K = eng.batch_wait_iters, eng.batch_wait_tokens_ratio, eng.max_num_batched_tokens
-    if W <= 0 or r <= 0 or K is None:
-        return 0.0
-    needed = np.ceil(np.maximum(r * K - np.asarray(decoding, dtype=float), 0.0) / req.prompt)
-    return _group_wait(needed, np.asarray(arrivals_per_iteration, dtype=float), float(W))[0]
-
-
-def _group_wait(needed, X, cap: float) -> tuple:
-    """(mean iterations, size) of a held group: the first waits A = min((needed − 1) / X, cap) for the others,
-    which arrive evenly over A: A·(1 + (n − 1)/2) / n with n = 1 + X·A."""
-    A = np.minimum(np.maximum(needed - 1, 0.0) / np.maximum(X, 1e-12), cap)
-    n = 1 + X * A
-    return A * (1 + (n - 1) / 2) / n, n
-
-
-def _arrivals_to_cover_ranks(ranks: int) -> float:
-    """Expected arrivals until each of the D attention-DP ranks holds a prompt, the first included: TensorRT-LLM
-    gives a new request to a rank below the expected count of active requests, the fewest tokens first
-    (``ExecutorRequestQueue._balance_requests_across_ranks``), which in a full closed loop is the rank whose request
-    just finished; finishes fall on the ranks at random, so after the first the others come as a coupon collector's,
-    D·(1 + 1/2 + … + 1/(D − 1)) arrivals."""
-    return 1.0 + ranks * sum(1.0 / i for i in range(1, int(ranks)))
-
-
-def _adp_balance_iterations(eng: EngineConfig, ranks: int, arrivals_per_rank_iteration):
-    """Mean iterations a prompt is held by TensorRT-LLM's attention-DP balancing (``attention_dp_config``
-    ``enable_balance``; ``PyExecutor._balance_adp_requests``): with requests decoding, the scheduled prompts wait
-    until every one of the D ranks has one (:func:`_arrivals_to_cover_ranks` arrivals, D·X per iteration over the
-    ranks) or for ``timeout_iters``, then ``batching_wait_iters`` B more; the D·X·B that arrive during those B wait
-    B/2 on average. 0 without balancing or on one rank."""
-    if not eng.adp_balance or ranks <= 1:
-        return 0.0
-    X = ranks * np.asarray(arrivals_per_rank_iteration, dtype=float)
-    first, n = _group_wait(_arrivals_to_cover_ranks(ranks), X, float(eng.adp_timeout_iters))
-    B = float(eng.adp_batching_wait_iters)
-    return (n * (first + B) + X * B * B / 2) / (n + X * B)

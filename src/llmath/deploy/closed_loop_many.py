@@ -10,7 +10,7 @@ they read of the engine, the requests and the decoding only scalars that the rep
 :meth:`~.serving.Decoding.step`, ``mixed`` and ``mixed_and_step`` on its own slice (:class:`_Stacked`),
 its ``max_resident`` is each point's replica's. The numbers are the formulas' own, element for element
 (tests/test_closed_loop_many.py compares them with one call per replica); the one reduction over the points,
-the number of burst positions summed one by one (``closed_loop._before``), only adds zero terms to the replicas
+the number of burst positions summed one by one (``closed_loop.iterations_ahead``), only adds zero terms to the replicas
 that need fewer.
 """
 

@@ -13,8 +13,9 @@ from typing import Any, cast
 
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
-from llmath.deploy.closed_loop import drifting_state, in_step, lockstep_state, staggered_state
+from llmath.deploy.closed_loop import in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
+from llmath.deploy.drifting_loop import drifting_state
 from llmath.deploy.ep_balance import busiest_rank_note
 from llmath.deploy.host_step import engine_host_step
 from llmath.deploy.layout import ParallelConfig

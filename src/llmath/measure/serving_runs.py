@@ -40,7 +40,7 @@ lengths. How the columns are read (the collection's own conventions, from its ``
   output-length distribution (every integer of the range: a coarser grid of lengths makes the clients' sends
   coincide more often than the client's draws do) and the mean prompt, so the clients fall out of step after
   the first wave
-  (:func:`llmath.deploy.closed_loop.drifting_state`); otherwise, and for the other rows, with the fixed
+  (:func:`llmath.deploy.drifting_loop.drifting_state`); otherwise, and for the other rows, with the fixed
   lengths the columns state (docs/serving-runs.md, "Which clients the measured runs used", says why both exist);
 * the engine's token budget: InferenceX's TensorRT-LLM DeepSeek-R1 launch scripts
   (``benchmarks/dsr1_fp8_h200_trt_slurm.sh``, ``dsr1_fp8_b200_trt_slurm.sh``, ``dsr1_fp4_b200_trt_slurm.sh``)
