@@ -148,7 +148,8 @@ def _exhaustive(sizes: list[int]) -> dict:
 def _default_and_steady_state() -> dict:
     from llmath.deploy.engines import preset
     from llmath.deploy.plan import plan
-    from llmath.deploy.serving import Requests, memory, steady_state
+    from llmath.deploy.serving import Requests, steady_state
+    from llmath.deploy.serving_memory import memory
     from llmath.deploy.step import Device
     from llmath.hardware import get
     from llmath.hardware.roofline import efficiency

@@ -4,7 +4,8 @@ import pytest
 
 from llmath.deploy import engines
 from llmath.deploy.admission_reserve import admitted_positions, disaggregated, reserved_tokens
-from llmath.deploy.serving import Requests, memory
+from llmath.deploy.serving import Requests
+from llmath.deploy.serving_memory import memory
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
 from llmath.hardware import get

@@ -7,7 +7,8 @@ import pytest
 from llmath.deploy import engines
 from llmath.deploy.bench_client import INFERENCEX, BenchClient
 from llmath.deploy.drifting_loop import drifting_state
-from llmath.deploy.serving import Requests, memory
+from llmath.deploy.serving import Requests
+from llmath.deploy.serving_memory import memory
 from llmath.deploy.simulate import _source, simulate
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError

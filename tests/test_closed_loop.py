@@ -14,7 +14,8 @@ from llmath.deploy import engines
 from llmath.deploy.closed_loop import lockstep_state, staggered_state
 from llmath.deploy.drifting_loop import drifting_state
 from llmath.deploy.service import serve
-from llmath.deploy.serving import Requests, active_overheads, memory, steady_state
+from llmath.deploy.serving import Requests, active_overheads, steady_state
+from llmath.deploy.serving_memory import memory
 from llmath.deploy.simulate import simulate
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError

@@ -12,7 +12,8 @@ from llmath.deploy.burst import flow_decoders, wave_kinds
 from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.closed_loop_many import lockstep_states
 from llmath.deploy.layout import ParallelConfig, make_layout
-from llmath.deploy.serving import Decoding, Requests, _overheads, memory
+from llmath.deploy.serving import Decoding, Requests, _overheads
+from llmath.deploy.serving_memory import memory
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device
 from llmath.hardware import get

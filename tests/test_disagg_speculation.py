@@ -19,7 +19,8 @@ from llmath.deploy.disagg import (
 )
 from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.plan import plan
-from llmath.deploy.serving import Decoding, Requests, memory
+from llmath.deploy.serving import Decoding, Requests
+from llmath.deploy.serving_memory import memory
 from llmath.deploy.speculative import Speculation
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
@@ -103,7 +104,7 @@ def test_the_drafts_weights_and_kv_are_held_in_the_pool():
     assert spec.kv_bytes_per_request == pytest.approx(plain.kv_bytes_per_request * 33 / 32, rel=1e-12)
     assert spec.kv_bytes_admitted == pytest.approx(plain.kv_bytes_admitted * 33 / 32, rel=1e-12)
     assert spec.max_requests_by_kv == int(spec.kv_pool_bytes // (plain.kv_bytes_admitted * 33 / 32))
-    assert pool_memory(dev, eng, req) == plain  # no draft: serving.memory unchanged
+    assert pool_memory(dev, eng, req) == plain  # no draft: serving_memory.memory unchanged
 
 
 def test_serve_disaggregated_tpot_is_the_decode_round_over_the_acceptance_length():

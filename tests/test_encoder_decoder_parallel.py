@@ -260,7 +260,8 @@ def test_an_iteration_is_the_static_stages():
 
 def test_serving_memory_counts_the_cross_cache_and_the_decoder_positions():
     from llmath.deploy import engines
-    from llmath.deploy.serving import Requests, memory
+    from llmath.deploy.serving import Requests
+    from llmath.deploy.serving_memory import memory
     from llmath.hardware import get
 
     dev = _dev("transformer-base", 400)
@@ -274,7 +275,8 @@ def test_serving_memory_counts_the_cross_cache_and_the_decoder_positions():
 def test_serving_agrees_with_the_iteration_simulation():
     # the bound serving's docstring states for decoder-only models holds here too: within 5%
     from llmath.deploy import engines
-    from llmath.deploy.serving import Requests, memory, steady_state
+    from llmath.deploy.serving import Requests, steady_state
+    from llmath.deploy.serving_memory import memory
     from llmath.deploy.simulate import simulate
     from llmath.hardware import get
 

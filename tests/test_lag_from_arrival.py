@@ -12,7 +12,8 @@ import pytest
 from llmath.deploy import engines
 from llmath.deploy.closed_loop import staggered_state
 from llmath.deploy.replacement import joined_passes, staggered_wait
-from llmath.deploy.serving import Requests, memory
+from llmath.deploy.serving import Requests
+from llmath.deploy.serving_memory import memory
 from llmath.deploy.simulate import simulate
 from llmath.deploy.step import Device
 from llmath.hardware import get

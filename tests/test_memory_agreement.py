@@ -10,7 +10,7 @@ from llmath import Workload
 from llmath.analysis import analyze
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.service import serve
-from llmath.deploy.serving import draft_weight_bytes
+from llmath.deploy.serving_memory import draft_weight_bytes
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError

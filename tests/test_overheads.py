@@ -97,7 +97,8 @@ def test_overheads_are_the_difference_they_make():
     from dataclasses import replace
 
     from llmath.deploy import engines
-    from llmath.deploy.serving import Requests, memory, steady_state
+    from llmath.deploy.serving import Requests, steady_state
+    from llmath.deploy.serving_memory import memory
     from llmath.deploy.step import Device
     from llmath.hardware import get
     from llmath.hardware.roofline import efficiency

@@ -14,7 +14,8 @@ from llmath.deploy import engines
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import apply
 from llmath.deploy.service import serve
-from llmath.deploy.serving import Requests, memory, steady_state
+from llmath.deploy.serving import Requests, steady_state
+from llmath.deploy.serving_memory import memory
 from llmath.deploy.simulate import simulate
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError

@@ -135,7 +135,8 @@ def test_human_report_names_the_ssm_format():
 
 def test_serving_admission_counts_the_fixed_state_per_request():
     from llmath.deploy import engines
-    from llmath.deploy.serving import Requests, memory
+    from llmath.deploy.serving import Requests
+    from llmath.deploy.serving_memory import memory
     from llmath.deploy.step import Device, kv_bytes_per_sequence
     from llmath.hardware import get as get_hardware
     from llmath.hardware.roofline import efficiency

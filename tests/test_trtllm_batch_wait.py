@@ -10,7 +10,8 @@ import pytest
 from llmath.deploy import engines
 from llmath.deploy.admission_holds import adp_balance_iterations, arrivals_to_cover_ranks, batch_wait_iterations
 from llmath.deploy.closed_loop import lockstep_state, staggered_state
-from llmath.deploy.serving import Requests, memory
+from llmath.deploy.serving import Requests
+from llmath.deploy.serving_memory import memory
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
 from llmath.hardware import get

@@ -5,9 +5,10 @@ import pytest
 
 from llmath import Workload
 from llmath.deploy import engines
+from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.service import serve
-from llmath.deploy.serving import EngineConfig, eager_host_time
+from llmath.deploy.serving import eager_host_time
 from llmath.deploy.step import Device
 from llmath.errors import WorkloadError
 from llmath.hardware import get

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmath.deploy.serving import Decoding, EngineConfig, Requests, SteadyState
+from llmath.deploy.engine_config import EngineConfig
+from llmath.deploy.serving import Decoding, Requests, SteadyState
 
 WINDOW_PASSES = 3  # fixed-point passes of a polling window's arrivals and the time it spends prefilling
 

@@ -16,8 +16,8 @@ In the steady state the requests' ages are spread over their lifetimes: a reques
 for r = G − 1 … 1, one decode step each, so it holds back on average ratio × mean over r of min(r, clip) tokens
 beside its KV: ratio × G/2 where G − 1 ≤ clip, else ratio × (clip(clip + 1)/2 + (G − 1 − clip)·clip)/(G − 1)
 (≈ ratio × (clip − clip²/2G)). A pool admits its requests at their KV plus that reserve (:func:`admitted_positions`,
-used by :func:`llmath.deploy.serving.memory`). The new request's own check (its prompt, and on ``add_one_req`` its
-clipped output too) is met once by the last one admitted, so it moves the count by at most one request and is
+used by :func:`llmath.deploy.serving_memory.memory`). The new request's own check (its prompt, and on ``add_one_req``
+its clipped output too) is met once by the last one admitted, so it moves the count by at most one request and is
 not counted.
 """
 
@@ -31,7 +31,8 @@ import numpy as np
 from llmath.errors import WorkloadError
 
 if TYPE_CHECKING:
-    from llmath.deploy.serving import EngineConfig, Requests
+    from llmath.deploy.engine_config import EngineConfig
+    from llmath.deploy.serving import Requests
 
 
 def check_reserve(ratio: float, clip: int) -> None:

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.overheads import Overheads
 from llmath.deploy.replacement import joined_passes
-from llmath.deploy.serving import EngineConfig, Requests, SteadyState
+from llmath.deploy.serving import Requests, SteadyState
 
 
 def deep_queue(CBm: tuple, req: Requests, steps, burst: tuple, taus: tuple, wave_1: tuple) -> tuple:

@@ -62,10 +62,10 @@ import numpy as np
 from llmath.deploy.admission_holds import after_poll, hold_s
 from llmath.deploy.burst import flow_decoders, wave_kinds
 from llmath.deploy.capped_loop import cycle_time, deep_queue, queued_cycles
+from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.replacement import joined_passes, staggered_wait
 from llmath.deploy.serving import (
     Decoding,
-    EngineConfig,
     Requests,
     SteadyState,
     _budget,

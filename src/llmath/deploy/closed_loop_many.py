@@ -21,7 +21,8 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from llmath.deploy.closed_loop import lockstep_state
-from llmath.deploy.serving import Decoding, EngineConfig, Requests, SteadyState
+from llmath.deploy.engine_config import EngineConfig
+from llmath.deploy.serving import Decoding, Requests, SteadyState
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ the draft; python/sglang/srt/disaggregation/draft_bootstrap.py at fc6f5169). So,
 * a **decode worker** runs speculative rounds (k draft steps and a verify pass of width k + 1,
   :func:`.speculative.round_time`) of τ_r(B) each that yield the stated acceptance length a tokens per
   sequence: TPOT = τ_r(B) / a, r_d = B·a / ((G − 1)·τ_r); its memory holds the draft's weights
-  (:func:`.serving.draft_weight_bytes`) and the draft's KV cache per request (:func:`pool_memory`).
+  (:func:`.serving_memory.draft_weight_bytes`) and the draft's KV cache per request (:func:`pool_memory`).
 
 Without a draft every number is the one-token-per-step model above. The planner's grid (:func:`disagg_grid`) is
 rate-matched, so nothing queues there (TTFT is the service time); everything in it is a numpy grid over (decode
@@ -51,15 +51,9 @@ from typing import cast
 import numpy as np
 
 from llmath.deploy.admission_reserve import disaggregated
-from llmath.deploy.serving import (
-    FIXED_POINT_PASSES,
-    Decoding,
-    EngineConfig,
-    Memory,
-    Requests,
-    draft_weight_bytes,
-    memory,
-)
+from llmath.deploy.engine_config import EngineConfig
+from llmath.deploy.serving import FIXED_POINT_PASSES, Decoding, Requests
+from llmath.deploy.serving_memory import Memory, draft_weight_bytes, memory
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device, kv_bytes_per_sequence
 from llmath.deploy.workload import STATIC_ONLY, Workload, workload_arg
@@ -114,7 +108,7 @@ def prefill_pass_s(dev: Device, draft: Device | None, n, chunk, prefix):
 
 def draft_kv_bytes(draft: Device | None, positions, per_gpu: bool = True) -> float:
     """KV bytes a draft holds for one sequence of ``positions`` positions: on one GPU (its first rank's decode
-    operators, as :func:`.serving.memory` counts the target's), or in all (``per_gpu=False``, what a KV transfer
+    operators, as :func:`.serving_memory.memory` counts the target's), or in all (``per_gpu=False``, what a KV transfer
     moves). An EAGLE head or MTP module: its one layer's; a draft model: its own; a draft that reads the
     target's cache (a Gemma 4 assistant): none."""
     if draft is None or traits(draft.spec).reads_target_cache:
@@ -124,9 +118,9 @@ def draft_kv_bytes(draft: Device | None, positions, per_gpu: bool = True) -> flo
 
 
 def pool_memory(dev: Device, eng: EngineConfig, req: Requests, draft: Device | None = None, method: str = "") -> Memory:
-    """A pool's memory on each GPU (:func:`.serving.memory`) with a draft beside the target: its weights
-    (:func:`.serving.draft_weight_bytes`) and its KV cache per request added to what each request counts, so
-    the same KV pool admits fewer requests. Without a draft, :func:`.serving.memory` unchanged."""
+    """A pool's memory on each GPU (:func:`.serving_memory.memory`) with a draft beside the target: its weights
+    (:func:`.serving_memory.draft_weight_bytes`) and its KV cache per request added to what each request counts, so
+    the same KV pool admits fewer requests. Without a draft, :func:`.serving_memory.memory` unchanged."""
     mem = memory(dev, eng, req, draft_weight_bytes(draft, method))
     if draft is None:
         return mem
@@ -217,7 +211,7 @@ def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Reque
     "": the engine's default)."""
     from llmath.deploy import engines
     from llmath.deploy.layout import ParallelConfig, make_layout
-    from llmath.deploy.serving import check_fits
+    from llmath.deploy.serving_memory import check_fits
     from llmath.hardware.kernels import engine_fp4_gemm, launcher_moe_kernel
     from llmath.hardware.roofline import efficiency
 

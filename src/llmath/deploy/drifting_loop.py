@@ -18,8 +18,9 @@ import numpy as np
 from llmath.deploy.admission_holds import after_poll, hold_s, window_arrivals
 from llmath.deploy.capped_loop import queue_wait, transit_s
 from llmath.deploy.closed_loop import iterations_ahead, lockstep_state, prefill_burst, staggered_state
+from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.replacement import joined_passes
-from llmath.deploy.serving import Decoding, EngineConfig, Requests, SteadyState, _budget, _overheads, active_overheads
+from llmath.deploy.serving import Decoding, Requests, SteadyState, _budget, _overheads, active_overheads
 from llmath.deploy.step import Device
 from llmath.deploy.workload import PROMPTS_PER_CLIENT
 from llmath.errors import WorkloadError

@@ -16,8 +16,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.overheads import Overheads
-from llmath.deploy.serving import EngineConfig
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llmath.deploy.serving import EngineConfig
+    from llmath.deploy.engine_config import EngineConfig
 
 
 def graph_tokens(eng: EngineConfig) -> int:

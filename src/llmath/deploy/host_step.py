@@ -29,7 +29,7 @@ import numpy as np
 from llmath.errors import WorkloadError
 
 if TYPE_CHECKING:
-    from llmath.deploy.serving import EngineConfig
+    from llmath.deploy.engine_config import EngineConfig
     from llmath.hardware.roofline import Efficiency
 
 

@@ -31,8 +31,9 @@ from typing import cast
 
 import numpy as np
 
+from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.plan_rows import pareto_mask
-from llmath.deploy.serving import Decoding, EngineConfig
+from llmath.deploy.serving import Decoding
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.params import param_report

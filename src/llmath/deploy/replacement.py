@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from llmath.deploy.serving import EngineConfig
+    from llmath.deploy.engine_config import EngineConfig
 
 
 def queued_passes(eng: EngineConfig) -> int:

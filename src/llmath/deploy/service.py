@@ -24,13 +24,13 @@ from llmath.deploy.serving import (
     Decoding,
     Requests,
     active_overheads,
-    check_fits,
     eager_host_time,
     graph_tokens,
     rate_to_concurrency,
     refuse_uncached,
     steady_state,
 )
+from llmath.deploy.serving_memory import check_fits
 from llmath.deploy.serving_report import ServingReport, metrics_at
 from llmath.deploy.speculative import Speculation, draft_device, refuse_draft_only
 from llmath.deploy.step import Device

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from llmath.deploy.serving import Memory, SteadyState
+    from llmath.deploy.serving import SteadyState
+    from llmath.deploy.serving_memory import Memory
 
 
 @dataclass

@@ -36,8 +36,9 @@ from functools import partial
 
 import numpy as np
 
+from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.replacement import queued_passes
-from llmath.deploy.serving import Decoding, EngineConfig, Requests, _budget, _overheads, active_overheads
+from llmath.deploy.serving import Decoding, Requests, _budget, _overheads, active_overheads
 
 EPS = 1e-9
 MAX_LAG = 64  # iterations a follow-up's front end is followed through at most

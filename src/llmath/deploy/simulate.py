@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmath.deploy.bench_client import BenchClient
+from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.replacement import queued_passes
-from llmath.deploy.serving import EngineConfig, Requests, active_overheads
+from llmath.deploy.serving import Requests, active_overheads
 from llmath.deploy.step import Device
 
 

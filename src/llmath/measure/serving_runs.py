@@ -368,7 +368,7 @@ def recipe_defaults(run: Run) -> Run:
 
 
 def engine_settings(run: Run) -> dict[str, Any]:
-    """The run's settings of the engine (:class:`llmath.deploy.serving.EngineConfig`), without those that set its
+    """The run's settings of the engine (:class:`llmath.deploy.engine_config.EngineConfig`), without those that set its
     formats (``kv_cache_dtype``, read by :func:`.run_formats.precision`)."""
     return {k: v for k, v in run.engine_settings if k not in FORMAT_SETTINGS}
 
