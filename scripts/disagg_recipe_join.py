@@ -40,7 +40,8 @@ import yaml
 from doc_section import RUNS_CSV
 
 from llmath.errors import LLMathError
-from llmath.measure.serving_runs import Layout, predict_run, read_runs, to_run
+from llmath.measure.run_record import Layout
+from llmath.measure.serving_runs import predict_run, read_runs, to_run
 
 CONFIG = ".github/configs/nvidia-master.yaml"
 FRAMEWORKS = {"trtllm": "dynamo-trt", "sglang": "dynamo-sglang"}

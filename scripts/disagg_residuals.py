@@ -21,7 +21,8 @@ from doc_section import RUNS_CSV
 
 from llmath.deploy.speculative import Speculation
 from llmath.errors import LLMathError
-from llmath.measure.serving_runs import Layout, predict_run, read_runs, to_run
+from llmath.measure.run_record import Layout
+from llmath.measure.serving_runs import predict_run, read_runs, to_run
 
 KEYS = ("model", "engine", "system", "precision", "decode", "prefill", "lengths", "concurrency")
 

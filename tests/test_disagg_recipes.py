@@ -19,7 +19,8 @@ from llmath.measure.disagg_recipes import (
     recipe_for,
     timed_copies,
 )
-from llmath.measure.serving_runs import Layout, to_run, validate_runs
+from llmath.measure.run_record import Layout
+from llmath.measure.serving_runs import to_run, validate_runs
 
 # A row as serving_runs.csv stores SemiAnalysis InferenceX's TensorRT-LLM DeepSeek-R1 run on H100 at 6 clients
 H100_NOTES = (

@@ -1,7 +1,7 @@
 """The expert parallelism and attention-DP InferenceX's TensorRT-LLM launch scripts chose themselves before
 17d5e204f (2025-11-03), read in place of the rows' stated EP 1."""
 
-from llmath.measure.serving_runs import Layout
+from llmath.measure.run_record import Layout
 from llmath.measure.trt_launchers import INFERENCEX_TRT_SCRIPT_LAYOUT, script_layout, with_script_layout
 
 NOTES = "model=x; measured=2025-11-02T10:00:00Z; image=nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc2.post2"

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from llmath.measure.trt_launchers import GENERATOR_TRT_KV_FRACTION
 
 if TYPE_CHECKING:
-    from llmath.measure.serving_runs import Layout
+    from llmath.measure.run_record import Layout
 
 ADP_FROM_CONCURRENCY: dict[str, Any] = {
     "rule": "attention-DP ranks = silicon_concurrency / (batch_size × pp_size) where attention_dp_size is unstated",

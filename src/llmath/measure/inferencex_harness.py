@@ -14,7 +14,7 @@ from llmath.deploy.bench_client import INFERENCEX, INFERENCEX_MTP
 from llmath.measure.trt_launchers import MTP_DRAFT_TOKENS, mtp_run
 
 if TYPE_CHECKING:
-    from llmath.measure.serving_runs import Layout
+    from llmath.measure.run_record import Layout
 
 # InferenceX's benchmark client: lengths uniform integers in [⌊0.8·L⌋, L] (llmath.measure.serving_runs' docstring,
 # :data:`llmath.deploy.bench_client.INFERENCEX`); rows marked by its provenance

@@ -102,13 +102,12 @@ from __future__ import annotations
 import csv
 import re
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from llmath.deploy.bench_client import BenchClient
 from llmath.errors import LLMathError, WorkloadError
 from llmath.measure.collection_harness import launcher_settings, stated_attention_dp
 from llmath.measure.inferencex_harness import (
@@ -121,6 +120,7 @@ from llmath.measure.inferencex_harness import (
     harness_warmed,
 )
 from llmath.measure.run_formats import precision
+from llmath.measure.run_record import Layout, Run
 from llmath.measure.runs_summary import relative_error, summarise
 from llmath.measure.sglang_launchers import first_wave_chunked, launcher_sglang_settings
 from llmath.measure.trt_launchers import (
@@ -145,56 +145,6 @@ KEYS = ("engine", "system", "model", "concurrency", "lengths", "mode", "recipe")
 DEFAULT_BY = KEYS[:-1]  # the disaggregated rows are grouped by ``recipe`` whatever ``by`` says (summarise)
 # launcher settings that set the run's formats, not its engine's
 FORMAT_SETTINGS = ("kv_cache_dtype", "checkpoint_formats")
-
-
-@dataclass(frozen=True)
-class Layout:
-    tp: int
-    pp: int
-    dp: int
-    ep: int
-    workers: int = 1
-
-    @property
-    def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
-
-
-@dataclass(frozen=True)
-class Run:
-    """One measured run, in llmath's names."""
-
-    id: str
-    engine: str
-    system: str
-    model: str
-    source_model: str
-    mode: str
-    prompt: int
-    gen: int
-    concurrency: int
-    gemm: str
-    moe: str
-    precision: str
-    layout: Layout | None
-    prefill: Layout | None
-    decode: Layout | None
-    ttft_s: float
-    tpot_s: float
-    assumed: tuple[str, ...] = field(default=())
-    range_ratio: float = 1.0  # the client draws each length uniformly from [⌊r·L⌋, L]
-    engine_settings: tuple[tuple[str, Any], ...] = ()  # what the run's launcher set (launcher_settings)
-    speculation: Any = None  # the Speculation the run's launcher configured (INFERENCEX_TRT_MTP), or None
-    recipe: str = ""  # a disaggregated row: what its benchmark configuration settles (disagg_recipes.recipe_for)
-
-    def drawn(self, length: int) -> tuple[int, ...]:
-        """The lengths the client draws for a stated length L, equally likely: every integer of [⌊r·L⌋, L]
-        (:meth:`llmath.deploy.bench_client.BenchClient.lengths`; just L when fixed)."""
-        return tuple(g for g, _ in BenchClient("run", self.range_ratio).lengths(length))
-
-    @property
-    def lengths(self) -> str:
-        return f"{self.prompt}/{self.gen}"
 
 
 def _int(v: str, default: int = 1) -> int:
