@@ -86,6 +86,9 @@ class Deployment:
     spec_tokens: int | None = None
     draft_model: str | None = None
     mixed_prefill: bool | None = None  # prefill chunks ride in decode iterations; None: the engine's default
+    max_prefill_tokens: int | None = None  # SGLang's --max-prefill-tokens (the budget is the smaller with the chunk)
+    # EngineConfig fields the command sets beyond these (:mod:`llmath.deploy.engine_settings`): graphs, polling, ...
+    engine_settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
@@ -257,7 +260,10 @@ def _emit_vllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         if dep.draft_model:
             spec["model"] = dep.draft_model
         argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    return EngineCommand("vllm", argv, notes=_prefill_first_note("vLLM", dep))
+    from llmath.deploy.engine_settings import emit_vllm_settings
+
+    flags, notes = emit_vllm_settings(dep.engine_settings)
+    return EngineCommand("vllm", argv + flags, notes=_prefill_first_note("vLLM", dep) + notes)
 
 
 def _sglang_server_wide(dep: Deployment, attention_dp: bool) -> Deployment:
@@ -290,7 +296,13 @@ def _emit_sglang(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
             argv += ["--speculative-draft-model-path", dep.draft_model]
     if dep.mixed_prefill:
         argv.append(flag("sglang", "mixed_prefill"))
-    return EngineCommand("sglang", argv)
+    from llmath.deploy.engine_settings import SGLANG_MAX_PREFILL_TOKENS_DEFAULT, emit_sglang_settings
+
+    budget = dep.max_num_batched_tokens or 0
+    if dep.max_prefill_tokens or budget > SGLANG_MAX_PREFILL_TOKENS_DEFAULT:  # the smaller of the two binds
+        argv += ["--max-prefill-tokens", str(dep.max_prefill_tokens or budget)]
+    flags, notes = emit_sglang_settings(dep.engine_settings)
+    return EngineCommand("sglang", argv + flags, notes=notes)
 
 
 def _emit_trtllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
@@ -318,7 +330,11 @@ def _emit_trtllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         config["kv_cache_config"] = {"dtype": kv}
     if dep.spec_method:
         config["speculative_config"] = _trtllm_spec(d, dep)
-    cmd = EngineCommand("trtllm", argv, instances=instances)
+    from llmath.deploy.engine_settings import emit_trtllm_settings
+
+    keys, notes = emit_trtllm_settings(dep.engine_settings)
+    config.update(keys)
+    cmd = EngineCommand("trtllm", argv, instances=instances, notes=notes)
     if config:
         cmd.config, cmd.config_file = config, "llmath-llm-api.yaml"
         argv += ["--config", cmd.config_file]
@@ -421,6 +437,7 @@ def deployment_for(
     enforce_eager: bool = False,
     speculation: tuple[str | None, int, str | None] = (None, 0, None),
     mixed_prefill: bool | None = None,
+    engine_settings: dict[str, Any] | None = None,
 ):
     """(spec, the :class:`Deployment` of analyze's settings): the layout ``parallel`` asks for, fitted to the model, the
     concurrency as the per-replica running cap unless ``max_num_seqs`` is given, the engine preset's budget
@@ -453,5 +470,6 @@ def deployment_for(
         spec_tokens=k if method else None,
         draft_model=draft if method else None,
         mixed_prefill=mixed_prefill,
+        engine_settings=dict(engine_settings or {}),
     )
     return spec, dep

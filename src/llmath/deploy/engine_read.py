@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmath.deploy.engine_args import Deployment, EngineArgsError, _is_flag, documented, engine_data
+from llmath.deploy.engine_settings import sglang_prefill_budget, sglang_settings, trtllm_settings, vllm_settings
 
 SWITCH_PREFIXES = ("--enable-", "--disable-", "--no-", "--enable_", "--disable_", "--skip-", "--skip_")
 SWITCHES = frozenset(
@@ -102,6 +103,8 @@ def parse(text: str, config: dict[str, Any] | None = None) -> EngineRead:
     """Read ``text`` (the engine's whole command line). ``config``: the mapping of TensorRT-LLM's ``--config``
     YAML when the caller has read it (see :func:`llmath.deploy.engine_args.yaml_subset`)."""
     engine, tokens = split_command(text)
+    if engine == "vllm":
+        tokens, config = _vllm_levels(tokens)
     items, positional = _items(engine, tokens)
     known = documented(engine)
     unknown = [f for f in items if f not in known]
@@ -109,6 +112,23 @@ def parse(text: str, config: dict[str, Any] | None = None) -> EngineRead:
     read = reader(items, positional, config)
     read.unknown = unknown
     return read
+
+
+def _vllm_levels(tokens: list[str]) -> tuple[list[str], dict[str, str]]:
+    """vLLM's ``-O3`` as ``-O 3``, and its ``-O.key=value`` / ``--compilation-config.key=value`` items taken out
+    (returned as {key: value})."""
+    out: list[str] = []
+    dotted: dict[str, str] = {}
+    for tok in tokens:
+        name, eq, value = tok.partition("=")
+        head, dot, key = name.partition(".")
+        if dot and eq and head in ("-O", "--compilation-config"):
+            dotted[key] = value
+        elif len(tok) == 3 and tok.startswith("-O") and tok[2].isdigit():
+            out += ["-O", tok[2]]
+        else:
+            out.append(tok)
+    return out, dotted
 
 
 def _number(items: dict, flag: str, kind: type, default: Any = None) -> Any:
@@ -160,12 +180,14 @@ def _model(items: dict, positional: list[str], flag: str | None) -> str:
     return model
 
 
-def _read_vllm(items: dict, positional: list[str], config) -> EngineRead:
+def _read_vllm(items: dict, positional: list[str], dotted) -> EngineRead:
+    """``dotted``: the ``-O.key=value`` items (:func:`_vllm_levels`)."""
     if "--enable-expert-parallel" in items and "--no-enable-expert-parallel" in items:
         raise EngineArgsError("--engine-args: --enable-expert-parallel and --no-enable-expert-parallel conflict")
     tp = _int(items, "--tensor-parallel-size", 1) or 1
     dp = _int(items, "--data-parallel-size", 1) or 1
     spec = _vllm_spec(items.get("--speculative-config"))
+    settings, no_graphs = vllm_settings(items, dotted or {})
     dep = Deployment(
         model=_model(items, positional, "--model"),
         tp=tp,
@@ -178,7 +200,8 @@ def _read_vllm(items: dict, positional: list[str], config) -> EngineRead:
         max_num_seqs=_int(items, "--max-num-seqs"),
         max_num_batched_tokens=_int(items, "--max-num-batched-tokens"),
         gpu_memory_utilization=_float(items, "--gpu-memory-utilization"),
-        enforce_eager="--enforce-eager" in items,
+        enforce_eager="--enforce-eager" in items or no_graphs,
+        engine_settings=settings,
         **spec,
     )
     return EngineRead("vllm", dep)
@@ -217,6 +240,9 @@ def _read_sglang(items: dict, positional: list[str], config) -> EngineRead:
             f"--engine-args: --enable-dp-attention needs --dp-size {dp} to divide --tp-size {tp_size}; fix one"
         )
     chunk = items.get("--chunked-prefill-size")
+    running = _per_rank(_int(items, "--max-running-requests"), dp if attention_dp else 1)
+    max_prefill = _int(items, "--max-prefill-tokens")
+    budget = None if chunk == "-1" else _int(items, "--chunked-prefill-size")
     dep = Deployment(
         model=_model(items, positional, "--model-path"),
         tp=tp_size // dp if attention_dp else tp_size,
@@ -226,11 +252,13 @@ def _read_sglang(items: dict, positional: list[str], config) -> EngineRead:
         weights=_lookup("sglang", "weights", "--quantization", items.get("--quantization")),
         dtype=_lookup("sglang", "dtype", "--dtype", items.get("--dtype")),
         kv_dtype=_lookup("sglang", "kv_dtype", "--kv-cache-dtype", items.get("--kv-cache-dtype")),
-        max_num_seqs=_per_rank(_int(items, "--max-running-requests"), dp if attention_dp else 1),
-        max_num_batched_tokens=None if chunk == "-1" else _int(items, "--chunked-prefill-size"),
+        max_num_seqs=running,
+        max_num_batched_tokens=sglang_prefill_budget(budget, max_prefill) if budget is not None else None,
         gpu_memory_utilization=_float(items, "--mem-fraction-static"),
         enforce_eager="--disable-cuda-graph" in items,
         mixed_prefill=True if "--enable-mixed-chunk" in items else None,
+        max_prefill_tokens=max_prefill if budget is None else None,
+        engine_settings=sglang_settings(items, running, _number),
         **_sglang_spec(items),
     )
     return EngineRead("sglang", dep)
@@ -285,6 +313,7 @@ def _read_trtllm(items: dict, positional: list[str], config) -> EngineRead:
         max_num_seqs=_int(items, "--max_batch_size"),
         max_num_batched_tokens=_int(items, "--max_num_tokens"),
         gpu_memory_utilization=_float(items, "--free_gpu_memory_fraction"),
+        engine_settings=trtllm_settings(config, items),
         **_trtllm_spec(config.get("speculative_config")),
     )
     read = EngineRead("trtllm", dep, config_file=items.get("--config"))
