@@ -60,6 +60,23 @@ def test_sglang_polling_overlap_prefill_budget_and_graph_cap():
     assert parse(SGLANG + " --chunked-prefill-size 32768").deployment.max_num_batched_tokens == 16384
     alone = parse(SGLANG + " --max-prefill-tokens 4096").deployment
     assert (alone.max_num_batched_tokens, alone.max_prefill_tokens) == (None, 4096)
+    assert read.decode_graph_batch == 128
+
+
+def test_decode_graph_caps_the_load_can_exceed_are_refused(capsys):
+    # SGLang cuda_graph_runner.py CudaGraphRunner.can_run: a batch replays a graph only if its size <= max_bs;
+    # TensorRT-LLM llm_args.py CudaGraphConfig.max_batch_size (graphs for decode-only batches up to it; None: none)
+    text = SGLANG + " --cuda-graph-max-bs 64"
+    code, _, err = run_cli(capsys, "analyze", "-H", "h100-sxm", "-c", "256", "--engine-args", text)
+    assert code == 2 and "--cuda-graph-max-bs 64 is below the decode batch" in err
+    # 64 clients, or a running cap of 64, keep every decode batch within the captured sizes
+    assert run_cli(capsys, "analyze", "-H", "h100-sxm", "-c", "64", "--engine-args", text)[0] == 0
+    capped = text + " --max-running-requests 64"
+    assert run_cli(capsys, "analyze", "-H", "h100-sxm", "-c", "256", "--engine-args", capped)[0] == 0
+    graphs = parse(TRTLLM, yaml_subset("cuda_graph_config:\n  enable_padding: true\n  batch_sizes: [1, 2, 8, 32]\n"))
+    assert (graphs.deployment.decode_graph_batch, graphs.deployment.enforce_eager) == (32, False)
+    off = parse(TRTLLM, yaml_subset("cuda_graph_config: null\n")).deployment
+    assert (off.decode_graph_batch, off.enforce_eager) == (None, True)
 
 
 def test_trtllm_config_overlap_batch_waiting_balance_and_chunking():
@@ -94,6 +111,9 @@ SETTINGS = [
     ("sglang", Deployment("m/n", engine_settings={"replacement_lag": 1, "overlap_scheduler": False})),
     ("sglang", Deployment("m/n", max_num_batched_tokens=32768)),
     ("sglang", Deployment("m/n", max_prefill_tokens=4096)),
+    ("sglang", Deployment("m/n", decode_graph_batch=256)),
+    ("trtllm", Deployment("m/n", decode_graph_batch=512)),
+    ("trtllm", Deployment("m/n", enforce_eager=True)),
     (
         "trtllm",
         Deployment(
@@ -132,13 +152,12 @@ def test_a_setting_the_target_engine_has_no_flag_for_is_a_note():
         (VLLM + " --compilation-config '[1, 2]'", None, "JSON object"),
         (VLLM + " --max-cudagraph-capture-size 512 --cuda-graph-sizes 1024", None, "twice"),
         (VLLM + " --async-scheduling --no-async-scheduling", None, "conflict"),
-        (SGLANG + " --cuda-graph-max-bs 64", None, "--cuda-graph-max-bs 64"),
-        (SGLANG + " --max-running-requests 256 --cuda-graph-max-bs 128", None, "below the running cap"),
         (SGLANG + " --scheduler-recv-interval 0", None, ">= 1"),
         (TRTLLM, {"batch_wait_timeout_ms": 5.0}, "iterations only"),
         (TRTLLM, {"batch_wait_max_tokens_ratio": 1.5}, r"\[0, 1\]"),
         (TRTLLM, {"attention_dp_config": {"timeout_iters": -1}}, "timeout_iters"),
         (TRTLLM, {"disable_overlap_scheduler": "yes"}, "true or false"),
+        (TRTLLM, {"cuda_graph_config": {"max_batch_size": -4}}, "max_batch_size"),
     ],
 )
 def test_unmodellable_settings_are_refused(text, config, needle):

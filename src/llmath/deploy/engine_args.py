@@ -87,6 +87,7 @@ class Deployment:
     draft_model: str | None = None
     mixed_prefill: bool | None = None  # prefill chunks ride in decode iterations; None: the engine's default
     max_prefill_tokens: int | None = None  # SGLang's --max-prefill-tokens (the budget is the smaller with the chunk)
+    decode_graph_batch: int | None = None  # the largest decode batch captured in a CUDA graph; None: the engine's
     # EngineConfig fields the command sets beyond these (:mod:`llmath.deploy.engine_settings`): graphs, polling, ...
     engine_settings: dict[str, Any] = field(default_factory=dict)
 
@@ -146,7 +147,8 @@ def yaml_text(d: dict[str, Any], indent: int = 0) -> str:
             lines.append(f"{' ' * indent}{k}:")
             lines.append(yaml_text(v, indent + 2).rstrip("\n"))
         else:
-            lines.append(f"{' ' * indent}{k}: {json.dumps(v) if isinstance(v, (bool, str)) else v}")
+            text = "null" if v is None else json.dumps(v) if isinstance(v, (bool, str)) else v
+            lines.append(f"{' ' * indent}{k}: {text}")
     return "\n".join(lines) + "\n"
 
 
@@ -263,6 +265,9 @@ def _emit_vllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
     from llmath.deploy.engine_settings import emit_vllm_settings
 
     flags, notes = emit_vllm_settings(dep.engine_settings)
+    if dep.decode_graph_batch:
+        batch = dep.decode_graph_batch
+        notes.append(f"vLLM's capture sizes count tokens, not decode requests: decode_graph_batch={batch} left out")
     return EngineCommand("vllm", argv + flags, notes=_prefill_first_note("vLLM", dep) + notes)
 
 
@@ -301,6 +306,8 @@ def _emit_sglang(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
     budget = dep.max_num_batched_tokens or 0
     if dep.max_prefill_tokens or budget > SGLANG_MAX_PREFILL_TOKENS_DEFAULT:  # the smaller of the two binds
         argv += ["--max-prefill-tokens", str(dep.max_prefill_tokens or budget)]
+    if dep.decode_graph_batch:
+        argv += ["--cuda-graph-max-bs", str(dep.decode_graph_batch)]
     flags, notes = emit_sglang_settings(dep.engine_settings)
     return EngineCommand("sglang", argv + flags, notes=notes)
 
@@ -334,12 +341,14 @@ def _emit_trtllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
 
     keys, notes = emit_trtllm_settings(dep.engine_settings)
     config.update(keys)
+    if dep.enforce_eager:  # no CUDA graphs (TorchLlmArgs.cuda_graph_config None)
+        config["cuda_graph_config"] = None
+    elif dep.decode_graph_batch:
+        config["cuda_graph_config"] = {"max_batch_size": dep.decode_graph_batch}
     cmd = EngineCommand("trtllm", argv, instances=instances, notes=notes)
     if config:
         cmd.config, cmd.config_file = config, "llmath-llm-api.yaml"
         argv += ["--config", cmd.config_file]
-    if dep.enforce_eager:
-        cmd.notes.append("TensorRT-LLM: eager decode is not a serve flag; left out")
     cmd.notes += _prefill_first_note("TensorRT-LLM", dep)
     if dep.weights and dep.weights not in ("bf16", "fp16", "fp32"):
         cmd.notes.append(f"TensorRT-LLM reads the weight format from the checkpoint: serve a {dep.weights} checkpoint")

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmath.deploy.engine_args import Deployment, EngineArgsError, _is_flag, documented, engine_data
-from llmath.deploy.engine_settings import sglang_prefill_budget, sglang_settings, trtllm_settings, vllm_settings
+from llmath.deploy.engine_settings import (
+    sglang_prefill_budget,
+    sglang_settings,
+    trtllm_graph_batch,
+    trtllm_settings,
+    vllm_settings,
+)
 
 SWITCH_PREFIXES = ("--enable-", "--disable-", "--no-", "--enable_", "--disable_", "--skip-", "--skip_")
 SWITCHES = frozenset(
@@ -258,7 +264,8 @@ def _read_sglang(items: dict, positional: list[str], config) -> EngineRead:
         enforce_eager="--disable-cuda-graph" in items,
         mixed_prefill=True if "--enable-mixed-chunk" in items else None,
         max_prefill_tokens=max_prefill if budget is None else None,
-        engine_settings=sglang_settings(items, running, _number),
+        engine_settings=sglang_settings(items, _number),
+        decode_graph_batch=_int(items, "--cuda-graph-max-bs"),
         **_sglang_spec(items),
     )
     return EngineRead("sglang", dep)
@@ -303,6 +310,7 @@ def _read_trtllm(items: dict, positional: list[str], config) -> EngineRead:
     ranks = _int(items, "--tensor_parallel_size", 1) or 1
     attention_dp = bool(config.get("enable_attention_dp"))
     kv = (config.get("kv_cache_config") or {}).get("dtype")
+    graph_batch, graphs = trtllm_graph_batch(config)
     dep = Deployment(
         model=_model(items, positional, None),
         tp=1 if attention_dp else ranks,
@@ -314,6 +322,8 @@ def _read_trtllm(items: dict, positional: list[str], config) -> EngineRead:
         max_num_batched_tokens=_int(items, "--max_num_tokens"),
         gpu_memory_utilization=_float(items, "--free_gpu_memory_fraction"),
         engine_settings=trtllm_settings(config, items),
+        decode_graph_batch=graph_batch,
+        enforce_eager=not graphs,
         **_trtllm_spec(config.get("speculative_config")),
     )
     read = EngineRead("trtllm", dep, config_file=items.get("--config"))

@@ -139,25 +139,51 @@ def sglang_prefill_budget(chunk: int | None, max_prefill: int | None) -> int | N
     return min(chunk, SGLANG_MAX_PREFILL_TOKENS_DEFAULT if max_prefill is None else max_prefill)
 
 
-def sglang_settings(items: dict[str, str | None], running_cap: int | None, number) -> dict[str, Any]:
-    """EngineConfig fields of SGLang's ``--scheduler-recv-interval`` and ``--disable-overlap-schedule``; its
-    ``--cuda-graph-max-bs`` is read as a check: decode batches above it run without a graph, which llmath does not
-    model under SGLang's eager prefill, so it must cover the per-rank running cap ``running_cap``."""
+def sglang_settings(items: dict[str, str | None], number) -> dict[str, Any]:
+    """EngineConfig fields of SGLang's ``--scheduler-recv-interval`` and ``--disable-overlap-schedule``."""
     out: dict[str, Any] = {}
     recv = number(items, "--scheduler-recv-interval", int)
     if recv is not None:
         out["recv_interval"] = recv
     if "--disable-overlap-schedule" in items:
         out.update({"replacement_lag": 1, "overlap_scheduler": False})
-    graph_bs = number(items, "--cuda-graph-max-bs", int)
-    if graph_bs is not None and (running_cap is None or running_cap > graph_bs):
-        cap = "no --max-running-requests" if running_cap is None else f"{running_cap} running requests a rank"
-        raise EngineArgsError(
-            f"--engine-args: --cuda-graph-max-bs {graph_bs} is below the running cap ({cap}): SGLang decodes larger"
-            " batches without a CUDA graph, which llmath does not model; give --max-running-requests at most"
-            " cuda-graph-max-bs per rank, or drop --cuda-graph-max-bs"
-        )
     return out
+
+
+def check_decode_graphs(graph_batch: int | None, running: float | None, spelled: str) -> None:
+    """A decode batch larger than the largest one the engine captured (SGLang's ``--cuda-graph-max-bs``,
+    TensorRT-LLM's ``cuda_graph_config.max_batch_size``) runs without a CUDA graph, which llmath does not model while
+    it replays every decode batch: refused when the requests a replica runs at once (``running``: its running cap or
+    its share of the concurrency, the smaller; None: unbounded) can exceed ``graph_batch``."""
+    if graph_batch is None or (running is not None and running <= graph_batch):
+        return
+    held = "no bound on the running requests" if running is None else f"up to {running:g} running requests a replica"
+    raise EngineArgsError(
+        f"--engine-args: {spelled} {graph_batch} is below the decode batch ({held}): the engine decodes larger"
+        " batches without a CUDA graph, which llmath does not model; cap the running requests (or the concurrency)"
+        f" at {graph_batch}, or raise {spelled}"
+    )
+
+
+def trtllm_graph_batch(config: dict[str, Any]) -> tuple[int | None, bool]:
+    """(the largest decode batch captured, graphs on) of TensorRT-LLM's ``cuda_graph_config``: ``null`` turns CUDA
+    graphs off; ``max_batch_size``, or the largest of ``batch_sizes``, bounds the batches replayed (None: not given,
+    the engine's default list, which llmath does not check)."""
+    if "cuda_graph_config" not in config:
+        return None, True
+    cg = config["cuda_graph_config"]
+    if cg is None:
+        return None, False
+    if not isinstance(cg, dict):
+        raise EngineArgsError("--engine-args: cuda_graph_config must be a mapping (max_batch_size, ...) or null")
+    sizes = cg.get("batch_sizes")
+    if isinstance(sizes, str):  # flow style: [1, 2, 4]
+        words = sizes.strip("[]").replace(",", " ").split()
+        sizes = [int(w) for w in words if w.isdigit()] or None
+    largest = cg.get("max_batch_size") or (max(sizes) if sizes else None)
+    if largest is not None and (isinstance(largest, bool) or not isinstance(largest, int) or largest < 1):
+        raise EngineArgsError(f"--engine-args: cuda_graph_config.max_batch_size {largest!r} must be an integer >= 1")
+    return largest, True
 
 
 def trtllm_settings(config: dict[str, Any], items: dict[str, str | None]) -> dict[str, Any]:
