@@ -61,6 +61,12 @@ def test_sglang_polling_overlap_prefill_budget_and_graph_cap():
     alone = parse(SGLANG + " --max-prefill-tokens 4096").deployment
     assert (alone.max_num_batched_tokens, alone.max_prefill_tokens) == (None, 4096)
     assert read.decode_graph_batch == 128
+    # server_arguments.md --enable-piecewise-cuda-graph: prefill passes up to --piecewise-cuda-graph-max-tokens
+    # (8192 unless given, as SGLang's start-up log of ServerArgs prints it) replay piecewise graphs
+    piecewise = parse(SGLANG + " --enable-piecewise-cuda-graph").deployment.engine_settings
+    assert piecewise == {"eager_prefill": False, "cuda_graph_max_tokens": 8192, "cuda_graph_tokens_per_seq": 0}
+    sized = parse(SGLANG + " --enable-piecewise-cuda-graph --piecewise-cuda-graph-max-tokens 4096").deployment
+    assert sized.engine_settings["cuda_graph_max_tokens"] == 4096
 
 
 def test_decode_graph_caps_the_load_can_exceed_are_refused(capsys):
@@ -112,6 +118,13 @@ SETTINGS = [
     ("sglang", Deployment("m/n", max_num_batched_tokens=32768)),
     ("sglang", Deployment("m/n", max_prefill_tokens=4096)),
     ("sglang", Deployment("m/n", decode_graph_batch=256)),
+    (
+        "sglang",
+        Deployment(
+            "m/n",
+            engine_settings={"eager_prefill": False, "cuda_graph_max_tokens": 4096, "cuda_graph_tokens_per_seq": 0},
+        ),
+    ),
     ("trtllm", Deployment("m/n", decode_graph_batch=512)),
     ("trtllm", Deployment("m/n", enforce_eager=True)),
     (
@@ -202,6 +215,11 @@ def test_sglang_and_trtllm_settings_move_the_prediction(capsys, tmp_path):
     # without the overlap scheduler a follow-up joins the next batch instead of the one after
     direct = _served(capsys, SGLANG + " --disable-overlap-schedule", *load)
     assert direct["engine"]["replacement_lag"] == 1 and direct["ttft_s"] < base["ttft_s"]
+    # prefill passes replayed from piecewise graphs: no host launch floor, so no longer TTFT
+    short = ("-c", "1", "--prompt", "64", "--gen", "64")
+    piecewise = _served(capsys, SGLANG + " --enable-piecewise-cuda-graph", *short)
+    assert piecewise["engine"]["eager_prefill"] is False
+    assert piecewise["ttft_s"] < _served(capsys, SGLANG, *short)["ttft_s"]
     # --max-prefill-tokens alone: the smaller of it and the H100's chunk default, 8192 (data/engines.json)
     small = _served(capsys, SGLANG + " --max-prefill-tokens 2048", *load)
     assert small["engine"]["max_num_batched_tokens"] == 2048

@@ -25,6 +25,10 @@ VLLM_GRAPH_MODES = ("NONE", "PIECEWISE", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY
 VLLM_LEVEL_MODES = {0: "NONE", 1: "PIECEWISE", 2: "FULL_AND_PIECEWISE", 3: "FULL_AND_PIECEWISE"}
 # SGLang's --max-prefill-tokens when not given (python/sglang/srt/server_args.py ServerArgs.max_prefill_tokens)
 SGLANG_MAX_PREFILL_TOKENS_DEFAULT = 16384
+# SGLang's --piecewise-cuda-graph-max-tokens when not given (ServerArgs.piecewise_cuda_graph_max_tokens; the
+# ServerArgs SGLang servers log at start-up print piecewise_cuda_graph_max_tokens=8192 beside
+# enable_piecewise_cuda_graph=False)
+SGLANG_PIECEWISE_MAX_TOKENS_DEFAULT = 8192
 
 
 def vllm_graph_mode(mode: str, splitting_ops: Any = None) -> dict[str, Any]:
@@ -140,8 +144,13 @@ def sglang_prefill_budget(chunk: int | None, max_prefill: int | None) -> int | N
 
 
 def sglang_settings(items: dict[str, str | None], number) -> dict[str, Any]:
-    """EngineConfig fields of SGLang's ``--scheduler-recv-interval`` and ``--disable-overlap-schedule``."""
+    """EngineConfig fields of SGLang's ``--scheduler-recv-interval``, ``--disable-overlap-schedule`` and
+    ``--enable-piecewise-cuda-graph`` (prefill passes of at most ``--piecewise-cuda-graph-max-tokens`` replay piecewise
+    graphs: ``eager_prefill`` off, larger ones run eagerly)."""
     out: dict[str, Any] = {}
+    if "--enable-piecewise-cuda-graph" in items:
+        largest = number(items, "--piecewise-cuda-graph-max-tokens", int) or SGLANG_PIECEWISE_MAX_TOKENS_DEFAULT
+        out.update({"eager_prefill": False, "cuda_graph_max_tokens": largest, "cuda_graph_tokens_per_seq": 0})
     recv = number(items, "--scheduler-recv-interval", int)
     if recv is not None:
         out["recv_interval"] = recv
@@ -273,6 +282,11 @@ def emit_sglang_settings(settings: dict[str, Any]) -> tuple[list[str], list[str]
     """(flags, notes) that write ``settings`` on SGLang's command line (:func:`sglang_settings` reads them back)."""
     argv: list[str] = []
     written = {"eager_prefill"} if settings.get("eager_prefill") is True else set()  # SGLang's default
+    if settings.get("eager_prefill") is False:
+        argv.append("--enable-piecewise-cuda-graph")
+        largest = settings.get("cuda_graph_max_tokens") if not settings.get("cuda_graph_tokens_per_seq") else None
+        argv += ["--piecewise-cuda-graph-max-tokens", str(largest or SGLANG_PIECEWISE_MAX_TOKENS_DEFAULT)]
+        written |= {"eager_prefill", "cuda_graph_max_tokens", "cuda_graph_tokens_per_seq"}
     if settings.get("recv_interval") is not None:
         argv += ["--scheduler-recv-interval", str(settings["recv_interval"])]
         written.add("recv_interval")
