@@ -44,6 +44,8 @@ def test_vllm_compilation_config_levels_capture_sizes_and_async_scheduling():
     # vllm/v1/engine/core.py step_with_batch_queue: async scheduling keeps 2 steps in flight
     assert parse(VLLM + " --async-scheduling").deployment.engine_settings == {"replacement_lag": 2}
     assert parse(VLLM + " --no-async-scheduling").deployment.engine_settings == {"replacement_lag": 1}
+    # arg_utils.py '--enable-chunked-prefill' (SchedulerConfig.enable_chunked_prefill): off, a prompt runs whole
+    assert parse(VLLM + " --no-enable-chunked-prefill").deployment.engine_settings == {"chunked_prefill": False}
 
 
 def test_sglang_polling_overlap_prefill_budget_and_graph_cap():
@@ -61,6 +63,13 @@ def test_sglang_polling_overlap_prefill_budget_and_graph_cap():
     alone = parse(SGLANG + " --max-prefill-tokens 4096").deployment
     assert (alone.max_num_batched_tokens, alone.max_prefill_tokens) == (None, 4096)
     assert read.decode_graph_batch == 128
+    # server_arguments.md: --chunked-prefill-size -1 disables chunked prefill
+    assert parse(SGLANG + " --chunked-prefill-size -1").deployment.engine_settings == {"chunked_prefill": False}
+    # Scheduler: min_new_token_ratio = min(min(0.7 * c, 1) * 0.14, 1): c = 2 gives 1.0 * 0.14 = 0.14, c = 0.5 0.049
+    reserve = parse(SGLANG + " --schedule-conservativeness 2").deployment.engine_settings["new_token_reserve"]
+    assert reserve == pytest.approx(0.14)
+    half = parse(SGLANG + " --schedule-conservativeness 0.5").deployment.engine_settings["new_token_reserve"]
+    assert half == pytest.approx(0.049)
     # server_arguments.md --enable-piecewise-cuda-graph: prefill passes up to --piecewise-cuda-graph-max-tokens
     # (8192 unless given, as SGLang's start-up log of ServerArgs prints it) replay piecewise graphs
     piecewise = parse(SGLANG + " --enable-piecewise-cuda-graph").deployment.engine_settings
@@ -107,6 +116,14 @@ def test_trtllm_config_overlap_batch_waiting_balance_and_chunking():
     }
     assert read.notes == []  # every key is one llmath reads
     assert parse(TRTLLM + " --enable_chunked_prefill").deployment.engine_settings == {"chunked_prefill": True}
+    # InferenceX-style YAML: the serve flags' settings as LLM-API keys, and MAX_UTILIZATION admission
+    yaml = yaml_subset(
+        "max_batch_size: 256\nmax_num_tokens: 16384\nkv_cache_config:\n  free_gpu_memory_fraction: 0.85\n"
+        "scheduler_config:\n  capacity_scheduler_policy: MAX_UTILIZATION\n"
+    )
+    dep = parse(TRTLLM + " --tp_size 8", yaml).deployment
+    assert (dep.max_num_seqs, dep.max_num_batched_tokens, dep.gpu_memory_utilization) == (256, 16384, 0.85)
+    assert dep.engine_settings == {"kv_admission": "on_demand"}
 
 
 SETTINGS = [
@@ -118,6 +135,9 @@ SETTINGS = [
     ("sglang", Deployment("m/n", max_num_batched_tokens=32768)),
     ("sglang", Deployment("m/n", max_prefill_tokens=4096)),
     ("sglang", Deployment("m/n", decode_graph_batch=256)),
+    ("sglang", Deployment("m/n", engine_settings={"chunked_prefill": False, "new_token_reserve": 0.049})),
+    ("vllm", Deployment("m/n", engine_settings={"chunked_prefill": False})),
+    ("trtllm", Deployment("m/n", engine_settings={"kv_admission": "on_demand"})),
     (
         "sglang",
         Deployment(
@@ -171,6 +191,10 @@ def test_a_setting_the_target_engine_has_no_flag_for_is_a_note():
         (TRTLLM, {"attention_dp_config": {"timeout_iters": -1}}, "timeout_iters"),
         (TRTLLM, {"disable_overlap_scheduler": "yes"}, "true or false"),
         (TRTLLM, {"cuda_graph_config": {"max_batch_size": -4}}, "max_batch_size"),
+        (TRTLLM, {"scheduler_config": {"capacity_scheduler_policy": "STATIC_BATCH"}}, "STATIC_BATCH"),
+        (TRTLLM + " --max_batch_size 64", {"max_batch_size": 256}, "differ"),
+        (SGLANG + " --schedule-conservativeness lots", None, "conservativeness"),
+        (VLLM + " --enable-chunked-prefill --no-enable-chunked-prefill", None, "conflict"),
     ],
 )
 def test_unmodellable_settings_are_refused(text, config, needle):

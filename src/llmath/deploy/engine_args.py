@@ -292,7 +292,12 @@ def _emit_sglang(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         argv.append("--enable-dp-attention")
     if dep.ep > 1:
         argv += ["--ep-size", str(dep.ep)]
-    argv += _common("sglang", _sglang_server_wide(dep, attention_dp))
+    whole = dep.engine_settings.get("chunked_prefill") is False  # --chunked-prefill-size -1: no chunking
+    argv += _common(
+        "sglang", _sglang_server_wide(replace(dep, max_num_batched_tokens=None) if whole else dep, attention_dp)
+    )
+    if whole:
+        argv += ["--chunked-prefill-size", "-1"]
     if dep.spec_method:
         argv += ["--speculative-algorithm", d["values"]["spec_method"][dep.spec_method]]
         argv += ["--speculative-num-steps", str(dep.spec_tokens), "--speculative-eagle-topk", "1"]
@@ -304,7 +309,7 @@ def _emit_sglang(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
     from llmath.deploy.engine_settings import SGLANG_MAX_PREFILL_TOKENS_DEFAULT, emit_sglang_settings
 
     budget = dep.max_num_batched_tokens or 0
-    if dep.max_prefill_tokens or budget > SGLANG_MAX_PREFILL_TOKENS_DEFAULT:  # the smaller of the two binds
+    if dep.max_prefill_tokens or budget > SGLANG_MAX_PREFILL_TOKENS_DEFAULT or (whole and budget):  # the smaller binds
         argv += ["--max-prefill-tokens", str(dep.max_prefill_tokens or budget)]
     if dep.decode_graph_batch:
         argv += ["--cuda-graph-max-bs", str(dep.decode_graph_batch)]

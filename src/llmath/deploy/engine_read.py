@@ -307,6 +307,7 @@ def _sglang_spec(items: dict) -> dict[str, Any]:
 def _read_trtllm(items: dict, positional: list[str], config) -> EngineRead:
     config = config or {}
     stray = sorted(set(config) - set(engine_data("trtllm")["config_keys"]))
+    items = _with_config_values(items, config)
     ranks = _int(items, "--tensor_parallel_size", 1) or 1
     attention_dp = bool(config.get("enable_attention_dp"))
     kv = (config.get("kv_cache_config") or {}).get("dtype")
@@ -330,6 +331,42 @@ def _read_trtllm(items: dict, positional: list[str], config) -> EngineRead:
     if stray:
         read.notes.append(f"config keys llmath does not read: {', '.join(stray)}")
     return read
+
+
+# The LLM-API keys of the --config YAML that set what a serve flag sets (trtllm-serve's serve.py applies the YAML over
+# the flags: update_llm_args_with_extra_options)
+TRTLLM_CONFIG_FLAGS = {
+    "tensor_parallel_size": "--tensor_parallel_size",
+    "pipeline_parallel_size": "--pipeline_parallel_size",
+    "moe_expert_parallel_size": "--moe_expert_parallel_size",
+    "max_batch_size": "--max_batch_size",
+    "max_num_tokens": "--max_num_tokens",
+    "kv_cache_config.free_gpu_memory_fraction": "--free_gpu_memory_fraction",
+}
+
+
+def _with_config_values(items: dict, config: dict) -> dict:
+    """``items`` with the values the YAML sets for a serve flag's setting; a flag and a key that disagree conflict."""
+    out = dict(items)
+    for key, flag_name in TRTLLM_CONFIG_FLAGS.items():
+        head, _, sub = key.partition(".")
+        value = (config.get(head) or {}).get(sub) if sub else config.get(head)
+        if value is None:
+            continue
+        given = out.get(flag_name)
+        if given is not None and _differs(given, value):
+            raise EngineArgsError(
+                f"--engine-args: {flag_name} {given} and the config's {key}: {value} differ; keep one"
+            )
+        out[flag_name] = str(value)
+    return out
+
+
+def _differs(text: str, value: Any) -> bool:
+    try:
+        return float(text) != float(value)
+    except (TypeError, ValueError):
+        return True
 
 
 TRTLLM_METHODS = {"MTP": "mtp", "Eagle": "eagle", "Eagle3": "eagle", "Draft_Target": "draft", "DraftTarget": "draft"}

@@ -29,6 +29,13 @@ SGLANG_MAX_PREFILL_TOKENS_DEFAULT = 16384
 # ServerArgs SGLang servers log at start-up print piecewise_cuda_graph_max_tokens=8192 beside
 # enable_piecewise_cuda_graph=False)
 SGLANG_PIECEWISE_MAX_TOKENS_DEFAULT = 8192
+# SGLang's environ.py SGLANG_INIT_NEW_TOKEN_RATIO and SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR (data/engines.json
+# new_token_reserve: their product, 0.098, is the preset's)
+SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
+SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR = 0.14
+# TensorRT-LLM's scheduler_config.capacity_scheduler_policy as llmath's kv_admission: GUARANTEED_NO_EVICT admits a
+# request only with room for its whole KV; MAX_UTILIZATION admits on the KV in use and pauses requests when it runs out
+TRTLLM_CAPACITY_POLICIES = {"GUARANTEED_NO_EVICT": "reserve", "MAX_UTILIZATION": "on_demand"}
 
 
 def vllm_graph_mode(mode: str, splitting_ops: Any = None) -> dict[str, Any]:
@@ -83,6 +90,10 @@ def vllm_settings(items: dict[str, str | None], dotted: dict[str, str]) -> tuple
         raise EngineArgsError("--engine-args: --async-scheduling and --no-async-scheduling conflict; keep one")
     if "--async-scheduling" in items or "--no-async-scheduling" in items:
         out.update(vllm_async("--async-scheduling" in items))
+    if "--enable-chunked-prefill" in items and "--no-enable-chunked-prefill" in items:
+        raise EngineArgsError("--engine-args: --enable-chunked-prefill and --no-enable-chunked-prefill conflict")
+    if "--enable-chunked-prefill" in items or "--no-enable-chunked-prefill" in items:
+        out["chunked_prefill"] = "--enable-chunked-prefill" in items
     eager = out.pop("cuda_graphs", True) is False
     return out, eager
 
@@ -156,7 +167,25 @@ def sglang_settings(items: dict[str, str | None], number) -> dict[str, Any]:
         out["recv_interval"] = recv
     if "--disable-overlap-schedule" in items:
         out.update({"replacement_lag": 1, "overlap_scheduler": False})
+    if items.get("--chunked-prefill-size") == "-1":  # chunking off: every prompt prefilled whole
+        out["chunked_prefill"] = False
+    conservativeness = items.get("--schedule-conservativeness")
+    if conservativeness is not None:
+        out["new_token_reserve"] = sglang_new_token_reserve(conservativeness)
     return out
+
+
+def sglang_new_token_reserve(conservativeness: str) -> float:
+    """``new_token_reserve`` of SGLang's ``--schedule-conservativeness`` c: the floor its ``new_token_ratio`` decays to,
+    min(min(0.7·c, 1) × 0.14, 1) (``Scheduler``: init_new_token_ratio = min(SGLANG_INIT_NEW_TOKEN_RATIO · c, 1),
+    min_new_token_ratio = min(init × SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, 1); 0.098 at SGLang's default c = 1)."""
+    try:
+        c = float(conservativeness)
+    except ValueError:
+        c = -1.0
+    if not 0 <= c < 1e6:
+        raise EngineArgsError(f"--engine-args: --schedule-conservativeness {conservativeness!r} must be a number >= 0")
+    return min(min(SGLANG_INIT_NEW_TOKEN_RATIO * c, 1.0) * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
 
 
 def check_decode_graphs(graph_batch: int | None, running: float | None, spelled: str) -> None:
@@ -219,6 +248,14 @@ def trtllm_settings(config: dict[str, Any], items: dict[str, str | None]) -> dic
     adp = config.get("attention_dp_config")
     if adp is not None:
         out.update(_adp(adp))
+    policy = (config.get("scheduler_config") or {}).get("capacity_scheduler_policy")
+    if policy is not None:
+        if policy not in TRTLLM_CAPACITY_POLICIES:
+            raise EngineArgsError(
+                f"--engine-args: scheduler_config.capacity_scheduler_policy {policy!r} is not one llmath models; use"
+                f" {' or '.join(TRTLLM_CAPACITY_POLICIES)}"
+            )
+        out["kv_admission"] = TRTLLM_CAPACITY_POLICIES[policy]
     chunked = config.get("enable_chunked_prefill")
     if chunked is not None or "--enable_chunked_prefill" in items:
         out["chunked_prefill"] = True if chunked is None else _bool(chunked, "enable_chunked_prefill")
@@ -275,6 +312,9 @@ def emit_vllm_settings(settings: dict[str, Any]) -> tuple[list[str], list[str]]:
     if settings.get("replacement_lag") in (1, 2):
         argv.append("--async-scheduling" if settings["replacement_lag"] == 2 else "--no-async-scheduling")
         written.add("replacement_lag")
+    if "chunked_prefill" in settings:
+        argv.append("--enable-chunked-prefill" if settings["chunked_prefill"] else "--no-enable-chunked-prefill")
+        written.add("chunked_prefill")
     return argv, _left_out("vLLM", settings, written)
 
 
@@ -282,6 +322,7 @@ def emit_sglang_settings(settings: dict[str, Any]) -> tuple[list[str], list[str]
     """(flags, notes) that write ``settings`` on SGLang's command line (:func:`sglang_settings` reads them back)."""
     argv: list[str] = []
     written = {"eager_prefill"} if settings.get("eager_prefill") is True else set()  # SGLang's default
+    written |= {"chunked_prefill"} if "chunked_prefill" in settings else set()  # the chunk size's -1 (the caller's)
     if settings.get("eager_prefill") is False:
         argv.append("--enable-piecewise-cuda-graph")
         largest = settings.get("cuda_graph_max_tokens") if not settings.get("cuda_graph_tokens_per_seq") else None
@@ -295,6 +336,10 @@ def emit_sglang_settings(settings: dict[str, Any]) -> tuple[list[str], list[str]
         argv.append("--disable-overlap-schedule")
     if overlap_off or settings.get("replacement_lag") == 2:
         written |= {"replacement_lag", "overlap_scheduler"}
+    if "new_token_reserve" in settings:
+        c = settings["new_token_reserve"] / (SGLANG_INIT_NEW_TOKEN_RATIO * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR)
+        argv += ["--schedule-conservativeness", f"{c:.6g}"]
+        written.add("new_token_reserve")
     return argv, _left_out("SGLang", settings, written)
 
 
@@ -318,6 +363,10 @@ def emit_trtllm_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], list
     if "chunked_prefill" in settings:
         config["enable_chunked_prefill"] = settings["chunked_prefill"]
         written.add("chunked_prefill")
+    policy = {v: k for k, v in TRTLLM_CAPACITY_POLICIES.items()}.get(settings.get("kv_admission", ""))
+    if policy:
+        config["scheduler_config"] = {"capacity_scheduler_policy": policy}
+        written.add("kv_admission")
     return config, _left_out("TensorRT-LLM", settings, written)
 
 
