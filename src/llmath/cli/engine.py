@@ -177,7 +177,10 @@ def apply_engine_args(a: SimpleNamespace) -> None:
     if static and set(taken) & set(SERVING_DEFAULTS):
         for key in set(taken) & set(SERVING_DEFAULTS):
             setattr(a, key, SERVING_DEFAULTS[key])
-        out.note("note: --engine-args: scheduler limits and speculation apply with --concurrency C or --rate R")
+        out.note(
+            "note: --engine-args: scheduler limits, speculation and engine settings apply with --concurrency C"
+            " or --rate R"
+        )
 
 
 GRAPH_BATCH_SPELLING = {"sglang": "--cuda-graph-max-bs", "trtllm": "cuda_graph_config.max_batch_size"}
