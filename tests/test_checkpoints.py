@@ -125,6 +125,18 @@ def test_hub_ids_of_bundled_models_case_insensitive():
     assert all(e.get("repo") for e in registry.index().values() if "huggingface.co" in e["source"])
 
 
+def test_llama_3_3_70b_has_the_llama_3_1_70b_architecture():
+    # meta-llama/llama-stack llama_stack/models/llama/sku_list.py at 5d65c017: llama3_3_instruct_models has
+    # dim 8192, 80 layers, 64 heads, 8 KV heads, vocabulary 128256, ffn_dim_multiplier 1.3, multiple_of 4096:
+    # FFN = 4096 * ceil(1.3 * (2/3 * 4 * 8192) / 4096) = 4096 * ceil(6.93) = 28672
+    spec = registry.resolve("meta-llama/Llama-3.3-70B-Instruct")
+    cfg = registry.config(spec.name)
+    assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]) == (8192, 80, 64)
+    assert (cfg["num_key_value_heads"], cfg["vocab_size"], cfg["intermediate_size"]) == (8, 128256, 28672)
+    assert cfg["rope_theta"] == 500000.0 and cfg["rope_scaling"]["rope_type"] == "llama3"
+    assert analyze("llama-3.3-70b-instruct").params.total == analyze("llama-3.1-70b").params.total
+
+
 def test_qwen3_32b_fp8_weights_are_fp8():
     # 64 layers x (q, o: 5120x8192; k, v: 5120x1024; gate, up, down: 5120x25600) in fp8 with one fp32 scale
     # per 128x128 block; embedding and LM head (151936 x 5120 each) and the norms in bf16

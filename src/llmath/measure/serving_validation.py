@@ -8,9 +8,7 @@
 * **concurrency** stated: the closed loop at that concurrency; the metric as published (TTFT, TPOT/ITL,
   throughput);
 * the framework picks the engine preset (TensorRT-LLM and NIM → ``trtllm``, vLLM → ``vllm``, SGLang →
-  ``sglang``); precision as the static comparison assumes it (:func:`llmath.measure.validate._precision_for`);
-  a model the registry lacks under its published name but whose notes state the same architecture as a
-  registry model (Llama-3.3-70B = Llama-3.1-70B) uses that model, and says so.
+  ``sglang``); precision as the static comparison assumes it (:func:`llmath.measure.validate._precision_for`).
 
 Nothing is fitted to these rows: engine defaults come from the engines' sources (``data/engines.json``).
 Rows on several GPUs run one tensor-parallel replica over them (TP = the GPUs, as the rows' notes state:
@@ -26,7 +24,6 @@ from typing import Any
 
 from llmath.errors import LLMathError
 
-SAME_ARCHITECTURE = {"llama-3.3-70b": "llama-3.1-70b"}  # stated in the published rows' notes
 OFFLINE_CONCURRENCY = 1_000_000  # "all requests queued at once": the queue never empties
 
 
@@ -80,8 +77,6 @@ def _compute(r: dict[str, Any], model: str, engine: str, setup: str) -> dict[str
     pred, meas = float(rep.metrics[r["metric"]]), float(r["value"])
     if n_dev > 1:
         assumed = [*assumed, f"{n_dev} GPUs as one tensor-parallel replica (TP={n_dev})"]
-    if model != r.get("model"):
-        assumed = [*assumed, f"{r.get('model')} computed as {model} (same architecture, per the row's notes)"]
     return {
         "id": r.get("id", "?"),
         "framework": r.get("framework"),
@@ -116,8 +111,7 @@ def validate_serving(path: str | Path | None = None) -> dict[str, Any]:
         if setup is None:
             continue
         rid = r.get("id", "?")
-        name = r.get("model")
-        model = SAME_ARCHITECTURE.get(name, name) if isinstance(name, str) else name
+        model = r.get("model")
 
         def skip(reason, r=r, rid=rid):
             skipped.append({"id": rid, "framework": r.get("framework"), "model": r.get("model"), "reason": reason})
