@@ -78,6 +78,10 @@ def vllm_settings(items: dict[str, str | None], dotted: dict[str, str]) -> tuple
     out: dict[str, Any] = {}
     mode = cc.get("cudagraph_mode")
     if "level" in cc and mode is None:
+        if cc["level"] not in VLLM_LEVEL_MODES or isinstance(cc["level"], bool):
+            raise EngineArgsError(
+                f"--engine-args: -O {cc['level']!r} is not a vLLM optimization level; use 0, 1, 2 or 3"
+            )
         mode = VLLM_LEVEL_MODES[cc["level"]]
     if mode is not None:
         out.update(vllm_graph_mode(mode, cc.get("splitting_ops")))
@@ -104,10 +108,7 @@ def _compilation(text: str | None, dotted: dict[str, str]) -> dict[str, Any]:
     cc: dict[str, Any] = {}
     if text is not None:
         if text.strip().isdigit():
-            level = int(text)
-            if level not in VLLM_LEVEL_MODES:
-                raise EngineArgsError(f"--engine-args: -O {level} is not a vLLM optimization level; use 0, 1, 2 or 3")
-            cc = {"level": level}
+            cc = {"level": int(text)}
         else:
             try:
                 cc = json.loads(text)
@@ -128,7 +129,8 @@ def _compilation(text: str | None, dotted: dict[str, str]) -> dict[str, Any]:
 def _capture_sizes(items: dict[str, str | None], cc: dict[str, Any]) -> dict[str, Any]:
     """The largest capture size each spelling sets (None where absent)."""
     listed = cc.get("cudagraph_capture_sizes")
-    if listed is not None and (not isinstance(listed, list) or not listed):
+    whole = isinstance(listed, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in listed)
+    if listed is not None and (not whole or not listed):
         raise EngineArgsError("--engine-args: cudagraph_capture_sizes must be a non-empty list of token counts")
     out = {
         "max_cudagraph_capture_size": cc.get("max_cudagraph_capture_size"),
