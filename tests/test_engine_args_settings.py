@@ -205,10 +205,16 @@ def test_unmodellable_settings_are_refused(text, config, needle):
         parse(text, config)
 
 
-def test_unmodellable_setting_exits_2_at_the_command_line(capsys):
-    text = VLLM + ' --compilation-config \'{"cudagraph_mode": "FULL"}\''
-    code, _, err = run_cli(capsys, "analyze", "-H", "h100-sxm", "-c", "4", "--engine-args", text)
-    assert code == 2 and "cudagraph_mode 'FULL'" in err and "Traceback" not in err
+def test_unmodellable_setting_exits_2_at_the_command_line(capsys, tmp_path):
+    (tmp_path / "ms.yaml").write_text("batch_wait_timeout_ms: 5\n")
+    for text, needle in (
+        (VLLM + ' --compilation-config \'{"cudagraph_mode": "FULL"}\'', "cudagraph_mode 'FULL'"),
+        (SGLANG + " --schedule-conservativeness lots", "--schedule-conservativeness 'lots'"),
+        (f"{TRTLLM} --config {tmp_path / 'ms.yaml'}", "batch_wait_timeout_ms 5"),
+    ):
+        code, _, err = run_cli(capsys, "analyze", "-H", "h100-sxm", "-c", "4", "--engine-args", text)
+        assert code == 2 and needle in err and "Traceback" not in err, err
+        assert len([ln for ln in err.splitlines() if ln.strip()]) == 1, err
 
 
 def _served(capsys, text: str, *extra: str) -> dict:
