@@ -161,7 +161,8 @@ def apply_engine_args(a: SimpleNamespace) -> None:
         a.enforce_eager = True
         taken.append("enforce_eager")
     a.engine_settings = dict(dep.engine_settings)
-    _check_decode_graphs(a, read.engine, dep)
+    if dep.decode_graph_batch and not dep.enforce_eager:  # larger decode steps run eagerly (EngineConfig)
+        a.engine_settings["decode_graph_max_batch"] = dep.decode_graph_batch
     if dep.max_prefill_tokens is not None:
         budget = _sglang_budget(a, dep)
         if a.max_num_batched_tokens not in (None, budget):
@@ -181,24 +182,6 @@ def apply_engine_args(a: SimpleNamespace) -> None:
             "note: --engine-args: scheduler limits, speculation and engine settings apply with --concurrency C"
             " or --rate R"
         )
-
-
-GRAPH_BATCH_SPELLING = {"sglang": "--cuda-graph-max-bs", "trtllm": "cuda_graph_config.max_batch_size"}
-
-
-def _check_decode_graphs(a: SimpleNamespace, engine: str, dep) -> None:
-    """Refuse a decode-graph cap the served load can exceed (:func:`llmath.deploy.engine_settings.check_decode_graphs`);
-    a replica runs at most its running cap and its share of the concurrency."""
-    if dep.decode_graph_batch is None or (a.concurrency is None and a.rate is None):
-        return
-    from llmath.deploy.engine_args import EngineArgsError, per_replica
-    from llmath.deploy.engine_settings import check_decode_graphs
-
-    bounds = [x for x in (a.max_num_seqs, per_replica(a.concurrency, dep.dp) if a.concurrency else None) if x]
-    try:
-        check_decode_graphs(dep.decode_graph_batch, min(bounds) if bounds else None, GRAPH_BATCH_SPELLING[engine])
-    except EngineArgsError as e:
-        raise usage(e, "--engine-args") from None
 
 
 def _sglang_budget(a: SimpleNamespace, dep) -> int:

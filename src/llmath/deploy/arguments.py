@@ -55,6 +55,7 @@ ENGINE_SETTINGS: dict[str, tuple[str, Any, Any]] = {  # name -> (kind, lo, hi)
     "eager_prefill": ("bool", None, None),
     "cuda_graph_max_tokens": ("int", 0, MAX_TOKENS),
     "cuda_graph_tokens_per_seq": ("int", 0, MAX_TOKENS),
+    "decode_graph_max_batch": ("int", 0, MAX_BATCH),
 }
 
 

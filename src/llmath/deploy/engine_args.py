@@ -468,6 +468,8 @@ def deployment_for(
     if max_num_seqs is None and concurrency is not None:
         max_num_seqs = per_replica(concurrency, dp)
     method, k, draft = speculation
+    settings = dict(engine_settings or {})
+    graph_batch = settings.pop("decode_graph_max_batch", None) or None  # written as the engine's own decode cap
     dep = Deployment(
         model=hub_id(model),
         tp=tp,
@@ -484,6 +486,7 @@ def deployment_for(
         spec_tokens=k if method else None,
         draft_model=draft if method else None,
         mixed_prefill=mixed_prefill,
-        engine_settings=dict(engine_settings or {}),
+        engine_settings=settings,
+        decode_graph_batch=graph_batch,
     )
     return spec, dep

@@ -62,6 +62,10 @@ class EngineConfig:
     where the per-sequence factor is set, else ``cuda_graph_max_tokens`` (0: no limit); a larger pass runs without a
     graph and takes the host floor of ``eager_prefill`` (:func:`llmath.deploy.graph_passes.graph_tokens`; vLLM's
     ``max_cudagraph_capture_size``).
+    ``decode_graph_max_batch``: the largest decode step, in requests, replayed from a CUDA graph (SGLang's
+    ``--cuda-graph-max-bs``, TensorRT-LLM's ``cuda_graph_config.max_batch_size``: both count requests, a speculative
+    verify step's draft tokens riding on each); a decode step of more requests runs without a graph and takes the
+    per-launch host floor of a pass without one (:func:`llmath.deploy.graph_passes.decode_graph_cap`); 0: no such cap.
     ``overlap_scheduler``: the engine launches a step's GPU work before processing the previous step's results
     (TensorRT-LLM's overlap scheduler), so its host time per step (``overheads.host_step_s`` and
     ``host_step_per_request_s``) is hidden up to the GPU's time rather than added to it (:mod:`.host_step`).
@@ -98,6 +102,7 @@ class EngineConfig:
     eager_prefill: bool = False
     cuda_graph_max_tokens: int = 0
     cuda_graph_tokens_per_seq: int = 0
+    decode_graph_max_batch: int = 0
     eager_host_unit: str = "launch"
     flat_graph_host_factor: float = 1.0
     moe_kernel: str = ""
@@ -140,3 +145,5 @@ class EngineConfig:
             raise WorkloadError(f"flat_graph_host_factor={self.flat_graph_host_factor!r} must be in [1, 10]")
         if min(self.cuda_graph_max_tokens, self.cuda_graph_tokens_per_seq) < 0:
             raise WorkloadError("cuda_graph_max_tokens and cuda_graph_tokens_per_seq must be >= 0 (0: no limit)")
+        if self.decode_graph_max_batch < 0:
+            raise WorkloadError(f"decode_graph_max_batch={self.decode_graph_max_batch} must be >= 0 (0: no cap)")

@@ -190,21 +190,6 @@ def sglang_new_token_reserve(conservativeness: str) -> float:
     return min(min(SGLANG_INIT_NEW_TOKEN_RATIO * c, 1.0) * SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, 1.0)
 
 
-def check_decode_graphs(graph_batch: int | None, running: float | None, spelled: str) -> None:
-    """A decode batch larger than the largest one the engine captured (SGLang's ``--cuda-graph-max-bs``,
-    TensorRT-LLM's ``cuda_graph_config.max_batch_size``) runs without a CUDA graph, which llmath does not model while
-    it replays every decode batch: refused when the requests a replica runs at once (``running``: its running cap or
-    its share of the concurrency, the smaller; None: unbounded) can exceed ``graph_batch``."""
-    if graph_batch is None or (running is not None and running <= graph_batch):
-        return
-    held = "no bound on the running requests" if running is None else f"up to {running:g} running requests a replica"
-    raise EngineArgsError(
-        f"--engine-args: {spelled} {graph_batch} is below the decode batch ({held}): the engine decodes larger"
-        " batches without a CUDA graph, which llmath does not model; cap the running requests (or the concurrency)"
-        f" at {graph_batch}, or raise {spelled}"
-    )
-
-
 def trtllm_graph_batch(config: dict[str, Any]) -> tuple[int | None, bool]:
     """(the largest decode batch captured, graphs on) of TensorRT-LLM's ``cuda_graph_config``: ``null`` turns CUDA
     graphs off; ``max_batch_size``, or the largest of ``batch_sizes``, bounds the batches replayed (None: not given,

@@ -24,3 +24,14 @@ def eager_host_time(eng: EngineConfig, graph: int) -> float:
     if eng.eager_prefill:
         return eng.overheads.eager_host_per_kernel_s * eng.flat_graph_host_factor
     return eng.overheads.eager_host_per_kernel_s if graph else 0.0
+
+
+def decode_graph_cap(eng: EngineConfig) -> tuple[int, float]:
+    """(the largest decode step, in requests, ``eng`` replays from a CUDA graph; the host seconds per launch of a
+    larger one): SGLang's ``CudaGraphRunner.can_run`` replays a decode batch only when its size is at most the
+    largest captured (``--cuda-graph-max-bs``), TensorRT-LLM's PyTorch backend likewise for a generation batch above
+    ``cuda_graph_config.max_batch_size``; a larger step runs its kernels from Python, the floor a pass without a graph
+    takes (:func:`eager_host_time` as for a pass above the capture size). (0, 0.0): no cap, or graphs off."""
+    if not (eng.cuda_graphs and eng.decode_graph_max_batch):
+        return 0, 0.0
+    return eng.decode_graph_max_batch, eager_host_time(eng, 1)

@@ -17,6 +17,7 @@ from llmath.deploy.closed_loop import in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.drifting_loop import drifting_state
 from llmath.deploy.ep_balance import busiest_rank_note
+from llmath.deploy.graph_passes import decode_graph_cap
 from llmath.deploy.host_step import engine_host_step
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
@@ -84,9 +85,11 @@ def serve(
     graph = 0 if eng.eager_prefill else graph_tokens(eng)  # passes above it run eagerly; eager_prefill: all
     host = eager_host_time(eng, graph)
     piecewise = eng.overheads.piecewise_host_per_layer_s if eng.cuda_graphs and not eng.eager_prefill else 0.0
+    cap, cap_host = decode_graph_cap(eng)  # decode steps of more requests run eagerly
     dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph, eng.eager_host_unit,
                  host_step=engine_host_step(eng, eff), piecewise_host_s=piecewise,
-                 moe_prefill_host_s=eng.overheads.moe_prefill_host_per_layer_s)  # fmt: skip
+                 moe_prefill_host_s=eng.overheads.moe_prefill_host_per_layer_s,
+                 decode_graph_requests=cap, decode_eager_host_s=cap_host)  # fmt: skip
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

@@ -128,6 +128,8 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
         graph_tokens=target.graph_tokens,
         eager_host_unit=target.eager_host_unit,
         piecewise_host_s=target.piecewise_host_s,
+        decode_graph_requests=target.decode_graph_requests,
+        decode_eager_host_s=target.decode_eager_host_s,
     )
 
 

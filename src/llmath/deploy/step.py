@@ -120,6 +120,9 @@ class Device:
     ``moe_prefill_host_s``: the engine's seconds per routed-expert layer of a pass that prefills, added to the
     pass's time (vLLM's ``moe_prefill_host_per_layer_s``, a term fitted to measured rows; 0: none).
     ``source``: encoder-decoder models only (required there), the source tokens of every request (module doc).
+    ``decode_graph_requests``: the largest decode step, in requests, replayed from a CUDA graph (SGLang's
+    ``--cuda-graph-max-bs``; a verify step's draft tokens ride on each request); a decode or verify step of more
+    requests runs eagerly and takes the longer of its GPU time and its kernels × ``decode_eager_host_s`` (0: no cap).
     ``host_step``: the engine's host time per step (:mod:`llmath.deploy.host_step`): an :meth:`iteration` lasts the
     longer of its GPU time and the host's (or their sum without an overlap scheduler); None: no host term.
     """
@@ -138,6 +141,8 @@ class Device:
     host_step: HostStep | None = None
     piecewise_host_s: float = 0.0
     moe_prefill_host_s: float = 0.0
+    decode_graph_requests: int = 0
+    decode_eager_host_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.spec.is_encoder_decoder and self.source < 1:
@@ -270,6 +275,20 @@ class Device:
         floored = np.maximum(cost.time_s, eager_host_s(t, self.eager_host_s, self.eager_host_unit))
         return StepCost(np.where(eager, floored, cost.time_s), cost.bytes, cost.flops)
 
+    def _decode_bound(self, cost: StepCost, t: Table, tokens, requests) -> StepCost:
+        """``cost`` of a decode pass of ``requests`` requests in an iteration of ``tokens`` over ``t``: the host floor
+        where it runs eagerly by its tokens (:meth:`_eager`), then by its requests (:meth:`_capped`)."""
+        return self._capped(self._host_bound(cost, t, self._eager(tokens, False)), t, requests)
+
+    def _capped(self, cost: StepCost, t: Table, requests) -> StepCost:
+        """``cost`` of a decode or verify pass over ``t`` floored at its kernels × ``decode_eager_host_s`` where its
+        ``requests`` exceed ``decode_graph_requests`` (no graph holds so large a batch)."""
+        over = np.asarray(requests) > self.decode_graph_requests
+        if not (self.decode_graph_requests and self.decode_eager_host_s and over.any()):
+            return cost
+        floored = np.maximum(cost.time_s, eager_host_s(t, self.decode_eager_host_s, self.eager_host_unit))
+        return StepCost(np.where(over, floored, cost.time_s), cost.bytes, cost.flops)
+
     def _piecewise_bound(self, cost: StepCost, t: Table, tokens: np.ndarray) -> StepCost:
         """``cost`` of a pass that prefills over ``t`` floored at the host time of its eager attention calls where it
         replays piecewise CUDA graphs: with graphs on, at most ``graph_tokens`` tokens (any count where none is
@@ -307,7 +326,7 @@ class Device:
             out = []
             if (~has_prefill).any():
                 dec_only = self._with_comm(self._time(t, mv, rows, tokens, True, s), part.decode_collectives, mixed)
-                out.append(self._host_bound(dec_only, t, self._eager(tokens, False)))
+                out.append(self._decode_bound(dec_only, t, tokens, d))
             if has_prefill.any():
                 pre = self._mixed_time(t, mv, rows, tokens, (d, s, nc, c, pf))
                 pre = self._host_bound(
@@ -319,7 +338,7 @@ class Device:
             return StepCost(*(np.where(has_prefill, m, x) for m, x in zip(_parts(out[1]), _parts(out[0]), strict=True)))
         dt, pt = part.decode, part.prefill
         dec = self._time(dt, self._fix(dt, _mono(dt, dec_s), d), d, d, True, s)
-        dec = self._host_bound(self._with_comm(dec, part.decode_collectives, dec_s), dt, self._eager(tokens, False))
+        dec = self._decode_bound(self._with_comm(dec, part.decode_collectives, dec_s), dt, tokens, d)
         dec = StepCost(*(np.where(d > 0, x, 0.0) for x in _parts(dec)))  # no decoders: no decode pass
         if not has_prefill.any():
             return dec
@@ -378,7 +397,7 @@ class Device:
     def verify(self, n_seqs, width, context) -> StepCost:
         """A speculative verify pass: ``n_seqs`` sequences each feeding ``width`` tokens after ``context``
         cached positions, on the decode operator list (MLA stays absorbed, as engines verify), timed as a
-        decode iteration (graph-captured)."""
+        decode iteration (graph-captured up to ``decode_graph_requests`` sequences, eager above)."""
         if self.spec.is_encoder_decoder:
             raise WorkloadError(f"{self.spec.name!r}: speculative decoding of encoder-decoder models is not modelled")
         b, w, s = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (n_seqs, width, context)))
@@ -387,7 +406,7 @@ class Device:
             t = part.decode
             scen = Scenario(b, w, s)
             cost = self._time(t, self._fix(t, _mono(t, scen), b * w), b, b * w, True, s)
-            out.append(self._with_comm(cost, part.decode_collectives, scen))
+            out.append(self._capped(self._with_comm(cost, part.decode_collectives, scen), t, b))
         return _total(out)
 
 
