@@ -26,7 +26,8 @@ from llmath.hardware.efficiency import Efficiency
 from llmath.hardware.roofline import _stage_matrices, efficiency, stage_times
 from llmath.model.checkpoint import precision_for
 from llmath.model.dtypes import Precision
-from llmath.model.spec import ModelSpec, MoESpec
+from llmath.model.spec import ModelSpec
+from llmath.model.spec_moe import MoESpec
 from llmath.ops import Attention, Table, table
 from llmath.ops import stages as ostages
 from llmath.ops.routing import experts_hit
