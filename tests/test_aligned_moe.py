@@ -53,6 +53,10 @@ def test_the_collections_vllm_012_block_fp8_rows_run_deepgemm_moe():
     assert generator_moe_kernel(_row(backend_version="0.14.1")) == {}
     assert generator_moe_kernel(_row(backend="sglang", backend_version="0.5.6.post2")) == {}
     assert generator_moe_kernel(_row(model_path="Qwen/Qwen3-32B", system="h100_sxm")) == {}
+    # the rule reads the checkpoint, not its name: dense block FP8 runs no grouped experts, another block-FP8
+    # MoE checkpoint (DeepSeek-R1's quantization_config.weight_block_size [128, 128]) takes the same kernel
+    assert generator_moe_kernel(_row(model_path="Qwen/Qwen3-32B-FP8", system="h100_sxm")) == {}
+    assert generator_moe_kernel(_row(model_path="deepseek-ai/DeepSeek-R1")) == kernel
     assert "vllm_deepgemm_fp8_block" in ef.LAUNCHER_MOE_KERNELS
 
 

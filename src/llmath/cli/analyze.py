@@ -263,6 +263,7 @@ def _serve(a: SimpleNamespace, p) -> None:
         cuda_graph_bytes=a.reserve_gb * 1e9 if a.reserve_gb else None,
         cuda_graphs=False if a.enforce_eager else None,
         mixed_prefill=a.mixed_prefill,
+        **getattr(a, "engine_settings", {}),  # what --engine-args set beyond analyze's flags
     )
     if a.json_:
         out.emit_json(rep.to_dict())

@@ -151,6 +151,7 @@ def _prediction_args(a: SimpleNamespace) -> dict:
 
     given = ("model", "gpus", "tp", "pp", "ep", "dp", "weights", "kv_dtype", "engine", "engine_args", "rate")
     ns = SimpleNamespace(**{k: getattr(a, k) for k in given}, concurrency=float(a.concurrency), **SERVING_DEFAULTS)
+    ns.hardware = a.hardware
     if a.engine_args:
         apply_engine_args(ns)
     else:
@@ -170,7 +171,7 @@ def _prediction_args(a: SimpleNamespace) -> dict:
         model=ns.model, engine=ns.engine or "vllm", gpus=ns.gpus, tp=ns.tp, pp=ns.pp, ep=ns.ep, dp=ns.dp,
         overlap=a.overlap, weights=ns.weights, kv_dtype=ns.kv_dtype, max_num_seqs=ns.max_num_seqs,
         max_num_batched_tokens=ns.max_num_batched_tokens, gpu_memory_utilization=ns.gpu_memory_utilization,
-        cuda_graphs=False if ns.enforce_eager else None,
+        cuda_graphs=False if ns.enforce_eager else None, mixed_prefill=ns.mixed_prefill, **ns.engine_settings,
     )  # fmt: skip
     layout = ("gpus", "tp", "pp", "ep", "dp", "overlap")
     kwargs = {k: v for k, v in deployment.items() if k not in ("weights", "kv_dtype", *layout)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
@@ -160,14 +160,59 @@ def apply_engine_args(a: SimpleNamespace) -> None:
     if dep.enforce_eager and not a.enforce_eager:
         a.enforce_eager = True
         taken.append("enforce_eager")
+    a.engine_settings = dict(dep.engine_settings)
+    _check_decode_graphs(a, read.engine, dep)
+    if dep.max_prefill_tokens is not None:
+        budget = _sglang_budget(a, dep)
+        if a.max_num_batched_tokens not in (None, budget):
+            raise typer.BadParameter(
+                f"--max-num-batched-tokens {a.max_num_batched_tokens} conflicts with the engine's {budget}; drop one",
+                param_hint="--max-num-batched-tokens",
+            )
+        a.max_num_batched_tokens = budget
+        taken.append("max_num_batched_tokens")
+    if a.engine_settings:
+        taken.append("engine_settings")
     static = a.concurrency is None and a.rate is None and not getattr(a, "emit", None)
     if static and set(taken) & set(SERVING_DEFAULTS):
         for key in set(taken) & set(SERVING_DEFAULTS):
             setattr(a, key, SERVING_DEFAULTS[key])
-        out.note("note: --engine-args: scheduler limits and speculation apply with --concurrency C or --rate R")
+        out.note(
+            "note: --engine-args: scheduler limits, speculation and engine settings apply with --concurrency C"
+            " or --rate R"
+        )
 
 
-SERVING_DEFAULTS = {  # what a static batch leaves at analyze's defaults
+GRAPH_BATCH_SPELLING = {"sglang": "--cuda-graph-max-bs", "trtllm": "cuda_graph_config.max_batch_size"}
+
+
+def _check_decode_graphs(a: SimpleNamespace, engine: str, dep) -> None:
+    """Refuse a decode-graph cap the served load can exceed (:func:`llmath.deploy.engine_settings.check_decode_graphs`);
+    a replica runs at most its running cap and its share of the concurrency."""
+    if dep.decode_graph_batch is None or (a.concurrency is None and a.rate is None):
+        return
+    from llmath.deploy.engine_args import EngineArgsError, per_replica
+    from llmath.deploy.engine_settings import check_decode_graphs
+
+    bounds = [x for x in (a.max_num_seqs, per_replica(a.concurrency, dep.dp) if a.concurrency else None) if x]
+    try:
+        check_decode_graphs(dep.decode_graph_batch, min(bounds) if bounds else None, GRAPH_BATCH_SPELLING[engine])
+    except EngineArgsError as e:
+        raise usage(e, "--engine-args") from None
+
+
+def _sglang_budget(a: SimpleNamespace, dep) -> int:
+    """SGLang's prefill budget under ``--max-prefill-tokens`` without ``--chunked-prefill-size``: the smaller of it
+    and the device's chunk default (``data/engines.json``)."""
+    from llmath.deploy import engines
+    from llmath.deploy.engine_settings import sglang_prefill_budget
+    from llmath.hardware import get
+
+    chunk = engines.preset("sglang", get(a.hardware), tp=dep.tp).max_num_batched_tokens
+    return cast(int, sglang_prefill_budget(chunk, dep.max_prefill_tokens))
+
+
+SERVING_DEFAULTS: dict[str, Any] = {  # what a static batch leaves at analyze's defaults
     "max_num_seqs": None,
     "max_num_batched_tokens": None,
     "gpu_memory_utilization": None,
@@ -176,6 +221,7 @@ SERVING_DEFAULTS = {  # what a static batch leaves at analyze's defaults
     "draft_model": None,
     "enforce_eager": False,
     "mixed_prefill": None,
+    "engine_settings": {},
 }
 
 
@@ -199,6 +245,7 @@ def emit_analyze(a: SimpleNamespace) -> None:
             enforce_eager=a.enforce_eager,
             speculation=(a.spec_method, a.spec_tokens, a.draft_model),
             mixed_prefill=a.mixed_prefill,
+            engine_settings=getattr(a, "engine_settings", None),
         )
         cmd = emit(a.emit, dep, spec.moe is not None)
     except EngineArgsError as e:

@@ -86,6 +86,10 @@ class Deployment:
     spec_tokens: int | None = None
     draft_model: str | None = None
     mixed_prefill: bool | None = None  # prefill chunks ride in decode iterations; None: the engine's default
+    max_prefill_tokens: int | None = None  # SGLang's --max-prefill-tokens (the budget is the smaller with the chunk)
+    decode_graph_batch: int | None = None  # the largest decode batch captured in a CUDA graph; None: the engine's
+    # EngineConfig fields the command sets beyond these (:mod:`llmath.deploy.engine_settings`): graphs, polling, ...
+    engine_settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def gpus(self) -> int:
@@ -143,7 +147,8 @@ def yaml_text(d: dict[str, Any], indent: int = 0) -> str:
             lines.append(f"{' ' * indent}{k}:")
             lines.append(yaml_text(v, indent + 2).rstrip("\n"))
         else:
-            lines.append(f"{' ' * indent}{k}: {json.dumps(v) if isinstance(v, (bool, str)) else v}")
+            text = "null" if v is None else json.dumps(v) if isinstance(v, (bool, str)) else v
+            lines.append(f"{' ' * indent}{k}: {text}")
     return "\n".join(lines) + "\n"
 
 
@@ -257,7 +262,13 @@ def _emit_vllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         if dep.draft_model:
             spec["model"] = dep.draft_model
         argv += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    return EngineCommand("vllm", argv, notes=_prefill_first_note("vLLM", dep))
+    from llmath.deploy.engine_settings import emit_vllm_settings
+
+    flags, notes = emit_vllm_settings(dep.engine_settings)
+    if dep.decode_graph_batch:
+        batch = dep.decode_graph_batch
+        notes.append(f"vLLM's capture sizes count tokens, not decode requests: decode_graph_batch={batch} left out")
+    return EngineCommand("vllm", argv + flags, notes=_prefill_first_note("vLLM", dep) + notes)
 
 
 def _sglang_server_wide(dep: Deployment, attention_dp: bool) -> Deployment:
@@ -281,7 +292,12 @@ def _emit_sglang(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         argv.append("--enable-dp-attention")
     if dep.ep > 1:
         argv += ["--ep-size", str(dep.ep)]
-    argv += _common("sglang", _sglang_server_wide(dep, attention_dp))
+    whole = dep.engine_settings.get("chunked_prefill") is False  # --chunked-prefill-size -1: no chunking
+    argv += _common(
+        "sglang", _sglang_server_wide(replace(dep, max_num_batched_tokens=None) if whole else dep, attention_dp)
+    )
+    if whole:
+        argv += ["--chunked-prefill-size", "-1"]
     if dep.spec_method:
         argv += ["--speculative-algorithm", d["values"]["spec_method"][dep.spec_method]]
         argv += ["--speculative-num-steps", str(dep.spec_tokens), "--speculative-eagle-topk", "1"]
@@ -290,7 +306,15 @@ def _emit_sglang(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
             argv += ["--speculative-draft-model-path", dep.draft_model]
     if dep.mixed_prefill:
         argv.append(flag("sglang", "mixed_prefill"))
-    return EngineCommand("sglang", argv)
+    from llmath.deploy.engine_settings import SGLANG_MAX_PREFILL_TOKENS_DEFAULT, emit_sglang_settings
+
+    budget = dep.max_num_batched_tokens or 0
+    if dep.max_prefill_tokens or budget > SGLANG_MAX_PREFILL_TOKENS_DEFAULT or (whole and budget):  # the smaller binds
+        argv += ["--max-prefill-tokens", str(dep.max_prefill_tokens or budget)]
+    if dep.decode_graph_batch:
+        argv += ["--cuda-graph-max-bs", str(dep.decode_graph_batch)]
+    flags, notes = emit_sglang_settings(dep.engine_settings)
+    return EngineCommand("sglang", argv + flags, notes=notes)
 
 
 def _emit_trtllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
@@ -318,12 +342,18 @@ def _emit_trtllm(d: dict, dep: Deployment, moe: bool) -> EngineCommand:
         config["kv_cache_config"] = {"dtype": kv}
     if dep.spec_method:
         config["speculative_config"] = _trtllm_spec(d, dep)
-    cmd = EngineCommand("trtllm", argv, instances=instances)
+    from llmath.deploy.engine_settings import emit_trtllm_settings
+
+    keys, notes = emit_trtllm_settings(dep.engine_settings)
+    config.update(keys)
+    if dep.enforce_eager:  # no CUDA graphs (TorchLlmArgs.cuda_graph_config None)
+        config["cuda_graph_config"] = None
+    elif dep.decode_graph_batch:
+        config["cuda_graph_config"] = {"max_batch_size": dep.decode_graph_batch}
+    cmd = EngineCommand("trtllm", argv, instances=instances, notes=notes)
     if config:
         cmd.config, cmd.config_file = config, "llmath-llm-api.yaml"
         argv += ["--config", cmd.config_file]
-    if dep.enforce_eager:
-        cmd.notes.append("TensorRT-LLM: eager decode is not a serve flag; left out")
     cmd.notes += _prefill_first_note("TensorRT-LLM", dep)
     if dep.weights and dep.weights not in ("bf16", "fp16", "fp32"):
         cmd.notes.append(f"TensorRT-LLM reads the weight format from the checkpoint: serve a {dep.weights} checkpoint")
@@ -421,6 +451,7 @@ def deployment_for(
     enforce_eager: bool = False,
     speculation: tuple[str | None, int, str | None] = (None, 0, None),
     mixed_prefill: bool | None = None,
+    engine_settings: dict[str, Any] | None = None,
 ):
     """(spec, the :class:`Deployment` of analyze's settings): the layout ``parallel`` asks for, fitted to the model, the
     concurrency as the per-replica running cap unless ``max_num_seqs`` is given, the engine preset's budget
@@ -453,5 +484,6 @@ def deployment_for(
         spec_tokens=k if method else None,
         draft_model=draft if method else None,
         mixed_prefill=mixed_prefill,
+        engine_settings=dict(engine_settings or {}),
     )
     return spec, dep

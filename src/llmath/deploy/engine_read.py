@@ -19,6 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmath.deploy.engine_args import Deployment, EngineArgsError, _is_flag, documented, engine_data
+from llmath.deploy.engine_settings import (
+    sglang_prefill_budget,
+    sglang_settings,
+    trtllm_graph_batch,
+    trtllm_settings,
+    vllm_settings,
+)
 
 SWITCH_PREFIXES = ("--enable-", "--disable-", "--no-", "--enable_", "--disable_", "--skip-", "--skip_")
 SWITCHES = frozenset(
@@ -102,6 +109,8 @@ def parse(text: str, config: dict[str, Any] | None = None) -> EngineRead:
     """Read ``text`` (the engine's whole command line). ``config``: the mapping of TensorRT-LLM's ``--config``
     YAML when the caller has read it (see :func:`llmath.deploy.engine_args.yaml_subset`)."""
     engine, tokens = split_command(text)
+    if engine == "vllm":
+        tokens, config = _vllm_levels(tokens)
     items, positional = _items(engine, tokens)
     known = documented(engine)
     unknown = [f for f in items if f not in known]
@@ -109,6 +118,23 @@ def parse(text: str, config: dict[str, Any] | None = None) -> EngineRead:
     read = reader(items, positional, config)
     read.unknown = unknown
     return read
+
+
+def _vllm_levels(tokens: list[str]) -> tuple[list[str], dict[str, str]]:
+    """vLLM's ``-O3`` as ``-O 3``, and its ``-O.key=value`` / ``--compilation-config.key=value`` items taken out
+    (returned as {key: value})."""
+    out: list[str] = []
+    dotted: dict[str, str] = {}
+    for tok in tokens:
+        name, eq, value = tok.partition("=")
+        head, dot, key = name.partition(".")
+        if dot and eq and head in ("-O", "--compilation-config"):
+            dotted[key] = value
+        elif len(tok) == 3 and tok.startswith("-O") and tok[2].isdigit():
+            out += ["-O", tok[2]]
+        else:
+            out.append(tok)
+    return out, dotted
 
 
 def _number(items: dict, flag: str, kind: type, default: Any = None) -> Any:
@@ -160,12 +186,14 @@ def _model(items: dict, positional: list[str], flag: str | None) -> str:
     return model
 
 
-def _read_vllm(items: dict, positional: list[str], config) -> EngineRead:
+def _read_vllm(items: dict, positional: list[str], dotted) -> EngineRead:
+    """``dotted``: the ``-O.key=value`` items (:func:`_vllm_levels`)."""
     if "--enable-expert-parallel" in items and "--no-enable-expert-parallel" in items:
         raise EngineArgsError("--engine-args: --enable-expert-parallel and --no-enable-expert-parallel conflict")
     tp = _int(items, "--tensor-parallel-size", 1) or 1
     dp = _int(items, "--data-parallel-size", 1) or 1
     spec = _vllm_spec(items.get("--speculative-config"))
+    settings, no_graphs = vllm_settings(items, dotted or {})
     dep = Deployment(
         model=_model(items, positional, "--model"),
         tp=tp,
@@ -178,7 +206,8 @@ def _read_vllm(items: dict, positional: list[str], config) -> EngineRead:
         max_num_seqs=_int(items, "--max-num-seqs"),
         max_num_batched_tokens=_int(items, "--max-num-batched-tokens"),
         gpu_memory_utilization=_float(items, "--gpu-memory-utilization"),
-        enforce_eager="--enforce-eager" in items,
+        enforce_eager="--enforce-eager" in items or no_graphs,
+        engine_settings=settings,
         **spec,
     )
     return EngineRead("vllm", dep)
@@ -217,6 +246,9 @@ def _read_sglang(items: dict, positional: list[str], config) -> EngineRead:
             f"--engine-args: --enable-dp-attention needs --dp-size {dp} to divide --tp-size {tp_size}; fix one"
         )
     chunk = items.get("--chunked-prefill-size")
+    running = _per_rank(_int(items, "--max-running-requests"), dp if attention_dp else 1)
+    max_prefill = _int(items, "--max-prefill-tokens")
+    budget = None if chunk == "-1" else _int(items, "--chunked-prefill-size")
     dep = Deployment(
         model=_model(items, positional, "--model-path"),
         tp=tp_size // dp if attention_dp else tp_size,
@@ -226,11 +258,14 @@ def _read_sglang(items: dict, positional: list[str], config) -> EngineRead:
         weights=_lookup("sglang", "weights", "--quantization", items.get("--quantization")),
         dtype=_lookup("sglang", "dtype", "--dtype", items.get("--dtype")),
         kv_dtype=_lookup("sglang", "kv_dtype", "--kv-cache-dtype", items.get("--kv-cache-dtype")),
-        max_num_seqs=_per_rank(_int(items, "--max-running-requests"), dp if attention_dp else 1),
-        max_num_batched_tokens=None if chunk == "-1" else _int(items, "--chunked-prefill-size"),
+        max_num_seqs=running,
+        max_num_batched_tokens=sglang_prefill_budget(budget, max_prefill) if budget is not None else None,
         gpu_memory_utilization=_float(items, "--mem-fraction-static"),
         enforce_eager="--disable-cuda-graph" in items,
         mixed_prefill=True if "--enable-mixed-chunk" in items else None,
+        max_prefill_tokens=max_prefill if budget is None else None,
+        engine_settings=sglang_settings(items, _number),
+        decode_graph_batch=_int(items, "--cuda-graph-max-bs"),
         **_sglang_spec(items),
     )
     return EngineRead("sglang", dep)
@@ -272,9 +307,11 @@ def _sglang_spec(items: dict) -> dict[str, Any]:
 def _read_trtllm(items: dict, positional: list[str], config) -> EngineRead:
     config = config or {}
     stray = sorted(set(config) - set(engine_data("trtllm")["config_keys"]))
+    items = _with_config_values(items, config)
     ranks = _int(items, "--tensor_parallel_size", 1) or 1
     attention_dp = bool(config.get("enable_attention_dp"))
     kv = (config.get("kv_cache_config") or {}).get("dtype")
+    graph_batch, graphs = trtllm_graph_batch(config)
     dep = Deployment(
         model=_model(items, positional, None),
         tp=1 if attention_dp else ranks,
@@ -285,12 +322,51 @@ def _read_trtllm(items: dict, positional: list[str], config) -> EngineRead:
         max_num_seqs=_int(items, "--max_batch_size"),
         max_num_batched_tokens=_int(items, "--max_num_tokens"),
         gpu_memory_utilization=_float(items, "--free_gpu_memory_fraction"),
+        engine_settings=trtllm_settings(config, items),
+        decode_graph_batch=graph_batch,
+        enforce_eager=not graphs,
         **_trtllm_spec(config.get("speculative_config")),
     )
     read = EngineRead("trtllm", dep, config_file=items.get("--config"))
     if stray:
         read.notes.append(f"config keys llmath does not read: {', '.join(stray)}")
     return read
+
+
+# The LLM-API keys of the --config YAML that set what a serve flag sets (trtllm-serve's serve.py applies the YAML over
+# the flags: update_llm_args_with_extra_options)
+TRTLLM_CONFIG_FLAGS = {
+    "tensor_parallel_size": "--tensor_parallel_size",
+    "pipeline_parallel_size": "--pipeline_parallel_size",
+    "moe_expert_parallel_size": "--moe_expert_parallel_size",
+    "max_batch_size": "--max_batch_size",
+    "max_num_tokens": "--max_num_tokens",
+    "kv_cache_config.free_gpu_memory_fraction": "--free_gpu_memory_fraction",
+}
+
+
+def _with_config_values(items: dict, config: dict) -> dict:
+    """``items`` with the values the YAML sets for a serve flag's setting; a flag and a key that disagree conflict."""
+    out = dict(items)
+    for key, flag_name in TRTLLM_CONFIG_FLAGS.items():
+        head, _, sub = key.partition(".")
+        value = (config.get(head) or {}).get(sub) if sub else config.get(head)
+        if value is None:
+            continue
+        given = out.get(flag_name)
+        if given is not None and _differs(given, value):
+            raise EngineArgsError(
+                f"--engine-args: {flag_name} {given} and the config's {key}: {value} differ; keep one"
+            )
+        out[flag_name] = str(value)
+    return out
+
+
+def _differs(text: str, value: Any) -> bool:
+    try:
+        return float(text) != float(value)
+    except (TypeError, ValueError):
+        return True
 
 
 TRTLLM_METHODS = {"MTP": "mtp", "Eagle": "eagle", "Eagle3": "eagle", "Draft_Target": "draft", "DraftTarget": "draft"}

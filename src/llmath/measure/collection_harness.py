@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from llmath.measure.trt_launchers import GENERATOR_TRT_KV_FRACTION
@@ -102,10 +103,11 @@ def moe_width_attention_dp(r: dict[str, str], lay: Layout, assumed: list[str]) -
 # ``model_executor/layers/quantization/fp8.py``, ``fused_moe/fused_moe.py``, ``utils/deep_gemm.py``, ``envs.py``).
 # The generator's vLLM template sets none of those variables (``backend_templates/vllm/run.sh.j2``); Dynamo's vLLM
 # runtime images install DeepGEMM with vLLM (ai-dynamo/dynamo ``container/deps/vllm/install_vllm.sh``).
-# Block-FP8 checkpoints: their hub config.json ``quantization_config.weight_block_size`` [128, 128].
+# It applies to checkpoints whose routed experts are block-scaled FP8 (hub config.json
+# ``quantization_config.weight_block_size``, read as ``fp8-block``: :func:`block_fp8_experts`).
 VLLM_DEEPGEMM_MOE: dict[str, Any] = {
     "engine": "vllm", "versions": ("0.12.0",), "systems": ("h100_sxm", "h200_sxm"), "max_moe_tp": 7,
-    "checkpoints": ("Qwen/Qwen3-235B-A22B-FP8",), "kernel": "vllm_deepgemm_fp8_block",
+    "kernel": "vllm_deepgemm_fp8_block",
 }  # fmt: skip
 
 
@@ -116,8 +118,22 @@ def generator_moe_kernel(r: dict[str, str]) -> dict[str, Any]:
     if r["backend"] != g["engine"] or r["backend_version"] not in g["versions"] or r["system"] not in g["systems"]:
         return {}
     width = _positive(r.get("moe_tp_size", "")) * max(_positive(r.get("moe_ep_size", "")), 1)
-    ok = r["model_path"] in g["checkpoints"] and 0 < width <= g["max_moe_tp"]
+    ok = 0 < width <= g["max_moe_tp"] and block_fp8_experts(r["model_path"])
     return {"moe_kernel": g["kernel"]} if ok else {}
+
+
+@cache
+def block_fp8_experts(model: str) -> bool:
+    """Whether the bundled checkpoint ``model`` (a hub id) routes experts stored in block-scaled FP8."""
+    from llmath.model import registry
+
+    name = registry.lookup(model)
+    if name is None:
+        return False
+    ck = registry.checkpoint(name)
+    if ck.precision is None or ck.spec.moe is None:
+        return False
+    return dict(ck.precision.modules).get("experts", ck.precision.weights) == "fp8-block"
 
 
 # Engine settings the collection's own launcher gave aggregated workers (llmath.measure.serving_runs' docstring),

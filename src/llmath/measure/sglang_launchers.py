@@ -8,7 +8,9 @@ rows (the values did not change in between; FP8 on B200 gained its TP 4 case in 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
+
+from llmath.deploy.engine_settings import sglang_prefill_budget
 
 INFERENCEX_NOTES = re.compile(r"(^|; )(wip|workflow_run_id)=")  # as :mod:`.serving_runs` marks its rows
 _REPO = "https://github.com/SemiAnalysisAI/InferenceX/blob/12ba0ae07289e3212840f8f59913ddee97b07f73/benchmarks/"
@@ -69,8 +71,8 @@ INFERENCEX_SGLANG_MTP: dict[str, Any] = {
 }  # fmt: skip
 INFERENCEX_SGLANG_FROM = "2025-09-23"  # 6be2c699: the B200 scripts' polling interval and the values above
 # SGLang's defaults the scripts leave: ``max_prefill_tokens`` 16384 (python/sglang/srt/server_args.py in the 0.5.9
-# wheel, ``ServerArgs.max_prefill_tokens``), no mixed chunk, no piecewise (prefill) CUDA graph, overlap on
-SGLANG_MAX_PREFILL_TOKENS_DEFAULT = 16384
+# wheel, ``ServerArgs.max_prefill_tokens``: :data:`llmath.deploy.engine_settings.SGLANG_MAX_PREFILL_TOKENS_DEFAULT`),
+# no mixed chunk, no piecewise (prefill) CUDA graph, overlap on
 # What the flags llmath does not model do, read in the SGLang 0.5.9 wheel (python/sglang/srt/...)
 NOT_MODELLED: dict[str, str] = {
     "stream_interval": "managers/scheduler_output_processor_mixin.py stream_output_generation: with an interval > 1 "
@@ -165,8 +167,9 @@ def launcher_sglang_settings(r: dict[str, str], concurrency: int, inferencex: bo
 
 def prefill_budget(flags: dict[str, Any]) -> int:
     """New tokens one prefill batch takes under a script's flags: SGLang's ``PrefillAdder`` stops at the smaller of
-    ``--chunked-prefill-size`` and ``--max-prefill-tokens`` (default :data:`SGLANG_MAX_PREFILL_TOKENS_DEFAULT`)."""
-    return min(flags["chunked_prefill_size"], flags.get("max_prefill_tokens", SGLANG_MAX_PREFILL_TOKENS_DEFAULT))
+    ``--chunked-prefill-size`` and ``--max-prefill-tokens`` (default
+    :data:`llmath.deploy.engine_settings.SGLANG_MAX_PREFILL_TOKENS_DEFAULT`)."""
+    return cast(int, sglang_prefill_budget(flags["chunked_prefill_size"], flags.get("max_prefill_tokens")))
 
 
 def first_wave_chunked(r: dict[str, str], concurrency: int, mean_prompt: float) -> bool:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from llmath.deploy.engine_settings import vllm_async, vllm_capture_size, vllm_graph_mode
+
 SCRIPTS = "https://github.com/SemiAnalysisAI/InferenceX/blob"
 # The MoE kernel a launcher's environment picks. vLLM chooses its MXFP4 MoE backend in
 # vllm/model_executor/layers/quantization/mxfp4.py (get_mxfp4_backend, vllm-project/vllm 007d50058a06) and, after
@@ -274,7 +276,9 @@ def eager_prefill(r: dict[str, str]) -> dict[str, Any]:
     """``eager_prefill`` where the row's launcher captured graphs for decode-only batches alone
     (:data:`INFERENCEX_VLLM_EAGER_PREFILL`), from the rule's date."""
     rule, day = INFERENCEX_VLLM_EAGER_PREFILL.get((r["model_path"], r["system"])), _measured(r)
-    return {"eager_prefill": True} if rule is not None and day is not None and day >= rule["from"] else {}
+    if rule is None or day is None or day < rule["from"]:
+        return {}
+    return vllm_graph_mode("FULL_DECODE_ONLY", splitting_ops=[])  # the scripts' compilation config
 
 
 def graph_tokens(r: dict[str, str]) -> dict[str, Any]:
@@ -289,10 +293,10 @@ def graph_tokens(r: dict[str, str]) -> dict[str, Any]:
     if value == "conc":
         m = re.search(r"silicon_concurrency=(\d+)", r.get("source_notes", ""))
         value = min(2 * int(m.group(1) if m else r["batch_size"]), VLLM_GRAPH_CAP)
-    return {"cuda_graph_max_tokens": value, "cuda_graph_tokens_per_seq": 0}
+    return vllm_capture_size(value, "max_cudagraph_capture_size")
 
 
 def async_scheduling(r: dict[str, str]) -> dict[str, Any]:
     """``replacement_lag`` 2 for a dated row: every InferenceX vLLM launcher ran vLLM's async scheduling, by its flag or
     by the image's default (:data:`ASYNC_SOURCE`)."""
-    return {"replacement_lag": 2} if _measured(r) is not None else {}
+    return vllm_async(True) if _measured(r) is not None else {}
