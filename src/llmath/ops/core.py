@@ -37,7 +37,8 @@ Conventions (stated once, here):
 Each operator's costs are sums of coefficient × monomial terms, where the coefficient depends on the
 model only and the monomial on the scenario (``BT`` = B·T tokens, ``P:w`` = B × causal pairs for window
 ``w``, ...). A model compiles once into a table of coefficients; a scenario is then a few dot products,
-and the same terms print as formulas with the numbers substituted (``--explain``).
+and the same terms print as formulas with the numbers substituted (``--explain``). A monomial's value and text:
+:mod:`llmath.ops.scenario`, from the closed-form counts of :mod:`llmath.ops.pair_counts`.
 """
 
 from __future__ import annotations
