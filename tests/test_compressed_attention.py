@@ -18,7 +18,7 @@ from llmath.hardware.roofline import efficiency, op_times
 from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
 from llmath.ops import Scenario, build_ops, evaluate, table
-from llmath.ops.core import compressed_pairs
+from llmath.ops.pair_counts import compressed_pairs
 from llmath.ops.state import kv_growth
 
 # DeepseekV4Config's defaults (configuration_deepseek_v4.py, transformers 5.23), as a hub-style file would state

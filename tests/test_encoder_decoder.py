@@ -140,7 +140,7 @@ def test_encoder_intensity_table_on_transformer_base():
     of D = 64, in bf16 (2 B per element, 2 FLOPs per multiply-add, so the table's multiply-adds per element carry
     over)."""
     spec = registry.spec("transformer-base")
-    from llmath.analysis import stage_report
+    from llmath.pass_report import stage_report
 
     rep = stage_report(spec, "encoder", Scenario(1, 128), "eager", Precision())
     i = {r.name.split(".")[-1]: r.intensity for r in rep.ops if r.name.startswith("encoder.self_attn")}

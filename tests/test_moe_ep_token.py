@@ -12,7 +12,6 @@ from dataclasses import replace
 import pytest
 
 from llmath import hardware
-from llmath.analysis import stage_report
 from llmath.deploy.cost import rank_table
 from llmath.deploy.layout import Layout
 from llmath.hardware import efficiency_fit as ef
@@ -22,6 +21,7 @@ from llmath.hardware.kernels import run_efficiency
 from llmath.hardware.moe_ep_token import ep_token_factor
 from llmath.model import registry
 from llmath.ops import Scenario
+from llmath.pass_report import stage_report
 
 # (tokens, EP) -> measured ms
 TABLE = {

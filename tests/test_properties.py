@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmath import ModelSpec, MoESpec, Precision
-from llmath.analysis import stage_report
 from llmath.ops import Scenario, build_ops, evaluate
+from llmath.pass_report import stage_report
 
 
 @st.composite

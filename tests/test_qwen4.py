@@ -19,7 +19,7 @@ from llmath.model.dtypes import Precision
 from llmath.model.hf import spec_from_config
 from llmath.model.spec_hyper import primes_from
 from llmath.ops import Scenario, build_ops, evaluate
-from llmath.ops.core import qsa_blocks, qsa_pairs
+from llmath.ops.pair_counts import qsa_blocks, qsa_pairs
 from llmath.ops.params import param_report
 
 B, P = 2, 9

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from llmath import Precision
-from llmath.analysis import kv_cache_bytes, stage_report
+from llmath.analysis import kv_cache_bytes
 from llmath.model import registry
 from llmath.ops import Scenario, build_ops, causal_pairs, evaluate, experts_hit, explain, visible_keys
+from llmath.pass_report import stage_report
 
 
 def test_causal_pairs():

@@ -22,7 +22,7 @@ _EXPORTS = {
     "Analysis": "analysis",
     "analyze": "analysis",
     "kv_cache_bytes": "analysis",
-    "stage_report": "analysis",
+    "stage_report": "pass_report",
     "scenario": "analysis",
     "Precision": "model.dtypes",
     "ConfigError": "errors",
@@ -41,10 +41,10 @@ _EXPORTS = {
     "ParamReport": "ops.params",
     "param_report": "ops.params",
     "resolve": "model.registry",
-    "EncoderSpec": "model.spec",
-    "MLASpec": "model.spec",
+    "EncoderSpec": "model.spec_encoder",
+    "MLASpec": "model.spec_mla",
     "ModelSpec": "model.spec",
-    "MoESpec": "model.spec",
+    "MoESpec": "model.spec_moe",
     "serve": "deploy.service",
     "plan": "deploy.plan",
     "Speculation": "deploy.speculative",
@@ -55,10 +55,11 @@ _EXPORTS = {
 __all__ = [*_EXPORTS, "params"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from llmath.analysis import Analysis, analyze, kv_cache_bytes, scenario, stage_report  # noqa: F401
+    from llmath.analysis import Analysis, analyze, kv_cache_bytes, scenario  # noqa: F401
     from llmath.model.dtypes import Precision  # noqa: F401
     from llmath.model.spec import ModelSpec
     from llmath.ops.params import ParamReport
+    from llmath.pass_report import stage_report  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

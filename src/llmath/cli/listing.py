@@ -129,11 +129,11 @@ def ops(
 
 
 def _ops(a: SimpleNamespace) -> None:
-    from llmath.analysis import stage_report
     from llmath.estimates import context_warnings
     from llmath.hardware import get
     from llmath.hardware.roofline import efficiency
     from llmath.model.registry import resolve
+    from llmath.pass_report import stage_report
 
     spec = resolve(a.model)
     p = o.precision(a.model, a.dtype, a.weights, a.activations, a.kv_dtype, a.group_size, a.ssm_state_dtype)

@@ -26,10 +26,11 @@ from llmath.hardware.efficiency import Efficiency
 from llmath.hardware.roofline import _stage_matrices, efficiency, stage_times
 from llmath.model.checkpoint import precision_for
 from llmath.model.dtypes import Precision
-from llmath.model.spec import ModelSpec, MoESpec
+from llmath.model.spec import ModelSpec
+from llmath.model.spec_moe import MoESpec
 from llmath.ops import Attention, Table, table
 from llmath.ops import stages as ostages
-from llmath.ops.core import experts_hit
+from llmath.ops.routing import experts_hit
 from llmath.validation import MAX_BATCH, MAX_TOKENS
 
 Monomial = Callable[[int, int, int], int | float]  # (B, T, S0) -> the monomial's value (exact ints but U:moe)
@@ -37,8 +38,8 @@ Monomial = Callable[[int, int, int], int | float]  # (B, T, S0) -> the monomial'
 
 def _windowed(kind: str, w: int | None) -> Monomial:
     """B·keys (``K``), B·causal pairs (``P``) or B·T·keys (``E``, eager scores) of exact ints:
-    :func:`llmath.ops.core.visible_keys` and :func:`llmath.ops.core.causal_pairs`' integer branches, without
-    their type tests."""
+    :func:`llmath.ops.pair_counts.visible_keys` and :func:`llmath.ops.pair_counts.causal_pairs`' integer branches,
+    without their type tests."""
     if kind == "K":
         return (lambda B, T, S0: B * (S0 + T)) if w is None else (lambda B, T, S0: B * (min(S0, w - 1) + T))
     if kind == "E":

@@ -19,13 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmath.hardware import efficiency_fit as ef
-from llmath.hardware.efficiency import Efficiency
 from llmath.hardware.fitted_columns import Columns, fit_format
 from llmath.model.dtypes import Precision
-
-
-def decode_attention_coef(eff: Efficiency, p: Precision) -> tuple[float, ...] | None:
-    return eff.fit("attn_decode", p.kv)
 
 
 def decode_fractions(coef, cols: Columns, p: Precision, B, u, heads=None, kv_heads=None):

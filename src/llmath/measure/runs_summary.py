@@ -26,10 +26,6 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _group_key(r: dict[str, Any], key: str) -> str:
-    return str(r[key])
-
-
 def summarise(computed: list[dict], refused: list[dict], by: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for mode in sorted({r["mode"] for r in computed} | {r["mode"] for r in refused}):

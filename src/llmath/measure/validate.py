@@ -3,7 +3,7 @@
 :func:`validate_model` builds a model from its config with random weights (transformers, eager
 attention: what runs on CPU), times prefills over several prompt lengths and single decode steps at
 several batches and contexts (warm-up, medians of repeats), predicts the same scenarios with
-:func:`llmath.analysis.stage_report` on a calibrated profile (or a registry accelerator) with the
+:func:`llmath.pass_report.stage_report` on a calibrated profile (or a registry accelerator) with the
 ``expected`` efficiency, and reports the ratio. It also profiles one prefill and one decode step with
 ``torch.profiler`` and groups the time by operator class (matmul, attention, norm, elementwise) next
 to llmath's operator list grouped the same way.
@@ -384,9 +384,9 @@ class _Run:
         return self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
 
     def predict(self, stage: str, sc: Any, hw: Any = None) -> Any:
-        from llmath import analysis
+        from llmath import pass_report
 
-        return analysis.stage_report(self.spec, stage, sc, "eager", self.prec, hw or self.hw, self.eff)
+        return pass_report.stage_report(self.spec, stage, sc, "eager", self.prec, hw or self.hw, self.eff)
 
     def row(self, keys: dict[str, Any], ts: list[float], stage: str, sc: Any) -> dict[str, Any]:
         """Measured vs predicted for one scenario (and the drift-corrected prediction when measured)."""

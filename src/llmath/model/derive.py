@@ -11,7 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.spec import EncoderSpec, MLASpec
+from llmath.model.spec_encoder import EncoderSpec
+from llmath.model.spec_mla import MLASpec
 
 Getter = Callable[..., int]  # get(key or aliases, default=...) -> an int read from the config
 

@@ -11,7 +11,8 @@ from typing import Any
 from llmath.errors import ConfigError
 from llmath.model.families_moe import _deepseek_moe
 from llmath.model.family_facts import LLAMA_LIKE, LLAMA_NO_BIAS, _mlp_layer_types, moe_keys
-from llmath.model.spec import BlockIndexSpec, MLASpec
+from llmath.model.spec import BlockIndexSpec
+from llmath.model.spec_mla import MLASpec
 
 
 def _axk2_fields(cfg: Mapping[str, Any], n: int) -> dict[str, Any]:

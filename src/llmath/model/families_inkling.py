@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.spec import InklingSpec, ModelSpec, MoESpec
+from llmath.model.spec import InklingSpec, ModelSpec
+from llmath.model.spec_moe import MoESpec
 
 Getter = Callable[..., int]
 

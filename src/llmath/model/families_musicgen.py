@@ -37,7 +37,8 @@ from typing import Any
 
 from llmath.errors import ConfigError
 from llmath.model.family_facts import GPT_LIKE, _all_bias, _k
-from llmath.model.spec import EncoderSpec, ModelSpec
+from llmath.model.spec import ModelSpec
+from llmath.model.spec_encoder import EncoderSpec
 from llmath.model.towers_encodec import encodec_params
 
 DECODER: dict[str, Any] = dict(

@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.spec import EncoderSpec, ModelSpec
+from llmath.model.spec import ModelSpec
+from llmath.model.spec_encoder import EncoderSpec
 from llmath.model.spec_prophet import ProphetSpec
 
 

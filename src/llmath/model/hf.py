@@ -30,7 +30,8 @@ from llmath.model.family_facts import (
     TIED_BY_DEFAULT,
     _all_layers,
 )
-from llmath.model.spec import ModelSpec, MoESpec
+from llmath.model.spec import ModelSpec
+from llmath.model.spec_moe import MoESpec
 from llmath.model.towers import tower_params, wrapper_ties
 from llmath.model.towers_mllama import vision_spec
 from llmath.model.towers_vl import FLAT_WRAPPERS

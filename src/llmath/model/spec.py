@@ -10,16 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from llmath.errors import SpecError
 from llmath.model.spec_assistant import AssistantSpec
 from llmath.model.spec_blt import BltSpec
 from llmath.model.spec_compressed import CompressedSpec
-from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec, _positive
+from llmath.model.spec_encoder import EncoderSpec
+from llmath.model.spec_hyper import HyperSpec, NGramSpec, QSASpec
 from llmath.model.spec_index import BlockIndexSpec
 from llmath.model.spec_inkling import InklingSpec
 from llmath.model.spec_mixer import LINEAR_ATTENTION_KINDS, MixerSpec, SharedBlockSpec
+from llmath.model.spec_mla import MLASpec
+from llmath.model.spec_moe import MoESpec
 from llmath.model.spec_parts import SpecParts, compose
 from llmath.model.spec_prophet import ProphetSpec
+from llmath.model.spec_rules import validate_spec
 from llmath.model.spec_vision import VisionSpec
 
 if TYPE_CHECKING:
@@ -32,115 +35,6 @@ AttentionKind = Literal["mha", "mla"]
 # head: one norm of width H shared by the heads; full: over all heads' width; per_head: one of width H per head, no
 QKNorm = Literal["none", "head", "full", "per_head", "l2"]  # bias (StableLM 2); l2: ZAYA's, a scale per K/V head
 AttnGate = Literal["none", "head", "full"]
-
-
-@dataclass(frozen=True)
-class MoESpec:
-    """Mixture of experts in the FFN of the layers marked ``moe`` in :attr:`ModelSpec.layer_moe`.
-
-    ``d_ff_expert`` is each routed expert's hidden width; shared experts are always active and are
-    stored as one FFN of width ``d_ff_shared`` (DeepSeek: ``n_shared_experts * moe_intermediate_size``).
-    """
-
-    n_experts: int
-    top_k: int
-    d_ff_expert: int
-    d_ff_shared: int = 0
-    shared_gate: bool = False  # Qwen2-MoE: sigmoid gate Linear(D, 1) on the shared expert
-    router_bias: bool = False  # gpt-oss router Linear has a bias
-    expert_bias: bool = False  # gpt-oss experts have biases on gate_up and down
-    router_score_bias: bool = False  # ERNIE-4.5: e_score_correction_bias is a parameter (E per layer)
-    dense_eager: bool = False  # Llama-4: transformers runs every expert on every token (scores scale them)
-    output_norm: bool = False  # A.X K1: a norm (with weights) over each MoE block's output
-    output_bias: bool = False  # JetMoE: one bias vector (D) added to each MoE block's output
-    shared_bias: bool = False  # Nemotron-H: the shared expert's projections have biases (its mlp_bias)
-    # LongCat-Flash: identity ("zero-computation") experts the router may pick besides the n_experts real ones;
-    # a token routed to one costs no matmul. llmath runs top_k real experts per token (see ops/moe.py)
-    zero_experts: int = 0
-    # ZAYA: the router is an MLP of this hidden width R (D -> R with bias, an RMSNorm, two R x R GELU layers with
-    # bias, R -> E + 1: the extra class is a skip expert), its R-wide state carried to the next layer's router
-    router_mlp: int = 0
-    # Nemotron-3 Super/Ultra (moe_latent_size): the routed experts read and write an L-wide latent, projected
-    # D -> L before them and L -> D after (ops/moe.py routed_experts); 0: they work at the model width
-    latent: int = 0
-
-    def validate(self, name: str) -> None:
-        for f in ("n_experts", "top_k", "d_ff_expert"):
-            _positive(name, f"moe.{f}", getattr(self, f))
-        if self.top_k > self.n_experts:
-            raise SpecError(
-                f"{name!r}: moe.top_k={self.top_k} exceeds moe.n_experts={self.n_experts}; "
-                "a token cannot be routed to more experts than exist"
-            )
-        if self.d_ff_shared < 0:
-            raise SpecError(f"{name!r}: moe.d_ff_shared={self.d_ff_shared} must be >= 0")
-        if self.router_mlp < 0:
-            raise SpecError(f"{name!r}: moe.router_mlp={self.router_mlp} must be >= 0 (0: a linear router)")
-        if self.latent < 0:
-            raise SpecError(f"{name!r}: moe.latent={self.latent} must be >= 0 (0: experts at the model width)")
-        if self.zero_experts < 0:
-            raise SpecError(f"{name!r}: moe.zero_experts={self.zero_experts} must be >= 0 (identity experts)")
-
-
-@dataclass(frozen=True)
-class MLASpec:
-    """DeepSeek multi-head latent attention widths (per head unless named rank)."""
-
-    q_lora_rank: int | None  # None: a plain q_proj D -> N*(nope+rope)
-    kv_lora_rank: int
-    qk_rope_head_dim: int
-    qk_nope_head_dim: int
-    v_head_dim: int
-    # DeepSeek Sparse Attention (DeepSeek-V3.2): the lightning indexer's heads and width, and the positions
-    # each query attends (0: dense MLA)
-    index_heads: int = 0
-    index_head_dim: int = 0
-    index_topk: int = 0
-    # A.X K2: no q_b_proj; q_gate_proj maps [norm(query latent), query latent] (2·L) to N·(H+R+J), the query
-    # and a per-channel sigmoid gate on the attention output before o_proj
-    q_gate: bool = False
-    heads: int = 0  # query heads of the layers using these widths (0: the model's n_heads)
-    k_rope_norm: bool = False  # Dots 3 Note: an RMSNorm (R weights) over the shared rotary key before RoPE
-
-    def validate(self, name: str) -> None:
-        if self.heads < 0:
-            raise SpecError(f"{name!r}: mla.heads={self.heads} must be >= 0 (0: the model's n_heads)")
-        if (self.index_topk or self.q_gate) and self.q_lora_rank is None:
-            what = "a sparse-attention indexer" if self.index_topk else "mla.q_gate"
-            raise SpecError(f"{name!r}: {what} needs mla.q_lora_rank (it reads the query latent)")
-        if self.q_lora_rank is not None:
-            _positive(name, "mla.q_lora_rank", self.q_lora_rank)
-        for f in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
-            _positive(name, f"mla.{f}", getattr(self, f))
-
-
-@dataclass(frozen=True)
-class EncoderSpec:
-    """The encoder stack of an encoder-decoder model (parameter counts only).
-
-    It shares attention and FFN widths with the decoder; decoder layers then carry cross-attention.
-    """
-
-    n_layers: int
-    norms_per_layer: int = 2
-    final_norm: bool = True
-    embedding_norm: bool = False
-    own_position_table: bool = False  # BART: encoder and decoder each have a learned table
-    # TrOCR: the encoder is another model (a VisionEncoderDecoderModel's image encoder, not in this config): no
-    # encoder pass here, the decoder owns the token table, cross-attention K/V read ``d_model``-wide outputs
-    external: str = ""
-    d_model: int = 0  # width of the encoder output the cross-attention K/V project (0: the decoder's)
-    # Whisper: the source is audio, not tokens. Two convolutions of kernel 3 (the second of stride 2) turn the
-    # 2·P frames of ``in_features`` mel bins into P positions, to which a fixed table of ``source_positions``
-    # rows is added; the encoder has no token table (the decoder owns it), and the source is always that
-    # window: P = ``source_positions`` (Whisper: 30 s = 1500 positions = 3000 frames).
-    frontend: str = ""  # "" (token embedding) or "conv" (Whisper's)
-    in_features: int = 0
-    source_positions: int = 0
-    # BigBird-Pegasus: block-sparse self-attention in blocks of ``block_size`` with ``random_blocks`` random
-    # blocks per query block (ops/bigbird_sizes.py); 0: full attention
-    block_size: int = 0
-    random_blocks: int = 0
 
 
 @dataclass(frozen=True)
@@ -330,178 +224,12 @@ class ModelSpec:
 
     # ---- validation -------------------------------------------------------------------------------
     def validate(self) -> None:
-        n = self.name
-        for f in ("n_layers", "d_model", "vocab_size", "n_heads", "n_kv_heads", "head_dim"):
-            _positive(n, f, getattr(self, f))
-        if self.d_ff < 0 or (self.d_ff == 0 and self._needs_dense_ffn()):
-            raise SpecError(f"{n!r}: d_ff={self.d_ff} must be a positive integer (the FFN hidden width)")
-        for f in ("v_head_dim", "window_kv_heads"):
-            if getattr(self, f) is not None:
-                _positive(n, f, getattr(self, f))
-        if self.window_kv_heads and self.n_heads % self.window_kv_heads:
-            raise SpecError(
-                f"{n!r}: n_heads={self.n_heads} is not a multiple of window_kv_heads={self.window_kv_heads}"
-            )
-        if self.n_heads % self.n_kv_heads:
-            raise SpecError(
-                f"{n!r}: n_heads={self.n_heads} is not a multiple of n_kv_heads={self.n_kv_heads}; "
-                "each KV head must serve a whole group of query heads"
-            )
-        if self.ffn not in ("mlp", "gated"):
-            raise SpecError(f"{n!r}: ffn={self.ffn!r} must be 'mlp' or 'gated'")
-        if self.norm not in ("layer", "rms", "layer_noparam", "rms_noparam"):
-            raise SpecError(f"{n!r}: norm={self.norm!r} must be 'layer', 'rms', 'layer_noparam' or 'rms_noparam'")
-        if self.attention == "mla":
-            if self.mla is None:
-                raise SpecError(f"{n!r}: attention='mla' needs the mla widths (kv_lora_rank, ...)")
-            self.mla.validate(n)
-        if self.window_mla is not None:
-            if self.mla is None or self.window_mla.index_topk:
-                raise SpecError(f"{n!r}: window_mla (the sliding layers' MLA widths) needs mla and has no indexer")
-            self.window_mla.validate(n)
-        for part in (self.moe, self.prophet):  # sub-specs with rules of their own
-            if part is not None:
-                part.validate(n)
-        if self.attn_experts and (self.moe is None or self.n_heads != self.moe.top_k * self.n_kv_heads):
-            raise SpecError(
-                f"{n!r}: attention experts need a MoE spec whose top_k·n_kv_heads equals n_heads={self.n_heads}"
-            )
-        if len(self.layer_moe) != self.n_layers:
-            raise SpecError(f"{n!r}: layer_moe has {len(self.layer_moe)} entries for {self.n_layers} layers")
-        if any(self.layer_moe) and self.moe is None:
-            raise SpecError(f"{n!r}: layer_moe marks MoE layers but no moe spec is given")
-        if len(self.layer_windows) != self.n_layers:
-            raise SpecError(f"{n!r}: layer_windows has {len(self.layer_windows)} entries for {self.n_layers} layers")
-        for w in self.layer_windows:
-            if w is not None and (not isinstance(w, int) or w <= 0):
-                raise SpecError(f"{n!r}: sliding window {w!r} must be a positive integer or None")
-        self._validate_indexer()
-        if self.position == "learned" and not self.max_positions:
-            raise SpecError(f"{n!r}: learned positions need max_positions (the table's rows)")
-        if self.rotary_dim is not None and not (0 < self.rotary_dim <= self.head_dim):
-            raise SpecError(f"{n!r}: rotary_dim={self.rotary_dim} must be in 1..head_dim={self.head_dim}")
-        self._validate_recurrence()
-        if self.attn_gate not in ("none", "head", "full"):
-            raise SpecError(f"{n!r}: attn_gate={self.attn_gate!r} must be 'none', 'head' or 'full'")
-        for f in ("norms_per_layer", "prefix_positions", "extra_token_rows", "segment_rows", "codebooks", "enc_proj"):
-            if getattr(self, f) < 0:
-                raise SpecError(f"{n!r}: {f}={getattr(self, f)} must be >= 0")
-        self._validate_mixers()
-        self._validate_layer_widths()
-        self._validate_parts()
-
-    def _validate_parts(self) -> None:
-        """The optional parts' own rules (Inkling's layers, DeepSeek-V4's compression, Qwen4-Exp's)."""
-        if self.inkling is not None:
-            self.inkling.validate(self.name)
-        if self.blt is not None:
-            self.blt.validate(self.name)
-        self._validate_compressed()
-        self._validate_qwen4()
-
-    def _validate_indexer(self) -> None:
-        n = self.name
-        if self.block_index is not None:
-            if self.mla is not None:
-                raise SpecError(f"{n!r}: block_index (block-sparse attention) is modelled for MHA/GQA, not MLA")
-            self.block_index.validate(n, self.n_heads)
-        first_dense = self.block_index is None and self.layer_indexer and not self.layer_indexer[0]
-        if len(self.layer_indexer) != self.n_layers or first_dense:
-            raise SpecError(
-                f"{n!r}: layer_indexer has {len(self.layer_indexer)} entries for {self.n_layers} layers, and the "
-                "first layer must run its own indexer (a later one can only reuse an earlier layer's top-k)"
-            )
-
-    def _validate_compressed(self) -> None:
-        n, c = self.name, self.compressed
-        if len(self.layer_compress) != self.n_layers or not set(self.layer_compress) <= {"", "csa", "hca"}:
-            raise SpecError(f"{n!r}: layer_compress needs one of '', 'csa', 'hca' for each of {self.n_layers} layers")
-        if any(self.layer_compress) and c is None:
-            raise SpecError(f"{n!r}: compressed layers need the compressed spec (DeepSeek-V4's attention widths)")
-        if self.mhc_streams < 0:
-            raise SpecError(f"{n!r}: mhc_streams={self.mhc_streams} must be >= 0 (0: a plain residual)")
-        if self.mhc_streams and (self.parallel_block or any(k != "attention" for k in self.layer_mixers)):
-            raise SpecError(
-                f"{n!r}: hyper-connection streams are modelled around attention layers in sequence "
-                "only (no parallel block, no other mixer); set mhc_streams=0"
-            )
-        if c is not None:
-            c.validate(n)
-            if (self.n_heads * self.head_dim) % c.o_groups:
-                raise SpecError(
-                    f"{n!r}: n_heads·head_dim={self.n_heads * self.head_dim} is not a multiple of "
-                    f"compressed.o_groups={c.o_groups}; each output group takes a whole share"
-                )
-
-    def _validate_layer_widths(self) -> None:
-        n = self.name
-        for f in ("full_head_dim", "full_kv_heads"):
-            if getattr(self, f) is not None:
-                _positive(n, f, getattr(self, f))
-        if self.n_heads % (self.full_kv_heads or self.n_kv_heads):
-            raise SpecError(f"{n!r}: n_heads={self.n_heads} is not a multiple of full_kv_heads={self.full_kv_heads}")
-        if (self.per_layer_width > 0) != (self.per_layer_vocab > 0) or min(
-            self.per_layer_width, self.per_layer_vocab
-        ) < 0:
-            raise SpecError(
-                f"{n!r}: per_layer_width={self.per_layer_width} and per_layer_vocab={self.per_layer_vocab} must be "
-                "both positive (per-layer embeddings) or both 0"
-            )
-        for f in ("layer_kv_shared", "layer_ffn_sparse"):
-            if len(getattr(self, f)) != self.n_layers:
-                raise SpecError(f"{n!r}: {f} has {len(getattr(self, f))} entries for {self.n_layers} layers")
-        if self.layer_d_ff and (len(self.layer_d_ff) != self.n_layers or min(self.layer_d_ff) <= 0):
-            raise SpecError(f"{n!r}: layer_d_ff={self.layer_d_ff} must give {self.n_layers} positive FFN widths")
-        if self.vision is not None:
-            self.vision.validate(n)
-        if self.assistant is not None:  # every layer reads the target's cache (model/spec_assistant.py)
-            self.assistant.validate(n, self.vocab_size)
-            if not all(self.layer_kv_shared):
-                raise SpecError(f"{n!r}: an assistant's layers all read the target's K/V (layer_kv_shared)")
-        own = {w for w, shared in zip(self.layer_windows, self.layer_kv_shared, strict=True) if not shared}
-        for i, (w, shared) in enumerate(zip(self.layer_windows, self.layer_kv_shared, strict=True)):
-            if shared and self.assistant is None and (w not in own or self.layer_kv_shared.index(True) == 0):
-                raise SpecError(f"{n!r}: layer {i} reuses K/V but no earlier layer of its window {w} computes them")
-        if min(self.altup_inputs, self.laurel_rank) < 0 or self.altup_inputs == 1 or self.kv_shared_ffn_mult < 1:
-            raise SpecError(
-                f"{n!r}: altup_inputs={self.altup_inputs} (0 or >= 2), laurel_rank={self.laurel_rank} (>= 0) and "
-                f"kv_shared_ffn_mult={self.kv_shared_ffn_mult} (>= 1) are out of range"
-            )
-        if self.norm_gate_rank < 0:
-            raise SpecError(f"{n!r}: norm_gate_rank={self.norm_gate_rank} must be >= 0 (0: norms without a gate)")
+        """The rules of the fields (model/spec_rules.py)."""
+        validate_spec(self)
 
     def mla_of(self, window: int | None) -> MLASpec | None:
         """The MLA widths of the layers of ``window``: ``window_mla`` for sliding layers when set, else ``mla``."""
         return self.window_mla if window is not None and self.window_mla is not None else self.mla
-
-    def _validate_recurrence(self) -> None:
-        """ZAYA's CCA kernels and HRM-Text's recurrence."""
-        n, r = self.name, self.recurrence
-        if self.cca_kernels is not None and (
-            len(self.cca_kernels) != 2 or min(self.cca_kernels) < 1 or (self.n_kv_heads * self.head_dim) % 2
-        ):
-            raise SpecError(
-                f"{n!r}: cca_kernels={self.cca_kernels!r} must be two kernel widths >= 1, and n_kv_heads·head_dim "
-                "even (CCA splits each value head into a current and a delayed half)"
-            )
-        if r is None:
-            return
-        if len(r) != 2 or min(r) < 1 or self.n_layers % (r[0] * (r[1] + 1)) or len(set(self.layer_kinds())) > 1:
-            raise SpecError(
-                f"{n!r}: recurrence={r!r} needs two cycle counts >= 1 (H, L) and n_layers={self.n_layers} a multiple "
-                "of H·(L+1) layer runs of one layer kind (HRM: two stacks of identical layers)"
-            )
-
-    def _validate_qwen4(self) -> None:
-        for part in (self.hyper, self.qsa, self.ngram):
-            if part is not None:
-                part.validate(self.name)
-        ple = any(k.startswith("ple+") for k in self.layer_mixers)
-        if ple and (self.ngram is None or self.hyper is None):
-            raise SpecError(
-                f"{self.name!r}: 'ple+' layers need the ngram spec and hyper-connections (hyper): the n-gram "
-                "embeddings feed the residual streams"
-            )
 
     def attention_widths(self, window: int | None) -> tuple[int, int]:
         """(K/V heads, head width) of the attention layers of ``window``: MiMo's windowed layers have their
@@ -524,20 +252,6 @@ class ModelSpec:
         if kind == "none":
             return True
         return self.attention_ffn if kind.startswith("attention") else self.mixer_ffn
-
-    def _validate_mixers(self) -> None:
-        n = self.name
-        if len(self.layer_mixers) != self.n_layers:
-            raise SpecError(f"{n!r}: layer_mixers has {len(self.layer_mixers)} entries for {self.n_layers} layers")
-        kinds = {k.split("+")[-1] for k in self.layer_mixers} - {"attention", "none", "xattn"}
-        if kinds and (self.mixer is None or kinds != {self.mixer.kind}):
-            raise SpecError(f"{n!r}: layer_mixers names {sorted(kinds)} but the mixer spec is {self.mixer!r}")
-        if self.mixer is not None:
-            self.mixer.validate(n)
-        if any(k.startswith("shared+") for k in self.layer_mixers) and self.shared_block is None:
-            raise SpecError(f"{n!r}: 'shared+' layers need the shared_block spec (the shared transformer block)")
-        if self.shared_block is not None:
-            self.shared_block.validate(n)
 
     # ---- derived sizes ----------------------------------------------------------------------------
     @property

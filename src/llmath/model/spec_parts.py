@@ -23,7 +23,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llmath.model.spec import EncoderSpec, MixerSpec, MLASpec, ModelSpec, MoESpec
+    from llmath.model.spec import MixerSpec, ModelSpec
+    from llmath.model.spec_encoder import EncoderSpec
+    from llmath.model.spec_mla import MLASpec
+    from llmath.model.spec_moe import MoESpec
 
 # the per-concern optional parts (owned by the concerns above, not by one family)
 CONCERN_PARTS = frozenset({"mla", "window_mla", "moe", "mixer", "encoder"})

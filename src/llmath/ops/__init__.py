@@ -11,21 +11,10 @@ function and one row. :mod:`.assemble` lays the blocks out per stage;
 """
 
 from llmath.ops.assemble import build_ops
-from llmath.ops.core import (
-    ATTENTIONS,
-    CLASSES,
-    Attention,
-    Op,
-    Scenario,
-    Stage,
-    Term,
-    Value,
-    causal_pairs,
-    experts_hit,
-    held_positions,
-    visible_keys,
-    wkey,
-)
+from llmath.ops.core import ATTENTIONS, CLASSES, Attention, Op, Stage, Term, Value, wkey
+from llmath.ops.pair_counts import causal_pairs, held_positions, visible_keys
+from llmath.ops.routing import experts_hit
+from llmath.ops.scenario import Scenario
 from llmath.ops.table import OpCost, Table, compile_table, evaluate, explain, one_hot, table
 
 __all__ = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llmath.model.spec import EncoderSpec
+from llmath.model.spec_encoder import EncoderSpec
 from llmath.ops.core import Builder, Op, Term
 
 

@@ -37,22 +37,21 @@ Conventions (stated once, here):
 Each operator's costs are sums of coefficient × monomial terms, where the coefficient depends on the
 model only and the monomial on the scenario (``BT`` = B·T tokens, ``P:w`` = B × causal pairs for window
 ``w``, ...). A model compiles once into a table of coefficients; a scenario is then a few dot products,
-and the same terms print as formulas with the numbers substituted (``--explain``).
+and the same terms print as formulas with the numbers substituted (``--explain``). A monomial's value and text:
+:mod:`llmath.ops.scenario`, from the closed-form counts of :mod:`llmath.ops.pair_counts`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
 
 from llmath.model.spec import ModelSpec
-from llmath.ops.bigbird_sizes import bigbird_monomial, bigbird_text
 from llmath.ops.kernel import Kernel
-from llmath.ops.routing import experts_hit
 from llmath.ops.split import Split
 
 Attention = Literal["eager", "flash"]
@@ -126,273 +125,8 @@ class Op:
         return self.component
 
 
-# ---- monomials -------------------------------------------------------------------------------------
-
-MONO_TEXT = {"1": "1", "B": "B", "BP": "B·[S0>0]", "BT": "B·T", "BL": "B·L", "X": "B·src", "XE": "B·T·src",
-             "I": "[src>0]", "BTI": "B·T·[src>0]"}  # fmt: skip
-MONO_TEXT |= {"L": "B·(S0+T)", "LL": "B·(S0+T)²"}  # BLT reruns every byte each pass (ops/blt.py)
-
-
-def mono_text(m: str) -> str:
-    if m in MONO_TEXT:
-        return MONO_TEXT[m]
-    if m[0] == "b":  # BigBird's block-sparse encoder (ops/bigbird_sizes.py)
-        return bigbird_text(m)
-    if m.startswith("z"):  # compressed entries (ops/compressed.py)
-        kind, m_, *cap = m.split(":")
-        n = f"⌊(S0+T)/{m_}⌋" if not cap else f"min(⌊(S0+T)/{m_}⌋, {cap[0]})"
-        return {"zK": f"B·{n}", "zE": f"B·T·{n}", "zP": f"B·Σᵢ{n.replace('T', 'i')}",
-                "zN": f"B·(⌊(S0+T)/{m_}⌋ − ⌊S0/{m_}⌋)", "zM": f"B·((S0+T) mod {m_})",
-                "zO": f"B·[S0+T ≥ {m_}]"}[kind]  # fmt: skip
-    kind, w = m.split(":")
-    label = "" if w == "full" else f"[chunk={w[1:]}]" if w.startswith("c") else f"[W={w}]"
-    return {"K": f"B·S{label}", "P": f"B·pairs{label}", "E": f"B·T·S{label}", "H": f"B·held{label}",
-            "U": "experts hit", "C": f"B·chunks[Q={w}]", "Q": f"B·chunks²[Q={w}]",
-            "X": f"B·pairs in chunks[Q={w}]", "F": f"B·⌊T/{w}⌋", "R": f"B·(T mod {w})",
-            "Z": f"B·Σ blocks[c={w}]", "N": f"B·⌊(S0+T)/{w}⌋",
-            "Y": f"B·selected pairs[budget/c={w}]"}[kind]  # fmt: skip
-
-
 def wkey(w: int | None) -> str:
     return "full" if w is None else str(w)
-
-
-def _is_int(*xs: object) -> bool:
-    return all(type(x) is int or isinstance(x, np.integer) for x in xs)
-
-
-def _min(a: Value, b: Value) -> Value:
-    return min(a, b) if _is_int(a, b) else np.minimum(a, b)
-
-
-def _clip0(a: Value, hi: Value) -> Value:
-    return max(0, min(a, hi)) if _is_int(a, hi) else np.clip(a, 0, hi)
-
-
-def causal_pairs(T: Value, S0: Value, w: int | None) -> Value:
-    """Σ_{i=1..T} min(S0 + i, w): the (query, key) pairs a causal kernel computes per sequence."""
-    if w is None:
-        if _is_int(T, S0):
-            return T * S0 + T * (T + 1) // 2
-        return T * S0 + T * (T + 1) / 2
-    m = _clip0(w - S0, T)  # queries whose reach is below the window
-    if _is_int(T, S0, m):
-        return m * S0 + m * (m + 1) // 2 + (T - m) * w
-    return m * S0 + m * (m + 1) / 2 + (T - m) * w
-
-
-def _chunk_prefix(n: Value, c: int) -> Value:
-    """Σ_{p=1..n} ((p − 1) mod c) + 1 = q·c(c+1)/2 + r(r+1)/2 with n = q·c + r."""
-    q, r = n // c, n % c
-    if _is_int(q, r):
-        return q * (c * (c + 1) // 2) + r * (r + 1) // 2
-    return q * (c * (c + 1) / 2) + r * (r + 1) / 2
-
-
-def chunk_pairs(T: Value, S0: Value, c: int) -> Value:
-    """Chunked attention (Llama-4): query p (1-based) attends the keys of its own c-aligned chunk up to
-    itself, ((p − 1) mod c) + 1 of them; pairs = Σ over the T new queries."""
-    return _chunk_prefix(S0 + T, c) - _chunk_prefix(S0, c)
-
-
-def chunk_keys(T: Value, S0: Value, c: int) -> Value:
-    """Keys a chunked step reads per sequence: from the start of the first new query's chunk, S0 mod c + T."""
-    return S0 % c + T
-
-
-def with_prefix(T: Value, S0: Value, n: int) -> tuple[Value, Value]:
-    """(T, S0) of a model that prepends ``n`` positions to every sequence (CPM-Ant's prompt tokens,
-    :attr:`ModelSpec.prefix_positions`): a pass from an empty cache (S0 = 0) runs them with its T new tokens;
-    a later pass finds them cached (S0 + n). Logits are never computed for them."""
-    if _is_int(S0):
-        return (T + n, S0) if S0 == 0 else (T, S0 + n)
-    first = np.asarray(S0) == 0
-    return T + n * first, S0 + n * ~first
-
-
-def visible_keys(T: Value, S0: Value, w: int | None) -> Value:
-    """Keys a step can see per sequence: S0 + T, or min(S0, w − 1) + T with a window."""
-    return S0 + T if w is None else _min(S0, w - 1) + T
-
-
-def held_positions(T: Value, S0: Value, w: int | None) -> Value:
-    """KV positions held after the step per sequence (a windowed layer keeps w)."""
-    return S0 + T if w is None else _min(S0 + T, w)
-
-
-def chunks(T: Value, q: int) -> Value:
-    """Chunks of ``q`` positions that T new tokens fill (the last one padded): ceil(T / q)."""
-    return -(-T // q)
-
-
-def scan_chunk_pairs(T: Value, q: int) -> Value:
-    """Σ over the chunks of q(q+1)/2: the causal (query, key) pairs inside chunks of ``q`` positions."""
-    full, r = T // q, T % q
-    if _is_int(T):
-        return full * (q * (q + 1) // 2) + r * (r + 1) // 2
-    return full * (q * (q + 1) / 2) + r * (r + 1) / 2
-
-
-def _entries_prefix(n: Value, m: int) -> Value:
-    """Σ_{j=1..n} ⌊j/m⌋ = m·q(q − 1)/2 + q·(r + 1) with n = q·m + r."""
-    q, r = n // m, n % m
-    return m * q * (q - 1) // 2 + q * (r + 1) if _is_int(q, r) else m * q * (q - 1) / 2 + q * (r + 1)
-
-
-def compressed_pairs(T: Value, S0: Value, m: int, cap: int | None = None) -> Value:
-    """Σ_{i=1..T} min(⌊(S0 + i)/m⌋, cap): (query, compressed entry) pairs when query i sees the entries of the
-    windows of ``m`` positions closed by then (at most ``cap`` of them: a top-k)."""
-    if cap is None:
-        return _entries_prefix(S0 + T, m) - _entries_prefix(S0, m)
-    edge = cap * m - 1  # positions up to here see fewer than cap entries
-
-    def capped(n: Value) -> Value:
-        low = _min(n, edge)
-        return _entries_prefix(low, m) + cap * (n - low)
-
-    return capped(S0 + T) - capped(S0)
-
-
-def compressed_monomial(kind: str, m: int, cap: int | None, B: Value, T: Value, S0: Value) -> Value:
-    """Compressed-cache monomials (ops/compressed.py): entries visible after the step ``zK`` (capped at a top-k
-    ``cap``), the eager rectangle ``zE`` (T × entries), causal pairs ``zP``, entries the step emits ``zN``,
-    positions waiting in the compressor's buffer ``zM``, and whether a window has closed ``zO`` (per B)."""
-    n = (S0 + T) // m
-    if kind == "zK":
-        return B * (n if cap is None else _min(n, cap))
-    if kind == "zE":
-        return B * T * n
-    if kind == "zP":
-        return B * compressed_pairs(T, S0, m, cap)
-    if kind == "zN":
-        return B * (n - S0 // m)
-    if kind == "zM":
-        return B * ((S0 + T) % m)
-    if kind == "zO":
-        return B * (S0 + T >= m) if isinstance(S0 + T, np.ndarray) else (B if S0 + T >= m else 0)
-    raise AssertionError(kind)  # pragma: no cover - ops/compressed.py emits the kinds above
-
-
-def _block_prefix(n: Value, c: int) -> Value:
-    """Σ_{v=1..n} ⌊v/c⌋ = c·q(q−1)/2 + q·(r+1) with n = q·c + r."""
-    q, r = n // c, n % c
-    return c * q * (q - 1) // 2 + q * (r + 1)
-
-
-def qsa_blocks(T: Value, S0: Value, c: int) -> Value:
-    """Σ over the T new queries of the complete blocks of ``c`` keys each sees (query i sees S0 + i keys):
-    the blocks a QSA indexer scores per sequence (ops/qsa.py)."""
-    return _block_prefix(S0 + T, c) - _block_prefix(S0, c)
-
-
-def _selected_prefix(n: Value, budget: int, c: int) -> Value:
-    """Σ_{v=1..n} sel(v): a query seeing v keys attends all of them while v < budget + c (at most
-    budget/c complete blocks), else budget + (v mod c) (the best blocks and the incomplete tail)."""
-    lim = budget + c - 1
-
-    def mods(m: Value) -> Value:  # Σ_{v=1..m} (v mod c)
-        q, r = m // c, m % c
-        return q * (c * (c - 1) // 2) + r * (r + 1) // 2
-
-    upto = _min(n, lim)
-    over = n - upto
-    return upto * (upto + 1) // 2 + over * budget + mods(n) - mods(upto)
-
-
-def qsa_pairs(T: Value, S0: Value, budget: int, c: int) -> Value:
-    """(query, key) pairs of QSA's sparse attention per sequence over the T new queries."""
-    return _selected_prefix(S0 + T, budget, c) - _selected_prefix(S0, budget, c)
-
-
-def _compressed(m: str, B: Value, T: Value, S0: Value) -> Value:
-    kind, rate, *cap = m.split(":")
-    return compressed_monomial(kind, int(rate), int(cap[0]) if cap else None, B, T, S0)
-
-
-@lru_cache(maxsize=1024)
-def _parse_mono(m: str) -> tuple[str, int | None, bool]:
-    """(kind, window or chunk size, whether it is a chunk)."""
-    kind, w = m.split(":")
-    if w.startswith("c"):
-        return kind, int(w[1:]), True
-    return kind, None if w == "full" else int(w), False
-
-
-def _has_source(src: Value) -> Value:
-    """1 where a scenario has source positions (src > 0), else 0."""
-    return int(src > 0) if _is_int(src) else (np.asarray(src) > 0).astype(float)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """B sequences of T new tokens after S0 cached positions; logits for the last or all positions.
-
-    ``src``: encoder-decoder models only, the source positions the decoder cross-attends (0 otherwise).
-    """
-
-    B: Value
-    T: Value
-    S0: Value = 0
-    logits: Literal["last", "all"] = "last"
-    src: Value = 0
-
-    def monomials(self, monos: Iterable[str], spec: ModelSpec, moe_tokens: int = 1) -> dict[str, Value]:
-        """Values of the monomials. ``moe_tokens``: tokens an MoE layer routes per token of this scenario
-        (1 on one device; the attention-DP degree when a rank's MoE layer serves every replica's tokens)."""
-        B, T, S0 = self.B, self.T, self.S0
-        if spec.prefix_positions:
-            T, S0 = with_prefix(T, S0, spec.prefix_positions)
-        out: dict[str, Value] = {}
-        plain: dict[str, Value] = {"1": 1, "B": B, "BT": B * T}
-        for m in monos:
-            v: Value
-            if m in plain:
-                v = plain[m]
-            elif m == "BL":
-                v = B if self.logits == "last" else B * self.T  # never the prefix positions
-            elif m == "BP":  # sequences continuing a cached prefix (a mixer reads its state once)
-                v = B * (S0 > 0) if isinstance(S0, np.ndarray) else (B if S0 > 0 else 0)
-            elif m in ("I", "BTI"):  # work that runs only with a source (Mllama's cross layers with images)
-                v = _has_source(self.src) * (1 if m == "I" else B * self.T)
-            elif m in ("X", "XE"):
-                v = B * self.src * (1 if m == "X" else T)
-            elif m in ("L", "LL"):  # BLT: every byte again each pass, no cache (ops/blt.py)
-                v = B * (S0 + T) ** len(m)
-            elif m == "U:moe":
-                moe = spec.moe
-                if moe is None:  # pragma: no cover - only MoE layers emit U:moe
-                    raise AssertionError(m)
-                hit = experts_hit(B * T * moe_tokens, moe.n_experts, moe.top_k)
-                v = float(hit) if np.ndim(hit) == 0 else hit
-            elif m[0] in "bz":  # BigBird's encoder (ops/bigbird_sizes.py), compressed entries (ops/compressed.py)
-                v = bigbird_monomial(m, B, T) if m[0] == "b" else _compressed(m, B, T, S0)
-            elif m[0] in "YZN":  # QSA (ops/qsa.py): "Z:c" blocks scored, "Y:budget/c" pairs, "N:c" blocks held
-                a, _, c = m[2:].partition("/")
-                if m[0] == "Y":
-                    v = B * qsa_pairs(T, S0, int(a), int(c))
-                else:
-                    v = B * (qsa_blocks(T, S0, int(a)) if m[0] == "Z" else (S0 + T) // int(a))
-            else:
-                kind, win, chunk = _parse_mono(m)
-                if chunk and win is not None and kind in ("K", "P"):
-                    v = B * (chunk_keys(T, S0, win) if kind == "K" else chunk_pairs(T, S0, win))
-                elif kind == "K":
-                    v = B * visible_keys(T, S0, win)
-                elif kind == "P":
-                    v = B * causal_pairs(T, S0, win)
-                elif kind == "E":
-                    v = B * T * visible_keys(T, S0, win)
-                elif kind == "H":
-                    v = B * held_positions(T, S0, win)
-                elif kind in ("C", "Q", "X") and win is not None:  # chunked scans (ops/mixers.py)
-                    n = chunks(T, win)
-                    v = B * (n if kind == "C" else n * n if kind == "Q" else scan_chunk_pairs(T, win))
-                elif kind in ("F", "R") and win is not None:  # whole chunks / the tokens after them (ops/recurrent.py)
-                    v = B * (T // win if kind == "F" else T % win)
-                else:  # pragma: no cover - op builders only emit the kinds above
-                    raise AssertionError(m)
-            out[m] = v
-        return out
 
 
 # ---- builders ---------------------------------------------------------------------------------------

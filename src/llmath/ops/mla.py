@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from llmath.model.spec import MLASpec
+from llmath.model.spec_mla import MLASpec
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROTARY_FLOPS, ROUTER_FLOPS, SOFTMAX_FLOPS, Builder, Site, Window
 from llmath.ops.kernel import Kernel
 from llmath.ops.launches import launched

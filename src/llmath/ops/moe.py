@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llmath.model.spec import ModelSpec, MoESpec
+from llmath.model.spec import ModelSpec
+from llmath.model.spec_moe import MoESpec
 from llmath.ops.core import ACT_FLOPS, NORM_FLOPS, ROUTER_FLOPS, Builder, Op, Site, Term
 from llmath.ops.ffn import ffn_block
 from llmath.ops.launches import launched

@@ -9,8 +9,8 @@ RMSNorm of width X) and rotated at the block's first position, scored against th
 over the I heads) and the best budget/c blocks kept; the query attends the kept blocks and the tail.
 
 Letters: I indexer heads, X indexer width, c block, R rotary width. Monomials: ``Z:c`` = B·Σ over the
-new queries of their complete blocks (:func:`llmath.ops.core.qsa_blocks`), ``Y:budget/c`` = B·Σ of the
-positions each query attends (:func:`llmath.ops.core.qsa_pairs`).
+new queries of their complete blocks (:func:`llmath.ops.pair_counts.qsa_blocks`), ``Y:budget/c`` = B·Σ of the
+positions each query attends (:func:`llmath.ops.pair_counts.qsa_pairs`).
 
 Executions: transformers runs the indexer as a loop over batch rows and queries, pooling, norming and
 rotating every block again for each query, and scoring with one q·kᵀ matmul per query (2·I·X per block,

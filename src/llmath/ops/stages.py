@@ -27,7 +27,8 @@ from llmath.errors import WorkloadError
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
-from llmath.ops.core import CLASSES, Attention, Scenario, Stage
+from llmath.ops.core import CLASSES, Attention, Stage
+from llmath.ops.scenario import Scenario
 from llmath.ops.table import evaluate, matmul_rows, table
 
 

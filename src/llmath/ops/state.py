@@ -14,9 +14,9 @@ import numpy as np
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
-from llmath.ops.core import compressed_monomial, held_positions
 from llmath.ops.inkling import transformers_extra_state as inkling_extra_state
 from llmath.ops.mixers import transformers_extra_state
+from llmath.ops.pair_counts import compressed_monomial, held_positions
 from llmath.ops.ssm_state import holds_ssm_state, ssm_state_bytes
 from llmath.ops.stages import cross_kv_elements_per_source
 

@@ -13,7 +13,9 @@ import numpy as np
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
-from llmath.ops.core import CLASSES, Attention, Op, Scenario, Stage, Value, experts_hit, mono_text
+from llmath.ops.core import CLASSES, Attention, Op, Stage, Value
+from llmath.ops.routing import experts_hit
+from llmath.ops.scenario import Scenario, mono_text
 from llmath.ops.ssm_state import class_bytes
 
 
