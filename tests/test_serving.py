@@ -176,6 +176,12 @@ def test_engine_presets_carry_sources_and_the_engines_rules():
     assert engines.preset("trtllm", H100).max_num_seqs == 2048
     assert engines.preset("llama.cpp", H100).kv_pool_tokens == 4096
     assert engines.preset("vllm", H100, max_num_seqs=8).max_num_seqs == 8  # flags override
+    # and the override's source says it was given, not the preset's citation
+    assert engines.preset("vllm", H100, max_num_seqs=8).sources["max_num_seqs"].startswith("given (8)")
+    assert (
+        engines.preset("vllm", H100, max_num_seqs=1024).sources["max_num_seqs"]
+        == engines.preset("vllm", H100).sources["max_num_seqs"]
+    )  # the preset's own value keeps its source
     with pytest.raises(WorkloadError, match="not a known engine"):
         engines.preset("tgi")
 

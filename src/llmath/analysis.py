@@ -49,9 +49,6 @@ from llmath.ops.state import kv_cache_bytes, kv_elements_per_position, kv_growth
 from llmath.pass_report import StageReport, stage_report
 from llmath.validation import check_float
 
-DEFAULT_PRECISION = Precision()
-
-
 # ---- the analysis ------------------------------------------------------------------------------------
 
 

@@ -98,7 +98,8 @@ def preset(name: str, hw: Hardware | None = None, tp: int = 1, offline: bool = F
     if unknown:
         raise WorkloadError(f"unknown engine setting(s) {sorted(unknown)}; settable: {', '.join(keys)}")
     over = {k: v for k, v in overrides.items() if v is not None}
-    eng = replace(eng, **over) if over else eng
+    given = {k: f"given ({v!r}), not the preset's value" for k, v in over.items() if v != getattr(eng, k)}
+    eng = replace(eng, **over, sources={**eng.sources, **given}) if over else eng
     return _with_prompt_tokenisation(eng) if eng.prompt_token_s is not None else eng
 
 
