@@ -139,12 +139,17 @@ def _capture_sizes(items: dict[str, str | None], cc: dict[str, Any]) -> dict[str
     for flag in ("--max-cudagraph-capture-size", "--cuda-graph-sizes", "--cudagraph-capture-sizes"):
         value = items.get(flag)
         if value is not None:
-            words = value.replace("[", " ").replace("]", " ").replace(",", " ").split()
-            numbers = [int(x) for x in words if x.isdigit()]
+            numbers = _listed_numbers(value)
             if not numbers:
                 raise EngineArgsError(f"--engine-args: {flag} {value!r} must be a number of tokens")
             out[flag] = max(numbers)
     return out
+
+
+def _listed_numbers(text: str) -> list[int]:
+    """The whole numbers of a flag value or flow-style YAML list: ``2048``, ``1 2 4``, ``[1, 2, 4]``."""
+    words = text.replace("[", " ").replace("]", " ").replace(",", " ").split()
+    return [int(w) for w in words if w.isdigit()]
 
 
 def sglang_prefill_budget(chunk: int | None, max_prefill: int | None) -> int | None:
@@ -203,8 +208,7 @@ def trtllm_graph_batch(config: dict[str, Any]) -> tuple[int | None, bool]:
         raise EngineArgsError("--engine-args: cuda_graph_config must be a mapping (max_batch_size, ...) or null")
     sizes = cg.get("batch_sizes")
     if isinstance(sizes, str):  # flow style: [1, 2, 4]
-        words = sizes.strip("[]").replace(",", " ").split()
-        sizes = [int(w) for w in words if w.isdigit()] or None
+        sizes = _listed_numbers(sizes) or None
     largest = cg.get("max_batch_size") or (max(sizes) if sizes else None)
     if largest is not None and (isinstance(largest, bool) or not isinstance(largest, int) or largest < 1):
         raise EngineArgsError(f"--engine-args: cuda_graph_config.max_batch_size {largest!r} must be an integer >= 1")
