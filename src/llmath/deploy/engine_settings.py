@@ -90,16 +90,23 @@ def vllm_settings(items: dict[str, str | None], dotted: dict[str, str]) -> tuple
         raise EngineArgsError(f"--engine-args: {' and '.join(sizes)} set the largest capture size twice; keep one")
     for where, largest in sizes.items():
         out.update(vllm_capture_size(largest, where))
-    if "--async-scheduling" in items and "--no-async-scheduling" in items:
-        raise EngineArgsError("--engine-args: --async-scheduling and --no-async-scheduling conflict; keep one")
-    if "--async-scheduling" in items or "--no-async-scheduling" in items:
-        out.update(vllm_async("--async-scheduling" in items))
-    if "--enable-chunked-prefill" in items and "--no-enable-chunked-prefill" in items:
-        raise EngineArgsError("--engine-args: --enable-chunked-prefill and --no-enable-chunked-prefill conflict")
-    if "--enable-chunked-prefill" in items or "--no-enable-chunked-prefill" in items:
-        out["chunked_prefill"] = "--enable-chunked-prefill" in items
+    async_on = switch(items, "--async-scheduling")
+    if async_on is not None:
+        out.update(vllm_async(async_on))
+    chunked = switch(items, "--enable-chunked-prefill")
+    if chunked is not None:
+        out["chunked_prefill"] = chunked
     eager = out.pop("cuda_graphs", True) is False
     return out, eager
+
+
+def switch(items: dict[str, str | None], on: str) -> bool | None:
+    """The state vLLM's boolean flag ``on`` (``--x``, negated ``--no-x``) sets: True, False, or None where neither is
+    given; both given conflict."""
+    off = "--no-" + on.removeprefix("--")
+    if on in items and off in items:
+        raise EngineArgsError(f"--engine-args: {on} and {off} conflict; keep one")
+    return True if on in items else False if off in items else None
 
 
 def _compilation(text: str | None, dotted: dict[str, str]) -> dict[str, Any]:
