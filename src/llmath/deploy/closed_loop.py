@@ -326,8 +326,7 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     inside, wait = C, 0.0
     for _ in range(STAGGERED_PASSES):  # the requests in the front end or waiting for a boundary are not batched
         ss = steady_state(dec, eng, req, inside, max_resident)
-        f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
-        mean = f * t_m + (1 - f) * t_d
+        f, t_m, t_d, mean = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s, ss.mean_iteration_s
         wait = staggered_wait(eng, o_req, mean, f * t_m**2 + (1 - f) * t_d**2)
         wait = after_poll(wait, 0.0, eng, ss) + hold_s(dec, eng, req, ss, mean)
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives

@@ -199,6 +199,13 @@ class SteadyState:
     overhead_ttft_s: np.ndarray | float = 0.0  # the engine overheads' share of ttft_s and tpot_s
     overhead_tpot_s: np.ndarray | float = 0.0
 
+    @property
+    def mean_iteration_s(self) -> np.ndarray:
+        """The mean iteration: mixed ones (``mixed_fraction`` of them) at ``step_mixed_s``, the rest at
+        ``step_decode_s``."""
+        f = self.mixed_fraction
+        return f * self.step_mixed_s + (1 - f) * self.step_decode_s
+
 
 def _prefill_iterations(P_new: int, K: float, d: np.ndarray, chunked: bool) -> np.ndarray:
     if not chunked:
