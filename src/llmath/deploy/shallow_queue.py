@@ -95,13 +95,14 @@ def _point(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, lag: int
 
 def _typical_passes(dec: Decoding, eng: EngineConfig, req: Requests, B: int) -> tuple:
     """(a prefill pass of one budget's chunk, a decode step of B requests), with the engine's overheads: what a
-    prefill-first loop's front end runs against."""
-    ov = active_overheads(dec.dev, eng)
+    prefill-first loop's front end runs against (the overheads as :func:`_iteration_times` adds them: a pass without
+    decoders, a decode step of B)."""
+    o_m, o_d, _ = _overheads(dec, eng, req, B, 0.0)
     Pn, (K, _) = float(req.new), _budget(eng, req)
     one = np.ones(1)
     pass_s = np.asarray(dec.mixed(0 * one, req.decode_context, one, min(K, Pn) * one, req.cached * one)).ravel()
     step_s = np.asarray(dec.step(B * one, req.decode_context)).ravel()
-    return float(pass_s[0]) + ov.per_iteration_eager_s, float(step_s[0]) + ov.iteration_s(eng.cuda_graphs)
+    return float(pass_s[0]) + o_m, float(step_s[0]) + o_d
 
 
 def _budget_share(eng: EngineConfig, req: Requests, B: int, w: float, D) -> np.ndarray:
