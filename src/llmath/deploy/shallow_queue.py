@@ -1,4 +1,5 @@
-"""The closed loop with a shallow queue behind the engine's running-request cap: B < C < 2B clients.
+"""The closed loop with a shallow queue behind the engine's running-request cap: B < C < 3B clients
+(``SHALLOW``·B).
 
 C clients send their first requests together and each its next one when the previous completes; the engine
 runs B places, the others wait first come first served, and a freed place takes the queue's head at the
@@ -49,7 +50,7 @@ SHALLOW = 3  # the recurrence below SHALLOW·B clients; beyond, the deep queue's
 
 
 def shallow_capped(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, lag, means: tuple, waves: tuple):
-    """(mean TTFT, mean decode iteration, the time the last request ends) with B < C < 2B from the admission
+    """(mean TTFT, mean decode iteration, the time the last request ends) with B < C < 3B from the admission
     recurrence (module docstring), elsewhere ``means`` as given; ``lag``: the iterations λ a follow-up takes to
     be taken in (mixed prefill; a prefill-first engine's follows its passes), ``waves``: the first wave's burst,
     a later wave's cycle and the decode step τ_d, for the span elsewhere: o_req, the first wave's burst and its
