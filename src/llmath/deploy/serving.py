@@ -162,9 +162,14 @@ class Requests:
         """Positions of KV a resident request counts, averaged over the requests in the pool (weighted by
         their lifetimes ∝ G_i): its last position P + G_i − 1 where admission reserves it, its mean over its
         life P + (G_i − 1)/2 where blocks come on demand."""
+        g = self.lengths[0]
+        return self.lifetime_mean(self.start + ((g - 1) if reserve else (g - 1) / 2))
+
+    def lifetime_mean(self, per_length: np.ndarray) -> float:
+        """The mean of ``per_length`` (one value per output length of :attr:`lengths`) over the requests in the
+        pool, each weighted by its lifetime ∝ G_i."""
         g, w = self.lengths
-        held = self.start + ((g - 1) if reserve else (g - 1) / 2)
-        return float((g * w) @ held / (g @ w))
+        return float((g * w) @ per_length / (g @ w))
 
 
 def refuse_uncached(spec) -> None:
