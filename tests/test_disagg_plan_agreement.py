@@ -1,0 +1,109 @@
+"""The planner's disaggregated candidates and ``serve_disaggregated`` time one request's KV transfer, prefill pass,
+decode step and first-token steps with the same functions; and the closed loop's two transit terms (the queue's
+``transit_s`` and the TTFT's ``admission_wait_s``) are different quantities."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from llmath import Workload
+from llmath.deploy import engines
+from llmath.deploy.capped_loop import admission_wait_s, transit_s
+from llmath.deploy.closed_loop import staggered_state
+from llmath.deploy.disagg import serve_disaggregated
+from llmath.deploy.plan import plan
+from llmath.deploy.serving import Decoding, Requests, active_overheads
+from llmath.deploy.step import Device
+from llmath.hardware import get
+from llmath.hardware.roofline import efficiency
+from llmath.model.dtypes import Precision
+from llmath.model.registry import resolve
+
+FP8 = Precision("fp8", "fp8", "fp8")
+
+
+def test_the_planners_best_disaggregated_candidate_is_timed_as_serve_disaggregated_times_its_layout():
+    r = plan("llama-3.1-70b", "h200", gpus=16, workload=Workload(prompt=1024, gen=1024), disagg=True,
+             engine="trtllm", weights="fp8", tpot_ms=50)  # fmt: skip
+    b = r.best
+    assert b["mode"] == "disaggregated"
+    s = serve_disaggregated(
+        "llama-3.1-70b", "h200", workload=Workload(prompt=1024, gen=1024, concurrency=b["concurrency"]),
+        prefill={"workers": b["prefill_workers"], "tp": b["prefill_tp"]},
+        decode={"workers": b["decode_workers"], "tp": b["tp"], "pp": b["pp"], "ep": b["ep"], "dp": b["decode_dp"]},
+        engine="trtllm", precision=FP8,
+    )  # fmt: skip
+    # the KV of a 1024-token prompt: 80 layers × 8 KV heads × 128 head dim × 2 (K and V) × 1 byte (an FP8 cache)
+    # × 1024 tokens = 167,772,160 B. Each of the d = tp decode ranks holds 8 / d heads (a d-th), sent by the
+    # p prefill ranks that hold the prompt: max(whole / p, whole / d) over one GPU's link, inside one 8-GPU box
+    # one direction of NVLink 4's 900 GB/s (450 GB/s)
+    whole = 80 * 8 * 128 * 2 * 1 * 1024
+    assert whole == 167_772_160
+    p, d = b["prefill_tp"], b["tp"]
+    assert p + d <= 8 and b["decode_dp"] == 1
+    assert b["kv_transfer_s"] == s["kv_transfer_s"]
+    assert s["kv_transfer_s"] == pytest.approx(max(whole / p, whole / d) / 450e9, rel=1e-12)
+    # TTFT = the prefill pass + the KV transfer + the decode server's 2.5 steps until it answers (TensorRT-LLM's
+    # overlap executor, data/engines.json): the planner's pass is serve_disaggregated's (whole prompts filling the
+    # 8192-token budget, 1024 | 8192), its answer 2.5 of its own TPOT
+    pass_s = b["ttft_s"] - b["kv_transfer_s"] - 2.5 * b["tpot_s"]
+    assert pass_s == pytest.approx(s["prefill_pass_s"], rel=1e-9)
+    assert s["first_token_decode_s"] == pytest.approx(2.5 * s["tpot_s"], rel=1e-12)
+    # TPOT: the planner's decode pool is y = ⌈x·r_p / r_d⌉ workers at batch B, over-provisioned, so the closed
+    # loop of the row's concurrency fills it to less than B: its TPOT is at most the planner's (an upper bound),
+    # and not below that of a batch (y − 1)/y of B's (the decode step grows with the batch)
+    assert s["decode_batch"] <= b["decode_batch"]
+    assert s["tpot_s"] <= b["tpot_s"]
+
+
+def test_serve_disaggregated_at_the_planners_decode_batch_has_the_planners_tpot():
+    # one decode worker's closed loop whose clients fill it to the planner's batch: the slots cap it there
+    # (decode_max_batch), so both time the same step with the same engine overheads
+    r = plan("llama-3.1-70b", "h200", gpus=16, workload=Workload(prompt=1024, gen=1024), disagg=True,
+             engine="trtllm", weights="fp8", tpot_ms=50)  # fmt: skip
+    b = r.best
+    B = int(b["decode_batch"])
+    assert B == b["decode_batch"]
+    s = serve_disaggregated(
+        "llama-3.1-70b", "h200", workload=Workload(prompt=1024, gen=1024, concurrency=64 * B),
+        prefill={"workers": 8, "tp": b["prefill_tp"]}, decode={"tp": b["tp"], "dp": b["decode_dp"]},
+        engine="trtllm", precision=FP8, decode_max_batch=B,
+    )  # fmt: skip
+    assert s["decode_batch"] == B
+    assert s["tpot_s"] == pytest.approx(b["tpot_s"], rel=1e-12)
+
+
+def _state(engine: str, prompt: int, concurrency: float, **settings):
+    hw = get("h100-sxm")
+    dev = Device(resolve("llama-3-8b"), hw, Precision("bf16", "bf16", "bf16"), efficiency("expected", hw))
+    eng = dataclasses.replace(engines.preset(engine, hw), **settings)
+    req = Requests(prompt, 256)
+    ss = staggered_state(Decoding(dev), eng, req, np.array([concurrency]), 64)
+    ov = active_overheads(dev, eng)
+    wait = float(admission_wait_s(Decoding(dev), eng, req, concurrency, ss)[0])
+    return eng, ov.served_request_s(prompt), ss, float(transit_s(eng, ov, req, ss)[0]), wait
+
+
+def test_transit_counts_the_front_ends_passes_in_decode_steps_admission_in_mean_iterations():
+    # vLLM, an 8192-token prompt: its front end o_req outlasts one decode step τ_d but not one mean iteration τ̄
+    # (a mixed iteration carries prompt chunks), and vLLM's lag of one pass counts from the send: the queue's
+    # transit is ⌈o_req / τ_d⌉ = 2 passes of τ̄, the TTFT's admission wait ⌈o_req / τ̄⌉ = 1 pass (no poll, no hold,
+    # the engine never idle at 8 clients: (o_req / e2e)^7 < 1e-16)
+    eng, o_req, ss, transit, wait = _state("vllm", 8192, 8.0)
+    tau_d, tau = float(ss.step_decode_s[0]), float(ss.mean_iteration_s[0])
+    assert eng.replacement_lag == 1 and tau_d < o_req < tau
+    assert (o_req / float(ss.e2e_s[0])) ** 7 < 1e-16
+    assert transit == pytest.approx(2 * tau, rel=1e-12)
+    assert wait == pytest.approx(tau, rel=1e-9)
+
+
+def test_admission_adds_the_schedulers_poll_to_the_transit():
+    # SGLang polling every 10 decode iterations (--scheduler-recv-interval 10), prefill-first: a follow-up sent at
+    # the end of one of a window's decode iterations waits (10 − 1)/2 of them for the poll, after its lag of two
+    # passes (which both terms count alike here: the front end is shorter than one pass)
+    eng, o_req, ss, transit, wait = _state("sglang", 1024, 256.0, recv_interval=10)
+    tau_d, tau = float(ss.step_decode_s[0]), float(ss.mean_iteration_s[0])
+    assert eng.replacement_lag == 2 and o_req < tau_d
+    assert transit == pytest.approx(2 * tau, rel=1e-12)
+    assert wait == pytest.approx(2 * tau + 4.5 * tau_d, rel=1e-9)
