@@ -107,3 +107,25 @@ def test_admission_adds_the_schedulers_poll_to_the_transit():
     assert eng.replacement_lag == 2 and o_req < tau_d
     assert transit == pytest.approx(2 * tau, rel=1e-12)
     assert wait == pytest.approx(2 * tau + 4.5 * tau_d, rel=1e-9)
+
+
+def test_a_decode_worker_with_attention_dp_finishes_each_ranks_batch():
+    # Qwen3-30B-A3B decoding on 2 attention-DP ranks (EP 2): B sequences on each rank, one token each per step
+    # of τ(B) (the step as serve_disaggregated times a rank's batch), so the worker finishes 2·B / ((G − 1)·τ)
+    # requests/s and x prefill workers of r_p requests/s need ⌈x·r_p·(G − 1)·τ / (2·B)⌉ of them
+    from llmath.deploy.disagg import disagg_grid, prefill_worker
+    from llmath.deploy.layout import ParallelConfig, make_layout
+
+    hw = get("h100-sxm")
+    spec = resolve("qwen3-30b-a3b")
+    bf16, eff = Precision("bf16", "bf16", "bf16"), efficiency("expected", hw)
+    dec = Device(spec, hw, bf16, eff, "flash", True, make_layout(spec, ParallelConfig(None, 1, 1, 2, 2)))
+    assert dec.dp == 2 and dec.gpus == 2
+    pre = Device(spec, hw, bf16, eff)
+    req, B = Requests(1024, 256), np.array([8.0, 32.0])
+    w = prefill_worker(pre, engines.preset("vllm", hw), req)
+    g = disagg_grid(w, dec, req, 64, 16, 1, 2, 0.0, batches=B)
+    tau = dec.iteration(B, 1024 + 127).time_s
+    for i in range(2):
+        for j, x in enumerate(g.prefill_workers[i]):
+            assert g.decode_workers[i, j] == np.ceil(x * w.requests_s * 255 * tau[i] / (2 * B[i]))

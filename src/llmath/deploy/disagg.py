@@ -12,9 +12,9 @@ from one to the other over the interconnect, and the two pools rate-matched.
   adds to TTFT (not overlapped with the prefill, an upper bound: engines stream layer by layer), and so do the
   decode server's steps until it answers the request (:func:`first_token_decode_s`: its executor's loop,
   TensorRT-LLM 2.5 steps, SGLang 1.5; ``data/engines.json``);
-* a **decode worker** holds B sequences decoding (at most what its KV pool admits and ``max_num_seqs``), one
-  token each per step of time τ_d(B) (the step and the engine's overheads, :func:`decode_tpot_s`), so it
-  finishes r_d = B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
+* a **decode worker** holds B sequences decoding on each of its D attention-DP ranks (at most what a rank's KV
+  pool admits and ``max_num_seqs``), one token each per step of time τ_d(B) (the step and the engine's
+  overheads, :func:`decode_tpot_s`), so it finishes r_d = D·B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
 * **rate matching**: x prefill workers need y = ⌈x·r_p / r_d⌉ decode workers; the pair sustains x·r_p
   requests/s on x·g_p + y·g_d GPUs (the decode pool slightly over-provisioned, so its TPOT is an upper bound).
 
@@ -33,7 +33,7 @@ the draft; python/sglang/srt/disaggregation/draft_bootstrap.py at fc6f5169). So,
 * the **KV transfer** carries the draft's KV of the prompt with the target's;
 * a **decode worker** runs speculative rounds (k draft steps and a verify pass of width k + 1,
   :func:`.speculative.round_time`) of τ_r(B) each that yield the stated acceptance length a tokens per
-  sequence: TPOT = τ_r(B) / a, r_d = B·a / ((G − 1)·τ_r); its memory holds the draft's weights
+  sequence: TPOT = τ_r(B) / a, r_d = D·B·a / ((G − 1)·τ_r); its memory holds the draft's weights
   (:func:`.serving_memory.draft_weight_bytes`) and the draft's KV cache per request (:func:`pool_memory`).
 
 Without a draft every number is the one-token-per-step model above. The planner's grid (:func:`disagg_grid`) is
@@ -192,7 +192,7 @@ def disagg_grid(
     d = Decoding(dec) if isinstance(dec, Device) else dec  # a Device decodes one token per step
     tau = decode_tpot_s(d, eng, B, req.decode_context)  # seconds per output token
     answer = first_token_decode_s(first_token_decode_steps(eng.name) if eng else 0.0, tau, d.tokens)
-    r_d = B / (max(req.decode_steps, 1.0) * tau)
+    r_d = d.dev.dp * B / (max(req.decode_steps, 1.0) * tau)  # B on each of the worker's attention-DP ranks
     x = np.arange(1, max(gpus // g_prefill, 1) + 1, dtype=float)[None, :]
     y = np.ceil(x * pre.requests_s / r_d)
     used = x * g_prefill + y * g_decode

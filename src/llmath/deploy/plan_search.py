@@ -139,7 +139,7 @@ class PairCell:
         self.eng, self.kv_s = handoff  # the decode pool's engine and the KV transfer's seconds
         # seconds per output token (a round over the tokens it yields, the engine's overheads included)
         tau = decode_tpot_s(cast(Decoding, curve), self.eng, curve.batches, req.decode_context)
-        r_d = curve.batches / (max(req.decode_steps, 1.0) * tau)
+        r_d = dec.dp * curve.batches / (max(req.decode_steps, 1.0) * tau)  # each attention-DP rank holds B
         self.bound = disagg_bound(pw.requests_s, pre.gpus, r_d, dec.gpus, req.mean_gen)
         one = pre.gpus + np.ceil(pw.requests_s / r_d) * dec.gpus  # one prefill worker and its decode pool
         self.user = 1 / tau
