@@ -129,3 +129,14 @@ def test_a_decode_worker_with_attention_dp_finishes_each_ranks_batch():
     for i in range(2):
         for j, x in enumerate(g.prefill_workers[i]):
             assert g.decode_workers[i, j] == np.ceil(x * w.requests_s * 255 * tau[i] / (2 * B[i]))
+
+
+def test_a_disaggregated_rows_layout_names_its_decode_replicas_attention_dp():
+    # the row's dp counts its decode workers (3 here); the decode replica's own attention-DP ranks are decode_dp
+    from llmath.output.serving import plan_layout
+
+    row = {"mode": "disaggregated", "tp": 4, "pp": 1, "ep": 1, "dp": 3, "decode_workers": 3, "decode_dp": 1,
+           "prefill_workers": 1, "prefill_tp": 2}  # fmt: skip
+    assert plan_layout(row) == "P 1×tp2, D 3×tp4"
+    assert plan_layout({**row, "ep": 8, "decode_dp": 2}) == "P 1×tp2, D 3×tp4 ep8 dp2"
+    assert plan_layout({"mode": "aggregated", "tp": 8, "pp": 1, "ep": 1, "dp": 2}) == "tp8 dp2"
