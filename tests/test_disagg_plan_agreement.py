@@ -57,6 +57,32 @@ def test_the_planners_best_disaggregated_candidate_is_timed_as_serve_disaggregat
     assert s["tpot_s"] <= b["tpot_s"]
 
 
+def test_the_planners_mla_candidates_send_each_tensor_parallel_decode_rank_the_whole_latent_cache():
+    # DeepSeek-V2-Lite (hub config.json: 27 layers, kv_lora_rank 512, qk_rope_head_dim 64) caches 512 + 64 = 576
+    # values a token and layer, FP8 here: 27 × 576 × 1 byte × 8192 tokens = 127,401,984 B a prompt. Every one of
+    # the d tensor-parallel ranks of the decode replica's attention-DP rank that serves the request holds all of
+    # it, sent by the p prefill ranks: max(d·whole / p, whole) over 450 GB/s (one direction of the H100's NVLink,
+    # the 4 GPUs in one box)
+    r = plan("deepseek-v2-lite", "h100-sxm", gpus=4, workload=Workload(prompt=8192, gen=256), disagg=True,
+             engine="trtllm", weights="fp8", tpot_ms=50)  # fmt: skip
+    whole = 27 * 576 * 1 * 8192
+    assert whole == 127_401_984
+    rows = [x for x in [r.best, *r.pareto] if x["mode"] == "disaggregated"]
+    assert {x["tp"] for x in rows} >= {1, 2}  # one and two receivers
+    for x in rows:
+        p, d = x["prefill_tp"], x["tp"]
+        assert x["pp"] == 1
+        assert x["kv_transfer_s"] == pytest.approx(max(d * whole / p, whole) / 450e9, rel=1e-12)
+    b = rows[0]
+    s = serve_disaggregated(
+        "deepseek-v2-lite", "h100-sxm", workload=Workload(prompt=8192, gen=256, concurrency=b["concurrency"]),
+        prefill={"workers": b["prefill_workers"], "tp": b["prefill_tp"]},
+        decode={"workers": b["decode_workers"], "tp": b["tp"], "ep": b["ep"], "dp": b["decode_dp"]}, engine="trtllm",
+        precision=FP8,
+    )  # fmt: skip
+    assert s["kv_transfer_s"] == b["kv_transfer_s"]
+
+
 def test_serve_disaggregated_at_the_planners_decode_batch_has_the_planners_tpot():
     # one decode worker's closed loop whose clients fill it to the planner's batch: the slots cap it there
     # (decode_max_batch), so both time the same step with the same engine overheads
