@@ -7,17 +7,16 @@ each):
 * a prompt group: the n prompts waiting at a pass boundary run together in I_p passes of the full budget K
   (I_p = ⌈P'/K⌉ with chunking, else 1; n = 1 when chunked over several passes), T_p = (I_p − 1)·τ_a + τ_b,
   no decode tokens in them; every decode pass τ_d carries all B requests;
-* a request's life: its own group T_p, then S decode passes, each followed on average by the prefill time the
-  other B − 1 requests' groups take meanwhile. The others complete at (B − 1)/E requests/s (E = end to end,
-  Little's law), u = T_p/n of prefill time each, so a decoding request advances only during a share
-  1 − ρ, ρ = (B − 1)·u/E, of its decode life: D = S·τ_d/(1 − ρ). E = T_p + D gives
-  (E − T_p)(E − (B − 1)·u) = S·τ_d·E, the quadratic E² − (T_p + (B − 1)·u + S·τ_d)·E + (B − 1)·u·T_p = 0,
-  whose larger root is E (its smaller lies below (B − 1)·u, a utilisation ρ ≥ 1); B = 1: E = T_p + S·τ_d;
+* a request's life: its own group T_p, then S decode passes; in one life E every other resident request runs
+  its prompt once (B requests complete per E, Little's law), n − 1 of them in its own group and the other
+  B − n in the (B − n)/n groups it waits through while decoding, u = T_p/n of prefill time each:
+  E = T_p + S·τ_d + (B − n)·u = B·u + S·τ_d (B = 1: T_p + S·τ_d); the prompt passes take B·u/E of the
+  time, the decode passes S·τ_d/E;
 * the group size: the arrivals in one decode pass and the group behind it, n = λ·(τ_d + T_p), λ = B/E, at
-  least 1 and at most K/P' (chunked) or ⌊K/P'⌋ prompts (a few fixed-point passes);
-* TPOT = D/(S·a) = τ_d/((1 − ρ)·a); TTFT = the queue wait (C − B)/λ + T_p + o_req (the boundary wait is the
+  least 1 and at most B, K/P' (chunked) or ⌊K/P'⌋ prompts (a few fixed-point passes);
+* TPOT = (τ_d + (B − n)·u/S)/a; TTFT = the queue wait (C − B)/λ + T_p + o_req (the boundary wait is the
   caller's, :func:`.closed_loop.staggered_state`); the inter-token latency is τ_d, or τ_d plus a group's
-  T_p with probability q = (D/S − τ_d)/T_p (the groups a decode interval waits through; above one, the mean
+  T_p with probability q = (B − n)·u/(S·T_p) (the groups a decode interval waits through; above one, the mean
   stall in every interval).
 """
 
@@ -70,11 +69,11 @@ def prefill_first_state(
         Ip, tau_a, tau_b = _group_passes(dec, req, K, chunked, n)
         T_p = (Ip - 1) * (tau_a + o_p) + tau_b + o_p
         u = T_p / n
-        b = T_p + (B - 1) * u + S * tau_d
-        E = (b + np.sqrt(np.maximum(b * b - 4 * (B - 1) * u * T_p, 0.0))) / 2
+        E = B * u + S * tau_d
         lam = B / E
-        n = np.clip(lam * (tau_d + T_p), 1.0, n_max) if Ip == 1 else np.ones_like(B)
-    step_s = tau_d / (1 - (B - 1) * u / E)  # D/S: a decode pass and the others' prefill time per pass
+        n = np.minimum(np.clip(lam * (tau_d + T_p), 1.0, n_max), B) if Ip == 1 else np.ones_like(B)
+    stall = (B - n) * u / S if S > 0 else np.zeros_like(B)  # the others' prompt time per decode pass
+    step_s = tau_d + stall
     wait = np.maximum(C - B, 0.0) / lam  # closed loop: the queue drains λ requests a second
     ttft = wait + T_p + o_req
     e2e = ttft + E - T_p
@@ -82,7 +81,6 @@ def prefill_first_state(
     f = rate_p / (rate_p + rate_d)
     tau_m = T_p / Ip
     o_m = Ip * o_p / T_p  # the overheads' share of a prefill pass
-    stall = np.maximum(step_s - tau_d, 0.0)
     q = np.minimum(stall / T_p, 1.0)
     hi = tau_d + np.where(q > 0, stall / np.maximum(q, 1e-300), T_p)
     p50, p90, p99 = _quantiles((0.5, 0.9, 0.99), q, 1.0, hi / a, hi / a, tau_d / a)
