@@ -144,6 +144,8 @@ def apply_engine_args(a: SimpleNamespace) -> None:
     }
     if dep.weights is None and dep.dtype:
         values["weights"] = dep.dtype
+    if dep.max_prefill_tokens is not None:  # SGLang's --max-prefill-tokens without a chunk size
+        values["max_num_batched_tokens"] = _sglang_budget(a, dep)
     taken = []
     for key, value in values.items():
         mine = getattr(a, key, None)
@@ -163,15 +165,6 @@ def apply_engine_args(a: SimpleNamespace) -> None:
     a.engine_settings = dict(dep.engine_settings)
     if dep.decode_graph_batch and not dep.enforce_eager:  # larger decode steps run eagerly (EngineConfig)
         a.engine_settings["decode_graph_max_batch"] = dep.decode_graph_batch
-    if dep.max_prefill_tokens is not None:
-        budget = _sglang_budget(a, dep)
-        if a.max_num_batched_tokens not in (None, budget):
-            raise typer.BadParameter(
-                f"--max-num-batched-tokens {a.max_num_batched_tokens} conflicts with the engine's {budget}; drop one",
-                param_hint="--max-num-batched-tokens",
-            )
-        a.max_num_batched_tokens = budget
-        taken.append("max_num_batched_tokens")
     if a.engine_settings:
         taken.append("engine_settings")
     static = a.concurrency is None and a.rate is None and not getattr(a, "emit", None)

@@ -60,8 +60,8 @@ def admitted_positions(eng: EngineConfig, req: Requests) -> float:
     held = req.kv_positions(eng.kv_admission == "reserve")
     if not eng.new_token_reserve:
         return held
-    g, w = req.lengths
-    return held + float((g * w) @ reserved_tokens(g, eng.new_token_reserve, eng.new_token_reserve_clip) / (g @ w))
+    reserved = reserved_tokens(req.lengths[0], eng.new_token_reserve, eng.new_token_reserve_clip)
+    return held + req.lifetime_mean(reserved)
 
 
 def disaggregated(eng: EngineConfig) -> EngineConfig:

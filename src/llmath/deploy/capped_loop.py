@@ -109,6 +109,4 @@ def queue_wait(CB: tuple, held, transit):
 def transit_s(eng: EngineConfig, ov: Overheads, req: Requests, ss: SteadyState):
     """A follow-up's time from its send to the pass that could take it in: the passes it joins after
     (:func:`llmath.deploy.replacement.joined_passes`), each of the steady state's mean iteration."""
-    f = ss.mixed_fraction
-    mean = f * ss.step_mixed_s + (1 - f) * ss.step_decode_s
-    return joined_passes(eng, ov.served_request_s(req.prompt), ss.step_decode_s) * mean
+    return joined_passes(eng, ov.served_request_s(req.prompt), ss.step_decode_s) * ss.mean_iteration_s

@@ -29,7 +29,7 @@ usual recipe sends 10·C prompts: :data:`PROMPTS_PER_CLIENT`). With fixed length
   the rest are pure decode of all B requests (τ_d); a request does not decode in its own prefill iterations;
 * the benchmark's mean TTFT is the first wave's with weight 1/m and the following waves' with weight
   1 − 1/m (m prompts per client); requests beyond B_max wait in the engine's queue, a freed place taking its
-  head at once (C ≥ 2B: :mod:`llmath.deploy.capped_loop`; B < C < 2B, where the groups that end together
+  head at once (C ≥ 3B: :mod:`llmath.deploy.capped_loop`; B < C < 3B, where the groups that end together
   split apart from cycle to cycle: the admission recurrence of :mod:`llmath.deploy.shallow_queue`).
 
 When the output lengths vary (a length distribution: benchmark clients' ``--random-range-ratio`` draws them
@@ -153,7 +153,7 @@ def lockstep_state(
         # every wave, the first included, comes into an idle engine; the queue drains B per cycle of L iterations
         ttft = first + o_req + queued_cycles(C, B, m) * L * tau_c
         lag, cycle_s, whole_1 = joined_passes(eng, o_req, tau_d), L * tau_c, whole_s
-    # between B and 2B clients the queue's transient (module llmath.deploy.shallow_queue); offline, the span
+    # between B and 3B clients the queue's transient (module llmath.deploy.shallow_queue); offline, the span
     ttft, step_s, span = shallow_capped(dec, eng, req, (C, B, m), lag, (ttft, step_s), (whole_1, cycle_s, tau_d))
     e2e = ttft + steps * step_s
     a, q = dec.tokens, seen / np.maximum(steps, 1e-9)
@@ -328,8 +328,7 @@ def staggered_state(
     inside, wait = C, 0.0
     for _ in range(STAGGERED_PASSES):  # the requests in the front end or waiting for a boundary are not batched
         ss = steady(dec, eng, req, inside, max_resident)
-        f, t_m, t_d = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s
-        mean = f * t_m + (1 - f) * t_d
+        f, t_m, t_d, mean = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s, ss.mean_iteration_s
         wait = staggered_wait(eng, o_req, mean, f * t_m**2 + (1 - f) * t_d**2)
         wait = after_poll(wait, 0.0, eng, ss) + hold_s(dec, eng, req, ss, mean)
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives

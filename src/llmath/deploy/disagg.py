@@ -371,7 +371,7 @@ def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, ddev: Device) -> fl
     link."""
     dev = pdec.dev
     receivers, per_receiver = kv_receivers(ddev, prompt)
-    whole = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, "flash"))
+    whole = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, dev.attention))
     per_receiver *= 1.0 + draft_kv_bytes(pdec.draft, prompt, per_gpu=False) / whole  # the draft's, alike
     senders = dev.replica_gpus  # one attention-DP replica holds a request's prompt
     link = link_bytes_per_s(hw, 1, dev.gpus + ddev.gpus)
@@ -385,7 +385,8 @@ def kv_receivers(ddev: Device, prompt: int) -> tuple[int, float]:
     cache of a multi-head latent attention, which every tensor-parallel rank holds)."""
     ranks = ddev.replica_gpus
     held = sum(
-        float(kv_bytes_per_sequence(ddev.spec, prompt, ddev.precision, "flash", part.decode)) for part in ddev.parts
+        float(kv_bytes_per_sequence(ddev.spec, prompt, ddev.precision, ddev.attention, part.decode))
+        for part in ddev.parts
     )
     stages = len(ddev.parts)
     return ranks, held / stages

@@ -153,8 +153,7 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     C, B = CB
     together, earlier = together
     Pn, (K, chunked) = float(req.new), _budget(eng, req)
-    f = uniform.mixed_fraction
-    tau = f * uniform.step_mixed_s + (1 - f) * uniform.step_decode_s
+    tau = uniform.mean_iteration_s
     o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
     idle = (o_req / uniform.e2e_s) ** (C - 1)
     joined = joined_passes(eng, o_req, tau) * tau

@@ -22,6 +22,7 @@ from llmath.deploy.engine_args import Deployment, EngineArgsError, _is_flag, doc
 from llmath.deploy.engine_settings import (
     sglang_prefill_budget,
     sglang_settings,
+    switch,
     trtllm_graph_batch,
     trtllm_settings,
     vllm_settings,
@@ -188,8 +189,7 @@ def _model(items: dict, positional: list[str], flag: str | None) -> str:
 
 def _read_vllm(items: dict, positional: list[str], dotted) -> EngineRead:
     """``dotted``: the ``-O.key=value`` items (:func:`_vllm_levels`)."""
-    if "--enable-expert-parallel" in items and "--no-enable-expert-parallel" in items:
-        raise EngineArgsError("--engine-args: --enable-expert-parallel and --no-enable-expert-parallel conflict")
+    expert_parallel = switch(items, "--enable-expert-parallel")
     tp = _int(items, "--tensor-parallel-size", 1) or 1
     dp = _int(items, "--data-parallel-size", 1) or 1
     spec = _vllm_spec(items.get("--speculative-config"))
@@ -199,7 +199,7 @@ def _read_vllm(items: dict, positional: list[str], dotted) -> EngineRead:
         tp=tp,
         pp=_int(items, "--pipeline-parallel-size", 1) or 1,
         dp=dp,
-        ep=tp * dp if "--enable-expert-parallel" in items else 1,
+        ep=tp * dp if expert_parallel else 1,
         weights=_lookup("vllm", "weights", "--quantization", items.get("--quantization")),
         dtype=_lookup("vllm", "dtype", "--dtype", items.get("--dtype")),
         kv_dtype=_lookup("vllm", "kv_dtype", "--kv-cache-dtype", items.get("--kv-cache-dtype")),

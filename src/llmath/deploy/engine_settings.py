@@ -90,16 +90,23 @@ def vllm_settings(items: dict[str, str | None], dotted: dict[str, str]) -> tuple
         raise EngineArgsError(f"--engine-args: {' and '.join(sizes)} set the largest capture size twice; keep one")
     for where, largest in sizes.items():
         out.update(vllm_capture_size(largest, where))
-    if "--async-scheduling" in items and "--no-async-scheduling" in items:
-        raise EngineArgsError("--engine-args: --async-scheduling and --no-async-scheduling conflict; keep one")
-    if "--async-scheduling" in items or "--no-async-scheduling" in items:
-        out.update(vllm_async("--async-scheduling" in items))
-    if "--enable-chunked-prefill" in items and "--no-enable-chunked-prefill" in items:
-        raise EngineArgsError("--engine-args: --enable-chunked-prefill and --no-enable-chunked-prefill conflict")
-    if "--enable-chunked-prefill" in items or "--no-enable-chunked-prefill" in items:
-        out["chunked_prefill"] = "--enable-chunked-prefill" in items
+    async_on = switch(items, "--async-scheduling")
+    if async_on is not None:
+        out.update(vllm_async(async_on))
+    chunked = switch(items, "--enable-chunked-prefill")
+    if chunked is not None:
+        out["chunked_prefill"] = chunked
     eager = out.pop("cuda_graphs", True) is False
     return out, eager
+
+
+def switch(items: dict[str, str | None], on: str) -> bool | None:
+    """The state vLLM's boolean flag ``on`` (``--x``, negated ``--no-x``) sets: True, False, or None where neither is
+    given; both given conflict."""
+    off = "--no-" + on.removeprefix("--")
+    if on in items and off in items:
+        raise EngineArgsError(f"--engine-args: {on} and {off} conflict; keep one")
+    return True if on in items else False if off in items else None
 
 
 def _compilation(text: str | None, dotted: dict[str, str]) -> dict[str, Any]:
@@ -139,12 +146,17 @@ def _capture_sizes(items: dict[str, str | None], cc: dict[str, Any]) -> dict[str
     for flag in ("--max-cudagraph-capture-size", "--cuda-graph-sizes", "--cudagraph-capture-sizes"):
         value = items.get(flag)
         if value is not None:
-            words = value.replace("[", " ").replace("]", " ").replace(",", " ").split()
-            numbers = [int(x) for x in words if x.isdigit()]
+            numbers = _listed_numbers(value)
             if not numbers:
                 raise EngineArgsError(f"--engine-args: {flag} {value!r} must be a number of tokens")
             out[flag] = max(numbers)
     return out
+
+
+def _listed_numbers(text: str) -> list[int]:
+    """The whole numbers of a flag value or flow-style YAML list: ``2048``, ``1 2 4``, ``[1, 2, 4]``."""
+    words = text.replace("[", " ").replace("]", " ").replace(",", " ").split()
+    return [int(w) for w in words if w.isdigit()]
 
 
 def sglang_prefill_budget(chunk: int | None, max_prefill: int | None) -> int | None:
@@ -203,8 +215,7 @@ def trtllm_graph_batch(config: dict[str, Any]) -> tuple[int | None, bool]:
         raise EngineArgsError("--engine-args: cuda_graph_config must be a mapping (max_batch_size, ...) or null")
     sizes = cg.get("batch_sizes")
     if isinstance(sizes, str):  # flow style: [1, 2, 4]
-        words = sizes.strip("[]").replace(",", " ").split()
-        sizes = [int(w) for w in words if w.isdigit()] or None
+        sizes = _listed_numbers(sizes) or None
     largest = cg.get("max_batch_size") or (max(sizes) if sizes else None)
     if largest is not None and (isinstance(largest, bool) or not isinstance(largest, int) or largest < 1):
         raise EngineArgsError(f"--engine-args: cuda_graph_config.max_batch_size {largest!r} must be an integer >= 1")

@@ -162,9 +162,14 @@ class Requests:
         """Positions of KV a resident request counts, averaged over the requests in the pool (weighted by
         their lifetimes ∝ G_i): its last position P + G_i − 1 where admission reserves it, its mean over its
         life P + (G_i − 1)/2 where blocks come on demand."""
+        g = self.lengths[0]
+        return self.lifetime_mean(self.start + ((g - 1) if reserve else (g - 1) / 2))
+
+    def lifetime_mean(self, per_length: np.ndarray) -> float:
+        """The mean of ``per_length`` (one value per output length of :attr:`lengths`) over the requests in the
+        pool, each weighted by its lifetime ∝ G_i."""
         g, w = self.lengths
-        held = self.start + ((g - 1) if reserve else (g - 1) / 2)
-        return float((g * w) @ held / (g @ w))
+        return float((g * w) @ per_length / (g @ w))
 
 
 def refuse_uncached(spec) -> None:
@@ -198,6 +203,13 @@ class SteadyState:
     step_mixed_s: np.ndarray
     overhead_ttft_s: np.ndarray | float = 0.0  # the engine overheads' share of ttft_s and tpot_s
     overhead_tpot_s: np.ndarray | float = 0.0
+
+    @property
+    def mean_iteration_s(self) -> np.ndarray:
+        """The mean iteration: mixed ones (``mixed_fraction`` of them) at ``step_mixed_s``, the rest at
+        ``step_decode_s``."""
+        f = self.mixed_fraction
+        return f * self.step_mixed_s + (1 - f) * self.step_decode_s
 
 
 def _prefill_iterations(P_new: int, K: float, d: np.ndarray, chunked: bool) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""The closed loop with a shallow queue behind the engine's running-request cap: B < C < 2B clients.
+"""The closed loop with a shallow queue behind the engine's running-request cap: B < C < 3B clients
+(``SHALLOW``·B).
 
 C clients send their first requests together and each its next one when the previous completes; the engine
 runs B places, the others wait first come first served, and a freed place takes the queue's head at the
@@ -49,7 +50,7 @@ SHALLOW = 3  # the recurrence below SHALLOW·B clients; beyond, the deep queue's
 
 
 def shallow_capped(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, lag, means: tuple, waves: tuple):
-    """(mean TTFT, mean decode iteration, the time the last request ends) with B < C < 2B from the admission
+    """(mean TTFT, mean decode iteration, the time the last request ends) with B < C < 3B from the admission
     recurrence (module docstring), elsewhere ``means`` as given; ``lag``: the iterations λ a follow-up takes to
     be taken in (mixed prefill; a prefill-first engine's follows its passes), ``waves``: the first wave's burst,
     a later wave's cycle and the decode step τ_d, for the span elsewhere: o_req, the first wave's burst and its
@@ -95,13 +96,14 @@ def _point(dec: Decoding, eng: EngineConfig, req: Requests, CBm: tuple, lag: int
 
 def _typical_passes(dec: Decoding, eng: EngineConfig, req: Requests, B: int) -> tuple:
     """(a prefill pass of one budget's chunk, a decode step of B requests), with the engine's overheads: what a
-    prefill-first loop's front end runs against."""
-    ov = active_overheads(dec.dev, eng)
+    prefill-first loop's front end runs against (the overheads as :func:`_iteration_times` adds them: a pass without
+    decoders, a decode step of B)."""
+    o_m, o_d, _ = _overheads(dec, eng, req, B, 0.0)
     Pn, (K, _) = float(req.new), _budget(eng, req)
     one = np.ones(1)
     pass_s = np.asarray(dec.mixed(0 * one, req.decode_context, one, min(K, Pn) * one, req.cached * one)).ravel()
     step_s = np.asarray(dec.step(B * one, req.decode_context)).ravel()
-    return float(pass_s[0]) + ov.per_iteration_eager_s, float(step_s[0]) + ov.iteration_s(eng.cuda_graphs)
+    return float(pass_s[0]) + o_m, float(step_s[0]) + o_d
 
 
 def _budget_share(eng: EngineConfig, req: Requests, B: int, w: float, D) -> np.ndarray:

@@ -267,12 +267,15 @@ class Device:
     def _with_comm(self, cost: StepCost, colls: tuple, scen) -> StepCost:
         return StepCost(cost.time_s + self._comm(colls, scen, cost.time_s), cost.bytes, cost.flops)
 
-    def _host_bound(self, cost: StepCost, t: Table, eager: bool | np.ndarray = True) -> StepCost:
+    def _host_bound(
+        self, cost: StepCost, t: Table, eager: bool | np.ndarray = True, per_kernel_s: float | None = None
+    ) -> StepCost:
         """``cost`` of a pass over ``t`` floored at the host's launch time where the pass runs eagerly (``eager``:
-        one flag, or one per row)."""
-        if not (self.eager_host_s and np.any(eager)):
+        one flag, or one per row; ``per_kernel_s``: the host seconds per launch, ``eager_host_s`` unless given)."""
+        host_s = self.eager_host_s if per_kernel_s is None else per_kernel_s
+        if not (host_s and np.any(eager)):
             return cost
-        floored = np.maximum(cost.time_s, eager_host_s(t, self.eager_host_s, self.eager_host_unit))
+        floored = np.maximum(cost.time_s, eager_host_s(t, host_s, self.eager_host_unit))
         return StepCost(np.where(eager, floored, cost.time_s), cost.bytes, cost.flops)
 
     def _decode_bound(self, cost: StepCost, t: Table, tokens, requests) -> StepCost:
@@ -283,11 +286,9 @@ class Device:
     def _capped(self, cost: StepCost, t: Table, requests) -> StepCost:
         """``cost`` of a decode or verify pass over ``t`` floored at its kernels × ``decode_eager_host_s`` where its
         ``requests`` exceed ``decode_graph_requests`` (no graph holds so large a batch)."""
-        over = np.asarray(requests) > self.decode_graph_requests
-        if not (self.decode_graph_requests and self.decode_eager_host_s and over.any()):
+        if not self.decode_graph_requests:
             return cost
-        floored = np.maximum(cost.time_s, eager_host_s(t, self.decode_eager_host_s, self.eager_host_unit))
-        return StepCost(np.where(over, floored, cost.time_s), cost.bytes, cost.flops)
+        return self._host_bound(cost, t, np.asarray(requests) > self.decode_graph_requests, self.decode_eager_host_s)
 
     def _piecewise_bound(self, cost: StepCost, t: Table, tokens: np.ndarray) -> StepCost:
         """``cost`` of a pass that prefills over ``t`` floored at the host time of its eager attention calls where it

@@ -70,9 +70,9 @@ ACCEPTANCE_BY_PROMPTS: dict[bool, tuple[float, float] | None] = {
 # h200/1k1k/bs256-1p6d-dep-mtp.yaml (srt-slurm as the InferenceX master file's CONFIG_FILE names them)
 SGLANG_MTP_DRAFT_TOKENS = 2
 # The grouped-expert kernel each pool of InferenceX's TensorRT-LLM DeepSeek-R1 B200 recipes runs
-# (``trtllm_config.{prefill,decode}.moe_config.backend``), by (system, precision): FP8 runs TRTLLM (TensorRT-LLM's
-# TensorRT-LLM-generated block-scale MoE) on a pool whose experts are tensor-parallel (``moe_expert_parallel_size:
-# 1``) and DEEPGEMM on one that splits them (EP 8): ishandhanani/srt-slurm at fe2cd905
+# (``trtllm_config.{prefill,decode}.moe_config.backend``), by (model, system, precision): FP8 runs TRTLLM
+# (TensorRT-LLM's TensorRT-LLM-generated block-scale MoE) on a pool whose experts are tensor-parallel
+# (``moe_expert_parallel_size: 1``) and DEEPGEMM on one that splits them (EP 8): ishandhanani/srt-slurm at fe2cd905
 # ``recipes/trtllm/b200-fp8/1k1k/stp/ctx1_gen3_tp8_batch1024_eplb0_mtp0_128.yaml`` (prefill EP 8 DEEPGEMM, decode EP 1
 # TRTLLM), ``…/1k1k/mtp/ctx1_gen8_tp8_batch8_eplb0_mtp3_64.yaml`` (the same), ``…/1k1k/stp/
 # ctx1_gen5_dep8_batch48_eplb0_mtp0_1920.yaml`` (decode EP 8 DEEPGEMM), and at e71238b3 ``recipes/trtllm/b200-fp8/8k1k/
@@ -82,9 +82,9 @@ SGLANG_MTP_DRAFT_TOKENS = 2
 # attention-DP TRTLLM), ``…/1k1k/stp/ctx1_gen5_dep8_batch32_eplb0_mtp0.yaml`` and ``…/8k1k/mtp/
 # ctx5_gen1_dep8_batch192_eplb0_mtp1.yaml`` (decode attention-DP CUTLASS, prefill TRTLLM). Kernel names:
 # :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS` ("": the engine's default)
-RECIPE_TRT_MOE_KERNELS: dict[tuple[str, str], dict[str, str]] = {
-    ("b200_sxm", "fp8"): {"ep1": "trtllm_gen_fp8_block", "ep": "trtllm_deepgemm_fp8_block"},
-    ("b200_sxm", "fp4"): {"decode_adp": "trtllm_cutlass_nvfp4"},
+RECIPE_TRT_MOE_KERNELS: dict[tuple[str, str, str], dict[str, str]] = {
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp8"): {"ep1": "trtllm_gen_fp8_block", "ep": "trtllm_deepgemm_fp8_block"},
+    ("deepseek-ai/DeepSeek-R1", "b200_sxm", "fp4"): {"decode_adp": "trtllm_cutlass_nvfp4"},
 }
 # The 2026-04-06 collection stamps a run with its day alone; the earlier collection holds some of the same runs
 # with their time (:func:`timed_copies`)
@@ -263,7 +263,7 @@ def recipe_moe_kernels(r: dict[str, str], prefill: Any, decode: Any) -> dict[str
     """The grouped-expert kernel each pool of an InferenceX TensorRT-LLM disaggregated row runs
     (:data:`RECIPE_TRT_MOE_KERNELS`), given the pools' replica layouts (``ep``, ``dp``: attention-DP ranks):
     ``{"prefill": K, "decode": K}`` where the recipes set another kernel than the engine's default; {} elsewhere."""
-    rule = RECIPE_TRT_MOE_KERNELS.get((r.get("system", ""), r.get("precision", "")))
+    rule = RECIPE_TRT_MOE_KERNELS.get((r.get("model_path", ""), r.get("system", ""), r.get("precision", "")))
     if r.get("backend") != "trtllm" or rule is None or "silicon_concurrency=" not in r.get("source_notes", ""):
         return {}
     out = {}
