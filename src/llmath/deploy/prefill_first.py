@@ -15,9 +15,9 @@ each):
 * the group size: the arrivals in one decode pass and the group behind it, n = λ·(τ_d + T_p), λ = B/E, at
   least 1 and at most B, K/P' (chunked) or ⌊K/P'⌋ prompts (a few fixed-point passes);
 * TPOT = (τ_d + (B − n)·u/S)/a; TTFT = the queue wait (C − B)/λ + T_p + o_req (the boundary wait is the
-  caller's, :func:`.closed_loop.staggered_state`); the inter-token latency is τ_d, or τ_d plus a group's
-  T_p with probability q = (B − n)·u/(S·T_p) (the groups a decode interval waits through; above one, the mean
-  stall in every interval).
+  caller's: :func:`.closed_loop.staggered_state` with :func:`boundary_wait`); the inter-token latency is τ_d,
+  or τ_d plus a group's T_p with probability q = (B − n)·u/(S·T_p) (the groups a decode interval waits
+  through; above one, the mean stall in every interval).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .engine_config import EngineConfig
+from .replacement import queued_passes
 from .serving import (
     FIXED_POINT_PASSES,
     Decoding,
@@ -88,3 +89,14 @@ def prefill_first_state(
     o_tpot = (o_d + stall * o_m) / a
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, C * req.mean_gen / e2e, C / e2e, B,
                        lam * Pn / (rate_p + rate_d), f, tau_d, tau_m, o_ttft, o_tpot)  # fmt: skip
+
+
+def boundary_wait(eng: EngineConfig, o_req, mean, step_decode):
+    """A follow-up's wait from its arrival to the pass that takes it in (:func:`.closed_loop.staggered_state`): a
+    prefill-first engine finishes requests only in decode passes, so a follow-up is sent at a pass boundary, not
+    at a random moment, and arrives o_req into the pass after it: it waits out the ``replacement_lag`` passes
+    scheduled after its send (lag·τ̄ − o_req, τ̄ the mean over the passes), and at least the rest of the pass it
+    arrives in (τ̄ − o_req; a front end that outlasts that pass lands in a later one, most often a decode pass,
+    τ_d/2 left) and those queued behind it (:func:`.replacement.queued_passes`)."""
+    rest = np.maximum(mean - o_req, step_decode / 2)
+    return np.maximum(eng.replacement_lag * mean - o_req, queued_passes(eng) * mean + rest)
