@@ -154,17 +154,20 @@ def test_plan_disagg_searches_speculating_pools():
     r = plan("llama-3-8b", "h100-sxm", speculation=EAGLE, **kw)
     rows = [r.best, *r.pareto]
     said = {"method": "eagle", "k": 3, "acceptance": 2.5, "draft_model": None}
-    assert r.best["mode"] == "disaggregated" and r.best["speculation"] == said
-    # the row is the pools' grid at its decode batch: TPOT = (the decode worker's round + vLLM's per-iteration
-    # and per-token host terms, as serve_disaggregated counts them) / 2.5
-    b = r.best
+    pools = [x for x in rows if x["mode"] == "disaggregated"]
+    b = max(pools, key=lambda x: x["throughput_tok_s_per_gpu"])
+    assert b["speculation"] == said
+    # the row's grid is the pools' rate-matched timing at its decode batch B: TPOT = (the decode worker's round +
+    # vLLM's per-iteration and per-token host terms, as serve_disaggregated counts them) / 2.5
+    g = b["grid"]
+    B = g["decode_batch"]
     dev = _device(tp=b["tp"]) if b["tp"] > 1 else _device()
     dec = pool_decoding(dev, EAGLE)
     S = 1024 + 127
-    rnd = 3 * dec.draft.iteration(b["decode_batch"], S + 1).time_s + dev.verify(b["decode_batch"], 4, S).time_s
+    rnd = 3 * dec.draft.iteration(B, S + 1).time_s + dev.verify(B, 4, S).time_s
     ov = active_overheads(dev, engines.preset("vllm", H100))
-    host = ov.per_iteration_s + b["decode_batch"] * ov.per_token_s
-    assert b["tpot_s"] == pytest.approx((float(rnd) + host) / 2.5, rel=1e-9)
+    host = ov.per_iteration_s + B * ov.per_token_s
+    assert g["tpot_s"] == pytest.approx((float(rnd) + host) / 2.5, rel=1e-9)
     assert all(x["speculation"] in (None, said) for x in rows)
     full = plan("llama-3-8b", "h100-sxm", speculation=EAGLE, exhaustive=True, **kw)
     assert r.best == full.best and r.pareto == full.pareto
@@ -183,9 +186,10 @@ def test_cli_plan_disagg_with_speculation(capsys):
     args = ("plan", "llama-3-8b", "--gpus", "4", "--tpot-ms", "10", "--disagg", "--json")
     code, out, _ = run_cli(capsys, *args, "--spec-method", "eagle", "--spec-tokens", "3", "--acceptance", "2.5")
     d = json.loads(out)
-    assert code == 0 and d["best"]["mode"] == "disaggregated"
-    assert d["best"]["speculation"] == {"method": "eagle", "k": 3, "acceptance": 2.5, "draft_model": None}
-    assert {"prefill_workers", "prefill_tp", "decode_workers", "decode_batch"} <= set(d["best"])
+    pools = [x for x in d["pareto"] if x["mode"] == "disaggregated"]
+    assert code == 0 and pools
+    assert pools[-1]["speculation"] == {"method": "eagle", "k": 3, "acceptance": 2.5, "draft_model": None}
+    assert {"prefill_workers", "prefill_tp", "decode_workers", "decode_batch", "grid"} <= set(pools[-1])
     code, out, _ = run_cli(capsys, *args[:-1], "--spec-method", "eagle", "--acceptance", "2.5")
     assert code == 0 and "disagg+sd" in out
 

@@ -36,6 +36,7 @@ from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, kv_transfer_s, pool_decoding, prefill_worker
 from llmath.deploy.layout import Layout, ParallelConfig, make_layout
+from llmath.deploy.plan_finalists import Timing, retimed, unsupported
 from llmath.deploy.plan_aggregated import Family, Sampled, agg_rows, grid, pool_memory, refine, sample_round
 from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import (
@@ -299,10 +300,24 @@ def plan(
             f"{spec.name} on {gpus} × {hw.name}: no configuration fits ({reasons}); add GPUs, use a smaller"
             " --weights format or a shorter prompt"
         )
-    best, front, notes = (
-        select(columns(cols), n, ttft_ms, tpot_ms, cost_per_gpu_hour, speculation) if n else none_meets()
-    )
+    arr, notes = columns(cols) if n else {}, []
+    if n and disagg:
+        arr, notes = _closed_loop_rows(arr, searches, efficiency_mode, engine_overrides, attention)
+    m = len(arr["mode"]) if n else 0
+    best, front, more = select(arr, m, ttft_ms, tpot_ms, cost_per_gpu_hour, speculation) if m else none_meets()
+    notes += more
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
+
+
+def _closed_loop_rows(arr: dict, searches: list[_Search], efficiency_mode: str, overrides: dict, attention: str):
+    """(the columns with the disaggregated finalists re-timed by the closed loop, notes) (:mod:`.plan_finalists`)."""
+    s = searches[0]
+    why = unsupported(s.req, overrides, attention)
+    if why:
+        return arr, [f"disaggregated rows: the grid's rate-matched numbers (the closed loop does not take {why})"]
+    precisions = {x.fmt: x.p for x in searches}
+    timing = Timing(s.spec, s.hw, precisions, s.engine, efficiency_mode, s.speculation, s.req, s.targets)
+    return retimed(arr, timing)[0], []
 
 
 def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
@@ -313,16 +328,18 @@ def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
 
 
 def _pruned(searches: list[_Search], gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> tuple:
-    """Every format's disaggregated pairs, then its aggregated layouts at a sample of their concurrencies, then
-    the stretches between samples that could still reach the front, all against one front of what was found
-    (:mod:`.plan_search`: the pairs first, their bounds are cheap and their best points prune the most):
-    (configurations evaluated, fitting ones skipped as unable to win)."""
+    """Every format's disaggregated pairs against the front of the pairs found, then its aggregated layouts at a
+    sample of their concurrencies, then the stretches between samples that could still reach the front of the
+    aggregated rows found (:mod:`.plan_search`; the pairs' grid numbers are re-timed afterwards,
+    :mod:`.plan_finalists`, so they prune no aggregated row): (configurations evaluated, fitting ones skipped as
+    unable to win)."""
     front = Frontier()
     n = fitting = 0
     if disagg:
         for s in searches:
             k, skipped = s.disagg_pruned(s.workers(gpus, pins, rejected), gpus, cols, rejected, front)
             n, fitting = n + k, fitting + skipped
+    front = Frontier()  # the closed loop re-times the pools' rows (plan_finalists): they prune no aggregated row
     samples: list[Sampled] = []
     for s in searches:
         k, sampled = s.aggregated_pruned(gpus, pins, cols, rejected, front)

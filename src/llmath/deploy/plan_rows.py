@@ -96,10 +96,18 @@ def rows(cols: dict[str, np.ndarray], idx: np.ndarray, cost: float | None, spec:
             r["decode_batch"] = sel["decode_batch"][j]
             r["decode_dp"] = int(sel["decode_dp"][j])  # the decode replica's attention-DP ranks
             r["kv_transfer_s"] = sel["kv_transfer_s"][j]
+            r["grid"] = _grid(sel, j)
         if cost is not None:
             r["usd_per_million_tokens"] = cost / 3600 / r["throughput_tok_s_per_gpu"] * 1e6
         out.append(r)
     return out
+
+
+def _grid(sel: dict, j: int) -> dict | None:
+    """A re-timed disaggregated row's rate-matched grid numbers (:mod:`.plan_finalists`); None: not re-timed."""
+    if "grid_ttft_s" not in sel or sel["grid_ttft_s"][j] != sel["grid_ttft_s"][j]:  # NaN: not re-timed
+        return None
+    return {k[5:]: sel[k][j] for k in sel if k.startswith("grid_")}
 
 
 def none_meets() -> tuple:

@@ -110,7 +110,8 @@ def plan_human(d: dict[str, Any], top: int = 20) -> None:
     if any(r["mode"] == "disaggregated" for r in shown):
         c.print(
             "disagg: P = the prefill pool, D = the decode pool, each workers × layout; GPUs prefill+decode;"
-            " concurrency = requests in flight (the decode pool's batch: --json decode_batch)",
+            " concurrency = the benchmark clients of `llmath analyze --disagg`, TTFT and TPOT its closed loop's"
+            " (the rate-matched grid's: --json grid; the decode pool's batch: --json decode_batch)",
             highlight=False,
         )
     sd = next((r["speculation"] for r in shown if r.get("speculation")), None)
