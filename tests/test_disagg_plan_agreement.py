@@ -1,7 +1,8 @@
 """The planner's disaggregated grid and ``serve_disaggregated`` time one request's KV transfer, prefill pass,
 decode step and first-token steps with the same functions; the rows the planner returns are what
-``serve_disaggregated`` (``llmath analyze --disagg``) and ``serve`` (``llmath analyze``) give on their layouts; and the closed loop's queue nets out of a client's cycle
-the transit (``transit_s``) that the TTFT's admission wait (``admission_wait_s``) starts with."""
+``serve_disaggregated`` (``llmath analyze --disagg``) and ``serve`` (``llmath analyze``) give on their layouts;
+and the closed loop's queue nets out of a client's cycle the transit (``transit_s``) that the TTFT's admission
+wait (``admission_wait_s``) starts with."""
 
 import dataclasses
 
@@ -150,8 +151,8 @@ def test_the_planners_best_aggregated_deployment_is_what_analyze_gives():
     instances = b["gpus_used"] // b["tp"]
     assert b["dp"] == instances
     layout = ParallelConfig(None, b["tp"]) if b["tp"] > 1 else None
-    rep = serve("llama-3.1-70b", "h200", workload=Workload(prompt=1024, gen=1024, concurrency=b["concurrency"] / instances),
-                engine="trtllm", precision=FP8, parallel=layout)  # fmt: skip
+    work = Workload(prompt=1024, gen=1024, concurrency=b["concurrency"] / instances)
+    rep = serve("llama-3.1-70b", "h200", workload=work, engine="trtllm", precision=FP8, parallel=layout)
     m = rep.metrics
     assert b["ttft_s"] == pytest.approx(m["ttft_s"], rel=1e-12)  # one concurrency or an array of them: rounding
     assert b["tpot_s"] == pytest.approx(m["tpot_s"], rel=1e-12)

@@ -36,8 +36,8 @@ from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, kv_transfer_s, pool_decoding, prefill_worker
 from llmath.deploy.layout import Layout, ParallelConfig, make_layout
-from llmath.deploy.plan_finalists import Timing, retimed, unsupported
 from llmath.deploy.plan_aggregated import Family, Sampled, agg_rows, grid, pool_memory, refine, sample_round
+from llmath.deploy.plan_finalists import Timing, retimed, unsupported
 from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import (
     DecodeCurve,

@@ -8,8 +8,8 @@ what the closed loop gives:
 
 * **finalists**: the disaggregated rows on the grid's own Pareto front (tokens/s per GPU against tokens/s per
   user) among those meeting the targets by the grid's numbers, at most :data:`FINALISTS` of them spread evenly
-  along the front, the one with the most tokens/s per GPU always kept. The grid's one-pass TTFT is at most the
-  closed loop's at the same concurrency, so a pool it rejects the closed loop rejects too;
+  along the front, the one with the most tokens/s per GPU always kept. A pool whose grid misses the targets is
+  not re-timed (its one-pass TTFT is at most the closed loop's at the same concurrency);
 * **concurrency**: C₀ = the grid's Little's-law count, rounded (at least 1). When the closed loop at C₀ misses a
   target, the largest C < C₀ at which it meets them, by bisection over [1, C₀] (:data:`BISECTIONS` halvings at
   most, keeping the last C that meets them: TTFT and TPOT grow with C); a finalist that misses them even at one
@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from llmath.deploy.disagg import serve_disaggregated
 from llmath.deploy.plan_rows import canonical, pareto_mask
 from llmath.deploy.plan_search import meets
 from llmath.deploy.workload import Workload
@@ -141,8 +142,6 @@ def _meets(s: dict, targets: dict) -> bool:
 
 def _at(arr: dict[str, np.ndarray], i: int, timing: Timing):
     """Row ``i``'s pools as ``llmath analyze --disagg`` runs them, as a function of the concurrency."""
-    from llmath.deploy.disagg import serve_disaggregated
-
     prefill = {"workers": int(arr["prefill_workers"][i]), "tp": int(arr["prefill_tp"][i])}
     decode = {k: int(arr[k][i]) for k in ("tp", "pp", "ep")}
     decode.update(workers=int(arr["dp"][i]), dp=int(arr["decode_dp"][i]))
