@@ -289,10 +289,13 @@ def plan(
     searches = [_Search(spec, hw, _format_precision(fmt, kv_dtype), *common, fmt, speculation) for fmt in formats]
     cols: list = []
     rejected: list[dict[str, Any]] = []
+    timing = _Retiming(searches, efficiency_mode, engine_overrides, attention) if disagg else None
     if exhaustive:
         n, fitting = sum(s.run(gpus, pins, disagg, cols, rejected) for s in searches), 0
+        if timing is not None:
+            timing.retime(cols)
     else:
-        n, fitting = _pruned(searches, gpus, pins, disagg, cols, rejected)
+        n, fitting = _pruned(searches, gpus, pins, timing, cols, rejected)
     rejected = dedupe(rejected)
     if not n and not fitting:
         reasons = "; ".join(sorted({f"{r['mode']} {r['weights']}: {r['reason']}" for r in rejected}))
@@ -300,24 +303,33 @@ def plan(
             f"{spec.name} on {gpus} × {hw.name}: no configuration fits ({reasons}); add GPUs, use a smaller"
             " --weights format or a shorter prompt"
         )
-    arr, notes = columns(cols) if n else {}, []
-    if n and disagg:
-        arr, notes = _closed_loop_rows(arr, searches, efficiency_mode, engine_overrides, attention)
-    m = len(arr["mode"]) if n else 0
-    best, front, more = select(arr, m, ttft_ms, tpot_ms, cost_per_gpu_hour, speculation) if m else none_meets()
-    notes += more
+    arr = columns(cols)
+    m = len(arr["mode"]) if arr else 0
+    best, front, notes = select(arr, m, ttft_ms, tpot_ms, cost_per_gpu_hour, speculation) if m else none_meets()
+    notes = (timing.notes if timing is not None else []) + notes
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
 
 
-def _closed_loop_rows(arr: dict, searches: list[_Search], efficiency_mode: str, overrides: dict, attention: str):
-    """(the columns with the disaggregated finalists re-timed by the closed loop, notes) (:mod:`.plan_finalists`)."""
-    s = searches[0]
-    why = unsupported(s.req, overrides, attention)
-    if why:
-        return arr, [f"disaggregated rows: the grid's rate-matched numbers (the closed loop does not take {why})"]
-    precisions = {x.fmt: x.p for x in searches}
-    timing = Timing(s.spec, s.hw, precisions, s.engine, efficiency_mode, s.speculation, s.req, s.targets)
-    return retimed(arr, timing)[0], []
+class _Retiming:
+    """The disaggregated rows re-timed by the closed loop (:mod:`.plan_finalists`), or, when it cannot time the
+    plan's requests or engine, a note saying the rows keep the grid's numbers."""
+
+    def __init__(self, searches: list[_Search], efficiency_mode: str, overrides: dict, attention: str):
+        s = searches[0]
+        why = unsupported(s.req, overrides, attention)
+        self.notes = [f"disaggregated rows: the grid's rate-matched numbers (the closed loop does not take {why})"]
+        self.timing = None
+        if not why:
+            precisions = {x.fmt: x.p for x in searches}
+            self.timing = Timing(s.spec, s.hw, precisions, s.engine, efficiency_mode, s.speculation, s.req, s.targets)
+            self.notes = []
+
+    def retime(self, cols: list) -> None:
+        """``cols``' batches as one, its disaggregated rows the finalists re-timed (in place)."""
+        if self.timing is None or not cols:
+            return
+        arr, m = retimed(columns(cols), self.timing)
+        cols[:] = [(m, arr)] if m else []
 
 
 def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
@@ -327,19 +339,23 @@ def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
     return Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
 
 
-def _pruned(searches: list[_Search], gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> tuple:
-    """Every format's disaggregated pairs against the front of the pairs found, then its aggregated layouts at a
-    sample of their concurrencies, then the stretches between samples that could still reach the front of the
-    aggregated rows found (:mod:`.plan_search`; the pairs' grid numbers are re-timed afterwards,
-    :mod:`.plan_finalists`, so they prune no aggregated row): (configurations evaluated, fitting ones skipped as
-    unable to win)."""
+def _pruned(searches: list[_Search], gpus: int, pins: dict, timing, cols: list, rejected: list) -> tuple:
+    """Every format's disaggregated pairs against the front of the pairs found (with ``timing``, a
+    :class:`_Retiming`; None: no pairs), their finalists re-timed by the closed loop; then every aggregated layout
+    at a sample of its concurrencies, then the stretches between samples that could still reach the front, against
+    one front of the re-timed pairs and the aggregated rows found (:mod:`.plan_search`): (configurations
+    evaluated, fitting ones skipped as unable to win)."""
     front = Frontier()
     n = fitting = 0
-    if disagg:
+    if timing is not None:
         for s in searches:
             k, skipped = s.disagg_pruned(s.workers(gpus, pins, rejected), gpus, cols, rejected, front)
             n, fitting = n + k, fitting + skipped
-    front = Frontier()  # the closed loop re-times the pools' rows (plan_finalists): they prune no aggregated row
+        timing.retime(cols)  # the grid's rows prune the pairs; the rows the plan reports prune the layouts
+        front = Frontier()
+        for _, b in cols:
+            ok = meets(b["ttft_s"], b["tpot_s"], **searches[0].targets)
+            front.add(b["throughput_tok_s_per_gpu"][ok], b["tok_s_per_user"][ok])
     samples: list[Sampled] = []
     for s in searches:
         k, sampled = s.aggregated_pruned(gpus, pins, cols, rejected, front)
