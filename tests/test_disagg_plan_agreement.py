@@ -269,3 +269,14 @@ def test_a_disaggregated_rows_layout_names_its_decode_replicas_attention_dp():
     assert plan_layout(row) == "P 1×tp2, D 3×tp4"
     assert plan_layout({**row, "ep": 8, "decode_dp": 2}) == "P 1×tp2, D 3×tp4 ep8 dp2"
     assert plan_layout({"mode": "aggregated", "tp": 8, "pp": 1, "ep": 1, "dp": 2}) == "tp8 dp2"
+
+
+def test_a_plan_the_closed_loop_cannot_time_keeps_the_grids_numbers_and_says_so():
+    # serve_disaggregated runs the engine's default settings: with an engine override the disaggregated rows are
+    # the grid's (grid: null, the concurrency the Little's-law count, not rounded) and the notes say why
+    r = plan("llama-3-8b", "h100-sxm", gpus=4, workload=Workload(prompt=1024, gen=256), disagg=True, tpot_ms=10,
+             max_num_seqs=128)  # fmt: skip
+    rows = [x for x in [r.best, *r.pareto] if x["mode"] == "disaggregated"]
+    assert rows and all(x["grid"] is None for x in rows)
+    assert any(x["concurrency"] != round(x["concurrency"]) for x in rows)
+    assert any("the closed loop does not take engine settings (max_num_seqs)" in n for n in r.notes)

@@ -38,7 +38,13 @@ def plan_cmd(
         str, typer.Option("--weights", help="Weight formats to try, comma-separated (e.g. bf16,fp8).")
     ] = "bf16",
     kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache dtype (default: activations').")] = None,
-    disagg: Annotated[bool, typer.Option("--disagg", help="Also search disaggregated prefill/decode pools.")] = False,
+    disagg: Annotated[
+        bool,
+        typer.Option(
+            "--disagg",
+            help="Also search disaggregated prefill/decode pools (rows timed as analyze --disagg times their pools).",
+        ),
+    ] = False,
     engine: Annotated[str, typer.Option("--engine", help="vllm|sglang|trtllm|llama.cpp scheduler defaults.")] = "vllm",
     prefix_hit: Annotated[float, typer.Option("--prefix-hit", help="Fraction of each prompt cached.")] = 0.0,
     cost: Annotated[

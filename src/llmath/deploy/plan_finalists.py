@@ -11,9 +11,9 @@ what the closed loop gives:
   along the front, the one with the most tokens/s per GPU always kept. A pool whose grid misses the targets is
   not re-timed (its one-pass TTFT is at most the closed loop's at the same concurrency);
 * **concurrency**: C₀ = the grid's Little's-law count, rounded (at least 1). When the closed loop at C₀ misses a
-  target, the largest C < C₀ at which it meets them, by bisection over [1, C₀] (:data:`BISECTIONS` halvings at
-  most, keeping the last C that meets them: TTFT and TPOT grow with C); a finalist that misses them even at one
-  client is dropped;
+  target, the largest C < C₀ at which it meets them, by bisection of log C over [1, C₀] (:data:`BISECTIONS`
+  halvings at most, keeping the last C that meets them: TTFT and TPOT grow with C); a finalist that misses them
+  even at one client is dropped;
 * each finalist's row is then :func:`~.disagg.serve_disaggregated`'s ``ttft_s``, ``tpot_s``, tokens/s and
   ``decode_batch`` at that C, its pools unchanged; the grid's numbers stay beside them as ``grid_*`` columns.
   The disaggregated rows that are not finalists leave the ranking.
@@ -36,7 +36,7 @@ from llmath.deploy.workload import Workload
 from llmath.errors import LLMathError
 
 FINALISTS = 16  # disaggregated rows re-timed by the closed loop (about 7 ms each, a few more when backing off)
-BISECTIONS = 5  # halvings of [1, C₀] when the closed loop at C₀ misses a target: C to within C₀ / 32
+BISECTIONS = 5  # halvings of log C over [1, C₀] when the closed loop at C₀ misses a target: C within C₀ ** (1 / 32)
 GRID_COLUMNS = ("concurrency", "ttft_s", "tpot_s", "throughput_tok_s_per_gpu", "decode_batch")
 
 
@@ -128,7 +128,7 @@ def _closed_loop(arr: dict[str, np.ndarray], i: int, timing: Timing) -> dict | N
         for _ in range(BISECTIONS):
             if hi - lo <= 1:
                 break
-            mid = (lo + hi) // 2
+            mid = min(max(round((lo * hi) ** 0.5), lo + 1), hi - 1)  # halves log C: small C are found too
             s = at(mid)
             lo, hi, best = (mid, hi, s) if _meets(s, timing.targets) else (lo, mid, best)
         return best
