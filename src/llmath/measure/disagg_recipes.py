@@ -149,14 +149,18 @@ def _entries(r: dict[str, str], concurrency: int) -> list[dict[str, Any]]:
     return same or found
 
 
-def _states(r: dict[str, str], e: dict[str, Any]) -> bool:
+def _states(r: dict[str, str], e: dict[str, Any], exact: bool = True) -> bool:
     """Whether the row's columns state the entry's pools: each pool's GPUs (``tp_size`` × ``attention_dp_size``,
-    read as :func:`llmath.measure.serving_runs.to_run` reads them) and its expert parallelism."""
+    read as :func:`llmath.measure.serving_runs.to_run` reads them) and its expert parallelism (``exact``), or
+    only whether it splits its experts (EP > 1) at all: the columns of InferenceX's SGLang DeepSeek-R1 FP4 B200
+    rows state every EP 8 decode pool as ``moe_tp_size`` 2 × ``moe_ep_size`` 4 and every attention-DP prefill
+    pool with ``attention_dp_size`` 1."""
     from llmath.measure.serving_runs import _layout
 
     for pool in ("prefill", "decode"):
         lay = _layout(r, f"{pool}_", [])
-        if (lay.tp * lay.dp, lay.ep) != (e[pool][1], e[pool][2]):
+        ep = lay.ep if exact else lay.ep > 1
+        if (lay.tp * lay.dp, ep) != (e[pool][1], e[pool][2] if exact else e[pool][2] > 1):
             return False
     return True
 
@@ -174,7 +178,7 @@ def recipe_for(r: dict[str, str], concurrency: int) -> Recipe:
     if not found:
         return Recipe(COLUMNS)
     if _one([(e["prefill"], e["decode"]) for e in found]) is None:
-        found = [e for e in found if _states(r, e)] or found
+        found = [e for e in found if _states(r, e)] or [e for e in found if _states(r, e, exact=False)] or found
     prefill, decode = _one([e["prefill"] for e in found]), _one([e["decode"] for e in found])
     if prefill is None or decode is None:
         return _agreed_layouts(found)
