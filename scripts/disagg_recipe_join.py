@@ -21,7 +21,8 @@ With ``--write PATH`` it writes instead the table :mod:`llmath.measure.disagg_re
 (B200, H200, H100), with the versions of the file that list it, the pools, the speculation and its draft tokens
 (``mtpN`` in the entry's ``CONFIG_FILE`` name) and the decode workers' ``max_batch_size``
 (``DECODE_MAX_BATCH_SIZE=N``, or ``batchN`` in the ``CONFIG_FILE`` name: srt-slurm's recipe names; the recipe
-file's own value where the name misstates it, ``RECIPE_DECODE_MAX_BATCH``).
+file's own value where the name misstates it, ``RECIPE_DECODE_MAX_BATCH``; for SGLang the recipe file's decode
+``max-running-requests`` per attention-DP rank and its MTP draft count, ``SGLANG_RECIPE_DECODE``).
 
 Nothing here is fitted.
 """
