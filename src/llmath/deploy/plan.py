@@ -290,12 +290,8 @@ def plan(
     cols: list = []
     rejected: list[dict[str, Any]] = []
     timing = _Retiming(searches, efficiency_mode, engine_overrides, attention) if disagg else None
-    if exhaustive:
-        n, fitting = sum(s.run(gpus, pins, disagg, cols, rejected) for s in searches), 0
-        if timing is not None:
-            timing.retime(cols)
-    else:
-        n, fitting = _pruned(searches, gpus, pins, timing, cols, rejected)
+    search = _exhaustive if exhaustive else _pruned
+    n, fitting = search(searches, gpus, pins, timing, cols, rejected)
     rejected = dedupe(rejected)
     if not n and not fitting:
         reasons = "; ".join(sorted({f"{r['mode']} {r['weights']}: {r['reason']}" for r in rejected}))
@@ -304,7 +300,7 @@ def plan(
             " --weights format or a shorter prompt"
         )
     arr = columns(cols)
-    m = len(arr["mode"]) if arr else 0
+    m = len(arr.get("mode", ()))
     best, front, notes = select(arr, m, ttft_ms, tpot_ms, cost_per_gpu_hour, speculation) if m else none_meets()
     notes = (timing.notes if timing is not None else []) + notes
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
@@ -337,6 +333,15 @@ def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
     activations' format unless ``kv_dtype`` is given (fp32 activations keep a bf16 cache)."""
     act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
     return Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
+
+
+def _exhaustive(searches: list[_Search], gpus: int, pins: dict, timing, cols: list, rejected: list) -> tuple:
+    """Every configuration, unpruned, the pairs' finalists then re-timed (``timing``, a :class:`_Retiming`; None: no
+    pairs): (configurations evaluated, 0)."""
+    n = sum(s.run(gpus, pins, timing is not None, cols, rejected) for s in searches)
+    if timing is not None:
+        timing.retime(cols)
+    return n, 0
 
 
 def _pruned(searches: list[_Search], gpus: int, pins: dict, timing, cols: list, rejected: list) -> tuple:
