@@ -74,6 +74,11 @@ class QueueLaw:
     tau: np.ndarray
     over: np.ndarray
     decode: np.ndarray  # whether the state's iteration decodes (prefill-first: only with no prompt)
+    idle_s: float = 0.0  # no decoders: the empty queue is an idle engine, for 1/λ on average, not an iteration
+
+    def time_s(self) -> np.ndarray:
+        """The time each state lasts: its iteration, or the idle wait for the next arrival."""
+        return np.where(np.arange(len(self.tau)) == 0, self.idle_s, self.tau) if self.idle_s else self.tau
 
     @property
     def mean_s(self) -> float:
@@ -173,11 +178,14 @@ def _arrivals_to(drained: np.ndarray, pmf: np.ndarray, r: int, n: int) -> np.nda
     return out
 
 
-def stationary(lat: Lattice, mu: np.ndarray, n_states: int) -> tuple[np.ndarray, float]:
+def stationary(lat: Lattice, mu: np.ndarray, n_states: int, idle: bool = False) -> tuple[np.ndarray, float]:
     """The chain's stationary law over ``n_states`` units (power iteration from the empty queue), and the mass
-    its truncation left out in the last pass. ``mu``: the mean arrivals of each state's iteration."""
+    its truncation left out in the last pass. ``mu``: the mean arrivals of each state's iteration; ``idle``: the
+    empty queue waits for the next request (one arrival), no iteration."""
     n_a = int(np.ceil(mu.max() + 12 * np.sqrt(mu.max()) + 12))
     pmf = _poisson_pmf(mu, n_a)
+    if idle:
+        pmf[0] = np.eye(n_a)[1]
     full_pmf = pmf[-1]  # every state above ⌊cap⌋ has the same iteration
     p = np.zeros(n_states)
     p[0] = 1.0
@@ -213,9 +221,9 @@ def queue_law(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, d: f
     while True:
         n = int(min(MAX_STATES, math.ceil(lat.cap) + 2 + math.ceil(span * lat.r)))
         tau, over, decodes = _times(dec, eng, req, lat, d, n)
-        pi, cut = stationary(lat, rate * tau, n)
+        pi, cut = stationary(lat, rate * tau, n, idle=d == 0)
         if cut <= TAIL or (n >= MAX_STATES and lat.r == 1):
-            return QueueLaw(lat, pi, tau, over, decodes)
+            return QueueLaw(lat, pi, tau, over, decodes, 1 / rate if d == 0 else 0.0)
         if n < MAX_STATES:
             span *= 4
             continue
@@ -229,11 +237,14 @@ def _wait_after_boundary(law: QueueLaw, rate: float, P: int, per_state: np.ndarr
     requests that came before it in that iteration), then ⌈(W + P')/c⌉ iterations of full budget, the last
     serving its remainder and the mean tokens that came behind it."""
     lat, pi, tau = law.lat, law.pi, law.tau
-    omega = pi * tau / float(pi @ tau)  # the iteration a uniform moment falls in
+    time = law.time_s()
+    omega = pi * time / float(pi @ time)  # the iteration (or idle wait) a uniform moment falls in
     n = len(pi)
     mu = rate * tau
     n_a = int(np.ceil(mu.max() + 12 * np.sqrt(mu.max()) + 12))
     mixed = _mixed_pmf(mu, n_a)
+    if law.idle_s:
+        mixed[0] = np.eye(n_a)[0]  # an idle engine: none ahead, it starts at once
     drained, left = _after_service(omega, lat)
     ahead, _ = _spread(left, mixed[-1], lat.r)
     ahead += _arrivals_to(drained, mixed, lat.r, n)
@@ -241,7 +252,7 @@ def _wait_after_boundary(law: QueueLaw, rate: float, P: int, per_state: np.ndarr
     c = lat.c
     tokens = np.arange(n) * lat.unit + P  # its own prompt and the tokens ahead of it
     k = np.ceil(tokens / c - 1e-9)
-    residual = float(pi @ tau**2) / (2 * float(pi @ tau))
+    residual = _residual(law, tau)
     behind = rate * P * (residual + (k - 1) * tau[-1])
     last = np.minimum(c, tokens - (k - 1) * c + behind)  # tokens the last iteration serves
     lo = int(min(math.floor(lat.cap), n - 1))
@@ -251,8 +262,12 @@ def _wait_after_boundary(law: QueueLaw, rate: float, P: int, per_state: np.ndarr
 
 
 def _residual(law: QueueLaw, per_state: np.ndarray) -> float:
-    """The mean rest of the iteration in flight at a uniform moment (its ``per_state`` part): E[τ·x] / 2E[τ]."""
-    return float(law.pi @ (law.tau * per_state)) / (2 * law.mean_s)
+    """The mean rest of the iteration in flight at a uniform moment (its ``per_state`` part): E[τ·x] / 2E[τ] over
+    the time (an idle engine has none to wait for)."""
+    busy = law.pi * law.tau * per_state
+    if law.idle_s:
+        busy[0] = 0.0
+    return float(busy.sum()) / (2 * float(law.pi @ law.time_s()))
 
 
 def _quantile(law: QueueLaw, q: float, a: float) -> float:
