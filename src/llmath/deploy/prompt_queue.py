@@ -99,14 +99,15 @@ def _lattice(P: int, K: float, d: float, w: float, mixed: bool, chunked: bool) -
 
 
 def _times(dec: Decoding, eng: EngineConfig, req: Requests, lat: Lattice, d: float, n_states: int):
-    """(τ, overhead, decodes) for each queue state 0 … n − 1: its iteration serves min(Q, cap) units."""
-    q = np.arange(n_states, dtype=float)
+    """(τ, overhead, decodes) for each queue state 0 … n − 1: its iteration serves min(Q, cap) units (every
+    state above ⌊cap⌋ the same full iteration: evaluated once)."""
+    q = np.arange(min(n_states, math.floor(lat.cap) + 2), dtype=float)
     full = q > lat.cap
     s = np.minimum(q, lat.cap) * lat.unit  # tokens served
     P = req.new
     n = np.ceil(np.minimum(q, lat.cap) / lat.r)  # the prompts whose tokens it serves
     if not lat.whole:  # a full budget cuts the queue at a random phase: 1 + c/P' prompts on average
-        n = np.where(full, np.minimum(1.0 + lat.c / P, np.ceil(q / lat.r)), n)
+        n = np.where(full, 1.0 + lat.c / P, n)
     n = np.maximum(n, 1.0)
     chunk = s / n
     prefix = req.cached + np.maximum(P - chunk, 0.0) / 2
@@ -114,18 +115,18 @@ def _times(dec: Decoding, eng: EngineConfig, req: Requests, lat: Lattice, d: flo
     mixed = eng.mixed_prefill
     dm = d if mixed else 0.0
     pre = s > 0
-    t_pre = (
-        dec.mixed(dm, req.decode_context, n, chunk, prefix)
-        if mixed
-        else dec.dev.iteration(0, 0, n, chunk, prefix).time_s
-    )
+    if mixed:
+        t_pre = dec.mixed(dm, req.decode_context, n, chunk, prefix)
+    else:
+        t_pre = dec.dev.iteration(0, 0, n, chunk, prefix).time_s
     o_pre = ov.per_iteration_eager_s + dm * ov.per_token_s
     o_dec = ov.iteration_s(eng.cuda_graphs) + d * ov.per_token_s
     t_dec = float(dec.step(d, req.decode_context))
     tau = np.where(pre, np.asarray(t_pre, dtype=float) + o_pre, t_dec + o_dec)
     over = np.where(pre, o_pre, o_dec)
     decodes = np.where(pre, 1.0 if mixed else 0.0, 1.0)
-    return tau, over, decodes
+    pad = n_states - len(q)  # the full states above
+    return tuple(np.concatenate([x, np.full(pad, x[-1])]) for x in (tau, over, decodes))
 
 
 def _poisson_pmf(mu: np.ndarray, n: int) -> np.ndarray:
