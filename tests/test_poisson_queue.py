@@ -7,7 +7,7 @@ from helpers import run_cli
 
 from llmath import Workload
 from llmath.deploy import engines
-from llmath.deploy.prompt_queue import Lattice, poisson_state, queue_law, stationary
+from llmath.deploy.prompt_queue import Lattice, _decoders_law, _slot_wait, poisson_state, queue_law, stationary
 from llmath.deploy.service import serve
 from llmath.deploy.serving import Decoding, Requests, rate_to_concurrency, steady_state
 from llmath.deploy.serving_memory import memory
@@ -41,6 +41,20 @@ def test_a_budget_of_a_fractional_number_of_units_keeps_its_mean():
     q = np.arange(800)
     served = pi @ np.where(q > 2, 2.5, q)  # above ⌊cap⌋ a full iteration serves 2.5 on average
     assert cut < 1e-9 and served == pytest.approx(mu, rel=1e-6)
+
+
+def test_the_wait_for_a_running_slot_is_erlang_c_halved_for_fixed_lengths():
+    # decode iterations of a fixed θ (no slowdown with the count): the count is M/M/c's below the cap, so the
+    # wait is Erlang C's. c = 4 slots, λ = 3/s, a lifetime 100 · 0.01 s = 1 s (A = 3 Erlangs):
+    # C(4, 3) = (3⁴/4!·4/(4 − 3)) / (1 + 3 + 9/2 + 27/6 + 3⁴/4!·4) = 13.5 / 26.5 = 0.509434, W = C/(4·1 − 3) s;
+    # every request decodes 100 iterations (G = 101): Allen–Cunneen's (1 + 0)/2 of it, 0.254717 s
+    p = _decoders_law(np.array([0.01, 0.01]), np.array([0.0, 4.0]), 3.0, 100.0, 4)
+    running, wait = _slot_wait(p, 0.01, 4, 3.0, 100.0, Requests(1, 101))
+    assert wait == pytest.approx(0.5 * 13.5 / 26.5, rel=1e-9)
+    assert running[-1] == pytest.approx(13.5 / 26.5, rel=1e-9)  # all four busy: Erlang C's probability
+    assert running.sum() == pytest.approx(1.0)
+    with pytest.raises(WorkloadError, match=r"exceeds what this deployment sustains \(4 requests/s with 4 decoding"):
+        _slot_wait(p, 0.01, 4, 4.5, 100.0, Requests(1, 101))
 
 
 def _case(model: str, engine: str, prompt: int, gen: int):

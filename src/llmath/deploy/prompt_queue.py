@@ -17,19 +17,27 @@ decides the wait near saturation, is exact), truncated where the queue's tail ho
 by power iteration from the empty queue (bounded: at most :data:`MAX_STATES` states and :data:`MAX_PASSES` passes).
 From its stationary law π:
 
-* TPOT: a decoding request sees every iteration (mixed prefill) or only the pure-decode ones (prefill-first),
-  so TPOT = E_π[τ] / P_π(decode) per token (the iteration average, not τ at the mean load: τ is convex in s,
-  prefills come in bursts);
-* the decoders' count from Little's law per iteration: d = λ·E_π[τ]·E[G − 1] / P_π(decode), a few passes;
+* θ(d) = E_π[τ] / P_π(decode): a decoding request's mean time per decode iteration, as it sees every
+  iteration (mixed prefill) or only the pure-decode ones (prefill-first): the iteration average, not τ at the
+  mean load (τ is convex in s, prefills come in bursts);
 * TTFT: an arrival lands at a uniform moment (PASTA), so in an iteration from state Q with probability
   ∝ π(Q)·τ(Q), at a uniform point U of it; it waits out the rest (1 − U)·τ, then finds ahead of it the tokens
   left after that iteration plus P' per request that came before it in the iteration (Poisson(λ·U·τ)); with W
   tokens ahead it ends its prompt in iteration k = ⌈(W + P')/c⌉ of full budget, the last serving its remainder
   and the tokens that arrived behind it (their mean). Plus the front end's o_req.
 
-Not modelled: the cap on running requests (``max_resident``; the rate is refused above the largest sustained
-one by :func:`llmath.deploy.serving.rate_to_concurrency` first), decoders that vary from iteration to iteration
-(d at its mean), prompt-length distributions.
+The decoders' count: a request joins the decoders at rate λ and leaves after E[G − 1] decode iterations of
+θ(d) seconds each (θ the chain's mean time per decode iteration at d decoders): a symmetric queue, whose law
+p(d) ∝ Π_{j≤d} λ·E[G − 1]·θ(j)/j does not depend on how the output lengths spread; TPOT = E_p[d]/(λ·E[G − 1])
+(Little's law), TTFT averaged over p. Where the law reaches the engine's cap on running requests
+(``max_resident`` less the prefilling ones) later arrivals wait for a slot: the law goes on geometrically
+(Erlang C), its wait scaled by (1 + c²)/2 for decode lengths of squared coefficient of variation c² (the
+Allen–Cunneen approximation of M/G/c: A. O. Allen, Probability, Statistics, and Queueing Theory, 2nd ed.,
+1990).
+
+Not modelled: the decoders' count and the prompt queue moving together (both follow the recent arrivals, so
+the count spreads about twice as wide as p(d) at three quarters of the largest rate: TPOT a few per cent low
+there), prompt-length distributions.
 """
 
 from __future__ import annotations
@@ -303,30 +311,24 @@ def poisson_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, conc
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     ss = steady_state(dec, eng, req, [max(concurrency, 1.0)], max_resident)  # Little's C may be below one
     K, chunked = _budget(eng, req)
-    a, P = dec.tokens, req.new
+    a = dec.tokens
     steps = req.decode_steps / a  # decode iterations per request
     d = float(ss.decode_batch[0])
     wide = np.append(max(d, 1.0) * DECODER_GRID, d + 8 * np.sqrt(d) + 8)  # the count's law: many sd each side
-    grid = np.unique(np.clip(np.round(wide), 0, max_resident))
-    laws, parts = [], []
-    for j in grid:
-        try:
-            law = queue_law(dec, eng, req, rate, float(j), K, chunked)
-        except WorkloadError:
-            if j <= d:  # the prompt budget is short of the rate already at the mean decoders
-                raise
-            break  # more decoders than the budget leaves room for: a count the law does not reach
-        laws.append(law)
-        parts.append(_first_token_parts(law, rate, P))
-    grid = grid[: len(laws)]
+    slots = max(math.floor(max_resident - float(ss.resident[0] - ss.decode_batch[0])), 1)  # less the prefilling
+    grid = np.unique(np.clip(np.round(wide), 0, slots))
+    grid, laws, parts = _laws_on_grid(dec, eng, req, rate, grid, d, K, chunked)
     theta = np.array([law.mean_s / law.decode_share for law in laws])
     p = _decoders_law(theta, grid, rate, steps, int(grid[-1]))
+    slot_wait = 0.0
+    if grid[-1] >= slots:  # the law reaches the engine's cap: later arrivals wait for a slot
+        p, slot_wait = _slot_wait(p, float(theta[-1]), slots, rate, steps, req)
     counts = np.arange(len(p), dtype=float)
     at = lambda x: float(p @ np.interp(counts, grid, x))  # noqa: E731  # a per-law value averaged over p
     mean_d = float(p @ counts)
     tpot = mean_d / (rate * steps) / a if rate * steps > 0 else at(theta) / a
     o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
-    ttft = o_req + at(np.array([x[0] for x in parts]))
+    ttft = o_req + slot_wait + at(np.array([x[0] for x in parts]))
     o_ttft = o_req + at(np.array([x[1] for x in parts]))
     law = laws[int(np.argmin(np.abs(grid - mean_d)))]
     e2e = ttft + req.decode_steps * tpot
@@ -348,6 +350,45 @@ def poisson_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, conc
         step_mixed_s=one(law.pi[pre] @ law.tau[pre] / mixed_share if mixed_share else law.tau[-1]),
         overhead_ttft_s=one(o_ttft), overhead_tpot_s=one(o_tpot),
     )  # fmt: skip
+
+
+def _laws_on_grid(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, grid: np.ndarray, d: float,
+                  K: float, chunked: bool) -> tuple[np.ndarray, list[QueueLaw], list[tuple[float, float]]]:  # fmt: skip
+    """The prompt queue's law and first-token parts at each decoder count of ``grid``, up to the first count
+    whose budget the rate outgrows (an error at or below the mean field's ``d``)."""
+    laws, parts = [], []
+    for j in grid:
+        try:
+            law = queue_law(dec, eng, req, rate, float(j), K, chunked)
+        except WorkloadError:
+            if j <= d:  # the prompt budget is short of the rate already at the mean decoders
+                raise
+            break  # more decoders than the budget leaves room for: a count the law does not reach
+        laws.append(law)
+        parts.append(_first_token_parts(law, rate, req.new))
+    return grid[: len(laws)], laws, parts
+
+
+def _slot_wait(p: np.ndarray, theta: float, slots: int, rate: float, steps: float, req: Requests):
+    """The engine runs at most ``slots`` decoders: beyond, arrivals wait for a slot, which frees at
+    slots/(steps·θ) a second, so the count's law goes on geometrically, ratio ρ = λ·steps·θ/slots (the
+    Erlang-C construction on the law up to the cap), its wait scaled by (1 + c²)/2 for decode lengths of squared
+    coefficient of variation c² (Allen–Cunneen: half the exponential's wait for a fixed length). (The law over
+    the running counts 0 … slots, the waiting states' mass at the cap; the mean wait for a slot.)"""
+    g, w = req.lengths
+    mean = float((g - 1) @ w)
+    scv = float(((g - 1) ** 2) @ w) / mean**2 - 1 if mean else 0.0
+    rho = rate * steps * theta / slots
+    if rho >= 1:
+        raise WorkloadError(
+            f"request rate {rate:g}/s exceeds what this deployment sustains ({slots / (steps * theta):.3g}"
+            f" requests/s with {slots} decoding at once); lower the rate or add GPUs"
+        )
+    waiting = p[-1] * rho / (1 - rho)  # Σ_k p(cap)·ρ^k, k ≥ 1
+    running = p / (1 + waiting)
+    running[-1] += waiting / (1 + waiting)
+    queued = p[-1] * rho / (1 - rho) ** 2 / (1 + waiting)  # Σ_k k·p(cap)·ρ^k, normalised
+    return running, (1 + scv) / 2 * queued / rate
 
 
 def _first_token_parts(law: QueueLaw, rate: float, P: int) -> tuple[float, float]:
