@@ -20,6 +20,7 @@ from llmath.deploy.serving import Requests, rate_to_concurrency, steady_state
 from llmath.deploy.serving_memory import memory
 from llmath.deploy.simulate import simulate
 from llmath.deploy.step import Device
+from llmath.errors import WorkloadError
 from llmath.hardware import get
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
@@ -40,7 +41,11 @@ def one_model(model: str, engine: str, prompt: int, gen: int, loads: list[float]
     step = float(dev.iteration(1, prompt).time_s)  # the shortest iteration: sizes the run
     for load in loads:
         rate = load * top
-        ss = poisson_state(dev, eng, req, rate_to_concurrency(dev, eng, req, rate, bmax), rate, bmax)
+        try:
+            ss = poisson_state(dev, eng, req, rate_to_concurrency(dev, eng, req, rate, bmax), rate, bmax)
+        except WorkloadError as e:  # the closed form finds the queue unbounded at this rate
+            print(f"| {model} | {engine} | {prompt} | {load:.0%} | {rate:.3g} | refused: {e} |||||")
+            continue
         iterations = int(min(MAX_ITERATIONS, max(3000, requests / (2 * rate * step))))
         sim = simulate(dev, eng, req, 1, bmax, iterations=iterations, arrival="poisson", rate=rate, seed=seed)
         yield model, engine, prompt, load, rate, float(ss.ttft_s[0]), float(ss.tpot_s[0]), sim.ttft_s, sim.tpot_s
