@@ -315,7 +315,7 @@ def poisson_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, conc
     steps = req.decode_steps / a  # decode iterations per request
     d = float(ss.decode_batch[0])
     wide = np.append(max(d, 1.0) * DECODER_GRID, d + 8 * np.sqrt(d) + 8)  # the count's law: many sd each side
-    slots = max(math.floor(max_resident - float(ss.resident[0] - ss.decode_batch[0])), 1)  # less the prefilling
+    slots = max(round(max_resident - float(ss.resident[0] - ss.decode_batch[0])), 1)  # less the prefilling
     grid = np.unique(np.clip(np.round(wide), 0, slots))
     grid, laws, parts = _laws_on_grid(dec, eng, req, rate, grid, d, K, chunked)
     theta = np.array([law.mean_s / law.decode_share for law in laws])
