@@ -292,6 +292,8 @@ def _decoders_law(theta: np.ndarray, grid: np.ndarray, rate: float, steps: float
     leaves after ``steps`` decode iterations, each taking θ(d) seconds with d decoders (interpolated on
     ``grid``), so the count is a symmetric queue whose law does not depend on how the decode lengths spread:
     p(d) ∝ Π_{j ≤ d} λ·steps·θ(j)/j (Kelly, Reversibility and Stochastic Networks, §3.3)."""
+    if not rate * steps > 0:  # no decode steps (one output token): never a decoder
+        return np.eye(top + 1)[0]
     j = np.arange(1, top + 1, dtype=float)
     th = np.interp(j, grid, theta)  # θ beyond the grid: its last value
     log_p = np.concatenate([[0.0], np.cumsum(np.log(rate * steps * th / j))])
