@@ -99,7 +99,8 @@ def serve(
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     per_replica_rate = rate / dev.dp if rate is not None else None
     ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client, per_replica_rate)
-    notes += _state_notes(ss, mem, eng, req, arrival)
+    notes += _state_notes(ss, mem, eng, req, arrival, dev.dp)
+    c = float(ss.concurrency[0]) if rate is not None else c  # an open loop's: Little's law on its own state
     notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]))
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
@@ -130,17 +131,19 @@ def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int
     if replicas > 1:
         notes.append(f"{replicas} attention-DP replicas; requests split evenly")
     if rate is not None:
-        c = rate_to_concurrency(dev, eng, req, rate / replicas, max_resident)
-        notes.append(f"open loop: {rate:g} requests/s sustained at {c * replicas:.1f} concurrent requests")
-        return c
+        return rate_to_concurrency(dev, eng, req, rate / replicas, max_resident)
     if concurrency / replicas < 1:
         raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
     return concurrency / replicas
 
 
-def _state_notes(ss, mem, eng, req, arrival: str) -> list[str]:
-    """What the state's numbers rest on: clients out of step after their first wave, a queue beyond B_max."""
+def _state_notes(ss, mem, eng, req, arrival: str, replicas: int) -> list[str]:
+    """What the state's numbers rest on: an open loop's concurrency, clients out of step after their first wave,
+    a queue beyond B_max."""
     notes = []
+    if arrival == "poisson":
+        rate, c = float(ss.requests_s[0]) * replicas, float(ss.concurrency[0]) * replicas
+        notes.append(f"open loop: {rate:g} requests/s sustained at {c:.1f} concurrent requests")
     if arrival == "closed" and not in_step(req):
         notes.append("output lengths vary: the clients' first wave runs in step, their follow-ups out of step")
     if ss.concurrency[0] > ss.resident[0]:
