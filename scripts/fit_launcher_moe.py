@@ -140,6 +140,16 @@ KERNELS = {
         "peak": "fp8",
         "physical": True,
     },
+    # SGLang's own NVFP4 MoE on Blackwell (ENGINE_NVFP4_MOE of llmath.hardware.efficiency_fit): FlashInfer's
+    # trtllm_fp4_block_scale_moe, the MoE runner SGLang picks for DeepSeek-V3 and Qwen3 MoE checkpoints in
+    # modelopt_fp4 on sm100 (python/sglang/srt/server_args.py, sglang 0.5.9 wheel), timed by SGLang 0.5.14's collector
+    "sglang_flashinfer_nvfp4": {
+        "systems": {"b200_sxm": "b200"},
+        "table": "sglang/0.5.14",
+        "kernel": "sglang_flashinfer_trtllm_moe",
+        "key": "nvfp4",
+        "peak": "fp4",
+    },
     "sglang_triton_fp8_block": {
         "systems": {"h100_sxm": "h100-sxm", "h200_sxm": "h200"},
         "table": "sglang/0.5.14",
@@ -176,6 +186,10 @@ OTHERS = {
     "vllm_flashinfer_nvfp4": (
         ("itself", "vllm/0.24.0", KERNELS["vllm_flashinfer_nvfp4"]["kernel"], "nvfp4"),
         ("vLLM 0.19.0 (same kernel)", "vllm/0.19.0", "vllm_flashinfer_trtllm_moe_fp4", "nvfp4"),
+    ),
+    "sglang_flashinfer_nvfp4": (
+        ("itself", "sglang/0.5.14", "sglang_flashinfer_trtllm_moe", "nvfp4"),
+        ("vLLM 0.24.0 (same kernel)", "vllm/0.24.0", KERNELS["vllm_flashinfer_nvfp4"]["kernel"], "nvfp4"),
     ),
     "triton_fp8_block": (
         ("itself", "vllm/0.19.0", "vllm_fused_moe", "fp8_block"),
@@ -240,6 +254,7 @@ CHECK = {
     "trtllm_deepgemm_fp8_block": DEEPSEEK,
     "trtllm_gen_nvfp4": DEEPSEEK,
     "vllm_flashinfer_nvfp4": MINIMAX,
+    "sglang_flashinfer_nvfp4": DEEPSEEK,
 }
 GPT_OSS = ("gpt-oss", 2880, 2880, 128, 4)
 

@@ -18,6 +18,13 @@ counts T ≥ 1,024, every 3rd token count held out; it prints the relative error
 against each row. With ``--write`` it stores c per device in ``src/llmath/data/efficiency_fit.json`` under
 ``moe_ep_token``, which llmath adds to the routed experts' compute time where TensorRT-LLM runs that kernel
 (docs/efficiency.md, "The weight-only MXFP4 MoE under expert parallelism"). Per-kernel tables only.
+
+The same form is fitted to SGLang's NVFP4 MoE on B200 (FlashInfer's ``trtllm_fp4_block_scale_moe``, which SGLang runs
+for DeepSeek-V3 and Qwen3 MoE checkpoints in ``modelopt_fp4`` on sm100): SGLang 0.5.14's B200 table times it
+(``sglang_flashinfer_trtllm_moe``, ``nvfp4``) at DeepSeek-R1's shape (hidden 7168, inter 2048, 256 experts, top-8) at
+EP 1 to 256, and its rank at EP 2 to 64 takes the EP-1 time over EP plus about 0.1 µs per token of the layer (8,192
+tokens: 1.68, 1.68, 1.26, 1.05 ms at EP 1, 2, 4, 8); stored under ``nvfp4`` for B200 and added where SGLang runs that
+kernel (``MOE_EP_TOKEN_ENGINES`` of ``llmath.hardware.efficiency_fit``).
 """
 
 from __future__ import annotations
@@ -31,20 +38,27 @@ import numpy as np
 import pandas as pd
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "llmath" / "data" / "efficiency_fit.json"
-SYSTEMS = {"h200_sxm": "h200", "h100_sxm": "h100-sxm"}
-TABLE = "moe/trtllm/1.3.0rc20/moe_perf.parquet"
-SHAPE = {"hidden_size": 2880, "inter_size": 2880, "topk": 4, "num_experts": 128, "moe_tp_size": 1}
+# (system, llmath device, table under systems/data/<system>/, kernel_source, format key, shape): TensorRT-LLM's
+# weight-only MXFP4 MoE at gpt-oss's shape; SGLang's FlashInfer NVFP4 MoE at DeepSeek-R1's
+GPT_OSS = {"hidden_size": 2880, "inter_size": 2880, "topk": 4, "num_experts": 128, "moe_tp_size": 1}
+DEEPSEEK = {"hidden_size": 7168, "inter_size": 2048, "topk": 8, "num_experts": 256, "moe_tp_size": 1}
+TRT = "moe/trtllm/1.3.0rc20/moe_perf.parquet"
+SOURCES = (
+    ("h200_sxm", "h200", TRT, "moe_torch_flow", "w4a16_mxfp4", GPT_OSS),
+    ("h100_sxm", "h100-sxm", TRT, "moe_torch_flow", "w4a16_mxfp4", GPT_OSS),
+    ("b200_sxm", "b200", "moe/sglang/0.5.14/moe_perf.parquet", "sglang_flashinfer_trtllm_moe", "nvfp4", DEEPSEEK),
+)
 EP_SIZES = (2, 4, 8)
 MIN_TOKENS = 1024
 HOLD_EVERY = 3
 
 
-def kernel_rows(path: Path) -> pd.DataFrame | None:
-    """The table's balanced w4a16_mxfp4 rows at gpt-oss's shape, pivoted to tokens × EP (median of repeats);
-    ``None`` where EP 1 or any of :data:`EP_SIZES` is missing."""
+def kernel_rows(path: Path, kernel: str, key: str, shape: dict) -> pd.DataFrame | None:
+    """The table's balanced rows of ``kernel`` over ``key`` experts at ``shape``, pivoted to tokens × EP (median of
+    repeats); ``None`` where EP 1 or any of :data:`EP_SIZES` is missing."""
     d = pd.read_parquet(path)
-    sel = (d.kernel_source == "moe_torch_flow") & (d.moe_dtype == "w4a16_mxfp4") & (d.distribution == "balanced")
-    for k, v in SHAPE.items():
+    sel = (d.kernel_source == kernel) & (d.moe_dtype == key) & (d.distribution == "balanced")
+    for k, v in shape.items():
         sel &= d[k] == v
     p = d[sel].pivot_table(index="num_tokens", columns="moe_ep_size", values="latency", aggfunc="median")
     return p if {1, *EP_SIZES} <= set(p.columns) else None
@@ -84,17 +98,18 @@ def main(argv=None) -> None:
     ap.add_argument("--write", action="store_true", help=f"store the fits in {OUT}")
     a = ap.parse_args(argv)
     devices = {}
-    for system, name in SYSTEMS.items():
-        path = a.unpacked / "systems" / "data" / system / TABLE
-        p = kernel_rows(path) if path.exists() else None
+    for system, name, table, kernel, key, shape in SOURCES:
+        path = a.unpacked / "systems" / "data" / system / table
+        p = kernel_rows(path, kernel, key, shape) if path.exists() else None
         if p is None:
-            print(f"{system}: no EP 1 and EP {EP_SIZES} rows at gpt-oss's shape")
+            print(f"{system}: no EP 1 and EP {EP_SIZES} rows of {kernel} ({key})")
             continue
         fit = fit_device(p)
-        fit["table"] = f"{system}/{TABLE} (moe_torch_flow, w4a16_mxfp4, balanced, 128 experts, EP 1-8)"
+        experts = shape["num_experts"]
+        fit["table"] = f"{system}/{table} ({kernel}, {key}, balanced, {experts} experts, EP 1-8)"
         fit["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
-        devices[name] = {"w4a16_mxfp4": fit}
-        print(name, json.dumps(fit))
+        devices.setdefault(name, {})[key] = fit
+        print(name, key, json.dumps(fit))
     if a.write:
         doc = json.loads(OUT.read_text())
         doc["moe_ep_token"] = {

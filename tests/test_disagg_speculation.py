@@ -199,3 +199,35 @@ def test_a_pool_that_breaks_its_rule_is_refused(pool, rule):
         serve_disaggregated(
             "llama-3-8b", "h100-sxm", workload=Workload(prompt=64, gen=8, concurrency=4), prefill=pool, decode={}
         )
+
+
+def test_an_mtp_module_runs_under_the_targets_attention_dp_and_expert_parallelism():
+    # DeepSeek-V3 in bf16 on attention-DP 16 with EP 16: the MTP module is a decoder layer of the target's own model
+    # (SGLang's DeepseekModelNextN builds a DeepseekV2DecoderLayer), so each GPU holds its whole MLA attention (DP
+    # attention: TP 1), 256 / 16 = 16 routed experts, the shared expert and the router, and its norms, 2 bytes
+    # each (config.json: hidden 7168, q_lora 1536, kv_lora 512, 128 heads of nope 128 + rope 64, v 128, experts of
+    # width 2048); the embedding and LM head are the target's
+    from llmath.deploy.serving_memory import draft_weight_bytes
+    from llmath.deploy.speculative import draft_device
+
+    D = 7168
+    attn = D * 1536 + 1536 + 1536 * 128 * 192 + D * (512 + 64) + 512 + 512 * 128 * (128 + 128) + 128 * 128 * D
+    per_gpu = attn + 16 * 3 * D * 2048 + 3 * D * 2048 + 256 * D + 3 * D
+    spec, hw = resolve("deepseek-v3"), get("h200")
+    layout = make_layout(spec, ParallelConfig(tp=1, dp=16, ep=16))
+    dev = Device(spec, hw, BF16, efficiency("expected", hw), "flash", True, layout, 0)
+    draft = draft_device(dev, Speculation("mtp", 2, 2.4))
+    assert (draft.layout.tp, draft.layout.dp, draft.layout.ep) == (1, 16, 16)
+    assert draft_weight_bytes(draft, "mtp") == 2 * per_gpu
+
+
+def test_the_h100_dep16_mtp_decode_pool_that_ran_fits():
+    # SemiAnalysis InferenceX ran DeepSeek-R1 FP8 on two H100 boxes with a decode worker of tp-size 16, dp-size 16,
+    # ep-size 16, DP attention and EAGLE MTP of 2 steps at mem-fraction-static 0.85 (csahithi/srt-slurm at 31050f9a,
+    # recipes/h100/1k1k/mtp/h100-fp8-1p1d-max-dep-mtp.yaml): each of its GPUs holds 1/16 of the MTP module's
+    # experts, so the pool fits (with the module's 256 experts on every GPU it would not: about 11 GB more each)
+    kw = {"workload": Workload(prompt=1024, gen=1024, concurrency=16), "prefill": {"tp": 16}}
+    kw |= {"decode": {"tp": 1, "dp": 16, "ep": 16}, "engine": "sglang"}
+    r = serve_disaggregated("deepseek-r1", "h100-sxm", speculation=Speculation("mtp", 2, 2.4), **kw)
+    plain = serve_disaggregated("deepseek-r1", "h100-sxm", **kw)
+    assert 0 < r["tpot_s"] < plain["tpot_s"]

@@ -53,11 +53,13 @@ def _moe_nvfp4(engine: str, kernel: str = ""):
     return launcher_moe_kernel(engine_fp4_gemm(efficiency("expected", hw), hw, engine), hw, kernel).fit("moe", "nvfp4")
 
 
-def test_only_vllm_serves_nvfp4_experts_with_the_flashinfer_kernel():
-    own = ef.engine_nvfp4_moe("b200", "vllm")
-    assert own is not None and _moe_nvfp4("vllm") == tuple(own)
-    for engine in ("trtllm", "sglang"):  # no table of theirs fitted for it: the GEMM models, as before
-        assert ef.engine_nvfp4_moe("b200", engine) is None and _moe_nvfp4(engine) is None
+def test_vllm_and_sglang_serve_nvfp4_experts_with_their_own_flashinfer_kernel_fits():
+    for engine in ("vllm", "sglang"):  # each engine's own table of FlashInfer's kernel (tests/test_sglang_nvfp4_moe.py)
+        own = ef.engine_nvfp4_moe("b200", engine)
+        assert own is not None and _moe_nvfp4(engine) == tuple(own)
+    assert ef.engine_nvfp4_moe("b200", "sglang") != ef.engine_nvfp4_moe("b200", "vllm")
+    # TensorRT-LLM: no table of its own fitted for it: the GEMM models (its launchers pick their kernels)
+    assert ef.engine_nvfp4_moe("b200", "trtllm") is None and _moe_nvfp4("trtllm") is None
     assert ef.engine_nvfp4_moe("h200", "vllm") is None  # no fp4 MMA, no NVFP4 table on Hopper
 
 

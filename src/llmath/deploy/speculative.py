@@ -15,8 +15,10 @@ So TPOT = (k · t_draft + t_verify) / a, all from the operator lists:
   the target's dimensions (its last layer's attention and FFN/MoE kind); EAGLE-3's feature fusion (a
   3d → d projection) is not counted.
 
-The draft runs with the target's tensor parallelism where its shape allows (else on one GPU). The KV cache
-of the draft is not added to the memory budget (EAGLE/MTP: one layer's worth, about 1/L of the target's).
+An EAGLE head or MTP module runs under the target's TP, attention-DP and EP (it is a layer of the target's own
+model); a separate draft model with the target's tensor parallelism; each where its shape allows (else on one
+GPU). The KV cache of the draft is not added to the memory budget (EAGLE/MTP: one layer's worth, about 1/L of
+the target's).
 
 A Gemma 4 assistant as the ``draft`` (model/spec_assistant.py) keeps no cache: its k draft steps of a round
 all sit at the last seen position and read the target's cache of S positions (transformers'
@@ -32,7 +34,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from llmath.deploy.layout import ParallelConfig, make_layout
+from llmath.deploy.layout import Layout, ParallelConfig, make_layout
 from llmath.deploy.step import Device
 from llmath.errors import LLMathError, WorkloadError
 from llmath.model.registry import resolve
@@ -114,12 +116,7 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
                 " with an EAGLE head, or --spec-method draft --draft-model NAME"
             )
         d = one_layer(target.spec)
-    layout = None
-    if target.layout is not None and target.layout.tp > 1:
-        try:  # the draft shares the target's tensor parallelism where its shape allows
-            layout = make_layout(d, ParallelConfig(tp=target.layout.tp))
-        except LLMathError:
-            layout = None
+    layout = _draft_layout(d, target.layout, spec_cfg.method)
     args = (target.hw, target.precision, target.eff, target.attention, target.cuda_graphs, layout)
     return Device(
         d,
@@ -131,6 +128,26 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
         decode_graph_requests=target.decode_graph_requests,
         decode_eager_host_s=target.decode_eager_host_s,
     )
+
+
+def _draft_layout(d: ModelSpec, target: Layout | None, method: str) -> Layout | None:
+    """The draft's layout on its target's GPUs. An EAGLE head or an MTP module is a decoder layer of the target's
+    own model and runs under its parallel config: SGLang's ``DeepseekModelNextN`` builds a ``DeepseekV2DecoderLayer``
+    (python/sglang/srt/models/deepseek_nextn.py), whose attention and MoE follow the server's
+    ``enable_dp_attention`` and ``ep_size`` as the target's layers do; TensorRT-LLM's ``DeepseekV3MTP`` is a
+    ``DeepseekV3DecoderLayer`` built with the model's ``mapping`` (tensorrt_llm/_torch/models/modeling_deepseekv3.py).
+    So it takes the target's TP, attention-DP and EP where its shape allows; a separate draft model (and any draft
+    beside a pipeline-parallel target) its TP alone; else one GPU (None)."""
+    if target is None or target.trivial:
+        return None
+    tries = [ParallelConfig(tp=target.tp, dp=target.dp, ep=target.ep)] if method != "draft" and target.pp == 1 else []
+    tries += [ParallelConfig(tp=target.tp)] if target.tp > 1 else []
+    for cfg in tries:
+        try:
+            return make_layout(d, cfg)
+        except LLMathError:
+            continue
+    return None
 
 
 def round_time(target: Device, draft: Device, spec_cfg: Speculation, batch, context) -> np.ndarray:

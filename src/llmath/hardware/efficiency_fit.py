@@ -101,8 +101,17 @@ ENGINE_FP8_BLOCK_MOE = {
 # each engine's own grouped NVFP4 MoE kernel where its per-kernel tables time it: vLLM's NVFP4 MoE oracle
 # (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py, select_nvfp4_moe_backend, vllm-project/vllm edd45a17c7e3
 # and 01362014633d) tries FlashInfer's TensorRT-LLM-generated MoE first (its monolithic kernel before the modular
-# one), which vLLM 0.24.0's and 0.19.0's B200 tables time; fits: engine_moe_kernel (scripts/fit_launcher_moe.py)
-ENGINE_NVFP4_MOE = {"vllm": ("vllm_flashinfer_nvfp4",)}
+# one), which vLLM 0.24.0's and 0.19.0's B200 tables time; SGLang runs the same FlashInfer kernel
+# (trtllm_fp4_block_scale_moe) for DeepSeek-V3 and Qwen3 MoE checkpoints in modelopt_fp4 on sm100, its MoE runner
+# "auto" set to flashinfer_trtllm (python/sglang/srt/server_args.py; layers/quantization/modelopt_quant.py
+# ModelOptNvFp4FusedMoEMethod.apply, layers/moe/moe_runner/flashinfer_trtllm.py, sglang 0.5.9 wheel), which SGLang
+# 0.5.14's B200 table times; fits: engine_moe_kernel (scripts/fit_launcher_moe.py)
+ENGINE_NVFP4_MOE = {"vllm": ("vllm_flashinfer_nvfp4",), "sglang": ("sglang_flashinfer_nvfp4",)}
+# the engines whose MoE kernel of a format spends a time per token of the layer on every expert-parallel rank
+# (``moe_ep_token``, fitted by scripts/fit_moe_ep_token.py): TensorRT-LLM's weight-only MXFP4 MoE on Hopper, and
+# SGLang's FlashInfer NVFP4 MoE, whose rank under EP (no all-to-all dispatcher: every rank gets every token) takes
+# the EP-1 time over EP plus ~0.1 µs per token of the layer in SGLang 0.5.14's B200 table
+MOE_EP_TOKEN_ENGINES = {"w4a16_mxfp4": ("trtllm",), "nvfp4": ("sglang",)}
 # NVFP4: 16 e2m1 values + one e4m3 scale = 9 bytes per 16 (NVIDIA's NVFP4, docs/formats.md)
 BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32, "nvfp4": 9 / 16}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup

@@ -247,10 +247,12 @@ def engine_fp4_gemm(eff: Efficiency, hw: Hardware | None, engine: str = DEFAULT_
 
 
 def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
-    """``eff`` with the ``moe`` fits of the weight-only kernels ``engine`` serves with on ``hw`` (and their time per
-    token under expert parallelism, class ``moe_ep_token``: :mod:`llmath.hardware.moe_ep_token`) and of its own
-    block-FP8 MoE kernel (:func:`_engine_fp8_block_moe`), where ``eff`` carries fitted MoE models (not ``ideal``, a
-    calibrated profile or a given matmul fraction); and with ``engine``'s own fp8-KV decode-attention fit in place of
+    """``eff`` with the ``moe`` fits of the weight-only kernels ``engine`` serves with on ``hw``, of its own
+    block-FP8 and NVFP4 MoE kernels (:func:`_engine_fp8_block_moe`, :func:`_engine_nvfp4_moe`) and the time per token
+    under expert parallelism of the kernels that spend one (class ``moe_ep_token``, by
+    :data:`llmath.hardware.efficiency_fit.MOE_EP_TOKEN_ENGINES`: :mod:`llmath.hardware.moe_ep_token`), where
+    ``eff`` carries fitted MoE models (not ``ideal``, a calibrated profile or a given matmul fraction); and with
+    ``engine``'s own fp8-KV decode-attention fit in place of
     TensorRT-LLM's where one was fitted (:func:`llmath.hardware.efficiency_fit.engine_attn_decode`)."""
     fits = eff.kernel_fits
     own = ef.engine_attn_decode(hw.name, engine, "fp8")
@@ -267,7 +269,7 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
         )
         fits += tuple(
             ("moe_ep_token", f, (s,))
-            for f, engines in ef.MOE_WEIGHT_ONLY_ENGINES.items()
+            for f, engines in ef.MOE_EP_TOKEN_ENGINES.items()
             if engine in engines and ("moe_ep_token", f) not in have and (s := ef.moe_ep_token(hw.name, f)) is not None
         )
     return replace(eff, kernel_fits=fits) if fits != eff.kernel_fits else eff

@@ -10,6 +10,11 @@ per token of the layer's T that expert parallelism does not divide (``scripts/fi
 ``data/efficiency_fit.json``, ``moe_ep_token``). :func:`ep_token_factor` is the factor that adds it to the routed
 experts' compute time; the fit itself is carried as the kernel-fit class ``moe_ep_token`` of the format the MoE fit
 reads (``w4a16_mxfp4``), only for the engines that run that kernel.
+
+SGLang's NVFP4 MoE on B200 (FlashInfer's ``trtllm_fp4_block_scale_moe``: every rank gets every token under SGLang's
+standard dispatcher, its own experts' share of them computed) shows the same shape in SGLang 0.5.14's B200 table at
+DeepSeek-R1's expert shape: ``s`` = 137 ns per token per layer (held-out median |error| 10.7% against 53% without
+the term), carried under ``nvfp4`` for SGLang (``MOE_EP_TOKEN_ENGINES`` of :mod:`llmath.hardware.efficiency_fit`).
 """
 
 from __future__ import annotations

@@ -82,8 +82,10 @@ NOT_MODELLED: dict[str, str] = {
     "disable_radix_cache": "no prefix reuse: the client's random prompts share none anyway (llmath's prefix_hit 0)",
     "attention_backend": "the MLA kernels (trtllm_mla on B200, flashinfer on H200): llmath's MLA fits are per "
     "device, from aiconfigurator's kernel tables, not per backend",
-    "moe_runner_backend": "flashinfer_trtllm: FlashInfer's TensorRT-LLM MoE; llmath's MoE fit is TensorRT-LLM's own "
-    "kernel table, the same kernel family (docs/efficiency.md)",
+    "moe_runner_backend": "flashinfer_trtllm: FlashInfer's TensorRT-LLM MoE, which SGLang 0.5.9 also picks by "
+    "itself for DeepSeek-V3 checkpoints in fp8 and modelopt_fp4 on sm100 (server_args.py); llmath's SGLang MoE fits on "
+    "B200 are SGLang's own tables of that kernel (efficiency_fit.ENGINE_FP8_BLOCK_MOE, ENGINE_NVFP4_MOE, and the NVFP4 "
+    "kernel's time per token under EP, MOE_EP_TOKEN_ENGINES; docs/efficiency.md)",
     "env": "SGL_ENABLE_JIT_DEEPGEMM=false, SGLANG_ENABLE_FLASHINFER_GEMM=true: the dense FP8 GEMMs run FlashInfer's "
     "kernels instead of DeepGEMM; llmath's GEMM fit is per device and format. SGLANG_ENABLE_SPEC_V2=1 (MTP): "
     "speculation inside the overlap scheduler, speculation itself not applied",
