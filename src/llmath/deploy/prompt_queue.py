@@ -57,6 +57,7 @@ MAX_STATES = 4096
 MAX_PASSES = 20_000
 TOLERANCE = 1e-12  # L1 change of π between passes
 TAIL = 1e-9  # mass the truncation may leave out
+FAR_LOAD = 0.95  # a decoder count above the mean whose prompts load the budget this much ends the law's grid
 DECODER_GRID = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0])  # × the mean field's decoders
 
 
@@ -213,14 +214,15 @@ def stationary(lat: Lattice, mu: np.ndarray, n_states: int, idle: bool = False) 
 
 
 def queue_law(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, d: float, K: float,
-              chunked: bool) -> QueueLaw:  # fmt: skip
+              chunked: bool, max_load: float = 1.0) -> QueueLaw:  # fmt: skip
     """The prompt queue's stationary law at ``rate`` requests/s with ``d`` decoders (a lattice fine enough that
-    the truncation leaves out less than :data:`TAIL`, coarsened until it fits :data:`MAX_STATES`)."""
+    the truncation leaves out less than :data:`TAIL`, coarsened until it fits :data:`MAX_STATES`); a rate whose
+    prompts load a full iteration's budget to ``max_load`` or more raises."""
     P = req.new
     lat = _lattice(P, K, d, dec.width, eng.mixed_prefill, chunked)
     tau_full = float(_times(dec, eng, req, lat, d, int(lat.cap) + 2)[0][-1])
     load = rate * tau_full * P / lat.c  # the prompt tokens that arrive in a full iteration, over its budget
-    if load >= 1:
+    if load >= max_load:
         raise WorkloadError(
             f"request rate {rate:g}/s exceeds what this deployment's prompt budget serves"
             f" ({lat.c / (P * tau_full):.3g} requests/s: {lat.c:.0f} prompt tokens per {tau_full * 1e3:.3g} ms"
@@ -360,8 +362,8 @@ def _laws_on_grid(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, 
     whose budget the rate outgrows (an error at or below the mean field's ``d``)."""
     laws, parts = [], []
     for j in grid:
-        try:
-            law = queue_law(dec, eng, req, rate, float(j), K, chunked)
+        try:  # above the mean, a count that loads the budget to 95% lies far in the law's tail
+            law = queue_law(dec, eng, req, rate, float(j), K, chunked, 1.0 if j <= d else FAR_LOAD)
         except WorkloadError:
             if j <= d:  # the prompt budget is short of the rate already at the mean decoders
                 raise
