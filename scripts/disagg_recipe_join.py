@@ -21,7 +21,8 @@ With ``--write PATH`` it writes instead the table :mod:`llmath.measure.disagg_re
 (B200, H200, H100), with the versions of the file that list it, the pools, the speculation and its draft tokens
 (``mtpN`` in the entry's ``CONFIG_FILE`` name) and the decode workers' ``max_batch_size``
 (``DECODE_MAX_BATCH_SIZE=N``, or ``batchN`` in the ``CONFIG_FILE`` name: srt-slurm's recipe names; the recipe
-file's own value where the name misstates it, ``RECIPE_DECODE_MAX_BATCH``).
+file's own value where the name misstates it, ``RECIPE_DECODE_MAX_BATCH``; for SGLang the recipe file's decode
+``max-running-requests`` per attention-DP rank and its MTP draft count, ``SGLANG_RECIPE_DECODE``).
 
 Nothing here is fitted.
 """
@@ -157,13 +158,98 @@ RECIPE_DECODE_MAX_BATCH = {
 }
 
 
+# The SGLang recipes InferenceX's DeepSeek-R1 B200 and H200 entries name (``CONFIG_FILE``), as NVIDIA/srt-slurm holds
+# them at 5063eb432640574bd93410ae2697591a7d15f57c ("Merge sa-submission-q1-2026 into main", 2026-03-03; the branch
+# InferenceX's B200 and H200 launchers check out): (requests one decode rank admits, MTP draft tokens). The first is
+# the decode servers' ``max-running-requests`` over their attention-DP ranks where ``enable-dp-attention`` is set
+# (SGLang's schedulers each run max_running_requests // dp_size: sgl-project/sglang python/sglang/srt/managers/
+# tp_worker.py at 4f34e24a, data/engine_flags.json), e.g. recipes/h200/8k1k/bs4-1p7d.yaml ``max-running-requests: 8``
+# on TP 8, recipes/h200/1k1k/bs256-1p6d-dep-mtp.yaml ``128`` over ``dp-size: 8``; the second ``speculative-num-steps``
+# (``speculative-eagle-topk: 1``, a chain), None without speculation. The H100 recipes and the earlier
+# ``recipes/b200-fp8/8k1k_*.yaml`` names are not in that tree: their entries keep the name's reading.
+SGLANG_RECIPE_DECODE: dict[str, tuple[int, int | None]] = {
+    "recipes/b200-fp4/1k1k/mtp/low-latency-dep4-1p-tep8-5d.yaml": (512, 2),
+    "recipes/b200-fp4/1k1k/mtp/low-latency-dep4-1p-tep8-6d.yaml": (512, 2),
+    "recipes/b200-fp4/1k1k/mtp/max-tpt-dep4-1p-dep8-1d.yaml": (128, 2),
+    "recipes/b200-fp4/1k1k/mtp/max-tpt-dep4-1p-dep8-2d.yaml": (64, 2),
+    "recipes/b200-fp4/1k1k/stp/low-latency-dep4-1p-tep8-5d.yaml": (512, None),
+    "recipes/b200-fp4/1k1k/stp/low-latency-dep4-1p-tep8-6d.yaml": (512, None),
+    "recipes/b200-fp4/1k1k/stp/max-tpt-dep4-1p-dep8-1d.yaml": (128, None),
+    "recipes/b200-fp4/1k1k/stp/max-tpt-dep4-1p-dep8-2d.yaml": (64, None),
+    "recipes/b200-fp4/8k1k/mtp/low-latency-dep4-1p-tep8-1d.yaml": (512, 2),
+    "recipes/b200-fp4/8k1k/mtp/low-latency-dep4-1p-tep8-5d.yaml": (512, 2),
+    "recipes/b200-fp4/8k1k/mtp/low-latency-dep4-2p-tep8-5d.yaml": (512, 2),
+    "recipes/b200-fp4/8k1k/mtp/low-latency-tp4-1p-tp8-1d.yaml": (512, 2),
+    "recipes/b200-fp4/8k1k/mtp/max-tpt-dep4-4p-dep8-1d.yaml": (128, 2),
+    "recipes/b200-fp4/8k1k/mtp/max-tpt-dep4-7p-dep8-2d.yaml": (256, 2),
+    "recipes/b200-fp4/8k1k/stp/low-latency-dep4-1p-tep8-1d.yaml": (512, None),
+    "recipes/b200-fp4/8k1k/stp/low-latency-dep4-1p-tep8-5d.yaml": (512, None),
+    "recipes/b200-fp4/8k1k/stp/low-latency-dep4-2p-tep8-5d.yaml": (512, None),
+    "recipes/b200-fp4/8k1k/stp/low-latency-tp4-1p-tp8-1d.yaml": (512, None),
+    "recipes/b200-fp4/8k1k/stp/max-tpt-dep4-7p-dep8-2d.yaml": (256, None),
+    "recipes/b200-fp8/1k1k/mtp/low-latency-tep8-1p1d.yaml": (512, 2),
+    "recipes/b200-fp8/1k1k/mtp/low-latency-tep8-1p3d.yaml": (512, 2),
+    "recipes/b200-fp8/1k1k/mtp/max-tpt-dep8-1p1d.yaml": (64, 2),
+    "recipes/b200-fp8/1k1k/mtp/max-tpt-dep8-1p2d.yaml": (64, 1),
+    "recipes/b200-fp8/1k1k/mtp/max-tpt-dep8-1p5d.yaml": (64, 2),
+    "recipes/b200-fp8/1k1k/mtp/max-tpt-dep8-2p5d.yaml": (64, 2),
+    "recipes/b200-fp8/1k1k/stp/low-latency-tep8-1p1d.yaml": (512, None),
+    "recipes/b200-fp8/1k1k/stp/low-latency-tep8-1p3d.yaml": (512, None),
+    "recipes/b200-fp8/1k1k/stp/max-tpt-dep8-1p5d.yaml": (128, None),
+    "recipes/b200-fp8/1k1k/stp/max-tpt-dep8-2p5d.yaml": (128, None),
+    "recipes/b200-fp8/8k1k/mtp/low-latency-tep8-1p1d.yaml": (512, 2),
+    "recipes/b200-fp8/8k1k/mtp/low-latency-tep8-1p4d.yaml": (512, 2),
+    "recipes/b200-fp8/8k1k/mtp/low-latency-tep8-1p6d.yaml": (512, 2),
+    "recipes/b200-fp8/8k1k/mtp/max-tpt-dep8-1p1d.yaml": (64, 2),
+    "recipes/b200-fp8/8k1k/mtp/max-tpt-dep8-1p2d.yaml": (64, 2),
+    "recipes/b200-fp8/8k1k/mtp/max-tpt-dep8-2p1d.yaml": (64, 2),
+    "recipes/b200-fp8/8k1k/stp/low-latency-tep8-1p1d.yaml": (512, None),
+    "recipes/b200-fp8/8k1k/stp/low-latency-tep8-1p4d.yaml": (512, None),
+    "recipes/b200-fp8/8k1k/stp/low-latency-tep8-1p6d.yaml": (512, None),
+    "recipes/b200-fp8/8k1k/stp/max-tpt-dep8-1p1d.yaml": (128, None),
+    "recipes/b200-fp8/8k1k/stp/max-tpt-dep8-2p1d.yaml": (128, None),
+    "recipes/h200/1k1k/bs256-1p6d-dep-mtp.yaml": (16, 2),
+    "recipes/h200/1k1k/bs256-1p6d-dep.yaml": (64, None),
+    "recipes/h200/1k1k/bs256-1p6d-tp-mtp.yaml": (128, 2),
+    "recipes/h200/1k1k/bs256-1p6d-tp.yaml": (512, None),
+    "recipes/h200/1k1k/low-latency-1p9d-mtp.yaml": (64, 2),
+    "recipes/h200/1k1k/low-latency-1p9d.yaml": (256, None),
+    "recipes/h200/8k1k/bs128-1p1d-dep-mtp.yaml": (24, 2),
+    "recipes/h200/8k1k/bs128-1p1d-dep.yaml": (32, None),
+    "recipes/h200/8k1k/bs16-1p3d-mtp.yaml": (32, 2),
+    "recipes/h200/8k1k/bs16-1p3d.yaml": (32, None),
+    "recipes/h200/8k1k/bs4-1p7d-mtp.yaml": (2, 2),
+    "recipes/h200/8k1k/bs4-1p7d.yaml": (8, None),
+    "recipes/h200/8k1k/bs64-2p3d-mtp.yaml": (16, 2),
+    "recipes/h200/8k1k/bs64-2p3d.yaml": (128, None),
+    "recipes/h200/8k1k/bs8-1p6d-mtp.yaml": (16, 2),
+    "recipes/h200/8k1k/bs8-1p6d.yaml": (16, None),
+}
+
+
 def _decode_max_batch(settings: str) -> int | None:
-    """The decode workers' ``max_batch_size``: the recipe file's where :data:`RECIPE_DECODE_MAX_BATCH` reads it,
-    else ``DECODE_MAX_BATCH_SIZE=N`` or ``batchN`` in the recipe's name."""
+    """The decode workers' ``max_batch_size`` (per attention-DP rank): the recipe file's where
+    :data:`RECIPE_DECODE_MAX_BATCH` or :data:`SGLANG_RECIPE_DECODE` reads it, else ``DECODE_MAX_BATCH_SIZE=N`` or
+    ``batchN`` in the recipe's name."""
     for recipe, batch in RECIPE_DECODE_MAX_BATCH.items():
         if recipe in settings:
             return batch
+    if (read := _sglang_recipe(settings)) is not None:
+        return read[0]
     return _settings_number(settings, r"DECODE_MAX_BATCH_SIZE=(\d+)", r"_batch(\d+)_")
+
+
+def _sglang_recipe(settings: str) -> tuple[int, int | None] | None:
+    """What :data:`SGLANG_RECIPE_DECODE` reads of the SGLang recipe the settings' ``CONFIG_FILE`` names, if any."""
+    m = re.search(r"CONFIG_FILE=(\S+\.yaml)", settings)
+    return SGLANG_RECIPE_DECODE.get(m.group(1)) if m else None
+
+
+def _draft_tokens(settings: str) -> int | None:
+    """An MTP entry's draft tokens: ``mtpN`` in the recipe's name, or the SGLang recipe file's
+    ``speculative-num-steps`` (:data:`SGLANG_RECIPE_DECODE`)."""
+    read = _sglang_recipe(settings)
+    return read[1] if read is not None and read[1] is not None else _settings_number(settings, r"_mtp(\d+)")
 
 
 def _entry(c: dict, name: str, seq: dict, e: dict) -> dict | None:
@@ -175,7 +261,7 @@ def _entry(c: dict, name: str, seq: dict, e: dict) -> dict | None:
     return {
         "framework": c.get("framework"), "system": system, "precision": c.get("precision"), "isl": seq["isl"],
         "osl": seq["osl"], "image": c.get("image"), "speculation": spec,
-        "draft_tokens": _settings_number(extra, r"_mtp(\d+)") if spec == "mtp" else None,
+        "draft_tokens": _draft_tokens(extra) if spec == "mtp" else None,
         "decode_max_batch": _decode_max_batch(extra),
         "prefill": list(_pool(e["prefill"])), "decode": list(_pool(e["decode"])),
     }  # fmt: skip
@@ -232,7 +318,7 @@ def write_table(git_dir: str, since: str, until: str, path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    opts = {"--since": "2025-12-01", "--until": "2026-04-07", "--write": ""}
+    opts = {"--since": "2025-12-01", "--until": "2026-04-07T00:00:00+00:00", "--write": ""}
     for k in opts:
         if k in argv:
             i = argv.index(k)

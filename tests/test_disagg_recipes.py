@@ -311,3 +311,60 @@ def test_a_run_stamped_with_its_day_takes_its_timed_copys_time():
     assert recipe_for(day, 1).group == POOLS
     assert (recipe_for(out[1], 1).group, recipe_for(out[1], 1).draft_tokens) == (POOLS_MTP, 2)
     assert recipe_for(timed, 1).group == POOLS_MTP
+
+
+def _sglang_b200_fp4(concurrency: int, **kw) -> dict:
+    """InferenceX's SGLang DeepSeek-R1 FP4 B200 8192/1024 run at ``concurrency`` clients (the non-MTP image, 2026-02-11
+    01:17:02Z, when nvidia-master.yaml 46e0b5ff was merged) on the columns serving_runs.csv states for it unless given:
+    prefill TP 4, attention-DP 1, EP 4; decode TP 8, attention-DP 1, moe-TP 2 × EP 4."""
+    return _inferencex(concurrency, "2026-02-11T01:17:02Z", "lmsysorg/sglang:v0.5.8.post1-cu130-runtime",
+                       **{"backend": "sglang", "backend_version": "0.5.8.post1", "system": "b200_sxm",
+                          "precision": "fp4", "isl": 8192, "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4",
+                          "prefill_tp_size": 4, "prefill_moe_ep_size": 4, "decode_tp_size": 8,
+                          "decode_moe_tp_size": 2, "decode_moe_ep_size": 4, **kw})  # fmt: skip
+
+
+def test_columns_that_misstate_the_expert_split_still_pick_their_configuration():
+    # InferenceX nvidia-master.yaml at 46e0b5ff, dsr1-fp4-b200-dynamo-sglang 8192/1024 lists 4 clients twice:
+    # CONFIG_FILE=recipes/b200-fp4/8k1k/stp/low-latency-dep4-2p-tep8-5d.yaml (prefill num-worker 2, tp 4, ep 4,
+    # dp-attn true; decode num-worker 5, tp 8, ep 8, dp-attn false) and low-latency-tp4-1p-tp8-1d.yaml (1 + 1, tp 4 /
+    # tp 8, ep 1). The first file (NVIDIA/srt-slurm 5063eb43) runs prefill tensor-parallel-size 4, data-parallel-size
+    # 4, expert-parallel-size 4, enable-dp-attention true and decode tensor-parallel-size 8, expert-parallel-size 8,
+    # max-running-requests 512. The row states the decode's EP as moe-TP 2 × EP 4, so no entry's EP matches exactly;
+    # its pools' GPUs and their split experts (EP > 1 in both) are the first configuration's
+    found = recipe_for(_sglang_b200_fp4(4), 4)
+    assert (found.group, found.draft_tokens, found.decode_max_batch) == (POOLS, 0, 512)
+    assert (found.prefill, found.decode) == ((2, 4, 4, True), (5, 8, 8, False))
+    assert to_run(_sglang_b200_fp4(4)).prefill == Layout(1, 1, 4, 4, 2)  # 4 attention-DP ranks, EP 4, 2 workers
+    # columns stating EP 1 in both pools (moe-TP 8 on the decode) are the tensor-parallel configuration
+    tp = recipe_for(_sglang_b200_fp4(4, prefill_moe_ep_size=1, decode_moe_tp_size=8, decode_moe_ep_size=1), 4)
+    assert (tp.group, tp.prefill, tp.decode) == (POOLS, (1, 4, 1, False), (1, 8, 1, False))
+
+
+def test_an_sglang_recipe_file_sets_the_requests_a_decode_rank_admits():
+    # NVIDIA/srt-slurm 5063eb43 recipes/h200/1k1k/bs256-1p6d-dep.yaml: decode tp-size 8, dp-size 8, ep-size 8,
+    # enable-dp-attention true, max-running-requests 512, which SGLang's schedulers split over the 8 attention-DP
+    # ranks: 512 // 8 = 64 a rank (InferenceX nvidia-master.yaml names it for dsr1-fp8-h200-dynamo-sglang 1024/1024
+    # at 128-2048 clients: 1 prefill + 6 decode workers, TP 8, EP 8, attention-DP)
+    row = _inferencex(2048, "2026-02-07T00:00:00.000Z", "lmsysorg/sglang:v0.5.8.post1-cu130", backend="sglang",
+                      system="h200_sxm", prefill_tp_size=8, prefill_moe_ep_size=8, decode_tp_size=8,
+                      decode_moe_ep_size=8)  # fmt: skip
+    found = recipe_for(row, 2048)
+    assert (found.group, found.decode, found.decode_max_batch) == (POOLS, (6, 8, 8, True), 64)
+    # recipes/h200/8k1k/bs128-1p1d-dep-mtp.yaml: max-running-requests 192 over dp-size 8 = 24 a rank, EAGLE with
+    # speculative-num-steps 2 (topk 1): 2 drafts
+    later = _inferencex(512, "2026-02-07T22:52:25Z", "lmsysorg/sglang:v0.5.8.post1-cu130", backend="sglang",
+                        system="h200_sxm", isl=8192, prefill_tp_size=8, decode_tp_size=8)  # fmt: skip
+    mtp = recipe_for(later, 512)
+    assert (mtp.group, mtp.decode, mtp.decode_max_batch, mtp.draft_tokens) == (POOLS_MTP, (1, 8, 8, True), 24, 2)
+
+
+def test_an_sglang_recipe_drafting_one_token_is_read_so():
+    # NVIDIA/srt-slurm 5063eb43 recipes/b200-fp8/1k1k/mtp/max-tpt-dep8-1p2d.yaml decodes with speculative-num-steps
+    # 1, speculative-num-draft-tokens 2 (the other SGLang MTP recipes 2 and 3), max-running-requests 512 over dp-size 8
+    from llmath.measure.disagg_recipes import _table
+
+    found = {(e["draft_tokens"], e["decode_max_batch"]) for e in _table()["entries"]
+             if (e["framework"], e["system"], e["precision"], e["isl"], e["speculation"], e["decode"])
+             == ("dynamo-sglang", "b200", "fp8", 1024, "mtp", [2, 8, 8, True])}  # fmt: skip
+    assert found == {(1, 64)}

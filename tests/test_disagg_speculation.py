@@ -12,6 +12,7 @@ from llmath import Workload
 from llmath.deploy import engines
 from llmath.deploy.disagg import (
     disagg_grid,
+    kv_transfer_s,
     pool_decoding,
     pool_memory,
     prefill_worker,
@@ -19,7 +20,7 @@ from llmath.deploy.disagg import (
 )
 from llmath.deploy.layout import ParallelConfig, make_layout
 from llmath.deploy.plan import plan
-from llmath.deploy.serving import Decoding, Requests
+from llmath.deploy.serving import Decoding, Requests, active_overheads
 from llmath.deploy.serving_memory import memory
 from llmath.deploy.speculative import Speculation
 from llmath.deploy.step import Device
@@ -54,14 +55,17 @@ def test_a_speculating_decode_pool_yields_the_acceptance_length_per_round():
     S = 1024 + 63  # req.decode_context: the mean of positions P … P + G − 2
     rnd = 3 * dec.draft.iteration(B, S + 1).time_s + dev.verify(B, 4, S).time_s
     w = prefill_worker(dev, engines.preset("vllm", H100), req, dec.draft)
-    g = disagg_grid(w, dec, req, 64, 8, 1, 1, 450e9, batches=B)
+    kv_s = kv_transfer_s(dec, 1024, H100, dev)  # one GPU to one GPU, over one direction of NVLink
+    g = disagg_grid(w, dec, req, 64, 8, 1, 1, kv_s, batches=B)
     r_d = B * 2.5 / (127 * rnd)
     for i in range(2):
         assert g.tpot_s[i, 0] == pytest.approx(rnd[i] / 2.5, rel=1e-12)
         for j, x in enumerate(g.prefill_workers[i]):
             assert g.decode_workers[i, j] == np.ceil(x * w.requests_s / r_d[i])
     # the KV transfer carries the EAGLE head's one layer beside the target's 32: (131,072 + 4,096) B × 1024 tokens
-    assert g.kv_transfer_s == pytest.approx((LLAMA_KV + LAYER_KV) * 1024 / 450e9, rel=1e-9)
+    # over 450 GB/s (one direction of the H100's 900 GB/s NVLink)
+    assert kv_s == pytest.approx((LLAMA_KV + LAYER_KV) * 1024 / 450e9, rel=1e-9)
+    assert g.kv_transfer_s == kv_s
 
 
 def test_without_speculation_the_grid_is_the_one_token_per_step_grid():
@@ -69,8 +73,9 @@ def test_without_speculation_the_grid_is_the_one_token_per_step_grid():
     dev, req = _device(), Requests(1024, 128)
     w = prefill_worker(dev, engines.preset("vllm", H100), req)
     B = np.array([1.0, 16.0, 64.0])
-    a = disagg_grid(w, dev, req, 64, 8, 1, 1, 450e9, batches=B)
-    b = disagg_grid(w, Decoding(dev), req, 64, 8, 1, 1, 450e9, batches=B)
+    kv_s = kv_transfer_s(Decoding(dev), 1024, H100, dev)
+    a = disagg_grid(w, dev, req, 64, 8, 1, 1, kv_s, batches=B)
+    b = disagg_grid(w, Decoding(dev), req, 64, 8, 1, 1, kv_s, batches=B)
     for k in ("ttft_s", "tpot_s", "decode_workers", "throughput_tok_s"):
         assert np.array_equal(getattr(a, k), getattr(b, k))
     # TTFT = the prefill + the target's KV alone: 131,072 B × 1024 over 450 GB/s
@@ -150,13 +155,16 @@ def test_plan_disagg_searches_speculating_pools():
     rows = [r.best, *r.pareto]
     said = {"method": "eagle", "k": 3, "acceptance": 2.5, "draft_model": None}
     assert r.best["mode"] == "disaggregated" and r.best["speculation"] == said
-    # the row is the pools' grid at its decode batch: TPOT = the decode worker's round / 2.5
+    # the row is the pools' grid at its decode batch: TPOT = (the decode worker's round + vLLM's per-iteration
+    # and per-token host terms, as serve_disaggregated counts them) / 2.5
     b = r.best
     dev = _device(tp=b["tp"]) if b["tp"] > 1 else _device()
     dec = pool_decoding(dev, EAGLE)
     S = 1024 + 127
     rnd = 3 * dec.draft.iteration(b["decode_batch"], S + 1).time_s + dev.verify(b["decode_batch"], 4, S).time_s
-    assert b["tpot_s"] == pytest.approx(float(rnd) / 2.5, rel=1e-9)
+    ov = active_overheads(dev, engines.preset("vllm", H100))
+    host = ov.per_iteration_s + b["decode_batch"] * ov.per_token_s
+    assert b["tpot_s"] == pytest.approx((float(rnd) + host) / 2.5, rel=1e-9)
     assert all(x["speculation"] in (None, said) for x in rows)
     full = plan("llama-3-8b", "h100-sxm", speculation=EAGLE, exhaustive=True, **kw)
     assert r.best == full.best and r.pareto == full.pareto

@@ -303,7 +303,7 @@ def test_disaggregated_pools_are_rate_matched():
     dev = _device()
     req = Requests(1024, 128)
     w = prefill_worker(dev, engines.preset("vllm", H100), req)
-    g = disagg_grid(w, dev, req, 64, 8, 1, 1, 450e9, batches=np.array([16.0, 64.0]))
+    g = disagg_grid(w, dev, req, 64, 8, 1, 1, 131_072 * 1024 / 450e9, batches=np.array([16.0, 64.0]))
     tau = dev.iteration(np.array([16.0, 64.0]), 1024 + 63).time_s
     r_d = np.array([16.0, 64.0]) / (127 * tau)
     for i in range(2):

@@ -18,7 +18,7 @@ import numpy as np
 from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.overheads import Overheads
 from llmath.deploy.replacement import joined_passes
-from llmath.deploy.serving import Requests, SteadyState
+from llmath.deploy.serving import Decoding, Requests, SteadyState
 
 
 def deep_queue(CBm: tuple, req: Requests, steps, burst: tuple, taus: tuple, wave_1: tuple) -> tuple:
@@ -107,6 +107,27 @@ def queue_wait(CB: tuple, held, transit):
 
 
 def transit_s(eng: EngineConfig, ov: Overheads, req: Requests, ss: SteadyState):
-    """A follow-up's time from its send to the pass that could take it in: the passes it joins after
-    (:func:`llmath.deploy.replacement.joined_passes`), each of the steady state's mean iteration."""
-    return joined_passes(eng, ov.served_request_s(req.prompt), ss.step_decode_s) * ss.mean_iteration_s
+    """A follow-up's time from its send to the pass that could take it in: the ``replacement_lag`` passes already
+    scheduled or the ⌈o_req / τ̄⌉ its front end outlasts (:func:`llmath.deploy.replacement.joined_passes`), each of
+    the steady state's mean iteration τ̄. When the running-request cap binds, its time on the way, in no place,
+    which :func:`queue_wait` nets out of a client's cycle; :func:`admission_wait_s`, the TTFT's term, adds the
+    scheduler's poll and holds to it."""
+    tau = ss.mean_iteration_s
+    return joined_passes(eng, ov.served_request_s(req.prompt), tau) * tau
+
+
+def admission_wait_s(dec: Decoding, eng: EngineConfig, req: Requests, C, ss: SteadyState):
+    """A follow-up's mean time from its send to the iteration that starts its prompt, at the steady state ``ss``
+    of ``C`` clients (the TTFT term :func:`llmath.deploy.drifting_loop.drifting_state` charges each clump): its
+    :func:`transit_s`, then the scheduler's poll (:func:`.admission_holds.after_poll`) and TensorRT-LLM's holds
+    (:func:`.admission_holds.hold_s`); or, when the engine is idle ((o_req / e2e)^(C − 1): every other client
+    between its requests), its front end o_req alone. :func:`transit_s` itself on a busy engine that polls every
+    iteration, holds nothing and whose front end ends within the passes it joins after."""
+    from llmath.deploy.admission_holds import after_poll, hold_s
+    from llmath.deploy.serving import active_overheads
+
+    ov = active_overheads(dec.dev, eng)
+    o_req = ov.served_request_s(req.prompt)
+    idle = (o_req / ss.e2e_s) ** (C - 1)
+    busy = after_poll(transit_s(eng, ov, req, ss), o_req, eng, ss) + hold_s(dec, eng, req, ss, ss.mean_iteration_s)
+    return (1 - idle) * busy + idle * o_req

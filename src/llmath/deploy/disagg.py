@@ -5,15 +5,16 @@ from one to the other over the interconnect, and the two pools rate-matched.
   or one prompt in ⌈P' / K⌉ chunks; it finishes r_p = prompts / (time of their iterations) requests/s and its
   TTFT share is the time of the iterations one prompt spends (it yields the first token);
 * the **KV transfer** moves the KV cache of the P prompt positions once per request over the GPUs' own links
-  (scale-up when both workers fit one scale-up domain, else scale-out; per direction): in the planner's grid each
-  prefill GPU its shard; in :func:`serve_disaggregated` each decode rank receives what its cache holds (the
-  whole latent cache of a multi-head latent attention on every tensor-parallel rank) from the prefill ranks
-  that hold the prompt (one with attention-DP), :func:`kv_transfer_s`; its time adds to TTFT (not overlapped
-  with the prefill, an upper bound: engines stream layer by layer), and so do the decode server's steps until
-  it answers the request (:func:`first_token_decode_s`: its executor's loop, TensorRT-LLM 2.5 steps, SGLang 1.5;
-  ``data/engines.json``);
-* a **decode worker** holds B sequences decoding (at most what its KV pool admits and ``max_num_seqs``), one
-  token each per step of time τ_d(B), so it finishes r_d = B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
+  (scale-up when both workers fit one scale-up domain, else scale-out; per direction): each decode rank
+  receives what its cache holds (the whole latent cache of a multi-head latent attention on every
+  tensor-parallel rank) from the prefill ranks that hold the prompt (one with attention-DP),
+  :func:`kv_transfer_s`, the one transfer time of both the planner's grid and :func:`serve_disaggregated`; it
+  adds to TTFT (not overlapped with the prefill, an upper bound: engines stream layer by layer), and so do the
+  decode server's steps until it answers the request (:func:`first_token_decode_s`: its executor's loop,
+  TensorRT-LLM 2.5 steps, SGLang 1.5; ``data/engines.json``);
+* a **decode worker** holds B sequences decoding on each of its D attention-DP ranks (at most what a rank's KV
+  pool admits and ``max_num_seqs``), one token each per step of time τ_d(B) (the step and the engine's
+  overheads, :func:`decode_tpot_s`), so it finishes r_d = D·B / ((G − 1)·τ_d) requests/s, TPOT = τ_d;
 * **rate matching**: x prefill workers need y = ⌈x·r_p / r_d⌉ decode workers; the pair sustains x·r_p
   requests/s on x·g_p + y·g_d GPUs (the decode pool slightly over-provisioned, so its TPOT is an upper bound).
 
@@ -32,7 +33,7 @@ the draft; python/sglang/srt/disaggregation/draft_bootstrap.py at fc6f5169). So,
 * the **KV transfer** carries the draft's KV of the prompt with the target's;
 * a **decode worker** runs speculative rounds (k draft steps and a verify pass of width k + 1,
   :func:`.speculative.round_time`) of τ_r(B) each that yield the stated acceptance length a tokens per
-  sequence: TPOT = τ_r(B) / a, r_d = B·a / ((G − 1)·τ_r); its memory holds the draft's weights
+  sequence: TPOT = τ_r(B) / a, r_d = D·B·a / ((G − 1)·τ_r); its memory holds the draft's weights
   (:func:`.serving_memory.draft_weight_bytes`) and the draft's KV cache per request (:func:`pool_memory`).
 
 Without a draft every number is the one-token-per-step model above. The planner's grid (:func:`disagg_grid`) is
@@ -52,7 +53,7 @@ import numpy as np
 
 from llmath.deploy.admission_reserve import disaggregated
 from llmath.deploy.engine_config import EngineConfig
-from llmath.deploy.serving import FIXED_POINT_PASSES, Decoding, Requests
+from llmath.deploy.serving import FIXED_POINT_PASSES, Decoding, Requests, active_overheads
 from llmath.deploy.serving_memory import Memory, draft_weight_bytes, memory
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device, kv_bytes_per_sequence
@@ -82,19 +83,28 @@ class PrefillWorker:
 
 def prefill_worker(dev: Device, eng: EngineConfig, req: Requests, draft: Device | None = None) -> PrefillWorker:
     """A worker that only prefills: whole prompts packed into the budget, or a long prompt in chunks (with a
-    ``draft``, each pass also runs the draft's prefill over the same tokens, :func:`prefill_pass_s`)."""
+    ``draft``, each pass also runs the draft's prefill over the same tokens, :func:`prefill_pass_s`); each pass
+    pays the engine's per-pass overheads as :func:`serve_disaggregated` counts them (:func:`prefill_overhead_s`)."""
     K = eng.max_num_batched_tokens or req.new
     Pn = req.new
     if Pn <= K:
         n = max(1, K // Pn)
-        t = float(prefill_pass_s(dev, draft, n, Pn, req.cached))
+        t = float(prefill_pass_s(dev, draft, n, Pn, req.cached)) + prefill_overhead_s(dev, eng, req, n)
         return PrefillWorker(t, n / t, float(n))
     chunks = -(-Pn // K)
     rest = Pn - (chunks - 1) * K
     full = prefill_pass_s(dev, draft, 1, K, req.cached + (chunks - 2) * K / 2) * (chunks - 1)
     last = prefill_pass_s(dev, draft, 1, rest, req.cached + (chunks - 1) * K)
-    t = float(full + last)
+    t = float(full + last) + chunks * prefill_overhead_s(dev, eng, req, 1.0)
     return PrefillWorker(t, 1.0 / t, 1.0 / chunks)
+
+
+def prefill_overhead_s(dev: Device, eng: EngineConfig, req: Requests, prompts: float) -> float:
+    """The engine's host time of one prefill-only pass of ``prompts`` prompts (a pass of chunks of one prompt: 1):
+    its per-iteration eager term, and each prompt's per-request term shared over the pass's prompts
+    (:class:`~.overheads.Overheads`; :func:`serve_disaggregated`'s passes and the planner's prefill workers)."""
+    ov = active_overheads(dev, eng)
+    return ov.per_iteration_eager_s + ov.request_s(req.prompt) / prompts
 
 
 def prefill_pass_s(dev: Device, draft: Device | None, n, chunk, prefix):
@@ -166,26 +176,26 @@ def disagg_grid(
     gpus: int,
     g_prefill: int,
     g_decode: int,
-    kv_link_bytes_per_s: float,
+    kv_s: float,
     batches: np.ndarray | None = None,
+    eng: EngineConfig | None = None,
 ) -> DisaggGrid:
     """Every (decode batch B, x prefill workers) pair with y = ⌈x·r_p / r_d(B)⌉ decode workers on ≤ ``gpus``;
-    ``dec`` decodes one token per step (a Device) or as a :class:`~.serving.Decoding` (speculative rounds)."""
+    ``dec`` decodes one token per step (a Device) or as a :class:`~.serving.Decoding` (speculative rounds).
+    ``kv_s``: the seconds of one request's KV transfer (:func:`kv_transfer_s`). With the decode pool's engine
+    ``eng``, TPOT is :func:`decode_tpot_s` (the step and the engine's overheads) and TTFT adds the decode server's
+    steps until it answers (:func:`first_token_decode_s`), as :func:`serve_disaggregated` counts both; without,
+    the bare step and no answer steps."""
     if batches is None:
         batches = np.unique(np.geomspace(1, max(max_decode_batch, 1), 128).round())
     B = np.asarray(batches, dtype=float)[:, None]
-    ctx = req.decode_context
     d = Decoding(dec) if isinstance(dec, Device) else dec  # a Device decodes one token per step
-    tau = d.step(B, ctx) / d.tokens  # seconds per output token: a round over the tokens it yields
-    steps = max(req.decode_steps, 1.0)
-    r_d = B / (steps * tau)
+    tau = decode_tpot_s(d, eng, B, req.decode_context)  # seconds per output token
+    answer = first_token_decode_s(first_token_decode_steps(eng.name) if eng else 0.0, tau, d.tokens)
+    r_d = d.dev.dp * B / (max(req.decode_steps, 1.0) * tau)  # B on each of the worker's attention-DP ranks
     x = np.arange(1, max(gpus // g_prefill, 1) + 1, dtype=float)[None, :]
     y = np.ceil(x * pre.requests_s / r_d)
     used = x * g_prefill + y * g_decode
-    t = d.dev
-    kv = float(kv_bytes_per_sequence(t.spec, req.prompt, t.precision, t.attention))  # whole model's KV
-    kv += draft_kv_bytes(d.draft, req.prompt, per_gpu=False)
-    t_kv = kv / kv_link_bytes_per_s if kv_link_bytes_per_s > 0 else float("inf")
     rate = x * pre.requests_s
     shape = np.broadcast_shapes(B.shape, x.shape)
     return DisaggGrid(
@@ -193,10 +203,10 @@ def disagg_grid(
         np.broadcast_to(x, shape),
         np.broadcast_to(y, shape),
         np.broadcast_to(used, shape),
-        np.full(shape, pre.ttft_s + t_kv),
+        np.broadcast_to(pre.ttft_s + kv_s + answer, shape),
         np.broadcast_to(tau, shape),
         np.broadcast_to(rate * req.mean_gen, shape),
-        t_kv,
+        kv_s,
         pre.ttft_s,
     )
 
@@ -456,12 +466,19 @@ def _closed_loop(workload, keywords: dict) -> Workload:
 
 
 def _decode_tpot(dec: Decoding, eng: EngineConfig, batch: float, context: float) -> float:
-    """Seconds per output token of a decode replica at ``batch`` sequences: its step (a speculative round) plus
-    the engine's per-iteration overhead, over the tokens a step yields (as the aggregated steady state counts)."""
-    from llmath.deploy.serving import active_overheads
+    """:func:`decode_tpot_s` at one batch."""
+    return float(decode_tpot_s(dec, eng, batch, context))
 
-    ov = active_overheads(dec.dev, eng)
-    step = float(dec.step(batch, context)) + ov.iteration_s(eng.cuda_graphs) + batch * ov.per_token_s
+
+def decode_tpot_s(dec: Decoding, eng: EngineConfig | None, batch, context):
+    """Seconds per output token of a decode replica at ``batch`` sequences per attention rank (an array or a
+    number): its step (a speculative round) plus the engine's per-iteration overhead and per-token term, over the
+    tokens a step yields (as the aggregated steady state counts); ``eng`` None: the step alone. The one decode
+    time of :func:`serve_disaggregated` and the planner's grid (:func:`disagg_grid`)."""
+    step = dec.step(batch, context)
+    if eng is not None:
+        ov = active_overheads(dec.dev, eng)
+        step = step + ov.iteration_s(eng.cuda_graphs) + np.asarray(batch, dtype=float) * ov.per_token_s
     return step / dec.tokens
 
 
@@ -469,14 +486,11 @@ def _prefill_pass(dec: Decoding, eng: EngineConfig, req: Requests, per_rank: flo
     """(time of one prefill pass, passes a wave of ``per_rank`` prompts takes, passes one prompt spans): the
     prompts that arrive together packed into the budget K, each pass K tokens (or the wave's, if fewer), the
     draft's prefill of them included (:func:`prefill_pass_s`)."""
-    from llmath.deploy.serving import active_overheads
-
     K = float(eng.max_num_batched_tokens or req.new)
     tokens = min(K, per_rank * req.new)
     n = max(tokens / req.new, 1.0)
-    ov = active_overheads(dec.dev, eng)
     t = float(prefill_pass_s(dec.dev, dec.draft, n, tokens / n, req.cached + (req.new - tokens / n) / 2))
-    t += ov.per_iteration_eager_s + ov.request_s(req.prompt) / n
+    t += prefill_overhead_s(dec.dev, eng, req, n)
     return t, per_rank * req.new / tokens, max(1.0, req.new / K)
 
 

@@ -15,11 +15,10 @@ from dataclasses import fields, replace
 
 import numpy as np
 
-from llmath.deploy.admission_holds import after_poll, hold_s, window_arrivals
-from llmath.deploy.capped_loop import queue_wait, transit_s
+from llmath.deploy.admission_holds import window_arrivals
+from llmath.deploy.capped_loop import admission_wait_s, queue_wait, transit_s
 from llmath.deploy.closed_loop import iterations_ahead, lockstep_state, prefill_burst, staggered_state
 from llmath.deploy.engine_config import EngineConfig
-from llmath.deploy.replacement import joined_passes
 from llmath.deploy.serving import (
     Decoding,
     Requests,
@@ -153,12 +152,7 @@ def _clump(dec: Decoding, eng: EngineConfig, req: Requests, CB: tuple, together,
     C, B = CB
     together, earlier = together
     Pn, (K, chunked) = float(req.new), _budget(eng, req)
-    tau = uniform.mean_iteration_s
-    o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
-    idle = (o_req / uniform.e2e_s) ** (C - 1)
-    joined = joined_passes(eng, o_req, tau) * tau
-    waited = (1 - idle) * (after_poll(joined, o_req, eng, uniform) + hold_s(dec, eng, req, uniform, tau))
-    waited = waited + idle * o_req
+    waited = admission_wait_s(dec, eng, req, C, uniform)  # from its send to the iteration that starts its prompt
     c = np.minimum(np.maximum(together, window_arrivals(eng, uniform)), B)
     d = np.maximum(B - c, 0.0) if eng.mixed_prefill else np.zeros_like(c)
     K_e = np.maximum(K - d * dec.width, 1.0 if chunked else Pn)  # whole prompts: one at least

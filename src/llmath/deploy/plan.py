@@ -34,7 +34,7 @@ from llmath.deploy.admission_reserve import disaggregated
 from llmath.deploy.arguments import checked
 from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
-from llmath.deploy.disagg import disagg_grid, link_bytes_per_s, pool_decoding, prefill_worker
+from llmath.deploy.disagg import disagg_grid, kv_transfer_s, pool_decoding, prefill_worker
 from llmath.deploy.layout import Layout, ParallelConfig, make_layout
 from llmath.deploy.plan_aggregated import Family, Sampled, agg_rows, grid, pool_memory, refine, sample_round
 from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
@@ -212,8 +212,8 @@ def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fm
         rejected.append(_unfit_pair(fmt, pre.tp, dec.tp, sd))
         return 0
     pw = prefill_worker(pre.device, eng, req, p_dec.draft)
-    link = link_bytes_per_s(pre.device.hw, pre.gpus, pre.gpus + dec.gpus)
-    g = disagg_grid(pw, d_dec, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, link)
+    kv_s = kv_transfer_s(p_dec, req.prompt, pre.device.hw, d_dec.dev)
+    g = disagg_grid(pw, d_dec, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, kv_s, eng=eng)
     return _disagg_rows(g, pre, dec, req, gpus, fmt, cols, sd is not None)
 
 
@@ -231,7 +231,7 @@ def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: s
     add_served(
         cols, n, ("disaggregated", fmt, dec, g.decode_workers[ok]), (concurrency, ttft, tpot), thr, g.gpus_used[ok],
         prefill_workers=g.prefill_workers[ok], prefill_tp=pre.tp, decode_batch=g.decode_batch[ok],
-        speculation=float(sd),
+        speculation=float(sd), decode_dp=dec.dp, kv_transfer_s=g.kv_transfer_s,
     )  # fmt: skip
     return n
 
@@ -483,7 +483,9 @@ class _Search:
                     continue
                 if kb not in curves:
                     curves[kb] = DecodeCurve(dec[kb], decode_batches(mem[kb].max_resident), req.decode_context)
-                cells.append((PairCell(a, b, pw, curves[kb], mem[kb].max_resident, req, gpus, self.targets), sd))
+                handoff = (eng, kv_transfer_s(dec[ka], req.prompt, a.device.hw, b.device))
+                cell = PairCell(a, b, pw, curves[kb], mem[kb].max_resident, req, gpus, self.targets, handoff)
+                cells.append((cell, sd))
         return cells
 
 

@@ -94,6 +94,8 @@ def rows(cols: dict[str, np.ndarray], idx: np.ndarray, cost: float | None, spec:
             r["prefill_tp"] = int(sel["prefill_tp"][j])
             r["decode_workers"] = r["dp"]
             r["decode_batch"] = sel["decode_batch"][j]
+            r["decode_dp"] = int(sel["decode_dp"][j])  # the decode replica's attention-DP ranks
+            r["kv_transfer_s"] = sel["kv_transfer_s"][j]
         if cost is not None:
             r["usd_per_million_tokens"] = cost / 3600 / r["throughput_tok_s_per_gpu"] * 1e6
         out.append(r)

@@ -131,11 +131,15 @@ class PairCell:
     """One (prefill worker, decode worker) pair over the decode worker's batches: each batch's bound
     (:func:`disagg_bound`) and tokens/s per user, and whether it can meet the TPOT target and fit."""
 
-    def __init__(self, pre, dec, pw, curve: DecodeCurve, max_batch: int, req, gpus: int, targets: dict):
+    def __init__(self, pre, dec, pw, curve: DecodeCurve, max_batch: int, req, gpus: int, targets: dict, handoff):
+        from llmath.deploy.disagg import decode_tpot_s
+
         self.pre, self.dec, self.pw, self.curve = pre, dec, pw, curve
         self.max_batch, self.req, self.gpus, self.targets = max_batch, req, gpus, targets
-        tau = curve.step_s / curve.tokens  # seconds per output token (a round over the tokens it yields)
-        r_d = curve.batches / (max(req.decode_steps, 1.0) * tau)
+        self.eng, self.kv_s = handoff  # the decode pool's engine and the KV transfer's seconds
+        # seconds per output token (a round over the tokens it yields, the engine's overheads included)
+        tau = decode_tpot_s(cast(Decoding, curve), self.eng, curve.batches, req.decode_context)
+        r_d = dec.dp * curve.batches / (max(req.decode_steps, 1.0) * tau)  # each attention-DP rank holds B
         self.bound = disagg_bound(pw.requests_s, pre.gpus, r_d, dec.gpus, req.mean_gen)
         one = pre.gpus + np.ceil(pw.requests_s / r_d) * dec.gpus  # one prefill worker and its decode pool
         self.user = 1 / tau
@@ -145,18 +149,17 @@ class PairCell:
     def grid(self, front: Frontier):
         """The exact grid of the batches the front does not already beat (None when none is left, or when
         the pair's TTFT misses its target)."""
-        from llmath.deploy.disagg import disagg_grid, link_bytes_per_s
+        from llmath.deploy.disagg import disagg_grid
 
         todo = self.possible & ~front.beats(self.bound, self.user)
         if not todo.any():
             return None
         pre, dec = self.pre, self.dec
-        link = link_bytes_per_s(pre.device.hw, pre.gpus, pre.gpus + dec.gpus)
-        args = (self.pw, cast(Decoding, self.curve), self.req, self.max_batch, self.gpus, pre.gpus, dec.gpus, link)
-        first = disagg_grid(*args, batches=self.curve.batches[todo][:1])
+        args = (self.pw, cast(Decoding, self.curve), self.req, self.max_batch, self.gpus, pre.gpus, dec.gpus, self.kv_s)
+        first = disagg_grid(*args, batches=self.curve.batches[todo][:1], eng=self.eng)
         if not meets(first.ttft_s.flat[0], 0.0, self.targets["ttft_ms"], None):
             return None
-        return disagg_grid(*args, batches=self.curve.batches[todo])
+        return disagg_grid(*args, batches=self.curve.batches[todo], eng=self.eng)
 
 
 def live_stretches(front: Frontier, thr: np.ndarray, user: np.ndarray, ok: np.ndarray) -> np.ndarray:

@@ -1,22 +1,24 @@
 """The benchmark configurations that ran the measured disaggregated rows, where their recipes record them.
 
-The DeepSeek-R1 disaggregated rows of ``serving_runs.csv`` carry SemiAnalysis InferenceX's provenance (Dynamo
-with TensorRT-LLM or SGLang, ``image=`` and ``measured=`` in ``source_notes``). Its search spaces
-(``.github/configs/nvidia-master.yaml``, every version committed while the rows were measured) list, per
-framework, system, precision, lengths and concurrency, the pools that ran: prefill and decode workers, their TP,
-EP and attention-DP, the speculation (MTP with N draft tokens: ``mtpN`` in the srt-slurm recipe's name) and the
-decode workers' ``max_batch_size`` (``DECODE_MAX_BATCH_SIZE=N`` or ``batchN`` in the recipe's name). The rows keep
-only each pool's TP and EP. ``data/inferencex_disagg.json`` holds those entries (written from the repository by
-``scripts/disagg_recipe_join.py --write``), and :func:`recipe_for` finds a row's: the entries of the file's
-version in effect when the row was measured (the last committed before its ``measured=`` time; where that lists
-none, the first later one that does: runs measured on a pull request before it was merged), with the row's image
-where one matches; where they list several pools, those the row's columns state (each pool's GPUs and
-EP) where any do. What they settle is a setting of the run, carried in ``Run.engine_settings``; what
+The DeepSeek-R1 disaggregated rows of ``serving_runs.csv`` carry SemiAnalysis InferenceX's provenance (Dynamo with
+TensorRT-LLM or SGLang, ``image=`` and ``measured=`` in ``source_notes``). Its search spaces
+(``.github/configs/nvidia-master.yaml``, every version committed while the rows were measured) list, per framework,
+system, precision, lengths and concurrency, the pools that ran: prefill and decode workers, their TP, EP and
+attention-DP, the speculation (MTP with N draft tokens: ``mtpN`` in the srt-slurm recipe's name) and the decode
+workers' ``max_batch_size`` (``DECODE_MAX_BATCH_SIZE=N`` or ``batchN`` in the recipe's name; for SGLang the recipe
+file's decode ``max-running-requests`` per attention-DP rank and ``speculative-num-steps``). The rows keep only each
+pool's TP and EP. ``data/inferencex_disagg.json`` holds those entries (written from the repository by
+``scripts/disagg_recipe_join.py --write``), and :func:`recipe_for` finds a row's: the entries of the file's version
+in effect when the row was measured (the last committed before its ``measured=`` time; where that lists none, the
+first later one that does: runs measured on a pull request before it was merged), with the row's image where one
+matches; where they list several pools, those the row's columns state (each pool's GPUs and EP) where any do, else
+those whose GPUs and expert split (EP > 1 or not) the columns state (the SGLang FP4 B200 rows state every EP 8
+decode pool as moe-TP 2 × EP 4). What they settle is a setting of the run, carried in ``Run.engine_settings``; what
 they leave open (several entries that differ in pools or speculation, or none) is said in the row's ``recipe``
 group, never filled in beyond what every entry has: where the pools differ, each pool whose layout (TP, EP,
-attention-DP) they agree on runs that layout with the fewest workers they list. The collection's own
-disaggregated runs (aiconfigurator's evaluation pipeline, without ``silicon_concurrency``) were benchmarked at
-several concurrencies each, fractions of the decode workers' ``max_batch_size`` (``aiconfigurator/eval/pipeline.py``
+attention-DP) they agree on runs that layout with the fewest workers they list. The collection's own disaggregated
+runs (aiconfigurator's evaluation pipeline, without ``silicon_concurrency``) were benchmarked at several
+concurrencies each, fractions of the decode workers' ``max_batch_size`` (``aiconfigurator/eval/pipeline.py``
 ``_auto_concurrency_values`` at 612e5b10, aiperf at ``--concurrency`` C with 10·C requests after 2·C warm-up ones,
 ``genai_perf_runner.py``), and their row does not say which: they are predicted at ``decode_batch_size`` ×
 attention-DP × workers and grouped as ``concurrency unrecorded``.
@@ -62,12 +64,14 @@ ACCEPTANCE_BY_PROMPTS: dict[bool, tuple[float, float] | None] = {
     True: (MTP_FIRST_ACCEPTED, MTP_LATER_ACCEPTED),
     False: None,  # raw random tokens: inflated (about 3.55 tokens per round in #649), nothing per draft count
 }
-# The draft tokens of InferenceX's SGLang MTP configurations, whose entries name no count: every srt-slurm recipe
-# they run decodes with ``speculative-algorithm: EAGLE``, ``speculative-num-steps: 2``, ``speculative-eagle-topk: 1``,
-# ``speculative-num-draft-tokens: 3`` (a chain of 2 drafts verified with the last token): e.g.
-# recipes/b200-fp8/1k1k/mtp/low-latency-tep8-1p1d.yaml and max-tpt-dep8-1p5d.yaml, b200-fp4/1k1k/mtp/
+# The draft tokens of InferenceX's SGLang MTP configurations whose recipe file the table does not read (the entries'
+# names carry no count; scripts/disagg_recipe_join.py SGLANG_RECIPE_DECODE reads the files it has): the srt-slurm
+# SGLang MTP recipes decode with ``speculative-algorithm: EAGLE``, ``speculative-num-steps: 2``,
+# ``speculative-eagle-topk: 1``, ``speculative-num-draft-tokens: 3`` (a chain of 2 drafts verified with the last
+# token): e.g. recipes/b200-fp8/1k1k/mtp/low-latency-tep8-1p1d.yaml and max-tpt-dep8-1p5d.yaml, b200-fp4/1k1k/mtp/
 # low-latency-dep4-1p-tep8-5d.yaml and max-tpt-dep4-1p-dep8-1d.yaml, h100/1k1k/mtp/h100-fp8-1p2d-max-tp-mtp.yaml,
-# h200/1k1k/bs256-1p6d-dep-mtp.yaml (srt-slurm as the InferenceX master file's CONFIG_FILE names them)
+# h200/1k1k/bs256-1p6d-dep-mtp.yaml (srt-slurm as the InferenceX master file's CONFIG_FILE names them), all but
+# recipes/b200-fp8/1k1k/mtp/max-tpt-dep8-1p2d.yaml (speculative-num-steps 1, read from its file)
 SGLANG_MTP_DRAFT_TOKENS = 2
 # The grouped-expert kernel each pool of InferenceX's TensorRT-LLM DeepSeek-R1 B200 recipes runs
 # (``trtllm_config.{prefill,decode}.moe_config.backend``), by (model, system, precision): FP8 runs TRTLLM
@@ -149,14 +153,18 @@ def _entries(r: dict[str, str], concurrency: int) -> list[dict[str, Any]]:
     return same or found
 
 
-def _states(r: dict[str, str], e: dict[str, Any]) -> bool:
+def _states(r: dict[str, str], e: dict[str, Any], exact: bool = True) -> bool:
     """Whether the row's columns state the entry's pools: each pool's GPUs (``tp_size`` × ``attention_dp_size``,
-    read as :func:`llmath.measure.serving_runs.to_run` reads them) and its expert parallelism."""
+    read as :func:`llmath.measure.serving_runs.to_run` reads them) and its expert parallelism (``exact``), or
+    only whether it splits its experts (EP > 1) at all: the columns of InferenceX's SGLang DeepSeek-R1 FP4 B200
+    rows state every EP 8 decode pool as ``moe_tp_size`` 2 × ``moe_ep_size`` 4 and every attention-DP prefill
+    pool with ``attention_dp_size`` 1."""
     from llmath.measure.serving_runs import _layout
 
     for pool in ("prefill", "decode"):
         lay = _layout(r, f"{pool}_", [])
-        if (lay.tp * lay.dp, lay.ep) != (e[pool][1], e[pool][2]):
+        ep = lay.ep if exact else lay.ep > 1
+        if (lay.tp * lay.dp, ep) != (e[pool][1], e[pool][2] if exact else e[pool][2] > 1):
             return False
     return True
 
@@ -174,7 +182,7 @@ def recipe_for(r: dict[str, str], concurrency: int) -> Recipe:
     if not found:
         return Recipe(COLUMNS)
     if _one([(e["prefill"], e["decode"]) for e in found]) is None:
-        found = [e for e in found if _states(r, e)] or found
+        found = [e for e in found if _states(r, e)] or [e for e in found if _states(r, e, exact=False)] or found
     prefill, decode = _one([e["prefill"] for e in found]), _one([e["decode"] for e in found])
     if prefill is None or decode is None:
         return _agreed_layouts(found)

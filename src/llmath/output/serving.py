@@ -145,7 +145,10 @@ def pareto_rows_shown(rows: list[dict], best: dict, top: int) -> list[dict]:
 
 
 def plan_layout(r: dict) -> str:
-    """'tp4 dp2' for an aggregated row; 'P 1×tp2, D 1×tp4' (prefill and decode pools) for a disaggregated one."""
+    """'tp4 dp2' for an aggregated row; 'P 1×tp2, D 1×tp4' (prefill and decode pools, each decode replica's
+    attention-DP ranks as its dp) for a disaggregated one."""
+    if r.get("mode") == "disaggregated":
+        r = {**r, "dp": r.get("decode_dp", 1)}  # the row's dp counts its decode workers
     one = " ".join(f"{k}{r[k]}" for k in ("tp", "pp", "ep", "dp") if r.get(k, 1) != 1 or k == "tp")
     if r.get("mode") != "disaggregated":
         return one
