@@ -266,9 +266,11 @@ def test_cli_arrival(capsys):
     assert code != 0 and "--rate" in err
 
 
-@pytest.mark.parametrize("rate,bound", [(20.0, 0.05), (100.0, 0.25)])
+@pytest.mark.parametrize("rate,bound", [(20.0, 0.05), (100.0, 0.05)])
 def test_poisson_agrees_with_the_simulation(rate, bound):
-    # Bound stated in docs/serving.md: within 5% at light load, 25% at half the largest rate (218/s here)
+    # serve(rate=…) through deploy/prompt_queue.py against the simulation, at light load and near half the largest
+    # rate (218/s here): measured TTFT +1.6%, TPOT +2.2% at 20/s; +0.2%, −2.1% at 100/s (tests/test_poisson_queue.py
+    # has the engines' presets at 50 and 75% of theirs)
     dev, eng, req, bmax = _case("vllm", 1024, 64, 8192)
     rep = serve("llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=64, rate=rate),
                 max_num_batched_tokens=8192, **GRAPHS)  # fmt: skip

@@ -21,6 +21,7 @@ from llmath.deploy.graph_passes import decode_graph_cap
 from llmath.deploy.host_step import engine_host_step
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
+from llmath.deploy.prompt_queue import poisson_state
 from llmath.deploy.serving import (
     Decoding,
     Requests,
@@ -29,7 +30,6 @@ from llmath.deploy.serving import (
     graph_tokens,
     rate_to_concurrency,
     refuse_uncached,
-    steady_state,
 )
 from llmath.deploy.serving_memory import check_fits
 from llmath.deploy.serving_report import ServingReport, metrics_at
@@ -97,8 +97,10 @@ def serve(
     notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
-    ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client)
-    notes += _state_notes(ss, mem, eng, req, arrival)
+    per_replica_rate = rate / dev.dp if rate is not None else None
+    ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client, per_replica_rate)
+    notes += _state_notes(ss, mem, eng, req, arrival, dev.dp)
+    c = float(ss.concurrency[0]) if rate is not None else c  # an open loop's: Little's law on its own state
     notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]))
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
@@ -129,17 +131,19 @@ def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int
     if replicas > 1:
         notes.append(f"{replicas} attention-DP replicas; requests split evenly")
     if rate is not None:
-        c = rate_to_concurrency(dev, eng, req, rate / replicas, max_resident)
-        notes.append(f"open loop: {rate:g} requests/s sustained at {c * replicas:.1f} concurrent requests")
-        return c
+        return rate_to_concurrency(dev, eng, req, rate / replicas, max_resident)
     if concurrency / replicas < 1:
         raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
     return concurrency / replicas
 
 
-def _state_notes(ss, mem, eng, req, arrival: str) -> list[str]:
-    """What the state's numbers rest on: clients out of step after their first wave, a queue beyond B_max."""
+def _state_notes(ss, mem, eng, req, arrival: str, replicas: int) -> list[str]:
+    """What the state's numbers rest on: an open loop's concurrency, clients out of step after their first wave,
+    a queue beyond B_max."""
     notes = []
+    if arrival == "poisson":
+        rate, c = float(ss.requests_s[0]) * replicas, float(ss.concurrency[0]) * replicas
+        notes.append(f"open loop: {rate:g} requests/s sustained at {c:.1f} concurrent requests")
     if arrival == "closed" and not in_step(req):
         notes.append("output lengths vary: the clients' first wave runs in step, their follow-ups out of step")
     if ss.concurrency[0] > ss.resident[0]:
@@ -150,10 +154,12 @@ def _state_notes(ss, mem, eng, req, arrival: str) -> list[str]:
     return notes
 
 
-def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompts_per_client: float):
-    """(the steady state, its metrics) at per-replica concurrency ``c`` under the arrival protocol."""
+def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompts_per_client: float,
+           rate: float | None = None):  # fmt: skip
+    """(the steady state, its metrics) at per-replica concurrency ``c`` (or ``rate``, Poisson) under the arrival
+    protocol."""
     if arrival == "poisson":
-        ss = steady_state(decoding, eng, req, [c], max_resident)
+        ss = poisson_state(decoding, eng, req, c, cast(float, rate), max_resident)
     elif arrival == "staggered":
         ss = staggered_state(decoding, eng, req, [c], max_resident)
     elif arrival == "closed" and not in_step(req):  # output lengths that vary: out of step after the first wave
@@ -163,23 +169,7 @@ def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompt
     dev = decoding.dev
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
-    if arrival == "poisson":
-        wait = poisson_wait(ss, m, eng)
-        m["ttft_s"] += wait
-        m["e2e_s"] += wait
     return ss, m
-
-
-def poisson_wait(ss, m: dict, eng) -> float:
-    """Random (Poisson) arrivals: half an iteration for the next iteration boundary, plus the wait for the
-    prefill budget of an M/D/1 queue whose utilisation ρ is the share of the iterations' token budget the
-    prompts take (X·P' of the K − d tokens the decoding requests leave) and whose service time is the prefill
-    itself: ρ / (2(1 − ρ)) of it (Pollaczek–Khinchine). It grows without bound as the rate nears the largest
-    one the deployment sustains, which :func:`llmath.deploy.serving.rate_to_concurrency` refuses, naming it."""
-    K = float(eng.max_num_batched_tokens or "inf")
-    free = max(K - float(ss.decode_batch[0]), 1.0)
-    rho = min(float(ss.prefill_tokens_per_iter[0]) / free, 0.99)
-    return m["tpot_s"] / 2 + rho / (2 * (1 - rho)) * float(ss.ttft_s[0])
 
 
 def _layout_text(layout) -> str:

@@ -43,9 +43,9 @@ concurrency with numpy, not an iteration-by-iteration simulation. Why:
   stay in step: :mod:`.closed_loop` models that closed loop (the default with a concurrency);
 * decoding contexts are spread evenly over P … P + G − 2 (mean P + (G − 2)/2, exact for full attention);
   a prefill chunk of k tokens sits on average after h·P + (P' − k)/2 positions (exact for the pairs sum);
-* open loop (a request rate λ): the concurrency C whose throughput is λ (Little's law), plus half an
-  iteration of mean wait for the next iteration boundary and the M/D/1 wait for the prefill budget
-  (:func:`llmath.deploy.service.poisson_wait`); near saturation it is optimistic.
+* open loop (a request rate λ): the prompt queue as the scheduler serves it, a bulk-service Markov chain,
+  and the decoders' law from λ (:mod:`.prompt_queue`); this steady state at Little's concurrency only
+  starts it.
 
 Encoder-decoder models (``Requests.encoder_decoder``; iteration costs in :mod:`.step`): P is the source a
 request's encoder runs over, whole (an encoder is bidirectional: its prompt is never chunked, so it must fit

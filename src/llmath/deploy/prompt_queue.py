@@ -1,0 +1,401 @@
+"""Poisson arrivals: the prompt queue as the scheduler serves it, a discrete-time bulk-service queue.
+
+Requests arrive at rate λ (a Poisson process) and join the queue at the next iteration boundary. Each iteration
+the scheduler (vLLM V1, SGLang, TensorRT-LLM in-flight batching; :mod:`.simulate` runs the same rule) serves the
+queued prompt tokens first come first served up to its budget: c = K − d·w tokens beside the d decoding requests
+(mixed prefill), or the whole K in an iteration that pauses them (prefill-first); without chunking, whole prompts
+only (⌊c/P'⌋ of them). So, with Q the queued prompt tokens at an iteration's start (after admission):
+
+* the iteration serves s = min(Q, c) tokens and lasts τ(s) (:meth:`.step.Device.iteration` for d decoders and s
+  tokens in ⌈s/P'⌉ chunks, or 1 + c/P' chunks at a random phase when the queue outlasts the budget, plus the
+  engine's per-iteration overheads);
+* the requests arriving meanwhile, Poisson(λ·τ(s)) of them, add P' tokens each: Q' = Q − s + P'·A.
+
+This Markov chain is solved exactly on a lattice of P'/r tokens (r units a prompt; a budget that is not a whole
+number of units is served as ⌊b⌋ or ⌈b⌉ units with the probabilities that keep its mean, so the capacity, which
+decides the wait near saturation, is exact), truncated where the queue's tail holds less than 10⁻⁹ of the mass,
+by power iteration from the empty queue (bounded: at most :data:`MAX_STATES` states and :data:`MAX_PASSES` passes).
+From its stationary law π:
+
+* θ(d) = E_π[τ] / P_π(decode): a decoding request's mean time per decode iteration, as it sees every
+  iteration (mixed prefill) or only the pure-decode ones (prefill-first): the iteration average, not τ at the
+  mean load (τ is convex in s, prefills come in bursts);
+* TTFT: an arrival lands at a uniform moment (PASTA), so in an iteration from state Q with probability
+  ∝ π(Q)·τ(Q), at a uniform point U of it; it waits out the rest (1 − U)·τ, then finds ahead of it the tokens
+  left after that iteration plus P' per request that came before it in the iteration (Poisson(λ·U·τ)); with W
+  tokens ahead it ends its prompt in iteration k = ⌈(W + P')/c⌉ of full budget, the last serving its remainder
+  and the tokens that arrived behind it (their mean). Plus the front end's o_req.
+
+The decoders' count: a request joins the decoders at rate λ and leaves after E[G − 1] decode iterations of
+θ(d) seconds each (θ the chain's mean time per decode iteration at d decoders): a symmetric queue, whose law
+p(d) ∝ Π_{j≤d} λ·E[G − 1]·θ(j)/j does not depend on how the output lengths spread; TPOT = E_p[d]/(λ·E[G − 1])
+(Little's law), TTFT averaged over p. Where the law reaches the engine's cap on running requests
+(``max_resident`` less the prefilling ones) later arrivals wait for a slot: the law goes on geometrically
+(Erlang C), its wait scaled by (1 + c²)/2 for decode lengths of squared coefficient of variation c² (the
+Allen–Cunneen approximation of M/G/c: A. O. Allen, Probability, Statistics, and Queueing Theory, 2nd ed.,
+1990).
+
+Not modelled: the decoders' count and the prompt queue moving together (both follow the recent arrivals, so
+the count spreads about twice as wide as p(d) at three quarters of the largest rate: TPOT a few per cent low
+there), prompt-length distributions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from llmath.deploy.engine_config import EngineConfig
+from llmath.deploy.serving import Decoding, Requests, SteadyState, active_overheads, steady_state
+from llmath.deploy.step import Device
+from llmath.errors import WorkloadError
+
+UNITS_PER_BUDGET = 64  # lattice: at least this many units in one iteration's budget (chunked prefill)
+MAX_STATES = 4096
+MAX_PASSES = 20_000
+TOLERANCE = 1e-12  # L1 change of π between passes
+TAIL = 1e-9  # mass the truncation may leave out
+FAR_LOAD = 0.95  # a decoder count above the mean whose prompts load the budget this much ends the law's grid
+DECODER_GRID = np.array([0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0])  # × the mean field's decoders
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """The queue's units: ``r`` a prompt of P' tokens; ``cap`` units served by a full iteration (real: served
+    as ⌊cap⌋ or ⌈cap⌉ units); ``c`` the budget in tokens."""
+
+    r: int
+    cap: float
+    c: float
+    unit: float  # tokens a unit
+    whole: bool  # prompts served whole (no chunking)
+
+
+@dataclass(frozen=True)
+class QueueLaw:
+    """The chain's stationary law over the queued units at an iteration's start, and each state's iteration
+    time and engine overhead (seconds)."""
+
+    lat: Lattice
+    pi: np.ndarray
+    tau: np.ndarray
+    over: np.ndarray
+    decode: np.ndarray  # whether the state's iteration decodes (prefill-first: only with no prompt)
+    idle_s: float = 0.0  # no decoders: the empty queue is an idle engine, for 1/λ on average, not an iteration
+
+    def time_s(self) -> np.ndarray:
+        """The time each state lasts: its iteration, or the idle wait for the next arrival."""
+        return np.where(np.arange(len(self.tau)) == 0, self.idle_s, self.tau) if self.idle_s else self.tau
+
+    @property
+    def mean_s(self) -> float:
+        return float(self.pi @ self.tau)
+
+    @property
+    def decode_share(self) -> float:
+        return float(self.pi @ self.decode)
+
+
+def _lattice(P: int, K: float, d: float, w: float, mixed: bool, chunked: bool) -> Lattice:
+    c = max(K - d * w, 1.0) if mixed else K
+    if not chunked:  # whole prompts: one unit a prompt, ⌊c/P'⌋ a full iteration (at least one)
+        m = max(math.floor(c / P), 1) if math.isfinite(c) else MAX_STATES
+        return Lattice(1, float(m), float(m * P), float(P), True)
+    r = max(1, min(P, math.ceil(UNITS_PER_BUDGET * P / c)))
+    return Lattice(r, c * r / P, c, P / r, False)
+
+
+def _times(dec: Decoding, eng: EngineConfig, req: Requests, lat: Lattice, d: float, n_states: int):
+    """(τ, overhead, decodes) for each queue state 0 … n − 1: its iteration serves min(Q, cap) units (every
+    state above ⌊cap⌋ the same full iteration: evaluated once)."""
+    q = np.arange(min(n_states, math.floor(lat.cap) + 2), dtype=float)
+    full = q > lat.cap
+    s = np.minimum(q, lat.cap) * lat.unit  # tokens served
+    P = req.new
+    n = np.ceil(np.minimum(q, lat.cap) / lat.r)  # the prompts whose tokens it serves
+    if not lat.whole:  # a full budget cuts the queue at a random phase: 1 + c/P' prompts on average
+        n = np.where(full, 1.0 + lat.c / P, n)
+    n = np.maximum(n, 1.0)
+    chunk = s / n
+    prefix = req.cached + np.maximum(P - chunk, 0.0) / 2
+    ov = active_overheads(dec.dev, eng)
+    mixed = eng.mixed_prefill
+    dm = d if mixed else 0.0
+    pre = s > 0
+    if mixed:
+        t_pre = dec.mixed(dm, req.decode_context, n, chunk, prefix)
+    else:
+        t_pre = dec.dev.iteration(0, 0, n, chunk, prefix).time_s
+    o_pre = ov.per_iteration_eager_s + dm * ov.per_token_s
+    o_dec = ov.iteration_s(eng.cuda_graphs) + d * ov.per_token_s
+    t_dec = float(dec.step(d, req.decode_context))
+    tau = np.where(pre, np.asarray(t_pre, dtype=float) + o_pre, t_dec + o_dec)
+    over = np.where(pre, o_pre, o_dec)
+    decodes = np.where(pre, 1.0 if mixed else 0.0, 1.0)
+    pad = n_states - len(q)  # the full states above
+    return tuple(np.concatenate([x, np.full(pad, x[-1])]) for x in (tau, over, decodes))
+
+
+def _poisson_pmf(mu: np.ndarray, n: int) -> np.ndarray:
+    """P(A = a), a = 0 … n − 1, for each mean in ``mu`` (rows), computed in log space."""
+    a = np.arange(n, dtype=float)
+    log_fact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n, dtype=float)))])
+    mu = np.maximum(np.asarray(mu, dtype=float)[..., None], 1e-300)
+    return np.exp(-mu + a * np.log(mu) - log_fact)
+
+
+def _mixed_pmf(mu: np.ndarray, n: int) -> np.ndarray:
+    """P(A = a) for A ~ Poisson(μ·U), U uniform on [0, 1]: P(Poisson(μ) > a) / μ (arrivals before a moment
+    drawn uniformly in an iteration of mean μ arrivals)."""
+    pmf = _poisson_pmf(mu, n)
+    mu = np.maximum(np.asarray(mu, dtype=float)[..., None], 1e-300)
+    return np.maximum(1.0 - np.cumsum(pmf, axis=-1), 0.0) / mu
+
+
+def _after_service(p: np.ndarray, lat: Lattice) -> tuple[np.ndarray, np.ndarray]:
+    """(mass of the drained states q ≤ ⌊cap⌋ by state, what the full states leave by remaining units): a
+    full iteration serves ⌊cap⌋ units with probability 1 − f, ⌈cap⌉ with f (f = cap − ⌊cap⌋)."""
+    lo = int(min(math.floor(lat.cap), len(p) - 1))
+    f = lat.cap - math.floor(lat.cap)
+    left = np.zeros(len(p))
+    tail = p[lo + 1 :]  # states above ⌊cap⌋: every one of them fills the budget
+    left[1 : 1 + len(tail)] += (1 - f) * tail
+    left[: len(tail)] += f * tail
+    return p[: lo + 1], left
+
+
+def _spread(left: np.ndarray, pmf: np.ndarray, r: int) -> tuple[np.ndarray, float]:
+    """``left`` shifted up by r·a units with probability pmf[a]; (the result cut at its length, the mass cut)."""
+    n = len(left)
+    out = np.zeros(n)
+    for a, w in enumerate(pmf):
+        k = a * r
+        if k >= n or w < 1e-300:
+            continue
+        out[k:] += w * left[: n - k]
+    return out, float(left.sum() - out.sum())
+
+
+def _arrivals_to(drained: np.ndarray, pmf: np.ndarray, r: int, n: int) -> np.ndarray:
+    """From states that served every queued unit: r·a units with probability Σ_q drained[q]·pmf[q, a]."""
+    out = np.zeros(n)
+    mass = drained @ pmf[: len(drained)]
+    k = np.arange(len(mass)) * r
+    keep = k < n
+    out[k[keep]] = mass[keep]
+    return out
+
+
+def stationary(lat: Lattice, mu: np.ndarray, n_states: int, idle: bool = False) -> tuple[np.ndarray, float]:
+    """The chain's stationary law over ``n_states`` units (power iteration from the empty queue), and the mass
+    its truncation left out in the last pass. ``mu``: the mean arrivals of each state's iteration; ``idle``: the
+    empty queue waits for the next request (one arrival), no iteration."""
+    n_a = int(np.ceil(mu.max() + 12 * np.sqrt(mu.max()) + 12))
+    pmf = _poisson_pmf(mu, n_a)
+    if idle:
+        pmf[0] = np.eye(n_a)[1]
+    full_pmf = pmf[-1]  # every state above ⌊cap⌋ has the same iteration
+    p = np.zeros(n_states)
+    p[0] = 1.0
+    cut = 0.0
+    for _ in range(MAX_PASSES):
+        drained, left = _after_service(p, lat)
+        nxt, cut = _spread(left, full_pmf, lat.r)
+        nxt += _arrivals_to(drained, pmf, lat.r, n_states)
+        total = nxt.sum()
+        nxt /= total
+        done = float(np.abs(nxt - p).sum()) < TOLERANCE
+        p = nxt
+        if done:
+            break
+    return p, cut
+
+
+def queue_law(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, d: float, K: float,
+              chunked: bool, max_load: float = 1.0) -> QueueLaw:  # fmt: skip
+    """The prompt queue's stationary law at ``rate`` requests/s with ``d`` decoders (a lattice fine enough that
+    the truncation leaves out less than :data:`TAIL`, coarsened until it fits :data:`MAX_STATES`); a rate whose
+    prompts load a full iteration's budget to ``max_load`` or more raises."""
+    P = req.new
+    lat = _lattice(P, K, d, dec.width, eng.mixed_prefill, chunked)
+    tau_full = float(_times(dec, eng, req, lat, d, int(lat.cap) + 2)[0][-1])
+    load = rate * tau_full * P / lat.c  # the prompt tokens that arrive in a full iteration, over its budget
+    if load >= max_load:
+        raise WorkloadError(
+            f"request rate {rate:g}/s exceeds what this deployment's prompt budget serves"
+            f" ({lat.c / (P * tau_full):.3g} requests/s: {lat.c:.0f} prompt tokens per {tau_full * 1e3:.3g} ms"
+            " iteration); lower the rate or add GPUs"
+        )
+    span = 16 + 40 * load / (1 - load)  # prompts of queue to hold: many times its mean
+    while True:
+        n = int(min(MAX_STATES, math.ceil(lat.cap) + 2 + math.ceil(span * lat.r)))
+        tau, over, decodes = _times(dec, eng, req, lat, d, n)
+        pi, cut = stationary(lat, rate * tau, n, idle=d == 0)
+        if cut <= TAIL or (n >= MAX_STATES and lat.r == 1):
+            return QueueLaw(lat, pi, tau, over, decodes, 1 / rate if d == 0 else 0.0)
+        if n < MAX_STATES:
+            span *= 4
+            continue
+        r = max(1, lat.r // 2)  # a coarser lattice holds a longer queue
+        lat = Lattice(r, lat.c * r / P, lat.c, P / r, False)
+
+
+def _wait_after_boundary(law: QueueLaw, rate: float, P: int, per_state: np.ndarray) -> float:
+    """The mean time from the boundary an arrival joins at to the end of its prompt's last iteration, iteration
+    times ``per_state`` (τ, or their overhead part): the units ahead of it W (what its iteration left, and the
+    requests that came before it in that iteration), then ⌈(W + P')/c⌉ iterations of full budget, the last
+    serving its remainder and the mean tokens that came behind it."""
+    lat, pi, tau = law.lat, law.pi, law.tau
+    time = law.time_s()
+    omega = pi * time / float(pi @ time)  # the iteration (or idle wait) a uniform moment falls in
+    n = len(pi)
+    mu = rate * tau
+    n_a = int(np.ceil(mu.max() + 12 * np.sqrt(mu.max()) + 12))
+    mixed = _mixed_pmf(mu, n_a)
+    if law.idle_s:
+        mixed[0] = np.eye(n_a)[0]  # an idle engine: none ahead, it starts at once
+    drained, left = _after_service(omega, lat)
+    ahead, _ = _spread(left, mixed[-1], lat.r)
+    ahead += _arrivals_to(drained, mixed, lat.r, n)
+    ahead /= ahead.sum()
+    c = lat.c
+    tokens = np.arange(n) * lat.unit + P  # its own prompt and the tokens ahead of it
+    k = np.ceil(tokens / c - 1e-9)
+    residual = _residual(law, tau)
+    behind = rate * P * (residual + (k - 1) * tau[-1])
+    last = np.minimum(c, tokens - (k - 1) * c + behind)  # tokens the last iteration serves
+    lo = int(min(math.floor(lat.cap), n - 1))
+    served = np.append(np.arange(lo + 1) * lat.unit, c)
+    per = np.append(per_state[: lo + 1], per_state[-1])
+    return float(ahead @ ((k - 1) * per_state[-1] + np.interp(last, served, per)))
+
+
+def _residual(law: QueueLaw, per_state: np.ndarray) -> float:
+    """The mean rest of the iteration in flight at a uniform moment (its ``per_state`` part): E[τ·x] / 2E[τ] over
+    the time (an idle engine has none to wait for)."""
+    busy = law.pi * law.tau * per_state
+    if law.idle_s:
+        busy[0] = 0.0
+    return float(busy.sum()) / (2 * float(law.pi @ law.time_s()))
+
+
+def _quantile(law: QueueLaw, q: float, a: float) -> float:
+    """The ``q`` quantile of a decoding request's inter-token latency: an iteration's τ under π (mixed prefill:
+    every iteration decodes), per accepted token."""
+    order = np.argsort(law.tau)
+    cum = np.cumsum(law.pi[order])
+    return float(law.tau[order][min(int(np.searchsorted(cum, q - 1e-12)), len(cum) - 1)]) / a
+
+
+def _decoders_law(theta: np.ndarray, grid: np.ndarray, rate: float, steps: float, top: int) -> np.ndarray:
+    """The law of the decoders' count d = 0 … ``top`` over time: a request joins at rate λ once prefilled and
+    leaves after ``steps`` decode iterations, each taking θ(d) seconds with d decoders (interpolated on
+    ``grid``), so the count is a symmetric queue whose law does not depend on how the decode lengths spread:
+    p(d) ∝ Π_{j ≤ d} λ·steps·θ(j)/j (Kelly, Reversibility and Stochastic Networks, §3.3)."""
+    if not rate * steps > 0:  # no decode steps (one output token): never a decoder
+        return np.eye(top + 1)[0]
+    j = np.arange(1, top + 1, dtype=float)
+    th = np.interp(j, grid, theta)  # θ beyond the grid: its last value
+    log_p = np.concatenate([[0.0], np.cumsum(np.log(rate * steps * th / j))])
+    p = np.exp(log_p - log_p.max())
+    return p / p.sum()
+
+
+def poisson_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency: float, rate: float,
+                  max_resident: int) -> SteadyState:  # fmt: skip
+    """Poisson arrivals at ``rate`` requests/s (one replica): the prompt queue's chain (module docstring) at a
+    few decoder counts around the mean field's (the desynchronised steady state at ``concurrency``, the mean
+    field's concurrency for the rate: :func:`llmath.deploy.serving.rate_to_concurrency`; its ITL quantiles stay
+    for prefill-first engines), averaged over the decoders' law (:func:`_decoders_law`). A one-point
+    :class:`~llmath.deploy.serving.SteadyState`."""
+    from llmath.deploy.serving import _budget
+
+    dec = dev if isinstance(dev, Decoding) else Decoding(dev)
+    ss = steady_state(dec, eng, req, [max(concurrency, 1.0)], max_resident)  # Little's C may be below one
+    K, chunked = _budget(eng, req)
+    a = dec.tokens
+    steps = req.decode_steps / a  # decode iterations per request
+    d = float(ss.decode_batch[0])
+    wide = np.append(max(d, 1.0) * DECODER_GRID, d + 8 * np.sqrt(d) + 8)  # the count's law: many sd each side
+    slots = max(round(max_resident - float(ss.resident[0] - ss.decode_batch[0])), 1)  # less the prefilling
+    grid = np.unique(np.clip(np.round(wide), 0, slots))
+    grid, laws, parts = _laws_on_grid(dec, eng, req, rate, grid, d, K, chunked)
+    theta = np.array([law.mean_s / law.decode_share for law in laws])
+    p = _decoders_law(theta, grid, rate, steps, int(grid[-1]))
+    slot_wait = 0.0
+    if grid[-1] >= slots:  # the law reaches the engine's cap: later arrivals wait for a slot
+        p, slot_wait = _slot_wait(p, float(theta[-1]), slots, rate, steps, req)
+    counts = np.arange(len(p), dtype=float)
+    at = lambda x: float(p @ np.interp(counts, grid, x))  # noqa: E731  # a per-law value averaged over p
+    mean_d = float(p @ counts)
+    tpot = mean_d / (rate * steps) / a if rate * steps > 0 else at(theta) / a
+    o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
+    ttft = o_req + slot_wait + at(np.array([x[0] for x in parts]))
+    o_ttft = o_req + at(np.array([x[1] for x in parts]))
+    law = laws[int(np.argmin(np.abs(grid - mean_d)))]
+    e2e = ttft + req.decode_steps * tpot
+    C = rate * e2e
+    pre = law.tau != law.tau[0]
+    if eng.mixed_prefill:
+        itl = [np.array([_quantile(law, q, a)]) for q in (0.5, 0.9, 0.99)]
+    else:
+        itl = [ss.itl_p50_s, ss.itl_p90_s, ss.itl_p99_s]
+    one = lambda x: np.array([float(x)])  # noqa: E731
+    mixed_share = float(law.pi[pre].sum())
+    o_tpot = at(np.array([float(x.pi @ x.over) / x.decode_share for x in laws])) / a
+    return replace(
+        ss, concurrency=one(C), resident=one(min(C, max_resident)), ttft_s=one(ttft), tpot_s=one(tpot),
+        itl_p50_s=itl[0], itl_p90_s=itl[1], itl_p99_s=itl[2], e2e_s=one(e2e),
+        throughput_tok_s=one(rate * req.mean_gen), requests_s=one(rate), decode_batch=one(mean_d),
+        prefill_tokens_per_iter=one(law.pi @ (np.minimum(np.arange(len(law.pi)), law.lat.cap) * law.lat.unit)),
+        mixed_fraction=one(mixed_share), step_decode_s=one(law.tau[0]),
+        step_mixed_s=one(law.pi[pre] @ law.tau[pre] / mixed_share if mixed_share else law.tau[-1]),
+        overhead_ttft_s=one(o_ttft), overhead_tpot_s=one(o_tpot),
+    )  # fmt: skip
+
+
+def _laws_on_grid(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, grid: np.ndarray, d: float,
+                  K: float, chunked: bool) -> tuple[np.ndarray, list[QueueLaw], list[tuple[float, float]]]:  # fmt: skip
+    """The prompt queue's law and first-token parts at each decoder count of ``grid``, up to the first count
+    whose budget the rate outgrows (an error at or below the mean field's ``d``)."""
+    laws, parts = [], []
+    for j in grid:
+        try:  # above the mean, a count that loads the budget to 95% lies far in the law's tail
+            law = queue_law(dec, eng, req, rate, float(j), K, chunked, 1.0 if j <= d else FAR_LOAD)
+        except WorkloadError:
+            if j <= d:  # the prompt budget is short of the rate already at the mean decoders
+                raise
+            break  # more decoders than the budget leaves room for: a count the law does not reach
+        laws.append(law)
+        parts.append(_first_token_parts(law, rate, req.new))
+    return grid[: len(laws)], laws, parts
+
+
+def _slot_wait(p: np.ndarray, theta: float, slots: int, rate: float, steps: float, req: Requests):
+    """The engine runs at most ``slots`` decoders: beyond, arrivals wait for a slot, which frees at
+    slots/(steps·θ) a second, so the count's law goes on geometrically, ratio ρ = λ·steps·θ/slots (the
+    Erlang-C construction on the law up to the cap), its wait scaled by (1 + c²)/2 for decode lengths of squared
+    coefficient of variation c² (Allen–Cunneen: half the exponential's wait for a fixed length). (The law over
+    the running counts 0 … slots, the waiting states' mass at the cap; the mean wait for a slot.)"""
+    g, w = req.lengths
+    mean = float((g - 1) @ w)
+    scv = float(((g - 1) ** 2) @ w) / mean**2 - 1 if mean else 0.0
+    rho = rate * steps * theta / slots
+    if rho >= 1:
+        raise WorkloadError(
+            f"request rate {rate:g}/s exceeds what this deployment sustains ({slots / (steps * theta):.3g}"
+            f" requests/s with {slots} decoding at once); lower the rate or add GPUs"
+        )
+    waiting = p[-1] * rho / (1 - rho)  # Σ_k p(cap)·ρ^k, k ≥ 1
+    running = p / (1 + waiting)
+    running[-1] += waiting / (1 + waiting)
+    queued = p[-1] * rho / (1 - rho) ** 2 / (1 + waiting)  # Σ_k k·p(cap)·ρ^k, normalised
+    return running, (1 + scv) / 2 * queued / rate
+
+
+def _first_token_parts(law: QueueLaw, rate: float, P: int) -> tuple[float, float]:
+    """(TTFT less the front end, its engine-overhead part) at this law."""
+    t = _residual(law, law.tau) + _wait_after_boundary(law, rate, P, law.tau)
+    return t, _residual(law, law.over) + _wait_after_boundary(law, rate, P, law.over)
