@@ -63,6 +63,7 @@ from llmath.deploy.admission_holds import after_poll, hold_s
 from llmath.deploy.burst import flow_decoders, wave_kinds
 from llmath.deploy.capped_loop import cycle_time, deep_queue, queued_cycles
 from llmath.deploy.engine_config import EngineConfig
+from llmath.deploy.prefill_first import boundary_wait
 from llmath.deploy.replacement import joined_passes, staggered_wait
 from llmath.deploy.serving import (
     Decoding,
@@ -309,7 +310,9 @@ def in_step(req: Requests) -> bool:
     return len({g for g, _ in req.gen_dist}) <= 1
 
 
-def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int):
+def staggered_state(
+    dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int, steady=None
+):
     """C clients out of step, each request replaced as it finishes: the desynchronised steady state
     (:func:`llmath.deploy.serving.steady_state`) plus the replacement's wait for an iteration boundary. It is sent just
     after the iteration that finished its predecessor and reaches the scheduler the engine's per-request front-end time
@@ -319,15 +322,22 @@ def staggered_state(dev: Device | Decoding, eng: EngineConfig, req: Requests, co
     holds its prompt (:func:`.admission_holds.batch_wait_iterations`, :func:`.admission_holds.adp_balance_iterations`;
     off by default), unless the engine is idle: no other request is in it, (o_req / e2e)^(C − 1). The requests in the
     front end or waiting for a boundary are not in the batch: the steady state runs at C·(e2e − o_req) / (e2e + wait)
-    requests in the engine (fixed-point passes); throughput C·G / e2e."""
+    requests in the engine (fixed-point passes); throughput C·G / e2e. ``steady``: the steady state it builds on
+    (default :func:`.serving.steady_state`, a prefill-first engine's follow-ups then sent at a pass boundary:
+    :func:`.prefill_first.boundary_wait`)."""
+    at_boundary = steady is None and not eng.mixed_prefill
+    steady = steady or steady_state
     dec = dev if isinstance(dev, Decoding) else Decoding(dev)
     C = np.asarray(concurrency, dtype=float)
     o_req = active_overheads(dec.dev, eng).served_request_s(req.prompt)
     inside, wait = C, 0.0
     for _ in range(STAGGERED_PASSES):  # the requests in the front end or waiting for a boundary are not batched
-        ss = steady_state(dec, eng, req, inside, max_resident)
+        ss = steady(dec, eng, req, inside, max_resident)
         f, t_m, t_d, mean = ss.mixed_fraction, ss.step_mixed_s, ss.step_decode_s, ss.mean_iteration_s
-        wait = staggered_wait(eng, o_req, mean, f * t_m**2 + (1 - f) * t_d**2)
+        if at_boundary:
+            wait = boundary_wait(eng, o_req, mean, t_d)
+        else:
+            wait = staggered_wait(eng, o_req, mean, f * t_m**2 + (1 - f) * t_d**2)
         wait = after_poll(wait, 0.0, eng, ss) + hold_s(dec, eng, req, ss, mean)
         busy = 1 - (o_req / ss.e2e_s) ** (C - 1)  # another request is in the engine when it arrives
         wait = wait * busy

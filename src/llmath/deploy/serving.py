@@ -267,11 +267,21 @@ class Decoding:
 def steady_state(
     dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int
 ) -> SteadyState:
-    """The closed-loop steady state at each concurrency (numpy array), B_max = ``max_resident``."""
-    dec = dev if isinstance(dev, Decoding) else Decoding(dev)
-    C = np.asarray(concurrency, dtype=float)
-    if np.any(C < 1):
-        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    """The closed-loop steady state at each concurrency (numpy array), B_max = ``max_resident``: the engine's
+    prompts in its decode iterations (:func:`mixed_steady_state`), or, prefill-first (``eng.mixed_prefill``
+    False), in passes of their own (:func:`.prefill_first.prefill_first_state`)."""
+    if eng.mixed_prefill:
+        return mixed_steady_state(dev, eng, req, concurrency, max_resident)
+    from .prefill_first import prefill_first_state  # it builds on this module's parts
+
+    return prefill_first_state(dev, eng, req, concurrency, max_resident)
+
+
+def mixed_steady_state(
+    dev: Device | Decoding, eng: EngineConfig, req: Requests, concurrency, max_resident: int
+) -> SteadyState:
+    """The steady state of the module's closed form: prefill chunks ride in the decoding requests' iterations."""
+    dec, C = checked_concurrency(dev, concurrency)
     Pn = req.new
     K, chunked = _budget(eng, req)
     steps, w = req.decode_steps / dec.tokens, dec.width  # decode iterations per request, budget tokens each
@@ -313,6 +323,14 @@ def steady_state(
     d = B - X * Ip
     return SteadyState(C, B, ttft, step_s / a, p50, p90, p99, e2e, C * req.mean_gen / e2e, C / e2e, d, X * Pn, f,
                        tau_d, tau_m, o_ttft, o_tpot)  # fmt: skip
+
+
+def checked_concurrency(dev: Device | Decoding, concurrency) -> tuple[Decoding, np.ndarray]:
+    """(the decoding, the concurrencies as a float array); a concurrency below 1 raises."""
+    C = np.asarray(concurrency, dtype=float)
+    if np.any(C < 1):
+        raise WorkloadError(f"concurrency={concurrency!r} must be >= 1")
+    return (dev if isinstance(dev, Decoding) else Decoding(dev)), C
 
 
 def _budget(eng: EngineConfig, req: Requests) -> tuple[float, bool]:
