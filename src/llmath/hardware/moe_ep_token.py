@@ -15,6 +15,9 @@ SGLang's NVFP4 MoE on B200 (FlashInfer's ``trtllm_fp4_block_scale_moe``: every r
 standard dispatcher, its own experts' share of them computed) shows the same shape in SGLang 0.5.14's B200 table at
 DeepSeek-R1's expert shape: ``s`` = 137 ns per token per layer (held-out median |error| 10.7% against 53% without
 the term), carried under ``nvfp4`` for SGLang (``MOE_EP_TOKEN_ENGINES`` of :mod:`llmath.hardware.efficiency_fit`).
+vLLM runs the same kernel (monolithic under TP + EP, modular under attention-DP + EP), whose B200 table in vLLM
+0.24.0 gives ``s`` = 8.9 ns at MiniMax-M2.5's expert shape (held-out median |error| 2.3% against 23% without the
+term), carried under ``nvfp4`` for vLLM: each engine's term is its own table's.
 """
 
 from __future__ import annotations
