@@ -249,7 +249,8 @@ def engine_fp4_gemm(eff: Efficiency, hw: Hardware | None, engine: str = DEFAULT_
 def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
     """``eff`` with the ``moe`` fits of the weight-only kernels ``engine`` serves with on ``hw``, of its own
     block-FP8 and NVFP4 MoE kernels (:func:`_engine_fp8_block_moe`, :func:`_engine_nvfp4_moe`) and the time per token
-    under expert parallelism of the kernels that spend one (class ``moe_ep_token``, by
+    under expert parallelism of the kernels that spend one (class ``moe_ep_token``: under a plain and under a
+    grouped top-k router, by
     :data:`llmath.hardware.efficiency_fit.MOE_EP_TOKEN_ENGINES`: :mod:`llmath.hardware.moe_ep_token`), where
     ``eff`` carries fitted MoE models (not ``ideal``, a calibrated profile or a given matmul fraction); and with
     ``engine``'s own fp8-KV decode-attention fit in place of
@@ -268,7 +269,7 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
             if engine in engines and ("moe", f) not in have and (c := ef.coefficients(hw.name, "moe", f)[0]) is not None
         )
         fits += tuple(
-            ("moe_ep_token", f, (s,))
+            ("moe_ep_token", f, (s, ef.moe_ep_token(hw.name, f, engine, grouped=True) or s))
             for f, engines in ef.MOE_EP_TOKEN_ENGINES.items()
             if engine in engines
             and ("moe_ep_token", f) not in have
