@@ -127,6 +127,16 @@ def test_trtllm_config_overlap_batch_waiting_balance_and_chunking():
     assert dep.engine_settings == {"kv_admission": "on_demand"}
 
 
+def test_trtllm_triton_moe_backend_is_the_triton_kernel_path():
+    # InferenceX gptoss_fp4_h200_trt_slurm.sh writes moe_config: backend: TRITON (TensorRT-LLM's TritonFusedMoE);
+    # the other backends' kernel depends on the checkpoint's format and is not set
+    triton = parse(TRTLLM, yaml_subset("moe_config:\n  backend: TRITON\n")).deployment.engine_settings
+    assert triton == {"moe_kernel": "trtllm_triton_mxfp4"}
+    assert parse(TRTLLM, yaml_subset("moe_config:\n  backend: CUTLASS\n")).deployment.engine_settings == {}
+    cmd = emit("trtllm", Deployment("m/n", engine_settings=triton), moe=True)
+    assert cmd.config == {"moe_config": {"backend": "TRITON"}} and cmd.notes == []
+
+
 SETTINGS = [
     ("vllm", Deployment("m/n", engine_settings={"eager_prefill": True, "replacement_lag": 2})),
     ("vllm", Deployment("m/n", engine_settings={"eager_prefill": True, "flat_graph_host_factor": 1.0})),

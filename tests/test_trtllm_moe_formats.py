@@ -70,7 +70,8 @@ def test_gpt_oss_b200_rows_prefill_with_tensorrt_llms_mxfp8_moe_kernel():
     assert moe_kernel(row, 4, 1, True) == {"moe_kernel": "trtllm_gen_mxfp8"}
     assert engine_settings(to_run(row))["moe_kernel"] == "trtllm_gen_mxfp8"
     assert moe_kernel(row, 4, 1, False) == {}  # another launcher: not read
-    assert moe_kernel(_gptoss(), 4, 1, True) == {}  # H200: the TRITON backend, W4A16 (above)
+    # H200: the TRITON backend (gptoss_fp4_h200_trt_slurm.sh), W4A16 (above), its path named for its launches
+    assert moe_kernel(_gptoss(), 4, 1, True) == {"moe_kernel": "trtllm_triton_mxfp4"}
     # a DeepSeek-R1 FP8 B200 row of 2026-01-28: DEEPGEMM, as every FP8 B200 script to that date set (below)
     assert moe_kernel(_row(system="b200_sxm"), 4, 1, True) == {"moe_kernel": "trtllm_deepgemm_fp8_block"}
 

@@ -230,7 +230,7 @@ def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Reque
     host = eng.overheads.eager_host_per_kernel_s if eager else 0.0
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)
     eff = launcher_moe_kernel(eff, hw, moe_kernel, decode=True)  # the pool's servers run it in every pass
-    dev = Device(spec, hw, p, eff, "flash", eng.cuda_graphs, lay, eager_host_s=host)
+    dev = Device(spec, hw, p, eff, "flash", eng.cuda_graphs, lay, eager_host_s=host, moe_path=moe_kernel)
     dec = pool_decoding(dev, speculation)
     mem = pool_memory(dec.dev, eng, req, dec.draft, speculation.method if speculation else "")
     with_draft = f" with its {speculation.method} draft" if speculation else ""

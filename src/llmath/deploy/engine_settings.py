@@ -225,8 +225,8 @@ def trtllm_graph_batch(config: dict[str, Any]) -> tuple[int | None, bool]:
 def trtllm_settings(config: dict[str, Any], items: dict[str, str | None]) -> dict[str, Any]:
     """EngineConfig fields of TensorRT-LLM's LLM-API YAML: ``disable_overlap_scheduler``, batch waiting
     (``batch_wait_timeout_iters``, ``batch_wait_max_tokens_ratio``; a ``batch_wait_timeout_ms`` is refused),
-    ``attention_dp_config`` (``enable_balance``, ``timeout_iters``, ``batching_wait_iters``) and
-    ``enable_chunked_prefill`` (also a serve flag)."""
+    ``attention_dp_config`` (``enable_balance``, ``timeout_iters``, ``batching_wait_iters``),
+    ``enable_chunked_prefill`` (also a serve flag) and ``moe_config.backend`` (:data:`TRTLLM_MOE_BACKEND_KERNELS`)."""
     out: dict[str, Any] = {}
     if "disable_overlap_scheduler" in config:
         off = _bool(config["disable_overlap_scheduler"], "disable_overlap_scheduler")
@@ -257,7 +257,19 @@ def trtllm_settings(config: dict[str, Any], items: dict[str, str | None]) -> dic
     chunked = config.get("enable_chunked_prefill")
     if chunked is not None or "--enable_chunked_prefill" in items:
         out["chunked_prefill"] = True if chunked is None else _bool(chunked, "enable_chunked_prefill")
+    backend = (config.get("moe_config") or {}).get("backend") if isinstance(config.get("moe_config"), dict) else None
+    if isinstance(backend, str) and backend.upper() in TRTLLM_MOE_BACKEND_KERNELS:
+        out["moe_kernel"] = TRTLLM_MOE_BACKEND_KERNELS[backend.upper()]
     return out
+
+
+# ``moe_config.backend`` values whose kernel path llmath names whatever the checkpoint (``EngineConfig.moe_kernel``):
+# TensorRT-LLM's Triton MoE runs on sm90 only, and the one checkpoint format InferenceX runs on it is MXFP4
+# (W4A16_MXFP4: fused_moe_triton.py TritonMXFP4FusedMoEMethod, whose launches ops/launches.py MOE_PATH_LAUNCHES
+# counts; the backend's unquantised and FP8 methods, for other checkpoints, launch a number not read, and take the
+# MXFP4 method's count). The other backends' kernel
+# depends on the checkpoint's format (TRTLLM: MXFP8, block-FP8 or NVFP4) and is left at the engine's default
+TRTLLM_MOE_BACKEND_KERNELS = {"TRITON": "trtllm_triton_mxfp4"}
 
 
 def _adp(adp: Any) -> dict[str, Any]:
@@ -361,6 +373,10 @@ def emit_trtllm_settings(settings: dict[str, Any]) -> tuple[dict[str, Any], list
     if "chunked_prefill" in settings:
         config["enable_chunked_prefill"] = settings["chunked_prefill"]
         written.add("chunked_prefill")
+    backend = {v: k for k, v in TRTLLM_MOE_BACKEND_KERNELS.items()}.get(settings.get("moe_kernel", ""))
+    if backend:
+        config["moe_config"] = {"backend": backend}
+        written.add("moe_kernel")
     policy = {v: k for k, v in TRTLLM_CAPACITY_POLICIES.items()}.get(settings.get("kv_admission", ""))
     if policy:
         config["scheduler_config"] = {"capacity_scheduler_policy": policy}

@@ -89,7 +89,7 @@ def serve(
     dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph, eng.eager_host_unit,
                  host_step=engine_host_step(eng, eff), piecewise_host_s=piecewise,
                  moe_prefill_host_s=eng.overheads.moe_prefill_host_per_layer_s,
-                 decode_graph_requests=cap, decode_eager_host_s=cap_host)  # fmt: skip
+                 decode_graph_requests=cap, decode_eager_host_s=cap_host, moe_path=eng.moe_kernel)  # fmt: skip
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

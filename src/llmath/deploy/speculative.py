@@ -127,6 +127,7 @@ def draft_device(target: Device, spec_cfg: Speculation) -> Device:
         piecewise_host_s=target.piecewise_host_s,
         decode_graph_requests=target.decode_graph_requests,
         decode_eager_host_s=target.decode_eager_host_s,
+        moe_path=target.moe_path,
     )
 
 

@@ -123,6 +123,8 @@ class Device:
     ``decode_graph_requests``: the largest decode step, in requests, replayed from a CUDA graph (SGLang's
     ``--cuda-graph-max-bs``; a verify step's draft tokens ride on each request); a decode or verify step of more
     requests runs eagerly and takes the longer of its GPU time and its kernels × ``decode_eager_host_s`` (0: no cap).
+    ``moe_path``: the grouped-expert kernel the engine runs (``EngineConfig.moe_kernel``), whose launches of a
+    routed-expert layer the eager floor counts (:data:`llmath.ops.launches.MOE_PATH_LAUNCHES`; "": the operators').
     ``host_step``: the engine's host time per step (:mod:`llmath.deploy.host_step`): an :meth:`iteration` lasts the
     longer of its GPU time and the host's (or their sum without an overlap scheduler); None: no host term.
     """
@@ -143,6 +145,7 @@ class Device:
     moe_prefill_host_s: float = 0.0
     decode_graph_requests: int = 0
     decode_eager_host_s: float = 0.0
+    moe_path: str = ""
 
     def __post_init__(self) -> None:
         if self.spec.is_encoder_decoder and self.source < 1:
@@ -275,7 +278,8 @@ class Device:
         host_s = self.eager_host_s if per_kernel_s is None else per_kernel_s
         if not (host_s and np.any(eager)):
             return cost
-        floored = np.maximum(cost.time_s, eager_host_s(t, host_s, self.eager_host_unit))
+        ep = self.layout.ep if self.layout is not None else 1
+        floored = np.maximum(cost.time_s, eager_host_s(t, host_s, self.eager_host_unit, self.moe_path, ep))
         return StepCost(np.where(eager, floored, cost.time_s), cost.bytes, cost.flops)
 
     def _decode_bound(self, cost: StepCost, t: Table, tokens, requests) -> StepCost:

@@ -74,10 +74,13 @@ LAUNCHER_MOE_STORED = {"w4a16_mxfp4": "fp4", "w4a8_mxfp4_mxfp8": "fp4", "fp8_blo
 # its TensorRT-LLM-generated block-scale MoE (backend TRTLLM on B200, the kernel FlashInfer wraps as
 # trtllm_fp8_block_scale_moe, timed in vLLM's B200 table: TensorRT-LLM's own times only DEEPGEMM there) and the same
 # backend over NVFP4 experts (FlashInfer's trtllm_fp4_block_scale_moe, timed in vLLM 0.19.0's B200 table: TensorRT-LLM's
-# own times only its CUTLASS NVFP4 MoE); their fits: engine_moe_kernel
+# own times only its CUTLASS NVFP4 MoE); their fits: engine_moe_kernel. TensorRT-LLM's Triton MoE over MXFP4 experts
+# with bf16 activations (moe_config.backend TRITON on sm90: W4A16_MXFP4) has no such fit (the engine's own
+# w4a16_mxfp4 MoE model times it); the name counts its launches (ops/launches.py MOE_PATH_LAUNCHES)
 LAUNCHER_MOE_KERNELS = (
     "marlin", "flashinfer_mxfp8", "triton_fp8_block", "trtllm_gen_mxfp8", "trtllm_cutlass_nvfp4",
     "trtllm_deepgemm_fp8_block", "trtllm_gen_fp8_block", "trtllm_gen_nvfp4", "vllm_deepgemm_fp8_block",
+    "trtllm_triton_mxfp4",
 )  # fmt: skip
 # kernels that pad each local expert to a row alignment whatever the routing, by that alignment
 # (hardware/aligned_moe.py): vLLM 0.12.0's DeepGEMM contiguous MoE (128, DeepGEMM's

@@ -29,6 +29,7 @@ from llmath.model import formats as fmt
 from llmath.model.dtypes import Precision
 from llmath.model.traits import traits
 from llmath.ops import CLASSES, Scenario, Table, one_hot
+from llmath.ops.launches import pass_launches
 from llmath.ops.table import _MNK_PER_CALL, by_kinds, byte_key, byte_rhs, matmul_rows, op_weights
 
 I_FLOPS, I_VFLOPS = CLASSES.index("flops"), CLASSES.index("vflops")
@@ -292,14 +293,15 @@ def overheads(
 EAGER_HOST_UNITS = ("launch", "operator")
 
 
-def eager_host_s(table: Table, per_kernel_s: float, unit: str = "launch") -> float:
+def eager_host_s(table: Table, per_kernel_s: float, unit: str = "launch", moe_path: str = "", ep: int = 1) -> float:
     """Host seconds of one pass launched op by op from Python (no CUDA graph): the engine's host time per
     ``unit`` × the pass's count of them: ``launch``, the kernels the engines' module code launches for it
-    (:attr:`llmath.ops.Table.launches`: fused projections one launch, a routed-expert layer's token sort and
-    reduction more, ops/launches.py); ``operator``, its listed operators. The pass takes ``max(GPU time, this)``:
-    the host enqueues ahead of the GPU until the GPU's work is shorter than the host's dispatch, then the GPU
-    waits on every launch."""
-    return (table.launches if unit == "launch" else float(table.kernels.sum())) * per_kernel_s
+    (:func:`llmath.ops.launches.pass_launches`: fused projections one launch, a routed-expert layer's token sort
+    and reduction more, or as the MoE kernel path ``moe_path`` launches it under ``ep`` expert-parallel ranks);
+    ``operator``, its listed operators. The pass takes ``max(GPU time, this)``: the host enqueues ahead of the GPU
+    until the GPU's work is shorter than the host's dispatch, then the GPU waits on every launch."""
+    count = pass_launches(table, moe_path, ep) if unit == "launch" else float(table.kernels.sum())
+    return count * per_kernel_s
 
 
 def piecewise_host_s(table: Table, per_call_s: float) -> float:

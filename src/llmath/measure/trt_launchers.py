@@ -169,7 +169,9 @@ TRT_CHECKPOINT_FORMATS: dict[str, dict[str, Any]] = {
 # times it (llmath's ``moe_kernel``: prefill passes, and decode passes too for the kernels of
 # ``efficiency_fit.LAUNCHER_MOE_DECODE``): gpt-oss-120b on B200 runs MOE_BACKEND="TRTLLM" in
 # every script in force on its rows, which TensorRT-LLM runs over MXFP4 experts with MXFP8 activations from sm100
-# (``ModelConfig.get_mxfp4_quant_algo``: W4A8_MXFP4_MXFP8; the scripts set no OVERRIDE_QUANT_ALGO)
+# (``ModelConfig.get_mxfp4_quant_algo``: W4A8_MXFP4_MXFP8; the scripts set no OVERRIDE_QUANT_ALGO); on H200
+# ``moe_config.backend: TRITON``, MXFP4 experts with bf16 activations below sm100 (W4A16_MXFP4), timed by the
+# engine's own w4a16_mxfp4 MoE model and launched as ops/launches.py MOE_PATH_LAUNCHES counts it
 INFERENCEX_TRT_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
     ("openai/gpt-oss-120b", "b200_sxm"): {
         "kernel": "trtllm_gen_mxfp8",
@@ -177,6 +179,13 @@ INFERENCEX_TRT_MOE_KERNEL: dict[tuple[str, str], dict[str, Any]] = {
                   "359900b4, a075f2e7 and benchmarks/gptoss_fp4_b200_trt.sh at d7dbd045 (the commits in force from "
                   "2025-11-02 to 2026-02-05: MOE_BACKEND=\"TRTLLM\", no OVERRIDE_QUANT_ALGO); NVIDIA/TensorRT-LLM "
                   "tensorrt_llm/_torch/model_config.py ModelConfig.get_mxfp4_quant_algo",
+    },
+    ("openai/gpt-oss-120b", "h200_sxm"): {
+        "kernel": "trtllm_triton_mxfp4",
+        "source": "SemiAnalysisAI/InferenceX benchmarks/gptoss_fp4_h200_trt_slurm.sh at e06929c7 and f6a9d0b6, "
+                  "benchmarks/gptoss_fp4_h200_trt.sh at d8cc8977 (moe_config: backend: TRITON; no "
+                  "OVERRIDE_QUANT_ALGO); NVIDIA/TensorRT-LLM tensorrt_llm/_torch/model_config.py "
+                  "ModelConfig.get_mxfp4_quant_algo (W4A16_MXFP4 below sm100)",
     },
 }  # fmt: skip
 # DeepSeek-R1 FP4 on B200: the scripts pick MOE_BACKEND="CUTLASS" (NVFP4 experts, W4A4) in some cases, TRTLLM

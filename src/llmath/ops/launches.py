@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from llmath.ops.core import Builder
+    from llmath.ops.table import Table
 
 _LLAMA = (
     "https://github.com/sgl-project/sglang/blob/00239548f1cd1a06ca145a5447a86738090a48f1/"
@@ -69,9 +70,53 @@ LAUNCHES: dict[str, dict[str, Any]] = {
 }
 
 
+_TRT = "https://github.com/NVIDIA/TensorRT-LLM/blob"
+_TRITON_MOE = (
+    f"{_TRT}/00131d71bc53d0d342a63213c0efb28f9610f62d/tensorrt_llm/_torch/modules/fused_moe/fused_moe_triton.py"
+)
+
+# A routed-expert layer (the router GEMM, its top-k and routing, the experts) as a MoE kernel path launches it from
+# Python in an eager pass, by the kernel a launcher picked (``EngineConfig.moe_kernel``): ``layer`` kernels, and
+# ``ep_extra`` more where the experts are split over expert-parallel ranks. A path not listed keeps the operators'
+# own counts (:data:`LAUNCHES`): TensorRT-LLM's CUTLASS, TRTLLM-Gen and DeepGEMM backends run the experts as one op
+# whose kernels launch from C++.
+MOE_PATH_LAUNCHES: dict[str, dict[str, Any]] = {
+    "trtllm_triton_mxfp4": {
+        "layer": 13.0,
+        "ep_extra": 3.0,
+        "source": f"{_TRITON_MOE} (TritonFusedMoE, TritonMXFP4FusedMoEMethod.apply; TensorRT-LLM's "
+        "moe_config.backend TRITON over W4A16 MXFP4 experts, sm90) and "
+        f"{_TRT}/050b6cb9/tensorrt_llm/_torch/models/modeling_gpt_oss.py (the layer's gate Linear): the router "
+        "GEMM 1; TritonEPRouter routing 4 (triton_kernels topk's _topk_forward, routing_from_bitmatrix's "
+        "_sum_bitmatrix_rows, _combined_routing_memset, _combined_routing_compute: triton-lang/triton pull "
+        "request #7369, 'four obligatory kernel launches'); _maybe_pad_activation's F.pad to the k_alignment of "
+        "128, called whatever the width, 2 (a fill and a copy); the first matmul_ogs, gather and SwiGLU fused, 1; "
+        "the second, scatter fused, 5 (two zero-fills, _compute_writeback_idx, the GEMM, _finalize_matmul: "
+        "triton_kernels matmul_ogs.py at the revision whose matmul_ogs calls _finalize_matmul). At EP > 1 "
+        "TritonEPRouter.prune_routing_ep adds 3: _routing_shift_bitmatrix_range, _routing_clear_bitmatrix and "
+        "compaction's _masked_compaction",
+    },
+}
+_ROUTED_LAYER_OPS = ("moe.router", "moe.topk")  # and the routed experts, ``moe.experts.*``
+
+
+def pass_launches(table: Table, moe_path: str = "", ep: int = 1) -> float:
+    """Kernels an engine launches for one eager pass over ``table`` (:attr:`~llmath.ops.Table.launches`), each
+    routed-expert layer (its ``moe.router``, ``moe.topk`` and ``moe.experts.*`` operators) counted as the MoE
+    kernel path ``moe_path`` launches it (:data:`MOE_PATH_LAUNCHES`) under ``ep`` expert-parallel ranks; the
+    table's own count for a path not listed there."""
+    rule = MOE_PATH_LAUNCHES.get(moe_path)
+    if rule is None:
+        return table.launches
+    routed = [op for op in table.ops if op.name in _ROUTED_LAYER_OPS or op.name.startswith("moe.experts.")]
+    layers = sum(op.count for op in routed if op.name == "moe.router")
+    per_layer = rule["layer"] + (rule["ep_extra"] if ep > 1 else 0.0)
+    return table.launches - sum(op.count * op.launches for op in routed) + layers * per_layer
+
+
 def launched(b: Builder, rule: str) -> None:
     """The operator just added launches :data:`LAUNCHES` ``[rule]`` kernels per run."""
     b.ops[-1] = replace(b.ops[-1], launches=LAUNCHES[rule]["value"])
 
 
-__all__ = ["LAUNCHES", "launched"]
+__all__ = ["LAUNCHES", "MOE_PATH_LAUNCHES", "launched", "pass_launches"]
