@@ -38,7 +38,7 @@ def test_fitted_time_per_token_matches_the_tables_excess(tokens, ep):
     # the rank's time beyond the EP-1 layer's over EP, per token it does not compute: 8192 at EP 8:
     # (1.068453 − 4.301515 / 8) ms / (8192 · 7/8) = 74.0 ns; 16384 at EP 8: 68.0 ns; 8192 at EP 4: 75.2 ns
     excess = (TABLE[tokens, ep] - TABLE[tokens, 1] / ep) * 1e-3 / (tokens * (1 - 1 / ep))
-    assert ef.moe_ep_token("h200", "w4a16_mxfp4") == pytest.approx(excess, rel=0.15)
+    assert ef.moe_ep_token("h200", "w4a16_mxfp4", "trtllm") == pytest.approx(excess, rel=0.15)
 
 
 def test_factor_adds_the_per_token_time_to_the_compute_time():

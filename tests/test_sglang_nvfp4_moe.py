@@ -37,9 +37,10 @@ TABLE = {
 def test_fitted_time_per_token_matches_the_tables_excess(tokens, ep):
     # the rank's time beyond the EP-1 layer's over EP, per token it does not compute: 8192 at EP 4:
     # (1.25859 − 1.67911 / 4) ms / (8192 · 3/4) = 136.5 ns; at EP 8: (1.05239 − 1.67911 / 8) / (8192 · 7/8) = 117.5 ns;
-    # 16384 at EP 8: (2.04943 − 3.19793 / 8) / (16384 · 7/8) = 115.1 ns
+    # 16384 at EP 8: (2.04943 − 3.19793 / 8) / (16384 · 7/8) = 115.1 ns. DeepSeek-R1's router is grouped top-k
+    # (n_group 8, topk_group 4), the rows the grouped value is fitted to (tests/test_moe_ep_token_routing.py)
     excess = (TABLE[tokens, ep] - TABLE[tokens, 1] / ep) * 1e-3 / (tokens * (1 - 1 / ep))
-    assert ef.moe_ep_token("b200", "nvfp4") == pytest.approx(excess, rel=0.2)
+    assert ef.moe_ep_token("b200", "nvfp4", "sglang", grouped=True) == pytest.approx(excess, rel=0.2)
 
 
 def _experts_ms_per_layer(tokens: int, ep: int, engine: str = "sglang", drop_term: bool = False) -> float:
@@ -64,10 +65,14 @@ def test_without_the_term_the_ranks_experts_take_the_ep1_time_over_ep():
     assert _experts_ms_per_layer(8192, 8, drop_term=True) < 0.3 * TABLE[8192, 8]
 
 
-def test_only_sglang_takes_the_nvfp4_term():
-    # vLLM's NVFP4 MoE fit is its own table's, TensorRT-LLM's launchers pick their kernels (MOE_EP_TOKEN_ENGINES)
+def test_each_engine_takes_its_own_tables_nvfp4_term():
+    # SGLang and vLLM each take the term fitted to their own table of the kernel (vLLM's:
+    # tests/test_vllm_nvfp4_moe_ep.py); TensorRT-LLM's launchers pick their own kernels (MOE_EP_TOKEN_ENGINES)
     hw = hardware.get("b200")
     p = precision_for("deepseek-r1", weights="nvfp4")
-    for engine, has in (("sglang", True), ("vllm", False), ("trtllm", False)):
+    for engine, has in (("sglang", True), ("vllm", True), ("trtllm", False)):
         fits = run_efficiency("expected", hw, p, engine, {}).kernel_fits
-        assert any(k[:2] == ("moe_ep_token", "nvfp4") for k in fits) is has
+        own = [k[2] for k in fits if k[:2] == ("moe_ep_token", "nvfp4")]
+        assert bool(own) is has
+        pair = (ef.moe_ep_token("b200", "nvfp4", engine), ef.moe_ep_token("b200", "nvfp4", engine, grouped=True))
+        assert own == ([pair] if has else [])

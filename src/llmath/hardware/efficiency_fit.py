@@ -108,10 +108,13 @@ ENGINE_FP8_BLOCK_MOE = {
 # 0.5.14's B200 table times; fits: engine_moe_kernel (scripts/fit_launcher_moe.py)
 ENGINE_NVFP4_MOE = {"vllm": ("vllm_flashinfer_nvfp4",), "sglang": ("sglang_flashinfer_nvfp4",)}
 # the engines whose MoE kernel of a format spends a time per token of the layer on every expert-parallel rank
-# (``moe_ep_token``, fitted by scripts/fit_moe_ep_token.py): TensorRT-LLM's weight-only MXFP4 MoE on Hopper, and
-# SGLang's FlashInfer NVFP4 MoE, whose rank under EP (no all-to-all dispatcher: every rank gets every token) takes
-# the EP-1 time over EP plus ~0.1 µs per token of the layer in SGLang 0.5.14's B200 table
-MOE_EP_TOKEN_ENGINES = {"w4a16_mxfp4": ("trtllm",), "nvfp4": ("sglang",)}
+# (``moe_ep_token``, fitted per engine to its own table by scripts/fit_moe_ep_token.py): TensorRT-LLM's weight-only
+# MXFP4 MoE on Hopper; SGLang's FlashInfer NVFP4 MoE, whose rank under EP (no all-to-all dispatcher: every rank gets
+# every token) takes the EP-1 time over EP plus ~10 ns per token of the layer in SGLang 0.5.14's B200 table under a
+# plain top-k router and ~0.14 µs under DeepSeek-R1's grouped one; and vLLM's, the same FlashInfer kernel (monolithic
+# under TP + EP, modular under DP + EP: trtllm_nvfp4_moe.py, TrtLlmNvFp4ExpertsMonolithic._supports_parallel_config),
+# ~9 ns per token of the layer in vLLM 0.24.0's B200 table at MiniMax-M2.5's shape, ~0.15 µs at DeepSeek-R1's (grouped)
+MOE_EP_TOKEN_ENGINES = {"w4a16_mxfp4": ("trtllm",), "nvfp4": ("sglang", "vllm")}
 # NVFP4: 16 e2m1 values + one e4m3 scale = 9 bytes per 16 (NVIDIA's NVFP4, docs/formats.md)
 BYTES = {"bf16": 2, "fp8": 1, "fp8_block": 1, "w4a16_mxfp4": 17 / 32, "w4a8_mxfp4_mxfp8": 17 / 32, "nvfp4": 9 / 16}
 # Rows of one tensor-core GEMM tile: Hopper's wgmma instructions are m64 (PTX ISA, "Asynchronous Warpgroup
@@ -472,13 +475,17 @@ def engine_moe_kernel(device: str, kernel: str, fmt: str) -> list[float] | None:
     return entry["coef"] if entry else None
 
 
-def moe_ep_token(device: str, fmt: str) -> float | None:
-    """Seconds per token of the layer one expert-parallel rank of the ``fmt`` MoE kernel spends beyond its share on
-    ``device`` (its measured device, rule of :func:`resolve`), fitted by ``scripts/fit_moe_ep_token.py``
-    (:mod:`llmath.hardware.moe_ep_token`); ``None`` where no table times the kernel under EP."""
+def moe_ep_token(device: str, fmt: str, engine: str, grouped: bool = False) -> float | None:
+    """Seconds per token of the layer one expert-parallel rank of ``engine``'s ``fmt`` MoE kernel spends beyond its
+    share on ``device`` (its measured device, rule of :func:`resolve`), fitted to ``engine``'s own table by
+    ``scripts/fit_moe_ep_token.py`` (:mod:`llmath.hardware.moe_ep_token`): under a plain top-k router, or with
+    ``grouped`` under a grouped top-k one (the value fitted to grouped-routed rows; the plain one where the
+    table times none); ``None`` where no table of ``engine`` times the kernel under EP."""
     r = resolve(device)
-    e = data().get("moe_ep_token", {}).get("devices", {}).get(r.measured_on or "", {}).get(fmt)
-    return float(e["s_per_token"]) if e else None
+    e = data().get("moe_ep_token", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine, {}).get(fmt)
+    if not e:
+        return None
+    return float(e["s_per_token_grouped"] if grouped and "s_per_token_grouped" in e else e["s_per_token"])
 
 
 def engine_nvfp4_moe(device: str, engine: str) -> list[float] | None:

@@ -45,6 +45,7 @@ class Columns:
     mla_heads: np.ndarray = field(default_factory=lambda: np.zeros(0))  # their heads (a rank's share)
     mla_dims: tuple[int, int] = (0, 0)  # (qk_nope + qk_rope, v_head_dim) per head
     routed_flops: float = 0.0  # the rank's routed-expert FLOPs per routed token of one MoE layer (its own terms)
+    grouped_routing: bool = False  # the router picks top-k within groups of experts (MoESpec.grouped_routing)
 
 
 def _heads(op, d: int) -> tuple[float, float]:
@@ -74,8 +75,9 @@ def columns(table: Table) -> Columns:
     r = np.array(routed, dtype=int)
     mla, mh, dims = _mla_columns(table)
     per_layer = routed_flops_per_token(table, routed)
+    grouped = m is not None and m.grouped_routing
     return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, r, moe, share, inter, mla, mh, dims,
-                   per_layer)  # fmt: skip
+                   per_layer, grouped)  # fmt: skip
 
 
 @lru_cache(maxsize=256)

@@ -155,7 +155,9 @@ def fits(table: Table, hw: Hardware, p: Precision, eff: Efficiency, decode: bool
     moe_peak = hw.peak(ef.LAUNCHER_MOE_RUNS[key]) if launched is not None else None
     peak = ef.peak_for("attn_mla_context", hw, p.kv) if mla is not None else 0.0
     ept = eff.fit("moe_ep_token", key) if (moe is not None and launched is None) else None
-    return Fits(cols, ctx, mla, moe, key, moe_peak, s2, ranks, peak, ept[0] if ept else 0.0)
+    # (plain top-k, grouped top-k) seconds per token: the router's kind picks one (hardware.moe_ep_token)
+    s_token = (ept[1] if cols.grouped_routing and len(ept) > 1 else ept[0]) if ept else 0.0
+    return Fits(cols, ctx, mla, moe, key, moe_peak, s2, ranks, peak, s_token)
 
 
 def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, f, inv, context,

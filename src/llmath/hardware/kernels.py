@@ -249,7 +249,8 @@ def engine_fp4_gemm(eff: Efficiency, hw: Hardware | None, engine: str = DEFAULT_
 def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
     """``eff`` with the ``moe`` fits of the weight-only kernels ``engine`` serves with on ``hw``, of its own
     block-FP8 and NVFP4 MoE kernels (:func:`_engine_fp8_block_moe`, :func:`_engine_nvfp4_moe`) and the time per token
-    under expert parallelism of the kernels that spend one (class ``moe_ep_token``, by
+    under expert parallelism of the kernels that spend one (class ``moe_ep_token``: under a plain and under a
+    grouped top-k router, by
     :data:`llmath.hardware.efficiency_fit.MOE_EP_TOKEN_ENGINES`: :mod:`llmath.hardware.moe_ep_token`), where
     ``eff`` carries fitted MoE models (not ``ideal``, a calibrated profile or a given matmul fraction); and with
     ``engine``'s own fp8-KV decode-attention fit in place of
@@ -268,9 +269,11 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
             if engine in engines and ("moe", f) not in have and (c := ef.coefficients(hw.name, "moe", f)[0]) is not None
         )
         fits += tuple(
-            ("moe_ep_token", f, (s,))
+            ("moe_ep_token", f, (s, ef.moe_ep_token(hw.name, f, engine, grouped=True) or s))
             for f, engines in ef.MOE_EP_TOKEN_ENGINES.items()
-            if engine in engines and ("moe_ep_token", f) not in have and (s := ef.moe_ep_token(hw.name, f)) is not None
+            if engine in engines
+            and ("moe_ep_token", f) not in have
+            and (s := ef.moe_ep_token(hw.name, f, engine)) is not None
         )
     return replace(eff, kernel_fits=fits) if fits != eff.kernel_fits else eff
 
@@ -304,10 +307,10 @@ def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str, decod
     tables time these kernels at other expert shapes, whose per-layer time and small-batch memory terms do not carry
     over: docs/efficiency.md, "MoE kernels as InferenceX's vLLM launchers pick them"), except for the kernels of
     :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_DECODE`, whose fits replace the ``moe`` one too. A kernel
-    over 4-bit float experts (MXFP4) drops the engine's own NVFP4 MoE fit (:func:`_engine_nvfp4_moe`): the
-    launcher's kernel runs every pass, so decode keeps the GEMM models there. ``decode``: the kernel's fit times the
-    decode passes as well, whatever the kernel (a server configured with it runs it in every pass, and its table
-    times the served model's expert shape)."""
+    over 4-bit float experts (MXFP4) drops the engine's own NVFP4 MoE fit (:func:`_engine_nvfp4_moe`) and that
+    kernel's time per token under EP: the launcher's kernel runs every pass, so decode keeps the GEMM models there.
+    ``decode``: the kernel's fit times the decode passes as well, whatever the kernel (a server configured with it
+    runs it in every pass, and its table times the served model's expert shape)."""
     if not kernel or hw is None or not any(cls == "moe" for cls, _, _ in eff.kernel_fits):
         return eff
     if kernel in ef.ALIGNED_MOE_KERNELS:  # every pass, timed by the GEMM model at padded rows (hardware/aligned_moe.py)
@@ -318,7 +321,7 @@ def launcher_moe_kernel(eff: Efficiency, hw: Hardware | None, kernel: str, decod
     classes = ("moe_prefill", "moe") if decode or kernel in ef.LAUNCHER_MOE_DECODE else ("moe_prefill",)
     kept = tuple(k for k in eff.kernel_fits if not (k[0] in classes and k[1] in got))
     if any(ef.LAUNCHER_MOE_STORED[f] == "fp4" for f in got):  # 4-bit experts: the engine's NVFP4 kernel does not run
-        kept = tuple(k for k in kept if k[:2] != ("moe", "nvfp4"))
+        kept = tuple(k for k in kept if k[:2] not in (("moe", "nvfp4"), ("moe_ep_token", "nvfp4")))
     return replace(eff, kernel_fits=kept + tuple((c, f, fit) for c in classes for f, fit in got.items()))
 
 

@@ -12,9 +12,15 @@ experts' compute time; the fit itself is carried as the kernel-fit class ``moe_e
 reads (``w4a16_mxfp4``), only for the engines that run that kernel.
 
 SGLang's NVFP4 MoE on B200 (FlashInfer's ``trtllm_fp4_block_scale_moe``: every rank gets every token under SGLang's
-standard dispatcher, its own experts' share of them computed) shows the same shape in SGLang 0.5.14's B200 table at
-DeepSeek-R1's expert shape: ``s`` = 137 ns per token per layer (held-out median |error| 10.7% against 53% without
-the term), carried under ``nvfp4`` for SGLang (``MOE_EP_TOKEN_ENGINES`` of :mod:`llmath.hardware.efficiency_fit`).
+standard dispatcher, its own experts' share of them computed, and routes every token of the layer) shows the same
+shape in SGLang 0.5.14's B200 table, with a value set by the router: ``s`` = 10.4 ns per token per layer at its ten
+shapes routed plain top-k (held-out median |error| 4.6% against 16% without the term) and 137 ns at DeepSeek-R1's,
+routed grouped top-k over 8 expert groups (10.7% against 53%), carried under ``nvfp4`` for SGLang
+(``MOE_EP_TOKEN_ENGINES`` of :mod:`llmath.hardware.efficiency_fit`). vLLM runs the same kernel (monolithic under
+TP + EP, modular under attention-DP + EP), whose B200 table in vLLM 0.24.0 gives ``s`` = 8.9 ns at MiniMax-M2.5's
+expert shape (held-out median |error| 2.3% against 23% without the term) and 148 ns at DeepSeek-R1's, grouped,
+carried under ``nvfp4`` for vLLM: each engine's term is its own table's, and a layer takes the grouped value where
+its router is grouped (``MoESpec.grouped_routing``; ``Fits.moe_ep_token`` of :mod:`llmath.hardware.fitted_ops`).
 """
 
 from __future__ import annotations

@@ -154,8 +154,14 @@ MOE_KINDS: dict[str, dict[str, Any]] = {
         layers=_qwen_expert_layers,
     ),
     "qwen3_moe": moe_keys(("num_experts", "num_local_experts"), "moe_intermediate_size", layers=_qwen_expert_layers),
+    # grouped top-k over n_group expert groups (configuration_deepseek_v3.py; the hub files set it: DeepSeek-V3/R1
+    # 8, Kimi-K2 and GLM-4.5 1); a file without the key reads as 1, a plain top-k
     "deepseek": moe_keys(
-        "n_routed_experts", "moe_intermediate_size", shared_count="n_shared_experts", layers=_deepseek_layers
+        "n_routed_experts",
+        "moe_intermediate_size",
+        shared_count="n_shared_experts",
+        layers=_deepseek_layers,
+        expert_groups="n_group",
     ),
     # biased router and experts (modeling_gpt_oss.py GptOssTopKRouter, GptOssExperts)
     "gpt_oss": moe_keys(

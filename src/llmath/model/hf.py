@@ -130,7 +130,8 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
     :data:`~llmath.model.family_facts.MOE_KINDS`): ``experts``, ``top_k``, ``d_ff`` (each routed expert's
     width), optionally ``shared_width`` (the shared FFN's width) or ``shared_count`` (shared experts of width
     ``d_ff``; with ``shared_width``: of that width), ``zero_experts`` (identity experts), ``shared_gate``
-    (a gated shared expert), ``router_bias`` / ``expert_bias``, and ``layers`` (cfg, n) -> MoE flags."""
+    (a gated shared expert), ``router_bias`` / ``expert_bias``, ``expert_groups`` (the router's expert groups,
+    default 1), and ``layers`` (cfg, n) -> MoE flags."""
     per = _int(cfg, t["d_ff"], where=where)
     shared = 0
     if "shared_width" in t:
@@ -154,6 +155,7 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         zero_experts=_int(cfg, t["zero_experts"], 0, where=where) if "zero_experts" in t else 0,
         router_mlp=_int(cfg, t["router_mlp"], where=where) if "router_mlp" in t else 0,
         latent=(_int(cfg, t["latent"], 0, where=where) or 0) if "latent" in t else 0,
+        expert_groups=(_int(cfg, t["expert_groups"], 1, where=where) or 1) if "expert_groups" in t else 1,
     )
     layers = t.get("layers", _all_layers)(cfg, n)
     return moe, tuple(bool(x) for x in layers)

@@ -39,6 +39,16 @@ class MoESpec:
     # Nemotron-3 Super/Ultra (moe_latent_size): the routed experts read and write an L-wide latent, projected
     # D -> L before them and L -> D after (ops/moe.py routed_experts); 0: they work at the model width
     latent: int = 0
+    # DeepSeek-V2/V3 (n_group): the router splits the experts into this many groups and picks each token's top-k
+    # within its best topk_group groups (modeling_deepseek_v3.py DeepseekV3MoE.route_tokens_to_experts); 1: a
+    # plain top-k over all experts. A kernel trait as well: FlashInfer's TensorRT-LLM MoE routes grouped top-k
+    # with its DeepSeek-V3 routing method (hardware/moe_ep_token.py)
+    expert_groups: int = 1
+
+    @property
+    def grouped_routing(self) -> bool:
+        """Whether the router restricts each token's top-k to groups of experts (:attr:`expert_groups` > 1)."""
+        return self.expert_groups > 1
 
     def validate(self, name: str) -> None:
         for f in ("n_experts", "top_k", "d_ff_expert"):
@@ -54,5 +64,10 @@ class MoESpec:
             raise SpecError(f"{name!r}: moe.router_mlp={self.router_mlp} must be >= 0 (0: a linear router)")
         if self.latent < 0:
             raise SpecError(f"{name!r}: moe.latent={self.latent} must be >= 0 (0: experts at the model width)")
+        if self.expert_groups < 1 or self.n_experts % self.expert_groups:
+            raise SpecError(
+                f"{name!r}: moe.expert_groups={self.expert_groups} must be >= 1 and divide "
+                f"moe.n_experts={self.n_experts} (the router's n_group; 1: plain top-k)"
+            )
         if self.zero_experts < 0:
             raise SpecError(f"{name!r}: moe.zero_experts={self.zero_experts} must be >= 0 (identity experts)")
