@@ -26,6 +26,7 @@ fastest user first. With ``cost_per_gpu_hour``, each row gets ``usd_per_million_
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, cast
 
@@ -35,6 +36,7 @@ from llmath.deploy.arguments import checked
 from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
 from llmath.deploy.disagg import disagg_grid, kv_transfer_s, pool_decoding, prefill_worker
+from llmath.deploy.engine_device import engine_device
 from llmath.deploy.layout import Layout, ParallelConfig, make_layout
 from llmath.deploy.plan_aggregated import Family, Sampled, agg_rows, grid, pool_memory, refine, sample_round
 from llmath.deploy.plan_finalists import Timing, retimed, unsupported
@@ -66,7 +68,10 @@ from llmath.model.spec import ModelSpec
 @dataclass(frozen=True)
 class Replica:
     """One engine instance: a layout of ``gpus`` GPUs (its ``dp`` attention-DP replicas share the MoE
-    layers) and its iteration cost; ``instances`` copies of it run side by side on the GPUs searched."""
+    layers) and its iteration cost; ``instances`` copies of it run side by side on the GPUs searched.
+    ``served``: the instance as :func:`~.service.serve` times it (:func:`.engine_device.engine_device`: the engine's
+    launch and host terms), the aggregated rows' device; ``device``: a disaggregated pool's worker on the layout,
+    the grid's."""
 
     tp: int
     pp: int
@@ -74,6 +79,7 @@ class Replica:
     dp: int
     gpus: int
     device: Device
+    served: Device
 
 
 def _layout_keys(spec: ModelSpec, gpus: int, pins: dict) -> list[tuple[int, int, int, int]]:
@@ -132,23 +138,20 @@ def _candidate_layouts(spec: ModelSpec, gpus: int, pins: dict) -> list[Layout | 
     return out
 
 
-def replicas(
-    spec: ModelSpec, hw: Hardware, p: Precision, eff, attention, cuda_graphs, gpus, pins, source: int = 0
-) -> list[Replica]:
-    """The engine layouts to search (see :func:`_candidate_layouts`); a pin that no layout satisfies is an
-    error naming the layouts that work. ``source``: an encoder-decoder model's source tokens per request."""
+def replicas(spec: ModelSpec, gpus: int, pins: dict, build: Callable[[Layout | None], Replica]) -> list[Replica]:
+    """The engine layouts to search (see :func:`_candidate_layouts`), each built by ``build``; a pin that no
+    layout satisfies is an error naming the layouts that work."""
     lays = _candidate_layouts(spec, gpus, pins)
     if not lays:
         raise _no_layout(spec, gpus, pins)
-    return [_replica(Device(spec, hw, p, eff, attention, cuda_graphs, lay, source)) for lay in lays]
+    return [build(lay) for lay in lays]
 
 
-def _replica(dev: Device) -> Replica:
-    poll()  # building a layout is the search's unit of work: stop here when the caller has gone
+def _replica(dev: Device, served: Device) -> Replica:
     lay = dev.layout
     if lay is None:
-        return Replica(1, 1, 1, 1, 1, dev)
-    return Replica(lay.tp, lay.pp, lay.ep, lay.dp, lay.gpus, dev)
+        return Replica(1, 1, 1, 1, 1, dev, served)
+    return Replica(lay.tp, lay.pp, lay.ep, lay.dp, lay.gpus, dev, served)
 
 
 def _no_layout(spec: ModelSpec, gpus: int, pins: dict) -> WorkloadError:
@@ -186,10 +189,10 @@ class PlanResult:
 def _decodings(rep: Replica, speculation: Speculation | None) -> list[tuple[Decoding, str]]:
     """How the replica may decode, each with its speculative method ("": none): one token per iteration, and
     with ``speculation`` its rounds (the draft as :func:`~.service.serve` places it)."""
-    out = [(Decoding(rep.device), "")]
+    out = [(Decoding(rep.served), "")]
     if speculation is not None:
-        draft = draft_device(rep.device, speculation)
-        out.append((Decoding(rep.device, speculation, draft), speculation.method))
+        draft = draft_device(rep.served, speculation)
+        out.append((Decoding(rep.served, speculation, draft), speculation.method))
     return out
 
 
@@ -392,9 +395,14 @@ class _Search:
             self.engines_by_tp[tp] = engines.preset(self.engine, self.hw, tp=tp, **self.overrides)
         return self.engines_by_tp[tp]
 
-    def _device(self, lay: Layout | None, cuda_graphs: bool) -> Device:
+    def replica(self, lay: Layout | None) -> Replica:
+        """The instance of layout ``lay`` (None: one GPU): its aggregated device as :func:`~.service.serve` builds
+        it with the engine's settings at its TP degree, and its disaggregated worker's (:class:`Replica`)."""
+        poll()  # building a layout is the search's unit of work: stop here when the caller has gone
         src = self.req.prompt if self.req.encoder_decoder else 0
-        return Device(self.spec, self.hw, self.p, self.eff, self.attention, cuda_graphs, lay, src)
+        eng = self.engine_at(lay.tp if lay is not None else 1)
+        worker = Device(self.spec, self.hw, self.p, self.eff, self.attention, self.engine_at().cuda_graphs, lay, src)
+        return _replica(worker, engine_device(self.spec, self.hw, self.p, self.eff, eng, self.attention, lay, src))
 
     def _share(self, rep_dp: int, rep_gpus: int, gpus: int, pins: dict) -> int:
         """GPUs a layout's instances use: all of them, or the pinned total of replicas (dp / replicas per
@@ -407,8 +415,7 @@ class _Search:
 
     def run(self, gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> int:
         eng = self.engine_at()
-        src = self.req.prompt if self.req.encoder_decoder else 0
-        reps = replicas(self.spec, self.hw, self.p, self.eff, self.attention, eng.cuda_graphs, gpus, pins, src)
+        reps = replicas(self.spec, gpus, pins, self.replica)
         n = 0
         for rep in reps:
             poll()
@@ -443,7 +450,7 @@ class _Search:
             rejected.append({**where, "reason": "does not fit"})
             out = None
         elif _ranks_ok(self.spec, lay):
-            out = _replica(self._device(lay, eng.cuda_graphs))
+            out = self.replica(lay)
         self.built[key] = out
         return out
 

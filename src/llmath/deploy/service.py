@@ -16,9 +16,8 @@ from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.drifting_loop import drifting_state
+from llmath.deploy.engine_device import engine_device
 from llmath.deploy.ep_balance import busiest_rank_note
-from llmath.deploy.graph_passes import decode_graph_cap
-from llmath.deploy.host_step import engine_host_step
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.prompt_queue import poisson_state
@@ -26,21 +25,18 @@ from llmath.deploy.serving import (
     Decoding,
     Requests,
     active_overheads,
-    eager_host_time,
-    graph_tokens,
     rate_to_concurrency,
     refuse_uncached,
 )
 from llmath.deploy.serving_memory import check_fits
 from llmath.deploy.serving_report import ServingReport, metrics_at
 from llmath.deploy.speculative import Speculation, draft_device, refuse_draft_only
-from llmath.deploy.step import Device
 from llmath.deploy.workload import Workload
 from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
-from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision, launcher_moe_kernel
+from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
@@ -80,16 +76,8 @@ def serve(
     hw = engine_hardware(hw, engine) or hw  # the engine's accumulate rate on hw (llama.cpp's FP16 GEMMs on GeForce)
     req = Requests(prompt, gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
-    eff = launcher_moe_kernel(eff, hw, eng.moe_kernel)  # a grouped-expert kernel the launcher picked
     src = prompt if req.encoder_decoder else 0
-    graph = 0 if eng.eager_prefill else graph_tokens(eng)  # passes above it run eagerly; eager_prefill: all
-    host = eager_host_time(eng, graph)
-    piecewise = eng.overheads.piecewise_host_per_layer_s if eng.cuda_graphs and not eng.eager_prefill else 0.0
-    cap, cap_host = decode_graph_cap(eng)  # decode steps of more requests run eagerly
-    dev = Device(spec, hw, p, eff, attention, eng.cuda_graphs, layout, src, host, graph, eng.eager_host_unit,
-                 host_step=engine_host_step(eng, eff), piecewise_host_s=piecewise,
-                 moe_prefill_host_s=eng.overheads.moe_prefill_host_per_layer_s,
-                 decode_graph_requests=cap, decode_eager_host_s=cap_host, moe_path=eng.moe_kernel)  # fmt: skip
+    dev = engine_device(spec, hw, p, eff, eng, attention, layout, src)  # the engine's launch and host terms
     draft = draft_device(dev, speculation) if speculation else None
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")

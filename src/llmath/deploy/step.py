@@ -172,26 +172,7 @@ class Device:
 
     @cached_property
     def parts(self) -> tuple[Part, ...]:
-        s, a, L = self.spec, self.attention, self.layout
-        ed = s.is_encoder_decoder
-        if L is None or L.trivial:
-            enc = table(s, "encoder", a) if ed else None
-            return (Part(table(s, "prefill", a), table(s, "decode", a), params=param_report(s).total, encoder=enc),)
-        pre, dec = rank_plans(s, "prefill", a, L), rank_plans(s, "decode", a, L)
-        enc_p = rank_plans(s, "encoder", a, L) if ed else ()
-        return tuple(
-            Part(
-                rank_table(s, "prefill", a, L, i),
-                rank_table(s, "decode", a, L, i),
-                pre[i].collectives,
-                dec[i].collectives,
-                sum(n * op.count for op in pre[i].ops + (enc_p[i].ops if ed else ()) for _, n in op.params)
-                + (s.tower_total // L.tp if i == 0 else 0),  # a wrapper's towers: first stage, TP-split (vLLM)
-                rank_table(s, "encoder", a, L, i) if ed else None,
-                enc_p[i].collectives if ed else (),
-            )
-            for i in range(len(pre))
-        )
+        return stage_parts(self.spec, self.attention, self.layout)
 
     @cached_property
     def topology(self):
@@ -413,6 +394,31 @@ class Device:
             cost = self._time(t, self._fix(t, _mono(t, scen), b * w), b, b * w, True, s)
             out.append(self._capped(self._with_comm(cost, part.decode_collectives, scen), t, b))
         return _total(out)
+
+
+@lru_cache(maxsize=256)
+def stage_parts(s: ModelSpec, a: str, L: Layout | None) -> tuple[Part, ...]:
+    """Each pipeline stage's :class:`Part` of ``s`` under layout ``L`` (None: one device) and attention ``a``, once
+    per (model, attention, layout): the devices of one replica that differ in their engine's terms share them."""
+    ed = s.is_encoder_decoder
+    if L is None or L.trivial:
+        enc = table(s, "encoder", a) if ed else None
+        return (Part(table(s, "prefill", a), table(s, "decode", a), params=param_report(s).total, encoder=enc),)
+    pre, dec = rank_plans(s, "prefill", a, L), rank_plans(s, "decode", a, L)
+    enc_p = rank_plans(s, "encoder", a, L) if ed else ()
+    return tuple(
+        Part(
+            rank_table(s, "prefill", a, L, i),
+            rank_table(s, "decode", a, L, i),
+            pre[i].collectives,
+            dec[i].collectives,
+            sum(n * op.count for op in pre[i].ops + (enc_p[i].ops if ed else ()) for _, n in op.params)
+            + (s.tower_total // L.tp if i == 0 else 0),  # a wrapper's towers: first stage, TP-split (vLLM)
+            rank_table(s, "encoder", a, L, i) if ed else None,
+            enc_p[i].collectives if ed else (),
+        )
+        for i in range(len(pre))
+    )
 
 
 def _on_rows(mask: np.ndarray, fn, *arrays: np.ndarray) -> StepCost:

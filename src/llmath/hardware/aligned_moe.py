@@ -29,7 +29,7 @@ def aligned_rows(tokens, top_k: int, local_experts: float, align: int):
     """vLLM's ``compute_aligned_M`` without host counts: ⌈(M·k + E_local·(align − 1)) / align⌉ · align rows,
     for M = ``tokens`` the layer routes (every token a rank sees, its own experts or not)."""
     m = np.asarray(tokens, dtype=float) * top_k + local_experts * (align - 1)
-    return np.ceil(m / align) * align
+    return np.ceil(m / align - ef.WHOLE_TILE_SLACK) * align  # a whole block an ulp over: not a new one
 
 
 def apply(table: Table, eff: Efficiency, tokens, f, rts):

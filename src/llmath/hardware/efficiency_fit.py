@@ -158,8 +158,14 @@ def tile_share(rows, tile: int):
 
 
 def tile_share_positive(r: np.ndarray, tile: int):
-    """:func:`tile_share` of a float array already ≥ 1e-30."""
-    return r / (tile * np.ceil(r / tile))
+    """:func:`tile_share` of a float array already ≥ 1e-30. Rows within ``WHOLE_TILE_SLACK`` tiles above a whole
+    tile count fill that many: a token count that is whole but summed from fractional terms (a mean iteration's
+    decoders plus its chunks × their mean size) lands an ulp either side of it depending on how numpy evaluated the
+    terms (one concurrency or an array of them), and must not start a new tile."""
+    return r / (tile * np.maximum(np.ceil(r / tile - WHOLE_TILE_SLACK), 1.0))
+
+
+WHOLE_TILE_SLACK = 1e-9  # tiles: far above the float error of a token count (~1e-16 relative), far below a row
 
 
 def fractions(coef, x1, x2, xm, tile: int = 0):
