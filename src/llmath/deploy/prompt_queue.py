@@ -213,21 +213,30 @@ def stationary(lat: Lattice, mu: np.ndarray, n_states: int, idle: bool = False) 
     return p, cut
 
 
-def queue_law(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, d: float, K: float,
-              chunked: bool, max_load: float = 1.0) -> QueueLaw:  # fmt: skip
-    """The prompt queue's stationary law at ``rate`` requests/s with ``d`` decoders (a lattice fine enough that
-    the truncation leaves out less than :data:`TAIL`, coarsened until it fits :data:`MAX_STATES`); a rate whose
-    prompts load a full iteration's budget to ``max_load`` or more raises."""
+def _budget_load(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, d: float, K: float, chunked: bool,
+                 max_load: float) -> tuple[Lattice, float]:  # fmt: skip
+    """The lattice at ``d`` decoders and the load of its full iteration's budget (the prompt tokens that arrive in
+    a full iteration, over its budget); a load of ``max_load`` or more raises."""
     P = req.new
     lat = _lattice(P, K, d, dec.width, eng.mixed_prefill, chunked)
     tau_full = float(_times(dec, eng, req, lat, d, int(lat.cap) + 2)[0][-1])
-    load = rate * tau_full * P / lat.c  # the prompt tokens that arrive in a full iteration, over its budget
+    load = rate * tau_full * P / lat.c
     if load >= max_load:
         raise WorkloadError(
             f"request rate {rate:g}/s exceeds what this deployment's prompt budget serves"
             f" ({lat.c / (P * tau_full):.3g} requests/s: {lat.c:.0f} prompt tokens per {tau_full * 1e3:.3g} ms"
             " iteration); lower the rate or add GPUs"
         )
+    return lat, load
+
+
+def queue_law(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, d: float, K: float,
+              chunked: bool, max_load: float = 1.0) -> QueueLaw:  # fmt: skip
+    """The prompt queue's stationary law at ``rate`` requests/s with ``d`` decoders (a lattice fine enough that
+    the truncation leaves out less than :data:`TAIL`, coarsened until it fits :data:`MAX_STATES`); a rate whose
+    prompts load a full iteration's budget to ``max_load`` or more raises."""
+    P = req.new
+    lat, load = _budget_load(dec, eng, req, rate, d, K, chunked, max_load)
     span = 16 + 40 * load / (1 - load)  # prompts of queue to hold: many times its mean
     while True:
         n = int(min(MAX_STATES, math.ceil(lat.cap) + 2 + math.ceil(span * lat.r)))
@@ -361,6 +370,9 @@ def _laws_on_grid(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, 
     """The prompt queue's law and first-token parts at each decoder count of ``grid``, up to the first count
     whose budget the rate outgrows (an error at or below the mean field's ``d``)."""
     laws, parts = [], []
+    below = grid[grid <= d]
+    if len(below):  # the budget shrinks as the decoders grow: refuse at once a rate the mean's budget cannot serve
+        _budget_load(dec, eng, req, rate, float(below[-1]), K, chunked, 1.0)
     for j in grid:
         try:  # above the mean, a count that loads the budget to 95% lies far in the law's tail
             law = queue_law(dec, eng, req, rate, float(j), K, chunked, 1.0 if j <= d else FAR_LOAD)
