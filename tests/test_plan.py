@@ -154,3 +154,10 @@ def test_the_package_exports_serve_and_plan():
     from llmath.deploy.service import serve
 
     assert llmath.plan is plan and llmath.serve is serve
+
+
+def test_disagg_on_one_gpu_says_why_it_has_no_disaggregated_rows():
+    # a prefill pool and a decode pool are two GPUs at least: on one, only aggregated rows, and a note saying so
+    r = plan("llama-3.2-1b", "h100-sxm", gpus=1, workload=Workload(prompt=512, gen=64), disagg=True)
+    assert {row["mode"] for row in r.pareto} == {"aggregated"}
+    assert any("--disagg" in n and "use --gpus 2" in n for n in r.notes)

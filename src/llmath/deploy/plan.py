@@ -306,6 +306,9 @@ def plan(
     m = len(arr.get("mode", ()))
     best, front, notes = select(arr, m, ttft_ms, tpot_ms, cost_per_gpu_hour, speculation) if m else none_meets()
     notes = (timing.notes if timing is not None else []) + notes
+    if disagg and gpus < 2:
+        notes.append(f"--disagg: a prefill pool and a decode pool need 2 GPUs at least, not {gpus}: only aggregated"
+                     " rows; use --gpus 2 or more")  # fmt: skip
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
 
 
