@@ -126,3 +126,13 @@ def test_poisson_agrees_with_the_simulation(engine, load, tpot_bound):
     assert ss.tpot_s[0] == pytest.approx(sim.tpot_s, rel=tpot_bound)
     # throughput: λ·E[G] exactly (every request served); the simulation's over its second half
     assert ss.throughput_tok_s[0] == pytest.approx(sim.throughput_tok_s, rel=0.05)
+
+
+def test_a_vanishing_rate_is_one_request_into_an_idle_engine():
+    # at 10⁻³⁰ requests/s (μ = λ·τ ~ 10⁻³² arrivals an iteration, so 1 − P(A = 0) rounds to 0 in floating point)
+    # every request still finds the engine idle: the same finite TTFT as at 10⁻⁹/s, not NaN
+    tiny, rare = (
+        serve("llama-3.1-8b", "h100-sxm", workload=Workload(prompt=512, gen=128, rate=r)) for r in (1e-30, 1e-9)
+    )
+    assert np.isfinite(tiny.metrics["ttft_s"]) and np.isfinite(tiny.metrics["concurrency_per_replica"])
+    assert tiny.metrics["ttft_s"] == pytest.approx(rare.metrics["ttft_s"], rel=1e-6)

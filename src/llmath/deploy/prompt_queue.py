@@ -148,10 +148,13 @@ def _poisson_pmf(mu: np.ndarray, n: int) -> np.ndarray:
 
 def _mixed_pmf(mu: np.ndarray, n: int) -> np.ndarray:
     """P(A = a) for A ~ Poisson(μ·U), U uniform on [0, 1]: P(Poisson(μ) > a) / μ (arrivals before a moment
-    drawn uniformly in an iteration of mean μ arrivals)."""
+    drawn uniformly in an iteration of mean μ arrivals). P(Poisson(μ) > a) is summed over the pmf's tail (beyond
+    ``n`` terms: none), not taken as 1 − cdf, which cancels to 0 at a tiny μ (a rate of 10⁻³⁰/s)."""
     pmf = _poisson_pmf(mu, n)
     mu = np.maximum(np.asarray(mu, dtype=float)[..., None], 1e-300)
-    return np.maximum(1.0 - np.cumsum(pmf, axis=-1), 0.0) / mu
+    at_least = np.cumsum(pmf[..., ::-1], axis=-1)[..., ::-1]  # P(A ≥ a), a = 0 … n − 1
+    above = np.concatenate([at_least[..., 1:], np.zeros_like(at_least[..., :1])], axis=-1)
+    return above / mu
 
 
 def _after_service(p: np.ndarray, lat: Lattice) -> tuple[np.ndarray, np.ndarray]:
