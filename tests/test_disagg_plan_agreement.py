@@ -280,3 +280,11 @@ def test_a_plan_the_closed_loop_cannot_time_keeps_the_grids_numbers_and_says_so(
     assert rows and all(x["grid"] is None for x in rows)
     assert any(x["concurrency"] != round(x["concurrency"]) for x in rows)
     assert any("the closed loop does not take engine settings (max_num_seqs)" in n for n in r.notes)
+
+
+def test_a_model_without_a_kv_cache_sends_no_kv():
+    # RWKV-4 keeps a fixed recurrent state and writes no KV cache (kv_bytes_per_sequence = 0): the transfer is
+    # 0 s, not a division by that zero
+    s = serve_disaggregated("rwkv-4-14b-pile", "h100-sxm", workload=Workload(prompt=1024, gen=64, concurrency=8),
+                            prefill={"workers": 1, "tp": 1}, decode={"workers": 1, "tp": 1})  # fmt: skip
+    assert s["kv_transfer_s"] == 0.0 and np.isfinite(s["ttft_s"]) and s["ttft_s"] > 0

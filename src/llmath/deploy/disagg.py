@@ -382,7 +382,8 @@ def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, ddev: Device) -> fl
     dev = pdec.dev
     receivers, per_receiver = kv_receivers(ddev, prompt)
     whole = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, dev.attention))
-    per_receiver *= 1.0 + draft_kv_bytes(pdec.draft, prompt, per_gpu=False) / whole  # the draft's, alike
+    draft = draft_kv_bytes(pdec.draft, prompt, per_gpu=False)  # the draft's in the same share; a target without
+    per_receiver = per_receiver * (1.0 + draft / whole) if whole else draft / receivers  # a KV cache: split evenly
     senders = dev.replica_gpus  # one attention-DP replica holds a request's prompt
     link = link_bytes_per_s(hw, 1, dev.gpus + ddev.gpus)
     return max(receivers * per_receiver / senders, per_receiver) / link
