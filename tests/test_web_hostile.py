@@ -160,10 +160,10 @@ def test_a_plan_whose_client_left_frees_its_worker(serve, monkeypatch):
     built = []
     real = plan_module._replica
 
-    def slow_replica(dev):  # each layout takes 50 ms, as on a slow machine: 512 GPUs' layouts take seconds
+    def slow_replica(*devices):  # each layout takes 50 ms, as on a slow machine: 512 GPUs' layouts take seconds
         built.append(1)
         time.sleep(0.05)
-        return real(dev)
+        return real(*devices)
 
     monkeypatch.setattr(plan_module, "_replica", slow_replica)
     port = serve(workers=1)
