@@ -283,6 +283,11 @@ def plan(
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     w = cast(Workload, workload)  # checked by @checked: the request shape only
     req = Requests(w.prompt, w.gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
+    if req.max_gen <= 1:
+        raise WorkloadError(
+            f"--gen {w.gen}: plan ranks deployments by their decode speed (TPOT), which one output token does not "
+            "have; use --gen 2 or more, or time a one-token workload with `llmath analyze`"
+        )
     if disagg and spec.is_encoder_decoder:
         raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])

@@ -29,7 +29,7 @@ from llmath.deploy.serving import (
     refuse_uncached,
 )
 from llmath.deploy.serving_memory import check_fits
-from llmath.deploy.serving_report import ServingReport, metrics_at
+from llmath.deploy.serving_report import ServingReport, metrics_at, without_decode
 from llmath.deploy.speculative import Speculation, draft_device, refuse_draft_only
 from llmath.deploy.workload import Workload
 from llmath.errors import WorkloadError
@@ -154,6 +154,8 @@ def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompt
         ss = drifting_state(decoding, eng, req, [c], max_resident, prompts_per_client)
     else:
         ss = lockstep_state(decoding, eng, req, [c], max_resident, prompts_per_client, arrival == "closed")
+    if req.max_gen <= 1:
+        ss = without_decode(ss)
     dev = decoding.dev
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])

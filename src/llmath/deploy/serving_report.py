@@ -3,7 +3,7 @@ a :class:`llmath.deploy.serving.SteadyState` grid scaled to its replicas."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,7 +55,7 @@ def metrics_at(ss: SteadyState, i: int, gpus: int, replicas: int) -> dict[str, A
         "e2e_s": float(ss.e2e_s[i]),
         "throughput_tok_s": thr,
         "throughput_tok_s_per_gpu": thr / gpus,
-        "tok_s_per_user": 1.0 / float(ss.tpot_s[i]),
+        "tok_s_per_user": 1.0 / float(ss.tpot_s[i]) if ss.tpot_s[i] > 0 else 0.0,
         "requests_s": float(ss.requests_s[i]) * replicas,
         "concurrency_per_replica": float(ss.concurrency[i]),
         "running_per_replica": float(ss.resident[i]),
@@ -67,6 +67,14 @@ def metrics_at(ss: SteadyState, i: int, gpus: int, replicas: int) -> dict[str, A
         "mixed_step_s": float(ss.step_mixed_s[i]),
         "overheads_s": {"ttft": _at(ss.overhead_ttft_s, i), "tpot": _at(ss.overhead_tpot_s, i)},
     }
+
+
+def without_decode(ss: SteadyState) -> SteadyState:
+    """``ss`` for requests of one output token: no decode step, so TPOT and the inter-token latencies are 0, as
+    the benchmark clients report them (vLLM ``bench serve`` takes TPOT only from outputs longer than one token
+    and averages none as 0: vllm/benchmarks/serve.py ``calculate_metrics``, ``np.mean(tpots or 0)``)."""
+    zero = np.zeros_like(np.asarray(ss.tpot_s, dtype=float))
+    return replace(ss, tpot_s=zero, itl_p50_s=zero, itl_p90_s=zero, itl_p99_s=zero, overhead_tpot_s=0.0)
 
 
 def _at(x, i: int) -> float:
