@@ -249,6 +249,20 @@ def _pins(parallel: ParallelConfig | None, gpus: int) -> dict[str, int | None]:
     return par.pinned()
 
 
+def _plannable_requests(spec: ModelSpec, w: Workload, disagg: bool) -> Requests:
+    """The workload's requests, refused where the planner cannot rank them: one output token (no TPOT) or an
+    encoder-decoder model split into prefill and decode pools."""
+    req = Requests(w.prompt, w.gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
+    if req.max_gen <= 1:
+        raise WorkloadError(
+            f"--gen {w.gen}: plan ranks deployments by their decode speed (TPOT), which one output token does not "
+            "have; use --gen 2 or more, or time a one-token workload with `llmath analyze`"
+        )
+    if disagg and spec.is_encoder_decoder:
+        raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
+    return req
+
+
 @checked
 def plan(
     model: str | ModelSpec,
@@ -282,14 +296,7 @@ def plan(
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     w = cast(Workload, workload)  # checked by @checked: the request shape only
-    req = Requests(w.prompt, w.gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
-    if req.max_gen <= 1:
-        raise WorkloadError(
-            f"--gen {w.gen}: plan ranks deployments by their decode speed (TPOT), which one output token does not "
-            "have; use --gen 2 or more, or time a one-token workload with `llmath analyze`"
-        )
-    if disagg and spec.is_encoder_decoder:
-        raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
+    req = _plannable_requests(spec, w, disagg)
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
