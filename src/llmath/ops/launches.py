@@ -109,9 +109,8 @@ def pass_launches(table: Table, moe_path: str = "", ep: int = 1) -> float:
     if rule is None:
         return table.launches
     routed = [op for op in table.ops if op.name in _ROUTED_LAYER_OPS or op.name.startswith("moe.experts.")]
-    layers = sum(op.count for op in routed if op.name == "moe.router")
     per_layer = rule["layer"] + (rule["ep_extra"] if ep > 1 else 0.0)
-    return table.launches - sum(op.count * op.launches for op in routed) + layers * per_layer
+    return table.launches - sum(op.count * op.launches for op in routed) + table.routed_expert_layers * per_layer
 
 
 def launched(b: Builder, rule: str) -> None:
