@@ -4,7 +4,8 @@ from one to the other over the interconnect, and the two pools rate-matched.
 * a **prefill worker** runs prefill-only iterations: ⌊K / P'⌋ whole prompts per iteration (K its token budget),
   or one prompt in ⌈P' / K⌉ chunks; it finishes r_p = prompts / (time of their iterations) requests/s and its
   TTFT share is the time of the iterations one prompt spends (it yields the first token);
-* the **KV transfer** moves the KV cache of the P prompt positions once per request over the GPUs' own links
+* the **KV transfer** moves the KV cache of the P prompt positions (and a hybrid or recurrent model's fixed-size
+  mixer state, as a request counts both in memory) once per request over the GPUs' own links
   (scale-up when both workers fit one scale-up domain, else scale-out; per direction): each decode rank
   receives what its cache holds (the whole latent cache of a multi-head latent attention on every
   tensor-parallel rank) from the prefill ranks that hold the prompt (one with attention-DP),
@@ -54,7 +55,7 @@ import numpy as np
 from llmath.deploy.admission_reserve import disaggregated
 from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.serving import FIXED_POINT_PASSES, Decoding, Requests, active_overheads
-from llmath.deploy.serving_memory import Memory, draft_weight_bytes, memory
+from llmath.deploy.serving_memory import Memory, draft_weight_bytes, memory, request_state_bytes
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device, kv_bytes_per_sequence
 from llmath.deploy.workload import STATIC_ONLY, Workload, workload_arg
@@ -373,15 +374,19 @@ def context_replacement_lag(engine: str, preset_lag: int) -> int:
 
 
 def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, ddev: Device) -> float:
-    """Seconds to send one prompt's KV cache (the target's, and its draft's) from a prefill replica of ``pdec`` to
-    a decode replica ``ddev``, each GPU over its own link (:func:`link_bytes_per_s`): every attention rank of the
-    decode replica that serves the request receives what its cache holds of it (:func:`kv_receivers`; a draft's
-    KV in the same share), from the prefill replica's attention ranks that hold it (one with attention-DP), so the
-    transfer takes the longer of the senders' share of all the bytes and one receiver's bytes, each over one
-    link."""
+    """Seconds to send one prompt's KV cache (the target's, and its draft's) and its recurrent mixers' state from a
+    prefill replica of ``pdec`` to a decode replica ``ddev``, each GPU over its own link (:func:`link_bytes_per_s`):
+    every attention rank of the decode replica that serves the request receives what it holds of it
+    (:func:`kv_receivers`; a draft's KV in the same share), from the prefill replica's attention ranks that hold it
+    (one with attention-DP), so the transfer takes the longer of the senders' share of all the bytes and one
+    receiver's bytes, each over one link. A request's bytes are what it counts in memory
+    (:func:`.serving_memory.request_state_bytes`): the prompt's KV cache plus the fixed-size SSM / conv /
+    linear-attention state of a hybrid or recurrent model, which the engines send with the KV cache (SGLang's
+    ``KVArgs.state_type`` "mamba", ``BaseKVSender.send(kv_indices, state_indices)``: the KV cache and the state at
+    the request's state slot; python/sglang/srt/disaggregation/base/conn.py at 5af4e125)."""
     dev = pdec.dev
     receivers, per_receiver = kv_receivers(ddev, prompt)
-    whole = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, dev.attention))
+    whole = float(request_state_bytes(dev.spec, prompt, dev.precision, dev.attention))
     draft = draft_kv_bytes(pdec.draft, prompt, per_gpu=False)  # the draft's in the same share; a target without
     per_receiver = per_receiver * (1.0 + draft / whole) if whole else draft / receivers  # a KV cache: split evenly
     senders = dev.replica_gpus  # one attention-DP replica holds a request's prompt
@@ -392,11 +397,11 @@ def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, ddev: Device) -> fl
 def kv_receivers(ddev: Device, prompt: int) -> tuple[int, float]:
     """(decode ranks that hold one request's KV cache, the bytes each holds of a ``prompt``-token prompt): the
     attention ranks of one attention-DP replica (with attention-DP one rank holds the request), each its own
-    rank's share (:func:`.step.kv_bytes_per_sequence` on its decode table: a head shard, or the whole latent
-    cache of a multi-head latent attention, which every tensor-parallel rank holds)."""
+    rank's share (:func:`.serving_memory.request_state_bytes` on its decode table: a head shard, or the whole latent
+    cache of a multi-head latent attention, which every tensor-parallel rank holds; its mixers' state shard)."""
     ranks = ddev.replica_gpus
     held = sum(
-        float(kv_bytes_per_sequence(ddev.spec, prompt, ddev.precision, ddev.attention, part.decode))
+        float(request_state_bytes(ddev.spec, prompt, ddev.precision, ddev.attention, part.decode))
         for part in ddev.parts
     )
     stages = len(ddev.parts)
