@@ -29,13 +29,13 @@ from llmath.ops.params import weight_bytes, weight_bytes_of
 from llmath.ops.table import Table
 
 
-def request_state_bytes(spec: ModelSpec, positions, precision: Precision, attention: Attention = "flash",
+def request_state_bytes(spec: ModelSpec, positions, precision: Precision, attention: str = "flash",
                         tab: Table | None = None):  # fmt: skip
     """Bytes one request holds at ``positions`` positions: its KV cache (:func:`.step.kv_bytes_per_sequence`) and its
     recurrent mixers' fixed-size state (SSM, conv and linear-attention states: :func:`.step.fixed_state_per_sequence`),
     on the GPU whose decode table ``tab`` is, or in all GPUs (None). What a request counts in an engine's memory
     (:func:`memory`) and what a disaggregated prefill worker sends a decode worker (:func:`.disagg.kv_transfer_s`)."""
-    t = table(spec, "decode", attention) if tab is None else tab
+    t = table(spec, "decode", cast(Attention, attention)) if tab is None else tab
     return kv_bytes_per_sequence(spec, positions, precision, attention, t) + fixed_state_per_sequence(t, precision)
 
 
