@@ -141,9 +141,8 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         LLAMA_NO_BIAS,
         mla=True,
         position="none",
-        moe=dict(
-            _KDA_MOE, layers=_dense_first(1), **router_groups(1)
-        ),  # n_group: int = 1 (configuration_kimi_linear.py)
+        # n_group: int = 1 (configuration_kimi_linear.py)
+        moe=dict(_KDA_MOE, layers=_dense_first(1), **router_groups(1)),
         mixers=kimi_linear,
         # Kimi-K3's text_config (remote code, moonshotai/Kimi-K3) is a kimi_linear config with three architecture
         # keys transformers 5.23's KimiLinear has no code for: read as kimi_linear they would count its experts
@@ -158,9 +157,8 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         LLAMA_NO_BIAS,
         mla=True,
         attn_gate="head",
-        moe=dict(
-            _KDA_MOE, layers=_dense_first(2), **router_groups(8)
-        ),  # n_group: int = 8 (configuration_bailing_hybrid.py)
+        # n_group: int = 8 (configuration_bailing_hybrid.py)
+        moe=dict(_KDA_MOE, layers=_dense_first(2), **router_groups(8)),
         mixers=bailing_hybrid,
     ),
     "minimax": dict(LLAMA_NO_BIAS, moe="mixtral", mixers=minimax),
