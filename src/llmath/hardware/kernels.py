@@ -275,7 +275,21 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
             and ("moe_ep_token", f) not in have
             and (s := ef.moe_ep_token(hw.name, f, engine)) is not None
         )
+    if fits:
+        fits += _engine_mla_decode(fits, hw, engine)
     return replace(eff, kernel_fits=fits) if fits != eff.kernel_fits else eff
+
+
+def _engine_mla_decode(fits: tuple, hw: Hardware, engine: str) -> tuple:
+    """``engine``'s own MLA decode-kernel fits on ``hw`` (class ``attn_mla_decode``, by KV format:
+    :func:`llmath.hardware.efficiency_fit.engine_mla_decode`) not already in ``fits``; none where its table was
+    not fitted (the absorbed decode attention keeps the roofline's scalar fractions)."""
+    have = {(cls, f) for cls, f, _ in fits}
+    return tuple(
+        ("attn_mla_decode", kv, tuple(c))
+        for kv in ("bf16", "fp8")
+        if ("attn_mla_decode", kv) not in have and (c := ef.engine_mla_decode(hw.name, engine, kv)) is not None
+    )
 
 
 def _engine_fp8_block_moe(fits: tuple, hw: Hardware, engine: str) -> tuple:
