@@ -254,7 +254,8 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
     :data:`llmath.hardware.efficiency_fit.MOE_EP_TOKEN_ENGINES`: :mod:`llmath.hardware.moe_ep_token`), where
     ``eff`` carries fitted MoE models (not ``ideal``, a calibrated profile or a given matmul fraction); and with
     ``engine``'s own fp8-KV decode-attention fit in place of
-    TensorRT-LLM's where one was fitted (:func:`llmath.hardware.efficiency_fit.engine_attn_decode`)."""
+    TensorRT-LLM's where one was fitted (:func:`llmath.hardware.efficiency_fit.engine_attn_decode`); and, with the
+    fitted MoE models, ``engine``'s own MLA decode kernel's fits (:func:`_engine_mla_decode`)."""
     fits = eff.kernel_fits
     own = ef.engine_attn_decode(hw.name, engine, "fp8")
     if own is not None and any(k[:2] == ("attn_decode", "fp8") for k in fits):
@@ -275,7 +276,6 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
             and ("moe_ep_token", f) not in have
             and (s := ef.moe_ep_token(hw.name, f, engine)) is not None
         )
-    if fits:
         fits += _engine_mla_decode(fits, hw, engine)
     return replace(eff, kernel_fits=fits) if fits != eff.kernel_fits else eff
 
