@@ -514,6 +514,7 @@ def main(argv=None) -> None:
         **({"engine_attn_decode": old["engine_attn_decode"]} if "engine_attn_decode" in old else {}),
         **({"fp8_decode_gemm": old["fp8_decode_gemm"]} if "fp8_decode_gemm" in old else {}),  # fit_decode_gemm.py
         **({"engine_moe_kernel": old["engine_moe_kernel"]} if "engine_moe_kernel" in old else {}),  # fit_launcher_moe
+        **({"engine_mla_decode": old["engine_mla_decode"]} if "engine_mla_decode" in old else {}),  # fit_mla_decode
     }
     a.out.write_text(json.dumps(doc, indent=1) + "\n")
     fixture = {
