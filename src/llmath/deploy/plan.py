@@ -370,7 +370,7 @@ class _Search:
     speculation: Speculation | None = None
     disagg: bool = False  # disaggregated pools searched too: each one-stage layout's pool workers are built
     built: dict = field(default_factory=dict)  # layouts built by the pruned search, by (tp, pp, dp, ep)
-    engines_by_tp: dict = field(default_factory=dict)  # the engine's settings, read once per TP degree
+    engines_by_tp: dict = field(default_factory=dict)  # the engine's settings, read once per TP degree (a pool's: -tp)
 
     def engine_at(self, tp: int = 1):
         """The engine's settings at tensor-parallel size ``tp`` (:func:`.engines.preset`, once per search)."""
@@ -380,8 +380,10 @@ class _Search:
 
     def pool_engine(self, tp: int = 1):
         """The engine's settings serving a disaggregated pool of TP degree ``tp`` (as
-        :func:`~.disagg.serve_disaggregated`'s pools: admission without the new-token reserve)."""
-        return disaggregated(self.engine_at(tp))
+        :func:`~.disagg.serve_disaggregated`'s pools: admission without the new-token reserve), once per search."""
+        if -tp not in self.engines_by_tp:
+            self.engines_by_tp[-tp] = disaggregated(self.engine_at(tp))
+        return self.engines_by_tp[-tp]
 
     def replica(self, lay: Layout | None) -> Replica:
         """The instance of layout ``lay`` (None: one GPU): its aggregated device as :func:`~.service.serve` builds
