@@ -73,6 +73,13 @@ class Replica:
     device: Device | None = None
     prefill: Device | None = None
 
+    @property
+    def held(self) -> Device:
+        """The device whose memory the layout's GPUs hold, aggregated or as a pool: the engine's launch and host
+        terms, which only ``served`` carries, hold none, so one device serves both (the planner computes each
+        layout's memory once, :data:`.plan_aggregated.pool_memory`)."""
+        return self.device if self.device is not None else self.served
+
 
 def _layout_keys(spec: ModelSpec, gpus: int, pins: dict) -> list[tuple[int, int, int, int]]:
     """(tp, pp, dp, ep) of layouts of at most ``gpus`` GPUs: TP within a scale-up box (≤ 8), PP,
@@ -434,9 +441,9 @@ class _Search:
         if key in self.built:
             return self.built[key]
         poll()
-        eng = self.engine_at()
-        lay = _valid_layout(self.spec, key, ranks=False)
         tp, pp, dpa, ep = key
+        eng = self.engine_at(tp)  # its memory share at the layout's TP degree, as serve's
+        lay = _valid_layout(self.spec, key, ranks=False)
         out: Replica | str | None = _INVALID
         if isinstance(lay, str):
             pass

@@ -42,7 +42,7 @@ def pair(search: Any, pre: Replica, dec: Replica, gpus: int, cols: list, rejecte
     p_eng, d_eng = search.pool_engine(pre.tp), search.pool_engine(dec.tp)
     p_dev, d_dev = _workers(pre)[1], _workers(dec)[0]
     p_dec, d_dec = pool_decoding(p_dev, sd), pool_decoding(d_dev, sd)
-    mem_p = pool_memory(p_dev, p_eng, req, p_dec.draft, method)
+    mem_p = pool_memory(pre.held, p_eng, req, p_dec.draft, method)  # the eager launches hold no memory
     mem_d = pool_memory(d_dev, d_eng, req, d_dec.draft, method)
     if not (mem_p.fits and mem_d.fits) or pre.gpus + dec.gpus > gpus:
         rejected.append(unfit_pair(fmt, pre.tp, dec.tp, sd))
