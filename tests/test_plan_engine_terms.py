@@ -6,7 +6,6 @@ The independent reference is the public serving functions: ``serve`` (``llmath a
 ``serve_disaggregated`` (``llmath analyze --disagg``) on the row's layout, with the weights declared as ``--weights``
 declares them (the engine picks the GEMM input format); the planner's rows must be theirs to 1e-9 relative."""
 
-import numpy as np
 import pytest
 
 from llmath import Workload, serve
@@ -81,7 +80,8 @@ def test_the_planners_disaggregated_grid_times_its_pools_as_serve_disaggregated(
     # enough clients to fill them; its TTFT less the KV transfer and the decode server's answer steps is
     # serve_disaggregated's prefill pass (whole prompts filling the budget, 8192 | the budget); its KV transfer is
     # serve_disaggregated's; and B is one of the batches up to what serve_disaggregated's decode pool admits (its
-    # engine's memory share at its own TP degree: SGLang's gpu_memory_utilization falls with TP)
+    # engine's memory share at its own TP degree: SGLang's gpu_memory_utilization falls with TP); the row itself is
+    # serve_disaggregated's at its concurrency
     work = dict(prompt=8192, gen=1024)
     r = plan("llama-3.1-70b", hw, gpus=16, workload=Workload(**work), disagg=True, engine=engine, weights=fmt,
              tpot_ms=50)  # fmt: skip
@@ -102,4 +102,10 @@ def test_the_planners_disaggregated_grid_times_its_pools_as_serve_disaggregated(
         assert b["kv_transfer_s"] == pytest.approx(s["kv_transfer_s"], rel=1e-12)
         full = serve_disaggregated("llama-3.1-70b", hw, workload=Workload(**work, concurrency=10**7), **run)
         assert B in decode_batches(int(full["decode_batch"]))  # the batch grid up to what the decode pool admits
-        assert np.isfinite(b["ttft_s"])
+        # the finalist itself: serve_disaggregated on its pools at its concurrency
+        decode = {"workers": b["decode_workers"], "tp": b["tp"], "ep": b["ep"], "dp": b["decode_dp"]}
+        pools = dict(prefill={"workers": b["prefill_workers"], "tp": b["prefill_tp"]}, decode=decode)
+        at = serve_disaggregated("llama-3.1-70b", hw, workload=Workload(**work, concurrency=int(b["concurrency"])),
+                                 engine=engine, precision=_declared(fmt), **pools)  # fmt: skip
+        for k in ("ttft_s", "tpot_s", "throughput_tok_s_per_gpu"):
+            assert b[k] == pytest.approx(at[k], rel=1e-9), k
