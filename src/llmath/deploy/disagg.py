@@ -221,18 +221,14 @@ def _pool(spec, hw, p, engine: str, pool: dict, efficiency_mode: str, req: Reque
     configured with, timing its prefill and decode passes (:func:`llmath.hardware.kernels.launcher_moe_kernel`;
     "": the engine's default)."""
     from llmath.deploy import engines
+    from llmath.deploy.engine_device import engine_terms, pool_device
     from llmath.deploy.layout import ParallelConfig, make_layout
     from llmath.deploy.serving_memory import check_fits
-    from llmath.hardware.kernels import engine_fp4_gemm, launcher_moe_kernel
-    from llmath.hardware.roofline import efficiency
 
     lay = make_layout(spec, ParallelConfig(None, pool.get("tp"), pool.get("pp"), pool.get("ep"), pool.get("dp")))
     eng = disaggregated(engines.preset(engine, hw, tp=lay.tp))  # admission without the new-token reserve
-    host = eng.overheads.eager_host_per_kernel_s if eager else 0.0
-    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)
-    eff = launcher_moe_kernel(eff, hw, moe_kernel, decode=True)  # the pool's servers run it in every pass
-    dev = Device(spec, hw, p, eff, "flash", eng.cuda_graphs, lay, eager_host_s=host, moe_path=moe_kernel)
-    dec = pool_decoding(dev, speculation)
+    run_hw, run_p, eff = engine_terms(hw, p, engine, efficiency_mode)  # as serve runs the engine on hw
+    dec = pool_decoding(pool_device(spec, run_hw, run_p, eff, eng, lay, eager, moe_kernel), speculation)
     mem = pool_memory(dec.dev, eng, req, dec.draft, speculation.method if speculation else "")
     with_draft = f" with its {speculation.method} draft" if speculation else ""
     check_fits(mem, f"{spec.name} {name} pool on {dec.dev.gpus} × {hw.name}{with_draft}")

@@ -35,21 +35,13 @@ from llmath.deploy.admission_reserve import disaggregated
 from llmath.deploy.arguments import checked
 from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
-from llmath.deploy.disagg import disagg_grid, kv_transfer_s, pool_decoding, prefill_worker
-from llmath.deploy.engine_device import engine_device
+from llmath.deploy.engine_device import engine_device, engine_terms, pool_device
 from llmath.deploy.layout import Layout, ParallelConfig, make_layout
-from llmath.deploy.plan_aggregated import Family, Sampled, agg_rows, grid, pool_memory, refine, sample_round
+from llmath.deploy.plan_aggregated import Family, Sampled, agg_rows, grid, refine, sample_round
+from llmath.deploy.plan_disagg import disagg_rows, pair, pair_cells
 from llmath.deploy.plan_finalists import Timing, retimed, unsupported
-from llmath.deploy.plan_rows import add_served, columns, dedupe, none_meets, pareto_mask, select
-from llmath.deploy.plan_search import (
-    DecodeCurve,
-    Frontier,
-    PairCell,
-    decode_batches,
-    families,
-    meets,
-    weights_leave_no_pool,
-)
+from llmath.deploy.plan_rows import columns, dedupe, none_meets, pareto_mask, select
+from llmath.deploy.plan_search import Frontier, families, meets, weights_leave_no_pool
 from llmath.deploy.serving import Decoding, Requests, refuse_uncached
 from llmath.deploy.shard import rank_plans
 from llmath.deploy.speculative import Speculation, draft_device
@@ -58,8 +50,6 @@ from llmath.deploy.workload import Workload
 from llmath.errors import LLMathError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
-from llmath.hardware.kernels import engine_fp4_gemm
-from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
@@ -70,16 +60,25 @@ class Replica:
     """One engine instance: a layout of ``gpus`` GPUs (its ``dp`` attention-DP replicas share the MoE
     layers) and its iteration cost; ``instances`` copies of it run side by side on the GPUs searched.
     ``served``: the instance as :func:`~.service.serve` times it (:func:`.engine_device.engine_device`: the engine's
-    launch and host terms), the aggregated rows' device; ``device``: a disaggregated pool's worker on the layout,
-    the grid's."""
+    launch and host terms), the aggregated rows' device; ``device`` and ``prefill``: a disaggregated decode and
+    prefill pool's worker on the layout as :func:`~.disagg.serve_disaggregated` builds them
+    (:func:`.engine_device.pool_device`), the grid's (None: the plan searches no disaggregated pools)."""
 
     tp: int
     pp: int
     ep: int
     dp: int
     gpus: int
-    device: Device
     served: Device
+    device: Device | None = None
+    prefill: Device | None = None
+
+    @property
+    def held(self) -> Device:
+        """The device whose memory the layout's GPUs hold, aggregated or as a pool: the engine's launch and host
+        terms, which only ``served`` carries, hold none, so one device serves both (the planner computes each
+        layout's memory once, :data:`.plan_aggregated.pool_memory`)."""
+        return self.device if self.device is not None else self.served
 
 
 def _layout_keys(spec: ModelSpec, gpus: int, pins: dict) -> list[tuple[int, int, int, int]]:
@@ -147,11 +146,12 @@ def replicas(spec: ModelSpec, gpus: int, pins: dict, build: Callable[[Layout | N
     return [build(lay) for lay in lays]
 
 
-def _replica(dev: Device, served: Device) -> Replica:
-    lay = dev.layout
+def _replica(served: Device, *pools: Device | None) -> Replica:
+    """The replica of ``served``'s layout; ``pools``: its disaggregated decode and prefill workers (or none)."""
+    lay = served.layout
     if lay is None:
-        return Replica(1, 1, 1, 1, 1, dev, served)
-    return Replica(lay.tp, lay.pp, lay.ep, lay.dp, lay.gpus, dev, served)
+        return Replica(1, 1, 1, 1, 1, served, *pools)
+    return Replica(lay.tp, lay.pp, lay.ep, lay.dp, lay.gpus, served, *pools)
 
 
 def _no_layout(spec: ModelSpec, gpus: int, pins: dict) -> WorkloadError:
@@ -204,40 +204,6 @@ def _aggregated(rep: Replica, eng, req: Requests, gpus: int, fmt: str, cols: lis
     c, mem, dp, inst = g
     ss = lockstep_state(dec, eng, req, c, mem.max_resident)
     return agg_rows(rep, fmt, dp, inst, c, ss, cols, dec.spec is not None)
-
-
-def _disaggregated(pre: Replica, dec: Replica, eng, req: Requests, gpus: int, fmt: str, cols, rejected, sd=None) -> int:
-    """The pair's rate-matched pools, both decoding as ``sd`` (a Speculation, or None: one token per step)."""
-    p_dec, d_dec = pool_decoding(pre.device, sd), pool_decoding(dec.device, sd)
-    method, eng = sd.method if sd else "", disaggregated(eng)
-    mem_p = pool_memory(pre.device, eng, req, p_dec.draft, method)
-    mem_d = pool_memory(dec.device, eng, req, d_dec.draft, method)
-    if not (mem_p.fits and mem_d.fits) or pre.gpus + dec.gpus > gpus:
-        rejected.append(_unfit_pair(fmt, pre.tp, dec.tp, sd))
-        return 0
-    pw = prefill_worker(pre.device, eng, req, p_dec.draft)
-    kv_s = kv_transfer_s(p_dec, req.prompt, pre.device.hw, d_dec.dev)
-    g = disagg_grid(pw, d_dec, req, mem_d.max_resident, gpus, pre.gpus, dec.gpus, kv_s, eng=eng)
-    return _disagg_rows(g, pre, dec, req, gpus, fmt, cols, sd is not None)
-
-
-def _unfit_pair(fmt: str, prefill_tp: int, decode_tp: int, sd=None) -> dict[str, Any]:
-    why = "does not fit" + (" with the draft" if sd is not None else "")
-    return {"mode": "disaggregated", "weights": fmt, "prefill_tp": prefill_tp, "decode_tp": decode_tp, "reason": why}
-
-
-def _disagg_rows(g, pre: Replica, dec: Replica, req: Requests, gpus: int, fmt: str, cols, sd: bool = False) -> int:
-    """The rate-matched pools of grid ``g`` that fit ``gpus`` as rows; how many."""
-    ok = g.gpus_used <= gpus
-    n = int(ok.sum())
-    thr, ttft, tpot = g.throughput_tok_s[ok], g.ttft_s[ok], g.tpot_s[ok]
-    concurrency = thr / req.mean_gen * (ttft + req.decode_steps * tpot)  # Little's law
-    add_served(
-        cols, n, ("disaggregated", fmt, dec, g.decode_workers[ok]), (concurrency, ttft, tpot), thr, g.gpus_used[ok],
-        prefill_workers=g.prefill_workers[ok], prefill_tp=pre.tp, decode_batch=g.decode_batch[ok],
-        speculation=float(sd), decode_dp=dec.dp, kv_transfer_s=g.kv_transfer_s,
-    )  # fmt: skip
-    return n
 
 
 def _pins(parallel: ParallelConfig | None, gpus: int) -> dict[str, int | None]:
@@ -299,12 +265,14 @@ def plan(
     req = _plannable_requests(spec, w, disagg)
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
-    common = (eff, attention, engine, engine_overrides, req, targets)
-    searches = [_Search(spec, hw, _format_precision(fmt, kv_dtype), *common, fmt, speculation) for fmt in formats]
+    searches = []
+    for fmt in formats:  # each format's device, precision and efficiency as the engine runs them (as serve does)
+        run_hw, p, eff = engine_terms(hw, _format_precision(fmt, kv_dtype), engine, efficiency_mode)
+        common = (attention, engine, engine_overrides, req, targets, fmt, speculation, disagg)
+        searches.append(_Search(spec, run_hw, p, eff, *common))
     cols: list = []
     rejected: list[dict[str, Any]] = []
-    timing = _Retiming(searches, efficiency_mode, engine_overrides, attention) if disagg else None
+    timing = _Retiming(searches, hw, kv_dtype, efficiency_mode, engine_overrides, attention) if disagg else None
     search = _exhaustive if exhaustive else _pruned
     n, fitting = search(searches, gpus, pins, timing, cols, rejected)
     rejected = dedupe(rejected)
@@ -328,14 +296,17 @@ class _Retiming:
     """The disaggregated rows re-timed by the closed loop (:mod:`.plan_finalists`), or, when it cannot time the
     plan's requests or engine, a note saying the rows keep the grid's numbers."""
 
-    def __init__(self, searches: list[_Search], efficiency_mode: str, overrides: dict, attention: str):
+    def __init__(self, searches: list[_Search], hw: Hardware, kv_dtype, efficiency_mode: str, overrides: dict,
+                 attention: str):  # fmt: skip
+        """``hw`` and the formats (:func:`_format_precision` of ``kv_dtype``) as given: the closed loop applies the
+        engine's terms to them itself (:func:`.engine_device.engine_terms`)."""
         s = searches[0]
         why = unsupported(s.req, overrides, attention)
         self.notes = [f"disaggregated rows: the grid's rate-matched numbers (the closed loop does not take {why})"]
         self.timing = None
         if not why:
-            precisions = {x.fmt: x.p for x in searches}
-            self.timing = Timing(s.spec, s.hw, precisions, s.engine, efficiency_mode, s.speculation, s.req, s.targets)
+            precisions = {x.fmt: _format_precision(x.fmt, kv_dtype) for x in searches}
+            self.timing = Timing(s.spec, hw, precisions, s.engine, efficiency_mode, s.speculation, s.req, s.targets)
             self.notes = []
 
     def retime(self, cols: list) -> None:
@@ -347,10 +318,13 @@ class _Retiming:
 
 
 def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
-    """A candidate weight format: 16/8-bit formats run their own activations, others bf16; the KV cache in the
-    activations' format unless ``kv_dtype`` is given (fp32 activations keep a bf16 cache)."""
+    """A candidate weight format, declared as ``--weights`` declares it: 16/8-bit formats run their own activations,
+    others bf16 activations and the GEMM input format the engine's kernel for the format takes on the device
+    (:func:`.engine_device.engine_terms`: NVFP4 as W4A4 on Blackwell); the KV cache in the activations' format
+    unless ``kv_dtype`` is given (fp32 activations keep a bf16 cache)."""
     act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
-    return Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"))
+    src = {"weights": "plan --weights"} | ({"activations": "plan --weights"} if act == fmt else {})
+    return Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"), sources=src)
 
 
 def _exhaustive(searches: list[_Search], gpus: int, pins: dict, timing, cols: list, rejected: list) -> tuple:
@@ -401,8 +375,9 @@ class _Search:
     targets: dict
     fmt: str
     speculation: Speculation | None = None
+    disagg: bool = False  # disaggregated pools searched too: each one-stage layout's pool workers are built
     built: dict = field(default_factory=dict)  # layouts built by the pruned search, by (tp, pp, dp, ep)
-    engines_by_tp: dict = field(default_factory=dict)  # the engine's settings, read once per TP degree
+    engines_by_tp: dict = field(default_factory=dict)  # the engine's settings, read once per TP degree (a pool's: -tp)
 
     def engine_at(self, tp: int = 1):
         """The engine's settings at tensor-parallel size ``tp`` (:func:`.engines.preset`, once per search)."""
@@ -410,14 +385,27 @@ class _Search:
             self.engines_by_tp[tp] = engines.preset(self.engine, self.hw, tp=tp, **self.overrides)
         return self.engines_by_tp[tp]
 
+    def pool_engine(self, tp: int = 1):
+        """The engine's settings serving a disaggregated pool of TP degree ``tp`` (as
+        :func:`~.disagg.serve_disaggregated`'s pools: admission without the new-token reserve), once per search."""
+        if -tp not in self.engines_by_tp:
+            self.engines_by_tp[-tp] = disaggregated(self.engine_at(tp))
+        return self.engines_by_tp[-tp]
+
     def replica(self, lay: Layout | None) -> Replica:
         """The instance of layout ``lay`` (None: one GPU): its aggregated device as :func:`~.service.serve` builds
-        it with the engine's settings at its TP degree, and its disaggregated worker's (:class:`Replica`)."""
+        it with the engine's settings at its TP degree, and, searching disaggregated pools, its one-stage layouts'
+        pool workers as :func:`~.disagg.serve_disaggregated` builds them (:class:`Replica`)."""
         poll()  # building a layout is the search's unit of work: stop here when the caller has gone
         src = self.req.prompt if self.req.encoder_decoder else 0
         eng = self.engine_at(lay.tp if lay is not None else 1)
-        worker = Device(self.spec, self.hw, self.p, self.eff, self.attention, self.engine_at().cuda_graphs, lay, src)
-        return _replica(worker, engine_device(self.spec, self.hw, self.p, self.eff, eng, self.attention, lay, src))
+        served = engine_device(self.spec, self.hw, self.p, self.eff, eng, self.attention, lay, src)
+        if not self.disagg or (lay is not None and lay.pp > 1):
+            return _replica(served)
+        run = (self.spec, self.hw, self.p, self.eff, eng, lay)
+        worker = pool_device(*run, attention=self.attention)
+        prefill = pool_device(*run, eager=True, attention=self.attention) if eng.eager_prefill else worker
+        return _replica(served, worker, prefill)
 
     def _share(self, rep_dp: int, rep_gpus: int, gpus: int, pins: dict) -> int:
         """GPUs a layout's instances use: all of them, or the pinned total of replicas (dp / replicas per
@@ -429,7 +417,6 @@ class _Search:
         return (pins["dp"] // rep_dp) * rep_gpus
 
     def run(self, gpus: int, pins: dict, disagg: bool, cols: list, rejected: list) -> int:
-        eng = self.engine_at()
         reps = replicas(self.spec, gpus, pins, self.replica)
         n = 0
         for rep in reps:
@@ -445,7 +432,7 @@ class _Search:
                 for a in [r for r in workers if r.dp == 1]:  # prefill workers: tensor parallel only
                     for b in workers:
                         poll()
-                        n += _disaggregated(a, b, eng, self.req, gpus, self.fmt, cols, rejected, sd)
+                        n += pair(self, a, b, gpus, cols, rejected, sd)
         return n
 
     def _build(self, key: tuple[int, int, int, int], rejected: list) -> Replica | str | None:
@@ -454,9 +441,9 @@ class _Search:
         if key in self.built:
             return self.built[key]
         poll()
-        eng = self.engine_at()
-        lay = _valid_layout(self.spec, key, ranks=False)
         tp, pp, dpa, ep = key
+        eng = self.engine_at(tp)  # its memory share at the layout's TP degree, as serve's
+        lay = _valid_layout(self.spec, key, ranks=False)
         out: Replica | str | None = _INVALID
         if isinstance(lay, str):
             pass
@@ -510,7 +497,7 @@ class _Search:
     def disagg_pruned(self, workers: list, gpus: int, cols: list, rejected: list, front: Frontier) -> tuple:
         """The disaggregated pairs (prefill workers: TP only), each way of decoding, whose bound could reach the
         front, evaluated exactly; (configurations evaluated, fitting pairs skipped)."""
-        cells = [c for sd in self._speculations() for c in self._pair_cells(workers, gpus, rejected, sd)]
+        cells = [c for sd in self._speculations() for c in pair_cells(self, workers, gpus, rejected, sd)]
         n = skipped = 0
         for cell, sd in sorted(cells, key=lambda c: -c[0].top):  # the most promising first: the front prunes the rest
             poll()
@@ -518,35 +505,11 @@ class _Search:
             if g is None:
                 skipped += 1
                 continue
-            n += _disagg_rows(g, cell.pre, cell.dec, self.req, gpus, self.fmt, cols, sd is not None)
+            n += disagg_rows(g, cell.pre, cell.dec, self.req, gpus, self.fmt, cols, sd is not None)
             b = cols[-1][1]
             ok = meets(b["ttft_s"], b["tpot_s"], **self.targets)
             front.add(b["throughput_tok_s_per_gpu"][ok], b["tok_s_per_user"][ok])
         return n, skipped
-
-    def _pair_cells(self, workers: list, gpus: int, rejected: list, sd: Speculation | None) -> list:
-        """(PairCell, ``sd``) of every fitting pair, both pools decoding as ``sd`` (the draft in their memory)."""
-        eng, req, method = disaggregated(self.engine_at()), self.req, sd.method if sd else ""
-        dec = {key: pool_decoding(rep.device, sd) for key, rep in workers if rep is not None}
-        mem = {key: pool_memory(d.dev, eng, req, d.draft, method) for key, d in dec.items()}
-        fit = [(key, rep) for key, rep in workers if rep is not None and mem[key].fits]
-        fitting = {key for key, _ in fit}
-        for ka, kb in ((ka, kb) for ka, _ in workers if ka[2] == 1 for kb, _ in workers):
-            if ka not in fitting or kb not in fitting:
-                rejected.append(_unfit_pair(self.fmt, ka[0], kb[0], sd))
-        cells, curves = [], {}
-        for ka, a in [w for w in fit if w[1].dp == 1]:  # prefill workers: tensor parallel only
-            pw = prefill_worker(a.device, eng, req, dec[ka].draft)
-            for kb, b in fit:
-                if a.gpus + b.gpus > gpus:
-                    rejected.append(_unfit_pair(self.fmt, a.tp, b.tp, sd))
-                    continue
-                if kb not in curves:
-                    curves[kb] = DecodeCurve(dec[kb], decode_batches(mem[kb].max_resident), req.decode_context)
-                handoff = (eng, kv_transfer_s(dec[ka], req.prompt, a.device.hw, b.device))
-                cell = PairCell(a, b, pw, curves[kb], mem[kb].max_resident, req, gpus, self.targets, handoff)
-                cells.append((cell, sd))
-        return cells
 
 
 __all__ = ["PlanResult", "Replica", "pareto_mask", "plan", "replicas"]

@@ -41,7 +41,7 @@ def grid(rep: Replica, eng, req: Requests, gpus: int, fmt: str, rejected: list, 
     """(concurrency grid of one replica, its memory with ``dec``'s draft of method ``draft`` (its weights and
     KV, :func:`.disagg.pool_memory`), attention replicas in all, instances), or None when the layout does not
     fit (listed under ``rejected``)."""
-    mem = pool_memory(rep.device, eng, req, dec.draft, draft)  # rep.served's too: no engine term is memory
+    mem = pool_memory(rep.held, eng, req, dec.draft, draft)  # serve's: no engine term is memory
     inst = gpus // rep.gpus  # engine instances side by side
     where = {"mode": "aggregated", "weights": fmt, "tp": rep.tp, "pp": rep.pp, "ep": rep.ep, "dp": rep.dp}
     if not mem.fits or inst < 1:

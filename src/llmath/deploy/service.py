@@ -16,7 +16,7 @@ from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import in_step, lockstep_state, staggered_state
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.drifting_loop import drifting_state
-from llmath.deploy.engine_device import engine_device
+from llmath.deploy.engine_device import engine_device, engine_terms
 from llmath.deploy.ep_balance import busiest_rank_note
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
@@ -36,8 +36,6 @@ from llmath.errors import WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
-from llmath.hardware.kernels import engine_fp4_gemm, engine_hardware, engine_precision
-from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
@@ -72,10 +70,8 @@ def serve(
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors
     eng = engines.preset(engine, hw, tp=layout.tp if layout else 1, offline=w.offline, **engine_overrides)
-    p = engine_precision(p, hw, engine)  # a declared quantised format runs in the engine's kernel on hw
-    hw = engine_hardware(hw, engine) or hw  # the engine's accumulate rate on hw (llama.cpp's FP16 GEMMs on GeForce)
+    hw, p, eff = engine_terms(hw, p, engine, efficiency_mode)  # the engine's kernels, formats and rates on hw
     req = Requests(prompt, gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
-    eff = engine_fp4_gemm(efficiency(efficiency_mode, hw), hw, engine)  # the engine's own NVFP4 GEMM kernels
     src = prompt if req.encoder_decoder else 0
     dev = engine_device(spec, hw, p, eff, eng, attention, layout, src)  # the engine's launch and host terms
     draft = draft_device(dev, speculation) if speculation else None
