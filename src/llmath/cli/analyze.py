@@ -148,6 +148,7 @@ def analyze(
     calibration: CalibrationOpt = None,
     arrival: ArrivalOpt = None,
     prompts_per_client: PromptsPerClientOpt = None,
+    allow_long_context: o.AllowLongContextOpt = False,
     **shared,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
@@ -171,7 +172,8 @@ STATIC_ONLY = (
 )
 SERVING_ONLY = (
     "--arrival --prompts-per-client --prefix-hit --max-num-batched-tokens --max-num-seqs --gpu-memory-utilization "
-    "--gen-dist --enforce-eager --mixed-prefill --calibration --spec-method --spec-tokens --acceptance --draft-model"
+    "--gen-dist --enforce-eager --mixed-prefill --calibration --spec-method --spec-tokens --acceptance --draft-model "
+    "--allow-long-context"
 )
 SERVING_HINT = {
     "--batch": "the serving load is --concurrency C or --rate R",

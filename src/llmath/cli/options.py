@@ -108,6 +108,14 @@ ModelArg = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows.")]
+AllowLongContextOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-long-context",
+        help="Serving: time requests whose prompt + gen pass the model's context (max_position_embeddings), which"
+        " engines refuse by default; the figures then extrapolate (docs/context.md).",
+    ),
+]
 BatchOpt = Annotated[
     int, typer.Option("--batch", "-b", help="Sequences in the batch (B).", callback=ints(1, val.MAX_BATCH))
 ]
@@ -253,6 +261,7 @@ def served_request(a, p) -> dict:
         "workload": served_workload(a),
         "precision": p,
         "speculation": speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
+        "allow_long_context": a.allow_long_context,
     }
 
 

@@ -215,6 +215,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "kv_dtype": optional_text("kv_dtype"),
     "disagg": flag("disagg"),
     "exhaustive": flag("exhaustive"),
+    "allow_long_context": flag("allow_long_context"),
 }
 
 

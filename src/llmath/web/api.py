@@ -14,6 +14,9 @@ server (:mod:`.server`) routes ``/api/<name>`` to ``HANDLERS[name]``. The number
 * ``compare``: key metrics for every model × accelerator pair;
 * ``explain``: each cost class of one operator as the formula with the numbers substituted;
 * ``plan``: the deployment planner's best configuration and Pareto front, when the planner is installed.
+
+The serving handlers (``analyze`` with ``concurrency``, ``plan``) refuse requests whose prompt + gen pass the
+model's context, as :func:`llmath.serve` does, unless ``allow_long_context=1`` (:mod:`llmath.deploy.context_limit`).
 """
 
 from __future__ import annotations
@@ -138,6 +141,14 @@ def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any
     return kw
 
 
+def _allow_long_context(params: Params) -> bool:
+    """``allow_long_context``: "1" times requests past the model's context (serve, plan), "" or "0" refuses them."""
+    raw = str(params.get("allow_long_context") or "0")
+    if raw not in ("0", "1"):
+        raise WorkloadError(f"allow_long_context={raw!r} must be 0 or 1; give 1 to time requests past the context")
+    return raw == "1"
+
+
 def _hardware(params: Params) -> str | None:
     from llmath import hardware
 
@@ -230,7 +241,7 @@ def _serve(params: Params, config: dict | None) -> dict[str, Any] | None:
         _model(params, config), _hardware(params) or "h100-sxm", workload=work,
         engine=str(params.get("engine") or "vllm"), precision=kw["precision"],
         attention=kw.get("attention", "flash"), efficiency_mode=kw.get("efficiency_mode", "expected"),
-        parallel=kw.get("parallel"),
+        parallel=kw.get("parallel"), allow_long_context=_allow_long_context(params),
     ).to_dict()  # fmt: skip
 
 
@@ -355,6 +366,7 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
         ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
         weights=p.weights, engine=str(params.get("engine") or "vllm"), disagg=params.get("disagg") == "1",
         attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), parallel=par,
+        allow_long_context=_allow_long_context(params),
     ).to_dict()  # fmt: skip
 
 
