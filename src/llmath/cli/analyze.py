@@ -227,7 +227,10 @@ def _run(a: SimpleNamespace) -> None:
     from llmath.deploy.workload import ARRIVALS  # the command imports the deployment layer anyway
 
     if a.arrival is not None and a.arrival not in ARRIVALS:
-        raise typer.BadParameter(f"{a.arrival!r} must be one of {', '.join(ARRIVALS)}", param_hint="--arrival")
+        raise typer.BadParameter(
+            f"{a.arrival!r} must be one of {', '.join(ARRIVALS)}; e.g. --arrival staggered (with --concurrency)",
+            param_hint="--arrival",
+        )
     if a.arrival == "offline" and a.concurrency is None and a.rate is None:
         a.concurrency = OFFLINE_REQUESTS
     serving = a.concurrency is not None or a.rate is not None
@@ -301,7 +304,7 @@ def _static(a: SimpleNamespace, p) -> None:
         else o.device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute)
     )
     if a.reserve_gb < 0:
-        raise WorkloadError(f"--reserve-gb={a.reserve_gb} must be >= 0")
+        raise WorkloadError(f"--reserve-gb={a.reserve_gb} must be >= 0; give the GB kept for the runtime (0: none)")
     ov = None if a.overhead_us is None else a.overhead_us * 1e-6
     rep = run(
         a.model,

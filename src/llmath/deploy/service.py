@@ -126,7 +126,10 @@ def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int
     if rate is not None:
         return rate_to_concurrency(dev, eng, req, rate / replicas, max_resident)
     if concurrency / replicas < 1:
-        raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
+        raise WorkloadError(
+            f"concurrency={concurrency} is below one request per replica ({replicas} replicas); give --concurrency"
+            f" {replicas} or more, or fewer --dp replicas"
+        )
     return concurrency / replicas
 
 

@@ -54,9 +54,9 @@ def _int(params: Params, name: str, lo: int = 0, hi: int = 1 << 40) -> int | Non
     try:
         v = int(str(raw), 10)
     except ValueError:
-        raise WorkloadError(f"{name}={raw!r} must be a whole number") from None
+        raise WorkloadError(f"{name}={raw!r} must be a whole number; e.g. {name}={max(lo, 1)}") from None
     if not lo <= v <= hi:
-        raise WorkloadError(f"{name}={v} must be between {lo} and {hi}")
+        raise WorkloadError(f"{name}={v} must be between {lo} and {hi}; give a whole number in that range")
     return v
 
 
@@ -280,7 +280,7 @@ def _metrics(d: dict[str, Any]) -> dict[str, Any]:
 def sweep(params: Params, config: dict | None = None) -> dict[str, Any]:
     axis = str(params.get("axis") or "batch")
     if axis not in ("batch", "concurrency", "prompt", "gen"):
-        raise WorkloadError(f"axis={axis!r} must be batch, concurrency, prompt or gen")
+        raise WorkloadError(f"axis={axis!r} must be batch, concurrency, prompt or gen; e.g. axis=batch")
     rows = []
     for v in _values(params):
         try:
@@ -318,7 +318,7 @@ def explain(params: Params, config: dict | None = None) -> dict[str, Any]:
     w = kw["workload"]
     scens = stage_scenarios(spec, w.batch, w.prompt, w.prefix, w.decoder_prompt)
     if stage not in scens:
-        raise WorkloadError(f"stage={stage!r} must be one of {', '.join(scens)} for {spec.name}")
+        raise WorkloadError(f"stage={stage!r} must be one of {', '.join(scens)} for {spec.name}; pick one of them")
     scen = scens[stage]
     name = str(params.get("op") or "")
     ops = [o for o in build_ops(spec, stage, kw.get("attention", "flash")) if o.name == name]
@@ -346,9 +346,9 @@ def _float(params: Params, name: str) -> float | None:
     try:
         v = float(str(raw))
     except ValueError:
-        raise WorkloadError(f"{name}={raw!r} must be a number") from None
+        raise WorkloadError(f"{name}={raw!r} must be a number; e.g. {name}=100, or leave it empty") from None
     if not (v > 0 and v < float("inf")):
-        raise WorkloadError(f"{name}={raw!r} must be a positive finite number")
+        raise WorkloadError(f"{name}={raw!r} must be a positive finite number; e.g. {name}=100, or leave it empty")
     return v
 
 
