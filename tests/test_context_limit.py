@@ -31,6 +31,8 @@ GPT2 = ("gpt2", "-H", "h100-sxm", "--prompt", "2000")  # 2000 + the default --ge
         (("plan", *GPT2, "--gpus", "1"), "2000", "1024"),
         (("plan", *GPT2, "--gpus", "2", "--disagg"), "2000", "1024"),
         (("analyze", "llama-3.1-8b", "-H", "h100", "--prompt", "200000", "--gen", "10", "-c", "4"), "200000", "131072"),
+        # bench predicts before its run: refused before any request reaches the (here absent) server
+        (("bench", "http://127.0.0.1:9", "--model", "gpt2", "-c", "2", *GPT2[1:]), "2000", "1024"),
     ],
 )
 def test_serving_past_the_context_is_a_usage_error(capsys, args, value, limit):
