@@ -53,6 +53,9 @@ NEXT = re.compile(
         ((*SERVE, "--spec-method", "eagle"), "eagle", "--acceptance"),
         ((*SERVE, "--spec-method", "eagle", "--acceptance", "9"), "9", "k + 1"),
         (("analyze", *M, "--peak-tflops", "100"), "--peak-tflops", "--memory-gb"),
+        # a flag that does nothing for this model is refused, never ignored
+        (("analyze", *M, "--decoder-prompt", "2"), "decoder_prompt=2", "decoder-only"),
+        (("ops", "llama-3-8b", "--decoder-prompt", "2"), "--decoder-prompt 2", "decoder-only"),
     ],
 )
 def test_usage_error_names_value_rule_and_next_step(capsys, args, value, rule):

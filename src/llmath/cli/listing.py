@@ -167,6 +167,10 @@ def _scenario(spec, a: SimpleNamespace):
         return _encdec_scenario(spec.name, a.stage.value, a.batch, a.prompt, a.decoder_prompt, a.context, a.prefix)
     if a.stage == o.StageOpt.encoder:
         raise WorkloadError(f"--stage encoder: {spec.name!r} is a decoder-only model; use prefill or decode")
+    if a.decoder_prompt != 1:
+        raise WorkloadError(
+            f"--decoder-prompt {a.decoder_prompt}: {spec.name!r} is a decoder-only model; drop it and give --prompt"
+        )
     if a.stage == o.StageOpt.prefill:
         if a.context is not None:
             raise WorkloadError("--context applies to --stage decode; for a prefill after a cached prefix use --prefix")
