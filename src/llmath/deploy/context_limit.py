@@ -74,7 +74,7 @@ def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool) -> list
     """Nothing when each of ``workload``'s requests (prompt + its longest output) fits ``spec``'s context; past
     it a :class:`WorkloadError`, or with ``allow`` the note the report carries: the figures extrapolate."""
     if not isinstance(allow, bool):
-        raise WorkloadError(f"allow_long_context={allow!r} must be True or False")
+        raise WorkloadError(f"allow_long_context={allow!r} must be True or False; True times requests past the context")
     top, prompt = spec.max_positions, workload.prompt
     gen = max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
     if not top or request_tokens(spec, prompt, gen) <= top:
