@@ -13,7 +13,16 @@ import typer
 from llmath import output as out
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt
-from llmath.cli.options import SPECULATION_OPTIONS, JsonOpt, ModelArg, ints, parallel_config, speculation, with_options
+from llmath.cli.options import (
+    SPECULATION_OPTIONS,
+    AllowLongContextOpt,
+    JsonOpt,
+    ModelArg,
+    ints,
+    parallel_config,
+    speculation,
+    with_options,
+)
 from llmath.errors import WorkloadError
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
@@ -56,6 +65,7 @@ def plan_cmd(
     ] = 20,
     json_: JsonOpt = False,
     emit: EmitOpt = None,
+    allow_long_context: AllowLongContextOpt = False,
     **speculation_flags,
 ):
     """Search GPU layouts, aggregated vs disaggregated serving and concurrency for the most output tokens/s per
@@ -73,6 +83,7 @@ def plan_cmd(
     pinned = parallel_config(SimpleNamespace(gpus=None, tp=tp, pp=pp, ep=ep, dp=dp))  # the search's GPUs: --gpus
     pins: dict[str, Any] = {"parallel": pinned, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     kw: dict[str, Any] = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine}
+    kw["allow_long_context"] = allow_long_context
     kw.update(weights=fmts, cost_per_gpu_hour=cost, speculation=_speculation(**speculation_flags))
     work = Workload(prompt=prompt, gen=gen, prefix_hit=prefix_hit)
     res = plan(model, hardware, gpus=gpus, workload=work, **pins, **kw).to_dict()

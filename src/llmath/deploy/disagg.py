@@ -53,13 +53,14 @@ from typing import cast
 import numpy as np
 
 from llmath.deploy.admission_reserve import disaggregated
+from llmath.deploy.context_limit import long_context_notes
 from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.serving import FIXED_POINT_PASSES, Decoding, Requests, active_overheads
 from llmath.deploy.serving_memory import Memory, draft_weight_bytes, memory, request_state_bytes
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device, kv_bytes_per_sequence
 from llmath.deploy.workload import STATIC_ONLY, Workload, workload_arg
-from llmath.errors import LayoutError
+from llmath.errors import LayoutError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware.topology import topology
 from llmath.model.traits import traits
@@ -255,7 +256,7 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
                         engine: str = "trtllm", precision=None, efficiency_mode: str = "expected",
                         speculation: Speculation | None = None, decode_max_batch: int | None = None,
                         eager_prefill: bool | None = None, moe_kernels: dict | None = None,
-                        **keywords) -> dict:  # fmt: skip
+                        allow_long_context: bool = False, **keywords) -> dict:  # fmt: skip
     """A closed loop of ``concurrency`` requests (``workload``: a :class:`~llmath.deploy.workload.Workload` of
     ``prompt``, ``gen``, ``concurrency``, ``prompts_per_client``) on ``prefill["workers"]`` prefill replicas
     and ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
@@ -280,15 +281,15 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
     ``eager_prefill``. The decode servers replay their graphs.
 
     ``moe_kernels``: each pool's grouped-expert kernel (``{"prefill": K, "decode": K}``, K one of
-    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; TensorRT-LLM's ``moe_config.backend``)."""
-    from llmath.errors import WorkloadError
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; TensorRT-LLM's ``moe_config.backend``).
+    ``allow_long_context``: requests past the model's context, else refused (:func:`_resolved`), in ``notes``."""
 
     w = _closed_loop(workload, keywords)
     prompt, concurrency, prompts_per_client = w.prompt, cast(float, w.concurrency), w.prompts_per_client
     if speculation is not None and not isinstance(speculation, Speculation):
         raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
     prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
-    spec, hw, p = _resolved(model, hardware, precision)
+    spec, hw, p, notes = _resolved(model, hardware, precision, w, allow_long_context)
     req = Requests(prompt, w.gen)
     eager, kernels = prefill_eager(engine, hw, eager_prefill), checked_moe_kernels(moe_kernels)
     pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation, eager,
@@ -310,20 +311,22 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
             "prefill_pass_s": pre[0], "prefill_passes": pre[1], "decode_batch": B,
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
-            "tokens_per_step": ddec.tokens}  # fmt: skip
+            "tokens_per_step": ddec.tokens, "notes": notes}  # fmt: skip
 
 
-def _resolved(model, hardware, precision):
-    """(ModelSpec, Hardware, Precision) of :func:`serve_disaggregated`'s arguments: the checkpoint's formats unless
-    ``precision`` is given (a :class:`~llmath.model.dtypes.Precision` or a dtype name, as :func:`llmath.serve`
-    takes it)."""
+def _resolved(model, hardware, precision, workload: Workload, allow_long_context: bool):
+    """(ModelSpec, Hardware, Precision, notes) of :func:`serve_disaggregated`'s arguments: the checkpoint's formats
+    unless ``precision`` is given (a :class:`~llmath.model.dtypes.Precision` or a dtype name, as
+    :func:`llmath.serve` takes it); requests longer than the model's context refused as the engines refuse them,
+    unless ``allow_long_context`` (:mod:`.context_limit`: the notes then say the figures extrapolate)."""
     from llmath.deploy.arguments import precision_arg
     from llmath.hardware import get as get_hardware
     from llmath.hardware.execution import checkpoint_precision
     from llmath.model.registry import resolve
 
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    return resolve(model), hw, checkpoint_precision(model, precision_arg(precision))[0]
+    hw, spec = get_hardware(hardware) if isinstance(hardware, str) else hardware, resolve(model)
+    notes = long_context_notes(spec, workload, allow_long_context)
+    return spec, hw, checkpoint_precision(model, precision_arg(precision))[0], notes
 
 
 def checked_moe_kernels(moe_kernels: object) -> dict:
@@ -456,8 +459,6 @@ def decode_slot_wait(concurrency: float, slots: float, decode_s: float) -> float
 
 def _closed_loop(workload, keywords: dict) -> Workload:
     """:func:`serve_disaggregated`'s workload: a closed loop (a concurrency) of fixed-length requests."""
-    from llmath.errors import WorkloadError
-
     w = workload_arg(workload, keywords, "llmath.serve_disaggregated", required=True)
     if keywords:
         raise WorkloadError(f"serve_disaggregated(): no argument {next(iter(keywords))!r}")

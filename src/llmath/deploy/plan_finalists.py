@@ -152,9 +152,10 @@ def _at(arr: dict[str, np.ndarray], i: int, timing: Timing):
 
     def at(c: int) -> dict:
         work = Workload(prompt=req.prompt, gen=req.gen, concurrency=c)
+        # plan() has refused requests past the context, or carries the note of allow_long_context
         s = serve_disaggregated(timing.spec, timing.hw, workload=work, prefill=prefill, decode=decode,
                                 engine=timing.engine, precision=p, efficiency_mode=timing.efficiency_mode,
-                                speculation=sd)  # fmt: skip
+                                speculation=sd, allow_long_context=True)  # fmt: skip
         return {**s, "concurrency": float(c)}
 
     return at
