@@ -269,11 +269,8 @@ def plan(
     req, long_notes = _plannable_requests(spec, w, disagg, allow_long_context)
     formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    searches = []
-    for fmt in formats:  # each format's device, precision and efficiency as the engine runs them (as serve does)
-        run_hw, p, eff = engine_terms(hw, _format_precision(fmt, kv_dtype), engine, efficiency_mode)
-        common = (attention, engine, engine_overrides, req, targets, fmt, speculation, disagg)
-        searches.append(_Search(spec, run_hw, p, eff, *common))
+    common = (attention, engine, engine_overrides, req, targets)
+    searches = _searches(spec, hw, formats, kv_dtype, efficiency_mode, common, speculation, disagg)
     cols: list = []
     rejected: list[dict[str, Any]] = []
     timing = _Retiming(searches, hw, kv_dtype, efficiency_mode, engine_overrides, attention) if disagg else None
@@ -294,6 +291,18 @@ def plan(
         notes.append(f"--disagg: a prefill pool and a decode pool need 2 GPUs at least, not {gpus}: only aggregated"
                      " rows; use --gpus 2 or more")  # fmt: skip
     return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
+
+
+def _searches(spec, hw, formats, kv_dtype, efficiency_mode, common, speculation, disagg) -> list[_Search]:
+    """One search per weight format, each with the device, precision and efficiency the engine runs it with (as
+    :func:`~.service.serve` builds them: :func:`~.engine_device.engine_terms`); ``common`` is (attention, engine,
+    engine_overrides, requests, targets)."""
+    out = []
+    for fmt in formats:
+        run_hw, p, eff = engine_terms(hw, _format_precision(fmt, kv_dtype), common[1], efficiency_mode)
+        attention, engine, overrides, req, targets = common
+        out.append(_Search(spec, run_hw, p, eff, attention, engine, overrides, req, targets, fmt, speculation, disagg))
+    return out
 
 
 class _Retiming:
