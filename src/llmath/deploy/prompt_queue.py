@@ -241,8 +241,8 @@ def _full_rows(rows: np.ndarray, lat: Lattice, mu: float, n_a: int, first: int, 
 
 def _band_terms(mu: np.ndarray) -> int:
     """Arrivals an iteration the chain's matrix holds: 0 … n_a − 1, where P(A ≥ n_a) < :data:`PMF_CUT` at the
-    largest mean (the rest, left out, stays in its state: a change of π below 10⁻¹² for a chain that mixes in
-    fewer than 10⁴ iterations)."""
+    largest mean (that rest stays in its state: a perturbation of P below rounding's 10⁻¹⁶ a row, which keeps
+    the band r·n_a wide instead of r·(μ + 12√μ + 12))."""
     n_a = _arrival_terms(mu)
     tail = np.cumsum(_poisson_pmf(mu.max(keepdims=True), n_a)[0][::-1])[::-1]  # P(A ≥ a)
     return max(int(np.argmax(tail < PMF_CUT)) if tail[-1] < PMF_CUT else n_a, 2)
