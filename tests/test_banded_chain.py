@@ -46,3 +46,23 @@ def test_a_random_banded_chain_equals_a_dense_solve(lower, upper, block):
     A[-1] = 1.0
     want = np.linalg.solve(A, np.eye(n)[-1])
     np.testing.assert_allclose(banded_stationary(_band(P, lower, upper, block)), want, rtol=1e-9, atol=1e-13)
+
+
+def test_lost_mass_named_restarts_at_state_0():
+    # the same kind of chain, the mass its top rows lose named: it goes to state 0, as in numpy's dense solve of
+    # the chain P + lost·e0ᵀ
+    rng = np.random.default_rng(11)
+    n, lower, upper = 40, 2, 6
+    P = np.zeros((n, n))
+    for i in range(n):
+        cols = np.arange(max(i - lower, 0), min(i + upper, n - 1) + 1)
+        P[i, cols] = rng.random(len(cols))
+        P[i] /= P[i].sum() / (rng.uniform(0.5, 0.9) if i > n - upper - 1 else 1.0)
+    lost = 1 - P.sum(axis=1)
+    restarted = P.copy()
+    restarted[:, 0] += lost
+    A = (np.eye(n) - restarted).T
+    A[-1] = 1.0
+    want = np.linalg.solve(A, np.eye(n)[-1])
+    got = banded_stationary(_band(P, lower, upper, 4), lost)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-13)

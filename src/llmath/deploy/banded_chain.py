@@ -10,7 +10,9 @@ block is left its law is solved; each removed block then has π_K = π_I·P_IK (
 balance those out of it), from the bottom up. As in GTH, the diagonal of I − P_KK is the mass that leaves each
 state for the other kept states (never 1 − P_kk), so no subtraction loses the small flows of a chain near
 saturation; I − P_KK is then a diagonally dominant M-matrix whose inverse is nonnegative, and every π is
-a sum of nonnegative terms. Mass a row lacks (its jumps beyond the ends, cut by the caller) stays in its state.
+a sum of nonnegative terms. Mass a row lacks (its jumps beyond the ends, cut by the caller) restarts the chain
+at state 0 when the caller names it (a state ω that takes it and goes to 0, carried through the reduction as
+one more column), else stays in its state.
 
 Cost: about n·(upper + b)·(lower + b) multiply-adds and n/b small dense solves; memory: the band, n·(lower +
 upper + 2b + 1) numbers. Tested against the power iteration the stationary law was found by before, and
@@ -53,45 +55,52 @@ class Band:
         return as_strided(self.store[start:], shape=(self.n, self.n), strides=((self.w - 1) * item, item))
 
 
-def _removal_matrix(P: np.ndarray, lo: int, hi: int, first: int) -> np.ndarray:
+def _removal_matrix(P: np.ndarray, lo: int, hi: int, first: int, lost: np.ndarray) -> np.ndarray:
     """I − P_KK for the block K = lo … hi − 1 of the chain kept on 0 … hi − 1, its diagonal the mass each
-    state sends to the other kept states (columns ``first`` … hi − 1 hold all of it)."""
+    state sends to the other kept states (columns ``first`` … hi − 1 hold all of it) and the mass it loses."""
     rows = P[lo:hi, first:hi]
     kk = rows[:, lo - first :]
     a = -kk
-    np.fill_diagonal(a, rows.sum(axis=1) - np.diagonal(kk))
+    np.fill_diagonal(a, rows.sum(axis=1) - np.diagonal(kk) + lost[lo:hi])
     return a
 
 
-def _bottom_law(a: np.ndarray) -> np.ndarray:
-    """The law of the last block, its own chain (a = I − P, rows summing to 0): π_0 = 1 and πa = 0 over the
-    other states (every state reaches 0, so that system is nonsingular), not normalised."""
-    pi = np.ones(len(a))
-    if len(a) > 1:
-        pi[1:] = np.linalg.solve(a[1:, 1:].T, -a[0, 1:])
-    return pi
+def _bottom_law(a: np.ndarray, lost: np.ndarray) -> np.ndarray:
+    """The law of the last block, its own chain with a state ω that takes the mass it loses and restarts at 0:
+    π_0 = 1 and πa = 0 over the other states (every state reaches 0, so that system is nonsingular), ω left out,
+    not normalised."""
+    s = len(a)
+    full = np.zeros((s + 1, s + 1))
+    full[:s, :s], full[:s, s], full[s, 0], full[s, s] = a, -lost, -1.0, 1.0
+    pi = np.ones(s + 1)
+    pi[1:] = np.linalg.solve(full[1:, 1:].T, -full[0, 1:])
+    return pi[:s]
 
 
-def banded_stationary(band: Band) -> np.ndarray:
-    """π = πP, Σπ = 1 (module docstring); a row's missing mass stays in its state. Every state must reach state
-    0. The reduction overwrites the band."""
+def banded_stationary(band: Band, lost: np.ndarray | None = None) -> np.ndarray:
+    """π = πP, Σπ = 1 (module docstring). ``lost``: the mass each row lacks (its jumps past the ends), which
+    restarts the chain at state 0 (None: none). Every state must reach state 0. The reduction overwrites the
+    band."""
     n, lower, upper, b = band.n, band.lower, band.upper, band.block
+    lost = np.zeros(n) if lost is None else np.array(lost, dtype=float)
     P = band.dense()
     removed = []
     hi = n
     while True:
         lo = max(hi - b, 0)
         first = max(lo - lower, 0)
-        a = _removal_matrix(P, lo, hi, first)
+        a = _removal_matrix(P, lo, hi, first, lost)
         if lo == 0:
             break
         top = max(lo - upper, 0)  # the rows that reach K: top … lo − 1
-        x = np.linalg.solve(a, P[lo:hi, first:lo])  # (I − P_KK)⁻¹ P_KJ
-        P[top:lo, first:lo] += matmul_rows(P[top:lo, lo:hi], x)
+        x = np.linalg.solve(a, np.column_stack([P[lo:hi, first:lo], lost[lo:hi]]))  # (I − P_KK)⁻¹ [P_KJ, lost]
+        through = matmul_rows(P[top:lo, lo:hi], x)  # what rows I reach, and lose, through K
+        P[top:lo, first:lo] += through[:, :-1]
+        lost[top:lo] += through[:, -1]
         removed.append((lo, hi, top, a))
         hi = lo
     pi = np.zeros(n)
-    pi[:hi] = _bottom_law(a)
+    pi[:hi] = _bottom_law(a, lost[:hi])
     for lo, hi, top, a in reversed(removed):
         pi[lo:hi] = np.linalg.solve(a.T, pi[top:lo] @ P[top:lo, lo:hi])
     return pi / pi.sum()

@@ -17,8 +17,9 @@ wait near saturation, is exact). Its stationary law π on the first n states sol
 (:mod:`.banded_chain`): P is banded, a state moving at most ⌈cap⌉ units down and r·(n_a − 1) up (n_a arrival
 counts, those past P(A ≥ n_a) < 10⁻¹⁶ left out), so block state reduction with the subtraction-free diagonal of
 the GTH algorithm solves it in about n·r·n_a·⌈cap⌉ operations, exact to rounding (no iteration to converge, so
-no slowing near saturation). The truncation: a jump past the last state stays in its state; the leak (the mass
-π sends past the last state an iteration) bounds the mass the untruncated chain holds above it, leak times the
+no slowing near saturation). The truncation: a jump past the last state empties the queue (the power iteration
+it replaces, which renormalised, spread that mass over π instead: the same law to the leak's order); the leak (the
+mass π sends past the last state an iteration) bounds the mass the untruncated chain holds above it, leak times the
 mean length of an excursion there, at most (r·n_a + ⌈cap⌉)/(cap − r·μ_full) iterations (:func:`_mass_above`); n is
 the fewest states that put that mass under :data:`TAIL` = 10⁻⁹. At most :data:`MAX_STATES` states: where even
 those leak more than :data:`TAIL`, r is halved (a coarser lattice holds a longer queue), down to r = 1.
@@ -260,7 +261,7 @@ def stationary(lat: Lattice, mu: np.ndarray, n_states: int, idle: bool = False) 
     request (one arrival), no iteration."""
     band, leaves = _transitions(lat, mu, n_states, idle)
     pi = np.zeros(n_states)
-    pi[: band.n] = banded_stationary(band)
+    pi[: band.n] = banded_stationary(band, np.maximum(leaves, 0.0))
     return pi, max(float(pi[: band.n] @ leaves), 0.0)
 
 
