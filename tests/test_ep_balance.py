@@ -1,5 +1,7 @@
 """The busiest expert-parallel rank's slowdown (deploy/ep_balance.py) and where the step applies it."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -101,3 +103,15 @@ def test_report_names_the_busiest_rank_on_expert_parallel_layouts_only():
     (note,) = busiest_rank_note(spec, ep8, "h200", "fp8-block", 64.0)
     assert "16.0 token-expert pairs" in note
     assert busiest_rank_note(spec, tp8, "h200", "fp8-block", 64.0) == []
+
+
+def test_a_kernel_padding_every_expert_to_a_worst_case_has_no_busiest_rank(monkeypatch):
+    # vllm 0.12.0 deep_gemm_utils.py compute_aligned_M sizes DeepGEMM's buffer from every token's k picks, whatever
+    # the routing, and deepgemm_moe_permute marks the rows it does not fill as expert 0's, which the kernel computes:
+    # each EP rank computes the same rows, so a skewed routing slows none of them
+    dev = _device(1, 8, 8)
+    aligned = replace(dev, eff=replace(dev.eff, moe_aligned_rows=128))
+    assert busiest_rank_factor("h200", "fp8-block", 8, 64 * 8 * 8 / 256) > 1.0  # the factor where rows are routed
+    busy = aligned.iteration(64, 1500).time_s
+    _balanced(monkeypatch)
+    assert aligned.iteration(64, 1500).time_s == busy

@@ -289,7 +289,8 @@ def per_gpu_stage(
         t = rank_table(spec, stage, attention, layout, plan.index)
         ti, c, m = stage_times(t, scenario, hw, precision, eff, stage == "decode")
         tokens = np.asarray(scenario.B, dtype=float) * np.asarray(scenario.T, dtype=float)
-        ti = at_busiest_rank(ti, t, layout, hw.name, precision.weight_format("experts"), tokens)
+        fmt, aligned = precision.weight_format("experts"), bool(eff.moe_aligned_rows)
+        ti = at_busiest_rank(ti, t, layout, hw.name, fmt, tokens, aligned)
         comm = comm_costs(plan.collectives, scenario, spec, precision, topo, fitted_device(hw, eff))
         span = (plan.layers.start, plan.layers.stop)
         cs, ms, ts = c.sum(-1), m.sum(-1), ti.sum(-1)
@@ -299,11 +300,11 @@ def per_gpu_stage(
     return PassCost(out)
 
 
-def _at_busiest_rank(d, t: Table, layout: Layout, device: str, fmt: str, batch, n):
+def _at_busiest_rank(d, t: Table, layout: Layout, device: str, fmt: str, batch, n, aligned: bool = False):
     """A generation's decode summary ``d`` with the routed experts at the busiest EP rank's pace
-    (:func:`llmath.deploy.ep_balance.at_busiest_rank`): their time does not grow with the context, so each
-    step gets 1/n of the extra."""
-    per_op = at_busiest_rank(d.per_op_total_s, t, layout, device, fmt, batch)
+    (:func:`llmath.deploy.ep_balance.at_busiest_rank`, ``aligned`` as there): their time does not grow with the
+    context, so each step gets 1/n of the extra."""
+    per_op = at_busiest_rank(d.per_op_total_s, t, layout, device, fmt, batch, aligned)
     extra = (per_op - d.per_op_total_s).sum(-1)
     if not np.any(extra):
         return d
@@ -335,7 +336,8 @@ def decode_totals(
     for plan in rank_plans(spec, "decode", attention, layout):
         t = rank_table(spec, "decode", attention, layout, plan.index)
         d = decode_generation(t, hw, precision, eff, batch, context, gen, src)
-        d = _at_busiest_rank(d, t, layout, hw.name, precision.weight_format("experts"), batch, n)
+        fmt = precision.weight_format("experts")
+        d = _at_busiest_rank(d, t, layout, hw.name, fmt, batch, n, bool(eff.moe_aligned_rows))
         comm = comm_costs(plan.collectives, step, spec, precision, topo, fitted_device(hw, eff))
         plain = sum(c.time_s for c in comm if not c.overlapped)
         hidden = sum(c.time_s for c in comm if c.overlapped)

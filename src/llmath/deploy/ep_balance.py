@@ -70,12 +70,15 @@ def expert_columns(t) -> np.ndarray:
     return np.array([i for i, o in enumerate(t.ops) if o.split in EXPERT_SPLITS], dtype=int)
 
 
-def at_busiest_rank(tm: np.ndarray, t, layout, device: str, fmt: str, tokens) -> np.ndarray:
+def at_busiest_rank(tm: np.ndarray, t, layout, device: str, fmt: str, tokens, aligned: bool = False) -> np.ndarray:
     """Per-op times ``tm`` (…, ops) of a pass over table ``t`` with ``tokens`` tokens per replica, the routed
-    experts' at the busiest EP rank's pace under ``layout`` (unchanged without expert parallelism or a fit)."""
+    experts' at the busiest EP rank's pace under ``layout`` (unchanged without expert parallelism or a fit).
+    ``aligned``: the grouped kernel computes a buffer sized for the worst case whatever the routing
+    (``Efficiency.moe_aligned_rows``, :mod:`llmath.hardware.aligned_moe`: vLLM 0.12.0's DeepGEMM MoE sizes it from
+    every token's k picks, ``compute_aligned_M``), so every rank computes the same rows and none is busier."""
     moe = t.spec.parts.ffn.moe
     j = expert_columns(t)
-    if layout is None or layout.ep <= 1 or moe is None or not j.size:
+    if aligned or layout is None or layout.ep <= 1 or moe is None or not j.size:
         return tm
     pairs = np.asarray(tokens, dtype=float) * t.moe_tokens * moe.top_k / moe.n_experts
     f = busiest_rank_factor(device, fmt, layout.ep, pairs)

@@ -210,8 +210,10 @@ class Device:
 
     def _busiest_rank(self, t: Table, tm: np.ndarray, tokens) -> np.ndarray:
         """Per-op times ``tm`` with the routed experts' at the busiest expert-parallel rank's pace
-        (:func:`llmath.deploy.ep_balance.at_busiest_rank`; unchanged without expert parallelism)."""
-        return at_busiest_rank(tm, t, self.layout, self.hw.name, self.precision.weight_format("experts"), tokens)
+        (:func:`llmath.deploy.ep_balance.at_busiest_rank`; unchanged without expert parallelism or under a kernel
+        that pads every local expert to a worst case)."""
+        fmt, aligned = self.precision.weight_format("experts"), bool(self.eff.moe_aligned_rows)
+        return at_busiest_rank(tm, t, self.layout, self.hw.name, fmt, tokens, aligned)
 
     def _mixed_time(self, t: Table, mv: np.ndarray, rows, tokens, shape: tuple) -> StepCost:
         """A pass of ``d`` decoders at context ``s`` and ``nc`` chunks of ``c`` tokens after ``pf`` cached ones:

@@ -220,6 +220,18 @@ def attn_decode_cost(batch, context, heads, kv_heads, head_dim, kv_fmt: str):
     return B * H, u, bytes_, flops, bytes_
 
 
+def mla_decode_cost(batch, context, heads, latent: int, rope: int, kv_fmt: str):
+    """Multi-head latent attention's absorbed decode kernel: one query token per sequence and head attending S + 1
+    cached positions of ``latent`` + ``rope`` values, scores over latent + rope and values over the latent,
+    2·(2·latent + rope) FLOPs per head per position (16-bit products); reads the cache in ``kv_fmt``, the queries
+    (16-bit) and writes the outputs (16-bit)."""
+    B, S, H = (np.asarray(v, dtype=float) for v in (batch, context, heads))
+    u, w = S + 1, latent + rope
+    flops = 2 * B * H * u * (2 * latent + rope)
+    bytes_ = B * u * w * BYTES[kv_fmt] + 2 * B * H * (w + latent)
+    return B * H, u, bytes_, flops, bytes_
+
+
 def mla_context_cost(batch, context, heads, qk_dim, v_dim, fmt: str, kv_fmt: str):
     """Multi-head latent attention's prefill over S new tokens, heads decompressed: S(S+1)/2 causal pairs × H ×
     2·(qk + v) FLOPs per sequence; Q read in ``fmt`` and O written (16-bit), each head's K (qk) and V (v) read
@@ -512,5 +524,16 @@ def engine_attn_decode(device: str, engine: str, kv_fmt: str) -> list[float] | N
     ``None`` where there is none (the TensorRT-LLM fit applies)."""
     r = resolve(device)
     e = data().get("engine_attn_decode", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine, {})
+    entry = e.get(FORMAT_ALIASES.get(kv_fmt, kv_fmt))
+    return entry["coef"] if entry else None
+
+
+def engine_mla_decode(device: str, engine: str, kv_fmt: str) -> list[float] | None:
+    """``engine``'s own MLA decode-kernel coefficients over a ``kv_fmt`` cache on ``device`` (its measured device,
+    rule of :func:`resolve`), fitted to that engine's MLA generation table by ``scripts/fit_mla_decode.py``
+    (``attn_mla_decode``: the ``attn_decode`` form with its context and bytes saturations held at 1, so the
+    fractions follow the query rows alone); ``None`` where there is none (the roofline's scalar fractions)."""
+    r = resolve(device)
+    e = data().get("engine_mla_decode", {}).get("devices", {}).get(r.measured_on or "", {}).get(engine, {})
     entry = e.get(FORMAT_ALIASES.get(kv_fmt, kv_fmt))
     return entry["coef"] if entry else None

@@ -5,6 +5,7 @@ applies the fits to them; docs/efficiency.md, "In the roofline").
 * dense attention: the operators that declare the dense attention kernel (ops/kernel.py) of a decoder-only,
   non-MLA model, their windows and their (query, KV) heads from their own terms;
 * MLA's prefill attention: the operators that declare ``Kernel.MLA_CONTEXT``, their heads and per-head widths;
+* MLA's absorbed decode attention: the operators that declare ``Kernel.MLA_DECODE`` and their heads;
 * routed experts: the weight GEMMs whose weights are the MoE experts, and the share of the layer one rank of a
   parallel layout computes (:func:`_expert_shares`).
 """
@@ -46,6 +47,8 @@ class Columns:
     mla_dims: tuple[int, int] = (0, 0)  # (qk_nope + qk_rope, v_head_dim) per head
     routed_flops: float = 0.0  # the rank's routed-expert FLOPs per routed token of one MoE layer (its own terms)
     grouped_routing: bool = False  # the router picks top-k within groups of experts (MoESpec.grouped_routing)
+    mla_decode: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))  # MLA's absorbed decode kernel
+    mla_decode_heads: np.ndarray = field(default_factory=lambda: np.zeros(0))  # their heads (a rank's share)
 
 
 def _heads(op, d: int) -> tuple[float, float]:
@@ -76,8 +79,9 @@ def columns(table: Table) -> Columns:
     mla, mh, dims = _mla_columns(table)
     per_layer = routed_flops_per_token(table, routed)
     grouped = m is not None and m.grouped_routing
+    dec, dh = _mla_decode_columns(table)
     return Columns(np.array(attn, dtype=int), win, hk[:, 0], hk[:, 1], d, r, moe, share, inter, mla, mh, dims,
-                   per_layer, grouped)  # fmt: skip
+                   per_layer, grouped, dec, dh)  # fmt: skip
 
 
 @lru_cache(maxsize=256)
@@ -100,6 +104,18 @@ def _mla_columns(table: Table) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]
     cols = [i for i, op in enumerate(table.ops) if op.kernel == Kernel.MLA_CONTEXT]
     fl = [sum(t.coef for t in table.ops[i].terms("flops") if t.mono.startswith("P:")) for i in cols]
     return np.array(cols, dtype=int), np.array(fl, dtype=float) / (2 * (q + v)), (q, v)
+
+
+def _mla_decode_columns(table: Table) -> tuple[np.ndarray, np.ndarray]:
+    """MLA's absorbed decode attention columns (decoder-only) and their heads from their own terms: 2·(2·latent +
+    rope) FLOPs per head per visible position; on a layout, the rank's share."""
+    m = table.spec.mla
+    if m is None or table.spec.encoder is not None:
+        return np.zeros(0, dtype=int), np.zeros(0)
+    per_head = 2 * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+    cols = [i for i, op in enumerate(table.ops) if op.kernel == Kernel.MLA_DECODE]
+    fl = [sum(t.coef for t in table.ops[i].terms("flops") if t.mono.startswith("P:")) for i in cols]
+    return np.array(cols, dtype=int), np.array(fl, dtype=float) / per_head
 
 
 def _expert_shares(table: Table, routed: list[int]) -> tuple[float, float]:

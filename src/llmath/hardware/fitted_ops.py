@@ -135,6 +135,8 @@ class Fits:
     moe_ranks: int  # expert-parallel ranks the layer's busiest rank is the busiest of (1 without EP)
     mla_peak: float  # the peak MLA prefill attention's fit is against
     moe_ep_token: float = 0.0  # s per token of the layer a rank spends under EP (hardware.moe_ep_token; 0: none)
+    mla_decode: tuple[float, ...] | None = None  # MLA's absorbed decode kernel's (an engine's own, decode only)
+    bf16_peak: float = 0.0  # the peak the MLA decode fit's products are against (they run in 16 bit)
 
 
 @lru_cache(maxsize=1024)
@@ -145,7 +147,8 @@ def fits(table: Table, hw: Hardware, p: Precision, eff: Efficiency, decode: bool
     ctx = eff.fit("attn_decode" if decode else "attn_context", p.kv) if do_attn else None
     moe = _moe_coef(cols, eff, p, run_fmt, decode)
     mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
-    if ctx is None and moe is None and mla is None:
+    mla_dec = eff.fit("attn_mla_decode", p.kv) if (cols.mla_decode.size and decode) else None
+    if ctx is None and moe is None and mla is None and mla_dec is None:
         return None
     h, i, _, _ = cols.moe
     s2 = ef.sat(float(h * i) * cols.inter_share, moe[3], moe[4]) if moe is not None else 1.0
@@ -157,7 +160,8 @@ def fits(table: Table, hw: Hardware, p: Precision, eff: Efficiency, decode: bool
     ept = eff.fit("moe_ep_token", key) if (moe is not None and launched is None) else None
     # (plain top-k, grouped top-k) seconds per token: the router's kind picks one (hardware.moe_ep_token)
     s_token = (ept[1] if cols.grouped_routing and len(ept) > 1 else ept[0]) if ept else 0.0
-    return Fits(cols, ctx, mla, moe, key, moe_peak, s2, ranks, peak, s_token)
+    bf16 = hw.peak("bf16") if mla_dec is not None else 0.0
+    return Fits(cols, ctx, mla, moe, key, moe_peak, s2, ranks, peak, s_token, mla_dec, bf16)
 
 
 def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, tokens, decode: bool, f, inv, context,
@@ -202,7 +206,21 @@ def apply(table: Table, hw: Hardware, p: Precision, eff: Efficiency, batch, toke
         _set(f, inv, cols.mla, mm[cols.mla] / (fit.mla_peak * ec), 1.0 / (bw * em), mixed)
     if fit.moe is not None:
         _apply_moe(fit, rows * table.moe_tokens, eff.tile_rows, bw, f, inv, (mm, peaks))
+    if fit.mla_decode is not None:
+        _apply_mla_decode(fit, rows, bw, f, inv, mm)
     return f, inv
+
+
+def _apply_mla_decode(fit: Fits, rows, bw: float, f, inv, mm) -> None:
+    """Set MLA's absorbed decode columns of ``f`` and ``inv`` (:func:`apply`) from the engine's fit at ``rows``
+    query tokens (a verify pass's draft tokens included) × the rank's heads: its compute fraction of the 16-bit
+    peak, its memory fraction the fit's constant (its context and bytes saturations are held at 1, so a decode
+    generation's closed-form sums see the same fractions at every context; ``scripts/fit_mla_decode.py``)."""
+    c, j = fit.mla_decode, fit.cols.mla_decode
+    assert c is not None
+    ec = c[0] * ef.sat(rows * fit.cols.mla_decode_heads, c[1], c[2])
+    f[..., j] = mm[j] / (fit.bf16_peak * ec)
+    inv[..., j] = 1.0 / (bw * c[5])
 
 
 def _apply_moe(fit: Fits, tok, tile: int, bw: float, f, inv, rates) -> None:
@@ -312,12 +330,14 @@ def overheads(
     cols = columns(table)
     ctx = eff.fit("attn_context", p.kv) if (cols.attn.size and not decode) else None
     mla = eff.fit("attn_mla_context", p.kv) if (cols.mla.size and not decode) else None
+    mla_dec = eff.fit("attn_mla_decode", p.kv) if (cols.mla_decode.size and decode) else None
     moe = _moe_coef(cols, eff, p, executed(hw, p.compute)[0] if hw is not None else p.compute, decode)
     fp8 = fp8_gemms(table, p) if eff.fp8_gemm_overhead_s is not None else None
     fp4 = fp4_gemms(table, hw, p)[0] if (eff.fp4_gemm is not None and hw is not None) else None
     if (
         ctx is None
         and mla is None
+        and mla_dec is None
         and moe is None
         and (fp8 is None or not fp8.any())
         and (fp4 is None or not fp4.any())
@@ -336,6 +356,8 @@ def overheads(
         out[cols.attn] = table.kernels[cols.attn] * max(eff.overhead_s, ctx[8])
     if mla is not None:
         out[cols.mla] = table.kernels[cols.mla] * max(eff.overhead_s, mla[8])
+    if mla_dec is not None:
+        out[cols.mla_decode] = table.kernels[cols.mla_decode] * mla_dec[8]
     if moe is not None:
         # one grouped kernel per MoE layer: its t0 shared by that layer's routed GEMMs (gate, up, down), however
         # many layer kinds the table repeats them in (gpt-oss: sliding and full-attention layers)

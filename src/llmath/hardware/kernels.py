@@ -254,7 +254,8 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
     :data:`llmath.hardware.efficiency_fit.MOE_EP_TOKEN_ENGINES`: :mod:`llmath.hardware.moe_ep_token`), where
     ``eff`` carries fitted MoE models (not ``ideal``, a calibrated profile or a given matmul fraction); and with
     ``engine``'s own fp8-KV decode-attention fit in place of
-    TensorRT-LLM's where one was fitted (:func:`llmath.hardware.efficiency_fit.engine_attn_decode`)."""
+    TensorRT-LLM's where one was fitted (:func:`llmath.hardware.efficiency_fit.engine_attn_decode`); and, with the
+    fitted MoE models, ``engine``'s own MLA decode kernel's fits (:func:`_engine_mla_decode`)."""
     fits = eff.kernel_fits
     own = ef.engine_attn_decode(hw.name, engine, "fp8")
     if own is not None and any(k[:2] == ("attn_decode", "fp8") for k in fits):
@@ -275,7 +276,20 @@ def _engine_kernels(eff: Efficiency, hw: Hardware, engine: str) -> Efficiency:
             and ("moe_ep_token", f) not in have
             and (s := ef.moe_ep_token(hw.name, f, engine)) is not None
         )
+        fits += _engine_mla_decode(fits, hw, engine)
     return replace(eff, kernel_fits=fits) if fits != eff.kernel_fits else eff
+
+
+def _engine_mla_decode(fits: tuple, hw: Hardware, engine: str) -> tuple:
+    """``engine``'s own MLA decode-kernel fits on ``hw`` (class ``attn_mla_decode``, by KV format:
+    :func:`llmath.hardware.efficiency_fit.engine_mla_decode`) not already in ``fits``; none where its table was
+    not fitted (the absorbed decode attention keeps the roofline's scalar fractions)."""
+    have = {(cls, f) for cls, f, _ in fits}
+    return tuple(
+        ("attn_mla_decode", kv, tuple(c))
+        for kv in ("bf16", "fp8")
+        if ("attn_mla_decode", kv) not in have and (c := ef.engine_mla_decode(hw.name, engine, kv)) is not None
+    )
 
 
 def _engine_fp8_block_moe(fits: tuple, hw: Hardware, engine: str) -> tuple:

@@ -11,6 +11,9 @@ operator names. With no trait (the default) an operator keeps the generic roofli
 * ``MLA_CONTEXT``: multi-head latent attention's prefill kernel over the decompressed heads (causal pairs,
   queries and keys of qk_nope + qk_rope, values of v_head_dim per head; TensorRT-LLM's context MLA,
   FlashInfer/FlashAttention MLA prefill): what the MLA context fit measured.
+* ``MLA_DECODE``: multi-head latent attention's absorbed kernel over the latent cache (each query head scores the
+  latent + rope values of every cached position and sums the latent values; FlashMLA, TensorRT-LLM's MLA
+  generation kernel): what an engine's MLA decode fit measured.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ class Kernel:
     NONE = ""
     DENSE_ATTENTION = "dense_attention"
     MLA_CONTEXT = "mla_context"
+    MLA_DECODE = "mla_decode"
 
 
 __all__ = ["Kernel"]

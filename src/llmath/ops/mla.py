@@ -94,7 +94,7 @@ def absorbed(a: Mla) -> None:
         "flash_mla", "matmul", "BTNC,BSC->BTNC",
         flops=[(2 * N * (2 * C + R), P, "2·N·(2C+R)")], vflops=[(SOFTMAX_FLOPS * N, P, "5·N")],
         act_in=[(N * (C + R), "BT", "N·(C+R)")], kv_read=[(C + R, a.win.K, "(C+R)")], act_out=[(N * C, "BT", "N·C")],
-        split=Split.HEADS
+        split=Split.HEADS, kernel=Kernel.MLA_DECODE
     )  # fmt: skip
     a.site.op(
         "v_absorb", "matmul", "BTNC,CNJ->BTNJ", params=[("attention.mla.kv_b.weight", C * N * Hv)],
