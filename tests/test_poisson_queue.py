@@ -191,3 +191,22 @@ def test_a_vanishing_rate_is_one_request_into_an_idle_engine():
     )
     assert np.isfinite(tiny.metrics["ttft_s"]) and np.isfinite(tiny.metrics["concurrency_per_replica"])
     assert tiny.metrics["ttft_s"] == pytest.approx(rare.metrics["ttft_s"], rel=1e-6)
+
+
+def test_a_prompt_many_budgets_long_keeps_the_band_bounded(monkeypatch):
+    # a 100,000-token prompt against vLLM's 8,192-token budget: r = 782 units a prompt, the arrivals reaching
+    # thousands of units up (4,096 states would need 23 million numbers); every band the chain builds holds at
+    # most 8·2²⁰ numbers (64 MiB)
+    from llmath.deploy import banded_chain
+
+    sizes = []
+    init = banded_chain.Band.__init__
+
+    def recording(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        sizes.append(self.store.size)
+
+    monkeypatch.setattr(banded_chain.Band, "__init__", recording)
+    rep = serve("llama-3.1-8b", "h100-sxm", workload=Workload(prompt=100_000, gen=64, rate=0.05))
+    assert np.isfinite(rep.metrics["ttft_s"]) and sizes
+    assert max(sizes) <= 8 * 2**20  # 64 MiB of float64

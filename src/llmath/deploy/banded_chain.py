@@ -37,14 +37,14 @@ class Band:
         self.n, self.lower, self.upper = n, lower, upper
         self.block = max(block, lower, 1)
         width = lower + upper + 1
-        self.w = width + 2 * self.block
+        self.w = self.row_width(lower, upper, self.block)
         self.store = np.zeros((n + 1) * self.w)
         self.rows = self.store[: n * self.w].reshape(n, self.w)[:, self.block : self.block + width]
 
     @staticmethod
-    def entries(n: int, lower: int, upper: int, block: int = BLOCK) -> int:
-        """The numbers a band of these sizes stores."""
-        return (n + 1) * (lower + upper + 1 + 2 * max(block, lower, 1))
+    def row_width(lower: int, upper: int, block: int = BLOCK) -> int:
+        """The numbers a band of these sizes stores a state (its storage holds one row more than its states)."""
+        return lower + upper + 1 + 2 * max(block, lower, 1)
 
     def dense(self) -> np.ndarray:
         """An n×n view of P on the storage: every block the reduction reads (the removed block K, the rows I

@@ -21,8 +21,9 @@ no slowing near saturation). The truncation: a jump past the last state empties 
 it replaces, which renormalised, spread that mass over π instead: the same law to the leak's order); the leak (the
 mass π sends past the last state an iteration) bounds the mass the untruncated chain holds above it, leak times the
 mean length of an excursion there, at most (r·n_a + ⌈cap⌉)/(cap − r·μ_full) iterations (:func:`_mass_above`); n is
-the fewest states that put that mass under :data:`TAIL` = 10⁻⁹. At most :data:`MAX_STATES` states: where even
-those leak more than :data:`TAIL`, r is halved (a coarser lattice holds a longer queue), down to r = 1.
+the fewest states that put that mass under :data:`TAIL` = 10⁻⁹. At most :data:`MAX_STATES` states (fewer where
+the band would hold more than :data:`MAX_BAND` numbers): where even those leak more than :data:`TAIL`, r is
+halved (a coarser lattice holds a longer queue), down to r = 1.
 From its stationary law π:
 
 * θ(d) = E_π[τ] / P_π(decode): a decoding request's mean time per decode iteration, as it sees every
@@ -63,6 +64,7 @@ from llmath.errors import WorkloadError
 
 UNITS_PER_BUDGET = 64  # lattice: at least this many units in one iteration's budget (chunked prefill)
 MAX_STATES = 4096
+MAX_BAND = 1 << 23  # numbers a chain's band may hold (64 MiB): fewer states where it is wide
 FIRST_STATES = 256  # the first truncation tried
 TAIL = 1e-9  # mass the truncation may leave out
 PMF_CUT = 1e-16  # arrival counts beyond this tail are left out of the chain's matrix
@@ -300,24 +302,34 @@ def queue_law(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, d: f
 
 def _kept_law(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, d: float, lat: Lattice):
     """The law on ``lat`` over few enough states that the mass above them is under :data:`TAIL`
-    (:func:`_mass_above`), at most :data:`MAX_STATES`; there, a leak under :data:`TAIL` (or r = 1) is kept, and
+    (:func:`_mass_above`), at most :func:`_most_states`; there, a leak under :data:`TAIL` (or r = 1) is kept, and
     otherwise None (a coarser lattice). The leak falls geometrically with the states kept, at the rate of
     :func:`_tail_rate` (one random walk above the boundary), which sizes each try (:func:`_next_size`)."""
-    n = min(MAX_STATES, max(FIRST_STATES, math.ceil(lat.cap) + 2 + 4 * lat.r))
-    tried: list[tuple[int, float]] = []
     times = _times(dec, eng, req, lat, d, MAX_STATES)  # every state above ⌊cap⌋ the same: cut to n below
+    mu_full = float(rate * times[0][-1])
+    most = _most_states(lat, rate * times[0])
+    n = min(most, max(FIRST_STATES, math.ceil(lat.cap) + 2 + 4 * lat.r))
+    tried: list[tuple[int, float]] = []
     while True:
         tau, over, decodes = (x[:n] for x in times)
         pi, cut = stationary(lat, rate * tau, n, idle=d == 0)
-        last = n >= MAX_STATES and (cut <= TAIL or lat.r == 1)
+        last = n >= most and (cut <= TAIL or lat.r == 1)
         if last or _mass_above(lat, rate * tau, cut) <= TAIL:
             return QueueLaw(lat, pi, tau, over, decodes, 1 / rate if d == 0 else 0.0)
-        if n >= MAX_STATES:
+        if n >= most:
             return None
         tried.append((n, cut))
-        n = min(MAX_STATES, _next_size(tried, lat.r > 1, _tail_rate(lat, float(rate * tau[-1]))))
+        n = min(most, _next_size(tried, lat.r > 1, _tail_rate(lat, mu_full), most))
         if n == 0:
             return None
+
+
+def _most_states(lat: Lattice, mu: np.ndarray) -> int:
+    """:data:`MAX_STATES`, or fewer where the band of that many would hold more than :data:`MAX_BAND` numbers
+    (prompts many times the budget: r units a prompt, the arrivals reaching r·n_a units up), at least enough
+    for a full iteration and a prompt."""
+    width = Band.row_width(math.ceil(lat.cap), lat.r * (_band_terms(mu) - 1))
+    return max(min(MAX_STATES, MAX_BAND // width - 1), math.ceil(lat.cap) + 2 + lat.r)
 
 
 def _mass_above(lat: Lattice, mu: np.ndarray, leak: float) -> float:
@@ -330,24 +342,24 @@ def _mass_above(lat: Lattice, mu: np.ndarray, leak: float) -> float:
     return leak * (upper + lower) / drift if drift > 0 else math.inf
 
 
-def _next_size(tried: list[tuple[int, float]], may_skip: bool, theta: float) -> int:
+def _next_size(tried: list[tuple[int, float]], may_skip: bool, theta: float, most: int) -> int:
     """The states to keep next, from the last try's leak and the tail's rate ``theta`` (per state): where the leak
-    falls to TAIL/1000 when that is under :data:`MAX_STATES`; else :data:`MAX_STATES`, after a try at a third of
-    it when a coarser lattice is left (``may_skip``), or 0 (the coarser lattice) where the leak put at
-    :data:`MAX_STATES` exceeds TAIL 1000 times from the first try, 3 times from a later one (measured, the rate
-    extrapolates a try's leak to :data:`MAX_STATES` within a factor 2 from 583 states, 12% from 1,200)."""
+    falls to TAIL/1000 when that is under ``most``; else ``most``, after a try at a third of it when a coarser
+    lattice is left (``may_skip``), or 0 (the coarser lattice) where the leak put at ``most`` exceeds TAIL 1000
+    times from the first try, 3 times from a later one (measured, the rate extrapolates a try's leak 3,500 states
+    on within a factor 2 from 583 states, 12% from 1,200)."""
     n, leak = tried[-1]
     if not theta > 0:
-        return MAX_STATES
-    at_max = leak * math.exp(-theta * (MAX_STATES - n))
-    if may_skip and at_max > (1000 if len(tried) == 1 else 3) * TAIL:
+        return most
+    at_most = leak * math.exp(-theta * (most - n))
+    if may_skip and at_most > (1000 if len(tried) == 1 else 3) * TAIL:
         return 0
     want = n + math.ceil(math.log(TAIL / 1000 / leak) / -theta)
-    if want < MAX_STATES:
+    if want < most:
         return max(want, math.ceil(1.25 * n))
-    if may_skip and len(tried) == 1 and n < MAX_STATES // 3:
-        return MAX_STATES // 3
-    return MAX_STATES
+    if may_skip and len(tried) == 1 and n < most // 3:
+        return most // 3
+    return most
 
 
 def _tail_rate(lat: Lattice, mu: float) -> float:
