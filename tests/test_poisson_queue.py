@@ -4,12 +4,13 @@ queue and against the iteration simulation running the same scheduler, and the r
 import numpy as np
 import pytest
 from helpers import run_cli
+from power_iteration import power_queue_law, power_stationary
 
 from llmath import Workload
-from llmath.deploy import engines
+from llmath.deploy import engines, prompt_queue
 from llmath.deploy.prompt_queue import Lattice, _decoders_law, _slot_wait, poisson_state, queue_law, stationary
 from llmath.deploy.service import serve
-from llmath.deploy.serving import Decoding, Requests, rate_to_concurrency, steady_state
+from llmath.deploy.serving import Decoding, Requests, _budget, rate_to_concurrency, steady_state
 from llmath.deploy.serving_memory import memory
 from llmath.deploy.simulate import simulate
 from llmath.deploy.step import Device
@@ -31,6 +32,19 @@ def test_one_prompt_an_iteration_is_the_slotted_md1_queue(mu):
     assert cut < 1e-12
     assert pi @ np.arange(600) == pytest.approx(mu * (2 - mu) / (2 * (1 - mu)), rel=1e-6)
     assert pi[0] == pytest.approx(1 - mu, rel=1e-6)  # empty after admission: no arrival into an empty queue
+
+
+def test_the_slotted_md1_queue_at_999_thousandths_of_its_capacity():
+    # the same chain at μ = 0.999, where the power iteration needed far more than its 20,000 passes: the
+    # direct solve over 40,000 states (the tail falls by about e^(−2(1 − μ)/μ) a state, so the last ones hold
+    # ~e^(−80)) gives E[Q] = 0.999·1.001/(2·0.001) = 499.9995, P(Q = 0) = 1 − μ = 0.001 and, balancing state 0
+    # (π0 = (π0 + π1)·e^(−μ)), P(Q = 1) = (1 − μ)(e^μ − 1) = 0.001·1.715564 = 0.001715564
+    mu, n = 0.999, 40_000
+    pi, cut = stationary(Lattice(1, 1.0, 1.0, 1.0, True), np.full(n, mu), n)
+    assert cut < 1e-12
+    assert pi @ np.arange(n) == pytest.approx(mu * (2 - mu) / (2 * (1 - mu)), rel=1e-6)
+    assert pi[0] == pytest.approx(1 - mu, rel=1e-9)
+    assert pi[1] == pytest.approx((1 - mu) * np.expm1(mu), rel=1e-9)
 
 
 def test_a_budget_of_a_fractional_number_of_units_keeps_its_mean():
@@ -69,6 +83,47 @@ def _case(model: str, engine: str, prompt: int, gen: int):
 
 def _closed_form(dev, eng, req, bmax, rate):
     return poisson_state(dev, eng, req, rate_to_concurrency(dev, eng, req, rate, bmax), rate, bmax)
+
+
+def _mean_field_decoders(dev, eng, req, bmax, rate) -> float:
+    c = rate_to_concurrency(dev, eng, req, rate, bmax)
+    return float(steady_state(dev, eng, req, [c], bmax).decode_batch[0])
+
+
+@pytest.mark.parametrize("load", [0.1, 0.5, 0.9])
+def test_the_direct_solve_equals_the_power_iteration(load, monkeypatch):
+    # the chain the power iteration solved before (tests/power_iteration.py): on the same lattice and states,
+    # the same law to 1e-6, then TTFT and TPOT to 1e-6 with each one's choice of lattice and truncation
+    dev, eng, req, bmax, top = _case("llama-3.1-8b", "vllm", 1024, 256)
+    rate = load * top
+    K, chunked = _budget(eng, req)
+    d = _mean_field_decoders(dev, eng, req, bmax, rate)
+    law = queue_law(Decoding(dev), eng, req, rate, d, K, chunked)
+    n = len(law.pi)
+    old, _ = power_stationary(law.lat, rate * law.tau, n)
+    assert np.abs(law.pi - old).sum() < 1e-6
+    held = old > 1e-6  # the states that hold the mass: each to 1e-6
+    np.testing.assert_allclose(law.pi[held], old[held], rtol=1e-6)
+    direct = _closed_form(dev, eng, req, bmax, rate)
+    monkeypatch.setattr(prompt_queue, "queue_law", power_queue_law)
+    iterated = _closed_form(dev, eng, req, bmax, rate)
+    assert direct.ttft_s[0] == pytest.approx(iterated.ttft_s[0], rel=1e-6)
+    assert direct.tpot_s[0] == pytest.approx(iterated.tpot_s[0], rel=1e-6)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
+def test_near_the_largest_rate_the_answer_is_finite_and_grows(engine):
+    # 90%, 99%, 99.9% of the largest rate the deployment serves: finite TTFT and TPOT, the wait growing
+    # toward saturation; just past it, the one-line refusal naming the rate
+    dev, eng, req, bmax, top = _case("llama-3.1-8b", engine, 1024, 256)
+    ttft = []
+    for load in (0.9, 0.99, 0.999):
+        ss = _closed_form(dev, eng, req, bmax, load * top)
+        assert np.isfinite(ss.ttft_s[0]) and np.isfinite(ss.tpot_s[0])
+        ttft.append(float(ss.ttft_s[0]))
+    assert ttft[0] < ttft[1] < ttft[2]
+    with pytest.raises(WorkloadError, match=r"exceeds what this deployment sustains \([0-9.]+ requests/s"):
+        _closed_form(dev, eng, req, bmax, 1.0001 * top)
 
 
 def test_a_rate_above_the_largest_is_refused_naming_it(capsys):
@@ -136,3 +191,22 @@ def test_a_vanishing_rate_is_one_request_into_an_idle_engine():
     )
     assert np.isfinite(tiny.metrics["ttft_s"]) and np.isfinite(tiny.metrics["concurrency_per_replica"])
     assert tiny.metrics["ttft_s"] == pytest.approx(rare.metrics["ttft_s"], rel=1e-6)
+
+
+def test_a_prompt_many_budgets_long_keeps_the_band_bounded(monkeypatch):
+    # a 100,000-token prompt against vLLM's 8,192-token budget: r = 782 units a prompt, the arrivals reaching
+    # thousands of units up (4,096 states would need 23 million numbers); every band the chain builds holds at
+    # most 8·2²⁰ numbers (64 MiB)
+    from llmath.deploy import banded_chain
+
+    sizes = []
+    init = banded_chain.Band.__init__
+
+    def recording(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        sizes.append(self.store.size)
+
+    monkeypatch.setattr(banded_chain.Band, "__init__", recording)
+    rep = serve("llama-3.1-8b", "h100-sxm", workload=Workload(prompt=100_000, gen=64, rate=0.05))
+    assert np.isfinite(rep.metrics["ttft_s"]) and sizes
+    assert max(sizes) <= 8 * 2**20  # 64 MiB of float64
