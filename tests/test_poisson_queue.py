@@ -14,7 +14,7 @@ from llmath.deploy.serving import Decoding, Requests, _budget, rate_to_concurren
 from llmath.deploy.serving_memory import memory
 from llmath.deploy.simulate import simulate
 from llmath.deploy.step import Device
-from llmath.errors import WorkloadError
+from llmath.errors import RateError, WorkloadError
 from llmath.hardware import get
 from llmath.hardware.roofline import efficiency
 from llmath.model.dtypes import Precision
@@ -132,6 +132,20 @@ def test_a_rate_above_the_largest_is_refused_naming_it(capsys):
         serve("llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, rate=1e6))
     code, _, err = run_cli(capsys, "analyze", "llama-3.2-1b", "-H", "h100-sxm", "--rate", "1e6", "--json")
     assert code == 2 and "exceeds what this deployment sustains" in err and "Traceback" not in err
+
+
+def test_a_refusal_over_attention_dp_replicas_states_the_whole_deployment():
+    # each of D replicas takes 1/D of the requests, so the deployment sustains D times one replica's rate; the
+    # refusal names the rate the user gave (not 1/D of it) and D times the replica's limit
+    from llmath.deploy.layout import ParallelConfig
+
+    with pytest.raises(RateError) as one:
+        serve("llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, rate=1e6))
+    with pytest.raises(RateError) as two:
+        two_replicas = ParallelConfig(dp=2)
+        serve("llama-3.2-1b", "h100-sxm", workload=Workload(prompt=1024, gen=256, rate=1e6), parallel=two_replicas)
+    assert two.value.rate == 1e6 and two.value.sustained == pytest.approx(2 * one.value.sustained, rel=1e-9)
+    assert "request rate 1e+06/s" in str(two.value) and "2 attention-DP replicas" in str(two.value)
 
 
 def test_a_rate_the_prompt_budget_cannot_serve_is_refused_by_the_chain():

@@ -44,6 +44,23 @@ class WorkloadError(UsageError):
     """Nonsensical lengths, batch or flags."""
 
 
+class RateError(WorkloadError):
+    """A request rate above what a deployment sustains: the message names both rates, ``what`` says which limit
+    (e.g. "deployment sustains"), ``detail`` how it is reached."""
+
+    def __init__(self, rate: float, sustained: float, what: str, detail: str = ""):
+        self.rate, self.sustained, self.what, self.detail = rate, sustained, what, detail
+        super().__init__(
+            f"request rate {rate:g}/s exceeds what this {what} ({sustained:.3g} requests/s{detail}); lower the rate"
+            " or add GPUs"
+        )
+
+    def over_replicas(self, n: int) -> RateError:
+        """The same limit for ``n`` replicas that each take 1/n of the requests."""
+        detail = f"{self.detail} on each of {n} attention-DP replicas"
+        return RateError(self.rate * n, self.sustained * n, self.what, detail)
+
+
 class HardwareError(LLMathError, ValueError):
     """A hardware spec is malformed, or lacks what was asked of it (e.g. a dtype)."""
 

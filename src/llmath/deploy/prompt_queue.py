@@ -60,7 +60,7 @@ from llmath.deploy.banded_chain import Band, banded_stationary
 from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.serving import Decoding, Requests, SteadyState, active_overheads, steady_state
 from llmath.deploy.step import Device
-from llmath.errors import WorkloadError
+from llmath.errors import RateError, WorkloadError
 
 UNITS_PER_BUDGET = 64  # lattice: at least this many units in one iteration's budget (chunked prefill)
 MAX_STATES = 4096
@@ -276,11 +276,8 @@ def _budget_load(dec: Decoding, eng: EngineConfig, req: Requests, rate: float, d
     tau_full = float(_times(dec, eng, req, lat, d, int(lat.cap) + 2)[0][-1])
     load = rate * tau_full * P / lat.c
     if load >= max_load:
-        raise WorkloadError(
-            f"request rate {rate:g}/s exceeds what this deployment's prompt budget serves"
-            f" ({lat.c / (P * tau_full):.3g} requests/s: {lat.c:.0f} prompt tokens per {tau_full * 1e3:.3g} ms"
-            " iteration); lower the rate or add GPUs"
-        )
+        detail = f": {lat.c:.0f} prompt tokens per {tau_full * 1e3:.3g} ms iteration"
+        raise RateError(rate, lat.c / (P * tau_full), "deployment's prompt budget serves", detail)
     return lat, load
 
 
@@ -527,10 +524,7 @@ def _slot_wait(p: np.ndarray, theta: float, slots: int, rate: float, steps: floa
     scv = float(((g - 1) ** 2) @ w) / mean**2 - 1 if mean else 0.0
     rho = rate * steps * theta / slots
     if rho >= 1:
-        raise WorkloadError(
-            f"request rate {rate:g}/s exceeds what this deployment sustains ({slots / (steps * theta):.3g}"
-            f" requests/s with {slots} decoding at once); lower the rate or add GPUs"
-        )
+        raise RateError(rate, slots / (steps * theta), "deployment sustains", f" with {slots} decoding at once")
     waiting = p[-1] * rho / (1 - rho)  # Σ_k p(cap)·ρ^k, k ≥ 1
     running = p / (1 + waiting)
     running[-1] += waiting / (1 + waiting)

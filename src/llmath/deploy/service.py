@@ -9,6 +9,7 @@ spread EP ways); the requests are split evenly over its ``dp`` attention-DP repl
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Any, cast
 
 from llmath.deploy import engines
@@ -33,7 +34,7 @@ from llmath.deploy.serving_memory import check_fits
 from llmath.deploy.serving_report import ServingReport, metrics_at, without_decode
 from llmath.deploy.speculative import Speculation, draft_device, refuse_draft_only
 from llmath.deploy.workload import Workload
-from llmath.errors import WorkloadError
+from llmath.errors import RateError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
@@ -84,10 +85,11 @@ def serve(
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
     check_fits(mem, f"{where} with {eng.name}")
     notes = long_notes + ([f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else [])
-    c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     per_replica_rate = rate / dev.dp if rate is not None else None
-    ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client, per_replica_rate)
+    with _deployment_rates(dev.dp):
+        c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
+        ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client, per_replica_rate)
     notes += _state_notes(ss, mem, eng, req, arrival, dev.dp)
     c = float(ss.concurrency[0]) if rate is not None else c  # an open loop's: Little's law on its own state
     notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]))
@@ -164,6 +166,18 @@ def _state(decoding, eng, req, c: float, max_resident: int, arrival: str, prompt
     m = metrics_at(ss, 0, dev.gpus, dev.dp)
     m["overheads_s"] = breakdown(active_overheads(dev, eng), **m["overheads_s"])
     return ss, m
+
+
+@contextmanager
+def _deployment_rates(replicas: int):
+    """A rate one replica cannot sustain, refused with the whole deployment's rates (each of its ``replicas``
+    attention-DP replicas takes 1/replicas of the requests)."""
+    try:
+        yield
+    except RateError as e:
+        if replicas <= 1:
+            raise
+        raise e.over_replicas(replicas) from None
 
 
 def _layout_text(layout) -> str:

@@ -76,7 +76,7 @@ from llmath.deploy.speculative import Speculation, round_time
 from llmath.deploy.step import (
     Device,
 )
-from llmath.errors import WorkloadError
+from llmath.errors import RateError, WorkloadError
 from llmath.model.traits import traits
 
 FIXED_POINT_PASSES = 6
@@ -383,10 +383,8 @@ def rate_to_concurrency(dev: Device, eng: EngineConfig, req: Requests, rate: flo
     ss = steady_state(dev, eng, req, grid, max_resident)
     rps = ss.requests_s
     if rate > rps.max():
-        raise WorkloadError(
-            f"request rate {rate:g}/s exceeds what this deployment sustains ({rps.max():.3g} requests/s at"
-            f" {int(grid[np.argmax(rps)])} concurrent); lower the rate or add GPUs"
-        )
+        detail = f" at {int(grid[np.argmax(rps)])} concurrent"
+        raise RateError(rate, float(rps.max()), "deployment sustains", detail)
     i = int(np.argmax(rps >= rate))
     if i == 0:
         return float(grid[0] * rate / rps[0])
