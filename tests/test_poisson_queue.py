@@ -90,11 +90,17 @@ def _mean_field_decoders(dev, eng, req, bmax, rate) -> float:
     return float(steady_state(dev, eng, req, [c], bmax).decode_batch[0])
 
 
-@pytest.mark.parametrize("load", [0.1, 0.5, 0.9])
-def test_the_direct_solve_equals_the_power_iteration(load, monkeypatch):
+# (prompt, gen, share of the largest rate): long prompts put r = 33 and 129 units in a prompt, the band about
+# 700 and 1,400 units wide; at 16,384 tokens and 90% the coarser lattice (r = 64) is kept
+EQUAL_CASES = [(1024, 256, 0.1), (1024, 256, 0.5), (1024, 256, 0.9), (4096, 64, 0.5), (4096, 64, 0.9),
+               (16384, 64, 0.5), (16384, 64, 0.9)]  # fmt: skip
+
+
+@pytest.mark.parametrize("prompt,gen,load", EQUAL_CASES)
+def test_the_direct_solve_equals_the_power_iteration(prompt, gen, load, monkeypatch):
     # the chain the power iteration solved before (tests/power_iteration.py): on the same lattice and states,
     # the same law to 1e-6, then TTFT and TPOT to 1e-6 with each one's choice of lattice and truncation
-    dev, eng, req, bmax, top = _case("llama-3.1-8b", "vllm", 1024, 256)
+    dev, eng, req, bmax, top = _case("llama-3.1-8b", "vllm", prompt, gen)
     rate = load * top
     K, chunked = _budget(eng, req)
     d = _mean_field_decoders(dev, eng, req, bmax, rate)
