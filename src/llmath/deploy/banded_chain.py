@@ -21,24 +21,30 @@ against closed forms (tests/test_poisson_queue.py, tests/test_banded_chain.py).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from llmath.ops.table import matmul_rows
 
 BLOCK = 32  # states removed at a time (at least ``lower``)
+_SCRATCH = threading.local()  # each thread's storage for the bands built with ``reuse``
 
 
 class Band:
     """A banded transition matrix in storage padded for its reduction: ``rows[i, d + lower]`` = P(i → i + d),
-    −``lower`` ≤ d ≤ ``upper`` (zero where i + d leaves 0 … n − 1), filled by the caller."""
+    −``lower`` ≤ d ≤ ``upper`` (zero where i + d leaves 0 … n − 1), filled by the caller. ``reuse``: the storage
+    is the calling thread's scratch, zeroed, grown as needed and kept for the next such band (which overwrites
+    this one): a chain solved many times then writes over memory already mapped instead of asking the system
+    for tens of megabytes of fresh pages each time."""
 
-    def __init__(self, n: int, lower: int, upper: int, block: int = BLOCK):
+    def __init__(self, n: int, lower: int, upper: int, block: int = BLOCK, reuse: bool = False):
         self.n, self.lower, self.upper = n, lower, upper
         self.block = max(block, lower, 1)
         width = lower + upper + 1
         self.w = self.row_width(lower, upper, self.block)
-        self.store = np.zeros((n + 1) * self.w)
+        self.store = _scratch((n + 1) * self.w) if reuse else np.zeros((n + 1) * self.w)
         self.rows = self.store[: n * self.w].reshape(n, self.w)[:, self.block : self.block + width]
 
     @staticmethod
@@ -53,6 +59,16 @@ class Band:
         item = self.store.itemsize
         start = self.lower + self.block
         return as_strided(self.store[start:], shape=(self.n, self.n), strides=((self.w - 1) * item, item))
+
+
+def _scratch(size: int) -> np.ndarray:
+    """``size`` zeros in the calling thread's scratch storage."""
+    store = getattr(_SCRATCH, "store", None)
+    if store is None or len(store) < size:
+        store = _SCRATCH.store = np.empty(size)
+    out = store[:size]
+    out.fill(0.0)
+    return out
 
 
 def _removal_matrix(P: np.ndarray, lo: int, hi: int, first: int, lost: np.ndarray) -> np.ndarray:

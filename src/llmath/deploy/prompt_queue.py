@@ -211,7 +211,7 @@ def _transitions(lat: Lattice, mu: np.ndarray, n: int, idle: bool) -> tuple[Band
     if lo == n - 1:  # every kept state drains: only r·a, a < n_a, is reached
         n = min(n, lat.r * (n_a - 1) + 1)
     lower, upper = min(math.ceil(lat.cap), n - 1), lat.r * (n_a - 1)
-    band = Band(n, lower, upper)
+    band = Band(n, lower, upper, reuse=True)
     rows = band.rows
     pmf = _poisson_pmf(mu[: lo + 1], n_a)
     if idle:
