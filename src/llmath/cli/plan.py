@@ -87,17 +87,18 @@ def plan_cmd(
     kw.update(weights=fmts, cost_per_gpu_hour=cost, speculation=_speculation(**speculation_flags))
     work = Workload(prompt=prompt, gen=gen, prefix_hit=prefix_hit)
     res = plan(model, hardware, gpus=gpus, workload=work, **pins, **kw).to_dict()
-    _show(res, plot, emit, hardware, kv_dtype, json_, top)
+    _show(res, plot, emit, hardware, kv_dtype, json_, top, work)
 
 
-def _show(res: dict, plot: str | None, emit: str | None, hardware: str, kv_dtype, json_: bool, top: int) -> None:
+def _show(res: dict, plot: str | None, emit: str | None, hardware: str, kv_dtype, json_: bool, top: int,
+          work=None) -> None:  # fmt: skip
     """The plan as a plot, an engine command, JSON or tables."""
     if plot:
         from llmath.plots import pareto_plot
 
         pareto_plot(res, plot)
     if emit:
-        return _emit(res, emit, hardware, kv_dtype, json_)
+        return _emit(res, emit, hardware, kv_dtype, json_, work)
     if json_:
         out.emit_json(res)
         return
@@ -121,7 +122,7 @@ def _speculation(spec_method: str | None, spec_tokens: int, acceptance: float | 
     return speculation(spec_method, spec_tokens, acceptance, draft_model)
 
 
-def _emit(res: dict, engine: str, hardware: str, kv_dtype: str | None, as_json: bool) -> None:
+def _emit(res: dict, engine: str, hardware: str, kv_dtype: str | None, as_json: bool, work=None) -> None:
     from llmath.cli.engine import emit_plan
 
-    emit_plan(res, engine, hardware, kv_dtype, as_json)
+    emit_plan(res, engine, hardware, kv_dtype, as_json, work)

@@ -57,6 +57,18 @@ def _source_shares_table(spec: ModelSpec) -> bool:
     return not (spec.encoder is not None and (spec.encoder.external or spec.encoder.frontend))
 
 
+def _longest_gen(workload: Workload) -> int:
+    return max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
+
+
+def engine_length(spec: ModelSpec, workload: Workload) -> int | None:
+    """The length limit an engine must be started with to accept ``workload``'s requests (its longest output)
+    when they pass ``spec``'s context (vLLM's rule: prompt + output tokens); None when they fit the default."""
+    top = spec.max_positions
+    tokens = request_tokens(spec, workload.prompt, _longest_gen(workload))
+    return tokens if top and tokens > top else None
+
+
 def _lengths(spec: ModelSpec, prompt: int, gen: int, dist: bool) -> str:
     g = f"the longest gen_dist output {gen}" if dist else f"gen {gen}"
     if spec.is_encoder_decoder:
@@ -75,9 +87,8 @@ def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool) -> list
     it a :class:`WorkloadError`, or with ``allow`` the note the report carries: the figures extrapolate."""
     if not isinstance(allow, bool):
         raise WorkloadError(f"allow_long_context={allow!r} must be True or False; True times requests past the context")
-    top, prompt = spec.max_positions, workload.prompt
-    gen = max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
-    if not top or request_tokens(spec, prompt, gen) <= top:
+    top, prompt, gen = spec.max_positions or 0, workload.prompt, _longest_gen(workload)
+    if engine_length(spec, workload) is None:
         return []
     lengths = _lengths(spec, prompt, gen, bool(workload.gen_dist))
     if not allow:
