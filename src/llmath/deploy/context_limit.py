@@ -40,6 +40,20 @@ from llmath.errors import WorkloadError
 from llmath.model.spec import ModelSpec
 
 ENGINE_LIMITS = "vLLM max_model_len, SGLang context_length, TensorRT-LLM max_seq_len"
+OVERRIDE = "pass --allow-long-context (allow_long_context=True)"
+
+
+class ContextLengthError(WorkloadError):
+    """Served requests past the model's context: ``problem`` (the lengths and the limit), then the two ways on,
+    ``rule`` to shorten them or ``override`` (each front end names its own: a flag, a keyword, a control)."""
+
+    def __init__(self, problem: str, rule: str, override: str = OVERRIDE) -> None:
+        self.problem, self.rule = problem, rule
+        super().__init__(f"{problem}; shorten prompt/gen so that {rule}, or {override} to time it anyway")
+
+    def naming(self, override: str) -> ContextLengthError:
+        """The same refusal with ``override`` named as the way to time it anyway."""
+        return ContextLengthError(self.problem, self.rule, override)
 
 
 def request_tokens(spec: ModelSpec, prompt: int, gen: int) -> int:
@@ -92,10 +106,10 @@ def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool) -> list
         return []
     lengths = _lengths(spec, prompt, gen, bool(workload.gen_dist))
     if not allow:
-        raise WorkloadError(
+        raise ContextLengthError(
             f"{lengths} per request pass {spec.name}'s context of {top} tokens (max_position_embeddings), the"
-            f" longest request serving engines accept by default ({ENGINE_LIMITS}); shorten prompt/gen so that"
-            f" {_rule(spec, top)}, or pass --allow-long-context (allow_long_context=True) to time it anyway"
+            f" longest request serving engines accept by default ({ENGINE_LIMITS})",
+            _rule(spec, top),
         )
     msg = (
         f"{spec.name}: {lengths} per request pass the model's context of {top} tokens (max_position_embeddings):"

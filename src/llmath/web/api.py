@@ -378,13 +378,33 @@ def hardware_names(params: Params, config: dict | None = None) -> list[str]:
     return [h["name"] for h in meta(params)["hardware"]]
 
 
+PAGE_OVERRIDE = "tick \u201callow requests past the context\u201d (allow_long_context=1)"
+
+
+def _page_override(handler: Callable[[Params, dict | None], Any]) -> Callable[[Params, dict | None], Any]:
+    """``handler`` whose refusal of requests past the context names the page's control for the override."""
+
+    def run(params: Params, config: dict | None = None) -> Any:
+        try:
+            return handler(params, config)
+        except WorkloadError as e:
+            from llmath.deploy.context_limit import ContextLengthError
+
+            if isinstance(e, ContextLengthError):
+                raise e.naming(PAGE_OVERRIDE) from None
+            raise
+
+    run.__doc__, run.__name__ = handler.__doc__, handler.__name__
+    return run
+
+
 HANDLERS: dict[str, Callable[[Params, dict | None], Any]] = {
     "models": models,
     "hardware": hardware_names,
     "meta": meta,
-    "analyze": analyze_view,
-    "sweep": sweep,
+    "analyze": _page_override(analyze_view),
+    "sweep": _page_override(sweep),
     "compare": compare,
     "explain": explain,
-    "plan": plan,
+    "plan": _page_override(plan),
 }
