@@ -310,6 +310,7 @@ def test_plan_searches_encoder_decoder_layouts_and_refuses_what_it_cannot_model(
     with pytest.raises(llmath.LLMathError, match="encoder-decoder"):
         plan("bart-large", "h100-sxm", gpus=2, workload=Workload(prompt=512, gen=64), disagg=True)
     with pytest.raises(llmath.LLMathError, match="never chunked"):
-        serve("t5-base", "h100-sxm", workload=Workload(prompt=4096, gen=8, concurrency=2), max_num_batched_tokens=2048)
+        # a source of 500 tokens, within t5-base's 512 positions, over a budget of 256
+        serve("t5-base", "h100-sxm", workload=Workload(prompt=500, gen=8, concurrency=2), max_num_batched_tokens=256)
     with pytest.raises(llmath.LLMathError, match="prefix_hit"):
         serve("t5-base", "h100-sxm", workload=Workload(prompt=512, gen=8, concurrency=2, prefix_hit=0.5))

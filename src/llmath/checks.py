@@ -58,7 +58,7 @@ class Run:
         for f in ("batch", "prompt", "decoder_prompt", "gen", "prefix", "images"):
             _check_len(f, getattr(self, f), 0 if f in ("prefix", "images") else 1)
         if not isinstance(self.attention, str) or self.attention not in ("eager", "flash"):
-            raise WorkloadError(f"attention={self.attention!r} must be 'eager' or 'flash'")
+            raise WorkloadError(f"attention={self.attention!r} must be 'eager' or 'flash'; e.g. attention='flash'")
 
 
 def _check_workload(workload, extra: dict) -> Workload:

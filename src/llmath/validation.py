@@ -11,8 +11,8 @@ Rules, stated once:
 * **ranges** ``lo:hi:xk`` (geometric) and ``lo:hi:+k`` (arithmetic) must make progress and hold at most
   ``MAX_POINTS`` points (a sweep's whole grid, too).
 
-Each check raises :class:`~llmath.errors.WorkloadError` whose message names the value and the rule; the
-CLI shows the same message.
+Each check raises :class:`~llmath.errors.WorkloadError` whose message names the value, the rule and what to
+give instead (:func:`next_step`); the CLI shows the same message.
 """
 
 from __future__ import annotations
@@ -27,6 +27,57 @@ from llmath.errors import WorkloadError
 MAX_BATCH = 1 << 24  # 16,777,216 sequences
 MAX_TOKENS = 1 << 32  # 4,294,967,296 tokens per sequence
 MAX_POINTS = 10**6  # points in one range, and in one sweep grid
+
+
+# What to give instead when a value breaks its range, by the name a check reports it under (a library keyword,
+# or a CLI option's name without its dashes; a pool's ``prefill_``/``decode_`` prefix dropped). One clause each.
+NEXT_STEPS = {
+    "concurrency": "give the requests in flight, e.g. --concurrency 64",
+    "rate": "give requests per second, e.g. --rate 4",
+    "prompt": "give the prompt's tokens, e.g. --prompt 1024",
+    "gen": "give the output tokens per request, e.g. --gen 256",
+    "batch": "give the sequences in the batch, e.g. --batch 8",
+    "prefix": "give the cached tokens before the prompt (0: none)",
+    "decoder_prompt": "give the decoder's prefill tokens (1: its start token alone)",
+    "images": "give the images per request (0: text only)",
+    "context": "give the tokens already cached, e.g. --context 4096",
+    "gpus": "give the GPUs to use, e.g. --gpus 8",
+    "tp": "give the tensor-parallel degree (1: none), e.g. --tp 2",
+    "pp": "give the pipeline stages (1: none), e.g. --pp 2",
+    "ep": "give the expert-parallel degree (1: none), e.g. --ep 8",
+    "dp": "give the data-parallel replicas (1: none), e.g. --dp 2",
+    "workers": "give the pool's replicas, e.g. 1",
+    "max_num_seqs": "give the requests a replica runs at once, or leave it out for the engine's default",
+    "max_num_batched_tokens": "give the tokens one iteration schedules, or leave it out for the engine's default",
+    "gpu_memory_utilization": "give the fraction of GPU memory the engine takes, e.g. 0.9, or leave it out",
+    "prefix_hit": "give the cached fraction of each prompt, e.g. 0.5 (0: no cache)",
+    "prompts_per_client": "give the requests each client sends, e.g. 10",
+    "ttft_ms": "give a first-token target in milliseconds, e.g. 500, or leave it out for none",
+    "tpot_ms": "give a per-token target in milliseconds, e.g. 30, or leave it out for none",
+    "cost_per_gpu_hour": "give USD per GPU-hour, e.g. 2.5, or leave it out",
+    "matmul_eff": "give a fraction of the peak, e.g. 0.7, or leave it out for the measured one",
+    "memory_eff": "give a fraction of the bandwidth, e.g. 0.8, or leave it out for the measured one",
+    "overhead_us": "give microseconds per kernel, e.g. 5, or leave it out for the measured one",
+    "reserve_gb": "give the GB kept for the runtime, e.g. 2 (0: none)",
+    "peak_tflops": "give the device's dense TFLOP/s from its datasheet, or pick a known accelerator with -H",
+    "bandwidth_gbs": "give the device's memory bandwidth in GB/s, or pick a known accelerator with -H",
+    "memory_gb": "give the device's memory in GB, or pick a known accelerator with -H",
+    "top": "give how many rows to print, e.g. --top 10",
+    "port": "give a free port, or 0 for any",
+    "spec_tokens": "give the draft tokens per round, e.g. --spec-tokens 3",
+    "speculative tokens k": "give the draft tokens per round, e.g. --spec-tokens 3",
+    "gen_dist weight": "give each length a relative weight, e.g. --gen-dist 64:0.5,512:0.5",
+    "gen_dist length": "give each output length in tokens, e.g. --gen-dist 64:0.5,512:0.5",
+}
+
+
+def next_step(name: str) -> str:
+    """What to give instead of a value of ``name`` that breaks its range (:data:`NEXT_STEPS`)."""
+    key = name.lstrip("-").replace("-", "_")
+    pool = next((p for p in ("prefill_", "decode_") if key.startswith(p) and key[len(p) :] in NEXT_STEPS), "")
+    key = key[len(pool) :]
+    step = NEXT_STEPS.get(key, "give a value in that range")
+    return step.replace(f"--{key}", f"--{pool}{key}".replace("_", "-")) if pool else step
 
 
 def int_rule(value: Any, lo: int | None = None, hi: int | None = None) -> str | None:
@@ -52,7 +103,7 @@ def check_int(name: str, value: Any, lo: int | None = None, hi: int | None = Non
         return value  # the common case, without the general rule's checks (the scalar path is timed)
     why = int_rule(value, lo, hi)
     if why:
-        raise WorkloadError(f"{name}={value!r} {why}")
+        raise WorkloadError(f"{name}={value!r} {why}; {next_step(name)}")
     return int(value)
 
 
@@ -94,7 +145,7 @@ def check_float(
 ) -> float:
     why = float_rule(value, lo, hi, lo_open=lo_open)
     if why:
-        raise WorkloadError(f"{name}={value!r} {why}")
+        raise WorkloadError(f"{name}={value!r} {why}; {next_step(name)}")
     return float(value)
 
 
@@ -150,18 +201,18 @@ def _range(flag: str, text: str, parts: list[str], lo: int, hi: int) -> list[int
     a, b = int(parts[0]), int(parts[1])
     step = parts[2] if len(parts) == 3 else "+1"
     if a < lo or b > hi or a > b:
-        raise WorkloadError(f"{flag}={text!r}: a range 'a:b:step' needs {lo} <= a <= b <= {hi:,}")
+        raise WorkloadError(f"{flag}={text!r}: a range 'a:b:step' needs {lo} <= a <= b <= {hi:,}; e.g. {lo}:256:x2")
     if step.startswith("x"):
         f = int(step[1:])
         if f < 2:
-            raise WorkloadError(f"{flag}={text!r}: a geometric step 'xk' needs k >= 2 (x1 never progresses)")
+            raise WorkloadError(f"{flag}={text!r}: a geometric step 'xk' needs k >= 2 (x1 never progresses); e.g. x2")
         n = 1
         while a * f**n <= b:  # at most log2(MAX_TOKENS) + 1 iterations
             n += 1
         return [a * f**i for i in range(n)]
     s = int(step.lstrip("+"))
     if s <= 0:
-        raise WorkloadError(f"{flag}={text!r}: an arithmetic step '+k' needs k >= 1")
+        raise WorkloadError(f"{flag}={text!r}: an arithmetic step '+k' needs k >= 1; e.g. +128")
     n = (b - a) // s + 1
     if n > MAX_POINTS:
         raise WorkloadError(

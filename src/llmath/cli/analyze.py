@@ -148,6 +148,7 @@ def analyze(
     calibration: CalibrationOpt = None,
     arrival: ArrivalOpt = None,
     prompts_per_client: PromptsPerClientOpt = None,
+    allow_long_context: o.AllowLongContextOpt = False,
     **shared,
 ):
     """The full report: params, KV cache, prefill/decode FLOPs, bytes, intensity, time, bound, TTFT, TPOT,
@@ -171,7 +172,8 @@ STATIC_ONLY = (
 )
 SERVING_ONLY = (
     "--arrival --prompts-per-client --prefix-hit --max-num-batched-tokens --max-num-seqs --gpu-memory-utilization "
-    "--gen-dist --enforce-eager --mixed-prefill --calibration --spec-method --spec-tokens --acceptance --draft-model"
+    "--gen-dist --enforce-eager --mixed-prefill --calibration --spec-method --spec-tokens --acceptance --draft-model "
+    "--allow-long-context"
 )
 SERVING_HINT = {
     "--batch": "the serving load is --concurrency C or --rate R",
@@ -225,7 +227,10 @@ def _run(a: SimpleNamespace) -> None:
     from llmath.deploy.workload import ARRIVALS  # the command imports the deployment layer anyway
 
     if a.arrival is not None and a.arrival not in ARRIVALS:
-        raise typer.BadParameter(f"{a.arrival!r} must be one of {', '.join(ARRIVALS)}", param_hint="--arrival")
+        raise typer.BadParameter(
+            f"{a.arrival!r} must be one of {', '.join(ARRIVALS)}; e.g. --arrival staggered (with --concurrency)",
+            param_hint="--arrival",
+        )
     if a.arrival == "offline" and a.concurrency is None and a.rate is None:
         a.concurrency = OFFLINE_REQUESTS
     serving = a.concurrency is not None or a.rate is not None
@@ -299,7 +304,7 @@ def _static(a: SimpleNamespace, p) -> None:
         else o.device(a.hardware, a.peak_tflops, a.bandwidth_gbs, a.memory_gb, p.compute)
     )
     if a.reserve_gb < 0:
-        raise WorkloadError(f"--reserve-gb={a.reserve_gb} must be >= 0")
+        raise WorkloadError(f"--reserve-gb={a.reserve_gb} must be >= 0; give the GB kept for the runtime (0: none)")
     ov = None if a.overhead_us is None else a.overhead_us * 1e-6
     rep = run(
         a.model,

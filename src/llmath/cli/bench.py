@@ -70,6 +70,7 @@ def bench_cmd(
     kv_dtype: o.KVOpt = None,
     save: SaveOpt = None,
     json_: o.JsonOpt = False,
+    allow_long_context: o.AllowLongContextOpt = False,
     **shared,
 ):
     """Stream completions from an OpenAI-compatible server (C in flight, each replaced on completion; --rate:
@@ -83,15 +84,17 @@ def bench_cmd(
 
     a = SimpleNamespace(**locals(), **shared)
     cfg = _config(a)
-    prediction_args = _prediction_args(a) if (hardware or engine_args) else None
+    prediction = None
+    if hardware or engine_args:  # before the run: a deployment it cannot predict is refused before any request
+        from llmath.measure.bench import predict
+
+        args = _prediction_args(a)
+        prediction = predict(cfg, args.pop("hardware"), args.pop("model"), **args)
     show = not json_ and sys.stderr.isatty()
     rep = run(cfg, _progress() if show else None)
     if show:
         print(file=sys.stderr)
-    if prediction_args is not None:
-        from llmath.measure.bench import predict
-
-        rep.prediction = predict(cfg, prediction_args.pop("hardware"), prediction_args.pop("model"), **prediction_args)
+    rep.prediction = prediction
     _report(rep, save, json_)
 
 
@@ -172,6 +175,7 @@ def _prediction_args(a: SimpleNamespace) -> dict:
         overlap=a.overlap, weights=ns.weights, kv_dtype=ns.kv_dtype, max_num_seqs=ns.max_num_seqs,
         max_num_batched_tokens=ns.max_num_batched_tokens, gpu_memory_utilization=ns.gpu_memory_utilization,
         cuda_graphs=False if ns.enforce_eager else None, mixed_prefill=ns.mixed_prefill, **ns.engine_settings,
+        allow_long_context=a.allow_long_context,
     )  # fmt: skip
     layout = ("gpus", "tp", "pp", "ep", "dp", "overlap")
     kwargs = {k: v for k, v in deployment.items() if k not in ("weights", "kv_dtype", *layout)}

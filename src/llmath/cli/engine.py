@@ -74,7 +74,10 @@ def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_jso
     from llmath.model.registry import resolve
 
     if res.get("best") is None:
-        raise typer.BadParameter("no configuration meets the targets, so there is nothing to emit", param_hint="--emit")
+        raise typer.BadParameter(
+            "no configuration meets the targets, so there is nothing to emit; relax --ttft-ms/--tpot-ms or add --gpus",
+            param_hint="--emit",
+        )
     try:
         spec = resolve(res["model"])
         own = (res.get("formats") or {}).get("from") == "checkpoint"  # the engine reads the checkpoint's formats itself

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from llmath import output as out
+from llmath import validation as val
 from llmath.cli import options as o
 from llmath.cli.app import app
 from llmath.errors import WorkloadError
@@ -161,11 +162,15 @@ def _scenario(spec, a: SimpleNamespace):
         ("--decoder-prompt", a.decoder_prompt, 1),
     ):  # fmt: skip
         if v < lo:
-            raise WorkloadError(f"{name}={v} must be an integer >= {lo}")
+            raise WorkloadError(f"{name}={v} must be an integer >= {lo}; {val.next_step(name)}")
     if spec.is_encoder_decoder:
         return _encdec_scenario(spec.name, a.stage.value, a.batch, a.prompt, a.decoder_prompt, a.context, a.prefix)
     if a.stage == o.StageOpt.encoder:
         raise WorkloadError(f"--stage encoder: {spec.name!r} is a decoder-only model; use prefill or decode")
+    if a.decoder_prompt != 1:
+        raise WorkloadError(
+            f"--decoder-prompt {a.decoder_prompt}: {spec.name!r} is a decoder-only model; drop it and give --prompt"
+        )
     if a.stage == o.StageOpt.prefill:
         if a.context is not None:
             raise WorkloadError("--context applies to --stage decode; for a prefill after a cached prefix use --prefix")
@@ -174,7 +179,7 @@ def _scenario(spec, a: SimpleNamespace):
         raise WorkloadError("--prefix applies to --stage prefill; a decode step's cache is --context")
     S = a.prompt if a.context is None else a.context
     if S < 0:
-        raise WorkloadError(f"--context={S} must be >= 0")
+        raise WorkloadError(f"--context={S} must be >= 0; {val.next_step('context')}")
     return Scenario(a.batch, 1, S)
 
 
@@ -192,5 +197,5 @@ def _encdec_scenario(name: str, stage: str, B: int, P: int, T0: int, context: in
         return Scenario(B, T0, 0, src=P)
     S = T0 if context is None else context
     if S < 0:
-        raise WorkloadError(f"--context={S} must be >= 0")
+        raise WorkloadError(f"--context={S} must be >= 0; {val.next_step('context')}")
     return Scenario(B, 1, S, src=P)

@@ -39,10 +39,10 @@ class StageOpt(str, Enum):
 def ints(lo: int, hi: int):
     """An option callback: an integer in [lo, hi] (a usage error otherwise)."""
 
-    def check(value):
+    def check(param: typer.CallbackParam, value):
         why = None if value is None else val.int_rule(value, lo, hi)
         if why:
-            raise typer.BadParameter(f"{value!r} {why}")
+            raise typer.BadParameter(f"{value!r} {why}; {val.next_step(str(param.name))}")
         return value
 
     return check
@@ -51,10 +51,10 @@ def ints(lo: int, hi: int):
 def floats(lo: float | None, hi: float | None, lo_open: bool = False):
     """An option callback: a finite number in the range (NaN and ±inf are refused)."""
 
-    def check(value):
+    def check(param: typer.CallbackParam, value):
         why = None if value is None else val.float_rule(value, lo, hi, lo_open=lo_open)
         if why:
-            raise typer.BadParameter(f"{value!r} {why}")
+            raise typer.BadParameter(f"{value!r} {why}; {val.next_step(str(param.name))}")
         return value
 
     return check
@@ -108,6 +108,14 @@ ModelArg = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object for scripts.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV rows.")]
+AllowLongContextOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-long-context",
+        help="Serving: time requests whose prompt + gen pass the model's context (max_position_embeddings), which"
+        " engines refuse by default; the figures then extrapolate (docs/context.md).",
+    ),
+]
 BatchOpt = Annotated[
     int, typer.Option("--batch", "-b", help="Sequences in the batch (B).", callback=ints(1, val.MAX_BATCH))
 ]
@@ -236,9 +244,17 @@ def gen_dist(text: str | None) -> tuple[tuple[int, float], ...]:
 def speculation(method: str | None, k: int, acceptance: float | None, draft: str | None):
     if method is None:
         return None
+    from llmath.deploy.speculative import METHODS, Speculation
+
+    if method not in METHODS:  # named before the missing --acceptance
+        raise WorkloadError(
+            f"speculative method {method!r} must be one of {', '.join(METHODS)}; e.g. --spec-method eagle"
+        )
     if acceptance is None:
-        raise WorkloadError("--spec-method needs --acceptance (mean tokens per verify round, 1 … k+1, as measured)")
-    from llmath.deploy.speculative import Speculation
+        raise WorkloadError(
+            f"--spec-method needs --acceptance (mean tokens per verify round, 1 … k+1, as measured) for {method};"
+            " add it, e.g. --acceptance 2.5"
+        )
 
     return Speculation(method, k, acceptance, draft)
 
@@ -253,6 +269,7 @@ def served_request(a, p) -> dict:
         "workload": served_workload(a),
         "precision": p,
         "speculation": speculation(a.spec_method, a.spec_tokens, a.acceptance, a.draft_model),
+        "allow_long_context": a.allow_long_context,
     }
 
 
@@ -289,7 +306,10 @@ def device(
     flags = (peak_tflops, bandwidth_gbs, memory_gb)
     if any(v is not None for v in flags):
         if peak_tflops is None or bandwidth_gbs is None or memory_gb is None:
-            raise WorkloadError("a custom device needs all of --peak-tflops, --bandwidth-gbs and --memory-gb")
+            raise WorkloadError(
+                "a custom device needs all of --peak-tflops, --bandwidth-gbs and --memory-gb; add the missing ones,"
+                " or pick a known accelerator with -H"
+            )
         return hardware.custom(peak_tflops, bandwidth_gbs, memory_gb, dtype=compute_dtype)
     return hardware.get(name) if name else None
 

@@ -13,11 +13,26 @@ import typer
 from llmath import output as out
 from llmath.cli.app import app
 from llmath.cli.engine import EmitOpt
-from llmath.cli.options import SPECULATION_OPTIONS, JsonOpt, ModelArg, ints, parallel_config, speculation, with_options
+from llmath.cli.options import (
+    SPECULATION_OPTIONS,
+    AllowLongContextOpt,
+    JsonOpt,
+    ModelArg,
+    ints,
+    parallel_config,
+    speculation,
+    with_options,
+)
 from llmath.errors import WorkloadError
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
 PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]
+WeightsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights", help="Weight formats to try, comma-separated (e.g. bf16,fp8); default: the checkpoint's formats."
+    ),
+]
 
 
 @app.command("plan")
@@ -34,13 +49,7 @@ def plan_cmd(
     pp: PinOpt = None,
     ep: PinOpt = None,
     dp: PinOpt = None,
-    weights: Annotated[
-        str | None,
-        typer.Option(
-            "--weights",
-            help="Weight formats to try, comma-separated (e.g. bf16,fp8); default: the checkpoint's own formats.",
-        ),
-    ] = None,
+    weights: WeightsOpt = None,
     kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache dtype (default: activations').")] = None,
     disagg: Annotated[
         bool,
@@ -60,6 +69,7 @@ def plan_cmd(
     ] = 20,
     json_: JsonOpt = False,
     emit: EmitOpt = None,
+    allow_long_context: AllowLongContextOpt = False,
     **speculation_flags,
 ):
     """Search GPU layouts, aggregated vs disaggregated serving and concurrency for the most output tokens/s per
@@ -77,6 +87,7 @@ def plan_cmd(
     pinned = parallel_config(SimpleNamespace(gpus=None, tp=tp, pp=pp, ep=ep, dp=dp))  # the search's GPUs: --gpus
     pins: dict[str, Any] = {"parallel": pinned, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     kw: dict[str, Any] = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine}
+    kw["allow_long_context"] = allow_long_context
     kw.update(weights=fmts, cost_per_gpu_hour=cost, speculation=_speculation(**speculation_flags))
     work = Workload(prompt=prompt, gen=gen, prefix_hit=prefix_hit)
     res = plan(model, hardware, gpus=gpus, workload=work, **pins, **kw).to_dict()

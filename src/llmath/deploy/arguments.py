@@ -104,7 +104,7 @@ def parallel_arg(parallel: Any) -> ParallelConfig | None:
 def choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     if isinstance(value, str) and value in allowed:
         return value
-    raise UsageError(f"{name}={value!r} must be one of {', '.join(allowed)}")
+    raise UsageError(f"{name}={value!r} must be one of {', '.join(allowed)}; pass one of them, e.g. {allowed[-1]!r}")
 
 
 def workload_for(entry: str, workload: Any, extra: dict[str, Any]) -> Workload:
@@ -215,6 +215,7 @@ RULES: dict[str, Callable[[Any], Any]] = {
     "kv_dtype": optional_text("kv_dtype"),
     "disagg": flag("disagg"),
     "exhaustive": flag("exhaustive"),
+    "allow_long_context": flag("allow_long_context"),
 }
 
 

@@ -4,7 +4,8 @@ from one to the other over the interconnect, and the two pools rate-matched.
 * a **prefill worker** runs prefill-only iterations: ⌊K / P'⌋ whole prompts per iteration (K its token budget),
   or one prompt in ⌈P' / K⌉ chunks; it finishes r_p = prompts / (time of their iterations) requests/s and its
   TTFT share is the time of the iterations one prompt spends (it yields the first token);
-* the **KV transfer** moves the KV cache of the P prompt positions once per request over the GPUs' own links
+* the **KV transfer** moves the KV cache of the P prompt positions (and a hybrid or recurrent model's fixed-size
+  mixer state, as a request counts both in memory) once per request over the GPUs' own links
   (scale-up when both workers fit one scale-up domain, else scale-out; per direction): each decode rank
   receives what its cache holds (the whole latent cache of a multi-head latent attention on every
   tensor-parallel rank) from the prefill ranks that hold the prompt (one with attention-DP),
@@ -52,13 +53,14 @@ from typing import cast
 import numpy as np
 
 from llmath.deploy.admission_reserve import disaggregated
+from llmath.deploy.context_limit import long_context_notes
 from llmath.deploy.engine_config import EngineConfig
 from llmath.deploy.serving import FIXED_POINT_PASSES, Decoding, Requests, active_overheads
-from llmath.deploy.serving_memory import Memory, draft_weight_bytes, memory
+from llmath.deploy.serving_memory import Memory, draft_weight_bytes, memory, request_state_bytes
 from llmath.deploy.speculative import Speculation, draft_device
 from llmath.deploy.step import Device, kv_bytes_per_sequence
 from llmath.deploy.workload import STATIC_ONLY, Workload, workload_arg
-from llmath.errors import LayoutError
+from llmath.errors import LayoutError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware.topology import topology
 from llmath.model.traits import traits
@@ -254,7 +256,7 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
                         engine: str = "trtllm", precision=None, efficiency_mode: str = "expected",
                         speculation: Speculation | None = None, decode_max_batch: int | None = None,
                         eager_prefill: bool | None = None, moe_kernels: dict | None = None,
-                        **keywords) -> dict:  # fmt: skip
+                        allow_long_context: bool = False, **keywords) -> dict:  # fmt: skip
     """A closed loop of ``concurrency`` requests (``workload``: a :class:`~llmath.deploy.workload.Workload` of
     ``prompt``, ``gen``, ``concurrency``, ``prompts_per_client``) on ``prefill["workers"]`` prefill replicas
     and ``decode["workers"]`` decode replicas (each a layout: ``tp``, ``pp``, ``dp``, ``ep``), as the module
@@ -279,20 +281,21 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
     ``eager_prefill``. The decode servers replay their graphs.
 
     ``moe_kernels``: each pool's grouped-expert kernel (``{"prefill": K, "decode": K}``, K one of
-    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; TensorRT-LLM's ``moe_config.backend``)."""
-    from llmath.errors import WorkloadError
+    :data:`llmath.hardware.efficiency_fit.LAUNCHER_MOE_KERNELS`; TensorRT-LLM's ``moe_config.backend``).
+    ``allow_long_context``: requests past the model's context, else refused (:func:`_resolved`), in ``notes``."""
 
     w = _closed_loop(workload, keywords)
     if speculation is not None and not isinstance(speculation, Speculation):
         raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
     prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
-    spec, hw, p = _resolved(model, hardware, precision)
+    spec, hw, p, notes = _resolved(model, hardware, precision, w, allow_long_context)
     req = Requests(w.prompt, w.gen)
     run = (spec, hw, p, engine, efficiency_mode, req, speculation, eager_prefill, moe_kernels)
     pools = (built_pool(*run, "prefill", prefill), built_pool(*run, "decode", decode))
     workers = (int(prefill.get("workers") or 1), int(decode.get("workers") or 1))
-    return pools_closed_loop(pools, workers, hw, engine, req, cast(float, w.concurrency), w.prompts_per_client,
-                             decode_max_batch)  # fmt: skip
+    out = pools_closed_loop(pools, workers, hw, engine, req, cast(float, w.concurrency), w.prompts_per_client,
+                            decode_max_batch)  # fmt: skip
+    return out | {"notes": notes}
 
 
 @dataclass(frozen=True)
@@ -347,17 +350,19 @@ def pools_closed_loop(
             "tokens_per_step": ddec.tokens}  # fmt: skip
 
 
-def _resolved(model, hardware, precision):
-    """(ModelSpec, Hardware, Precision) of :func:`serve_disaggregated`'s arguments: the checkpoint's formats unless
-    ``precision`` is given (a :class:`~llmath.model.dtypes.Precision` or a dtype name, as :func:`llmath.serve`
-    takes it)."""
+def _resolved(model, hardware, precision, workload: Workload, allow_long_context: bool):
+    """(ModelSpec, Hardware, Precision, notes) of :func:`serve_disaggregated`'s arguments: the checkpoint's formats
+    unless ``precision`` is given (a :class:`~llmath.model.dtypes.Precision` or a dtype name, as
+    :func:`llmath.serve` takes it); requests longer than the model's context refused as the engines refuse them,
+    unless ``allow_long_context`` (:mod:`.context_limit`: the notes then say the figures extrapolate)."""
     from llmath.deploy.arguments import precision_arg
     from llmath.hardware import get as get_hardware
     from llmath.hardware.execution import checkpoint_precision
     from llmath.model.registry import resolve
 
-    hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
-    return resolve(model), hw, checkpoint_precision(model, precision_arg(precision))[0]
+    hw, spec = get_hardware(hardware) if isinstance(hardware, str) else hardware, resolve(model)
+    notes = long_context_notes(spec, workload, allow_long_context)
+    return spec, hw, checkpoint_precision(model, precision_arg(precision))[0], notes
 
 
 def checked_moe_kernels(moe_kernels: object) -> dict:
@@ -404,15 +409,19 @@ def context_replacement_lag(engine: str, preset_lag: int) -> int:
 
 
 def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, ddev: Device) -> float:
-    """Seconds to send one prompt's KV cache (the target's, and its draft's) from a prefill replica of ``pdec`` to
-    a decode replica ``ddev``, each GPU over its own link (:func:`link_bytes_per_s`): every attention rank of the
-    decode replica that serves the request receives what its cache holds of it (:func:`kv_receivers`; a draft's
-    KV in the same share), from the prefill replica's attention ranks that hold it (one with attention-DP), so the
-    transfer takes the longer of the senders' share of all the bytes and one receiver's bytes, each over one
-    link."""
+    """Seconds to send one prompt's KV cache (the target's, and its draft's) and its recurrent mixers' state from a
+    prefill replica of ``pdec`` to a decode replica ``ddev``, each GPU over its own link (:func:`link_bytes_per_s`):
+    every attention rank of the decode replica that serves the request receives what it holds of it
+    (:func:`kv_receivers`; a draft's KV in the same share), from the prefill replica's attention ranks that hold it
+    (one with attention-DP), so the transfer takes the longer of the senders' share of all the bytes and one
+    receiver's bytes, each over one link. A request's bytes are what it counts in memory
+    (:func:`.serving_memory.request_state_bytes`): the prompt's KV cache plus the fixed-size SSM / conv /
+    linear-attention state of a hybrid or recurrent model, which the engines send with the KV cache (SGLang's
+    ``KVArgs.state_type`` "mamba", ``BaseKVSender.send(kv_indices, state_indices)``: the KV cache and the state at
+    the request's state slot; python/sglang/srt/disaggregation/base/conn.py at 5af4e125)."""
     dev = pdec.dev
     receivers, per_receiver = kv_receivers(ddev, prompt)
-    whole = float(kv_bytes_per_sequence(dev.spec, prompt, dev.precision, dev.attention))
+    whole = float(request_state_bytes(dev.spec, prompt, dev.precision, dev.attention))
     draft = draft_kv_bytes(pdec.draft, prompt, per_gpu=False)  # the draft's in the same share; a target without
     per_receiver = per_receiver * (1.0 + draft / whole) if whole else draft / receivers  # a KV cache: split evenly
     senders = dev.replica_gpus  # one attention-DP replica holds a request's prompt
@@ -423,11 +432,11 @@ def kv_transfer_s(pdec: Decoding, prompt: int, hw: Hardware, ddev: Device) -> fl
 def kv_receivers(ddev: Device, prompt: int) -> tuple[int, float]:
     """(decode ranks that hold one request's KV cache, the bytes each holds of a ``prompt``-token prompt): the
     attention ranks of one attention-DP replica (with attention-DP one rank holds the request), each its own
-    rank's share (:func:`.step.kv_bytes_per_sequence` on its decode table: a head shard, or the whole latent
-    cache of a multi-head latent attention, which every tensor-parallel rank holds)."""
+    rank's share (:func:`.serving_memory.request_state_bytes` on its decode table: a head shard, or the whole latent
+    cache of a multi-head latent attention, which every tensor-parallel rank holds; its mixers' state shard)."""
     ranks = ddev.replica_gpus
     held = sum(
-        float(kv_bytes_per_sequence(ddev.spec, prompt, ddev.precision, ddev.attention, part.decode))
+        float(request_state_bytes(ddev.spec, prompt, ddev.precision, ddev.attention, part.decode))
         for part in ddev.parts
     )
     stages = len(ddev.parts)
@@ -486,8 +495,6 @@ def decode_slot_wait(concurrency: float, slots: float, decode_s: float) -> float
 
 def _closed_loop(workload, keywords: dict) -> Workload:
     """:func:`serve_disaggregated`'s workload: a closed loop (a concurrency) of fixed-length requests."""
-    from llmath.errors import WorkloadError
-
     w = workload_arg(workload, keywords, "llmath.serve_disaggregated", required=True)
     if keywords:
         raise WorkloadError(f"serve_disaggregated(): no argument {next(iter(keywords))!r}")

@@ -24,6 +24,7 @@ from llmath.deploy.engine_settings import (
     sglang_settings,
     switch,
     trtllm_graph_batch,
+    trtllm_moe_backend_note,
     trtllm_settings,
     vllm_settings,
 )
@@ -330,6 +331,8 @@ def _read_trtllm(items: dict, positional: list[str], config) -> EngineRead:
     read = EngineRead("trtllm", dep, config_file=items.get("--config"))
     if stray:
         read.notes.append(f"config keys llmath does not read: {', '.join(stray)}")
+    if note := trtllm_moe_backend_note(config):
+        read.notes.append(note)
     return read
 
 

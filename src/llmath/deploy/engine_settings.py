@@ -257,10 +257,55 @@ def trtllm_settings(config: dict[str, Any], items: dict[str, str | None]) -> dic
     chunked = config.get("enable_chunked_prefill")
     if chunked is not None or "--enable_chunked_prefill" in items:
         out["chunked_prefill"] = True if chunked is None else _bool(chunked, "enable_chunked_prefill")
-    backend = (config.get("moe_config") or {}).get("backend") if isinstance(config.get("moe_config"), dict) else None
-    if isinstance(backend, str) and backend.upper() in TRTLLM_MOE_BACKEND_KERNELS:
-        out["moe_kernel"] = TRTLLM_MOE_BACKEND_KERNELS[backend.upper()]
+    backend = trtllm_moe_backend(config)
+    if backend in TRTLLM_MOE_BACKEND_KERNELS:
+        out["moe_kernel"] = TRTLLM_MOE_BACKEND_KERNELS[backend]
     return out
+
+
+# The values TensorRT-LLM's ``MoeConfig.backend`` takes: a pydantic ``Literal`` (tensorrt_llm/llmapi/llm_args.py), so
+# any other string, a lower-case one included, fails the LLM-API config's validation. The union over its releases:
+# AUTO, CUTLASS, CUTEDSL, TRTLLM, DEEPGEMM, DENSEGEMM, VANILLA, TRITON, MARLIN, MEGAMOE_DEEPGEMM, MEGAMOE_CUTEDSL at
+# NVIDIA/TensorRT-LLM 0004396720054fd8e205cbf616f21f0b57c6b412 (and the 1.3.0rc27 reference,
+# https://nvidia.github.io/TensorRT-LLM/1.3.0rc27/llm-api/reference/MoeConfig.html); CUTEDSL_FC12 added in 1.4.0rc4
+# (https://nvidia.github.io/TensorRT-LLM/1.4.0rc4/llm-api/reference/MoeConfig.html); WIDEEP in the earlier releases'
+# Literal (CUTLASS, CUTEDSL, WIDEEP, TRTLLM, DEEPGEMM, VANILLA, then TRITON and AUTO), the backend the DeepSeek-R1
+# recipe names for GB200 NVL72 at EP > 8 (https://nvidia.github.io/TensorRT-LLM/deployment-guide/
+# quick-start-recipe-for-deepseek-r1-on-trtllm.html)
+TRTLLM_MOE_BACKENDS = (
+    "AUTO", "CUTLASS", "CUTEDSL", "CUTEDSL_FC12", "WIDEEP", "TRTLLM", "DEEPGEMM", "DENSEGEMM", "VANILLA", "TRITON",
+    "MARLIN", "MEGAMOE_DEEPGEMM", "MEGAMOE_CUTEDSL",
+)  # fmt: skip
+
+
+def trtllm_moe_backend(config: dict[str, Any]) -> str | None:
+    """``moe_config.backend`` of TensorRT-LLM's LLM-API YAML (None: not given), refused where TensorRT-LLM refuses
+    it (:data:`TRTLLM_MOE_BACKENDS`)."""
+    moe = config.get("moe_config")
+    if moe is None:
+        return None
+    if not isinstance(moe, dict):
+        raise EngineArgsError(f"--engine-args: moe_config {moe!r} must be a mapping (backend, ...)")
+    backend = moe.get("backend")
+    if backend is None or backend in TRTLLM_MOE_BACKENDS:
+        return backend
+    hint = f"; TensorRT-LLM spells it {backend.upper()!r}" if str(backend).upper() in TRTLLM_MOE_BACKENDS else ""
+    raise EngineArgsError(
+        f"--engine-args: moe_config.backend {backend!r} is not a TensorRT-LLM MoE backend (MoeConfig.backend takes"
+        f" {', '.join(TRTLLM_MOE_BACKENDS)}){hint}; fix the --config file or leave the key out (AUTO)"
+    )
+
+
+def trtllm_moe_backend_note(config: dict[str, Any]) -> str | None:
+    """A note where the YAML names a MoE backend whose kernel path llmath does not model (None: AUTO, none given
+    or one of :data:`TRTLLM_MOE_BACKEND_KERNELS`)."""
+    backend = trtllm_moe_backend(config)
+    if backend in (None, "AUTO") or backend in TRTLLM_MOE_BACKEND_KERNELS:
+        return None
+    return (
+        f"moe_config.backend {backend}: llmath has no kernel path of its own for this backend and times the experts"
+        " with the engine's default MoE kernel for the checkpoint's format"
+    )
 
 
 # ``moe_config.backend`` values whose kernel path llmath names whatever the checkpoint (``EngineConfig.moe_kernel``):

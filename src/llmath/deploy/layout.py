@@ -24,7 +24,7 @@ from llmath.deploy.shard_mixers import SHARDED, mixer_tp_problem
 from llmath.errors import LayoutError
 from llmath.model.spec import ModelSpec
 from llmath.model.traits import tp_problem, traits
-from llmath.validation import int_rule
+from llmath.validation import int_rule, next_step
 
 OVERLAPS = ("none", "tbo")
 DEGREES = ("gpus", "tp", "pp", "ep", "dp")
@@ -84,7 +84,9 @@ class ParallelConfig:
         for name in DEGREES:
             object.__setattr__(self, name, _degree(name, getattr(self, name)))
         if self.overlap not in OVERLAPS:
-            raise LayoutError(f"overlap={self.overlap!r} must be one of {', '.join(OVERLAPS)}")
+            raise LayoutError(
+                f"overlap={self.overlap!r} must be one of {', '.join(OVERLAPS)}; e.g. --overlap tbo with --ep > 1"
+            )
         if self.overlap != "none" and not any((v or 1) > 1 for v in self.degrees()):
             raise LayoutError(f"overlap={self.overlap!r} applies to multi-GPU layouts; give --gpus/--tp/--ep as well")
 
@@ -137,7 +139,7 @@ def _degree(name: str, v) -> int | None:
     if v is None:
         return None
     if why := int_rule(v, 1, MAX_DEGREE):
-        raise LayoutError(f"{name}={v!r} {why}")
+        raise LayoutError(f"{name}={v!r} {why}; {next_step(name)}")
     return int(v)
 
 
@@ -288,5 +290,7 @@ def make_layout(spec: ModelSpec, parallel: ParallelConfig | None = None) -> Layo
         good = [d for d in _divisors(tp * dp) if _ep_problem(spec, tp, dp, d) is None]
         raise LayoutError(f"{spec.name}: {why}; ep values that work here: {', '.join(map(str, good)) or 'none'}")
     if overlap == "tbo" and ep == 1:
-        raise LayoutError("overlap='tbo' (two-batch overlap) hides the MoE all-to-all: it needs --ep > 1")
+        raise LayoutError(
+            "overlap='tbo' (two-batch overlap) hides the MoE all-to-all: it needs --ep > 1; add --ep or drop --overlap"
+        )
     return Layout(tp, pp, dp, ep, overlap, chosen)

@@ -36,6 +36,7 @@ from llmath.deploy.admission_reserve import disaggregated
 from llmath.deploy.arguments import checked
 from llmath.deploy.budget import poll
 from llmath.deploy.closed_loop import lockstep_state
+from llmath.deploy.context_limit import long_context_notes
 from llmath.deploy.engine_device import engine_device, engine_terms, pool_device
 from llmath.deploy.layout import Layout, ParallelConfig, make_layout
 from llmath.deploy.plan_aggregated import Family, Sampled, agg_rows, grid, refine, sample_round
@@ -218,9 +219,10 @@ def _pins(parallel: ParallelConfig | None, gpus: int) -> dict[str, int | None]:
     return par.pinned()
 
 
-def _plannable_requests(spec: ModelSpec, w: Workload, disagg: bool) -> Requests:
-    """The workload's requests, refused where the planner cannot rank them: one output token (no TPOT) or an
-    encoder-decoder model split into prefill and decode pools."""
+def _plannable_requests(spec: ModelSpec, w: Workload, disagg: bool, allow_long: bool) -> tuple[Requests, list[str]]:
+    """The workload's requests and their notes, refused where the planner cannot rank them: one output token (no
+    TPOT), an encoder-decoder model split into prefill and decode pools, or requests past the model's context
+    unless ``allow_long`` (:mod:`.context_limit`)."""
     req = Requests(w.prompt, w.gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
     if req.max_gen <= 1:
         raise WorkloadError(
@@ -229,7 +231,7 @@ def _plannable_requests(spec: ModelSpec, w: Workload, disagg: bool) -> Requests:
         )
     if disagg and spec.is_encoder_decoder:
         raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
-    return req
+    return req, long_context_notes(spec, w, allow_long)
 
 
 @checked
@@ -251,6 +253,7 @@ def plan(
     exhaustive: bool = False,
     parallel: ParallelConfig | None = None,
     speculation: Speculation | None = None,
+    allow_long_context: bool = False,
     **engine_overrides,
 ) -> PlanResult:
     """Search deployments of ``model`` on up to ``gpus`` × ``hardware`` serving ``workload``'s requests (a
@@ -258,15 +261,16 @@ def plan(
     what the search varies) (see the module docstring), degrees pinned
     by ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig` of tp/pp/ep/dp). ``exhaustive``: every
     configuration, unpruned (:mod:`.plan_search`); same answer. ``speculation``: also every aggregated layout
-    decoding speculatively, as :func:`~.service.serve` takes it. ``weights``: the formats to try (None: the
-    checkpoint's own, :func:`.plan_formats.searched_formats`; the result's ``formats`` says which)."""
+    decoding speculatively, as :func:`~.service.serve` takes it. Requests longer than the model's context are
+    refused, as :func:`~.service.serve` refuses them, unless ``allow_long_context`` (:mod:`.context_limit`).
+    ``weights``: the formats to try (None: the checkpoint's own, :mod:`.plan_formats`; the result's ``formats``)."""
     pins = _pins(parallel, gpus)
     t0 = time.perf_counter()  # every argument is checked by @checked (llmath.deploy.arguments)
     spec = resolve(model)
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     w = cast(Workload, workload)  # checked by @checked: the request shape only
-    req = _plannable_requests(spec, w, disagg)
+    req, long_notes = _plannable_requests(spec, w, disagg, allow_long_context)
     formats = searched_formats(model, weights, kv_dtype)  # without weights: the checkpoint's, as analyze reads them
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     searches = []
@@ -285,7 +289,7 @@ def plan(
     arr = columns(cols)
     m = len(arr.get("mode", ()))
     best, front, notes = select(arr, m, ttft_ms, tpot_ms, cost_per_gpu_hour, speculation) if m else none_meets()
-    notes = (timing.notes if timing is not None else []) + notes
+    notes = long_notes + (timing.notes if timing is not None else []) + notes
     if disagg and gpus < 2:
         notes.append(f"--disagg: a prefill pool and a decode pool need 2 GPUs at least, not {gpus}: only aggregated"
                      " rows; use --gpus 2 or more")  # fmt: skip

@@ -162,6 +162,7 @@ def _at(arr: dict[str, np.ndarray], i: int, timing: Timing):
         return timing.pools[key]
 
     def at(c: int) -> dict:
+        # plan() has refused requests past the context, or carries the note of allow_long_context
         pools = (pool("prefill", prefill), pool("decode", decode))
         s = pools_closed_loop(pools, workers, timing.hw, timing.engine, req, float(c), PROMPTS_PER_CLIENT)
         return {**s, "concurrency": float(c)}

@@ -14,6 +14,7 @@ from typing import Any, cast
 from llmath.deploy import engines
 from llmath.deploy.arguments import checked
 from llmath.deploy.closed_loop import in_step, lockstep_state, staggered_state
+from llmath.deploy.context_limit import long_context_notes
 from llmath.deploy.disagg import pool_memory
 from llmath.deploy.drifting_loop import drifting_state
 from llmath.deploy.engine_device import engine_device, engine_terms
@@ -53,6 +54,7 @@ def serve(
     attention: str = "flash",
     efficiency_mode: str = "expected",
     speculation: Speculation | None = None,
+    allow_long_context: bool = False,
     **engine_overrides,
 ) -> ServingReport:
     """Continuous batching of ``workload`` (a :class:`~llmath.deploy.workload.Workload` with a concurrency or a
@@ -60,12 +62,15 @@ def serve(
     started together and replaced as they finish, as benchmark clients run them: they stay in step),
     ``staggered`` (C clients out of step), ``poisson`` (the default with ``rate``), ``offline`` (every request
     queued at once); see :mod:`.closed_loop` and :mod:`.serving` for the models and their limits. The layout:
-    ``parallel`` (:class:`~llmath.deploy.layout.ParallelConfig`; None: one GPU)."""
+    ``parallel`` (:class:`~llmath.deploy.layout.ParallelConfig`; None: one GPU). Requests longer than the
+    model's context are refused as the engines refuse them, unless ``allow_long_context``
+    (:mod:`.context_limit`)."""
     w = cast(Workload, workload)  # checked by @checked: a serving load
     prompt, gen, concurrency, rate, arrival = w.prompt, w.gen, w.concurrency, w.rate, cast(str, w.arrival)
     spec = resolve(model)
     refuse_uncached(spec)
     refuse_draft_only(spec)
+    long_notes = long_context_notes(spec, w, allow_long_context)
     layout = parallel.requested(spec) if parallel is not None else None
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors
@@ -78,7 +83,7 @@ def serve(
     mem = pool_memory(dev, eng, req, draft, speculation.method if speculation else "")  # the draft's weights, KV
     where = f"{spec.name} on {dev.gpus} × {hw.name}" + (f" ({_layout_text(layout)})" if layout else "")
     check_fits(mem, f"{where} with {eng.name}")
-    notes = [f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else []
+    notes = long_notes + ([f"layout {_layout_text(layout)}; {layout.chosen}"] if layout else [])
     c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     per_replica_rate = rate / dev.dp if rate is not None else None
@@ -117,7 +122,10 @@ def _per_replica_concurrency(dev, eng, req, concurrency, rate, max_resident: int
     if rate is not None:
         return rate_to_concurrency(dev, eng, req, rate / replicas, max_resident)
     if concurrency / replicas < 1:
-        raise WorkloadError(f"concurrency={concurrency} is below one request per replica ({replicas} replicas)")
+        raise WorkloadError(
+            f"concurrency={concurrency} is below one request per replica ({replicas} replicas); give --concurrency"
+            f" {replicas} or more, or fewer --dp replicas"
+        )
     return concurrency / replicas
 
 

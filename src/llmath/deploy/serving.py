@@ -104,9 +104,12 @@ class Requests:
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
                 raise WorkloadError(f"{k}={v!r} must be an integer >= 1")
         if not 0 <= self.prefix_hit < 1:
-            raise WorkloadError(f"prefix_hit={self.prefix_hit} must be a fraction in [0, 1)")
+            raise WorkloadError(f"prefix_hit={self.prefix_hit} must be a fraction in [0, 1); e.g. 0.5")
         if self.encoder_decoder and self.prefix_hit:
-            raise WorkloadError("prefix_hit applies to decoder-only models: an encoder reruns over every source")
+            raise WorkloadError(
+                f"prefix_hit={self.prefix_hit} applies to decoder-only models: an encoder reruns over every source;"
+                " drop --prefix-hit"
+            )
         for g, w in self.gen_dist:
             if isinstance(g, bool) or not isinstance(g, int | np.integer) or g < 1 or not w > 0:
                 raise WorkloadError(f"gen_dist entry ({g!r}, {w!r}): lengths must be integers >= 1, weights > 0")

@@ -21,8 +21,22 @@ from llmath.deploy.step import (
     kv_bytes_per_sequence,
 )
 from llmath.errors import WorkloadError
+from llmath.model.dtypes import Precision
+from llmath.model.spec import ModelSpec
+from llmath.ops import table
 from llmath.ops.core import Attention
 from llmath.ops.params import weight_bytes, weight_bytes_of
+from llmath.ops.table import Table
+
+
+def request_state_bytes(spec: ModelSpec, positions, precision: Precision, attention: str = "flash",
+                        tab: Table | None = None):  # fmt: skip
+    """Bytes one request holds at ``positions`` positions: its KV cache (:func:`.step.kv_bytes_per_sequence`) and its
+    recurrent mixers' fixed-size state (SSM, conv and linear-attention states: :func:`.step.fixed_state_per_sequence`),
+    on the GPU whose decode table ``tab`` is, or in all GPUs (None). What a request counts in an engine's memory
+    (:func:`memory`) and what a disaggregated prefill worker sends a decode worker (:func:`.disagg.kv_transfer_s`)."""
+    t = table(spec, "decode", cast(Attention, attention)) if tab is None else tab
+    return kv_bytes_per_sequence(spec, positions, precision, attention, t) + fixed_state_per_sequence(t, precision)
 
 
 @dataclass(frozen=True)
@@ -59,10 +73,10 @@ def memory(dev: Device, eng: EngineConfig, req: Requests, draft_bytes: float = 0
         w += draft_bytes
         act = chunk_activation_bytes(dev.spec, tokens, p, dev.attention, part.encoder or part.prefill)
         cross = dev.source * cross_bytes_per_source(part.prefill, p)  # encoder-decoder: fixed per request
-        cross += fixed_state_per_sequence(part.decode, p)  # SSM / conv states: fixed per request
-        per_req = float(kv_bytes_per_sequence(dev.spec, req.start + req.max_gen - 1, p, dev.attention, part.decode))
+        # the KV cache and the SSM / conv states (fixed per request)
+        per_req = float(request_state_bytes(dev.spec, req.start + req.max_gen - 1, p, dev.attention, part.decode))
         per_req += cross
-        admitted = float(kv_bytes_per_sequence(dev.spec, counted, p, dev.attention, part.decode)) + cross
+        admitted = float(request_state_bytes(dev.spec, counted, p, dev.attention, part.decode)) + cross
         budget = eng.gpu_memory_utilization * cap
         free = max(budget - w - act - eng.cuda_graph_bytes, 0.0)
         if eng.kv_fraction_of_free:

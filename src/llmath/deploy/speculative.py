@@ -56,13 +56,16 @@ class Speculation:
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
-            raise WorkloadError(f"speculative method {self.method!r} must be one of {', '.join(METHODS)}")
+            raise WorkloadError(
+                f"speculative method {self.method!r} must be one of {', '.join(METHODS)}; e.g. --spec-method eagle"
+            )
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise WorkloadError(f"speculative tokens k={self.k!r} must be an integer >= 1")
+            raise WorkloadError(f"speculative tokens k={self.k!r} must be an integer >= 1; e.g. --spec-tokens 3")
         if not 1 <= self.acceptance <= self.k + 1:
             raise WorkloadError(
                 f"acceptance length {self.acceptance} must lie in [1, k + 1 = {self.k + 1}]: a round yields at"
-                " least the target's own token and at most every draft token plus one"
+                " least the target's own token and at most every draft token plus one; give the measured mean"
+                " tokens per round in that range, or raise --spec-tokens"
             )
         if self.method == "draft" and self.draft_model is None:
             raise WorkloadError("speculative method 'draft' needs a draft model (--draft-model NAME)")

@@ -87,11 +87,12 @@ class Workload:
         if arrival is None:
             return None if self.static else "closed" if self.rate is None else "poisson"
         if arrival not in ARRIVALS:
-            raise WorkloadError(f"arrival={arrival!r} must be one of {', '.join(ARRIVALS)}")
+            raise WorkloadError(f"arrival={arrival!r} must be one of {', '.join(ARRIVALS)}; e.g. arrival='closed'")
         if self.static:
             raise WorkloadError(f"arrival={arrival!r} applies to a serving load; give concurrency= or rate=")
         if (arrival == "poisson") != (self.rate is not None):  # staggered and offline, like closed, take a concurrency
-            raise WorkloadError(f"arrival={arrival!r} needs " + ("--rate" if arrival == "poisson" else "--concurrency"))
+            need = "--rate R" if arrival == "poisson" else "--concurrency C"
+            raise WorkloadError(f"arrival={arrival!r} needs {need}; add it, or pick the arrival of the load given")
         return arrival
 
     @property
@@ -155,7 +156,9 @@ def gen_dist_arg(gen_dist: Any) -> tuple[tuple[int, float], ...]:
     except TypeError:
         raise WorkloadError(f"gen_dist={gen_dist!r} must be a sequence of (length, weight) pairs") from None
     if len(pairs) > MAX_GEN_DIST:
-        raise WorkloadError(f"gen_dist: {len(pairs):,} pairs exceed the limit of {MAX_GEN_DIST:,}")
+        raise WorkloadError(
+            f"gen_dist: {len(pairs):,} pairs exceed the limit of {MAX_GEN_DIST:,}; merge lengths into fewer bins"
+        )
     out = []
     for pair in pairs:
         if len(pair) != 2:

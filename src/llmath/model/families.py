@@ -41,6 +41,7 @@ from llmath.model.family_facts import (
     LLAMA_LIKE,
     LLAMA_NO_BIAS,
     LLAMA_QK_NORM,
+    MOE_KINDS,
     QWEN2_LIKE,
     QWEN3_LIKE,
     _all_bias,
@@ -54,10 +55,13 @@ from llmath.model.family_facts import (
     _mlp_layer_types,
     _smollm3_types,
     moe_keys,
+    router_groups,
 )
 
 # Bases shared by this table's rows (the shared ones across modules live in family_facts.py)
-_DEEPSEEK_V3 = dict(LLAMA_LIKE, ffn_bias=False, moe="deepseek", mla=True)  # attention_bias: q_a, kv_a, o
+# attention_bias: q_a, kv_a, o; n_group: int | None = 8 in DeepseekV3Config and DeepseekV32Config
+# (configuration_deepseek_v3.py, configuration_deepseek_v32.py, transformers 5.23)
+_DEEPSEEK_V3 = dict(LLAMA_LIKE, ffn_bias=False, moe=dict(MOE_KINDS["deepseek"], **router_groups(8)), mla=True)
 _OLMOE = dict(LLAMA_NO_BIAS, qk_norm="full", moe="mixtral")
 _GLM = dict(LLAMA_LIKE, **_attn_bias(_k("attention_bias", True), o=False), ffn_bias=False)
 _ERNIE = dict(LLAMA_LIKE, **_all_bias(_k("use_bias", False)))
@@ -136,7 +140,14 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         kv_heads=_falcon_kv_heads,
         position=lambda c: "alibi" if c.get("alibi") else "rotary",
     ),
-    "deepseek_v2": dict(LLAMA_NO_BIAS, moe="deepseek", mla=True),
+    # DeepSeek-V2's router groups its experts only under topk_method "group_limited_greedy"; DeepseekV2Config
+    # defaults it to "greedy" and n_group to None (configuration_deepseek_v2.py; modeling_deepseek_v2.py
+    # DeepseekV2TopkRouter.forward)
+    "deepseek_v2": dict(
+        LLAMA_NO_BIAS,
+        moe=dict(MOE_KINDS["deepseek"], **router_groups(None, ("topk_method", "group_limited_greedy", "greedy"))),
+        mla=True,
+    ),
     # attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj biases (DeepseekV3Attention); none elsewhere
     "deepseek_v3": _DEEPSEEK_V3,
     # DeepSeek-V3.2: V3 plus the lightning indexer of DeepSeek Sparse Attention in every layer
@@ -222,14 +233,19 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         LLAMA_LIKE,
         ffn_bias=False,
         ffn_default=0,
-        moe=moe_keys("n_routed_experts", "moe_intermediate_size", shared_count="n_shared_experts"),
+        # n_group: int = 1 (configuration_solar_open.py)
+        moe=moe_keys("n_routed_experts", "moe_intermediate_size", shared_count="n_shared_experts", **router_groups(1)),
     ),
     "exaone_moe": dict(
         LLAMA_NO_BIAS,
         qk_norm="head",
         windows=_every(4, key="sliding_window_pattern"),
         moe=moe_keys(
-            "num_experts", "moe_intermediate_size", shared_count="num_shared_experts", layers=_mlp_layer_types
+            "num_experts",
+            "moe_intermediate_size",
+            shared_count="num_shared_experts",
+            layers=_mlp_layer_types,
+            **router_groups(1),  # n_group: int = 1 (configuration_exaone_moe.py)
         ),
     ),
     "mellum": dict(LLAMA_QK_NORM, moe=moe_keys("num_local_experts", "moe_intermediate_size", layers=_mlp_layer_types)),
@@ -243,7 +259,11 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         LLAMA_NO_BIAS,
         mla=True,
         moe=moe_keys(
-            "n_routed_experts", "moe_intermediate_size", shared_count="n_shared_experts", layers=_mlp_layer_types
+            "n_routed_experts",
+            "moe_intermediate_size",
+            shared_count="n_shared_experts",
+            layers=_mlp_layer_types,
+            **router_groups(1),  # n_group: int = 1 (configuration_glm4_moe_lite.py)
         ),
     ),
     "ernie4_5_moe": dict(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_QK_NORM, _dense_prefix, _mlp_types_else, moe_keys
+from llmath.model.family_facts import LLAMA_QK_NORM, _dense_prefix, _mlp_types_else, moe_keys, router_groups
 
 
 def _beam_types(cfg: Mapping[str, Any], n: int) -> list[str]:
@@ -47,6 +47,11 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         softcap=True,
         prepare=_beam_prepare,
         windows=_beam_types,
-        moe=moe_keys("num_experts", "moe_intermediate_size", layers=_mlp_types_else(_dense_prefix(3))),
+        moe=moe_keys(
+            "num_experts",
+            "moe_intermediate_size",
+            layers=_mlp_types_else(_dense_prefix(3)),
+            **router_groups(8),  # n_group: int | None = 8 (configuration_beam.py)
+        ),
     ),
 }

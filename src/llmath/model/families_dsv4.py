@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llmath.errors import ConfigError
-from llmath.model.family_facts import LLAMA_NO_BIAS, _dense_prefix, _mlp_types_else, moe_keys
+from llmath.model.family_facts import LLAMA_NO_BIAS, _dense_prefix, _mlp_types_else, moe_keys, router_groups
 from llmath.model.spec import CompressedSpec
 
 _KINDS = {"sliding_attention": "", "compressed_sparse_attention": "csa", "heavily_compressed_attention": "hca"}
@@ -118,6 +118,7 @@ ADAPTERS.update(
                 "moe_intermediate_size",
                 shared_count="n_shared_experts",
                 layers=_mlp_types_else(_dense_prefix(1)),
+                **router_groups(1),  # n_group: int = 1 (configuration_hy_v4.py)
             ),
         ),
     }

@@ -10,7 +10,7 @@ from typing import Any
 
 from llmath.errors import ConfigError
 from llmath.model.families_moe import _deepseek_moe
-from llmath.model.family_facts import LLAMA_LIKE, LLAMA_NO_BIAS, _mlp_layer_types, moe_keys
+from llmath.model.family_facts import LLAMA_LIKE, LLAMA_NO_BIAS, _mlp_layer_types, moe_keys, router_groups
 from llmath.model.spec import BlockIndexSpec
 from llmath.model.spec_mla import MLASpec
 
@@ -166,7 +166,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         dsa=True,
         q_gate=True,
         fields=_axk2_fields,
-        moe=_deepseek_moe(1),
+        moe=_deepseek_moe(1, None),  # n_group: int | None = None, no groups (configuration_axk2.py)
     ),
     # Dots 3 Note (rednote dots-studio) text model: MLA in every layer with an RMSNorm on the shared rotary key
     # and a per-head sigmoid gate g_proj (D -> N); the indexed layers run GLM-5's DSA indexer, the sliding
@@ -188,6 +188,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
             shared_width="shared_experts_intermediate_size",
             shared_count="n_shared_experts",
             layers=_mlp_layer_types,
+            **router_groups(1),  # n_group: int = 1 (configuration_dots3_note.py)
         ),
     ),
     # MiniMax-M3 (MiniMaxAI) language model: GQA with per-head (Gemma-style) q/k RMSNorms and partial rotary; on

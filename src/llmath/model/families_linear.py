@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from llmath.model.family_facts import LLAMA_NO_BIAS, LLAMA_QK_NORM, _dense_prefix, _mlp_types_else, moe_keys
+from llmath.model.family_facts import (
+    LLAMA_NO_BIAS,
+    LLAMA_QK_NORM,
+    _dense_prefix,
+    _mlp_types_else,
+    moe_keys,
+    router_groups,
+)
 from llmath.model.spec import MixerSpec
 
 Getter = Callable[..., int]
@@ -134,7 +141,8 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         LLAMA_NO_BIAS,
         mla=True,
         position="none",
-        moe=dict(_KDA_MOE, layers=_dense_first(1)),
+        # n_group: int = 1 (configuration_kimi_linear.py)
+        moe=dict(_KDA_MOE, layers=_dense_first(1), **router_groups(1)),
         mixers=kimi_linear,
         # Kimi-K3's text_config (remote code, moonshotai/Kimi-K3) is a kimi_linear config with three architecture
         # keys transformers 5.23's KimiLinear has no code for: read as kimi_linear they would count its experts
@@ -146,7 +154,12 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         },
     ),  # fmt: skip
     "bailing_hybrid": dict(
-        LLAMA_NO_BIAS, mla=True, attn_gate="head", moe=dict(_KDA_MOE, layers=_dense_first(2)), mixers=bailing_hybrid
+        LLAMA_NO_BIAS,
+        mla=True,
+        attn_gate="head",
+        # n_group: int = 8 (configuration_bailing_hybrid.py)
+        moe=dict(_KDA_MOE, layers=_dense_first(2), **router_groups(8)),
+        mixers=bailing_hybrid,
     ),
     "minimax": dict(LLAMA_NO_BIAS, moe="mixtral", mixers=minimax),
 }

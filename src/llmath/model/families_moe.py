@@ -15,6 +15,7 @@ from llmath.model.family_facts import (
     _dense_prefix,
     _mlp_types_else,
     moe_keys,
+    router_groups,
 )
 
 
@@ -40,9 +41,15 @@ def _dense_first(default_k: int):
     return _mlp_types_else(layers)
 
 
-def _deepseek_moe(default_k: int) -> dict[str, Any]:
+def _deepseek_moe(default_k: int, groups: int | None) -> dict[str, Any]:
+    """DeepSeek-V3's MoE keys with the family's default dense prefix and its config class's default ``n_group``
+    (:func:`~llmath.model.family_facts.router_groups`)."""
     return moe_keys(
-        "n_routed_experts", "moe_intermediate_size", shared_count="n_shared_experts", layers=_dense_first(default_k)
+        "n_routed_experts",
+        "moe_intermediate_size",
+        shared_count="n_shared_experts",
+        layers=_dense_first(default_k),
+        **router_groups(groups),
     )
 
 
@@ -51,8 +58,8 @@ ADAPTERS: dict[str, dict[str, Any]] = {
     # router, shared experts, the first first_k_dense_replace layers dense)
     "dots1": dict(LLAMA_LIKE, ffn_bias=False, qk_norm="head", moe="deepseek", windows=_dots1_types),
     # A.X K1 (SK Telecom): DeepSeek-V3 (MLA + MoE) with an RMSNorm on each MoE block's output
-    # (modeling_axk1.py AXK1MoE.post_mlp_layernorm)
-    "axk1": dict(LLAMA_LIKE, ffn_bias=False, mla=True, moe=dict(_deepseek_moe(1), output_norm=True)),
+    # (modeling_axk1.py AXK1MoE.post_mlp_layernorm); n_group: int = 8 (configuration_axk1.py)
+    "axk1": dict(LLAMA_LIKE, ffn_bias=False, mla=True, moe=dict(_deepseek_moe(1, 8), output_norm=True)),
 }
 
 
@@ -225,7 +232,12 @@ ADAPTERS.update(
             window_sinks_only=True,
             windows=_mimo_types,
             fields=_mimo_fields,
-            moe=moe_keys("n_routed_experts", "moe_intermediate_size", layers=_mlp_types_else(_mimo_dense_first)),
+            moe=moe_keys(
+                "n_routed_experts",
+                "moe_intermediate_size",
+                layers=_mlp_types_else(_mimo_dense_first),
+                **router_groups(1),  # n_group: int = 1 (configuration_mimo_v2_flash.py)
+            ),
         ),
         # Command A MoE (Cohere): Cohere2's parallel block (one norm: RMSNorm when rms_norm_eps is set, else a
         # LayerNorm without bias) with routed experts of intermediate_size, num_shared_experts shared ones
@@ -251,7 +263,7 @@ ADAPTERS.update(
             mla=True,
             dsa=True,
             fields=lambda c, n: dict(layer_indexer=tuple(_glm_dsa_indexer(c, n))),
-            moe=_deepseek_moe(3),
+            moe=_deepseek_moe(3, 1),  # n_group: int = 1 (configuration_glm_moe_dsa.py)
         ),
     }
 )

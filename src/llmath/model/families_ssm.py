@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmath.model import mixer_configs
-from llmath.model.family_facts import LLAMA_LIKE, LLAMA_NO_BIAS, _attn_bias, _k, moe_keys
+from llmath.model.family_facts import LLAMA_LIKE, LLAMA_NO_BIAS, _attn_bias, _k, moe_keys, router_groups
 
 ADAPTERS: dict[str, dict[str, Any]] = {
     # Nemotron-H (NVIDIA, arXiv:2504.03624): squared-ReLU MLPs, NoPE attention, no biases but the file's;
@@ -30,6 +30,7 @@ ADAPTERS: dict[str, dict[str, Any]] = {
             shared_bias="mlp_bias",
             layers=mixer_configs.nemotron_h_moe_layers,
             latent="moe_latent_size",
+            **router_groups(1),  # n_group: int = 1 (configuration_nemotron_h.py)
         ),
         mixers=mixer_configs.nemotron_h,
     ),

@@ -38,6 +38,20 @@ def moe_keys(experts: Any, d_ff: str, top_k: Any = "num_experts_per_tok", **fact
     return dict(experts=experts, top_k=top_k, d_ff=d_ff, **facts)
 
 
+def router_groups(default: int | None, only_when: tuple[str, str, str] | None = None) -> dict[str, Any]:
+    """A grouped top-k router's MoE facts (DeepSeek-V3's: the experts split into ``n_group`` groups, each token's
+    top-k picked within its best ``topk_group``; modeling_deepseek_v3.py DeepseekV3TopkRouter): its expert groups
+    read from ``n_group`` (a class's attribute_map alias, e.g. Kimi-Linear's ``num_expert_group``, read as
+    ``n_group``: data/config_aliases.json), else ``default``, the family's config class's own default, which
+    transformers builds when a file leaves the key out (None: no groups). ``only_when`` (key, value, the
+    class's default of key): groups apply only when the file's ``key`` equals ``value`` (DeepSeek-V2's
+    ``topk_method``)."""
+    facts: dict[str, Any] = dict(expert_groups=("n_group", default or 1))
+    if only_when is not None:
+        facts["groups_only_when"] = only_when
+    return facts
+
+
 def _falcon_kv_heads(cfg: Mapping[str, Any], n_heads: int) -> int:
     """Falcon: the new decoder architecture reads num_kv_heads; the old one is multi-query or MHA."""
     if cfg.get("new_decoder_architecture"):
@@ -154,14 +168,15 @@ MOE_KINDS: dict[str, dict[str, Any]] = {
         layers=_qwen_expert_layers,
     ),
     "qwen3_moe": moe_keys(("num_experts", "num_local_experts"), "moe_intermediate_size", layers=_qwen_expert_layers),
-    # grouped top-k over n_group expert groups (configuration_deepseek_v3.py; the hub files set it: DeepSeek-V3/R1
-    # 8, Kimi-K2 and GLM-4.5 1); a file without the key reads as 1, a plain top-k
+    # grouped top-k over n_group expert groups (the hub files set it: DeepSeek-V3/R1 8, Kimi-K2 and GLM-4.5 1); a
+    # file without the key: its config class's default, n_group: int = 1 in Dots1Config and Glm4MoeConfig
+    # (configuration_dots1.py, configuration_glm4_moe.py, transformers 5.23)
     "deepseek": moe_keys(
         "n_routed_experts",
         "moe_intermediate_size",
         shared_count="n_shared_experts",
         layers=_deepseek_layers,
-        expert_groups="n_group",
+        **router_groups(1),
     ),
     # biased router and experts (modeling_gpt_oss.py GptOssTopKRouter, GptOssExperts)
     "gpt_oss": moe_keys(

@@ -130,8 +130,8 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
     :data:`~llmath.model.family_facts.MOE_KINDS`): ``experts``, ``top_k``, ``d_ff`` (each routed expert's
     width), optionally ``shared_width`` (the shared FFN's width) or ``shared_count`` (shared experts of width
     ``d_ff``; with ``shared_width``: of that width), ``zero_experts`` (identity experts), ``shared_gate``
-    (a gated shared expert), ``router_bias`` / ``expert_bias``, ``expert_groups`` (the router's expert groups,
-    default 1), and ``layers`` (cfg, n) -> MoE flags."""
+    (a gated shared expert), ``router_bias`` / ``expert_bias``, ``expert_groups`` (the router's expert groups:
+    :func:`_expert_groups`), and ``layers`` (cfg, n) -> MoE flags."""
     per = _int(cfg, t["d_ff"], where=where)
     shared = 0
     if "shared_width" in t:
@@ -155,10 +155,24 @@ def _moe_from_keys(t: Mapping[str, Any], cfg: Mapping[str, Any], n: int, where: 
         zero_experts=_int(cfg, t["zero_experts"], 0, where=where) if "zero_experts" in t else 0,
         router_mlp=_int(cfg, t["router_mlp"], where=where) if "router_mlp" in t else 0,
         latent=(_int(cfg, t["latent"], 0, where=where) or 0) if "latent" in t else 0,
-        expert_groups=(_int(cfg, t["expert_groups"], 1, where=where) or 1) if "expert_groups" in t else 1,
+        expert_groups=_expert_groups(t, cfg, where),
     )
     layers = t.get("layers", _all_layers)(cfg, n)
     return moe, tuple(bool(x) for x in layers)
+
+
+def _expert_groups(t: Mapping[str, Any], cfg: Mapping[str, Any], where: str) -> int:
+    """The router's expert groups: the table's ``expert_groups`` (key, the config class's default; absent: 1, a
+    plain top-k), where its ``groups_only_when`` (key, value, default) holds (:func:`~llmath.model.family_facts.
+    router_groups`)."""
+    if "expert_groups" not in t:
+        return 1
+    if "groups_only_when" in t:
+        key, value, default = t["groups_only_when"]
+        if cfg.get(key, default) != value:
+            return 1
+    key, default = t["expert_groups"]
+    return _int(cfg, key, default, where=where) or 1
 
 
 def _moe_layers(

@@ -66,8 +66,9 @@ class MoESpec:
             raise SpecError(f"{name!r}: moe.latent={self.latent} must be >= 0 (0: experts at the model width)")
         if self.expert_groups < 1 or self.n_experts % self.expert_groups:
             raise SpecError(
-                f"{name!r}: moe.expert_groups={self.expert_groups} must be >= 1 and divide "
-                f"moe.n_experts={self.n_experts} (the router's n_group; 1: plain top-k)"
+                f"{name!r}: moe.expert_groups={self.expert_groups} must be >= 1 and divide moe.n_experts="
+                f"{self.n_experts} (the router's n_group, the config class's default where a file omits it); "
+                "set n_group in the config.json to a divisor of the experts (1: plain top-k)"
             )
         if self.zero_experts < 0:
             raise SpecError(f"{name!r}: moe.zero_experts={self.zero_experts} must be >= 0 (identity experts)")

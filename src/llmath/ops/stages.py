@@ -58,6 +58,11 @@ def decode_start(
             )
         _check_source(spec, prompt)
         return decoder_prompt, prompt
+    if np.any(np.asarray(decoder_prompt) != 1):  # never silently ignored
+        raise WorkloadError(
+            f"decoder_prompt={decoder_prompt}: {spec.name!r} is a decoder-only model, whose prefill is the prompt;"
+            " drop --decoder-prompt (encoder-decoder models only) and give the length as --prompt"
+        )
     return prefix + prompt, vision_tokens(spec, images)
 
 

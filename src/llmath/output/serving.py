@@ -85,6 +85,8 @@ def disagg_human(d: dict[str, Any], model: str, hardware: str, engine: str, pref
         ("decode batch per attention-DP rank", f"{d['decode_batch']:.1f}"),
     ]
     print_table(c, "steady state", [Col("metric", right=False), Col("value")], [list(r) for r in rows])
+    for n in d.get("notes", []):
+        c.print(f"note: {n}", highlight=False)
 
 
 def plan_formats_line(formats: dict[str, Any]) -> str:

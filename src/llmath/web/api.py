@@ -14,6 +14,9 @@ server (:mod:`.server`) routes ``/api/<name>`` to ``HANDLERS[name]``. The number
 * ``compare``: key metrics for every model × accelerator pair;
 * ``explain``: each cost class of one operator as the formula with the numbers substituted;
 * ``plan``: the deployment planner's best configuration and Pareto front, when the planner is installed.
+
+The serving handlers (``analyze`` with ``concurrency``, ``plan``) refuse requests whose prompt + gen pass the
+model's context, as :func:`llmath.serve` does, unless ``allow_long_context=1`` (:mod:`llmath.deploy.context_limit`).
 """
 
 from __future__ import annotations
@@ -51,9 +54,9 @@ def _int(params: Params, name: str, lo: int = 0, hi: int = 1 << 40) -> int | Non
     try:
         v = int(str(raw), 10)
     except ValueError:
-        raise WorkloadError(f"{name}={raw!r} must be a whole number") from None
+        raise WorkloadError(f"{name}={raw!r} must be a whole number; e.g. {name}={max(lo, 1)}") from None
     if not lo <= v <= hi:
-        raise WorkloadError(f"{name}={v} must be between {lo} and {hi}")
+        raise WorkloadError(f"{name}={v} must be between {lo} and {hi}; give a whole number in that range")
     return v
 
 
@@ -136,6 +139,14 @@ def _analyze_kwargs(params: Params, config: dict | None = None) -> dict[str, Any
     if missing:
         raise WorkloadError(f"this llmath has no {', '.join(missing)} option for analyze; leave it empty")
     return kw
+
+
+def _allow_long_context(params: Params) -> bool:
+    """``allow_long_context``: "1" times requests past the model's context (serve, plan), "" or "0" refuses them."""
+    raw = str(params.get("allow_long_context") or "0")
+    if raw not in ("0", "1"):
+        raise WorkloadError(f"allow_long_context={raw!r} must be 0 or 1; give 1 to time requests past the context")
+    return raw == "1"
 
 
 def _hardware(params: Params) -> str | None:
@@ -230,7 +241,7 @@ def _serve(params: Params, config: dict | None) -> dict[str, Any] | None:
         _model(params, config), _hardware(params) or "h100-sxm", workload=work,
         engine=str(params.get("engine") or "vllm"), precision=kw["precision"],
         attention=kw.get("attention", "flash"), efficiency_mode=kw.get("efficiency_mode", "expected"),
-        parallel=kw.get("parallel"),
+        parallel=kw.get("parallel"), allow_long_context=_allow_long_context(params),
     ).to_dict()  # fmt: skip
 
 
@@ -269,7 +280,7 @@ def _metrics(d: dict[str, Any]) -> dict[str, Any]:
 def sweep(params: Params, config: dict | None = None) -> dict[str, Any]:
     axis = str(params.get("axis") or "batch")
     if axis not in ("batch", "concurrency", "prompt", "gen"):
-        raise WorkloadError(f"axis={axis!r} must be batch, concurrency, prompt or gen")
+        raise WorkloadError(f"axis={axis!r} must be batch, concurrency, prompt or gen; e.g. axis=batch")
     rows = []
     for v in _values(params):
         try:
@@ -307,7 +318,7 @@ def explain(params: Params, config: dict | None = None) -> dict[str, Any]:
     w = kw["workload"]
     scens = stage_scenarios(spec, w.batch, w.prompt, w.prefix, w.decoder_prompt)
     if stage not in scens:
-        raise WorkloadError(f"stage={stage!r} must be one of {', '.join(scens)} for {spec.name}")
+        raise WorkloadError(f"stage={stage!r} must be one of {', '.join(scens)} for {spec.name}; pick one of them")
     scen = scens[stage]
     name = str(params.get("op") or "")
     ops = [o for o in build_ops(spec, stage, kw.get("attention", "flash")) if o.name == name]
@@ -335,9 +346,9 @@ def _float(params: Params, name: str) -> float | None:
     try:
         v = float(str(raw))
     except ValueError:
-        raise WorkloadError(f"{name}={raw!r} must be a number") from None
+        raise WorkloadError(f"{name}={raw!r} must be a number; e.g. {name}=100, or leave it empty") from None
     if not (v > 0 and v < float("inf")):
-        raise WorkloadError(f"{name}={raw!r} must be a positive finite number")
+        raise WorkloadError(f"{name}={raw!r} must be a positive finite number; e.g. {name}=100, or leave it empty")
     return v
 
 
@@ -358,6 +369,7 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
         weights=p.weights if chosen else None, engine=str(params.get("engine") or "vllm"),
         disagg=params.get("disagg") == "1",
         attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), parallel=par,
+        allow_long_context=_allow_long_context(params),
     ).to_dict()  # fmt: skip
 
 
