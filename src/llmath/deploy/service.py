@@ -92,7 +92,8 @@ def serve(
         ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client, per_replica_rate)
     notes += _state_notes(ss, mem, eng, req, arrival, dev.dp)
     c = float(ss.concurrency[0]) if rate is not None else c  # an open loop's: Little's law on its own state
-    notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]))
+    aligned = bool(dev.eff.moe_aligned_rows)  # as the step times the experts (Device._busiest_rank)
+    notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]), aligned)
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 
