@@ -93,7 +93,9 @@ def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_jso
         )
     try:
         spec = resolve(res["model"])
-        dep = from_plan(res["best"], res["model"], get(hw_name), engine, kv_dtype)
+        own = (res.get("formats") or {}).get("from") == "checkpoint"  # the engine reads the checkpoint's formats itself
+        best = res["best"] | ({"weights": None} if own else {})
+        dep = from_plan(best, res["model"], get(hw_name), engine, kv_dtype)
         cmd = emit(engine, dep, spec.moe is not None)
     except EngineArgsError as e:
         raise usage(e, "--emit") from None

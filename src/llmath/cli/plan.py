@@ -27,6 +27,12 @@ from llmath.errors import WorkloadError
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
 PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]
+WeightsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights", help="Weight formats to try, comma-separated (e.g. bf16,fp8); default: the checkpoint's formats."
+    ),
+]
 
 
 @app.command("plan")
@@ -43,9 +49,7 @@ def plan_cmd(
     pp: PinOpt = None,
     ep: PinOpt = None,
     dp: PinOpt = None,
-    weights: Annotated[
-        str, typer.Option("--weights", help="Weight formats to try, comma-separated (e.g. bf16,fp8).")
-    ] = "bf16",
+    weights: WeightsOpt = None,
     kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache dtype (default: activations').")] = None,
     disagg: Annotated[
         bool,
@@ -79,7 +83,7 @@ def plan_cmd(
     from llmath.deploy.plan import plan
     from llmath.deploy.workload import Workload
 
-    fmts = [w.strip() for w in weights.split(",") if w.strip()]
+    fmts = [w.strip() for w in weights.split(",") if w.strip()] if weights is not None else None
     pinned = parallel_config(SimpleNamespace(gpus=None, tp=tp, pp=pp, ep=ep, dp=dp))  # the search's GPUs: --gpus
     pins: dict[str, Any] = {"parallel": pinned, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     kw: dict[str, Any] = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine}

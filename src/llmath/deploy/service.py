@@ -97,7 +97,8 @@ def serve(
             raise largest_rate(refusal, e) from None
     notes += _state_notes(ss, mem, eng, req, arrival, dev.dp)
     c = float(ss.concurrency[0]) if rate is not None else c  # an open loop's: Little's law on its own state
-    notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]))
+    aligned = bool(dev.eff.moe_aligned_rows)  # as the step times the experts (Device._busiest_rank)
+    notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]), aligned)
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 

@@ -361,10 +361,13 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
     par, p = kw.get("parallel"), kw["precision"]
     gpus = par.gpus if par is not None and par.gpus is not None else 8
     work = Workload(prompt=kw["workload"].prompt, gen=kw["workload"].gen)
+    model = _model(params, config) if config is not None else _model_name(params)  # a name: its checkpoint's formats
+    chosen = params.get("weights") or params.get("dtype")  # else the checkpoint's formats, as analyze
     return search(
-        _model(params, config), _hardware(params) or "h100-sxm", gpus=gpus, workload=work,
+        model, _hardware(params) or "h100-sxm", gpus=gpus, workload=work,
         ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
-        weights=p.weights, engine=str(params.get("engine") or "vllm"), disagg=params.get("disagg") == "1",
+        weights=p.weights if chosen else None, engine=str(params.get("engine") or "vllm"),
+        disagg=params.get("disagg") == "1",
         attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), parallel=par,
         allow_long_context=_allow_long_context(params),
     ).to_dict()  # fmt: skip
