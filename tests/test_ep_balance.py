@@ -115,3 +115,19 @@ def test_a_kernel_padding_every_expert_to_a_worst_case_has_no_busiest_rank(monke
     busy = aligned.iteration(64, 1500).time_s
     _balanced(monkeypatch)
     assert aligned.iteration(64, 1500).time_s == busy
+
+
+def test_the_report_names_no_busiest_rank_where_the_kernel_pads_every_rank():
+    # the aligned kernel's step applies no busiest-rank factor (the test above), so its report names no busiest-rank
+    # slowdown either; the same layout with the engine's default kernel does (512 requests over 8 replicas: at most
+    # 64 decoding per replica, 64·8·8/256 = 16 token-expert pairs per expert, above the form's floor of 8)
+    import llmath
+
+    work = llmath.Workload(concurrency=512, prompt=1024, gen=256)
+    par = ParallelConfig(tp=1, dp=8, ep=8)
+    kw = dict(workload=work, engine="vllm", parallel=par)
+    plain = llmath.serve("deepseek-ai/DeepSeek-R1", "h200", **kw)
+    padded = llmath.serve("deepseek-ai/DeepSeek-R1", "h200", moe_kernel="vllm_deepgemm_fp8_block", **kw)
+    assert any("busiest rank's pace" in n for n in plain.notes)
+    assert not any("busiest rank's pace" in n for n in padded.notes)
+    assert any("no rank is busier" in n for n in padded.notes)

@@ -208,3 +208,24 @@ def test_backlog():
     from llmath.web.server import BACKLOG, LoopbackServer
 
     assert BACKLOG >= 64 and LoopbackServer.request_queue_size == BACKLOG
+
+
+def test_long_context_override_control_and_refusal(base):
+    # the page's control: a checkbox named as the API's parameter, off unless ticked
+    import re
+
+    page = get(base + "/")[1].decode()
+    box = re.search(r"<input[^>]*name=\"allow_long_context\"[^>]*>", page)
+    assert box and 'type="checkbox"' in box.group(0) and 'value="1"' in box.group(0)
+    assert "checked" not in box.group(0)
+    # gpt2's context is 1024 positions (n_positions, huggingface.co/openai-community/gpt2): 2000 + 128 pass it
+    q = "/api/analyze?model=gpt2&hardware=h100-sxm&prompt=2000&gen=128&concurrency=4"
+    for url in (q, "/api/plan?model=gpt2&hardware=h100-sxm&prompt=2000&gen=128&gpus=1"):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            get(base + url)
+        msg = json.loads(e.value.read())["error"]
+        assert e.value.code == 400 and "1024" in msg
+        assert "allow requests past the context" in msg and "allow_long_context=1" in msg  # the page's control
+        assert "--allow-long-context" not in msg
+    d = json.loads(get(base + q + "&allow_long_context=1")[1])
+    assert any("1024" in n for n in d["serving"]["notes"])

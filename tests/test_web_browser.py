@@ -276,6 +276,20 @@ def test_disaggregation_toggle_reaches_the_api(base, browser):
     assert len(browser.find_elements("css selector", 'svg circle.pt[data-mode="disaggregated"]')) == n
 
 
+def test_long_context_checkbox_reaches_the_api(base, browser):
+    # gpt2's context is 1024 positions (n_positions): prompt 2048 + gen 128 pass it, so serving is refused
+    _open(browser, f"{base}/?model=gpt2&hardware=h100-sxm&prompt=2048&gen=128&concurrency=4")
+    box = browser.find_element("css selector", "#allow_long_context")
+    assert box.get_attribute("type") == "checkbox" and not box.is_selected()
+    msg = _text(browser, "#error")
+    assert "1024" in msg and "allow requests past the context" in msg
+    ready = browser.execute_script("return document.body.dataset.ready")
+    box.click()
+    _wait_ready(browser, ready, timeout=60)
+    assert "allow_long_context=1" in browser.current_url
+    assert _text(browser, "#error") == "" and "concurrent requests" in _text(browser, "#view")
+
+
 def test_errors_clear_stale_results_and_loading_shows(base, browser):
     _open(browser, f"{base}/?model=llama-3-8b&hardware=h100-sxm")
     assert browser.find_elements("css selector", "#kpis")

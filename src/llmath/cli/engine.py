@@ -67,8 +67,21 @@ def print_command(cmd, as_json: bool) -> None:
         out.note(f"note: {n}")
 
 
-def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_json: bool) -> None:
-    """``plan --emit``: the best configuration as ``engine``'s command."""
+def long_context(cmd, spec, workload, allow: bool):
+    """``cmd`` as it must be started to accept ``workload``'s requests: unchanged within ``spec``'s context;
+    past it refused (the serving estimates' rule), or with ``allow`` (``--allow-long-context``) started with the
+    engine's longer length limit (:mod:`llmath.deploy.engine_length`)."""
+    from llmath.deploy.context_limit import engine_length, long_context_notes
+    from llmath.deploy.engine_length import with_length_limit
+
+    long_context_notes(spec, workload, allow)
+    tokens = engine_length(spec, workload)
+    return cmd if tokens is None else with_length_limit(cmd, spec, tokens)
+
+
+def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_json: bool, workload=None) -> None:
+    """``plan --emit``: the best configuration as ``engine``'s command (for ``workload``'s lengths: plan has
+    refused requests past the context unless ``--allow-long-context``)."""
     from llmath.deploy.engine_args import EngineArgsError, emit, from_plan
     from llmath.hardware import get
     from llmath.model.registry import resolve
@@ -80,10 +93,14 @@ def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_jso
         )
     try:
         spec = resolve(res["model"])
-        dep = from_plan(res["best"], res["model"], get(hw_name), engine, kv_dtype)
+        own = (res.get("formats") or {}).get("from") == "checkpoint"  # the engine reads the checkpoint's formats itself
+        best = res["best"] | ({"weights": None} if own else {})
+        dep = from_plan(best, res["model"], get(hw_name), engine, kv_dtype)
         cmd = emit(engine, dep, spec.moe is not None)
     except EngineArgsError as e:
         raise usage(e, "--emit") from None
+    if workload is not None:
+        cmd = long_context(cmd, spec, workload, True)
     print_command(cmd, as_json)
 
 
@@ -229,4 +246,8 @@ def emit_analyze(a: SimpleNamespace) -> None:
         cmd = emit(a.emit, dep, spec.moe is not None)
     except EngineArgsError as e:
         raise usage(e, "--emit") from None
-    print_command(cmd, a.json_)
+    from llmath.cli.options import gen_dist
+    from llmath.deploy.workload import Workload
+
+    work = Workload(prompt=a.prompt, gen=a.gen, gen_dist=gen_dist(a.gen_dist))
+    print_command(long_context(cmd, spec, work, a.allow_long_context), a.json_)

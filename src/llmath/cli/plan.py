@@ -27,6 +27,12 @@ from llmath.errors import WorkloadError
 
 TargetOpt = Annotated[float | None, typer.Option(help="Target: at most this many milliseconds.")]
 PinOpt = Annotated[int | None, typer.Option(help="Pin this parallel degree.")]
+WeightsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--weights", help="Weight formats to try, comma-separated (e.g. bf16,fp8); default: the checkpoint's formats."
+    ),
+]
 
 
 @app.command("plan")
@@ -43,9 +49,7 @@ def plan_cmd(
     pp: PinOpt = None,
     ep: PinOpt = None,
     dp: PinOpt = None,
-    weights: Annotated[
-        str, typer.Option("--weights", help="Weight formats to try, comma-separated (e.g. bf16,fp8).")
-    ] = "bf16",
+    weights: WeightsOpt = None,
     kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="KV-cache dtype (default: activations').")] = None,
     disagg: Annotated[
         bool,
@@ -79,7 +83,7 @@ def plan_cmd(
     from llmath.deploy.plan import plan
     from llmath.deploy.workload import Workload
 
-    fmts = [w.strip() for w in weights.split(",") if w.strip()]
+    fmts = [w.strip() for w in weights.split(",") if w.strip()] if weights is not None else None
     pinned = parallel_config(SimpleNamespace(gpus=None, tp=tp, pp=pp, ep=ep, dp=dp))  # the search's GPUs: --gpus
     pins: dict[str, Any] = {"parallel": pinned, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     kw: dict[str, Any] = {"kv_dtype": kv_dtype, "disagg": disagg, "engine": engine}
@@ -87,17 +91,18 @@ def plan_cmd(
     kw.update(weights=fmts, cost_per_gpu_hour=cost, speculation=_speculation(**speculation_flags))
     work = Workload(prompt=prompt, gen=gen, prefix_hit=prefix_hit)
     res = plan(model, hardware, gpus=gpus, workload=work, **pins, **kw).to_dict()
-    _show(res, plot, emit, hardware, kv_dtype, json_, top)
+    _show(res, plot, emit, hardware, kv_dtype, json_, top, work)
 
 
-def _show(res: dict, plot: str | None, emit: str | None, hardware: str, kv_dtype, json_: bool, top: int) -> None:
+def _show(res: dict, plot: str | None, emit: str | None, hardware: str, kv_dtype, json_: bool, top: int,
+          work=None) -> None:  # fmt: skip
     """The plan as a plot, an engine command, JSON or tables."""
     if plot:
         from llmath.plots import pareto_plot
 
         pareto_plot(res, plot)
     if emit:
-        return _emit(res, emit, hardware, kv_dtype, json_)
+        return _emit(res, emit, hardware, kv_dtype, json_, work)
     if json_:
         out.emit_json(res)
         return
@@ -121,7 +126,7 @@ def _speculation(spec_method: str | None, spec_tokens: int, acceptance: float | 
     return speculation(spec_method, spec_tokens, acceptance, draft_model)
 
 
-def _emit(res: dict, engine: str, hardware: str, kv_dtype: str | None, as_json: bool) -> None:
+def _emit(res: dict, engine: str, hardware: str, kv_dtype: str | None, as_json: bool, work=None) -> None:
     from llmath.cli.engine import emit_plan
 
-    emit_plan(res, engine, hardware, kv_dtype, as_json)
+    emit_plan(res, engine, hardware, kv_dtype, as_json, work)

@@ -40,6 +40,20 @@ from llmath.errors import WorkloadError
 from llmath.model.spec import ModelSpec
 
 ENGINE_LIMITS = "vLLM max_model_len, SGLang context_length, TensorRT-LLM max_seq_len"
+OVERRIDE = "pass --allow-long-context (allow_long_context=True)"
+
+
+class ContextLengthError(WorkloadError):
+    """Served requests past the model's context: ``problem`` (the lengths and the limit), then the two ways on,
+    ``rule`` to shorten them or ``override`` (each front end names its own: a flag, a keyword, a control)."""
+
+    def __init__(self, problem: str, rule: str, override: str = OVERRIDE) -> None:
+        self.problem, self.rule = problem, rule
+        super().__init__(f"{problem}; shorten prompt/gen so that {rule}, or {override} to time it anyway")
+
+    def naming(self, override: str) -> ContextLengthError:
+        """The same refusal with ``override`` named as the way to time it anyway."""
+        return ContextLengthError(self.problem, self.rule, override)
 
 
 def request_tokens(spec: ModelSpec, prompt: int, gen: int) -> int:
@@ -55,6 +69,18 @@ def _source_shares_table(spec: ModelSpec) -> bool:
     """An encoder-decoder's source reads the decoder's position table (BART, T5), not its own (an image or
     audio front end, an external encoder: TrOCR, Whisper), as :func:`llmath.ops.stages.context_end` reads it."""
     return not (spec.encoder is not None and (spec.encoder.external or spec.encoder.frontend))
+
+
+def _longest_gen(workload: Workload) -> int:
+    return max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
+
+
+def engine_length(spec: ModelSpec, workload: Workload) -> int | None:
+    """The length limit an engine must be started with to accept ``workload``'s requests (its longest output)
+    when they pass ``spec``'s context (vLLM's rule: prompt + output tokens); None when they fit the default."""
+    top = spec.max_positions
+    tokens = request_tokens(spec, workload.prompt, _longest_gen(workload))
+    return tokens if top and tokens > top else None
 
 
 def _lengths(spec: ModelSpec, prompt: int, gen: int, dist: bool) -> str:
@@ -75,16 +101,15 @@ def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool) -> list
     it a :class:`WorkloadError`, or with ``allow`` the note the report carries: the figures extrapolate."""
     if not isinstance(allow, bool):
         raise WorkloadError(f"allow_long_context={allow!r} must be True or False; True times requests past the context")
-    top, prompt = spec.max_positions, workload.prompt
-    gen = max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
-    if not top or request_tokens(spec, prompt, gen) <= top:
+    top, prompt, gen = spec.max_positions or 0, workload.prompt, _longest_gen(workload)
+    if engine_length(spec, workload) is None:
         return []
     lengths = _lengths(spec, prompt, gen, bool(workload.gen_dist))
     if not allow:
-        raise WorkloadError(
+        raise ContextLengthError(
             f"{lengths} per request pass {spec.name}'s context of {top} tokens (max_position_embeddings), the"
-            f" longest request serving engines accept by default ({ENGINE_LIMITS}); shorten prompt/gen so that"
-            f" {_rule(spec, top)}, or pass --allow-long-context (allow_long_context=True) to time it anyway"
+            f" longest request serving engines accept by default ({ENGINE_LIMITS})",
+            _rule(spec, top),
         )
     msg = (
         f"{spec.name}: {lengths} per request pass the model's context of {top} tokens (max_position_embeddings):"

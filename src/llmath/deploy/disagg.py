@@ -285,19 +285,55 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
     ``allow_long_context``: requests past the model's context, else refused (:func:`_resolved`), in ``notes``."""
 
     w = _closed_loop(workload, keywords)
-    prompt, concurrency, prompts_per_client = w.prompt, cast(float, w.concurrency), w.prompts_per_client
     if speculation is not None and not isinstance(speculation, Speculation):
         raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
     prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
     spec, hw, p, notes = _resolved(model, hardware, precision, w, allow_long_context)
-    req = Requests(prompt, w.gen)
-    eager, kernels = prefill_eager(engine, hw, eager_prefill), checked_moe_kernels(moe_kernels)
-    pdec, peng, _ = _pool(spec, hw, p, engine, prefill, efficiency_mode, req, "prefill", speculation, eager,
-                          kernels.get("prefill", ""))  # fmt: skip
-    ddec, deng, dmem = _pool(spec, hw, p, engine, decode, efficiency_mode, req, "decode", speculation,
-                             moe_kernel=kernels.get("decode", ""))  # fmt: skip
+    req = Requests(w.prompt, w.gen)
+    run = (spec, hw, p, engine, efficiency_mode, req, speculation, eager_prefill, moe_kernels)
+    pools = (built_pool(*run, "prefill", prefill), built_pool(*run, "decode", decode))
+    workers = (int(prefill.get("workers") or 1), int(decode.get("workers") or 1))
+    out = pools_closed_loop(pools, workers, hw, engine, req, cast(float, w.concurrency), w.prompts_per_client,
+                            decode_max_batch)  # fmt: skip
+    return out | {"notes": notes}
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One pool of :func:`serve_disaggregated`'s: its replica's decoding, its engine's settings and its memory
+    (:func:`_pool`), the same for any number of workers and any concurrency (built once, timed at many)."""
+
+    dec: Decoding
+    eng: EngineConfig
+    mem: Memory
+
+
+def built_pool(spec, hw, p, engine: str, efficiency_mode: str, req: Requests, speculation, eager_prefill,
+               moe_kernels, name: str, pool: dict) -> Pool:  # fmt: skip
+    """The ``name`` pool (``prefill`` or ``decode``) of layout ``pool`` as :func:`serve_disaggregated` builds it:
+    the prefill pool eager as :func:`prefill_eager` says, each pool with its ``moe_kernels`` entry."""
+    eager = prefill_eager(engine, hw, eager_prefill) if name == "prefill" else False
+    kernels = checked_moe_kernels(moe_kernels)
+    return Pool(*_pool(spec, hw, p, engine, pool, efficiency_mode, req, name, speculation, eager,
+                       kernels.get(name, "")))  # fmt: skip
+
+
+def pools_closed_loop(
+    pools: tuple[Pool, Pool],
+    workers: tuple[int, int],
+    hw: Hardware,
+    engine: str,
+    req: Requests,
+    concurrency: float,
+    prompts_per_client: float,
+    decode_max_batch: int | None = None,
+) -> dict:
+    """:func:`serve_disaggregated`'s closed loop of ``concurrency`` clients on ``workers`` (prefill, decode)
+    replicas of ``pools`` (prefill, decode), ``hw`` as given (the KV transfer's link); its result."""
+    (pdec, peng), (ddec, deng, dmem) = (pools[0].dec, pools[0].eng), (pools[1].dec, pools[1].eng, pools[1].mem)
+    prompt = req.prompt
     pdev, ddev = pdec.dev, ddec.dev
-    x, y = int(prefill.get("workers") or 1), int(decode.get("workers") or 1)
+    x, y = workers
     pre = _prefill_pass(pdec, peng, req, concurrency / (x * pdev.dp))
     t_kv = kv_transfer_s(pdec, prompt, hw, ddev)
     cap, handoff = _decode_cap(dmem.max_resident, decode_max_batch), (t_kv, first_token_decode_steps(engine))
@@ -311,7 +347,7 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
             "prefill_pass_s": pre[0], "prefill_passes": pre[1], "decode_batch": B,
             "gpus": gpus, "prefill_gpus": x * pdev.gpus, "decode_gpus": y * ddev.gpus,
             "prefill_requests": concurrency - decoding, "decode_requests": decoding,
-            "tokens_per_step": ddec.tokens, "notes": notes}  # fmt: skip
+            "tokens_per_step": ddec.tokens}  # fmt: skip
 
 
 def _resolved(model, hardware, precision, workload: Workload, allow_long_context: bool):

@@ -110,6 +110,7 @@ class EngineCommand:
     config_file: str | None = None
     instances: int = 1
     notes: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # environment variables the command runs with
 
     def flags(self) -> list[str]:
         """The flags of ``argv`` after the engine's command (``--name`` and ``-x`` tokens), without values."""
@@ -117,7 +118,8 @@ class EngineCommand:
         return [t.split("=", 1)[0] for t in self.argv[skip:] if _is_flag(t)]
 
     def shell(self) -> str:
-        return shlex.join(self.argv)
+        """The command line, its environment variables first (``NAME=value vllm serve ...``)."""
+        return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in self.env.items()), shlex.join(self.argv)])
 
     def config_text(self) -> str | None:
         return None if self.config is None else yaml_text(self.config)
@@ -131,6 +133,7 @@ class EngineCommand:
             "config": self.config,
             "instances": self.instances,
             "notes": self.notes,
+            "env": self.env,
         }
 
 

@@ -89,12 +89,19 @@ def at_busiest_rank(tm: np.ndarray, t, layout, device: str, fmt: str, tokens, al
     return out
 
 
-def busiest_rank_note(spec, layout, device: str, fmt: str, decode_batch: float) -> list[str]:
+def busiest_rank_note(spec, layout, device: str, fmt: str, decode_batch: float, aligned: bool = False) -> list[str]:
     """A report's note on the busiest EP rank at a decode batch of ``decode_batch`` sequences per replica (one
-    token each, every attention-DP replica's tokens routed together); none without expert parallelism."""
+    token each, every attention-DP replica's tokens routed together); none without expert parallelism.
+    ``aligned``: the grouped kernel pads every rank to the same worst-case rows, so no rank is busier, as
+    :func:`at_busiest_rank` times it."""
     moe = spec.parts.ffn.moe
     if layout is None or layout.ep <= 1 or moe is None:
         return []
+    if aligned:
+        return [
+            f"expert parallelism over {layout.ep} ranks: the grouped expert kernel computes the same worst-case rows"
+            " on every rank whatever the routing (Efficiency.moe_aligned_rows), so no rank is busier"
+        ]
     pairs = decode_batch * layout.dp * moe.top_k / moe.n_experts
     f = float(busiest_rank_factor(device, fmt, layout.ep, pairs))
     return [

@@ -1,7 +1,8 @@
 """The planner: the deployment that maximises output tokens/s per GPU under latency targets, and its Pareto
 front of tokens/s per GPU against tokens/s per user.
 
-Search space (each axis vectorised or a short loop): weight formats (``weights``), parallel layouts of a
+Search space (each axis vectorised or a short loop): weight formats (``weights``; without it the checkpoint's own
+formats, as ``llmath analyze`` reads them: :mod:`.plan_formats`), parallel layouts of a
 replica (``layouts``: TP/PP/EP; pins honoured), aggregated serving at every concurrency per replica from 1 to
 what the KV pool and the sequence cap admit (a geometric grid, one :func:`~.closed_loop.lockstep_state` call per
 layout), and with ``disagg=True`` disaggregated prefill/decode pools of every pair of layouts, rate-matched,
@@ -41,6 +42,7 @@ from llmath.deploy.layout import Layout, ParallelConfig, make_layout
 from llmath.deploy.plan_aggregated import Family, Sampled, agg_rows, grid, refine, sample_round
 from llmath.deploy.plan_disagg import disagg_rows, pair, pair_cells
 from llmath.deploy.plan_finalists import Timing, retimed, unsupported
+from llmath.deploy.plan_formats import formats_report, searched_formats
 from llmath.deploy.plan_rows import columns, dedupe, none_meets, pareto_mask, select
 from llmath.deploy.plan_search import Frontier, families, meets, weights_leave_no_pool
 from llmath.deploy.serving import Decoding, Requests, refuse_uncached
@@ -182,6 +184,7 @@ class PlanResult:
     seconds: float
     rejected: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    formats: dict[str, Any] = field(default_factory=dict)  # the formats searched (.plan_formats.formats_report)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -259,7 +262,8 @@ def plan(
     by ``parallel`` (a :class:`~llmath.deploy.layout.ParallelConfig` of tp/pp/ep/dp). ``exhaustive``: every
     configuration, unpruned (:mod:`.plan_search`); same answer. ``speculation``: also every aggregated layout
     decoding speculatively, as :func:`~.service.serve` takes it. Requests longer than the model's context are
-    refused, as :func:`~.service.serve` refuses them, unless ``allow_long_context`` (:mod:`.context_limit`)."""
+    refused, as :func:`~.service.serve` refuses them, unless ``allow_long_context`` (:mod:`.context_limit`).
+    ``weights``: the formats to try (None: the checkpoint's own, :mod:`.plan_formats`; the result's ``formats``)."""
     pins = _pins(parallel, gpus)
     t0 = time.perf_counter()  # every argument is checked by @checked (llmath.deploy.arguments)
     spec = resolve(model)
@@ -267,22 +271,21 @@ def plan(
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     w = cast(Workload, workload)  # checked by @checked: the request shape only
     req, long_notes = _plannable_requests(spec, w, disagg, allow_long_context)
-    formats = [weights] if isinstance(weights, str) else list(weights or ["bf16"])
+    formats = searched_formats(model, weights, kv_dtype)  # without weights: the checkpoint's, as analyze reads them
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
-    common = (attention, engine, engine_overrides, req, targets)
-    searches = _searches(spec, hw, formats, kv_dtype, efficiency_mode, common, speculation, disagg)
+    searches = []
+    for fmt, declared in formats:  # each format's device, precision and efficiency as the engine runs them (as serve)
+        run_hw, p, eff = engine_terms(hw, declared, engine, efficiency_mode)
+        common = (attention, engine, engine_overrides, req, targets, fmt, speculation, disagg)
+        searches.append(_Search(spec, run_hw, p, eff, *common))
     cols: list = []
     rejected: list[dict[str, Any]] = []
-    timing = _Retiming(searches, hw, kv_dtype, efficiency_mode, engine_overrides, attention) if disagg else None
+    timing = _Retiming(searches, hw, dict(formats), efficiency_mode, engine_overrides, attention) if disagg else None
     search = _exhaustive if exhaustive else _pruned
     n, fitting = search(searches, gpus, pins, timing, cols, rejected)
     rejected = dedupe(rejected)
     if not n and not fitting:
-        reasons = "; ".join(sorted({f"{r['mode']} {r['weights']}: {r['reason']}" for r in rejected}))
-        raise WorkloadError(
-            f"{spec.name} on {gpus} × {hw.name}: no configuration fits ({reasons}); add GPUs, use a smaller"
-            " --weights format or a shorter prompt"
-        )
+        raise _nothing_fits(spec, gpus, hw, rejected)
     arr = columns(cols)
     m = len(arr.get("mode", ()))
     best, front, notes = select(arr, m, ttft_ms, tpot_ms, cost_per_gpu_hour, speculation) if m else none_meets()
@@ -290,35 +293,31 @@ def plan(
     if disagg and gpus < 2:
         notes.append(f"--disagg: a prefill pool and a decode pool need 2 GPUs at least, not {gpus}: only aggregated"
                      " rows; use --gpus 2 or more")  # fmt: skip
-    return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, time.perf_counter() - t0, rejected, notes)
+    took, searched = time.perf_counter() - t0, formats_report(formats, weights)
+    return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, took, rejected, notes, searched)
 
 
-def _searches(spec, hw, formats, kv_dtype, efficiency_mode, common, speculation, disagg) -> list[_Search]:
-    """One search per weight format, each with the device, precision and efficiency the engine runs it with (as
-    :func:`~.service.serve` builds them: :func:`~.engine_device.engine_terms`); ``common`` is (attention, engine,
-    engine_overrides, requests, targets)."""
-    out = []
-    for fmt in formats:
-        run_hw, p, eff = engine_terms(hw, _format_precision(fmt, kv_dtype), common[1], efficiency_mode)
-        attention, engine, overrides, req, targets = common
-        out.append(_Search(spec, run_hw, p, eff, attention, engine, overrides, req, targets, fmt, speculation, disagg))
-    return out
+def _nothing_fits(spec: ModelSpec, gpus: int, hw: Hardware, rejected: list[dict[str, Any]]) -> WorkloadError:
+    reasons = "; ".join(sorted({f"{r['mode']} {r['weights']}: {r['reason']}" for r in rejected}))
+    return WorkloadError(
+        f"{spec.name} on {gpus} × {hw.name}: no configuration fits ({reasons}); add GPUs, use a smaller"
+        " --weights format or a shorter prompt"
+    )
 
 
 class _Retiming:
     """The disaggregated rows re-timed by the closed loop (:mod:`.plan_finalists`), or, when it cannot time the
     plan's requests or engine, a note saying the rows keep the grid's numbers."""
 
-    def __init__(self, searches: list[_Search], hw: Hardware, kv_dtype, efficiency_mode: str, overrides: dict,
-                 attention: str):  # fmt: skip
-        """``hw`` and the formats (:func:`_format_precision` of ``kv_dtype``) as given: the closed loop applies the
+    def __init__(self, searches: list[_Search], hw: Hardware, precisions: dict[str, Precision], efficiency_mode: str,
+                 overrides: dict, attention: str):  # fmt: skip
+        """``hw`` and the formats (``precisions``, by the rows' ``weights``) as given: the closed loop applies the
         engine's terms to them itself (:func:`.engine_device.engine_terms`)."""
         s = searches[0]
         why = unsupported(s.req, overrides, attention)
         self.notes = [f"disaggregated rows: the grid's rate-matched numbers (the closed loop does not take {why})"]
         self.timing = None
         if not why:
-            precisions = {x.fmt: _format_precision(x.fmt, kv_dtype) for x in searches}
             self.timing = Timing(s.spec, hw, precisions, s.engine, efficiency_mode, s.speculation, s.req, s.targets)
             self.notes = []
 
@@ -328,16 +327,6 @@ class _Retiming:
             return
         arr, m = retimed(columns(cols), self.timing)
         cols[:] = [(m, arr)] if m else []
-
-
-def _format_precision(fmt: str, kv_dtype: str | None) -> Precision:
-    """A candidate weight format, declared as ``--weights`` declares it: 16/8-bit formats run their own activations,
-    others bf16 activations and the GEMM input format the engine's kernel for the format takes on the device
-    (:func:`.engine_device.engine_terms`: NVFP4 as W4A4 on Blackwell); the KV cache in the activations' format
-    unless ``kv_dtype`` is given (fp32 activations keep a bf16 cache)."""
-    act = fmt if fmt in ("bf16", "fp16", "fp8", "fp32") else "bf16"
-    src = {"weights": "plan --weights"} | ({"activations": "plan --weights"} if act == fmt else {})
-    return Precision(fmt, act, kv_dtype or (act if act != "fp32" else "bf16"), sources=src)
 
 
 def _exhaustive(searches: list[_Search], gpus: int, pins: dict, timing, cols: list, rejected: list) -> tuple:

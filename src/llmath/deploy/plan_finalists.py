@@ -24,15 +24,16 @@ plan with ``prefix_hit``, ``gen_dist``, engine overrides or another attention ke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from llmath.deploy.disagg import serve_disaggregated
+from llmath.deploy.disagg import Pool, built_pool, pools_closed_loop
 from llmath.deploy.plan_rows import canonical, pareto_mask
 from llmath.deploy.plan_search import meets
-from llmath.deploy.workload import Workload
+from llmath.deploy.serving import Requests
+from llmath.deploy.workload import PROMPTS_PER_CLIENT
 from llmath.errors import LLMathError
 
 FINALISTS = 16  # disaggregated rows re-timed by the closed loop (about 7 ms each, a few more when backing off)
@@ -53,6 +54,7 @@ class Timing:
     speculation: Any
     req: Any
     targets: dict
+    pools: dict = field(default_factory=dict)  # the rows' pools (.disagg.Pool), built once each (_at)
 
 
 def unsupported(req, overrides: dict, attention: str) -> str:
@@ -141,21 +143,28 @@ def _meets(s: dict, targets: dict) -> bool:
 
 
 def _at(arr: dict[str, np.ndarray], i: int, timing: Timing):
-    """Row ``i``'s pools as ``llmath analyze --disagg`` runs them, as a function of the concurrency."""
-    prefill = {"workers": int(arr["prefill_workers"][i]), "tp": int(arr["prefill_tp"][i])}
-    decode = {k: int(arr[k][i]) for k in ("tp", "pp", "ep")}
-    decode.update(workers=int(arr["dp"][i]), dp=int(arr["decode_dp"][i]))
+    """Row ``i``'s pools as ``llmath analyze --disagg`` runs them (:func:`~.disagg.serve_disaggregated`'s pools and
+    closed loop), as a function of the concurrency: each pool built once per format, way of decoding and layout
+    (``timing.pools``), whatever its workers and the concurrencies timed."""
+    prefill = {"tp": int(arr["prefill_tp"][i])}
+    decode = {k: int(arr[k][i]) for k in ("tp", "pp", "ep")} | {"dp": int(arr["decode_dp"][i])}
+    workers = (int(arr["prefill_workers"][i]), int(arr["dp"][i]))
     speculating = "speculation" in arr and arr["speculation"][i] == 1
-    sd = timing.speculation if speculating else None
-    p = timing.precisions[str(arr["weights"][i])]
-    req = timing.req
+    fmt = str(arr["weights"][i])
+    req = Requests(timing.req.prompt, timing.req.gen)  # fixed lengths, as serve_disaggregated takes them
+
+    def pool(name: str, layout: dict) -> Pool:
+        key = (fmt, speculating, name, *layout.values())
+        if key not in timing.pools:
+            sd = timing.speculation if speculating else None
+            run = (timing.spec, timing.hw, timing.precisions[fmt], timing.engine, timing.efficiency_mode, req, sd)
+            timing.pools[key] = built_pool(*run, None, None, name, layout)
+        return timing.pools[key]
 
     def at(c: int) -> dict:
-        work = Workload(prompt=req.prompt, gen=req.gen, concurrency=c)
         # plan() has refused requests past the context, or carries the note of allow_long_context
-        s = serve_disaggregated(timing.spec, timing.hw, workload=work, prefill=prefill, decode=decode,
-                                engine=timing.engine, precision=p, efficiency_mode=timing.efficiency_mode,
-                                speculation=sd, allow_long_context=True)  # fmt: skip
+        pools = (pool("prefill", prefill), pool("decode", decode))
+        s = pools_closed_loop(pools, workers, timing.hw, timing.engine, req, float(c), PROMPTS_PER_CLIENT)
         return {**s, "concurrency": float(c)}
 
     return at

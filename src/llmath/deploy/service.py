@@ -23,6 +23,7 @@ from llmath.deploy.ep_balance import busiest_rank_note
 from llmath.deploy.layout import ParallelConfig
 from llmath.deploy.overheads import breakdown
 from llmath.deploy.prompt_queue import poisson_state
+from llmath.deploy.rate_limit import largest_rate, poisson_refusal
 from llmath.deploy.serving import (
     Decoding,
     Requests,
@@ -88,11 +89,16 @@ def serve(
     decoding = Decoding(dev, speculation, draft) if speculation else Decoding(dev)
     per_replica_rate = rate / dev.dp if rate is not None else None
     with _deployment_rates(dev.dp):
-        c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
-        ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client, per_replica_rate)
+        try:
+            c = _per_replica_concurrency(dev, eng, req, concurrency, rate, mem.max_resident, notes)
+            ss, m = _state(decoding, eng, req, c, mem.max_resident, arrival, w.prompts_per_client, per_replica_rate)
+        except RateError as e:  # the largest rate every check answers, not the first refusing check's own limit
+            refusal = poisson_refusal(dev, decoding, eng, req, mem.max_resident)
+            raise largest_rate(refusal, e) from None
     notes += _state_notes(ss, mem, eng, req, arrival, dev.dp)
     c = float(ss.concurrency[0]) if rate is not None else c  # an open loop's: Little's law on its own state
-    notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]))
+    aligned = bool(dev.eff.moe_aligned_rows)  # as the step times the experts (Device._busiest_rank)
+    notes += busiest_rank_note(spec, layout, hw.name, p.weight_format("experts"), float(ss.decode_batch[0]), aligned)
     return _report(spec, hw, eng, req, p, attention, dev, mem, m, c, rate, speculation, layout, notes, arrival)
 
 

@@ -89,6 +89,19 @@ def disagg_human(d: dict[str, Any], model: str, hardware: str, engine: str, pref
         c.print(f"note: {n}", highlight=False)
 
 
+def plan_formats_line(formats: dict[str, Any]) -> str:
+    """The formats a plan searched (its ``formats`` key), in one line."""
+    by = formats["by_weights"]
+    if formats["from"] != "checkpoint":
+        return f"weights: {', '.join(by)} (--weights)"
+    ((label, d),) = by.items()
+    where = d["sources"].get("weights", "the checkpoint states no format")
+    kept = sorted({f for f in d["modules"].values() if f != label})
+    also = f", {', '.join(kept)} where it keeps them" if kept else ""
+    gemm = f", GEMM inputs {d['act_quant']}" if d.get("act_quant") else ""
+    return f"weights: the checkpoint's {label}{also}{gemm}, KV cache {d['kv']} ({where}); --weights F plans others"
+
+
 def plan_human(d: dict[str, Any], top: int = 20) -> None:
     """The best configuration and the Pareto front of a plan; a disaggregated row shows its two pools."""
     c = _console()
@@ -96,6 +109,8 @@ def plan_human(d: dict[str, Any], top: int = 20) -> None:
     goal = ", ".join(f"{k[:-3].upper()} ≤ {v:g} ms" for k, v in t.items() if v) or "no latency target (max throughput)"
     c.print(f"[b]{d['model']}[/b] on up to {d['gpus']} × {d['hardware']}: {goal}", highlight=False)
     c.print(f"{d['evaluated']} configurations in {d['seconds'] * 1e3:.0f} ms", highlight=False)
+    if d.get("formats"):
+        c.print(plan_formats_line(d["formats"]), highlight=False)
     for n in d.get("notes", []):
         c.print(f"note: {n}", highlight=False)
     if not d["best"] or top < 1:

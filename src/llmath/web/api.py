@@ -361,10 +361,13 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
     par, p = kw.get("parallel"), kw["precision"]
     gpus = par.gpus if par is not None and par.gpus is not None else 8
     work = Workload(prompt=kw["workload"].prompt, gen=kw["workload"].gen)
+    model = _model(params, config) if config is not None else _model_name(params)  # a name: its checkpoint's formats
+    chosen = params.get("weights") or params.get("dtype")  # else the checkpoint's formats, as analyze
     return search(
-        _model(params, config), _hardware(params) or "h100-sxm", gpus=gpus, workload=work,
+        model, _hardware(params) or "h100-sxm", gpus=gpus, workload=work,
         ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
-        weights=p.weights, engine=str(params.get("engine") or "vllm"), disagg=params.get("disagg") == "1",
+        weights=p.weights if chosen else None, engine=str(params.get("engine") or "vllm"),
+        disagg=params.get("disagg") == "1",
         attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), parallel=par,
         allow_long_context=_allow_long_context(params),
     ).to_dict()  # fmt: skip
@@ -378,13 +381,33 @@ def hardware_names(params: Params, config: dict | None = None) -> list[str]:
     return [h["name"] for h in meta(params)["hardware"]]
 
 
+PAGE_OVERRIDE = "tick \u201callow requests past the context\u201d (allow_long_context=1)"
+
+
+def _page_override(handler: Callable[[Params, dict | None], Any]) -> Callable[[Params, dict | None], Any]:
+    """``handler`` whose refusal of requests past the context names the page's control for the override."""
+
+    def run(params: Params, config: dict | None = None) -> Any:
+        try:
+            return handler(params, config)
+        except WorkloadError as e:
+            from llmath.deploy.context_limit import ContextLengthError
+
+            if isinstance(e, ContextLengthError):
+                raise e.naming(PAGE_OVERRIDE) from None
+            raise
+
+    run.__doc__, run.__name__ = handler.__doc__, handler.__name__
+    return run
+
+
 HANDLERS: dict[str, Callable[[Params, dict | None], Any]] = {
     "models": models,
     "hardware": hardware_names,
     "meta": meta,
-    "analyze": analyze_view,
-    "sweep": sweep,
+    "analyze": _page_override(analyze_view),
+    "sweep": _page_override(sweep),
     "compare": compare,
     "explain": explain,
-    "plan": plan,
+    "plan": _page_override(plan),
 }
