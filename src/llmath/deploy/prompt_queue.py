@@ -11,19 +11,19 @@ only (⌊c/P'⌋ of them). So, with Q the queued prompt tokens at an iteration's
   engine's per-iteration overheads);
 * the requests arriving meanwhile, Poisson(λ·τ(s)) of them, add P' tokens each: Q' = Q − s + P'·A.
 
-This Markov chain lives on a lattice of P'/r tokens (r units a prompt; a budget that is not a whole number of
-units is served as ⌊b⌋ or ⌈b⌉ units with the probabilities that keep its mean, so the capacity, which decides the
-wait near saturation, is exact). Its stationary law π on the first n states solves π = πP, Σπ = 1 directly
-(:mod:`.banded_chain`): P is banded, a state moving at most ⌈cap⌉ units down and r·(n_a − 1) up (n_a arrival
-counts, those past P(A ≥ n_a) < 10⁻¹² moved onto the last with their mass and mean), so block state reduction
-with the subtraction-free diagonal of the GTH algorithm solves it in about n·r·n_a·⌈cap⌉ operations, exact to
-rounding but for that tail (no iteration to converge, so no slowing near saturation). The truncation: a jump past the last state empties the queue (the power iteration
-it replaces, which renormalised, spread that mass over π instead: the same law to the leak's order); the leak (the
-mass π sends past the last state an iteration) bounds the mass the untruncated chain holds above it, leak times the
-mean length of an excursion there, at most (r·n_a + ⌈cap⌉)/(cap − r·μ_full) iterations (:func:`_mass_above`); n is
-the fewest states that put that mass under :data:`TAIL` = 10⁻⁹. At most :data:`MAX_STATES` states (fewer where
-the band would hold more than :data:`MAX_BAND` numbers): where even those leak more than :data:`TAIL`, r is
-halved (a coarser lattice holds a longer queue), down to r = 1.
+This Markov chain lives on a lattice of P'/r tokens (r units a prompt; a budget that is not a whole number of units
+is served as ⌊b⌋ or ⌈b⌉ units with the probabilities that keep its mean, so the capacity, which decides the wait
+near saturation, is exact). Its stationary law π on the first n states solves π = πP, Σπ = 1 directly
+(:mod:`.banded_chain`): P is banded, a state moving at most ⌈cap⌉ units down and r·(n_a − 1) up (n_a arrival counts,
+those past P(A ≥ n_a) < 10⁻¹² moved onto the last with their mass and mean), so block state reduction with the
+subtraction-free diagonal of the GTH algorithm solves it in about n·r·n_a·⌈cap⌉ operations, exact to rounding but
+for that tail (no iteration to converge, so no slowing near saturation). The truncation: a jump past the last state
+empties the queue (the power iteration it replaces, which renormalised, spread that mass over π instead: the same
+law to the leak's order); the leak (the mass π sends past the last state an iteration) bounds the mass the
+untruncated chain holds above it, leak times the mean length of an excursion there, at most (r·n_a + ⌈cap⌉)/(cap −
+r·μ_full) iterations (:func:`_mass_above`); n is the fewest states that put that mass under :data:`TAIL` = 10⁻⁹. At
+most :data:`MAX_STATES` states (fewer where the band would hold more than :data:`MAX_BAND` numbers): where even
+those leak more than :data:`TAIL`, r is halved (a coarser lattice holds a longer queue), down to r = 1.
 From its stationary law π:
 
 * θ(d) = E_π[τ] / P_π(decode): a decoding request's mean time per decode iteration, as it sees every
