@@ -35,7 +35,7 @@ def test_one_prompt_an_iteration_is_the_slotted_md1_queue(mu):
 
 
 def test_the_slotted_md1_queue_at_999_thousandths_of_its_capacity():
-    # the same chain at μ = 0.999, where the power iteration needed far more than its 20,000 passes: the
+    # the same chain at μ = 0.999, where a power iteration needs far more than 20,000 passes: the
     # direct solve over 40,000 states (the tail falls by about e^(−2(1 − μ)/μ) a state, so the last ones hold
     # ~e^(−80)) gives E[Q] = 0.999·1.001/(2·0.001) = 499.9995, P(Q = 0) = 1 − μ = 0.001 and, balancing state 0
     # (π0 = (π0 + π1)·e^(−μ)), P(Q = 1) = (1 − μ)(e^μ − 1) = 0.001·1.715564 = 0.001715564
@@ -98,7 +98,7 @@ EQUAL_CASES = [(1024, 256, 0.1), (1024, 256, 0.5), (1024, 256, 0.9), (4096, 64, 
 
 @pytest.mark.parametrize("prompt,gen,load", EQUAL_CASES)
 def test_the_direct_solve_equals_the_power_iteration(prompt, gen, load, monkeypatch):
-    # the chain the power iteration solved before (tests/power_iteration.py): on the same lattice and states,
+    # the reference power iteration of the same chain (tests/power_iteration.py): on the same lattice and states,
     # the same law to 1e-6, then TTFT and TPOT to 1e-6 with each one's choice of lattice and truncation
     dev, eng, req, bmax, top = _case("llama-3.1-8b", "vllm", prompt, gen)
     rate = load * top

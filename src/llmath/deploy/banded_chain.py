@@ -15,7 +15,7 @@ at state 0 when the caller names it (a state ω that takes it and goes to 0, car
 one more column), else stays in its state.
 
 Cost: about n·(upper + b)·(lower + b) multiply-adds and n/b small dense solves; memory: the band, n·(lower +
-upper + 2b + 1) numbers. Tested against the power iteration the stationary law was found by before, and
+upper + 2b + 1) numbers. Tested against a power iteration of the same chain (tests/power_iteration.py) and
 against closed forms (tests/test_poisson_queue.py, tests/test_banded_chain.py).
 """
 

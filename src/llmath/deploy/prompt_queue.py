@@ -18,7 +18,7 @@ near saturation, is exact). Its stationary law π on the first n states solves �
 those past P(A ≥ n_a) < 10⁻¹² moved onto the last with their mass and mean), so block state reduction with the
 subtraction-free diagonal of the GTH algorithm solves it in about n·r·n_a·⌈cap⌉ operations, exact to rounding but
 for that tail (no iteration to converge, so no slowing near saturation). The truncation: a jump past the last state
-empties the queue (the power iteration it replaces, which renormalised, spread that mass over π instead: the same
+empties the queue (the reference power iteration, which renormalises, spreads that mass over π instead: the same
 law to the leak's order); the leak (the mass π sends past the last state an iteration) bounds the mass the
 untruncated chain holds above it, leak times the mean length of an excursion there, at most (r·n_a + ⌈cap⌉)/(cap −
 r·μ_full) iterations (:func:`_mass_above`); n is the fewest states that put that mass under :data:`TAIL` = 10⁻⁹. At
