@@ -35,6 +35,7 @@ note (:func:`llmath.model.notes.context_message`) and runs, for a student extrap
 
 from __future__ import annotations
 
+from llmath.deploy.engine_context import ContextLimit, context_limit
 from llmath.deploy.workload import Workload
 from llmath.errors import WorkloadError
 from llmath.model.spec import ModelSpec
@@ -75,12 +76,18 @@ def _longest_gen(workload: Workload) -> int:
     return max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
 
 
-def engine_length(spec: ModelSpec, workload: Workload) -> int | None:
-    """The length limit an engine must be started with to accept ``workload``'s requests (its longest output)
-    when they pass ``spec``'s context (vLLM's rule: prompt + output tokens); None when they fit the default."""
-    top = spec.max_positions
+def engine_limit(spec: ModelSpec, engine: str = "vllm") -> ContextLimit | None:
+    """``engine``'s default maximum model length for ``spec``, derived from the config as the engine derives it
+    (:mod:`.engine_context`); None where the model has no length limit."""
+    return context_limit(spec, engine)
+
+
+def engine_length(spec: ModelSpec, workload: Workload, engine: str = "vllm") -> int | None:
+    """The length limit ``engine`` must be started with to accept ``workload``'s requests (its longest output)
+    when they pass the engine's default limit (vLLM's rule: prompt + output tokens); None when they fit it."""
+    limit = engine_limit(spec, engine)
     tokens = request_tokens(spec, workload.prompt, _longest_gen(workload))
-    return tokens if top and tokens > top else None
+    return tokens if limit and tokens > limit.tokens else None
 
 
 def _lengths(spec: ModelSpec, prompt: int, gen: int, dist: bool) -> str:
@@ -96,24 +103,27 @@ def _rule(spec: ModelSpec, top: int) -> str:
     return f"1 + gen <= {top}" + (f" and prompt <= {top}" if _source_shares_table(spec) else "")
 
 
-def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool) -> list[str]:
-    """Nothing when each of ``workload``'s requests (prompt + its longest output) fits ``spec``'s context; past
-    it a :class:`WorkloadError`, or with ``allow`` the note the report carries: the figures extrapolate."""
+def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool, engine: str = "vllm") -> list[str]:
+    """Nothing when each of ``workload``'s requests (prompt + its longest output) fits ``engine``'s default
+    maximum model length for ``spec`` (:func:`engine_limit`); past it a :class:`WorkloadError`, or with ``allow``
+    the note the report carries: the figures extrapolate."""
     if not isinstance(allow, bool):
         raise WorkloadError(f"allow_long_context={allow!r} must be True or False; True times requests past the context")
-    top, prompt, gen = spec.max_positions or 0, workload.prompt, _longest_gen(workload)
-    if engine_length(spec, workload) is None:
+    prompt, gen = workload.prompt, _longest_gen(workload)
+    limit = engine_limit(spec, engine)
+    if limit is None or engine_length(spec, workload, engine) is None:
         return []
-    lengths = _lengths(spec, prompt, gen, bool(workload.gen_dist))
+    lengths, top = _lengths(spec, prompt, gen, bool(workload.gen_dist)), limit.tokens
+    derived = f"{limit.engine}'s max model length {top} = {limit.how}"
     if not allow:
         raise ContextLengthError(
-            f"{lengths} per request pass {spec.name}'s context of {top} tokens (max_position_embeddings), the"
-            f" longest request serving engines accept by default ({ENGINE_LIMITS})",
+            f"{lengths} per request pass {spec.name}'s context: {derived}, the longest request it accepts by"
+            " default",
             _rule(spec, top),
         )
     msg = (
-        f"{spec.name}: {lengths} per request pass the model's context of {top} tokens (max_position_embeddings):"
-        f" timed as --allow-long-context asks, as an engine started with a longer limit than the config's"
-        f" ({ENGINE_LIMITS}) would run them; the figures extrapolate past the trained positions"
+        f"{spec.name}: {lengths} per request pass the model's context ({derived}): timed as --allow-long-context"
+        f" asks, as an engine started with a longer limit than the config's ({ENGINE_LIMITS}) would run them; the"
+        " figures extrapolate past the trained positions"
     )
     return [msg]
