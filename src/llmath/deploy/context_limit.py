@@ -117,8 +117,7 @@ def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool, engine:
     derived = f"{limit.engine}'s max model length {top} = {limit.how}"
     if not allow:
         raise ContextLengthError(
-            f"{lengths} per request pass {spec.name}'s context: {derived}, the longest request it accepts by"
-            " default",
+            f"{lengths} per request pass {spec.name}'s context: {derived}, the longest request it accepts by default",
             _rule(spec, top),
         )
     msg = (
