@@ -1,7 +1,8 @@
 """A served request longer than the model's context: refused, as the serving engines refuse it.
 
 Every engine llmath models caps a request's tokens (prompt plus requested output) at a maximum model length
-that defaults to the model's trained context, the config's position table (``max_position_embeddings``):
+that it derives from the model's config in its own way (:mod:`.engine_context`: its length keys, its RoPE
+scaling; the engine's rule is ``context_rule`` in ``data/engines.json``):
 
 * vLLM: ``max_model_len`` defaults to the length derived from the model's config (``ModelConfig``,
   ``_get_and_verify_max_len``; a longer one is refused unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``). Its
@@ -22,10 +23,10 @@ that defaults to the model's trained context, the config's position table (``max
 
 So a serving estimate (:func:`llmath.serve`, :func:`llmath.plan`,
 :func:`llmath.deploy.disagg.serve_disaggregated`) of requests past the context times a run that no engine
-accepts with its defaults: it is refused, a usage error that names the lengths, the limit and the two ways
-on. The rule is vLLM's, P + G ≤ N tokens per request (SGLang's is one token stricter: P + G < N); for an
-encoder-decoder model the decoder's sequence, its start token + G, and a source that shares the decoder's
-position table (BART, T5), P, each within N. ``allow_long_context=True`` (``--allow-long-context``) times
+accepts with its defaults: it is refused, a usage error that names the lengths, the engine's limit and how it
+derived it, and the two ways on. The rule is vLLM's, P + G ≤ N tokens per request (SGLang's is one token
+stricter: P + G < N); for an encoder-decoder model the decoder's sequence, its start token + G, and a
+source that shares the decoder's position table (BART, T5), P, each within N. ``allow_long_context=True`` (``--allow-long-context``) times
 such requests anyway, as an engine started with a longer limit than the config's would run them, and the
 report says so in a note: the figures then extrapolate the architecture past its trained positions.
 
