@@ -57,7 +57,7 @@ class RateError(WorkloadError):
 
     def over_replicas(self, n: int) -> RateError:
         """The same limit for ``n`` replicas that each take 1/n of the requests."""
-        detail = f"{self.detail} on each of {n} attention-DP replicas"
+        detail = f" over {n} attention-DP replicas, each {self.sustained:.3g} requests/s{self.detail}"
         return RateError(self.rate * n, self.sustained * n, self.what, detail)
 
 
