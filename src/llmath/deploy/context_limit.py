@@ -26,9 +26,10 @@ So a serving estimate (:func:`llmath.serve`, :func:`llmath.plan`,
 accepts with its defaults: it is refused, a usage error that names the lengths, the engine's limit and how it
 derived it, and the two ways on. The rule is vLLM's, P + G ≤ N tokens per request (SGLang's is one token
 stricter: P + G < N); for an encoder-decoder model the decoder's sequence, its start token + G, and a
-source that shares the decoder's position table (BART, T5), P, each within N. ``allow_long_context=True`` (``--allow-long-context``) times
-such requests anyway, as an engine started with a longer limit than the config's would run them, and the
-report says so in a note: the figures then extrapolate the architecture past its trained positions.
+source that shares the decoder's position table (BART, T5), P, each within N. ``allow_long_context=True``
+(``--allow-long-context``) times such requests anyway, as an engine started with a longer limit than its
+default would run them, and the report says so in a note: the figures then extrapolate the architecture past
+its trained positions.
 
 The single-pass analysis (:func:`llmath.analyze`, a static batch) is not a served request: it keeps its
 note (:func:`llmath.model.notes.context_message`) and runs, for a student extrapolating the architecture.
