@@ -29,6 +29,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from llmath.deploy import engines
 from llmath.model.spec import ModelSpec
 
 DEFAULT_LENGTH = 2048  # each engine's length when the config names none (vLLM, SGLang, TensorRT-LLM)
@@ -108,8 +109,6 @@ RULES: dict[str, Callable[[dict], tuple[float, str]]] = {
 def context_limit(spec: ModelSpec, engine: str) -> ContextLimit | None:
     """``engine``'s default maximum model length for ``spec`` (its rule: ``context_rule`` in
     ``data/engines.json``); None where the model has no length limit (no position table, no length key)."""
-    from llmath.deploy import engines
-
     rule = engines.info(engine)["context_rule"]
     name = engines.info(engine).get("display_name", engine).split(" (")[0]
     cfg = dict(spec.length_config)
