@@ -74,8 +74,8 @@ def long_context(cmd, spec, workload, allow: bool):
     from llmath.deploy.context_limit import engine_length, long_context_notes
     from llmath.deploy.engine_length import with_length_limit
 
-    long_context_notes(spec, workload, allow)
-    tokens = engine_length(spec, workload)
+    long_context_notes(spec, workload, allow, cmd.engine)
+    tokens = engine_length(spec, workload, cmd.engine)
     return cmd if tokens is None else with_length_limit(cmd, spec, tokens)
 
 

@@ -1,7 +1,8 @@
 """A served request longer than the model's context: refused, as the serving engines refuse it.
 
 Every engine llmath models caps a request's tokens (prompt plus requested output) at a maximum model length
-that defaults to the model's trained context, the config's position table (``max_position_embeddings``):
+that it derives from the model's config in its own way (:mod:`.engine_context`: its length keys, its RoPE
+scaling; the engine's rule is ``context_rule`` in ``data/engines.json``):
 
 * vLLM: ``max_model_len`` defaults to the length derived from the model's config (``ModelConfig``,
   ``_get_and_verify_max_len``; a longer one is refused unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``). Its
@@ -22,12 +23,13 @@ that defaults to the model's trained context, the config's position table (``max
 
 So a serving estimate (:func:`llmath.serve`, :func:`llmath.plan`,
 :func:`llmath.deploy.disagg.serve_disaggregated`) of requests past the context times a run that no engine
-accepts with its defaults: it is refused, a usage error that names the lengths, the limit and the two ways
-on. The rule is vLLM's, P + G ≤ N tokens per request (SGLang's is one token stricter: P + G < N); for an
-encoder-decoder model the decoder's sequence, its start token + G, and a source that shares the decoder's
-position table (BART, T5), P, each within N. ``allow_long_context=True`` (``--allow-long-context``) times
-such requests anyway, as an engine started with a longer limit than the config's would run them, and the
-report says so in a note: the figures then extrapolate the architecture past its trained positions.
+accepts with its defaults: it is refused, a usage error that names the lengths, the engine's limit and how it
+derived it, and the two ways on. The rule is vLLM's, P + G ≤ N tokens per request (SGLang's is one token
+stricter: P + G < N); for an encoder-decoder model the decoder's sequence, its start token + G, and a
+source that shares the decoder's position table (BART, T5), P, each within N. ``allow_long_context=True``
+(``--allow-long-context``) times such requests anyway, as an engine started with a longer limit than its
+default would run them, and the report says so in a note: the figures then extrapolate the architecture past
+its trained positions.
 
 The single-pass analysis (:func:`llmath.analyze`, a static batch) is not a served request: it keeps its
 note (:func:`llmath.model.notes.context_message`) and runs, for a student extrapolating the architecture.
@@ -35,6 +37,7 @@ note (:func:`llmath.model.notes.context_message`) and runs, for a student extrap
 
 from __future__ import annotations
 
+from llmath.deploy.engine_context import ContextLimit, context_limit
 from llmath.deploy.workload import Workload
 from llmath.errors import WorkloadError
 from llmath.model.spec import ModelSpec
@@ -75,12 +78,18 @@ def _longest_gen(workload: Workload) -> int:
     return max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
 
 
-def engine_length(spec: ModelSpec, workload: Workload) -> int | None:
-    """The length limit an engine must be started with to accept ``workload``'s requests (its longest output)
-    when they pass ``spec``'s context (vLLM's rule: prompt + output tokens); None when they fit the default."""
-    top = spec.max_positions
+def engine_limit(spec: ModelSpec, engine: str = "vllm") -> ContextLimit | None:
+    """``engine``'s default maximum model length for ``spec``, derived from the config as the engine derives it
+    (:mod:`.engine_context`); None where the model has no length limit."""
+    return context_limit(spec, engine)
+
+
+def engine_length(spec: ModelSpec, workload: Workload, engine: str = "vllm") -> int | None:
+    """The length limit ``engine`` must be started with to accept ``workload``'s requests (its longest output)
+    when they pass the engine's default limit (vLLM's rule: prompt + output tokens); None when they fit it."""
+    limit = engine_limit(spec, engine)
     tokens = request_tokens(spec, workload.prompt, _longest_gen(workload))
-    return tokens if top and tokens > top else None
+    return tokens if limit and tokens > limit.tokens else None
 
 
 def _lengths(spec: ModelSpec, prompt: int, gen: int, dist: bool) -> str:
@@ -96,24 +105,26 @@ def _rule(spec: ModelSpec, top: int) -> str:
     return f"1 + gen <= {top}" + (f" and prompt <= {top}" if _source_shares_table(spec) else "")
 
 
-def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool) -> list[str]:
-    """Nothing when each of ``workload``'s requests (prompt + its longest output) fits ``spec``'s context; past
-    it a :class:`WorkloadError`, or with ``allow`` the note the report carries: the figures extrapolate."""
+def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool, engine: str = "vllm") -> list[str]:
+    """Nothing when each of ``workload``'s requests (prompt + its longest output) fits ``engine``'s default
+    maximum model length for ``spec`` (:func:`engine_limit`); past it a :class:`WorkloadError`, or with ``allow``
+    the note the report carries: the figures extrapolate."""
     if not isinstance(allow, bool):
         raise WorkloadError(f"allow_long_context={allow!r} must be True or False; True times requests past the context")
-    top, prompt, gen = spec.max_positions or 0, workload.prompt, _longest_gen(workload)
-    if engine_length(spec, workload) is None:
+    prompt, gen = workload.prompt, _longest_gen(workload)
+    limit = engine_limit(spec, engine)
+    if limit is None or engine_length(spec, workload, engine) is None:
         return []
-    lengths = _lengths(spec, prompt, gen, bool(workload.gen_dist))
+    lengths, top = _lengths(spec, prompt, gen, bool(workload.gen_dist)), limit.tokens
+    derived = f"{limit.engine}'s max model length {top} = {limit.how}"
     if not allow:
         raise ContextLengthError(
-            f"{lengths} per request pass {spec.name}'s context of {top} tokens (max_position_embeddings), the"
-            f" longest request serving engines accept by default ({ENGINE_LIMITS})",
+            f"{lengths} per request pass {spec.name}'s context: {derived}, the longest request it accepts by default",
             _rule(spec, top),
         )
     msg = (
-        f"{spec.name}: {lengths} per request pass the model's context of {top} tokens (max_position_embeddings):"
-        f" timed as --allow-long-context asks, as an engine started with a longer limit than the config's"
-        f" ({ENGINE_LIMITS}) would run them; the figures extrapolate past the trained positions"
+        f"{spec.name}: {lengths} per request pass the model's context ({derived}): timed as --allow-long-context"
+        f" asks, as an engine started with a longer limit than the config's ({ENGINE_LIMITS}) would run them; the"
+        " figures extrapolate past the trained positions"
     )
     return [msg]

@@ -288,7 +288,7 @@ def serve_disaggregated(model, hardware, *, workload: Workload | None = None, pr
     if speculation is not None and not isinstance(speculation, Speculation):
         raise WorkloadError(f"speculation={speculation!r} must be a llmath.Speculation or None")
     prefill, decode = checked_pool("prefill", prefill), checked_pool("decode", decode)
-    spec, hw, p, notes = _resolved(model, hardware, precision, w, allow_long_context)
+    spec, hw, p, notes = _resolved(model, hardware, precision, w, allow_long_context, engine)
     req = Requests(w.prompt, w.gen)
     run = (spec, hw, p, engine, efficiency_mode, req, speculation, eager_prefill, moe_kernels)
     pools = (built_pool(*run, "prefill", prefill), built_pool(*run, "decode", decode))
@@ -350,7 +350,7 @@ def pools_closed_loop(
             "tokens_per_step": ddec.tokens}  # fmt: skip
 
 
-def _resolved(model, hardware, precision, workload: Workload, allow_long_context: bool):
+def _resolved(model, hardware, precision, workload: Workload, allow_long_context: bool, engine: str):
     """(ModelSpec, Hardware, Precision, notes) of :func:`serve_disaggregated`'s arguments: the checkpoint's formats
     unless ``precision`` is given (a :class:`~llmath.model.dtypes.Precision` or a dtype name, as
     :func:`llmath.serve` takes it); requests longer than the model's context refused as the engines refuse them,
@@ -361,7 +361,7 @@ def _resolved(model, hardware, precision, workload: Workload, allow_long_context
     from llmath.model.registry import resolve
 
     hw, spec = get_hardware(hardware) if isinstance(hardware, str) else hardware, resolve(model)
-    notes = long_context_notes(spec, workload, allow_long_context)
+    notes = long_context_notes(spec, workload, allow_long_context, engine)
     return spec, hw, checkpoint_precision(model, precision_arg(precision))[0], notes
 
 

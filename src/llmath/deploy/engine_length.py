@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmath.deploy.engine_args import EngineCommand, engine_data
+from llmath.deploy.engine_context import context_limit
 from llmath.model.spec import ModelSpec
 
 OVERRIDES = {"vllm": "--hf-overrides", "sglang": "--json-model-override-args"}
@@ -42,10 +43,15 @@ def with_length_limit(cmd: EngineCommand, spec: ModelSpec, tokens: int) -> Engin
     if setting.get("allow_env"):
         env[setting["allow_env"]] = "1"
     note = (
-        f"{setting['flag']} {limit} admits requests of {tokens} tokens, past {spec.name}'s context of"
-        f" {spec.max_positions} (max_position_embeddings)"
+        f"{setting['flag']} {limit} admits requests of {tokens} tokens, past {spec.name}'s context:"
+        f" {_derived(cmd.engine, spec)}"
     )
     return replace(cmd, argv=argv, env=env, notes=[*cmd.notes, note, _positions_note(cmd.engine, spec)])
+
+
+def _derived(engine: str, spec: ModelSpec) -> str:
+    own = context_limit(spec, engine)
+    return f"{own.engine}'s max model length {own.tokens} = {own.how}" if own else "no length limit"
 
 
 def _positions_note(engine: str, spec: ModelSpec) -> str:

@@ -219,10 +219,12 @@ def _pins(parallel: ParallelConfig | None, gpus: int) -> dict[str, int | None]:
     return par.pinned()
 
 
-def _plannable_requests(spec: ModelSpec, w: Workload, disagg: bool, allow_long: bool) -> tuple[Requests, list[str]]:
+def _plannable_requests(
+    spec: ModelSpec, w: Workload, disagg: bool, allow_long: bool, engine: str
+) -> tuple[Requests, list[str]]:
     """The workload's requests and their notes, refused where the planner cannot rank them: one output token (no
     TPOT), an encoder-decoder model split into prefill and decode pools, or requests past the model's context
-    unless ``allow_long`` (:mod:`.context_limit`)."""
+    unless ``allow_long`` (:mod:`.context_limit`: ``engine``'s own limit)."""
     req = Requests(w.prompt, w.gen, w.prefix_hit, w.gen_dist, spec.is_encoder_decoder)
     if req.max_gen <= 1:
         raise WorkloadError(
@@ -231,7 +233,7 @@ def _plannable_requests(spec: ModelSpec, w: Workload, disagg: bool, allow_long: 
         )
     if disagg and spec.is_encoder_decoder:
         raise WorkloadError(f"--disagg: {spec.name} is an encoder-decoder model; plan it aggregated (drop --disagg)")
-    return req, long_context_notes(spec, w, allow_long)
+    return req, long_context_notes(spec, w, allow_long, engine)
 
 
 @checked
@@ -270,7 +272,7 @@ def plan(
     refuse_uncached(spec)
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     w = cast(Workload, workload)  # checked by @checked: the request shape only
-    req, long_notes = _plannable_requests(spec, w, disagg, allow_long_context)
+    req, long_notes = _plannable_requests(spec, w, disagg, allow_long_context, engine)
     formats = searched_formats(model, weights, kv_dtype)  # without weights: the checkpoint's, as analyze reads them
     targets = {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms}
     searches = []

@@ -72,7 +72,7 @@ def serve(
     spec = resolve(model)
     refuse_uncached(spec)
     refuse_draft_only(spec)
-    long_notes = long_context_notes(spec, w, allow_long_context)
+    long_notes = long_context_notes(spec, w, allow_long_context, engine)
     layout = parallel.requested(spec) if parallel is not None else None
     hw = get_hardware(hardware) if isinstance(hardware, str) else hardware
     p = checkpoint_precision(model, precision)[0]  # the checkpoint's formats unless given; fallbacks, no errors

@@ -30,6 +30,7 @@ from llmath.model.family_facts import (
     TIED_BY_DEFAULT,
     _all_layers,
 )
+from llmath.model.length_config import length_config
 from llmath.model.spec import ModelSpec
 from llmath.model.spec_moe import MoESpec
 from llmath.model.towers import tower_params, wrapper_ties
@@ -334,7 +335,8 @@ def _build(cfg, model_type, table, name, where, source) -> ModelSpec:
         ffn=ffn, activation=activation, activation_params=int(table.get("activation_params", 0)), moe=moe,
         layer_moe=layer_moe, final_softcap=cfg.get("final_logit_softcapping") if softcap else None,
         norm=fact(table, cfg, "norm", "rms"), norms_per_layer=norms, parallel_block=parallel, position=position,
-        max_positions=int(max_pos) if max_pos else None, rotary_dim=derive.rotary_dim(cfg, position, head_dim, mla),
+        max_positions=int(max_pos) if max_pos else None, length_config=length_config(cfg),
+        rotary_dim=derive.rotary_dim(cfg, position, head_dim, mla),
         **stacks, **derive.flags(table, cfg),
     )  # fmt: skip
 

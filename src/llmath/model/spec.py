@@ -99,6 +99,8 @@ class ModelSpec:
     final_norm: bool = True
     embedding_norm: bool = False  # BLOOM word_embeddings_layernorm
     max_positions: int | None = None
+    # the config's length keys and RoPE scaling entries the engines derive their length limit from (length_config.py)
+    length_config: tuple[tuple[str, int | float | str], ...] = ()
     position_table_offset: int = 0  # OPT/BART learned tables have 2 extra rows
     rotary_dim: int | None = None  # rotary width per head (partial rotary: phi, gpt-neox, gpt-j)
     relative_buckets: int = 0  # T5 relative attention bias buckets
