@@ -112,8 +112,9 @@ AllowLongContextOpt = Annotated[
     bool,
     typer.Option(
         "--allow-long-context",
-        help="Serving: time requests whose prompt + gen pass the model's context (max_position_embeddings), which"
-        " engines refuse by default; the figures then extrapolate (docs/context.md).",
+        help="Serving: time requests whose prompt + gen pass the engine's maximum model length (as the engine derives"
+        " it from the config), which it refuses by default; the figures then extrapolate, and --emit raises the"
+        " engine's limit (docs/context.md).",
     ),
 ]
 BatchOpt = Annotated[
