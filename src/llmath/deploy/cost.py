@@ -26,7 +26,6 @@ from llmath.deploy.layout import Layout
 from llmath.deploy.shard import rank_plans
 from llmath.hardware import Hardware
 from llmath.hardware import efficiency_fit as ef
-from llmath.hardware.decode import decode_generation
 from llmath.hardware.roofline import Efficiency, stage_times
 from llmath.hardware.topology import Topology, topology
 from llmath.model.dtypes import Precision
@@ -329,6 +328,8 @@ def decode_totals(
     operators plus N − 1 × its per-step communication (messages do not grow with the context).
     ``batch`` (one replica's), ``context`` and ``gen`` may be arrays that broadcast (a sweep); ``src``: the
     source positions an encoder-decoder model's steps cross-attend."""
+    from llmath.hardware.decode import decode_generation  # the closed form: not the planner's stepwise loops
+
     topo = topology(hw)
     total = first = last = comm_total = 0.0
     step = Scenario(batch, 1, context, src=src)

@@ -3,35 +3,10 @@ config keys it reads them from (see :mod:`llmath.model.hf`, which builds a spec 
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from llmath.model import (
-    families_assist,
-    families_beam,
-    families_bigbird,
-    families_blt,
-    families_compass,
-    families_cpmant,
-    families_dense,
-    families_dsv4,
-    families_encdec,
-    families_gemma3n,
-    families_hrm,
-    families_idx,
-    families_inkling,
-    families_linear,
-    families_moe,
-    families_moshi,
-    families_multimodal,
-    families_musicgen,
-    families_nas,
-    families_prophetnet,
-    families_qwen4,
-    families_recurrent,
-    families_ssm,
-    families_zaya,
-    mixer_configs,
-)
+from llmath.model import families_encdec, mixer_configs
 from llmath.model.family_facts import (
     COHERE_LIKE,
     GEMMA2_LIKE,
@@ -71,7 +46,7 @@ _GPTJ_BLOCK = dict(
 )
 _GRANITE_SHARED = moe_keys("num_local_experts", "intermediate_size", shared_width="shared_intermediate_size")
 
-ADAPTERS: dict[str, dict[str, Any]] = {
+_ROWS: dict[str, dict[str, Any]] = {
     # state-space families (model/mixer_configs.py reads their widths and per-layer mixer kinds)
     "mamba": dict(norm="rms", build=mixer_configs.mamba),
     "falcon_mamba": dict(norm="rms", build=mixer_configs.mamba),
@@ -355,31 +330,90 @@ ADAPTERS: dict[str, dict[str, Any]] = {
         activation="gelu",
     ),
 }
-ADAPTERS["codegen"] = ADAPTERS["gptj"]  # CodeGen is GPT-J's block (parallel attention + MLP, partial rotary)
-ADAPTERS.update(families_dense.ADAPTERS)  # dense decoders with an unusual feature (MPT, DiffLlama, ...)
-ADAPTERS.update(families_ssm.ADAPTERS)  # state-space hybrids: Nemotron-H, Falcon-H1, Zamba, Zamba2
-ADAPTERS.update(families_recurrent.ADAPTERS)  # short-conv and recurrent families (model/families_recurrent.py)
-ADAPTERS.update(families_moe.ADAPTERS)  # MoE / sparse-attention families (model/families_moe.py)
+_ROWS["codegen"] = _ROWS["gptj"]  # CodeGen is GPT-J's block (parallel attention + MLP, partial rotary)
 
-# model_types whose transformers config class defaults to tie_word_embeddings=True (5.23; the decoder-only
-# ones are checked against the config classes in tests/test_oracle_causal_lm.py).
-ADAPTERS.update(families_multimodal.ADAPTERS)  # model/families_multimodal.py
-ADAPTERS.update(families_linear.ADAPTERS)  # linear-attention hybrids (model/families_linear.py)
-ADAPTERS.update(families_beam.ADAPTERS)  # Beam (model/families_beam.py)
-ADAPTERS.update(families_zaya.ADAPTERS)  # ZAYA1: compressed convolutional attention (model/families_zaya.py)
-ADAPTERS.update(families_hrm.ADAPTERS)  # HRM-Text: stacks run in cycles (model/families_hrm.py)
-ADAPTERS.update(families_compass.ADAPTERS)  # Cohere Compass's text decoder (model/families_compass.py)
-ADAPTERS.update(families_dsv4.ADAPTERS)  # DeepSeek-V4 (model/families_dsv4.py)
-ADAPTERS.update(families_gemma3n.ADAPTERS)  # Gemma 3n's language model (model/families_gemma3n.py)
-ADAPTERS.update(families_qwen4.ADAPTERS)  # Qwen4-Exp (model/families_qwen4.py)
-ADAPTERS.update(families_encdec.ADAPTERS)  # BART's descendants: mBART, PLBart, MVP, Blenderbot, Pegasus, Marian
-ADAPTERS.update(families_inkling.ADAPTERS)  # Inkling, Inkling-2 (model/families_inkling.py)
-ADAPTERS.update(families_cpmant.ADAPTERS)  # CPM-Ant: a prompt prefix, relative positions (model/families_cpmant.py)
-ADAPTERS.update(families_moshi.ADAPTERS)  # Moshi's temporal transformer (model/families_moshi.py)
-ADAPTERS.update(families_nas.ADAPTERS)  # Nemotron-NAS: per-layer attention and FFN widths (families_nas.py)
-ADAPTERS.update(families_idx.ADAPTERS)  # indexed sparse attention: A.X K2, Dots 3 Note, MiniMax-M3 (families_idx.py)
-ADAPTERS.update(families_musicgen.ADAPTERS)  # MusicGen decoder and composite (model/families_musicgen.py)
-ADAPTERS.update(families_prophetnet.ADAPTERS)  # ProphetNet's n-stream encoder-decoder (model/families_prophetnet.py)
-ADAPTERS.update(families_bigbird.ADAPTERS)  # BigBird-Pegasus (model/families_bigbird.py)
-ADAPTERS.update(families_blt.ADAPTERS)  # the Byte Latent Transformer (model/families_blt.py, ops/blt.py)
-ADAPTERS.update(families_assist.ADAPTERS)  # Gemma 4's assistants, draft models on the target's K/V (families_assist.py)
+
+def _other_tables() -> tuple[dict[str, dict[str, Any]], ...]:
+    """The other modules' tables, in the order they extend this one (none repeats a model_type)."""
+    from llmath.model import (
+        families_assist,
+        families_beam,
+        families_bigbird,
+        families_blt,
+        families_compass,
+        families_cpmant,
+        families_dense,
+        families_dsv4,
+        families_gemma3n,
+        families_hrm,
+        families_idx,
+        families_inkling,
+        families_linear,
+        families_moe,
+        families_moshi,
+        families_multimodal,
+        families_musicgen,
+        families_nas,
+        families_prophetnet,
+        families_qwen4,
+        families_recurrent,
+        families_ssm,
+        families_zaya,
+    )
+
+    return (
+        families_dense.ADAPTERS,  # dense decoders with an unusual feature (MPT, DiffLlama, ...)
+        families_ssm.ADAPTERS,  # state-space hybrids: Nemotron-H, Falcon-H1, Zamba, Zamba2
+        families_recurrent.ADAPTERS,  # short-conv and recurrent families (model/families_recurrent.py)
+        families_moe.ADAPTERS,  # MoE / sparse-attention families (model/families_moe.py)
+        families_multimodal.ADAPTERS,  # model/families_multimodal.py
+        families_linear.ADAPTERS,  # linear-attention hybrids (model/families_linear.py)
+        families_beam.ADAPTERS,  # Beam (model/families_beam.py)
+        families_zaya.ADAPTERS,  # ZAYA1: compressed convolutional attention (model/families_zaya.py)
+        families_hrm.ADAPTERS,  # HRM-Text: stacks run in cycles (model/families_hrm.py)
+        families_compass.ADAPTERS,  # Cohere Compass's text decoder (model/families_compass.py)
+        families_dsv4.ADAPTERS,  # DeepSeek-V4 (model/families_dsv4.py)
+        families_gemma3n.ADAPTERS,  # Gemma 3n's language model (model/families_gemma3n.py)
+        families_qwen4.ADAPTERS,  # Qwen4-Exp (model/families_qwen4.py)
+        families_encdec.ADAPTERS,  # BART's descendants: mBART, PLBart, MVP, Blenderbot, Pegasus, Marian
+        families_inkling.ADAPTERS,  # Inkling, Inkling-2 (model/families_inkling.py)
+        families_cpmant.ADAPTERS,  # CPM-Ant: a prompt prefix, relative positions (model/families_cpmant.py)
+        families_moshi.ADAPTERS,  # Moshi's temporal transformer (model/families_moshi.py)
+        families_nas.ADAPTERS,  # Nemotron-NAS: per-layer attention and FFN widths (families_nas.py)
+        families_idx.ADAPTERS,  # indexed sparse attention: A.X K2, Dots 3 Note, MiniMax-M3 (families_idx.py)
+        families_musicgen.ADAPTERS,  # MusicGen decoder and composite (model/families_musicgen.py)
+        families_prophetnet.ADAPTERS,  # ProphetNet's n-stream encoder-decoder (model/families_prophetnet.py)
+        families_bigbird.ADAPTERS,  # BigBird-Pegasus (model/families_bigbird.py)
+        families_blt.ADAPTERS,  # the Byte Latent Transformer (model/families_blt.py, ops/blt.py)
+        families_assist.ADAPTERS,  # Gemma 4's assistants, draft models on the target's K/V (families_assist.py)
+    )
+
+
+class _Adapters(Mapping[str, dict[str, Any]]):
+    """Every family's row by ``model_type``: this module's rows at once, the other modules' tables imported
+    the first time a look-up misses this module's rows or the whole table is listed (a plan of a Llama or
+    DeepSeek model never imports the modules of MusicGen, BLT, ...)."""
+
+    def __init__(self, rows: dict[str, dict[str, Any]]) -> None:
+        self._rows = rows
+        self._complete = False
+
+    def _all(self) -> dict[str, dict[str, Any]]:
+        if not self._complete:
+            for table in _other_tables():
+                self._rows.update(table)
+            self._complete = True
+        return self._rows
+
+    def __getitem__(self, model_type: str) -> dict[str, Any]:
+        row = self._rows.get(model_type)
+        return row if row is not None else self._all()[model_type]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+ADAPTERS: Mapping[str, dict[str, Any]] = _Adapters(_ROWS)

@@ -33,8 +33,6 @@ from llmath.model.family_facts import (
 from llmath.model.length_config import length_config
 from llmath.model.spec import ModelSpec
 from llmath.model.spec_moe import MoESpec
-from llmath.model.towers import tower_params, wrapper_ties
-from llmath.model.towers_mllama import vision_spec
 from llmath.model.towers_vl import FLAT_WRAPPERS
 
 __all__ = ["ADAPTERS", "ENCODERS", "TIED_BY_DEFAULT", "read_config", "spec_from_config", "spec_from_file"]
@@ -246,6 +244,9 @@ def spec_from_config(cfg: Mapping[str, Any], name: str | None = None, source: st
         if not table.get("towers"):
             return spec
         wrapper = model_type  # a decoder that carries its own image encoder (GIT): counted as a wrapper's towers
+    from llmath.model.towers import tower_params, wrapper_ties  # a wrapper's towers: their modules on first use
+    from llmath.model.towers_mllama import vision_spec
+
     counted, towers = tower_params(outer, spec.d_model)
     tie = wrapper_ties(outer, spec.tie_embeddings)
     spec = replace(spec, wrapper=wrapper, towers_not_counted=towers, tower_params=counted, tie_embeddings=tie)

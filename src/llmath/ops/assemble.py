@@ -17,29 +17,16 @@ from llmath.ops.altup import (
     laurel,
     logit_rows_only,
 )
-from llmath.ops.assistant import assistant_head, assistant_input
 from llmath.ops.attention import attention_block
-from llmath.ops.bigbird import block_sparse_rows, dense_probs
-from llmath.ops.blt import blt_ops
-from llmath.ops.codebooks import enc_to_dec_proj, text_encoder_pass
-from llmath.ops.compressed import compressed_attention
 from llmath.ops.core import ATTENTIONS, Attention, Builder, Op, Stage
 from llmath.ops.cycles import recurrence_weights
 from llmath.ops.embed import embedding, head, lm_head
 from llmath.ops.ffn import ffn_block, residual
-from llmath.ops.frontend import audio_frontend
-from llmath.ops.hyper import hyper_layers
-from llmath.ops.inkling import inkling_layers
 from llmath.ops.mhc import mhc_embed, mhc_head, mhc_in, mhc_out
-from llmath.ops.mixers import mixer_block
 from llmath.ops.moe import moe_beside_ffn, moe_block, router_state_carry
 from llmath.ops.norm_gate import norm_gate
 from llmath.ops.per_layer import per_layer_block, per_layer_inputs
-from llmath.ops.prophet import prophet_decoder
-from llmath.ops.shared_block import shared_block
 from llmath.ops.variants import last_layer_o_bias
-from llmath.ops.vision_cross import vision_cross_layers
-from llmath.ops.vision_mllama import vision_pass
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, bool, int]]:
@@ -101,6 +88,8 @@ def _compressed_layers(b: Builder) -> None:
     """DeepSeek-V4's layers, grouped by (window, moe, compressor): hyper-connection in, norm, attention
     (ops/compressed.py), hyper-connection out, then the same around the FFN or MoE (ops/mhc.py); a plain
     residual where the spec has no hyper-connection streams."""
+    from llmath.ops.compressed import compressed_attention
+
     s = b.spec
     groups: dict[tuple[int | None, bool, str], int] = {}
     for key in zip(s.layer_windows, s.layer_moe, s.layer_compress, strict=True):
@@ -149,6 +138,10 @@ def _mixer_layers(b: Builder) -> None:
     """Layers whose mixer is not attention (state-space, recurrent): norm, mixer, residual, then (hybrids)
     norm, FFN or MoE, residual; grouped by :func:`mixer_layer_kind`. Kind "none" (Nemotron-H, Nemotron-NAS):
     norm, FFN or MoE, residual only. Kind "shared+<mixer>" (Zamba): the shared block first (ops/shared_block.py)."""
+    from llmath.ops.mixers import mixer_block
+    from llmath.ops.shared_block import shared_block
+    from llmath.ops.vision_cross import vision_cross_layers
+
     s = b.spec
     groups: dict[tuple[str, bool, int, str], int] = {}
     for i, (kind, moe) in enumerate(zip(s.layer_mixers, s.layer_moe, strict=True)):
@@ -190,12 +183,16 @@ def _decoder_layers(b: Builder) -> None:
     s = b.spec
     first = len(b.ops)
     if s.inkling is not None:  # Inkling / Inkling-2: their own layer (ops/inkling.py)
+        from llmath.ops.inkling import inkling_layers
+
         inkling_layers(b, layer_kind)
         return
     if s.compressed is not None:  # DeepSeek-V4: compressed attention and hyper-connections
         _compressed_layers(b)
         return
     if s.hyper is not None:  # Qwen4-Exp: residual streams (ops/hyper.py)
+        from llmath.ops.hyper import hyper_layers
+
         hyper_layers(b, layer_kind)
         return
     _mixer_layers(b)
@@ -229,6 +226,8 @@ def _attention_layers(b: Builder, g: _Group, first: bool) -> None:
         b.norm("norm.ffn_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
     attention_block(b, g.window, count, lk)
     if kind != "attention":  # Falcon-H1: the mixer runs beside attention on the same normed input
+        from llmath.ops.mixers import mixer_block
+
         mixer_block(b, count, lk)
     if norms >= 4:
         b.norm("norm.attn_out", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
@@ -274,6 +273,11 @@ def _encoder_decoder(b: Builder) -> None:
     """An encoder-decoder stage: the ``encoder`` pass over the source, or a decoder pass (``prefill`` /
     ``decode``) with cross-attention over the cached encoder output. The token table is shared: the
     encoder's embedding owns it; parameters are the union of the encoder and prefill lists."""
+    from llmath.ops.bigbird import block_sparse_rows, dense_probs
+    from llmath.ops.codebooks import enc_to_dec_proj, text_encoder_pass
+    from llmath.ops.frontend import audio_frontend
+    from llmath.ops.prophet import prophet_decoder
+
     s, enc = b.spec, b.spec.encoder
     if enc is None:  # pragma: no cover - build_ops sends encoder-decoder specs only
         raise AssertionError(f"{s.name}: no encoder")
@@ -311,6 +315,8 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
     if stage not in ("prefill", "decode", "encoder", "vision"):
         raise WorkloadError(f"stage={stage!r} must be 'prefill', 'decode', 'encoder' or 'vision'")
     if stage == "vision":  # Llama 3.2 Vision's image encoder (ops/vision_mllama.py)
+        from llmath.ops.vision_mllama import vision_pass
+
         if spec.vision is None:
             raise WorkloadError(f"stage='vision': {spec.name!r} has no image encoder llmath runs (mllama has)")
         b = Builder(spec, attention, stage)
@@ -320,22 +326,34 @@ def build_ops(spec: ModelSpec, stage: Stage = "prefill", attention: Attention = 
         raise WorkloadError(f"stage='encoder': {spec.name!r} is a decoder-only model; use 'prefill' or 'decode'")
     b = Builder(spec, attention, stage)
     if spec.blt is not None:  # the Byte Latent Transformer: its four stacks (ops/blt.py)
+        from llmath.ops.blt import blt_ops
+
         blt_ops(b)
     elif spec.is_encoder_decoder:
         _encoder_decoder(b)
     elif spec.prophet is not None:  # ProphetNetForCausalLM: the n-stream decoder alone (ops/prophet.py)
+        from llmath.ops.prophet import prophet_decoder
+
         prophet_decoder(b, layer_kind(spec, None, False))
     else:
-        if spec.assistant is not None:  # a draft model on its target's cache (ops/assistant.py)
-            assistant_input(b)
-        else:
-            embedding(b)
-        per_layer_inputs(b)
-        if spec.mhc_streams:
-            mhc_embed(b)
-        altup_inputs(b)
-        _decoder_layers(b)
-        altup_outputs(b)
-        mhc_head(b)
-        (assistant_head if spec.assistant is not None else head)(b)
+        _decoder_pass(b)
     return tuple(b.ops)
+
+
+def _decoder_pass(b: Builder) -> None:
+    """A decoder-only pass: the embedding (a draft model's input on its target's cache), the layers, the head."""
+    spec = b.spec
+    if spec.assistant is not None:  # a draft model on its target's cache (ops/assistant.py)
+        from llmath.ops.assistant import assistant_head, assistant_input
+
+        assistant_input(b)
+    else:
+        embedding(b)
+    per_layer_inputs(b)
+    if spec.mhc_streams:
+        mhc_embed(b)
+    altup_inputs(b)
+    _decoder_layers(b)
+    altup_outputs(b)
+    mhc_head(b)
+    (assistant_head if spec.assistant is not None else head)(b)

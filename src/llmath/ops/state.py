@@ -14,8 +14,6 @@ import numpy as np
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 from llmath.ops.assemble import build_ops
-from llmath.ops.inkling import transformers_extra_state as inkling_extra_state
-from llmath.ops.mixers import transformers_extra_state
 from llmath.ops.pair_counts import compressed_monomial, held_positions
 from llmath.ops.ssm_state import holds_ssm_state, ssm_state_bytes
 from llmath.ops.stages import cross_kv_elements_per_source
@@ -60,6 +58,9 @@ def fixed_state_elements(spec: ModelSpec, layout: str = "serving", ops=None) -> 
 def _transformers_extra(spec: ModelSpec) -> int:
     """Elements per sequence transformers' cache holds beyond the serving state (mixers' and Inkling's
     conv windows keep C inputs per channel, not C − 1)."""
+    from llmath.ops.inkling import transformers_extra_state as inkling_extra_state
+    from llmath.ops.mixers import transformers_extra_state
+
     return transformers_extra_state(spec) + inkling_extra_state(spec)
 
 
