@@ -55,8 +55,8 @@ def test_a_llama_plan_loads_none_of_them_and_a_hybrid_spec_loads_its_family():
     assert "llmath.deploy.plan" in mods
     assert not mods & DEFERRED
     # Nemotron-H's row lives in families_ssm (model_type nemotron_h), its Mamba-2 layers in ops/mixers.py
-    mods = _modules("from llmath.model.registry import get\nfrom llmath.ops import build_ops\n"
-                    "build_ops(get('nemotron-h-8b-base-8k'))")  # fmt: skip
+    mods = _modules("from llmath.model.registry import spec\nfrom llmath.ops import build_ops\n"
+                    "build_ops(spec('nemotron-h-8b-base-8k'))")  # fmt: skip
     assert {"llmath.model.families_ssm", "llmath.ops.mixers"} <= mods
 
 

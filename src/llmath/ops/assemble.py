@@ -138,10 +138,6 @@ def _mixer_layers(b: Builder) -> None:
     """Layers whose mixer is not attention (state-space, recurrent): norm, mixer, residual, then (hybrids)
     norm, FFN or MoE, residual; grouped by :func:`mixer_layer_kind`. Kind "none" (Nemotron-H, Nemotron-NAS):
     norm, FFN or MoE, residual only. Kind "shared+<mixer>" (Zamba): the shared block first (ops/shared_block.py)."""
-    from llmath.ops.mixers import mixer_block
-    from llmath.ops.shared_block import shared_block
-    from llmath.ops.vision_cross import vision_cross_layers
-
     s = b.spec
     groups: dict[tuple[str, bool, int, str], int] = {}
     for i, (kind, moe) in enumerate(zip(s.layer_mixers, s.layer_moe, strict=True)):
@@ -153,11 +149,17 @@ def _mixer_layers(b: Builder) -> None:
         ffn = s.layer_has_ffn(kind)
         b.d_ff = width
         if kind == "xattn":  # Mllama's cross-attention layers: skipped in a text-only request (weights only)
+            from llmath.ops.vision_cross import vision_cross_layers
+
             vision_cross_layers(b, count, lk)
             continue
         if kind.startswith("shared+"):  # Zamba: the shared transformer block feeds the mixer's input
+            from llmath.ops.shared_block import shared_block
+
             shared_block(b, count, lk)
         if kind != "none":
+            from llmath.ops.mixers import mixer_block
+
             b.norm("norm.mixer_in", s.d_model, count=count, pkey="norm.layers", layer_kind=lk)
             mixer_block(b, count, lk)
             if s.norms_per_layer >= 4:  # LFM3's sandwich norms, as attention layers place them
