@@ -21,7 +21,6 @@ Routing conventions (``ROUTINGS``):
 from __future__ import annotations
 
 from functools import lru_cache
-from statistics import NormalDist
 
 import numpy as np
 
@@ -95,6 +94,8 @@ def experts_hit(tokens, n_experts: int, top_k: int, routing: str = ROUTING) -> n
 @lru_cache(maxsize=64)
 def _expected_max_normal(n: int) -> float:
     """Expected maximum of n standard normals (Blom's approximation Φ⁻¹((n − 0.375)/(n + 0.25)))."""
+    from statistics import NormalDist  # with the random module it imports: MoE balance only
+
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
 
 
