@@ -53,6 +53,7 @@ from llmath.deploy.workload import Workload
 from llmath.errors import LLMathError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
+from llmath.model.checkpoint import Checkpoint
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
@@ -238,7 +239,7 @@ def _plannable_requests(
 
 @checked
 def plan(
-    model: str | ModelSpec,
+    model: str | ModelSpec | Checkpoint,
     hardware: str | Hardware,
     *,
     gpus: int,
