@@ -93,3 +93,14 @@ def test_posted_config_keeps_its_formats_over_http():
     # gpt-oss-20b's quantization_config: mxfp4 experts; modules_to_not_convert keeps self_attn in 16 bits
     assert d["workload"]["weights"] == "mxfp4"
     assert d["precision"]["modules"]["experts"] == "mxfp4" and d["precision"]["modules"]["attention"] == "bf16"
+
+
+def test_the_pages_kv_choice_reaches_the_planner(tmp_path):
+    # the page's KV format (kv_dtype=fp8) plans as the library's kv_dtype="fp8" on the same file: an FP8 cache
+    # holds a token's K and V in 1 byte an element against bf16's 2, which the planned formats report
+    cfg, path = _as_file(tmp_path, "llama-3-8b")
+    page = api.plan(PARAMS | {"model": "llama-3-8b", "gpus": "8", "kv_dtype": "fp8"}, cfg)
+    ref = plan(path, "h200", gpus=8, workload=Workload(prompt=1000, gen=100), kv_dtype="fp8").to_dict()
+    bf16 = plan(path, "h200", gpus=8, workload=Workload(prompt=1000, gen=100)).to_dict()
+    page.pop("seconds"), ref.pop("seconds"), bf16.pop("seconds")
+    assert page == ref and ref != bf16

@@ -376,7 +376,8 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
     return search(
         model, _hardware(params) or "h100-sxm", gpus=gpus, workload=work,
         ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
-        weights=p.weights if chosen else None, engine=str(params.get("engine") or "vllm"),
+        weights=p.weights if chosen else None, kv_dtype=str(params["kv_dtype"]) if params.get("kv_dtype") else None,
+        engine=str(params.get("engine") or "vllm"),
         disagg=params.get("disagg") == "1",
         attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), parallel=par,
         allow_long_context=_allow_long_context(params),
