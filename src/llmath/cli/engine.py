@@ -117,6 +117,10 @@ def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_jso
         raise usage(e, "--emit") from None
     if workload is not None:
         cmd = long_context(cmd, spec, workload, True)
+    timed = res.get("engine")
+    if timed and timed != cmd.engine:
+        cmd.notes.append(f"the plan timed this layout under {timed}; {cmd.engine} runs it with its own scheduler and"
+                         f" kernels, so its times differ: plan with --engine {cmd.engine} for them")  # fmt: skip
     print_command(cmd, as_json)
 
 

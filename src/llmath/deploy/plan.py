@@ -186,6 +186,7 @@ class PlanResult:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     formats: dict[str, Any] = field(default_factory=dict)  # the formats searched (.plan_formats.formats_report)
+    engine: str = ""  # the engine whose scheduler and kernels timed every row
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -297,7 +298,7 @@ def plan(
         notes.append(f"--disagg: a prefill pool and a decode pool need 2 GPUs at least, not {gpus}: only aggregated"
                      " rows; use --gpus 2 or more")  # fmt: skip
     took, searched = time.perf_counter() - t0, formats_report(formats, weights)
-    return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, took, rejected, notes, searched)
+    return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, took, rejected, notes, searched, engine)
 
 
 def _nothing_fits(spec: ModelSpec, gpus: int, hw: Hardware, rejected: list[dict[str, Any]]) -> WorkloadError:
