@@ -9,6 +9,7 @@ layout and concurrency must be serve's there to 1e-9 relative. The checkpoint is
 import json
 
 import pytest
+from helpers import run_cli
 
 from llmath import Workload, params, serve
 from llmath.cli import main
@@ -89,3 +90,18 @@ def test_the_pages_plan_plans_the_checkpoints_formats_unless_weights_are_chosen(
     assert d["formats"]["from"] == "checkpoint" and d["best"]["weights"] == "fp8-block"
     d = api.plan(q | {"weights": "fp8"})
     assert d["formats"]["from"] == "--weights" and d["best"]["weights"] == "fp8"
+
+
+def test_a_command_for_another_engine_than_the_plan_timed_says_so(capsys):
+    # the plan's rows are timed with --engine's scheduler and kernels; a command written for another engine
+    # carries a note naming both, and the JSON names the engine that timed the plan
+    code, out, _ = run_cli(capsys, "plan", "llama-3-8b", "-H", "h100-sxm", "--gpus", "1", "--prompt", "1000",
+                           "--gen", "100", "--engine", "sglang", "--emit", "vllm", "--json")  # fmt: skip
+    notes = json.loads(out)["notes"]
+    assert code == 0 and any("sglang" in n and "--engine vllm" in n for n in notes)
+    code, out, _ = run_cli(capsys, "plan", "llama-3-8b", "-H", "h100-sxm", "--gpus", "1", "--prompt", "1000",
+                           "--gen", "100", "--engine", "vllm", "--emit", "vllm", "--json")  # fmt: skip
+    assert code == 0 and not any("--engine" in n for n in json.loads(out)["notes"])
+    code, out, _ = run_cli(capsys, "plan", "llama-3-8b", "-H", "h100-sxm", "--gpus", "1", "--prompt", "1000",
+                           "--gen", "100", "--engine", "sglang", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["engine"] == "sglang"

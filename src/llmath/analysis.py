@@ -37,6 +37,7 @@ from llmath.hardware.efficiency import check_overrides
 from llmath.hardware.roofline import Efficiency, byte_weights
 from llmath.hardware.topology import topology
 from llmath.memory_report import MemoryReport, memory_report
+from llmath.model.checkpoint import Checkpoint
 from llmath.model.dtypes import Precision
 from llmath.model.notes import context_notes, wrapper_notes
 from llmath.model.registry import resolve
@@ -101,7 +102,7 @@ class Analysis:
 
 
 def analyze(
-    model: str | ModelSpec,
+    model: str | ModelSpec | Checkpoint,
     hardware: str | Hardware | None = None,
     *,
     workload: Workload | None = None,

@@ -1,4 +1,5 @@
-"""Engine command lines at the CLI: ``--emit vllm|sglang|trtllm`` (plan, analyze) and ``--engine-args`` (analyze).
+"""Engine command lines at the CLI: ``--emit vllm|sglang|trtllm|llama.cpp`` (plan, analyze) and ``--engine-args``
+(analyze).
 
 Thin: :mod:`llmath.deploy.engine_args` writes and :mod:`llmath.deploy.engine_read` reads; this module maps
 their errors to usage errors (exit code 2), prints a command, and folds a read command into analyze's
@@ -22,10 +23,10 @@ if TYPE_CHECKING:  # the library core loads only when a command uses it (tests/t
 def _engine_name(value: str | None) -> str | None:
     if value is None:  # the option's default: no need to load the engine writers
         return None
-    from llmath.deploy.engine_args import ENGINES
+    from llmath.deploy.engine_args import EMIT_ENGINES
 
-    if value not in ENGINES:
-        raise typer.BadParameter(f"{value!r} is not an engine llmath writes; use one of {', '.join(ENGINES)}")
+    if value not in EMIT_ENGINES:
+        raise typer.BadParameter(f"{value!r} is not an engine llmath writes; use one of {', '.join(EMIT_ENGINES)}")
     return value
 
 
@@ -34,8 +35,8 @@ EmitOpt = Annotated[
     typer.Option(
         "--emit",
         callback=_engine_name,
-        help="Print the engine command (and config file) that runs this deployment: vllm | sglang | trtllm "
-        "(flags as each engine documents them; docs/engines.md).",
+        help="Print the engine command (and config file) that runs this deployment: vllm | sglang | trtllm | "
+        "llama.cpp (flags as each engine documents them; docs/engines.md).",
     ),
 ]
 EngineArgsOpt = Annotated[
@@ -76,7 +77,20 @@ def long_context(cmd, spec, workload, allow: bool):
 
     long_context_notes(spec, workload, allow, cmd.engine)
     tokens = engine_length(spec, workload, cmd.engine)
-    return cmd if tokens is None else with_length_limit(cmd, spec, tokens)
+    if tokens is None or cmd.engine == "llama.cpp":  # llama-server's --ctx-size already holds the requests
+        return cmd
+    return with_length_limit(cmd, spec, tokens)
+
+
+def for_requests(dep, spec, workload, attention: str = "flash"):
+    """``dep`` with one request's tokens against the context (``workload``'s prompt + its longest output, as
+    :func:`llmath.deploy.context_limit.request_tokens` counts them) and the attention it runs."""
+    from dataclasses import replace
+
+    from llmath.deploy.context_limit import request_tokens
+
+    longest = max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
+    return replace(dep, request_tokens=request_tokens(spec, workload.prompt, longest), attention=attention)
 
 
 def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_json: bool, workload=None) -> None:
@@ -96,11 +110,17 @@ def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_jso
         own = (res.get("formats") or {}).get("from") == "checkpoint"  # the engine reads the checkpoint's formats itself
         best = res["best"] | ({"weights": None} if own else {})
         dep = from_plan(best, res["model"], get(hw_name), engine, kv_dtype)
+        if workload is not None:
+            dep = for_requests(dep, spec, workload)
         cmd = emit(engine, dep, spec.moe is not None)
     except EngineArgsError as e:
         raise usage(e, "--emit") from None
     if workload is not None:
         cmd = long_context(cmd, spec, workload, True)
+    timed = res.get("engine")
+    if timed and timed != cmd.engine:
+        cmd.notes.append(f"the plan timed this layout under {timed}; {cmd.engine} runs it with its own scheduler and"
+                         f" kernels, so its times differ: plan with --engine {cmd.engine} for them")  # fmt: skip
     print_command(cmd, as_json)
 
 
@@ -223,8 +243,9 @@ SERVING_DEFAULTS: dict[str, Any] = {  # what a static batch leaves at analyze's 
 
 def emit_analyze(a: SimpleNamespace) -> None:
     """``analyze --emit``: the deployment analyze's arguments describe, as the engine's command."""
-    from llmath.cli.options import parallel_config
+    from llmath.cli.options import gen_dist, parallel_config
     from llmath.deploy.engine_args import EngineArgsError, deployment_for, emit
+    from llmath.deploy.workload import Workload
 
     try:
         spec, dep = deployment_for(
@@ -243,11 +264,8 @@ def emit_analyze(a: SimpleNamespace) -> None:
             mixed_prefill=a.mixed_prefill,
             engine_settings=getattr(a, "engine_settings", None),
         )
-        cmd = emit(a.emit, dep, spec.moe is not None)
+        work = Workload(prompt=a.prompt, gen=a.gen, gen_dist=gen_dist(a.gen_dist))
+        cmd = emit(a.emit, for_requests(dep, spec, work, a.attention.value), spec.moe is not None)
     except EngineArgsError as e:
         raise usage(e, "--emit") from None
-    from llmath.cli.options import gen_dist
-    from llmath.deploy.workload import Workload
-
-    work = Workload(prompt=a.prompt, gen=a.gen, gen_dist=gen_dist(a.gen_dist))
     print_command(long_context(cmd, spec, work, a.allow_long_context), a.json_)

@@ -32,6 +32,7 @@ from llmath.deploy.workload import STATIC_ONLY, Workload, workload_arg
 from llmath.errors import LayoutError, UsageError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
+from llmath.model.checkpoint import Checkpoint
 from llmath.model.dtypes import BITS, Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
@@ -59,9 +60,9 @@ ENGINE_SETTINGS: dict[str, tuple[str, Any, Any]] = {  # name -> (kind, lo, hi)
 }
 
 
-def model_arg(model: Any) -> str | os.PathLike | ModelSpec:
-    """A non-empty registry name, hub id or path, or a ModelSpec."""
-    if isinstance(model, ModelSpec | os.PathLike) or (isinstance(model, str) and model.strip()):
+def model_arg(model: Any) -> str | os.PathLike | ModelSpec | Checkpoint:
+    """A non-empty registry name, hub id or path, a ModelSpec, or a Checkpoint (a config read with its formats)."""
+    if isinstance(model, ModelSpec | Checkpoint | os.PathLike) or (isinstance(model, str) and model.strip()):
         return model
     raise UsageError(
         f"model={model!r} must be a registry name or hub id (see 'llmath models'), a config.json or .gguf path, "

@@ -36,7 +36,8 @@ from llmath.errors import WorkloadError
 if TYPE_CHECKING:
     from llmath.deploy.layout import ParallelConfig
 
-ENGINES = ("vllm", "sglang", "trtllm")
+ENGINES = ("vllm", "sglang", "trtllm")  # commands llmath writes (--emit) and reads (--engine-args)
+EMIT_ENGINES = (*ENGINES, "llama.cpp")  # commands llmath writes: llama-server too (:mod:`.engine_llamacpp`)
 
 
 class EngineArgsError(WorkloadError):
@@ -51,8 +52,8 @@ def flags_data() -> dict[str, Any]:
 
 
 def engine_data(engine: str) -> dict[str, Any]:
-    if engine not in ENGINES:
-        raise EngineArgsError(f"--emit {engine!r} is not an engine llmath writes; use one of {', '.join(ENGINES)}")
+    if engine not in EMIT_ENGINES:
+        raise EngineArgsError(f"--emit {engine!r} is not an engine llmath writes; use one of {', '.join(EMIT_ENGINES)}")
     return flags_data()[engine]
 
 
@@ -90,6 +91,8 @@ class Deployment:
     decode_graph_batch: int | None = None  # the largest decode batch captured in a CUDA graph; None: the engine's
     # EngineConfig fields the command sets beyond these (:mod:`llmath.deploy.engine_settings`): graphs, polling, ...
     engine_settings: dict[str, Any] = field(default_factory=dict)
+    request_tokens: int | None = None  # one request's tokens against the context (llama.cpp's slots size by it)
+    attention: str = "flash"  # flash | eager (llama.cpp's --flash-attn)
 
     @property
     def gpus(self) -> int:
@@ -201,7 +204,9 @@ def emit(engine: str, dep: Deployment, moe: bool) -> EngineCommand:
     """The command that runs ``dep`` on ``engine`` (``moe``: the model has routed experts, which decides
     how SGLang and TensorRT-LLM spell ``dp``)."""
     d = engine_data(engine)
-    writer = {"vllm": _emit_vllm, "sglang": _emit_sglang, "trtllm": _emit_trtllm}[engine]
+    from llmath.deploy.engine_llamacpp import emit_llamacpp
+
+    writer = {"vllm": _emit_vllm, "sglang": _emit_sglang, "trtllm": _emit_trtllm, "llama.cpp": emit_llamacpp}[engine]
     cmd = writer(d, dep, moe)
     stray = [f for f in cmd.flags() if f not in documented(engine)]
     if stray:  # the data and the writer disagree: a bug, never a user error

@@ -53,6 +53,7 @@ from llmath.deploy.workload import Workload
 from llmath.errors import LLMathError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
+from llmath.model.checkpoint import Checkpoint
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
@@ -185,6 +186,7 @@ class PlanResult:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     formats: dict[str, Any] = field(default_factory=dict)  # the formats searched (.plan_formats.formats_report)
+    engine: str = ""  # the engine whose scheduler and kernels timed every row
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -238,7 +240,7 @@ def _plannable_requests(
 
 @checked
 def plan(
-    model: str | ModelSpec,
+    model: str | ModelSpec | Checkpoint,
     hardware: str | Hardware,
     *,
     gpus: int,
@@ -296,7 +298,7 @@ def plan(
         notes.append(f"--disagg: a prefill pool and a decode pool need 2 GPUs at least, not {gpus}: only aggregated"
                      " rows; use --gpus 2 or more")  # fmt: skip
     took, searched = time.perf_counter() - t0, formats_report(formats, weights)
-    return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, took, rejected, notes, searched)
+    return PlanResult(spec.name, hw.name, gpus, targets, best, front, n, took, rejected, notes, searched, engine)
 
 
 def _nothing_fits(spec: ModelSpec, gpus: int, hw: Hardware, rejected: list[dict[str, Any]]) -> WorkloadError:

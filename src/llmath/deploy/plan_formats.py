@@ -2,7 +2,8 @@
 
 Without ``weights`` the plan searches the checkpoint's own formats, read by the function ``llmath analyze`` and
 :func:`~.service.serve` read them with (:func:`llmath.model.checkpoint.precision_for`: a block-FP8 DeepSeek-V3,
-gpt-oss's MXFP4 experts, a ``quantization_config``; bf16 when the checkpoint states none), the KV cache in
+gpt-oss's MXFP4 experts, a ``quantization_config``, a :class:`~llmath.model.checkpoint.Checkpoint` read from an
+uploaded config; bf16 when the checkpoint states none), the KV cache in
 ``kv_dtype`` when given. With ``weights`` (``plan --weights F,...``) each named format is declared over a bf16
 checkpoint (:func:`declared`). The plan's ``formats`` key says which it searched (:func:`formats_report`).
 """
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmath.model.checkpoint import precision_for
+from llmath.model.checkpoint import Checkpoint, precision_for
 from llmath.model.dtypes import Precision
 from llmath.model.spec import ModelSpec
 
 
 def searched_formats(
-    model: str | ModelSpec, weights: str | list[str] | None, kv_dtype: str | None
+    model: str | ModelSpec | Checkpoint, weights: str | list[str] | None, kv_dtype: str | None
 ) -> list[tuple[str, Precision]]:
     """(label, precision) per format the plan searches: the checkpoint's formats without ``weights``, else each
     named format as :func:`declared` declares it."""

@@ -39,6 +39,7 @@ from llmath.errors import RateError, WorkloadError
 from llmath.hardware import Hardware
 from llmath.hardware import get as get_hardware
 from llmath.hardware.execution import checkpoint_precision
+from llmath.model.checkpoint import Checkpoint
 from llmath.model.dtypes import Precision
 from llmath.model.registry import resolve
 from llmath.model.spec import ModelSpec
@@ -46,7 +47,7 @@ from llmath.model.spec import ModelSpec
 
 @checked
 def serve(
-    model: str | ModelSpec,
+    model: str | ModelSpec | Checkpoint,
     hardware: str | Hardware,
     *,
     workload: Workload | None = None,

@@ -122,9 +122,11 @@ def checkpoint_precision(model, precision: Precision | None) -> tuple[Precision,
     """``precision`` if given; else the formats the checkpoint states (bf16 if none) and what reading noted."""
     if precision is not None:
         return precision, []
-    from llmath.model.checkpoint import load, precision_for
+    from llmath.model.checkpoint import Checkpoint, load, precision_for
 
-    return precision_for(model), list(load(model).notes) if isinstance(model, str) else []
+    if isinstance(model, str | Checkpoint):
+        return precision_for(model), list((load(model) if isinstance(model, str) else model).notes)
+    return precision_for(model), []
 
 
 def _tables(spec: ModelSpec, attention: str) -> tuple[Table, Table]:

@@ -169,17 +169,28 @@ def from_config(cfg: dict[str, Any], spec: ModelSpec, sidecar: dict | None, wher
     return Checkpoint(spec, p, origin, tuple(reading.notes))
 
 
+def config_checkpoint(
+    cfg: dict[str, Any], name: str, source: str, where: str, sidecar: dict | None = None
+) -> Checkpoint:
+    """A config.json object as a checkpoint: its spec and the formats its ``quantization_config`` (or a ModelOpt
+    ``sidecar``) states, read ``where``. :func:`load_dir` reads a file's config through it, and the page an
+    uploaded one, so both see the same formats."""
+    from llmath.model.hf import spec_from_config
+
+    return from_config(cfg, spec_from_config(cfg, name=name, source=source), sidecar, where)
+
+
 def load_dir(d: Path, name: str | None = None, source: str | None = None) -> Checkpoint:
     """A directory (or config.json path) with its sidecar and safetensors headers."""
-    from llmath.model.hf import read_config, spec_from_config
+    from llmath.model.hf import read_config
 
     cfg_path = d / "config.json" if file_kind(d) == "dir" else d
     folder = cfg_path.parent
     cfg = read_config(cfg_path)
     stem = name or (folder.name if cfg_path.name == "config.json" else cfg_path.stem)
-    spec = spec_from_config(cfg, name=stem, source=source or str(cfg_path))
     side = folder / SIDECAR
-    ck = from_config(cfg, spec, read_sidecar(side) if side.exists() else None, str(folder))
+    sidecar = read_sidecar(side) if side.exists() else None
+    ck = config_checkpoint(cfg, stem, source or str(cfg_path), str(folder), sidecar)
     p, hb, notes = _header_precision(folder, ck.precision or Precision())
     if hb is None:
         return ck
@@ -234,7 +245,7 @@ def load(model: str) -> Checkpoint:
 
 
 def precision_for(
-    model: str | ModelSpec,
+    model: str | ModelSpec | Checkpoint,
     dtype: str | None = None,
     weights: str | None = None,
     activations: str | None = None,
@@ -244,10 +255,11 @@ def precision_for(
 ) -> Precision:
     """The precision to analyse ``model`` at: the checkpoint's formats (bf16 if it states none), with
     ``dtype`` replacing all of them and ``weights``/``activations``/``kv``/``group_size`` overriding;
-    ``ssm``: the SSM state's format (unset: the config's ``mamba_ssm_cache_dtype``, :mod:`llmath.ops.ssm_state`)."""
+    ``ssm``: the SSM state's format (unset: the config's ``mamba_ssm_cache_dtype``, :mod:`llmath.ops.ssm_state`).
+    ``model``: a name or path (read with :func:`load`), a :class:`Checkpoint` already read, or a bare spec (bf16)."""
     stated: Precision | None = None
-    if isinstance(model, str):
-        ck = load(model)
+    if isinstance(model, str | Checkpoint):
+        ck = load(model) if isinstance(model, str) else model
         spec, stated = ck.spec, ck.precision
     else:
         spec = model
@@ -264,7 +276,7 @@ def precision_for(
     return expand_mix(spec, p)
 
 
-def _published(model: str | ModelSpec, weights: str | None) -> Precision | None:
+def _published(model: str | ModelSpec | Checkpoint, weights: str | None) -> Precision | None:
     """The formats of a registry model's published checkpoint in ``weights`` (index.json ``checkpoints``)."""
     from llmath.model import registry
 

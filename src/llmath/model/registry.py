@@ -17,12 +17,15 @@ import re
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmath.errors import UnknownNameError
 from llmath.model.config_check import file_kind, local_paths
 from llmath.model.hf import read_config, spec_from_config
 from llmath.model.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from llmath.model.checkpoint import Checkpoint
 
 
 def _dir():
@@ -155,10 +158,14 @@ def by_family() -> dict[str, list[str]]:
     return {f: out[f] for f in sorted(out)}
 
 
-def resolve(model: str | ModelSpec) -> ModelSpec:
-    """A registry name, a config.json path (or a directory holding one), or a spec -> spec."""
+def resolve(model: str | ModelSpec | Checkpoint) -> ModelSpec:
+    """A registry name, a config.json path (or a directory holding one), a spec, or a checkpoint read -> spec."""
     if isinstance(model, ModelSpec):
         return model
+    from llmath.model.checkpoint import Checkpoint
+
+    if isinstance(model, Checkpoint):
+        return model.spec
     if not isinstance(model, str | os.PathLike):
         raise UnknownNameError(
             f"model={model!r} must be a registry name or hub id (see 'llmath models'), a config.json or .gguf path, "

@@ -88,22 +88,32 @@ def _model_name(params: Params) -> str:
     return _registry_only("model", name, registry.names())
 
 
+def _uploaded(params: Params, config: dict):
+    """A POSTed config.json read as a checkpoint: its spec and the formats its ``quantization_config`` states,
+    by the function that reads a config.json file's (:func:`llmath.model.checkpoint.config_checkpoint`)."""
+    from llmath.model.checkpoint import config_checkpoint
+
+    name = str(params.get("model") or "uploaded config")[:200]
+    return config_checkpoint(config, name, source="uploaded config.json", where="uploaded config.json")
+
+
+def _checkpoint(params: Params, config: dict | None):
+    """The model with its formats: the uploaded config read as a checkpoint, else the model's name."""
+    return _uploaded(params, config) if config is not None else _model_name(params)
+
+
 def _model(params: Params, config: dict | None):
     from llmath.model.registry import resolve
 
-    if config is not None:
-        from llmath.model.hf import spec_from_config
-
-        return spec_from_config(config, name=str(params.get("model") or "uploaded config")[:200])
-    return resolve(_model_name(params))
+    return resolve(_checkpoint(params, config))
 
 
 def _precision(params: Params, config: dict | None):
-    """The checkpoint's formats (a bundled or hub model's quantization_config; bf16 when it states none),
-    with the page's dtype / weights / activations / KV choices overriding them (empty = the checkpoint's)."""
+    """The checkpoint's formats (a bundled, hub or uploaded model's quantization_config; bf16 when it states
+    none), with the page's dtype / weights / activations / KV choices overriding them (empty = the checkpoint's)."""
     from llmath.model.checkpoint import precision_for
 
-    model = _model(params, config) if config is not None else _model_name(params)
+    model = _checkpoint(params, config)
     pick = {k: str(params[k]) if params.get(k) else None for k in ("dtype", "weights", "activations", "kv_dtype")}
     return precision_for(
         model, dtype=pick["dtype"], weights=pick["weights"], activations=pick["activations"], kv=pick["kv_dtype"]
@@ -361,12 +371,13 @@ def plan(params: Params, config: dict | None = None) -> dict[str, Any]:
     par, p = kw.get("parallel"), kw["precision"]
     gpus = par.gpus if par is not None and par.gpus is not None else 8
     work = Workload(prompt=kw["workload"].prompt, gen=kw["workload"].gen)
-    model = _model(params, config) if config is not None else _model_name(params)  # a name: its checkpoint's formats
+    model = _checkpoint(params, config)  # a name or an uploaded config: its checkpoint's formats
     chosen = params.get("weights") or params.get("dtype")  # else the checkpoint's formats, as analyze
     return search(
         model, _hardware(params) or "h100-sxm", gpus=gpus, workload=work,
         ttft_ms=_float(params, "ttft_ms"), tpot_ms=_float(params, "tpot_ms"),
-        weights=p.weights if chosen else None, engine=str(params.get("engine") or "vllm"),
+        weights=p.weights if chosen else None, kv_dtype=str(params["kv_dtype"]) if params.get("kv_dtype") else None,
+        engine=str(params.get("engine") or "vllm"),
         disagg=params.get("disagg") == "1",
         attention=kw.get("attention", "flash"), cost_per_gpu_hour=_float(params, "cost_per_gpu_hour"), parallel=par,
         allow_long_context=_allow_long_context(params),
