@@ -89,8 +89,7 @@ def for_requests(dep, spec, workload, attention: str = "flash"):
 
     from llmath.deploy.context_limit import request_tokens
 
-    longest = max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
-    return replace(dep, request_tokens=request_tokens(spec, workload.prompt, longest), attention=attention)
+    return replace(dep, request_tokens=request_tokens(spec, workload.prompt, workload.longest_gen), attention=attention)
 
 
 def emit_plan(res: dict, engine: str, hw_name: str, kv_dtype: str | None, as_json: bool, workload=None) -> None:

@@ -37,7 +37,7 @@ note (:func:`llmath.model.notes.context_message`) and runs, for a student extrap
 
 from __future__ import annotations
 
-from llmath.deploy.engine_context import ContextLimit, context_limit
+from llmath.deploy.engine_context import context_limit
 from llmath.deploy.workload import Workload
 from llmath.errors import WorkloadError
 from llmath.model.spec import ModelSpec
@@ -74,21 +74,11 @@ def _source_shares_table(spec: ModelSpec) -> bool:
     return not (spec.encoder is not None and (spec.encoder.external or spec.encoder.frontend))
 
 
-def _longest_gen(workload: Workload) -> int:
-    return max((int(g) for g, _ in workload.gen_dist), default=workload.gen)
-
-
-def engine_limit(spec: ModelSpec, engine: str = "vllm") -> ContextLimit | None:
-    """``engine``'s default maximum model length for ``spec``, derived from the config as the engine derives it
-    (:mod:`.engine_context`); None where the model has no length limit."""
-    return context_limit(spec, engine)
-
-
 def engine_length(spec: ModelSpec, workload: Workload, engine: str = "vllm") -> int | None:
     """The length limit ``engine`` must be started with to accept ``workload``'s requests (its longest output)
     when they pass the engine's default limit (vLLM's rule: prompt + output tokens); None when they fit it."""
-    limit = engine_limit(spec, engine)
-    tokens = request_tokens(spec, workload.prompt, _longest_gen(workload))
+    limit = context_limit(spec, engine)
+    tokens = request_tokens(spec, workload.prompt, workload.longest_gen)
     return tokens if limit and tokens > limit.tokens else None
 
 
@@ -107,13 +97,13 @@ def _rule(spec: ModelSpec, top: int) -> str:
 
 def long_context_notes(spec: ModelSpec, workload: Workload, allow: bool, engine: str = "vllm") -> list[str]:
     """Nothing when each of ``workload``'s requests (prompt + its longest output) fits ``engine``'s default
-    maximum model length for ``spec`` (:func:`engine_limit`); past it a :class:`WorkloadError`, or with ``allow``
-    the note the report carries: the figures extrapolate."""
+    maximum model length for ``spec`` (:func:`.engine_context.context_limit`); past it a :class:`WorkloadError`,
+    or with ``allow`` the note the report carries: the figures extrapolate."""
     if not isinstance(allow, bool):
         raise WorkloadError(f"allow_long_context={allow!r} must be True or False; True times requests past the context")
-    prompt, gen = workload.prompt, _longest_gen(workload)
-    limit = engine_limit(spec, engine)
-    if limit is None or engine_length(spec, workload, engine) is None:
+    prompt, gen = workload.prompt, workload.longest_gen
+    limit = context_limit(spec, engine)
+    if limit is None or request_tokens(spec, prompt, gen) <= limit.tokens:
         return []
     lengths, top = _lengths(spec, prompt, gen, bool(workload.gen_dist)), limit.tokens
     derived = f"{limit.engine}'s max model length {top} = {limit.how}"

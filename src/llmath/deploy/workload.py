@@ -105,6 +105,11 @@ class Workload:
         """Every request queued at once (vLLM's offline ``LLM`` defaults apply)."""
         return self.arrival == "offline"
 
+    @property
+    def longest_gen(self) -> int:
+        """The longest output a request asks for: ``gen``, or the largest length of ``gen_dist``."""
+        return max((int(g) for g, _ in self.gen_dist), default=self.gen)
+
     def given(self) -> dict[str, Any]:
         """The fields that differ from the defaults of the same kind of load (the load's default arrival
         counts as not given), and the concurrency or rate."""
