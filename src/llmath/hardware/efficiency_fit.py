@@ -38,6 +38,7 @@ from importlib import resources
 import numpy as np
 
 from llmath.errors import UnknownNameError, WorkloadError
+from llmath.ops.mla import absorbed_flops_per_head
 from llmath.ops.routing import experts_hit
 
 ROOFLINE_CLASSES = ("gemm", "attn_context", "attn_decode", "moe", "attn_mla_context")
@@ -227,7 +228,7 @@ def mla_decode_cost(batch, context, heads, latent: int, rope: int, kv_fmt: str):
     (16-bit) and writes the outputs (16-bit)."""
     B, S, H = (np.asarray(v, dtype=float) for v in (batch, context, heads))
     u, w = S + 1, latent + rope
-    flops = 2 * B * H * u * (2 * latent + rope)
+    flops = B * H * u * absorbed_flops_per_head(latent, rope)
     bytes_ = B * u * w * BYTES[kv_fmt] + 2 * B * H * (w + latent)
     return B * H, u, bytes_, flops, bytes_
 

@@ -21,6 +21,7 @@ from llmath.hardware import efficiency_fit as ef
 from llmath.hardware.moe_ep_token import routed_flops_per_token
 from llmath.ops import Table
 from llmath.ops.kernel import Kernel
+from llmath.ops.mla import absorbed_flops_per_head
 from llmath.ops.table import op_weights
 
 
@@ -112,7 +113,7 @@ def _mla_decode_columns(table: Table) -> tuple[np.ndarray, np.ndarray]:
     m = table.spec.mla
     if m is None or table.spec.encoder is not None:
         return np.zeros(0, dtype=int), np.zeros(0)
-    per_head = 2 * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+    per_head = absorbed_flops_per_head(m.kv_lora_rank, m.qk_rope_head_dim)
     cols = [i for i, op in enumerate(table.ops) if op.kernel == Kernel.MLA_DECODE]
     fl = [sum(t.coef for t in table.ops[i].terms("flops") if t.mono.startswith("P:")) for i in cols]
     return np.array(cols, dtype=int), np.array(fl, dtype=float) / per_head

@@ -82,6 +82,12 @@ def rotary(a: Mla) -> None:
     a.site.vector("rotary", "BTNR->BTNR", ROTARY_FLOPS, (a.N + 1) * a.R, "BT", "(N+1)·R", split=Split.QK_HEADS)
 
 
+def absorbed_flops_per_head(latent: int, rope: int) -> int:
+    """The absorbed decode kernel's FLOPs per head per visible position: scores over the latent and the rotary
+    part (2·(C + R)), values over the latent (2·C)."""
+    return 2 * (2 * latent + rope)
+
+
 def absorbed(a: Mla) -> None:
     """W_UK folded into the query, W_UV applied after attention: the cache stays latent."""
     N, C, R, Hn, Hv, P = a.N, a.C, a.R, a.Hn, a.Hv, a.win.P
@@ -92,7 +98,7 @@ def absorbed(a: Mla) -> None:
     )  # fmt: skip
     a.site.op(
         "flash_mla", "matmul", "BTNC,BSC->BTNC",
-        flops=[(2 * N * (2 * C + R), P, "2·N·(2C+R)")], vflops=[(SOFTMAX_FLOPS * N, P, "5·N")],
+        flops=[(N * absorbed_flops_per_head(C, R), P, "2·N·(2C+R)")], vflops=[(SOFTMAX_FLOPS * N, P, "5·N")],
         act_in=[(N * (C + R), "BT", "N·(C+R)")], kv_read=[(C + R, a.win.K, "(C+R)")], act_out=[(N * C, "BT", "N·C")],
         split=Split.HEADS, kernel=Kernel.MLA_DECODE
     )  # fmt: skip
